@@ -1,0 +1,57 @@
+/* The run policy: strict JSON in, the canonical protobuf Policy out.
+ *
+ * Every error names the JSON path of what is wrong, e.g.
+ * "limits.memory_mb: must be 16..1048576", "mounts[1].path: duplicate /out".
+ * A policy that parses is complete: every default is filled in, so the
+ * effective policy can be reported and digested as is. */
+#ifndef SBX_POLICY_H
+#define SBX_POLICY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+#include "sbx/v1/policy.pb-c.h"
+
+typedef Sbx__V1__Policy SbxPolicy;
+
+/* Ranges and defaults; README documents the same numbers. */
+#define SBX_CPU_MILLIS_MIN 10
+#define SBX_CPU_MILLIS_MAX 1024000
+#define SBX_CPU_MILLIS_DEFAULT 1000
+#define SBX_MEMORY_MB_MIN 16
+#define SBX_MEMORY_MB_MAX 1048576
+#define SBX_MEMORY_MB_DEFAULT 1024
+#define SBX_SCRIPT_SECONDS_MAX 86400
+#define SBX_SCRIPT_SECONDS_DEFAULT 300
+#define SBX_RUN_SECONDS_MAX 604800
+#define SBX_RUN_SECONDS_DEFAULT 3600
+#define SBX_PIDS_MIN 8
+#define SBX_PIDS_MAX 65536
+#define SBX_PIDS_DEFAULT 256
+#define SBX_OUT_MB_MAX 1048576
+#define SBX_OUT_MB_DEFAULT 1024
+#define SBX_TMP_MB_MAX 1048576
+#define SBX_TMP_MB_DEFAULT 256
+#define SBX_OUTPUT_KB_MAX 1048576
+#define SBX_OUTPUT_KB_DEFAULT 1024
+#define SBX_ENV_MAX 256
+#define SBX_EGRESS_RULES_MAX 256
+#define SBX_POLICY_BYTES_MAX (1 << 20)
+
+/* Parses a JSON policy document. Returns NULL and fills err on any error. */
+SbxPolicy *sbx_policy_parse(const char *json, size_t len, struct sbx_err *err);
+/* Reads and parses a file; errors are prefixed with the file name. */
+SbxPolicy *sbx_policy_load(const char *path, struct sbx_err *err);
+void sbx_policy_free(SbxPolicy *p);
+
+/* sha256 of the canonical serialization, as 64 lowercase hex digits + NUL. */
+int sbx_policy_digest(const SbxPolicy *p, char hex[65], struct sbx_err *err);
+/* The effective policy as JSON in the document's own format (keys sorted,
+ * defaults filled in). Caller frees. NULL only when out of memory. */
+char *sbx_policy_to_json(const SbxPolicy *p);
+
+/* Convenience lookups. */
+const Sbx__V1__Mount *sbx_policy_mount(const SbxPolicy *p, const char *path);
+
+#endif
