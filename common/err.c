@@ -50,7 +50,14 @@ int sbx_err_prefix(struct sbx_err *err, const char *fmt, ...)
 	vsnprintf(prefix, sizeof(prefix), fmt, ap);
 	va_end(ap);
 	memcpy(old, err->msg, sizeof(old));
-	snprintf(err->msg, sizeof(err->msg), "%s: %s", prefix, old);
+	/* Truncation keeps the outer context, which is the more useful end. */
+	size_t n = strnlen(prefix, sizeof(err->msg) - 3);
+	memcpy(err->msg, prefix, n);
+	memcpy(err->msg + n, ": ", 2);
+	size_t room = sizeof(err->msg) - n - 3;
+	size_t m = strnlen(old, room);
+	memcpy(err->msg + n + 2, old, m);
+	err->msg[n + 2 + m] = '\0';
 	return -1;
 }
 

@@ -44,6 +44,8 @@ SbxPolicy *sbx_policy_parse(const char *json, size_t len, struct sbx_err *err);
 /* Reads and parses a file; errors are prefixed with the file name. */
 SbxPolicy *sbx_policy_load(const char *path, struct sbx_err *err);
 void sbx_policy_free(SbxPolicy *p);
+/* For _cleanup_(sbx_policy_freep) SbxPolicy *p = NULL; */
+void sbx_policy_freep(SbxPolicy **p);
 
 /* sha256 of the canonical serialization, as 64 lowercase hex digits + NUL. */
 int sbx_policy_digest(const SbxPolicy *p, char hex[65], struct sbx_err *err);

@@ -1,0 +1,109 @@
+#include "ctlmsg.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "util.h"
+
+void sbx_close_fds(int *fds, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (fds[i] >= 0)
+			close(fds[i]);
+		fds[i] = -1;
+	}
+}
+
+int sbx_ctl_send(int sock, const Sbx__V1__HelperMessage *msg, const int *fds, size_t nfds,
+		 struct sbx_err *err)
+{
+	size_t len = sbx__v1__helper_message__get_packed_size(msg);
+	if (len > SBX_CTL_MAX_BYTES)
+		return sbx_fail(err, "control message of %zu bytes exceeds %d", len,
+				SBX_CTL_MAX_BYTES);
+	if (nfds > SBX_CTL_MAX_FDS)
+		return sbx_fail(err, "control message with %zu fds exceeds %d", nfds,
+				SBX_CTL_MAX_FDS);
+	_cleanup_free_ uint8_t *buf = malloc(len ? len : 1);
+	if (!buf)
+		return sbx_fail_errno(err, "control message");
+	sbx__v1__helper_message__pack(msg, buf);
+
+	/* An empty packet would read as end of stream on the other side. */
+	uint8_t empty = 0;
+	struct iovec iov = {.iov_base = len ? buf : &empty, .iov_len = len ? len : 1};
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * SBX_CTL_MAX_FDS)];
+		struct cmsghdr align;
+	} control;
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	if (nfds) {
+		memset(&control, 0, sizeof(control));
+		mh.msg_control = control.buf;
+		mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+	}
+	ssize_t n;
+	do
+		n = sendmsg(sock, &mh, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return sbx_fail_errno(err, "control socket send");
+	return 0;
+}
+
+int sbx_ctl_recv(int sock, Sbx__V1__HelperMessage **msg, int *fds, size_t *nfds, size_t maxfds,
+		 struct sbx_err *err)
+{
+	*msg = NULL;
+	*nfds = 0;
+	_cleanup_free_ uint8_t *buf = malloc(SBX_CTL_MAX_BYTES + 1);
+	if (!buf)
+		return sbx_fail_errno(err, "control message");
+	struct iovec iov = {.iov_base = buf, .iov_len = SBX_CTL_MAX_BYTES + 1};
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * SBX_CTL_MAX_FDS)];
+		struct cmsghdr align;
+	} control;
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = control.buf,
+			    .msg_controllen = sizeof(control.buf)};
+	ssize_t n;
+	do
+		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return sbx_fail_errno(err, "control socket receive");
+	if (n == 0)
+		return 0;
+
+	int got[SBX_CTL_MAX_FDS];
+	size_t ngot = 0;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < k && ngot < SBX_CTL_MAX_FDS; i++)
+			memcpy(&got[ngot++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+	}
+	if ((mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || ngot > maxfds) {
+		sbx_close_fds(got, ngot);
+		return sbx_fail(err, "control message truncated or with too many fds");
+	}
+	*msg = sbx__v1__helper_message__unpack(NULL, (size_t)n, buf);
+	if (!*msg) {
+		sbx_close_fds(got, ngot);
+		return sbx_fail(err, "control message of %zd bytes does not parse", n);
+	}
+	memcpy(fds, got, ngot * sizeof(int));
+	*nfds = ngot;
+	return 1;
+}

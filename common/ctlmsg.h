@@ -1,0 +1,26 @@
+/* One HelperMessage per SOCK_SEQPACKET packet, fds alongside by SCM_RIGHTS.
+ * Shared by sbx-helper and sbxd, the two ends of the helper protocol. */
+#ifndef SBX_CTLMSG_H
+#define SBX_CTLMSG_H
+
+#include <stddef.h>
+
+#include "err.h"
+#include "sbx/v1/helper.pb-c.h"
+
+#define SBX_CTL_MAX_BYTES (256 * 1024)
+#define SBX_CTL_MAX_FDS 4
+
+int sbx_ctl_send(int sock, const Sbx__V1__HelperMessage *msg, const int *fds, size_t nfds,
+		 struct sbx_err *err);
+
+/* Returns 1 with *msg set (free with sbx__v1__helper_message__free_unpacked),
+ * 0 at end of stream, -1 on error. Received fds are close-on-exec; a packet
+ * with more than `maxfds` fds, or a truncated one, is an error and its fds
+ * are closed. */
+int sbx_ctl_recv(int sock, Sbx__V1__HelperMessage **msg, int *fds, size_t *nfds, size_t maxfds,
+		 struct sbx_err *err);
+
+void sbx_close_fds(int *fds, size_t n);
+
+#endif

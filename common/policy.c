@@ -1,0 +1,1004 @@
+/* The run policy codec: strict JSON in, canonical protobuf out.
+ *
+ * The JSON is a security document, so nothing in it is guessed at: every key
+ * is known, every value has one type and one range, and every error names the
+ * JSON path a reviewer would point at. The protobuf message is built by hand
+ * from malloc'd pieces so that protobuf-c's free_unpacked can release it, and
+ * its repeated fields are sorted so that equal policies digest equally. */
+#include "policy.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <openssl/evp.h>
+
+#include "util.h"
+
+#define IMAGE_PATH_MAX 4096
+#define IMAGE_NAME_MAX 128
+#define IMAGE_TAG_MAX  128
+#define ENV_NAME_MAX   256
+#define ENV_VALUE_MAX  32768
+#define HOST_MAX       253
+#define HOST_LABEL_MAX 63
+
+/* Paths we build: "egress.allow[255]" (WHERE_MAX) and one key below it. */
+#define WHERE_MAX	64
+#define FIELD_WHERE_MAX (WHERE_MAX + 32)
+
+void sbx_policy_freep(SbxPolicy **p)
+{
+	sbx_policy_free(*p);
+}
+
+static int oom(struct sbx_err *err)
+{
+	return sbx_fail_errnum(err, ENOMEM, "policy");
+}
+
+/* ---- typed access to JSON values; each failure names the path ---- */
+
+static int want_string(json_t *v, const char *where, const char **s, size_t *len,
+		       struct sbx_err *err)
+{
+	*s = NULL;
+	*len = 0;
+	if (!json_is_string(v))
+		return sbx_fail(err, "%s: must be a string", where);
+	*s = json_string_value(v);
+	*len = json_string_length(v);
+	/* The parser runs with JSON_ALLOW_NUL so that this error can name the
+	 * field instead of a line and column. */
+	if (strlen(*s) != *len)
+		return sbx_fail(err, "%s: must not contain NUL", where);
+	return 0;
+}
+
+static int want_int(json_t *v, const char *where, json_int_t min, json_int_t max, json_int_t *out,
+		    struct sbx_err *err)
+{
+	json_int_t n;
+
+	if (!json_is_integer(v))
+		return sbx_fail(err, "%s: must be an integer", where);
+	n = json_integer_value(v);
+	if (n < min || n > max)
+		return sbx_fail(err, "%s: must be %" JSON_INTEGER_FORMAT "..%" JSON_INTEGER_FORMAT,
+				where, min, max);
+	*out = n;
+	return 0;
+}
+
+static bool key_known(const char *key, size_t len, const char *const *keys)
+{
+	/* A key with an embedded NUL would compare equal to its prefix. */
+	if (strlen(key) != len)
+		return false;
+	for (; *keys; keys++)
+		if (strcmp(key, *keys) == 0)
+			return true;
+	return false;
+}
+
+/* Rejects the first key (in document order) that is not in keys. where is
+ * the object's own path, "" for the top level. */
+static int check_keys(json_t *obj, const char *where, const char *const *keys, struct sbx_err *err)
+{
+	for (void *it = json_object_iter(obj); it; it = json_object_iter_next(obj, it)) {
+		const char *key = json_object_iter_key(it);
+
+		if (!key_known(key, json_object_iter_key_len(it), keys))
+			return sbx_fail(err, "%s%s%s: unknown key", where, *where ? "." : "", key);
+	}
+	return 0;
+}
+
+/* ---- image ---- */
+
+static bool has_dotdot_component(const char *s)
+{
+	const char *c = s;
+
+	while ((c = strstr(c, "..")) != NULL) {
+		if ((c == s || c[-1] == '/') && (c[2] == '/' || c[2] == '\0'))
+			return true;
+		c++;
+	}
+	return false;
+}
+
+static bool is_rootfs_path(const char *s, size_t len)
+{
+	return len > 0 && len <= IMAGE_PATH_MAX && s[0] == '/' && !has_dotdot_component(s);
+}
+
+static bool is_lower_hex(const char *s, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (!isdigit((unsigned char)s[i]) && !(s[i] >= 'a' && s[i] <= 'f'))
+			return false;
+	return true;
+}
+
+static bool is_name_start(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+static bool is_name_char(char c)
+{
+	return is_name_start(c) || (c && strchr("._/-", c));
+}
+
+static bool is_tag_char(char c)
+{
+	return isalnum((unsigned char)c) || (c && strchr("_.-", c));
+}
+
+/* name:tag@sha256:<64 lowercase hex>. Neither name nor tag may hold ':' or
+ * '@', so the first of each is the separator. ctype is locale-bound, but the
+ * library never calls setlocale, so isalnum is ASCII here. */
+static bool is_pinned_ref(const char *s)
+{
+	static const char algo[] = "sha256:";
+	const char *colon = strchr(s, ':');
+	const char *at;
+	size_t n;
+
+	if (!colon || colon - s > IMAGE_NAME_MAX || !is_name_start(s[0]))
+		return false;
+	for (const char *c = s; c < colon; c++)
+		if (!is_name_char(*c))
+			return false;
+	at = strchr(colon + 1, '@');
+	n = at ? (size_t)(at - colon - 1) : 0;
+	if (n == 0 || n > IMAGE_TAG_MAX)
+		return false;
+	for (const char *c = colon + 1; c < at; c++)
+		if (!is_tag_char(*c))
+			return false;
+	if (strncmp(at + 1, algo, sizeof(algo) - 1) != 0)
+		return false;
+	at += sizeof(algo);
+	return strlen(at) == 64 && is_lower_hex(at, 64);
+}
+
+static int parse_image(SbxPolicy *p, json_t *v, struct sbx_err *err)
+{
+	const char *s;
+	size_t len;
+
+	if (!v)
+		return sbx_fail(err, "image: missing");
+	if (want_string(v, "image", &s, &len, err) < 0)
+		return -1;
+	if (strcmp(s, "host") != 0 && !is_rootfs_path(s, len) && !is_pinned_ref(s))
+		return sbx_fail(err, "image: must be \"host\", an absolute rootfs path, "
+				     "or name:tag@sha256:<64 hex>");
+	p->image = strdup(s);
+	return p->image ? 0 : oom(err);
+}
+
+/* ---- mounts ---- */
+
+static const char *const mount_keys[] = {"path", "mode", NULL};
+
+static bool is_normalised(const char *s, size_t len)
+{
+	if (len > 1 && s[len - 1] == '/')
+		return false;
+	if (strstr(s, "//"))
+		return false;
+	for (const char *c = s; (c = strstr(c, "/.")) != NULL; c++)
+		if (c[2] == '/' || c[2] == '\0' || (c[2] == '.' && (c[3] == '/' || c[3] == '\0')))
+			return false;
+	return true;
+}
+
+static Sbx__V1__Mount *mount_new(const char *path, Sbx__V1__Mount__Mode mode)
+{
+	Sbx__V1__Mount *m = malloc(sizeof(*m));
+
+	if (!m)
+		return NULL;
+	sbx__v1__mount__init(m);
+	m->path = strdup(path);
+	if (!m->path) {
+		free(m);
+		return NULL;
+	}
+	m->mode = mode;
+	return m;
+}
+
+static int parse_mount_mode(json_t *m, size_t i, const char *path, Sbx__V1__Mount__Mode *mode,
+			    struct sbx_err *err)
+{
+	Sbx__V1__Mount__Mode want =
+	    strcmp(path, "/data") == 0 ? SBX__V1__MOUNT__MODE__RO : SBX__V1__MOUNT__MODE__RW;
+	char where[WHERE_MAX];
+	json_t *v = json_object_get(m, "mode");
+	const char *s;
+	size_t len;
+
+	snprintf(where, sizeof(where), "mounts[%zu].mode", i);
+	if (!v)
+		return sbx_fail(err, "%s: missing", where);
+	if (want_string(v, where, &s, &len, err) < 0)
+		return -1;
+	if (strcmp(s, "ro") == 0)
+		*mode = SBX__V1__MOUNT__MODE__RO;
+	else if (strcmp(s, "rw") == 0)
+		*mode = SBX__V1__MOUNT__MODE__RW;
+	else
+		return sbx_fail(err, "%s: must be \"ro\" or \"rw\"", where);
+	if (*mode != want)
+		return sbx_fail(err, "%s: %s must be %s", where, path,
+				want == SBX__V1__MOUNT__MODE__RO ? "ro" : "rw");
+	return 0;
+}
+
+static int parse_mount(SbxPolicy *p, json_t *m, size_t i, struct sbx_err *err)
+{
+	char where[WHERE_MAX];
+	Sbx__V1__Mount__Mode mode = SBX__V1__MOUNT__MODE__MODE_UNSPECIFIED;
+	const char *path;
+	size_t len;
+	json_t *v;
+
+	snprintf(where, sizeof(where), "mounts[%zu]", i);
+	if (!json_is_object(m))
+		return sbx_fail(err, "%s: must be an object", where);
+	if (check_keys(m, where, mount_keys, err) < 0)
+		return -1;
+
+	snprintf(where, sizeof(where), "mounts[%zu].path", i);
+	v = json_object_get(m, "path");
+	if (!v)
+		return sbx_fail(err, "%s: missing", where);
+	if (want_string(v, where, &path, &len, err) < 0)
+		return -1;
+	if (path[0] != '/')
+		return sbx_fail(err, "%s: must be an absolute path", where);
+	if (!is_normalised(path, len))
+		return sbx_fail(err, "%s: must be normalised (no trailing '/', '//', '.' or '..')",
+				where);
+	if (strcmp(path, "/data") != 0 && strcmp(path, "/out") != 0)
+		return sbx_fail(err, "%s: only /data (ro) and /out (rw) can be mounted", where);
+	for (size_t j = 0; j < p->n_mounts; j++)
+		if (strcmp(p->mounts[j]->path, path) == 0)
+			return sbx_fail(err, "%s: duplicate mount path %s", where, path);
+
+	if (parse_mount_mode(m, i, path, &mode, err) < 0)
+		return -1;
+	p->mounts[p->n_mounts] = mount_new(path, mode);
+	if (!p->mounts[p->n_mounts])
+		return oom(err);
+	p->n_mounts++;
+	return 0;
+}
+
+static int cmp_mount(const void *a, const void *b)
+{
+	const Sbx__V1__Mount *const *x = a, *const *y = b;
+
+	return strcmp((*x)->path, (*y)->path);
+}
+
+static int default_mounts(SbxPolicy *p, struct sbx_err *err)
+{
+	p->mounts = calloc(2, sizeof(*p->mounts));
+	if (!p->mounts)
+		return oom(err);
+	p->mounts[0] = mount_new("/data", SBX__V1__MOUNT__MODE__RO);
+	if (!p->mounts[0])
+		return oom(err);
+	p->n_mounts = 1;
+	p->mounts[1] = mount_new("/out", SBX__V1__MOUNT__MODE__RW);
+	if (!p->mounts[1])
+		return oom(err);
+	p->n_mounts = 2;
+	return 0;
+}
+
+static int parse_mounts(SbxPolicy *p, json_t *v, struct sbx_err *err)
+{
+	size_t n;
+
+	if (!v)
+		return default_mounts(p, err);
+	if (!json_is_array(v))
+		return sbx_fail(err, "mounts: must be an array");
+	n = json_array_size(v);
+	if (n == 0)
+		return 0;
+	/* Only two paths exist and duplicates fail, so a third entry always
+	 * fails before it needs a slot. */
+	p->mounts = calloc(n < 2 ? n : 2, sizeof(*p->mounts));
+	if (!p->mounts)
+		return oom(err);
+	for (size_t i = 0; i < n; i++)
+		if (parse_mount(p, json_array_get(v, i), i, err) < 0)
+			return -1;
+	qsort(p->mounts, p->n_mounts, sizeof(*p->mounts), cmp_mount);
+	return 0;
+}
+
+/* ---- env ---- */
+
+static int check_env_name(const char *name, size_t len, struct sbx_err *err)
+{
+	if (len == 0)
+		return sbx_fail(err, "env.: name must not be empty");
+	if (strlen(name) != len)
+		return sbx_fail(err, "env.%s: name must not contain NUL", name);
+	if (len > ENV_NAME_MAX)
+		return sbx_fail(err, "env.%s: name must be at most %d bytes", name, ENV_NAME_MAX);
+	if (strchr(name, '='))
+		return sbx_fail(err, "env.%s: name must not contain '='", name);
+	return 0;
+}
+
+static int check_env_value(const char *name, json_t *v, struct sbx_err *err)
+{
+	if (!json_is_string(v))
+		return sbx_fail(err, "env.%s: must be a string", name);
+	if (strlen(json_string_value(v)) != json_string_length(v))
+		return sbx_fail(err, "env.%s: value must not contain NUL", name);
+	if (json_string_length(v) > ENV_VALUE_MAX)
+		return sbx_fail(err, "env.%s: value must be at most %d bytes", name, ENV_VALUE_MAX);
+	return 0;
+}
+
+static int add_env(SbxPolicy *p, const char *name, const char *value, struct sbx_err *err)
+{
+	Sbx__V1__EnvVar *e = malloc(sizeof(*e));
+
+	if (!e)
+		return oom(err);
+	sbx__v1__env_var__init(e);
+	e->name = strdup(name);
+	e->value = strdup(value);
+	if (!e->name || !e->value) {
+		sbx__v1__env_var__free_unpacked(e, NULL);
+		return oom(err);
+	}
+	p->env[p->n_env++] = e;
+	return 0;
+}
+
+static int cmp_env(const void *a, const void *b)
+{
+	const Sbx__V1__EnvVar *const *x = a, *const *y = b;
+
+	return strcmp((*x)->name, (*y)->name);
+}
+
+static int parse_env(SbxPolicy *p, json_t *v, struct sbx_err *err)
+{
+	if (!v)
+		return 0;
+	if (!json_is_object(v))
+		return sbx_fail(err, "env: must be an object");
+	if (json_object_size(v) > SBX_ENV_MAX)
+		return sbx_fail(err, "env: at most %d entries", SBX_ENV_MAX);
+	if (json_object_size(v) == 0)
+		return 0;
+	p->env = calloc(json_object_size(v), sizeof(*p->env));
+	if (!p->env)
+		return oom(err);
+	for (void *it = json_object_iter(v); it; it = json_object_iter_next(v, it)) {
+		const char *name = json_object_iter_key(it);
+		json_t *val = json_object_iter_value(it);
+
+		if (check_env_name(name, json_object_iter_key_len(it), err) < 0 ||
+		    check_env_value(name, val, err) < 0 ||
+		    add_env(p, name, json_string_value(val), err) < 0)
+			return -1;
+	}
+	/* Duplicate names were already refused by the parser. */
+	qsort(p->env, p->n_env, sizeof(*p->env), cmp_env);
+	return 0;
+}
+
+/* ---- egress ---- */
+
+static const char *const egress_keys[] = {"policy", "allow", NULL};
+static const char *const rule_keys[] = {
+    "host", "port", "connections_per_minute", "bytes_per_second", "allow_private", NULL};
+
+static bool is_digits(const char *s, size_t len)
+{
+	if (len == 0)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (!isdigit((unsigned char)s[i]))
+			return false;
+	return true;
+}
+
+static bool is_label(const char *s, size_t len)
+{
+	if (len == 0 || len > HOST_LABEL_MAX || s[0] == '-' || s[len - 1] == '-')
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (!isalnum((unsigned char)s[i]) && s[i] != '-')
+			return false;
+	return true;
+}
+
+/* A hostname, "*." + hostname, or a dotted-quad IPv4 address. A name whose
+ * last label is numeric must be a strict dotted quad: resolvers read "127.1"
+ * or "2130706433" as addresses, and the allowlist must mean what it says. */
+static bool is_egress_host(const char *s, size_t len)
+{
+	bool wild = len >= 2 && s[0] == '*' && s[1] == '.';
+	const char *h = wild ? s + 2 : s;
+	size_t hlen = wild ? len - 2 : len;
+	const char *label = h, *end = h + hlen, *dot;
+	char quad[INET_ADDRSTRLEN];
+	struct in_addr a;
+
+	if (hlen == 0 || hlen > HOST_MAX)
+		return false;
+	for (;;) {
+		dot = memchr(label, '.', (size_t)(end - label));
+		if (!is_label(label, (size_t)((dot ? dot : end) - label)))
+			return false;
+		if (!dot)
+			break;
+		label = dot + 1;
+	}
+	if (!is_digits(label, (size_t)(end - label)))
+		return true;
+	if (wild || hlen >= sizeof(quad))
+		return false;
+	memcpy(quad, h, hlen);
+	quad[hlen] = '\0';
+	return inet_pton(AF_INET, quad, &a) == 1;
+}
+
+static char *host_dup_lower(const char *s, size_t len)
+{
+	char *h = strndup(s, len);
+
+	for (char *c = h; c && *c; c++)
+		*c = (char)tolower((unsigned char)*c);
+	return h;
+}
+
+/* "host:port". The host part never holds ':', so the last one splits. */
+static int parse_rule_string(Sbx__V1__EgressRule *r, const char *s, size_t len, const char *where,
+			     struct sbx_err *err)
+{
+	const char *colon = strrchr(s, ':');
+	const char *port = colon ? colon + 1 : NULL;
+	size_t plen = port ? len - (size_t)(port - s) : 0;
+	unsigned long n;
+
+	if (!colon)
+		return sbx_fail(err, "%s: must be \"host:port\"", where);
+	if (!is_egress_host(s, (size_t)(colon - s)))
+		return sbx_fail(err, "%s: host must be a hostname, *.hostname or IPv4 address",
+				where);
+	n = is_digits(port, plen) && plen <= 5 ? strtoul(port, NULL, 10) : 0;
+	if (n < 1 || n > 65535)
+		return sbx_fail(err, "%s: port must be 1..65535", where);
+	r->port = (uint32_t)n;
+	r->host = host_dup_lower(s, (size_t)(colon - s));
+	return r->host ? 0 : oom(err);
+}
+
+static int rule_field_int(json_t *o, const char *key, const char *where, json_int_t min,
+			  json_int_t max, bool required, json_int_t *out, struct sbx_err *err)
+{
+	char at[FIELD_WHERE_MAX];
+	json_t *v = json_object_get(o, key);
+
+	snprintf(at, sizeof(at), "%s.%s", where, key);
+	if (!v && required)
+		return sbx_fail(err, "%s: missing", at);
+	if (!v)
+		return 0;
+	return want_int(v, at, min, max, out, err);
+}
+
+static int parse_rule_object(Sbx__V1__EgressRule *r, json_t *o, const char *where,
+			     struct sbx_err *err)
+{
+	char at[FIELD_WHERE_MAX];
+	json_int_t port = 0, cpm = 0, bps = 0;
+	const char *host;
+	size_t len;
+	json_t *v;
+
+	if (check_keys(o, where, rule_keys, err) < 0)
+		return -1;
+	snprintf(at, sizeof(at), "%s.host", where);
+	v = json_object_get(o, "host");
+	if (!v)
+		return sbx_fail(err, "%s: missing", at);
+	if (want_string(v, at, &host, &len, err) < 0)
+		return -1;
+	if (!is_egress_host(host, len))
+		return sbx_fail(err, "%s: must be a hostname, *.hostname or IPv4 address", at);
+	if (rule_field_int(o, "port", where, 1, 65535, true, &port, err) < 0 ||
+	    rule_field_int(o, "connections_per_minute", where, 0, UINT32_MAX, false, &cpm, err) <
+		0 ||
+	    rule_field_int(o, "bytes_per_second", where, 0, INT64_MAX, false, &bps, err) < 0)
+		return -1;
+	v = json_object_get(o, "allow_private");
+	if (v && !json_is_boolean(v))
+		return sbx_fail(err, "%s.allow_private: must be a boolean", where);
+	r->allow_private = v && json_is_true(v);
+	r->port = (uint32_t)port;
+	r->connections_per_minute = (uint32_t)cpm;
+	r->bytes_per_second = (uint64_t)bps;
+	r->host = host_dup_lower(host, len);
+	return r->host ? 0 : oom(err);
+}
+
+static int parse_rule(Sbx__V1__Egress *eg, json_t *v, size_t i, struct sbx_err *err)
+{
+	char where[WHERE_MAX];
+	Sbx__V1__EgressRule *r;
+	const char *s;
+	size_t len;
+	int rc;
+
+	snprintf(where, sizeof(where), "egress.allow[%zu]", i);
+	if (!json_is_string(v) && !json_is_object(v))
+		return sbx_fail(err, "%s: must be \"host:port\" or an object", where);
+	r = malloc(sizeof(*r));
+	if (!r)
+		return oom(err);
+	sbx__v1__egress_rule__init(r);
+	if (json_is_object(v))
+		rc = parse_rule_object(r, v, where, err);
+	else
+		rc = want_string(v, where, &s, &len, err) < 0
+			 ? -1
+			 : parse_rule_string(r, s, len, where, err);
+	if (rc < 0) {
+		sbx__v1__egress_rule__free_unpacked(r, NULL);
+		return -1;
+	}
+	eg->allow[eg->n_allow++] = r;
+	/* n is at most SBX_EGRESS_RULES_MAX: quadratic is cheaper than
+	 * remembering document order across a sort. */
+	for (size_t j = 0; j + 1 < eg->n_allow; j++)
+		if (eg->allow[j]->port == r->port && strcmp(eg->allow[j]->host, r->host) == 0)
+			return sbx_fail(err, "%s: duplicate rule %s:%u", where, r->host, r->port);
+	return 0;
+}
+
+static int cmp_rule(const void *a, const void *b)
+{
+	const Sbx__V1__EgressRule *const *x = a, *const *y = b;
+	int c = strcmp((*x)->host, (*y)->host);
+
+	if (c)
+		return c;
+	return ((*x)->port > (*y)->port) - ((*x)->port < (*y)->port);
+}
+
+static int parse_egress_policy(Sbx__V1__Egress *eg, json_t *v, struct sbx_err *err)
+{
+	const char *s;
+	size_t len;
+
+	/* Required once egress is written at all: an allow list under a
+	 * defaulted "deny" would only be refused with a puzzling message. */
+	if (!v)
+		return sbx_fail(err, "egress.policy: missing");
+	if (want_string(v, "egress.policy", &s, &len, err) < 0)
+		return -1;
+	if (strcmp(s, "deny") == 0)
+		eg->policy = SBX__V1__EGRESS__POLICY__DENY;
+	else if (strcmp(s, "allowlist") == 0)
+		eg->policy = SBX__V1__EGRESS__POLICY__ALLOWLIST;
+	else
+		return sbx_fail(err, "egress.policy: must be \"deny\" or \"allowlist\"");
+	return 0;
+}
+
+static int parse_egress(SbxPolicy *p, json_t *v, struct sbx_err *err)
+{
+	Sbx__V1__Egress *eg = p->egress;
+	json_t *allow;
+	size_t n;
+
+	eg->policy = SBX__V1__EGRESS__POLICY__DENY;
+	if (!v)
+		return 0;
+	if (!json_is_object(v))
+		return sbx_fail(err, "egress: must be an object");
+	if (check_keys(v, "egress", egress_keys, err) < 0 ||
+	    parse_egress_policy(eg, json_object_get(v, "policy"), err) < 0)
+		return -1;
+	allow = json_object_get(v, "allow");
+	if (allow && !json_is_array(allow))
+		return sbx_fail(err, "egress.allow: must be an array");
+	n = json_array_size(allow);
+	if (eg->policy == SBX__V1__EGRESS__POLICY__DENY && n > 0)
+		return sbx_fail(err, "egress.allow: must be empty when policy is deny");
+	if (eg->policy == SBX__V1__EGRESS__POLICY__ALLOWLIST && n == 0)
+		return sbx_fail(err, "egress.allow: must not be empty when policy is allowlist");
+	if (n > SBX_EGRESS_RULES_MAX)
+		return sbx_fail(err, "egress.allow: at most %d entries", SBX_EGRESS_RULES_MAX);
+	if (n == 0)
+		return 0;
+	eg->allow = calloc(n, sizeof(*eg->allow));
+	if (!eg->allow)
+		return oom(err);
+	for (size_t i = 0; i < n; i++)
+		if (parse_rule(eg, json_array_get(allow, i), i, err) < 0)
+			return -1;
+	qsort(eg->allow, eg->n_allow, sizeof(*eg->allow), cmp_rule);
+	return 0;
+}
+
+/* ---- limits ---- */
+
+struct limit {
+	const char *key;
+	json_int_t min, max, def;
+	size_t off, size; /* of the field in Sbx__V1__Limits: uint32_t or uint64_t */
+};
+
+/* clang-format off */
+#define LIMIT(name, lo, hi, dflt) {						\
+	.key = #name, .min = (lo), .max = (hi), .def = (dflt),			\
+	.off = offsetof(Sbx__V1__Limits, name),					\
+	.size = sizeof(((Sbx__V1__Limits *)0)->name),				\
+}
+
+static const struct limit limits[] = {
+	LIMIT(memory_mb, SBX_MEMORY_MB_MIN, SBX_MEMORY_MB_MAX, SBX_MEMORY_MB_DEFAULT),
+	LIMIT(script_seconds, 1, SBX_SCRIPT_SECONDS_MAX, SBX_SCRIPT_SECONDS_DEFAULT),
+	LIMIT(run_seconds, 1, SBX_RUN_SECONDS_MAX, SBX_RUN_SECONDS_DEFAULT),
+	LIMIT(pids, SBX_PIDS_MIN, SBX_PIDS_MAX, SBX_PIDS_DEFAULT),
+	LIMIT(out_mb, 1, SBX_OUT_MB_MAX, SBX_OUT_MB_DEFAULT),
+	LIMIT(tmp_mb, 1, SBX_TMP_MB_MAX, SBX_TMP_MB_DEFAULT),
+	LIMIT(output_kb, 1, SBX_OUTPUT_KB_MAX, SBX_OUTPUT_KB_DEFAULT),
+};
+/* clang-format on */
+
+static const char *const limit_keys[] = {"cpu",		"memory_mb", "script_seconds",
+					 "run_seconds", "pids",	     "out_mb",
+					 "tmp_mb",	"output_kb", NULL};
+
+static void limit_set(Sbx__V1__Limits *l, const struct limit *lim, json_int_t v)
+{
+	char *field = (char *)l + lim->off;
+
+	if (lim->size == sizeof(uint32_t))
+		*(uint32_t *)(void *)field = (uint32_t)v;
+	else
+		*(uint64_t *)(void *)field = (uint64_t)v;
+}
+
+/* cpu is in CPUs and may be fractional; the message holds thousandths. */
+static int parse_cpu(Sbx__V1__Limits *l, json_t *v, struct sbx_err *err)
+{
+	double m;
+
+	if (!v) {
+		l->cpu_millis = SBX_CPU_MILLIS_DEFAULT;
+		return 0;
+	}
+	if (!json_is_number(v))
+		return sbx_fail(err, "limits.cpu: must be a number");
+	m = json_number_value(v) * 1000.0;
+	/* Rounds half up without libm; m is known non-negative below. */
+	if (!(m >= SBX_CPU_MILLIS_MIN - 0.5 && m < SBX_CPU_MILLIS_MAX + 0.5))
+		return sbx_fail(err, "limits.cpu: must be %g..%g", SBX_CPU_MILLIS_MIN / 1000.0,
+				SBX_CPU_MILLIS_MAX / 1000.0);
+	l->cpu_millis = (uint32_t)(m + 0.5);
+	return 0;
+}
+
+static int parse_limits(SbxPolicy *p, json_t *v, struct sbx_err *err)
+{
+	Sbx__V1__Limits *l = p->limits;
+	char where[WHERE_MAX];
+	json_int_t n;
+
+	if (v && !json_is_object(v))
+		return sbx_fail(err, "limits: must be an object");
+	if (v && check_keys(v, "limits", limit_keys, err) < 0)
+		return -1;
+	if (parse_cpu(l, v ? json_object_get(v, "cpu") : NULL, err) < 0)
+		return -1;
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(limits); i++) {
+		json_t *f = v ? json_object_get(v, limits[i].key) : NULL;
+
+		n = limits[i].def;
+		snprintf(where, sizeof(where), "limits.%s", limits[i].key);
+		if (f && want_int(f, where, limits[i].min, limits[i].max, &n, err) < 0)
+			return -1;
+		limit_set(l, &limits[i], n);
+	}
+	/* An unwritten script_seconds follows a shorter run_seconds instead
+	 * of failing on a number the author never wrote. */
+	if (!(v && json_object_get(v, "script_seconds")) && l->script_seconds > l->run_seconds)
+		l->script_seconds = l->run_seconds;
+	if (l->script_seconds > l->run_seconds)
+		return sbx_fail(err,
+				"limits.script_seconds: must not exceed limits.run_seconds (%u)",
+				l->run_seconds);
+	return 0;
+}
+
+/* ---- lifetime ---- */
+
+static int parse_lifetime(SbxPolicy *p, json_t *v, struct sbx_err *err)
+{
+	const char *s;
+	size_t len;
+
+	p->lifetime = SBX__V1__POLICY__LIFETIME__PER_RUN;
+	if (!v)
+		return 0;
+	if (want_string(v, "lifetime", &s, &len, err) < 0)
+		return -1;
+	if (strcmp(s, "per_run") != 0)
+		return sbx_fail(err, "lifetime: must be \"per_run\"");
+	return 0;
+}
+
+/* ---- the document ---- */
+
+static const char *const top_keys[] = {"image",	 "mounts",   "env", "egress",
+				       "limits", "lifetime", NULL};
+
+/* Submessages always present, so a parsed policy never has a NULL to check. */
+static SbxPolicy *policy_new(void)
+{
+	SbxPolicy *p = malloc(sizeof(*p));
+
+	if (!p)
+		return NULL;
+	sbx__v1__policy__init(p);
+	p->egress = malloc(sizeof(*p->egress));
+	p->limits = malloc(sizeof(*p->limits));
+	if (!p->egress || !p->limits) {
+		free(p->egress);
+		free(p->limits);
+		free(p);
+		return NULL;
+	}
+	sbx__v1__egress__init(p->egress);
+	sbx__v1__limits__init(p->limits);
+	return p;
+}
+
+static int parse_root(SbxPolicy *p, json_t *root, struct sbx_err *err)
+{
+	if (!json_is_object(root))
+		return sbx_fail(err, "policy: must be a JSON object");
+	if (check_keys(root, "", top_keys, err) < 0)
+		return -1;
+	if (parse_image(p, json_object_get(root, "image"), err) < 0 ||
+	    parse_mounts(p, json_object_get(root, "mounts"), err) < 0 ||
+	    parse_env(p, json_object_get(root, "env"), err) < 0 ||
+	    parse_egress(p, json_object_get(root, "egress"), err) < 0 ||
+	    parse_limits(p, json_object_get(root, "limits"), err) < 0 ||
+	    parse_lifetime(p, json_object_get(root, "lifetime"), err) < 0)
+		return -1;
+	return 0;
+}
+
+SbxPolicy *sbx_policy_parse(const char *json, size_t len, struct sbx_err *err)
+{
+	_cleanup_(sbx_policy_freep) SbxPolicy *p = NULL;
+	json_auto_t *root = NULL;
+	json_error_t jerr;
+
+	if (len > SBX_POLICY_BYTES_MAX) {
+		sbx_fail(err, "policy: larger than %d bytes", SBX_POLICY_BYTES_MAX);
+		return NULL;
+	}
+	root = json_loadb(json, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+	if (!root) {
+		sbx_fail(err, "policy: line %d column %d: %s", jerr.line, jerr.column, jerr.text);
+		return NULL;
+	}
+	p = policy_new();
+	if (!p) {
+		oom(err);
+		return NULL;
+	}
+	if (parse_root(p, root, err) < 0)
+		return NULL;
+	return sbx_steal_ptr(p);
+}
+
+SbxPolicy *sbx_policy_load(const char *path, struct sbx_err *err)
+{
+	_cleanup_free_ char *buf = malloc(SBX_POLICY_BYTES_MAX + 1);
+	_cleanup_close_ int fd = -1;
+	size_t len = 0;
+	SbxPolicy *p;
+
+	if (!buf) {
+		oom(err);
+		sbx_err_prefix(err, "%s", path);
+		return NULL;
+	}
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		sbx_fail_errno(err, "%s", path);
+		return NULL;
+	}
+	/* One byte past the limit is enough to know the file is too large. */
+	while (len < SBX_POLICY_BYTES_MAX + 1) {
+		ssize_t n = read(fd, buf + len, SBX_POLICY_BYTES_MAX + 1 - len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			sbx_fail_errno(err, "%s: read", path);
+			return NULL;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	p = sbx_policy_parse(buf, len, err);
+	if (!p)
+		sbx_err_prefix(err, "%s", path);
+	return p;
+}
+
+void sbx_policy_free(SbxPolicy *p)
+{
+	if (p)
+		sbx__v1__policy__free_unpacked(p, NULL);
+}
+
+int sbx_policy_digest(const SbxPolicy *p, char hex[65], struct sbx_err *err)
+{
+	size_t len = sbx__v1__policy__get_packed_size(p);
+	_cleanup_free_ uint8_t *buf = malloc(len ? len : 1);
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+
+	if (!buf)
+		return oom(err);
+	if (sbx__v1__policy__pack(p, buf) != len)
+		return sbx_fail(err, "policy: protobuf serialization is inconsistent");
+	if (!EVP_Digest(buf, len, md, &mdlen, EVP_sha256(), NULL) || mdlen != 32)
+		return sbx_fail(err, "policy: sha256 failed");
+	for (unsigned int i = 0; i < mdlen; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	return 0;
+}
+
+/* ---- back to JSON ---- */
+
+static const char *mode_name(Sbx__V1__Mount__Mode m)
+{
+	switch (m) {
+	case SBX__V1__MOUNT__MODE__RO:
+		return "ro";
+	case SBX__V1__MOUNT__MODE__RW:
+		return "rw";
+	default:
+		return "unspecified";
+	}
+}
+
+static const char *egress_policy_name(Sbx__V1__Egress__Policy pol)
+{
+	switch (pol) {
+	case SBX__V1__EGRESS__POLICY__DENY:
+		return "deny";
+	case SBX__V1__EGRESS__POLICY__ALLOWLIST:
+		return "allowlist";
+	default:
+		return "unspecified";
+	}
+}
+
+/* The json_* constructors below return NULL when out of memory, and json_pack
+ * fails on a NULL "o" argument while releasing the others, so a failure
+ * anywhere surfaces as NULL at the top without leaking. */
+static json_t *append_all(json_t *arr, json_t *item)
+{
+	if (!arr || json_array_append_new(arr, item) < 0) {
+		json_decref(arr);
+		return NULL;
+	}
+	return arr;
+}
+
+static json_t *mounts_json(const SbxPolicy *p)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; i < p->n_mounts && a; i++)
+		a = append_all(a, json_pack("{s:s, s:s}", "path", p->mounts[i]->path, "mode",
+					    mode_name(p->mounts[i]->mode)));
+	return a;
+}
+
+static json_t *env_json(const SbxPolicy *p)
+{
+	json_t *o = json_object();
+
+	for (size_t i = 0; i < p->n_env && o; i++) {
+		if (json_object_set_new(o, p->env[i]->name, json_string(p->env[i]->value)) < 0) {
+			json_decref(o);
+			o = NULL;
+		}
+	}
+	return o;
+}
+
+static json_t *egress_json(const Sbx__V1__Egress *eg)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; eg && i < eg->n_allow && a; i++) {
+		const Sbx__V1__EgressRule *r = eg->allow[i];
+
+		a = append_all(a, json_pack("{s:s, s:I, s:I, s:I, s:b}", "host", r->host, "port",
+					    (json_int_t)r->port, "connections_per_minute",
+					    (json_int_t)r->connections_per_minute,
+					    "bytes_per_second", (json_int_t)r->bytes_per_second,
+					    "allow_private", (int)r->allow_private));
+	}
+	return json_pack("{s:s, s:o}", "policy",
+			 egress_policy_name(eg ? eg->policy : SBX__V1__EGRESS__POLICY__DENY),
+			 "allow", a);
+}
+
+static json_t *limits_json(const Sbx__V1__Limits *l)
+{
+	static const Sbx__V1__Limits zero = SBX__V1__LIMITS__INIT;
+	json_t *o, *cpu;
+
+	if (!l)
+		l = &zero;
+	/* Whole CPUs print as integers; the rest as the shortest real that
+	 * parses back to the same thousandths. */
+	cpu = l->cpu_millis % 1000 ? json_real(l->cpu_millis / 1000.0)
+				   : json_integer(l->cpu_millis / 1000);
+	o = json_pack("{s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "cpu", cpu, "memory_mb",
+		      (json_int_t)l->memory_mb, "script_seconds", (json_int_t)l->script_seconds,
+		      "run_seconds", (json_int_t)l->run_seconds, "pids", (json_int_t)l->pids,
+		      "out_mb", (json_int_t)l->out_mb, "tmp_mb", (json_int_t)l->tmp_mb, "output_kb",
+		      (json_int_t)l->output_kb);
+	return o;
+}
+
+char *sbx_policy_to_json(const SbxPolicy *p)
+{
+	json_auto_t *root = NULL;
+
+	root = json_pack("{s:s, s:o, s:o, s:o, s:o, s:s}", "image", p->image, "mounts",
+			 mounts_json(p), "env", env_json(p), "egress", egress_json(p->egress),
+			 "limits", limits_json(p->limits), "lifetime",
+			 p->lifetime == SBX__V1__POLICY__LIFETIME__PER_RUN ? "per_run"
+									   : "unspecified");
+	if (!root)
+		return NULL;
+	return json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(10));
+}
+
+const Sbx__V1__Mount *sbx_policy_mount(const SbxPolicy *p, const char *path)
+{
+	for (size_t i = 0; i < p->n_mounts; i++)
+		if (strcmp(p->mounts[i]->path, path) == 0)
+			return p->mounts[i];
+	return NULL;
+}

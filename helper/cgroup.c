@@ -1,0 +1,359 @@
+#include "cgroup.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/magic.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util.h"
+
+#define CG_MOUNT "/sys/fs/cgroup"
+#define CG_ROOT_CONFIG "/etc/sbx/cgroup-root"
+#define CPU_PERIOD_US 100000
+
+static const char *const v1_ctrl_name[SBX_CG_NCTRL] = {"memory", "pids", "cpu"};
+
+const char *sbx_cg_mode_name(enum sbx_cg_mode mode)
+{
+	switch (mode) {
+	case SBX_CG_V2:
+		return "v2";
+	case SBX_CG_V1:
+		return "v1";
+	default:
+		return "none";
+	}
+}
+
+void sbx_cgroup_init(struct sbx_cgroup *cg)
+{
+	cg->mode = SBX_CG_NONE;
+	for (int i = 0; i < SBX_CG_NCTRL; i++)
+		cg->fd[i] = -1;
+	cg->path[0] = '\0';
+}
+
+void sbx_cgroup_close(struct sbx_cgroup *cg)
+{
+	for (int i = 0; i < SBX_CG_NCTRL; i++) {
+		if (cg->fd[i] >= 0)
+			close(cg->fd[i]);
+		cg->fd[i] = -1;
+	}
+}
+
+static int nctrl(const struct sbx_cgroup *cg)
+{
+	return cg->mode == SBX_CG_V1 ? SBX_CG_NCTRL : 1;
+}
+
+static bool is_fs(const char *path, unsigned long magic)
+{
+	struct statfs st;
+	return statfs(path, &st) == 0 && (unsigned long)st.f_type == magic;
+}
+
+enum sbx_cg_mode sbx_cgroup_detect(void)
+{
+	if (is_fs(CG_MOUNT, CGROUP2_SUPER_MAGIC))
+		return SBX_CG_V2;
+	for (int i = 0; i < SBX_CG_NCTRL; i++) {
+		char p[64];
+		snprintf(p, sizeof(p), CG_MOUNT "/%s", v1_ctrl_name[i]);
+		if (!is_fs(p, CGROUP_SUPER_MAGIC))
+			return SBX_CG_NONE;
+	}
+	return SBX_CG_V1;
+}
+
+static int write_at(int dirfd, const char *file, const char *val, struct sbx_err *err)
+{
+	_cleanup_close_ int fd = openat(dirfd, file, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return sbx_fail_errno(err, "open %s", file);
+	size_t len = strlen(val);
+	if (write(fd, val, len) != (ssize_t)len)
+		return sbx_fail_errno(err, "write %s to %s", val, file);
+	return 0;
+}
+
+static int read_at(int dirfd, const char *file, char *buf, size_t size)
+{
+	_cleanup_close_ int fd = openat(dirfd, file, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, size - 1);
+	if (n < 0)
+		return -1;
+	buf[n] = '\0';
+	return 0;
+}
+
+/* The caller's own cgroup for one hierarchy, from /proc/self/cgroup:
+ * "0::/path" for v2, "N:memory:/path" (or "N:cpu,cpuacct:/path") for v1. */
+static int own_cgroup(const char *ctrl, char *out, size_t size)
+{
+	_cleanup_fclose_ FILE *f = fopen("/proc/self/cgroup", "re");
+	char line[4096];
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = '\0';
+		char *c1 = strchr(line, ':');
+		char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+		if (!c2)
+			continue;
+		*c2 = '\0';
+		const char *list = c1 + 1;
+		bool match = false;
+		if (!ctrl) {
+			match = strcmp(line, "0") == 0 && *list == '\0';
+		} else {
+			char copy[256];
+			snprintf(copy, sizeof(copy), "%s", list);
+			for (char *save, *t = strtok_r(copy, ",", &save); t;
+			     t = strtok_r(NULL, ",", &save))
+				match |= strcmp(t, ctrl) == 0;
+		}
+		if (match) {
+			snprintf(out, size, "%s", c2 + 1);
+			return 0;
+		}
+	}
+	return -1;
+}
+
+static int configured_root(char *out, size_t size)
+{
+	_cleanup_fclose_ FILE *f = fopen(CG_ROOT_CONFIG, "re");
+	if (!f || !fgets(out, (int)size, f))
+		return -1;
+	out[strcspn(out, "\n")] = '\0';
+	return out[0] ? 0 : -1;
+}
+
+static bool rel_is_safe(const char *rel)
+{
+	/* The path is joined under /sys/fs/cgroup: no way out of it. */
+	return !strstr(rel, "..") && strlen(rel) < 2048;
+}
+
+static int open_dir(const char *path, int *fd, struct sbx_err *err)
+{
+	*fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (*fd < 0)
+		return sbx_fail_errno(err, "cgroup %s", path);
+	/* Writability of the directory and of cgroup.procs is what delegation
+	 * means; checking both gives the fix in the message, not a late EACCES. */
+	if (faccessat(*fd, ".", W_OK, AT_EACCESS) < 0 ||
+	    faccessat(*fd, "cgroup.procs", W_OK, AT_EACCESS) < 0)
+		return sbx_fail(err,
+				"cgroup %s is not delegated to uid %u (not writable); run "
+				"packaging/setup.sh as root, pass --cgroup-root, or accept rlimits "
+				"with --allow-rlimit-fallback",
+				path, (unsigned)geteuid());
+	return 0;
+}
+
+static int open_root_at(enum sbx_cg_mode mode, const char *rel, bool per_ctrl_own,
+			struct sbx_cgroup *root, struct sbx_err *err)
+{
+	root->mode = mode;
+	for (int i = 0; i < nctrl(root); i++) {
+		char own[2048];
+		const char *r = rel;
+		if (per_ctrl_own) {
+			if (own_cgroup(mode == SBX_CG_V2 ? NULL : v1_ctrl_name[i], own,
+				       sizeof(own)) < 0)
+				return sbx_fail(err, "cannot find own cgroup in /proc/self/cgroup");
+			r = own;
+		}
+		char path[4096];
+		if (mode == SBX_CG_V2)
+			snprintf(path, sizeof(path), CG_MOUNT "/%s", r);
+		else
+			snprintf(path, sizeof(path), CG_MOUNT "/%s/%s", v1_ctrl_name[i], r);
+		if (i == 0)
+			snprintf(root->path, sizeof(root->path), "%s", path);
+		if (open_dir(path, &root->fd[i], err) < 0) {
+			sbx_cgroup_close(root);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int sbx_cgroup_open_root(const char *rel, struct sbx_cgroup *root, struct sbx_err *err)
+{
+	sbx_cgroup_init(root);
+	enum sbx_cg_mode mode = sbx_cgroup_detect();
+	if (mode == SBX_CG_NONE)
+		return sbx_fail(err, "no cgroup v2 and no cgroup v1 memory+pids+cpu hierarchies "
+				     "are mounted under " CG_MOUNT);
+	if (rel) {
+		if (!rel_is_safe(rel))
+			return sbx_fail(err, "--cgroup-root %s: must not contain '..'", rel);
+		return open_root_at(mode, rel, false, root, err);
+	}
+	char conf[2048];
+	if (configured_root(conf, sizeof(conf)) == 0 && rel_is_safe(conf)) {
+		struct sbx_err ignored;
+		if (open_root_at(mode, conf, false, root, &ignored) == 0)
+			return 0;
+	}
+	return open_root_at(mode, NULL, true, root, err);
+}
+
+int sbx_cgroup_create(const struct sbx_cgroup *parent, const char *name, bool controllers,
+		      struct sbx_cgroup *child, struct sbx_err *err)
+{
+	sbx_cgroup_init(child);
+	child->mode = parent->mode;
+	for (int i = 0; i < nctrl(parent); i++) {
+		if (mkdirat(parent->fd[i], name, 0755) < 0 && errno != EEXIST) {
+			sbx_fail_errno(err, "cgroup mkdir %s/%s", parent->path, name);
+			goto fail;
+		}
+		child->fd[i] = openat(parent->fd[i], name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (child->fd[i] < 0) {
+			sbx_fail_errno(err, "cgroup open %s/%s", parent->path, name);
+			goto fail;
+		}
+	}
+	snprintf(child->path, sizeof(child->path), "%.3900s/%.150s", parent->path, name);
+	if (controllers && child->mode == SBX_CG_V2 &&
+	    write_at(child->fd[0], "cgroup.subtree_control", "+memory +pids +cpu", err) < 0) {
+		sbx_err_prefix(err, "cgroup %s: enabling memory, pids and cpu", child->path);
+		goto fail;
+	}
+	return 0;
+fail:
+	sbx_cgroup_close(child);
+	for (int i = 0; i < nctrl(parent); i++)
+		unlinkat(parent->fd[i], name, AT_REMOVEDIR);
+	return -1;
+}
+
+int sbx_cgroup_set_limits(const struct sbx_cgroup *cg, const Sbx__V1__Limits *l,
+			  struct sbx_err *err)
+{
+	char mem[32], pids[32], cpu[64];
+	snprintf(mem, sizeof(mem), "%llu", (unsigned long long)l->memory_mb << 20);
+	snprintf(pids, sizeof(pids), "%u", l->pids);
+	int rc = 0;
+	if (cg->mode == SBX_CG_V2) {
+		snprintf(cpu, sizeof(cpu), "%llu %u",
+			 (unsigned long long)l->cpu_millis * CPU_PERIOD_US / 1000, CPU_PERIOD_US);
+		rc |= write_at(cg->fd[0], "memory.max", mem, err);
+		/* No swap: a memory limit that can spill to swap is no limit. Not
+		 * every kernel has swap accounting; where absent there is no swap to
+		 * spill to through this cgroup. */
+		if (faccessat(cg->fd[0], "memory.swap.max", F_OK, 0) == 0)
+			rc |= write_at(cg->fd[0], "memory.swap.max", "0", err);
+		/* One OOM kill takes the exec's whole tree, so "oom" is unambiguous. */
+		rc |= write_at(cg->fd[0], "memory.oom.group", "1", err);
+		rc |= write_at(cg->fd[0], "pids.max", pids, err);
+		rc |= write_at(cg->fd[0], "cpu.max", cpu, err);
+	} else {
+		snprintf(cpu, sizeof(cpu), "%llu",
+			 (unsigned long long)l->cpu_millis * CPU_PERIOD_US / 1000);
+		rc |= write_at(cg->fd[SBX_CG_MEMORY], "memory.limit_in_bytes", mem, err);
+		if (faccessat(cg->fd[SBX_CG_MEMORY], "memory.memsw.limit_in_bytes", F_OK, 0) == 0)
+			rc |= write_at(cg->fd[SBX_CG_MEMORY], "memory.memsw.limit_in_bytes", mem,
+				       err);
+		rc |= write_at(cg->fd[SBX_CG_PIDS], "pids.max", pids, err);
+		rc |= write_at(cg->fd[SBX_CG_CPU], "cpu.cfs_period_us", "100000", err);
+		rc |= write_at(cg->fd[SBX_CG_CPU], "cpu.cfs_quota_us", cpu, err);
+	}
+	if (rc)
+		return sbx_err_prefix(err, "cgroup %s: setting limits", cg->path);
+	return 0;
+}
+
+int sbx_cgroup_add_pid(const struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err)
+{
+	char buf[32];
+	snprintf(buf, sizeof(buf), "%d", (int)pid);
+	for (int i = 0; i < nctrl(cg); i++)
+		if (write_at(cg->fd[i], "cgroup.procs", buf, err) < 0)
+			return sbx_err_prefix(err, "cgroup %s: joining", cg->path);
+	return 0;
+}
+
+static uint64_t keyed_value(const char *text, const char *key)
+{
+	size_t klen = strlen(key);
+	for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+		if (strncmp(p, key, klen) == 0 && p[klen] == ' ')
+			return strtoull(p + klen + 1, NULL, 10);
+	return 0;
+}
+
+void sbx_cgroup_usage(const struct sbx_cgroup *cg, uint64_t *peak_bytes, uint64_t *oom_kills)
+{
+	char buf[4096];
+	*peak_bytes = 0;
+	*oom_kills = 0;
+	if (cg->mode == SBX_CG_V2) {
+		if (read_at(cg->fd[0], "memory.peak", buf, sizeof(buf)) == 0)
+			*peak_bytes = strtoull(buf, NULL, 10);
+		if (read_at(cg->fd[0], "memory.events", buf, sizeof(buf)) == 0)
+			*oom_kills = keyed_value(buf, "oom_kill");
+	} else if (cg->mode == SBX_CG_V1) {
+		if (read_at(cg->fd[SBX_CG_MEMORY], "memory.max_usage_in_bytes", buf,
+			    sizeof(buf)) == 0)
+			*peak_bytes = strtoull(buf, NULL, 10);
+		if (read_at(cg->fd[SBX_CG_MEMORY], "memory.oom_control", buf, sizeof(buf)) == 0)
+			*oom_kills = keyed_value(buf, "oom_kill");
+	}
+}
+
+void sbx_cgroup_kill(const struct sbx_cgroup *cg)
+{
+	if (cg->mode == SBX_CG_NONE)
+		return;
+	struct sbx_err ignored;
+	if (cg->mode == SBX_CG_V2 && write_at(cg->fd[0], "cgroup.kill", "1", &ignored) == 0)
+		return;
+	/* v1 has no atomic kill: sweep until empty. The pids limit bounds how
+	 * many a fork loop can make between sweeps. */
+	int fd = cg->mode == SBX_CG_V1 ? cg->fd[SBX_CG_PIDS] : cg->fd[0];
+	for (int round = 0; round < 1000; round++) {
+		char buf[65536];
+		if (read_at(fd, "cgroup.procs", buf, sizeof(buf)) < 0 || !buf[0])
+			return;
+		for (char *save, *t = strtok_r(buf, "\n", &save); t; t = strtok_r(NULL, "\n", &save))
+			kill((pid_t)atoi(t), SIGKILL);
+		struct timespec ts = {0, 1000000};
+		nanosleep(&ts, NULL);
+	}
+}
+
+int sbx_cgroup_remove(const struct sbx_cgroup *parent, const char *name, struct sbx_err *err)
+{
+	for (int i = 0; i < nctrl(parent); i++) {
+		/* An exiting task can keep a cgroup busy for a moment after wait()
+		 * returned; two seconds is far beyond what the kernel needs. */
+		for (int tries = 0;; tries++) {
+			if (unlinkat(parent->fd[i], name, AT_REMOVEDIR) == 0 || errno == ENOENT)
+				break;
+			if (errno != EBUSY || tries >= 2000)
+				return sbx_fail_errno(err, "cgroup rmdir %s/%s", parent->path, name);
+			struct timespec ts = {0, 1000000};
+			nanosleep(&ts, NULL);
+		}
+	}
+	return 0;
+}
+
+bool sbx_cgroup_has_file(const struct sbx_cgroup *cg, int ctrl, const char *file)
+{
+	int fd = cg->mode == SBX_CG_V1 ? cg->fd[ctrl] : cg->fd[0];
+	return fd >= 0 && faccessat(fd, file, F_OK, 0) == 0;
+}

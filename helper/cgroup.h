@@ -1,0 +1,66 @@
+/* Per-run and per-exec cgroups under a subtree delegated to the caller.
+ *
+ * cgroup v2: one directory per cgroup. cgroup v1 (or a hybrid host): the
+ * same relative path under each of the memory, pids and cpu hierarchies.
+ * Everything is done through directory fds opened once, so the sandbox's
+ * pid 1 keeps working after pivot_root without the cgroup filesystem being
+ * visible inside. */
+#ifndef SBX_CGROUP_H
+#define SBX_CGROUP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "err.h"
+#include "sbx/v1/policy.pb-c.h"
+
+enum sbx_cg_mode {
+	SBX_CG_NONE = 0,
+	SBX_CG_V1,
+	SBX_CG_V2,
+};
+
+enum { SBX_CG_MEMORY, SBX_CG_PIDS, SBX_CG_CPU, SBX_CG_NCTRL };
+
+struct sbx_cgroup {
+	enum sbx_cg_mode mode;
+	int fd[SBX_CG_NCTRL]; /* v2 uses fd[0] only; -1 when unused */
+	char path[4096];      /* for messages: the (first) absolute directory */
+};
+
+const char *sbx_cg_mode_name(enum sbx_cg_mode mode);
+
+/* What this host has, without opening anything: v2, v1 (memory, pids and
+ * cpu hierarchies all mounted) or none. */
+enum sbx_cg_mode sbx_cgroup_detect(void);
+
+/* Opens the delegated root: `rel` relative to the cgroup mount(s); NULL means
+ * /etc/sbx/cgroup-root when it names a subtree this user can write, else the
+ * caller's own cgroup. Fails (naming the directory and the fix) when it is
+ * not writable by this user. */
+int sbx_cgroup_open_root(const char *rel, struct sbx_cgroup *root, struct sbx_err *err);
+
+/* Creates child `name` of `parent` (every controller) and opens it. With
+ * `controllers`, also enables memory, pids and cpu for its own children (v2). */
+int sbx_cgroup_create(const struct sbx_cgroup *parent, const char *name, bool controllers,
+		      struct sbx_cgroup *child, struct sbx_err *err);
+/* memory (swap off), pids and CPU quota from the policy. */
+int sbx_cgroup_set_limits(const struct sbx_cgroup *cg, const Sbx__V1__Limits *limits,
+			  struct sbx_err *err);
+/* Moves pid (0: the caller) into cg. */
+int sbx_cgroup_add_pid(const struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err);
+/* Peak memory and the number of OOM kills so far; 0 when unknown. */
+void sbx_cgroup_usage(const struct sbx_cgroup *cg, uint64_t *peak_bytes, uint64_t *oom_kills);
+/* SIGKILLs every process in cg until it is empty (cgroup.kill on v2). */
+void sbx_cgroup_kill(const struct sbx_cgroup *cg);
+/* Removes child `name` of parent, retrying while the kernel finishes
+ * tearing down its last tasks. */
+int sbx_cgroup_remove(const struct sbx_cgroup *parent, const char *name, struct sbx_err *err);
+void sbx_cgroup_close(struct sbx_cgroup *cg);
+void sbx_cgroup_init(struct sbx_cgroup *cg);
+
+/* Which controller files exist in the root, for `check`. */
+bool sbx_cgroup_has_file(const struct sbx_cgroup *cg, int ctrl, const char *file);
+
+#endif

@@ -1,0 +1,218 @@
+#include "check.h"
+
+#include <fcntl.h>
+#include <jansson.h>
+#include <linux/filter.h>
+#include <linux/openat2.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/pidfd.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cgroup.h"
+#include "util.h"
+
+struct item {
+	const char *name;
+	bool required;
+	bool ok;
+	char detail[5120];
+	const char *fix;
+};
+
+static void read_sysctl(const char *path, char *out, size_t size)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, out, size - 1) : -1;
+	out[n > 0 ? n : 0] = '\0';
+	out[strcspn(out, "\n")] = '\0';
+}
+
+/* The real test: can this user make the namespaces a sandbox needs? */
+static void check_userns(struct item *it)
+{
+	pid_t pid = (pid_t)syscall(SYS_clone,
+				   CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET |
+					   CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP | SIGCHLD,
+				   NULL, NULL, NULL, NULL);
+	if (pid == 0)
+		_exit(0);
+	int e = errno, status = 0;
+	if (pid > 0)
+		waitpid(pid, &status, 0);
+	it->ok = pid > 0 && WIFEXITED(status);
+	char max[32], clone_ok[32], apparmor[32];
+	read_sysctl("/proc/sys/user/max_user_namespaces", max, sizeof(max));
+	read_sysctl("/proc/sys/kernel/unprivileged_userns_clone", clone_ok, sizeof(clone_ok));
+	read_sysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns", apparmor,
+		    sizeof(apparmor));
+	snprintf(it->detail, sizeof(it->detail),
+		 "%s; user.max_user_namespaces=%s kernel.unprivileged_userns_clone=%s "
+		 "kernel.apparmor_restrict_unprivileged_userns=%s",
+		 it->ok ? "user, mount, pid, net, ipc, uts and cgroup namespaces can be created"
+			: strerror(e),
+		 max[0] ? max : "absent", clone_ok[0] ? clone_ok : "absent",
+		 apparmor[0] ? apparmor : "absent");
+	if (!it->ok) {
+		if (!strcmp(max, "0"))
+			it->fix = "sysctl -w user.max_user_namespaces=15000";
+		else if (!strcmp(clone_ok, "0"))
+			it->fix = "sysctl -w kernel.unprivileged_userns_clone=1";
+		else if (!strcmp(apparmor, "1"))
+			it->fix = "sysctl -w kernel.apparmor_restrict_unprivileged_userns=0, or an "
+				  "AppArmor profile granting userns to sbx-helper";
+		else
+			it->fix = "a kernel with user namespaces (CONFIG_USER_NS) that lets this "
+				  "user create them";
+	}
+}
+
+static void check_seccomp(struct item *it)
+{
+	/* A filter is the only proof; load one in a throwaway child. */
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct sock_filter allow = {0x06, 0, 0, SECCOMP_RET_ALLOW};
+		struct sock_fprog prog = {.len = 1, .filter = &allow};
+		prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+		_exit(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0 ? 0 : 1);
+	}
+	int status = 0;
+	if (pid > 0)
+		waitpid(pid, &status, 0);
+	it->ok = pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+	snprintf(it->detail, sizeof(it->detail), "%s",
+		 it->ok ? "filters can be loaded" : "seccomp filters cannot be loaded");
+	it->fix = it->ok ? NULL : "a kernel with CONFIG_SECCOMP_FILTER";
+}
+
+static void check_cgroup(struct item *it, const char *rel, char *mode, size_t mode_size,
+			 bool *has_kill)
+{
+	struct sbx_cgroup root;
+	struct sbx_err err;
+	snprintf(mode, mode_size, "%s", sbx_cg_mode_name(sbx_cgroup_detect()));
+	*has_kill = false;
+	if (sbx_cgroup_open_root(rel, &root, &err) < 0) {
+		it->ok = false;
+		snprintf(it->detail, sizeof(it->detail), "%s", err.msg);
+		it->fix = "run packaging/setup.sh as root (delegates a subtree to the test user), "
+			  "or pass --cgroup-root PATH naming a subtree this user owns";
+		return;
+	}
+	bool mem = sbx_cgroup_has_file(&root, SBX_CG_MEMORY,
+				       root.mode == SBX_CG_V2 ? "memory.max" : "memory.limit_in_bytes");
+	bool pids = sbx_cgroup_has_file(&root, SBX_CG_PIDS, "pids.max");
+	bool cpu = sbx_cgroup_has_file(&root, SBX_CG_CPU,
+				       root.mode == SBX_CG_V2 ? "cpu.max" : "cpu.cfs_quota_us");
+	/* The root itself may lack the files (a v2 root cgroup); its
+	 * subtree_control is what its children get. */
+	if (root.mode == SBX_CG_V2) {
+		char buf[256] = "";
+		int fd = openat(root.fd[0], "cgroup.subtree_control", O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			ssize_t n = read(fd, buf, sizeof(buf) - 1);
+			buf[n > 0 ? n : 0] = '\0';
+			close(fd);
+		}
+		mem |= strstr(buf, "memory") != NULL;
+		pids |= strstr(buf, "pids") != NULL;
+		cpu |= strstr(buf, "cpu") != NULL;
+		*has_kill = sbx_cgroup_has_file(&root, 0, "cgroup.kill");
+	} else {
+		/* A v1 root's own limit files are there when writable children can be. */
+		mem = pids = cpu = true;
+	}
+	it->ok = mem && pids && cpu;
+	snprintf(it->detail, sizeof(it->detail), "%s delegated at %s (memory %s, pids %s, cpu %s)",
+		 sbx_cg_mode_name(root.mode), root.path, mem ? "yes" : "no", pids ? "yes" : "no",
+		 cpu ? "yes" : "no");
+	if (!it->ok)
+		it->fix = "enable memory, pids and cpu in the delegated cgroup's parent "
+			  "(cgroup.subtree_control)";
+	sbx_cgroup_close(&root);
+}
+
+static void check_openat2(struct item *it)
+{
+	struct open_how how = {.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+			       .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS};
+	int fd = (int)syscall(SYS_openat2, AT_FDCWD, ".", &how, sizeof(how));
+	it->ok = fd >= 0;
+	if (fd >= 0)
+		close(fd);
+	snprintf(it->detail, sizeof(it->detail), "%s",
+		 it->ok ? "RESOLVE_BENEATH available" : strerror(errno));
+	it->fix = it->ok ? NULL : "Linux 5.6 or newer";
+}
+
+int sbx_check_main(const char *cgroup_root, bool json)
+{
+	struct item items[6] = {
+		{.name = "userns", .required = true},
+		{.name = "seccomp", .required = true},
+		{.name = "cgroup", .required = true},
+		{.name = "openat2", .required = true},
+		{.name = "pidfd", .required = false},
+		{.name = "cgroup.kill", .required = false},
+	};
+	char mode[8];
+	bool has_kill;
+	check_userns(&items[0]);
+	check_seccomp(&items[1]);
+	check_cgroup(&items[2], cgroup_root, mode, sizeof(mode), &has_kill);
+	check_openat2(&items[3]);
+	int pfd = pidfd_open(getpid(), 0);
+	items[4].ok = pfd >= 0;
+	snprintf(items[4].detail, sizeof(items[4].detail), "%s",
+		 pfd >= 0 ? "pidfd_open available" : strerror(errno));
+	if (pfd >= 0)
+		close(pfd);
+	items[5].ok = has_kill;
+	snprintf(items[5].detail, sizeof(items[5].detail), "%s",
+		 has_kill ? "atomic kill of a cgroup"
+			  : "not available (cgroup v1 or old kernel): execs are killed through "
+			    "their pid namespace instead");
+	char tiocsti[16];
+	read_sysctl("/proc/sys/dev/tty/legacy_tiocsti", tiocsti, sizeof(tiocsti));
+
+	bool all = true;
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(items); i++)
+		all &= !items[i].required || items[i].ok;
+	if (json) {
+		json_t *doc = json_object();
+		json_object_set_new(doc, "ok", json_boolean(all));
+		json_object_set_new(doc, "cgroup_mode", json_string(mode));
+		json_object_set_new(doc, "legacy_tiocsti", json_string(tiocsti[0] ? tiocsti : "absent"));
+		for (size_t i = 0; i < SBX_ARRAY_SIZE(items); i++)
+			json_object_set_new(doc, items[i].name,
+					    json_pack("{s:b, s:b, s:s, s:s?}", "ok", items[i].ok,
+						      "required", items[i].required, "detail",
+						      items[i].detail, "fix", items[i].fix));
+		char *s = json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS);
+		if (s)
+			puts(s);
+		free(s);
+		json_decref(doc);
+	} else {
+		for (size_t i = 0; i < SBX_ARRAY_SIZE(items); i++) {
+			printf("%-12s %-4s %s%s\n", items[i].name,
+			       items[i].ok ? "ok" : items[i].required ? "MISSING" : "no",
+			       items[i].detail, items[i].required ? "" : " (optional)");
+			if (!items[i].ok && items[i].fix)
+				printf("%-12s      fix: %s\n", "", items[i].fix);
+		}
+		printf("%-12s      dev.tty.legacy_tiocsti=%s (TIOCSTI is blocked by the seccomp "
+		       "filter either way)\n",
+		       "tiocsti", tiocsti[0] ? tiocsti : "absent");
+		printf("%s\n", all ? "this host can enforce sbx's sandbox"
+				   : "this host cannot enforce sbx's sandbox: see MISSING above");
+	}
+	return all ? 0 : 1;
+}

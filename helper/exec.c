@@ -1,0 +1,256 @@
+#include "exec.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "privs.h"
+#include "rootfs.h"
+#include "seccomp.h"
+#include "util.h"
+
+#define DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
+
+static volatile sig_atomic_t command_pgid;
+
+/* Exec init is pid 1 of its namespace: signals from the sandbox's pid 1
+ * (SignalRequest) reach it only because it handles them; pass them on. */
+static void forward_signal(int sig)
+{
+	if (command_pgid > 0)
+		kill(-command_pgid, sig);
+}
+
+static const char *env_path(const SbxPolicy *p)
+{
+	for (size_t i = 0; i < p->n_env; i++)
+		if (strcmp(p->env[i]->name, "PATH") == 0)
+			return p->env[i]->value;
+	return DEFAULT_PATH;
+}
+
+/* execvpe with the policy's PATH, not ours; returns the errno that decides
+ * between 126 and 127. */
+static int exec_command(char *const *argv, char **envp, const char *path)
+{
+	if (strchr(argv[0], '/')) {
+		execve(argv[0], argv, envp);
+		return errno;
+	}
+	int result = ENOENT;
+	for (const char *p = path; *p;) {
+		size_t len = strcspn(p, ":");
+		char full[PATH_MAX];
+		if (snprintf(full, sizeof(full), "%.*s/%s", (int)len, len ? p : ".", argv[0]) <
+		    (int)sizeof(full)) {
+			execve(full, argv, envp);
+			if (errno != ENOENT && errno != ENOTDIR)
+				result = errno;
+		}
+		p += len;
+		if (*p == ':')
+			p++;
+	}
+	return result;
+}
+
+static void report_and_exit(int fd, struct sbx_exec_report *r)
+{
+	ssize_t n = write(fd, r, sizeof(*r));
+	(void)n;
+	_exit(0);
+}
+
+static void setup_failed(int fd, struct sbx_err *err)
+{
+	struct sbx_exec_report r = {.kind = SBX_EXEC_SETUP_FAILED};
+	snprintf(r.msg, sizeof(r.msg), "%.*s", (int)sizeof(r.msg) - 1, err->msg);
+	report_and_exit(fd, &r);
+}
+
+/* Moves the three stdio fds into place even when they overlap 0..2. */
+static int install_stdio(const int stdio[3])
+{
+	int high[3];
+	for (int i = 0; i < 3; i++) {
+		high[i] = fcntl(stdio[i], F_DUPFD_CLOEXEC, 10);
+		if (high[i] < 0)
+			return -1;
+	}
+	for (int i = 0; i < 3; i++)
+		if (dup2(high[i], i) < 0)
+			return -1;
+	return 0;
+}
+
+static void run_command(const struct sbx_exec_spec *s, char **envp, int errpipe)
+{
+	sigset_t none;
+	sigemptyset(&none);
+	for (int sig = 1; sig < NSIG; sig++)
+		signal(sig, SIG_DFL);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	/* A new session: no controlling terminal, so no TIOCSTI into anyone's. */
+	setsid();
+	int e = 0;
+	if (install_stdio(s->stdio) < 0)
+		e = errno;
+	/* The error pipe goes to fd 3 so that one close_range drops the rest. */
+	if (!e && dup3(errpipe, 3, O_CLOEXEC) < 0)
+		e = errno;
+	if (!e)
+		close_range(4, ~0U, 0);
+	if (!e && chdir(s->cwd) < 0)
+		e = errno;
+	if (!e)
+		e = exec_command(s->argv, envp, env_path(s->policy));
+	ssize_t n = write(3, &e, sizeof(e));
+	(void)n;
+	_exit(127);
+}
+
+static char **build_env(const SbxPolicy *p)
+{
+	char **envp = calloc(p->n_env + 1, sizeof(char *));
+	if (!envp)
+		return NULL;
+	for (size_t i = 0; i < p->n_env; i++)
+		if (asprintf(&envp[i], "%s=%s", p->env[i]->name, p->env[i]->value) < 0)
+			return NULL;
+	return envp;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+	return *(const int *)a - *(const int *)b;
+}
+
+/* Closes every fd from 3 up except `keep` (the control socket, other
+ * execs' pipes and the /out fd of pid 1 must not reach the command). */
+static void close_all_but(int *keep, size_t n)
+{
+	qsort(keep, n, sizeof(int), cmp_int);
+	unsigned lo = 3;
+	for (size_t i = 0; i < n; i++) {
+		if (keep[i] < 3)
+			continue;
+		if ((unsigned)keep[i] > lo)
+			close_range(lo, (unsigned)keep[i] - 1, 0);
+		lo = (unsigned)keep[i] + 1;
+	}
+	close_range(lo, ~0U, 0);
+}
+
+static void exec_init(const struct sbx_exec_spec *s)
+{
+	struct sbx_err err;
+	int rfd = s->report_fd;
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	int keep[4 + SBX_CG_NCTRL] = {s->report_fd, s->stdio[0], s->stdio[1], s->stdio[2]};
+	size_t nkeep = 4;
+	for (int i = 0; i < SBX_CG_NCTRL; i++)
+		if (s->cgroup->fd[i] >= 0)
+			keep[nkeep++] = s->cgroup->fd[i];
+	close_all_but(keep, nkeep);
+	if (sbx_rootfs_mount_proc(&err) < 0)
+		setup_failed(rfd, &err);
+	if (s->cgroup->mode != SBX_CG_NONE) {
+		if (sbx_cgroup_add_pid(s->cgroup, 0, &err) < 0)
+			setup_failed(rfd, &err);
+		/* Rooted at the exec's own cgroup: /proc/self/cgroup reads "/". */
+		if (unshare(CLONE_NEWCGROUP) < 0) {
+			sbx_fail_errno(&err, "cgroup namespace");
+			setup_failed(rfd, &err);
+		}
+	}
+	/* Its job done, the cgroup is no business of the command's. */
+	for (int i = 0; i < SBX_CG_NCTRL; i++)
+		if (s->cgroup->fd[i] >= 0)
+			close(s->cgroup->fd[i]);
+	if (sbx_rlimits_apply(s->policy->limits, s->cgroup->mode == SBX_CG_NONE, &err) < 0)
+		setup_failed(rfd, &err);
+	char **envp = build_env(s->policy);
+	if (!envp) {
+		sbx_fail_errno(&err, "environment");
+		setup_failed(rfd, &err);
+	}
+	int errpipe[2];
+	if (pipe2(errpipe, O_CLOEXEC) < 0) {
+		sbx_fail_errno(&err, "pipe");
+		setup_failed(rfd, &err);
+	}
+	if (sbx_privs_drop(&err) < 0 || sbx_seccomp_install(&err) < 0)
+		setup_failed(rfd, &err);
+
+	struct sigaction sa = {.sa_handler = forward_signal, .sa_flags = SA_RESTART};
+	static const int forwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2,
+					SIGCONT, SIGTSTP};
+	sigfillset(&sa.sa_mask);
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(forwarded); i++)
+		sigaction(forwarded[i], &sa, NULL);
+
+	pid_t cmd = fork();
+	if (cmd < 0) {
+		sbx_fail_errno(&err, "fork");
+		setup_failed(rfd, &err);
+	}
+	if (cmd == 0)
+		run_command(s, envp, errpipe[1]);
+	command_pgid = cmd;
+	close(errpipe[1]);
+	for (int i = 0; i < 3; i++)
+		close(s->stdio[i]);
+
+	struct sbx_exec_report r = {.kind = SBX_EXEC_RAN};
+	int e;
+	ssize_t n;
+	do
+		n = read(errpipe[0], &e, sizeof(e));
+	while (n < 0 && errno == EINTR);
+	if (n == (ssize_t)sizeof(e)) {
+		r.kind = SBX_EXEC_NOT_STARTED;
+		r.errnum = e;
+	}
+	close(errpipe[0]);
+
+	/* Reap everything (we are this namespace's init) until the command
+	 * itself is gone; then leaving takes the rest with us. */
+	for (;;) {
+		int status;
+		pid_t pid = waitpid(-1, &status, __WALL);
+		if (pid < 0 && errno == EINTR)
+			continue;
+		if (pid < 0)
+			break;
+		if (pid == cmd) {
+			r.status = status;
+			break;
+		}
+	}
+	struct rusage ru;
+	if (getrusage(RUSAGE_CHILDREN, &ru) == 0) {
+		r.cpu_ms = (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
+			   (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
+		r.maxrss_kb = (uint64_t)ru.ru_maxrss;
+	}
+	report_and_exit(rfd, &r);
+}
+
+pid_t sbx_exec_spawn(const struct sbx_exec_spec *s, struct sbx_err *err)
+{
+	pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWPID | CLONE_NEWNS | SIGCHLD, NULL, NULL,
+				   NULL, NULL);
+	if (pid < 0)
+		return sbx_fail_errno(err, "clone exec namespace");
+	if (pid == 0)
+		exec_init(s);
+	return pid;
+}

@@ -1,0 +1,48 @@
+/* One exec: a process tree of its own inside the sandbox.
+ *
+ * The sandbox's pid 1 clones an "exec init" into a new pid and mount
+ * namespace. It mounts a /proc that shows only this exec, joins the exec's
+ * cgroup, gives up every privilege, loads the seccomp filter, then forks
+ * the command and reaps. When the command ends, exec init reports and
+ * exits, and the kernel kills whatever the command left behind: files are
+ * shared between a run's execs, processes never are. */
+#ifndef SBX_EXEC_H
+#define SBX_EXEC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cgroup.h"
+#include "err.h"
+#include "policy.h"
+
+/* Written once by exec init to the report pipe. */
+struct sbx_exec_report {
+	int kind;   /* enum sbx_exec_report_kind */
+	int status; /* wait status of the command (SBX_EXEC_RAN) */
+	int errnum; /* SBX_EXEC_NOT_STARTED: why execve failed */
+	uint64_t cpu_ms;
+	uint64_t maxrss_kb;
+	char msg[512]; /* SBX_EXEC_SETUP_FAILED */
+};
+
+enum sbx_exec_report_kind {
+	SBX_EXEC_RAN = 1,
+	SBX_EXEC_NOT_STARTED, /* execve failed: 126/127 */
+	SBX_EXEC_SETUP_FAILED,
+};
+
+struct sbx_exec_spec {
+	char *const *argv;
+	const char *cwd;
+	int stdio[3];
+	const SbxPolicy *policy;
+	const struct sbx_cgroup *cgroup; /* mode NONE: rlimits instead */
+	int report_fd;			 /* write end, handed to exec init */
+};
+
+/* Returns exec init's pid, or -1. */
+pid_t sbx_exec_spawn(const struct sbx_exec_spec *spec, struct sbx_err *err);
+
+#endif

@@ -1,0 +1,371 @@
+#include "init.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ctlmsg.h"
+#include "exec.h"
+#include "util.h"
+
+#define MAX_EXECS 64
+#define MAX_ARGV 4096
+
+struct exec_slot {
+	bool used;
+	uint64_t id;
+	pid_t pid;
+	int report_fd;
+	struct sbx_cgroup cg;
+	char cg_name[48];
+	int64_t start_ms;
+	int64_t deadline_ms;
+	Sbx__V1__ExecEnded__Reason forced; /* TIMEOUT, KILLED, RUN_EXPIRED or 0 */
+};
+
+struct init_state {
+	struct sbx_init_ctx *ctx;
+	struct exec_slot execs[MAX_EXECS];
+	int64_t run_deadline_ms;
+};
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void send_msg(struct init_state *st, Sbx__V1__HelperMessage *m, const int *fds,
+		     size_t nfds)
+{
+	struct sbx_err err;
+	/* A server that stopped listening is handled by the EOF on the next
+	 * receive; nothing to do here. */
+	sbx_ctl_send(st->ctx->ctl, m, fds, nfds, &err);
+}
+
+void sbx_init_send_failure(int ctl, const char *message)
+{
+	Sbx__V1__Failure f = SBX__V1__FAILURE__INIT;
+	Sbx__V1__HelperMessage m = SBX__V1__HELPER_MESSAGE__INIT;
+	struct sbx_err err;
+	f.message = (char *)message;
+	m.msg_case = SBX__V1__HELPER_MESSAGE__MSG_FAILURE;
+	m.failure = &f;
+	sbx_ctl_send(ctl, &m, NULL, 0, &err);
+}
+
+static void send_ended(struct init_state *st, Sbx__V1__ExecEnded *e)
+{
+	Sbx__V1__HelperMessage m = SBX__V1__HELPER_MESSAGE__INIT;
+	m.msg_case = SBX__V1__HELPER_MESSAGE__MSG_ENDED;
+	m.ended = e;
+	send_msg(st, &m, NULL, 0);
+}
+
+static void send_setup_failed(struct init_state *st, uint64_t id, const char *why)
+{
+	Sbx__V1__ExecEnded e = SBX__V1__EXEC_ENDED__INIT;
+	e.exec_id = id;
+	e.reason = SBX__V1__EXEC_ENDED__REASON__SETUP_FAILED;
+	e.exit_code = 125;
+	e.message = (char *)why;
+	send_ended(st, &e);
+}
+
+static struct exec_slot *find_exec(struct init_state *st, uint64_t id)
+{
+	for (int i = 0; i < MAX_EXECS; i++)
+		if (st->execs[i].used && st->execs[i].id == id)
+			return &st->execs[i];
+	return NULL;
+}
+
+static void start_exec(struct init_state *st, Sbx__V1__ExecRequest *req, int *fds, size_t nfds)
+{
+	struct sbx_err err;
+	const SbxPolicy *p = st->ctx->policy;
+	if (nfds != 3 || req->n_argv == 0 || req->n_argv > MAX_ARGV || !req->argv[0][0]) {
+		send_setup_failed(st, req->exec_id,
+				  "exec request needs a non-empty argv and 3 stdio fds");
+		return;
+	}
+	if (find_exec(st, req->exec_id)) {
+		send_setup_failed(st, req->exec_id, "exec id already in use");
+		return;
+	}
+	struct exec_slot *slot = NULL;
+	for (int i = 0; i < MAX_EXECS && !slot; i++)
+		if (!st->execs[i].used)
+			slot = &st->execs[i];
+	if (!slot) {
+		send_setup_failed(st, req->exec_id, "too many concurrent execs in this run");
+		return;
+	}
+	memset(slot, 0, sizeof(*slot));
+	sbx_cgroup_init(&slot->cg);
+	snprintf(slot->cg_name, sizeof(slot->cg_name), "exec-%llu",
+		 (unsigned long long)req->exec_id);
+	if (st->ctx->run->mode != SBX_CG_NONE &&
+	    (sbx_cgroup_create(st->ctx->run, slot->cg_name, false, &slot->cg, &err) < 0 ||
+	     sbx_cgroup_set_limits(&slot->cg, p->limits, &err) < 0)) {
+		sbx_cgroup_close(&slot->cg);
+		sbx_cgroup_remove(st->ctx->run, slot->cg_name, &(struct sbx_err){0});
+		send_setup_failed(st, req->exec_id, err.msg);
+		return;
+	}
+	int report[2];
+	if (pipe2(report, O_CLOEXEC | O_NONBLOCK) < 0) {
+		sbx_fail_errno(&err, "pipe");
+		goto fail;
+	}
+	/* argv must be NULL-terminated for execve: protobuf-c's array is not. */
+	char **argv = calloc(req->n_argv + 1, sizeof(char *));
+	if (!argv) {
+		sbx_fail_errno(&err, "argv");
+		close(report[0]);
+		close(report[1]);
+		goto fail;
+	}
+	memcpy(argv, req->argv, req->n_argv * sizeof(char *));
+	const char *cwd = req->cwd && req->cwd[0] ? req->cwd
+			  : sbx_policy_mount(p, "/out") ? "/out"
+							: "/tmp";
+	struct sbx_exec_spec spec = {
+		.argv = argv,
+		.cwd = cwd,
+		.stdio = {fds[0], fds[1], fds[2]},
+		.policy = p,
+		.cgroup = &slot->cg,
+		.report_fd = report[1],
+	};
+	slot->start_ms = now_ms();
+	slot->pid = sbx_exec_spawn(&spec, &err);
+	free(argv);
+	close(report[1]);
+	if (slot->pid < 0) {
+		close(report[0]);
+		goto fail;
+	}
+	slot->used = true;
+	slot->id = req->exec_id;
+	slot->report_fd = report[0];
+	slot->deadline_ms = slot->start_ms + (int64_t)p->limits->script_seconds * 1000;
+
+	Sbx__V1__ExecStarted started = SBX__V1__EXEC_STARTED__INIT;
+	Sbx__V1__HelperMessage m = SBX__V1__HELPER_MESSAGE__INIT;
+	started.exec_id = req->exec_id;
+	m.msg_case = SBX__V1__HELPER_MESSAGE__MSG_STARTED;
+	m.started = &started;
+	send_msg(st, &m, NULL, 0);
+	return;
+fail:
+	sbx_cgroup_close(&slot->cg);
+	if (st->ctx->run->mode != SBX_CG_NONE)
+		sbx_cgroup_remove(st->ctx->run, slot->cg_name, &(struct sbx_err){0});
+	send_setup_failed(st, req->exec_id, err.msg);
+}
+
+static void finish_exec(struct init_state *st, struct exec_slot *slot, int init_status)
+{
+	struct sbx_exec_report r = {0};
+	ssize_t n = read(slot->report_fd, &r, sizeof(r));
+	bool have_report = n == (ssize_t)sizeof(r);
+	close(slot->report_fd);
+
+	uint64_t peak = 0, ooms = 0;
+	sbx_cgroup_usage(&slot->cg, &peak, &ooms);
+	sbx_cgroup_close(&slot->cg);
+	if (st->ctx->run->mode != SBX_CG_NONE)
+		sbx_cgroup_remove(st->ctx->run, slot->cg_name, &(struct sbx_err){0});
+
+	Sbx__V1__ExecEnded e = SBX__V1__EXEC_ENDED__INIT;
+	e.exec_id = slot->id;
+	e.wall_ms = (uint64_t)(now_ms() - slot->start_ms);
+	e.cpu_ms = have_report ? r.cpu_ms : 0;
+	e.peak_memory_bytes = peak ? peak : (have_report ? r.maxrss_kb * 1024 : 0);
+	int status = r.status;
+	if (slot->forced) {
+		e.reason = slot->forced;
+		e.signal = SIGKILL;
+		e.exit_code = slot->forced == SBX__V1__EXEC_ENDED__REASON__TIMEOUT ? 124
+										   : 128 + SIGKILL;
+	} else if (!have_report) {
+		e.reason = SBX__V1__EXEC_ENDED__REASON__SETUP_FAILED;
+		e.exit_code = 125;
+		e.message = WIFSIGNALED(init_status) ? "exec init was killed"
+						     : "exec init ended without a report";
+	} else if (r.kind == SBX_EXEC_SETUP_FAILED) {
+		e.reason = SBX__V1__EXEC_ENDED__REASON__SETUP_FAILED;
+		e.exit_code = 125;
+		e.message = r.msg;
+	} else if (r.kind == SBX_EXEC_NOT_STARTED) {
+		e.reason = SBX__V1__EXEC_ENDED__REASON__EXITED;
+		e.exit_code = (r.errnum == ENOENT || r.errnum == ENOTDIR) ? 127 : 126;
+		e.message = strerror(r.errnum);
+	} else if (ooms > 0) {
+		/* The limit was hit inside this exec: whatever the command did
+		 * afterwards, "oom" is the truthful reason. */
+		e.reason = SBX__V1__EXEC_ENDED__REASON__OOM;
+		e.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+		e.exit_code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+	} else if (WIFSIGNALED(status)) {
+		e.reason = SBX__V1__EXEC_ENDED__REASON__SIGNALED;
+		e.signal = WTERMSIG(status);
+		e.exit_code = 128 + WTERMSIG(status);
+	} else {
+		e.reason = SBX__V1__EXEC_ENDED__REASON__EXITED;
+		e.exit_code = WEXITSTATUS(status);
+	}
+	slot->used = false;
+	send_ended(st, &e);
+}
+
+static void reap(struct init_state *st)
+{
+	for (;;) {
+		int status;
+		pid_t pid = waitpid(-1, &status, WNOHANG | __WALL);
+		if (pid <= 0)
+			return;
+		for (int i = 0; i < MAX_EXECS; i++)
+			if (st->execs[i].used && st->execs[i].pid == pid)
+				finish_exec(st, &st->execs[i], status);
+	}
+}
+
+static void kill_exec(struct exec_slot *slot, Sbx__V1__ExecEnded__Reason why)
+{
+	/* SIGKILL of an exec init from its parent namespace takes down its
+	 * whole pid namespace: the command and everything it started. */
+	if (!slot->forced)
+		slot->forced = why;
+	kill(slot->pid, SIGKILL);
+}
+
+static void handle_signal_request(struct init_state *st, Sbx__V1__SignalRequest *req)
+{
+	struct exec_slot *slot = find_exec(st, req->exec_id);
+	if (!slot || req->signal <= 0 || req->signal >= NSIG)
+		return;
+	if (req->signal == SIGKILL)
+		kill_exec(slot, SBX__V1__EXEC_ENDED__REASON__KILLED);
+	else
+		kill(slot->pid, req->signal); /* exec init forwards it to the command */
+}
+
+static void check_deadlines(struct init_state *st)
+{
+	int64_t now = now_ms();
+	bool run_over = now >= st->run_deadline_ms;
+	for (int i = 0; i < MAX_EXECS; i++) {
+		struct exec_slot *s = &st->execs[i];
+		if (!s->used || s->forced)
+			continue;
+		if (run_over)
+			kill_exec(s, SBX__V1__EXEC_ENDED__REASON__RUN_EXPIRED);
+		else if (now >= s->deadline_ms)
+			kill_exec(s, SBX__V1__EXEC_ENDED__REASON__TIMEOUT);
+	}
+}
+
+static int next_timeout(struct init_state *st)
+{
+	int64_t next = st->run_deadline_ms;
+	for (int i = 0; i < MAX_EXECS; i++)
+		if (st->execs[i].used && !st->execs[i].forced && st->execs[i].deadline_ms < next)
+			next = st->execs[i].deadline_ms;
+	int64_t wait = next - now_ms();
+	return wait < 0 ? 0 : wait > 60000 ? 60000 : (int)wait;
+}
+
+static bool any_running(struct init_state *st)
+{
+	for (int i = 0; i < MAX_EXECS; i++)
+		if (st->execs[i].used)
+			return true;
+	return false;
+}
+
+__attribute__((noreturn)) static void shut_down(void)
+{
+	/* pid 1 leaving ends the namespace: the kernel kills every process
+	 * left in it before our parent sees us exit. */
+	_exit(0);
+}
+
+void sbx_init_main(struct sbx_init_ctx *ctx)
+{
+	struct init_state st = {.ctx = ctx};
+	st.run_deadline_ms = now_ms() + (int64_t)ctx->policy->limits->run_seconds * 1000;
+
+	sigset_t mask;
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (sfd < 0) {
+		sbx_init_send_failure(ctx->ctl, "signalfd failed");
+		_exit(1);
+	}
+
+	Sbx__V1__Ready ready = SBX__V1__READY__INIT;
+	Sbx__V1__HelperMessage m = SBX__V1__HELPER_MESSAGE__INIT;
+	ready.cgroup = (char *)sbx_cg_mode_name(ctx->run->mode);
+	ready.seccomp = ctx->seccomp;
+	ready.userns = true;
+	m.msg_case = SBX__V1__HELPER_MESSAGE__MSG_READY;
+	m.ready = &ready;
+	send_msg(&st, &m, &ctx->out_fd, ctx->out_fd >= 0 ? 1 : 0);
+	if (ctx->out_fd >= 0)
+		close(ctx->out_fd);
+
+	for (;;) {
+		struct pollfd pfd[2] = {{.fd = ctx->ctl, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
+		int rc = poll(pfd, 2, next_timeout(&st));
+		if (rc < 0 && errno != EINTR)
+			shut_down();
+		if (pfd[1].revents) {
+			struct signalfd_siginfo si;
+			while (read(sfd, &si, sizeof(si)) > 0)
+				;
+			reap(&st);
+		}
+		check_deadlines(&st);
+		if (now_ms() >= st.run_deadline_ms && !any_running(&st))
+			shut_down();
+		if (!(pfd[0].revents & (POLLIN | POLLHUP | POLLERR)))
+			continue;
+		Sbx__V1__HelperMessage *req;
+		int fds[SBX_CTL_MAX_FDS];
+		size_t nfds;
+		struct sbx_err err;
+		rc = sbx_ctl_recv(ctx->ctl, &req, fds, &nfds, SBX_CTL_MAX_FDS, &err);
+		if (rc <= 0)
+			shut_down(); /* the server is gone: so is the sandbox */
+		switch (req->msg_case) {
+		case SBX__V1__HELPER_MESSAGE__MSG_EXEC:
+			if (now_ms() >= st.run_deadline_ms)
+				send_setup_failed(&st, req->exec->exec_id, "run_seconds ran out");
+			else
+				start_exec(&st, req->exec, fds, nfds);
+			break;
+		case SBX__V1__HELPER_MESSAGE__MSG_SIGNAL:
+			handle_signal_request(&st, req->signal);
+			break;
+		case SBX__V1__HELPER_MESSAGE__MSG_DESTROY:
+			shut_down();
+		default:
+			break;
+		}
+		sbx_close_fds(fds, nfds);
+		sbx__v1__helper_message__free_unpacked(req, NULL);
+	}
+}

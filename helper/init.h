@@ -1,0 +1,25 @@
+/* pid 1 of the sandbox: starts execs on request, reports their ends,
+ * enforces their deadlines and the run's, and takes everything down when
+ * told or when the control socket closes. */
+#ifndef SBX_INIT_H
+#define SBX_INIT_H
+
+#include <stdbool.h>
+
+#include "cgroup.h"
+#include "policy.h"
+
+struct sbx_init_ctx {
+	const SbxPolicy *policy;
+	int ctl;		 /* SOCK_SEQPACKET to the server */
+	struct sbx_cgroup *run;	 /* the run's cgroup; mode NONE: rlimit fallback */
+	int out_fd;		 /* /out, passed to the server in Ready; -1 without /out */
+	bool seccomp;		 /* for Ready: what is enforced */
+};
+
+__attribute__((noreturn)) void sbx_init_main(struct sbx_init_ctx *ctx);
+
+/* Sends a Failure message (best effort): the sandbox could not be built. */
+void sbx_init_send_failure(int ctl, const char *message);
+
+#endif

@@ -1,0 +1,210 @@
+/* sbx-helper: builds one sandbox and runs untrusted commands in it, as an
+ * ordinary user: user namespaces, no setuid, no PAM. */
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "oneshot.h"
+#include "policy.h"
+#include "util.h"
+
+#define EXIT_SETUP 125
+
+static const char usage[] =
+	"usage: sbx-helper run --policy FILE [--data DIR] [--out DIR] [--result FILE]\n"
+	"                      [--cgroup-root PATH] [--allow-rlimit-fallback] -- CMD [ARG...]\n"
+	"       sbx-helper serve --policy FILE --control-fd N [--data DIR] [--cgroup-root PATH]\n"
+	"                      [--allow-rlimit-fallback]\n"
+	"       sbx-helper check [--json] [--cgroup-root PATH]\n"
+	"       sbx-helper policy FILE\n"
+	"\n"
+	"run      create a sandbox from the policy, run CMD in it with this terminal's\n"
+	"         stdin/stdout/stderr (in a new session), copy /out into DIR, destroy it.\n"
+	"         Exit status: CMD's own; 128+N killed by signal N; 124 script_seconds ran\n"
+	"         out; 125 the sandbox could not be set up; 126 not executable; 127 not found.\n"
+	"serve    keep the sandbox and take exec requests on the control socket N (sbxd).\n"
+	"check    what this host can enforce; exit 0 only if all of it.\n"
+	"policy   validate a policy; print the effective policy and its digest.\n"
+	"\n"
+	"  --policy FILE            the run policy (JSON; see README)\n"
+	"  --data DIR               mounted read-only at /data (default: empty)\n"
+	"  --out DIR                where /out is copied at the end (regular files and\n"
+	"                           directories only; links are never followed)\n"
+	"  --result FILE            write what happened as JSON\n"
+	"  --cgroup-root PATH       delegated cgroup subtree, relative to the cgroup mount\n"
+	"                           (default: /etc/sbx/cgroup-root, else the caller's own)\n"
+	"  --allow-rlimit-fallback  without a delegated cgroup, use rlimits (weaker) instead\n"
+	"                           of refusing; the result says so\n"
+	"  --allow-root             run even as real root (every guarantee is weaker)\n"
+	"  -h, --help               this text\n"
+	"  --version                print the version\n";
+
+enum { OPT_POLICY = 256, OPT_DATA, OPT_OUT, OPT_RESULT, OPT_CGROUP_ROOT, OPT_FALLBACK,
+       OPT_ALLOW_ROOT, OPT_CONTROL_FD, OPT_JSON, OPT_VERSION };
+
+static const struct option long_opts[] = {
+	{"policy", required_argument, NULL, OPT_POLICY},
+	{"data", required_argument, NULL, OPT_DATA},
+	{"out", required_argument, NULL, OPT_OUT},
+	{"result", required_argument, NULL, OPT_RESULT},
+	{"cgroup-root", required_argument, NULL, OPT_CGROUP_ROOT},
+	{"allow-rlimit-fallback", no_argument, NULL, OPT_FALLBACK},
+	{"allow-root", no_argument, NULL, OPT_ALLOW_ROOT},
+	{"control-fd", required_argument, NULL, OPT_CONTROL_FD},
+	{"json", no_argument, NULL, OPT_JSON},
+	{"help", no_argument, NULL, 'h'},
+	{"version", no_argument, NULL, OPT_VERSION},
+	{0},
+};
+
+__attribute__((format(printf, 2, 3))) static int fail(int code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("sbx-helper: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	return code;
+}
+
+/* Real root: uid 0 in the initial user namespace, where the identity map
+ * covers every uid. Root inside some other namespace is just a user. */
+static bool is_real_root(void)
+{
+	if (getuid() != 0 && geteuid() != 0)
+		return false;
+	_cleanup_fclose_ FILE *f = fopen("/proc/self/uid_map", "re");
+	unsigned long inside, outside, count;
+	if (!f || fscanf(f, "%lu %lu %lu", &inside, &outside, &count) != 3)
+		return true;
+	return inside == 0 && outside == 0 && count == 4294967295UL;
+}
+
+static bool is_dir(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int policy_cmd(int argc, char **argv)
+{
+	if (argc != 2)
+		return fail(2, "%s", "usage: sbx-helper policy FILE");
+	struct sbx_err err;
+	SbxPolicy *p = sbx_policy_load(argv[1], &err);
+	if (!p)
+		return fail(1, "%s", err.msg);
+	char digest[65];
+	char *json = sbx_policy_to_json(p);
+	int rc = sbx_policy_digest(p, digest, &err);
+	if (rc == 0 && json)
+		printf("%s\ndigest sha256:%s\n", json, digest);
+	free(json);
+	sbx_policy_free(p);
+	return rc == 0 ? 0 : fail(1, "%s", err.msg);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2)
+		return fail(2, "%s", "missing command; see sbx-helper --help");
+	const char *cmd = argv[1];
+	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+		fputs(usage, stdout);
+		return 0;
+	}
+	if (!strcmp(cmd, "--version")) {
+		puts("sbx-helper " SBX_VERSION);
+		return 0;
+	}
+	if (!strcmp(cmd, "policy"))
+		return policy_cmd(argc - 1, argv + 1);
+	bool run = !strcmp(cmd, "run"), serve = !strcmp(cmd, "serve"),
+	     check = !strcmp(cmd, "check");
+	if (!run && !serve && !check)
+		return fail(2, "unknown command '%s'; see sbx-helper --help", cmd);
+	int usage_exit = run ? EXIT_SETUP : 2;
+
+	struct sbx_helper_opts o = {.control_fd = -1};
+	bool allow_root = false, json = false;
+	int c;
+	optind = 2;
+	while ((c = getopt_long(argc, argv, "+h", long_opts, NULL)) != -1) {
+		switch (c) {
+		case OPT_POLICY:
+			o.policy_path = optarg;
+			break;
+		case OPT_DATA:
+			o.data_dir = optarg;
+			break;
+		case OPT_OUT:
+			o.out_dir = optarg;
+			break;
+		case OPT_RESULT:
+			o.result_path = optarg;
+			break;
+		case OPT_CGROUP_ROOT:
+			o.cgroup_root = optarg;
+			break;
+		case OPT_FALLBACK:
+			o.rlimit_fallback = true;
+			break;
+		case OPT_ALLOW_ROOT:
+			allow_root = true;
+			break;
+		case OPT_CONTROL_FD: {
+			char *end;
+			long fd = strtol(optarg, &end, 10);
+			if (*end || fd < 3 || fd > 65535)
+				return fail(usage_exit, "--control-fd %s: must be an fd number >= 3",
+					    optarg);
+			o.control_fd = (int)fd;
+			break;
+		}
+		case OPT_JSON:
+			json = true;
+			break;
+		case 'h':
+			fputs(usage, stdout);
+			return 0;
+		default:
+			return fail(usage_exit, "%s", "bad option; see sbx-helper --help");
+		}
+	}
+	if (check)
+		return sbx_check_main(o.cgroup_root, json);
+	o.argv = argv + optind;
+
+	if (run && !o.argv[0])
+		return fail(usage_exit, "%s", "run: missing command after --");
+	if (serve && (o.argv[0] || o.control_fd < 0))
+		return fail(usage_exit, "%s", "serve: needs --control-fd N and no command");
+	if (!o.policy_path)
+		return fail(usage_exit, "%s", "missing --policy FILE");
+	if (o.data_dir && !is_dir(o.data_dir))
+		return fail(usage_exit, "--data %s: not a directory", o.data_dir);
+	if (o.out_dir) {
+		struct stat st;
+		if (stat(o.out_dir, &st) == 0 && !S_ISDIR(st.st_mode))
+			return fail(usage_exit, "--out %s: exists and is not a directory",
+				    o.out_dir);
+	}
+	if (is_real_root() && !allow_root)
+		return fail(usage_exit, "%s",
+			    "refusing to run as real root: root weakens every guarantee of the "
+			    "sandbox; run as an unprivileged user (or pass --allow-root)");
+
+	struct sbx_err err;
+	SbxPolicy *policy = sbx_policy_load(o.policy_path, &err);
+	if (!policy)
+		return fail(usage_exit, "%s", err.msg);
+	int rc = run ? sbx_oneshot_run(&o, policy) : sbx_serve(&o, policy);
+	sbx_policy_free(policy);
+	return rc;
+}

@@ -1,0 +1,32 @@
+/* The helper's two ways of being driven: `run` (one command, then gone)
+ * and `serve` (a long-lived sandbox driven over a control socket). */
+#ifndef SBX_ONESHOT_H
+#define SBX_ONESHOT_H
+
+#include <stdbool.h>
+
+#include "policy.h"
+
+struct sbx_helper_opts {
+	const char *policy_path;
+	const char *data_dir;
+	const char *out_dir;
+	const char *result_path;
+	const char *cgroup_root;
+	bool rlimit_fallback;
+	int control_fd;
+	char **argv;
+};
+
+/* Exit status: the command's own; 128+N for signal N; 124 timeout; 125
+ * the sandbox could not be set up; 126 not executable; 127 not found. */
+int sbx_oneshot_run(const struct sbx_helper_opts *opts, SbxPolicy *policy);
+
+/* pid 1 talks to whoever holds the other end of control_fd; returns when
+ * the sandbox is gone and cleaned up. */
+int sbx_serve(const struct sbx_helper_opts *opts, SbxPolicy *policy);
+
+/* What `run` and `serve` can enforce of a policy here; else an error. */
+int sbx_policy_supported(const SbxPolicy *p, struct sbx_err *err);
+
+#endif

@@ -1,0 +1,68 @@
+#include "privs.h"
+
+#include <errno.h>
+#include <linux/securebits.h>
+#include <sys/capability.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+
+#define NOFILE_LIMIT 4096
+
+int sbx_privs_drop(struct sbx_err *err)
+{
+	/* Bounding set first: dropping it needs CAP_SETPCAP, which the
+	 * cap_set_proc below takes away. */
+	for (cap_value_t c = 0; c <= CAP_LAST_CAP; c++)
+		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
+			return sbx_fail_errno(err, "dropping capability %d from the bounding set",
+					      c);
+	if (prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED |
+					     SECBIT_NO_SETUID_FIXUP | SECBIT_NO_SETUID_FIXUP_LOCKED |
+					     SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE |
+					     SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
+		  0, 0, 0) < 0)
+		return sbx_fail_errno(err, "locking securebits");
+	if (cap_reset_ambient() < 0)
+		return sbx_fail_errno(err, "clearing ambient capabilities");
+	cap_t none = cap_init();
+	if (!none)
+		return sbx_fail_errno(err, "cap_init");
+	int rc = cap_set_proc(none);
+	cap_free(none);
+	if (rc < 0)
+		return sbx_fail_errno(err, "dropping all capabilities");
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return sbx_fail_errno(err, "setting no_new_privs");
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		return sbx_fail_errno(err, "clearing dumpable");
+	return 0;
+}
+
+static int set_limit(int resource, rlim_t value, const char *name, struct sbx_err *err)
+{
+	struct rlimit rl = {value, value};
+	if (setrlimit(resource, &rl) < 0)
+		return sbx_fail_errno(err, "setrlimit %s", name);
+	return 0;
+}
+
+int sbx_rlimits_apply(const Sbx__V1__Limits *l, bool fallback, struct sbx_err *err)
+{
+	if (set_limit(RLIMIT_CORE, 0, "RLIMIT_CORE", err) < 0)
+		return -1;
+	struct rlimit cur;
+	rlim_t nofile = NOFILE_LIMIT;
+	if (getrlimit(RLIMIT_NOFILE, &cur) == 0 && cur.rlim_max < nofile)
+		nofile = cur.rlim_max;
+	if (set_limit(RLIMIT_NOFILE, nofile, "RLIMIT_NOFILE", err) < 0)
+		return -1;
+	if (!fallback)
+		return 0;
+	/* Weaker than a cgroup (per process, address space rather than memory,
+	 * CPU time rather than quota), which is why it is opt-in and reported. */
+	if (set_limit(RLIMIT_AS, (rlim_t)l->memory_mb << 20, "RLIMIT_AS", err) < 0 ||
+	    set_limit(RLIMIT_CPU, l->script_seconds, "RLIMIT_CPU", err) < 0 ||
+	    set_limit(RLIMIT_NPROC, l->pids, "RLIMIT_NPROC", err) < 0)
+		return -1;
+	return 0;
+}

@@ -1,0 +1,20 @@
+/* What each exec gives up before untrusted code runs. */
+#ifndef SBX_PRIVS_H
+#define SBX_PRIVS_H
+
+#include <stdbool.h>
+
+#include "err.h"
+#include "sbx/v1/policy.pb-c.h"
+
+/* Every capability out of every set (bounding, ambient, inheritable,
+ * permitted, effective), securebits locked so none can come back through
+ * execve, no_new_privs, and not dumpable (no /proc/PID peeking by the
+ * exec's own children at the process that set them up). */
+int sbx_privs_drop(struct sbx_err *err);
+
+/* RLIMIT_CORE 0 and a bounded RLIMIT_NOFILE always; with `fallback` (no
+ * cgroup) also RLIMIT_AS, RLIMIT_CPU and RLIMIT_NPROC from the policy. */
+int sbx_rlimits_apply(const Sbx__V1__Limits *limits, bool fallback, struct sbx_err *err);
+
+#endif

@@ -1,0 +1,421 @@
+#include "rootfs.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "util.h"
+
+/* Mount-point flags for everything we make: set-id bits and device nodes
+ * never mean anything inside. */
+#define ATTR_SAFE (MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)
+
+static int mount_proc_at(const char *base, const char *null, struct sbx_err *err);
+
+static int pivot_root(const char *new_root, const char *put_old)
+{
+	return (int)syscall(SYS_pivot_root, new_root, put_old);
+}
+
+/* Clones the tree at src_fd (opened in this mount namespace) onto
+ * root_fd/target with `attrs`, without ever resolving a host path again. */
+static int bind_fd(int src_fd, int root_fd, const char *target, uint64_t attrs, bool recursive,
+		   struct sbx_err *err)
+{
+	unsigned rec = recursive ? AT_RECURSIVE : 0;
+	_cleanup_close_ int tree =
+		open_tree(src_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | rec);
+	if (tree < 0)
+		return sbx_fail_errno(err, "bind %s", target);
+	struct mount_attr attr = {.attr_set = attrs, .propagation = MS_PRIVATE};
+	if (mount_setattr(tree, "", AT_EMPTY_PATH | rec, &attr, sizeof(attr)) < 0)
+		return sbx_fail_errno(err, "set mount flags on %s", target);
+	if (move_mount(tree, "", root_fd, target, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		return sbx_fail_errno(err, "mount %s", target);
+	return 0;
+}
+
+/* A new filesystem instance attached at root_fd/target. `opts` is a
+ * NULL-terminated key, value list. */
+static int mount_new(const char *fstype, const char *const *opts, int root_fd, const char *target,
+		     uint64_t attrs, struct sbx_err *err)
+{
+	_cleanup_close_ int fs = fsopen(fstype, FSOPEN_CLOEXEC);
+	if (fs < 0)
+		return sbx_fail_errno(err, "fsopen %s for %s", fstype, target);
+	for (const char *const *o = opts; o && o[0]; o += 2) {
+		int rc = o[1] ? fsconfig(fs, FSCONFIG_SET_STRING, o[0], o[1], 0)
+			      : fsconfig(fs, FSCONFIG_SET_FLAG, o[0], NULL, 0);
+		if (rc < 0)
+			return sbx_fail_errno(err, "%s option %s for %s", fstype, o[0], target);
+	}
+	if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+		return sbx_fail_errno(err, "create %s for %s", fstype, target);
+	_cleanup_close_ int mnt = fsmount(fs, FSMOUNT_CLOEXEC, (unsigned)attrs);
+	if (mnt < 0)
+		return sbx_fail_errno(err, "fsmount %s for %s", fstype, target);
+	if (move_mount(mnt, "", root_fd, target, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		return sbx_fail_errno(err, "mount %s on %s", fstype, target);
+	return 0;
+}
+
+static int mkdir_at(int dirfd, const char *name, mode_t mode, struct sbx_err *err)
+{
+	if (mkdirat(dirfd, name, mode) < 0 && errno != EEXIST)
+		return sbx_fail_errno(err, "mkdir %s", name);
+	return 0;
+}
+
+static int touch_at(int dirfd, const char *name, struct sbx_err *err)
+{
+	int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0444);
+	if (fd < 0)
+		return sbx_fail_errno(err, "create %s", name);
+	close(fd);
+	return 0;
+}
+
+static int write_file_at(int dirfd, const char *name, const char *text, struct sbx_err *err)
+{
+	_cleanup_close_ int fd =
+		openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd < 0)
+		return sbx_fail_errno(err, "create %s", name);
+	size_t len = strlen(text);
+	if (write(fd, text, len) != (ssize_t)len)
+		return sbx_fail_errno(err, "write %s", name);
+	return 0;
+}
+
+static int open_path(const char *path, struct sbx_err *err)
+{
+	int fd = open(path, O_PATH | O_CLOEXEC);
+	if (fd < 0)
+		return sbx_fail_errno(err, "open %s", path);
+	return fd;
+}
+
+/* Binds a host file or directory if the host has it; a missing one is not
+ * an error (minimal hosts lack /lib32, /etc/alternatives...). */
+static int bind_host_optional(const char *host_path, int root_fd, const char *target,
+			      struct sbx_err *err)
+{
+	_cleanup_close_ int src = open(host_path, O_PATH | O_CLOEXEC);
+	if (src < 0)
+		return errno == ENOENT ? 0 : sbx_fail_errno(err, "open %s", host_path);
+	struct stat st;
+	if (fstat(src, &st) < 0)
+		return sbx_fail_errno(err, "stat %s", host_path);
+	if (S_ISDIR(st.st_mode) ? mkdir_at(root_fd, target, 0755, err) < 0
+				: touch_at(root_fd, target, err) < 0)
+		return -1;
+	return bind_fd(src, root_fd, target, MOUNT_ATTR_RDONLY | ATTR_SAFE, true, err);
+}
+
+/* The host image: /usr and the top-level links or directories that point
+ * into it, read-only, and an /etc made here rather than the host's. */
+static int populate_host_image(int root_fd, struct sbx_err *err)
+{
+	if (mkdir_at(root_fd, "usr", 0755, err) < 0)
+		return -1;
+	_cleanup_close_ int usr = open_path("/usr", err);
+	if (usr < 0 || bind_fd(usr, root_fd, "usr", MOUNT_ATTR_RDONLY | ATTR_SAFE, true, err) < 0)
+		return -1;
+	static const char *const top[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32"};
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(top); i++) {
+		char host[PATH_MAX], link[PATH_MAX];
+		snprintf(host, sizeof(host), "/%s", top[i]);
+		ssize_t n = readlink(host, link, sizeof(link) - 1);
+		if (n >= 0) {
+			link[n] = '\0';
+			if (symlinkat(link, root_fd, top[i]) < 0)
+				return sbx_fail_errno(err, "symlink /%s", top[i]);
+		} else if (bind_host_optional(host, root_fd, top[i], err) < 0) {
+			return -1;
+		}
+	}
+	if (mkdir_at(root_fd, "etc", 0755, err) < 0)
+		return -1;
+	_cleanup_close_ int etc = openat(root_fd, "etc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (etc < 0)
+		return sbx_fail_errno(err, "open /etc");
+	static const struct {
+		const char *name, *text;
+	} files[] = {
+		{"passwd", "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+			   "sbx:x:1000:1000:sandbox:/tmp:/bin/sh\n"
+			   "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"},
+		{"group", "root:x:0:\nsbx:x:1000:\nnogroup:x:65534:\n"},
+		{"hostname", "sbx\n"},
+		{"hosts", "127.0.0.1\tlocalhost sbx\n::1\tlocalhost ip6-localhost\n"},
+		{"nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\n"
+				  "hosts: files dns\nnetworks: files\nprotocols: files\n"
+				  "services: files\n"},
+		/* No resolver: with egress deny there is nothing to ask. */
+		{"resolv.conf", "# sbx: no DNS inside the sandbox\n"},
+	};
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(files); i++)
+		if (write_file_at(etc, files[i].name, files[i].text, err) < 0)
+			return -1;
+	if (mkdir_at(etc, "ssl", 0755, err) < 0)
+		return -1;
+	static const char *const host_etc[] = {
+		"ld.so.cache", "ld.so.conf", "ssl/certs", "ssl/openssl.cnf",
+		"alternatives", "protocols", "services", "mime.types", "localtime",
+	};
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(host_etc); i++) {
+		char host[PATH_MAX];
+		snprintf(host, sizeof(host), "/etc/%s", host_etc[i]);
+		if (bind_host_optional(host, etc, host_etc[i], err) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* A rootfs directory image: its top-level entries, read-only; the places
+ * sbx provides itself are left out and made below. */
+static int populate_dir_image(const char *image, int root_fd, struct sbx_err *err)
+{
+	_cleanup_close_ int img = open(image, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (img < 0)
+		return sbx_fail_errno(err, "image %s", image);
+	int dfd = fcntl(img, F_DUPFD_CLOEXEC, 3);
+	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	if (!d) {
+		if (dfd >= 0)
+			close(dfd);
+		return sbx_fail_errno(err, "image %s", image);
+	}
+	static const char *const ours[] = {".", "..", "proc", "dev", "tmp", "out", "data", "sys"};
+	int rc = 0;
+	struct dirent *de;
+	while (rc == 0 && (de = readdir(d))) {
+		bool skip = false;
+		for (size_t i = 0; i < SBX_ARRAY_SIZE(ours); i++)
+			skip |= strcmp(de->d_name, ours[i]) == 0;
+		if (skip)
+			continue;
+		struct stat st;
+		if (fstatat(img, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			rc = sbx_fail_errno(err, "image %s/%s", image, de->d_name);
+		} else if (S_ISLNK(st.st_mode)) {
+			char link[PATH_MAX];
+			ssize_t n = readlinkat(img, de->d_name, link, sizeof(link) - 1);
+			if (n < 0 || (link[n] = '\0', symlinkat(link, root_fd, de->d_name) < 0))
+				rc = sbx_fail_errno(err, "image link %s", de->d_name);
+		} else if (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)) {
+			_cleanup_close_ int src =
+				openat(img, de->d_name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+			if (src < 0)
+				rc = sbx_fail_errno(err, "image %s/%s", image, de->d_name);
+			else if ((S_ISDIR(st.st_mode) ? mkdir_at(root_fd, de->d_name, 0755, err)
+						      : touch_at(root_fd, de->d_name, err)) < 0 ||
+				 bind_fd(src, root_fd, de->d_name, MOUNT_ATTR_RDONLY | ATTR_SAFE,
+					 true, err) < 0)
+				rc = -1;
+		}
+	}
+	closedir(d);
+	return rc;
+}
+
+static int populate_dev(int root_fd, uint64_t shm_mb, struct sbx_err *err)
+{
+	static const char *const dev_opts[] = {"mode", "0755", "size", "64k", NULL};
+	if (mkdir_at(root_fd, "dev", 0755, err) < 0 ||
+	    mount_new("tmpfs", dev_opts, root_fd, "dev", ATTR_SAFE | MOUNT_ATTR_NOEXEC, err) < 0)
+		return -1;
+	_cleanup_close_ int dev = openat(root_fd, "dev", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dev < 0)
+		return sbx_fail_errno(err, "open /dev");
+	/* Device nodes cannot be made in a user namespace; bind the few
+	 * harmless ones. Their own mounts must allow devices, nothing else. */
+	static const char *const nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(nodes); i++) {
+		char host[64];
+		snprintf(host, sizeof(host), "/dev/%s", nodes[i]);
+		_cleanup_close_ int src = open_path(host, err);
+		if (src < 0 || touch_at(dev, nodes[i], err) < 0 ||
+		    bind_fd(src, dev, nodes[i], MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, false,
+			    err) < 0)
+			return -1;
+	}
+	/* A private devpts: the sandbox's terminals are its own, and none of
+	 * the host's is reachable (no TIOCSTI into a host shell). */
+	static const char *const pts_opts[] = {"newinstance", NULL, "ptmxmode", "0666",
+					       "mode",        "0620", NULL};
+	if (mkdir_at(dev, "pts", 0755, err) < 0 ||
+	    mount_new("devpts", pts_opts, dev, "pts", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, err) <
+		    0)
+		return -1;
+	char shm_size[32];
+	snprintf(shm_size, sizeof(shm_size), "%llum", (unsigned long long)shm_mb);
+	const char *const shm_opts[] = {"mode", "1777", "size", shm_size, NULL};
+	if (mkdir_at(dev, "shm", 01777, err) < 0 ||
+	    mount_new("tmpfs", shm_opts, dev, "shm", ATTR_SAFE, err) < 0)
+		return -1;
+	static const struct {
+		const char *name, *target;
+	} links[] = {{"ptmx", "pts/ptmx"},
+		     {"fd", "/proc/self/fd"},
+		     {"stdin", "/proc/self/fd/0"},
+		     {"stdout", "/proc/self/fd/1"},
+		     {"stderr", "/proc/self/fd/2"}};
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(links); i++)
+		if (symlinkat(links[i].target, dev, links[i].name) < 0)
+			return sbx_fail_errno(err, "symlink /dev/%s", links[i].name);
+	/* Everything is in place: no more files may appear in /dev. */
+	struct mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY};
+	if (mount_setattr(dev, "", AT_EMPTY_PATH, &ro, sizeof(ro)) < 0)
+		return sbx_fail_errno(err, "make /dev read-only");
+	return 0;
+}
+
+static int populate_writable(const SbxPolicy *p, int root_fd, struct sbx_err *err)
+{
+	char size[32], inodes[32], uid[16], gid[16];
+	snprintf(uid, sizeof(uid), "%d", SBX_SANDBOX_UID);
+	snprintf(gid, sizeof(gid), "%d", SBX_SANDBOX_GID);
+
+	snprintf(size, sizeof(size), "%llum", (unsigned long long)p->limits->tmp_mb);
+	const char *const tmp_opts[] = {"mode", "1777", "size", size, NULL};
+	if (mkdir_at(root_fd, "tmp", 01777, err) < 0 ||
+	    mount_new("tmpfs", tmp_opts, root_fd, "tmp", ATTR_SAFE, err) < 0)
+		return -1;
+
+	if (sbx_policy_mount(p, "/out")) {
+		/* Inodes are bounded too: a tmpfs full of empty files costs memory
+		 * without counting against `size`. */
+		snprintf(size, sizeof(size), "%llum", (unsigned long long)p->limits->out_mb);
+		snprintf(inodes, sizeof(inodes), "%llu",
+			 (unsigned long long)(p->limits->out_mb * 64 + 1024));
+		const char *const out_opts[] = {"mode", "0755", "size",     size, "nr_inodes",
+						inodes, "uid",  uid,  "gid",      gid,  NULL};
+		if (mkdir_at(root_fd, "out", 0755, err) < 0 ||
+		    mount_new("tmpfs", out_opts, root_fd, "out", ATTR_SAFE, err) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int populate_data(const SbxPolicy *p, int data_src, int root_fd, struct sbx_err *err)
+{
+	if (!sbx_policy_mount(p, "/data"))
+		return 0;
+	if (mkdir_at(root_fd, "data", 0755, err) < 0)
+		return -1;
+	if (data_src < 0)
+		return 0; /* an empty directory of the read-only root */
+	return bind_fd(data_src, root_fd, "data", MOUNT_ATTR_RDONLY | ATTR_SAFE, true, err);
+}
+
+int sbx_rootfs_build(const SbxPolicy *p, const char *data_dir, struct sbx_err *err)
+{
+	/* Nothing we mount may propagate back to the host. */
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return sbx_fail_errno(err, "make mounts private");
+
+	/* The new root is built on a tmpfs attached at /tmp of this private
+	 * namespace; every source is opened by fd before it is needed, so what
+	 * /tmp used to hold does not matter. */
+	static const char *const root_opts[] = {"mode", "0755", "size", "4m", "nr_inodes", "4096",
+						NULL};
+	_cleanup_close_ int host_root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (host_root < 0)
+		return sbx_fail_errno(err, "open /");
+	_cleanup_close_ int data_src = -1;
+	if (data_dir) {
+		/* Resolve --data before /tmp is covered: it may live there. */
+		data_src = open(data_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (data_src < 0)
+			return sbx_fail_errno(err, "--data %s", data_dir);
+	}
+	if (mount_new("tmpfs", root_opts, host_root, "tmp", ATTR_SAFE, err) < 0)
+		return -1;
+	_cleanup_close_ int root_fd = open("/tmp", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root_fd < 0)
+		return sbx_fail_errno(err, "open new root");
+
+	int rc = strcmp(p->image, "host") == 0 ? populate_host_image(root_fd, err)
+					       : populate_dir_image(p->image, root_fd, err);
+	if (rc < 0)
+		return sbx_err_prefix(err, "image");
+	if (populate_dev(root_fd, p->limits->tmp_mb, err) < 0 ||
+	    populate_writable(p, root_fd, err) < 0 ||
+	    populate_data(p, data_src, root_fd, err) < 0 ||
+	    mkdir_at(root_fd, "proc", 0555, err) < 0)
+		return -1;
+
+	/* procfs may only be mounted where a fully visible one already is
+	 * (mount_too_revealing), so it goes in while the host's is attached. */
+	if (fchdir(root_fd) < 0)
+		return sbx_fail_errno(err, "chdir new root");
+	if (mount_proc_at("proc", "dev/null", err) < 0)
+		return -1;
+	/* pivot_root(".", ".") stacks the old root on the new one; detaching
+	 * it leaves no path back to the host. */
+	if (pivot_root(".", ".") < 0)
+		return sbx_fail_errno(err, "pivot_root");
+	if (umount2(".", MNT_DETACH) < 0)
+		return sbx_fail_errno(err, "detach the host root");
+	if (chdir("/") < 0)
+		return sbx_fail_errno(err, "chdir /");
+	if (mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) <
+	    0)
+		return sbx_fail_errno(err, "make / read-only");
+	return 0;
+}
+
+/* `base` is where proc goes, `null` a /dev/null to mask files with; both
+ * relative to cwd before pivot_root, absolute after. */
+static int mount_proc_at(const char *base, const char *null, struct sbx_err *err)
+{
+	if (mount("proc", base, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+		return sbx_fail_errno(err, "mount /proc");
+	/* Host-wide views a sandbox has no business reading (kernel memory,
+	 * keyrings, timers of every process) read as empty; knobs are read-only. */
+	static const char *const hide_files[] = {
+		"kcore",       "keys",	       "key-users", "timer_list",     "sched_debug",
+		"latency_stats", "kallsyms", "kmsg",	    "sysrq-trigger",
+	};
+	char path[64];
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(hide_files); i++) {
+		snprintf(path, sizeof(path), "%s/%s", base, hide_files[i]);
+		if (mount(null, path, NULL, MS_BIND, NULL) < 0 && errno != ENOENT)
+			return sbx_fail_errno(err, "mask /proc/%s", hide_files[i]);
+	}
+	static const char *const hide_dirs[] = {"acpi", "scsi", "asound", "driver"};
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(hide_dirs); i++) {
+		snprintf(path, sizeof(path), "%s/%s", base, hide_dirs[i]);
+		if (mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+			  "size=0") < 0 &&
+		    errno != ENOENT)
+			return sbx_fail_errno(err, "mask /proc/%s", hide_dirs[i]);
+	}
+	static const char *const ro_dirs[] = {"sys", "irq", "bus", "fs"};
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(ro_dirs); i++) {
+		snprintf(path, sizeof(path), "%s/%s", base, ro_dirs[i]);
+		if (mount(path, path, NULL, MS_BIND | MS_REC, NULL) < 0) {
+			if (errno == ENOENT)
+				continue;
+			return sbx_fail_errno(err, "bind /proc/%s", ro_dirs[i]);
+		}
+		if (mount(NULL, path, NULL,
+			  MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+			  NULL) < 0)
+			return sbx_fail_errno(err, "make /proc/%s read-only", ro_dirs[i]);
+	}
+	return 0;
+}
+
+int sbx_rootfs_mount_proc(struct sbx_err *err)
+{
+	return mount_proc_at("/proc", "/dev/null", err);
+}

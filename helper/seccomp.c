@@ -1,0 +1,349 @@
+/* The sandbox's seccomp filter (DESIGN.md, Invariant 4).
+ *
+ * Default action ALLOW: the sandbox already has no capabilities and
+ * no_new_privs, so most of what it could ask the kernel for is refused by the
+ * kernel's own permission checks. The filter is the second wall: it removes
+ * whole kernel interfaces that are reachable WITHOUT capabilities in a user
+ * namespace (namespaces, io_uring, userfaultfd, keyrings, TIOCSTI, exotic
+ * socket families...) or that would be catastrophic if a capability check
+ * were ever bypassed (modules, kexec, mount). Each group says which escape
+ * route it closes.
+ *
+ * Architectures: the filter holds only the native ABI (x86_64, or aarch64 on
+ * arm64 hosts). Any syscall made through another ABI the kernel can run
+ * (i386 via int 0x80 / sysenter, x32 = nr | 0x40000000, arm32 on arm64) hits
+ * the bad-arch action, KILL_PROCESS: none of the rules below would apply to
+ * those numbers, so the only safe answer is to refuse the whole ABI.
+ * libseccomp's x86_64 filter sends x32 numbers to the bad-arch action as long
+ * as SCMP_ARCH_X32 is not added (checked by `sbx-probe x32`). */
+#include "seccomp.h"
+
+#include "util.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+
+#ifndef CLONE_NEWTIME
+#define CLONE_NEWTIME 0x00000080
+#endif
+#ifndef CLONE_NEWCGROUP
+#define CLONE_NEWCGROUP 0x02000000
+#endif
+
+/* Denied with EPERM whatever the arguments. The filter is built from this
+ * list, so it is also the documentation tests iterate over. */
+const char *const sbx_seccomp_denied[] = {
+	/* Namespaces: joining another namespace (setns on an inherited or
+	 * /proc-reachable ns fd) is how a process walks out of its sandbox;
+	 * creating namespaces is handled by the clone/unshare rules below. */
+	"setns",
+
+	/* Mounts: rearranging the mount tree could uncover what the sandbox's
+	 * pivot_root hid, remount /data or the image writable, or stack a
+	 * filesystem over what sbx relies on. Includes the new mount API
+	 * (fsopen..mount_setattr), which reaches the same code by other doors. */
+	"mount",
+	"umount2",
+	"pivot_root",
+	"chroot",
+	"fsopen",
+	"fsconfig",
+	"fsmount",
+	"fspick",
+	"move_mount",
+	"open_tree",
+	"mount_setattr",
+
+	/* Other processes' memory: ptrace and its relatives read or write
+	 * another process's memory and registers (or compare its kernel
+	 * objects, kcmp; or steal its fds, pidfd_getfd), the classic way to
+	 * take over a more privileged neighbour. */
+	"ptrace",
+	"process_vm_readv",
+	"process_vm_writev",
+	"kcmp",
+	"pidfd_getfd",
+
+	/* Kernel keyrings are not namespaced: keys (and a long history of
+	 * refcount bugs) are shared with the host user. */
+	"keyctl",
+	"add_key",
+	"request_key",
+
+	/* Large, frequently exploited kernel attack surface reachable without
+	 * capabilities (or with capabilities in a user namespace): eBPF
+	 * verifier, perf events (also a side channel), userfaultfd (turns
+	 * kernel races into reliable exploits), io_uring (bypasses seccomp for
+	 * the operations it performs, and is the top source of kernel LPEs). */
+	"bpf",
+	"perf_event_open",
+	"userfaultfd",
+	"io_uring_setup",
+	"io_uring_enter",
+	"io_uring_register",
+
+	/* Replacing the running kernel or loading code into it. */
+	"kexec_load",
+	"kexec_file_load",
+	"init_module",
+	"finit_module",
+	"delete_module",
+
+	/* Host-global state that is not namespaced: swap, power, the system
+	 * clock (time namespaces only offset monotonic/boottime), process
+	 * accounting, quotas, the kernel log. */
+	"swapon",
+	"swapoff",
+	"reboot",
+	"settimeofday",
+	"clock_settime",
+	"clock_adjtime",
+	"adjtimex",
+	"acct",
+	"quotactl",
+	"quotactl_fd",
+	"syslog",
+
+	/* File handles: open_by_handle_at opens any inode of a filesystem by
+	 * its handle, bypassing the path walk, i.e. past the sandbox's root
+	 * ("shocker"); name_to_handle_at mints the handles. */
+	"name_to_handle_at",
+	"open_by_handle_at",
+
+	/* Obsolete or host-level interfaces nothing in a sandbox needs: terminal
+	 * hangup of the controlling tty, a.out loading, filesystem
+	 * enumeration, raw I/O port access, the profiler cookie lookup, the
+	 * removed NFS server interface, and fanotify (watches whole mounts;
+	 * permission events can stall other processes). */
+	"vhangup",
+	"uselib",
+	"ustat",
+	"sysfs",
+	"iopl",
+	"ioperm",
+	"lookup_dcookie",
+	"nfsservctl",
+	"fanotify_init",
+	NULL,
+};
+
+const char *const sbx_seccomp_conditional[] = {
+	"clone", "unshare", "clone3", "ioctl", "socket", "socketpair", "personality", NULL,
+};
+
+/* Syscalls newer than the libseccomp this was written against (2.5.4), with
+ * their number in the unified table (>= 424, identical on x86_64 and aarch64).
+ * Used only when libseccomp cannot name them, so that an old libseccomp on a
+ * new kernel does not leave them open. */
+static const struct {
+	const char *name;
+	int nr;
+} newer_denied[] = {
+	/* open_tree with mount attributes (Linux 6.15): the mount API again. */
+	{"open_tree_attr", 467},
+};
+
+/* The namespace-creating flags. */
+static const uint64_t ns_flags[] = {
+	CLONE_NEWNS,  CLONE_NEWUSER,   CLONE_NEWPID,  CLONE_NEWNET,
+	CLONE_NEWIPC, CLONE_NEWUTS,    CLONE_NEWCGROUP, CLONE_NEWTIME,
+};
+
+static void seccomp_releasep(scmp_filter_ctx *ctx)
+{
+	if (*ctx)
+		seccomp_release(*ctx);
+}
+
+static int native_arch_uses_unified_table(void)
+{
+	uint32_t arch = seccomp_arch_native();
+	return arch == SCMP_ARCH_X86_64 || arch == SCMP_ARCH_AARCH64;
+}
+
+/* Adds one rule for a syscall known by name. A name libseccomp cannot
+ * resolve (__NR_SCMP_ERROR), or that does not exist on the native arch
+ * (libseccomp then returns a negative pseudo-number), has nothing to deny:
+ * it is skipped so the filter builds with every libseccomp version. */
+static int add_rule(scmp_filter_ctx ctx, uint32_t action, const char *name, unsigned int n,
+		    const struct scmp_arg_cmp *cmp, struct sbx_err *err)
+{
+	int nr = seccomp_syscall_resolve_name(name);
+	if (nr == __NR_SCMP_ERROR || nr < 0)
+		return 0;
+	int rc = seccomp_rule_add_array(ctx, action, nr, n, cmp);
+	if (rc < 0)
+		return sbx_fail_errnum(err, -rc, "seccomp rule for %s", name);
+	return 0;
+}
+
+/* Deny `name` with `action` whenever any namespace flag is set in arg0: one
+ * rule per flag (rules for one syscall are OR-ed). MASKED_EQ compares only
+ * the masked bits, so setting high bits in the 64-bit register changes
+ * nothing. */
+static int add_ns_flag_rules(scmp_filter_ctx ctx, const char *name, uint64_t skip,
+			     struct sbx_err *err)
+{
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(ns_flags); i++) {
+		if (ns_flags[i] & skip)
+			continue;
+		struct scmp_arg_cmp cmp = SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]);
+		if (add_rule(ctx, SCMP_ACT_ERRNO(EPERM), name, 1, &cmp, err) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* Deny socket families other than AF_UNIX, AF_INET, AF_INET6 (arg0). */
+static int add_family_rules(scmp_filter_ctx ctx, const char *name, struct sbx_err *err)
+{
+	const uint32_t action = SCMP_ACT_ERRNO(EAFNOSUPPORT);
+	for (uint64_t family = 0; family < AF_INET6; family++) {
+		if (family == AF_UNIX || family == AF_INET)
+			continue;
+		struct scmp_arg_cmp cmp = SCMP_A0(SCMP_CMP_EQ, family, 0);
+		if (add_rule(ctx, action, name, 1, &cmp, err) < 0)
+			return -1;
+	}
+	struct scmp_arg_cmp above = SCMP_A0(SCMP_CMP_GT, AF_INET6, 0);
+	return add_rule(ctx, action, name, 1, &above, err);
+}
+
+static scmp_filter_ctx build(struct sbx_err *err)
+{
+	_cleanup_(seccomp_releasep) scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+	if (!ctx) {
+		sbx_fail(err, "seccomp_init failed");
+		return NULL;
+	}
+
+	/* Foreign ABIs (i386, x32, arm32) kill the whole process. */
+	int rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+	if (rc < 0) {
+		sbx_fail_errnum(err, -rc, "seccomp bad-arch action KILL_PROCESS");
+		return NULL;
+	}
+	/* Report the kernel's errno from seccomp_load, not a generic ECANCELED. */
+	rc = seccomp_attr_set(ctx, SCMP_FLTATR_API_SYSRAWRC, 1);
+	if (rc < 0) {
+		sbx_fail_errnum(err, -rc, "seccomp attribute SYSRAWRC");
+		return NULL;
+	}
+
+	for (const char *const *name = sbx_seccomp_denied; *name; name++)
+		if (add_rule(ctx, SCMP_ACT_ERRNO(EPERM), *name, 0, NULL, err) < 0)
+			return NULL;
+
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(newer_denied); i++) {
+		if (seccomp_syscall_resolve_name(newer_denied[i].name) != __NR_SCMP_ERROR) {
+			if (add_rule(ctx, SCMP_ACT_ERRNO(EPERM), newer_denied[i].name, 0, NULL, err) < 0)
+				return NULL;
+			continue;
+		}
+		if (!native_arch_uses_unified_table())
+			continue;
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), newer_denied[i].nr, 0);
+		if (rc < 0) {
+			sbx_fail_errnum(err, -rc, "seccomp rule for %s (%d)", newer_denied[i].name,
+					newer_denied[i].nr);
+			return NULL;
+		}
+	}
+
+	/* New namespaces: a user namespace hands the sandbox a fresh full set
+	 * of capabilities over new namespaces, which reopens every
+	 * capability-gated attack surface (mount, netfilter, ...), and the
+	 * sandbox's namespaces are what keep it apart from the host. Threads
+	 * and fork (clone without namespace flags) stay allowed. clone() reads
+	 * the low byte of its flags as the exit signal, so CLONE_NEWTIME
+	 * (0x80) cannot be asked for through clone (only unshare/clone3):
+	 * not matched there. */
+	if (add_ns_flag_rules(ctx, "unshare", 0, err) < 0)
+		return NULL;
+	if (add_ns_flag_rules(ctx, "clone", CLONE_NEWTIME, err) < 0)
+		return NULL;
+	/* clone3 takes its flags in a struct in memory, which a filter cannot
+	 * read: refuse it entirely with ENOSYS, which makes glibc (and other
+	 * runtimes) fall back to clone, where the rules above apply. */
+	if (add_rule(ctx, SCMP_ACT_ERRNO(ENOSYS), "clone3", 0, NULL, err) < 0)
+		return NULL;
+
+	/* Terminal injection: TIOCSTI pushes characters into a terminal's input
+	 * queue, i.e. types commands into the shell that started the sandbox
+	 * if it shares a tty; TIOCLINUX can paste the console selection the
+	 * same way. The kernel reads the request as 32 bits, so only the low 32
+	 * bits are compared (TIOCSTI | 1 << 32 is still TIOCSTI). */
+	static const uint64_t bad_ioctls[] = {TIOCSTI, TIOCLINUX};
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(bad_ioctls); i++) {
+		struct scmp_arg_cmp cmp = SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, bad_ioctls[i]);
+		if (add_rule(ctx, SCMP_ACT_ERRNO(EPERM), "ioctl", 1, &cmp, err) < 0)
+			return NULL;
+	}
+
+	/* Socket families: only unix, IPv4 and IPv6. The others (netlink,
+	 * packet, vsock, AF_ALG, bluetooth, ...) are either host-facing
+	 * interfaces or rarely used protocol code with a history of kernel
+	 * bugs, and creating one can autoload its module. libseccomp (2.5)
+	 * refuses two comparisons of one argument in a rule, so "not one of
+	 * the three" is spelled as the union of what lies outside them:
+	 * == each value below AF_INET6 that is not allowed, and > AF_INET6
+	 * (which also catches negative and high-bit values). */
+	if (add_family_rules(ctx, "socket", err) < 0 || add_family_rules(ctx, "socketpair", err) < 0)
+		return NULL;
+
+	/* personality: ADDR_NO_RANDOMIZE turns off ASLR for what the sandbox
+	 * execs next, other flags change how the kernel interprets the process
+	 * (READ_IMPLIES_EXEC, compat layouts). Only setting the default (0,
+	 * PER_LINUX) and querying (0xffffffff) are allowed. The kernel reads
+	 * the argument as 32 bits. A 32-bit value other than all-zeros and
+	 * all-ones has, somewhere, a set bit whose (cyclic) next bit is clear,
+	 * so the denied set is the union over i of "bit i set, bit i+1 clear",
+	 * one masked rule each (for the same one-comparison-per-argument
+	 * reason as above). */
+	for (unsigned int i = 0; i < 32; i++) {
+		uint64_t bit = UINT64_C(1) << i, next = UINT64_C(1) << ((i + 1) % 32);
+		struct scmp_arg_cmp cmp = SCMP_A0(SCMP_CMP_MASKED_EQ, bit | next, bit);
+		if (add_rule(ctx, SCMP_ACT_ERRNO(EPERM), "personality", 1, &cmp, err) < 0)
+			return NULL;
+	}
+
+	return sbx_steal_ptr(ctx);
+}
+
+int sbx_seccomp_install(struct sbx_err *err)
+{
+	_cleanup_(seccomp_releasep) scmp_filter_ctx ctx = build(err);
+	if (!ctx)
+		return sbx_err_prefix(err, "seccomp filter");
+	int rc = seccomp_load(ctx);
+	if (rc < 0)
+		return sbx_fail_errnum(err, -rc, "seccomp_load");
+	return 0;
+}
+
+int sbx_seccomp_export_bpf(int fd, struct sbx_err *err)
+{
+	_cleanup_(seccomp_releasep) scmp_filter_ctx ctx = build(err);
+	if (!ctx)
+		return sbx_err_prefix(err, "seccomp filter");
+	int rc = seccomp_export_bpf(ctx, fd);
+	if (rc < 0)
+		return sbx_fail_errnum(err, -rc, "seccomp_export_bpf");
+	return 0;
+}
+
+int sbx_seccomp_export_pfc(int fd, struct sbx_err *err)
+{
+	_cleanup_(seccomp_releasep) scmp_filter_ctx ctx = build(err);
+	if (!ctx)
+		return sbx_err_prefix(err, "seccomp filter");
+	int rc = seccomp_export_pfc(ctx, fd);
+	if (rc < 0)
+		return sbx_fail_errnum(err, -rc, "seccomp_export_pfc");
+	return 0;
+}

@@ -1,0 +1,35 @@
+/* The seccomp filter every exec of a sandbox runs under (DESIGN.md,
+ * Invariant 4): default allow, with the syscalls that open escape routes from
+ * a user-namespace sandbox denied, and every foreign syscall ABI (i386 via
+ * int 0x80, x32) killing the process. */
+#ifndef SBX_HELPER_SECCOMP_H
+#define SBX_HELPER_SECCOMP_H
+
+#include "err.h"
+
+/* Builds the filter and loads it into the calling thread. The caller has set
+ * no_new_privs and dropped all capabilities; this is the last step before the
+ * final fork/execve, and the filter is inherited by everything started after.
+ * Returns 0, or -1 with err filled (errnum: the libseccomp/kernel errno). */
+int sbx_seccomp_install(struct sbx_err *err);
+
+/* Writes the same filter as raw BPF (the bytes the kernel gets) to fd, for
+ * debugging and `sbx-helper check`. Loads nothing. */
+int sbx_seccomp_export_bpf(int fd, struct sbx_err *err);
+
+/* Same, as libseccomp's human-readable pseudo filter code. */
+int sbx_seccomp_export_pfc(int fd, struct sbx_err *err);
+
+/* Syscalls denied with EPERM whatever their arguments, NULL-terminated.
+ * Names this libseccomp cannot resolve on the native arch are skipped by the
+ * filter (a test should resolve each name before expecting EPERM). */
+extern const char *const sbx_seccomp_denied[];
+
+/* Syscalls denied only for some arguments, or with another errno,
+ * NULL-terminated: clone and unshare (namespace flags: EPERM), setns is in
+ * the list above, clone3 (always ENOSYS), ioctl (TIOCSTI, TIOCLINUX: EPERM),
+ * socket and socketpair (families other than AF_UNIX/AF_INET/AF_INET6:
+ * EAFNOSUPPORT), personality (anything but 0 and 0xffffffff: EPERM). */
+extern const char *const sbx_seccomp_conditional[];
+
+#endif

@@ -1,0 +1,255 @@
+#include "supervisor.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "init.h"
+#include "rootfs.h"
+#include "util.h"
+
+#define NS_FLAGS                                                                                   \
+	(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |                \
+	 CLONE_NEWUTS | CLONE_NEWCGROUP)
+
+extern char **environ;
+
+static int write_proc(pid_t pid, const char *file, const char *text, struct sbx_err *err)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+	_cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return sbx_fail_errno(err, "open %s", path);
+	size_t len = strlen(text);
+	if (write(fd, text, len) != (ssize_t)len)
+		return sbx_fail_errno(err, "write %s", path);
+	return 0;
+}
+
+/* One uid and one gid: the sandbox user is us, and nobody else exists.
+ * setgroups is denied so the sandbox cannot drop supplementary groups that
+ * a host ACL might deny on. */
+static int map_ids(pid_t pid, struct sbx_err *err)
+{
+	char map[64];
+	snprintf(map, sizeof(map), "%d %u 1\n", SBX_SANDBOX_UID, (unsigned)geteuid());
+	if (write_proc(pid, "uid_map", map, err) < 0 ||
+	    write_proc(pid, "setgroups", "deny", err) < 0)
+		return -1;
+	snprintf(map, sizeof(map), "%d %u 1\n", SBX_SANDBOX_GID, (unsigned)getegid());
+	return write_proc(pid, "gid_map", map, err);
+}
+
+/* The helper's own environment is copied into pid 1's memory by fork and
+ * would stay readable there; zero it so no credential can be found. */
+static void scrub_environment(void)
+{
+	for (char **e = environ; e && *e; e++)
+		explicit_bzero(*e, strlen(*e));
+	clearenv();
+}
+
+static int loopback_up(struct sbx_err *err)
+{
+	_cleanup_close_ int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct ifreq ifr = {0};
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+	if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+		return sbx_fail_errno(err, "loopback");
+	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+		return sbx_fail_errno(err, "bring loopback up");
+	return 0;
+}
+
+__attribute__((noreturn)) static void sandbox_child(const struct sbx_sandbox_opts *o,
+						    struct sbx_sandbox *sb, int sync_fd)
+{
+	struct sbx_err err;
+	char byte;
+	/* If the helper dies, so does the sandbox; the read below catches a
+	 * helper that died before the prctl. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (read(sync_fd, &byte, 1) != 1)
+		_exit(1);
+	close(sync_fd);
+	scrub_environment();
+
+	int out_fd = -1;
+	if (sethostname("sbx", 3) < 0 || setdomainname("sbx", 3) < 0) {
+		sbx_fail_errno(&err, "hostname");
+		goto fail;
+	}
+	if (loopback_up(&err) < 0 || sbx_rootfs_build(o->policy, o->data_dir, &err) < 0)
+		goto fail;
+	if (sbx_policy_mount(o->policy, "/out")) {
+		out_fd = open("/out", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (out_fd < 0) {
+			sbx_fail_errno(&err, "open /out");
+			goto fail;
+		}
+	}
+	struct sbx_init_ctx ctx = {
+		.policy = o->policy,
+		.ctl = o->ctl,
+		.run = &sb->run,
+		.out_fd = out_fd,
+		.seccomp = true,
+	};
+	sbx_init_main(&ctx);
+fail:
+	sbx_init_send_failure(o->ctl, err.msg);
+	_exit(1);
+}
+
+static int make_run_cgroup(const struct sbx_sandbox_opts *o, struct sbx_sandbox *sb,
+			   struct sbx_err *err)
+{
+	sbx_cgroup_init(&sb->root);
+	sbx_cgroup_init(&sb->run);
+	if (sbx_cgroup_open_root(o->cgroup_root, &sb->root, err) < 0) {
+		if (!o->rlimit_fallback)
+			return -1;
+		return 0; /* mode NONE everywhere: rlimits, and the result says so */
+	}
+	uint32_t rnd = 0;
+	if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
+		return sbx_fail_errno(err, "getrandom");
+	snprintf(sb->run_name, sizeof(sb->run_name), "sbx-%d-%08x", (int)getpid(), rnd);
+	return sbx_cgroup_create(&sb->root, sb->run_name, true, &sb->run, err);
+}
+
+int sbx_sandbox_start(const struct sbx_sandbox_opts *o, struct sbx_sandbox *sb,
+		      struct sbx_err *err)
+{
+	memset(sb, 0, sizeof(*sb));
+	sb->pid = -1;
+	if (make_run_cgroup(o, sb, err) < 0)
+		return -1;
+	struct sbx_cgroup init_cg;
+	sbx_cgroup_init(&init_cg);
+	/* v2 allows processes only in leaves: pid 1 gets one of its own. */
+	if (sb->run.mode != SBX_CG_NONE &&
+	    sbx_cgroup_create(&sb->run, "init", false, &init_cg, err) < 0)
+		goto fail;
+
+	int sync[2];
+	if (pipe2(sync, O_CLOEXEC) < 0) {
+		sbx_fail_errno(err, "pipe");
+		goto fail;
+	}
+	pid_t pid = (pid_t)syscall(SYS_clone, NS_FLAGS | SIGCHLD, NULL, NULL, NULL, NULL);
+	if (pid < 0) {
+		sbx_fail_errno(err, "cannot create the sandbox's namespaces (user, mount, pid, "
+				    "net, ipc, uts, cgroup); `sbx-helper check` names the fix");
+		close(sync[0]);
+		close(sync[1]);
+		goto fail;
+	}
+	if (pid == 0) {
+		close(sync[1]);
+		sbx_cgroup_close(&init_cg);
+		sandbox_child(o, sb, sync[0]);
+	}
+	close(sync[0]);
+	sb->pid = pid;
+	if (map_ids(pid, err) < 0 ||
+	    (init_cg.mode != SBX_CG_NONE && sbx_cgroup_add_pid(&init_cg, pid, err) < 0)) {
+		close(sync[1]);
+		goto fail;
+	}
+	sbx_cgroup_close(&init_cg);
+	if (write(sync[1], "g", 1) != 1) {
+		sbx_fail_errno(err, "start sandbox");
+		close(sync[1]);
+		goto fail;
+	}
+	close(sync[1]);
+	return 0;
+fail:
+	sbx_cgroup_close(&init_cg);
+	sbx_sandbox_finish(sb, true);
+	return -1;
+}
+
+int sbx_sandbox_remove_cgroup(const struct sbx_cgroup *root, const char *name,
+			      struct sbx_err *err)
+{
+	struct sbx_cgroup run;
+	sbx_cgroup_init(&run);
+	run.mode = root->mode;
+	int rc = 0;
+	for (int i = 0; i < SBX_CG_NCTRL; i++) {
+		if (root->fd[i] < 0)
+			continue;
+		run.fd[i] = openat(root->fd[i], name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (run.fd[i] < 0)
+			continue;
+		int dfd = fcntl(run.fd[i], F_DUPFD_CLOEXEC, 3);
+		DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+		if (!d) {
+			if (dfd >= 0)
+				close(dfd);
+			continue;
+		}
+		struct dirent *de;
+		while ((de = readdir(d)))
+			if (de->d_type == DT_DIR && de->d_name[0] != '.') {
+				struct sbx_cgroup one = run;
+				for (int j = 0; j < SBX_CG_NCTRL; j++)
+					if (j != i)
+						one.fd[j] = -1;
+				struct sbx_cgroup child;
+				sbx_cgroup_init(&child);
+				child.mode = run.mode;
+				child.fd[i] = openat(run.fd[i], de->d_name,
+						     O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+				sbx_cgroup_kill(&child);
+				sbx_cgroup_close(&child);
+				if (unlinkat(run.fd[i], de->d_name, AT_REMOVEDIR) < 0) {
+					struct sbx_cgroup parent_one = one;
+					if (sbx_cgroup_remove(&parent_one, de->d_name, err) < 0)
+						rc = -1;
+				}
+			}
+		closedir(d);
+	}
+	sbx_cgroup_close(&run);
+	if (sbx_cgroup_remove(root, name, err) < 0)
+		rc = -1;
+	return rc;
+}
+
+int sbx_sandbox_finish(struct sbx_sandbox *sb, bool kill_first)
+{
+	int status = 0;
+	if (sb->pid > 0) {
+		if (kill_first)
+			kill(sb->pid, SIGKILL);
+		while (waitpid(sb->pid, &status, __WALL) < 0 && errno == EINTR)
+			;
+		sb->pid = -1;
+	}
+	if (sb->run.mode != SBX_CG_NONE) {
+		struct sbx_err err;
+		sbx_cgroup_close(&sb->run);
+		if (sbx_sandbox_remove_cgroup(&sb->root, sb->run_name, &err) < 0)
+			fprintf(stderr, "sbx-helper: warning: %s\n", err.msg);
+		sb->run.mode = SBX_CG_NONE;
+	}
+	sbx_cgroup_close(&sb->root);
+	return status;
+}

@@ -1,0 +1,41 @@
+/* Creating a sandbox and cleaning up after it, from outside. */
+#ifndef SBX_SUPERVISOR_H
+#define SBX_SUPERVISOR_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "cgroup.h"
+#include "err.h"
+#include "policy.h"
+
+struct sbx_sandbox_opts {
+	const SbxPolicy *policy;
+	const char *data_dir;	  /* NULL: empty /data */
+	const char *cgroup_root;  /* NULL: the default delegated root */
+	bool rlimit_fallback;	  /* no cgroup: rlimits instead of failing */
+	int ctl;		  /* the sandbox's end of the control socket */
+};
+
+struct sbx_sandbox {
+	pid_t pid; /* the sandbox's pid 1 */
+	struct sbx_cgroup root;
+	struct sbx_cgroup run;
+	char run_name[64];
+};
+
+/* Builds the namespaces, maps the sandbox user, places pid 1 in the run's
+ * cgroup and lets it build the file system. Errors before pid 1 exists are
+ * returned here; later ones arrive as a Failure on the control socket. */
+int sbx_sandbox_start(const struct sbx_sandbox_opts *opts, struct sbx_sandbox *sb,
+		      struct sbx_err *err);
+
+/* Waits for pid 1 to end (kill first if `kill_first`) and removes the run's
+ * cgroups. Returns pid 1's wait status. */
+int sbx_sandbox_finish(struct sbx_sandbox *sb, bool kill_first);
+
+/* Removes a run cgroup tree, children first. */
+int sbx_sandbox_remove_cgroup(const struct sbx_cgroup *root, const char *name,
+			      struct sbx_err *err);
+
+#endif
