@@ -4,7 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-static void format_into(struct sbx_err *err, int errnum, const char *fmt, va_list ap)
+__attribute__((format(printf, 3, 0))) static void format_into(struct sbx_err *err, int errnum,
+							      const char *fmt, va_list ap)
 {
 	int n = vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
 	err->errnum = errnum;

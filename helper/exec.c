@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 #include "privs.h"
-#include "rootfs.h"
 #include "seccomp.h"
 #include "util.h"
 
@@ -160,8 +159,6 @@ static void exec_init(const struct sbx_exec_spec *s)
 		if (s->cgroup->fd[i] >= 0)
 			keep[nkeep++] = s->cgroup->fd[i];
 	close_all_but(keep, nkeep);
-	if (sbx_rootfs_mount_proc(&err) < 0)
-		setup_failed(rfd, &err);
 	if (s->cgroup->mode != SBX_CG_NONE) {
 		if (sbx_cgroup_add_pid(s->cgroup, 0, &err) < 0)
 			setup_failed(rfd, &err);
@@ -246,8 +243,7 @@ static void exec_init(const struct sbx_exec_spec *s)
 
 pid_t sbx_exec_spawn(const struct sbx_exec_spec *s, struct sbx_err *err)
 {
-	pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWPID | CLONE_NEWNS | SIGCHLD, NULL, NULL,
-				   NULL, NULL);
+	pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWPID | SIGCHLD, NULL, NULL, NULL, NULL);
 	if (pid < 0)
 		return sbx_fail_errno(err, "clone exec namespace");
 	if (pid == 0)

@@ -1,9 +1,8 @@
 /* One exec: a process tree of its own inside the sandbox.
  *
- * The sandbox's pid 1 clones an "exec init" into a new pid and mount
- * namespace. It mounts a /proc that shows only this exec, joins the exec's
- * cgroup, gives up every privilege, loads the seccomp filter, then forks
- * the command and reaps. When the command ends, exec init reports and
+ * The sandbox's pid 1 clones an "exec init" into a new pid namespace. It
+ * joins the exec's cgroup, gives up every privilege, loads the seccomp
+ * filter, then forks the command and reaps. When the command ends, exec init reports and
  * exits, and the kernel kills whatever the command left behind: files are
  * shared between a run's execs, processes never are. */
 #ifndef SBX_EXEC_H

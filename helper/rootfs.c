@@ -17,8 +17,6 @@
  * never mean anything inside. */
 #define ATTR_SAFE (MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)
 
-static int mount_proc_at(const char *base, const char *null, struct sbx_err *err);
-
 static int pivot_root(const char *new_root, const char *put_old)
 {
 	return (int)syscall(SYS_pivot_root, new_root, put_old);
@@ -316,6 +314,51 @@ static int populate_data(const SbxPolicy *p, int data_src, int root_fd, struct s
 	return bind_fd(data_src, root_fd, "data", MOUNT_ATTR_RDONLY | ATTR_SAFE, true, err);
 }
 
+/* `base` is where proc goes, `null` a /dev/null to mask files with; both
+ * relative to cwd before pivot_root, absolute after. */
+static int mount_proc_at(const char *base, const char *null, struct sbx_err *err)
+{
+	/* hidepid=ptraceable: an exec sees its own processes and other execs'
+	 * commands, never pid 1 or an exec init (privileged or not dumpable),
+	 * whose command lines name host paths. */
+	if (mount("proc", base, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=ptraceable") < 0)
+		return sbx_fail_errno(err, "mount /proc");
+	/* Host-wide views a sandbox has no business reading (kernel memory,
+	 * keyrings, timers of every process) read as empty; knobs are read-only. */
+	static const char *const hide_files[] = {
+		"kcore",       "keys",	       "key-users", "timer_list",     "sched_debug",
+		"latency_stats", "kallsyms", "kmsg",	    "sysrq-trigger",
+	};
+	char path[64];
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(hide_files); i++) {
+		snprintf(path, sizeof(path), "%s/%s", base, hide_files[i]);
+		if (mount(null, path, NULL, MS_BIND, NULL) < 0 && errno != ENOENT)
+			return sbx_fail_errno(err, "mask /proc/%s", hide_files[i]);
+	}
+	static const char *const hide_dirs[] = {"acpi", "scsi", "asound", "driver"};
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(hide_dirs); i++) {
+		snprintf(path, sizeof(path), "%s/%s", base, hide_dirs[i]);
+		if (mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+			  "size=0") < 0 &&
+		    errno != ENOENT)
+			return sbx_fail_errno(err, "mask /proc/%s", hide_dirs[i]);
+	}
+	static const char *const ro_dirs[] = {"sys", "irq", "bus", "fs"};
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(ro_dirs); i++) {
+		snprintf(path, sizeof(path), "%s/%s", base, ro_dirs[i]);
+		if (mount(path, path, NULL, MS_BIND | MS_REC, NULL) < 0) {
+			if (errno == ENOENT)
+				continue;
+			return sbx_fail_errno(err, "bind /proc/%s", ro_dirs[i]);
+		}
+		if (mount(NULL, path, NULL,
+			  MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+			  NULL) < 0)
+			return sbx_fail_errno(err, "make /proc/%s read-only", ro_dirs[i]);
+	}
+	return 0;
+}
+
 int sbx_rootfs_build(const SbxPolicy *p, const char *data_dir, struct sbx_err *err)
 {
 	/* Nothing we mount may propagate back to the host. */
@@ -371,51 +414,4 @@ int sbx_rootfs_build(const SbxPolicy *p, const char *data_dir, struct sbx_err *e
 	    0)
 		return sbx_fail_errno(err, "make / read-only");
 	return 0;
-}
-
-/* `base` is where proc goes, `null` a /dev/null to mask files with; both
- * relative to cwd before pivot_root, absolute after. */
-static int mount_proc_at(const char *base, const char *null, struct sbx_err *err)
-{
-	if (mount("proc", base, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
-		return sbx_fail_errno(err, "mount /proc");
-	/* Host-wide views a sandbox has no business reading (kernel memory,
-	 * keyrings, timers of every process) read as empty; knobs are read-only. */
-	static const char *const hide_files[] = {
-		"kcore",       "keys",	       "key-users", "timer_list",     "sched_debug",
-		"latency_stats", "kallsyms", "kmsg",	    "sysrq-trigger",
-	};
-	char path[64];
-	for (size_t i = 0; i < SBX_ARRAY_SIZE(hide_files); i++) {
-		snprintf(path, sizeof(path), "%s/%s", base, hide_files[i]);
-		if (mount(null, path, NULL, MS_BIND, NULL) < 0 && errno != ENOENT)
-			return sbx_fail_errno(err, "mask /proc/%s", hide_files[i]);
-	}
-	static const char *const hide_dirs[] = {"acpi", "scsi", "asound", "driver"};
-	for (size_t i = 0; i < SBX_ARRAY_SIZE(hide_dirs); i++) {
-		snprintf(path, sizeof(path), "%s/%s", base, hide_dirs[i]);
-		if (mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-			  "size=0") < 0 &&
-		    errno != ENOENT)
-			return sbx_fail_errno(err, "mask /proc/%s", hide_dirs[i]);
-	}
-	static const char *const ro_dirs[] = {"sys", "irq", "bus", "fs"};
-	for (size_t i = 0; i < SBX_ARRAY_SIZE(ro_dirs); i++) {
-		snprintf(path, sizeof(path), "%s/%s", base, ro_dirs[i]);
-		if (mount(path, path, NULL, MS_BIND | MS_REC, NULL) < 0) {
-			if (errno == ENOENT)
-				continue;
-			return sbx_fail_errno(err, "bind /proc/%s", ro_dirs[i]);
-		}
-		if (mount(NULL, path, NULL,
-			  MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-			  NULL) < 0)
-			return sbx_fail_errno(err, "make /proc/%s read-only", ro_dirs[i]);
-	}
-	return 0;
-}
-
-int sbx_rootfs_mount_proc(struct sbx_err *err)
-{
-	return mount_proc_at("/proc", "/dev/null", err);
 }

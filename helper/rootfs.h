@@ -15,8 +15,4 @@
  * and the root is read-only. data_dir may be NULL (an empty /data). */
 int sbx_rootfs_build(const SbxPolicy *policy, const char *data_dir, struct sbx_err *err);
 
-/* Mounts a fresh procfs of the caller's pid namespace on /proc and masks
- * the entries that describe the host rather than the sandbox. */
-int sbx_rootfs_mount_proc(struct sbx_err *err);
-
 #endif

@@ -129,6 +129,9 @@ static int make_run_cgroup(const struct sbx_sandbox_opts *o, struct sbx_sandbox 
 	if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
 		return sbx_fail_errno(err, "getrandom");
 	snprintf(sb->run_name, sizeof(sb->run_name), "sbx-%d-%08x", (int)getpid(), rnd);
+	/* pid 1 itself stays where the caller is: it is not what the limits are
+	 * for, and every v1 migration costs an RCU grace period. Only execs
+	 * move, into leaves under this one. */
 	return sbx_cgroup_create(&sb->root, sb->run_name, true, &sb->run, err);
 }
 
@@ -139,13 +142,6 @@ int sbx_sandbox_start(const struct sbx_sandbox_opts *o, struct sbx_sandbox *sb,
 	sb->pid = -1;
 	if (make_run_cgroup(o, sb, err) < 0)
 		return -1;
-	struct sbx_cgroup init_cg;
-	sbx_cgroup_init(&init_cg);
-	/* v2 allows processes only in leaves: pid 1 gets one of its own. */
-	if (sb->run.mode != SBX_CG_NONE &&
-	    sbx_cgroup_create(&sb->run, "init", false, &init_cg, err) < 0)
-		goto fail;
-
 	int sync[2];
 	if (pipe2(sync, O_CLOEXEC) < 0) {
 		sbx_fail_errno(err, "pipe");
@@ -161,17 +157,14 @@ int sbx_sandbox_start(const struct sbx_sandbox_opts *o, struct sbx_sandbox *sb,
 	}
 	if (pid == 0) {
 		close(sync[1]);
-		sbx_cgroup_close(&init_cg);
 		sandbox_child(o, sb, sync[0]);
 	}
 	close(sync[0]);
 	sb->pid = pid;
-	if (map_ids(pid, err) < 0 ||
-	    (init_cg.mode != SBX_CG_NONE && sbx_cgroup_add_pid(&init_cg, pid, err) < 0)) {
+	if (map_ids(pid, err) < 0) {
 		close(sync[1]);
 		goto fail;
 	}
-	sbx_cgroup_close(&init_cg);
 	if (write(sync[1], "g", 1) != 1) {
 		sbx_fail_errno(err, "start sandbox");
 		close(sync[1]);
@@ -180,7 +173,6 @@ int sbx_sandbox_start(const struct sbx_sandbox_opts *o, struct sbx_sandbox *sb,
 	close(sync[1]);
 	return 0;
 fail:
-	sbx_cgroup_close(&init_cg);
 	sbx_sandbox_finish(sb, true);
 	return -1;
 }
