@@ -193,6 +193,11 @@ static void exec_init(const struct sbx_exec_spec *s)
 	sigfillset(&sa.sa_mask);
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(forwarded); i++)
 		sigaction(forwarded[i], &sa, NULL);
+	/* The mask is inherited from whoever started the helper (and the
+	 * helper blocks a few for its signalfd): start from nothing blocked. */
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
 
 	pid_t cmd = fork();
 	if (cmd < 0) {

@@ -309,7 +309,7 @@ void sbx_init_main(struct sbx_init_ctx *ctx)
 	sigset_t mask;
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGCHLD);
-	sigprocmask(SIG_BLOCK, &mask, NULL);
+	sigprocmask(SIG_SETMASK, &mask, NULL);
 	int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (sfd < 0) {
 		sbx_init_send_failure(ctx->ctl, "signalfd failed");

@@ -1,0 +1,22 @@
+# Integration tests: the real sbx-helper, run by the invoking (unprivileged)
+# user, attacked from inside the sandbox. Each file is one ctest test.
+find_program(SBX_PYTHON NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH REQUIRED)
+set(SBX_TEST_ENV
+  "SBX_HELPER=$<TARGET_FILE:sbx-helper>"
+  "SBX_PROBE=$<TARGET_FILE:sbx-probe>"
+  "SBX_SOURCE_DIR=${PROJECT_SOURCE_DIR}"
+  "SBX_SERVE_DRIVER=$<TARGET_FILE:test_serve>"
+  "PYTHONDONTWRITEBYTECODE=1")
+
+file(GLOB SBX_PY_TESTS ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_*.py)
+foreach(t ${SBX_PY_TESTS})
+  get_filename_component(name ${t} NAME_WE)
+  string(REPLACE "test_" "" name ${name})
+  add_test(NAME helper.${name} COMMAND ${SBX_PYTHON} ${t} -v)
+  set_tests_properties(helper.${name} PROPERTIES ENVIRONMENT "${SBX_TEST_ENV}" TIMEOUT 300)
+endforeach()
+
+add_executable(test_serve integration/test_serve.c)
+target_link_libraries(test_serve PRIVATE sbx_common)
+add_test(NAME helper.serve COMMAND test_serve)
+set_tests_properties(helper.serve PROPERTIES ENVIRONMENT "${SBX_TEST_ENV}" TIMEOUT 300)

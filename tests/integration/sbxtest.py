@@ -1,0 +1,113 @@
+"""Shared plumbing for the integration tests: run the real sbx-helper with a
+policy, collect its exit status, output and --result JSON."""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+HELPER = os.environ.get("SBX_HELPER", "")
+PROBE = os.environ.get("SBX_PROBE", "")
+SOURCE_DIR = os.environ.get("SBX_SOURCE_DIR", os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+PYTHON = "/usr/bin/python3"
+
+BASE_POLICY = {
+    "image": "host",
+    "mounts": [{"path": "/data", "mode": "ro"}, {"path": "/out", "mode": "rw"}],
+    "env": {},
+    "egress": {"policy": "deny", "allow": []},
+    "limits": {"cpu": 1, "memory_mb": 256, "script_seconds": 30, "run_seconds": 60,
+               "pids": 64, "out_mb": 8, "tmp_mb": 16},
+    "lifetime": "per_run",
+}
+
+
+def read_text(path):
+    with open(path) as f:
+        return f.read()
+
+
+def policy(**overrides):
+    """BASE_POLICY with top-level keys replaced and limits merged."""
+    p = json.loads(json.dumps(BASE_POLICY))
+    for k, v in overrides.items():
+        if k == "limits":
+            p["limits"].update(v)
+        else:
+            p[k] = v
+    return p
+
+
+class Run:
+    def __init__(self, rc, stdout, stderr, result):
+        self.rc = rc
+        self.stdout = stdout
+        self.stderr = stderr
+        self.result = result
+
+    def __repr__(self):
+        return f"Run(rc={self.rc}, stdout={self.stdout[-2000:]!r}, stderr={self.stderr[-2000:]!r}, result={self.result})"
+
+
+class SandboxTest(unittest.TestCase):
+    """A temp dir per test, plus run() around sbx-helper."""
+
+    def setUp(self):
+        if not HELPER or not os.path.exists(HELPER):
+            self.fail("SBX_HELPER is not set to the built sbx-helper (run through ctest)")
+        self.tmp = tempfile.mkdtemp(prefix="sbx-test-")
+        self.data = os.path.join(self.tmp, "data")
+        os.mkdir(self.data)
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def write_policy(self, pol, name="policy.json"):
+        path = os.path.join(self.tmp, name)
+        with open(path, "w") as f:
+            if isinstance(pol, str):
+                f.write(pol)
+            else:
+                json.dump(pol, f)
+        return path
+
+    def run_sandbox(self, argv, pol=None, data=True, out=None, extra=(), env=None,
+                    stdin=subprocess.DEVNULL, timeout=120, capture=True):
+        pol_path = self.write_policy(pol if pol is not None else policy())
+        result_path = os.path.join(self.tmp, "result.json")
+        if os.path.exists(result_path):
+            os.unlink(result_path)
+        cmd = [HELPER, "run", "--policy", pol_path, "--result", result_path]
+        if data:
+            cmd += ["--data", self.data]
+        if out:
+            cmd += ["--out", out]
+        cmd += list(extra) + ["--"] + list(argv)
+        p = subprocess.run(cmd, stdin=stdin, capture_output=capture, timeout=timeout,
+                           env=env if env is not None else os.environ)
+        result = None
+        if os.path.exists(result_path):
+            with open(result_path) as f:
+                result = json.load(f)
+        dec = lambda b: b.decode(errors="replace") if isinstance(b, bytes) else (b or "")
+        return Run(p.returncode, dec(p.stdout), dec(p.stderr), result)
+
+    def sh(self, script, **kw):
+        return self.run_sandbox(["/bin/sh", "-c", script], **kw)
+
+    def py(self, code, **kw):
+        return self.run_sandbox([PYTHON, "-c", code], **kw)
+
+    def probe(self, attack, **kw):
+        """Copies sbx-probe into /data and runs one attack with it."""
+        if not PROBE or not os.path.exists(PROBE):
+            self.fail("SBX_PROBE is not set to the built sbx-probe")
+        dst = os.path.join(self.data, "sbx-probe")
+        if not os.path.exists(dst):
+            shutil.copy2(PROBE, dst)
+        return self.run_sandbox(["/data/sbx-probe", attack], **kw)
+
+
+def run_tests():
+    unittest.main(verbosity=2)

@@ -1,0 +1,178 @@
+"""sbx-helper run: exit statuses, stdio, --result, --out copy-back."""
+import json
+import os
+import signal
+import subprocess
+
+from sbxtest import HELPER, PYTHON, SandboxTest, policy, read_text, run_tests
+
+
+class RunBasics(SandboxTest):
+    def test_exit_code_is_the_commands(self):
+        r = self.sh("exit 3")
+        self.assertEqual(r.rc, 3, r)
+        self.assertEqual(r.result["exit_reason"], "exited")
+        self.assertEqual(r.result["exit_code"], 3)
+
+    def test_stdout_stderr_and_stdin_pass_through(self):
+        r = self.sh("cat; echo out; echo err >&2", stdin=None) if False else None
+        p = subprocess.run([HELPER, "run", "--policy", self.write_policy(policy()), "--",
+                            "/bin/sh", "-c", "cat; echo out; echo err >&2"],
+                           input=b"from-stdin\n", capture_output=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p)
+        self.assertEqual(p.stdout, b"from-stdin\nout\n")
+        self.assertEqual(p.stderr, b"err\n")
+
+    def test_result_json_fields(self):
+        r = self.sh("printf 12345")
+        self.assertEqual(r.rc, 0, r)
+        res = r.result
+        for key in ("exit_reason", "exit_code", "signal", "wall_ms", "cpu_ms",
+                    "peak_memory_bytes", "stdout_bytes", "enforced", "policy_digest"):
+            self.assertIn(key, res)
+        self.assertEqual(res["stdout_bytes"], 5)
+        self.assertEqual(res["enforced"]["userns"], True)
+        self.assertEqual(res["enforced"]["seccomp"], True)
+        self.assertIn(res["enforced"]["cgroup"], ("v1", "v2"))
+        self.assertEqual(res["enforced"]["rlimit_fallback"], False)
+        self.assertRegex(res["policy_digest"], "^[0-9a-f]{64}$")
+
+    def test_killed_by_signal_is_128_plus_n(self):
+        r = self.sh("kill -TERM $$; sleep 5")
+        self.assertEqual(r.rc, 128 + signal.SIGTERM, r)
+        self.assertEqual(r.result["exit_reason"], "signaled")
+        self.assertEqual(r.result["signal"], signal.SIGTERM)
+
+    def test_not_found_is_127(self):
+        r = self.run_sandbox(["/usr/bin/no-such-program"])
+        self.assertEqual(r.rc, 127, r)
+        self.assertIn("No such file", r.stderr)
+
+    def test_not_executable_is_126(self):
+        with open(os.path.join(self.data, "script.sh"), "w") as f:
+            f.write("#!/bin/sh\necho hi\n")
+        os.chmod(os.path.join(self.data, "script.sh"), 0o644)
+        r = self.run_sandbox(["/data/script.sh"])
+        self.assertEqual(r.rc, 126, r)
+
+    def test_path_lookup_uses_default_path(self):
+        r = self.run_sandbox(["true"])
+        self.assertEqual(r.rc, 0, r)
+
+    def test_setup_failure_is_125_with_reason(self):
+        r = self.run_sandbox(["/bin/true"], pol=policy(image="/nonexistent-image-dir"))
+        self.assertEqual(r.rc, 125, r)
+        self.assertTrue(r.stderr.startswith("sbx-helper: "), r)
+        self.assertIn("/nonexistent-image-dir", r.stderr)
+
+    def test_missing_data_dir_is_125(self):
+        r = self.run_sandbox(["/bin/true"], extra=["--data", "/nonexistent-data"], data=False)
+        self.assertEqual(r.rc, 125, r)
+        self.assertIn("--data /nonexistent-data", r.stderr)
+
+    def test_out_is_copied_back_without_links(self):
+        out = os.path.join(self.tmp, "outdir")
+        r = self.sh("mkdir -p sub/deeper && echo report > report.csv && "
+                    "echo x > sub/deeper/f && ln -s /etc/passwd link && "
+                    "ln -s sub dirlink && mkfifo fifo && chmod 4755 report.csv; echo done",
+                    out=out)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(read_text(os.path.join(out, "report.csv")), "report\n")
+        self.assertEqual(read_text(os.path.join(out, "sub/deeper/f")), "x\n")
+        self.assertFalse(os.path.lexists(os.path.join(out, "link")))
+        self.assertFalse(os.path.lexists(os.path.join(out, "dirlink")))
+        self.assertFalse(os.path.lexists(os.path.join(out, "fifo")))
+        self.assertIn("/out/link: symlink not copied", r.stderr)
+        self.assertIn("/out/fifo: fifo not copied", r.stderr)
+        # No set-id bit survives the copy.
+        self.assertEqual(os.stat(os.path.join(out, "report.csv")).st_mode & 0o7000, 0)
+        self.assertEqual(r.result["out"]["files"], 2)
+        self.assertEqual(r.result["out"]["skipped"], 3)
+
+    def test_out_copy_does_not_follow_a_link_planted_in_the_destination(self):
+        out = os.path.join(self.tmp, "outdir")
+        os.mkdir(out)
+        victim = os.path.join(self.tmp, "victim")
+        with open(victim, "w") as f:
+            f.write("untouched\n")
+        os.symlink(victim, os.path.join(out, "report.csv"))
+        r = self.sh("echo overwritten > report.csv", out=out)
+        self.assertNotEqual(r.rc, 0, r)
+        self.assertEqual(read_text(victim), "untouched\n")
+
+    def test_cwd_is_out_and_env_is_empty(self):
+        r = self.sh("pwd; env")
+        self.assertEqual(r.rc, 0, r)
+        lines = r.stdout.split("\n")
+        self.assertEqual(lines[0], "/out")
+        # sh itself sets PWD (and may set SHLVL/_): nothing else is there.
+        extra = [l for l in lines[1:] if l and not l.startswith(("PWD=", "SHLVL=", "_=", "OLDPWD="))]
+        self.assertEqual(extra, [], r)
+
+    def test_policy_env_is_exactly_what_the_command_sees(self):
+        r = self.run_sandbox([PYTHON, "-c", "import os,json; print(json.dumps(dict(os.environ)))"],
+                             pol=policy(env={"LANG": "C.UTF-8", "A_B": "x=y z"}))
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(json.loads(r.stdout), {"LANG": "C.UTF-8", "A_B": "x=y z"})
+
+    def test_identity_inside(self):
+        r = self.sh("id -u; id -g; hostname; cat /proc/self/uid_map; cat /proc/self/setgroups")
+        self.assertEqual(r.rc, 0, r)
+        lines = r.stdout.split("\n")
+        self.assertEqual(lines[0:3], ["1000", "1000", "sbx"])
+        self.assertEqual(lines[3].split()[:1], ["1000"])
+        self.assertEqual(lines[3].split()[2], "1")  # a single uid is mapped
+        self.assertEqual(lines[4], "deny")
+
+    def test_help_and_version(self):
+        p = subprocess.run([HELPER, "--help"], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0)
+        self.assertIn("sbx-helper run --policy FILE", p.stdout)
+        p = subprocess.run([HELPER, "--version"], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0)
+        self.assertRegex(p.stdout, r"^sbx-helper \d+\.\d+")
+
+    def test_refuses_real_root(self):
+        if os.geteuid() != 0:
+            # As a user, check the same guard from the other side: root
+            # inside a user namespace is not real root and is allowed.
+            p = subprocess.run(["unshare", "-r", HELPER, "run", "--policy",
+                                self.write_policy(policy()), "--", "/bin/true"],
+                               capture_output=True, text=True, timeout=60)
+            self.assertNotIn("refusing to run as real root", p.stderr)
+            return
+        p = subprocess.run([HELPER, "run", "--policy", self.write_policy(policy()), "--",
+                            "/bin/true"], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 125)
+        self.assertIn("refusing to run as real root", p.stderr)
+
+    def test_check_reports_this_host(self):
+        p = subprocess.run([HELPER, "check", "--json"], capture_output=True, text=True)
+        doc = json.loads(p.stdout)
+        self.assertEqual(p.returncode, 0 if doc["ok"] else 1)
+        for key in ("userns", "seccomp", "cgroup", "openat2", "pidfd", "cgroup.kill"):
+            self.assertIn(key, doc)
+        # The suite runs on hosts prepared by packaging/setup.sh: all there.
+        self.assertTrue(doc["ok"], doc)
+
+    def test_check_names_the_fix_when_cgroup_is_missing(self):
+        p = subprocess.run([HELPER, "check", "--cgroup-root", "no/such/cgroup"],
+                           capture_output=True, text=True)
+        self.assertEqual(p.returncode, 1, p)
+        self.assertIn("cgroup       MISSING", p.stdout)
+        self.assertIn("fix: run packaging/setup.sh", p.stdout)
+
+    def test_no_cgroup_fails_closed_unless_fallback_is_asked_for(self):
+        r = self.run_sandbox(["/bin/true"], extra=["--cgroup-root", "no/such/cgroup"])
+        self.assertEqual(r.rc, 125, r)
+        self.assertIn("no/such/cgroup", r.stderr)
+        r = self.run_sandbox([PYTHON, "-c", "import resource; print(resource.getrlimit(resource.RLIMIT_AS)[0])"],
+                             extra=["--cgroup-root", "no/such/cgroup", "--allow-rlimit-fallback"])
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(int(r.stdout), 256 << 20)
+        self.assertEqual(r.result["enforced"]["cgroup"], "none")
+        self.assertEqual(r.result["enforced"]["rlimit_fallback"], True)
+
+
+if __name__ == "__main__":
+    run_tests()
