@@ -1,0 +1,264 @@
+#!/usr/bin/env bash
+# setup.sh — prepare a Debian 12 host for building and testing sbx.
+#
+# Idempotent: every step checks before it acts, and prints one line per action.
+#   1. install the missing Debian packages (root), or print the command (not root)
+#   2. configure and build with cmake (unless --no-build)
+#   3. as root only: create the unprivileged user sbx-test, delegate a cgroup
+#      subtree (memory, pids, cpu) to it, and record its path in /etc/sbx/cgroup-root
+set -euo pipefail
+
+PROG=setup
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+TEST_USER=sbx-test
+TEST_HOME=/var/lib/sbx-test
+CGROUP_MNT=/sys/fs/cgroup
+CGROUP_RECORD=/etc/sbx/cgroup-root
+CONTROLLERS=(memory pids cpu)
+CTRL_LIST=$(IFS=,; printf '%s' "${CONTROLLERS[*]}")
+PACKAGES=(build-essential cmake pkg-config gcc clang libseccomp-dev libcap-dev
+          libnng-dev nng-utils libprotobuf-c-dev protobuf-c-compiler libjansson-dev
+          libarchive-dev libssl-dev openssl bubblewrap tinyproxy python3 iproute2
+          curl valgrind ca-certificates)
+
+usage() {
+    cat <<EOF
+Usage: packaging/setup.sh [--build-dir DIR] [--no-build] [--sanitize] [--help]
+
+Prepares this host for building and testing sbx. Safe to run again.
+
+  1. Installs the Debian packages the build and the tests need, if any is missing
+     (apt-get update + install; not root: prints the command and exits 1).
+  2. Builds: cmake -S $REPO -B DIR -DCMAKE_BUILD_TYPE=RelWithDebInfo
+             cmake --build DIR -j2
+  3. As root only: creates the system user $TEST_USER (home $TEST_HOME), delegates a
+     cgroup subtree (memory, pids, cpu) to it, and writes the subtree's path relative
+     to the cgroup mount to $CGROUP_RECORD (read by sbx-helper when no
+     --cgroup-root is given).
+
+Options:
+  --build-dir DIR  build directory (default: <repo>/build, or <repo>/build-asan
+                   with --sanitize)
+  --no-build       skip step 2
+  --sanitize       build with AddressSanitizer+UBSan (-DSBX_SANITIZE=ON)
+  -h, --help       this text
+EOF
+}
+
+say() { printf '%s: %s\n' "$PROG" "$*"; }
+die() { printf '%s: error: %s\n' "$PROG" "$*" >&2; exit 1; }
+
+BUILD_DIR=
+DO_BUILD=1
+SANITIZE=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --build-dir)   [ $# -ge 2 ] || die "--build-dir needs a directory"
+                       BUILD_DIR=$2; shift 2 ;;
+        --build-dir=*) BUILD_DIR=${1#--build-dir=}; shift ;;
+        --no-build)    DO_BUILD=0; shift ;;
+        --sanitize)    SANITIZE=1; shift ;;
+        -h|--help)     usage; exit 0 ;;
+        *)             usage >&2; die "unknown argument: $1" ;;
+    esac
+done
+if [ -z "$BUILD_DIR" ]; then
+    if [ "$SANITIZE" = 1 ]; then BUILD_DIR=$REPO/build-asan; else BUILD_DIR=$REPO/build; fi
+fi
+
+IS_ROOT=0
+[ "$(id -u)" = 0 ] && IS_ROOT=1
+
+SUMMARY=()
+note() { SUMMARY+=("$*"); }
+
+# ---------------------------------------------------------------- 1. packages
+step_packages() {
+    local missing=() p st
+    for p in "${PACKAGES[@]}"; do
+        st=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+        [ "$st" = installed ] || missing+=("$p")
+    done
+    if [ ${#missing[@]} -eq 0 ]; then
+        say "packages: all ${#PACKAGES[@]} required packages are installed"
+        note "packages: all installed"
+        return
+    fi
+    say "packages missing: ${missing[*]}"
+    if [ "$IS_ROOT" != 1 ]; then
+        say "not root: run this as root, then run setup.sh again:"
+        printf '  apt-get update && apt-get install -y --no-install-recommends %s\n' "${missing[*]}"
+        exit 1
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update
+    apt-get install -y --no-install-recommends "${missing[@]}"
+    say "installed packages: ${missing[*]}"
+    note "packages: installed ${missing[*]}"
+}
+
+# ---------------------------------------------------------------- 2. build
+step_build() {
+    if [ "$DO_BUILD" != 1 ]; then
+        say "build skipped (--no-build)"
+        note "build: skipped"
+        return
+    fi
+    local args=(-S "$REPO" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo)
+    [ "$SANITIZE" = 1 ] && args+=(-DSBX_SANITIZE=ON)
+    say "configuring: cmake ${args[*]}"
+    cmake "${args[@]}"
+    say "building: cmake --build $BUILD_DIR -j2"
+    cmake --build "$BUILD_DIR" -j2
+    say "built $BUILD_DIR"
+    if [ "$SANITIZE" = 1 ]; then note "build: $BUILD_DIR (ASan+UBSan)"; else note "build: $BUILD_DIR"; fi
+}
+
+# ---------------------------------------------------------------- 3. user
+step_user() {
+    if id -u "$TEST_USER" >/dev/null 2>&1; then
+        say "user $TEST_USER exists"
+    else
+        useradd --system --user-group --home-dir "$TEST_HOME" --create-home \
+                --shell /usr/sbin/nologin --comment "sbx test runner" "$TEST_USER"
+        say "created system user $TEST_USER (home $TEST_HOME)"
+    fi
+    if [ ! -d "$TEST_HOME" ]; then
+        install -d -m 0755 -o "$TEST_USER" -g "$TEST_USER" "$TEST_HOME"
+        say "created home $TEST_HOME"
+    elif [ "$(stat -c %U "$TEST_HOME")" != "$TEST_USER" ]; then
+        chown "$TEST_USER:$TEST_USER" "$TEST_HOME"
+        say "chowned $TEST_HOME to $TEST_USER"
+    fi
+    note "user: $TEST_USER (uid $(id -u "$TEST_USER"), home $TEST_HOME)"
+}
+
+# ---------------------------------------------------------------- 3. cgroups
+# cg_write FILE VALUE: one write to a cgroup control file (errors go to the caller).
+cg_write() { printf '%s\n' "$2" > "$1"; }
+
+record_root() {
+    local rel=$1 cur=
+    install -d -m 0755 "$(dirname "$CGROUP_RECORD")"
+    [ -f "$CGROUP_RECORD" ] && cur=$(cat "$CGROUP_RECORD")
+    if [ "$cur" = "$rel" ]; then
+        say "$CGROUP_RECORD already records $rel"
+    else
+        printf '%s\n' "$rel" > "$CGROUP_RECORD.tmp"
+        chmod 0644 "$CGROUP_RECORD.tmp"
+        mv -f "$CGROUP_RECORD.tmp" "$CGROUP_RECORD"
+        say "recorded $rel in $CGROUP_RECORD${cur:+ (was $cur)}"
+    fi
+}
+
+probe_as_user() {   # probe_as_user DIR...: the user can create and remove a child
+    local d
+    for d in "$@"; do
+        runuser -u "$TEST_USER" -- mkdir "$d/probe" \
+            || die "$TEST_USER cannot create a cgroup under $d"
+        runuser -u "$TEST_USER" -- rmdir "$d/probe" \
+            || die "$TEST_USER cannot remove $d/probe"
+    done
+}
+
+step_cgroup_v2() {
+    local dir=$CGROUP_MNT/$TEST_USER c have want=() f
+    have=" $(cat "$CGROUP_MNT/cgroup.controllers") "
+    for c in "${CONTROLLERS[@]}"; do
+        [[ $have == *" $c "* ]] || die "cgroup v2 controller $c is not available at $CGROUP_MNT"
+    done
+    # the root's subtree_control
+    have=" $(cat "$CGROUP_MNT/cgroup.subtree_control") "
+    want=()
+    for c in "${CONTROLLERS[@]}"; do [[ $have == *" $c "* ]] || want+=("+$c"); done
+    if [ ${#want[@]} -gt 0 ]; then
+        cg_write "$CGROUP_MNT/cgroup.subtree_control" "${want[*]}"
+        say "enabled ${want[*]} in $CGROUP_MNT/cgroup.subtree_control"
+    else
+        say "$CGROUP_MNT/cgroup.subtree_control already has ${CONTROLLERS[*]}"
+    fi
+    if [ -d "$dir" ]; then
+        say "cgroup $dir exists"
+    else
+        mkdir "$dir"
+        say "created cgroup $dir"
+    fi
+    have=" $(cat "$dir/cgroup.subtree_control") "
+    want=()
+    for c in "${CONTROLLERS[@]}"; do [[ $have == *" $c "* ]] || want+=("+$c"); done
+    if [ ${#want[@]} -gt 0 ]; then
+        cg_write "$dir/cgroup.subtree_control" "${want[*]}" \
+            || die "cannot enable ${want[*]} in $dir (does it hold processes itself?)"
+        say "enabled ${want[*]} in $dir/cgroup.subtree_control"
+    else
+        say "$dir/cgroup.subtree_control already has ${CONTROLLERS[*]}"
+    fi
+    chown "$TEST_USER:$TEST_USER" "$dir"
+    for f in cgroup.procs cgroup.subtree_control cgroup.threads; do
+        chown "$TEST_USER:$TEST_USER" "$dir/$f"
+    done
+    record_root "$TEST_USER"
+    probe_as_user "$dir"
+    say "cgroup v2 $CTRL_LIST delegated at $TEST_USER to $TEST_USER"
+    note "cgroup: v2, $dir delegated to $TEST_USER (recorded: $TEST_USER)"
+}
+
+step_cgroup_v1() {
+    local p rel c d created=() existed=() dirs=()
+    p=$(awk -F: '$2 == "memory" { sub(/^[^:]*:[^:]*:/, ""); print; exit }' /proc/self/cgroup)
+    [ -n "$p" ] || die "no v1 memory cgroup in /proc/self/cgroup (neither cgroup2 nor a v1 memory hierarchy)"
+    rel=$p/$TEST_USER
+    # squeeze duplicate slashes, drop the leading one: "/" -> "sbx-test"
+    rel=$(printf '%s' "$rel" | tr -s /)
+    rel=${rel#/}
+    for c in "${CONTROLLERS[@]}"; do
+        [ "$(stat -fc %T "$CGROUP_MNT/$c/" 2>/dev/null || true)" = cgroupfs ] \
+            || die "v1 controller $c is not mounted at $CGROUP_MNT/$c"
+        d=$CGROUP_MNT/$c/$rel
+        if [ -d "$d" ]; then existed+=("$c"); else mkdir -p "$d"; created+=("$c"); fi
+        chown -R "$TEST_USER:$TEST_USER" "$d"
+        dirs+=("$d")
+    done
+    if [ ${#created[@]} -gt 0 ]; then say "created cgroup $rel in ${created[*]}"; fi
+    if [ ${#existed[@]} -gt 0 ]; then say "cgroup $rel exists in ${existed[*]}"; fi
+    say "chowned $CGROUP_MNT/{$CTRL_LIST}/$rel (dirs and files) to $TEST_USER"
+    local uh=$CGROUP_MNT/memory/$rel/memory.use_hierarchy
+    if [ -w "$uh" ] && [ "$(cat "$uh" 2>/dev/null || true)" = 0 ]; then
+        if cg_write "$uh" 1 2>/dev/null; then
+            say "set memory.use_hierarchy=1 in $rel"
+        else
+            say "could not set memory.use_hierarchy in $rel (ignored)"
+        fi
+    fi
+    record_root "$rel"
+    probe_as_user "${dirs[@]}"
+    say "cgroup v1 $CTRL_LIST delegated at $rel to $TEST_USER"
+    note "cgroup: v1, $CTRL_LIST at $rel delegated to $TEST_USER (recorded in $CGROUP_RECORD)"
+}
+
+step_cgroup() {
+    if [ "$(stat -fc %T "$CGROUP_MNT" 2>/dev/null || true)" = cgroup2fs ]; then
+        step_cgroup_v2
+    else
+        step_cgroup_v1
+    fi
+}
+
+# ---------------------------------------------------------------- main
+say "repo $REPO"
+step_packages
+step_build
+if [ "$IS_ROOT" = 1 ]; then
+    step_user
+    step_cgroup
+else
+    say "not root: skipping user $TEST_USER and cgroup delegation"
+    if [ -r "$CGROUP_RECORD" ]; then
+        note "cgroup: $CGROUP_RECORD records $(cat "$CGROUP_RECORD")"
+    else
+        note "cgroup: no $CGROUP_RECORD (run setup.sh as root, or pass --cgroup-root)"
+    fi
+fi
+
+say "summary:"
+for line in "${SUMMARY[@]}"; do printf '  %s\n' "$line"; done

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# test.sh — build sbx (through setup.sh) and run the whole test suite with ctest.
+#
+# As root (CI): setup.sh prepares packages, the user sbx-test and its delegated
+# cgroups; then the build and ctest run as sbx-test, because sbxd and sbx-helper
+# must run unprivileged. If sbx-test cannot read this checkout (e.g. under /root),
+# the sources are copied to /var/lib/sbx-test/src and built there.
+# Not root: setup.sh (which fails with instructions if packages are missing), then
+# ctest in the build directory.
+# The exit status is ctest's (or the failing setup/build step's).
+set -euo pipefail
+
+PROG="test"
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+TEST_USER=sbx-test
+TEST_HOME=/var/lib/sbx-test
+CGROUP_MNT=/sys/fs/cgroup
+
+usage() {
+    cat <<EOF
+Usage: packaging/test.sh [--sanitize] [-R REGEX] [-j N] [--help] [-- CTEST_ARGS...]
+
+Builds sbx with packaging/setup.sh and runs ctest (--timeout 300 --output-on-failure).
+As root, the build and the tests run as the unprivileged user $TEST_USER.
+
+  --sanitize   ASan+UBSan build in a separate build directory (build-asan),
+               run with ASAN_OPTIONS=detect_leaks=1
+  -R REGEX     only the tests matching REGEX (passed to ctest)
+  -j N         tests in parallel (default 2)
+  -- ARGS      more arguments for ctest
+  -h, --help   this text
+EOF
+}
+
+say() { printf '%s: %s\n' "$PROG" "$*"; }
+die() { printf '%s: error: %s\n' "$PROG" "$*" >&2; exit 1; }
+
+SANITIZE=0
+REGEX=
+JOBS=2
+EXTRA=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --sanitize) SANITIZE=1; shift ;;
+        -R)         [ $# -ge 2 ] || die "-R needs a regex"; REGEX=$2; shift 2 ;;
+        -R*)        REGEX=${1#-R}; shift ;;
+        -j)         [ $# -ge 2 ] || die "-j needs a number"; JOBS=$2; shift 2 ;;
+        -j*)        JOBS=${1#-j}; shift ;;
+        -h|--help)  usage; exit 0 ;;
+        --)         shift; EXTRA=("$@"); break ;;
+        *)          usage >&2; die "unknown argument: $1" ;;
+    esac
+done
+[[ $JOBS =~ ^[1-9][0-9]*$ ]] || die "-j wants a positive number, not '$JOBS'"
+
+SETUP_ARGS=()
+BUILD_NAME=build
+ENVV=()
+if [ "$SANITIZE" = 1 ]; then
+    SETUP_ARGS+=(--sanitize)
+    BUILD_NAME=build-asan
+    ENVV+=(ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1)
+fi
+
+ctest_args() {   # ctest_args BUILDDIR: prints one argument per line
+    printf '%s\n' --test-dir "$1" --output-on-failure --timeout 300 -j "$JOBS"
+    if [ -n "$REGEX" ]; then printf '%s\n' -R "$REGEX"; fi
+    if [ ${#EXTRA[@]} -gt 0 ]; then printf '%s\n' "${EXTRA[@]}"; fi
+}
+
+# ------------------------------------------------------------ not root
+if [ "$(id -u)" != 0 ]; then
+    BUILD_DIR=$REPO/$BUILD_NAME
+    bash "$REPO/packaging/setup.sh" --build-dir "$BUILD_DIR" "${SETUP_ARGS[@]}"
+    mapfile -t CARGS < <(ctest_args "$BUILD_DIR")
+    say "ctest ${CARGS[*]}"
+    rc=0
+    env "${ENVV[@]}" ctest "${CARGS[@]}" || rc=$?
+    say "ctest exit status $rc"
+    exit "$rc"
+fi
+
+# ------------------------------------------------------------ root
+# Packages, the user sbx-test and the delegated cgroups; no build as root.
+cd /    # root's working directory may be unreadable for sbx-test
+bash "$REPO/packaging/setup.sh" --no-build "${SETUP_ARGS[@]}"
+
+as_user() { runuser -u "$TEST_USER" -- env HOME="$TEST_HOME" TMPDIR=/tmp "${ENVV[@]}" "$@"; }
+
+if as_user test -r "$REPO/CMakeLists.txt" -a -x "$REPO" && as_user test -x "$REPO/packaging"; then
+    SRC=$REPO
+    BUILD_DIR=$REPO/$BUILD_NAME
+    mkdir -p "$BUILD_DIR"
+    chown -R "$TEST_USER:$TEST_USER" "$BUILD_DIR"
+    say "$TEST_USER can read $REPO: building in place in $BUILD_DIR (owned by $TEST_USER)"
+else
+    SRC=$TEST_HOME/src
+    BUILD_DIR=$TEST_HOME/$BUILD_NAME
+    say "$TEST_USER cannot read $REPO: copying it to $SRC"
+    rm -rf "$SRC"
+    install -d -m 0755 -o "$TEST_USER" -g "$TEST_USER" "$SRC"
+    tar -C "$REPO" --exclude='./build*' --exclude='__pycache__' -cf - . \
+        | as_user tar -C "$SRC" -xf -
+    chown -R "$TEST_USER:$TEST_USER" "$SRC"
+    mkdir -p "$BUILD_DIR"
+    chown -R "$TEST_USER:$TEST_USER" "$BUILD_DIR"
+    say "copied $REPO to $SRC; building in $BUILD_DIR as $TEST_USER"
+fi
+
+# cgroup v2: a process may only move processes between cgroups if it can write
+# cgroup.procs of their common ancestor, so the runner lives inside the delegated
+# subtree: move this shell (and so every child) into sbx-test/runner first.
+if [ "$(stat -fc %T "$CGROUP_MNT" 2>/dev/null || true)" = cgroup2fs ]; then
+    RUNNER=$CGROUP_MNT/$TEST_USER/runner
+    [ -d "$RUNNER" ] || mkdir "$RUNNER"
+    chown "$TEST_USER:$TEST_USER" "$RUNNER" "$RUNNER/cgroup.procs"
+    echo $$ > "$RUNNER/cgroup.procs"
+    say "moved this shell into cgroup ${RUNNER#"$CGROUP_MNT"/}"
+fi
+
+as_user bash "$SRC/packaging/setup.sh" --build-dir "$BUILD_DIR" "${SETUP_ARGS[@]}"
+mapfile -t CARGS < <(ctest_args "$BUILD_DIR")
+say "as $TEST_USER: ctest ${CARGS[*]}"
+rc=0
+(cd "$BUILD_DIR" && as_user ctest "${CARGS[@]}") || rc=$?
+say "ctest exit status $rc"
+exit "$rc"
