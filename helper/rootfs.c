@@ -332,8 +332,14 @@ static int mount_proc_at(const char *base, const char *null, struct sbx_err *err
 	char path[64];
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(hide_files); i++) {
 		snprintf(path, sizeof(path), "%s/%s", base, hide_files[i]);
-		if (mount(null, path, NULL, MS_BIND, NULL) < 0 && errno != ENOENT)
+		if (mount(null, path, NULL, MS_BIND, NULL) < 0) {
+			if (errno == ENOENT)
+				continue;
 			return sbx_fail_errno(err, "mask /proc/%s", hide_files[i]);
+		}
+		if (mount(NULL, path, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC,
+			  NULL) < 0)
+			return sbx_fail_errno(err, "mask /proc/%s read-only", hide_files[i]);
 	}
 	static const char *const hide_dirs[] = {"acpi", "scsi", "asound", "driver"};
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(hide_dirs); i++) {

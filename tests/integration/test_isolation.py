@@ -1,0 +1,254 @@
+"""Invariants 1-3, attacked from inside: host files, the network, credentials."""
+import os
+import socket
+import subprocess
+import tempfile
+import threading
+
+from sbxtest import PYTHON, SandboxTest, policy, read_text, run_tests
+
+SECRET = "sbx-secret-7f3a9c-do-not-leak"
+
+
+class FileSystem(SandboxTest):
+    def test_host_sentinel_outside_mounts_is_not_readable(self):
+        sentinel = os.path.join(self.tmp, "host-sentinel")
+        with open(sentinel, "w") as f:
+            f.write(SECRET)
+        os.chmod(self.tmp, 0o755)
+        home_sentinel = os.path.join(os.path.expanduser("~"), ".sbx-sentinel")
+        try:
+            with open(home_sentinel, "w") as f:
+                f.write(SECRET)
+        except OSError:
+            home_sentinel = None
+        code = (
+            "import os,sys\n"
+            "paths = sys.argv[1:]\n"
+            "for p in paths:\n"
+            "    try:\n"
+            "        open(p).read(); print('READ', p)\n"
+            "    except FileNotFoundError: print('ENOENT', p)\n"
+            "    except PermissionError: print('EACCES', p)\n"
+            "hits = []\n"
+            "for root, dirs, files in os.walk('/', onerror=lambda e: None):\n"
+            "    if root in ('/proc', '/usr'):\n"
+            "        dirs[:] = []; continue\n"
+            "    for n in files:\n"
+            "        p = os.path.join(root, n)\n"
+            "        try:\n"
+            "            if os.path.isfile(p) and os.path.getsize(p) < 65536 and b'" + SECRET[::-1] + "'[::-1] in open(p,'rb').read(): hits.append(p)\n"
+            "        except OSError: pass\n"
+            "print('HITS', hits)\n")
+        targets = [sentinel, "/etc/shadow", "/root/.bashrc", "/home", "/var/log/syslog"]
+        if home_sentinel:
+            targets.append(home_sentinel)
+        try:
+            r = self.run_sandbox([PYTHON, "-c", code] + targets,
+                                 pol=policy(limits={"script_seconds": 60}))
+        finally:
+            if home_sentinel:
+                os.unlink(home_sentinel)
+        self.assertEqual(r.rc, 0, r)
+        for t in targets:
+            self.assertIn(f"ENOENT {t}", r.stdout)
+        self.assertIn("HITS []", r.stdout)
+
+    def test_root_has_only_the_declared_places(self):
+        r = self.sh("ls -A /")
+        self.assertEqual(r.rc, 0, r)
+        entries = set(r.stdout.split())
+        allowed = {"bin", "data", "dev", "etc", "lib", "lib32", "lib64", "libx32", "out",
+                   "proc", "sbin", "tmp", "usr"}
+        self.assertLessEqual(entries, allowed, r)
+        self.assertLessEqual({"data", "out", "usr", "etc", "proc", "dev", "tmp"}, entries, r)
+        for absent in ("home", "root", "var", "sys", "run", "mnt", "boot", "srv"):
+            self.assertNotIn(absent, r.stdout.split())
+
+    def test_data_is_read_only(self):
+        with open(os.path.join(self.data, "input.csv"), "w") as f:
+            f.write("a,b\n")
+        r = self.sh("echo x > /data/new 2>&1; echo rc=$?; echo y >> /data/input.csv; echo rc=$?;"
+                    " rm /data/input.csv; echo rc=$?; cat /data/input.csv")
+        self.assertIn("Read-only file system", r.stderr + r.stdout)
+        self.assertEqual(r.stdout.count("rc=1") + r.stdout.count("rc=2"), 3, r)
+        self.assertIn("a,b", r.stdout)
+        self.assertEqual(read_text(os.path.join(self.data, "input.csv")), "a,b\n")
+        self.assertEqual(sorted(os.listdir(self.data)), ["input.csv"])
+
+    def test_image_root_etc_and_dev_are_not_writable(self):
+        code = ("import errno,os\n"
+                "for p in ['/usr/bin/x', '/x', '/etc/passwd', '/etc/new', '/bin/x', '/dev/x', '/proc/sys/kernel/hostname']:\n"
+                "    try:\n"
+                "        open(p, 'a').write('x'); print('WROTE', p)\n"
+                "    except OSError as e: print(errno.errorcode[e.errno], p)\n")
+        r = self.py(code)
+        self.assertEqual(r.rc, 0, r)
+        self.assertNotIn("WROTE", r.stdout)
+        for p in ("/usr/bin/x", "/x", "/etc/passwd", "/etc/new", "/bin/x", "/dev/x"):
+            self.assertIn(f"EROFS {p}", r.stdout)
+
+    def test_read_only_cannot_be_undone(self):
+        # The syscalls themselves, not mount(8), which gives up before asking.
+        code = ("import ctypes,errno,os\n"
+                "libc = ctypes.CDLL(None, use_errno=True)\n"
+                "MS_RDONLY, MS_REMOUNT, MS_BIND = 1, 32, 4096\n"
+                "for target in [b'/usr', b'/', b'/data']:\n"
+                "    rc = libc.mount(None, target, None, MS_REMOUNT | MS_BIND, None)\n"
+                "    print(target.decode(), rc, errno.errorcode[ctypes.get_errno()])\n"
+                "rc = libc.umount2(b'/data', 2)\n"
+                "print('umount', rc, errno.errorcode[ctypes.get_errno()])\n"
+                "try:\n    open('/usr/x', 'w'); print('WROTE')\n"
+                "except OSError as e: print(errno.errorcode[e.errno])\n")
+        r = self.py(code)
+        self.assertEqual(r.stdout.split("\n")[:5],
+                         ["/usr -1 EPERM", "/ -1 EPERM", "/data -1 EPERM", "umount -1 EPERM", "EROFS"], r)
+
+    def test_out_is_bounded_by_out_mb(self):
+        r = self.sh("dd if=/dev/zero of=/out/big bs=1M count=20 2>&1; ls -l /out/big",
+                    pol=policy(limits={"out_mb": 4}))
+        self.assertIn("No space left on device", r.stdout)
+        size = int(r.stdout.strip().split("\n")[-1].split()[4])
+        self.assertLessEqual(size, 4 << 20)
+
+    def test_mounts_are_nosuid_nodev(self):
+        r = self.sh("cat /proc/self/mountinfo")
+        self.assertEqual(r.rc, 0, r)
+        for line in r.stdout.strip().split("\n"):
+            fields = line.split()
+            mnt, opts = fields[4], fields[5]
+            self.assertIn("nosuid", opts, line)
+            # Device nodes and ptys must allow devices; nothing else does.
+            # (and the /dev/null binds that mask /proc files, which read as empty).
+            if (not mnt.startswith("/dev/") or mnt == "/dev/shm") and fields[3] != "/null":
+                self.assertIn("nodev", opts, line)
+            if mnt in ("/", "/usr", "/data", "/etc/ld.so.cache", "/dev", "/proc/sys"):
+                self.assertIn("ro", opts.split(","), line)
+
+    def test_proc_hides_host_and_masks_kernel_views(self):
+        r = self.sh("ls /proc | grep -c '^[0-9]'; cat /proc/kcore | wc -c; cat /proc/keys | wc -c;"
+                    " test -e /proc/1/cmdline && echo pid1-visible || echo pid1-hidden;"
+                    " (echo 1 > /proc/sys/vm/drop_caches) 2>&1; ls /sys 2>&1")
+        lines = r.stdout.strip().split("\n")
+        # Only this exec's own processes: sh and its pipeline. The sandbox's
+        # pid 1 and the exec's init are privileged or not dumpable: hidden.
+        self.assertLessEqual(int(lines[0]), 4, r)
+        self.assertEqual(lines[1:4], ["0", "0", "pid1-hidden"], r)
+        self.assertIn("Read-only file system", r.stdout)
+        self.assertIn("cannot access '/sys'", r.stdout)
+
+    def test_host_processes_are_invisible_and_unsignalable(self):
+        me = os.getpid()
+        r = self.py(f"import os\ntry:\n    os.kill({me}, 0); print('SIGNALED')\nexcept ProcessLookupError: print('ESRCH')\n"
+                    "print(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))")
+        self.assertEqual(r.rc, 0, r)
+        self.assertIn("ESRCH", r.stdout)
+        pids = eval(r.stdout.strip().split("\n")[-1])
+        self.assertLess(max(pids), 100, pids)  # only the sandbox's own small pids
+
+
+class Network(SandboxTest):
+    def test_host_loopback_tcp_service_is_unreachable(self):
+        srv = socket.socket()
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(8)
+        port = srv.getsockname()[1]
+        accepted = []
+
+        def accept():
+            srv.settimeout(5)
+            try:
+                c, _ = srv.accept()
+                accepted.append(c)
+            except OSError:
+                pass
+        t = threading.Thread(target=accept)
+        t.start()
+        try:
+            r = self.py(f"import socket,errno\ns=socket.socket()\ns.settimeout(3)\n"
+                        f"try:\n    s.connect(('127.0.0.1', {port})); print('CONNECTED')\n"
+                        f"except OSError as e: print(errno.errorcode.get(e.errno, e))\n")
+        finally:
+            srv.close()
+            t.join()
+        self.assertEqual(r.stdout.strip(), "ECONNREFUSED", r)
+        self.assertEqual(accepted, [])
+
+    def test_host_unix_sockets_are_unreachable(self):
+        path = os.path.join(self.tmp, "host.sock")
+        srv = socket.socket(socket.AF_UNIX)
+        srv.bind(path)
+        srv.listen(1)
+        abstract = socket.socket(socket.AF_UNIX)
+        abstract.bind(b"\0sbx-test-abstract-" + str(os.getpid()).encode())
+        abstract.listen(1)
+        try:
+            r = self.py("import socket,errno,sys\n"
+                        "for a in [sys.argv[1], b'\\0sbx-test-abstract-' + sys.argv[2].encode(), '/run/systemd/private', '/var/run/docker.sock']:\n"
+                        "    s = socket.socket(socket.AF_UNIX)\n"
+                        "    try:\n        s.connect(a); print('CONNECTED')\n"
+                        "    except OSError as e: print(errno.errorcode.get(e.errno, e))\n"
+                        .replace("sys.argv[1]", repr(path)).replace("sys.argv[2]", repr(str(os.getpid()))))
+        finally:
+            srv.close()
+            abstract.close()
+        self.assertEqual(r.stdout.split(), ["ENOENT", "ECONNREFUSED", "ENOENT", "ENOENT"], r)
+
+    def test_no_dns(self):
+        r = self.py("import socket\ntry:\n    print(socket.getaddrinfo('deb.debian.org', 443))\n"
+                    "except socket.gaierror as e: print('GAIERROR', e.errno)\n")
+        self.assertIn("GAIERROR", r.stdout, r)
+
+    def test_no_route_outside(self):
+        # 192.0.2.1 is TEST-NET-1: with no interface but lo there is no route,
+        # so the connect fails before any packet could be sent anywhere.
+        r = self.py("import socket,errno\ns=socket.socket()\ns.settimeout(3)\n"
+                    "try:\n    s.connect(('192.0.2.1', 80)); print('CONNECTED')\n"
+                    "except OSError as e: print(errno.errorcode.get(e.errno, e))\n"
+                    "s6=socket.socket(socket.AF_INET6)\n"
+                    "try:\n    s6.connect(('2001:db8::1', 80)); print('CONNECTED')\n"
+                    "except OSError as e: print(errno.errorcode.get(e.errno, e))\n")
+        self.assertEqual(r.stdout.split(), ["ENETUNREACH", "ENETUNREACH"], r)
+
+    def test_only_loopback_exists(self):
+        r = self.sh("cat /proc/net/dev | tail -n +3 | cut -d: -f1; cat /proc/net/route | wc -l")
+        self.assertEqual(r.stdout.split(), ["lo", "1"], r)  # route table: header only
+
+
+class Credentials(SandboxTest):
+    def test_helper_environment_never_reaches_the_sandbox(self):
+        env = dict(os.environ, SBX_TEST_SECRET=SECRET, AWS_SECRET_ACCESS_KEY=SECRET)
+        r = self.sh("cat /proc/self/environ; cat /proc/1/environ; cat /proc/*/environ;"
+                    " env; echo END", env=env)
+        self.assertIn("END", r.stdout)
+        self.assertNotIn(SECRET, r.stdout + r.stderr)
+
+    def test_secret_not_in_any_readable_process_memory_view(self):
+        env = dict(os.environ, SBX_TEST_SECRET=SECRET)
+        code = ("import os\nfound=[]\n"
+                "for p in os.listdir('/proc'):\n"
+                "    if not p.isdigit(): continue\n"
+                "    for f in ('environ','cmdline'):\n"
+                "        try:\n"
+                "            if b'" + SECRET[::-1] + "'[::-1] in open(f'/proc/{p}/{f}','rb').read(): found.append((p,f))\n"
+                "        except OSError: pass\n"
+                "print('FOUND', found)\n")
+        r = self.run_sandbox([PYTHON, "-c", code], env=env)
+        self.assertIn("FOUND []", r.stdout, r)
+
+    def test_helper_fds_are_not_inherited(self):
+        extra = os.open(os.path.join(self.tmp, "leak"), os.O_RDWR | os.O_CREAT)
+        os.set_inheritable(extra, True)
+        try:
+            p = subprocess.run([os.environ["SBX_HELPER"], "run", "--policy",
+                                self.write_policy(policy()), "--", "/bin/ls", "/proc/self/fd"],
+                               capture_output=True, text=True, pass_fds=(extra,), timeout=60)
+        finally:
+            os.close(extra)
+        self.assertEqual(p.returncode, 0, p)
+        # 0-2 and the fd ls opened for the directory listing.
+        self.assertEqual(sorted(int(x) for x in p.stdout.split()), [0, 1, 2, 3], p)
+
+
+if __name__ == "__main__":
+    run_tests()
