@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "privs.h"
-#include "seccomp.h"
+#include "syscall_filter.h"
 #include "util.h"
 
 #define DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
@@ -37,20 +37,25 @@ static const char *env_path(const SbxPolicy *p)
 }
 
 /* execvpe with the policy's PATH, not ours; returns the errno that decides
- * between 126 and 127. */
-static int exec_command(char *const *argv, char **envp, const char *path)
+ * between 126 and 127. A name found on the path runs with the full path as
+ * argv[0]: with an empty environment there is no PATH for the program to
+ * find itself again (python3 would report sys.executable as ""). */
+static int exec_command(char **argv, char **envp, const char *path)
 {
 	if (strchr(argv[0], '/')) {
 		execve(argv[0], argv, envp);
 		return errno;
 	}
 	int result = ENOENT;
+	char *name = argv[0];
 	for (const char *p = path; *p;) {
 		size_t len = strcspn(p, ":");
 		char full[PATH_MAX];
-		if (snprintf(full, sizeof(full), "%.*s/%s", (int)len, len ? p : ".", argv[0]) <
+		if (snprintf(full, sizeof(full), "%.*s/%s", (int)len, len ? p : ".", name) <
 		    (int)sizeof(full)) {
+			argv[0] = full;
 			execve(full, argv, envp);
+			argv[0] = name;
 			if (errno != ENOENT && errno != ENOTDIR)
 				result = errno;
 		}
@@ -110,7 +115,7 @@ static void run_command(const struct sbx_exec_spec *s, char **envp, int errpipe)
 	if (!e && chdir(s->cwd) < 0)
 		e = errno;
 	if (!e)
-		e = exec_command(s->argv, envp, env_path(s->policy));
+		e = exec_command((char **)s->argv, envp, env_path(s->policy));
 	ssize_t n = write(3, &e, sizeof(e));
 	(void)n;
 	_exit(127);

@@ -16,7 +16,7 @@
  * those numbers, so the only safe answer is to refuse the whole ABI.
  * libseccomp's x86_64 filter sends x32 numbers to the bad-arch action as long
  * as SCMP_ARCH_X32 is not added (checked by `sbx-probe x32`). */
-#include "seccomp.h"
+#include "syscall_filter.h"
 
 #include "util.h"
 
@@ -38,102 +38,102 @@
 /* Denied with EPERM whatever the arguments. The filter is built from this
  * list, so it is also the documentation tests iterate over. */
 const char *const sbx_seccomp_denied[] = {
-	/* Namespaces: joining another namespace (setns on an inherited or
-	 * /proc-reachable ns fd) is how a process walks out of its sandbox;
-	 * creating namespaces is handled by the clone/unshare rules below. */
-	"setns",
+    /* Namespaces: joining another namespace (setns on an inherited or
+     * /proc-reachable ns fd) is how a process walks out of its sandbox;
+     * creating namespaces is handled by the clone/unshare rules below. */
+    "setns",
 
-	/* Mounts: rearranging the mount tree could uncover what the sandbox's
-	 * pivot_root hid, remount /data or the image writable, or stack a
-	 * filesystem over what sbx relies on. Includes the new mount API
-	 * (fsopen..mount_setattr), which reaches the same code by other doors. */
-	"mount",
-	"umount2",
-	"pivot_root",
-	"chroot",
-	"fsopen",
-	"fsconfig",
-	"fsmount",
-	"fspick",
-	"move_mount",
-	"open_tree",
-	"mount_setattr",
+    /* Mounts: rearranging the mount tree could uncover what the sandbox's
+     * pivot_root hid, remount /data or the image writable, or stack a
+     * filesystem over what sbx relies on. Includes the new mount API
+     * (fsopen..mount_setattr), which reaches the same code by other doors. */
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "move_mount",
+    "open_tree",
+    "mount_setattr",
 
-	/* Other processes' memory: ptrace and its relatives read or write
-	 * another process's memory and registers (or compare its kernel
-	 * objects, kcmp; or steal its fds, pidfd_getfd), the classic way to
-	 * take over a more privileged neighbour. */
-	"ptrace",
-	"process_vm_readv",
-	"process_vm_writev",
-	"kcmp",
-	"pidfd_getfd",
+    /* Other processes' memory: ptrace and its relatives read or write
+     * another process's memory and registers (or compare its kernel
+     * objects, kcmp; or steal its fds, pidfd_getfd), the classic way to
+     * take over a more privileged neighbour. */
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "kcmp",
+    "pidfd_getfd",
 
-	/* Kernel keyrings are not namespaced: keys (and a long history of
-	 * refcount bugs) are shared with the host user. */
-	"keyctl",
-	"add_key",
-	"request_key",
+    /* Kernel keyrings are not namespaced: keys (and a long history of
+     * refcount bugs) are shared with the host user. */
+    "keyctl",
+    "add_key",
+    "request_key",
 
-	/* Large, frequently exploited kernel attack surface reachable without
-	 * capabilities (or with capabilities in a user namespace): eBPF
-	 * verifier, perf events (also a side channel), userfaultfd (turns
-	 * kernel races into reliable exploits), io_uring (bypasses seccomp for
-	 * the operations it performs, and is the top source of kernel LPEs). */
-	"bpf",
-	"perf_event_open",
-	"userfaultfd",
-	"io_uring_setup",
-	"io_uring_enter",
-	"io_uring_register",
+    /* Large, frequently exploited kernel attack surface reachable without
+     * capabilities (or with capabilities in a user namespace): eBPF
+     * verifier, perf events (also a side channel), userfaultfd (turns
+     * kernel races into reliable exploits), io_uring (bypasses seccomp for
+     * the operations it performs, and is the top source of kernel LPEs). */
+    "bpf",
+    "perf_event_open",
+    "userfaultfd",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
 
-	/* Replacing the running kernel or loading code into it. */
-	"kexec_load",
-	"kexec_file_load",
-	"init_module",
-	"finit_module",
-	"delete_module",
+    /* Replacing the running kernel or loading code into it. */
+    "kexec_load",
+    "kexec_file_load",
+    "init_module",
+    "finit_module",
+    "delete_module",
 
-	/* Host-global state that is not namespaced: swap, power, the system
-	 * clock (time namespaces only offset monotonic/boottime), process
-	 * accounting, quotas, the kernel log. */
-	"swapon",
-	"swapoff",
-	"reboot",
-	"settimeofday",
-	"clock_settime",
-	"clock_adjtime",
-	"adjtimex",
-	"acct",
-	"quotactl",
-	"quotactl_fd",
-	"syslog",
+    /* Host-global state that is not namespaced: swap, power, the system
+     * clock (time namespaces only offset monotonic/boottime), process
+     * accounting, quotas, the kernel log. */
+    "swapon",
+    "swapoff",
+    "reboot",
+    "settimeofday",
+    "clock_settime",
+    "clock_adjtime",
+    "adjtimex",
+    "acct",
+    "quotactl",
+    "quotactl_fd",
+    "syslog",
 
-	/* File handles: open_by_handle_at opens any inode of a filesystem by
-	 * its handle, bypassing the path walk, i.e. past the sandbox's root
-	 * ("shocker"); name_to_handle_at mints the handles. */
-	"name_to_handle_at",
-	"open_by_handle_at",
+    /* File handles: open_by_handle_at opens any inode of a filesystem by
+     * its handle, bypassing the path walk, i.e. past the sandbox's root
+     * ("shocker"); name_to_handle_at mints the handles. */
+    "name_to_handle_at",
+    "open_by_handle_at",
 
-	/* Obsolete or host-level interfaces nothing in a sandbox needs: terminal
-	 * hangup of the controlling tty, a.out loading, filesystem
-	 * enumeration, raw I/O port access, the profiler cookie lookup, the
-	 * removed NFS server interface, and fanotify (watches whole mounts;
-	 * permission events can stall other processes). */
-	"vhangup",
-	"uselib",
-	"ustat",
-	"sysfs",
-	"iopl",
-	"ioperm",
-	"lookup_dcookie",
-	"nfsservctl",
-	"fanotify_init",
-	NULL,
+    /* Obsolete or host-level interfaces nothing in a sandbox needs: terminal
+     * hangup of the controlling tty, a.out loading, filesystem
+     * enumeration, raw I/O port access, the profiler cookie lookup, the
+     * removed NFS server interface, and fanotify (watches whole mounts;
+     * permission events can stall other processes). */
+    "vhangup",
+    "uselib",
+    "ustat",
+    "sysfs",
+    "iopl",
+    "ioperm",
+    "lookup_dcookie",
+    "nfsservctl",
+    "fanotify_init",
+    NULL,
 };
 
 const char *const sbx_seccomp_conditional[] = {
-	"clone", "unshare", "clone3", "ioctl", "socket", "socketpair", "personality", NULL,
+    "clone", "unshare", "clone3", "ioctl", "socket", "socketpair", "personality", NULL,
 };
 
 /* Syscalls newer than the libseccomp this was written against (2.5.4), with
@@ -144,14 +144,14 @@ static const struct {
 	const char *name;
 	int nr;
 } newer_denied[] = {
-	/* open_tree with mount attributes (Linux 6.15): the mount API again. */
-	{"open_tree_attr", 467},
+    /* open_tree with mount attributes (Linux 6.15): the mount API again. */
+    {"open_tree_attr", 467},
 };
 
 /* The namespace-creating flags. */
 static const uint64_t ns_flags[] = {
-	CLONE_NEWNS,  CLONE_NEWUSER,   CLONE_NEWPID,  CLONE_NEWNET,
-	CLONE_NEWIPC, CLONE_NEWUTS,    CLONE_NEWCGROUP, CLONE_NEWTIME,
+    CLONE_NEWNS,  CLONE_NEWUSER, CLONE_NEWPID,	  CLONE_NEWNET,
+    CLONE_NEWIPC, CLONE_NEWUTS,	 CLONE_NEWCGROUP, CLONE_NEWTIME,
 };
 
 static void seccomp_releasep(scmp_filter_ctx *ctx)
@@ -241,7 +241,8 @@ static scmp_filter_ctx build(struct sbx_err *err)
 
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(newer_denied); i++) {
 		if (seccomp_syscall_resolve_name(newer_denied[i].name) != __NR_SCMP_ERROR) {
-			if (add_rule(ctx, SCMP_ACT_ERRNO(EPERM), newer_denied[i].name, 0, NULL, err) < 0)
+			if (add_rule(ctx, SCMP_ACT_ERRNO(EPERM), newer_denied[i].name, 0, NULL,
+				     err) < 0)
 				return NULL;
 			continue;
 		}
@@ -293,7 +294,8 @@ static scmp_filter_ctx build(struct sbx_err *err)
 	 * the three" is spelled as the union of what lies outside them:
 	 * == each value below AF_INET6 that is not allowed, and > AF_INET6
 	 * (which also catches negative and high-bit values). */
-	if (add_family_rules(ctx, "socket", err) < 0 || add_family_rules(ctx, "socketpair", err) < 0)
+	if (add_family_rules(ctx, "socket", err) < 0 ||
+	    add_family_rules(ctx, "socketpair", err) < 0)
 		return NULL;
 
 	/* personality: ADDR_NO_RANDOMIZE turns off ASLR for what the sandbox

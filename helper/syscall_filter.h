@@ -25,11 +25,12 @@ int sbx_seccomp_export_pfc(int fd, struct sbx_err *err);
  * filter (a test should resolve each name before expecting EPERM). */
 extern const char *const sbx_seccomp_denied[];
 
-/* Syscalls denied only for some arguments, or with another errno,
- * NULL-terminated: clone and unshare (namespace flags: EPERM), setns is in
- * the list above, clone3 (always ENOSYS), ioctl (TIOCSTI, TIOCLINUX: EPERM),
- * socket and socketpair (families other than AF_UNIX/AF_INET/AF_INET6:
- * EAFNOSUPPORT), personality (anything but 0 and 0xffffffff: EPERM). */
+/* Syscalls with a rule that depends on the arguments or answers another
+ * errno, NULL-terminated: clone and unshare (EPERM when a namespace flag is
+ * set), clone3 (always ENOSYS, so libc falls back to clone), ioctl (TIOCSTI,
+ * TIOCLINUX: EPERM), socket and socketpair (families other than AF_UNIX,
+ * AF_INET, AF_INET6: EAFNOSUPPORT), personality (anything but 0 and
+ * 0xffffffff: EPERM). */
 extern const char *const sbx_seccomp_conditional[];
 
 #endif
