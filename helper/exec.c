@@ -80,21 +80,29 @@ static void setup_failed(int fd, struct sbx_err *err)
 	report_and_exit(fd, &r);
 }
 
-/* Moves the three stdio fds into place even when they overlap 0..2. */
-static int install_stdio(const int stdio[3])
+/* Puts stdin, stdout, stderr at 0..2 and the error pipe at 3, whatever
+ * numbers they had (they may overlap each other and 0..3), then closes the
+ * rest. Returns an errno, or 0. */
+static int arrange_fds(const int stdio[3], int errpipe)
 {
-	int high[3];
-	for (int i = 0; i < 3; i++) {
-		high[i] = fcntl(stdio[i], F_DUPFD_CLOEXEC, 10);
+	int high[4];
+	for (int i = 0; i < 4; i++) {
+		high[i] = fcntl(i < 3 ? stdio[i] : errpipe, F_DUPFD_CLOEXEC, 10);
 		if (high[i] < 0)
-			return -1;
+			return errno;
 	}
 	for (int i = 0; i < 3; i++)
 		if (dup2(high[i], i) < 0)
-			return -1;
+			return errno;
+	if (dup3(high[3], 3, O_CLOEXEC) < 0)
+		return errno;
+	close_range(4, ~0U, 0);
 	return 0;
 }
 
+/* The child that becomes the command. What goes wrong before execve is
+ * written to fd 3 (close-on-exec): a positive errno decides 126 or 127, a
+ * negative one is a setup failure. */
 static void run_command(const struct sbx_exec_spec *s, char **envp, int errpipe)
 {
 	sigset_t none;
@@ -104,16 +112,16 @@ static void run_command(const struct sbx_exec_spec *s, char **envp, int errpipe)
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	/* A new session: no controlling terminal, so no TIOCSTI into anyone's. */
 	setsid();
-	int e = 0;
-	if (install_stdio(s->stdio) < 0)
-		e = errno;
-	/* The error pipe goes to fd 3 so that one close_range drops the rest. */
-	if (!e && dup3(errpipe, 3, O_CLOEXEC) < 0)
-		e = errno;
-	if (!e)
-		close_range(4, ~0U, 0);
+	int e = arrange_fds(s->stdio, errpipe);
+	if (e)
+		_exit(125); /* no fd 3 to report on: exec init sees status 125 */
+	struct sbx_err err;
+	/* Here rather than in exec init: an address-space limit must bind the
+	 * command, not the process that waits for it. */
+	if (sbx_rlimits_apply(s->policy->limits, s->cgroup->mode == SBX_CG_NONE, &err) < 0)
+		e = -(err.errnum ? err.errnum : EINVAL);
 	if (!e && chdir(s->cwd) < 0)
-		e = errno;
+		e = -errno;
 	if (!e)
 		e = exec_command((char **)s->argv, envp, env_path(s->policy));
 	ssize_t n = write(3, &e, sizeof(e));
@@ -177,8 +185,6 @@ static void exec_init(const struct sbx_exec_spec *s)
 	for (int i = 0; i < SBX_CG_NCTRL; i++)
 		if (s->cgroup->fd[i] >= 0)
 			close(s->cgroup->fd[i]);
-	if (sbx_rlimits_apply(s->policy->limits, s->cgroup->mode == SBX_CG_NONE, &err) < 0)
-		setup_failed(rfd, &err);
 	char **envp = build_env(s->policy);
 	if (!envp) {
 		sbx_fail_errno(&err, "environment");
@@ -222,9 +228,13 @@ static void exec_init(const struct sbx_exec_spec *s)
 	do
 		n = read(errpipe[0], &e, sizeof(e));
 	while (n < 0 && errno == EINTR);
-	if (n == (ssize_t)sizeof(e)) {
+	if (n == (ssize_t)sizeof(e) && e > 0) {
 		r.kind = SBX_EXEC_NOT_STARTED;
 		r.errnum = e;
+	} else if (n == (ssize_t)sizeof(e)) {
+		r.kind = SBX_EXEC_SETUP_FAILED;
+		snprintf(r.msg, sizeof(r.msg), "preparing the command (rlimits, cwd): %s",
+			 strerror(-e));
 	}
 	close(errpipe[0]);
 
