@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <jansson.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 
 #include "util.h"
@@ -876,6 +877,9 @@ int sbx_policy_digest(const SbxPolicy *p, char hex[65], struct sbx_err *err)
 		return oom(err);
 	if (sbx__v1__policy__pack(p, buf) != len)
 		return sbx_fail(err, "policy: protobuf serialization is inconsistent");
+	/* Reading openssl.cnf costs milliseconds and configures nothing a
+	 * sha256 needs. */
+	OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG, NULL);
 	if (!EVP_Digest(buf, len, md, &mdlen, EVP_sha256(), NULL) || mdlen != 32)
 		return sbx_fail(err, "policy: sha256 failed");
 	for (unsigned int i = 0; i < mdlen; i++)

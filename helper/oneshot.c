@@ -265,9 +265,8 @@ int sbx_oneshot_run(const struct sbx_helper_opts *o, SbxPolicy *policy)
 	int ctl[2] = {-1, -1};
 	struct relay rel[2] = {{.fd = -1, .to = STDOUT_FILENO}, {.fd = -1, .to = STDERR_FILENO}};
 
-	if (sbx_policy_digest(policy, digest, &err) < 0 || sbx_policy_supported(policy, &err) < 0)
+	if (sbx_policy_supported(policy, &err) < 0)
 		goto out;
-	res.policy_digest = digest;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) < 0) {
 		sbx_fail_errno(&err, "socketpair");
 		goto out;
@@ -355,6 +354,10 @@ out:
 	res.stderr_bytes = rel[1].bytes;
 	if (o->result_path) {
 		struct sbx_err rerr;
+		/* Computed last: only the result needs it, and a helper that never
+		 * initialised libcrypto forks its sandbox faster. */
+		if (sbx_policy_digest(policy, digest, &rerr) == 0)
+			res.policy_digest = digest;
 		if (sbx_result_write(o->result_path, &res, &rerr) < 0)
 			fprintf(stderr, "sbx-helper: %s\n", rerr.msg);
 	}
