@@ -283,11 +283,8 @@ int sbx_oneshot_run(const struct sbx_helper_opts *o, SbxPolicy *policy)
 	have_sandbox = true;
 	close(ctl[1]);
 	ctl[1] = -1;
-	if (await_ready(ctl[0], &out_fd, cg_mode, sizeof(cg_mode), &err) < 0)
-		goto out;
-	res.cgroup = cg_mode;
-	res.rlimit_fallback = strcmp(cg_mode, "none") == 0;
-
+	/* The request goes out before Ready comes back: pid 1 reads it as soon
+	 * as the sandbox is built, which saves a round trip per run. */
 	int pout[2], perr[2];
 	if (pipe2(pout, O_CLOEXEC) < 0 || pipe2(perr, O_CLOEXEC) < 0) {
 		sbx_fail_errno(&err, "pipe");
@@ -298,8 +295,10 @@ int sbx_oneshot_run(const struct sbx_helper_opts *o, SbxPolicy *policy)
 	int rc = send_exec(ctl[0], o->argv, pout[1], perr[1], &err);
 	close(pout[1]);
 	close(perr[1]);
-	if (rc < 0)
+	if (rc < 0 || await_ready(ctl[0], &out_fd, cg_mode, sizeof(cg_mode), &err) < 0)
 		goto out;
+	res.cgroup = cg_mode;
+	res.rlimit_fallback = strcmp(cg_mode, "none") == 0;
 	int64_t deadline = now_ms() + (int64_t)policy->limits->script_seconds * 1000 + BACKSTOP_MS;
 	if (drive_exec(ctl[0], sigfd, rel, deadline, &ended, &interrupted, &err) < 0) {
 		if (interrupted) {
