@@ -1,0 +1,48 @@
+/* sbxd's configuration: a JSON file (strict, errors name the JSON path, the
+ * same way policies are read) with command-line flags on top. */
+#ifndef SBX_CONFIG_H
+#define SBX_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+#define SBX_CONFIG_MAX_LISTEN 8
+#define SBX_CONFIG_MAX_TOKENS 256
+#define SBX_CONFIG_MAX_INPUT_DIRS 32
+
+struct sbx_token {
+	char name[64];	       /* the identity it grants: "token:<name>" */
+	uint8_t sha256[32];    /* of the token's bytes; the token itself is never stored */
+};
+
+struct sbx_config {
+	char *listen[SBX_CONFIG_MAX_LISTEN]; /* ipc://PATH, tls+tcp://HOST:PORT, tcp:// (insecure) */
+	size_t n_listen;
+	char *state_dir;	/* per-run directories (inputs, output spill); default /var/lib/sbx */
+	char *helper;		/* sbx-helper; default: next to sbxd, ../helper/sbx-helper, PATH */
+	char *cgroup_root;	/* passed to sbx-helper --cgroup-root; NULL: its default */
+	bool rlimit_fallback;	/* passed as --allow-rlimit-fallback; default false */
+	char *log_path;		/* the audit log (JSON lines); NULL: stderr */
+	char *tls_cert;		/* server certificate + key (PEM) */
+	char *tls_key;
+	char *tls_client_ca;	/* CA that client certificates must chain to */
+	struct sbx_token tokens[SBX_CONFIG_MAX_TOKENS];
+	size_t n_tokens;
+	char *input_dirs[SBX_CONFIG_MAX_INPUT_DIRS]; /* same-host CreateRun.input_dir may be under these */
+	size_t n_input_dirs;
+	bool insecure;		/* allow plain tcp:// (with a warning) */
+	uint32_t runs_max;	/* host-wide; default 64 */
+	uint32_t runs_max_per_identity; /* default 16 */
+	uint32_t workers;	/* worker threads; default 16 */
+	uint32_t ipc_mode;	/* socket file mode; default 0660 */
+	uint64_t max_message_bytes; /* RECVMAXSZ per listener; default 4 MiB + 64 KiB */
+};
+
+/* Defaults, then the file (if path is non-NULL). */
+int sbx_config_load(const char *path, struct sbx_config *cfg, struct sbx_err *err);
+void sbx_config_free(struct sbx_config *cfg);
+
+#endif

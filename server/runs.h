@@ -1,0 +1,17 @@
+/* The run manager's life cycle (its per-method work is in service.h). */
+#ifndef SBX_RUNS_H
+#define SBX_RUNS_H
+
+#include "config.h"
+#include "err.h"
+
+/* Removes what a crashed predecessor left under state_dir and the cgroup
+ * root (run directories, cgroups of sbx-helper runs), then gets ready. */
+int sbx_runs_init(const struct sbx_config *cfg, struct sbx_err *err);
+/* Refuses new runs from now on (CreateRun: UNAVAILABLE). */
+void sbx_runs_stop_accepting(void);
+/* Tears every run down and waits until all are gone. */
+void sbx_runs_teardown_all(void);
+void sbx_runs_shutdown(void);
+
+#endif

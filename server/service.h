@@ -1,0 +1,54 @@
+/* The Sandbox service's methods, as the RPC layer calls them.
+ *
+ * The RPC layer (rpc_*.c) owns transport, authentication, envelopes,
+ * request-id deduplication and threads; the run manager (runs_*.c) owns
+ * everything a method does. Each handler gets the caller's identity and the
+ * unpacked request, and fills a response message allocated by the handler
+ * (freed by the RPC layer with the matching free_unpacked, so every member
+ * must be malloc'd) or returns an error status with a message naming what
+ * was wrong.
+ *
+ * Handlers run on worker threads and may block (Wait and ReadOutput up to
+ * their timeouts); everything they share is locked inside the run manager. */
+#ifndef SBX_SERVICE_H
+#define SBX_SERVICE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sbx/v1/sandbox.pb-c.h"
+
+/* Who is calling: "uid:1000" on ipc, "token:<name>" with a bearer token,
+ * "tls:<config name>" when the transport alone identifies the caller.
+ * Runs belong to the identity that created them. */
+struct sbx_identity {
+	char name[128];
+};
+
+struct sbx_status {
+	Sbx__V1__Code code;
+	char message[512];
+};
+
+/* Sets st (code + printf message) and returns -1, for `return sbx_status_set(...)`. */
+int sbx_status_set(struct sbx_status *st, Sbx__V1__Code code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+#define SBX_HANDLER(name, req_t, resp_t)                                                            \
+	int sbx_handle_##name(const struct sbx_identity *who, const req_t *req, resp_t **resp,     \
+			      struct sbx_status *st)
+
+SBX_HANDLER(health, Sbx__V1__HealthRequest, Sbx__V1__HealthResponse);
+SBX_HANDLER(create_run, Sbx__V1__CreateRunRequest, Sbx__V1__CreateRunResponse);
+SBX_HANDLER(put_input, Sbx__V1__PutInputRequest, Sbx__V1__PutInputResponse);
+SBX_HANDLER(exec, Sbx__V1__ExecRequest, Sbx__V1__ExecResponse);
+SBX_HANDLER(wait, Sbx__V1__WaitRequest, Sbx__V1__WaitResponse);
+SBX_HANDLER(read_output, Sbx__V1__ReadOutputRequest, Sbx__V1__ReadOutputResponse);
+SBX_HANDLER(signal, Sbx__V1__SignalRequest, Sbx__V1__SignalResponse);
+SBX_HANDLER(status, Sbx__V1__StatusRequest, Sbx__V1__StatusResponse);
+SBX_HANDLER(list_artifacts, Sbx__V1__ListArtifactsRequest, Sbx__V1__ListArtifactsResponse);
+SBX_HANDLER(fetch_artifact, Sbx__V1__FetchArtifactRequest, Sbx__V1__FetchArtifactResponse);
+SBX_HANDLER(teardown, Sbx__V1__TeardownRequest, Sbx__V1__TeardownResponse);
+SBX_HANDLER(list_runs, Sbx__V1__ListRunsRequest, Sbx__V1__ListRunsResponse);
+
+#endif
