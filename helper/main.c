@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "cleanup.h"
 #include "oneshot.h"
 #include "policy.h"
 #include "util.h"
@@ -21,6 +22,7 @@ static const char usage[] =
 	"       sbx-helper serve --policy FILE --control-fd N [--data DIR] [--cgroup-root PATH]\n"
 	"                      [--allow-rlimit-fallback]\n"
 	"       sbx-helper check [--json] [--cgroup-root PATH]\n"
+	"       sbx-helper cleanup [--cgroup-root PATH]\n"
 	"       sbx-helper policy FILE\n"
 	"\n"
 	"run      create a sandbox from the policy, run CMD in it with this terminal's\n"
@@ -29,6 +31,7 @@ static const char usage[] =
 	"         out; 125 the sandbox could not be set up; 126 not executable; 127 not found.\n"
 	"serve    keep the sandbox and take exec requests on the control socket N (sbxd).\n"
 	"check    what this host can enforce; exit 0 only if all of it.\n"
+	"cleanup  remove run cgroups left by helpers that were killed (sbxd runs it at start).\n"
 	"policy   validate a policy; print the effective policy and its digest.\n"
 	"\n"
 	"  --policy FILE            the run policy (JSON; see README)\n"
@@ -126,8 +129,8 @@ int main(int argc, char **argv)
 	if (!strcmp(cmd, "policy"))
 		return policy_cmd(argc - 1, argv + 1);
 	bool run = !strcmp(cmd, "run"), serve = !strcmp(cmd, "serve"),
-	     check = !strcmp(cmd, "check");
-	if (!run && !serve && !check)
+	     check = !strcmp(cmd, "check"), cleanup = !strcmp(cmd, "cleanup");
+	if (!run && !serve && !check && !cleanup)
 		return fail(2, "unknown command '%s'; see sbx-helper --help", cmd);
 	int usage_exit = run ? EXIT_SETUP : 2;
 
@@ -179,6 +182,8 @@ int main(int argc, char **argv)
 	}
 	if (check)
 		return sbx_check_main(o.cgroup_root, json);
+	if (cleanup)
+		return sbx_cleanup_main(o.cgroup_root);
 	o.argv = argv + optind;
 
 	if (run && !o.argv[0])
