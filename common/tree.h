@@ -23,9 +23,14 @@ struct sbx_tree_stats {
 int sbx_open_beneath(int dirfd, const char *path, int flags, mode_t mode, struct sbx_err *err);
 
 /* Copies regular files and directories from src_dirfd into dst_dirfd
- * (which must exist). Links and special files are counted as skipped and
- * reported by `on_skip` if given. Existing regular files are replaced. */
-int sbx_tree_copy(int src_dirfd, int dst_dirfd, struct sbx_tree_stats *stats,
-		  void (*on_skip)(const char *relpath, const char *what), struct sbx_err *err);
+ * (which must exist). Never fails on one entry: links, special files,
+ * unreadable entries, hard links to a file already copied and files past
+ * `max_bytes` in total (0: no limit) are counted as skipped and reported by
+ * `on_skip`. A destination file is written under a temporary name and
+ * renamed into place, so nothing that was planted there (a link, a FIFO, a
+ * hard link) is written through. Fails only when the top directory cannot
+ * be read. */
+int sbx_tree_copy(int src_dirfd, int dst_dirfd, uint64_t max_bytes, struct sbx_tree_stats *stats,
+		  void (*on_skip)(const char *relpath, const char *why), struct sbx_err *err);
 
 #endif

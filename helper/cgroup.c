@@ -276,6 +276,17 @@ int sbx_cgroup_set_limits(const struct sbx_cgroup *cg, const Sbx__V1__Limits *l,
 	return 0;
 }
 
+int sbx_cgroup_set_memory(const struct sbx_cgroup *cg, uint64_t bytes, struct sbx_err *err)
+{
+	char val[32];
+	snprintf(val, sizeof(val), "%llu", (unsigned long long)bytes);
+	if (cg->mode == SBX_CG_V2)
+		return write_at(cg->fd[0], "memory.max", val, err);
+	if (cg->mode == SBX_CG_V1)
+		return write_at(cg->fd[SBX_CG_MEMORY], "memory.limit_in_bytes", val, err);
+	return 0;
+}
+
 int sbx_cgroup_add_pid(const struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err)
 {
 	char buf[32];
@@ -314,19 +325,13 @@ void sbx_cgroup_usage(const struct sbx_cgroup *cg, uint64_t *peak_bytes, uint64_
 	}
 }
 
-void sbx_cgroup_kill(const struct sbx_cgroup *cg)
+/* v1 has no atomic kill: sweep cgroup.procs until it is empty. The pids
+ * limit bounds how many a fork loop can make between sweeps. */
+static void kill_members(int dirfd)
 {
-	if (cg->mode == SBX_CG_NONE)
-		return;
-	struct sbx_err ignored;
-	if (cg->mode == SBX_CG_V2 && write_at(cg->fd[0], "cgroup.kill", "1", &ignored) == 0)
-		return;
-	/* v1 has no atomic kill: sweep until empty. The pids limit bounds how
-	 * many a fork loop can make between sweeps. */
-	int fd = cg->mode == SBX_CG_V1 ? cg->fd[SBX_CG_PIDS] : cg->fd[0];
 	for (int round = 0; round < 1000; round++) {
 		char buf[65536];
-		if (read_at(fd, "cgroup.procs", buf, sizeof(buf)) < 0 || !buf[0])
+		if (read_at(dirfd, "cgroup.procs", buf, sizeof(buf)) < 0 || !buf[0])
 			return;
 		for (char *save, *t = strtok_r(buf, "\n", &save); t; t = strtok_r(NULL, "\n", &save))
 			kill((pid_t)atoi(t), SIGKILL);
@@ -335,21 +340,43 @@ void sbx_cgroup_kill(const struct sbx_cgroup *cg)
 	}
 }
 
+void sbx_cgroup_kill(const struct sbx_cgroup *cg)
+{
+	if (cg->mode == SBX_CG_NONE)
+		return;
+	struct sbx_err ignored;
+	if (cg->mode == SBX_CG_V2 && write_at(cg->fd[0], "cgroup.kill", "1", &ignored) == 0)
+		return;
+	kill_members(cg->mode == SBX_CG_V1 ? cg->fd[SBX_CG_PIDS] : cg->fd[0]);
+}
+
+int sbx_cgroup_rmdir(int parent_fd, const char *name, const char *where, struct sbx_err *err)
+{
+	/* Whatever is still inside (a killed helper's leftovers) goes first; an
+	 * exiting task can then keep the cgroup busy for a moment after it was
+	 * reaped: two seconds is far beyond what the kernel needs. */
+	int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : sbx_fail_errno(err, "cgroup %s/%s", where, name);
+	kill_members(fd);
+	close(fd);
+	for (int tries = 0;; tries++) {
+		if (unlinkat(parent_fd, name, AT_REMOVEDIR) == 0 || errno == ENOENT)
+			return 0;
+		if (errno != EBUSY || tries >= 2000)
+			return sbx_fail_errno(err, "cgroup rmdir %s/%s", where, name);
+		struct timespec ts = {0, 1000000};
+		nanosleep(&ts, NULL);
+	}
+}
+
 int sbx_cgroup_remove(const struct sbx_cgroup *parent, const char *name, struct sbx_err *err)
 {
-	for (int i = 0; i < nctrl(parent); i++) {
-		/* An exiting task can keep a cgroup busy for a moment after wait()
-		 * returned; two seconds is far beyond what the kernel needs. */
-		for (int tries = 0;; tries++) {
-			if (unlinkat(parent->fd[i], name, AT_REMOVEDIR) == 0 || errno == ENOENT)
-				break;
-			if (errno != EBUSY || tries >= 2000)
-				return sbx_fail_errno(err, "cgroup rmdir %s/%s", parent->path, name);
-			struct timespec ts = {0, 1000000};
-			nanosleep(&ts, NULL);
-		}
-	}
-	return 0;
+	int rc = 0;
+	for (int i = 0; i < nctrl(parent); i++)
+		if (parent->fd[i] >= 0 && sbx_cgroup_rmdir(parent->fd[i], name, parent->path, err) < 0)
+			rc = -1;
+	return rc;
 }
 
 bool sbx_cgroup_has_file(const struct sbx_cgroup *cg, int ctrl, const char *file)

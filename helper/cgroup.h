@@ -48,6 +48,8 @@ int sbx_cgroup_create(const struct sbx_cgroup *parent, const char *name, bool co
 /* memory (swap off), pids and CPU quota from the policy. */
 int sbx_cgroup_set_limits(const struct sbx_cgroup *cg, const Sbx__V1__Limits *limits,
 			  struct sbx_err *err);
+/* Only the memory limit (the run's cgroup: what ended execs left in tmpfs). */
+int sbx_cgroup_set_memory(const struct sbx_cgroup *cg, uint64_t bytes, struct sbx_err *err);
 /* Moves pid (0: the caller) into cg. */
 int sbx_cgroup_add_pid(const struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err);
 /* Peak memory and the number of OOM kills so far; 0 when unknown. */
@@ -57,6 +59,9 @@ void sbx_cgroup_kill(const struct sbx_cgroup *cg);
 /* Removes child `name` of parent, retrying while the kernel finishes
  * tearing down its last tasks. */
 int sbx_cgroup_remove(const struct sbx_cgroup *parent, const char *name, struct sbx_err *err);
+/* One hierarchy's child `name` of the directory parent_fd: kill what is
+ * left in it, then remove it (`where` names the parent in messages). */
+int sbx_cgroup_rmdir(int parent_fd, const char *name, const char *where, struct sbx_err *err);
 void sbx_cgroup_close(struct sbx_cgroup *cg);
 void sbx_cgroup_init(struct sbx_cgroup *cg);
 

@@ -12,7 +12,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fds.h"
 #include "privs.h"
+#include "rootfs.h"
 #include "syscall_filter.h"
 #include "util.h"
 
@@ -140,38 +142,16 @@ static char **build_env(const SbxPolicy *p)
 	return envp;
 }
 
-static int cmp_int(const void *a, const void *b)
-{
-	return *(const int *)a - *(const int *)b;
-}
-
-/* Closes every fd from 3 up except `keep` (the control socket, other
- * execs' pipes and the /out fd of pid 1 must not reach the command). */
-static void close_all_but(int *keep, size_t n)
-{
-	qsort(keep, n, sizeof(int), cmp_int);
-	unsigned lo = 3;
-	for (size_t i = 0; i < n; i++) {
-		if (keep[i] < 3)
-			continue;
-		if ((unsigned)keep[i] > lo)
-			close_range(lo, (unsigned)keep[i] - 1, 0);
-		lo = (unsigned)keep[i] + 1;
-	}
-	close_range(lo, ~0U, 0);
-}
-
 static void exec_init(const struct sbx_exec_spec *s)
 {
 	struct sbx_err err;
 	int rfd = s->report_fd;
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	int keep[4 + SBX_CG_NCTRL] = {s->report_fd, s->stdio[0], s->stdio[1], s->stdio[2]};
 	size_t nkeep = 4;
 	for (int i = 0; i < SBX_CG_NCTRL; i++)
 		if (s->cgroup->fd[i] >= 0)
 			keep[nkeep++] = s->cgroup->fd[i];
-	close_all_but(keep, nkeep);
+	sbx_close_fds_except(keep, nkeep);
 	if (s->cgroup->mode != SBX_CG_NONE) {
 		if (sbx_cgroup_add_pid(s->cgroup, 0, &err) < 0)
 			setup_failed(rfd, &err);
@@ -261,12 +241,66 @@ static void exec_init(const struct sbx_exec_spec *s)
 	report_and_exit(rfd, &r);
 }
 
+static int write_proc(pid_t pid, const char *file, const char *text, struct sbx_err *err)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return sbx_fail_errno(err, "open %s", path);
+	size_t len = strlen(text);
+	ssize_t n = write(fd, text, len);
+	int saved = errno;
+	close(fd);
+	if (n != (ssize_t)len)
+		return sbx_fail_errnum(err, saved, "write %s", path);
+	return 0;
+}
+
+/* The exec's user namespace maps the sandbox user to itself: same uid, but
+ * a different namespace makes every exec's processes unreachable from every
+ * other exec's (ptrace access checks, so /proc/PID/mem, environ, fd), and
+ * the mount namespace copied into it locks every mount flag. */
+static int map_exec_ids(pid_t pid, struct sbx_err *err)
+{
+	char map[32];
+	snprintf(map, sizeof(map), "%d %d 1\n", SBX_SANDBOX_UID, SBX_SANDBOX_UID);
+	if (write_proc(pid, "uid_map", map, err) < 0 ||
+	    write_proc(pid, "setgroups", "deny", err) < 0)
+		return -1;
+	snprintf(map, sizeof(map), "%d %d 1\n", SBX_SANDBOX_GID, SBX_SANDBOX_GID);
+	return write_proc(pid, "gid_map", map, err);
+}
+
 pid_t sbx_exec_spawn(const struct sbx_exec_spec *s, struct sbx_err *err)
 {
-	pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWPID | SIGCHLD, NULL, NULL, NULL, NULL);
-	if (pid < 0)
-		return sbx_fail_errno(err, "clone exec namespace");
-	if (pid == 0)
+	int sync[2];
+	if (pipe2(sync, O_CLOEXEC) < 0)
+		return sbx_fail_errno(err, "pipe");
+	pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | SIGCHLD,
+				   NULL, NULL, NULL, NULL);
+	if (pid < 0) {
+		sbx_fail_errno(err, "clone exec namespaces");
+		close(sync[0]);
+		close(sync[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		char byte;
+		close(sync[1]);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (read(sync[0], &byte, 1) != 1)
+			_exit(1);
+		close(sync[0]);
 		exec_init(s);
+	}
+	close(sync[0]);
+	if (map_exec_ids(pid, err) < 0 || write(sync[1], "g", 1) != 1) {
+		close(sync[1]);
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		return -1;
+	}
+	close(sync[1]);
 	return pid;
 }

@@ -46,9 +46,10 @@ static void send_msg(struct init_state *st, Sbx__V1__HelperMessage *m, const int
 		     size_t nfds)
 {
 	struct sbx_err err;
-	/* A server that stopped listening is handled by the EOF on the next
-	 * receive; nothing to do here. */
-	sbx_ctl_send(st->ctx->ctl, m, fds, nfds, &err);
+	/* A server that cannot take a message within the socket's send timeout
+	 * is gone or wedged; either way the sandbox must not outlive it. */
+	if (sbx_ctl_send(st->ctx->ctl, m, fds, nfds, &err) < 0)
+		_exit(0);
 }
 
 void sbx_init_send_failure(int ctl, const char *message)

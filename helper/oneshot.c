@@ -77,21 +77,20 @@ static void relay_once(struct relay *r)
 	}
 }
 
-static void report_skip(const char *rel, const char *what)
+static void report_skip(const char *rel, const char *why)
 {
-	fprintf(stderr, "sbx-helper: /out%s: %s not copied (only regular files and "
-			"directories are)\n",
-		rel, what);
+	fprintf(stderr, "sbx-helper: /out%s: %s\n", rel, why);
 }
 
-static int copy_out(int out_fd, const char *dir, struct sbx_tree_stats *st, struct sbx_err *err)
+static int copy_out(int out_fd, const char *dir, uint64_t max_bytes, struct sbx_tree_stats *st,
+		    struct sbx_err *err)
 {
 	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
 		return sbx_fail_errno(err, "--out %s", dir);
 	_cleanup_close_ int dst = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dst < 0)
 		return sbx_fail_errno(err, "--out %s", dir);
-	if (sbx_tree_copy(out_fd, dst, st, report_skip, err) < 0)
+	if (sbx_tree_copy(out_fd, dst, max_bytes, st, report_skip, err) < 0)
 		return sbx_err_prefix(err, "copying /out to %s", dir);
 	return 0;
 }
@@ -322,8 +321,10 @@ int sbx_oneshot_run(const struct sbx_helper_opts *o, SbxPolicy *policy)
 	    ended->message[0] && (status == 126 || status == 127))
 		fprintf(stderr, "sbx-helper: %s: %s\n", o->argv[0], ended->message);
 	if (o->out_dir && out_fd >= 0) {
-		struct sbx_tree_stats st;
-		if (copy_out(out_fd, o->out_dir, &st, &err) < 0) {
+		struct sbx_tree_stats st = {0};
+		/* /out holds at most out_mb; a copy that comes to more is made of
+		 * sparse or linked files, and stops there. */
+		if (copy_out(out_fd, o->out_dir, policy->limits->out_mb << 20, &st, &err) < 0) {
 			fprintf(stderr, "sbx-helper: %s\n", err.msg);
 			if (status == 0)
 				status = 1;

@@ -7,12 +7,19 @@
 #include <sys/resource.h>
 
 #define NOFILE_LIMIT 4096
+#define SIGPENDING_LIMIT 256
+#define MEMLOCK_LIMIT (64 * 1024)
 
 int sbx_privs_drop(struct sbx_err *err)
 {
 	/* Bounding set first: dropping it needs CAP_SETPCAP, which the
 	 * cap_set_proc below takes away. */
-	for (cap_value_t c = 0; c <= CAP_LAST_CAP; c++)
+	/* The running kernel's count, not the headers': a newer kernel's extra
+	 * capabilities must go too. */
+	cap_value_t last = (cap_value_t)cap_max_bits() - 1;
+	if (last < CAP_LAST_CAP)
+		last = CAP_LAST_CAP;
+	for (cap_value_t c = 0; c <= last; c++)
 		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
 			return sbx_fail_errno(err, "dropping capability %d from the bounding set",
 					      c);
@@ -38,8 +45,13 @@ int sbx_privs_drop(struct sbx_err *err)
 	return 0;
 }
 
+/* Lowering only: without CAP_SYS_RESOURCE a hard limit cannot be raised,
+ * and a host that is stricter already is fine. */
 static int set_limit(int resource, rlim_t value, const char *name, struct sbx_err *err)
 {
+	struct rlimit cur;
+	if (getrlimit(resource, &cur) == 0 && cur.rlim_max < value)
+		value = cur.rlim_max;
 	struct rlimit rl = {value, value};
 	if (setrlimit(resource, &rl) < 0)
 		return sbx_fail_errno(err, "setrlimit %s", name);
@@ -50,11 +62,15 @@ int sbx_rlimits_apply(const Sbx__V1__Limits *l, bool fallback, struct sbx_err *e
 {
 	if (set_limit(RLIMIT_CORE, 0, "RLIMIT_CORE", err) < 0)
 		return -1;
-	struct rlimit cur;
-	rlim_t nofile = NOFILE_LIMIT;
-	if (getrlimit(RLIMIT_NOFILE, &cur) == 0 && cur.rlim_max < nofile)
-		nofile = cur.rlim_max;
-	if (set_limit(RLIMIT_NOFILE, nofile, "RLIMIT_NOFILE", err) < 0)
+	if (set_limit(RLIMIT_NOFILE, NOFILE_LIMIT, "RLIMIT_NOFILE", err) < 0)
+		return -1;
+	/* These are counted per user across user namespaces, so the sandbox
+	 * shares them with every process of the caller on the host: a sandbox
+	 * must not be able to use them up (POSIX message queues, queued
+	 * signals, locked memory). */
+	if (set_limit(RLIMIT_MSGQUEUE, 0, "RLIMIT_MSGQUEUE", err) < 0 ||
+	    set_limit(RLIMIT_SIGPENDING, SIGPENDING_LIMIT, "RLIMIT_SIGPENDING", err) < 0 ||
+	    set_limit(RLIMIT_MEMLOCK, MEMLOCK_LIMIT, "RLIMIT_MEMLOCK", err) < 0)
 		return -1;
 	if (!fallback)
 		return 0;

@@ -177,51 +177,51 @@ static int populate_host_image(int root_fd, struct sbx_err *err)
 	return 0;
 }
 
-/* A rootfs directory image: its top-level entries, read-only; the places
- * sbx provides itself are left out and made below. */
-static int populate_dir_image(const char *image, int root_fd, struct sbx_err *err)
+/* A rootfs directory image: the top-level entries a root file system is
+ * made of, read-only. An allowlist rather than "everything": a policy that
+ * names a directory which is not a rootfs (the host's /, a home directory)
+ * must not carry its sockets, spools or secrets into the sandbox. */
+static int populate_dir_image(int img, const char *image, int root_fd, struct sbx_err *err)
 {
-	_cleanup_close_ int img = open(image, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (img < 0)
-		return sbx_fail_errno(err, "image %s", image);
-	int dfd = fcntl(img, F_DUPFD_CLOEXEC, 3);
-	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
-	if (!d) {
-		if (dfd >= 0)
-			close(dfd);
-		return sbx_fail_errno(err, "image %s", image);
-	}
-	static const char *const ours[] = {".", "..", "proc", "dev", "tmp", "out", "data", "sys"};
-	int rc = 0;
-	struct dirent *de;
-	while (rc == 0 && (de = readdir(d))) {
-		bool skip = false;
-		for (size_t i = 0; i < SBX_ARRAY_SIZE(ours); i++)
-			skip |= strcmp(de->d_name, ours[i]) == 0;
-		if (skip)
-			continue;
+	static const char *const parts[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32",
+					    "usr", "etc", "opt"};
+	struct stat probe;
+	if (fstatat(img, "usr", &probe, AT_SYMLINK_NOFOLLOW) < 0 &&
+	    fstatat(img, "bin", &probe, AT_SYMLINK_NOFOLLOW) < 0)
+		return sbx_fail(err, "image %s: not a root file system (no usr/ or bin/)", image);
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(parts); i++) {
+		const char *name = parts[i];
 		struct stat st;
-		if (fstatat(img, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-			rc = sbx_fail_errno(err, "image %s/%s", image, de->d_name);
-		} else if (S_ISLNK(st.st_mode)) {
-			char link[PATH_MAX];
-			ssize_t n = readlinkat(img, de->d_name, link, sizeof(link) - 1);
-			if (n < 0 || (link[n] = '\0', symlinkat(link, root_fd, de->d_name) < 0))
-				rc = sbx_fail_errno(err, "image link %s", de->d_name);
-		} else if (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)) {
-			_cleanup_close_ int src =
-				openat(img, de->d_name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-			if (src < 0)
-				rc = sbx_fail_errno(err, "image %s/%s", image, de->d_name);
-			else if ((S_ISDIR(st.st_mode) ? mkdir_at(root_fd, de->d_name, 0755, err)
-						      : touch_at(root_fd, de->d_name, err)) < 0 ||
-				 bind_fd(src, root_fd, de->d_name, MOUNT_ATTR_RDONLY | ATTR_SAFE,
-					 true, err) < 0)
-				rc = -1;
+		if (fstatat(img, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			if (errno == ENOENT)
+				continue;
+			return sbx_fail_errno(err, "image %s/%s", image, name);
 		}
+		if (S_ISLNK(st.st_mode)) {
+			char link[PATH_MAX];
+			ssize_t n = readlinkat(img, name, link, sizeof(link) - 1);
+			if (n < 0 || (link[n] = '\0', symlinkat(link, root_fd, name) < 0))
+				return sbx_fail_errno(err, "image link %s", name);
+			continue;
+		}
+		if (!S_ISDIR(st.st_mode))
+			continue;
+		_cleanup_close_ int src = openat(img, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		if (src < 0)
+			return sbx_fail_errno(err, "image %s/%s", image, name);
+		if (mkdir_at(root_fd, name, 0755, err) < 0 ||
+		    bind_fd(src, root_fd, name, MOUNT_ATTR_RDONLY | ATTR_SAFE, true, err) < 0)
+			return -1;
 	}
-	closedir(d);
-	return rc;
+	return 0;
+}
+
+/* Inodes are bounded too: a tmpfs full of empty files costs kernel memory
+ * without counting against `size` (nor, under the rlimit fallback, against
+ * anything). 64 per MiB is a 16 KiB average file. */
+static uint64_t inode_limit(uint64_t mb)
+{
+	return mb * 64 + 1024;
 }
 
 static int populate_dev(int root_fd, uint64_t shm_mb, struct sbx_err *err)
@@ -253,9 +253,11 @@ static int populate_dev(int root_fd, uint64_t shm_mb, struct sbx_err *err)
 	    mount_new("devpts", pts_opts, dev, "pts", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, err) <
 		    0)
 		return -1;
-	char shm_size[32];
+	char shm_size[32], shm_inodes[32];
 	snprintf(shm_size, sizeof(shm_size), "%llum", (unsigned long long)shm_mb);
-	const char *const shm_opts[] = {"mode", "1777", "size", shm_size, NULL};
+	snprintf(shm_inodes, sizeof(shm_inodes), "%llu", (unsigned long long)inode_limit(shm_mb));
+	const char *const shm_opts[] = {"mode", "1777", "size", shm_size, "nr_inodes", shm_inodes,
+					NULL};
 	if (mkdir_at(dev, "shm", 01777, err) < 0 ||
 	    mount_new("tmpfs", shm_opts, dev, "shm", ATTR_SAFE, err) < 0)
 		return -1;
@@ -283,17 +285,16 @@ static int populate_writable(const SbxPolicy *p, int root_fd, struct sbx_err *er
 	snprintf(gid, sizeof(gid), "%d", SBX_SANDBOX_GID);
 
 	snprintf(size, sizeof(size), "%llum", (unsigned long long)p->limits->tmp_mb);
-	const char *const tmp_opts[] = {"mode", "1777", "size", size, NULL};
+	snprintf(inodes, sizeof(inodes), "%llu", (unsigned long long)inode_limit(p->limits->tmp_mb));
+	const char *const tmp_opts[] = {"mode", "1777", "size", size, "nr_inodes", inodes, NULL};
 	if (mkdir_at(root_fd, "tmp", 01777, err) < 0 ||
 	    mount_new("tmpfs", tmp_opts, root_fd, "tmp", ATTR_SAFE, err) < 0)
 		return -1;
 
 	if (sbx_policy_mount(p, "/out")) {
-		/* Inodes are bounded too: a tmpfs full of empty files costs memory
-		 * without counting against `size`. */
 		snprintf(size, sizeof(size), "%llum", (unsigned long long)p->limits->out_mb);
 		snprintf(inodes, sizeof(inodes), "%llu",
-			 (unsigned long long)(p->limits->out_mb * 64 + 1024));
+			 (unsigned long long)inode_limit(p->limits->out_mb));
 		const char *const out_opts[] = {"mode", "0755", "size",     size, "nr_inodes",
 						inodes, "uid",  uid,  "gid",      gid,  NULL};
 		if (mkdir_at(root_fd, "out", 0755, err) < 0 ||
@@ -379,6 +380,19 @@ int sbx_rootfs_build(const SbxPolicy *p, const char *data_dir, struct sbx_err *e
 	_cleanup_close_ int host_root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (host_root < 0)
 		return sbx_fail_errno(err, "open /");
+	_cleanup_close_ int image_src = -1;
+	if (strcmp(p->image, "host") != 0) {
+		/* Opened before /tmp is covered, like --data, so an image kept
+		 * under /tmp is found. */
+		image_src = open(p->image, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		struct stat img, host;
+		if (image_src < 0)
+			return sbx_fail_errno(err, "image %s", p->image);
+		if (fstat(image_src, &img) < 0 || fstat(host_root, &host) < 0)
+			return sbx_fail_errno(err, "image %s", p->image);
+		if (img.st_dev == host.st_dev && img.st_ino == host.st_ino)
+			return sbx_fail(err, "image %s: is the host's root; use \"host\"", p->image);
+	}
 	_cleanup_close_ int data_src = -1;
 	if (data_dir) {
 		/* Resolve --data before /tmp is covered: it may live there. */
@@ -393,7 +407,7 @@ int sbx_rootfs_build(const SbxPolicy *p, const char *data_dir, struct sbx_err *e
 		return sbx_fail_errno(err, "open new root");
 
 	int rc = strcmp(p->image, "host") == 0 ? populate_host_image(root_fd, err)
-					       : populate_dir_image(p->image, root_fd, err);
+					       : populate_dir_image(image_src, p->image, root_fd, err);
 	if (rc < 0)
 		return sbx_err_prefix(err, "image");
 	if (populate_dev(root_fd, p->limits->tmp_mb, err) < 0 ||

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fds.h"
 #include "init.h"
 #include "rootfs.h"
 #include "util.h"
@@ -87,6 +88,20 @@ __attribute__((noreturn)) static void sandbox_child(const struct sbx_sandbox_opt
 		_exit(1);
 	close(sync_fd);
 	scrub_environment();
+	/* pid 1 keeps only its control socket and the run's cgroup: whatever
+	 * else the helper held (the other end of the socket in `run`, fds
+	 * leaked to us by whoever started us) must not keep anything alive. */
+	int keep[1 + SBX_CG_NCTRL];
+	size_t nkeep = 0;
+	keep[nkeep++] = o->ctl;
+	for (int i = 0; i < SBX_CG_NCTRL; i++)
+		if (sb->run.fd[i] >= 0)
+			keep[nkeep++] = sb->run.fd[i];
+	sbx_close_fds_except(keep, nkeep);
+	/* A server that stops reading must not freeze pid 1 (and with it every
+	 * deadline): a send that cannot complete in 10 s ends the sandbox. */
+	struct timeval tv = {.tv_sec = 10};
+	setsockopt(o->ctl, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 
 	int out_fd = -1;
 	if (sethostname("sbx", 3) < 0 || setdomainname("sbx", 3) < 0) {
@@ -132,7 +147,17 @@ static int make_run_cgroup(const struct sbx_sandbox_opts *o, struct sbx_sandbox 
 	/* pid 1 itself stays where the caller is: it is not what the limits are
 	 * for, and every v1 migration costs an RCU grace period. Only execs
 	 * move, into leaves under this one. */
-	return sbx_cgroup_create(&sb->root, sb->run_name, true, &sb->run, err);
+	if (sbx_cgroup_create(&sb->root, sb->run_name, true, &sb->run, err) < 0)
+		return -1;
+	/* Each exec is limited in its own leaf, but the files execs leave in
+	 * /tmp, /dev/shm and /out stay charged to the run after their leaves
+	 * are gone: the run as a whole gets a bound that fits one exec plus
+	 * full tmpfs mounts. */
+	const Sbx__V1__Limits *l = o->policy->limits;
+	uint64_t run_mb = l->memory_mb + l->out_mb + 2 * l->tmp_mb;
+	if (sbx_cgroup_set_memory(&sb->run, run_mb << 20, err) < 0)
+		return sbx_err_prefix(err, "cgroup %s", sb->run.path);
+	return 0;
 }
 
 int sbx_sandbox_start(const struct sbx_sandbox_opts *o, struct sbx_sandbox *sb,
@@ -180,48 +205,31 @@ fail:
 int sbx_sandbox_remove_cgroup(const struct sbx_cgroup *root, const char *name,
 			      struct sbx_err *err)
 {
-	struct sbx_cgroup run;
-	sbx_cgroup_init(&run);
-	run.mode = root->mode;
 	int rc = 0;
-	for (int i = 0; i < SBX_CG_NCTRL; i++) {
+	int nctrl = root->mode == SBX_CG_V1 ? SBX_CG_NCTRL : 1;
+	for (int i = 0; i < nctrl; i++) {
 		if (root->fd[i] < 0)
 			continue;
-		run.fd[i] = openat(root->fd[i], name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (run.fd[i] < 0)
+		_cleanup_close_ int run = openat(root->fd[i], name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (run < 0)
 			continue;
-		int dfd = fcntl(run.fd[i], F_DUPFD_CLOEXEC, 3);
+		int dfd = fcntl(run, F_DUPFD_CLOEXEC, 3);
 		DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
 		if (!d) {
 			if (dfd >= 0)
 				close(dfd);
+			rc = sbx_fail_errno(err, "cgroup %s/%s", root->path, name);
 			continue;
 		}
 		struct dirent *de;
 		while ((de = readdir(d)))
-			if (de->d_type == DT_DIR && de->d_name[0] != '.') {
-				struct sbx_cgroup one = run;
-				for (int j = 0; j < SBX_CG_NCTRL; j++)
-					if (j != i)
-						one.fd[j] = -1;
-				struct sbx_cgroup child;
-				sbx_cgroup_init(&child);
-				child.mode = run.mode;
-				child.fd[i] = openat(run.fd[i], de->d_name,
-						     O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-				sbx_cgroup_kill(&child);
-				sbx_cgroup_close(&child);
-				if (unlinkat(run.fd[i], de->d_name, AT_REMOVEDIR) < 0) {
-					struct sbx_cgroup parent_one = one;
-					if (sbx_cgroup_remove(&parent_one, de->d_name, err) < 0)
-						rc = -1;
-				}
-			}
+			if (de->d_type == DT_DIR && de->d_name[0] != '.' &&
+			    sbx_cgroup_rmdir(run, de->d_name, root->path, err) < 0)
+				rc = -1;
 		closedir(d);
+		if (sbx_cgroup_rmdir(root->fd[i], name, root->path, err) < 0)
+			rc = -1;
 	}
-	sbx_cgroup_close(&run);
-	if (sbx_cgroup_remove(root, name, err) < 0)
-		rc = -1;
 	return rc;
 }
 

@@ -96,9 +96,34 @@ class RunBasics(SandboxTest):
         with open(victim, "w") as f:
             f.write("untouched\n")
         os.symlink(victim, os.path.join(out, "report.csv"))
-        r = self.sh("echo overwritten > report.csv", out=out)
-        self.assertNotEqual(r.rc, 0, r)
+        os.mkfifo(os.path.join(out, "fifo.csv"))
+        r = self.sh("echo overwritten > report.csv; echo data > fifo.csv", out=out)
+        self.assertEqual(r.rc, 0, r)
+        # The planted link and FIFO are replaced, never written through
+        # (nor waited on).
         self.assertEqual(read_text(victim), "untouched\n")
+        self.assertFalse(os.path.islink(os.path.join(out, "report.csv")))
+        self.assertEqual(read_text(os.path.join(out, "report.csv")), "overwritten\n")
+        self.assertEqual(read_text(os.path.join(out, "fifo.csv")), "data\n")
+
+    def test_out_copy_is_bounded_by_out_mb_despite_sparse_and_linked_files(self):
+        out = os.path.join(self.tmp, "outdir")
+        r = self.sh("truncate -s 300M sparse && head -c 1048576 /dev/zero > real &&"
+                    " for i in $(seq 1 50); do ln real link$i; done; echo done",
+                    out=out, pol=policy(limits={"out_mb": 4}))
+        self.assertEqual(r.rc, 0, r)
+        total = sum(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out))
+        self.assertLessEqual(total, 4 << 20, os.listdir(out))
+        self.assertEqual(r.result["out"]["files"], 1, r)  # "real" once, no link, no sparse giant
+        self.assertIn("hard link to a file already copied", r.stderr)
+        self.assertIn("past out_mb", r.stderr)
+
+    def test_unreadable_entries_in_out_do_not_stop_the_copy(self):
+        out = os.path.join(self.tmp, "outdir")
+        r = self.sh("echo a > a; mkdir d; echo b > d/b; echo c > c; chmod 000 a; chmod 000 d",
+                    out=out)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(read_text(os.path.join(out, "c")), "c\n")
 
     def test_cwd_is_out_and_env_is_empty(self):
         r = self.sh("pwd; env")
