@@ -179,8 +179,7 @@ static void exec_init(const struct sbx_exec_spec *s)
 		setup_failed(rfd, &err);
 
 	struct sigaction sa = {.sa_handler = forward_signal, .sa_flags = SA_RESTART};
-	static const int forwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2,
-					SIGCONT, SIGTSTP};
+	static const int forwarded[] = {SBX_FORWARDED_SIGNALS};
 	sigfillset(&sa.sa_mask);
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(forwarded); i++)
 		sigaction(forwarded[i], &sa, NULL);

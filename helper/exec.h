@@ -8,6 +8,7 @@
 #ifndef SBX_EXEC_H
 #define SBX_EXEC_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -15,6 +16,12 @@
 #include "cgroup.h"
 #include "err.h"
 #include "policy.h"
+
+/* What a SignalRequest may carry besides SIGKILL: exec init passes these
+ * on to the command's process group. SIGSTOP is not among them: it would
+ * stop exec init itself. */
+#define SBX_FORWARDED_SIGNALS                                                                      \
+	SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGWINCH, SIGCONT, SIGTSTP
 
 /* Written once by exec init to the report pipe. */
 struct sbx_exec_report {

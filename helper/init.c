@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -81,6 +82,20 @@ static void send_setup_failed(struct init_state *st, uint64_t id, const char *wh
 	send_ended(st, &e);
 }
 
+/* A regular file or a directory handed in as stdio is a door to the host:
+ * /proc/self/fd/N reopens it with the sandbox user's (= the caller's) file
+ * permissions, whatever the fd itself allowed. A memfd is the exception: it
+ * lives nowhere but in memory. */
+static bool stdio_acceptable(int fd)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return false;
+	if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISCHR(st.st_mode))
+		return true;
+	return S_ISREG(st.st_mode) && fcntl(fd, F_GET_SEALS) >= 0;
+}
+
 static struct exec_slot *find_exec(struct init_state *st, uint64_t id)
 {
 	for (int i = 0; i < MAX_EXECS; i++)
@@ -98,6 +113,14 @@ static void start_exec(struct init_state *st, Sbx__V1__ExecRequest *req, int *fd
 				  "exec request needs a non-empty argv and 3 stdio fds");
 		return;
 	}
+	for (int i = 0; i < 3; i++)
+		if (!stdio_acceptable(fds[i])) {
+			send_setup_failed(st, req->exec_id,
+					  "stdio fds must be pipes, sockets, character devices or "
+					  "memfds: a host file or directory would be reopened through "
+					  "/proc/self/fd");
+			return;
+		}
 	if (find_exec(st, req->exec_id)) {
 		send_setup_failed(st, req->exec_id, "exec id already in use");
 		return;
@@ -253,8 +276,12 @@ static void kill_exec(struct exec_slot *slot, Sbx__V1__ExecEnded__Reason why)
 
 static void handle_signal_request(struct init_state *st, Sbx__V1__SignalRequest *req)
 {
+	static const int forwarded[] = {SBX_FORWARDED_SIGNALS};
 	struct exec_slot *slot = find_exec(st, req->exec_id);
-	if (!slot || req->signal <= 0 || req->signal >= NSIG)
+	bool known = req->signal == SIGKILL;
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(forwarded); i++)
+		known |= req->signal == forwarded[i];
+	if (!slot || !known)
 		return;
 	if (req->signal == SIGKILL)
 		kill_exec(slot, SBX__V1__EXEC_ENDED__REASON__KILLED);

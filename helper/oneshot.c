@@ -30,6 +30,50 @@ struct relay {
 	uint64_t bytes;
 };
 
+/* The caller's stdin, copied into a pipe: the command never gets the
+ * caller's own fd, which could be a host file or directory that
+ * /proc/self/fd/0 would reopen for writing, or the caller's terminal. */
+struct feed {
+	int from;  /* our stdin; -1 when done */
+	int to;	   /* the pipe's write end (non-blocking); -1 when done */
+	size_t len, off;
+	char buf[65536];
+};
+
+static void feed_close(struct feed *f)
+{
+	if (f->to >= 0)
+		close(f->to);
+	f->to = -1;
+	f->from = -1;
+}
+
+static void feed_step(struct feed *f, short revents)
+{
+	if (f->off == f->len) {
+		ssize_t n = read(f->from, f->buf, sizeof(f->buf));
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			return;
+		if (n <= 0) {
+			feed_close(f);
+			return;
+		}
+		f->len = (size_t)n;
+		f->off = 0;
+		return;
+	}
+	if (!(revents & (POLLOUT | POLLERR | POLLHUP)))
+		return;
+	ssize_t w = write(f->to, f->buf + f->off, f->len - f->off);
+	if (w < 0 && (errno == EINTR || errno == EAGAIN))
+		return;
+	if (w <= 0) {
+		feed_close(f); /* the command closed its stdin */
+		return;
+	}
+	f->off += (size_t)w;
+}
+
 static int64_t now_ms(void)
 {
 	struct timespec ts;
@@ -154,7 +198,7 @@ static int await_ready(int ctl, int *out_fd, char *cgroup_mode, size_t cgsize,
 	return rc;
 }
 
-static int send_exec(int ctl, char **argv, int out_w, int err_w, struct sbx_err *err)
+static int send_exec(int ctl, char **argv, int in_r, int out_w, int err_w, struct sbx_err *err)
 {
 	Sbx__V1__ExecRequest req = SBX__V1__EXEC_REQUEST__INIT;
 	Sbx__V1__HelperMessage m = SBX__V1__HELPER_MESSAGE__INIT;
@@ -166,7 +210,7 @@ static int send_exec(int ctl, char **argv, int out_w, int err_w, struct sbx_err 
 	req.argv = argv;
 	m.msg_case = SBX__V1__HELPER_MESSAGE__MSG_EXEC;
 	m.exec = &req;
-	int fds[3] = {STDIN_FILENO, out_w, err_w};
+	int fds[3] = {in_r, out_w, err_w};
 	return sbx_ctl_send(ctl, &m, fds, 3, err);
 }
 
@@ -194,24 +238,31 @@ static int block_signals(void)
 
 /* Relays output until the exec has ended and both pipes are drained.
  * Returns 0 with *ended filled, or -1 when the sandbox had to be killed. */
-static int drive_exec(int ctl, int sigfd, struct relay rel[2], int64_t deadline,
+static int drive_exec(int ctl, int sigfd, struct relay rel[2], struct feed *in, int64_t deadline,
 		      Sbx__V1__ExecEnded **ended, int *interrupted, struct sbx_err *err)
 {
 	Sbx__V1__HelperMessage *done = NULL;
 	while (!done || rel[0].fd >= 0 || rel[1].fd >= 0) {
-		struct pollfd pfd[4] = {
+		if (done)
+			feed_close(in);
+		bool want_input = in->to >= 0 && in->off == in->len;
+		struct pollfd pfd[5] = {
 			{.fd = done ? -1 : ctl, .events = POLLIN},
 			{.fd = sigfd, .events = POLLIN},
 			{.fd = rel[0].fd, .events = POLLIN},
 			{.fd = rel[1].fd, .events = POLLIN},
+			{.fd = in->to < 0 ? -1 : want_input ? in->from : in->to,
+			 .events = want_input ? POLLIN : POLLOUT},
 		};
 		int64_t left = deadline - now_ms();
 		if (!done && left <= 0) {
 			sbx_fail(err, "the sandbox did not end the command at its deadline");
 			return -1;
 		}
-		if (poll(pfd, 4, done ? -1 : (int)left) < 0 && errno != EINTR)
+		if (poll(pfd, 5, done ? -1 : (int)left) < 0 && errno != EINTR)
 			return sbx_fail_errno(err, "poll");
+		if (pfd[4].revents)
+			feed_step(in, pfd[4].revents);
 		if (pfd[1].revents) {
 			struct signalfd_siginfo si;
 			if (read(sigfd, &si, sizeof(si)) == sizeof(si)) {
@@ -263,6 +314,7 @@ int sbx_oneshot_run(const struct sbx_helper_opts *o, SbxPolicy *policy)
 	_cleanup_close_ int sigfd = block_signals();
 	int ctl[2] = {-1, -1};
 	struct relay rel[2] = {{.fd = -1, .to = STDOUT_FILENO}, {.fd = -1, .to = STDERR_FILENO}};
+	static struct feed in = {.from = -1, .to = -1};
 
 	if (sbx_policy_supported(policy, &err) < 0)
 		goto out;
@@ -284,14 +336,18 @@ int sbx_oneshot_run(const struct sbx_helper_opts *o, SbxPolicy *policy)
 	ctl[1] = -1;
 	/* The request goes out before Ready comes back: pid 1 reads it as soon
 	 * as the sandbox is built, which saves a round trip per run. */
-	int pout[2], perr[2];
-	if (pipe2(pout, O_CLOEXEC) < 0 || pipe2(perr, O_CLOEXEC) < 0) {
+	int pin[2], pout[2], perr[2];
+	if (pipe2(pin, O_CLOEXEC) < 0 || pipe2(pout, O_CLOEXEC) < 0 || pipe2(perr, O_CLOEXEC) < 0) {
 		sbx_fail_errno(&err, "pipe");
 		goto out;
 	}
+	fcntl(pin[1], F_SETFL, O_NONBLOCK);
+	in.from = STDIN_FILENO;
+	in.to = pin[1];
 	rel[0].fd = pout[0];
 	rel[1].fd = perr[0];
-	int rc = send_exec(ctl[0], o->argv, pout[1], perr[1], &err);
+	int rc = send_exec(ctl[0], o->argv, pin[0], pout[1], perr[1], &err);
+	close(pin[0]);
 	close(pout[1]);
 	close(perr[1]);
 	if (rc < 0 || await_ready(ctl[0], &out_fd, cg_mode, sizeof(cg_mode), &err) < 0)
@@ -299,7 +355,7 @@ int sbx_oneshot_run(const struct sbx_helper_opts *o, SbxPolicy *policy)
 	res.cgroup = cg_mode;
 	res.rlimit_fallback = strcmp(cg_mode, "none") == 0;
 	int64_t deadline = now_ms() + (int64_t)policy->limits->script_seconds * 1000 + BACKSTOP_MS;
-	if (drive_exec(ctl[0], sigfd, rel, deadline, &ended, &interrupted, &err) < 0) {
+	if (drive_exec(ctl[0], sigfd, rel, &in, deadline, &ended, &interrupted, &err) < 0) {
 		if (interrupted) {
 			status = 128 + interrupted;
 			res.exit_reason = "signaled";
@@ -343,6 +399,7 @@ out:
 	for (int i = 0; i < 2; i++)
 		if (rel[i].fd >= 0)
 			close(rel[i].fd);
+	feed_close(&in);
 	if (have_sandbox)
 		sbx_sandbox_finish(&sb, !ended);
 	if (ctl[0] >= 0)

@@ -236,6 +236,28 @@ class Credentials(SandboxTest):
         r = self.run_sandbox([PYTHON, "-c", code], env=env)
         self.assertIn("FOUND []", r.stdout, r)
 
+    def test_stdin_is_never_the_callers_own_file_or_directory(self):
+        victim = os.path.join(self.tmp, "input.txt")
+        with open(victim, "w") as f:
+            f.write("original\n")
+        code = ("import os,stat\n"
+                "st = os.fstat(0); print('FIFO' if stat.S_ISFIFO(st.st_mode) else 'NOT-A-PIPE')\n"
+                "try:\n    open('/proc/self/fd/0', 'a').write('tampered'); print('WROTE')\n"
+                "except OSError as e: print('ERR', e.errno)\n"
+                "try:\n    os.fchmod(0, 0o4777); print('CHMOD')\n"
+                "except OSError as e: print('ERR', e.errno)\n")
+        for source in (victim, self.tmp):
+            fd = os.open(source, os.O_RDONLY)
+            try:
+                r = self.run_sandbox([PYTHON, "-c", code], stdin=fd)
+            finally:
+                os.close(fd)
+            self.assertEqual(r.rc, 0, r)
+            self.assertTrue(r.stdout.startswith("FIFO\n"), r)
+        self.assertEqual(read_text(victim), "original\n")
+        self.assertEqual(os.stat(victim).st_mode & 0o7777, 0o644)
+        self.assertEqual(os.stat(self.tmp).st_mode & 0o7000, 0)
+
     def test_helper_fds_are_not_inherited(self):
         extra = os.open(os.path.join(self.tmp, "leak"), os.O_RDWR | os.O_CREAT)
         os.set_inheritable(extra, True)

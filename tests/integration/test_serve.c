@@ -71,8 +71,11 @@ static bool start_helper(struct helper *h, const char *policy_json)
 	int fds[SBX_CTL_MAX_FDS];
 	size_t nfds;
 	struct sbx_err err;
-	if (sbx_ctl_recv(h->ctl, &m, fds, &nfds, SBX_CTL_MAX_FDS, &err) != 1)
+	if (sbx_ctl_recv(h->ctl, &m, fds, &nfds, SBX_CTL_MAX_FDS, &err) != 1) {
+		unlink(pol);
 		return false;
+	}
+	unlink(pol); /* read by now; leave nothing in /tmp */
 	bool ok = m->msg_case == SBX__V1__HELPER_MESSAGE__MSG_READY && nfds == 1;
 	if (ok)
 		h->out_fd = fds[0];

@@ -1,0 +1,335 @@
+"""Invariant 5: limits hold. Each test attacks one limit from inside the
+sandbox (fork bomb, memory bomb, busy loop, output flood, filling /out and
+/tmp, leaving a child behind) and checks that it stopped for the right reason
+and that the result says so."""
+import json
+import os
+import subprocess
+import time
+
+from sbxtest import HELPER, PYTHON, SandboxTest, policy, run_tests
+
+MIB = 1 << 20
+
+
+def procs_with(marker):
+    """Processes of this uid whose command line contains `marker`."""
+    found = []
+    me = os.getuid()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            if os.stat("/proc/" + pid).st_uid != me:
+                continue
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmd:
+            found.append((int(pid), cmd))
+    return found
+
+
+# Forks until fork fails; every child sleeps, so all of them are alive at
+# once. Prints how many it made and how the next fork failed.
+FORK_BOMB = r"""
+import errno, os, sys, time
+made = 0
+try:
+    while made < 1000:
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(60)
+            os._exit(0)
+        made += 1
+    print("NOFAIL", made)
+except OSError as e:
+    print("FAILED", made, type(e).__name__, errno.errorcode.get(e.errno, e.errno), flush=True)
+"""
+
+# 1 MiB chunks, every page touched, progress after each.
+MEMORY_BOMB = r"""
+import sys
+chunks = []
+for i in range(1, 4097):
+    b = bytearray(1 << 20)
+    for j in range(0, len(b), 4096):
+        b[j] = 1
+    chunks.append(b)
+    sys.stdout.write("%d\n" % i)
+    sys.stdout.flush()
+print("SURVIVED")
+"""
+
+# N processes spinning for SECS of wall time.
+BUSY = r"""
+import os, sys, time
+n, secs = int(sys.argv[1]), float(sys.argv[2])
+t0 = time.monotonic()
+kids = []
+for _ in range(n - 1):
+    pid = os.fork()
+    if pid == 0:
+        while time.monotonic() - t0 < secs:
+            pass
+        os._exit(0)
+    kids.append(pid)
+while time.monotonic() - t0 < secs:
+    pass
+for k in kids:
+    os.waitpid(k, 0)
+t = os.times()
+print(round((t.user + t.system + t.children_user + t.children_system) * 1000))
+"""
+
+# Writes one big file into a directory until it fails.
+FILL_BIG = r"""
+import errno, os, sys
+path = os.path.join(sys.argv[1], "big")
+written = 0
+try:
+    with open(path, "wb", buffering=0) as f:
+        for _ in range(20):
+            chunk = b"x" * (1 << 20)
+            while chunk:
+                n = f.write(chunk)
+                written += n
+                chunk = chunk[n:]
+    print("NOFAIL", written)
+except OSError as e:
+    print("FAILED", written, errno.errorcode.get(e.errno, e.errno), e.strerror)
+"""
+
+# Creates empty files in a directory until it fails (at most 300000).
+FILL_INODES = r"""
+import errno, os, sys, time
+d = sys.argv[1]
+t0 = time.monotonic()
+n = 0
+try:
+    while n < 300000:
+        os.close(os.open(os.path.join(d, "f%d" % n), os.O_CREAT | os.O_WRONLY, 0o600))
+        n += 1
+        if n % 10000 == 0:
+            sys.stderr.write("created %d\n" % n)
+            sys.stderr.flush()
+    print("NOFAIL", n, flush=True)
+except OSError as e:
+    print("FAILED", n, errno.errorcode.get(e.errno, e.errno), round(time.monotonic() - t0, 2),
+          flush=True)
+"""
+
+
+class Limits(SandboxTest):
+    def write_data(self, name, text):
+        with open(os.path.join(self.data, name), "w") as f:
+            f.write(text)
+        return "/data/" + name
+
+    # ---- pids ----
+
+    def test_fork_bomb_stops_at_the_pids_limit(self):
+        script = self.write_data("forkbomb_7c1e.py", FORK_BOMB)
+        t0 = time.monotonic()
+        r = self.run_sandbox([PYTHON, script], pol=policy(limits={"pids": 32, "script_seconds": 20}))
+        elapsed = time.monotonic() - t0
+        self.assertEqual(r.rc, 0, r)
+        words = r.stdout.split()
+        self.assertEqual(words[0], "FAILED", r)
+        made = int(words[1])
+        # The exec init and python itself count against the 32.
+        self.assertLess(made, 32, r)
+        self.assertGreaterEqual(made, 20, r)
+        self.assertEqual(words[2:], ["BlockingIOError", "EAGAIN"], r)
+        self.assertEqual(r.result["exit_reason"], "exited", r)
+        # It ended when python did: the sleeping children went with it,
+        # long before script_seconds.
+        self.assertLess(r.result["wall_ms"], 10000, r)
+        self.assertLess(elapsed, 10, r)
+        self.assertEqual(procs_with("forkbomb_7c1e"), [])
+        # The host (this uid) can still fork.
+        self.assertEqual(subprocess.run(["/bin/true"]).returncode, 0)
+
+    # ---- memory ----
+
+    def test_memory_bomb_is_oom_killed_at_the_limit(self):
+        r = self.py(MEMORY_BOMB, pol=policy(limits={"memory_mb": 64, "script_seconds": 30}))
+        self.assertEqual(r.rc, 128 + 9, r)
+        self.assertEqual(r.result["exit_reason"], "oom", r)
+        self.assertEqual(r.result["signal"], 9, r)
+        self.assertEqual(r.result["exit_code"], 137, r)
+        self.assertNotIn("SURVIVED", r.stdout)
+        self.assertNotIn("MemoryError", r.stderr)  # killed, not refused
+        last = int(r.stdout.split()[-1])
+        self.assertGreaterEqual(last, 32, r)   # it got well into the allocation
+        self.assertLess(last, 64, r)           # and not past the limit
+        peak = r.result["peak_memory_bytes"]
+        self.assertGreaterEqual(peak, 48 * MIB, r)
+        self.assertLessEqual(peak, 64 * MIB + MIB, r)
+
+    def test_rlimit_fallback_memory_bomb_gets_memory_error(self):
+        r = self.py(MEMORY_BOMB, pol=policy(limits={"memory_mb": 64, "script_seconds": 30}),
+                    extra=["--cgroup-root", "no/such/cgroup", "--allow-rlimit-fallback"])
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("MemoryError", r.stderr)
+        self.assertNotIn("SURVIVED", r.stdout)
+        self.assertLess(int(r.stdout.split()[-1]), 64, r)
+        self.assertEqual(r.result["exit_reason"], "exited", r)
+        self.assertEqual(r.result["enforced"]["rlimit_fallback"], True)
+        self.assertEqual(r.result["enforced"]["cgroup"], "none")
+
+    def test_rlimit_fallback_fork_bomb_is_bounded(self):
+        script = self.write_data("forkbomb_7c1f.py", FORK_BOMB)
+        r = self.run_sandbox([PYTHON, script], pol=policy(limits={"pids": 32, "script_seconds": 20}),
+                             extra=["--cgroup-root", "no/such/cgroup", "--allow-rlimit-fallback"])
+        self.assertEqual(r.rc, 0, r)
+        words = r.stdout.split()
+        self.assertEqual(words[0], "FAILED", r)
+        self.assertLess(int(words[1]), 32, r)
+        self.assertEqual(words[2:], ["BlockingIOError", "EAGAIN"], r)
+        self.assertEqual(r.result["enforced"]["rlimit_fallback"], True)
+        self.assertEqual(procs_with("forkbomb_7c1f"), [])
+
+    # ---- time ----
+
+    def test_busy_loop_times_out_at_script_seconds(self):
+        r = self.sh("while :; do :; done", pol=policy(limits={"script_seconds": 2}))
+        self.assertEqual(r.rc, 124, r)
+        self.assertEqual(r.result["exit_reason"], "timeout", r)
+        self.assertGreaterEqual(r.result["wall_ms"], 2000, r)
+        self.assertLessEqual(r.result["wall_ms"], 3000, r)
+
+    def _busy(self, cpu, nproc):
+        script = self.write_data("busy.py", BUSY)
+        r = self.run_sandbox([PYTHON, script, str(nproc), "2"],
+                             pol=policy(limits={"cpu": cpu, "script_seconds": 5}))
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(r.result["exit_reason"], "exited", r)
+        self.assertLess(r.result["wall_ms"], 4000, r)
+        # The command's own accounting agrees with the result's.
+        self.assertAlmostEqual(r.result["cpu_ms"], int(r.stdout), delta=150)
+        return r.result["cpu_ms"]
+
+    def test_cpu_quota_half_a_cpu(self):
+        # Two spinning processes would take ~4000 ms of CPU in 2 s unlimited.
+        cpu_ms = self._busy(0.5, 2)
+        self.assertGreaterEqual(cpu_ms, 700)
+        self.assertLessEqual(cpu_ms, 1300)
+
+    def test_cpu_quota_one_cpu(self):
+        cpu_ms = self._busy(1, 2)
+        self.assertGreaterEqual(cpu_ms, 1400)
+        self.assertLessEqual(cpu_ms, 2600)
+
+    # ---- processes left behind ----
+
+    def test_background_child_does_not_outlive_the_command(self):
+        marker = "1000.%d" % os.getpid()
+        r = self.sh("sleep %s & echo $!" % marker)
+        self.assertEqual(r.rc, 0, r)
+        self.assertRegex(r.stdout, r"^\d+\n$")
+        self.assertLess(r.result["wall_ms"], 5000, r)
+        self.assertEqual(procs_with("sleep " + marker), [])
+
+    def test_daemonized_children_do_not_outlive_the_command(self):
+        # The usual ways to get away: a new session, a double fork that
+        # reparents to init, ignoring SIGHUP and SIGTERM.
+        marker = "1001.%d" % os.getpid()
+        r = self.sh("(setsid sleep %s &) ; nohup sleep %s >/dev/null 2>&1 & "
+                    "(trap '' HUP TERM; exec sleep %s) & "
+                    "%s -c 'import os, subprocess\nif os.fork() == 0:\n    os.setsid()\n"
+                    "    subprocess.Popen([\"sleep\", \"%s\"])\n' ; sleep 0.3; "
+                    "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done | "
+                    "grep -c '^sleep %s'"
+                    % (marker, marker, marker, PYTHON, marker, marker))
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(r.stdout, "4\n", r)  # all four were running inside
+        self.assertLess(r.result["wall_ms"], 5000, r)
+        self.assertEqual(procs_with("sleep " + marker), [])
+
+    # ---- output ----
+
+    def test_output_flood_does_not_grow_the_helper(self):
+        if not os.access("/usr/bin/time", os.X_OK):
+            self.skipTest("/usr/bin/time is not installed (Debian package `time`)")
+        pol = self.write_policy(policy())
+        result = os.path.join(self.tmp, "result.json")
+        rss = os.path.join(self.tmp, "rss")
+        p = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss, HELPER, "run",
+                            "--policy", pol, "--result", result, "--",
+                            "head", "-c", "200000000", "/dev/zero"],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(result) as f:
+            res = json.load(f)
+        self.assertEqual(res["stdout_bytes"], 200000000, res)
+        self.assertEqual(res["exit_reason"], "exited", res)
+        with open(rss) as f:
+            max_rss_kb = int(f.read().split()[-1])
+        self.assertLess(max_rss_kb, 64 * 1024, "sbx-helper max RSS %d KiB" % max_rss_kb)
+
+    # ---- /out and /tmp sizes ----
+
+    def test_out_big_file_hits_enospc_at_out_mb(self):
+        out = os.path.join(self.tmp, "outdir")
+        r = self.run_sandbox([PYTHON, "-c", FILL_BIG, "/out"], pol=policy(limits={"out_mb": 8}),
+                             out=out)
+        self.assertEqual(r.rc, 0, r)
+        words = r.stdout.split(None, 3)
+        self.assertEqual(words[0], "FAILED", r)
+        self.assertEqual(words[2], "ENOSPC", r)
+        self.assertIn("No space left on device", r.stdout)
+        self.assertLessEqual(int(words[1]), 8 * MIB, r)
+        self.assertGreater(int(words[1]), 6 * MIB, r)
+        # What came back is bounded the same way.
+        self.assertLessEqual(os.path.getsize(os.path.join(out, "big")), 8 * MIB)
+        self.assertLessEqual(r.result["out"]["bytes"], 8 * MIB, r)
+
+    def test_out_many_files_hit_enospc_quickly(self):
+        r = self.run_sandbox([PYTHON, "-c", FILL_INODES, "/out"],
+                             pol=policy(limits={"out_mb": 8, "memory_mb": 64, "script_seconds": 20}))
+        self.assertEqual(r.rc, 0, r)
+        words = r.stdout.split()
+        self.assertEqual(words[0], "FAILED", r)
+        self.assertEqual(words[2], "ENOSPC", r)
+        self.assertLess(int(words[1]), 100000, r)
+        self.assertLess(float(words[3]), 5.0, r)
+        self.assertEqual(r.result["exit_reason"], "exited", r)
+
+    def test_tmp_big_file_hits_enospc_at_tmp_mb(self):
+        # /dev/shm is a tmpfs of tmp_mb too.
+        for d in ("/tmp", "/dev/shm"):
+            with self.subTest(dir=d):
+                r = self.run_sandbox([PYTHON, "-c", FILL_BIG, d],
+                                     pol=policy(limits={"tmp_mb": 8}))
+                self.assertEqual(r.rc, 0, r)
+                words = r.stdout.split(None, 3)
+                self.assertEqual(words[0], "FAILED", r)
+                self.assertEqual(words[2], "ENOSPC", r)
+                self.assertIn("No space left on device", r.stdout)
+                self.assertLessEqual(int(words[1]), 8 * MIB, r)
+                self.assertGreater(int(words[1]), 6 * MIB, r)
+
+    def test_tmp_many_files_hit_enospc_quickly(self):
+        # Empty files cost kernel memory (inodes, dentries) without counting
+        # against a tmpfs's size: like /out, /tmp and /dev/shm must bound
+        # their inodes, or a file flood is stopped (if at all) by the memory
+        # cgroup instead of by ENOSPC.
+        for d in ("/tmp", "/dev/shm"):
+            with self.subTest(dir=d):
+                r = self.run_sandbox([PYTHON, "-c", FILL_INODES, d],
+                                     pol=policy(limits={"tmp_mb": 8, "memory_mb": 64,
+                                                        "script_seconds": 20}))
+                self.assertEqual(r.result["exit_reason"], "exited", r)
+                self.assertEqual(r.rc, 0, r)
+                words = r.stdout.split()
+                self.assertEqual(words[0], "FAILED", r)
+                self.assertEqual(words[2], "ENOSPC", r)
+                self.assertLess(int(words[1]), 100000, r)
+                self.assertLess(float(words[3]), 5.0, r)
+
+
+if __name__ == "__main__":
+    run_tests()
