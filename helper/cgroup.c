@@ -240,6 +240,20 @@ fail:
 	return -1;
 }
 
+/* Without swap accounting a memory limit only bounds RAM; that matters
+ * only where there is swap to spill into. */
+static bool host_has_swap(void)
+{
+	char buf[8192];
+	_cleanup_close_ int fd = open("/proc/meminfo", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	if (n <= 0)
+		return true; /* cannot tell: assume the worse */
+	buf[n] = '\0';
+	const char *p = strstr(buf, "SwapTotal:");
+	return !p || strtoull(p + strlen("SwapTotal:"), NULL, 10) > 0;
+}
+
 int sbx_cgroup_set_limits(const struct sbx_cgroup *cg, const Sbx__V1__Limits *l,
 			  struct sbx_err *err)
 {
@@ -251,11 +265,13 @@ int sbx_cgroup_set_limits(const struct sbx_cgroup *cg, const Sbx__V1__Limits *l,
 		snprintf(cpu, sizeof(cpu), "%llu %u",
 			 (unsigned long long)l->cpu_millis * CPU_PERIOD_US / 1000, CPU_PERIOD_US);
 		rc |= write_at(cg->fd[0], "memory.max", mem, err);
-		/* No swap: a memory limit that can spill to swap is no limit. Not
-		 * every kernel has swap accounting; where absent there is no swap to
-		 * spill to through this cgroup. */
+		/* No swap: a memory limit that can spill to swap is no limit. */
 		if (faccessat(cg->fd[0], "memory.swap.max", F_OK, 0) == 0)
 			rc |= write_at(cg->fd[0], "memory.swap.max", "0", err);
+		else if (host_has_swap())
+			return sbx_fail(err, "cgroup %s: the host has swap but no swap accounting "
+					     "(memory.swap.max): the memory limit cannot be enforced",
+					cg->path);
 		/* One OOM kill takes the exec's whole tree, so "oom" is unambiguous. */
 		rc |= write_at(cg->fd[0], "memory.oom.group", "1", err);
 		rc |= write_at(cg->fd[0], "pids.max", pids, err);
@@ -267,6 +283,11 @@ int sbx_cgroup_set_limits(const struct sbx_cgroup *cg, const Sbx__V1__Limits *l,
 		if (faccessat(cg->fd[SBX_CG_MEMORY], "memory.memsw.limit_in_bytes", F_OK, 0) == 0)
 			rc |= write_at(cg->fd[SBX_CG_MEMORY], "memory.memsw.limit_in_bytes", mem,
 				       err);
+		else if (host_has_swap())
+			return sbx_fail(err, "cgroup %s: the host has swap but no swap accounting "
+					     "(memory.memsw.*, swapaccount=1): the memory limit "
+					     "cannot be enforced",
+					cg->path);
 		rc |= write_at(cg->fd[SBX_CG_PIDS], "pids.max", pids, err);
 		rc |= write_at(cg->fd[SBX_CG_CPU], "cpu.cfs_period_us", "100000", err);
 		rc |= write_at(cg->fd[SBX_CG_CPU], "cpu.cfs_quota_us", cpu, err);

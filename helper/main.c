@@ -12,6 +12,7 @@
 #include "cleanup.h"
 #include "oneshot.h"
 #include "policy.h"
+#include "result.h"
 #include "util.h"
 
 #define EXIT_SETUP 125
@@ -207,8 +208,19 @@ int main(int argc, char **argv)
 
 	struct sbx_err err;
 	SbxPolicy *policy = sbx_policy_load(o.policy_path, &err);
-	if (!policy)
+	if (!policy) {
+		if (run && o.result_path) {
+			/* A script reading --result must learn why nothing ran. */
+			struct sbx_result res = {.exit_reason = "setup_failed",
+						 .exit_code = EXIT_SETUP,
+						 .cgroup = "none",
+						 .message = err.msg};
+			struct sbx_err rerr;
+			if (sbx_result_write(o.result_path, &res, &rerr) < 0)
+				fputs(rerr.msg, stderr);
+		}
 		return fail(usage_exit, "%s", err.msg);
+	}
 	int rc = run ? sbx_oneshot_run(&o, policy) : sbx_serve(&o, policy);
 	sbx_policy_free(policy);
 	return rc;

@@ -316,6 +316,10 @@ int sbx_oneshot_run(const struct sbx_helper_opts *o, SbxPolicy *policy)
 	struct relay rel[2] = {{.fd = -1, .to = STDOUT_FILENO}, {.fd = -1, .to = STDERR_FILENO}};
 	static struct feed in = {.from = -1, .to = -1};
 
+	if (sigfd < 0) {
+		sbx_fail_errno(&err, "signalfd");
+		goto out;
+	}
 	if (sbx_policy_supported(policy, &err) < 0)
 		goto out;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) < 0) {
@@ -432,6 +436,10 @@ int sbx_serve(const struct sbx_helper_opts *o, SbxPolicy *policy)
 		return EXIT_SETUP;
 	}
 	int sigfd = block_signals();
+	if (sigfd < 0) {
+		fprintf(stderr, "sbx-helper: signalfd: %s\n", strerror(errno));
+		return EXIT_SETUP;
+	}
 	struct sbx_sandbox_opts so = {
 		.policy = policy,
 		.data_dir = o->data_dir,
@@ -448,7 +456,9 @@ int sbx_serve(const struct sbx_helper_opts *o, SbxPolicy *policy)
 	close(o->control_fd);
 	int pidfd = pidfd_open(sb.pid, 0);
 	bool kill_first = false;
-	for (;;) {
+	/* Without pidfd (Linux < 5.3) wait for pid 1 directly: SIGTERM then
+	 * reaches us only as pid 1's own end, which is acceptable there. */
+	for (; pidfd >= 0;) {
 		struct pollfd pfd[2] = {{.fd = pidfd, .events = POLLIN},
 					{.fd = sigfd, .events = POLLIN}};
 		if (poll(pfd, 2, -1) < 0 && errno != EINTR)
