@@ -324,10 +324,15 @@ class Cleanup(SandboxTest):
         self.assertEqual(r.stderr.count("\n"), 1, r)  # one line says why
         self.assertEqual(r.stdout, "", r)
         self.assertFalse(os.path.lexists(out), r)
-        # A policy that does not parse is refused before the run exists: no
-        # result is written (other setup failures do write one).
-        self.assertFalse(os.path.lexists(result_path), r)
-        self.assertEqual([f for f in os.listdir(self.tmp) if f.startswith("bad-result")], [])
+        # Refused before the run exists; the result says why, and is the
+        # only file written (no temporary left beside it).
+        with open(result_path) as f:
+            res = json.load(f)
+        self.assertEqual(res["exit_reason"], "setup_failed", res)
+        self.assertEqual(res["exit_code"], 125, res)
+        self.assertIn(res["message"], r.stderr, res)
+        self.assertEqual([f for f in os.listdir(self.tmp) if f.startswith("bad-result")],
+                         ["bad-result.json"])
         self.assert_nothing_left(p.pid, before_mounts, before_entries, r)
         return r
 

@@ -299,6 +299,25 @@ int main(void)
 	if (e2)
 		sbx__v1__exec_ended__free_unpacked(e2, NULL);
 
+	/* Execs of one run cannot see (or reach through /proc) each other's
+	 * processes: each has its own user namespace. */
+	int f_long = exec_sh(&h, 20, "exec sleep 989");
+	usleep(200000);
+	fd = exec_sh(&h, 21, "for p in /proc/[0-9]*; do cat $p/cmdline 2>/dev/null; echo; done | "
+			     "grep -c 989; for p in /proc/[0-9]*; do head -c1 $p/mem 2>/dev/null "
+			     "&& echo READ; done; true");
+	e = wait_ended(&h, 10000);
+	out = read_all(fd);
+	CHECK(e && e->exec_id == 21 && strcmp(out, "0\n") == 0,
+	      "an exec sees nothing of another running exec (got %s)", out);
+	if (e)
+		sbx__v1__exec_ended__free_unpacked(e, NULL);
+	send_signal(&h, 20, SIGKILL);
+	e = wait_ended(&h, 10000);
+	if (e)
+		sbx__v1__exec_ended__free_unpacked(e, NULL);
+	close(f_long);
+
 	/* A duplicate exec id is refused, not run. */
 	fd = exec_sh(&h, 8, "sleep 992");
 	int fd2 = exec_sh(&h, 8, "echo dup");
