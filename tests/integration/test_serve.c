@@ -304,7 +304,7 @@ int main(void)
 	int f_long = exec_sh(&h, 20, "exec sleep 989");
 	usleep(200000);
 	fd = exec_sh(&h, 21, "for p in /proc/[0-9]*; do cat $p/cmdline 2>/dev/null; echo; done | "
-			     "grep -c 989; for p in /proc/[0-9]*; do head -c1 $p/mem 2>/dev/null "
+			     "grep -c 98[9]; for p in /proc/[0-9]*; do head -c1 $p/mem 2>/dev/null "
 			     "&& echo READ; done; true");
 	e = wait_ended(&h, 10000);
 	out = read_all(fd);
