@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -38,28 +39,28 @@ static const char *env_path(const SbxPolicy *p)
 	return DEFAULT_PATH;
 }
 
-/* execvpe with the policy's PATH, not ours; returns the errno that decides
- * between 126 and 127. A name found on the path runs with the full path as
- * argv[0]: with an empty environment there is no PATH for the program to
- * find itself again (python3 would report sys.executable as ""). */
-static int exec_command(char **argv, char **envp, const char *path)
+/* execvp's lookup with the policy's PATH, not ours, done before execve so
+ * that nothing runs between the last rlimit and the exec. A name found on
+ * the path runs with the full path as argv[0]: with an empty environment
+ * there is no PATH for the program to find itself again (python3 would
+ * report sys.executable as ""). Returns 0, or the errno that decides
+ * between 126 and 127. */
+static int resolve_command(const char *name, const char *path, char *full, size_t size)
 {
-	if (strchr(argv[0], '/')) {
-		execve(argv[0], argv, envp);
-		return errno;
+	if (strchr(name, '/')) {
+		snprintf(full, size, "%s", name);
+		return 0;
 	}
 	int result = ENOENT;
-	char *name = argv[0];
 	for (const char *p = path; *p;) {
 		size_t len = strcspn(p, ":");
-		char full[PATH_MAX];
-		if (snprintf(full, sizeof(full), "%.*s/%s", (int)len, len ? p : ".", name) <
-		    (int)sizeof(full)) {
-			argv[0] = full;
-			execve(full, argv, envp);
-			argv[0] = name;
-			if (errno != ENOENT && errno != ENOTDIR)
-				result = errno;
+		if (snprintf(full, size, "%.*s/%s", (int)len, len ? p : ".", name) < (int)size) {
+			struct stat st;
+			if (stat(full, &st) == 0 && S_ISREG(st.st_mode)) {
+				if (access(full, X_OK) == 0)
+					return 0;
+				result = EACCES;
+			}
 		}
 		p += len;
 		if (*p == ':')
@@ -118,14 +119,28 @@ static void run_command(const struct sbx_exec_spec *s, char **envp, int errpipe)
 	if (e)
 		_exit(125); /* no fd 3 to report on: exec init sees status 125 */
 	struct sbx_err err;
-	/* Here rather than in exec init: an address-space limit must bind the
-	 * command, not the process that waits for it. */
-	if (sbx_rlimits_apply(s->policy->limits, s->cgroup->mode == SBX_CG_NONE, &err) < 0)
+	/* Here rather than in exec init: the limits must bind the command, not
+	 * the process that waits for it. */
+	bool fallback = s->cgroup->mode == SBX_CG_NONE;
+	if (sbx_rlimits_apply(s->policy->limits, fallback, &err) < 0)
 		e = -(err.errnum ? err.errnum : EINVAL);
 	if (!e && chdir(s->cwd) < 0)
 		e = -errno;
+	char full[PATH_MAX];
+	char **argv = (char **)s->argv;
 	if (!e)
-		e = exec_command((char **)s->argv, envp, env_path(s->policy));
+		e = resolve_command(argv[0], env_path(s->policy), full, sizeof(full));
+	if (!e) {
+		argv[0] = full;
+		/* The address-space limit goes last, with nothing but execve
+		 * after it: a sanitizer runtime cannot live under it. */
+		if (fallback && sbx_rlimit_address_space(s->policy->limits, &err) < 0)
+			e = -(err.errnum ? err.errnum : EINVAL);
+		else
+			execve(full, argv, envp);
+		if (!e)
+			e = errno;
+	}
 	ssize_t n = write(3, &e, sizeof(e));
 	(void)n;
 	_exit(127);

@@ -76,9 +76,13 @@ int sbx_rlimits_apply(const Sbx__V1__Limits *l, bool fallback, struct sbx_err *e
 		return 0;
 	/* Weaker than a cgroup (per process, address space rather than memory,
 	 * CPU time rather than quota), which is why it is opt-in and reported. */
-	if (set_limit(RLIMIT_AS, (rlim_t)l->memory_mb << 20, "RLIMIT_AS", err) < 0 ||
-	    set_limit(RLIMIT_CPU, l->script_seconds, "RLIMIT_CPU", err) < 0 ||
+	if (set_limit(RLIMIT_CPU, l->script_seconds, "RLIMIT_CPU", err) < 0 ||
 	    set_limit(RLIMIT_NPROC, l->pids, "RLIMIT_NPROC", err) < 0)
 		return -1;
 	return 0;
+}
+
+int sbx_rlimit_address_space(const Sbx__V1__Limits *l, struct sbx_err *err)
+{
+	return set_limit(RLIMIT_AS, (rlim_t)l->memory_mb << 20, "RLIMIT_AS", err);
 }

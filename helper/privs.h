@@ -13,8 +13,11 @@
  * exec's own children at the process that set them up). */
 int sbx_privs_drop(struct sbx_err *err);
 
-/* RLIMIT_CORE 0 and a bounded RLIMIT_NOFILE always; with `fallback` (no
- * cgroup) also RLIMIT_AS, RLIMIT_CPU and RLIMIT_NPROC from the policy. */
+/* RLIMIT_CORE 0, bounded RLIMIT_NOFILE, and the per-user limits the host
+ * shares, always; with `fallback` (no cgroup) also RLIMIT_CPU and
+ * RLIMIT_NPROC from the policy. */
 int sbx_rlimits_apply(const Sbx__V1__Limits *limits, bool fallback, struct sbx_err *err);
+/* The fallback's RLIMIT_AS, applied right before execve. */
+int sbx_rlimit_address_space(const Sbx__V1__Limits *limits, struct sbx_err *err);
 
 #endif

