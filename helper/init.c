@@ -104,7 +104,7 @@ static struct exec_slot *find_exec(struct init_state *st, uint64_t id)
 	return NULL;
 }
 
-static void start_exec(struct init_state *st, Sbx__V1__ExecRequest *req, int *fds, size_t nfds)
+static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, int *fds, size_t nfds)
 {
 	struct sbx_err err;
 	const SbxPolicy *p = st->ctx->policy;
@@ -274,7 +274,7 @@ static void kill_exec(struct exec_slot *slot, Sbx__V1__ExecEnded__Reason why)
 	kill(slot->pid, SIGKILL);
 }
 
-static void handle_signal_request(struct init_state *st, Sbx__V1__SignalRequest *req)
+static void handle_signal_request(struct init_state *st, Sbx__V1__HelperSignalRequest *req)
 {
 	static const int forwarded[] = {SBX_FORWARDED_SIGNALS};
 	struct exec_slot *slot = find_exec(st, req->exec_id);

@@ -200,7 +200,7 @@ static int await_ready(int ctl, int *out_fd, char *cgroup_mode, size_t cgsize,
 
 static int send_exec(int ctl, char **argv, int in_r, int out_w, int err_w, struct sbx_err *err)
 {
-	Sbx__V1__ExecRequest req = SBX__V1__EXEC_REQUEST__INIT;
+	Sbx__V1__HelperExecRequest req = SBX__V1__HELPER_EXEC_REQUEST__INIT;
 	Sbx__V1__HelperMessage m = SBX__V1__HELPER_MESSAGE__INIT;
 	size_t n = 0;
 	while (argv[n])
@@ -216,7 +216,7 @@ static int send_exec(int ctl, char **argv, int in_r, int out_w, int err_w, struc
 
 static void send_destroy(int ctl)
 {
-	Sbx__V1__DestroyRequest d = SBX__V1__DESTROY_REQUEST__INIT;
+	Sbx__V1__HelperDestroyRequest d = SBX__V1__HELPER_DESTROY_REQUEST__INIT;
 	Sbx__V1__HelperMessage m = SBX__V1__HELPER_MESSAGE__INIT;
 	struct sbx_err ignored;
 	m.msg_case = SBX__V1__HELPER_MESSAGE__MSG_DESTROY;

@@ -91,7 +91,7 @@ static int exec_sh(struct helper *h, uint64_t id, const char *script)
 		return -1;
 	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 	char *argv[] = {"/bin/sh", "-c", (char *)script};
-	Sbx__V1__ExecRequest req = SBX__V1__EXEC_REQUEST__INIT;
+	Sbx__V1__HelperExecRequest req = SBX__V1__HELPER_EXEC_REQUEST__INIT;
 	Sbx__V1__HelperMessage m = SBX__V1__HELPER_MESSAGE__INIT;
 	req.exec_id = id;
 	req.n_argv = 3;
@@ -112,7 +112,7 @@ static int exec_sh(struct helper *h, uint64_t id, const char *script)
 
 static void send_signal(struct helper *h, uint64_t id, int sig)
 {
-	Sbx__V1__SignalRequest req = SBX__V1__SIGNAL_REQUEST__INIT;
+	Sbx__V1__HelperSignalRequest req = SBX__V1__HELPER_SIGNAL_REQUEST__INIT;
 	Sbx__V1__HelperMessage m = SBX__V1__HELPER_MESSAGE__INIT;
 	struct sbx_err err;
 	req.exec_id = id;
