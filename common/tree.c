@@ -1,13 +1,20 @@
 #include "tree.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/openat2.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
 
 #include "util.h"
 
@@ -30,3 +37,185 @@ int sbx_open_beneath(int dirfd, const char *path, int flags, mode_t mode, struct
 	return fd;
 }
 
+/* ---- listing with sizes, modes and digests ---- */
+
+struct list_walk {
+	uint64_t max;
+	uint64_t seen;
+	uint64_t *skipped;
+	bool stopped;
+	sbx_tree_file_fn fn;
+	void *arg;
+	struct sbx_err *err;
+};
+
+/* Open failures a hostile tree can cause on purpose (a mode of 000, an
+ * entry swapped for a link or removed since it was listed): the entry is
+ * skipped, the listing goes on. */
+static bool skippable(int errnum)
+{
+	return errnum == EACCES || errnum == EPERM || errnum == ELOOP || errnum == ENOENT ||
+	       errnum == ENOTDIR || errnum == EXDEV || errnum == ENXIO || errnum == EAGAIN;
+}
+
+static int list_dir(int dir, const char *prefix, int depth, struct list_walk *w);
+
+static int list_entry(int dir, const char *name, const char *rel, int depth, struct list_walk *w)
+{
+	struct stat st;
+	int fd, rc;
+
+	if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (errno == ENOENT)
+			return 0; /* gone since readdir */
+		return sbx_fail_errno(w->err, "stat %s", rel);
+	}
+	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
+		(*w->skipped)++;
+		return 0;
+	}
+	if (S_ISDIR(st.st_mode) && depth >= SBX_TREE_MAX_DEPTH) {
+		(*w->skipped)++;
+		return 0;
+	}
+	/* O_NONBLOCK: an entry swapped for a FIFO since fstatat cannot hang
+	 * the open; the fstat below notices. */
+	fd = sbx_open_beneath(dir, name,
+			      S_ISDIR(st.st_mode) ? O_RDONLY | O_DIRECTORY : O_RDONLY | O_NONBLOCK,
+			      0, w->err);
+	if (fd < 0) {
+		if (!skippable(w->err->errnum))
+			return sbx_err_prefix(w->err, "%s", rel);
+		(*w->skipped)++;
+		return 0;
+	}
+	if (fstat(fd, &st) < 0) {
+		rc = sbx_fail_errno(w->err, "stat %s", rel);
+	} else if (S_ISDIR(st.st_mode)) {
+		rc = list_dir(fd, rel, depth + 1, w);
+	} else if (S_ISREG(st.st_mode)) {
+		rc = w->fn(rel, fd, &st, w->arg, w->err);
+	} else {
+		(*w->skipped)++;
+		rc = 0;
+	}
+	close(fd);
+	return rc;
+}
+
+static int list_dir(int dir, const char *prefix, int depth, struct list_walk *w)
+{
+	/* A new open of ".", not a dup: a dup shares the directory offset, so
+	 * a second listing through the same fd (or a concurrent one) would
+	 * start where the last one stopped. */
+	int dup_fd = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d;
+	struct dirent *de;
+	int rc = 0;
+
+	if (dup_fd < 0)
+		return sbx_fail_errno(w->err, "open %s", prefix[0] ? prefix : ".");
+	d = fdopendir(dup_fd);
+	if (!d) {
+		close(dup_fd);
+		return sbx_fail_errno(w->err, "opendir %s", prefix[0] ? prefix : ".");
+	}
+	while (rc == 0 && !w->stopped && (de = readdir(d))) {
+		char rel[PATH_MAX];
+		int len;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (w->seen >= w->max) {
+			w->stopped = true;
+			break;
+		}
+		w->seen++;
+		len =
+		    snprintf(rel, sizeof(rel), "%s%s%s", prefix, prefix[0] ? "/" : "", de->d_name);
+		if (len < 0 || (size_t)len >= sizeof(rel)) {
+			(*w->skipped)++;
+			continue;
+		}
+		rc = list_entry(dir, de->d_name, rel, depth, w);
+	}
+	closedir(d);
+	return rc;
+}
+
+int sbx_tree_list(int dirfd, uint64_t max_entries, sbx_tree_file_fn fn, void *arg,
+		  uint64_t *skipped, struct sbx_err *err)
+{
+	struct list_walk w = {
+		.max = max_entries,
+		.skipped = skipped,
+		.fn = fn,
+		.arg = arg,
+		.err = err,
+	};
+
+	*skipped = 0;
+	if (list_dir(dirfd, "", 0, &w) < 0)
+		return -1;
+	return w.stopped ? 1 : 0;
+}
+
+void sbx_sha256_hex(const unsigned char md[32], char hex[65])
+{
+	static const char digits[] = "0123456789abcdef";
+
+	for (int i = 0; i < 32; i++) {
+		hex[2 * i] = digits[md[i] >> 4];
+		hex[2 * i + 1] = digits[md[i] & 15];
+	}
+	hex[64] = '\0';
+}
+
+int sbx_sha256_fd(int fd, char hex[65], uint64_t *bytes, struct sbx_err *err)
+{
+	enum { CHUNK = 256 * 1024 };
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	uint64_t total = 0;
+	EVP_MD_CTX *ctx;
+	unsigned char *buf;
+	int rc = 0;
+
+	/* As in sbx_policy_digest: no openssl.cnf, which configures nothing
+	 * a sha256 needs and costs milliseconds. */
+	OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG, NULL);
+	ctx = EVP_MD_CTX_new();
+	buf = malloc(CHUNK);
+	if (!ctx || !buf || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
+		rc = sbx_fail(err, "sha256: out of memory");
+		goto out;
+	}
+	for (;;) {
+		ssize_t n = read(fd, buf, CHUNK);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = sbx_fail_errno(err, "read");
+			goto out;
+		}
+		if (n == 0)
+			break;
+		if (!EVP_DigestUpdate(ctx, buf, (size_t)n)) {
+			rc = sbx_fail(err, "sha256 failed");
+			goto out;
+		}
+		total += (uint64_t)n;
+	}
+	if (!EVP_DigestFinal_ex(ctx, md, &mdlen) || mdlen != 32) {
+		rc = sbx_fail(err, "sha256 failed");
+		goto out;
+	}
+	sbx_sha256_hex(md, hex);
+	if (bytes)
+		*bytes = total;
+out:
+	free(buf);
+	EVP_MD_CTX_free(ctx);
+	return rc;
+}

@@ -33,4 +33,25 @@ int sbx_open_beneath(int dirfd, const char *path, int flags, mode_t mode, struct
 int sbx_tree_copy(int src_dirfd, int dst_dirfd, uint64_t max_bytes, struct sbx_tree_stats *stats,
 		  void (*on_skip)(const char *relpath, const char *why), struct sbx_err *err);
 
+/* Lists dirfd's tree the same way: `fn` gets every regular file (its path
+ * relative to dirfd, an fd opened read-only and non-blocking on it, and its
+ * fstat), directories are descended into, and everything else -- links,
+ * FIFOs, sockets, devices, files or directories that cannot be opened,
+ * anything deeper than SBX_TREE_MAX_DEPTH or with a path beyond PATH_MAX --
+ * is counted in *skipped. Stops after max_entries entries and returns 1;
+ * returns 0 when the whole tree was listed, -1 on an error (or when fn
+ * returns -1, with err set by fn). */
+struct stat;
+typedef int (*sbx_tree_file_fn)(const char *relpath, int fd, const struct stat *st, void *arg,
+				struct sbx_err *err);
+int sbx_tree_list(int dirfd, uint64_t max_entries, sbx_tree_file_fn fn, void *arg,
+		  uint64_t *skipped, struct sbx_err *err);
+
+/* sha256 (OpenSSL EVP) of everything read from fd's current offset to its
+ * end, as 64 lowercase hex digits + NUL; *bytes (if non-NULL) gets the
+ * length. */
+int sbx_sha256_fd(int fd, char hex[65], uint64_t *bytes, struct sbx_err *err);
+/* 32 bytes of digest as 64 lowercase hex digits + NUL. */
+void sbx_sha256_hex(const unsigned char md[32], char hex[65]);
+
 #endif

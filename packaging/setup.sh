@@ -19,7 +19,7 @@ CTRL_LIST=$(IFS=,; printf '%s' "${CONTROLLERS[*]}")
 PACKAGES=(build-essential cmake pkg-config gcc clang libseccomp-dev libcap-dev
           libnng-dev nng-utils libprotobuf-c-dev protobuf-c-compiler libjansson-dev
           libarchive-dev libssl-dev openssl bubblewrap tinyproxy python3 iproute2
-          curl valgrind ca-certificates)
+          curl valgrind ca-certificates python3-protobuf protobuf-compiler time)
 
 usage() {
     cat <<EOF

@@ -1,0 +1,286 @@
+/* Files in and out of a run: sha256, chunked upload and verified download. */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+
+#include "client_internal.h"
+#include "util.h"
+
+static void md_freep(EVP_MD_CTX **md)
+{
+	EVP_MD_CTX_free(*md);
+}
+
+static void sbx_fetch_resp_freep(Sbx__V1__FetchArtifactResponse **r)
+{
+	if (*r)
+		sbx__v1__fetch_artifact_response__free_unpacked(*r, NULL);
+}
+
+static EVP_MD_CTX *sha256_new(void)
+{
+	/* openssl.cnf configures nothing a sha256 needs, and reading it costs
+	 * milliseconds per process. */
+	OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG, NULL);
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	if (md && !EVP_DigestInit_ex(md, EVP_sha256(), NULL)) {
+		EVP_MD_CTX_free(md);
+		return NULL;
+	}
+	return md;
+}
+
+static int sha256_hex(EVP_MD_CTX *md, char hex[65])
+{
+	unsigned char out[EVP_MAX_MD_SIZE];
+	unsigned int n = 0;
+
+	if (!EVP_DigestFinal_ex(md, out, &n) || n != 32)
+		return -1;
+	sbx_hex(out, 32, hex);
+	return 0;
+}
+
+static ssize_t read_full(int fd, uint8_t *buf, size_t len)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n = read(fd, buf + got, len - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	return (ssize_t)got;
+}
+
+static int write_full(int fd, const uint8_t *buf, size_t len)
+{
+	while (len) {
+		ssize_t n = write(fd, buf, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int sbx_file_sha256(const char *path, char hex[65], uint64_t *size, struct sbx_err *err)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	_cleanup_(md_freep) EVP_MD_CTX *md = NULL;
+	_cleanup_free_ uint8_t *buf = NULL;
+	struct stat stb;
+	uint64_t total = 0;
+	ssize_t n;
+
+	if (fd < 0 || fstat(fd, &stb) < 0)
+		return sbx_fail_errno(err, "%s", path);
+	if (!S_ISREG(stb.st_mode))
+		return sbx_fail(err, "%s: not a regular file", path);
+	if (!(md = sha256_new()) || !(buf = malloc(SBX_CHUNK_BYTES)))
+		return sbx_fail(err, "%s: out of memory", path);
+	while ((n = read_full(fd, buf, SBX_CHUNK_BYTES)) > 0) {
+		if (!EVP_DigestUpdate(md, buf, (size_t)n))
+			return sbx_fail(err, "%s: sha256 failed", path);
+		total += (uint64_t)n;
+	}
+	if (n < 0)
+		return sbx_fail_errno(err, "%s", path);
+	if (sha256_hex(md, hex) < 0)
+		return sbx_fail(err, "%s: sha256 failed", path);
+	if (size)
+		*size = total;
+	return 0;
+}
+
+int sbx_put_file(sbx_client *c, const char *run_id, const char *local_path, const char *remote_path,
+		 sbx_progress_fn progress, void *progress_arg, struct sbx_call_status *st)
+{
+	_cleanup_close_ int fd = open(local_path, O_RDONLY | O_CLOEXEC);
+	_cleanup_free_ uint8_t *buf = NULL;
+	struct stat stb;
+	uint64_t offset = 0;
+
+	if (fd < 0 || fstat(fd, &stb) < 0)
+		return sbx_st_fail(st, SBX__V1__CODE__INVALID_ARGUMENT, "%s: %s", local_path,
+				   strerror(errno));
+	if (!S_ISREG(stb.st_mode))
+		return sbx_st_fail(st, SBX__V1__CODE__INVALID_ARGUMENT, "%s: not a regular file",
+				   local_path);
+	if (!(buf = malloc(SBX_CHUNK_BYTES)))
+		return sbx_st_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
+	/* The size the manifest was made with: a file that shrinks meanwhile is
+	 * an error here, one that grows is sent as it was (and sbxd's sha256
+	 * check says whether that was still the same file). */
+	uint64_t size = (uint64_t)stb.st_size;
+	do {
+		size_t want =
+		    size - offset < SBX_CHUNK_BYTES ? (size_t)(size - offset) : SBX_CHUNK_BYTES;
+		ssize_t n = read_full(fd, buf, want);
+		if (n < 0)
+			return sbx_st_fail(st, SBX__V1__CODE__INVALID_ARGUMENT, "%s: %s",
+					   local_path, strerror(errno));
+		if ((size_t)n != want)
+			return sbx_st_fail(st, SBX__V1__CODE__ABORTED,
+					   "%s: shrank while being uploaded", local_path);
+		Sbx__V1__PutInputRequest req = SBX__V1__PUT_INPUT_REQUEST__INIT;
+		req.run_id = (char *)run_id;
+		req.path = (char *)remote_path;
+		req.offset = offset;
+		req.data.data = buf;
+		req.data.len = want;
+		req.last = offset + want == size;
+		Sbx__V1__PutInputResponse *r = sbx_put_input(c, &req, st);
+		if (!r)
+			return sbx_err_prefix_st(st, "PutInput %s at %llu", remote_path,
+						 (unsigned long long)offset);
+		bool bad = r->received != offset + want || (req.last && !r->complete);
+		uint64_t received = r->received;
+		sbx__v1__put_input_response__free_unpacked(r, NULL);
+		if (bad)
+			return sbx_st_fail(st, SBX__V1__CODE__INTERNAL,
+					   "PutInput %s: server has %llu bytes, expected %llu%s",
+					   remote_path, (unsigned long long)received,
+					   (unsigned long long)(offset + want),
+					   req.last ? " and the file complete" : "");
+		offset += want;
+		if (progress)
+			progress(remote_path, offset, size, progress_arg);
+	} while (offset < size);
+	return 0;
+}
+
+/* A temporary file next to the destination, so that the final rename is
+ * atomic; created with 0666 so that the umask decides as for any new file. */
+static int open_temp(const char *dest, char **tmp_path, struct sbx_call_status *st)
+{
+	_cleanup_free_ char *copy = strdup(dest);
+	char id[33];
+
+	if (!copy)
+		return sbx_st_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
+	const char *dir = dirname(copy);
+	for (int tries = 0; tries < 16; tries++) {
+		if (sbx_request_id(id) < 0)
+			return sbx_st_fail(st, SBX__V1__CODE__INTERNAL, "getrandom: %s",
+					   strerror(errno));
+		id[12] = '\0';
+		if (asprintf(tmp_path, "%s/.sbx-fetch-%s.tmp", dir, id) < 0)
+			return sbx_st_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
+		int fd =
+		    open(*tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666);
+		if (fd >= 0)
+			return fd;
+		int e = errno;
+		free(*tmp_path);
+		*tmp_path = NULL;
+		if (e != EEXIST)
+			return sbx_st_fail(st, SBX__V1__CODE__INVALID_ARGUMENT, "%s: %s", dir,
+					   strerror(e));
+	}
+	return sbx_st_fail(st, SBX__V1__CODE__INTERNAL, "%s: no free temporary name", dir);
+}
+
+static int fetch_into(sbx_client *c, const char *run_id, const char *remote_path, int fd,
+		      const char *expect_sha256, sbx_progress_fn progress, void *progress_arg,
+		      struct sbx_call_status *st)
+{
+	_cleanup_(md_freep) EVP_MD_CTX *md = sha256_new();
+	uint64_t offset = 0, size = 0;
+	char got[65];
+
+	if (!md)
+		return sbx_st_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
+	for (;;) {
+		Sbx__V1__FetchArtifactRequest req = SBX__V1__FETCH_ARTIFACT_REQUEST__INIT;
+		req.run_id = (char *)run_id;
+		req.path = (char *)remote_path;
+		req.offset = offset;
+		req.max_bytes = SBX_CHUNK_BYTES;
+		_cleanup_(sbx_fetch_resp_freep) Sbx__V1__FetchArtifactResponse *r =
+		    sbx_fetch_artifact(c, &req, st);
+		if (!r)
+			return sbx_err_prefix_st(st, "FetchArtifact %s at %llu", remote_path,
+						 (unsigned long long)offset);
+		if (offset == 0)
+			size = r->size;
+		if (r->size != size || r->data.len > SBX_CHUNK_BYTES || offset + r->data.len > size)
+			return sbx_st_fail(st, SBX__V1__CODE__DATA_LOSS,
+					   "%s: changed while being fetched (size %llu, then %llu "
+					   "with %zu bytes at %llu)",
+					   remote_path, (unsigned long long)size,
+					   (unsigned long long)r->size, r->data.len,
+					   (unsigned long long)offset);
+		if (r->data.len && (write_full(fd, r->data.data, r->data.len) < 0))
+			return sbx_st_fail(st, SBX__V1__CODE__INTERNAL, "writing %s: %s",
+					   remote_path, strerror(errno));
+		if (!EVP_DigestUpdate(md, r->data.data, r->data.len))
+			return sbx_st_fail(st, SBX__V1__CODE__INTERNAL, "sha256 failed");
+		offset += r->data.len;
+		if (progress && r->data.len)
+			progress(remote_path, offset, size, progress_arg);
+		if (!r->eof) {
+			if (!r->data.len)
+				return sbx_st_fail(st, SBX__V1__CODE__DATA_LOSS,
+						   "%s: the server sent no bytes at %llu of %llu",
+						   remote_path, (unsigned long long)offset,
+						   (unsigned long long)size);
+			continue;
+		}
+		if (offset != size)
+			return sbx_st_fail(st, SBX__V1__CODE__DATA_LOSS,
+					   "%s: got %llu bytes of %llu", remote_path,
+					   (unsigned long long)offset, (unsigned long long)size);
+		if (sha256_hex(md, got) < 0)
+			return sbx_st_fail(st, SBX__V1__CODE__INTERNAL, "sha256 failed");
+		if (!r->sha256 || strcmp(r->sha256, got))
+			return sbx_st_fail(st, SBX__V1__CODE__DATA_LOSS,
+					   "%s: sha256 of the bytes received is %s, the server "
+					   "says %s",
+					   remote_path, got,
+					   r->sha256 && *r->sha256 ? r->sha256 : "nothing");
+		if (expect_sha256 && strcmp(expect_sha256, got))
+			return sbx_st_fail(st, SBX__V1__CODE__DATA_LOSS,
+					   "%s: sha256 of the bytes received is %s, expected %s",
+					   remote_path, got, expect_sha256);
+		return 0;
+	}
+}
+
+int sbx_fetch_file(sbx_client *c, const char *run_id, const char *remote_path,
+		   const char *local_path, const char *expect_sha256, sbx_progress_fn progress,
+		   void *progress_arg, struct sbx_call_status *st)
+{
+	_cleanup_free_ char *tmp = NULL;
+	int fd = open_temp(local_path, &tmp, st);
+
+	if (fd < 0)
+		return -1;
+	int rc = fetch_into(c, run_id, remote_path, fd, expect_sha256, progress, progress_arg, st);
+	if (rc == 0 && fsync(fd) < 0)
+		rc = sbx_st_fail(st, SBX__V1__CODE__INTERNAL, "%s: %s", tmp, strerror(errno));
+	if (close(fd) < 0 && rc == 0)
+		rc = sbx_st_fail(st, SBX__V1__CODE__INTERNAL, "%s: %s", tmp, strerror(errno));
+	if (rc == 0 && rename(tmp, local_path) < 0)
+		rc =
+		    sbx_st_fail(st, SBX__V1__CODE__INTERNAL, "%s: %s", local_path, strerror(errno));
+	if (rc < 0)
+		unlink(tmp);
+	return rc;
+}

@@ -1,0 +1,176 @@
+/* libsbxclient: the C client of sbxd's RPC API (proto/sbx/v1/sandbox.proto).
+ *
+ * One sbx_client holds one nng REQ socket dialed to one endpoint. Every call
+ * is one Request/Response exchange on its own REQ context, so a client may be
+ * shared by threads and calls may run concurrently (the CLI reads stdout and
+ * stderr of an exec in parallel while a third thread waits for its end).
+ *
+ * Errors, two kinds:
+ *  - setting up (sbx_client_open, local files) fills a struct sbx_err, as
+ *    everywhere in sbx: return -1 or NULL, the message names what was wrong;
+ *  - a call fills a struct sbx_call_status with a gRPC code and a message.
+ *    The server's codes come through unchanged; transport failures become
+ *    UNAVAILABLE (no server, connection lost, TLS handshake refused) or
+ *    DEADLINE_EXCEEDED (no connection or no answer within the call's
+ *    timeout: a black-holed address, a hung server); local failures
+ *    around a call (a file that cannot be read, a digest mismatch) use
+ *    INVALID_ARGUMENT, INTERNAL or DATA_LOSS.
+ *
+ * Retries: a call that fails with UNAVAILABLE is tried again (by default 2
+ * more times, after 100 ms and 200 ms). Calls that change something
+ * (CreateRun, PutInput, Exec, Signal, Teardown) carry a random request id,
+ * the same on every try, so that sbxd answers a repeat with its first answer
+ * instead of acting twice; nng's REQ also re-sends by itself after a
+ * reconnect, which the same id makes harmless.
+ *
+ * Responses are ordinary protobuf-c messages: free them with their
+ * generated __free_unpacked(msg, NULL) (or protobuf_c_message_free_unpacked). */
+#ifndef SBX_SBXCLIENT_H
+#define SBX_SBXCLIENT_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <sbx/v1/sandbox.pb-c.h>
+
+#include "err.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SBX_CLIENT_VERSION "0.1.0"
+
+/* Where sbxd listens on this host unless told otherwise. */
+#define SBX_DEFAULT_ENDPOINT	"ipc:///run/sbx/sbxd.sock"
+#define SBX_DEFAULT_TIMEOUT_MS	30000
+#define SBX_DEFAULT_RETRIES	2
+#define SBX_DEFAULT_MAX_MESSAGE (8u << 20)
+/* PutInput and FetchArtifact move files in chunks of this size (the API's cap). */
+#define SBX_CHUNK_BYTES (1u << 20)
+
+typedef struct sbx_client sbx_client;
+
+/* Every field may be left zero (or NULL) for its default. */
+struct sbx_client_opts {
+	const char *endpoint;	     /* ipc://PATH, tls+tcp://HOST:PORT, tcp://HOST:PORT;
+					NULL: SBX_DEFAULT_ENDPOINT */
+	const char *tls_cert;	     /* tls+tcp: this client's certificate (PEM file) */
+	const char *tls_key;	     /* ... and its private key (PEM file, unencrypted) */
+	const char *tls_ca;	     /* tls+tcp: CA(s) the server's certificate must chain to;
+					required for tls+tcp */
+	const char *tls_server_name; /* name the server's certificate must carry;
+					NULL: the endpoint's host */
+	const char *token;	     /* bearer token sent in every request; NULL: none */
+	uint32_t timeout_ms;	     /* per call; 0: SBX_DEFAULT_TIMEOUT_MS */
+	int retries;	    /* extra tries after UNAVAILABLE: 0 = default (2), < 0 = none */
+	size_t max_message; /* largest response accepted; 0: SBX_DEFAULT_MAX_MESSAGE */
+};
+
+/* The outcome of one call. */
+struct sbx_call_status {
+	Sbx__V1__Code code; /* SBX__V1__CODE__OK on success */
+	char message[1024]; /* empty on success */
+};
+
+/* Per-call overrides for sbx_client_call_opts. */
+struct sbx_call_opts {
+	uint32_t timeout_ms;	/* 0: the client's */
+	const char *request_id; /* 1..64 bytes; NULL: a random one for calls that change
+				   something, none for the others. Give your own to make a
+				   call happen once across restarts of your own process. */
+};
+
+/* Progress of a file transfer: bytes done of total (total may be 0 for an
+ * empty file). Called after every chunk, from the calling thread. */
+typedef void (*sbx_progress_fn)(const char *path, uint64_t done, uint64_t total, void *arg);
+
+/* Checks the options and reads the TLS files; no network yet. The first
+ * call dials (blocking, bounded by its timeout), so that "nobody listens"
+ * and a refused TLS handshake come back at once as UNAVAILABLE with their
+ * reason; after a connection was lost for 2 s, the next call dials again.
+ * NULL on bad options or unreadable files, with err filled. */
+sbx_client *sbx_client_open(const struct sbx_client_opts *opts, struct sbx_err *err);
+void sbx_client_close(sbx_client *c);
+const char *sbx_client_endpoint(const sbx_client *c);
+/* The per-call timeout in force (opts.timeout_ms or the default). */
+uint32_t sbx_client_timeout_ms(const sbx_client *c);
+
+/* Calls in progress, and calls made later, end with CANCELLED within about
+ * 100 ms once *flag is non-zero (typically set by a SIGINT handler). NULL
+ * removes the flag, e.g. to tear a run down after an interrupt. */
+void sbx_client_set_interrupt(sbx_client *c, volatile sig_atomic_t *flag);
+
+/* The generic call: method is "/sbx.v1.Sandbox/<Name>", req the request
+ * message; on OK *resp is the unpacked response of type resp_desc and 0 is
+ * returned. Otherwise -1, *resp NULL, st filled. */
+int sbx_client_call(sbx_client *c, const char *method, const ProtobufCMessage *req,
+		    const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
+		    struct sbx_call_status *st);
+int sbx_client_call_opts(sbx_client *c, const char *method, const ProtobufCMessage *req,
+			 const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
+			 const struct sbx_call_opts *o, struct sbx_call_status *st);
+
+/* The name of a code as in the .proto ("NOT_FOUND"); "CODE_<n>" if unknown
+ * (in a thread-local buffer then). */
+const char *sbx_code_name(Sbx__V1__Code code);
+/* The name of an enum value of sandbox.proto ("EXITED", "ACTIVE"...). */
+const char *sbx_exit_reason_name(Sbx__V1__ExitReason r);
+const char *sbx_run_state_name(Sbx__V1__RunState s);
+
+/* Typed calls: NULL on failure with st filled; the response otherwise.
+ * Wait and ReadOutput give the call timeout_ms plus the client's timeout, so
+ * a long poll is never cut short by the transport. */
+Sbx__V1__HealthResponse *sbx_health(sbx_client *c, struct sbx_call_status *st);
+Sbx__V1__CreateRunResponse *sbx_create_run(sbx_client *c, const Sbx__V1__CreateRunRequest *req,
+					   struct sbx_call_status *st);
+Sbx__V1__PutInputResponse *sbx_put_input(sbx_client *c, const Sbx__V1__PutInputRequest *req,
+					 struct sbx_call_status *st);
+Sbx__V1__ExecResponse *sbx_exec(sbx_client *c, const Sbx__V1__ExecRequest *req,
+				struct sbx_call_status *st);
+Sbx__V1__WaitResponse *sbx_wait(sbx_client *c, const char *run_id, const char *exec_id,
+				uint32_t timeout_ms, struct sbx_call_status *st);
+Sbx__V1__ReadOutputResponse *sbx_read_output(sbx_client *c, const Sbx__V1__ReadOutputRequest *req,
+					     struct sbx_call_status *st);
+Sbx__V1__SignalResponse *sbx_signal(sbx_client *c, const char *run_id, const char *exec_id,
+				    int signal, struct sbx_call_status *st);
+Sbx__V1__StatusResponse *sbx_status(sbx_client *c, const char *run_id, struct sbx_call_status *st);
+Sbx__V1__ListArtifactsResponse *sbx_list_artifacts(sbx_client *c, const char *run_id,
+						   struct sbx_call_status *st);
+Sbx__V1__FetchArtifactResponse *sbx_fetch_artifact(sbx_client *c,
+						   const Sbx__V1__FetchArtifactRequest *req,
+						   struct sbx_call_status *st);
+Sbx__V1__TeardownResponse *sbx_teardown(sbx_client *c, const char *run_id,
+					struct sbx_call_status *st);
+Sbx__V1__ListRunsResponse *sbx_list_runs(sbx_client *c, struct sbx_call_status *st);
+
+/* Waits (long-polling, as often as needed) until the exec has ended; NULL
+ * on failure. The returned status's reason is never RUNNING. */
+Sbx__V1__WaitResponse *sbx_wait_end(sbx_client *c, const char *run_id, const char *exec_id,
+				    struct sbx_call_status *st);
+
+/* sha256 of a local file as 64 lowercase hex digits + NUL; size too if non-NULL. */
+int sbx_file_sha256(const char *path, char hex[65], uint64_t *size, struct sbx_err *err);
+
+/* Uploads local_path as remote_path (relative to /data) with PutInput:
+ * 1 MiB chunks in order, the last one marked. The run's manifest
+ * (CreateRun's inputs) must already name remote_path with this file's size
+ * and sha256 (sbx_file_sha256), which sbxd checks at the end. */
+int sbx_put_file(sbx_client *c, const char *run_id, const char *local_path, const char *remote_path,
+		 sbx_progress_fn progress, void *progress_arg, struct sbx_call_status *st);
+
+/* Downloads the artifact remote_path (relative to /out) into local_path:
+ * chunks go to a temporary file in local_path's directory, the sha256 of the
+ * bytes received is compared with the one sbxd reports (and with
+ * expect_sha256, e.g. ListArtifacts' value, if non-NULL), and only a match is
+ * renamed into place. A mismatch is DATA_LOSS and leaves no file behind. */
+int sbx_fetch_file(sbx_client *c, const char *run_id, const char *remote_path,
+		   const char *local_path, const char *expect_sha256, sbx_progress_fn progress,
+		   void *progress_arg, struct sbx_call_status *st);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

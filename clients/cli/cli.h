@@ -1,0 +1,135 @@
+/* The sbx command: what its files share. */
+#ifndef SBX_CLI_H
+#define SBX_CLI_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "client_internal.h"
+#include "err.h"
+#include "sbxclient.h"
+
+/* Exit statuses besides a command's own (as sbx-helper's). */
+#define EXIT_FAILURE_RPC 1 /* a call or a local step failed */
+#define EXIT_USAGE	 2
+#define EXIT_TIMEOUT	 124
+#define EXIT_SETUP	 125 /* run/exec: sbx itself failed; the reason is on stderr */
+
+#define CLI_MAX_LABELS 64
+#define CLI_TOKEN_MAX  256
+
+enum cli_cmd {
+	CMD_NONE,
+	CMD_RUN,
+	CMD_CREATE,
+	CMD_PUT,
+	CMD_EXEC,
+	CMD_STATUS,
+	CMD_ARTIFACTS,
+	CMD_FETCH,
+	CMD_TEARDOWN,
+	CMD_RUNS,
+	CMD_HEALTH,
+	CMD_POLICY,
+	CMD_COUNT,
+};
+
+struct cli {
+	/* Global options (also accepted after the command). */
+	const char *endpoint;
+	bool endpoint_given; /* by --endpoint or SBX_ENDPOINT: never start a private sbxd */
+	const char *tls_cert, *tls_key, *tls_ca, *tls_server_name;
+	const char *token, *token_file;
+	uint32_t timeout_ms; /* 0: the library's default */
+	bool json;
+	bool help; /* print the help of cmd (CMD_NONE: the tool's) and exit 0 */
+	bool version;
+
+	enum cli_cmd cmd;
+	/* The command's options and operands. */
+	const char *policy, *data, *out, *stdin_file;
+	const char *labels[CLI_MAX_LABELS];
+	unsigned n_labels;
+	bool no_wait, no_upload;
+	const char *run_id, *local, *remote, *path, *dest, *all_dir;
+	char **argv; /* run/exec: the command for the sandbox, NULL-terminated */
+	int argc;
+
+	char token_buf[CLI_TOKEN_MAX + 2];
+};
+
+/* Parses argv (argv[0] is the program). Returns 0, or -1 with a usage error
+ * in err (exit EXIT_USAGE). Reads no environment and no file. */
+int cli_parse(int argc, char **argv, struct cli *cli, struct sbx_err *err);
+/* Fills what flags left open from SBX_ENDPOINT, SBX_TLS_CERT, SBX_TLS_KEY,
+ * SBX_TLS_CA, SBX_TLS_SERVER_NAME and SBX_TOKEN, and reads --token-file. */
+int cli_resolve(struct cli *cli, struct sbx_err *err);
+const char *cli_help(enum cli_cmd cmd);
+const char *cli_cmd_name(enum cli_cmd cmd);
+
+/* Output helpers. */
+__attribute__((format(printf, 2, 3))) int cli_error(Sbx__V1__Code code, const char *fmt, ...);
+int cli_status_error(const struct sbx_call_status *st);
+int cli_print_json(const ProtobufCMessage *m);
+sbx_client *cli_connect(const struct cli *cli, const char *endpoint);
+void cli_progress(const char *path, uint64_t done, uint64_t total, void *arg);
+int cli_exit_status(const Sbx__V1__ExecStatus *s);
+
+/* The number of the SIGINT, SIGTERM or SIGHUP that arrived (0: none), once
+ * cli_install_signals ran. */
+extern volatile sig_atomic_t cli_interrupted;
+void cli_install_signals(void);
+
+/* The commands; each returns the process's exit status. */
+int cmd_run(struct cli *cli);
+int cmd_create(struct cli *cli);
+int cmd_put(struct cli *cli);
+int cmd_exec(struct cli *cli);
+int cmd_status(struct cli *cli);
+int cmd_artifacts(struct cli *cli);
+int cmd_fetch(struct cli *cli);
+int cmd_teardown(struct cli *cli);
+int cmd_runs(struct cli *cli);
+int cmd_health(struct cli *cli);
+int cmd_policy(struct cli *cli);
+
+/* Pieces of run/create/exec. */
+struct manifest {
+	Sbx__V1__InputFile **files; /* path relative to the data dir, size, sha256 */
+	char **local;		    /* the file on this host */
+	size_t n;
+};
+int manifest_build(const char *dir, struct manifest *m, struct sbx_err *err);
+void manifest_free(struct manifest *m);
+int manifest_upload(sbx_client *c, const char *run_id, const struct manifest *m,
+		    struct sbx_call_status *st);
+/* Creates a run from cli's policy, labels and data dir (uploading it unless
+ * told not to); *run_id is malloc'd. */
+int create_with_inputs(sbx_client *c, const struct cli *cli, bool upload, char **run_id,
+		       struct sbx_call_status *st);
+/* Starts argv in the run; *exec_id is malloc'd. */
+int start_exec(sbx_client *c, const struct cli *cli, const char *run_id, char **exec_id,
+	       struct sbx_call_status *st);
+/* Streams the exec's stdout and stderr to ours while it runs, and waits for
+ * its end; *status is the final ExecStatus (free with free_unpacked of the
+ * WaitResponse it came in, via *wait). */
+int live_exec(sbx_client *c, const char *run_id, const char *exec_id, Sbx__V1__WaitResponse **wait,
+	      struct sbx_call_status *st);
+/* Fetches every artifact of the run into dir, verified. */
+int fetch_all(sbx_client *c, const char *run_id, const char *dir, struct sbx_call_status *st);
+/* Checks that an artifact path from the server stays inside a directory. */
+bool safe_relative_path(const char *p);
+
+/* A private sbxd for `sbx run` when no server is there. */
+struct private_sbxd {
+	int pid;
+	char dir[256];
+	char endpoint[300];
+};
+int private_sbxd_start(struct private_sbxd *p, struct sbx_err *err);
+void private_sbxd_stop(struct private_sbxd *p);
+/* The sbxd binary to run: SBX_SBXD, next to this program, or PATH. */
+int private_sbxd_find(const char *self, char *out, size_t size);
+
+#endif

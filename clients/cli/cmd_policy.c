@@ -1,0 +1,31 @@
+/* sbx policy check FILE: the same strict parser sbxd and sbx-helper use
+ * (common/policy.h), here, without a server. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli.h"
+#include "policy.h"
+
+int cmd_policy(struct cli *cli)
+{
+	struct sbx_err err;
+	char digest[65];
+	SbxPolicy *p = sbx_policy_load(cli->path, &err);
+
+	if (!p) {
+		cli_error(SBX__V1__CODE__INVALID_ARGUMENT, "%s", err.msg);
+		return EXIT_FAILURE_RPC;
+	}
+	char *json = sbx_policy_to_json(p);
+	int rc = sbx_policy_digest(p, digest, &err);
+	sbx_policy_free(p);
+	if (!json || rc < 0) {
+		free(json);
+		cli_error(SBX__V1__CODE__INTERNAL, "%s", json ? err.msg : "out of memory");
+		return EXIT_FAILURE_RPC;
+	}
+	/* The digest as sbxd reports it (CreateRun's policy_digest). */
+	printf("%s\ndigest sha256:%s\n", json, digest);
+	free(json);
+	return 0;
+}

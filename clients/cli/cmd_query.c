@@ -1,0 +1,232 @@
+/* sbx status, artifacts, fetch, teardown, runs, health: the commands that
+ * look (and the one that ends a run). Human output by default, protobuf's
+ * JSON with --json. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "cli.h"
+#include "util.h"
+
+static void client_closep(sbx_client **c)
+{
+	sbx_client_close(*c);
+}
+
+static void msg_freep(ProtobufCMessage **m)
+{
+	if (*m)
+		protobuf_c_message_free_unpacked(*m, NULL);
+}
+
+#define _cleanup_msg_ _cleanup_(msg_freep)
+
+/* Milliseconds since the epoch as UTC ISO 8601; "-" for 0. */
+static const char *when(int64_t ms, char *buf, size_t size)
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+
+	if (ms <= 0 || !gmtime_r(&t, &tm))
+		return "-";
+	strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	return buf;
+}
+
+static void print_argv(char **argv, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		printf("%s%s", i ? " " : "", argv[i]);
+}
+
+static void print_exec(const Sbx__V1__ExecStatus *e)
+{
+	char a[32];
+
+	printf("exec %s  %s", e->exec_id, sbx_exit_reason_name(e->reason));
+	if (e->reason == SBX__V1__EXIT_REASON__EXITED)
+		printf(" %d", e->exit_code);
+	else if (e->reason == SBX__V1__EXIT_REASON__SIGNALED)
+		printf(" %d", e->signal);
+	printf("  started %s", when(e->started_unix_ms, a, sizeof(a)));
+	if (e->ended_unix_ms > 0 && e->started_unix_ms > 0)
+		printf("  wall %" PRId64 " ms", e->ended_unix_ms - e->started_unix_ms);
+	printf("  cpu %" PRIu64 " ms  peak %" PRIu64 " KiB  out %" PRIu64 "%s  err %" PRIu64 "%s\n",
+	       e->cpu_ms, e->peak_memory_bytes >> 10, e->stdout_bytes,
+	       e->stdout_truncated ? " (truncated)" : "", e->stderr_bytes,
+	       e->stderr_truncated ? " (truncated)" : "");
+	printf("     ");
+	print_argv(e->argv, e->n_argv);
+	putchar('\n');
+	if (e->message && *e->message)
+		printf("     %s\n", e->message);
+}
+
+int cmd_status(struct cli *cli)
+{
+	_cleanup_(client_closep) sbx_client *c = cli_connect(cli, NULL);
+	struct sbx_call_status st;
+	char a[32], b[32];
+
+	if (!c)
+		return EXIT_FAILURE_RPC;
+	_cleanup_msg_ ProtobufCMessage *m = (ProtobufCMessage *)sbx_status(c, cli->run_id, &st);
+	if (!m)
+		return cli_status_error(&st), EXIT_FAILURE_RPC;
+	if (cli->json)
+		return cli_print_json(m) < 0 ? EXIT_FAILURE_RPC : 0;
+	const Sbx__V1__StatusResponse *r = (const Sbx__V1__StatusResponse *)m;
+	printf("run %s\nstate %s\npolicy %s\nimage %s\ncreated %s\ndeadline %s\n", r->run_id,
+	       sbx_run_state_name(r->state), r->policy_digest, r->image_digest,
+	       when(r->created_unix_ms, a, sizeof(a)), when(r->deadline_unix_ms, b, sizeof(b)));
+	for (size_t i = 0; i < r->n_labels; i++)
+		printf("label %s=%s\n", r->labels[i]->key, r->labels[i]->value);
+	for (size_t i = 0; i < r->n_execs; i++)
+		print_exec(r->execs[i]);
+	for (size_t i = 0; i < r->n_egress; i++) {
+		const Sbx__V1__EgressRecord *e = r->egress[i];
+		printf("egress %s %s:%u %s out %" PRIu64 " in %" PRIu64 "%s%s\n",
+		       when(e->time_unix_ms, a, sizeof(a)), e->host, e->port,
+		       e->allowed ? "allowed" : "denied", e->bytes_out, e->bytes_in,
+		       e->reason && *e->reason ? " " : "", e->reason ? e->reason : "");
+	}
+	for (size_t i = 0; i < r->n_alerts; i++)
+		printf("alert %s\n", r->alerts[i]);
+	return 0;
+}
+
+int cmd_artifacts(struct cli *cli)
+{
+	_cleanup_(client_closep) sbx_client *c = cli_connect(cli, NULL);
+	struct sbx_call_status st;
+
+	if (!c)
+		return EXIT_FAILURE_RPC;
+	_cleanup_msg_ ProtobufCMessage *m =
+	    (ProtobufCMessage *)sbx_list_artifacts(c, cli->run_id, &st);
+	if (!m)
+		return cli_status_error(&st), EXIT_FAILURE_RPC;
+	if (cli->json)
+		return cli_print_json(m) < 0 ? EXIT_FAILURE_RPC : 0;
+	const Sbx__V1__ListArtifactsResponse *r = (const Sbx__V1__ListArtifactsResponse *)m;
+	for (size_t i = 0; i < r->n_artifacts; i++) {
+		const Sbx__V1__Artifact *x = r->artifacts[i];
+		printf("%12" PRIu64 "  %04o  %s  %s\n", x->size, x->mode & 07777, x->sha256,
+		       x->path);
+	}
+	if (r->skipped)
+		fprintf(stderr,
+			"sbx: %u entries of /out are links or special files: never served\n",
+			r->skipped);
+	return 0;
+}
+
+static const char *base_name(const char *p)
+{
+	const char *s = strrchr(p, '/');
+
+	return s ? s + 1 : p;
+}
+
+int cmd_fetch(struct cli *cli)
+{
+	_cleanup_(client_closep) sbx_client *c = cli_connect(cli, NULL);
+	_cleanup_free_ char *dest = NULL;
+	struct sbx_call_status st;
+	struct stat sb;
+
+	if (!c)
+		return EXIT_FAILURE_RPC;
+	cli_install_signals();
+	if (cli->all_dir)
+		return fetch_all(c, cli->run_id, cli->all_dir, &st) < 0
+			   ? (cli_status_error(&st), EXIT_FAILURE_RPC)
+			   : 0;
+	/* DEST: the artifact's name here, or inside DEST if that is a directory. */
+	const char *name = base_name(cli->path);
+	if (!*name)
+		return cli_error(SBX__V1__CODE__INVALID_ARGUMENT, "%s: not a file name", cli->path),
+		       EXIT_USAGE;
+	if (!cli->dest)
+		dest = strdup(name);
+	else if (stat(cli->dest, &sb) == 0 && S_ISDIR(sb.st_mode))
+		(void)!asprintf(&dest, "%s/%s", cli->dest, name);
+	else
+		dest = strdup(cli->dest);
+	if (!dest)
+		return cli_error(SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory"),
+		       EXIT_FAILURE_RPC;
+	if (sbx_fetch_file(c, cli->run_id, cli->path, dest, NULL, cli_progress, NULL, &st) < 0)
+		return cli_status_error(&st), EXIT_FAILURE_RPC;
+	return 0;
+}
+
+int cmd_teardown(struct cli *cli)
+{
+	_cleanup_(client_closep) sbx_client *c = cli_connect(cli, NULL);
+	struct sbx_call_status st;
+
+	if (!c)
+		return EXIT_FAILURE_RPC;
+	_cleanup_msg_ ProtobufCMessage *m = (ProtobufCMessage *)sbx_teardown(c, cli->run_id, &st);
+	if (!m)
+		return cli_status_error(&st), EXIT_FAILURE_RPC;
+	/* The manifest is the run's record: JSON always, for keeping. */
+	const Sbx__V1__TeardownResponse *r = (const Sbx__V1__TeardownResponse *)m;
+	if (!r->manifest)
+		return cli_error(SBX__V1__CODE__INTERNAL, "Teardown returned no manifest"),
+		       EXIT_FAILURE_RPC;
+	return cli_print_json(&r->manifest->base) < 0 ? EXIT_FAILURE_RPC : 0;
+}
+
+int cmd_runs(struct cli *cli)
+{
+	_cleanup_(client_closep) sbx_client *c = cli_connect(cli, NULL);
+	struct sbx_call_status st;
+	char a[32];
+
+	if (!c)
+		return EXIT_FAILURE_RPC;
+	_cleanup_msg_ ProtobufCMessage *m = (ProtobufCMessage *)sbx_list_runs(c, &st);
+	if (!m)
+		return cli_status_error(&st), EXIT_FAILURE_RPC;
+	if (cli->json)
+		return cli_print_json(m) < 0 ? EXIT_FAILURE_RPC : 0;
+	const Sbx__V1__ListRunsResponse *r = (const Sbx__V1__ListRunsResponse *)m;
+	for (size_t i = 0; i < r->n_runs; i++) {
+		const Sbx__V1__RunSummary *s = r->runs[i];
+		printf("%s  %-8s  %s  execs %u", s->run_id, sbx_run_state_name(s->state),
+		       when(s->created_unix_ms, a, sizeof(a)), s->execs);
+		for (size_t k = 0; k < s->n_labels; k++)
+			printf("  %s=%s", s->labels[k]->key, s->labels[k]->value);
+		putchar('\n');
+	}
+	return 0;
+}
+
+int cmd_health(struct cli *cli)
+{
+	_cleanup_(client_closep) sbx_client *c = cli_connect(cli, NULL);
+	struct sbx_call_status st;
+
+	if (!c)
+		return EXIT_FAILURE_RPC;
+	_cleanup_msg_ ProtobufCMessage *m = (ProtobufCMessage *)sbx_health(c, &st);
+	if (!m)
+		return cli_status_error(&st), EXIT_FAILURE_RPC;
+	if (cli->json)
+		return cli_print_json(m) < 0 ? EXIT_FAILURE_RPC : 0;
+	const Sbx__V1__HealthResponse *h = (const Sbx__V1__HealthResponse *)m;
+	printf("endpoint %s\nversion %s\nidentity %s\nruns %u of %u (%u per identity)\n"
+	       "userns %s\nseccomp %s\ncgroup %s\n",
+	       sbx_client_endpoint(c), h->version, h->identity, h->runs_active, h->runs_max,
+	       h->runs_max_per_identity, h->userns ? "yes" : "no", h->seccomp ? "yes" : "no",
+	       h->cgroup);
+	for (size_t i = 0; i < h->n_images; i++)
+		printf("image %s\n", h->images[i]);
+	return 0;
+}

@@ -1,0 +1,205 @@
+/* sbx run, create, put, exec: the commands that make things happen. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "util.h"
+
+/* Says why an exec ended, when that is not simply its exit. */
+static void note_end(const Sbx__V1__ExecStatus *s)
+{
+	const char *why = NULL;
+
+	switch (s->reason) {
+	case SBX__V1__EXIT_REASON__TIMEOUT:
+		why = "script_seconds ran out";
+		break;
+	case SBX__V1__EXIT_REASON__OOM:
+		why = "out of memory (limits.memory_mb)";
+		break;
+	case SBX__V1__EXIT_REASON__RUN_EXPIRED:
+		why = "run_seconds ran out";
+		break;
+	case SBX__V1__EXIT_REASON__TORN_DOWN:
+		why = "the run was torn down";
+		break;
+	case SBX__V1__EXIT_REASON__SETUP_FAILED:
+		why = "could not be started";
+		break;
+	default:
+		return;
+	}
+	fprintf(stderr, "sbx: %s: %s%s%s\n", sbx_exit_reason_name(s->reason), why,
+		s->message && *s->message ? ": " : "", s->message ? s->message : "");
+}
+
+/* Runs argv in run_id with live output; returns the exit status for it, or
+ * -1 with st. An interrupt kills the exec and returns 128+signal. */
+static int exec_and_wait(sbx_client *c, const struct cli *cli, const char *run_id,
+			 struct sbx_call_status *st)
+{
+	_cleanup_free_ char *exec_id = NULL;
+	Sbx__V1__WaitResponse *w = NULL;
+
+	if (start_exec(c, cli, run_id, &exec_id, st) < 0)
+		return -1;
+	if (live_exec(c, run_id, exec_id, &w, st) < 0) {
+		if (st->code == SBX__V1__CODE__CANCELLED && cli_interrupted) {
+			int sig = cli_interrupted;
+			struct sbx_call_status ignored;
+			sbx_client_set_interrupt(c, NULL);
+			Sbx__V1__SignalResponse *r =
+			    sbx_signal(c, run_id, exec_id, SIGKILL, &ignored);
+			if (r)
+				sbx__v1__signal_response__free_unpacked(r, NULL);
+			return 128 + sig;
+		}
+		return -1;
+	}
+	int status = cli_exit_status(w->status);
+	note_end(w->status);
+	sbx__v1__wait_response__free_unpacked(w, NULL);
+	return status;
+}
+
+/* Tears the run down, reporting a failure only if nothing failed before. */
+static int teardown_quiet(sbx_client *c, const char *run_id, int failed)
+{
+	struct sbx_call_status st;
+
+	sbx_client_set_interrupt(c, NULL); /* an interrupt must not skip this */
+	Sbx__V1__TeardownResponse *r = sbx_teardown(c, run_id, &st);
+	if (r) {
+		sbx__v1__teardown_response__free_unpacked(r, NULL);
+		return 0;
+	}
+	sbx_err_prefix_st(&st, "Teardown %s", run_id);
+	cli_status_error(&st);
+	return failed ? failed : -1;
+}
+
+/* With no endpoint chosen: the default socket's server, or a private one. */
+static sbx_client *connect_for_run(struct cli *cli, struct private_sbxd *priv,
+				   struct sbx_call_status *st)
+{
+	sbx_client *c = cli_connect(cli, NULL);
+	struct sbx_call_opts o = {.timeout_ms = 5000};
+	ProtobufCMessage *resp = NULL;
+	Sbx__V1__HealthRequest req = SBX__V1__HEALTH_REQUEST__INIT;
+	struct sbx_err err;
+
+	if (!c || cli->endpoint_given)
+		return c;
+	if (sbx_client_call_opts(c, "/sbx.v1.Sandbox/Health", &req.base,
+				 &sbx__v1__health_response__descriptor, &resp, &o, st) == 0) {
+		protobuf_c_message_free_unpacked(resp, NULL);
+		return c;
+	}
+	sbx_client_close(c);
+	if (st->code != SBX__V1__CODE__UNAVAILABLE) {
+		sbx_err_prefix_st(st, "sbxd at %s", cli->endpoint);
+		cli_status_error(st);
+		return NULL;
+	}
+	if (private_sbxd_start(priv, &err) < 0) {
+		cli_error(SBX__V1__CODE__UNAVAILABLE,
+			  "no sbxd at %s, and a private one did not start: %s", cli->endpoint,
+			  err.msg);
+		return NULL;
+	}
+	return cli_connect(cli, priv->endpoint);
+}
+
+int cmd_run(struct cli *cli)
+{
+	struct private_sbxd priv = {.pid = -1};
+	struct sbx_call_status st;
+	_cleanup_free_ char *run_id = NULL;
+	int status = EXIT_SETUP;
+
+	cli_install_signals();
+	sbx_client *c = connect_for_run(cli, &priv, &st);
+	if (!c) {
+		private_sbxd_stop(&priv);
+		return EXIT_SETUP;
+	}
+	if (create_with_inputs(c, cli, true, &run_id, &st) < 0) {
+		cli_status_error(&st);
+	} else if ((status = exec_and_wait(c, cli, run_id, &st)) < 0) {
+		cli_status_error(&st);
+		status = EXIT_SETUP;
+	} else if (cli->out && !cli_interrupted && fetch_all(c, run_id, cli->out, &st) < 0) {
+		cli_status_error(&st);
+		status = EXIT_SETUP;
+	}
+	if (run_id && teardown_quiet(c, run_id, 0) < 0)
+		status = EXIT_SETUP;
+	sbx_client_close(c);
+	private_sbxd_stop(&priv);
+	if (cli_interrupted && status == EXIT_SETUP)
+		status = 128 + cli_interrupted;
+	return status;
+}
+
+int cmd_create(struct cli *cli)
+{
+	struct sbx_call_status st;
+	_cleanup_free_ char *run_id = NULL;
+	sbx_client *c = cli_connect(cli, NULL);
+
+	if (!c)
+		return EXIT_FAILURE_RPC;
+	cli_install_signals();
+	int rc = create_with_inputs(c, cli, !cli->no_upload, &run_id, &st);
+	if (rc < 0) {
+		cli_status_error(&st);
+		/* A run whose inputs did not arrive is of no use: do not leave it. */
+		if (run_id)
+			teardown_quiet(c, run_id, -1);
+	} else {
+		puts(run_id);
+	}
+	sbx_client_close(c);
+	return rc < 0 ? EXIT_FAILURE_RPC : 0;
+}
+
+int cmd_put(struct cli *cli)
+{
+	struct sbx_call_status st;
+	sbx_client *c = cli_connect(cli, NULL);
+
+	if (!c)
+		return EXIT_FAILURE_RPC;
+	cli_install_signals();
+	int rc = sbx_put_file(c, cli->run_id, cli->local, cli->remote, cli_progress, NULL, &st);
+	if (rc < 0)
+		cli_status_error(&st);
+	sbx_client_close(c);
+	return rc < 0 ? EXIT_FAILURE_RPC : 0;
+}
+
+int cmd_exec(struct cli *cli)
+{
+	struct sbx_call_status st;
+	int status;
+	sbx_client *c = cli_connect(cli, NULL);
+
+	if (!c)
+		return EXIT_SETUP;
+	cli_install_signals();
+	if (cli->no_wait) {
+		_cleanup_free_ char *exec_id = NULL;
+		status = start_exec(c, cli, cli->run_id, &exec_id, &st) < 0 ? EXIT_FAILURE_RPC : 0;
+		if (status)
+			cli_status_error(&st);
+		else
+			puts(exec_id);
+	} else if ((status = exec_and_wait(c, cli, cli->run_id, &st)) < 0) {
+		cli_status_error(&st);
+		status = EXIT_SETUP;
+	}
+	sbx_client_close(c);
+	return status;
+}

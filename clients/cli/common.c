@@ -1,0 +1,120 @@
+/* What every command of sbx needs: errors, JSON, the connection, progress,
+ * signals and the exit status of an exec. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "pbjson.h"
+
+volatile sig_atomic_t cli_interrupted;
+
+int cli_error(Sbx__V1__Code code, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "sbx: %s: ", sbx_code_name(code));
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return -1;
+}
+
+int cli_status_error(const struct sbx_call_status *st)
+{
+	return cli_error(st->code, "%s", st->message);
+}
+
+int cli_print_json(const ProtobufCMessage *m)
+{
+	/* Defaults included: a script reading .exitCode finds 0, not null. */
+	char *s = sbx_pbjson_dumps(m, SBX_PBJSON_EMIT_DEFAULTS);
+
+	if (!s)
+		return cli_error(SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
+	puts(s);
+	free(s);
+	return fflush(stdout) == 0 ? 0
+				   : cli_error(SBX__V1__CODE__INTERNAL, "writing stdout failed");
+}
+
+sbx_client *cli_connect(const struct cli *cli, const char *endpoint)
+{
+	struct sbx_client_opts o = {
+	    .endpoint = endpoint ? endpoint : cli->endpoint,
+	    .tls_cert = cli->tls_cert,
+	    .tls_key = cli->tls_key,
+	    .tls_ca = cli->tls_ca,
+	    .tls_server_name = cli->tls_server_name,
+	    .token = cli->token,
+	    .timeout_ms = cli->timeout_ms,
+	};
+	struct sbx_err err;
+	sbx_client *c = sbx_client_open(&o, &err);
+
+	if (!c) {
+		cli_error(SBX__V1__CODE__INVALID_ARGUMENT, "%s", err.msg);
+		return NULL;
+	}
+	sbx_client_set_interrupt(c, &cli_interrupted);
+	return c;
+}
+
+/* Big transfers show a progress line on a terminal; anything else (a log,
+ * a test) only ever sees what the sandboxed command wrote. */
+#define PROGRESS_MIN_BYTES (4u << 20)
+
+void cli_progress(const char *path, uint64_t done, uint64_t total, void *arg)
+{
+	static int tty = -1;
+
+	(void)arg;
+	if (tty < 0)
+		tty = isatty(STDERR_FILENO);
+	if (!tty || total < PROGRESS_MIN_BYTES)
+		return;
+	fprintf(stderr, "\r%s: %llu/%llu MiB (%u%%)%s", path, (unsigned long long)(done >> 20),
+		(unsigned long long)(total >> 20), (unsigned)(total ? done * 100 / total : 100),
+		done >= total ? "\n" : "");
+	fflush(stderr);
+}
+
+static void on_signal(int sig)
+{
+	cli_interrupted = sig; /* 128 + it is the exit status after teardown */
+}
+
+void cli_install_signals(void)
+{
+	struct sigaction sa = {.sa_handler = on_signal};
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	/* A closed stdout (sbx run ... | head) must not kill sbx before the
+	 * run is torn down: writes fail with EPIPE instead. */
+	signal(SIGPIPE, SIG_IGN);
+}
+
+/* The same numbers as sbx-helper run. */
+int cli_exit_status(const Sbx__V1__ExecStatus *s)
+{
+	switch (s->reason) {
+	case SBX__V1__EXIT_REASON__EXITED:
+		return s->exit_code & 0xff;
+	case SBX__V1__EXIT_REASON__SIGNALED:
+		return 128 + (s->signal & 0x7f);
+	case SBX__V1__EXIT_REASON__TIMEOUT:
+	case SBX__V1__EXIT_REASON__RUN_EXPIRED:
+		return EXIT_TIMEOUT;
+	case SBX__V1__EXIT_REASON__OOM:
+	case SBX__V1__EXIT_REASON__TORN_DOWN:
+		return 128 + SIGKILL;
+	default:
+		return EXIT_SETUP;
+	}
+}

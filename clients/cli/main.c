@@ -1,0 +1,37 @@
+/* sbx: the command-line client of sbxd. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static int (*const commands[CMD_COUNT])(struct cli *) = {
+    [CMD_RUN] = cmd_run,       [CMD_CREATE] = cmd_create,     [CMD_PUT] = cmd_put,
+    [CMD_EXEC] = cmd_exec,     [CMD_STATUS] = cmd_status,     [CMD_ARTIFACTS] = cmd_artifacts,
+    [CMD_FETCH] = cmd_fetch,   [CMD_TEARDOWN] = cmd_teardown, [CMD_RUNS] = cmd_runs,
+    [CMD_HEALTH] = cmd_health, [CMD_POLICY] = cmd_policy,
+};
+
+int main(int argc, char **argv)
+{
+	struct sbx_err err;
+	struct cli cli;
+
+	if (cli_parse(argc, argv, &cli, &err) < 0) {
+		fprintf(stderr, "sbx: %s\nTry 'sbx %s%s--help'.\n", err.msg,
+			cli.cmd ? cli_cmd_name(cli.cmd) : "", cli.cmd ? " " : "");
+		return EXIT_USAGE;
+	}
+	if (cli.version) {
+		puts("sbx " SBX_CLIENT_VERSION);
+		return 0;
+	}
+	if (cli.help) {
+		fputs(cli_help(cli.cmd), stdout);
+		return 0;
+	}
+	if (cli_resolve(&cli, &err) < 0) {
+		cli_error(SBX__V1__CODE__INVALID_ARGUMENT, "%s", err.msg);
+		return EXIT_USAGE;
+	}
+	return commands[cli.cmd](&cli);
+}

@@ -1,0 +1,255 @@
+/* A private sbxd for one `sbx run`, so that the README's command works on a
+ * host where no sbxd is installed: started in a fresh temporary directory
+ * (its socket, state and audit log), asked for Health until it answers,
+ * and stopped (SIGTERM: it tears its runs down) and removed at the end. */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "util.h"
+
+#define START_TIMEOUT_MS 10000
+#define STOP_TIMEOUT_MS	 10000
+#define SUN_PATH_MAX	 107
+
+static bool executable(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
+}
+
+int private_sbxd_find(const char *self, char *out, size_t size)
+{
+	const char *env = getenv("SBX_SBXD");
+	char dir[PATH_MAX];
+
+	if (env && *env) {
+		snprintf(out, size, "%s", env);
+		return 0;
+	}
+	/* The build tree has <build>/clients/sbx and <build>/server/sbxd; an
+	 * installation <prefix>/bin/sbx and <prefix>/sbin/sbxd. */
+	if (self && realpath(self, dir)) {
+		char *slash = strrchr(dir, '/');
+		if (slash)
+			*slash = '\0';
+		static const char *const rel[] = {"../server/sbxd", "../sbin/sbxd", "sbxd"};
+		for (size_t i = 0; i < SBX_ARRAY_SIZE(rel); i++) {
+			if ((size_t)snprintf(out, size, "%s/%s", dir, rel[i]) < size &&
+			    executable(out))
+				return 0;
+		}
+	}
+	const char *path = getenv("PATH");
+	if (!path || !*path)
+		path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+	while (*path) {
+		size_t n = strcspn(path, ":");
+		if (n && (size_t)snprintf(out, size, "%.*s/sbxd", (int)n, path) < size &&
+		    executable(out))
+			return 0;
+		path += n + (path[n] == ':');
+	}
+	return -1;
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int type, struct FTW *ftw)
+{
+	(void)sb;
+	(void)type;
+	(void)ftw;
+	remove(path);
+	return 0;
+}
+
+static void remove_tree(const char *dir)
+{
+	/* FTW_PHYS: a link is removed, never followed. */
+	nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}
+
+/* The last lines sbxd wrote to stderr, for the error message. */
+static void tail_of(const char *path, char *out, size_t size)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	char buf[600];
+	off_t end;
+	ssize_t n;
+
+	out[0] = '\0';
+	if (fd < 0 || (end = lseek(fd, 0, SEEK_END)) < 0)
+		return;
+	lseek(fd, end > (off_t)sizeof(buf) - 1 ? end - (off_t)sizeof(buf) + 1 : 0, SEEK_SET);
+	if ((n = read(fd, buf, sizeof(buf) - 1)) <= 0)
+		return;
+	buf[n] = '\0';
+	while (n > 0 && buf[n - 1] == '\n')
+		buf[--n] = '\0';
+	for (char *p = buf; *p; p++)
+		if (*p == '\n')
+			*p = ' ';
+	snprintf(out, size, "%s", buf);
+}
+
+static int make_dir(struct private_sbxd *p, struct sbx_err *err)
+{
+	const char *tmp = getenv("TMPDIR");
+	char base[PATH_MAX];
+
+	/* The socket path must fit in sun_path (108 bytes). */
+	if (!tmp || !*tmp || !realpath(tmp, base) || strlen(base) > 60)
+		snprintf(base, sizeof(base), "/tmp");
+	if ((size_t)snprintf(p->dir, sizeof(p->dir), "%s/sbx-XXXXXX", base) >= sizeof(p->dir))
+		return sbx_fail(err, "temporary directory name too long");
+	if (!mkdtemp(p->dir))
+		return sbx_fail_errno(err, "mkdtemp %s", p->dir);
+	snprintf(p->endpoint, sizeof(p->endpoint), "ipc://%s/sbxd.sock", p->dir);
+	if (strlen(p->endpoint) - 6 > SUN_PATH_MAX)
+		return sbx_fail(err, "%s: socket path too long", p->endpoint);
+	return 0;
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
+
+	nanosleep(&ts, NULL);
+}
+
+/* Polls Health until it answers, sbxd exits, or time runs out. */
+static int wait_ready(struct private_sbxd *p, const char *errlog, struct sbx_err *err)
+{
+	struct sbx_client_opts o = {.endpoint = p->endpoint, .timeout_ms = 2000, .retries = -1};
+	sbx_client *c = sbx_client_open(&o, err);
+	struct sbx_call_status st = {0};
+	char tail[600];
+	int status;
+
+	if (!c)
+		return -1;
+	sbx_client_set_interrupt(c, &cli_interrupted);
+	for (unsigned waited = 0;; waited += 50) {
+		Sbx__V1__HealthResponse *h = sbx_health(c, &st);
+		if (h) {
+			sbx__v1__health_response__free_unpacked(h, NULL);
+			sbx_client_close(c);
+			return 0;
+		}
+		if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
+			p->pid = -1;
+			sbx_client_close(c);
+			tail_of(errlog, tail, sizeof(tail));
+			return sbx_fail(err, "sbxd exited with status %d: %s",
+					WIFEXITED(status) ? WEXITSTATUS(status)
+							  : 128 + WTERMSIG(status),
+					*tail ? tail : "(no message)");
+		}
+		if (cli_interrupted || waited >= START_TIMEOUT_MS)
+			break;
+		sleep_ms(50);
+	}
+	sbx_client_close(c);
+	if (cli_interrupted)
+		return sbx_fail(err, "interrupted");
+	tail_of(errlog, tail, sizeof(tail));
+	return sbx_fail(err, "sbxd did not answer within %d s (%s)%s%s", START_TIMEOUT_MS / 1000,
+			st.message, *tail ? ": " : "", tail);
+}
+
+int private_sbxd_start(struct private_sbxd *p, struct sbx_err *err)
+{
+	char sbxd[PATH_MAX], state[PATH_MAX], log[PATH_MAX], errlog[PATH_MAX], listen[PATH_MAX];
+
+	p->pid = -1;
+	p->dir[0] = '\0';
+	if (private_sbxd_find("/proc/self/exe", sbxd, sizeof(sbxd)) < 0)
+		return sbx_fail(err, "no sbxd binary (set SBX_SBXD, or put sbxd on PATH)");
+	if (make_dir(p, err) < 0) {
+		private_sbxd_stop(p);
+		return -1;
+	}
+	snprintf(state, sizeof(state), "%s/state", p->dir);
+	snprintf(log, sizeof(log), "%s/audit.log", p->dir);
+	snprintf(errlog, sizeof(errlog), "%s/sbxd.stderr", p->dir);
+	snprintf(listen, sizeof(listen), "%s", p->endpoint);
+	int out = open(errlog, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	pid_t parent = getpid();
+	if (out < 0 || null < 0) {
+		sbx_fail_errno(err, "%s", errlog);
+		goto fail;
+	}
+	fflush(NULL);
+	p->pid = fork();
+	if (p->pid < 0) {
+		sbx_fail_errno(err, "fork");
+		goto fail;
+	}
+	if (p->pid == 0) {
+		/* Its own process group: a ^C for sbx must not drain sbxd before sbx
+		 * has torn the run down. Dies with sbx, if sbx is killed. */
+		setpgid(0, 0);
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		if (getppid() != parent)
+			_exit(127);
+		signal(SIGPIPE, SIG_DFL);
+		dup2(null, STDIN_FILENO);
+		dup2(out, STDOUT_FILENO);
+		dup2(out, STDERR_FILENO);
+		char *args[] = {sbxd, "--listen", listen, "--state-dir", state, "--log", log, NULL};
+		execv(sbxd, args);
+		dprintf(STDERR_FILENO, "cannot run %s: %s\n", sbxd, strerror(errno));
+		_exit(127);
+	}
+	close(out);
+	close(null);
+	out = null = -1;
+	if (wait_ready(p, errlog, err) < 0) {
+		sbx_err_prefix(err, "%s", sbxd);
+		goto fail;
+	}
+	return 0;
+fail:
+	if (out >= 0)
+		close(out);
+	if (null >= 0)
+		close(null);
+	private_sbxd_stop(p);
+	return -1;
+}
+
+void private_sbxd_stop(struct private_sbxd *p)
+{
+	int status;
+
+	if (p->pid > 0) {
+		kill(p->pid, SIGTERM);
+		unsigned waited = 0;
+		while (waitpid(p->pid, &status, WNOHANG) == 0) {
+			if (waited >= STOP_TIMEOUT_MS) {
+				kill(p->pid, SIGKILL);
+				waitpid(p->pid, &status, 0);
+				break;
+			}
+			sleep_ms(20);
+			waited += 20;
+		}
+		p->pid = -1;
+	}
+	if (p->dir[0]) {
+		remove_tree(p->dir);
+		p->dir[0] = '\0';
+	}
+}

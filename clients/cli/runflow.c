@@ -1,0 +1,341 @@
+/* The pieces of a run as sbx drives it: create with inputs, exec with live
+ * output, fetch every artifact. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "policy.h"
+#include "util.h"
+
+#define STDIN_MAX (1u << 20) /* ExecRequest.stdin */
+/* Long polls of ReadOutput: short enough that a pump notices it should stop. */
+#define POLL_MS 5000
+
+static char *read_file_max(const char *what, const char *path, size_t max, size_t *len,
+			   struct sbx_call_status *st)
+{
+	_cleanup_close_ int fd = strcmp(path, "-") ? open(path, O_RDONLY | O_CLOEXEC) : dup(0);
+	_cleanup_free_ char *buf = malloc(max + 2);
+	size_t n = 0;
+
+	if (fd < 0) {
+		sbx_st_fail(st, SBX__V1__CODE__INVALID_ARGUMENT, "%s %s: %s", what, path,
+			    strerror(errno));
+		return NULL;
+	}
+	if (!buf) {
+		sbx_st_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
+		return NULL;
+	}
+	for (;;) {
+		ssize_t r = read(fd, buf + n, max + 1 - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			sbx_st_fail(st, SBX__V1__CODE__INVALID_ARGUMENT, "%s %s: %s", what, path,
+				    strerror(errno));
+			return NULL;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+		if (n > max) {
+			sbx_st_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
+				    "%s %s: larger than %zu bytes", what, path, max);
+			return NULL;
+		}
+	}
+	buf[n] = '\0';
+	*len = n;
+	return sbx_steal_ptr(buf);
+}
+
+static void free_labels(Sbx__V1__CreateRunRequest__LabelsEntry **l, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (l[i])
+			protobuf_c_message_free_unpacked(&l[i]->base, NULL);
+	}
+	free(l);
+}
+
+static Sbx__V1__CreateRunRequest__LabelsEntry **make_labels(const struct cli *cli)
+{
+	Sbx__V1__CreateRunRequest__LabelsEntry **l = calloc(cli->n_labels + 1, sizeof(*l));
+
+	for (unsigned i = 0; l && i < cli->n_labels; i++) {
+		const char *eq = strchr(cli->labels[i], '=');
+		if (!(l[i] = malloc(sizeof(*l[i])))) {
+			free_labels(l, i);
+			return NULL;
+		}
+		sbx__v1__create_run_request__labels_entry__init(l[i]);
+		l[i]->key = strndup(cli->labels[i], (size_t)(eq - cli->labels[i]));
+		l[i]->value = strdup(eq + 1);
+		if (!l[i]->key || !l[i]->value) {
+			free_labels(l, i + 1);
+			return NULL;
+		}
+	}
+	return l;
+}
+
+int create_with_inputs(sbx_client *c, const struct cli *cli, bool upload, char **run_id,
+		       struct sbx_call_status *st)
+{
+	Sbx__V1__CreateRunRequest req = SBX__V1__CREATE_RUN_REQUEST__INIT;
+	struct manifest m = {0};
+	struct sbx_err err;
+	size_t len;
+	int rc = -1;
+
+	*run_id = NULL;
+	/* The policy goes as written: sbxd's parser is the one that counts,
+	 * and its errors name the JSON path. */
+	_cleanup_free_ char *policy =
+	    read_file_max("--policy", cli->policy, SBX_POLICY_BYTES_MAX, &len, st);
+	if (!policy)
+		return -1;
+	if (cli->data && manifest_build(cli->data, &m, &err) < 0)
+		return sbx_st_fail(st, SBX__V1__CODE__INVALID_ARGUMENT, "%s", err.msg);
+	Sbx__V1__CreateRunRequest__LabelsEntry **labels = make_labels(cli);
+	if (!labels) {
+		manifest_free(&m);
+		return sbx_st_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
+	}
+	req.policy_json = policy;
+	req.inputs = m.files;
+	req.n_inputs = m.n;
+	req.labels = labels;
+	req.n_labels = cli->n_labels;
+	Sbx__V1__CreateRunResponse *r = sbx_create_run(c, &req, st);
+	if (!r) {
+		sbx_err_prefix_st(st, "CreateRun");
+		goto out;
+	}
+	*run_id = strdup(r->run_id);
+	sbx__v1__create_run_response__free_unpacked(r, NULL);
+	if (!*run_id) {
+		sbx_st_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
+		goto out;
+	}
+	rc = upload ? manifest_upload(c, *run_id, &m, st) : 0;
+out:
+	free_labels(labels, cli->n_labels);
+	manifest_free(&m);
+	return rc;
+}
+
+int start_exec(sbx_client *c, const struct cli *cli, const char *run_id, char **exec_id,
+	       struct sbx_call_status *st)
+{
+	Sbx__V1__ExecRequest req = SBX__V1__EXEC_REQUEST__INIT;
+	_cleanup_free_ char *in = NULL;
+	size_t in_len = 0;
+
+	*exec_id = NULL;
+	if (cli->stdin_file &&
+	    !(in = read_file_max("--stdin", cli->stdin_file, STDIN_MAX, &in_len, st)))
+		return -1;
+	req.run_id = (char *)run_id;
+	req.argv = cli->argv;
+	req.n_argv = (size_t)cli->argc;
+	req.stdin.data = (uint8_t *)in;
+	req.stdin.len = in_len;
+	Sbx__V1__ExecResponse *r = sbx_exec(c, &req, st);
+	if (!r)
+		return sbx_err_prefix_st(st, "Exec");
+	*exec_id = strdup(r->exec_id);
+	sbx__v1__exec_response__free_unpacked(r, NULL);
+	return *exec_id ? 0 : sbx_st_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
+}
+
+/* ---- live output ---- */
+
+struct pump {
+	sbx_client *c;
+	const char *run_id, *exec_id;
+	Sbx__V1__Stream stream;
+	int fd;
+	atomic_bool stop;
+	bool truncated;
+	int rc;
+	struct sbx_call_status st;
+};
+
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static void *pump_main(void *arg)
+{
+	struct pump *p = arg;
+	uint64_t offset = 0;
+	bool writable = true;
+
+	while (!atomic_load(&p->stop)) {
+		Sbx__V1__ReadOutputRequest req = SBX__V1__READ_OUTPUT_REQUEST__INIT;
+		req.run_id = (char *)p->run_id;
+		req.exec_id = (char *)p->exec_id;
+		req.stream = p->stream;
+		req.offset = offset;
+		req.max_bytes = SBX_CHUNK_BYTES;
+		req.timeout_ms = POLL_MS;
+		Sbx__V1__ReadOutputResponse *r = sbx_read_output(p->c, &req, &p->st);
+		if (!r) {
+			p->rc = -1;
+			break;
+		}
+		/* A reader that went away (| head) stops our writing, not the run. */
+		if (writable && r->data.len && write_all(p->fd, r->data.data, r->data.len) < 0)
+			writable = false;
+		p->truncated |= r->truncated;
+		offset = r->next_offset > offset ? r->next_offset : offset + r->data.len;
+		bool eof = r->eof;
+		sbx__v1__read_output_response__free_unpacked(r, NULL);
+		if (eof)
+			break;
+	}
+	return NULL;
+}
+
+int live_exec(sbx_client *c, const char *run_id, const char *exec_id, Sbx__V1__WaitResponse **wait,
+	      struct sbx_call_status *st)
+{
+	struct pump pumps[2] = {
+	    {.c = c,
+	     .run_id = run_id,
+	     .exec_id = exec_id,
+	     .stream = SBX__V1__STREAM__STDOUT,
+	     .fd = STDOUT_FILENO},
+	    {.c = c,
+	     .run_id = run_id,
+	     .exec_id = exec_id,
+	     .stream = SBX__V1__STREAM__STDERR,
+	     .fd = STDERR_FILENO},
+	};
+	pthread_t threads[2];
+	int started = 0;
+
+	fflush(stdout);
+	for (; started < 2; started++)
+		if (pthread_create(&threads[started], NULL, pump_main, &pumps[started]) != 0)
+			break;
+	*wait = started == 2 ? sbx_wait_end(c, run_id, exec_id, st) : NULL;
+	if (started != 2)
+		sbx_st_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "cannot start a thread");
+	if (!*wait) /* the output of an exec we gave up on is not worth waiting for */
+		for (int i = 0; i < started; i++)
+			atomic_store(&pumps[i].stop, true);
+	for (int i = 0; i < started; i++)
+		pthread_join(threads[i], NULL);
+	if (!*wait)
+		return sbx_err_prefix_st(st, "Wait");
+	for (int i = 0; i < 2; i++) {
+		const char *name = i ? "stderr" : "stdout";
+		if (pumps[i].rc < 0) {
+			*st = pumps[i].st;
+			return sbx_err_prefix_st(st, "ReadOutput %s", name);
+		}
+		if (pumps[i].truncated)
+			fprintf(stderr,
+				"sbx: the exec's %s was truncated (policy limits.output_kb)\n",
+				name);
+	}
+	return 0;
+}
+
+/* ---- artifacts ---- */
+
+bool safe_relative_path(const char *p)
+{
+	if (!p || !*p || *p == '/' || strlen(p) > 4096)
+		return false;
+	for (const char *s = p; *s;) {
+		size_t n = strcspn(s, "/");
+		if (n == 0 || (n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.'))
+			return false;
+		s += n;
+		if (*s == '/')
+			s++;
+		if (*s == '\0' && s[-1] == '/')
+			return false;
+	}
+	return true;
+}
+
+/* mkdir -p of dir/rel's parent directories. */
+static int make_parents(const char *dir, const char *rel, struct sbx_call_status *st)
+{
+	_cleanup_free_ char *path = NULL;
+
+	if (asprintf(&path, "%s/%s", dir, rel) < 0)
+		return sbx_st_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
+	for (char *s = path + strlen(dir) + 1; (s = strchr(s, '/')); s++) {
+		*s = '\0';
+		if (mkdir(path, 0777) < 0 && errno != EEXIST)
+			return sbx_st_fail(st, SBX__V1__CODE__INTERNAL, "%s: %s", path,
+					   strerror(errno));
+		*s = '/';
+	}
+	return 0;
+}
+
+int fetch_all(sbx_client *c, const char *run_id, const char *dir, struct sbx_call_status *st)
+{
+	mode_t mask = umask(0);
+
+	umask(mask);
+	if (mkdir(dir, 0777) < 0 && errno != EEXIST)
+		return sbx_st_fail(st, SBX__V1__CODE__INVALID_ARGUMENT, "%s: %s", dir,
+				   strerror(errno));
+	Sbx__V1__ListArtifactsResponse *r = sbx_list_artifacts(c, run_id, st);
+	if (!r)
+		return sbx_err_prefix_st(st, "ListArtifacts");
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < r->n_artifacts; i++) {
+		const Sbx__V1__Artifact *a = r->artifacts[i];
+		_cleanup_free_ char *dest = NULL;
+		/* The server names the files; it does not get to name one outside dir. */
+		if (!safe_relative_path(a->path)) {
+			rc =
+			    sbx_st_fail(st, SBX__V1__CODE__DATA_LOSS,
+					"artifact path '%s' would leave %s: refused", a->path, dir);
+			break;
+		}
+		if (asprintf(&dest, "%s/%s", dir, a->path) < 0) {
+			rc = sbx_st_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
+			break;
+		}
+		rc = make_parents(dir, a->path, st);
+		if (rc == 0)
+			rc = sbx_fetch_file(c, run_id, a->path, dest, a->sha256, cli_progress, NULL,
+					    st);
+		if (rc == 0 && chmod(dest, (a->mode & 0777 ? a->mode & 0777 : 0666) & ~mask) < 0)
+			rc = sbx_st_fail(st, SBX__V1__CODE__INTERNAL, "%s: %s", dest,
+					 strerror(errno));
+	}
+	if (rc == 0 && r->skipped)
+		fprintf(stderr,
+			"sbx: %u entries of /out are links or special files: never fetched\n",
+			r->skipped);
+	sbx__v1__list_artifacts_response__free_unpacked(r, NULL);
+	return rc;
+}

@@ -1,0 +1,306 @@
+/* sbxd: the Sandbox RPC service. Reads its configuration, cleans up after a
+ * crashed predecessor, listens, and on SIGTERM or SIGINT drains: refuses new
+ * runs, tears every run down, closes the socket, exits 0. */
+#include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "audit.h"
+#include "config.h"
+#include "rpc.h"
+#include "rpc_url.h"
+#include "runs.h"
+#include "util.h"
+
+/* clang-format off */
+static const char usage[] =
+	"usage: sbxd [--config FILE] [--listen URL]... [--state-dir DIR] [--cgroup-root PATH]\n"
+	"            [--log FILE] [--allow-root]\n"
+	"\n"
+	"The sbx Sandbox service: runs untrusted commands in sandboxes for callers on\n"
+	"this host (ipc://) and others (tls+tcp://, mutual TLS plus a bearer token).\n"
+	"Flags override the configuration file. SIGTERM or SIGINT drains and exits.\n"
+	"\n"
+	"  --config FILE       JSON configuration (see README)\n"
+	"  --listen URL        ipc://PATH, tls+tcp://HOST:PORT or tcp://HOST:PORT (needs\n"
+	"                      insecure: true); repeatable; replaces the file's list\n"
+	"                      (default: ipc:///run/sbx/sbxd.sock)\n"
+	"  --state-dir DIR     per-run state (default: /var/lib/sbx)\n"
+	"  --cgroup-root PATH  delegated cgroup subtree, passed to sbx-helper\n"
+	"  --log FILE          the audit log, JSON lines (default: stderr)\n"
+	"  --allow-root        run even as real root (every guarantee is weaker)\n"
+	"  -h, --help          this text\n"
+	"  --version           print the version\n";
+/* clang-format on */
+
+enum {
+	OPT_CONFIG = 256,
+	OPT_LISTEN,
+	OPT_STATE_DIR,
+	OPT_CGROUP_ROOT,
+	OPT_LOG,
+	OPT_ALLOW_ROOT,
+	OPT_VERSION
+};
+
+/* clang-format off */
+static const struct option long_opts[] = {
+	{"config", required_argument, NULL, OPT_CONFIG},
+	{"listen", required_argument, NULL, OPT_LISTEN},
+	{"state-dir", required_argument, NULL, OPT_STATE_DIR},
+	{"cgroup-root", required_argument, NULL, OPT_CGROUP_ROOT},
+	{"log", required_argument, NULL, OPT_LOG},
+	{"allow-root", no_argument, NULL, OPT_ALLOW_ROOT},
+	{"help", no_argument, NULL, 'h'},
+	{"version", no_argument, NULL, OPT_VERSION},
+	{0},
+};
+/* clang-format on */
+
+struct flags {
+	const char *config;
+	const char *listen[SBX_CONFIG_MAX_LISTEN];
+	size_t n_listen;
+	const char *state_dir, *cgroup_root, *log;
+	bool allow_root;
+};
+
+__attribute__((format(printf, 2, 3))) static int fail(int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	fputs("sbxd: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	return code;
+}
+
+/* Real root: uid 0 in the initial user namespace, where the identity map
+ * covers every uid (as sbx-helper decides it). Root inside some other
+ * namespace is just a user. */
+static bool is_real_root(void)
+{
+	if (getuid() != 0 && geteuid() != 0)
+		return false;
+	_cleanup_fclose_ FILE *f = fopen("/proc/self/uid_map", "re");
+	unsigned long inside, outside, count;
+	if (!f || fscanf(f, "%lu %lu %lu", &inside, &outside, &count) != 3)
+		return true;
+	return inside == 0 && outside == 0 && count == 4294967295UL;
+}
+
+/* 0: parsed; 1: exit 0 now (--help, --version); 2: usage error. */
+static int parse_flags(int argc, char **argv, struct flags *f)
+{
+	int c;
+
+	while ((c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
+		switch (c) {
+		case OPT_CONFIG:
+			f->config = optarg;
+			break;
+		case OPT_LISTEN:
+			if (f->n_listen == SBX_CONFIG_MAX_LISTEN) {
+				fail(2, "at most %d --listen", SBX_CONFIG_MAX_LISTEN);
+				return 2;
+			}
+			f->listen[f->n_listen++] = optarg;
+			break;
+		case OPT_STATE_DIR:
+			f->state_dir = optarg;
+			break;
+		case OPT_CGROUP_ROOT:
+			f->cgroup_root = optarg;
+			break;
+		case OPT_LOG:
+			f->log = optarg;
+			break;
+		case OPT_ALLOW_ROOT:
+			f->allow_root = true;
+			break;
+		case 'h':
+			fputs(usage, stdout);
+			return 1;
+		case OPT_VERSION:
+			puts("sbxd " SBX_VERSION);
+			return 1;
+		default:
+			fail(2, "bad option; see sbxd --help");
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fail(2, "unexpected argument '%s'; see sbxd --help", argv[optind]);
+		return 2;
+	}
+	return 0;
+}
+
+static int replace(char **field, const char *value, struct sbx_err *err)
+{
+	char *copy = strdup(value);
+
+	if (!copy)
+		return sbx_fail(err, "out of memory");
+	free(*field);
+	*field = copy;
+	return 0;
+}
+
+/* Flags win over the file, and are held to the file's rules. */
+static int apply_flags(const struct flags *f, struct sbx_config *cfg, struct sbx_err *err)
+{
+	if (f->n_listen) {
+		for (size_t i = 0; i < cfg->n_listen; i++) {
+			free(cfg->listen[i]);
+			cfg->listen[i] = NULL;
+		}
+		cfg->n_listen = 0;
+		for (size_t i = 0; i < f->n_listen; i++) {
+			char where[SBX_RPC_URL_MAX + 16];
+
+			snprintf(where, sizeof(where), "--listen %.*s", SBX_RPC_URL_MAX,
+				 f->listen[i]);
+			for (size_t j = 0; j < i; j++)
+				if (strcmp(f->listen[i], f->listen[j]) == 0)
+					return sbx_fail(err, "%s: given twice", where);
+			if (sbx_rpc_url_check(cfg, f->listen[i], where, err) < 0)
+				return -1;
+			if (replace(&cfg->listen[i], f->listen[i], err) < 0)
+				return -1;
+			cfg->n_listen = i + 1;
+		}
+	}
+	if (f->state_dir) {
+		if (f->state_dir[0] != '/')
+			return sbx_fail(err, "--state-dir %s: must be an absolute path",
+					f->state_dir);
+		if (replace(&cfg->state_dir, f->state_dir, err) < 0)
+			return -1;
+	}
+	if (f->cgroup_root && replace(&cfg->cgroup_root, f->cgroup_root, err) < 0)
+		return -1;
+	if (f->log && replace(&cfg->log_path, f->log, err) < 0)
+		return -1;
+	return 0;
+}
+
+/* Blocks until SIGTERM or SIGINT. They are blocked in every thread (the
+ * mask was set before any was created), so only this sigwait sees them. */
+static int wait_for_stop(const sigset_t *stop)
+{
+	int sig;
+
+	while (sigwait(stop, &sig) != 0)
+		;
+	return sig;
+}
+
+static void audit_lifecycle(const char *event, struct sbx_rpc *rpc, int sig)
+{
+	json_t *fields = json_pack("{s:s}", "version", SBX_VERSION);
+	json_t *urls = json_array();
+
+	for (size_t i = 0; rpc && urls && sbx_rpc_listener_url(rpc, i); i++)
+		json_array_append_new(urls, json_string(sbx_rpc_listener_url(rpc, i)));
+	if (fields && rpc)
+		json_object_set(fields, "listen", urls);
+	if (fields && sig)
+		json_object_set_new(fields, "signal", json_string(sigabbrev_np(sig)));
+	json_decref(urls);
+	sbx_audit(event, NULL, NULL, NULL, fields);
+}
+
+static int serve(struct sbx_config *cfg, const sigset_t *stop)
+{
+	struct sbx_err err;
+	struct sbx_rpc *rpc;
+	int sig;
+
+	if (sbx_audit_open(cfg->log_path, &err) < 0)
+		return fail(1, "%s", err.msg);
+	if (sbx_runs_init(cfg, &err) < 0) {
+		sbx_audit_close();
+		return fail(1, "%s", err.msg);
+	}
+	rpc = sbx_rpc_start(cfg, &err);
+	if (!rpc) {
+		sbx_runs_shutdown();
+		sbx_audit_close();
+		return fail(1, "%s", err.msg);
+	}
+	for (size_t i = 0; sbx_rpc_listener_url(rpc, i); i++) {
+		const char *url = sbx_rpc_listener_url(rpc, i);
+
+		fprintf(stderr, "sbxd: listening on %s\n", url);
+		if (sbx_rpc_url_scheme(url, NULL) == SBX_SCHEME_TCP)
+			fprintf(stderr,
+				"sbxd: warning: %s is plain TCP (insecure: true): "
+				"tokens and data cross the network unencrypted\n",
+				url);
+	}
+	audit_lifecycle("sbxd_started", rpc, 0);
+
+	sig = wait_for_stop(stop);
+	fprintf(stderr, "sbxd: %s: draining\n", sigabbrev_np(sig));
+	audit_lifecycle("sbxd_draining", NULL, sig);
+	/* Callers keep being answered while the runs go (CreateRun with
+	 * UNAVAILABLE); then the socket closes and the handlers still running
+	 * finish before their state is freed. */
+	sbx_runs_stop_accepting();
+	sbx_runs_teardown_all();
+	if (sbx_rpc_stop(rpc) < 0)
+		fprintf(stderr, "sbxd: closing the RPC socket hung (a known nng 1.5.2 bug); every "
+				"run is gone, exiting without freeing it\n");
+	sbx_runs_shutdown();
+	audit_lifecycle("sbxd_stopped", NULL, 0);
+	sbx_audit_close();
+	fprintf(stderr, "sbxd: stopped\n");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct flags f = {0};
+	struct sbx_config cfg;
+	struct sbx_err err;
+	sigset_t stop;
+	int rc;
+
+	rc = parse_flags(argc, argv, &f);
+	if (rc)
+		return rc == 1 ? 0 : 2;
+	if (is_real_root() && !f.allow_root)
+		return fail(1, "%s",
+			    "refusing to run as real root: root weakens every guarantee of the "
+			    "sandbox; run as an unprivileged user (or pass --allow-root)");
+
+	/* Before any thread exists, so that every thread inherits it: the
+	 * stop signals are taken only by sigwait, and a peer that hangs up
+	 * is an EPIPE, not a death. */
+	sigemptyset(&stop);
+	sigaddset(&stop, SIGTERM);
+	sigaddset(&stop, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &stop, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	if (sbx_config_load(f.config, &cfg, &err) < 0)
+		return fail(1, "%s", err.msg);
+	if (apply_flags(&f, &cfg, &err) < 0) {
+		sbx_config_free(&cfg);
+		return fail(1, "%s", err.msg);
+	}
+	rc = serve(&cfg, &stop);
+	sbx_config_free(&cfg);
+	return rc;
+}

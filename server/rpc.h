@@ -1,0 +1,27 @@
+/* sbxd's RPC layer as main sees it: start serving the Sandbox service on
+ * the configured listeners, stop. Everything else about it is internal
+ * (rpc_*.h). */
+#ifndef SBX_RPC_H
+#define SBX_RPC_H
+
+#include <stddef.h>
+
+#include "config.h"
+#include "err.h"
+
+struct sbx_rpc;
+
+/* Opens the REP socket, starts the worker pools and listeners, and begins
+ * answering. cfg must outlive the server. */
+struct sbx_rpc *sbx_rpc_start(const struct sbx_config *cfg, struct sbx_err *err);
+/* Listener i's URL as bound (a tcp port 0 replaced by the real one), or
+ * NULL past the last. */
+const char *sbx_rpc_listener_url(const struct sbx_rpc *rpc, size_t i);
+/* Closes the listeners (removing ipc socket files), lets running handlers
+ * finish and send their answers, closes the socket and frees everything,
+ * nng's globals included. NULL is fine. -1: nng_close did not return in
+ * time (nng 1.5.2 can hang there with connections busy); the RPC layer was
+ * left as it is and the process should just exit. */
+int sbx_rpc_stop(struct sbx_rpc *rpc);
+
+#endif

@@ -1,0 +1,28 @@
+/* Who is calling: the transport's word plus, across hosts, a bearer token.
+ * See rpc_auth.c for the scheme and its threat model. */
+#ifndef SBX_RPC_AUTH_H
+#define SBX_RPC_AUTH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "rpc_url.h"
+#include "service.h"
+
+/* What the transport says about the connection a request came on. */
+struct rpc_peer {
+	enum sbx_scheme scheme;
+	bool have_uid; /* ipc: SO_PEERCRED of the connecting process */
+	uint64_t uid;
+	bool tls_verified; /* tls+tcp: the client certificate chained to client_ca */
+	char addr[96];	   /* for the audit: "192.0.2.7:41234", "uid 1000 pid 42" */
+};
+
+/* Fills who, or sets st to UNAUTHENTICATED and writes an "auth_failure"
+ * audit event (rate-limited) and returns -1. credentials is the envelope's
+ * bearer token ("" when absent); method is only for the audit. */
+int rpc_auth(const struct sbx_config *cfg, const struct rpc_peer *peer, const char *credentials,
+	     const char *method, struct sbx_identity *who, struct sbx_status *st);
+
+#endif

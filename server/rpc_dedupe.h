@@ -1,0 +1,63 @@
+/* Request-id deduplication: a retried CreateRun, Exec or PutInput happens
+ * once.
+ *
+ * REQ re-sends a request after 60 s without an answer and after every
+ * reconnect, and clients retry on their own, so the same (identity,
+ * request_id) can arrive while the first is still running or after it
+ * answered. The first one runs; a repeat gets the first one's packed answer,
+ * byte for byte, or (while it still runs) is parked and answered when it
+ * ends. A repeat whose method or body differs is refused: reusing an id for
+ * another request is a client bug that would otherwise lose data silently.
+ *
+ * Bounded: entries live 10 minutes after their answer, at most max_entries
+ * and max_bytes of answers (oldest finished ones evicted), at most
+ * max_parked repeats waiting. */
+#ifndef SBX_RPC_DEDUPE_H
+#define SBX_RPC_DEDUPE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct rpc_dedupe;
+struct rpc_dedupe_entry;
+
+/* Embedded in a parked call. */
+struct rpc_dedupe_waiter {
+	struct rpc_dedupe_waiter *next;
+};
+
+struct rpc_dedupe_limits {
+	size_t max_entries;
+	size_t max_bytes;
+	size_t max_parked;
+	uint64_t ttl_ms;
+};
+
+enum rpc_dedupe_verdict {
+	DEDUPE_FIRST,	 /* run it, then rpc_dedupe_finish(*first, ...) */
+	DEDUPE_REPLAY,	 /* answer with *replay (malloc'd copy; caller frees) */
+	DEDUPE_PARKED,	 /* don't answer: notify will, when the first ends */
+	DEDUPE_MISMATCH, /* the id was used for a different request */
+	DEDUPE_BUSY,	 /* too many repeats waiting, or no memory: try later */
+};
+
+struct rpc_dedupe *rpc_dedupe_new(const struct rpc_dedupe_limits *lim);
+void rpc_dedupe_free(struct rpc_dedupe *d);
+
+/* fingerprint: sha256 of what makes two requests the same (method, body). */
+enum rpc_dedupe_verdict rpc_dedupe_begin(struct rpc_dedupe *d, const char *identity,
+					 const char *request_id, const uint8_t fingerprint[32],
+					 struct rpc_dedupe_waiter *w,
+					 struct rpc_dedupe_entry **first, uint8_t **replay,
+					 size_t *replay_len);
+
+/* The first call's answer. keep: remember it for repeats (false for answers
+ * that say "try again", so the retry really runs). Every parked repeat is
+ * passed to notify with the same bytes, outside the lock; e is gone after. */
+void rpc_dedupe_finish(struct rpc_dedupe *d, struct rpc_dedupe_entry *e, const uint8_t *answer,
+		       size_t len, bool keep,
+		       void (*notify)(struct rpc_dedupe_waiter *w, const uint8_t *answer,
+				      size_t len));
+
+#endif

@@ -1,0 +1,294 @@
+/* Listeners (see rpc_listen.h).
+ *
+ * nng 1.5.2 facts this relies on: NNG_OPT_IPC_PERMISSIONS set before start
+ * makes nng chmod the socket between bind() and listen(), so nobody can
+ * connect while it still has the umask's mode; a stale socket file (nobody
+ * listening) is replaced, but a file that is not a socket would be unlinked
+ * too, so that is checked first; NNG_OPT_RECVMAXSZ defaults to unlimited and
+ * a larger message closes the connection; the server cannot read the client
+ * certificate's names, only whether it was verified. */
+#include "rpc_listen.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+
+#include "util.h"
+
+#define PEM_BYTES_MAX (1 << 20)
+
+static int nng_fail(struct sbx_err *err, int rv, const char *what, const char *url)
+{
+	return sbx_fail(err, "%s %s: %s", what, url, nng_strerror(rv));
+}
+
+/* ---- TLS ---- */
+
+/* A whole PEM file as a C string (nng wants NUL-terminated PEM). */
+static char *read_pem(const char *path, const char *key, struct sbx_err *err)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	char *buf;
+	size_t len = 0;
+
+	if (fd < 0) {
+		sbx_fail_errno(err, "%s %s", key, path);
+		return NULL;
+	}
+	buf = malloc(PEM_BYTES_MAX + 1);
+	if (!buf) {
+		sbx_fail_errnum(err, ENOMEM, "%s %s", key, path);
+		return NULL;
+	}
+	while (len < PEM_BYTES_MAX) {
+		ssize_t n = read(fd, buf + len, PEM_BYTES_MAX - len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			sbx_fail_errno(err, "%s %s", key, path);
+			goto fail;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	if (len == PEM_BYTES_MAX) {
+		sbx_fail(err, "%s %s: larger than %d bytes", key, path, PEM_BYTES_MAX);
+		goto fail;
+	}
+	buf[len] = '\0';
+	return buf;
+fail:
+	OPENSSL_cleanse(buf, PEM_BYTES_MAX + 1);
+	free(buf);
+	return NULL;
+}
+
+/* The private key's bytes are wiped before they are freed. */
+static void free_secret(char *s)
+{
+	if (s) {
+		OPENSSL_cleanse(s, strlen(s));
+		free(s);
+	}
+}
+
+static int tls_setup(const struct sbx_config *cfg, nng_tls_config **out, struct sbx_err *err)
+{
+	_cleanup_free_ char *cert = NULL, *ca = NULL;
+	char *key = NULL;
+	nng_tls_config *tls = NULL;
+	int rv;
+
+	cert = read_pem(cfg->tls_cert, "tls.cert", err);
+	if (!cert)
+		return -1;
+	ca = read_pem(cfg->tls_client_ca, "tls.client_ca", err);
+	if (!ca)
+		return -1;
+	key = read_pem(cfg->tls_key, "tls.key", err);
+	if (!key)
+		return -1;
+	if ((rv = nng_tls_config_alloc(&tls, NNG_TLS_MODE_SERVER)) != 0) {
+		sbx_fail(err, "TLS: %s", nng_strerror(rv));
+		goto fail;
+	}
+	/* TLS 1.2 at least; 1.3 where the engine has it (mbedTLS 2.28 does
+	 * not, and then says so). */
+	if (nng_tls_config_version(tls, NNG_TLS_1_2, NNG_TLS_1_3) != 0 &&
+	    (rv = nng_tls_config_version(tls, NNG_TLS_1_2, NNG_TLS_1_2)) != 0) {
+		sbx_fail(err, "TLS version 1.2: %s", nng_strerror(rv));
+		goto fail;
+	}
+	if ((rv = nng_tls_config_own_cert(tls, cert, key, NULL)) != 0) {
+		sbx_fail(err, "tls.cert %s with tls.key %s: %s", cfg->tls_cert, cfg->tls_key,
+			 nng_strerror(rv));
+		goto fail;
+	}
+	if ((rv = nng_tls_config_ca_chain(tls, ca, NULL)) != 0) {
+		sbx_fail(err, "tls.client_ca %s: %s", cfg->tls_client_ca, nng_strerror(rv));
+		goto fail;
+	}
+	/* Mutual TLS: a client without a certificate from client_ca never
+	 * gets a pipe, let alone a request through. */
+	if ((rv = nng_tls_config_auth_mode(tls, NNG_TLS_AUTH_MODE_REQUIRED)) != 0) {
+		sbx_fail(err, "TLS client authentication: %s", nng_strerror(rv));
+		goto fail;
+	}
+	free_secret(key);
+	*out = tls;
+	return 0;
+fail:
+	free_secret(key);
+	if (tls)
+		nng_tls_config_free(tls);
+	return -1;
+}
+
+/* ---- ipc ---- */
+
+/* mkdir -p of the socket's directory (0755: the socket's own mode is what
+ * keeps strangers out). An existing non-socket at the path is refused,
+ * since nng would unlink it as a stale socket. */
+static int ipc_prepare(const char *path, struct sbx_err *err)
+{
+	char dir[SBX_RPC_URL_MAX + 8];
+	struct stat st;
+	char *slash;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (slash && slash != dir) {
+		*slash = '\0';
+		for (char *c = dir + 1; *c; c++) {
+			if (*c != '/')
+				continue;
+			*c = '\0';
+			if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+				return sbx_fail_errno(err, "ipc://%s: creating %s", path, dir);
+			*c = '/';
+		}
+		if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+			return sbx_fail_errno(err, "ipc://%s: creating %s", path, dir);
+	}
+	if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode))
+		return sbx_fail(err, "ipc://%s: exists and is not a socket", path);
+	return 0;
+}
+
+/* ---- listeners ---- */
+
+static int listen_one(nng_socket sock, const struct sbx_config *cfg, const char *url,
+		      struct rpc_listeners *ls, struct sbx_err *err)
+{
+	struct rpc_listener *li = &ls->items[ls->n];
+	const char *rest;
+	nng_listener l;
+	int rv;
+
+	if (sbx_rpc_url_check(cfg, url, url, err) < 0)
+		return -1;
+	li->scheme = sbx_rpc_url_scheme(url, &rest);
+	snprintf(li->url, sizeof(li->url), "%s", url);
+	if (li->scheme == SBX_SCHEME_IPC && ipc_prepare(rest, err) < 0)
+		return -1;
+	if (li->scheme == SBX_SCHEME_TLS_TCP && !ls->tls && tls_setup(cfg, &ls->tls, err) < 0)
+		return -1;
+
+	if ((rv = nng_listener_create(&l, sock, url)) != 0)
+		return nng_fail(err, rv, "cannot listen on", url);
+	/* From here the socket owns l: nng_close(sock) closes it. */
+	if ((rv = nng_listener_set_size(l, NNG_OPT_RECVMAXSZ, (size_t)cfg->max_message_bytes)))
+		return nng_fail(err, rv, "max_message_bytes on", url);
+	switch (li->scheme) {
+	case SBX_SCHEME_IPC:
+		rv = nng_listener_set_int(l, NNG_OPT_IPC_PERMISSIONS, (int)cfg->ipc_mode);
+		break;
+	case SBX_SCHEME_TLS_TCP:
+		rv = nng_listener_set_ptr(l, NNG_OPT_TLS_CONFIG, ls->tls);
+		if (rv == 0)
+			rv = nng_listener_set_bool(l, NNG_OPT_TCP_KEEPALIVE, true);
+		break;
+	default:
+		rv = nng_listener_set_bool(l, NNG_OPT_TCP_KEEPALIVE, true);
+		break;
+	}
+	if (rv)
+		return nng_fail(err, rv, "configuring", url);
+	if ((rv = nng_listener_start(l, 0)) != 0)
+		return nng_fail(err, rv, "cannot listen on", url);
+	li->l = l;
+	if (li->scheme != SBX_SCHEME_IPC) {
+		int port = 0;
+
+		/* Port 0 asks the kernel for one: say which. */
+		if (nng_listener_get_int(l, NNG_OPT_TCP_BOUND_PORT, &port) == 0) {
+			const char *colon = strrchr(url, ':');
+
+			snprintf(li->url, sizeof(li->url), "%.*s:%d", (int)(colon - url), url,
+				 port);
+		}
+	}
+	ls->n++;
+	return 0;
+}
+
+int rpc_listen(nng_socket sock, const struct sbx_config *cfg, struct rpc_listeners *ls,
+	       struct sbx_err *err)
+{
+	for (size_t i = 0; i < cfg->n_listen; i++)
+		if (listen_one(sock, cfg, cfg->listen[i], ls, err) < 0)
+			return -1;
+	return 0;
+}
+
+void rpc_listeners_free(struct rpc_listeners *ls)
+{
+	if (ls->tls)
+		nng_tls_config_free(ls->tls);
+	ls->tls = NULL;
+	ls->n = 0;
+}
+
+/* ---- peers ---- */
+
+static void format_addr(const nng_sockaddr *sa, char *buf, size_t len)
+{
+	char ip[INET6_ADDRSTRLEN] = "?";
+
+	switch (sa->s_family) {
+	case NNG_AF_INET:
+		inet_ntop(AF_INET, &sa->s_in.sa_addr, ip, sizeof(ip));
+		snprintf(buf, len, "%s:%u", ip, ntohs(sa->s_in.sa_port));
+		break;
+	case NNG_AF_INET6:
+		inet_ntop(AF_INET6, sa->s_in6.sa_addr, ip, sizeof(ip));
+		snprintf(buf, len, "[%s]:%u", ip, ntohs(sa->s_in6.sa_port));
+		break;
+	default:
+		snprintf(buf, len, "unknown");
+		break;
+	}
+}
+
+bool rpc_peer_of(const struct rpc_listeners *ls, nng_msg *msg, struct rpc_peer *peer)
+{
+	nng_pipe p = nng_msg_get_pipe(msg);
+	int lid = nng_listener_id(nng_pipe_listener(p));
+	nng_sockaddr sa;
+
+	memset(peer, 0, sizeof(*peer));
+	for (size_t i = 0; i < ls->n; i++)
+		if (lid > 0 && nng_listener_id(ls->items[i].l) == lid)
+			peer->scheme = ls->items[i].scheme;
+	if (peer->scheme == SBX_SCHEME_BAD)
+		return false;
+	if (peer->scheme == SBX_SCHEME_IPC) {
+		uint64_t pid = 0;
+
+		/* A uint64 option in 1.5.2: nng_pipe_get_int says EBADTYPE. */
+		if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_UID, &peer->uid) != 0)
+			return false;
+		peer->have_uid = true;
+		nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_PID, &pid);
+		snprintf(peer->addr, sizeof(peer->addr), "uid %llu pid %llu",
+			 (unsigned long long)peer->uid, (unsigned long long)pid);
+		return true;
+	}
+	if (nng_pipe_get_addr(p, NNG_OPT_REMADDR, &sa) == 0)
+		format_addr(&sa, peer->addr, sizeof(peer->addr));
+	else
+		snprintf(peer->addr, sizeof(peer->addr), "unknown");
+	if (peer->scheme == SBX_SCHEME_TLS_TCP &&
+	    nng_pipe_get_bool(p, NNG_OPT_TLS_VERIFIED, &peer->tls_verified) != 0)
+		peer->tls_verified = false;
+	return true;
+}

@@ -1,0 +1,125 @@
+/* The dispatch table (see rpc_methods.h).
+ *
+ * Each handler has its own request and response types, so each gets a small
+ * typed wrapper rather than a cast of its function pointer (calling through
+ * a mismatched pointer type is undefined, and UBSan says so). */
+#include "rpc_methods.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "rpc_alloc.h"
+#include "util.h"
+
+#define PREFIX "/sbx.v1.Sandbox/"
+
+/* clang-format off */
+#define WRAP(fn, req_t, resp_t)							\
+	static int call_##fn(const struct sbx_identity *who,			\
+			     const ProtobufCMessage *req,			\
+			     ProtobufCMessage **resp, struct sbx_status *st)	\
+	{									\
+		resp_t *r = NULL;						\
+		int rc = sbx_handle_##fn(who, (const req_t *)req, &r, st);	\
+		*resp = r ? &r->base : NULL;					\
+		return rc;							\
+	}
+
+WRAP(health, Sbx__V1__HealthRequest, Sbx__V1__HealthResponse)
+WRAP(create_run, Sbx__V1__CreateRunRequest, Sbx__V1__CreateRunResponse)
+WRAP(put_input, Sbx__V1__PutInputRequest, Sbx__V1__PutInputResponse)
+WRAP(exec, Sbx__V1__ExecRequest, Sbx__V1__ExecResponse)
+WRAP(wait, Sbx__V1__WaitRequest, Sbx__V1__WaitResponse)
+WRAP(read_output, Sbx__V1__ReadOutputRequest, Sbx__V1__ReadOutputResponse)
+WRAP(signal, Sbx__V1__SignalRequest, Sbx__V1__SignalResponse)
+WRAP(status, Sbx__V1__StatusRequest, Sbx__V1__StatusResponse)
+WRAP(list_artifacts, Sbx__V1__ListArtifactsRequest, Sbx__V1__ListArtifactsResponse)
+WRAP(fetch_artifact, Sbx__V1__FetchArtifactRequest, Sbx__V1__FetchArtifactResponse)
+WRAP(teardown, Sbx__V1__TeardownRequest, Sbx__V1__TeardownResponse)
+WRAP(list_runs, Sbx__V1__ListRunsRequest, Sbx__V1__ListRunsResponse)
+
+#define METHOD(Name, fn, lower, lane_, dedupe_) {				\
+	.name = PREFIX #Name,							\
+	.request = &sbx__v1__##lower##_request__descriptor,			\
+	.response = &sbx__v1__##lower##_response__descriptor,			\
+	.call = call_##fn, .lane = (lane_), .dedupe = (dedupe_),		\
+}
+
+static const struct rpc_method methods[] = {
+	METHOD(Health,        health,         health,         RPC_INLINE, false),
+	METHOD(CreateRun,     create_run,     create_run,     RPC_SHORT,  true),
+	METHOD(PutInput,      put_input,      put_input,      RPC_SHORT,  true),
+	METHOD(Exec,          exec,           exec,           RPC_SHORT,  true),
+	METHOD(Wait,          wait,           wait,           RPC_LONG,   false),
+	METHOD(ReadOutput,    read_output,    read_output,    RPC_LONG,   false),
+	METHOD(Signal,        signal,         signal,         RPC_SHORT,  false),
+	METHOD(Status,        status,         status,         RPC_SHORT,  false),
+	METHOD(ListArtifacts, list_artifacts, list_artifacts, RPC_SHORT,  false),
+	METHOD(FetchArtifact, fetch_artifact, fetch_artifact, RPC_LONG,   false),
+	METHOD(Teardown,      teardown,       teardown,       RPC_SHORT,  false),
+	METHOD(ListRuns,      list_runs,      list_runs,      RPC_SHORT,  false),
+};
+/* clang-format on */
+
+const struct rpc_method *rpc_method_find(const char *name)
+{
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(methods); i++)
+		if (strcmp(methods[i].name, name) == 0)
+			return &methods[i];
+	return NULL;
+}
+
+int rpc_methods_check(struct sbx_err *err)
+{
+	const ProtobufCServiceDescriptor *svc = &sbx__v1__sandbox__descriptor;
+
+	if (svc->n_methods != SBX_ARRAY_SIZE(methods))
+		return sbx_fail(err, "dispatch table has %zu methods, %s has %u",
+				SBX_ARRAY_SIZE(methods), svc->name, svc->n_methods);
+	for (unsigned i = 0; i < svc->n_methods; i++) {
+		const ProtobufCMethodDescriptor *md = &svc->methods[i];
+		char name[128];
+		const struct rpc_method *m;
+
+		snprintf(name, sizeof(name), "/%s/%s", svc->name, md->name);
+		m = rpc_method_find(name);
+		if (!m || m->request != md->input || m->response != md->output)
+			return sbx_fail(err, "dispatch table does not match %s", name);
+	}
+	return 0;
+}
+
+int rpc_method_run(const struct rpc_method *m, const struct sbx_identity *who, const uint8_t *body,
+		   size_t len, ProtobufCMessage **resp, struct sbx_status *st)
+{
+	ProtobufCMessage *req;
+	bool too_complex;
+	int rc;
+
+	*resp = NULL;
+	req = rpc_unpack(m->request, body, len, &too_complex);
+	if (!req)
+		return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+				      too_complex ? "body: message too complex for %s (%zu bytes)"
+						  : "body: not a valid %s (%zu bytes)",
+				      m->request->name, len);
+	memset(st, 0, sizeof(*st));
+	rc = m->call(who, req, resp, st);
+	protobuf_c_message_free_unpacked(req, NULL);
+	if (rc < 0) {
+		if (*resp)
+			protobuf_c_message_free_unpacked(*resp, NULL);
+		*resp = NULL;
+		/* A handler that failed without saying why is still a failure. */
+		if (st->code == SBX__V1__CODE__OK)
+			return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "%s failed", m->name);
+		return -1;
+	}
+	if (*resp && (*resp)->descriptor != m->response) {
+		protobuf_c_message_free_unpacked(*resp, NULL);
+		*resp = NULL;
+		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "%s returned the wrong type",
+				      m->name);
+	}
+	return 0;
+}

@@ -1,0 +1,42 @@
+/* The dispatch table: method name -> request type, handler, and which
+ * workers run it. The handlers themselves are the run manager's
+ * (service.h); this is the typed glue between bytes and them. */
+#ifndef SBX_RPC_METHODS_H
+#define SBX_RPC_METHODS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+#include "service.h"
+
+enum rpc_lane {
+	RPC_INLINE, /* answered in the nng callback: must never block (Health) */
+	RPC_SHORT,  /* bounded work: creating, uploading, listing, tearing down */
+	RPC_LONG,   /* may wait for the sandbox: Wait, ReadOutput, FetchArtifact */
+};
+
+struct rpc_method {
+	const char *name; /* "/sbx.v1.Sandbox/CreateRun" */
+	const ProtobufCMessageDescriptor *request, *response;
+	int (*call)(const struct sbx_identity *who, const ProtobufCMessage *req,
+		    ProtobufCMessage **resp, struct sbx_status *st);
+	enum rpc_lane lane;
+	bool dedupe; /* non-idempotent: a request_id makes a retry happen once */
+};
+
+/* NULL when no such method. */
+const struct rpc_method *rpc_method_find(const char *name);
+
+/* Checks the table against the generated service descriptor, so that a
+ * method added to the .proto without a handler is caught at start. */
+int rpc_methods_check(struct sbx_err *err);
+
+/* Decodes body as m's request (byte-budgeted) and runs the handler. 0: *resp
+ * is the response message (NULL means an empty one); free it with
+ * protobuf_c_message_free_unpacked(*resp, NULL). -1: st says why. */
+int rpc_method_run(const struct rpc_method *m, const struct sbx_identity *who, const uint8_t *body,
+		   size_t len, ProtobufCMessage **resp, struct sbx_status *st);
+
+#endif

@@ -1,0 +1,585 @@
+/* The RPC server: one nng REP socket, many contexts, two worker pools.
+ *
+ * Each context ("call") is a small state machine driven by its aio:
+ *
+ *   RECV --request--> (decode envelope, authenticate, find the method)
+ *        --Health or an error--> SEND        answered in the callback
+ *        --anything else-------> WORK        handed to the short or long pool
+ *   WORK --handler done / dedupe replay--> SEND
+ *   WORK --repeat of a running request--> parked in the dedupe table,
+ *                                          sent when the first one ends
+ *   SEND --sent (or failed)--> RECV
+ *
+ * nng runs aio callbacks on a few fixed task threads, so a callback never
+ * blocks: it decodes at most one envelope (byte-budgeted), hashes at most one
+ * token, and answers Health, whose handler only reads counters. Everything
+ * that may wait runs on a pool: "long" (Wait, ReadOutput, FetchArtifact) and
+ * "short" (the rest), so a caller long-polling never holds up another's
+ * CreateRun. Each pool's queue is bounded and a full one is answered with
+ * RESOURCE_EXHAUSTED at once; there are more contexts than both pools can
+ * hold, so some are always free to answer Health and to refuse. */
+#include "rpc.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/rep.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+
+#include "rpc_alloc.h"
+#include "rpc_auth.h"
+#include "rpc_dedupe.h"
+#include "rpc_listen.h"
+#include "rpc_methods.h"
+#include "rpc_pool.h"
+#include "rpc_reply.h"
+
+/* Bounds on the envelope (documented in sandbox.proto). */
+#define METHOD_MAX	128
+#define REQUEST_ID_MAX	64
+#define CREDENTIALS_MAX 256
+
+/* A reply that cannot be handed to the connection in this long (a peer that
+ * stopped reading) frees its context anyway. */
+#define SEND_TIMEOUT_MS 30000
+/* Contexts beyond what both pools can hold: Health and refusals. */
+#define SPARE_CALLS 16
+/* Repeats parked on a running request, at most; each holds a context. */
+#define MAX_PARKED     8
+#define DEDUPE_ENTRIES 4096
+#define DEDUPE_BYTES   (64u << 20)
+#define DEDUPE_TTL_MS  (10 * 60 * 1000)
+/* nng_close normally takes milliseconds; past this it is stuck. */
+#define CLOSE_TIMEOUT_MS 5000
+
+#define container_of(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
+
+enum call_state { CALL_IDLE, CALL_RECV, CALL_WORK, CALL_SEND };
+
+/* Shutting down in steps, so that nng never sees an operation start on a
+ * socket it is closing: DRAINING takes no new work but still answers;
+ * STOPPED starts nothing at all. */
+enum phase { PHASE_RUNNING, PHASE_DRAINING, PHASE_STOPPED };
+enum { POOL_SHORT, POOL_LONG, N_POOLS };
+
+struct rpc_call {
+	struct sbx_rpc *rpc;
+	nng_ctx ctx;
+	nng_aio *aio;
+	enum call_state state;
+	struct rpc_job job;		 /* while queued for a worker */
+	struct rpc_dedupe_waiter waiter; /* while parked on a running twin */
+	/* The request in hand, from RECV until its answer is sent. */
+	Sbx__V1__Request *req;
+	const struct rpc_method *method;
+	struct sbx_identity who;
+	uint64_t received_ms;
+};
+
+struct sbx_rpc {
+	const struct sbx_config *cfg;
+	atomic_int phase;
+	nng_socket sock;
+	bool sock_open;
+	struct rpc_listeners listeners;
+	struct rpc_pool pools[N_POOLS];
+	bool pool_started[N_POOLS];
+	struct rpc_dedupe *dedupe;
+	struct rpc_call *calls;
+	size_t n_calls;
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* ---- the state machine's moves ---- */
+
+static void start_recv(struct rpc_call *c)
+{
+	if (atomic_load(&c->rpc->phase) == PHASE_STOPPED) {
+		c->state = CALL_IDLE;
+		return;
+	}
+	c->state = CALL_RECV;
+	nng_aio_set_timeout(c->aio, NNG_DURATION_INFINITE);
+	nng_ctx_recv(c->ctx, c->aio);
+}
+
+static void release_request(struct rpc_call *c)
+{
+	if (c->req)
+		protobuf_c_message_free_unpacked(&c->req->base, NULL);
+	c->req = NULL;
+	c->method = NULL;
+}
+
+/* Sends m as the answer to the request in hand. Without a message (out of
+ * memory) the request is dropped: the client's REQ sends it again. */
+static void send_msg(struct rpc_call *c, nng_msg *m)
+{
+	release_request(c);
+	if (m && atomic_load(&c->rpc->phase) == PHASE_STOPPED) {
+		nng_msg_free(m);
+		m = NULL;
+	}
+	if (!m) {
+		start_recv(c);
+		return;
+	}
+	c->state = CALL_SEND;
+	nng_aio_set_msg(c->aio, m);
+	nng_aio_set_timeout(c->aio, SEND_TIMEOUT_MS);
+	nng_ctx_send(c->ctx, c->aio);
+}
+
+static void send_bytes(struct rpc_call *c, const uint8_t *bytes, size_t len)
+{
+	nng_msg *m = NULL;
+
+	if (bytes && nng_msg_alloc(&m, len) == 0)
+		memcpy(nng_msg_body(m), bytes, len);
+	else
+		m = NULL;
+	send_msg(c, m);
+}
+
+__attribute__((format(printf, 3, 4))) static void
+answer_error(struct rpc_call *c, Sbx__V1__Code code, const char *fmt, ...)
+{
+	char message[sizeof(((struct sbx_status *)0)->message)];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(message, sizeof(message), fmt, ap);
+	va_end(ap);
+	send_msg(c, rpc_reply(code, message, NULL, c->rpc->cfg->max_message_bytes));
+}
+
+/* Runs the method on the request in hand; the packed Response, or NULL when
+ * out of memory. *code is what it says. */
+static nng_msg *run_method(struct rpc_call *c, Sbx__V1__Code *code)
+{
+	ProtobufCMessage *resp = NULL;
+	struct sbx_status st = {0};
+	nng_msg *m;
+	int rc;
+
+	rc = rpc_method_run(c->method, &c->who, c->req->body.data, c->req->body.len, &resp, &st);
+	*code = rc < 0 ? st.code : SBX__V1__CODE__OK;
+	m = rpc_reply(*code, rc < 0 ? st.message : "", resp, c->rpc->cfg->max_message_bytes);
+	if (resp)
+		protobuf_c_message_free_unpacked(resp, NULL);
+	return m;
+}
+
+/* ---- on a worker ---- */
+
+/* What makes two requests with one id the same request. */
+static void fingerprint(const Sbx__V1__Request *req, uint8_t out[32])
+{
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	unsigned int len = 0;
+
+	memset(out, 0, 32);
+	if (md && EVP_DigestInit_ex(md, EVP_sha256(), NULL) &&
+	    EVP_DigestUpdate(md, req->method, strlen(req->method) + 1) &&
+	    EVP_DigestUpdate(md, req->body.data, req->body.len))
+		EVP_DigestFinal_ex(md, out, &len);
+	EVP_MD_CTX_free(md);
+}
+
+/* A parked repeat gets the first one's answer, byte for byte. */
+static void answer_parked(struct rpc_dedupe_waiter *w, const uint8_t *answer, size_t len)
+{
+	send_bytes(container_of(w, struct rpc_call, waiter), answer, len);
+}
+
+static void work(struct rpc_job *job)
+{
+	struct rpc_call *c = container_of(job, struct rpc_call, job);
+	struct sbx_rpc *rpc = c->rpc;
+	const Sbx__V1__Request *req = c->req;
+	struct rpc_dedupe_entry *first = NULL;
+	char shown_id[REQUEST_ID_MAX + 1];
+	uint8_t *replay;
+	size_t replay_len;
+	uint8_t fp[32];
+	Sbx__V1__Code code;
+	nng_msg *m;
+
+	/* The caller gave up while this sat in the queue: doing it now would
+	 * act for nobody (and a retry would act again). */
+	if (req->deadline_ms && now_ms() - c->received_ms > req->deadline_ms) {
+		answer_error(c, SBX__V1__CODE__DEADLINE_EXCEEDED,
+			     "%s: waited %llu ms for a worker, past deadline_ms %u",
+			     c->method->name, (unsigned long long)(now_ms() - c->received_ms),
+			     req->deadline_ms);
+		return;
+	}
+
+	if (c->method->dedupe && req->request_id[0]) {
+		rpc_text_clean(shown_id, sizeof(shown_id), req->request_id);
+		fingerprint(req, fp);
+		switch (rpc_dedupe_begin(rpc->dedupe, c->who.name, req->request_id, fp, &c->waiter,
+					 &first, &replay, &replay_len)) {
+		case DEDUPE_FIRST:
+			break;
+		case DEDUPE_REPLAY:
+			send_bytes(c, replay, replay_len);
+			free(replay);
+			return;
+		case DEDUPE_PARKED:
+			return; /* c belongs to the dedupe table until answer_parked */
+		case DEDUPE_MISMATCH:
+			answer_error(c, SBX__V1__CODE__INVALID_ARGUMENT,
+				     "request_id \"%s\" was already used for a different "
+				     "request (method or body differ)",
+				     shown_id);
+			return;
+		case DEDUPE_BUSY:
+			answer_error(c, SBX__V1__CODE__UNAVAILABLE,
+				     "request_id \"%s\": an earlier attempt is still "
+				     "running; retry",
+				     shown_id);
+			return;
+		}
+	}
+
+	m = run_method(c, &code);
+	if (first) {
+		/* "Try again later" must not become the remembered answer, or
+		 * the retry it invites could never run. */
+		bool keep = m && code != SBX__V1__CODE__UNAVAILABLE &&
+			    code != SBX__V1__CODE__RESOURCE_EXHAUSTED;
+
+		rpc_dedupe_finish(rpc->dedupe, first, m ? nng_msg_body(m) : NULL,
+				  m ? nng_msg_len(m) : 0, keep, answer_parked);
+	}
+	send_msg(c, m);
+}
+
+/* ---- in the nng callback: never blocks ---- */
+
+static void on_request(struct rpc_call *c, nng_msg *msg)
+{
+	struct sbx_rpc *rpc = c->rpc;
+	char shown[METHOD_MAX + 1];
+	struct sbx_status st = {0};
+	struct rpc_peer peer;
+	bool too_complex;
+	Sbx__V1__Request *req;
+	int pool;
+
+	c->received_ms = now_ms();
+	if (!rpc_peer_of(&rpc->listeners, msg, &peer)) {
+		/* The connection is already gone: nobody to answer. */
+		nng_msg_free(msg);
+		start_recv(c);
+		return;
+	}
+	req = (Sbx__V1__Request *)rpc_unpack(&sbx__v1__request__descriptor, nng_msg_body(msg),
+					     nng_msg_len(msg), &too_complex);
+	nng_msg_free(msg);
+	if (!req) {
+		answer_error(c, SBX__V1__CODE__INVALID_ARGUMENT, "%s",
+			     too_complex ? "request: message too complex"
+					 : "request: not a valid sbx.v1.Request");
+		return;
+	}
+	c->req = req;
+	if (strlen(req->credentials) > CREDENTIALS_MAX) {
+		answer_error(c, SBX__V1__CODE__INVALID_ARGUMENT,
+			     "credentials: longer than %d bytes", CREDENTIALS_MAX);
+		return;
+	}
+	rpc_text_clean(shown, sizeof(shown), req->method);
+	if (rpc_auth(rpc->cfg, &peer, req->credentials, shown, &c->who, &st) < 0) {
+		answer_error(c, st.code, "%s", st.message);
+		return;
+	}
+	/* The token has done its job; it need not linger in the heap. */
+	OPENSSL_cleanse(req->credentials, strlen(req->credentials));
+
+	if (strlen(req->method) > METHOD_MAX) {
+		answer_error(c, SBX__V1__CODE__INVALID_ARGUMENT, "method: longer than %d bytes",
+			     METHOD_MAX);
+		return;
+	}
+	if (strlen(req->request_id) > REQUEST_ID_MAX) {
+		answer_error(c, SBX__V1__CODE__INVALID_ARGUMENT, "request_id: longer than %d bytes",
+			     REQUEST_ID_MAX);
+		return;
+	}
+	c->method = rpc_method_find(req->method);
+	if (!c->method) {
+		answer_error(c, SBX__V1__CODE__UNIMPLEMENTED, "unknown method \"%s\"", shown);
+		return;
+	}
+
+	if (c->method->lane == RPC_INLINE) {
+		Sbx__V1__Code code;
+
+		send_msg(c, run_method(c, &code));
+		return;
+	}
+	if (atomic_load(&rpc->phase) != PHASE_RUNNING) {
+		answer_error(c, SBX__V1__CODE__UNAVAILABLE, "sbxd is shutting down");
+		return;
+	}
+	pool = c->method->lane == RPC_LONG ? POOL_LONG : POOL_SHORT;
+	c->state = CALL_WORK;
+	/* From a successful submit on, c is the worker's: touch nothing. */
+	if (rpc_pool_submit(&rpc->pools[pool], &c->job))
+		return;
+	answer_error(c, SBX__V1__CODE__RESOURCE_EXHAUSTED,
+		     "server busy: every %s worker is taken and its queue is full; retry later",
+		     pool == POOL_LONG ? "long-call" : "short-call");
+}
+
+static void call_cb(void *arg)
+{
+	struct rpc_call *c = arg;
+	int rv = nng_aio_result(c->aio);
+	nng_msg *msg;
+
+	switch (c->state) {
+	case CALL_RECV:
+		if (rv == NNG_ECLOSED || rv == NNG_ECANCELED) {
+			c->state = CALL_IDLE;
+			return;
+		}
+		if (rv != 0) {
+			start_recv(c);
+			return;
+		}
+		msg = nng_aio_get_msg(c->aio);
+		/* Ours now; the aio must not point at it once it is freed. */
+		nng_aio_set_msg(c->aio, NULL);
+		on_request(c, msg);
+		return;
+	case CALL_SEND:
+		/* On failure the message is still ours. */
+		if (rv != 0) {
+			nng_msg_free(nng_aio_get_msg(c->aio));
+			nng_aio_set_msg(c->aio, NULL);
+		}
+		if (rv == NNG_ECLOSED || rv == NNG_ECANCELED) {
+			c->state = CALL_IDLE;
+			return;
+		}
+		start_recv(c);
+		return;
+	default:
+		return; /* no operation was outstanding */
+	}
+}
+
+/* ---- life cycle ---- */
+
+const char *sbx_rpc_listener_url(const struct sbx_rpc *rpc, size_t i)
+{
+	return i < rpc->listeners.n ? rpc->listeners.items[i].url : NULL;
+}
+
+static int open_calls(struct sbx_rpc *rpc, size_t n, struct sbx_err *err)
+{
+	int rv;
+
+	rpc->calls = calloc(n, sizeof(*rpc->calls));
+	if (!rpc->calls)
+		return sbx_fail(err, "out of memory for %zu contexts", n);
+	while (rpc->n_calls < n) {
+		/* Counted before it is set up, so that a failure halfway is
+		 * cleaned up with the rest. */
+		struct rpc_call *c = &rpc->calls[rpc->n_calls++];
+
+		c->rpc = rpc;
+		c->job.run = work;
+		if ((rv = nng_aio_alloc(&c->aio, call_cb, c)) != 0)
+			return sbx_fail(err, "nng_aio_alloc: %s", nng_strerror(rv));
+		if ((rv = nng_ctx_open(&c->ctx, rpc->sock)) != 0)
+			return sbx_fail(err, "nng_ctx_open: %s", nng_strerror(rv));
+	}
+	return 0;
+}
+
+struct sbx_rpc *sbx_rpc_start(const struct sbx_config *cfg, struct sbx_err *err)
+{
+	struct rpc_dedupe_limits lim;
+	/* workers is split between the pools; each gets at least one. */
+	size_t workers = cfg->workers ? cfg->workers : 1;
+	size_t n_short = workers / 2 ? workers / 2 : 1;
+	size_t n_long = workers > n_short ? workers - n_short : 1;
+	struct sbx_rpc *rpc;
+	int rv;
+
+	if (rpc_methods_check(err) < 0)
+		return NULL;
+	rpc = calloc(1, sizeof(*rpc));
+	if (!rpc) {
+		sbx_fail(err, "out of memory");
+		return NULL;
+	}
+	rpc->cfg = cfg;
+	lim.max_entries = DEDUPE_ENTRIES;
+	lim.max_bytes = DEDUPE_BYTES;
+	lim.max_parked = MAX_PARKED;
+	lim.ttl_ms = DEDUPE_TTL_MS;
+	rpc->dedupe = rpc_dedupe_new(&lim);
+	if (!rpc->dedupe) {
+		sbx_fail(err, "out of memory");
+		goto fail;
+	}
+	/* Each queue holds as many as its pool runs: at most twice the
+	 * workers in flight per pool, then RESOURCE_EXHAUSTED. */
+	if (rpc_pool_start(&rpc->pools[POOL_SHORT], "short", n_short, n_short, err) < 0)
+		goto fail;
+	rpc->pool_started[POOL_SHORT] = true;
+	if (rpc_pool_start(&rpc->pools[POOL_LONG], "long", n_long, n_long, err) < 0)
+		goto fail;
+	rpc->pool_started[POOL_LONG] = true;
+
+	if ((rv = nng_rep0_open(&rpc->sock)) != 0) {
+		sbx_fail(err, "nng_rep0_open: %s", nng_strerror(rv));
+		goto fail;
+	}
+	rpc->sock_open = true;
+	/* Also set per listener; this covers anything created later. */
+	nng_socket_set_size(rpc->sock, NNG_OPT_RECVMAXSZ, (size_t)cfg->max_message_bytes);
+	if (open_calls(rpc, 2 * (n_short + n_long) + SPARE_CALLS, err) < 0)
+		goto fail;
+	if (rpc_listen(rpc->sock, cfg, &rpc->listeners, err) < 0)
+		goto fail;
+	/* Only now: the callbacks read the listener table without a lock, so
+	 * it must be complete before the first of them can run. */
+	for (size_t i = 0; i < rpc->n_calls; i++)
+		start_recv(&rpc->calls[i]);
+	return rpc;
+fail:
+	sbx_rpc_stop(rpc);
+	return NULL;
+}
+
+/* nng 1.5.2 can hang in nng_close when connections are busy as it closes
+ * (nanomsg/nng#1543, #1813: a pipe's reaper waits for a task that never
+ * runs), even with every operation of ours stopped first. So the close runs
+ * on a thread of its own and is waited for, bounded. */
+struct closer {
+	nng_socket sock;
+	pthread_mutex_t lock;
+	pthread_cond_t done_cv;
+	bool done;
+};
+
+static void *close_socket(void *arg)
+{
+	struct closer *cl = arg;
+
+	nng_close(cl->sock);
+	pthread_mutex_lock(&cl->lock);
+	cl->done = true;
+	pthread_cond_signal(&cl->done_cv);
+	pthread_mutex_unlock(&cl->lock);
+	return NULL;
+}
+
+/* false: still closing after CLOSE_TIMEOUT_MS; cl is then left to the
+ * closing thread, never freed. */
+static bool close_bounded(nng_socket sock)
+{
+	struct closer *cl = calloc(1, sizeof(*cl));
+	pthread_condattr_t attr;
+	struct timespec until;
+	pthread_t thread;
+	bool done;
+
+	if (!cl || pthread_condattr_init(&attr) != 0) {
+		free(cl);
+		nng_close(sock); /* unbounded, but nothing else is possible */
+		return true;
+	}
+	cl->sock = sock;
+	pthread_mutex_init(&cl->lock, NULL);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&cl->done_cv, &attr);
+	pthread_condattr_destroy(&attr);
+	if (pthread_create(&thread, NULL, close_socket, cl) != 0) {
+		close_socket(cl);
+		thread = pthread_self();
+	}
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += CLOSE_TIMEOUT_MS / 1000;
+	pthread_mutex_lock(&cl->lock);
+	while (!cl->done && pthread_cond_timedwait(&cl->done_cv, &cl->lock, &until) != ETIMEDOUT)
+		;
+	done = cl->done;
+	pthread_mutex_unlock(&cl->lock);
+	if (!done) {
+		pthread_detach(thread);
+		return false;
+	}
+	if (!pthread_equal(thread, pthread_self()))
+		pthread_join(thread, NULL);
+	pthread_cond_destroy(&cl->done_cv);
+	pthread_mutex_destroy(&cl->lock);
+	free(cl);
+	return true;
+}
+
+int sbx_rpc_stop(struct sbx_rpc *rpc)
+{
+	if (!rpc)
+		return 0;
+	/* No new connections (ipc socket files go), no new work; handlers
+	 * still running finish and their answers are sent. */
+	atomic_store(&rpc->phase, PHASE_DRAINING);
+	for (size_t i = 0; i < rpc->listeners.n; i++)
+		nng_listener_close(rpc->listeners.items[i].l);
+	for (int i = 0; i < N_POOLS; i++)
+		if (rpc->pool_started[i])
+			rpc_pool_stop(&rpc->pools[i], NULL);
+	/* Then nothing starts any more, and every pending receive and send
+	 * is cancelled and its callback waited for, before the socket closes. */
+	atomic_store(&rpc->phase, PHASE_STOPPED);
+	for (size_t i = 0; i < rpc->n_calls; i++)
+		if (rpc->calls[i].aio)
+			nng_aio_stop(rpc->calls[i].aio);
+	for (size_t i = 0; i < rpc->n_calls; i++) {
+		struct rpc_call *c = &rpc->calls[i];
+
+		/* A send refused after the stop leaves its message here. */
+		if (c->aio && nng_aio_get_msg(c->aio))
+			nng_msg_free(nng_aio_get_msg(c->aio));
+		/* Parked repeats and jobs that never ran. */
+		release_request(c);
+	}
+	if (rpc->sock_open && !close_bounded(rpc->sock))
+		return -1;
+	for (size_t i = 0; i < rpc->n_calls; i++)
+		if (rpc->calls[i].aio)
+			nng_aio_free(rpc->calls[i].aio);
+	free(rpc->calls);
+	rpc_listeners_free(&rpc->listeners);
+	rpc_dedupe_free(rpc->dedupe);
+	for (int i = 0; i < N_POOLS; i++)
+		if (rpc->pool_started[i])
+			rpc_pool_destroy(&rpc->pools[i]);
+	free(rpc);
+	/* nng's task threads and globals, so valgrind sees nothing left. */
+	nng_fini();
+	return 0;
+}

@@ -1,0 +1,489 @@
+/* CreateRun: from a policy to a sandbox that is ready for inputs and execs.
+ *
+ * Order matters for the answers a caller gets: a malformed request is
+ * INVALID_ARGUMENT (or PERMISSION_DENIED for an input_dir outside what the
+ * config allows), a policy this host cannot enforce FAILED_PRECONDITION
+ * naming what is missing, a full host RESOURCE_EXHAUSTED, and nothing is
+ * left behind by any failure. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/pidfd.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "runs_ctl.h"
+#include "runs_internal.h"
+#include "util.h"
+
+#define LABELS_MAX	64
+#define LABEL_BYTES_MAX 256
+
+/* proto3 cannot tell an unset field from 0, and no limit accepts 0: a zero
+ * limit in the message means "the default", like a key left out of the
+ * JSON document. The same goes for the unspecified enum values. */
+static void drop_unset(json_t *doc)
+{
+	json_t *limits = json_object_get(doc, "limits"), *egress = json_object_get(doc, "egress");
+	const char *key;
+	json_t *v;
+	void *tmp;
+
+	json_object_foreach_safe(limits, tmp, key, v)
+	{
+		if (json_is_number(v) && json_number_value(v) == 0)
+			json_object_del(limits, key);
+	}
+	if (json_is_string(json_object_get(doc, "lifetime")) &&
+	    !strcmp(json_string_value(json_object_get(doc, "lifetime")), "unspecified"))
+		json_object_del(doc, "lifetime");
+	if (json_is_string(json_object_get(egress, "policy")) &&
+	    !strcmp(json_string_value(json_object_get(egress, "policy")), "unspecified") &&
+	    json_array_size(json_object_get(egress, "allow")) == 0)
+		json_object_del(doc, "egress");
+}
+
+/* One validator for both forms: the message goes through the document's
+ * parser, so every rule and error message is the JSON one. */
+static SbxPolicy *request_policy(const Sbx__V1__CreateRunRequest *req, struct sbx_status *st)
+{
+	bool has_json = req->policy_json && req->policy_json[0];
+	struct sbx_err err;
+	SbxPolicy *p;
+
+	if (has_json == (req->policy != NULL)) {
+		sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+			       "give exactly one of policy_json and policy");
+		return NULL;
+	}
+	if (has_json) {
+		p = sbx_policy_parse(req->policy_json, strlen(req->policy_json), &err);
+	} else {
+		_cleanup_free_ char *raw = sbx_policy_to_json(req->policy);
+		_cleanup_free_ char *json = NULL;
+		json_t *doc = raw ? json_loads(raw, 0, NULL) : NULL;
+
+		if (doc) {
+			drop_unset(doc);
+			json = json_dumps(doc, JSON_COMPACT | JSON_REAL_PRECISION(10));
+			json_decref(doc);
+		}
+		if (!json) {
+			sbx_status_set(st, SBX__V1__CODE__INTERNAL, "policy: out of memory");
+			return NULL;
+		}
+		p = sbx_policy_parse(json, strlen(json), &err);
+	}
+	if (!p)
+		sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT, "%s", err.msg);
+	return p;
+}
+
+/* Invariant 9: never a weaker sandbox than the policy says. */
+static int check_enforceable(const SbxPolicy *p, struct sbx_status *st)
+{
+	struct stat sb;
+
+	if (p->egress->policy != SBX__V1__EGRESS__POLICY__DENY)
+		return sbx_status_set(st, SBX__V1__CODE__FAILED_PRECONDITION,
+				      "egress: this sbxd has no egress proxy yet; only deny can be "
+				      "enforced");
+	if (strcmp(p->image, "host") != 0 && p->image[0] != '/')
+		return sbx_status_set(
+		    st, SBX__V1__CODE__FAILED_PRECONDITION,
+		    "image: %.200s: this sbxd has no image store yet; use \"host\" "
+		    "or a rootfs directory",
+		    p->image);
+	if (p->image[0] == '/' && (stat(p->image, &sb) < 0 || !S_ISDIR(sb.st_mode)))
+		return sbx_status_set(st, SBX__V1__CODE__FAILED_PRECONDITION,
+				      "image: %.200s is not a directory on this host", p->image);
+	return 0;
+}
+
+static int copy_labels(struct sbx_run *r, const Sbx__V1__CreateRunRequest *req,
+		       struct sbx_status *st)
+{
+	size_t n = req->n_labels;
+
+	if (n > LABELS_MAX)
+		return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+				      "labels: %zu entries, at most %d", n, LABELS_MAX);
+	for (size_t i = 0; i < n; i++) {
+		const char *k = req->labels[i]->key, *v = req->labels[i]->value;
+
+		if (!k[0] || strlen(k) > LABEL_BYTES_MAX || strlen(v) > LABEL_BYTES_MAX)
+			return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+					      "labels[%.64s]: keys must be 1..%d bytes and values "
+					      "at most %d",
+					      k, LABEL_BYTES_MAX, LABEL_BYTES_MAX);
+		for (size_t j = 0; j < i; j++)
+			if (!strcmp(req->labels[j]->key, k))
+				return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+						      "labels: duplicate key %.64s", k);
+	}
+	if (n == 0)
+		return 0;
+	r->label_keys = calloc(n, sizeof(char *));
+	r->label_values = calloc(n, sizeof(char *));
+	if (!r->label_keys || !r->label_values)
+		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		r->label_keys[i] = strdup(req->labels[i]->key);
+		r->label_values[i] = strdup(req->labels[i]->value);
+		r->n_labels = i + 1;
+		if (!r->label_keys[i] || !r->label_values[i])
+			return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "out of memory");
+	}
+	return 0;
+}
+
+static bool under(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	if (n == 1 && dir[0] == '/')
+		return path[0] == '/';
+	return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0');
+}
+
+/* A caller on this host may name a directory as /data, if the config
+ * allows one above it. Checked on the resolved path, on a path boundary
+ * (so /srv/in does not allow /srv/inputs-of-someone-else). */
+static int check_input_dir(struct sbx_run *r, const char *dir, struct sbx_status *st)
+{
+	_cleanup_free_ char *real = NULL;
+	struct stat sb;
+	bool allowed = false;
+
+	if (strncmp(r->identity, "uid:", 4) != 0)
+		return sbx_status_set(st, SBX__V1__CODE__PERMISSION_DENIED,
+				      "input_dir is for callers on this host (ipc); upload "
+				      "inputs with PutInput instead");
+	if (strlen(dir) >= PATH_MAX || !(real = realpath(dir, NULL))) {
+		bool lexical = false;
+
+		for (size_t i = 0; i < runs_cfg.n_input_dirs; i++)
+			lexical |= under(dir, runs_cfg.input_dirs[i]);
+		if (!lexical)
+			goto denied;
+		return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT, "input_dir %.200s: %s",
+				      dir, strerror(errno));
+	}
+	for (size_t i = 0; i < runs_cfg.n_input_dirs; i++)
+		allowed |= under(real, runs_cfg.input_dirs[i]);
+	if (!allowed)
+		goto denied;
+	if (stat(real, &sb) < 0 || !S_ISDIR(sb.st_mode))
+		return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+				      "input_dir %.200s: not a directory", dir);
+	r->data_path = sbx_steal_ptr(real);
+	r->caller_data = true;
+	return 0;
+denied:
+	return sbx_status_set(st, SBX__V1__CODE__PERMISSION_DENIED,
+			      "input_dir %.200s is not under a directory this sbxd allows "
+			      "(input_dirs in its config)",
+			      dir);
+}
+
+static int validate(struct sbx_run *r, const Sbx__V1__CreateRunRequest *req, struct sbx_status *st)
+{
+	bool has_data = sbx_policy_mount(r->policy, "/data") != NULL;
+	bool has_dir = req->input_dir && req->input_dir[0];
+
+	if (copy_labels(r, req, st) < 0)
+		return -1;
+	if ((has_dir || req->n_inputs) && !has_data)
+		return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+				      "%s: the policy mounts no /data",
+				      has_dir ? "input_dir" : "inputs");
+	if (has_dir && req->n_inputs)
+		return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+				      "inputs: a run with input_dir takes no uploads; give one or "
+				      "the other");
+	if (inputs_from_request(r, req, st) < 0)
+		return -1;
+	if (has_dir && check_input_dir(r, req->input_dir, st) < 0)
+		return -1;
+	return check_enforceable(r->policy, st);
+}
+
+static void new_run_id(char id[RUN_ID_BUF])
+{
+	uint8_t b[8] = {0};
+	size_t got = 0;
+
+	while (got < sizeof(b)) {
+		ssize_t n = getrandom(b + got, sizeof(b) - got, 0);
+
+		if (n > 0)
+			got += (size_t)n;
+		else if (errno != EINTR)
+			abort(); /* no entropy source at all: nothing sane to do */
+	}
+	snprintf(id, RUN_ID_BUF, "run-%02x%02x%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3],
+		 b[4], b[5], b[6], b[7]);
+}
+
+static int write_file_at(int dirfd, const char *name, const char *text, struct sbx_err *err)
+{
+	_cleanup_close_ int fd =
+	    openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	size_t len = strlen(text), off = 0;
+
+	if (fd < 0)
+		return sbx_fail_errno(err, "create %s", name);
+	while (off < len) {
+		ssize_t n = write(fd, text + off, len - off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return sbx_fail_errno(err, "write %s", name);
+		off += (size_t)n;
+	}
+	return 0;
+}
+
+/* state_dir/runs/<id>/{policy.json, data/, output/} */
+static int make_run_dir(struct sbx_run *r, struct sbx_err *err)
+{
+	_cleanup_close_ int runs = open(runs_cfg.runs_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	_cleanup_free_ char *json = sbx_policy_to_json(r->policy);
+	int tries = 0;
+
+	if (runs < 0)
+		return sbx_fail_errno(err, "%s", runs_cfg.runs_dir);
+	if (!json)
+		return sbx_fail_errnum(err, ENOMEM, "policy");
+	do
+		new_run_id(r->id);
+	while (mkdirat(runs, r->id, 0700) < 0 && errno == EEXIST && ++tries < 4);
+	if (tries == 4 ||
+	    (r->dir_fd = openat(runs, r->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+		return sbx_fail_errno(err, "mkdir %s/%s", runs_cfg.runs_dir, r->id);
+	if (asprintf(&r->dir, "%s/%s", runs_cfg.runs_dir, r->id) < 0) {
+		r->dir = NULL;
+		return sbx_fail_errnum(err, ENOMEM, "run dir");
+	}
+	if (write_file_at(r->dir_fd, "policy.json", json, err) < 0)
+		return -1;
+	if (mkdirat(r->dir_fd, "output", 0700) < 0 ||
+	    (r->spill_fd = openat(r->dir_fd, "output", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return sbx_fail_errno(err, "mkdir %s/output", r->dir);
+	if (r->caller_data || !sbx_policy_mount(r->policy, "/data"))
+		return 0;
+	/* 0755: the sandbox user is our uid, but /data is read-only to it. */
+	if (mkdirat(r->dir_fd, "data", 0755) < 0 ||
+	    (r->data_fd = openat(r->dir_fd, "data", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return sbx_fail_errno(err, "mkdir %s/data", r->dir);
+	if (asprintf(&r->data_path, "%s/data", r->dir) < 0) {
+		r->data_path = NULL;
+		return sbx_fail_errnum(err, ENOMEM, "run dir");
+	}
+	return 0;
+}
+
+static void remove_run_dir(struct sbx_run *r)
+{
+	_cleanup_close_ int runs = open(runs_cfg.runs_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct sbx_err err;
+
+	if (runs >= 0 && r->id[0] && remove_tree_at(runs, r->id, &err) < 0)
+		run_alert(r, "sbxd: could not remove the run directory: %s", err.msg);
+}
+
+/* Every stderr line the helper wrote before Ready becomes an alert. */
+static void alerts_from_text(struct sbx_run *r, const char *text)
+{
+	while (*text) {
+		size_t n = strcspn(text, "\n");
+
+		if (n)
+			run_alert(r, "%.*s", (int)n, text);
+		text += n + (text[n] == '\n');
+	}
+}
+
+/* Starts `sbx-helper serve` and waits for its Ready. */
+static int start_helper(struct sbx_run *r, int64_t *spawned, struct sbx_status *st)
+{
+	_cleanup_free_ char *policy = NULL;
+	const char *argv[16];
+	size_t n = 0;
+	int sv[2], ep[2];
+	struct sbx_err err;
+	struct ctl_event ready;
+	char errtext[4096];
+	int rc;
+
+	if (asprintf(&policy, "%s/policy.json", r->dir) < 0) {
+		policy = NULL;
+		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "out of memory");
+	}
+	argv[n++] = runs_cfg.helper;
+	argv[n++] = "serve";
+	argv[n++] = "--policy";
+	argv[n++] = policy;
+	argv[n++] = "--control-fd";
+	argv[n++] = "3";
+	if (r->data_path) {
+		argv[n++] = "--data";
+		argv[n++] = r->data_path;
+	}
+	if (runs_cfg.cgroup_root) {
+		argv[n++] = "--cgroup-root";
+		argv[n++] = runs_cfg.cgroup_root;
+	}
+	if (runs_cfg.rlimit_fallback)
+		argv[n++] = "--allow-rlimit-fallback";
+	argv[n] = NULL;
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "socketpair: %s",
+				      strerror(errno));
+	if (pipe2(ep, O_CLOEXEC) < 0) {
+		close(sv[0]);
+		close(sv[1]);
+		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "pipe: %s", strerror(errno));
+	}
+	r->ctl = sv[0];
+	r->err_pipe = ep[0];
+	*spawned = mono_ms();
+	rc = proc_spawn(argv, sv[1], ep[1], ep[1], &r->pid, &err);
+	close(sv[1]);
+	close(ep[1]);
+	if (rc < 0) {
+		r->pid = -1;
+		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "%s", err.msg);
+	}
+	r->pidfd = pidfd_open(r->pid, 0);
+	if (ctl_prepare(r->ctl, &err) < 0)
+		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "%s", err.msg);
+	if (fcntl(r->err_pipe, F_SETFL, O_NONBLOCK) < 0)
+		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "helper stderr: %s",
+				      strerror(errno));
+	if (ctl_wait_ready(r->ctl, r->err_pipe, RUN_READY_TIMEOUT_MS, &ready, errtext,
+			   sizeof(errtext), &err) < 0)
+		return sbx_status_set(st, SBX__V1__CODE__FAILED_PRECONDITION,
+				      "the sandbox could not be built: %s", err.msg);
+	r->out_fd = ready.out_fd;
+	alerts_from_text(r, errtext);
+	if (!strcmp(ready.cgroup, "none"))
+		run_alert(r, "sbxd: no delegated cgroup: limits are enforced by rlimits "
+			     "(allowed by rlimit_fallback in sbxd's config)");
+	return 0;
+}
+
+/* Undoes a CreateRun that failed after the run was registered. */
+static void abandon(struct sbx_run *r)
+{
+	if (r->pid > 0) {
+		/* A helper that reported a failure exits by itself and removes
+		 * its cgroups; one that hangs is killed. */
+		if (r->ctl >= 0)
+			close(r->ctl);
+		r->ctl = -1;
+		if (!proc_reap(r->pid, r->pidfd, 1000, NULL)) {
+			proc_kill_group(r->pid);
+			proc_reap(r->pid, r->pidfd, RUN_HELPER_EXIT_MS, NULL);
+			runs_cleanup_cgroups();
+		}
+		r->pid = -1;
+	}
+	remove_run_dir(r);
+	run_unregister(r);
+}
+
+static int respond(struct sbx_run *r, Sbx__V1__CreateRunResponse **resp, struct sbx_status *st)
+{
+	Sbx__V1__CreateRunResponse *c = malloc(sizeof(*c));
+
+	if (!c)
+		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "out of memory");
+	sbx__v1__create_run_response__init(c);
+	c->run_id = xstrdup(r->id);
+	c->policy_digest = xstrdup(r->policy_digest);
+	c->image_digest = xstrdup(r->image_digest);
+	c->effective_policy = policy_copy(r->policy);
+	c->deadline_unix_ms = r->deadline_ms;
+	if (!c->run_id || !c->policy_digest || !c->image_digest || !c->effective_policy) {
+		sbx__v1__create_run_response__free_unpacked(c, NULL);
+		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "out of memory");
+	}
+	*resp = c;
+	return 0;
+}
+
+SBX_HANDLER(create_run, Sbx__V1__CreateRunRequest, Sbx__V1__CreateRunResponse)
+{
+	struct sbx_run *r = run_alloc();
+	struct sbx_err err;
+	char hex[65];
+	int64_t spawned = 0;
+	uint64_t run_ms;
+
+	if (!r)
+		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "out of memory");
+	snprintf(r->identity, sizeof(r->identity), "%s", who->name);
+	r->policy = request_policy(req, st);
+	if (!r->policy || validate(r, req, st) < 0) {
+		run_unref(r);
+		return -1;
+	}
+	if (sbx_policy_digest(r->policy, hex, &err) < 0) {
+		run_unref(r);
+		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "%s", err.msg);
+	}
+	snprintf(r->policy_digest, sizeof(r->policy_digest), "sha256:%s", hex);
+	r->image_digest = "unpinned"; /* "host" or a rootfs directory: no store yet */
+	r->output_cap = r->policy->limits->output_kb * 1024;
+	r->created_ms = unix_ms();
+	if (run_register(r, st) < 0) {
+		run_unref(r);
+		return -1;
+	}
+	if (make_run_dir(r, &err) < 0) {
+		sbx_status_set(st, SBX__V1__CODE__INTERNAL, "%s", err.msg);
+		abandon(r);
+		return -1;
+	}
+	if (start_helper(r, &spawned, st) < 0) {
+		abandon(r);
+		return -1;
+	}
+	/* run_seconds counts from Ready here; the helper's own clock started a
+	 * little earlier, somewhere after `spawned`. */
+	run_ms = (uint64_t)r->policy->limits->run_seconds * 1000;
+	r->deadline = mono_ms() + (int64_t)run_ms;
+	r->deadline_ms = unix_ms() + (int64_t)run_ms;
+	r->earliest_expiry = spawned + (int64_t)run_ms;
+	if (monitor_start(r, &err) < 0) {
+		sbx_status_set(st, SBX__V1__CODE__INTERNAL, "%s", err.msg);
+		abandon(r);
+		return -1;
+	}
+	if (respond(r, resp, st) < 0) {
+		struct sbx_status ignored;
+
+		run_publish(r);
+		if (run_claim(r, &ignored) == 0)
+			run_teardown(r, NULL, &ignored);
+		return -1;
+	}
+	run_publish(r);
+	run_audit(r, "run_created",
+		  json_pack("{s:s, s:s, s:I, s:s?, s:i, s:i}", "image", r->policy->image,
+			    "image_digest", r->image_digest, "deadline_unix_ms",
+			    (json_int_t)r->deadline_ms, "input_dir",
+			    r->caller_data ? r->data_path : NULL, "inputs", (int)r->n_inputs,
+			    "labels", (int)r->n_labels));
+	return 0;
+}

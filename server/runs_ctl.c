@@ -1,0 +1,246 @@
+/* sbxd's end of the helper protocol: what it sends to a sandbox's pid 1 and
+ * what it makes of the answers. The only file of sbxd that includes the
+ * helper protocol's generated code (see runs_ctl.h). */
+#include "runs_ctl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ctlmsg.h"
+#include "util.h"
+
+/* Large enough for the biggest ExecRequest (SBX_CTL_MAX_BYTES); the kernel
+ * caps it at wmem_max, and a send that does not fit fails cleanly. */
+#define CTL_SNDBUF (2 * SBX_CTL_MAX_BYTES)
+
+int ctl_prepare(int ctl, struct sbx_err *err)
+{
+	int size = CTL_SNDBUF;
+	int fl = fcntl(ctl, F_GETFL);
+
+	if (fl < 0 || fcntl(ctl, F_SETFL, fl | O_NONBLOCK) < 0)
+		return sbx_fail_errno(err, "control socket");
+	/* Best effort: without it only very large argv fail (EMSGSIZE). */
+	setsockopt(ctl, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
+	return 0;
+}
+
+static enum ctl_end map_end(Sbx__V1__ExecEnded__Reason r)
+{
+	switch (r) {
+	case SBX__V1__EXEC_ENDED__REASON__EXITED:
+		return CTL_END_EXITED;
+	case SBX__V1__EXEC_ENDED__REASON__SIGNALED:
+		return CTL_END_SIGNALED;
+	case SBX__V1__EXEC_ENDED__REASON__KILLED:
+		return CTL_END_KILLED;
+	case SBX__V1__EXEC_ENDED__REASON__TIMEOUT:
+		return CTL_END_TIMEOUT;
+	case SBX__V1__EXEC_ENDED__REASON__OOM:
+		return CTL_END_OOM;
+	case SBX__V1__EXEC_ENDED__REASON__RUN_EXPIRED:
+		return CTL_END_RUN_EXPIRED;
+	default:
+		/* Unknown to this sbxd: the exec did not end the way it should. */
+		return CTL_END_SETUP_FAILED;
+	}
+}
+
+int ctl_recv(int ctl, struct ctl_event *ev, struct sbx_err *err)
+{
+	Sbx__V1__HelperMessage *m = NULL;
+	int fds[SBX_CTL_MAX_FDS];
+	size_t nfds = 0;
+	int rc;
+
+	memset(ev, 0, sizeof(*ev));
+	ev->out_fd = -1;
+	rc = sbx_ctl_recv(ctl, &m, fds, &nfds, SBX_CTL_MAX_FDS, err);
+	if (rc < 0 && (err->errnum == EAGAIN || err->errnum == EWOULDBLOCK))
+		return 0;
+	if (rc < 0 && err->errnum == ECONNRESET)
+		rc = 0; /* pid 1 died with our packets unread: the same end */
+	if (rc < 0)
+		return -1;
+	if (rc == 0) {
+		ev->kind = CTL_EOF;
+		return 1;
+	}
+	switch (m->msg_case) {
+	case SBX__V1__HELPER_MESSAGE__MSG_READY:
+		ev->kind = CTL_READY;
+		snprintf(ev->cgroup, sizeof(ev->cgroup), "%s", m->ready->cgroup);
+		if (nfds == 1) {
+			ev->out_fd = fds[0];
+			nfds = 0;
+		}
+		break;
+	case SBX__V1__HELPER_MESSAGE__MSG_STARTED:
+		ev->kind = CTL_STARTED;
+		ev->exec_id = m->started->exec_id;
+		break;
+	case SBX__V1__HELPER_MESSAGE__MSG_ENDED:
+		ev->kind = CTL_ENDED;
+		ev->exec_id = m->ended->exec_id;
+		ev->end = map_end(m->ended->reason);
+		ev->exit_code = m->ended->exit_code;
+		ev->signal = m->ended->signal;
+		ev->cpu_ms = m->ended->cpu_ms;
+		ev->peak_memory_bytes = m->ended->peak_memory_bytes;
+		snprintf(ev->message, sizeof(ev->message), "%s", m->ended->message);
+		break;
+	case SBX__V1__HELPER_MESSAGE__MSG_FAILURE:
+		ev->kind = CTL_FAILURE;
+		snprintf(ev->message, sizeof(ev->message), "%s", m->failure->message);
+		break;
+	default:
+		ev->kind = CTL_OTHER;
+		break;
+	}
+	sbx_close_fds(fds, nfds);
+	sbx__v1__helper_message__free_unpacked(m, NULL);
+	return 1;
+}
+
+bool ctl_exec_fits(char *const *argv, size_t argc, const char *cwd)
+{
+	Sbx__V1__HelperExecRequest req = SBX__V1__HELPER_EXEC_REQUEST__INIT;
+	Sbx__V1__HelperMessage m = SBX__V1__HELPER_MESSAGE__INIT;
+
+	req.exec_id = UINT64_MAX;
+	req.argv = (char **)argv;
+	req.n_argv = argc;
+	req.cwd = (char *)(cwd ? cwd : "");
+	m.msg_case = SBX__V1__HELPER_MESSAGE__MSG_EXEC;
+	m.exec = &req;
+	return sbx__v1__helper_message__get_packed_size(&m) <= SBX_CTL_MAX_BYTES;
+}
+
+int ctl_send_exec(int ctl, uint64_t exec_id, char *const *argv, size_t argc, const char *cwd,
+		  const int stdio[3], struct sbx_err *err)
+{
+	Sbx__V1__HelperExecRequest req = SBX__V1__HELPER_EXEC_REQUEST__INIT;
+	Sbx__V1__HelperMessage m = SBX__V1__HELPER_MESSAGE__INIT;
+
+	req.exec_id = exec_id;
+	req.argv = (char **)argv;
+	req.n_argv = argc;
+	req.cwd = (char *)(cwd ? cwd : "");
+	m.msg_case = SBX__V1__HELPER_MESSAGE__MSG_EXEC;
+	m.exec = &req;
+	return sbx_ctl_send(ctl, &m, stdio, 3, err);
+}
+
+int ctl_send_signal(int ctl, uint64_t exec_id, int sig, struct sbx_err *err)
+{
+	Sbx__V1__HelperSignalRequest req = SBX__V1__HELPER_SIGNAL_REQUEST__INIT;
+	Sbx__V1__HelperMessage m = SBX__V1__HELPER_MESSAGE__INIT;
+
+	req.exec_id = exec_id;
+	req.signal = sig;
+	m.msg_case = SBX__V1__HELPER_MESSAGE__MSG_SIGNAL;
+	m.signal = &req;
+	return sbx_ctl_send(ctl, &m, NULL, 0, err);
+}
+
+int ctl_send_destroy(int ctl, struct sbx_err *err)
+{
+	Sbx__V1__HelperDestroyRequest req = SBX__V1__HELPER_DESTROY_REQUEST__INIT;
+	Sbx__V1__HelperMessage m = SBX__V1__HELPER_MESSAGE__INIT;
+
+	m.msg_case = SBX__V1__HELPER_MESSAGE__MSG_DESTROY;
+	m.destroy = &req;
+	return sbx_ctl_send(ctl, &m, NULL, 0, err);
+}
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The helper reports a setup failure as "sbx-helper: <why>" on stderr before
+ * it exits; the last non-empty line is the one that says why. */
+static void last_line(const char *text, char *out, size_t size)
+{
+	size_t end = strlen(text);
+	size_t start;
+
+	while (end > 0 && (text[end - 1] == '\n' || text[end - 1] == '\r'))
+		end--;
+	start = end;
+	while (start > 0 && text[start - 1] != '\n')
+		start--;
+	snprintf(out, size, "%.*s", (int)(end - start), text + start);
+}
+
+int ctl_wait_ready(int ctl, int errfd, int timeout_ms, struct ctl_event *ready, char *errtext,
+		   size_t errsize, struct sbx_err *err)
+{
+	int64_t deadline = mono_ms() + timeout_ms;
+	size_t errlen = 0;
+	bool eof = false;
+
+	errtext[0] = '\0';
+	for (;;) {
+		int64_t left = deadline - mono_ms();
+		struct pollfd pfd[2] = {{.fd = eof ? -1 : ctl, .events = POLLIN},
+					{.fd = errfd, .events = POLLIN}};
+
+		if (left <= 0)
+			return sbx_fail(err,
+					"sbx-helper did not report the sandbox ready within %d s",
+					timeout_ms / 1000);
+		if (eof && errfd < 0)
+			break;
+		if (poll(pfd, 2, (int)left) < 0 && errno != EINTR)
+			return sbx_fail_errno(err, "poll");
+		if (pfd[1].revents) {
+			char buf[1024];
+			ssize_t n = read(errfd, buf, sizeof(buf));
+
+			if (n < 0 && (errno == EINTR || errno == EAGAIN))
+				continue;
+			if (n <= 0) {
+				errfd = -1; /* the helper exited (or closed stderr) */
+			} else if (errlen + 1 < errsize) {
+				size_t k = (size_t)n < errsize - 1 - errlen ? (size_t)n
+									    : errsize - 1 - errlen;
+				memcpy(errtext + errlen, buf, k);
+				errlen += k;
+				errtext[errlen] = '\0';
+			}
+		}
+		if (eof || !pfd[0].revents)
+			continue;
+		struct ctl_event ev;
+		int rc = ctl_recv(ctl, &ev, err);
+
+		if (rc < 0)
+			return sbx_err_prefix(err, "sbx-helper");
+		if (rc == 0)
+			continue;
+		if (ev.kind == CTL_READY) {
+			*ready = ev;
+			return 0;
+		}
+		if (ev.kind == CTL_FAILURE)
+			return sbx_fail(err, "sbx-helper: %s", ev.message);
+		if (ev.kind == CTL_EOF)
+			eof = true; /* read stderr to its end for the reason */
+	}
+	char why[512];
+
+	last_line(errtext, why, sizeof(why));
+	if (!why[0])
+		return sbx_fail(err, "sbx-helper exited before the sandbox was ready");
+	return sbx_fail(err, "%s", why);
+}

@@ -1,0 +1,323 @@
+/* The input manifest and PutInput: files streamed into the run's /data in
+ * order, each checked against the size and sha256 the caller declared at
+ * CreateRun, before the first exec seals /data.
+ *
+ * A chunk is written outside the run's lock with the input marked busy, so
+ * a slow disk stalls only that upload; the sha256 is computed as the chunks
+ * arrive, so the last chunk costs no second pass. Every open is beneath the
+ * data directory without following links. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include "runs_internal.h"
+#include "tree.h"
+#include "util.h"
+
+#define INPUTS_MAX 10000
+
+static int cmp_input(const void *a, const void *b)
+{
+	return strcmp(((const struct run_input *)a)->path, ((const struct run_input *)b)->path);
+}
+
+static struct run_input *find_input(struct sbx_run *r, const char *path)
+{
+	struct run_input key = {.path = (char *)path};
+
+	if (!r->n_inputs || !path)
+		return NULL;
+	return bsearch(&key, r->inputs, r->n_inputs, sizeof(key), cmp_input);
+}
+
+/* "a" and "a/b" cannot both be files. */
+static const char *conflict(struct sbx_run *r, const char *path)
+{
+	char buf[RUN_PATH_MAX + 1];
+	struct run_input *in;
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (char *p = buf; (p = strchr(p, '/')); p++) {
+		*p = '\0';
+		in = find_input(r, buf);
+		*p = '/';
+		if (in)
+			return in->path;
+	}
+	return NULL;
+}
+
+int inputs_from_request(struct sbx_run *r, const Sbx__V1__CreateRunRequest *req,
+			struct sbx_status *st)
+{
+	size_t n = req->n_inputs;
+	const char *why;
+
+	if (n > INPUTS_MAX)
+		return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+				      "inputs: %zu files, at most %d", n, INPUTS_MAX);
+	if (n == 0)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		const Sbx__V1__InputFile *f = req->inputs[i];
+
+		if ((why = path_problem(f->path, RUN_PATH_MAX)))
+			return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+					      "inputs[%zu].path %.200s: %s", i, f->path, why);
+		if (!is_sha256_hex(f->sha256))
+			return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+					      "inputs[%zu].sha256: must be 64 lowercase hex digits",
+					      i);
+	}
+	r->inputs = calloc(n, sizeof(*r->inputs));
+	if (!r->inputs)
+		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		struct run_input *in = &r->inputs[i];
+
+		if (!(in->path = strdup(req->inputs[i]->path)))
+			return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "out of memory");
+		r->n_inputs = i + 1;
+		in->size = req->inputs[i]->size;
+		memcpy(in->sha256, req->inputs[i]->sha256, 65);
+	}
+	qsort(r->inputs, n, sizeof(*r->inputs), cmp_input);
+	for (size_t i = 0; i < n; i++) {
+		const char *other;
+
+		if (i > 0 && !strcmp(r->inputs[i - 1].path, r->inputs[i].path))
+			return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+					      "inputs: %.200s is listed twice", r->inputs[i].path);
+		if ((other = conflict(r, r->inputs[i].path)))
+			return sbx_status_set(
+			    st, SBX__V1__CODE__INVALID_ARGUMENT,
+			    "inputs: %.200s cannot be a file and the directory of "
+			    "%.200s",
+			    other, r->inputs[i].path);
+	}
+	return 0;
+}
+
+void inputs_free(struct sbx_run *r)
+{
+	for (size_t i = 0; i < r->n_inputs; i++) {
+		free(r->inputs[i].path);
+		EVP_MD_CTX_free(r->inputs[i].md);
+	}
+	free(r->inputs);
+	r->inputs = NULL;
+	r->n_inputs = 0;
+}
+
+const char *inputs_missing(struct sbx_run *r)
+{
+	for (size_t i = 0; i < r->n_inputs; i++)
+		if (!r->inputs[i].complete)
+			return r->inputs[i].path;
+	return NULL;
+}
+
+/* Removes a partly written or rejected input, so a new upload starts clean. */
+static void discard(struct sbx_run *r, struct run_input *in)
+{
+	const char *base;
+	struct sbx_err err;
+	int dir = mkdirs_beneath(r->data_fd, in->path, &base, &err);
+
+	if (dir >= 0) {
+		unlinkat(dir, base, 0);
+		close(dir);
+	}
+}
+
+static int open_input(struct sbx_run *r, struct run_input *in, bool first, struct sbx_err *err)
+{
+	const char *base;
+	int dir, fd;
+
+	if (!first)
+		return sbx_open_beneath(r->data_fd, in->path, O_WRONLY, 0, err);
+	dir = mkdirs_beneath(r->data_fd, in->path, &base, err);
+	if (dir < 0)
+		return -1;
+	fd = sbx_open_beneath(dir, base, O_WRONLY | O_CREAT | O_TRUNC, 0644, err);
+	close(dir);
+	return fd;
+}
+
+static int write_chunk(struct sbx_run *r, struct run_input *in, uint64_t offset,
+		       const ProtobufCBinaryData *data, struct sbx_err *err)
+{
+	_cleanup_close_ int fd = open_input(r, in, offset == 0, err);
+	size_t off = 0;
+
+	if (fd < 0)
+		return -1;
+	while (off < data->len) {
+		ssize_t n = pwrite(fd, data->data + off, data->len - off, (off_t)(offset + off));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return sbx_fail_errno(err, "write %s", in->path);
+		off += (size_t)n;
+	}
+	if (!EVP_DigestUpdate(in->md, data->data, data->len))
+		return sbx_fail(err, "sha256 of %s failed", in->path);
+	return 0;
+}
+
+/* mu held: may this chunk be written? */
+static int check_chunk(struct sbx_run *r, struct run_input *in, const Sbx__V1__PutInputRequest *req,
+		       struct sbx_status *st)
+{
+	if (in->complete)
+		return sbx_status_set(st, SBX__V1__CODE__FAILED_PRECONDITION,
+				      "input %.200s is already complete", in->path);
+	if (in->busy)
+		return sbx_status_set(st, SBX__V1__CODE__ABORTED,
+				      "input %.200s: another PutInput for it is in progress",
+				      in->path);
+	if (req->offset != in->received)
+		return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+				      "input %.200s: offset %llu, expected %llu (chunks arrive in "
+				      "order)",
+				      in->path, (unsigned long long)req->offset,
+				      (unsigned long long)in->received);
+	if (req->data.len > in->size - in->received)
+		return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+				      "input %.200s: %llu bytes exceed the manifest's size %llu",
+				      in->path, (unsigned long long)(in->received + req->data.len),
+				      (unsigned long long)in->size);
+	if (req->last && in->received + req->data.len != in->size)
+		return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+				      "input %.200s: size mismatch: %llu bytes, the manifest says "
+				      "%llu",
+				      in->path, (unsigned long long)(in->received + req->data.len),
+				      (unsigned long long)in->size);
+	if (!in->md) {
+		in->md = EVP_MD_CTX_new();
+		if (!in->md || !EVP_DigestInit_ex(in->md, EVP_sha256(), NULL))
+			return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "sha256: out of memory");
+	}
+	return 0;
+}
+
+/* mu held: the state and the run's own checks. */
+static struct run_input *check_run(struct sbx_run *r, const Sbx__V1__PutInputRequest *req,
+				   struct sbx_status *st)
+{
+	struct run_input *in;
+
+	if (r->stop) {
+		sbx_status_set(st, SBX__V1__CODE__NOT_FOUND, "run %s not found", r->id);
+		return NULL;
+	}
+	if (r->caller_data) {
+		sbx_status_set(st, SBX__V1__CODE__FAILED_PRECONDITION,
+			       "run %s takes /data from its input_dir; it takes no uploads", r->id);
+		return NULL;
+	}
+	if (r->state == SBX__V1__RUN_STATE__ACTIVE) {
+		sbx_status_set(st, SBX__V1__CODE__FAILED_PRECONDITION,
+			       "/data is sealed once the first exec started");
+		return NULL;
+	}
+	if (r->state != SBX__V1__RUN_STATE__CREATED) {
+		sbx_status_set(st, SBX__V1__CODE__FAILED_PRECONDITION, "run %s has ended (%s)",
+			       r->id, run_state_name(r->state));
+		return NULL;
+	}
+	if (!(in = find_input(r, req->path)))
+		sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+			       "input %.200s is not in the run's manifest (inputs at CreateRun)",
+			       req->path);
+	else if (check_chunk(r, in, req, st) < 0)
+		return NULL;
+	return in;
+}
+
+SBX_HANDLER(put_input, Sbx__V1__PutInputRequest, Sbx__V1__PutInputResponse)
+{
+	struct sbx_run *r;
+	struct run_input *in;
+	struct sbx_err err;
+	Sbx__V1__PutInputResponse *p;
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	char hex[65] = "";
+	int rc = 0;
+
+	if (req->data.len > RUN_CHUNK_MAX)
+		return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+				      "data: %zu bytes, at most %u per chunk", req->data.len,
+				      RUN_CHUNK_MAX);
+	if (!(r = run_lookup(who, req->run_id, st)))
+		return -1;
+	pthread_mutex_lock(&r->mu);
+	in = check_run(r, req, st);
+	if (in)
+		in->busy = true;
+	pthread_mutex_unlock(&r->mu);
+	if (!in) {
+		run_unref(r);
+		return -1;
+	}
+
+	/* Exec refuses to seal /data while this input is incomplete, so the
+	 * write below never races a running command. */
+	if (write_chunk(r, in, req->offset, &req->data, &err) < 0)
+		rc = sbx_status_set(st,
+				    err.errnum == ENOSPC || err.errnum == EDQUOT
+					? SBX__V1__CODE__RESOURCE_EXHAUSTED
+					: SBX__V1__CODE__INTERNAL,
+				    "input %.200s: %s", in->path, err.msg);
+	else if (req->last && (!EVP_DigestFinal_ex(in->md, md, &mdlen) || mdlen != 32))
+		rc = sbx_status_set(st, SBX__V1__CODE__INTERNAL, "sha256 of %.200s failed",
+				    in->path);
+	if (rc == 0 && req->last) {
+		sbx_sha256_hex(md, hex);
+		if (strcmp(hex, in->sha256) != 0)
+			rc = sbx_status_set(
+			    st, SBX__V1__CODE__INVALID_ARGUMENT,
+			    "input %.200s: sha256 mismatch: the uploaded bytes hash "
+			    "to %s, the manifest says %s; upload it again from offset "
+			    "0",
+			    in->path, hex, in->sha256);
+	}
+
+	pthread_mutex_lock(&r->mu);
+	in->busy = false;
+	if (rc == 0) {
+		in->received += req->data.len;
+		in->complete = req->last;
+	}
+	if (rc < 0 || in->complete) {
+		EVP_MD_CTX_free(in->md);
+		in->md = NULL;
+	}
+	if (rc < 0) {
+		/* A failed or rejected chunk would leave the hash and the file
+		 * out of step: the file starts over. */
+		in->received = 0;
+		discard(r, in);
+	}
+	p = rc == 0 ? malloc(sizeof(*p)) : NULL;
+	if (p) {
+		sbx__v1__put_input_response__init(p);
+		p->received = in->received;
+		p->complete = in->complete;
+	}
+	pthread_mutex_unlock(&r->mu);
+	run_unref(r);
+	if (rc < 0)
+		return -1;
+	if (!p)
+		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "out of memory");
+	*resp = p;
+	return 0;
+}

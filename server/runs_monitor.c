@@ -1,0 +1,414 @@
+/* One thread per run that alone reads everything the sandbox sends: the
+ * helper's control socket (ExecStarted/ExecEnded, the end of the sandbox),
+ * its stderr (alerts), the execs' stdout/stderr (into spill files), and
+ * that enforces the deadlines itself, so a hung helper cannot keep a run
+ * or an exec alive: at run deadline + 2 s it kills the helper's process
+ * group, at an exec's deadline + 2 s it ends the exec's record (TIMEOUT)
+ * and tells the helper to kill it.
+ *
+ * It never blocks: every fd it reads is non-blocking and its poll wakes at
+ * the next deadline or within a second. Handlers wake it through an
+ * eventfd when the exec list changes or the run is being torn down. */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "runs_ctl.h"
+#include "runs_internal.h"
+#include "util.h"
+
+#define FIXED_FDS   4 /* wake, ctl, helper stderr, pidfd */
+#define TICK_MAX_MS 1000
+#define CTL_BATCH   64
+
+struct slot {
+	struct run_exec *e;
+	int which;
+};
+
+struct monitor {
+	struct sbx_run *r;
+	struct pollfd *pfd;
+	struct slot *slot;
+	size_t cap;
+	char line[RUN_ALERT_BYTES]; /* a stderr line not yet ended */
+	size_t line_len;
+};
+
+void run_wake(struct sbx_run *r)
+{
+	uint64_t one = 1;
+
+	if (r->wake >= 0 && write(r->wake, &one, sizeof(one)) < 0) {
+		/* EAGAIN: the counter is full, so a wake-up is pending anyway. */
+	}
+}
+
+static Sbx__V1__ExitReason public_reason(enum ctl_end end)
+{
+	switch (end) {
+	case CTL_END_EXITED:
+		return SBX__V1__EXIT_REASON__EXITED;
+	case CTL_END_SIGNALED:
+	case CTL_END_KILLED: /* stopped by a Signal call: signaled, with its signal */
+		return SBX__V1__EXIT_REASON__SIGNALED;
+	case CTL_END_TIMEOUT:
+		return SBX__V1__EXIT_REASON__TIMEOUT;
+	case CTL_END_OOM:
+		return SBX__V1__EXIT_REASON__OOM;
+	case CTL_END_RUN_EXPIRED:
+		return SBX__V1__EXIT_REASON__RUN_EXPIRED;
+	default:
+		return SBX__V1__EXIT_REASON__SETUP_FAILED;
+	}
+}
+
+static struct run_exec *exec_by_num(struct sbx_run *r, uint64_t num)
+{
+	for (struct run_exec *e = r->execs; e; e = e->next)
+		if (e->num == num)
+			return e;
+	return NULL;
+}
+
+/* mu held. */
+static void sandbox_ended(struct sbx_run *r)
+{
+	bool expired;
+
+	if (r->ctl >= 0)
+		close(r->ctl);
+	r->ctl = -1;
+	if (!r->ended_ms)
+		r->ended_ms = unix_ms();
+	if (r->stop ||
+	    (r->state != SBX__V1__RUN_STATE__CREATED && r->state != SBX__V1__RUN_STATE__ACTIVE))
+		return;
+	expired = mono_ms() >= r->earliest_expiry;
+	r->state = expired ? SBX__V1__RUN_STATE__EXPIRED : SBX__V1__RUN_STATE__FAILED;
+	if (expired) {
+		run_end_execs(r, SBX__V1__EXIT_REASON__RUN_EXPIRED, "run_seconds ran out");
+		run_queue_audit(r, "run_expired", NULL);
+	} else {
+		run_alert(r, "sbxd: the sandbox ended unexpectedly (its pid 1 closed the control "
+			     "socket)");
+		run_end_execs(r, SBX__V1__EXIT_REASON__TORN_DOWN, "the sandbox ended unexpectedly");
+		run_queue_audit(r, "run_failed", NULL);
+	}
+	pthread_cond_broadcast(&r->cv);
+}
+
+/* mu held. */
+static void apply(struct sbx_run *r, const struct ctl_event *ev)
+{
+	struct run_exec *e;
+
+	switch (ev->kind) {
+	case CTL_ENDED:
+		e = exec_by_num(r, ev->exec_id);
+		if (!e || e->ended)
+			return; /* already ended by sbxd's watchdog */
+		e->reason = public_reason(ev->end);
+		e->exit_code = ev->exit_code;
+		e->signal = ev->signal;
+		e->cpu_ms = ev->cpu_ms;
+		e->peak_memory_bytes = ev->peak_memory_bytes;
+		if (ev->message[0])
+			e->message = strdup(ev->message);
+		exec_mark_ended(r, e);
+		return;
+	case CTL_FAILURE:
+		run_alert(r, "sbx-helper: %s", ev->message);
+		return;
+	case CTL_EOF:
+		sandbox_ended(r);
+		return;
+	case CTL_READY:
+		if (ev->out_fd >= 0)
+			close(ev->out_fd);
+		return;
+	default:
+		return;
+	}
+}
+
+static void read_ctl(struct monitor *m)
+{
+	struct sbx_run *r = m->r;
+
+	for (int i = 0; i < CTL_BATCH && r->ctl >= 0; i++) {
+		struct ctl_event ev;
+		struct sbx_err err;
+		int rc = ctl_recv(r->ctl, &ev, &err);
+
+		if (rc == 0)
+			return;
+		pthread_mutex_lock(&r->mu);
+		if (rc < 0) {
+			/* A garbled message from pid 1: it can no longer be trusted
+			 * to report, so the sandbox is over. */
+			run_alert(r, "sbxd: control socket: %s", err.msg);
+			proc_kill_group(r->reaped ? -1 : r->pid);
+			r->killed = true;
+			ev.kind = CTL_EOF;
+		}
+		apply(r, &ev);
+		run_unlock(r);
+		if (ev.kind == CTL_EOF)
+			return;
+	}
+}
+
+/* mu held. */
+static void flush_line(struct monitor *m)
+{
+	if (m->line_len)
+		run_alert(m->r, "%.*s", (int)m->line_len, m->line);
+	m->line_len = 0;
+}
+
+static void read_stderr(struct monitor *m)
+{
+	struct sbx_run *r = m->r;
+	char buf[4096];
+	ssize_t n = read(r->err_pipe, buf, sizeof(buf));
+
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return;
+	pthread_mutex_lock(&r->mu);
+	if (n <= 0) {
+		flush_line(m);
+		close(r->err_pipe);
+		r->err_pipe = -1;
+	}
+	for (ssize_t i = 0; i < n; i++) {
+		if (buf[i] == '\n') {
+			flush_line(m);
+			continue;
+		}
+		if (m->line_len == sizeof(m->line) - 1)
+			flush_line(m);
+		m->line[m->line_len++] = buf[i];
+	}
+	pthread_mutex_unlock(&r->mu);
+}
+
+static void reap(struct sbx_run *r)
+{
+	int status = 0;
+	pid_t p = waitpid(r->pid, &status, WNOHANG);
+
+	if (p == 0 || (p < 0 && errno != ECHILD))
+		return;
+	pthread_mutex_lock(&r->mu);
+	r->reaped = true;
+	if (p == r->pid && !r->killed && WIFEXITED(status) && WEXITSTATUS(status) != 0)
+		run_alert(r, "sbx-helper exited with status %d", WEXITSTATUS(status));
+	else if (p == r->pid && !r->killed && WIFSIGNALED(status))
+		run_alert(r, "sbx-helper was killed by signal %d", WTERMSIG(status));
+	pthread_mutex_unlock(&r->mu);
+}
+
+/* mu held: the watchdog. */
+static void check_deadlines(struct sbx_run *r)
+{
+	int64_t now = mono_ms();
+
+	if (r->ctl >= 0 && !r->killed && !r->reaped && now >= r->deadline + RUN_GRACE_MS) {
+		proc_kill_group(r->pid);
+		r->killed = true;
+		run_alert(r, "sbxd: the sandbox outlived run_seconds by %d s; sbxd killed it",
+			  RUN_GRACE_MS / 1000);
+		if (r->state == SBX__V1__RUN_STATE__CREATED ||
+		    r->state == SBX__V1__RUN_STATE__ACTIVE) {
+			r->state = SBX__V1__RUN_STATE__EXPIRED;
+			run_end_execs(r, SBX__V1__EXIT_REASON__RUN_EXPIRED,
+				      "run_seconds ran out; sbxd killed the sandbox");
+			run_queue_audit(r, "run_expired", json_pack("{s:b}", "killed", 1));
+		}
+	}
+	for (struct run_exec *e = r->execs; e; e = e->next) {
+		if (!e->ended && now >= e->deadline) {
+			struct sbx_err err;
+
+			e->reason = SBX__V1__EXIT_REASON__TIMEOUT;
+			e->exit_code = 124;
+			e->signal = SIGKILL;
+			e->message = strdup("script_seconds ran out and sbx-helper did not end the "
+					    "exec; sbxd stopped waiting for it");
+			run_alert(r, "sbxd: exec-%llu outlived script_seconds by %d s",
+				  (unsigned long long)e->num, RUN_GRACE_MS / 1000);
+			if (r->ctl >= 0)
+				ctl_send_signal(r->ctl, e->num, SIGKILL, &err);
+			exec_mark_ended(r, e);
+		}
+		if (e->ended && !e->done && now >= e->ended_at + RUN_OUTPUT_GRACE_MS) {
+			/* Only a process that got the pipe passed to it can hold
+			 * it open after its exec ended: stop listening. */
+			for (int w = 0; w < 2; w++)
+				if (!e->out[w].closed)
+					stream_close(r, e, w);
+		}
+	}
+}
+
+/* mu held: milliseconds until check_deadlines has something to do. */
+static int next_tick(struct sbx_run *r)
+{
+	int64_t now = mono_ms(), next = now + TICK_MAX_MS;
+
+	if (r->ctl >= 0 && !r->killed && r->deadline + RUN_GRACE_MS < next)
+		next = r->deadline + RUN_GRACE_MS;
+	for (struct run_exec *e = r->execs; e; e = e->next) {
+		if (!e->ended && e->deadline < next)
+			next = e->deadline;
+		if (e->ended && !e->done && e->ended_at + RUN_OUTPUT_GRACE_MS < next)
+			next = e->ended_at + RUN_OUTPUT_GRACE_MS;
+	}
+	if (!r->reaped && r->pidfd < 0 && r->ctl < 0 && now + 50 < next)
+		next = now + 50; /* no pidfd: poll for the exit */
+	return next <= now ? 0 : (int)(next - now);
+}
+
+static bool grow(struct monitor *m, size_t need)
+{
+	struct pollfd *p;
+	struct slot *s;
+
+	if (need <= m->cap)
+		return true;
+	p = realloc(m->pfd, need * sizeof(*p));
+	if (!p)
+		return false;
+	m->pfd = p;
+	s = realloc(m->slot, need * sizeof(*s));
+	if (!s)
+		return false;
+	m->slot = s;
+	m->cap = need;
+	return true;
+}
+
+/* mu held: the fds to watch this round. */
+static size_t build(struct monitor *m)
+{
+	struct sbx_run *r = m->r;
+	size_t n = FIXED_FDS, streams = 0;
+
+	for (struct run_exec *e = r->execs; e; e = e->next)
+		streams += (e->out[0].pipe >= 0) + (e->out[1].pipe >= 0);
+	if (!grow(m, FIXED_FDS + streams))
+		streams = 0; /* out of memory: watch the rest, retry next round */
+	m->pfd[0] = (struct pollfd){.fd = r->wake, .events = POLLIN};
+	m->pfd[1] = (struct pollfd){.fd = r->ctl, .events = POLLIN};
+	m->pfd[2] = (struct pollfd){.fd = r->err_pipe, .events = POLLIN};
+	m->pfd[3] = (struct pollfd){.fd = r->reaped ? -1 : r->pidfd, .events = POLLIN};
+	for (struct run_exec *e = r->execs; e && streams; e = e->next)
+		for (int w = 0; w < 2; w++)
+			if (e->out[w].pipe >= 0) {
+				m->pfd[n] = (struct pollfd){.fd = e->out[w].pipe, .events = POLLIN};
+				m->slot[n++] = (struct slot){e, w};
+			}
+	return n;
+}
+
+/* mu held: nothing left to watch, the thread may end. */
+static bool finished(struct sbx_run *r)
+{
+	if (r->ctl >= 0 || !r->reaped || r->err_pipe >= 0)
+		return false;
+	for (struct run_exec *e = r->execs; e; e = e->next)
+		if (!e->out[0].closed || !e->out[1].closed)
+			return false;
+	return true;
+}
+
+static void *monitor_main(void *arg)
+{
+	struct monitor m = {.r = arg};
+	struct sbx_run *r = m.r;
+
+	for (;;) {
+		size_t n;
+		int tick;
+		bool done;
+
+		pthread_mutex_lock(&r->mu);
+		if (r->stop) {
+			flush_line(&m);
+			pthread_mutex_unlock(&r->mu);
+			break;
+		}
+		n = build(&m);
+		tick = next_tick(r);
+		pthread_mutex_unlock(&r->mu);
+
+		if (poll(m.pfd, n, tick) < 0 && errno != EINTR)
+			usleep(10000); /* ENOMEM: back off, never spin */
+		if (m.pfd[0].revents) {
+			uint64_t v;
+
+			if (read(r->wake, &v, sizeof(v)) < 0) {
+				/* EAGAIN: someone else's wake-up was already read */
+			}
+		}
+		/* Output before the control socket: an exec's last bytes are
+		 * usually in its pipe when its ExecEnded arrives. */
+		for (size_t i = FIXED_FDS; i < n; i++)
+			if (m.pfd[i].revents)
+				stream_pump(r, m.slot[i].e, m.slot[i].which);
+		if (m.pfd[2].revents)
+			read_stderr(&m);
+		if (m.pfd[1].revents)
+			read_ctl(&m);
+		if (m.pfd[3].revents || (!r->reaped && r->pidfd < 0 && r->ctl < 0))
+			reap(r);
+
+		pthread_mutex_lock(&r->mu);
+		check_deadlines(r);
+		done = finished(r);
+		run_unlock(r);
+		if (done)
+			break;
+	}
+	free(m.pfd);
+	free(m.slot);
+	return NULL;
+}
+
+int monitor_start(struct sbx_run *r, struct sbx_err *err)
+{
+	pthread_attr_t attr;
+	int rc;
+
+	r->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (r->wake < 0)
+		return sbx_fail_errno(err, "eventfd");
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 512 * 1024);
+	rc = pthread_create(&r->monitor, &attr, monitor_main, r);
+	pthread_attr_destroy(&attr);
+	if (rc)
+		return sbx_fail_errnum(err, rc, "monitor thread");
+	r->monitor_started = true;
+	return 0;
+}
+
+void monitor_stop(struct sbx_run *r)
+{
+	if (!r->monitor_started)
+		return;
+	pthread_mutex_lock(&r->mu);
+	r->stop = true;
+	pthread_mutex_unlock(&r->mu);
+	run_wake(r);
+	pthread_join(r->monitor, NULL);
+	r->monitor_started = false;
+}

@@ -1,0 +1,190 @@
+/* Starting and ending sbx-helper processes.
+ *
+ * posix_spawn, not fork: sbxd is multi-threaded, and glibc's posix_spawn
+ * neither copies the address space nor runs anything but the file actions
+ * between clone and exec. Each helper gets exactly: /dev/null as stdin,
+ * the given fds as stdout/stderr, its control socket as fd 3, and nothing
+ * else (closefrom), an empty signal mask with default dispositions, its own
+ * process group (so a hung helper and its sandbox's pid 1 die with one
+ * kill), and an environment reduced to what it needs. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/pidfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "runs_internal.h"
+#include "util.h"
+
+#define CAPTURE_MAX (64 * 1024)
+
+/* Fds at 10 and up cannot collide with the 0..3 they are moved to. */
+static int high_dup(int fd)
+{
+	return fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 10);
+}
+
+int proc_spawn(const char *const *argv, int fd3, int outfd, int errfd, pid_t *pid,
+	       struct sbx_err *err)
+{
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t attr;
+	sigset_t none, all;
+	_cleanup_close_ int h3 = high_dup(fd3);
+	_cleanup_close_ int hout = high_dup(outfd);
+	_cleanup_close_ int herr = high_dup(errfd);
+	int rc;
+
+	if ((fd3 >= 0 && h3 < 0) || (outfd >= 0 && hout < 0) || (errfd >= 0 && herr < 0))
+		return sbx_fail_errno(err, "spawn %s: dup", argv[0]);
+	sigemptyset(&none);
+	sigfillset(&all);
+	if ((rc = posix_spawn_file_actions_init(&fa)) != 0)
+		return sbx_fail_errnum(err, rc, "spawn %s", argv[0]);
+	if ((rc = posix_spawnattr_init(&attr)) != 0) {
+		posix_spawn_file_actions_destroy(&fa);
+		return sbx_fail_errnum(err, rc, "spawn %s", argv[0]);
+	}
+	rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	if (!rc)
+		rc = hout >= 0 ? posix_spawn_file_actions_adddup2(&fa, hout, 1)
+			       : posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	if (!rc)
+		rc = herr >= 0 ? posix_spawn_file_actions_adddup2(&fa, herr, 2)
+			       : posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+	if (!rc && h3 >= 0)
+		rc = posix_spawn_file_actions_adddup2(&fa, h3, 3);
+	if (!rc)
+		rc = posix_spawn_file_actions_addclosefrom_np(&fa, h3 >= 0 ? 4 : 3);
+	if (!rc)
+		rc = posix_spawnattr_setflags(
+		    &attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+	if (!rc)
+		rc = posix_spawnattr_setpgroup(&attr, 0);
+	if (!rc)
+		rc = posix_spawnattr_setsigmask(&attr, &none);
+	if (!rc)
+		rc = posix_spawnattr_setsigdefault(&attr, &all);
+	if (!rc)
+		rc =
+		    posix_spawn(pid, argv[0], &fa, &attr, (char *const *)argv, runs_cfg.helper_env);
+	posix_spawnattr_destroy(&attr);
+	posix_spawn_file_actions_destroy(&fa);
+	if (rc)
+		return sbx_fail_errnum(err, rc, "start %s", argv[0]);
+	return 0;
+}
+
+int proc_reap(pid_t pid, int pidfd, int timeout_ms, int *status)
+{
+	int64_t deadline = mono_ms() + timeout_ms;
+	int st = 0;
+
+	for (;;) {
+		pid_t r = waitpid(pid, &st, WNOHANG);
+		int64_t left;
+
+		if (r == pid || (r < 0 && errno == ECHILD)) {
+			/* ECHILD: SIGCHLD set to SIG_IGN somewhere; it is gone. */
+			if (status)
+				*status = r == pid ? st : 0;
+			return 1;
+		}
+		if (r < 0 && errno == EINTR)
+			continue;
+		left = deadline - mono_ms();
+		if (left <= 0)
+			return 0;
+		if (pidfd >= 0) {
+			struct pollfd pfd = {.fd = pidfd, .events = POLLIN};
+
+			poll(&pfd, 1, (int)left);
+		} else {
+			usleep(left < 10 ? (useconds_t)left * 1000 : 10000);
+		}
+	}
+}
+
+void proc_kill_group(pid_t pid)
+{
+	/* The group id is the helper's pid, which cannot be reused before we
+	 * reap it: the callers never signal after reaping. */
+	if (pid > 0)
+		kill(-pid, SIGKILL);
+}
+
+static void capture(int *fd, char *buf, size_t *len)
+{
+	char tmp[4096];
+	ssize_t n = read(*fd, tmp, sizeof(tmp));
+
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return;
+	if (n <= 0) {
+		close(*fd);
+		*fd = -1;
+		return;
+	}
+	if (*len + (size_t)n > CAPTURE_MAX)
+		n = (ssize_t)(CAPTURE_MAX - *len);
+	memcpy(buf + *len, tmp, (size_t)n);
+	*len += (size_t)n;
+	buf[*len] = '\0';
+}
+
+int proc_run_helper(const char *const *args, int timeout_ms, char **out, int *status,
+		    struct sbx_err *err)
+{
+	const char *argv[16];
+	size_t n = 0;
+	int p[2];
+	pid_t pid;
+	_cleanup_close_ int pidfd = -1;
+	_cleanup_free_ char *buf = malloc(CAPTURE_MAX + 1);
+	size_t len = 0;
+	int64_t deadline = mono_ms() + timeout_ms;
+
+	*out = NULL;
+	if (!buf)
+		return sbx_fail_errno(err, "sbx-helper output");
+	buf[0] = '\0';
+	argv[n++] = runs_cfg.helper;
+	for (size_t i = 0; args[i] && n < SBX_ARRAY_SIZE(argv) - 1; i++)
+		argv[n++] = args[i];
+	argv[n] = NULL;
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return sbx_fail_errno(err, "pipe");
+	/* stdout and stderr together: either may say what went wrong. */
+	if (proc_spawn(argv, -1, p[1], p[1], &pid, err) < 0) {
+		close(p[0]);
+		close(p[1]);
+		return -1;
+	}
+	close(p[1]);
+	pidfd = pidfd_open(pid, 0);
+	while (p[0] >= 0) {
+		struct pollfd pfd = {.fd = p[0], .events = POLLIN};
+		int64_t left = deadline - mono_ms();
+
+		if (left <= 0)
+			break;
+		if (poll(&pfd, 1, (int)left) > 0)
+			capture(&p[0], buf, &len);
+	}
+	if (p[0] >= 0)
+		close(p[0]);
+	if (!proc_reap(pid, pidfd, (int)(deadline - mono_ms() > 0 ? deadline - mono_ms() : 0),
+		       status)) {
+		proc_kill_group(pid);
+		proc_reap(pid, pidfd, RUN_HELPER_EXIT_MS, NULL);
+		return sbx_fail(err, "%s %s did not finish within %d s", runs_cfg.helper, args[0],
+				timeout_ms / 1000);
+	}
+	*out = sbx_steal_ptr(buf);
+	return 0;
+}

@@ -1,0 +1,312 @@
+/* The run manager's start-up: its settings from sbxd's config, finding
+ * sbx-helper, one sbxd per state directory, removing what a crashed
+ * predecessor left (run directories, and run cgroups through `sbx-helper
+ * cleanup`), and asking the host once what it can enforce. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "audit.h"
+#include "runs_internal.h"
+#include "util.h"
+
+#define HELPER_CMD_TIMEOUT_MS 10000
+
+struct runs_host runs_host = {.cgroup = "none"};
+static int lock_fd = -1;
+static char *env_store[8];
+
+static int mkdir_p(const char *path, mode_t mode, struct sbx_err *err)
+{
+	char buf[PATH_MAX];
+
+	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
+		return sbx_fail(err, "%s: path too long", path);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+			return sbx_fail_errno(err, "mkdir %s", buf);
+		*p = '/';
+	}
+	if (mkdir(buf, mode) < 0 && errno != EEXIST)
+		return sbx_fail_errno(err, "mkdir %s", buf);
+	return 0;
+}
+
+static char *path_join(const char *a, const char *b)
+{
+	char *s = NULL;
+
+	if (asprintf(&s, "%s/%s", a, b) < 0)
+		return NULL;
+	return s;
+}
+
+static bool executable(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
+}
+
+/* Config, else next to sbxd, else the build tree's ../helper, else PATH. */
+static char *find_helper(const char *configured)
+{
+	char self[PATH_MAX], *slash, *p;
+	ssize_t n;
+	const char *path = getenv("PATH");
+
+	if (configured)
+		return strdup(configured);
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n > 0) {
+		self[n] = '\0';
+		slash = strrchr(self, '/');
+		if (slash) {
+			*slash = '\0';
+			const char *tries[] = {"sbx-helper", "../helper/sbx-helper"};
+
+			for (size_t i = 0; i < SBX_ARRAY_SIZE(tries); i++) {
+				p = path_join(self, tries[i]);
+				if (p && executable(p))
+					return p;
+				free(p);
+			}
+		}
+	}
+	for (const char *d = path ? path : ""; *d;) {
+		size_t len = strcspn(d, ":");
+		char dir[PATH_MAX];
+
+		snprintf(dir, sizeof(dir), "%.*s", (int)len, d);
+		p = path_join(dir[0] ? dir : ".", "sbx-helper");
+		if (p && executable(p))
+			return p;
+		free(p);
+		d += len + (d[len] == ':');
+	}
+	return NULL;
+}
+
+/* The helper needs none of sbxd's environment, and whatever credential is
+ * in it must not travel: only PATH and the sanitizers' settings go. */
+static int build_helper_env(struct sbx_err *err)
+{
+	static const char *const keep[] = {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"};
+	size_t n = 0;
+
+	env_store[n] = strdup("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+	if (!env_store[n++])
+		return sbx_fail_errno(err, "environment");
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(keep); i++) {
+		const char *v = getenv(keep[i]);
+
+		if (v && asprintf(&env_store[n], "%s=%s", keep[i], v) >= 0)
+			n++;
+	}
+	env_store[n] = NULL;
+	runs_cfg.helper_env = env_store;
+	return 0;
+}
+
+static int copy_settings(const struct sbx_config *cfg, struct sbx_err *err)
+{
+	runs_cfg.state_dir = strdup(cfg->state_dir ? cfg->state_dir : "/var/lib/sbx");
+	runs_cfg.runs_dir = runs_cfg.state_dir ? path_join(runs_cfg.state_dir, "runs") : NULL;
+	if (!runs_cfg.runs_dir)
+		return sbx_fail_errno(err, "settings");
+	runs_cfg.helper = find_helper(cfg->helper);
+	if (!runs_cfg.helper || !executable(runs_cfg.helper))
+		return sbx_fail(err,
+				"sbx-helper not found%s%s (set \"helper\" in the config, or "
+				"install it next to sbxd)",
+				runs_cfg.helper ? " or not executable at " : "",
+				runs_cfg.helper ? runs_cfg.helper : "");
+	if (cfg->cgroup_root && !(runs_cfg.cgroup_root = strdup(cfg->cgroup_root)))
+		return sbx_fail_errno(err, "settings");
+	runs_cfg.rlimit_fallback = cfg->rlimit_fallback;
+	runs_cfg.runs_max = cfg->runs_max ? cfg->runs_max : 64;
+	runs_cfg.runs_max_per_identity =
+	    cfg->runs_max_per_identity ? cfg->runs_max_per_identity : 16;
+	for (size_t i = 0; i < cfg->n_input_dirs && i < SBX_CONFIG_MAX_INPUT_DIRS; i++) {
+		/* Resolved once, so a later check compares canonical paths. */
+		char *real = realpath(cfg->input_dirs[i], NULL);
+
+		if (!real)
+			return sbx_fail_errno(err, "input_dirs: %s", cfg->input_dirs[i]);
+		runs_cfg.input_dirs[runs_cfg.n_input_dirs++] = real;
+	}
+	return build_helper_env(err);
+}
+
+/* One sbxd per state directory: a second one would wipe the first's runs. */
+static int lock_state_dir(struct sbx_err *err)
+{
+	_cleanup_free_ char *path = path_join(runs_cfg.state_dir, "sbxd.lock");
+
+	if (!path)
+		return sbx_fail_errno(err, "lock");
+	lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (lock_fd < 0)
+		return sbx_fail_errno(err, "%s", path);
+	if (flock(lock_fd, LOCK_EX | LOCK_NB) < 0)
+		return sbx_fail_errno(err, "%s: another sbxd uses this state directory", path);
+	return 0;
+}
+
+/* A crashed predecessor's run directories: nothing in them is worth keeping
+ * (the sandboxes died with its control sockets). */
+static json_t *remove_stale_runs(struct sbx_err *err)
+{
+	_cleanup_close_ int fd = open(runs_cfg.runs_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	json_t *removed = json_array();
+	DIR *d;
+	struct dirent *de;
+
+	if (fd < 0 || !removed) {
+		json_decref(removed);
+		sbx_fail_errno(err, "%s", runs_cfg.runs_dir);
+		return NULL;
+	}
+	d = fdopendir(fcntl(fd, F_DUPFD_CLOEXEC, 3));
+	if (!d) {
+		json_decref(removed);
+		sbx_fail_errno(err, "%s", runs_cfg.runs_dir);
+		return NULL;
+	}
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (remove_tree_at(fd, de->d_name, err) < 0) {
+			closedir(d);
+			json_decref(removed);
+			sbx_err_prefix(err, "%s", runs_cfg.runs_dir);
+			return NULL;
+		}
+		json_array_append_new(removed, json_string(de->d_name));
+	}
+	closedir(d);
+	return removed;
+}
+
+/* `sbx-helper cleanup` removes the run cgroups of helpers that are gone. */
+static json_t *cleanup_cgroups(void)
+{
+	const char *args[4] = {"cleanup", NULL, NULL, NULL};
+	_cleanup_free_ char *out = NULL;
+	struct sbx_err err;
+	int status = 0;
+	json_t *o = json_object();
+
+	if (runs_cfg.cgroup_root) {
+		args[1] = "--cgroup-root";
+		args[2] = runs_cfg.cgroup_root;
+	}
+	if (proc_run_helper(args, HELPER_CMD_TIMEOUT_MS, &out, &status, &err) < 0) {
+		json_object_set_new(o, "error", json_string(err.msg));
+		return o;
+	}
+	json_object_set_new(o, "exit_status",
+			    json_integer(WIFEXITED(status) ? WEXITSTATUS(status) : -1));
+	json_object_set_new(o, "output", json_string(out));
+	return o;
+}
+
+void runs_cleanup_cgroups(void)
+{
+	sbx_audit("cgroup_cleanup", NULL, NULL, NULL, cleanup_cgroups());
+}
+
+/* What the host can enforce, asked once: `sbx-helper check --json`. */
+static void check_host(void)
+{
+	const char *args[5] = {"check", "--json", NULL, NULL, NULL};
+	_cleanup_free_ char *out = NULL;
+	struct sbx_err err;
+	int status = 0;
+	json_t *doc, *cg;
+
+	if (runs_cfg.cgroup_root) {
+		args[2] = "--cgroup-root";
+		args[3] = runs_cfg.cgroup_root;
+	}
+	if (proc_run_helper(args, HELPER_CMD_TIMEOUT_MS, &out, &status, &err) < 0) {
+		sbx_audit("host_check_failed", NULL, NULL, NULL,
+			  json_pack("{s:s}", "error", err.msg));
+		return;
+	}
+	/* Stdout and stderr share the capture; the JSON document starts at
+	 * the first '{'. */
+	doc = json_loads(strchr(out, '{') ? strchr(out, '{') : out, JSON_DISABLE_EOF_CHECK, NULL);
+	if (!doc) {
+		sbx_audit("host_check_failed", NULL, NULL, NULL, json_pack("{s:s}", "output", out));
+		return;
+	}
+	runs_host.userns = json_is_true(json_object_get(json_object_get(doc, "userns"), "ok"));
+	runs_host.seccomp = json_is_true(json_object_get(json_object_get(doc, "seccomp"), "ok"));
+	cg = json_object_get(doc, "cgroup");
+	if (json_is_true(json_object_get(cg, "ok")) &&
+	    json_is_string(json_object_get(doc, "cgroup_mode")))
+		snprintf(runs_host.cgroup, sizeof(runs_host.cgroup), "%s",
+			 json_string_value(json_object_get(doc, "cgroup_mode")));
+	json_decref(doc);
+}
+
+int runs_startup(const struct sbx_config *cfg, struct sbx_err *err)
+{
+	struct rlimit rl;
+	json_t *dirs, *cgroups;
+
+	if (copy_settings(cfg, err) < 0)
+		return sbx_err_prefix(err, "runs");
+	/* Each run holds a handful of fds and each running exec four: the
+	 * default soft limit of 1024 would be reached long before runs_max. */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (mkdir_p(runs_cfg.state_dir, 0700, err) < 0 || lock_state_dir(err) < 0 ||
+	    mkdir_p(runs_cfg.runs_dir, 0700, err) < 0)
+		return sbx_err_prefix(err, "state_dir");
+	chmod(runs_cfg.runs_dir, 0700);
+	dirs = remove_stale_runs(err);
+	if (!dirs)
+		return sbx_err_prefix(err, "start-up clean-up");
+	cgroups = cleanup_cgroups();
+	check_host();
+	sbx_audit("startup_cleanup", NULL, NULL, NULL,
+		  json_pack("{s:o, s:o, s:s, s:s, s:b, s:b}", "run_dirs_removed", dirs, "cgroups",
+			    cgroups, "helper", runs_cfg.helper, "cgroup", runs_host.cgroup,
+			    "userns", runs_host.userns, "seccomp", runs_host.seccomp));
+	return 0;
+}
+
+void runs_settings_free(void)
+{
+	free(runs_cfg.state_dir);
+	free(runs_cfg.runs_dir);
+	free(runs_cfg.helper);
+	free(runs_cfg.cgroup_root);
+	for (size_t i = 0; i < runs_cfg.n_input_dirs; i++)
+		free(runs_cfg.input_dirs[i]);
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(env_store); i++)
+		free(env_store[i]);
+	memset(&runs_cfg, 0, sizeof(runs_cfg));
+	memset(env_store, 0, sizeof(env_store));
+	if (lock_fd >= 0)
+		close(lock_fd);
+	lock_fd = -1;
+}

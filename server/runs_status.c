@@ -1,0 +1,217 @@
+/* Status and ListRuns, and the response pieces that describe a run (also
+ * used by Wait and Teardown). Every member of a response is malloc'd: the
+ * RPC layer frees it with the message's free_unpacked. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runs_internal.h"
+#include "util.h"
+
+char *xstrdup(const char *s)
+{
+	return strdup(s ? s : "");
+}
+
+Sbx__V1__Policy *policy_copy(const SbxPolicy *p)
+{
+	size_t len = sbx__v1__policy__get_packed_size(p);
+	_cleanup_free_ uint8_t *buf = malloc(len ? len : 1);
+
+	if (!buf)
+		return NULL;
+	sbx__v1__policy__pack(p, buf);
+	/* Unpacked with the default allocator: freed by free_unpacked. */
+	return sbx__v1__policy__unpack(NULL, len, buf);
+}
+
+Sbx__V1__ExecStatus *exec_status_new(struct run_exec *e)
+{
+	Sbx__V1__ExecStatus *s = malloc(sizeof(*s));
+
+	if (!s)
+		return NULL;
+	sbx__v1__exec_status__init(s);
+	if (asprintf(&s->exec_id, "exec-%llu", (unsigned long long)e->num) < 0) {
+		free(s);
+		return NULL;
+	}
+	s->argv = calloc(e->argc ? e->argc : 1, sizeof(char *));
+	if (!s->argv)
+		goto oom;
+	for (size_t i = 0; i < e->argc; i++) {
+		if (!(s->argv[i] = strdup(e->argv[i])))
+			goto oom;
+		s->n_argv = i + 1;
+	}
+	s->reason = e->ended ? e->reason : SBX__V1__EXIT_REASON__RUNNING;
+	s->exit_code = e->exit_code;
+	s->signal = e->signal;
+	s->started_unix_ms = e->started_ms;
+	s->ended_unix_ms = e->ended ? e->ended_ms : 0;
+	s->cpu_ms = e->cpu_ms;
+	s->peak_memory_bytes = e->peak_memory_bytes;
+	s->stdout_bytes = e->out[RUN_STDOUT].total;
+	s->stderr_bytes = e->out[RUN_STDERR].total;
+	s->stdout_truncated = e->out[RUN_STDOUT].truncated;
+	s->stderr_truncated = e->out[RUN_STDERR].truncated;
+	if (e->message && !(s->message = strdup(e->message)))
+		goto oom;
+	return s;
+oom:
+	sbx__v1__exec_status__free_unpacked(s, NULL);
+	return NULL;
+}
+
+/* mu held. */
+static int all_exec_status(struct sbx_run *r, Sbx__V1__ExecStatus ***out, size_t *n)
+{
+	size_t count = 0;
+
+	for (struct run_exec *e = r->execs; e; e = e->next)
+		count++;
+	*n = 0;
+	*out = calloc(count ? count : 1, sizeof(**out));
+	if (!*out)
+		return -1;
+	for (struct run_exec *e = r->execs; e; e = e->next) {
+		if (!((*out)[*n] = exec_status_new(e)))
+			return -1;
+		(*n)++;
+	}
+	return 0;
+}
+
+/* The three map types of labels share their layout but not their type. */
+#define COPY_LABELS(r, msg, entry_t, entry_init)                                                   \
+	({                                                                                         \
+		int _rc = 0;                                                                       \
+		(msg)->labels = calloc((r)->n_labels ? (r)->n_labels : 1, sizeof(entry_t *));      \
+		if (!(msg)->labels)                                                                \
+			_rc = -1;                                                                  \
+		for (size_t _i = 0; _rc == 0 && _i < (r)->n_labels; _i++) {                        \
+			entry_t *_e = malloc(sizeof(*_e));                                         \
+			if (!_e) {                                                                 \
+				_rc = -1;                                                          \
+				break;                                                             \
+			}                                                                          \
+			entry_init(_e);                                                            \
+			(msg)->labels[_i] = _e;                                                    \
+			(msg)->n_labels = _i + 1;                                                  \
+			_e->key = strdup((r)->label_keys[_i]);                                     \
+			_e->value = strdup((r)->label_values[_i]);                                 \
+			if (!_e->key || !_e->value)                                                \
+				_rc = -1;                                                          \
+		}                                                                                  \
+		_rc;                                                                               \
+	})
+
+static int fill_status(struct sbx_run *r, Sbx__V1__StatusResponse *s)
+{
+	if (!(s->run_id = xstrdup(r->id)) || !(s->policy_digest = xstrdup(r->policy_digest)) ||
+	    !(s->image_digest = xstrdup(r->image_digest)) || !(s->policy = policy_copy(r->policy)))
+		return -1;
+	s->created_unix_ms = r->created_ms;
+	s->deadline_unix_ms = r->deadline_ms;
+	if (COPY_LABELS(r, s, Sbx__V1__StatusResponse__LabelsEntry,
+			sbx__v1__status_response__labels_entry__init) < 0)
+		return -1;
+
+	pthread_mutex_lock(&r->mu);
+	s->state = r->state;
+	int rc = all_exec_status(r, &s->execs, &s->n_execs);
+	size_t n = r->n_alerts + (r->alerts_dropped ? 1 : 0);
+
+	if (rc == 0 && !(s->alerts = calloc(n ? n : 1, sizeof(char *))))
+		rc = -1;
+	for (size_t i = 0; rc == 0 && i < r->n_alerts; i++) {
+		if (!(s->alerts[i] = strdup(r->alerts[i])))
+			rc = -1;
+		else
+			s->n_alerts = i + 1;
+	}
+	if (rc == 0 && r->alerts_dropped) {
+		if (asprintf(&s->alerts[s->n_alerts], "sbxd: %llu more alerts were dropped",
+			     (unsigned long long)r->alerts_dropped) < 0)
+			rc = -1;
+		else
+			s->n_alerts++;
+	}
+	pthread_mutex_unlock(&r->mu);
+	return rc;
+}
+
+SBX_HANDLER(status, Sbx__V1__StatusRequest, Sbx__V1__StatusResponse)
+{
+	struct sbx_run *r = run_lookup(who, req->run_id, st);
+	Sbx__V1__StatusResponse *s;
+	int rc;
+
+	if (!r)
+		return -1;
+	s = malloc(sizeof(*s));
+	if (!s) {
+		run_unref(r);
+		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "out of memory");
+	}
+	sbx__v1__status_response__init(s);
+	rc = fill_status(r, s);
+	run_unref(r);
+	if (rc < 0) {
+		sbx__v1__status_response__free_unpacked(s, NULL);
+		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "out of memory");
+	}
+	*resp = s;
+	return 0;
+}
+
+static Sbx__V1__RunSummary *summary_new(struct sbx_run *r)
+{
+	Sbx__V1__RunSummary *s = malloc(sizeof(*s));
+
+	if (!s)
+		return NULL;
+	sbx__v1__run_summary__init(s);
+	s->created_unix_ms = r->created_ms;
+	pthread_mutex_lock(&r->mu);
+	s->state = r->state;
+	s->execs = (uint32_t)r->n_execs;
+	pthread_mutex_unlock(&r->mu);
+	if (!(s->run_id = xstrdup(r->id)) || !(s->policy_digest = xstrdup(r->policy_digest)) ||
+	    COPY_LABELS(r, s, Sbx__V1__RunSummary__LabelsEntry,
+			sbx__v1__run_summary__labels_entry__init) < 0) {
+		sbx__v1__run_summary__free_unpacked(s, NULL);
+		return NULL;
+	}
+	return s;
+}
+
+SBX_HANDLER(list_runs, Sbx__V1__ListRunsRequest, Sbx__V1__ListRunsResponse)
+{
+	Sbx__V1__ListRunsResponse *l = malloc(sizeof(*l));
+	struct sbx_run **v = NULL;
+	size_t n = runs_of(who, &v);
+	int rc = l ? 0 : -1;
+
+	if (l) {
+		sbx__v1__list_runs_response__init(l);
+		l->runs = calloc(n ? n : 1, sizeof(*l->runs));
+		if (!l->runs)
+			rc = -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (rc == 0 && !(l->runs[l->n_runs] = summary_new(v[i])))
+			rc = -1;
+		else if (rc == 0)
+			l->n_runs++;
+		run_unref(v[i]);
+	}
+	free(v);
+	if (rc < 0) {
+		if (l)
+			sbx__v1__list_runs_response__free_unpacked(l, NULL);
+		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "out of memory");
+	}
+	*resp = l;
+	return 0;
+}

@@ -1,0 +1,209 @@
+/* Teardown: kill everything, record what the run was, remove every trace.
+ *
+ * The order is what makes it leave nothing: DestroyRequest (pid 1 exits,
+ * and with it every process of the sandbox), the monitor stopped, the
+ * control socket closed, the helper waited for (it removes the run's
+ * cgroups; one that hangs is SIGKILLed with its process group after 5 s and
+ * its cgroups removed by `sbx-helper cleanup`), then the artifacts hashed
+ * through the /out fd before it is closed (which frees the tmpfs), then the
+ * run's directory removed (never a caller's input_dir: it is not in there). */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "runs_ctl.h"
+#include "runs_internal.h"
+#include "util.h"
+
+/* The helper and its sandbox are gone when this returns, or as gone as a
+ * SIGKILL makes them. */
+static void stop_helper(struct sbx_run *r)
+{
+	bool reaped, killed;
+
+	pthread_mutex_lock(&r->mu);
+	if (r->ctl >= 0)
+		close(r->ctl);
+	r->ctl = -1;
+	reaped = r->reaped;
+	pthread_mutex_unlock(&r->mu);
+	if (reaped || r->pid <= 0)
+		goto out;
+	if (!proc_reap(r->pid, r->pidfd, RUN_HELPER_EXIT_MS, NULL)) {
+		proc_kill_group(r->pid);
+		pthread_mutex_lock(&r->mu);
+		r->killed = true;
+		run_alert(r, "sbxd: sbx-helper did not exit within %d s of DestroyRequest; killed",
+			  RUN_HELPER_EXIT_MS / 1000);
+		pthread_mutex_unlock(&r->mu);
+		proc_reap(r->pid, r->pidfd, RUN_HELPER_EXIT_MS, NULL);
+	}
+	reaped = true;
+out:
+	pthread_mutex_lock(&r->mu);
+	r->reaped = reaped;
+	killed = r->killed;
+	pthread_mutex_unlock(&r->mu);
+	/* A helper killed by sbxd had no chance to remove its cgroups. */
+	if (killed)
+		runs_cleanup_cgroups();
+}
+
+/* mu held: the record of the run, as the manifest. */
+static Sbx__V1__RunManifest *manifest_new(struct sbx_run *r, Sbx__V1__RunState final,
+					  struct artifact_list *al)
+{
+	Sbx__V1__RunManifest *m = malloc(sizeof(*m));
+	size_t n = 0;
+
+	if (!m)
+		return NULL;
+	sbx__v1__run_manifest__init(m);
+	m->created_unix_ms = r->created_ms;
+	m->ended_unix_ms = r->ended_ms ? r->ended_ms : unix_ms();
+	m->final_state = final;
+	if (!(m->run_id = xstrdup(r->id)) || !(m->identity = xstrdup(r->identity)) ||
+	    !(m->policy_digest = xstrdup(r->policy_digest)) ||
+	    !(m->image_digest = xstrdup(r->image_digest)) || !(m->policy = policy_copy(r->policy)))
+		goto oom;
+	/* Inputs: what /data held, i.e. every upload that completed. */
+	m->inputs = calloc(r->n_inputs ? r->n_inputs : 1, sizeof(*m->inputs));
+	if (!m->inputs)
+		goto oom;
+	for (size_t i = 0; i < r->n_inputs; i++) {
+		Sbx__V1__InputFile *f;
+
+		if (!r->inputs[i].complete)
+			continue;
+		if (!(f = malloc(sizeof(*f))))
+			goto oom;
+		sbx__v1__input_file__init(f);
+		m->inputs[m->n_inputs++] = f;
+		f->size = r->inputs[i].size;
+		if (!(f->path = strdup(r->inputs[i].path)) ||
+		    !(f->sha256 = strdup(r->inputs[i].sha256)))
+			goto oom;
+	}
+	for (struct run_exec *e = r->execs; e; e = e->next)
+		n++;
+	m->execs = calloc(n ? n : 1, sizeof(*m->execs));
+	if (!m->execs)
+		goto oom;
+	for (struct run_exec *e = r->execs; e; e = e->next) {
+		if (!(m->execs[m->n_execs] = exec_status_new(e)))
+			goto oom;
+		m->n_execs++;
+	}
+	m->artifacts = al->items;
+	m->n_artifacts = al->n;
+	al->items = NULL;
+	al->n = 0;
+	return m;
+oom:
+	sbx__v1__run_manifest__free_unpacked(m, NULL);
+	return NULL;
+}
+
+int run_teardown(struct sbx_run *r, Sbx__V1__RunManifest **manifest, struct sbx_status *st)
+{
+	struct artifact_list al = {0};
+	Sbx__V1__RunState final;
+	struct sbx_err err;
+	int out_fd, rc = 0;
+	_cleanup_close_ int runs = -1;
+
+	run_ref(r);
+	pthread_mutex_lock(&r->mu);
+	final = r->state;
+	r->stop = true;
+	if (r->ctl >= 0 && ctl_send_destroy(r->ctl, &err) < 0 && err.errnum != EPIPE &&
+	    err.errnum != ECONNRESET)
+		run_alert(r, "sbxd: DestroyRequest: %s", err.msg);
+	run_unlock(r);
+	monitor_stop(r);
+	stop_helper(r);
+
+	pthread_mutex_lock(&r->mu);
+	for (struct run_exec *e = r->execs; e; e = e->next)
+		for (int w = 0; w < 2; w++)
+			if (!e->out[w].closed)
+				stream_close(r, e, w);
+	run_end_execs(r, SBX__V1__EXIT_REASON__TORN_DOWN, "the run was torn down");
+	r->state = SBX__V1__RUN_STATE__TORN;
+	if (!r->ended_ms)
+		r->ended_ms = unix_ms();
+	if (r->err_pipe >= 0)
+		close(r->err_pipe);
+	r->err_pipe = -1;
+	out_fd = r->out_fd;
+	r->out_fd = -1;
+	pthread_cond_broadcast(&r->cv); /* long polls return now */
+	run_unlock(r);
+
+	/* The artifacts' digests, read through /out's fd before closing it. */
+	if (out_fd >= 0 && artifacts_list(r, out_fd, &al, &err) < 0) {
+		pthread_mutex_lock(&r->mu);
+		run_alert(r, "sbxd: listing /out at teardown: %s", err.msg);
+		pthread_mutex_unlock(&r->mu);
+	}
+	if (out_fd >= 0)
+		close(out_fd);
+	if (manifest) {
+		pthread_mutex_lock(&r->mu);
+		*manifest = manifest_new(r, final, &al);
+		pthread_mutex_unlock(&r->mu);
+		if (!*manifest)
+			rc = sbx_status_set(st, SBX__V1__CODE__INTERNAL,
+					    "run %s was torn down, but its manifest could not be "
+					    "built: out of memory",
+					    r->id);
+	}
+	run_audit(r, "teardown",
+		  json_pack("{s:s, s:I, s:i, s:b}", "final_state", run_state_name(final), "execs",
+			    (json_int_t)r->n_execs, "artifacts",
+			    (int)(manifest && *manifest ? (*manifest)->n_artifacts : al.n),
+			    "killed", r->killed));
+	artifacts_list_free(&al);
+
+	runs = open(runs_cfg.runs_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (runs < 0 || remove_tree_at(runs, r->id, &err) < 0)
+		run_audit(r, "teardown_error",
+			  json_pack("{s:s, s:s}", "what", "could not remove the run directory",
+				    "error", runs < 0 ? strerror(errno) : err.msg));
+	run_unregister(r);
+	run_unref(r);
+	return rc;
+}
+
+SBX_HANDLER(teardown, Sbx__V1__TeardownRequest, Sbx__V1__TeardownResponse)
+{
+	struct sbx_run *r = run_lookup(who, req->run_id, st);
+	Sbx__V1__RunManifest *m = NULL;
+	Sbx__V1__TeardownResponse *t;
+	int rc;
+
+	if (!r)
+		return -1;
+	if (run_claim(r, st) < 0) {
+		run_unref(r);
+		return -1;
+	}
+	rc = run_teardown(r, &m, st);
+	run_unref(r);
+	if (rc < 0)
+		return -1;
+	t = malloc(sizeof(*t));
+	if (!t) {
+		sbx__v1__run_manifest__free_unpacked(m, NULL);
+		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "out of memory");
+	}
+	sbx__v1__teardown_response__init(t);
+	t->manifest = m;
+	*resp = t;
+	return 0;
+}

@@ -1,0 +1,319 @@
+/* Unit test of sbxd's configuration: the defaults, a full valid file, and
+ * the exact error every bad file gets. Documents are written with ' for "
+ * so the table stays readable; the test swaps them back. */
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+
+#define H64  "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+#define H64B "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
+#define TLS                                                                                        \
+	"'tls': {'cert': '/etc/sbx/c.pem', 'key': '/etc/sbx/k.pem', 'client_ca': "                 \
+	"'/etc/sbx/ca.pem'}"
+#define TOK "'tokens': [{'name': 'alice', 'sha256': '" H64 "'}]"
+
+static int passed, failed;
+static char dir[] = "/tmp/sbx-test-config-XXXXXX";
+static char path[sizeof(dir) + 32];
+
+static bool check(bool cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static bool check(bool cond, const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("%s %d - ", cond ? "ok" : "not ok", passed + failed + 1);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	putchar('\n');
+	if (cond)
+		passed++;
+	else
+		failed++;
+	return cond;
+}
+
+/* Writes the document (raw bytes, len of them) to the test's file. */
+static const char *write_doc(const char *doc, size_t len)
+{
+	FILE *f = fopen(path, "w");
+
+	if (!f || fwrite(doc, 1, len, f) != len || fclose(f) != 0) {
+		perror(path);
+		exit(1);
+	}
+	return path;
+}
+
+static const char *write_q(const char *doc)
+{
+	char *d = strdup(doc);
+	const char *p;
+
+	if (!d)
+		abort();
+	for (char *c = d; *c; c++)
+		if (*c == '\'')
+			*c = '"';
+	p = write_doc(d, strlen(d));
+	free(d);
+	return p;
+}
+
+static int load(const char *doc, struct sbx_config *cfg, struct sbx_err *err)
+{
+	return sbx_config_load(write_q(doc), cfg, err);
+}
+
+/* A bad document must fail, and its message must be "<file>: want". */
+static void bad_at(const char *desc, const char *file, const char *want)
+{
+	struct sbx_config cfg;
+	struct sbx_err err = {0};
+	char full[SBX_ERR_MAX];
+	int rc = sbx_config_load(file, &cfg, &err);
+
+	snprintf(full, sizeof(full), "%s: %s", file, want);
+	if (!check(rc < 0 && strncmp(err.msg, full, strlen(full)) == 0, "rejects %s", desc))
+		printf("#   want: %s\n#    got: %s\n", full, rc < 0 ? err.msg : "(loaded)");
+	/* A failed load leaves nothing behind, and freeing again is harmless. */
+	sbx_config_free(&cfg);
+}
+
+static void bad(const char *desc, const char *doc, const char *want)
+{
+	bad_at(desc, write_q(doc), want);
+}
+
+static void test_defaults(void)
+{
+	struct sbx_config cfg;
+	struct sbx_err err = {0};
+	int rc;
+
+	rc = sbx_config_load(NULL, &cfg, &err);
+	if (!check(rc == 0, "no file: the defaults load"))
+		printf("#   %s\n", err.msg);
+	check(cfg.n_listen == 1 && strcmp(cfg.listen[0], "ipc:///run/sbx/sbxd.sock") == 0,
+	      "default listener is ipc:///run/sbx/sbxd.sock");
+	check(strcmp(cfg.state_dir, "/var/lib/sbx") == 0, "default state_dir /var/lib/sbx");
+	check(cfg.runs_max == 64 && cfg.runs_max_per_identity == 16,
+	      "default caps 64 per host, 16 per identity");
+	check(cfg.workers == 16, "default 16 workers");
+	check(cfg.ipc_mode == 0660, "default ipc_mode 0660");
+	check(cfg.max_message_bytes == 4u * 1024 * 1024 + 64 * 1024,
+	      "default max_message_bytes 4 MiB + 64 KiB");
+	check(!cfg.helper && !cfg.cgroup_root && !cfg.log_path && !cfg.tls_cert &&
+		  cfg.n_tokens == 0 && cfg.n_input_dirs == 0 && !cfg.insecure &&
+		  !cfg.rlimit_fallback,
+	      "everything else unset by default");
+	sbx_config_free(&cfg);
+
+	rc = load("{}", &cfg, &err);
+	check(rc == 0 && cfg.n_listen == 1 && cfg.runs_max == 64 && cfg.workers == 16,
+	      "empty object: the same defaults");
+	sbx_config_free(&cfg);
+
+	rc = load("{'runs_max': 8}", &cfg, &err);
+	check(rc == 0 && cfg.runs_max_per_identity == 8,
+	      "unwritten runs_max_per_identity follows a smaller runs_max");
+	sbx_config_free(&cfg);
+}
+
+static void test_full(void)
+{
+	struct sbx_config cfg;
+	struct sbx_err err = {0};
+	int rc;
+
+	rc =
+	    load("{'listen': ['ipc:///run/sbx/a.sock', 'tls+tcp://0.0.0.0:7443', "
+		 "'tcp://127.0.0.1:7000', 'tls+tcp://[::1]:7444'],"
+		 " 'state_dir': '/srv/sbx', 'helper': '/usr/lib/sbx/sbx-helper',"
+		 " 'cgroup_root': '/sbx', 'rlimit_fallback': true, 'log': '/var/log/sbx/audit.log',"
+		 " " TLS ","
+		 " 'tokens': [{'name': 'alice', 'sha256': '" H64 "'},"
+		 "            {'name': 'ci.bot-2', 'sha256': '" H64B "'}],"
+		 " 'input_dirs': ['/srv/inputs', '/home/shared'], 'insecure': true,"
+		 " 'runs_max': 100, 'runs_max_per_identity': 10, 'workers': 8,"
+		 " 'ipc_mode': 432, 'max_message_bytes': 8388608}",
+		 &cfg, &err);
+	if (!check(rc == 0, "full config loads"))
+		printf("#   %s\n", err.msg);
+	if (rc < 0)
+		return;
+	check(cfg.n_listen == 4 && strcmp(cfg.listen[1], "tls+tcp://0.0.0.0:7443") == 0 &&
+		  strcmp(cfg.listen[3], "tls+tcp://[::1]:7444") == 0,
+	      "listen: all four, in order");
+	check(strcmp(cfg.state_dir, "/srv/sbx") == 0 &&
+		  strcmp(cfg.helper, "/usr/lib/sbx/sbx-helper") == 0 &&
+		  strcmp(cfg.cgroup_root, "/sbx") == 0 &&
+		  strcmp(cfg.log_path, "/var/log/sbx/audit.log") == 0,
+	      "paths");
+	check(strcmp(cfg.tls_cert, "/etc/sbx/c.pem") == 0 &&
+		  strcmp(cfg.tls_key, "/etc/sbx/k.pem") == 0 &&
+		  strcmp(cfg.tls_client_ca, "/etc/sbx/ca.pem") == 0,
+	      "tls files");
+	check(cfg.n_tokens == 2 && strcmp(cfg.tokens[0].name, "alice") == 0 &&
+		  strcmp(cfg.tokens[1].name, "ci.bot-2") == 0 && cfg.tokens[0].sha256[0] == 0x01 &&
+		  cfg.tokens[0].sha256[1] == 0x23 && cfg.tokens[0].sha256[31] == 0xef &&
+		  cfg.tokens[1].sha256[0] == 0xfe,
+	      "tokens: names and hash bytes");
+	check(cfg.n_input_dirs == 2 && strcmp(cfg.input_dirs[1], "/home/shared") == 0,
+	      "input_dirs");
+	check(cfg.insecure && cfg.rlimit_fallback, "booleans");
+	check(cfg.runs_max == 100 && cfg.runs_max_per_identity == 10 && cfg.workers == 8 &&
+		  cfg.ipc_mode == 0660 && cfg.max_message_bytes == 8388608,
+	      "numbers");
+	sbx_config_free(&cfg);
+}
+
+static void test_bad(void)
+{
+	static char big[(1 << 20) + 16];
+
+	bad_at("a missing file", "/nonexistent/sbxd.json", "No such file or directory");
+	bad("text that is not JSON", "{'listen': [}", "line 1 column 13: ");
+	bad("a duplicate key", "{'workers': 1, 'workers': 2}", "line 1 column");
+	bad("a top-level array", "[]", "config: must be a JSON object");
+	bad("an unknown key", "{'listen': [], 'bogus': 1}", "bogus: unknown key");
+	bad("a misspelt key", "{'worker': 4}", "worker: unknown key");
+
+	bad("listen that is not an array", "{'listen': 'ipc:///x'}", "listen: must be an array");
+	bad("an empty listen", "{'listen': []}", "listen: must not be empty");
+	bad("a listener that is not a string", "{'listen': [7]}", "listen[0]: must be a string");
+	bad("an unknown scheme", "{'listen': ['ipc:///a', 'ws://h:1']}",
+	    "listen[1]: must start with ipc://, tls+tcp:// or tcp://");
+	bad("a duplicate listener", "{'listen': ['ipc:///a', 'ipc:///a']}",
+	    "listen[1]: duplicate of listen[0]");
+	bad("nine listeners",
+	    "{'listen': ['ipc:///1','ipc:///2','ipc:///3','ipc:///4','ipc:///5','ipc:///6',"
+	    "'ipc:///7','ipc:///8','ipc:///9']}",
+	    "listen: at most 8 entries");
+	bad("ipc:// without a path", "{'listen': ['ipc://']}",
+	    "listen[0]: ipc:// needs a socket path");
+	bad("an ipc path too long for sun_path",
+	    "{'listen': ['ipc:///"
+	    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa']}",
+	    "listen[0]: socket path longer than 107 bytes");
+	bad("tls+tcp without certificates", "{'listen': ['tls+tcp://h:1'], " TOK "}",
+	    "listen[0]: tls+tcp:// needs tls.cert, tls.key and tls.client_ca");
+	bad("tls+tcp without client_ca",
+	    "{'listen': ['tls+tcp://h:1'], 'tls': {'cert': '/c', 'key': '/k'}, " TOK "}",
+	    "listen[0]: tls+tcp:// needs tls.cert, tls.key and tls.client_ca");
+	bad("tls+tcp without tokens", "{'listen': ['tls+tcp://h:1'], " TLS "}",
+	    "listen[0]: tls+tcp:// needs at least one entry in tokens");
+	bad("tls+tcp without a port", "{'listen': ['tls+tcp://h'], " TLS ", " TOK "}",
+	    "listen[0]: tls+tcp:// needs HOST:PORT");
+	bad("a port past 65535", "{'listen': ['tls+tcp://h:65536'], " TLS ", " TOK "}",
+	    "listen[0]: tls+tcp:// needs HOST:PORT");
+	bad("tcp:// without insecure", "{'listen': ['ipc:///a', 'tcp://127.0.0.1:7000'], " TOK "}",
+	    "listen[1]: tcp:// needs insecure: true");
+	bad("tcp:// with insecure false",
+	    "{'listen': ['tcp://127.0.0.1:7000'], 'insecure': false, " TOK "}",
+	    "listen[0]: tcp:// needs insecure: true");
+	bad("tcp:// without tokens", "{'listen': ['tcp://127.0.0.1:7000'], 'insecure': true}",
+	    "listen[0]: tcp:// needs at least one entry in tokens");
+	bad("an unbracketed IPv6 address",
+	    "{'listen': ['tcp://::1:7000'], 'insecure': true, " TOK "}",
+	    "listen[0]: tcp:// needs HOST:PORT");
+
+	bad("tls that is not an object", "{'tls': ['/c']}", "tls: must be an object");
+	bad("an unknown tls key", "{'tls': {'cert': '/c', 'ca': '/ca'}}", "tls.ca: unknown key");
+	bad("tls.cert that is not a string", "{'tls': {'cert': 5}}", "tls.cert: must be a string");
+	bad("an empty tls.key", "{'tls': {'key': ''}}", "tls.key: must not be empty");
+
+	bad("tokens that is not an array", "{'tokens': {}}", "tokens: must be an array");
+	bad("a token that is not an object", "{'tokens': ['abc']}", "tokens[0]: must be an object");
+	bad("a raw token in the config", "{'tokens': [{'name': 'a', 'token': 'hunter2'}]}",
+	    "tokens[0].token: unknown key");
+	bad("a token without a name", "{'tokens': [{'sha256': '" H64 "'}]}",
+	    "tokens[0].name: missing");
+	bad("a token without a hash", "{'tokens': [{'name': 'a'}]}", "tokens[0].sha256: missing");
+	bad("a token name with a colon", "{'tokens': [{'name': 'a:b', 'sha256': '" H64 "'}]}",
+	    "tokens[0].name: must be 1..63 characters of A-Z a-z 0-9 . _ -");
+	bad("a token name of 64 characters",
+	    "{'tokens': [{'name': '" H64 "', 'sha256': '" H64 "'}]}",
+	    "tokens[0].name: must be 1..63 characters");
+	bad("a short hash",
+	    "{'tokens': [{'name': 'a', 'sha256': '" H64 "'}, {'name': 'b', 'sha256': '" H64B "'},"
+	    " {'name': 'c', 'sha256': 'abc'}]}",
+	    "tokens[2].sha256: must be 64 lowercase hex");
+	bad("an uppercase hash",
+	    "{'tokens': [{'name': 'a', 'sha256': '0123456789ABCDEF0123456789abcdef0123456789abcdef"
+	    "0123456789abcdef'}]}",
+	    "tokens[0].sha256: must be 64 lowercase hex");
+	bad("a hash that is a number", "{'tokens': [{'name': 'a', 'sha256': 12}]}",
+	    "tokens[0].sha256: must be 64 lowercase hex");
+	bad("a duplicate token name",
+	    "{'tokens': [{'name': 'a', 'sha256': '" H64 "'}, {'name': 'a', 'sha256': '" H64B "'}]}",
+	    "tokens[1].name: duplicate of tokens[0].name");
+	bad("one token under two names",
+	    "{'tokens': [{'name': 'a', 'sha256': '" H64 "'}, {'name': 'b', 'sha256': '" H64 "'}]}",
+	    "tokens[1].sha256: same token as tokens[0]");
+
+	bad("a relative state_dir", "{'state_dir': 'var/lib/sbx'}",
+	    "state_dir: must be an absolute path");
+	bad("a state_dir with ..", "{'state_dir': '/var/lib/../sbx'}",
+	    "state_dir: must be an absolute path");
+	bad("a helper that is not a string", "{'helper': true}", "helper: must be a string");
+	bad("an empty helper", "{'helper': ''}", "helper: must not be empty");
+	bad("a NUL in a path", "{'state_dir': '/var\\u0000/x'}", "state_dir: must not contain NUL");
+	bad("cgroup_root with ..", "{'cgroup_root': '/sbx/../..'}",
+	    "cgroup_root: must not contain \"..\"");
+	bad("input_dirs that is not an array", "{'input_dirs': '/srv'}",
+	    "input_dirs: must be an array");
+	bad("an input dir with a trailing slash", "{'input_dirs': ['/srv', '/home/']}",
+	    "input_dirs[1]: must be an absolute path");
+
+	bad("insecure as a string", "{'insecure': 'yes'}", "insecure: must be true or false");
+	bad("rlimit_fallback as a number", "{'rlimit_fallback': 1}",
+	    "rlimit_fallback: must be true or false");
+	bad("runs_max 0", "{'runs_max': 0}", "runs_max: must be 1..4096");
+	bad("runs_max 5000", "{'runs_max': 5000}", "runs_max: must be 1..4096");
+	bad("runs_max as a string", "{'runs_max': '64'}", "runs_max: must be an integer");
+	bad("runs_max as a real", "{'runs_max': 64.0}", "runs_max: must be an integer");
+	bad("runs_max_per_identity 0", "{'runs_max_per_identity': 0}",
+	    "runs_max_per_identity: must be 1..4096");
+	bad("a per-identity cap above the host cap",
+	    "{'runs_max': 10, 'runs_max_per_identity': 20}",
+	    "runs_max_per_identity: must not exceed runs_max (10)");
+	bad("workers 0", "{'workers': 0}", "workers: must be 1..256");
+	bad("workers 1000", "{'workers': 1000}", "workers: must be 1..256");
+	bad("ipc_mode 01000", "{'ipc_mode': 512}", "ipc_mode: must be an integer 0..511");
+	bad("ipc_mode as an octal string", "{'ipc_mode': '0660'}",
+	    "ipc_mode: must be an integer 0..511");
+	bad("ipc_mode negative", "{'ipc_mode': -1}", "ipc_mode: must be an integer 0..511");
+	bad("max_message_bytes below 64 KiB", "{'max_message_bytes': 1000}",
+	    "max_message_bytes: must be 65536..67108864");
+	bad("max_message_bytes above 64 MiB", "{'max_message_bytes': 1099511627776}",
+	    "max_message_bytes: must be 65536..67108864");
+
+	/* Larger than 1 MiB: refused before parsing. */
+	memset(big, ' ', sizeof(big));
+	big[0] = '{';
+	big[sizeof(big) - 1] = '}';
+	bad_at("a file over 1 MiB", write_doc(big, sizeof(big)), "larger than 1048576 bytes");
+}
+
+int main(void)
+{
+	if (!mkdtemp(dir)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	snprintf(path, sizeof(path), "%s/sbxd.json", dir);
+	test_defaults();
+	test_full();
+	test_bad();
+	unlink(path);
+	rmdir(dir);
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}
