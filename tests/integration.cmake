@@ -6,14 +6,27 @@ set(SBX_TEST_ENV
   "SBX_PROBE=$<TARGET_FILE:sbx-probe>"
   "SBX_SOURCE_DIR=${PROJECT_SOURCE_DIR}"
   "SBX_SERVE_DRIVER=$<TARGET_FILE:test_serve>"
+  "SBX_PYTHON_PROTO=${PROJECT_BINARY_DIR}/python"
   "PYTHONDONTWRITEBYTECODE=1")
+if(SBX_WITH_SERVER)
+  list(APPEND SBX_TEST_ENV "SBX_SBXD=$<TARGET_FILE:sbxd>" "SBX_CLI=$<TARGET_FILE:sbx>")
+endif()
 
 file(GLOB SBX_PY_TESTS ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_*.py)
 foreach(t ${SBX_PY_TESTS})
   get_filename_component(name ${t} NAME_WE)
   string(REPLACE "test_" "" name ${name})
-  add_test(NAME helper.${name} COMMAND ${SBX_PYTHON} ${t} -v)
-  set_tests_properties(helper.${name} PROPERTIES ENVIRONMENT "${SBX_TEST_ENV}" TIMEOUT 300)
+  # test_sbxd_*.py exercise the server: ctest names sbxd.<what>.
+  set(prefix helper)
+  if(name MATCHES "^sbxd_")
+    if(NOT SBX_WITH_SERVER)
+      continue()
+    endif()
+    string(REPLACE "sbxd_" "" name ${name})
+    set(prefix sbxd)
+  endif()
+  add_test(NAME ${prefix}.${name} COMMAND ${SBX_PYTHON} ${t} -v)
+  set_tests_properties(${prefix}.${name} PROPERTIES ENVIRONMENT "${SBX_TEST_ENV}" TIMEOUT 600)
 endforeach()
 
 add_executable(test_serve integration/test_serve.c)

@@ -1,0 +1,214 @@
+"""A real sbxd for the tests: certificates made with openssl, a config with
+an ipc and a TLS listener and two bearer tokens, started as the invoking
+user, with helpers to call it raw (sbxrpc) or through the sbx CLI."""
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+import sbxrpc
+from sbxrpc import sandbox_pb2 as pb
+
+SBXD = os.environ.get("SBX_SBXD", "")
+CLI = os.environ.get("SBX_CLI", "")
+HELPER = os.environ.get("SBX_HELPER", "")
+
+POLICY = {
+    "image": "host",
+    "mounts": [{"path": "/data", "mode": "ro"}, {"path": "/out", "mode": "rw"}],
+    "env": {},
+    "egress": {"policy": "deny", "allow": []},
+    "limits": {"cpu": 1, "memory_mb": 256, "script_seconds": 30, "run_seconds": 120,
+               "pids": 64, "out_mb": 16, "tmp_mb": 16, "output_kb": 64},
+    "lifetime": "per_run",
+}
+
+
+def policy_json(**limits):
+    p = json.loads(json.dumps(POLICY))
+    p["limits"].update(limits)
+    return json.dumps(p)
+
+
+def openssl(*args, cwd):
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def make_certs(d):
+    """A CA, a server certificate for localhost/127.0.0.1, a client
+    certificate, and a client certificate from a CA the server does not know."""
+    for ca in ("ca", "rogue-ca"):
+        openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
+                "/CN=sbx test " + ca, "-keyout", ca + ".key", "-out", ca + ".pem", cwd=d)
+    for name, ca, ext in (("server", "ca", "subjectAltName=DNS:localhost,IP:127.0.0.1"),
+                          ("client", "ca", "extendedKeyUsage=clientAuth"),
+                          ("rogue", "rogue-ca", "extendedKeyUsage=clientAuth")):
+        openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=" + name, "-keyout",
+                name + ".key", "-out", name + ".csr", cwd=d)
+        with open(os.path.join(d, name + ".ext"), "w") as f:
+            f.write(ext + "\n")
+        openssl("x509", "-req", "-in", name + ".csr", "-CA", ca + ".pem", "-CAkey", ca + ".key",
+                "-CAcreateserial", "-days", "2", "-extfile", name + ".ext", "-out",
+                name + ".pem", cwd=d)
+        # nng's client side takes certificate and key in one file.
+        with open(os.path.join(d, name + ".both.pem"), "w") as out:
+            for part in (name + ".pem", name + ".key"):
+                with open(os.path.join(d, part)) as f:
+                    out.write(f.read())
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Server:
+    def __init__(self, **config):
+        if not SBXD or not os.path.exists(SBXD):
+            raise RuntimeError("SBX_SBXD is not set to the built sbxd (run through ctest)")
+        self.dir = tempfile.mkdtemp(prefix="sbxd-test-")
+        os.chmod(self.dir, 0o755)
+        make_certs(self.dir)
+        self.tokens = {"alice": "a" + os.urandom(16).hex(), "bob": "b" + os.urandom(16).hex()}
+        self.port = free_port()
+        self.ipc = "ipc://" + os.path.join(self.dir, "sbxd.sock")
+        self.tls = "tls+tcp://127.0.0.1:%d" % self.port
+        self.state = os.path.join(self.dir, "state")
+        self.audit = os.path.join(self.dir, "audit.log")
+        cfg = {
+            "listen": [self.ipc, self.tls],
+            "state_dir": self.state,
+            "helper": HELPER,
+            "log": self.audit,
+            "tls": {"cert": self.path("server.pem"), "key": self.path("server.key"),
+                    "client_ca": self.path("ca.pem")},
+            "tokens": [{"name": n, "sha256": hashlib.sha256(t.encode()).hexdigest()}
+                       for n, t in self.tokens.items()],
+            "runs_max": 32,
+            "runs_max_per_identity": 8,
+        }
+        cfg.update(config)
+        self.config = self.path("sbxd.json")
+        with open(self.config, "w") as f:
+            json.dump(cfg, f)
+        self.proc = None
+        self.start()
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def start(self):
+        self.stderr = open(self.path("sbxd.stderr"), "ab")
+        self.proc = subprocess.Popen([SBXD, "--config", self.config], stdin=subprocess.DEVNULL,
+                                     stdout=self.stderr, stderr=self.stderr)
+        deadline = time.time() + 15
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("sbxd exited: " + self.log_tail())
+            try:
+                with self.conn(timeout_ms=1000) as c:
+                    code, _, _ = c.call("Health", pb.HealthRequest(), pb.HealthResponse)
+                    if code == "OK":
+                        return
+            except sbxrpc.NngError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError("sbxd did not answer Health: " + self.log_tail())
+
+    def log_tail(self):
+        with open(self.path("sbxd.stderr"), "rb") as f:
+            return f.read()[-4000:].decode(errors="replace")
+
+    def conn(self, tls=False, cert="client", timeout_ms=30000):
+        if not tls:
+            return sbxrpc.Conn(self.ipc, timeout_ms=timeout_ms)
+        return sbxrpc.Conn(self.tls, tls=(self.path(cert + ".both.pem") if cert else None,
+                                          self.path("ca.pem")), timeout_ms=timeout_ms)
+
+    def stop(self, sig=signal.SIGTERM, timeout=30):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.stderr:
+            self.stderr.close()
+            self.stderr = None
+        return self.proc.returncode if self.proc else None
+
+    def cleanup(self):
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def audit_events(self):
+        with open(self.audit) as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+    def fd_count(self):
+        return len(os.listdir("/proc/%d/fd" % self.proc.pid))
+
+    def rss_kb(self):
+        with open("/proc/%d/status" % self.proc.pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        return 0
+
+    def cli(self, *args, tls=False, token=None, input=None, timeout=120, env=None):
+        cmd = [CLI]
+        if tls:
+            cmd += ["--endpoint", self.tls, "--tls-cert", self.path("client.pem"), "--tls-key",
+                    self.path("client.key"), "--tls-ca", self.path("ca.pem"),
+                    # mbedTLS matches names, not IP addresses, in certificates.
+                    "--tls-server-name", "localhost"]
+        else:
+            cmd += ["--endpoint", self.ipc]
+        if token:
+            cmd += ["--token", token]
+        e = {k: v for k, v in os.environ.items() if not k.startswith("SBX_")}
+        e.update(env or {})
+        return subprocess.run(cmd + list(args), input=input, capture_output=True, text=True,
+                              timeout=timeout, env=e)
+
+
+def processes_with(needle):
+    """Pids of this uid's processes whose command line contains needle."""
+    found = []
+    me = os.getuid()
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            if os.stat("/proc/" + p).st_uid != me:
+                continue
+            with open("/proc/%s/cmdline" % p, "rb") as f:
+                if needle.encode() in f.read():
+                    found.append(int(p))
+        except OSError:
+            pass
+    return found
+
+
+def run_cgroups():
+    """sbx-* run cgroups under the delegated root (all hierarchies)."""
+    try:
+        with open("/etc/sbx/cgroup-root") as f:
+            rel = f.read().strip()
+    except OSError:
+        return None
+    found = set()
+    for ctrl in ("", "memory", "pids", "cpu"):
+        d = os.path.join("/sys/fs/cgroup", ctrl, rel)
+        if os.path.isdir(d):
+            found |= {ctrl + ":" + e for e in os.listdir(d) if e.startswith("sbx-")}
+    return found

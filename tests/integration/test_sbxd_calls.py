@@ -1,0 +1,411 @@
+"""sbxd end to end over ipc and TLS: every call, a run of several execs,
+live output, deadlines, oom, expiry, artifacts, teardown, identities,
+authentication, and bad input that must change nothing."""
+import hashlib
+import os
+import random
+import subprocess
+import time
+import unittest
+
+import sbxrpc
+from sbxdfix import Server, policy_json, processes_with, run_cgroups
+from sbxrpc import sandbox_pb2 as pb
+
+
+class SbxdTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.srv = Server()
+
+    @classmethod
+    def tearDownClass(cls):
+        rc = cls.srv.stop()
+        try:
+            assert rc == 0, "sbxd exited %s on SIGTERM: %s" % (rc, cls.srv.log_tail())
+        finally:
+            cls.srv.cleanup()
+
+    def setUp(self):
+        self.c = self.srv.conn()
+
+    def tearDown(self):
+        self.c.close()
+
+    # -- helpers
+    def ok(self, name, req, resp_type, conn=None, token=None, request_id=None):
+        code, msg, resp = (conn or self.c).call(name, req, resp_type, token=token,
+                                                request_id=request_id)
+        self.assertEqual(code, "OK", "%s: %s" % (name, msg))
+        return resp
+
+    def create(self, conn=None, token=None, inputs=(), **limits):
+        req = pb.CreateRunRequest(policy_json=policy_json(**limits))
+        for path, data in inputs:
+            req.inputs.add(path=path, size=len(data), sha256=hashlib.sha256(data).hexdigest())
+        return self.ok("CreateRun", req, pb.CreateRunResponse, conn=conn, token=token).run_id
+
+    def exec(self, run, script, conn=None, token=None, stdin=b""):
+        return self.ok("Exec", pb.ExecRequest(run_id=run, argv=["/bin/sh", "-c", script],
+                                              stdin=stdin),
+                       pb.ExecResponse, conn=conn, token=token).exec_id
+
+    def wait(self, run, ex, timeout_ms=30000, conn=None, token=None):
+        return self.ok("Wait", pb.WaitRequest(run_id=run, exec_id=ex, timeout_ms=timeout_ms),
+                       pb.WaitResponse, conn=conn, token=token).status
+
+    def read_all(self, run, ex, stream=pb.STDOUT):
+        data, off = b"", 0
+        while True:
+            r = self.ok("ReadOutput", pb.ReadOutputRequest(run_id=run, exec_id=ex, stream=stream,
+                                                           offset=off, timeout_ms=5000),
+                        pb.ReadOutputResponse)
+            data += r.data
+            off = r.next_offset
+            if r.eof:
+                return data, r.truncated
+
+    def teardown(self, run, conn=None, token=None):
+        return self.ok("Teardown", pb.TeardownRequest(run_id=run), pb.TeardownResponse,
+                       conn=conn, token=token).manifest
+
+    # -- the calls
+    def test_health_over_ipc_and_tls(self):
+        h = self.ok("Health", pb.HealthRequest(), pb.HealthResponse)
+        self.assertTrue(h.userns and h.seccomp, h)
+        self.assertIn(h.cgroup, ("v1", "v2"))
+        self.assertEqual(h.identity, "uid:%d" % os.getuid())
+        with self.srv.conn(tls=True) as t:
+            h = self.ok("Health", pb.HealthRequest(), pb.HealthResponse, conn=t,
+                        token=self.srv.tokens["alice"])
+            self.assertEqual(h.identity, "token:alice")
+
+    def test_a_run_of_several_execs_sharing_files_not_processes(self):
+        inputs = [("ledger.csv", b"id,amount\n1,10\n2,20\n"), ("sub/notes.txt", os.urandom(3000))]
+        run = self.create(inputs=inputs)
+        for path, data in inputs:
+            # Two chunks each, to exercise offsets.
+            half = len(data) // 2
+            self.ok("PutInput", pb.PutInputRequest(run_id=run, path=path, offset=0,
+                                                   data=data[:half]), pb.PutInputResponse)
+            r = self.ok("PutInput", pb.PutInputRequest(run_id=run, path=path, offset=half,
+                                                       data=data[half:], last=True),
+                        pb.PutInputResponse)
+            self.assertTrue(r.complete)
+        e1 = self.exec(run, "cat /data/ledger.csv > /out/copy.csv; echo t > /tmp/t;"
+                            " sleep 999.25 & echo one")
+        st = self.wait(run, e1)
+        self.assertEqual((pb.ExitReason.Name(st.reason), st.exit_code), ("EXITED", 0), st)
+        self.assertEqual(processes_with("sleep 999.25"), [])
+        e2 = self.exec(run, "cat /out/copy.csv /tmp/t; cat; exit 3", stdin=b"from stdin\n")
+        st = self.wait(run, e2)
+        self.assertEqual((pb.ExitReason.Name(st.reason), st.exit_code), ("EXITED", 3), st)
+        out, _ = self.read_all(run, e2)
+        self.assertEqual(out, b"id,amount\n1,10\n2,20\nt\nfrom stdin\n")
+        # /data is sealed once the first exec started.
+        code, msg, _ = self.c.call("PutInput", pb.PutInputRequest(run_id=run, path="ledger.csv",
+                                                                  data=b"x"), pb.PutInputResponse)
+        self.assertEqual(code, "FAILED_PRECONDITION", msg)
+        status = self.ok("Status", pb.StatusRequest(run_id=run), pb.StatusResponse)
+        self.assertEqual(pb.RunState.Name(status.state), "ACTIVE")
+        self.assertEqual([list(e.argv)[-1] for e in status.execs][1], "cat /out/copy.csv /tmp/t; cat; exit 3")
+        self.assertTrue(status.policy_digest.startswith("sha256:"))
+        arts = self.ok("ListArtifacts", pb.ListArtifactsRequest(run_id=run),
+                       pb.ListArtifactsResponse)
+        self.assertEqual([(a.path, a.size) for a in arts.artifacts], [("copy.csv", 20)])
+        self.assertEqual(arts.artifacts[0].sha256, hashlib.sha256(inputs[0][1]).hexdigest())
+        runs = self.ok("ListRuns", pb.ListRunsRequest(), pb.ListRunsResponse)
+        self.assertIn(run, [r.run_id for r in runs.runs])
+        m = self.teardown(run)
+        self.assertEqual(m.run_id, run)
+        self.assertEqual(len(m.execs), 2)
+        self.assertEqual(sorted(i.path for i in m.inputs), ["ledger.csv", "sub/notes.txt"])
+        self.assertEqual([a.path for a in m.artifacts], ["copy.csv"])
+        code, msg, _ = self.c.call("Status", pb.StatusRequest(run_id=run), pb.StatusResponse)
+        self.assertEqual(code, "NOT_FOUND", msg)
+        self.assertFalse(os.path.exists(os.path.join(self.srv.state, "runs", run)))
+        events = [e["event"] for e in self.srv.audit_events() if e.get("run_id") == run]
+        for ev in ("run_created", "exec_started", "exec_ended", "teardown"):
+            self.assertIn(ev, events)
+
+    def test_live_output_while_the_exec_runs(self):
+        run = self.create()
+        ex = self.exec(run, "echo first; sleep 2; echo second")
+        r = self.ok("ReadOutput", pb.ReadOutputRequest(run_id=run, exec_id=ex, stream=pb.STDOUT,
+                                                       timeout_ms=5000), pb.ReadOutputResponse)
+        self.assertEqual(r.data, b"first\n")
+        self.assertFalse(r.eof)
+        running = self.wait(run, ex, timeout_ms=10)
+        self.assertEqual(pb.ExitReason.Name(running.reason), "RUNNING")
+        rest, _ = self.read_all(run, ex)
+        self.assertTrue(rest.endswith(b"second\n"), rest)
+        self.teardown(run)
+
+    def test_output_beyond_output_kb_is_counted_not_kept(self):
+        run = self.create(output_kb=64)
+        ex = self.exec(run, "head -c 5000000 /dev/zero")
+        st = self.wait(run, ex)
+        self.assertEqual(st.stdout_bytes, 5000000)
+        self.assertTrue(st.stdout_truncated)
+        out, truncated = self.read_all(run, ex)
+        self.assertEqual(len(out), 64 * 1024)
+        self.assertTrue(truncated)
+        self.teardown(run)
+
+    def test_timeout_and_oom(self):
+        run = self.create(script_seconds=2, memory_mb=64)
+        t0 = time.time()
+        st = self.wait(run, self.exec(run, "sleep 60"))
+        self.assertEqual((pb.ExitReason.Name(st.reason), st.exit_code), ("TIMEOUT", 124), st)
+        self.assertLess(time.time() - t0, 3.5)
+        st = self.wait(run, self.exec(run, "exec /usr/bin/python3 -c 'b=[]\nwhile True: b.append(bytearray(1<<20))'"))
+        self.assertEqual(pb.ExitReason.Name(st.reason), "OOM", st)
+        self.teardown(run)
+
+    def test_signal_stops_an_exec(self):
+        run = self.create()
+        ex = self.exec(run, "sleep 60")
+        self.ok("Signal", pb.SignalRequest(run_id=run, exec_id=ex), pb.SignalResponse)
+        st = self.wait(run, ex)
+        self.assertEqual((pb.ExitReason.Name(st.reason), st.signal), ("SIGNALED", 9), st)
+        self.teardown(run)
+
+    def test_run_expiry_keeps_artifacts_until_teardown(self):
+        run = self.create(run_seconds=2, script_seconds=2)
+        ex = self.exec(run, "echo kept > /out/result.txt; sleep 60")
+        st = self.wait(run, ex)
+        self.assertIn(pb.ExitReason.Name(st.reason), ("RUN_EXPIRED", "TIMEOUT"), st)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            status = self.ok("Status", pb.StatusRequest(run_id=run), pb.StatusResponse)
+            if pb.RunState.Name(status.state) == "EXPIRED":
+                break
+            time.sleep(0.1)
+        self.assertEqual(pb.RunState.Name(status.state), "EXPIRED")
+        code, msg, _ = self.c.call("Exec", pb.ExecRequest(run_id=run, argv=["/bin/true"]),
+                                   pb.ExecResponse)
+        self.assertEqual(code, "FAILED_PRECONDITION", msg)
+        f = self.ok("FetchArtifact", pb.FetchArtifactRequest(run_id=run, path="result.txt"),
+                    pb.FetchArtifactResponse)
+        self.assertEqual(f.data, b"kept\n")
+        self.assertTrue(f.eof)
+        self.assertEqual(f.sha256, hashlib.sha256(b"kept\n").hexdigest())
+        self.teardown(run)
+
+    def test_fetch_in_chunks_matches_the_digest(self):
+        run = self.create(out_mb=16)
+        self.wait(run, self.exec(run, "head -c 3500000 /dev/urandom > /out/blob"))
+        data, off, digest = b"", 0, ""
+        while True:
+            f = self.ok("FetchArtifact", pb.FetchArtifactRequest(run_id=run, path="blob",
+                                                                 offset=off, max_bytes=1 << 20),
+                        pb.FetchArtifactResponse)
+            data += f.data
+            off += len(f.data)
+            if f.eof:
+                digest = f.sha256
+                break
+        self.assertEqual(len(data), 3500000)
+        self.assertEqual(hashlib.sha256(data).hexdigest(), digest)
+        self.teardown(run)
+
+    def test_hostile_out_entries_are_never_served(self):
+        run = self.create()
+        sentinel = os.path.join(self.srv.dir, "host-secret")
+        with open(sentinel, "w") as f:
+            f.write("host secret\n")
+        self.wait(run, self.exec(run, "ln -s %s /out/link; mkfifo /out/fifo; mkdir /out/d;"
+                                      " ln -s /etc /out/d/etc; echo fine > /out/ok" % sentinel))
+        arts = self.ok("ListArtifacts", pb.ListArtifactsRequest(run_id=run),
+                       pb.ListArtifactsResponse)
+        self.assertEqual([a.path for a in arts.artifacts], ["ok"])
+        self.assertEqual(arts.skipped, 3)
+        for path in ("link", "d/etc/passwd", "fifo", "../../../etc/passwd", "/etc/passwd",
+                     "d/../ok", "", "a//b"):
+            t0 = time.time()
+            code, msg, _ = self.c.call("FetchArtifact",
+                                       pb.FetchArtifactRequest(run_id=run, path=path),
+                                       pb.FetchArtifactResponse)
+            self.assertIn(code, ("INVALID_ARGUMENT", "NOT_FOUND", "FAILED_PRECONDITION"),
+                          "%s: %s %s" % (path, code, msg))
+            self.assertLess(time.time() - t0, 2, path)  # a FIFO must not hang the server
+        self.teardown(run)
+
+    # -- identities
+    def test_another_identity_gets_not_found_for_every_call(self):
+        with self.srv.conn(tls=True) as t:
+            alice, bob = self.srv.tokens["alice"], self.srv.tokens["bob"]
+            run = self.create(conn=t, token=alice)
+            ex = self.exec(run, "echo secret > /out/s", conn=t, token=alice)
+            self.wait(run, ex, conn=t, token=alice)
+            calls = [
+                ("PutInput", pb.PutInputRequest(run_id=run, path="x"), pb.PutInputResponse),
+                ("Exec", pb.ExecRequest(run_id=run, argv=["/bin/true"]), pb.ExecResponse),
+                ("Wait", pb.WaitRequest(run_id=run, exec_id=ex), pb.WaitResponse),
+                ("ReadOutput", pb.ReadOutputRequest(run_id=run, exec_id=ex, stream=pb.STDOUT),
+                 pb.ReadOutputResponse),
+                ("Signal", pb.SignalRequest(run_id=run, exec_id=ex), pb.SignalResponse),
+                ("Status", pb.StatusRequest(run_id=run), pb.StatusResponse),
+                ("ListArtifacts", pb.ListArtifactsRequest(run_id=run), pb.ListArtifactsResponse),
+                ("FetchArtifact", pb.FetchArtifactRequest(run_id=run, path="s"),
+                 pb.FetchArtifactResponse),
+                ("Teardown", pb.TeardownRequest(run_id=run), pb.TeardownResponse),
+            ]
+            for who, conn, tok in (("bob", t, bob), ("uid", self.c, None)):
+                for name, req, resp in calls:
+                    code, msg, _ = conn.call(name, req, resp, token=tok)
+                    self.assertEqual(code, "NOT_FOUND", "%s as %s: %s" % (name, who, msg))
+                runs = self.ok("ListRuns", pb.ListRunsRequest(), pb.ListRunsResponse, conn=conn,
+                               token=tok)
+                self.assertNotIn(run, [r.run_id for r in runs.runs])
+            # And the run is untouched: alice still has it.
+            self.ok("Status", pb.StatusRequest(run_id=run), pb.StatusResponse, conn=t, token=alice)
+            self.teardown(run, conn=t, token=alice)
+
+    def test_tls_needs_a_valid_token(self):
+        with self.srv.conn(tls=True) as t:
+            for tok in (None, "wrong", self.srv.tokens["alice"] + "x"):
+                code, msg, _ = t.call("Health", pb.HealthRequest(), pb.HealthResponse, token=tok)
+                self.assertEqual(code, "UNAUTHENTICATED", msg)
+        self.assertTrue(any(e["event"] == "auth_failure" for e in self.srv.audit_events()))
+
+    def test_tls_without_a_trusted_client_certificate_cannot_connect(self):
+        for cert in (None, "rogue"):
+            try:
+                with self.srv.conn(tls=True, cert=cert, timeout_ms=3000) as t:
+                    t.call("Health", pb.HealthRequest(), pb.HealthResponse,
+                           token=self.srv.tokens["alice"])
+                self.fail("a client with certificate %r got an answer" % cert)
+            except sbxrpc.NngError:
+                pass
+
+    # -- bad input: a clear error, and sbxd stays up and unchanged
+    def assert_still_serving(self):
+        self.ok("Health", pb.HealthRequest(), pb.HealthResponse)
+
+    def test_bad_bytes_and_envelopes(self):
+        before = self.ok("ListRuns", pb.ListRunsRequest(), pb.ListRunsResponse)
+        rnd = random.Random(7)
+        cases = [bytes(rnd.getrandbits(8) for _ in range(n)) for n in (1, 17, 300, 5000)]
+        good = pb.Request(method="/sbx.v1.Sandbox/Health").SerializeToString()
+        cases += [good[:-3], b"\x0a\xff\xff\xff\xff\x0f", b"\x12\x05abc"]
+        for data in cases:
+            resp = pb.Response()
+            resp.ParseFromString(self.c.raw(data))
+            self.assertIn(sbxrpc.CODE[resp.code], ("INVALID_ARGUMENT", "UNIMPLEMENTED"),
+                          (data[:20], resp))
+        r = self.c.envelope("/sbx.v1.Sandbox/NoSuchCall")
+        self.assertEqual(sbxrpc.CODE[r.code], "UNIMPLEMENTED")
+        self.assertIn("NoSuchCall", r.message)
+        r = self.c.envelope("/sbx.v1.Sandbox/CreateRun", body=b"\xff\xfe garbage")
+        self.assertEqual(sbxrpc.CODE[r.code], "INVALID_ARGUMENT", r.message)
+        after = self.ok("ListRuns", pb.ListRunsRequest(), pb.ListRunsResponse)
+        self.assertEqual(len(before.runs), len(after.runs))
+
+    def test_oversized_and_huge_repeated_fields(self):
+        run = self.create()
+        big = pb.ExecRequest(run_id=run, argv=["x"] * 200000)
+        code, msg, _ = self.c.call("Exec", big, pb.ExecResponse)
+        self.assertEqual(code, "INVALID_ARGUMENT", msg)
+        nested = pb.CreateRunRequest(policy_json=policy_json())
+        for i in range(200000):
+            nested.inputs.add()
+        code, msg, _ = self.c.call("CreateRun", nested, pb.CreateRunResponse)
+        self.assertEqual(code, "INVALID_ARGUMENT", msg)
+        # Beyond max_message_bytes the transport drops the message.
+        with self.srv.conn(timeout_ms=2000) as c2:
+            with self.assertRaises(sbxrpc.NngError):
+                c2.raw(b"\x0a" + b"\xff" * (6 << 20))
+        self.assert_still_serving()
+        self.teardown(run)
+
+    def test_bad_policies_name_the_path(self):
+        for text, needle in (('{"image": "host", "bogus": 1}', "bogus: unknown key"),
+                             ('{"image": "host", "limits": {"memory_mb": 0}}', "limits.memory_mb"),
+                             ('not json', "line 1")):
+            code, msg, _ = self.c.call("CreateRun", pb.CreateRunRequest(policy_json=text),
+                                       pb.CreateRunResponse)
+            self.assertEqual(code, "INVALID_ARGUMENT", msg)
+            self.assertIn(needle, msg)
+        code, msg, _ = self.c.call("CreateRun", pb.CreateRunRequest(
+            policy_json='{"image":"host","egress":{"policy":"allowlist","allow":["api.example:443"]}}'),
+            pb.CreateRunResponse)
+        self.assertEqual(code, "FAILED_PRECONDITION", msg)
+        self.assertIn("egress", msg)
+
+    def test_request_id_makes_create_happen_once(self):
+        rid = sbxrpc.new_request_id()
+        req = pb.CreateRunRequest(policy_json=policy_json())
+        a = self.ok("CreateRun", req, pb.CreateRunResponse, request_id=rid)
+        b = self.ok("CreateRun", req, pb.CreateRunResponse, request_id=rid)
+        self.assertEqual(a.run_id, b.run_id)
+        runs = self.ok("ListRuns", pb.ListRunsRequest(), pb.ListRunsResponse)
+        self.assertEqual([r.run_id for r in runs.runs].count(a.run_id), 1)
+        self.teardown(a.run_id)
+
+    def test_per_identity_cap(self):
+        runs = []
+        try:
+            for _ in range(8):
+                runs.append(self.create())
+            code, msg, _ = self.c.call("CreateRun", pb.CreateRunRequest(policy_json=policy_json()),
+                                       pb.CreateRunResponse)
+            self.assertEqual(code, "RESOURCE_EXHAUSTED", msg)
+        finally:
+            for r in runs:
+                self.teardown(r)
+
+    def test_teardown_leaves_nothing(self):
+        fds = self.srv.fd_count()
+        cg = run_cgroups()
+        run = self.create()
+        self.wait(run, self.exec(run, "sleep 999.75 & echo > /out/x"))
+        ex = self.exec(run, "sleep 999.5")
+        time.sleep(0.2)
+        self.assertTrue(processes_with("sleep 999.5"))
+        self.teardown(run)
+        self.assertEqual(processes_with("sleep 999.5"), [])
+        self.assertEqual(processes_with("sbx-helper serve"), [])
+        self.assertFalse(os.path.exists(os.path.join(self.srv.state, "runs", run)))
+        if cg is not None:
+            self.assertEqual(run_cgroups(), cg)
+        self.assertEqual(self.srv.fd_count(), fds)
+        del ex
+
+    # -- the CLI against the real server
+    def test_cli_run_reconcile_example(self):
+        ex = os.path.join(os.environ["SBX_SOURCE_DIR"], "packaging", "examples", "reconcile")
+        out = os.path.join(self.srv.dir, "cli-out")
+        r = self.srv.cli("run", "--policy", os.path.join(ex, "policy.json"), "--data", ex,
+                         "--out", out, "--", "/usr/bin/python3", "/data/reconcile.py")
+        self.assertEqual(r.returncode, 0, r)
+        self.assertIn("reconciled 25 ledger entries", r.stdout)
+        self.assertEqual(sorted(os.listdir(out)), ["report.csv", "summary.json"])
+
+    def test_cli_scripting_commands(self):
+        pol = os.path.join(self.srv.dir, "p.json")
+        with open(pol, "w") as f:
+            f.write(policy_json(script_seconds=2))
+        tok = self.srv.tokens["bob"]
+        r = self.srv.cli("create", "--policy", pol, tls=True, token=tok)
+        self.assertEqual(r.returncode, 0, r)
+        run = r.stdout.strip()
+        self.assertRegex(run, r"^run-[0-9a-f]+$")
+        r = self.srv.cli("exec", run, "--", "/bin/sh", "-c", "echo hi > /out/h; exit 5",
+                         tls=True, token=tok)
+        self.assertEqual(r.returncode, 5, r)
+        r = self.srv.cli("exec", run, "--", "sleep", "10", tls=True, token=tok)
+        self.assertEqual(r.returncode, 124, r)
+        r = self.srv.cli("status", run, "--json", tls=True, token=tok)
+        self.assertEqual(r.returncode, 0, r)
+        self.assertIn('"runId"', r.stdout)
+        r = self.srv.cli("status", run, tls=True, token=self.srv.tokens["alice"])
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("NOT_FOUND", r.stderr)
+        r = self.srv.cli("teardown", run, tls=True, token=tok)
+        self.assertEqual(r.returncode, 0, r)
+        self.assertIn('"artifacts"', r.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
