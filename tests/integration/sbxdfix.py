@@ -192,7 +192,7 @@ def processes_with(needle):
             if os.stat("/proc/" + p).st_uid != me:
                 continue
             with open("/proc/%s/cmdline" % p, "rb") as f:
-                if needle.encode() in f.read():
+                if needle.encode() in f.read().replace(b"\0", b" "):
                     found.append(int(p))
         except OSError:
             pass
