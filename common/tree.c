@@ -21,6 +21,48 @@
 #define BENEATH_RESOLVE                                                                            \
 	(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
 
+/* The same guarantees without openat2 (Linux < 5.6, or valgrind, which
+ * does not know the call): walk the path one component at a time, never
+ * following a link (O_NOFOLLOW on the last, O_DIRECTORY|O_NOFOLLOW on the
+ * rest refuses a link to a directory), never going up ("." and ".." are
+ * refused outright) and never leaving the file system of dirfd. */
+int sbx_open_beneath_walk(int dirfd, const char *path, int flags, mode_t mode,
+			  struct sbx_err *err)
+{
+	struct stat top;
+	if (fstat(dirfd, &top) < 0)
+		return sbx_fail_errno(err, "open %s", path);
+	char copy[PATH_MAX];
+	if (snprintf(copy, sizeof(copy), "%s", path) >= (int)sizeof(copy) || !copy[0] ||
+	    copy[0] == '/')
+		return sbx_fail_errnum(err, EXDEV, "open %s", path);
+	int cur = dirfd;
+	char *save, *comp = strtok_r(copy, "/", &save);
+	while (comp) {
+		char *next = strtok_r(NULL, "/", &save);
+		if (!strcmp(comp, ".") || !strcmp(comp, "..")) {
+			if (cur != dirfd)
+				close(cur);
+			return sbx_fail_errnum(err, EXDEV, "open %s", path);
+		}
+		int fd = next ? openat(cur, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+			      : openat(cur, comp, flags | O_NOFOLLOW | O_CLOEXEC, mode);
+		int saved = errno;
+		if (cur != dirfd)
+			close(cur);
+		if (fd < 0)
+			return sbx_fail_errnum(err, saved == ENOTDIR ? ELOOP : saved, "open %s", path);
+		struct stat st;
+		if (fstat(fd, &st) < 0 || st.st_dev != top.st_dev) {
+			close(fd);
+			return sbx_fail_errnum(err, EXDEV, "open %s", path);
+		}
+		cur = fd;
+		comp = next;
+	}
+	return cur;
+}
+
 int sbx_open_beneath(int dirfd, const char *path, int flags, mode_t mode, struct sbx_err *err)
 {
 	struct open_how how = {
@@ -32,6 +74,8 @@ int sbx_open_beneath(int dirfd, const char *path, int flags, mode_t mode, struct
 	do
 		fd = (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
 	while (fd < 0 && errno == EAGAIN);
+	if (fd < 0 && errno == ENOSYS)
+		return sbx_open_beneath_walk(dirfd, path, flags, (flags & O_CREAT) ? mode : 0, err);
 	if (fd < 0)
 		return sbx_fail_errno(err, "open %s", path);
 	return fd;

@@ -21,6 +21,10 @@ struct sbx_tree_stats {
 
 /* openat2 beneath dirfd, refusing links anywhere in `path`. */
 int sbx_open_beneath(int dirfd, const char *path, int flags, mode_t mode, struct sbx_err *err);
+/* What sbx_open_beneath does where openat2 is missing (ENOSYS): a
+ * component-by-component walk with the same refusals. Exposed for tests. */
+int sbx_open_beneath_walk(int dirfd, const char *path, int flags, mode_t mode,
+			  struct sbx_err *err);
 
 /* Copies regular files and directories from src_dirfd into dst_dirfd
  * (which must exist). Never fails on one entry: links, special files,
