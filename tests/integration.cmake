@@ -27,9 +27,28 @@ foreach(t ${SBX_PY_TESTS})
   endif()
   add_test(NAME ${prefix}.${name} COMMAND ${SBX_PYTHON} ${t} -v)
   set_tests_properties(${prefix}.${name} PROPERTIES ENVIRONMENT "${SBX_TEST_ENV}" TIMEOUT 600)
+  # These assert that nothing of this user's is left (processes, cgroups,
+  # files): another test running beside them would look like a leak.
+  if(prefix STREQUAL "sbxd" OR name STREQUAL "cleanup")
+    set_tests_properties(${prefix}.${name} PROPERTIES RUN_SERIAL TRUE)
+  endif()
 endforeach()
 
 add_executable(test_serve integration/test_serve.c)
 target_link_libraries(test_serve PRIVATE sbx_common)
 add_test(NAME helper.serve COMMAND test_serve)
 set_tests_properties(helper.serve PROPERTIES ENVIRONMENT "${SBX_TEST_ENV}" TIMEOUT 300)
+
+# The server's tests once more with sbxd under valgrind (leaks and memory
+# errors fail them through sbxd's exit status).
+if(SBX_WITH_SERVER)
+  find_program(SBX_VALGRIND valgrind)
+  if(SBX_VALGRIND AND NOT SBX_SANITIZE)
+    foreach(t calls lifecycle)
+      add_test(NAME sbxd.valgrind.${t}
+               COMMAND ${SBX_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_sbxd_${t}.py -v)
+      set_tests_properties(sbxd.valgrind.${t} PROPERTIES
+        ENVIRONMENT "${SBX_TEST_ENV};SBX_SBXD_VALGRIND=1" TIMEOUT 900 RUN_SERIAL TRUE)
+    endforeach()
+  endif()
+endif()

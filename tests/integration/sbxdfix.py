@@ -17,6 +17,7 @@ from sbxrpc import sandbox_pb2 as pb
 SBXD = os.environ.get("SBX_SBXD", "")
 CLI = os.environ.get("SBX_CLI", "")
 HELPER = os.environ.get("SBX_HELPER", "")
+VALGRIND = os.environ.get("SBX_SBXD_VALGRIND") == "1"
 
 POLICY = {
     "image": "host",
@@ -107,9 +108,16 @@ class Server:
 
     def start(self):
         self.stderr = open(self.path("sbxd.stderr"), "ab")
-        self.proc = subprocess.Popen([SBXD, "--config", self.config], stdin=subprocess.DEVNULL,
-                                     stdout=self.stderr, stderr=self.stderr)
-        deadline = time.time() + 15
+        cmd = [SBXD, "--config", self.config]
+        if VALGRIND:
+            # Leaks and memory errors make sbxd's exit status 99, which
+            # stop() reports; the helpers it starts run natively.
+            cmd = ["valgrind", "--quiet", "--leak-check=full", "--show-leak-kinds=definite",
+                   "--errors-for-leak-kinds=definite", "--error-exitcode=99",
+                   "--log-file=" + self.path("valgrind.%p.log")] + cmd
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self.stderr,
+                                     stderr=self.stderr)
+        deadline = time.time() + (60 if VALGRIND else 15)
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError("sbxd exited: " + self.log_tail())
@@ -124,8 +132,12 @@ class Server:
         raise RuntimeError("sbxd did not answer Health: " + self.log_tail())
 
     def log_tail(self):
-        with open(self.path("sbxd.stderr"), "rb") as f:
-            return f.read()[-4000:].decode(errors="replace")
+        text = b""
+        for name in sorted(os.listdir(self.dir)):
+            if name == "sbxd.stderr" or name.startswith("valgrind."):
+                with open(self.path(name), "rb") as f:
+                    text += f.read()[-4000:]
+        return text.decode(errors="replace")
 
     def conn(self, tls=False, cert="client", timeout_ms=30000):
         if not tls:
@@ -182,7 +194,8 @@ class Server:
 
 
 def processes_with(needle):
-    """Pids of this uid's processes whose command line contains needle."""
+    """(pid, command line) of this uid's processes whose command line
+    contains needle."""
     found = []
     me = os.getuid()
     for p in os.listdir("/proc"):
@@ -192,15 +205,18 @@ def processes_with(needle):
             if os.stat("/proc/" + p).st_uid != me:
                 continue
             with open("/proc/%s/cmdline" % p, "rb") as f:
-                if needle.encode() in f.read().replace(b"\0", b" "):
-                    found.append(int(p))
+                cmdline = f.read().replace(b"\0", b" ")
+                if needle.encode() in cmdline:
+                    found.append((int(p), cmdline.decode(errors="replace")[:200]))
         except OSError:
             pass
     return found
 
 
-def run_cgroups():
-    """sbx-* run cgroups under the delegated root (all hierarchies)."""
+def stale_run_cgroups():
+    """Run cgroups (sbx-<helper pid>-<hex>) under the delegated root whose
+    helper is gone: what a run that was not cleaned up leaves. Live runs of
+    anyone else's are not counted. None without a delegated root."""
     try:
         with open("/etc/sbx/cgroup-root") as f:
             rel = f.read().strip()
@@ -209,6 +225,11 @@ def run_cgroups():
     found = set()
     for ctrl in ("", "memory", "pids", "cpu"):
         d = os.path.join("/sys/fs/cgroup", ctrl, rel)
-        if os.path.isdir(d):
-            found |= {ctrl + ":" + e for e in os.listdir(d) if e.startswith("sbx-")}
+        if not os.path.isdir(d):
+            continue
+        for e in os.listdir(d):
+            parts = e.split("-")
+            if len(parts) == 3 and parts[0] == "sbx" and parts[1].isdigit() and \
+                    not os.path.exists("/proc/" + parts[1]):
+                found.add(ctrl + ":" + e)
     return found

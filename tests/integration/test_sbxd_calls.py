@@ -9,7 +9,7 @@ import time
 import unittest
 
 import sbxrpc
-from sbxdfix import Server, policy_json, processes_with, run_cgroups
+from sbxdfix import Server, policy_json, processes_with, stale_run_cgroups
 from sbxrpc import sandbox_pb2 as pb
 
 
@@ -357,7 +357,7 @@ class SbxdTest(unittest.TestCase):
 
     def test_teardown_leaves_nothing(self):
         fds = self.srv.fd_count()
-        cg = run_cgroups()
+        cg = stale_run_cgroups()
         run = self.create()
         self.wait(run, self.exec(run, "sleep 999.75 & echo > /out/x"))
         ex = self.exec(run, "sleep 999.5")
@@ -365,11 +365,16 @@ class SbxdTest(unittest.TestCase):
         self.assertTrue(processes_with("sleep 999.5"))
         self.teardown(run)
         self.assertEqual(processes_with("sleep 999.5"), [])
-        self.assertEqual(processes_with("sbx-helper serve"), [])
+        self.assertEqual(processes_with(self.srv.state), [])
         self.assertFalse(os.path.exists(os.path.join(self.srv.state, "runs", run)))
         if cg is not None:
-            self.assertEqual(run_cgroups(), cg)
-        self.assertEqual(self.srv.fd_count(), fds)
+            self.assertEqual(stale_run_cgroups(), cg)
+        # nng releases pipes of closed connections asynchronously: allow it
+        # a moment, then nothing of the run may hold an fd in sbxd.
+        deadline = time.time() + 3
+        while self.srv.fd_count() > fds and time.time() < deadline:
+            time.sleep(0.05)
+        self.assertLessEqual(self.srv.fd_count(), fds)
         del ex
 
     # -- the CLI against the real server
