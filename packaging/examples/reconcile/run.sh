@@ -9,11 +9,14 @@ REPO=$(cd "$HERE/../../.." && pwd)
 
 usage() {
     cat <<EOF
-Usage: packaging/examples/reconcile/run.sh [--build-dir DIR] [--helper PATH] [OUTDIR]
+Usage: packaging/examples/reconcile/run.sh [--build-dir DIR] [--direct] [--helper PATH] [OUTDIR]
 
-Runs: sbx-helper run --policy $HERE/policy.json --data $HERE --out OUTDIR \\
+Runs: sbx run --policy $HERE/policy.json --data $HERE --out OUTDIR \\
           -- /usr/bin/python3 /data/reconcile.py
-and prints OUTDIR/report.csv and OUTDIR/summary.json.
+(through sbxd: the one at \$SBX_ENDPOINT or the default socket, else a private
+one for this run) and prints OUTDIR/report.csv and OUTDIR/summary.json.
+
+  --direct         run it with sbx-helper alone (no sbxd)
 
   --build-dir DIR  where sbx was built (default: $REPO/build); the helper is
                    DIR/helper/sbx-helper
@@ -26,11 +29,13 @@ EOF
 
 BUILD_DIR=$REPO/build
 HELPER=${SBX_HELPER:-}
+DIRECT=0
 OUT=
 while [ $# -gt 0 ]; do
     case "$1" in
         --build-dir) [ $# -ge 2 ] || { usage >&2; exit 2; }; BUILD_DIR=$2; shift 2 ;;
         --helper)    [ $# -ge 2 ] || { usage >&2; exit 2; }; HELPER=$2; shift 2 ;;
+        --direct)    DIRECT=1; shift ;;
         -h|--help)   usage; exit 0 ;;
         -*)          usage >&2; exit 2 ;;
         *)           [ -z "$OUT" ] || { usage >&2; exit 2; }; OUT=$1; shift ;;
@@ -47,13 +52,21 @@ else
     mkdir -p "$OUT"
 fi
 
-cmd=("$HELPER" run --policy "$HERE/policy.json" --data "$HERE" --out "$OUT"
-     -- /usr/bin/python3 /data/reconcile.py)
+# Through the sbx CLI and sbxd (a private one when none is running), as a
+# parent service would; --direct runs sbx-helper alone.
+SBX=$BUILD_DIR/clients/sbx
+if [ "$DIRECT" -eq 0 ] && [ -x "$SBX" ]; then
+    cmd=("$SBX" run --policy "$HERE/policy.json" --data "$HERE" --out "$OUT"
+         -- /usr/bin/python3 /data/reconcile.py)
+else
+    cmd=("$HELPER" run --policy "$HERE/policy.json" --data "$HERE" --out "$OUT"
+         -- /usr/bin/python3 /data/reconcile.py)
+fi
 echo "run.sh: ${cmd[*]}"
 rc=0
 "${cmd[@]}" || rc=$?
 if [ "$rc" -ne 0 ]; then
-    echo "run.sh: sbx-helper exited with status $rc" >&2
+    echo "run.sh: ${cmd[0]##*/} exited with status $rc" >&2
 fi
 
 if [ -f "$OUT/report.csv" ]; then
