@@ -11,6 +11,9 @@ set(SBX_TEST_ENV
 if(SBX_WITH_SERVER)
   list(APPEND SBX_TEST_ENV "SBX_SBXD=$<TARGET_FILE:sbxd>" "SBX_CLI=$<TARGET_FILE:sbx>")
 endif()
+if(SBX_SANITIZE)
+  list(APPEND SBX_TEST_ENV "SBX_SANITIZE=1")
+endif()
 
 file(GLOB SBX_PY_TESTS ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_*.py)
 foreach(t ${SBX_PY_TESTS})

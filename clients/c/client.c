@@ -67,8 +67,14 @@ int sbx_err_prefix_st(struct sbx_call_status *st, const char *fmt, ...)
 	va_start(ap, fmt);
 	n = vsnprintf(st->message, sizeof(st->message), fmt, ap);
 	va_end(ap);
-	if (n >= 0 && (size_t)n < sizeof(st->message))
-		snprintf(st->message + n, sizeof(st->message) - (size_t)n, ": %s", old);
+	/* The outer context first; the cause is cut if both do not fit. */
+	if (n >= 0 && (size_t)n + 2 < sizeof(st->message)) {
+		size_t room = sizeof(st->message) - (size_t)n - 3;
+		size_t len = strnlen(old, room);
+		memcpy(st->message + n, ": ", 2);
+		memcpy(st->message + n + 2, old, len);
+		st->message[(size_t)n + 2 + len] = '\0';
+	}
 	return -1;
 }
 

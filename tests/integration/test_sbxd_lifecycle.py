@@ -53,6 +53,9 @@ class Lifecycle(unittest.TestCase):
         while processes_with("sleep 998.125") and time.time() - t0 < 1.0:
             time.sleep(0.01)
         self.assertEqual(processes_with("sleep 998.125"), [], "sandbox outlived sbxd by 1 s")
+        # The helpers outside the sandboxes then remove their cgroups and go.
+        while processes_with(self.srv.state) and time.time() - t0 < 10:
+            time.sleep(0.05)
         self.assertEqual(processes_with(self.srv.state), [])
         # The dead server's run directory is still there; the next one removes it.
         self.srv.stop()
@@ -108,7 +111,10 @@ class Lifecycle(unittest.TestCase):
         if cg is not None:
             self.assertEqual(stale_run_cgroups(), cg)
         grew = self.srv.rss_kb() - rss
-        self.assertLess(grew, 2048, "sbxd's RSS grew by %d KiB over 500 cycles" % grew)
+        # ASan's quarantine keeps freed memory resident on purpose; there
+        # LeakSanitizer (and valgrind in sbxd.valgrind.*) judge leaks.
+        if os.environ.get("SBX_SANITIZE") != "1":
+            self.assertLess(grew, 2048, "sbxd's RSS grew by %d KiB over 500 cycles" % grew)
         self.assertEqual(os.listdir(os.path.join(self.srv.state, "runs")), [])
         print("500 cycles in %.1f s, RSS %+d KiB" % (took, grew))
 

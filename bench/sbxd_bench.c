@@ -1,0 +1,1520 @@
+/* sbx-bench-sbxd: sbxd's RPC over ipc and over TLS, each figure next to a
+ * peer measured in the same run (issue 3, "Benchmark"):
+ *
+ *   Health round trip                          p50, p99 (us)
+ *   CreateRun + Exec(/bin/true) + Wait + Teardown  next to a one-shot
+ *                                              `bwrap ... /bin/true`, alternating
+ *   Exec(/bin/true) + Wait in one live run     p50, p90 (ms)
+ *   FetchArtifact of a 256 MiB file            next to `cp` of a 256 MiB file
+ *
+ * It starts its own sbxd in a temporary directory (ipc listener, and a
+ * tls+tcp listener on 127.0.0.1 with certificates made by the openssl CLI
+ * and a bearer token stored as its sha256), drives it through libsbxclient,
+ * then stops it with SIGTERM and removes the directory. Each sample is
+ * CLOCK_MONOTONIC around the calls (or around fork+exec+waitpid of the
+ * peer). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <getopt.h>
+#include <limits.h>
+#include <linux/magic.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <jansson.h>
+#include <openssl/evp.h>
+
+#include "sbxclient.h"
+
+#define PROG		 "sbx-bench-sbxd"
+#define ARRAY_SIZE(a)	 (sizeof(a) / sizeof((a)[0]))
+#define MAX_ARGS	 64
+#define MIB		 (1024.0 * 1024.0)
+#define FETCH_BYTES	 268435456ULL /* 256 MiB */
+#define FETCH_NAME	 "big"
+#define START_TIMEOUT_MS 15000
+#define STOP_TIMEOUT_MS	 30000
+#define CALL_TIMEOUT_MS	 60000
+
+#define CYCLE_POLICY "{\"image\":\"host\",\"limits\":{\"script_seconds\":30,\"memory_mb\":256}}"
+#define FETCH_POLICY                                                                               \
+	"{\"image\":\"host\",\"limits\":{\"memory_mb\":512,\"out_mb\":300,\"tmp_mb\":16}}"
+#define FETCH_SCRIPT "head -c 268435456 /dev/urandom > /out/" FETCH_NAME
+
+/* ------------------------------------------------------------ basics */
+
+static char tmpdir[PATH_MAX]; /* ours, removed at the end */
+static pid_t sbxd_pid = -1;   /* our sbxd, stopped at the end */
+static bool cleaning;
+static volatile sig_atomic_t interrupted;
+
+/* The children (openssl, bwrap, cp) get this environment only. */
+static char *const child_env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL};
+
+static void cleanup(void);
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(stdout);
+	fprintf(stderr, PROG ": ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	cleanup();
+	exit(1);
+}
+
+static void progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void progress(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, PROG ": ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	interrupted = 1;
+}
+
+static void check_interrupt(void)
+{
+	if (interrupted)
+		die("interrupted");
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
+
+	nanosleep(&ts, NULL);
+}
+
+static void *xcalloc(size_t n, size_t size)
+{
+	void *p = calloc(n ? n : 1, size);
+
+	if (!p)
+		die("out of memory");
+	return p;
+}
+
+static void path_in(char *buf, size_t size, const char *name)
+{
+	if ((size_t)snprintf(buf, size, "%s/%s", tmpdir, name) >= size)
+		die("path %s/%s too long", tmpdir, name);
+}
+
+static long parse_count(const char *opt, const char *s, long min, long max)
+{
+	char *end;
+
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < min || v > max) {
+		fprintf(stderr, PROG ": %s: expected an integer in %ld..%ld, got '%s'\n", opt, min,
+			max, s);
+		exit(2);
+	}
+	return v;
+}
+
+/* ------------------------------------------------------------ children */
+
+/* Appends to buf[size], truncating; *len counts what would have been written. */
+static void append(char *buf, size_t size, size_t *len, const char *s, size_t n)
+{
+	size_t room = size - 1; /* size >= 1 */
+
+	for (size_t i = 0; i < n; i++, (*len)++)
+		if (*len < room)
+			buf[*len] = s[i];
+	buf[*len < room ? *len : room] = '\0';
+}
+
+/* argv as one shell-quoted line, for messages. */
+static const char *argv_str(char *const *argv)
+{
+	static const char safe[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+				   "0123456789-_./=:,+@%";
+	static char buf[8192];
+	size_t len = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; argv[i]; i++) {
+		const char *a = argv[i];
+
+		if (i)
+			append(buf, sizeof(buf), &len, " ", 1);
+		if (*a && strspn(a, safe) == strlen(a)) {
+			append(buf, sizeof(buf), &len, a, strlen(a));
+			continue;
+		}
+		append(buf, sizeof(buf), &len, "'", 1);
+		for (const char *p = a; *p; p++) {
+			if (*p == '\'')
+				append(buf, sizeof(buf), &len, "'\\''", 4);
+			else
+				append(buf, sizeof(buf), &len, p, 1);
+		}
+		append(buf, sizeof(buf), &len, "'", 1);
+	}
+	return buf;
+}
+
+static const char *status_str(int status)
+{
+	static char buf[96];
+
+	if (WIFEXITED(status))
+		snprintf(buf, sizeof(buf), "exit status %d", WEXITSTATUS(status));
+	else if (WIFSIGNALED(status))
+		snprintf(buf, sizeof(buf), "killed by signal %d (%s)", WTERMSIG(status),
+			 strsignal(WTERMSIG(status)));
+	else
+		snprintf(buf, sizeof(buf), "wait status 0x%x", (unsigned)status);
+	return buf;
+}
+
+/* The last bytes of a file, one line, for error messages. */
+static const char *tail_of(const char *path)
+{
+	static char buf[1200];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	off_t end;
+	ssize_t n;
+
+	buf[0] = '\0';
+	if (fd < 0)
+		return buf;
+	if ((end = lseek(fd, 0, SEEK_END)) > 0) {
+		off_t from = end > (off_t)sizeof(buf) - 1 ? end - (off_t)sizeof(buf) + 1 : 0;
+		n = pread(fd, buf, sizeof(buf) - 1, from);
+		buf[n > 0 ? n : 0] = '\0';
+	}
+	close(fd);
+	size_t len = strlen(buf);
+	while (len && buf[len - 1] == '\n')
+		buf[--len] = '\0';
+	return buf;
+}
+
+static pid_t child_pid = -1; /* a peer or openssl running now */
+
+/* Runs argv (looked up in child_env's PATH) in dir (NULL: here), stdin and
+ * stdout on /dev/null, stderr into errfile (NULL: /dev/null). Returns the
+ * wall time in ms around fork+exec+waitpid; *status is the wait status. */
+static double run_cmd(char *const *argv, const char *dir, const char *errfile, int *status)
+{
+	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+	int err = errfile ? open(errfile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600) : devnull;
+	int ep[2];
+
+	if (devnull < 0 || err < 0)
+		die("open %s: %s", errfile ? errfile : "/dev/null", strerror(errno));
+	if (pipe2(ep, O_CLOEXEC) < 0)
+		die("pipe: %s", strerror(errno));
+	fflush(NULL);
+	double t0 = now_ms();
+	pid_t pid = fork();
+	if (pid < 0)
+		die("fork: %s", strerror(errno));
+	if (pid == 0) {
+		int e;
+
+		close(ep[0]);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0 || dup2(err, 2) < 0 ||
+		    (dir && chdir(dir) < 0)) {
+			e = errno;
+		} else {
+			execvpe(argv[0], argv, child_env);
+			e = errno;
+		}
+		if (write(ep[1], &e, sizeof(e)) != (ssize_t)sizeof(e))
+			_exit(127);
+		_exit(127);
+	}
+	child_pid = pid;
+	close(ep[1]);
+	while (waitpid(pid, status, 0) < 0) {
+		if (errno != EINTR)
+			die("waitpid: %s", strerror(errno));
+		if (interrupted) {
+			kill(pid, SIGKILL);
+			waitpid(pid, status, 0);
+			child_pid = -1;
+			die("interrupted");
+		}
+	}
+	double t1 = now_ms();
+	child_pid = -1;
+	int e;
+	ssize_t n = read(ep[0], &e, sizeof(e));
+	close(ep[0]);
+	close(devnull);
+	if (errfile)
+		close(err);
+	if (n == (ssize_t)sizeof(e))
+		die("cannot execute %s: %s\n  command: %s", argv[0], strerror(e), argv_str(argv));
+	return t1 - t0;
+}
+
+/* Runs argv and dies naming it unless it exits 0. */
+static double run_ok(const char *what, char *const *argv, const char *dir)
+{
+	char errfile[PATH_MAX];
+	int status;
+
+	path_in(errfile, sizeof(errfile), "child.stderr");
+	double ms = run_cmd(argv, dir, errfile, &status);
+	if (status != 0) {
+		const char *tail = tail_of(errfile);
+		die("%s failed: %s\n  command: %s%s%s", what, status_str(status), argv_str(argv),
+		    *tail ? "\n  its stderr: " : "", tail);
+	}
+	return ms;
+}
+
+/* ------------------------------------------------------------ set-up */
+
+static int rm_entry(const char *path, const struct stat *sb, int type, struct FTW *ftw)
+{
+	(void)sb;
+	(void)type;
+	(void)ftw;
+	remove(path);
+	return 0;
+}
+
+static void stop_sbxd(void)
+{
+	int status;
+
+	if (sbxd_pid <= 0)
+		return;
+	kill(sbxd_pid, SIGTERM);
+	for (int waited = 0;; waited += 20) {
+		pid_t p = waitpid(sbxd_pid, &status, WNOHANG);
+		if (p == sbxd_pid || (p < 0 && errno != EINTR))
+			break;
+		if (waited >= STOP_TIMEOUT_MS) {
+			fprintf(stderr,
+				PROG ": sbxd did not stop within %d s of SIGTERM; killing it\n",
+				STOP_TIMEOUT_MS / 1000);
+			kill(sbxd_pid, SIGKILL);
+			waitpid(sbxd_pid, &status, 0);
+			break;
+		}
+		sleep_ms(20);
+	}
+	sbxd_pid = -1;
+}
+
+static void cleanup(void)
+{
+	if (cleaning)
+		return;
+	cleaning = true;
+	if (child_pid > 0) {
+		kill(child_pid, SIGKILL);
+		waitpid(child_pid, NULL, 0);
+		child_pid = -1;
+	}
+	stop_sbxd();
+	if (tmpdir[0]) {
+		/* FTW_PHYS: links are removed, never followed. */
+		nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+		tmpdir[0] = '\0';
+	}
+}
+
+static void make_tmpdir(void)
+{
+	const char *base = getenv("TMPDIR");
+	char real[PATH_MAX];
+
+	/* The ipc socket's path must fit in sun_path (108 bytes). */
+	if (!base || !*base || !realpath(base, real) || strlen(real) > 60)
+		snprintf(real, sizeof(real), "/tmp");
+	if ((size_t)snprintf(tmpdir, sizeof(tmpdir), "%s/sbx-bench-XXXXXX", real) >= sizeof(tmpdir))
+		die("TMPDIR too long");
+	if (!mkdtemp(tmpdir)) {
+		int e = errno;
+		char copy[PATH_MAX];
+		snprintf(copy, sizeof(copy), "%s", tmpdir);
+		tmpdir[0] = '\0';
+		die("mkdtemp %s: %s", copy, strerror(e));
+	}
+}
+
+static void make_certs(void)
+{
+	static const struct {
+		const char *name, *ext;
+	} leaves[] = {
+	    {"server", "subjectAltName=DNS:localhost,IP:127.0.0.1\n"},
+	    {"client", "extendedKeyUsage=clientAuth\n"},
+	};
+	char *ca[] = {"openssl", "req",	   "-x509", "-newkey", "rsa:2048",
+		      "-nodes",	 "-days",  "2",	    "-subj",   "/CN=sbx bench ca",
+		      "-keyout", "ca.key", "-out",  "ca.pem",  NULL};
+
+	run_ok("openssl (CA)", ca, tmpdir);
+	for (size_t i = 0; i < ARRAY_SIZE(leaves); i++) {
+		char subj[64], key[32], csr[32], pem[32], ext[32], extpath[PATH_MAX];
+		const char *n = leaves[i].name;
+
+		snprintf(subj, sizeof(subj), "/CN=%s", n);
+		snprintf(key, sizeof(key), "%s.key", n);
+		snprintf(csr, sizeof(csr), "%s.csr", n);
+		snprintf(pem, sizeof(pem), "%s.pem", n);
+		snprintf(ext, sizeof(ext), "%s.ext", n);
+		path_in(extpath, sizeof(extpath), ext);
+		FILE *f = fopen(extpath, "we");
+		if (!f || fputs(leaves[i].ext, f) < 0 || fclose(f) != 0)
+			die("write %s: %s", extpath, strerror(errno));
+		char *req[] = {"openssl", "req",     "-newkey", "rsa:2048", "-nodes", "-subj",
+			       subj,	  "-keyout", key,	"-out",	    csr,      NULL};
+		char *sign[] = {"openssl", "x509",   "-req",	 "-in",	   csr,
+				"-CA",	   "ca.pem", "-CAkey",	 "ca.key", "-CAcreateserial",
+				"-days",   "2",	     "-extfile", ext,	   "-out",
+				pem,	   NULL};
+		run_ok("openssl (key and request)", req, tmpdir);
+		run_ok("openssl (signing)", sign, tmpdir);
+	}
+}
+
+static void random_hex(char *out, size_t bytes)
+{
+	unsigned char buf[64];
+
+	if (bytes > sizeof(buf))
+		bytes = sizeof(buf);
+	if (getrandom(buf, bytes, 0) != (ssize_t)bytes)
+		die("getrandom: %s", strerror(errno));
+	for (size_t i = 0; i < bytes; i++)
+		snprintf(out + 2 * i, 3, "%02x", buf[i]);
+}
+
+static void sha256_hex_of(const char *s, char hex[65])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int n = 0;
+
+	if (!EVP_Digest(s, strlen(s), md, &n, EVP_sha256(), NULL) || n != 32)
+		die("sha256 failed");
+	for (unsigned i = 0; i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+}
+
+static int free_port(void)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(a);
+	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    getsockname(s, (struct sockaddr *)&a, &len) < 0)
+		die("a free TCP port on 127.0.0.1: %s", strerror(errno));
+	close(s);
+	return ntohs(a.sin_port);
+}
+
+struct server {
+	char ipc[PATH_MAX + 8];
+	char tls[64];
+	char token[65];
+	char ca[PATH_MAX], cert[PATH_MAX], key[PATH_MAX];
+	char log[PATH_MAX]; /* sbxd's stderr */
+};
+
+static void write_config(struct server *s, const char *helper, const char *path)
+{
+	char state[PATH_MAX], audit[PATH_MAX], scert[PATH_MAX], skey[PATH_MAX], hash[65];
+
+	path_in(state, sizeof(state), "state");
+	path_in(audit, sizeof(audit), "audit.log");
+	path_in(scert, sizeof(scert), "server.pem");
+	path_in(skey, sizeof(skey), "server.key");
+	sha256_hex_of(s->token, hash);
+	json_t *cfg = json_pack("{s:[s,s], s:s, s:s, s:s, s:{s:s, s:s, s:s}, s:[{s:s, s:s}]}",
+				"listen", s->ipc, s->tls, "state_dir", state, "helper", helper,
+				"log", audit, "tls", "cert", scert, "key", skey, "client_ca", s->ca,
+				"tokens", "name", "bench", "sha256", hash);
+	if (!cfg)
+		die("building the config failed");
+	if (json_dump_file(cfg, path, JSON_INDENT(2)) < 0)
+		die("write %s: %s", path, strerror(errno));
+	json_decref(cfg);
+}
+
+static sbx_client *open_client(const struct server *s, bool tls, uint32_t timeout_ms, int retries)
+{
+	struct sbx_client_opts o = {
+	    .endpoint = tls ? s->tls : s->ipc,
+	    .timeout_ms = timeout_ms,
+	    .retries = retries,
+	};
+	struct sbx_err err;
+
+	if (tls) {
+		o.tls_cert = s->cert;
+		o.tls_key = s->key;
+		o.tls_ca = s->ca;
+		/* mbedTLS matches names, not IP addresses, in certificates. */
+		o.tls_server_name = "localhost";
+		o.token = s->token;
+	}
+	sbx_client *c = sbx_client_open(&o, &err);
+	if (!c)
+		die("libsbxclient for %s: %s", o.endpoint, err.msg);
+	sbx_client_set_interrupt(c, &interrupted);
+	return c;
+}
+
+static void start_sbxd(struct server *s, const char *sbxd, const char *helper)
+{
+	char config[PATH_MAX];
+
+	progress("temporary directory %s", tmpdir);
+	progress("making certificates with openssl");
+	make_certs();
+	path_in(s->ca, sizeof(s->ca), "ca.pem");
+	path_in(s->cert, sizeof(s->cert), "client.pem");
+	path_in(s->key, sizeof(s->key), "client.key");
+	path_in(s->log, sizeof(s->log), "sbxd.stderr");
+	path_in(config, sizeof(config), "sbxd.json");
+	if ((size_t)snprintf(s->ipc, sizeof(s->ipc), "ipc://%s/sbxd.sock", tmpdir) >=
+	    sizeof(s->ipc))
+		die("socket path too long");
+	snprintf(s->tls, sizeof(s->tls), "tls+tcp://127.0.0.1:%d", free_port());
+	random_hex(s->token, 32);
+	write_config(s, helper, config);
+
+	int out = open(s->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (out < 0 || null < 0)
+		die("open %s: %s", s->log, strerror(errno));
+	progress("starting %s --config %s", sbxd, config);
+	fflush(NULL);
+	pid_t parent = getpid();
+	sbxd_pid = fork();
+	if (sbxd_pid < 0)
+		die("fork: %s", strerror(errno));
+	if (sbxd_pid == 0) {
+		/* Its own process group: a ^C reaches us, and we stop it (SIGTERM
+		 * tears its runs down); if we die, it gets SIGTERM anyway. */
+		setpgid(0, 0);
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		if (getppid() != parent)
+			_exit(1);
+		if (dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0)
+			_exit(127);
+		char *argv[] = {(char *)sbxd, "--config", config, NULL};
+		execve(sbxd, argv, environ);
+		fprintf(stderr, "exec %s: %s\n", sbxd, strerror(errno));
+		_exit(127);
+	}
+	close(out);
+	close(null);
+
+	/* Health over ipc until it answers. */
+	sbx_client *c = open_client(s, false, 1000, -1);
+	struct sbx_call_status st = {0};
+	for (int waited = 0;; waited += 50) {
+		Sbx__V1__HealthResponse *h = sbx_health(c, &st);
+		int status;
+
+		if (h) {
+			progress("sbxd %s answers (pid %d, identity %s, cgroup %s)", h->version,
+				 (int)sbxd_pid, h->identity, h->cgroup);
+			sbx__v1__health_response__free_unpacked(h, NULL);
+			break;
+		}
+		if (waitpid(sbxd_pid, &status, WNOHANG) == sbxd_pid) {
+			sbxd_pid = -1;
+			sbx_client_close(c);
+			die("sbxd exited (%s): %s", status_str(status), tail_of(s->log));
+		}
+		check_interrupt();
+		if (waited >= START_TIMEOUT_MS) {
+			sbx_client_close(c);
+			die("sbxd did not answer Health within %d s (%s: %s): %s",
+			    START_TIMEOUT_MS / 1000, sbx_code_name(st.code), st.message,
+			    tail_of(s->log));
+		}
+		sleep_ms(50);
+	}
+	sbx_client_close(c);
+}
+
+/* ------------------------------------------------------------ peers */
+
+struct toplink {
+	char path[16];
+	char target[PATH_MAX];
+	enum { TOP_ABSENT, TOP_LINK, TOP_DIR } kind;
+};
+
+static struct toplink tops[] = {
+    {.path = "/bin"},	{.path = "/sbin"},  {.path = "/lib"},
+    {.path = "/lib32"}, {.path = "/lib64"}, {.path = "/libx32"},
+};
+
+static void add_arg(char **argv, size_t *n, const char *a)
+{
+	if (*n + 1 >= MAX_ARGS)
+		die("too many arguments");
+	argv[(*n)++] = (char *)a;
+	argv[*n] = NULL;
+}
+
+/* bwrap with the isolation closest to a sandbox of sbx's host image: the
+ * host's top-level links recreated (a real directory bound read-only). */
+static void build_bwrap_argv(char **argv, const char *bwrap)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(tops); i++) {
+		struct toplink *t = &tops[i];
+		struct stat sb;
+		ssize_t k = readlink(t->path, t->target, sizeof(t->target) - 1);
+
+		if (k >= 0) {
+			t->target[k] = '\0';
+			t->kind = TOP_LINK;
+		} else if (stat(t->path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+			t->kind = TOP_DIR;
+		} else {
+			t->kind = TOP_ABSENT;
+		}
+	}
+	add_arg(argv, &n, bwrap);
+	add_arg(argv, &n, "--unshare-all");
+	add_arg(argv, &n, "--die-with-parent");
+	add_arg(argv, &n, "--new-session");
+	add_arg(argv, &n, "--ro-bind");
+	add_arg(argv, &n, "/usr");
+	add_arg(argv, &n, "/usr");
+	for (size_t i = 0; i < ARRAY_SIZE(tops); i++) {
+		if (tops[i].kind == TOP_LINK) {
+			add_arg(argv, &n, "--symlink");
+			add_arg(argv, &n, tops[i].target);
+			add_arg(argv, &n, tops[i].path);
+		} else if (tops[i].kind == TOP_DIR) {
+			add_arg(argv, &n, "--ro-bind");
+			add_arg(argv, &n, tops[i].path);
+			add_arg(argv, &n, tops[i].path);
+		}
+	}
+	add_arg(argv, &n, "--proc");
+	add_arg(argv, &n, "/proc");
+	add_arg(argv, &n, "--dev");
+	add_arg(argv, &n, "/dev");
+	add_arg(argv, &n, "--tmpfs");
+	add_arg(argv, &n, "/tmp");
+	add_arg(argv, &n, "/bin/true");
+}
+
+/* ------------------------------------------------------------ results */
+
+enum unit { U_US, U_MS, U_RATE };
+
+struct result {
+	const char *transport;
+	const char *key;   /* for --json */
+	const char *label; /* for the table */
+	enum unit unit;
+	double hi; /* the second percentile shown: 99 or 90 */
+	double *v; /* us, ms, or seconds (U_RATE) */
+	size_t n;
+	double bytes;	  /* U_RATE: per sample */
+	double *in_calls; /* U_RATE, by chunks: seconds of each sample spent in the calls */
+	const char *peer; /* NULL, "bwrap" or "cp" */
+	char **peer_argv;
+	double *pv; /* the peer's samples, same unit (ms for bwrap, seconds for cp) */
+	size_t pn;
+	const char *target;
+};
+
+static struct result results[16];
+static size_t n_results;
+
+static struct result *new_result(const char *transport, const char *key, const char *label,
+				 enum unit unit, double hi, size_t n)
+{
+	if (n_results == ARRAY_SIZE(results))
+		die("too many results");
+	struct result *r = &results[n_results++];
+	*r = (struct result){.transport = transport,
+			     .key = key,
+			     .label = label,
+			     .unit = unit,
+			     .hi = hi,
+			     .v = xcalloc(n, sizeof(double))};
+	return r;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Percentile of v[0..n-1], linear between closest ranks. */
+static double pct(const double *samples, size_t n, double p)
+{
+	if (!n)
+		return 0;
+	double *v = xcalloc(n, sizeof(*v));
+	memcpy(v, samples, n * sizeof(*v));
+	qsort(v, n, sizeof(*v), cmp_double);
+	double rank = p / 100.0 * (double)(n - 1);
+	size_t lo = (size_t)rank;
+	double x = lo + 1 >= n ? v[n - 1] : v[lo] + (rank - (double)lo) * (v[lo + 1] - v[lo]);
+	free(v);
+	return x;
+}
+
+static double rate(double bytes, double seconds)
+{
+	return seconds > 0 ? bytes / MIB / seconds : 0;
+}
+
+static double ratio(const struct result *r)
+{
+	if (!r->peer || !r->pn || !r->n)
+		return 0;
+	double a = pct(r->v, r->n, 50), b = pct(r->pv, r->pn, 50);
+	if (r->unit == U_RATE) /* throughput: peer time / our time */
+		return a > 0 ? b / a : 0;
+	return b > 0 ? a / b : 0;
+}
+
+static const char *fmt_value(char *buf, size_t size, const struct result *r, double x)
+{
+	switch (r->unit) {
+	case U_US:
+		snprintf(buf, size, "%.0f us", x);
+		break;
+	case U_MS:
+		snprintf(buf, size, "%.1f ms", x);
+		break;
+	case U_RATE:
+		snprintf(buf, size, "%.0f MiB/s", rate(r->bytes, x));
+		break;
+	}
+	return buf;
+}
+
+struct host {
+	char kernel[3 * 65 + 3];
+	const char *cgroup;
+	bool hybrid;
+	long cpus;
+	double load[3];
+};
+
+static bool fs_is(const char *path, unsigned long magic)
+{
+	struct statfs sf;
+
+	return statfs(path, &sf) == 0 && (unsigned long)sf.f_type == magic;
+}
+
+static void probe_host(struct host *h)
+{
+	struct utsname u;
+
+	if (uname(&u) == 0)
+		snprintf(h->kernel, sizeof(h->kernel), "%s %s %s", u.sysname, u.release, u.machine);
+	else
+		snprintf(h->kernel, sizeof(h->kernel), "unknown");
+	h->hybrid = false;
+	if (fs_is("/sys/fs/cgroup/memory", CGROUP_SUPER_MAGIC)) {
+		h->cgroup = "v1";
+		h->hybrid = fs_is("/sys/fs/cgroup/unified", CGROUP2_SUPER_MAGIC);
+	} else if (fs_is("/sys/fs/cgroup", CGROUP2_SUPER_MAGIC)) {
+		h->cgroup = "v2";
+	} else {
+		h->cgroup = "unknown";
+	}
+	h->cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	if (getloadavg(h->load, 3) != 3)
+		h->load[0] = h->load[1] = h->load[2] = -1;
+}
+
+static void print_table(const struct host *h, const char *counts)
+{
+	char a[32], b[32], c[48];
+
+	printf("%-10s %-25s %-10s %-10s %-16s %s\n", "transport", "measure", "p50", "p90/p99",
+	       "peer p50", "ratio");
+	for (size_t i = 0; i < n_results; i++) {
+		const struct result *r = &results[i];
+
+		fmt_value(a, sizeof(a), r, pct(r->v, r->n, 50));
+		if (r->unit == U_RATE)
+			b[0] = '\0';
+		else
+			fmt_value(b, sizeof(b), r, pct(r->v, r->n, r->hi));
+		if (!r->peer) {
+			printf("%-10s %-25s %-10s %s\n", r->transport, r->label, a, b);
+			continue;
+		}
+		char pv[32];
+		snprintf(c, sizeof(c), "%s %s", r->peer,
+			 fmt_value(pv, sizeof(pv), r, pct(r->pv, r->pn, 50)));
+		printf("%-10s %-25s %-10s %-10s %-16s %.2f\n", r->transport, r->label, a, b, c,
+		       ratio(r));
+	}
+	printf("(p90/p99: p99 for Health, p90 otherwise; FetchArtifact: MiB/s of the median time,\n"
+	       " ratios of p50: cycle/bwrap, target <= 1.0; fetch/cp, target >= 0.5 over ipc)\n");
+	for (size_t i = 0; i < n_results; i++) {
+		const struct result *r = &results[i];
+		double in = 0, all = 0;
+
+		if (!r->in_calls)
+			continue;
+		for (size_t k = 0; k < r->n; k++) {
+			in += r->in_calls[k];
+			all += r->v[k];
+		}
+		printf(
+		    "%s FetchArtifact by chunks: %.0f%% of the time in the calls, %.0f%% writing "
+		    "and hashing here\n",
+		    r->transport, all > 0 ? 100 * in / all : 0,
+		    all > 0 ? 100 * (all - in) / all : 0);
+	}
+	printf("counts: %s\n", counts);
+	printf("host: %s, cgroup %s%s, %ld CPUs, load %.2f %.2f %.2f\n", h->kernel, h->cgroup,
+	       h->hybrid ? " (hybrid)" : "", h->cpus, h->load[0], h->load[1], h->load[2]);
+}
+
+static json_t *json_samples(const double *v, size_t n)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(a, json_real(v[i]));
+	return a;
+}
+
+static json_t *json_argv(char *const *argv)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; argv && argv[i]; i++)
+		json_array_append_new(a, json_string(argv[i]));
+	return a;
+}
+
+static void print_json(const struct host *h, json_t *counts)
+{
+	json_t *out =
+	    json_pack("{s:{s:s, s:s, s:b, s:I, s:[f,f,f]}, s:o, s:[]}", "host", "kernel", h->kernel,
+		      "cgroup", h->cgroup, "cgroup_hybrid", h->hybrid, "cpus", (json_int_t)h->cpus,
+		      "loadavg", h->load[0], h->load[1], h->load[2], "counts", counts, "results");
+	json_t *arr = json_object_get(out, "results");
+
+	for (size_t i = 0; i < n_results; i++) {
+		const struct result *r = &results[i];
+		static const char *const units[] = {"us", "ms", "s"};
+		json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:I, s:f, s:f, s:f, s:o}", "transport",
+				      r->transport, "measure", r->key, "label", r->label, "unit",
+				      units[r->unit], "n", (json_int_t)r->n, "p50",
+				      pct(r->v, r->n, 50), "p90", pct(r->v, r->n, 90), "p99",
+				      pct(r->v, r->n, 99), "samples", json_samples(r->v, r->n));
+		if (r->unit == U_RATE) {
+			json_object_set_new(o, "bytes", json_integer((json_int_t)r->bytes));
+			json_object_set_new(o, "mib_per_s_p50",
+					    json_real(rate(r->bytes, pct(r->v, r->n, 50))));
+			if (r->in_calls)
+				json_object_set_new(o, "seconds_in_calls",
+						    json_samples(r->in_calls, r->n));
+		}
+		if (r->peer) {
+			json_t *p =
+			    json_pack("{s:s, s:o, s:I, s:f, s:f, s:o}", "name", r->peer, "argv",
+				      json_argv(r->peer_argv), "n", (json_int_t)r->pn, "p50",
+				      pct(r->pv, r->pn, 50), "p90", pct(r->pv, r->pn, 90),
+				      "samples", json_samples(r->pv, r->pn));
+			if (r->unit == U_RATE)
+				json_object_set_new(
+				    p, "mib_per_s_p50",
+				    json_real(rate(r->bytes, pct(r->pv, r->pn, 50))));
+			json_object_set_new(o, "peer", p);
+			json_object_set_new(o, "ratio", json_real(ratio(r)));
+			json_object_set_new(o, "target", json_string(r->target));
+		}
+		json_array_append_new(arr, o);
+	}
+	if (json_dumpf(out, stdout, JSON_INDENT(1) | JSON_REAL_PRECISION(6)) < 0)
+		die("writing JSON failed");
+	putchar('\n');
+	json_decref(out);
+}
+
+/* ------------------------------------------------------------ the calls */
+
+struct transport {
+	const char *name; /* "ipc", "tls" */
+	sbx_client *c;
+};
+
+static void call_failed(const struct transport *t, const char *call,
+			const struct sbx_call_status *st) __attribute__((noreturn));
+
+static void call_failed(const struct transport *t, const char *call,
+			const struct sbx_call_status *st)
+{
+	if (interrupted)
+		die("interrupted (during %s over %s)", call, t->name);
+	die("%s: %s failed: %s: %s", t->name, call, sbx_code_name(st->code), st->message);
+}
+
+static char *create_run(const struct transport *t, const char *policy)
+{
+	Sbx__V1__CreateRunRequest req = SBX__V1__CREATE_RUN_REQUEST__INIT;
+	struct sbx_call_status st;
+
+	req.policy_json = (char *)policy;
+	Sbx__V1__CreateRunResponse *r = sbx_create_run(t->c, &req, &st);
+	if (!r)
+		call_failed(t, "CreateRun", &st);
+	char *id = strdup(r->run_id);
+	sbx__v1__create_run_response__free_unpacked(r, NULL);
+	if (!id)
+		die("out of memory");
+	return id;
+}
+
+static void teardown(const struct transport *t, const char *run_id)
+{
+	struct sbx_call_status st;
+	Sbx__V1__TeardownResponse *r = sbx_teardown(t->c, run_id, &st);
+
+	if (!r)
+		call_failed(t, "Teardown", &st);
+	sbx__v1__teardown_response__free_unpacked(r, NULL);
+}
+
+/* Exec + Wait until it ended; dies unless it exited 0. */
+static void exec_wait(const struct transport *t, const char *run_id, char **argv, size_t argc)
+{
+	Sbx__V1__ExecRequest req = SBX__V1__EXEC_REQUEST__INIT;
+	struct sbx_call_status st;
+
+	req.run_id = (char *)run_id;
+	req.argv = argv;
+	req.n_argv = argc;
+	Sbx__V1__ExecResponse *e = sbx_exec(t->c, &req, &st);
+	if (!e)
+		call_failed(t, "Exec", &st);
+	Sbx__V1__WaitResponse *w = sbx_wait_end(t->c, run_id, e->exec_id, &st);
+	if (!w) {
+		sbx__v1__exec_response__free_unpacked(e, NULL);
+		call_failed(t, "Wait", &st);
+	}
+	const Sbx__V1__ExecStatus *s = w->status;
+	if (s->reason != SBX__V1__EXIT_REASON__EXITED || s->exit_code != 0)
+		die("%s: Exec %s in run %s ended %s (exit code %d, signal %d)%s%s", t->name,
+		    argv_str(argv), run_id, sbx_exit_reason_name(s->reason), s->exit_code,
+		    s->signal, s->message && *s->message ? ": " : "", s->message ? s->message : "");
+	sbx__v1__wait_response__free_unpacked(w, NULL);
+	sbx__v1__exec_response__free_unpacked(e, NULL);
+}
+
+static char *argv_true[] = {"/bin/true", NULL};
+
+static double rpc_cycle(const struct transport *t)
+{
+	double t0 = now_ms();
+	char *id = create_run(t, CYCLE_POLICY);
+	exec_wait(t, id, argv_true, 1);
+	teardown(t, id);
+	double t1 = now_ms();
+	free(id);
+	return t1 - t0;
+}
+
+static double bwrap_once(char **bwrap_argv)
+{
+	return run_ok("bwrap", bwrap_argv, NULL);
+}
+
+/* ------------------------------------------------------------ measures */
+
+struct counts {
+	long health_ipc, health_tls, cycles, execs, fetches;
+};
+
+static void bench_health(const struct transport *t, long n)
+{
+	struct result *r = new_result(t->name, "health", "Health", U_US, 99, (size_t)n);
+	struct sbx_call_status st;
+
+	progress("%s: Health x %ld", t->name, n);
+	for (long i = -20; i < n; i++) { /* 20 unmeasured first */
+		double t0 = now_ms();
+		Sbx__V1__HealthResponse *h = sbx_health(t->c, &st);
+		double t1 = now_ms();
+
+		if (!h)
+			call_failed(t, "Health", &st);
+		sbx__v1__health_response__free_unpacked(h, NULL);
+		if (i >= 0)
+			r->v[r->n++] = (t1 - t0) * 1e3;
+	}
+}
+
+static void bench_cycle(const struct transport *t, long n, char **bwrap_argv)
+{
+	struct result *r = new_result(t->name, "cycle", "CreateRun..Teardown", U_MS, 90, (size_t)n);
+
+	r->peer = "bwrap";
+	r->peer_argv = bwrap_argv;
+	r->pv = xcalloc((size_t)n, sizeof(double));
+	r->target = "<= 1.0";
+	progress("%s: CreateRun+Exec(/bin/true)+Wait+Teardown x %ld, alternating with bwrap",
+		 t->name, n);
+	for (int i = 0; i < 2; i++) { /* warm-up */
+		rpc_cycle(t);
+		bwrap_once(bwrap_argv);
+	}
+	for (long i = 0; i < n; i++) {
+		check_interrupt();
+		/* Alternate which goes first, so neither always runs on the
+		 * other's warm caches. */
+		if (i % 2 == 0) {
+			r->v[r->n++] = rpc_cycle(t);
+			r->pv[r->pn++] = bwrap_once(bwrap_argv);
+		} else {
+			r->pv[r->pn++] = bwrap_once(bwrap_argv);
+			r->v[r->n++] = rpc_cycle(t);
+		}
+		if ((i + 1) % 10 == 0 || i + 1 == n)
+			progress("%s: cycle %ld/%ld", t->name, i + 1, n);
+	}
+}
+
+static void bench_exec(const struct transport *t, long n)
+{
+	struct result *r = new_result(t->name, "exec", "Exec+Wait (live run)", U_MS, 90, (size_t)n);
+
+	progress("%s: Exec(/bin/true)+Wait x %ld in one run", t->name, n);
+	char *id = create_run(t, CYCLE_POLICY);
+	for (long i = -3; i < n; i++) { /* 3 unmeasured first */
+		check_interrupt();
+		double t0 = now_ms();
+		exec_wait(t, id, argv_true, 1);
+		double t1 = now_ms();
+		if (i >= 0)
+			r->v[r->n++] = t1 - t0;
+	}
+	teardown(t, id);
+	free(id);
+}
+
+static void sha256_final_hex(EVP_MD_CTX *md, char hex[65])
+{
+	unsigned char out[EVP_MAX_MD_SIZE];
+	unsigned int n = 0;
+
+	if (!EVP_DigestFinal_ex(md, out, &n) || n != 32)
+		die("sha256 failed");
+	for (unsigned i = 0; i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", out[i]);
+}
+
+/* FetchArtifact in 1 MiB chunks by hand, into a new file (no fsync, as cp),
+ * checking the sha256 of what arrived against the server's and expect.
+ * Returns the ms spent in the calls themselves (the rest is writing and
+ * hashing here). */
+static double fetch_by_chunks(const struct transport *t, const char *run_id, const char *dest,
+			      const char *expect)
+{
+	double in_calls = 0;
+	int fd = open(dest, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	struct sbx_call_status st;
+	uint64_t offset = 0;
+	char got[65];
+
+	if (fd < 0)
+		die("create %s: %s", dest, strerror(errno));
+	if (!md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL))
+		die("sha256 failed");
+	for (;;) {
+		Sbx__V1__FetchArtifactRequest req = SBX__V1__FETCH_ARTIFACT_REQUEST__INIT;
+		req.run_id = (char *)run_id;
+		req.path = FETCH_NAME;
+		req.offset = offset;
+		req.max_bytes = SBX_CHUNK_BYTES;
+		double t0 = now_ms();
+		Sbx__V1__FetchArtifactResponse *r = sbx_fetch_artifact(t->c, &req, &st);
+		in_calls += now_ms() - t0;
+		if (!r) {
+			char what[96];
+			snprintf(what, sizeof(what), "FetchArtifact %s at %llu", FETCH_NAME,
+				 (unsigned long long)offset);
+			call_failed(t, what, &st);
+		}
+		for (size_t done = 0; done < r->data.len;) {
+			ssize_t k = write(fd, r->data.data + done, r->data.len - done);
+			if (k < 0 && errno == EINTR)
+				continue;
+			if (k < 0)
+				die("write %s: %s", dest, strerror(errno));
+			done += (size_t)k;
+		}
+		if (!EVP_DigestUpdate(md, r->data.data, r->data.len))
+			die("sha256 failed");
+		offset += r->data.len;
+		bool eof = r->eof, empty = r->data.len == 0;
+		if (eof) {
+			sha256_final_hex(md, got);
+			if (offset != FETCH_BYTES || !r->sha256 || strcmp(r->sha256, got) ||
+			    strcmp(expect, got))
+				die("%s: FetchArtifact %s: got %llu bytes with sha256 %s; the "
+				    "server "
+				    "says %s, ListArtifacts said %s",
+				    t->name, FETCH_NAME, (unsigned long long)offset, got,
+				    r->sha256 ? r->sha256 : "nothing", expect);
+		}
+		sbx__v1__fetch_artifact_response__free_unpacked(r, NULL);
+		if (eof)
+			break;
+		if (empty)
+			die("%s: FetchArtifact %s: no bytes at %llu", t->name, FETCH_NAME,
+			    (unsigned long long)offset);
+	}
+	EVP_MD_CTX_free(md);
+	if (close(fd) < 0)
+		die("close %s: %s", dest, strerror(errno));
+	return in_calls;
+}
+
+static void fetch_file(const struct transport *t, const char *run_id, const char *dest,
+		       const char *expect)
+{
+	struct sbx_call_status st;
+
+	if (sbx_fetch_file(t->c, run_id, FETCH_NAME, dest, expect, NULL, NULL, &st) < 0)
+		call_failed(t, "sbx_fetch_file (FetchArtifact)", &st);
+}
+
+static void unlink_quiet(const char *path)
+{
+	if (unlink(path) < 0 && errno != ENOENT)
+		die("unlink %s: %s", path, strerror(errno));
+}
+
+/* cp's command line, kept for --json. */
+static char cp_src[PATH_MAX], cp_dst[PATH_MAX];
+static char *cp_argv[] = {"cp", cp_src, cp_dst, NULL};
+
+static void bench_fetch(const struct transport *t, long k)
+{
+	char d_loop[PATH_MAX], d_file[PATH_MAX];
+	const char *src = cp_src, *d_cp = cp_dst;
+	struct sbx_call_status st;
+	char expect[65] = "";
+
+	path_in(cp_src, sizeof(cp_src), "local-256m");
+	path_in(d_loop, sizeof(d_loop), "fetched-chunks");
+	path_in(d_file, sizeof(d_file), "fetched-file");
+	path_in(cp_dst, sizeof(cp_dst), "copied");
+
+	progress("%s: a run writing 256 MiB to /out/%s", t->name, FETCH_NAME);
+	char *id = create_run(t, FETCH_POLICY);
+	char *script[] = {"/bin/sh", "-c", FETCH_SCRIPT, NULL};
+	exec_wait(t, id, script, 3);
+	Sbx__V1__ListArtifactsResponse *l = sbx_list_artifacts(t->c, id, &st);
+	if (!l)
+		call_failed(t, "ListArtifacts", &st);
+	for (size_t i = 0; i < l->n_artifacts; i++)
+		if (!strcmp(l->artifacts[i]->path, FETCH_NAME) &&
+		    l->artifacts[i]->size == FETCH_BYTES)
+			snprintf(expect, sizeof(expect), "%s", l->artifacts[i]->sha256);
+	sbx__v1__list_artifacts_response__free_unpacked(l, NULL);
+	if (!*expect)
+		die("%s: ListArtifacts does not list %s with %llu bytes", t->name, FETCH_NAME,
+		    FETCH_BYTES);
+
+	/* Warm-up: one fetch; the first one also makes the local file cp
+	 * copies (the same kind of bytes, in the page cache as the artifact
+	 * is in the run's tmpfs). */
+	struct stat sb;
+	if (stat(src, &sb) < 0) {
+		progress("%s: fetching once (warm-up) into %s, the file cp copies", t->name, src);
+		fetch_file(t, id, src, expect);
+	} else {
+		progress("%s: fetching once (warm-up)", t->name);
+		fetch_by_chunks(t, id, d_loop, expect);
+		unlink_quiet(d_loop);
+	}
+	run_ok("cp", cp_argv, NULL);
+	unlink_quiet(d_cp);
+
+	struct result *r =
+	    new_result(t->name, "fetch", "FetchArtifact 256 MiB", U_RATE, 90, (size_t)k);
+	struct result *f =
+	    new_result(t->name, "fetch_file", "sbx_fetch_file 256 MiB", U_RATE, 90, (size_t)k);
+	r->bytes = f->bytes = (double)FETCH_BYTES;
+	r->peer = f->peer = "cp";
+	r->peer_argv = f->peer_argv = cp_argv;
+	r->pv = xcalloc((size_t)k, sizeof(double));
+	r->in_calls = xcalloc((size_t)k, sizeof(double));
+	f->pv = r->pv; /* the same cp samples */
+	r->target = f->target = ">= 0.5 over ipc";
+
+	progress("%s: FetchArtifact by chunks, sbx_fetch_file and cp, %ld each, rotating", t->name,
+		 k);
+	for (long i = 0; i < k; i++) {
+		for (long j = 0; j < 3; j++) {
+			check_interrupt();
+			double t0 = now_ms(), t1, calls;
+			switch ((i + j) % 3) {
+			case 0:
+				calls = fetch_by_chunks(t, id, d_loop, expect);
+				t1 = now_ms();
+				r->in_calls[r->n] = calls / 1e3;
+				r->v[r->n++] = (t1 - t0) / 1e3;
+				unlink_quiet(d_loop);
+				break;
+			case 1:
+				fetch_file(t, id, d_file, expect);
+				t1 = now_ms();
+				f->v[f->n++] = (t1 - t0) / 1e3;
+				unlink_quiet(d_file);
+				break;
+			default:
+				r->pv[r->pn++] = run_ok("cp", cp_argv, NULL) / 1e3;
+				unlink_quiet(d_cp);
+				break;
+			}
+		}
+		progress("%s: fetch %ld/%ld: chunks %.0f MiB/s (%.0f%% of it in the calls), "
+			 "sbx_fetch_file %.0f MiB/s, cp %.0f MiB/s",
+			 t->name, i + 1, k, rate(r->bytes, r->v[r->n - 1]),
+			 100 * r->in_calls[r->n - 1] / r->v[r->n - 1],
+			 rate(f->bytes, f->v[f->n - 1]), rate(r->bytes, r->pv[r->pn - 1]));
+	}
+	f->pn = r->pn;
+
+	teardown(t, id);
+	free(id);
+}
+
+/* ------------------------------------------------------------ main */
+
+enum only { ONLY_HEALTH = 1, ONLY_CYCLE = 2, ONLY_EXEC = 4, ONLY_FETCH = 8, ONLY_ALL = 15 };
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: " PROG " [--sbxd PATH] [--helper PATH] [--bwrap PATH] [-n|--quick]\n"
+		"                      [--only health|cycle|exec|fetch] [--json]\n"
+		"                      [--health N] [--cycles N] [--execs N] [--fetches K]\n"
+		"\n"
+		"Starts a private sbxd (ipc and tls+tcp://127.0.0.1 listeners, certificates\n"
+		"made with openssl, a bearer token) and measures, over ipc then over TLS:\n"
+		"  health  Health round trip, N sequential calls (2000 ipc, 500 tls): p50, p99\n"
+		"  cycle   CreateRun + Exec(/bin/true) + Wait + Teardown, N cycles (50),\n"
+		"          alternating with a one-shot `bwrap --unshare-all ... /bin/true`:\n"
+		"          p50, p90 and the ratio cycle/bwrap (target <= 1.0)\n"
+		"  exec    Exec(/bin/true) + Wait in one live run, N (100): p50, p90\n"
+		"  fetch   a 256 MiB artifact fetched K times (3) by 1 MiB FetchArtifact\n"
+		"          chunks (sha256 checked, no fsync) and by sbx_fetch_file (which\n"
+		"          fsyncs), rotating with `cp` of a local 256 MiB file: MiB/s and\n"
+		"          the ratio fetch/cp (target >= 0.5 over ipc)\n"
+		"Tables go to stdout, progress to stderr.\n"
+		"\n"
+		"  --sbxd PATH     sbxd (default <dir of this binary>/../server/sbxd)\n"
+		"  --helper PATH   sbx-helper (default <dir of this binary>/../helper/sbx-helper)\n"
+		"  --bwrap PATH    bubblewrap (default /usr/bin/bwrap)\n"
+		"  -n, --quick     small counts for a smoke run (health 200/50, cycles 5,\n"
+		"                  execs 10, fetches 1)\n"
+		"  --only WHAT     one measure: health, cycle, exec or fetch\n"
+		"  --health N, --cycles N, --execs N, --fetches K   override the counts\n"
+		"  --json          machine-readable output, with every sample\n"
+		"  -h, --help      this text\n"
+		"\n"
+		"Must run as an unprivileged user (sbxd and sbx-helper refuse root), e.g.\n"
+		"  runuser -u sbx-test -- " PROG "\n"
+		"Exit status: 0 all calls succeeded; 1 a call or a peer failed (named on\n"
+		"stderr) or bad set-up; 2 usage.\n");
+}
+
+static void default_path(char *buf, size_t size, const char *rel, const char *opt)
+{
+	char self[PATH_MAX], real[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+	if (n < 0)
+		die("readlink /proc/self/exe: %s; pass %s PATH", strerror(errno), opt);
+	self[n] = '\0';
+	char *slash = strrchr(self, '/');
+	if (slash)
+		*slash = '\0';
+	if ((size_t)snprintf(buf, size, "%s/%s", self, rel) >= size)
+		die("path of this binary too long; pass %s PATH", opt);
+	if (realpath(buf, real) && strlen(real) < size)
+		memcpy(buf, real, strlen(real) + 1);
+}
+
+static void check_exec(const char *what, const char *path, const char *hint)
+{
+	if (access(path, X_OK) < 0)
+		die("%s %s: %s%s", what, path, strerror(errno), hint);
+}
+
+int main(int argc, char **argv)
+{
+	enum {
+		O_SBXD = 256,
+		O_HELPER,
+		O_BWRAP,
+		O_ONLY,
+		O_JSON,
+		O_HEALTH,
+		O_CYCLES,
+		O_EXECS,
+		O_FETCHES
+	};
+	static const struct option opts[] = {
+	    {"sbxd", required_argument, NULL, O_SBXD},
+	    {"helper", required_argument, NULL, O_HELPER},
+	    {"bwrap", required_argument, NULL, O_BWRAP},
+	    {"quick", no_argument, NULL, 'n'},
+	    {"only", required_argument, NULL, O_ONLY},
+	    {"json", no_argument, NULL, O_JSON},
+	    {"health", required_argument, NULL, O_HEALTH},
+	    {"cycles", required_argument, NULL, O_CYCLES},
+	    {"execs", required_argument, NULL, O_EXECS},
+	    {"fetches", required_argument, NULL, O_FETCHES},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	char sbxd_buf[PATH_MAX], helper_buf[PATH_MAX], real[PATH_MAX];
+	const char *sbxd = NULL, *helper = NULL, *bwrap = "/usr/bin/bwrap";
+	struct counts n = {2000, 500, 50, 100, 3};
+	long health_n = 0, cycles_n = 0, execs_n = 0, fetches_n = 0;
+	unsigned only = ONLY_ALL;
+	bool json = false, quick = false;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "hn", opts, NULL)) != -1) {
+		switch (c) {
+		case O_SBXD:
+			sbxd = optarg;
+			break;
+		case O_HELPER:
+			helper = optarg;
+			break;
+		case O_BWRAP:
+			bwrap = optarg;
+			break;
+		case 'n':
+			quick = true;
+			break;
+		case O_ONLY:
+			if (!strcmp(optarg, "health"))
+				only = ONLY_HEALTH;
+			else if (!strcmp(optarg, "cycle"))
+				only = ONLY_CYCLE;
+			else if (!strcmp(optarg, "exec"))
+				only = ONLY_EXEC;
+			else if (!strcmp(optarg, "fetch"))
+				only = ONLY_FETCH;
+			else {
+				fprintf(stderr,
+					PROG ": --only: expected health, cycle, exec or fetch, "
+					     "got '%s'\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case O_JSON:
+			json = true;
+			break;
+		case O_HEALTH:
+			health_n = parse_count("--health", optarg, 1, 10000000);
+			break;
+		case O_CYCLES:
+			cycles_n = parse_count("--cycles", optarg, 1, 100000);
+			break;
+		case O_EXECS:
+			execs_n = parse_count("--execs", optarg, 1, 1000000);
+			break;
+		case O_FETCHES:
+			fetches_n = parse_count("--fetches", optarg, 1, 1000);
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, PROG ": unexpected argument '%s'\n", argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+	if (getuid() == 0 || geteuid() == 0) {
+		fprintf(stderr,
+			PROG ": refusing to run as root (sbxd and sbx-helper refuse root): run as "
+			     "an unprivileged user, e.g. runuser -u sbx-test -- %s ...\n",
+			argv[0]);
+		return 1;
+	}
+	if (quick)
+		n = (struct counts){200, 50, 5, 10, 1};
+	if (health_n)
+		n.health_ipc = n.health_tls = health_n;
+	if (cycles_n)
+		n.cycles = cycles_n;
+	if (execs_n)
+		n.execs = execs_n;
+	if (fetches_n)
+		n.fetches = fetches_n;
+
+	if (!sbxd) {
+		default_path(sbxd_buf, sizeof(sbxd_buf), "../server/sbxd", "--sbxd");
+		sbxd = sbxd_buf;
+	}
+	if (!helper) {
+		default_path(helper_buf, sizeof(helper_buf), "../helper/sbx-helper", "--helper");
+		helper = helper_buf;
+	}
+	check_exec("sbxd", sbxd, "; pass --sbxd PATH");
+	check_exec("sbx-helper", helper, "; pass --helper PATH");
+	if (only & ONLY_CYCLE)
+		check_exec("bwrap", bwrap, "; pass --bwrap PATH");
+	/* sbxd's config wants an absolute helper path. */
+	if (!realpath(helper, real))
+		die("%s: %s", helper, strerror(errno));
+	snprintf(helper_buf, sizeof(helper_buf), "%s", real);
+	helper = helper_buf;
+
+	struct sigaction sa = {.sa_handler = on_signal};
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	make_tmpdir();
+	struct server srv = {0};
+	start_sbxd(&srv, sbxd, helper);
+
+	char *bwrap_argv[MAX_ARGS];
+	build_bwrap_argv(bwrap_argv, bwrap);
+	if (only & ONLY_CYCLE)
+		progress("bwrap: %s", argv_str(bwrap_argv));
+
+	struct transport tps[] = {
+	    {"ipc", open_client(&srv, false, CALL_TIMEOUT_MS, 0)},
+	    {"tls", open_client(&srv, true, CALL_TIMEOUT_MS, 0)},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(tps); i++) {
+		struct sbx_call_status st;
+		Sbx__V1__HealthResponse *h = sbx_health(tps[i].c, &st);
+
+		if (!h)
+			call_failed(&tps[i], "Health", &st);
+		progress("%s: %s, identity %s", tps[i].name, sbx_client_endpoint(tps[i].c),
+			 h->identity);
+		sbx__v1__health_response__free_unpacked(h, NULL);
+	}
+
+	for (size_t i = 0; i < ARRAY_SIZE(tps); i++) {
+		const struct transport *t = &tps[i];
+
+		if (only & ONLY_HEALTH)
+			bench_health(t, i == 0 ? n.health_ipc : n.health_tls);
+		if (only & ONLY_CYCLE)
+			bench_cycle(t, n.cycles, bwrap_argv);
+		if (only & ONLY_EXEC)
+			bench_exec(t, n.execs);
+		if (only & ONLY_FETCH)
+			bench_fetch(t, n.fetches);
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(tps); i++)
+		sbx_client_close(tps[i].c);
+
+	struct host h;
+	probe_host(&h);
+	progress("stopping sbxd");
+	cleanup();
+
+	char counts[256] = "";
+	size_t len = 0;
+	if (only & ONLY_HEALTH)
+		len += (size_t)snprintf(counts + len, sizeof(counts) - len,
+					"%shealth %ld (ipc) / %ld (tls) calls", len ? ", " : "",
+					n.health_ipc, n.health_tls);
+	if (only & ONLY_CYCLE)
+		len += (size_t)snprintf(counts + len, sizeof(counts) - len, "%s%ld cycles",
+					len ? ", " : "", n.cycles);
+	if (only & ONLY_EXEC)
+		len += (size_t)snprintf(counts + len, sizeof(counts) - len, "%s%ld execs",
+					len ? ", " : "", n.execs);
+	if (only & ONLY_FETCH)
+		snprintf(counts + len, sizeof(counts) - len, "%s%ld fetches of %llu bytes",
+			 len ? ", " : "", n.fetches, FETCH_BYTES);
+	if (json)
+		print_json(&h,
+			   json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "health_ipc",
+				     (json_int_t)n.health_ipc, "health_tls",
+				     (json_int_t)n.health_tls, "cycles", (json_int_t)n.cycles,
+				     "execs", (json_int_t)n.execs, "fetches", (json_int_t)n.fetches,
+				     "fetch_bytes", (json_int_t)FETCH_BYTES));
+	else
+		print_table(&h, counts);
+	return 0;
+}
