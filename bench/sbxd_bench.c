@@ -17,6 +17,7 @@
 #define _GNU_SOURCE
 #endif
 
+#include "chunk_malloc.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -1345,6 +1346,8 @@ int main(int argc, char **argv)
 	unsigned only = ONLY_ALL;
 	bool json = false, quick = false;
 	int c;
+
+	sbx_malloc_reuse_chunks();
 
 	while ((c = getopt_long(argc, argv, "hn", opts, NULL)) != -1) {
 		switch (c) {

@@ -1,6 +1,7 @@
 /* sbxd: the Sandbox RPC service. Reads its configuration, cleans up after a
  * crashed predecessor, listens, and on SIGTERM or SIGINT drains: refuses new
  * runs, tears every run down, closes the socket, exits 0. */
+#include "chunk_malloc.h"
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
@@ -277,6 +278,7 @@ int main(int argc, char **argv)
 	sigset_t stop;
 	int rc;
 
+	sbx_malloc_reuse_chunks();
 	rc = parse_flags(argc, argv, &f);
 	if (rc)
 		return rc == 1 ? 0 : 2;

@@ -1,4 +1,5 @@
 /* sbx: the command-line client of sbxd. */
+#include "chunk_malloc.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -16,6 +17,7 @@ int main(int argc, char **argv)
 	struct sbx_err err;
 	struct cli cli;
 
+	sbx_malloc_reuse_chunks();
 	if (cli_parse(argc, argv, &cli, &err) < 0) {
 		fprintf(stderr, "sbx: %s\nTry 'sbx %s%s--help'.\n", err.msg,
 			cli.cmd ? cli_cmd_name(cli.cmd) : "", cli.cmd ? " " : "");
