@@ -6,6 +6,7 @@
  * from malloc'd pieces so that protobuf-c's free_unpacked can release it, and
  * its repeated fields are sorted so that equal policies digest equally. */
 #include "policy.h"
+#include "strict_json.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -75,30 +76,6 @@ static int want_int(json_t *v, const char *where, json_int_t min, json_int_t max
 		return sbx_fail(err, "%s: must be %" JSON_INTEGER_FORMAT "..%" JSON_INTEGER_FORMAT,
 				where, min, max);
 	*out = n;
-	return 0;
-}
-
-static bool key_known(const char *key, size_t len, const char *const *keys)
-{
-	/* A key with an embedded NUL would compare equal to its prefix. */
-	if (strlen(key) != len)
-		return false;
-	for (; *keys; keys++)
-		if (strcmp(key, *keys) == 0)
-			return true;
-	return false;
-}
-
-/* Rejects the first key (in document order) that is not in keys. where is
- * the object's own path, "" for the top level. */
-static int check_keys(json_t *obj, const char *where, const char *const *keys, struct sbx_err *err)
-{
-	for (void *it = json_object_iter(obj); it; it = json_object_iter_next(obj, it)) {
-		const char *key = json_object_iter_key(it);
-
-		if (!key_known(key, json_object_iter_key_len(it), keys))
-			return sbx_fail(err, "%s%s%s: unknown key", where, *where ? "." : "", key);
-	}
 	return 0;
 }
 
@@ -258,7 +235,7 @@ static int parse_mount(SbxPolicy *p, json_t *m, size_t i, struct sbx_err *err)
 	snprintf(where, sizeof(where), "mounts[%zu]", i);
 	if (!json_is_object(m))
 		return sbx_fail(err, "%s: must be an object", where);
-	if (check_keys(m, where, mount_keys, err) < 0)
+	if (sbx_json_check_keys(m, where, mount_keys, err) < 0)
 		return -1;
 
 	snprintf(where, sizeof(where), "mounts[%zu].path", i);
@@ -521,7 +498,7 @@ static int parse_rule_object(Sbx__V1__EgressRule *r, json_t *o, const char *wher
 	size_t len;
 	json_t *v;
 
-	if (check_keys(o, where, rule_keys, err) < 0)
+	if (sbx_json_check_keys(o, where, rule_keys, err) < 0)
 		return -1;
 	snprintf(at, sizeof(at), "%s.host", where);
 	v = json_object_get(o, "host");
@@ -622,7 +599,7 @@ static int parse_egress(SbxPolicy *p, json_t *v, struct sbx_err *err)
 		return 0;
 	if (!json_is_object(v))
 		return sbx_fail(err, "egress: must be an object");
-	if (check_keys(v, "egress", egress_keys, err) < 0 ||
+	if (sbx_json_check_keys(v, "egress", egress_keys, err) < 0 ||
 	    parse_egress_policy(eg, json_object_get(v, "policy"), err) < 0)
 		return -1;
 	allow = json_object_get(v, "allow");
@@ -715,7 +692,7 @@ static int parse_limits(SbxPolicy *p, json_t *v, struct sbx_err *err)
 
 	if (v && !json_is_object(v))
 		return sbx_fail(err, "limits: must be an object");
-	if (v && check_keys(v, "limits", limit_keys, err) < 0)
+	if (v && sbx_json_check_keys(v, "limits", limit_keys, err) < 0)
 		return -1;
 	if (parse_cpu(l, v ? json_object_get(v, "cpu") : NULL, err) < 0)
 		return -1;
@@ -786,7 +763,7 @@ static int parse_root(SbxPolicy *p, json_t *root, struct sbx_err *err)
 {
 	if (!json_is_object(root))
 		return sbx_fail(err, "policy: must be a JSON object");
-	if (check_keys(root, "", top_keys, err) < 0)
+	if (sbx_json_check_keys(root, "", top_keys, err) < 0)
 		return -1;
 	if (parse_image(p, json_object_get(root, "image"), err) < 0 ||
 	    parse_mounts(p, json_object_get(root, "mounts"), err) < 0 ||

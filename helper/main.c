@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "realroot.h"
 #include "check.h"
 #include "cleanup.h"
 #include "oneshot.h"
@@ -75,19 +76,6 @@ __attribute__((format(printf, 2, 3))) static int fail(int code, const char *fmt,
 	fputc('\n', stderr);
 	va_end(ap);
 	return code;
-}
-
-/* Real root: uid 0 in the initial user namespace, where the identity map
- * covers every uid. Root inside some other namespace is just a user. */
-static bool is_real_root(void)
-{
-	if (getuid() != 0 && geteuid() != 0)
-		return false;
-	_cleanup_fclose_ FILE *f = fopen("/proc/self/uid_map", "re");
-	unsigned long inside, outside, count;
-	if (!f || fscanf(f, "%lu %lu %lu", &inside, &outside, &count) != 3)
-		return true;
-	return inside == 0 && outside == 0 && count == 4294967295UL;
 }
 
 static bool is_dir(const char *path)
@@ -201,7 +189,7 @@ int main(int argc, char **argv)
 			return fail(usage_exit, "--out %s: exists and is not a directory",
 				    o.out_dir);
 	}
-	if (is_real_root() && !allow_root)
+	if (sbx_is_real_root() && !allow_root)
 		return fail(usage_exit, "%s",
 			    "refusing to run as real root: root weakens every guarantee of the "
 			    "sandbox; run as an unprivileged user (or pass --allow-root)");

@@ -6,6 +6,7 @@
  * make sense together (a TLS listener and its certificates) are checked
  * after the whole document is read. */
 #include "config.h"
+#include "strict_json.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -77,27 +78,6 @@ static int want_int(json_t *v, const char *where, json_int_t min, json_int_t max
 		return sbx_fail(err, "%s: must be %" JSON_INTEGER_FORMAT "..%" JSON_INTEGER_FORMAT,
 				where, min, max);
 	*out = n;
-	return 0;
-}
-
-static bool key_known(const char *key, size_t len, const char *const *keys)
-{
-	if (strlen(key) != len) /* an embedded NUL would match its prefix */
-		return false;
-	for (; *keys; keys++)
-		if (strcmp(key, *keys) == 0)
-			return true;
-	return false;
-}
-
-static int check_keys(json_t *obj, const char *where, const char *const *keys, struct sbx_err *err)
-{
-	for (void *it = json_object_iter(obj); it; it = json_object_iter_next(obj, it)) {
-		const char *key = json_object_iter_key(it);
-
-		if (!key_known(key, json_object_iter_key_len(it), keys))
-			return sbx_fail(err, "%s%s%s: unknown key", where, *where ? "." : "", key);
-	}
 	return 0;
 }
 
@@ -197,7 +177,7 @@ static int parse_tls(struct sbx_config *cfg, json_t *v, struct sbx_err *err)
 
 	if (!json_is_object(v))
 		return sbx_fail(err, "tls: must be an object");
-	if (check_keys(v, "tls", tls_keys, err) < 0)
+	if (sbx_json_check_keys(v, "tls", tls_keys, err) < 0)
 		return -1;
 	if ((f = json_object_get(v, "cert")) &&
 	    dup_path(f, "tls.cert", ANY_PATH, &cfg->tls_cert, err) < 0)
@@ -262,7 +242,7 @@ static int parse_token(struct sbx_config *cfg, json_t *v, size_t i, struct sbx_e
 	snprintf(where, sizeof(where), "tokens[%zu]", i);
 	if (!json_is_object(v))
 		return sbx_fail(err, "%s: must be an object", where);
-	if (check_keys(v, where, token_keys, err) < 0)
+	if (sbx_json_check_keys(v, where, token_keys, err) < 0)
 		return -1;
 
 	snprintf(where, sizeof(where), "tokens[%zu].name", i);
@@ -400,7 +380,7 @@ static int parse_root(struct sbx_config *cfg, json_t *root, struct sbx_err *err)
 
 	if (!json_is_object(root))
 		return sbx_fail(err, "config: must be a JSON object");
-	if (check_keys(root, "", top_keys, err) < 0)
+	if (sbx_json_check_keys(root, "", top_keys, err) < 0)
 		return -1;
 	if ((v = json_object_get(root, "listen")) && parse_listen(cfg, v, err) < 0)
 		return -1;

@@ -1,6 +1,7 @@
 /* sbxd: the Sandbox RPC service. Reads its configuration, cleans up after a
  * crashed predecessor, listens, and on SIGTERM or SIGINT drains: refuses new
  * runs, tears every run down, closes the socket, exits 0. */
+#include "realroot.h"
 #include "chunk_malloc.h"
 #include <getopt.h>
 #include <pthread.h>
@@ -84,20 +85,6 @@ __attribute__((format(printf, 2, 3))) static int fail(int code, const char *fmt,
 	fputc('\n', stderr);
 	va_end(ap);
 	return code;
-}
-
-/* Real root: uid 0 in the initial user namespace, where the identity map
- * covers every uid (as sbx-helper decides it). Root inside some other
- * namespace is just a user. */
-static bool is_real_root(void)
-{
-	if (getuid() != 0 && geteuid() != 0)
-		return false;
-	_cleanup_fclose_ FILE *f = fopen("/proc/self/uid_map", "re");
-	unsigned long inside, outside, count;
-	if (!f || fscanf(f, "%lu %lu %lu", &inside, &outside, &count) != 3)
-		return true;
-	return inside == 0 && outside == 0 && count == 4294967295UL;
 }
 
 /* 0: parsed; 1: exit 0 now (--help, --version); 2: usage error. */
@@ -282,7 +269,7 @@ int main(int argc, char **argv)
 	rc = parse_flags(argc, argv, &f);
 	if (rc)
 		return rc == 1 ? 0 : 2;
-	if (is_real_root() && !f.allow_root)
+	if (sbx_is_real_root() && !f.allow_root)
 		return fail(1, "%s",
 			    "refusing to run as real root: root weakens every guarantee of the "
 			    "sandbox; run as an unprivileged user (or pass --allow-root)");
