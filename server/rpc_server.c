@@ -18,6 +18,7 @@
  * CreateRun. Each pool's queue is bounded and a full one is answered with
  * RESOURCE_EXHAUSTED at once; there are more contexts than both pools can
  * hold, so some are always free to answer Health and to refuse. */
+#include "nng_close.h"
 #include "rpc.h"
 
 #include <errno.h>
@@ -474,72 +475,6 @@ fail:
 	return NULL;
 }
 
-/* nng 1.5.2 can hang in nng_close when connections are busy as it closes
- * (nanomsg/nng#1543, #1813: a pipe's reaper waits for a task that never
- * runs), even with every operation of ours stopped first. So the close runs
- * on a thread of its own and is waited for, bounded. */
-struct closer {
-	nng_socket sock;
-	pthread_mutex_t lock;
-	pthread_cond_t done_cv;
-	bool done;
-};
-
-static void *close_socket(void *arg)
-{
-	struct closer *cl = arg;
-
-	nng_close(cl->sock);
-	pthread_mutex_lock(&cl->lock);
-	cl->done = true;
-	pthread_cond_signal(&cl->done_cv);
-	pthread_mutex_unlock(&cl->lock);
-	return NULL;
-}
-
-/* false: still closing after CLOSE_TIMEOUT_MS; cl is then left to the
- * closing thread, never freed. */
-static bool close_bounded(nng_socket sock)
-{
-	struct closer *cl = calloc(1, sizeof(*cl));
-	pthread_condattr_t attr;
-	struct timespec until;
-	pthread_t thread;
-	bool done;
-
-	if (!cl || pthread_condattr_init(&attr) != 0) {
-		free(cl);
-		nng_close(sock); /* unbounded, but nothing else is possible */
-		return true;
-	}
-	cl->sock = sock;
-	pthread_mutex_init(&cl->lock, NULL);
-	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-	pthread_cond_init(&cl->done_cv, &attr);
-	pthread_condattr_destroy(&attr);
-	if (pthread_create(&thread, NULL, close_socket, cl) != 0) {
-		close_socket(cl);
-		thread = pthread_self();
-	}
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += CLOSE_TIMEOUT_MS / 1000;
-	pthread_mutex_lock(&cl->lock);
-	while (!cl->done && pthread_cond_timedwait(&cl->done_cv, &cl->lock, &until) != ETIMEDOUT)
-		;
-	done = cl->done;
-	pthread_mutex_unlock(&cl->lock);
-	if (!done) {
-		pthread_detach(thread);
-		return false;
-	}
-	if (!pthread_equal(thread, pthread_self()))
-		pthread_join(thread, NULL);
-	pthread_cond_destroy(&cl->done_cv);
-	pthread_mutex_destroy(&cl->lock);
-	free(cl);
-	return true;
-}
-
 int sbx_rpc_stop(struct sbx_rpc *rpc)
 {
 	if (!rpc)
@@ -567,7 +502,7 @@ int sbx_rpc_stop(struct sbx_rpc *rpc)
 		/* Parked repeats and jobs that never ran. */
 		release_request(c);
 	}
-	if (rpc->sock_open && !close_bounded(rpc->sock))
+	if (rpc->sock_open && !sbx_nng_close_bounded(rpc->sock, CLOSE_TIMEOUT_MS))
 		return -1;
 	for (size_t i = 0; i < rpc->n_calls; i++)
 		if (rpc->calls[i].aio)

@@ -14,6 +14,7 @@
 #include <nng/protocol/reqrep0/req.h>
 #include <nng/supplemental/tls/tls.h>
 
+#include "nng_close.h"
 #include "client_internal.h"
 #include "util.h"
 
@@ -326,10 +327,12 @@ void sbx_client_close(sbx_client *c)
 {
 	if (!c)
 		return;
-	/* Closing the socket closes its dialers, pipes and contexts. */
+	/* Closing the socket closes its dialers, pipes and contexts. If nng
+	 * hangs doing it (see nng_close.h), the TLS config stays with it. */
+	bool closed = true;
 	if (nng_socket_id(c->sock) > 0)
-		nng_close(c->sock);
-	if (c->tls)
+		closed = sbx_nng_close_bounded(c->sock, 5000);
+	if (c->tls && closed)
 		nng_tls_config_free(c->tls);
 	pthread_mutex_destroy(&c->dial_lock);
 	if (c->token)

@@ -22,6 +22,42 @@ def mounts():
         return len(f.read().splitlines())
 
 
+class InsecureTcp(unittest.TestCase):
+    """Plain tcp:// only when the config says insecure: true, with a warning,
+    and still only with a token."""
+
+    def test_tcp_needs_insecure_and_a_token(self):
+        import json
+        import subprocess
+        from sbxdfix import SBXD, free_port
+        import sbxrpc
+        srv = Server()
+        self.addCleanup(srv.cleanup)
+        srv.stop()
+        tcp = "tcp://127.0.0.1:%d" % free_port()
+        with open(srv.config) as f:
+            cfg = json.load(f)
+        cfg["listen"] = [srv.ipc, tcp]
+        with open(srv.config, "w") as f:
+            json.dump(cfg, f)
+        p = subprocess.run([SBXD, "--config", srv.config], capture_output=True, text=True,
+                           timeout=30)
+        self.assertEqual(p.returncode, 1, p)
+        self.assertIn("insecure", p.stderr)
+        cfg["insecure"] = True
+        with open(srv.config, "w") as f:
+            json.dump(cfg, f)
+        srv.start()
+        self.assertIn("warning", srv.log_tail().lower())
+        with sbxrpc.Conn(tcp) as c:
+            code, _, _ = c.call("Health", pb.HealthRequest(), pb.HealthResponse)
+            self.assertEqual(code, "UNAUTHENTICATED")
+            code, _, h = c.call("Health", pb.HealthRequest(), pb.HealthResponse,
+                                token=srv.tokens["bob"])
+            self.assertEqual((code, h.identity), ("OK", "token:bob"))
+        self.assertEqual(srv.stop(), 0)
+
+
 class Lifecycle(unittest.TestCase):
     def setUp(self):
         self.srv = Server()
