@@ -190,7 +190,7 @@ static void exec_init(const struct sbx_exec_spec *s)
 		sbx_fail_errno(&err, "pipe");
 		setup_failed(rfd, &err);
 	}
-	if (sbx_privs_drop(&err) < 0 || sbx_seccomp_install(&err) < 0)
+	if (sbx_privs_drop(&err) < 0 || sbx_seccomp_load_bpf(s->filter, &err) < 0)
 		setup_failed(rfd, &err);
 
 	struct sigaction sa = {.sa_handler = forward_signal, .sa_flags = SA_RESTART};

@@ -8,6 +8,7 @@
 #ifndef SBX_EXEC_H
 #define SBX_EXEC_H
 
+#include <linux/filter.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -46,6 +47,7 @@ struct sbx_exec_spec {
 	const SbxPolicy *policy;
 	const struct sbx_cgroup *cgroup; /* mode NONE: rlimits instead */
 	int report_fd;			 /* write end, handed to exec init */
+	const struct sock_fprog *filter; /* the seccomp program, compiled once */
 };
 
 /* Returns exec init's pid, or -1. */

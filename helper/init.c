@@ -169,6 +169,7 @@ static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, i
 		.policy = p,
 		.cgroup = &slot->cg,
 		.report_fd = report[1],
+		.filter = st->ctx->filter,
 	};
 	slot->start_ms = now_ms();
 	slot->pid = sbx_exec_spawn(&spec, &err);

@@ -4,6 +4,7 @@
 #ifndef SBX_INIT_H
 #define SBX_INIT_H
 
+#include <linux/filter.h>
 #include <stdbool.h>
 
 #include "cgroup.h"
@@ -15,6 +16,7 @@ struct sbx_init_ctx {
 	struct sbx_cgroup *run;	 /* the run's cgroup; mode NONE: rlimit fallback */
 	int out_fd;		 /* /out, passed to the server in Ready; -1 without /out */
 	bool seccomp;		 /* for Ready: what is enforced */
+	const struct sock_fprog *filter; /* loaded by every exec */
 };
 
 __attribute__((noreturn)) void sbx_init_main(struct sbx_init_ctx *ctx);

@@ -19,6 +19,7 @@
 #include "fds.h"
 #include "init.h"
 #include "rootfs.h"
+#include "syscall_filter.h"
 #include "util.h"
 
 #define NS_FLAGS                                                                                   \
@@ -77,7 +78,7 @@ static int loopback_up(struct sbx_err *err)
 }
 
 __attribute__((noreturn)) static void sandbox_child(const struct sbx_sandbox_opts *o,
-						    struct sbx_sandbox *sb, int sync_fd)
+						    struct sbx_sandbox *sb, int sync_fd, int bpf_fd)
 {
 	struct sbx_err err;
 	char byte;
@@ -91,9 +92,10 @@ __attribute__((noreturn)) static void sandbox_child(const struct sbx_sandbox_opt
 	/* pid 1 keeps only its control socket and the run's cgroup: whatever
 	 * else the helper held (the other end of the socket in `run`, fds
 	 * leaked to us by whoever started us) must not keep anything alive. */
-	int keep[1 + SBX_CG_NCTRL];
+	int keep[2 + SBX_CG_NCTRL];
 	size_t nkeep = 0;
 	keep[nkeep++] = o->ctl;
+	keep[nkeep++] = bpf_fd;
 	for (int i = 0; i < SBX_CG_NCTRL; i++)
 		if (sb->run.fd[i] >= 0)
 			keep[nkeep++] = sb->run.fd[i];
@@ -117,12 +119,18 @@ __attribute__((noreturn)) static void sandbox_child(const struct sbx_sandbox_opt
 			goto fail;
 		}
 	}
+	/* The supervisor compiled the filter meanwhile; no filter, no sandbox. */
+	struct sock_fprog filter;
+	if (sbx_seccomp_read_bpf(bpf_fd, &filter, &err) < 0)
+		goto fail;
+	close(bpf_fd);
 	struct sbx_init_ctx ctx = {
 		.policy = o->policy,
 		.ctl = o->ctl,
 		.run = &sb->run,
 		.out_fd = out_fd,
 		.seccomp = true,
+		.filter = &filter,
 	};
 	sbx_init_main(&ctx);
 fail:
@@ -167,9 +175,15 @@ int sbx_sandbox_start(const struct sbx_sandbox_opts *o, struct sbx_sandbox *sb,
 	sb->pid = -1;
 	if (make_run_cgroup(o, sb, err) < 0)
 		return -1;
-	int sync[2];
+	int sync[2], bpf[2];
 	if (pipe2(sync, O_CLOEXEC) < 0) {
 		sbx_fail_errno(err, "pipe");
+		goto fail;
+	}
+	if (pipe2(bpf, O_CLOEXEC) < 0) {
+		sbx_fail_errno(err, "pipe");
+		close(sync[0]);
+		close(sync[1]);
 		goto fail;
 	}
 	pid_t pid = (pid_t)syscall(SYS_clone, NS_FLAGS | SIGCHLD, NULL, NULL, NULL, NULL);
@@ -178,24 +192,37 @@ int sbx_sandbox_start(const struct sbx_sandbox_opts *o, struct sbx_sandbox *sb,
 				    "net, ipc, uts, cgroup); `sbx-helper check` names the fix");
 		close(sync[0]);
 		close(sync[1]);
+		close(bpf[0]);
+		close(bpf[1]);
 		goto fail;
 	}
 	if (pid == 0) {
 		close(sync[1]);
-		sandbox_child(o, sb, sync[0]);
+		close(bpf[1]);
+		sandbox_child(o, sb, sync[0], bpf[0]);
 	}
 	close(sync[0]);
+	close(bpf[0]);
 	sb->pid = pid;
 	if (map_ids(pid, err) < 0) {
 		close(sync[1]);
+		close(bpf[1]);
 		goto fail;
 	}
 	if (write(sync[1], "g", 1) != 1) {
 		sbx_fail_errno(err, "start sandbox");
 		close(sync[1]);
+		close(bpf[1]);
 		goto fail;
 	}
 	close(sync[1]);
+	/* Compiled while pid 1 builds the root file system; a few KiB, so the
+	 * pipe takes it without pid 1 reading yet. On failure pid 1 reads a
+	 * short program and fails closed. */
+	int rc = sbx_seccomp_export_bpf(bpf[1], err);
+	close(bpf[1]);
+	if (rc < 0)
+		goto fail;
 	return 0;
 fail:
 	sbx_sandbox_finish(sb, true);

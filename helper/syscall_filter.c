@@ -21,6 +21,10 @@
 #include "util.h"
 
 #include <errno.h>
+#include <linux/seccomp.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <stddef.h>
@@ -347,5 +351,40 @@ int sbx_seccomp_export_pfc(int fd, struct sbx_err *err)
 	int rc = seccomp_export_pfc(ctx, fd);
 	if (rc < 0)
 		return sbx_fail_errnum(err, -rc, "seccomp_export_pfc");
+	return 0;
+}
+
+int sbx_seccomp_read_bpf(int fd, struct sock_fprog *prog, struct sbx_err *err)
+{
+	/* Bounded: the filter is a few hundred instructions; BPF allows 4096. */
+	size_t cap = 4096 * sizeof(struct sock_filter), len = 0;
+	_cleanup_free_ struct sock_filter *insns = malloc(cap);
+	if (!insns)
+		return sbx_fail_errno(err, "seccomp filter");
+	for (;;) {
+		ssize_t n = read(fd, (char *)insns + len, cap - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return sbx_fail_errno(err, "reading the seccomp filter");
+		if (n == 0)
+			break;
+		len += (size_t)n;
+		if (len == cap)
+			return sbx_fail(err, "seccomp filter larger than BPF allows");
+	}
+	if (len == 0 || len % sizeof(struct sock_filter))
+		return sbx_fail(err, "seccomp filter: got %zu bytes, not a whole program", len);
+	prog->len = (unsigned short)(len / sizeof(struct sock_filter));
+	prog->filter = sbx_steal_ptr(insns);
+	return 0;
+}
+
+int sbx_seccomp_load_bpf(const struct sock_fprog *prog, struct sbx_err *err)
+{
+	/* What seccomp_load does for this filter: no flags (no TSYNC, no
+	 * log), and no_new_privs is already set by the caller. */
+	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, prog) < 0)
+		return sbx_fail_errno(err, "loading the seccomp filter");
 	return 0;
 }

@@ -5,6 +5,8 @@
 #ifndef SBX_HELPER_SECCOMP_H
 #define SBX_HELPER_SECCOMP_H
 
+#include <linux/filter.h>
+
 #include "err.h"
 
 /* Builds the filter and loads it into the calling thread. The caller has set
@@ -16,6 +18,11 @@ int sbx_seccomp_install(struct sbx_err *err);
 /* Writes the same filter as raw BPF (the bytes the kernel gets) to fd, for
  * debugging and `sbx-helper check`. Loads nothing. */
 int sbx_seccomp_export_bpf(int fd, struct sbx_err *err);
+/* The supervisor compiles the filter (export_bpf into a pipe) while pid 1
+ * builds the root file system; pid 1 reads it once and every exec loads
+ * the same program, so libseccomp's compile is off the critical path. */
+int sbx_seccomp_read_bpf(int fd, struct sock_fprog *prog, struct sbx_err *err);
+int sbx_seccomp_load_bpf(const struct sock_fprog *prog, struct sbx_err *err);
 
 /* Same, as libseccomp's human-readable pseudo filter code. */
 int sbx_seccomp_export_pfc(int fd, struct sbx_err *err);
