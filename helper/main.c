@@ -1,6 +1,7 @@
 /* sbx-helper: builds one sandbox and runs untrusted commands in it, as an
  * ordinary user: user namespaces, no setuid, no PAM. */
 #include <getopt.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -38,6 +39,8 @@ static const char usage[] =
 	"\n"
 	"  --policy FILE            the run policy (JSON; see README)\n"
 	"  --data DIR               mounted read-only at /data (default: empty)\n"
+	"  --data-no-symlinks       fail if any component of --data is a symlink (sbxd\n"
+	"                           passes a path it checked)\n"
 	"  --out DIR                where /out is copied at the end (regular files and\n"
 	"                           directories only; links are never followed)\n"
 	"  --result FILE            write what happened as JSON\n"
@@ -49,12 +52,13 @@ static const char usage[] =
 	"  -h, --help               this text\n"
 	"  --version                print the version\n";
 
-enum { OPT_POLICY = 256, OPT_DATA, OPT_OUT, OPT_RESULT, OPT_CGROUP_ROOT, OPT_FALLBACK,
+enum { OPT_POLICY = 256, OPT_DATA, OPT_DATA_NO_SYMLINKS, OPT_OUT, OPT_RESULT, OPT_CGROUP_ROOT, OPT_FALLBACK,
        OPT_ALLOW_ROOT, OPT_CONTROL_FD, OPT_JSON, OPT_VERSION };
 
 static const struct option long_opts[] = {
 	{"policy", required_argument, NULL, OPT_POLICY},
 	{"data", required_argument, NULL, OPT_DATA},
+	{"data-no-symlinks", no_argument, NULL, OPT_DATA_NO_SYMLINKS},
 	{"out", required_argument, NULL, OPT_OUT},
 	{"result", required_argument, NULL, OPT_RESULT},
 	{"cgroup-root", required_argument, NULL, OPT_CGROUP_ROOT},
@@ -104,6 +108,9 @@ static int policy_cmd(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+	/* A peer that went away (pid 1, a closed stdout) is an error to
+	 * handle where it happens, never a reason to die. */
+	signal(SIGPIPE, SIG_IGN);
 	if (argc < 2)
 		return fail(2, "%s", "missing command; see sbx-helper --help");
 	const char *cmd = argv[1];
@@ -134,6 +141,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_DATA:
 			o.data_dir = optarg;
+			break;
+		case OPT_DATA_NO_SYMLINKS:
+			o.data_no_symlinks = true;
 			break;
 		case OPT_OUT:
 			o.out_dir = optarg;

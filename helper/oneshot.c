@@ -329,6 +329,7 @@ int sbx_oneshot_run(const struct sbx_helper_opts *o, SbxPolicy *policy)
 	struct sbx_sandbox_opts so = {
 		.policy = policy,
 		.data_dir = o->data_dir,
+		.data_no_symlinks = o->data_no_symlinks,
 		.cgroup_root = o->cgroup_root,
 		.rlimit_fallback = o->rlimit_fallback,
 		.ctl = ctl[1],
@@ -354,7 +355,15 @@ int sbx_oneshot_run(const struct sbx_helper_opts *o, SbxPolicy *policy)
 	close(pin[0]);
 	close(pout[1]);
 	close(perr[1]);
-	if (rc < 0 || await_ready(ctl[0], &out_fd, cg_mode, sizeof(cg_mode), &err) < 0)
+	if (rc < 0) {
+		/* pid 1 may have failed before it read anything: its own
+		 * Failure says why better than our broken pipe. */
+		struct sbx_err why;
+		if (await_ready(ctl[0], &out_fd, cg_mode, sizeof(cg_mode), &why) < 0)
+			err = why;
+		goto out;
+	}
+	if (await_ready(ctl[0], &out_fd, cg_mode, sizeof(cg_mode), &err) < 0)
 		goto out;
 	res.cgroup = cg_mode;
 	res.rlimit_fallback = strcmp(cg_mode, "none") == 0;
@@ -443,6 +452,7 @@ int sbx_serve(const struct sbx_helper_opts *o, SbxPolicy *policy)
 	struct sbx_sandbox_opts so = {
 		.policy = policy,
 		.data_dir = o->data_dir,
+		.data_no_symlinks = o->data_no_symlinks,
 		.cgroup_root = o->cgroup_root,
 		.rlimit_fallback = o->rlimit_fallback,
 		.ctl = o->control_fd,

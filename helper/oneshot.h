@@ -10,6 +10,7 @@
 struct sbx_helper_opts {
 	const char *policy_path;
 	const char *data_dir;
+	bool data_no_symlinks;
 	const char *out_dir;
 	const char *result_path;
 	const char *cgroup_root;

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/openat2.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -366,7 +367,8 @@ static int mount_proc_at(const char *base, const char *null, struct sbx_err *err
 	return 0;
 }
 
-int sbx_rootfs_build(const SbxPolicy *p, const char *data_dir, struct sbx_err *err)
+int sbx_rootfs_build(const SbxPolicy *p, const char *data_dir, bool data_no_symlinks,
+		     struct sbx_err *err)
 {
 	/* Nothing we mount may propagate back to the host. */
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
@@ -396,7 +398,14 @@ int sbx_rootfs_build(const SbxPolicy *p, const char *data_dir, struct sbx_err *e
 	_cleanup_close_ int data_src = -1;
 	if (data_dir) {
 		/* Resolve --data before /tmp is covered: it may live there. */
-		data_src = open(data_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (data_no_symlinks) {
+			struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+					       .resolve = RESOLVE_NO_SYMLINKS |
+							  RESOLVE_NO_MAGICLINKS};
+			data_src = (int)syscall(SYS_openat2, AT_FDCWD, data_dir, &how, sizeof(how));
+		} else {
+			data_src = open(data_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		}
 		if (data_src < 0)
 			return sbx_fail_errno(err, "--data %s", data_dir);
 	}

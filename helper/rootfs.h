@@ -3,6 +3,8 @@
 #ifndef SBX_ROOTFS_H
 #define SBX_ROOTFS_H
 
+#include <stdbool.h>
+
 #include "err.h"
 #include "policy.h"
 
@@ -13,6 +15,7 @@
  * every source (image, --data, host files the image needs), builds the tree
  * on a new tmpfs, pivots into it and detaches the host. On return cwd is /
  * and the root is read-only. data_dir may be NULL (an empty /data). */
-int sbx_rootfs_build(const SbxPolicy *policy, const char *data_dir, struct sbx_err *err);
+int sbx_rootfs_build(const SbxPolicy *policy, const char *data_dir, bool data_no_symlinks,
+		     struct sbx_err *err);
 
 #endif

@@ -110,7 +110,7 @@ __attribute__((noreturn)) static void sandbox_child(const struct sbx_sandbox_opt
 		sbx_fail_errno(&err, "hostname");
 		goto fail;
 	}
-	if (loopback_up(&err) < 0 || sbx_rootfs_build(o->policy, o->data_dir, &err) < 0)
+	if (loopback_up(&err) < 0 || sbx_rootfs_build(o->policy, o->data_dir, o->data_no_symlinks, &err) < 0)
 		goto fail;
 	if (sbx_policy_mount(o->policy, "/out")) {
 		out_fd = open("/out", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -221,7 +221,8 @@ int sbx_sandbox_start(const struct sbx_sandbox_opts *o, struct sbx_sandbox *sb,
 	 * short program and fails closed. */
 	int rc = sbx_seccomp_export_bpf(bpf[1], err);
 	close(bpf[1]);
-	if (rc < 0)
+	/* EPIPE: pid 1 already failed and said why on the control socket. */
+	if (rc < 0 && err->errnum != EPIPE)
 		goto fail;
 	return 0;
 fail:

@@ -145,6 +145,13 @@ static int file_sha256(struct sbx_run *r, const char *path, int fd, const struct
 	struct stat st2;
 	bool hit;
 
+	/* /out is a tmpfs of out_mb: a file that claims more is sparse, and
+	 * hashing (or serving) it could take forever (truncate -s 4E). */
+	if ((uint64_t)st->st_size > (r->policy->limits->out_mb << 20))
+		return sbx_fail_errnum(err, EFBIG,
+				       "%s: %lld bytes, more than out_mb holds (a sparse file): "
+				       "not served",
+				       path, (long long)st->st_size);
 	pthread_mutex_lock(&r->mu);
 	hit = cache_get(r, path, &id, sha256);
 	pthread_mutex_unlock(&r->mu);
@@ -178,6 +185,10 @@ static int add_artifact(const char *relpath, int fd, const struct stat *st, void
 	Sbx__V1__Artifact *a;
 	char sha256[65];
 
+	if ((uint64_t)st->st_size > (c->r->policy->limits->out_mb << 20)) {
+		al->oversize++; /* sparse: never hashed, listed or served */
+		return 0;
+	}
 	if (file_sha256(c->r, relpath, fd, st, sha256, err) < 0)
 		return -1;
 	if (al->n == c->cap) {
@@ -217,6 +228,7 @@ int artifacts_list(struct sbx_run *r, int out_fd, struct artifact_list *al, stru
 
 	memset(al, 0, sizeof(*al));
 	rc = sbx_tree_list(out_fd, RUN_ARTIFACTS_MAX, add_artifact, &c, &skipped, err);
+	skipped += al->oversize;
 	al->skipped = skipped > UINT32_MAX ? UINT32_MAX : (uint32_t)skipped;
 	al->partial = rc == 1;
 	if (rc < 0) {

@@ -89,21 +89,20 @@ static SbxPolicy *request_policy(const Sbx__V1__CreateRunRequest *req, struct sb
 /* Invariant 9: never a weaker sandbox than the policy says. */
 static int check_enforceable(const SbxPolicy *p, struct sbx_status *st)
 {
-	struct stat sb;
 
 	if (p->egress->policy != SBX__V1__EGRESS__POLICY__DENY)
 		return sbx_status_set(st, SBX__V1__CODE__FAILED_PRECONDITION,
 				      "egress: this sbxd has no egress proxy yet; only deny can be "
 				      "enforced");
-	if (strcmp(p->image, "host") != 0 && p->image[0] != '/')
+	/* A rootfs directory named by a caller would bring whatever host
+	 * directory it names (and sbxd can read) into the sandbox: sbxd takes
+	 * only the host image until its image store pins real ones. */
+	if (strcmp(p->image, "host") != 0)
 		return sbx_status_set(
 		    st, SBX__V1__CODE__FAILED_PRECONDITION,
-		    "image: %.200s: this sbxd has no image store yet; use \"host\" "
-		    "or a rootfs directory",
+		    "image: %.200s: this sbxd has no image store yet; only \"host\" can be "
+		    "used (rootfs directories are for sbx-helper run)",
 		    p->image);
-	if (p->image[0] == '/' && (stat(p->image, &sb) < 0 || !S_ISDIR(sb.st_mode)))
-		return sbx_status_set(st, SBX__V1__CODE__FAILED_PRECONDITION,
-				      "image: %.200s is not a directory on this host", p->image);
 	return 0;
 }
 
@@ -183,6 +182,12 @@ static int check_input_dir(struct sbx_run *r, const char *dir, struct sbx_status
 	if (stat(real, &sb) < 0 || !S_ISDIR(sb.st_mode))
 		return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
 				      "input_dir %.200s: not a directory", dir);
+	/* sbxd can read more than its callers: a caller's /data is a directory
+	 * of its own, not another user's under the same allowed root. */
+	if ((unsigned long)sb.st_uid != strtoul(r->identity + 4, NULL, 10))
+		return sbx_status_set(st, SBX__V1__CODE__PERMISSION_DENIED,
+				      "input_dir %.200s is not owned by the caller (%s)", dir,
+				      r->identity);
 	r->data_path = sbx_steal_ptr(real);
 	r->caller_data = true;
 	return 0;
@@ -337,6 +342,9 @@ static int start_helper(struct sbx_run *r, int64_t *spawned, struct sbx_status *
 	if (r->data_path) {
 		argv[n++] = "--data";
 		argv[n++] = r->data_path;
+		/* The path was resolved and checked here; a link swapped into it
+		 * since must make the helper fail, not follow it. */
+		argv[n++] = "--data-no-symlinks";
 	}
 	if (runs_cfg.cgroup_root) {
 		argv[n++] = "--cgroup-root";

@@ -261,6 +261,7 @@ struct artifact_list {
 	Sbx__V1__Artifact **items;
 	size_t n;
 	uint32_t skipped;
+	uint64_t oversize; /* sparse files larger than out_mb: counted in skipped */
 	bool partial; /* more than RUN_ARTIFACTS_MAX entries */
 };
 int artifacts_list(struct sbx_run *r, int out_fd, struct artifact_list *al, struct sbx_err *err);
