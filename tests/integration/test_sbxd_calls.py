@@ -231,6 +231,33 @@ class SbxdTest(unittest.TestCase):
             self.assertLess(time.time() - t0, 2, path)  # a FIFO must not hang the server
         self.teardown(run)
 
+    def test_sparse_giant_in_out_is_neither_hashed_nor_served(self):
+        run = self.create(out_mb=4)
+        self.wait(run, self.exec(run, "truncate -s 1T /out/huge; echo fine > /out/ok"))
+        t0 = time.time()
+        arts = self.ok("ListArtifacts", pb.ListArtifactsRequest(run_id=run),
+                       pb.ListArtifactsResponse)
+        self.assertEqual([a.path for a in arts.artifacts], ["ok"])
+        self.assertGreaterEqual(arts.skipped, 1)
+        code, msg, _ = self.c.call("FetchArtifact", pb.FetchArtifactRequest(
+            run_id=run, path="huge", offset=(1 << 40) - 1), pb.FetchArtifactResponse)
+        self.assertNotEqual(code, "OK", msg)
+        m = self.teardown(run)
+        self.assertEqual([a.path for a in m.artifacts], ["ok"])
+        self.assertLess(time.time() - t0, 10)
+
+    def test_sbxd_takes_only_the_host_image(self):
+        for image in ("/usr", "/", "/nonexistent"):
+            code, msg, _ = self.c.call("CreateRun", pb.CreateRunRequest(
+                policy_json='{"image": "%s"}' % image), pb.CreateRunResponse)
+            self.assertEqual(code, "FAILED_PRECONDITION", "%s: %s" % (image, msg))
+            self.assertIn("image", msg)
+
+    def test_input_dir_needs_the_config_to_allow_it(self):
+        code, msg, _ = self.c.call("CreateRun", pb.CreateRunRequest(
+            policy_json=policy_json(), input_dir=self.srv.dir), pb.CreateRunResponse)
+        self.assertEqual(code, "PERMISSION_DENIED", msg)
+
     # -- identities
     def test_another_identity_gets_not_found_for_every_call(self):
         with self.srv.conn(tls=True) as t:

@@ -58,6 +58,45 @@ class InsecureTcp(unittest.TestCase):
         self.assertEqual(srv.stop(), 0)
 
 
+class InputDirs(unittest.TestCase):
+    def test_input_dir_must_be_the_callers_own_and_under_an_allowed_root(self):
+        import tempfile
+        mine = tempfile.mkdtemp(prefix="sbx-inputs-")
+        self.addCleanup(lambda: __import__("shutil").rmtree(mine, ignore_errors=True))
+        os.chmod(mine, 0o755)
+        job = os.path.join(mine, "job")
+        os.mkdir(job)
+        with open(os.path.join(job, "in.csv"), "w") as f:
+            f.write("a,b\n")
+        srv = Server(input_dirs=[mine, "/usr"])
+        self.addCleanup(srv.cleanup)
+        with srv.conn() as c:
+            code, msg, r = c.call("CreateRun", pb.CreateRunRequest(
+                policy_json=policy_json(), input_dir=job), pb.CreateRunResponse)
+            self.assertEqual(code, "OK", msg)
+            code, msg, e = c.call("Exec", pb.ExecRequest(run_id=r.run_id,
+                                                         argv=["cat", "/data/in.csv"]),
+                                  pb.ExecResponse)
+            self.assertEqual(code, "OK", msg)
+            code, msg, w = c.call("Wait", pb.WaitRequest(run_id=r.run_id, exec_id=e.exec_id),
+                                  pb.WaitResponse)
+            self.assertEqual(w.status.stdout_bytes, 4)
+            c.call("Teardown", pb.TeardownRequest(run_id=r.run_id), pb.TeardownResponse)
+            self.assertTrue(os.path.exists(os.path.join(job, "in.csv")))  # the caller's, kept
+            # Allowed root, but root's directory, not the caller's.
+            code, msg, _ = c.call("CreateRun", pb.CreateRunRequest(
+                policy_json=policy_json(), input_dir="/usr/share"), pb.CreateRunResponse)
+            self.assertEqual(code, "PERMISSION_DENIED", msg)
+            self.assertIn("not owned", msg)
+            # A path through a link out of the allowed root.
+            os.symlink("/etc", os.path.join(mine, "link"))
+            code, msg, _ = c.call("CreateRun", pb.CreateRunRequest(
+                policy_json=policy_json(), input_dir=os.path.join(mine, "link")),
+                pb.CreateRunResponse)
+            self.assertEqual(code, "PERMISSION_DENIED", msg)
+        self.assertEqual(srv.stop(), 0)
+
+
 class Lifecycle(unittest.TestCase):
     def setUp(self):
         self.srv = Server()
