@@ -292,6 +292,7 @@ SBX_HANDLER(put_input, Sbx__V1__PutInputRequest, Sbx__V1__PutInputResponse)
 
 	pthread_mutex_lock(&r->mu);
 	in->busy = false;
+	pthread_cond_broadcast(&r->cv); /* a teardown may be waiting for this write */
 	if (rc == 0) {
 		in->received += req->data.len;
 		in->complete = req->last;

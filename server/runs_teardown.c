@@ -121,6 +121,16 @@ int run_teardown(struct sbx_run *r, Sbx__V1__RunManifest **manifest, struct sbx_
 	pthread_mutex_lock(&r->mu);
 	final = r->state;
 	r->stop = true;
+	/* No PutInput starts once stop is set; one already writing finishes
+	 * before the data directory is removed under it. */
+	for (;;) {
+		bool busy = false;
+		for (size_t i = 0; i < r->n_inputs; i++)
+			busy |= r->inputs[i].busy;
+		if (!busy)
+			break;
+		pthread_cond_wait(&r->cv, &r->mu);
+	}
 	if (r->ctl >= 0 && ctl_send_destroy(r->ctl, &err) < 0 && err.errnum != EPIPE &&
 	    err.errnum != ECONNRESET)
 		run_alert(r, "sbxd: DestroyRequest: %s", err.msg);
