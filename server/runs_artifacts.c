@@ -559,9 +559,13 @@ SBX_HANDLER(fetch_artifact, Sbx__V1__FetchArtifactRequest, Sbx__V1__FetchArtifac
 	sbx__v1__fetch_artifact_response__init(o);
 	rc = fetch(r, out_fd, req, max, o, st);
 	close(out_fd);
-	if (rc == 0 && req->offset == 0)
+	/* The first chunk and the last one: a fetch that starts past 0 is
+	 * still on record when it completes. */
+	if (rc == 0 && (req->offset == 0 || o->eof))
 		run_audit(r, "artifact_fetched",
-			  json_pack("{s:s, s:I}", "path", req->path, "size", (json_int_t)o->size));
+			  json_pack("{s:s, s:I, s:I, s:b}", "path", req->path, "size",
+				    (json_int_t)o->size, "offset", (json_int_t)req->offset, "eof",
+				    o->eof));
 	run_unref(r);
 	if (rc < 0) {
 		sbx__v1__fetch_artifact_response__free_unpacked(o, NULL);
