@@ -137,6 +137,22 @@ static struct rpc_dedupe_entry *insert(struct rpc_dedupe *d, uint64_t h, const c
 
 	if (strlen(identity) >= sizeof(e->identity) || strlen(request_id) >= sizeof(e->request_id))
 		return NULL;
+	/* One caller may hold a quarter of the table: past that it evicts its
+	 * own oldest answers, never another caller's (whose retries would then
+	 * run twice). */
+	size_t mine = 0;
+	struct rpc_dedupe_entry *oldest_mine = NULL;
+	for (e = d->oldest; e; e = e->next)
+		if (strcmp(e->identity, identity) == 0) {
+			mine++;
+			if (!oldest_mine && e->done)
+				oldest_mine = e;
+		}
+	if (mine >= d->lim.max_entries / 4 + 1) {
+		if (!oldest_mine)
+			return NULL;
+		drop_entry(d, oldest_mine);
+	}
 	make_room(d, 0);
 	if (d->n_entries >= d->lim.max_entries)
 		return NULL;
