@@ -370,6 +370,21 @@ class SbxdTest(unittest.TestCase):
         self.assertEqual([r.run_id for r in runs.runs].count(a.run_id), 1)
         self.teardown(a.run_id)
 
+    def test_another_callers_flood_cannot_evict_my_request_ids(self):
+        rid = sbxrpc.new_request_id()
+        req = pb.CreateRunRequest(policy_json=policy_json())
+        first = self.ok("CreateRun", req, pb.CreateRunResponse, request_id=rid)
+        bob = self.srv.tokens["bob"]
+        # More answers than the whole table holds (4096), all bob's.
+        for i in range(4200):
+            code, _, _ = self.c.call("PutInput", pb.PutInputRequest(run_id="run-none", path="x"),
+                                     pb.PutInputResponse, token=bob,
+                                     request_id=sbxrpc.new_request_id())
+            self.assertEqual(code, "NOT_FOUND")
+        again = self.ok("CreateRun", req, pb.CreateRunResponse, request_id=rid)
+        self.assertEqual(again.run_id, first.run_id)
+        self.teardown(first.run_id)
+
     def test_per_identity_cap(self):
         runs = []
         try:
