@@ -61,6 +61,11 @@
 #define DEDUPE_TTL_MS  (10 * 60 * 1000)
 /* nng_close normally takes milliseconds; past this it is stuck. */
 #define CLOSE_TIMEOUT_MS 5000
+/* Requests one connection may have in hand at once. Replies on a pipe go
+ * out one at a time, so a peer that sends many and reads none would
+ * otherwise hold every context (and starve every other caller) until the
+ * send timeout; beyond this its requests are dropped unanswered. */
+#define PIPE_INFLIGHT_MAX 8
 
 #define container_of(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 
@@ -84,6 +89,7 @@ struct rpc_call {
 	const struct rpc_method *method;
 	struct sbx_identity who;
 	uint64_t received_ms;
+	uint32_t pipe_id; /* the connection of the request in hand; 0: none */
 };
 
 struct sbx_rpc {
@@ -97,6 +103,7 @@ struct sbx_rpc {
 	struct rpc_dedupe *dedupe;
 	struct rpc_call *calls;
 	size_t n_calls;
+	pthread_mutex_t pipes_mu; /* every call's pipe_id */
 };
 
 static uint64_t now_ms(void)
@@ -109,8 +116,33 @@ static uint64_t now_ms(void)
 
 /* ---- the state machine's moves ---- */
 
+/* Takes a slot for the request's connection; false when it has
+ * PIPE_INFLIGHT_MAX requests in hand already. */
+static bool pipe_admit(struct rpc_call *c, uint32_t pipe_id)
+{
+	struct sbx_rpc *rpc = c->rpc;
+	size_t in_hand = 0;
+
+	pthread_mutex_lock(&rpc->pipes_mu);
+	for (size_t i = 0; i < rpc->n_calls; i++)
+		in_hand += rpc->calls[i].pipe_id == pipe_id;
+	bool ok = in_hand < PIPE_INFLIGHT_MAX;
+	if (ok)
+		c->pipe_id = pipe_id;
+	pthread_mutex_unlock(&rpc->pipes_mu);
+	return ok;
+}
+
+static void pipe_release(struct rpc_call *c)
+{
+	pthread_mutex_lock(&c->rpc->pipes_mu);
+	c->pipe_id = 0;
+	pthread_mutex_unlock(&c->rpc->pipes_mu);
+}
+
 static void start_recv(struct rpc_call *c)
 {
+	pipe_release(c);
 	if (atomic_load(&c->rpc->phase) == PHASE_STOPPED) {
 		c->state = CALL_IDLE;
 		return;
@@ -286,8 +318,10 @@ static void on_request(struct rpc_call *c, nng_msg *msg)
 	int pool;
 
 	c->received_ms = now_ms();
-	if (!rpc_peer_of(&rpc->listeners, msg, &peer)) {
-		/* The connection is already gone: nobody to answer. */
+	if (!rpc_peer_of(&rpc->listeners, msg, &peer) ||
+	    !pipe_admit(c, nng_pipe_id(nng_msg_get_pipe(msg)))) {
+		/* The connection is gone (nobody to answer), or has too many
+		 * requests in hand: dropped, and the context is free again. */
 		nng_msg_free(msg);
 		start_recv(c);
 		return;
@@ -436,6 +470,7 @@ struct sbx_rpc *sbx_rpc_start(const struct sbx_config *cfg, struct sbx_err *err)
 		return NULL;
 	}
 	rpc->cfg = cfg;
+	pthread_mutex_init(&rpc->pipes_mu, NULL);
 	lim.max_entries = DEDUPE_ENTRIES;
 	lim.max_bytes = DEDUPE_BYTES;
 	lim.max_parked = MAX_PARKED;
@@ -513,6 +548,7 @@ int sbx_rpc_stop(struct sbx_rpc *rpc)
 	for (int i = 0; i < N_POOLS; i++)
 		if (rpc->pool_started[i])
 			rpc_pool_destroy(&rpc->pools[i]);
+	pthread_mutex_destroy(&rpc->pipes_mu);
 	free(rpc);
 	/* nng's task threads and globals, so valgrind sees nothing left. */
 	nng_fini();

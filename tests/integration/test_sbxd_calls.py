@@ -385,6 +385,41 @@ class SbxdTest(unittest.TestCase):
         self.assertEqual(again.run_id, first.run_id)
         self.teardown(first.run_id)
 
+    def test_a_peer_that_never_reads_cannot_starve_others(self):
+        """A raw ipc connection speaking nng's SP framing pipelines 60
+        FetchArtifact requests for 1 MiB and never reads a reply: its
+        replies fill the socket, and without a per-connection limit every
+        server context would wait on them. Others must still be served."""
+        import socket as so
+        import struct
+        run = self.create(out_mb=8)
+        self.wait(run, self.exec(run, "head -c 1048576 /dev/zero > /out/mib"))
+        body = pb.Request(method="/sbx.v1.Sandbox/FetchArtifact",
+                          body=pb.FetchArtifactRequest(run_id=run, path="mib",
+                                                       max_bytes=1 << 20).SerializeToString()
+                          ).SerializeToString()
+        raw = so.socket(so.AF_UNIX, so.SOCK_STREAM)
+        raw.setsockopt(so.SOL_SOCKET, so.SO_RCVBUF, 4096)
+        raw.connect(self.srv.ipc[len("ipc://"):])
+        raw.sendall(b"\x00SP\x00" + struct.pack(">H", 0x30) + b"\x00\x00")  # REQ0
+        raw.settimeout(5)
+        raw.recv(8)  # the server's header (REP0)
+        for i in range(60):
+            raw.sendall(b"\x01" + struct.pack(">Q", 4 + len(body)) +
+                        struct.pack(">I", 0x80000000 | i) + body)
+        time.sleep(1)
+        try:
+            t0 = time.time()
+            with self.srv.conn(timeout_ms=5000) as other:
+                for _ in range(3):
+                    code, msg, _ = other.call("ListRuns", pb.ListRunsRequest(),
+                                              pb.ListRunsResponse)
+                    self.assertEqual(code, "OK", msg)
+            self.assertLess(time.time() - t0, 5)
+        finally:
+            raw.close()
+        self.teardown(run)
+
     def test_per_identity_cap(self):
         runs = []
         try:
