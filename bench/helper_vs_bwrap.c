@@ -27,6 +27,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
+
 #define PROG	      "sbx-bench-helper"
 #define MAX_ARGS      64
 #define CAPTURE_MAX   4096
@@ -131,66 +133,9 @@ static long parse_count(const char *opt, const char *s, long min, long max)
 	return v;
 }
 
-static double now_ms(void)
-{
-	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
-/* Appends to buf[size], truncating; *len counts what would have been written. */
-static void append(char *buf, size_t size, size_t *len, const char *s, size_t n)
-{
-	for (size_t i = 0; i < n; i++, (*len)++)
-		if (*len + 1 < size)
-			buf[*len] = s[i];
-	buf[*len + 1 < size ? *len : size - 1] = '\0';
-}
 
-/* argv as one shell-quoted line, for messages. */
-static const char *argv_str(char *const *argv)
-{
-	static const char safe[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-				   "0123456789-_./=:,+@%";
-	static char buf[8192];
-	size_t len = 0;
-
-	buf[0] = '\0';
-	for (size_t i = 0; argv[i]; i++) {
-		const char *a = argv[i];
-
-		if (i)
-			append(buf, sizeof(buf), &len, " ", 1);
-		if (*a && strspn(a, safe) == strlen(a)) {
-			append(buf, sizeof(buf), &len, a, strlen(a));
-			continue;
-		}
-		append(buf, sizeof(buf), &len, "'", 1);
-		for (const char *p = a; *p; p++) {
-			if (*p == '\'')
-				append(buf, sizeof(buf), &len, "'\\''", 4);
-			else
-				append(buf, sizeof(buf), &len, p, 1);
-		}
-		append(buf, sizeof(buf), &len, "'", 1);
-	}
-	return buf;
-}
-
-static const char *status_str(int status)
-{
-	static char buf[96];
-
-	if (WIFEXITED(status))
-		snprintf(buf, sizeof(buf), "exit status %d", WEXITSTATUS(status));
-	else if (WIFSIGNALED(status))
-		snprintf(buf, sizeof(buf), "killed by signal %d (%s)", WTERMSIG(status),
-			 strsignal(WTERMSIG(status)));
-	else
-		snprintf(buf, sizeof(buf), "wait status 0x%x", (unsigned)status);
-	return buf;
-}
 
 struct capture {
 	int out, err; /* memfds, or -1 for /dev/null */
@@ -204,7 +149,7 @@ static double run_once(char *const *argv, int devnull, const struct capture *cap
 
 	if (pipe2(ep, O_CLOEXEC) < 0)
 		die("pipe: %s", strerror(errno));
-	double t0 = now_ms();
+	double t0 = bench_now_ms();
 	pid_t pid = fork();
 	if (pid < 0)
 		die("fork: %s", strerror(errno));
@@ -228,12 +173,12 @@ static double run_once(char *const *argv, int devnull, const struct capture *cap
 	while (waitpid(pid, status, 0) < 0)
 		if (errno != EINTR)
 			die("waitpid: %s", strerror(errno));
-	double t1 = now_ms();
+	double t1 = bench_now_ms();
 	int e;
 	ssize_t n = read(ep[0], &e, sizeof(e));
 	close(ep[0]);
 	if (n == (ssize_t)sizeof(e))
-		die("cannot execute %s: %s\n  command: %s", argv[0], strerror(e), argv_str(argv));
+		die("cannot execute %s: %s\n  command: %s", argv[0], strerror(e), bench_argv_str(argv));
 	return t1 - t0;
 }
 
@@ -268,7 +213,7 @@ static void fail(const char *phase, const struct workload *w, enum runner r, int
 		 const struct capture *cap)
 {
 	fprintf(stderr, PROG ": %s: %s via %s failed: %s\n  command: %s\n", phase, w->name,
-		runner_name[r], status_str(status), argv_str(w->argv[r]));
+		runner_name[r], bench_status_str(status), bench_argv_str(w->argv[r]));
 	if (cap) {
 		const char *err = capture_read(cap->err);
 		if (*err)
@@ -403,12 +348,6 @@ static const char *write_default_policy(void)
 	return tmp_policy;
 }
 
-static bool fs_is(const char *path, unsigned long magic)
-{
-	struct statfs sf;
-
-	return statfs(path, &sf) == 0 && (unsigned long)sf.f_type == magic;
-}
 
 struct host {
 	char kernel[3 * 65 + 3];
@@ -425,22 +364,16 @@ static void probe_host(struct host *h)
 	else
 		snprintf(h->kernel, sizeof(h->kernel), "unknown");
 	h->hybrid = false;
-	if (fs_is("/sys/fs/cgroup/memory", CGROUP_SUPER_MAGIC)) {
+	if (bench_fs_is("/sys/fs/cgroup/memory", CGROUP_SUPER_MAGIC)) {
 		h->cgroup = "v1";
-		h->hybrid = fs_is("/sys/fs/cgroup/unified", CGROUP2_SUPER_MAGIC);
-	} else if (fs_is("/sys/fs/cgroup", CGROUP2_SUPER_MAGIC)) {
+		h->hybrid = bench_fs_is("/sys/fs/cgroup/unified", CGROUP2_SUPER_MAGIC);
+	} else if (bench_fs_is("/sys/fs/cgroup", CGROUP2_SUPER_MAGIC)) {
 		h->cgroup = "v2";
 	} else {
 		h->cgroup = "unknown";
 	}
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
 
 /* Percentile of sorted v[0..n-1], linear between closest ranks. */
 static double pct(const double *v, size_t n, double p)
@@ -464,7 +397,7 @@ static struct stats summarize(const double *samples, size_t n)
 	if (!v)
 		die("out of memory");
 	memcpy(v, samples, n * sizeof(*v));
-	qsort(v, n, sizeof(*v), cmp_double);
+	qsort(v, n, sizeof(*v), bench_cmp_double);
 	struct stats s = {pct(v, n, 10), pct(v, n, 50), pct(v, n, 90)};
 	free(v);
 	return s;
@@ -642,8 +575,8 @@ int main(int argc, char **argv)
 				die("out of memory");
 		}
 	}
-	fprintf(stderr, PROG ": sbx:   %s\n", argv_str(w[0].argv[RUN_SBX]));
-	fprintf(stderr, PROG ": bwrap: %s\n", argv_str(w[0].argv[RUN_BWRAP]));
+	fprintf(stderr, PROG ": sbx:   %s\n", bench_argv_str(w[0].argv[RUN_SBX]));
+	fprintf(stderr, PROG ": bwrap: %s\n", bench_argv_str(w[0].argv[RUN_BWRAP]));
 
 	/* Warm-up: the first iteration keeps the children's output, checks that
 	 * both exit 0 and that both print the same thing; the rest only warm

@@ -17,6 +17,7 @@
 #define _GNU_SOURCE
 #endif
 
+#include "bench_util.h"
 #include "chunk_malloc.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -115,13 +116,6 @@ static void check_interrupt(void)
 		die("interrupted");
 }
 
-static double now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 static void sleep_ms(unsigned ms)
 {
@@ -161,60 +155,8 @@ static long parse_count(const char *opt, const char *s, long min, long max)
 
 /* ------------------------------------------------------------ children */
 
-/* Appends to buf[size], truncating; *len counts what would have been written. */
-static void append(char *buf, size_t size, size_t *len, const char *s, size_t n)
-{
-	size_t room = size - 1; /* size >= 1 */
 
-	for (size_t i = 0; i < n; i++, (*len)++)
-		if (*len < room)
-			buf[*len] = s[i];
-	buf[*len < room ? *len : room] = '\0';
-}
 
-/* argv as one shell-quoted line, for messages. */
-static const char *argv_str(char *const *argv)
-{
-	static const char safe[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-				   "0123456789-_./=:,+@%";
-	static char buf[8192];
-	size_t len = 0;
-
-	buf[0] = '\0';
-	for (size_t i = 0; argv[i]; i++) {
-		const char *a = argv[i];
-
-		if (i)
-			append(buf, sizeof(buf), &len, " ", 1);
-		if (*a && strspn(a, safe) == strlen(a)) {
-			append(buf, sizeof(buf), &len, a, strlen(a));
-			continue;
-		}
-		append(buf, sizeof(buf), &len, "'", 1);
-		for (const char *p = a; *p; p++) {
-			if (*p == '\'')
-				append(buf, sizeof(buf), &len, "'\\''", 4);
-			else
-				append(buf, sizeof(buf), &len, p, 1);
-		}
-		append(buf, sizeof(buf), &len, "'", 1);
-	}
-	return buf;
-}
-
-static const char *status_str(int status)
-{
-	static char buf[96];
-
-	if (WIFEXITED(status))
-		snprintf(buf, sizeof(buf), "exit status %d", WEXITSTATUS(status));
-	else if (WIFSIGNALED(status))
-		snprintf(buf, sizeof(buf), "killed by signal %d (%s)", WTERMSIG(status),
-			 strsignal(WTERMSIG(status)));
-	else
-		snprintf(buf, sizeof(buf), "wait status 0x%x", (unsigned)status);
-	return buf;
-}
 
 /* The last bytes of a file, one line, for error messages. */
 static const char *tail_of(const char *path)
@@ -255,7 +197,7 @@ static double run_cmd(char *const *argv, const char *dir, const char *errfile, i
 	if (pipe2(ep, O_CLOEXEC) < 0)
 		die("pipe: %s", strerror(errno));
 	fflush(NULL);
-	double t0 = now_ms();
+	double t0 = bench_now_ms();
 	pid_t pid = fork();
 	if (pid < 0)
 		die("fork: %s", strerror(errno));
@@ -287,7 +229,7 @@ static double run_cmd(char *const *argv, const char *dir, const char *errfile, i
 			die("interrupted");
 		}
 	}
-	double t1 = now_ms();
+	double t1 = bench_now_ms();
 	child_pid = -1;
 	int e;
 	ssize_t n = read(ep[0], &e, sizeof(e));
@@ -296,7 +238,7 @@ static double run_cmd(char *const *argv, const char *dir, const char *errfile, i
 	if (errfile)
 		close(err);
 	if (n == (ssize_t)sizeof(e))
-		die("cannot execute %s: %s\n  command: %s", argv[0], strerror(e), argv_str(argv));
+		die("cannot execute %s: %s\n  command: %s", argv[0], strerror(e), bench_argv_str(argv));
 	return t1 - t0;
 }
 
@@ -310,7 +252,7 @@ static double run_ok(const char *what, char *const *argv, const char *dir)
 	double ms = run_cmd(argv, dir, errfile, &status);
 	if (status != 0) {
 		const char *tail = tail_of(errfile);
-		die("%s failed: %s\n  command: %s%s%s", what, status_str(status), argv_str(argv),
+		die("%s failed: %s\n  command: %s%s%s", what, bench_status_str(status), bench_argv_str(argv),
 		    *tail ? "\n  its stderr: " : "", tail);
 	}
 	return ms;
@@ -575,7 +517,7 @@ static void start_sbxd(struct server *s, const char *sbxd, const char *helper)
 		if (waitpid(sbxd_pid, &status, WNOHANG) == sbxd_pid) {
 			sbxd_pid = -1;
 			sbx_client_close(c);
-			die("sbxd exited (%s): %s", status_str(status), tail_of(s->log));
+			die("sbxd exited (%s): %s", bench_status_str(status), tail_of(s->log));
 		}
 		check_interrupt();
 		if (waited >= START_TIMEOUT_MS) {
@@ -696,12 +638,6 @@ static struct result *new_result(const char *transport, const char *key, const c
 	return r;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
 
 /* Percentile of v[0..n-1], linear between closest ranks. */
 static double pct(const double *samples, size_t n, double p)
@@ -710,7 +646,7 @@ static double pct(const double *samples, size_t n, double p)
 		return 0;
 	double *v = xcalloc(n, sizeof(*v));
 	memcpy(v, samples, n * sizeof(*v));
-	qsort(v, n, sizeof(*v), cmp_double);
+	qsort(v, n, sizeof(*v), bench_cmp_double);
 	double rank = p / 100.0 * (double)(n - 1);
 	size_t lo = (size_t)rank;
 	double x = lo + 1 >= n ? v[n - 1] : v[lo] + (rank - (double)lo) * (v[lo + 1] - v[lo]);
@@ -757,12 +693,6 @@ struct host {
 	double load[3];
 };
 
-static bool fs_is(const char *path, unsigned long magic)
-{
-	struct statfs sf;
-
-	return statfs(path, &sf) == 0 && (unsigned long)sf.f_type == magic;
-}
 
 static void probe_host(struct host *h)
 {
@@ -773,10 +703,10 @@ static void probe_host(struct host *h)
 	else
 		snprintf(h->kernel, sizeof(h->kernel), "unknown");
 	h->hybrid = false;
-	if (fs_is("/sys/fs/cgroup/memory", CGROUP_SUPER_MAGIC)) {
+	if (bench_fs_is("/sys/fs/cgroup/memory", CGROUP_SUPER_MAGIC)) {
 		h->cgroup = "v1";
-		h->hybrid = fs_is("/sys/fs/cgroup/unified", CGROUP2_SUPER_MAGIC);
-	} else if (fs_is("/sys/fs/cgroup", CGROUP2_SUPER_MAGIC)) {
+		h->hybrid = bench_fs_is("/sys/fs/cgroup/unified", CGROUP2_SUPER_MAGIC);
+	} else if (bench_fs_is("/sys/fs/cgroup", CGROUP2_SUPER_MAGIC)) {
 		h->cgroup = "v2";
 	} else {
 		h->cgroup = "unknown";
@@ -961,7 +891,7 @@ static void exec_wait(const struct transport *t, const char *run_id, char **argv
 	const Sbx__V1__ExecStatus *s = w->status;
 	if (s->reason != SBX__V1__EXIT_REASON__EXITED || s->exit_code != 0)
 		die("%s: Exec %s in run %s ended %s (exit code %d, signal %d)%s%s", t->name,
-		    argv_str(argv), run_id, sbx_exit_reason_name(s->reason), s->exit_code,
+		    bench_argv_str(argv), run_id, sbx_exit_reason_name(s->reason), s->exit_code,
 		    s->signal, s->message && *s->message ? ": " : "", s->message ? s->message : "");
 	sbx__v1__wait_response__free_unpacked(w, NULL);
 	sbx__v1__exec_response__free_unpacked(e, NULL);
@@ -971,11 +901,11 @@ static char *argv_true[] = {"/bin/true", NULL};
 
 static double rpc_cycle(const struct transport *t)
 {
-	double t0 = now_ms();
+	double t0 = bench_now_ms();
 	char *id = create_run(t, CYCLE_POLICY);
 	exec_wait(t, id, argv_true, 1);
 	teardown(t, id);
-	double t1 = now_ms();
+	double t1 = bench_now_ms();
 	free(id);
 	return t1 - t0;
 }
@@ -998,9 +928,9 @@ static void bench_health(const struct transport *t, long n)
 
 	progress("%s: Health x %ld", t->name, n);
 	for (long i = -20; i < n; i++) { /* 20 unmeasured first */
-		double t0 = now_ms();
+		double t0 = bench_now_ms();
 		Sbx__V1__HealthResponse *h = sbx_health(t->c, &st);
-		double t1 = now_ms();
+		double t1 = bench_now_ms();
 
 		if (!h)
 			call_failed(t, "Health", &st);
@@ -1048,9 +978,9 @@ static void bench_exec(const struct transport *t, long n)
 	char *id = create_run(t, CYCLE_POLICY);
 	for (long i = -3; i < n; i++) { /* 3 unmeasured first */
 		check_interrupt();
-		double t0 = now_ms();
+		double t0 = bench_now_ms();
 		exec_wait(t, id, argv_true, 1);
-		double t1 = now_ms();
+		double t1 = bench_now_ms();
 		if (i >= 0)
 			r->v[r->n++] = t1 - t0;
 	}
@@ -1093,9 +1023,9 @@ static double fetch_by_chunks(const struct transport *t, const char *run_id, con
 		req.path = FETCH_NAME;
 		req.offset = offset;
 		req.max_bytes = SBX_CHUNK_BYTES;
-		double t0 = now_ms();
+		double t0 = bench_now_ms();
 		Sbx__V1__FetchArtifactResponse *r = sbx_fetch_artifact(t->c, &req, &st);
-		in_calls += now_ms() - t0;
+		in_calls += bench_now_ms() - t0;
 		if (!r) {
 			char what[96];
 			snprintf(what, sizeof(what), "FetchArtifact %s at %llu", FETCH_NAME,
@@ -1216,18 +1146,18 @@ static void bench_fetch(const struct transport *t, long k)
 	for (long i = 0; i < k; i++) {
 		for (long j = 0; j < 3; j++) {
 			check_interrupt();
-			double t0 = now_ms(), t1, calls;
+			double t0 = bench_now_ms(), t1, calls;
 			switch ((i + j) % 3) {
 			case 0:
 				calls = fetch_by_chunks(t, id, d_loop, expect);
-				t1 = now_ms();
+				t1 = bench_now_ms();
 				r->in_calls[r->n] = calls / 1e3;
 				r->v[r->n++] = (t1 - t0) / 1e3;
 				unlink_quiet(d_loop);
 				break;
 			case 1:
 				fetch_file(t, id, d_file, expect);
-				t1 = now_ms();
+				t1 = bench_now_ms();
 				f->v[f->n++] = (t1 - t0) / 1e3;
 				unlink_quiet(d_file);
 				break;
@@ -1458,7 +1388,7 @@ int main(int argc, char **argv)
 	char *bwrap_argv[MAX_ARGS];
 	build_bwrap_argv(bwrap_argv, bwrap);
 	if (only & ONLY_CYCLE)
-		progress("bwrap: %s", argv_str(bwrap_argv));
+		progress("bwrap: %s", bench_argv_str(bwrap_argv));
 
 	struct transport tps[] = {
 	    {"ipc", open_client(&srv, false, CALL_TIMEOUT_MS, 0)},
