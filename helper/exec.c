@@ -255,22 +255,6 @@ static void exec_init(const struct sbx_exec_spec *s)
 	report_and_exit(rfd, &r);
 }
 
-static int write_proc(pid_t pid, const char *file, const char *text, struct sbx_err *err)
-{
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return sbx_fail_errno(err, "open %s", path);
-	size_t len = strlen(text);
-	ssize_t n = write(fd, text, len);
-	int saved = errno;
-	close(fd);
-	if (n != (ssize_t)len)
-		return sbx_fail_errnum(err, saved, "write %s", path);
-	return 0;
-}
-
 /* The exec's user namespace maps the sandbox user to itself: same uid, but
  * a different namespace makes every exec's processes unreachable from every
  * other exec's (ptrace access checks, so /proc/PID/mem, environ, fd), and
@@ -279,11 +263,11 @@ static int map_exec_ids(pid_t pid, struct sbx_err *err)
 {
 	char map[32];
 	snprintf(map, sizeof(map), "%d %d 1\n", SBX_SANDBOX_UID, SBX_SANDBOX_UID);
-	if (write_proc(pid, "uid_map", map, err) < 0 ||
-	    write_proc(pid, "setgroups", "deny", err) < 0)
+	if (sbx_write_proc(pid, "uid_map", map, err) < 0 ||
+	    sbx_write_proc(pid, "setgroups", "deny", err) < 0)
 		return -1;
 	snprintf(map, sizeof(map), "%d %d 1\n", SBX_SANDBOX_GID, SBX_SANDBOX_GID);
-	return write_proc(pid, "gid_map", map, err);
+	return sbx_write_proc(pid, "gid_map", map, err);
 }
 
 pid_t sbx_exec_spawn(const struct sbx_exec_spec *s, struct sbx_err *err)

@@ -1,6 +1,10 @@
 #include "fds.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 static int cmp_int(const void *a, const void *b)
@@ -20,4 +24,20 @@ void sbx_close_fds_except(int *keep, size_t n)
 		lo = (unsigned)keep[i] + 1;
 	}
 	close_range(lo, ~0U, 0);
+}
+
+int sbx_write_proc(pid_t pid, const char *file, const char *text, struct sbx_err *err)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return sbx_fail_errno(err, "open %s", path);
+	size_t len = strlen(text);
+	ssize_t n = write(fd, text, len);
+	int saved = errno;
+	close(fd);
+	if (n != (ssize_t)len)
+		return sbx_fail_errnum(err, saved, "write %s", path);
+	return 0;
 }

@@ -1,11 +1,17 @@
-/* Closing every inherited fd but a few, so nothing the helper held reaches
- * pid 1 or a command. */
+/* File descriptor chores: closing every inherited fd but a few, so nothing
+ * the helper held reaches pid 1 or a command; writing a /proc file. */
 #ifndef SBX_FDS_H
 #define SBX_FDS_H
 
 #include <stddef.h>
+#include <sys/types.h>
+
+#include "err.h"
 
 /* Closes every fd from 3 up except those in keep (which is sorted). */
 void sbx_close_fds_except(int *keep, size_t n);
+
+/* Writes text to /proc/PID/FILE (uid_map, setgroups, gid_map). */
+int sbx_write_proc(pid_t pid, const char *file, const char *text, struct sbx_err *err);
 
 #endif

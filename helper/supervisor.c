@@ -28,19 +28,6 @@
 
 extern char **environ;
 
-static int write_proc(pid_t pid, const char *file, const char *text, struct sbx_err *err)
-{
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
-	_cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return sbx_fail_errno(err, "open %s", path);
-	size_t len = strlen(text);
-	if (write(fd, text, len) != (ssize_t)len)
-		return sbx_fail_errno(err, "write %s", path);
-	return 0;
-}
-
 /* One uid and one gid: the sandbox user is us, and nobody else exists.
  * setgroups is denied so the sandbox cannot drop supplementary groups that
  * a host ACL might deny on. */
@@ -48,11 +35,11 @@ static int map_ids(pid_t pid, struct sbx_err *err)
 {
 	char map[64];
 	snprintf(map, sizeof(map), "%d %u 1\n", SBX_SANDBOX_UID, (unsigned)geteuid());
-	if (write_proc(pid, "uid_map", map, err) < 0 ||
-	    write_proc(pid, "setgroups", "deny", err) < 0)
+	if (sbx_write_proc(pid, "uid_map", map, err) < 0 ||
+	    sbx_write_proc(pid, "setgroups", "deny", err) < 0)
 		return -1;
 	snprintf(map, sizeof(map), "%d %u 1\n", SBX_SANDBOX_GID, (unsigned)getegid());
-	return write_proc(pid, "gid_map", map, err);
+	return sbx_write_proc(pid, "gid_map", map, err);
 }
 
 /* The helper's own environment is copied into pid 1's memory by fork and

@@ -23,6 +23,25 @@ BASE_POLICY = {
 }
 
 
+def procs_with(marker):
+    """Processes of this uid whose command line contains `marker`."""
+    found = []
+    me = os.getuid()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            if os.stat("/proc/" + pid).st_uid != me:
+                continue
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmd:
+            found.append((int(pid), cmd))
+    return found
+
+
 def read_text(path):
     with open(path) as f:
         return f.read()

@@ -14,7 +14,7 @@ import signal
 import subprocess
 import time
 
-from sbxtest import HELPER, PYTHON, Run, SandboxTest, policy, run_tests
+from sbxtest import HELPER, PYTHON, Run, SandboxTest, policy, run_tests, procs_with
 
 CG_ROOT_CONFIG = "/etc/sbx/cgroup-root"
 CONTROLLERS = ("memory", "pids", "cpu")
@@ -54,25 +54,6 @@ def remove_cgroups(paths):
             os.rmdir(p)
         except OSError:
             pass
-
-
-def procs_with(marker):
-    """Processes of this uid whose command line contains `marker`."""
-    found = []
-    me = os.getuid()
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            if os.stat("/proc/" + pid).st_uid != me:
-                continue
-            with open("/proc/%s/cmdline" % pid, "rb") as f:
-                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if marker in cmd:
-            found.append((int(pid), cmd))
-    return found
 
 
 def mounts():

@@ -7,28 +7,9 @@ import os
 import subprocess
 import time
 
-from sbxtest import HELPER, PYTHON, SandboxTest, policy, run_tests
+from sbxtest import HELPER, PYTHON, SandboxTest, policy, run_tests, procs_with
 
 MIB = 1 << 20
-
-
-def procs_with(marker):
-    """Processes of this uid whose command line contains `marker`."""
-    found = []
-    me = os.getuid()
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            if os.stat("/proc/" + pid).st_uid != me:
-                continue
-            with open("/proc/%s/cmdline" % pid, "rb") as f:
-                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if marker in cmd:
-            found.append((int(pid), cmd))
-    return found
 
 
 # Forks until fork fails; every child sleeps, so all of them are alive at
