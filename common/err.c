@@ -13,6 +13,12 @@ __attribute__((format(printf, 3, 0))) static void format_into(struct sbx_err *er
 		snprintf(err->msg + n, sizeof(err->msg) - (size_t)n, ": %s", strerror(errnum));
 }
 
+int sbx_failv(struct sbx_err *err, int errnum, const char *fmt, va_list ap)
+{
+	format_into(err, errnum, fmt, ap);
+	return -1;
+}
+
 int sbx_fail(struct sbx_err *err, const char *fmt, ...)
 {
 	va_list ap;

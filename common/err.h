@@ -25,5 +25,8 @@ int sbx_fail_errnum(struct sbx_err *err, int errnum, const char *fmt, ...)
 /* Prefixes "context: " to an error already set; returns -1. */
 int sbx_err_prefix(struct sbx_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void sbx_err_clear(struct sbx_err *err);
+/* The va_list form under all of the above (errnum 0: no ": strerror"). */
+int sbx_failv(struct sbx_err *err, int errnum, const char *fmt, va_list ap)
+	__attribute__((format(printf, 3, 0)));
 
 #endif

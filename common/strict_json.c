@@ -25,3 +25,42 @@ int sbx_json_check_keys(json_t *obj, const char *where, const char *const *keys,
 	}
 	return 0;
 }
+
+int sbx_json_string(json_t *v, const char *where, const char **s, size_t *len,
+		    struct sbx_err *err)
+{
+	*s = NULL;
+	if (len)
+		*len = 0;
+	if (!json_is_string(v))
+		return sbx_fail(err, "%s: must be a string", where);
+	*s = json_string_value(v);
+	if (len)
+		*len = json_string_length(v);
+	if (strlen(*s) != json_string_length(v))
+		return sbx_fail(err, "%s: must not contain NUL", where);
+	return 0;
+}
+
+int sbx_json_bool(json_t *v, const char *where, bool *out, struct sbx_err *err)
+{
+	if (!json_is_boolean(v))
+		return sbx_fail(err, "%s: must be true or false", where);
+	*out = json_is_true(v);
+	return 0;
+}
+
+int sbx_json_int(json_t *v, const char *where, json_int_t min, json_int_t max, json_int_t *out,
+		 struct sbx_err *err)
+{
+	json_int_t n;
+
+	if (!json_is_integer(v))
+		return sbx_fail(err, "%s: must be an integer", where);
+	n = json_integer_value(v);
+	if (n < min || n > max)
+		return sbx_fail(err, "%s: must be %" JSON_INTEGER_FORMAT "..%" JSON_INTEGER_FORMAT,
+				where, min, max);
+	*out = n;
+	return 0;
+}

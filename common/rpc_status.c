@@ -1,0 +1,64 @@
+#include "rpc_status.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+int sbx_rpc_fail(struct sbx_rpc_status *st, Sbx__V1__Code code, const char *fmt, ...)
+{
+	va_list ap;
+
+	st->code = code;
+	va_start(ap, fmt);
+	sbx_failv(&st->err, 0, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+int sbx_rpc_fail_errno(struct sbx_rpc_status *st, Sbx__V1__Code code, const char *fmt, ...)
+{
+	int saved = errno;
+	va_list ap;
+
+	st->code = code;
+	va_start(ap, fmt);
+	sbx_failv(&st->err, saved, fmt, ap);
+	va_end(ap);
+	errno = saved;
+	return -1;
+}
+
+int sbx_rpc_fail_errnum(struct sbx_rpc_status *st, Sbx__V1__Code code, int errnum,
+			const char *fmt, ...)
+{
+	va_list ap;
+
+	st->code = code;
+	va_start(ap, fmt);
+	sbx_failv(&st->err, errnum, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+int sbx_rpc_code(struct sbx_rpc_status *st, Sbx__V1__Code code)
+{
+	st->code = code;
+	return -1;
+}
+
+int sbx_rpc_prefix(struct sbx_rpc_status *st, const char *fmt, ...)
+{
+	char prefix[SBX_ERR_MAX];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(prefix, sizeof(prefix), fmt, ap);
+	va_end(ap);
+	return sbx_err_prefix(&st->err, "%s", prefix);
+}
+
+void sbx_rpc_ok(struct sbx_rpc_status *st)
+{
+	st->code = SBX__V1__CODE__OK;
+	sbx_err_clear(&st->err);
+}
