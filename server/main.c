@@ -213,17 +213,19 @@ static int serve(struct sbx_config *cfg, const sigset_t *stop)
 {
 	struct sbx_err err;
 	struct sbx_rpc *rpc;
+	struct sbx_runs *runs;
 	int sig;
 
 	if (sbx_audit_open(cfg->log_path, &err) < 0)
 		return fail(1, "%s", err.msg);
-	if (sbx_runs_init(cfg, &err) < 0) {
+	runs = sbx_runs_init(cfg, &err);
+	if (!runs) {
 		sbx_audit_close();
 		return fail(1, "%s", err.msg);
 	}
-	rpc = sbx_rpc_start(cfg, &err);
+	rpc = sbx_rpc_start(cfg, runs, &err);
 	if (!rpc) {
-		sbx_runs_shutdown();
+		sbx_runs_shutdown(runs);
 		sbx_audit_close();
 		return fail(1, "%s", err.msg);
 	}
@@ -245,12 +247,12 @@ static int serve(struct sbx_config *cfg, const sigset_t *stop)
 	/* Callers keep being answered while the runs go (CreateRun with
 	 * UNAVAILABLE); then the socket closes and the handlers still running
 	 * finish before their state is freed. */
-	sbx_runs_stop_accepting();
-	sbx_runs_teardown_all();
+	sbx_runs_stop_accepting(runs);
+	sbx_runs_teardown_all(runs);
 	if (sbx_rpc_stop(rpc) < 0)
 		fprintf(stderr, "sbxd: closing the RPC socket hung (a known nng 1.5.2 bug); every "
 				"run is gone, exiting without freeing it\n");
-	sbx_runs_shutdown();
+	sbx_runs_shutdown(runs);
 	audit_lifecycle("sbxd_stopped", NULL, 0);
 	sbx_audit_close();
 	fprintf(stderr, "sbxd: stopped\n");

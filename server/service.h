@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "rpc_status.h"
 #include "sbx/v1/sandbox.pb-c.h"
 
 /* Who is calling: "uid:1000" on ipc, "token:<name>" with a bearer token,
@@ -25,18 +26,12 @@ struct sbx_identity {
 	char name[128];
 };
 
-struct sbx_status {
-	Sbx__V1__Code code;
-	char message[512];
-};
+/* The run manager (runs/runs.h makes one); handlers work on it alone. */
+struct sbx_runs;
 
-/* Sets st (code + printf message) and returns -1, for `return sbx_status_set(...)`. */
-int sbx_status_set(struct sbx_status *st, Sbx__V1__Code code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-#define SBX_HANDLER(name, req_t, resp_t)                                                            \
-	int sbx_handle_##name(const struct sbx_identity *who, const req_t *req, resp_t **resp,     \
-			      struct sbx_status *st)
+#define SBX_HANDLER(name, req_t, resp_t)                                                           \
+	int sbx_handle_##name(struct sbx_runs *runs, const struct sbx_identity *who,              \
+			      const req_t *req, resp_t **resp, struct sbx_rpc_status *st)
 
 SBX_HANDLER(health, Sbx__V1__HealthRequest, Sbx__V1__HealthResponse);
 SBX_HANDLER(create_run, Sbx__V1__CreateRunRequest, Sbx__V1__CreateRunResponse);

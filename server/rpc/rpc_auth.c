@@ -103,7 +103,7 @@ static long find_token(const struct sbx_config *cfg, const char *token)
 }
 
 int rpc_auth(const struct sbx_config *cfg, const struct rpc_peer *peer, const char *credentials,
-	     const char *method, struct sbx_identity *who, struct sbx_status *st)
+	     const char *method, struct sbx_identity *who, struct sbx_rpc_status *st)
 {
 	const char *scheme = sbx_rpc_scheme_name(peer->scheme);
 	long t;
@@ -113,14 +113,14 @@ int rpc_auth(const struct sbx_config *cfg, const struct rpc_peer *peer, const ch
 		/* The handshake already requires it; this is the belt to those
 		 * braces, should the TLS configuration ever be loosened. */
 		audit_failure(peer, method, "client certificate not verified");
-		return sbx_status_set(st, SBX__V1__CODE__UNAUTHENTICATED,
+		return sbx_rpc_fail(st, SBX__V1__CODE__UNAUTHENTICATED,
 				      "client certificate not verified");
 	}
 	if (credentials && *credentials) {
 		t = find_token(cfg, credentials);
 		if (t < 0) {
 			audit_failure(peer, method, "invalid token");
-			return sbx_status_set(st, SBX__V1__CODE__UNAUTHENTICATED,
+			return sbx_rpc_fail(st, SBX__V1__CODE__UNAUTHENTICATED,
 					      "invalid token in Request.credentials");
 		}
 		snprintf(who->name, sizeof(who->name), "token:%s", cfg->tokens[t].name);
@@ -131,7 +131,7 @@ int rpc_auth(const struct sbx_config *cfg, const struct rpc_peer *peer, const ch
 		return 0;
 	}
 	audit_failure(peer, method, "missing token");
-	return sbx_status_set(st, SBX__V1__CODE__UNAUTHENTICATED,
+	return sbx_rpc_fail(st, SBX__V1__CODE__UNAUTHENTICATED,
 			      "missing token: %s callers must present a bearer token in "
 			      "Request.credentials",
 			      scheme);

@@ -23,6 +23,6 @@ struct rpc_peer {
  * audit event (rate-limited) and returns -1. credentials is the envelope's
  * bearer token ("" when absent); method is only for the audit. */
 int rpc_auth(const struct sbx_config *cfg, const struct rpc_peer *peer, const char *credentials,
-	     const char *method, struct sbx_identity *who, struct sbx_status *st);
+	     const char *method, struct sbx_identity *who, struct sbx_rpc_status *st);
 
 #endif

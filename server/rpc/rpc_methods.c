@@ -15,12 +15,13 @@
 
 /* clang-format off */
 #define WRAP(fn, req_t, resp_t)							\
-	static int call_##fn(const struct sbx_identity *who,			\
+	static int call_##fn(struct sbx_runs *runs,				\
+			     const struct sbx_identity *who,			\
 			     const ProtobufCMessage *req,			\
-			     ProtobufCMessage **resp, struct sbx_status *st)	\
+			     ProtobufCMessage **resp, struct sbx_rpc_status *st)	\
 	{									\
 		resp_t *r = NULL;						\
-		int rc = sbx_handle_##fn(who, (const req_t *)req, &r, st);	\
+		int rc = sbx_handle_##fn(runs, who, (const req_t *)req, &r, st);\
 		*resp = r ? &r->base : NULL;					\
 		return rc;							\
 	}
@@ -89,8 +90,8 @@ int rpc_methods_check(struct sbx_err *err)
 	return 0;
 }
 
-int rpc_method_run(const struct rpc_method *m, const struct sbx_identity *who, const uint8_t *body,
-		   size_t len, ProtobufCMessage **resp, struct sbx_status *st)
+int rpc_method_run(const struct rpc_method *m, struct sbx_runs *runs, const struct sbx_identity *who, const uint8_t *body,
+		   size_t len, ProtobufCMessage **resp, struct sbx_rpc_status *st)
 {
 	ProtobufCMessage *req;
 	bool too_complex;
@@ -99,12 +100,12 @@ int rpc_method_run(const struct rpc_method *m, const struct sbx_identity *who, c
 	*resp = NULL;
 	req = rpc_unpack(m->request, body, len, &too_complex);
 	if (!req)
-		return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 				      too_complex ? "body: message too complex for %s (%zu bytes)"
 						  : "body: not a valid %s (%zu bytes)",
 				      m->request->name, len);
 	memset(st, 0, sizeof(*st));
-	rc = m->call(who, req, resp, st);
+	rc = m->call(runs, who, req, resp, st);
 	protobuf_c_message_free_unpacked(req, NULL);
 	if (rc < 0) {
 		if (*resp)
@@ -112,13 +113,13 @@ int rpc_method_run(const struct rpc_method *m, const struct sbx_identity *who, c
 		*resp = NULL;
 		/* A handler that failed without saying why is still a failure. */
 		if (st->code == SBX__V1__CODE__OK)
-			return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "%s failed", m->name);
+			return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "%s failed", m->name);
 		return -1;
 	}
 	if (*resp && (*resp)->descriptor != m->response) {
 		protobuf_c_message_free_unpacked(*resp, NULL);
 		*resp = NULL;
-		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "%s returned the wrong type",
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "%s returned the wrong type",
 				      m->name);
 	}
 	return 0;

@@ -94,6 +94,7 @@ struct rpc_call {
 
 struct sbx_rpc {
 	const struct sbx_config *cfg;
+	struct sbx_runs *runs; /* what the handlers work on */
 	atomic_int phase;
 	nng_socket sock;
 	bool sock_open;
@@ -193,7 +194,7 @@ static void send_bytes(struct rpc_call *c, const uint8_t *bytes, size_t len)
 __attribute__((format(printf, 3, 4))) static void
 answer_error(struct rpc_call *c, Sbx__V1__Code code, const char *fmt, ...)
 {
-	char message[sizeof(((struct sbx_status *)0)->message)];
+	char message[SBX_ERR_MAX];
 	va_list ap;
 
 	va_start(ap, fmt);
@@ -207,13 +208,13 @@ answer_error(struct rpc_call *c, Sbx__V1__Code code, const char *fmt, ...)
 static nng_msg *run_method(struct rpc_call *c, Sbx__V1__Code *code)
 {
 	ProtobufCMessage *resp = NULL;
-	struct sbx_status st = {0};
+	struct sbx_rpc_status st = {0};
 	nng_msg *m;
 	int rc;
 
-	rc = rpc_method_run(c->method, &c->who, c->req->body.data, c->req->body.len, &resp, &st);
+	rc = rpc_method_run(c->method, c->rpc->runs, &c->who, c->req->body.data, c->req->body.len, &resp, &st);
 	*code = rc < 0 ? st.code : SBX__V1__CODE__OK;
-	m = rpc_reply(*code, rc < 0 ? st.message : "", resp, c->rpc->cfg->max_message_bytes);
+	m = rpc_reply(*code, rc < 0 ? st.err.msg : "", resp, c->rpc->cfg->max_message_bytes);
 	if (resp)
 		protobuf_c_message_free_unpacked(resp, NULL);
 	return m;
@@ -311,7 +312,7 @@ static void on_request(struct rpc_call *c, nng_msg *msg)
 {
 	struct sbx_rpc *rpc = c->rpc;
 	char shown[METHOD_MAX + 1];
-	struct sbx_status st = {0};
+	struct sbx_rpc_status st = {0};
 	struct rpc_peer peer;
 	bool too_complex;
 	Sbx__V1__Request *req;
@@ -343,7 +344,7 @@ static void on_request(struct rpc_call *c, nng_msg *msg)
 	}
 	rpc_text_clean(shown, sizeof(shown), req->method);
 	if (rpc_auth(rpc->cfg, &peer, req->credentials, shown, &c->who, &st) < 0) {
-		answer_error(c, st.code, "%s", st.message);
+		answer_error(c, st.code, "%s", st.err.msg);
 		return;
 	}
 	/* The token has done its job; it need not linger in the heap. */
@@ -452,7 +453,8 @@ static int open_calls(struct sbx_rpc *rpc, size_t n, struct sbx_err *err)
 	return 0;
 }
 
-struct sbx_rpc *sbx_rpc_start(const struct sbx_config *cfg, struct sbx_err *err)
+struct sbx_rpc *sbx_rpc_start(const struct sbx_config *cfg, struct sbx_runs *runs,
+			       struct sbx_err *err)
 {
 	struct rpc_dedupe_limits lim;
 	/* workers is split between the pools; each gets at least one. */
@@ -470,6 +472,7 @@ struct sbx_rpc *sbx_rpc_start(const struct sbx_config *cfg, struct sbx_err *err)
 		return NULL;
 	}
 	rpc->cfg = cfg;
+	rpc->runs = runs;
 	pthread_mutex_init(&rpc->pipes_mu, NULL);
 	lim.max_entries = DEDUPE_ENTRIES;
 	lim.max_bytes = DEDUPE_BYTES;

@@ -116,21 +116,21 @@ static unsigned count_identity(const char *identity)
 	return n;
 }
 
-int run_register(struct sbx_run *r, struct sbx_status *st)
+int run_register(struct sbx_run *r, struct sbx_rpc_status *st)
 {
 	int rc = 0;
 
 	pthread_mutex_lock(&reg_mu);
 	if (draining)
-		rc = sbx_status_set(st, SBX__V1__CODE__UNAVAILABLE,
+		rc = sbx_rpc_fail(st, SBX__V1__CODE__UNAVAILABLE,
 				    "sbxd is draining: it takes no new runs");
 	else if (reg_count >= runs_cfg.runs_max)
-		rc = sbx_status_set(st, SBX__V1__CODE__RESOURCE_EXHAUSTED,
+		rc = sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED,
 				    "this host already has %u runs, the maximum (runs_max); tear "
 				    "one down first",
 				    reg_count);
 	else if (count_identity(r->identity) >= runs_cfg.runs_max_per_identity)
-		rc = sbx_status_set(st, SBX__V1__CODE__RESOURCE_EXHAUSTED,
+		rc = sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED,
 				    "%s already has %u runs, the maximum per identity "
 				    "(runs_max_per_identity); tear one down first",
 				    r->identity, runs_cfg.runs_max_per_identity);
@@ -171,7 +171,7 @@ void run_unregister(struct sbx_run *r)
 	run_unref(r);
 }
 
-struct sbx_run *run_lookup(const struct sbx_identity *who, const char *id, struct sbx_status *st)
+struct sbx_run *run_lookup(const struct sbx_identity *who, const char *id, struct sbx_rpc_status *st)
 {
 	struct sbx_run *found = NULL;
 
@@ -187,17 +187,17 @@ struct sbx_run *run_lookup(const struct sbx_identity *who, const char *id, struc
 		}
 	pthread_mutex_unlock(&reg_mu);
 	if (!found)
-		sbx_status_set(st, SBX__V1__CODE__NOT_FOUND, "run %.64s not found", id);
+		sbx_rpc_fail(st, SBX__V1__CODE__NOT_FOUND, "run %.64s not found", id);
 	return found;
 }
 
-int run_claim(struct sbx_run *r, struct sbx_status *st)
+int run_claim(struct sbx_run *r, struct sbx_rpc_status *st)
 {
 	int rc = 0;
 
 	pthread_mutex_lock(&reg_mu);
 	if (r->tearing)
-		rc = sbx_status_set(st, SBX__V1__CODE__NOT_FOUND, "run %s not found", r->id);
+		rc = sbx_rpc_fail(st, SBX__V1__CODE__NOT_FOUND, "run %s not found", r->id);
 	r->tearing = true;
 	pthread_mutex_unlock(&reg_mu);
 	return rc;
@@ -245,7 +245,7 @@ SBX_HANDLER(health, Sbx__V1__HealthRequest, Sbx__V1__HealthResponse)
 	unsigned active = 0;
 
 	if (!h)
-		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "out of memory");
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	sbx__v1__health_response__init(h);
 	pthread_mutex_lock(&reg_mu);
 	for (struct sbx_run *r = reg_head; r; r = r->next)
@@ -261,13 +261,20 @@ SBX_HANDLER(health, Sbx__V1__HealthRequest, Sbx__V1__HealthResponse)
 	h->seccomp = runs_host.seccomp;
 	if (!h->version || !h->cgroup || !h->identity) {
 		sbx__v1__health_response__free_unpacked(h, NULL);
-		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "out of memory");
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	}
 	*resp = h;
 	return 0;
 }
 
-int sbx_runs_init(const struct sbx_config *cfg, struct sbx_err *err)
+/* Intermediate: the manager's state still lives in this file's statics;
+ * the restructure moves it in here. */
+struct sbx_runs {
+	bool started;
+};
+static struct sbx_runs the_runs;
+
+struct sbx_runs *sbx_runs_init(const struct sbx_config *cfg, struct sbx_err *err)
 {
 	pthread_condattr_t ca;
 
@@ -275,10 +282,13 @@ int sbx_runs_init(const struct sbx_config *cfg, struct sbx_err *err)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&reg_cv, &ca);
 	pthread_condattr_destroy(&ca);
-	return runs_startup(cfg, err);
+	if (runs_startup(cfg, err) < 0)
+		return NULL;
+	the_runs.started = true;
+	return &the_runs;
 }
 
-void sbx_runs_stop_accepting(void)
+void sbx_runs_stop_accepting(struct sbx_runs *runs)
 {
 	pthread_mutex_lock(&reg_mu);
 	draining = true;
@@ -288,13 +298,13 @@ void sbx_runs_stop_accepting(void)
 static void *teardown_thread(void *arg)
 {
 	struct sbx_run *r = arg;
-	struct sbx_status st;
+	struct sbx_rpc_status st;
 
 	run_teardown(r, NULL, &st);
 	return NULL;
 }
 
-void sbx_runs_teardown_all(void)
+void sbx_runs_teardown_all(struct sbx_runs *runs)
 {
 	struct sbx_run **v = NULL;
 	pthread_t *tids = NULL;
@@ -338,9 +348,9 @@ void sbx_runs_teardown_all(void)
 	free(tids);
 }
 
-void sbx_runs_shutdown(void)
+void sbx_runs_shutdown(struct sbx_runs *runs)
 {
-	sbx_runs_teardown_all();
+	sbx_runs_teardown_all(runs);
 	runs_settings_free();
 	pthread_cond_destroy(&reg_cv);
 }

@@ -7,11 +7,12 @@
 
 /* Removes what a crashed predecessor left under state_dir and the cgroup
  * root (run directories, cgroups of sbx-helper runs), then gets ready. */
-int sbx_runs_init(const struct sbx_config *cfg, struct sbx_err *err);
+struct sbx_runs;
+struct sbx_runs *sbx_runs_init(const struct sbx_config *cfg, struct sbx_err *err);
 /* Refuses new runs from now on (CreateRun: UNAVAILABLE). */
-void sbx_runs_stop_accepting(void);
+void sbx_runs_stop_accepting(struct sbx_runs *runs);
 /* Tears every run down and waits until all are gone. */
-void sbx_runs_teardown_all(void);
-void sbx_runs_shutdown(void);
+void sbx_runs_teardown_all(struct sbx_runs *runs);
+void sbx_runs_shutdown(struct sbx_runs *runs);
 
 #endif

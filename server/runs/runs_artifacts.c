@@ -282,7 +282,7 @@ void artifacts_forget(struct sbx_run *r)
 
 /* A dup of /out's fd, so a Teardown closing the run's copy cannot pull it
  * away from under a listing or a fetch. */
-static int out_dup(struct sbx_run *r, struct sbx_status *st)
+static int out_dup(struct sbx_run *r, struct sbx_rpc_status *st)
 {
 	int fd = -1;
 
@@ -293,9 +293,9 @@ static int out_dup(struct sbx_run *r, struct sbx_status *st)
 	if (fd >= 0)
 		return fd;
 	if (!sbx_policy_mount(r->policy, "/out"))
-		return sbx_status_set(st, SBX__V1__CODE__FAILED_PRECONDITION,
+		return sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
 				      "run %s has no /out (the policy mounts none)", r->id);
-	return sbx_status_set(st, SBX__V1__CODE__NOT_FOUND, "run %s not found", r->id);
+	return sbx_rpc_fail(st, SBX__V1__CODE__NOT_FOUND, "run %s not found", r->id);
 }
 
 SBX_HANDLER(list_artifacts, Sbx__V1__ListArtifactsRequest, Sbx__V1__ListArtifactsResponse)
@@ -317,17 +317,17 @@ SBX_HANDLER(list_artifacts, Sbx__V1__ListArtifactsRequest, Sbx__V1__ListArtifact
 	close(fd);
 	run_unref(r);
 	if (rc < 0)
-		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "%s", err.msg);
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "%s", err.msg);
 	if (al.partial) {
 		artifacts_list_free(&al);
-		return sbx_status_set(st, SBX__V1__CODE__FAILED_PRECONDITION,
+		return sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
 				      "/out holds more than %d entries; fetch files by path",
 				      RUN_ARTIFACTS_MAX);
 	}
 	l = malloc(sizeof(*l));
 	if (!l) {
 		artifacts_list_free(&al);
-		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "out of memory");
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	}
 	sbx__v1__list_artifacts_response__init(l);
 	l->artifacts = al.items;
@@ -339,7 +339,7 @@ SBX_HANDLER(list_artifacts, Sbx__V1__ListArtifactsRequest, Sbx__V1__ListArtifact
 
 /* ---- fetching ---- */
 
-static int open_artifact(int out_fd, const char *path, struct stat *st, struct sbx_status *st_)
+static int open_artifact(int out_fd, const char *path, struct stat *st, struct sbx_rpc_status *st_)
 {
 	struct sbx_err err;
 	int fd = sbx_open_beneath(out_fd, path, O_RDONLY | O_NONBLOCK, 0, &err);
@@ -348,33 +348,33 @@ static int open_artifact(int out_fd, const char *path, struct stat *st, struct s
 		switch (err.errnum) {
 		case ENOENT:
 		case ENOTDIR:
-			return sbx_status_set(st_, SBX__V1__CODE__NOT_FOUND,
+			return sbx_rpc_fail(st_, SBX__V1__CODE__NOT_FOUND,
 					      "artifact %.200s not found in /out", path);
 		case ELOOP:
-			return sbx_status_set(st_, SBX__V1__CODE__FAILED_PRECONDITION,
+			return sbx_rpc_fail(st_, SBX__V1__CODE__FAILED_PRECONDITION,
 					      "artifact %.200s: a symbolic link is on its path; "
 					      "artifacts are never read through links",
 					      path);
 		case EXDEV:
-			return sbx_status_set(st_, SBX__V1__CODE__FAILED_PRECONDITION,
+			return sbx_rpc_fail(st_, SBX__V1__CODE__FAILED_PRECONDITION,
 					      "artifact %.200s: its path leaves /out", path);
 		case EACCES:
 		case EPERM:
-			return sbx_status_set(
+			return sbx_rpc_fail(
 			    st_, SBX__V1__CODE__FAILED_PRECONDITION,
 			    "artifact %.200s is not readable (its mode denies it)", path);
 		case ENXIO:
 		case EISDIR:
-			return sbx_status_set(st_, SBX__V1__CODE__FAILED_PRECONDITION,
+			return sbx_rpc_fail(st_, SBX__V1__CODE__FAILED_PRECONDITION,
 					      "artifact %.200s is not a regular file", path);
 		default:
-			return sbx_status_set(st_, SBX__V1__CODE__INTERNAL, "artifact %.200s: %s",
+			return sbx_rpc_fail(st_, SBX__V1__CODE__INTERNAL, "artifact %.200s: %s",
 					      path, err.msg);
 		}
 	}
 	if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode)) {
 		close(fd);
-		return sbx_status_set(st_, SBX__V1__CODE__FAILED_PRECONDITION,
+		return sbx_rpc_fail(st_, SBX__V1__CODE__FAILED_PRECONDITION,
 				      "artifact %.200s is not a regular file", path);
 	}
 	return fd;
@@ -474,7 +474,7 @@ static int final_sha256(struct sbx_run *r, const char *path, int fd, const struc
 }
 
 static int fetch(struct sbx_run *r, int out_fd, const Sbx__V1__FetchArtifactRequest *req,
-		 size_t max, Sbx__V1__FetchArtifactResponse *o, struct sbx_status *st)
+		 size_t max, Sbx__V1__FetchArtifactResponse *o, struct sbx_rpc_status *st)
 {
 	_cleanup_close_ int fd = -1;
 	struct run_fetch *f;
@@ -488,7 +488,7 @@ static int fetch(struct sbx_run *r, int out_fd, const Sbx__V1__FetchArtifactRequ
 	if (fd < 0)
 		return -1;
 	if (req->offset > (uint64_t)sb.st_size)
-		return sbx_status_set(st, SBX__V1__CODE__OUT_OF_RANGE,
+		return sbx_rpc_fail(st, SBX__V1__CODE__OUT_OF_RANGE,
 				      "offset %llu is past the end of %.200s (%lld bytes)",
 				      (unsigned long long)req->offset, req->path,
 				      (long long)sb.st_size);
@@ -496,9 +496,9 @@ static int fetch(struct sbx_run *r, int out_fd, const Sbx__V1__FetchArtifactRequ
 						     : max;
 	o->data.data = malloc(n ? n : 1);
 	if (!o->data.data)
-		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "out of memory");
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	if (read_chunk(fd, o->data.data, n, req->offset, &got) < 0)
-		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "artifact %.200s: %s", req->path,
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "artifact %.200s: %s", req->path,
 				      strerror(errno));
 	o->data.len = got;
 	o->size = (uint64_t)sb.st_size;
@@ -519,13 +519,13 @@ static int fetch(struct sbx_run *r, int out_fd, const Sbx__V1__FetchArtifactRequ
 	}
 	if (fstat(fd, &sb) < 0 || final_sha256(r, req->path, fd, &sb, f, sha256, &err) < 0) {
 		fetch_free(f);
-		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "artifact %.200s: sha256: %s",
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "artifact %.200s: sha256: %s",
 				      req->path, err.msg);
 	}
 	fetch_free(f);
 	o->sha256 = strdup(sha256);
 	if (!o->sha256)
-		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "out of memory");
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	return 0;
 }
 
@@ -538,10 +538,10 @@ SBX_HANDLER(fetch_artifact, Sbx__V1__FetchArtifactRequest, Sbx__V1__FetchArtifac
 	int out_fd, rc;
 
 	if (why)
-		return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT, "path %.200s: %s",
+		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT, "path %.200s: %s",
 				      req->path, why);
 	if (max > RUN_CHUNK_MAX)
-		return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 				      "max_bytes: %zu, at most %u", max, RUN_CHUNK_MAX);
 	if (!(r = run_lookup(who, req->run_id, st)))
 		return -1;
@@ -554,7 +554,7 @@ SBX_HANDLER(fetch_artifact, Sbx__V1__FetchArtifactRequest, Sbx__V1__FetchArtifac
 	if (!o) {
 		close(out_fd);
 		run_unref(r);
-		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "out of memory");
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	}
 	sbx__v1__fetch_artifact_response__init(o);
 	rc = fetch(r, out_fd, req, max, o, st);

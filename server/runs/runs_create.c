@@ -52,14 +52,14 @@ static void drop_unset(json_t *doc)
 
 /* One validator for both forms: the message goes through the document's
  * parser, so every rule and error message is the JSON one. */
-static SbxPolicy *request_policy(const Sbx__V1__CreateRunRequest *req, struct sbx_status *st)
+static SbxPolicy *request_policy(const Sbx__V1__CreateRunRequest *req, struct sbx_rpc_status *st)
 {
 	bool has_json = req->policy_json && req->policy_json[0];
 	struct sbx_err err;
 	SbxPolicy *p;
 
 	if (has_json == (req->policy != NULL)) {
-		sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+		sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 			       "give exactly one of policy_json and policy");
 		return NULL;
 	}
@@ -76,29 +76,29 @@ static SbxPolicy *request_policy(const Sbx__V1__CreateRunRequest *req, struct sb
 			json_decref(doc);
 		}
 		if (!json) {
-			sbx_status_set(st, SBX__V1__CODE__INTERNAL, "policy: out of memory");
+			sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "policy: out of memory");
 			return NULL;
 		}
 		p = sbx_policy_parse(json, strlen(json), &err);
 	}
 	if (!p)
-		sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT, "%s", err.msg);
+		sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT, "%s", err.msg);
 	return p;
 }
 
 /* Invariant 9: never a weaker sandbox than the policy says. */
-static int check_enforceable(const SbxPolicy *p, struct sbx_status *st)
+static int check_enforceable(const SbxPolicy *p, struct sbx_rpc_status *st)
 {
 
 	if (p->egress->policy != SBX__V1__EGRESS__POLICY__DENY)
-		return sbx_status_set(st, SBX__V1__CODE__FAILED_PRECONDITION,
+		return sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
 				      "egress: this sbxd has no egress proxy yet; only deny can be "
 				      "enforced");
 	/* A rootfs directory named by a caller would bring whatever host
 	 * directory it names (and sbxd can read) into the sandbox: sbxd takes
 	 * only the host image until its image store pins real ones. */
 	if (strcmp(p->image, "host") != 0)
-		return sbx_status_set(
+		return sbx_rpc_fail(
 		    st, SBX__V1__CODE__FAILED_PRECONDITION,
 		    "image: %.200s: this sbxd has no image store yet; only \"host\" can be "
 		    "used (rootfs directories are for sbx-helper run)",
@@ -107,24 +107,24 @@ static int check_enforceable(const SbxPolicy *p, struct sbx_status *st)
 }
 
 static int copy_labels(struct sbx_run *r, const Sbx__V1__CreateRunRequest *req,
-		       struct sbx_status *st)
+		       struct sbx_rpc_status *st)
 {
 	size_t n = req->n_labels;
 
 	if (n > LABELS_MAX)
-		return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 				      "labels: %zu entries, at most %d", n, LABELS_MAX);
 	for (size_t i = 0; i < n; i++) {
 		const char *k = req->labels[i]->key, *v = req->labels[i]->value;
 
 		if (!k[0] || strlen(k) > LABEL_BYTES_MAX || strlen(v) > LABEL_BYTES_MAX)
-			return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+			return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 					      "labels[%.64s]: keys must be 1..%d bytes and values "
 					      "at most %d",
 					      k, LABEL_BYTES_MAX, LABEL_BYTES_MAX);
 		for (size_t j = 0; j < i; j++)
 			if (!strcmp(req->labels[j]->key, k))
-				return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+				return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 						      "labels: duplicate key %.64s", k);
 	}
 	if (n == 0)
@@ -132,13 +132,13 @@ static int copy_labels(struct sbx_run *r, const Sbx__V1__CreateRunRequest *req,
 	r->label_keys = calloc(n, sizeof(char *));
 	r->label_values = calloc(n, sizeof(char *));
 	if (!r->label_keys || !r->label_values)
-		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "out of memory");
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	for (size_t i = 0; i < n; i++) {
 		r->label_keys[i] = strdup(req->labels[i]->key);
 		r->label_values[i] = strdup(req->labels[i]->value);
 		r->n_labels = i + 1;
 		if (!r->label_keys[i] || !r->label_values[i])
-			return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "out of memory");
+			return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	}
 	return 0;
 }
@@ -155,14 +155,14 @@ static bool under(const char *path, const char *dir)
 /* A caller on this host may name a directory as /data, if the config
  * allows one above it. Checked on the resolved path, on a path boundary
  * (so /srv/in does not allow /srv/inputs-of-someone-else). */
-static int check_input_dir(struct sbx_run *r, const char *dir, struct sbx_status *st)
+static int check_input_dir(struct sbx_run *r, const char *dir, struct sbx_rpc_status *st)
 {
 	_cleanup_free_ char *real = NULL;
 	struct stat sb;
 	bool allowed = false;
 
 	if (strncmp(r->identity, "uid:", 4) != 0)
-		return sbx_status_set(st, SBX__V1__CODE__PERMISSION_DENIED,
+		return sbx_rpc_fail(st, SBX__V1__CODE__PERMISSION_DENIED,
 				      "input_dir is for callers on this host (ipc); upload "
 				      "inputs with PutInput instead");
 	if (strlen(dir) >= PATH_MAX || !(real = realpath(dir, NULL))) {
@@ -172,7 +172,7 @@ static int check_input_dir(struct sbx_run *r, const char *dir, struct sbx_status
 			lexical |= under(dir, runs_cfg.input_dirs[i]);
 		if (!lexical)
 			goto denied;
-		return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT, "input_dir %.200s: %s",
+		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT, "input_dir %.200s: %s",
 				      dir, strerror(errno));
 	}
 	for (size_t i = 0; i < runs_cfg.n_input_dirs; i++)
@@ -180,25 +180,25 @@ static int check_input_dir(struct sbx_run *r, const char *dir, struct sbx_status
 	if (!allowed)
 		goto denied;
 	if (stat(real, &sb) < 0 || !S_ISDIR(sb.st_mode))
-		return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 				      "input_dir %.200s: not a directory", dir);
 	/* sbxd can read more than its callers: a caller's /data is a directory
 	 * of its own, not another user's under the same allowed root. */
 	if ((unsigned long)sb.st_uid != strtoul(r->identity + 4, NULL, 10))
-		return sbx_status_set(st, SBX__V1__CODE__PERMISSION_DENIED,
+		return sbx_rpc_fail(st, SBX__V1__CODE__PERMISSION_DENIED,
 				      "input_dir %.200s is not owned by the caller (%s)", dir,
 				      r->identity);
 	r->data_path = sbx_steal_ptr(real);
 	r->caller_data = true;
 	return 0;
 denied:
-	return sbx_status_set(st, SBX__V1__CODE__PERMISSION_DENIED,
+	return sbx_rpc_fail(st, SBX__V1__CODE__PERMISSION_DENIED,
 			      "input_dir %.200s is not under a directory this sbxd allows "
 			      "(input_dirs in its config)",
 			      dir);
 }
 
-static int validate(struct sbx_run *r, const Sbx__V1__CreateRunRequest *req, struct sbx_status *st)
+static int validate(struct sbx_run *r, const Sbx__V1__CreateRunRequest *req, struct sbx_rpc_status *st)
 {
 	bool has_data = sbx_policy_mount(r->policy, "/data") != NULL;
 	bool has_dir = req->input_dir && req->input_dir[0];
@@ -206,11 +206,11 @@ static int validate(struct sbx_run *r, const Sbx__V1__CreateRunRequest *req, str
 	if (copy_labels(r, req, st) < 0)
 		return -1;
 	if ((has_dir || req->n_inputs) && !has_data)
-		return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 				      "%s: the policy mounts no /data",
 				      has_dir ? "input_dir" : "inputs");
 	if (has_dir && req->n_inputs)
-		return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 				      "inputs: a run with input_dir takes no uploads; give one or "
 				      "the other");
 	if (inputs_from_request(r, req, st) < 0)
@@ -318,7 +318,7 @@ static void alerts_from_text(struct sbx_run *r, const char *text)
 }
 
 /* Starts `sbx-helper serve` and waits for its Ready. */
-static int start_helper(struct sbx_run *r, int64_t *spawned, struct sbx_status *st)
+static int start_helper(struct sbx_run *r, int64_t *spawned, struct sbx_rpc_status *st)
 {
 	_cleanup_free_ char *policy = NULL;
 	const char *argv[16];
@@ -331,7 +331,7 @@ static int start_helper(struct sbx_run *r, int64_t *spawned, struct sbx_status *
 
 	if (asprintf(&policy, "%s/policy.json", r->dir) < 0) {
 		policy = NULL;
-		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "out of memory");
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	}
 	argv[n++] = runs_cfg.helper;
 	argv[n++] = "serve";
@@ -355,12 +355,12 @@ static int start_helper(struct sbx_run *r, int64_t *spawned, struct sbx_status *
 	argv[n] = NULL;
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
-		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "socketpair: %s",
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "socketpair: %s",
 				      strerror(errno));
 	if (pipe2(ep, O_CLOEXEC) < 0) {
 		close(sv[0]);
 		close(sv[1]);
-		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "pipe: %s", strerror(errno));
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "pipe: %s", strerror(errno));
 	}
 	r->ctl = sv[0];
 	r->err_pipe = ep[0];
@@ -370,17 +370,17 @@ static int start_helper(struct sbx_run *r, int64_t *spawned, struct sbx_status *
 	close(ep[1]);
 	if (rc < 0) {
 		r->pid = -1;
-		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "%s", err.msg);
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "%s", err.msg);
 	}
 	r->pidfd = pidfd_open(r->pid, 0);
 	if (ctl_prepare(r->ctl, &err) < 0)
-		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "%s", err.msg);
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "%s", err.msg);
 	if (fcntl(r->err_pipe, F_SETFL, O_NONBLOCK) < 0)
-		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "helper stderr: %s",
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "helper stderr: %s",
 				      strerror(errno));
 	if (ctl_wait_ready(r->ctl, r->err_pipe, RUN_READY_TIMEOUT_MS, &ready, errtext,
 			   sizeof(errtext), &err) < 0)
-		return sbx_status_set(st, SBX__V1__CODE__FAILED_PRECONDITION,
+		return sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
 				      "the sandbox could not be built: %s", err.msg);
 	r->out_fd = ready.out_fd;
 	alerts_from_text(r, errtext);
@@ -410,12 +410,12 @@ static void abandon(struct sbx_run *r)
 	run_unregister(r);
 }
 
-static int respond(struct sbx_run *r, Sbx__V1__CreateRunResponse **resp, struct sbx_status *st)
+static int respond(struct sbx_run *r, Sbx__V1__CreateRunResponse **resp, struct sbx_rpc_status *st)
 {
 	Sbx__V1__CreateRunResponse *c = malloc(sizeof(*c));
 
 	if (!c)
-		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "out of memory");
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	sbx__v1__create_run_response__init(c);
 	c->run_id = xstrdup(r->id);
 	c->policy_digest = xstrdup(r->policy_digest);
@@ -424,7 +424,7 @@ static int respond(struct sbx_run *r, Sbx__V1__CreateRunResponse **resp, struct 
 	c->deadline_unix_ms = r->deadline_ms;
 	if (!c->run_id || !c->policy_digest || !c->image_digest || !c->effective_policy) {
 		sbx__v1__create_run_response__free_unpacked(c, NULL);
-		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "out of memory");
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	}
 	*resp = c;
 	return 0;
@@ -439,7 +439,7 @@ SBX_HANDLER(create_run, Sbx__V1__CreateRunRequest, Sbx__V1__CreateRunResponse)
 	uint64_t run_ms;
 
 	if (!r)
-		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "out of memory");
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	snprintf(r->identity, sizeof(r->identity), "%s", who->name);
 	r->policy = request_policy(req, st);
 	if (!r->policy || validate(r, req, st) < 0) {
@@ -448,7 +448,7 @@ SBX_HANDLER(create_run, Sbx__V1__CreateRunRequest, Sbx__V1__CreateRunResponse)
 	}
 	if (sbx_policy_digest(r->policy, hex, &err) < 0) {
 		run_unref(r);
-		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "%s", err.msg);
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "%s", err.msg);
 	}
 	snprintf(r->policy_digest, sizeof(r->policy_digest), "sha256:%s", hex);
 	r->image_digest = "unpinned"; /* "host" or a rootfs directory: no store yet */
@@ -459,7 +459,7 @@ SBX_HANDLER(create_run, Sbx__V1__CreateRunRequest, Sbx__V1__CreateRunResponse)
 		return -1;
 	}
 	if (make_run_dir(r, &err) < 0) {
-		sbx_status_set(st, SBX__V1__CODE__INTERNAL, "%s", err.msg);
+		sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "%s", err.msg);
 		abandon(r);
 		return -1;
 	}
@@ -474,12 +474,12 @@ SBX_HANDLER(create_run, Sbx__V1__CreateRunRequest, Sbx__V1__CreateRunResponse)
 	r->deadline_ms = unix_ms() + (int64_t)run_ms;
 	r->earliest_expiry = spawned + (int64_t)run_ms;
 	if (monitor_start(r, &err) < 0) {
-		sbx_status_set(st, SBX__V1__CODE__INTERNAL, "%s", err.msg);
+		sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "%s", err.msg);
 		abandon(r);
 		return -1;
 	}
 	if (respond(r, resp, st) < 0) {
-		struct sbx_status ignored;
+		struct sbx_rpc_status ignored;
 
 		run_publish(r);
 		if (run_claim(r, &ignored) == 0)

@@ -105,30 +105,30 @@ static int record_argv(struct run_exec *e, char *const *argv, size_t argc)
 	return 0;
 }
 
-static int validate(const Sbx__V1__ExecRequest *req, struct sbx_status *st)
+static int validate(const Sbx__V1__ExecRequest *req, struct sbx_rpc_status *st)
 {
 	size_t total = 0;
 
 	if (req->n_argv == 0 || req->n_argv > ARGV_MAX)
-		return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 				      "argv: %zu entries, must be 1..%d", req->n_argv, ARGV_MAX);
 	if (!req->argv[0][0])
-		return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 				      "argv[0]: must not be empty");
 	for (size_t i = 0; i < req->n_argv; i++)
 		total += strlen(req->argv[i]) + 1;
 	if (total > ARGV_BYTES_MAX)
-		return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 				      "argv: %zu bytes in total, at most %d", total,
 				      ARGV_BYTES_MAX);
 	if (req->cwd && req->cwd[0] && (req->cwd[0] != '/' || strlen(req->cwd) > CWD_MAX))
-		return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 				      "cwd: must be an absolute path of at most %d bytes", CWD_MAX);
 	if (req->stdin.len > STDIN_MAX)
-		return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 				      "stdin: %zu bytes, at most %d", req->stdin.len, STDIN_MAX);
 	if (!ctl_exec_fits(req->argv, req->n_argv, req->cwd))
-		return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 				      "argv: too large for one request to the sandbox; pass "
 				      "large data by stdin or /data");
 	return 0;
@@ -200,39 +200,39 @@ static int open_exec_fds(const Sbx__V1__ExecRequest *req, struct exec_fds *f, st
 }
 
 /* mu held: why this run cannot take an exec now, or 0. */
-static int check_run(struct sbx_run *r, struct sbx_status *st)
+static int check_run(struct sbx_run *r, struct sbx_rpc_status *st)
 {
 	const char *missing;
 
 	if (r->stop)
-		return sbx_status_set(st, SBX__V1__CODE__NOT_FOUND, "run %s not found", r->id);
+		return sbx_rpc_fail(st, SBX__V1__CODE__NOT_FOUND, "run %s not found", r->id);
 	if (r->state == SBX__V1__RUN_STATE__EXPIRED)
-		return sbx_status_set(st, SBX__V1__CODE__FAILED_PRECONDITION,
+		return sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
 				      "run %s has expired (run_seconds ran out); its artifacts "
 				      "stay readable until teardown",
 				      r->id);
 	if (r->state != SBX__V1__RUN_STATE__CREATED && r->state != SBX__V1__RUN_STATE__ACTIVE)
-		return sbx_status_set(st, SBX__V1__CODE__FAILED_PRECONDITION,
+		return sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
 				      "run %s has failed: its sandbox is gone (Status has the "
 				      "alerts)",
 				      r->id);
 	if (r->state == SBX__V1__RUN_STATE__CREATED && (missing = inputs_missing(r)))
-		return sbx_status_set(st, SBX__V1__CODE__FAILED_PRECONDITION,
+		return sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
 				      "input %.200s has not been uploaded completely; /data is "
 				      "sealed at the first exec, so every input must be complete "
 				      "first",
 				      missing);
 	if (r->running >= RUN_EXECS_RUNNING_MAX)
-		return sbx_status_set(st, SBX__V1__CODE__RESOURCE_EXHAUSTED,
+		return sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED,
 				      "run %s already has %d execs running, the maximum", r->id,
 				      RUN_EXECS_RUNNING_MAX);
 	if (r->n_execs >= RUN_EXECS_MAX)
-		return sbx_status_set(st, SBX__V1__CODE__RESOURCE_EXHAUSTED,
+		return sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED,
 				      "run %s has had %d execs, the maximum for one run; create "
 				      "another run",
 				      r->id, RUN_EXECS_MAX);
 	if (r->ctl < 0)
-		return sbx_status_set(st, SBX__V1__CODE__FAILED_PRECONDITION,
+		return sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
 				      "run %s: its sandbox is gone", r->id);
 	return 0;
 }
@@ -269,12 +269,12 @@ SBX_HANDLER(exec, Sbx__V1__ExecRequest, Sbx__V1__ExecResponse)
 		return -1;
 	if (!(e = exec_new(req))) {
 		run_unref(r);
-		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "out of memory");
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	}
 	if (open_exec_fds(req, &f, &err) < 0) {
 		exec_free(e);
 		run_unref(r);
-		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "%s", err.msg);
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "%s", err.msg);
 	}
 	stdio[0] = f.in;
 	stdio[1] = f.out[1];
@@ -289,7 +289,7 @@ SBX_HANDLER(exec, Sbx__V1__ExecRequest, Sbx__V1__ExecResponse)
 		 * be processed before the exec is on the list. */
 		if (ctl_send_exec(r->ctl, e->num, req->argv, req->n_argv, req->cwd, stdio, &err) <
 		    0)
-			rc = sbx_status_set(
+			rc = sbx_rpc_fail(
 			    st,
 			    err.errnum == EAGAIN ? SBX__V1__CODE__UNAVAILABLE
 						 : SBX__V1__CODE__FAILED_PRECONDITION,
@@ -331,7 +331,7 @@ SBX_HANDLER(exec, Sbx__V1__ExecRequest, Sbx__V1__ExecResponse)
 	}
 	run_unref(r);
 	if (!x)
-		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "out of memory");
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	*resp = x;
 	return 0;
 }
@@ -345,7 +345,7 @@ SBX_HANDLER(wait, Sbx__V1__WaitRequest, Sbx__V1__WaitResponse)
 	int64_t deadline;
 
 	if (req->timeout_ms > RUN_LONGPOLL_MAX_MS)
-		return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 				      "timeout_ms: %u, at most %d", req->timeout_ms,
 				      RUN_LONGPOLL_MAX_MS);
 	if (!(r = run_lookup(who, req->run_id, st)))
@@ -356,7 +356,7 @@ SBX_HANDLER(wait, Sbx__V1__WaitRequest, Sbx__V1__WaitResponse)
 	if (!e) {
 		pthread_mutex_unlock(&r->mu);
 		run_unref(r);
-		return sbx_status_set(st, SBX__V1__CODE__NOT_FOUND,
+		return sbx_rpc_fail(st, SBX__V1__CODE__NOT_FOUND,
 				      "exec %.64s not found in run %s", req->exec_id, req->run_id);
 	}
 	/* done, not just ended: the output counts in the answer are final. */
@@ -374,7 +374,7 @@ SBX_HANDLER(wait, Sbx__V1__WaitRequest, Sbx__V1__WaitResponse)
 	pthread_mutex_unlock(&r->mu);
 	run_unref(r);
 	if (!w)
-		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "out of memory");
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	*resp = w;
 	return 0;
 }
@@ -389,24 +389,24 @@ SBX_HANDLER(signal, Sbx__V1__SignalRequest, Sbx__V1__SignalResponse)
 	int rc = 0;
 
 	if (sig < 1 || sig >= NSIG)
-		return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 				      "signal %d: must be 1..%d", sig, NSIG - 1);
 	if (!(r = run_lookup(who, req->run_id, st)))
 		return -1;
 	pthread_mutex_lock(&r->mu);
 	e = run_find_exec(r, req->exec_id);
 	if (!e)
-		rc = sbx_status_set(st, SBX__V1__CODE__NOT_FOUND, "exec %.64s not found in run %s",
+		rc = sbx_rpc_fail(st, SBX__V1__CODE__NOT_FOUND, "exec %.64s not found in run %s",
 				    req->exec_id, req->run_id);
 	else if (e->ended)
-		rc = sbx_status_set(st, SBX__V1__CODE__FAILED_PRECONDITION,
+		rc = sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
 				    "exec %s has already ended (%s)", req->exec_id,
 				    exit_reason_name(e->reason));
 	else if (r->ctl < 0)
-		rc = sbx_status_set(st, SBX__V1__CODE__FAILED_PRECONDITION,
+		rc = sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
 				    "run %s: its sandbox is gone", r->id);
 	else if (ctl_send_signal(r->ctl, e->num, sig, &err) < 0)
-		rc = sbx_status_set(st, SBX__V1__CODE__UNAVAILABLE,
+		rc = sbx_rpc_fail(st, SBX__V1__CODE__UNAVAILABLE,
 				    "run %s: the sandbox did not take the signal: %s", r->id,
 				    err.msg);
 	pthread_mutex_unlock(&r->mu);
@@ -415,7 +415,7 @@ SBX_HANDLER(signal, Sbx__V1__SignalRequest, Sbx__V1__SignalResponse)
 		return -1;
 	s = malloc(sizeof(*s));
 	if (!s)
-		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "out of memory");
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	sbx__v1__signal_response__init(s);
 	*resp = s;
 	return 0;

@@ -52,13 +52,13 @@ static const char *conflict(struct sbx_run *r, const char *path)
 }
 
 int inputs_from_request(struct sbx_run *r, const Sbx__V1__CreateRunRequest *req,
-			struct sbx_status *st)
+			struct sbx_rpc_status *st)
 {
 	size_t n = req->n_inputs;
 	const char *why;
 
 	if (n > INPUTS_MAX)
-		return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 				      "inputs: %zu files, at most %d", n, INPUTS_MAX);
 	if (n == 0)
 		return 0;
@@ -66,21 +66,21 @@ int inputs_from_request(struct sbx_run *r, const Sbx__V1__CreateRunRequest *req,
 		const Sbx__V1__InputFile *f = req->inputs[i];
 
 		if ((why = path_problem(f->path, RUN_PATH_MAX)))
-			return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+			return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 					      "inputs[%zu].path %.200s: %s", i, f->path, why);
 		if (!is_sha256_hex(f->sha256))
-			return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+			return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 					      "inputs[%zu].sha256: must be 64 lowercase hex digits",
 					      i);
 	}
 	r->inputs = calloc(n, sizeof(*r->inputs));
 	if (!r->inputs)
-		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "out of memory");
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	for (size_t i = 0; i < n; i++) {
 		struct run_input *in = &r->inputs[i];
 
 		if (!(in->path = strdup(req->inputs[i]->path)))
-			return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "out of memory");
+			return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 		r->n_inputs = i + 1;
 		in->size = req->inputs[i]->size;
 		memcpy(in->sha256, req->inputs[i]->sha256, 65);
@@ -90,10 +90,10 @@ int inputs_from_request(struct sbx_run *r, const Sbx__V1__CreateRunRequest *req,
 		const char *other;
 
 		if (i > 0 && !strcmp(r->inputs[i - 1].path, r->inputs[i].path))
-			return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+			return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 					      "inputs: %.200s is listed twice", r->inputs[i].path);
 		if ((other = conflict(r, r->inputs[i].path)))
-			return sbx_status_set(
+			return sbx_rpc_fail(
 			    st, SBX__V1__CODE__INVALID_ARGUMENT,
 			    "inputs: %.200s cannot be a file and the directory of "
 			    "%.200s",
@@ -173,28 +173,28 @@ static int write_chunk(struct sbx_run *r, struct run_input *in, uint64_t offset,
 
 /* mu held: may this chunk be written? */
 static int check_chunk(struct sbx_run *r, struct run_input *in, const Sbx__V1__PutInputRequest *req,
-		       struct sbx_status *st)
+		       struct sbx_rpc_status *st)
 {
 	if (in->complete)
-		return sbx_status_set(st, SBX__V1__CODE__FAILED_PRECONDITION,
+		return sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
 				      "input %.200s is already complete", in->path);
 	if (in->busy)
-		return sbx_status_set(st, SBX__V1__CODE__ABORTED,
+		return sbx_rpc_fail(st, SBX__V1__CODE__ABORTED,
 				      "input %.200s: another PutInput for it is in progress",
 				      in->path);
 	if (req->offset != in->received)
-		return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 				      "input %.200s: offset %llu, expected %llu (chunks arrive in "
 				      "order)",
 				      in->path, (unsigned long long)req->offset,
 				      (unsigned long long)in->received);
 	if (req->data.len > in->size - in->received)
-		return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 				      "input %.200s: %llu bytes exceed the manifest's size %llu",
 				      in->path, (unsigned long long)(in->received + req->data.len),
 				      (unsigned long long)in->size);
 	if (req->last && in->received + req->data.len != in->size)
-		return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 				      "input %.200s: size mismatch: %llu bytes, the manifest says "
 				      "%llu",
 				      in->path, (unsigned long long)(in->received + req->data.len),
@@ -202,38 +202,38 @@ static int check_chunk(struct sbx_run *r, struct run_input *in, const Sbx__V1__P
 	if (!in->md) {
 		in->md = EVP_MD_CTX_new();
 		if (!in->md || !EVP_DigestInit_ex(in->md, EVP_sha256(), NULL))
-			return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "sha256: out of memory");
+			return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "sha256: out of memory");
 	}
 	return 0;
 }
 
 /* mu held: the state and the run's own checks. */
 static struct run_input *check_run(struct sbx_run *r, const Sbx__V1__PutInputRequest *req,
-				   struct sbx_status *st)
+				   struct sbx_rpc_status *st)
 {
 	struct run_input *in;
 
 	if (r->stop) {
-		sbx_status_set(st, SBX__V1__CODE__NOT_FOUND, "run %s not found", r->id);
+		sbx_rpc_fail(st, SBX__V1__CODE__NOT_FOUND, "run %s not found", r->id);
 		return NULL;
 	}
 	if (r->caller_data) {
-		sbx_status_set(st, SBX__V1__CODE__FAILED_PRECONDITION,
+		sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
 			       "run %s takes /data from its input_dir; it takes no uploads", r->id);
 		return NULL;
 	}
 	if (r->state == SBX__V1__RUN_STATE__ACTIVE) {
-		sbx_status_set(st, SBX__V1__CODE__FAILED_PRECONDITION,
+		sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
 			       "/data is sealed once the first exec started");
 		return NULL;
 	}
 	if (r->state != SBX__V1__RUN_STATE__CREATED) {
-		sbx_status_set(st, SBX__V1__CODE__FAILED_PRECONDITION, "run %s has ended (%s)",
+		sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION, "run %s has ended (%s)",
 			       r->id, run_state_name(r->state));
 		return NULL;
 	}
 	if (!(in = find_input(r, req->path)))
-		sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+		sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 			       "input %.200s is not in the run's manifest (inputs at CreateRun)",
 			       req->path);
 	else if (check_chunk(r, in, req, st) < 0)
@@ -253,7 +253,7 @@ SBX_HANDLER(put_input, Sbx__V1__PutInputRequest, Sbx__V1__PutInputResponse)
 	int rc = 0;
 
 	if (req->data.len > RUN_CHUNK_MAX)
-		return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 				      "data: %zu bytes, at most %u per chunk", req->data.len,
 				      RUN_CHUNK_MAX);
 	if (!(r = run_lookup(who, req->run_id, st)))
@@ -271,18 +271,18 @@ SBX_HANDLER(put_input, Sbx__V1__PutInputRequest, Sbx__V1__PutInputResponse)
 	/* Exec refuses to seal /data while this input is incomplete, so the
 	 * write below never races a running command. */
 	if (write_chunk(r, in, req->offset, &req->data, &err) < 0)
-		rc = sbx_status_set(st,
+		rc = sbx_rpc_fail(st,
 				    err.errnum == ENOSPC || err.errnum == EDQUOT
 					? SBX__V1__CODE__RESOURCE_EXHAUSTED
 					: SBX__V1__CODE__INTERNAL,
 				    "input %.200s: %s", in->path, err.msg);
 	else if (req->last && (!EVP_DigestFinal_ex(in->md, md, &mdlen) || mdlen != 32))
-		rc = sbx_status_set(st, SBX__V1__CODE__INTERNAL, "sha256 of %.200s failed",
+		rc = sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "sha256 of %.200s failed",
 				    in->path);
 	if (rc == 0 && req->last) {
 		sbx_sha256_hex(md, hex);
 		if (strcmp(hex, in->sha256) != 0)
-			rc = sbx_status_set(
+			rc = sbx_rpc_fail(
 			    st, SBX__V1__CODE__INVALID_ARGUMENT,
 			    "input %.200s: sha256 mismatch: the uploaded bytes hash "
 			    "to %s, the manifest says %s; upload it again from offset "
@@ -318,7 +318,7 @@ SBX_HANDLER(put_input, Sbx__V1__PutInputRequest, Sbx__V1__PutInputResponse)
 	if (rc < 0)
 		return -1;
 	if (!p)
-		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "out of memory");
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	*resp = p;
 	return 0;
 }

@@ -182,15 +182,15 @@ void runs_settings_free(void);
 
 /* The caller's run, referenced; NULL with NOT_FOUND otherwise (the same
  * answer for someone else's run as for none, so existence is not revealed). */
-struct sbx_run *run_lookup(const struct sbx_identity *who, const char *id, struct sbx_status *st);
+struct sbx_run *run_lookup(const struct sbx_identity *who, const char *id, struct sbx_rpc_status *st);
 void run_ref(struct sbx_run *r);
 void run_unref(struct sbx_run *r);
 /* CreateRun: checks the caps and the drain flag and adds an invisible run. */
-int run_register(struct sbx_run *r, struct sbx_status *st);
+int run_register(struct sbx_run *r, struct sbx_rpc_status *st);
 void run_publish(struct sbx_run *r);
 void run_unregister(struct sbx_run *r);
 /* Teardown: claims the run (0) or answers NOT_FOUND when it is already going. */
-int run_claim(struct sbx_run *r, struct sbx_status *st);
+int run_claim(struct sbx_run *r, struct sbx_rpc_status *st);
 struct sbx_run *run_alloc(void);
 void run_free(struct sbx_run *r);
 size_t runs_of(const struct sbx_identity *who, struct sbx_run ***out);
@@ -251,7 +251,7 @@ void stream_close(struct sbx_run *r, struct run_exec *e, int which); /* mu held 
 
 /* ---- runs_inputs.c ---- */
 int inputs_from_request(struct sbx_run *r, const Sbx__V1__CreateRunRequest *req,
-			struct sbx_status *st);
+			struct sbx_rpc_status *st);
 void inputs_free(struct sbx_run *r);
 /* mu held: NULL when every input is complete, else the first missing path. */
 const char *inputs_missing(struct sbx_run *r);
@@ -275,7 +275,7 @@ char *xstrdup(const char *s);
 
 /* ---- runs_teardown.c ---- */
 /* Tears a claimed run down; fills *manifest if non-NULL. */
-int run_teardown(struct sbx_run *r, Sbx__V1__RunManifest **manifest, struct sbx_status *st);
+int run_teardown(struct sbx_run *r, Sbx__V1__RunManifest **manifest, struct sbx_rpc_status *st);
 
 /* ---- audit (runs_util.c) ---- */
 void run_audit(struct sbx_run *r, const char *event, void *fields);

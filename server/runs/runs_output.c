@@ -106,7 +106,7 @@ void stream_pump(struct sbx_run *r, struct run_exec *e, int which)
 }
 
 static int read_kept(struct sbx_run *r, struct run_exec *e, int which, uint64_t offset,
-		     uint8_t *buf, size_t n, struct sbx_status *st)
+		     uint8_t *buf, size_t n, struct sbx_rpc_status *st)
 {
 	char name[64];
 	_cleanup_close_ int fd = -1;
@@ -115,9 +115,9 @@ static int read_kept(struct sbx_run *r, struct run_exec *e, int which, uint64_t 
 	spill_name(e, which, name, sizeof(name));
 	fd = openat(r->spill_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0 && errno == ENOENT) /* the run directory went with a teardown */
-		return sbx_status_set(st, SBX__V1__CODE__NOT_FOUND, "run %s not found", r->id);
+		return sbx_rpc_fail(st, SBX__V1__CODE__NOT_FOUND, "run %s not found", r->id);
 	if (fd < 0)
-		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "output of exec-%llu: %s",
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "output of exec-%llu: %s",
 				      (unsigned long long)e->num, strerror(errno));
 	while (got < n) {
 		ssize_t k = pread(fd, buf + got, n - got, (off_t)(offset + got));
@@ -125,7 +125,7 @@ static int read_kept(struct sbx_run *r, struct run_exec *e, int which, uint64_t 
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k <= 0)
-			return sbx_status_set(st, SBX__V1__CODE__INTERNAL,
+			return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL,
 					      "output of exec-%llu: %s", (unsigned long long)e->num,
 					      k < 0 ? strerror(errno) : "shorter than recorded");
 		got += (size_t)k;
@@ -147,13 +147,13 @@ SBX_HANDLER(read_output, Sbx__V1__ReadOutputRequest, Sbx__V1__ReadOutputResponse
 	bool closed, truncated;
 
 	if (req->stream != SBX__V1__STREAM__STDOUT && req->stream != SBX__V1__STREAM__STDERR)
-		return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 				      "stream: must be STDOUT or STDERR");
 	if (max > RUN_CHUNK_MAX)
-		return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 				      "max_bytes: %u, at most %u", max, RUN_CHUNK_MAX);
 	if (req->timeout_ms > RUN_LONGPOLL_MAX_MS)
-		return sbx_status_set(st, SBX__V1__CODE__INVALID_ARGUMENT,
+		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 				      "timeout_ms: %u, at most %d", req->timeout_ms,
 				      RUN_LONGPOLL_MAX_MS);
 	if (!(r = run_lookup(who, req->run_id, st)))
@@ -164,7 +164,7 @@ SBX_HANDLER(read_output, Sbx__V1__ReadOutputRequest, Sbx__V1__ReadOutputResponse
 	if (!e) {
 		pthread_mutex_unlock(&r->mu);
 		run_unref(r);
-		return sbx_status_set(st, SBX__V1__CODE__NOT_FOUND,
+		return sbx_rpc_fail(st, SBX__V1__CODE__NOT_FOUND,
 				      "exec %.64s not found in run %s", req->exec_id, req->run_id);
 	}
 	s = &e->out[which];
@@ -183,7 +183,7 @@ SBX_HANDLER(read_output, Sbx__V1__ReadOutputRequest, Sbx__V1__ReadOutputResponse
 	o = malloc(sizeof(*o));
 	if (!o) {
 		run_unref(r);
-		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "out of memory");
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	}
 	sbx__v1__read_output_response__init(o);
 	if (n) {
@@ -191,7 +191,7 @@ SBX_HANDLER(read_output, Sbx__V1__ReadOutputRequest, Sbx__V1__ReadOutputResponse
 		if (!o->data.data) {
 			free(o);
 			run_unref(r);
-			return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "out of memory");
+			return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 		}
 		o->data.len = n;
 		if (read_kept(r, e, which, req->offset, o->data.data, n, st) < 0) {

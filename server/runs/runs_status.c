@@ -152,14 +152,14 @@ SBX_HANDLER(status, Sbx__V1__StatusRequest, Sbx__V1__StatusResponse)
 	s = malloc(sizeof(*s));
 	if (!s) {
 		run_unref(r);
-		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "out of memory");
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	}
 	sbx__v1__status_response__init(s);
 	rc = fill_status(r, s);
 	run_unref(r);
 	if (rc < 0) {
 		sbx__v1__status_response__free_unpacked(s, NULL);
-		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "out of memory");
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	}
 	*resp = s;
 	return 0;
@@ -210,7 +210,7 @@ SBX_HANDLER(list_runs, Sbx__V1__ListRunsRequest, Sbx__V1__ListRunsResponse)
 	if (rc < 0) {
 		if (l)
 			sbx__v1__list_runs_response__free_unpacked(l, NULL);
-		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "out of memory");
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	}
 	*resp = l;
 	return 0;

@@ -109,7 +109,7 @@ oom:
 	return NULL;
 }
 
-int run_teardown(struct sbx_run *r, Sbx__V1__RunManifest **manifest, struct sbx_status *st)
+int run_teardown(struct sbx_run *r, Sbx__V1__RunManifest **manifest, struct sbx_rpc_status *st)
 {
 	struct artifact_list al = {0};
 	Sbx__V1__RunState final;
@@ -168,7 +168,7 @@ int run_teardown(struct sbx_run *r, Sbx__V1__RunManifest **manifest, struct sbx_
 		*manifest = manifest_new(r, final, &al);
 		pthread_mutex_unlock(&r->mu);
 		if (!*manifest)
-			rc = sbx_status_set(st, SBX__V1__CODE__INTERNAL,
+			rc = sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL,
 					    "run %s was torn down, but its manifest could not be "
 					    "built: out of memory",
 					    r->id);
@@ -210,7 +210,7 @@ SBX_HANDLER(teardown, Sbx__V1__TeardownRequest, Sbx__V1__TeardownResponse)
 	t = malloc(sizeof(*t));
 	if (!t) {
 		sbx__v1__run_manifest__free_unpacked(m, NULL);
-		return sbx_status_set(st, SBX__V1__CODE__INTERNAL, "out of memory");
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	}
 	sbx__v1__teardown_response__init(t);
 	t->manifest = m;

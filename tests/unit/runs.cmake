@@ -1,0 +1,1 @@
+# The run manager (server/runs/).
