@@ -140,7 +140,7 @@ fail:
  * since nng would unlink it as a stale socket. */
 static int ipc_prepare(const char *path, struct sbx_err *err)
 {
-	char dir[SBX_RPC_URL_MAX + 8];
+	char dir[SBX_LISTEN_URL_MAX + 8];
 	struct stat st;
 	char *slash;
 
@@ -174,9 +174,9 @@ static int listen_one(nng_socket sock, const struct sbx_config *cfg, const char 
 	nng_listener l;
 	int rv;
 
-	if (sbx_rpc_url_check(cfg, url, url, err) < 0)
+	if (sbx_config_check_listen(cfg, url, url, err) < 0)
 		return -1;
-	li->scheme = sbx_rpc_url_scheme(url, &rest);
+	li->scheme = sbx_listen_url_scheme(url, &rest);
 	snprintf(li->url, sizeof(li->url), "%s", url);
 	if (li->scheme == SBX_SCHEME_IPC && ipc_prepare(rest, err) < 0)
 		return -1;

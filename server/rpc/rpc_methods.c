@@ -90,8 +90,9 @@ int rpc_methods_check(struct sbx_err *err)
 	return 0;
 }
 
-int rpc_method_run(const struct rpc_method *m, struct sbx_runs *runs, const struct sbx_identity *who, const uint8_t *body,
-		   size_t len, ProtobufCMessage **resp, struct sbx_rpc_status *st)
+int rpc_method_run(const struct rpc_method *m, struct sbx_runs *runs,
+		   const struct sbx_identity *who, const uint8_t *body, size_t len,
+		   ProtobufCMessage **resp, struct sbx_rpc_status *st)
 {
 	ProtobufCMessage *req;
 	bool too_complex;
@@ -101,9 +102,9 @@ int rpc_method_run(const struct rpc_method *m, struct sbx_runs *runs, const stru
 	req = rpc_unpack(m->request, body, len, &too_complex);
 	if (!req)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
-				      too_complex ? "body: message too complex for %s (%zu bytes)"
-						  : "body: not a valid %s (%zu bytes)",
-				      m->request->name, len);
+				    too_complex ? "body: message too complex for %s (%zu bytes)"
+						: "body: not a valid %s (%zu bytes)",
+				    m->request->name, len);
 	memset(st, 0, sizeof(*st));
 	rc = m->call(runs, who, req, resp, st);
 	protobuf_c_message_free_unpacked(req, NULL);
@@ -120,7 +121,7 @@ int rpc_method_run(const struct rpc_method *m, struct sbx_runs *runs, const stru
 		protobuf_c_message_free_unpacked(*resp, NULL);
 		*resp = NULL;
 		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "%s returned the wrong type",
-				      m->name);
+				    m->name);
 	}
 	return 0;
 }

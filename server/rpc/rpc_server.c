@@ -212,7 +212,8 @@ static nng_msg *run_method(struct rpc_call *c, Sbx__V1__Code *code)
 	nng_msg *m;
 	int rc;
 
-	rc = rpc_method_run(c->method, c->rpc->runs, &c->who, c->req->body.data, c->req->body.len, &resp, &st);
+	rc = rpc_method_run(c->method, c->rpc->runs, &c->who, c->req->body.data, c->req->body.len,
+			    &resp, &st);
 	*code = rc < 0 ? st.code : SBX__V1__CODE__OK;
 	m = rpc_reply(*code, rc < 0 ? st.err.msg : "", resp, c->rpc->cfg->max_message_bytes);
 	if (resp)
@@ -454,7 +455,7 @@ static int open_calls(struct sbx_rpc *rpc, size_t n, struct sbx_err *err)
 }
 
 struct sbx_rpc *sbx_rpc_start(const struct sbx_config *cfg, struct sbx_runs *runs,
-			       struct sbx_err *err)
+			      struct sbx_err *err)
 {
 	struct rpc_dedupe_limits lim;
 	/* workers is split between the pools; each gets at least one. */
