@@ -34,13 +34,13 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include <jansson.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
 #include "audit.h"
+#include "clock.h"
 
 /* An unauthenticated flood must not become an audit-log flood: at most this
  * many auth_failure lines per second, the rest counted in the next one. */
@@ -48,7 +48,7 @@
 
 static struct {
 	pthread_mutex_t lock;
-	time_t second;
+	int64_t second; /* sbx_mono_ms() / 1000 */
 	unsigned in_second;
 	unsigned long suppressed;
 } failures = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -56,7 +56,7 @@ static struct {
 static void audit_failure(const struct rpc_peer *peer, const char *method, const char *reason)
 {
 	unsigned long suppressed = 0;
-	time_t now = time(NULL);
+	int64_t now = sbx_mono_ms() / 1000;
 	bool emit;
 
 	pthread_mutex_lock(&failures.lock);

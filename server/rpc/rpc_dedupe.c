@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <time.h>
+
+#include "clock.h"
 
 #define N_BUCKETS 8192 /* a power of two, twice the default entry cap */
 
@@ -20,7 +21,7 @@ struct rpc_dedupe_entry {
 	char request_id[65];
 	uint8_t fingerprint[32];
 	bool done;
-	uint64_t expires_ms;
+	int64_t expires_ms; /* sbx_mono_ms() */
 	uint8_t *answer;
 	size_t answer_len;
 	struct rpc_dedupe_waiter *waiters;
@@ -34,14 +35,6 @@ struct rpc_dedupe {
 	struct rpc_dedupe_entry *oldest, *newest;
 	size_t n_entries, bytes, parked;
 };
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* FNV-1a, seeded per process so that nobody can pick request ids that all
  * land in one bucket without seeing the table; the table is small and
@@ -66,7 +59,7 @@ struct rpc_dedupe *rpc_dedupe_new(const struct rpc_dedupe_limits *lim)
 		return NULL;
 	d->lim = *lim;
 	if (getrandom(&d->seed, sizeof(d->seed), GRND_NONBLOCK) != sizeof(d->seed))
-		d->seed = (uint64_t)now_ms() ^ (uint64_t)(uintptr_t)d;
+		d->seed = (uint64_t)sbx_mono_ns() ^ (uint64_t)(uintptr_t)d;
 	pthread_mutex_init(&d->lock, NULL);
 	return d;
 }
@@ -103,7 +96,7 @@ static void drop_entry(struct rpc_dedupe *d, struct rpc_dedupe_entry *e)
  * be parked on them, and they are few (one per call in flight). */
 static void make_room(struct rpc_dedupe *d, size_t extra_bytes)
 {
-	uint64_t now = now_ms();
+	int64_t now = sbx_mono_ms();
 	struct rpc_dedupe_entry *e = d->oldest;
 
 	while (e) {
@@ -190,7 +183,7 @@ enum rpc_dedupe_verdict rpc_dedupe_begin(struct rpc_dedupe *d, const char *ident
 	*replay_len = 0;
 	pthread_mutex_lock(&d->lock);
 	e = find(d, h, identity, request_id);
-	if (e && e->done && e->expires_ms <= now_ms()) {
+	if (e && e->done && e->expires_ms <= sbx_mono_ms()) {
 		drop_entry(d, e);
 		e = NULL;
 	}
@@ -239,7 +232,7 @@ void rpc_dedupe_finish(struct rpc_dedupe *d, struct rpc_dedupe_entry *e, const u
 			memcpy(e->answer, answer, len);
 			e->answer_len = len;
 			e->done = true;
-			e->expires_ms = now_ms() + d->lim.ttl_ms;
+			e->expires_ms = sbx_mono_ms() + d->lim.ttl_ms;
 			/* Relinked as the newest: it expires last. */
 			e->hnext = d->buckets[e->hash & (N_BUCKETS - 1)];
 			d->buckets[e->hash & (N_BUCKETS - 1)] = e;

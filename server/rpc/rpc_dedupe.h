@@ -31,7 +31,7 @@ struct rpc_dedupe_limits {
 	size_t max_entries;
 	size_t max_bytes;
 	size_t max_parked;
-	uint64_t ttl_ms;
+	int64_t ttl_ms;
 };
 
 enum rpc_dedupe_verdict {
