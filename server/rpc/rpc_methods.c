@@ -53,11 +53,11 @@ static const struct rpc_method methods[] = {
 	METHOD(Exec,          exec,           exec,           RPC_SHORT,  true),
 	METHOD(Wait,          wait,           wait,           RPC_LONG,   false),
 	METHOD(ReadOutput,    read_output,    read_output,    RPC_LONG,   false),
-	METHOD(Signal,        signal,         signal,         RPC_SHORT,  false),
+	METHOD(Signal,        signal,         signal,         RPC_SHORT,  true),
 	METHOD(Status,        status,         status,         RPC_SHORT,  false),
 	METHOD(ListArtifacts, list_artifacts, list_artifacts, RPC_SHORT,  false),
 	METHOD(FetchArtifact, fetch_artifact, fetch_artifact, RPC_LONG,   false),
-	METHOD(Teardown,      teardown,       teardown,       RPC_SHORT,  false),
+	METHOD(Teardown,      teardown,       teardown,       RPC_SHORT,  true),
 	METHOD(ListRuns,      list_runs,      list_runs,      RPC_SHORT,  false),
 };
 /* clang-format on */

@@ -24,7 +24,7 @@ struct rpc_method {
 		    const ProtobufCMessage *req, ProtobufCMessage **resp,
 		    struct sbx_rpc_status *st);
 	enum rpc_lane lane;
-	bool dedupe; /* non-idempotent: a request_id makes a retry happen once */
+	bool dedupe; /* changes something: a request_id makes a retry happen once */
 };
 
 /* NULL when no such method. */

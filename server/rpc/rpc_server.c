@@ -484,7 +484,10 @@ struct sbx_rpc *sbx_rpc_start(const struct sbx_config *cfg, struct sbx_runs *run
 	rpc->runs = runs;
 	pthread_mutex_init(&rpc->pipes_mu, NULL);
 	lim.max_entries = DEDUPE_ENTRIES;
-	lim.max_bytes = DEDUPE_BYTES;
+	/* Any answer that can be sent (a Teardown's manifest may be large)
+	 * fits in one caller's quarter of the table. */
+	lim.max_bytes =
+	    DEDUPE_BYTES > 4 * cfg->max_message_bytes ? DEDUPE_BYTES : 4 * cfg->max_message_bytes;
 	lim.max_parked = MAX_PARKED;
 	lim.ttl_ms = DEDUPE_TTL_MS;
 	rpc->dedupe = rpc_dedupe_new(&lim);
