@@ -18,6 +18,9 @@
 
 #include <jansson.h>
 
+#include "clock.h"
+#include "util.h"
+
 static pthread_mutex_t audit_lock = PTHREAD_MUTEX_INITIALIZER;
 static int audit_fd = STDERR_FILENO;
 static bool audit_owned;
@@ -53,13 +56,13 @@ void sbx_audit_close(void)
 /* RFC 3339, UTC, milliseconds: 2026-08-01T12:34:56.789Z */
 static void now_rfc3339(char buf[64])
 {
-	struct timespec ts;
+	int64_t ms = sbx_unix_ms();
+	time_t sec = (time_t)(ms / 1000);
 	struct tm tm;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	snprintf(buf, 64, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900, tm.tm_mon + 1,
-		 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
+	gmtime_r(&sec, &tm);
+	snprintf(buf, 64, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+		 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
 }
 
 static json_t *string_or_null(const char *s)
@@ -78,10 +81,13 @@ static void write_line(const char *line, size_t len)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
+			struct sbx_err err;
+
 			/* stderr may be the log itself; then this is lost too. */
-			if (audit_fd != STDERR_FILENO)
-				fprintf(stderr, "sbxd: audit log write failed (%lu lost): %s\n",
-					++lost, strerror(errno));
+			if (audit_fd != STDERR_FILENO) {
+				sbx_fail_errno(&err, "audit log write failed (%lu lost)", ++lost);
+				fprintf(stderr, "sbxd: %s\n", err.msg);
+			}
 			break;
 		}
 		line += n;
@@ -93,10 +99,12 @@ static void write_line(const char *line, size_t len)
 void sbx_audit(const char *event, const char *run_id, const char *identity,
 	       const char *policy_digest, void *fields)
 {
-	json_t *extra = fields;
-	json_t *line = json_object();
+	json_auto_t *extra = fields;
+	json_auto_t *line = json_object();
+	_cleanup_free_ char *text = NULL;
 	char when[64];
-	char *text;
+	size_t len;
+	char *buf;
 
 	now_rfc3339(when);
 	/* The fixed keys come first (jansson keeps insertion order) and win
@@ -118,23 +126,18 @@ void sbx_audit(const char *event, const char *run_id, const char *identity,
 				json_object_set(line, key, value);
 		}
 	}
-	json_decref(extra);
 	text = line ? json_dumps(line, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
-	json_decref(line);
 	if (!text) {
 		fprintf(stderr, "sbxd: audit: out of memory for event %s\n",
 			event ? event : "(null)");
 		return;
 	}
 	/* The newline goes into the same buffer: one line, one write(2). */
-	size_t len = strlen(text);
-	char *buf = realloc(text, len + 2);
-	if (!buf) {
-		free(text);
+	len = strlen(text);
+	if (!(buf = realloc(text, len + 2)))
 		return;
-	}
-	buf[len] = '\n';
-	buf[len + 1] = '\0';
-	write_line(buf, len + 1);
-	free(buf);
+	text = buf;
+	text[len] = '\n';
+	text[len + 1] = '\0';
+	write_line(text, len + 1);
 }

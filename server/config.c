@@ -17,7 +17,8 @@
 
 #include <jansson.h>
 
-#include "rpc_url.h"
+#include "listen_url.h"
+#include "path.h"
 #include "util.h"
 
 #define CONFIG_BYTES_MAX (1 << 20)
@@ -45,72 +46,52 @@ static int oom(struct sbx_err *err)
 
 /* ---- typed access; each failure names the path ---- */
 
+/* Every string setting is a name or a path: empty is a typo, never meant. */
 static int want_string(json_t *v, const char *where, const char **s, struct sbx_err *err)
 {
-	if (!json_is_string(v))
-		return sbx_fail(err, "%s: must be a string", where);
-	*s = json_string_value(v);
-	/* Parsed with JSON_ALLOW_NUL so that this names the key. */
-	if (strlen(*s) != json_string_length(v))
-		return sbx_fail(err, "%s: must not contain NUL", where);
+	if (sbx_json_string(v, where, s, NULL, err) < 0)
+		return -1;
 	if (!**s)
 		return sbx_fail(err, "%s: must not be empty", where);
 	return 0;
 }
 
-static int want_bool(json_t *v, const char *where, bool *out, struct sbx_err *err)
+/* How a path setting is checked (common/path.h has the rules). Absolute
+ * paths are compared by prefix by the run manager, so they are spelled one
+ * way; the cgroup root is joined under /sys/fs/cgroup. */
+enum path_rule { ANY_PATH, ABS_PATH, NO_DOTDOT };
+
+static const char *path_problem(const char *s, enum path_rule rule)
 {
-	if (!json_is_boolean(v))
-		return sbx_fail(err, "%s: must be true or false", where);
-	*out = json_is_true(v);
-	return 0;
+	switch (rule) {
+	case ABS_PATH:
+		return sbx_path_problem(s, PATH_LEN_MAX, SBX_PATH_ABSOLUTE);
+	case NO_DOTDOT:
+		return sbx_path_problem(s, PATH_LEN_MAX, SBX_PATH_NO_DOTDOT);
+	default:
+		return NULL;
+	}
 }
 
-static int want_int(json_t *v, const char *where, json_int_t min, json_int_t max, json_int_t *out,
+/* The one check of a path setting, from the file or from a flag. */
+static int set_path(const char *s, const char *where, enum path_rule rule, char **out,
 		    struct sbx_err *err)
 {
-	json_int_t n = 0;
+	const char *problem;
+	char *copy;
 
-	if (!json_is_integer(v))
-		return sbx_fail(err, "%s: must be an integer", where);
-	n = json_integer_value(v);
-	if (n < min || n > max)
-		return sbx_fail(err, "%s: must be %" JSON_INTEGER_FORMAT "..%" JSON_INTEGER_FORMAT,
-				where, min, max);
-	*out = n;
+	if (!*s)
+		return sbx_fail(err, "%s: must not be empty", where);
+	if (strlen(s) > PATH_LEN_MAX)
+		return sbx_fail(err, "%s: longer than %d bytes", where, PATH_LEN_MAX);
+	if ((problem = path_problem(s, rule)))
+		return sbx_fail(err, "%s: %s", where, problem);
+	if (!(copy = strdup(s)))
+		return oom(err);
+	free(*out);
+	*out = copy;
 	return 0;
 }
-
-/* Absolute, and spelled one way: no "//", no "." or ".." components, no
- * trailing "/". The run manager compares these by prefix. */
-static bool is_clean_abs_path(const char *s)
-{
-	size_t len = strlen(s);
-
-	if (s[0] != '/' || len > PATH_LEN_MAX || (len > 1 && s[len - 1] == '/'))
-		return false;
-	for (const char *c = s; *c; c++) {
-		if (*c != '/')
-			continue;
-		if (c[1] == '/')
-			return false;
-		if (c[1] == '.' && (c[2] == '/' || !c[2]))
-			return false;
-		if (c[1] == '.' && c[2] == '.' && (c[3] == '/' || !c[3]))
-			return false;
-	}
-	return true;
-}
-
-static bool has_dotdot(const char *s)
-{
-	for (const char *c = s; (c = strstr(c, "..")) != NULL; c++)
-		if ((c == s || c[-1] == '/') && (c[2] == '/' || !c[2]))
-			return true;
-	return false;
-}
-
-enum path_rule { ANY_PATH, ABS_PATH, NO_DOTDOT };
 
 static int dup_path(json_t *v, const char *where, enum path_rule rule, char **out,
 		    struct sbx_err *err)
@@ -119,18 +100,7 @@ static int dup_path(json_t *v, const char *where, enum path_rule rule, char **ou
 
 	if (want_string(v, where, &s, err) < 0)
 		return -1;
-	if (strlen(s) > PATH_LEN_MAX)
-		return sbx_fail(err, "%s: longer than %d bytes", where, PATH_LEN_MAX);
-	if (rule == ABS_PATH && !is_clean_abs_path(s))
-		return sbx_fail(err,
-				"%s: must be an absolute path without \".\", \"..\", \"//\" "
-				"or a trailing \"/\"",
-				where);
-	if (rule == NO_DOTDOT && has_dotdot(s))
-		return sbx_fail(err, "%s: must not contain \"..\"", where);
-	free(*out);
-	*out = strdup(s);
-	return *out ? 0 : oom(err);
+	return set_path(s, where, rule, out, err);
 }
 
 /* ---- listen ---- */
@@ -153,7 +123,7 @@ static int parse_listen(struct sbx_config *cfg, json_t *v, struct sbx_err *err)
 		snprintf(where, sizeof(where), "listen[%zu]", i);
 		if (want_string(json_array_get(v, i), where, &s, err) < 0)
 			return -1;
-		if (sbx_rpc_url_scheme(s, NULL) == SBX_SCHEME_BAD)
+		if (sbx_listen_url_scheme(s, NULL) == SBX_SCHEME_BAD)
 			return sbx_fail(err, "%s: must start with ipc://, tls+tcp:// or tcp://",
 					where);
 		for (size_t j = 0; j < i; j++)
@@ -312,7 +282,7 @@ static int parse_u32(json_t *root, const char *key, json_int_t min, json_int_t m
 
 	if (!v)
 		return 0;
-	if (want_int(v, key, min, max, &n, err) < 0)
+	if (sbx_json_int(v, key, min, max, &n, err) < 0)
 		return -1;
 	*out = (uint32_t)n;
 	return 0;
@@ -337,8 +307,8 @@ static int parse_numbers(struct sbx_config *cfg, json_t *root, struct sbx_err *e
 		cfg->ipc_mode = (uint32_t)json_integer_value(v);
 	}
 	if ((v = json_object_get(root, "max_message_bytes"))) {
-		if (want_int(v, "max_message_bytes", MESSAGE_BYTES_MIN, MESSAGE_BYTES_MAX, &n,
-			     err) < 0)
+		if (sbx_json_int(v, "max_message_bytes", MESSAGE_BYTES_MIN, MESSAGE_BYTES_MAX, &n,
+				 err) < 0)
 			return -1;
 		cfg->max_message_bytes = (uint64_t)n;
 	}
@@ -394,7 +364,7 @@ static int parse_root(struct sbx_config *cfg, json_t *root, struct sbx_err *err)
 	    dup_path(v, "cgroup_root", NO_DOTDOT, &cfg->cgroup_root, err) < 0)
 		return -1;
 	if ((v = json_object_get(root, "rlimit_fallback")) &&
-	    want_bool(v, "rlimit_fallback", &cfg->rlimit_fallback, err) < 0)
+	    sbx_json_bool(v, "rlimit_fallback", &cfg->rlimit_fallback, err) < 0)
 		return -1;
 	if ((v = json_object_get(root, "log")) &&
 	    dup_path(v, "log", ANY_PATH, &cfg->log_path, err) < 0)
@@ -406,7 +376,7 @@ static int parse_root(struct sbx_config *cfg, json_t *root, struct sbx_err *err)
 	if ((v = json_object_get(root, "input_dirs")) && parse_input_dirs(cfg, v, err) < 0)
 		return -1;
 	if ((v = json_object_get(root, "insecure")) &&
-	    want_bool(v, "insecure", &cfg->insecure, err) < 0)
+	    sbx_json_bool(v, "insecure", &cfg->insecure, err) < 0)
 		return -1;
 	if (parse_numbers(cfg, root, err) < 0)
 		return -1;
@@ -415,7 +385,7 @@ static int parse_root(struct sbx_config *cfg, json_t *root, struct sbx_err *err)
 		char where[WHERE_MAX];
 
 		snprintf(where, sizeof(where), "listen[%zu]", i);
-		if (sbx_rpc_url_check(cfg, cfg->listen[i], where, err) < 0)
+		if (sbx_config_check_listen(cfg, cfg->listen[i], where, err) < 0)
 			return -1;
 	}
 	return 0;
@@ -468,6 +438,18 @@ static int load_file(const char *path, struct sbx_config *cfg, struct sbx_err *e
 	return 0;
 }
 
+int sbx_config_check_listen(const struct sbx_config *cfg, const char *url, const char *where,
+			    struct sbx_err *err)
+{
+	struct sbx_listen_have have = {
+	    .tls_files = cfg->tls_cert && cfg->tls_key && cfg->tls_client_ca,
+	    .tokens = cfg->n_tokens > 0,
+	    .insecure = cfg->insecure,
+	};
+
+	return sbx_listen_url_check(url, &have, where, err);
+}
+
 int sbx_config_load(const char *path, struct sbx_config *cfg, struct sbx_err *err)
 {
 	if (set_defaults(cfg, err) < 0 || (path && load_file(path, cfg, err) < 0))
@@ -485,6 +467,62 @@ fail:
 	/* Never half a config: the caller may still call sbx_config_free. */
 	sbx_config_free(cfg);
 	return -1;
+}
+
+/* ---- command-line flags ---- */
+
+/* "--state-dir VALUE" (cut short) names a flag in its errors, as
+ * "listen[1]" names a key. */
+static const char *flag_where(char *buf, size_t size, const char *flag, const char *value)
+{
+	snprintf(buf, size, "%s %.*s", flag, SBX_LISTEN_URL_MAX, value);
+	return buf;
+}
+
+static int apply_listen_flags(struct sbx_config *cfg, const struct sbx_config_flags *f,
+			      struct sbx_err *err)
+{
+	char where[SBX_LISTEN_URL_MAX + 16];
+
+	for (size_t i = 0; i < cfg->n_listen; i++) {
+		free(cfg->listen[i]);
+		cfg->listen[i] = NULL;
+	}
+	cfg->n_listen = 0;
+	for (size_t i = 0; i < f->n_listen; i++) {
+		flag_where(where, sizeof(where), "--listen", f->listen[i]);
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(f->listen[i], f->listen[j]) == 0)
+				return sbx_fail(err, "%s: given twice", where);
+		if (sbx_config_check_listen(cfg, f->listen[i], where, err) < 0)
+			return -1;
+		if (!(cfg->listen[i] = strdup(f->listen[i])))
+			return oom(err);
+		cfg->n_listen = i + 1;
+	}
+	return 0;
+}
+
+int sbx_config_apply_flags(struct sbx_config *cfg, const struct sbx_config_flags *f,
+			   struct sbx_err *err)
+{
+	char where[SBX_LISTEN_URL_MAX + 16];
+
+	if (f->n_listen && apply_listen_flags(cfg, f, err) < 0)
+		return -1;
+	if (f->state_dir &&
+	    set_path(f->state_dir, flag_where(where, sizeof(where), "--state-dir", f->state_dir),
+		     ABS_PATH, &cfg->state_dir, err) < 0)
+		return -1;
+	if (f->cgroup_root &&
+	    set_path(f->cgroup_root,
+		     flag_where(where, sizeof(where), "--cgroup-root", f->cgroup_root), NO_DOTDOT,
+		     &cfg->cgroup_root, err) < 0)
+		return -1;
+	if (f->log && set_path(f->log, flag_where(where, sizeof(where), "--log", f->log), ANY_PATH,
+			       &cfg->log_path, err) < 0)
+		return -1;
+	return 0;
 }
 
 void sbx_config_free(struct sbx_config *cfg)

@@ -9,40 +9,57 @@
 
 #include "err.h"
 
-#define SBX_CONFIG_MAX_LISTEN 8
-#define SBX_CONFIG_MAX_TOKENS 256
+#define SBX_CONFIG_MAX_LISTEN	  8
+#define SBX_CONFIG_MAX_TOKENS	  256
 #define SBX_CONFIG_MAX_INPUT_DIRS 32
 
 struct sbx_token {
-	char name[64];	       /* the identity it grants: "token:<name>" */
-	uint8_t sha256[32];    /* of the token's bytes; the token itself is never stored */
+	char name[64];	    /* the identity it grants: "token:<name>" */
+	uint8_t sha256[32]; /* of the token's bytes; the token itself is never stored */
 };
 
 struct sbx_config {
-	char *listen[SBX_CONFIG_MAX_LISTEN]; /* ipc://PATH, tls+tcp://HOST:PORT, tcp:// (insecure) */
+	/* ipc://PATH, tls+tcp://HOST:PORT, tcp:// (insecure) */
+	char *listen[SBX_CONFIG_MAX_LISTEN];
 	size_t n_listen;
-	char *state_dir;	/* per-run directories (inputs, output spill); default /var/lib/sbx */
-	char *helper;		/* sbx-helper; default: next to sbxd, ../helper/sbx-helper, PATH */
-	char *cgroup_root;	/* passed to sbx-helper --cgroup-root; NULL: its default */
-	bool rlimit_fallback;	/* passed as --allow-rlimit-fallback; default false */
-	char *log_path;		/* the audit log (JSON lines); NULL: stderr */
-	char *tls_cert;		/* server certificate + key (PEM) */
+	char *state_dir;      /* per-run directories (inputs, output spill); default /var/lib/sbx */
+	char *helper;	      /* sbx-helper; default: next to sbxd, ../helper/sbx-helper, PATH */
+	char *cgroup_root;    /* passed to sbx-helper --cgroup-root; NULL: its default */
+	bool rlimit_fallback; /* passed as --allow-rlimit-fallback; default false */
+	char *log_path;	      /* the audit log (JSON lines); NULL: stderr */
+	char *tls_cert;	      /* server certificate + key (PEM) */
 	char *tls_key;
-	char *tls_client_ca;	/* CA that client certificates must chain to */
+	char *tls_client_ca; /* CA that client certificates must chain to */
 	struct sbx_token tokens[SBX_CONFIG_MAX_TOKENS];
 	size_t n_tokens;
-	char *input_dirs[SBX_CONFIG_MAX_INPUT_DIRS]; /* same-host CreateRun.input_dir may be under these */
+	/* same-host CreateRun.input_dir may be under these */
+	char *input_dirs[SBX_CONFIG_MAX_INPUT_DIRS];
 	size_t n_input_dirs;
-	bool insecure;		/* allow plain tcp:// (with a warning) */
-	uint32_t runs_max;	/* host-wide; default 64 */
+	bool insecure;			/* allow plain tcp:// (with a warning) */
+	uint32_t runs_max;		/* host-wide; default 64 */
 	uint32_t runs_max_per_identity; /* default 16 */
-	uint32_t workers;	/* worker threads; default 16 */
-	uint32_t ipc_mode;	/* socket file mode; default 0660 */
-	uint64_t max_message_bytes; /* RECVMAXSZ per listener; default 4 MiB + 64 KiB */
+	uint32_t workers;		/* worker threads; default 16 */
+	uint32_t ipc_mode;		/* socket file mode; default 0660 */
+	uint64_t max_message_bytes;	/* RECVMAXSZ per listener; default 4 MiB + 64 KiB */
+};
+
+/* What the command line sets; NULL (or n_listen 0) leaves the file's. */
+struct sbx_config_flags {
+	const char *listen[SBX_CONFIG_MAX_LISTEN]; /* replaces the file's list */
+	size_t n_listen;
+	const char *state_dir, *cgroup_root, *log;
 };
 
 /* Defaults, then the file (if path is non-NULL). */
 int sbx_config_load(const char *path, struct sbx_config *cfg, struct sbx_err *err);
+/* Flags win over the file, and are held to the file's rules; an error names
+ * the flag ("--state-dir var/sbx: must be an absolute path"). */
+int sbx_config_apply_flags(struct sbx_config *cfg, const struct sbx_config_flags *f,
+			   struct sbx_err *err);
+/* Checks url against the listener rules (listen_url.h) with what cfg offers
+ * (TLS files, tokens, insecure); where names it in the error. */
+int sbx_config_check_listen(const struct sbx_config *cfg, const char *url, const char *where,
+			    struct sbx_err *err);
 void sbx_config_free(struct sbx_config *cfg);
 
 #endif

@@ -1,8 +1,8 @@
 /* sbxd: the Sandbox RPC service. Reads its configuration, cleans up after a
  * crashed predecessor, listens, and on SIGTERM or SIGINT drains: refuses new
  * runs, tears every run down, closes the socket, exits 0. */
-#include "realroot.h"
 #include "chunk_malloc.h"
+#include "realroot.h"
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
@@ -17,8 +17,8 @@
 
 #include "audit.h"
 #include "config.h"
+#include "listen_url.h"
 #include "rpc.h"
-#include "rpc_url.h"
 #include "runs.h"
 #include "util.h"
 
@@ -69,9 +69,7 @@ static const struct option long_opts[] = {
 
 struct flags {
 	const char *config;
-	const char *listen[SBX_CONFIG_MAX_LISTEN];
-	size_t n_listen;
-	const char *state_dir, *cgroup_root, *log;
+	struct sbx_config_flags settings; /* over the file's */
 	bool allow_root;
 };
 
@@ -87,6 +85,13 @@ __attribute__((format(printf, 2, 3))) static int fail(int code, const char *fmt,
 	return code;
 }
 
+/* The error that stops sbxd, as its last word. */
+static int fail_with(const struct sbx_err *err)
+{
+	fprintf(stderr, "sbxd: %s\n", err->msg);
+	return 1;
+}
+
 /* 0: parsed; 1: exit 0 now (--help, --version); 2: usage error. */
 static int parse_flags(int argc, char **argv, struct flags *f)
 {
@@ -98,20 +103,20 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 			f->config = optarg;
 			break;
 		case OPT_LISTEN:
-			if (f->n_listen == SBX_CONFIG_MAX_LISTEN) {
+			if (f->settings.n_listen == SBX_CONFIG_MAX_LISTEN) {
 				fail(2, "at most %d --listen", SBX_CONFIG_MAX_LISTEN);
 				return 2;
 			}
-			f->listen[f->n_listen++] = optarg;
+			f->settings.listen[f->settings.n_listen++] = optarg;
 			break;
 		case OPT_STATE_DIR:
-			f->state_dir = optarg;
+			f->settings.state_dir = optarg;
 			break;
 		case OPT_CGROUP_ROOT:
-			f->cgroup_root = optarg;
+			f->settings.cgroup_root = optarg;
 			break;
 		case OPT_LOG:
-			f->log = optarg;
+			f->settings.log = optarg;
 			break;
 		case OPT_ALLOW_ROOT:
 			f->allow_root = true;
@@ -131,55 +136,6 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 		fail(2, "unexpected argument '%s'; see sbxd --help", argv[optind]);
 		return 2;
 	}
-	return 0;
-}
-
-static int replace(char **field, const char *value, struct sbx_err *err)
-{
-	char *copy = strdup(value);
-
-	if (!copy)
-		return sbx_fail(err, "out of memory");
-	free(*field);
-	*field = copy;
-	return 0;
-}
-
-/* Flags win over the file, and are held to the file's rules. */
-static int apply_flags(const struct flags *f, struct sbx_config *cfg, struct sbx_err *err)
-{
-	if (f->n_listen) {
-		for (size_t i = 0; i < cfg->n_listen; i++) {
-			free(cfg->listen[i]);
-			cfg->listen[i] = NULL;
-		}
-		cfg->n_listen = 0;
-		for (size_t i = 0; i < f->n_listen; i++) {
-			char where[SBX_RPC_URL_MAX + 16];
-
-			snprintf(where, sizeof(where), "--listen %.*s", SBX_RPC_URL_MAX,
-				 f->listen[i]);
-			for (size_t j = 0; j < i; j++)
-				if (strcmp(f->listen[i], f->listen[j]) == 0)
-					return sbx_fail(err, "%s: given twice", where);
-			if (sbx_rpc_url_check(cfg, f->listen[i], where, err) < 0)
-				return -1;
-			if (replace(&cfg->listen[i], f->listen[i], err) < 0)
-				return -1;
-			cfg->n_listen = i + 1;
-		}
-	}
-	if (f->state_dir) {
-		if (f->state_dir[0] != '/')
-			return sbx_fail(err, "--state-dir %s: must be an absolute path",
-					f->state_dir);
-		if (replace(&cfg->state_dir, f->state_dir, err) < 0)
-			return -1;
-	}
-	if (f->cgroup_root && replace(&cfg->cgroup_root, f->cgroup_root, err) < 0)
-		return -1;
-	if (f->log && replace(&cfg->log_path, f->log, err) < 0)
-		return -1;
 	return 0;
 }
 
@@ -217,23 +173,23 @@ static int serve(struct sbx_config *cfg, const sigset_t *stop)
 	int sig;
 
 	if (sbx_audit_open(cfg->log_path, &err) < 0)
-		return fail(1, "%s", err.msg);
+		return fail_with(&err);
 	runs = sbx_runs_init(cfg, &err);
 	if (!runs) {
 		sbx_audit_close();
-		return fail(1, "%s", err.msg);
+		return fail_with(&err);
 	}
 	rpc = sbx_rpc_start(cfg, runs, &err);
 	if (!rpc) {
 		sbx_runs_shutdown(runs);
 		sbx_audit_close();
-		return fail(1, "%s", err.msg);
+		return fail_with(&err);
 	}
 	for (size_t i = 0; sbx_rpc_listener_url(rpc, i); i++) {
 		const char *url = sbx_rpc_listener_url(rpc, i);
 
 		fprintf(stderr, "sbxd: listening on %s\n", url);
-		if (sbx_rpc_url_scheme(url, NULL) == SBX_SCHEME_TCP)
+		if (sbx_listen_url_scheme(url, NULL) == SBX_SCHEME_TCP)
 			fprintf(stderr,
 				"sbxd: warning: %s is plain TCP (insecure: true): "
 				"tokens and data cross the network unencrypted\n",
@@ -272,9 +228,8 @@ int main(int argc, char **argv)
 	if (rc)
 		return rc == 1 ? 0 : 2;
 	if (sbx_is_real_root() && !f.allow_root)
-		return fail(1, "%s",
-			    "refusing to run as real root: root weakens every guarantee of the "
-			    "sandbox; run as an unprivileged user (or pass --allow-root)");
+		return fail(1, "refusing to run as real root: root weakens every guarantee of the "
+			       "sandbox; run as an unprivileged user (or pass --allow-root)");
 
 	/* Before any thread exists, so that every thread inherits it: the
 	 * stop signals are taken only by sigwait, and a peer that hangs up
@@ -286,10 +241,10 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	if (sbx_config_load(f.config, &cfg, &err) < 0)
-		return fail(1, "%s", err.msg);
-	if (apply_flags(&f, &cfg, &err) < 0) {
+		return fail_with(&err);
+	if (sbx_config_apply_flags(&cfg, &f.settings, &err) < 0) {
 		sbx_config_free(&cfg);
-		return fail(1, "%s", err.msg);
+		return fail_with(&err);
 	}
 	rc = serve(&cfg, &stop);
 	sbx_config_free(&cfg);

@@ -15,7 +15,7 @@ struct sbx_runs;
 /* Opens the REP socket, starts the worker pools and listeners, and begins
  * answering. cfg must outlive the server. */
 struct sbx_rpc *sbx_rpc_start(const struct sbx_config *cfg, struct sbx_runs *runs,
-			       struct sbx_err *err);
+			      struct sbx_err *err);
 /* Listener i's URL as bound (a tcp port 0 replaced by the real one), or
  * NULL past the last. */
 const char *sbx_rpc_listener_url(const struct sbx_rpc *rpc, size_t i);

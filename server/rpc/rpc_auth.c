@@ -34,13 +34,13 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include <jansson.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
 #include "audit.h"
+#include "clock.h"
 
 /* An unauthenticated flood must not become an audit-log flood: at most this
  * many auth_failure lines per second, the rest counted in the next one. */
@@ -48,7 +48,7 @@
 
 static struct {
 	pthread_mutex_t lock;
-	time_t second;
+	int64_t second; /* sbx_mono_ms() / 1000 */
 	unsigned in_second;
 	unsigned long suppressed;
 } failures = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -56,7 +56,7 @@ static struct {
 static void audit_failure(const struct rpc_peer *peer, const char *method, const char *reason)
 {
 	unsigned long suppressed = 0;
-	time_t now = time(NULL);
+	int64_t now = sbx_mono_ms() / 1000;
 	bool emit;
 
 	pthread_mutex_lock(&failures.lock);
@@ -77,8 +77,8 @@ static void audit_failure(const struct rpc_peer *peer, const char *method, const
 		return;
 	sbx_audit("auth_failure", NULL, NULL, NULL,
 		  json_pack("{s:s, s:s, s:s, s:s, s:I}", "listener",
-			    sbx_rpc_scheme_name(peer->scheme), "peer", peer->addr, "method", method,
-			    "reason", reason, "suppressed_before", (json_int_t)suppressed));
+			    sbx_listen_scheme_name(peer->scheme), "peer", peer->addr, "method",
+			    method, "reason", reason, "suppressed_before", (json_int_t)suppressed));
 }
 
 /* The index of the token whose hash matches, or -1. Every entry is compared
@@ -105,7 +105,7 @@ static long find_token(const struct sbx_config *cfg, const char *token)
 int rpc_auth(const struct sbx_config *cfg, const struct rpc_peer *peer, const char *credentials,
 	     const char *method, struct sbx_identity *who, struct sbx_rpc_status *st)
 {
-	const char *scheme = sbx_rpc_scheme_name(peer->scheme);
+	const char *scheme = sbx_listen_scheme_name(peer->scheme);
 	long t;
 
 	who->name[0] = '\0';
@@ -114,14 +114,14 @@ int rpc_auth(const struct sbx_config *cfg, const struct rpc_peer *peer, const ch
 		 * braces, should the TLS configuration ever be loosened. */
 		audit_failure(peer, method, "client certificate not verified");
 		return sbx_rpc_fail(st, SBX__V1__CODE__UNAUTHENTICATED,
-				      "client certificate not verified");
+				    "client certificate not verified");
 	}
 	if (credentials && *credentials) {
 		t = find_token(cfg, credentials);
 		if (t < 0) {
 			audit_failure(peer, method, "invalid token");
 			return sbx_rpc_fail(st, SBX__V1__CODE__UNAUTHENTICATED,
-					      "invalid token in Request.credentials");
+					    "invalid token in Request.credentials");
 		}
 		snprintf(who->name, sizeof(who->name), "token:%s", cfg->tokens[t].name);
 		return 0;
@@ -132,7 +132,7 @@ int rpc_auth(const struct sbx_config *cfg, const struct rpc_peer *peer, const ch
 	}
 	audit_failure(peer, method, "missing token");
 	return sbx_rpc_fail(st, SBX__V1__CODE__UNAUTHENTICATED,
-			      "missing token: %s callers must present a bearer token in "
-			      "Request.credentials",
-			      scheme);
+			    "missing token: %s callers must present a bearer token in "
+			    "Request.credentials",
+			    scheme);
 }

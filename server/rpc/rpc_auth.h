@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "config.h"
-#include "rpc_url.h"
+#include "listen_url.h"
 #include "service.h"
 
 /* What the transport says about the connection a request came on. */

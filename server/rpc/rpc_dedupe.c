@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <time.h>
+
+#include "clock.h"
 
 #define N_BUCKETS 8192 /* a power of two, twice the default entry cap */
 
@@ -20,7 +21,7 @@ struct rpc_dedupe_entry {
 	char request_id[65];
 	uint8_t fingerprint[32];
 	bool done;
-	uint64_t expires_ms;
+	int64_t expires_ms; /* sbx_mono_ms() */
 	uint8_t *answer;
 	size_t answer_len;
 	struct rpc_dedupe_waiter *waiters;
@@ -34,14 +35,6 @@ struct rpc_dedupe {
 	struct rpc_dedupe_entry *oldest, *newest;
 	size_t n_entries, bytes, parked;
 };
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* FNV-1a, seeded per process so that nobody can pick request ids that all
  * land in one bucket without seeing the table; the table is small and
@@ -66,9 +59,25 @@ struct rpc_dedupe *rpc_dedupe_new(const struct rpc_dedupe_limits *lim)
 		return NULL;
 	d->lim = *lim;
 	if (getrandom(&d->seed, sizeof(d->seed), GRND_NONBLOCK) != sizeof(d->seed))
-		d->seed = (uint64_t)now_ms() ^ (uint64_t)(uintptr_t)d;
+		d->seed = (uint64_t)sbx_mono_ns() ^ (uint64_t)(uintptr_t)d;
 	pthread_mutex_init(&d->lock, NULL);
 	return d;
+}
+
+/* Into its bucket, and into the list as the newest. */
+static void link_entry(struct rpc_dedupe *d, struct rpc_dedupe_entry *e)
+{
+	e->hnext = d->buckets[e->hash & (N_BUCKETS - 1)];
+	d->buckets[e->hash & (N_BUCKETS - 1)] = e;
+	e->next = NULL;
+	e->prev = d->newest;
+	if (d->newest)
+		d->newest->next = e;
+	else
+		d->oldest = e;
+	d->newest = e;
+	d->n_entries++;
+	d->bytes += e->answer_len;
 }
 
 static void unlink_entry(struct rpc_dedupe *d, struct rpc_dedupe_entry *e)
@@ -103,7 +112,7 @@ static void drop_entry(struct rpc_dedupe *d, struct rpc_dedupe_entry *e)
  * be parked on them, and they are few (one per call in flight). */
 static void make_room(struct rpc_dedupe *d, size_t extra_bytes)
 {
-	uint64_t now = now_ms();
+	int64_t now = sbx_mono_ms();
 	struct rpc_dedupe_entry *e = d->oldest;
 
 	while (e) {
@@ -118,6 +127,36 @@ static void make_room(struct rpc_dedupe *d, size_t extra_bytes)
 		}
 		e = next;
 	}
+}
+
+/* One caller may hold a quarter of the table, in entries and in bytes of
+ * answers: past that it evicts its own oldest answers, never another
+ * caller's (whose retries would then run twice). Makes room for extra_entries
+ * more entries and extra_bytes more bytes of identity's; false when even its
+ * running entries leave no room. */
+static bool make_own_room(struct rpc_dedupe *d, const char *identity, size_t extra_entries,
+			  size_t extra_bytes)
+{
+	size_t max_entries = d->lim.max_entries / 4 + 1, max_bytes = d->lim.max_bytes / 4;
+	size_t entries = 0, bytes = 0;
+	struct rpc_dedupe_entry *e, *next;
+
+	for (e = d->oldest; e; e = e->next)
+		if (strcmp(e->identity, identity) == 0) {
+			entries++;
+			bytes += e->answer_len;
+		}
+	for (e = d->oldest;
+	     e && (entries + extra_entries > max_entries || bytes + extra_bytes > max_bytes);
+	     e = next) {
+		next = e->next;
+		if (e->done && strcmp(e->identity, identity) == 0) {
+			entries--;
+			bytes -= e->answer_len;
+			drop_entry(d, e);
+		}
+	}
+	return entries + extra_entries <= max_entries && bytes + extra_bytes <= max_bytes;
 }
 
 static struct rpc_dedupe_entry *find(struct rpc_dedupe *d, uint64_t h, const char *identity,
@@ -137,22 +176,8 @@ static struct rpc_dedupe_entry *insert(struct rpc_dedupe *d, uint64_t h, const c
 
 	if (strlen(identity) >= sizeof(e->identity) || strlen(request_id) >= sizeof(e->request_id))
 		return NULL;
-	/* One caller may hold a quarter of the table: past that it evicts its
-	 * own oldest answers, never another caller's (whose retries would then
-	 * run twice). */
-	size_t mine = 0;
-	struct rpc_dedupe_entry *oldest_mine = NULL;
-	for (e = d->oldest; e; e = e->next)
-		if (strcmp(e->identity, identity) == 0) {
-			mine++;
-			if (!oldest_mine && e->done)
-				oldest_mine = e;
-		}
-	if (mine >= d->lim.max_entries / 4 + 1) {
-		if (!oldest_mine)
-			return NULL;
-		drop_entry(d, oldest_mine);
-	}
+	if (!make_own_room(d, identity, 1, 0))
+		return NULL;
 	make_room(d, 0);
 	if (d->n_entries >= d->lim.max_entries)
 		return NULL;
@@ -163,15 +188,7 @@ static struct rpc_dedupe_entry *insert(struct rpc_dedupe *d, uint64_t h, const c
 	strcpy(e->identity, identity);
 	strcpy(e->request_id, request_id);
 	memcpy(e->fingerprint, fingerprint, sizeof(e->fingerprint));
-	e->hnext = d->buckets[h & (N_BUCKETS - 1)];
-	d->buckets[h & (N_BUCKETS - 1)] = e;
-	e->prev = d->newest;
-	if (d->newest)
-		d->newest->next = e;
-	else
-		d->oldest = e;
-	d->newest = e;
-	d->n_entries++;
+	link_entry(d, e);
 	return e;
 }
 
@@ -190,7 +207,7 @@ enum rpc_dedupe_verdict rpc_dedupe_begin(struct rpc_dedupe *d, const char *ident
 	*replay_len = 0;
 	pthread_mutex_lock(&d->lock);
 	e = find(d, h, identity, request_id);
-	if (e && e->done && e->expires_ms <= now_ms()) {
+	if (e && e->done && e->expires_ms <= sbx_mono_ms()) {
 		drop_entry(d, e);
 		e = NULL;
 	}
@@ -218,6 +235,25 @@ enum rpc_dedupe_verdict rpc_dedupe_begin(struct rpc_dedupe *d, const char *ident
 	return v;
 }
 
+/* Keeps e's answer for its repeats, relinked as the newest entry (it
+ * expires last); false when the answer does not fit its caller's share or
+ * memory. e is unlinked. */
+static bool remember(struct rpc_dedupe *d, struct rpc_dedupe_entry *e, const uint8_t *answer,
+		     size_t len)
+{
+	if (!make_own_room(d, e->identity, 1, len))
+		return false;
+	make_room(d, len);
+	if (!(e->answer = malloc(len ? len : 1)))
+		return false;
+	memcpy(e->answer, answer, len);
+	e->answer_len = len;
+	e->done = true;
+	e->expires_ms = sbx_mono_ms() + d->lim.ttl_ms;
+	link_entry(d, e);
+	return true;
+}
+
 void rpc_dedupe_finish(struct rpc_dedupe *d, struct rpc_dedupe_entry *e, const uint8_t *answer,
 		       size_t len, bool keep,
 		       void (*notify)(struct rpc_dedupe_waiter *w, const uint8_t *answer,
@@ -230,33 +266,11 @@ void rpc_dedupe_finish(struct rpc_dedupe *d, struct rpc_dedupe_entry *e, const u
 	e->waiters = NULL;
 	for (struct rpc_dedupe_waiter *c = w; c; c = c->next)
 		d->parked--;
-	if (keep && len <= d->lim.max_bytes) {
-		unlink_entry(d, e);
-		make_room(d, len);
-		e->answer = malloc(len ? len : 1);
-		keep = e->answer != NULL;
-		if (keep) {
-			memcpy(e->answer, answer, len);
-			e->answer_len = len;
-			e->done = true;
-			e->expires_ms = now_ms() + d->lim.ttl_ms;
-			/* Relinked as the newest: it expires last. */
-			e->hnext = d->buckets[e->hash & (N_BUCKETS - 1)];
-			d->buckets[e->hash & (N_BUCKETS - 1)] = e;
-			e->next = NULL;
-			e->prev = d->newest;
-			if (d->newest)
-				d->newest->next = e;
-			else
-				d->oldest = e;
-			d->newest = e;
-			d->n_entries++;
-			d->bytes += len;
-		} else {
-			free(e);
-		}
-	} else {
-		drop_entry(d, e);
+	/* Unlinked first, so that making room never counts (or drops) e. */
+	unlink_entry(d, e);
+	if (!keep || !remember(d, e, answer, len)) {
+		free(e->answer);
+		free(e);
 	}
 	pthread_mutex_unlock(&d->lock);
 

@@ -1,5 +1,6 @@
-/* Request-id deduplication: a retried CreateRun, Exec or PutInput happens
- * once.
+/* Request-id deduplication: a retried CreateRun, PutInput, Exec, Signal or
+ * Teardown happens once (a retried Teardown gets the manifest, not
+ * NOT_FOUND for a run that is gone).
  *
  * REQ re-sends a request after 60 s without an answer and after every
  * reconnect, and clients retry on their own, so the same (identity,
@@ -9,9 +10,11 @@
  * ends. A repeat whose method or body differs is refused: reusing an id for
  * another request is a client bug that would otherwise lose data silently.
  *
- * Bounded: entries live 10 minutes after their answer, at most max_entries
- * and max_bytes of answers (oldest finished ones evicted), at most
- * max_parked repeats waiting. */
+ * Bounded: entries live ttl_ms after their answer, at most max_entries and
+ * max_bytes of answers (oldest finished ones evicted), at most max_parked
+ * repeats waiting. One caller holds at most a quarter of the entries and of
+ * the bytes, and past that evicts its own oldest answers, never another's;
+ * an answer larger than a quarter of max_bytes is not remembered. */
 #ifndef SBX_RPC_DEDUPE_H
 #define SBX_RPC_DEDUPE_H
 
@@ -31,7 +34,7 @@ struct rpc_dedupe_limits {
 	size_t max_entries;
 	size_t max_bytes;
 	size_t max_parked;
-	uint64_t ttl_ms;
+	int64_t ttl_ms;
 };
 
 enum rpc_dedupe_verdict {

@@ -20,22 +20,35 @@
 
 #include <openssl/crypto.h>
 
+#include "nng_err.h"
 #include "util.h"
 
 #define PEM_BYTES_MAX (1 << 20)
 
-static int nng_fail(struct sbx_err *err, int rv, const char *what, const char *url)
-{
-	return sbx_fail(err, "%s %s: %s", what, url, nng_strerror(rv));
-}
-
 /* ---- TLS ---- */
+
+/* What holds a private key is wiped before it is freed. Every PEM buffer is
+ * PEM_BYTES_MAX + 1 bytes, so the whole of it is, NULs and all. */
+static void free_pemp(char **pem)
+{
+	if (*pem) {
+		OPENSSL_cleanse(*pem, PEM_BYTES_MAX + 1);
+		free(*pem);
+	}
+}
+#define _cleanup_pem_ _cleanup_(free_pemp)
+
+static void tls_config_freep(nng_tls_config **tls)
+{
+	if (*tls)
+		nng_tls_config_free(*tls);
+}
 
 /* A whole PEM file as a C string (nng wants NUL-terminated PEM). */
 static char *read_pem(const char *path, const char *key, struct sbx_err *err)
 {
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	char *buf;
+	_cleanup_pem_ char *buf = NULL;
 	size_t len = 0;
 
 	if (fd < 0) {
@@ -54,7 +67,7 @@ static char *read_pem(const char *path, const char *key, struct sbx_err *err)
 			continue;
 		if (n < 0) {
 			sbx_fail_errno(err, "%s %s", key, path);
-			goto fail;
+			return NULL;
 		}
 		if (n == 0)
 			break;
@@ -62,75 +75,40 @@ static char *read_pem(const char *path, const char *key, struct sbx_err *err)
 	}
 	if (len == PEM_BYTES_MAX) {
 		sbx_fail(err, "%s %s: larger than %d bytes", key, path, PEM_BYTES_MAX);
-		goto fail;
+		return NULL;
 	}
 	buf[len] = '\0';
-	return buf;
-fail:
-	OPENSSL_cleanse(buf, PEM_BYTES_MAX + 1);
-	free(buf);
-	return NULL;
-}
-
-/* The private key's bytes are wiped before they are freed. */
-static void free_secret(char *s)
-{
-	if (s) {
-		OPENSSL_cleanse(s, strlen(s));
-		free(s);
-	}
+	return sbx_steal_ptr(buf);
 }
 
 static int tls_setup(const struct sbx_config *cfg, nng_tls_config **out, struct sbx_err *err)
 {
-	_cleanup_free_ char *cert = NULL, *ca = NULL;
-	char *key = NULL;
-	nng_tls_config *tls = NULL;
+	_cleanup_pem_ char *cert = NULL, *ca = NULL, *key = NULL;
+	_cleanup_(tls_config_freep) nng_tls_config *tls = NULL;
 	int rv;
 
-	cert = read_pem(cfg->tls_cert, "tls.cert", err);
-	if (!cert)
+	if (!(cert = read_pem(cfg->tls_cert, "tls.cert", err)) ||
+	    !(ca = read_pem(cfg->tls_client_ca, "tls.client_ca", err)) ||
+	    !(key = read_pem(cfg->tls_key, "tls.key", err)))
 		return -1;
-	ca = read_pem(cfg->tls_client_ca, "tls.client_ca", err);
-	if (!ca)
-		return -1;
-	key = read_pem(cfg->tls_key, "tls.key", err);
-	if (!key)
-		return -1;
-	if ((rv = nng_tls_config_alloc(&tls, NNG_TLS_MODE_SERVER)) != 0) {
-		sbx_fail(err, "TLS: %s", nng_strerror(rv));
-		goto fail;
-	}
+	if ((rv = nng_tls_config_alloc(&tls, NNG_TLS_MODE_SERVER)) != 0)
+		return sbx_fail_nng(err, rv, "TLS");
 	/* TLS 1.2 at least; 1.3 where the engine has it (mbedTLS 2.28 does
 	 * not, and then says so). */
 	if (nng_tls_config_version(tls, NNG_TLS_1_2, NNG_TLS_1_3) != 0 &&
-	    (rv = nng_tls_config_version(tls, NNG_TLS_1_2, NNG_TLS_1_2)) != 0) {
-		sbx_fail(err, "TLS version 1.2: %s", nng_strerror(rv));
-		goto fail;
-	}
-	if ((rv = nng_tls_config_own_cert(tls, cert, key, NULL)) != 0) {
-		sbx_fail(err, "tls.cert %s with tls.key %s: %s", cfg->tls_cert, cfg->tls_key,
-			 nng_strerror(rv));
-		goto fail;
-	}
-	if ((rv = nng_tls_config_ca_chain(tls, ca, NULL)) != 0) {
-		sbx_fail(err, "tls.client_ca %s: %s", cfg->tls_client_ca, nng_strerror(rv));
-		goto fail;
-	}
+	    (rv = nng_tls_config_version(tls, NNG_TLS_1_2, NNG_TLS_1_2)) != 0)
+		return sbx_fail_nng(err, rv, "TLS version 1.2");
+	if ((rv = nng_tls_config_own_cert(tls, cert, key, NULL)) != 0)
+		return sbx_fail_nng(err, rv, "tls.cert %s with tls.key %s", cfg->tls_cert,
+				    cfg->tls_key);
+	if ((rv = nng_tls_config_ca_chain(tls, ca, NULL)) != 0)
+		return sbx_fail_nng(err, rv, "tls.client_ca %s", cfg->tls_client_ca);
 	/* Mutual TLS: a client without a certificate from client_ca never
 	 * gets a pipe, let alone a request through. */
-	if ((rv = nng_tls_config_auth_mode(tls, NNG_TLS_AUTH_MODE_REQUIRED)) != 0) {
-		sbx_fail(err, "TLS client authentication: %s", nng_strerror(rv));
-		goto fail;
-	}
-	free_secret(key);
-	*out = tls;
+	if ((rv = nng_tls_config_auth_mode(tls, NNG_TLS_AUTH_MODE_REQUIRED)) != 0)
+		return sbx_fail_nng(err, rv, "TLS client authentication");
+	*out = sbx_steal_ptr(tls);
 	return 0;
-fail:
-	free_secret(key);
-	if (tls)
-		nng_tls_config_free(tls);
-	return -1;
 }
 
 /* ---- ipc ---- */
@@ -140,7 +118,7 @@ fail:
  * since nng would unlink it as a stale socket. */
 static int ipc_prepare(const char *path, struct sbx_err *err)
 {
-	char dir[SBX_RPC_URL_MAX + 8];
+	char dir[SBX_LISTEN_URL_MAX + 8];
 	struct stat st;
 	char *slash;
 
@@ -174,9 +152,9 @@ static int listen_one(nng_socket sock, const struct sbx_config *cfg, const char 
 	nng_listener l;
 	int rv;
 
-	if (sbx_rpc_url_check(cfg, url, url, err) < 0)
+	if (sbx_config_check_listen(cfg, url, url, err) < 0)
 		return -1;
-	li->scheme = sbx_rpc_url_scheme(url, &rest);
+	li->scheme = sbx_listen_url_scheme(url, &rest);
 	snprintf(li->url, sizeof(li->url), "%s", url);
 	if (li->scheme == SBX_SCHEME_IPC && ipc_prepare(rest, err) < 0)
 		return -1;
@@ -184,10 +162,10 @@ static int listen_one(nng_socket sock, const struct sbx_config *cfg, const char 
 		return -1;
 
 	if ((rv = nng_listener_create(&l, sock, url)) != 0)
-		return nng_fail(err, rv, "cannot listen on", url);
+		return sbx_fail_nng(err, rv, "cannot listen on %s", url);
 	/* From here the socket owns l: nng_close(sock) closes it. */
 	if ((rv = nng_listener_set_size(l, NNG_OPT_RECVMAXSZ, (size_t)cfg->max_message_bytes)))
-		return nng_fail(err, rv, "max_message_bytes on", url);
+		return sbx_fail_nng(err, rv, "max_message_bytes on %s", url);
 	switch (li->scheme) {
 	case SBX_SCHEME_IPC:
 		rv = nng_listener_set_int(l, NNG_OPT_IPC_PERMISSIONS, (int)cfg->ipc_mode);
@@ -202,9 +180,9 @@ static int listen_one(nng_socket sock, const struct sbx_config *cfg, const char 
 		break;
 	}
 	if (rv)
-		return nng_fail(err, rv, "configuring", url);
+		return sbx_fail_nng(err, rv, "configuring %s", url);
 	if ((rv = nng_listener_start(l, 0)) != 0)
-		return nng_fail(err, rv, "cannot listen on", url);
+		return sbx_fail_nng(err, rv, "cannot listen on %s", url);
 	li->l = l;
 	if (li->scheme != SBX_SCHEME_IPC) {
 		int port = 0;

@@ -10,13 +10,13 @@
 
 #include "config.h"
 #include "err.h"
+#include "listen_url.h"
 #include "rpc_auth.h"
-#include "rpc_url.h"
 
 struct rpc_listener {
 	nng_listener l;
 	enum sbx_scheme scheme;
-	char url[SBX_RPC_URL_MAX + 8]; /* as bound: a tcp port 0 is the real one */
+	char url[SBX_LISTEN_URL_MAX + 8]; /* as bound: a tcp port 0 is the real one */
 };
 
 struct rpc_listeners {

@@ -53,11 +53,11 @@ static const struct rpc_method methods[] = {
 	METHOD(Exec,          exec,           exec,           RPC_SHORT,  true),
 	METHOD(Wait,          wait,           wait,           RPC_LONG,   false),
 	METHOD(ReadOutput,    read_output,    read_output,    RPC_LONG,   false),
-	METHOD(Signal,        signal,         signal,         RPC_SHORT,  false),
+	METHOD(Signal,        signal,         signal,         RPC_SHORT,  true),
 	METHOD(Status,        status,         status,         RPC_SHORT,  false),
 	METHOD(ListArtifacts, list_artifacts, list_artifacts, RPC_SHORT,  false),
 	METHOD(FetchArtifact, fetch_artifact, fetch_artifact, RPC_LONG,   false),
-	METHOD(Teardown,      teardown,       teardown,       RPC_SHORT,  false),
+	METHOD(Teardown,      teardown,       teardown,       RPC_SHORT,  true),
 	METHOD(ListRuns,      list_runs,      list_runs,      RPC_SHORT,  false),
 };
 /* clang-format on */
@@ -90,8 +90,9 @@ int rpc_methods_check(struct sbx_err *err)
 	return 0;
 }
 
-int rpc_method_run(const struct rpc_method *m, struct sbx_runs *runs, const struct sbx_identity *who, const uint8_t *body,
-		   size_t len, ProtobufCMessage **resp, struct sbx_rpc_status *st)
+int rpc_method_run(const struct rpc_method *m, struct sbx_runs *runs,
+		   const struct sbx_identity *who, const uint8_t *body, size_t len,
+		   ProtobufCMessage **resp, struct sbx_rpc_status *st)
 {
 	ProtobufCMessage *req;
 	bool too_complex;
@@ -101,9 +102,9 @@ int rpc_method_run(const struct rpc_method *m, struct sbx_runs *runs, const stru
 	req = rpc_unpack(m->request, body, len, &too_complex);
 	if (!req)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
-				      too_complex ? "body: message too complex for %s (%zu bytes)"
-						  : "body: not a valid %s (%zu bytes)",
-				      m->request->name, len);
+				    too_complex ? "body: message too complex for %s (%zu bytes)"
+						: "body: not a valid %s (%zu bytes)",
+				    m->request->name, len);
 	memset(st, 0, sizeof(*st));
 	rc = m->call(runs, who, req, resp, st);
 	protobuf_c_message_free_unpacked(req, NULL);
@@ -120,7 +121,7 @@ int rpc_method_run(const struct rpc_method *m, struct sbx_runs *runs, const stru
 		protobuf_c_message_free_unpacked(*resp, NULL);
 		*resp = NULL;
 		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "%s returned the wrong type",
-				      m->name);
+				    m->name);
 	}
 	return 0;
 }

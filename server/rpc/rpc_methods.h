@@ -20,10 +20,11 @@ enum rpc_lane {
 struct rpc_method {
 	const char *name; /* "/sbx.v1.Sandbox/CreateRun" */
 	const ProtobufCMessageDescriptor *request, *response;
-	int (*call)(struct sbx_runs *runs, const struct sbx_identity *who, const ProtobufCMessage *req,
-		    ProtobufCMessage **resp, struct sbx_rpc_status *st);
+	int (*call)(struct sbx_runs *runs, const struct sbx_identity *who,
+		    const ProtobufCMessage *req, ProtobufCMessage **resp,
+		    struct sbx_rpc_status *st);
 	enum rpc_lane lane;
-	bool dedupe; /* non-idempotent: a request_id makes a retry happen once */
+	bool dedupe; /* changes something: a request_id makes a retry happen once */
 };
 
 /* NULL when no such method. */
@@ -36,7 +37,8 @@ int rpc_methods_check(struct sbx_err *err);
 /* Decodes body as m's request (byte-budgeted) and runs the handler. 0: *resp
  * is the response message (NULL means an empty one); free it with
  * protobuf_c_message_free_unpacked(*resp, NULL). -1: st says why. */
-int rpc_method_run(const struct rpc_method *m, struct sbx_runs *runs, const struct sbx_identity *who, const uint8_t *body,
-		   size_t len, ProtobufCMessage **resp, struct sbx_rpc_status *st);
+int rpc_method_run(const struct rpc_method *m, struct sbx_runs *runs,
+		   const struct sbx_identity *who, const uint8_t *body, size_t len,
+		   ProtobufCMessage **resp, struct sbx_rpc_status *st);
 
 #endif

@@ -18,7 +18,6 @@
  * CreateRun. Each pool's queue is bounded and a full one is answered with
  * RESOURCE_EXHAUSTED at once; there are more contexts than both pools can
  * hold, so some are always free to answer Health and to refuse. */
-#include "nng_close.h"
 #include "rpc.h"
 
 #include <errno.h>
@@ -29,13 +28,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/rep.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include "clock.h"
+#include "nng_close.h"
+#include "nng_err.h"
 #include "rpc_alloc.h"
 #include "rpc_auth.h"
 #include "rpc_dedupe.h"
@@ -43,6 +44,7 @@
 #include "rpc_methods.h"
 #include "rpc_pool.h"
 #include "rpc_reply.h"
+#include "util.h"
 
 /* Bounds on the envelope (documented in sandbox.proto). */
 #define METHOD_MAX	128
@@ -88,8 +90,8 @@ struct rpc_call {
 	Sbx__V1__Request *req;
 	const struct rpc_method *method;
 	struct sbx_identity who;
-	uint64_t received_ms;
-	uint32_t pipe_id; /* the connection of the request in hand; 0: none */
+	int64_t received_ms; /* sbx_mono_ms() */
+	uint32_t pipe_id;    /* the connection of the request in hand; 0: none */
 };
 
 struct sbx_rpc {
@@ -106,14 +108,6 @@ struct sbx_rpc {
 	size_t n_calls;
 	pthread_mutex_t pipes_mu; /* every call's pipe_id */
 };
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* ---- the state machine's moves ---- */
 
@@ -191,16 +185,22 @@ static void send_bytes(struct rpc_call *c, const uint8_t *bytes, size_t len)
 	send_msg(c, m);
 }
 
+/* Answers the request in hand with an error status. */
+static void answer_status(struct rpc_call *c, const struct sbx_rpc_status *st)
+{
+	send_msg(c, rpc_reply(st->code, st->err.msg, NULL, c->rpc->cfg->max_message_bytes));
+}
+
 __attribute__((format(printf, 3, 4))) static void
 answer_error(struct rpc_call *c, Sbx__V1__Code code, const char *fmt, ...)
 {
-	char message[SBX_ERR_MAX];
+	struct sbx_rpc_status st = {.code = code};
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(message, sizeof(message), fmt, ap);
+	sbx_failv(&st.err, 0, fmt, ap);
 	va_end(ap);
-	send_msg(c, rpc_reply(code, message, NULL, c->rpc->cfg->max_message_bytes));
+	answer_status(c, &st);
 }
 
 /* Runs the method on the request in hand; the packed Response, or NULL when
@@ -212,7 +212,8 @@ static nng_msg *run_method(struct rpc_call *c, Sbx__V1__Code *code)
 	nng_msg *m;
 	int rc;
 
-	rc = rpc_method_run(c->method, c->rpc->runs, &c->who, c->req->body.data, c->req->body.len, &resp, &st);
+	rc = rpc_method_run(c->method, c->rpc->runs, &c->who, c->req->body.data, c->req->body.len,
+			    &resp, &st);
 	*code = rc < 0 ? st.code : SBX__V1__CODE__OK;
 	m = rpc_reply(*code, rc < 0 ? st.err.msg : "", resp, c->rpc->cfg->max_message_bytes);
 	if (resp)
@@ -257,11 +258,12 @@ static void work(struct rpc_job *job)
 
 	/* The caller gave up while this sat in the queue: doing it now would
 	 * act for nobody (and a retry would act again). */
-	if (req->deadline_ms && now_ms() - c->received_ms > req->deadline_ms) {
+	int64_t waited_ms = sbx_mono_ms() - c->received_ms;
+
+	if (req->deadline_ms && waited_ms > (int64_t)req->deadline_ms) {
 		answer_error(c, SBX__V1__CODE__DEADLINE_EXCEEDED,
-			     "%s: waited %llu ms for a worker, past deadline_ms %u",
-			     c->method->name, (unsigned long long)(now_ms() - c->received_ms),
-			     req->deadline_ms);
+			     "%s: waited %lld ms for a worker, past deadline_ms %u",
+			     c->method->name, (long long)waited_ms, req->deadline_ms);
 		return;
 	}
 
@@ -318,7 +320,7 @@ static void on_request(struct rpc_call *c, nng_msg *msg)
 	Sbx__V1__Request *req;
 	int pool;
 
-	c->received_ms = now_ms();
+	c->received_ms = sbx_mono_ms();
 	if (!rpc_peer_of(&rpc->listeners, msg, &peer) ||
 	    !pipe_admit(c, nng_pipe_id(nng_msg_get_pipe(msg)))) {
 		/* The connection is gone (nobody to answer), or has too many
@@ -331,7 +333,7 @@ static void on_request(struct rpc_call *c, nng_msg *msg)
 					     nng_msg_len(msg), &too_complex);
 	nng_msg_free(msg);
 	if (!req) {
-		answer_error(c, SBX__V1__CODE__INVALID_ARGUMENT, "%s",
+		answer_error(c, SBX__V1__CODE__INVALID_ARGUMENT,
 			     too_complex ? "request: message too complex"
 					 : "request: not a valid sbx.v1.Request");
 		return;
@@ -344,7 +346,7 @@ static void on_request(struct rpc_call *c, nng_msg *msg)
 	}
 	rpc_text_clean(shown, sizeof(shown), req->method);
 	if (rpc_auth(rpc->cfg, &peer, req->credentials, shown, &c->who, &st) < 0) {
-		answer_error(c, st.code, "%s", st.err.msg);
+		answer_status(c, &st);
 		return;
 	}
 	/* The token has done its job; it need not linger in the heap. */
@@ -446,71 +448,78 @@ static int open_calls(struct sbx_rpc *rpc, size_t n, struct sbx_err *err)
 		c->rpc = rpc;
 		c->job.run = work;
 		if ((rv = nng_aio_alloc(&c->aio, call_cb, c)) != 0)
-			return sbx_fail(err, "nng_aio_alloc: %s", nng_strerror(rv));
+			return sbx_fail_nng(err, rv, "nng_aio_alloc");
 		if ((rv = nng_ctx_open(&c->ctx, rpc->sock)) != 0)
-			return sbx_fail(err, "nng_ctx_open: %s", nng_strerror(rv));
+			return sbx_fail_nng(err, rv, "nng_ctx_open");
 	}
 	return 0;
 }
 
+/* A start that fails halfway undoes what it did (sbx_rpc_stop takes any
+ * half-built server). */
+static void rpc_stopp(struct sbx_rpc **rpc)
+{
+	sbx_rpc_stop(*rpc);
+}
+
 struct sbx_rpc *sbx_rpc_start(const struct sbx_config *cfg, struct sbx_runs *runs,
-			       struct sbx_err *err)
+			      struct sbx_err *err)
 {
 	struct rpc_dedupe_limits lim;
 	/* workers is split between the pools; each gets at least one. */
 	size_t workers = cfg->workers ? cfg->workers : 1;
 	size_t n_short = workers / 2 ? workers / 2 : 1;
 	size_t n_long = workers > n_short ? workers - n_short : 1;
-	struct sbx_rpc *rpc;
+	_cleanup_(rpc_stopp) struct sbx_rpc *rpc = NULL;
 	int rv;
 
 	if (rpc_methods_check(err) < 0)
 		return NULL;
 	rpc = calloc(1, sizeof(*rpc));
 	if (!rpc) {
-		sbx_fail(err, "out of memory");
+		sbx_fail_errnum(err, ENOMEM, "RPC server");
 		return NULL;
 	}
 	rpc->cfg = cfg;
 	rpc->runs = runs;
 	pthread_mutex_init(&rpc->pipes_mu, NULL);
 	lim.max_entries = DEDUPE_ENTRIES;
-	lim.max_bytes = DEDUPE_BYTES;
+	/* Any answer that can be sent (a Teardown's manifest may be large)
+	 * fits in one caller's quarter of the table. */
+	lim.max_bytes =
+	    DEDUPE_BYTES > 4 * cfg->max_message_bytes ? DEDUPE_BYTES : 4 * cfg->max_message_bytes;
 	lim.max_parked = MAX_PARKED;
 	lim.ttl_ms = DEDUPE_TTL_MS;
 	rpc->dedupe = rpc_dedupe_new(&lim);
 	if (!rpc->dedupe) {
-		sbx_fail(err, "out of memory");
-		goto fail;
+		sbx_fail_errnum(err, ENOMEM, "request-id table");
+		return NULL;
 	}
 	/* Each queue holds as many as its pool runs: at most twice the
 	 * workers in flight per pool, then RESOURCE_EXHAUSTED. */
 	if (rpc_pool_start(&rpc->pools[POOL_SHORT], "short", n_short, n_short, err) < 0)
-		goto fail;
+		return NULL;
 	rpc->pool_started[POOL_SHORT] = true;
 	if (rpc_pool_start(&rpc->pools[POOL_LONG], "long", n_long, n_long, err) < 0)
-		goto fail;
+		return NULL;
 	rpc->pool_started[POOL_LONG] = true;
 
 	if ((rv = nng_rep0_open(&rpc->sock)) != 0) {
-		sbx_fail(err, "nng_rep0_open: %s", nng_strerror(rv));
-		goto fail;
+		sbx_fail_nng(err, rv, "nng_rep0_open");
+		return NULL;
 	}
 	rpc->sock_open = true;
 	/* Also set per listener; this covers anything created later. */
 	nng_socket_set_size(rpc->sock, NNG_OPT_RECVMAXSZ, (size_t)cfg->max_message_bytes);
 	if (open_calls(rpc, 2 * (n_short + n_long) + SPARE_CALLS, err) < 0)
-		goto fail;
+		return NULL;
 	if (rpc_listen(rpc->sock, cfg, &rpc->listeners, err) < 0)
-		goto fail;
+		return NULL;
 	/* Only now: the callbacks read the listener table without a lock, so
 	 * it must be complete before the first of them can run. */
 	for (size_t i = 0; i < rpc->n_calls; i++)
 		start_recv(&rpc->calls[i]);
-	return rpc;
-fail:
-	sbx_rpc_stop(rpc);
-	return NULL;
+	return sbx_steal_ptr(rpc);
 }
 
 int sbx_rpc_stop(struct sbx_rpc *rpc)

@@ -370,6 +370,38 @@ class SbxdTest(unittest.TestCase):
         self.assertEqual([r.run_id for r in runs.runs].count(a.run_id), 1)
         self.teardown(a.run_id)
 
+    def test_request_id_makes_signal_and_teardown_happen_once(self):
+        """A retried Signal or Teardown (same request id) gets the first
+        answer: not "already ended" for an exec it stopped, and the manifest,
+        not NOT_FOUND, for a run it tore down."""
+        run = self.create()
+        ex = self.exec(run, "echo out > /out/kept.txt; sleep 60")
+        sig = pb.SignalRequest(run_id=run, exec_id=ex)
+        rid = sbxrpc.new_request_id()
+        self.ok("Signal", sig, pb.SignalResponse, request_id=rid)
+        st = self.wait(run, ex)
+        self.assertEqual((pb.ExitReason.Name(st.reason), st.signal), ("SIGNALED", 9), st)
+        again = self.ok("Signal", sig, pb.SignalResponse, request_id=rid)
+        self.assertEqual(again, pb.SignalResponse())
+        code, msg, _ = self.c.call("Signal", sig, pb.SignalResponse,
+                                   request_id=sbxrpc.new_request_id())
+        self.assertEqual(code, "FAILED_PRECONDITION", msg)
+
+        rid = sbxrpc.new_request_id()
+        td = pb.TeardownRequest(run_id=run)
+        first = self.ok("Teardown", td, pb.TeardownResponse, request_id=rid).manifest
+        self.assertEqual(first.run_id, run)
+        self.assertEqual(len(first.execs), 1)
+        retried = self.ok("Teardown", td, pb.TeardownResponse, request_id=rid).manifest
+        self.assertEqual(retried.SerializeToString(), first.SerializeToString())
+        code, msg, _ = self.c.call("Teardown", td, pb.TeardownResponse,
+                                   request_id=sbxrpc.new_request_id())
+        self.assertEqual(code, "NOT_FOUND", msg)
+        # Same id, another run: a different request, refused.
+        code, msg, _ = self.c.call("Teardown", pb.TeardownRequest(run_id="run-other"),
+                                   pb.TeardownResponse, request_id=rid)
+        self.assertEqual(code, "INVALID_ARGUMENT", msg)
+
     def test_another_callers_flood_cannot_evict_my_request_ids(self):
         rid = sbxrpc.new_request_id()
         req = pb.CreateRunRequest(policy_json=policy_json())

@@ -1,4 +1,16 @@
 # sbxd's configuration and the RPC layer (server/, server/rpc/).
 add_executable(test_config test_config.c)
-target_link_libraries(test_config PRIVATE sbxd_base)
+target_link_libraries(test_config PRIVATE sbxd_base sbx_check)
 add_test(NAME unit.config COMMAND test_config)
+
+# The listener URL rules live in sbxd_base (config and rpc/ both follow them).
+add_executable(test_rpc_url test_rpc_url.c)
+target_link_libraries(test_rpc_url PRIVATE sbxd_base sbx_check)
+add_test(NAME unit.rpc_url COMMAND test_rpc_url)
+
+# One program per module of the RPC library.
+foreach(module alloc auth dedupe pool reply)
+  add_executable(test_rpc_${module} test_rpc_${module}.c)
+  target_link_libraries(test_rpc_${module} PRIVATE sbx_rpc sbx_check)
+  add_test(NAME unit.rpc_${module} COMMAND test_rpc_${module})
+endforeach()

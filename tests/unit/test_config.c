@@ -1,13 +1,13 @@
 /* Unit test of sbxd's configuration: the defaults, a full valid file, and
  * the exact error every bad file gets. Documents are written with ' for "
  * so the table stays readable; the test swaps them back. */
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "config.h"
 
 #define H64  "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -17,26 +17,8 @@
 	"'/etc/sbx/ca.pem'}"
 #define TOK "'tokens': [{'name': 'alice', 'sha256': '" H64 "'}]"
 
-static int passed, failed;
 static char dir[] = "/tmp/sbx-test-config-XXXXXX";
 static char path[sizeof(dir) + 32];
-
-static bool check(bool cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static bool check(bool cond, const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("%s %d - ", cond ? "ok" : "not ok", passed + failed + 1);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	putchar('\n');
-	if (cond)
-		passed++;
-	else
-		failed++;
-	return cond;
-}
 
 /* Writes the document (raw bytes, len of them) to the test's file. */
 static const char *write_doc(const char *doc, size_t len)
@@ -302,6 +284,83 @@ static void test_bad(void)
 	bad_at("a file over 1 MiB", write_doc(big, sizeof(big)), "larger than 1048576 bytes");
 }
 
+/* Flags on top of a loaded file: f applied to the document doc. */
+static int with_flags(const char *doc, const struct sbx_config_flags *f, struct sbx_config *cfg,
+		      struct sbx_err *err)
+{
+	if (load(doc, cfg, err) < 0)
+		return -1;
+	return sbx_config_apply_flags(cfg, f, err);
+}
+
+/* Flags are held to the file's rules, and the error names the flag. */
+static void bad_flags(const char *desc, const struct sbx_config_flags *f, const char *want)
+{
+	struct sbx_config cfg;
+	struct sbx_err err = {0};
+	int rc = with_flags("{'tokens': [{'name': 'alice', 'sha256': '" H64 "'}]}", f, &cfg, &err);
+
+	if (!check(rc < 0 && strncmp(err.msg, want, strlen(want)) == 0, "flags: rejects %s", desc))
+		printf("#   want: %s\n#    got: %s\n", want, rc < 0 ? err.msg : "(applied)");
+	sbx_config_free(&cfg);
+}
+
+static void test_flags(void)
+{
+	struct sbx_config cfg;
+	struct sbx_err err = {0};
+	int rc;
+
+	rc = with_flags("{'state_dir': '/srv/sbx', 'cgroup_root': '/sbx', 'log': '/var/log/a'}",
+			&(struct sbx_config_flags){.listen = {"ipc:///run/x.sock", "ipc:///run/y"},
+						   .n_listen = 2,
+						   .state_dir = "/var/tmp/sbx",
+						   .cgroup_root = "sbx/ci",
+						   .log = "audit.log"},
+			&cfg, &err);
+	if (!check(rc == 0, "flags: valid ones apply"))
+		printf("#   %s\n", err.msg);
+	check(rc == 0 && cfg.n_listen == 2 && strcmp(cfg.listen[0], "ipc:///run/x.sock") == 0 &&
+		  strcmp(cfg.listen[1], "ipc:///run/y") == 0,
+	      "flags: --listen replaces the file's list");
+	check(rc == 0 && strcmp(cfg.state_dir, "/var/tmp/sbx") == 0 &&
+		  strcmp(cfg.cgroup_root, "sbx/ci") == 0 && strcmp(cfg.log_path, "audit.log") == 0,
+	      "flags: win over the file's paths");
+	sbx_config_free(&cfg);
+
+	rc = with_flags("{'state_dir': '/srv/sbx'}", &(struct sbx_config_flags){0}, &cfg, &err);
+	check(rc == 0 && strcmp(cfg.state_dir, "/srv/sbx") == 0 && cfg.n_listen == 1,
+	      "flags: none given leave the file's settings");
+	sbx_config_free(&cfg);
+
+	bad_flags("a relative --state-dir", &(struct sbx_config_flags){.state_dir = "var/sbx"},
+		  "--state-dir var/sbx: must be an absolute path");
+	bad_flags("a --state-dir with ..",
+		  &(struct sbx_config_flags){.state_dir = "/var/lib/../sbx"},
+		  "--state-dir /var/lib/../sbx: must be an absolute path without");
+	bad_flags("a --state-dir with a trailing slash",
+		  &(struct sbx_config_flags){.state_dir = "/var/lib/sbx/"},
+		  "--state-dir /var/lib/sbx/: must be an absolute path without");
+	bad_flags("an empty --state-dir", &(struct sbx_config_flags){.state_dir = ""},
+		  "--state-dir : must not be empty");
+	bad_flags("a --cgroup-root with ..",
+		  &(struct sbx_config_flags){.cgroup_root = "/sbx/../.."},
+		  "--cgroup-root /sbx/../..: must not contain \"..\"");
+	bad_flags("an empty --cgroup-root", &(struct sbx_config_flags){.cgroup_root = ""},
+		  "--cgroup-root : must not be empty");
+	bad_flags("an empty --log", &(struct sbx_config_flags){.log = ""},
+		  "--log : must not be empty");
+	bad_flags("an unknown --listen scheme",
+		  &(struct sbx_config_flags){.listen = {"ws://h:1"}, .n_listen = 1},
+		  "--listen ws://h:1: must start with ipc://, tls+tcp:// or tcp://");
+	bad_flags("a --listen given twice",
+		  &(struct sbx_config_flags){.listen = {"ipc:///a", "ipc:///a"}, .n_listen = 2},
+		  "--listen ipc:///a: given twice");
+	bad_flags("--listen tcp:// without insecure",
+		  &(struct sbx_config_flags){.listen = {"tcp://127.0.0.1:1"}, .n_listen = 1},
+		  "--listen tcp://127.0.0.1:1: tcp:// needs insecure: true");
+}
+
 int main(void)
 {
 	if (!mkdtemp(dir)) {
@@ -312,8 +371,8 @@ int main(void)
 	test_defaults();
 	test_full();
 	test_bad();
+	test_flags();
 	unlink(path);
 	rmdir(dir);
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
+	return check_done();
 }

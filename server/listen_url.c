@@ -2,12 +2,13 @@
  *
  * nng would accept more (ws://, abstract sockets, ...) but every scheme here
  * has an answer to "who is calling", and nothing else does. */
-#include "rpc_url.h"
+#include "listen_url.h"
 
-#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/un.h>
+
+#include "util.h"
 
 /* clang-format off */
 static const struct {
@@ -21,9 +22,9 @@ static const struct {
 };
 /* clang-format on */
 
-enum sbx_scheme sbx_rpc_url_scheme(const char *url, const char **rest)
+enum sbx_scheme sbx_listen_url_scheme(const char *url, const char **rest)
 {
-	for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++) {
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(schemes); i++) {
 		size_t n = strlen(schemes[i].prefix);
 
 		if (strncmp(url, schemes[i].prefix, n) == 0) {
@@ -35,9 +36,9 @@ enum sbx_scheme sbx_rpc_url_scheme(const char *url, const char **rest)
 	return SBX_SCHEME_BAD;
 }
 
-const char *sbx_rpc_scheme_name(enum sbx_scheme s)
+const char *sbx_listen_scheme_name(enum sbx_scheme s)
 {
-	for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++)
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(schemes); i++)
 		if (schemes[i].scheme == s)
 			return schemes[i].name;
 	return "unknown";
@@ -76,39 +77,39 @@ static int check_ipc(const char *path, const char *where, struct sbx_err *err)
 	return 0;
 }
 
-int sbx_rpc_url_check(const struct sbx_config *cfg, const char *url, const char *where,
-		      struct sbx_err *err)
+int sbx_listen_url_check(const char *url, const struct sbx_listen_have *have, const char *where,
+			 struct sbx_err *err)
 {
 	const char *rest;
 
-	if (strlen(url) > SBX_RPC_URL_MAX)
-		return sbx_fail(err, "%s: longer than %d bytes", where, SBX_RPC_URL_MAX);
-	switch (sbx_rpc_url_scheme(url, &rest)) {
+	if (strlen(url) > SBX_LISTEN_URL_MAX)
+		return sbx_fail(err, "%s: longer than %d bytes", where, SBX_LISTEN_URL_MAX);
+	switch (sbx_listen_url_scheme(url, &rest)) {
 	case SBX_SCHEME_IPC:
 		return check_ipc(rest, where, err);
 	case SBX_SCHEME_TLS_TCP:
 		if (!is_host_port(rest))
 			return sbx_fail(err, "%s: tls+tcp:// needs HOST:PORT", where);
-		if (!cfg->tls_cert || !cfg->tls_key || !cfg->tls_client_ca)
+		if (!have->tls_files)
 			return sbx_fail(err,
 					"%s: tls+tcp:// needs tls.cert, tls.key and "
 					"tls.client_ca",
 					where);
 		/* nng 1.5.2 cannot say which client certificate was shown, so
 		 * without tokens nobody could be told apart, or let in. */
-		if (cfg->n_tokens == 0)
+		if (!have->tokens)
 			return sbx_fail(err, "%s: tls+tcp:// needs at least one entry in tokens",
 					where);
 		return 0;
 	case SBX_SCHEME_TCP:
 		if (!is_host_port(rest))
 			return sbx_fail(err, "%s: tcp:// needs HOST:PORT", where);
-		if (!cfg->insecure)
+		if (!have->insecure)
 			return sbx_fail(err,
 					"%s: tcp:// needs insecure: true (plain TCP is "
 					"neither encrypted nor authenticated)",
 					where);
-		if (cfg->n_tokens == 0)
+		if (!have->tokens)
 			return sbx_fail(err, "%s: tcp:// needs at least one entry in tokens",
 					where);
 		return 0;

@@ -1,0 +1,231 @@
+/* Unit test of the request-id table (server/rpc/rpc_dedupe.c): first call,
+ * replay byte for byte, repeats parked while the first runs, mismatches,
+ * "try again" answers that are not remembered, expiry, and the caps: parked
+ * repeats, a caller's quarter of entries and of bytes, never another
+ * caller's answers. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "check.h"
+#include "rpc_dedupe.h"
+
+static const struct rpc_dedupe_limits small = {
+    .max_entries = 16, /* a caller's quarter: 16 / 4 + 1 = 5 entries */
+    .max_bytes = 4096, /* ... and 1024 bytes of answers */
+    .max_parked = 2,
+    .ttl_ms = 60000,
+};
+
+static const uint8_t fp_a[32] = {1}, fp_b[32] = {2};
+
+/* What notify was handed. */
+static struct {
+	int calls;
+	size_t len;
+	uint8_t bytes[64];
+	struct rpc_dedupe_waiter *last;
+} notified;
+
+static void notify(struct rpc_dedupe_waiter *w, const uint8_t *answer, size_t len)
+{
+	notified.calls++;
+	notified.len = len;
+	notified.last = w;
+	memcpy(notified.bytes, answer, len < sizeof(notified.bytes) ? len : sizeof(notified.bytes));
+}
+
+/* For calls nobody is parked on. */
+static void no_notify(struct rpc_dedupe_waiter *w, const uint8_t *answer, size_t len)
+{
+	(void)w;
+	(void)answer;
+	(void)len;
+}
+
+static enum rpc_dedupe_verdict begin(struct rpc_dedupe *d, const char *who, const char *id,
+				     const uint8_t *fp, struct rpc_dedupe_entry **first,
+				     uint8_t **replay, size_t *len)
+{
+	static struct rpc_dedupe_waiter w[64];
+	static size_t n;
+
+	return rpc_dedupe_begin(d, who, id, fp, &w[n++ % 64], first, replay, len);
+}
+
+/* A call that runs and answers with len bytes of c. true: it ran (FIRST). */
+static bool answered(struct rpc_dedupe *d, const char *who, const char *id, size_t len, char c)
+{
+	struct rpc_dedupe_entry *first;
+	uint8_t *replay, answer[2048];
+	size_t rlen;
+	enum rpc_dedupe_verdict v = begin(d, who, id, fp_a, &first, &replay, &rlen);
+
+	free(replay);
+	if (v != DEDUPE_FIRST)
+		return false;
+	memset(answer, c, len);
+	rpc_dedupe_finish(d, first, answer, len, true, no_notify);
+	return true;
+}
+
+/* The verdict a repeat of (who, id) gets, without running anything. */
+static enum rpc_dedupe_verdict repeat(struct rpc_dedupe *d, const char *who, const char *id)
+{
+	struct rpc_dedupe_entry *first;
+	uint8_t *replay;
+	size_t len;
+	enum rpc_dedupe_verdict v = begin(d, who, id, fp_a, &first, &replay, &len);
+
+	free(replay);
+	/* A first call holds a running entry: answer it "try again", which
+	 * is not remembered, so the table is as it was. */
+	if (first)
+		rpc_dedupe_finish(d, first, (const uint8_t *)"", 0, false, no_notify);
+	return v;
+}
+
+static void test_first_replay_parked(void)
+{
+	struct rpc_dedupe *d = rpc_dedupe_new(&small);
+	struct rpc_dedupe_waiter w1, w2, w3;
+	struct rpc_dedupe_entry *first, *other;
+	uint8_t *replay;
+	size_t len;
+
+	check(rpc_dedupe_begin(d, "uid:1", "r1", fp_a, &w1, &first, &replay, &len) ==
+		      DEDUPE_FIRST &&
+		  first && !replay,
+	      "a new request id runs");
+	check(rpc_dedupe_begin(d, "uid:1", "r1", fp_a, &w1, &other, &replay, &len) ==
+		      DEDUPE_PARKED &&
+		  !other,
+	      "a repeat while the first runs is parked");
+	check(rpc_dedupe_begin(d, "uid:1", "r1", fp_a, &w2, &other, &replay, &len) == DEDUPE_PARKED,
+	      "a second repeat is parked too");
+	check(rpc_dedupe_begin(d, "uid:1", "r1", fp_a, &w3, &other, &replay, &len) == DEDUPE_BUSY,
+	      "past max_parked a repeat is told to try later");
+	check(rpc_dedupe_begin(d, "uid:1", "r1", fp_b, &w3, &other, &replay, &len) ==
+		  DEDUPE_MISMATCH,
+	      "the same id with another fingerprint is a mismatch");
+
+	memset(&notified, 0, sizeof(notified));
+	rpc_dedupe_finish(d, first, (const uint8_t *)"answer", 6, true, notify);
+	check(notified.calls == 2 && notified.len == 6 && memcmp(notified.bytes, "answer", 6) == 0,
+	      "both parked repeats get the first answer (%d notified)", notified.calls);
+
+	check(rpc_dedupe_begin(d, "uid:1", "r1", fp_a, &w1, &first, &replay, &len) ==
+		      DEDUPE_REPLAY &&
+		  !first && replay && len == 6 && memcmp(replay, "answer", 6) == 0,
+	      "a repeat after the answer gets it byte for byte");
+	free(replay);
+	check(repeat(d, "uid:1", "r1") == DEDUPE_REPLAY,
+	      "... and again, the answer stays for later repeats");
+	check(rpc_dedupe_begin(d, "uid:1", "r1", fp_b, &w1, &first, &replay, &len) ==
+		  DEDUPE_MISMATCH,
+	      "a finished id reused for another request is a mismatch");
+	check(repeat(d, "uid:2", "r1") == DEDUPE_FIRST,
+	      "another caller's same request id is its own");
+	rpc_dedupe_free(d);
+}
+
+static void test_not_kept(void)
+{
+	struct rpc_dedupe *d = rpc_dedupe_new(&small);
+	struct rpc_dedupe_waiter w;
+	struct rpc_dedupe_entry *first, *other;
+	uint8_t *replay;
+	size_t len;
+
+	rpc_dedupe_begin(d, "uid:1", "busy", fp_a, &w, &first, &replay, &len);
+	rpc_dedupe_begin(d, "uid:1", "busy", fp_a, &w, &other, &replay, &len);
+	memset(&notified, 0, sizeof(notified));
+	rpc_dedupe_finish(d, first, (const uint8_t *)"later", 5, false, notify);
+	check(notified.calls == 1 && notified.last == &w && notified.len == 5,
+	      "an answer not kept still reaches the parked repeat");
+	check(repeat(d, "uid:1", "busy") == DEDUPE_FIRST,
+	      "an answer not kept (\"try again\") lets the retry run");
+	rpc_dedupe_free(d);
+}
+
+static void test_expiry(void)
+{
+	struct rpc_dedupe_limits lim = small;
+	struct rpc_dedupe *d;
+
+	lim.ttl_ms = 50;
+	d = rpc_dedupe_new(&lim);
+	answered(d, "uid:1", "old", 3, 'x');
+	check(repeat(d, "uid:1", "old") == DEDUPE_REPLAY, "an answer is there before its ttl");
+	nanosleep(&(struct timespec){.tv_nsec = 120 * 1000000}, NULL);
+	check(repeat(d, "uid:1", "old") == DEDUPE_FIRST, "past its ttl the id runs again");
+	rpc_dedupe_free(d);
+}
+
+static void test_entry_share(void)
+{
+	struct rpc_dedupe *d = rpc_dedupe_new(&small);
+	char id[16];
+	bool all = true;
+
+	check(answered(d, "uid:2", "theirs", 10, 'b'), "another caller answers once");
+	for (int i = 0; i < 6; i++) {
+		snprintf(id, sizeof(id), "mine-%d", i);
+		all &= answered(d, "uid:1", id, 10, 'a');
+	}
+	check(all, "six answers of one caller are taken");
+	/* Replays first: a probe that runs takes an entry of its own. */
+	check(repeat(d, "uid:1", "mine-1") == DEDUPE_REPLAY &&
+		  repeat(d, "uid:1", "mine-5") == DEDUPE_REPLAY,
+	      "the caller's five newest answers stay");
+	check(repeat(d, "uid:2", "theirs") == DEDUPE_REPLAY, "the other caller's answer stays");
+	check(repeat(d, "uid:1", "mine-0") == DEDUPE_FIRST,
+	      "past a quarter of the entries the caller's oldest answer went");
+	rpc_dedupe_free(d);
+}
+
+static void test_byte_share(void)
+{
+	struct rpc_dedupe *d = rpc_dedupe_new(&small);
+
+	check(answered(d, "uid:2", "theirs", 1000, 'b'), "another caller keeps 1000 bytes");
+	check(answered(d, "uid:1", "big", 1025, 'a') && repeat(d, "uid:1", "big") == DEDUPE_FIRST,
+	      "an answer over a quarter of max_bytes is not remembered");
+	check(answered(d, "uid:1", "a", 600, 'a') && repeat(d, "uid:1", "a") == DEDUPE_REPLAY,
+	      "an answer within the caller's quarter is");
+	check(answered(d, "uid:1", "b", 600, 'a'), "a second one that overflows the quarter runs");
+	check(repeat(d, "uid:1", "a") == DEDUPE_FIRST && repeat(d, "uid:1", "b") == DEDUPE_REPLAY,
+	      "the caller's own oldest answer made room for it");
+	check(repeat(d, "uid:2", "theirs") == DEDUPE_REPLAY,
+	      "another caller's answer is never what makes room");
+	rpc_dedupe_free(d);
+}
+
+static void test_refused(void)
+{
+	struct rpc_dedupe *d = rpc_dedupe_new(&small);
+	char who[200];
+
+	memset(who, 'u', sizeof(who) - 1);
+	who[sizeof(who) - 1] = '\0';
+	check(repeat(d, who, "r") == DEDUPE_BUSY, "an identity too long for the table is refused");
+	check(repeat(d, "uid:1",
+		     "0123456789012345678901234567890123456789012345678901234567890123456789") ==
+		  DEDUPE_BUSY,
+	      "a request id too long for the table is refused");
+	rpc_dedupe_free(d);
+	rpc_dedupe_free(NULL);
+	check(true, "freeing NULL is harmless");
+}
+
+int main(void)
+{
+	test_first_replay_parked();
+	test_not_kept();
+	test_expiry();
+	test_entry_share();
+	test_byte_share();
+	test_refused();
+	return check_done();
+}

@@ -1,0 +1,155 @@
+/* Unit test of the worker pools (server/rpc/rpc_pool.c), with real threads:
+ * every job runs once, a full queue refuses at once instead of growing, and
+ * stopping lets running jobs finish and hands queued ones to drop. */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "clock.h"
+#include "rpc_pool.h"
+
+/* A gate the blocking jobs wait at, and what happened to the jobs. */
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t changed;
+	bool open;
+	int started, ran, dropped;
+} g = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void blocking(struct rpc_job *job)
+{
+	(void)job;
+	pthread_mutex_lock(&g.lock);
+	g.started++;
+	pthread_cond_broadcast(&g.changed);
+	while (!g.open)
+		pthread_cond_wait(&g.changed, &g.lock);
+	g.ran++;
+	pthread_cond_broadcast(&g.changed);
+	pthread_mutex_unlock(&g.lock);
+}
+
+static void dropped(struct rpc_job *job)
+{
+	(void)job;
+	pthread_mutex_lock(&g.lock);
+	g.dropped++;
+	pthread_mutex_unlock(&g.lock);
+}
+
+static void reset(void)
+{
+	pthread_mutex_lock(&g.lock);
+	g.open = false;
+	g.started = g.ran = g.dropped = 0;
+	pthread_mutex_unlock(&g.lock);
+}
+
+static void set_open(void)
+{
+	pthread_mutex_lock(&g.lock);
+	g.open = true;
+	pthread_cond_broadcast(&g.changed);
+	pthread_mutex_unlock(&g.lock);
+}
+
+/* Waits (at most 10 s) until *counter reaches n; false on timeout. */
+static bool await(int *counter, int n)
+{
+	int64_t deadline = sbx_mono_ms() + 10000;
+	bool reached;
+
+	pthread_mutex_lock(&g.lock);
+	while (*counter < n && sbx_mono_ms() < deadline) {
+		struct timespec at = sbx_mono_after_ms(1000);
+
+		pthread_cond_timedwait(&g.changed, &g.lock, &at);
+	}
+	reached = *counter >= n;
+	pthread_mutex_unlock(&g.lock);
+	return reached;
+}
+
+static void test_bounded_queue(void)
+{
+	struct rpc_pool p;
+	struct rpc_job jobs[6];
+	struct sbx_err err;
+	bool taken = true;
+
+	reset();
+	for (size_t i = 0; i < 6; i++)
+		jobs[i] = (struct rpc_job){.run = blocking};
+	if (!check(rpc_pool_start(&p, "test", 2, 3, &err) == 0, "a pool of 2 workers starts"))
+		return;
+	taken &= rpc_pool_submit(&p, &jobs[0]) && rpc_pool_submit(&p, &jobs[1]);
+	check(taken && await(&g.started, 2), "both workers take a job");
+	for (size_t i = 2; i < 5; i++)
+		taken &= rpc_pool_submit(&p, &jobs[i]);
+	check(taken, "three more wait in the queue (queue_max 3)");
+	check(!rpc_pool_submit(&p, &jobs[5]), "a full queue refuses the next job at once");
+	set_open();
+	check(await(&g.ran, 5), "every job taken runs (%d ran)", g.ran);
+	check(rpc_pool_submit(&p, &jobs[5]) && await(&g.ran, 6),
+	      "with the queue drained, submitting works again");
+	rpc_pool_stop(&p, dropped);
+	check(g.ran == 6 && g.dropped == 0, "stopping an idle pool drops nothing");
+	check(!rpc_pool_submit(&p, &jobs[0]), "a stopped pool refuses jobs");
+	rpc_pool_destroy(&p);
+}
+
+static void *stopper(void *arg)
+{
+	rpc_pool_stop(arg, dropped);
+	return NULL;
+}
+
+static void test_stop_drops_queued(void)
+{
+	struct rpc_pool p;
+	struct rpc_job jobs[3];
+	struct sbx_err err;
+	pthread_t t;
+	bool stopping = false;
+
+	reset();
+	for (size_t i = 0; i < 3; i++)
+		jobs[i] = (struct rpc_job){.run = blocking};
+	if (!check(rpc_pool_start(&p, "stop", 1, 2, &err) == 0, "a pool of 1 worker starts"))
+		return;
+	rpc_pool_submit(&p, &jobs[0]);
+	await(&g.started, 1);
+	check(rpc_pool_submit(&p, &jobs[1]) && rpc_pool_submit(&p, &jobs[2]),
+	      "two jobs queue behind the running one");
+	pthread_create(&t, NULL, stopper, &p);
+	/* The running job finishes only once the pool is stopping, so that
+	 * the queued ones cannot start. */
+	for (int i = 0; i < 10000 && !stopping; i++) {
+		pthread_mutex_lock(&p.lock);
+		stopping = p.stopping;
+		pthread_mutex_unlock(&p.lock);
+		if (!stopping)
+			nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+	}
+	check(stopping, "stop marks the pool stopping while a job still runs");
+	set_open();
+	pthread_join(t, NULL);
+	check(g.ran == 1, "stop lets the running job finish (%d ran)", g.ran);
+	check(g.dropped == 2, "and hands both queued jobs to drop (%d dropped)", g.dropped);
+	check(!rpc_pool_submit(&p, &jobs[0]), "submitting after stop fails");
+	rpc_pool_destroy(&p);
+}
+
+int main(void)
+{
+	pthread_condattr_t attr;
+
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&g.changed, &attr);
+	pthread_condattr_destroy(&attr);
+	test_bounded_queue();
+	test_stop_drops_queued();
+	return check_done();
+}

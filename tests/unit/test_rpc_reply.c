@@ -1,0 +1,144 @@
+/* Unit test of the Response envelope (server/rpc/rpc_reply.c): the body
+ * packed in place is byte for byte what protobuf-c packs, errors carry no
+ * body, messages are cleaned to printable UTF-8, and an answer too large for
+ * the caller becomes INTERNAL. Real nng messages, no sockets needed. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nng/nng.h>
+#include <sbx/v1/sandbox.pb-c.h>
+
+#include "check.h"
+#include "rpc_reply.h"
+
+/* What protobuf-c packs for the whole Response: the reference. */
+static bool packs_as(nng_msg *m, Sbx__V1__Code code, const char *message,
+		     const ProtobufCMessage *body)
+{
+	Sbx__V1__Response want = SBX__V1__RESPONSE__INIT;
+	uint8_t *body_bytes = NULL, *want_bytes;
+	size_t len;
+	bool same;
+
+	want.code = code;
+	want.message = (char *)message;
+	if (body) {
+		want.body.len = protobuf_c_message_get_packed_size(body);
+		body_bytes = malloc(want.body.len + 1);
+		protobuf_c_message_pack(body, body_bytes);
+		want.body.data = body_bytes;
+	}
+	len = sbx__v1__response__get_packed_size(&want);
+	want_bytes = malloc(len + 1);
+	sbx__v1__response__pack(&want, want_bytes);
+	same = m && nng_msg_len(m) == len && memcmp(nng_msg_body(m), want_bytes, len) == 0;
+	free(want_bytes);
+	free(body_bytes);
+	return same;
+}
+
+static Sbx__V1__Response *unpacked(nng_msg *m)
+{
+	return m ? sbx__v1__response__unpack(NULL, nng_msg_len(m), nng_msg_body(m)) : NULL;
+}
+
+static void test_envelope(void)
+{
+	Sbx__V1__HealthResponse h = SBX__V1__HEALTH_RESPONSE__INIT;
+	Sbx__V1__SignalResponse empty = SBX__V1__SIGNAL_RESPONSE__INIT;
+	Sbx__V1__ReadOutputResponse big = SBX__V1__READ_OUTPUT_RESPONSE__INIT;
+	uint8_t data[200000];
+	Sbx__V1__Response *r;
+	nng_msg *m;
+
+	h.version = "0.1.0";
+	h.runs_max = 64;
+	h.cgroup = "v2";
+	m = rpc_reply(SBX__V1__CODE__OK, "", &h.base, 1 << 20);
+	check(packs_as(m, SBX__V1__CODE__OK, "", &h.base),
+	      "OK with a body: what packing the whole Response gives");
+	nng_msg_free(m);
+
+	m = rpc_reply(SBX__V1__CODE__OK, NULL, &empty.base, 1 << 20);
+	check(packs_as(m, SBX__V1__CODE__OK, "", NULL) && nng_msg_len(m) == 0,
+	      "an empty body is left out, as proto3 does (%zu bytes)", m ? nng_msg_len(m) : 0);
+	nng_msg_free(m);
+
+	/* A body whose length needs a three-byte varint. */
+	memset(data, 'x', sizeof(data));
+	big.data.data = data;
+	big.data.len = sizeof(data);
+	big.next_offset = 200000;
+	m = rpc_reply(SBX__V1__CODE__OK, "", &big.base, 1 << 20);
+	check(packs_as(m, SBX__V1__CODE__OK, "", &big.base), "a 200000-byte body, packed in place");
+	nng_msg_free(m);
+
+	m = rpc_reply(SBX__V1__CODE__NOT_FOUND, "run run-x not found", NULL, 1 << 20);
+	r = unpacked(m);
+	check(r && r->code == SBX__V1__CODE__NOT_FOUND &&
+		  strcmp(r->message, "run run-x not found") == 0 && r->body.len == 0,
+	      "an error: code and message, no body");
+	if (r)
+		sbx__v1__response__free_unpacked(r, NULL);
+	nng_msg_free(m);
+
+	m = rpc_reply(SBX__V1__CODE__OK, "", &big.base, 100000);
+	r = unpacked(m);
+	check(r && r->code == SBX__V1__CODE__INTERNAL && r->body.len == 0 &&
+		  strcmp(r->message, "response of sbx.v1.ReadOutputResponse larger than "
+				     "max_message_bytes (100000)") == 0,
+	      "an answer past max_bytes becomes INTERNAL, saying why");
+	if (r)
+		sbx__v1__response__free_unpacked(r, NULL);
+	nng_msg_free(m);
+
+	m = rpc_reply(SBX__V1__CODE__INVALID_ARGUMENT, "bad \x01 byte \xff in \xc3\xa9t\xc3\xa9",
+		      NULL, 1 << 20);
+	r = unpacked(m);
+	check(r && strcmp(r->message, "bad ? byte ? in \xc3\xa9t\xc3\xa9") == 0,
+	      "the message is cleaned to printable UTF-8");
+	if (r)
+		sbx__v1__response__free_unpacked(r, NULL);
+	nng_msg_free(m);
+}
+
+static void clean_is(const char *desc, size_t size, const char *src, const char *want)
+{
+	char dst[64];
+
+	rpc_text_clean(dst, size, src);
+	if (!check(strcmp(dst, want) == 0, "text_clean: %s", desc))
+		printf("#   want \"%s\", got \"%s\"\n", want, dst);
+}
+
+static void test_text_clean(void)
+{
+	char big[2000];
+	char dst[1024];
+
+	clean_is("plain ASCII stays", 64, "run-1: exec e-2 ended", "run-1: exec e-2 ended");
+	clean_is("control characters become ?", 64, "a\tb\nc\x7f", "a?b?c?");
+	clean_is("two-, three- and four-byte UTF-8 stays", 64,
+		 "\xc3\xa9 \xe2\x82\xac \xf0\x9f\x99\x82",
+		 "\xc3\xa9 \xe2\x82\xac \xf0\x9f\x99\x82");
+	clean_is("an overlong '/' is two bad bytes", 64, "\xc0\xaf", "??");
+	clean_is("a surrogate is invalid", 64, "\xed\xa0\x80", "???");
+	clean_is("past U+10FFFF is invalid", 64, "\xf4\x90\x80\x80", "????");
+	clean_is("a truncated sequence is invalid", 64, "x\xe2\x82", "x??");
+	clean_is("a sequence is never cut in half", 3, "a\xc3\xa9", "a");
+	clean_is("the copy is always terminated", 4, "abcdef", "abc");
+
+	memset(big, 'm', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	rpc_text_clean(dst, sizeof(dst), big);
+	check(strlen(dst) == sizeof(dst) - 1, "a long text is cut to the buffer");
+}
+
+int main(void)
+{
+	test_envelope();
+	test_text_clean();
+	nng_fini();
+	return check_done();
+}
