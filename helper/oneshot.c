@@ -9,9 +9,9 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "ctlmsg.h"
 #include "result.h"
 #include "supervisor.h"
@@ -24,9 +24,9 @@
 #define BACKSTOP_MS 5000
 
 struct relay {
-	int fd;	    /* read end */
-	int to;	    /* our stdout or stderr */
-	bool dead;  /* `to` stopped accepting: keep draining, stop writing */
+	int fd;	   /* read end */
+	int to;	   /* our stdout or stderr */
+	bool dead; /* `to` stopped accepting: keep draining, stop writing */
 	uint64_t bytes;
 };
 
@@ -34,8 +34,8 @@ struct relay {
  * caller's own fd, which could be a host file or directory that
  * /proc/self/fd/0 would reopen for writing, or the caller's terminal. */
 struct feed {
-	int from;  /* our stdin; -1 when done */
-	int to;	   /* the pipe's write end (non-blocking); -1 when done */
+	int from; /* our stdin; -1 when done */
+	int to;	  /* the pipe's write end (non-blocking); -1 when done */
 	size_t len, off;
 	char buf[65536];
 };
@@ -72,13 +72,6 @@ static void feed_step(struct feed *f, short revents)
 		return;
 	}
 	f->off += (size_t)w;
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 int sbx_policy_supported(const SbxPolicy *p, struct sbx_err *err)
@@ -171,8 +164,7 @@ static int exit_status_of(const Sbx__V1__ExecEnded *e)
 }
 
 /* Waits for Ready (with the /out fd) or Failure. */
-static int await_ready(int ctl, int *out_fd, char *cgroup_mode, size_t cgsize,
-		       struct sbx_err *err)
+static int await_ready(int ctl, int *out_fd, char *cgroup_mode, size_t cgsize, struct sbx_err *err)
 {
 	Sbx__V1__HelperMessage *m;
 	int fds[SBX_CTL_MAX_FDS];
@@ -247,14 +239,16 @@ static int drive_exec(int ctl, int sigfd, struct relay rel[2], struct feed *in, 
 			feed_close(in);
 		bool want_input = in->to >= 0 && in->off == in->len;
 		struct pollfd pfd[5] = {
-			{.fd = done ? -1 : ctl, .events = POLLIN},
-			{.fd = sigfd, .events = POLLIN},
-			{.fd = rel[0].fd, .events = POLLIN},
-			{.fd = rel[1].fd, .events = POLLIN},
-			{.fd = in->to < 0 ? -1 : want_input ? in->from : in->to,
-			 .events = want_input ? POLLIN : POLLOUT},
+		    {.fd = done ? -1 : ctl, .events = POLLIN},
+		    {.fd = sigfd, .events = POLLIN},
+		    {.fd = rel[0].fd, .events = POLLIN},
+		    {.fd = rel[1].fd, .events = POLLIN},
+		    {.fd = in->to < 0	? -1
+			   : want_input ? in->from
+					: in->to,
+		     .events = want_input ? POLLIN : POLLOUT},
 		};
-		int64_t left = deadline - now_ms();
+		int64_t left = deadline - sbx_mono_ms();
 		if (!done && left <= 0) {
 			sbx_fail(err, "the sandbox did not end the command at its deadline");
 			return -1;
@@ -299,14 +293,17 @@ static int drive_exec(int ctl, int sigfd, struct relay rel[2], struct feed *in, 
 int sbx_oneshot_run(const struct sbx_helper_opts *o, SbxPolicy *policy)
 {
 	struct sbx_err err;
-	struct sbx_result res = {.exit_reason = "setup_failed", .exit_code = EXIT_SETUP,
-				 .cgroup = "none", .userns = true, .seccomp = true,
+	struct sbx_result res = {.exit_reason = "setup_failed",
+				 .exit_code = EXIT_SETUP,
+				 .cgroup = "none",
+				 .userns = true,
+				 .seccomp = true,
 				 .rlimit_fallback = false};
 	char digest[65] = "";
 	char cg_mode[8] = "none";
 	int status = EXIT_SETUP;
 	int interrupted = 0;
-	int64_t started = now_ms();
+	int64_t started = sbx_mono_ms();
 	Sbx__V1__ExecEnded *ended = NULL;
 	struct sbx_sandbox sb = {.pid = -1};
 	bool have_sandbox = false;
@@ -327,12 +324,12 @@ int sbx_oneshot_run(const struct sbx_helper_opts *o, SbxPolicy *policy)
 		goto out;
 	}
 	struct sbx_sandbox_opts so = {
-		.policy = policy,
-		.data_dir = o->data_dir,
-		.data_no_symlinks = o->data_no_symlinks,
-		.cgroup_root = o->cgroup_root,
-		.rlimit_fallback = o->rlimit_fallback,
-		.ctl = ctl[1],
+	    .policy = policy,
+	    .data_dir = o->data_dir,
+	    .data_no_symlinks = o->data_no_symlinks,
+	    .cgroup_root = o->cgroup_root,
+	    .rlimit_fallback = o->rlimit_fallback,
+	    .ctl = ctl[1],
 	};
 	if (sbx_sandbox_start(&so, &sb, &err) < 0)
 		goto out;
@@ -367,7 +364,8 @@ int sbx_oneshot_run(const struct sbx_helper_opts *o, SbxPolicy *policy)
 		goto out;
 	res.cgroup = cg_mode;
 	res.rlimit_fallback = strcmp(cg_mode, "none") == 0;
-	int64_t deadline = now_ms() + (int64_t)policy->limits->script_seconds * 1000 + BACKSTOP_MS;
+	int64_t deadline =
+	    sbx_mono_ms() + (int64_t)policy->limits->script_seconds * 1000 + BACKSTOP_MS;
 	if (drive_exec(ctl[0], sigfd, rel, &in, deadline, &ended, &interrupted, &err) < 0) {
 		if (interrupted) {
 			status = 128 + interrupted;
@@ -419,7 +417,7 @@ out:
 		close(ctl[0]);
 	if (ctl[1] >= 0)
 		close(ctl[1]);
-	res.wall_ms = (uint64_t)(now_ms() - started);
+	res.wall_ms = (uint64_t)(sbx_mono_ms() - started);
 	res.stdout_bytes = rel[0].bytes;
 	res.stderr_bytes = rel[1].bytes;
 	if (o->result_path) {
@@ -450,12 +448,12 @@ int sbx_serve(const struct sbx_helper_opts *o, SbxPolicy *policy)
 		return EXIT_SETUP;
 	}
 	struct sbx_sandbox_opts so = {
-		.policy = policy,
-		.data_dir = o->data_dir,
-		.data_no_symlinks = o->data_no_symlinks,
-		.cgroup_root = o->cgroup_root,
-		.rlimit_fallback = o->rlimit_fallback,
-		.ctl = o->control_fd,
+	    .policy = policy,
+	    .data_dir = o->data_dir,
+	    .data_no_symlinks = o->data_no_symlinks,
+	    .cgroup_root = o->cgroup_root,
+	    .rlimit_fallback = o->rlimit_fallback,
+	    .ctl = o->control_fd,
 	};
 	if (sbx_sandbox_start(&so, &sb, &err) < 0) {
 		fprintf(stderr, "sbx-helper: %s\n", err.msg);

@@ -13,9 +13,9 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "ctlmsg.h"
 
 static int passed, failed;
@@ -28,7 +28,7 @@ static int passed, failed;
 		} else {                                                                           \
 			failed++;                                                                  \
 			printf("not ok - " __VA_ARGS__);                                           \
-			printf("  (%s:%d: %s)", __FILE__, __LINE__, #cond);                       \
+			printf("  (%s:%d: %s)", __FILE__, __LINE__, #cond);                        \
 		}                                                                                  \
 		printf("\n");                                                                      \
 	} while (0)
@@ -158,13 +158,6 @@ static char *read_all(int fd)
 	return buf;
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Processes of ours whose command line contains `needle`. */
 static int count_processes(const char *needle)
 {
@@ -195,8 +188,8 @@ static int count_processes(const char *needle)
 
 static bool helper_exits_within(struct helper *h, int ms)
 {
-	int64_t end = now_ms() + ms;
-	while (now_ms() < end) {
+	int64_t end = sbx_mono_ms() + ms;
+	while (sbx_mono_ms() < end) {
 		int status;
 		if (waitpid(h->pid, &status, WNOHANG) == h->pid)
 			return true;
@@ -205,8 +198,7 @@ static bool helper_exits_within(struct helper *h, int ms)
 	return false;
 }
 
-#define POLICY(limits)                                                                             \
-	"{\"image\":\"host\",\"limits\":{\"memory_mb\":256,\"pids\":64," limits "}}"
+#define POLICY(limits) "{\"image\":\"host\",\"limits\":{\"memory_mb\":256,\"pids\":64," limits "}}"
 
 int main(void)
 {
@@ -220,11 +212,11 @@ int main(void)
 	      "serve: Ready arrives with the /out fd");
 
 	/* Files are shared between a run's execs... */
-	int fd = exec_sh(&h, 1,
-			 "echo one > /out/a; echo t > /tmp/t; (sleep 997 &) ; sleep 996 & echo started");
+	int fd = exec_sh(
+	    &h, 1, "echo one > /out/a; echo t > /tmp/t; (sleep 997 &) ; sleep 996 & echo started");
 	Sbx__V1__ExecEnded *e = wait_ended(&h, 10000);
 	CHECK(e && e->exec_id == 1 && e->reason == SBX__V1__EXEC_ENDED__REASON__EXITED &&
-		      e->exit_code == 0,
+		  e->exit_code == 0,
 	      "exec 1 exits 0");
 	CHECK(strcmp(read_all(fd), "started\n") == 0, "exec 1 output arrives on its pipe");
 	if (e)
@@ -250,10 +242,10 @@ int main(void)
 	CHECK(a >= 0 && strcmp(read_all(a), "one\n") == 0, "/out is readable through its fd");
 
 	/* Deadline: script_seconds is 2. */
-	int64_t t0 = now_ms();
+	int64_t t0 = sbx_mono_ms();
 	fd = exec_sh(&h, 3, "sleep 100");
 	e = wait_ended(&h, 10000);
-	int64_t took = now_ms() - t0;
+	int64_t took = sbx_mono_ms() - t0;
 	CHECK(e && e->reason == SBX__V1__EXEC_ENDED__REASON__TIMEOUT && e->exit_code == 124,
 	      "a sleeping exec ends as timeout");
 	CHECK(took >= 1900 && took < 3000, "timeout within script_seconds + 1 s (%lld ms)",
@@ -267,7 +259,8 @@ int main(void)
 	usleep(200000);
 	send_signal(&h, 4, SIGKILL);
 	e = wait_ended(&h, 10000);
-	CHECK(e && e->reason == SBX__V1__EXEC_ENDED__REASON__KILLED, "SIGKILL ends an exec as killed");
+	CHECK(e && e->reason == SBX__V1__EXEC_ENDED__REASON__KILLED,
+	      "SIGKILL ends an exec as killed");
 	CHECK(count_processes("sleep 995") == 0 && count_processes("sleep 994") == 0,
 	      "and its whole process tree");
 	close(fd);
@@ -281,7 +274,7 @@ int main(void)
 	e = wait_ended(&h, 10000);
 	out = read_all(fd);
 	CHECK(e && e->reason == SBX__V1__EXEC_ENDED__REASON__EXITED && e->exit_code == 7 &&
-		      strstr(out, "got-term"),
+		  strstr(out, "got-term"),
 	      "SIGTERM is forwarded to the command, which handles it (reason %d code %d out %s)",
 	      e ? (int)e->reason : -1, e ? e->exit_code : -1, out);
 	if (e)
@@ -291,7 +284,8 @@ int main(void)
 	int f1 = exec_sh(&h, 6, "sleep 0.3; echo six");
 	int f2 = exec_sh(&h, 7, "echo seven");
 	Sbx__V1__ExecEnded *e1 = wait_ended(&h, 10000), *e2 = wait_ended(&h, 10000);
-	CHECK(e1 && e2 && e1->exec_id == 7 && e2->exec_id == 6, "concurrent execs end in their own order");
+	CHECK(e1 && e2 && e1->exec_id == 7 && e2->exec_id == 6,
+	      "concurrent execs end in their own order");
 	CHECK(strcmp(read_all(f1), "six\n") == 0 && strcmp(read_all(f2), "seven\n") == 0,
 	      "each with its own output");
 	if (e1)
@@ -303,9 +297,10 @@ int main(void)
 	 * processes: each has its own user namespace. */
 	int f_long = exec_sh(&h, 20, "exec sleep 989");
 	usleep(200000);
-	fd = exec_sh(&h, 21, "for p in /proc/[0-9]*; do cat $p/cmdline 2>/dev/null; echo; done | "
-			     "grep -c 98[9]; for p in /proc/[0-9]*; do head -c1 $p/mem 2>/dev/null "
-			     "&& echo READ; done; true");
+	fd = exec_sh(&h, 21,
+		     "for p in /proc/[0-9]*; do cat $p/cmdline 2>/dev/null; echo; done | "
+		     "grep -c 98[9]; for p in /proc/[0-9]*; do head -c1 $p/mem 2>/dev/null "
+		     "&& echo READ; done; true");
 	e = wait_ended(&h, 10000);
 	out = read_all(fd);
 	CHECK(e && e->exec_id == 21 && strcmp(out, "0\n") == 0,
@@ -323,7 +318,7 @@ int main(void)
 	int fd2 = exec_sh(&h, 8, "echo dup");
 	e = wait_ended(&h, 10000);
 	CHECK(e && e->exec_id == 8 && e->reason == SBX__V1__EXEC_ENDED__REASON__SETUP_FAILED &&
-		      strstr(e->message, "already in use"),
+		  strstr(e->message, "already in use"),
 	      "a duplicate exec id is refused");
 	if (e)
 		sbx__v1__exec_ended__free_unpacked(e, NULL);
@@ -359,10 +354,11 @@ int main(void)
 	CHECK(count_processes("sleep 990") >= 1, "exec running before the helper is killed");
 	kill(h.pid, SIGKILL);
 	waitpid(h.pid, NULL, 0);
-	int64_t end = now_ms() + 1000;
-	while (count_processes("sleep 990") && now_ms() < end)
+	int64_t end = sbx_mono_ms() + 1000;
+	while (count_processes("sleep 990") && sbx_mono_ms() < end)
 		usleep(10000);
-	CHECK(count_processes("sleep 990") == 0, "kill -9 of the helper kills its sandbox within 1 s");
+	CHECK(count_processes("sleep 990") == 0,
+	      "kill -9 of the helper kills its sandbox within 1 s");
 	close(fd);
 	close(h.ctl);
 	close(h.out_fd);
