@@ -99,6 +99,8 @@ static struct exec_slot *find_exec(struct init_state *st, uint64_t id)
 static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, int *fds,
 		       size_t nfds)
 {
+	_cleanup_close_pair_ int report[2] = SBX_PAIR_INIT;
+	_cleanup_free_ char **argv = NULL;
 	struct sbx_err err;
 	const SbxPolicy *p = st->ctx->policy;
 	if (nfds != 3 || req->n_argv == 0 || req->n_argv > MAX_ARGV || !req->argv[0][0]) {
@@ -139,17 +141,14 @@ static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, i
 		send_setup_failed(st, req->exec_id, err.msg);
 		return;
 	}
-	int report[2];
 	if (pipe2(report, O_CLOEXEC | O_NONBLOCK) < 0) {
 		sbx_fail_errno(&err, "pipe");
 		goto fail;
 	}
 	/* argv must be NULL-terminated for execve: protobuf-c's array is not. */
-	char **argv = calloc(req->n_argv + 1, sizeof(char *));
+	argv = calloc(req->n_argv + 1, sizeof(char *));
 	if (!argv) {
 		sbx_fail_errno(&err, "argv");
-		close(report[0]);
-		close(report[1]);
 		goto fail;
 	}
 	memcpy(argv, req->argv, req->n_argv * sizeof(char *));
@@ -167,15 +166,13 @@ static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, i
 	};
 	slot->start_ms = sbx_mono_ms();
 	slot->pid = sbx_exec_spawn(&spec, &err);
-	free(argv);
-	close(report[1]);
-	if (slot->pid < 0) {
-		close(report[0]);
+	/* Exec init holds the write end; ours would hide its end. */
+	close(sbx_steal_fd(report[1]));
+	if (slot->pid < 0)
 		goto fail;
-	}
 	slot->used = true;
 	slot->id = req->exec_id;
-	slot->report_fd = report[0];
+	slot->report_fd = sbx_steal_fd(report[0]);
 	slot->deadline_ms = slot->start_ms + (int64_t)p->limits->script_seconds * 1000;
 
 	Sbx__V1__ExecStarted started = SBX__V1__EXEC_STARTED__INIT;
