@@ -1,7 +1,7 @@
 /* sbxd's end of the helper protocol: what it sends to a sandbox's pid 1 and
  * what it makes of the answers. The only file of sbxd that includes the
  * helper protocol's generated code (see runs_ctl.h). */
-#include "runs_ctl.h"
+#include "helper_client.h"
 
 #include <errno.h>
 #include <fcntl.h>
