@@ -172,32 +172,36 @@ int ctl_exit_status(const struct ctl_event *ended)
 	}
 }
 
+/* An ExecRequest in its envelope; both point into the caller's storage. */
+static void exec_message(Sbx__V1__HelperMessage *m, Sbx__V1__HelperExecRequest *req,
+			 uint64_t exec_id, char *const *argv, size_t argc, const char *cwd)
+{
+	sbx__v1__helper_exec_request__init(req);
+	sbx__v1__helper_message__init(m);
+	req->exec_id = exec_id;
+	req->argv = (char **)argv;
+	req->n_argv = argc;
+	req->cwd = (char *)(cwd ? cwd : "");
+	m->msg_case = SBX__V1__HELPER_MESSAGE__MSG_EXEC;
+	m->exec = req;
+}
+
 bool ctl_exec_fits(char *const *argv, size_t argc, const char *cwd)
 {
-	Sbx__V1__HelperExecRequest req = SBX__V1__HELPER_EXEC_REQUEST__INIT;
-	Sbx__V1__HelperMessage m = SBX__V1__HELPER_MESSAGE__INIT;
+	Sbx__V1__HelperExecRequest req;
+	Sbx__V1__HelperMessage m;
 
-	req.exec_id = UINT64_MAX;
-	req.argv = (char **)argv;
-	req.n_argv = argc;
-	req.cwd = (char *)(cwd ? cwd : "");
-	m.msg_case = SBX__V1__HELPER_MESSAGE__MSG_EXEC;
-	m.exec = &req;
+	exec_message(&m, &req, UINT64_MAX, argv, argc, cwd);
 	return sbx__v1__helper_message__get_packed_size(&m) <= SBX_CTL_MAX_BYTES;
 }
 
 int ctl_send_exec(int ctl, uint64_t exec_id, char *const *argv, size_t argc, const char *cwd,
 		  const int stdio[3], struct sbx_err *err)
 {
-	Sbx__V1__HelperExecRequest req = SBX__V1__HELPER_EXEC_REQUEST__INIT;
-	Sbx__V1__HelperMessage m = SBX__V1__HELPER_MESSAGE__INIT;
+	Sbx__V1__HelperExecRequest req;
+	Sbx__V1__HelperMessage m;
 
-	req.exec_id = exec_id;
-	req.argv = (char **)argv;
-	req.n_argv = argc;
-	req.cwd = (char *)(cwd ? cwd : "");
-	m.msg_case = SBX__V1__HELPER_MESSAGE__MSG_EXEC;
-	m.exec = &req;
+	exec_message(&m, &req, exec_id, argv, argc, cwd);
 	return sbx_ctl_send(ctl, &m, stdio, 3, err);
 }
 

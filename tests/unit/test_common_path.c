@@ -31,47 +31,57 @@ static void expect(enum sbx_path_kind kind, const char *path, size_t max, const 
 		printf("#   got: %s\n", got ? got : "(accepted)");
 }
 
+#define DOTS "must not contain \".\" or \"..\" components"
+#define ABS  "must be an absolute path without \".\", \"..\", \"//\" or a trailing \"/\""
+#define DD   "must not contain \"..\""
+
+static const struct {
+	enum sbx_path_kind kind;
+	const char *path;
+	size_t max;
+	const char *want; /* NULL: accepted */
+} cases[] = {
+    {SBX_PATH_RELATIVE, "a", 64, NULL},
+    {SBX_PATH_RELATIVE, "a/b.c/..d/d..", 64, NULL},
+    {SBX_PATH_RELATIVE, "...", 64, NULL},
+    {SBX_PATH_RELATIVE, "", 64, "must not be empty"},
+    {SBX_PATH_RELATIVE, NULL, 64, "must not be empty"},
+    {SBX_PATH_RELATIVE, "abcd", 3, "too long"},
+    {SBX_PATH_RELATIVE, "abc", 3, NULL},
+    {SBX_PATH_RELATIVE, "/a", 64, "must be relative (no leading '/')"},
+    {SBX_PATH_RELATIVE, "..", 64, DOTS},
+    {SBX_PATH_RELATIVE, "a/../b", 64, DOTS},
+    {SBX_PATH_RELATIVE, "a/..", 64, DOTS},
+    {SBX_PATH_RELATIVE, "./a", 64, DOTS},
+    {SBX_PATH_RELATIVE, "a/.", 64, DOTS},
+    {SBX_PATH_RELATIVE, "a//b", 64, "has an empty component"},
+    {SBX_PATH_RELATIVE, "a/", 64, "has an empty component"},
+
+    {SBX_PATH_ABSOLUTE, "/", 64, NULL},
+    {SBX_PATH_ABSOLUTE, "/var/lib/sbx", 64, NULL},
+    {SBX_PATH_ABSOLUTE, "/a..b/.c", 64, NULL},
+    {SBX_PATH_ABSOLUTE, "var", 64, "must be an absolute path"},
+    {SBX_PATH_ABSOLUTE, "/var/", 64, ABS},
+    {SBX_PATH_ABSOLUTE, "//var", 64, ABS},
+    {SBX_PATH_ABSOLUTE, "/var//lib", 64, ABS},
+    {SBX_PATH_ABSOLUTE, "/var/./lib", 64, ABS},
+    {SBX_PATH_ABSOLUTE, "/var/..", 64, ABS},
+    {SBX_PATH_ABSOLUTE, "/var/lib", 7, "too long"},
+
+    /* Joined under a fixed root: only ".." components matter. */
+    {SBX_PATH_NO_DOTDOT, "sbx.slice/sbx", 64, NULL},
+    {SBX_PATH_NO_DOTDOT, "/a//b/./c/", 64, NULL},
+    {SBX_PATH_NO_DOTDOT, "a..b/..c/c..", 64, NULL},
+    {SBX_PATH_NO_DOTDOT, "..", 64, DD},
+    {SBX_PATH_NO_DOTDOT, "a/../b", 64, DD},
+    {SBX_PATH_NO_DOTDOT, "/..", 64, DD},
+    {SBX_PATH_NO_DOTDOT, "", 64, "must not be empty"},
+};
+
 int main(void)
 {
-	static const char dots[] = "must not contain \".\" or \"..\" components";
-	static const char abs_rule[] =
-	    "must be an absolute path without \".\", \"..\", \"//\" or a trailing \"/\"";
-
-	expect(SBX_PATH_RELATIVE, "a", 64, NULL);
-	expect(SBX_PATH_RELATIVE, "a/b.c/..d/d..", 64, NULL);
-	expect(SBX_PATH_RELATIVE, "...", 64, NULL);
-	expect(SBX_PATH_RELATIVE, "", 64, "must not be empty");
-	expect(SBX_PATH_RELATIVE, NULL, 64, "must not be empty");
-	expect(SBX_PATH_RELATIVE, "abcd", 3, "too long");
-	expect(SBX_PATH_RELATIVE, "abc", 3, NULL);
-	expect(SBX_PATH_RELATIVE, "/a", 64, "must be relative (no leading '/')");
-	expect(SBX_PATH_RELATIVE, "..", 64, dots);
-	expect(SBX_PATH_RELATIVE, "a/../b", 64, dots);
-	expect(SBX_PATH_RELATIVE, "a/..", 64, dots);
-	expect(SBX_PATH_RELATIVE, "./a", 64, dots);
-	expect(SBX_PATH_RELATIVE, "a/.", 64, dots);
-	expect(SBX_PATH_RELATIVE, "a//b", 64, "has an empty component");
-	expect(SBX_PATH_RELATIVE, "a/", 64, "has an empty component");
-
-	expect(SBX_PATH_ABSOLUTE, "/", 64, NULL);
-	expect(SBX_PATH_ABSOLUTE, "/var/lib/sbx", 64, NULL);
-	expect(SBX_PATH_ABSOLUTE, "/a..b/.c", 64, NULL);
-	expect(SBX_PATH_ABSOLUTE, "var", 64, "must be an absolute path");
-	expect(SBX_PATH_ABSOLUTE, "/var/", 64, abs_rule);
-	expect(SBX_PATH_ABSOLUTE, "//var", 64, abs_rule);
-	expect(SBX_PATH_ABSOLUTE, "/var//lib", 64, abs_rule);
-	expect(SBX_PATH_ABSOLUTE, "/var/./lib", 64, abs_rule);
-	expect(SBX_PATH_ABSOLUTE, "/var/..", 64, abs_rule);
-	expect(SBX_PATH_ABSOLUTE, "/var/lib", 7, "too long");
-
-	/* Joined under a fixed root: only ".." components matter. */
-	expect(SBX_PATH_NO_DOTDOT, "sbx.slice/sbx", 64, NULL);
-	expect(SBX_PATH_NO_DOTDOT, "/a//b/./c/", 64, NULL);
-	expect(SBX_PATH_NO_DOTDOT, "a..b/..c/c..", 64, NULL);
-	expect(SBX_PATH_NO_DOTDOT, "..", 64, "must not contain \"..\"");
-	expect(SBX_PATH_NO_DOTDOT, "a/../b", 64, "must not contain \"..\"");
-	expect(SBX_PATH_NO_DOTDOT, "/..", 64, "must not contain \"..\"");
-	expect(SBX_PATH_NO_DOTDOT, "", 64, "must not be empty");
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		expect(cases[i].kind, cases[i].path, cases[i].max, cases[i].want);
 
 	check(sbx_path_has_dotdot("a/.."), "has_dotdot: trailing ..");
 	check(sbx_path_has_dotdot("../a"), "has_dotdot: leading ..");
