@@ -6,13 +6,13 @@
  * from malloc'd pieces so that protobuf-c's free_unpacked can release it, and
  * its repeated fields are sorted so that equal policies digest equally. */
 #include "policy.h"
-#include "strict_json.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +22,8 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include "path.h"
+#include "strict_json.h"
 #include "util.h"
 
 #define IMAGE_PATH_MAX 4096
@@ -46,56 +48,13 @@ static int oom(struct sbx_err *err)
 	return sbx_fail_errnum(err, ENOMEM, "policy");
 }
 
-/* ---- typed access to JSON values; each failure names the path ---- */
-
-static int want_string(json_t *v, const char *where, const char **s, size_t *len,
-		       struct sbx_err *err)
-{
-	*s = NULL;
-	*len = 0;
-	if (!json_is_string(v))
-		return sbx_fail(err, "%s: must be a string", where);
-	*s = json_string_value(v);
-	*len = json_string_length(v);
-	/* The parser runs with JSON_ALLOW_NUL so that this error can name the
-	 * field instead of a line and column. */
-	if (strlen(*s) != *len)
-		return sbx_fail(err, "%s: must not contain NUL", where);
-	return 0;
-}
-
-static int want_int(json_t *v, const char *where, json_int_t min, json_int_t max, json_int_t *out,
-		    struct sbx_err *err)
-{
-	json_int_t n;
-
-	if (!json_is_integer(v))
-		return sbx_fail(err, "%s: must be an integer", where);
-	n = json_integer_value(v);
-	if (n < min || n > max)
-		return sbx_fail(err, "%s: must be %" JSON_INTEGER_FORMAT "..%" JSON_INTEGER_FORMAT,
-				where, min, max);
-	*out = n;
-	return 0;
-}
-
 /* ---- image ---- */
 
-static bool has_dotdot_component(const char *s)
+/* A rootfs directory: absolute, and no ".." component (it is opened as
+ * given, so "." or "//" are harmless spellings). */
+static bool is_rootfs_path(const char *s)
 {
-	const char *c = s;
-
-	while ((c = strstr(c, "..")) != NULL) {
-		if ((c == s || c[-1] == '/') && (c[2] == '/' || c[2] == '\0'))
-			return true;
-		c++;
-	}
-	return false;
-}
-
-static bool is_rootfs_path(const char *s, size_t len)
-{
-	return len > 0 && len <= IMAGE_PATH_MAX && s[0] == '/' && !has_dotdot_component(s);
+	return s[0] == '/' && !sbx_path_problem(s, IMAGE_PATH_MAX, SBX_PATH_NO_DOTDOT);
 }
 
 static bool is_lower_hex(const char *s, size_t len)
@@ -152,13 +111,12 @@ static bool is_pinned_ref(const char *s)
 static int parse_image(SbxPolicy *p, json_t *v, struct sbx_err *err)
 {
 	const char *s;
-	size_t len;
 
 	if (!v)
 		return sbx_fail(err, "image: missing");
-	if (want_string(v, "image", &s, &len, err) < 0)
+	if (sbx_json_string(v, "image", &s, NULL, err) < 0)
 		return -1;
-	if (strcmp(s, "host") != 0 && !is_rootfs_path(s, len) && !is_pinned_ref(s))
+	if (strcmp(s, "host") != 0 && !is_rootfs_path(s) && !is_pinned_ref(s))
 		return sbx_fail(err, "image: must be \"host\", an absolute rootfs path, "
 				     "or name:tag@sha256:<64 hex>");
 	p->image = strdup(s);
@@ -168,18 +126,6 @@ static int parse_image(SbxPolicy *p, json_t *v, struct sbx_err *err)
 /* ---- mounts ---- */
 
 static const char *const mount_keys[] = {"path", "mode", NULL};
-
-static bool is_normalised(const char *s, size_t len)
-{
-	if (len > 1 && s[len - 1] == '/')
-		return false;
-	if (strstr(s, "//"))
-		return false;
-	for (const char *c = s; (c = strstr(c, "/.")) != NULL; c++)
-		if (c[2] == '/' || c[2] == '\0' || (c[2] == '.' && (c[3] == '/' || c[3] == '\0')))
-			return false;
-	return true;
-}
 
 static Sbx__V1__Mount *mount_new(const char *path, Sbx__V1__Mount__Mode mode)
 {
@@ -205,12 +151,11 @@ static int parse_mount_mode(json_t *m, size_t i, const char *path, Sbx__V1__Moun
 	char where[WHERE_MAX];
 	json_t *v = json_object_get(m, "mode");
 	const char *s;
-	size_t len;
 
 	snprintf(where, sizeof(where), "mounts[%zu].mode", i);
 	if (!v)
 		return sbx_fail(err, "%s: missing", where);
-	if (want_string(v, where, &s, &len, err) < 0)
+	if (sbx_json_string(v, where, &s, NULL, err) < 0)
 		return -1;
 	if (strcmp(s, "ro") == 0)
 		*mode = SBX__V1__MOUNT__MODE__RO;
@@ -229,7 +174,6 @@ static int parse_mount(SbxPolicy *p, json_t *m, size_t i, struct sbx_err *err)
 	char where[WHERE_MAX];
 	Sbx__V1__Mount__Mode mode = SBX__V1__MOUNT__MODE__MODE_UNSPECIFIED;
 	const char *path;
-	size_t len;
 	json_t *v;
 
 	snprintf(where, sizeof(where), "mounts[%zu]", i);
@@ -242,11 +186,11 @@ static int parse_mount(SbxPolicy *p, json_t *m, size_t i, struct sbx_err *err)
 	v = json_object_get(m, "path");
 	if (!v)
 		return sbx_fail(err, "%s: missing", where);
-	if (want_string(v, where, &path, &len, err) < 0)
+	if (sbx_json_string(v, where, &path, NULL, err) < 0)
 		return -1;
 	if (path[0] != '/')
 		return sbx_fail(err, "%s: must be an absolute path", where);
-	if (!is_normalised(path, len))
+	if (sbx_path_problem(path, SIZE_MAX, SBX_PATH_ABSOLUTE))
 		return sbx_fail(err, "%s: must be normalised (no trailing '/', '//', '.' or '..')",
 				where);
 	if (strcmp(path, "/data") != 0 && strcmp(path, "/out") != 0)
@@ -486,7 +430,7 @@ static int rule_field_int(json_t *o, const char *key, const char *where, json_in
 		return sbx_fail(err, "%s: missing", at);
 	if (!v)
 		return 0;
-	return want_int(v, at, min, max, out, err);
+	return sbx_json_int(v, at, min, max, out, err);
 }
 
 static int parse_rule_object(Sbx__V1__EgressRule *r, json_t *o, const char *where,
@@ -504,7 +448,7 @@ static int parse_rule_object(Sbx__V1__EgressRule *r, json_t *o, const char *wher
 	v = json_object_get(o, "host");
 	if (!v)
 		return sbx_fail(err, "%s: missing", at);
-	if (want_string(v, at, &host, &len, err) < 0)
+	if (sbx_json_string(v, at, &host, &len, err) < 0)
 		return -1;
 	if (!is_egress_host(host, len))
 		return sbx_fail(err, "%s: must be a hostname, *.hostname or IPv4 address", at);
@@ -542,7 +486,7 @@ static int parse_rule(Sbx__V1__Egress *eg, json_t *v, size_t i, struct sbx_err *
 	if (json_is_object(v))
 		rc = parse_rule_object(r, v, where, err);
 	else
-		rc = want_string(v, where, &s, &len, err) < 0
+		rc = sbx_json_string(v, where, &s, &len, err) < 0
 			 ? -1
 			 : parse_rule_string(r, s, len, where, err);
 	if (rc < 0) {
@@ -571,13 +515,12 @@ static int cmp_rule(const void *a, const void *b)
 static int parse_egress_policy(Sbx__V1__Egress *eg, json_t *v, struct sbx_err *err)
 {
 	const char *s;
-	size_t len;
 
 	/* Required once egress is written at all: an allow list under a
 	 * defaulted "deny" would only be refused with a puzzling message. */
 	if (!v)
 		return sbx_fail(err, "egress.policy: missing");
-	if (want_string(v, "egress.policy", &s, &len, err) < 0)
+	if (sbx_json_string(v, "egress.policy", &s, NULL, err) < 0)
 		return -1;
 	if (strcmp(s, "deny") == 0)
 		eg->policy = SBX__V1__EGRESS__POLICY__DENY;
@@ -701,7 +644,7 @@ static int parse_limits(SbxPolicy *p, json_t *v, struct sbx_err *err)
 
 		n = limits[i].def;
 		snprintf(where, sizeof(where), "limits.%s", limits[i].key);
-		if (f && want_int(f, where, limits[i].min, limits[i].max, &n, err) < 0)
+		if (f && sbx_json_int(f, where, limits[i].min, limits[i].max, &n, err) < 0)
 			return -1;
 		limit_set(l, &limits[i], n);
 	}
@@ -721,12 +664,11 @@ static int parse_limits(SbxPolicy *p, json_t *v, struct sbx_err *err)
 static int parse_lifetime(SbxPolicy *p, json_t *v, struct sbx_err *err)
 {
 	const char *s;
-	size_t len;
 
 	p->lifetime = SBX__V1__POLICY__LIFETIME__PER_RUN;
 	if (!v)
 		return 0;
-	if (want_string(v, "lifetime", &s, &len, err) < 0)
+	if (sbx_json_string(v, "lifetime", &s, NULL, err) < 0)
 		return -1;
 	if (strcmp(s, "per_run") != 0)
 		return sbx_fail(err, "lifetime: must be \"per_run\"");

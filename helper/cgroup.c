@@ -11,11 +11,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "path.h"
 #include "util.h"
 
-#define CG_MOUNT "/sys/fs/cgroup"
+#define CG_MOUNT       "/sys/fs/cgroup"
 #define CG_ROOT_CONFIG "/etc/sbx/cgroup-root"
-#define CPU_PERIOD_US 100000
+#define CPU_PERIOD_US  100000
 
 static const char *const v1_ctrl_name[SBX_CG_NCTRL] = {"memory", "pids", "cpu"};
 
@@ -140,8 +141,9 @@ static int configured_root(char *out, size_t size)
 
 static bool rel_is_safe(const char *rel)
 {
-	/* The path is joined under /sys/fs/cgroup: no way out of it. */
-	return !strstr(rel, "..") && strlen(rel) < 2048;
+	/* The path is joined under /sys/fs/cgroup: no ".." component, no way
+	 * out of it (the tree's one path rule, common/path.h). */
+	return !sbx_path_has_dotdot(rel) && strlen(rel) < 2048;
 }
 
 static int open_dir(const char *path, int *fd, struct sbx_err *err)
@@ -269,8 +271,9 @@ int sbx_cgroup_set_limits(const struct sbx_cgroup *cg, const Sbx__V1__Limits *l,
 		if (faccessat(cg->fd[0], "memory.swap.max", F_OK, 0) == 0)
 			rc |= write_at(cg->fd[0], "memory.swap.max", "0", err);
 		else if (host_has_swap())
-			return sbx_fail(err, "cgroup %s: the host has swap but no swap accounting "
-					     "(memory.swap.max): the memory limit cannot be enforced",
+			return sbx_fail(err,
+					"cgroup %s: the host has swap but no swap accounting "
+					"(memory.swap.max): the memory limit cannot be enforced",
 					cg->path);
 		/* One OOM kill takes the exec's whole tree, so "oom" is unambiguous. */
 		rc |= write_at(cg->fd[0], "memory.oom.group", "1", err);
@@ -284,9 +287,10 @@ int sbx_cgroup_set_limits(const struct sbx_cgroup *cg, const Sbx__V1__Limits *l,
 			rc |= write_at(cg->fd[SBX_CG_MEMORY], "memory.memsw.limit_in_bytes", mem,
 				       err);
 		else if (host_has_swap())
-			return sbx_fail(err, "cgroup %s: the host has swap but no swap accounting "
-					     "(memory.memsw.*, swapaccount=1): the memory limit "
-					     "cannot be enforced",
+			return sbx_fail(err,
+					"cgroup %s: the host has swap but no swap accounting "
+					"(memory.memsw.*, swapaccount=1): the memory limit "
+					"cannot be enforced",
 					cg->path);
 		rc |= write_at(cg->fd[SBX_CG_PIDS], "pids.max", pids, err);
 		rc |= write_at(cg->fd[SBX_CG_CPU], "cpu.cfs_period_us", "100000", err);
@@ -338,8 +342,8 @@ void sbx_cgroup_usage(const struct sbx_cgroup *cg, uint64_t *peak_bytes, uint64_
 		if (read_at(cg->fd[0], "memory.events", buf, sizeof(buf)) == 0)
 			*oom_kills = keyed_value(buf, "oom_kill");
 	} else if (cg->mode == SBX_CG_V1) {
-		if (read_at(cg->fd[SBX_CG_MEMORY], "memory.max_usage_in_bytes", buf,
-			    sizeof(buf)) == 0)
+		if (read_at(cg->fd[SBX_CG_MEMORY], "memory.max_usage_in_bytes", buf, sizeof(buf)) ==
+		    0)
 			*peak_bytes = strtoull(buf, NULL, 10);
 		if (read_at(cg->fd[SBX_CG_MEMORY], "memory.oom_control", buf, sizeof(buf)) == 0)
 			*oom_kills = keyed_value(buf, "oom_kill");
@@ -354,7 +358,8 @@ static void kill_members(int dirfd)
 		char buf[65536];
 		if (read_at(dirfd, "cgroup.procs", buf, sizeof(buf)) < 0 || !buf[0])
 			return;
-		for (char *save, *t = strtok_r(buf, "\n", &save); t; t = strtok_r(NULL, "\n", &save))
+		for (char *save, *t = strtok_r(buf, "\n", &save); t;
+		     t = strtok_r(NULL, "\n", &save))
 			kill((pid_t)atoi(t), SIGKILL);
 		struct timespec ts = {0, 1000000};
 		nanosleep(&ts, NULL);
@@ -395,7 +400,8 @@ int sbx_cgroup_remove(const struct sbx_cgroup *parent, const char *name, struct 
 {
 	int rc = 0;
 	for (int i = 0; i < nctrl(parent); i++)
-		if (parent->fd[i] >= 0 && sbx_cgroup_rmdir(parent->fd[i], name, parent->path, err) < 0)
+		if (parent->fd[i] >= 0 &&
+		    sbx_cgroup_rmdir(parent->fd[i], name, parent->path, err) < 0)
 			rc = -1;
 	return rc;
 }

@@ -99,6 +99,9 @@ static int arrange_fds(const int stdio[3], int errpipe)
 			return errno;
 	if (dup3(high[3], 3, O_CLOEXEC) < 0)
 		return errno;
+	/* What is left above 3 is close-on-exec (the copies above, and
+	 * exec init closed everything else), so a close_range that fails
+	 * (Linux < 5.9) lets nothing into the command. */
 	close_range(4, ~0U, 0);
 	return 0;
 }
@@ -113,7 +116,9 @@ static void run_command(const struct sbx_exec_spec *s, char **envp, int errpipe)
 	for (int sig = 1; sig < NSIG; sig++)
 		signal(sig, SIG_DFL);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	/* A new session: no controlling terminal, so no TIOCSTI into anyone's. */
+	/* A new session: no controlling terminal, so no TIOCSTI into anyone's
+	 * (which the seccomp filter refuses as well). setsid fails only for a
+	 * process group leader, which a fresh child is not. */
 	setsid();
 	int e = arrange_fds(s->stdio, errpipe);
 	if (e)
@@ -166,7 +171,8 @@ static void exec_init(const struct sbx_exec_spec *s)
 	for (int i = 0; i < SBX_CG_NCTRL; i++)
 		if (s->cgroup->fd[i] >= 0)
 			keep[nkeep++] = s->cgroup->fd[i];
-	sbx_close_fds_except(keep, nkeep);
+	if (sbx_close_fds_except(keep, nkeep, &err) < 0)
+		setup_failed(rfd, &err);
 	if (s->cgroup->mode != SBX_CG_NONE) {
 		if (sbx_cgroup_add_pid(s->cgroup, 0, &err) < 0)
 			setup_failed(rfd, &err);
@@ -272,33 +278,30 @@ static int map_exec_ids(pid_t pid, struct sbx_err *err)
 
 pid_t sbx_exec_spawn(const struct sbx_exec_spec *s, struct sbx_err *err)
 {
-	int sync[2];
+	_cleanup_close_pair_ int sync[2] = SBX_PAIR_INIT;
 	if (pipe2(sync, O_CLOEXEC) < 0)
 		return sbx_fail_errno(err, "pipe");
-	pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | SIGCHLD,
-				   NULL, NULL, NULL, NULL);
-	if (pid < 0) {
-		sbx_fail_errno(err, "clone exec namespaces");
-		close(sync[0]);
-		close(sync[1]);
-		return -1;
-	}
+	_cleanup_kill_reap_ pid_t pid =
+	    (pid_t)syscall(SYS_clone, CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | SIGCHLD, NULL,
+			   NULL, NULL, NULL);
+	if (pid < 0)
+		return sbx_fail_errno(err, "clone exec namespaces");
 	if (pid == 0) {
 		char byte;
 		close(sync[1]);
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		/* An exec that outlived pid 1 would escape every deadline:
+		 * without the death signal it does not start. */
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+			_exit(1);
 		if (read(sync[0], &byte, 1) != 1)
 			_exit(1);
 		close(sync[0]);
 		exec_init(s);
 	}
-	close(sync[0]);
-	if (map_exec_ids(pid, err) < 0 || write(sync[1], "g", 1) != 1) {
-		close(sync[1]);
-		kill(pid, SIGKILL);
-		waitpid(pid, NULL, 0);
+	close(sbx_steal_fd(sync[0]));
+	if (map_exec_ids(pid, err) < 0)
 		return -1;
-	}
-	close(sync[1]);
-	return pid;
+	if (write(sync[1], "g", 1) != 1)
+		return sbx_fail_errno(err, "start exec");
+	return sbx_steal_pid(pid);
 }

@@ -12,18 +12,20 @@ static int cmp_int(const void *a, const void *b)
 	return *(const int *)a - *(const int *)b;
 }
 
-void sbx_close_fds_except(int *keep, size_t n)
+int sbx_close_fds_except(int *keep, size_t n, struct sbx_err *err)
 {
 	qsort(keep, n, sizeof(int), cmp_int);
 	unsigned lo = 3;
 	for (size_t i = 0; i < n; i++) {
 		if (keep[i] < (int)lo)
 			continue;
-		if ((unsigned)keep[i] > lo)
-			close_range(lo, (unsigned)keep[i] - 1, 0);
+		if ((unsigned)keep[i] > lo && close_range(lo, (unsigned)keep[i] - 1, 0) < 0)
+			return sbx_fail_errno(err, "closing inherited fds");
 		lo = (unsigned)keep[i] + 1;
 	}
-	close_range(lo, ~0U, 0);
+	if (close_range(lo, ~0U, 0) < 0)
+		return sbx_fail_errno(err, "closing inherited fds");
+	return 0;
 }
 
 int sbx_write_proc(pid_t pid, const char *file, const char *text, struct sbx_err *err)

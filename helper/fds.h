@@ -8,8 +8,10 @@
 
 #include "err.h"
 
-/* Closes every fd from 3 up except those in keep (which is sorted). */
-void sbx_close_fds_except(int *keep, size_t n);
+/* Closes every fd from 3 up except those in keep (which is sorted).
+ * Fails (close_range: Linux 5.9) with err set: an fd that stays open would
+ * reach the sandbox, so the caller fails closed. */
+int sbx_close_fds_except(int *keep, size_t n, struct sbx_err *err);
 
 /* Writes text to /proc/PID/FILE (uid_map, setgroups, gid_map). */
 int sbx_write_proc(pid_t pid, const char *file, const char *text, struct sbx_err *err);

@@ -8,15 +8,15 @@
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "ctlmsg.h"
 #include "exec.h"
 #include "util.h"
 
 #define MAX_EXECS 64
-#define MAX_ARGV 4096
+#define MAX_ARGV  4096
 
 struct exec_slot {
 	bool used;
@@ -36,15 +36,7 @@ struct init_state {
 	int64_t run_deadline_ms;
 };
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void send_msg(struct init_state *st, Sbx__V1__HelperMessage *m, const int *fds,
-		     size_t nfds)
+static void send_msg(struct init_state *st, Sbx__V1__HelperMessage *m, const int *fds, size_t nfds)
 {
 	struct sbx_err err;
 	/* A server that cannot take a message within the socket's send timeout
@@ -104,8 +96,11 @@ static struct exec_slot *find_exec(struct init_state *st, uint64_t id)
 	return NULL;
 }
 
-static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, int *fds, size_t nfds)
+static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, int *fds,
+		       size_t nfds)
 {
+	_cleanup_close_pair_ int report[2] = SBX_PAIR_INIT;
+	_cleanup_free_ char **argv = NULL;
 	struct sbx_err err;
 	const SbxPolicy *p = st->ctx->policy;
 	if (nfds != 3 || req->n_argv == 0 || req->n_argv > MAX_ARGV || !req->argv[0][0]) {
@@ -115,10 +110,11 @@ static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, i
 	}
 	for (int i = 0; i < 3; i++)
 		if (!stdio_acceptable(fds[i])) {
-			send_setup_failed(st, req->exec_id,
-					  "stdio fds must be pipes, sockets, character devices or "
-					  "memfds: a host file or directory would be reopened through "
-					  "/proc/self/fd");
+			send_setup_failed(
+			    st, req->exec_id,
+			    "stdio fds must be pipes, sockets, character devices or "
+			    "memfds: a host file or directory would be reopened through "
+			    "/proc/self/fd");
 			return;
 		}
 	if (find_exec(st, req->exec_id)) {
@@ -145,43 +141,38 @@ static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, i
 		send_setup_failed(st, req->exec_id, err.msg);
 		return;
 	}
-	int report[2];
 	if (pipe2(report, O_CLOEXEC | O_NONBLOCK) < 0) {
 		sbx_fail_errno(&err, "pipe");
 		goto fail;
 	}
 	/* argv must be NULL-terminated for execve: protobuf-c's array is not. */
-	char **argv = calloc(req->n_argv + 1, sizeof(char *));
+	argv = calloc(req->n_argv + 1, sizeof(char *));
 	if (!argv) {
 		sbx_fail_errno(&err, "argv");
-		close(report[0]);
-		close(report[1]);
 		goto fail;
 	}
 	memcpy(argv, req->argv, req->n_argv * sizeof(char *));
-	const char *cwd = req->cwd && req->cwd[0] ? req->cwd
+	const char *cwd = req->cwd && req->cwd[0]	? req->cwd
 			  : sbx_policy_mount(p, "/out") ? "/out"
 							: "/tmp";
 	struct sbx_exec_spec spec = {
-		.argv = argv,
-		.cwd = cwd,
-		.stdio = {fds[0], fds[1], fds[2]},
-		.policy = p,
-		.cgroup = &slot->cg,
-		.report_fd = report[1],
-		.filter = st->ctx->filter,
+	    .argv = argv,
+	    .cwd = cwd,
+	    .stdio = {fds[0], fds[1], fds[2]},
+	    .policy = p,
+	    .cgroup = &slot->cg,
+	    .report_fd = report[1],
+	    .filter = st->ctx->filter,
 	};
-	slot->start_ms = now_ms();
+	slot->start_ms = sbx_mono_ms();
 	slot->pid = sbx_exec_spawn(&spec, &err);
-	free(argv);
-	close(report[1]);
-	if (slot->pid < 0) {
-		close(report[0]);
+	/* Exec init holds the write end; ours would hide its end. */
+	close(sbx_steal_fd(report[1]));
+	if (slot->pid < 0)
 		goto fail;
-	}
 	slot->used = true;
 	slot->id = req->exec_id;
-	slot->report_fd = report[0];
+	slot->report_fd = sbx_steal_fd(report[0]);
 	slot->deadline_ms = slot->start_ms + (int64_t)p->limits->script_seconds * 1000;
 
 	Sbx__V1__ExecStarted started = SBX__V1__EXEC_STARTED__INIT;
@@ -213,15 +204,15 @@ static void finish_exec(struct init_state *st, struct exec_slot *slot, int init_
 
 	Sbx__V1__ExecEnded e = SBX__V1__EXEC_ENDED__INIT;
 	e.exec_id = slot->id;
-	e.wall_ms = (uint64_t)(now_ms() - slot->start_ms);
+	e.wall_ms = (uint64_t)(sbx_mono_ms() - slot->start_ms);
 	e.cpu_ms = have_report ? r.cpu_ms : 0;
 	e.peak_memory_bytes = peak ? peak : (have_report ? r.maxrss_kb * 1024 : 0);
 	int status = r.status;
 	if (slot->forced) {
 		e.reason = slot->forced;
 		e.signal = SIGKILL;
-		e.exit_code = slot->forced == SBX__V1__EXEC_ENDED__REASON__TIMEOUT ? 124
-										   : 128 + SIGKILL;
+		e.exit_code =
+		    slot->forced == SBX__V1__EXEC_ENDED__REASON__TIMEOUT ? 124 : 128 + SIGKILL;
 	} else if (!have_report) {
 		e.reason = SBX__V1__EXEC_ENDED__REASON__SETUP_FAILED;
 		e.exit_code = 125;
@@ -292,7 +283,7 @@ static void handle_signal_request(struct init_state *st, Sbx__V1__HelperSignalRe
 
 static void check_deadlines(struct init_state *st)
 {
-	int64_t now = now_ms();
+	int64_t now = sbx_mono_ms();
 	bool run_over = now >= st->run_deadline_ms;
 	for (int i = 0; i < MAX_EXECS; i++) {
 		struct exec_slot *s = &st->execs[i];
@@ -311,7 +302,7 @@ static int next_timeout(struct init_state *st)
 	for (int i = 0; i < MAX_EXECS; i++)
 		if (st->execs[i].used && !st->execs[i].forced && st->execs[i].deadline_ms < next)
 			next = st->execs[i].deadline_ms;
-	int64_t wait = next - now_ms();
+	int64_t wait = next - sbx_mono_ms();
 	return wait < 0 ? 0 : wait > 60000 ? 60000 : (int)wait;
 }
 
@@ -333,7 +324,7 @@ __attribute__((noreturn)) static void shut_down(void)
 void sbx_init_main(struct sbx_init_ctx *ctx)
 {
 	struct init_state st = {.ctx = ctx};
-	st.run_deadline_ms = now_ms() + (int64_t)ctx->policy->limits->run_seconds * 1000;
+	st.run_deadline_ms = sbx_mono_ms() + (int64_t)ctx->policy->limits->run_seconds * 1000;
 
 	sigset_t mask;
 	sigemptyset(&mask);
@@ -357,7 +348,8 @@ void sbx_init_main(struct sbx_init_ctx *ctx)
 		close(ctx->out_fd);
 
 	for (;;) {
-		struct pollfd pfd[2] = {{.fd = ctx->ctl, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
+		struct pollfd pfd[2] = {{.fd = ctx->ctl, .events = POLLIN},
+					{.fd = sfd, .events = POLLIN}};
 		int rc = poll(pfd, 2, next_timeout(&st));
 		if (rc < 0 && errno != EINTR)
 			shut_down();
@@ -368,7 +360,7 @@ void sbx_init_main(struct sbx_init_ctx *ctx)
 			reap(&st);
 		}
 		check_deadlines(&st);
-		if (now_ms() >= st.run_deadline_ms && !any_running(&st))
+		if (sbx_mono_ms() >= st.run_deadline_ms && !any_running(&st))
 			shut_down();
 		if (!(pfd[0].revents & (POLLIN | POLLHUP | POLLERR)))
 			continue;
@@ -381,7 +373,7 @@ void sbx_init_main(struct sbx_init_ctx *ctx)
 			shut_down(); /* the server is gone: so is the sandbox */
 		switch (req->msg_case) {
 		case SBX__V1__HELPER_MESSAGE__MSG_EXEC:
-			if (now_ms() >= st.run_deadline_ms)
+			if (sbx_mono_ms() >= st.run_deadline_ms)
 				send_setup_failed(&st, req->exec->exec_id, "run_seconds ran out");
 			else
 				start_exec(&st, req->exec, fds, nfds);

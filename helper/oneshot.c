@@ -9,10 +9,10 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "ctlmsg.h"
+#include "clock.h"
+#include "helper_client.h"
 #include "result.h"
 #include "supervisor.h"
 #include "tree.h"
@@ -24,9 +24,9 @@
 #define BACKSTOP_MS 5000
 
 struct relay {
-	int fd;	    /* read end */
-	int to;	    /* our stdout or stderr */
-	bool dead;  /* `to` stopped accepting: keep draining, stop writing */
+	int fd;	   /* read end */
+	int to;	   /* our stdout or stderr */
+	bool dead; /* `to` stopped accepting: keep draining, stop writing */
 	uint64_t bytes;
 };
 
@@ -34,8 +34,8 @@ struct relay {
  * caller's own fd, which could be a host file or directory that
  * /proc/self/fd/0 would reopen for writing, or the caller's terminal. */
 struct feed {
-	int from;  /* our stdin; -1 when done */
-	int to;	   /* the pipe's write end (non-blocking); -1 when done */
+	int from; /* our stdin; -1 when done */
+	int to;	  /* the pipe's write end (non-blocking); -1 when done */
 	size_t len, off;
 	char buf[65536];
 };
@@ -72,13 +72,6 @@ static void feed_step(struct feed *f, short revents)
 		return;
 	}
 	f->off += (size_t)w;
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 int sbx_policy_supported(const SbxPolicy *p, struct sbx_err *err)
@@ -139,89 +132,22 @@ static int copy_out(int out_fd, const char *dir, uint64_t max_bytes, struct sbx_
 	return 0;
 }
 
-static const char *reason_name(Sbx__V1__ExecEnded__Reason r)
+static const char *reason_name(enum ctl_end end)
 {
-	switch (r) {
-	case SBX__V1__EXEC_ENDED__REASON__EXITED:
+	switch (end) {
+	case CTL_END_EXITED:
 		return "exited";
-	case SBX__V1__EXEC_ENDED__REASON__SIGNALED:
-	case SBX__V1__EXEC_ENDED__REASON__KILLED:
+	case CTL_END_SIGNALED:
+	case CTL_END_KILLED:
 		return "signaled";
-	case SBX__V1__EXEC_ENDED__REASON__TIMEOUT:
-	case SBX__V1__EXEC_ENDED__REASON__RUN_EXPIRED:
+	case CTL_END_TIMEOUT:
+	case CTL_END_RUN_EXPIRED:
 		return "timeout";
-	case SBX__V1__EXEC_ENDED__REASON__OOM:
+	case CTL_END_OOM:
 		return "oom";
 	default:
 		return "setup_failed";
 	}
-}
-
-static int exit_status_of(const Sbx__V1__ExecEnded *e)
-{
-	switch (e->reason) {
-	case SBX__V1__EXEC_ENDED__REASON__TIMEOUT:
-	case SBX__V1__EXEC_ENDED__REASON__RUN_EXPIRED:
-		return 124;
-	case SBX__V1__EXEC_ENDED__REASON__SETUP_FAILED:
-		return EXIT_SETUP;
-	default:
-		return e->exit_code;
-	}
-}
-
-/* Waits for Ready (with the /out fd) or Failure. */
-static int await_ready(int ctl, int *out_fd, char *cgroup_mode, size_t cgsize,
-		       struct sbx_err *err)
-{
-	Sbx__V1__HelperMessage *m;
-	int fds[SBX_CTL_MAX_FDS];
-	size_t nfds;
-	int rc = sbx_ctl_recv(ctl, &m, fds, &nfds, 1, err);
-	if (rc < 0)
-		return -1;
-	if (rc == 0)
-		return sbx_fail(err, "the sandbox ended before it was ready");
-	if (m->msg_case == SBX__V1__HELPER_MESSAGE__MSG_FAILURE) {
-		sbx_fail(err, "%s", m->failure->message);
-		rc = -1;
-	} else if (m->msg_case != SBX__V1__HELPER_MESSAGE__MSG_READY) {
-		sbx_fail(err, "unexpected message from the sandbox");
-		rc = -1;
-	} else {
-		snprintf(cgroup_mode, cgsize, "%s", m->ready->cgroup);
-		*out_fd = nfds ? sbx_steal_fd(fds[0]) : -1;
-		rc = 0;
-	}
-	sbx_close_fds(fds, nfds);
-	sbx__v1__helper_message__free_unpacked(m, NULL);
-	return rc;
-}
-
-static int send_exec(int ctl, char **argv, int in_r, int out_w, int err_w, struct sbx_err *err)
-{
-	Sbx__V1__HelperExecRequest req = SBX__V1__HELPER_EXEC_REQUEST__INIT;
-	Sbx__V1__HelperMessage m = SBX__V1__HELPER_MESSAGE__INIT;
-	size_t n = 0;
-	while (argv[n])
-		n++;
-	req.exec_id = 1;
-	req.n_argv = n;
-	req.argv = argv;
-	m.msg_case = SBX__V1__HELPER_MESSAGE__MSG_EXEC;
-	m.exec = &req;
-	int fds[3] = {in_r, out_w, err_w};
-	return sbx_ctl_send(ctl, &m, fds, 3, err);
-}
-
-static void send_destroy(int ctl)
-{
-	Sbx__V1__HelperDestroyRequest d = SBX__V1__HELPER_DESTROY_REQUEST__INIT;
-	Sbx__V1__HelperMessage m = SBX__V1__HELPER_MESSAGE__INIT;
-	struct sbx_err ignored;
-	m.msg_case = SBX__V1__HELPER_MESSAGE__MSG_DESTROY;
-	m.destroy = &d;
-	sbx_ctl_send(ctl, &m, NULL, 0, &ignored);
 }
 
 static int block_signals(void)
@@ -231,6 +157,7 @@ static int block_signals(void)
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGHUP);
+	/* Neither call can fail with these arguments. */
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	return signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
@@ -239,22 +166,24 @@ static int block_signals(void)
 /* Relays output until the exec has ended and both pipes are drained.
  * Returns 0 with *ended filled, or -1 when the sandbox had to be killed. */
 static int drive_exec(int ctl, int sigfd, struct relay rel[2], struct feed *in, int64_t deadline,
-		      Sbx__V1__ExecEnded **ended, int *interrupted, struct sbx_err *err)
+		      struct ctl_event *ended, int *interrupted, struct sbx_err *err)
 {
-	Sbx__V1__HelperMessage *done = NULL;
+	bool done = false;
 	while (!done || rel[0].fd >= 0 || rel[1].fd >= 0) {
 		if (done)
 			feed_close(in);
 		bool want_input = in->to >= 0 && in->off == in->len;
 		struct pollfd pfd[5] = {
-			{.fd = done ? -1 : ctl, .events = POLLIN},
-			{.fd = sigfd, .events = POLLIN},
-			{.fd = rel[0].fd, .events = POLLIN},
-			{.fd = rel[1].fd, .events = POLLIN},
-			{.fd = in->to < 0 ? -1 : want_input ? in->from : in->to,
-			 .events = want_input ? POLLIN : POLLOUT},
+		    {.fd = done ? -1 : ctl, .events = POLLIN},
+		    {.fd = sigfd, .events = POLLIN},
+		    {.fd = rel[0].fd, .events = POLLIN},
+		    {.fd = rel[1].fd, .events = POLLIN},
+		    {.fd = in->to < 0	? -1
+			   : want_input ? in->from
+					: in->to,
+		     .events = want_input ? POLLIN : POLLOUT},
 		};
-		int64_t left = deadline - now_ms();
+		int64_t left = deadline - sbx_mono_ms();
 		if (!done && left <= 0) {
 			sbx_fail(err, "the sandbox did not end the command at its deadline");
 			return -1;
@@ -274,45 +203,51 @@ static int drive_exec(int ctl, int sigfd, struct relay rel[2], struct feed *in, 
 			if (pfd[2 + i].revents)
 				relay_once(&rel[i]);
 		if (!done && pfd[0].revents) {
-			Sbx__V1__HelperMessage *m;
-			int fds[SBX_CTL_MAX_FDS];
-			size_t nfds;
-			int rc = sbx_ctl_recv(ctl, &m, fds, &nfds, 0, err);
-			if (rc <= 0) {
-				if (rc == 0)
-					sbx_fail(err, "the sandbox ended unexpectedly");
+			if (ctl_recv(ctl, ended, err) < 0)
 				return -1;
-			}
-			if (m->msg_case == SBX__V1__HELPER_MESSAGE__MSG_ENDED)
-				done = m;
-			else
-				sbx__v1__helper_message__free_unpacked(m, NULL);
+			if (ended->kind == CTL_EOF)
+				return sbx_fail(err, "the sandbox ended unexpectedly");
+			done = ended->kind == CTL_ENDED;
 		}
 	}
-	*ended = done->ended;
-	done->ended = NULL;
-	done->msg_case = SBX__V1__HELPER_MESSAGE__MSG__NOT_SET;
-	sbx__v1__helper_message__free_unpacked(done, NULL);
+	return 0;
+}
+
+/* The caller's stdin goes through a pipe (struct feed), its stdout and
+ * stderr are relayed from pipes (struct relay): pid 1 gets the pipes' far
+ * ends, and so never one of the caller's own fds. */
+static int make_stdio(int pin[2], int pout[2], int perr[2], struct sbx_err *err)
+{
+	if (pipe2(pin, O_CLOEXEC) < 0 || pipe2(pout, O_CLOEXEC) < 0 || pipe2(perr, O_CLOEXEC) < 0)
+		return sbx_fail_errno(err, "pipe");
+	/* A command that does not read its stdin must not block the relay. */
+	if (fcntl(pin[1], F_SETFL, O_NONBLOCK) < 0)
+		return sbx_fail_errno(err, "pipe");
 	return 0;
 }
 
 int sbx_oneshot_run(const struct sbx_helper_opts *o, SbxPolicy *policy)
 {
 	struct sbx_err err;
-	struct sbx_result res = {.exit_reason = "setup_failed", .exit_code = EXIT_SETUP,
-				 .cgroup = "none", .userns = true, .seccomp = true,
+	struct sbx_result res = {.exit_reason = "setup_failed",
+				 .exit_code = EXIT_SETUP,
+				 .cgroup = "none",
+				 .userns = true,
+				 .seccomp = true,
 				 .rlimit_fallback = false};
 	char digest[65] = "";
-	char cg_mode[8] = "none";
 	int status = EXIT_SETUP;
 	int interrupted = 0;
-	int64_t started = now_ms();
-	Sbx__V1__ExecEnded *ended = NULL;
+	int64_t started = sbx_mono_ms();
+	struct ctl_event ready = {.out_fd = -1}, ended;
+	bool exec_ended = false;
 	struct sbx_sandbox sb = {.pid = -1};
 	bool have_sandbox = false;
-	_cleanup_close_ int out_fd = -1;
 	_cleanup_close_ int sigfd = block_signals();
-	int ctl[2] = {-1, -1};
+	_cleanup_close_pair_ int ctl[2] = SBX_PAIR_INIT;
+	_cleanup_close_pair_ int pin[2] = SBX_PAIR_INIT;
+	_cleanup_close_pair_ int pout[2] = SBX_PAIR_INIT;
+	_cleanup_close_pair_ int perr[2] = SBX_PAIR_INIT;
 	struct relay rel[2] = {{.fd = -1, .to = STDOUT_FILENO}, {.fd = -1, .to = STDERR_FILENO}};
 	static struct feed in = {.from = -1, .to = -1};
 
@@ -327,47 +262,48 @@ int sbx_oneshot_run(const struct sbx_helper_opts *o, SbxPolicy *policy)
 		goto out;
 	}
 	struct sbx_sandbox_opts so = {
-		.policy = policy,
-		.data_dir = o->data_dir,
-		.data_no_symlinks = o->data_no_symlinks,
-		.cgroup_root = o->cgroup_root,
-		.rlimit_fallback = o->rlimit_fallback,
-		.ctl = ctl[1],
+	    .policy = policy,
+	    .data_dir = o->data_dir,
+	    .data_no_symlinks = o->data_no_symlinks,
+	    .cgroup_root = o->cgroup_root,
+	    .rlimit_fallback = o->rlimit_fallback,
+	    .ctl = ctl[1],
 	};
 	if (sbx_sandbox_start(&so, &sb, &err) < 0)
 		goto out;
 	have_sandbox = true;
-	close(ctl[1]);
-	ctl[1] = -1;
+	close(sbx_steal_fd(ctl[1]));
 	/* The request goes out before Ready comes back: pid 1 reads it as soon
 	 * as the sandbox is built, which saves a round trip per run. */
-	int pin[2], pout[2], perr[2];
-	if (pipe2(pin, O_CLOEXEC) < 0 || pipe2(pout, O_CLOEXEC) < 0 || pipe2(perr, O_CLOEXEC) < 0) {
-		sbx_fail_errno(&err, "pipe");
+	if (make_stdio(pin, pout, perr, &err) < 0)
 		goto out;
-	}
-	fcntl(pin[1], F_SETFL, O_NONBLOCK);
 	in.from = STDIN_FILENO;
-	in.to = pin[1];
-	rel[0].fd = pout[0];
-	rel[1].fd = perr[0];
-	int rc = send_exec(ctl[0], o->argv, pin[0], pout[1], perr[1], &err);
-	close(pin[0]);
-	close(pout[1]);
-	close(perr[1]);
+	in.to = sbx_steal_fd(pin[1]);
+	rel[0].fd = sbx_steal_fd(pout[0]);
+	rel[1].fd = sbx_steal_fd(perr[0]);
+	size_t argc = 0;
+	while (o->argv[argc])
+		argc++;
+	int rc = ctl_send_exec(ctl[0], 1, o->argv, argc, NULL,
+			       (const int[3]){pin[0], pout[1], perr[1]}, &err);
+	/* pid 1 holds them now; ours would keep the pipes from ending. */
+	close(sbx_steal_fd(pin[0]));
+	close(sbx_steal_fd(pout[1]));
+	close(sbx_steal_fd(perr[1]));
 	if (rc < 0) {
 		/* pid 1 may have failed before it read anything: its own
 		 * Failure says why better than our broken pipe. */
 		struct sbx_err why;
-		if (await_ready(ctl[0], &out_fd, cg_mode, sizeof(cg_mode), &why) < 0)
+		if (ctl_await_ready(ctl[0], -1, &ready, &why) < 0)
 			err = why;
 		goto out;
 	}
-	if (await_ready(ctl[0], &out_fd, cg_mode, sizeof(cg_mode), &err) < 0)
+	if (ctl_await_ready(ctl[0], -1, &ready, &err) < 0)
 		goto out;
-	res.cgroup = cg_mode;
-	res.rlimit_fallback = strcmp(cg_mode, "none") == 0;
-	int64_t deadline = now_ms() + (int64_t)policy->limits->script_seconds * 1000 + BACKSTOP_MS;
+	res.cgroup = ready.cgroup;
+	res.rlimit_fallback = strcmp(ready.cgroup, "none") == 0;
+	int64_t deadline =
+	    sbx_mono_ms() + (int64_t)policy->limits->script_seconds * 1000 + BACKSTOP_MS;
 	if (drive_exec(ctl[0], sigfd, rel, &in, deadline, &ended, &interrupted, &err) < 0) {
 		if (interrupted) {
 			status = 128 + interrupted;
@@ -376,24 +312,25 @@ int sbx_oneshot_run(const struct sbx_helper_opts *o, SbxPolicy *policy)
 		}
 		goto out;
 	}
-	res.exit_reason = reason_name(ended->reason);
-	res.exit_code = ended->exit_code;
-	res.signal = ended->signal;
-	res.cpu_ms = ended->cpu_ms;
-	res.peak_memory_bytes = ended->peak_memory_bytes;
-	status = exit_status_of(ended);
-	if (ended->reason == SBX__V1__EXEC_ENDED__REASON__SETUP_FAILED) {
-		sbx_fail(&err, "%s", ended->message);
+	exec_ended = true;
+	res.exit_reason = reason_name(ended.end);
+	res.exit_code = ended.exit_code;
+	res.signal = ended.signal;
+	res.cpu_ms = ended.cpu_ms;
+	res.peak_memory_bytes = ended.peak_memory_bytes;
+	status = ctl_exit_status(&ended);
+	if (ended.end == CTL_END_SETUP_FAILED) {
+		sbx_fail(&err, "%s", ended.message);
 		goto out;
 	}
-	if (ended->reason == SBX__V1__EXEC_ENDED__REASON__EXITED && ended->message &&
-	    ended->message[0] && (status == 126 || status == 127))
-		fprintf(stderr, "sbx-helper: %s: %s\n", o->argv[0], ended->message);
-	if (o->out_dir && out_fd >= 0) {
+	if (ended.end == CTL_END_EXITED && ended.message[0] && (status == 126 || status == 127))
+		fprintf(stderr, "sbx-helper: %s: %s\n", o->argv[0], ended.message);
+	if (o->out_dir && ready.out_fd >= 0) {
 		struct sbx_tree_stats st = {0};
 		/* /out holds at most out_mb; a copy that comes to more is made of
 		 * sparse or linked files, and stops there. */
-		if (copy_out(out_fd, o->out_dir, policy->limits->out_mb << 20, &st, &err) < 0) {
+		if (copy_out(ready.out_fd, o->out_dir, policy->limits->out_mb << 20, &st, &err) <
+		    0) {
 			fprintf(stderr, "sbx-helper: %s\n", err.msg);
 			if (status == 0)
 				status = 1;
@@ -407,19 +344,18 @@ out:
 	if (err.msg[0] && !interrupted)
 		fprintf(stderr, "sbx-helper: %s\n", err.msg);
 	res.message = (status == EXIT_SETUP && err.msg[0]) ? err.msg : NULL;
+	/* Best effort: pid 1 also ends when our end of the socket closes. */
 	if (ctl[0] >= 0)
-		send_destroy(ctl[0]);
+		ctl_send_destroy(ctl[0], &(struct sbx_err){0});
 	for (int i = 0; i < 2; i++)
 		if (rel[i].fd >= 0)
 			close(rel[i].fd);
 	feed_close(&in);
+	if (ready.out_fd >= 0)
+		close(ready.out_fd);
 	if (have_sandbox)
-		sbx_sandbox_finish(&sb, !ended);
-	if (ctl[0] >= 0)
-		close(ctl[0]);
-	if (ctl[1] >= 0)
-		close(ctl[1]);
-	res.wall_ms = (uint64_t)(now_ms() - started);
+		sbx_sandbox_finish(&sb, !exec_ended);
+	res.wall_ms = (uint64_t)(sbx_mono_ms() - started);
 	res.stdout_bytes = rel[0].bytes;
 	res.stderr_bytes = rel[1].bytes;
 	if (o->result_path) {
@@ -431,8 +367,6 @@ out:
 		if (sbx_result_write(o->result_path, &res, &rerr) < 0)
 			fprintf(stderr, "sbx-helper: %s\n", rerr.msg);
 	}
-	if (ended)
-		sbx__v1__exec_ended__free_unpacked(ended, NULL);
 	return status;
 }
 
@@ -444,18 +378,19 @@ int sbx_serve(const struct sbx_helper_opts *o, SbxPolicy *policy)
 		fprintf(stderr, "sbx-helper: %s\n", err.msg);
 		return EXIT_SETUP;
 	}
-	int sigfd = block_signals();
+	_cleanup_close_ int sigfd = block_signals();
 	if (sigfd < 0) {
-		fprintf(stderr, "sbx-helper: signalfd: %s\n", strerror(errno));
+		sbx_fail_errno(&err, "signalfd");
+		fprintf(stderr, "sbx-helper: %s\n", err.msg);
 		return EXIT_SETUP;
 	}
 	struct sbx_sandbox_opts so = {
-		.policy = policy,
-		.data_dir = o->data_dir,
-		.data_no_symlinks = o->data_no_symlinks,
-		.cgroup_root = o->cgroup_root,
-		.rlimit_fallback = o->rlimit_fallback,
-		.ctl = o->control_fd,
+	    .policy = policy,
+	    .data_dir = o->data_dir,
+	    .data_no_symlinks = o->data_no_symlinks,
+	    .cgroup_root = o->cgroup_root,
+	    .rlimit_fallback = o->rlimit_fallback,
+	    .ctl = o->control_fd,
 	};
 	if (sbx_sandbox_start(&so, &sb, &err) < 0) {
 		fprintf(stderr, "sbx-helper: %s\n", err.msg);
@@ -464,7 +399,7 @@ int sbx_serve(const struct sbx_helper_opts *o, SbxPolicy *policy)
 	/* Only pid 1 holds the control socket now: when the server goes away,
 	 * pid 1 sees the end of it and the sandbox ends. */
 	close(o->control_fd);
-	int pidfd = pidfd_open(sb.pid, 0);
+	_cleanup_close_ int pidfd = pidfd_open(sb.pid, 0);
 	bool kill_first = false;
 	/* Without pidfd (Linux < 5.3) wait for pid 1 directly: SIGTERM then
 	 * reaches us only as pid 1's own end, which is acceptable there. */
@@ -480,10 +415,6 @@ int sbx_serve(const struct sbx_helper_opts *o, SbxPolicy *policy)
 			break;
 		}
 	}
-	if (pidfd >= 0)
-		close(pidfd);
-	if (sigfd >= 0)
-		close(sigfd);
 	sbx_sandbox_finish(&sb, kill_first);
 	return 0;
 }

@@ -23,8 +23,8 @@
 #include "util.h"
 
 #define NS_FLAGS                                                                                   \
-	(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |                \
-	 CLONE_NEWUTS | CLONE_NEWCGROUP)
+	(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | \
+	 CLONE_NEWCGROUP)
 
 extern char **environ;
 
@@ -70,8 +70,10 @@ __attribute__((noreturn)) static void sandbox_child(const struct sbx_sandbox_opt
 	struct sbx_err err;
 	char byte;
 	/* If the helper dies, so does the sandbox; the read below catches a
-	 * helper that died before the prctl. */
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	 * helper that died before the prctl. Without it the sandbox could
+	 * outlive its helper: fail closed. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+		_exit(1);
 	if (read(sync_fd, &byte, 1) != 1)
 		_exit(1);
 	close(sync_fd);
@@ -86,18 +88,24 @@ __attribute__((noreturn)) static void sandbox_child(const struct sbx_sandbox_opt
 	for (int i = 0; i < SBX_CG_NCTRL; i++)
 		if (sb->run.fd[i] >= 0)
 			keep[nkeep++] = sb->run.fd[i];
-	sbx_close_fds_except(keep, nkeep);
+	if (sbx_close_fds_except(keep, nkeep, &err) < 0)
+		goto fail;
 	/* A server that stops reading must not freeze pid 1 (and with it every
-	 * deadline): a send that cannot complete in 10 s ends the sandbox. */
+	 * deadline): a send that cannot complete in 10 s ends the sandbox.
+	 * Without the timeout that promise is gone: fail closed. */
 	struct timeval tv = {.tv_sec = 10};
-	setsockopt(o->ctl, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (setsockopt(o->ctl, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0) {
+		sbx_fail_errno(&err, "control socket send timeout");
+		goto fail;
+	}
 
 	int out_fd = -1;
 	if (sethostname("sbx", 3) < 0 || setdomainname("sbx", 3) < 0) {
 		sbx_fail_errno(&err, "hostname");
 		goto fail;
 	}
-	if (loopback_up(&err) < 0 || sbx_rootfs_build(o->policy, o->data_dir, o->data_no_symlinks, &err) < 0)
+	if (loopback_up(&err) < 0 ||
+	    sbx_rootfs_build(o->policy, o->data_dir, o->data_no_symlinks, &err) < 0)
 		goto fail;
 	if (sbx_policy_mount(o->policy, "/out")) {
 		out_fd = open("/out", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -112,12 +120,12 @@ __attribute__((noreturn)) static void sandbox_child(const struct sbx_sandbox_opt
 		goto fail;
 	close(bpf_fd);
 	struct sbx_init_ctx ctx = {
-		.policy = o->policy,
-		.ctl = o->ctl,
-		.run = &sb->run,
-		.out_fd = out_fd,
-		.seccomp = true,
-		.filter = &filter,
+	    .policy = o->policy,
+	    .ctl = o->ctl,
+	    .run = &sb->run,
+	    .out_fd = out_fd,
+	    .seccomp = true,
+	    .filter = &filter,
 	};
 	sbx_init_main(&ctx);
 fail:
@@ -155,32 +163,23 @@ static int make_run_cgroup(const struct sbx_sandbox_opts *o, struct sbx_sandbox 
 	return 0;
 }
 
-int sbx_sandbox_start(const struct sbx_sandbox_opts *o, struct sbx_sandbox *sb,
-		      struct sbx_err *err)
+int sbx_sandbox_start(const struct sbx_sandbox_opts *o, struct sbx_sandbox *sb, struct sbx_err *err)
 {
+	_cleanup_close_pair_ int sync[2] = SBX_PAIR_INIT;
+	_cleanup_close_pair_ int bpf[2] = SBX_PAIR_INIT;
+
 	memset(sb, 0, sizeof(*sb));
 	sb->pid = -1;
 	if (make_run_cgroup(o, sb, err) < 0)
-		return -1;
-	int sync[2], bpf[2];
-	if (pipe2(sync, O_CLOEXEC) < 0) {
-		sbx_fail_errno(err, "pipe");
 		goto fail;
-	}
-	if (pipe2(bpf, O_CLOEXEC) < 0) {
+	if (pipe2(sync, O_CLOEXEC) < 0 || pipe2(bpf, O_CLOEXEC) < 0) {
 		sbx_fail_errno(err, "pipe");
-		close(sync[0]);
-		close(sync[1]);
 		goto fail;
 	}
 	pid_t pid = (pid_t)syscall(SYS_clone, NS_FLAGS | SIGCHLD, NULL, NULL, NULL, NULL);
 	if (pid < 0) {
 		sbx_fail_errno(err, "cannot create the sandbox's namespaces (user, mount, pid, "
 				    "net, ipc, uts, cgroup); `sbx-helper check` names the fix");
-		close(sync[0]);
-		close(sync[1]);
-		close(bpf[0]);
-		close(bpf[1]);
 		goto fail;
 	}
 	if (pid == 0) {
@@ -188,60 +187,63 @@ int sbx_sandbox_start(const struct sbx_sandbox_opts *o, struct sbx_sandbox *sb,
 		close(bpf[1]);
 		sandbox_child(o, sb, sync[0], bpf[0]);
 	}
-	close(sync[0]);
-	close(bpf[0]);
 	sb->pid = pid;
-	if (map_ids(pid, err) < 0) {
-		close(sync[1]);
-		close(bpf[1]);
+	close(sbx_steal_fd(sync[0]));
+	close(sbx_steal_fd(bpf[0]));
+	if (map_ids(pid, err) < 0)
 		goto fail;
-	}
 	if (write(sync[1], "g", 1) != 1) {
 		sbx_fail_errno(err, "start sandbox");
-		close(sync[1]);
-		close(bpf[1]);
 		goto fail;
 	}
-	close(sync[1]);
+	close(sbx_steal_fd(sync[1]));
 	/* Compiled while pid 1 builds the root file system; a few KiB, so the
 	 * pipe takes it without pid 1 reading yet. On failure pid 1 reads a
 	 * short program and fails closed. */
 	int rc = sbx_seccomp_export_bpf(bpf[1], err);
-	close(bpf[1]);
+	close(sbx_steal_fd(bpf[1]));
 	/* EPIPE: pid 1 already failed and said why on the control socket. */
 	if (rc < 0 && err->errnum != EPIPE)
 		goto fail;
 	return 0;
 fail:
+	/* A half-made run cgroup goes too: finish removes what was created. */
 	sbx_sandbox_finish(sb, true);
 	return -1;
 }
 
-int sbx_sandbox_remove_cgroup(const struct sbx_cgroup *root, const char *name,
-			      struct sbx_err *err)
+/* The exec leaves under one hierarchy's run cgroup `run`. */
+static int remove_leaves(int run, const char *where, const char *name, struct sbx_err *err)
+{
+	/* A copy for the DIR: `run` itself stays open for the caller. */
+	_cleanup_close_ int dfd = fcntl(run, F_DUPFD_CLOEXEC, 3);
+	_cleanup_closedir_ DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	struct dirent *de;
+	int rc = 0;
+
+	if (!d)
+		return sbx_fail_errno(err, "cgroup %s/%s", where, name);
+	dfd = -1; /* d owns it */
+	while ((de = readdir(d)))
+		if (de->d_type == DT_DIR && de->d_name[0] != '.' &&
+		    sbx_cgroup_rmdir(run, de->d_name, where, err) < 0)
+			rc = -1;
+	return rc;
+}
+
+int sbx_sandbox_remove_cgroup(const struct sbx_cgroup *root, const char *name, struct sbx_err *err)
 {
 	int rc = 0;
 	int nctrl = root->mode == SBX_CG_V1 ? SBX_CG_NCTRL : 1;
 	for (int i = 0; i < nctrl; i++) {
 		if (root->fd[i] < 0)
 			continue;
-		_cleanup_close_ int run = openat(root->fd[i], name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		_cleanup_close_ int run =
+		    openat(root->fd[i], name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (run < 0)
 			continue;
-		int dfd = fcntl(run, F_DUPFD_CLOEXEC, 3);
-		DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
-		if (!d) {
-			if (dfd >= 0)
-				close(dfd);
-			rc = sbx_fail_errno(err, "cgroup %s/%s", root->path, name);
-			continue;
-		}
-		struct dirent *de;
-		while ((de = readdir(d)))
-			if (de->d_type == DT_DIR && de->d_name[0] != '.' &&
-			    sbx_cgroup_rmdir(run, de->d_name, root->path, err) < 0)
-				rc = -1;
-		closedir(d);
+		if (remove_leaves(run, root->path, name, err) < 0)
+			rc = -1;
 		if (sbx_cgroup_rmdir(root->fd[i], name, root->path, err) < 0)
 			rc = -1;
 	}

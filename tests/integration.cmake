@@ -38,7 +38,7 @@ foreach(t ${SBX_PY_TESTS})
 endforeach()
 
 add_executable(test_serve integration/test_serve.c)
-target_link_libraries(test_serve PRIVATE sbx_common)
+target_link_libraries(test_serve PRIVATE sbx_common sbx_check)
 add_test(NAME helper.serve COMMAND test_serve)
 set_tests_properties(helper.serve PROPERTIES ENVIRONMENT "${SBX_TEST_ENV}" TIMEOUT 300)
 

@@ -13,25 +13,15 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "ctlmsg.h"
+#include "check.h"
+#include "clock.h"
+#include "helper_client.h"
 
-static int passed, failed;
-
+/* check() with where it was, for the log of a failing run. */
 #define CHECK(cond, ...)                                                                           \
-	do {                                                                                       \
-		if (cond) {                                                                        \
-			passed++;                                                                  \
-			printf("ok - " __VA_ARGS__);                                               \
-		} else {                                                                           \
-			failed++;                                                                  \
-			printf("not ok - " __VA_ARGS__);                                           \
-			printf("  (%s:%d: %s)", __FILE__, __LINE__, #cond);                       \
-		}                                                                                  \
-		printf("\n");                                                                      \
-	} while (0)
+	((void)(check((cond), __VA_ARGS__) || printf("#   %s:%d: %s\n", __FILE__, __LINE__, #cond)))
 
 struct helper {
 	pid_t pid;
@@ -67,20 +57,13 @@ static bool start_helper(struct helper *h, const char *policy_json)
 	close(sv[1]);
 	h->ctl = sv[0];
 	h->out_fd = -1;
-	Sbx__V1__HelperMessage *m;
-	int fds[SBX_CTL_MAX_FDS];
-	size_t nfds;
+	struct ctl_event ready;
 	struct sbx_err err;
-	if (sbx_ctl_recv(h->ctl, &m, fds, &nfds, SBX_CTL_MAX_FDS, &err) != 1) {
-		unlink(pol);
-		return false;
-	}
+	bool ok = ctl_await_ready(h->ctl, -1, &ready, &err) == 0;
 	unlink(pol); /* read by now; leave nothing in /tmp */
-	bool ok = m->msg_case == SBX__V1__HELPER_MESSAGE__MSG_READY && nfds == 1;
 	if (ok)
-		h->out_fd = fds[0];
-	sbx__v1__helper_message__free_unpacked(m, NULL);
-	return ok;
+		h->out_fd = ready.out_fd;
+	return ok && h->out_fd >= 0;
 }
 
 /* Starts an exec with its stdout on a pipe; returns the pipe's read end. */
@@ -91,16 +74,9 @@ static int exec_sh(struct helper *h, uint64_t id, const char *script)
 		return -1;
 	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 	char *argv[] = {"/bin/sh", "-c", (char *)script};
-	Sbx__V1__HelperExecRequest req = SBX__V1__HELPER_EXEC_REQUEST__INIT;
-	Sbx__V1__HelperMessage m = SBX__V1__HELPER_MESSAGE__INIT;
-	req.exec_id = id;
-	req.n_argv = 3;
-	req.argv = argv;
-	m.msg_case = SBX__V1__HELPER_MESSAGE__MSG_EXEC;
-	m.exec = &req;
-	int fds[3] = {devnull, p[1], devnull};
 	struct sbx_err err;
-	int rc = sbx_ctl_send(h->ctl, &m, fds, 3, &err);
+	int rc =
+	    ctl_send_exec(h->ctl, id, argv, 3, NULL, (const int[3]){devnull, p[1], devnull}, &err);
 	close(p[1]);
 	close(devnull);
 	if (rc < 0) {
@@ -112,38 +88,19 @@ static int exec_sh(struct helper *h, uint64_t id, const char *script)
 
 static void send_signal(struct helper *h, uint64_t id, int sig)
 {
-	Sbx__V1__HelperSignalRequest req = SBX__V1__HELPER_SIGNAL_REQUEST__INIT;
-	Sbx__V1__HelperMessage m = SBX__V1__HELPER_MESSAGE__INIT;
 	struct sbx_err err;
-	req.exec_id = id;
-	req.signal = sig;
-	m.msg_case = SBX__V1__HELPER_MESSAGE__MSG_SIGNAL;
-	m.signal = &req;
-	sbx_ctl_send(h->ctl, &m, NULL, 0, &err);
+	ctl_send_signal(h->ctl, id, sig, &err);
 }
 
-/* Next ExecEnded (ExecStarted messages are skipped); NULL on EOF. */
-static Sbx__V1__ExecEnded *wait_ended(struct helper *h, int timeout_ms)
+/* Next ExecEnded into *ev (ExecStarted messages are skipped); NULL on EOF
+ * or when none came within timeout_ms. */
+static const struct ctl_event *wait_ended(struct helper *h, int timeout_ms, struct ctl_event *ev)
 {
-	for (;;) {
-		struct pollfd pfd = {.fd = h->ctl, .events = POLLIN};
-		if (poll(&pfd, 1, timeout_ms) <= 0)
-			return NULL;
-		Sbx__V1__HelperMessage *m;
-		int fds[SBX_CTL_MAX_FDS];
-		size_t nfds;
-		struct sbx_err err;
-		if (sbx_ctl_recv(h->ctl, &m, fds, &nfds, SBX_CTL_MAX_FDS, &err) != 1)
-			return NULL;
-		if (m->msg_case == SBX__V1__HELPER_MESSAGE__MSG_ENDED) {
-			Sbx__V1__ExecEnded *e = m->ended;
-			m->ended = NULL;
-			m->msg_case = SBX__V1__HELPER_MESSAGE__MSG__NOT_SET;
-			sbx__v1__helper_message__free_unpacked(m, NULL);
-			return e;
-		}
-		sbx__v1__helper_message__free_unpacked(m, NULL);
-	}
+	struct sbx_err err;
+	while (ctl_next(h->ctl, timeout_ms, ev, &err) == 1 && ev->kind != CTL_EOF)
+		if (ev->kind == CTL_ENDED)
+			return ev;
+	return NULL;
 }
 
 static char *read_all(int fd)
@@ -156,13 +113,6 @@ static char *read_all(int fd)
 	buf[len] = '\0';
 	close(fd);
 	return buf;
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* Processes of ours whose command line contains `needle`. */
@@ -195,8 +145,8 @@ static int count_processes(const char *needle)
 
 static bool helper_exits_within(struct helper *h, int ms)
 {
-	int64_t end = now_ms() + ms;
-	while (now_ms() < end) {
+	int64_t end = sbx_mono_ms() + ms;
+	while (sbx_mono_ms() < end) {
 		int status;
 		if (waitpid(h->pid, &status, WNOHANG) == h->pid)
 			return true;
@@ -205,8 +155,7 @@ static bool helper_exits_within(struct helper *h, int ms)
 	return false;
 }
 
-#define POLICY(limits)                                                                             \
-	"{\"image\":\"host\",\"limits\":{\"memory_mb\":256,\"pids\":64," limits "}}"
+#define POLICY(limits) "{\"image\":\"host\",\"limits\":{\"memory_mb\":256,\"pids\":64," limits "}}"
 
 int main(void)
 {
@@ -220,113 +169,94 @@ int main(void)
 	      "serve: Ready arrives with the /out fd");
 
 	/* Files are shared between a run's execs... */
-	int fd = exec_sh(&h, 1,
-			 "echo one > /out/a; echo t > /tmp/t; (sleep 997 &) ; sleep 996 & echo started");
-	Sbx__V1__ExecEnded *e = wait_ended(&h, 10000);
-	CHECK(e && e->exec_id == 1 && e->reason == SBX__V1__EXEC_ENDED__REASON__EXITED &&
-		      e->exit_code == 0,
+	int fd = exec_sh(
+	    &h, 1, "echo one > /out/a; echo t > /tmp/t; (sleep 997 &) ; sleep 996 & echo started");
+	struct ctl_event ev;
+	const struct ctl_event *e = wait_ended(&h, 10000, &ev);
+	CHECK(e && e->exec_id == 1 && e->end == CTL_END_EXITED && e->exit_code == 0,
 	      "exec 1 exits 0");
 	CHECK(strcmp(read_all(fd), "started\n") == 0, "exec 1 output arrives on its pipe");
-	if (e)
-		sbx__v1__exec_ended__free_unpacked(e, NULL);
 	/* ...processes never are: exec 1's background sleeps died with it. */
 	CHECK(count_processes("sleep 997") == 0 && count_processes("sleep 996") == 0,
 	      "background processes of exec 1 are gone when it ends");
 
 	fd = exec_sh(&h, 2, "cat /out/a /tmp/t; ls /proc | grep -c '^[0-9]'");
-	e = wait_ended(&h, 10000);
+	e = wait_ended(&h, 10000, &ev);
 	char *out = read_all(fd);
-	CHECK(e && e->reason == SBX__V1__EXEC_ENDED__REASON__EXITED && e->exit_code == 0,
-	      "exec 2 exits 0");
+	CHECK(e && e->end == CTL_END_EXITED && e->exit_code == 0, "exec 2 exits 0");
 	CHECK(strncmp(out, "one\nt\n", 6) == 0, "exec 2 sees exec 1's /out and /tmp files");
 	/* sh, ls and grep: neither pid 1 nor exec inits are visible. */
 	CHECK(atoi(out + 6) <= 3, "exec 2 sees only its own processes in /proc (%d)",
 	      atoi(out + 6));
-	if (e)
-		sbx__v1__exec_ended__free_unpacked(e, NULL);
 
 	/* The server reads /out through the fd from Ready, no path involved. */
 	int a = openat(h.out_fd, "a", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	CHECK(a >= 0 && strcmp(read_all(a), "one\n") == 0, "/out is readable through its fd");
 
 	/* Deadline: script_seconds is 2. */
-	int64_t t0 = now_ms();
+	int64_t t0 = sbx_mono_ms();
 	fd = exec_sh(&h, 3, "sleep 100");
-	e = wait_ended(&h, 10000);
-	int64_t took = now_ms() - t0;
-	CHECK(e && e->reason == SBX__V1__EXEC_ENDED__REASON__TIMEOUT && e->exit_code == 124,
+	e = wait_ended(&h, 10000, &ev);
+	int64_t took = sbx_mono_ms() - t0;
+	CHECK(e && e->end == CTL_END_TIMEOUT && e->exit_code == 124,
 	      "a sleeping exec ends as timeout");
 	CHECK(took >= 1900 && took < 3000, "timeout within script_seconds + 1 s (%lld ms)",
 	      (long long)took);
 	close(fd);
-	if (e)
-		sbx__v1__exec_ended__free_unpacked(e, NULL);
 
 	/* SIGKILL through SignalRequest kills the whole exec. */
 	fd = exec_sh(&h, 4, "sleep 995 & sleep 994");
 	usleep(200000);
 	send_signal(&h, 4, SIGKILL);
-	e = wait_ended(&h, 10000);
-	CHECK(e && e->reason == SBX__V1__EXEC_ENDED__REASON__KILLED, "SIGKILL ends an exec as killed");
+	e = wait_ended(&h, 10000, &ev);
+	CHECK(e && e->end == CTL_END_KILLED, "SIGKILL ends an exec as killed");
 	CHECK(count_processes("sleep 995") == 0 && count_processes("sleep 994") == 0,
 	      "and its whole process tree");
 	close(fd);
-	if (e)
-		sbx__v1__exec_ended__free_unpacked(e, NULL);
 
 	/* Other signals reach the command itself. */
 	fd = exec_sh(&h, 5, "trap 'echo got-term; exit 7' TERM; sleep 993 & wait");
 	usleep(300000);
 	send_signal(&h, 5, SIGTERM);
-	e = wait_ended(&h, 10000);
+	e = wait_ended(&h, 10000, &ev);
 	out = read_all(fd);
-	CHECK(e && e->reason == SBX__V1__EXEC_ENDED__REASON__EXITED && e->exit_code == 7 &&
-		      strstr(out, "got-term"),
+	CHECK(e && e->end == CTL_END_EXITED && e->exit_code == 7 && strstr(out, "got-term"),
 	      "SIGTERM is forwarded to the command, which handles it (reason %d code %d out %s)",
-	      e ? (int)e->reason : -1, e ? e->exit_code : -1, out);
-	if (e)
-		sbx__v1__exec_ended__free_unpacked(e, NULL);
+	      e ? (int)e->end : -1, e ? e->exit_code : -1, out);
 
 	/* Two execs at once. */
 	int f1 = exec_sh(&h, 6, "sleep 0.3; echo six");
 	int f2 = exec_sh(&h, 7, "echo seven");
-	Sbx__V1__ExecEnded *e1 = wait_ended(&h, 10000), *e2 = wait_ended(&h, 10000);
-	CHECK(e1 && e2 && e1->exec_id == 7 && e2->exec_id == 6, "concurrent execs end in their own order");
+	struct ctl_event ev1, ev2;
+	const struct ctl_event *e1 = wait_ended(&h, 10000, &ev1), *e2 = wait_ended(&h, 10000, &ev2);
+	CHECK(e1 && e2 && e1->exec_id == 7 && e2->exec_id == 6,
+	      "concurrent execs end in their own order");
 	CHECK(strcmp(read_all(f1), "six\n") == 0 && strcmp(read_all(f2), "seven\n") == 0,
 	      "each with its own output");
-	if (e1)
-		sbx__v1__exec_ended__free_unpacked(e1, NULL);
-	if (e2)
-		sbx__v1__exec_ended__free_unpacked(e2, NULL);
 
 	/* Execs of one run cannot see (or reach through /proc) each other's
 	 * processes: each has its own user namespace. */
 	int f_long = exec_sh(&h, 20, "exec sleep 989");
 	usleep(200000);
-	fd = exec_sh(&h, 21, "for p in /proc/[0-9]*; do cat $p/cmdline 2>/dev/null; echo; done | "
-			     "grep -c 98[9]; for p in /proc/[0-9]*; do head -c1 $p/mem 2>/dev/null "
-			     "&& echo READ; done; true");
-	e = wait_ended(&h, 10000);
+	fd = exec_sh(&h, 21,
+		     "for p in /proc/[0-9]*; do cat $p/cmdline 2>/dev/null; echo; done | "
+		     "grep -c 98[9]; for p in /proc/[0-9]*; do head -c1 $p/mem 2>/dev/null "
+		     "&& echo READ; done; true");
+	e = wait_ended(&h, 10000, &ev);
 	out = read_all(fd);
 	CHECK(e && e->exec_id == 21 && strcmp(out, "0\n") == 0,
 	      "an exec sees nothing of another running exec (got %s)", out);
-	if (e)
-		sbx__v1__exec_ended__free_unpacked(e, NULL);
 	send_signal(&h, 20, SIGKILL);
-	e = wait_ended(&h, 10000);
-	if (e)
-		sbx__v1__exec_ended__free_unpacked(e, NULL);
+	e = wait_ended(&h, 10000, &ev);
 	close(f_long);
 
 	/* A duplicate exec id is refused, not run. */
 	fd = exec_sh(&h, 8, "sleep 992");
 	int fd2 = exec_sh(&h, 8, "echo dup");
-	e = wait_ended(&h, 10000);
-	CHECK(e && e->exec_id == 8 && e->reason == SBX__V1__EXEC_ENDED__REASON__SETUP_FAILED &&
-		      strstr(e->message, "already in use"),
+	e = wait_ended(&h, 10000, &ev);
+	CHECK(e && e->exec_id == 8 && e->end == CTL_END_SETUP_FAILED &&
+		  strstr(e->message, "already in use"),
 	      "a duplicate exec id is refused");
-	if (e)
-		sbx__v1__exec_ended__free_unpacked(e, NULL);
 	close(fd2);
 
 	/* The server going away (its socket closing) ends everything. */
@@ -340,12 +270,9 @@ int main(void)
 	CHECK(start_helper(&h, POLICY("\"script_seconds\":2,\"run_seconds\":2")),
 	      "second sandbox ready");
 	fd = exec_sh(&h, 1, "sleep 991");
-	e = wait_ended(&h, 10000);
-	CHECK(e && (e->reason == SBX__V1__EXEC_ENDED__REASON__RUN_EXPIRED ||
-		    e->reason == SBX__V1__EXEC_ENDED__REASON__TIMEOUT),
+	e = wait_ended(&h, 10000, &ev);
+	CHECK(e && (e->end == CTL_END_RUN_EXPIRED || e->end == CTL_END_TIMEOUT),
 	      "an exec running when run_seconds ends is stopped");
-	if (e)
-		sbx__v1__exec_ended__free_unpacked(e, NULL);
 	CHECK(helper_exits_within(&h, 3000), "the sandbox ends when run_seconds ends");
 	close(fd);
 	close(h.ctl);
@@ -359,14 +286,14 @@ int main(void)
 	CHECK(count_processes("sleep 990") >= 1, "exec running before the helper is killed");
 	kill(h.pid, SIGKILL);
 	waitpid(h.pid, NULL, 0);
-	int64_t end = now_ms() + 1000;
-	while (count_processes("sleep 990") && now_ms() < end)
+	int64_t end = sbx_mono_ms() + 1000;
+	while (count_processes("sleep 990") && sbx_mono_ms() < end)
 		usleep(10000);
-	CHECK(count_processes("sleep 990") == 0, "kill -9 of the helper kills its sandbox within 1 s");
+	CHECK(count_processes("sleep 990") == 0,
+	      "kill -9 of the helper kills its sandbox within 1 s");
 	close(fd);
 	close(h.ctl);
 	close(h.out_fd);
 
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
+	return check_done();
 }

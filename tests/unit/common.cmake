@@ -1,8 +1,9 @@
-# common/: the policy codec and the tree walkers.
-add_executable(test_policy test_policy.c)
-target_link_libraries(test_policy PRIVATE sbx_common)
+# common/: the policy codec, the tree walkers, the path rule and the clock.
+foreach(t policy tree common_path common_clock)
+  add_executable(test_${t} test_${t}.c)
+  target_link_libraries(test_${t} PRIVATE sbx_common sbx_check)
+endforeach()
 add_test(NAME unit.policy COMMAND test_policy)
-
-add_executable(test_tree test_tree.c)
-target_link_libraries(test_tree PRIVATE sbx_common)
 add_test(NAME unit.tree COMMAND test_tree)
+add_test(NAME unit.common.path COMMAND test_common_path)
+add_test(NAME unit.common.clock COMMAND test_common_clock)

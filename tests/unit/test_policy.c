@@ -1,36 +1,17 @@
 /* Unit test of the policy codec: what parses, what it becomes, and the exact
  * error every bad document gets. Policies are written with ' for " so the
  * table stays readable; q() swaps them back. */
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "policy.h"
 
 #define D64    "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 #define PINNED "recon-runtime:2026.08.1@sha256:" D64
-
-static int passed, failed;
-
-static bool check(bool cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static bool check(bool cond, const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("%s %d - ", cond ? "ok" : "not ok", passed + failed + 1);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	putchar('\n');
-	if (cond)
-		passed++;
-	else
-		failed++;
-	return cond;
-}
 
 static char *q(const char *s)
 {
@@ -668,6 +649,5 @@ int main(void)
 	test_bad_table();
 	test_bad_generated();
 	test_load();
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
+	return check_done();
 }

@@ -7,18 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "tree.h"
-
-static int passed, failed;
-
-static void check(int ok, const char *what, const char *how)
-{
-	printf("%s %d - %s (%s)\n", ok ? "ok" : "not ok", passed + failed + 1, what, how);
-	if (ok)
-		passed++;
-	else
-		failed++;
-}
 
 int main(void)
 {
@@ -44,12 +34,13 @@ int main(void)
 		const char *path;
 		int opens;
 	} cases[] = {
-		{"file", 1},	      {"sub/file", 1},	   {"sub", 1},	       {"link", 0},
-		{"dirlink/file", 0}, {"abslink/passwd", 0}, {"../outside", 0}, {"sub/../../outside", 0},
-		{"/etc/passwd", 0},   {"missing", 0},	   {"sub/missing", 0},
+	    {"file", 1},       {"sub/file", 1},		 {"sub", 1},
+	    {"link", 0},       {"dirlink/file", 0},	 {"abslink/passwd", 0},
+	    {"../outside", 0}, {"sub/../../outside", 0}, {"/etc/passwd", 0},
+	    {"missing", 0},    {"sub/missing", 0},
 	};
 	int (*fns[2])(int, const char *, int, mode_t, struct sbx_err *) = {sbx_open_beneath,
-									    sbx_open_beneath_walk};
+									   sbx_open_beneath_walk};
 	const char *names[2] = {"openat2", "walk"};
 	for (int f = 0; f < 2; f++)
 		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -58,7 +49,7 @@ int main(void)
 			char what[128];
 			snprintf(what, sizeof(what), "%s %s", cases[i].opens ? "opens" : "refuses",
 				 cases[i].path);
-			check((fd >= 0) == cases[i].opens, what, names[f]);
+			check((fd >= 0) == cases[i].opens, "%s (%s)", what, names[f]);
 			if (fd >= 0)
 				close(fd);
 		}
@@ -66,6 +57,5 @@ int main(void)
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	if (system(cmd) != 0)
 		fprintf(stderr, "could not remove %s\n", dir);
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
+	return check_done();
 }

@@ -1,7 +1,8 @@
-/* sbxd's end of the helper protocol: what it sends to a sandbox's pid 1 and
- * what it makes of the answers. The only file of sbxd that includes the
- * helper protocol's generated code (see runs_ctl.h). */
-#include "runs_ctl.h"
+/* The client end of the helper protocol: what sbxd, `sbx-helper run` and
+ * the tests send to a sandbox's pid 1 and what they make of the answers.
+ * The only client file that includes the helper protocol's generated code
+ * (see helper_client.h). */
+#include "helper_client.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -9,9 +10,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "ctlmsg.h"
 #include "util.h"
 
@@ -108,32 +109,99 @@ int ctl_recv(int ctl, struct ctl_event *ev, struct sbx_err *err)
 	return 1;
 }
 
+int ctl_next(int ctl, int timeout_ms, struct ctl_event *ev, struct sbx_err *err)
+{
+	int64_t deadline = sbx_mono_ms() + timeout_ms;
+
+	for (;;) {
+		struct pollfd pfd = {.fd = ctl, .events = POLLIN};
+		int wait = -1;
+		int n, rc;
+
+		if (timeout_ms >= 0) {
+			int64_t left = deadline - sbx_mono_ms();
+
+			wait = left > 0 ? (int)left : 0;
+		}
+		n = poll(&pfd, 1, wait);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return sbx_fail_errno(err, "poll");
+		if (n == 0)
+			return 0;
+		rc = ctl_recv(ctl, ev, err);
+		if (rc != 0)
+			return rc;
+	}
+}
+
+int ctl_await_ready(int ctl, int timeout_ms, struct ctl_event *ready, struct sbx_err *err)
+{
+	struct ctl_event ev;
+	int rc = ctl_next(ctl, timeout_ms, &ev, err);
+
+	if (rc < 0)
+		return -1;
+	if (rc == 0)
+		return sbx_fail(err, "the sandbox was not ready within %d ms", timeout_ms);
+	switch (ev.kind) {
+	case CTL_READY:
+		*ready = ev;
+		return 0;
+	case CTL_FAILURE:
+		return sbx_fail(err, "%s", ev.message);
+	case CTL_EOF:
+		return sbx_fail(err, "the sandbox ended before it was ready");
+	default:
+		/* pid 1 says nothing before Ready: this is not our sandbox. */
+		return sbx_fail(err, "unexpected message from the sandbox");
+	}
+}
+
+int ctl_exit_status(const struct ctl_event *ended)
+{
+	switch (ended->end) {
+	case CTL_END_TIMEOUT:
+	case CTL_END_RUN_EXPIRED:
+		return 124;
+	case CTL_END_SETUP_FAILED:
+		return 125;
+	default:
+		return ended->exit_code;
+	}
+}
+
+/* An ExecRequest in its envelope; both point into the caller's storage. */
+static void exec_message(Sbx__V1__HelperMessage *m, Sbx__V1__HelperExecRequest *req,
+			 uint64_t exec_id, char *const *argv, size_t argc, const char *cwd)
+{
+	sbx__v1__helper_exec_request__init(req);
+	sbx__v1__helper_message__init(m);
+	req->exec_id = exec_id;
+	req->argv = (char **)argv;
+	req->n_argv = argc;
+	req->cwd = (char *)(cwd ? cwd : "");
+	m->msg_case = SBX__V1__HELPER_MESSAGE__MSG_EXEC;
+	m->exec = req;
+}
+
 bool ctl_exec_fits(char *const *argv, size_t argc, const char *cwd)
 {
-	Sbx__V1__HelperExecRequest req = SBX__V1__HELPER_EXEC_REQUEST__INIT;
-	Sbx__V1__HelperMessage m = SBX__V1__HELPER_MESSAGE__INIT;
+	Sbx__V1__HelperExecRequest req;
+	Sbx__V1__HelperMessage m;
 
-	req.exec_id = UINT64_MAX;
-	req.argv = (char **)argv;
-	req.n_argv = argc;
-	req.cwd = (char *)(cwd ? cwd : "");
-	m.msg_case = SBX__V1__HELPER_MESSAGE__MSG_EXEC;
-	m.exec = &req;
+	exec_message(&m, &req, UINT64_MAX, argv, argc, cwd);
 	return sbx__v1__helper_message__get_packed_size(&m) <= SBX_CTL_MAX_BYTES;
 }
 
 int ctl_send_exec(int ctl, uint64_t exec_id, char *const *argv, size_t argc, const char *cwd,
 		  const int stdio[3], struct sbx_err *err)
 {
-	Sbx__V1__HelperExecRequest req = SBX__V1__HELPER_EXEC_REQUEST__INIT;
-	Sbx__V1__HelperMessage m = SBX__V1__HELPER_MESSAGE__INIT;
+	Sbx__V1__HelperExecRequest req;
+	Sbx__V1__HelperMessage m;
 
-	req.exec_id = exec_id;
-	req.argv = (char **)argv;
-	req.n_argv = argc;
-	req.cwd = (char *)(cwd ? cwd : "");
-	m.msg_case = SBX__V1__HELPER_MESSAGE__MSG_EXEC;
-	m.exec = &req;
+	exec_message(&m, &req, exec_id, argv, argc, cwd);
 	return sbx_ctl_send(ctl, &m, stdio, 3, err);
 }
 
@@ -159,14 +227,6 @@ int ctl_send_destroy(int ctl, struct sbx_err *err)
 	return sbx_ctl_send(ctl, &m, NULL, 0, err);
 }
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* The helper reports a setup failure as "sbx-helper: <why>" on stderr before
  * it exits; the last non-empty line is the one that says why. */
 static void last_line(const char *text, char *out, size_t size)
@@ -185,13 +245,13 @@ static void last_line(const char *text, char *out, size_t size)
 int ctl_wait_ready(int ctl, int errfd, int timeout_ms, struct ctl_event *ready, char *errtext,
 		   size_t errsize, struct sbx_err *err)
 {
-	int64_t deadline = mono_ms() + timeout_ms;
+	int64_t deadline = sbx_mono_ms() + timeout_ms;
 	size_t errlen = 0;
 	bool eof = false;
 
 	errtext[0] = '\0';
 	for (;;) {
-		int64_t left = deadline - mono_ms();
+		int64_t left = deadline - sbx_mono_ms();
 		struct pollfd pfd[2] = {{.fd = eof ? -1 : ctl, .events = POLLIN},
 					{.fd = errfd, .events = POLLIN}};
 
