@@ -17,10 +17,19 @@
 #include "runs_artifacts.h"
 #include "runs_inputs.h"
 
+void cond_init_monotonic(pthread_cond_t *cv)
+{
+	pthread_condattr_t ca;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(cv, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
 struct sbx_run *run_alloc(struct sbx_runs *runs)
 {
 	struct sbx_run *r = calloc(1, sizeof(*r));
-	pthread_condattr_t ca;
 
 	if (!r)
 		return NULL;
@@ -35,10 +44,7 @@ struct sbx_run *run_alloc(struct sbx_runs *runs)
 	pthread_mutex_init(&r->mu, NULL);
 	/* CLOCK_MONOTONIC, so a clock step neither cuts a long poll short nor
 	 * stretches it. */
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&r->cv, &ca);
-	pthread_condattr_destroy(&ca);
+	cond_init_monotonic(&r->cv);
 	return r;
 }
 

@@ -165,6 +165,9 @@ struct sbx_run {
 	struct run_event **events_tail;
 };
 
+/* A condvar whose timed waits run on CLOCK_MONOTONIC (sbx_mono_after_ms). */
+void cond_init_monotonic(pthread_cond_t *cv);
+
 /* A STARTING run of `runs` with one reference (the caller's). */
 struct sbx_run *run_alloc(struct sbx_runs *runs);
 void run_ref(struct sbx_run *r);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "run.h"
+#include "util.h"
 
 #define BIT(s) (1u << (s))
 
@@ -77,20 +78,13 @@ static Sbx__V1__RunState public_of(enum run_state s)
 
 const char *run_public_state_name(Sbx__V1__RunState s)
 {
-	switch (s) {
-	case SBX__V1__RUN_STATE__CREATED:
-		return "created";
-	case SBX__V1__RUN_STATE__ACTIVE:
-		return "active";
-	case SBX__V1__RUN_STATE__EXPIRED:
-		return "expired";
-	case SBX__V1__RUN_STATE__TORN:
-		return "torn";
-	case SBX__V1__RUN_STATE__FAILED:
-		return "failed";
-	default:
-		return "unspecified";
-	}
+	static const char *const names[] = {
+	    [SBX__V1__RUN_STATE__CREATED] = "created", [SBX__V1__RUN_STATE__ACTIVE] = "active",
+	    [SBX__V1__RUN_STATE__EXPIRED] = "expired", [SBX__V1__RUN_STATE__TORN] = "torn",
+	    [SBX__V1__RUN_STATE__FAILED] = "failed",
+	};
+
+	return (unsigned)s < SBX_ARRAY_SIZE(names) && names[s] ? names[s] : "unspecified";
 }
 
 Sbx__V1__RunState run_state_public(const struct sbx_run *r)

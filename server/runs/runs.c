@@ -17,17 +17,13 @@
 struct sbx_runs *runs_new(void)
 {
 	struct sbx_runs *runs = calloc(1, sizeof(*runs));
-	pthread_condattr_t ca;
 
 	if (!runs)
 		return NULL;
 	runs->lock_fd = -1;
 	snprintf(runs->host.cgroup, sizeof(runs->host.cgroup), "none");
 	pthread_mutex_init(&runs->mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&runs->cv, &ca);
-	pthread_condattr_destroy(&ca);
+	cond_init_monotonic(&runs->cv);
 	return runs;
 }
 

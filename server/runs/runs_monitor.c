@@ -379,7 +379,9 @@ int monitor_start(struct sbx_run *r, struct sbx_err *err)
 	if (r->wake < 0)
 		return sbx_fail_errno(err, "eventfd");
 	pthread_attr_init(&attr);
-	pthread_attr_setstacksize(&attr, 512 * 1024);
+	if (pthread_attr_setstacksize(&attr, 512 * 1024) != 0) {
+		/* the default stack is larger, and enough */
+	}
 	rc = pthread_create(&r->monitor, &attr, monitor_main, r);
 	pthread_attr_destroy(&attr);
 	if (rc)

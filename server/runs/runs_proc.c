@@ -105,7 +105,8 @@ int proc_reap(pid_t pid, int pidfd, int timeout_ms, int *status)
 		if (pidfd >= 0) {
 			struct pollfd pfd = {.fd = pidfd, .events = POLLIN};
 
-			poll(&pfd, 1, (int)left);
+			if (poll(&pfd, 1, (int)left) < 0 && errno != EINTR)
+				usleep(10000); /* ENOMEM: back off, never spin */
 		} else {
 			usleep(left < 10 ? (useconds_t)left * 1000 : 10000);
 		}
@@ -116,8 +117,9 @@ void proc_kill_group(pid_t pid)
 {
 	/* The group id is the helper's pid, which cannot be reused before we
 	 * reap it: the callers never signal after reaping. */
-	if (pid > 0)
-		kill(-pid, SIGKILL);
+	if (pid > 0 && kill(-pid, SIGKILL) < 0) {
+		/* ESRCH: the whole group is gone already. */
+	}
 }
 
 static void capture(int *fd, char *buf, size_t *len)
