@@ -174,9 +174,8 @@ static int check_input_dir(struct sbx_run *r, const char *dir, struct sbx_rpc_st
 				    "input_dir is for callers on this host (ipc); upload "
 				    "inputs with PutInput instead");
 	if (strlen(dir) >= PATH_MAX || !(real = realpath(dir, NULL))) {
-		bool lexical = false;
-
 		int why = strlen(dir) >= PATH_MAX ? ENAMETOOLONG : errno;
+		bool lexical = false;
 
 		for (size_t i = 0; i < set->n_input_dirs; i++)
 			lexical |= under(dir, set->input_dirs[i]);
