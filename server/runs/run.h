@@ -8,6 +8,9 @@
  *   [mon]   the run's monitor thread alone (runs_monitor.c), or the Teardown
  *           that claimed the run once it joined the monitor;
  *   [owner] CreateRun while STARTING, then the Teardown that claimed it.
+ * While a run is STARTING no other thread can reach it (lookups skip it and
+ * its monitor starts last), so CreateRun also writes [mu] fields (alerts,
+ * ctl, out_fd) without the lock.
  *
  * The rules: the registry lock may be taken before a run's lock, never
  * after it. A run's lock is never held across a blocking call: long polls
