@@ -64,17 +64,14 @@ static Sbx__V1__ExitReason public_reason(enum ctl_end end)
 	}
 }
 
-/* mu held. */
-static void sandbox_ended(struct sbx_run *r)
+/* mu held: the sandbox is gone (r->ctl closed); a run that was still live
+ * expired or failed. One still STARTING is booked once CreateRun published
+ * it: check_deadlines calls this every round. */
+static void book_sandbox_end(struct sbx_run *r)
 {
 	bool expired;
 
-	if (r->ctl >= 0)
-		close(r->ctl);
-	r->ctl = -1;
-	if (!r->ended_ms)
-		r->ended_ms = sbx_unix_ms();
-	if (!run_sandbox_live(r))
+	if (r->ctl >= 0 || !run_sandbox_live(r))
 		return;
 	expired = sbx_mono_ms() >= r->earliest_expiry;
 	run_state_move(r, expired ? RUN_EXPIRED : RUN_FAILED);
@@ -88,6 +85,17 @@ static void sandbox_ended(struct sbx_run *r)
 		run_queue_audit(r, "run_failed", NULL);
 	}
 	run_changed(r);
+}
+
+/* mu held. */
+static void sandbox_ended(struct sbx_run *r)
+{
+	if (r->ctl >= 0)
+		close(r->ctl);
+	r->ctl = -1;
+	if (!r->ended_ms)
+		r->ended_ms = sbx_unix_ms();
+	book_sandbox_end(r);
 }
 
 /* mu held. */
@@ -206,6 +214,7 @@ static void check_deadlines(struct sbx_run *r)
 {
 	int64_t now = sbx_mono_ms();
 
+	book_sandbox_end(r);
 	if (r->ctl >= 0 && !r->killed && !r->reaped && now >= r->deadline + RUN_GRACE_MS) {
 		proc_kill_group(r->pid);
 		r->killed = true;
@@ -309,7 +318,8 @@ static size_t build(struct monitor *m)
 /* mu held: nothing left to watch, the thread may end. */
 static bool finished(struct sbx_run *r)
 {
-	if (r->ctl >= 0 || !r->reaped || r->err_pipe >= 0)
+	/* A STARTING run's end is booked once it is published. */
+	if (r->state == RUN_STARTING || r->ctl >= 0 || !r->reaped || r->err_pipe >= 0)
 		return false;
 	for (struct run_exec *e = r->execs; e; e = e->next)
 		if (!e->out[0].closed || !e->out[1].closed)
