@@ -24,7 +24,10 @@
 #include <jansson.h>
 #include <openssl/evp.h>
 
-#include "runs_internal.h"
+#include "clock.h"
+#include "path.h"
+#include "runs_artifacts.h"
+#include "runs_registry.h"
 #include "tree.h"
 #include "util.h"
 
@@ -75,12 +78,11 @@ static bool same_file(const struct file_id *a, const struct file_id *b)
 	       a->ctime.tv_sec == b->ctime.tv_sec && a->ctime.tv_nsec == b->ctime.tv_nsec;
 }
 
+/* Wall time, as ctime is: to the millisecond, rounded down, which only
+ * makes cache_put more careful. */
 static int64_t realtime_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	return sbx_unix_ms() * 1000000;
 }
 
 static unsigned bucket_of(const char *path)
@@ -152,9 +154,9 @@ static int file_sha256(struct sbx_run *r, const char *path, int fd, const struct
 				       "%s: %lld bytes, more than out_mb holds (a sparse file): "
 				       "not served",
 				       path, (long long)st->st_size);
-	pthread_mutex_lock(&r->mu);
+	run_lock(r);
 	hit = cache_get(r, path, &id, sha256);
-	pthread_mutex_unlock(&r->mu);
+	run_unlock(r);
 	if (hit)
 		return 0;
 	if (lseek(fd, 0, SEEK_SET) < 0)
@@ -162,9 +164,9 @@ static int file_sha256(struct sbx_run *r, const char *path, int fd, const struct
 	if (sbx_sha256_fd(fd, sha256, NULL, err) < 0)
 		return sbx_err_prefix(err, "%s", path);
 	if (fstat(fd, &st2) == 0 && (after = file_id(&st2), same_file(&id, &after))) {
-		pthread_mutex_lock(&r->mu);
+		run_lock(r);
 		cache_put(r, path, &id, sha256, started);
-		pthread_mutex_unlock(&r->mu);
+		run_unlock(r);
 	}
 	return 0;
 }
@@ -286,15 +288,15 @@ static int out_dup(struct sbx_run *r, struct sbx_rpc_status *st)
 {
 	int fd = -1;
 
-	pthread_mutex_lock(&r->mu);
-	if (r->out_fd >= 0 && !r->stop)
+	run_lock(r);
+	if (r->out_fd >= 0 && !run_is_claimed(r))
 		fd = fcntl(r->out_fd, F_DUPFD_CLOEXEC, 3);
-	pthread_mutex_unlock(&r->mu);
+	run_unlock(r);
 	if (fd >= 0)
 		return fd;
 	if (!sbx_policy_mount(r->policy, "/out"))
 		return sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
-				      "run %s has no /out (the policy mounts none)", r->id);
+				    "run %s has no /out (the policy mounts none)", r->id);
 	return sbx_rpc_fail(st, SBX__V1__CODE__NOT_FOUND, "run %s not found", r->id);
 }
 
@@ -302,27 +304,25 @@ SBX_HANDLER(list_artifacts, Sbx__V1__ListArtifactsRequest, Sbx__V1__ListArtifact
 {
 	struct sbx_run *r;
 	struct artifact_list al;
-	struct sbx_err err;
 	Sbx__V1__ListArtifactsResponse *l;
-	int fd, rc;
+	int rc;
 
-	if (!(r = run_lookup(who, req->run_id, st)))
+	if (!(r = run_lookup(runs, who, req->run_id, st)))
 		return -1;
-	fd = out_dup(r, st);
+	_cleanup_close_ int fd = out_dup(r, st);
 	if (fd < 0) {
 		run_unref(r);
 		return -1;
 	}
-	rc = artifacts_list(r, fd, &al, &err);
-	close(fd);
+	rc = artifacts_list(r, fd, &al, &st->err);
 	run_unref(r);
 	if (rc < 0)
-		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "%s", err.msg);
+		return sbx_rpc_code(st, SBX__V1__CODE__INTERNAL);
 	if (al.partial) {
 		artifacts_list_free(&al);
 		return sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
-				      "/out holds more than %d entries; fetch files by path",
-				      RUN_ARTIFACTS_MAX);
+				    "/out holds more than %d entries; fetch files by path",
+				    RUN_ARTIFACTS_MAX);
 	}
 	l = malloc(sizeof(*l));
 	if (!l) {
@@ -341,43 +341,41 @@ SBX_HANDLER(list_artifacts, Sbx__V1__ListArtifactsRequest, Sbx__V1__ListArtifact
 
 static int open_artifact(int out_fd, const char *path, struct stat *st, struct sbx_rpc_status *st_)
 {
-	struct sbx_err err;
-	int fd = sbx_open_beneath(out_fd, path, O_RDONLY | O_NONBLOCK, 0, &err);
+	_cleanup_close_ int fd =
+	    sbx_open_beneath(out_fd, path, O_RDONLY | O_NONBLOCK, 0, &st_->err);
 
 	if (fd < 0) {
-		switch (err.errnum) {
+		switch (st_->err.errnum) {
 		case ENOENT:
 		case ENOTDIR:
 			return sbx_rpc_fail(st_, SBX__V1__CODE__NOT_FOUND,
-					      "artifact %.200s not found in /out", path);
+					    "artifact %.200s not found in /out", path);
 		case ELOOP:
 			return sbx_rpc_fail(st_, SBX__V1__CODE__FAILED_PRECONDITION,
-					      "artifact %.200s: a symbolic link is on its path; "
-					      "artifacts are never read through links",
-					      path);
+					    "artifact %.200s: a symbolic link is on its path; "
+					    "artifacts are never read through links",
+					    path);
 		case EXDEV:
 			return sbx_rpc_fail(st_, SBX__V1__CODE__FAILED_PRECONDITION,
-					      "artifact %.200s: its path leaves /out", path);
+					    "artifact %.200s: its path leaves /out", path);
 		case EACCES:
 		case EPERM:
-			return sbx_rpc_fail(
-			    st_, SBX__V1__CODE__FAILED_PRECONDITION,
-			    "artifact %.200s is not readable (its mode denies it)", path);
+			return sbx_rpc_fail(st_, SBX__V1__CODE__FAILED_PRECONDITION,
+					    "artifact %.200s is not readable (its mode denies it)",
+					    path);
 		case ENXIO:
 		case EISDIR:
 			return sbx_rpc_fail(st_, SBX__V1__CODE__FAILED_PRECONDITION,
-					      "artifact %.200s is not a regular file", path);
+					    "artifact %.200s is not a regular file", path);
 		default:
-			return sbx_rpc_fail(st_, SBX__V1__CODE__INTERNAL, "artifact %.200s: %s",
-					      path, err.msg);
+			sbx_rpc_code(st_, SBX__V1__CODE__INTERNAL);
+			return sbx_rpc_prefix(st_, "artifact %.200s", path);
 		}
 	}
-	if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode)) {
-		close(fd);
+	if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode))
 		return sbx_rpc_fail(st_, SBX__V1__CODE__FAILED_PRECONDITION,
-				      "artifact %.200s is not a regular file", path);
-	}
-	return fd;
+				    "artifact %.200s is not a regular file", path);
+	return sbx_steal_fd(fd);
 }
 
 static int read_chunk(int fd, uint8_t *buf, size_t n, uint64_t offset, size_t *got)
@@ -404,14 +402,14 @@ static struct run_fetch *cursor_take(struct sbx_run *r, const char *path, const 
 {
 	struct run_fetch *f = NULL;
 
-	pthread_mutex_lock(&r->mu);
+	run_lock(r);
 	for (struct run_fetch **p = &r->fetches; *p; p = &(*p)->next)
 		if (!strcmp((*p)->path, path)) {
 			f = *p;
 			*p = f->next;
 			break;
 		}
-	pthread_mutex_unlock(&r->mu);
+	run_unlock(r);
 	if (f && (f->next_offset != offset || !same_file(&f->id, id))) {
 		fetch_free(f);
 		f = NULL;
@@ -435,7 +433,7 @@ static void cursor_put(struct sbx_run *r, struct run_fetch *f)
 	struct run_fetch *drop = NULL;
 	size_t n = 1;
 
-	pthread_mutex_lock(&r->mu);
+	run_lock(r);
 	f->next = r->fetches;
 	r->fetches = f;
 	for (struct run_fetch *p = f; p->next; p = p->next)
@@ -444,7 +442,7 @@ static void cursor_put(struct sbx_run *r, struct run_fetch *f)
 			p->next = NULL;
 			break;
 		}
-	pthread_mutex_unlock(&r->mu);
+	run_unlock(r);
 	while (drop) {
 		struct run_fetch *next = drop->next;
 
@@ -465,9 +463,9 @@ static int final_sha256(struct sbx_run *r, const char *path, int fd, const struc
 	if (f && f->next_offset == (uint64_t)st->st_size && same_file(&f->id, &id) &&
 	    EVP_DigestFinal_ex(f->md, md, &mdlen) && mdlen == 32) {
 		sbx_sha256_hex(md, sha256);
-		pthread_mutex_lock(&r->mu);
+		run_lock(r);
 		cache_put(r, path, &id, sha256, f->started_ns);
-		pthread_mutex_unlock(&r->mu);
+		run_unlock(r);
 		return 0;
 	}
 	return file_sha256(r, path, fd, st, sha256, err);
@@ -479,9 +477,9 @@ static int fetch(struct sbx_run *r, int out_fd, const Sbx__V1__FetchArtifactRequ
 	_cleanup_close_ int fd = -1;
 	struct run_fetch *f;
 	struct file_id id;
-	struct sbx_err err;
 	struct stat sb;
 	size_t n, got;
+	int rc;
 	char sha256[65];
 
 	fd = open_artifact(out_fd, req->path, &sb, st);
@@ -489,17 +487,17 @@ static int fetch(struct sbx_run *r, int out_fd, const Sbx__V1__FetchArtifactRequ
 		return -1;
 	if (req->offset > (uint64_t)sb.st_size)
 		return sbx_rpc_fail(st, SBX__V1__CODE__OUT_OF_RANGE,
-				      "offset %llu is past the end of %.200s (%lld bytes)",
-				      (unsigned long long)req->offset, req->path,
-				      (long long)sb.st_size);
+				    "offset %llu is past the end of %.200s (%lld bytes)",
+				    (unsigned long long)req->offset, req->path,
+				    (long long)sb.st_size);
 	n = (uint64_t)sb.st_size - req->offset < max ? (size_t)((uint64_t)sb.st_size - req->offset)
 						     : max;
 	o->data.data = malloc(n ? n : 1);
 	if (!o->data.data)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	if (read_chunk(fd, o->data.data, n, req->offset, &got) < 0)
-		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "artifact %.200s: %s", req->path,
-				      strerror(errno));
+		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "artifact %.200s",
+					  req->path);
 	o->data.len = got;
 	o->size = (uint64_t)sb.st_size;
 	o->eof = req->offset + got >= (uint64_t)sb.st_size || got < n;
@@ -517,10 +515,12 @@ static int fetch(struct sbx_run *r, int out_fd, const Sbx__V1__FetchArtifactRequ
 			cursor_put(r, f);
 		return 0;
 	}
-	if (fstat(fd, &sb) < 0 || final_sha256(r, req->path, fd, &sb, f, sha256, &err) < 0) {
+	rc = fstat(fd, &sb) < 0 ? sbx_fail_errno(&st->err, "fstat")
+				: final_sha256(r, req->path, fd, &sb, f, sha256, &st->err);
+	if (rc < 0) {
 		fetch_free(f);
-		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "artifact %.200s: sha256: %s",
-				      req->path, err.msg);
+		sbx_rpc_code(st, SBX__V1__CODE__INTERNAL);
+		return sbx_rpc_prefix(st, "artifact %.200s: sha256", req->path);
 	}
 	fetch_free(f);
 	o->sha256 = strdup(sha256);
@@ -532,33 +532,31 @@ static int fetch(struct sbx_run *r, int out_fd, const Sbx__V1__FetchArtifactRequ
 SBX_HANDLER(fetch_artifact, Sbx__V1__FetchArtifactRequest, Sbx__V1__FetchArtifactResponse)
 {
 	size_t max = req->max_bytes ? req->max_bytes : FETCH_DEFAULT;
-	const char *why = path_problem(req->path, ARTIFACT_PATH_MAX);
+	const char *why = sbx_path_problem(req->path, ARTIFACT_PATH_MAX, SBX_PATH_RELATIVE);
 	Sbx__V1__FetchArtifactResponse *o;
 	struct sbx_run *r;
-	int out_fd, rc;
+	int rc;
 
 	if (why)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT, "path %.200s: %s",
-				      req->path, why);
+				    req->path, why);
 	if (max > RUN_CHUNK_MAX)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
-				      "max_bytes: %zu, at most %u", max, RUN_CHUNK_MAX);
-	if (!(r = run_lookup(who, req->run_id, st)))
+				    "max_bytes: %zu, at most %u", max, RUN_CHUNK_MAX);
+	if (!(r = run_lookup(runs, who, req->run_id, st)))
 		return -1;
-	out_fd = out_dup(r, st);
+	_cleanup_close_ int out_fd = out_dup(r, st);
 	if (out_fd < 0) {
 		run_unref(r);
 		return -1;
 	}
 	o = malloc(sizeof(*o));
 	if (!o) {
-		close(out_fd);
 		run_unref(r);
 		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	}
 	sbx__v1__fetch_artifact_response__init(o);
 	rc = fetch(r, out_fd, req, max, o, st);
-	close(out_fd);
 	/* The first chunk and the last one: a fetch that starts past 0 is
 	 * still on record when it completes. */
 	if (rc == 0 && (req->offset == 0 || o->eof))

@@ -19,8 +19,16 @@
 
 #include <jansson.h>
 
-#include "runs_ctl.h"
-#include "runs_internal.h"
+#include "clock.h"
+#include "helper_client.h"
+#include "runs_inputs.h"
+#include "runs_manager.h"
+#include "runs_monitor.h"
+#include "runs_proc.h"
+#include "runs_registry.h"
+#include "runs_status.h"
+#include "runs_teardown.h"
+#include "runs_util.h"
 #include "util.h"
 
 #define LABELS_MAX	64
@@ -55,16 +63,15 @@ static void drop_unset(json_t *doc)
 static SbxPolicy *request_policy(const Sbx__V1__CreateRunRequest *req, struct sbx_rpc_status *st)
 {
 	bool has_json = req->policy_json && req->policy_json[0];
-	struct sbx_err err;
 	SbxPolicy *p;
 
 	if (has_json == (req->policy != NULL)) {
 		sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
-			       "give exactly one of policy_json and policy");
+			     "give exactly one of policy_json and policy");
 		return NULL;
 	}
 	if (has_json) {
-		p = sbx_policy_parse(req->policy_json, strlen(req->policy_json), &err);
+		p = sbx_policy_parse(req->policy_json, strlen(req->policy_json), &st->err);
 	} else {
 		_cleanup_free_ char *raw = sbx_policy_to_json(req->policy);
 		_cleanup_free_ char *json = NULL;
@@ -79,10 +86,10 @@ static SbxPolicy *request_policy(const Sbx__V1__CreateRunRequest *req, struct sb
 			sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "policy: out of memory");
 			return NULL;
 		}
-		p = sbx_policy_parse(json, strlen(json), &err);
+		p = sbx_policy_parse(json, strlen(json), &st->err);
 	}
 	if (!p)
-		sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT, "%s", err.msg);
+		sbx_rpc_code(st, SBX__V1__CODE__INVALID_ARGUMENT);
 	return p;
 }
 
@@ -92,8 +99,8 @@ static int check_enforceable(const SbxPolicy *p, struct sbx_rpc_status *st)
 
 	if (p->egress->policy != SBX__V1__EGRESS__POLICY__DENY)
 		return sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
-				      "egress: this sbxd has no egress proxy yet; only deny can be "
-				      "enforced");
+				    "egress: this sbxd has no egress proxy yet; only deny can be "
+				    "enforced");
 	/* A rootfs directory named by a caller would bring whatever host
 	 * directory it names (and sbxd can read) into the sandbox: sbxd takes
 	 * only the host image until its image store pins real ones. */
@@ -113,19 +120,19 @@ static int copy_labels(struct sbx_run *r, const Sbx__V1__CreateRunRequest *req,
 
 	if (n > LABELS_MAX)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
-				      "labels: %zu entries, at most %d", n, LABELS_MAX);
+				    "labels: %zu entries, at most %d", n, LABELS_MAX);
 	for (size_t i = 0; i < n; i++) {
 		const char *k = req->labels[i]->key, *v = req->labels[i]->value;
 
 		if (!k[0] || strlen(k) > LABEL_BYTES_MAX || strlen(v) > LABEL_BYTES_MAX)
 			return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
-					      "labels[%.64s]: keys must be 1..%d bytes and values "
-					      "at most %d",
-					      k, LABEL_BYTES_MAX, LABEL_BYTES_MAX);
+					    "labels[%.64s]: keys must be 1..%d bytes and values "
+					    "at most %d",
+					    k, LABEL_BYTES_MAX, LABEL_BYTES_MAX);
 		for (size_t j = 0; j < i; j++)
 			if (!strcmp(req->labels[j]->key, k))
 				return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
-						      "labels: duplicate key %.64s", k);
+						    "labels: duplicate key %.64s", k);
 	}
 	if (n == 0)
 		return 0;
@@ -157,48 +164,51 @@ static bool under(const char *path, const char *dir)
  * (so /srv/in does not allow /srv/inputs-of-someone-else). */
 static int check_input_dir(struct sbx_run *r, const char *dir, struct sbx_rpc_status *st)
 {
+	const struct runs_settings *set = &r->runs->cfg;
 	_cleanup_free_ char *real = NULL;
 	struct stat sb;
 	bool allowed = false;
 
 	if (strncmp(r->identity, "uid:", 4) != 0)
 		return sbx_rpc_fail(st, SBX__V1__CODE__PERMISSION_DENIED,
-				      "input_dir is for callers on this host (ipc); upload "
-				      "inputs with PutInput instead");
+				    "input_dir is for callers on this host (ipc); upload "
+				    "inputs with PutInput instead");
 	if (strlen(dir) >= PATH_MAX || !(real = realpath(dir, NULL))) {
+		int why = strlen(dir) >= PATH_MAX ? ENAMETOOLONG : errno;
 		bool lexical = false;
 
-		for (size_t i = 0; i < runs_cfg.n_input_dirs; i++)
-			lexical |= under(dir, runs_cfg.input_dirs[i]);
+		for (size_t i = 0; i < set->n_input_dirs; i++)
+			lexical |= under(dir, set->input_dirs[i]);
 		if (!lexical)
 			goto denied;
-		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT, "input_dir %.200s: %s",
-				      dir, strerror(errno));
+		return sbx_rpc_fail_errnum(st, SBX__V1__CODE__INVALID_ARGUMENT, why,
+					   "input_dir %.200s", dir);
 	}
-	for (size_t i = 0; i < runs_cfg.n_input_dirs; i++)
-		allowed |= under(real, runs_cfg.input_dirs[i]);
+	for (size_t i = 0; i < set->n_input_dirs; i++)
+		allowed |= under(real, set->input_dirs[i]);
 	if (!allowed)
 		goto denied;
 	if (stat(real, &sb) < 0 || !S_ISDIR(sb.st_mode))
 		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
-				      "input_dir %.200s: not a directory", dir);
+				    "input_dir %.200s: not a directory", dir);
 	/* sbxd can read more than its callers: a caller's /data is a directory
 	 * of its own, not another user's under the same allowed root. */
 	if ((unsigned long)sb.st_uid != strtoul(r->identity + 4, NULL, 10))
 		return sbx_rpc_fail(st, SBX__V1__CODE__PERMISSION_DENIED,
-				      "input_dir %.200s is not owned by the caller (%s)", dir,
-				      r->identity);
+				    "input_dir %.200s is not owned by the caller (%s)", dir,
+				    r->identity);
 	r->data_path = sbx_steal_ptr(real);
 	r->caller_data = true;
 	return 0;
 denied:
 	return sbx_rpc_fail(st, SBX__V1__CODE__PERMISSION_DENIED,
-			      "input_dir %.200s is not under a directory this sbxd allows "
-			      "(input_dirs in its config)",
-			      dir);
+			    "input_dir %.200s is not under a directory this sbxd allows "
+			    "(input_dirs in its config)",
+			    dir);
 }
 
-static int validate(struct sbx_run *r, const Sbx__V1__CreateRunRequest *req, struct sbx_rpc_status *st)
+static int validate(struct sbx_run *r, const Sbx__V1__CreateRunRequest *req,
+		    struct sbx_rpc_status *st)
 {
 	bool has_data = sbx_policy_mount(r->policy, "/data") != NULL;
 	bool has_dir = req->input_dir && req->input_dir[0];
@@ -207,12 +217,12 @@ static int validate(struct sbx_run *r, const Sbx__V1__CreateRunRequest *req, str
 		return -1;
 	if ((has_dir || req->n_inputs) && !has_data)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
-				      "%s: the policy mounts no /data",
-				      has_dir ? "input_dir" : "inputs");
+				    "%s: the policy mounts no /data",
+				    has_dir ? "input_dir" : "inputs");
 	if (has_dir && req->n_inputs)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
-				      "inputs: a run with input_dir takes no uploads; give one or "
-				      "the other");
+				    "inputs: a run with input_dir takes no uploads; give one or "
+				    "the other");
 	if (inputs_from_request(r, req, st) < 0)
 		return -1;
 	if (has_dir && check_input_dir(r, req->input_dir, st) < 0)
@@ -260,12 +270,13 @@ static int write_file_at(int dirfd, const char *name, const char *text, struct s
 /* state_dir/runs/<id>/{policy.json, data/, output/} */
 static int make_run_dir(struct sbx_run *r, struct sbx_err *err)
 {
-	_cleanup_close_ int runs = open(runs_cfg.runs_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	const char *runs_dir = r->runs->cfg.runs_dir;
+	_cleanup_close_ int runs = open(runs_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	_cleanup_free_ char *json = sbx_policy_to_json(r->policy);
 	int tries = 0;
 
 	if (runs < 0)
-		return sbx_fail_errno(err, "%s", runs_cfg.runs_dir);
+		return sbx_fail_errno(err, "%s", runs_dir);
 	if (!json)
 		return sbx_fail_errnum(err, ENOMEM, "policy");
 	do
@@ -273,8 +284,8 @@ static int make_run_dir(struct sbx_run *r, struct sbx_err *err)
 	while (mkdirat(runs, r->id, 0700) < 0 && errno == EEXIST && ++tries < 4);
 	if (tries == 4 ||
 	    (r->dir_fd = openat(runs, r->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)) < 0)
-		return sbx_fail_errno(err, "mkdir %s/%s", runs_cfg.runs_dir, r->id);
-	if (asprintf(&r->dir, "%s/%s", runs_cfg.runs_dir, r->id) < 0) {
+		return sbx_fail_errno(err, "mkdir %s/%s", runs_dir, r->id);
+	if (asprintf(&r->dir, "%s/%s", runs_dir, r->id) < 0) {
 		r->dir = NULL;
 		return sbx_fail_errnum(err, ENOMEM, "run dir");
 	}
@@ -298,7 +309,7 @@ static int make_run_dir(struct sbx_run *r, struct sbx_err *err)
 
 static void remove_run_dir(struct sbx_run *r)
 {
-	_cleanup_close_ int runs = open(runs_cfg.runs_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	_cleanup_close_ int runs = open(r->runs->cfg.runs_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	struct sbx_err err;
 
 	if (runs >= 0 && r->id[0] && remove_tree_at(runs, r->id, &err) < 0)
@@ -320,11 +331,12 @@ static void alerts_from_text(struct sbx_run *r, const char *text)
 /* Starts `sbx-helper serve` and waits for its Ready. */
 static int start_helper(struct sbx_run *r, int64_t *spawned, struct sbx_rpc_status *st)
 {
+	const struct runs_settings *set = &r->runs->cfg;
 	_cleanup_free_ char *policy = NULL;
 	const char *argv[16];
 	size_t n = 0;
-	int sv[2], ep[2];
-	struct sbx_err err;
+	_cleanup_close_pair_ int sv[2] = SBX_PAIR_INIT;
+	_cleanup_close_pair_ int ep[2] = SBX_PAIR_INIT;
 	struct ctl_event ready;
 	char errtext[4096];
 	int rc;
@@ -333,7 +345,7 @@ static int start_helper(struct sbx_run *r, int64_t *spawned, struct sbx_rpc_stat
 		policy = NULL;
 		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	}
-	argv[n++] = runs_cfg.helper;
+	argv[n++] = set->helper;
 	argv[n++] = "serve";
 	argv[n++] = "--policy";
 	argv[n++] = policy;
@@ -346,42 +358,40 @@ static int start_helper(struct sbx_run *r, int64_t *spawned, struct sbx_rpc_stat
 		 * since must make the helper fail, not follow it. */
 		argv[n++] = "--data-no-symlinks";
 	}
-	if (runs_cfg.cgroup_root) {
+	if (set->cgroup_root) {
 		argv[n++] = "--cgroup-root";
-		argv[n++] = runs_cfg.cgroup_root;
+		argv[n++] = set->cgroup_root;
 	}
-	if (runs_cfg.rlimit_fallback)
+	if (set->rlimit_fallback)
 		argv[n++] = "--allow-rlimit-fallback";
 	argv[n] = NULL;
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
-		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "socketpair: %s",
-				      strerror(errno));
-	if (pipe2(ep, O_CLOEXEC) < 0) {
-		close(sv[0]);
-		close(sv[1]);
-		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "pipe: %s", strerror(errno));
-	}
-	r->ctl = sv[0];
-	r->err_pipe = ep[0];
-	*spawned = mono_ms();
-	rc = proc_spawn(argv, sv[1], ep[1], ep[1], &r->pid, &err);
-	close(sv[1]);
-	close(ep[1]);
+		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "socketpair");
+	if (pipe2(ep, O_CLOEXEC) < 0)
+		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "pipe");
+	r->ctl = sbx_steal_fd(sv[0]);
+	r->err_pipe = sbx_steal_fd(ep[0]);
+	*spawned = sbx_mono_ms();
+	rc = proc_spawn(argv, set->helper_env, sv[1], ep[1], ep[1], &r->pid, &st->err);
+	/* Our copies of the helper's ends go now: its exit must show as EOF. */
+	close(sbx_steal_fd(sv[1]));
+	close(sbx_steal_fd(ep[1]));
 	if (rc < 0) {
 		r->pid = -1;
-		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "%s", err.msg);
+		return sbx_rpc_code(st, SBX__V1__CODE__INTERNAL);
 	}
+	/* Without a pidfd (-1) the monitor and proc_reap poll for the exit. */
 	r->pidfd = pidfd_open(r->pid, 0);
-	if (ctl_prepare(r->ctl, &err) < 0)
-		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "%s", err.msg);
+	if (ctl_prepare(r->ctl, &st->err) < 0)
+		return sbx_rpc_code(st, SBX__V1__CODE__INTERNAL);
 	if (fcntl(r->err_pipe, F_SETFL, O_NONBLOCK) < 0)
-		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "helper stderr: %s",
-				      strerror(errno));
+		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "helper stderr");
 	if (ctl_wait_ready(r->ctl, r->err_pipe, RUN_READY_TIMEOUT_MS, &ready, errtext,
-			   sizeof(errtext), &err) < 0)
-		return sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
-				      "the sandbox could not be built: %s", err.msg);
+			   sizeof(errtext), &st->err) < 0) {
+		sbx_rpc_code(st, SBX__V1__CODE__FAILED_PRECONDITION);
+		return sbx_rpc_prefix(st, "the sandbox could not be built");
+	}
 	r->out_fd = ready.out_fd;
 	alerts_from_text(r, errtext);
 	if (!strcmp(ready.cgroup, "none"))
@@ -402,7 +412,7 @@ static void abandon(struct sbx_run *r)
 		if (!proc_reap(r->pid, r->pidfd, 1000, NULL)) {
 			proc_kill_group(r->pid);
 			proc_reap(r->pid, r->pidfd, RUN_HELPER_EXIT_MS, NULL);
-			runs_cleanup_cgroups();
+			runs_cleanup_cgroups(r->runs);
 		}
 		r->pid = -1;
 	}
@@ -432,8 +442,7 @@ static int respond(struct sbx_run *r, Sbx__V1__CreateRunResponse **resp, struct 
 
 SBX_HANDLER(create_run, Sbx__V1__CreateRunRequest, Sbx__V1__CreateRunResponse)
 {
-	struct sbx_run *r = run_alloc();
-	struct sbx_err err;
+	struct sbx_run *r = run_alloc(runs);
 	char hex[65];
 	int64_t spawned = 0;
 	uint64_t run_ms;
@@ -446,20 +455,20 @@ SBX_HANDLER(create_run, Sbx__V1__CreateRunRequest, Sbx__V1__CreateRunResponse)
 		run_unref(r);
 		return -1;
 	}
-	if (sbx_policy_digest(r->policy, hex, &err) < 0) {
+	if (sbx_policy_digest(r->policy, hex, &st->err) < 0) {
 		run_unref(r);
-		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "%s", err.msg);
+		return sbx_rpc_code(st, SBX__V1__CODE__INTERNAL);
 	}
 	snprintf(r->policy_digest, sizeof(r->policy_digest), "sha256:%s", hex);
 	r->image_digest = "unpinned"; /* "host" or a rootfs directory: no store yet */
 	r->output_cap = r->policy->limits->output_kb * 1024;
-	r->created_ms = unix_ms();
+	r->created_ms = sbx_unix_ms();
 	if (run_register(r, st) < 0) {
 		run_unref(r);
 		return -1;
 	}
-	if (make_run_dir(r, &err) < 0) {
-		sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "%s", err.msg);
+	if (make_run_dir(r, &st->err) < 0) {
+		sbx_rpc_code(st, SBX__V1__CODE__INTERNAL);
 		abandon(r);
 		return -1;
 	}
@@ -470,11 +479,11 @@ SBX_HANDLER(create_run, Sbx__V1__CreateRunRequest, Sbx__V1__CreateRunResponse)
 	/* run_seconds counts from Ready here; the helper's own clock started a
 	 * little earlier, somewhere after `spawned`. */
 	run_ms = (uint64_t)r->policy->limits->run_seconds * 1000;
-	r->deadline = mono_ms() + (int64_t)run_ms;
-	r->deadline_ms = unix_ms() + (int64_t)run_ms;
+	r->deadline = sbx_mono_ms() + (int64_t)run_ms;
+	r->deadline_ms = sbx_unix_ms() + (int64_t)run_ms;
 	r->earliest_expiry = spawned + (int64_t)run_ms;
-	if (monitor_start(r, &err) < 0) {
-		sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "%s", err.msg);
+	if (monitor_start(r, &st->err) < 0) {
+		sbx_rpc_code(st, SBX__V1__CODE__INTERNAL);
 		abandon(r);
 		return -1;
 	}

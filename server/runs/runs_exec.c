@@ -1,6 +1,5 @@
 /* Exec, Wait and Signal: starting a command in a run's sandbox, waiting
- * for its end, stopping it; and the bookkeeping of an exec's end that the
- * monitor, the watchdog and Teardown share. */
+ * for its end, stopping it (the exec's record is run_exec.c's). */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -12,8 +11,12 @@
 
 #include <jansson.h>
 
-#include "runs_ctl.h"
-#include "runs_internal.h"
+#include "clock.h"
+#include "helper_client.h"
+#include "run_exec.h"
+#include "runs_inputs.h"
+#include "runs_registry.h"
+#include "runs_status.h"
 #include "util.h"
 
 #define ARGV_MAX	4096
@@ -22,115 +25,31 @@
 #define CWD_MAX		4096
 #define WAIT_DEFAULT_MS 30000
 
-void exec_free(struct run_exec *e)
-{
-	for (size_t i = 0; i < e->argc; i++)
-		free(e->argv[i]);
-	free(e->argv);
-	free(e->message);
-	for (int w = 0; w < 2; w++) {
-		if (e->out[w].pipe >= 0)
-			close(e->out[w].pipe);
-		if (e->out[w].file >= 0)
-			close(e->out[w].file);
-	}
-	free(e);
-}
-
-void exec_update_done(struct run_exec *e)
-{
-	if (!e->done && e->ended && e->out[0].closed && e->out[1].closed)
-		e->done = true;
-}
-
-void exec_mark_ended(struct sbx_run *r, struct run_exec *e)
-{
-	char id[32];
-
-	if (e->ended)
-		return;
-	e->ended = true;
-	e->ended_at = mono_ms();
-	e->ended_ms = unix_ms();
-	r->running--;
-	exec_update_done(e);
-	pthread_cond_broadcast(&r->cv);
-	snprintf(id, sizeof(id), "exec-%llu", (unsigned long long)e->num);
-	run_queue_audit(r, "exec_ended",
-			json_pack("{s:s, s:s, s:i, s:i, s:I, s:I, s:s?}", "exec_id", id, "reason",
-				  exit_reason_name(e->reason), "exit_code", e->exit_code, "signal",
-				  e->signal, "cpu_ms", (json_int_t)e->cpu_ms, "peak_memory_bytes",
-				  (json_int_t)e->peak_memory_bytes, "message", e->message));
-}
-
-void run_end_execs(struct sbx_run *r, Sbx__V1__ExitReason reason, const char *message)
-{
-	for (struct run_exec *e = r->execs; e; e = e->next) {
-		if (e->ended)
-			continue;
-		e->reason = reason;
-		e->signal = SIGKILL;
-		e->exit_code = 128 + SIGKILL;
-		free(e->message);
-		e->message = strdup(message);
-		exec_mark_ended(r, e);
-	}
-}
-
-/* What Status keeps of argv: all of it up to RUN_EXEC_ARGV_RECORD bytes,
- * then a marker, so a run of many large execs cannot grow sbxd without
- * bound (the caller has the full argv). */
-static int record_argv(struct run_exec *e, char *const *argv, size_t argc)
-{
-	size_t budget = RUN_EXEC_ARGV_RECORD, n;
-
-	e->argv = calloc(argc + 1, sizeof(char *));
-	if (!e->argv)
-		return -1;
-	for (n = 0; n < argc; n++) {
-		size_t len = strlen(argv[n]);
-
-		if (len > budget)
-			break;
-		if (!(e->argv[n] = strdup(argv[n])))
-			return -1;
-		e->argc = n + 1;
-		budget -= len;
-	}
-	if (n < argc) {
-		if (asprintf(&e->argv[n], "...(%zu more argv entries not recorded)", argc - n) < 0)
-			return -1;
-		e->argc = n + 1;
-	}
-	return 0;
-}
-
 static int validate(const Sbx__V1__ExecRequest *req, struct sbx_rpc_status *st)
 {
 	size_t total = 0;
 
 	if (req->n_argv == 0 || req->n_argv > ARGV_MAX)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
-				      "argv: %zu entries, must be 1..%d", req->n_argv, ARGV_MAX);
+				    "argv: %zu entries, must be 1..%d", req->n_argv, ARGV_MAX);
 	if (!req->argv[0][0])
 		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
-				      "argv[0]: must not be empty");
+				    "argv[0]: must not be empty");
 	for (size_t i = 0; i < req->n_argv; i++)
 		total += strlen(req->argv[i]) + 1;
 	if (total > ARGV_BYTES_MAX)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
-				      "argv: %zu bytes in total, at most %d", total,
-				      ARGV_BYTES_MAX);
+				    "argv: %zu bytes in total, at most %d", total, ARGV_BYTES_MAX);
 	if (req->cwd && req->cwd[0] && (req->cwd[0] != '/' || strlen(req->cwd) > CWD_MAX))
 		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
-				      "cwd: must be an absolute path of at most %d bytes", CWD_MAX);
+				    "cwd: must be an absolute path of at most %d bytes", CWD_MAX);
 	if (req->stdin.len > STDIN_MAX)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
-				      "stdin: %zu bytes, at most %d", req->stdin.len, STDIN_MAX);
+				    "stdin: %zu bytes, at most %d", req->stdin.len, STDIN_MAX);
 	if (!ctl_exec_fits(req->argv, req->n_argv, req->cwd))
 		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
-				      "argv: too large for one request to the sandbox; pass "
-				      "large data by stdin or /data");
+				    "argv: too large for one request to the sandbox; pass "
+				    "large data by stdin or /data");
 	return 0;
 }
 
@@ -138,12 +57,12 @@ static int validate(const Sbx__V1__ExecRequest *req, struct sbx_rpc_status *st)
  * change them for anyone. */
 static int stdin_fd(const ProtobufCBinaryData *data, struct sbx_err *err)
 {
-	int fd;
+	_cleanup_close_ int fd = -1;
 	size_t off = 0;
 
 	if (data->len == 0) {
 		fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-		return fd < 0 ? sbx_fail_errno(err, "/dev/null") : fd;
+		return fd < 0 ? sbx_fail_errno(err, "/dev/null") : sbx_steal_fd(fd);
 	}
 	fd = memfd_create("sbx-stdin", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
@@ -153,49 +72,25 @@ static int stdin_fd(const ProtobufCBinaryData *data, struct sbx_err *err)
 
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n <= 0) {
-			sbx_fail_errno(err, "stdin");
-			close(fd);
-			return -1;
-		}
+		if (n <= 0)
+			return sbx_fail_errno(err, "stdin");
 		off += (size_t)n;
 	}
-	fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
-	lseek(fd, 0, SEEK_SET);
-	return fd;
+	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
+		return sbx_fail_errno(err, "stdin: seal");
+	if (lseek(fd, 0, SEEK_SET) < 0)
+		return sbx_fail_errno(err, "stdin: rewind");
+	return sbx_steal_fd(fd);
 }
 
-struct exec_fds {
-	int in;
-	int out[2]; /* stdout pipe: read, write */
-	int err[2];
-};
-
-static void close_exec_fds(struct exec_fds *f)
+/* A pipe whose read end (ours, the monitor's) never blocks; the command's
+ * end blocks as pipes do, and the monitor drains it. */
+static int output_pipe(int fds[2], struct sbx_err *err)
 {
-	int *all[] = {&f->in, &f->out[0], &f->out[1], &f->err[0], &f->err[1]};
-
-	for (size_t i = 0; i < SBX_ARRAY_SIZE(all); i++)
-		if (*all[i] >= 0) {
-			close(*all[i]);
-			*all[i] = -1;
-		}
-}
-
-static int open_exec_fds(const Sbx__V1__ExecRequest *req, struct exec_fds *f, struct sbx_err *err)
-{
-	*f = (struct exec_fds){.in = -1, .out = {-1, -1}, .err = {-1, -1}};
-	if ((f->in = stdin_fd(&req->stdin, err)) < 0)
-		return -1;
-	if (pipe2(f->out, O_CLOEXEC) < 0 || pipe2(f->err, O_CLOEXEC) < 0) {
-		sbx_fail_errno(err, "pipe");
-		close_exec_fds(f);
-		return -1;
-	}
-	/* Our ends never block the monitor; the command's ends block as
-	 * pipes do, and the monitor drains them. */
-	fcntl(f->out[0], F_SETFL, O_NONBLOCK);
-	fcntl(f->err[0], F_SETFL, O_NONBLOCK);
+	if (pipe2(fds, O_CLOEXEC) < 0)
+		return sbx_fail_errno(err, "pipe");
+	if (fcntl(fds[0], F_SETFL, O_NONBLOCK) < 0)
+		return sbx_fail_errno(err, "pipe: O_NONBLOCK");
 	return 0;
 }
 
@@ -204,117 +99,111 @@ static int check_run(struct sbx_run *r, struct sbx_rpc_status *st)
 {
 	const char *missing;
 
-	if (r->stop)
+	if (run_is_claimed(r))
 		return sbx_rpc_fail(st, SBX__V1__CODE__NOT_FOUND, "run %s not found", r->id);
-	if (r->state == SBX__V1__RUN_STATE__EXPIRED)
+	if (r->state == RUN_EXPIRED)
 		return sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
-				      "run %s has expired (run_seconds ran out); its artifacts "
-				      "stay readable until teardown",
-				      r->id);
-	if (r->state != SBX__V1__RUN_STATE__CREATED && r->state != SBX__V1__RUN_STATE__ACTIVE)
+				    "run %s has expired (run_seconds ran out); its artifacts "
+				    "stay readable until teardown",
+				    r->id);
+	if (!run_sandbox_live(r))
 		return sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
-				      "run %s has failed: its sandbox is gone (Status has the "
-				      "alerts)",
-				      r->id);
-	if (r->state == SBX__V1__RUN_STATE__CREATED && (missing = inputs_missing(r)))
+				    "run %s has failed: its sandbox is gone (Status has the "
+				    "alerts)",
+				    r->id);
+	if (r->state == RUN_CREATED && (missing = inputs_missing(r)))
 		return sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
-				      "input %.200s has not been uploaded completely; /data is "
-				      "sealed at the first exec, so every input must be complete "
-				      "first",
-				      missing);
+				    "input %.200s has not been uploaded completely; /data is "
+				    "sealed at the first exec, so every input must be complete "
+				    "first",
+				    missing);
 	if (r->running >= RUN_EXECS_RUNNING_MAX)
 		return sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED,
-				      "run %s already has %d execs running, the maximum", r->id,
-				      RUN_EXECS_RUNNING_MAX);
+				    "run %s already has %d execs running, the maximum", r->id,
+				    RUN_EXECS_RUNNING_MAX);
 	if (r->n_execs >= RUN_EXECS_MAX)
 		return sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED,
-				      "run %s has had %d execs, the maximum for one run; create "
-				      "another run",
-				      r->id, RUN_EXECS_MAX);
+				    "run %s has had %d execs, the maximum for one run; create "
+				    "another run",
+				    r->id, RUN_EXECS_MAX);
 	if (r->ctl < 0)
 		return sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
-				      "run %s: its sandbox is gone", r->id);
+				    "run %s: its sandbox is gone", r->id);
 	return 0;
 }
 
-static struct run_exec *exec_new(const Sbx__V1__ExecRequest *req)
+/* mu held: the exec is on the run's list, its deadline running. */
+static void exec_started(struct sbx_run *r, struct run_exec *e, const Sbx__V1__ExecRequest *req,
+			 int out, int err)
 {
-	struct run_exec *e = calloc(1, sizeof(*e));
+	char id[32];
 
-	if (!e)
-		return NULL;
-	for (int w = 0; w < 2; w++)
-		e->out[w].pipe = e->out[w].file = -1;
-	e->reason = SBX__V1__EXIT_REASON__RUNNING;
-	if (record_argv(e, req->argv, req->n_argv) < 0) {
-		exec_free(e);
-		return NULL;
+	r->n_execs = e->num;
+	r->running++;
+	if (r->state == RUN_CREATED)
+		run_state_move(r, RUN_ACTIVE); /* /data is sealed from now on */
+	e->started_ms = sbx_unix_ms();
+	e->deadline =
+	    sbx_mono_ms() + (int64_t)r->policy->limits->script_seconds * 1000 + RUN_GRACE_MS;
+	e->out[RUN_STDOUT].pipe = out;
+	e->out[RUN_STDERR].pipe = err;
+	*r->exec_tail = e;
+	r->exec_tail = &e->next;
+	snprintf(id, sizeof(id), "exec-%llu", (unsigned long long)e->num);
+	run_queue_audit(r, "exec_started",
+			json_pack("{s:s, s:s, s:i}", "exec_id", id, "argv0", req->argv[0], "argc",
+				  (int)req->n_argv));
+}
+
+/* mu held: hands the exec to the sandbox's pid 1. */
+static int send_exec(struct sbx_run *r, struct run_exec *e, const Sbx__V1__ExecRequest *req,
+		     const int stdio[3], struct sbx_rpc_status *st)
+{
+	if (check_run(r, st) < 0)
+		return -1;
+	e->num = r->n_execs + 1;
+	/* Non-blocking: a helper that stopped reading is an error, never a
+	 * stalled worker. Sent under the lock so the ExecEnded cannot be
+	 * processed before the exec is on the list. */
+	if (ctl_send_exec(r->ctl, e->num, req->argv, req->n_argv, req->cwd, stdio, &st->err) < 0) {
+		sbx_rpc_code(st, st->err.errnum == EAGAIN ? SBX__V1__CODE__UNAVAILABLE
+							  : SBX__V1__CODE__FAILED_PRECONDITION);
+		return sbx_rpc_prefix(st, "run %s: the sandbox did not take the exec", r->id);
 	}
-	return e;
+	return 0;
 }
 
 SBX_HANDLER(exec, Sbx__V1__ExecRequest, Sbx__V1__ExecResponse)
 {
 	struct sbx_run *r;
 	struct run_exec *e;
-	struct exec_fds f;
-	struct sbx_err err;
+	_cleanup_close_ int in = -1;
+	_cleanup_close_pair_ int out[2] = SBX_PAIR_INIT;
+	_cleanup_close_pair_ int err[2] = SBX_PAIR_INIT;
 	Sbx__V1__ExecResponse *x;
-	int stdio[3];
 	int rc;
 
 	if (validate(req, st) < 0)
 		return -1;
-	if (!(r = run_lookup(who, req->run_id, st)))
+	if (!(r = run_lookup(runs, who, req->run_id, st)))
 		return -1;
-	if (!(e = exec_new(req))) {
+	if (!(e = exec_new(req->argv, req->n_argv))) {
 		run_unref(r);
 		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	}
-	if (open_exec_fds(req, &f, &err) < 0) {
+	if ((in = stdin_fd(&req->stdin, &st->err)) < 0 || output_pipe(out, &st->err) < 0 ||
+	    output_pipe(err, &st->err) < 0) {
 		exec_free(e);
 		run_unref(r);
-		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "%s", err.msg);
+		return sbx_rpc_code(st, SBX__V1__CODE__INTERNAL);
 	}
-	stdio[0] = f.in;
-	stdio[1] = f.out[1];
-	stdio[2] = f.err[1];
 
-	pthread_mutex_lock(&r->mu);
-	rc = check_run(r, st);
-	if (rc == 0) {
-		e->num = r->n_execs + 1;
-		/* Non-blocking: a helper that stopped reading is an error, never
-		 * a stalled worker. Sent under the lock so the ExecEnded cannot
-		 * be processed before the exec is on the list. */
-		if (ctl_send_exec(r->ctl, e->num, req->argv, req->n_argv, req->cwd, stdio, &err) <
-		    0)
-			rc = sbx_rpc_fail(
-			    st,
-			    err.errnum == EAGAIN ? SBX__V1__CODE__UNAVAILABLE
-						 : SBX__V1__CODE__FAILED_PRECONDITION,
-			    "run %s: the sandbox did not take the exec: %s", r->id, err.msg);
-	}
-	if (rc == 0) {
-		r->n_execs = e->num;
-		r->running++;
-		r->state = SBX__V1__RUN_STATE__ACTIVE; /* /data is sealed from now on */
-		e->started_ms = unix_ms();
-		e->deadline =
-		    mono_ms() + (int64_t)r->policy->limits->script_seconds * 1000 + RUN_GRACE_MS;
-		e->out[RUN_STDOUT].pipe = sbx_steal_fd(f.out[0]);
-		e->out[RUN_STDERR].pipe = sbx_steal_fd(f.err[0]);
-		*r->exec_tail = e;
-		r->exec_tail = &e->next;
-		char id[32];
-
-		snprintf(id, sizeof(id), "exec-%llu", (unsigned long long)e->num);
-		run_queue_audit(r, "exec_started",
-				json_pack("{s:s, s:s, s:i}", "exec_id", id, "argv0", req->argv[0],
-					  "argc", (int)req->n_argv));
-	}
+	run_lock(r);
+	rc = send_exec(r, e, req, (const int[3]){in, out[1], err[1]}, st);
+	if (rc == 0)
+		exec_started(r, e, req, sbx_steal_fd(out[0]), sbx_steal_fd(err[0]));
 	run_unlock(r);
-	close_exec_fds(&f); /* the sandbox has its own copies now */
+	/* The sandbox has its own copies of the command's ends now. */
 	if (rc < 0) {
 		exec_free(e);
 		run_unref(r);
@@ -346,21 +235,21 @@ SBX_HANDLER(wait, Sbx__V1__WaitRequest, Sbx__V1__WaitResponse)
 
 	if (req->timeout_ms > RUN_LONGPOLL_MAX_MS)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
-				      "timeout_ms: %u, at most %d", req->timeout_ms,
-				      RUN_LONGPOLL_MAX_MS);
-	if (!(r = run_lookup(who, req->run_id, st)))
+				    "timeout_ms: %u, at most %d", req->timeout_ms,
+				    RUN_LONGPOLL_MAX_MS);
+	if (!(r = run_lookup(runs, who, req->run_id, st)))
 		return -1;
-	deadline = mono_ms() + timeout;
-	pthread_mutex_lock(&r->mu);
+	deadline = sbx_mono_ms() + timeout;
+	run_lock(r);
 	e = run_find_exec(r, req->exec_id);
 	if (!e) {
-		pthread_mutex_unlock(&r->mu);
+		run_unlock(r);
 		run_unref(r);
-		return sbx_rpc_fail(st, SBX__V1__CODE__NOT_FOUND,
-				      "exec %.64s not found in run %s", req->exec_id, req->run_id);
+		return sbx_rpc_fail(st, SBX__V1__CODE__NOT_FOUND, "exec %.64s not found in run %s",
+				    req->exec_id, req->run_id);
 	}
 	/* done, not just ended: the output counts in the answer are final. */
-	while (!e->done && r->state != SBX__V1__RUN_STATE__TORN && run_wait_until(r, deadline))
+	while (!e->done && r->state != RUN_TORN && run_wait_until(r, deadline))
 		;
 	w = malloc(sizeof(*w));
 	if (w) {
@@ -371,7 +260,7 @@ SBX_HANDLER(wait, Sbx__V1__WaitRequest, Sbx__V1__WaitResponse)
 			w = NULL;
 		}
 	}
-	pthread_mutex_unlock(&r->mu);
+	run_unlock(r);
 	run_unref(r);
 	if (!w)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
@@ -384,32 +273,31 @@ SBX_HANDLER(signal, Sbx__V1__SignalRequest, Sbx__V1__SignalResponse)
 	int sig = req->signal ? req->signal : SIGKILL;
 	struct sbx_run *r;
 	struct run_exec *e;
-	struct sbx_err err;
 	Sbx__V1__SignalResponse *s;
 	int rc = 0;
 
 	if (sig < 1 || sig >= NSIG)
-		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
-				      "signal %d: must be 1..%d", sig, NSIG - 1);
-	if (!(r = run_lookup(who, req->run_id, st)))
+		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT, "signal %d: must be 1..%d",
+				    sig, NSIG - 1);
+	if (!(r = run_lookup(runs, who, req->run_id, st)))
 		return -1;
-	pthread_mutex_lock(&r->mu);
+	run_lock(r);
 	e = run_find_exec(r, req->exec_id);
 	if (!e)
 		rc = sbx_rpc_fail(st, SBX__V1__CODE__NOT_FOUND, "exec %.64s not found in run %s",
-				    req->exec_id, req->run_id);
+				  req->exec_id, req->run_id);
 	else if (e->ended)
 		rc = sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
-				    "exec %s has already ended (%s)", req->exec_id,
-				    exit_reason_name(e->reason));
+				  "exec %s has already ended (%s)", req->exec_id,
+				  exit_reason_name(e->reason));
 	else if (r->ctl < 0)
 		rc = sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
-				    "run %s: its sandbox is gone", r->id);
-	else if (ctl_send_signal(r->ctl, e->num, sig, &err) < 0)
-		rc = sbx_rpc_fail(st, SBX__V1__CODE__UNAVAILABLE,
-				    "run %s: the sandbox did not take the signal: %s", r->id,
-				    err.msg);
-	pthread_mutex_unlock(&r->mu);
+				  "run %s: its sandbox is gone", r->id);
+	else if (ctl_send_signal(r->ctl, e->num, sig, &st->err) < 0) {
+		sbx_rpc_code(st, SBX__V1__CODE__UNAVAILABLE);
+		rc = sbx_rpc_prefix(st, "run %s: the sandbox did not take the signal", r->id);
+	}
+	run_unlock(r);
 	run_unref(r);
 	if (rc < 0)
 		return -1;

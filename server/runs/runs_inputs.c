@@ -14,7 +14,10 @@
 
 #include <openssl/evp.h>
 
-#include "runs_internal.h"
+#include "path.h"
+#include "runs_inputs.h"
+#include "runs_registry.h"
+#include "runs_util.h"
 #include "tree.h"
 #include "util.h"
 
@@ -59,19 +62,19 @@ int inputs_from_request(struct sbx_run *r, const Sbx__V1__CreateRunRequest *req,
 
 	if (n > INPUTS_MAX)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
-				      "inputs: %zu files, at most %d", n, INPUTS_MAX);
+				    "inputs: %zu files, at most %d", n, INPUTS_MAX);
 	if (n == 0)
 		return 0;
 	for (size_t i = 0; i < n; i++) {
 		const Sbx__V1__InputFile *f = req->inputs[i];
 
-		if ((why = path_problem(f->path, RUN_PATH_MAX)))
+		if ((why = sbx_path_problem(f->path, RUN_PATH_MAX, SBX_PATH_RELATIVE)))
 			return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
-					      "inputs[%zu].path %.200s: %s", i, f->path, why);
+					    "inputs[%zu].path %.200s: %s", i, f->path, why);
 		if (!is_sha256_hex(f->sha256))
 			return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
-					      "inputs[%zu].sha256: must be 64 lowercase hex digits",
-					      i);
+					    "inputs[%zu].sha256: must be 64 lowercase hex digits",
+					    i);
 	}
 	r->inputs = calloc(n, sizeof(*r->inputs));
 	if (!r->inputs)
@@ -91,13 +94,12 @@ int inputs_from_request(struct sbx_run *r, const Sbx__V1__CreateRunRequest *req,
 
 		if (i > 0 && !strcmp(r->inputs[i - 1].path, r->inputs[i].path))
 			return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
-					      "inputs: %.200s is listed twice", r->inputs[i].path);
+					    "inputs: %.200s is listed twice", r->inputs[i].path);
 		if ((other = conflict(r, r->inputs[i].path)))
-			return sbx_rpc_fail(
-			    st, SBX__V1__CODE__INVALID_ARGUMENT,
-			    "inputs: %.200s cannot be a file and the directory of "
-			    "%.200s",
-			    other, r->inputs[i].path);
+			return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
+					    "inputs: %.200s cannot be a file and the directory of "
+					    "%.200s",
+					    other, r->inputs[i].path);
 	}
 	return 0;
 }
@@ -126,27 +128,24 @@ static void discard(struct sbx_run *r, struct run_input *in)
 {
 	const char *base;
 	struct sbx_err err;
-	int dir = mkdirs_beneath(r->data_fd, in->path, &base, &err);
+	_cleanup_close_ int dir = mkdirs_beneath(r->data_fd, in->path, &base, &err);
 
-	if (dir >= 0) {
-		unlinkat(dir, base, 0);
-		close(dir);
+	if (dir >= 0 && unlinkat(dir, base, 0) < 0) {
+		/* Best effort: the next first chunk truncates the file anyway. */
 	}
 }
 
 static int open_input(struct sbx_run *r, struct run_input *in, bool first, struct sbx_err *err)
 {
 	const char *base;
-	int dir, fd;
+	_cleanup_close_ int dir = -1;
 
 	if (!first)
 		return sbx_open_beneath(r->data_fd, in->path, O_WRONLY, 0, err);
 	dir = mkdirs_beneath(r->data_fd, in->path, &base, err);
 	if (dir < 0)
 		return -1;
-	fd = sbx_open_beneath(dir, base, O_WRONLY | O_CREAT | O_TRUNC, 0644, err);
-	close(dir);
-	return fd;
+	return sbx_open_beneath(dir, base, O_WRONLY | O_CREAT | O_TRUNC, 0644, err);
 }
 
 static int write_chunk(struct sbx_run *r, struct run_input *in, uint64_t offset,
@@ -177,28 +176,28 @@ static int check_chunk(struct sbx_run *r, struct run_input *in, const Sbx__V1__P
 {
 	if (in->complete)
 		return sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
-				      "input %.200s is already complete", in->path);
+				    "input %.200s is already complete", in->path);
 	if (in->busy)
 		return sbx_rpc_fail(st, SBX__V1__CODE__ABORTED,
-				      "input %.200s: another PutInput for it is in progress",
-				      in->path);
+				    "input %.200s: another PutInput for it is in progress",
+				    in->path);
 	if (req->offset != in->received)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
-				      "input %.200s: offset %llu, expected %llu (chunks arrive in "
-				      "order)",
-				      in->path, (unsigned long long)req->offset,
-				      (unsigned long long)in->received);
+				    "input %.200s: offset %llu, expected %llu (chunks arrive in "
+				    "order)",
+				    in->path, (unsigned long long)req->offset,
+				    (unsigned long long)in->received);
 	if (req->data.len > in->size - in->received)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
-				      "input %.200s: %llu bytes exceed the manifest's size %llu",
-				      in->path, (unsigned long long)(in->received + req->data.len),
-				      (unsigned long long)in->size);
+				    "input %.200s: %llu bytes exceed the manifest's size %llu",
+				    in->path, (unsigned long long)(in->received + req->data.len),
+				    (unsigned long long)in->size);
 	if (req->last && in->received + req->data.len != in->size)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
-				      "input %.200s: size mismatch: %llu bytes, the manifest says "
-				      "%llu",
-				      in->path, (unsigned long long)(in->received + req->data.len),
-				      (unsigned long long)in->size);
+				    "input %.200s: size mismatch: %llu bytes, the manifest says "
+				    "%llu",
+				    in->path, (unsigned long long)(in->received + req->data.len),
+				    (unsigned long long)in->size);
 	if (!in->md) {
 		in->md = EVP_MD_CTX_new();
 		if (!in->md || !EVP_DigestInit_ex(in->md, EVP_sha256(), NULL))
@@ -213,29 +212,29 @@ static struct run_input *check_run(struct sbx_run *r, const Sbx__V1__PutInputReq
 {
 	struct run_input *in;
 
-	if (r->stop) {
+	if (run_is_claimed(r)) {
 		sbx_rpc_fail(st, SBX__V1__CODE__NOT_FOUND, "run %s not found", r->id);
 		return NULL;
 	}
 	if (r->caller_data) {
 		sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
-			       "run %s takes /data from its input_dir; it takes no uploads", r->id);
+			     "run %s takes /data from its input_dir; it takes no uploads", r->id);
 		return NULL;
 	}
-	if (r->state == SBX__V1__RUN_STATE__ACTIVE) {
+	if (r->state == RUN_ACTIVE) {
 		sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
-			       "/data is sealed once the first exec started");
+			     "/data is sealed once the first exec started");
 		return NULL;
 	}
-	if (r->state != SBX__V1__RUN_STATE__CREATED) {
-		sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION, "run %s has ended (%s)",
-			       r->id, run_state_name(r->state));
+	if (r->state != RUN_CREATED) {
+		sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION, "run %s has ended (%s)", r->id,
+			     run_public_state_name(run_state_public(r)));
 		return NULL;
 	}
 	if (!(in = find_input(r, req->path)))
 		sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
-			       "input %.200s is not in the run's manifest (inputs at CreateRun)",
-			       req->path);
+			     "input %.200s is not in the run's manifest (inputs at CreateRun)",
+			     req->path);
 	else if (check_chunk(r, in, req, st) < 0)
 		return NULL;
 	return in;
@@ -245,7 +244,6 @@ SBX_HANDLER(put_input, Sbx__V1__PutInputRequest, Sbx__V1__PutInputResponse)
 {
 	struct sbx_run *r;
 	struct run_input *in;
-	struct sbx_err err;
 	Sbx__V1__PutInputResponse *p;
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int mdlen = 0;
@@ -254,15 +252,15 @@ SBX_HANDLER(put_input, Sbx__V1__PutInputRequest, Sbx__V1__PutInputResponse)
 
 	if (req->data.len > RUN_CHUNK_MAX)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
-				      "data: %zu bytes, at most %u per chunk", req->data.len,
-				      RUN_CHUNK_MAX);
-	if (!(r = run_lookup(who, req->run_id, st)))
+				    "data: %zu bytes, at most %u per chunk", req->data.len,
+				    RUN_CHUNK_MAX);
+	if (!(r = run_lookup(runs, who, req->run_id, st)))
 		return -1;
-	pthread_mutex_lock(&r->mu);
+	run_lock(r);
 	in = check_run(r, req, st);
 	if (in)
 		in->busy = true;
-	pthread_mutex_unlock(&r->mu);
+	run_unlock(r);
 	if (!in) {
 		run_unref(r);
 		return -1;
@@ -270,29 +268,27 @@ SBX_HANDLER(put_input, Sbx__V1__PutInputRequest, Sbx__V1__PutInputResponse)
 
 	/* Exec refuses to seal /data while this input is incomplete, so the
 	 * write below never races a running command. */
-	if (write_chunk(r, in, req->offset, &req->data, &err) < 0)
-		rc = sbx_rpc_fail(st,
-				    err.errnum == ENOSPC || err.errnum == EDQUOT
-					? SBX__V1__CODE__RESOURCE_EXHAUSTED
-					: SBX__V1__CODE__INTERNAL,
-				    "input %.200s: %s", in->path, err.msg);
-	else if (req->last && (!EVP_DigestFinal_ex(in->md, md, &mdlen) || mdlen != 32))
-		rc = sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "sha256 of %.200s failed",
-				    in->path);
+	if (write_chunk(r, in, req->offset, &req->data, &st->err) < 0) {
+		sbx_rpc_code(st, st->err.errnum == ENOSPC || st->err.errnum == EDQUOT
+				     ? SBX__V1__CODE__RESOURCE_EXHAUSTED
+				     : SBX__V1__CODE__INTERNAL);
+		rc = sbx_rpc_prefix(st, "input %.200s", in->path);
+	} else if (req->last && (!EVP_DigestFinal_ex(in->md, md, &mdlen) || mdlen != 32))
+		rc = sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "sha256 of %.200s failed", in->path);
 	if (rc == 0 && req->last) {
 		sbx_sha256_hex(md, hex);
 		if (strcmp(hex, in->sha256) != 0)
-			rc = sbx_rpc_fail(
-			    st, SBX__V1__CODE__INVALID_ARGUMENT,
-			    "input %.200s: sha256 mismatch: the uploaded bytes hash "
-			    "to %s, the manifest says %s; upload it again from offset "
-			    "0",
-			    in->path, hex, in->sha256);
+			rc =
+			    sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
+					 "input %.200s: sha256 mismatch: the uploaded bytes hash "
+					 "to %s, the manifest says %s; upload it again from offset "
+					 "0",
+					 in->path, hex, in->sha256);
 	}
 
-	pthread_mutex_lock(&r->mu);
+	run_lock(r);
 	in->busy = false;
-	pthread_cond_broadcast(&r->cv); /* a teardown may be waiting for this write */
+	run_changed(r); /* a teardown may be waiting for this write */
 	if (rc == 0) {
 		in->received += req->data.len;
 		in->complete = req->last;
@@ -313,7 +309,7 @@ SBX_HANDLER(put_input, Sbx__V1__PutInputRequest, Sbx__V1__PutInputResponse)
 		p->received = in->received;
 		p->complete = in->complete;
 	}
-	pthread_mutex_unlock(&r->mu);
+	run_unlock(r);
 	run_unref(r);
 	if (rc < 0)
 		return -1;

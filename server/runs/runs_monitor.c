@@ -20,9 +20,12 @@
 
 #include <jansson.h>
 
-#include "runs_ctl.h"
-#include "runs_internal.h"
-#include "util.h"
+#include "clock.h"
+#include "helper_client.h"
+#include "run_exec.h"
+#include "runs_monitor.h"
+#include "runs_output.h"
+#include "runs_proc.h"
 
 #define FIXED_FDS   4 /* wake, ctl, helper stderr, pidfd */
 #define TICK_MAX_MS 1000
@@ -41,15 +44,6 @@ struct monitor {
 	char line[RUN_ALERT_BYTES]; /* a stderr line not yet ended */
 	size_t line_len;
 };
-
-void run_wake(struct sbx_run *r)
-{
-	uint64_t one = 1;
-
-	if (r->wake >= 0 && write(r->wake, &one, sizeof(one)) < 0) {
-		/* EAGAIN: the counter is full, so a wake-up is pending anyway. */
-	}
-}
 
 static Sbx__V1__ExitReason public_reason(enum ctl_end end)
 {
@@ -70,29 +64,17 @@ static Sbx__V1__ExitReason public_reason(enum ctl_end end)
 	}
 }
 
-static struct run_exec *exec_by_num(struct sbx_run *r, uint64_t num)
-{
-	for (struct run_exec *e = r->execs; e; e = e->next)
-		if (e->num == num)
-			return e;
-	return NULL;
-}
-
-/* mu held. */
-static void sandbox_ended(struct sbx_run *r)
+/* mu held: the sandbox is gone (r->ctl closed); a run that was still live
+ * expired or failed. One still STARTING is booked once CreateRun published
+ * it: check_deadlines calls this every round. */
+static void book_sandbox_end(struct sbx_run *r)
 {
 	bool expired;
 
-	if (r->ctl >= 0)
-		close(r->ctl);
-	r->ctl = -1;
-	if (!r->ended_ms)
-		r->ended_ms = unix_ms();
-	if (r->stop ||
-	    (r->state != SBX__V1__RUN_STATE__CREATED && r->state != SBX__V1__RUN_STATE__ACTIVE))
+	if (r->ctl >= 0 || !run_sandbox_live(r))
 		return;
-	expired = mono_ms() >= r->earliest_expiry;
-	r->state = expired ? SBX__V1__RUN_STATE__EXPIRED : SBX__V1__RUN_STATE__FAILED;
+	expired = sbx_mono_ms() >= r->earliest_expiry;
+	run_state_move(r, expired ? RUN_EXPIRED : RUN_FAILED);
 	if (expired) {
 		run_end_execs(r, SBX__V1__EXIT_REASON__RUN_EXPIRED, "run_seconds ran out");
 		run_queue_audit(r, "run_expired", NULL);
@@ -102,7 +84,18 @@ static void sandbox_ended(struct sbx_run *r)
 		run_end_execs(r, SBX__V1__EXIT_REASON__TORN_DOWN, "the sandbox ended unexpectedly");
 		run_queue_audit(r, "run_failed", NULL);
 	}
-	pthread_cond_broadcast(&r->cv);
+	run_changed(r);
+}
+
+/* mu held. */
+static void sandbox_ended(struct sbx_run *r)
+{
+	if (r->ctl >= 0)
+		close(r->ctl);
+	r->ctl = -1;
+	if (!r->ended_ms)
+		r->ended_ms = sbx_unix_ms();
+	book_sandbox_end(r);
 }
 
 /* mu held. */
@@ -112,7 +105,7 @@ static void apply(struct sbx_run *r, const struct ctl_event *ev)
 
 	switch (ev->kind) {
 	case CTL_ENDED:
-		e = exec_by_num(r, ev->exec_id);
+		e = run_exec_by_num(r, ev->exec_id);
 		if (!e || e->ended)
 			return; /* already ended by sbxd's watchdog */
 		e->reason = public_reason(ev->end);
@@ -150,7 +143,7 @@ static void read_ctl(struct monitor *m)
 
 		if (rc == 0)
 			return;
-		pthread_mutex_lock(&r->mu);
+		run_lock(r);
 		if (rc < 0) {
 			/* A garbled message from pid 1: it can no longer be trusted
 			 * to report, so the sandbox is over. */
@@ -182,7 +175,7 @@ static void read_stderr(struct monitor *m)
 
 	if (n < 0 && (errno == EINTR || errno == EAGAIN))
 		return;
-	pthread_mutex_lock(&r->mu);
+	run_lock(r);
 	if (n <= 0) {
 		flush_line(m);
 		close(r->err_pipe);
@@ -197,7 +190,7 @@ static void read_stderr(struct monitor *m)
 			flush_line(m);
 		m->line[m->line_len++] = buf[i];
 	}
-	pthread_mutex_unlock(&r->mu);
+	run_unlock(r);
 }
 
 static void reap(struct sbx_run *r)
@@ -207,28 +200,28 @@ static void reap(struct sbx_run *r)
 
 	if (p == 0 || (p < 0 && errno != ECHILD))
 		return;
-	pthread_mutex_lock(&r->mu);
+	run_lock(r);
 	r->reaped = true;
 	if (p == r->pid && !r->killed && WIFEXITED(status) && WEXITSTATUS(status) != 0)
 		run_alert(r, "sbx-helper exited with status %d", WEXITSTATUS(status));
 	else if (p == r->pid && !r->killed && WIFSIGNALED(status))
 		run_alert(r, "sbx-helper was killed by signal %d", WTERMSIG(status));
-	pthread_mutex_unlock(&r->mu);
+	run_unlock(r);
 }
 
 /* mu held: the watchdog. */
 static void check_deadlines(struct sbx_run *r)
 {
-	int64_t now = mono_ms();
+	int64_t now = sbx_mono_ms();
 
+	book_sandbox_end(r);
 	if (r->ctl >= 0 && !r->killed && !r->reaped && now >= r->deadline + RUN_GRACE_MS) {
 		proc_kill_group(r->pid);
 		r->killed = true;
 		run_alert(r, "sbxd: the sandbox outlived run_seconds by %d s; sbxd killed it",
 			  RUN_GRACE_MS / 1000);
-		if (r->state == SBX__V1__RUN_STATE__CREATED ||
-		    r->state == SBX__V1__RUN_STATE__ACTIVE) {
-			r->state = SBX__V1__RUN_STATE__EXPIRED;
+		if (run_sandbox_live(r)) {
+			run_state_move(r, RUN_EXPIRED);
 			run_end_execs(r, SBX__V1__EXIT_REASON__RUN_EXPIRED,
 				      "run_seconds ran out; sbxd killed the sandbox");
 			run_queue_audit(r, "run_expired", json_pack("{s:b}", "killed", 1));
@@ -245,8 +238,11 @@ static void check_deadlines(struct sbx_run *r)
 					    "exec; sbxd stopped waiting for it");
 			run_alert(r, "sbxd: exec-%llu outlived script_seconds by %d s",
 				  (unsigned long long)e->num, RUN_GRACE_MS / 1000);
-			if (r->ctl >= 0)
-				ctl_send_signal(r->ctl, e->num, SIGKILL, &err);
+			/* The record ends either way; a helper that does not take
+			 * the kill is one more reason for the alert. */
+			if (r->ctl >= 0 && ctl_send_signal(r->ctl, e->num, SIGKILL, &err) < 0)
+				run_alert(r, "sbxd: exec-%llu: SIGKILL not sent: %s",
+					  (unsigned long long)e->num, err.msg);
 			exec_mark_ended(r, e);
 		}
 		if (e->ended && !e->done && now >= e->ended_at + RUN_OUTPUT_GRACE_MS) {
@@ -262,7 +258,7 @@ static void check_deadlines(struct sbx_run *r)
 /* mu held: milliseconds until check_deadlines has something to do. */
 static int next_tick(struct sbx_run *r)
 {
-	int64_t now = mono_ms(), next = now + TICK_MAX_MS;
+	int64_t now = sbx_mono_ms(), next = now + TICK_MAX_MS;
 
 	if (r->ctl >= 0 && !r->killed && r->deadline + RUN_GRACE_MS < next)
 		next = r->deadline + RUN_GRACE_MS;
@@ -322,7 +318,8 @@ static size_t build(struct monitor *m)
 /* mu held: nothing left to watch, the thread may end. */
 static bool finished(struct sbx_run *r)
 {
-	if (r->ctl >= 0 || !r->reaped || r->err_pipe >= 0)
+	/* A STARTING run's end is booked once it is published. */
+	if (r->state == RUN_STARTING || r->ctl >= 0 || !r->reaped || r->err_pipe >= 0)
 		return false;
 	for (struct run_exec *e = r->execs; e; e = e->next)
 		if (!e->out[0].closed || !e->out[1].closed)
@@ -340,15 +337,15 @@ static void *monitor_main(void *arg)
 		int tick;
 		bool done;
 
-		pthread_mutex_lock(&r->mu);
-		if (r->stop) {
+		run_lock(r);
+		if (run_is_claimed(r)) {
 			flush_line(&m);
-			pthread_mutex_unlock(&r->mu);
+			run_unlock(r);
 			break;
 		}
 		n = build(&m);
 		tick = next_tick(r);
-		pthread_mutex_unlock(&r->mu);
+		run_unlock(r);
 
 		if (poll(m.pfd, n, tick) < 0 && errno != EINTR)
 			usleep(10000); /* ENOMEM: back off, never spin */
@@ -371,7 +368,7 @@ static void *monitor_main(void *arg)
 		if (m.pfd[3].revents || (!r->reaped && r->pidfd < 0 && r->ctl < 0))
 			reap(r);
 
-		pthread_mutex_lock(&r->mu);
+		run_lock(r);
 		check_deadlines(r);
 		done = finished(r);
 		run_unlock(r);
@@ -392,7 +389,9 @@ int monitor_start(struct sbx_run *r, struct sbx_err *err)
 	if (r->wake < 0)
 		return sbx_fail_errno(err, "eventfd");
 	pthread_attr_init(&attr);
-	pthread_attr_setstacksize(&attr, 512 * 1024);
+	if (pthread_attr_setstacksize(&attr, 512 * 1024) != 0) {
+		/* the default stack is larger, and enough */
+	}
 	rc = pthread_create(&r->monitor, &attr, monitor_main, r);
 	pthread_attr_destroy(&attr);
 	if (rc)
@@ -405,10 +404,7 @@ void monitor_stop(struct sbx_run *r)
 {
 	if (!r->monitor_started)
 		return;
-	pthread_mutex_lock(&r->mu);
-	r->stop = true;
-	pthread_mutex_unlock(&r->mu);
-	run_wake(r);
+	run_wake(r); /* it sees the run claimed, and returns */
 	pthread_join(r->monitor, NULL);
 	r->monitor_started = false;
 }

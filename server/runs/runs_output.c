@@ -14,7 +14,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runs_internal.h"
+#include "clock.h"
+#include "run_exec.h"
+#include "runs_output.h"
+#include "runs_registry.h"
 #include "util.h"
 
 #define READ_DEFAULT (64 * 1024)
@@ -65,7 +68,7 @@ void stream_close(struct sbx_run *r, struct run_exec *e, int which)
 	s->pipe = s->file = -1;
 	s->closed = true;
 	exec_update_done(e);
-	pthread_cond_broadcast(&r->cv);
+	run_changed(r);
 }
 
 void stream_pump(struct sbx_run *r, struct run_exec *e, int which)
@@ -82,9 +85,9 @@ void stream_pump(struct sbx_run *r, struct run_exec *e, int which)
 		if (n < 0 && errno == EAGAIN)
 			return;
 		if (n <= 0) {
-			pthread_mutex_lock(&r->mu);
+			run_lock(r);
 			stream_close(r, e, which);
-			pthread_mutex_unlock(&r->mu);
+			run_unlock(r);
 			return;
 		}
 		/* s->kept is written only by this thread: reading it here
@@ -95,13 +98,13 @@ void stream_pump(struct sbx_run *r, struct run_exec *e, int which)
 				   : (size_t)n;
 		if (keep)
 			kept = spill(r, e, which, buf, keep);
-		pthread_mutex_lock(&r->mu);
+		run_lock(r);
 		s->kept += kept;
 		s->total += (uint64_t)n;
 		if (kept < (size_t)n)
 			s->truncated = true;
-		pthread_cond_broadcast(&r->cv);
-		pthread_mutex_unlock(&r->mu);
+		run_changed(r);
+		run_unlock(r);
 	}
 }
 
@@ -117,17 +120,21 @@ static int read_kept(struct sbx_run *r, struct run_exec *e, int which, uint64_t 
 	if (fd < 0 && errno == ENOENT) /* the run directory went with a teardown */
 		return sbx_rpc_fail(st, SBX__V1__CODE__NOT_FOUND, "run %s not found", r->id);
 	if (fd < 0)
-		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "output of exec-%llu: %s",
-				      (unsigned long long)e->num, strerror(errno));
+		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "output of exec-%llu",
+					  (unsigned long long)e->num);
 	while (got < n) {
 		ssize_t k = pread(fd, buf + got, n - got, (off_t)(offset + got));
 
 		if (k < 0 && errno == EINTR)
 			continue;
-		if (k <= 0)
+		if (k < 0)
+			return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL,
+						  "output of exec-%llu",
+						  (unsigned long long)e->num);
+		if (k == 0)
 			return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL,
-					      "output of exec-%llu: %s", (unsigned long long)e->num,
-					      k < 0 ? strerror(errno) : "shorter than recorded");
+					    "output of exec-%llu: shorter than recorded",
+					    (unsigned long long)e->num);
 		got += (size_t)k;
 	}
 	return 0;
@@ -148,35 +155,35 @@ SBX_HANDLER(read_output, Sbx__V1__ReadOutputRequest, Sbx__V1__ReadOutputResponse
 
 	if (req->stream != SBX__V1__STREAM__STDOUT && req->stream != SBX__V1__STREAM__STDERR)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
-				      "stream: must be STDOUT or STDERR");
+				    "stream: must be STDOUT or STDERR");
 	if (max > RUN_CHUNK_MAX)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
-				      "max_bytes: %u, at most %u", max, RUN_CHUNK_MAX);
+				    "max_bytes: %u, at most %u", max, RUN_CHUNK_MAX);
 	if (req->timeout_ms > RUN_LONGPOLL_MAX_MS)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
-				      "timeout_ms: %u, at most %d", req->timeout_ms,
-				      RUN_LONGPOLL_MAX_MS);
-	if (!(r = run_lookup(who, req->run_id, st)))
+				    "timeout_ms: %u, at most %d", req->timeout_ms,
+				    RUN_LONGPOLL_MAX_MS);
+	if (!(r = run_lookup(runs, who, req->run_id, st)))
 		return -1;
-	deadline = mono_ms() + req->timeout_ms;
-	pthread_mutex_lock(&r->mu);
+	deadline = sbx_mono_ms() + req->timeout_ms;
+	run_lock(r);
 	e = run_find_exec(r, req->exec_id);
 	if (!e) {
-		pthread_mutex_unlock(&r->mu);
+		run_unlock(r);
 		run_unref(r);
-		return sbx_rpc_fail(st, SBX__V1__CODE__NOT_FOUND,
-				      "exec %.64s not found in run %s", req->exec_id, req->run_id);
+		return sbx_rpc_fail(st, SBX__V1__CODE__NOT_FOUND, "exec %.64s not found in run %s",
+				    req->exec_id, req->run_id);
 	}
 	s = &e->out[which];
 	/* eof means "the exec ended and this stream is complete": a command
 	 * that closes its stdout early still has its end to come. */
-	while (req->offset >= s->kept && !(s->closed && e->ended) &&
-	       r->state != SBX__V1__RUN_STATE__TORN && run_wait_until(r, deadline))
+	while (req->offset >= s->kept && !(s->closed && e->ended) && r->state != RUN_TORN &&
+	       run_wait_until(r, deadline))
 		;
 	kept = s->kept;
 	closed = s->closed && e->ended;
 	truncated = s->truncated;
-	pthread_mutex_unlock(&r->mu);
+	run_unlock(r);
 
 	if (req->offset < kept)
 		n = kept - req->offset < max ? (size_t)(kept - req->offset) : max;

@@ -18,10 +18,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "runs_internal.h"
+#include "runs_proc.h"
+
+#include "clock.h"
 #include "util.h"
 
-#define CAPTURE_MAX (64 * 1024)
+#define CAPTURE_MAX    (64 * 1024)
+#define KILLED_EXIT_MS 5000 /* for a SIGKILLed helper to be reaped */
 
 /* Fds at 10 and up cannot collide with the 0..3 they are moved to. */
 static int high_dup(int fd)
@@ -29,7 +32,7 @@ static int high_dup(int fd)
 	return fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 10);
 }
 
-int proc_spawn(const char *const *argv, int fd3, int outfd, int errfd, pid_t *pid,
+int proc_spawn(const char *const *argv, char *const *env, int fd3, int outfd, int errfd, pid_t *pid,
 	       struct sbx_err *err)
 {
 	posix_spawn_file_actions_t fa;
@@ -71,8 +74,7 @@ int proc_spawn(const char *const *argv, int fd3, int outfd, int errfd, pid_t *pi
 	if (!rc)
 		rc = posix_spawnattr_setsigdefault(&attr, &all);
 	if (!rc)
-		rc =
-		    posix_spawn(pid, argv[0], &fa, &attr, (char *const *)argv, runs_cfg.helper_env);
+		rc = posix_spawn(pid, argv[0], &fa, &attr, (char *const *)argv, env);
 	posix_spawnattr_destroy(&attr);
 	posix_spawn_file_actions_destroy(&fa);
 	if (rc)
@@ -82,7 +84,7 @@ int proc_spawn(const char *const *argv, int fd3, int outfd, int errfd, pid_t *pi
 
 int proc_reap(pid_t pid, int pidfd, int timeout_ms, int *status)
 {
-	int64_t deadline = mono_ms() + timeout_ms;
+	int64_t deadline = sbx_mono_ms() + timeout_ms;
 	int st = 0;
 
 	for (;;) {
@@ -97,13 +99,14 @@ int proc_reap(pid_t pid, int pidfd, int timeout_ms, int *status)
 		}
 		if (r < 0 && errno == EINTR)
 			continue;
-		left = deadline - mono_ms();
+		left = deadline - sbx_mono_ms();
 		if (left <= 0)
 			return 0;
 		if (pidfd >= 0) {
 			struct pollfd pfd = {.fd = pidfd, .events = POLLIN};
 
-			poll(&pfd, 1, (int)left);
+			if (poll(&pfd, 1, (int)left) < 0 && errno != EINTR)
+				usleep(10000); /* ENOMEM: back off, never spin */
 		} else {
 			usleep(left < 10 ? (useconds_t)left * 1000 : 10000);
 		}
@@ -114,8 +117,9 @@ void proc_kill_group(pid_t pid)
 {
 	/* The group id is the helper's pid, which cannot be reused before we
 	 * reap it: the callers never signal after reaping. */
-	if (pid > 0)
-		kill(-pid, SIGKILL);
+	if (pid > 0 && kill(-pid, SIGKILL) < 0) {
+		/* ESRCH: the whole group is gone already. */
+	}
 }
 
 static void capture(int *fd, char *buf, size_t *len)
@@ -137,54 +141,54 @@ static void capture(int *fd, char *buf, size_t *len)
 	buf[*len] = '\0';
 }
 
-int proc_run_helper(const char *const *args, int timeout_ms, char **out, int *status,
-		    struct sbx_err *err)
+int proc_run_helper(const char *helper, char *const *env, const char *const *args, int timeout_ms,
+		    char **out, int *status, struct sbx_err *err)
 {
 	const char *argv[16];
 	size_t n = 0;
-	int p[2];
-	pid_t pid;
+	_cleanup_close_pair_ int p[2] = SBX_PAIR_INIT;
+	_cleanup_kill_reap_ pid_t pid = -1;
 	_cleanup_close_ int pidfd = -1;
 	_cleanup_free_ char *buf = malloc(CAPTURE_MAX + 1);
 	size_t len = 0;
-	int64_t deadline = mono_ms() + timeout_ms;
+	int64_t deadline = sbx_mono_ms() + timeout_ms, left;
 
 	*out = NULL;
 	if (!buf)
 		return sbx_fail_errno(err, "sbx-helper output");
 	buf[0] = '\0';
-	argv[n++] = runs_cfg.helper;
+	argv[n++] = helper;
 	for (size_t i = 0; args[i] && n < SBX_ARRAY_SIZE(argv) - 1; i++)
 		argv[n++] = args[i];
 	argv[n] = NULL;
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return sbx_fail_errno(err, "pipe");
 	/* stdout and stderr together: either may say what went wrong. */
-	if (proc_spawn(argv, -1, p[1], p[1], &pid, err) < 0) {
-		close(p[0]);
-		close(p[1]);
+	if (proc_spawn(argv, env, -1, p[1], p[1], &pid, err) < 0) {
+		pid = -1;
 		return -1;
 	}
-	close(p[1]);
+	close(sbx_steal_fd(p[1]));
+	/* Without a pidfd (-1) proc_reap polls. */
 	pidfd = pidfd_open(pid, 0);
 	while (p[0] >= 0) {
 		struct pollfd pfd = {.fd = p[0], .events = POLLIN};
-		int64_t left = deadline - mono_ms();
 
+		left = deadline - sbx_mono_ms();
 		if (left <= 0)
 			break;
 		if (poll(&pfd, 1, (int)left) > 0)
 			capture(&p[0], buf, &len);
 	}
-	if (p[0] >= 0)
-		close(p[0]);
-	if (!proc_reap(pid, pidfd, (int)(deadline - mono_ms() > 0 ? deadline - mono_ms() : 0),
-		       status)) {
+	left = deadline - sbx_mono_ms();
+	if (!proc_reap(pid, pidfd, left > 0 ? (int)left : 0, status)) {
 		proc_kill_group(pid);
-		proc_reap(pid, pidfd, RUN_HELPER_EXIT_MS, NULL);
-		return sbx_fail(err, "%s %s did not finish within %d s", runs_cfg.helper, args[0],
+		if (proc_reap(pid, pidfd, KILLED_EXIT_MS, NULL))
+			pid = -1;
+		return sbx_fail(err, "%s %s did not finish within %d s", helper, args[0],
 				timeout_ms / 1000);
 	}
+	pid = -1; /* reaped */
 	*out = sbx_steal_ptr(buf);
 	return 0;
 }

@@ -18,14 +18,12 @@
 #include <jansson.h>
 
 #include "audit.h"
-#include "runs_internal.h"
+#include "runs_manager.h"
+#include "runs_proc.h"
+#include "runs_util.h"
 #include "util.h"
 
 #define HELPER_CMD_TIMEOUT_MS 10000
-
-struct runs_host runs_host = {.cgroup = "none"};
-static int lock_fd = -1;
-static char *env_store[8];
 
 static int mkdir_p(const char *path, mode_t mode, struct sbx_err *err)
 {
@@ -103,9 +101,10 @@ static char *find_helper(const char *configured)
 
 /* The helper needs none of sbxd's environment, and whatever credential is
  * in it must not travel: only PATH and the sanitizers' settings go. */
-static int build_helper_env(struct sbx_err *err)
+static int build_helper_env(struct runs_settings *cfg, struct sbx_err *err)
 {
 	static const char *const keep[] = {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"};
+	char **env_store = cfg->helper_env;
 	size_t n = 0;
 
 	env_store[n] = strdup("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
@@ -118,92 +117,88 @@ static int build_helper_env(struct sbx_err *err)
 			n++;
 	}
 	env_store[n] = NULL;
-	runs_cfg.helper_env = env_store;
 	return 0;
 }
 
-static int copy_settings(const struct sbx_config *cfg, struct sbx_err *err)
+static int copy_settings(struct runs_settings *set, const struct sbx_config *cfg,
+			 struct sbx_err *err)
 {
-	runs_cfg.state_dir = strdup(cfg->state_dir ? cfg->state_dir : "/var/lib/sbx");
-	runs_cfg.runs_dir = runs_cfg.state_dir ? path_join(runs_cfg.state_dir, "runs") : NULL;
-	if (!runs_cfg.runs_dir)
+	set->state_dir = strdup(cfg->state_dir ? cfg->state_dir : "/var/lib/sbx");
+	set->runs_dir = set->state_dir ? path_join(set->state_dir, "runs") : NULL;
+	if (!set->runs_dir)
 		return sbx_fail_errno(err, "settings");
-	runs_cfg.helper = find_helper(cfg->helper);
-	if (!runs_cfg.helper || !executable(runs_cfg.helper))
+	set->helper = find_helper(cfg->helper);
+	if (!set->helper || !executable(set->helper))
 		return sbx_fail(err,
 				"sbx-helper not found%s%s (set \"helper\" in the config, or "
 				"install it next to sbxd)",
-				runs_cfg.helper ? " or not executable at " : "",
-				runs_cfg.helper ? runs_cfg.helper : "");
-	if (cfg->cgroup_root && !(runs_cfg.cgroup_root = strdup(cfg->cgroup_root)))
+				set->helper ? " or not executable at " : "",
+				set->helper ? set->helper : "");
+	if (cfg->cgroup_root && !(set->cgroup_root = strdup(cfg->cgroup_root)))
 		return sbx_fail_errno(err, "settings");
-	runs_cfg.rlimit_fallback = cfg->rlimit_fallback;
-	runs_cfg.runs_max = cfg->runs_max ? cfg->runs_max : 64;
-	runs_cfg.runs_max_per_identity =
-	    cfg->runs_max_per_identity ? cfg->runs_max_per_identity : 16;
+	set->rlimit_fallback = cfg->rlimit_fallback;
+	set->runs_max = cfg->runs_max ? cfg->runs_max : 64;
+	set->runs_max_per_identity = cfg->runs_max_per_identity ? cfg->runs_max_per_identity : 16;
 	for (size_t i = 0; i < cfg->n_input_dirs && i < SBX_CONFIG_MAX_INPUT_DIRS; i++) {
 		/* Resolved once, so a later check compares canonical paths. */
 		char *real = realpath(cfg->input_dirs[i], NULL);
 
 		if (!real)
 			return sbx_fail_errno(err, "input_dirs: %s", cfg->input_dirs[i]);
-		runs_cfg.input_dirs[runs_cfg.n_input_dirs++] = real;
+		set->input_dirs[set->n_input_dirs++] = real;
 	}
-	return build_helper_env(err);
+	return build_helper_env(set, err);
 }
 
 /* One sbxd per state directory: a second one would wipe the first's runs. */
-static int lock_state_dir(struct sbx_err *err)
+static int lock_state_dir(struct sbx_runs *runs, struct sbx_err *err)
 {
-	_cleanup_free_ char *path = path_join(runs_cfg.state_dir, "sbxd.lock");
+	_cleanup_free_ char *path = path_join(runs->cfg.state_dir, "sbxd.lock");
 
 	if (!path)
 		return sbx_fail_errno(err, "lock");
-	lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (lock_fd < 0)
+	runs->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (runs->lock_fd < 0)
 		return sbx_fail_errno(err, "%s", path);
-	if (flock(lock_fd, LOCK_EX | LOCK_NB) < 0)
+	if (flock(runs->lock_fd, LOCK_EX | LOCK_NB) < 0)
 		return sbx_fail_errno(err, "%s: another sbxd uses this state directory", path);
 	return 0;
 }
 
 /* A crashed predecessor's run directories: nothing in them is worth keeping
  * (the sandboxes died with its control sockets). */
-static json_t *remove_stale_runs(struct sbx_err *err)
+static json_t *remove_stale_runs(struct sbx_runs *runs, struct sbx_err *err)
 {
-	_cleanup_close_ int fd = open(runs_cfg.runs_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	json_t *removed = json_array();
-	DIR *d;
+	_cleanup_close_ int fd = open(runs->cfg.runs_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	_cleanup_close_ int list_fd = fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	_cleanup_closedir_ DIR *d = list_fd < 0 ? NULL : fdopendir(list_fd);
+	json_t *removed;
 	struct dirent *de;
 
-	if (fd < 0 || !removed) {
-		json_decref(removed);
-		sbx_fail_errno(err, "%s", runs_cfg.runs_dir);
+	if (!d) {
+		sbx_fail_errno(err, "%s", runs->cfg.runs_dir);
 		return NULL;
 	}
-	d = fdopendir(fcntl(fd, F_DUPFD_CLOEXEC, 3));
-	if (!d) {
-		json_decref(removed);
-		sbx_fail_errno(err, "%s", runs_cfg.runs_dir);
+	list_fd = -1; /* the DIR's now */
+	if (!(removed = json_array())) {
+		sbx_fail_errnum(err, ENOMEM, "%s", runs->cfg.runs_dir);
 		return NULL;
 	}
 	while ((de = readdir(d))) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
 		if (remove_tree_at(fd, de->d_name, err) < 0) {
-			closedir(d);
 			json_decref(removed);
-			sbx_err_prefix(err, "%s", runs_cfg.runs_dir);
+			sbx_err_prefix(err, "%s", runs->cfg.runs_dir);
 			return NULL;
 		}
 		json_array_append_new(removed, json_string(de->d_name));
 	}
-	closedir(d);
 	return removed;
 }
 
 /* `sbx-helper cleanup` removes the run cgroups of helpers that are gone. */
-static json_t *cleanup_cgroups(void)
+static json_t *cleanup_cgroups(struct sbx_runs *runs)
 {
 	const char *args[4] = {"cleanup", NULL, NULL, NULL};
 	_cleanup_free_ char *out = NULL;
@@ -211,11 +206,12 @@ static json_t *cleanup_cgroups(void)
 	int status = 0;
 	json_t *o = json_object();
 
-	if (runs_cfg.cgroup_root) {
+	if (runs->cfg.cgroup_root) {
 		args[1] = "--cgroup-root";
-		args[2] = runs_cfg.cgroup_root;
+		args[2] = runs->cfg.cgroup_root;
 	}
-	if (proc_run_helper(args, HELPER_CMD_TIMEOUT_MS, &out, &status, &err) < 0) {
+	if (proc_run_helper(runs->cfg.helper, runs->cfg.helper_env, args, HELPER_CMD_TIMEOUT_MS,
+			    &out, &status, &err) < 0) {
 		json_object_set_new(o, "error", json_string(err.msg));
 		return o;
 	}
@@ -225,13 +221,13 @@ static json_t *cleanup_cgroups(void)
 	return o;
 }
 
-void runs_cleanup_cgroups(void)
+void runs_cleanup_cgroups(struct sbx_runs *runs)
 {
-	sbx_audit("cgroup_cleanup", NULL, NULL, NULL, cleanup_cgroups());
+	sbx_audit("cgroup_cleanup", NULL, NULL, NULL, cleanup_cgroups(runs));
 }
 
 /* What the host can enforce, asked once: `sbx-helper check --json`. */
-static void check_host(void)
+static void check_host(struct sbx_runs *runs)
 {
 	const char *args[5] = {"check", "--json", NULL, NULL, NULL};
 	_cleanup_free_ char *out = NULL;
@@ -239,11 +235,12 @@ static void check_host(void)
 	int status = 0;
 	json_t *doc, *cg;
 
-	if (runs_cfg.cgroup_root) {
+	if (runs->cfg.cgroup_root) {
 		args[2] = "--cgroup-root";
-		args[3] = runs_cfg.cgroup_root;
+		args[3] = runs->cfg.cgroup_root;
 	}
-	if (proc_run_helper(args, HELPER_CMD_TIMEOUT_MS, &out, &status, &err) < 0) {
+	if (proc_run_helper(runs->cfg.helper, runs->cfg.helper_env, args, HELPER_CMD_TIMEOUT_MS,
+			    &out, &status, &err) < 0) {
 		sbx_audit("host_check_failed", NULL, NULL, NULL,
 			  json_pack("{s:s}", "error", err.msg));
 		return;
@@ -255,58 +252,63 @@ static void check_host(void)
 		sbx_audit("host_check_failed", NULL, NULL, NULL, json_pack("{s:s}", "output", out));
 		return;
 	}
-	runs_host.userns = json_is_true(json_object_get(json_object_get(doc, "userns"), "ok"));
-	runs_host.seccomp = json_is_true(json_object_get(json_object_get(doc, "seccomp"), "ok"));
+	runs->host.userns = json_is_true(json_object_get(json_object_get(doc, "userns"), "ok"));
+	runs->host.seccomp = json_is_true(json_object_get(json_object_get(doc, "seccomp"), "ok"));
 	cg = json_object_get(doc, "cgroup");
 	if (json_is_true(json_object_get(cg, "ok")) &&
 	    json_is_string(json_object_get(doc, "cgroup_mode")))
-		snprintf(runs_host.cgroup, sizeof(runs_host.cgroup), "%s",
+		snprintf(runs->host.cgroup, sizeof(runs->host.cgroup), "%s",
 			 json_string_value(json_object_get(doc, "cgroup_mode")));
 	json_decref(doc);
 }
 
-int runs_startup(const struct sbx_config *cfg, struct sbx_err *err)
+int runs_startup(struct sbx_runs *runs, const struct sbx_config *cfg, struct sbx_err *err)
 {
 	struct rlimit rl;
 	json_t *dirs, *cgroups;
 
-	if (copy_settings(cfg, err) < 0)
+	if (copy_settings(&runs->cfg, cfg, err) < 0)
 		return sbx_err_prefix(err, "runs");
 	/* Each run holds a handful of fds and each running exec four: the
 	 * default soft limit of 1024 would be reached long before runs_max. */
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
 		rl.rlim_cur = rl.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &rl);
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
+			/* Raising a soft limit to the hard one cannot fail; if it
+			 * did, runs beyond the limit fail with EMFILE, each saying so. */
+		}
 	}
-	if (mkdir_p(runs_cfg.state_dir, 0700, err) < 0 || lock_state_dir(err) < 0 ||
-	    mkdir_p(runs_cfg.runs_dir, 0700, err) < 0)
+	if (mkdir_p(runs->cfg.state_dir, 0700, err) < 0 || lock_state_dir(runs, err) < 0 ||
+	    mkdir_p(runs->cfg.runs_dir, 0700, err) < 0)
 		return sbx_err_prefix(err, "state_dir");
-	chmod(runs_cfg.runs_dir, 0700);
-	dirs = remove_stale_runs(err);
+	/* A directory left by an earlier sbxd may be more open than mkdir_p
+	 * makes one: the runs' policies and uploads are for sbxd alone. */
+	if (chmod(runs->cfg.runs_dir, 0700) < 0)
+		return sbx_fail_errno(err, "state_dir: chmod %s", runs->cfg.runs_dir);
+	dirs = remove_stale_runs(runs, err);
 	if (!dirs)
 		return sbx_err_prefix(err, "start-up clean-up");
-	cgroups = cleanup_cgroups();
-	check_host();
+	cgroups = cleanup_cgroups(runs);
+	check_host(runs);
 	sbx_audit("startup_cleanup", NULL, NULL, NULL,
 		  json_pack("{s:o, s:o, s:s, s:s, s:b, s:b}", "run_dirs_removed", dirs, "cgroups",
-			    cgroups, "helper", runs_cfg.helper, "cgroup", runs_host.cgroup,
-			    "userns", runs_host.userns, "seccomp", runs_host.seccomp));
+			    cgroups, "helper", runs->cfg.helper, "cgroup", runs->host.cgroup,
+			    "userns", runs->host.userns, "seccomp", runs->host.seccomp));
 	return 0;
 }
 
-void runs_settings_free(void)
+void runs_settings_free(struct sbx_runs *runs)
 {
-	free(runs_cfg.state_dir);
-	free(runs_cfg.runs_dir);
-	free(runs_cfg.helper);
-	free(runs_cfg.cgroup_root);
-	for (size_t i = 0; i < runs_cfg.n_input_dirs; i++)
-		free(runs_cfg.input_dirs[i]);
-	for (size_t i = 0; i < SBX_ARRAY_SIZE(env_store); i++)
-		free(env_store[i]);
-	memset(&runs_cfg, 0, sizeof(runs_cfg));
-	memset(env_store, 0, sizeof(env_store));
-	if (lock_fd >= 0)
-		close(lock_fd);
-	lock_fd = -1;
+	free(runs->cfg.state_dir);
+	free(runs->cfg.runs_dir);
+	free(runs->cfg.helper);
+	free(runs->cfg.cgroup_root);
+	for (size_t i = 0; i < runs->cfg.n_input_dirs; i++)
+		free(runs->cfg.input_dirs[i]);
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(runs->cfg.helper_env); i++)
+		free(runs->cfg.helper_env[i]);
+	memset(&runs->cfg, 0, sizeof(runs->cfg));
+	if (runs->lock_fd >= 0)
+		close(runs->lock_fd);
+	runs->lock_fd = -1;
 }

@@ -1,11 +1,13 @@
-/* Status and ListRuns, and the response pieces that describe a run (also
- * used by Wait and Teardown). Every member of a response is malloc'd: the
+/* Health, Status and ListRuns, and the response pieces that describe a run
+ * (also used by CreateRun, Wait and Teardown). Every member of a response is malloc'd: the
  * RPC layer frees it with the message's free_unpacked. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "runs_internal.h"
+#include "runs_manager.h"
+#include "runs_registry.h"
+#include "runs_status.h"
 #include "util.h"
 
 char *xstrdup(const char *s)
@@ -117,8 +119,8 @@ static int fill_status(struct sbx_run *r, Sbx__V1__StatusResponse *s)
 			sbx__v1__status_response__labels_entry__init) < 0)
 		return -1;
 
-	pthread_mutex_lock(&r->mu);
-	s->state = r->state;
+	run_lock(r);
+	s->state = run_state_public(r);
 	int rc = all_exec_status(r, &s->execs, &s->n_execs);
 	size_t n = r->n_alerts + (r->alerts_dropped ? 1 : 0);
 
@@ -137,13 +139,13 @@ static int fill_status(struct sbx_run *r, Sbx__V1__StatusResponse *s)
 		else
 			s->n_alerts++;
 	}
-	pthread_mutex_unlock(&r->mu);
+	run_unlock(r);
 	return rc;
 }
 
 SBX_HANDLER(status, Sbx__V1__StatusRequest, Sbx__V1__StatusResponse)
 {
-	struct sbx_run *r = run_lookup(who, req->run_id, st);
+	struct sbx_run *r = run_lookup(runs, who, req->run_id, st);
 	Sbx__V1__StatusResponse *s;
 	int rc;
 
@@ -173,10 +175,10 @@ static Sbx__V1__RunSummary *summary_new(struct sbx_run *r)
 		return NULL;
 	sbx__v1__run_summary__init(s);
 	s->created_unix_ms = r->created_ms;
-	pthread_mutex_lock(&r->mu);
-	s->state = r->state;
+	run_lock(r);
+	s->state = run_state_public(r);
 	s->execs = (uint32_t)r->n_execs;
-	pthread_mutex_unlock(&r->mu);
+	run_unlock(r);
 	if (!(s->run_id = xstrdup(r->id)) || !(s->policy_digest = xstrdup(r->policy_digest)) ||
 	    COPY_LABELS(r, s, Sbx__V1__RunSummary__LabelsEntry,
 			sbx__v1__run_summary__labels_entry__init) < 0) {
@@ -190,7 +192,7 @@ SBX_HANDLER(list_runs, Sbx__V1__ListRunsRequest, Sbx__V1__ListRunsResponse)
 {
 	Sbx__V1__ListRunsResponse *l = malloc(sizeof(*l));
 	struct sbx_run **v = NULL;
-	size_t n = runs_of(who, &v);
+	size_t n = runs_of(runs, who, &v);
 	int rc = l ? 0 : -1;
 
 	if (l) {
@@ -213,5 +215,28 @@ SBX_HANDLER(list_runs, Sbx__V1__ListRunsRequest, Sbx__V1__ListRunsResponse)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	}
 	*resp = l;
+	return 0;
+}
+
+SBX_HANDLER(health, Sbx__V1__HealthRequest, Sbx__V1__HealthResponse)
+{
+	Sbx__V1__HealthResponse *h = malloc(sizeof(*h));
+
+	if (!h)
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
+	sbx__v1__health_response__init(h);
+	h->version = xstrdup(SBX_VERSION);
+	h->cgroup = xstrdup(runs->host.cgroup);
+	h->identity = xstrdup(who->name);
+	h->runs_active = runs_listed(runs);
+	h->runs_max = runs->cfg.runs_max;
+	h->runs_max_per_identity = runs->cfg.runs_max_per_identity;
+	h->userns = runs->host.userns;
+	h->seccomp = runs->host.seccomp;
+	if (!h->version || !h->cgroup || !h->identity) {
+		sbx__v1__health_response__free_unpacked(h, NULL);
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
+	}
+	*resp = h;
 	return 0;
 }

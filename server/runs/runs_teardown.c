@@ -16,8 +16,18 @@
 
 #include <jansson.h>
 
-#include "runs_ctl.h"
-#include "runs_internal.h"
+#include "clock.h"
+#include "helper_client.h"
+#include "run_exec.h"
+#include "runs_artifacts.h"
+#include "runs_manager.h"
+#include "runs_monitor.h"
+#include "runs_output.h"
+#include "runs_proc.h"
+#include "runs_registry.h"
+#include "runs_status.h"
+#include "runs_teardown.h"
+#include "runs_util.h"
 #include "util.h"
 
 /* The helper and its sandbox are gone when this returns, or as gone as a
@@ -26,32 +36,51 @@ static void stop_helper(struct sbx_run *r)
 {
 	bool reaped, killed;
 
-	pthread_mutex_lock(&r->mu);
+	run_lock(r);
 	if (r->ctl >= 0)
 		close(r->ctl);
 	r->ctl = -1;
 	reaped = r->reaped;
-	pthread_mutex_unlock(&r->mu);
+	run_unlock(r);
 	if (reaped || r->pid <= 0)
 		goto out;
 	if (!proc_reap(r->pid, r->pidfd, RUN_HELPER_EXIT_MS, NULL)) {
 		proc_kill_group(r->pid);
-		pthread_mutex_lock(&r->mu);
+		run_lock(r);
 		r->killed = true;
 		run_alert(r, "sbxd: sbx-helper did not exit within %d s of DestroyRequest; killed",
 			  RUN_HELPER_EXIT_MS / 1000);
-		pthread_mutex_unlock(&r->mu);
+		run_unlock(r);
 		proc_reap(r->pid, r->pidfd, RUN_HELPER_EXIT_MS, NULL);
 	}
 	reaped = true;
 out:
-	pthread_mutex_lock(&r->mu);
+	run_lock(r);
 	r->reaped = reaped;
 	killed = r->killed;
-	pthread_mutex_unlock(&r->mu);
+	run_unlock(r);
 	/* A helper killed by sbxd had no chance to remove its cgroups. */
 	if (killed)
-		runs_cleanup_cgroups();
+		runs_cleanup_cgroups(r->runs);
+}
+
+/* mu held. */
+static bool input_busy(struct sbx_run *r)
+{
+	for (size_t i = 0; i < r->n_inputs; i++)
+		if (r->inputs[i].busy)
+			return true;
+	return false;
+}
+
+static int remove_run_dir(struct sbx_run *r, struct sbx_err *err)
+{
+	const char *dir = r->runs->cfg.runs_dir;
+	_cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0)
+		return sbx_fail_errno(err, "%s", dir);
+	return remove_tree_at(fd, r->id, err);
 }
 
 /* mu held: the record of the run, as the manifest. */
@@ -65,7 +94,7 @@ static Sbx__V1__RunManifest *manifest_new(struct sbx_run *r, Sbx__V1__RunState f
 		return NULL;
 	sbx__v1__run_manifest__init(m);
 	m->created_unix_ms = r->created_ms;
-	m->ended_unix_ms = r->ended_ms ? r->ended_ms : unix_ms();
+	m->ended_unix_ms = r->ended_ms ? r->ended_ms : sbx_unix_ms();
 	m->final_state = final;
 	if (!(m->run_id = xstrdup(r->id)) || !(m->identity = xstrdup(r->identity)) ||
 	    !(m->policy_digest = xstrdup(r->policy_digest)) ||
@@ -114,23 +143,16 @@ int run_teardown(struct sbx_run *r, Sbx__V1__RunManifest **manifest, struct sbx_
 	struct artifact_list al = {0};
 	Sbx__V1__RunState final;
 	struct sbx_err err;
-	int out_fd, rc = 0;
-	_cleanup_close_ int runs = -1;
+	_cleanup_close_ int out_fd = -1;
+	int rc = 0;
 
 	run_ref(r);
-	pthread_mutex_lock(&r->mu);
-	final = r->state;
-	r->stop = true;
-	/* No PutInput starts once stop is set; one already writing finishes
-	 * before the data directory is removed under it. */
-	for (;;) {
-		bool busy = false;
-		for (size_t i = 0; i < r->n_inputs; i++)
-			busy |= r->inputs[i].busy;
-		if (!busy)
-			break;
-		pthread_cond_wait(&r->cv, &r->mu);
-	}
+	run_lock(r);
+	final = run_final_state(r);
+	/* No PutInput starts once the run is claimed; one already writing
+	 * finishes before the data directory is removed under it. */
+	while (input_busy(r))
+		run_wait(r);
 	if (r->ctl >= 0 && ctl_send_destroy(r->ctl, &err) < 0 && err.errnum != EPIPE &&
 	    err.errnum != ECONNRESET)
 		run_alert(r, "sbxd: DestroyRequest: %s", err.msg);
@@ -138,53 +160,52 @@ int run_teardown(struct sbx_run *r, Sbx__V1__RunManifest **manifest, struct sbx_
 	monitor_stop(r);
 	stop_helper(r);
 
-	pthread_mutex_lock(&r->mu);
+	run_lock(r);
 	for (struct run_exec *e = r->execs; e; e = e->next)
 		for (int w = 0; w < 2; w++)
 			if (!e->out[w].closed)
 				stream_close(r, e, w);
 	run_end_execs(r, SBX__V1__EXIT_REASON__TORN_DOWN, "the run was torn down");
-	r->state = SBX__V1__RUN_STATE__TORN;
+	run_state_move(r, RUN_TORN);
 	if (!r->ended_ms)
-		r->ended_ms = unix_ms();
+		r->ended_ms = sbx_unix_ms();
 	if (r->err_pipe >= 0)
 		close(r->err_pipe);
 	r->err_pipe = -1;
 	out_fd = r->out_fd;
 	r->out_fd = -1;
-	pthread_cond_broadcast(&r->cv); /* long polls return now */
+	run_changed(r); /* long polls return now */
 	run_unlock(r);
 
 	/* The artifacts' digests, read through /out's fd before closing it. */
 	if (out_fd >= 0 && artifacts_list(r, out_fd, &al, &err) < 0) {
-		pthread_mutex_lock(&r->mu);
+		run_lock(r);
 		run_alert(r, "sbxd: listing /out at teardown: %s", err.msg);
-		pthread_mutex_unlock(&r->mu);
+		run_unlock(r);
 	}
 	if (out_fd >= 0)
-		close(out_fd);
+		close(sbx_steal_fd(out_fd));
 	if (manifest) {
-		pthread_mutex_lock(&r->mu);
+		run_lock(r);
 		*manifest = manifest_new(r, final, &al);
-		pthread_mutex_unlock(&r->mu);
+		run_unlock(r);
 		if (!*manifest)
 			rc = sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL,
-					    "run %s was torn down, but its manifest could not be "
-					    "built: out of memory",
-					    r->id);
+					  "run %s was torn down, but its manifest could not be "
+					  "built: out of memory",
+					  r->id);
 	}
 	run_audit(r, "teardown",
-		  json_pack("{s:s, s:I, s:i, s:b}", "final_state", run_state_name(final), "execs",
-			    (json_int_t)r->n_execs, "artifacts",
+		  json_pack("{s:s, s:I, s:i, s:b}", "final_state", run_public_state_name(final),
+			    "execs", (json_int_t)r->n_execs, "artifacts",
 			    (int)(manifest && *manifest ? (*manifest)->n_artifacts : al.n),
 			    "killed", r->killed));
 	artifacts_list_free(&al);
 
-	runs = open(runs_cfg.runs_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (runs < 0 || remove_tree_at(runs, r->id, &err) < 0)
+	if (remove_run_dir(r, &err) < 0)
 		run_audit(r, "teardown_error",
 			  json_pack("{s:s, s:s}", "what", "could not remove the run directory",
-				    "error", runs < 0 ? strerror(errno) : err.msg));
+				    "error", err.msg));
 	run_unregister(r);
 	run_unref(r);
 	return rc;
@@ -192,7 +213,7 @@ int run_teardown(struct sbx_run *r, Sbx__V1__RunManifest **manifest, struct sbx_
 
 SBX_HANDLER(teardown, Sbx__V1__TeardownRequest, Sbx__V1__TeardownResponse)
 {
-	struct sbx_run *r = run_lookup(who, req->run_id, st);
+	struct sbx_run *r = run_lookup(runs, who, req->run_id, st);
 	Sbx__V1__RunManifest *m = NULL;
 	Sbx__V1__TeardownResponse *t;
 	int rc;

@@ -1,1 +1,12 @@
 # The run manager (server/runs/).
+add_executable(test_runs_state test_runs_state.c)
+target_link_libraries(test_runs_state PRIVATE sbx_runs sbx_check)
+add_test(NAME unit.runs_state COMMAND test_runs_state)
+
+add_executable(test_runs_registry test_runs_registry.c)
+target_link_libraries(test_runs_registry PRIVATE sbx_runs sbx_check)
+add_test(NAME unit.runs_registry COMMAND test_runs_registry)
+
+add_executable(test_runs_util test_runs_util.c)
+target_link_libraries(test_runs_util PRIVATE sbx_runs sbx_check)
+add_test(NAME unit.runs_util COMMAND test_runs_util)

@@ -1,0 +1,193 @@
+/* One run's record: allocation, references, its lock and condvar, and the
+ * alerts and audit lines it collects (run.h says who guards what). */
+#include "run.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "audit.h"
+#include "clock.h"
+#include "run_exec.h"
+#include "runs_artifacts.h"
+#include "runs_inputs.h"
+
+void cond_init_monotonic(pthread_cond_t *cv)
+{
+	pthread_condattr_t ca;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(cv, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
+struct sbx_run *run_alloc(struct sbx_runs *runs)
+{
+	struct sbx_run *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return NULL;
+	atomic_init(&r->refs, 1);
+	r->runs = runs;
+	r->dir_fd = r->data_fd = r->spill_fd = -1;
+	r->ctl = r->out_fd = r->err_pipe = r->wake = r->pidfd = -1;
+	r->pid = -1;
+	r->exec_tail = &r->execs;
+	r->events_tail = &r->events;
+	run_state_init(r);
+	pthread_mutex_init(&r->mu, NULL);
+	/* CLOCK_MONOTONIC, so a clock step neither cuts a long poll short nor
+	 * stretches it. */
+	cond_init_monotonic(&r->cv);
+	return r;
+}
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+static void run_free(struct sbx_run *r)
+{
+	struct run_exec *e, *next;
+
+	for (e = r->execs; e; e = next) {
+		next = e->next;
+		exec_free(e);
+	}
+	for (size_t i = 0; i < r->n_alerts; i++)
+		free(r->alerts[i]);
+	for (size_t i = 0; i < r->n_labels; i++) {
+		free(r->label_keys[i]);
+		free(r->label_values[i]);
+	}
+	free(r->label_keys);
+	free(r->label_values);
+	for (struct run_event *ev = r->events, *evn; ev; ev = evn) {
+		evn = ev->next;
+		json_decref(ev->fields);
+		free(ev);
+	}
+	inputs_free(r);
+	artifacts_forget(r);
+	sbx_policy_free(r->policy);
+	free(r->dir);
+	free(r->data_path);
+	close_fd(&r->dir_fd);
+	close_fd(&r->data_fd);
+	close_fd(&r->spill_fd);
+	close_fd(&r->ctl);
+	close_fd(&r->out_fd);
+	close_fd(&r->err_pipe);
+	close_fd(&r->wake);
+	close_fd(&r->pidfd);
+	pthread_cond_destroy(&r->cv);
+	pthread_mutex_destroy(&r->mu);
+	free(r);
+}
+
+void run_ref(struct sbx_run *r)
+{
+	atomic_fetch_add(&r->refs, 1);
+}
+
+void run_unref(struct sbx_run *r)
+{
+	if (r && atomic_fetch_sub(&r->refs, 1) == 1)
+		run_free(r);
+}
+
+void run_lock(struct sbx_run *r)
+{
+	pthread_mutex_lock(&r->mu);
+}
+
+void run_unlock(struct sbx_run *r)
+{
+	struct run_event *ev = r->events, *next;
+
+	r->events = NULL;
+	r->events_tail = &r->events;
+	pthread_mutex_unlock(&r->mu);
+	for (; ev; ev = next) {
+		next = ev->next;
+		run_audit(r, ev->event, ev->fields);
+		free(ev);
+	}
+}
+
+void run_wait(struct sbx_run *r)
+{
+	pthread_cond_wait(&r->cv, &r->mu);
+}
+
+bool run_wait_until(struct sbx_run *r, int64_t deadline)
+{
+	int64_t left = deadline - sbx_mono_ms();
+	struct timespec ts;
+
+	if (left <= 0)
+		return false;
+	ts = sbx_mono_after_ms(left);
+	pthread_cond_timedwait(&r->cv, &r->mu, &ts);
+	return true;
+}
+
+void run_changed(struct sbx_run *r)
+{
+	pthread_cond_broadcast(&r->cv);
+}
+
+void run_wake(struct sbx_run *r)
+{
+	uint64_t one = 1;
+
+	if (r->wake >= 0 && write(r->wake, &one, sizeof(one)) < 0) {
+		/* EAGAIN: the counter is full, so a wake-up is pending anyway. */
+	}
+}
+
+void run_alert(struct sbx_run *r, const char *fmt, ...)
+{
+	char buf[RUN_ALERT_BYTES];
+	va_list ap;
+
+	if (r->n_alerts >= RUN_ALERTS_MAX) {
+		r->alerts_dropped++;
+		return;
+	}
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	r->alerts[r->n_alerts] = strdup(buf);
+	if (r->alerts[r->n_alerts])
+		r->n_alerts++;
+	else
+		r->alerts_dropped++;
+}
+
+void run_audit(struct sbx_run *r, const char *event, void *fields)
+{
+	sbx_audit(event, r->id, r->identity, r->policy_digest, fields);
+}
+
+void run_queue_audit(struct sbx_run *r, const char *event, void *fields)
+{
+	struct run_event *ev = malloc(sizeof(*ev));
+
+	if (!ev) {
+		json_decref(fields);
+		return;
+	}
+	*ev = (struct run_event){.event = event, .fields = fields};
+	*r->events_tail = ev;
+	r->events_tail = &ev->next;
+}

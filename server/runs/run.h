@@ -1,0 +1,199 @@
+/* One run: its record, its lock, its references (run.c).
+ *
+ * Who guards what, marked on every field below:
+ *   [reg]   the registry lock (struct sbx_runs, runs_registry.c);
+ *   [mu]    the run's lock: run_lock()/run_unlock(), never a raw mutex call;
+ *   [once]  written by CreateRun while the run is STARTING (nobody else can
+ *           find it yet), constant afterwards: read without a lock;
+ *   [mon]   the run's monitor thread alone (runs_monitor.c), or the Teardown
+ *           that claimed the run once it joined the monitor;
+ *   [owner] CreateRun while STARTING, then the Teardown that claimed it.
+ * While a run is STARTING no other thread can reach it (lookups skip it and
+ * its monitor starts last), so CreateRun also writes [mu] fields (alerts,
+ * ctl, out_fd) without the lock.
+ *
+ * The rules: the registry lock may be taken before a run's lock, never
+ * after it. A run's lock is never held across a blocking call: long polls
+ * wait on the run's condvar (run_wait, run_wait_until), which releases it;
+ * audit lines are queued under it and written by run_unlock after it is
+ * released. The run's state is run_state.c's (run_state.h).
+ *
+ * Lifetime: a run is reference-counted; the registry holds one reference
+ * and every handler working on the run another, so a Teardown never frees
+ * what a concurrent Wait still looks at. */
+#ifndef SBX_RUN_H
+#define SBX_RUN_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "policy.h"
+#include "run_state.h"
+#include "service.h"
+
+#define RUN_ID_BUF	      24    /* "run-" + 16 hex + NUL */
+#define RUN_EXECS_RUNNING_MAX 64    /* at once, as sbx-helper's pid 1 allows */
+#define RUN_EXECS_MAX	      10000 /* over a run's life: bounds its records */
+#define RUN_EXEC_ARGV_RECORD  8192  /* argv bytes kept per exec for Status */
+#define RUN_ALERTS_MAX	      100
+#define RUN_ALERT_BYTES	      1024
+#define RUN_LONGPOLL_MAX_MS   60000
+#define RUN_CHUNK_MAX	      (1u << 20) /* PutInput, ReadOutput, FetchArtifact */
+#define RUN_READY_TIMEOUT_MS  15000	 /* helper start-up */
+#define RUN_GRACE_MS	      2000	 /* past a deadline before sbxd steps in */
+#define RUN_OUTPUT_GRACE_MS   1000	 /* pipes still open after an exec ended */
+#define RUN_HELPER_EXIT_MS    5000	 /* after DestroyRequest, then SIGKILL */
+#define RUN_ARTIFACTS_MAX     100000
+#define RUN_PATH_MAX	      1024 /* input and artifact paths */
+
+enum { RUN_STDOUT, RUN_STDERR };
+
+struct sbx_runs;
+struct run_hash_cache;
+struct run_fetch;
+
+/* One output stream of one exec: kept bytes spill to a file in the run's
+ * directory, so sbxd's memory does not grow with output (at most
+ * output_kb KiB per stream are kept, the rest only counted). */
+struct run_stream {
+	int pipe;	/* [mon] read end; -1 once closed */
+	int file;	/* [mon] spill file being written; -1 */
+	uint64_t kept;	/* [mu] bytes in the spill file, readable below this;
+			 * written by the monitor alone, which reads it without mu */
+	uint64_t total; /* [mu] bytes the command wrote */
+	bool truncated; /* [mu] */
+	bool closed;	/* [mu] no byte will come any more */
+};
+
+struct run_exec {
+	struct run_exec *next; /* [mu] */
+	/* Set by Exec before the exec is on the run's list, then constant. */
+	uint64_t num; /* "exec-<num>"; also the helper protocol's exec id */
+	char **argv;  /* the record (at most RUN_EXEC_ARGV_RECORD bytes) */
+	size_t argc;
+	int64_t started_ms; /* unix */
+	int64_t deadline;   /* monotonic: when sbxd ends it if the helper did not */
+	/* [mu] from here */
+	bool ended;	  /* the helper (or sbxd's watchdog) says it ended */
+	bool done;	  /* ended, and both streams closed: Wait returns */
+	int64_t ended_at; /* monotonic, for RUN_OUTPUT_GRACE_MS */
+	int64_t ended_ms; /* unix */
+	Sbx__V1__ExitReason reason;
+	int32_t exit_code;
+	int32_t signal;
+	uint64_t cpu_ms;
+	uint64_t peak_memory_bytes;
+	char *message;
+	struct run_stream out[2];
+};
+
+struct run_input {
+	char *path; /* [once] */
+	uint64_t size;
+	char sha256[65];
+	/* [mu] from here */
+	uint64_t received;
+	bool complete;
+	bool busy; /* a PutInput is writing it (outside the lock) */
+	void *md;  /* EVP_MD_CTX of the bytes so far */
+};
+
+/* An audit line to write once the run's lock is released. */
+struct run_event {
+	struct run_event *next;
+	const char *event;
+	void *fields; /* json_t * */
+};
+
+struct sbx_run {
+	struct sbx_run *next; /* [reg] registry list */
+	atomic_int refs;
+	struct sbx_runs *runs; /* [once] the manager it belongs to */
+
+	/* [once] */
+	char id[RUN_ID_BUF];
+	char identity[sizeof(((struct sbx_identity *)0)->name)];
+	SbxPolicy *policy;
+	char policy_digest[72]; /* "sha256:<hex>" */
+	const char *image_digest;
+	size_t n_labels;
+	char **label_keys;
+	char **label_values;
+	struct run_input *inputs;
+	size_t n_inputs;
+	char *dir; /* state_dir/runs/<id> */
+	int dir_fd;
+	char *data_path; /* what the helper mounts as /data */
+	int data_fd;	 /* where PutInput writes; -1 with a caller's input_dir */
+	bool caller_data;
+	int spill_fd;		 /* dir/output: the execs' kept output */
+	int64_t created_ms;	 /* unix */
+	int64_t deadline_ms;	 /* unix: run_seconds after the sandbox was ready */
+	int64_t deadline;	 /* the same, monotonic */
+	int64_t earliest_expiry; /* monotonic: the helper's own deadline is later */
+	uint64_t output_cap;	 /* bytes kept per stream */
+	pid_t pid;		 /* sbx-helper, leader of its own process group */
+	int pidfd;		 /* -1 without pidfd_open: the monitor polls */
+	int wake;		 /* eventfd: tells the monitor the exec list changed */
+
+	/* [owner] */
+	pthread_t monitor;
+	bool monitor_started;
+
+	pthread_mutex_t mu;
+	pthread_cond_t cv; /* broadcast on every change a handler may wait for */
+	/* [mu] from here */
+	enum run_state state;	     /* run_state.c alone assigns it */
+	enum run_state claimed_from; /* run_state.c: the state a Teardown found */
+	int ctl;		     /* -1 once the helper's pid 1 is gone; written by
+				      * [mon] under mu, which reads it without mu */
+	int out_fd;		     /* /out from Ready: artifacts stay readable until teardown */
+	int err_pipe;		     /* [mon] under mu */
+	bool reaped;		     /* the helper was waited for: its pid may be reused */
+	bool killed;	  /* sbxd SIGKILLed the helper's group: its cgroups need cleanup */
+	int64_t ended_ms; /* unix, when the sandbox ended */
+	struct run_exec *execs;
+	struct run_exec **exec_tail;
+	uint64_t n_execs;
+	unsigned running;
+	char *alerts[RUN_ALERTS_MAX];
+	size_t n_alerts;
+	uint64_t alerts_dropped;
+	struct run_hash_cache *hashes;
+	struct run_fetch *fetches;
+	struct run_event *events; /* queued audit lines */
+	struct run_event **events_tail;
+};
+
+/* A condvar whose timed waits run on CLOCK_MONOTONIC (sbx_mono_after_ms). */
+void cond_init_monotonic(pthread_cond_t *cv);
+
+/* A STARTING run of `runs` with one reference (the caller's). */
+struct sbx_run *run_alloc(struct sbx_runs *runs);
+void run_ref(struct sbx_run *r);
+void run_unref(struct sbx_run *r); /* frees it with the last reference */
+
+void run_lock(struct sbx_run *r);
+/* Releases the run's lock, then writes the audit lines queued under it, so
+ * the log is never written under a run's lock. */
+void run_unlock(struct sbx_run *r);
+/* mu held: waits on r->cv (releasing mu while waiting). */
+void run_wait(struct sbx_run *r);
+/* mu held: waits on r->cv until the monotonic deadline; false once it passed. */
+bool run_wait_until(struct sbx_run *r, int64_t deadline);
+/* mu held: broadcasts r->cv. */
+void run_changed(struct sbx_run *r);
+/* Tells the run's monitor to look again (the exec list changed, or stop). */
+void run_wake(struct sbx_run *r);
+
+/* mu held. */
+void run_alert(struct sbx_run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Writes an audit line about r now (fields: json_t *, taken); never under mu. */
+void run_audit(struct sbx_run *r, const char *event, void *fields);
+/* mu held: queues one for run_unlock to write. */
+void run_queue_audit(struct sbx_run *r, const char *event, void *fields);
+
+#endif

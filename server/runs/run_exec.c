@@ -1,0 +1,160 @@
+/* An exec's record: what Status keeps of it and how its end is booked. */
+#include "run_exec.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "clock.h"
+
+/* What Status keeps of argv: all of it up to RUN_EXEC_ARGV_RECORD bytes,
+ * then a marker, so a run of many large execs cannot grow sbxd without
+ * bound (the caller has the full argv). */
+static int record_argv(struct run_exec *e, char *const *argv, size_t argc)
+{
+	size_t budget = RUN_EXEC_ARGV_RECORD, n;
+
+	e->argv = calloc(argc + 1, sizeof(char *));
+	if (!e->argv)
+		return -1;
+	for (n = 0; n < argc; n++) {
+		size_t len = strlen(argv[n]);
+
+		if (len > budget)
+			break;
+		if (!(e->argv[n] = strdup(argv[n])))
+			return -1;
+		e->argc = n + 1;
+		budget -= len;
+	}
+	if (n < argc) {
+		if (asprintf(&e->argv[n], "...(%zu more argv entries not recorded)", argc - n) < 0)
+			return -1;
+		e->argc = n + 1;
+	}
+	return 0;
+}
+
+struct run_exec *exec_new(char *const *argv, size_t argc)
+{
+	struct run_exec *e = calloc(1, sizeof(*e));
+
+	if (!e)
+		return NULL;
+	for (int w = 0; w < 2; w++)
+		e->out[w].pipe = e->out[w].file = -1;
+	e->reason = SBX__V1__EXIT_REASON__RUNNING;
+	if (record_argv(e, argv, argc) < 0) {
+		exec_free(e);
+		return NULL;
+	}
+	return e;
+}
+
+void exec_free(struct run_exec *e)
+{
+	if (!e)
+		return;
+	for (size_t i = 0; i < e->argc; i++)
+		free(e->argv[i]);
+	free(e->argv);
+	free(e->message);
+	for (int w = 0; w < 2; w++) {
+		if (e->out[w].pipe >= 0)
+			close(e->out[w].pipe);
+		if (e->out[w].file >= 0)
+			close(e->out[w].file);
+	}
+	free(e);
+}
+
+struct run_exec *run_find_exec(struct sbx_run *r, const char *exec_id)
+{
+	const char *p = exec_id;
+	uint64_t n = 0;
+
+	if (!p || strncmp(p, "exec-", 5) != 0 || p[5] < '1' || p[5] > '9')
+		return NULL;
+	for (p += 5; *p; p++) {
+		if (*p < '0' || *p > '9' || n > (UINT64_MAX - 9) / 10)
+			return NULL;
+		n = n * 10 + (uint64_t)(*p - '0');
+	}
+	return run_exec_by_num(r, n);
+}
+
+struct run_exec *run_exec_by_num(struct sbx_run *r, uint64_t num)
+{
+	for (struct run_exec *e = r->execs; e; e = e->next)
+		if (e->num == num)
+			return e;
+	return NULL;
+}
+
+void exec_update_done(struct run_exec *e)
+{
+	if (!e->done && e->ended && e->out[0].closed && e->out[1].closed)
+		e->done = true;
+}
+
+void exec_mark_ended(struct sbx_run *r, struct run_exec *e)
+{
+	char id[32];
+
+	if (e->ended)
+		return;
+	e->ended = true;
+	e->ended_at = sbx_mono_ms();
+	e->ended_ms = sbx_unix_ms();
+	r->running--;
+	exec_update_done(e);
+	run_changed(r);
+	snprintf(id, sizeof(id), "exec-%llu", (unsigned long long)e->num);
+	run_queue_audit(r, "exec_ended",
+			json_pack("{s:s, s:s, s:i, s:i, s:I, s:I, s:s?}", "exec_id", id, "reason",
+				  exit_reason_name(e->reason), "exit_code", e->exit_code, "signal",
+				  e->signal, "cpu_ms", (json_int_t)e->cpu_ms, "peak_memory_bytes",
+				  (json_int_t)e->peak_memory_bytes, "message", e->message));
+}
+
+void run_end_execs(struct sbx_run *r, Sbx__V1__ExitReason reason, const char *message)
+{
+	for (struct run_exec *e = r->execs; e; e = e->next) {
+		if (e->ended)
+			continue;
+		e->reason = reason;
+		e->signal = SIGKILL;
+		e->exit_code = 128 + SIGKILL;
+		free(e->message);
+		e->message = strdup(message);
+		exec_mark_ended(r, e);
+	}
+}
+
+const char *exit_reason_name(Sbx__V1__ExitReason r)
+{
+	switch (r) {
+	case SBX__V1__EXIT_REASON__RUNNING:
+		return "running";
+	case SBX__V1__EXIT_REASON__EXITED:
+		return "exited";
+	case SBX__V1__EXIT_REASON__SIGNALED:
+		return "signaled";
+	case SBX__V1__EXIT_REASON__TIMEOUT:
+		return "timeout";
+	case SBX__V1__EXIT_REASON__OOM:
+		return "oom";
+	case SBX__V1__EXIT_REASON__RUN_EXPIRED:
+		return "run_expired";
+	case SBX__V1__EXIT_REASON__TORN_DOWN:
+		return "torn_down";
+	case SBX__V1__EXIT_REASON__SETUP_FAILED:
+		return "setup_failed";
+	default:
+		return "unspecified";
+	}
+}

@@ -1,0 +1,24 @@
+/* An exec's record in its run: finding it, ending it, freeing it. The
+ * bookkeeping of an exec's end that the monitor, the watchdog, Teardown
+ * and the output streams share (run_exec.c). */
+#ifndef SBX_RUN_EXEC_H
+#define SBX_RUN_EXEC_H
+
+#include "run.h"
+
+/* A record for argv (at most RUN_EXEC_ARGV_RECORD bytes of it), or NULL. */
+struct run_exec *exec_new(char *const *argv, size_t argc);
+void exec_free(struct run_exec *e);
+/* mu held: the exec named "exec-<n>" in r, or NULL. */
+struct run_exec *run_find_exec(struct sbx_run *r, const char *exec_id);
+/* mu held: the exec with the helper protocol's id num, or NULL. */
+struct run_exec *run_exec_by_num(struct sbx_run *r, uint64_t num);
+/* mu held: the exec ended (reason etc. already set); wakes waiters. */
+void exec_mark_ended(struct sbx_run *r, struct run_exec *e);
+/* mu held: every exec still running ends with `reason`. */
+void run_end_execs(struct sbx_run *r, Sbx__V1__ExitReason reason, const char *message);
+/* mu held: done once it ended and both streams closed. */
+void exec_update_done(struct run_exec *e);
+const char *exit_reason_name(Sbx__V1__ExitReason r);
+
+#endif

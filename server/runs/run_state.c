@@ -1,0 +1,114 @@
+/* The run life cycle: the table of allowed moves and the one function that
+ * makes them (run_state.h draws it). */
+#include "run_state.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "run.h"
+#include "util.h"
+
+#define BIT(s) (1u << (s))
+
+/* allowed[from]: the states a run may move to from `from`. */
+static const unsigned allowed[RUN_STATES] = {
+    [RUN_STARTING] = BIT(RUN_CREATED),
+    [RUN_CREATED] = BIT(RUN_ACTIVE) | BIT(RUN_EXPIRED) | BIT(RUN_FAILED) | BIT(RUN_TEARING),
+    [RUN_ACTIVE] = BIT(RUN_EXPIRED) | BIT(RUN_FAILED) | BIT(RUN_TEARING),
+    [RUN_EXPIRED] = BIT(RUN_TEARING),
+    [RUN_FAILED] = BIT(RUN_TEARING),
+    [RUN_TEARING] = BIT(RUN_TORN),
+    [RUN_TORN] = 0,
+};
+
+bool run_state_allowed(enum run_state from, enum run_state to)
+{
+	return (unsigned)from < RUN_STATES && (unsigned)to < RUN_STATES &&
+	       (allowed[from] & BIT(to)) != 0;
+}
+
+void run_state_init(struct sbx_run *r)
+{
+	r->state = r->claimed_from = RUN_STARTING;
+}
+
+void run_state_move(struct sbx_run *r, enum run_state to)
+{
+	if (!run_state_allowed(r->state, to)) {
+		/* A move outside the life cycle is a bug in sbxd: going on would
+		 * act on a run in a state nobody designed for. */
+		fprintf(stderr, "sbxd: run %s: no move from %s to %s in the run life cycle\n",
+			r->id, run_state_name(r->state), run_state_name(to));
+		abort();
+	}
+	if (to == RUN_TEARING)
+		r->claimed_from = r->state;
+	r->state = to;
+}
+
+const char *run_state_name(enum run_state s)
+{
+	static const char *const names[RUN_STATES] = {
+	    [RUN_STARTING] = "starting", [RUN_CREATED] = "created", [RUN_ACTIVE] = "active",
+	    [RUN_EXPIRED] = "expired",	 [RUN_FAILED] = "failed",   [RUN_TEARING] = "tearing",
+	    [RUN_TORN] = "torn",
+	};
+
+	return (unsigned)s < RUN_STATES ? names[s] : "unspecified";
+}
+
+static Sbx__V1__RunState public_of(enum run_state s)
+{
+	switch (s) {
+	case RUN_STARTING:
+	case RUN_CREATED:
+		return SBX__V1__RUN_STATE__CREATED;
+	case RUN_ACTIVE:
+		return SBX__V1__RUN_STATE__ACTIVE;
+	case RUN_EXPIRED:
+		return SBX__V1__RUN_STATE__EXPIRED;
+	case RUN_FAILED:
+		return SBX__V1__RUN_STATE__FAILED;
+	case RUN_TORN:
+		return SBX__V1__RUN_STATE__TORN;
+	default:
+		return SBX__V1__RUN_STATE__RUN_STATE_UNSPECIFIED;
+	}
+}
+
+const char *run_public_state_name(Sbx__V1__RunState s)
+{
+	static const char *const names[] = {
+	    [SBX__V1__RUN_STATE__CREATED] = "created", [SBX__V1__RUN_STATE__ACTIVE] = "active",
+	    [SBX__V1__RUN_STATE__EXPIRED] = "expired", [SBX__V1__RUN_STATE__TORN] = "torn",
+	    [SBX__V1__RUN_STATE__FAILED] = "failed",
+	};
+
+	return (unsigned)s < SBX_ARRAY_SIZE(names) && names[s] ? names[s] : "unspecified";
+}
+
+Sbx__V1__RunState run_state_public(const struct sbx_run *r)
+{
+	return public_of(r->state == RUN_TEARING ? r->claimed_from : r->state);
+}
+
+Sbx__V1__RunState run_final_state(const struct sbx_run *r)
+{
+	return public_of(r->state == RUN_TEARING || r->state == RUN_TORN ? r->claimed_from
+									 : r->state);
+}
+
+bool run_is_listed(const struct sbx_run *r)
+{
+	return r->state >= RUN_CREATED && r->state <= RUN_FAILED;
+}
+
+bool run_is_claimed(const struct sbx_run *r)
+{
+	return r->state == RUN_TEARING || r->state == RUN_TORN;
+}
+
+bool run_sandbox_live(const struct sbx_run *r)
+{
+	return r->state == RUN_CREATED || r->state == RUN_ACTIVE;
+}

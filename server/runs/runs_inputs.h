@@ -1,0 +1,15 @@
+/* The input manifest (runs_inputs.c; PutInput is there too). */
+#ifndef SBX_RUNS_INPUTS_H
+#define SBX_RUNS_INPUTS_H
+
+#include "rpc_status.h"
+#include "run.h"
+
+/* CreateRun: the manifest checked and copied into r. */
+int inputs_from_request(struct sbx_run *r, const Sbx__V1__CreateRunRequest *req,
+			struct sbx_rpc_status *st);
+void inputs_free(struct sbx_run *r);
+/* mu held: NULL when every input is complete, else the first missing path. */
+const char *inputs_missing(struct sbx_run *r);
+
+#endif

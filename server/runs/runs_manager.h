@@ -1,0 +1,69 @@
+/* The run manager's state (struct sbx_runs): its settings, what the host
+ * can enforce, and the registry of runs. sbx_runs_init (runs.c) makes one;
+ * handlers get it through SBX_HANDLER and each run points back to it.
+ *
+ * Who guards what:
+ *   cfg, host, lock_fd: written by sbx_runs_init (runs_startup.c) before
+ *     any handler runs, constant until sbx_runs_shutdown: read without a lock;
+ *   the registry (head ... draining): the registry lock `mu`, which may be
+ *     taken before a run's lock, never after it (runs_registry.c). */
+#ifndef SBX_RUNS_MANAGER_H
+#define SBX_RUNS_MANAGER_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "err.h"
+
+struct sbx_run;
+
+struct runs_settings {
+	char *state_dir;
+	char *runs_dir;
+	char *helper;
+	char *cgroup_root;
+	bool rlimit_fallback;
+	char *input_dirs[SBX_CONFIG_MAX_INPUT_DIRS]; /* realpath'd */
+	size_t n_input_dirs;
+	uint32_t runs_max;
+	uint32_t runs_max_per_identity;
+	char *helper_env[8]; /* NULL-terminated: what sbx-helper runs with */
+};
+
+/* What the host can enforce (`sbx-helper check --json`, asked at start-up). */
+struct runs_host {
+	bool userns;
+	bool seccomp;
+	char cgroup[8]; /* "v2", "v1" or "none" */
+};
+
+struct sbx_runs {
+	struct runs_settings cfg;
+	struct runs_host host;
+	int lock_fd; /* flock on state_dir/sbxd.lock: one sbxd per state directory */
+
+	pthread_mutex_t mu; /* the registry lock */
+	pthread_cond_t cv;  /* creating dropped to 0 (CLOCK_MONOTONIC) */
+	struct sbx_run *head;
+	unsigned count;	   /* every registered run, STARTING or not */
+	unsigned creating; /* registered and still STARTING */
+	bool draining;	   /* CreateRun answers UNAVAILABLE */
+};
+
+/* An empty manager without settings (runs_max 0 takes no runs): what
+ * sbx_runs_init starts from, and what unit tests fill in by hand. */
+struct sbx_runs *runs_new(void);
+/* Frees an empty manager (every run torn down) and its settings. */
+void runs_free(struct sbx_runs *runs);
+
+/* ---- runs_startup.c ---- */
+/* Settings from sbxd's config, the state directory locked and cleaned,
+ * the host asked what it can enforce. */
+int runs_startup(struct sbx_runs *runs, const struct sbx_config *cfg, struct sbx_err *err);
+void runs_settings_free(struct sbx_runs *runs);
+/* `sbx-helper cleanup`, after sbxd had to kill a helper. */
+void runs_cleanup_cgroups(struct sbx_runs *runs);
+
+#endif
