@@ -116,7 +116,6 @@ static void check_interrupt(void)
 		die("interrupted");
 }
 
-
 static void sleep_ms(unsigned ms)
 {
 	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
@@ -154,9 +153,6 @@ static long parse_count(const char *opt, const char *s, long min, long max)
 }
 
 /* ------------------------------------------------------------ children */
-
-
-
 
 /* The last bytes of a file, one line, for error messages. */
 static const char *tail_of(const char *path)
@@ -238,7 +234,8 @@ static double run_cmd(char *const *argv, const char *dir, const char *errfile, i
 	if (errfile)
 		close(err);
 	if (n == (ssize_t)sizeof(e))
-		die("cannot execute %s: %s\n  command: %s", argv[0], strerror(e), bench_argv_str(argv));
+		die("cannot execute %s: %s\n  command: %s", argv[0], strerror(e),
+		    bench_argv_str(argv));
 	return t1 - t0;
 }
 
@@ -252,8 +249,8 @@ static double run_ok(const char *what, char *const *argv, const char *dir)
 	double ms = run_cmd(argv, dir, errfile, &status);
 	if (status != 0) {
 		const char *tail = tail_of(errfile);
-		die("%s failed: %s\n  command: %s%s%s", what, bench_status_str(status), bench_argv_str(argv),
-		    *tail ? "\n  its stderr: " : "", tail);
+		die("%s failed: %s\n  command: %s%s%s", what, bench_status_str(status),
+		    bench_argv_str(argv), *tail ? "\n  its stderr: " : "", tail);
 	}
 	return ms;
 }
@@ -503,7 +500,7 @@ static void start_sbxd(struct server *s, const char *sbxd, const char *helper)
 
 	/* Health over ipc until it answers. */
 	sbx_client *c = open_client(s, false, 1000, -1);
-	struct sbx_call_status st = {0};
+	struct sbx_rpc_status st = {0};
 	for (int waited = 0;; waited += 50) {
 		Sbx__V1__HealthResponse *h = sbx_health(c, &st);
 		int status;
@@ -523,7 +520,7 @@ static void start_sbxd(struct server *s, const char *sbxd, const char *helper)
 		if (waited >= START_TIMEOUT_MS) {
 			sbx_client_close(c);
 			die("sbxd did not answer Health within %d s (%s: %s): %s",
-			    START_TIMEOUT_MS / 1000, sbx_code_name(st.code), st.message,
+			    START_TIMEOUT_MS / 1000, sbx_code_name(st.code), st.err.msg,
 			    tail_of(s->log));
 		}
 		sleep_ms(50);
@@ -638,7 +635,6 @@ static struct result *new_result(const char *transport, const char *key, const c
 	return r;
 }
 
-
 /* Percentile of v[0..n-1], linear between closest ranks. */
 static double pct(const double *samples, size_t n, double p)
 {
@@ -692,7 +688,6 @@ struct host {
 	long cpus;
 	double load[3];
 };
-
 
 static void probe_host(struct host *h)
 {
@@ -835,20 +830,20 @@ struct transport {
 };
 
 static void call_failed(const struct transport *t, const char *call,
-			const struct sbx_call_status *st) __attribute__((noreturn));
+			const struct sbx_rpc_status *st) __attribute__((noreturn));
 
 static void call_failed(const struct transport *t, const char *call,
-			const struct sbx_call_status *st)
+			const struct sbx_rpc_status *st)
 {
 	if (interrupted)
 		die("interrupted (during %s over %s)", call, t->name);
-	die("%s: %s failed: %s: %s", t->name, call, sbx_code_name(st->code), st->message);
+	die("%s: %s failed: %s: %s", t->name, call, sbx_code_name(st->code), st->err.msg);
 }
 
 static char *create_run(const struct transport *t, const char *policy)
 {
 	Sbx__V1__CreateRunRequest req = SBX__V1__CREATE_RUN_REQUEST__INIT;
-	struct sbx_call_status st;
+	struct sbx_rpc_status st;
 
 	req.policy_json = (char *)policy;
 	Sbx__V1__CreateRunResponse *r = sbx_create_run(t->c, &req, &st);
@@ -863,7 +858,7 @@ static char *create_run(const struct transport *t, const char *policy)
 
 static void teardown(const struct transport *t, const char *run_id)
 {
-	struct sbx_call_status st;
+	struct sbx_rpc_status st;
 	Sbx__V1__TeardownResponse *r = sbx_teardown(t->c, run_id, &st);
 
 	if (!r)
@@ -875,7 +870,7 @@ static void teardown(const struct transport *t, const char *run_id)
 static void exec_wait(const struct transport *t, const char *run_id, char **argv, size_t argc)
 {
 	Sbx__V1__ExecRequest req = SBX__V1__EXEC_REQUEST__INIT;
-	struct sbx_call_status st;
+	struct sbx_rpc_status st;
 
 	req.run_id = (char *)run_id;
 	req.argv = argv;
@@ -924,7 +919,7 @@ struct counts {
 static void bench_health(const struct transport *t, long n)
 {
 	struct result *r = new_result(t->name, "health", "Health", U_US, 99, (size_t)n);
-	struct sbx_call_status st;
+	struct sbx_rpc_status st;
 
 	progress("%s: Health x %ld", t->name, n);
 	for (long i = -20; i < n; i++) { /* 20 unmeasured first */
@@ -1009,7 +1004,7 @@ static double fetch_by_chunks(const struct transport *t, const char *run_id, con
 	double in_calls = 0;
 	int fd = open(dest, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	EVP_MD_CTX *md = EVP_MD_CTX_new();
-	struct sbx_call_status st;
+	struct sbx_rpc_status st;
 	uint64_t offset = 0;
 	char got[65];
 
@@ -1070,7 +1065,7 @@ static double fetch_by_chunks(const struct transport *t, const char *run_id, con
 static void fetch_file(const struct transport *t, const char *run_id, const char *dest,
 		       const char *expect)
 {
-	struct sbx_call_status st;
+	struct sbx_rpc_status st;
 
 	if (sbx_fetch_file(t->c, run_id, FETCH_NAME, dest, expect, NULL, NULL, &st) < 0)
 		call_failed(t, "sbx_fetch_file (FetchArtifact)", &st);
@@ -1090,7 +1085,7 @@ static void bench_fetch(const struct transport *t, long k)
 {
 	char d_loop[PATH_MAX], d_file[PATH_MAX];
 	const char *src = cp_src, *d_cp = cp_dst;
-	struct sbx_call_status st;
+	struct sbx_rpc_status st;
 	char expect[65] = "";
 
 	path_in(cp_src, sizeof(cp_src), "local-256m");
@@ -1395,7 +1390,7 @@ int main(int argc, char **argv)
 	    {"tls", open_client(&srv, true, CALL_TIMEOUT_MS, 0)},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(tps); i++) {
-		struct sbx_call_status st;
+		struct sbx_rpc_status st;
 		Sbx__V1__HealthResponse *h = sbx_health(tps[i].c, &st);
 
 		if (!h)

@@ -69,7 +69,7 @@ static void print_exec(const Sbx__V1__ExecStatus *e)
 int cmd_status(struct cli *cli)
 {
 	_cleanup_(client_closep) sbx_client *c = cli_connect(cli, NULL);
-	struct sbx_call_status st;
+	struct sbx_rpc_status st;
 	char a[32], b[32];
 
 	if (!c)
@@ -102,7 +102,7 @@ int cmd_status(struct cli *cli)
 int cmd_artifacts(struct cli *cli)
 {
 	_cleanup_(client_closep) sbx_client *c = cli_connect(cli, NULL);
-	struct sbx_call_status st;
+	struct sbx_rpc_status st;
 
 	if (!c)
 		return EXIT_FAILURE_RPC;
@@ -136,7 +136,7 @@ int cmd_fetch(struct cli *cli)
 {
 	_cleanup_(client_closep) sbx_client *c = cli_connect(cli, NULL);
 	_cleanup_free_ char *dest = NULL;
-	struct sbx_call_status st;
+	struct sbx_rpc_status st;
 	struct stat sb;
 
 	if (!c)
@@ -168,7 +168,7 @@ int cmd_fetch(struct cli *cli)
 int cmd_teardown(struct cli *cli)
 {
 	_cleanup_(client_closep) sbx_client *c = cli_connect(cli, NULL);
-	struct sbx_call_status st;
+	struct sbx_rpc_status st;
 
 	if (!c)
 		return EXIT_FAILURE_RPC;
@@ -186,7 +186,7 @@ int cmd_teardown(struct cli *cli)
 int cmd_runs(struct cli *cli)
 {
 	_cleanup_(client_closep) sbx_client *c = cli_connect(cli, NULL);
-	struct sbx_call_status st;
+	struct sbx_rpc_status st;
 	char a[32];
 
 	if (!c)
@@ -211,7 +211,7 @@ int cmd_runs(struct cli *cli)
 int cmd_health(struct cli *cli)
 {
 	_cleanup_(client_closep) sbx_client *c = cli_connect(cli, NULL);
-	struct sbx_call_status st;
+	struct sbx_rpc_status st;
 
 	if (!c)
 		return EXIT_FAILURE_RPC;
