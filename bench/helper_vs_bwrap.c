@@ -133,10 +133,6 @@ static long parse_count(const char *opt, const char *s, long min, long max)
 	return v;
 }
 
-
-
-
-
 struct capture {
 	int out, err; /* memfds, or -1 for /dev/null */
 };
@@ -178,7 +174,8 @@ static double run_once(char *const *argv, int devnull, const struct capture *cap
 	ssize_t n = read(ep[0], &e, sizeof(e));
 	close(ep[0]);
 	if (n == (ssize_t)sizeof(e))
-		die("cannot execute %s: %s\n  command: %s", argv[0], strerror(e), bench_argv_str(argv));
+		die("cannot execute %s: %s\n  command: %s", argv[0], strerror(e),
+		    bench_argv_str(argv));
 	return t1 - t0;
 }
 
@@ -348,7 +345,6 @@ static const char *write_default_policy(void)
 	return tmp_policy;
 }
 
-
 struct host {
 	char kernel[3 * 65 + 3];
 	const char *cgroup;
@@ -373,7 +369,6 @@ static void probe_host(struct host *h)
 		h->cgroup = "unknown";
 	}
 }
-
 
 /* Percentile of sorted v[0..n-1], linear between closest ranks. */
 static double pct(const double *v, size_t n, double p)
