@@ -75,6 +75,9 @@ int cli_err_error(Sbx__V1__Code code, const struct sbx_err *err);
 int cli_status_error(const struct sbx_rpc_status *st);
 int cli_print_json(const ProtobufCMessage *m);
 sbx_client *cli_connect(const struct cli *cli, const char *endpoint);
+/* A client closed on scope exit. */
+void cli_client_closep(sbx_client **c);
+#define _cleanup_client_ __attribute__((cleanup(cli_client_closep)))
 void cli_progress(const char *path, uint64_t done, uint64_t total, void *arg);
 int cli_exit_status(const Sbx__V1__ExecStatus *s);
 

@@ -147,7 +147,7 @@ int cmd_create(struct cli *cli)
 {
 	struct sbx_rpc_status st;
 	_cleanup_free_ char *run_id = NULL;
-	sbx_client *c = cli_connect(cli, NULL);
+	_cleanup_client_ sbx_client *c = cli_connect(cli, NULL);
 
 	if (!c)
 		return EXIT_FAILURE_RPC;
@@ -161,14 +161,13 @@ int cmd_create(struct cli *cli)
 	} else {
 		puts(run_id);
 	}
-	sbx_client_close(c);
 	return rc < 0 ? EXIT_FAILURE_RPC : 0;
 }
 
 int cmd_put(struct cli *cli)
 {
 	struct sbx_rpc_status st;
-	sbx_client *c = cli_connect(cli, NULL);
+	_cleanup_client_ sbx_client *c = cli_connect(cli, NULL);
 
 	if (!c)
 		return EXIT_FAILURE_RPC;
@@ -176,7 +175,6 @@ int cmd_put(struct cli *cli)
 	int rc = sbx_put_file(c, cli->run_id, cli->local, cli->remote, cli_progress, NULL, &st);
 	if (rc < 0)
 		cli_status_error(&st);
-	sbx_client_close(c);
 	return rc < 0 ? EXIT_FAILURE_RPC : 0;
 }
 
@@ -184,7 +182,7 @@ int cmd_exec(struct cli *cli)
 {
 	struct sbx_rpc_status st;
 	int status;
-	sbx_client *c = cli_connect(cli, NULL);
+	_cleanup_client_ sbx_client *c = cli_connect(cli, NULL);
 
 	if (!c)
 		return EXIT_SETUP;
@@ -200,6 +198,5 @@ int cmd_exec(struct cli *cli)
 		cli_status_error(&st);
 		status = EXIT_SETUP;
 	}
-	sbx_client_close(c);
 	return status;
 }

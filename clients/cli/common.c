@@ -68,6 +68,11 @@ sbx_client *cli_connect(const struct cli *cli, const char *endpoint)
 	return c;
 }
 
+void cli_client_closep(sbx_client **c)
+{
+	sbx_client_close(*c);
+}
+
 /* Big transfers show a progress line on a terminal; anything else (a log,
  * a test) only ever sees what the sandboxed command wrote. */
 #define PROGRESS_MIN_BYTES (4u << 20)

@@ -123,15 +123,10 @@ static int make_dir(struct private_sbxd *p, struct sbx_err *err)
 }
 
 /* Polls Health until it answers, sbxd exits, or time runs out. */
-static void client_closep(sbx_client **c)
-{
-	sbx_client_close(*c);
-}
-
 static int wait_ready(struct private_sbxd *p, const char *errlog, struct sbx_err *err)
 {
 	struct sbx_client_opts o = {.endpoint = p->endpoint, .timeout_ms = 2000, .retries = -1};
-	_cleanup_(client_closep) sbx_client *c = sbx_client_open(&o, err);
+	_cleanup_client_ sbx_client *c = sbx_client_open(&o, err);
 	struct sbx_rpc_status st = {0};
 	char tail[600];
 	int status;
