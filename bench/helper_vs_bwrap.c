@@ -340,7 +340,7 @@ int main(int argc, char **argv)
 		policy = write_default_policy();
 	}
 
-	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+	_cleanup_close_ int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (devnull < 0)
 		bench_die_errno("open /dev/null");
 
@@ -419,7 +419,6 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < nw; i++)
 		for (int r = 0; r < RUNNERS; r++)
 			free(w[i].ms[r]);
-	close(devnull);
 	if (fflush(stdout) != 0 || ferror(stdout))
 		bench_die_errno("write output");
 	return 0;

@@ -104,7 +104,7 @@ static void path_in(char *buf, size_t size, const char *name)
 static const char *tail_of(const char *path)
 {
 	static char buf[1200];
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
 	off_t end;
 	ssize_t n;
 
@@ -116,7 +116,6 @@ static const char *tail_of(const char *path)
 		n = pread(fd, buf, sizeof(buf) - 1, from);
 		buf[n > 0 ? n : 0] = '\0';
 	}
-	close(fd);
 	size_t len = strlen(buf);
 	while (len && buf[len - 1] == '\n')
 		buf[--len] = '\0';
@@ -285,12 +284,11 @@ static int free_port(void)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t len = sizeof(a);
-	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	_cleanup_close_ int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
 	if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof(a)) < 0 ||
 	    getsockname(s, (struct sockaddr *)&a, &len) < 0)
 		bench_die_errno("a free TCP port on 127.0.0.1");
-	close(s);
 	return ntohs(a.sin_port);
 }
 
