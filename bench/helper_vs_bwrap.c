@@ -12,27 +12,22 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
-#include <linux/magic.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
-#include <sys/utsname.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "bench_util.h"
+#include "bwrap_baseline.h"
+#include "util.h"
 
-#define PROG	      "sbx-bench-helper"
-#define MAX_ARGS      64
-#define CAPTURE_MAX   4096
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define PROG	    "sbx-bench-helper"
+#define CAPTURE_MAX 4096
 
 #define DEFAULT_POLICY_TEXT                                                                        \
 	"{\"image\":\"host\",\"limits\":{\"script_seconds\":30,\"memory_mb\":512}}"
@@ -49,7 +44,7 @@ static const char *const runner_name[RUNNERS] = {"sbx", "bwrap"};
 struct workload {
 	const char *name;
 	const char *const *cmd; /* NULL-terminated, absolute path first */
-	char *argv[RUNNERS][MAX_ARGS];
+	char *argv[RUNNERS][BENCH_MAX_ARGS];
 	double *ms[RUNNERS]; /* samples, `runs` of each */
 };
 
@@ -74,20 +69,6 @@ static void on_signal(int sig)
 	if (tmp_policy[0])
 		unlink(tmp_policy);
 	_exit(128 + sig);
-}
-
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, PROG ": ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
 }
 
 static void usage(FILE *f)
@@ -119,67 +100,17 @@ static void usage(FILE *f)
 		"Exit status: 0 all runs succeeded; 1 a run failed or bad setup; 2 usage.\n");
 }
 
-static long parse_count(const char *opt, const char *s, long min, long max)
-{
-	char *end;
-
-	errno = 0;
-	long v = strtol(s, &end, 10);
-	if (errno || end == s || *end || v < min || v > max) {
-		fprintf(stderr, PROG ": %s: expected an integer in %ld..%ld, got '%s'\n", opt, min,
-			max, s);
-		exit(2);
-	}
-	return v;
-}
-
-
-
-
-
 struct capture {
 	int out, err; /* memfds, or -1 for /dev/null */
 };
 
-/* Runs argv once; returns its wall time in ms and its wait status. An exec
- * failure in the child is reported here rather than as a status. */
+/* Runs argv once; returns its wall time in ms and its wait status. */
 static double run_once(char *const *argv, int devnull, const struct capture *cap, int *status)
 {
-	int ep[2];
+	int out = cap && cap->out >= 0 ? cap->out : devnull;
+	int err = cap && cap->err >= 0 ? cap->err : devnull;
 
-	if (pipe2(ep, O_CLOEXEC) < 0)
-		die("pipe: %s", strerror(errno));
-	double t0 = bench_now_ms();
-	pid_t pid = fork();
-	if (pid < 0)
-		die("fork: %s", strerror(errno));
-	if (pid == 0) {
-		int out = cap && cap->out >= 0 ? cap->out : devnull;
-		int err = cap && cap->err >= 0 ? cap->err : devnull;
-		int e;
-
-		close(ep[0]);
-		if (dup2(devnull, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) {
-			e = errno;
-		} else {
-			execve(argv[0], argv, child_env);
-			e = errno;
-		}
-		if (write(ep[1], &e, sizeof(e)) != (ssize_t)sizeof(e))
-			_exit(127);
-		_exit(127);
-	}
-	close(ep[1]);
-	while (waitpid(pid, status, 0) < 0)
-		if (errno != EINTR)
-			die("waitpid: %s", strerror(errno));
-	double t1 = bench_now_ms();
-	int e;
-	ssize_t n = read(ep[0], &e, sizeof(e));
-	close(ep[0]);
-	if (n == (ssize_t)sizeof(e))
-		die("cannot execute %s: %s\n  command: %s", argv[0], strerror(e), bench_argv_str(argv));
-	return t1 - t0;
+	return bench_run(argv, child_env, NULL, devnull, out, err, NULL, status);
 }
 
 /* The text captured in memfd `fd` (at most CAPTURE_MAX bytes, the tail). */
@@ -187,7 +118,7 @@ static char *capture_read(int fd)
 {
 	static char bufs[4][CAPTURE_MAX + 1];
 	static unsigned next;
-	char *buf = bufs[next++ % ARRAY_SIZE(bufs)];
+	char *buf = bufs[next++ % SBX_ARRAY_SIZE(bufs)];
 	struct stat st;
 	off_t off = 0;
 
@@ -204,7 +135,7 @@ static char *capture_read(int fd)
 static void capture_reset(const struct capture *cap)
 {
 	if (ftruncate(cap->out, 0) < 0 || ftruncate(cap->err, 0) < 0)
-		die("ftruncate: %s", strerror(errno));
+		bench_die_errno("ftruncate");
 	lseek(cap->out, 0, SEEK_SET);
 	lseek(cap->err, 0, SEEK_SET);
 }
@@ -212,8 +143,8 @@ static void capture_reset(const struct capture *cap)
 static void fail(const char *phase, const struct workload *w, enum runner r, int status,
 		 const struct capture *cap)
 {
-	fprintf(stderr, PROG ": %s: %s via %s failed: %s\n  command: %s\n", phase, w->name,
-		runner_name[r], bench_status_str(status), bench_argv_str(w->argv[r]));
+	bench_note("%s: %s via %s failed: %s\n  command: %s", phase, w->name, runner_name[r],
+		   bench_status_str(status), bench_argv_str(w->argv[r]));
 	if (cap) {
 		const char *err = capture_read(cap->err);
 		if (*err)
@@ -223,108 +154,18 @@ static void fail(const char *phase, const struct workload *w, enum runner r, int
 	exit(1);
 }
 
-static void add_arg(char **argv, size_t *n, const char *a)
-{
-	if (*n + 1 >= MAX_ARGS)
-		die("too many arguments");
-	argv[(*n)++] = (char *)a;
-	argv[*n] = NULL;
-}
-
-/* One top-level entry of the host mirrored the way sbx's host image does:
- * a link is recreated with the same target, a real directory is bound
- * read-only, a missing one is left out. */
-struct toplink {
-	char path[16];
-	char target[PATH_MAX];
-	enum { TOP_ABSENT, TOP_LINK, TOP_DIR } kind;
-};
-
-static struct toplink tops[] = {
-    {.path = "/bin"},	{.path = "/sbin"},  {.path = "/lib"},
-    {.path = "/lib32"}, {.path = "/lib64"}, {.path = "/libx32"},
-};
-
-static void scan_toplinks(void)
-{
-	for (size_t i = 0; i < ARRAY_SIZE(tops); i++) {
-		struct toplink *t = &tops[i];
-		struct stat st;
-		ssize_t n = readlink(t->path, t->target, sizeof(t->target) - 1);
-
-		if (n >= 0) {
-			t->target[n] = '\0';
-			t->kind = TOP_LINK;
-		} else if (stat(t->path, &st) == 0 && S_ISDIR(st.st_mode)) {
-			t->kind = TOP_DIR;
-		} else {
-			t->kind = TOP_ABSENT;
-		}
-	}
-}
-
-static void build_bwrap_argv(char **argv, const char *bwrap, const char *const *cmd)
-{
-	size_t n = 0;
-
-	add_arg(argv, &n, bwrap);
-	add_arg(argv, &n, "--unshare-all");
-	add_arg(argv, &n, "--die-with-parent");
-	add_arg(argv, &n, "--new-session");
-	add_arg(argv, &n, "--ro-bind");
-	add_arg(argv, &n, "/usr");
-	add_arg(argv, &n, "/usr");
-	for (size_t i = 0; i < ARRAY_SIZE(tops); i++) {
-		if (tops[i].kind == TOP_LINK) {
-			add_arg(argv, &n, "--symlink");
-			add_arg(argv, &n, tops[i].target);
-			add_arg(argv, &n, tops[i].path);
-		} else if (tops[i].kind == TOP_DIR) {
-			add_arg(argv, &n, "--ro-bind");
-			add_arg(argv, &n, tops[i].path);
-			add_arg(argv, &n, tops[i].path);
-		}
-	}
-	add_arg(argv, &n, "--proc");
-	add_arg(argv, &n, "/proc");
-	add_arg(argv, &n, "--dev");
-	add_arg(argv, &n, "/dev");
-	add_arg(argv, &n, "--tmpfs");
-	add_arg(argv, &n, "/tmp");
-	for (size_t i = 0; cmd[i]; i++)
-		add_arg(argv, &n, cmd[i]);
-}
-
 static void build_sbx_argv(char **argv, const char *helper, const char *policy,
 			   const char *const *cmd)
 {
 	size_t n = 0;
 
-	add_arg(argv, &n, helper);
-	add_arg(argv, &n, "run");
-	add_arg(argv, &n, "--policy");
-	add_arg(argv, &n, policy);
-	add_arg(argv, &n, "--");
+	bench_add_arg(argv, &n, helper);
+	bench_add_arg(argv, &n, "run");
+	bench_add_arg(argv, &n, "--policy");
+	bench_add_arg(argv, &n, policy);
+	bench_add_arg(argv, &n, "--");
 	for (size_t i = 0; cmd[i]; i++)
-		add_arg(argv, &n, cmd[i]);
-}
-
-static void default_helper(char *buf, size_t size)
-{
-	char self[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-
-	if (n < 0)
-		die("readlink /proc/self/exe: %s; pass --helper PATH", strerror(errno));
-	self[n] = '\0';
-	char *slash = strrchr(self, '/');
-	if (slash)
-		*slash = '\0';
-	if ((size_t)snprintf(buf, size, "%s/../helper/sbx-helper", self) >= size)
-		die("path of this binary too long; pass --helper PATH");
-	char real[PATH_MAX];
-	if (realpath(buf, real) && strlen(real) < size)
-		memcpy(buf, real, strlen(real) + 1);
+		bench_add_arg(argv, &n, cmd[i]);
 }
 
 static const char *write_default_policy(void)
@@ -335,55 +176,16 @@ static const char *write_default_policy(void)
 		dir = "/tmp";
 	if ((size_t)snprintf(tmp_policy, sizeof(tmp_policy), "%s/sbx-bench-policy-XXXXXX.json",
 			     dir) >= sizeof(tmp_policy))
-		die("TMPDIR too long");
+		bench_die("TMPDIR too long");
 	int fd = mkstemps(tmp_policy, 5);
 	if (fd < 0) {
-		int e = errno;
 		tmp_policy[0] = '\0';
-		die("create temporary policy in %s: %s", dir, strerror(e));
+		bench_die_errno("create temporary policy in %s", dir);
 	}
 	size_t len = strlen(DEFAULT_POLICY);
 	if (write(fd, DEFAULT_POLICY, len) != (ssize_t)len || fchmod(fd, 0644) < 0 || close(fd) < 0)
-		die("write %s: %s", tmp_policy, strerror(errno));
+		bench_die_errno("write %s", tmp_policy);
 	return tmp_policy;
-}
-
-
-struct host {
-	char kernel[3 * 65 + 3];
-	const char *cgroup;
-	bool hybrid; /* v1 with a cgroup2 hierarchy at /sys/fs/cgroup/unified */
-};
-
-static void probe_host(struct host *h)
-{
-	struct utsname u;
-
-	if (uname(&u) == 0)
-		snprintf(h->kernel, sizeof(h->kernel), "%s %s %s", u.sysname, u.release, u.machine);
-	else
-		snprintf(h->kernel, sizeof(h->kernel), "unknown");
-	h->hybrid = false;
-	if (bench_fs_is("/sys/fs/cgroup/memory", CGROUP_SUPER_MAGIC)) {
-		h->cgroup = "v1";
-		h->hybrid = bench_fs_is("/sys/fs/cgroup/unified", CGROUP2_SUPER_MAGIC);
-	} else if (bench_fs_is("/sys/fs/cgroup", CGROUP2_SUPER_MAGIC)) {
-		h->cgroup = "v2";
-	} else {
-		h->cgroup = "unknown";
-	}
-}
-
-
-/* Percentile of sorted v[0..n-1], linear between closest ranks. */
-static double pct(const double *v, size_t n, double p)
-{
-	double rank = p / 100.0 * (double)(n - 1);
-	size_t lo = (size_t)rank;
-
-	if (lo + 1 >= n)
-		return v[n - 1];
-	return v[lo] + (rank - (double)lo) * (v[lo + 1] - v[lo]);
 }
 
 struct stats {
@@ -392,15 +194,8 @@ struct stats {
 
 static struct stats summarize(const double *samples, size_t n)
 {
-	double *v = malloc(n * sizeof(*v));
-
-	if (!v)
-		die("out of memory");
-	memcpy(v, samples, n * sizeof(*v));
-	qsort(v, n, sizeof(*v), bench_cmp_double);
-	struct stats s = {pct(v, n, 10), pct(v, n, 50), pct(v, n, 90)};
-	free(v);
-	return s;
+	return (struct stats){bench_pct(samples, n, 10), bench_pct(samples, n, 50),
+			      bench_pct(samples, n, 90)};
 }
 
 static void json_str(const char *s)
@@ -428,7 +223,7 @@ static void json_argv(char *const *argv)
 	putchar(']');
 }
 
-static void print_json(const struct host *h, struct workload *w, size_t nw, size_t runs,
+static void print_json(const struct bench_host *h, struct workload *w, size_t nw, size_t runs,
 		       long warmup)
 {
 	printf("{\"host\":{\"kernel\":");
@@ -457,7 +252,7 @@ static void print_json(const struct host *h, struct workload *w, size_t nw, size
 	printf("]}\n");
 }
 
-static void print_table(const struct host *h, struct workload *w, size_t nw, size_t runs)
+static void print_table(const struct bench_host *h, struct workload *w, size_t nw, size_t runs)
 {
 	printf("%-9s %5s %8s %6s %6s  %9s %6s %6s  %15s\n", "workload", "runs", "sbx p50", "p10",
 	       "p90", "bwrap p50", "p10", "p90", "ratio sbx/bwrap");
@@ -473,20 +268,15 @@ static void print_table(const struct host *h, struct workload *w, size_t nw, siz
 	       h->hybrid ? " (hybrid: cgroup2 also at /sys/fs/cgroup/unified)" : "");
 }
 
-static void check_exec(const char *what, const char *path, const char *hint)
-{
-	if (access(path, X_OK) < 0)
-		die("%s %s: %s%s", what, path, strerror(errno), hint);
-}
-
 int main(int argc, char **argv)
 {
+	enum { O_HELPER = 256, O_POLICY, O_WARMUP, O_BWRAP, O_JSON };
 	static const struct option opts[] = {
-	    {"helper", required_argument, NULL, 'H'},
-	    {"policy", required_argument, NULL, 'p'},
-	    {"warmup", required_argument, NULL, 'w'},
-	    {"bwrap", required_argument, NULL, 'b'},
-	    {"json", no_argument, NULL, 'j'},
+	    {"helper", required_argument, NULL, O_HELPER},
+	    {"policy", required_argument, NULL, O_POLICY},
+	    {"warmup", required_argument, NULL, O_WARMUP},
+	    {"bwrap", required_argument, NULL, O_BWRAP},
+	    {"json", no_argument, NULL, O_JSON},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -496,24 +286,25 @@ int main(int argc, char **argv)
 	bool json = false;
 	int c;
 
+	bench_prog = PROG;
 	while ((c = getopt_long(argc, argv, "hn:", opts, NULL)) != -1) {
 		switch (c) {
-		case 'H':
+		case O_HELPER:
 			helper = optarg;
 			break;
-		case 'p':
+		case O_POLICY:
 			policy = optarg;
 			break;
 		case 'n':
-			runs = parse_count("-n", optarg, 1, 100000);
+			runs = bench_parse_count("-n", optarg, 1, 100000);
 			break;
-		case 'w':
-			warmup = parse_count("--warmup", optarg, 0, 100000);
+		case O_WARMUP:
+			warmup = bench_parse_count("--warmup", optarg, 0, 100000);
 			break;
-		case 'b':
+		case O_BWRAP:
 			bwrap = optarg;
 			break;
-		case 'j':
+		case O_JSON:
 			json = true;
 			break;
 		case 'h':
@@ -525,58 +316,48 @@ int main(int argc, char **argv)
 		}
 	}
 	if (optind < argc) {
-		fprintf(stderr, PROG ": unexpected argument '%s'\n", argv[optind]);
+		bench_note("unexpected argument '%s'", argv[optind]);
 		usage(stderr);
 		return 2;
 	}
-	if (getuid() == 0 || geteuid() == 0) {
-		fprintf(stderr,
-			PROG ": refusing to run as root (sbx-helper refuses root): "
-			     "run as an unprivileged user, e.g. runuser -u sbx-test -- %s ...\n",
-			argv[0]);
-		return 1;
-	}
+	bench_refuse_root(argv[0], "sbx-helper refuses root");
 
 	if (!helper) {
-		default_helper(helper_buf, sizeof(helper_buf));
+		bench_default_path(helper_buf, sizeof(helper_buf), "../helper/sbx-helper",
+				   "--helper");
 		helper = helper_buf;
 	}
-	check_exec("sbx-helper", helper, "; pass --helper PATH");
-	check_exec("bwrap", bwrap, "; pass --bwrap PATH");
-	check_exec("workload", cmd_true[0], "");
-	check_exec("workload", cmd_python[0], "");
+	bench_check_exec("sbx-helper", helper, " (pass --helper PATH)");
+	bench_check_exec("bwrap", bwrap, " (pass --bwrap PATH)");
+	bench_check_exec("workload", cmd_true[0], "");
+	bench_check_exec("workload", cmd_python[0], "");
 	if (policy) {
 		if (access(policy, R_OK) < 0)
-			die("policy %s: %s", policy, strerror(errno));
+			bench_die_errno("policy %s", policy);
 	} else {
 		atexit(cleanup);
-		struct sigaction sa = {.sa_handler = on_signal};
-		sigemptyset(&sa.sa_mask);
-		sigaction(SIGINT, &sa, NULL);
-		sigaction(SIGTERM, &sa, NULL);
-		sigaction(SIGHUP, &sa, NULL);
+		bench_on_signals(on_signal);
 		policy = write_default_policy();
 	}
 
-	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+	_cleanup_close_ int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (devnull < 0)
-		die("open /dev/null: %s", strerror(errno));
+		bench_die_errno("open /dev/null");
 
-	scan_toplinks();
 	struct workload w[] = {{.name = "true", .cmd = cmd_true},
 			       {.name = "python3", .cmd = cmd_python}};
-	const size_t nw = ARRAY_SIZE(w);
+	const size_t nw = SBX_ARRAY_SIZE(w);
 	for (size_t i = 0; i < nw; i++) {
 		build_sbx_argv(w[i].argv[RUN_SBX], helper, policy, w[i].cmd);
-		build_bwrap_argv(w[i].argv[RUN_BWRAP], bwrap, w[i].cmd);
+		bwrap_baseline_argv(w[i].argv[RUN_BWRAP], bwrap, w[i].cmd);
 		for (int r = 0; r < RUNNERS; r++) {
 			w[i].ms[r] = calloc((size_t)runs, sizeof(double));
 			if (!w[i].ms[r])
-				die("out of memory");
+				bench_die("out of memory");
 		}
 	}
-	fprintf(stderr, PROG ": sbx:   %s\n", bench_argv_str(w[0].argv[RUN_SBX]));
-	fprintf(stderr, PROG ": bwrap: %s\n", bench_argv_str(w[0].argv[RUN_BWRAP]));
+	bench_note("sbx:   %s", bench_argv_str(w[0].argv[RUN_SBX]));
+	bench_note("bwrap: %s", bench_argv_str(w[0].argv[RUN_BWRAP]));
 
 	/* Warm-up: the first iteration keeps the children's output, checks that
 	 * both exit 0 and that both print the same thing; the rest only warm
@@ -584,10 +365,9 @@ int main(int argc, char **argv)
 	struct capture cap = {memfd_create("sbx-bench-out", MFD_CLOEXEC),
 			      memfd_create("sbx-bench-err", MFD_CLOEXEC)};
 	if (cap.out < 0 || cap.err < 0)
-		die("memfd_create: %s", strerror(errno));
+		bench_die_errno("memfd_create");
 	if (warmup > 0)
-		fprintf(stderr, PROG ": warm-up: %ld iteration%s\n", warmup,
-			warmup == 1 ? "" : "s");
+		bench_note("warm-up: %ld iteration%s", warmup, warmup == 1 ? "" : "s");
 	for (long it = 0; it < warmup; it++) {
 		for (size_t i = 0; i < nw; i++) {
 			char out[RUNNERS][CAPTURE_MAX + 1];
@@ -605,9 +385,9 @@ int main(int argc, char **argv)
 						 capture_read(cap.out));
 			}
 			if (it == 0 && strcmp(out[RUN_SBX], out[RUN_BWRAP]) != 0)
-				die("warm-up: %s prints different output via sbx and bwrap\n"
-				    "  sbx:   '%s'\n  bwrap: '%s'",
-				    w[i].name, out[RUN_SBX], out[RUN_BWRAP]);
+				bench_die("warm-up: %s prints different output via sbx and bwrap\n"
+					  "  sbx:   '%s'\n  bwrap: '%s'",
+					  w[i].name, out[RUN_SBX], out[RUN_BWRAP]);
 		}
 	}
 	close(cap.out);
@@ -627,11 +407,11 @@ int main(int argc, char **argv)
 			}
 		}
 		if ((it + 1) % 10 == 0 || it + 1 == runs)
-			fprintf(stderr, PROG ": %ld/%ld iterations\n", it + 1, runs);
+			bench_note("%ld/%ld iterations", it + 1, runs);
 	}
 
-	struct host h;
-	probe_host(&h);
+	struct bench_host h;
+	bench_probe_host(&h);
 	if (json)
 		print_json(&h, w, nw, (size_t)runs, warmup);
 	else
@@ -639,8 +419,7 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < nw; i++)
 		for (int r = 0; r < RUNNERS; r++)
 			free(w[i].ms[r]);
-	close(devnull);
 	if (fflush(stdout) != 0 || ferror(stdout))
-		die("write output: %s", strerror(errno));
+		bench_die_errno("write output");
 	return 0;
 }

@@ -17,17 +17,13 @@
 #define _GNU_SOURCE
 #endif
 
-#include "bench_util.h"
-#include "chunk_malloc.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <getopt.h>
 #include <limits.h>
-#include <linux/magic.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,21 +32,21 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
-#include <sys/utsname.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <arpa/inet.h>
 #include <jansson.h>
 #include <openssl/evp.h>
 
+#include "bench_util.h"
+#include "bwrap_baseline.h"
+#include "chunk_malloc.h"
 #include "sbxclient.h"
+#include "sleep.h"
+#include "util.h"
 
 #define PROG		 "sbx-bench-sbxd"
-#define ARRAY_SIZE(a)	 (sizeof(a) / sizeof((a)[0]))
-#define MAX_ARGS	 64
 #define MIB		 (1024.0 * 1024.0)
 #define FETCH_BYTES	 268435456ULL /* 256 MiB */
 #define FETCH_NAME	 "big"
@@ -75,35 +71,6 @@ static char *const child_env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=
 
 static void cleanup(void);
 
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	fflush(stdout);
-	fprintf(stderr, PROG ": ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	cleanup();
-	exit(1);
-}
-
-static void progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static void progress(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, PROG ": ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
-
 static void on_signal(int sig)
 {
 	(void)sig;
@@ -113,15 +80,7 @@ static void on_signal(int sig)
 static void check_interrupt(void)
 {
 	if (interrupted)
-		die("interrupted");
-}
-
-
-static void sleep_ms(unsigned ms)
-{
-	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
-
-	nanosleep(&ts, NULL);
+		bench_die("interrupted");
 }
 
 static void *xcalloc(size_t n, size_t size)
@@ -129,40 +88,23 @@ static void *xcalloc(size_t n, size_t size)
 	void *p = calloc(n ? n : 1, size);
 
 	if (!p)
-		die("out of memory");
+		bench_die("out of memory");
 	return p;
 }
 
 static void path_in(char *buf, size_t size, const char *name)
 {
 	if ((size_t)snprintf(buf, size, "%s/%s", tmpdir, name) >= size)
-		die("path %s/%s too long", tmpdir, name);
-}
-
-static long parse_count(const char *opt, const char *s, long min, long max)
-{
-	char *end;
-
-	errno = 0;
-	long v = strtol(s, &end, 10);
-	if (errno || end == s || *end || v < min || v > max) {
-		fprintf(stderr, PROG ": %s: expected an integer in %ld..%ld, got '%s'\n", opt, min,
-			max, s);
-		exit(2);
-	}
-	return v;
+		bench_die("path %s/%s too long", tmpdir, name);
 }
 
 /* ------------------------------------------------------------ children */
-
-
-
 
 /* The last bytes of a file, one line, for error messages. */
 static const char *tail_of(const char *path)
 {
 	static char buf[1200];
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
 	off_t end;
 	ssize_t n;
 
@@ -174,72 +116,27 @@ static const char *tail_of(const char *path)
 		n = pread(fd, buf, sizeof(buf) - 1, from);
 		buf[n > 0 ? n : 0] = '\0';
 	}
-	close(fd);
 	size_t len = strlen(buf);
 	while (len && buf[len - 1] == '\n')
 		buf[--len] = '\0';
 	return buf;
 }
 
-static pid_t child_pid = -1; /* a peer or openssl running now */
-
 /* Runs argv (looked up in child_env's PATH) in dir (NULL: here), stdin and
  * stdout on /dev/null, stderr into errfile (NULL: /dev/null). Returns the
  * wall time in ms around fork+exec+waitpid; *status is the wait status. */
 static double run_cmd(char *const *argv, const char *dir, const char *errfile, int *status)
 {
-	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-	int err = errfile ? open(errfile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600) : devnull;
-	int ep[2];
+	_cleanup_close_ int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+	_cleanup_close_ int err =
+	    errfile ? open(errfile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600) : -1;
 
-	if (devnull < 0 || err < 0)
-		die("open %s: %s", errfile ? errfile : "/dev/null", strerror(errno));
-	if (pipe2(ep, O_CLOEXEC) < 0)
-		die("pipe: %s", strerror(errno));
-	fflush(NULL);
-	double t0 = bench_now_ms();
-	pid_t pid = fork();
-	if (pid < 0)
-		die("fork: %s", strerror(errno));
-	if (pid == 0) {
-		int e;
-
-		close(ep[0]);
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0 || dup2(err, 2) < 0 ||
-		    (dir && chdir(dir) < 0)) {
-			e = errno;
-		} else {
-			execvpe(argv[0], argv, child_env);
-			e = errno;
-		}
-		if (write(ep[1], &e, sizeof(e)) != (ssize_t)sizeof(e))
-			_exit(127);
-		_exit(127);
-	}
-	child_pid = pid;
-	close(ep[1]);
-	while (waitpid(pid, status, 0) < 0) {
-		if (errno != EINTR)
-			die("waitpid: %s", strerror(errno));
-		if (interrupted) {
-			kill(pid, SIGKILL);
-			waitpid(pid, status, 0);
-			child_pid = -1;
-			die("interrupted");
-		}
-	}
-	double t1 = bench_now_ms();
-	child_pid = -1;
-	int e;
-	ssize_t n = read(ep[0], &e, sizeof(e));
-	close(ep[0]);
-	close(devnull);
-	if (errfile)
-		close(err);
-	if (n == (ssize_t)sizeof(e))
-		die("cannot execute %s: %s\n  command: %s", argv[0], strerror(e), bench_argv_str(argv));
-	return t1 - t0;
+	if (devnull < 0)
+		bench_die_errno("open /dev/null");
+	if (errfile && err < 0)
+		bench_die_errno("open %s", errfile);
+	return bench_run(argv, child_env, dir, devnull, devnull, errfile ? err : devnull,
+			 &interrupted, status);
 }
 
 /* Runs argv and dies naming it unless it exits 0. */
@@ -252,8 +149,8 @@ static double run_ok(const char *what, char *const *argv, const char *dir)
 	double ms = run_cmd(argv, dir, errfile, &status);
 	if (status != 0) {
 		const char *tail = tail_of(errfile);
-		die("%s failed: %s\n  command: %s%s%s", what, bench_status_str(status), bench_argv_str(argv),
-		    *tail ? "\n  its stderr: " : "", tail);
+		bench_die("%s failed: %s\n  command: %s%s%s", what, bench_status_str(status),
+			  bench_argv_str(argv), *tail ? "\n  its stderr: " : "", tail);
 	}
 	return ms;
 }
@@ -281,14 +178,13 @@ static void stop_sbxd(void)
 		if (p == sbxd_pid || (p < 0 && errno != EINTR))
 			break;
 		if (waited >= STOP_TIMEOUT_MS) {
-			fprintf(stderr,
-				PROG ": sbxd did not stop within %d s of SIGTERM; killing it\n",
-				STOP_TIMEOUT_MS / 1000);
+			bench_note("sbxd did not stop within %d s of SIGTERM; killing it",
+				   STOP_TIMEOUT_MS / 1000);
 			kill(sbxd_pid, SIGKILL);
 			waitpid(sbxd_pid, &status, 0);
 			break;
 		}
-		sleep_ms(20);
+		sbx_sleep_ms(20);
 	}
 	sbxd_pid = -1;
 }
@@ -298,11 +194,6 @@ static void cleanup(void)
 	if (cleaning)
 		return;
 	cleaning = true;
-	if (child_pid > 0) {
-		kill(child_pid, SIGKILL);
-		waitpid(child_pid, NULL, 0);
-		child_pid = -1;
-	}
 	stop_sbxd();
 	if (tmpdir[0]) {
 		/* FTW_PHYS: links are removed, never followed. */
@@ -320,13 +211,12 @@ static void make_tmpdir(void)
 	if (!base || !*base || !realpath(base, real) || strlen(real) > 60)
 		snprintf(real, sizeof(real), "/tmp");
 	if ((size_t)snprintf(tmpdir, sizeof(tmpdir), "%s/sbx-bench-XXXXXX", real) >= sizeof(tmpdir))
-		die("TMPDIR too long");
+		bench_die("TMPDIR too long");
 	if (!mkdtemp(tmpdir)) {
-		int e = errno;
 		char copy[PATH_MAX];
 		snprintf(copy, sizeof(copy), "%s", tmpdir);
-		tmpdir[0] = '\0';
-		die("mkdtemp %s: %s", copy, strerror(e));
+		tmpdir[0] = '\0'; /* nothing of ours to remove */
+		bench_die_errno("mkdtemp %s", copy);
 	}
 }
 
@@ -343,7 +233,7 @@ static void make_certs(void)
 		      "-keyout", "ca.key", "-out",  "ca.pem",  NULL};
 
 	run_ok("openssl (CA)", ca, tmpdir);
-	for (size_t i = 0; i < ARRAY_SIZE(leaves); i++) {
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(leaves); i++) {
 		char subj[64], key[32], csr[32], pem[32], ext[32], extpath[PATH_MAX];
 		const char *n = leaves[i].name;
 
@@ -355,7 +245,7 @@ static void make_certs(void)
 		path_in(extpath, sizeof(extpath), ext);
 		FILE *f = fopen(extpath, "we");
 		if (!f || fputs(leaves[i].ext, f) < 0 || fclose(f) != 0)
-			die("write %s: %s", extpath, strerror(errno));
+			bench_die_errno("write %s", extpath);
 		char *req[] = {"openssl", "req",     "-newkey", "rsa:2048", "-nodes", "-subj",
 			       subj,	  "-keyout", key,	"-out",	    csr,      NULL};
 		char *sign[] = {"openssl", "x509",   "-req",	 "-in",	   csr,
@@ -374,7 +264,7 @@ static void random_hex(char *out, size_t bytes)
 	if (bytes > sizeof(buf))
 		bytes = sizeof(buf);
 	if (getrandom(buf, bytes, 0) != (ssize_t)bytes)
-		die("getrandom: %s", strerror(errno));
+		bench_die_errno("getrandom");
 	for (size_t i = 0; i < bytes; i++)
 		snprintf(out + 2 * i, 3, "%02x", buf[i]);
 }
@@ -385,7 +275,7 @@ static void sha256_hex_of(const char *s, char hex[65])
 	unsigned int n = 0;
 
 	if (!EVP_Digest(s, strlen(s), md, &n, EVP_sha256(), NULL) || n != 32)
-		die("sha256 failed");
+		bench_die("sha256 failed");
 	for (unsigned i = 0; i < 32; i++)
 		snprintf(hex + 2 * i, 3, "%02x", md[i]);
 }
@@ -394,12 +284,11 @@ static int free_port(void)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t len = sizeof(a);
-	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	_cleanup_close_ int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
 	if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof(a)) < 0 ||
 	    getsockname(s, (struct sockaddr *)&a, &len) < 0)
-		die("a free TCP port on 127.0.0.1: %s", strerror(errno));
-	close(s);
+		bench_die_errno("a free TCP port on 127.0.0.1");
 	return ntohs(a.sin_port);
 }
 
@@ -425,9 +314,9 @@ static void write_config(struct server *s, const char *helper, const char *path)
 				"log", audit, "tls", "cert", scert, "key", skey, "client_ca", s->ca,
 				"tokens", "name", "bench", "sha256", hash);
 	if (!cfg)
-		die("building the config failed");
+		bench_die("building the config failed");
 	if (json_dump_file(cfg, path, JSON_INDENT(2)) < 0)
-		die("write %s: %s", path, strerror(errno));
+		bench_die_errno("write %s", path);
 	json_decref(cfg);
 }
 
@@ -450,7 +339,7 @@ static sbx_client *open_client(const struct server *s, bool tls, uint32_t timeou
 	}
 	sbx_client *c = sbx_client_open(&o, &err);
 	if (!c)
-		die("libsbxclient for %s: %s", o.endpoint, err.msg);
+		bench_die("libsbxclient for %s: %s", o.endpoint, err.msg);
 	sbx_client_set_interrupt(c, &interrupted);
 	return c;
 }
@@ -459,8 +348,8 @@ static void start_sbxd(struct server *s, const char *sbxd, const char *helper)
 {
 	char config[PATH_MAX];
 
-	progress("temporary directory %s", tmpdir);
-	progress("making certificates with openssl");
+	bench_note("temporary directory %s", tmpdir);
+	bench_note("making certificates with openssl");
 	make_certs();
 	path_in(s->ca, sizeof(s->ca), "ca.pem");
 	path_in(s->cert, sizeof(s->cert), "client.pem");
@@ -469,135 +358,69 @@ static void start_sbxd(struct server *s, const char *sbxd, const char *helper)
 	path_in(config, sizeof(config), "sbxd.json");
 	if ((size_t)snprintf(s->ipc, sizeof(s->ipc), "ipc://%s/sbxd.sock", tmpdir) >=
 	    sizeof(s->ipc))
-		die("socket path too long");
+		bench_die("socket path too long");
 	snprintf(s->tls, sizeof(s->tls), "tls+tcp://127.0.0.1:%d", free_port());
 	random_hex(s->token, 32);
 	write_config(s, helper, config);
 
-	int out = open(s->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	_cleanup_close_ int out = open(s->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	_cleanup_close_ int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (out < 0 || null < 0)
-		die("open %s: %s", s->log, strerror(errno));
-	progress("starting %s --config %s", sbxd, config);
+		bench_die_errno("open %s", s->log);
+	bench_note("starting %s --config %s", sbxd, config);
 	fflush(NULL);
 	pid_t parent = getpid();
 	sbxd_pid = fork();
 	if (sbxd_pid < 0)
-		die("fork: %s", strerror(errno));
+		bench_die_errno("fork");
 	if (sbxd_pid == 0) {
 		/* Its own process group: a ^C reaches us, and we stop it (SIGTERM
 		 * tears its runs down); if we die, it gets SIGTERM anyway. */
 		setpgid(0, 0);
-		prctl(PR_SET_PDEATHSIG, SIGTERM);
-		if (getppid() != parent)
+		if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != parent)
 			_exit(1);
 		if (dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0)
 			_exit(127);
 		char *argv[] = {(char *)sbxd, "--config", config, NULL};
 		execve(sbxd, argv, environ);
-		fprintf(stderr, "exec %s: %s\n", sbxd, strerror(errno));
+		struct sbx_err err;
+		sbx_fail_errno(&err, "exec %s", sbxd);
+		dprintf(STDERR_FILENO, "%s\n", err.msg);
 		_exit(127);
 	}
-	close(out);
-	close(null);
 
 	/* Health over ipc until it answers. */
 	sbx_client *c = open_client(s, false, 1000, -1);
-	struct sbx_call_status st = {0};
+	struct sbx_rpc_status st = {0};
 	for (int waited = 0;; waited += 50) {
 		Sbx__V1__HealthResponse *h = sbx_health(c, &st);
 		int status;
 
 		if (h) {
-			progress("sbxd %s answers (pid %d, identity %s, cgroup %s)", h->version,
-				 (int)sbxd_pid, h->identity, h->cgroup);
+			bench_note("sbxd %s answers (pid %d, identity %s, cgroup %s)", h->version,
+				   (int)sbxd_pid, h->identity, h->cgroup);
 			sbx__v1__health_response__free_unpacked(h, NULL);
 			break;
 		}
 		if (waitpid(sbxd_pid, &status, WNOHANG) == sbxd_pid) {
 			sbxd_pid = -1;
 			sbx_client_close(c);
-			die("sbxd exited (%s): %s", bench_status_str(status), tail_of(s->log));
+			bench_die("sbxd exited (%s): %s", bench_status_str(status),
+				  tail_of(s->log));
 		}
 		check_interrupt();
 		if (waited >= START_TIMEOUT_MS) {
 			sbx_client_close(c);
-			die("sbxd did not answer Health within %d s (%s: %s): %s",
-			    START_TIMEOUT_MS / 1000, sbx_code_name(st.code), st.message,
-			    tail_of(s->log));
+			bench_die("sbxd did not answer Health within %d s (%s: %s): %s",
+				  START_TIMEOUT_MS / 1000, sbx_code_name(st.code), st.err.msg,
+				  tail_of(s->log));
 		}
-		sleep_ms(50);
+		sbx_sleep_ms(50);
 	}
 	sbx_client_close(c);
 }
 
 /* ------------------------------------------------------------ peers */
-
-struct toplink {
-	char path[16];
-	char target[PATH_MAX];
-	enum { TOP_ABSENT, TOP_LINK, TOP_DIR } kind;
-};
-
-static struct toplink tops[] = {
-    {.path = "/bin"},	{.path = "/sbin"},  {.path = "/lib"},
-    {.path = "/lib32"}, {.path = "/lib64"}, {.path = "/libx32"},
-};
-
-static void add_arg(char **argv, size_t *n, const char *a)
-{
-	if (*n + 1 >= MAX_ARGS)
-		die("too many arguments");
-	argv[(*n)++] = (char *)a;
-	argv[*n] = NULL;
-}
-
-/* bwrap with the isolation closest to a sandbox of sbx's host image: the
- * host's top-level links recreated (a real directory bound read-only). */
-static void build_bwrap_argv(char **argv, const char *bwrap)
-{
-	size_t n = 0;
-
-	for (size_t i = 0; i < ARRAY_SIZE(tops); i++) {
-		struct toplink *t = &tops[i];
-		struct stat sb;
-		ssize_t k = readlink(t->path, t->target, sizeof(t->target) - 1);
-
-		if (k >= 0) {
-			t->target[k] = '\0';
-			t->kind = TOP_LINK;
-		} else if (stat(t->path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-			t->kind = TOP_DIR;
-		} else {
-			t->kind = TOP_ABSENT;
-		}
-	}
-	add_arg(argv, &n, bwrap);
-	add_arg(argv, &n, "--unshare-all");
-	add_arg(argv, &n, "--die-with-parent");
-	add_arg(argv, &n, "--new-session");
-	add_arg(argv, &n, "--ro-bind");
-	add_arg(argv, &n, "/usr");
-	add_arg(argv, &n, "/usr");
-	for (size_t i = 0; i < ARRAY_SIZE(tops); i++) {
-		if (tops[i].kind == TOP_LINK) {
-			add_arg(argv, &n, "--symlink");
-			add_arg(argv, &n, tops[i].target);
-			add_arg(argv, &n, tops[i].path);
-		} else if (tops[i].kind == TOP_DIR) {
-			add_arg(argv, &n, "--ro-bind");
-			add_arg(argv, &n, tops[i].path);
-			add_arg(argv, &n, tops[i].path);
-		}
-	}
-	add_arg(argv, &n, "--proc");
-	add_arg(argv, &n, "/proc");
-	add_arg(argv, &n, "--dev");
-	add_arg(argv, &n, "/dev");
-	add_arg(argv, &n, "--tmpfs");
-	add_arg(argv, &n, "/tmp");
-	add_arg(argv, &n, "/bin/true");
-}
 
 /* ------------------------------------------------------------ results */
 
@@ -626,8 +449,8 @@ static size_t n_results;
 static struct result *new_result(const char *transport, const char *key, const char *label,
 				 enum unit unit, double hi, size_t n)
 {
-	if (n_results == ARRAY_SIZE(results))
-		die("too many results");
+	if (n_results == SBX_ARRAY_SIZE(results))
+		bench_die("too many results");
 	struct result *r = &results[n_results++];
 	*r = (struct result){.transport = transport,
 			     .key = key,
@@ -636,22 +459,6 @@ static struct result *new_result(const char *transport, const char *key, const c
 			     .hi = hi,
 			     .v = xcalloc(n, sizeof(double))};
 	return r;
-}
-
-
-/* Percentile of v[0..n-1], linear between closest ranks. */
-static double pct(const double *samples, size_t n, double p)
-{
-	if (!n)
-		return 0;
-	double *v = xcalloc(n, sizeof(*v));
-	memcpy(v, samples, n * sizeof(*v));
-	qsort(v, n, sizeof(*v), bench_cmp_double);
-	double rank = p / 100.0 * (double)(n - 1);
-	size_t lo = (size_t)rank;
-	double x = lo + 1 >= n ? v[n - 1] : v[lo] + (rank - (double)lo) * (v[lo + 1] - v[lo]);
-	free(v);
-	return x;
 }
 
 static double rate(double bytes, double seconds)
@@ -663,7 +470,7 @@ static double ratio(const struct result *r)
 {
 	if (!r->peer || !r->pn || !r->n)
 		return 0;
-	double a = pct(r->v, r->n, 50), b = pct(r->pv, r->pn, 50);
+	double a = bench_pct(r->v, r->n, 50), b = bench_pct(r->pv, r->pn, 50);
 	if (r->unit == U_RATE) /* throughput: peer time / our time */
 		return a > 0 ? b / a : 0;
 	return b > 0 ? a / b : 0;
@@ -685,38 +492,7 @@ static const char *fmt_value(char *buf, size_t size, const struct result *r, dou
 	return buf;
 }
 
-struct host {
-	char kernel[3 * 65 + 3];
-	const char *cgroup;
-	bool hybrid;
-	long cpus;
-	double load[3];
-};
-
-
-static void probe_host(struct host *h)
-{
-	struct utsname u;
-
-	if (uname(&u) == 0)
-		snprintf(h->kernel, sizeof(h->kernel), "%s %s %s", u.sysname, u.release, u.machine);
-	else
-		snprintf(h->kernel, sizeof(h->kernel), "unknown");
-	h->hybrid = false;
-	if (bench_fs_is("/sys/fs/cgroup/memory", CGROUP_SUPER_MAGIC)) {
-		h->cgroup = "v1";
-		h->hybrid = bench_fs_is("/sys/fs/cgroup/unified", CGROUP2_SUPER_MAGIC);
-	} else if (bench_fs_is("/sys/fs/cgroup", CGROUP2_SUPER_MAGIC)) {
-		h->cgroup = "v2";
-	} else {
-		h->cgroup = "unknown";
-	}
-	h->cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	if (getloadavg(h->load, 3) != 3)
-		h->load[0] = h->load[1] = h->load[2] = -1;
-}
-
-static void print_table(const struct host *h, const char *counts)
+static void print_table(const struct bench_host *h, const char *counts)
 {
 	char a[32], b[32], c[48];
 
@@ -725,18 +501,18 @@ static void print_table(const struct host *h, const char *counts)
 	for (size_t i = 0; i < n_results; i++) {
 		const struct result *r = &results[i];
 
-		fmt_value(a, sizeof(a), r, pct(r->v, r->n, 50));
+		fmt_value(a, sizeof(a), r, bench_pct(r->v, r->n, 50));
 		if (r->unit == U_RATE)
 			b[0] = '\0';
 		else
-			fmt_value(b, sizeof(b), r, pct(r->v, r->n, r->hi));
+			fmt_value(b, sizeof(b), r, bench_pct(r->v, r->n, r->hi));
 		if (!r->peer) {
 			printf("%-10s %-25s %-10s %s\n", r->transport, r->label, a, b);
 			continue;
 		}
 		char pv[32];
 		snprintf(c, sizeof(c), "%s %s", r->peer,
-			 fmt_value(pv, sizeof(pv), r, pct(r->pv, r->pn, 50)));
+			 fmt_value(pv, sizeof(pv), r, bench_pct(r->pv, r->pn, 50)));
 		printf("%-10s %-25s %-10s %-10s %-16s %.2f\n", r->transport, r->label, a, b, c,
 		       ratio(r));
 	}
@@ -781,7 +557,7 @@ static json_t *json_argv(char *const *argv)
 	return a;
 }
 
-static void print_json(const struct host *h, json_t *counts)
+static void print_json(const struct bench_host *h, json_t *counts)
 {
 	json_t *out =
 	    json_pack("{s:{s:s, s:s, s:b, s:I, s:[f,f,f]}, s:o, s:[]}", "host", "kernel", h->kernel,
@@ -792,29 +568,30 @@ static void print_json(const struct host *h, json_t *counts)
 	for (size_t i = 0; i < n_results; i++) {
 		const struct result *r = &results[i];
 		static const char *const units[] = {"us", "ms", "s"};
-		json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:I, s:f, s:f, s:f, s:o}", "transport",
-				      r->transport, "measure", r->key, "label", r->label, "unit",
-				      units[r->unit], "n", (json_int_t)r->n, "p50",
-				      pct(r->v, r->n, 50), "p90", pct(r->v, r->n, 90), "p99",
-				      pct(r->v, r->n, 99), "samples", json_samples(r->v, r->n));
+		json_t *o =
+		    json_pack("{s:s, s:s, s:s, s:s, s:I, s:f, s:f, s:f, s:o}", "transport",
+			      r->transport, "measure", r->key, "label", r->label, "unit",
+			      units[r->unit], "n", (json_int_t)r->n, "p50",
+			      bench_pct(r->v, r->n, 50), "p90", bench_pct(r->v, r->n, 90), "p99",
+			      bench_pct(r->v, r->n, 99), "samples", json_samples(r->v, r->n));
 		if (r->unit == U_RATE) {
 			json_object_set_new(o, "bytes", json_integer((json_int_t)r->bytes));
 			json_object_set_new(o, "mib_per_s_p50",
-					    json_real(rate(r->bytes, pct(r->v, r->n, 50))));
+					    json_real(rate(r->bytes, bench_pct(r->v, r->n, 50))));
 			if (r->in_calls)
 				json_object_set_new(o, "seconds_in_calls",
 						    json_samples(r->in_calls, r->n));
 		}
 		if (r->peer) {
-			json_t *p =
-			    json_pack("{s:s, s:o, s:I, s:f, s:f, s:o}", "name", r->peer, "argv",
-				      json_argv(r->peer_argv), "n", (json_int_t)r->pn, "p50",
-				      pct(r->pv, r->pn, 50), "p90", pct(r->pv, r->pn, 90),
-				      "samples", json_samples(r->pv, r->pn));
+			json_t *p = json_pack("{s:s, s:o, s:I, s:f, s:f, s:o}", "name", r->peer,
+					      "argv", json_argv(r->peer_argv), "n",
+					      (json_int_t)r->pn, "p50", bench_pct(r->pv, r->pn, 50),
+					      "p90", bench_pct(r->pv, r->pn, 90), "samples",
+					      json_samples(r->pv, r->pn));
 			if (r->unit == U_RATE)
 				json_object_set_new(
 				    p, "mib_per_s_p50",
-				    json_real(rate(r->bytes, pct(r->pv, r->pn, 50))));
+				    json_real(rate(r->bytes, bench_pct(r->pv, r->pn, 50))));
 			json_object_set_new(o, "peer", p);
 			json_object_set_new(o, "ratio", json_real(ratio(r)));
 			json_object_set_new(o, "target", json_string(r->target));
@@ -822,7 +599,7 @@ static void print_json(const struct host *h, json_t *counts)
 		json_array_append_new(arr, o);
 	}
 	if (json_dumpf(out, stdout, JSON_INDENT(1) | JSON_REAL_PRECISION(6)) < 0)
-		die("writing JSON failed");
+		bench_die("writing JSON failed");
 	putchar('\n');
 	json_decref(out);
 }
@@ -835,20 +612,20 @@ struct transport {
 };
 
 static void call_failed(const struct transport *t, const char *call,
-			const struct sbx_call_status *st) __attribute__((noreturn));
+			const struct sbx_rpc_status *st) __attribute__((noreturn));
 
 static void call_failed(const struct transport *t, const char *call,
-			const struct sbx_call_status *st)
+			const struct sbx_rpc_status *st)
 {
 	if (interrupted)
-		die("interrupted (during %s over %s)", call, t->name);
-	die("%s: %s failed: %s: %s", t->name, call, sbx_code_name(st->code), st->message);
+		bench_die("interrupted (during %s over %s)", call, t->name);
+	bench_die("%s: %s failed: %s: %s", t->name, call, sbx_code_name(st->code), st->err.msg);
 }
 
 static char *create_run(const struct transport *t, const char *policy)
 {
 	Sbx__V1__CreateRunRequest req = SBX__V1__CREATE_RUN_REQUEST__INIT;
-	struct sbx_call_status st;
+	struct sbx_rpc_status st;
 
 	req.policy_json = (char *)policy;
 	Sbx__V1__CreateRunResponse *r = sbx_create_run(t->c, &req, &st);
@@ -857,13 +634,13 @@ static char *create_run(const struct transport *t, const char *policy)
 	char *id = strdup(r->run_id);
 	sbx__v1__create_run_response__free_unpacked(r, NULL);
 	if (!id)
-		die("out of memory");
+		bench_die("out of memory");
 	return id;
 }
 
 static void teardown(const struct transport *t, const char *run_id)
 {
-	struct sbx_call_status st;
+	struct sbx_rpc_status st;
 	Sbx__V1__TeardownResponse *r = sbx_teardown(t->c, run_id, &st);
 
 	if (!r)
@@ -875,7 +652,7 @@ static void teardown(const struct transport *t, const char *run_id)
 static void exec_wait(const struct transport *t, const char *run_id, char **argv, size_t argc)
 {
 	Sbx__V1__ExecRequest req = SBX__V1__EXEC_REQUEST__INIT;
-	struct sbx_call_status st;
+	struct sbx_rpc_status st;
 
 	req.run_id = (char *)run_id;
 	req.argv = argv;
@@ -890,9 +667,10 @@ static void exec_wait(const struct transport *t, const char *run_id, char **argv
 	}
 	const Sbx__V1__ExecStatus *s = w->status;
 	if (s->reason != SBX__V1__EXIT_REASON__EXITED || s->exit_code != 0)
-		die("%s: Exec %s in run %s ended %s (exit code %d, signal %d)%s%s", t->name,
-		    bench_argv_str(argv), run_id, sbx_exit_reason_name(s->reason), s->exit_code,
-		    s->signal, s->message && *s->message ? ": " : "", s->message ? s->message : "");
+		bench_die("%s: Exec %s in run %s ended %s (exit code %d, signal %d)%s%s", t->name,
+			  bench_argv_str(argv), run_id, sbx_exit_reason_name(s->reason),
+			  s->exit_code, s->signal, s->message && *s->message ? ": " : "",
+			  s->message ? s->message : "");
 	sbx__v1__wait_response__free_unpacked(w, NULL);
 	sbx__v1__exec_response__free_unpacked(e, NULL);
 }
@@ -924,9 +702,9 @@ struct counts {
 static void bench_health(const struct transport *t, long n)
 {
 	struct result *r = new_result(t->name, "health", "Health", U_US, 99, (size_t)n);
-	struct sbx_call_status st;
+	struct sbx_rpc_status st;
 
-	progress("%s: Health x %ld", t->name, n);
+	bench_note("%s: Health x %ld", t->name, n);
 	for (long i = -20; i < n; i++) { /* 20 unmeasured first */
 		double t0 = bench_now_ms();
 		Sbx__V1__HealthResponse *h = sbx_health(t->c, &st);
@@ -948,8 +726,8 @@ static void bench_cycle(const struct transport *t, long n, char **bwrap_argv)
 	r->peer_argv = bwrap_argv;
 	r->pv = xcalloc((size_t)n, sizeof(double));
 	r->target = "<= 1.0";
-	progress("%s: CreateRun+Exec(/bin/true)+Wait+Teardown x %ld, alternating with bwrap",
-		 t->name, n);
+	bench_note("%s: CreateRun+Exec(/bin/true)+Wait+Teardown x %ld, alternating with bwrap",
+		   t->name, n);
 	for (int i = 0; i < 2; i++) { /* warm-up */
 		rpc_cycle(t);
 		bwrap_once(bwrap_argv);
@@ -966,7 +744,7 @@ static void bench_cycle(const struct transport *t, long n, char **bwrap_argv)
 			r->v[r->n++] = rpc_cycle(t);
 		}
 		if ((i + 1) % 10 == 0 || i + 1 == n)
-			progress("%s: cycle %ld/%ld", t->name, i + 1, n);
+			bench_note("%s: cycle %ld/%ld", t->name, i + 1, n);
 	}
 }
 
@@ -974,7 +752,7 @@ static void bench_exec(const struct transport *t, long n)
 {
 	struct result *r = new_result(t->name, "exec", "Exec+Wait (live run)", U_MS, 90, (size_t)n);
 
-	progress("%s: Exec(/bin/true)+Wait x %ld in one run", t->name, n);
+	bench_note("%s: Exec(/bin/true)+Wait x %ld in one run", t->name, n);
 	char *id = create_run(t, CYCLE_POLICY);
 	for (long i = -3; i < n; i++) { /* 3 unmeasured first */
 		check_interrupt();
@@ -994,7 +772,7 @@ static void sha256_final_hex(EVP_MD_CTX *md, char hex[65])
 	unsigned int n = 0;
 
 	if (!EVP_DigestFinal_ex(md, out, &n) || n != 32)
-		die("sha256 failed");
+		bench_die("sha256 failed");
 	for (unsigned i = 0; i < 32; i++)
 		snprintf(hex + 2 * i, 3, "%02x", out[i]);
 }
@@ -1009,14 +787,14 @@ static double fetch_by_chunks(const struct transport *t, const char *run_id, con
 	double in_calls = 0;
 	int fd = open(dest, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	EVP_MD_CTX *md = EVP_MD_CTX_new();
-	struct sbx_call_status st;
+	struct sbx_rpc_status st;
 	uint64_t offset = 0;
 	char got[65];
 
 	if (fd < 0)
-		die("create %s: %s", dest, strerror(errno));
+		bench_die_errno("create %s", dest);
 	if (!md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL))
-		die("sha256 failed");
+		bench_die("sha256 failed");
 	for (;;) {
 		Sbx__V1__FetchArtifactRequest req = SBX__V1__FETCH_ARTIFACT_REQUEST__INIT;
 		req.run_id = (char *)run_id;
@@ -1037,18 +815,19 @@ static double fetch_by_chunks(const struct transport *t, const char *run_id, con
 			if (k < 0 && errno == EINTR)
 				continue;
 			if (k < 0)
-				die("write %s: %s", dest, strerror(errno));
+				bench_die_errno("write %s", dest);
 			done += (size_t)k;
 		}
 		if (!EVP_DigestUpdate(md, r->data.data, r->data.len))
-			die("sha256 failed");
+			bench_die("sha256 failed");
 		offset += r->data.len;
 		bool eof = r->eof, empty = r->data.len == 0;
 		if (eof) {
 			sha256_final_hex(md, got);
 			if (offset != FETCH_BYTES || !r->sha256 || strcmp(r->sha256, got) ||
 			    strcmp(expect, got))
-				die("%s: FetchArtifact %s: got %llu bytes with sha256 %s; the "
+				bench_die(
+				    "%s: FetchArtifact %s: got %llu bytes with sha256 %s; the "
 				    "server "
 				    "says %s, ListArtifacts said %s",
 				    t->name, FETCH_NAME, (unsigned long long)offset, got,
@@ -1058,19 +837,19 @@ static double fetch_by_chunks(const struct transport *t, const char *run_id, con
 		if (eof)
 			break;
 		if (empty)
-			die("%s: FetchArtifact %s: no bytes at %llu", t->name, FETCH_NAME,
-			    (unsigned long long)offset);
+			bench_die("%s: FetchArtifact %s: no bytes at %llu", t->name, FETCH_NAME,
+				  (unsigned long long)offset);
 	}
 	EVP_MD_CTX_free(md);
 	if (close(fd) < 0)
-		die("close %s: %s", dest, strerror(errno));
+		bench_die_errno("close %s", dest);
 	return in_calls;
 }
 
 static void fetch_file(const struct transport *t, const char *run_id, const char *dest,
 		       const char *expect)
 {
-	struct sbx_call_status st;
+	struct sbx_rpc_status st;
 
 	if (sbx_fetch_file(t->c, run_id, FETCH_NAME, dest, expect, NULL, NULL, &st) < 0)
 		call_failed(t, "sbx_fetch_file (FetchArtifact)", &st);
@@ -1079,7 +858,7 @@ static void fetch_file(const struct transport *t, const char *run_id, const char
 static void unlink_quiet(const char *path)
 {
 	if (unlink(path) < 0 && errno != ENOENT)
-		die("unlink %s: %s", path, strerror(errno));
+		bench_die_errno("unlink %s", path);
 }
 
 /* cp's command line, kept for --json. */
@@ -1090,7 +869,7 @@ static void bench_fetch(const struct transport *t, long k)
 {
 	char d_loop[PATH_MAX], d_file[PATH_MAX];
 	const char *src = cp_src, *d_cp = cp_dst;
-	struct sbx_call_status st;
+	struct sbx_rpc_status st;
 	char expect[65] = "";
 
 	path_in(cp_src, sizeof(cp_src), "local-256m");
@@ -1098,7 +877,7 @@ static void bench_fetch(const struct transport *t, long k)
 	path_in(d_file, sizeof(d_file), "fetched-file");
 	path_in(cp_dst, sizeof(cp_dst), "copied");
 
-	progress("%s: a run writing 256 MiB to /out/%s", t->name, FETCH_NAME);
+	bench_note("%s: a run writing 256 MiB to /out/%s", t->name, FETCH_NAME);
 	char *id = create_run(t, FETCH_POLICY);
 	char *script[] = {"/bin/sh", "-c", FETCH_SCRIPT, NULL};
 	exec_wait(t, id, script, 3);
@@ -1111,18 +890,18 @@ static void bench_fetch(const struct transport *t, long k)
 			snprintf(expect, sizeof(expect), "%s", l->artifacts[i]->sha256);
 	sbx__v1__list_artifacts_response__free_unpacked(l, NULL);
 	if (!*expect)
-		die("%s: ListArtifacts does not list %s with %llu bytes", t->name, FETCH_NAME,
-		    FETCH_BYTES);
+		bench_die("%s: ListArtifacts does not list %s with %llu bytes", t->name, FETCH_NAME,
+			  FETCH_BYTES);
 
 	/* Warm-up: one fetch; the first one also makes the local file cp
 	 * copies (the same kind of bytes, in the page cache as the artifact
 	 * is in the run's tmpfs). */
 	struct stat sb;
 	if (stat(src, &sb) < 0) {
-		progress("%s: fetching once (warm-up) into %s, the file cp copies", t->name, src);
+		bench_note("%s: fetching once (warm-up) into %s, the file cp copies", t->name, src);
 		fetch_file(t, id, src, expect);
 	} else {
-		progress("%s: fetching once (warm-up)", t->name);
+		bench_note("%s: fetching once (warm-up)", t->name);
 		fetch_by_chunks(t, id, d_loop, expect);
 		unlink_quiet(d_loop);
 	}
@@ -1141,8 +920,8 @@ static void bench_fetch(const struct transport *t, long k)
 	f->pv = r->pv; /* the same cp samples */
 	r->target = f->target = ">= 0.5 over ipc";
 
-	progress("%s: FetchArtifact by chunks, sbx_fetch_file and cp, %ld each, rotating", t->name,
-		 k);
+	bench_note("%s: FetchArtifact by chunks, sbx_fetch_file and cp, %ld each, rotating",
+		   t->name, k);
 	for (long i = 0; i < k; i++) {
 		for (long j = 0; j < 3; j++) {
 			check_interrupt();
@@ -1167,11 +946,11 @@ static void bench_fetch(const struct transport *t, long k)
 				break;
 			}
 		}
-		progress("%s: fetch %ld/%ld: chunks %.0f MiB/s (%.0f%% of it in the calls), "
-			 "sbx_fetch_file %.0f MiB/s, cp %.0f MiB/s",
-			 t->name, i + 1, k, rate(r->bytes, r->v[r->n - 1]),
-			 100 * r->in_calls[r->n - 1] / r->v[r->n - 1],
-			 rate(f->bytes, f->v[f->n - 1]), rate(r->bytes, r->pv[r->pn - 1]));
+		bench_note("%s: fetch %ld/%ld: chunks %.0f MiB/s (%.0f%% of it in the calls), "
+			   "sbx_fetch_file %.0f MiB/s, cp %.0f MiB/s",
+			   t->name, i + 1, k, rate(r->bytes, r->v[r->n - 1]),
+			   100 * r->in_calls[r->n - 1] / r->v[r->n - 1],
+			   rate(f->bytes, f->v[f->n - 1]), rate(r->bytes, r->pv[r->pn - 1]));
 	}
 	f->pn = r->pn;
 
@@ -1219,29 +998,6 @@ static void usage(FILE *f)
 		"stderr) or bad set-up; 2 usage.\n");
 }
 
-static void default_path(char *buf, size_t size, const char *rel, const char *opt)
-{
-	char self[PATH_MAX], real[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-
-	if (n < 0)
-		die("readlink /proc/self/exe: %s; pass %s PATH", strerror(errno), opt);
-	self[n] = '\0';
-	char *slash = strrchr(self, '/');
-	if (slash)
-		*slash = '\0';
-	if ((size_t)snprintf(buf, size, "%s/%s", self, rel) >= size)
-		die("path of this binary too long; pass %s PATH", opt);
-	if (realpath(buf, real) && strlen(real) < size)
-		memcpy(buf, real, strlen(real) + 1);
-}
-
-static void check_exec(const char *what, const char *path, const char *hint)
-{
-	if (access(path, X_OK) < 0)
-		die("%s %s: %s%s", what, path, strerror(errno), hint);
-}
-
 int main(int argc, char **argv)
 {
 	enum {
@@ -1278,6 +1034,8 @@ int main(int argc, char **argv)
 	int c;
 
 	sbx_malloc_reuse_chunks();
+	bench_prog = PROG;
+	atexit(cleanup); /* bench_die's exit stops sbxd and removes tmpdir */
 
 	while ((c = getopt_long(argc, argv, "hn", opts, NULL)) != -1) {
 		switch (c) {
@@ -1303,10 +1061,9 @@ int main(int argc, char **argv)
 			else if (!strcmp(optarg, "fetch"))
 				only = ONLY_FETCH;
 			else {
-				fprintf(stderr,
-					PROG ": --only: expected health, cycle, exec or fetch, "
-					     "got '%s'\n",
-					optarg);
+				bench_note(
+				    "--only: expected health, cycle, exec or fetch, got '%s'",
+				    optarg);
 				return 2;
 			}
 			break;
@@ -1314,16 +1071,16 @@ int main(int argc, char **argv)
 			json = true;
 			break;
 		case O_HEALTH:
-			health_n = parse_count("--health", optarg, 1, 10000000);
+			health_n = bench_parse_count("--health", optarg, 1, 10000000);
 			break;
 		case O_CYCLES:
-			cycles_n = parse_count("--cycles", optarg, 1, 100000);
+			cycles_n = bench_parse_count("--cycles", optarg, 1, 100000);
 			break;
 		case O_EXECS:
-			execs_n = parse_count("--execs", optarg, 1, 1000000);
+			execs_n = bench_parse_count("--execs", optarg, 1, 1000000);
 			break;
 		case O_FETCHES:
-			fetches_n = parse_count("--fetches", optarg, 1, 1000);
+			fetches_n = bench_parse_count("--fetches", optarg, 1, 1000);
 			break;
 		case 'h':
 			usage(stdout);
@@ -1334,17 +1091,11 @@ int main(int argc, char **argv)
 		}
 	}
 	if (optind < argc) {
-		fprintf(stderr, PROG ": unexpected argument '%s'\n", argv[optind]);
+		bench_note("unexpected argument '%s'", argv[optind]);
 		usage(stderr);
 		return 2;
 	}
-	if (getuid() == 0 || geteuid() == 0) {
-		fprintf(stderr,
-			PROG ": refusing to run as root (sbxd and sbx-helper refuse root): run as "
-			     "an unprivileged user, e.g. runuser -u sbx-test -- %s ...\n",
-			argv[0]);
-		return 1;
-	}
+	bench_refuse_root(argv[0], "sbxd and sbx-helper refuse root");
 	if (quick)
 		n = (struct counts){200, 50, 5, 10, 1};
 	if (health_n)
@@ -1357,55 +1108,53 @@ int main(int argc, char **argv)
 		n.fetches = fetches_n;
 
 	if (!sbxd) {
-		default_path(sbxd_buf, sizeof(sbxd_buf), "../server/sbxd", "--sbxd");
+		bench_default_path(sbxd_buf, sizeof(sbxd_buf), "../server/sbxd", "--sbxd");
 		sbxd = sbxd_buf;
 	}
 	if (!helper) {
-		default_path(helper_buf, sizeof(helper_buf), "../helper/sbx-helper", "--helper");
+		bench_default_path(helper_buf, sizeof(helper_buf), "../helper/sbx-helper",
+				   "--helper");
 		helper = helper_buf;
 	}
-	check_exec("sbxd", sbxd, "; pass --sbxd PATH");
-	check_exec("sbx-helper", helper, "; pass --helper PATH");
+	bench_check_exec("sbxd", sbxd, " (pass --sbxd PATH)");
+	bench_check_exec("sbx-helper", helper, " (pass --helper PATH)");
 	if (only & ONLY_CYCLE)
-		check_exec("bwrap", bwrap, "; pass --bwrap PATH");
+		bench_check_exec("bwrap", bwrap, " (pass --bwrap PATH)");
 	/* sbxd's config wants an absolute helper path. */
 	if (!realpath(helper, real))
-		die("%s: %s", helper, strerror(errno));
+		bench_die_errno("%s", helper);
 	snprintf(helper_buf, sizeof(helper_buf), "%s", real);
 	helper = helper_buf;
 
-	struct sigaction sa = {.sa_handler = on_signal};
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
+	bench_on_signals(on_signal);
 	signal(SIGPIPE, SIG_IGN);
 
 	make_tmpdir();
 	struct server srv = {0};
 	start_sbxd(&srv, sbxd, helper);
 
-	char *bwrap_argv[MAX_ARGS];
-	build_bwrap_argv(bwrap_argv, bwrap);
+	static const char *const cmd_true[] = {"/bin/true", NULL};
+	char *bwrap_argv[BENCH_MAX_ARGS];
+	bwrap_baseline_argv(bwrap_argv, bwrap, cmd_true);
 	if (only & ONLY_CYCLE)
-		progress("bwrap: %s", bench_argv_str(bwrap_argv));
+		bench_note("bwrap: %s", bench_argv_str(bwrap_argv));
 
 	struct transport tps[] = {
 	    {"ipc", open_client(&srv, false, CALL_TIMEOUT_MS, 0)},
 	    {"tls", open_client(&srv, true, CALL_TIMEOUT_MS, 0)},
 	};
-	for (size_t i = 0; i < ARRAY_SIZE(tps); i++) {
-		struct sbx_call_status st;
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(tps); i++) {
+		struct sbx_rpc_status st;
 		Sbx__V1__HealthResponse *h = sbx_health(tps[i].c, &st);
 
 		if (!h)
 			call_failed(&tps[i], "Health", &st);
-		progress("%s: %s, identity %s", tps[i].name, sbx_client_endpoint(tps[i].c),
-			 h->identity);
+		bench_note("%s: %s, identity %s", tps[i].name, sbx_client_endpoint(tps[i].c),
+			   h->identity);
 		sbx__v1__health_response__free_unpacked(h, NULL);
 	}
 
-	for (size_t i = 0; i < ARRAY_SIZE(tps); i++) {
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(tps); i++) {
 		const struct transport *t = &tps[i];
 
 		if (only & ONLY_HEALTH)
@@ -1417,12 +1166,12 @@ int main(int argc, char **argv)
 		if (only & ONLY_FETCH)
 			bench_fetch(t, n.fetches);
 	}
-	for (size_t i = 0; i < ARRAY_SIZE(tps); i++)
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(tps); i++)
 		sbx_client_close(tps[i].c);
 
-	struct host h;
-	probe_host(&h);
-	progress("stopping sbxd");
+	struct bench_host h;
+	bench_probe_host(&h);
+	bench_note("stopping sbxd");
 	cleanup();
 
 	char counts[256] = "";

@@ -5,7 +5,7 @@
 
 static ProtobufCMessage *typed(sbx_client *c, const char *name, const ProtobufCMessage *req,
 			       const ProtobufCMessageDescriptor *resp_desc, uint32_t timeout_ms,
-			       struct sbx_call_status *st)
+			       struct sbx_rpc_status *st)
 {
 	struct sbx_call_opts o = {.timeout_ms = timeout_ms};
 	ProtobufCMessage *resp;
@@ -28,7 +28,7 @@ static uint32_t poll_timeout(const sbx_client *c, uint32_t poll_ms)
 	((resp_t *)typed((c), (name), (const ProtobufCMessage *)(req), &(resp_desc), (timeout),    \
 			 (st)))
 
-Sbx__V1__HealthResponse *sbx_health(sbx_client *c, struct sbx_call_status *st)
+Sbx__V1__HealthResponse *sbx_health(sbx_client *c, struct sbx_rpc_status *st)
 {
 	Sbx__V1__HealthRequest req = SBX__V1__HEALTH_REQUEST__INIT;
 
@@ -37,28 +37,28 @@ Sbx__V1__HealthResponse *sbx_health(sbx_client *c, struct sbx_call_status *st)
 }
 
 Sbx__V1__CreateRunResponse *sbx_create_run(sbx_client *c, const Sbx__V1__CreateRunRequest *req,
-					   struct sbx_call_status *st)
+					   struct sbx_rpc_status *st)
 {
 	return CALL(c, "CreateRun", req, Sbx__V1__CreateRunResponse,
 		    sbx__v1__create_run_response__descriptor, 0, st);
 }
 
 Sbx__V1__PutInputResponse *sbx_put_input(sbx_client *c, const Sbx__V1__PutInputRequest *req,
-					 struct sbx_call_status *st)
+					 struct sbx_rpc_status *st)
 {
 	return CALL(c, "PutInput", req, Sbx__V1__PutInputResponse,
 		    sbx__v1__put_input_response__descriptor, 0, st);
 }
 
 Sbx__V1__ExecResponse *sbx_exec(sbx_client *c, const Sbx__V1__ExecRequest *req,
-				struct sbx_call_status *st)
+				struct sbx_rpc_status *st)
 {
 	return CALL(c, "Exec", req, Sbx__V1__ExecResponse, sbx__v1__exec_response__descriptor, 0,
 		    st);
 }
 
 Sbx__V1__WaitResponse *sbx_wait(sbx_client *c, const char *run_id, const char *exec_id,
-				uint32_t timeout_ms, struct sbx_call_status *st)
+				uint32_t timeout_ms, struct sbx_rpc_status *st)
 {
 	Sbx__V1__WaitRequest req = SBX__V1__WAIT_REQUEST__INIT;
 
@@ -70,7 +70,7 @@ Sbx__V1__WaitResponse *sbx_wait(sbx_client *c, const char *run_id, const char *e
 }
 
 Sbx__V1__WaitResponse *sbx_wait_end(sbx_client *c, const char *run_id, const char *exec_id,
-				    struct sbx_call_status *st)
+				    struct sbx_rpc_status *st)
 {
 	for (;;) {
 		Sbx__V1__WaitResponse *r = sbx_wait(c, run_id, exec_id, 30000, st);
@@ -78,7 +78,7 @@ Sbx__V1__WaitResponse *sbx_wait_end(sbx_client *c, const char *run_id, const cha
 			return NULL;
 		if (!r->status) {
 			sbx__v1__wait_response__free_unpacked(r, NULL);
-			sbx_st_fail(st, SBX__V1__CODE__INTERNAL, "Wait answered without a status");
+			sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "Wait answered without a status");
 			return NULL;
 		}
 		if (r->status->reason != SBX__V1__EXIT_REASON__RUNNING)
@@ -88,7 +88,7 @@ Sbx__V1__WaitResponse *sbx_wait_end(sbx_client *c, const char *run_id, const cha
 }
 
 Sbx__V1__ReadOutputResponse *sbx_read_output(sbx_client *c, const Sbx__V1__ReadOutputRequest *req,
-					     struct sbx_call_status *st)
+					     struct sbx_rpc_status *st)
 {
 	return CALL(c, "ReadOutput", req, Sbx__V1__ReadOutputResponse,
 		    sbx__v1__read_output_response__descriptor, poll_timeout(c, req->timeout_ms),
@@ -96,7 +96,7 @@ Sbx__V1__ReadOutputResponse *sbx_read_output(sbx_client *c, const Sbx__V1__ReadO
 }
 
 Sbx__V1__SignalResponse *sbx_signal(sbx_client *c, const char *run_id, const char *exec_id,
-				    int signal, struct sbx_call_status *st)
+				    int signal, struct sbx_rpc_status *st)
 {
 	Sbx__V1__SignalRequest req = SBX__V1__SIGNAL_REQUEST__INIT;
 
@@ -107,7 +107,7 @@ Sbx__V1__SignalResponse *sbx_signal(sbx_client *c, const char *run_id, const cha
 		    sbx__v1__signal_response__descriptor, 0, st);
 }
 
-Sbx__V1__StatusResponse *sbx_status(sbx_client *c, const char *run_id, struct sbx_call_status *st)
+Sbx__V1__StatusResponse *sbx_status(sbx_client *c, const char *run_id, struct sbx_rpc_status *st)
 {
 	Sbx__V1__StatusRequest req = SBX__V1__STATUS_REQUEST__INIT;
 
@@ -117,7 +117,7 @@ Sbx__V1__StatusResponse *sbx_status(sbx_client *c, const char *run_id, struct sb
 }
 
 Sbx__V1__ListArtifactsResponse *sbx_list_artifacts(sbx_client *c, const char *run_id,
-						   struct sbx_call_status *st)
+						   struct sbx_rpc_status *st)
 {
 	Sbx__V1__ListArtifactsRequest req = SBX__V1__LIST_ARTIFACTS_REQUEST__INIT;
 
@@ -128,14 +128,14 @@ Sbx__V1__ListArtifactsResponse *sbx_list_artifacts(sbx_client *c, const char *ru
 
 Sbx__V1__FetchArtifactResponse *sbx_fetch_artifact(sbx_client *c,
 						   const Sbx__V1__FetchArtifactRequest *req,
-						   struct sbx_call_status *st)
+						   struct sbx_rpc_status *st)
 {
 	return CALL(c, "FetchArtifact", req, Sbx__V1__FetchArtifactResponse,
 		    sbx__v1__fetch_artifact_response__descriptor, 0, st);
 }
 
 Sbx__V1__TeardownResponse *sbx_teardown(sbx_client *c, const char *run_id,
-					struct sbx_call_status *st)
+					struct sbx_rpc_status *st)
 {
 	Sbx__V1__TeardownRequest req = SBX__V1__TEARDOWN_REQUEST__INIT;
 
@@ -144,7 +144,7 @@ Sbx__V1__TeardownResponse *sbx_teardown(sbx_client *c, const char *run_id,
 		    sbx__v1__teardown_response__descriptor, 0, st);
 }
 
-Sbx__V1__ListRunsResponse *sbx_list_runs(sbx_client *c, struct sbx_call_status *st)
+Sbx__V1__ListRunsResponse *sbx_list_runs(sbx_client *c, struct sbx_rpc_status *st)
 {
 	Sbx__V1__ListRunsRequest req = SBX__V1__LIST_RUNS_REQUEST__INIT;
 

@@ -14,8 +14,11 @@
 #include <nng/protocol/reqrep0/req.h>
 #include <nng/supplemental/tls/tls.h>
 
-#include "nng_close.h"
 #include "client_internal.h"
+#include "clock.h"
+#include "nng_close.h"
+#include "nng_err.h"
+#include "sleep.h"
 #include "util.h"
 
 /* A server that answers nothing because no connection exists (it died, or
@@ -47,44 +50,6 @@ struct sbx_client {
 
 /* ---- small things ---- */
 
-int sbx_st_fail(struct sbx_call_status *st, Sbx__V1__Code code, const char *fmt, ...)
-{
-	va_list ap;
-
-	st->code = code;
-	va_start(ap, fmt);
-	vsnprintf(st->message, sizeof(st->message), fmt, ap);
-	va_end(ap);
-	return -1;
-}
-
-int sbx_err_prefix_st(struct sbx_call_status *st, const char *fmt, ...)
-{
-	char old[sizeof(st->message)];
-	va_list ap;
-	int n;
-
-	memcpy(old, st->message, sizeof(old));
-	va_start(ap, fmt);
-	n = vsnprintf(st->message, sizeof(st->message), fmt, ap);
-	va_end(ap);
-	/* The outer context first; the cause is cut if both do not fit. */
-	if (n >= 0 && (size_t)n + 2 < sizeof(st->message)) {
-		size_t room = sizeof(st->message) - (size_t)n - 3;
-		size_t len = strnlen(old, room);
-		memcpy(st->message + n, ": ", 2);
-		memcpy(st->message + n + 2, old, len);
-		st->message[(size_t)n + 2 + len] = '\0';
-	}
-	return -1;
-}
-
-void sbx_st_ok(struct sbx_call_status *st)
-{
-	st->code = SBX__V1__CODE__OK;
-	st->message[0] = '\0';
-}
-
 void sbx_hex(const unsigned char *in, size_t n, char *out)
 {
 	static const char digits[] = "0123456789abcdef";
@@ -96,7 +61,7 @@ void sbx_hex(const unsigned char *in, size_t n, char *out)
 	out[2 * n] = '\0';
 }
 
-int sbx_request_id(char out[33])
+int sbx_request_id(char out[33], struct sbx_err *err)
 {
 	unsigned char raw[16];
 	size_t got = 0;
@@ -105,28 +70,14 @@ int sbx_request_id(char out[33])
 		ssize_t n = getrandom(raw + got, sizeof(raw) - got, 0);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n <= 0)
-			return -1;
+		if (n < 0)
+			return sbx_fail_errno(err, "getrandom");
+		if (n == 0)
+			return sbx_fail(err, "getrandom: no bytes");
 		got += (size_t)n;
 	}
 	sbx_hex(raw, sizeof(raw), out);
 	return 0;
-}
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(unsigned ms)
-{
-	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
-
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
 }
 
 static bool interrupted(const sbx_client *c)
@@ -222,12 +173,12 @@ static int tls_setup(sbx_client *c, const struct sbx_client_opts *o, struct sbx_
 		name = host;
 	}
 	if ((rv = nng_tls_config_alloc(&c->tls, NNG_TLS_MODE_CLIENT)) != 0)
-		return sbx_fail(err, "TLS: %s", nng_strerror(rv));
+		return sbx_fail_nng(err, rv, "TLS");
 	if ((rv = nng_tls_config_auth_mode(c->tls, NNG_TLS_AUTH_MODE_REQUIRED)) != 0 ||
 	    (rv = nng_tls_config_server_name(c->tls, name)) != 0)
-		return sbx_fail(err, "TLS: %s", nng_strerror(rv));
+		return sbx_fail_nng(err, rv, "TLS");
 	if ((rv = nng_tls_config_ca_file(c->tls, o->tls_ca)) != 0)
-		return sbx_fail(err, "TLS CA %s: %s", o->tls_ca, nng_strerror(rv));
+		return sbx_fail_nng(err, rv, "TLS CA %s", o->tls_ca);
 	if (o->tls_cert) {
 		_cleanup_free_ char *cert = read_small_file("TLS certificate", o->tls_cert, err);
 		if (!cert)
@@ -239,8 +190,8 @@ static int tls_setup(sbx_client *c, const struct sbx_client_opts *o, struct sbx_
 		/* The key is a secret: do not leave it in freed memory. */
 		explicit_bzero(key, strlen(key));
 		if (rv != 0)
-			return sbx_fail(err, "TLS certificate %s with key %s: %s", o->tls_cert,
-					o->tls_key, nng_strerror(rv));
+			return sbx_fail_nng(err, rv, "TLS certificate %s with key %s", o->tls_cert,
+					    o->tls_key);
 	}
 	return 0;
 }
@@ -265,6 +216,30 @@ static bool known_scheme(const char *url)
 	       !strncmp(url, "tcp://", 6);
 }
 
+void sbx_client_close(sbx_client *c)
+{
+	if (!c)
+		return;
+	/* Closing the socket closes its dialers, pipes and contexts. If nng
+	 * hangs doing it (see nng_close.h), the TLS config stays with it. */
+	bool closed = true;
+	if (nng_socket_id(c->sock) > 0)
+		closed = sbx_nng_close_bounded(c->sock, 5000);
+	if (c->tls && closed)
+		nng_tls_config_free(c->tls);
+	pthread_mutex_destroy(&c->dial_lock);
+	if (c->token)
+		explicit_bzero(c->token, strlen(c->token));
+	free(c->token);
+	free(c->endpoint);
+	free(c);
+}
+
+static void client_closep(sbx_client **c)
+{
+	sbx_client_close(*c);
+}
+
 sbx_client *sbx_client_open(const struct sbx_client_opts *o, struct sbx_err *err)
 {
 	static const struct sbx_client_opts none;
@@ -285,7 +260,7 @@ sbx_client *sbx_client_open(const struct sbx_client_opts *o, struct sbx_err *err
 		sbx_fail(err, "token: must be 1..%d bytes", TOKEN_MAX);
 		return NULL;
 	}
-	sbx_client *c = calloc(1, sizeof(*c));
+	_cleanup_(client_closep) sbx_client *c = calloc(1, sizeof(*c));
 	if (!c) {
 		sbx_fail(err, "out of memory");
 		return NULL;
@@ -298,48 +273,26 @@ sbx_client *sbx_client_open(const struct sbx_client_opts *o, struct sbx_err *err
 	c->token = o->token ? strdup(o->token) : NULL;
 	if (!c->endpoint || (o->token && !c->token)) {
 		sbx_fail(err, "out of memory");
-		goto fail;
+		return NULL;
 	}
 	if (!strncmp(url, "tls+tcp://", 10) && tls_setup(c, o, err) < 0)
-		goto fail;
+		return NULL;
 	if ((rv = nng_req0_open(&c->sock)) != 0) {
-		sbx_fail(err, "nng REQ socket: %s", nng_strerror(rv));
-		goto fail;
+		sbx_fail_nng(err, rv, "nng REQ socket");
+		return NULL;
 	}
 	/* A malformed address is an error now, not at the first call. */
 	if ((rv = nng_dialer_create(&probe, c->sock, url)) != 0) {
-		sbx_fail(err, "endpoint %s: %s", url, nng_strerror(rv));
-		goto fail;
+		sbx_fail_nng(err, rv, "endpoint %s", url);
+		return NULL;
 	}
 	nng_dialer_close(probe);
 	if ((rv = nng_pipe_notify(c->sock, NNG_PIPE_EV_ADD_POST, pipe_event, c)) != 0 ||
 	    (rv = nng_pipe_notify(c->sock, NNG_PIPE_EV_REM_POST, pipe_event, c)) != 0) {
-		sbx_fail(err, "nng: %s", nng_strerror(rv));
-		goto fail;
+		sbx_fail_nng(err, rv, "nng");
+		return NULL;
 	}
-	return c;
-fail:
-	sbx_client_close(c);
-	return NULL;
-}
-
-void sbx_client_close(sbx_client *c)
-{
-	if (!c)
-		return;
-	/* Closing the socket closes its dialers, pipes and contexts. If nng
-	 * hangs doing it (see nng_close.h), the TLS config stays with it. */
-	bool closed = true;
-	if (nng_socket_id(c->sock) > 0)
-		closed = sbx_nng_close_bounded(c->sock, 5000);
-	if (c->tls && closed)
-		nng_tls_config_free(c->tls);
-	pthread_mutex_destroy(&c->dial_lock);
-	if (c->token)
-		explicit_bzero(c->token, strlen(c->token));
-	free(c->token);
-	free(c->endpoint);
-	free(c);
+	return sbx_steal_ptr(c);
 }
 
 /* ---- dialing ---- */
@@ -379,19 +332,21 @@ static void waiter_signal(struct waiter *w)
 /* Waits up to ms for w; true when done. */
 static bool waiter_wait(struct waiter *w, unsigned ms)
 {
-	struct timespec ts;
+	struct timespec end = sbx_mono_after_ms(ms);
 	bool done;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_nsec += (long)(ms % 1000) * 1000000;
-	ts.tv_sec += ms / 1000 + ts.tv_nsec / 1000000000;
-	ts.tv_nsec %= 1000000000;
 	pthread_mutex_lock(&w->lock);
-	while (!w->done && pthread_cond_timedwait(&w->cond, &w->lock, &ts) != ETIMEDOUT)
+	while (!w->done && pthread_cond_timedwait(&w->cond, &w->lock, &end) != ETIMEDOUT)
 		;
 	done = w->done;
 	pthread_mutex_unlock(&w->lock);
 	return done;
+}
+
+static void dialer_closep(nng_dialer *d)
+{
+	if (nng_dialer_id(*d) > 0)
+		nng_dialer_close(*d);
 }
 
 struct dial_job {
@@ -409,93 +364,97 @@ static void *dial_thread(void *arg)
 	return NULL;
 }
 
-static int dial_error(sbx_client *c, int rv, struct sbx_call_status *st)
+static int dial_error(sbx_client *c, int rv, struct sbx_rpc_status *st)
 {
 	switch (rv) {
 	case NNG_EPEERAUTH:
 	case NNG_ECRYPTO:
-		return sbx_st_fail(st, SBX__V1__CODE__UNAVAILABLE,
-				   "TLS handshake with %s failed: %s (check the CA, the client "
-				   "certificate and the server name)",
-				   c->endpoint, nng_strerror(rv));
+		return sbx_rpc_fail_nng(st, SBX__V1__CODE__UNAVAILABLE, rv,
+					"TLS handshake with %s failed (check the CA, the client "
+					"certificate and the server name)",
+					c->endpoint);
 	case NNG_EADDRINVAL:
-		return sbx_st_fail(st, SBX__V1__CODE__INVALID_ARGUMENT, "endpoint %s: %s",
-				   c->endpoint, nng_strerror(rv));
+		return sbx_rpc_fail_nng(st, SBX__V1__CODE__INVALID_ARGUMENT, rv, "endpoint %s",
+					c->endpoint);
 	default:
-		return sbx_st_fail(st, SBX__V1__CODE__UNAVAILABLE, "cannot connect to %s: %s",
-				   c->endpoint, nng_strerror(rv));
+		return sbx_rpc_fail_nng(st, SBX__V1__CODE__UNAVAILABLE, rv, "cannot connect to %s",
+					c->endpoint);
 	}
 }
 
-/* Makes sure a dialer is running. The first connection is made blocking,
- * so that "nobody listens" (ENOENT, ECONNREFUSED) and a refused TLS
- * handshake are reported at once with their reason; it runs on a thread so
- * that a connect into a black hole is bounded by timeout_ms. Once started,
- * the dialer reconnects by itself. */
-static int dial(sbx_client *c, uint32_t timeout_ms, struct sbx_call_status *st)
+static int dialer_options(sbx_client *c, nng_dialer d)
 {
-	struct dial_job job;
+	int rv;
+
+	/* nng accepts messages of any size unless told: bound what a server
+	 * (or anything else on the endpoint) can make us allocate. */
+	if ((rv = nng_dialer_set_size(d, NNG_OPT_RECVMAXSZ, c->max_message)) != 0 ||
+	    (rv = nng_dialer_set_ms(d, NNG_OPT_RECONNMINT, 100)) != 0 ||
+	    (rv = nng_dialer_set_ms(d, NNG_OPT_RECONNMAXT, 1000)) != 0)
+		return rv;
+	if (c->tls && (rv = nng_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, c->tls)) != 0)
+		return rv;
+	return 0;
+}
+
+/* Starts a dialer, with c->dial_lock held. The first connection is made
+ * blocking, so that "nobody listens" (ENOENT, ECONNREFUSED) and a refused
+ * TLS handshake are reported at once with their reason; it runs on a
+ * thread so that a connect into a black hole is bounded by timeout_ms. */
+static int dial_locked(sbx_client *c, uint32_t timeout_ms, struct sbx_rpc_status *st)
+{
+	_cleanup_(dialer_closep) nng_dialer d = NNG_DIALER_INITIALIZER;
+	struct dial_job job = {.rv = NNG_ETIMEDOUT};
 	pthread_t thread;
 	int rv;
 
-	pthread_mutex_lock(&c->dial_lock);
-	if (c->dialed) {
-		pthread_mutex_unlock(&c->dial_lock);
-		return 0;
-	}
-	if ((rv = nng_dialer_create(&job.dialer, c->sock, c->endpoint)) != 0)
-		goto fail;
-	/* nng accepts messages of any size unless told: bound what a server
-	 * (or anything else on the endpoint) can make us allocate. */
-	if ((rv = nng_dialer_set_size(job.dialer, NNG_OPT_RECVMAXSZ, c->max_message)) != 0 ||
-	    (rv = nng_dialer_set_ms(job.dialer, NNG_OPT_RECONNMINT, 100)) != 0 ||
-	    (rv = nng_dialer_set_ms(job.dialer, NNG_OPT_RECONNMAXT, 1000)) != 0)
-		goto fail_close;
-	if (c->tls && (rv = nng_dialer_set_ptr(job.dialer, NNG_OPT_TLS_CONFIG, c->tls)) != 0)
-		goto fail_close;
+	if ((rv = nng_dialer_create(&d, c->sock, c->endpoint)) != 0 ||
+	    (rv = dialer_options(c, d)) != 0)
+		return dial_error(c, rv, st);
+	job.dialer = d;
 	waiter_init(&job.w);
-	job.rv = NNG_ETIMEDOUT;
 	if (pthread_create(&thread, NULL, dial_thread, &job) != 0) {
 		waiter_destroy(&job.w);
-		rv = NNG_ENOMEM;
-		goto fail_close;
+		return dial_error(c, NNG_ENOMEM, st);
 	}
-	uint64_t end = now_ms() + timeout_ms;
+	int64_t end = sbx_mono_ms() + timeout_ms;
 	bool done = false, cancelled = false;
 	while (!(done = waiter_wait(&job.w, POLL_MS))) {
 		if (interrupted(c)) {
 			cancelled = true;
 			break;
 		}
-		if (now_ms() >= end)
+		if (sbx_mono_ms() >= end)
 			break;
 	}
-	if (!done)
-		nng_dialer_close(job.dialer); /* makes the blocking start return */
+	if (!done) { /* closing it makes the blocking start return */
+		nng_dialer_close(d);
+		d = (nng_dialer)NNG_DIALER_INITIALIZER;
+	}
 	pthread_join(thread, NULL);
 	waiter_destroy(&job.w);
-	if (done && job.rv == 0) {
-		c->dialer = job.dialer;
-		c->dialed = true;
-		c->generation++;
-		pthread_mutex_unlock(&c->dial_lock);
-		return 0;
-	}
-	if (done)
-		nng_dialer_close(job.dialer);
-	pthread_mutex_unlock(&c->dial_lock);
 	if (cancelled)
-		return sbx_st_fail(st, SBX__V1__CODE__CANCELLED, "interrupted");
+		return sbx_rpc_fail(st, SBX__V1__CODE__CANCELLED, "interrupted");
 	/* The whole call's time went into connecting: not worth a retry. */
 	if (!done)
-		return sbx_st_fail(st, SBX__V1__CODE__DEADLINE_EXCEEDED,
-				   "cannot connect to %s within %u ms", c->endpoint, timeout_ms);
-	return dial_error(c, job.rv, st);
-fail_close:
-	nng_dialer_close(job.dialer);
-fail:
+		return sbx_rpc_fail(st, SBX__V1__CODE__DEADLINE_EXCEEDED,
+				    "cannot connect to %s within %u ms", c->endpoint, timeout_ms);
+	if (job.rv != 0)
+		return dial_error(c, job.rv, st);
+	c->dialer = d;
+	d = (nng_dialer)NNG_DIALER_INITIALIZER; /* c's now; it reconnects by itself */
+	c->dialed = true;
+	c->generation++;
+	return 0;
+}
+
+/* Makes sure a dialer is running. */
+static int dial(sbx_client *c, uint32_t timeout_ms, struct sbx_rpc_status *st)
+{
+	pthread_mutex_lock(&c->dial_lock);
+	int rc = c->dialed ? 0 : dial_locked(c, timeout_ms, st);
 	pthread_mutex_unlock(&c->dial_lock);
-	return dial_error(c, rv, st);
+	return rc;
 }
 
 /* The connection went away and did not come back: drop the dialer, so that
@@ -581,10 +540,10 @@ static enum wait_end exchange_wait(sbx_client *c, struct exchange *x)
 }
 
 static int exchange_step(sbx_client *c, struct exchange *x, nng_ctx ctx, bool send,
-			 uint64_t deadline, unsigned generation, unsigned drops0,
-			 struct sbx_call_status *st)
+			 int64_t deadline, unsigned generation, unsigned drops0,
+			 struct sbx_rpc_status *st)
 {
-	uint64_t now = now_ms();
+	int64_t now = sbx_mono_ms();
 	int rv;
 
 	x->w.done = false;
@@ -595,31 +554,31 @@ static int exchange_step(sbx_client *c, struct exchange *x, nng_ctx ctx, bool se
 		nng_ctx_recv(ctx, x->aio);
 	enum wait_end why = exchange_wait(c, x);
 	if (why == W_INTERRUPTED)
-		return sbx_st_fail(st, SBX__V1__CODE__CANCELLED, "interrupted");
+		return sbx_rpc_fail(st, SBX__V1__CODE__CANCELLED, "interrupted");
 	if (why == W_LOST) {
 		undial(c, generation);
-		return sbx_st_fail(st, SBX__V1__CODE__UNAVAILABLE, "connection to %s lost",
-				   c->endpoint);
+		return sbx_rpc_fail(st, SBX__V1__CODE__UNAVAILABLE, "connection to %s lost",
+				    c->endpoint);
 	}
 	if ((rv = nng_aio_result(x->aio)) == 0)
 		return 0;
 	if (rv == NNG_ETIMEDOUT) {
 		unsigned drops = atomic_load(&c->drops) - drops0;
 		if (drops)
-			return sbx_st_fail(st, SBX__V1__CODE__DEADLINE_EXCEEDED,
-					   "no answer from %s in time; the connection dropped %u "
-					   "times (a response larger than the client's maximum "
-					   "message size, %zu bytes, also drops it)",
-					   c->endpoint, drops, c->max_message);
-		return sbx_st_fail(st, SBX__V1__CODE__DEADLINE_EXCEEDED,
-				   "no answer from %s in time", c->endpoint);
+			return sbx_rpc_fail(st, SBX__V1__CODE__DEADLINE_EXCEEDED,
+					    "no answer from %s in time; the connection dropped %u "
+					    "times (a response larger than the client's maximum "
+					    "message size, %zu bytes, also drops it)",
+					    c->endpoint, drops, c->max_message);
+		return sbx_rpc_fail(st, SBX__V1__CODE__DEADLINE_EXCEEDED,
+				    "no answer from %s in time", c->endpoint);
 	}
-	return sbx_st_fail(st, SBX__V1__CODE__UNAVAILABLE, "%s: %s", c->endpoint, nng_strerror(rv));
+	return sbx_rpc_fail_nng(st, SBX__V1__CODE__UNAVAILABLE, rv, "%s", c->endpoint);
 }
 
 /* Parses a reply into the caller's message, or the server's error. */
 static int take_reply(sbx_client *c, nng_msg *m, const ProtobufCMessageDescriptor *resp_desc,
-		      ProtobufCMessage **resp, struct sbx_call_status *st)
+		      ProtobufCMessage **resp, struct sbx_rpc_status *st)
 {
 	size_t budget = c->max_message * 16 > (64u << 20) ? c->max_message * 16 : (64u << 20);
 	Sbx__V1__Response *r = (Sbx__V1__Response *)unpack_bounded(
@@ -627,31 +586,49 @@ static int take_reply(sbx_client *c, nng_msg *m, const ProtobufCMessageDescripto
 	int rc;
 
 	if (!r)
-		return sbx_st_fail(st, SBX__V1__CODE__INTERNAL,
-				   "%s sent a reply that is not an sbx.v1.Response", c->endpoint);
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL,
+				    "%s sent a reply that is not an sbx.v1.Response", c->endpoint);
 	if (r->code != SBX__V1__CODE__OK) {
-		rc = sbx_st_fail(st, r->code, "%s",
-				 r->message && *r->message ? r->message : sbx_code_name(r->code));
+		rc = sbx_rpc_fail(st, r->code, "%s",
+				  r->message && *r->message ? r->message : sbx_code_name(r->code));
 	} else if (!(*resp = unpack_bounded(resp_desc, budget, r->body.len, r->body.data))) {
-		rc = sbx_st_fail(st, SBX__V1__CODE__INTERNAL, "%s sent a body that is not an %s",
-				 c->endpoint, resp_desc->name);
+		rc = sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "%s sent a body that is not an %s",
+				  c->endpoint, resp_desc->name);
 	} else {
-		sbx_st_ok(st);
+		sbx_rpc_ok(st);
 		rc = 0;
 	}
 	sbx__v1__response__free_unpacked(r, NULL);
 	return rc;
 }
 
+static void ctx_closep(nng_ctx *ctx)
+{
+	if (nng_ctx_id(*ctx) > 0)
+		nng_ctx_close(*ctx);
+}
+
+static void msg_freep(nng_msg **m)
+{
+	if (*m)
+		nng_msg_free(*m);
+}
+
+/* The exchange's waiter lives until its aio is freed (which waits for the
+ * callback that signals it). */
+static void exchange_freep(struct exchange *x)
+{
+	if (x->aio)
+		nng_aio_free(x->aio);
+	waiter_destroy(&x->w);
+}
+
 static int call_once(sbx_client *c, const uint8_t *req, size_t len, uint32_t timeout_ms,
 		     const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
-		     struct sbx_call_status *st)
+		     struct sbx_rpc_status *st)
 {
-	uint64_t deadline = now_ms() + timeout_ms;
-	struct exchange x;
-	nng_msg *m = NULL;
-	nng_ctx ctx;
-	int rv, rc = -1;
+	int64_t deadline = sbx_mono_ms() + timeout_ms;
+	int rv;
 
 	if (dial(c, timeout_ms, st) < 0)
 		return -1;
@@ -660,38 +637,23 @@ static int call_once(sbx_client *c, const uint8_t *req, size_t len, uint32_t tim
 	pthread_mutex_unlock(&c->dial_lock);
 	unsigned drops0 = atomic_load(&c->drops);
 
-	if ((rv = nng_msg_alloc(&m, len)) != 0)
-		return sbx_st_fail(st, SBX__V1__CODE__INTERNAL, "nng: %s", nng_strerror(rv));
-	memcpy(nng_msg_body(m), req, len);
-	if ((rv = nng_ctx_open(&ctx, c->sock)) != 0) {
-		nng_msg_free(m);
-		return sbx_st_fail(st, SBX__V1__CODE__INTERNAL, "nng: %s", nng_strerror(rv));
-	}
+	_cleanup_(ctx_closep) nng_ctx ctx = NNG_CTX_INITIALIZER;
+	_cleanup_(exchange_freep) struct exchange x = {.aio = NULL};
 	waiter_init(&x.w);
-	if ((rv = nng_aio_alloc(&x.aio, exchange_done, &x)) != 0) {
-		sbx_st_fail(st, SBX__V1__CODE__INTERNAL, "nng: %s", nng_strerror(rv));
-		nng_msg_free(m);
-		goto out_ctx;
-	}
-	nng_aio_set_msg(x.aio, m);
+	_cleanup_(msg_freep) nng_msg *m = NULL;
+	if ((rv = nng_msg_alloc(&m, len)) != 0 || (rv = nng_ctx_open(&ctx, c->sock)) != 0 ||
+	    (rv = nng_aio_alloc(&x.aio, exchange_done, &x)) != 0)
+		return sbx_rpc_fail_nng(st, SBX__V1__CODE__INTERNAL, rv, "nng");
+	memcpy(nng_msg_body(m), req, len);
+	nng_aio_set_msg(x.aio, sbx_steal_ptr(m));
 	if (exchange_step(c, &x, ctx, true, deadline, generation, drops0, st) < 0) {
-		/* A message that was not sent is still ours. */
-		nng_msg *unsent = nng_aio_get_msg(x.aio);
-		if (unsent)
-			nng_msg_free(unsent);
-		goto out_aio;
+		m = nng_aio_get_msg(x.aio); /* a message that was not sent is still ours */
+		return -1;
 	}
 	if (exchange_step(c, &x, ctx, false, deadline, generation, drops0, st) < 0)
-		goto out_aio;
+		return -1;
 	m = nng_aio_get_msg(x.aio);
-	rc = take_reply(c, m, resp_desc, resp, st);
-	nng_msg_free(m);
-out_aio:
-	nng_aio_free(x.aio);
-out_ctx:
-	nng_ctx_close(ctx);
-	waiter_destroy(&x.w);
-	return rc;
+	return take_reply(c, m, resp_desc, resp, st);
 }
 
 /* Calls that only read are safe to repeat as they are; the others carry a
@@ -710,9 +672,22 @@ static bool idempotent(const char *method)
 	return false;
 }
 
+/* Bytes that must not stay in freed memory. */
+struct secret {
+	uint8_t *data;
+	size_t len;
+};
+
+static void secret_freep(struct secret *s)
+{
+	if (s->data)
+		explicit_bzero(s->data, s->len);
+	free(s->data);
+}
+
 int sbx_client_call_opts(sbx_client *c, const char *method, const ProtobufCMessage *req,
 			 const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
-			 const struct sbx_call_opts *o, struct sbx_call_status *st)
+			 const struct sbx_call_opts *o, struct sbx_rpc_status *st)
 {
 	Sbx__V1__Request env = SBX__V1__REQUEST__INIT;
 	uint32_t timeout = o && o->timeout_ms ? o->timeout_ms : c->timeout_ms;
@@ -721,24 +696,23 @@ int sbx_client_call_opts(sbx_client *c, const char *method, const ProtobufCMessa
 
 	*resp = NULL;
 	if (!method || strlen(method) > 128)
-		return sbx_st_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
-				   "method: must be 1..128 bytes");
+		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
+				    "method: must be 1..128 bytes");
 	if (o && o->request_id) {
 		size_t n = strlen(o->request_id);
 		if (n < 1 || n > 64)
-			return sbx_st_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
-					   "request id: must be 1..64 bytes");
+			return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
+					    "request id: must be 1..64 bytes");
 		env.request_id = (char *)o->request_id;
 	} else if (!idempotent(method)) {
-		if (sbx_request_id(id) < 0)
-			return sbx_st_fail(st, SBX__V1__CODE__INTERNAL, "getrandom: %s",
-					   strerror(errno));
+		if (sbx_request_id(id, &st->err) < 0)
+			return sbx_rpc_code(st, SBX__V1__CODE__INTERNAL);
 		env.request_id = id;
 	}
 	size_t blen = protobuf_c_message_get_packed_size(req);
 	_cleanup_free_ uint8_t *body = malloc(blen ? blen : 1);
 	if (!body)
-		return sbx_st_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
+		return sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
 	protobuf_c_message_pack(req, body);
 	env.method = (char *)method;
 	env.body.data = body;
@@ -746,32 +720,31 @@ int sbx_client_call_opts(sbx_client *c, const char *method, const ProtobufCMessa
 	env.deadline_ms = timeout;
 	if (c->token)
 		env.credentials = c->token;
-	size_t len = sbx__v1__request__get_packed_size(&env);
-	_cleanup_free_ uint8_t *buf = malloc(len);
-	if (!buf)
-		return sbx_st_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
-	sbx__v1__request__pack(&env, buf);
+	/* The token is in there: zeroed on every way out. */
+	_cleanup_(secret_freep) struct secret buf = {.len =
+							 sbx__v1__request__get_packed_size(&env)};
+	if (!(buf.data = malloc(buf.len)))
+		return sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
+	sbx__v1__request__pack(&env, buf.data);
 
 	for (int attempt = 0;; attempt++) {
 		if (interrupted(c))
-			return sbx_st_fail(st, SBX__V1__CODE__CANCELLED, "interrupted");
-		rc = call_once(c, buf, len, timeout, resp_desc, resp, st);
+			return sbx_rpc_fail(st, SBX__V1__CODE__CANCELLED, "interrupted");
+		rc = call_once(c, buf.data, buf.len, timeout, resp_desc, resp, st);
 		if (rc == 0 || st->code != SBX__V1__CODE__UNAVAILABLE || attempt >= c->retries)
 			break;
 		/* 100 ms, 200 ms, ...: enough for a restarting server, short
 		 * enough that "nobody there" is still answered at once. */
 		unsigned backoff = 100u << (attempt < 10 ? attempt : 10);
 		for (unsigned slept = 0; slept < backoff && !interrupted(c); slept += 20)
-			sleep_ms(20);
+			sbx_sleep_ms(20);
 	}
-	if (buf && c->token)
-		explicit_bzero(buf, len); /* the token was in there */
 	return rc;
 }
 
 int sbx_client_call(sbx_client *c, const char *method, const ProtobufCMessage *req,
 		    const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
-		    struct sbx_call_status *st)
+		    struct sbx_rpc_status *st)
 {
 	return sbx_client_call_opts(c, method, req, resp_desc, resp, NULL, st);
 }

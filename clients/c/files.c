@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,7 +111,7 @@ int sbx_file_sha256(const char *path, char hex[65], uint64_t *size, struct sbx_e
 }
 
 int sbx_put_file(sbx_client *c, const char *run_id, const char *local_path, const char *remote_path,
-		 sbx_progress_fn progress, void *progress_arg, struct sbx_call_status *st)
+		 sbx_progress_fn progress, void *progress_arg, struct sbx_rpc_status *st)
 {
 	_cleanup_close_ int fd = open(local_path, O_RDONLY | O_CLOEXEC);
 	_cleanup_free_ uint8_t *buf = NULL;
@@ -118,13 +119,12 @@ int sbx_put_file(sbx_client *c, const char *run_id, const char *local_path, cons
 	uint64_t offset = 0;
 
 	if (fd < 0 || fstat(fd, &stb) < 0)
-		return sbx_st_fail(st, SBX__V1__CODE__INVALID_ARGUMENT, "%s: %s", local_path,
-				   strerror(errno));
+		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INVALID_ARGUMENT, "%s", local_path);
 	if (!S_ISREG(stb.st_mode))
-		return sbx_st_fail(st, SBX__V1__CODE__INVALID_ARGUMENT, "%s: not a regular file",
-				   local_path);
+		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT, "%s: not a regular file",
+				    local_path);
 	if (!(buf = malloc(SBX_CHUNK_BYTES)))
-		return sbx_st_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
+		return sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
 	/* The size the manifest was made with: a file that shrinks meanwhile is
 	 * an error here, one that grows is sent as it was (and sbxd's sha256
 	 * check says whether that was still the same file). */
@@ -134,11 +134,11 @@ int sbx_put_file(sbx_client *c, const char *run_id, const char *local_path, cons
 		    size - offset < SBX_CHUNK_BYTES ? (size_t)(size - offset) : SBX_CHUNK_BYTES;
 		ssize_t n = read_full(fd, buf, want);
 		if (n < 0)
-			return sbx_st_fail(st, SBX__V1__CODE__INVALID_ARGUMENT, "%s: %s",
-					   local_path, strerror(errno));
+			return sbx_rpc_fail_errno(st, SBX__V1__CODE__INVALID_ARGUMENT, "%s",
+						  local_path);
 		if ((size_t)n != want)
-			return sbx_st_fail(st, SBX__V1__CODE__ABORTED,
-					   "%s: shrank while being uploaded", local_path);
+			return sbx_rpc_fail(st, SBX__V1__CODE__ABORTED,
+					    "%s: shrank while being uploaded", local_path);
 		Sbx__V1__PutInputRequest req = SBX__V1__PUT_INPUT_REQUEST__INIT;
 		req.run_id = (char *)run_id;
 		req.path = (char *)remote_path;
@@ -148,17 +148,17 @@ int sbx_put_file(sbx_client *c, const char *run_id, const char *local_path, cons
 		req.last = offset + want == size;
 		Sbx__V1__PutInputResponse *r = sbx_put_input(c, &req, st);
 		if (!r)
-			return sbx_err_prefix_st(st, "PutInput %s at %llu", remote_path,
-						 (unsigned long long)offset);
+			return sbx_rpc_prefix(st, "PutInput %s at %llu", remote_path,
+					      (unsigned long long)offset);
 		bool bad = r->received != offset + want || (req.last && !r->complete);
 		uint64_t received = r->received;
 		sbx__v1__put_input_response__free_unpacked(r, NULL);
 		if (bad)
-			return sbx_st_fail(st, SBX__V1__CODE__INTERNAL,
-					   "PutInput %s: server has %llu bytes, expected %llu%s",
-					   remote_path, (unsigned long long)received,
-					   (unsigned long long)(offset + want),
-					   req.last ? " and the file complete" : "");
+			return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL,
+					    "PutInput %s: server has %llu bytes, expected %llu%s",
+					    remote_path, (unsigned long long)received,
+					    (unsigned long long)(offset + want),
+					    req.last ? " and the file complete" : "");
 		offset += want;
 		if (progress)
 			progress(remote_path, offset, size, progress_arg);
@@ -166,47 +166,59 @@ int sbx_put_file(sbx_client *c, const char *run_id, const char *local_path, cons
 	return 0;
 }
 
+/* A file being written under a temporary name: removed on scope exit
+ * unless renamed into place (then path is NULL). */
+struct temp_file {
+	char *path;
+	int fd;
+};
+
+static void temp_file_freep(struct temp_file *t)
+{
+	sbx_closep(&t->fd);
+	if (t->path)
+		unlink(t->path);
+	free(t->path);
+}
+
 /* A temporary file next to the destination, so that the final rename is
  * atomic; created with 0666 so that the umask decides as for any new file. */
-static int open_temp(const char *dest, char **tmp_path, struct sbx_call_status *st)
+static int open_temp(const char *dest, struct temp_file *t, struct sbx_rpc_status *st)
 {
 	_cleanup_free_ char *copy = strdup(dest);
 	char id[33];
 
 	if (!copy)
-		return sbx_st_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
+		return sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
 	const char *dir = dirname(copy);
 	for (int tries = 0; tries < 16; tries++) {
-		if (sbx_request_id(id) < 0)
-			return sbx_st_fail(st, SBX__V1__CODE__INTERNAL, "getrandom: %s",
-					   strerror(errno));
+		if (sbx_request_id(id, &st->err) < 0)
+			return sbx_rpc_code(st, SBX__V1__CODE__INTERNAL);
 		id[12] = '\0';
-		if (asprintf(tmp_path, "%s/.sbx-fetch-%s.tmp", dir, id) < 0)
-			return sbx_st_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
-		int fd =
-		    open(*tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666);
-		if (fd >= 0)
-			return fd;
-		int e = errno;
-		free(*tmp_path);
-		*tmp_path = NULL;
-		if (e != EEXIST)
-			return sbx_st_fail(st, SBX__V1__CODE__INVALID_ARGUMENT, "%s: %s", dir,
-					   strerror(e));
+		_cleanup_free_ char *path = NULL;
+		if (asprintf(&path, "%s/.sbx-fetch-%s.tmp", dir, id) < 0)
+			return sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
+		t->fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666);
+		if (t->fd >= 0) {
+			t->path = sbx_steal_ptr(path);
+			return 0;
+		}
+		if (errno != EEXIST)
+			return sbx_rpc_fail_errno(st, SBX__V1__CODE__INVALID_ARGUMENT, "%s", dir);
 	}
-	return sbx_st_fail(st, SBX__V1__CODE__INTERNAL, "%s: no free temporary name", dir);
+	return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "%s: no free temporary name", dir);
 }
 
 static int fetch_into(sbx_client *c, const char *run_id, const char *remote_path, int fd,
 		      const char *expect_sha256, sbx_progress_fn progress, void *progress_arg,
-		      struct sbx_call_status *st)
+		      struct sbx_rpc_status *st)
 {
 	_cleanup_(md_freep) EVP_MD_CTX *md = sha256_new();
 	uint64_t offset = 0, size = 0;
 	char got[65];
 
 	if (!md)
-		return sbx_st_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
+		return sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
 	for (;;) {
 		Sbx__V1__FetchArtifactRequest req = SBX__V1__FETCH_ARTIFACT_REQUEST__INIT;
 		req.run_id = (char *)run_id;
@@ -216,71 +228,67 @@ static int fetch_into(sbx_client *c, const char *run_id, const char *remote_path
 		_cleanup_(sbx_fetch_resp_freep) Sbx__V1__FetchArtifactResponse *r =
 		    sbx_fetch_artifact(c, &req, st);
 		if (!r)
-			return sbx_err_prefix_st(st, "FetchArtifact %s at %llu", remote_path,
-						 (unsigned long long)offset);
+			return sbx_rpc_prefix(st, "FetchArtifact %s at %llu", remote_path,
+					      (unsigned long long)offset);
 		if (offset == 0)
 			size = r->size;
 		if (r->size != size || r->data.len > SBX_CHUNK_BYTES || offset + r->data.len > size)
-			return sbx_st_fail(st, SBX__V1__CODE__DATA_LOSS,
-					   "%s: changed while being fetched (size %llu, then %llu "
-					   "with %zu bytes at %llu)",
-					   remote_path, (unsigned long long)size,
-					   (unsigned long long)r->size, r->data.len,
-					   (unsigned long long)offset);
+			return sbx_rpc_fail(st, SBX__V1__CODE__DATA_LOSS,
+					    "%s: changed while being fetched (size %llu, then %llu "
+					    "with %zu bytes at %llu)",
+					    remote_path, (unsigned long long)size,
+					    (unsigned long long)r->size, r->data.len,
+					    (unsigned long long)offset);
 		if (r->data.len && (write_full(fd, r->data.data, r->data.len) < 0))
-			return sbx_st_fail(st, SBX__V1__CODE__INTERNAL, "writing %s: %s",
-					   remote_path, strerror(errno));
+			return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "writing %s",
+						  remote_path);
 		if (!EVP_DigestUpdate(md, r->data.data, r->data.len))
-			return sbx_st_fail(st, SBX__V1__CODE__INTERNAL, "sha256 failed");
+			return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "sha256 failed");
 		offset += r->data.len;
 		if (progress && r->data.len)
 			progress(remote_path, offset, size, progress_arg);
 		if (!r->eof) {
 			if (!r->data.len)
-				return sbx_st_fail(st, SBX__V1__CODE__DATA_LOSS,
-						   "%s: the server sent no bytes at %llu of %llu",
-						   remote_path, (unsigned long long)offset,
-						   (unsigned long long)size);
+				return sbx_rpc_fail(st, SBX__V1__CODE__DATA_LOSS,
+						    "%s: the server sent no bytes at %llu of %llu",
+						    remote_path, (unsigned long long)offset,
+						    (unsigned long long)size);
 			continue;
 		}
 		if (offset != size)
-			return sbx_st_fail(st, SBX__V1__CODE__DATA_LOSS,
-					   "%s: got %llu bytes of %llu", remote_path,
-					   (unsigned long long)offset, (unsigned long long)size);
+			return sbx_rpc_fail(st, SBX__V1__CODE__DATA_LOSS,
+					    "%s: got %llu bytes of %llu", remote_path,
+					    (unsigned long long)offset, (unsigned long long)size);
 		if (sha256_hex(md, got) < 0)
-			return sbx_st_fail(st, SBX__V1__CODE__INTERNAL, "sha256 failed");
+			return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "sha256 failed");
 		if (!r->sha256 || strcmp(r->sha256, got))
-			return sbx_st_fail(st, SBX__V1__CODE__DATA_LOSS,
-					   "%s: sha256 of the bytes received is %s, the server "
-					   "says %s",
-					   remote_path, got,
-					   r->sha256 && *r->sha256 ? r->sha256 : "nothing");
+			return sbx_rpc_fail(st, SBX__V1__CODE__DATA_LOSS,
+					    "%s: sha256 of the bytes received is %s, the server "
+					    "says %s",
+					    remote_path, got,
+					    r->sha256 && *r->sha256 ? r->sha256 : "nothing");
 		if (expect_sha256 && strcmp(expect_sha256, got))
-			return sbx_st_fail(st, SBX__V1__CODE__DATA_LOSS,
-					   "%s: sha256 of the bytes received is %s, expected %s",
-					   remote_path, got, expect_sha256);
+			return sbx_rpc_fail(st, SBX__V1__CODE__DATA_LOSS,
+					    "%s: sha256 of the bytes received is %s, expected %s",
+					    remote_path, got, expect_sha256);
 		return 0;
 	}
 }
 
 int sbx_fetch_file(sbx_client *c, const char *run_id, const char *remote_path,
 		   const char *local_path, const char *expect_sha256, sbx_progress_fn progress,
-		   void *progress_arg, struct sbx_call_status *st)
+		   void *progress_arg, struct sbx_rpc_status *st)
 {
-	_cleanup_free_ char *tmp = NULL;
-	int fd = open_temp(local_path, &tmp, st);
+	_cleanup_(temp_file_freep) struct temp_file tmp = {.fd = -1};
 
-	if (fd < 0)
+	if (open_temp(local_path, &tmp, st) < 0 ||
+	    fetch_into(c, run_id, remote_path, tmp.fd, expect_sha256, progress, progress_arg, st) <
+		0)
 		return -1;
-	int rc = fetch_into(c, run_id, remote_path, fd, expect_sha256, progress, progress_arg, st);
-	if (rc == 0 && fsync(fd) < 0)
-		rc = sbx_st_fail(st, SBX__V1__CODE__INTERNAL, "%s: %s", tmp, strerror(errno));
-	if (close(fd) < 0 && rc == 0)
-		rc = sbx_st_fail(st, SBX__V1__CODE__INTERNAL, "%s: %s", tmp, strerror(errno));
-	if (rc == 0 && rename(tmp, local_path) < 0)
-		rc =
-		    sbx_st_fail(st, SBX__V1__CODE__INTERNAL, "%s: %s", local_path, strerror(errno));
-	if (rc < 0)
-		unlink(tmp);
-	return rc;
+	if (fsync(tmp.fd) < 0 || close(sbx_steal_fd(tmp.fd)) < 0)
+		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "%s", tmp.path);
+	if (rename(tmp.path, local_path) < 0)
+		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "%s", local_path);
+	free(sbx_steal_ptr(tmp.path)); /* renamed: nothing to remove */
+	return 0;
 }

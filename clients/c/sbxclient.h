@@ -5,23 +5,39 @@
  * shared by threads and calls may run concurrently (the CLI reads stdout and
  * stderr of an exec in parallel while a third thread waits for its end).
  *
- * Errors, two kinds:
- *  - setting up (sbx_client_open, local files) fills a struct sbx_err, as
- *    everywhere in sbx: return -1 or NULL, the message names what was wrong;
- *  - a call fills a struct sbx_call_status with a gRPC code and a message.
- *    The server's codes come through unchanged; transport failures become
- *    UNAVAILABLE (no server, connection lost, TLS handshake refused) or
- *    DEADLINE_EXCEEDED (no connection or no answer within the call's
- *    timeout: a black-holed address, a hung server); local failures
- *    around a call (a file that cannot be read, a digest mismatch) use
- *    INVALID_ARGUMENT, INTERNAL or DATA_LOSS.
+ * Errors, in sbx's one idiom (err.h): a function that fails returns -1 or
+ * NULL and fills a caller-owned struct whose message names the outermost
+ * context first ("PutInput a.csv at 0: <what sbxd said>").
+ *  - setting up (sbx_client_open, local files) fills a struct sbx_err;
+ *  - a call fills a struct sbx_rpc_status (rpc_status.h): a gRPC code and,
+ *    in .err, the struct sbx_err saying why (.err.msg is empty on success;
+ *    .err.errnum is the errno of a local system error, else 0). The
+ *    server's codes and messages come through unchanged; transport failures
+ *    become UNAVAILABLE (no server, connection lost, TLS handshake refused)
+ *    or DEADLINE_EXCEEDED (no connection or no answer within the call's
+ *    timeout: a black-holed address, a hung server); local failures around
+ *    a call (a file that cannot be read, a digest mismatch) use
+ *    INVALID_ARGUMENT, INTERNAL or DATA_LOSS. Only the structs are API:
+ *    the sbx_fail and sbx_rpc_fail helpers those headers also declare are
+ *    the library's own and not exported by libsbxclient.so.
  *
  * Retries: a call that fails with UNAVAILABLE is tried again (by default 2
  * more times, after 100 ms and 200 ms). Calls that change something
- * (CreateRun, PutInput, Exec, Signal, Teardown) carry a random request id,
- * the same on every try, so that sbxd answers a repeat with its first answer
- * instead of acting twice; nng's REQ also re-sends by itself after a
- * reconnect, which the same id makes harmless.
+ * (CreateRun, PutInput, Exec, Signal, Teardown) carry a request id: a
+ * random one per call, the same on every try of that call, or
+ * sbx_call_opts.request_id. sbxd answers a repeat of an id it has seen from
+ * the same caller with the first answer, byte for byte, for 10 minutes
+ * after that answer (a repeat that arrives while the first still runs
+ * waits for it), instead of acting twice: a retried Exec starts one
+ * process, a retried Teardown gets the run's manifest rather than
+ * NOT_FOUND. An answer that says to try again (UNAVAILABLE,
+ * RESOURCE_EXHAUSTED) is not kept, so the retry really runs; the same id
+ * with another method or body is INVALID_ARGUMENT. nng's REQ also re-sends
+ * by itself after a reconnect, which the same id makes harmless. A new call
+ * is a new request: calling sbx_teardown again after it failed sends a new
+ * id (sbx_client_call_opts with your own request_id spans calls). The calls
+ * that only read (Health, Wait, ReadOutput, Status, ListArtifacts,
+ * FetchArtifact, ListRuns) carry no id unless given one.
  *
  * Responses are ordinary protobuf-c messages: free them with their
  * generated __free_unpacked(msg, NULL) (or protobuf_c_message_free_unpacked). */
@@ -35,6 +51,7 @@
 #include <sbx/v1/sandbox.pb-c.h>
 
 #include "err.h"
+#include "rpc_status.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -66,12 +83,6 @@ struct sbx_client_opts {
 	uint32_t timeout_ms;	     /* per call; 0: SBX_DEFAULT_TIMEOUT_MS */
 	int retries;	    /* extra tries after UNAVAILABLE: 0 = default (2), < 0 = none */
 	size_t max_message; /* largest response accepted; 0: SBX_DEFAULT_MAX_MESSAGE */
-};
-
-/* The outcome of one call. */
-struct sbx_call_status {
-	Sbx__V1__Code code; /* SBX__V1__CODE__OK on success */
-	char message[1024]; /* empty on success */
 };
 
 /* Per-call overrides for sbx_client_call_opts. */
@@ -107,10 +118,10 @@ void sbx_client_set_interrupt(sbx_client *c, volatile sig_atomic_t *flag);
  * returned. Otherwise -1, *resp NULL, st filled. */
 int sbx_client_call(sbx_client *c, const char *method, const ProtobufCMessage *req,
 		    const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
-		    struct sbx_call_status *st);
+		    struct sbx_rpc_status *st);
 int sbx_client_call_opts(sbx_client *c, const char *method, const ProtobufCMessage *req,
 			 const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
-			 const struct sbx_call_opts *o, struct sbx_call_status *st);
+			 const struct sbx_call_opts *o, struct sbx_rpc_status *st);
 
 /* The name of a code as in the .proto ("NOT_FOUND"); "CODE_<n>" if unknown
  * (in a thread-local buffer then). */
@@ -122,33 +133,33 @@ const char *sbx_run_state_name(Sbx__V1__RunState s);
 /* Typed calls: NULL on failure with st filled; the response otherwise.
  * Wait and ReadOutput give the call timeout_ms plus the client's timeout, so
  * a long poll is never cut short by the transport. */
-Sbx__V1__HealthResponse *sbx_health(sbx_client *c, struct sbx_call_status *st);
+Sbx__V1__HealthResponse *sbx_health(sbx_client *c, struct sbx_rpc_status *st);
 Sbx__V1__CreateRunResponse *sbx_create_run(sbx_client *c, const Sbx__V1__CreateRunRequest *req,
-					   struct sbx_call_status *st);
+					   struct sbx_rpc_status *st);
 Sbx__V1__PutInputResponse *sbx_put_input(sbx_client *c, const Sbx__V1__PutInputRequest *req,
-					 struct sbx_call_status *st);
+					 struct sbx_rpc_status *st);
 Sbx__V1__ExecResponse *sbx_exec(sbx_client *c, const Sbx__V1__ExecRequest *req,
-				struct sbx_call_status *st);
+				struct sbx_rpc_status *st);
 Sbx__V1__WaitResponse *sbx_wait(sbx_client *c, const char *run_id, const char *exec_id,
-				uint32_t timeout_ms, struct sbx_call_status *st);
+				uint32_t timeout_ms, struct sbx_rpc_status *st);
 Sbx__V1__ReadOutputResponse *sbx_read_output(sbx_client *c, const Sbx__V1__ReadOutputRequest *req,
-					     struct sbx_call_status *st);
+					     struct sbx_rpc_status *st);
 Sbx__V1__SignalResponse *sbx_signal(sbx_client *c, const char *run_id, const char *exec_id,
-				    int signal, struct sbx_call_status *st);
-Sbx__V1__StatusResponse *sbx_status(sbx_client *c, const char *run_id, struct sbx_call_status *st);
+				    int signal, struct sbx_rpc_status *st);
+Sbx__V1__StatusResponse *sbx_status(sbx_client *c, const char *run_id, struct sbx_rpc_status *st);
 Sbx__V1__ListArtifactsResponse *sbx_list_artifacts(sbx_client *c, const char *run_id,
-						   struct sbx_call_status *st);
+						   struct sbx_rpc_status *st);
 Sbx__V1__FetchArtifactResponse *sbx_fetch_artifact(sbx_client *c,
 						   const Sbx__V1__FetchArtifactRequest *req,
-						   struct sbx_call_status *st);
+						   struct sbx_rpc_status *st);
 Sbx__V1__TeardownResponse *sbx_teardown(sbx_client *c, const char *run_id,
-					struct sbx_call_status *st);
-Sbx__V1__ListRunsResponse *sbx_list_runs(sbx_client *c, struct sbx_call_status *st);
+					struct sbx_rpc_status *st);
+Sbx__V1__ListRunsResponse *sbx_list_runs(sbx_client *c, struct sbx_rpc_status *st);
 
 /* Waits (long-polling, as often as needed) until the exec has ended; NULL
  * on failure. The returned status's reason is never RUNNING. */
 Sbx__V1__WaitResponse *sbx_wait_end(sbx_client *c, const char *run_id, const char *exec_id,
-				    struct sbx_call_status *st);
+				    struct sbx_rpc_status *st);
 
 /* sha256 of a local file as 64 lowercase hex digits + NUL; size too if non-NULL. */
 int sbx_file_sha256(const char *path, char hex[65], uint64_t *size, struct sbx_err *err);
@@ -158,7 +169,7 @@ int sbx_file_sha256(const char *path, char hex[65], uint64_t *size, struct sbx_e
  * (CreateRun's inputs) must already name remote_path with this file's size
  * and sha256 (sbx_file_sha256), which sbxd checks at the end. */
 int sbx_put_file(sbx_client *c, const char *run_id, const char *local_path, const char *remote_path,
-		 sbx_progress_fn progress, void *progress_arg, struct sbx_call_status *st);
+		 sbx_progress_fn progress, void *progress_arg, struct sbx_rpc_status *st);
 
 /* Downloads the artifact remote_path (relative to /out) into local_path:
  * chunks go to a temporary file in local_path's directory, the sha256 of the
@@ -167,7 +178,7 @@ int sbx_put_file(sbx_client *c, const char *run_id, const char *local_path, cons
  * renamed into place. A mismatch is DATA_LOSS and leaves no file behind. */
 int sbx_fetch_file(sbx_client *c, const char *run_id, const char *remote_path,
 		   const char *local_path, const char *expect_sha256, sbx_progress_fn progress,
-		   void *progress_arg, struct sbx_call_status *st);
+		   void *progress_arg, struct sbx_rpc_status *st);
 
 #ifdef __cplusplus
 }

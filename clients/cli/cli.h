@@ -6,8 +6,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "client_internal.h"
 #include "err.h"
+#include "rpc_status.h"
 #include "sbxclient.h"
 
 /* Exit statuses besides a command's own (as sbx-helper's). */
@@ -69,10 +69,15 @@ const char *cli_help(enum cli_cmd cmd);
 const char *cli_cmd_name(enum cli_cmd cmd);
 
 /* Output helpers. */
+/* "sbx: CODE: message" on stderr; each returns -1. */
 __attribute__((format(printf, 2, 3))) int cli_error(Sbx__V1__Code code, const char *fmt, ...);
-int cli_status_error(const struct sbx_call_status *st);
+int cli_err_error(Sbx__V1__Code code, const struct sbx_err *err);
+int cli_status_error(const struct sbx_rpc_status *st);
 int cli_print_json(const ProtobufCMessage *m);
 sbx_client *cli_connect(const struct cli *cli, const char *endpoint);
+/* A client closed on scope exit. */
+void cli_client_closep(sbx_client **c);
+#define _cleanup_client_ __attribute__((cleanup(cli_client_closep)))
 void cli_progress(const char *path, uint64_t done, uint64_t total, void *arg);
 int cli_exit_status(const Sbx__V1__ExecStatus *s);
 
@@ -103,21 +108,21 @@ struct manifest {
 int manifest_build(const char *dir, struct manifest *m, struct sbx_err *err);
 void manifest_free(struct manifest *m);
 int manifest_upload(sbx_client *c, const char *run_id, const struct manifest *m,
-		    struct sbx_call_status *st);
+		    struct sbx_rpc_status *st);
 /* Creates a run from cli's policy, labels and data dir (uploading it unless
  * told not to); *run_id is malloc'd. */
 int create_with_inputs(sbx_client *c, const struct cli *cli, bool upload, char **run_id,
-		       struct sbx_call_status *st);
+		       struct sbx_rpc_status *st);
 /* Starts argv in the run; *exec_id is malloc'd. */
 int start_exec(sbx_client *c, const struct cli *cli, const char *run_id, char **exec_id,
-	       struct sbx_call_status *st);
+	       struct sbx_rpc_status *st);
 /* Streams the exec's stdout and stderr to ours while it runs, and waits for
  * its end; *status is the final ExecStatus (free with free_unpacked of the
  * WaitResponse it came in, via *wait). */
 int live_exec(sbx_client *c, const char *run_id, const char *exec_id, Sbx__V1__WaitResponse **wait,
-	      struct sbx_call_status *st);
+	      struct sbx_rpc_status *st);
 /* Fetches every artifact of the run into dir, verified. */
-int fetch_all(sbx_client *c, const char *run_id, const char *dir, struct sbx_call_status *st);
+int fetch_all(sbx_client *c, const char *run_id, const char *dir, struct sbx_rpc_status *st);
 /* Checks that an artifact path from the server stays inside a directory. */
 bool safe_relative_path(const char *p);
 

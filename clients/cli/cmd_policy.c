@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "policy.h"
+#include "util.h"
 
 int cmd_policy(struct cli *cli)
 {
@@ -13,19 +14,17 @@ int cmd_policy(struct cli *cli)
 	SbxPolicy *p = sbx_policy_load(cli->path, &err);
 
 	if (!p) {
-		cli_error(SBX__V1__CODE__INVALID_ARGUMENT, "%s", err.msg);
+		cli_err_error(SBX__V1__CODE__INVALID_ARGUMENT, &err);
 		return EXIT_FAILURE_RPC;
 	}
-	char *json = sbx_policy_to_json(p);
+	_cleanup_free_ char *json = sbx_policy_to_json(p);
 	int rc = sbx_policy_digest(p, digest, &err);
 	sbx_policy_free(p);
-	if (!json || rc < 0) {
-		free(json);
-		cli_error(SBX__V1__CODE__INTERNAL, "%s", json ? err.msg : "out of memory");
-		return EXIT_FAILURE_RPC;
-	}
+	if (!json)
+		return cli_error(SBX__V1__CODE__INTERNAL, "out of memory"), EXIT_FAILURE_RPC;
+	if (rc < 0)
+		return cli_err_error(SBX__V1__CODE__INTERNAL, &err), EXIT_FAILURE_RPC;
 	/* The digest as sbxd reports it (CreateRun's policy_digest). */
 	printf("%s\ndigest sha256:%s\n", json, digest);
-	free(json);
 	return 0;
 }

@@ -12,11 +12,6 @@
 #include "cli.h"
 #include "util.h"
 
-static void client_closep(sbx_client **c)
-{
-	sbx_client_close(*c);
-}
-
 static void msg_freep(ProtobufCMessage **m)
 {
 	if (*m)
@@ -68,8 +63,8 @@ static void print_exec(const Sbx__V1__ExecStatus *e)
 
 int cmd_status(struct cli *cli)
 {
-	_cleanup_(client_closep) sbx_client *c = cli_connect(cli, NULL);
-	struct sbx_call_status st;
+	_cleanup_client_ sbx_client *c = cli_connect(cli, NULL);
+	struct sbx_rpc_status st;
 	char a[32], b[32];
 
 	if (!c)
@@ -101,8 +96,8 @@ int cmd_status(struct cli *cli)
 
 int cmd_artifacts(struct cli *cli)
 {
-	_cleanup_(client_closep) sbx_client *c = cli_connect(cli, NULL);
-	struct sbx_call_status st;
+	_cleanup_client_ sbx_client *c = cli_connect(cli, NULL);
+	struct sbx_rpc_status st;
 
 	if (!c)
 		return EXIT_FAILURE_RPC;
@@ -134,9 +129,9 @@ static const char *base_name(const char *p)
 
 int cmd_fetch(struct cli *cli)
 {
-	_cleanup_(client_closep) sbx_client *c = cli_connect(cli, NULL);
+	_cleanup_client_ sbx_client *c = cli_connect(cli, NULL);
 	_cleanup_free_ char *dest = NULL;
-	struct sbx_call_status st;
+	struct sbx_rpc_status st;
 	struct stat sb;
 
 	if (!c)
@@ -167,8 +162,8 @@ int cmd_fetch(struct cli *cli)
 
 int cmd_teardown(struct cli *cli)
 {
-	_cleanup_(client_closep) sbx_client *c = cli_connect(cli, NULL);
-	struct sbx_call_status st;
+	_cleanup_client_ sbx_client *c = cli_connect(cli, NULL);
+	struct sbx_rpc_status st;
 
 	if (!c)
 		return EXIT_FAILURE_RPC;
@@ -185,8 +180,8 @@ int cmd_teardown(struct cli *cli)
 
 int cmd_runs(struct cli *cli)
 {
-	_cleanup_(client_closep) sbx_client *c = cli_connect(cli, NULL);
-	struct sbx_call_status st;
+	_cleanup_client_ sbx_client *c = cli_connect(cli, NULL);
+	struct sbx_rpc_status st;
 	char a[32];
 
 	if (!c)
@@ -210,8 +205,8 @@ int cmd_runs(struct cli *cli)
 
 int cmd_health(struct cli *cli)
 {
-	_cleanup_(client_closep) sbx_client *c = cli_connect(cli, NULL);
-	struct sbx_call_status st;
+	_cleanup_client_ sbx_client *c = cli_connect(cli, NULL);
+	struct sbx_rpc_status st;
 
 	if (!c)
 		return EXIT_FAILURE_RPC;

@@ -38,7 +38,7 @@ static void note_end(const Sbx__V1__ExecStatus *s)
 /* Runs argv in run_id with live output; returns the exit status for it, or
  * -1 with st. An interrupt kills the exec and returns 128+signal. */
 static int exec_and_wait(sbx_client *c, const struct cli *cli, const char *run_id,
-			 struct sbx_call_status *st)
+			 struct sbx_rpc_status *st)
 {
 	_cleanup_free_ char *exec_id = NULL;
 	Sbx__V1__WaitResponse *w = NULL;
@@ -48,7 +48,7 @@ static int exec_and_wait(sbx_client *c, const struct cli *cli, const char *run_i
 	if (live_exec(c, run_id, exec_id, &w, st) < 0) {
 		if (st->code == SBX__V1__CODE__CANCELLED && cli_interrupted) {
 			int sig = cli_interrupted;
-			struct sbx_call_status ignored;
+			struct sbx_rpc_status ignored;
 			sbx_client_set_interrupt(c, NULL);
 			Sbx__V1__SignalResponse *r =
 			    sbx_signal(c, run_id, exec_id, SIGKILL, &ignored);
@@ -67,7 +67,7 @@ static int exec_and_wait(sbx_client *c, const struct cli *cli, const char *run_i
 /* Tears the run down, reporting a failure only if nothing failed before. */
 static int teardown_quiet(sbx_client *c, const char *run_id, int failed)
 {
-	struct sbx_call_status st;
+	struct sbx_rpc_status st;
 
 	sbx_client_set_interrupt(c, NULL); /* an interrupt must not skip this */
 	Sbx__V1__TeardownResponse *r = sbx_teardown(c, run_id, &st);
@@ -75,14 +75,14 @@ static int teardown_quiet(sbx_client *c, const char *run_id, int failed)
 		sbx__v1__teardown_response__free_unpacked(r, NULL);
 		return 0;
 	}
-	sbx_err_prefix_st(&st, "Teardown %s", run_id);
+	sbx_rpc_prefix(&st, "Teardown %s", run_id);
 	cli_status_error(&st);
 	return failed ? failed : -1;
 }
 
 /* With no endpoint chosen: the default socket's server, or a private one. */
 static sbx_client *connect_for_run(struct cli *cli, struct private_sbxd *priv,
-				   struct sbx_call_status *st)
+				   struct sbx_rpc_status *st)
 {
 	sbx_client *c = cli_connect(cli, NULL);
 	struct sbx_call_opts o = {.timeout_ms = 5000};
@@ -99,14 +99,14 @@ static sbx_client *connect_for_run(struct cli *cli, struct private_sbxd *priv,
 	}
 	sbx_client_close(c);
 	if (st->code != SBX__V1__CODE__UNAVAILABLE) {
-		sbx_err_prefix_st(st, "sbxd at %s", cli->endpoint);
+		sbx_rpc_prefix(st, "sbxd at %s", cli->endpoint);
 		cli_status_error(st);
 		return NULL;
 	}
 	if (private_sbxd_start(priv, &err) < 0) {
-		cli_error(SBX__V1__CODE__UNAVAILABLE,
-			  "no sbxd at %s, and a private one did not start: %s", cli->endpoint,
-			  err.msg);
+		sbx_err_prefix(&err, "no sbxd at %s, and a private one did not start",
+			       cli->endpoint);
+		cli_err_error(SBX__V1__CODE__UNAVAILABLE, &err);
 		return NULL;
 	}
 	return cli_connect(cli, priv->endpoint);
@@ -115,7 +115,7 @@ static sbx_client *connect_for_run(struct cli *cli, struct private_sbxd *priv,
 int cmd_run(struct cli *cli)
 {
 	struct private_sbxd priv = {.pid = -1};
-	struct sbx_call_status st;
+	struct sbx_rpc_status st;
 	_cleanup_free_ char *run_id = NULL;
 	int status = EXIT_SETUP;
 
@@ -145,9 +145,9 @@ int cmd_run(struct cli *cli)
 
 int cmd_create(struct cli *cli)
 {
-	struct sbx_call_status st;
+	struct sbx_rpc_status st;
 	_cleanup_free_ char *run_id = NULL;
-	sbx_client *c = cli_connect(cli, NULL);
+	_cleanup_client_ sbx_client *c = cli_connect(cli, NULL);
 
 	if (!c)
 		return EXIT_FAILURE_RPC;
@@ -161,14 +161,13 @@ int cmd_create(struct cli *cli)
 	} else {
 		puts(run_id);
 	}
-	sbx_client_close(c);
 	return rc < 0 ? EXIT_FAILURE_RPC : 0;
 }
 
 int cmd_put(struct cli *cli)
 {
-	struct sbx_call_status st;
-	sbx_client *c = cli_connect(cli, NULL);
+	struct sbx_rpc_status st;
+	_cleanup_client_ sbx_client *c = cli_connect(cli, NULL);
 
 	if (!c)
 		return EXIT_FAILURE_RPC;
@@ -176,15 +175,14 @@ int cmd_put(struct cli *cli)
 	int rc = sbx_put_file(c, cli->run_id, cli->local, cli->remote, cli_progress, NULL, &st);
 	if (rc < 0)
 		cli_status_error(&st);
-	sbx_client_close(c);
 	return rc < 0 ? EXIT_FAILURE_RPC : 0;
 }
 
 int cmd_exec(struct cli *cli)
 {
-	struct sbx_call_status st;
+	struct sbx_rpc_status st;
 	int status;
-	sbx_client *c = cli_connect(cli, NULL);
+	_cleanup_client_ sbx_client *c = cli_connect(cli, NULL);
 
 	if (!c)
 		return EXIT_SETUP;
@@ -200,6 +198,5 @@ int cmd_exec(struct cli *cli)
 		cli_status_error(&st);
 		status = EXIT_SETUP;
 	}
-	sbx_client_close(c);
 	return status;
 }

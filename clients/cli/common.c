@@ -23,9 +23,14 @@ int cli_error(Sbx__V1__Code code, const char *fmt, ...)
 	return -1;
 }
 
-int cli_status_error(const struct sbx_call_status *st)
+int cli_err_error(Sbx__V1__Code code, const struct sbx_err *err)
 {
-	return cli_error(st->code, "%s", st->message);
+	return cli_error(code, "%s", err->msg);
+}
+
+int cli_status_error(const struct sbx_rpc_status *st)
+{
+	return cli_err_error(st->code, &st->err);
 }
 
 int cli_print_json(const ProtobufCMessage *m)
@@ -56,11 +61,16 @@ sbx_client *cli_connect(const struct cli *cli, const char *endpoint)
 	sbx_client *c = sbx_client_open(&o, &err);
 
 	if (!c) {
-		cli_error(SBX__V1__CODE__INVALID_ARGUMENT, "%s", err.msg);
+		cli_err_error(SBX__V1__CODE__INVALID_ARGUMENT, &err);
 		return NULL;
 	}
 	sbx_client_set_interrupt(c, &cli_interrupted);
 	return c;
+}
+
+void cli_client_closep(sbx_client **c)
+{
+	sbx_client_close(*c);
 }
 
 /* Big transfers show a progress line on a terminal; anything else (a log,

@@ -32,7 +32,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (cli_resolve(&cli, &err) < 0) {
-		cli_error(SBX__V1__CODE__INVALID_ARGUMENT, "%s", err.msg);
+		cli_err_error(SBX__V1__CODE__INVALID_ARGUMENT, &err);
 		return EXIT_USAGE;
 	}
 	return commands[cli.cmd](&cli);

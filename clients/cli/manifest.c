@@ -53,18 +53,16 @@ static int add_file(struct manifest *m, const char *rel, const char *local, stru
 static int walk(int dfd, const char *rel, const char *local, int depth, struct manifest *m,
 		struct sbx_err *err)
 {
-	DIR *d = fdopendir(dfd);
+	_cleanup_closedir_ DIR *d = fdopendir(dfd);
 	struct dirent *e;
 	int rc = 0;
 
 	if (!d) {
-		close(dfd);
+		sbx_closep(&dfd);
 		return sbx_fail_errno(err, "%s", local);
 	}
-	if (depth > MAX_DEPTH) {
-		closedir(d);
+	if (depth > MAX_DEPTH)
 		return sbx_fail(err, "%s: nested deeper than %d", local, MAX_DEPTH);
-	}
 	while (rc == 0 && (errno = 0, e = readdir(d))) {
 		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
 			continue;
@@ -93,7 +91,6 @@ static int walk(int dfd, const char *rel, const char *local, int depth, struct m
 	}
 	if (rc == 0 && errno)
 		rc = sbx_fail_errno(err, "%s", local);
-	closedir(d);
 	return rc;
 }
 
@@ -154,7 +151,7 @@ void manifest_free(struct manifest *m)
 }
 
 int manifest_upload(sbx_client *c, const char *run_id, const struct manifest *m,
-		    struct sbx_call_status *st)
+		    struct sbx_rpc_status *st)
 {
 	for (size_t i = 0; i < m->n; i++)
 		if (sbx_put_file(c, run_id, m->local[i], m->files[i]->path, cli_progress, NULL,

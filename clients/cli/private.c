@@ -13,10 +13,10 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "sleep.h"
 #include "util.h"
 
 #define START_TIMEOUT_MS 10000
@@ -121,19 +121,12 @@ static int make_dir(struct private_sbxd *p, struct sbx_err *err)
 	return 0;
 }
 
-static void sleep_ms(unsigned ms)
-{
-	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
-
-	nanosleep(&ts, NULL);
-}
-
 /* Polls Health until it answers, sbxd exits, or time runs out. */
 static int wait_ready(struct private_sbxd *p, const char *errlog, struct sbx_err *err)
 {
 	struct sbx_client_opts o = {.endpoint = p->endpoint, .timeout_ms = 2000, .retries = -1};
-	sbx_client *c = sbx_client_open(&o, err);
-	struct sbx_call_status st = {0};
+	_cleanup_client_ sbx_client *c = sbx_client_open(&o, err);
+	struct sbx_rpc_status st = {0};
 	char tail[600];
 	int status;
 
@@ -144,12 +137,10 @@ static int wait_ready(struct private_sbxd *p, const char *errlog, struct sbx_err
 		Sbx__V1__HealthResponse *h = sbx_health(c, &st);
 		if (h) {
 			sbx__v1__health_response__free_unpacked(h, NULL);
-			sbx_client_close(c);
 			return 0;
 		}
 		if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
 			p->pid = -1;
-			sbx_client_close(c);
 			tail_of(errlog, tail, sizeof(tail));
 			return sbx_fail(err, "sbxd exited with status %d: %s",
 					WIFEXITED(status) ? WEXITSTATUS(status)
@@ -158,76 +149,74 @@ static int wait_ready(struct private_sbxd *p, const char *errlog, struct sbx_err
 		}
 		if (cli_interrupted || waited >= START_TIMEOUT_MS)
 			break;
-		sleep_ms(50);
+		sbx_sleep_ms(50);
 	}
-	sbx_client_close(c);
 	if (cli_interrupted)
 		return sbx_fail(err, "interrupted");
 	tail_of(errlog, tail, sizeof(tail));
 	return sbx_fail(err, "sbxd did not answer within %d s (%s)%s%s", START_TIMEOUT_MS / 1000,
-			st.message, *tail ? ": " : "", tail);
+			st.err.msg, *tail ? ": " : "", tail);
 }
 
-int private_sbxd_start(struct private_sbxd *p, struct sbx_err *err)
+/* The child: sbxd on stdin null, stdout and stderr out. */
+static __attribute__((noreturn)) void run_sbxd(char *sbxd, char *state, char *log, char *listen,
+					       pid_t parent, int null, int out)
+{
+	struct sbx_err err;
+
+	/* Its own process group: a ^C for sbx must not drain sbxd before sbx
+	 * has torn the run down. Dies with sbx, if sbx is killed. */
+	setpgid(0, 0);
+	if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != parent)
+		_exit(127);
+	signal(SIGPIPE, SIG_DFL);
+	if (dup2(null, STDIN_FILENO) < 0 || dup2(out, STDOUT_FILENO) < 0 ||
+	    dup2(out, STDERR_FILENO) < 0)
+		_exit(127);
+	char *args[] = {sbxd, "--listen", listen, "--state-dir", state, "--log", log, NULL};
+	execv(sbxd, args);
+	sbx_fail_errno(&err, "cannot run %s", sbxd);
+	dprintf(STDERR_FILENO, "%s\n", err.msg);
+	_exit(127);
+}
+
+static int start(struct private_sbxd *p, struct sbx_err *err)
 {
 	char sbxd[PATH_MAX], state[PATH_MAX], log[PATH_MAX], errlog[PATH_MAX], listen[PATH_MAX];
 
-	p->pid = -1;
-	p->dir[0] = '\0';
 	if (private_sbxd_find("/proc/self/exe", sbxd, sizeof(sbxd)) < 0)
 		return sbx_fail(err, "no sbxd binary (set SBX_SBXD, or put sbxd on PATH)");
-	if (make_dir(p, err) < 0) {
-		private_sbxd_stop(p);
+	if (make_dir(p, err) < 0)
 		return -1;
-	}
 	snprintf(state, sizeof(state), "%s/state", p->dir);
 	snprintf(log, sizeof(log), "%s/audit.log", p->dir);
 	snprintf(errlog, sizeof(errlog), "%s/sbxd.stderr", p->dir);
 	snprintf(listen, sizeof(listen), "%s", p->endpoint);
-	int out = open(errlog, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	_cleanup_close_ int out = open(errlog, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	_cleanup_close_ int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	pid_t parent = getpid();
-	if (out < 0 || null < 0) {
-		sbx_fail_errno(err, "%s", errlog);
-		goto fail;
-	}
+	if (out < 0 || null < 0)
+		return sbx_fail_errno(err, "%s", errlog);
 	fflush(NULL);
 	p->pid = fork();
-	if (p->pid < 0) {
-		sbx_fail_errno(err, "fork");
-		goto fail;
-	}
-	if (p->pid == 0) {
-		/* Its own process group: a ^C for sbx must not drain sbxd before sbx
-		 * has torn the run down. Dies with sbx, if sbx is killed. */
-		setpgid(0, 0);
-		prctl(PR_SET_PDEATHSIG, SIGTERM);
-		if (getppid() != parent)
-			_exit(127);
-		signal(SIGPIPE, SIG_DFL);
-		dup2(null, STDIN_FILENO);
-		dup2(out, STDOUT_FILENO);
-		dup2(out, STDERR_FILENO);
-		char *args[] = {sbxd, "--listen", listen, "--state-dir", state, "--log", log, NULL};
-		execv(sbxd, args);
-		dprintf(STDERR_FILENO, "cannot run %s: %s\n", sbxd, strerror(errno));
-		_exit(127);
-	}
-	close(out);
-	close(null);
-	out = null = -1;
-	if (wait_ready(p, errlog, err) < 0) {
-		sbx_err_prefix(err, "%s", sbxd);
-		goto fail;
+	if (p->pid < 0)
+		return sbx_fail_errno(err, "fork");
+	if (p->pid == 0)
+		run_sbxd(sbxd, state, log, listen, parent, null, out);
+	if (wait_ready(p, errlog, err) < 0)
+		return sbx_err_prefix(err, "%s", sbxd);
+	return 0;
+}
+
+int private_sbxd_start(struct private_sbxd *p, struct sbx_err *err)
+{
+	p->pid = -1;
+	p->dir[0] = '\0';
+	if (start(p, err) < 0) {
+		private_sbxd_stop(p);
+		return -1;
 	}
 	return 0;
-fail:
-	if (out >= 0)
-		close(out);
-	if (null >= 0)
-		close(null);
-	private_sbxd_stop(p);
-	return -1;
 }
 
 void private_sbxd_stop(struct private_sbxd *p)
@@ -243,7 +232,7 @@ void private_sbxd_stop(struct private_sbxd *p)
 				waitpid(p->pid, &status, 0);
 				break;
 			}
-			sleep_ms(20);
+			sbx_sleep_ms(20);
 			waited += 20;
 		}
 		p->pid = -1;

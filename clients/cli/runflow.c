@@ -19,19 +19,18 @@
 #define POLL_MS 5000
 
 static char *read_file_max(const char *what, const char *path, size_t max, size_t *len,
-			   struct sbx_call_status *st)
+			   struct sbx_rpc_status *st)
 {
 	_cleanup_close_ int fd = strcmp(path, "-") ? open(path, O_RDONLY | O_CLOEXEC) : dup(0);
 	_cleanup_free_ char *buf = malloc(max + 2);
 	size_t n = 0;
 
 	if (fd < 0) {
-		sbx_st_fail(st, SBX__V1__CODE__INVALID_ARGUMENT, "%s %s: %s", what, path,
-			    strerror(errno));
+		sbx_rpc_fail_errno(st, SBX__V1__CODE__INVALID_ARGUMENT, "%s %s", what, path);
 		return NULL;
 	}
 	if (!buf) {
-		sbx_st_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
+		sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
 		return NULL;
 	}
 	for (;;) {
@@ -39,16 +38,16 @@ static char *read_file_max(const char *what, const char *path, size_t max, size_
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0) {
-			sbx_st_fail(st, SBX__V1__CODE__INVALID_ARGUMENT, "%s %s: %s", what, path,
-				    strerror(errno));
+			sbx_rpc_fail_errno(st, SBX__V1__CODE__INVALID_ARGUMENT, "%s %s", what,
+					   path);
 			return NULL;
 		}
 		if (r == 0)
 			break;
 		n += (size_t)r;
 		if (n > max) {
-			sbx_st_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
-				    "%s %s: larger than %zu bytes", what, path, max);
+			sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
+				     "%s %s: larger than %zu bytes", what, path, max);
 			return NULL;
 		}
 	}
@@ -88,11 +87,10 @@ static Sbx__V1__CreateRunRequest__LabelsEntry **make_labels(const struct cli *cl
 }
 
 int create_with_inputs(sbx_client *c, const struct cli *cli, bool upload, char **run_id,
-		       struct sbx_call_status *st)
+		       struct sbx_rpc_status *st)
 {
 	Sbx__V1__CreateRunRequest req = SBX__V1__CREATE_RUN_REQUEST__INIT;
 	struct manifest m = {0};
-	struct sbx_err err;
 	size_t len;
 	int rc = -1;
 
@@ -103,12 +101,12 @@ int create_with_inputs(sbx_client *c, const struct cli *cli, bool upload, char *
 	    read_file_max("--policy", cli->policy, SBX_POLICY_BYTES_MAX, &len, st);
 	if (!policy)
 		return -1;
-	if (cli->data && manifest_build(cli->data, &m, &err) < 0)
-		return sbx_st_fail(st, SBX__V1__CODE__INVALID_ARGUMENT, "%s", err.msg);
+	if (cli->data && manifest_build(cli->data, &m, &st->err) < 0)
+		return sbx_rpc_code(st, SBX__V1__CODE__INVALID_ARGUMENT);
 	Sbx__V1__CreateRunRequest__LabelsEntry **labels = make_labels(cli);
 	if (!labels) {
 		manifest_free(&m);
-		return sbx_st_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
+		return sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
 	}
 	req.policy_json = policy;
 	req.inputs = m.files;
@@ -117,13 +115,13 @@ int create_with_inputs(sbx_client *c, const struct cli *cli, bool upload, char *
 	req.n_labels = cli->n_labels;
 	Sbx__V1__CreateRunResponse *r = sbx_create_run(c, &req, st);
 	if (!r) {
-		sbx_err_prefix_st(st, "CreateRun");
+		sbx_rpc_prefix(st, "CreateRun");
 		goto out;
 	}
 	*run_id = strdup(r->run_id);
 	sbx__v1__create_run_response__free_unpacked(r, NULL);
 	if (!*run_id) {
-		sbx_st_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
+		sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
 		goto out;
 	}
 	rc = upload ? manifest_upload(c, *run_id, &m, st) : 0;
@@ -134,7 +132,7 @@ out:
 }
 
 int start_exec(sbx_client *c, const struct cli *cli, const char *run_id, char **exec_id,
-	       struct sbx_call_status *st)
+	       struct sbx_rpc_status *st)
 {
 	Sbx__V1__ExecRequest req = SBX__V1__EXEC_REQUEST__INIT;
 	_cleanup_free_ char *in = NULL;
@@ -151,10 +149,10 @@ int start_exec(sbx_client *c, const struct cli *cli, const char *run_id, char **
 	req.stdin.len = in_len;
 	Sbx__V1__ExecResponse *r = sbx_exec(c, &req, st);
 	if (!r)
-		return sbx_err_prefix_st(st, "Exec");
+		return sbx_rpc_prefix(st, "Exec");
 	*exec_id = strdup(r->exec_id);
 	sbx__v1__exec_response__free_unpacked(r, NULL);
-	return *exec_id ? 0 : sbx_st_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
+	return *exec_id ? 0 : sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
 }
 
 /* ---- live output ---- */
@@ -167,7 +165,7 @@ struct pump {
 	atomic_bool stop;
 	bool truncated;
 	int rc;
-	struct sbx_call_status st;
+	struct sbx_rpc_status st;
 };
 
 static int write_all(int fd, const uint8_t *p, size_t n)
@@ -217,7 +215,7 @@ static void *pump_main(void *arg)
 }
 
 int live_exec(sbx_client *c, const char *run_id, const char *exec_id, Sbx__V1__WaitResponse **wait,
-	      struct sbx_call_status *st)
+	      struct sbx_rpc_status *st)
 {
 	struct pump pumps[2] = {
 	    {.c = c,
@@ -240,19 +238,19 @@ int live_exec(sbx_client *c, const char *run_id, const char *exec_id, Sbx__V1__W
 			break;
 	*wait = started == 2 ? sbx_wait_end(c, run_id, exec_id, st) : NULL;
 	if (started != 2)
-		sbx_st_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "cannot start a thread");
+		sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "cannot start a thread");
 	if (!*wait) /* the output of an exec we gave up on is not worth waiting for */
 		for (int i = 0; i < started; i++)
 			atomic_store(&pumps[i].stop, true);
 	for (int i = 0; i < started; i++)
 		pthread_join(threads[i], NULL);
 	if (!*wait)
-		return sbx_err_prefix_st(st, "Wait");
+		return sbx_rpc_prefix(st, "Wait");
 	for (int i = 0; i < 2; i++) {
 		const char *name = i ? "stderr" : "stdout";
 		if (pumps[i].rc < 0) {
 			*st = pumps[i].st;
-			return sbx_err_prefix_st(st, "ReadOutput %s", name);
+			return sbx_rpc_prefix(st, "ReadOutput %s", name);
 		}
 		if (pumps[i].truncated)
 			fprintf(stderr,
@@ -282,46 +280,44 @@ bool safe_relative_path(const char *p)
 }
 
 /* mkdir -p of dir/rel's parent directories. */
-static int make_parents(const char *dir, const char *rel, struct sbx_call_status *st)
+static int make_parents(const char *dir, const char *rel, struct sbx_rpc_status *st)
 {
 	_cleanup_free_ char *path = NULL;
 
 	if (asprintf(&path, "%s/%s", dir, rel) < 0)
-		return sbx_st_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
+		return sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
 	for (char *s = path + strlen(dir) + 1; (s = strchr(s, '/')); s++) {
 		*s = '\0';
 		if (mkdir(path, 0777) < 0 && errno != EEXIST)
-			return sbx_st_fail(st, SBX__V1__CODE__INTERNAL, "%s: %s", path,
-					   strerror(errno));
+			return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "%s", path);
 		*s = '/';
 	}
 	return 0;
 }
 
-int fetch_all(sbx_client *c, const char *run_id, const char *dir, struct sbx_call_status *st)
+int fetch_all(sbx_client *c, const char *run_id, const char *dir, struct sbx_rpc_status *st)
 {
 	mode_t mask = umask(0);
 
 	umask(mask);
 	if (mkdir(dir, 0777) < 0 && errno != EEXIST)
-		return sbx_st_fail(st, SBX__V1__CODE__INVALID_ARGUMENT, "%s: %s", dir,
-				   strerror(errno));
+		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INVALID_ARGUMENT, "%s", dir);
 	Sbx__V1__ListArtifactsResponse *r = sbx_list_artifacts(c, run_id, st);
 	if (!r)
-		return sbx_err_prefix_st(st, "ListArtifacts");
+		return sbx_rpc_prefix(st, "ListArtifacts");
 	int rc = 0;
 	for (size_t i = 0; rc == 0 && i < r->n_artifacts; i++) {
 		const Sbx__V1__Artifact *a = r->artifacts[i];
 		_cleanup_free_ char *dest = NULL;
 		/* The server names the files; it does not get to name one outside dir. */
 		if (!safe_relative_path(a->path)) {
-			rc =
-			    sbx_st_fail(st, SBX__V1__CODE__DATA_LOSS,
-					"artifact path '%s' would leave %s: refused", a->path, dir);
+			rc = sbx_rpc_fail(st, SBX__V1__CODE__DATA_LOSS,
+					  "artifact path '%s' would leave %s: refused", a->path,
+					  dir);
 			break;
 		}
 		if (asprintf(&dest, "%s/%s", dir, a->path) < 0) {
-			rc = sbx_st_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
+			rc = sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
 			break;
 		}
 		rc = make_parents(dir, a->path, st);
@@ -329,8 +325,7 @@ int fetch_all(sbx_client *c, const char *run_id, const char *dir, struct sbx_cal
 			rc = sbx_fetch_file(c, run_id, a->path, dest, a->sha256, cli_progress, NULL,
 					    st);
 		if (rc == 0 && chmod(dest, (a->mode & 0777 ? a->mode & 0777 : 0666) & ~mask) < 0)
-			rc = sbx_st_fail(st, SBX__V1__CODE__INTERNAL, "%s: %s", dest,
-					 strerror(errno));
+			rc = sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "%s", dest);
 	}
 	if (rc == 0 && r->skipped)
 		fprintf(stderr,

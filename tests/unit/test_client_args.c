@@ -2,32 +2,14 @@
  * command's options and operands, usage errors, the environment. Drives
  * clients/cli/args.c directly (cli_parse, cli_resolve). */
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "cli.h"
-
-static int passed, failed;
-
-__attribute__((format(printf, 2, 3))) static bool check(bool cond, const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("%s %d - ", cond ? "ok" : "not ok", passed + failed + 1);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	putchar('\n');
-	if (cond)
-		passed++;
-	else
-		failed++;
-	return cond;
-}
 
 /* Splits a command line on spaces into a fresh argv (getopt permutes it). */
 static int split(const char *line, char **argv, char *buf, size_t size)
@@ -168,6 +150,5 @@ int main(void)
 	check(parses(line) && cli_resolve(&cli, &err) < 0 && strstr(err.msg, "No such file"),
 	      "a missing token file is an error: %s", err.msg);
 
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
+	return check_done();
 }

@@ -1,32 +1,14 @@
 /* Unit test of clients/c/pbjson.c: messages to JSON text checked against the
  * exact expected text (proto3 JSON mapping), and back to the same bytes;
  * strict reading with errors naming the JSON path. */
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "pbjson.h"
 #include "sbx/v1/sandbox.pb-c.h"
-
-static int passed, failed;
-
-__attribute__((format(printf, 2, 3))) static bool check(bool cond, const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("%s %d - ", cond ? "ok" : "not ok", passed + failed + 1);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	putchar('\n');
-	if (cond)
-		passed++;
-	else
-		failed++;
-	return cond;
-}
 
 static char *compact(const ProtobufCMessage *m, unsigned flags)
 {
@@ -282,6 +264,5 @@ int main(void)
 	test_nested_policy();
 	test_reading();
 	test_names();
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
+	return check_done();
 }

@@ -1,6 +1,5 @@
 /* sbx_file_sha256 against coreutils' sha256sum, on sizes around the 1 MiB
  * chunk the library reads with; and its errors. */
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,25 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "sbxclient.h"
-
-static int passed, failed;
-
-__attribute__((format(printf, 2, 3))) static bool check(bool cond, const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("%s %d - ", cond ? "ok" : "not ok", passed + failed + 1);
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	putchar('\n');
-	if (cond)
-		passed++;
-	else
-		failed++;
-	return cond;
-}
 
 static bool sha256sum(const char *path, char hex[65])
 {
@@ -73,6 +55,5 @@ int main(void)
 	snprintf(path, sizeof(path), "%s/f", dir);
 	unlink(path);
 	rmdir(dir);
-	printf("%d passed, %d failed\n", passed, failed);
-	return failed ? 1 : 0;
+	return check_done();
 }
