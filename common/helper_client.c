@@ -63,10 +63,15 @@ int ctl_recv(int ctl, struct ctl_event *ev, struct sbx_err *err)
 	memset(ev, 0, sizeof(*ev));
 	ev->out_fd = -1;
 	rc = sbx_ctl_recv(ctl, &m, fds, &nfds, SBX_CTL_MAX_FDS, err);
+	/* pid 1 died with our packets unread. The kernel reports that reset
+	 * before the messages pid 1 sent last (its Failure says why it died),
+	 * and clears it once reported: read on, so they are not lost. */
+	if (rc < 0 && err->errnum == ECONNRESET)
+		rc = sbx_ctl_recv(ctl, &m, fds, &nfds, SBX_CTL_MAX_FDS, err);
 	if (rc < 0 && (err->errnum == EAGAIN || err->errnum == EWOULDBLOCK))
 		return 0;
 	if (rc < 0 && err->errnum == ECONNRESET)
-		rc = 0; /* pid 1 died with our packets unread: the same end */
+		rc = 0; /* reset twice: nothing more will come, the same end */
 	if (rc < 0)
 		return -1;
 	if (rc == 0) {
