@@ -103,7 +103,7 @@ for t in "${TARGETS[@]}"; do
     grep -q 'ERROR: libFuzzer: out-of-memory' "$log" && kind=out-of-memory
     if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then kind="hang (killed after $((SECONDS_EACH + 120))s)"; fi
     say "$t: FAILED ($kind, exit status $rc) after ${execs:-?} executions; input: ${found:-none written}"
-    grep -E '^(==[0-9]+==ERROR|fuzz: |SUMMARY|    #[0-9]+ )' "$log" | head -30 | sed 's/^/    /'
+    grep -E '^(==[0-9]+==ERROR|fuzz: |SUMMARY|    #[0-9]+ )' "$log" | head -14 | sed 's/^/    /'
     say "$t: the whole log is $log"
 done
 

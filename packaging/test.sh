@@ -85,10 +85,12 @@ fi
 
 # tsan_env SRC: TSAN_OPTIONS, with the suppressions of races in nng or libc
 # (packaging/tsan.supp says why each is there) as the tests' user reads them.
+# The caller's TSAN_OPTIONS come last and win (e.g. log_path=DIR/tsan to keep
+# every report, halt_on_error=0 to see them all).
 tsan_env() {
     local opts="halt_on_error=1 exitcode=66 second_deadlock_stack=1"
-    [ -f "$1/packaging/tsan.supp" ] && opts+=" suppressions=$1/packaging/tsan.supp"
-    ENVV+=("TSAN_OPTIONS=$opts")
+    if [ -f "$1/packaging/tsan.supp" ]; then opts+=" suppressions=$1/packaging/tsan.supp"; fi
+    ENVV+=("TSAN_OPTIONS=$opts${TSAN_OPTIONS:+ $TSAN_OPTIONS}")
 }
 
 ctest_args() {   # ctest_args BUILDDIR: prints one argument per line
