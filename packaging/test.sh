@@ -18,13 +18,21 @@ CGROUP_MNT=/sys/fs/cgroup
 
 usage() {
     cat <<EOF
-Usage: packaging/test.sh [--sanitize] [-R REGEX] [-j N] [--help] [-- CTEST_ARGS...]
+Usage: packaging/test.sh [--sanitize[=address|thread]] [--no-fuzz|--fuzz] [-R REGEX] [-j N]
+                         [--help] [-- CTEST_ARGS...]
 
-Builds sbx with packaging/setup.sh and runs ctest (--timeout 300 --output-on-failure).
-As root, the build and the tests run as the unprivileged user $TEST_USER.
+Builds sbx with packaging/setup.sh and runs ctest (--timeout 300 --output-on-failure),
+then the fuzz targets for a minute (packaging/fuzz.sh, build directory build-fuzz).
+As root, the builds, the tests and the fuzzers run as the unprivileged user $TEST_USER.
 
-  --sanitize   ASan+UBSan build in a separate build directory (build-asan),
+  --sanitize, --sanitize=address
+               ASan+UBSan build in a separate build directory (build-asan),
                run with ASAN_OPTIONS=detect_leaks=1
+  --sanitize=thread
+               ThreadSanitizer build (build-tsan); a data race fails the test
+               whose process it is in (TSAN_OPTIONS halt_on_error=1)
+  --no-fuzz    do not run the fuzz targets after ctest
+  --fuzz       run them even with -R (which otherwise skips them)
   -R REGEX     only the tests matching REGEX (passed to ctest)
   -j N         tests in parallel (default 2)
   -- ARGS      more arguments for ctest
@@ -36,12 +44,16 @@ say() { printf '%s: %s\n' "$PROG" "$*"; }
 die() { printf '%s: error: %s\n' "$PROG" "$*" >&2; exit 1; }
 
 SANITIZE=0
+FUZZ=auto
 REGEX=
 JOBS=2
 EXTRA=()
 while [ $# -gt 0 ]; do
     case "$1" in
-        --sanitize) SANITIZE=1; shift ;;
+        --sanitize|--sanitize=address) SANITIZE=1; shift ;;
+        --sanitize=thread) SANITIZE=thread; shift ;;
+        --no-fuzz)  FUZZ=0; shift ;;
+        --fuzz)     FUZZ=1; shift ;;
         -R)         [ $# -ge 2 ] || die "-R needs a regex"; REGEX=$2; shift 2 ;;
         -R*)        REGEX=${1#-R}; shift ;;
         -j)         [ $# -ge 2 ] || die "-j needs a number"; JOBS=$2; shift 2 ;;
@@ -60,7 +72,26 @@ if [ "$SANITIZE" = 1 ]; then
     SETUP_ARGS+=(--sanitize)
     BUILD_NAME=build-asan
     ENVV+=(ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1)
+elif [ "$SANITIZE" = thread ]; then
+    # setup.sh knows only the ASan build: its build directory is configured
+    # for TSan first (preconfigure), and setup.sh's cmake keeps that cache.
+    BUILD_NAME=build-tsan
+    # exitcode 66: what TSan uses; sbxd's tests see a process that died.
 fi
+# A focused run (-R) is for a quick loop: the fuzzers only when asked.
+if [ "$FUZZ" = auto ]; then
+    if [ -n "$REGEX" ]; then FUZZ=0; else FUZZ=1; fi
+fi
+
+# tsan_env SRC: TSAN_OPTIONS, with the suppressions of races in nng or libc
+# (packaging/tsan.supp says why each is there) as the tests' user reads them.
+# The caller's TSAN_OPTIONS come last and win (e.g. log_path=DIR/tsan to keep
+# every report, halt_on_error=0 to see them all).
+tsan_env() {
+    local opts="halt_on_error=1 exitcode=66 second_deadlock_stack=1"
+    if [ -f "$1/packaging/tsan.supp" ]; then opts+=" suppressions=$1/packaging/tsan.supp"; fi
+    ENVV+=("TSAN_OPTIONS=$opts${TSAN_OPTIONS:+ $TSAN_OPTIONS}")
+}
 
 ctest_args() {   # ctest_args BUILDDIR: prints one argument per line
     printf '%s\n' --test-dir "$1" --output-on-failure --timeout 300 -j "$JOBS"
@@ -71,12 +102,23 @@ ctest_args() {   # ctest_args BUILDDIR: prints one argument per line
 # ------------------------------------------------------------ not root
 if [ "$(id -u)" != 0 ]; then
     BUILD_DIR=$REPO/$BUILD_NAME
+    if [ "$SANITIZE" = thread ]; then
+        bash "$REPO/packaging/setup.sh" --no-build
+        cmake -S "$REPO" -B "$BUILD_DIR" -DSBX_SANITIZE=thread
+        tsan_env "$REPO"
+    fi
     bash "$REPO/packaging/setup.sh" --build-dir "$BUILD_DIR" "${SETUP_ARGS[@]}"
     mapfile -t CARGS < <(ctest_args "$BUILD_DIR")
     say "ctest ${CARGS[*]}"
     rc=0
     env "${ENVV[@]}" ctest "${CARGS[@]}" || rc=$?
     say "ctest exit status $rc"
+    if [ "$FUZZ" = 1 ]; then
+        frc=0
+        bash "$REPO/packaging/fuzz.sh" --build-dir "$REPO/build-fuzz" || frc=$?
+        say "fuzz exit status $frc"
+        [ "$rc" != 0 ] || rc=$frc
+    fi
     exit "$rc"
 fi
 
@@ -118,10 +160,23 @@ if [ "$(stat -fc %T "$CGROUP_MNT" 2>/dev/null || true)" = cgroup2fs ]; then
     say "moved this shell into cgroup ${RUNNER#"$CGROUP_MNT"/}"
 fi
 
+if [ "$SANITIZE" = thread ]; then
+    as_user cmake -S "$SRC" -B "$BUILD_DIR" -DSBX_SANITIZE=thread
+    tsan_env "$SRC"
+fi
 as_user bash "$SRC/packaging/setup.sh" --build-dir "$BUILD_DIR" "${SETUP_ARGS[@]}"
 mapfile -t CARGS < <(ctest_args "$BUILD_DIR")
 say "as $TEST_USER: ctest ${CARGS[*]}"
 rc=0
 (cd "$BUILD_DIR" && as_user ctest "${CARGS[@]}") || rc=$?
 say "ctest exit status $rc"
+if [ "$FUZZ" = 1 ]; then
+    FUZZ_DIR=$(dirname "$BUILD_DIR")/build-fuzz
+    mkdir -p "$FUZZ_DIR"
+    chown -R "$TEST_USER:$TEST_USER" "$FUZZ_DIR"
+    frc=0
+    (cd "$FUZZ_DIR" && as_user bash "$SRC/packaging/fuzz.sh" --build-dir "$FUZZ_DIR") || frc=$?
+    say "fuzz exit status $frc"
+    [ "$rc" != 0 ] || rc=$frc
+fi
 exit "$rc"
