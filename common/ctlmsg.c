@@ -82,8 +82,6 @@ int sbx_ctl_recv(int sock, Sbx__V1__HelperMessage **msg, int *fds, size_t *nfds,
 	while (n < 0 && errno == EINTR);
 	if (n < 0)
 		return sbx_fail_errno(err, "control socket receive");
-	if (n == 0)
-		return 0;
 
 	int got[SBX_CTL_MAX_FDS];
 	size_t ngot = 0;
@@ -93,6 +91,12 @@ int sbx_ctl_recv(int sock, Sbx__V1__HelperMessage **msg, int *fds, size_t *nfds,
 		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
 		for (size_t i = 0; i < k && ngot < SBX_CTL_MAX_FDS; i++)
 			memcpy(&got[ngot++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+	}
+	/* 0 bytes is the end of the stream, or an empty packet, which the
+	 * protocol never sends: fds that came with one are closed either way. */
+	if (n == 0) {
+		sbx_close_fds(got, ngot);
+		return ngot ? sbx_fail(err, "empty control message with fds") : 0;
 	}
 	if ((mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || ngot > maxfds) {
 		sbx_close_fds(got, ngot);

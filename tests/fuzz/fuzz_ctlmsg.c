@@ -71,12 +71,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t nfds = data[0] & 7, maxfds = (data[0] >> 3) & 7;
 	if (maxfds > SBX_CTL_MAX_FDS)
 		maxfds = SBX_CTL_MAX_FDS;
-	/* KNOWN BUG, not this file's to fix: sbx_ctl_recv returns 0 (end of
-	 * stream) for an empty packet without closing the fds that came with
-	 * it (tests/fuzz/crashes/ctlmsg-empty-packet-with-fds). Drop these two
-	 * lines once it closes them. */
-	if (size == 1)
-		nfds = 0;
 	int before = lowest_free_fd();
 
 	/* An empty packet is end of stream, which is the receiver's business
