@@ -16,7 +16,7 @@ CGROUP_MNT=/sys/fs/cgroup
 CGROUP_RECORD=/etc/sbx/cgroup-root
 CONTROLLERS=(memory pids cpu)
 CTRL_LIST=$(IFS=,; printf '%s' "${CONTROLLERS[*]}")
-PACKAGES=(build-essential cmake pkg-config gcc clang libseccomp-dev libcap-dev
+PACKAGES=(build-essential cmake pkg-config gcc clang clang-format libseccomp-dev libcap-dev
           libnng-dev nng-utils libprotobuf-c-dev protobuf-c-compiler libjansson-dev
           libarchive-dev libssl-dev openssl bubblewrap tinyproxy python3 iproute2
           curl valgrind ca-certificates python3-protobuf protobuf-compiler time)

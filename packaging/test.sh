@@ -7,7 +7,10 @@
 # the sources are copied to /var/lib/sbx-test/src and built there.
 # Not root: setup.sh (which fails with instructions if packages are missing), then
 # ctest in the build directory.
-# The exit status is ctest's (or the failing setup/build step's).
+# A whole run (no -R) also checks the formatting first (clang-format, the tree's
+# .clang-format), runs the fuzz targets after ctest (packaging/fuzz.sh) and the
+# sbxd tests once more under ThreadSanitizer (this script with --sanitize=thread).
+# The exit status is the first failing stage's (0 when every stage passed).
 set -euo pipefail
 
 PROG="test"
@@ -18,11 +21,13 @@ CGROUP_MNT=/sys/fs/cgroup
 
 usage() {
     cat <<EOF
-Usage: packaging/test.sh [--sanitize[=address|thread]] [--no-fuzz|--fuzz] [-R REGEX] [-j N]
-                         [--help] [-- CTEST_ARGS...]
+Usage: packaging/test.sh [--sanitize[=address|thread]] [--no-fuzz|--fuzz] [--no-tsan]
+                         [--no-format] [-R REGEX] [-j N] [--help] [-- CTEST_ARGS...]
 
-Builds sbx with packaging/setup.sh and runs ctest (--timeout 300 --output-on-failure),
-then the fuzz targets for a minute (packaging/fuzz.sh, build directory build-fuzz).
+Checks the C sources' formatting (clang-format --dry-run against .clang-format),
+builds sbx with packaging/setup.sh and runs ctest (--timeout 300 --output-on-failure),
+then the fuzz targets for a minute (packaging/fuzz.sh, build directory build-fuzz),
+then the sbxd tests under ThreadSanitizer (build-tsan). With -R only ctest runs.
 As root, the builds, the tests and the fuzzers run as the unprivileged user $TEST_USER.
 
   --sanitize, --sanitize=address
@@ -33,6 +38,8 @@ As root, the builds, the tests and the fuzzers run as the unprivileged user $TES
                whose process it is in (TSAN_OPTIONS halt_on_error=1)
   --no-fuzz    do not run the fuzz targets after ctest
   --fuzz       run them even with -R (which otherwise skips them)
+  --no-tsan    do not run the sbxd tests under ThreadSanitizer after the fuzzers
+  --no-format  do not check the formatting
   -R REGEX     only the tests matching REGEX (passed to ctest)
   -j N         tests in parallel (default 2)
   -- ARGS      more arguments for ctest
@@ -45,6 +52,8 @@ die() { printf '%s: error: %s\n' "$PROG" "$*" >&2; exit 1; }
 
 SANITIZE=0
 FUZZ=auto
+TSAN=auto
+FORMAT=auto
 REGEX=
 JOBS=2
 EXTRA=()
@@ -54,6 +63,8 @@ while [ $# -gt 0 ]; do
         --sanitize=thread) SANITIZE=thread; shift ;;
         --no-fuzz)  FUZZ=0; shift ;;
         --fuzz)     FUZZ=1; shift ;;
+        --no-tsan)  TSAN=0; shift ;;
+        --no-format) FORMAT=0; shift ;;
         -R)         [ $# -ge 2 ] || die "-R needs a regex"; REGEX=$2; shift 2 ;;
         -R*)        REGEX=${1#-R}; shift ;;
         -j)         [ $# -ge 2 ] || die "-j needs a number"; JOBS=$2; shift 2 ;;
@@ -78,10 +89,38 @@ elif [ "$SANITIZE" = thread ]; then
     BUILD_NAME=build-tsan
     # exitcode 66: what TSan uses; sbxd's tests see a process that died.
 fi
-# A focused run (-R) is for a quick loop: the fuzzers only when asked.
-if [ "$FUZZ" = auto ]; then
-    if [ -n "$REGEX" ]; then FUZZ=0; else FUZZ=1; fi
-fi
+# A focused run (-R), or a sanitizer build, is for a quick loop: the other
+# stages only when asked.
+whole=1
+if [ -n "$REGEX" ] || [ "$SANITIZE" != 0 ]; then whole=0; fi
+[ "$FUZZ" != auto ] || FUZZ=$whole
+[ "$TSAN" != auto ] || TSAN=$whole
+[ "$FORMAT" != auto ] || FORMAT=$whole
+
+# The C sources as clang-format would write them (generated code is not in
+# git). Before the build: a formatting slip fails in seconds.
+check_format() {
+    local files bad
+    command -v clang-format >/dev/null || die "clang-format is missing (packaging/setup.sh installs it)"
+    if git -C "$REPO" rev-parse --git-dir >/dev/null 2>&1; then
+        mapfile -t files < <(git -C "$REPO" ls-files '*.c' '*.h')
+    else
+        mapfile -t files < <(cd "$REPO" && find . -name 'build*' -prune -o \( -name '*.c' -o -name '*.h' \) -print)
+    fi
+    bad=$(cd "$REPO" && clang-format --dry-run "${files[@]}" 2>&1 | grep -c 'warning:' || true)
+    if [ "$bad" != 0 ]; then
+        (cd "$REPO" && clang-format --dry-run "${files[@]}" 2>&1 | grep 'warning:' | cut -d: -f1 | sort -u | sed 's/^/  /') >&2
+        die "$bad lines are not formatted as .clang-format says: run clang-format -i on the files above"
+    fi
+    say "formatting: ${#files[@]} C files as .clang-format says"
+}
+# The sbxd tests again, in a ThreadSanitizer build: the last stage of a whole run.
+run_tsan() {
+    local trc=0
+    bash "$REPO/packaging/test.sh" --sanitize=thread -R '^sbxd\.(calls|lifecycle)$' -j "$JOBS" || trc=$?
+    say "thread sanitizer run exit status $trc"
+    return "$trc"
+}
 
 # tsan_env SRC: TSAN_OPTIONS, with the suppressions of races in nng or libc
 # (packaging/tsan.supp says why each is there) as the tests' user reads them.
@@ -102,6 +141,7 @@ ctest_args() {   # ctest_args BUILDDIR: prints one argument per line
 # ------------------------------------------------------------ not root
 if [ "$(id -u)" != 0 ]; then
     BUILD_DIR=$REPO/$BUILD_NAME
+    if [ "$FORMAT" = 1 ]; then check_format; fi
     if [ "$SANITIZE" = thread ]; then
         bash "$REPO/packaging/setup.sh" --no-build
         cmake -S "$REPO" -B "$BUILD_DIR" -DSBX_SANITIZE=thread
@@ -119,6 +159,11 @@ if [ "$(id -u)" != 0 ]; then
         say "fuzz exit status $frc"
         [ "$rc" != 0 ] || rc=$frc
     fi
+    if [ "$TSAN" = 1 ]; then
+        trc=0
+        run_tsan || trc=$?
+        [ "$rc" != 0 ] || rc=$trc
+    fi
     exit "$rc"
 fi
 
@@ -126,6 +171,7 @@ fi
 # Packages, the user sbx-test and the delegated cgroups; no build as root.
 cd /    # root's working directory may be unreadable for sbx-test
 bash "$REPO/packaging/setup.sh" --no-build "${SETUP_ARGS[@]}"
+if [ "$FORMAT" = 1 ]; then check_format; fi
 
 as_user() { runuser -u "$TEST_USER" -- env HOME="$TEST_HOME" TMPDIR=/tmp "${ENVV[@]}" "$@"; }
 
@@ -178,5 +224,10 @@ if [ "$FUZZ" = 1 ]; then
     (cd "$FUZZ_DIR" && as_user bash "$SRC/packaging/fuzz.sh" --build-dir "$FUZZ_DIR") || frc=$?
     say "fuzz exit status $frc"
     [ "$rc" != 0 ] || rc=$frc
+fi
+if [ "$TSAN" = 1 ]; then
+    trc=0
+    run_tsan || trc=$?
+    [ "$rc" != 0 ] || rc=$trc
 fi
 exit "$rc"
