@@ -149,6 +149,18 @@ class Limits(SandboxTest):
         self.assertGreaterEqual(peak, 48 * MIB, r)
         self.assertLessEqual(peak, 64 * MIB + MIB, r)
 
+    def test_files_in_tmp_beyond_memory_mb_are_reported_as_oom(self):
+        # tmpfs charges what the command writes to the exec's cgroup, which
+        # holds nothing else that the OOM killer could free. With commands
+        # smaller than exec init (sh, head) the killer picks exec init
+        # itself, so no report comes: the exec must still end as "oom"
+        # (it was setup_failed/125, "exec init was killed").
+        r = self.sh("head -c 60M /dev/zero > /tmp/x; echo SURVIVED",
+                    pol=policy(limits={"memory_mb": 16, "tmp_mb": 64, "script_seconds": 30}))
+        self.assertEqual(r.result["exit_reason"], "oom", r)
+        self.assertEqual((r.rc, r.result["exit_code"], r.result["signal"]), (137, 137, 9), r)
+        self.assertNotIn("SURVIVED", r.stdout)
+
     def test_rlimit_fallback_memory_bomb_gets_memory_error(self):
         r = self.py(MEMORY_BOMB, pol=policy(limits={"memory_mb": 64, "script_seconds": 30}),
                     extra=["--cgroup-root", "no/such/cgroup", "--allow-rlimit-fallback"])
