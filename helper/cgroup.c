@@ -292,6 +292,19 @@ int sbx_cgroup_set_limits(const struct sbx_cgroup *cg, const Sbx__V1__Limits *l,
 					"(memory.memsw.*, swapaccount=1): the memory limit "
 					"cannot be enforced",
 					cg->path);
+		/* v1 charges TCP buffers to a memory cgroup only once this is
+		 * set (and UDP never): without it, loopback queues of the exec's
+		 * own network namespace hold host memory its limit never sees.
+		 * Once set, v1 charges TCP and UDP alike to it (measured): a
+		 * separate counter, so sockets add at most memory_mb more. */
+		if (faccessat(cg->fd[SBX_CG_MEMORY], SBX_CG_V1_TCP_LIMIT, F_OK, 0) < 0)
+			return sbx_fail(err,
+					"cgroup %s: no " SBX_CG_V1_TCP_LIMIT
+					": cgroup v1 would not "
+					"charge socket buffers, so the memory limit cannot be "
+					"enforced",
+					cg->path);
+		rc |= write_at(cg->fd[SBX_CG_MEMORY], SBX_CG_V1_TCP_LIMIT, mem, err);
 		rc |= write_at(cg->fd[SBX_CG_PIDS], "pids.max", pids, err);
 		rc |= write_at(cg->fd[SBX_CG_CPU], "cpu.cfs_period_us", "100000", err);
 		rc |= write_at(cg->fd[SBX_CG_CPU], "cpu.cfs_quota_us", cpu, err);

@@ -163,6 +163,7 @@ static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, i
 	    .cgroup = &slot->cg,
 	    .report_fd = report[1],
 	    .filter = st->ctx->filter,
+	    .sysctl_dir = st->ctx->sysctl_dir,
 	};
 	slot->start_ms = sbx_mono_ms();
 	slot->pid = sbx_exec_spawn(&spec, &err);
