@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "fds.h"
 #include "util.h"
 
 static int loopback_up(struct sbx_err *err)
@@ -23,16 +24,12 @@ static int loopback_up(struct sbx_err *err)
 	return 0;
 }
 
+/* Looked up at open, from this namespace: /proc/sys/net shows the network
+ * namespace of whoever walks it. */
 static int write_sysctl(int dir, const char *name, const char *value, struct sbx_err *err)
 {
-	/* Looked up now, from this namespace: /proc/sys/net shows the
-	 * network namespace of whoever walks it. */
-	_cleanup_close_ int fd = openat(dir, name, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
-		return sbx_fail_errno(err, "open /proc/sys/%s", name);
-	size_t len = strlen(value);
-	if (write(fd, value, len) != (ssize_t)len)
-		return sbx_fail_errno(err, "write %s to /proc/sys/%s", value, name);
+	if (sbx_write_at(dir, name, value, err) < 0)
+		return sbx_err_prefix(err, "/proc/sys");
 	return 0;
 }
 
