@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fds.h"
 #include "path.h"
 #include "util.h"
 
@@ -71,17 +72,6 @@ enum sbx_cg_mode sbx_cgroup_detect(void)
 			return SBX_CG_NONE;
 	}
 	return SBX_CG_V1;
-}
-
-static int write_at(int dirfd, const char *file, const char *val, struct sbx_err *err)
-{
-	_cleanup_close_ int fd = openat(dirfd, file, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return sbx_fail_errno(err, "open %s", file);
-	size_t len = strlen(val);
-	if (write(fd, val, len) != (ssize_t)len)
-		return sbx_fail_errno(err, "write %s to %s", val, file);
-	return 0;
 }
 
 static int read_at(int dirfd, const char *file, char *buf, size_t size)
@@ -230,7 +220,7 @@ int sbx_cgroup_create(const struct sbx_cgroup *parent, const char *name, bool co
 	}
 	snprintf(child->path, sizeof(child->path), "%.3900s/%.150s", parent->path, name);
 	if (controllers && child->mode == SBX_CG_V2 &&
-	    write_at(child->fd[0], "cgroup.subtree_control", "+memory +pids +cpu", err) < 0) {
+	    sbx_write_at(child->fd[0], "cgroup.subtree_control", "+memory +pids +cpu", err) < 0) {
 		sbx_err_prefix(err, "cgroup %s: enabling memory, pids and cpu", child->path);
 		goto fail;
 	}
@@ -266,35 +256,48 @@ int sbx_cgroup_set_limits(const struct sbx_cgroup *cg, const Sbx__V1__Limits *l,
 	if (cg->mode == SBX_CG_V2) {
 		snprintf(cpu, sizeof(cpu), "%llu %u",
 			 (unsigned long long)l->cpu_millis * CPU_PERIOD_US / 1000, CPU_PERIOD_US);
-		rc |= write_at(cg->fd[0], "memory.max", mem, err);
+		rc |= sbx_write_at(cg->fd[0], "memory.max", mem, err);
 		/* No swap: a memory limit that can spill to swap is no limit. */
 		if (faccessat(cg->fd[0], "memory.swap.max", F_OK, 0) == 0)
-			rc |= write_at(cg->fd[0], "memory.swap.max", "0", err);
+			rc |= sbx_write_at(cg->fd[0], "memory.swap.max", "0", err);
 		else if (host_has_swap())
 			return sbx_fail(err,
 					"cgroup %s: the host has swap but no swap accounting "
 					"(memory.swap.max): the memory limit cannot be enforced",
 					cg->path);
 		/* One OOM kill takes the exec's whole tree, so "oom" is unambiguous. */
-		rc |= write_at(cg->fd[0], "memory.oom.group", "1", err);
-		rc |= write_at(cg->fd[0], "pids.max", pids, err);
-		rc |= write_at(cg->fd[0], "cpu.max", cpu, err);
+		rc |= sbx_write_at(cg->fd[0], "memory.oom.group", "1", err);
+		rc |= sbx_write_at(cg->fd[0], "pids.max", pids, err);
+		rc |= sbx_write_at(cg->fd[0], "cpu.max", cpu, err);
 	} else {
 		snprintf(cpu, sizeof(cpu), "%llu",
 			 (unsigned long long)l->cpu_millis * CPU_PERIOD_US / 1000);
-		rc |= write_at(cg->fd[SBX_CG_MEMORY], "memory.limit_in_bytes", mem, err);
+		rc |= sbx_write_at(cg->fd[SBX_CG_MEMORY], "memory.limit_in_bytes", mem, err);
 		if (faccessat(cg->fd[SBX_CG_MEMORY], "memory.memsw.limit_in_bytes", F_OK, 0) == 0)
-			rc |= write_at(cg->fd[SBX_CG_MEMORY], "memory.memsw.limit_in_bytes", mem,
-				       err);
+			rc |= sbx_write_at(cg->fd[SBX_CG_MEMORY], "memory.memsw.limit_in_bytes",
+					   mem, err);
 		else if (host_has_swap())
 			return sbx_fail(err,
 					"cgroup %s: the host has swap but no swap accounting "
 					"(memory.memsw.*, swapaccount=1): the memory limit "
 					"cannot be enforced",
 					cg->path);
-		rc |= write_at(cg->fd[SBX_CG_PIDS], "pids.max", pids, err);
-		rc |= write_at(cg->fd[SBX_CG_CPU], "cpu.cfs_period_us", "100000", err);
-		rc |= write_at(cg->fd[SBX_CG_CPU], "cpu.cfs_quota_us", cpu, err);
+		/* v1 charges TCP buffers to a memory cgroup only once this is
+		 * set (and UDP never): without it, loopback queues of the exec's
+		 * own network namespace hold host memory its limit never sees.
+		 * Once set, v1 charges TCP and UDP alike to it (measured): a
+		 * separate counter, so sockets add at most memory_mb more. */
+		if (faccessat(cg->fd[SBX_CG_MEMORY], SBX_CG_V1_TCP_LIMIT, F_OK, 0) < 0)
+			return sbx_fail(err,
+					"cgroup %s: no " SBX_CG_V1_TCP_LIMIT
+					": cgroup v1 would not "
+					"charge socket buffers, so the memory limit cannot be "
+					"enforced",
+					cg->path);
+		rc |= sbx_write_at(cg->fd[SBX_CG_MEMORY], SBX_CG_V1_TCP_LIMIT, mem, err);
+		rc |= sbx_write_at(cg->fd[SBX_CG_PIDS], "pids.max", pids, err);
+		rc |= sbx_write_at(cg->fd[SBX_CG_CPU], "cpu.cfs_period_us", "100000", err);
+		rc |= sbx_write_at(cg->fd[SBX_CG_CPU], "cpu.cfs_quota_us", cpu, err);
 	}
 	if (rc)
 		return sbx_err_prefix(err, "cgroup %s: setting limits", cg->path);
@@ -306,9 +309,9 @@ int sbx_cgroup_set_memory(const struct sbx_cgroup *cg, uint64_t bytes, struct sb
 	char val[32];
 	snprintf(val, sizeof(val), "%llu", (unsigned long long)bytes);
 	if (cg->mode == SBX_CG_V2)
-		return write_at(cg->fd[0], "memory.max", val, err);
+		return sbx_write_at(cg->fd[0], "memory.max", val, err);
 	if (cg->mode == SBX_CG_V1)
-		return write_at(cg->fd[SBX_CG_MEMORY], "memory.limit_in_bytes", val, err);
+		return sbx_write_at(cg->fd[SBX_CG_MEMORY], "memory.limit_in_bytes", val, err);
 	return 0;
 }
 
@@ -317,7 +320,7 @@ int sbx_cgroup_add_pid(const struct sbx_cgroup *cg, pid_t pid, struct sbx_err *e
 	char buf[32];
 	snprintf(buf, sizeof(buf), "%d", (int)pid);
 	for (int i = 0; i < nctrl(cg); i++)
-		if (write_at(cg->fd[i], "cgroup.procs", buf, err) < 0)
+		if (sbx_write_at(cg->fd[i], "cgroup.procs", buf, err) < 0)
 			return sbx_err_prefix(err, "cgroup %s: joining", cg->path);
 	return 0;
 }
@@ -371,7 +374,7 @@ void sbx_cgroup_kill(const struct sbx_cgroup *cg)
 	if (cg->mode == SBX_CG_NONE)
 		return;
 	struct sbx_err ignored;
-	if (cg->mode == SBX_CG_V2 && write_at(cg->fd[0], "cgroup.kill", "1", &ignored) == 0)
+	if (cg->mode == SBX_CG_V2 && sbx_write_at(cg->fd[0], "cgroup.kill", "1", &ignored) == 0)
 		return;
 	kill_members(cg->mode == SBX_CG_V1 ? cg->fd[SBX_CG_PIDS] : cg->fd[0]);
 }

@@ -23,6 +23,9 @@ enum sbx_cg_mode {
 
 enum { SBX_CG_MEMORY, SBX_CG_PIDS, SBX_CG_CPU, SBX_CG_NCTRL };
 
+/* cgroup v1's limit on TCP socket buffers, set to memory_mb per exec. */
+#define SBX_CG_V1_TCP_LIMIT "memory.kmem.tcp.limit_in_bytes"
+
 struct sbx_cgroup {
 	enum sbx_cg_mode mode;
 	int fd[SBX_CG_NCTRL]; /* v2 uses fd[0] only; -1 when unused */

@@ -39,7 +39,7 @@ static void check_userns(struct item *it)
 {
 	pid_t pid = (pid_t)syscall(SYS_clone,
 				   CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET |
-					   CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP | SIGCHLD,
+				       CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP | SIGCHLD,
 				   NULL, NULL, NULL, NULL);
 	if (pid == 0)
 		_exit(0);
@@ -94,22 +94,54 @@ static void check_seccomp(struct item *it)
 	it->fix = it->ok ? NULL : "a kernel with CONFIG_SECCOMP_FILTER";
 }
 
-static void check_cgroup(struct item *it, const char *rel, char *mode, size_t mode_size,
-			 bool *has_kill)
+/* What bounds an exec's TCP and UDP buffers (socket_memory). */
+static void check_sockets(struct item *it, const struct sbx_cgroup *root, const char **bound)
+{
+	if (root->mode == SBX_CG_V2) {
+		*bound = "memory_mb";
+		it->ok = true;
+		snprintf(it->detail, sizeof(it->detail),
+			 "cgroup v2 charges socket buffers to the exec's memory.max: an exec "
+			 "holds at most memory_mb in all");
+	} else if (root->mode == SBX_CG_V1 &&
+		   sbx_cgroup_has_file(root, SBX_CG_MEMORY, SBX_CG_V1_TCP_LIMIT)) {
+		*bound = "2 x memory_mb";
+		it->ok = true;
+		snprintf(
+		    it->detail, sizeof(it->detail),
+		    "cgroup v1: TCP and UDP buffers are charged to the exec's " SBX_CG_V1_TCP_LIMIT
+		    " (set to memory_mb), a counter apart from "
+		    "memory.limit_in_bytes: an exec holds at most memory_mb of socket "
+		    "buffers on top of memory_mb");
+	} else {
+		*bound = "none";
+		it->ok = false;
+		snprintf(it->detail, sizeof(it->detail),
+			 "no cgroup charges socket buffers here: execs would be refused (cgroup "
+			 "v1 without " SBX_CG_V1_TCP_LIMIT ") or bounded only per socket and "
+			 "host-wide by net.ipv4.tcp_mem/udp_mem (rlimit fallback)");
+		it->fix = "cgroup v2, or a v1 memory controller with " SBX_CG_V1_TCP_LIMIT;
+	}
+}
+
+static void check_cgroup(struct item *it, struct item *sockets, const char **sock_bound,
+			 const char *rel, char *mode, size_t mode_size, bool *has_kill)
 {
 	struct sbx_cgroup root;
 	struct sbx_err err;
 	snprintf(mode, mode_size, "%s", sbx_cg_mode_name(sbx_cgroup_detect()));
 	*has_kill = false;
+	sbx_cgroup_init(&root);
 	if (sbx_cgroup_open_root(rel, &root, &err) < 0) {
+		check_sockets(sockets, &root, sock_bound);
 		it->ok = false;
 		snprintf(it->detail, sizeof(it->detail), "%s", err.msg);
 		it->fix = "run packaging/setup.sh as root (delegates a subtree to the test user), "
 			  "or pass --cgroup-root PATH naming a subtree this user owns";
 		return;
 	}
-	bool mem = sbx_cgroup_has_file(&root, SBX_CG_MEMORY,
-				       root.mode == SBX_CG_V2 ? "memory.max" : "memory.limit_in_bytes");
+	bool mem = sbx_cgroup_has_file(
+	    &root, SBX_CG_MEMORY, root.mode == SBX_CG_V2 ? "memory.max" : "memory.limit_in_bytes");
 	bool pids = sbx_cgroup_has_file(&root, SBX_CG_PIDS, "pids.max");
 	bool cpu = sbx_cgroup_has_file(&root, SBX_CG_CPU,
 				       root.mode == SBX_CG_V2 ? "cpu.max" : "cpu.cfs_quota_us");
@@ -138,6 +170,7 @@ static void check_cgroup(struct item *it, const char *rel, char *mode, size_t mo
 	if (!it->ok)
 		it->fix = "enable memory, pids and cpu in the delegated cgroup's parent "
 			  "(cgroup.subtree_control)";
+	check_sockets(sockets, &root, sock_bound);
 	sbx_cgroup_close(&root);
 }
 
@@ -156,19 +189,18 @@ static void check_openat2(struct item *it)
 
 int sbx_check_main(const char *cgroup_root, bool json)
 {
-	struct item items[6] = {
-		{.name = "userns", .required = true},
-		{.name = "seccomp", .required = true},
-		{.name = "cgroup", .required = true},
-		{.name = "openat2", .required = true},
-		{.name = "pidfd", .required = false},
-		{.name = "cgroup.kill", .required = false},
+	struct item items[7] = {
+	    {.name = "userns", .required = true},	 {.name = "seccomp", .required = true},
+	    {.name = "cgroup", .required = true},	 {.name = "openat2", .required = true},
+	    {.name = "pidfd", .required = false},	 {.name = "cgroup.kill", .required = false},
+	    {.name = "socket_memory", .required = true},
 	};
+	const char *sock_bound = "none";
 	char mode[8];
 	bool has_kill;
 	check_userns(&items[0]);
 	check_seccomp(&items[1]);
-	check_cgroup(&items[2], cgroup_root, mode, sizeof(mode), &has_kill);
+	check_cgroup(&items[2], &items[6], &sock_bound, cgroup_root, mode, sizeof(mode), &has_kill);
 	check_openat2(&items[3]);
 	int pfd = pidfd_open(getpid(), 0);
 	items[4].ok = pfd >= 0;
@@ -191,7 +223,9 @@ int sbx_check_main(const char *cgroup_root, bool json)
 		json_t *doc = json_object();
 		json_object_set_new(doc, "ok", json_boolean(all));
 		json_object_set_new(doc, "cgroup_mode", json_string(mode));
-		json_object_set_new(doc, "legacy_tiocsti", json_string(tiocsti[0] ? tiocsti : "absent"));
+		json_object_set_new(doc, "socket_memory_bound", json_string(sock_bound));
+		json_object_set_new(doc, "legacy_tiocsti",
+				    json_string(tiocsti[0] ? tiocsti : "absent"));
 		for (size_t i = 0; i < SBX_ARRAY_SIZE(items); i++)
 			json_object_set_new(doc, items[i].name,
 					    json_pack("{s:b, s:b, s:s, s:s?}", "ok", items[i].ok,
@@ -205,7 +239,9 @@ int sbx_check_main(const char *cgroup_root, bool json)
 	} else {
 		for (size_t i = 0; i < SBX_ARRAY_SIZE(items); i++) {
 			printf("%-12s %-4s %s%s\n", items[i].name,
-			       items[i].ok ? "ok" : items[i].required ? "MISSING" : "no",
+			       items[i].ok	   ? "ok"
+			       : items[i].required ? "MISSING"
+						   : "no",
 			       items[i].detail, items[i].required ? "" : " (optional)");
 			if (!items[i].ok && items[i].fix)
 				printf("%-12s      fix: %s\n", "", items[i].fix);

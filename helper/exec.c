@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "fds.h"
+#include "netns.h"
 #include "privs.h"
 #include "rootfs.h"
 #include "syscall_filter.h"
@@ -166,8 +167,9 @@ static void exec_init(const struct sbx_exec_spec *s)
 {
 	struct sbx_err err;
 	int rfd = s->report_fd;
-	int keep[4 + SBX_CG_NCTRL] = {s->report_fd, s->stdio[0], s->stdio[1], s->stdio[2]};
-	size_t nkeep = 4;
+	int keep[5 + SBX_CG_NCTRL] = {s->report_fd, s->stdio[0], s->stdio[1], s->stdio[2],
+				      s->sysctl_dir};
+	size_t nkeep = 5;
 	for (int i = 0; i < SBX_CG_NCTRL; i++)
 		if (s->cgroup->fd[i] >= 0)
 			keep[nkeep++] = s->cgroup->fd[i];
@@ -182,6 +184,11 @@ static void exec_init(const struct sbx_exec_spec *s)
 			setup_failed(rfd, &err);
 		}
 	}
+	/* While exec init still has its capabilities over its own network
+	 * namespace; then the fd goes, like the cgroup's. */
+	if (sbx_netns_setup(s->sysctl_dir, &err) < 0)
+		setup_failed(rfd, &err);
+	close(s->sysctl_dir);
 	/* Its job done, the cgroup is no business of the command's. */
 	for (int i = 0; i < SBX_CG_NCTRL; i++)
 		if (s->cgroup->fd[i] >= 0)
@@ -281,9 +288,10 @@ pid_t sbx_exec_spawn(const struct sbx_exec_spec *s, struct sbx_err *err)
 	_cleanup_close_pair_ int sync[2] = SBX_PAIR_INIT;
 	if (pipe2(sync, O_CLOEXEC) < 0)
 		return sbx_fail_errno(err, "pipe");
-	_cleanup_kill_reap_ pid_t pid =
-	    (pid_t)syscall(SYS_clone, CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | SIGCHLD, NULL,
-			   NULL, NULL, NULL);
+	_cleanup_kill_reap_ pid_t pid = (pid_t)syscall(SYS_clone,
+						       CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID |
+							   CLONE_NEWNET | CLONE_NEWIPC | SIGCHLD,
+						       NULL, NULL, NULL, NULL);
 	if (pid < 0)
 		return sbx_fail_errno(err, "clone exec namespaces");
 	if (pid == 0) {

@@ -1,10 +1,12 @@
 /* One exec: a process tree of its own inside the sandbox.
  *
- * The sandbox's pid 1 clones an "exec init" into a new pid namespace. It
+ * The sandbox's pid 1 clones an "exec init" into new user, mount, pid,
+ * network and System V IPC namespaces. It
  * joins the exec's cgroup, gives up every privilege, loads the seccomp
  * filter, then forks the command and reaps. When the command ends, exec init reports and
- * exits, and the kernel kills whatever the command left behind: files are
- * shared between a run's execs, processes never are. */
+ * exits, and the kernel kills whatever the command left behind: files in
+ * /out, /tmp and /dev/shm are shared between a run's execs; processes,
+ * sockets (loopback, abstract unix names) and SysV IPC never are. */
 #ifndef SBX_EXEC_H
 #define SBX_EXEC_H
 
@@ -48,6 +50,7 @@ struct sbx_exec_spec {
 	const struct sbx_cgroup *cgroup; /* mode NONE: rlimits instead */
 	int report_fd;			 /* write end, handed to exec init */
 	const struct sock_fprog *filter; /* the seccomp program, compiled once */
+	int sysctl_dir;			 /* netns.h: closed before the command runs */
 };
 
 /* Returns exec init's pid, or -1. */

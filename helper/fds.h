@@ -1,5 +1,6 @@
 /* File descriptor chores: closing every inherited fd but a few, so nothing
- * the helper held reaches pid 1 or a command; writing a /proc file. */
+ * the helper held reaches pid 1 or a command; writing a /proc, cgroup or
+ * sysctl file. */
 #ifndef SBX_FDS_H
 #define SBX_FDS_H
 
@@ -15,5 +16,8 @@ int sbx_close_fds_except(int *keep, size_t n, struct sbx_err *err);
 
 /* Writes text to /proc/PID/FILE (uid_map, setgroups, gid_map). */
 int sbx_write_proc(pid_t pid, const char *file, const char *text, struct sbx_err *err);
+
+/* Writes text to dirfd/file (not following a last-component link). */
+int sbx_write_at(int dirfd, const char *file, const char *text, struct sbx_err *err);
 
 #endif

@@ -163,6 +163,7 @@ static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, i
 	    .cgroup = &slot->cg,
 	    .report_fd = report[1],
 	    .filter = st->ctx->filter,
+	    .sysctl_dir = st->ctx->sysctl_dir,
 	};
 	slot->start_ms = sbx_mono_ms();
 	slot->pid = sbx_exec_spawn(&spec, &err);
@@ -213,6 +214,16 @@ static void finish_exec(struct init_state *st, struct exec_slot *slot, int init_
 		e.signal = SIGKILL;
 		e.exit_code =
 		    slot->forced == SBX__V1__EXEC_ENDED__REASON__TIMEOUT ? 124 : 128 + SIGKILL;
+	} else if (ooms > 0) {
+		/* The limit was hit inside this exec: whatever the command did
+		 * afterwards, "oom" is the truthful reason. Looked at before the
+		 * report, which is missing when the OOM killer picked exec init
+		 * itself (the command's memory was socket buffers, or files in
+		 * /tmp and /out, which tmpfs charges to the exec). */
+		e.reason = SBX__V1__EXEC_ENDED__REASON__OOM;
+		bool sig = !have_report || WIFSIGNALED(status);
+		e.signal = !have_report ? SIGKILL : sig ? WTERMSIG(status) : 0;
+		e.exit_code = sig ? 128 + e.signal : WEXITSTATUS(status);
 	} else if (!have_report) {
 		e.reason = SBX__V1__EXEC_ENDED__REASON__SETUP_FAILED;
 		e.exit_code = 125;
@@ -226,12 +237,6 @@ static void finish_exec(struct init_state *st, struct exec_slot *slot, int init_
 		e.reason = SBX__V1__EXEC_ENDED__REASON__EXITED;
 		e.exit_code = (r.errnum == ENOENT || r.errnum == ENOTDIR) ? 127 : 126;
 		e.message = strerror(r.errnum);
-	} else if (ooms > 0) {
-		/* The limit was hit inside this exec: whatever the command did
-		 * afterwards, "oom" is the truthful reason. */
-		e.reason = SBX__V1__EXEC_ENDED__REASON__OOM;
-		e.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-		e.exit_code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
 	} else if (WIFSIGNALED(status)) {
 		e.reason = SBX__V1__EXEC_ENDED__REASON__SIGNALED;
 		e.signal = WTERMSIG(status);

@@ -12,10 +12,11 @@
 
 struct sbx_init_ctx {
 	const SbxPolicy *policy;
-	int ctl;		 /* SOCK_SEQPACKET to the server */
-	struct sbx_cgroup *run;	 /* the run's cgroup; mode NONE: rlimit fallback */
-	int out_fd;		 /* /out, passed to the server in Ready; -1 without /out */
-	bool seccomp;		 /* for Ready: what is enforced */
+	int ctl;			 /* SOCK_SEQPACKET to the server */
+	struct sbx_cgroup *run;		 /* the run's cgroup; mode NONE: rlimit fallback */
+	int out_fd;			 /* /out, passed to the server in Ready; -1 without /out */
+	int sysctl_dir;			 /* /proc/sys, writable beneath its read-only bind */
+	bool seccomp;			 /* for Ready: what is enforced */
 	const struct sock_fprog *filter; /* loaded by every exec */
 };
 

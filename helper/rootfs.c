@@ -30,7 +30,7 @@ static int bind_fd(int src_fd, int root_fd, const char *target, uint64_t attrs, 
 {
 	unsigned rec = recursive ? AT_RECURSIVE : 0;
 	_cleanup_close_ int tree =
-		open_tree(src_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | rec);
+	    open_tree(src_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | rec);
 	if (tree < 0)
 		return sbx_fail_errno(err, "bind %s", target);
 	struct mount_attr attr = {.attr_set = attrs, .propagation = MS_PRIVATE};
@@ -84,7 +84,7 @@ static int touch_at(int dirfd, const char *name, struct sbx_err *err)
 static int write_file_at(int dirfd, const char *name, const char *text, struct sbx_err *err)
 {
 	_cleanup_close_ int fd =
-		openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	    openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (fd < 0)
 		return sbx_fail_errno(err, "create %s", name);
 	size_t len = strlen(text);
@@ -148,17 +148,17 @@ static int populate_host_image(int root_fd, struct sbx_err *err)
 	static const struct {
 		const char *name, *text;
 	} files[] = {
-		{"passwd", "root:x:0:0:root:/root:/usr/sbin/nologin\n"
-			   "sbx:x:1000:1000:sandbox:/tmp:/bin/sh\n"
-			   "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"},
-		{"group", "root:x:0:\nsbx:x:1000:\nnogroup:x:65534:\n"},
-		{"hostname", "sbx\n"},
-		{"hosts", "127.0.0.1\tlocalhost sbx\n::1\tlocalhost ip6-localhost\n"},
-		{"nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\n"
-				  "hosts: files dns\nnetworks: files\nprotocols: files\n"
-				  "services: files\n"},
-		/* No resolver: with egress deny there is nothing to ask. */
-		{"resolv.conf", "# sbx: no DNS inside the sandbox\n"},
+	    {"passwd", "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+		       "sbx:x:1000:1000:sandbox:/tmp:/bin/sh\n"
+		       "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"},
+	    {"group", "root:x:0:\nsbx:x:1000:\nnogroup:x:65534:\n"},
+	    {"hostname", "sbx\n"},
+	    {"hosts", "127.0.0.1\tlocalhost sbx\n::1\tlocalhost ip6-localhost\n"},
+	    {"nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\n"
+			      "hosts: files dns\nnetworks: files\nprotocols: files\n"
+			      "services: files\n"},
+	    /* No resolver: with egress deny there is nothing to ask. */
+	    {"resolv.conf", "# sbx: no DNS inside the sandbox\n"},
 	};
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(files); i++)
 		if (write_file_at(etc, files[i].name, files[i].text, err) < 0)
@@ -166,8 +166,8 @@ static int populate_host_image(int root_fd, struct sbx_err *err)
 	if (mkdir_at(etc, "ssl", 0755, err) < 0)
 		return -1;
 	static const char *const host_etc[] = {
-		"ld.so.cache", "ld.so.conf", "ssl/certs", "ssl/openssl.cnf",
-		"alternatives", "protocols", "services", "mime.types", "localtime",
+	    "ld.so.cache", "ld.so.conf", "ssl/certs",  "ssl/openssl.cnf", "alternatives",
+	    "protocols",   "services",	 "mime.types", "localtime",
 	};
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(host_etc); i++) {
 		char host[PATH_MAX];
@@ -184,8 +184,8 @@ static int populate_host_image(int root_fd, struct sbx_err *err)
  * must not carry its sockets, spools or secrets into the sandbox. */
 static int populate_dir_image(int img, const char *image, int root_fd, struct sbx_err *err)
 {
-	static const char *const parts[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32",
-					    "usr", "etc", "opt"};
+	static const char *const parts[] = {"bin",    "sbin", "lib", "lib32", "lib64",
+					    "libx32", "usr",  "etc", "opt"};
 	struct stat probe;
 	if (fstatat(img, "usr", &probe, AT_SYMLINK_NOFOLLOW) < 0 &&
 	    fstatat(img, "bin", &probe, AT_SYMLINK_NOFOLLOW) < 0)
@@ -242,23 +242,23 @@ static int populate_dev(int root_fd, uint64_t shm_mb, struct sbx_err *err)
 		snprintf(host, sizeof(host), "/dev/%s", nodes[i]);
 		_cleanup_close_ int src = open_path(host, err);
 		if (src < 0 || touch_at(dev, nodes[i], err) < 0 ||
-		    bind_fd(src, dev, nodes[i], MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, false,
-			    err) < 0)
+		    bind_fd(src, dev, nodes[i], MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, false, err) <
+			0)
 			return -1;
 	}
 	/* A private devpts: the sandbox's terminals are its own, and none of
 	 * the host's is reachable (no TIOCSTI into a host shell). */
-	static const char *const pts_opts[] = {"newinstance", NULL, "ptmxmode", "0666",
-					       "mode",        "0620", NULL};
+	static const char *const pts_opts[] = {"newinstance", NULL,   "ptmxmode", "0666",
+					       "mode",	      "0620", NULL};
 	if (mkdir_at(dev, "pts", 0755, err) < 0 ||
 	    mount_new("devpts", pts_opts, dev, "pts", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, err) <
-		    0)
+		0)
 		return -1;
 	char shm_size[32], shm_inodes[32];
 	snprintf(shm_size, sizeof(shm_size), "%llum", (unsigned long long)shm_mb);
 	snprintf(shm_inodes, sizeof(shm_inodes), "%llu", (unsigned long long)inode_limit(shm_mb));
-	const char *const shm_opts[] = {"mode", "1777", "size", shm_size, "nr_inodes", shm_inodes,
-					NULL};
+	const char *const shm_opts[] = {"mode",	     "1777",	 "size", shm_size,
+					"nr_inodes", shm_inodes, NULL};
 	if (mkdir_at(dev, "shm", 01777, err) < 0 ||
 	    mount_new("tmpfs", shm_opts, dev, "shm", ATTR_SAFE, err) < 0)
 		return -1;
@@ -286,7 +286,8 @@ static int populate_writable(const SbxPolicy *p, int root_fd, struct sbx_err *er
 	snprintf(gid, sizeof(gid), "%d", SBX_SANDBOX_GID);
 
 	snprintf(size, sizeof(size), "%llum", (unsigned long long)p->limits->tmp_mb);
-	snprintf(inodes, sizeof(inodes), "%llu", (unsigned long long)inode_limit(p->limits->tmp_mb));
+	snprintf(inodes, sizeof(inodes), "%llu",
+		 (unsigned long long)inode_limit(p->limits->tmp_mb));
 	const char *const tmp_opts[] = {"mode", "1777", "size", size, "nr_inodes", inodes, NULL};
 	if (mkdir_at(root_fd, "tmp", 01777, err) < 0 ||
 	    mount_new("tmpfs", tmp_opts, root_fd, "tmp", ATTR_SAFE, err) < 0)
@@ -296,8 +297,8 @@ static int populate_writable(const SbxPolicy *p, int root_fd, struct sbx_err *er
 		snprintf(size, sizeof(size), "%llum", (unsigned long long)p->limits->out_mb);
 		snprintf(inodes, sizeof(inodes), "%llu",
 			 (unsigned long long)inode_limit(p->limits->out_mb));
-		const char *const out_opts[] = {"mode", "0755", "size",     size, "nr_inodes",
-						inodes, "uid",  uid,  "gid",      gid,  NULL};
+		const char *const out_opts[] = {"mode", "0755", "size", size, "nr_inodes", inodes,
+						"uid",	uid,	"gid",	gid,  NULL};
 		if (mkdir_at(root_fd, "out", 0755, err) < 0 ||
 		    mount_new("tmpfs", out_opts, root_fd, "out", ATTR_SAFE, err) < 0)
 			return -1;
@@ -318,20 +319,22 @@ static int populate_data(const SbxPolicy *p, int data_src, int root_fd, struct s
 
 /* `base` is where proc goes, `null` a /dev/null to mask files with; both
  * relative to cwd before pivot_root, absolute after. */
-static int mount_proc_at(const char *base, const char *null, struct sbx_err *err)
+static int mount_proc_at(const char *base, const char *null, int *sysctl_dir, struct sbx_err *err)
 {
 	/* hidepid=ptraceable: an exec sees its own processes and other execs'
 	 * commands, never pid 1 or an exec init (privileged or not dumpable),
 	 * whose command lines name host paths. */
 	if (mount("proc", base, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=ptraceable") < 0)
 		return sbx_fail_errno(err, "mount /proc");
-	/* Host-wide views a sandbox has no business reading (kernel memory,
-	 * keyrings, timers of every process) read as empty; knobs are read-only. */
-	static const char *const hide_files[] = {
-		"kcore",       "keys",	       "key-users", "timer_list",     "sched_debug",
-		"latency_stats", "kallsyms", "kmsg",	    "sysrq-trigger",
-	};
+	/* Host-wide views a sandbox has no business reading read as empty:
+	 * kernel memory and symbols, keyrings, timers of every process, and
+	 * what identifies the host or its disks (its boot command line and
+	 * boot id, kernel config, modules, disks, partitions, swap devices).
+	 * SBX_PROC_MASKED is the list, shared with the test that checks it. */
+	static const char *const hide_files[] = {SBX_PROC_MASKED_FILES};
 	char path[64];
+	/* Masks first, /proc/sys read-only last: its recursive bind carries
+	 * the masks beneath it (boot_id) along. */
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(hide_files); i++) {
 		snprintf(path, sizeof(path), "%s/%s", base, hide_files[i]);
 		if (mount(null, path, NULL, MS_BIND, NULL) < 0) {
@@ -339,11 +342,11 @@ static int mount_proc_at(const char *base, const char *null, struct sbx_err *err
 				continue;
 			return sbx_fail_errno(err, "mask /proc/%s", hide_files[i]);
 		}
-		if (mount(NULL, path, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC,
-			  NULL) < 0)
+		if (mount(NULL, path, NULL,
+			  MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC, NULL) < 0)
 			return sbx_fail_errno(err, "mask /proc/%s read-only", hide_files[i]);
 	}
-	static const char *const hide_dirs[] = {"acpi", "scsi", "asound", "driver"};
+	static const char *const hide_dirs[] = {SBX_PROC_MASKED_DIRS};
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(hide_dirs); i++) {
 		snprintf(path, sizeof(path), "%s/%s", base, hide_dirs[i]);
 		if (mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
@@ -351,6 +354,13 @@ static int mount_proc_at(const char *base, const char *null, struct sbx_err *err
 		    errno != ENOENT)
 			return sbx_fail_errno(err, "mask /proc/%s", hide_dirs[i]);
 	}
+	/* Opened before the read-only bind covers it: a walk that starts at
+	 * this fd stays on the writable proc mount, and only exec init, with
+	 * capabilities over its own network namespace, writes through it. */
+	snprintf(path, sizeof(path), "%s/sys", base);
+	*sysctl_dir = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (*sysctl_dir < 0)
+		return sbx_fail_errno(err, "open /proc/sys");
 	static const char *const ro_dirs[] = {"sys", "irq", "bus", "fs"};
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(ro_dirs); i++) {
 		snprintf(path, sizeof(path), "%s/%s", base, ro_dirs[i]);
@@ -368,7 +378,7 @@ static int mount_proc_at(const char *base, const char *null, struct sbx_err *err
 }
 
 int sbx_rootfs_build(const SbxPolicy *p, const char *data_dir, bool data_no_symlinks,
-		     struct sbx_err *err)
+		     int *sysctl_dir, struct sbx_err *err)
 {
 	/* Nothing we mount may propagate back to the host. */
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
@@ -377,8 +387,8 @@ int sbx_rootfs_build(const SbxPolicy *p, const char *data_dir, bool data_no_syml
 	/* The new root is built on a tmpfs attached at /tmp of this private
 	 * namespace; every source is opened by fd before it is needed, so what
 	 * /tmp used to hold does not matter. */
-	static const char *const root_opts[] = {"mode", "0755", "size", "4m", "nr_inodes", "4096",
-						NULL};
+	static const char *const root_opts[] = {"mode",	     "0755", "size", "4m",
+						"nr_inodes", "4096", NULL};
 	_cleanup_close_ int host_root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (host_root < 0)
 		return sbx_fail_errno(err, "open /");
@@ -393,15 +403,16 @@ int sbx_rootfs_build(const SbxPolicy *p, const char *data_dir, bool data_no_syml
 		if (fstat(image_src, &img) < 0 || fstat(host_root, &host) < 0)
 			return sbx_fail_errno(err, "image %s", p->image);
 		if (img.st_dev == host.st_dev && img.st_ino == host.st_ino)
-			return sbx_fail(err, "image %s: is the host's root; use \"host\"", p->image);
+			return sbx_fail(err, "image %s: is the host's root; use \"host\"",
+					p->image);
 	}
 	_cleanup_close_ int data_src = -1;
 	if (data_dir) {
 		/* Resolve --data before /tmp is covered: it may live there. */
 		if (data_no_symlinks) {
 			struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
-					       .resolve = RESOLVE_NO_SYMLINKS |
-							  RESOLVE_NO_MAGICLINKS};
+					       .resolve =
+						   RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
 			data_src = (int)syscall(SYS_openat2, AT_FDCWD, data_dir, &how, sizeof(how));
 		} else {
 			data_src = open(data_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -415,8 +426,9 @@ int sbx_rootfs_build(const SbxPolicy *p, const char *data_dir, bool data_no_syml
 	if (root_fd < 0)
 		return sbx_fail_errno(err, "open new root");
 
-	int rc = strcmp(p->image, "host") == 0 ? populate_host_image(root_fd, err)
-					       : populate_dir_image(image_src, p->image, root_fd, err);
+	int rc = strcmp(p->image, "host") == 0
+		     ? populate_host_image(root_fd, err)
+		     : populate_dir_image(image_src, p->image, root_fd, err);
 	if (rc < 0)
 		return sbx_err_prefix(err, "image");
 	if (populate_dev(root_fd, p->limits->tmp_mb, err) < 0 ||
@@ -429,7 +441,7 @@ int sbx_rootfs_build(const SbxPolicy *p, const char *data_dir, bool data_no_syml
 	 * (mount_too_revealing), so it goes in while the host's is attached. */
 	if (fchdir(root_fd) < 0)
 		return sbx_fail_errno(err, "chdir new root");
-	if (mount_proc_at("proc", "dev/null", err) < 0)
+	if (mount_proc_at("proc", "dev/null", sysctl_dir, err) < 0)
 		return -1;
 	/* pivot_root(".", ".") stacks the old root on the new one; detaching
 	 * it leaves no path back to the host. */

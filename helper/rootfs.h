@@ -11,11 +11,22 @@
 #define SBX_SANDBOX_UID 1000
 #define SBX_SANDBOX_GID 1000
 
+/* Under the sandbox's /proc: files bound over by a read-only /dev/null,
+ * directories covered by an empty read-only tmpfs (absent ones skipped).
+ * What stays readable and why: README, The sandbox. */
+#define SBX_PROC_MASKED_FILES                                                                      \
+	"kcore", "keys", "key-users", "timer_list", "sched_debug", "latency_stats", "kallsyms",    \
+	    "kmsg", "sysrq-trigger", "cmdline", "config.gz", "diskstats", "partitions", "swaps",   \
+	    "modules", "vmallocinfo", "sys/kernel/random/boot_id"
+#define SBX_PROC_MASKED_DIRS "acpi", "scsi", "asound", "driver"
+
 /* Run in a fresh mount namespace before anything was mounted in it: opens
  * every source (image, --data, host files the image needs), builds the tree
  * on a new tmpfs, pivots into it and detaches the host. On return cwd is /
- * and the root is read-only. data_dir may be NULL (an empty /data). */
+ * and the root is read-only. data_dir may be NULL (an empty /data).
+ * *sysctl_dir gets an O_PATH fd of /proc/sys beneath the read-only bind
+ * that covers it, for exec init's per-namespace sysctls (netns.h). */
 int sbx_rootfs_build(const SbxPolicy *policy, const char *data_dir, bool data_no_symlinks,
-		     struct sbx_err *err);
+		     int *sysctl_dir, struct sbx_err *err);
 
 #endif

@@ -2,12 +2,10 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <net/if.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -51,19 +49,6 @@ static void scrub_environment(void)
 	clearenv();
 }
 
-static int loopback_up(struct sbx_err *err)
-{
-	_cleanup_close_ int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	struct ifreq ifr = {0};
-	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
-	if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
-		return sbx_fail_errno(err, "loopback");
-	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
-	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
-		return sbx_fail_errno(err, "bring loopback up");
-	return 0;
-}
-
 __attribute__((noreturn)) static void sandbox_child(const struct sbx_sandbox_opts *o,
 						    struct sbx_sandbox *sb, int sync_fd, int bpf_fd)
 {
@@ -99,13 +84,14 @@ __attribute__((noreturn)) static void sandbox_child(const struct sbx_sandbox_opt
 		goto fail;
 	}
 
-	int out_fd = -1;
+	int out_fd = -1, sysctl_dir = -1;
 	if (sethostname("sbx", 3) < 0 || setdomainname("sbx", 3) < 0) {
 		sbx_fail_errno(&err, "hostname");
 		goto fail;
 	}
-	if (loopback_up(&err) < 0 ||
-	    sbx_rootfs_build(o->policy, o->data_dir, o->data_no_symlinks, &err) < 0)
+	/* pid 1's own network namespace holds nothing: each exec gets a
+	 * fresh one with its loopback (netns.h). */
+	if (sbx_rootfs_build(o->policy, o->data_dir, o->data_no_symlinks, &sysctl_dir, &err) < 0)
 		goto fail;
 	if (sbx_policy_mount(o->policy, "/out")) {
 		out_fd = open("/out", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -124,6 +110,7 @@ __attribute__((noreturn)) static void sandbox_child(const struct sbx_sandbox_opt
 	    .ctl = o->ctl,
 	    .run = &sb->run,
 	    .out_fd = out_fd,
+	    .sysctl_dir = sysctl_dir,
 	    .seccomp = true,
 	    .filter = &filter,
 	};

@@ -137,6 +137,39 @@ class FileSystem(SandboxTest):
         self.assertIn("Read-only file system", r.stdout)
         self.assertIn("cannot access '/sys'", r.stdout)
 
+    def test_proc_masks_what_identifies_the_host_and_they_stay(self):
+        # Empty (or absent) inside, and no way to take the mask off: umount
+        # and a bind over are refused (seccomp, and no capabilities).
+        files = ["cmdline", "config.gz", "diskstats", "partitions", "swaps", "modules",
+                 "vmallocinfo", "sys/kernel/random/boot_id", "kallsyms", "kcore", "keys",
+                 "timer_list", "sched_debug", "sysrq-trigger", "kmsg"]
+        dirs = ["acpi", "scsi", "asound", "driver"]
+        code = ("import ctypes, errno, os, sys\n"
+                "libc = ctypes.CDLL(None, use_errno=True)\n"
+                "def err(rc): return 'OK' if rc == 0 else errno.errorcode[ctypes.get_errno()]\n"
+                "for name in sys.argv[1:]:\n"
+                "    p = '/proc/' + name\n"
+                "    if not os.path.exists(p): print(name, 'absent'); continue\n"
+                "    try:\n"
+                "        n = len(os.listdir(p)) if os.path.isdir(p) else len(open(p, 'rb').read())\n"
+                "    except OSError as e: n = errno.errorcode[e.errno]\n"
+                "    print(name, n, err(libc.umount2(p.encode(), 2)),\n"
+                "          err(libc.mount(b'/proc/self/status', p.encode(), None, 4096, None)))\n")
+        r = self.run_sandbox([PYTHON, "-c", code] + files + dirs)
+        self.assertEqual(r.rc, 0, r)
+        lines = dict(l.split(" ", 1) for l in r.stdout.strip().split("\n"))
+        for name in files + dirs:
+            self.assertIn(name, lines, r)
+            if lines[name] != "absent":
+                self.assertEqual(lines[name], "0 EPERM EPERM", (name, r))
+        # The host's own are not empty: the masks are what makes them so.
+        with open("/proc/cmdline", "rb") as f:
+            self.assertGreater(len(f.read()), 0)
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            self.assertEqual(len(f.read().strip()), 36)
+        self.assertNotEqual(lines["cmdline"], "absent")
+        self.assertNotEqual(lines["sys/kernel/random/boot_id"], "absent")
+
     def test_host_processes_are_invisible_and_unsignalable(self):
         me = os.getpid()
         r = self.py(f"import os\ntry:\n    os.kill({me}, 0); print('SIGNALED')\nexcept ProcessLookupError: print('ESRCH')\n"

@@ -175,8 +175,12 @@ class RunBasics(SandboxTest):
         p = subprocess.run([HELPER, "check", "--json"], capture_output=True, text=True)
         doc = json.loads(p.stdout)
         self.assertEqual(p.returncode, 0 if doc["ok"] else 1)
-        for key in ("userns", "seccomp", "cgroup", "openat2", "pidfd", "cgroup.kill"):
+        for key in ("userns", "seccomp", "cgroup", "openat2", "pidfd", "cgroup.kill",
+                    "socket_memory"):
             self.assertIn(key, doc)
+        # What bounds an exec's socket buffers (test_limits measures it).
+        self.assertEqual(doc["socket_memory_bound"],
+                         {"v1": "2 x memory_mb", "v2": "memory_mb"}[doc["cgroup_mode"]], doc)
         # The suite runs on hosts prepared by packaging/setup.sh: all there.
         self.assertTrue(doc["ok"], doc)
 

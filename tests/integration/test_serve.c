@@ -67,16 +67,15 @@ static bool start_helper(struct helper *h, const char *policy_json)
 }
 
 /* Starts an exec with its stdout on a pipe; returns the pipe's read end. */
-static int exec_sh(struct helper *h, uint64_t id, const char *script)
+static int exec_argv(struct helper *h, uint64_t id, char **argv, size_t argc)
 {
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return -1;
 	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-	char *argv[] = {"/bin/sh", "-c", (char *)script};
 	struct sbx_err err;
-	int rc =
-	    ctl_send_exec(h->ctl, id, argv, 3, NULL, (const int[3]){devnull, p[1], devnull}, &err);
+	int rc = ctl_send_exec(h->ctl, id, argv, argc, NULL, (const int[3]){devnull, p[1], devnull},
+			       &err);
 	close(p[1]);
 	close(devnull);
 	if (rc < 0) {
@@ -85,6 +84,58 @@ static int exec_sh(struct helper *h, uint64_t id, const char *script)
 	}
 	return p[0];
 }
+
+static int exec_sh(struct helper *h, uint64_t id, const char *script)
+{
+	char *argv[] = {"/bin/sh", "-c", (char *)script};
+	return exec_argv(h, id, argv, 3);
+}
+
+static int exec_py(struct helper *h, uint64_t id, const char *code)
+{
+	char *argv[] = {"/usr/bin/python3", "-c", (char *)code};
+	return exec_argv(h, id, argv, 3);
+}
+
+/* What has arrived on fd within timeout_ms (one read): a line the exec
+ * printed before it went on running. */
+static char *read_some(int fd, int timeout_ms)
+{
+	static char buf[4096];
+	struct pollfd pfd = {.fd = fd, .events = POLLIN};
+	ssize_t n = poll(&pfd, 1, timeout_ms) == 1 ? read(fd, buf, sizeof(buf) - 1) : 0;
+	buf[n > 0 ? n : 0] = '\0';
+	return buf;
+}
+
+/* Exec 1 of the IPC test: owner-only SysV shared memory, an abstract unix
+ * listener and a loopback listener, then it stays. */
+static const char ipc_holder[] =
+    "import ctypes, socket, time\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "libc.shmat.restype = ctypes.c_void_p\n"
+    "i = libc.shmget(0x5b0c, 1 << 20, 0o1600)\n" /* IPC_CREAT | 0600 */
+    "ctypes.memset(libc.shmat(i, None, 0), 1, 1 << 20)\n"
+    "u = socket.socket(socket.AF_UNIX); u.bind(b'\\0sbx-abstract-30'); u.listen(1)\n"
+    "t = socket.socket(); t.bind(('127.0.0.1', 47123)); t.listen(1)\n"
+    "print('ready', i, flush=True)\n"
+    "time.sleep(60)\n";
+
+/* What another exec finds of it: SysV segments listed, the key, the two
+ * listeners. */
+static const char ipc_seeker[] =
+    "import ctypes, errno, socket\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "out = [str(len(open('/proc/sysvipc/shm').readlines()) - 1)]\n"
+    "r = libc.shmget(0x5b0c, 0, 0)\n"
+    "out.append('FOUND' if r >= 0 else errno.errorcode[ctypes.get_errno()])\n"
+    "for fam, addr in ((socket.AF_UNIX, b'\\0sbx-abstract-30'), (socket.AF_INET, ('127.0.0.1', "
+    "47123))):\n"
+    "    s = socket.socket(fam)\n"
+    "    try:\n"
+    "        s.connect(addr); out.append('CONNECTED')\n"
+    "    except OSError as e: out.append(errno.errorcode[e.errno])\n"
+    "print(' '.join(out))\n";
 
 static void send_signal(struct helper *h, uint64_t id, int sig)
 {
@@ -249,6 +300,29 @@ int main(void)
 	send_signal(&h, 20, SIGKILL);
 	e = wait_ended(&h, 10000, &ev);
 	close(f_long);
+
+	/* Execs share files only: each has its own network and SysV IPC
+	 * namespaces, so another exec reaches none of its shared memory,
+	 * abstract unix names or loopback listeners, and nothing of them
+	 * outlives it. */
+	int f_ipc = exec_py(&h, 30, ipc_holder);
+	out = read_some(f_ipc, 10000);
+	CHECK(strncmp(out, "ready", 5) == 0, "exec 30 holds shm and two listeners (%s)", out);
+	fd = exec_py(&h, 31, ipc_seeker);
+	e = wait_ended(&h, 10000, &ev);
+	out = read_all(fd);
+	CHECK(e && e->exec_id == 31 && strcmp(out, "0 ENOENT ECONNREFUSED ECONNREFUSED\n") == 0,
+	      "a running exec's shm, abstract socket and loopback listener are out of another "
+	      "exec's reach (got %s)",
+	      out);
+	send_signal(&h, 30, SIGKILL);
+	e = wait_ended(&h, 10000, &ev);
+	close(f_ipc);
+	fd = exec_py(&h, 32, ipc_seeker);
+	e = wait_ended(&h, 10000, &ev);
+	out = read_all(fd);
+	CHECK(e && e->exec_id == 32 && strcmp(out, "0 ENOENT ECONNREFUSED ECONNREFUSED\n") == 0,
+	      "nothing of an ended exec's IPC remains (got %s)", out);
 
 	/* A duplicate exec id is refused, not run. */
 	fd = exec_sh(&h, 8, "sleep 992");

@@ -1,0 +1,26 @@
+/* An exec's own network namespace: loopback, and the socket buffer bounds
+ * a network namespace may set for itself.
+ *
+ * Each exec gets a fresh network (and System V IPC) namespace, so nothing
+ * of one exec's sockets, abstract unix names, loopback listeners or shared
+ * memory is reachable from another exec or outlives it. On cgroup v1 the
+ * kernel does not charge socket buffers to the exec's memory cgroup unless
+ * memory.kmem.tcp.limit_in_bytes is set (cgroup.c sets it; then UDP too):
+ * the per-namespace sysctls below also bound what TCP autotuning gives one
+ * socket. README (The sandbox) says what bound holds on v1 and v2. */
+#ifndef SBX_NETNS_H
+#define SBX_NETNS_H
+
+#include "err.h"
+
+/* The most a TCP socket's autotuning may grow its receive or send buffer
+ * to inside an exec (net.ipv4.tcp_rmem / tcp_wmem, third field). */
+#define SBX_TCP_BUF_MAX (1 << 20)
+
+/* Run by exec init, with its capabilities, in the exec's fresh network
+ * namespace: brings lo up and writes the per-namespace buffer sysctls
+ * through sysctl_dir, an fd of the sandbox's /proc/sys opened before it was
+ * made read-only. */
+int sbx_netns_setup(int sysctl_dir, struct sbx_err *err);
+
+#endif
