@@ -9,7 +9,7 @@
 #include "sbx/v1/helper.pb-c.h"
 
 #define SBX_CTL_MAX_BYTES (320 * 1024) /* the API allows 256 KiB of argv, plus framing */
-#define SBX_CTL_MAX_FDS 4
+#define SBX_CTL_MAX_FDS	  4
 
 int sbx_ctl_send(int sock, const Sbx__V1__HelperMessage *msg, const int *fds, size_t nfds,
 		 struct sbx_err *err);

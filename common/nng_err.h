@@ -8,8 +8,8 @@
 
 /* Like sbx_fail, appending ": nng_strerror(rv)"; returns -1. */
 int sbx_fail_nng(struct sbx_err *err, int rv, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 int sbx_rpc_fail_nng(struct sbx_rpc_status *st, Sbx__V1__Code code, int rv, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 
 #endif

@@ -16,28 +16,28 @@
 typedef Sbx__V1__Policy SbxPolicy;
 
 /* Ranges and defaults; README documents the same numbers. */
-#define SBX_CPU_MILLIS_MIN 10
-#define SBX_CPU_MILLIS_MAX 1024000
-#define SBX_CPU_MILLIS_DEFAULT 1000
-#define SBX_MEMORY_MB_MIN 16
-#define SBX_MEMORY_MB_MAX 1048576
-#define SBX_MEMORY_MB_DEFAULT 1024
-#define SBX_SCRIPT_SECONDS_MAX 86400
+#define SBX_CPU_MILLIS_MIN	   10
+#define SBX_CPU_MILLIS_MAX	   1024000
+#define SBX_CPU_MILLIS_DEFAULT	   1000
+#define SBX_MEMORY_MB_MIN	   16
+#define SBX_MEMORY_MB_MAX	   1048576
+#define SBX_MEMORY_MB_DEFAULT	   1024
+#define SBX_SCRIPT_SECONDS_MAX	   86400
 #define SBX_SCRIPT_SECONDS_DEFAULT 300
-#define SBX_RUN_SECONDS_MAX 604800
-#define SBX_RUN_SECONDS_DEFAULT 3600
-#define SBX_PIDS_MIN 8
-#define SBX_PIDS_MAX 65536
-#define SBX_PIDS_DEFAULT 256
-#define SBX_OUT_MB_MAX 1048576
-#define SBX_OUT_MB_DEFAULT 1024
-#define SBX_TMP_MB_MAX 1048576
-#define SBX_TMP_MB_DEFAULT 256
-#define SBX_OUTPUT_KB_MAX 1048576
-#define SBX_OUTPUT_KB_DEFAULT 1024
-#define SBX_ENV_MAX 256
-#define SBX_EGRESS_RULES_MAX 256
-#define SBX_POLICY_BYTES_MAX (1 << 20)
+#define SBX_RUN_SECONDS_MAX	   604800
+#define SBX_RUN_SECONDS_DEFAULT	   3600
+#define SBX_PIDS_MIN		   8
+#define SBX_PIDS_MAX		   65536
+#define SBX_PIDS_DEFAULT	   256
+#define SBX_OUT_MB_MAX		   1048576
+#define SBX_OUT_MB_DEFAULT	   1024
+#define SBX_TMP_MB_MAX		   1048576
+#define SBX_TMP_MB_DEFAULT	   256
+#define SBX_OUTPUT_KB_MAX	   1048576
+#define SBX_OUTPUT_KB_DEFAULT	   1024
+#define SBX_ENV_MAX		   256
+#define SBX_EGRESS_RULES_MAX	   256
+#define SBX_POLICY_BYTES_MAX	   (1 << 20)
 
 /* Parses a JSON policy document. Returns NULL and fills err on any error. */
 SbxPolicy *sbx_policy_parse(const char *json, size_t len, struct sbx_err *err);

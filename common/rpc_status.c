@@ -28,8 +28,8 @@ int sbx_rpc_fail_errno(struct sbx_rpc_status *st, Sbx__V1__Code code, const char
 	return -1;
 }
 
-int sbx_rpc_fail_errnum(struct sbx_rpc_status *st, Sbx__V1__Code code, int errnum,
-			const char *fmt, ...)
+int sbx_rpc_fail_errnum(struct sbx_rpc_status *st, Sbx__V1__Code code, int errnum, const char *fmt,
+			...)
 {
 	va_list ap;
 

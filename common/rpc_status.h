@@ -23,18 +23,18 @@ struct sbx_rpc_status {
 
 /* Each sets code and message and returns -1, for `return sbx_rpc_fail(...)`. */
 int sbx_rpc_fail(struct sbx_rpc_status *st, Sbx__V1__Code code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 /* ... appending ": strerror(errno)". */
 int sbx_rpc_fail_errno(struct sbx_rpc_status *st, Sbx__V1__Code code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 /* ... appending ": strerror(errnum)". */
-int sbx_rpc_fail_errnum(struct sbx_rpc_status *st, Sbx__V1__Code code, int errnum,
-			const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+int sbx_rpc_fail_errnum(struct sbx_rpc_status *st, Sbx__V1__Code code, int errnum, const char *fmt,
+			...) __attribute__((format(printf, 4, 5)));
 /* Sets only the code of an error already in st->err; returns -1. */
 int sbx_rpc_code(struct sbx_rpc_status *st, Sbx__V1__Code code);
 /* Prefixes "context: " to st's message (the code stays); returns -1. */
 int sbx_rpc_prefix(struct sbx_rpc_status *st, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 void sbx_rpc_ok(struct sbx_rpc_status *st);
 
 #endif

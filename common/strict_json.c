@@ -26,8 +26,7 @@ int sbx_json_check_keys(json_t *obj, const char *where, const char *const *keys,
 	return 0;
 }
 
-int sbx_json_string(json_t *v, const char *where, const char **s, size_t *len,
-		    struct sbx_err *err)
+int sbx_json_string(json_t *v, const char *where, const char **s, size_t *len, struct sbx_err *err)
 {
 	*s = NULL;
 	if (len)

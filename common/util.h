@@ -58,13 +58,16 @@ static inline void sbx_kill_reapp(pid_t *pid)
 	}
 }
 
-#define _cleanup_free_ _cleanup_(sbx_freep)
-#define _cleanup_close_ _cleanup_(sbx_closep)
-#define _cleanup_fclose_ _cleanup_(sbx_fclosep)
-#define _cleanup_closedir_ _cleanup_(sbx_closedirp)
+#define _cleanup_free_	     _cleanup_(sbx_freep)
+#define _cleanup_close_	     _cleanup_(sbx_closep)
+#define _cleanup_fclose_     _cleanup_(sbx_fclosep)
+#define _cleanup_closedir_   _cleanup_(sbx_closedirp)
 #define _cleanup_close_pair_ _cleanup_(sbx_close_pairp)
-#define _cleanup_kill_reap_ _cleanup_(sbx_kill_reapp)
-#define SBX_PAIR_INIT {-1, -1}
+#define _cleanup_kill_reap_  _cleanup_(sbx_kill_reapp)
+#define SBX_PAIR_INIT                                                                              \
+	{                                                                                          \
+		-1, -1                                                                             \
+	}
 
 /* Hands ownership out of a cleanup-scoped variable. */
 #define sbx_steal_fd(fd)                                                                           \

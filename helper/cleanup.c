@@ -56,8 +56,8 @@ int sbx_cleanup_main(const char *cgroup_root)
 		removed++;
 	}
 	closedir(d);
-	printf("cleanup: %u stale run cgroup%s removed under %s\n", removed, removed == 1 ? "" : "s",
-	       root.path);
+	printf("cleanup: %u stale run cgroup%s removed under %s\n", removed,
+	       removed == 1 ? "" : "s", root.path);
 	sbx_cgroup_close(&root);
 	return rc;
 }

@@ -9,66 +9,77 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "realroot.h"
 #include "check.h"
 #include "cleanup.h"
 #include "oneshot.h"
 #include "policy.h"
+#include "realroot.h"
 #include "result.h"
 #include "util.h"
 
 #define EXIT_SETUP 125
 
 static const char usage[] =
-	"usage: sbx-helper run --policy FILE [--data DIR] [--out DIR] [--result FILE]\n"
-	"                      [--cgroup-root PATH] [--allow-rlimit-fallback] -- CMD [ARG...]\n"
-	"       sbx-helper serve --policy FILE --control-fd N [--data DIR] [--cgroup-root PATH]\n"
-	"                      [--allow-rlimit-fallback]\n"
-	"       sbx-helper check [--json] [--cgroup-root PATH]\n"
-	"       sbx-helper cleanup [--cgroup-root PATH]\n"
-	"       sbx-helper policy FILE\n"
-	"\n"
-	"run      create a sandbox from the policy, run CMD in it with this terminal's\n"
-	"         stdin/stdout/stderr (in a new session), copy /out into DIR, destroy it.\n"
-	"         Exit status: CMD's own; 128+N killed by signal N; 124 script_seconds ran\n"
-	"         out; 125 the sandbox could not be set up; 126 not executable; 127 not found.\n"
-	"serve    keep the sandbox and take exec requests on the control socket N (sbxd).\n"
-	"check    what this host can enforce; exit 0 only if all of it.\n"
-	"cleanup  remove run cgroups left by helpers that were killed (sbxd runs it at start).\n"
-	"policy   validate a policy; print the effective policy and its digest.\n"
-	"\n"
-	"  --policy FILE            the run policy (JSON; see README)\n"
-	"  --data DIR               mounted read-only at /data (default: empty)\n"
-	"  --data-no-symlinks       fail if any component of --data is a symlink (sbxd\n"
-	"                           passes a path it checked)\n"
-	"  --out DIR                where /out is copied at the end (regular files and\n"
-	"                           directories only; links are never followed)\n"
-	"  --result FILE            write what happened as JSON\n"
-	"  --cgroup-root PATH       delegated cgroup subtree, relative to the cgroup mount\n"
-	"                           (default: /etc/sbx/cgroup-root, else the caller's own)\n"
-	"  --allow-rlimit-fallback  without a delegated cgroup, use rlimits (weaker) instead\n"
-	"                           of refusing; the result says so\n"
-	"  --allow-root             run even as real root (every guarantee is weaker)\n"
-	"  -h, --help               this text\n"
-	"  --version                print the version\n";
+    "usage: sbx-helper run --policy FILE [--data DIR] [--out DIR] [--result FILE]\n"
+    "                      [--cgroup-root PATH] [--allow-rlimit-fallback] -- CMD [ARG...]\n"
+    "       sbx-helper serve --policy FILE --control-fd N [--data DIR] [--cgroup-root PATH]\n"
+    "                      [--allow-rlimit-fallback]\n"
+    "       sbx-helper check [--json] [--cgroup-root PATH]\n"
+    "       sbx-helper cleanup [--cgroup-root PATH]\n"
+    "       sbx-helper policy FILE\n"
+    "\n"
+    "run      create a sandbox from the policy, run CMD in it with this terminal's\n"
+    "         stdin/stdout/stderr (in a new session), copy /out into DIR, destroy it.\n"
+    "         Exit status: CMD's own; 128+N killed by signal N; 124 script_seconds ran\n"
+    "         out; 125 the sandbox could not be set up; 126 not executable; 127 not found.\n"
+    "serve    keep the sandbox and take exec requests on the control socket N (sbxd).\n"
+    "check    what this host can enforce; exit 0 only if all of it.\n"
+    "cleanup  remove run cgroups left by helpers that were killed (sbxd runs it at start).\n"
+    "policy   validate a policy; print the effective policy and its digest.\n"
+    "\n"
+    "  --policy FILE            the run policy (JSON; see README)\n"
+    "  --data DIR               mounted read-only at /data (default: empty)\n"
+    "  --data-no-symlinks       fail if any component of --data is a symlink (sbxd\n"
+    "                           passes a path it checked)\n"
+    "  --out DIR                where /out is copied at the end (regular files and\n"
+    "                           directories only; links are never followed)\n"
+    "  --result FILE            write what happened as JSON\n"
+    "  --cgroup-root PATH       delegated cgroup subtree, relative to the cgroup mount\n"
+    "                           (default: /etc/sbx/cgroup-root, else the caller's own)\n"
+    "  --allow-rlimit-fallback  without a delegated cgroup, use rlimits (weaker) instead\n"
+    "                           of refusing; the result says so\n"
+    "  --allow-root             run even as real root (every guarantee is weaker)\n"
+    "  -h, --help               this text\n"
+    "  --version                print the version\n";
 
-enum { OPT_POLICY = 256, OPT_DATA, OPT_DATA_NO_SYMLINKS, OPT_OUT, OPT_RESULT, OPT_CGROUP_ROOT, OPT_FALLBACK,
-       OPT_ALLOW_ROOT, OPT_CONTROL_FD, OPT_JSON, OPT_VERSION };
+enum {
+	OPT_POLICY = 256,
+	OPT_DATA,
+	OPT_DATA_NO_SYMLINKS,
+	OPT_OUT,
+	OPT_RESULT,
+	OPT_CGROUP_ROOT,
+	OPT_FALLBACK,
+	OPT_ALLOW_ROOT,
+	OPT_CONTROL_FD,
+	OPT_JSON,
+	OPT_VERSION
+};
 
 static const struct option long_opts[] = {
-	{"policy", required_argument, NULL, OPT_POLICY},
-	{"data", required_argument, NULL, OPT_DATA},
-	{"data-no-symlinks", no_argument, NULL, OPT_DATA_NO_SYMLINKS},
-	{"out", required_argument, NULL, OPT_OUT},
-	{"result", required_argument, NULL, OPT_RESULT},
-	{"cgroup-root", required_argument, NULL, OPT_CGROUP_ROOT},
-	{"allow-rlimit-fallback", no_argument, NULL, OPT_FALLBACK},
-	{"allow-root", no_argument, NULL, OPT_ALLOW_ROOT},
-	{"control-fd", required_argument, NULL, OPT_CONTROL_FD},
-	{"json", no_argument, NULL, OPT_JSON},
-	{"help", no_argument, NULL, 'h'},
-	{"version", no_argument, NULL, OPT_VERSION},
-	{0},
+    {"policy", required_argument, NULL, OPT_POLICY},
+    {"data", required_argument, NULL, OPT_DATA},
+    {"data-no-symlinks", no_argument, NULL, OPT_DATA_NO_SYMLINKS},
+    {"out", required_argument, NULL, OPT_OUT},
+    {"result", required_argument, NULL, OPT_RESULT},
+    {"cgroup-root", required_argument, NULL, OPT_CGROUP_ROOT},
+    {"allow-rlimit-fallback", no_argument, NULL, OPT_FALLBACK},
+    {"allow-root", no_argument, NULL, OPT_ALLOW_ROOT},
+    {"control-fd", required_argument, NULL, OPT_CONTROL_FD},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, OPT_VERSION},
+    {0},
 };
 
 __attribute__((format(printf, 2, 3))) static int fail(int code, const char *fmt, ...)
@@ -164,8 +175,8 @@ int main(int argc, char **argv)
 			char *end;
 			long fd = strtol(optarg, &end, 10);
 			if (*end || fd < 3 || fd > 65535)
-				return fail(usage_exit, "--control-fd %s: must be an fd number >= 3",
-					    optarg);
+				return fail(usage_exit,
+					    "--control-fd %s: must be an fd number >= 3", optarg);
 			o.control_fd = (int)fd;
 			break;
 		}

@@ -6,9 +6,9 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 
-#define NOFILE_LIMIT 4096
+#define NOFILE_LIMIT	 4096
 #define SIGPENDING_LIMIT 256
-#define MEMLOCK_LIMIT (64 * 1024)
+#define MEMLOCK_LIMIT	 (64 * 1024)
 
 int sbx_privs_drop(struct sbx_err *err)
 {
@@ -23,10 +23,10 @@ int sbx_privs_drop(struct sbx_err *err)
 		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
 			return sbx_fail_errno(err, "dropping capability %d from the bounding set",
 					      c);
-	if (prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED |
-					     SECBIT_NO_SETUID_FIXUP | SECBIT_NO_SETUID_FIXUP_LOCKED |
-					     SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE |
-					     SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
+	if (prctl(PR_SET_SECUREBITS,
+		  SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
+		      SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
+		      SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
 		  0, 0, 0) < 0)
 		return sbx_fail_errno(err, "locking securebits");
 	if (cap_reset_ambient() < 0)

@@ -11,11 +11,11 @@
 
 struct sbx_sandbox_opts {
 	const SbxPolicy *policy;
-	const char *data_dir;	  /* NULL: empty /data */
-	bool data_no_symlinks;	  /* resolve data_dir without following links */
-	const char *cgroup_root;  /* NULL: the default delegated root */
-	bool rlimit_fallback;	  /* no cgroup: rlimits instead of failing */
-	int ctl;		  /* the sandbox's end of the control socket */
+	const char *data_dir;	 /* NULL: empty /data */
+	bool data_no_symlinks;	 /* resolve data_dir without following links */
+	const char *cgroup_root; /* NULL: the default delegated root */
+	bool rlimit_fallback;	 /* no cgroup: rlimits instead of failing */
+	int ctl;		 /* the sandbox's end of the control socket */
 };
 
 struct sbx_sandbox {
@@ -36,7 +36,6 @@ int sbx_sandbox_start(const struct sbx_sandbox_opts *opts, struct sbx_sandbox *s
 int sbx_sandbox_finish(struct sbx_sandbox *sb, bool kill_first);
 
 /* Removes a run cgroup tree, children first. */
-int sbx_sandbox_remove_cgroup(const struct sbx_cgroup *root, const char *name,
-			      struct sbx_err *err);
+int sbx_sandbox_remove_cgroup(const struct sbx_cgroup *root, const char *name, struct sbx_err *err);
 
 #endif

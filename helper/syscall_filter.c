@@ -22,15 +22,15 @@
 
 #include <errno.h>
 #include <linux/seccomp.h>
-#include <stdlib.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #ifndef CLONE_NEWTIME
 #define CLONE_NEWTIME 0x00000080

@@ -30,7 +30,7 @@ struct sbx_identity {
 struct sbx_runs;
 
 #define SBX_HANDLER(name, req_t, resp_t)                                                           \
-	int sbx_handle_##name(struct sbx_runs *runs, const struct sbx_identity *who,              \
+	int sbx_handle_##name(struct sbx_runs *runs, const struct sbx_identity *who,               \
 			      const req_t *req, resp_t **resp, struct sbx_rpc_status *st)
 
 SBX_HANDLER(health, Sbx__V1__HealthRequest, Sbx__V1__HealthResponse);
