@@ -1,5 +1,5 @@
 /* sbx-bench-sbxd: sbxd's RPC over ipc and over TLS, each figure next to a
- * peer measured in the same run (issue 3, "Benchmark"):
+ * peer measured in the same run:
  *
  *   Health round trip                          p50, p99 (us)
  *   CreateRun + Exec(/bin/true) + Wait + Teardown  next to a one-shot
