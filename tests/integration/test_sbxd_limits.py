@@ -144,5 +144,37 @@ class HungPid1(Base):
         return found
 
 
+class InputDirOracle(unittest.TestCase):
+    """input_dir must not tell a caller what exists where it cannot look:
+    a name that exists (not the caller's, or not a directory) and one that
+    does not get the same code and message, byte for byte, directly or
+    through a link from the caller's own directory."""
+
+    def test_existing_and_missing_names_get_one_answer(self):
+        import shutil
+        import tempfile
+        mine = tempfile.mkdtemp(prefix="sbx-oracle-")
+        self.addCleanup(shutil.rmtree, mine, True)
+        for name, target in (("to-dir", "/usr/share"), ("to-file", "/usr/bin/env"),
+                             ("to-nothing", "/usr/share/no-such-name-%d" % os.getpid())):
+            os.symlink(target, os.path.join(mine, name))
+        srv = Server(input_dirs=["/usr", mine])
+        self.addCleanup(srv.cleanup)
+        answers = {}
+        with srv.conn() as c:
+            for d in ("/usr/share", "/usr/bin/env", "/usr/share/no-such-name-%d" % os.getpid(),
+                      "/usr/no-such-dir/x", os.path.join(mine, "to-dir"),
+                      os.path.join(mine, "to-file"), os.path.join(mine, "to-nothing"),
+                      "/etc", "/etc/no-such-name"):
+                code, msg, _ = c.call("CreateRun", pb.CreateRunRequest(
+                    policy_json=policy_json(), input_dir=d), pb.CreateRunResponse)
+                answers[d] = (code, msg)
+        self.assertEqual(len(set(answers.values())), 1, json.dumps(answers, indent=1))
+        code, msg = answers["/usr/share"]
+        self.assertEqual(code, "PERMISSION_DENIED")
+        self.assertIn("input_dir", msg)
+        self.assertEqual(srv.stop(), 0)
+
+
 if __name__ == "__main__":
     unittest.main()
