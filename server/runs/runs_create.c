@@ -21,10 +21,12 @@
 
 #include "clock.h"
 #include "helper_client.h"
+#include "runs_ceilings.h"
 #include "runs_inputs.h"
 #include "runs_manager.h"
 #include "runs_monitor.h"
 #include "runs_proc.h"
+#include "runs_quota.h"
 #include "runs_registry.h"
 #include "runs_status.h"
 #include "runs_teardown.h"
@@ -212,7 +214,8 @@ static int validate(struct sbx_run *r, const Sbx__V1__CreateRunRequest *req,
 		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 				    "inputs: a run with input_dir takes no uploads; give one or "
 				    "the other");
-	if (inputs_from_request(r, req, st) < 0)
+	if (ceilings_check(&r->runs->cfg.limits_max, r->policy, req, st) < 0 ||
+	    inputs_from_request(r, req, st) < 0)
 		return -1;
 	if (has_dir && check_input_dir(r, req->input_dir, st) < 0)
 		return -1;
@@ -406,7 +409,21 @@ static void abandon(struct sbx_run *r)
 		r->pid = -1;
 	}
 	remove_run_dir(r);
+	quota_release_run(r);
 	run_unregister(r);
+}
+
+/* The inputs are declared in full: the quota is taken (or refused) before
+ * any byte is written, so an upload never fails halfway on a quota. */
+static int charge_inputs(struct sbx_run *r, const Sbx__V1__CreateRunRequest *req,
+			 struct sbx_rpc_status *st)
+{
+	uint64_t bytes = 0;
+
+	/* ceilings_check bounded the sum. */
+	for (size_t i = 0; i < req->n_inputs; i++)
+		bytes += req->inputs[i]->size;
+	return quota_charge(r, bytes, "inputs", st);
 }
 
 static int respond(struct sbx_run *r, Sbx__V1__CreateRunResponse **resp, struct sbx_rpc_status *st)
@@ -456,8 +473,13 @@ SBX_HANDLER(create_run, Sbx__V1__CreateRunRequest, Sbx__V1__CreateRunResponse)
 		run_unref(r);
 		return -1;
 	}
+	if (charge_inputs(r, req, st) < 0) {
+		abandon(r);
+		return -1;
+	}
 	if (make_run_dir(r, &st->err) < 0) {
-		sbx_rpc_code(st, SBX__V1__CODE__INTERNAL);
+		sbx_rpc_code(st, quota_disk_full(st->err.errnum) ? SBX__V1__CODE__RESOURCE_EXHAUSTED
+								 : SBX__V1__CODE__INTERNAL);
 		abandon(r);
 		return -1;
 	}
