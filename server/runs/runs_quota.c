@@ -24,7 +24,7 @@ static uint64_t free_bytes(const struct sbx_runs *runs)
 {
 	struct statvfs sv;
 
-	if (statvfs(runs->cfg.state_dir, &sv) < 0)
+	if (!runs->cfg.state_dir || statvfs(runs->cfg.state_dir, &sv) < 0)
 		return UINT64_MAX;
 	return (uint64_t)sv.f_bavail * sv.f_frsize;
 }

@@ -7,6 +7,7 @@ import json
 import os
 import resource
 import signal
+import sys
 import time
 import unittest
 
@@ -108,6 +109,8 @@ class HungPid1(Base):
         while left() and time.time() - started < 10:
             time.sleep(0.05)
         waited = time.time() - started
+        print("\n# pid 1 stopped to the run's last process gone: %.2f s" % waited,
+              file=sys.stderr)
         self.assertEqual(left(), [], "processes of the run outlived its deadline by "
                          "%.1f s" % waited)
         self.assertLess(waited, 7.5)
