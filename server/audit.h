@@ -5,8 +5,12 @@
 
 #include "err.h"
 
-/* NULL path: stderr. Thread-safe; lines are written whole (O_APPEND). */
-int sbx_audit_open(const char *path, struct sbx_err *err);
+/* NULL path: stderr. Thread-safe; lines are written whole (O_APPEND) or
+ * not at all. The file is made (or made again) 0600, or 0640 with group
+ * `group` (a name or a number; NULL: none). */
+int sbx_audit_open(const char *path, const char *group, struct sbx_err *err);
+/* Lines lost (not written: the disk was full) since start. */
+unsigned long sbx_audit_lost(void);
 void sbx_audit_close(void);
 
 /* event: "run_created", "exec_started", "exec_ended", "artifact_fetched",

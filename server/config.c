@@ -330,6 +330,7 @@ static const char *const top_keys[] = {"listen",      "state_dir",	 "helper",
 				       "tls",	      "tokens",		 "input_dirs",
 				       "insecure",    "runs_max",	 "runs_max_per_identity",
 				       "workers",     "ipc_mode",	 "max_message_bytes",
+				       "limits_max",  "quotas",		 "log_group",
 				       NULL};
 
 static int set_defaults(struct sbx_config *cfg, struct sbx_err *err)
@@ -340,6 +341,7 @@ static int set_defaults(struct sbx_config *cfg, struct sbx_err *err)
 	cfg->workers = DEFAULT_WORKERS;
 	cfg->ipc_mode = DEFAULT_IPC_MODE;
 	cfg->max_message_bytes = DEFAULT_MAX_MESSAGE_BYTES;
+	sbx_config_limits_defaults(cfg);
 	cfg->state_dir = strdup(DEFAULT_STATE_DIR);
 	return cfg->state_dir ? 0 : oom(err);
 }
@@ -369,6 +371,9 @@ static int parse_root(struct sbx_config *cfg, json_t *root, struct sbx_err *err)
 	if ((v = json_object_get(root, "log")) &&
 	    dup_path(v, "log", ANY_PATH, &cfg->log_path, err) < 0)
 		return -1;
+	if ((v = json_object_get(root, "log_group")) &&
+	    dup_path(v, "log_group", ANY_PATH, &cfg->log_group, err) < 0)
+		return -1;
 	if ((v = json_object_get(root, "tls")) && parse_tls(cfg, v, err) < 0)
 		return -1;
 	if ((v = json_object_get(root, "tokens")) && parse_tokens(cfg, v, err) < 0)
@@ -378,7 +383,7 @@ static int parse_root(struct sbx_config *cfg, json_t *root, struct sbx_err *err)
 	if ((v = json_object_get(root, "insecure")) &&
 	    sbx_json_bool(v, "insecure", &cfg->insecure, err) < 0)
 		return -1;
-	if (parse_numbers(cfg, root, err) < 0)
+	if (parse_numbers(cfg, root, err) < 0 || sbx_config_parse_limits(cfg, root, err) < 0)
 		return -1;
 	/* Across keys, now that all of them are known. */
 	for (size_t i = 0; i < cfg->n_listen; i++) {
@@ -535,6 +540,7 @@ void sbx_config_free(struct sbx_config *cfg)
 	free(cfg->helper);
 	free(cfg->cgroup_root);
 	free(cfg->log_path);
+	free(cfg->log_group);
 	free(cfg->tls_cert);
 	free(cfg->tls_key);
 	free(cfg->tls_client_ca);

@@ -18,6 +18,29 @@ struct sbx_token {
 	uint8_t sha256[32]; /* of the token's bytes; the token itself is never stored */
 };
 
+/* Administrator ceilings on what a CreateRun may ask (config "limits_max";
+ * config_limits.c has the defaults). */
+struct sbx_limits_max {
+	uint32_t cpu_millis;
+	uint64_t memory_mb;
+	uint32_t script_seconds;
+	uint32_t run_seconds;
+	uint32_t pids; /* default min(4096, the host's pid_max) */
+	uint64_t out_mb;
+	uint64_t tmp_mb;
+	uint64_t output_kb;
+	uint64_t input_bytes; /* the sum of CreateRun.inputs[].size */
+	uint32_t inputs;      /* entries in CreateRun.inputs */
+};
+
+/* What callers' uploads and kept output may take of state_dir (config
+ * "quotas"); 0 turns a quota off. */
+struct sbx_quotas {
+	uint64_t identity_mb; /* per identity, inputs and output spill together */
+	uint64_t host_mb;     /* all identities together */
+	uint64_t reserve_mb;  /* free space on state_dir no write may take */
+};
+
 struct sbx_config {
 	/* ipc://PATH, tls+tcp://HOST:PORT, tcp:// (insecure) */
 	char *listen[SBX_CONFIG_MAX_LISTEN];
@@ -41,6 +64,9 @@ struct sbx_config {
 	uint32_t workers;		/* worker threads; default 16 */
 	uint32_t ipc_mode;		/* socket file mode; default 0660 */
 	uint64_t max_message_bytes;	/* RECVMAXSZ per listener; default 4 MiB + 64 KiB */
+	struct sbx_limits_max limits_max;
+	struct sbx_quotas quotas;
+	char *log_group; /* may read the audit log (0640); NULL: sbxd alone (0600) */
 };
 
 /* What the command line sets; NULL (or n_listen 0) leaves the file's. */
@@ -61,5 +87,10 @@ int sbx_config_apply_flags(struct sbx_config *cfg, const struct sbx_config_flags
 int sbx_config_check_listen(const struct sbx_config *cfg, const char *url, const char *where,
 			    struct sbx_err *err);
 void sbx_config_free(struct sbx_config *cfg);
+
+/* config_limits.c: the defaults of limits_max and quotas, and their keys
+ * read from the document's root. */
+void sbx_config_limits_defaults(struct sbx_config *cfg);
+int sbx_config_parse_limits(struct sbx_config *cfg, void *root /* json_t */, struct sbx_err *err);
 
 #endif

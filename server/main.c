@@ -172,7 +172,7 @@ static int serve(struct sbx_config *cfg, const sigset_t *stop)
 	struct sbx_runs *runs;
 	int sig;
 
-	if (sbx_audit_open(cfg->log_path, &err) < 0)
+	if (sbx_audit_open(cfg->log_path, cfg->log_group, &err) < 0)
 		return fail_with(&err);
 	runs = sbx_runs_init(cfg, &err);
 	if (!runs) {
@@ -239,6 +239,9 @@ int main(int argc, char **argv)
 	sigaddset(&stop, SIGINT);
 	pthread_sigmask(SIG_BLOCK, &stop, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	/* A file size limit (RLIMIT_FSIZE) fails the write with EFBIG, as a
+	 * full disk does, instead of killing sbxd. */
+	signal(SIGXFSZ, SIG_IGN);
 
 	if (sbx_config_load(f.config, &cfg, &err) < 0)
 		return fail_with(&err);

@@ -66,6 +66,9 @@ struct run_stream {
 	uint64_t total; /* [mu] bytes the command wrote */
 	bool truncated; /* [mu] */
 	bool closed;	/* [mu] no byte will come any more */
+	/* [mu] non-empty: nothing is kept past `kept` any more, and why (the
+	 * disk or a quota was full); written by the monitor alone. */
+	char cut[256];
 };
 
 struct run_exec {
@@ -130,6 +133,7 @@ struct sbx_run {
 	int data_fd;	 /* where PutInput writes; -1 with a caller's input_dir */
 	bool caller_data;
 	int spill_fd;		 /* dir/output: the execs' kept output */
+	uint64_t disk_charged;	 /* [reg] bytes of state_dir charged to the caller */
 	int64_t created_ms;	 /* unix */
 	int64_t deadline_ms;	 /* unix: run_seconds after the sandbox was ready */
 	int64_t deadline;	 /* the same, monotonic */

@@ -17,9 +17,13 @@
 struct sbx_runs *runs_new(void)
 {
 	struct sbx_runs *runs = calloc(1, sizeof(*runs));
+	struct sbx_config defaults;
 
 	if (!runs)
 		return NULL;
+	/* The config's default ceilings; quotas stay 0 (off) without settings. */
+	sbx_config_limits_defaults(&defaults);
+	runs->cfg.limits_max = defaults.limits_max;
 	runs->lock_fd = -1;
 	snprintf(runs->host.cgroup, sizeof(runs->host.cgroup), "none");
 	pthread_mutex_init(&runs->mu, NULL);

@@ -21,10 +21,12 @@
 
 #include "clock.h"
 #include "helper_client.h"
+#include "runs_ceilings.h"
 #include "runs_inputs.h"
 #include "runs_manager.h"
 #include "runs_monitor.h"
 #include "runs_proc.h"
+#include "runs_quota.h"
 #include "runs_registry.h"
 #include "runs_status.h"
 #include "runs_teardown.h"
@@ -161,7 +163,13 @@ static bool under(const char *path, const char *dir)
 
 /* A caller on this host may name a directory as /data, if the config
  * allows one above it. Checked on the resolved path, on a path boundary
- * (so /srv/in does not allow /srv/inputs-of-someone-else). */
+ * (so /srv/in does not allow /srv/inputs-of-someone-else).
+ *
+ * sbxd can see more than its callers, so every way a path can fail (it
+ * does not resolve, resolves outside input_dirs, is not a directory, is
+ * not the caller's) gets one answer, byte for byte (it does not even echo
+ * the path): otherwise the answers would tell a caller what exists in a
+ * directory it cannot list. */
 static int check_input_dir(struct sbx_run *r, const char *dir, struct sbx_rpc_status *st)
 {
 	const struct runs_settings *set = &r->runs->cfg;
@@ -173,38 +181,21 @@ static int check_input_dir(struct sbx_run *r, const char *dir, struct sbx_rpc_st
 		return sbx_rpc_fail(st, SBX__V1__CODE__PERMISSION_DENIED,
 				    "input_dir is for callers on this host (ipc); upload "
 				    "inputs with PutInput instead");
-	if (strlen(dir) >= PATH_MAX || !(real = realpath(dir, NULL))) {
-		int why = strlen(dir) >= PATH_MAX ? ENAMETOOLONG : errno;
-		bool lexical = false;
-
-		for (size_t i = 0; i < set->n_input_dirs; i++)
-			lexical |= under(dir, set->input_dirs[i]);
-		if (!lexical)
-			goto denied;
-		return sbx_rpc_fail_errnum(st, SBX__V1__CODE__INVALID_ARGUMENT, why,
+	if (strlen(dir) >= PATH_MAX)
+		return sbx_rpc_fail_errnum(st, SBX__V1__CODE__INVALID_ARGUMENT, ENAMETOOLONG,
 					   "input_dir %.200s", dir);
-	}
-	for (size_t i = 0; i < set->n_input_dirs; i++)
-		allowed |= under(real, set->input_dirs[i]);
-	if (!allowed)
-		goto denied;
-	if (stat(real, &sb) < 0 || !S_ISDIR(sb.st_mode))
-		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
-				    "input_dir %.200s: not a directory", dir);
-	/* sbxd can read more than its callers: a caller's /data is a directory
-	 * of its own, not another user's under the same allowed root. */
-	if ((unsigned long)sb.st_uid != strtoul(r->identity + 4, NULL, 10))
+	if ((real = realpath(dir, NULL)))
+		for (size_t i = 0; i < set->n_input_dirs; i++)
+			allowed |= under(real, set->input_dirs[i]);
+	if (!allowed || stat(real, &sb) < 0 || !S_ISDIR(sb.st_mode) ||
+	    (unsigned long)sb.st_uid != strtoul(r->identity + 4, NULL, 10))
 		return sbx_rpc_fail(st, SBX__V1__CODE__PERMISSION_DENIED,
-				    "input_dir %.200s is not owned by the caller (%s)", dir,
+				    "input_dir: not a directory of the caller's (%s) under a "
+				    "directory this sbxd allows (input_dirs in its config)",
 				    r->identity);
 	r->data_path = sbx_steal_ptr(real);
 	r->caller_data = true;
 	return 0;
-denied:
-	return sbx_rpc_fail(st, SBX__V1__CODE__PERMISSION_DENIED,
-			    "input_dir %.200s is not under a directory this sbxd allows "
-			    "(input_dirs in its config)",
-			    dir);
 }
 
 static int validate(struct sbx_run *r, const Sbx__V1__CreateRunRequest *req,
@@ -223,7 +214,8 @@ static int validate(struct sbx_run *r, const Sbx__V1__CreateRunRequest *req,
 		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 				    "inputs: a run with input_dir takes no uploads; give one or "
 				    "the other");
-	if (inputs_from_request(r, req, st) < 0)
+	if (ceilings_check(&r->runs->cfg.limits_max, r->policy, req, st) < 0 ||
+	    inputs_from_request(r, req, st) < 0)
 		return -1;
 	if (has_dir && check_input_dir(r, req->input_dir, st) < 0)
 		return -1;
@@ -417,7 +409,21 @@ static void abandon(struct sbx_run *r)
 		r->pid = -1;
 	}
 	remove_run_dir(r);
+	quota_release_run(r);
 	run_unregister(r);
+}
+
+/* The inputs are declared in full: the quota is taken (or refused) before
+ * any byte is written, so an upload never fails halfway on a quota. */
+static int charge_inputs(struct sbx_run *r, const Sbx__V1__CreateRunRequest *req,
+			 struct sbx_rpc_status *st)
+{
+	uint64_t bytes = 0;
+
+	/* ceilings_check bounded the sum. */
+	for (size_t i = 0; i < req->n_inputs; i++)
+		bytes += req->inputs[i]->size;
+	return quota_charge(r, bytes, "inputs", st);
 }
 
 static int respond(struct sbx_run *r, Sbx__V1__CreateRunResponse **resp, struct sbx_rpc_status *st)
@@ -467,8 +473,13 @@ SBX_HANDLER(create_run, Sbx__V1__CreateRunRequest, Sbx__V1__CreateRunResponse)
 		run_unref(r);
 		return -1;
 	}
+	if (charge_inputs(r, req, st) < 0) {
+		abandon(r);
+		return -1;
+	}
 	if (make_run_dir(r, &st->err) < 0) {
-		sbx_rpc_code(st, SBX__V1__CODE__INTERNAL);
+		sbx_rpc_code(st, quota_disk_full(st->err.errnum) ? SBX__V1__CODE__RESOURCE_EXHAUSTED
+								 : SBX__V1__CODE__INTERNAL);
 		abandon(r);
 		return -1;
 	}

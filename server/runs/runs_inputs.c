@@ -16,6 +16,7 @@
 
 #include "path.h"
 #include "runs_inputs.h"
+#include "runs_quota.h"
 #include "runs_registry.h"
 #include "runs_util.h"
 #include "tree.h"
@@ -267,11 +268,13 @@ SBX_HANDLER(put_input, Sbx__V1__PutInputRequest, Sbx__V1__PutInputResponse)
 	}
 
 	/* Exec refuses to seal /data while this input is incomplete, so the
-	 * write below never races a running command. */
-	if (write_chunk(r, in, req->offset, &req->data, &st->err) < 0) {
-		sbx_rpc_code(st, st->err.errnum == ENOSPC || st->err.errnum == EDQUOT
-				     ? SBX__V1__CODE__RESOURCE_EXHAUSTED
-				     : SBX__V1__CODE__INTERNAL);
+	 * write below never races a running command. The quota was charged at
+	 * CreateRun; the free-space reserve is the disk's now. */
+	if (quota_reserve_check(r->runs, req->data.len, "inputs", st) < 0) {
+		rc = -1;
+	} else if (write_chunk(r, in, req->offset, &req->data, &st->err) < 0) {
+		sbx_rpc_code(st, quota_disk_full(st->err.errnum) ? SBX__V1__CODE__RESOURCE_EXHAUSTED
+								 : SBX__V1__CODE__INTERNAL);
 		rc = sbx_rpc_prefix(st, "input %.200s", in->path);
 	} else if (req->last && (!EVP_DigestFinal_ex(in->md, md, &mdlen) || mdlen != 32))
 		rc = sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "sha256 of %.200s failed", in->path);

@@ -29,6 +29,8 @@ struct runs_settings {
 	size_t n_input_dirs;
 	uint32_t runs_max;
 	uint32_t runs_max_per_identity;
+	struct sbx_limits_max limits_max;
+	struct sbx_quotas quotas;
 	char *helper_env[8]; /* NULL-terminated: what sbx-helper runs with */
 };
 
@@ -47,9 +49,10 @@ struct sbx_runs {
 	pthread_mutex_t mu; /* the registry lock */
 	pthread_cond_t cv;  /* creating dropped to 0 (CLOCK_MONOTONIC) */
 	struct sbx_run *head;
-	unsigned count;	   /* every registered run, STARTING or not */
-	unsigned creating; /* registered and still STARTING */
-	bool draining;	   /* CreateRun answers UNAVAILABLE */
+	unsigned count;	       /* every registered run, STARTING or not */
+	unsigned creating;     /* registered and still STARTING */
+	bool draining;	       /* CreateRun answers UNAVAILABLE */
+	uint64_t disk_charged; /* the runs' disk_charged summed (runs_quota.c) */
 };
 
 /* An empty manager without settings (runs_max 0 takes no runs): what

@@ -2,9 +2,9 @@
  * helper's control socket (ExecStarted/ExecEnded, the end of the sandbox),
  * its stderr (alerts), the execs' stdout/stderr (into spill files), and
  * that enforces the deadlines itself, so a hung helper cannot keep a run
- * or an exec alive: at run deadline + 2 s it kills the helper's process
- * group, at an exec's deadline + 2 s it ends the exec's record (TIMEOUT)
- * and tells the helper to kill it.
+ * or an exec alive: at run deadline + 2 s, or at an exec's deadline + 2 s
+ * that pid 1 did not act on, it kills the helper's process group (see
+ * kill_hung_sandbox) and ends the records itself.
  *
  * It never blocks: every fd it reads is non-blocking and its poll wakes at
  * the next deadline or within a second. Handlers wake it through an
@@ -23,6 +23,7 @@
 #include "clock.h"
 #include "helper_client.h"
 #include "run_exec.h"
+#include "runs_manager.h"
 #include "runs_monitor.h"
 #include "runs_output.h"
 #include "runs_proc.h"
@@ -195,6 +196,7 @@ static void read_stderr(struct monitor *m)
 
 static void reap(struct sbx_run *r)
 {
+	bool killed;
 	int status = 0;
 	pid_t p = waitpid(r->pid, &status, WNOHANG);
 
@@ -206,13 +208,50 @@ static void reap(struct sbx_run *r)
 		run_alert(r, "sbx-helper exited with status %d", WEXITSTATUS(status));
 	else if (p == r->pid && !r->killed && WIFSIGNALED(status))
 		run_alert(r, "sbx-helper was killed by signal %d", WTERMSIG(status));
+	killed = r->killed;
 	run_unlock(r);
+	/* A helper sbxd killed could not remove the run's cgroups: now that
+	 * its pid is reaped they count as stale, and are swept (every process
+	 * left in them SIGKILLed) and removed. Teardown does it again, which
+	 * finds nothing. */
+	if (killed)
+		runs_cleanup_cgroups(r->runs);
+}
+
+/* mu held: pid 1 let an exec outlive script_seconds by RUN_GRACE_MS, so it
+ * is hung (SIGSTOP, a wedged kernel call) or lying, and whatever it should
+ * have killed is still running: only the kernel can end that now. SIGKILL
+ * reaches the helper and pid 1 even when stopped; once pid 1 dies the
+ * kernel kills every process of its pid namespace (an exec's setsid()
+ * leaves the process group, never the namespace) and no fork can enter it
+ * any more, which is the atomic kill that v1 cgroups lack. The run's
+ * cgroups are then swept and removed by `sbx-helper cleanup` as soon as
+ * the helper is reaped (reap). The run is over: a pid 1 that misses one
+ * deadline cannot be trusted with the next. */
+static void kill_hung_sandbox(struct sbx_run *r, const struct run_exec *e)
+{
+	char why[160];
+
+	if (r->ctl < 0 || r->killed || r->reaped)
+		return;
+	proc_kill_group(r->pid);
+	r->killed = true;
+	snprintf(why, sizeof(why),
+		 "sbx-helper did not end exec-%llu at script_seconds; sbxd killed the sandbox",
+		 (unsigned long long)e->num);
+	run_alert(r, "sbxd: %s", why);
+	if (run_sandbox_live(r)) {
+		run_state_move(r, RUN_FAILED);
+		run_end_execs(r, SBX__V1__EXIT_REASON__TORN_DOWN, why);
+		run_queue_audit(r, "run_failed", json_pack("{s:b, s:s}", "killed", 1, "why", why));
+	}
 }
 
 /* mu held: the watchdog. */
 static void check_deadlines(struct sbx_run *r)
 {
 	int64_t now = sbx_mono_ms();
+	struct run_exec *overran = NULL;
 
 	book_sandbox_end(r);
 	if (r->ctl >= 0 && !r->killed && !r->reaped && now >= r->deadline + RUN_GRACE_MS) {
@@ -229,21 +268,16 @@ static void check_deadlines(struct sbx_run *r)
 	}
 	for (struct run_exec *e = r->execs; e; e = e->next) {
 		if (!e->ended && now >= e->deadline) {
-			struct sbx_err err;
-
 			e->reason = SBX__V1__EXIT_REASON__TIMEOUT;
 			e->exit_code = 124;
 			e->signal = SIGKILL;
 			e->message = strdup("script_seconds ran out and sbx-helper did not end the "
-					    "exec; sbxd stopped waiting for it");
+					    "exec; sbxd killed the sandbox");
 			run_alert(r, "sbxd: exec-%llu outlived script_seconds by %d s",
 				  (unsigned long long)e->num, RUN_GRACE_MS / 1000);
-			/* The record ends either way; a helper that does not take
-			 * the kill is one more reason for the alert. */
-			if (r->ctl >= 0 && ctl_send_signal(r->ctl, e->num, SIGKILL, &err) < 0)
-				run_alert(r, "sbxd: exec-%llu: SIGKILL not sent: %s",
-					  (unsigned long long)e->num, err.msg);
 			exec_mark_ended(r, e);
+			if (!overran)
+				overran = e;
 		}
 		if (e->ended && !e->done && now >= e->ended_at + RUN_OUTPUT_GRACE_MS) {
 			/* Only a process that got the pipe passed to it can hold
@@ -253,6 +287,8 @@ static void check_deadlines(struct sbx_run *r)
 					stream_close(r, e, w);
 		}
 	}
+	if (overran)
+		kill_hung_sandbox(r, overran);
 }
 
 /* mu held: milliseconds until check_deadlines has something to do. */

@@ -17,6 +17,7 @@
 #include "clock.h"
 #include "run_exec.h"
 #include "runs_output.h"
+#include "runs_quota.h"
 #include "runs_registry.h"
 #include "util.h"
 
@@ -29,8 +30,10 @@ static void spill_name(const struct run_exec *e, int which, char *buf, size_t si
 		 which == RUN_STDOUT ? "stdout" : "stderr");
 }
 
-/* Returns how many of the n bytes reached the spill file. */
-static size_t spill(struct sbx_run *r, struct run_exec *e, int which, const char *buf, size_t n)
+/* Returns how many of the n bytes reached the spill file; fewer than n
+ * with *errnum saying why. */
+static size_t spill(struct sbx_run *r, struct run_exec *e, int which, const char *buf, size_t n,
+		    int *errnum)
 {
 	struct run_stream *s = &e->out[which];
 	size_t off = 0;
@@ -42,19 +45,48 @@ static size_t spill(struct sbx_run *r, struct run_exec *e, int which, const char
 		s->file =
 		    openat(r->spill_fd, name,
 			   O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
-		if (s->file < 0)
+		if (s->file < 0) {
+			*errnum = errno;
 			return 0;
+		}
 	}
 	while (off < n) {
 		ssize_t w = write(s->file, buf + off, n - off);
 
 		if (w < 0 && errno == EINTR)
 			continue;
-		if (w <= 0)
-			break; /* disk full: what did not fit counts as truncated */
+		if (w <= 0) {
+			*errnum = w < 0 ? errno : ENOSPC;
+			break;
+		}
 		off += (size_t)w;
 	}
 	return off;
+}
+
+/* How much of n bytes to keep, into the spill file, charged to the run's
+ * caller. The first write that fails or is refused cuts the stream for
+ * good: a later write, once the disk has room again, would glue bytes from
+ * after the gap to the prefix, and ReadOutput would serve a stream the
+ * command never wrote. What was kept before the cut stays a true prefix. */
+static size_t keep_bytes(struct sbx_run *r, struct run_exec *e, int which, const char *buf,
+			 size_t n, char *cut, size_t cut_size)
+{
+	struct sbx_rpc_status st = {0};
+	int errnum = 0;
+	size_t kept;
+
+	if (quota_charge(r, n, "output", &st) < 0) {
+		snprintf(cut, cut_size, "%.250s", st.err.msg);
+		return 0;
+	}
+	kept = spill(r, e, which, buf, n, &errnum);
+	if (kept < n) {
+		quota_uncharge(r, n - kept);
+		snprintf(cut, cut_size, "output: %s writing the spill file in state_dir",
+			 strerror(errnum));
+	}
+	return kept;
 }
 
 void stream_close(struct sbx_run *r, struct run_exec *e, int which)
@@ -79,6 +111,7 @@ void stream_pump(struct sbx_run *r, struct run_exec *e, int which)
 	for (int round = 0; round < PUMP_ROUNDS; round++) {
 		ssize_t n = read(s->pipe, buf, sizeof(buf));
 		size_t keep = 0, kept = 0;
+		char cut[sizeof(s->cut)] = "";
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -90,19 +123,21 @@ void stream_pump(struct sbx_run *r, struct run_exec *e, int which)
 			run_unlock(r);
 			return;
 		}
-		/* s->kept is written only by this thread: reading it here
-		 * without the lock is safe. */
-		if (s->kept < r->output_cap)
+		/* s->kept and s->cut are written only by this thread: reading
+		 * them here without the lock is safe. */
+		if (s->kept < r->output_cap && !s->cut[0])
 			keep = r->output_cap - s->kept < (uint64_t)n
 				   ? (size_t)(r->output_cap - s->kept)
 				   : (size_t)n;
 		if (keep)
-			kept = spill(r, e, which, buf, keep);
+			kept = keep_bytes(r, e, which, buf, keep, cut, sizeof(cut));
 		run_lock(r);
 		s->kept += kept;
 		s->total += (uint64_t)n;
 		if (kept < (size_t)n)
 			s->truncated = true;
+		if (cut[0])
+			memcpy(s->cut, cut, sizeof(cut));
 		run_changed(r);
 		run_unlock(r);
 	}
@@ -152,6 +187,7 @@ SBX_HANDLER(read_output, Sbx__V1__ReadOutputRequest, Sbx__V1__ReadOutputResponse
 	uint64_t kept;
 	size_t n = 0;
 	bool closed, truncated;
+	_cleanup_free_ char *cut = NULL;
 
 	if (req->stream != SBX__V1__STREAM__STDOUT && req->stream != SBX__V1__STREAM__STDERR)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
@@ -183,6 +219,7 @@ SBX_HANDLER(read_output, Sbx__V1__ReadOutputRequest, Sbx__V1__ReadOutputResponse
 	kept = s->kept;
 	closed = s->closed && e->ended;
 	truncated = s->truncated;
+	cut = s->cut[0] ? strdup(s->cut) : NULL;
 	run_unlock(r);
 
 	if (req->offset < kept)
@@ -210,6 +247,9 @@ SBX_HANDLER(read_output, Sbx__V1__ReadOutputRequest, Sbx__V1__ReadOutputResponse
 	o->next_offset = req->offset + n;
 	o->eof = closed && req->offset + n >= kept;
 	o->truncated = truncated;
+	o->kept_bytes = kept;
+	if (cut)
+		o->cut = sbx_steal_ptr(cut);
 	run_unref(r);
 	*resp = o;
 	return 0;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit.h"
 #include "runs_manager.h"
 #include "runs_registry.h"
 #include "runs_status.h"
@@ -58,6 +59,9 @@ Sbx__V1__ExecStatus *exec_status_new(struct run_exec *e)
 	s->stdout_truncated = e->out[RUN_STDOUT].truncated;
 	s->stderr_truncated = e->out[RUN_STDERR].truncated;
 	if (e->message && !(s->message = strdup(e->message)))
+		goto oom;
+	if ((e->out[RUN_STDOUT].cut[0] && !(s->stdout_cut = strdup(e->out[RUN_STDOUT].cut))) ||
+	    (e->out[RUN_STDERR].cut[0] && !(s->stderr_cut = strdup(e->out[RUN_STDERR].cut))))
 		goto oom;
 	return s;
 oom:
@@ -233,6 +237,7 @@ SBX_HANDLER(health, Sbx__V1__HealthRequest, Sbx__V1__HealthResponse)
 	h->runs_max_per_identity = runs->cfg.runs_max_per_identity;
 	h->userns = runs->host.userns;
 	h->seccomp = runs->host.seccomp;
+	h->audit_lines_lost = sbx_audit_lost();
 	if (!h->version || !h->cgroup || !h->identity) {
 		sbx__v1__health_response__free_unpacked(h, NULL);
 		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");

@@ -24,6 +24,7 @@
 #include "runs_monitor.h"
 #include "runs_output.h"
 #include "runs_proc.h"
+#include "runs_quota.h"
 #include "runs_registry.h"
 #include "runs_status.h"
 #include "runs_teardown.h"
@@ -206,6 +207,7 @@ int run_teardown(struct sbx_run *r, Sbx__V1__RunManifest **manifest, struct sbx_
 		run_audit(r, "teardown_error",
 			  json_pack("{s:s, s:s}", "what", "could not remove the run directory",
 				    "error", err.msg));
+	quota_release_run(r);
 	run_unregister(r);
 	run_unref(r);
 	return rc;

@@ -87,7 +87,7 @@ class InputDirs(unittest.TestCase):
             code, msg, _ = c.call("CreateRun", pb.CreateRunRequest(
                 policy_json=policy_json(), input_dir="/usr/share"), pb.CreateRunResponse)
             self.assertEqual(code, "PERMISSION_DENIED", msg)
-            self.assertIn("not owned", msg)
+            self.assertIn("not a directory of the caller's", msg)
             # A path through a link out of the allowed root.
             os.symlink("/etc", os.path.join(mine, "link"))
             code, msg, _ = c.call("CreateRun", pb.CreateRunRequest(

@@ -103,7 +103,7 @@ static void test_status(void)
 	    "\"exitCode\":0,\"signal\":0,\"startedUnixMs\":\"0\",\"endedUnixMs\":\"0\","
 	    "\"cpuMs\":\"0\",\"peakMemoryBytes\":\"3645440\",\"stdoutBytes\":\"0\","
 	    "\"stderrBytes\":\"0\",\"stdoutTruncated\":true,\"stderrTruncated\":false,"
-	    "\"message\":\"\"}";
+	    "\"message\":\"\",\"stdoutCut\":\"\",\"stderrCut\":\"\"}";
 	if (!check(got && !strcmp(got, want), "ExecStatus with defaults"))
 		printf("#   want: %s\n#    got: %s\n", want, got);
 	free(got);
@@ -144,7 +144,7 @@ static void test_defaults_and_utf8(void)
 	const char *want =
 	    "{\"version\":\"\",\"runsActive\":0,\"runsMax\":0,\"runsMaxPerIdentity\":0,"
 	    "\"userns\":false,\"seccomp\":false,\"cgroup\":\"\",\"images\":[],"
-	    "\"identity\":\"\"}";
+	    "\"identity\":\"\",\"auditLinesLost\":\"0\"}";
 	if (!check(got && !strcmp(got, want), "empty HealthResponse with defaults"))
 		printf("#   want: %s\n#    got: %s\n", want, got);
 	free(got);

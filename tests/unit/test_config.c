@@ -284,6 +284,81 @@ static void test_bad(void)
 	bad_at("a file over 1 MiB", write_doc(big, sizeof(big)), "larger than 1048576 bytes");
 }
 
+static long pid_max(void)
+{
+	FILE *f = fopen("/proc/sys/kernel/pid_max", "r");
+	long n = 0;
+
+	if (f) {
+		if (fscanf(f, "%ld", &n) != 1)
+			n = 0;
+		fclose(f);
+	}
+	return n > 0 ? n : 65536;
+}
+
+/* limits_max, quotas and log_group: defaults, a full set, and the errors. */
+static void test_limits(void)
+{
+	struct sbx_config cfg;
+	struct sbx_err err = {0};
+	long pm = pid_max();
+	char doc[128];
+	int rc;
+
+	rc = sbx_config_load(NULL, &cfg, &err);
+	check(rc == 0 && cfg.limits_max.pids == (uint32_t)(pm < 4096 ? pm : 4096),
+	      "default limits_max.pids: min(4096, pid_max)");
+	check(cfg.limits_max.memory_mb == 1048576 && cfg.limits_max.cpu_millis == 1024000 &&
+		  cfg.limits_max.run_seconds == 604800 && cfg.limits_max.script_seconds == 86400 &&
+		  cfg.limits_max.out_mb == 1048576 && cfg.limits_max.tmp_mb == 1048576 &&
+		  cfg.limits_max.output_kb == 1048576 && cfg.limits_max.inputs == 10000 &&
+		  cfg.limits_max.input_bytes == 64ull << 30,
+	      "other ceilings default to the policy format's maxima, inputs to 10000 and 64 GiB");
+	check(cfg.quotas.identity_mb == 8192 && cfg.quotas.host_mb == 0 &&
+		  cfg.quotas.reserve_mb == 256 && !cfg.log_group,
+	      "default quotas: 8 GiB per identity, no host quota, 256 MiB reserve; no log_group");
+	sbx_config_free(&cfg);
+
+	rc =
+	    load("{'limits_max': {'cpu': 2.5, 'memory_mb': 4096, 'script_seconds': 60,"
+		 " 'run_seconds': 600, 'pids': 512, 'out_mb': 100, 'tmp_mb': 50, 'output_kb': 2048,"
+		 " 'input_bytes': 1000000, 'inputs': 10},"
+		 " 'quotas': {'identity_mb': 10, 'host_mb': 100, 'reserve_mb': 0},"
+		 " 'log_group': 'adm'}",
+		 &cfg, &err);
+	if (!check(rc == 0, "limits_max, quotas and log_group load"))
+		printf("#   %s\n", err.msg);
+	check(rc == 0 && cfg.limits_max.cpu_millis == 2500 && cfg.limits_max.memory_mb == 4096 &&
+		  cfg.limits_max.script_seconds == 60 && cfg.limits_max.run_seconds == 600 &&
+		  cfg.limits_max.pids == 512 && cfg.limits_max.out_mb == 100 &&
+		  cfg.limits_max.tmp_mb == 50 && cfg.limits_max.output_kb == 2048 &&
+		  cfg.limits_max.input_bytes == 1000000 && cfg.limits_max.inputs == 10,
+	      "limits_max: every key");
+	check(rc == 0 && cfg.quotas.identity_mb == 10 && cfg.quotas.host_mb == 100 &&
+		  cfg.quotas.reserve_mb == 0 && cfg.log_group && !strcmp(cfg.log_group, "adm"),
+	      "quotas and log_group");
+	sbx_config_free(&cfg);
+
+	bad("an unknown ceiling", "{'limits_max': {'disk': 1}}", "limits_max.disk: unknown key");
+	bad("a ceiling that is not a number", "{'limits_max': {'pids': '8'}}",
+	    "limits_max.pids: must be an integer");
+	bad("a cpu ceiling out of range", "{'limits_max': {'cpu': 0}}",
+	    "limits_max.cpu: must be a number 0.01..1024");
+	bad("limits_max not an object", "{'limits_max': 3}", "limits_max: must be an object");
+	bad("an unknown quota", "{'quotas': {'inputs_mb': 1}}", "quotas.inputs_mb: unknown key");
+	bad("a negative quota", "{'quotas': {'reserve_mb': -1}}", "quotas.reserve_mb: must be");
+	bad("an empty log_group", "{'log_group': ''}", "log_group: must not be empty");
+	if (pm < 65536) {
+		char want[128];
+
+		snprintf(doc, sizeof(doc), "{'limits_max': {'pids': %ld}}", pm + 1);
+		snprintf(want, sizeof(want),
+			 "limits_max.pids: %ld is above this host's pid_max %ld", pm + 1, pm);
+		bad("a pids ceiling above pid_max", doc, want);
+	}
+}
+
 /* Flags on top of a loaded file: f applied to the document doc. */
 static int with_flags(const char *doc, const struct sbx_config_flags *f, struct sbx_config *cfg,
 		      struct sbx_err *err)
@@ -371,6 +446,7 @@ int main(void)
 	test_defaults();
 	test_full();
 	test_bad();
+	test_limits();
 	test_flags();
 	unlink(path);
 	rmdir(dir);

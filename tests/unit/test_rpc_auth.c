@@ -152,7 +152,7 @@ int main(void)
 		return 1;
 	}
 	snprintf(log, sizeof(log), "%s/audit.log", dir);
-	if (sbx_audit_open(log, &err) < 0) {
+	if (sbx_audit_open(log, NULL, &err) < 0) {
 		fprintf(stderr, "%s\n", err.msg);
 		return 1;
 	}

@@ -1,0 +1,154 @@
+/* sbxd's config: the administrator's ceilings on what a policy may ask
+ * ("limits_max") and the disk quotas of state_dir ("quotas").
+ *
+ * The policy parser's own ranges are what the format allows anywhere; a
+ * host needs less: a pids limit above pid_max lets one exec take every pid
+ * of the host, and an unbounded upload fills state_dir for everyone. The
+ * ceilings are checked at CreateRun (runs_create.c), the quotas where the
+ * bytes are written (runs_quota.c). */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <jansson.h>
+
+#include "config.h"
+#include "policy.h"
+#include "strict_json.h"
+
+#define PID_MAX_PATH	    "/proc/sys/kernel/pid_max"
+#define DEFAULT_PIDS_MAX    4096
+#define DEFAULT_INPUT_BYTES (64ull << 30) /* 64 GiB per run */
+#define INPUTS_MAX	    10000	  /* the most a CreateRun may list at all */
+#define DEFAULT_IDENTITY_MB 8192
+#define DEFAULT_RESERVE_MB  256
+#define MB_MAX		    (1ll << 40)
+#define BYTES_MAX	    (1ll << 53) /* what a JSON number holds exactly */
+
+/* The host's pid_max, or the format's maximum when it cannot be read. */
+static json_int_t host_pid_max(void)
+{
+	FILE *f = fopen(PID_MAX_PATH, "re");
+	long long n = 0;
+
+	if (f) {
+		if (fscanf(f, "%lld", &n) != 1)
+			n = 0;
+		fclose(f);
+	}
+	return n > 0 ? (json_int_t)n : SBX_PIDS_MAX;
+}
+
+void sbx_config_limits_defaults(struct sbx_config *cfg)
+{
+	json_int_t pid_max = host_pid_max();
+
+	cfg->limits_max = (struct sbx_limits_max){
+	    .cpu_millis = SBX_CPU_MILLIS_MAX,
+	    .memory_mb = SBX_MEMORY_MB_MAX,
+	    .script_seconds = SBX_SCRIPT_SECONDS_MAX,
+	    .run_seconds = SBX_RUN_SECONDS_MAX,
+	    .pids = (uint32_t)(pid_max < DEFAULT_PIDS_MAX ? pid_max : DEFAULT_PIDS_MAX),
+	    .out_mb = SBX_OUT_MB_MAX,
+	    .tmp_mb = SBX_TMP_MB_MAX,
+	    .output_kb = SBX_OUTPUT_KB_MAX,
+	    .input_bytes = DEFAULT_INPUT_BYTES,
+	    .inputs = INPUTS_MAX,
+	};
+	cfg->quotas = (struct sbx_quotas){
+	    .identity_mb = DEFAULT_IDENTITY_MB,
+	    .host_mb = 0,
+	    .reserve_mb = DEFAULT_RESERVE_MB,
+	};
+}
+
+/* One integer key of obj (where.key), min..max, into a uint32_t or uint64_t. */
+static int get_int(json_t *obj, const char *where, const char *key, json_int_t min, json_int_t max,
+		   void *out, size_t size, struct sbx_err *err)
+{
+	json_t *v = json_object_get(obj, key);
+	char path[64];
+	json_int_t n = 0;
+
+	if (!v)
+		return 0;
+	snprintf(path, sizeof(path), "%s.%s", where, key);
+	if (sbx_json_int(v, path, min, max, &n, err) < 0)
+		return -1;
+	if (size == sizeof(uint32_t))
+		*(uint32_t *)out = (uint32_t)n;
+	else
+		*(uint64_t *)out = (uint64_t)n;
+	return 0;
+}
+
+#define GET(obj, where, key, min, max, field)                                                      \
+	get_int(obj, where, key, min, max, &(field), sizeof(field), err)
+
+static const char *const limits_keys[] = {
+    "cpu",    "memory_mb", "script_seconds", "run_seconds", "pids", "out_mb",
+    "tmp_mb", "output_kb", "input_bytes",    "inputs",	    NULL};
+
+static int parse_limits_max(struct sbx_limits_max *l, json_t *v, struct sbx_err *err)
+{
+	const char *w = "limits_max";
+	json_int_t pid_max = host_pid_max();
+	json_t *cpu;
+
+	if (!json_is_object(v))
+		return sbx_fail(err, "limits_max: must be an object");
+	if (sbx_json_check_keys(v, w, limits_keys, err) < 0)
+		return -1;
+	if ((cpu = json_object_get(v, "cpu"))) {
+		double m = json_is_number(cpu) ? json_number_value(cpu) * 1000.0 : -1;
+
+		if (!(m >= SBX_CPU_MILLIS_MIN - 0.5 && m < SBX_CPU_MILLIS_MAX + 0.5))
+			return sbx_fail(err, "limits_max.cpu: must be a number %g..%g",
+					SBX_CPU_MILLIS_MIN / 1000.0, SBX_CPU_MILLIS_MAX / 1000.0);
+		l->cpu_millis = (uint32_t)(m + 0.5);
+	}
+	if (GET(v, w, "memory_mb", SBX_MEMORY_MB_MIN, SBX_MEMORY_MB_MAX, l->memory_mb) < 0 ||
+	    GET(v, w, "script_seconds", 1, SBX_SCRIPT_SECONDS_MAX, l->script_seconds) < 0 ||
+	    GET(v, w, "run_seconds", 1, SBX_RUN_SECONDS_MAX, l->run_seconds) < 0 ||
+	    GET(v, w, "out_mb", 1, SBX_OUT_MB_MAX, l->out_mb) < 0 ||
+	    GET(v, w, "tmp_mb", 1, SBX_TMP_MB_MAX, l->tmp_mb) < 0 ||
+	    GET(v, w, "output_kb", 1, SBX_OUTPUT_KB_MAX, l->output_kb) < 0 ||
+	    GET(v, w, "input_bytes", 0, BYTES_MAX, l->input_bytes) < 0 ||
+	    GET(v, w, "inputs", 0, INPUTS_MAX, l->inputs) < 0)
+		return -1;
+	if (GET(v, w, "pids", SBX_PIDS_MIN, SBX_PIDS_MAX, l->pids) < 0)
+		return -1;
+	/* More pids than the host has is no ceiling at all. */
+	if ((json_int_t)l->pids > pid_max)
+		return sbx_fail(err, "limits_max.pids: %u is above this host's pid_max %lld",
+				l->pids, (long long)pid_max);
+	return 0;
+}
+
+static const char *const quota_keys[] = {"identity_mb", "host_mb", "reserve_mb", NULL};
+
+static int parse_quotas(struct sbx_quotas *q, json_t *v, struct sbx_err *err)
+{
+	const char *w = "quotas";
+
+	if (!json_is_object(v))
+		return sbx_fail(err, "quotas: must be an object");
+	if (sbx_json_check_keys(v, w, quota_keys, err) < 0)
+		return -1;
+	return GET(v, w, "identity_mb", 0, MB_MAX, q->identity_mb) < 0 ||
+		       GET(v, w, "host_mb", 0, MB_MAX, q->host_mb) < 0 ||
+		       GET(v, w, "reserve_mb", 0, MB_MAX, q->reserve_mb) < 0
+		   ? -1
+		   : 0;
+}
+
+int sbx_config_parse_limits(struct sbx_config *cfg, void *root, struct sbx_err *err)
+{
+	json_t *v;
+
+	if ((v = json_object_get(root, "limits_max")) &&
+	    parse_limits_max(&cfg->limits_max, v, err) < 0)
+		return -1;
+	if ((v = json_object_get(root, "quotas")) && parse_quotas(&cfg->quotas, v, err) < 0)
+		return -1;
+	return 0;
+}

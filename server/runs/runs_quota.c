@@ -1,0 +1,115 @@
+/* Disk quotas on state_dir: the bytes a run writes there for its caller
+ * (uploaded inputs, declared in full at CreateRun; the execs' kept output,
+ * charged chunk by chunk as the monitor spills it) count against the
+ * caller's identity and the host, and no write may eat into the free-space
+ * reserve, so one identity can neither fill the disk for another nor leave
+ * sbxd itself (policy files, the audit log) without room.
+ *
+ * The counts live on the runs (disk_charged) under the registry lock; an
+ * identity's use is the sum over its runs, bounded by runs_max. A run's
+ * charge goes when its directory goes (teardown, a failed CreateRun). */
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/statvfs.h>
+
+#include "runs_manager.h"
+#include "runs_quota.h"
+
+#define MIB (1024ull * 1024)
+
+/* Free bytes on state_dir; UINT64_MAX when statvfs cannot say (the write
+ * itself then meets ENOSPC, answered as RESOURCE_EXHAUSTED). */
+static uint64_t free_bytes(const struct sbx_runs *runs)
+{
+	struct statvfs sv;
+
+	if (!runs->cfg.state_dir || statvfs(runs->cfg.state_dir, &sv) < 0)
+		return UINT64_MAX;
+	return (uint64_t)sv.f_bavail * sv.f_frsize;
+}
+
+int quota_reserve_check(struct sbx_runs *runs, uint64_t bytes, const char *what,
+			struct sbx_rpc_status *st)
+{
+	uint64_t reserve = runs->cfg.quotas.reserve_mb * MIB, avail = free_bytes(runs);
+
+	if (avail < reserve || avail - reserve < bytes)
+		return sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED,
+				    "%s: %llu bytes would leave state_dir less than its free-space "
+				    "reserve of %llu MiB (config quotas.reserve_mb; %llu bytes "
+				    "free)",
+				    what, (unsigned long long)bytes,
+				    (unsigned long long)runs->cfg.quotas.reserve_mb,
+				    (unsigned long long)avail);
+	return 0;
+}
+
+/* registry lock held: r's identity's bytes. */
+static uint64_t identity_use(const struct sbx_runs *runs, const char *identity)
+{
+	uint64_t sum = 0;
+
+	for (const struct sbx_run *o = runs->head; o; o = o->next)
+		if (!strcmp(o->identity, identity))
+			sum += o->disk_charged;
+	return sum;
+}
+
+int quota_charge(struct sbx_run *r, uint64_t bytes, const char *what, struct sbx_rpc_status *st)
+{
+	struct sbx_runs *runs = r->runs;
+	const struct sbx_quotas *q = &runs->cfg.quotas;
+	int rc = 0;
+
+	if (quota_reserve_check(runs, bytes, what, st) < 0)
+		return -1;
+	pthread_mutex_lock(&runs->mu);
+	if (q->identity_mb) {
+		uint64_t use = identity_use(runs, r->identity), max = q->identity_mb * MIB;
+
+		if (use > max || max - use < bytes)
+			rc = sbx_rpc_fail(
+			    st, SBX__V1__CODE__RESOURCE_EXHAUSTED,
+			    "%s: %llu bytes would take %s over its disk quota of %llu "
+			    "MiB (config quotas.identity_mb; %llu bytes in use)",
+			    what, (unsigned long long)bytes, r->identity,
+			    (unsigned long long)q->identity_mb, (unsigned long long)use);
+	}
+	if (!rc && q->host_mb &&
+	    (runs->disk_charged > q->host_mb * MIB ||
+	     q->host_mb * MIB - runs->disk_charged < bytes))
+		rc = sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED,
+				  "%s: %llu bytes would take this host over its disk quota of "
+				  "%llu MiB (config quotas.host_mb; %llu bytes in use)",
+				  what, (unsigned long long)bytes, (unsigned long long)q->host_mb,
+				  (unsigned long long)runs->disk_charged);
+	if (!rc) {
+		r->disk_charged += bytes;
+		runs->disk_charged += bytes;
+	}
+	pthread_mutex_unlock(&runs->mu);
+	return rc;
+}
+
+void quota_uncharge(struct sbx_run *r, uint64_t bytes)
+{
+	struct sbx_runs *runs = r->runs;
+
+	pthread_mutex_lock(&runs->mu);
+	if (bytes > r->disk_charged)
+		bytes = r->disk_charged;
+	r->disk_charged -= bytes;
+	runs->disk_charged -= bytes;
+	pthread_mutex_unlock(&runs->mu);
+}
+
+void quota_release_run(struct sbx_run *r)
+{
+	quota_uncharge(r, UINT64_MAX);
+}
+
+bool quota_disk_full(int errnum)
+{
+	return errnum == ENOSPC || errnum == EDQUOT || errnum == EFBIG;
+}
