@@ -243,6 +243,7 @@ static void check_deadlines(struct sbx_run *r)
 			if (r->ctl >= 0 && ctl_send_signal(r->ctl, e->num, SIGKILL, &err) < 0)
 				run_alert(r, "sbxd: exec-%llu: SIGKILL not sent: %s",
 					  (unsigned long long)e->num, err.msg);
+			r->out_unsettled = true; /* its processes may live on */
 			exec_mark_ended(r, e);
 		}
 		if (e->ended && !e->done && now >= e->ended_at + RUN_OUTPUT_GRACE_MS) {
