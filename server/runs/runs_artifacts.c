@@ -732,6 +732,12 @@ static int fetch(struct sbx_run *r, int out_fd, const Sbx__V1__FetchArtifactRequ
 	fd = open_artifact(out_fd, req->path, &sb, st);
 	if (fd < 0)
 		return -1;
+	/* As in a listing: more than /out can hold is a sparse file. */
+	if ((uint64_t)sb.st_size > (r->policy->limits->out_mb << 20))
+		return sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
+				    "artifact %.200s: %lld bytes, more than out_mb holds (a sparse "
+				    "file): not served",
+				    req->path, (long long)sb.st_size);
 	if (req->offset > (uint64_t)sb.st_size)
 		return sbx_rpc_fail(st, SBX__V1__CODE__OUT_OF_RANGE,
 				    "offset %llu is past the end of %.200s (%lld bytes)",

@@ -212,7 +212,7 @@ class Contents(OutTest):
         p = json.loads(policy_json())
         req = pb.CreateRunRequest()
         req.policy.image = p["image"]
-        req.policy.env["K"] = "@@@@"
+        req.policy.env.add(name="K", value="@@@@")
         body = req.SerializeToString().replace(b"@@@@", b"\xff\xfe\xfd\xfc")
         resp = self.c.envelope(sbxrpc.SERVICE + "CreateRun", body)
         self.assertEqual(sbxrpc.CODE[resp.code], "INVALID_ARGUMENT", resp.message)
