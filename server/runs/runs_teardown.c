@@ -29,7 +29,6 @@
 #include "runs_status.h"
 #include "runs_teardown.h"
 #include "runs_util.h"
-#include "text.h"
 #include "util.h"
 
 /* The helper and its sandbox are gone when this returns, or as gone as a
@@ -135,23 +134,12 @@ oom:
 	return NULL;
 }
 
-static size_t varint_len(size_t v)
-{
-	size_t n = 1;
-
-	while (v >= 0x80) {
-		v >>= 7;
-		n++;
-	}
-	return n;
-}
-
-/* A repeated message field's element on the wire: tag, length, body. */
+/* At least what a repeated message field's element takes on the wire (tag,
+ * length, body; the length counted as one byte), so that trimming by it
+ * never leaves more than it thinks. */
 static size_t element_len(const ProtobufCMessage *m)
 {
-	size_t n = protobuf_c_message_get_packed_size(m);
-
-	return 1 + varint_len(n) + n;
+	return 2 + protobuf_c_message_get_packed_size(m);
 }
 
 /* Leaves out exec records from the middle (the first and the last stay,
@@ -243,11 +231,8 @@ int run_teardown(struct sbx_run *r, Sbx__V1__RunManifest **manifest, struct sbx_
 	}
 	if (out_fd >= 0 &&
 	    artifacts_list(r, out_fd, used < budget ? budget - used : 0, &al, &err) < 0) {
-		char why[RUN_ALERT_BYTES];
-
-		sbx_escape(why, sizeof(why), err.msg); /* it may quote a name */
 		run_lock(r);
-		run_alert(r, "sbxd: listing /out at teardown: %s", why);
+		run_alert(r, "sbxd: listing /out at teardown: %s", err.msg);
 		run_unlock(r);
 	}
 	if (out_fd >= 0)

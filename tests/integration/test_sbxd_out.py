@@ -15,6 +15,20 @@ from sbxrpc import sandbox_pb2 as pb
 
 PY = "/usr/bin/python3"
 
+# At sbxd's first read of /out/g (inotify IN_ACCESS) the script makes the
+# file 4 EiB: the size check has passed; reading to the end takes decades.
+GROWER = """if 1:
+    import ctypes, os
+    libc = ctypes.CDLL(None, use_errno=True)
+    open('/out/g', 'wb').write(os.urandom(15 << 20))
+    fd = libc.inotify_init()
+    assert libc.inotify_add_watch(fd, b'/out/g', 1) >= 0  # IN_ACCESS
+    open('/out/ready', 'w').close()
+    while True:
+        os.read(fd, 4096)
+        os.truncate('/out/g', 4 << 60)
+    """
+
 
 class OutTest(unittest.TestCase):
     srv = None
@@ -95,20 +109,8 @@ class Contents(OutTest):
         self.assertEqual(len(m.artifacts), 1001)
 
     def test_a_file_that_turns_sparse_while_read_is_cut_off(self):
-        # At sbxd's first read the script makes its file 4 EiB: the size
-        # check has passed; reading to the end would take decades.
         run = self.create()
-        self.start(run, [PY, "-c", """if 1:
-            import ctypes, os, time
-            libc = ctypes.CDLL(None, use_errno=True)
-            open('/out/g', 'wb').write(os.urandom(15 << 20))
-            fd = libc.inotify_init()
-            assert libc.inotify_add_watch(fd, b'/out/g', 1) >= 0  # IN_ACCESS
-            open('/out/ready', 'w').close()
-            while True:
-                os.read(fd, 4096)
-                os.truncate('/out/g', 4 << 60)
-            """])
+        self.start(run, [PY, "-c", GROWER])
         self.wait_for(run, "ready")
         for _ in range(3):
             ls, took = self.listing(run)
@@ -251,17 +253,7 @@ class Names(OutTest):
 class Drain(OutTest):
     def test_sigterm_drains_while_a_hostile_file_is_listed(self):
         run = self.create()
-        self.start(run, [PY, "-c", """if 1:
-            import ctypes, os
-            libc = ctypes.CDLL(None, use_errno=True)
-            open('/out/g', 'wb').write(os.urandom(15 << 20))
-            fd = libc.inotify_init()
-            libc.inotify_add_watch(fd, b'/out/g', 1)
-            open('/out/ready', 'w').close()
-            while True:
-                os.read(fd, 4096)
-                os.truncate('/out/g', 4 << 60)
-            """])
+        self.start(run, [PY, "-c", GROWER])
         self.wait_for(run, "ready")
         done = []
 
