@@ -65,6 +65,10 @@ void sbx_escape(char *dst, size_t dst_size, const char *src)
 		const char *out = (const char *)s;
 		size_t len = n;
 
+		/* C0, DEL, and C1 (U+0080..U+009F: 0xc2 0x80..0x9f, which some
+		 * terminals take as escape sequences) byte by byte. */
+		if (n == 2 && s[0] == 0xc2 && s[1] < 0xa0)
+			n = 0;
 		if (n == 0 || (n == 1 && (*s < 0x20 || *s == 0x7f))) {
 			snprintf(esc, sizeof(esc), "\\x%02x", *s);
 			out = esc;

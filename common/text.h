@@ -14,7 +14,7 @@ size_t sbx_utf8_len(const unsigned char *s);
 bool sbx_utf8_valid(const char *s);
 /* Copies src into dst (always terminated, never cutting an escape or a
  * sequence in half): valid UTF-8 stays, a backslash becomes "\\", control
- * characters and bytes that are not UTF-8 become "\xNN". The result is
+ * characters (C0, DEL, C1) and bytes that are not UTF-8 become "\xNN". The result is
  * printable, valid UTF-8 and tells the original bytes apart. */
 void sbx_escape(char *dst, size_t dst_size, const char *src);
 
