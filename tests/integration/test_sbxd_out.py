@@ -185,6 +185,9 @@ class Contents(OutTest):
                 f.write(b'A' * 4096)
             f = open('/out/m', 'r+b')
             mm = mmap.mmap(f.fileno(), 4096)
+            # The first write faults the page in writable (and that fault
+            # updates mtime); later ones do not fault, and change no time.
+            mm[0:1] = b'A'
             time.sleep(0.5)
             open('/out/ready', 'w').close()
             while not os.path.exists('/tmp/flip'):
@@ -225,6 +228,45 @@ class Contents(OutTest):
         self.assertFalse(m.artifacts_listing.live)
         self.assertEqual({x.path: x.sha256 for x in m.artifacts}["m"],
                          hashlib.sha256(b).hexdigest())
+
+    def test_one_identity_gets_a_share_of_the_listings(self):
+        # While an exec runs nothing is cached: each listing hashes 96 MiB
+        # again. Eight at once from one identity would hold all eight short
+        # workers; two run, the others are told to retry, and another
+        # identity is answered meanwhile.
+        run = self.create(out_mb=128, memory_mb=400)
+        self.start(run, [PY, "-c", "import os, time\n"
+                                   "f = open('/out/big', 'wb')\n"
+                                   "[f.write(os.urandom(1 << 20)) for _ in range(96)]\n"
+                                   "f.close(); open('/out/ready', 'w').close()\n"
+                                   "time.sleep(999)\n"])
+        self.wait_for(run, "ready")
+        codes, gate = [], threading.Barrier(8)
+
+        def list_once():
+            with self.srv.conn(timeout_ms=15000) as c:
+                gate.wait()
+                code, msg, _ = c.call("ListArtifacts", pb.ListArtifactsRequest(run_id=run),
+                                      pb.ListArtifactsResponse)
+                codes.append((code, msg))
+
+        threads = [threading.Thread(target=list_once) for _ in range(8)]
+        for t in threads:
+            t.start()
+        with self.srv.conn(tls=True) as other:
+            t0 = time.monotonic()
+            code, msg, _ = other.call("ListRuns", pb.ListRunsRequest(), pb.ListRunsResponse,
+                                      token=self.srv.tokens["alice"])
+            self.assertEqual(code, "OK", msg)
+            self.assertLess(time.monotonic() - t0, 2)
+        for t in threads:
+            t.join(30)
+        refused = [m for c, m in codes if c == "RESOURCE_EXHAUSTED"]
+        self.assertEqual(len(codes), 8)
+        self.assertTrue(refused, codes)
+        self.assertIn("this identity already has", refused[0])
+        self.assertEqual({c for c, _ in codes} - {"OK", "RESOURCE_EXHAUSTED"}, set(), codes)
+        self.teardown(run)
 
     def test_caller_mistakes_are_not_internal(self):
         run = self.create()
@@ -293,9 +335,9 @@ class Drain(OutTest):
         t.start()
         time.sleep(0.05)
         t0 = time.monotonic()
-        self.srv.proc.send_signal(15)
-        self.srv.proc.wait(30)
+        rc = self.srv.stop(timeout=20)  # SIGTERM, then SIGKILL after 20 s
         self.assertLess(time.monotonic() - t0, 15, "the drain waited for the listing")
+        self.assertEqual(rc, 0, self.srv.log_tail())
         t.join(20)
         self.srv.start()  # for tearDownClass
 
