@@ -5,6 +5,7 @@ caller mistakes that must not be answered INTERNAL. Each attack runs inside a
 real sandbox of a real sbxd."""
 import hashlib
 import json
+import os
 import sys
 import threading
 import time
@@ -147,7 +148,10 @@ class Contents(OutTest):
         sys.stderr.write("sbxd RSS %d KiB before, grew %d KiB over 3 listings and a "
                          "teardown; %d listed, %.2f s a listing\n"
                          % (before, grown, len(ls.artifacts), took))
-        self.assertLess(grown, 48 << 10)
+        # Each listing holds about 3x max_message_bytes while it is answered
+        # (the list, the packed answer, nng's copy), kept by the worker's
+        # malloc arena; ASan's redzones and quarantine add to it.
+        self.assertLess(grown, (160 if os.environ.get("SBX_SANITIZE") else 48) << 10)
 
     def test_a_lease_makes_a_file_busy_not_a_spin(self):
         # F_SETLEASE F_WRLCK: sbxd's O_NONBLOCK open gets EAGAIN for the
