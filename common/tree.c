@@ -16,6 +16,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include "text.h"
 #include "util.h"
 
 #define BENEATH_RESOLVE                                                                            \
@@ -26,8 +27,7 @@
  * following a link (O_NOFOLLOW on the last, O_DIRECTORY|O_NOFOLLOW on the
  * rest refuses a link to a directory), never going up ("." and ".." are
  * refused outright) and never leaving the file system of dirfd. */
-int sbx_open_beneath_walk(int dirfd, const char *path, int flags, mode_t mode,
-			  struct sbx_err *err)
+int sbx_open_beneath_walk(int dirfd, const char *path, int flags, mode_t mode, struct sbx_err *err)
 {
 	struct stat top;
 	if (fstat(dirfd, &top) < 0)
@@ -51,7 +51,8 @@ int sbx_open_beneath_walk(int dirfd, const char *path, int flags, mode_t mode,
 		if (cur != dirfd)
 			close(cur);
 		if (fd < 0)
-			return sbx_fail_errnum(err, saved == ENOTDIR ? ELOOP : saved, "open %s", path);
+			return sbx_fail_errnum(err, saved == ENOTDIR ? ELOOP : saved, "open %s",
+					       path);
 		struct stat st;
 		if (fstat(fd, &st) < 0 || st.st_dev != top.st_dev) {
 			close(fd);
@@ -66,16 +67,23 @@ int sbx_open_beneath_walk(int dirfd, const char *path, int flags, mode_t mode,
 int sbx_open_beneath(int dirfd, const char *path, int flags, mode_t mode, struct sbx_err *err)
 {
 	struct open_how how = {
-		.flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW),
-		.mode = (flags & O_CREAT) ? mode : 0,
-		.resolve = BENEATH_RESOLVE,
+	    .flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW),
+	    .mode = (flags & O_CREAT) ? mode : 0,
+	    .resolve = BENEATH_RESOLVE,
 	};
-	int fd;
+	int fd, tries = 0;
+
+	/* openat2 answers EAGAIN when it cannot rule out a race with a rename
+	 * (worth one more try), but also for every O_NONBLOCK open of a file
+	 * someone holds a lease on (F_SETLEASE), for as long as the lease holder
+	 * likes: a few tries, never a spin. */
 	do
 		fd = (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
-	while (fd < 0 && errno == EAGAIN);
+	while (fd < 0 && errno == EAGAIN && ++tries < 3);
 	if (fd < 0 && errno == ENOSYS)
 		return sbx_open_beneath_walk(dirfd, path, flags, (flags & O_CREAT) ? mode : 0, err);
+	if (fd < 0 && errno == EAGAIN)
+		return sbx_fail_errnum(err, EAGAIN, "open %s: busy (a lease is held on it)", path);
 	if (fd < 0)
 		return sbx_fail_errno(err, "open %s", path);
 	return fd;
@@ -86,7 +94,7 @@ int sbx_open_beneath(int dirfd, const char *path, int flags, mode_t mode, struct
 struct list_walk {
 	uint64_t max;
 	uint64_t seen;
-	uint64_t *skipped;
+	struct sbx_tree_skips *skipped;
 	bool stopped;
 	sbx_tree_file_fn fn;
 	void *arg;
@@ -99,7 +107,7 @@ struct list_walk {
 static bool skippable(int errnum)
 {
 	return errnum == EACCES || errnum == EPERM || errnum == ELOOP || errnum == ENOENT ||
-	       errnum == ENOTDIR || errnum == EXDEV || errnum == ENXIO || errnum == EAGAIN;
+	       errnum == ENOTDIR || errnum == EXDEV || errnum == ENXIO;
 }
 
 static int list_dir(int dir, const char *prefix, int depth, struct list_walk *w);
@@ -115,11 +123,11 @@ static int list_entry(int dir, const char *name, const char *rel, int depth, str
 		return sbx_fail_errno(w->err, "stat %s", rel);
 	}
 	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
-		(*w->skipped)++;
+		w->skipped->other++;
 		return 0;
 	}
 	if (S_ISDIR(st.st_mode) && depth >= SBX_TREE_MAX_DEPTH) {
-		(*w->skipped)++;
+		w->skipped->other++;
 		return 0;
 	}
 	/* O_NONBLOCK: an entry swapped for a FIFO since fstatat cannot hang
@@ -127,10 +135,14 @@ static int list_entry(int dir, const char *name, const char *rel, int depth, str
 	fd = sbx_open_beneath(dir, name,
 			      S_ISDIR(st.st_mode) ? O_RDONLY | O_DIRECTORY : O_RDONLY | O_NONBLOCK,
 			      0, w->err);
+	if (fd < 0 && w->err->errnum == EAGAIN) {
+		w->skipped->busy++;
+		return 0;
+	}
 	if (fd < 0) {
 		if (!skippable(w->err->errnum))
 			return sbx_err_prefix(w->err, "%s", rel);
-		(*w->skipped)++;
+		w->skipped->other++;
 		return 0;
 	}
 	if (fstat(fd, &st) < 0) {
@@ -140,7 +152,7 @@ static int list_entry(int dir, const char *name, const char *rel, int depth, str
 	} else if (S_ISREG(st.st_mode)) {
 		rc = w->fn(rel, fd, &st, w->arg, w->err);
 	} else {
-		(*w->skipped)++;
+		w->skipped->other++;
 		rc = 0;
 	}
 	close(fd);
@@ -175,10 +187,16 @@ static int list_dir(int dir, const char *prefix, int depth, struct list_walk *w)
 			break;
 		}
 		w->seen++;
+		/* A name that is not UTF-8 cannot travel in a proto3 string:
+		 * skipped (with all beneath it), counted, never served. */
+		if (!sbx_utf8_valid(de->d_name)) {
+			w->skipped->bad_names++;
+			continue;
+		}
 		len =
 		    snprintf(rel, sizeof(rel), "%s%s%s", prefix, prefix[0] ? "/" : "", de->d_name);
 		if (len < 0 || (size_t)len >= sizeof(rel)) {
-			(*w->skipped)++;
+			w->skipped->other++;
 			continue;
 		}
 		rc = list_entry(dir, de->d_name, rel, depth, w);
@@ -188,17 +206,17 @@ static int list_dir(int dir, const char *prefix, int depth, struct list_walk *w)
 }
 
 int sbx_tree_list(int dirfd, uint64_t max_entries, sbx_tree_file_fn fn, void *arg,
-		  uint64_t *skipped, struct sbx_err *err)
+		  struct sbx_tree_skips *skipped, struct sbx_err *err)
 {
 	struct list_walk w = {
-		.max = max_entries,
-		.skipped = skipped,
-		.fn = fn,
-		.arg = arg,
-		.err = err,
+	    .max = max_entries,
+	    .skipped = skipped,
+	    .fn = fn,
+	    .arg = arg,
+	    .err = err,
 	};
 
-	*skipped = 0;
+	*skipped = (struct sbx_tree_skips){0};
 	if (list_dir(dirfd, "", 0, &w) < 0)
 		return -1;
 	return w.stopped ? 1 : 0;
@@ -216,6 +234,12 @@ void sbx_sha256_hex(const unsigned char md[32], char hex[65])
 }
 
 int sbx_sha256_fd(int fd, char hex[65], uint64_t *bytes, struct sbx_err *err)
+{
+	return sbx_sha256_fd_max(fd, UINT64_MAX, NULL, NULL, hex, bytes, err);
+}
+
+int sbx_sha256_fd_max(int fd, uint64_t max, bool (*stop)(void *arg), void *arg, char hex[65],
+		      uint64_t *bytes, struct sbx_err *err)
 {
 	enum { CHUNK = 256 * 1024 };
 	unsigned char md[EVP_MAX_MD_SIZE];
@@ -235,8 +259,15 @@ int sbx_sha256_fd(int fd, char hex[65], uint64_t *bytes, struct sbx_err *err)
 		goto out;
 	}
 	for (;;) {
-		ssize_t n = read(fd, buf, CHUNK);
+		/* One byte past max tells a file that grew from one that ended. */
+		size_t want = max - total < CHUNK ? (size_t)(max - total) + 1 : CHUNK;
+		ssize_t n;
 
+		if (stop && stop(arg)) {
+			rc = sbx_fail_errnum(err, ECANCELED, "sha256: stopped");
+			goto out;
+		}
+		n = read(fd, buf, want);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
@@ -245,6 +276,11 @@ int sbx_sha256_fd(int fd, char hex[65], uint64_t *bytes, struct sbx_err *err)
 		}
 		if (n == 0)
 			break;
+		if ((uint64_t)n > max - total) {
+			rc = sbx_fail_errnum(err, EFBIG, "grew past %llu bytes while read",
+					     (unsigned long long)max);
+			goto out;
+		}
 		if (!EVP_DigestUpdate(ctx, buf, (size_t)n)) {
 			rc = sbx_fail(err, "sha256 failed");
 			goto out;

@@ -5,6 +5,7 @@
 #ifndef SBX_TREE_H
 #define SBX_TREE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -23,8 +24,7 @@ struct sbx_tree_stats {
 int sbx_open_beneath(int dirfd, const char *path, int flags, mode_t mode, struct sbx_err *err);
 /* What sbx_open_beneath does where openat2 is missing (ENOSYS): a
  * component-by-component walk with the same refusals. Exposed for tests. */
-int sbx_open_beneath_walk(int dirfd, const char *path, int flags, mode_t mode,
-			  struct sbx_err *err);
+int sbx_open_beneath_walk(int dirfd, const char *path, int flags, mode_t mode, struct sbx_err *err);
 
 /* Copies regular files and directories from src_dirfd into dst_dirfd
  * (which must exist). Never fails on one entry: links, special files,
@@ -42,19 +42,29 @@ int sbx_tree_copy(int src_dirfd, int dst_dirfd, uint64_t max_bytes, struct sbx_t
  * fstat), directories are descended into, and everything else -- links,
  * FIFOs, sockets, devices, files or directories that cannot be opened,
  * anything deeper than SBX_TREE_MAX_DEPTH or with a path beyond PATH_MAX --
- * is counted in *skipped. Stops after max_entries entries and returns 1;
+ * is counted in *skipped, by kind. Stops after max_entries entries and returns 1;
  * returns 0 when the whole tree was listed, -1 on an error (or when fn
  * returns -1, with err set by fn). */
 struct stat;
+struct sbx_tree_skips {
+	uint64_t other;	    /* links, FIFOs, devices, unreadable, too deep or long */
+	uint64_t busy;	    /* opens refused with EAGAIN: a lease is held on the file */
+	uint64_t bad_names; /* names that are not UTF-8 (with all beneath them) */
+};
 typedef int (*sbx_tree_file_fn)(const char *relpath, int fd, const struct stat *st, void *arg,
 				struct sbx_err *err);
 int sbx_tree_list(int dirfd, uint64_t max_entries, sbx_tree_file_fn fn, void *arg,
-		  uint64_t *skipped, struct sbx_err *err);
+		  struct sbx_tree_skips *skipped, struct sbx_err *err);
 
 /* sha256 (OpenSSL EVP) of everything read from fd's current offset to its
  * end, as 64 lowercase hex digits + NUL; *bytes (if non-NULL) gets the
  * length. */
 int sbx_sha256_fd(int fd, char hex[65], uint64_t *bytes, struct sbx_err *err);
+/* The same, reading at most `max` bytes: a file that holds more fails with
+ * EFBIG (it grew while read); stop (if non-NULL) is asked before every
+ * chunk of 256 KiB and ends the pass with ECANCELED when it says so. */
+int sbx_sha256_fd_max(int fd, uint64_t max, bool (*stop)(void *arg), void *arg, char hex[65],
+		      uint64_t *bytes, struct sbx_err *err);
 /* 32 bytes of digest as 64 lowercase hex digits + NUL. */
 void sbx_sha256_hex(const unsigned char md[32], char hex[65]);
 

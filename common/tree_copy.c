@@ -1,7 +1,7 @@
 /* Copying a tree someone else controls (a sandbox's /out) to the host. */
 #include <dirent.h>
-#include <stdbool.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,20 +10,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "inode_set.h"
 #include "tree.h"
 #include "util.h"
-
-struct seen_inode {
-	dev_t dev;
-	ino_t ino;
-};
 
 struct walk {
 	struct sbx_tree_stats *stats;
 	void (*on_skip)(const char *, const char *);
 	uint64_t max_bytes;
-	struct seen_inode *seen; /* files with more than one link, copied once */
-	size_t n_seen, cap_seen;
+	struct sbx_inode_set seen; /* files with more than one link, copied once */
 };
 
 static void skip(struct walk *w, const char *rel, const char *why)
@@ -52,28 +47,19 @@ static bool seen_before(struct walk *w, const struct stat *st)
 {
 	if (st->st_nlink < 2)
 		return false;
-	for (size_t i = 0; i < w->n_seen; i++)
-		if (w->seen[i].dev == st->st_dev && w->seen[i].ino == st->st_ino)
-			return true;
-	if (w->n_seen == w->cap_seen) {
-		size_t cap = w->cap_seen ? w->cap_seen * 2 : 64;
-		struct seen_inode *n = realloc(w->seen, cap * sizeof(*n));
-		if (!n)
-			return true; /* cannot track it: do not copy it twice */
-		w->seen = n;
-		w->cap_seen = cap;
-	}
-	w->seen[w->n_seen++] = (struct seen_inode){st->st_dev, st->st_ino};
-	return false;
+	if (sbx_inode_get(&w->seen, st->st_dev, st->st_ino) >= 0)
+		return true;
+	/* Cannot track it: do not copy it twice. */
+	return !sbx_inode_put(&w->seen, st->st_dev, st->st_ino, 0);
 }
 
 static int copy_bytes(int src, int dst, uint64_t limit, uint64_t *copied)
 {
 	*copied = 0;
 	while (*copied < limit) {
-		ssize_t n = sendfile(dst, src, NULL, (size_t)(limit - *copied < (1u << 30)
-								      ? limit - *copied
-								      : (1u << 30)));
+		ssize_t n =
+		    sendfile(dst, src, NULL,
+			     (size_t)(limit - *copied < (1u << 30) ? limit - *copied : (1u << 30)));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
@@ -105,7 +91,8 @@ static void copy_file(int src_dir, int dst_dir, const char *name, const char *re
 		return;
 	}
 	if (w->max_bytes && w->stats->bytes + (uint64_t)st.st_size > w->max_bytes) {
-		skip(w, rel, "would take the copy past out_mb (sparse or linked files); not copied");
+		skip(w, rel,
+		     "would take the copy past out_mb (sparse or linked files); not copied");
 		return;
 	}
 	uint32_t rnd = 0;
@@ -114,7 +101,7 @@ static void copy_file(int src_dir, int dst_dir, const char *name, const char *re
 	char tmp[64];
 	snprintf(tmp, sizeof(tmp), ".sbx-copy-%08x", rnd);
 	_cleanup_close_ int d =
-		sbx_open_beneath(dst_dir, tmp, O_WRONLY | O_CREAT | O_EXCL, st.st_mode & 0755, &err);
+	    sbx_open_beneath(dst_dir, tmp, O_WRONLY | O_CREAT | O_EXCL, st.st_mode & 0755, &err);
 	if (d < 0) {
 		skip(w, rel, err.msg);
 		return;
@@ -159,7 +146,7 @@ static void copy_entry(int src_dir, int dst_dir, const char *name, const char *r
 	_cleanup_close_ int s = sbx_open_beneath(src_dir, name, O_RDONLY | O_DIRECTORY, 0, &err);
 	/* An existing destination that is a link (planted there) is refused. */
 	_cleanup_close_ int d =
-		s < 0 ? -1 : sbx_open_beneath(dst_dir, name, O_RDONLY | O_DIRECTORY, 0, &err);
+	    s < 0 ? -1 : sbx_open_beneath(dst_dir, name, O_RDONLY | O_DIRECTORY, 0, &err);
 	if (s < 0 || d < 0) {
 		skip(w, rel, err.msg);
 		return;
@@ -199,6 +186,6 @@ int sbx_tree_copy(int src_dirfd, int dst_dirfd, uint64_t max_bytes, struct sbx_t
 	memset(stats, 0, sizeof(*stats));
 	struct walk w = {.stats = stats, .on_skip = on_skip, .max_bytes = max_bytes};
 	int rc = copy_dir(src_dirfd, dst_dirfd, "", 0, &w, err);
-	free(w.seen);
+	sbx_inode_set_free(&w.seen);
 	return rc;
 }

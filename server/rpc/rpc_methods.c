@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "rpc_alloc.h"
+#include "text.h"
 #include "util.h"
 
 #define PREFIX "/sbx.v1.Sandbox/"
@@ -106,6 +107,17 @@ int rpc_method_run(const struct rpc_method *m, struct sbx_runs *runs,
 						: "body: not a valid %s (%zu bytes)",
 				    m->request->name, len);
 	memset(st, 0, sizeof(*st));
+	/* proto3 strings are UTF-8: a strict parser refuses the body, and what
+	 * a request names comes back in answers (Status, manifests) and logs. */
+	{
+		char where[256] = "";
+
+		if (sbx_proto_bad_string(req, where, sizeof(where))) {
+			protobuf_c_message_free_unpacked(req, NULL);
+			return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT, "%s: not UTF-8",
+					    where + 1);
+		}
+	}
 	rc = m->call(runs, who, req, resp, st);
 	protobuf_c_message_free_unpacked(req, NULL);
 	if (rc < 0) {

@@ -5,46 +5,13 @@
  * byte for byte what packing the whole message would give, without first
  * serializing the body into a buffer of its own. */
 #include "rpc_reply.h"
+#include "text.h"
 
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
 #define BODY_TAG 0x1a /* field 3, wire type 2 (length-delimited) */
-
-/* Length of the UTF-8 sequence at s (1..4), or 0 if it is not one. */
-static size_t utf8_len(const unsigned char *s)
-{
-	unsigned char c = s[0];
-	size_t n;
-	unsigned char lo = 0x80, hi = 0xbf;
-
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xc2 && c <= 0xdf)
-		n = 2;
-	else if (c >= 0xe0 && c <= 0xef)
-		n = 3;
-	else if (c >= 0xf0 && c <= 0xf4)
-		n = 4;
-	else
-		return 0;
-	/* Overlong forms, surrogates and code points past U+10FFFF. */
-	if (c == 0xe0)
-		lo = 0xa0;
-	else if (c == 0xed)
-		hi = 0x9f;
-	else if (c == 0xf0)
-		lo = 0x90;
-	else if (c == 0xf4)
-		hi = 0x8f;
-	if (s[1] < lo || s[1] > hi)
-		return 0;
-	for (size_t i = 2; i < n; i++)
-		if (s[i] < 0x80 || s[i] > 0xbf)
-			return 0;
-	return n;
-}
 
 void rpc_text_clean(char *dst, size_t dst_size, const char *src)
 {
@@ -54,7 +21,7 @@ void rpc_text_clean(char *dst, size_t dst_size, const char *src)
 	if (dst_size == 0)
 		return;
 	while (*s && o + 1 < dst_size) {
-		size_t n = utf8_len(s);
+		size_t n = sbx_utf8_len(s);
 
 		if (n == 1 && (*s < 0x20 || *s == 0x7f))
 			n = 0;

@@ -16,6 +16,7 @@
 #include "run_exec.h"
 #include "runs_artifacts.h"
 #include "runs_inputs.h"
+#include "text.h"
 
 void cond_init_monotonic(pthread_cond_t *cv)
 {
@@ -157,7 +158,7 @@ void run_wake(struct sbx_run *r)
 
 void run_alert(struct sbx_run *r, const char *fmt, ...)
 {
-	char buf[RUN_ALERT_BYTES];
+	char buf[RUN_ALERT_BYTES], esc[RUN_ALERT_BYTES];
 	va_list ap;
 
 	if (r->n_alerts >= RUN_ALERTS_MAX) {
@@ -167,7 +168,10 @@ void run_alert(struct sbx_run *r, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
-	r->alerts[r->n_alerts] = strdup(buf);
+	/* It may quote a name from /out: Status sends it as a proto3 string
+	 * and clients print it. */
+	sbx_escape(esc, sizeof(esc), buf);
+	r->alerts[r->n_alerts] = strdup(esc);
 	if (r->alerts[r->n_alerts])
 		r->n_alerts++;
 	else

@@ -46,8 +46,10 @@
 #define RUN_GRACE_MS	      2000	 /* past a deadline before sbxd steps in */
 #define RUN_OUTPUT_GRACE_MS   1000	 /* pipes still open after an exec ended */
 #define RUN_HELPER_EXIT_MS    5000	 /* after DestroyRequest, then SIGKILL */
-#define RUN_ARTIFACTS_MAX     100000
-#define RUN_PATH_MAX	      1024 /* input and artifact paths */
+#define RUN_ARTIFACTS_MAX     100000	 /* /out entries a listing walks, then truncated */
+#define RUN_LIST_MAX	      20000	 /* artifacts a listing or manifest holds */
+#define RUN_OUT_PASS_MS	      5000	 /* a listing or digest pass, then truncated */
+#define RUN_PATH_MAX	      1024	 /* input and artifact paths */
 
 enum { RUN_STDOUT, RUN_STDERR };
 
@@ -114,6 +116,7 @@ struct run_event {
 struct sbx_run {
 	struct sbx_run *next; /* [reg] registry list */
 	atomic_int refs;
+	atomic_uint out_gen;   /* bumped by Teardown: listings and digest passes stop */
 	struct sbx_runs *runs; /* [once] the manager it belongs to */
 
 	/* [once] */
@@ -168,6 +171,11 @@ struct sbx_run {
 	uint64_t alerts_dropped;
 	struct run_hash_cache *hashes;
 	struct run_fetch *fetches;
+	/* When /out's digests are final (runs_artifacts.c): */
+	uint64_t out_epoch;	  /* execs started so far: a digest is cached for one epoch */
+	bool out_unsettled;	  /* sbxd ended an exec's record without the sandbox's
+				   * word (a deadline, an expiry): its processes may
+				   * still write /out until the helper is reaped */
 	struct run_event *events; /* queued audit lines */
 	struct run_event **events_tail;
 };

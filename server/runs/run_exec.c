@@ -131,6 +131,9 @@ void run_end_execs(struct sbx_run *r, Sbx__V1__ExitReason reason, const char *me
 		e->exit_code = 128 + SIGKILL;
 		free(e->message);
 		e->message = strdup(message);
+		/* sbxd's word, not the sandbox's: /out is final only once the
+		 * helper is reaped (runs_artifacts.c). */
+		r->out_unsettled = true;
 		exec_mark_ended(r, e);
 	}
 }

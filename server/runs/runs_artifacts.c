@@ -1,23 +1,42 @@
 /* ListArtifacts and FetchArtifact: /out read through the directory fd that
  * pid 1 sent with Ready, never by a path, never through a link (every open
  * is openat2 beneath it with RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV ...),
- * regular files only, and opened O_NONBLOCK so a FIFO cannot hang a worker.
+ * regular files only, and opened O_NONBLOCK so a FIFO cannot hang a worker
+ * (and a lease makes the open fail with EAGAIN: the file is "busy").
  * The fd keeps /out alive after the sandbox ended, until teardown.
  *
- * Digests cost a pass over the file, so two things avoid repeating it:
- * - a fetch read in order from offset 0 hashes the chunks it serves (a
- *   "cursor"), so the sha256 on its last chunk is free and is the digest of
- *   exactly the bytes the caller got, provided the file did not change
- *   between chunks (else the last chunk hashes the file afresh);
- * - a per-run cache of digests keyed by path, inode, size, mtime and ctime.
- *   The sandbox can set mtime but not ctime, and a digest is cached only if
- *   the file's ctime was already well in the past when hashing started, so
- *   any later write shows as a different ctime even with coarse timestamps. */
+ * What a script leaves in /out costs a bounded amount (a "pass"): every
+ * listing and digest pass hashes at most the bytes /out's tmpfs really
+ * holds (a sparse file claims more; a file that grows while read is cut
+ * off), for at most RUN_OUT_PASS_MS, hashes a file with many names (hard
+ * links) once, holds at most RUN_LIST_MAX entries and what fits in
+ * max_message_bytes, and stops when a Teardown bumps the run's out_gen.
+ * At most RUNS_OUT_PASSES_PER_IDENTITY of one identity's ListArtifacts
+ * (and fetch digest passes) run at once, RUNS_OUT_PASSES_MAX in all, so
+ * they never hold every short worker.
+ *
+ * When a digest is final: only when no process of the run can change
+ * /out, i.e. no exec is running by the sandbox's own word (exec init is
+ * pid 1 of the exec's pid namespace, so when the helper reports its end
+ * every process it left is gone) or the helper was reaped. Writes through
+ * a shared mapping change neither mtime nor ctime on tmpfs, so no stat
+ * can tell a file changed while an exec ran: a listing taken then says
+ * `live`, and its digests are never cached. The cache holds final digests
+ * only, keyed by inode, for one "epoch" (the execs started so far); a new
+ * exec empties it.
+ *
+ * A fetch read in order from offset 0 hashes the chunks it serves (a
+ * "cursor"), so the sha256 on its last chunk is free and is the digest of
+ * exactly the bytes the caller got, provided the file did not change
+ * between chunks (else the last chunk hashes the file afresh). */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -25,17 +44,23 @@
 #include <openssl/evp.h>
 
 #include "clock.h"
+#include "inode_set.h"
 #include "path.h"
 #include "runs_artifacts.h"
+#include "runs_manager.h"
 #include "runs_registry.h"
+#include "text.h"
 #include "tree.h"
 #include "util.h"
 
 #define FETCH_DEFAULT	  RUN_CHUNK_MAX
 #define FETCH_CURSORS	  8
-#define CACHE_BUCKETS	  1024
-#define CACHE_SETTLE_NS	  100000000LL /* ctime this far before the hash began */
+#define CACHE_MAX	  RUN_LIST_MAX
 #define ARTIFACT_PATH_MAX 4095
+#define ARTIFACT_WIRE	  100 /* bytes an Artifact costs on the wire besides its path */
+#define STR_(x)		  #x
+#define STR(x)		  STR_(x)
+#define REPLY_SLACK	  (64 * 1024) /* the envelope and the rest of the answer */
 
 struct file_id {
 	dev_t dev;
@@ -46,14 +71,15 @@ struct file_id {
 };
 
 struct hash_entry {
-	struct hash_entry *next;
 	struct file_id id;
 	char sha256[65];
-	char path[];
 };
 
+/* Final digests of one epoch, by inode. */
 struct run_hash_cache {
-	struct hash_entry *bucket[CACHE_BUCKETS];
+	uint64_t epoch;
+	struct sbx_inode_set index; /* (dev, ino) -> entry */
+	struct hash_entry *entries;
 	size_t n;
 };
 
@@ -61,7 +87,8 @@ struct run_fetch {
 	struct run_fetch *next;
 	char *path;
 	struct file_id id;
-	int64_t started_ns; /* CLOCK_REALTIME when the first chunk was read */
+	uint64_t epoch;
+	bool live; /* a chunk was read while /out was not settled */
 	uint64_t next_offset;
 	EVP_MD_CTX *md;
 };
@@ -78,72 +105,180 @@ static bool same_file(const struct file_id *a, const struct file_id *b)
 	       a->ctime.tv_sec == b->ctime.tv_sec && a->ctime.tv_nsec == b->ctime.tv_nsec;
 }
 
-/* Wall time, as ctime is: to the millisecond, rounded down, which only
- * makes cache_put more careful. */
-static int64_t realtime_ns(void)
+/* mu held: no process of the run can change /out. */
+static bool out_settled(const struct sbx_run *r)
 {
-	return sbx_unix_ms() * 1000000;
+	return r->reaped || (r->running == 0 && !r->out_unsettled);
 }
 
-static unsigned bucket_of(const char *path)
-{
-	uint32_t h = 2166136261u; /* FNV-1a */
+/* ---- a pass: its bounds ---- */
 
-	for (; *path; path++)
-		h = (h ^ (uint8_t)*path) * 16777619u;
-	return h % CACHE_BUCKETS;
-}
+struct out_pass {
+	struct sbx_run *r;
+	uint64_t bytes_left; /* it may still hash */
+	int64_t deadline;    /* monotonic ms */
+	unsigned gen;	     /* r->out_gen when it began */
+	uint64_t epoch;
+	bool live;	      /* /out was not settled at some point */
+	const char *stop_why; /* the bound that stopped it, if one did */
+};
 
 /* mu held. */
-static bool cache_get(struct sbx_run *r, const char *path, const struct file_id *id,
-		      char sha256[65])
+static void pass_note_state(struct out_pass *p)
 {
-	if (!r->hashes)
-		return false;
-	for (struct hash_entry *h = r->hashes->bucket[bucket_of(path)]; h; h = h->next)
-		if (!strcmp(h->path, path) && same_file(&h->id, id)) {
-			memcpy(sha256, h->sha256, 65);
-			return true;
-		}
-	return false;
+	if (!out_settled(p->r) || p->r->out_epoch != p->epoch)
+		p->live = true;
 }
 
-/* mu held. Best effort: a digest that is not cached is computed again. */
-static void cache_put(struct sbx_run *r, const char *path, const struct file_id *id,
-		      const char sha256[65], int64_t started_ns)
+static void pass_begin(struct out_pass *p, struct sbx_run *r, int out_fd, int64_t ms)
 {
-	int64_t ctime_ns = (int64_t)id->ctime.tv_sec * 1000000000 + id->ctime.tv_nsec;
-	struct hash_entry **p, *h;
+	uint64_t cap = r->policy->limits->out_mb << 20;
+	struct statfs fs;
 
-	if (ctime_ns > started_ns - CACHE_SETTLE_NS)
-		return; /* changed too recently to tell a later write from it */
-	if (!r->hashes && !(r->hashes = calloc(1, sizeof(*r->hashes))))
-		return;
-	p = &r->hashes->bucket[bucket_of(path)];
-	for (h = *p; h; h = h->next)
-		if (!strcmp(h->path, path))
-			break;
-	if (!h) {
-		if (r->hashes->n >= RUN_ARTIFACTS_MAX)
-			return;
-		h = malloc(sizeof(*h) + strlen(path) + 1);
-		if (!h)
-			return;
-		strcpy(h->path, path);
-		h->next = *p;
-		*p = h;
-		r->hashes->n++;
+	*p = (struct out_pass){.r = r, .bytes_left = cap, .deadline = sbx_mono_ms() + ms};
+	/* What the tmpfs really holds (plus room for a live exec's next
+	 * writes): a listing of sparse files reads no more than that. */
+	if (fstatfs(out_fd, &fs) == 0) {
+		uint64_t used = (uint64_t)(fs.f_blocks - fs.f_bfree) * (uint64_t)fs.f_bsize;
+
+		if (used + (1u << 20) < cap)
+			p->bytes_left = used + (1u << 20);
 	}
-	h->id = *id;
-	memcpy(h->sha256, sha256, 65);
+	p->gen = atomic_load(&r->out_gen);
+	run_lock(r);
+	p->epoch = r->out_epoch;
+	pass_note_state(p);
+	run_unlock(r);
 }
 
-/* The digest of an open regular file, from the cache or by a pass over it. */
-static int file_sha256(struct sbx_run *r, const char *path, int fd, const struct stat *st,
+static bool pass_stopped(void *arg)
+{
+	struct out_pass *p = arg;
+
+	if (atomic_load(&p->r->out_gen) != p->gen)
+		p->stop_why = "the run is being torn down";
+	else if (sbx_mono_ms() > p->deadline)
+		p->stop_why = "its time bound ran out";
+	return p->stop_why != NULL;
+}
+
+/* ---- the per-identity share ---- */
+
+static int pass_admit(struct sbx_runs *runs, const char *identity, const char *what,
+		      struct sbx_rpc_status *st)
+{
+	unsigned all = 0, mine = 0;
+	int free_slot = -1, my_slot = -1;
+
+	pthread_mutex_lock(&runs->mu);
+	for (int i = 0; i < RUNS_OUT_PASSES_MAX; i++) {
+		all += runs->out_passes[i].n;
+		if (runs->out_passes[i].n && !strcmp(runs->out_passes[i].identity, identity)) {
+			my_slot = i;
+			mine = runs->out_passes[i].n;
+		} else if (!runs->out_passes[i].n && free_slot < 0) {
+			free_slot = i;
+		}
+	}
+	if (all < RUNS_OUT_PASSES_MAX && mine < RUNS_OUT_PASSES_PER_IDENTITY) {
+		if (my_slot < 0) {
+			my_slot = free_slot;
+			snprintf(runs->out_passes[my_slot].identity,
+				 sizeof(runs->out_passes[my_slot].identity), "%s", identity);
+		}
+		runs->out_passes[my_slot].n++;
+		pthread_mutex_unlock(&runs->mu);
+		return 0;
+	}
+	pthread_mutex_unlock(&runs->mu);
+	if (mine >= RUNS_OUT_PASSES_PER_IDENTITY)
+		return sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED,
+				    "%s: this identity already has %d listings or digest passes of "
+				    "/out in progress (at most %d at once); retry when one ends",
+				    what, mine, RUNS_OUT_PASSES_PER_IDENTITY);
+	return sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED,
+			    "%s: %d listings or digest passes of /out are in progress (at most %d "
+			    "at once for all identities); retry when one ends",
+			    what, all, RUNS_OUT_PASSES_MAX);
+}
+
+static void pass_leave(struct sbx_runs *runs, const char *identity)
+{
+	pthread_mutex_lock(&runs->mu);
+	for (int i = 0; i < RUNS_OUT_PASSES_MAX; i++)
+		if (runs->out_passes[i].n && !strcmp(runs->out_passes[i].identity, identity)) {
+			runs->out_passes[i].n--;
+			break;
+		}
+	pthread_mutex_unlock(&runs->mu);
+}
+
+/* ---- the cache of final digests ---- */
+
+static void cache_free(struct run_hash_cache *c)
+{
+	if (!c)
+		return;
+	sbx_inode_set_free(&c->index);
+	free(c->entries);
+	free(c);
+}
+
+/* mu held. Only while /out is settled, and only digests of this epoch. */
+static bool cache_get(struct sbx_run *r, const struct file_id *id, char sha256[65])
+{
+	long i;
+
+	if (!r->hashes || !out_settled(r) || r->hashes->epoch != r->out_epoch)
+		return false;
+	i = sbx_inode_get(&r->hashes->index, id->dev, id->ino);
+	if (i < 0 || !same_file(&r->hashes->entries[i].id, id))
+		return false;
+	memcpy(sha256, r->hashes->entries[i].sha256, 65);
+	return true;
+}
+
+/* mu held. Best effort: a digest that is not cached is computed again. A
+ * digest read while an exec could change the file is never cached. */
+static void cache_put(struct sbx_run *r, struct out_pass *p, const struct file_id *id,
+		      const char sha256[65])
+{
+	struct run_hash_cache *c = r->hashes;
+	long i;
+
+	pass_note_state(p);
+	if (p->live)
+		return;
+	if (c && c->epoch != r->out_epoch) {
+		cache_free(c);
+		c = r->hashes = NULL;
+	}
+	if (!c) {
+		if (!(c = calloc(1, sizeof(*c))) ||
+		    !(c->entries = calloc(CACHE_MAX, sizeof(*c->entries)))) {
+			free(c);
+			return;
+		}
+		c->epoch = r->out_epoch;
+		r->hashes = c;
+	}
+	i = sbx_inode_get(&c->index, id->dev, id->ino);
+	if (i < 0) {
+		if (c->n >= CACHE_MAX || !sbx_inode_put(&c->index, id->dev, id->ino, (long)c->n))
+			return;
+		i = (long)c->n++;
+	}
+	c->entries[i].id = *id;
+	memcpy(c->entries[i].sha256, sha256, 65);
+}
+
+/* The digest of an open regular file, from the cache or by a pass over at
+ * most its size at open (a file that grows while read fails: EFBIG). */
+static int file_sha256(struct out_pass *p, const char *path, int fd, const struct stat *st,
 		       char sha256[65], struct sbx_err *err)
 {
+	struct sbx_run *r = p->r;
 	struct file_id id = file_id(st), after;
-	int64_t started = realtime_ns();
 	struct stat st2;
 	bool hit;
 
@@ -155,63 +290,117 @@ static int file_sha256(struct sbx_run *r, const char *path, int fd, const struct
 				       "not served",
 				       path, (long long)st->st_size);
 	run_lock(r);
-	hit = cache_get(r, path, &id, sha256);
+	hit = cache_get(r, &id, sha256);
 	run_unlock(r);
 	if (hit)
 		return 0;
+	if ((uint64_t)st->st_size > p->bytes_left) {
+		p->stop_why = "the bytes it may hash (what /out holds) ran out";
+		return sbx_fail_errnum(err, ENOSPC, "%s: %s", path, p->stop_why);
+	}
 	if (lseek(fd, 0, SEEK_SET) < 0)
 		return sbx_fail_errno(err, "%s", path);
-	if (sbx_sha256_fd(fd, sha256, NULL, err) < 0)
+	if (sbx_sha256_fd_max(fd, (uint64_t)st->st_size, pass_stopped, p, sha256, NULL, err) < 0)
 		return sbx_err_prefix(err, "%s", path);
-	if (fstat(fd, &st2) == 0 && (after = file_id(&st2), same_file(&id, &after))) {
-		run_lock(r);
-		cache_put(r, path, &id, sha256, started);
-		run_unlock(r);
-	}
+	p->bytes_left -= (uint64_t)st->st_size;
+	if (fstat(fd, &st2) < 0 || (after = file_id(&st2), !same_file(&id, &after)))
+		return sbx_fail_errnum(err, EAGAIN, "%s: changed while read", path);
+	run_lock(r);
+	cache_put(r, p, &id, sha256);
+	run_unlock(r);
 	return 0;
 }
 
 /* ---- listing ---- */
 
 struct list_ctx {
-	struct sbx_run *r;
+	struct out_pass pass;
 	struct artifact_list *al;
 	size_t cap;
+	size_t max_bytes;	    /* of the listing on the wire */
+	size_t bytes;		    /* so far */
+	struct sbx_inode_set links; /* files with several names: (dev, ino) -> item */
+	const char *full_why;	    /* the bound that made the listing full */
 };
 
-static int add_artifact(const char *relpath, int fd, const struct stat *st, void *arg,
-			struct sbx_err *err)
+static void not_listed(struct list_ctx *c, const char *why)
 {
-	struct list_ctx *c = arg;
+	c->al->not_listed++;
+	if (!c->al->why)
+		c->al->why = why;
+}
+
+static int add_item(struct list_ctx *c, const char *relpath, const struct stat *st,
+		    const char sha256[65])
+{
 	struct artifact_list *al = c->al;
 	Sbx__V1__Artifact *a;
-	char sha256[65];
 
-	if ((uint64_t)st->st_size > (c->r->policy->limits->out_mb << 20)) {
-		al->oversize++; /* sparse: never hashed, listed or served */
-		return 0;
-	}
-	if (file_sha256(c->r, relpath, fd, st, sha256, err) < 0)
-		return -1;
 	if (al->n == c->cap) {
 		size_t ncap = c->cap ? c->cap * 2 : 64;
 		Sbx__V1__Artifact **v = realloc(al->items, ncap * sizeof(*v));
 
 		if (!v)
-			return sbx_fail_errnum(err, ENOMEM, "artifacts");
+			return -1;
 		al->items = v;
 		c->cap = ncap;
 	}
 	a = malloc(sizeof(*a));
 	if (!a)
-		return sbx_fail_errnum(err, ENOMEM, "artifacts");
+		return -1;
 	sbx__v1__artifact__init(a);
 	a->path = strdup(relpath);
 	a->sha256 = strdup(sha256);
 	a->size = (uint64_t)st->st_size;
 	a->mode = st->st_mode & 0777;
 	al->items[al->n++] = a;
-	if (!a->path || !a->sha256)
+	c->bytes += strlen(relpath) + ARTIFACT_WIRE;
+	return a->path && a->sha256 ? 0 : -1;
+}
+
+static int add_artifact(const char *relpath, int fd, const struct stat *st, void *arg,
+			struct sbx_err *err)
+{
+	struct list_ctx *c = arg;
+	struct artifact_list *al = c->al;
+	char sha256[65];
+	long link = -1;
+
+	if ((uint64_t)st->st_size > (c->pass.r->policy->limits->out_mb << 20)) {
+		al->oversize++; /* sparse: never hashed, listed or served */
+		return 0;
+	}
+	/* Bounded in entries and bytes, whatever the names: the rest is
+	 * counted, and the walk goes on (to RUN_ARTIFACTS_MAX) only to count. */
+	if (al->n >= RUN_LIST_MAX) {
+		not_listed(c, "the listing holds at most " STR(RUN_LIST_MAX) " files");
+		return 0;
+	}
+	if (c->bytes + strlen(relpath) + ARTIFACT_WIRE > c->max_bytes) {
+		not_listed(c, "the listing's names would not fit in max_message_bytes");
+		return 0;
+	}
+	if (c->pass.stop_why) {
+		not_listed(c, c->pass.stop_why);
+		return 0;
+	}
+	/* A file with many names is hashed once per listing. */
+	if (st->st_nlink > 1)
+		link = sbx_inode_get(&c->links, st->st_dev, st->st_ino);
+	if (link >= 0 && al->items[link]->size == (uint64_t)st->st_size) {
+		memcpy(sha256, al->items[link]->sha256, 65);
+	} else if (file_sha256(&c->pass, relpath, fd, st, sha256, err) < 0) {
+		if (err->errnum == ENOMEM)
+			return -1;
+		/* Changed, grew, or a bound ran out: left out, the rest goes on. */
+		not_listed(c, c->pass.stop_why
+				  ? c->pass.stop_why
+				  : "a file changed while it was read (an exec is running)");
+		return 0;
+	} else if (st->st_nlink > 1) {
+		sbx_inode_put(&c->links, st->st_dev, st->st_ino, (long)al->n);
+	}
+	if (add_item(c, relpath, st, sha256) < 0)
 		return sbx_fail_errnum(err, ENOMEM, "artifacts");
 	return 0;
 }
@@ -222,17 +411,30 @@ static int cmp_artifact(const void *a, const void *b)
 		      (*(Sbx__V1__Artifact *const *)b)->path);
 }
 
-int artifacts_list(struct sbx_run *r, int out_fd, struct artifact_list *al, struct sbx_err *err)
+int artifacts_list(struct sbx_run *r, int out_fd, size_t max_bytes, struct artifact_list *al,
+		   struct sbx_err *err)
 {
-	struct list_ctx c = {.r = r, .al = al};
-	uint64_t skipped = 0;
+	struct list_ctx c = {.al = al, .max_bytes = max_bytes};
+	struct sbx_tree_skips skipped;
+	uint64_t n;
 	int rc;
 
 	memset(al, 0, sizeof(*al));
+	pass_begin(&c.pass, r, out_fd, RUN_OUT_PASS_MS);
 	rc = sbx_tree_list(out_fd, RUN_ARTIFACTS_MAX, add_artifact, &c, &skipped, err);
-	skipped += al->oversize;
-	al->skipped = skipped > UINT32_MAX ? UINT32_MAX : (uint32_t)skipped;
-	al->partial = rc == 1;
+	sbx_inode_set_free(&c.links);
+	run_lock(r);
+	pass_note_state(&c.pass);
+	run_unlock(r);
+	al->live = c.pass.live;
+	al->busy = skipped.busy;
+	al->bad_names = skipped.bad_names;
+	n = skipped.other + skipped.busy + skipped.bad_names + al->oversize + al->not_listed;
+	al->skipped = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+	if (rc == 1 && !al->why)
+		al->why = "/out holds more than " STR(RUN_ARTIFACTS_MAX) " entries; the rest was "
+									 "not looked at";
+	al->truncated = rc == 1 || al->not_listed > 0;
 	if (rc < 0) {
 		artifacts_list_free(al);
 		return sbx_err_prefix(err, "/out");
@@ -240,6 +442,30 @@ int artifacts_list(struct sbx_run *r, int out_fd, struct artifact_list *al, stru
 	if (al->n)
 		qsort(al->items, al->n, sizeof(*al->items), cmp_artifact);
 	return 0;
+}
+
+Sbx__V1__ArtifactListing *artifacts_listing_new(const struct artifact_list *al)
+{
+	Sbx__V1__ArtifactListing *l = malloc(sizeof(*l));
+	char note[256];
+
+	if (!l)
+		return NULL;
+	sbx__v1__artifact_listing__init(l);
+	l->live = al->live;
+	l->truncated = al->truncated;
+	l->not_listed = al->not_listed > UINT32_MAX ? UINT32_MAX : (uint32_t)al->not_listed;
+	l->busy = al->busy > UINT32_MAX ? UINT32_MAX : (uint32_t)al->busy;
+	l->bad_names = al->bad_names > UINT32_MAX ? UINT32_MAX : (uint32_t)al->bad_names;
+	note[0] = '\0';
+	if (al->truncated)
+		snprintf(note, sizeof(note), "%llu files not listed: %s",
+			 (unsigned long long)al->not_listed, al->why ? al->why : "a bound");
+	if (!(l->note = strdup(note))) {
+		free(l);
+		return NULL;
+	}
+	return l;
 }
 
 void artifacts_list_free(struct artifact_list *al)
@@ -263,18 +489,8 @@ void artifacts_forget(struct sbx_run *r)
 {
 	struct run_fetch *f, *fn;
 
-	if (r->hashes) {
-		for (size_t i = 0; i < CACHE_BUCKETS; i++) {
-			struct hash_entry *h, *hn;
-
-			for (h = r->hashes->bucket[i]; h; h = hn) {
-				hn = h->next;
-				free(h);
-			}
-		}
-		free(r->hashes);
-		r->hashes = NULL;
-	}
+	cache_free(r->hashes);
+	r->hashes = NULL;
 	for (f = r->fetches; f; f = fn) {
 		fn = f->next;
 		fetch_free(f);
@@ -300,6 +516,13 @@ static int out_dup(struct sbx_run *r, struct sbx_rpc_status *st)
 	return sbx_rpc_fail(st, SBX__V1__CODE__NOT_FOUND, "run %s not found", r->id);
 }
 
+size_t artifacts_reply_bytes(const struct sbx_runs *runs)
+{
+	return runs->cfg.max_message_bytes > 2 * REPLY_SLACK
+		   ? (size_t)runs->cfg.max_message_bytes - REPLY_SLACK
+		   : (size_t)runs->cfg.max_message_bytes / 2;
+}
+
 SBX_HANDLER(list_artifacts, Sbx__V1__ListArtifactsRequest, Sbx__V1__ListArtifactsResponse)
 {
 	struct sbx_run *r;
@@ -310,26 +533,22 @@ SBX_HANDLER(list_artifacts, Sbx__V1__ListArtifactsRequest, Sbx__V1__ListArtifact
 	if (!(r = run_lookup(runs, who, req->run_id, st)))
 		return -1;
 	_cleanup_close_ int fd = out_dup(r, st);
-	if (fd < 0) {
+	if (fd < 0 || pass_admit(runs, r->identity, "ListArtifacts", st) < 0) {
 		run_unref(r);
 		return -1;
 	}
-	rc = artifacts_list(r, fd, &al, &st->err);
+	rc = artifacts_list(r, fd, artifacts_reply_bytes(runs), &al, &st->err);
+	pass_leave(runs, r->identity);
 	run_unref(r);
 	if (rc < 0)
 		return sbx_rpc_code(st, SBX__V1__CODE__INTERNAL);
-	if (al.partial) {
-		artifacts_list_free(&al);
-		return sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
-				    "/out holds more than %d entries; fetch files by path",
-				    RUN_ARTIFACTS_MAX);
-	}
 	l = malloc(sizeof(*l));
-	if (!l) {
+	if (!l || (sbx__v1__list_artifacts_response__init(l),
+		   !(l->listing = artifacts_listing_new(&al)))) {
+		free(l);
 		artifacts_list_free(&al);
 		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	}
-	sbx__v1__list_artifacts_response__init(l);
 	l->artifacts = al.items;
 	l->n_artifacts = al.n;
 	l->skipped = al.skipped;
@@ -367,6 +586,14 @@ static int open_artifact(int out_fd, const char *path, struct stat *st, struct s
 		case EISDIR:
 			return sbx_rpc_fail(st_, SBX__V1__CODE__FAILED_PRECONDITION,
 					    "artifact %.200s is not a regular file", path);
+		case ENAMETOOLONG:
+			return sbx_rpc_fail(st_, SBX__V1__CODE__INVALID_ARGUMENT,
+					    "path %.200s: a component is longer than %d bytes",
+					    path, NAME_MAX);
+		case EAGAIN:
+			return sbx_rpc_fail(
+			    st_, SBX__V1__CODE__FAILED_PRECONDITION,
+			    "artifact %.200s is busy: the sandbox holds a lease on it", path);
 		default:
 			sbx_rpc_code(st_, SBX__V1__CODE__INTERNAL);
 			return sbx_rpc_prefix(st_, "artifact %.200s", path);
@@ -423,7 +650,9 @@ static struct run_fetch *cursor_take(struct sbx_run *r, const char *path, const 
 		return NULL;
 	}
 	f->id = *id;
-	f->started_ns = realtime_ns();
+	run_lock(r);
+	f->epoch = r->out_epoch;
+	run_unlock(r);
 	return f;
 }
 
@@ -452,23 +681,40 @@ static void cursor_put(struct sbx_run *r, struct run_fetch *f)
 }
 
 /* The sha256 for the last chunk: the cursor's if it saw every byte of an
- * unchanged file, else a fresh pass. */
+ * unchanged file, else a fresh pass (one of the identity's share). *live:
+ * an exec could have changed the file while it was read. */
 static int final_sha256(struct sbx_run *r, const char *path, int fd, const struct stat *st,
-			struct run_fetch *f, char sha256[65], struct sbx_err *err)
+			struct run_fetch *f, char sha256[65], bool *live, struct sbx_rpc_status *rs)
 {
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int mdlen = 0;
 	struct file_id id = file_id(st);
+	struct out_pass p;
+	int rc;
 
 	if (f && f->next_offset == (uint64_t)st->st_size && same_file(&f->id, &id) &&
 	    EVP_DigestFinal_ex(f->md, md, &mdlen) && mdlen == 32) {
 		sbx_sha256_hex(md, sha256);
+		p = (struct out_pass){.r = r, .epoch = f->epoch, .live = f->live};
 		run_lock(r);
-		cache_put(r, path, &id, sha256, f->started_ns);
+		cache_put(r, &p, &id, sha256);
 		run_unlock(r);
+		*live = p.live;
 		return 0;
 	}
-	return file_sha256(r, path, fd, st, sha256, err);
+	if (pass_admit(r->runs, r->identity, "FetchArtifact (the sha256 on its last chunk)", rs) <
+	    0)
+		return -1;
+	pass_begin(&p, r, fd, RUN_OUT_PASS_MS);
+	rc = file_sha256(&p, path, fd, st, sha256, &rs->err);
+	pass_leave(r->runs, r->identity);
+	*live = p.live;
+	if (rc < 0) {
+		sbx_rpc_code(rs, rs->err.errnum == ENOMEM ? SBX__V1__CODE__INTERNAL
+							  : SBX__V1__CODE__FAILED_PRECONDITION);
+		return sbx_rpc_prefix(rs, "artifact %.200s: sha256", path);
+	}
+	return 0;
 }
 
 static int fetch(struct sbx_run *r, int out_fd, const Sbx__V1__FetchArtifactRequest *req,
@@ -479,12 +725,19 @@ static int fetch(struct sbx_run *r, int out_fd, const Sbx__V1__FetchArtifactRequ
 	struct file_id id;
 	struct stat sb;
 	size_t n, got;
+	bool live = false;
 	int rc;
 	char sha256[65];
 
 	fd = open_artifact(out_fd, req->path, &sb, st);
 	if (fd < 0)
 		return -1;
+	/* As in a listing: more than /out can hold is a sparse file. */
+	if ((uint64_t)sb.st_size > (r->policy->limits->out_mb << 20))
+		return sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
+				    "artifact %.200s: %lld bytes, more than out_mb holds (a sparse "
+				    "file): not served",
+				    req->path, (long long)sb.st_size);
 	if (req->offset > (uint64_t)sb.st_size)
 		return sbx_rpc_fail(st, SBX__V1__CODE__OUT_OF_RANGE,
 				    "offset %llu is past the end of %.200s (%lld bytes)",
@@ -505,6 +758,9 @@ static int fetch(struct sbx_run *r, int out_fd, const Sbx__V1__FetchArtifactRequ
 	id = file_id(&sb);
 	f = cursor_take(r, req->path, &id, req->offset);
 	if (f) {
+		run_lock(r);
+		f->live |= !out_settled(r) || r->out_epoch != f->epoch;
+		run_unlock(r);
 		if (EVP_DigestUpdate(f->md, o->data.data, got))
 			f->next_offset += got;
 		else
@@ -515,14 +771,16 @@ static int fetch(struct sbx_run *r, int out_fd, const Sbx__V1__FetchArtifactRequ
 			cursor_put(r, f);
 		return 0;
 	}
-	rc = fstat(fd, &sb) < 0 ? sbx_fail_errno(&st->err, "fstat")
-				: final_sha256(r, req->path, fd, &sb, f, sha256, &st->err);
-	if (rc < 0) {
+	if (fstat(fd, &sb) < 0) {
 		fetch_free(f);
-		sbx_rpc_code(st, SBX__V1__CODE__INTERNAL);
-		return sbx_rpc_prefix(st, "artifact %.200s: sha256", req->path);
+		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "artifact %.200s: fstat",
+					  req->path);
 	}
+	rc = final_sha256(r, req->path, fd, &sb, f, sha256, &live, st);
+	o->live = live;
 	fetch_free(f);
+	if (rc < 0)
+		return -1;
 	o->sha256 = strdup(sha256);
 	if (!o->sha256)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");

@@ -13,12 +13,24 @@
 struct artifact_list {
 	Sbx__V1__Artifact **items;
 	size_t n;
-	uint32_t skipped;
-	uint64_t oversize; /* sparse files larger than out_mb: counted in skipped */
-	bool partial;	   /* more than RUN_ARTIFACTS_MAX entries */
+	uint32_t skipped;    /* everything below, and links, FIFOs, devices ... */
+	uint64_t oversize;   /* sparse files larger than out_mb */
+	uint64_t not_listed; /* regular files left out by a bound */
+	uint64_t busy;	     /* leased: the open failed with EAGAIN */
+	uint64_t bad_names;  /* not UTF-8 */
+	const char *why;     /* the first bound that left files out */
+	bool truncated;
+	bool live; /* an exec could change /out while it was listed */
 };
-int artifacts_list(struct sbx_run *r, int out_fd, struct artifact_list *al, struct sbx_err *err);
+/* A bounded listing of /out (its names within max_bytes on the wire). */
+int artifacts_list(struct sbx_run *r, int out_fd, size_t max_bytes, struct artifact_list *al,
+		   struct sbx_err *err);
 void artifacts_list_free(struct artifact_list *al);
+/* What al left out, as the proto says it; NULL when out of memory. */
+Sbx__V1__ArtifactListing *artifacts_listing_new(const struct artifact_list *al);
+/* The bytes an answer's artifacts may take: max_message_bytes less room for
+ * the envelope and the rest of the answer. */
+size_t artifacts_reply_bytes(const struct sbx_runs *runs);
 void artifacts_forget(struct sbx_run *r); /* frees hash cache and fetch cursors */
 
 #endif

@@ -140,6 +140,7 @@ static void exec_started(struct sbx_run *r, struct run_exec *e, const Sbx__V1__E
 
 	r->n_execs = e->num;
 	r->running++;
+	r->out_epoch++; /* digests cached so far may go stale (runs_artifacts.c) */
 	if (r->state == RUN_CREATED)
 		run_state_move(r, RUN_ACTIVE); /* /data is sealed from now on */
 	e->started_ms = sbx_unix_ms();

@@ -19,6 +19,9 @@
 
 struct sbx_run;
 
+#define RUNS_OUT_PASSES_MAX	     4 /* at once: half the default short pool */
+#define RUNS_OUT_PASSES_PER_IDENTITY 2
+
 struct runs_settings {
 	char *state_dir;
 	char *runs_dir;
@@ -31,7 +34,8 @@ struct runs_settings {
 	uint32_t runs_max_per_identity;
 	struct sbx_limits_max limits_max;
 	struct sbx_quotas quotas;
-	char *helper_env[8]; /* NULL-terminated: what sbx-helper runs with */
+	uint64_t max_message_bytes; /* a listing and a manifest fit in it */
+	char *helper_env[8];	    /* NULL-terminated: what sbx-helper runs with */
 };
 
 /* What the host can enforce (`sbx-helper check --json`, asked at start-up). */
@@ -53,6 +57,13 @@ struct sbx_runs {
 	unsigned creating;     /* registered and still STARTING */
 	bool draining;	       /* CreateRun answers UNAVAILABLE */
 	uint64_t disk_charged; /* the runs' disk_charged summed (runs_quota.c) */
+	/* Listings of /out and digest passes in progress, per identity
+	 * (runs_artifacts.c): each is bounded in time, and these bound how
+	 * many workers they hold at once. */
+	struct {
+		char identity[128];
+		unsigned n;
+	} out_passes[RUNS_OUT_PASSES_MAX];
 };
 
 /* An empty manager without settings (runs_max 0 takes no runs): what

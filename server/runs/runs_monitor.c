@@ -275,6 +275,7 @@ static void check_deadlines(struct sbx_run *r)
 					    "exec; sbxd killed the sandbox");
 			run_alert(r, "sbxd: exec-%llu outlived script_seconds by %d s",
 				  (unsigned long long)e->num, RUN_GRACE_MS / 1000);
+			r->out_unsettled = true; /* its processes live until the helper is reaped */
 			exec_mark_ended(r, e);
 			if (!overran)
 				overran = e;

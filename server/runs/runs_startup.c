@@ -141,6 +141,7 @@ static int copy_settings(struct runs_settings *set, const struct sbx_config *cfg
 	set->runs_max_per_identity = cfg->runs_max_per_identity ? cfg->runs_max_per_identity : 16;
 	set->limits_max = cfg->limits_max;
 	set->quotas = cfg->quotas;
+	set->max_message_bytes = cfg->max_message_bytes ? cfg->max_message_bytes : (4u << 20);
 	for (size_t i = 0; i < cfg->n_input_dirs && i < SBX_CONFIG_MAX_INPUT_DIRS; i++) {
 		/* Resolved once, so a later check compares canonical paths. */
 		char *real = realpath(cfg->input_dirs[i], NULL);

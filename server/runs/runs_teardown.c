@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -84,9 +85,8 @@ static int remove_run_dir(struct sbx_run *r, struct sbx_err *err)
 	return remove_tree_at(fd, r->id, err);
 }
 
-/* mu held: the record of the run, as the manifest. */
-static Sbx__V1__RunManifest *manifest_new(struct sbx_run *r, Sbx__V1__RunState final,
-					  struct artifact_list *al)
+/* mu held: the record of the run, as the manifest (its artifacts come later). */
+static Sbx__V1__RunManifest *manifest_new(struct sbx_run *r, Sbx__V1__RunState final)
 {
 	Sbx__V1__RunManifest *m = malloc(sizeof(*m));
 	size_t n = 0;
@@ -129,14 +129,49 @@ static Sbx__V1__RunManifest *manifest_new(struct sbx_run *r, Sbx__V1__RunState f
 			goto oom;
 		m->n_execs++;
 	}
-	m->artifacts = al->items;
-	m->n_artifacts = al->n;
-	al->items = NULL;
-	al->n = 0;
 	return m;
 oom:
 	sbx__v1__run_manifest__free_unpacked(m, NULL);
 	return NULL;
+}
+
+/* At least what a repeated message field's element takes on the wire (tag,
+ * length, body; the length counted as one byte), so that trimming by it
+ * never leaves more than it thinks. */
+static size_t element_len(const ProtobufCMessage *m)
+{
+	return 2 + protobuf_c_message_get_packed_size(m);
+}
+
+/* Leaves out exec records from the middle (the first and the last stay,
+ * with how many went) until the manifest takes at most `budget` bytes;
+ * returns what it takes then. 10,000 execs with 8 KiB of argv each would
+ * not fit any max_message_bytes. */
+static size_t manifest_fit_execs(Sbx__V1__RunManifest *m, size_t budget)
+{
+	size_t total = protobuf_c_message_get_packed_size(&m->base);
+	size_t lo, hi;
+
+	if (total <= budget || m->n_execs <= 2)
+		return total;
+	/* Drop execs[lo..hi) growing outwards from the middle. */
+	lo = hi = m->n_execs / 2;
+	while (total > budget && (lo > 1 || hi < m->n_execs - 1)) {
+		if (hi < m->n_execs - 1 &&
+		    (lo <= 1 || hi - m->n_execs / 2 <= m->n_execs / 2 - lo)) {
+			total -= element_len(&m->execs[hi]->base);
+			hi++;
+		} else {
+			lo--;
+			total -= element_len(&m->execs[lo]->base);
+		}
+	}
+	for (size_t i = lo; i < hi; i++)
+		sbx__v1__exec_status__free_unpacked(m->execs[i], NULL);
+	memmove(m->execs + lo, m->execs + hi, (m->n_execs - hi) * sizeof(*m->execs));
+	m->n_execs -= hi - lo;
+	m->execs_not_listed = (uint32_t)(hi - lo);
+	return protobuf_c_message_get_packed_size(&m->base);
 }
 
 int run_teardown(struct sbx_run *r, Sbx__V1__RunManifest **manifest, struct sbx_rpc_status *st)
@@ -145,9 +180,13 @@ int run_teardown(struct sbx_run *r, Sbx__V1__RunManifest **manifest, struct sbx_
 	Sbx__V1__RunState final;
 	struct sbx_err err;
 	_cleanup_close_ int out_fd = -1;
+	size_t budget = 0, used = 0;
+	uint64_t n_artifacts;
 	int rc = 0;
 
 	run_ref(r);
+	/* Listings and digest passes of this run stop now. */
+	atomic_fetch_add(&r->out_gen, 1);
 	run_lock(r);
 	final = run_final_state(r);
 	/* No PutInput starts once the run is claimed; one already writing
@@ -178,28 +217,47 @@ int run_teardown(struct sbx_run *r, Sbx__V1__RunManifest **manifest, struct sbx_
 	run_changed(r); /* long polls return now */
 	run_unlock(r);
 
-	/* The artifacts' digests, read through /out's fd before closing it. */
-	if (out_fd >= 0 && artifacts_list(r, out_fd, &al, &err) < 0) {
+	/* The record, then the artifacts' digests in what is left of
+	 * max_message_bytes, read through /out's fd before closing it. Without
+	 * a manifest to give (an expiry, sbxd draining), nothing is hashed:
+	 * the files are only counted. */
+	if (manifest) {
+		run_lock(r);
+		*manifest = manifest_new(r, final);
+		run_unlock(r);
+		if (*manifest)
+			budget = artifacts_reply_bytes(r->runs);
+		if (*manifest)
+			used = manifest_fit_execs(*manifest, budget / 2);
+	}
+	if (out_fd >= 0 &&
+	    artifacts_list(r, out_fd, used < budget ? budget - used : 0, &al, &err) < 0) {
 		run_lock(r);
 		run_alert(r, "sbxd: listing /out at teardown: %s", err.msg);
 		run_unlock(r);
 	}
 	if (out_fd >= 0)
 		close(sbx_steal_fd(out_fd));
-	if (manifest) {
-		run_lock(r);
-		*manifest = manifest_new(r, final, &al);
-		run_unlock(r);
-		if (!*manifest)
-			rc = sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL,
-					  "run %s was torn down, but its manifest could not be "
-					  "built: out of memory",
-					  r->id);
+	if (manifest && *manifest &&
+	    !((*manifest)->artifacts_listing = artifacts_listing_new(&al))) {
+		sbx__v1__run_manifest__free_unpacked(*manifest, NULL);
+		*manifest = NULL;
 	}
+	n_artifacts = al.n + al.not_listed;
+	if (manifest && *manifest) {
+		(*manifest)->artifacts = al.items;
+		(*manifest)->n_artifacts = al.n;
+		al.items = NULL;
+		al.n = 0;
+	}
+	if (manifest && !*manifest)
+		rc = sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL,
+				  "run %s was torn down, but its manifest could not be built: out "
+				  "of memory",
+				  r->id);
 	run_audit(r, "teardown",
-		  json_pack("{s:s, s:I, s:i, s:b}", "final_state", run_public_state_name(final),
-			    "execs", (json_int_t)r->n_execs, "artifacts",
-			    (int)(manifest && *manifest ? (*manifest)->n_artifacts : al.n),
+		  json_pack("{s:s, s:I, s:I, s:b}", "final_state", run_public_state_name(final),
+			    "execs", (json_int_t)r->n_execs, "artifacts", (json_int_t)n_artifacts,
 			    "killed", r->killed));
 	artifacts_list_free(&al);
 

@@ -1,0 +1,128 @@
+#include "text.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+size_t sbx_utf8_len(const unsigned char *s)
+{
+	unsigned char c = s[0];
+	size_t n;
+	unsigned char lo = 0x80, hi = 0xbf;
+
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf)
+		n = 2;
+	else if (c >= 0xe0 && c <= 0xef)
+		n = 3;
+	else if (c >= 0xf0 && c <= 0xf4)
+		n = 4;
+	else
+		return 0;
+	/* Overlong forms, surrogates and code points past U+10FFFF. */
+	if (c == 0xe0)
+		lo = 0xa0;
+	else if (c == 0xed)
+		hi = 0x9f;
+	else if (c == 0xf0)
+		lo = 0x90;
+	else if (c == 0xf4)
+		hi = 0x8f;
+	if (s[1] < lo || s[1] > hi)
+		return 0;
+	for (size_t i = 2; i < n; i++)
+		if (s[i] < 0x80 || s[i] > 0xbf)
+			return 0;
+	return n;
+}
+
+bool sbx_utf8_valid(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+
+	while (*p) {
+		size_t n = sbx_utf8_len(p);
+
+		if (!n)
+			return false;
+		p += n;
+	}
+	return true;
+}
+
+void sbx_escape(char *dst, size_t dst_size, const char *src)
+{
+	const unsigned char *s = (const unsigned char *)src;
+	size_t o = 0;
+
+	if (dst_size == 0)
+		return;
+	while (*s) {
+		size_t n = sbx_utf8_len(s);
+		char esc[5];
+		const char *out = (const char *)s;
+		size_t len = n;
+
+		/* C0, DEL, and C1 (U+0080..U+009F: 0xc2 0x80..0x9f, which some
+		 * terminals take as escape sequences) byte by byte. */
+		if (n == 2 && s[0] == 0xc2 && s[1] < 0xa0)
+			n = 0;
+		if (n == 0 || (n == 1 && (*s < 0x20 || *s == 0x7f))) {
+			snprintf(esc, sizeof(esc), "\\x%02x", *s);
+			out = esc;
+			len = 4;
+			n = 1;
+		} else if (*s == '\\') {
+			out = "\\\\";
+			len = 2;
+		}
+		if (o + len >= dst_size)
+			break;
+		memcpy(dst + o, out, len);
+		o += len;
+		s += n;
+	}
+	dst[o] = '\0';
+}
+
+/* The first string field of m (or of a message inside it) that is not
+ * UTF-8, as a path (".policy.env[0].value") in `where`; false when none:
+ * proto3 strings must be UTF-8, and the policy's JSON form cannot hold one. */
+bool sbx_proto_bad_string(const ProtobufCMessage *m, char *where, size_t size)
+{
+	const ProtobufCMessageDescriptor *d = m->descriptor;
+	size_t len = strlen(where);
+
+	for (unsigned i = 0; i < d->n_fields; i++) {
+		const ProtobufCFieldDescriptor *f = &d->fields[i];
+		const char *base = (const char *)m + f->offset;
+		size_t n = 1;
+		/* A singular field holds one pointer, a repeated one an array. */
+		const void *const *items = (const void *const *)base;
+
+		if (f->type != PROTOBUF_C_TYPE_STRING && f->type != PROTOBUF_C_TYPE_MESSAGE)
+			continue;
+		if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+			n = *(const size_t *)((const char *)m + f->quantifier_offset);
+			items = *(const void *const *const *)base;
+		}
+		for (size_t k = 0; k < n; k++) {
+			const void *v = items ? items[k] : NULL;
+
+			if (!v)
+				continue;
+			if (f->label == PROTOBUF_C_LABEL_REPEATED)
+				snprintf(where + len, size - len, ".%s[%zu]", f->name, k);
+			else
+				snprintf(where + len, size - len, ".%s", f->name);
+			if (f->type == PROTOBUF_C_TYPE_STRING
+				? !sbx_utf8_valid(v)
+				: sbx_proto_bad_string(v, where, size))
+				return true;
+		}
+		where[len] = '\0';
+	}
+	return false;
+}

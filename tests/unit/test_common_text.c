@@ -1,0 +1,54 @@
+/* Unit test of common/text.c (UTF-8 checks and the escape of names that
+ * sbxd logs) and common/inode_set.c (how walks meet hard links once). */
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "inode_set.h"
+#include "text.h"
+
+static void expect_escape(const char *in, size_t size, const char *want)
+{
+	char out[64];
+
+	sbx_escape(out, size, in);
+	if (!check(strcmp(out, want) == 0, "escape to %zu bytes: %s", size, want))
+		printf("#   got: %s\n", out);
+	check(sbx_utf8_valid(out), "escaped is UTF-8: %s", want);
+}
+
+int main(void)
+{
+	struct sbx_inode_set s = {0};
+	bool all = true;
+
+	check(sbx_utf8_valid("plain ascii"), "ascii");
+	check(sbx_utf8_valid("gr\xc3\xbc\xc3\x9f \xe2\x82\xac \xf0\x9f\x98\x80"), "2, 3, 4 bytes");
+	check(!sbx_utf8_valid("bad\xff"), "0xff");
+	check(!sbx_utf8_valid("\xc0\xaf"), "overlong /");
+	check(!sbx_utf8_valid("\xed\xa0\x80"), "a surrogate");
+	check(!sbx_utf8_valid("\xf4\x90\x80\x80"), "past U+10FFFF");
+	check(!sbx_utf8_valid("cut \xe2\x82"), "a cut sequence");
+
+	expect_escape("a\nb", 64, "a\\x0ab");
+	expect_escape("back\\slash", 64, "back\\\\slash");
+	expect_escape("bad\xff", 64, "bad\\xff");
+	expect_escape("\xe2\x82\xac ok", 64, "\xe2\x82\xac ok");
+	expect_escape("csi\xc2\x9b", 64, "csi\\xc2\\x9b"); /* C1 */
+	expect_escape("ab\ncd", 6, "ab");		   /* never half an escape */
+	expect_escape("ab\xe2\x82\xac", 5, "ab");	   /* never half a sequence */
+
+	for (long i = 0; i < 70000; i++)
+		all &= sbx_inode_put(&s, 1, (ino_t)(i * 7919), i);
+	check(all && s.n == 70000, "70,000 inodes put");
+	all = true;
+	for (long i = 0; i < 70000; i++)
+		all &= sbx_inode_get(&s, 1, (ino_t)(i * 7919)) == i;
+	check(all, "every one found with its value");
+	check(sbx_inode_get(&s, 2, 0) < 0 && sbx_inode_get(&s, 1, 1) < 0, "others are not");
+	check(sbx_inode_put(&s, 1, 0, 5) && s.n == 70000 && sbx_inode_get(&s, 1, 0) == 5,
+	      "a second put replaces the value");
+	sbx_inode_set_free(&s);
+	check(sbx_inode_get(&s, 1, 0) < 0, "empty after free");
+	return check_done();
+}
