@@ -114,12 +114,23 @@ check_format() {
     fi
     say "formatting: ${#files[@]} C files as .clang-format says"
 }
-# The sbxd tests again, in a ThreadSanitizer build: the last stage of a whole run.
-run_tsan() {
-    local trc=0
-    bash "$REPO/packaging/test.sh" --sanitize=thread -R '^sbxd\.(calls|lifecycle)$' -j "$JOBS" || trc=$?
-    say "thread sanitizer run exit status $trc"
-    return "$trc"
+# After ctest: the fuzzers (RUNNER runs them: as_user when root) and the sbxd
+# tests again in a ThreadSanitizer build. Exits with the first failing
+# stage's status. finish RC FUZZ_DIR SRC_DIR RUNNER...
+finish() {
+    local rc=$1 fuzz_dir=$2 src=$3 frc=0 trc=0
+    shift 3
+    if [ "$FUZZ" = 1 ]; then
+        (cd "$fuzz_dir" && "$@" bash "$src/packaging/fuzz.sh" --build-dir "$fuzz_dir") || frc=$?
+        say "fuzz exit status $frc"
+        [ "$rc" != 0 ] || rc=$frc
+    fi
+    if [ "$TSAN" = 1 ]; then
+        bash "$REPO/packaging/test.sh" --sanitize=thread -R '^sbxd\.(calls|lifecycle)$' -j "$JOBS" || trc=$?
+        say "thread sanitizer run exit status $trc"
+        [ "$rc" != 0 ] || rc=$trc
+    fi
+    exit "$rc"
 }
 
 # tsan_env SRC: TSAN_OPTIONS, with the suppressions of races in nng or libc
@@ -153,18 +164,8 @@ if [ "$(id -u)" != 0 ]; then
     rc=0
     env "${ENVV[@]}" ctest "${CARGS[@]}" || rc=$?
     say "ctest exit status $rc"
-    if [ "$FUZZ" = 1 ]; then
-        frc=0
-        bash "$REPO/packaging/fuzz.sh" --build-dir "$REPO/build-fuzz" || frc=$?
-        say "fuzz exit status $frc"
-        [ "$rc" != 0 ] || rc=$frc
-    fi
-    if [ "$TSAN" = 1 ]; then
-        trc=0
-        run_tsan || trc=$?
-        [ "$rc" != 0 ] || rc=$trc
-    fi
-    exit "$rc"
+    mkdir -p "$REPO/build-fuzz"
+    finish "$rc" "$REPO/build-fuzz" "$REPO" env
 fi
 
 # ------------------------------------------------------------ root
@@ -216,18 +217,7 @@ say "as $TEST_USER: ctest ${CARGS[*]}"
 rc=0
 (cd "$BUILD_DIR" && as_user ctest "${CARGS[@]}") || rc=$?
 say "ctest exit status $rc"
-if [ "$FUZZ" = 1 ]; then
-    FUZZ_DIR=$(dirname "$BUILD_DIR")/build-fuzz
-    mkdir -p "$FUZZ_DIR"
-    chown -R "$TEST_USER:$TEST_USER" "$FUZZ_DIR"
-    frc=0
-    (cd "$FUZZ_DIR" && as_user bash "$SRC/packaging/fuzz.sh" --build-dir "$FUZZ_DIR") || frc=$?
-    say "fuzz exit status $frc"
-    [ "$rc" != 0 ] || rc=$frc
-fi
-if [ "$TSAN" = 1 ]; then
-    trc=0
-    run_tsan || trc=$?
-    [ "$rc" != 0 ] || rc=$trc
-fi
-exit "$rc"
+FUZZ_DIR=$(dirname "$BUILD_DIR")/build-fuzz
+mkdir -p "$FUZZ_DIR"
+chown -R "$TEST_USER:$TEST_USER" "$FUZZ_DIR"
+finish "$rc" "$FUZZ_DIR" "$SRC" as_user
