@@ -217,6 +217,11 @@ static void exec_init(const struct sbx_exec_spec *s)
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 
+	struct sbx_exec_report starting = {.kind = SBX_EXEC_STARTING};
+	if (write(rfd, &starting, sizeof(starting)) != (ssize_t)sizeof(starting)) {
+		sbx_fail_errno(&err, "report pipe");
+		setup_failed(rfd, &err);
+	}
 	pid_t cmd = fork();
 	if (cmd < 0) {
 		sbx_fail_errno(&err, "fork");

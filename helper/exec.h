@@ -40,6 +40,10 @@ enum sbx_exec_report_kind {
 	SBX_EXEC_RAN = 1,
 	SBX_EXEC_NOT_STARTED, /* execve failed: 126/127 */
 	SBX_EXEC_SETUP_FAILED,
+	/* Written just before the command is forked, ahead of the report: an
+	 * exec init that dies after it without a report died while the
+	 * command could act, which is not a setup failure. */
+	SBX_EXEC_STARTING,
 };
 
 struct sbx_exec_spec {

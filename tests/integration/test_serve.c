@@ -27,6 +27,7 @@ struct helper {
 	pid_t pid;
 	int ctl;
 	int out_fd;
+	char cgroup[8]; /* from Ready: "v2", "v1" or "none" */
 };
 
 static const char *policy_path(const char *json)
@@ -61,8 +62,10 @@ static bool start_helper(struct helper *h, const char *policy_json)
 	struct sbx_err err;
 	bool ok = ctl_await_ready(h->ctl, -1, &ready, &err) == 0;
 	unlink(pol); /* read by now; leave nothing in /tmp */
-	if (ok)
+	if (ok) {
 		h->out_fd = ready.out_fd;
+		snprintf(h->cgroup, sizeof(h->cgroup), "%s", ready.cgroup);
+	}
 	return ok && h->out_fd >= 0;
 }
 
@@ -136,6 +139,41 @@ static const char ipc_seeker[] =
     "        s.connect(addr); out.append('CONNECTED')\n"
     "    except OSError as e: out.append(errno.errorcode[e.errno])\n"
     "print(' '.join(out))\n";
+
+/* Fills loopback TCP queues (receivers never read) until the kernel
+ * refuses more, then says what it holds (SO_MEMINFO: receive + send queue +
+ * forward allocation) and keeps it. */
+static const char tcp_filler[] =
+    "import socket, struct, time\n"
+    "socks = []\n"
+    "def held(s):\n"
+    "    m = struct.unpack('9I', s.getsockopt(socket.SOL_SOCKET, 55, 36))\n"
+    "    return m[0] + m[4] + m[5]\n"
+    "srv = socket.socket(); srv.bind(('127.0.0.1', 0)); srv.listen(256)\n"
+    "for i in range(30):\n"
+    "    c = socket.socket(); c.connect(srv.getsockname()); a, _ = srv.accept()\n"
+    "    socks += [c, a]; c.setblocking(False)\n"
+    "    try:\n"
+    "        while True: c.send(b'x' * 65536)\n"
+    "    except BlockingIOError: pass\n"
+    "print(sum(held(s) for s in socks), flush=True)\n"
+    "time.sleep(60)\n";
+
+/* Exec A of the OOM test: 54 MiB of detached SysV shared memory, charged
+ * to its cgroup but to none of its processes, then it stays. */
+static const char shm_holder[] =
+    "import ctypes, time\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "libc.shmat.restype = ctypes.c_void_p\n"
+    "i = libc.shmget(0, 54 << 20, 0o1600)\n"
+    "a = libc.shmat(i, None, 0); ctypes.memset(a, 1, 54 << 20); libc.shmdt(ctypes.c_void_p(a))\n"
+    "print('ready', flush=True)\n"
+    "time.sleep(60)\n";
+
+/* Exec B: 52 MiB, under its own memory_mb of 64. */
+static const char modest[] = "b = bytearray(52 << 20)\n"
+			     "for i in range(0, len(b), 4096): b[i] = 1\n"
+			     "print('allocated', flush=True)\n";
 
 static void send_signal(struct helper *h, uint64_t id, int sig)
 {
@@ -367,6 +405,56 @@ int main(void)
 	      "kill -9 of the helper kills its sandbox within 1 s");
 	close(fd);
 	close(h.ctl);
+	close(h.out_fd);
+
+	/* Socket buffers of concurrent execs: on v1 a counter apart from
+	 * memory, bounded per exec AND for the run (memory_mb each); without
+	 * the run's bound, 4 execs held 4 x memory_mb. On v2 they count
+	 * against memory.max, the run's is memory_mb + out_mb + 2 x tmp_mb. */
+	CHECK(start_helper(&h, "{\"image\":\"host\",\"limits\":{\"memory_mb\":32,\"pids\":64,"
+			       "\"out_mb\":8,\"tmp_mb\":16,\"script_seconds\":30,"
+			       "\"run_seconds\":60}}"),
+	      "fourth sandbox ready");
+	int fill[4];
+	long long held = 0;
+	for (int i = 0; i < 4; i++)
+		fill[i] = exec_py(&h, 50 + (uint64_t)i, tcp_filler);
+	for (int i = 0; i < 4; i++)
+		held += atoll(read_some(fill[i], 20000));
+	long long bound = strcmp(h.cgroup, "v2") == 0 ? (32 + 8 + 2 * 16) << 20 : 32 << 20;
+	/* Past a limit the kernel still charges one skb per socket whose
+	 * queue is full (__GFP_NOFAIL): up to 64 KiB for each of the 240. */
+	long long slack = 240 * (64 << 10);
+	CHECK(held > (16 << 20) && held <= bound + slack,
+	      "4 concurrent execs filling TCP queues hold %lld bytes in all (run's bound %lld, %s)",
+	      held, bound, h.cgroup);
+	close(h.ctl);
+	CHECK(helper_exits_within(&h, 5000), "fourth sandbox ends");
+	for (int i = 0; i < 4; i++)
+		close(fill[i]);
+	close(h.out_fd);
+
+	/* An OOM caused by the run's shared limit is reported as such: exec
+	 * A holds memory no process of it owns, exec B stays under its own
+	 * memory_mb but takes the run over memory_mb + out_mb + 2 x tmp_mb
+	 * (104 MiB), and the OOM killer picks B. */
+	CHECK(start_helper(&h, "{\"image\":\"host\",\"limits\":{\"memory_mb\":64,\"pids\":64,"
+			       "\"out_mb\":8,\"tmp_mb\":16,\"script_seconds\":30,"
+			       "\"run_seconds\":60}}"),
+	      "fifth sandbox ready");
+	int f_a = exec_py(&h, 60, shm_holder);
+	out = read_some(f_a, 10000);
+	CHECK(strncmp(out, "ready", 5) == 0, "exec A holds 54 MiB (%s)", out);
+	fd = exec_py(&h, 61, modest);
+	e = wait_ended(&h, 20000, &ev);
+	CHECK(e && e->exec_id == 61 && e->end == CTL_END_OOM && e->exit_code == 137 &&
+		  strstr(e->message, "the run's memory"),
+	      "exec B ends as oom of the run's memory, not of its own (end %d, message '%s')",
+	      e ? (int)e->end : -1, e ? e->message : "");
+	close(fd);
+	close(h.ctl);
+	CHECK(helper_exits_within(&h, 5000), "fifth sandbox ends");
+	close(f_a);
 	close(h.out_fd);
 
 	return check_done();
