@@ -146,7 +146,9 @@ class FileSystem(SandboxTest):
         files = ["cmdline", "config.gz", "diskstats", "partitions", "swaps", "modules",
                  "vmallocinfo", "sys/kernel/random/boot_id", "kallsyms", "kcore", "keys",
                  "timer_list", "sched_debug", "sysrq-trigger", "kmsg"]
-        dirs = ["acpi", "scsi", "asound", "driver"]
+        # fs/ names the host's disks (ext4/<disk>/mb_groups), bus/ holds
+        # PCI configuration space.
+        dirs = ["acpi", "scsi", "asound", "driver", "fs", "bus"]
         code = ("import ctypes, errno, os, sys\n"
                 "libc = ctypes.CDLL(None, use_errno=True)\n"
                 "def err(rc): return 'OK' if rc == 0 else errno.errorcode[ctypes.get_errno()]\n"
@@ -172,6 +174,19 @@ class FileSystem(SandboxTest):
             self.assertEqual(len(f.read().strip()), 36)
         self.assertNotEqual(lines["cmdline"], "absent")
         self.assertNotEqual(lines["sys/kernel/random/boot_id"], "absent")
+        self.assertNotEqual(lines["fs"], "absent")
+        self.assertGreater(len(os.listdir("/proc/fs")), 0)
+
+    def test_proc_pressure_is_read_only(self):
+        # Host-wide, and its files take PSI triggers (kernel work per
+        # trigger) from anyone who can open them for writing.
+        if not os.path.exists("/proc/pressure/cpu"):
+            self.skipTest("no PSI on this kernel")
+        r = self.py("import errno\n"
+                    "try:\n    open('/proc/pressure/cpu', 'w'); print('WRITABLE')\n"
+                    "except OSError as e: print(errno.errorcode[e.errno])\n"
+                    "print(len(open('/proc/pressure/cpu').read()) > 0)\n")
+        self.assertEqual(r.stdout.split(), ["EROFS", "True"], r)
 
     def test_host_processes_are_invisible_and_unsignalable(self):
         me = os.getpid()

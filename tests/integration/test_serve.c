@@ -140,6 +140,26 @@ static const char ipc_seeker[] =
     "    except OSError as e: out.append(errno.errorcode[e.errno])\n"
     "print(' '.join(out))\n";
 
+/* Exec 1 of the terminal test: a pty of its own, with a secret typed in. */
+static const char pty_holder[] = "import os, time\n"
+				 "m, s = os.openpty()\n"
+				 "os.write(m, b'secret-typed-into-exec-40\\n')\n"
+				 "print('ready', os.ttyname(s), flush=True)\n"
+				 "time.sleep(60)\n";
+
+/* Another exec: which terminals it sees, and whether it can open the
+ * first one (and so read what was typed there, and type into it). */
+static const char pty_seeker[] =
+    "import errno, os\n"
+    "names = [n for n in os.listdir('/dev/pts') if n != 'ptmx']\n"
+    "try:\n"
+    "    fd = os.open('/dev/pts/0', os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)\n"
+    "    try: got = os.read(fd, 100)\n"
+    "    except OSError: got = b''\n"
+    "    r = 'OPENED' + (' READ' if b'secret' in got else '')\n"
+    "except OSError as e: r = errno.errorcode[e.errno]\n"
+    "print(len(names), r)\n";
+
 /* Fills loopback TCP queues (receivers never read) until the kernel
  * refuses more, then says what it holds (SO_MEMINFO: receive + send queue +
  * forward allocation) and keeps it. */
@@ -361,6 +381,20 @@ int main(void)
 	out = read_all(fd);
 	CHECK(e && e->exec_id == 32 && strcmp(out, "0 ENOENT ECONNREFUSED ECONNREFUSED\n") == 0,
 	      "nothing of an ended exec's IPC remains (got %s)", out);
+
+	/* Terminals are not shared either: each exec has its own devpts, so
+	 * another exec neither lists nor opens this one's pty. */
+	int f_pty = exec_py(&h, 40, pty_holder);
+	out = read_some(f_pty, 10000);
+	CHECK(strncmp(out, "ready /dev/pts/0", 16) == 0, "exec 40 has a pty of its own (%s)", out);
+	fd = exec_py(&h, 41, pty_seeker);
+	e = wait_ended(&h, 10000, &ev);
+	out = read_all(fd);
+	CHECK(e && e->exec_id == 41 && strcmp(out, "0 ENOENT\n") == 0,
+	      "another exec cannot see, read or type into exec 40's pty (got %s)", out);
+	send_signal(&h, 40, SIGKILL);
+	e = wait_ended(&h, 10000, &ev);
+	close(f_pty);
 
 	/* A duplicate exec id is refused, not run. */
 	fd = exec_sh(&h, 8, "sleep 992");
