@@ -403,5 +403,14 @@ class Limits(SandboxTest):
             self.assertGreater(tcp + udp, 32 * MIB, r)
 
 
+    def test_check_reports_the_run_socket_bound(self):
+        # test_serve measures it: concurrent execs together stay under it.
+        p = subprocess.run([HELPER, "check", "--json"], capture_output=True, text=True)
+        doc = json.loads(p.stdout)
+        self.assertEqual(doc["socket_memory_run_bound"],
+                         {"v1": "2 x memory_mb + out_mb + 2 x tmp_mb",
+                          "v2": "memory_mb + out_mb + 2 x tmp_mb"}[doc["cgroup_mode"]], doc)
+
+
 if __name__ == "__main__":
     run_tests()
