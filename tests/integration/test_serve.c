@@ -224,6 +224,30 @@ static char *read_all(int fd)
 	return buf;
 }
 
+/* Starts `holder` as exec `id` and keeps its first line in `first`; then
+ * runs `seeker` as exec id + 1 to its end and returns what it printed (NULL
+ * if it did not end in 10 s). The holder goes on running (*holder_fd). */
+static char *seek_while_held(struct helper *h, uint64_t id, const char *holder, const char *seeker,
+			     int *holder_fd, char *first, size_t size)
+{
+	struct ctl_event ev;
+	*holder_fd = exec_py(h, id, holder);
+	snprintf(first, size, "%s", read_some(*holder_fd, 10000));
+	int fd = exec_py(h, id + 1, seeker);
+	const struct ctl_event *e = wait_ended(h, 10000, &ev);
+	char *out = read_all(fd);
+	return e && e->exec_id == id + 1 ? out : NULL;
+}
+
+/* SIGKILLs exec `id` and waits for its end. */
+static void stop_exec(struct helper *h, uint64_t id, int fd)
+{
+	struct ctl_event ev;
+	send_signal(h, id, SIGKILL);
+	wait_ended(h, 10000, &ev);
+	close(fd);
+}
+
 /* Processes of ours whose command line contains `needle`. */
 static int count_processes(const char *needle)
 {
@@ -363,19 +387,15 @@ int main(void)
 	 * namespaces, so another exec reaches none of its shared memory,
 	 * abstract unix names or loopback listeners, and nothing of them
 	 * outlives it. */
-	int f_ipc = exec_py(&h, 30, ipc_holder);
-	out = read_some(f_ipc, 10000);
-	CHECK(strncmp(out, "ready", 5) == 0, "exec 30 holds shm and two listeners (%s)", out);
-	fd = exec_py(&h, 31, ipc_seeker);
-	e = wait_ended(&h, 10000, &ev);
-	out = read_all(fd);
-	CHECK(e && e->exec_id == 31 && strcmp(out, "0 ENOENT ECONNREFUSED ECONNREFUSED\n") == 0,
+	char first[256];
+	int f_ipc;
+	out = seek_while_held(&h, 30, ipc_holder, ipc_seeker, &f_ipc, first, sizeof(first));
+	CHECK(strncmp(first, "ready", 5) == 0, "exec 30 holds shm and two listeners (%s)", first);
+	CHECK(out && strcmp(out, "0 ENOENT ECONNREFUSED ECONNREFUSED\n") == 0,
 	      "a running exec's shm, abstract socket and loopback listener are out of another "
 	      "exec's reach (got %s)",
 	      out);
-	send_signal(&h, 30, SIGKILL);
-	e = wait_ended(&h, 10000, &ev);
-	close(f_ipc);
+	stop_exec(&h, 30, f_ipc);
 	fd = exec_py(&h, 32, ipc_seeker);
 	e = wait_ended(&h, 10000, &ev);
 	out = read_all(fd);
@@ -384,17 +404,13 @@ int main(void)
 
 	/* Terminals are not shared either: each exec has its own devpts, so
 	 * another exec neither lists nor opens this one's pty. */
-	int f_pty = exec_py(&h, 40, pty_holder);
-	out = read_some(f_pty, 10000);
-	CHECK(strncmp(out, "ready /dev/pts/0", 16) == 0, "exec 40 has a pty of its own (%s)", out);
-	fd = exec_py(&h, 41, pty_seeker);
-	e = wait_ended(&h, 10000, &ev);
-	out = read_all(fd);
-	CHECK(e && e->exec_id == 41 && strcmp(out, "0 ENOENT\n") == 0,
+	int f_pty;
+	out = seek_while_held(&h, 40, pty_holder, pty_seeker, &f_pty, first, sizeof(first));
+	CHECK(strncmp(first, "ready /dev/pts/0", 16) == 0, "exec 40 has a pty of its own (%s)",
+	      first);
+	CHECK(out && strcmp(out, "0 ENOENT\n") == 0,
 	      "another exec cannot see, read or type into exec 40's pty (got %s)", out);
-	send_signal(&h, 40, SIGKILL);
-	e = wait_ended(&h, 10000, &ev);
-	close(f_pty);
+	stop_exec(&h, 40, f_pty);
 
 	/* A duplicate exec id is refused, not run. */
 	fd = exec_sh(&h, 8, "sleep 992");
