@@ -304,15 +304,23 @@ int sbx_cgroup_set_limits(const struct sbx_cgroup *cg, const Sbx__V1__Limits *l,
 	return 0;
 }
 
-int sbx_cgroup_set_memory(const struct sbx_cgroup *cg, uint64_t bytes, struct sbx_err *err)
+int sbx_cgroup_set_run_limits(const struct sbx_cgroup *cg, uint64_t bytes, uint64_t socket_bytes,
+			      struct sbx_err *err)
 {
 	char val[32];
 	snprintf(val, sizeof(val), "%llu", (unsigned long long)bytes);
 	if (cg->mode == SBX_CG_V2)
 		return sbx_write_at(cg->fd[0], "memory.max", val, err);
-	if (cg->mode == SBX_CG_V1)
-		return sbx_write_at(cg->fd[SBX_CG_MEMORY], "memory.limit_in_bytes", val, err);
-	return 0;
+	if (cg->mode != SBX_CG_V1)
+		return 0;
+	if (sbx_write_at(cg->fd[SBX_CG_MEMORY], "memory.limit_in_bytes", val, err) < 0)
+		return -1;
+	/* v1 charges an exec's socket buffers to its leaf's tcp counter and
+	 * on up through the run's (hierarchically), but a counter without a
+	 * limit bounds nothing: without this, N concurrent execs held N x
+	 * memory_mb of host kernel memory between them. */
+	snprintf(val, sizeof(val), "%llu", (unsigned long long)socket_bytes);
+	return sbx_write_at(cg->fd[SBX_CG_MEMORY], SBX_CG_V1_TCP_LIMIT, val, err);
 }
 
 int sbx_cgroup_add_pid(const struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err)
@@ -334,22 +342,41 @@ static uint64_t keyed_value(const char *text, const char *key)
 	return 0;
 }
 
-void sbx_cgroup_usage(const struct sbx_cgroup *cg, uint64_t *peak_bytes, uint64_t *oom_kills)
+static uint64_t number_at(int dirfd, const char *file)
+{
+	char buf[64];
+	return read_at(dirfd, file, buf, sizeof(buf)) == 0 ? strtoull(buf, NULL, 10) : 0;
+}
+
+/* How far below its limit a v1 cgroup's peak may stay when the limit
+ * refused a charge: the charge that failed (up to a 2 MiB huge page) never
+ * made it into the peak. */
+#define V1_NEAR_LIMIT (2ULL << 20)
+
+void sbx_cgroup_usage(const struct sbx_cgroup *cg, struct sbx_cg_usage *u)
 {
 	char buf[4096];
-	*peak_bytes = 0;
-	*oom_kills = 0;
+	*u = (struct sbx_cg_usage){0};
 	if (cg->mode == SBX_CG_V2) {
-		if (read_at(cg->fd[0], "memory.peak", buf, sizeof(buf)) == 0)
-			*peak_bytes = strtoull(buf, NULL, 10);
-		if (read_at(cg->fd[0], "memory.events", buf, sizeof(buf)) == 0)
-			*oom_kills = keyed_value(buf, "oom_kill");
+		u->peak_bytes = number_at(cg->fd[0], "memory.peak");
+		if (read_at(cg->fd[0], "memory.events", buf, sizeof(buf)) == 0) {
+			u->oom_kills = keyed_value(buf, "oom_kill");
+			/* Counted in the cgroup whose memory.max was hit, not
+			 * in the one the OOM killer then picked from. */
+			u->reached_limit = keyed_value(buf, "max") > 0;
+		}
 	} else if (cg->mode == SBX_CG_V1) {
-		if (read_at(cg->fd[SBX_CG_MEMORY], "memory.max_usage_in_bytes", buf, sizeof(buf)) ==
-		    0)
-			*peak_bytes = strtoull(buf, NULL, 10);
-		if (read_at(cg->fd[SBX_CG_MEMORY], "memory.oom_control", buf, sizeof(buf)) == 0)
-			*oom_kills = keyed_value(buf, "oom_kill");
+		int fd = cg->fd[SBX_CG_MEMORY];
+		u->peak_bytes = number_at(fd, "memory.max_usage_in_bytes");
+		if (read_at(fd, "memory.oom_control", buf, sizeof(buf)) == 0)
+			u->oom_kills = keyed_value(buf, "oom_kill");
+		/* v1 counts no failed charge of memory+swap (memory.memsw.failcnt
+		 * stays 0 on 6.x, and that limit, equal to memory's, is the one
+		 * hit first): the peaks say whether this cgroup got to its own. */
+		uint64_t limit = number_at(fd, "memory.limit_in_bytes");
+		uint64_t memsw = number_at(fd, "memory.memsw.max_usage_in_bytes");
+		uint64_t peak = memsw > u->peak_bytes ? memsw : u->peak_bytes;
+		u->reached_limit = limit > 0 && peak + V1_NEAR_LIMIT >= limit;
 	}
 }
 

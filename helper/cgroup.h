@@ -23,7 +23,8 @@ enum sbx_cg_mode {
 
 enum { SBX_CG_MEMORY, SBX_CG_PIDS, SBX_CG_CPU, SBX_CG_NCTRL };
 
-/* cgroup v1's limit on TCP socket buffers, set to memory_mb per exec. */
+/* cgroup v1's limit on TCP socket buffers: memory_mb per exec, and
+ * memory_mb for all of a run's execs together. */
 #define SBX_CG_V1_TCP_LIMIT "memory.kmem.tcp.limit_in_bytes"
 
 struct sbx_cgroup {
@@ -51,12 +52,19 @@ int sbx_cgroup_create(const struct sbx_cgroup *parent, const char *name, bool co
 /* memory (swap off), pids and CPU quota from the policy. */
 int sbx_cgroup_set_limits(const struct sbx_cgroup *cg, const Sbx__V1__Limits *limits,
 			  struct sbx_err *err);
-/* Only the memory limit (the run's cgroup: what ended execs left in tmpfs). */
-int sbx_cgroup_set_memory(const struct sbx_cgroup *cg, uint64_t bytes, struct sbx_err *err);
+/* The run's cgroup: its memory limit (what its execs hold together, and
+ * what ended execs left in tmpfs), and on v1 its socket buffer limit. */
+int sbx_cgroup_set_run_limits(const struct sbx_cgroup *cg, uint64_t bytes, uint64_t socket_bytes,
+			      struct sbx_err *err);
 /* Moves pid (0: the caller) into cg. */
 int sbx_cgroup_add_pid(const struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err);
-/* Peak memory and the number of OOM kills so far; 0 when unknown. */
-void sbx_cgroup_usage(const struct sbx_cgroup *cg, uint64_t *peak_bytes, uint64_t *oom_kills);
+/* What a cgroup's memory did; each 0 when unknown. */
+struct sbx_cg_usage {
+	uint64_t peak_bytes;
+	uint64_t oom_kills; /* processes of it the OOM killer killed */
+	bool reached_limit; /* its own limit (not an ancestor's) refused memory */
+};
+void sbx_cgroup_usage(const struct sbx_cgroup *cg, struct sbx_cg_usage *usage);
 /* SIGKILLs every process in cg until it is empty (cgroup.kill on v2). */
 void sbx_cgroup_kill(const struct sbx_cgroup *cg);
 /* Removes child `name` of parent, retrying while the kernel finishes

@@ -94,27 +94,34 @@ static void check_seccomp(struct item *it)
 	it->fix = it->ok ? NULL : "a kernel with CONFIG_SECCOMP_FILTER";
 }
 
-/* What bounds an exec's TCP and UDP buffers (socket_memory). */
-static void check_sockets(struct item *it, const struct sbx_cgroup *root, const char **bound)
+/* What bounds TCP and UDP buffers (socket_memory): an exec's memory and
+ * sockets together, and a run's (all its execs, and their files). */
+struct sock_bounds {
+	const char *exec;
+	const char *run;
+};
+
+static void check_sockets(struct item *it, const struct sbx_cgroup *root, struct sock_bounds *b)
 {
 	if (root->mode == SBX_CG_V2) {
-		*bound = "memory_mb";
+		*b = (struct sock_bounds){"memory_mb", "memory_mb + out_mb + 2 x tmp_mb"};
 		it->ok = true;
 		snprintf(it->detail, sizeof(it->detail),
 			 "cgroup v2 charges socket buffers to the exec's memory.max: an exec "
-			 "holds at most memory_mb in all");
+			 "holds at most memory_mb in all, a run memory_mb + out_mb + 2 x tmp_mb");
 	} else if (root->mode == SBX_CG_V1 &&
 		   sbx_cgroup_has_file(root, SBX_CG_MEMORY, SBX_CG_V1_TCP_LIMIT)) {
-		*bound = "2 x memory_mb";
+		*b = (struct sock_bounds){"2 x memory_mb", "2 x memory_mb + out_mb + 2 x tmp_mb"};
 		it->ok = true;
 		snprintf(
 		    it->detail, sizeof(it->detail),
-		    "cgroup v1: TCP and UDP buffers are charged to the exec's " SBX_CG_V1_TCP_LIMIT
-		    " (set to memory_mb), a counter apart from "
-		    "memory.limit_in_bytes: an exec holds at most memory_mb of socket "
-		    "buffers on top of memory_mb");
+		    "cgroup v1: TCP and UDP buffers are charged to " SBX_CG_V1_TCP_LIMIT
+		    ", a counter apart from memory.limit_in_bytes, set to memory_mb for each "
+		    "exec and for the run: an exec holds at most memory_mb of socket buffers on "
+		    "top of memory_mb, all of a run's execs together memory_mb on top of the "
+		    "run's memory_mb + out_mb + 2 x tmp_mb");
 	} else {
-		*bound = "none";
+		*b = (struct sock_bounds){"none", "none"};
 		it->ok = false;
 		snprintf(it->detail, sizeof(it->detail),
 			 "no cgroup charges socket buffers here: execs would be refused (cgroup "
@@ -124,7 +131,7 @@ static void check_sockets(struct item *it, const struct sbx_cgroup *root, const 
 	}
 }
 
-static void check_cgroup(struct item *it, struct item *sockets, const char **sock_bound,
+static void check_cgroup(struct item *it, struct item *sockets, struct sock_bounds *sock_bound,
 			 const char *rel, char *mode, size_t mode_size, bool *has_kill)
 {
 	struct sbx_cgroup root;
@@ -195,7 +202,7 @@ int sbx_check_main(const char *cgroup_root, bool json)
 	    {.name = "pidfd", .required = false},	 {.name = "cgroup.kill", .required = false},
 	    {.name = "socket_memory", .required = true},
 	};
-	const char *sock_bound = "none";
+	struct sock_bounds sock_bound = {"none", "none"};
 	char mode[8];
 	bool has_kill;
 	check_userns(&items[0]);
@@ -223,7 +230,8 @@ int sbx_check_main(const char *cgroup_root, bool json)
 		json_t *doc = json_object();
 		json_object_set_new(doc, "ok", json_boolean(all));
 		json_object_set_new(doc, "cgroup_mode", json_string(mode));
-		json_object_set_new(doc, "socket_memory_bound", json_string(sock_bound));
+		json_object_set_new(doc, "socket_memory_bound", json_string(sock_bound.exec));
+		json_object_set_new(doc, "socket_memory_run_bound", json_string(sock_bound.run));
 		json_object_set_new(doc, "legacy_tiocsti",
 				    json_string(tiocsti[0] ? tiocsti : "absent"));
 		for (size_t i = 0; i < SBX_ARRAY_SIZE(items); i++)

@@ -189,6 +189,11 @@ static void exec_init(const struct sbx_exec_spec *s)
 	if (sbx_netns_setup(s->sysctl_dir, &err) < 0)
 		setup_failed(rfd, &err);
 	close(s->sysctl_dir);
+	/* The exec's own terminals, over the sandbox's: with one devpts
+	 * shared, another exec could open this one's /dev/pts/N (same uid),
+	 * read what is typed into it and type into it. */
+	if (sbx_rootfs_private_pts(&err) < 0)
+		setup_failed(rfd, &err);
 	/* Its job done, the cgroup is no business of the command's. */
 	for (int i = 0; i < SBX_CG_NCTRL; i++)
 		if (s->cgroup->fd[i] >= 0)
@@ -217,6 +222,11 @@ static void exec_init(const struct sbx_exec_spec *s)
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 
+	struct sbx_exec_report starting = {.kind = SBX_EXEC_STARTING};
+	if (write(rfd, &starting, sizeof(starting)) != (ssize_t)sizeof(starting)) {
+		sbx_fail_errno(&err, "report pipe");
+		setup_failed(rfd, &err);
+	}
 	pid_t cmd = fork();
 	if (cmd < 0) {
 		sbx_fail_errno(&err, "fork");

@@ -5,8 +5,10 @@
  * joins the exec's cgroup, gives up every privilege, loads the seccomp
  * filter, then forks the command and reaps. When the command ends, exec init reports and
  * exits, and the kernel kills whatever the command left behind: files in
- * /out, /tmp and /dev/shm are shared between a run's execs; processes,
- * sockets (loopback, abstract unix names) and SysV IPC never are. */
+ * /out, /tmp and /dev/shm are shared between a run's execs (so are unix
+ * sockets bound to a path there: they are files); processes, loopback and
+ * abstract unix sockets, SysV IPC and terminals (a devpts instance per exec)
+ * never are. */
 #ifndef SBX_EXEC_H
 #define SBX_EXEC_H
 
@@ -40,6 +42,10 @@ enum sbx_exec_report_kind {
 	SBX_EXEC_RAN = 1,
 	SBX_EXEC_NOT_STARTED, /* execve failed: 126/127 */
 	SBX_EXEC_SETUP_FAILED,
+	/* Written just before the command is forked, ahead of the report: an
+	 * exec init that dies after it without a report died while the
+	 * command could act, which is not a setup failure. */
+	SBX_EXEC_STARTING,
 };
 
 struct sbx_exec_spec {

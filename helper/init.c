@@ -18,6 +18,11 @@
 #define MAX_EXECS 64
 #define MAX_ARGV  4096
 
+/* How an OOM that the run's shared limit caused is told apart. */
+#define SBX_RUN_OOM_MESSAGE                                                                        \
+	"out of memory (the run's memory, memory_mb + out_mb + 2 x tmp_mb, shared by the "         \
+	"execs running at once; not this exec's own memory_mb)"
+
 struct exec_slot {
 	bool used;
 	uint64_t id;
@@ -190,45 +195,98 @@ fail:
 	send_setup_failed(st, req->exec_id, err.msg);
 }
 
+/* What exec init wrote: at most a STARTING marker and the final report. */
+static bool read_report(int fd, struct sbx_exec_report *r, bool *started)
+{
+	struct sbx_exec_report next;
+	bool have_report = false;
+	*started = false;
+	while (read(fd, &next, sizeof(next)) == (ssize_t)sizeof(next)) {
+		if (next.kind == SBX_EXEC_STARTING) {
+			*started = true;
+			continue;
+		}
+		*r = next;
+		have_report = true;
+	}
+	return have_report;
+}
+
+/* An OOM kill makes the exec end as "oom", exit status 137 (the OOM
+ * killer's SIGKILL), whatever the command did afterwards: on v1 the killer
+ * may pick one of the command's children and the command exit 0, and a
+ * caller reading 0 would take a half-done job for a success. */
+static void end_as_oom(Sbx__V1__ExecEnded *e, const struct sbx_cg_usage *u, bool have_report,
+		       int status, char *msg, size_t size)
+{
+	e->reason = SBX__V1__EXEC_ENDED__REASON__OOM;
+	e->signal = SIGKILL;
+	e->exit_code = 128 + SIGKILL;
+	/* The run's limit, not this exec's own, refused the memory: execs
+	 * running at once share it, and the OOM killer picked from this one
+	 * although another may hold more (tmpfs files, SysV segments). */
+	bool run_wide = !u->reached_limit;
+	size_t len = 0;
+	if (run_wide)
+		len = (size_t)snprintf(msg, size, "%s", SBX_RUN_OOM_MESSAGE);
+	if (have_report && WIFEXITED(status) && len < size)
+		snprintf(msg + len, size - len,
+			 "%sa process of this exec was killed by the OOM killer; the command "
+			 "itself exited %d",
+			 run_wide ? "; " : "", WEXITSTATUS(status));
+	e->message = msg[0] ? msg : NULL;
+}
+
 static void finish_exec(struct init_state *st, struct exec_slot *slot, int init_status)
 {
 	struct sbx_exec_report r = {0};
-	ssize_t n = read(slot->report_fd, &r, sizeof(r));
-	bool have_report = n == (ssize_t)sizeof(r);
+	bool started;
+	bool have_report = read_report(slot->report_fd, &r, &started);
 	close(slot->report_fd);
 
-	uint64_t peak = 0, ooms = 0;
-	sbx_cgroup_usage(&slot->cg, &peak, &ooms);
+	struct sbx_cg_usage u;
+	sbx_cgroup_usage(&slot->cg, &u);
 	sbx_cgroup_close(&slot->cg);
 	if (st->ctx->run->mode != SBX_CG_NONE)
 		sbx_cgroup_remove(st->ctx->run, slot->cg_name, &(struct sbx_err){0});
 
 	Sbx__V1__ExecEnded e = SBX__V1__EXEC_ENDED__INIT;
+	char msg[sizeof(r.msg) + 256] = "";
 	e.exec_id = slot->id;
 	e.wall_ms = (uint64_t)(sbx_mono_ms() - slot->start_ms);
 	e.cpu_ms = have_report ? r.cpu_ms : 0;
-	e.peak_memory_bytes = peak ? peak : (have_report ? r.maxrss_kb * 1024 : 0);
+	e.peak_memory_bytes = u.peak_bytes ? u.peak_bytes : (have_report ? r.maxrss_kb * 1024 : 0);
 	int status = r.status;
 	if (slot->forced) {
 		e.reason = slot->forced;
 		e.signal = SIGKILL;
 		e.exit_code =
 		    slot->forced == SBX__V1__EXEC_ENDED__REASON__TIMEOUT ? 124 : 128 + SIGKILL;
-	} else if (ooms > 0) {
-		/* The limit was hit inside this exec: whatever the command did
-		 * afterwards, "oom" is the truthful reason. Looked at before the
-		 * report, which is missing when the OOM killer picked exec init
-		 * itself (the command's memory was socket buffers, or files in
-		 * /tmp and /out, which tmpfs charges to the exec). */
-		e.reason = SBX__V1__EXEC_ENDED__REASON__OOM;
-		bool sig = !have_report || WIFSIGNALED(status);
-		e.signal = !have_report ? SIGKILL : sig ? WTERMSIG(status) : 0;
-		e.exit_code = sig ? 128 + e.signal : WEXITSTATUS(status);
+	} else if (u.oom_kills > 0) {
+		/* Looked at before the report, which is missing when the OOM
+		 * killer picked exec init itself (the command's memory was
+		 * socket buffers, or files in /tmp and /out, which tmpfs
+		 * charges to the exec). */
+		end_as_oom(&e, &u, have_report && r.kind == SBX_EXEC_RAN, status, msg, sizeof(msg));
+	} else if (!have_report && started && WIFSIGNALED(init_status)) {
+		/* Exec init died while the command ran, and not of anything
+		 * sbx did (no deadline, no kill, no OOM): the command had the
+		 * means to cause it, or the host did. Not setup_failed, which
+		 * says nothing ran and invites a retry. */
+		e.reason = SBX__V1__EXEC_ENDED__REASON__SIGNALED;
+		e.signal = WTERMSIG(init_status);
+		e.exit_code = 128 + e.signal;
+		snprintf(msg, sizeof(msg),
+			 "exec init was killed by signal %d while the command ran; the command's "
+			 "own status is unknown",
+			 e.signal);
+		e.message = msg;
 	} else if (!have_report) {
 		e.reason = SBX__V1__EXEC_ENDED__REASON__SETUP_FAILED;
 		e.exit_code = 125;
-		e.message = WIFSIGNALED(init_status) ? "exec init was killed"
-						     : "exec init ended without a report";
+		e.message = WIFSIGNALED(init_status)
+				? "exec init was killed before the command started"
+				: "exec init ended without a report";
 	} else if (r.kind == SBX_EXEC_SETUP_FAILED) {
 		e.reason = SBX__V1__EXEC_ENDED__REASON__SETUP_FAILED;
 		e.exit_code = 125;

@@ -239,7 +239,7 @@ int sbx_oneshot_run(const struct sbx_helper_opts *o, SbxPolicy *policy)
 	int status = EXIT_SETUP;
 	int interrupted = 0;
 	int64_t started = sbx_mono_ms();
-	struct ctl_event ready = {.out_fd = -1}, ended;
+	struct ctl_event ready = {.out_fd = -1}, ended = {0};
 	bool exec_ended = false;
 	struct sbx_sandbox sb = {.pid = -1};
 	bool have_sandbox = false;
@@ -325,6 +325,11 @@ int sbx_oneshot_run(const struct sbx_helper_opts *o, SbxPolicy *policy)
 	}
 	if (ended.end == CTL_END_EXITED && ended.message[0] && (status == 126 || status == 127))
 		fprintf(stderr, "sbx-helper: %s: %s\n", o->argv[0], ended.message);
+	/* What an oom, or an exec init killed under the command, adds. */
+	if ((ended.end == CTL_END_OOM || ended.end == CTL_END_SIGNALED) && ended.message[0]) {
+		res.message = ended.message;
+		fprintf(stderr, "sbx-helper: %s\n", ended.message);
+	}
 	if (o->out_dir && ready.out_fd >= 0) {
 		struct sbx_tree_stats st = {0};
 		/* /out holds at most out_mb; a copy that comes to more is made of
@@ -343,7 +348,8 @@ int sbx_oneshot_run(const struct sbx_helper_opts *o, SbxPolicy *policy)
 out:
 	if (err.msg[0] && !interrupted)
 		fprintf(stderr, "sbx-helper: %s\n", err.msg);
-	res.message = (status == EXIT_SETUP && err.msg[0]) ? err.msg : NULL;
+	if (status == EXIT_SETUP && err.msg[0])
+		res.message = err.msg;
 	/* Best effort: pid 1 also ends when our end of the socket closes. */
 	if (ctl[0] >= 0)
 		ctl_send_destroy(ctl[0], &(struct sbx_err){0});

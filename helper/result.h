@@ -16,7 +16,7 @@ struct sbx_result {
 	uint64_t peak_memory_bytes;
 	uint64_t stdout_bytes;
 	uint64_t stderr_bytes;
-	const char *message; /* setup_failed: why */
+	const char *message; /* setup_failed: why; oom, signaled: what sbx adds */
 	const char *cgroup;  /* v2, v1, none */
 	bool seccomp;
 	bool userns;

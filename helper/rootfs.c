@@ -225,6 +225,25 @@ static uint64_t inode_limit(uint64_t mb)
 	return mb * 64 + 1024;
 }
 
+/* A new devpts instance on dev_fd/pts; /dev/ptmx is a link to its ptmx. */
+static int mount_pts(int dev_fd, struct sbx_err *err)
+{
+	static const char *const pts_opts[] = {"newinstance", NULL,   "ptmxmode", "0666",
+					       "mode",	      "0620", NULL};
+	return mount_new("devpts", pts_opts, dev_fd, "pts", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC,
+			 err);
+}
+
+int sbx_rootfs_private_pts(struct sbx_err *err)
+{
+	_cleanup_close_ int dev = open("/dev", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dev < 0)
+		return sbx_fail_errno(err, "open /dev");
+	if (mount_pts(dev, err) < 0)
+		return sbx_err_prefix(err, "the exec's terminals");
+	return 0;
+}
+
 static int populate_dev(int root_fd, uint64_t shm_mb, struct sbx_err *err)
 {
 	static const char *const dev_opts[] = {"mode", "0755", "size", "64k", NULL};
@@ -247,12 +266,9 @@ static int populate_dev(int root_fd, uint64_t shm_mb, struct sbx_err *err)
 			return -1;
 	}
 	/* A private devpts: the sandbox's terminals are its own, and none of
-	 * the host's is reachable (no TIOCSTI into a host shell). */
-	static const char *const pts_opts[] = {"newinstance", NULL,   "ptmxmode", "0666",
-					       "mode",	      "0620", NULL};
-	if (mkdir_at(dev, "pts", 0755, err) < 0 ||
-	    mount_new("devpts", pts_opts, dev, "pts", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, err) <
-		0)
+	 * the host's is reachable (no TIOCSTI into a host shell). Each exec
+	 * covers it with one of its own (sbx_rootfs_private_pts). */
+	if (mkdir_at(dev, "pts", 0755, err) < 0 || mount_pts(dev, err) < 0)
 		return -1;
 	char shm_size[32], shm_inodes[32];
 	snprintf(shm_size, sizeof(shm_size), "%llum", (unsigned long long)shm_mb);
@@ -329,7 +345,9 @@ static int mount_proc_at(const char *base, const char *null, int *sysctl_dir, st
 	/* Host-wide views a sandbox has no business reading read as empty:
 	 * kernel memory and symbols, keyrings, timers of every process, and
 	 * what identifies the host or its disks (its boot command line and
-	 * boot id, kernel config, modules, disks, partitions, swap devices).
+	 * boot id, kernel config, modules, disks, partitions, swap devices,
+	 * per-filesystem statistics in fs/ that name the host's disks, PCI
+	 * configuration space in bus/).
 	 * SBX_PROC_MASKED is the list, shared with the test that checks it. */
 	static const char *const hide_files[] = {SBX_PROC_MASKED_FILES};
 	char path[64];
@@ -361,7 +379,9 @@ static int mount_proc_at(const char *base, const char *null, int *sysctl_dir, st
 	*sysctl_dir = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (*sysctl_dir < 0)
 		return sbx_fail_errno(err, "open /proc/sys");
-	static const char *const ro_dirs[] = {"sys", "irq", "bus", "fs"};
+	/* pressure: host-wide, and writable for PSI triggers (kernel timers
+	 * and work per trigger): read-only, like the load averages. */
+	static const char *const ro_dirs[] = {"sys", "irq", "pressure"};
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(ro_dirs); i++) {
 		snprintf(path, sizeof(path), "%s/%s", base, ro_dirs[i]);
 		if (mount(path, path, NULL, MS_BIND | MS_REC, NULL) < 0) {

@@ -18,7 +18,7 @@
 	"kcore", "keys", "key-users", "timer_list", "sched_debug", "latency_stats", "kallsyms",    \
 	    "kmsg", "sysrq-trigger", "cmdline", "config.gz", "diskstats", "partitions", "swaps",   \
 	    "modules", "vmallocinfo", "sys/kernel/random/boot_id"
-#define SBX_PROC_MASKED_DIRS "acpi", "scsi", "asound", "driver"
+#define SBX_PROC_MASKED_DIRS "acpi", "scsi", "asound", "driver", "fs", "bus"
 
 /* Run in a fresh mount namespace before anything was mounted in it: opens
  * every source (image, --data, host files the image needs), builds the tree
@@ -28,5 +28,9 @@
  * that covers it, for exec init's per-namespace sysctls (netns.h). */
 int sbx_rootfs_build(const SbxPolicy *policy, const char *data_dir, bool data_no_symlinks,
 		     int *sysctl_dir, struct sbx_err *err);
+
+/* In an exec's own mount namespace, while it holds its capabilities there:
+ * covers the sandbox's /dev/pts with a devpts instance of the exec's own. */
+int sbx_rootfs_private_pts(struct sbx_err *err);
 
 #endif

@@ -142,10 +142,12 @@ static int make_run_cgroup(const struct sbx_sandbox_opts *o, struct sbx_sandbox 
 	/* Each exec is limited in its own leaf, but the files execs leave in
 	 * /tmp, /dev/shm and /out stay charged to the run after their leaves
 	 * are gone: the run as a whole gets a bound that fits one exec plus
-	 * full tmpfs mounts. */
+	 * full tmpfs mounts, shared by execs that run at once (an OOM that
+	 * this bound causes is reported as such, init.c). Socket buffers of
+	 * all execs together (v1's separate counter): one exec's worth. */
 	const Sbx__V1__Limits *l = o->policy->limits;
 	uint64_t run_mb = l->memory_mb + l->out_mb + 2 * l->tmp_mb;
-	if (sbx_cgroup_set_memory(&sb->run, run_mb << 20, err) < 0)
+	if (sbx_cgroup_set_run_limits(&sb->run, run_mb << 20, l->memory_mb << 20, err) < 0)
 		return sbx_err_prefix(err, "cgroup %s", sb->run.path);
 	return 0;
 }

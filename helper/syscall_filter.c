@@ -21,6 +21,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <linux/ioprio.h>
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <seccomp.h>
@@ -28,6 +29,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -137,7 +139,21 @@ const char *const sbx_seccomp_denied[] = {
 };
 
 const char *const sbx_seccomp_conditional[] = {
-    "clone", "unshare", "clone3", "ioctl", "socket", "socketpair", "personality", NULL,
+    "clone",
+    "unshare",
+    "clone3",
+    "ioctl",
+    "socket",
+    "socketpair",
+    "personality",
+    "prlimit64",
+    "sched_setaffinity",
+    "sched_setscheduler",
+    "sched_setparam",
+    "sched_setattr",
+    "setpriority",
+    "ioprio_set",
+    NULL,
 };
 
 /* Syscalls newer than the libseccomp this was written against (2.5.4), with
@@ -216,6 +232,49 @@ static int add_family_rules(scmp_filter_ctx ctx, const char *name, struct sbx_er
 	}
 	struct scmp_arg_cmp above = SCMP_A0(SCMP_CMP_GT, AF_INET6, 0);
 	return add_rule(ctx, action, name, 1, &above, err);
+}
+
+/* Another process's limits and scheduling. The kernel lets a process change
+ * them for any process of the same uid it can see, and in an exec the
+ * command sees one such process that is not its own: exec init, pid 1 of
+ * the exec's pid namespace, whose end is what reports the command's. A
+ * command that lowered exec init's RLIMIT_CPU and made it busy (forwarded
+ * signals) had the kernel kill it, and its exec end was forged as sbx's own
+ * failure; scheduling and I/O priority would starve it.
+ *   prlimit64: only on the caller itself (pid 0, what glibc's
+ *   getrlimit/setrlimit and python's resource module send); a 64-bit
+ *   compare, so any bit set is refused, including values the kernel would
+ *   read as 0 (refusing those costs nothing).
+ *   sched_set*, setpriority, ioprio_set: not on pid 1, which is exec init in
+ *   every exec (a thread's own tid, what pthread_setaffinity_np and
+ *   pthread_setschedparam send, stays allowed); setpriority and ioprio_set
+ *   also not "every process of a user", which includes exec init. The kernel
+ *   reads these arguments as 32-bit ints: only the low 32 bits are compared. */
+static int add_other_process_rules(scmp_filter_ctx ctx, struct sbx_err *err)
+{
+	const uint32_t deny = SCMP_ACT_ERRNO(EPERM);
+	struct scmp_arg_cmp not_self = SCMP_A0(SCMP_CMP_NE, 0, 0);
+	if (add_rule(ctx, deny, "prlimit64", 1, &not_self, err) < 0)
+		return -1;
+	static const char *const sched[] = {"sched_setaffinity", "sched_setscheduler",
+					    "sched_setparam", "sched_setattr"};
+	struct scmp_arg_cmp pid1 = SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, 1);
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(sched); i++)
+		if (add_rule(ctx, deny, sched[i], 1, &pid1, err) < 0)
+			return -1;
+	static const struct {
+		const char *name;
+		uint64_t by_user;
+	} prio[] = {{"setpriority", PRIO_USER}, {"ioprio_set", IOPRIO_WHO_USER}};
+	struct scmp_arg_cmp who1 = SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, 1);
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(prio); i++) {
+		struct scmp_arg_cmp user =
+		    SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, prio[i].by_user);
+		if (add_rule(ctx, deny, prio[i].name, 1, &who1, err) < 0 ||
+		    add_rule(ctx, deny, prio[i].name, 1, &user, err) < 0)
+			return -1;
+	}
+	return 0;
 }
 
 static scmp_filter_ctx build(struct sbx_err *err)
@@ -317,6 +376,9 @@ static scmp_filter_ctx build(struct sbx_err *err)
 		if (add_rule(ctx, SCMP_ACT_ERRNO(EPERM), "personality", 1, &cmp, err) < 0)
 			return NULL;
 	}
+
+	if (add_other_process_rules(ctx, err) < 0)
+		return NULL;
 
 	return sbx_steal_ptr(ctx);
 }

@@ -37,7 +37,9 @@ extern const char *const sbx_seccomp_denied[];
  * set), clone3 (always ENOSYS, so libc falls back to clone), ioctl (TIOCSTI,
  * TIOCLINUX: EPERM), socket and socketpair (families other than AF_UNIX,
  * AF_INET, AF_INET6: EAFNOSUPPORT), personality (anything but 0 and
- * 0xffffffff: EPERM). */
+ * 0xffffffff: EPERM), prlimit64 (any pid but 0: EPERM), sched_setaffinity,
+ * sched_setscheduler, sched_setparam, sched_setattr (pid 1, exec init: EPERM),
+ * setpriority and ioprio_set (pid 1, or every process of a user: EPERM). */
 extern const char *const sbx_seccomp_conditional[];
 
 #endif

@@ -1,11 +1,14 @@
 """Invariants 1-3, attacked from inside: host files, the network, credentials."""
+import json
 import os
+import signal
 import socket
 import subprocess
 import tempfile
 import threading
+import time
 
-from sbxtest import PYTHON, SandboxTest, policy, read_text, run_tests
+from sbxtest import PYTHON, SandboxTest, policy, procs_with, read_text, run_tests
 
 SECRET = "sbx-secret-7f3a9c-do-not-leak"
 
@@ -143,7 +146,9 @@ class FileSystem(SandboxTest):
         files = ["cmdline", "config.gz", "diskstats", "partitions", "swaps", "modules",
                  "vmallocinfo", "sys/kernel/random/boot_id", "kallsyms", "kcore", "keys",
                  "timer_list", "sched_debug", "sysrq-trigger", "kmsg"]
-        dirs = ["acpi", "scsi", "asound", "driver"]
+        # fs/ names the host's disks (ext4/<disk>/mb_groups), bus/ holds
+        # PCI configuration space.
+        dirs = ["acpi", "scsi", "asound", "driver", "fs", "bus"]
         code = ("import ctypes, errno, os, sys\n"
                 "libc = ctypes.CDLL(None, use_errno=True)\n"
                 "def err(rc): return 'OK' if rc == 0 else errno.errorcode[ctypes.get_errno()]\n"
@@ -169,6 +174,19 @@ class FileSystem(SandboxTest):
             self.assertEqual(len(f.read().strip()), 36)
         self.assertNotEqual(lines["cmdline"], "absent")
         self.assertNotEqual(lines["sys/kernel/random/boot_id"], "absent")
+        self.assertNotEqual(lines["fs"], "absent")
+        self.assertGreater(len(os.listdir("/proc/fs")), 0)
+
+    def test_proc_pressure_is_read_only(self):
+        # Host-wide, and its files take PSI triggers (kernel work per
+        # trigger) from anyone who can open them for writing.
+        if not os.path.exists("/proc/pressure/cpu"):
+            self.skipTest("no PSI on this kernel")
+        r = self.py("import errno\n"
+                    "try:\n    open('/proc/pressure/cpu', 'w'); print('WRITABLE')\n"
+                    "except OSError as e: print(errno.errorcode[e.errno])\n"
+                    "print(len(open('/proc/pressure/cpu').read()) > 0)\n")
+        self.assertEqual(r.stdout.split(), ["EROFS", "True"], r)
 
     def test_host_processes_are_invisible_and_unsignalable(self):
         me = os.getpid()
@@ -303,6 +321,117 @@ class Credentials(SandboxTest):
         self.assertEqual(p.returncode, 0, p)
         # 0-2 and the fd ls opened for the directory listing.
         self.assertEqual(sorted(int(x) for x in p.stdout.split()), [0, 1, 2, 3], p)
+
+
+# From inside an exec, at exec init (pid 1 of the exec's pid namespace, same
+# uid as the command): lower its RLIMIT_CPU, starve it, signal it. Each call
+# prints its errno name; then the script floods exec init with forwarded
+# signals for FLOOD seconds, which with a 1 s RLIMIT_CPU had the kernel kill
+# it (the exec then ended as sbx's own failure, setup_failed/125).
+EXEC_INIT_ATTACK = r"""
+import ctypes, errno, os, platform, resource, signal, sys, threading, time
+libc = ctypes.CDLL(None, use_errno=True)
+NR_PRLIMIT64 = {"x86_64": 302, "aarch64": 261}[platform.machine()]
+NR_IOPRIO_SET = {"x86_64": 251, "aarch64": 30}[platform.machine()]
+class RL(ctypes.Structure):
+    _fields_ = [("cur", ctypes.c_uint64), ("max", ctypes.c_uint64)]
+def raw(nr, *args):
+    args = [ctypes.c_long(a) if isinstance(a, int) else a for a in args]
+    r = libc.syscall(ctypes.c_long(nr), *args)
+    return "OK" if r >= 0 else errno.errorcode[ctypes.get_errno()]
+def call(f):
+    try:
+        f(); return "OK"
+    except OSError as e:
+        return errno.errorcode[e.errno]
+one = RL(1, 1)
+print("prlimit-init", raw(NR_PRLIMIT64, 1, resource.RLIMIT_CPU, ctypes.byref(one), None))
+# The kernel reads the pid as 32 bits: 1 << 32 | 1 is pid 1 too.
+print("prlimit-init-highbits", raw(NR_PRLIMIT64, (1 << 32) | 1, resource.RLIMIT_CPU, ctypes.byref(one), None))
+print("prlimit-python", call(lambda: resource.prlimit(1, resource.RLIMIT_CPU, (1, 1))))
+print("affinity-init", call(lambda: os.sched_setaffinity(1, {0})))
+print("scheduler-init", call(lambda: os.sched_setscheduler(1, os.SCHED_IDLE, os.sched_param(0))))
+print("nice-init", call(lambda: os.setpriority(os.PRIO_PROCESS, 1, 19)))
+print("nice-user", call(lambda: os.setpriority(os.PRIO_USER, os.getuid(), 19)))
+print("ioprio-init", raw(NR_IOPRIO_SET, 1, 1, 3 << 13))  # IOPRIO_WHO_PROCESS, CLASS_IDLE
+print("ioprio-user", raw(NR_IOPRIO_SET, 3, os.getuid(), 3 << 13))
+# Signals from inside its namespace do not reach exec init unless it
+# handles them (it only forwards the few SignalRequest may carry).
+for sig in (signal.SIGKILL, signal.SIGSTOP, signal.SIGSEGV, signal.SIGXCPU):
+    os.kill(1, sig)
+libc.syscall(ctypes.c_long(424), os.pidfd_open(1), signal.SIGKILL, None, 0)  # pidfd_send_signal
+# What must keep working: the process's own limits and scheduling, and a
+# thread's (by tid, as pthread_setaffinity_np does).
+resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.prlimit(0, resource.RLIMIT_NOFILE, resource.getrlimit(resource.RLIMIT_NOFILE))
+os.sched_setaffinity(0, os.sched_getaffinity(0))
+os.setpriority(os.PRIO_PROCESS, 0, 1)
+tids = []
+t = threading.Thread(target=lambda: (tids.append(threading.get_native_id()), time.sleep(0.2)))
+t.start(); time.sleep(0.05)
+os.sched_setaffinity(tids[0], os.sched_getaffinity(0)); t.join()
+print("own-limits OK", flush=True)
+signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+end = time.monotonic() + float(sys.argv[1])
+while time.monotonic() < end:
+    os.kill(1, signal.SIGUSR1)
+print("flood survived", flush=True)
+"""
+
+
+class ExecInit(SandboxTest):
+    def test_command_cannot_limit_starve_or_kill_exec_init(self):
+        r = self.run_sandbox([PYTHON, "-c", EXEC_INIT_ATTACK, "4"],
+                             pol=policy(limits={"script_seconds": 20}))
+        got = dict(l.split(" ", 1) for l in r.stdout.strip().split("\n"))
+        for name in ("prlimit-init", "prlimit-init-highbits", "prlimit-python", "affinity-init",
+                     "scheduler-init", "nice-init", "nice-user", "ioprio-init", "ioprio-user"):
+            self.assertEqual(got.get(name), "EPERM", (name, r))
+        self.assertEqual(got.get("own-limits"), "OK", r)
+        # Exec init lived to report the command's own end.
+        self.assertEqual(got.get("flood"), "survived", r)
+        self.assertEqual((r.rc, r.result["exit_reason"]), (0, "exited"), r)
+
+    def test_exec_init_killed_while_the_command_runs_is_not_setup_failed(self):
+        # The host (this uid) kills exec init: the command was running, so
+        # the end is "signaled", never setup_failed/125, which says nothing
+        # ran and invites a retry of what may have half happened.
+        marker = "1002.%d" % os.getpid()
+        p = subprocess.Popen([os.environ["SBX_HELPER"], "run", "--policy",
+                              self.write_policy(policy()), "--result",
+                              os.path.join(self.tmp, "result.json"), "--", "/bin/sleep", marker],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            init = None
+            deadline = time.monotonic() + 10
+            while init is None and time.monotonic() < deadline:
+                # host, sandbox, exec: exec init is pid 1 of the third
+                # namespace, the command (already running) pid 2.
+                inits, commands = [], []
+                for pid, _ in procs_with("sleep " + marker):
+                    try:
+                        status = read_text("/proc/%d/status" % pid)
+                    except OSError:
+                        continue
+                    nspid = [l for l in status.split("\n") if l.startswith("NSpid:")]
+                    levels = nspid[0].split()[1:] if nspid else []
+                    if len(levels) == 3:
+                        (inits if levels[2] == "1" else commands).append(pid)
+                if inits and commands:
+                    init = inits[0]
+                time.sleep(0.05)
+            self.assertIsNotNone(init, "exec init not found")
+            os.kill(init, signal.SIGKILL)
+            out, err = p.communicate(timeout=30)
+        finally:
+            p.kill()
+            p.wait()
+        with open(os.path.join(self.tmp, "result.json")) as f:
+            res = json.load(f)
+        self.assertEqual((p.returncode, res["exit_reason"], res["signal"]), (137, "signaled", 9),
+                         (res, err))
+        self.assertIn("exec init was killed by signal 9 while the command ran", err)
 
 
 if __name__ == "__main__":

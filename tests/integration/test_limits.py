@@ -180,6 +180,8 @@ class Limits(SandboxTest):
         last = int(r.stdout.split()[-1])
         self.assertGreaterEqual(last, 32, r)   # it got well into the allocation
         self.assertLess(last, 64, r)           # and not past the limit
+        # Its own limit, not the run's, which it was alone in.
+        self.assertIsNone(r.result["message"], r)
         peak = r.result["peak_memory_bytes"]
         self.assertGreaterEqual(peak, 48 * MIB, r)
         self.assertLessEqual(peak, 64 * MIB + MIB, r)
@@ -195,6 +197,26 @@ class Limits(SandboxTest):
         self.assertEqual(r.result["exit_reason"], "oom", r)
         self.assertEqual((r.rc, r.result["exit_code"], r.result["signal"]), (137, 137, 9), r)
         self.assertNotIn("SURVIVED", r.stdout)
+
+    def test_oom_of_a_child_ends_the_exec_as_oom_137_even_if_the_command_exits_0(self):
+        # On v1 the OOM killer picks one process (the biggest: the child),
+        # and the command may go on to exit 0. The exec's end is "oom" and
+        # its status 137 (README), as `sbx exec` says too: it was 0 here.
+        code = ("import os, sys\n"
+                "pid = os.fork()\n"
+                "if pid == 0:\n"
+                "    exec(sys.argv[1])\n"
+                "    os._exit(0)\n"
+                "print('child', os.waitpid(pid, 0)[1], flush=True)\n")
+        r = self.run_sandbox([PYTHON, "-c", code, MEMORY_BOMB],
+                             pol=policy(limits={"memory_mb": 64, "script_seconds": 30}))
+        self.assertEqual(r.result["exit_reason"], "oom", r)
+        self.assertEqual((r.rc, r.result["exit_code"], r.result["signal"]), (137, 137, 9), r)
+        self.assertNotIn("SURVIVED", r.stdout)
+        if "child 9" in r.stdout:  # the command outlived the kill (v1)
+            self.assertIn("the command itself exited 0", r.result["message"], r)
+        # The exec's own limit was hit: not blamed on the run's.
+        self.assertNotIn("run's memory", r.result["message"] or "", r)
 
     def test_rlimit_fallback_memory_bomb_gets_memory_error(self):
         r = self.py(MEMORY_BOMB, pol=policy(limits={"memory_mb": 64, "script_seconds": 30}),
@@ -379,6 +401,15 @@ class Limits(SandboxTest):
             self.assertLessEqual(tcp + udp, 64 * MIB + 8 * MIB, r)
             # It did fill them: the bound is what stopped it.
             self.assertGreater(tcp + udp, 32 * MIB, r)
+
+
+    def test_check_reports_the_run_socket_bound(self):
+        # test_serve measures it: concurrent execs together stay under it.
+        p = subprocess.run([HELPER, "check", "--json"], capture_output=True, text=True)
+        doc = json.loads(p.stdout)
+        self.assertEqual(doc["socket_memory_run_bound"],
+                         {"v1": "2 x memory_mb + out_mb + 2 x tmp_mb",
+                          "v2": "memory_mb + out_mb + 2 x tmp_mb"}[doc["cgroup_mode"]], doc)
 
 
 if __name__ == "__main__":

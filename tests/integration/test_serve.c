@@ -27,6 +27,7 @@ struct helper {
 	pid_t pid;
 	int ctl;
 	int out_fd;
+	char cgroup[8]; /* from Ready: "v2", "v1" or "none" */
 };
 
 static const char *policy_path(const char *json)
@@ -61,8 +62,10 @@ static bool start_helper(struct helper *h, const char *policy_json)
 	struct sbx_err err;
 	bool ok = ctl_await_ready(h->ctl, -1, &ready, &err) == 0;
 	unlink(pol); /* read by now; leave nothing in /tmp */
-	if (ok)
+	if (ok) {
 		h->out_fd = ready.out_fd;
+		snprintf(h->cgroup, sizeof(h->cgroup), "%s", ready.cgroup);
+	}
 	return ok && h->out_fd >= 0;
 }
 
@@ -137,6 +140,61 @@ static const char ipc_seeker[] =
     "    except OSError as e: out.append(errno.errorcode[e.errno])\n"
     "print(' '.join(out))\n";
 
+/* Exec 1 of the terminal test: a pty of its own, with a secret typed in. */
+static const char pty_holder[] = "import os, time\n"
+				 "m, s = os.openpty()\n"
+				 "os.write(m, b'secret-typed-into-exec-40\\n')\n"
+				 "print('ready', os.ttyname(s), flush=True)\n"
+				 "time.sleep(60)\n";
+
+/* Another exec: which terminals it sees, and whether it can open the
+ * first one (and so read what was typed there, and type into it). */
+static const char pty_seeker[] =
+    "import errno, os\n"
+    "names = [n for n in os.listdir('/dev/pts') if n != 'ptmx']\n"
+    "try:\n"
+    "    fd = os.open('/dev/pts/0', os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)\n"
+    "    try: got = os.read(fd, 100)\n"
+    "    except OSError: got = b''\n"
+    "    r = 'OPENED' + (' READ' if b'secret' in got else '')\n"
+    "except OSError as e: r = errno.errorcode[e.errno]\n"
+    "print(len(names), r)\n";
+
+/* Fills loopback TCP queues (receivers never read) until the kernel
+ * refuses more, then says what it holds (SO_MEMINFO: receive + send queue +
+ * forward allocation) and keeps it. */
+static const char tcp_filler[] =
+    "import socket, struct, time\n"
+    "socks = []\n"
+    "def held(s):\n"
+    "    m = struct.unpack('9I', s.getsockopt(socket.SOL_SOCKET, 55, 36))\n"
+    "    return m[0] + m[4] + m[5]\n"
+    "srv = socket.socket(); srv.bind(('127.0.0.1', 0)); srv.listen(256)\n"
+    "for i in range(30):\n"
+    "    c = socket.socket(); c.connect(srv.getsockname()); a, _ = srv.accept()\n"
+    "    socks += [c, a]; c.setblocking(False)\n"
+    "    try:\n"
+    "        while True: c.send(b'x' * 65536)\n"
+    "    except BlockingIOError: pass\n"
+    "print(sum(held(s) for s in socks), flush=True)\n"
+    "time.sleep(60)\n";
+
+/* Exec A of the OOM test: 54 MiB of detached SysV shared memory, charged
+ * to its cgroup but to none of its processes, then it stays. */
+static const char shm_holder[] =
+    "import ctypes, time\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "libc.shmat.restype = ctypes.c_void_p\n"
+    "i = libc.shmget(0, 54 << 20, 0o1600)\n"
+    "a = libc.shmat(i, None, 0); ctypes.memset(a, 1, 54 << 20); libc.shmdt(ctypes.c_void_p(a))\n"
+    "print('ready', flush=True)\n"
+    "time.sleep(60)\n";
+
+/* Exec B: 52 MiB, under its own memory_mb of 64. */
+static const char modest[] = "b = bytearray(52 << 20)\n"
+			     "for i in range(0, len(b), 4096): b[i] = 1\n"
+			     "print('allocated', flush=True)\n";
+
 static void send_signal(struct helper *h, uint64_t id, int sig)
 {
 	struct sbx_err err;
@@ -164,6 +222,30 @@ static char *read_all(int fd)
 	buf[len] = '\0';
 	close(fd);
 	return buf;
+}
+
+/* Starts `holder` as exec `id` and keeps its first line in `first`; then
+ * runs `seeker` as exec id + 1 to its end and returns what it printed (NULL
+ * if it did not end in 10 s). The holder goes on running (*holder_fd). */
+static char *seek_while_held(struct helper *h, uint64_t id, const char *holder, const char *seeker,
+			     int *holder_fd, char *first, size_t size)
+{
+	struct ctl_event ev;
+	*holder_fd = exec_py(h, id, holder);
+	snprintf(first, size, "%s", read_some(*holder_fd, 10000));
+	int fd = exec_py(h, id + 1, seeker);
+	const struct ctl_event *e = wait_ended(h, 10000, &ev);
+	char *out = read_all(fd);
+	return e && e->exec_id == id + 1 ? out : NULL;
+}
+
+/* SIGKILLs exec `id` and waits for its end. */
+static void stop_exec(struct helper *h, uint64_t id, int fd)
+{
+	struct ctl_event ev;
+	send_signal(h, id, SIGKILL);
+	wait_ended(h, 10000, &ev);
+	close(fd);
 }
 
 /* Processes of ours whose command line contains `needle`. */
@@ -305,24 +387,30 @@ int main(void)
 	 * namespaces, so another exec reaches none of its shared memory,
 	 * abstract unix names or loopback listeners, and nothing of them
 	 * outlives it. */
-	int f_ipc = exec_py(&h, 30, ipc_holder);
-	out = read_some(f_ipc, 10000);
-	CHECK(strncmp(out, "ready", 5) == 0, "exec 30 holds shm and two listeners (%s)", out);
-	fd = exec_py(&h, 31, ipc_seeker);
-	e = wait_ended(&h, 10000, &ev);
-	out = read_all(fd);
-	CHECK(e && e->exec_id == 31 && strcmp(out, "0 ENOENT ECONNREFUSED ECONNREFUSED\n") == 0,
+	char first[256];
+	int f_ipc;
+	out = seek_while_held(&h, 30, ipc_holder, ipc_seeker, &f_ipc, first, sizeof(first));
+	CHECK(strncmp(first, "ready", 5) == 0, "exec 30 holds shm and two listeners (%s)", first);
+	CHECK(out && strcmp(out, "0 ENOENT ECONNREFUSED ECONNREFUSED\n") == 0,
 	      "a running exec's shm, abstract socket and loopback listener are out of another "
 	      "exec's reach (got %s)",
 	      out);
-	send_signal(&h, 30, SIGKILL);
-	e = wait_ended(&h, 10000, &ev);
-	close(f_ipc);
+	stop_exec(&h, 30, f_ipc);
 	fd = exec_py(&h, 32, ipc_seeker);
 	e = wait_ended(&h, 10000, &ev);
 	out = read_all(fd);
 	CHECK(e && e->exec_id == 32 && strcmp(out, "0 ENOENT ECONNREFUSED ECONNREFUSED\n") == 0,
 	      "nothing of an ended exec's IPC remains (got %s)", out);
+
+	/* Terminals are not shared either: each exec has its own devpts, so
+	 * another exec neither lists nor opens this one's pty. */
+	int f_pty;
+	out = seek_while_held(&h, 40, pty_holder, pty_seeker, &f_pty, first, sizeof(first));
+	CHECK(strncmp(first, "ready /dev/pts/0", 16) == 0, "exec 40 has a pty of its own (%s)",
+	      first);
+	CHECK(out && strcmp(out, "0 ENOENT\n") == 0,
+	      "another exec cannot see, read or type into exec 40's pty (got %s)", out);
+	stop_exec(&h, 40, f_pty);
 
 	/* A duplicate exec id is refused, not run. */
 	fd = exec_sh(&h, 8, "sleep 992");
@@ -367,6 +455,56 @@ int main(void)
 	      "kill -9 of the helper kills its sandbox within 1 s");
 	close(fd);
 	close(h.ctl);
+	close(h.out_fd);
+
+	/* Socket buffers of concurrent execs: on v1 a counter apart from
+	 * memory, bounded per exec AND for the run (memory_mb each); without
+	 * the run's bound, 4 execs held 4 x memory_mb. On v2 they count
+	 * against memory.max, the run's is memory_mb + out_mb + 2 x tmp_mb. */
+	CHECK(start_helper(&h, "{\"image\":\"host\",\"limits\":{\"memory_mb\":32,\"pids\":64,"
+			       "\"out_mb\":8,\"tmp_mb\":16,\"script_seconds\":30,"
+			       "\"run_seconds\":60}}"),
+	      "fourth sandbox ready");
+	int fill[4];
+	long long held = 0;
+	for (int i = 0; i < 4; i++)
+		fill[i] = exec_py(&h, 50 + (uint64_t)i, tcp_filler);
+	for (int i = 0; i < 4; i++)
+		held += atoll(read_some(fill[i], 20000));
+	long long bound = strcmp(h.cgroup, "v2") == 0 ? (32 + 8 + 2 * 16) << 20 : 32 << 20;
+	/* Past a limit the kernel still charges one skb per socket whose
+	 * queue is full (__GFP_NOFAIL): up to 64 KiB for each of the 240. */
+	long long slack = 240 * (64 << 10);
+	CHECK(held > (16 << 20) && held <= bound + slack,
+	      "4 concurrent execs filling TCP queues hold %lld bytes in all (run's bound %lld, %s)",
+	      held, bound, h.cgroup);
+	close(h.ctl);
+	CHECK(helper_exits_within(&h, 5000), "fourth sandbox ends");
+	for (int i = 0; i < 4; i++)
+		close(fill[i]);
+	close(h.out_fd);
+
+	/* An OOM caused by the run's shared limit is reported as such: exec
+	 * A holds memory no process of it owns, exec B stays under its own
+	 * memory_mb but takes the run over memory_mb + out_mb + 2 x tmp_mb
+	 * (104 MiB), and the OOM killer picks B. */
+	CHECK(start_helper(&h, "{\"image\":\"host\",\"limits\":{\"memory_mb\":64,\"pids\":64,"
+			       "\"out_mb\":8,\"tmp_mb\":16,\"script_seconds\":30,"
+			       "\"run_seconds\":60}}"),
+	      "fifth sandbox ready");
+	int f_a = exec_py(&h, 60, shm_holder);
+	out = read_some(f_a, 10000);
+	CHECK(strncmp(out, "ready", 5) == 0, "exec A holds 54 MiB (%s)", out);
+	fd = exec_py(&h, 61, modest);
+	e = wait_ended(&h, 20000, &ev);
+	CHECK(e && e->exec_id == 61 && e->end == CTL_END_OOM && e->exit_code == 137 &&
+		  strstr(e->message, "the run's memory"),
+	      "exec B ends as oom of the run's memory, not of its own (end %d, message '%s')",
+	      e ? (int)e->end : -1, e ? e->message : "");
+	close(fd);
+	close(h.ctl);
+	CHECK(helper_exits_within(&h, 5000), "fifth sandbox ends");
+	close(f_a);
 	close(h.out_fd);
 
 	return check_done();

@@ -764,6 +764,24 @@ static int a_allowed_baseline(const char *path)
 	if (personality(0xffffffff) < 0)
 		return broken("personality(0xffffffff)", errno);
 
+	/* A process's own limits and scheduling: getrlimit/setrlimit are
+	 * prlimit64(0, ...) in glibc; pthread_setaffinity_np names the
+	 * thread by its tid. */
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || setrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return broken("getrlimit/setrlimit", errno);
+	if (prlimit(0, RLIMIT_CORE, NULL, &rl) < 0)
+		return broken("prlimit(0)", errno);
+	cpu_set_t cpus;
+	if (sched_getaffinity(0, sizeof(cpus), &cpus) < 0 ||
+	    sched_setaffinity(0, sizeof(cpus), &cpus) < 0)
+		return broken("sched_setaffinity(0)", errno);
+	e = pthread_setaffinity_np(pthread_self(), sizeof(cpus), &cpus);
+	if (e)
+		return broken("pthread_setaffinity_np", e);
+	if (setpriority(PRIO_PROCESS, 0, 1) < 0)
+		return broken("setpriority(self)", errno);
+
 	puts("OK");
 	return 0;
 }
