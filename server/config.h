@@ -18,6 +18,15 @@ struct sbx_token {
 	uint8_t sha256[32]; /* of the token's bytes; the token itself is never stored */
 };
 
+/* Bounds on connections (rpc/conn_guard.c); README says what each costs. */
+struct sbx_config_connections {
+	uint32_t per_listener;		  /* open connections, pending ones included; default 1024 */
+	uint32_t per_peer;		  /* across listeners (uid on ipc, address on tcp); 64 */
+	uint32_t new_per_peer_per_second; /* new connections, burst as many; 50 */
+	uint32_t idle_seconds;		  /* a connection with no request in hand; 300 */
+	uint32_t message_seconds;	  /* a request arriving on ipc or tcp; 30 */
+};
+
 struct sbx_config {
 	/* ipc://PATH, tls+tcp://HOST:PORT, tcp:// (insecure) */
 	char *listen[SBX_CONFIG_MAX_LISTEN];
@@ -41,6 +50,7 @@ struct sbx_config {
 	uint32_t workers;		/* worker threads; default 16 */
 	uint32_t ipc_mode;		/* socket file mode; default 0660 */
 	uint64_t max_message_bytes;	/* RECVMAXSZ per listener; default 4 MiB + 64 KiB */
+	struct sbx_config_connections connections;
 };
 
 /* What the command line sets; NULL (or n_listen 0) leaves the file's. */
