@@ -24,11 +24,22 @@
  *    the connection as one whose peer hung up. TLS bytes are ciphertext:
  *    there nng's 10 s negotiation timeout bounds a handshake and the RPC
  *    layer's idle timeout bounds a pipe that stopped mid-message.
+ *    Two endings of a negotiation nng 1.5.2 answers with a 100 ms pause of
+ *    the whole listener (listener_accept_cb's default case) are reported
+ *    as ECONNRESET instead, which it takes as "remote condition, no cool
+ *    down": an SP header nng would refuse (EPROTO), and end of file before
+ *    the negotiation is done (ECONNSHUT; on tls+tcp, whose phase the guard
+ *    cannot see, any end of file: for a pipe the two mean the same). A
+ *    peer that sends garbage then costs every other caller nothing.
+ *  - listen: nng 1.5.2 asks for a backlog of 128, which a storm fills
+ *    while the listener is busy or paused, and then a caller's connect
+ *    fails (EAGAIN on ipc; a dropped SYN, a 1 s retransmit, on tcp). The
+ *    guard asks for LISTEN_BACKLOG (the kernel caps it at somaxconn).
  *  - close: the connection's counts are given back. The fd's entry is
  *    cleared under the lock before the real close, so the sweeper never
  *    shuts down a number that already names something else.
  *
- * libnng never forks, so the lock is never taken in a child. On an nng that
+ * listen() too (below). libnng never forks, so the lock is never taken in a child. On an nng that
  * stops calling these functions the guard simply sees nothing; sbxd checks
  * at start-up that accept binds here (conn_guard_start). */
 #include "conn_guard.h"
@@ -51,6 +62,8 @@
 #include "clock.h"
 #include "nng_epipe.h"
 
+#define LISTEN_BACKLOG 4096
+
 enum framing { FRAMING_NONE, FRAMING_IPC, FRAMING_TCP };
 
 struct guarded_listener {
@@ -67,6 +80,7 @@ struct conn {
 	uint8_t listener;
 	uint32_t peer;
 	bool sp_done;	    /* the peer's 8-byte SP header is in */
+	bool bad_header;    /* and nng would refuse it */
 	uint8_t head_got;   /* bytes of the current header */
 	uint8_t head[9];    /* [type byte on ipc] + 64-bit big-endian length */
 	uint64_t body_left; /* bytes of the current message still to come */
@@ -83,6 +97,7 @@ struct peer {
 typedef int (*accept_fn)(int, struct sockaddr *, socklen_t *);
 typedef ssize_t (*readv_fn)(int, const struct iovec *, int);
 typedef int (*close_fn)(int);
+typedef int (*listen_fn)(int, int);
 
 static struct {
 	pthread_mutex_t mu;
@@ -99,12 +114,14 @@ static struct {
 static accept_fn real_accept;
 static readv_fn real_readv;
 static close_fn real_close;
+static listen_fn real_listen;
 
 __attribute__((constructor)) static void conn_guard_init(void)
 {
 	real_accept = (accept_fn)sbx_nng_next_symbol("accept");
 	real_readv = (readv_fn)sbx_nng_next_symbol("readv");
 	real_close = (close_fn)sbx_nng_next_symbol("close");
+	real_listen = (listen_fn)sbx_nng_next_symbol("listen");
 }
 
 /* ---- peers ---- */
@@ -306,6 +323,8 @@ static void feed(struct conn *c, const uint8_t *p, size_t n, int64_t now)
 			continue;
 		c->head_got = 0;
 		if (!c->sp_done) {
+			/* nng's own test (ipc_pipe_neg_cb, tcptran_pipe_nego_cb) */
+			c->bad_header = memcmp(c->head, "\0SP\0", 4) != 0 || c->head[6] || c->head[7];
 			c->sp_done = true;
 			c->started_ms = 0;
 			continue;
@@ -324,21 +343,29 @@ __attribute__((visibility("default"), noinline)) ssize_t readv(int fd, const str
 	ssize_t n = real_readv ? real_readv(fd, iov, iovcnt) : syscall(SYS_readv, fd, iov, iovcnt);
 	int saved = errno;
 
-	if (n <= 0 || !sbx_nng_is_caller(__builtin_return_address(0)))
+	bool reset = false;
+
+	if (n < 0 || !sbx_nng_is_caller(__builtin_return_address(0)))
 		return n;
 	pthread_mutex_lock(&g.mu);
-	if (g.on && (size_t)fd < g.nfds && g.conns[fd].used && g.conns[fd].framing) {
+	if (g.on && (size_t)fd < g.nfds && g.conns[fd].used) {
+		struct conn *c = &g.conns[fd];
 		int64_t now = sbx_mono_ms();
 		size_t left = (size_t)n;
 
-		for (int i = 0; i < iovcnt && left; i++) {
+		for (int i = 0; c->framing && i < iovcnt && left; i++) {
 			size_t k = iov[i].iov_len < left ? iov[i].iov_len : left;
 
-			feed(&g.conns[fd], iov[i].iov_base, k, now);
+			feed(c, iov[i].iov_base, k, now);
 			left -= k;
 		}
+		reset = c->bad_header || (n == 0 && (!c->sp_done || !c->framing));
 	}
 	pthread_mutex_unlock(&g.mu);
+	if (reset) {
+		errno = ECONNRESET;
+		return -1;
+	}
 	errno = saved;
 	return n;
 }
@@ -367,6 +394,15 @@ __attribute__((visibility("default"), noinline)) int close(int fd)
 	return real_close ? real_close(fd) : (int)syscall(SYS_close, fd);
 }
 
+/* ---- listen ---- */
+
+__attribute__((visibility("default"), noinline)) int listen(int fd, int backlog)
+{
+	if (sbx_nng_is_caller(__builtin_return_address(0)) && backlog < LISTEN_BACKLOG)
+		backlog = LISTEN_BACKLOG;
+	return real_listen ? real_listen(fd, backlog) : (int)syscall(SYS_listen, fd, backlog);
+}
+
 /* ---- life cycle ---- */
 
 int conn_guard_start(const struct sbx_config_connections *lim, size_t nlisteners,
@@ -376,13 +412,15 @@ int conn_guard_start(const struct sbx_config_connections *lim, size_t nlisteners
 	size_t need;
 	int rc = 0;
 
-	if (!real_accept || !real_readv || !real_close)
-		return sbx_fail(err, "connection guard: the real accept, readv or close is missing");
+	if (!real_accept || !real_readv || !real_close || !real_listen)
+		return sbx_fail(err, "connection guard: the real accept, readv, close or listen "
+				     "is missing");
 	if (dlsym(RTLD_DEFAULT, "accept") != (void *)accept ||
 	    dlsym(RTLD_DEFAULT, "readv") != (void *)readv ||
-	    dlsym(RTLD_DEFAULT, "close") != (void *)close)
-		return sbx_fail(err, "connection guard: libnng's accept, readv and close do not "
-				     "bind to sbxd's");
+	    dlsym(RTLD_DEFAULT, "close") != (void *)close ||
+	    dlsym(RTLD_DEFAULT, "listen") != (void *)listen)
+		return sbx_fail(err, "connection guard: libnng's accept, readv, close and listen "
+				     "do not bind to sbxd's");
 	if (nlisteners > sizeof(g.listeners) / sizeof(g.listeners[0]))
 		return sbx_fail(err, "connection guard: at most %zu listeners",
 				sizeof(g.listeners) / sizeof(g.listeners[0]));
