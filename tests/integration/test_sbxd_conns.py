@@ -289,7 +289,12 @@ class Contexts(unittest.TestCase):
             self.assertTrue(sbxraw.sp_handshake(s))
             for j in range(8):
                 s.sendall(sbxraw.ipc_frame(body, 0x80000000 | (i * 8 + j)))
-        time.sleep(1)
+            # Time for the workers, so that each request gets one (none is
+            # refused for a full pool): the first 1 MiB answer on each
+            # connection goes out and never finishes, the other 7 wait
+            # behind it, each holding a context.
+            time.sleep(0.2)
+        time.sleep(0.5)
         for _ in range(3):
             t0 = time.monotonic()
             self.assertEqual(health(srv, timeout_ms=5000), "OK")
