@@ -95,10 +95,10 @@ bool sbx_nng_is_caller(const void *return_address)
 }
 
 __attribute__((visibility("default"), noinline)) ssize_t sendmsg(int fd, const struct msghdr *msg,
-								  int flags)
+								 int flags)
 {
-	ssize_t n = real_sendmsg ? real_sendmsg(fd, msg, flags)
-				 : syscall(SYS_sendmsg, fd, msg, flags);
+	ssize_t n =
+	    real_sendmsg ? real_sendmsg(fd, msg, flags) : syscall(SYS_sendmsg, fd, msg, flags);
 
 	if (n < 0 && errno == EPIPE && sbx_nng_is_caller(__builtin_return_address(0))) {
 		int type = 0;

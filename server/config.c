@@ -331,9 +331,8 @@ static int parse_numbers(struct sbx_config *cfg, json_t *root, struct sbx_err *e
 
 /* ---- connections ---- */
 
-static const char *const connection_keys[] = {"per_listener",	  "per_peer",
-					      "new_per_peer_per_second", "idle_seconds",
-					      "message_seconds",	  NULL};
+static const char *const connection_keys[] = {
+    "per_listener", "per_peer", "new_per_peer_per_second", "idle_seconds", "message_seconds", NULL};
 
 static int parse_connections(struct sbx_config *cfg, json_t *v, struct sbx_err *err)
 {
@@ -379,12 +378,23 @@ static int parse_connections(struct sbx_config *cfg, json_t *v, struct sbx_err *
 
 /* ---- the document ---- */
 
-static const char *const top_keys[] = {"listen",      "state_dir",	 "helper",
-				       "cgroup_root", "rlimit_fallback", "log",
-				       "tls",	      "tokens",		 "input_dirs",
-				       "insecure",    "runs_max",	 "runs_max_per_identity",
-				       "workers",     "ipc_mode",	 "max_message_bytes",
-				       "connections", NULL};
+static const char *const top_keys[] = {"listen",
+				       "state_dir",
+				       "helper",
+				       "cgroup_root",
+				       "rlimit_fallback",
+				       "log",
+				       "tls",
+				       "tokens",
+				       "input_dirs",
+				       "insecure",
+				       "runs_max",
+				       "runs_max_per_identity",
+				       "workers",
+				       "ipc_mode",
+				       "max_message_bytes",
+				       "connections",
+				       NULL};
 
 static int set_defaults(struct sbx_config *cfg, struct sbx_err *err)
 {

@@ -20,8 +20,8 @@ struct sbx_token {
 
 /* Bounds on connections (rpc/conn_guard.c); README says what each costs. */
 struct sbx_config_connections {
-	uint32_t per_listener;		  /* open connections, pending ones included; default 1024 */
-	uint32_t per_peer;		  /* across listeners (uid on ipc, address on tcp); 64 */
+	uint32_t per_listener; /* open connections, pending ones included; default 1024 */
+	uint32_t per_peer;     /* across listeners (uid on ipc, address on tcp); 64 */
 	uint32_t new_per_peer_per_second; /* new connections, burst as many; 50 */
 	uint32_t idle_seconds;		  /* a connection with no request in hand; 300 */
 	uint32_t message_seconds;	  /* a request arriving on ipc or tcp; 30 */

@@ -7,12 +7,12 @@
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
-#include <sys/resource.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <jansson.h>

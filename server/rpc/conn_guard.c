@@ -265,7 +265,7 @@ static bool admit(int fd)
 	    .used = true,
 	    .listener = (uint8_t)li,
 	    .peer = (uint32_t)(p - g.peers),
-	    .framing = g.listeners[li].scheme == SBX_SCHEME_IPC   ? FRAMING_IPC
+	    .framing = g.listeners[li].scheme == SBX_SCHEME_IPC	  ? FRAMING_IPC
 		       : g.listeners[li].scheme == SBX_SCHEME_TCP ? FRAMING_TCP
 								  : FRAMING_NONE,
 	};
@@ -279,10 +279,10 @@ static bool admit(int fd)
 }
 
 __attribute__((visibility("default"), noinline)) int accept(int fd, struct sockaddr *addr,
-							     socklen_t *alen)
+							    socklen_t *alen)
 {
-	int nfd = real_accept ? real_accept(fd, addr, alen)
-			      : (int)syscall(SYS_accept, fd, addr, alen);
+	int nfd =
+	    real_accept ? real_accept(fd, addr, alen) : (int)syscall(SYS_accept, fd, addr, alen);
 	bool ok;
 
 	if (nfd < 0 || !sbx_nng_is_caller(__builtin_return_address(0)))
@@ -324,7 +324,8 @@ static void feed(struct conn *c, const uint8_t *p, size_t n, int64_t now)
 		c->head_got = 0;
 		if (!c->sp_done) {
 			/* nng's own test (ipc_pipe_neg_cb, tcptran_pipe_nego_cb) */
-			c->bad_header = memcmp(c->head, "\0SP\0", 4) != 0 || c->head[6] || c->head[7];
+			c->bad_header =
+			    memcmp(c->head, "\0SP\0", 4) != 0 || c->head[6] || c->head[7];
 			c->sp_done = true;
 			c->started_ms = 0;
 			continue;
@@ -338,7 +339,7 @@ static void feed(struct conn *c, const uint8_t *p, size_t n, int64_t now)
 }
 
 __attribute__((visibility("default"), noinline)) ssize_t readv(int fd, const struct iovec *iov,
-								int iovcnt)
+							       int iovcnt)
 {
 	ssize_t n = real_readv ? real_readv(fd, iov, iovcnt) : syscall(SYS_readv, fd, iov, iovcnt);
 	int saved = errno;
@@ -405,8 +406,8 @@ __attribute__((visibility("default"), noinline)) int listen(int fd, int backlog)
 
 /* ---- life cycle ---- */
 
-int conn_guard_start(const struct sbx_config_connections *lim, size_t nlisteners,
-		     size_t reserve, struct sbx_err *err)
+int conn_guard_start(const struct sbx_config_connections *lim, size_t nlisteners, size_t reserve,
+		     struct sbx_err *err)
 {
 	struct rlimit rl;
 	size_t need;
@@ -430,13 +431,13 @@ int conn_guard_start(const struct sbx_config_connections *lim, size_t nlisteners
 	 * it. */
 	need = ((size_t)lim->per_listener + 1) * nlisteners + reserve;
 	if (need > rl.rlim_cur)
-		return sbx_fail(err,
-				"connections.per_listener %u on %zu listeners and %zu descriptors "
-				"kept for runs and workers need %zu descriptors, over RLIMIT_NOFILE "
-				"%llu: lower connections.per_listener (or runs_max, workers), or "
-				"raise the hard limit (ulimit -Hn)",
-				lim->per_listener, nlisteners, reserve, need,
-				(unsigned long long)rl.rlim_cur);
+		return sbx_fail(
+		    err,
+		    "connections.per_listener %u on %zu listeners and %zu descriptors "
+		    "kept for runs and workers need %zu descriptors, over RLIMIT_NOFILE "
+		    "%llu: lower connections.per_listener (or runs_max, workers), or "
+		    "raise the hard limit (ulimit -Hn)",
+		    lim->per_listener, nlisteners, reserve, need, (unsigned long long)rl.rlim_cur);
 	pthread_mutex_lock(&g.mu);
 	g.lim = *lim;
 	g.nfds = rl.rlim_cur < (1u << 20) ? (size_t)rl.rlim_cur : (1u << 20);

@@ -24,8 +24,8 @@ struct conn_peer_key {
  * unless libnng's calls bind here, and unless the caps on every listener,
  * plus reserve descriptors that connections never take (runs, files),
  * fit under RLIMIT_NOFILE. */
-int conn_guard_start(const struct sbx_config_connections *lim, size_t nlisteners,
-		     size_t reserve, struct sbx_err *err);
+int conn_guard_start(const struct sbx_config_connections *lim, size_t nlisteners, size_t reserve,
+		     struct sbx_err *err);
 /* Listener i: its scheme and local address (the ipc socket's path; the tcp
  * port, 0 until it is bound). Before nng_listener_start and again once the
  * port is known; a connection to an address not registered is refused. */

@@ -104,8 +104,8 @@ struct rpc_call {
 	Sbx__V1__Request *req;
 	const struct rpc_method *method;
 	struct sbx_identity who;
-	int64_t received_ms; /* sbx_mono_ms() */
-	uint32_t pipe_id;    /* the connection of the request in hand; 0: none */
+	int64_t received_ms;	       /* sbx_mono_ms() */
+	uint32_t pipe_id;	       /* the connection of the request in hand; 0: none */
 	struct conn_peer_key peer_key; /* who is at its other end */
 };
 
@@ -358,8 +358,7 @@ static void on_request(struct rpc_call *c, nng_msg *msg)
 	int pool;
 
 	c->received_ms = sbx_mono_ms();
-	if (!rpc_peer_of(&rpc->listeners, msg, &peer) ||
-	    !pipe_admit(c, nng_msg_get_pipe(msg))) {
+	if (!rpc_peer_of(&rpc->listeners, msg, &peer) || !pipe_admit(c, nng_msg_get_pipe(msg))) {
 		/* The connection is gone (nobody to answer), or has too many
 		 * requests in hand: dropped, and the context is free again. */
 		nng_msg_free(msg);
