@@ -364,6 +364,7 @@ static int parse_connections(struct sbx_config *cfg, json_t *v, struct sbx_err *
 			return -1;
 		*fields[i].out = (uint32_t)n;
 	}
+	c->per_listener_given = json_object_get(v, "per_listener") != NULL;
 	/* As runs_max_per_identity follows runs_max. */
 	if (c->per_peer > c->per_listener) {
 		if (json_object_get(v, "per_peer"))

@@ -25,6 +25,7 @@ struct sbx_config_connections {
 	uint32_t new_per_peer_per_second; /* new connections, burst as many; 50 */
 	uint32_t idle_seconds;		  /* a connection with no request in hand; 300 */
 	uint32_t message_seconds;	  /* a request arriving on ipc or tcp; 30 */
+	bool per_listener_given;	  /* written; if not, it shrinks to fit RLIMIT_NOFILE */
 };
 
 struct sbx_config {

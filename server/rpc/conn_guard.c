@@ -430,6 +430,22 @@ int conn_guard_start(const struct sbx_config_connections *lim, size_t nlisteners
 	/* Each listener may hold one more for the moment it takes to refuse
 	 * it. */
 	need = ((size_t)lim->per_listener + 1) * nlisteners + reserve;
+	if (need > rl.rlim_cur && !lim->per_listener_given &&
+	    rl.rlim_cur > reserve + 2 * nlisteners) {
+		/* The default is what shrinks to fit (a low hard limit, or
+		 * valgrind's); a number the operator wrote is refused below. */
+		struct sbx_config_connections fit = *lim;
+
+		fit.per_listener = (uint32_t)((rl.rlim_cur - reserve) / nlisteners - 1);
+		if (fit.per_peer > fit.per_listener)
+			fit.per_peer = fit.per_listener;
+		fprintf(stderr,
+			"sbxd: connections.per_listener lowered from %u to %u to fit RLIMIT_NOFILE "
+			"%llu beside %zu descriptors kept for runs and workers\n",
+			lim->per_listener, fit.per_listener, (unsigned long long)rl.rlim_cur,
+			reserve);
+		return conn_guard_start(&fit, nlisteners, reserve, err);
+	}
 	if (need > rl.rlim_cur)
 		return sbx_fail(
 		    err,

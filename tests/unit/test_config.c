@@ -129,7 +129,8 @@ static void test_connections(void)
 	      "every connections key is read");
 	sbx_config_free(&cfg);
 	rc = load("{'connections': {'per_listener': 10}}", &cfg, &err);
-	check(rc == 0 && cfg.connections.per_peer == 10 && cfg.connections.idle_seconds == 300,
+	check(rc == 0 && cfg.connections.per_peer == 10 && cfg.connections.idle_seconds == 300 &&
+		  cfg.connections.per_listener_given,
 	      "unwritten per_peer follows a smaller per_listener, the rest keep defaults");
 	sbx_config_free(&cfg);
 
