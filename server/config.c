@@ -32,6 +32,12 @@
 #define DEFAULT_WORKERS		      16
 #define DEFAULT_IPC_MODE	      0660
 #define DEFAULT_MAX_MESSAGE_BYTES     (4u * 1024 * 1024 + 64 * 1024)
+#define DEFAULT_CONN_PER_LISTENER     1024
+#define DEFAULT_CONN_PER_PEER	      64
+#define DEFAULT_CONN_NEW_PER_SECOND   50
+#define DEFAULT_CONN_IDLE_SECONDS     300
+#define DEFAULT_CONN_MESSAGE_SECONDS  30
+#define CONN_MAX		      (1 << 20)
 #define RUNS_MAX_MAX		      4096
 #define WORKERS_MAX		      256
 /* A FetchArtifact or PutInput chunk (1 MiB) must fit; the upper end keeps
@@ -323,6 +329,54 @@ static int parse_numbers(struct sbx_config *cfg, json_t *root, struct sbx_err *e
 	return 0;
 }
 
+/* ---- connections ---- */
+
+static const char *const connection_keys[] = {
+    "per_listener", "per_peer", "new_per_peer_per_second", "idle_seconds", "message_seconds", NULL};
+
+static int parse_connections(struct sbx_config *cfg, json_t *v, struct sbx_err *err)
+{
+	struct sbx_config_connections *c = &cfg->connections;
+	struct {
+		const char *key;
+		json_int_t max;
+		uint32_t *out;
+	} fields[] = {
+	    {"per_listener", CONN_MAX, &c->per_listener},
+	    {"per_peer", CONN_MAX, &c->per_peer},
+	    {"new_per_peer_per_second", 1000000, &c->new_per_peer_per_second},
+	    {"idle_seconds", 86400, &c->idle_seconds},
+	    {"message_seconds", 3600, &c->message_seconds},
+	};
+	char where[WHERE_MAX];
+	json_int_t n = 0;
+	json_t *f;
+
+	if (!json_is_object(v))
+		return sbx_fail(err, "connections: must be an object");
+	if (sbx_json_check_keys(v, "connections", connection_keys, err) < 0)
+		return -1;
+	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+		if (!(f = json_object_get(v, fields[i].key)))
+			continue;
+		snprintf(where, sizeof(where), "connections.%s", fields[i].key);
+		if (sbx_json_int(f, where, 1, fields[i].max, &n, err) < 0)
+			return -1;
+		*fields[i].out = (uint32_t)n;
+	}
+	c->per_listener_given = json_object_get(v, "per_listener") != NULL;
+	/* As runs_max_per_identity follows runs_max. */
+	if (c->per_peer > c->per_listener) {
+		if (json_object_get(v, "per_peer"))
+			return sbx_fail(err,
+					"connections.per_peer: must not exceed "
+					"connections.per_listener (%u)",
+					c->per_listener);
+		c->per_peer = c->per_listener;
+	}
+	return 0;
+}
+
 /* ---- the document ---- */
 
 static const char *const top_keys[] = {"listen",      "state_dir",	 "helper",
@@ -331,6 +385,7 @@ static const char *const top_keys[] = {"listen",      "state_dir",	 "helper",
 				       "insecure",    "runs_max",	 "runs_max_per_identity",
 				       "workers",     "ipc_mode",	 "max_message_bytes",
 				       "limits_max",  "quotas",		 "log_group",
+				       "connections",
 				       NULL};
 
 static int set_defaults(struct sbx_config *cfg, struct sbx_err *err)
@@ -342,6 +397,13 @@ static int set_defaults(struct sbx_config *cfg, struct sbx_err *err)
 	cfg->ipc_mode = DEFAULT_IPC_MODE;
 	cfg->max_message_bytes = DEFAULT_MAX_MESSAGE_BYTES;
 	sbx_config_limits_defaults(cfg);
+	cfg->connections = (struct sbx_config_connections){
+	    .per_listener = DEFAULT_CONN_PER_LISTENER,
+	    .per_peer = DEFAULT_CONN_PER_PEER,
+	    .new_per_peer_per_second = DEFAULT_CONN_NEW_PER_SECOND,
+	    .idle_seconds = DEFAULT_CONN_IDLE_SECONDS,
+	    .message_seconds = DEFAULT_CONN_MESSAGE_SECONDS,
+	};
 	cfg->state_dir = strdup(DEFAULT_STATE_DIR);
 	return cfg->state_dir ? 0 : oom(err);
 }
@@ -384,6 +446,8 @@ static int parse_root(struct sbx_config *cfg, json_t *root, struct sbx_err *err)
 	    sbx_json_bool(v, "insecure", &cfg->insecure, err) < 0)
 		return -1;
 	if (parse_numbers(cfg, root, err) < 0 || sbx_config_parse_limits(cfg, root, err) < 0)
+		return -1;
+	if ((v = json_object_get(root, "connections")) && parse_connections(cfg, v, err) < 0)
 		return -1;
 	/* Across keys, now that all of them are known. */
 	for (size_t i = 0; i < cfg->n_listen; i++) {

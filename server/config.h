@@ -41,6 +41,16 @@ struct sbx_quotas {
 	uint64_t reserve_mb;  /* free space on state_dir no write may take */
 };
 
+/* Bounds on connections (rpc/conn_guard.c); README says what each costs. */
+struct sbx_config_connections {
+	uint32_t per_listener; /* open connections, pending ones included; default 1024 */
+	uint32_t per_peer;     /* across listeners (uid on ipc, address on tcp); 64 */
+	uint32_t new_per_peer_per_second; /* new connections, burst as many; 50 */
+	uint32_t idle_seconds;		  /* a connection with no request in hand; 300 */
+	uint32_t message_seconds;	  /* a request arriving on ipc or tcp; 30 */
+	bool per_listener_given;	  /* written; if not, it shrinks to fit RLIMIT_NOFILE */
+};
+
 struct sbx_config {
 	/* ipc://PATH, tls+tcp://HOST:PORT, tcp:// (insecure) */
 	char *listen[SBX_CONFIG_MAX_LISTEN];
@@ -67,6 +77,7 @@ struct sbx_config {
 	struct sbx_limits_max limits_max;
 	struct sbx_quotas quotas;
 	char *log_group; /* may read the audit log (0640); NULL: sbxd alone (0600) */
+	struct sbx_config_connections connections;
 };
 
 /* What the command line sets; NULL (or n_listen 0) leaves the file's. */

@@ -3,6 +3,7 @@
  * runs, tears every run down, closes the socket, exits 0. */
 #include "chunk_malloc.h"
 #include "realroot.h"
+#include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -18,6 +20,7 @@
 #include "audit.h"
 #include "config.h"
 #include "listen_url.h"
+#include "nng_epipe.h"
 #include "rpc.h"
 #include "runs.h"
 #include "util.h"
@@ -219,6 +222,7 @@ int main(int argc, char **argv)
 {
 	struct flags f = {0};
 	struct sbx_config cfg;
+	struct rlimit rl;
 	struct sbx_err err;
 	sigset_t stop;
 	int rc;
@@ -243,6 +247,17 @@ int main(int argc, char **argv)
 	 * full disk does, instead of killing sbxd. */
 	signal(SIGXFSZ, SIG_IGN);
 
+	/* Connections and runs both need descriptors: take all we may have
+	 * (the RPC layer checks that its caps leave runs their reserve). */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			return fail(1, "raising RLIMIT_NOFILE to its hard limit %llu: %s",
+				    (unsigned long long)rl.rlim_max, strerror(errno));
+	}
+	/* Without it one connect+close stops a listener for good. */
+	if (sbx_nng_epipe_check(&err) < 0)
+		return fail_with(&err);
 	if (sbx_config_load(f.config, &cfg, &err) < 0)
 		return fail_with(&err);
 	if (sbx_config_apply_flags(&cfg, &f.settings, &err) < 0) {

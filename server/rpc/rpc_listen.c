@@ -20,6 +20,7 @@
 
 #include <openssl/crypto.h>
 
+#include "conn_guard.h"
 #include "nng_err.h"
 #include "util.h"
 
@@ -181,6 +182,9 @@ static int listen_one(nng_socket sock, const struct sbx_config *cfg, const char 
 	}
 	if (rv)
 		return sbx_fail_nng(err, rv, "configuring %s", url);
+	/* The guard must know the listener before its first connection. */
+	conn_guard_listener(ls->n, li->scheme, li->scheme == SBX_SCHEME_IPC ? rest : NULL,
+			    li->scheme == SBX_SCHEME_IPC ? 0 : atoi(strrchr(url, ':') + 1));
 	if ((rv = nng_listener_start(l, 0)) != 0)
 		return sbx_fail_nng(err, rv, "cannot listen on %s", url);
 	li->l = l;
@@ -191,6 +195,7 @@ static int listen_one(nng_socket sock, const struct sbx_config *cfg, const char 
 		if (nng_listener_get_int(l, NNG_OPT_TCP_BOUND_PORT, &port) == 0) {
 			const char *colon = strrchr(url, ':');
 
+			conn_guard_listener(ls->n, li->scheme, NULL, port);
 			snprintf(li->url, sizeof(li->url), "%.*s:%d", (int)(colon - url), url,
 				 port);
 		}

@@ -35,6 +35,7 @@
 #include <openssl/evp.h>
 
 #include "clock.h"
+#include "conn_guard.h"
 #include "nng_close.h"
 #include "nng_err.h"
 #include "rpc_alloc.h"
@@ -42,6 +43,7 @@
 #include "rpc_dedupe.h"
 #include "rpc_listen.h"
 #include "rpc_methods.h"
+#include "rpc_pipes.h"
 #include "rpc_pool.h"
 #include "rpc_reply.h"
 #include "util.h"
@@ -68,6 +70,18 @@
  * otherwise hold every context (and starve every other caller) until the
  * send timeout; beyond this its requests are dropped unanswered. */
 #define PIPE_INFLIGHT_MAX 8
+/* A peer (a uid on ipc, an address on tcp) with many connections could
+ * still take every context, 8 at a time: its requests in hand across all
+ * of them stop at the contexts less half the spare ones, so another peer
+ * always finds a context. Both pools' queues hold less than that, so a
+ * peer that reads its answers never comes near it. */
+#define PEER_INFLIGHT_MAX(n_calls) ((n_calls)-SPARE_CALLS / 2)
+/* Descriptors that connections never take (conn_guard_start checks the
+ * caps fit beside them): sbxd's own (log, state, nng's pollers), each run's
+ * helper and its execs' pipes, and each worker's open files and walks. */
+#define FD_RESERVE(cfg) (64 + 16 * (size_t)(cfg)->runs_max + 16 * (size_t)(cfg)->workers)
+/* How often idle connections and stalled messages are looked for. */
+#define SWEEP_MS 500
 
 #define container_of(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 
@@ -90,8 +104,9 @@ struct rpc_call {
 	Sbx__V1__Request *req;
 	const struct rpc_method *method;
 	struct sbx_identity who;
-	int64_t received_ms; /* sbx_mono_ms() */
-	uint32_t pipe_id;    /* the connection of the request in hand; 0: none */
+	int64_t received_ms;	       /* sbx_mono_ms() */
+	uint32_t pipe_id;	       /* the connection of the request in hand; 0: none */
+	struct conn_peer_key peer_key; /* who is at its other end */
 };
 
 struct sbx_rpc {
@@ -106,24 +121,43 @@ struct sbx_rpc {
 	struct rpc_dedupe *dedupe;
 	struct rpc_call *calls;
 	size_t n_calls;
-	pthread_mutex_t pipes_mu; /* every call's pipe_id */
+	pthread_mutex_t pipes_mu; /* every call's pipe_id and peer_key, and pipes */
+	struct rpc_pipes *pipes;  /* when each connection was last active */
+	/* Closes idle connections and stalled messages, every SWEEP_MS. */
+	pthread_t sweeper;
+	bool sweeper_started, sweep_stop;
+	pthread_mutex_t sweep_mu;
+	pthread_cond_t sweep_cv;
 };
 
 /* ---- the state machine's moves ---- */
 
 /* Takes a slot for the request's connection; false when it has
- * PIPE_INFLIGHT_MAX requests in hand already. */
-static bool pipe_admit(struct rpc_call *c, uint32_t pipe_id)
+ * PIPE_INFLIGHT_MAX requests in hand already, or its peer has
+ * PEER_INFLIGHT_MAX across its connections. */
+static bool pipe_admit(struct rpc_call *c, nng_pipe p)
 {
 	struct sbx_rpc *rpc = c->rpc;
-	size_t in_hand = 0;
+	uint32_t pipe_id = nng_pipe_id(p);
+	size_t on_pipe = 0, of_peer = 0;
+	struct conn_peer_key key;
+	bool ok;
 
+	if (!conn_peer_key_of_pipe(p, &key))
+		return false;
 	pthread_mutex_lock(&rpc->pipes_mu);
-	for (size_t i = 0; i < rpc->n_calls; i++)
-		in_hand += rpc->calls[i].pipe_id == pipe_id;
-	bool ok = in_hand < PIPE_INFLIGHT_MAX;
-	if (ok)
+	for (size_t i = 0; i < rpc->n_calls; i++) {
+		const struct rpc_call *o = &rpc->calls[i];
+
+		on_pipe += o->pipe_id == pipe_id;
+		of_peer += o->pipe_id && memcmp(&o->peer_key, &key, sizeof(key)) == 0;
+	}
+	ok = on_pipe < PIPE_INFLIGHT_MAX && of_peer < PEER_INFLIGHT_MAX(rpc->n_calls);
+	if (ok) {
 		c->pipe_id = pipe_id;
+		c->peer_key = key;
+		rpc_pipes_touch(rpc->pipes, pipe_id, sbx_mono_ms());
+	}
 	pthread_mutex_unlock(&rpc->pipes_mu);
 	return ok;
 }
@@ -131,6 +165,9 @@ static bool pipe_admit(struct rpc_call *c, uint32_t pipe_id)
 static void pipe_release(struct rpc_call *c)
 {
 	pthread_mutex_lock(&c->rpc->pipes_mu);
+	/* Its answer just went: the connection is idle from now. */
+	if (c->pipe_id)
+		rpc_pipes_touch(c->rpc->pipes, c->pipe_id, sbx_mono_ms());
 	c->pipe_id = 0;
 	pthread_mutex_unlock(&c->rpc->pipes_mu);
 }
@@ -321,8 +358,7 @@ static void on_request(struct rpc_call *c, nng_msg *msg)
 	int pool;
 
 	c->received_ms = sbx_mono_ms();
-	if (!rpc_peer_of(&rpc->listeners, msg, &peer) ||
-	    !pipe_admit(c, nng_pipe_id(nng_msg_get_pipe(msg)))) {
+	if (!rpc_peer_of(&rpc->listeners, msg, &peer) || !pipe_admit(c, nng_msg_get_pipe(msg))) {
 		/* The connection is gone (nobody to answer), or has too many
 		 * requests in hand: dropped, and the context is free again. */
 		nng_msg_free(msg);
@@ -426,6 +462,104 @@ static void call_cb(void *arg)
 	}
 }
 
+/* ---- connections: idle ones and stalled messages ---- */
+
+static void pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+	struct sbx_rpc *rpc = arg;
+
+	pthread_mutex_lock(&rpc->pipes_mu);
+	if (ev == NNG_PIPE_EV_ADD_POST)
+		rpc_pipes_touch(rpc->pipes, nng_pipe_id(p), sbx_mono_ms());
+	else
+		rpc_pipes_forget(rpc->pipes, nng_pipe_id(p));
+	pthread_mutex_unlock(&rpc->pipes_mu);
+}
+
+/* Under pipes_mu. */
+static bool pipe_busy(void *arg, uint32_t pipe_id)
+{
+	const struct sbx_rpc *rpc = arg;
+
+	for (size_t i = 0; i < rpc->n_calls; i++)
+		if (rpc->calls[i].pipe_id == pipe_id)
+			return true;
+	return false;
+}
+
+/* A connection with no request in hand and none for idle_seconds is
+ * closed: an attacker's idle one, or one stopped mid-message where the
+ * connection guard cannot read the framing (tls+tcp). A client that was
+ * merely quiet redials (nng's dialer does it by itself). */
+static void close_idle(struct sbx_rpc *rpc, int64_t now)
+{
+	int64_t before = now - (int64_t)rpc->cfg->connections.idle_seconds * 1000;
+	uint32_t ids[256];
+	size_t n;
+
+	do {
+		pthread_mutex_lock(&rpc->pipes_mu);
+		n = rpc_pipes_take_idle(rpc->pipes, before, pipe_busy, rpc, ids, 256);
+		pthread_mutex_unlock(&rpc->pipes_mu);
+		for (size_t i = 0; i < n; i++) {
+			nng_pipe p = NNG_PIPE_INITIALIZER;
+
+			p.id = ids[i];
+			nng_pipe_close(p); /* a pipe already gone: NNG_ENOENT, fine */
+		}
+	} while (n == 256);
+}
+
+static void *sweeper(void *arg)
+{
+	struct sbx_rpc *rpc = arg;
+
+	pthread_mutex_lock(&rpc->sweep_mu);
+	while (!rpc->sweep_stop) {
+		struct timespec until = sbx_mono_after_ms(SWEEP_MS);
+
+		pthread_cond_timedwait(&rpc->sweep_cv, &rpc->sweep_mu, &until);
+		if (rpc->sweep_stop)
+			break;
+		pthread_mutex_unlock(&rpc->sweep_mu);
+		conn_guard_sweep(sbx_mono_ms());
+		close_idle(rpc, sbx_mono_ms());
+		pthread_mutex_lock(&rpc->sweep_mu);
+	}
+	pthread_mutex_unlock(&rpc->sweep_mu);
+	return NULL;
+}
+
+static int start_sweeper(struct sbx_rpc *rpc, struct sbx_err *err)
+{
+	pthread_condattr_t ca;
+	int rc;
+
+	pthread_mutex_init(&rpc->sweep_mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&rpc->sweep_cv, &ca);
+	pthread_condattr_destroy(&ca);
+	if ((rc = pthread_create(&rpc->sweeper, NULL, sweeper, rpc)) != 0)
+		return sbx_fail_errnum(err, rc, "connection sweeper thread");
+	rpc->sweeper_started = true;
+	return 0;
+}
+
+static void stop_sweeper(struct sbx_rpc *rpc)
+{
+	if (!rpc->sweeper_started)
+		return;
+	pthread_mutex_lock(&rpc->sweep_mu);
+	rpc->sweep_stop = true;
+	pthread_cond_signal(&rpc->sweep_cv);
+	pthread_mutex_unlock(&rpc->sweep_mu);
+	pthread_join(rpc->sweeper, NULL);
+	rpc->sweeper_started = false;
+	pthread_cond_destroy(&rpc->sweep_cv);
+	pthread_mutex_destroy(&rpc->sweep_mu);
+}
+
 /* ---- life cycle ---- */
 
 const char *sbx_rpc_listener_url(const struct sbx_rpc *rpc, size_t i)
@@ -483,6 +617,10 @@ struct sbx_rpc *sbx_rpc_start(const struct sbx_config *cfg, struct sbx_runs *run
 	rpc->cfg = cfg;
 	rpc->runs = runs;
 	pthread_mutex_init(&rpc->pipes_mu, NULL);
+	if (!(rpc->pipes = rpc_pipes_new())) {
+		sbx_fail_errnum(err, ENOMEM, "connection table");
+		return NULL;
+	}
 	lim.max_entries = DEDUPE_ENTRIES;
 	/* Any answer that can be sent (a Teardown's manifest may be large)
 	 * fits in one caller's quarter of the table. */
@@ -513,6 +651,15 @@ struct sbx_rpc *sbx_rpc_start(const struct sbx_config *cfg, struct sbx_runs *run
 	nng_socket_set_size(rpc->sock, NNG_OPT_RECVMAXSZ, (size_t)cfg->max_message_bytes);
 	if (open_calls(rpc, 2 * (n_short + n_long) + SPARE_CALLS, err) < 0)
 		return NULL;
+	if ((rv = nng_pipe_notify(rpc->sock, NNG_PIPE_EV_ADD_POST, pipe_event, rpc)) != 0 ||
+	    (rv = nng_pipe_notify(rpc->sock, NNG_PIPE_EV_REM_POST, pipe_event, rpc)) != 0) {
+		sbx_fail_nng(err, rv, "nng_pipe_notify");
+		return NULL;
+	}
+	if (conn_guard_start(&cfg->connections, cfg->n_listen, FD_RESERVE(cfg), err) < 0)
+		return NULL;
+	if (start_sweeper(rpc, err) < 0)
+		return NULL;
 	if (rpc_listen(rpc->sock, cfg, &rpc->listeners, err) < 0)
 		return NULL;
 	/* Only now: the callbacks read the listener table without a lock, so
@@ -529,6 +676,7 @@ int sbx_rpc_stop(struct sbx_rpc *rpc)
 	/* No new connections (ipc socket files go), no new work; handlers
 	 * still running finish and their answers are sent. */
 	atomic_store(&rpc->phase, PHASE_DRAINING);
+	stop_sweeper(rpc);
 	for (size_t i = 0; i < rpc->listeners.n; i++)
 		nng_listener_close(rpc->listeners.items[i].l);
 	for (int i = 0; i < N_POOLS; i++)
@@ -555,6 +703,8 @@ int sbx_rpc_stop(struct sbx_rpc *rpc)
 		if (rpc->calls[i].aio)
 			nng_aio_free(rpc->calls[i].aio);
 	free(rpc->calls);
+	conn_guard_stop();
+	rpc_pipes_free(rpc->pipes);
 	rpc_listeners_free(&rpc->listeners);
 	rpc_dedupe_free(rpc->dedupe);
 	for (int i = 0; i < N_POOLS; i++)

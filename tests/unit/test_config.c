@@ -107,6 +107,51 @@ static void test_defaults(void)
 	sbx_config_free(&cfg);
 }
 
+static void test_connections(void)
+{
+	struct sbx_config cfg;
+	struct sbx_err err = {0};
+	int rc;
+
+	rc = sbx_config_load(NULL, &cfg, &err);
+	check(rc == 0 && cfg.connections.per_listener == 1024 && cfg.connections.per_peer == 64 &&
+		  cfg.connections.new_per_peer_per_second == 50 &&
+		  cfg.connections.idle_seconds == 300 && cfg.connections.message_seconds == 30,
+	      "default connections: 1024 per listener, 64 per peer, 50 new/s, idle 300 s, "
+	      "message 30 s");
+	sbx_config_free(&cfg);
+	rc = load("{'connections': {'per_listener': 10, 'per_peer': 3, "
+		  "'new_per_peer_per_second': 7, 'idle_seconds': 60, 'message_seconds': 5}}",
+		  &cfg, &err);
+	check(rc == 0 && cfg.connections.per_listener == 10 && cfg.connections.per_peer == 3 &&
+		  cfg.connections.new_per_peer_per_second == 7 &&
+		  cfg.connections.idle_seconds == 60 && cfg.connections.message_seconds == 5,
+	      "every connections key is read");
+	sbx_config_free(&cfg);
+	rc = load("{'connections': {'per_listener': 10}}", &cfg, &err);
+	check(rc == 0 && cfg.connections.per_peer == 10 && cfg.connections.idle_seconds == 300 &&
+		  cfg.connections.per_listener_given,
+	      "unwritten per_peer follows a smaller per_listener, the rest keep defaults");
+	sbx_config_free(&cfg);
+
+	bad("connections not an object", "{'connections': 5}", "connections: must be an object");
+	bad("an unknown connections key", "{'connections': {'per_ip': 5}}",
+	    "connections.per_ip: unknown key");
+	bad("per_listener 0", "{'connections': {'per_listener': 0}}",
+	    "connections.per_listener: must be 1..1048576");
+	bad("per_peer as a string", "{'connections': {'per_peer': '5'}}",
+	    "connections.per_peer: must be an integer");
+	bad("new_per_peer_per_second too large",
+	    "{'connections': {'new_per_peer_per_second': 1000001}}",
+	    "connections.new_per_peer_per_second: must be 1..1000000");
+	bad("idle_seconds 0", "{'connections': {'idle_seconds': 0}}",
+	    "connections.idle_seconds: must be 1..86400");
+	bad("message_seconds over an hour", "{'connections': {'message_seconds': 3601}}",
+	    "connections.message_seconds: must be 1..3600");
+	bad("per_peer above per_listener", "{'connections': {'per_listener': 4, 'per_peer': 5}}",
+	    "connections.per_peer: must not exceed connections.per_listener (4)");
+}
+
 static void test_full(void)
 {
 	struct sbx_config cfg;
@@ -444,6 +489,7 @@ int main(void)
 	}
 	snprintf(path, sizeof(path), "%s/sbxd.json", dir);
 	test_defaults();
+	test_connections();
 	test_full();
 	test_bad();
 	test_limits();

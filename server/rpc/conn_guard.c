@@ -1,0 +1,521 @@
+/* The connection guard: bounds on what sbxd's listeners accept, enforced
+ * where sbxd can see a connection before nng spends anything on it.
+ *
+ * nng 1.5.2 gives no hook between the kernel's accept and its own SP
+ * negotiation, but libnng takes every connection with a plain accept()
+ * through its PLT (posix_ipclisten.c, posix_tcplisten.c) and reads with
+ * readv() and closes with close() through it too. sbxd defines those three
+ * functions (the same interposition as common/nng_epipe.c's sendmsg), acts
+ * only when the caller is libnng, and otherwise passes the call through:
+ *
+ *  - accept: the new connection is counted per listener and per peer (uid
+ *    by SO_PEERCRED on ipc, the address on tcp and tls+tcp), pending ones
+ *    included, and charged to the peer's token bucket of new connections
+ *    per second. Over a cap, it is closed at once and accept reports
+ *    ECONNABORTED, which libnng drops without a word ("Eat them, they
+ *    aren't interesting"): nng never negotiates it, so it costs no pipe,
+ *    no TLS handshake and none of the listener's 100 ms pauses.
+ *  - readv: on ipc and tcp the SP framing is plain (an 8-byte header, then
+ *    per message [ipc: a type byte] and a 64-bit length), so the guard
+ *    follows it and knows when a message started to arrive. nng allocates a
+ *    message's whole length as soon as it has read the length, long before
+ *    sbxd sees it; a message (or the peer's SP header) still incomplete
+ *    message_seconds after its first byte gets shutdown(2), and nng closes
+ *    the connection as one whose peer hung up. TLS bytes are ciphertext:
+ *    there nng's 10 s negotiation timeout bounds a handshake and the RPC
+ *    layer's idle timeout bounds a pipe that stopped mid-message.
+ *    Two endings of a negotiation nng 1.5.2 answers with a 100 ms pause of
+ *    the whole listener (listener_accept_cb's default case) are reported
+ *    as ECONNRESET instead, which it takes as "remote condition, no cool
+ *    down": an SP header nng would refuse (EPROTO), and end of file before
+ *    the negotiation is done (ECONNSHUT; on tls+tcp, whose phase the guard
+ *    cannot see, any end of file: for a pipe the two mean the same). A
+ *    peer that sends garbage then costs every other caller nothing.
+ *  - listen: nng 1.5.2 asks for a backlog of 128, which a storm fills
+ *    while the listener is busy or paused, and then a caller's connect
+ *    fails (EAGAIN on ipc; a dropped SYN, a 1 s retransmit, on tcp). The
+ *    guard asks for LISTEN_BACKLOG (the kernel caps it at somaxconn).
+ *  - close: the connection's counts are given back. The fd's entry is
+ *    cleared under the lock before the real close, so the sweeper never
+ *    shuts down a number that already names something else.
+ *
+ * listen() too (below). libnng never forks, so the lock is never taken in a child. On an nng that
+ * stops calling these functions the guard simply sees nothing; sbxd checks
+ * at start-up that accept binds here (conn_guard_start). */
+#include "conn_guard.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <dlfcn.h>
+
+#include "clock.h"
+#include "nng_epipe.h"
+
+#define LISTEN_BACKLOG 4096
+
+enum framing { FRAMING_NONE, FRAMING_IPC, FRAMING_TCP };
+
+struct guarded_listener {
+	enum sbx_scheme scheme;
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	int port;
+	uint32_t conns;
+};
+
+/* One accepted connection, indexed by its fd. */
+struct conn {
+	bool used, shut;
+	uint8_t framing;
+	uint8_t listener;
+	uint32_t peer;
+	bool sp_done;	    /* the peer's 8-byte SP header is in */
+	bool bad_header;    /* and nng would refuse it */
+	uint8_t head_got;   /* bytes of the current header */
+	uint8_t head[9];    /* [type byte on ipc] + 64-bit big-endian length */
+	uint64_t body_left; /* bytes of the current message still to come */
+	int64_t started_ms; /* when the current message began; 0: between messages */
+};
+
+struct peer {
+	struct conn_peer_key key;
+	uint32_t conns;
+	double tokens;
+	int64_t last_ms;
+};
+
+typedef int (*accept_fn)(int, struct sockaddr *, socklen_t *);
+typedef ssize_t (*readv_fn)(int, const struct iovec *, int);
+typedef int (*close_fn)(int);
+typedef int (*listen_fn)(int, int);
+
+static struct {
+	pthread_mutex_t mu;
+	bool on;
+	struct sbx_config_connections lim;
+	struct guarded_listener listeners[16];
+	size_t nlisteners;
+	struct conn *conns; /* [nfds] */
+	size_t nfds, high;  /* high: one past the highest fd tracked */
+	struct peer *peers; /* [npeers]: every live peer holds a connection */
+	size_t npeers;
+} g = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static accept_fn real_accept;
+static readv_fn real_readv;
+static close_fn real_close;
+static listen_fn real_listen;
+
+__attribute__((constructor)) static void conn_guard_init(void)
+{
+	real_accept = (accept_fn)sbx_nng_next_symbol("accept");
+	real_readv = (readv_fn)sbx_nng_next_symbol("readv");
+	real_close = (close_fn)sbx_nng_next_symbol("close");
+	real_listen = (listen_fn)sbx_nng_next_symbol("listen");
+}
+
+/* ---- peers ---- */
+
+static bool key_of_fd(int fd, struct conn_peer_key *key, struct sockaddr_storage *local)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(*local);
+
+	memset(key, 0, sizeof(*key));
+	if (getsockname(fd, (struct sockaddr *)local, &len) != 0)
+		return false;
+	if (local->ss_family == AF_UNIX) {
+		struct ucred cr;
+
+		len = sizeof(cr);
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0)
+			return false;
+		key->b[0] = AF_UNIX;
+		memcpy(key->b + 1, &cr.uid, sizeof(cr.uid));
+		return true;
+	}
+	len = sizeof(ss);
+	if (getpeername(fd, (struct sockaddr *)&ss, &len) != 0)
+		return false;
+	key->b[0] = (uint8_t)ss.ss_family;
+	if (ss.ss_family == AF_INET)
+		memcpy(key->b + 1, &((struct sockaddr_in *)&ss)->sin_addr, 4);
+	else if (ss.ss_family == AF_INET6)
+		memcpy(key->b + 1, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
+	else
+		return false;
+	return true;
+}
+
+bool conn_peer_key_of_pipe(nng_pipe p, struct conn_peer_key *key)
+{
+	nng_sockaddr sa;
+	uint64_t uid;
+
+	memset(key, 0, sizeof(*key));
+	/* A uint64 option in 1.5.2 (nng_pipe_get_int says EBADTYPE). */
+	if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_UID, &uid) == 0) {
+		uint32_t u = (uint32_t)uid;
+
+		key->b[0] = AF_UNIX;
+		memcpy(key->b + 1, &u, sizeof(u));
+		return true;
+	}
+	if (nng_pipe_get_addr(p, NNG_OPT_REMADDR, &sa) != 0)
+		return false;
+	if (sa.s_family == NNG_AF_INET) {
+		key->b[0] = AF_INET;
+		memcpy(key->b + 1, &sa.s_in.sa_addr, 4);
+	} else if (sa.s_family == NNG_AF_INET6) {
+		key->b[0] = AF_INET6;
+		memcpy(key->b + 1, sa.s_in6.sa_addr, 16);
+	} else {
+		return false;
+	}
+	return true;
+}
+
+/* The peer's entry, or a fresh one in place of a peer with no connection
+ * left (the one heard from longest ago); NULL if the table is full. */
+static struct peer *find_peer(const struct conn_peer_key *key, int64_t now)
+{
+	struct peer *free = NULL;
+
+	for (size_t i = 0; i < g.npeers; i++) {
+		struct peer *p = &g.peers[i];
+
+		if (memcmp(&p->key, key, sizeof(*key)) == 0 && p->last_ms)
+			return p;
+		if (p->conns == 0 && (!free || p->last_ms < free->last_ms))
+			free = p;
+	}
+	if (free) {
+		free->key = *key;
+		free->tokens = g.lim.new_per_peer_per_second;
+		free->last_ms = now;
+	}
+	return free;
+}
+
+/* A new connection from p, within its budget of new connections. */
+static bool take_token(struct peer *p, int64_t now)
+{
+	double rate = g.lim.new_per_peer_per_second;
+
+	p->tokens += (double)(now - p->last_ms) * rate / 1000.0;
+	if (p->tokens > rate)
+		p->tokens = rate;
+	p->last_ms = now;
+	if (p->tokens < 1.0)
+		return false;
+	p->tokens -= 1.0;
+	return true;
+}
+
+/* ---- accept ---- */
+
+static int listener_of(const struct sockaddr_storage *local)
+{
+	for (size_t i = 0; i < g.nlisteners; i++) {
+		const struct guarded_listener *l = &g.listeners[i];
+
+		if (local->ss_family == AF_UNIX && l->scheme == SBX_SCHEME_IPC &&
+		    strncmp(((const struct sockaddr_un *)local)->sun_path, l->path,
+			    sizeof(l->path)) == 0)
+			return (int)i;
+		if (local->ss_family == AF_INET && l->scheme != SBX_SCHEME_IPC && l->port &&
+		    ntohs(((const struct sockaddr_in *)local)->sin_port) == l->port)
+			return (int)i;
+		if (local->ss_family == AF_INET6 && l->scheme != SBX_SCHEME_IPC && l->port &&
+		    ntohs(((const struct sockaddr_in6 *)local)->sin6_port) == l->port)
+			return (int)i;
+	}
+	return -1;
+}
+
+/* Counts fd in, or false: refuse it. Under g.mu. */
+static bool admit(int fd)
+{
+	struct sockaddr_storage local;
+	struct conn_peer_key key;
+	int64_t now = sbx_mono_ms();
+	struct peer *p;
+	int li;
+
+	if (fd < 0 || (size_t)fd >= g.nfds || !key_of_fd(fd, &key, &local))
+		return false;
+	li = listener_of(&local);
+	if (li < 0 || g.listeners[li].conns >= g.lim.per_listener)
+		return false;
+	if (!(p = find_peer(&key, now)) || p->conns >= g.lim.per_peer || !take_token(p, now))
+		return false;
+	g.listeners[li].conns++;
+	p->conns++;
+	g.conns[fd] = (struct conn){
+	    .used = true,
+	    .listener = (uint8_t)li,
+	    .peer = (uint32_t)(p - g.peers),
+	    .framing = g.listeners[li].scheme == SBX_SCHEME_IPC	  ? FRAMING_IPC
+		       : g.listeners[li].scheme == SBX_SCHEME_TCP ? FRAMING_TCP
+								  : FRAMING_NONE,
+	};
+	/* The SP header is the first message: a peer that sends nothing is
+	 * timed from now (tls: nng's handshake timeout does it). */
+	if (g.conns[fd].framing != FRAMING_NONE)
+		g.conns[fd].started_ms = now;
+	if ((size_t)fd >= g.high)
+		g.high = (size_t)fd + 1;
+	return true;
+}
+
+__attribute__((visibility("default"), noinline)) int accept(int fd, struct sockaddr *addr,
+							    socklen_t *alen)
+{
+	int nfd =
+	    real_accept ? real_accept(fd, addr, alen) : (int)syscall(SYS_accept, fd, addr, alen);
+	bool ok;
+
+	if (nfd < 0 || !sbx_nng_is_caller(__builtin_return_address(0)))
+		return nfd;
+	pthread_mutex_lock(&g.mu);
+	ok = !g.on || admit(nfd);
+	pthread_mutex_unlock(&g.mu);
+	if (ok)
+		return nfd;
+	close(nfd);
+	errno = ECONNABORTED; /* libnng drops it and accepts the next */
+	return -1;
+}
+
+/* ---- readv: where each message starts and ends ---- */
+
+static void feed(struct conn *c, const uint8_t *p, size_t n, int64_t now)
+{
+	while (n > 0) {
+		size_t need = !c->sp_done ? 8 : c->framing == FRAMING_IPC ? 9 : 8;
+		uint64_t len = 0;
+
+		if (c->body_left) {
+			size_t k = n < c->body_left ? n : (size_t)c->body_left;
+
+			c->body_left -= k;
+			p += k;
+			n -= k;
+			if (!c->body_left)
+				c->started_ms = 0;
+			continue;
+		}
+		if (!c->started_ms)
+			c->started_ms = now;
+		c->head[c->head_got++] = *p++;
+		n--;
+		if (c->head_got < need)
+			continue;
+		c->head_got = 0;
+		if (!c->sp_done) {
+			/* nng's own test (ipc_pipe_neg_cb, tcptran_pipe_nego_cb) */
+			c->bad_header =
+			    memcmp(c->head, "\0SP\0", 4) != 0 || c->head[6] || c->head[7];
+			c->sp_done = true;
+			c->started_ms = 0;
+			continue;
+		}
+		for (size_t i = need - 8; i < need; i++)
+			len = len << 8 | c->head[i];
+		c->body_left = len;
+		if (!len)
+			c->started_ms = 0;
+	}
+}
+
+__attribute__((visibility("default"), noinline)) ssize_t readv(int fd, const struct iovec *iov,
+							       int iovcnt)
+{
+	ssize_t n = real_readv ? real_readv(fd, iov, iovcnt) : syscall(SYS_readv, fd, iov, iovcnt);
+	int saved = errno;
+
+	bool reset = false;
+
+	if (n < 0 || !sbx_nng_is_caller(__builtin_return_address(0)))
+		return n;
+	pthread_mutex_lock(&g.mu);
+	if (g.on && (size_t)fd < g.nfds && g.conns[fd].used) {
+		struct conn *c = &g.conns[fd];
+		int64_t now = sbx_mono_ms();
+		size_t left = (size_t)n;
+
+		for (int i = 0; c->framing && i < iovcnt && left; i++) {
+			size_t k = iov[i].iov_len < left ? iov[i].iov_len : left;
+
+			feed(c, iov[i].iov_base, k, now);
+			left -= k;
+		}
+		reset = c->bad_header || (n == 0 && (!c->sp_done || !c->framing));
+	}
+	pthread_mutex_unlock(&g.mu);
+	if (reset) {
+		errno = ECONNRESET;
+		return -1;
+	}
+	errno = saved;
+	return n;
+}
+
+/* ---- close ---- */
+
+static void untrack(int fd)
+{
+	struct conn *c = &g.conns[fd];
+
+	if (!c->used)
+		return;
+	g.listeners[c->listener].conns--;
+	g.peers[c->peer].conns--;
+	memset(c, 0, sizeof(*c));
+}
+
+__attribute__((visibility("default"), noinline)) int close(int fd)
+{
+	if (fd >= 0 && sbx_nng_is_caller(__builtin_return_address(0))) {
+		pthread_mutex_lock(&g.mu);
+		if (g.conns && (size_t)fd < g.nfds)
+			untrack(fd);
+		pthread_mutex_unlock(&g.mu);
+	}
+	return real_close ? real_close(fd) : (int)syscall(SYS_close, fd);
+}
+
+/* ---- listen ---- */
+
+__attribute__((visibility("default"), noinline)) int listen(int fd, int backlog)
+{
+	if (sbx_nng_is_caller(__builtin_return_address(0)) && backlog < LISTEN_BACKLOG)
+		backlog = LISTEN_BACKLOG;
+	return real_listen ? real_listen(fd, backlog) : (int)syscall(SYS_listen, fd, backlog);
+}
+
+/* ---- life cycle ---- */
+
+int conn_guard_start(const struct sbx_config_connections *lim, size_t nlisteners, size_t reserve,
+		     struct sbx_err *err)
+{
+	struct rlimit rl;
+	size_t need;
+	int rc = 0;
+
+	if (!real_accept || !real_readv || !real_close || !real_listen)
+		return sbx_fail(err, "connection guard: the real accept, readv, close or listen "
+				     "is missing");
+	if (dlsym(RTLD_DEFAULT, "accept") != (void *)accept ||
+	    dlsym(RTLD_DEFAULT, "readv") != (void *)readv ||
+	    dlsym(RTLD_DEFAULT, "close") != (void *)close ||
+	    dlsym(RTLD_DEFAULT, "listen") != (void *)listen)
+		return sbx_fail(err, "connection guard: libnng's accept, readv, close and listen "
+				     "do not bind to sbxd's");
+	if (nlisteners > sizeof(g.listeners) / sizeof(g.listeners[0]))
+		return sbx_fail(err, "connection guard: at most %zu listeners",
+				sizeof(g.listeners) / sizeof(g.listeners[0]));
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return sbx_fail_errno(err, "connection guard: RLIMIT_NOFILE");
+	/* Each listener may hold one more for the moment it takes to refuse
+	 * it. */
+	need = ((size_t)lim->per_listener + 1) * nlisteners + reserve;
+	if (need > rl.rlim_cur && !lim->per_listener_given &&
+	    rl.rlim_cur > reserve + 2 * nlisteners) {
+		/* The default is what shrinks to fit (a low hard limit, or
+		 * valgrind's); a number the operator wrote is refused below. */
+		struct sbx_config_connections fit = *lim;
+
+		fit.per_listener = (uint32_t)((rl.rlim_cur - reserve) / nlisteners - 1);
+		if (fit.per_peer > fit.per_listener)
+			fit.per_peer = fit.per_listener;
+		fprintf(stderr,
+			"sbxd: connections.per_listener lowered from %u to %u to fit RLIMIT_NOFILE "
+			"%llu beside %zu descriptors kept for runs and workers\n",
+			lim->per_listener, fit.per_listener, (unsigned long long)rl.rlim_cur,
+			reserve);
+		return conn_guard_start(&fit, nlisteners, reserve, err);
+	}
+	if (need > rl.rlim_cur)
+		return sbx_fail(
+		    err,
+		    "connections.per_listener %u on %zu listeners and %zu descriptors "
+		    "kept for runs and workers need %zu descriptors, over RLIMIT_NOFILE "
+		    "%llu: lower connections.per_listener (or runs_max, workers), or "
+		    "raise the hard limit (ulimit -Hn)",
+		    lim->per_listener, nlisteners, reserve, need, (unsigned long long)rl.rlim_cur);
+	pthread_mutex_lock(&g.mu);
+	g.lim = *lim;
+	g.nfds = rl.rlim_cur < (1u << 20) ? (size_t)rl.rlim_cur : (1u << 20);
+	/* Each live peer holds a connection; one more for the newcomer. */
+	g.npeers = (size_t)lim->per_listener * nlisteners + 1;
+	g.conns = calloc(g.nfds, sizeof(*g.conns));
+	g.peers = calloc(g.npeers, sizeof(*g.peers));
+	g.nlisteners = nlisteners;
+	memset(g.listeners, 0, sizeof(g.listeners));
+	g.high = 0;
+	g.on = g.conns && g.peers;
+	if (!g.on) {
+		free(g.conns);
+		free(g.peers);
+		g.conns = NULL;
+		g.peers = NULL;
+		rc = sbx_fail_errnum(err, ENOMEM, "connection guard: %zu fds", g.nfds);
+	}
+	pthread_mutex_unlock(&g.mu);
+	return rc;
+}
+
+void conn_guard_listener(size_t i, enum sbx_scheme scheme, const char *ipc_path, int port)
+{
+	pthread_mutex_lock(&g.mu);
+	if (i < g.nlisteners) {
+		struct guarded_listener *l = &g.listeners[i];
+
+		l->scheme = scheme;
+		snprintf(l->path, sizeof(l->path), "%s", ipc_path ? ipc_path : "");
+		l->port = port;
+	}
+	pthread_mutex_unlock(&g.mu);
+}
+
+void conn_guard_sweep(int64_t now_ms)
+{
+	int64_t limit_ms = (int64_t)g.lim.message_seconds * 1000;
+
+	pthread_mutex_lock(&g.mu);
+	for (size_t fd = 0; g.on && fd < g.high; fd++) {
+		struct conn *c = &g.conns[fd];
+
+		if (c->used && !c->shut && c->started_ms && now_ms - c->started_ms > limit_ms) {
+			/* The fd is still nng's (its close would have cleared
+			 * the entry first); shutdown leaves it open for nng to
+			 * close. */
+			shutdown((int)fd, SHUT_RDWR);
+			c->shut = true;
+		}
+	}
+	pthread_mutex_unlock(&g.mu);
+}
+
+void conn_guard_stop(void)
+{
+	pthread_mutex_lock(&g.mu);
+	g.on = false;
+	free(g.conns);
+	free(g.peers);
+	g.conns = NULL;
+	g.peers = NULL;
+	g.nfds = g.npeers = g.high = 0;
+	pthread_mutex_unlock(&g.mu);
+}

@@ -1,0 +1,42 @@
+/* sbxd's connection guard: caps on the connections nng holds, applied to
+ * each connection before nng negotiates it (conn_guard.c says how). */
+#ifndef SBX_CONN_GUARD_H
+#define SBX_CONN_GUARD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <nng/nng.h>
+
+#include "config.h"
+#include "err.h"
+#include "listen_url.h"
+
+/* Who is at the other end, as the caps count it: the uid on ipc, the IP
+ * address (no port) on tcp and tls+tcp. */
+struct conn_peer_key {
+	uint8_t b[17]; /* family byte, then the uid or the address */
+};
+
+/* Arms the guard for nlisteners listeners; until then (and in programs
+ * that never call it) accept, readv and close pass straight through. Fails
+ * unless libnng's calls bind here, and unless the caps on every listener,
+ * plus reserve descriptors that connections never take (runs, files),
+ * fit under RLIMIT_NOFILE. */
+int conn_guard_start(const struct sbx_config_connections *lim, size_t nlisteners, size_t reserve,
+		     struct sbx_err *err);
+/* Listener i: its scheme and local address (the ipc socket's path; the tcp
+ * port, 0 until it is bound). Before nng_listener_start and again once the
+ * port is known; a connection to an address not registered is refused. */
+void conn_guard_listener(size_t i, enum sbx_scheme scheme, const char *ipc_path, int port);
+/* Shuts down connections whose message has been arriving for longer than
+ * message_seconds; nng then closes them as a peer that hung up. */
+void conn_guard_sweep(int64_t now_ms);
+/* Back to passing everything through (after the listeners are closed). */
+void conn_guard_stop(void);
+
+/* The key of the peer at the other end of an nng pipe; false if unknown. */
+bool conn_peer_key_of_pipe(nng_pipe p, struct conn_peer_key *key);
+
+#endif
