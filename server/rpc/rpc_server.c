@@ -18,8 +18,10 @@
  * was known is closed at its next request (refused_check). Everything
  * that may wait runs on a pool: "long" (Wait, ReadOutput, FetchArtifact) and
  * "short" (the rest), so a caller long-polling never holds up another's
- * CreateRun. Each pool's queue is bounded and a full one is answered with
- * RESOURCE_EXHAUSTED at once; there are more contexts than both pools can
+ * CreateRun; within each, an identity gets at most half the workers and
+ * half the queue (rpc_pool.h), so its flood never takes another's worker.
+ * Each pool's queue is bounded and a full one (or a full share) is answered
+ * with RESOURCE_EXHAUSTED at once; there are more contexts than both pools can
  * hold, so some are always free to answer Health and to refuse. */
 #include "rpc.h"
 
@@ -427,9 +429,24 @@ static void on_request(struct rpc_call *c, nng_msg *msg)
 	}
 	pool = c->method->lane == RPC_LONG ? POOL_LONG : POOL_SHORT;
 	c->state = CALL_WORK;
+	c->job.owner = c->who.name;
 	/* From a successful submit on, c is the worker's: touch nothing. */
-	if (rpc_pool_submit(&rpc->pools[pool], &c->job))
+	switch (rpc_pool_submit(&rpc->pools[pool], &c->job)) {
+	case RPC_POOL_TAKEN:
 		return;
+	case RPC_POOL_SHARE:
+		answer_error(c, SBX__V1__CODE__RESOURCE_EXHAUSTED,
+			     "%s has its share of the %s pool in hand already (%zu running and "
+			     "%zu queued); retry when one of them has returned",
+			     c->who.name, pool == POOL_LONG ? "long-call" : "short-call",
+			     rpc->pools[pool].run_share, rpc->pools[pool].queue_share);
+		return;
+	case RPC_POOL_STOPPING:
+		answer_error(c, SBX__V1__CODE__UNAVAILABLE, "sbxd is shutting down");
+		return;
+	case RPC_POOL_FULL:
+		break;
+	}
 	answer_error(c, SBX__V1__CODE__RESOURCE_EXHAUSTED,
 		     "server busy: every %s worker is taken and its queue is full; retry later",
 		     pool == POOL_LONG ? "long-call" : "short-call");
