@@ -2,7 +2,8 @@
  *
  * protobuf-c 1.4's wire rules, which this follows so that both read an
  * accepted envelope the same way: a key is a varint of at most 5 bytes,
- * (field number << 3) | wire type, and field number 0 is invalid; a varint
+ * (field number << 3) | wire type (number 0 is kept as an unknown field
+ * when the key is not minimal, refused otherwise); a varint
  * value has at most 10 bytes and a uint32 field keeps its low 32 bits; a
  * length prefix is a varint of at most 5 bytes and must fit in what is left.
  * Unlike protobuf-c it refuses unknown fields (which it would keep, one
@@ -84,7 +85,9 @@ enum rpc_envelope_error rpc_envelope_scan(const uint8_t *data, size_t len, struc
 		unsigned f, wire;
 		enum rpc_envelope_error e = RPC_ENVELOPE_OK;
 
-		if (!varint(data, len, &pos, 5, &key) || (key >> 3) == 0)
+		/* Field number 0 is unknown too: protobuf-c takes it when the
+		 * key is not written in its shortest form. */
+		if (!varint(data, len, &pos, 5, &key))
 			return malformed(err, "bad field key", at);
 		f = (unsigned)(key >> 3) <= F_LAST ? (unsigned)(key >> 3) : 0;
 		wire = (unsigned)(key & 7);

@@ -15,7 +15,7 @@ import threading
 import time
 import unittest
 
-from sbxdfix import VALGRIND, Server, free_port, policy_json
+from sbxdfix import VALGRIND, ServerTestCase, free_port, policy_json
 from sbxrpc import CODE
 from sbxrpc import sandbox_pb2 as pb
 
@@ -94,10 +94,10 @@ def cpu_ms(pid):
     return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
 
 
-class PreAuth(unittest.TestCase):
+class PreAuth(ServerTestCase):
     @classmethod
     def setUpClass(cls):
-        cls.srv = Server()
+        super().setUpClass()
         cls.srv.stop()
         cls.port = free_port()
         cls.tcp = "tcp://127.0.0.1:%d" % cls.port
@@ -108,14 +108,6 @@ class PreAuth(unittest.TestCase):
         with open(cls.srv.config, "w") as f:
             json.dump(cfg, f)
         cls.srv.start()
-
-    @classmethod
-    def tearDownClass(cls):
-        rc = cls.srv.stop()
-        try:
-            assert rc == 0, "sbxd exited %s: %s" % (rc, cls.srv.log_tail())
-        finally:
-            cls.srv.cleanup()
 
     def tcp_conn(self):
         return SpConn(socket.AF_INET, ("127.0.0.1", self.port))

@@ -8,25 +8,13 @@ import threading
 import time
 import unittest
 
-from sbxdfix import Server, policy_json
+from sbxdfix import ServerTestCase, policy_json
 from sbxrpc import sandbox_pb2 as pb
 
 FLOOD = 16  # the count: sbxd's default workers (16) give the long pool 8 + 8 queued
 
 
-class Shares(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.srv = Server()
-
-    @classmethod
-    def tearDownClass(cls):
-        rc = cls.srv.stop()
-        try:
-            assert rc == 0, "sbxd exited %s: %s" % (rc, cls.srv.log_tail())
-        finally:
-            cls.srv.cleanup()
-
+class Shares(ServerTestCase):
     def ok(self, conn, name, req, resp_type, token=None):
         code, msg, resp = conn.call(name, req, resp_type, token=token)
         self.assertEqual(code, "OK", "%s: %s" % (name, msg))

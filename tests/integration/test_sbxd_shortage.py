@@ -11,23 +11,11 @@ import os
 import resource
 import unittest
 
-from sbxdfix import Server, policy_json
+from sbxdfix import ServerTestCase, policy_json
 from sbxrpc import sandbox_pb2 as pb
 
 
-class Shortage(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.srv = Server()
-
-    @classmethod
-    def tearDownClass(cls):
-        rc = cls.srv.stop()
-        try:
-            assert rc == 0, "sbxd exited %s: %s" % (rc, cls.srv.log_tail())
-        finally:
-            cls.srv.cleanup()
-
+class Shortage(ServerTestCase):
     def ok(self, c, name, req, resp_type):
         code, msg, resp = c.call(name, req, resp_type)
         self.assertEqual(code, "OK", "%s: %s" % (name, msg))

@@ -82,9 +82,12 @@ static void test_refusals(void)
 		  rpc_envelope_scan((const uint8_t *)"\x22\x00", 2, &env, &err) ==
 		      RPC_ENVELOPE_WIRE_TYPE,
 	      "deadline_ms must be a varint: %s", err.msg);
-	check(rpc_envelope_scan((const uint8_t *)"\x02\x00", 2, &env, &err) ==
+	check(rpc_envelope_scan((const uint8_t *)"\x80\x00\x00", 3, &env, &err) ==
+		  RPC_ENVELOPE_UNKNOWN,
+	      "field number 0 is unknown: %s", err.msg);
+	check(rpc_envelope_scan((const uint8_t *)"\x0a\x80", 2, &env, &err) ==
 		  RPC_ENVELOPE_MALFORMED,
-	      "field number 0 is malformed: %s", err.msg);
+	      "a cut length is malformed: %s", err.msg);
 	free(buf);
 }
 
