@@ -62,3 +62,30 @@ void sbx_rpc_ok(struct sbx_rpc_status *st)
 	st->code = SBX__V1__CODE__OK;
 	sbx_err_clear(&st->err);
 }
+
+const char *sbx_errno_shortage(int errnum)
+{
+	switch (errnum) {
+	case EMFILE:
+		return "file descriptors (sbxd's limit)";
+	case ENFILE:
+		return "file descriptors (the host's limit)";
+	case ENOMEM:
+	case ENOBUFS:
+		return "memory";
+	case EAGAIN:
+		return "a resource at its limit (processes, threads) or busy";
+	default:
+		return NULL;
+	}
+}
+
+int sbx_rpc_code_unless_short(struct sbx_rpc_status *st, Sbx__V1__Code code)
+{
+	const char *what = sbx_errno_shortage(st->err.errnum);
+
+	if (!what)
+		return sbx_rpc_code(st, code);
+	st->code = SBX__V1__CODE__UNAVAILABLE;
+	return sbx_rpc_prefix(st, "sbxd is short of %s for now; retry", what);
+}

@@ -37,4 +37,15 @@ int sbx_rpc_prefix(struct sbx_rpc_status *st, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void sbx_rpc_ok(struct sbx_rpc_status *st);
 
+/* What ran short when errnum is a short-lived shortage of sbxd's or the
+ * host's (EMFILE, ENFILE: descriptors; ENOMEM, ENOBUFS: memory; EAGAIN:
+ * processes, threads or a busy resource), which a later retry may well not
+ * meet again; NULL for any other errno. */
+const char *sbx_errno_shortage(int errnum);
+/* Sets the code of the error in st->err: UNAVAILABLE, with the message
+ * prefixed by what ran short and "retry", when its errnum is a shortage
+ * (never a NOT_FOUND or OK that the shortage made up); otherwise code.
+ * Returns -1. */
+int sbx_rpc_code_unless_short(struct sbx_rpc_status *st, Sbx__V1__Code code);
+
 #endif

@@ -47,7 +47,7 @@ set_tests_properties(helper.serve PROPERTIES ENVIRONMENT "${SBX_TEST_ENV}" TIMEO
 if(SBX_WITH_SERVER)
   find_program(SBX_VALGRIND valgrind)
   if(SBX_VALGRIND AND NOT SBX_SANITIZE)
-    foreach(t calls lifecycle)
+    foreach(t calls lifecycle preauth shares)
       add_test(NAME sbxd.valgrind.${t}
                COMMAND ${SBX_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_sbxd_${t}.py -v)
       set_tests_properties(sbxd.valgrind.${t} PROPERTIES

@@ -6,29 +6,74 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* lock held: the first queued job whose owner runs less than its share,
+ * taken off the queue; NULL when there is none. */
+static struct rpc_job *take_eligible(struct rpc_pool *p)
+{
+	struct rpc_job *prev = NULL;
+
+	for (struct rpc_job *job = p->head; job; prev = job, job = job->next) {
+		if (job->share->running >= p->run_share)
+			continue;
+		if (prev)
+			prev->next = job->next;
+		else
+			p->head = job->next;
+		if (p->tail == job)
+			p->tail = prev;
+		p->queued--;
+		job->share->queued--;
+		job->share->running++;
+		job->next = NULL;
+		return job;
+	}
+	return NULL;
+}
+
 static void *worker(void *arg)
 {
 	struct rpc_pool *p = arg;
 
 	for (;;) {
-		struct rpc_job *job;
+		struct rpc_pool_share *share;
+		struct rpc_job *job = NULL;
 
 		pthread_mutex_lock(&p->lock);
-		while (!p->head && !p->stopping)
+		while (!p->stopping && !(job = take_eligible(p)))
 			pthread_cond_wait(&p->more, &p->lock);
 		if (p->stopping) {
 			pthread_mutex_unlock(&p->lock);
 			return NULL;
 		}
-		job = p->head;
-		p->head = job->next;
-		if (!p->head)
-			p->tail = NULL;
-		p->queued--;
 		pthread_mutex_unlock(&p->lock);
-		job->next = NULL;
+		/* Once it has run, job may already be another request's. */
+		share = job->share;
 		job->run(job);
+		pthread_mutex_lock(&p->lock);
+		share->running--;
+		pthread_mutex_unlock(&p->lock);
 	}
+}
+
+/* lock held: owner's slot, or a free one for it; NULL cannot happen while
+ * there are as many slots as jobs the pool can hold. */
+static struct rpc_pool_share *share_of(struct rpc_pool *p, const char *owner)
+{
+	struct rpc_pool_share *free_slot = NULL;
+
+	for (size_t i = 0; i < p->n_shares; i++) {
+		struct rpc_pool_share *s = &p->shares[i];
+
+		if (!s->running && !s->queued) {
+			if (!free_slot)
+				free_slot = s;
+		} else if (strcmp(s->owner, owner) == 0) {
+			return s;
+		}
+	}
+	if (free_slot)
+		snprintf(free_slot->owner, sizeof(free_slot->owner), "%s", owner);
+	return free_slot;
 }
 
 int rpc_pool_start(struct rpc_pool *p, const char *name, size_t n_threads, size_t queue_max,
@@ -39,8 +84,14 @@ int rpc_pool_start(struct rpc_pool *p, const char *name, size_t n_threads, size_
 	memset(p, 0, sizeof(*p));
 	snprintf(p->name, sizeof(p->name), "%s", name);
 	p->queue_max = queue_max;
+	p->run_share = n_threads / 2 ? n_threads / 2 : 1;
+	p->queue_share = queue_max / 2 ? queue_max / 2 : 1;
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->more, NULL);
+	p->n_shares = n_threads + queue_max;
+	p->shares = calloc(p->n_shares, sizeof(*p->shares));
+	if (!p->shares)
+		return sbx_fail_errnum(err, ENOMEM, "%s pool", name);
 	p->threads = calloc(n_threads, sizeof(*p->threads));
 	if (!p->threads)
 		return sbx_fail_errnum(err, ENOMEM, "%s pool", name);
@@ -61,24 +112,35 @@ int rpc_pool_start(struct rpc_pool *p, const char *name, size_t n_threads, size_
 	return 0;
 }
 
-bool rpc_pool_submit(struct rpc_pool *p, struct rpc_job *job)
+enum rpc_pool_verdict rpc_pool_submit(struct rpc_pool *p, struct rpc_job *job)
 {
-	bool taken = false;
+	enum rpc_pool_verdict v = RPC_POOL_TAKEN;
+	struct rpc_pool_share *share = NULL;
 
 	pthread_mutex_lock(&p->lock);
-	if (!p->stopping && p->queued < p->queue_max) {
+	if (p->stopping)
+		v = RPC_POOL_STOPPING;
+	else if (!(share = share_of(p, job->owner ? job->owner : "")) ||
+		 share->running + share->queued >= p->run_share + p->queue_share)
+		v = RPC_POOL_SHARE;
+	else if (p->queued >= p->queue_max)
+		v = RPC_POOL_FULL;
+	if (v == RPC_POOL_TAKEN) {
 		job->next = NULL;
+		job->share = share;
 		if (p->tail)
 			p->tail->next = job;
 		else
 			p->head = job;
 		p->tail = job;
 		p->queued++;
-		taken = true;
+		share->queued++;
+		/* An idle worker takes it if its owner is below its share;
+		 * otherwise the owner's own finishing job lets it through. */
 		pthread_cond_signal(&p->more);
 	}
 	pthread_mutex_unlock(&p->lock);
-	return taken;
+	return v;
 }
 
 void rpc_pool_stop(struct rpc_pool *p, void (*drop)(struct rpc_job *job))
@@ -99,6 +161,8 @@ void rpc_pool_stop(struct rpc_pool *p, void (*drop)(struct rpc_job *job))
 	job = p->head;
 	p->head = p->tail = NULL;
 	p->queued = 0;
+	for (size_t i = 0; i < p->n_shares; i++)
+		p->shares[i].queued = 0;
 	pthread_mutex_unlock(&p->lock);
 	while (job) {
 		struct rpc_job *next = job->next;
@@ -111,6 +175,8 @@ void rpc_pool_stop(struct rpc_pool *p, void (*drop)(struct rpc_job *job))
 
 void rpc_pool_destroy(struct rpc_pool *p)
 {
+	free(p->shares);
+	p->shares = NULL;
 	pthread_cond_destroy(&p->more);
 	pthread_mutex_destroy(&p->lock);
 }

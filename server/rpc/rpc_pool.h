@@ -3,7 +3,14 @@
  * nng's callbacks must never block, so anything that may (a handler that
  * forks a helper, a Wait that long-polls) is handed to a pool. The queue is
  * bounded: when it is full, submit says so at once and the caller answers
- * RESOURCE_EXHAUSTED instead of letting work pile up without limit. */
+ * RESOURCE_EXHAUSTED instead of letting work pile up without limit.
+ *
+ * Each job has an owner (the caller's identity), and an owner gets a share:
+ * at most half the workers running its jobs and half the queue waiting, so
+ * one caller's flood (16 Waits that long-poll for minutes) always leaves
+ * workers to everyone else; a worker skips queued jobs whose owner already
+ * runs its share. Long polls still hold a worker while they wait (parking
+ * them on the run would need the run manager to complete them). */
 #ifndef SBX_RPC_POOL_H
 #define SBX_RPC_POOL_H
 
@@ -13,10 +20,20 @@
 
 #include "err.h"
 
+#define RPC_POOL_OWNER_MAX 128
+
+/* What one owner has in a pool; a slot is free when both are 0. */
+struct rpc_pool_share {
+	char owner[RPC_POOL_OWNER_MAX];
+	size_t running, queued;
+};
+
 /* Embedded in whatever the work is about: submitting allocates nothing. */
 struct rpc_job {
 	struct rpc_job *next;
 	void (*run)(struct rpc_job *job);
+	const char *owner;	      /* set before submit; lives while the job does */
+	struct rpc_pool_share *share; /* the pool's, while queued */
 };
 
 struct rpc_pool {
@@ -24,17 +41,28 @@ struct rpc_pool {
 	pthread_cond_t more;
 	struct rpc_job *head, *tail;
 	size_t queued, queue_max;
+	size_t run_share, queue_share; /* per owner: half of each, at least 1 */
+	struct rpc_pool_share *shares; /* n_threads + queue_max slots: enough */
+	size_t n_shares;
 	bool stopping;
 	pthread_t *threads;
 	size_t n_threads;
 	char name[16];
 };
 
+enum rpc_pool_verdict {
+	RPC_POOL_TAKEN,
+	RPC_POOL_FULL,	   /* the queue is full */
+	RPC_POOL_SHARE,	   /* the owner has its share in the pool already */
+	RPC_POOL_STOPPING, /* the pool takes nothing any more */
+};
+
 /* Starts n_threads workers; at most queue_max jobs wait for one. */
 int rpc_pool_start(struct rpc_pool *p, const char *name, size_t n_threads, size_t queue_max,
 		   struct sbx_err *err);
-/* false: the queue is full or the pool is stopping; the job was not taken. */
-bool rpc_pool_submit(struct rpc_pool *p, struct rpc_job *job);
+/* RPC_POOL_TAKEN: the job is the pool's until it has run; otherwise it was
+ * not taken, and the verdict says why. */
+enum rpc_pool_verdict rpc_pool_submit(struct rpc_pool *p, struct rpc_job *job);
 /* Lets running jobs finish, joins the threads, and hands every job still
  * queued to drop (which may be NULL). Submissions fail from now on. The pool
  * stays valid for submit (which fails) until rpc_pool_destroy. */

@@ -2,7 +2,7 @@
  *
  * Each context ("call") is a small state machine driven by its aio:
  *
- *   RECV --request--> (decode envelope, authenticate, find the method)
+ *   RECV --request--> (scan the envelope, authenticate, find the method)
  *        --Health or an error--> SEND        answered in the callback
  *        --anything else-------> WORK        handed to the short or long pool
  *   WORK --handler done / dedupe replay--> SEND
@@ -11,12 +11,17 @@
  *   SEND --sent (or failed)--> RECV
  *
  * nng runs aio callbacks on a few fixed task threads, so a callback never
- * blocks: it decodes at most one envelope (byte-budgeted), hashes at most one
- * token, and answers Health, whose handler only reads counters. Everything
+ * blocks: it scans at most one envelope (rpc_envelope.h: at most six keys,
+ * nothing unpacked), hashes at most one token, and answers Health, whose
+ * handler only reads counters. Nothing of the body is decoded before the
+ * caller is known, and a connection whose request was refused before it
+ * was known is closed at its next request (refused_check). Everything
  * that may wait runs on a pool: "long" (Wait, ReadOutput, FetchArtifact) and
  * "short" (the rest), so a caller long-polling never holds up another's
- * CreateRun. Each pool's queue is bounded and a full one is answered with
- * RESOURCE_EXHAUSTED at once; there are more contexts than both pools can
+ * CreateRun; within each, an identity gets at most half the workers and
+ * half the queue (rpc_pool.h), so its flood never takes another's worker.
+ * Each pool's queue is bounded and a full one (or a full share) is answered
+ * with RESOURCE_EXHAUSTED at once; there are more contexts than both pools can
  * hold, so some are always free to answer Health and to refuse. */
 #include "rpc.h"
 
@@ -41,17 +46,13 @@
 #include "rpc_alloc.h"
 #include "rpc_auth.h"
 #include "rpc_dedupe.h"
+#include "rpc_envelope.h"
 #include "rpc_listen.h"
 #include "rpc_methods.h"
 #include "rpc_pipes.h"
 #include "rpc_pool.h"
 #include "rpc_reply.h"
 #include "util.h"
-
-/* Bounds on the envelope (documented in sandbox.proto). */
-#define METHOD_MAX	128
-#define REQUEST_ID_MAX	64
-#define CREDENTIALS_MAX 256
 
 /* A reply that cannot be handed to the connection in this long (a peer that
  * stopped reading) frees its context anyway. */
@@ -82,6 +83,10 @@
 #define FD_RESERVE(cfg) (64 + 16 * (size_t)(cfg)->runs_max + 16 * (size_t)(cfg)->workers)
 /* How often idle connections and stalled messages are looked for. */
 #define SWEEP_MS 500
+/* Connections remembered as having had a request refused before the caller
+ * was known; the oldest is forgotten first (and then gets one more answered
+ * refusal before it is closed). */
+#define REFUSED_PIPES 256
 
 #define container_of(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 
@@ -100,8 +105,11 @@ struct rpc_call {
 	enum call_state state;
 	struct rpc_job job;		 /* while queued for a worker */
 	struct rpc_dedupe_waiter waiter; /* while parked on a running twin */
-	/* The request in hand, from RECV until its answer is sent. */
-	Sbx__V1__Request *req;
+	/* The request in hand, from RECV until its answer is sent: the
+	 * message as received and the envelope's fields, whose body points
+	 * into it. */
+	nng_msg *msg;
+	struct rpc_envelope env;
 	const struct rpc_method *method;
 	struct sbx_identity who;
 	int64_t received_ms;	       /* sbx_mono_ms() */
@@ -121,8 +129,10 @@ struct sbx_rpc {
 	struct rpc_dedupe *dedupe;
 	struct rpc_call *calls;
 	size_t n_calls;
-	pthread_mutex_t pipes_mu; /* every call's pipe_id and peer_key, and pipes */
+	pthread_mutex_t pipes_mu; /* every call's pipe_id and peer_key, pipes, refused[] */
 	struct rpc_pipes *pipes;  /* when each connection was last active */
+	uint32_t refused[REFUSED_PIPES];
+	size_t refused_next;
 	/* Closes idle connections and stalled messages, every SWEEP_MS. */
 	pthread_t sweeper;
 	bool sweeper_started, sweep_stop;
@@ -172,6 +182,37 @@ static void pipe_release(struct rpc_call *c)
 	pthread_mutex_unlock(&c->rpc->pipes_mu);
 }
 
+/* Pre-authentication work is bounded per connection: a request refused
+ * before sbxd knew who sent it (no token, a wrong one, an envelope it would
+ * not read on a transport that names nobody) is answered, so an honest
+ * client learns why, and its connection is remembered; the next request on
+ * it closes it, unread beyond what nng already read. A client's REQ socket
+ * dials again and resends, so an honest one only pays a reconnect; a flood
+ * gets one refusal per connection it makes (nng 1.5.2 finishes a send before
+ * the bytes leave, so closing right after the answer could lose it). */
+static void refused_add(struct sbx_rpc *rpc, uint32_t pipe_id)
+{
+	pthread_mutex_lock(&rpc->pipes_mu);
+	rpc->refused[rpc->refused_next] = pipe_id;
+	rpc->refused_next = (rpc->refused_next + 1) % REFUSED_PIPES;
+	pthread_mutex_unlock(&rpc->pipes_mu);
+}
+
+/* true: pipe_id had a refusal, and is forgotten now (it is being closed). */
+static bool refused_check(struct sbx_rpc *rpc, uint32_t pipe_id)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&rpc->pipes_mu);
+	for (size_t i = 0; i < REFUSED_PIPES && !found; i++)
+		if (rpc->refused[i] == pipe_id) {
+			rpc->refused[i] = 0;
+			found = true;
+		}
+	pthread_mutex_unlock(&rpc->pipes_mu);
+	return found;
+}
+
 static void start_recv(struct rpc_call *c)
 {
 	pipe_release(c);
@@ -186,9 +227,11 @@ static void start_recv(struct rpc_call *c)
 
 static void release_request(struct rpc_call *c)
 {
-	if (c->req)
-		protobuf_c_message_free_unpacked(&c->req->base, NULL);
-	c->req = NULL;
+	if (c->msg)
+		nng_msg_free(c->msg);
+	c->msg = NULL;
+	c->env.body = NULL;
+	c->env.body_len = 0;
 	c->method = NULL;
 }
 
@@ -249,8 +292,8 @@ static nng_msg *run_method(struct rpc_call *c, Sbx__V1__Code *code)
 	nng_msg *m;
 	int rc;
 
-	rc = rpc_method_run(c->method, c->rpc->runs, &c->who, c->req->body.data, c->req->body.len,
-			    &resp, &st);
+	rc = rpc_method_run(c->method, c->rpc->runs, &c->who, c->env.body, c->env.body_len, &resp,
+			    &st);
 	*code = rc < 0 ? st.code : SBX__V1__CODE__OK;
 	m = rpc_reply(*code, rc < 0 ? st.err.msg : "", resp, c->rpc->cfg->max_message_bytes);
 	if (resp)
@@ -261,7 +304,7 @@ static nng_msg *run_method(struct rpc_call *c, Sbx__V1__Code *code)
 /* ---- on a worker ---- */
 
 /* What makes two requests with one id the same request. */
-static void fingerprint(const Sbx__V1__Request *req, uint8_t out[32])
+static void fingerprint(const struct rpc_envelope *req, uint8_t out[32])
 {
 	EVP_MD_CTX *md = EVP_MD_CTX_new();
 	unsigned int len = 0;
@@ -269,7 +312,7 @@ static void fingerprint(const Sbx__V1__Request *req, uint8_t out[32])
 	memset(out, 0, 32);
 	if (md && EVP_DigestInit_ex(md, EVP_sha256(), NULL) &&
 	    EVP_DigestUpdate(md, req->method, strlen(req->method) + 1) &&
-	    EVP_DigestUpdate(md, req->body.data, req->body.len))
+	    (!req->body_len || EVP_DigestUpdate(md, req->body, req->body_len)))
 		EVP_DigestFinal_ex(md, out, &len);
 	EVP_MD_CTX_free(md);
 }
@@ -284,9 +327,9 @@ static void work(struct rpc_job *job)
 {
 	struct rpc_call *c = container_of(job, struct rpc_call, job);
 	struct sbx_rpc *rpc = c->rpc;
-	const Sbx__V1__Request *req = c->req;
+	const struct rpc_envelope *req = &c->env;
 	struct rpc_dedupe_entry *first = NULL;
-	char shown_id[REQUEST_ID_MAX + 1];
+	char shown_id[RPC_REQUEST_ID_MAX + 1];
 	uint8_t *replay;
 	size_t replay_len;
 	uint8_t fp[32];
@@ -347,55 +390,62 @@ static void work(struct rpc_job *job)
 
 /* ---- in the nng callback: never blocks ---- */
 
+/* Answers a request refused before its caller was known, and marks its
+ * connection (refused_add). */
+static void refuse(struct rpc_call *c, const struct sbx_rpc_status *st)
+{
+	refused_add(c->rpc, c->pipe_id);
+	answer_status(c, st);
+}
+
 static void on_request(struct rpc_call *c, nng_msg *msg)
 {
 	struct sbx_rpc *rpc = c->rpc;
-	char shown[METHOD_MAX + 1];
+	struct rpc_envelope *req = &c->env;
+	char shown[RPC_METHOD_MAX + 1];
 	struct sbx_rpc_status st = {0};
 	struct rpc_peer peer;
-	bool too_complex;
-	Sbx__V1__Request *req;
+	nng_pipe pipe = nng_msg_get_pipe(msg);
 	int pool;
 
 	c->received_ms = sbx_mono_ms();
-	if (!rpc_peer_of(&rpc->listeners, msg, &peer) || !pipe_admit(c, nng_msg_get_pipe(msg))) {
+	if (refused_check(rpc, nng_pipe_id(pipe))) {
+		/* Its last request was refused unauthenticated: this one is
+		 * not looked at, and the connection goes. */
+		nng_msg_free(msg);
+		nng_pipe_close(pipe);
+		start_recv(c);
+		return;
+	}
+	if (!rpc_peer_of(&rpc->listeners, msg, &peer) || !pipe_admit(c, pipe)) {
 		/* The connection is gone (nobody to answer), or has too many
 		 * requests in hand: dropped, and the context is free again. */
 		nng_msg_free(msg);
 		start_recv(c);
 		return;
 	}
-	req = (Sbx__V1__Request *)rpc_unpack(&sbx__v1__request__descriptor, nng_msg_body(msg),
-					     nng_msg_len(msg), &too_complex);
-	nng_msg_free(msg);
-	if (!req) {
-		answer_error(c, SBX__V1__CODE__INVALID_ARGUMENT,
-			     too_complex ? "request: message too complex"
-					 : "request: not a valid sbx.v1.Request");
-		return;
-	}
-	c->req = req;
-	if (strlen(req->credentials) > CREDENTIALS_MAX) {
-		answer_error(c, SBX__V1__CODE__INVALID_ARGUMENT,
-			     "credentials: longer than %d bytes", CREDENTIALS_MAX);
+	/* The body stays in msg, unread, until the caller is known. */
+	c->msg = msg;
+	if (rpc_envelope_scan(nng_msg_body(msg), nng_msg_len(msg), req, &st.err) !=
+	    RPC_ENVELOPE_OK) {
+		st.code = SBX__V1__CODE__INVALID_ARGUMENT;
+		/* ipc names the caller whatever the bytes say; elsewhere an
+		 * unreadable envelope is as anonymous as a missing token. */
+		if (peer.have_uid)
+			answer_status(c, &st);
+		else
+			refuse(c, &st);
 		return;
 	}
 	rpc_text_clean(shown, sizeof(shown), req->method);
-	if (rpc_auth(rpc->cfg, &peer, req->credentials, shown, &c->who, &st) < 0) {
-		answer_status(c, &st);
-		return;
-	}
-	/* The token has done its job; it need not linger in the heap. */
-	OPENSSL_cleanse(req->credentials, strlen(req->credentials));
+	int auth = rpc_auth(rpc->cfg, &peer, req->credentials, shown, &c->who, &st);
 
-	if (strlen(req->method) > METHOD_MAX) {
-		answer_error(c, SBX__V1__CODE__INVALID_ARGUMENT, "method: longer than %d bytes",
-			     METHOD_MAX);
-		return;
-	}
-	if (strlen(req->request_id) > REQUEST_ID_MAX) {
-		answer_error(c, SBX__V1__CODE__INVALID_ARGUMENT, "request_id: longer than %d bytes",
-			     REQUEST_ID_MAX);
+	/* The token has done its job; it need not linger in the heap. */
+	OPENSSL_cleanse((uint8_t *)nng_msg_body(msg) + req->credentials_at,
+			strlen(req->credentials));
+	OPENSSL_cleanse(req->credentials, sizeof(req->credentials));
+	if (auth < 0) {
+		refuse(c, &st);
 		return;
 	}
 	c->method = rpc_method_find(req->method);
@@ -416,9 +466,24 @@ static void on_request(struct rpc_call *c, nng_msg *msg)
 	}
 	pool = c->method->lane == RPC_LONG ? POOL_LONG : POOL_SHORT;
 	c->state = CALL_WORK;
+	c->job.owner = c->who.name;
 	/* From a successful submit on, c is the worker's: touch nothing. */
-	if (rpc_pool_submit(&rpc->pools[pool], &c->job))
+	switch (rpc_pool_submit(&rpc->pools[pool], &c->job)) {
+	case RPC_POOL_TAKEN:
 		return;
+	case RPC_POOL_SHARE:
+		answer_error(c, SBX__V1__CODE__RESOURCE_EXHAUSTED,
+			     "%s has its share of the %s pool in hand already (%zu running and "
+			     "%zu queued); retry when one of them has returned",
+			     c->who.name, pool == POOL_LONG ? "long-call" : "short-call",
+			     rpc->pools[pool].run_share, rpc->pools[pool].queue_share);
+		return;
+	case RPC_POOL_STOPPING:
+		answer_error(c, SBX__V1__CODE__UNAVAILABLE, "sbxd is shutting down");
+		return;
+	case RPC_POOL_FULL:
+		break;
+	}
 	answer_error(c, SBX__V1__CODE__RESOURCE_EXHAUSTED,
 		     "server busy: every %s worker is taken and its queue is full; retry later",
 		     pool == POOL_LONG ? "long-call" : "short-call");

@@ -115,6 +115,9 @@ struct run_event {
 
 struct sbx_run {
 	struct sbx_run *next; /* [reg] registry list */
+	/* [reg] TORN, but its teardown ran short before listing /out or
+	 * removing its directory: still registered for a later Teardown. */
+	bool unfinished;
 	atomic_int refs;
 	atomic_uint out_gen;   /* bumped by Teardown: listings and digest passes stop */
 	struct sbx_runs *runs; /* [once] the manager it belongs to */

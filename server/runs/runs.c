@@ -90,6 +90,15 @@ void sbx_runs_teardown_all(struct sbx_runs *runs)
 		}
 	free(v);
 	free(tids);
+	/* Teardowns that ran short get one more try; what still cannot
+	 * finish is dropped, and the next start's sweep removes its files. */
+	for (struct sbx_run *r; (r = run_take_unfinished(runs, NULL, NULL));) {
+		struct sbx_rpc_status st;
+
+		if (run_teardown_unfinished(r, NULL, &st) < 0)
+			run_unregister(r);
+		run_unref(r);
+	}
 }
 
 void sbx_runs_shutdown(struct sbx_runs *runs)

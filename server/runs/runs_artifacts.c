@@ -502,14 +502,19 @@ void artifacts_forget(struct sbx_run *r)
  * away from under a listing or a fetch. */
 static int out_dup(struct sbx_run *r, struct sbx_rpc_status *st)
 {
-	int fd = -1;
+	int fd = -1, dup_errno = 0;
 
 	run_lock(r);
-	if (r->out_fd >= 0 && !run_is_claimed(r))
-		fd = fcntl(r->out_fd, F_DUPFD_CLOEXEC, 3);
+	if (r->out_fd >= 0 && !run_is_claimed(r) && (fd = fcntl(r->out_fd, F_DUPFD_CLOEXEC, 3)) < 0)
+		dup_errno = errno;
 	run_unlock(r);
 	if (fd >= 0)
 		return fd;
+	if (dup_errno) {
+		/* The run is there: out of descriptors is not "not found". */
+		sbx_fail_errnum(&st->err, dup_errno, "run %s: /out", r->id);
+		return sbx_rpc_code_unless_short(st, SBX__V1__CODE__INTERNAL);
+	}
 	if (!sbx_policy_mount(r->policy, "/out"))
 		return sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
 				    "run %s has no /out (the policy mounts none)", r->id);
@@ -541,7 +546,7 @@ SBX_HANDLER(list_artifacts, Sbx__V1__ListArtifactsRequest, Sbx__V1__ListArtifact
 	pass_leave(runs, r->identity);
 	run_unref(r);
 	if (rc < 0)
-		return sbx_rpc_code(st, SBX__V1__CODE__INTERNAL);
+		return sbx_rpc_code_unless_short(st, SBX__V1__CODE__INTERNAL);
 	l = malloc(sizeof(*l));
 	if (!l || (sbx__v1__list_artifacts_response__init(l),
 		   !(l->listing = artifacts_listing_new(&al)))) {
@@ -595,7 +600,7 @@ static int open_artifact(int out_fd, const char *path, struct stat *st, struct s
 			    st_, SBX__V1__CODE__FAILED_PRECONDITION,
 			    "artifact %.200s is busy: the sandbox holds a lease on it", path);
 		default:
-			sbx_rpc_code(st_, SBX__V1__CODE__INTERNAL);
+			sbx_rpc_code_unless_short(st_, SBX__V1__CODE__INTERNAL);
 			return sbx_rpc_prefix(st_, "artifact %.200s", path);
 		}
 	}

@@ -358,10 +358,11 @@ static int start_helper(struct sbx_run *r, int64_t *spawned, struct sbx_rpc_stat
 		argv[n++] = "--allow-rlimit-fallback";
 	argv[n] = NULL;
 
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
-		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "socketpair");
-	if (pipe2(ep, O_CLOEXEC) < 0)
-		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "pipe");
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0 ||
+	    pipe2(ep, O_CLOEXEC) < 0) {
+		sbx_fail_errno(&st->err, "the helper's control socket and stderr pipe");
+		return sbx_rpc_code_unless_short(st, SBX__V1__CODE__INTERNAL);
+	}
 	r->ctl = sbx_steal_fd(sv[0]);
 	r->err_pipe = sbx_steal_fd(ep[0]);
 	*spawned = sbx_mono_ms();
@@ -371,7 +372,7 @@ static int start_helper(struct sbx_run *r, int64_t *spawned, struct sbx_rpc_stat
 	close(sbx_steal_fd(ep[1]));
 	if (rc < 0) {
 		r->pid = -1;
-		return sbx_rpc_code(st, SBX__V1__CODE__INTERNAL);
+		return sbx_rpc_code_unless_short(st, SBX__V1__CODE__INTERNAL);
 	}
 	/* Without a pidfd (-1) the monitor and proc_reap poll for the exit. */
 	r->pidfd = pidfd_open(r->pid, 0);
@@ -478,8 +479,9 @@ SBX_HANDLER(create_run, Sbx__V1__CreateRunRequest, Sbx__V1__CreateRunResponse)
 		return -1;
 	}
 	if (make_run_dir(r, &st->err) < 0) {
-		sbx_rpc_code(st, quota_disk_full(st->err.errnum) ? SBX__V1__CODE__RESOURCE_EXHAUSTED
-								 : SBX__V1__CODE__INTERNAL);
+		sbx_rpc_code_unless_short(st, quota_disk_full(st->err.errnum)
+						      ? SBX__V1__CODE__RESOURCE_EXHAUSTED
+						      : SBX__V1__CODE__INTERNAL);
 		abandon(r);
 		return -1;
 	}

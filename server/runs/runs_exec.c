@@ -196,7 +196,7 @@ SBX_HANDLER(exec, Sbx__V1__ExecRequest, Sbx__V1__ExecResponse)
 	    output_pipe(err, &st->err) < 0) {
 		exec_free(e);
 		run_unref(r);
-		return sbx_rpc_code(st, SBX__V1__CODE__INTERNAL);
+		return sbx_rpc_code_unless_short(st, SBX__V1__CODE__INTERNAL);
 	}
 
 	run_lock(r);

@@ -115,6 +115,23 @@ struct sbx_run *run_lookup(struct sbx_runs *runs, const struct sbx_identity *who
 	return found;
 }
 
+struct sbx_run *run_take_unfinished(struct sbx_runs *runs, const struct sbx_identity *who,
+				    const char *id)
+{
+	struct sbx_run *found = NULL;
+
+	pthread_mutex_lock(&runs->mu);
+	for (struct sbx_run *r = runs->head; r && !found; r = r->next)
+		if (r->unfinished && (!who || (id && strcmp(r->id, id) == 0 &&
+					       strcmp(r->identity, who->name) == 0))) {
+			r->unfinished = false;
+			run_ref(r);
+			found = r;
+		}
+	pthread_mutex_unlock(&runs->mu);
+	return found;
+}
+
 /* Both locks held. */
 static bool claim(struct sbx_run *r)
 {

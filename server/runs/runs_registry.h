@@ -24,6 +24,10 @@ void run_unregister(struct sbx_run *r);
  * answer for someone else's run as for none, so existence is not revealed). */
 struct sbx_run *run_lookup(struct sbx_runs *runs, const struct sbx_identity *who, const char *id,
 			   struct sbx_rpc_status *st);
+/* A TORN run of who's (any run, with who NULL) whose teardown could not
+ * finish, referenced and taken (one retry at a time), or NULL. */
+struct sbx_run *run_take_unfinished(struct sbx_runs *runs, const struct sbx_identity *who,
+				    const char *id);
 /* Teardown: moves the run to TEARING (0), or answers NOT_FOUND when another
  * Teardown already owns it. */
 int run_claim(struct sbx_run *r, struct sbx_rpc_status *st);

@@ -174,21 +174,120 @@ static size_t manifest_fit_execs(Sbx__V1__RunManifest *m, size_t budget)
 	return protobuf_c_message_get_packed_size(&m->base);
 }
 
-int run_teardown(struct sbx_run *r, Sbx__V1__RunManifest **manifest, struct sbx_rpc_status *st)
+/* A finish that could not be done: the run stays registered (TORN, its
+ * /out fd and directory kept) with r->unfinished set, so that its owner's
+ * next Teardown finds it and tries again (run_take_unfinished). */
+static int unfinished(struct sbx_run *r, struct sbx_rpc_status *st, const char *what)
+{
+	run_audit(r, "teardown_error",
+		  json_pack("{s:s, s:s, s:b}", "what", what, "error", st->err.msg, "kept", 1));
+	sbx_rpc_code_unless_short(st, SBX__V1__CODE__INTERNAL);
+	sbx_rpc_prefix(st,
+		       "run %s is torn down (none of its processes is left), but %s failed; sbxd "
+		       "keeps its record and files: call Teardown again to finish it and get its "
+		       "manifest",
+		       r->id, what);
+	pthread_mutex_lock(&r->runs->mu);
+	r->unfinished = true;
+	pthread_mutex_unlock(&r->runs->mu);
+	return -1;
+}
+
+/* What a teardown needs descriptors and memory for, once the sandbox is
+ * gone: the record and the artifacts' digests (in what is left of
+ * max_message_bytes, read through /out's fd before closing it), the run's
+ * directory removed. Without a manifest to give (an expiry, sbxd draining)
+ * nothing is hashed: the files are only counted. Run again by a later
+ * Teardown when it could not finish, so that a shortage is never answered
+ * OK with files left behind. */
+static int teardown_finish(struct sbx_run *r, Sbx__V1__RunManifest **manifest,
+			   struct sbx_rpc_status *st)
 {
 	struct artifact_list al = {0};
 	Sbx__V1__RunState final;
-	struct sbx_err err;
-	_cleanup_close_ int out_fd = -1;
 	size_t budget = 0, used = 0;
 	uint64_t n_artifacts;
-	int rc = 0;
+	int out_fd, rc = 0;
+
+	/* [owner]: the claiming Teardown, and nobody reads /out once claimed. */
+	out_fd = r->out_fd;
+	run_lock(r);
+	final = run_final_state(r);
+	run_unlock(r);
+	if (manifest) {
+		run_lock(r);
+		*manifest = manifest_new(r, final);
+		run_unlock(r);
+		if (*manifest)
+			budget = artifacts_reply_bytes(r->runs);
+		if (*manifest)
+			used = manifest_fit_execs(*manifest, budget / 2);
+	}
+	if (out_fd >= 0 &&
+	    artifacts_list(r, out_fd, used < budget ? budget - used : 0, &al, &st->err) < 0) {
+		if (sbx_errno_shortage(st->err.errnum)) {
+			rc = unfinished(r, st, "listing its /out");
+			goto drop_manifest;
+		}
+		run_lock(r);
+		run_alert(r, "sbxd: listing /out at teardown: %s", st->err.msg);
+		run_unlock(r);
+	}
+	if (remove_run_dir(r, &st->err) < 0) {
+		rc = unfinished(r, st, "removing its directory");
+		goto drop_manifest;
+	}
+	run_lock(r);
+	r->out_fd = -1;
+	run_unlock(r);
+	if (out_fd >= 0)
+		close(out_fd);
+	sbx_err_clear(&st->err);
+	if (manifest && *manifest &&
+	    !((*manifest)->artifacts_listing = artifacts_listing_new(&al))) {
+		sbx__v1__run_manifest__free_unpacked(*manifest, NULL);
+		*manifest = NULL;
+	}
+	n_artifacts = al.n + al.not_listed;
+	if (manifest && *manifest) {
+		(*manifest)->artifacts = al.items;
+		(*manifest)->n_artifacts = al.n;
+		al.items = NULL;
+		al.n = 0;
+	}
+	if (manifest && !*manifest)
+		rc = sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL,
+				  "run %s was torn down, but its manifest could not be built: out "
+				  "of memory",
+				  r->id);
+	run_audit(r, "teardown",
+		  json_pack("{s:s, s:I, s:I, s:b}", "final_state", run_public_state_name(final),
+			    "execs", (json_int_t)r->n_execs, "artifacts", (json_int_t)n_artifacts,
+			    "killed", r->killed));
+	artifacts_list_free(&al);
+	quota_release_run(r);
+	run_unregister(r);
+	return rc;
+
+drop_manifest:
+	/* Built again by the Teardown that finishes the run. */
+	if (manifest && *manifest) {
+		sbx__v1__run_manifest__free_unpacked(*manifest, NULL);
+		*manifest = NULL;
+	}
+	artifacts_list_free(&al);
+	return rc;
+}
+
+int run_teardown(struct sbx_run *r, Sbx__V1__RunManifest **manifest, struct sbx_rpc_status *st)
+{
+	struct sbx_err err;
+	int rc;
 
 	run_ref(r);
 	/* Listings and digest passes of this run stop now. */
 	atomic_fetch_add(&r->out_gen, 1);
 	run_lock(r);
-	final = run_final_state(r);
 	/* No PutInput starts once the run is claimed; one already writing
 	 * finishes before the data directory is removed under it. */
 	while (input_busy(r))
@@ -212,79 +311,39 @@ int run_teardown(struct sbx_run *r, Sbx__V1__RunManifest **manifest, struct sbx_
 	if (r->err_pipe >= 0)
 		close(r->err_pipe);
 	r->err_pipe = -1;
-	out_fd = r->out_fd;
-	r->out_fd = -1;
 	run_changed(r); /* long polls return now */
 	run_unlock(r);
 
-	/* The record, then the artifacts' digests in what is left of
-	 * max_message_bytes, read through /out's fd before closing it. Without
-	 * a manifest to give (an expiry, sbxd draining), nothing is hashed:
-	 * the files are only counted. */
-	if (manifest) {
-		run_lock(r);
-		*manifest = manifest_new(r, final);
-		run_unlock(r);
-		if (*manifest)
-			budget = artifacts_reply_bytes(r->runs);
-		if (*manifest)
-			used = manifest_fit_execs(*manifest, budget / 2);
-	}
-	if (out_fd >= 0 &&
-	    artifacts_list(r, out_fd, used < budget ? budget - used : 0, &al, &err) < 0) {
-		run_lock(r);
-		run_alert(r, "sbxd: listing /out at teardown: %s", err.msg);
-		run_unlock(r);
-	}
-	if (out_fd >= 0)
-		close(sbx_steal_fd(out_fd));
-	if (manifest && *manifest &&
-	    !((*manifest)->artifacts_listing = artifacts_listing_new(&al))) {
-		sbx__v1__run_manifest__free_unpacked(*manifest, NULL);
-		*manifest = NULL;
-	}
-	n_artifacts = al.n + al.not_listed;
-	if (manifest && *manifest) {
-		(*manifest)->artifacts = al.items;
-		(*manifest)->n_artifacts = al.n;
-		al.items = NULL;
-		al.n = 0;
-	}
-	if (manifest && !*manifest)
-		rc = sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL,
-				  "run %s was torn down, but its manifest could not be built: out "
-				  "of memory",
-				  r->id);
-	run_audit(r, "teardown",
-		  json_pack("{s:s, s:I, s:I, s:b}", "final_state", run_public_state_name(final),
-			    "execs", (json_int_t)r->n_execs, "artifacts", (json_int_t)n_artifacts,
-			    "killed", r->killed));
-	artifacts_list_free(&al);
-
-	if (remove_run_dir(r, &err) < 0)
-		run_audit(r, "teardown_error",
-			  json_pack("{s:s, s:s}", "what", "could not remove the run directory",
-				    "error", err.msg));
-	quota_release_run(r);
-	run_unregister(r);
+	rc = teardown_finish(r, manifest, st);
 	run_unref(r);
 	return rc;
 }
 
+int run_teardown_unfinished(struct sbx_run *r, Sbx__V1__RunManifest **manifest,
+			    struct sbx_rpc_status *st)
+{
+	return teardown_finish(r, manifest, st);
+}
+
 SBX_HANDLER(teardown, Sbx__V1__TeardownRequest, Sbx__V1__TeardownResponse)
 {
-	struct sbx_run *r = run_lookup(runs, who, req->run_id, st);
+	struct sbx_run *r = run_take_unfinished(runs, who, req->run_id);
 	Sbx__V1__RunManifest *m = NULL;
 	Sbx__V1__TeardownResponse *t;
 	int rc;
 
-	if (!r)
-		return -1;
-	if (run_claim(r, st) < 0) {
-		run_unref(r);
-		return -1;
+	if (r) {
+		/* An earlier Teardown of it ran short: finish it now. */
+		rc = run_teardown_unfinished(r, &m, st);
+	} else {
+		if (!(r = run_lookup(runs, who, req->run_id, st)))
+			return -1;
+		if (run_claim(r, st) < 0) {
+			run_unref(r);
+			return -1;
+		}
+		rc = run_teardown(r, &m, st);
 	}
-	rc = run_teardown(r, &m, st);
 	run_unref(r);
 	if (rc < 0)
 		return -1;

@@ -9,13 +9,21 @@
  * Properties, for every unpack: rpc_unpack and a counted unpack with the
  * same budget agree; the bytes asked of the allocator never exceed
  * rpc_alloc_budget_for(len); a budget one byte short of what a message
- * needed fails cleanly (no leak, no crash in protobuf-c's failure paths). */
+ * needed fails cleanly (no leak, no crash in protobuf-c's failure paths).
+ *
+ * And for every envelope, the scan sbxd runs before authentication
+ * (rpc_envelope_scan) agrees with protobuf-c: what the scan accepts,
+ * protobuf-c unpacks to the same method, body, request_id, deadline_ms and
+ * credentials; what protobuf-c unpacks, the scan accepts unless it refused
+ * for one of its own stricter rules (an unknown field, a repeat, a string
+ * past its bound or holding a NUL). */
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "fuzz.h"
 #include "rpc_alloc.h"
+#include "rpc_envelope.h"
 #include "rpc_methods.h"
 #include "sbx/v1/sandbox.pb-c.h"
 
@@ -100,12 +108,43 @@ static void body(const ProtobufCMessageDescriptor *desc, const uint8_t *data, si
 		protobuf_c_message_free_unpacked(m, NULL);
 }
 
+static bool same_string(const char *scanned, const char *unpacked)
+{
+	return strcmp(scanned, unpacked ? unpacked : "") == 0;
+}
+
+static void scan_agrees(const uint8_t *data, size_t len, const Sbx__V1__Request *req)
+{
+	struct rpc_envelope env;
+	struct sbx_err err;
+	enum rpc_envelope_error e = rpc_envelope_scan(data, len, &env, &err);
+
+	if (e == RPC_ENVELOPE_OK) {
+		FUZZ_ASSERT(req, "the scan accepted an envelope protobuf-c refuses");
+		FUZZ_ASSERT(
+		    same_string(env.method, req->method) &&
+			same_string(env.request_id, req->request_id) &&
+			same_string(env.credentials, req->credentials) &&
+			env.deadline_ms == req->deadline_ms && env.body_len == req->body.len &&
+			(!env.body_len || memcmp(env.body, req->body.data, env.body_len) == 0),
+		    "the scan and protobuf-c read different envelopes");
+		FUZZ_ASSERT(req->base.n_unknown_fields == 0,
+			    "the scan accepted an envelope with unknown fields");
+		return;
+	}
+	FUZZ_ASSERT(err.msg[0], "the scan refused without saying why");
+	FUZZ_ASSERT(!req || e == RPC_ENVELOPE_UNKNOWN || e == RPC_ENVELOPE_DUPLICATE ||
+			e == RPC_ENVELOPE_TOO_LONG || e == RPC_ENVELOPE_NUL,
+		    "protobuf-c unpacks an envelope the scan calls malformed: %s", err.msg);
+}
+
 static void envelope(const uint8_t *data, size_t len)
 {
 	Sbx__V1__Request *req =
 	    (Sbx__V1__Request *)unpack_checked(&sbx__v1__request__descriptor, data, len);
 	const struct rpc_method *m;
 
+	scan_agrees(data, len, req);
 	if (!req)
 		return;
 	m = rpc_method_find(req->method);

@@ -117,6 +117,13 @@ for i, m in enumerate(SVC.methods):
     write("request", "envelope-%s" % m.name, b"\xff" + env.SerializeToString())
 write("request", "envelope-unknown-method",
       b"\xff" + sp.Request(method="/sbx.v1.Sandbox/Nope", body=b"\x0a\x00").SerializeToString())
+# What the envelope scan refuses and protobuf-c would take: unknown fields
+# (issue 7's flood), a repeated field, a non-minimal key and varint.
+HEALTH = sp.Request(method="/sbx.v1.Sandbox/Health").SerializeToString()
+write("request", "envelope-unknown-fields", b"\xff" + HEALTH + b"\x30\x01" * 64)
+write("request", "envelope-repeated-field", b"\xff" + HEALTH + HEALTH)
+write("request", "envelope-long-varints",
+      b"\xff" + HEALTH + b"\xa0\x80\x00" + b"\xe8\x87\x80\x80\x80\x80\x80\x80\x80\x00")
 
 # ---- pbjson: the index of a type is its place in fuzz_pbjson.c's list
 TYPES = [sp.Request, sp.Response, pp.Policy]

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import unittest
 
 import sbxrpc
 from sbxrpc import sandbox_pb2 as pb
@@ -191,6 +192,24 @@ class Server:
         e.update(env or {})
         return subprocess.run(cmd + list(args), input=input, capture_output=True, text=True,
                               timeout=timeout, env=e)
+
+
+class ServerTestCase(unittest.TestCase):
+    """Tests sharing one sbxd (started with SERVER_CONFIG), which must then
+    exit 0 on SIGTERM."""
+    SERVER_CONFIG = {}
+
+    @classmethod
+    def setUpClass(cls):
+        cls.srv = Server(**cls.SERVER_CONFIG)
+
+    @classmethod
+    def tearDownClass(cls):
+        rc = cls.srv.stop()
+        try:
+            assert rc == 0, "sbxd exited %s on SIGTERM: %s" % (rc, cls.srv.log_tail())
+        finally:
+            cls.srv.cleanup()
 
 
 def processes_with(needle):

@@ -9,23 +9,11 @@ import time
 import unittest
 
 import sbxrpc
-from sbxdfix import Server, policy_json, processes_with, stale_run_cgroups
+from sbxdfix import ServerTestCase, policy_json, processes_with, stale_run_cgroups
 from sbxrpc import sandbox_pb2 as pb
 
 
-class SbxdTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.srv = Server()
-
-    @classmethod
-    def tearDownClass(cls):
-        rc = cls.srv.stop()
-        try:
-            assert rc == 0, "sbxd exited %s on SIGTERM: %s" % (rc, cls.srv.log_tail())
-        finally:
-            cls.srv.cleanup()
-
+class SbxdTest(ServerTestCase):
     def setUp(self):
         self.c = self.srv.conn()
 

@@ -1,6 +1,8 @@
 /* Unit test of the worker pools (server/rpc/rpc_pool.c), with real threads:
- * every job runs once, a full queue refuses at once instead of growing, and
- * stopping lets running jobs finish and hands queued ones to drop. */
+ * every job runs once, a full queue refuses at once instead of growing,
+ * one owner's flood gets half the workers and half the queue while another
+ * owner's job still runs at once, and stopping lets running jobs finish and
+ * hands queued ones to drop. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -14,7 +16,7 @@ static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t changed;
 	bool open;
-	int started, ran, dropped;
+	int started, ran, dropped, quick;
 } g = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void blocking(struct rpc_job *job)
@@ -26,6 +28,16 @@ static void blocking(struct rpc_job *job)
 	while (!g.open)
 		pthread_cond_wait(&g.changed, &g.lock);
 	g.ran++;
+	pthread_cond_broadcast(&g.changed);
+	pthread_mutex_unlock(&g.lock);
+}
+
+/* A job that does not wait at the gate. */
+static void quick(struct rpc_job *job)
+{
+	(void)job;
+	pthread_mutex_lock(&g.lock);
+	g.quick++;
 	pthread_cond_broadcast(&g.changed);
 	pthread_mutex_unlock(&g.lock);
 }
@@ -42,7 +54,7 @@ static void reset(void)
 {
 	pthread_mutex_lock(&g.lock);
 	g.open = false;
-	g.started = g.ran = g.dropped = 0;
+	g.started = g.ran = g.dropped = g.quick = 0;
 	pthread_mutex_unlock(&g.lock);
 }
 
@@ -71,6 +83,13 @@ static bool await(int *counter, int n)
 	return reached;
 }
 
+static const char *const owners[] = {"a", "b", "c", "d", "e", "f", "g", "h"};
+
+static bool submit(struct rpc_pool *p, struct rpc_job *job)
+{
+	return rpc_pool_submit(p, job) == RPC_POOL_TAKEN;
+}
+
 static void test_bounded_queue(void)
 {
 	struct rpc_pool p;
@@ -79,23 +98,24 @@ static void test_bounded_queue(void)
 	bool taken = true;
 
 	reset();
+	/* One owner each: shares do not come into it here. */
 	for (size_t i = 0; i < 6; i++)
-		jobs[i] = (struct rpc_job){.run = blocking};
+		jobs[i] = (struct rpc_job){.run = blocking, .owner = owners[i]};
 	if (!check(rpc_pool_start(&p, "test", 2, 3, &err) == 0, "a pool of 2 workers starts"))
 		return;
-	taken &= rpc_pool_submit(&p, &jobs[0]) && rpc_pool_submit(&p, &jobs[1]);
+	taken &= submit(&p, &jobs[0]) && submit(&p, &jobs[1]);
 	check(taken && await(&g.started, 2), "both workers take a job");
 	for (size_t i = 2; i < 5; i++)
-		taken &= rpc_pool_submit(&p, &jobs[i]);
+		taken &= submit(&p, &jobs[i]);
 	check(taken, "three more wait in the queue (queue_max 3)");
-	check(!rpc_pool_submit(&p, &jobs[5]), "a full queue refuses the next job at once");
+	check(!submit(&p, &jobs[5]), "a full queue refuses the next job at once");
 	set_open();
 	check(await(&g.ran, 5), "every job taken runs (%d ran)", g.ran);
-	check(rpc_pool_submit(&p, &jobs[5]) && await(&g.ran, 6),
+	check(submit(&p, &jobs[5]) && await(&g.ran, 6),
 	      "with the queue drained, submitting works again");
 	rpc_pool_stop(&p, dropped);
 	check(g.ran == 6 && g.dropped == 0, "stopping an idle pool drops nothing");
-	check(!rpc_pool_submit(&p, &jobs[0]), "a stopped pool refuses jobs");
+	check(!submit(&p, &jobs[0]), "a stopped pool refuses jobs");
 	rpc_pool_destroy(&p);
 }
 
@@ -115,12 +135,12 @@ static void test_stop_drops_queued(void)
 
 	reset();
 	for (size_t i = 0; i < 3; i++)
-		jobs[i] = (struct rpc_job){.run = blocking};
+		jobs[i] = (struct rpc_job){.run = blocking, .owner = owners[i]};
 	if (!check(rpc_pool_start(&p, "stop", 1, 2, &err) == 0, "a pool of 1 worker starts"))
 		return;
-	rpc_pool_submit(&p, &jobs[0]);
+	submit(&p, &jobs[0]);
 	await(&g.started, 1);
-	check(rpc_pool_submit(&p, &jobs[1]) && rpc_pool_submit(&p, &jobs[2]),
+	check(submit(&p, &jobs[1]) && submit(&p, &jobs[2]),
 	      "two jobs queue behind the running one");
 	pthread_create(&t, NULL, stopper, &p);
 	/* The running job finishes only once the pool is stopping, so that
@@ -137,7 +157,44 @@ static void test_stop_drops_queued(void)
 	pthread_join(t, NULL);
 	check(g.ran == 1, "stop lets the running job finish (%d ran)", g.ran);
 	check(g.dropped == 2, "and hands both queued jobs to drop (%d dropped)", g.dropped);
-	check(!rpc_pool_submit(&p, &jobs[0]), "submitting after stop fails");
+	check(!submit(&p, &jobs[0]), "submitting after stop fails");
+	rpc_pool_destroy(&p);
+}
+
+static void test_shares(void)
+{
+	struct rpc_pool p;
+	struct rpc_job flood[16], other[2];
+	struct sbx_err err;
+	int taken = 0;
+	enum rpc_pool_verdict v = RPC_POOL_TAKEN;
+
+	reset();
+	if (!check(rpc_pool_start(&p, "share", 8, 8, &err) == 0, "a pool of 8 workers starts"))
+		return;
+	/* Issue 7: 16 long polls of one identity took every worker and every
+	 * queue slot, and everyone else got RESOURCE_EXHAUSTED. */
+	for (size_t i = 0; i < 16; i++) {
+		flood[i] = (struct rpc_job){.run = blocking, .owner = "uid:1000"};
+		if ((v = rpc_pool_submit(&p, &flood[i])) != RPC_POOL_TAKEN)
+			break;
+		taken++;
+	}
+	check(taken == 8 && v == RPC_POOL_SHARE,
+	      "one owner gets half the workers and half the queue (%d taken), then SHARE", taken);
+	check(await(&g.started, 4), "four of its jobs run");
+	nanosleep(&(struct timespec){.tv_nsec = 50000000}, NULL);
+	check(g.started == 4, "and no more: the other four wait though workers are idle (%d)",
+	      g.started);
+	for (size_t i = 0; i < 2; i++)
+		other[i] = (struct rpc_job){.run = quick, .owner = i ? "token:bob" : "token:alice"};
+	check(submit(&p, &other[0]) && submit(&p, &other[1]) && await(&g.quick, 2),
+	      "other owners' jobs run at once, past the queued flood");
+	set_open();
+	check(await(&g.ran, 8), "the flood's queued jobs run as its running ones end (%d)", g.ran);
+	check(submit(&p, &flood[8]) && await(&g.ran, 9),
+	      "with its jobs done, the owner submits again");
+	rpc_pool_stop(&p, dropped);
 	rpc_pool_destroy(&p);
 }
 
@@ -151,5 +208,6 @@ int main(void)
 	pthread_condattr_destroy(&attr);
 	test_bounded_queue();
 	test_stop_drops_queued();
+	test_shares();
 	return check_done();
 }
