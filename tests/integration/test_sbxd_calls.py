@@ -534,7 +534,10 @@ class SbxdTest(unittest.TestCase):
             f.write(policy_json())
         r = self.srv.cli("create", "--policy", pol)
         self.assertEqual(r.returncode, 0, r)
-        return r.stdout.strip()
+        run = r.stdout.strip()
+        # A failed check must not leave the run (and its execs) to later tests.
+        self.addCleanup(self.srv.cli, "teardown", run)
+        return run
 
     def test_cli_prints_hostile_names_as_one_escaped_line_each(self):
         run = self.cli_run()
