@@ -52,7 +52,22 @@ bool sbx_utf8_valid(const char *s)
 	return true;
 }
 
-void sbx_escape(char *dst, size_t dst_size, const char *src)
+size_t sbx_text_unsafe_len(const unsigned char *s)
+{
+	size_t n = sbx_utf8_len(s);
+
+	if (n == 0 || (n == 1 && (*s < 0x20 || *s == 0x7f)))
+		return 1;
+	if (n == 2 && s[0] == 0xc2 && s[1] < 0xa0) /* C1 */
+		return 2;
+	if (n == 3 && s[0] == 0xe2 &&
+	    ((s[1] == 0x80 && s[2] >= 0xaa && s[2] <= 0xae) || /* U+202A..U+202E */
+	     (s[1] == 0x81 && s[2] >= 0xa6 && s[2] <= 0xa9)))  /* U+2066..U+2069 */
+		return 3;
+	return 0;
+}
+
+void sbx_escape_flags(char *dst, size_t dst_size, const char *src, unsigned flags)
 {
 	const unsigned char *s = (const unsigned char *)src;
 	size_t o = 0;
@@ -60,21 +75,19 @@ void sbx_escape(char *dst, size_t dst_size, const char *src)
 	if (dst_size == 0)
 		return;
 	while (*s) {
-		size_t n = sbx_utf8_len(s);
-		char esc[5];
+		size_t bad = sbx_text_unsafe_len(s);
+		size_t n = bad ? bad : sbx_utf8_len(s);
+		char esc[13];
 		const char *out = (const char *)s;
 		size_t len = n;
 
-		/* C0, DEL, and C1 (U+0080..U+009F: 0xc2 0x80..0x9f, which some
-		 * terminals take as escape sequences) byte by byte. */
-		if (n == 2 && s[0] == 0xc2 && s[1] < 0xa0)
-			n = 0;
-		if (n == 0 || (n == 1 && (*s < 0x20 || *s == 0x7f))) {
-			snprintf(esc, sizeof(esc), "\\x%02x", *s);
+		if (bad) {
+			/* Byte by byte, so the original bytes can be read back. */
+			for (size_t i = 0; i < bad; i++)
+				snprintf(esc + 4 * i, sizeof(esc) - 4 * i, "\\x%02x", s[i]);
 			out = esc;
-			len = 4;
-			n = 1;
-		} else if (*s == '\\') {
+			len = 4 * bad;
+		} else if (*s == '\\' && !(flags & SBX_ESCAPE_KEEP_BACKSLASH)) {
 			out = "\\\\";
 			len = 2;
 		}
@@ -85,6 +98,11 @@ void sbx_escape(char *dst, size_t dst_size, const char *src)
 		s += n;
 	}
 	dst[o] = '\0';
+}
+
+void sbx_escape(char *dst, size_t dst_size, const char *src)
+{
+	sbx_escape_flags(dst, dst_size, src, 0);
 }
 
 /* The first string field of m (or of a message inside it) that is not

@@ -19,6 +19,7 @@
 #include "nng_close.h"
 #include "nng_err.h"
 #include "sleep.h"
+#include "text.h"
 #include "util.h"
 
 /* A server that answers nothing because no connection exists (it died, or
@@ -589,8 +590,14 @@ static int take_reply(sbx_client *c, nng_msg *m, const ProtobufCMessageDescripto
 		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL,
 				    "%s sent a reply that is not an sbx.v1.Response", c->endpoint);
 	if (r->code != SBX__V1__CODE__OK) {
-		rc = sbx_rpc_fail(st, r->code, "%s",
-				  r->message && *r->message ? r->message : sbx_code_name(r->code));
+		/* It may quote a sandbox's names (sbxd escapes them, and drops C0
+		 * from messages): what else could reorder or hijack a terminal
+		 * (C1, bidi controls) is escaped here, for every caller. */
+		char msg[SBX_ERR_MAX];
+		sbx_escape_flags(msg, sizeof(msg),
+				 r->message && *r->message ? r->message : sbx_code_name(r->code),
+				 SBX_ESCAPE_KEEP_BACKSLASH);
+		rc = sbx_rpc_fail(st, r->code, "%s", msg);
 	} else if (!(*resp = unpack_bounded(resp_desc, budget, r->body.len, r->body.data))) {
 		rc = sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "%s sent a body that is not an %s",
 				  c->endpoint, resp_desc->name);

@@ -13,6 +13,7 @@
 #include <openssl/evp.h>
 
 #include "client_internal.h"
+#include "text.h"
 #include "util.h"
 
 static void md_freep(EVP_MD_CTX **md)
@@ -209,13 +210,25 @@ static int open_temp(const char *dest, struct temp_file *t, struct sbx_rpc_statu
 	return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "%s: no free temporary name", dir);
 }
 
+/* A file that changed under a fetch was changed by an exec of the run (no
+ * other process can write /out): not corruption, so ABORTED, and fetching
+ * it again once the exec has ended gives the final file. */
+#define CHANGED_BY_AN_EXEC                                                                         \
+	"an exec is running, so the file can change and digests are not final; fetch it "          \
+	"again when the run's execs have ended"
+
 static int fetch_into(sbx_client *c, const char *run_id, const char *remote_path, int fd,
-		      const char *expect_sha256, sbx_progress_fn progress, void *progress_arg,
-		      struct sbx_rpc_status *st)
+		      const char *expect_sha256, bool expect_live, sbx_progress_fn progress,
+		      void *progress_arg, struct sbx_fetch_info *info, struct sbx_rpc_status *st)
 {
 	_cleanup_(md_freep) EVP_MD_CTX *md = sha256_new();
 	uint64_t offset = 0, size = 0;
 	char got[65];
+	/* The path may come from a sandbox's listing: escaped in messages,
+	 * and short enough to leave room for the rest. */
+	char name[256];
+
+	sbx_escape(name, sizeof(name), remote_path);
 
 	if (!md)
 		return sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
@@ -228,20 +241,25 @@ static int fetch_into(sbx_client *c, const char *run_id, const char *remote_path
 		_cleanup_(sbx_fetch_resp_freep) Sbx__V1__FetchArtifactResponse *r =
 		    sbx_fetch_artifact(c, &req, st);
 		if (!r)
-			return sbx_rpc_prefix(st, "FetchArtifact %s at %llu", remote_path,
+			return sbx_rpc_prefix(st, "FetchArtifact %s at %llu", name,
 					      (unsigned long long)offset);
 		if (offset == 0)
 			size = r->size;
-		if (r->size != size || r->data.len > SBX_CHUNK_BYTES || offset + r->data.len > size)
+		if (r->data.len > SBX_CHUNK_BYTES ||
+		    (r->size == size && offset + r->data.len > size))
 			return sbx_rpc_fail(st, SBX__V1__CODE__DATA_LOSS,
+					    "%s: the server sent %zu bytes at %llu of %llu", name,
+					    r->data.len, (unsigned long long)offset,
+					    (unsigned long long)size);
+		if (r->size != size)
+			return sbx_rpc_fail(st, SBX__V1__CODE__ABORTED,
 					    "%s: changed while being fetched (size %llu, then %llu "
-					    "with %zu bytes at %llu)",
-					    remote_path, (unsigned long long)size,
-					    (unsigned long long)r->size, r->data.len,
+					    "at %llu): " CHANGED_BY_AN_EXEC,
+					    name, (unsigned long long)size,
+					    (unsigned long long)r->size,
 					    (unsigned long long)offset);
 		if (r->data.len && (write_full(fd, r->data.data, r->data.len) < 0))
-			return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "writing %s",
-						  remote_path);
+			return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "writing %s", name);
 		if (!EVP_DigestUpdate(md, r->data.data, r->data.len))
 			return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "sha256 failed");
 		offset += r->data.len;
@@ -251,26 +269,47 @@ static int fetch_into(sbx_client *c, const char *run_id, const char *remote_path
 			if (!r->data.len)
 				return sbx_rpc_fail(st, SBX__V1__CODE__DATA_LOSS,
 						    "%s: the server sent no bytes at %llu of %llu",
-						    remote_path, (unsigned long long)offset,
+						    name, (unsigned long long)offset,
 						    (unsigned long long)size);
 			continue;
 		}
 		if (offset != size)
-			return sbx_rpc_fail(st, SBX__V1__CODE__DATA_LOSS,
-					    "%s: got %llu bytes of %llu", remote_path,
-					    (unsigned long long)offset, (unsigned long long)size);
+			return sbx_rpc_fail(
+			    st, r->live ? SBX__V1__CODE__ABORTED : SBX__V1__CODE__DATA_LOSS,
+			    "%s: got %llu bytes of %llu%s", name, (unsigned long long)offset,
+			    (unsigned long long)size, r->live ? ": " CHANGED_BY_AN_EXEC : "");
 		if (sha256_hex(md, got) < 0)
 			return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "sha256 failed");
-		if (!r->sha256 || strcmp(r->sha256, got))
+		/* sbxd hashes the file afresh when it changed between chunks:
+		 * then the bytes received are of no one version of it. */
+		if (!r->sha256 || strcmp(r->sha256, got)) {
+			if (r->live && r->sha256 && *r->sha256)
+				return sbx_rpc_fail(
+				    st, SBX__V1__CODE__ABORTED,
+				    "%s: changed while being fetched (the bytes "
+				    "received hash to %s, the file now to %s): " CHANGED_BY_AN_EXEC,
+				    name, got, r->sha256);
 			return sbx_rpc_fail(st, SBX__V1__CODE__DATA_LOSS,
 					    "%s: sha256 of the bytes received is %s, the server "
 					    "says %s",
-					    remote_path, got,
+					    name, got,
 					    r->sha256 && *r->sha256 ? r->sha256 : "nothing");
-		if (expect_sha256 && strcmp(expect_sha256, got))
+		}
+		if (expect_sha256 && strcmp(expect_sha256, got)) {
+			if (r->live || expect_live)
+				return sbx_rpc_fail(st, SBX__V1__CODE__ABORTED,
+						    "%s: changed since it was listed (sha256 %s, "
+						    "listed as %s): " CHANGED_BY_AN_EXEC,
+						    name, got, expect_sha256);
 			return sbx_rpc_fail(st, SBX__V1__CODE__DATA_LOSS,
 					    "%s: sha256 of the bytes received is %s, expected %s",
-					    remote_path, got, expect_sha256);
+					    name, got, expect_sha256);
+		}
+		if (info) {
+			info->size = size;
+			memcpy(info->sha256, got, sizeof(got));
+			info->live = r->live;
+		}
 		return 0;
 	}
 }
@@ -279,11 +318,20 @@ int sbx_fetch_file(sbx_client *c, const char *run_id, const char *remote_path,
 		   const char *local_path, const char *expect_sha256, sbx_progress_fn progress,
 		   void *progress_arg, struct sbx_rpc_status *st)
 {
+	return sbx_fetch_file_ex(c, run_id, remote_path, local_path, expect_sha256, false, progress,
+				 progress_arg, NULL, st);
+}
+
+int sbx_fetch_file_ex(sbx_client *c, const char *run_id, const char *remote_path,
+		      const char *local_path, const char *expect_sha256, bool expect_live,
+		      sbx_progress_fn progress, void *progress_arg, struct sbx_fetch_info *info,
+		      struct sbx_rpc_status *st)
+{
 	_cleanup_(temp_file_freep) struct temp_file tmp = {.fd = -1};
 
 	if (open_temp(local_path, &tmp, st) < 0 ||
-	    fetch_into(c, run_id, remote_path, tmp.fd, expect_sha256, progress, progress_arg, st) <
-		0)
+	    fetch_into(c, run_id, remote_path, tmp.fd, expect_sha256, expect_live, progress,
+		       progress_arg, info, st) < 0)
 		return -1;
 	if (fsync(tmp.fd) < 0 || close(sbx_steal_fd(tmp.fd)) < 0)
 		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "%s", tmp.path);

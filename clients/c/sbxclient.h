@@ -45,6 +45,7 @@
 #define SBX_SBXCLIENT_H
 
 #include <signal.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -175,10 +176,32 @@ int sbx_put_file(sbx_client *c, const char *run_id, const char *local_path, cons
  * chunks go to a temporary file in local_path's directory, the sha256 of the
  * bytes received is compared with the one sbxd reports (and with
  * expect_sha256, e.g. ListArtifacts' value, if non-NULL), and only a match is
- * renamed into place. A mismatch is DATA_LOSS and leaves no file behind. */
+ * renamed into place. A mismatch is DATA_LOSS and leaves no file behind
+ * (a size that changed between chunks, which only an exec can do, is
+ * ABORTED). Paths in its messages are escaped (common/text.h). */
 int sbx_fetch_file(sbx_client *c, const char *run_id, const char *remote_path,
 		   const char *local_path, const char *expect_sha256, sbx_progress_fn progress,
 		   void *progress_arg, struct sbx_rpc_status *st);
+
+/* What sbx_fetch_file_ex fetched. */
+struct sbx_fetch_info {
+	uint64_t size;
+	char sha256[65]; /* of the bytes fetched, as sbxd also says */
+	bool live;	 /* an exec could still change the file (FetchArtifactResponse.live):
+			    the sha256 is of the bytes read then, not final */
+};
+
+/* sbx_fetch_file, and: info (if non-NULL) filled on success; expect_live
+ * says expect_sha256 is from a listing that was live (ListArtifacts'
+ * listing.live). A file that changed while an exec could change it (sbxd
+ * said live, or expect_live) is ABORTED, not DATA_LOSS: a size that changed
+ * between chunks, bytes that no longer hash as sbxd's fresh digest, or a
+ * digest other than the listing's. The message says an exec is running;
+ * fetching again after the execs ended gives the final file. */
+int sbx_fetch_file_ex(sbx_client *c, const char *run_id, const char *remote_path,
+		      const char *local_path, const char *expect_sha256, bool expect_live,
+		      sbx_progress_fn progress, void *progress_arg, struct sbx_fetch_info *info,
+		      struct sbx_rpc_status *st);
 
 #ifdef __cplusplus
 }

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "err.h"
 #include "rpc_status.h"
@@ -80,6 +81,25 @@ void cli_client_closep(sbx_client **c);
 #define _cleanup_client_ __attribute__((cleanup(cli_client_closep)))
 void cli_progress(const char *path, uint64_t done, uint64_t total, void *arg);
 int cli_exit_status(const Sbx__V1__ExecStatus *s);
+
+/* Printing what a sandbox chose (print.c). A name (an artifact path, an
+ * argv word, a label) is escaped as common/text.h's sbx_escape says: C0,
+ * DEL, C1, bidi overrides and isolates and non-UTF-8 bytes as "\xNN" per
+ * byte, a backslash as "\\", so one name is one line and shows as itself. */
+void cli_put_name(FILE *f, const char *s);
+/* Text sbxd wrote (an alert, a message, an error), which quotes names
+ * escaped already: the same escapes, backslashes kept. */
+void cli_put_text(FILE *f, const char *s);
+/* A JSON text with DEL, C1 and bidi controls written as \uNNNN: the same
+ * JSON value, safe to show on a terminal; malloc'd, NULL when out of memory. */
+char *cli_json_safe(const char *json);
+/* On stderr, what a listing (ListArtifacts' or the manifest's) says about
+ * itself: live digests, files left out, busy files, bad names, and the
+ * skipped entries that are none of those. what: "artifacts", "manifest". */
+void cli_note_listing(const Sbx__V1__ArtifactListing *l, uint32_t skipped, const char *what);
+/* On stderr, that an exec's stream ends early: cut (sbxd stopped keeping
+ * it at kept_bytes, and why) or truncated (output_kb). */
+void cli_note_cut(const char *stream, const char *cut, uint64_t kept_bytes, bool truncated);
 
 /* The number of the SIGINT, SIGTERM or SIGHUP that arrived (0: none), once
  * cli_install_signals ran. */

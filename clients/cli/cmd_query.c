@@ -32,10 +32,36 @@ static const char *when(int64_t ms, char *buf, size_t size)
 	return buf;
 }
 
+/* A script chooses its argv: each word escaped, so that one exec is its
+ * lines and no more. */
 static void print_argv(char **argv, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		printf("%s%s", i ? " " : "", argv[i]);
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			putchar(' ');
+		cli_put_name(stdout, argv[i]);
+	}
+}
+
+static void print_stream(const char *name, uint64_t bytes, bool truncated, const char *cut)
+{
+	printf("  %s %" PRIu64, name, bytes);
+	if (cut && *cut) {
+		fputs(" (cut: ", stdout);
+		cli_put_text(stdout, cut);
+		putchar(')');
+	} else if (truncated) {
+		fputs(" (truncated)", stdout);
+	}
+}
+
+static void print_label(const char *before, const char *key, const char *value, const char *after)
+{
+	fputs(before, stdout);
+	cli_put_name(stdout, key);
+	putchar('=');
+	cli_put_name(stdout, value);
+	fputs(after, stdout);
 }
 
 static void print_exec(const Sbx__V1__ExecStatus *e)
@@ -50,15 +76,17 @@ static void print_exec(const Sbx__V1__ExecStatus *e)
 	printf("  started %s", when(e->started_unix_ms, a, sizeof(a)));
 	if (e->ended_unix_ms > 0 && e->started_unix_ms > 0)
 		printf("  wall %" PRId64 " ms", e->ended_unix_ms - e->started_unix_ms);
-	printf("  cpu %" PRIu64 " ms  peak %" PRIu64 " KiB  out %" PRIu64 "%s  err %" PRIu64 "%s\n",
-	       e->cpu_ms, e->peak_memory_bytes >> 10, e->stdout_bytes,
-	       e->stdout_truncated ? " (truncated)" : "", e->stderr_bytes,
-	       e->stderr_truncated ? " (truncated)" : "");
-	printf("     ");
+	printf("  cpu %" PRIu64 " ms  peak %" PRIu64 " KiB", e->cpu_ms, e->peak_memory_bytes >> 10);
+	print_stream("out", e->stdout_bytes, e->stdout_truncated, e->stdout_cut);
+	print_stream("err", e->stderr_bytes, e->stderr_truncated, e->stderr_cut);
+	printf("\n     ");
 	print_argv(e->argv, e->n_argv);
 	putchar('\n');
-	if (e->message && *e->message)
-		printf("     %s\n", e->message);
+	if (e->message && *e->message) {
+		printf("     ");
+		cli_put_text(stdout, e->message);
+		putchar('\n');
+	}
 }
 
 int cmd_status(struct cli *cli)
@@ -79,18 +107,29 @@ int cmd_status(struct cli *cli)
 	       sbx_run_state_name(r->state), r->policy_digest, r->image_digest,
 	       when(r->created_unix_ms, a, sizeof(a)), when(r->deadline_unix_ms, b, sizeof(b)));
 	for (size_t i = 0; i < r->n_labels; i++)
-		printf("label %s=%s\n", r->labels[i]->key, r->labels[i]->value);
+		print_label("label ", r->labels[i]->key, r->labels[i]->value, "\n");
 	for (size_t i = 0; i < r->n_execs; i++)
 		print_exec(r->execs[i]);
 	for (size_t i = 0; i < r->n_egress; i++) {
 		const Sbx__V1__EgressRecord *e = r->egress[i];
-		printf("egress %s %s:%u %s out %" PRIu64 " in %" PRIu64 "%s%s\n",
-		       when(e->time_unix_ms, a, sizeof(a)), e->host, e->port,
-		       e->allowed ? "allowed" : "denied", e->bytes_out, e->bytes_in,
-		       e->reason && *e->reason ? " " : "", e->reason ? e->reason : "");
+		/* The host is what the sandbox asked for. */
+		printf("egress %s ", when(e->time_unix_ms, a, sizeof(a)));
+		cli_put_name(stdout, e->host);
+		printf(":%u %s out %" PRIu64 " in %" PRIu64, e->port,
+		       e->allowed ? "allowed" : "denied", e->bytes_out, e->bytes_in);
+		if (e->reason && *e->reason) {
+			putchar(' ');
+			cli_put_text(stdout, e->reason);
+		}
+		putchar('\n');
 	}
-	for (size_t i = 0; i < r->n_alerts; i++)
-		printf("alert %s\n", r->alerts[i]);
+	/* sbxd escapes the names it quotes in alerts; what else they hold is
+	 * escaped here. */
+	for (size_t i = 0; i < r->n_alerts; i++) {
+		fputs("alert ", stdout);
+		cli_put_text(stdout, r->alerts[i]);
+		putchar('\n');
+	}
 	return 0;
 }
 
@@ -108,15 +147,15 @@ int cmd_artifacts(struct cli *cli)
 	if (cli->json)
 		return cli_print_json(m) < 0 ? EXIT_FAILURE_RPC : 0;
 	const Sbx__V1__ListArtifactsResponse *r = (const Sbx__V1__ListArtifactsResponse *)m;
+	/* One line per file, whatever its name holds. */
 	for (size_t i = 0; i < r->n_artifacts; i++) {
 		const Sbx__V1__Artifact *x = r->artifacts[i];
-		printf("%12" PRIu64 "  %04o  %s  %s\n", x->size, x->mode & 07777, x->sha256,
-		       x->path);
+		printf("%12" PRIu64 "  %04o  %s  ", x->size, x->mode & 07777, x->sha256);
+		cli_put_name(stdout, x->path);
+		putchar('\n');
 	}
-	if (r->skipped)
-		fprintf(stderr,
-			"sbx: %u entries of /out are links or special files: never served\n",
-			r->skipped);
+	fflush(stdout);
+	cli_note_listing(r->listing, r->skipped, "artifacts");
 	return 0;
 }
 
@@ -155,8 +194,18 @@ int cmd_fetch(struct cli *cli)
 	if (!dest)
 		return cli_error(SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory"),
 		       EXIT_FAILURE_RPC;
-	if (sbx_fetch_file(c, cli->run_id, cli->path, dest, NULL, cli_progress, NULL, &st) < 0)
+	struct sbx_fetch_info info;
+	if (sbx_fetch_file_ex(c, cli->run_id, cli->path, dest, NULL, false, cli_progress, NULL,
+			      &info, &st) < 0)
 		return cli_status_error(&st), EXIT_FAILURE_RPC;
+	if (info.live) {
+		fputs("sbx: ", stderr);
+		cli_put_name(stderr, cli->path);
+		fprintf(stderr,
+			": live: an exec is running; sha256 %s is of the bytes fetched, not "
+			"final\n",
+			info.sha256);
+	}
 	return 0;
 }
 
@@ -175,7 +224,17 @@ int cmd_teardown(struct cli *cli)
 	if (!r->manifest)
 		return cli_error(SBX__V1__CODE__INTERNAL, "Teardown returned no manifest"),
 		       EXIT_FAILURE_RPC;
-	return cli_print_json(&r->manifest->base) < 0 ? EXIT_FAILURE_RPC : 0;
+	if (cli_print_json(&r->manifest->base) < 0)
+		return EXIT_FAILURE_RPC;
+	/* What the record left out, said beside it (it is in the JSON too). */
+	const Sbx__V1__RunManifest *mf = r->manifest;
+	cli_note_listing(mf->artifacts_listing, 0, "manifest");
+	if (mf->execs_not_listed)
+		fprintf(stderr,
+			"sbx: manifest: %" PRIu32 " exec records not listed (to fit "
+			"max_message_bytes; the first and the last are)\n",
+			mf->execs_not_listed);
+	return 0;
 }
 
 int cmd_runs(struct cli *cli)
@@ -197,7 +256,7 @@ int cmd_runs(struct cli *cli)
 		printf("%s  %-8s  %s  execs %u", s->run_id, sbx_run_state_name(s->state),
 		       when(s->created_unix_ms, a, sizeof(a)), s->execs);
 		for (size_t k = 0; k < s->n_labels; k++)
-			printf("  %s=%s", s->labels[k]->key, s->labels[k]->value);
+			print_label("  ", s->labels[k]->key, s->labels[k]->value, "");
 		putchar('\n');
 	}
 	return 0;

@@ -31,8 +31,12 @@ static void note_end(const Sbx__V1__ExecStatus *s)
 	default:
 		return;
 	}
-	fprintf(stderr, "sbx: %s: %s%s%s\n", sbx_exit_reason_name(s->reason), why,
-		s->message && *s->message ? ": " : "", s->message ? s->message : "");
+	fprintf(stderr, "sbx: %s: %s", sbx_exit_reason_name(s->reason), why);
+	if (s->message && *s->message) {
+		fputs(": ", stderr);
+		cli_put_text(stderr, s->message);
+	}
+	fputc('\n', stderr);
 }
 
 /* Runs argv in run_id with live output; returns the exit status for it, or

@@ -13,12 +13,15 @@ volatile sig_atomic_t cli_interrupted;
 
 int cli_error(Sbx__V1__Code code, const char *fmt, ...)
 {
+	char msg[2 * SBX_ERR_MAX];
 	va_list ap;
 
-	fprintf(stderr, "sbx: %s: ", sbx_code_name(code));
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	/* It may quote sbxd, which may quote a sandbox: one line, shown as is. */
+	fprintf(stderr, "sbx: %s: ", sbx_code_name(code));
+	cli_put_text(stderr, msg);
 	fputc('\n', stderr);
 	return -1;
 }
@@ -36,8 +39,10 @@ int cli_status_error(const struct sbx_rpc_status *st)
 int cli_print_json(const ProtobufCMessage *m)
 {
 	/* Defaults included: a script reading .exitCode finds 0, not null. */
-	char *s = sbx_pbjson_dumps(m, SBX_PBJSON_EMIT_DEFAULTS);
+	char *raw = sbx_pbjson_dumps(m, SBX_PBJSON_EMIT_DEFAULTS);
+	char *s = raw ? cli_json_safe(raw) : NULL;
 
+	free(raw);
 	if (!s)
 		return cli_error(SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
 	puts(s);
@@ -86,7 +91,9 @@ void cli_progress(const char *path, uint64_t done, uint64_t total, void *arg)
 		tty = isatty(STDERR_FILENO);
 	if (!tty || total < PROGRESS_MIN_BYTES)
 		return;
-	fprintf(stderr, "\r%s: %llu/%llu MiB (%u%%)%s", path, (unsigned long long)(done >> 20),
+	fputc('\r', stderr);
+	cli_put_name(stderr, path);
+	fprintf(stderr, ": %llu/%llu MiB (%u%%)%s", (unsigned long long)(done >> 20),
 		(unsigned long long)(total >> 20), (unsigned)(total ? done * 100 / total : 100),
 		done >= total ? "\n" : "");
 	fflush(stderr);

@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "policy.h"
+#include "text.h"
 #include "util.h"
 
 #define STDIN_MAX (1u << 20) /* ExecRequest.stdin */
@@ -164,6 +165,8 @@ struct pump {
 	int fd;
 	atomic_bool stop;
 	bool truncated;
+	char *cut; /* the last non-empty ReadOutputResponse.cut (malloc'd) */
+	uint64_t kept_bytes;
 	int rc;
 	struct sbx_rpc_status st;
 };
@@ -205,6 +208,11 @@ static void *pump_main(void *arg)
 		if (writable && r->data.len && write_all(p->fd, r->data.data, r->data.len) < 0)
 			writable = false;
 		p->truncated |= r->truncated;
+		if (r->cut && *r->cut) {
+			free(p->cut);
+			p->cut = strdup(r->cut); /* NULL: still truncated, said less well */
+			p->kept_bytes = r->kept_bytes;
+		}
 		offset = r->next_offset > offset ? r->next_offset : offset + r->data.len;
 		bool eof = r->eof;
 		sbx__v1__read_output_response__free_unpacked(r, NULL);
@@ -244,20 +252,19 @@ int live_exec(sbx_client *c, const char *run_id, const char *exec_id, Sbx__V1__W
 			atomic_store(&pumps[i].stop, true);
 	for (int i = 0; i < started; i++)
 		pthread_join(threads[i], NULL);
-	if (!*wait)
-		return sbx_rpc_prefix(st, "Wait");
+	int rc = *wait ? 0 : sbx_rpc_prefix(st, "Wait");
 	for (int i = 0; i < 2; i++) {
 		const char *name = i ? "stderr" : "stdout";
-		if (pumps[i].rc < 0) {
+		if (rc == 0 && pumps[i].rc < 0) {
 			*st = pumps[i].st;
-			return sbx_rpc_prefix(st, "ReadOutput %s", name);
+			rc = sbx_rpc_prefix(st, "ReadOutput %s", name);
 		}
-		if (pumps[i].truncated)
-			fprintf(stderr,
-				"sbx: the exec's %s was truncated (policy limits.output_kb)\n",
-				name);
+		/* The output ends early: say so, never just stop. */
+		if (rc == 0)
+			cli_note_cut(name, pumps[i].cut, pumps[i].kept_bytes, pumps[i].truncated);
+		free(pumps[i].cut);
 	}
-	return 0;
+	return rc;
 }
 
 /* ---- artifacts ---- */
@@ -306,14 +313,18 @@ int fetch_all(sbx_client *c, const char *run_id, const char *dir, struct sbx_rpc
 	if (!r)
 		return sbx_rpc_prefix(st, "ListArtifacts");
 	int rc = 0;
+	bool live = r->listing && r->listing->live;
+	/* Said first, so that a failure below is read knowing it. */
+	cli_note_listing(r->listing, r->skipped, "artifacts");
 	for (size_t i = 0; rc == 0 && i < r->n_artifacts; i++) {
 		const Sbx__V1__Artifact *a = r->artifacts[i];
 		_cleanup_free_ char *dest = NULL;
 		/* The server names the files; it does not get to name one outside dir. */
 		if (!safe_relative_path(a->path)) {
+			char name[256];
+			sbx_escape(name, sizeof(name), a->path);
 			rc = sbx_rpc_fail(st, SBX__V1__CODE__DATA_LOSS,
-					  "artifact path '%s' would leave %s: refused", a->path,
-					  dir);
+					  "artifact path '%s' would leave %s: refused", name, dir);
 			break;
 		}
 		if (asprintf(&dest, "%s/%s", dir, a->path) < 0) {
@@ -322,15 +333,11 @@ int fetch_all(sbx_client *c, const char *run_id, const char *dir, struct sbx_rpc
 		}
 		rc = make_parents(dir, a->path, st);
 		if (rc == 0)
-			rc = sbx_fetch_file(c, run_id, a->path, dest, a->sha256, cli_progress, NULL,
-					    st);
+			rc = sbx_fetch_file_ex(c, run_id, a->path, dest, a->sha256, live,
+					       cli_progress, NULL, NULL, st);
 		if (rc == 0 && chmod(dest, (a->mode & 0777 ? a->mode & 0777 : 0666) & ~mask) < 0)
 			rc = sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "%s", dest);
 	}
-	if (rc == 0 && r->skipped)
-		fprintf(stderr,
-			"sbx: %u entries of /out are links or special files: never fetched\n",
-			r->skipped);
 	sbx__v1__list_artifacts_response__free_unpacked(r, NULL);
 	return rc;
 }

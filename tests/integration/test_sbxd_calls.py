@@ -2,8 +2,10 @@
 live output, deadlines, oom, expiry, artifacts, teardown, identities,
 authentication, and bad input that must change nothing."""
 import hashlib
+import json
 import os
 import random
+import re
 import subprocess
 import time
 import unittest
@@ -507,6 +509,94 @@ class SbxdTest(ServerTestCase):
         r = self.srv.cli("teardown", run, tls=True, token=tok)
         self.assertEqual(r.returncode, 0, r)
         self.assertIn('"artifacts"', r.stdout)
+
+    # Names a script chose, as the CLI prints them: one escaped line each.
+    HOSTILE = ["a\nforged line", "esc\x1b[31mred", "rtl\u202efdp.exe", "back\\x0aslash",
+               "del\x7f\u0085"]
+    SHOWN = ["a\\x0aforged line", "esc\\x1b[31mred", "rtl\\xe2\\x80\\xaefdp.exe",
+             "back\\\\x0aslash", "del\\x7f\\xc2\\x85"]
+
+    def cli_run(self):
+        pol = os.path.join(self.srv.dir, "p.json")
+        with open(pol, "w") as f:
+            f.write(policy_json())
+        r = self.srv.cli("create", "--policy", pol)
+        self.assertEqual(r.returncode, 0, r)
+        run = r.stdout.strip()
+        # A failed check must not leave the run (and its execs) to later tests.
+        self.addCleanup(self.srv.cli, "teardown", run)
+        return run
+
+    def test_cli_prints_hostile_names_as_one_escaped_line_each(self):
+        run = self.cli_run()
+        code = "import sys\nfor n in sys.argv[1:]: open('/out/' + n, 'w').write('x')\n"
+        r = self.srv.cli("exec", run, "--", "/usr/bin/python3", "-c", code, *self.HOSTILE)
+        self.assertEqual(r.returncode, 0, r)
+        r = self.srv.cli("artifacts", run)
+        self.assertEqual(r.returncode, 0, r)
+        lines = r.stdout.split("\n")
+        self.assertEqual(lines[-1], "")
+        self.assertEqual(len(lines) - 1, len(self.HOSTILE), r.stdout)  # no forged line
+        names = [re.fullmatch(r" *\d+  0\d{3}  [0-9a-f]{64}  (.*)", l).group(1)
+                 for l in lines[:-1]]
+        self.assertEqual(sorted(names), sorted(self.SHOWN))
+        for raw in ("\x1b", "\u202e", "\x7f", "\u0085"):
+            self.assertNotIn(raw, r.stdout + r.stderr)
+        # JSON stays JSON, with the true names (shown as \u escapes).
+        r = self.srv.cli("artifacts", run, "--json")
+        self.assertEqual(sorted(a["path"] for a in json.loads(r.stdout)["artifacts"]),
+                         sorted(self.HOSTILE))
+        self.assertNotIn("\u202e", r.stdout)
+        # A script chooses its argv: status prints it escaped, on one line.
+        r = self.srv.cli("status", run)
+        self.assertEqual(r.returncode, 0, r)
+        argv_line = [l for l in r.stdout.split("\n") if "/usr/bin/python3" in l]
+        self.assertEqual(len(argv_line), 1, r.stdout)
+        for shown in self.SHOWN:
+            self.assertIn(shown, argv_line[0])
+        self.assertNotIn("\x1b", r.stdout)
+        r = self.srv.cli("teardown", run)
+        self.assertEqual(r.returncode, 0, r)
+        self.assertNotIn("\u202e", r.stdout)
+        self.assertEqual(sorted(a["path"] for a in json.loads(r.stdout)["artifacts"]),
+                         sorted(self.HOSTILE))
+
+    def test_cli_says_a_live_listing_is_not_final_and_a_change_is_not_corruption(self):
+        run = self.cli_run()
+        # Rewrites /out/f as fast as it can through a shared mapping, which
+        # changes no time stamp once the page is in: every read sees new bytes.
+        writer = ("import mmap\nf = open('/out/f', 'w+b')\nf.write(b'0' * 20)\nf.flush()\n"
+                  "m = mmap.mmap(f.fileno(), 20)\ni = 0\n"
+                  "while True:\n    m[0:20] = b'%020d' % i; i += 1\n")
+        r = self.srv.cli("exec", "--no-wait", run, "--", "/usr/bin/python3", "-c", writer)
+        self.assertEqual(r.returncode, 0, r)
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            r = self.srv.cli("artifacts", run)
+            if r.stdout.endswith("  f\n"):
+                break
+            time.sleep(0.1)
+        self.assertEqual(r.returncode, 0, r)
+        self.assertIn("live: an exec is running; digests are not final", r.stderr)
+        dest = os.path.join(self.srv.dir, "live-f")
+        r = self.srv.cli("fetch", run, "f", dest)
+        self.assertEqual(r.returncode, 0, r)
+        with open(dest, "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()
+        self.assertIn("f: live: an exec is running; sha256 %s is of the bytes fetched, not final"
+                      % digest, r.stderr)
+        # The file changed between the listing and the fetch: said as what
+        # it is, not as corruption (DATA_LOSS), and no file is left.
+        out = os.path.join(self.srv.dir, "live-all")
+        r = self.srv.cli("fetch", run, "--all", out)
+        self.assertEqual(r.returncode, 1, r)
+        self.assertIn("live: an exec is running; digests are not final", r.stderr)
+        self.assertIn("ABORTED: f: changed since it was listed", r.stderr)
+        self.assertIn("fetch it again when the run's execs have ended", r.stderr)
+        self.assertNotIn("DATA_LOSS", r.stderr)
+        self.assertEqual(os.listdir(out), [])
+        r = self.srv.cli("teardown", run)
+        self.assertEqual(r.returncode, 0, r)
 
 
 if __name__ == "__main__":

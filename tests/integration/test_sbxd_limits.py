@@ -303,6 +303,25 @@ class Quotas(Base):
         self.assertEqual(data, expect[:len(data)])
         self.ok("Teardown", pb.TeardownRequest(run_id=run), pb.TeardownResponse)
 
+    def test_the_cli_says_where_and_why_output_was_cut(self):
+        pol = os.path.join(self.srv.dir, "cut.json")
+        with open(pol, "w") as f:
+            f.write(policy_json(output_kb=4096))
+        r = self.srv.cli("create", "--policy", pol)
+        self.assertEqual(r.returncode, 0, r)
+        run = r.stdout.strip()
+        # 2 MiB of numbered lines, more than the 1 MiB quota: the output
+        # ends early, and sbx says where and why instead of just stopping.
+        r = self.srv.cli("exec", run, "--", "/bin/sh", "-c", "seq -f %08.0f 0 233016")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertGreater(len(r.stdout), 512 * KIB)
+        self.assertEqual(r.stdout, "".join("%08d\n" % i for i in range(233017))[:len(r.stdout)])
+        self.assertIn("sbx: the exec's stdout was cut after %d bytes: " % len(r.stdout), r.stderr)
+        self.assertIn("quotas.identity_mb", r.stderr)
+        r = self.srv.cli("status", run)
+        self.assertRegex(r.stdout, r"out 2097153 \(cut: [^)]*quotas.identity_mb")
+        self.assertEqual(self.srv.cli("teardown", run).returncode, 0)
+
 
 class Reserve(Base):
     config = {"quotas": {"reserve_mb": 1 << 39}}

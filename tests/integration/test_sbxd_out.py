@@ -319,6 +319,28 @@ class Names(OutTest):
         self.assertEqual([e["path"] for e in fetched], ['nl\nforged {"event": "x"}'])
         self.assertFalse([e for e in self.srv.audit_events() if e.get("event") == "x"])
 
+    def test_the_cli_says_what_a_listing_and_the_manifest_left_out(self):
+        run = self.create()
+        self.run_py(run, "[open('/out/%s%04d' % ('n'*200, i), 'w').close() for i in range(800)]\n"
+                         "open(b'/out/bad\\xff', 'w').close()\n")
+        r = self.srv.cli("artifacts", run)
+        self.assertEqual(r.returncode, 0, r)
+        listed = r.stdout.count("\n")
+        self.assertLess(listed, 800)
+        self.assertIn("sbx: artifacts: truncated: %d regular files not listed (" % (800 - listed),
+                      r.stderr)
+        self.assertIn("max_message_bytes", r.stderr)
+        self.assertIn("sbx: artifacts: 1 names are not UTF-8: skipped, never served", r.stderr)
+        self.assertNotIn("links or special files", r.stderr)  # skipped is those two
+        self.assertNotIn("live", r.stderr)  # no exec runs: the digests are final
+        r = self.srv.cli("teardown", run)
+        self.assertEqual(r.returncode, 0, r)
+        m = json.loads(r.stdout)
+        self.assertTrue(m["artifactsListing"]["truncated"])
+        self.assertIn("sbx: manifest: truncated: %d regular files not listed"
+                      % m["artifactsListing"]["notListed"], r.stderr)
+        self.assertIn("sbx: manifest: 1 names are not UTF-8", r.stderr)
+
 
 class Drain(OutTest):
     def test_sigterm_drains_while_a_hostile_file_is_listed(self):

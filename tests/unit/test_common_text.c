@@ -35,8 +35,30 @@ int main(void)
 	expect_escape("bad\xff", 64, "bad\\xff");
 	expect_escape("\xe2\x82\xac ok", 64, "\xe2\x82\xac ok");
 	expect_escape("csi\xc2\x9b", 64, "csi\\xc2\\x9b"); /* C1 */
-	expect_escape("ab\ncd", 6, "ab");		   /* never half an escape */
-	expect_escape("ab\xe2\x82\xac", 5, "ab");	   /* never half a sequence */
+	expect_escape("esc\x1b[31mred", 64, "esc\\x1b[31mred");
+	expect_escape("del\x7f", 64, "del\\x7f");
+	/* Bidi overrides and isolates: "exe.txt" shown for "txt.exe". */
+	expect_escape("a\xe2\x80\xaetxt.exe", 64, "a\\xe2\\x80\\xaetxt.exe"); /* U+202E */
+	expect_escape("\xe2\x80\xaa\xe2\x81\xa6\xe2\x81\xa9", 64,
+		      "\\xe2\\x80\\xaa\\xe2\\x81\\xa6\\xe2\\x81\\xa9"); /* 202A 2066 2069 */
+	expect_escape("\xe2\x80\xa9\xe2\x80\xaf\xe2\x81\xaa", 64,
+		      "\xe2\x80\xa9\xe2\x80\xaf\xe2\x81\xaa"); /* 2029 202F 206A: shown */
+	expect_escape("ab\xe2\x80\xae", 14, "ab");	       /* never half of its escape */
+	expect_escape("ab\xe2\x80\xae", 15, "ab\\xe2\\x80\\xae");
+	expect_escape("ab\ncd", 6, "ab");	  /* never half an escape */
+	expect_escape("ab\xe2\x82\xac", 5, "ab"); /* never half a sequence */
+
+	/* Text sbxd escaped already (an alert): a second pass keeps it. */
+	char once[64], twice[64];
+	sbx_escape(once, sizeof(once), "a\\b\nc\xe2\x80\xae");
+	sbx_escape_flags(twice, sizeof(twice), once, SBX_ESCAPE_KEEP_BACKSLASH);
+	check(strcmp(once, twice) == 0, "KEEP_BACKSLASH over escaped text changes nothing");
+	sbx_escape_flags(twice, sizeof(twice), "x\\y\x1b", SBX_ESCAPE_KEEP_BACKSLASH);
+	check(strcmp(twice, "x\\y\\x1b") == 0, "KEEP_BACKSLASH still escapes controls");
+	/* The worst case fits SBX_ESCAPE_SIZE: 4 bytes out per byte in. */
+	char worst[SBX_ESCAPE_SIZE(6)];
+	sbx_escape(worst, sizeof(worst), "\xe2\x80\xae\xff\n\\");
+	check(strlen(worst) == 4 * 3 + 4 + 4 + 2, "the worst case is whole: %s", worst);
 
 	for (long i = 0; i < 70000; i++)
 		all &= sbx_inode_put(&s, 1, (ino_t)(i * 7919), i);
