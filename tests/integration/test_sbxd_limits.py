@@ -433,11 +433,40 @@ class AuditLogMode(unittest.TestCase):
         st = os.stat(srv.audit)
         self.assertEqual(stat.S_IMODE(st.st_mode), 0o600)
         srv.stop()
-        # A log left readable by an earlier sbxd is made private again.
+        # A log left readable by an earlier sbxd is moved aside and made
+        # anew: a reader that opened it while it was open reads no new line.
         os.chmod(srv.audit, 0o644)
-        srv.start()
+        with open(srv.audit) as reader:
+            reader.read()
+            srv.start()
+            with srv.conn() as c:
+                code, msg, r = c.call("CreateRun", pb.CreateRunRequest(
+                    policy_json=policy_json()), pb.CreateRunResponse)
+                self.assertEqual(code, "OK", msg)
+                c.call("Teardown", pb.TeardownRequest(run_id=r.run_id), pb.TeardownResponse)
+            self.assertEqual(reader.read(), "")
         self.assertEqual(stat.S_IMODE(os.stat(srv.audit).st_mode), 0o600)
+        self.assertIn("run_created", [e["event"] for e in srv.audit_events()])
+        aside = [n for n in os.listdir(srv.dir) if n.startswith("audit.log.unsafe-")]
+        self.assertEqual(len(aside), 1, os.listdir(srv.dir))
+        self.assertIn("audit log %s was more open than its mode should be (mode 644" % srv.audit,
+                      srv.log_tail())
         srv.stop()
+        # A FIFO (which would block the start and take the lines) or a link
+        # at the log's path is refused.
+        os.rename(srv.audit, srv.audit + ".old")
+        os.mkfifo(srv.audit, 0o600)
+        with self.assertRaises(RuntimeError) as e:
+            srv.start()
+        self.assertIn("audit log %s: not a regular file" % srv.audit, str(e.exception))
+        os.unlink(srv.audit)
+        os.symlink(srv.audit + ".old", srv.audit)
+        with self.assertRaises(RuntimeError) as e:
+            srv.start()
+        self.assertIn("audit log %s: Too many levels of symbolic links" % srv.audit,
+                      str(e.exception))
+        os.unlink(srv.audit)
+        os.rename(srv.audit + ".old", srv.audit)
         group = grp.getgrgid(os.getgid()).gr_name
         with open(srv.config) as f:
             cfg = json.load(f)
@@ -594,6 +623,54 @@ class Inodes(unittest.TestCase):
         shutil.rmtree(fill)
         self.assertEqual(os.listdir(srv.state_path("runs")), [])
         self.assertEqual(srv.stop(), 0)
+
+
+class AuditBounds(Base):
+    """A caller's strings are cut in the audit log, and each identity's
+    lines are bounded by a byte rate (here 1 KiB/s, 64 KiB at once), so
+    one caller cannot fill the log's disk; another identity's lines still
+    go in, and the dropped ones are counted."""
+    config = {"quotas": {"audit_identity_kb_per_s": 1}}
+
+    def test_long_strings_are_cut_and_a_flood_is_dropped_and_counted(self):
+        argv0 = "/" + "\x01" * (16 * KIB)
+        run = self.create()
+        size0 = os.path.getsize(self.srv.audit)
+        t0 = time.time()
+        for _ in range(60):
+            code, msg, e = self.call("Exec", pb.ExecRequest(run_id=run, argv=[argv0]),
+                                     pb.ExecResponse)
+            self.assertEqual(code, "OK", msg)
+            self.ok("Wait", pb.WaitRequest(run_id=run, exec_id=e.exec_id, timeout_ms=30000),
+                    pb.WaitResponse)
+        grown = os.path.getsize(self.srv.audit) - size0
+        self.assertLess(grown, 64 * KIB + (time.time() - t0 + 1) * KIB)
+        started = [e for e in self.srv.audit_events() if e["event"] == "exec_started"]
+        self.assertEqual(started[0]["argv0"], argv0[:256])
+        self.assertIs(started[0]["truncated"], True)
+        self.assertEqual(started[0]["full_bytes"], {"argv0": len(argv0)})
+        self.assertLess(len(started), 60)
+        # bob is under his own rate.
+        with self.srv.conn(tls=True) as c:
+            tok = self.srv.tokens["bob"]
+            code, msg, r = c.call("CreateRun", pb.CreateRunRequest(policy_json=policy_json()),
+                                  pb.CreateRunResponse, token=tok)
+            self.assertEqual(code, "OK", msg)
+            c.call("Teardown", pb.TeardownRequest(run_id=r.run_id), pb.TeardownResponse,
+                   token=tok)
+        time.sleep(1.5)  # refills what the teardown line takes
+        self.ok("Teardown", pb.TeardownRequest(run_id=run), pb.TeardownResponse)
+        events = self.srv.audit_events()
+        self.assertIn(("run_created", "token:bob"), [(e["event"], e["identity"]) for e in events])
+        dropped = [e for e in events if e["event"] == "audit_lines_dropped"]
+        # A summary each time the flood's lines go in again, all of them ours.
+        self.assertTrue(dropped)
+        self.assertEqual({(d["identity"], d["quota"]) for d in dropped},
+                         {("uid:%d" % os.getuid(), "quotas.audit_identity_kb_per_s")})
+        ours = [e for e in events if e["identity"] == "uid:%d" % os.getuid()
+                and e["event"] in ("exec_started", "exec_ended")]
+        self.assertEqual(len(ours) + sum(d["dropped"] for d in dropped), 120)
+        self.assertEqual(events[-1]["event"], "teardown")
 
 
 if __name__ == "__main__":
