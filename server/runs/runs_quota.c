@@ -36,6 +36,18 @@ static struct disk_free disk_free(const struct sbx_runs *runs)
 				  sv.f_files ? (uint64_t)sv.f_favail : UINT64_MAX};
 }
 
+static int below_reserve(struct sbx_rpc_status *st, const char *what, uint64_t asked,
+			 const char *unit, const char *kind, uint64_t reserve,
+			 const char *reserve_unit, const char *key, uint64_t avail)
+{
+	return sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED,
+			    "%s: %llu %s would leave state_dir less than its %s reserve of %llu %s "
+			    "(config quotas.%s; %llu %s free)",
+			    what, (unsigned long long)asked, unit, kind,
+			    (unsigned long long)reserve, reserve_unit, key,
+			    (unsigned long long)avail, unit);
+}
+
 int quota_reserve_check(struct sbx_runs *runs, uint64_t bytes, uint64_t inodes, const char *what,
 			struct sbx_rpc_status *st)
 {
@@ -44,25 +56,15 @@ int quota_reserve_check(struct sbx_runs *runs, uint64_t bytes, uint64_t inodes, 
 	struct disk_free avail = disk_free(runs);
 
 	if (avail.bytes < reserve || avail.bytes - reserve < bytes)
-		return sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED,
-				    "%s: %llu bytes would leave state_dir less than its free-space "
-				    "reserve of %llu MiB (config quotas.reserve_mb; %llu bytes "
-				    "free)",
-				    what, (unsigned long long)bytes,
-				    (unsigned long long)q->reserve_mb,
-				    (unsigned long long)avail.bytes);
+		return below_reserve(st, what, bytes, "bytes", "free-space", q->reserve_mb, "MiB",
+				     "reserve_mb", avail.bytes);
 	/* Directories and empty files take inodes, not blocks: a file system
 	 * can run out of them with most of its bytes free. Only writes that
 	 * create files are held to this reserve; 0 turns it off. */
 	if (inodes && q->reserve_inodes &&
 	    (avail.inodes < q->reserve_inodes || avail.inodes - q->reserve_inodes < inodes))
-		return sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED,
-				    "%s: %llu inodes would leave state_dir fewer than its reserve "
-				    "of %llu free inodes (config quotas.reserve_inodes; %llu "
-				    "free)",
-				    what, (unsigned long long)inodes,
-				    (unsigned long long)q->reserve_inodes,
-				    (unsigned long long)avail.inodes);
+		return below_reserve(st, what, inodes, "inodes", "inode", q->reserve_inodes,
+				     "inodes", "reserve_inodes", avail.inodes);
 	return 0;
 }
 

@@ -594,8 +594,8 @@ class Inodes(unittest.TestCase):
                            pb.PutInputResponse, token=alice)
             else:
                 self.assertEqual(code, "RESOURCE_EXHAUSTED", msg)
-                self.assertIn("inodes would leave state_dir fewer than its reserve of 500 free "
-                              "inodes (config quotas.reserve_inodes;", msg)
+                self.assertIn("inputs: 3004 inodes would leave state_dir less than its inode "
+                              "reserve of 500 inodes (config quotas.reserve_inodes;", msg)
             code, msg, b = c.call("CreateRun", pb.CreateRunRequest(policy_json=policy_json()),
                                   pb.CreateRunResponse, token=bob)
             self.assertEqual(code, "OK", msg)
