@@ -323,6 +323,26 @@ int sbx_cgroup_set_run_limits(const struct sbx_cgroup *cg, uint64_t bytes, uint6
 	return sbx_write_at(cg->fd[SBX_CG_MEMORY], SBX_CG_V1_TCP_LIMIT, val, err);
 }
 
+int sbx_cgroup_set_run_share(const struct sbx_cgroup *cg, const Sbx__V1__Limits *l,
+			     struct sbx_err *err)
+{
+	char pids[32], quota[32], cpu[64];
+	int rc = 0;
+	snprintf(pids, sizeof(pids), "%u", l->pids);
+	snprintf(quota, sizeof(quota), "%llu",
+		 (unsigned long long)l->cpu_millis * CPU_PERIOD_US / 1000);
+	if (cg->mode == SBX_CG_V2) {
+		snprintf(cpu, sizeof(cpu), "%s %u", quota, CPU_PERIOD_US);
+		rc |= sbx_write_at(cg->fd[0], "pids.max", pids, err);
+		rc |= sbx_write_at(cg->fd[0], "cpu.max", cpu, err);
+	} else if (cg->mode == SBX_CG_V1) {
+		rc |= sbx_write_at(cg->fd[SBX_CG_PIDS], "pids.max", pids, err);
+		rc |= sbx_write_at(cg->fd[SBX_CG_CPU], "cpu.cfs_period_us", "100000", err);
+		rc |= sbx_write_at(cg->fd[SBX_CG_CPU], "cpu.cfs_quota_us", quota, err);
+	}
+	return rc ? sbx_err_prefix(err, "cgroup %s: setting the run's pids and cpu", cg->path) : 0;
+}
+
 int sbx_cgroup_add_pid(const struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err)
 {
 	char buf[32];

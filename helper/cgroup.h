@@ -56,6 +56,10 @@ int sbx_cgroup_set_limits(const struct sbx_cgroup *cg, const Sbx__V1__Limits *li
  * what ended execs left in tmpfs), and on v1 its socket buffer limit. */
 int sbx_cgroup_set_run_limits(const struct sbx_cgroup *cg, uint64_t bytes, uint64_t socket_bytes,
 			      struct sbx_err *err);
+/* pids and the CPU quota of the policy on the run's cgroup: every exec of
+ * the run shares them (each exec's leaf has them too). */
+int sbx_cgroup_set_run_share(const struct sbx_cgroup *cg, const Sbx__V1__Limits *limits,
+			     struct sbx_err *err);
 /* Moves pid (0: the caller) into cg. */
 int sbx_cgroup_add_pid(const struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err);
 /* What a cgroup's memory did; each 0 when unknown. */

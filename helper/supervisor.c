@@ -149,6 +149,9 @@ static int make_run_cgroup(const struct sbx_sandbox_opts *o, struct sbx_sandbox 
 	uint64_t run_mb = l->memory_mb + l->out_mb + 2 * l->tmp_mb;
 	if (sbx_cgroup_set_run_limits(&sb->run, run_mb << 20, l->memory_mb << 20, err) < 0)
 		return sbx_err_prefix(err, "cgroup %s", sb->run.path);
+	/* limits.pids and limits.cpu bound the run, not each of its execs. */
+	if (sbx_cgroup_set_run_share(&sb->run, l, err) < 0)
+		return -1;
 	return 0;
 }
 

@@ -12,7 +12,15 @@
  *
  * The log names every caller's runs, commands and artifacts: it is sbxd's
  * alone (0600), or also log_group's (0640) when the config names one, never
- * the group callers join to reach the ipc socket by default. */
+ * the group callers join to reach the ipc socket by default. A log that was
+ * more open than that, or not sbxd's, is moved aside and a new one made: a
+ * chmod would not shut out a reader that already holds it open.
+ *
+ * What callers and sandboxes say (an argv[0], an artifact's path) is cut to
+ * AUDIT_STRING_MAX bytes in a line, and each identity's lines are bounded
+ * by a byte rate (config quotas.audit_identity_kb_per_s): past it, lines
+ * are dropped and counted in an audit_lines_dropped line once the identity
+ * is under its rate again, so one caller cannot fill the log's disk. */
 #include "audit.h"
 
 #include <errno.h>
@@ -32,11 +40,26 @@
 #include "clock.h"
 #include "util.h"
 
+#define AUDIT_STRING_MAX 256 /* bytes of a caller's string in a line */
+#define AUDIT_IDENTITIES 256 /* identities with a rate bucket at once */
+#define AUDIT_BURST_S	 64  /* a bucket holds this many seconds of its rate */
+
+/* An identity's audit bytes: a token bucket. */
+struct audit_bucket {
+	char identity[80];
+	double bytes;	  /* what it may still write now */
+	int64_t last_ms;  /* monotonic: when bytes was last refilled */
+	uint64_t dropped; /* lines dropped since its last summary */
+	uint64_t dropped_bytes;
+};
+
 static pthread_mutex_t audit_lock = PTHREAD_MUTEX_INITIALIZER;
 static int audit_fd = STDERR_FILENO;
 static bool audit_owned;
 static unsigned long audit_lost;       /* [audit_lock] since start */
 static unsigned long audit_unreported; /* [audit_lock] not yet in the log */
+static uint64_t audit_rate;	       /* [audit_lock] bytes/s per identity; 0: none */
+static struct audit_bucket audit_buckets[AUDIT_IDENTITIES]; /* [audit_lock] */
 
 static int group_id(const char *name, gid_t *gid, struct sbx_err *err)
 {
@@ -58,41 +81,96 @@ static int group_id(const char *name, gid_t *gid, struct sbx_err *err)
 	return 0;
 }
 
-/* The log's owner, group and mode, set on the open file whether it was
- * just made or left by an earlier sbxd (a log made 0640 for the socket's
- * group must not stay readable to it). A log sbxd cannot fix is refused. */
-static int restrict_log(int fd, const char *path, const char *group, struct sbx_err *err)
+static bool write_whole(const char *line, size_t len);
+static void now_rfc3339(char buf[64]);
+
+/* Who may have opened an existing log: anyone its mode lets in beyond
+ * `want`, its group when that is not log_group's, its owner when that is
+ * not us, and whoever holds another name of it. */
+static const char *too_open(const struct stat *sb, mode_t want, gid_t gid)
+{
+	if (sb->st_uid != geteuid())
+		return "owned by another user";
+	if (sb->st_mode & 07777 & ~want)
+		return "more open than its mode should be";
+	if ((sb->st_mode & 070) && sb->st_gid != gid)
+		return "open to another group";
+	if (sb->st_nlink != 1)
+		return "linked under another name";
+	return NULL;
+}
+
+/* An existing log at path, or -1 (ENOENT: there is none). Never follows a
+ * link; a FIFO (which would block the open, then take the lines) or any
+ * other non-regular file is refused. */
+static int open_existing(const char *path, struct stat *sb, struct sbx_err *err)
+{
+	_cleanup_close_ int fd =
+	    open(path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK);
+
+	if (fd < 0 && errno == ENXIO)
+		return sbx_fail(err, "audit log %s: not a regular file (a FIFO or socket)", path);
+	if (fd < 0)
+		return sbx_fail_errno(err, "audit log %s", path);
+	if (fstat(fd, sb) < 0)
+		return sbx_fail_errno(err, "audit log %s", path);
+	if (!S_ISREG(sb->st_mode))
+		return sbx_fail(err, "audit log %s: not a regular file", path);
+	if (fcntl(fd, F_SETFL, O_APPEND) < 0)
+		return sbx_fail_errno(err, "audit log %s", path);
+	return sbx_steal_fd(fd);
+}
+
+/* The log, owned by us with mode want (0600, or 0640 and group gid). */
+static int open_log(const char *path, const char *group, struct sbx_err *err)
 {
 	mode_t want = group ? 0640 : 0600;
+	gid_t gid = (gid_t)-1;
 	struct stat sb;
-	gid_t gid = 0;
+	const char *why;
+	_cleanup_close_ int fd = -1;
 
 	if (group && group_id(group, &gid, err) < 0)
 		return -1;
-	if (fstat(fd, &sb) < 0)
-		return sbx_fail_errno(err, "audit log %s", path);
-	if (!S_ISREG(sb.st_mode))
-		return 0; /* a pipe or a terminal: nobody else reads it back */
+	fd = open_existing(path, &sb, err);
+	if (fd < 0 && err->errnum != ENOENT)
+		return -1;
+	if (fd >= 0 && (why = too_open(&sb, want, gid))) {
+		char aside[PATH_MAX];
+
+		close(sbx_steal_fd(fd));
+		snprintf(aside, sizeof(aside), "%s.unsafe-%lld", path, (long long)sbx_unix_ms());
+		if (rename(path, aside) < 0)
+			return sbx_fail_errno(err, "audit log %s was %s; moving it aside", path,
+					      why);
+		fprintf(stderr,
+			"sbxd: audit log %s was %s (mode %o, uid %u, gid %u): moved aside to %s "
+			"and started anew\n",
+			path, why, (unsigned)(sb.st_mode & 07777), (unsigned)sb.st_uid,
+			(unsigned)sb.st_gid, aside);
+	}
+	if (fd < 0) {
+		fd =
+		    open(path,
+			 O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW,
+			 0600);
+		if (fd < 0 || fstat(fd, &sb) < 0)
+			return sbx_fail_errno(err, "audit log %s", path);
+	}
+	/* Ours and no more open than want: a group or mode to add. */
 	if (group && sb.st_gid != gid && fchown(fd, (uid_t)-1, gid) < 0)
 		return sbx_fail_errno(err, "audit log %s: log_group %s", path, group);
 	if ((sb.st_mode & 07777) != want && fchmod(fd, want) < 0)
 		return sbx_fail_errno(err, "audit log %s: chmod %o", path, (unsigned)want);
-	return 0;
+	return sbx_steal_fd(fd);
 }
 
 int sbx_audit_open(const char *path, const char *group, struct sbx_err *err)
 {
 	int fd = STDERR_FILENO;
 
-	if (path) {
-		fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
-		if (fd < 0)
-			return sbx_fail_errno(err, "audit log %s", path);
-		if (restrict_log(fd, path, group, err) < 0) {
-			close(fd);
-			return -1;
-		}
-	}
+	if (path && (fd = open_log(path, group, err)) < 0)
+		return -1;
 	pthread_mutex_lock(&audit_lock);
 	if (audit_owned)
 		close(audit_fd);
@@ -102,9 +180,46 @@ int sbx_audit_open(const char *path, const char *group, struct sbx_err *err)
 	return 0;
 }
 
+void sbx_audit_set_identity_rate(uint64_t bytes_per_s)
+{
+	pthread_mutex_lock(&audit_lock);
+	audit_rate = bytes_per_s;
+	pthread_mutex_unlock(&audit_lock);
+}
+
+/* audit_lock held: b's drop count as a line of its own, if it has one. */
+static void report_dropped(struct audit_bucket *b)
+{
+	json_auto_t *note = NULL;
+	_cleanup_free_ char *text = NULL;
+	char when[64];
+
+	if (!b->dropped)
+		return;
+	now_rfc3339(when);
+	note = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I}", "time", when, "event",
+			 "audit_lines_dropped", "identity", b->identity, "quota",
+			 "quotas.audit_identity_kb_per_s", "dropped", (json_int_t)b->dropped,
+			 "dropped_bytes", (json_int_t)b->dropped_bytes);
+	text = note ? json_dumps(note, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+	if (text) {
+		size_t len = strlen(text);
+		char *buf = realloc(text, len + 2);
+
+		if (!buf)
+			return;
+		text = buf;
+		memcpy(text + len, "\n", 2);
+		if (write_whole(text, len + 1))
+			b->dropped = b->dropped_bytes = 0;
+	}
+}
+
 void sbx_audit_close(void)
 {
 	pthread_mutex_lock(&audit_lock);
+	for (size_t i = 0; i < AUDIT_IDENTITIES; i++)
+		report_dropped(&audit_buckets[i]);
 	if (audit_owned)
 		close(audit_fd);
 	audit_fd = STDERR_FILENO;
@@ -159,9 +274,60 @@ static bool write_whole(const char *line, size_t len)
 	return false;
 }
 
-static void write_line(const char *line, size_t len)
+/* audit_lock held: identity's bucket, refilled to now; the least recently
+ * used one is taken over (its drop count written first) when none is. */
+static struct audit_bucket *bucket(const char *identity)
+{
+	struct audit_bucket *b = NULL;
+	int64_t now = sbx_mono_ms();
+	double burst = (double)audit_rate * AUDIT_BURST_S;
+
+	for (size_t i = 0; i < AUDIT_IDENTITIES && !b; i++)
+		if (!strcmp(audit_buckets[i].identity, identity))
+			b = &audit_buckets[i];
+	if (!b) {
+		b = &audit_buckets[0];
+		for (size_t i = 1; i < AUDIT_IDENTITIES; i++)
+			if (audit_buckets[i].last_ms < b->last_ms)
+				b = &audit_buckets[i];
+		report_dropped(b);
+		snprintf(b->identity, sizeof(b->identity), "%s", identity);
+		b->dropped = b->dropped_bytes = 0;
+		b->bytes = burst;
+		b->last_ms = now;
+	}
+	b->bytes += (double)(now - b->last_ms) * (double)audit_rate / 1000.0;
+	if (b->bytes > burst)
+		b->bytes = burst;
+	b->last_ms = now;
+	return b;
+}
+
+/* audit_lock held: may identity's line of len bytes go into the log? */
+static bool within_rate(const char *identity, size_t len)
+{
+	struct audit_bucket *b;
+
+	if (!identity || !audit_rate)
+		return true;
+	b = bucket(identity);
+	if (b->bytes < (double)len) {
+		b->dropped++;
+		b->dropped_bytes += len;
+		return false;
+	}
+	b->bytes -= (double)len;
+	report_dropped(b);
+	return true;
+}
+
+static void write_line(const char *identity, const char *line, size_t len)
 {
 	pthread_mutex_lock(&audit_lock);
+	if (!within_rate(identity, len)) {
+		pthread_mutex_unlock(&audit_lock);
+		return;
+	}
 	if (audit_unreported) {
 		char note[160], when[64];
 		int n;
@@ -194,6 +360,41 @@ unsigned long sbx_audit_lost(void)
 	return n;
 }
 
+/* A string cut to AUDIT_STRING_MAX bytes on a UTF-8 character boundary
+ * (jansson's strings are UTF-8), its full length recorded in full[name]. */
+static void cut_strings(json_t *v, const char *name, json_t *full, int depth)
+{
+	const char *key;
+	json_t *item;
+	char sub[160];
+	size_t i;
+
+	if (json_is_string(v) && json_string_length(v) > AUDIT_STRING_MAX) {
+		const char *text = json_string_value(v);
+		size_t n = AUDIT_STRING_MAX;
+
+		while (n > 0 && ((unsigned char)text[n] & 0xC0) == 0x80)
+			n--;
+		json_object_set_new(full, name, json_integer((json_int_t)json_string_length(v)));
+		json_string_setn(v, text, n);
+		return;
+	}
+	if (depth >= 4) /* no line nests deeper; a value that did is left whole */
+		return;
+	if (json_is_object(v))
+		json_object_foreach(v, key, item)
+		{
+			snprintf(sub, sizeof(sub), "%s%s%.64s", name, name[0] ? "." : "", key);
+			cut_strings(item, sub, full, depth + 1);
+		}
+	else if (json_is_array(v))
+		json_array_foreach(v, i, item)
+		{
+			snprintf(sub, sizeof(sub), "%.120s[%zu]", name, i);
+			cut_strings(item, sub, full, depth + 1);
+		}
+}
+
 void sbx_audit(const char *event, const char *run_id, const char *identity,
 	       const char *policy_digest, void *fields)
 {
@@ -215,8 +416,17 @@ void sbx_audit(const char *event, const char *run_id, const char *identity,
 		json_object_set_new(line, "policy_digest", string_or_null(policy_digest));
 	}
 	if (line && json_is_object(extra)) {
+		json_auto_t *full = json_object();
 		const char *key;
 		json_t *value;
+
+		if (full) {
+			cut_strings(extra, "", full, 0);
+			if (json_object_size(full)) {
+				json_object_set_new(line, "truncated", json_true());
+				json_object_set(line, "full_bytes", full);
+			}
+		}
 
 		json_object_foreach(extra, key, value)
 		{
@@ -237,5 +447,5 @@ void sbx_audit(const char *event, const char *run_id, const char *identity,
 	text = buf;
 	text[len] = '\n';
 	text[len + 1] = '\0';
-	write_line(text, len + 1);
+	write_line(identity, text, len + 1);
 }

@@ -3,15 +3,23 @@
 #ifndef SBX_AUDIT_H
 #define SBX_AUDIT_H
 
+#include <stdint.h>
+
 #include "err.h"
 
 /* NULL path: stderr. Thread-safe; lines are written whole (O_APPEND) or
- * not at all. The file is made (or made again) 0600, or 0640 with group
- * `group` (a name or a number; NULL: none). */
+ * not at all. The file is made 0600, or 0640 with group `group` (a name or
+ * a number; NULL: none); an existing one more open than that, or not ours,
+ * is renamed aside (said on stderr) and made anew. A link or a file that is
+ * not regular is refused. */
 int sbx_audit_open(const char *path, const char *group, struct sbx_err *err);
 /* Lines lost (not written: the disk was full) since start. */
 unsigned long sbx_audit_lost(void);
 void sbx_audit_close(void);
+/* Each identity's lines may take bytes_per_s on average (64 s of it at
+ * once); lines past that are dropped and counted in an audit_lines_dropped
+ * line. 0: no bound. Lines without an identity are never dropped. */
+void sbx_audit_set_identity_rate(uint64_t bytes_per_s);
 
 /* event: "run_created", "exec_started", "exec_ended", "artifact_fetched",
  * "teardown", "auth_failure", "run_expired", "startup_cleanup", ... `fields`

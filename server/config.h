@@ -36,9 +36,11 @@ struct sbx_limits_max {
 /* What callers' uploads and kept output may take of state_dir (config
  * "quotas"); 0 turns a quota off. */
 struct sbx_quotas {
-	uint64_t identity_mb; /* per identity, inputs and output spill together */
-	uint64_t host_mb;     /* all identities together */
-	uint64_t reserve_mb;  /* free space on state_dir no write may take */
+	uint64_t identity_mb;		  /* per identity, inputs and output spill together */
+	uint64_t host_mb;		  /* all identities together */
+	uint64_t reserve_mb;		  /* free space on state_dir no write may take */
+	uint64_t reserve_inodes;	  /* free inodes on state_dir no CreateRun may take */
+	uint64_t audit_identity_kb_per_s; /* an identity's audit log lines */
 };
 
 /* Bounds on connections (rpc/conn_guard.c); README says what each costs. */

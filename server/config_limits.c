@@ -1,5 +1,6 @@
 /* sbxd's config: the administrator's ceilings on what a policy may ask
- * ("limits_max") and the disk quotas of state_dir ("quotas").
+ * ("limits_max") and the disk quotas of state_dir and the audit log
+ * ("quotas").
  *
  * The policy parser's own ranges are what the format allows anywhere; a
  * host needs less: a pids limit above pid_max lets one exec take every pid
@@ -21,8 +22,12 @@
 #define INPUTS_MAX	    10000	  /* the most a CreateRun may list at all */
 #define DEFAULT_IDENTITY_MB 8192
 #define DEFAULT_RESERVE_MB  256
-#define MB_MAX		    (1ll << 40)
-#define BYTES_MAX	    (1ll << 53) /* what a JSON number holds exactly */
+/* The inodes of the default reserve at ext4's ratio of one per 16 KiB. */
+#define DEFAULT_RESERVE_INODES 16384
+/* ~50 lines a second, 1 MiB at once: 1.3 GiB a day at most per identity. */
+#define DEFAULT_AUDIT_KB_PER_S 16
+#define MB_MAX		       (1ll << 40)
+#define BYTES_MAX	       (1ll << 53) /* what a JSON number holds exactly */
 
 /* The host's pid_max, or the format's maximum when it cannot be read. */
 static json_int_t host_pid_max(void)
@@ -58,6 +63,8 @@ void sbx_config_limits_defaults(struct sbx_config *cfg)
 	    .identity_mb = DEFAULT_IDENTITY_MB,
 	    .host_mb = 0,
 	    .reserve_mb = DEFAULT_RESERVE_MB,
+	    .reserve_inodes = DEFAULT_RESERVE_INODES,
+	    .audit_identity_kb_per_s = DEFAULT_AUDIT_KB_PER_S,
 	};
 }
 
@@ -124,7 +131,8 @@ static int parse_limits_max(struct sbx_limits_max *l, json_t *v, struct sbx_err 
 	return 0;
 }
 
-static const char *const quota_keys[] = {"identity_mb", "host_mb", "reserve_mb", NULL};
+static const char *const quota_keys[] = {
+    "identity_mb", "host_mb", "reserve_mb", "reserve_inodes", "audit_identity_kb_per_s", NULL};
 
 static int parse_quotas(struct sbx_quotas *q, json_t *v, struct sbx_err *err)
 {
@@ -136,7 +144,10 @@ static int parse_quotas(struct sbx_quotas *q, json_t *v, struct sbx_err *err)
 		return -1;
 	return GET(v, w, "identity_mb", 0, MB_MAX, q->identity_mb) < 0 ||
 		       GET(v, w, "host_mb", 0, MB_MAX, q->host_mb) < 0 ||
-		       GET(v, w, "reserve_mb", 0, MB_MAX, q->reserve_mb) < 0
+		       GET(v, w, "reserve_mb", 0, MB_MAX, q->reserve_mb) < 0 ||
+		       GET(v, w, "reserve_inodes", 0, BYTES_MAX, q->reserve_inodes) < 0 ||
+		       GET(v, w, "audit_identity_kb_per_s", 0, MB_MAX, q->audit_identity_kb_per_s) <
+			   0
 		   ? -1
 		   : 0;
 }
@@ -150,5 +161,17 @@ int sbx_config_parse_limits(struct sbx_config *cfg, void *root, struct sbx_err *
 		return -1;
 	if ((v = json_object_get(root, "quotas")) && parse_quotas(&cfg->quotas, v, err) < 0)
 		return -1;
+	/* limits.pids bounds a run (its execs share it), so runs_max full runs
+	 * may take runs_max times the ceiling. A warning, not a refusal: the
+	 * defaults (64 runs of up to 4096) exceed a common pid_max of 32768,
+	 * and each run stays within its own bound either way. */
+	if ((uint64_t)cfg->runs_max * cfg->limits_max.pids > (uint64_t)host_pid_max())
+		fprintf(stderr,
+			"sbxd: warning: runs_max %u times limits_max.pids %u is %llu, above this "
+			"host's pid_max %lld: full runs together can take every pid of the "
+			"host; lower either\n",
+			cfg->runs_max, cfg->limits_max.pids,
+			(unsigned long long)cfg->runs_max * cfg->limits_max.pids,
+			(long long)host_pid_max());
 	return 0;
 }

@@ -177,6 +177,7 @@ static int serve(struct sbx_config *cfg, const sigset_t *stop)
 
 	if (sbx_audit_open(cfg->log_path, cfg->log_group, &err) < 0)
 		return fail_with(&err);
+	sbx_audit_set_identity_rate(cfg->quotas.audit_identity_kb_per_s * 1024);
 	runs = sbx_runs_init(cfg, &err);
 	if (!runs) {
 		sbx_audit_close();

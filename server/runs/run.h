@@ -133,7 +133,8 @@ struct sbx_run {
 	char **label_values;
 	struct run_input *inputs;
 	size_t n_inputs;
-	char *dir; /* state_dir/runs/<id> */
+	size_t n_input_dirs; /* the directories the inputs' paths make */
+	char *dir;	     /* state_dir/runs/<id> */
 	int dir_fd;
 	char *data_path; /* what the helper mounts as /data */
 	int data_fd;	 /* where PutInput writes; -1 with a caller's input_dir */

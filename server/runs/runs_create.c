@@ -35,6 +35,7 @@
 
 #define LABELS_MAX	64
 #define LABEL_BYTES_MAX 256
+#define RUN_DIR_INODES	4 /* <id>/, policy.json, output/, data/ */
 
 /* proto3 cannot tell an unset field from 0, and no limit accepts 0: a zero
  * limit in the message means "the default", like a key left out of the
@@ -169,7 +170,8 @@ static bool under(const char *path, const char *dir)
  * does not resolve, resolves outside input_dirs, is not a directory, is
  * not the caller's) gets one answer, byte for byte (it does not even echo
  * the path): otherwise the answers would tell a caller what exists in a
- * directory it cannot list. */
+ * directory it cannot list. The path must be canonical: a link or a ".."
+ * anywhere in it is refused the same way. */
 static int check_input_dir(struct sbx_run *r, const char *dir, struct sbx_rpc_status *st)
 {
 	const struct runs_settings *set = &r->runs->cfg;
@@ -184,7 +186,11 @@ static int check_input_dir(struct sbx_run *r, const char *dir, struct sbx_rpc_st
 	if (strlen(dir) >= PATH_MAX)
 		return sbx_rpc_fail_errnum(st, SBX__V1__CODE__INVALID_ARGUMENT, ENAMETOOLONG,
 					   "input_dir %.200s", dir);
-	if ((real = realpath(dir, NULL)))
+	/* Only a canonical path (absolute, no "..", ".", "//" or link): realpath
+	 * stops at the first missing component before it looks at a later
+	 * "..", so "<private>/<guess>/../../mine" would resolve iff <guess>
+	 * exists. */
+	if ((real = realpath(dir, NULL)) && strcmp(real, dir) == 0)
 		for (size_t i = 0; i < set->n_input_dirs; i++)
 			allowed |= under(real, set->input_dirs[i]);
 	if (!allowed || stat(real, &sb) < 0 || !S_ISDIR(sb.st_mode) ||
@@ -265,18 +271,22 @@ static int make_run_dir(struct sbx_run *r, struct sbx_err *err)
 	const char *runs_dir = r->runs->cfg.runs_dir;
 	_cleanup_close_ int runs = open(runs_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	_cleanup_free_ char *json = sbx_policy_to_json(r->policy);
-	int tries = 0;
+	int tries = 0, made;
 
 	if (runs < 0)
 		return sbx_fail_errno(err, "%s", runs_dir);
 	if (!json)
 		return sbx_fail_errnum(err, ENOMEM, "policy");
-	do
+	do {
 		new_run_id(r->id);
-	while (mkdirat(runs, r->id, 0700) < 0 && errno == EEXIST && ++tries < 4);
-	if (tries == 4 ||
-	    (r->dir_fd = openat(runs, r->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+		made = mkdirat(runs, r->id, 0700);
+	} while (made < 0 && errno == EEXIST && ++tries < 4);
+	/* The mkdir's own errno (ENOSPC on a full disk) is the answer, not
+	 * the ENOENT of an open after it. */
+	if (made < 0)
 		return sbx_fail_errno(err, "mkdir %s/%s", runs_dir, r->id);
+	if ((r->dir_fd = openat(runs, r->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+		return sbx_fail_errno(err, "open %s/%s", runs_dir, r->id);
 	if (asprintf(&r->dir, "%s/%s", runs_dir, r->id) < 0) {
 		r->dir = NULL;
 		return sbx_fail_errnum(err, ENOMEM, "run dir");
@@ -415,16 +425,14 @@ static void abandon(struct sbx_run *r)
 }
 
 /* The inputs are declared in full: the quota is taken (or refused) before
- * any byte is written, so an upload never fails halfway on a quota. */
-static int charge_inputs(struct sbx_run *r, const Sbx__V1__CreateRunRequest *req,
-			 struct sbx_rpc_status *st)
+ * any byte is written, so an upload never fails halfway on a quota. Their
+ * directories and empty files count too (inputs_disk_bytes), and the
+ * inodes of all of them, with the run directory's few, must leave the
+ * inode reserve. */
+static int charge_inputs(struct sbx_run *r, struct sbx_rpc_status *st)
 {
-	uint64_t bytes = 0;
-
-	/* ceilings_check bounded the sum. */
-	for (size_t i = 0; i < req->n_inputs; i++)
-		bytes += req->inputs[i]->size;
-	return quota_charge(r, bytes, "inputs", st);
+	return quota_charge(r, inputs_disk_bytes(r), inputs_inodes(r) + RUN_DIR_INODES, "inputs",
+			    st);
 }
 
 static int respond(struct sbx_run *r, Sbx__V1__CreateRunResponse **resp, struct sbx_rpc_status *st)
@@ -474,7 +482,7 @@ SBX_HANDLER(create_run, Sbx__V1__CreateRunRequest, Sbx__V1__CreateRunResponse)
 		run_unref(r);
 		return -1;
 	}
-	if (charge_inputs(r, req, st) < 0) {
+	if (charge_inputs(r, st) < 0) {
 		abandon(r);
 		return -1;
 	}

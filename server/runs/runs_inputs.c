@@ -23,6 +23,12 @@
 #include "util.h"
 
 #define INPUTS_MAX 10000
+/* A 1024-byte path could name ~510 directories, each an inode and a block
+ * that no size in the manifest declares: the depth and the directories of
+ * a run are bounded, and every one is charged (inputs_disk_bytes). */
+#define INPUT_DEPTH_MAX 32
+#define INPUT_DIRS_MAX	10000
+#define BLOCK		4096ull
 
 static int cmp_input(const void *a, const void *b)
 {
@@ -36,6 +42,49 @@ static struct run_input *find_input(struct sbx_run *r, const char *path)
 	if (!r->n_inputs || !path)
 		return NULL;
 	return bsearch(&key, r->inputs, r->n_inputs, sizeof(key), cmp_input);
+}
+
+static size_t components(const char *path)
+{
+	size_t n = 1;
+
+	for (const char *p = path; (p = strchr(p, '/')); p++)
+		n++;
+	return n;
+}
+
+/* The distinct directories above the sorted paths: every path under a
+ * directory sorts next to the others under it, so a directory is new iff
+ * the path before does not start with it. */
+static size_t count_dirs(const struct sbx_run *r)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < r->n_inputs; i++) {
+		const char *cur = r->inputs[i].path;
+
+		for (const char *p = cur; (p = strchr(p, '/')); p++)
+			if (i == 0 || strncmp(r->inputs[i - 1].path, cur, (size_t)(p - cur) + 1))
+				n++;
+	}
+	return n;
+}
+
+uint64_t inputs_disk_bytes(const struct sbx_run *r)
+{
+	uint64_t bytes = r->n_input_dirs * BLOCK;
+
+	for (size_t i = 0; i < r->n_inputs; i++) {
+		uint64_t size = r->inputs[i].size;
+
+		bytes += size ? (size + BLOCK - 1) / BLOCK * BLOCK : BLOCK;
+	}
+	return bytes;
+}
+
+uint64_t inputs_inodes(const struct sbx_run *r)
+{
+	return r->n_inputs + r->n_input_dirs;
 }
 
 /* "a" and "a/b" cannot both be files. */
@@ -72,6 +121,10 @@ int inputs_from_request(struct sbx_run *r, const Sbx__V1__CreateRunRequest *req,
 		if ((why = sbx_path_problem(f->path, RUN_PATH_MAX, SBX_PATH_RELATIVE)))
 			return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 					    "inputs[%zu].path %.200s: %s", i, f->path, why);
+		if (components(f->path) > INPUT_DEPTH_MAX)
+			return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
+					    "inputs[%zu].path %.200s: %zu components, at most %d",
+					    i, f->path, components(f->path), INPUT_DEPTH_MAX);
 		if (!is_sha256_hex(f->sha256))
 			return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 					    "inputs[%zu].sha256: must be 64 lowercase hex digits",
@@ -102,6 +155,11 @@ int inputs_from_request(struct sbx_run *r, const Sbx__V1__CreateRunRequest *req,
 					    "%.200s",
 					    other, r->inputs[i].path);
 	}
+	r->n_input_dirs = count_dirs(r);
+	if (r->n_input_dirs > INPUT_DIRS_MAX)
+		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
+				    "inputs: the paths make %zu directories, at most %d",
+				    r->n_input_dirs, INPUT_DIRS_MAX);
 	return 0;
 }
 
@@ -124,29 +182,52 @@ const char *inputs_missing(struct sbx_run *r)
 	return NULL;
 }
 
-/* Removes a partly written or rejected input, so a new upload starts clean. */
+/* Removes a partly written or rejected input and the directories above it
+ * that are left empty (another input's are not), so a new upload starts
+ * clean and a failed one leaves no inodes behind. Nothing is created. */
 static void discard(struct sbx_run *r, struct run_input *in)
 {
-	const char *base;
-	struct sbx_err err;
-	_cleanup_close_ int dir = mkdirs_beneath(r->data_fd, in->path, &base, &err);
+	char buf[RUN_PATH_MAX + 1];
+	int flags = 0;
 
-	if (dir >= 0 && unlinkat(dir, base, 0) < 0) {
+	snprintf(buf, sizeof(buf), "%s", in->path);
+	for (;;) {
+		char *slash = strrchr(buf, '/');
+		struct sbx_err err;
+		_cleanup_close_ int parent = -1;
+		int rc;
+
+		if (slash) {
+			*slash = '\0';
+			parent = sbx_open_beneath(r->data_fd, buf, O_RDONLY | O_DIRECTORY, 0, &err);
+			if (parent < 0)
+				return;
+		}
 		/* Best effort: the next first chunk truncates the file anyway. */
+		rc = unlinkat(slash ? parent : r->data_fd, slash ? slash + 1 : buf, flags);
+		if (rc < 0 || !slash)
+			return;
+		flags = AT_REMOVEDIR;
 	}
 }
 
 static int open_input(struct sbx_run *r, struct run_input *in, bool first, struct sbx_err *err)
 {
 	const char *base;
-	_cleanup_close_ int dir = -1;
 
 	if (!first)
 		return sbx_open_beneath(r->data_fd, in->path, O_WRONLY, 0, err);
-	dir = mkdirs_beneath(r->data_fd, in->path, &base, err);
-	if (dir < 0)
-		return -1;
-	return sbx_open_beneath(dir, base, O_WRONLY | O_CREAT | O_TRUNC, 0644, err);
+	/* A failed upload of another input may remove an empty directory
+	 * between our mkdir and open of it (discard): that is worth a retry. */
+	for (int tries = 0;; tries++) {
+		_cleanup_close_ int dir = mkdirs_beneath(r->data_fd, in->path, &base, err);
+		int fd = dir < 0
+			     ? -1
+			     : sbx_open_beneath(dir, base, O_WRONLY | O_CREAT | O_TRUNC, 0644, err);
+
+		if (fd >= 0 || err->errnum != ENOENT || tries == 2)
+			return fd;
+	}
 }
 
 static int write_chunk(struct sbx_run *r, struct run_input *in, uint64_t offset,
@@ -270,7 +351,9 @@ SBX_HANDLER(put_input, Sbx__V1__PutInputRequest, Sbx__V1__PutInputResponse)
 	/* Exec refuses to seal /data while this input is incomplete, so the
 	 * write below never races a running command. The quota was charged at
 	 * CreateRun; the free-space reserve is the disk's now. */
-	if (quota_reserve_check(r->runs, req->data.len, "inputs", st) < 0) {
+	if (quota_reserve_check(r->runs, req->data.len,
+				req->offset ? 0 : (uint64_t)components(in->path), "inputs",
+				st) < 0) {
 		rc = -1;
 	} else if (write_chunk(r, in, req->offset, &req->data, &st->err) < 0) {
 		sbx_rpc_code(st, quota_disk_full(st->err.errnum) ? SBX__V1__CODE__RESOURCE_EXHAUSTED

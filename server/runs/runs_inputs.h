@@ -9,6 +9,11 @@
 int inputs_from_request(struct sbx_run *r, const Sbx__V1__CreateRunRequest *req,
 			struct sbx_rpc_status *st);
 void inputs_free(struct sbx_run *r);
+/* What the manifest takes of state_dir once uploaded: every file rounded
+ * up to whole blocks (an empty one still takes one), every directory one
+ * block; and the inodes of both. */
+uint64_t inputs_disk_bytes(const struct sbx_run *r);
+uint64_t inputs_inodes(const struct sbx_run *r);
 /* mu held: NULL when every input is complete, else the first missing path. */
 const char *inputs_missing(struct sbx_run *r);
 

@@ -76,7 +76,7 @@ static size_t keep_bytes(struct sbx_run *r, struct run_exec *e, int which, const
 	int errnum = 0;
 	size_t kept;
 
-	if (quota_charge(r, n, "output", &st) < 0) {
+	if (quota_charge(r, n, 0, "output", &st) < 0) {
 		snprintf(cut, cut_size, "%.250s", st.err.msg);
 		return 0;
 	}

@@ -18,30 +18,53 @@
 
 #define MIB (1024ull * 1024)
 
-/* Free bytes on state_dir; UINT64_MAX when statvfs cannot say (the write
- * itself then meets ENOSPC, answered as RESOURCE_EXHAUSTED). */
-static uint64_t free_bytes(const struct sbx_runs *runs)
+struct disk_free {
+	uint64_t bytes, inodes;
+};
+
+/* Free bytes and inodes on state_dir; UINT64_MAX when statvfs cannot say
+ * (the write itself then meets ENOSPC, answered as RESOURCE_EXHAUSTED), and
+ * inodes UINT64_MAX on a file system without a fixed number (btrfs says 0
+ * of 0). */
+static struct disk_free disk_free(const struct sbx_runs *runs)
 {
 	struct statvfs sv;
 
 	if (!runs->cfg.state_dir || statvfs(runs->cfg.state_dir, &sv) < 0)
-		return UINT64_MAX;
-	return (uint64_t)sv.f_bavail * sv.f_frsize;
+		return (struct disk_free){UINT64_MAX, UINT64_MAX};
+	return (struct disk_free){(uint64_t)sv.f_bavail * sv.f_frsize,
+				  sv.f_files ? (uint64_t)sv.f_favail : UINT64_MAX};
 }
 
-int quota_reserve_check(struct sbx_runs *runs, uint64_t bytes, const char *what,
+static int below_reserve(struct sbx_rpc_status *st, const char *what, uint64_t asked,
+			 const char *unit, const char *kind, uint64_t reserve,
+			 const char *reserve_unit, const char *key, uint64_t avail)
+{
+	return sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED,
+			    "%s: %llu %s would leave state_dir less than its %s reserve of %llu %s "
+			    "(config quotas.%s; %llu %s free)",
+			    what, (unsigned long long)asked, unit, kind,
+			    (unsigned long long)reserve, reserve_unit, key,
+			    (unsigned long long)avail, unit);
+}
+
+int quota_reserve_check(struct sbx_runs *runs, uint64_t bytes, uint64_t inodes, const char *what,
 			struct sbx_rpc_status *st)
 {
-	uint64_t reserve = runs->cfg.quotas.reserve_mb * MIB, avail = free_bytes(runs);
+	const struct sbx_quotas *q = &runs->cfg.quotas;
+	uint64_t reserve = q->reserve_mb * MIB;
+	struct disk_free avail = disk_free(runs);
 
-	if (avail < reserve || avail - reserve < bytes)
-		return sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED,
-				    "%s: %llu bytes would leave state_dir less than its free-space "
-				    "reserve of %llu MiB (config quotas.reserve_mb; %llu bytes "
-				    "free)",
-				    what, (unsigned long long)bytes,
-				    (unsigned long long)runs->cfg.quotas.reserve_mb,
-				    (unsigned long long)avail);
+	if (avail.bytes < reserve || avail.bytes - reserve < bytes)
+		return below_reserve(st, what, bytes, "bytes", "free-space", q->reserve_mb, "MiB",
+				     "reserve_mb", avail.bytes);
+	/* Directories and empty files take inodes, not blocks: a file system
+	 * can run out of them with most of its bytes free. Only writes that
+	 * create files are held to this reserve; 0 turns it off. */
+	if (inodes && q->reserve_inodes &&
+	    (avail.inodes < q->reserve_inodes || avail.inodes - q->reserve_inodes < inodes))
+		return below_reserve(st, what, inodes, "inodes", "inode", q->reserve_inodes,
+				     "inodes", "reserve_inodes", avail.inodes);
 	return 0;
 }
 
@@ -56,13 +79,14 @@ static uint64_t identity_use(const struct sbx_runs *runs, const char *identity)
 	return sum;
 }
 
-int quota_charge(struct sbx_run *r, uint64_t bytes, const char *what, struct sbx_rpc_status *st)
+int quota_charge(struct sbx_run *r, uint64_t bytes, uint64_t inodes, const char *what,
+		 struct sbx_rpc_status *st)
 {
 	struct sbx_runs *runs = r->runs;
 	const struct sbx_quotas *q = &runs->cfg.quotas;
 	int rc = 0;
 
-	if (quota_reserve_check(runs, bytes, what, st) < 0)
+	if (quota_reserve_check(runs, bytes, inodes, what, st) < 0)
 		return -1;
 	pthread_mutex_lock(&runs->mu);
 	if (q->identity_mb) {

@@ -11,15 +11,17 @@
 /* Charges bytes that r is about to write under state_dir (what: "inputs",
  * "output") to r's identity and the host: 0, or -1 with RESOURCE_EXHAUSTED
  * naming the quota (quotas.identity_mb, quotas.host_mb) or the free-space
- * reserve (quotas.reserve_mb) it would break. r must be registered. */
-int quota_charge(struct sbx_run *r, uint64_t bytes, const char *what, struct sbx_rpc_status *st);
+ * reserve (quotas.reserve_mb, quotas.reserve_inodes for the inodes it is
+ * about to create) it would break. r must be registered. */
+int quota_charge(struct sbx_run *r, uint64_t bytes, uint64_t inodes, const char *what,
+		 struct sbx_rpc_status *st);
 /* Gives back bytes charged but not written. */
 void quota_uncharge(struct sbx_run *r, uint64_t bytes);
 /* Everything r was charged: its directory is gone (or going). */
 void quota_release_run(struct sbx_run *r);
-/* Only the free-space reserve, for bytes already charged (a PutInput
+/* Only the free-space reserves, for bytes already charged (a PutInput
  * chunk): the disk may have filled since. */
-int quota_reserve_check(struct sbx_runs *runs, uint64_t bytes, const char *what,
+int quota_reserve_check(struct sbx_runs *runs, uint64_t bytes, uint64_t inodes, const char *what,
 			struct sbx_rpc_status *st);
 /* A write failed because the disk (or the file size limit, or a quota of
  * the file system) is full: RESOURCE_EXHAUSTED, not sbxd's fault. */

@@ -104,12 +104,16 @@ class Server:
         self.proc = None
         self.start()
 
+    def wrap(self, cmd):
+        """The command that starts sbxd (a subclass may run it elsewhere)."""
+        return cmd
+
     def path(self, name):
         return os.path.join(self.dir, name)
 
     def start(self):
         self.stderr = open(self.path("sbxd.stderr"), "ab")
-        cmd = [SBXD, "--config", self.config]
+        cmd = self.wrap([SBXD, "--config", self.config])
         if VALGRIND:
             # Leaks and memory errors make sbxd's exit status 99, which
             # stop() reports; the helpers it starts run natively.

@@ -2,10 +2,12 @@
 a hung pid 1 cannot keep an exec running past its deadline; the
 administrator's ceilings and disk quotas; output and audit lines that keep a
 true prefix when the disk fills."""
+import errno
 import hashlib
 import json
 import os
 import resource
+import shutil
 import signal
 import sys
 import time
@@ -177,6 +179,37 @@ class InputDirOracle(unittest.TestCase):
         code, msg = answers["/usr/share"]
         self.assertEqual(code, "PERMISSION_DENIED")
         self.assertIn("input_dir", msg)
+        self.assertEqual(srv.stop(), 0)
+
+
+    def test_dotdot_through_a_guessed_name_tells_nothing(self):
+        """realpath stops at a missing component before a later "..": the
+        path must be canonical, so an existing and a missing guess above
+        the caller's own directory get one answer."""
+        import shutil
+        import tempfile
+        root = tempfile.mkdtemp(prefix="sbx-dotdot-")
+        self.addCleanup(shutil.rmtree, root, True)
+        for d in ("private/exists", "mine/d"):
+            os.makedirs(os.path.join(root, d))
+        srv = Server(input_dirs=[root])
+        self.addCleanup(srv.cleanup)
+        mine = os.path.join(root, "mine", "d")
+        answers = {}
+        with srv.conn() as c:
+            for d in (root + "/private/exists/../../mine/d", root + "/private/nosuch/../../mine/d",
+                      root + "/mine/./d", root + "//mine/d", mine + "/"):
+                code, msg, r = c.call("CreateRun", pb.CreateRunRequest(
+                    policy_json=policy_json(), input_dir=d), pb.CreateRunResponse)
+                answers[d] = (code, msg)
+                if code == "OK":
+                    c.call("Teardown", pb.TeardownRequest(run_id=r.run_id), pb.TeardownResponse)
+            code, msg, r = c.call("CreateRun", pb.CreateRunRequest(
+                policy_json=policy_json(), input_dir=mine), pb.CreateRunResponse)
+            self.assertEqual(code, "OK", msg)  # the canonical path is the caller's own
+            c.call("Teardown", pb.TeardownRequest(run_id=r.run_id), pb.TeardownResponse)
+        self.assertEqual(len(set(answers.values())), 1, json.dumps(answers, indent=1))
+        self.assertEqual(answers[mine + "/"][0], "PERMISSION_DENIED")
         self.assertEqual(srv.stop(), 0)
 
 
@@ -419,11 +452,40 @@ class AuditLogMode(unittest.TestCase):
         st = os.stat(srv.audit)
         self.assertEqual(stat.S_IMODE(st.st_mode), 0o600)
         srv.stop()
-        # A log left readable by an earlier sbxd is made private again.
+        # A log left readable by an earlier sbxd is moved aside and made
+        # anew: a reader that opened it while it was open reads no new line.
         os.chmod(srv.audit, 0o644)
-        srv.start()
+        with open(srv.audit) as reader:
+            reader.read()
+            srv.start()
+            with srv.conn() as c:
+                code, msg, r = c.call("CreateRun", pb.CreateRunRequest(
+                    policy_json=policy_json()), pb.CreateRunResponse)
+                self.assertEqual(code, "OK", msg)
+                c.call("Teardown", pb.TeardownRequest(run_id=r.run_id), pb.TeardownResponse)
+            self.assertEqual(reader.read(), "")
         self.assertEqual(stat.S_IMODE(os.stat(srv.audit).st_mode), 0o600)
+        self.assertIn("run_created", [e["event"] for e in srv.audit_events()])
+        aside = [n for n in os.listdir(srv.dir) if n.startswith("audit.log.unsafe-")]
+        self.assertEqual(len(aside), 1, os.listdir(srv.dir))
+        self.assertIn("audit log %s was more open than its mode should be (mode 644" % srv.audit,
+                      srv.log_tail())
         srv.stop()
+        # A FIFO (which would block the start and take the lines) or a link
+        # at the log's path is refused.
+        os.rename(srv.audit, srv.audit + ".old")
+        os.mkfifo(srv.audit, 0o600)
+        with self.assertRaises(RuntimeError) as e:
+            srv.start()
+        self.assertIn("audit log %s: not a regular file" % srv.audit, str(e.exception))
+        os.unlink(srv.audit)
+        os.symlink(srv.audit + ".old", srv.audit)
+        with self.assertRaises(RuntimeError) as e:
+            srv.start()
+        self.assertIn("audit log %s: Too many levels of symbolic links" % srv.audit,
+                      str(e.exception))
+        os.unlink(srv.audit)
+        os.rename(srv.audit + ".old", srv.audit)
         group = grp.getgrgid(os.getgid()).gr_name
         with open(srv.config) as f:
             cfg = json.load(f)
@@ -440,6 +502,256 @@ class AuditLogMode(unittest.TestCase):
         with self.assertRaises(RuntimeError) as e:
             srv.start()
         self.assertIn("log_group no-such-group-sbx: no such group", str(e.exception))
+
+EMPTY = hashlib.sha256(b"").hexdigest()
+
+
+def deep_inputs(n, depth, prefix=""):
+    """n empty files, each under depth - 1 directories of its own."""
+    return [("%s%04d/" % (prefix, i) + "/".join(["d"] * (depth - 2)) + "/f", 0)
+            for i in range(n)]
+
+
+def manifest(inputs):
+    req = pb.CreateRunRequest(policy_json=policy_json())
+    for path, size in inputs:
+        req.inputs.add(path=path, size=size, sha256=EMPTY if size == 0 else "0" * 64)
+    return req
+
+
+class InputDirectories(Base):
+    """Empty inputs under deep paths take inodes and blocks that no size in
+    the manifest declares: each file takes at least a block, each directory
+    one, both count against the identity's quota, and a path's depth and a
+    run's directories are bounded."""
+    config = {"quotas": {"identity_mb": 1, "reserve_mb": 0}}
+
+    def test_directories_and_empty_files_are_charged_and_bounded(self):
+        # 256 blocks of 4 KiB in the quota: 10 inputs x (28 directories + the
+        # file) = 290 blocks, with no byte declared.
+        code, msg, _ = self.call("CreateRun", manifest(deep_inputs(10, 29)),
+                                 pb.CreateRunResponse)
+        self.assertEqual(code, "RESOURCE_EXHAUSTED", msg)
+        self.assertIn("inputs: 1187840 bytes would take uid:%d over its disk quota of 1 MiB "
+                      "(config quotas.identity_mb" % os.getuid(), msg)
+        code, msg, _ = self.call("CreateRun", manifest(("e%d" % i, 0) for i in range(300)),
+                                 pb.CreateRunResponse)
+        self.assertEqual(code, "RESOURCE_EXHAUSTED", msg)
+        self.assertIn("inputs: 1228800 bytes", msg)
+        code, msg, _ = self.call("CreateRun", manifest(deep_inputs(1, 33)), pb.CreateRunResponse)
+        self.assertEqual((code, msg), ("INVALID_ARGUMENT", "inputs[0].path %s: 33 components, "
+                                       "at most 32" % deep_inputs(1, 33)[0][0]))
+        code, msg, _ = self.call("CreateRun", manifest(deep_inputs(340, 31)),
+                                 pb.CreateRunResponse)
+        self.assertEqual((code, msg), ("INVALID_ARGUMENT", "inputs: the paths make 10200 "
+                                       "directories, at most 10000"))
+        self.assertEqual(os.listdir(os.path.join(self.srv.state, "runs")), [])
+
+    def test_a_failed_upload_leaves_no_directories(self):
+        data = b"z" * 100
+        req = pb.CreateRunRequest(policy_json=policy_json())
+        for path in ("a/b/c/d/x", "a/keep"):
+            req.inputs.add(path=path, size=len(data), sha256=hashlib.sha256(data).hexdigest())
+        run = self.ok("CreateRun", req, pb.CreateRunResponse).run_id
+        data_dir = os.path.join(self.srv.state, "runs", run, "data")
+        self.ok("PutInput", pb.PutInputRequest(run_id=run, path="a/keep", data=data, last=True),
+                pb.PutInputResponse)
+        code, msg, _ = self.call("PutInput", pb.PutInputRequest(
+            run_id=run, path="a/b/c/d/x", data=b"w" * 100, last=True), pb.PutInputResponse)
+        self.assertEqual(code, "INVALID_ARGUMENT", msg)
+        self.assertIn("sha256 mismatch", msg)
+        # The file and its empty directories are gone; a/ holds another input.
+        self.assertEqual(sorted(os.listdir(os.path.join(data_dir, "a"))), ["keep"])
+        r = self.ok("PutInput", pb.PutInputRequest(run_id=run, path="a/b/c/d/x", data=data,
+                                                   last=True), pb.PutInputResponse)
+        self.assertTrue(r.complete)
+        self.ok("Teardown", pb.TeardownRequest(run_id=run), pb.TeardownResponse)
+
+
+class TmpfsServer(Server):
+    """sbxd with its state_dir on a small tmpfs of its own: a user and mount
+    namespace mounts it (as root there), and a second user namespace gives
+    sbxd back our uid, so its callers, cgroups and helper are as usual."""
+    tmpfs = "size=64m,nr_inodes=3000,mode=0700"
+
+    def wrap(self, cmd):
+        script = ('mkdir -p "$1" && mount -t tmpfs -o "$2" sbx-test "$1" && shift 2 && '
+                  'exec unshare --user --map-user=%d --map-group=%d "$@"'
+                  % (os.getuid(), os.getgid()))
+        return ["unshare", "-Urm", "sh", "-c", script, "sh", self.state, self.tmpfs] + cmd
+
+    def state_path(self, *names):
+        """state_dir as sbxd sees it (its mount namespace)."""
+        return os.path.join("/proc/%d/root" % self.proc.pid, self.state.lstrip("/"), *names)
+
+    def free_inodes(self):
+        return os.statvfs(self.state_path()).f_favail
+
+
+class Inodes(unittest.TestCase):
+    """On a file system with few inodes, one identity's deep empty inputs
+    must not take them from another identity or from sbxd."""
+
+    def server(self, **quotas):
+        srv = TmpfsServer(quotas=dict({"identity_mb": 60, "reserve_mb": 0}, **quotas))
+        self.addCleanup(srv.cleanup)
+        return srv
+
+    def test_deep_empty_inputs_cannot_take_another_identitys_inodes(self):
+        srv = self.server(reserve_inodes=500)
+        alice, bob = srv.tokens["alice"], srv.tokens["bob"]
+        before = srv.free_inodes()
+        # 100 x 29 directories + 100 files: 3,000 inodes, all the tmpfs has.
+        inputs = deep_inputs(100, 30)
+        with srv.conn(tls=True) as c:
+            code, msg, r = c.call("CreateRun", manifest(inputs), pb.CreateRunResponse,
+                                  token=alice)
+            if code == "OK":  # the attack: upload every (empty) input
+                for path, _ in inputs:
+                    c.call("PutInput", pb.PutInputRequest(run_id=r.run_id, path=path,
+                                                          last=True),
+                           pb.PutInputResponse, token=alice)
+            else:
+                self.assertEqual(code, "RESOURCE_EXHAUSTED", msg)
+                self.assertIn("inputs: 3004 inodes would leave state_dir less than its inode "
+                              "reserve of 500 inodes (config quotas.reserve_inodes;", msg)
+            code, msg, b = c.call("CreateRun", pb.CreateRunRequest(policy_json=policy_json()),
+                                  pb.CreateRunResponse, token=bob)
+            self.assertEqual(code, "OK", msg)
+            c.call("Teardown", pb.TeardownRequest(run_id=b.run_id), pb.TeardownResponse,
+                   token=bob)
+        self.assertGreater(srv.free_inodes(), before - 100)
+        self.assertEqual(srv.stop(), 0)
+
+    def test_createrun_on_a_full_disk_is_resource_exhausted(self):
+        srv = self.server(reserve_inodes=0)
+        fill = srv.state_path("fill")
+        os.mkdir(fill)
+        i = 0
+        try:
+            while True:
+                os.mkdir(os.path.join(fill, str(i)))
+                i += 1
+        except OSError as e:
+            self.assertEqual(e.errno, errno.ENOSPC)
+        with srv.conn() as c:
+            code, msg, _ = c.call("CreateRun", pb.CreateRunRequest(policy_json=policy_json()),
+                                  pb.CreateRunResponse)
+        self.assertEqual(code, "RESOURCE_EXHAUSTED", msg)
+        self.assertRegex(msg, r"^mkdir .*/runs/run-[0-9a-f]{16}: No space left on device$")
+        shutil.rmtree(fill)
+        self.assertEqual(os.listdir(srv.state_path("runs")), [])
+        self.assertEqual(srv.stop(), 0)
+
+
+class AuditBounds(Base):
+    """A caller's strings are cut in the audit log, and each identity's
+    lines are bounded by a byte rate (here 1 KiB/s, 64 KiB at once), so
+    one caller cannot fill the log's disk; another identity's lines still
+    go in, and the dropped ones are counted."""
+    config = {"quotas": {"audit_identity_kb_per_s": 1}}
+
+    def test_long_strings_are_cut_and_a_flood_is_dropped_and_counted(self):
+        argv0 = "/" + "\x01" * (16 * KIB)
+        run = self.create()
+        size0 = os.path.getsize(self.srv.audit)
+        t0 = time.time()
+        for _ in range(60):
+            code, msg, e = self.call("Exec", pb.ExecRequest(run_id=run, argv=[argv0]),
+                                     pb.ExecResponse)
+            self.assertEqual(code, "OK", msg)
+            self.ok("Wait", pb.WaitRequest(run_id=run, exec_id=e.exec_id, timeout_ms=30000),
+                    pb.WaitResponse)
+        grown = os.path.getsize(self.srv.audit) - size0
+        self.assertLess(grown, 64 * KIB + (time.time() - t0 + 1) * KIB)
+        started = [e for e in self.srv.audit_events() if e["event"] == "exec_started"]
+        self.assertEqual(started[0]["argv0"], argv0[:256])
+        self.assertIs(started[0]["truncated"], True)
+        self.assertEqual(started[0]["full_bytes"], {"argv0": len(argv0)})
+        self.assertLess(len(started), 60)
+        # bob is under his own rate.
+        with self.srv.conn(tls=True) as c:
+            tok = self.srv.tokens["bob"]
+            code, msg, r = c.call("CreateRun", pb.CreateRunRequest(policy_json=policy_json()),
+                                  pb.CreateRunResponse, token=tok)
+            self.assertEqual(code, "OK", msg)
+            c.call("Teardown", pb.TeardownRequest(run_id=r.run_id), pb.TeardownResponse,
+                   token=tok)
+        time.sleep(1.5)  # refills what the teardown line takes
+        self.ok("Teardown", pb.TeardownRequest(run_id=run), pb.TeardownResponse)
+        events = self.srv.audit_events()
+        self.assertIn(("run_created", "token:bob"), [(e["event"], e["identity"]) for e in events])
+        dropped = [e for e in events if e["event"] == "audit_lines_dropped"]
+        # A summary each time the flood's lines go in again, all of them ours.
+        self.assertTrue(dropped)
+        self.assertEqual({(d["identity"], d["quota"]) for d in dropped},
+                         {("uid:%d" % os.getuid(), "quotas.audit_identity_kb_per_s")})
+        ours = [e for e in events if e["identity"] == "uid:%d" % os.getuid()
+                and e["event"] in ("exec_started", "exec_ended")]
+        self.assertEqual(len(ours) + sum(d["dropped"] for d in dropped), 120)
+        self.assertEqual(events[-1]["event"], "teardown")
+
+
+class RunShare(Base):
+    """limits.pids and limits.cpu bound a run, not each of its execs: up to
+    64 execs run at once, so a per-exec bound let one run take 64 times it
+    (three execs of 30 processes each under pids 40 ran 93)."""
+
+    def run_cgroup_file(self, ctrl, name):
+        helpers = [p for p in children(self.srv.proc.pid) if alive(p)]
+        self.assertEqual(len(helpers), 1, helpers)
+        with open("/etc/sbx/cgroup-root") as f:
+            rel = f.read().strip()
+        for base in (os.path.join("/sys/fs/cgroup", ctrl, rel), os.path.join("/sys/fs/cgroup", rel)):
+            if os.path.isdir(base):
+                for e in os.listdir(base):
+                    if e.startswith("sbx-%d-" % helpers[0]) and os.path.exists(
+                            os.path.join(base, e, name)):
+                        with open(os.path.join(base, e, name)) as f:
+                            return f.read()
+        self.fail("no run cgroup with %s" % name)
+
+    def test_concurrent_execs_share_the_runs_pids(self):
+        run = self.create(pids=40)
+        spawn = ("import subprocess, sys, time\nstarted = 0\nfor _ in range(30):\n"
+                 "    try:\n        subprocess.Popen(['sleep', '30'])\n        started += 1\n"
+                 "    except OSError:\n        pass\nprint(started, flush=True)\n"
+                 "time.sleep(30)")
+        execs = [self.exec(run, ["/usr/bin/python3", "-c", spawn]) for _ in range(3)]
+        started, deadline = {}, time.time() + 15
+        while len(started) < 3 and time.time() < deadline:
+            for ex in execs:
+                r = self.ok("ReadOutput", pb.ReadOutputRequest(run_id=run, exec_id=ex,
+                                                               stream=pb.STDOUT),
+                            pb.ReadOutputResponse)
+                if r.data.endswith(b"\n"):
+                    started[ex] = int(r.data)
+            time.sleep(0.1)
+        self.assertEqual(len(started), 3, started)
+        # Three pythons and what they started: within the run's 40.
+        self.assertLessEqual(sum(started.values()) + 3, 40, started)
+        # For the right reason: the run's cgroup holds the limit (v1 counts
+        # the refused forks in the exec's leaf, not where the limit was hit).
+        self.assertEqual(self.run_cgroup_file("pids", "pids.max").strip(), "40")
+        self.ok("Teardown", pb.TeardownRequest(run_id=run), pb.TeardownResponse)
+
+    def test_concurrent_execs_share_the_runs_cpu(self):
+        run = self.create(cpu=0.25)
+        burn = ("import time\nend = time.time() + 2\nwhile time.time() < end: pass\n"
+                "print(time.process_time())")
+        execs = [self.exec(run, ["/usr/bin/python3", "-c", burn]) for _ in range(2)]
+        used = 0.0
+        for ex in execs:
+            self.ok("Wait", pb.WaitRequest(run_id=run, exec_id=ex, timeout_ms=30000),
+                    pb.WaitResponse)
+            r = self.ok("ReadOutput", pb.ReadOutputRequest(run_id=run, exec_id=ex,
+                                                           stream=pb.STDOUT),
+                        pb.ReadOutputResponse)
+            used += float(r.data)
+        # 2 s at a quarter of a CPU for both together: 0.5 s (1.0 s if each
+        # exec had its own quarter).
+        self.assertLess(used, 0.75)
+        self.ok("Teardown", pb.TeardownRequest(run_id=run), pb.TeardownResponse)
 
 
 if __name__ == "__main__":
