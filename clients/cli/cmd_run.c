@@ -31,9 +31,14 @@ static void note_end(const Sbx__V1__ExecStatus *s)
 	default:
 		return;
 	}
-	fprintf(stderr, "sbx: %s: %s", sbx_exit_reason_name(s->reason), why);
+	fprintf(stderr, "sbx: %s: ", sbx_exit_reason_name(s->reason));
+	/* An oom that the run's shared bound caused says so itself, and
+	 * "limits.memory_mb" would contradict it. */
+	if (s->reason != SBX__V1__EXIT_REASON__OOM || !s->message || !*s->message)
+		fputs(why, stderr);
 	if (s->message && *s->message) {
-		fputs(": ", stderr);
+		if (s->reason != SBX__V1__EXIT_REASON__OOM)
+			fputs(": ", stderr);
 		cli_put_text(stderr, s->message);
 	}
 	fputc('\n', stderr);
