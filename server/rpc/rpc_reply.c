@@ -21,13 +21,15 @@ void rpc_text_clean(char *dst, size_t dst_size, const char *src)
 	if (dst_size == 0)
 		return;
 	while (*s && o + 1 < dst_size) {
+		size_t bad = sbx_text_unsafe_len(s);
 		size_t n = sbx_utf8_len(s);
 
-		if (n == 1 && (*s < 0x20 || *s == 0x7f))
-			n = 0;
-		if (n == 0) {
+		/* What a terminal would act on (C0, DEL, C1, bidi controls) or
+		 * what is not UTF-8 becomes one '?' each: the message stays
+		 * valid proto3 text that no client can be fooled by. */
+		if (bad) {
 			dst[o++] = '?';
-			s++;
+			s += bad;
 			continue;
 		}
 		if (o + n >= dst_size)
