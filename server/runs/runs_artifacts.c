@@ -11,9 +11,13 @@
  * off), for at most RUN_OUT_PASS_MS, hashes a file with many names (hard
  * links) once, holds at most RUN_LIST_MAX entries and what fits in
  * max_message_bytes, and stops when a Teardown bumps the run's out_gen.
- * At most RUNS_OUT_PASSES_PER_IDENTITY of one identity's ListArtifacts
- * (and fetch digest passes) run at once, RUNS_OUT_PASSES_MAX in all, so
- * they never hold every short worker.
+ * Passes are admitted by identity (pass_admit; the bounds are in
+ * runs_manager.h): at most RUNS_OUT_PASSES_PER_IDENTITY of one identity's
+ * ListArtifacts, fetch digest passes and Teardown listings at once, and
+ * RUNS_OUT_PASSES_MAX in all, so they never hold every short worker; an
+ * identity with none in progress is admitted while any room is left. A
+ * Teardown over its identity's share hashes nothing: its manifest keeps the
+ * digests already known and counts the other files as not listed.
  *
  * When a digest is final: only when no process of the run can change
  * /out, i.e. no exec is running by the sandbox's own word (exec init is
@@ -169,6 +173,7 @@ static int pass_admit(struct sbx_runs *runs, const char *identity, const char *w
 {
 	unsigned all = 0, mine = 0;
 	int free_slot = -1, my_slot = -1;
+	bool admit;
 
 	pthread_mutex_lock(&runs->mu);
 	for (int i = 0; i < RUNS_OUT_PASSES_MAX; i++) {
@@ -180,7 +185,11 @@ static int pass_admit(struct sbx_runs *runs, const char *identity, const char *w
 			free_slot = i;
 		}
 	}
-	if (all < RUNS_OUT_PASSES_MAX && mine < RUNS_OUT_PASSES_PER_IDENTITY) {
+	/* An identity with none in progress is never shut out by others
+	 * holding their share (below the hard bound). */
+	admit = mine == 0 ? all < RUNS_OUT_PASSES_MAX
+			  : mine < RUNS_OUT_PASSES_PER_IDENTITY && all < RUNS_OUT_PASSES_SHARED;
+	if (admit) {
 		if (my_slot < 0) {
 			my_slot = free_slot;
 			snprintf(runs->out_passes[my_slot].identity,
@@ -193,11 +202,18 @@ static int pass_admit(struct sbx_runs *runs, const char *identity, const char *w
 	pthread_mutex_unlock(&runs->mu);
 	if (mine >= RUNS_OUT_PASSES_PER_IDENTITY)
 		return sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED,
-				    "%s: this identity already has %d listings or digest passes of "
+				    "%s: this identity already has %u listings or digest passes of "
 				    "/out in progress (at most %d at once); retry when one ends",
 				    what, mine, RUNS_OUT_PASSES_PER_IDENTITY);
+	if (mine)
+		return sbx_rpc_fail(
+		    st, SBX__V1__CODE__RESOURCE_EXHAUSTED,
+		    "%s: this identity already has %u listing or digest pass of /out "
+		    "in progress, and a second one waits while %d or more are in "
+		    "progress for all identities (%u are); retry when one ends",
+		    what, mine, RUNS_OUT_PASSES_SHARED, all);
 	return sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED,
-			    "%s: %d listings or digest passes of /out are in progress (at most %d "
+			    "%s: %u listings or digest passes of /out are in progress (at most %d "
 			    "at once for all identities); retry when one ends",
 			    what, all, RUNS_OUT_PASSES_MAX);
 }

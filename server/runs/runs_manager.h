@@ -19,7 +19,14 @@
 
 struct sbx_run;
 
-#define RUNS_OUT_PASSES_MAX	     4 /* at once: half the default short pool */
+/* Listings of /out and digest passes at once (runs_artifacts.c). An
+ * identity's first is admitted while fewer than RUNS_OUT_PASSES_MAX run
+ * (two short workers of the default eight always stay for other calls); a
+ * further one, up to RUNS_OUT_PASSES_PER_IDENTITY, only while fewer than
+ * RUNS_OUT_PASSES_SHARED run, so that identities holding their share leave
+ * room for one pass of each other identity. */
+#define RUNS_OUT_PASSES_MAX	     6
+#define RUNS_OUT_PASSES_SHARED	     4
 #define RUNS_OUT_PASSES_PER_IDENTITY 2
 
 struct runs_settings {

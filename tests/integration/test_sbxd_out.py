@@ -31,6 +31,24 @@ GROWER = """if 1:
         os.truncate('/out/g', 4 << 60)
     """
 
+# 96 MiB in /out while the exec goes on running: nothing is cached, every
+# listing hashes it all again.
+LIVE_96M = ("import os, time\n"
+            "f = open('/out/big', 'wb')\n"
+            "[f.write(os.urandom(1 << 20)) for _ in range(96)]\n"
+            "f.close(); open('/out/ready', 'w').close()\n"
+            "time.sleep(999)\n")
+
+
+class Tok:
+    """A connection that sends one identity's token with every call."""
+
+    def __init__(self, conn, token):
+        self.conn, self.token = conn, token
+
+    def call(self, name, req, resp_type):
+        return self.conn.call(name, req, resp_type, token=self.token)
+
 
 class OutTest(unittest.TestCase):
     srv = None
@@ -73,16 +91,16 @@ class OutTest(unittest.TestCase):
                      pb.WaitResponse).status
         self.assertEqual((pb.ExitReason.Name(st.reason), st.exit_code), ("EXITED", 0), st)
 
-    def listing(self, run):
+    def listing(self, run, conn=None):
         t0 = time.monotonic()
         ls = self.ok("ListArtifacts", pb.ListArtifactsRequest(run_id=run),
-                     pb.ListArtifactsResponse)
+                     pb.ListArtifactsResponse, conn=conn)
         return ls, time.monotonic() - t0
 
-    def wait_for(self, run, name, seconds=20):
+    def wait_for(self, run, name, seconds=20, conn=None):
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
-            ls, _ = self.listing(run)
+            ls, _ = self.listing(run, conn)
             if name in [a.path for a in ls.artifacts]:
                 return
             time.sleep(0.1)
@@ -239,11 +257,7 @@ class Contents(OutTest):
         # workers; two run, the others are told to retry, and another
         # identity is answered meanwhile.
         run = self.create(out_mb=128, memory_mb=400)
-        self.start(run, [PY, "-c", "import os, time\n"
-                                   "f = open('/out/big', 'wb')\n"
-                                   "[f.write(os.urandom(1 << 20)) for _ in range(96)]\n"
-                                   "f.close(); open('/out/ready', 'w').close()\n"
-                                   "time.sleep(999)\n"])
+        self.start(run, [PY, "-c", LIVE_96M])
         self.wait_for(run, "ready")
         codes, gate = [], threading.Barrier(8)
 
@@ -271,6 +285,57 @@ class Contents(OutTest):
         self.assertIn("this identity already has", refused[0])
         self.assertEqual({c for c, _ in codes} - {"OK", "RESOURCE_EXHAUSTED"}, set(), codes)
         self.teardown(run)
+
+    def test_identities_at_their_share_leave_room_for_another(self):
+        # alice and bob keep two listings each in progress (three callers
+        # each, so they are at their share): 4 in all was the global bound,
+        # and a third identity was refused 17 times in 20. An identity with
+        # none in progress is admitted while others hold their share.
+        who = {"alice": dict(tls=True), "bob": dict(tls=True), "uid": {}}
+        tok = dict(self.srv.tokens, uid=None)
+        runs = {}
+        for name in who:
+            with self.srv.conn(timeout_ms=15000, **who[name]) as c:
+                runs[name] = self.ok("CreateRun", pb.CreateRunRequest(
+                    policy_json=policy_json(out_mb=128, memory_mb=400)),
+                    pb.CreateRunResponse, conn=Tok(c, tok[name])).run_id
+                self.ok("Exec", pb.ExecRequest(run_id=runs[name], argv=[PY, "-c", LIVE_96M]),
+                        pb.ExecResponse, conn=Tok(c, tok[name]))
+        for name in who:
+            with self.srv.conn(timeout_ms=15000, **who[name]) as c:
+                self.wait_for(runs[name], "ready", conn=Tok(c, tok[name]))
+        stop, seen = time.monotonic() + 3, []
+
+        def hog(name):
+            with self.srv.conn(timeout_ms=15000, tls=True) as c:
+                while time.monotonic() < stop:
+                    seen.append(c.call("ListArtifacts",
+                                       pb.ListArtifactsRequest(run_id=runs[name]),
+                                       pb.ListArtifactsResponse, token=tok[name])[:2])
+
+        hogs = [threading.Thread(target=hog, args=(n,)) for n in ("alice", "bob") * 3]
+        for t in hogs:
+            t.start()
+        time.sleep(0.5)
+        mine = []
+        while time.monotonic() < stop - 0.5:
+            code, msg, _ = self.c.call("ListArtifacts", pb.ListArtifactsRequest(run_id=runs["uid"]),
+                                       pb.ListArtifactsResponse)
+            mine.append((code, msg))
+            time.sleep(0.1)
+        for t in hogs:
+            t.join(30)
+        self.assertTrue(mine)
+        self.assertEqual([m for c, m in mine if c != "OK"], [],
+                         "a third identity was shut out by two at their share")
+        # The others were held to their share meanwhile.
+        refused = [m for c, m in seen if c == "RESOURCE_EXHAUSTED"]
+        self.assertTrue(refused, "alice and bob were never at their share")
+        self.assertIn("this identity already has", refused[0])
+        for name in who:
+            with self.srv.conn(timeout_ms=15000, **who[name]) as c:
+                self.ok("Teardown", pb.TeardownRequest(run_id=runs[name]),
+                        pb.TeardownResponse, conn=Tok(c, tok[name]))
 
     def test_caller_mistakes_are_not_internal(self):
         run = self.create()
