@@ -125,6 +125,7 @@ struct out_pass {
 	uint64_t epoch;
 	bool live;	      /* /out was not settled at some point */
 	const char *stop_why; /* the bound that stopped it, if one did */
+	const char *no_hash;  /* set: only cached digests, for this reason */
 };
 
 /* mu held. */
@@ -310,6 +311,8 @@ static int file_sha256(struct out_pass *p, const char *path, int fd, const struc
 	run_unlock(r);
 	if (hit)
 		return 0;
+	if (p->no_hash && st->st_size > 0)
+		return sbx_fail_errnum(err, EBUSY, "%s: %s", path, p->no_hash);
 	if ((uint64_t)st->st_size > p->bytes_left) {
 		p->stop_why = "the bytes it may hash (what /out holds) ran out";
 		return sbx_fail_errnum(err, ENOSPC, "%s: %s", path, p->stop_why);
@@ -409,8 +412,9 @@ static int add_artifact(const char *relpath, int fd, const struct stat *st, void
 		if (err->errnum == ENOMEM)
 			return -1;
 		/* Changed, grew, or a bound ran out: left out, the rest goes on. */
-		not_listed(c, c->pass.stop_why
-				  ? c->pass.stop_why
+		not_listed(c, c->pass.stop_why ? c->pass.stop_why
+			      : c->pass.no_hash
+				  ? c->pass.no_hash
 				  : "a file changed while it was read (an exec is running)");
 		return 0;
 	} else if (st->st_nlink > 1) {
@@ -427,8 +431,8 @@ static int cmp_artifact(const void *a, const void *b)
 		      (*(Sbx__V1__Artifact *const *)b)->path);
 }
 
-int artifacts_list(struct sbx_run *r, int out_fd, size_t max_bytes, struct artifact_list *al,
-		   struct sbx_err *err)
+static int list(struct sbx_run *r, int out_fd, size_t max_bytes, const char *no_hash,
+		struct artifact_list *al, struct sbx_err *err)
 {
 	struct list_ctx c = {.al = al, .max_bytes = max_bytes};
 	struct sbx_tree_skips skipped;
@@ -437,6 +441,7 @@ int artifacts_list(struct sbx_run *r, int out_fd, size_t max_bytes, struct artif
 
 	memset(al, 0, sizeof(*al));
 	pass_begin(&c.pass, r, out_fd, RUN_OUT_PASS_MS);
+	c.pass.no_hash = no_hash;
 	rc = sbx_tree_list(out_fd, RUN_ARTIFACTS_MAX, add_artifact, &c, &skipped, err);
 	sbx_inode_set_free(&c.links);
 	run_lock(r);
@@ -458,6 +463,31 @@ int artifacts_list(struct sbx_run *r, int out_fd, size_t max_bytes, struct artif
 	if (al->n)
 		qsort(al->items, al->n, sizeof(*al->items), cmp_artifact);
 	return 0;
+}
+
+int artifacts_list(struct sbx_run *r, int out_fd, size_t max_bytes, struct artifact_list *al,
+		   struct sbx_err *err)
+{
+	return list(r, out_fd, max_bytes, NULL, al, err);
+}
+
+int artifacts_list_manifest(struct sbx_run *r, int out_fd, size_t max_bytes,
+			    struct artifact_list *al, struct sbx_err *err)
+{
+	struct sbx_rpc_status refused = {0};
+	int rc;
+
+	/* A Teardown is never refused for it (the run is gone either way): it
+	 * hashes nothing instead, and the note says why. */
+	if (pass_admit(r->runs, r->identity, "Teardown", &refused) < 0)
+		return list(r, out_fd, max_bytes,
+			    "Teardown hashed none: this identity had its share of listings and "
+			    "digest passes of /out in progress (list before tearing down, or "
+			    "tear fewer runs down at once)",
+			    al, err);
+	rc = list(r, out_fd, max_bytes, NULL, al, err);
+	pass_leave(r->runs, r->identity);
+	return rc;
 }
 
 Sbx__V1__ArtifactListing *artifacts_listing_new(const struct artifact_list *al)

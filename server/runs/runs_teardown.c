@@ -229,9 +229,14 @@ int run_teardown(struct sbx_run *r, Sbx__V1__RunManifest **manifest, struct sbx_
 			budget = artifacts_reply_bytes(r->runs);
 		if (*manifest)
 			used = manifest_fit_execs(*manifest, budget / 2);
+		if (used > budget)
+			used = budget;
 	}
-	if (out_fd >= 0 &&
-	    artifacts_list(r, out_fd, used < budget ? budget - used : 0, &al, &err) < 0) {
+	/* Hashing (up to out_mb a run) is one of the identity's share of
+	 * passes: one identity tearing down many runs at once never holds
+	 * every short worker for it. */
+	if (out_fd >= 0 && (manifest ? artifacts_list_manifest(r, out_fd, budget - used, &al, &err)
+				     : artifacts_list(r, out_fd, 0, &al, &err)) < 0) {
 		run_lock(r);
 		run_alert(r, "sbxd: listing /out at teardown: %s", err.msg);
 		run_unlock(r);

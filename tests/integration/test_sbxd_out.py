@@ -337,6 +337,55 @@ class Contents(OutTest):
                 self.ok("Teardown", pb.TeardownRequest(run_id=runs[name]),
                         pb.TeardownResponse, conn=Tok(c, tok[name]))
 
+    def test_one_identitys_teardowns_hash_within_its_share(self):
+        # Teardown hashes what /out holds (up to out_mb) before it frees it:
+        # one identity tearing down its runs at once held a short worker
+        # each for all that hashing (8 x 400 MiB: another caller's ListRuns
+        # waited 3.8 s). Its hashing is one of the identity's share of
+        # passes; a Teardown over it hashes nothing and says so.
+        n, mb = 6, 128
+        data = bytes(range(256)) * (4 << 10) * mb
+        want = hashlib.sha256(data).hexdigest()
+        runs = [self.create(out_mb=mb + 8, memory_mb=mb + 200) for _ in range(n)]
+        for run in runs:
+            self.run_py(run, "b = bytes(range(256)) * (4 << 10)\n"
+                             "with open('/out/big', 'wb') as f:\n"
+                             "    [f.write(b) for _ in range(%d)]\n" % mb)
+        gate, manifests, waits = threading.Barrier(n + 1), [], []
+
+        def teardown(run):
+            with self.srv.conn(timeout_ms=30000) as c:
+                gate.wait()
+                manifests.append(self.ok("Teardown", pb.TeardownRequest(run_id=run),
+                                         pb.TeardownResponse, conn=c).manifest)
+
+        threads = [threading.Thread(target=teardown, args=(r,)) for r in runs]
+        for t in threads:
+            t.start()
+        with self.srv.conn(tls=True) as other:
+            gate.wait()
+            while any(t.is_alive() for t in threads):
+                t0 = time.monotonic()
+                code, msg, _ = other.call("ListRuns", pb.ListRunsRequest(), pb.ListRunsResponse,
+                                          token=self.srv.tokens["alice"])
+                self.assertEqual(code, "OK", msg)
+                waits.append(time.monotonic() - t0)
+        for t in threads:
+            t.join(30)
+        self.assertEqual(len(manifests), n)
+        hashed = [m for m in manifests if m.artifacts]
+        skipped = [m for m in manifests if not m.artifacts]
+        sys.stderr.write("%d teardowns of %d MiB each at once: %d hashed; another identity's "
+                         "ListRuns took at most %.2f s\n" % (n, mb, len(hashed), max(waits)))
+        self.assertTrue(hashed)
+        for m in hashed:
+            self.assertEqual([(a.path, a.sha256) for a in m.artifacts], [("big", want)])
+        self.assertTrue(skipped, "every Teardown hashed: none was held to the share")
+        for m in skipped:
+            self.assertEqual(m.artifacts_listing.not_listed, 1, m.artifacts_listing)
+            self.assertIn("Teardown hashed none", m.artifacts_listing.note)
+        self.assertLess(max(waits), 2)
+
     def test_caller_mistakes_are_not_internal(self):
         run = self.create()
         code, msg, _ = self.c.call("FetchArtifact",
