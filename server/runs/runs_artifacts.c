@@ -669,9 +669,9 @@ static int read_chunk(int fd, uint8_t *buf, size_t n, uint64_t offset, size_t *g
 }
 
 /* Takes the cursor of a fetch of this file in progress at `offset`, or
- * starts one at offset 0; NULL when neither applies. */
+ * starts one at offset 0 (in `epoch`); NULL when neither applies. */
 static struct run_fetch *cursor_take(struct sbx_run *r, const char *path, const struct file_id *id,
-				     uint64_t offset)
+				     uint64_t offset, uint64_t epoch)
 {
 	struct run_fetch *f = NULL;
 
@@ -696,9 +696,7 @@ static struct run_fetch *cursor_take(struct sbx_run *r, const char *path, const 
 		return NULL;
 	}
 	f->id = *id;
-	run_lock(r);
-	f->epoch = r->out_epoch;
-	run_unlock(r);
+	f->epoch = epoch;
 	return f;
 }
 
@@ -771,7 +769,8 @@ static int fetch(struct sbx_run *r, int out_fd, const Sbx__V1__FetchArtifactRequ
 	struct file_id id;
 	struct stat sb;
 	size_t n, got;
-	bool live = false;
+	bool live = false, settled;
+	uint64_t epoch;
 	int rc;
 	char sha256[65];
 
@@ -794,6 +793,14 @@ static int fetch(struct sbx_run *r, int out_fd, const Sbx__V1__FetchArtifactRequ
 	o->data.data = malloc(n ? n : 1);
 	if (!o->data.data)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
+	/* Whether an exec could write while the chunk is read is known only
+	 * before the read: one that writes through a shared mapping during it
+	 * and exits before a check after it would leave /out settled, and the
+	 * digest of the bytes read before the write would be cached as final. */
+	run_lock(r);
+	settled = out_settled(r);
+	epoch = r->out_epoch;
+	run_unlock(r);
 	if (read_chunk(fd, o->data.data, n, req->offset, &got) < 0)
 		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "artifact %.200s",
 					  req->path);
@@ -802,10 +809,12 @@ static int fetch(struct sbx_run *r, int out_fd, const Sbx__V1__FetchArtifactRequ
 	o->eof = req->offset + got >= (uint64_t)sb.st_size || got < n;
 
 	id = file_id(&sb);
-	f = cursor_take(r, req->path, &id, req->offset);
+	f = cursor_take(r, req->path, &id, req->offset, epoch);
 	if (f) {
+		/* And an exec started during the read (or since the cursor's
+		 * first chunk) changes the epoch. */
 		run_lock(r);
-		f->live |= !out_settled(r) || r->out_epoch != f->epoch;
+		f->live |= !settled || r->out_epoch != epoch || epoch != f->epoch;
 		run_unlock(r);
 		if (EVP_DigestUpdate(f->md, o->data.data, got))
 			f->next_offset += got;
