@@ -433,6 +433,44 @@ class Names(OutTest):
         self.assertEqual([e["path"] for e in fetched], ['nl\nforged {"event": "x"}'])
         self.assertFalse([e for e in self.srv.audit_events() if e.get("event") == "x"])
 
+    def big_policy(self, env_bytes):
+        p = json.loads(policy_json())
+        p["env"] = {"V%d" % i: "v" * 8000 for i in range(env_bytes // 8000)}
+        return pb.CreateRunRequest(policy_json=json.dumps(p))
+
+    def fill(self, run):
+        for _ in range(3):
+            self.run_py(run, "import os\n"
+                             "[open('/out/%s%04d' % ('n'*200, i), 'w').close() for i in range(300)]\n"
+                             "#" + "a" * 7000)
+
+    def test_a_run_whose_manifest_could_not_be_sent_is_refused(self):
+        # A policy whose env fills the CreateRun request: the manifest holds
+        # it whole, with the execs and the listing, and outgrew
+        # max_message_bytes: Teardown answered INTERNAL, the run gone, its
+        # manifest lost.
+        code, msg, resp = self.c.call("CreateRun", self.big_policy(120000),
+                                      pb.CreateRunResponse)
+        if code == "OK":
+            self.fill(resp.run_id)
+            code, msg, _ = self.c.call("Teardown", pb.TeardownRequest(run_id=resp.run_id),
+                                       pb.TeardownResponse)
+            self.fail("CreateRun took a policy whose manifest cannot be sent: Teardown %s %s"
+                      % (code, msg))
+        self.assertEqual(code, "INVALID_ARGUMENT", msg)
+        self.assertIn("policy, inputs and labels", msg)
+        self.assertIn("max_message_bytes", msg)
+        self.assertFalse(self.ok("ListRuns", pb.ListRunsRequest(), pb.ListRunsResponse).runs)
+        # Just within the bound (half of the 64 KiB an answer's artifacts
+        # and records may take here), with long exec records and /out full
+        # of long names: the manifest fits, and holds the policy whole.
+        run = self.ok("CreateRun", self.big_policy(24000), pb.CreateRunResponse).run_id
+        self.fill(run)
+        m = self.teardown(run)
+        self.assertEqual(len(m.policy.env), 3)
+        self.assertTrue(m.artifacts, m.artifacts_listing)
+        self.assertLessEqual(len(m.SerializeToString()), 128 * 1024)
+
 
 class Drain(OutTest):
     def test_sigterm_drains_while_a_hostile_file_is_listed(self):
