@@ -22,12 +22,13 @@
  * When a digest is final: only when no process of the run can change
  * /out, i.e. no exec is running by the sandbox's own word (exec init is
  * pid 1 of the exec's pid namespace, so when the helper reports its end
- * every process it left is gone) or the helper was reaped. Writes through
- * a shared mapping change neither mtime nor ctime on tmpfs, so no stat
- * can tell a file changed while an exec ran: a listing taken then says
- * `live`, and its digests are never cached. The cache holds final digests
- * only, keyed by inode, for one "epoch" (the execs started so far); a new
- * exec empties it.
+ * every process it left is gone) or the sandbox is gone (sandbox_gone,
+ * runs_monitor.h: a killed helper's only once its cgroups were emptied).
+ * Writes through a shared mapping change neither mtime nor ctime on tmpfs,
+ * so no stat can tell a file changed while an exec ran: a listing taken
+ * then says `live`, and its digests are never cached. The cache holds
+ * final digests only, keyed by inode, for one "epoch" (the execs started
+ * so far); a new exec empties it.
  *
  * A fetch read in order from offset 0 hashes the chunks it serves (a
  * "cursor"), so the sha256 on its last chunk is free and is the digest of
@@ -112,7 +113,7 @@ static bool same_file(const struct file_id *a, const struct file_id *b)
 /* mu held: no process of the run can change /out. */
 static bool out_settled(const struct sbx_run *r)
 {
-	return r->reaped || (r->running == 0 && !r->out_unsettled);
+	return r->sandbox_gone || (r->running == 0 && !r->out_unsettled);
 }
 
 /* ---- a pass: its bounds ---- */

@@ -386,6 +386,7 @@ static int start_helper(struct sbx_run *r, int64_t *spawned, struct sbx_rpc_stat
 		return sbx_rpc_prefix(st, "the sandbox could not be built");
 	}
 	r->out_fd = ready.out_fd;
+	r->cgroups = strcmp(ready.cgroup, "none") != 0;
 	alerts_from_text(r, errtext);
 	if (!strcmp(ready.cgroup, "none"))
 		run_alert(r, "sbxd: no delegated cgroup: limits are enforced by rlimits "

@@ -84,7 +84,8 @@ void runs_free(struct sbx_runs *runs);
  * the host asked what it can enforce. */
 int runs_startup(struct sbx_runs *runs, const struct sbx_config *cfg, struct sbx_err *err);
 void runs_settings_free(struct sbx_runs *runs);
-/* `sbx-helper cleanup`, after sbxd had to kill a helper. */
-void runs_cleanup_cgroups(struct sbx_runs *runs);
+/* `sbx-helper cleanup`, after sbxd had to kill a helper: true when it
+ * emptied and removed every stale run cgroup. */
+bool runs_cleanup_cgroups(struct sbx_runs *runs);
 
 #endif

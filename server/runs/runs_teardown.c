@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -36,34 +37,35 @@
  * SIGKILL makes them. */
 static void stop_helper(struct sbx_run *r)
 {
-	bool reaped, killed;
+	bool reaped, gone;
+	int status = 0;
 
 	run_lock(r);
 	if (r->ctl >= 0)
 		close(r->ctl);
 	r->ctl = -1;
 	reaped = r->reaped;
+	gone = r->sandbox_gone || r->pid <= 0;
+	r->sandbox_gone = gone;
 	run_unlock(r);
-	if (reaped || r->pid <= 0)
-		goto out;
-	if (!proc_reap(r->pid, r->pidfd, RUN_HELPER_EXIT_MS, NULL)) {
+	if (gone)
+		return;
+	if (reaped) {
+		/* The monitor reaped a killed helper, and the sweep of its
+		 * cgroups failed: once more. */
+		monitor_reaped(r, false);
+		return;
+	}
+	if (!proc_reap(r->pid, r->pidfd, RUN_HELPER_EXIT_MS, &status)) {
 		proc_kill_group(r->pid);
 		run_lock(r);
 		r->killed = true;
 		run_alert(r, "sbxd: sbx-helper did not exit within %d s of DestroyRequest; killed",
 			  RUN_HELPER_EXIT_MS / 1000);
 		run_unlock(r);
-		proc_reap(r->pid, r->pidfd, RUN_HELPER_EXIT_MS, NULL);
+		proc_reap(r->pid, r->pidfd, RUN_HELPER_EXIT_MS, &status);
 	}
-	reaped = true;
-out:
-	run_lock(r);
-	r->reaped = reaped;
-	killed = r->killed;
-	run_unlock(r);
-	/* A helper killed by sbxd had no chance to remove its cgroups. */
-	if (killed)
-		runs_cleanup_cgroups(r->runs);
+	monitor_reaped(r, WIFEXITED(status));
 }
 
 /* mu held. */
