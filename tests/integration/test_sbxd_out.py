@@ -15,6 +15,7 @@ import unittest
 import sbxrpc
 from sbxdfix import Server, policy_json
 from sbxrpc import sandbox_pb2 as pb
+from test_sbxd_limits import children
 
 PY = "/usr/bin/python3"
 
@@ -109,6 +110,24 @@ class OutTest(unittest.TestCase):
 
     def teardown(self, run):
         return self.ok("Teardown", pb.TeardownRequest(run_id=run), pb.TeardownResponse).manifest
+
+    # sbxd kills a sandbox whose pid 1 hangs. The helper dies at once, pid 1
+    # by PR_SET_PDEATHSIG a moment later, and the execs with its pid
+    # namespace: /out is final only once that is known, i.e. once `sbx-helper
+    # cleanup` removed the run's (then empty) cgroups; without cgroups never.
+    def killed_run(self):
+        run = self.create(script_seconds=1, run_seconds=120)
+        self.start(run, ["/bin/sh", "-c", "while :; do echo x >> /out/tick; sleep 0.02; done"])
+        self.wait_for(run, "tick")
+        helper, = children(self.srv.proc.pid)
+        pid1, = children(helper)
+        os.kill(pid1, signal.SIGSTOP)  # hung: it ends no exec at script_seconds
+        deadline = time.monotonic() + 15
+        while os.path.exists("/proc/%d" % helper) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        st = self.ok("Status", pb.StatusRequest(run_id=run), pb.StatusResponse)
+        self.assertTrue(any("killed the sandbox" in a for a in st.alerts), st.alerts)
+        return run
 
 
 class Contents(OutTest):
@@ -387,6 +406,17 @@ class Contents(OutTest):
             self.assertIn("Teardown hashed none", m.artifacts_listing.note)
         self.assertLess(max(waits), 2)
 
+    def test_out_is_final_once_the_killed_sandboxs_cgroups_are_removed(self):
+        run = self.killed_run()
+        deadline = time.monotonic() + 10
+        while self.listing(run)[0].listing.live and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.assertFalse(self.listing(run)[0].listing.live)
+        swept = [e for e in self.srv.audit_events() if e.get("event") == "cgroup_cleanup"]
+        self.assertTrue(swept, "no sbx-helper cleanup ran")
+        self.assertEqual(swept[-1].get("exit_status"), 0, swept)
+        self.assertFalse(self.teardown(run).artifacts_listing.live)
+
     def test_caller_mistakes_are_not_internal(self):
         run = self.create()
         code, msg, _ = self.c.call("FetchArtifact",
@@ -499,52 +529,8 @@ class Drain(OutTest):
         self.srv.start()  # for tearDownClass
 
 
-def children(pid):
-    found = []
-    for t in os.listdir("/proc/%d/task" % pid):
-        try:
-            with open("/proc/%d/task/%s/children" % (pid, t)) as f:
-                found += [int(p) for p in f.read().split()]
-        except OSError:
-            pass
-    return found
-
-
-class KilledSandbox(OutTest):
-    """sbxd kills a sandbox whose pid 1 hangs. The helper dies at once, pid 1
-    by PR_SET_PDEATHSIG a moment later, and the execs with its pid namespace:
-    /out is final only once that is known, i.e. once `sbx-helper cleanup`
-    removed the run's (then empty) cgroups. Without cgroups it never is."""
-
-    def killed_run(self):
-        run = self.create(script_seconds=1, run_seconds=120)
-        self.start(run, ["/bin/sh", "-c", "while :; do echo x >> /out/tick; sleep 0.02; done"])
-        self.wait_for(run, "tick")
-        helper, = children(self.srv.proc.pid)
-        pid1, = children(helper)
-        os.kill(pid1, signal.SIGSTOP)  # hung: it ends no exec at script_seconds
-        deadline = time.monotonic() + 15
-        while os.path.exists("/proc/%d" % helper) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        st = self.ok("Status", pb.StatusRequest(run_id=run), pb.StatusResponse)
-        self.assertTrue(any("killed the sandbox" in a for a in st.alerts), st.alerts)
-        return run
-
-    def test_out_is_final_once_the_killed_sandboxs_cgroups_are_removed(self):
-        run = self.killed_run()
-        deadline = time.monotonic() + 10
-        while self.listing(run)[0].listing.live and time.monotonic() < deadline:
-            time.sleep(0.1)
-        self.assertFalse(self.listing(run)[0].listing.live)
-        swept = [e for e in self.srv.audit_events() if e.get("event") == "cgroup_cleanup"]
-        self.assertEqual(swept[0].get("exit_status"), 0, swept)
-        self.assertFalse(self.teardown(run).artifacts_listing.live)
-
-
 class KilledSandboxWithoutCgroups(OutTest):
     config = {"cgroup_root": "no/such/cgroup", "rlimit_fallback": True}
-
-    killed_run = KilledSandbox.killed_run
 
     def test_out_is_never_final_after_a_kill_without_cgroups(self):
         run = self.killed_run()
