@@ -164,8 +164,10 @@ struct sbx_run {
 	int out_fd;		     /* /out from Ready: artifacts stay readable until teardown */
 	int err_pipe;		     /* [mon] under mu */
 	bool reaped;		     /* the helper was waited for: its pid may be reused */
-	bool killed;	  /* sbxd SIGKILLed the helper's group: its cgroups need cleanup */
-	int64_t ended_ms; /* unix, when the sandbox ended */
+	bool killed;	   /* sbxd SIGKILLed the helper's group: its cgroups need cleanup */
+	bool cgroups;	   /* the sandbox has run cgroups (Ready said so) */
+	bool sandbox_gone; /* no process of the sandbox is left (monitor_reaped) */
+	int64_t ended_ms;  /* unix, when the sandbox ended */
 	struct run_exec *execs;
 	struct run_exec **exec_tail;
 	uint64_t n_execs;
@@ -179,7 +181,7 @@ struct sbx_run {
 	uint64_t out_epoch;	  /* execs started so far: a digest is cached for one epoch */
 	bool out_unsettled;	  /* sbxd ended an exec's record without the sandbox's
 				   * word (a deadline, an expiry): its processes may
-				   * still write /out until the helper is reaped */
+				   * still write /out until sandbox_gone */
 	struct run_event *events; /* queued audit lines */
 	struct run_event **events_tail;
 };

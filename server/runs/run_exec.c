@@ -132,7 +132,7 @@ void run_end_execs(struct sbx_run *r, Sbx__V1__ExitReason reason, const char *me
 		free(e->message);
 		e->message = strdup(message);
 		/* sbxd's word, not the sandbox's: /out is final only once the
-		 * helper is reaped (runs_artifacts.c). */
+		 * sandbox is gone (runs_artifacts.c). */
 		r->out_unsettled = true;
 		exec_mark_ended(r, e);
 	}

@@ -11,19 +11,24 @@
  * off), for at most RUN_OUT_PASS_MS, hashes a file with many names (hard
  * links) once, holds at most RUN_LIST_MAX entries and what fits in
  * max_message_bytes, and stops when a Teardown bumps the run's out_gen.
- * At most RUNS_OUT_PASSES_PER_IDENTITY of one identity's ListArtifacts
- * (and fetch digest passes) run at once, RUNS_OUT_PASSES_MAX in all, so
- * they never hold every short worker.
+ * Passes are admitted by identity (pass_admit; the bounds are in
+ * runs_manager.h): at most RUNS_OUT_PASSES_PER_IDENTITY of one identity's
+ * ListArtifacts, fetch digest passes and Teardown listings at once, and
+ * RUNS_OUT_PASSES_MAX in all, so they never hold every short worker; an
+ * identity with none in progress is admitted while any room is left. A
+ * Teardown over its identity's share hashes nothing: its manifest keeps the
+ * digests already known and counts the other files as not listed.
  *
  * When a digest is final: only when no process of the run can change
  * /out, i.e. no exec is running by the sandbox's own word (exec init is
  * pid 1 of the exec's pid namespace, so when the helper reports its end
- * every process it left is gone) or the helper was reaped. Writes through
- * a shared mapping change neither mtime nor ctime on tmpfs, so no stat
- * can tell a file changed while an exec ran: a listing taken then says
- * `live`, and its digests are never cached. The cache holds final digests
- * only, keyed by inode, for one "epoch" (the execs started so far); a new
- * exec empties it.
+ * every process it left is gone) or the sandbox is gone (sandbox_gone,
+ * runs_monitor.h: a killed helper's only once its cgroups were emptied).
+ * Writes through a shared mapping change neither mtime nor ctime on tmpfs,
+ * so no stat can tell a file changed while an exec ran: a listing taken
+ * then says `live`, and its digests are never cached. The cache holds
+ * final digests only, keyed by inode, for one "epoch" (the execs started
+ * so far); a new exec empties it.
  *
  * A fetch read in order from offset 0 hashes the chunks it serves (a
  * "cursor"), so the sha256 on its last chunk is free and is the digest of
@@ -108,7 +113,7 @@ static bool same_file(const struct file_id *a, const struct file_id *b)
 /* mu held: no process of the run can change /out. */
 static bool out_settled(const struct sbx_run *r)
 {
-	return r->reaped || (r->running == 0 && !r->out_unsettled);
+	return r->sandbox_gone || (r->running == 0 && !r->out_unsettled);
 }
 
 /* ---- a pass: its bounds ---- */
@@ -121,6 +126,7 @@ struct out_pass {
 	uint64_t epoch;
 	bool live;	      /* /out was not settled at some point */
 	const char *stop_why; /* the bound that stopped it, if one did */
+	const char *no_hash;  /* set: only cached digests, for this reason */
 };
 
 /* mu held. */
@@ -169,6 +175,7 @@ static int pass_admit(struct sbx_runs *runs, const char *identity, const char *w
 {
 	unsigned all = 0, mine = 0;
 	int free_slot = -1, my_slot = -1;
+	bool admit;
 
 	pthread_mutex_lock(&runs->mu);
 	for (int i = 0; i < RUNS_OUT_PASSES_MAX; i++) {
@@ -180,7 +187,11 @@ static int pass_admit(struct sbx_runs *runs, const char *identity, const char *w
 			free_slot = i;
 		}
 	}
-	if (all < RUNS_OUT_PASSES_MAX && mine < RUNS_OUT_PASSES_PER_IDENTITY) {
+	/* An identity with none in progress is never shut out by others
+	 * holding their share (below the hard bound). */
+	admit = mine == 0 ? all < RUNS_OUT_PASSES_MAX
+			  : mine < RUNS_OUT_PASSES_PER_IDENTITY && all < RUNS_OUT_PASSES_SHARED;
+	if (admit) {
 		if (my_slot < 0) {
 			my_slot = free_slot;
 			snprintf(runs->out_passes[my_slot].identity,
@@ -193,11 +204,18 @@ static int pass_admit(struct sbx_runs *runs, const char *identity, const char *w
 	pthread_mutex_unlock(&runs->mu);
 	if (mine >= RUNS_OUT_PASSES_PER_IDENTITY)
 		return sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED,
-				    "%s: this identity already has %d listings or digest passes of "
+				    "%s: this identity already has %u listings or digest passes of "
 				    "/out in progress (at most %d at once); retry when one ends",
 				    what, mine, RUNS_OUT_PASSES_PER_IDENTITY);
+	if (mine)
+		return sbx_rpc_fail(
+		    st, SBX__V1__CODE__RESOURCE_EXHAUSTED,
+		    "%s: this identity already has %u listing or digest pass of /out "
+		    "in progress, and a second one waits while %d or more are in "
+		    "progress for all identities (%u are); retry when one ends",
+		    what, mine, RUNS_OUT_PASSES_SHARED, all);
 	return sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED,
-			    "%s: %d listings or digest passes of /out are in progress (at most %d "
+			    "%s: %u listings or digest passes of /out are in progress (at most %d "
 			    "at once for all identities); retry when one ends",
 			    what, all, RUNS_OUT_PASSES_MAX);
 }
@@ -294,6 +312,8 @@ static int file_sha256(struct out_pass *p, const char *path, int fd, const struc
 	run_unlock(r);
 	if (hit)
 		return 0;
+	if (p->no_hash && st->st_size > 0)
+		return sbx_fail_errnum(err, EBUSY, "%s: %s", path, p->no_hash);
 	if ((uint64_t)st->st_size > p->bytes_left) {
 		p->stop_why = "the bytes it may hash (what /out holds) ran out";
 		return sbx_fail_errnum(err, ENOSPC, "%s: %s", path, p->stop_why);
@@ -393,8 +413,9 @@ static int add_artifact(const char *relpath, int fd, const struct stat *st, void
 		if (err->errnum == ENOMEM)
 			return -1;
 		/* Changed, grew, or a bound ran out: left out, the rest goes on. */
-		not_listed(c, c->pass.stop_why
-				  ? c->pass.stop_why
+		not_listed(c, c->pass.stop_why ? c->pass.stop_why
+			      : c->pass.no_hash
+				  ? c->pass.no_hash
 				  : "a file changed while it was read (an exec is running)");
 		return 0;
 	} else if (st->st_nlink > 1) {
@@ -411,8 +432,8 @@ static int cmp_artifact(const void *a, const void *b)
 		      (*(Sbx__V1__Artifact *const *)b)->path);
 }
 
-int artifacts_list(struct sbx_run *r, int out_fd, size_t max_bytes, struct artifact_list *al,
-		   struct sbx_err *err)
+static int list(struct sbx_run *r, int out_fd, size_t max_bytes, const char *no_hash,
+		struct artifact_list *al, struct sbx_err *err)
 {
 	struct list_ctx c = {.al = al, .max_bytes = max_bytes};
 	struct sbx_tree_skips skipped;
@@ -421,6 +442,7 @@ int artifacts_list(struct sbx_run *r, int out_fd, size_t max_bytes, struct artif
 
 	memset(al, 0, sizeof(*al));
 	pass_begin(&c.pass, r, out_fd, RUN_OUT_PASS_MS);
+	c.pass.no_hash = no_hash;
 	rc = sbx_tree_list(out_fd, RUN_ARTIFACTS_MAX, add_artifact, &c, &skipped, err);
 	sbx_inode_set_free(&c.links);
 	run_lock(r);
@@ -442,6 +464,31 @@ int artifacts_list(struct sbx_run *r, int out_fd, size_t max_bytes, struct artif
 	if (al->n)
 		qsort(al->items, al->n, sizeof(*al->items), cmp_artifact);
 	return 0;
+}
+
+int artifacts_list(struct sbx_run *r, int out_fd, size_t max_bytes, struct artifact_list *al,
+		   struct sbx_err *err)
+{
+	return list(r, out_fd, max_bytes, NULL, al, err);
+}
+
+int artifacts_list_manifest(struct sbx_run *r, int out_fd, size_t max_bytes,
+			    struct artifact_list *al, struct sbx_err *err)
+{
+	struct sbx_rpc_status refused = {0};
+	int rc;
+
+	/* A Teardown is never refused for it (the run is gone either way): it
+	 * hashes nothing instead, and the note says why. */
+	if (pass_admit(r->runs, r->identity, "Teardown", &refused) < 0)
+		return list(r, out_fd, max_bytes,
+			    "Teardown hashed none: this identity had its share of listings and "
+			    "digest passes of /out in progress (list before tearing down, or "
+			    "tear fewer runs down at once)",
+			    al, err);
+	rc = list(r, out_fd, max_bytes, NULL, al, err);
+	pass_leave(r->runs, r->identity);
+	return rc;
 }
 
 Sbx__V1__ArtifactListing *artifacts_listing_new(const struct artifact_list *al)
@@ -628,9 +675,9 @@ static int read_chunk(int fd, uint8_t *buf, size_t n, uint64_t offset, size_t *g
 }
 
 /* Takes the cursor of a fetch of this file in progress at `offset`, or
- * starts one at offset 0; NULL when neither applies. */
+ * starts one at offset 0 (in `epoch`); NULL when neither applies. */
 static struct run_fetch *cursor_take(struct sbx_run *r, const char *path, const struct file_id *id,
-				     uint64_t offset)
+				     uint64_t offset, uint64_t epoch)
 {
 	struct run_fetch *f = NULL;
 
@@ -655,9 +702,7 @@ static struct run_fetch *cursor_take(struct sbx_run *r, const char *path, const 
 		return NULL;
 	}
 	f->id = *id;
-	run_lock(r);
-	f->epoch = r->out_epoch;
-	run_unlock(r);
+	f->epoch = epoch;
 	return f;
 }
 
@@ -730,7 +775,8 @@ static int fetch(struct sbx_run *r, int out_fd, const Sbx__V1__FetchArtifactRequ
 	struct file_id id;
 	struct stat sb;
 	size_t n, got;
-	bool live = false;
+	bool live = false, settled;
+	uint64_t epoch;
 	int rc;
 	char sha256[65];
 
@@ -753,6 +799,14 @@ static int fetch(struct sbx_run *r, int out_fd, const Sbx__V1__FetchArtifactRequ
 	o->data.data = malloc(n ? n : 1);
 	if (!o->data.data)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
+	/* Whether an exec could write while the chunk is read is known only
+	 * before the read: one that writes through a shared mapping during it
+	 * and exits before a check after it would leave /out settled, and the
+	 * digest of the bytes read before the write would be cached as final. */
+	run_lock(r);
+	settled = out_settled(r);
+	epoch = r->out_epoch;
+	run_unlock(r);
 	if (read_chunk(fd, o->data.data, n, req->offset, &got) < 0)
 		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "artifact %.200s",
 					  req->path);
@@ -761,10 +815,12 @@ static int fetch(struct sbx_run *r, int out_fd, const Sbx__V1__FetchArtifactRequ
 	o->eof = req->offset + got >= (uint64_t)sb.st_size || got < n;
 
 	id = file_id(&sb);
-	f = cursor_take(r, req->path, &id, req->offset);
+	f = cursor_take(r, req->path, &id, req->offset, epoch);
 	if (f) {
+		/* And an exec started during the read (or since the cursor's
+		 * first chunk) changes the epoch. */
 		run_lock(r);
-		f->live |= !out_settled(r) || r->out_epoch != f->epoch;
+		f->live |= !settled || r->out_epoch != epoch || epoch != f->epoch;
 		run_unlock(r);
 		if (EVP_DigestUpdate(f->md, o->data.data, got))
 			f->next_offset += got;

@@ -25,6 +25,11 @@ struct artifact_list {
 /* A bounded listing of /out (its names within max_bytes on the wire). */
 int artifacts_list(struct sbx_run *r, int out_fd, size_t max_bytes, struct artifact_list *al,
 		   struct sbx_err *err);
+/* The same for a Teardown's manifest, as one of the run's identity's share
+ * of passes; over the share it hashes nothing: only digests already known
+ * (cached) are listed, the other files are counted as not listed. */
+int artifacts_list_manifest(struct sbx_run *r, int out_fd, size_t max_bytes,
+			    struct artifact_list *al, struct sbx_err *err);
 void artifacts_list_free(struct artifact_list *al);
 /* What al left out, as the proto says it; NULL when out of memory. */
 Sbx__V1__ArtifactListing *artifacts_listing_new(const struct artifact_list *al);

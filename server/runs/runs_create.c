@@ -21,6 +21,7 @@
 
 #include "clock.h"
 #include "helper_client.h"
+#include "runs_artifacts.h"
 #include "runs_ceilings.h"
 #include "runs_inputs.h"
 #include "runs_manager.h"
@@ -396,6 +397,7 @@ static int start_helper(struct sbx_run *r, int64_t *spawned, struct sbx_rpc_stat
 		return sbx_rpc_prefix(st, "the sandbox could not be built");
 	}
 	r->out_fd = ready.out_fd;
+	r->cgroups = strcmp(ready.cgroup, "none") != 0;
 	alerts_from_text(r, errtext);
 	if (!strcmp(ready.cgroup, "none"))
 		run_alert(r, "sbxd: no delegated cgroup: limits are enforced by rlimits "
@@ -435,6 +437,31 @@ static int charge_inputs(struct sbx_run *r, struct sbx_rpc_status *st)
 			    st);
 }
 
+/* A Teardown's manifest holds the effective policy and the inputs whole
+ * (Status the policy and the labels): together they may take half of what
+ * an answer holds, so the first and last exec records and a listing always
+ * fit beside them, and no run is created whose manifest could not be sent. */
+static int check_record_size(struct sbx_run *r, const Sbx__V1__CreateRunRequest *req,
+			     struct sbx_rpc_status *st)
+{
+	size_t bound = artifacts_reply_bytes(r->runs) / 2;
+	size_t policy = protobuf_c_message_get_packed_size(&r->policy->base), rest = 0;
+
+	/* Each element: its tag and length (at most 3 bytes here) and body. */
+	for (size_t i = 0; i < req->n_inputs; i++)
+		rest += 3 + protobuf_c_message_get_packed_size(&req->inputs[i]->base);
+	for (size_t i = 0; i < req->n_labels; i++)
+		rest += 3 + protobuf_c_message_get_packed_size(&req->labels[i]->base);
+	if (policy + rest <= bound)
+		return 0;
+	return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
+			    "policy, inputs and labels: %zu bytes packed (the effective policy "
+			    "%zu), at most %zu: half of an answer within max_message_bytes (%llu), "
+			    "as a Teardown's manifest holds them whole",
+			    policy + rest, policy, bound,
+			    (unsigned long long)r->runs->cfg.max_message_bytes);
+}
+
 static int respond(struct sbx_run *r, Sbx__V1__CreateRunResponse **resp, struct sbx_rpc_status *st)
 {
 	Sbx__V1__CreateRunResponse *c = malloc(sizeof(*c));
@@ -467,6 +494,10 @@ SBX_HANDLER(create_run, Sbx__V1__CreateRunRequest, Sbx__V1__CreateRunResponse)
 	snprintf(r->identity, sizeof(r->identity), "%s", who->name);
 	r->policy = request_policy(req, st);
 	if (!r->policy || validate(r, req, st) < 0) {
+		run_unref(r);
+		return -1;
+	}
+	if (check_record_size(r, req, st) < 0) {
 		run_unref(r);
 		return -1;
 	}

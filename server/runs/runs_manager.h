@@ -19,7 +19,14 @@
 
 struct sbx_run;
 
-#define RUNS_OUT_PASSES_MAX	     4 /* at once: half the default short pool */
+/* Listings of /out and digest passes at once (runs_artifacts.c). An
+ * identity's first is admitted while fewer than RUNS_OUT_PASSES_MAX run
+ * (two short workers of the default eight always stay for other calls); a
+ * further one, up to RUNS_OUT_PASSES_PER_IDENTITY, only while fewer than
+ * RUNS_OUT_PASSES_SHARED run, so that identities holding their share leave
+ * room for one pass of each other identity. */
+#define RUNS_OUT_PASSES_MAX	     6
+#define RUNS_OUT_PASSES_SHARED	     4
 #define RUNS_OUT_PASSES_PER_IDENTITY 2
 
 struct runs_settings {
@@ -77,7 +84,8 @@ void runs_free(struct sbx_runs *runs);
  * the host asked what it can enforce. */
 int runs_startup(struct sbx_runs *runs, const struct sbx_config *cfg, struct sbx_err *err);
 void runs_settings_free(struct sbx_runs *runs);
-/* `sbx-helper cleanup`, after sbxd had to kill a helper. */
-void runs_cleanup_cgroups(struct sbx_runs *runs);
+/* `sbx-helper cleanup`, after sbxd had to kill a helper: true when it
+ * emptied and removed every stale run cgroup. */
+bool runs_cleanup_cgroups(struct sbx_runs *runs);
 
 #endif

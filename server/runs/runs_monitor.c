@@ -194,9 +194,30 @@ static void read_stderr(struct monitor *m)
 	run_unlock(r);
 }
 
+void monitor_reaped(struct sbx_run *r, bool exited)
+{
+	bool by_itself, cgroups;
+
+	run_lock(r);
+	r->reaped = true;
+	by_itself = exited && !r->killed;
+	r->sandbox_gone |= by_itself;
+	cgroups = r->cgroups;
+	run_unlock(r);
+	if (by_itself)
+		return;
+	/* A killed helper could not remove the run's cgroups: now that its pid
+	 * is reaped they count as stale, and are swept (every process left in
+	 * them SIGKILLed, and waited for until each cgroup can be removed). */
+	if (runs_cleanup_cgroups(r->runs) && cgroups) {
+		run_lock(r);
+		r->sandbox_gone = true;
+		run_unlock(r);
+	}
+}
+
 static void reap(struct sbx_run *r)
 {
-	bool killed;
 	int status = 0;
 	pid_t p = waitpid(r->pid, &status, WNOHANG);
 
@@ -208,14 +229,9 @@ static void reap(struct sbx_run *r)
 		run_alert(r, "sbx-helper exited with status %d", WEXITSTATUS(status));
 	else if (p == r->pid && !r->killed && WIFSIGNALED(status))
 		run_alert(r, "sbx-helper was killed by signal %d", WTERMSIG(status));
-	killed = r->killed;
 	run_unlock(r);
-	/* A helper sbxd killed could not remove the run's cgroups: now that
-	 * its pid is reaped they count as stale, and are swept (every process
-	 * left in them SIGKILLed) and removed. Teardown does it again, which
-	 * finds nothing. */
-	if (killed)
-		runs_cleanup_cgroups(r->runs);
+	/* ECHILD: reaped elsewhere, its status unknown. */
+	monitor_reaped(r, p == r->pid && WIFEXITED(status));
 }
 
 /* mu held: pid 1 let an exec outlive script_seconds by RUN_GRACE_MS, so it
@@ -275,7 +291,7 @@ static void check_deadlines(struct sbx_run *r)
 					    "exec; sbxd killed the sandbox");
 			run_alert(r, "sbxd: exec-%llu outlived script_seconds by %d s",
 				  (unsigned long long)e->num, RUN_GRACE_MS / 1000);
-			r->out_unsettled = true; /* its processes live until the helper is reaped */
+			r->out_unsettled = true; /* its processes live until the sandbox is gone */
 			exec_mark_ended(r, e);
 			if (!overran)
 				overran = e;

@@ -224,9 +224,14 @@ static json_t *cleanup_cgroups(struct sbx_runs *runs)
 	return o;
 }
 
-void runs_cleanup_cgroups(struct sbx_runs *runs)
+bool runs_cleanup_cgroups(struct sbx_runs *runs)
 {
-	sbx_audit("cgroup_cleanup", NULL, NULL, NULL, cleanup_cgroups(runs));
+	json_t *o = cleanup_cgroups(runs);
+	json_t *status = json_object_get(o, "exit_status");
+	bool ok = json_is_integer(status) && json_integer_value(status) == 0;
+
+	sbx_audit("cgroup_cleanup", NULL, NULL, NULL, o);
+	return ok;
 }
 
 /* What the host can enforce, asked once: `sbx-helper check --json`. */

@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -36,34 +37,35 @@
  * SIGKILL makes them. */
 static void stop_helper(struct sbx_run *r)
 {
-	bool reaped, killed;
+	bool reaped, gone;
+	int status = 0;
 
 	run_lock(r);
 	if (r->ctl >= 0)
 		close(r->ctl);
 	r->ctl = -1;
 	reaped = r->reaped;
+	gone = r->sandbox_gone || r->pid <= 0;
+	r->sandbox_gone = gone;
 	run_unlock(r);
-	if (reaped || r->pid <= 0)
-		goto out;
-	if (!proc_reap(r->pid, r->pidfd, RUN_HELPER_EXIT_MS, NULL)) {
+	if (gone)
+		return;
+	if (reaped) {
+		/* The monitor reaped a killed helper, and the sweep of its
+		 * cgroups failed: once more. */
+		monitor_reaped(r, false);
+		return;
+	}
+	if (!proc_reap(r->pid, r->pidfd, RUN_HELPER_EXIT_MS, &status)) {
 		proc_kill_group(r->pid);
 		run_lock(r);
 		r->killed = true;
 		run_alert(r, "sbxd: sbx-helper did not exit within %d s of DestroyRequest; killed",
 			  RUN_HELPER_EXIT_MS / 1000);
 		run_unlock(r);
-		proc_reap(r->pid, r->pidfd, RUN_HELPER_EXIT_MS, NULL);
+		proc_reap(r->pid, r->pidfd, RUN_HELPER_EXIT_MS, &status);
 	}
-	reaped = true;
-out:
-	run_lock(r);
-	r->reaped = reaped;
-	killed = r->killed;
-	run_unlock(r);
-	/* A helper killed by sbxd had no chance to remove its cgroups. */
-	if (killed)
-		runs_cleanup_cgroups(r->runs);
+	monitor_reaped(r, WIFEXITED(status));
 }
 
 /* mu held. */
@@ -222,9 +224,14 @@ static int teardown_finish(struct sbx_run *r, Sbx__V1__RunManifest **manifest,
 			budget = artifacts_reply_bytes(r->runs);
 		if (*manifest)
 			used = manifest_fit_execs(*manifest, budget / 2);
+		if (used > budget)
+			used = budget;
 	}
-	if (out_fd >= 0 &&
-	    artifacts_list(r, out_fd, used < budget ? budget - used : 0, &al, &st->err) < 0) {
+	/* Hashing (up to out_mb a run) is one of the identity's share of
+	 * passes: one identity tearing down many runs at once never holds
+	 * every short worker for it. */
+	if (out_fd >= 0 && (manifest ? artifacts_list_manifest(r, out_fd, budget - used, &al, &st->err)
+				     : artifacts_list(r, out_fd, 0, &al, &st->err)) < 0) {
 		if (sbx_errno_shortage(st->err.errnum)) {
 			rc = unfinished(r, st, "listing its /out");
 			goto drop_manifest;

@@ -6,6 +6,7 @@ real sandbox of a real sbxd."""
 import hashlib
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -14,6 +15,7 @@ import unittest
 import sbxrpc
 from sbxdfix import Server, policy_json
 from sbxrpc import sandbox_pb2 as pb
+from test_sbxd_limits import children
 
 PY = "/usr/bin/python3"
 
@@ -30,6 +32,24 @@ GROWER = """if 1:
         os.read(fd, 4096)
         os.truncate('/out/g', 4 << 60)
     """
+
+# 96 MiB in /out while the exec goes on running: nothing is cached, every
+# listing hashes it all again.
+LIVE_96M = ("import os, time\n"
+            "f = open('/out/big', 'wb')\n"
+            "[f.write(os.urandom(1 << 20)) for _ in range(96)]\n"
+            "f.close(); open('/out/ready', 'w').close()\n"
+            "time.sleep(999)\n")
+
+
+class Tok:
+    """A connection that sends one identity's token with every call."""
+
+    def __init__(self, conn, token):
+        self.conn, self.token = conn, token
+
+    def call(self, name, req, resp_type):
+        return self.conn.call(name, req, resp_type, token=self.token)
 
 
 class OutTest(unittest.TestCase):
@@ -73,16 +93,16 @@ class OutTest(unittest.TestCase):
                      pb.WaitResponse).status
         self.assertEqual((pb.ExitReason.Name(st.reason), st.exit_code), ("EXITED", 0), st)
 
-    def listing(self, run):
+    def listing(self, run, conn=None):
         t0 = time.monotonic()
         ls = self.ok("ListArtifacts", pb.ListArtifactsRequest(run_id=run),
-                     pb.ListArtifactsResponse)
+                     pb.ListArtifactsResponse, conn=conn)
         return ls, time.monotonic() - t0
 
-    def wait_for(self, run, name, seconds=20):
+    def wait_for(self, run, name, seconds=20, conn=None):
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
-            ls, _ = self.listing(run)
+            ls, _ = self.listing(run, conn)
             if name in [a.path for a in ls.artifacts]:
                 return
             time.sleep(0.1)
@@ -90,6 +110,24 @@ class OutTest(unittest.TestCase):
 
     def teardown(self, run):
         return self.ok("Teardown", pb.TeardownRequest(run_id=run), pb.TeardownResponse).manifest
+
+    # sbxd kills a sandbox whose pid 1 hangs. The helper dies at once, pid 1
+    # by PR_SET_PDEATHSIG a moment later, and the execs with its pid
+    # namespace: /out is final only once that is known, i.e. once `sbx-helper
+    # cleanup` removed the run's (then empty) cgroups; without cgroups never.
+    def killed_run(self):
+        run = self.create(script_seconds=1, run_seconds=120)
+        self.start(run, ["/bin/sh", "-c", "while :; do echo x >> /out/tick; sleep 0.02; done"])
+        self.wait_for(run, "tick")
+        helper, = children(self.srv.proc.pid)
+        pid1, = children(helper)
+        os.kill(pid1, signal.SIGSTOP)  # hung: it ends no exec at script_seconds
+        deadline = time.monotonic() + 15
+        while os.path.exists("/proc/%d" % helper) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        st = self.ok("Status", pb.StatusRequest(run_id=run), pb.StatusResponse)
+        self.assertTrue(any("killed the sandbox" in a for a in st.alerts), st.alerts)
+        return run
 
 
 class Contents(OutTest):
@@ -239,11 +277,7 @@ class Contents(OutTest):
         # workers; two run, the others are told to retry, and another
         # identity is answered meanwhile.
         run = self.create(out_mb=128, memory_mb=400)
-        self.start(run, [PY, "-c", "import os, time\n"
-                                   "f = open('/out/big', 'wb')\n"
-                                   "[f.write(os.urandom(1 << 20)) for _ in range(96)]\n"
-                                   "f.close(); open('/out/ready', 'w').close()\n"
-                                   "time.sleep(999)\n"])
+        self.start(run, [PY, "-c", LIVE_96M])
         self.wait_for(run, "ready")
         codes, gate = [], threading.Barrier(8)
 
@@ -271,6 +305,117 @@ class Contents(OutTest):
         self.assertIn("this identity already has", refused[0])
         self.assertEqual({c for c, _ in codes} - {"OK", "RESOURCE_EXHAUSTED"}, set(), codes)
         self.teardown(run)
+
+    def test_identities_at_their_share_leave_room_for_another(self):
+        # alice and bob keep two listings each in progress (three callers
+        # each, so they are at their share): 4 in all was the global bound,
+        # and a third identity was refused 17 times in 20. An identity with
+        # none in progress is admitted while others hold their share.
+        who = {"alice": dict(tls=True), "bob": dict(tls=True), "uid": {}}
+        tok = dict(self.srv.tokens, uid=None)
+        runs = {}
+        for name in who:
+            with self.srv.conn(timeout_ms=15000, **who[name]) as c:
+                runs[name] = self.ok("CreateRun", pb.CreateRunRequest(
+                    policy_json=policy_json(out_mb=128, memory_mb=400)),
+                    pb.CreateRunResponse, conn=Tok(c, tok[name])).run_id
+                self.ok("Exec", pb.ExecRequest(run_id=runs[name], argv=[PY, "-c", LIVE_96M]),
+                        pb.ExecResponse, conn=Tok(c, tok[name]))
+        for name in who:
+            with self.srv.conn(timeout_ms=15000, **who[name]) as c:
+                self.wait_for(runs[name], "ready", conn=Tok(c, tok[name]))
+        stop, seen = time.monotonic() + 3, []
+
+        def hog(name):
+            with self.srv.conn(timeout_ms=15000, tls=True) as c:
+                while time.monotonic() < stop:
+                    seen.append(c.call("ListArtifacts",
+                                       pb.ListArtifactsRequest(run_id=runs[name]),
+                                       pb.ListArtifactsResponse, token=tok[name])[:2])
+
+        hogs = [threading.Thread(target=hog, args=(n,)) for n in ("alice", "bob") * 3]
+        for t in hogs:
+            t.start()
+        time.sleep(0.5)
+        mine = []
+        while time.monotonic() < stop - 0.5:
+            code, msg, _ = self.c.call("ListArtifacts", pb.ListArtifactsRequest(run_id=runs["uid"]),
+                                       pb.ListArtifactsResponse)
+            mine.append((code, msg))
+            time.sleep(0.1)
+        for t in hogs:
+            t.join(30)
+        self.assertTrue(mine)
+        self.assertEqual([m for c, m in mine if c != "OK"], [],
+                         "a third identity was shut out by two at their share")
+        # The others were held to their share meanwhile.
+        refused = [m for c, m in seen if c == "RESOURCE_EXHAUSTED"]
+        self.assertTrue(refused, "alice and bob were never at their share")
+        self.assertIn("this identity already has", refused[0])
+        for name in who:
+            with self.srv.conn(timeout_ms=15000, **who[name]) as c:
+                self.ok("Teardown", pb.TeardownRequest(run_id=runs[name]),
+                        pb.TeardownResponse, conn=Tok(c, tok[name]))
+
+    def test_one_identitys_teardowns_hash_within_its_share(self):
+        # Teardown hashes what /out holds (up to out_mb) before it frees it:
+        # one identity tearing down its runs at once held a short worker
+        # each for all that hashing (8 x 400 MiB: another caller's ListRuns
+        # waited 3.8 s). Its hashing is one of the identity's share of
+        # passes; a Teardown over it hashes nothing and says so.
+        n, mb = 6, 128
+        data = bytes(range(256)) * (4 << 10) * mb
+        want = hashlib.sha256(data).hexdigest()
+        runs = [self.create(out_mb=mb + 8, memory_mb=mb + 200) for _ in range(n)]
+        for run in runs:
+            self.run_py(run, "b = bytes(range(256)) * (4 << 10)\n"
+                             "with open('/out/big', 'wb') as f:\n"
+                             "    [f.write(b) for _ in range(%d)]\n" % mb)
+        gate, manifests, waits = threading.Barrier(n + 1), [], []
+
+        def teardown(run):
+            with self.srv.conn(timeout_ms=30000) as c:
+                gate.wait()
+                manifests.append(self.ok("Teardown", pb.TeardownRequest(run_id=run),
+                                         pb.TeardownResponse, conn=c).manifest)
+
+        threads = [threading.Thread(target=teardown, args=(r,)) for r in runs]
+        for t in threads:
+            t.start()
+        with self.srv.conn(tls=True) as other:
+            gate.wait()
+            while any(t.is_alive() for t in threads):
+                t0 = time.monotonic()
+                code, msg, _ = other.call("ListRuns", pb.ListRunsRequest(), pb.ListRunsResponse,
+                                          token=self.srv.tokens["alice"])
+                self.assertEqual(code, "OK", msg)
+                waits.append(time.monotonic() - t0)
+        for t in threads:
+            t.join(30)
+        self.assertEqual(len(manifests), n)
+        hashed = [m for m in manifests if m.artifacts]
+        skipped = [m for m in manifests if not m.artifacts]
+        sys.stderr.write("%d teardowns of %d MiB each at once: %d hashed; another identity's "
+                         "ListRuns took at most %.2f s\n" % (n, mb, len(hashed), max(waits)))
+        self.assertTrue(hashed)
+        for m in hashed:
+            self.assertEqual([(a.path, a.sha256) for a in m.artifacts], [("big", want)])
+        self.assertTrue(skipped, "every Teardown hashed: none was held to the share")
+        for m in skipped:
+            self.assertEqual(m.artifacts_listing.not_listed, 1, m.artifacts_listing)
+            self.assertIn("Teardown hashed none", m.artifacts_listing.note)
+        self.assertLess(max(waits), 2)
+
+    def test_out_is_final_once_the_killed_sandboxs_cgroups_are_removed(self):
+        run = self.killed_run()
+        deadline = time.monotonic() + 10
+        while self.listing(run)[0].listing.live and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.assertFalse(self.listing(run)[0].listing.live)
+        swept = [e for e in self.srv.audit_events() if e.get("event") == "cgroup_cleanup"]
+        self.assertTrue(swept, "no sbx-helper cleanup ran")
+        self.assertEqual(swept[-1].get("exit_status"), 0, swept)
+        self.assertFalse(self.teardown(run).artifacts_listing.live)
 
     def test_caller_mistakes_are_not_internal(self):
         run = self.create()
@@ -341,6 +486,44 @@ class Names(OutTest):
                       % m["artifactsListing"]["notListed"], r.stderr)
         self.assertIn("sbx: manifest: 1 names are not UTF-8", r.stderr)
 
+    def big_policy(self, env_bytes):
+        p = json.loads(policy_json())
+        p["env"] = {"V%d" % i: "v" * 8000 for i in range(env_bytes // 8000)}
+        return pb.CreateRunRequest(policy_json=json.dumps(p))
+
+    def fill(self, run):
+        for _ in range(3):
+            self.run_py(run, "import os\n"
+                             "[open('/out/%s%04d' % ('n'*200, i), 'w').close() for i in range(300)]\n"
+                             "#" + "a" * 7000)
+
+    def test_a_run_whose_manifest_could_not_be_sent_is_refused(self):
+        # A policy whose env fills the CreateRun request: the manifest holds
+        # it whole, with the execs and the listing, and outgrew
+        # max_message_bytes: Teardown answered INTERNAL, the run gone, its
+        # manifest lost.
+        code, msg, resp = self.c.call("CreateRun", self.big_policy(120000),
+                                      pb.CreateRunResponse)
+        if code == "OK":
+            self.fill(resp.run_id)
+            code, msg, _ = self.c.call("Teardown", pb.TeardownRequest(run_id=resp.run_id),
+                                       pb.TeardownResponse)
+            self.fail("CreateRun took a policy whose manifest cannot be sent: Teardown %s %s"
+                      % (code, msg))
+        self.assertEqual(code, "INVALID_ARGUMENT", msg)
+        self.assertIn("policy, inputs and labels", msg)
+        self.assertIn("max_message_bytes", msg)
+        self.assertFalse(self.ok("ListRuns", pb.ListRunsRequest(), pb.ListRunsResponse).runs)
+        # Just within the bound (half of the 64 KiB an answer's artifacts
+        # and records may take here), with long exec records and /out full
+        # of long names: the manifest fits, and holds the policy whole.
+        run = self.ok("CreateRun", self.big_policy(24000), pb.CreateRunResponse).run_id
+        self.fill(run)
+        m = self.teardown(run)
+        self.assertEqual(len(m.policy.env), 3)
+        self.assertTrue(m.artifacts, m.artifacts_listing)
+        self.assertLessEqual(len(m.SerializeToString()), 128 * 1024)
+
 
 class Drain(OutTest):
     def test_sigterm_drains_while_a_hostile_file_is_listed(self):
@@ -366,6 +549,18 @@ class Drain(OutTest):
         self.assertEqual(rc, 0, self.srv.log_tail())
         t.join(20)
         self.srv.start()  # for tearDownClass
+
+
+class KilledSandboxWithoutCgroups(OutTest):
+    config = {"cgroup_root": "no/such/cgroup", "rlimit_fallback": True}
+
+    def test_out_is_never_final_after_a_kill_without_cgroups(self):
+        run = self.killed_run()
+        time.sleep(0.5)
+        ls, _ = self.listing(run)
+        self.assertTrue(ls.listing.live, "a killed sandbox's /out taken for final: "
+                        "nothing tells that its processes are gone")
+        self.assertTrue(self.teardown(run).artifacts_listing.live)
 
 
 if __name__ == "__main__":
