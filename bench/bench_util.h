@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What both benchmark programs share: one way to fail, to read options,
  * to find the binaries they measure, to time and summarize, and to say
  * which host the figures come from. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one bubblewrap command both benchmarks measure sbx against: the
  * isolation closest to a sandbox of sbx's host image. */
 #ifndef SBX_BWRAP_BASELINE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sbx-bench-helper: wall time of a one-shot sandbox through `sbx-helper run`
  * against bubblewrap with the closest equivalent isolation, in one run,
  * alternating the two on every iteration.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sbx-bench-sbxd: sbxd's RPC over ipc and over TLS, each figure next to a
  * peer measured in the same run:
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* PutInput and FetchArtifact move files in 1 MiB chunks, and each chunk
  * passes through a few 1 MiB buffers. glibc serves blocks that size with a
  * fresh mmap and unmaps them on free, so every chunk costs page faults and

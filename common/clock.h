@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one clock idiom of the tree: deadlines and durations on CLOCK_MONOTONIC
  * (a clock step neither cuts a wait short nor stretches it), wall time only
  * for records a person reads. */

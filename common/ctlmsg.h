@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One HelperMessage per SOCK_SEQPACKET packet, fds alongside by SCM_RIGHTS.
  * Shared by sbx-helper and sbxd, the two ends of the helper protocol. */
 #ifndef SBX_CTLMSG_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one error idiom of the tree: a function that can fail returns -1 (or
  * NULL) and fills a caller-owned struct sbx_err, innermost cause first; each
  * caller that adds context prefixes it. No allocation, so it works in a

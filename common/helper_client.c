@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The client end of the helper protocol: what sbxd, `sbx-helper run` and
  * the tests send to a sandbox's pid 1 and what they make of the answers.
  * The only client file that includes the helper protocol's generated code

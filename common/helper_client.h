@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The client end of the helper protocol (proto/sbx/v1/helper.proto): what
  * sbxd's run manager, `sbx-helper run` and the tests send to a sandbox's
  * pid 1 and what they make of its answers, behind types of its own.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A set of (device, inode) pairs, each with a value: how a walk of a tree
  * someone else controls meets a file with many names (hard links) once.
  * Open addressing, so a lookup costs the same with 65,000 links as with 2. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nng 1.5.2 can hang in nng_close (nanomsg/nng#1543, #1813), on the
  * server and on the client side alike. sbxd and libsbxclient close their
  * sockets through this, bounded. Compiled into each of them (sbx-helper,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nng issue #1518 ("Disconnect during negotiation breaks listener"), fixed
  * upstream in nng 1.6.0 by commit 9248ed74; Debian 12 ships 1.5.2.
  *

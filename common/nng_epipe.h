@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The fix for nng 1.5.2's bug #1518 (a peer that closes during the SP
  * handshake stops the listener, or the dialer, for good), made from outside
  * libnng: see nng_epipe.c. Compiled into sbxd and libsbxclient (the dialer

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nng's errors in the one error idiom. Compiled into sbxd and libsbxclient
  * only (sbx-helper has no nng), like nng_close.c. */
 #ifndef SBX_NNG_ERR_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One rule for the paths sbx takes from callers, policies, the config file
  * and command-line flags: what a component may be, checked once, here. */
 #ifndef SBX_PATH_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The run policy codec: strict JSON in, canonical protobuf out.
  *
  * The JSON is a security document, so nothing in it is guessed at: every key

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The run policy: strict JSON in, the canonical protobuf Policy out.
  *
  * Every error names the JSON path of what is wrong, e.g.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The outcome of an RPC, on both sides of the wire: a gRPC status code and
  * the one error idiom's struct sbx_err saying why. sbxd's handlers fill it
  * and the RPC layer answers with it; libsbxclient returns it to callers.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Text that someone else chose (a sandbox's file names, a caller's
  * strings) checked and escaped before sbxd sends or logs it: proto3
  * `string` fields must be UTF-8, and a raw newline in a log forges a line. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Walking a directory tree that someone else controls (a sandbox's /out)
  * without ever following a link or leaving it: every open is openat2 with
  * RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Copying a tree someone else controls (a sandbox's /out) to the host. */
 #include <dirent.h>
 #include <fcntl.h>

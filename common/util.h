@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Scope-bound cleanup, so every early return releases what it took. */
 #ifndef SBX_UTIL_H
 #define SBX_UTIL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Per-run and per-exec cgroups under a subtree delegated to the caller.
  *
  * cgroup v2: one directory per cgroup. cgroup v1 (or a hybrid host): the

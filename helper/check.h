@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #ifndef SBX_CHECK_H
 #define SBX_CHECK_H
 

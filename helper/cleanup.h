@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #ifndef SBX_CLEANUP_H
 #define SBX_CLEANUP_H
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One exec: a process tree of its own inside the sandbox.
  *
  * The sandbox's pid 1 clones an "exec init" into new user, mount, pid,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* File descriptor chores: closing every inherited fd but a few, so nothing
  * the helper held reaches pid 1 or a command; writing a /proc, cgroup or
  * sysctl file. */

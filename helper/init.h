@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* pid 1 of the sandbox: starts execs on request, reports their ends,
  * enforces their deadlines and the run's, and takes everything down when
  * told or when the control socket closes. */

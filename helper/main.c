@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sbx-helper: builds one sandbox and runs untrusted commands in it, as an
  * ordinary user: user namespaces, no setuid, no PAM. */
 #include <getopt.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* An exec's own network namespace: loopback, and the socket buffer bounds
  * a network namespace may set for itself.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The helper's two ways of being driven: `run` (one command, then gone)
  * and `serve` (a long-lived sandbox driven over a control socket). */
 #ifndef SBX_ONESHOT_H

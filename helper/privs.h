@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What each exec gives up before untrusted code runs. */
 #ifndef SBX_PRIVS_H
 #define SBX_PRIVS_H

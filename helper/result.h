@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `sbx-helper run --result FILE`: what happened, as JSON, for scripts. */
 #ifndef SBX_RESULT_H
 #define SBX_RESULT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The sandbox's file system: a read-only tmpfs root holding the image,
  * /data, /out, /tmp, /dev and /proc, and nothing else of the host. */
 #ifndef SBX_ROOTFS_H

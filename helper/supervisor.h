@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Creating a sandbox and cleaning up after it, from outside. */
 #ifndef SBX_SUPERVISOR_H
 #define SBX_SUPERVISOR_H

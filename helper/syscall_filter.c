@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The sandbox's seccomp filter (DESIGN.md, Invariant 4).
  *
  * Default action ALLOW: the sandbox already has no capabilities and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The seccomp filter every exec of a sandbox runs under (DESIGN.md,
  * Invariant 4): default allow, with the syscalls that open escape routes from
  * a user-namespace sandbox denied, and every foreign syscall ABI (i386 via

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # fuzz.sh — build the libFuzzer targets (tests/fuzz/) and run each for a
 # bounded time on its seed corpus.
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # run-example.sh — from a fresh Debian 12 host to a first sandboxed run:
 # setup.sh (packages, build; as root also the user sbx-test and its cgroups), then
 # the reconciliation example (packaging/examples/reconcile) through sbx-helper,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # setup.sh — prepare a Debian 12 host for building and testing sbx.
 #
 # Idempotent: every step checks before it acts, and prints one line per action.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test.sh — build sbx (through setup.sh) and run the whole test suite with ctest.
 #
 # As root (CI): setup.sh prepares packages, the user sbx-test and its delegated

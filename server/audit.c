@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The audit log: JSON lines an operator can grep and a program can parse.
  *
  * Every line is built whole in memory and written with one write(2) on an

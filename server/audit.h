@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The audit log: one JSON object per line, each with time, event, run id,
  * identity and policy digest, so an operator can answer "who ran what". */
 #ifndef SBX_AUDIT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sbxd's configuration file: strict JSON, read the way policies are.
  *
  * An operator's typo must not silently become a default, so every key is
@@ -379,12 +380,24 @@ static int parse_connections(struct sbx_config *cfg, json_t *v, struct sbx_err *
 
 /* ---- the document ---- */
 
-static const char *const top_keys[] = {"listen",      "state_dir",	 "helper",
-				       "cgroup_root", "rlimit_fallback", "log",
-				       "tls",	      "tokens",		 "input_dirs",
-				       "insecure",    "runs_max",	 "runs_max_per_identity",
-				       "workers",     "ipc_mode",	 "max_message_bytes",
-				       "limits_max",  "quotas",		 "log_group",
+static const char *const top_keys[] = {"listen",
+				       "state_dir",
+				       "helper",
+				       "cgroup_root",
+				       "rlimit_fallback",
+				       "log",
+				       "tls",
+				       "tokens",
+				       "input_dirs",
+				       "insecure",
+				       "runs_max",
+				       "runs_max_per_identity",
+				       "workers",
+				       "ipc_mode",
+				       "max_message_bytes",
+				       "limits_max",
+				       "quotas",
+				       "log_group",
 				       "connections",
 				       NULL};
 

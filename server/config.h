@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sbxd's configuration: a JSON file (strict, errors name the JSON path, the
  * same way policies are read) with command-line flags on top. */
 #ifndef SBX_CONFIG_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sbxd's config: the administrator's ceilings on what a policy may ask
  * ("limits_max") and the disk quotas of state_dir and the audit log
  * ("quotas").

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Listener URLs: ipc://PATH, tls+tcp://HOST:PORT, tcp://HOST:PORT.
  *
  * nng would accept more (ws://, abstract sockets, ...) but every scheme here

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What a listener URL may be, and what each kind needs from the rest of the
  * configuration. One place, because the config file, the --listen flags and
  * the listeners all go by it. It knows nothing of struct sbx_config (the

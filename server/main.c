@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sbxd: the Sandbox RPC service. Reads its configuration, cleans up after a
  * crashed predecessor, listens, and on SIGTERM or SIGINT drains: refuses new
  * runs, tears every run down, closes the socket, exits 0. */

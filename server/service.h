@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The Sandbox service's methods, as the RPC layer calls them.
  *
  * The RPC layer (rpc_*.c) owns transport, authentication, envelopes,

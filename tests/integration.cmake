@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Integration tests: the real sbx-helper, run by the invoking (unprivileged)
 # user, attacked from inside the sandbox. Each file is one ctest test.
 find_program(SBX_PYTHON NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH REQUIRED)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The twelve calls of service Sandbox, typed. */
 #include <stdio.h>
 

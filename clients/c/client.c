@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The transport: one nng REQ socket per client, one REQ context per call,
  * the Request/Response envelope, timeouts, retries, TLS. */
 #include <errno.h>

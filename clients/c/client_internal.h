@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the library's files share and callers never see. */
 #ifndef SBX_CLIENT_INTERNAL_H
 #define SBX_CLIENT_INTERNAL_H

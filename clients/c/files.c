@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Files in and out of a run: sha256, chunked upload and verified download. */
 #include <errno.h>
 #include <fcntl.h>

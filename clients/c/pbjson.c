@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* protobuf-c messages <-> jansson, by descriptor (proto3 JSON mapping; see
  * pbjson.h for the rules). */
 #include <ctype.h>

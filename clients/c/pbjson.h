@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Any protobuf-c message to and from JSON (jansson), by its descriptor,
  * following protobuf's proto3 JSON mapping so that what `sbx --json` prints
  * is what other protobuf libraries print and read:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libsbxclient: the C client of sbxd's RPC API (proto/sbx/v1/sandbox.proto).
  *
  * One sbx_client holds one nng REQ socket dialed to one endpoint. Every call

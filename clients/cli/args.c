@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Command line of sbx: global options, the command, its options. Pure
  * parsing (no environment, no files) so that unit tests can drive it;
  * cli_resolve adds the environment. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The sbx command: what its files share. */
 #ifndef SBX_CLI_H
 #define SBX_CLI_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sbx status, artifacts, fetch, teardown, runs, health: the commands that
  * look (and the one that ends a run). Human output by default, protobuf's
  * JSON with --json. */

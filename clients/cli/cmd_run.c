@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sbx run, create, put, exec: the commands that make things happen. */
 #include <signal.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What every command of sbx needs: errors, JSON, the connection, progress,
  * signals and the exit status of an exec. */
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sbx: the command-line client of sbxd. */
 #include "chunk_malloc.h"
 #include <stdio.h>

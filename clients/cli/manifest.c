@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The inputs of a run: every regular file under a directory, with its size
  * and sha256, as CreateRun's manifest; then their upload. */
 #include <dirent.h>

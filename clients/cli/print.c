@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What sbx prints that a sandbox chose: names escaped (common/text.h's one
  * form, "\xNN" per byte and "\\"), JSON made safe for a terminal, and what
  * sbxd says a listing or an output stream left out. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A private sbxd for one `sbx run`, so that the README's command works on a
  * host where no sbxd is installed: started in a fresh temporary directory
  * (its socket, state and audit log), asked for Health until it answers,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The pieces of a run as sbx drives it: create with inputs, exec with live
  * output, fetch every artifact. */
 #include <errno.h>

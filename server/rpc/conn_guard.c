@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The connection guard: bounds on what sbxd's listeners accept, enforced
  * where sbxd can see a connection before nng spends anything on it.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sbxd's connection guard: caps on the connections nng holds, applied to
  * each connection before nng negotiates it (conn_guard.c says how). */
 #ifndef SBX_CONN_GUARD_H

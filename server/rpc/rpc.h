@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sbxd's RPC layer as main sees it: start serving the Sandbox service on
  * the configured listeners, stop. Everything else about it is internal
  * (rpc_*.h). */

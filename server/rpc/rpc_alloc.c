@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The byte-budgeted allocator (see rpc_alloc.h). */
 #include "rpc_alloc.h"
 

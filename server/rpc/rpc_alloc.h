@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A byte-budgeted protobuf-c allocator, for unpacking what strangers send.
  *
  * protobuf-c 1.4 can allocate ~56x its input while unpacking (a repeated

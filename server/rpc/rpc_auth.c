@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Authentication: every request gets an identity before it touches anything.
  *
  * The scheme:

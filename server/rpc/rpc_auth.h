@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Who is calling: the transport's word plus, across hosts, a bearer token.
  * See rpc_auth.c for the scheme and its threat model. */
 #ifndef SBX_RPC_AUTH_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Request-id deduplication (see rpc_dedupe.h): a hash table for lookups and
  * a list in arrival order for expiry and eviction, under one mutex. Nothing
  * here blocks: a repeat of a running call is parked, not waited for, so no

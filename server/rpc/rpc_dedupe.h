@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Request-id deduplication: a retried CreateRun, PutInput, Exec, Signal or
  * Teardown happens once (a retried Teardown gets the manifest, not
  * NOT_FOUND for a run that is gone).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The envelope scan (see rpc_envelope.h).
  *
  * protobuf-c 1.4's wire rules, which this follows so that both read an

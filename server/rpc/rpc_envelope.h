@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The sbx.v1.Request envelope, read without unpacking it.
  *
  * sbxd must know who is calling before it spends anything on what they

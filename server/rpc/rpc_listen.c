@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Listeners (see rpc_listen.h).
  *
  * nng 1.5.2 facts this relies on: NNG_OPT_IPC_PERMISSIONS set before start

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The listeners of sbxd's one REP socket, and what they say about the
  * connection a request came on. */
 #ifndef SBX_RPC_LISTEN_H

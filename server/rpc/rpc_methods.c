@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The dispatch table (see rpc_methods.h).
  *
  * Each handler has its own request and response types, so each gets a small

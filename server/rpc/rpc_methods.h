@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The dispatch table: method name -> request type, handler, and which
  * workers run it. The handlers themselves are the run manager's
  * (service.h); this is the typed glue between bytes and them. */

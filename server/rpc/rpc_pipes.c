@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The idle table (rpc_pipes.h): a chained hash of pipe id -> last active.
  * Pipes are bounded by the connection caps, so it stays small. */
 #include "rpc_pipes.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* When each connection (nng pipe) last had something to do, for the idle
  * timeout. Not locked: the RPC server guards it with its pipes lock. */
 #ifndef SBX_RPC_PIPES_H

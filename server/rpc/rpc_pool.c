@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Worker pools (see rpc_pool.h). */
 #include "rpc_pool.h"
 

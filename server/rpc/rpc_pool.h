@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A fixed set of worker threads behind a bounded queue.
  *
  * nng's callbacks must never block, so anything that may (a handler that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The Response envelope (see rpc_reply.h).
  *
  * Response is {1: code, 2: message, 3: body}. protobuf-c packs fields in

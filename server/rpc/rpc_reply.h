@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Packing the Response envelope straight into an nng message. */
 #ifndef SBX_RPC_REPLY_H
 #define SBX_RPC_REPLY_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The RPC server: one nng REP socket, many contexts, two worker pools.
  *
  * Each context ("call") is a small state machine driven by its aio:

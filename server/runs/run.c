@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One run's record: allocation, references, its lock and condvar, and the
  * alerts and audit lines it collects (run.h says who guards what). */
 #include "run.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One run: its record, its lock, its references (run.c).
  *
  * Who guards what, marked on every field below:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* An exec's record: what Status keeps of it and how its end is booked. */
 #include "run_exec.h"
 

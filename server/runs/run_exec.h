@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* An exec's record in its run: finding it, ending it, freeing it. The
  * bookkeeping of an exec's end that the monitor, the watchdog, Teardown
  * and the output streams share (run_exec.c). */

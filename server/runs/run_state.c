@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The run life cycle: the table of allowed moves and the one function that
  * makes them (run_state.h draws it). */
 #include "run_state.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A run's life cycle, owned by run_state.c: the only file that assigns
  * r->state, through run_state_move(), which aborts on any move the table
  * below does not allow.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The run manager's life cycle (runs.h): made from sbxd's config, draining,
  * tearing every run down, freed. */
 #include "runs.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The run manager's life cycle (its per-method work is in service.h). */
 #ifndef SBX_RUNS_H
 #define SBX_RUNS_H

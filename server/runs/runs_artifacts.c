@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ListArtifacts and FetchArtifact: /out read through the directory fd that
  * pid 1 sent with Ready, never by a path, never through a link (every open
  * is openat2 beneath it with RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV ...),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* /out's files with their digests (runs_artifacts.c; ListArtifacts and
  * FetchArtifact are there too). */
 #ifndef SBX_RUNS_ARTIFACTS_H

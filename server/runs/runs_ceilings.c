@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The administrator's ceilings (config limits_max) on what a CreateRun may
  * ask. The policy parser accepts what the format allows on any host; these
  * are what this host gives, checked on the effective policy (defaults

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The administrator's ceilings on a run's limits (runs_ceilings.c). */
 #ifndef SBX_RUNS_CEILINGS_H
 #define SBX_RUNS_CEILINGS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* CreateRun: from a policy to a sandbox that is ready for inputs and execs.
  *
  * Order matters for the answers a caller gets: a malformed request is
@@ -519,8 +520,8 @@ SBX_HANDLER(create_run, Sbx__V1__CreateRunRequest, Sbx__V1__CreateRunResponse)
 	}
 	if (make_run_dir(r, &st->err) < 0) {
 		sbx_rpc_code_unless_short(st, quota_disk_full(st->err.errnum)
-						      ? SBX__V1__CODE__RESOURCE_EXHAUSTED
-						      : SBX__V1__CODE__INTERNAL);
+						  ? SBX__V1__CODE__RESOURCE_EXHAUSTED
+						  : SBX__V1__CODE__INTERNAL);
 		abandon(r);
 		return -1;
 	}

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Exec, Wait and Signal: starting a command in a run's sandbox, waiting
  * for its end, stopping it (the exec's record is run_exec.c's). */
 #include <errno.h>

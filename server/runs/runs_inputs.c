@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The input manifest and PutInput: files streamed into the run's /data in
  * order, each checked against the size and sha256 the caller declared at
  * CreateRun, before the first exec seals /data.

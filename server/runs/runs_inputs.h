@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The input manifest (runs_inputs.c; PutInput is there too). */
 #ifndef SBX_RUNS_INPUTS_H
 #define SBX_RUNS_INPUTS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The run manager's state (struct sbx_runs): its settings, what the host
  * can enforce, and the registry of runs. sbx_runs_init (runs.c) makes one;
  * handlers get it through SBX_HANDLER and each run points back to it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One thread per run that alone reads everything the sandbox sends: the
  * helper's control socket (ExecStarted/ExecEnded, the end of the sandbox),
  * its stderr (alerts), the execs' stdout/stderr (into spill files), and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The run's monitor thread (runs_monitor.c). */
 #ifndef SBX_RUNS_MONITOR_H
 #define SBX_RUNS_MONITOR_H

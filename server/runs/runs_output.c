@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* An exec's stdout and stderr: the monitor drains the pipes as fast as the
  * command writes (a command is never blocked by a slow reader) and keeps
  * the first output_kb KiB of each stream in a spill file of the run's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* An exec's stdout and stderr (runs_output.c). */
 #ifndef SBX_RUNS_OUTPUT_H
 #define SBX_RUNS_OUTPUT_H

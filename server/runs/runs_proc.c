@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Starting and ending sbx-helper processes.
  *
  * posix_spawn, not fork: sbxd is multi-threaded, and glibc's posix_spawn

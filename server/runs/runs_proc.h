@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Starting and ending sbx-helper processes (runs_proc.c). */
 #ifndef SBX_RUNS_PROC_H
 #define SBX_RUNS_PROC_H

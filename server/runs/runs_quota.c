@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Disk quotas on state_dir: the bytes a run writes there for its caller
  * (uploaded inputs, declared in full at CreateRun; the execs' kept output,
  * charged chunk by chunk as the monitor spills it) count against the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What callers' uploads and kept output take of state_dir (runs_quota.c). */
 #ifndef SBX_RUNS_QUOTA_H
 #define SBX_RUNS_QUOTA_H

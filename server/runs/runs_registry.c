@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The registry: every run of a manager, the caps on them, lookups by
  * owner, and the moves of the life cycle that change what callers find.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The registry of runs (runs_registry.c): the caps, lookups by owner, the
  * moves of the life cycle that change what callers can find (publish,
  * claim), and draining. Under the registry lock, each run's lock is taken

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The run manager's start-up: its settings from sbxd's config, finding
  * sbx-helper, one sbxd per state directory, removing what a crashed
  * predecessor left (run directories, and run cgroups through `sbx-helper

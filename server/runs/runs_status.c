@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Health, Status and ListRuns, and the response pieces that describe a run
  * (also used by CreateRun, Wait and Teardown). Every member of a response is malloc'd: the
  * RPC layer frees it with the message's free_unpacked. */

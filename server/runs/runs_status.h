@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Response pieces that describe a run (runs_status.c): every member
  * malloc'd, as the RPC layer frees them with free_unpacked. */
 #ifndef SBX_RUNS_STATUS_H

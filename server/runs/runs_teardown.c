@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Teardown: kill everything, record what the run was, remove every trace.
  *
  * The order is what makes it leave nothing: DestroyRequest (pid 1 exits,
@@ -230,8 +231,9 @@ static int teardown_finish(struct sbx_run *r, Sbx__V1__RunManifest **manifest,
 	/* Hashing (up to out_mb a run) is one of the identity's share of
 	 * passes: one identity tearing down many runs at once never holds
 	 * every short worker for it. */
-	if (out_fd >= 0 && (manifest ? artifacts_list_manifest(r, out_fd, budget - used, &al, &st->err)
-				     : artifacts_list(r, out_fd, 0, &al, &st->err)) < 0) {
+	if (out_fd >= 0 &&
+	    (manifest ? artifacts_list_manifest(r, out_fd, budget - used, &al, &st->err)
+		      : artifacts_list(r, out_fd, 0, &al, &st->err)) < 0) {
 		if (sbx_errno_shortage(st->err.errnum)) {
 			rc = unfinished(r, st, "listing its /out");
 			goto drop_manifest;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Tearing a run down (runs_teardown.c). */
 #ifndef SBX_RUNS_TEARDOWN_H
 #define SBX_RUNS_TEARDOWN_H

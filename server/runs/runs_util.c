@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Small pieces the run manager's files share: names, and directories made
  * and removed without following links. */
 #include "runs_util.h"

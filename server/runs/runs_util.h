@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Small pieces the run manager's files share (runs_util.c): names, and
  * directories made and removed without following links. */
 #ifndef SBX_RUNS_UTIL_H

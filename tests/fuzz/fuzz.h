@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the fuzz targets share: a failed property is a crash, so libFuzzer
  * keeps the input that broke it. */
 #ifndef SBX_FUZZ_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The helper protocol's receive (common/ctlmsg.h): the input goes out as one
  * SOCK_SEQPACKET packet, as sbx-helper or sbxd would send it, and
  * sbx_ctl_recv takes it in.

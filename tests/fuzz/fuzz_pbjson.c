@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* pbjson, both directions that take hostile input (clients/c/pbjson.h).
  *
  * Input: byte 0 picks the message type (the envelope, the policy, then each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The policy parser: JSON bytes -> SbxPolicy, then what is derived from a
  * policy that parsed. Properties: the effective policy (sbx_policy_to_json)
  * parses again to the same digest, and the canonical protobuf survives a

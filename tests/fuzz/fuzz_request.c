@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What sbxd unpacks from strangers: the sbx.v1.Request envelope and each
  * method's body, through the byte-budgeted allocator (rpc_alloc.h).
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Writes the seed corpora in corpus/<target>/ (committed; run again only to
 change them). Needs the build's Python protobuf modules:
 

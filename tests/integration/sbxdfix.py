@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A real sbxd for the tests: certificates made with openssl, a config with
 an ipc and a TLS listener and two bearer tokens, started as the invoking
 user, with helpers to call it raw (sbxrpc) or through the sbx CLI."""

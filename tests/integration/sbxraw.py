@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Raw connections to sbxd for the listener tests: nng's SP framing by hand,
 from a chosen loopback address, closed at the worst moments. Loopback and
 unix sockets only."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Shared plumbing for the integration tests: run the real sbx-helper with a
 policy, collect its exit status, output and --result JSON."""
 import json

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Invariant 6: ephemerality. After a run, whichever way it ended, no process,
 cgroup, mount or file of it remains on the host, and nothing of one run is
 visible to the next. Bad policies are refused before anything is made.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Invariants 1-3, attacked from inside: host files, the network, credentials."""
 import json
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Invariant 5: limits hold. Each test attacks one limit from inside the
 sandbox (fork bomb, memory bomb, busy loop, output flood, filling /out and
 /tmp, leaving a child behind) and checks that it stopped for the right reason

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Real Python inside the sandbox: the reconciliation example, and ordinary
 stdlib-heavy scripts that must run unchanged (files, sqlite, threads,
 processes, /dev/shm semaphores, loopback sockets, asyncio, ssl, locale)."""

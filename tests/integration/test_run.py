@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """sbx-helper run: exit statuses, stdio, --result, --out copy-back."""
 import json
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """sbxd end to end over ipc and TLS: every call, a run of several execs,
 live output, deadlines, oom, expiry, artifacts, teardown, identities,
 authentication, and bad input that must change nothing."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """sbxd bounds the connections a peer can hold and what they cost.
 
 Attacks from raw sockets (sbxraw.py): another peer is 127.0.0.2 (or more

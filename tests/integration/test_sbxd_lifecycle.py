@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """sbxd's life: a kill -9 mid-run leaves no sandbox running, a restart
 removes what the dead one left, SIGTERM drains, and 500 create/exec/teardown
 cycles grow nothing (fds, memory, mounts, cgroups)."""

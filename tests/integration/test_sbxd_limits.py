@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Limits sbxd enforces itself, whatever the helper does (issue 7, section 3):
 a hung pid 1 cannot keep an exec running past its deadline; the
 administrator's ceilings and disk quotas; output and audit lines that keep a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What a script leaves in /out costs sbxd a bounded amount (invariant 10)
 and digests are true (invariant 7): hard links, a file that turns sparse while
 sbxd reads it, leases, hostile names, writes through a shared mapping, and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What a caller who is nobody costs sbxd (issue 7, section 1): the envelope
 is scanned, not unpacked, before the token is checked, and a connection
 whose request was refused before its caller was known is closed at its

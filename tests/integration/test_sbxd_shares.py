@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Callers stay apart in the worker pools (issue 7, section 4): 16 ordinary
 Waits of one identity used to take every long-call worker and queue slot,
 so every other identity's Wait, ReadOutput and FetchArtifact got

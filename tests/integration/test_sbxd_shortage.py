@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A short-lived shortage is an error the caller can retry, never a wrong
 answer (issue 7, section 1): with sbxd out of descriptors, Exec failed
 INTERNAL, ListArtifacts answered NOT_FOUND for a run that exists and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The listeners hold against a storm of hostile connections.
 
 For 15 s, attacker threads open up to 20,000 connections to sbxd's ipc, tcp

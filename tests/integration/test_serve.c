@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sbx-helper serve, driven over its control socket the way sbxd will:
  * several execs in one sandbox sharing /out and /tmp, processes never
  * shared, signals, deadlines, and the sandbox dying with the socket. */

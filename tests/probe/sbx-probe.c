@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sbx-probe: attempts one sandbox escape and says whether it worked.
  *
  *   sbx-probe ATTACK [PATH]

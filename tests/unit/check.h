@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one check() of the unit tests: a TAP-like line per check, and a
  * closing "N passed, N failed" line; the exit status is the verdict. */
 #ifndef SBX_TEST_CHECK_H

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # common/: the policy codec, the tree walkers, the path rule and the clock.
 foreach(t policy tree common_path common_clock common_text common_rpc_status)
   add_executable(test_${t} test_${t}.c)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # sbxd's configuration and the RPC layer (server/, server/rpc/).
 add_executable(test_config test_config.c)
 target_link_libraries(test_config PRIVATE sbxd_base sbx_check)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The run manager (server/runs/).
 add_executable(test_runs_state test_runs_state.c)
 target_link_libraries(test_runs_state PRIVATE sbx_runs sbx_check)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The sbx command line: global options before or after the command, each
  * command's options and operands, usage errors, the environment. Drives
  * clients/cli/args.c directly (cli_parse, cli_resolve). */

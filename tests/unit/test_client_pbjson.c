@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit test of clients/c/pbjson.c: messages to JSON text checked against the
  * exact expected text (proto3 JSON mapping), and back to the same bytes;
  * strict reading with errors naming the JSON path. */

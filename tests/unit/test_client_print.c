@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What sbx prints that a sandbox chose (clients/cli/print.c): names with a
  * newline, ESC, a bidi override or a backslash print as one escaped line;
  * JSON stays the same JSON value but shows no DEL, C1 or bidi control; the

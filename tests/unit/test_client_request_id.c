@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Which calls of libsbxclient carry a request id, and that the tries of one
  * call share it: sbxd deduplicates by it (a retried Teardown gets the first
  * manifest), so Signal and Teardown must send one like CreateRun, PutInput

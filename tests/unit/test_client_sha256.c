@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sbx_file_sha256 against coreutils' sha256sum, on sizes around the 1 MiB
  * chunk the library reads with; and its errors. */
 #include <stdbool.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit test of the one clock (common/clock.c): the units agree with each
  * other and with clock_gettime, the monotonic clock does not go back, and
  * sbx_mono_after_ms gives a normalised instant ms from now. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit test of the one path rule (common/path.c): each kind's accepted and
  * refused spellings, and the message each refusal gets. */
 #include <stdbool.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit test of the shortage mapping (common/rpc_status.c) with real errno
  * cases: an open that fails EMFILE under a lowered RLIMIT_NOFILE becomes
  * UNAVAILABLE naming descriptors and "retry"; a missing file keeps the code

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit test of common/text.c (UTF-8 checks and the escape of names that
  * sbxd logs) and common/inode_set.c (how walks meet hard links once). */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit test of sbxd's configuration: the defaults, a full valid file, and
  * the exact error every bad file gets. Documents are written with ' for "
  * so the table stays readable; the test swaps them back. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit test of the policy codec: what parses, what it becomes, and the exact
  * error every bad document gets. Policies are written with ' for " so the
  * table stays readable; q() swaps them back. */

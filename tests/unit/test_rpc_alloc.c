@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit test of the byte-budgeted protobuf allocator (server/rpc/rpc_alloc.c):
  * the budget a message gets, an allocation past it failing, and a message
  * whose unpacking would exceed it failing cleanly (NULL, "too complex", and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit test of authentication (server/rpc/rpc_auth.c): the identity each
  * transport and token gives, what is refused and with which message, that
  * a token is matched by its sha256 against every entry (first, last, none,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit test of the request-id table (server/rpc/rpc_dedupe.c): first call,
  * replay byte for byte, repeats parked while the first runs, mismatches,
  * "try again" answers that are not remembered, expiry, and the caps: parked

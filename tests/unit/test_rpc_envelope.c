@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit test of the envelope scan (server/rpc/rpc_envelope.c) against
  * protobuf-c's own packing: what a client packs, the scan reads the same;
  * unknown fields, repeats and over-long strings are refused at the first

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit test of the worker pools (server/rpc/rpc_pool.c), with real threads:
  * every job runs once, a full queue refuses at once instead of growing,
  * one owner's flood gets half the workers and half the queue while another

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit test of the Response envelope (server/rpc/rpc_reply.c): the body
  * packed in place is byte for byte what protobuf-c packs, errors carry no
  * body, messages are cleaned to printable UTF-8, and an answer too large for
@@ -124,7 +125,10 @@ static void test_text_clean(void)
 		 "\xc3\xa9 \xe2\x82\xac \xf0\x9f\x99\x82");
 	clean_is("an overlong '/' is two bad bytes", 64, "\xc0\xaf", "??");
 	clean_is("a C1 control and a bidi override are one ? each", 64,
-		 "a\xc2\x9b" "b\xe2\x80\xae" "c", "a?b?c");
+		 "a\xc2\x9b"
+		 "b\xe2\x80\xae"
+		 "c",
+		 "a?b?c");
 	clean_is("a surrogate is invalid", 64, "\xed\xa0\x80", "???");
 	clean_is("past U+10FFFF is invalid", 64, "\xf4\x90\x80\x80", "????");
 	clean_is("a truncated sequence is invalid", 64, "x\xe2\x82", "x??");

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The run manager's registry without a helper: runs that never had a
  * sandbox, registered by hand in a manager made by hand. The caps per host
  * and per identity, NOT_FOUND for another identity's run (the same answer

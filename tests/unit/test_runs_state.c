@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The run life cycle (server/runs/run_state.h): the table of allowed moves
  * is the documented one, every allowed move works, any other aborts. */
 #include <signal.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The run manager's directory helpers (server/runs/runs_util.h): parents
  * made beneath a directory, trees removed without following links, even
  * where something made them read-only. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sbx_open_beneath and its fallback walk refuse the same escapes: links at
  * the end or in the middle, "..", absolute paths; and open what is there. */
 #include <fcntl.h>

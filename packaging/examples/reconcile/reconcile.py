@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Reconcile the ledger against the payment provider's settlement export.
 
 Usage: reconcile.py [LEDGER_CSV [SETTLEMENT_CSV]] [--out DIR]

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # run.sh — run the reconciliation example in an sbx sandbox with sbx-helper:
 # this directory is /data (read-only), OUTDIR is /out, the environment is empty and
 # egress is denied (policy.json). Then show the report and the summary.
