@@ -227,6 +227,21 @@ static int make_stdio(int pin[2], int pout[2], int perr[2], struct sbx_err *err)
 	return 0;
 }
 
+/* What both modes ask of the sandbox: the command line's options, and the
+ * control socket pid 1 speaks on. */
+static struct sbx_sandbox_opts sandbox_opts(const struct sbx_helper_opts *o, SbxPolicy *policy,
+					    int ctl)
+{
+	return (struct sbx_sandbox_opts){
+	    .policy = policy,
+	    .data_dir = o->data_dir,
+	    .data_no_symlinks = o->data_no_symlinks,
+	    .cgroup_root = o->cgroup_root,
+	    .rlimit_fallback = o->rlimit_fallback,
+	    .ctl = ctl,
+	};
+}
+
 int sbx_oneshot_run(const struct sbx_helper_opts *o, SbxPolicy *policy)
 {
 	struct sbx_err err;
@@ -262,14 +277,7 @@ int sbx_oneshot_run(const struct sbx_helper_opts *o, SbxPolicy *policy)
 		sbx_fail_errno(&err, "socketpair");
 		goto out;
 	}
-	struct sbx_sandbox_opts so = {
-	    .policy = policy,
-	    .data_dir = o->data_dir,
-	    .data_no_symlinks = o->data_no_symlinks,
-	    .cgroup_root = o->cgroup_root,
-	    .rlimit_fallback = o->rlimit_fallback,
-	    .ctl = ctl[1],
-	};
+	struct sbx_sandbox_opts so = sandbox_opts(o, policy, ctl[1]);
 	if (sbx_sandbox_start(&so, &sb, &err) < 0)
 		goto out;
 	have_sandbox = true;
@@ -391,14 +399,7 @@ int sbx_serve(const struct sbx_helper_opts *o, SbxPolicy *policy)
 		fprintf(stderr, "sbx-helper: %s\n", err.msg);
 		return EXIT_SETUP;
 	}
-	struct sbx_sandbox_opts so = {
-	    .policy = policy,
-	    .data_dir = o->data_dir,
-	    .data_no_symlinks = o->data_no_symlinks,
-	    .cgroup_root = o->cgroup_root,
-	    .rlimit_fallback = o->rlimit_fallback,
-	    .ctl = o->control_fd,
-	};
+	struct sbx_sandbox_opts so = sandbox_opts(o, policy, o->control_fd);
 	if (sbx_sandbox_start(&so, &sb, &err) < 0) {
 		fprintf(stderr, "sbx-helper: %s\n", err.msg);
 		return EXIT_SETUP;

@@ -88,6 +88,17 @@ struct run_exec *run_find_exec(struct sbx_run *r, const char *exec_id)
 	return run_exec_by_num(r, n);
 }
 
+struct run_exec *run_find_exec_or_fail(struct sbx_run *r, const char *exec_id,
+				       struct sbx_rpc_status *st)
+{
+	struct run_exec *e = run_find_exec(r, exec_id);
+
+	if (!e)
+		sbx_rpc_fail(st, SBX__V1__CODE__NOT_FOUND, "exec %.64s not found in run %s",
+			     exec_id ? exec_id : "", r->id);
+	return e;
+}
+
 struct run_exec *run_exec_by_num(struct sbx_run *r, uint64_t num)
 {
 	for (struct run_exec *e = r->execs; e; e = e->next)

@@ -12,6 +12,9 @@ struct run_exec *exec_new(char *const *argv, size_t argc);
 void exec_free(struct run_exec *e);
 /* mu held: the exec named "exec-<n>" in r, or NULL. */
 struct run_exec *run_find_exec(struct sbx_run *r, const char *exec_id);
+/* mu held: the same, or NULL with NOT_FOUND naming the exec and the run. */
+struct run_exec *run_find_exec_or_fail(struct sbx_run *r, const char *exec_id,
+				       struct sbx_rpc_status *st);
 /* mu held: the exec with the helper protocol's id num, or NULL. */
 struct run_exec *run_exec_by_num(struct sbx_run *r, uint64_t num);
 /* mu held: the exec ended (reason etc. already set); wakes waiters. */

@@ -243,12 +243,10 @@ SBX_HANDLER(wait, Sbx__V1__WaitRequest, Sbx__V1__WaitResponse)
 		return -1;
 	deadline = sbx_mono_ms() + timeout;
 	run_lock(r);
-	e = run_find_exec(r, req->exec_id);
-	if (!e) {
+	if (!(e = run_find_exec_or_fail(r, req->exec_id, st))) {
 		run_unlock(r);
 		run_unref(r);
-		return sbx_rpc_fail(st, SBX__V1__CODE__NOT_FOUND, "exec %.64s not found in run %s",
-				    req->exec_id, req->run_id);
+		return -1;
 	}
 	/* done, not just ended: the output counts in the answer are final. */
 	while (!e->done && r->state != RUN_TORN && run_wait_until(r, deadline))
@@ -284,10 +282,8 @@ SBX_HANDLER(signal, Sbx__V1__SignalRequest, Sbx__V1__SignalResponse)
 	if (!(r = run_lookup(runs, who, req->run_id, st)))
 		return -1;
 	run_lock(r);
-	e = run_find_exec(r, req->exec_id);
-	if (!e)
-		rc = sbx_rpc_fail(st, SBX__V1__CODE__NOT_FOUND, "exec %.64s not found in run %s",
-				  req->exec_id, req->run_id);
+	if (!(e = run_find_exec_or_fail(r, req->exec_id, st)))
+		rc = -1;
 	else if (e->ended)
 		rc = sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
 				  "exec %s has already ended (%s)", req->exec_id,

@@ -204,12 +204,10 @@ SBX_HANDLER(read_output, Sbx__V1__ReadOutputRequest, Sbx__V1__ReadOutputResponse
 		return -1;
 	deadline = sbx_mono_ms() + req->timeout_ms;
 	run_lock(r);
-	e = run_find_exec(r, req->exec_id);
-	if (!e) {
+	if (!(e = run_find_exec_or_fail(r, req->exec_id, st))) {
 		run_unlock(r);
 		run_unref(r);
-		return sbx_rpc_fail(st, SBX__V1__CODE__NOT_FOUND, "exec %.64s not found in run %s",
-				    req->exec_id, req->run_id);
+		return -1;
 	}
 	s = &e->out[which];
 	/* eof means "the exec ended and this stream is complete": a command

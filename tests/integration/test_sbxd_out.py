@@ -14,7 +14,7 @@ import time
 import unittest
 
 import sbxrpc
-from sbxdfix import Server, policy_json
+from sbxdfix import ServerTestCase, policy_json
 from sbxrpc import sandbox_pb2 as pb
 from test_sbxd_limits import children
 
@@ -53,22 +53,7 @@ class Tok:
         return self.conn.call(name, req, resp_type, token=self.token)
 
 
-class OutTest(unittest.TestCase):
-    srv = None
-    config = {}
-
-    @classmethod
-    def setUpClass(cls):
-        cls.srv = Server(**cls.config)
-
-    @classmethod
-    def tearDownClass(cls):
-        rc = cls.srv.stop()
-        try:
-            assert rc == 0, "sbxd exited %s on SIGTERM: %s" % (rc, cls.srv.log_tail())
-        finally:
-            cls.srv.cleanup()
-
+class OutTest(ServerTestCase):
     def setUp(self):
         # Short: a listing the unfixed code pins for minutes fails the test.
         self.c = self.srv.conn(timeout_ms=15000)
@@ -441,7 +426,7 @@ class Contents(OutTest):
 
 class Names(OutTest):
     # Small, so that names that fit a test's time overflow an answer.
-    config = {"max_message_bytes": 128 * 1024}
+    SERVER_CONFIG = {"max_message_bytes": 128 * 1024}
 
     def test_names_that_overflow_an_answer_are_counted_not_fatal(self):
         run = self.create()
@@ -553,7 +538,7 @@ class Drain(OutTest):
 
 
 class KilledSandboxWithoutCgroups(OutTest):
-    config = {"cgroup_root": "no/such/cgroup", "rlimit_fallback": True}
+    SERVER_CONFIG = {"cgroup_root": "no/such/cgroup", "rlimit_fallback": True}
 
     def test_out_is_never_final_after_a_kill_without_cgroups(self):
         run = self.killed_run()
