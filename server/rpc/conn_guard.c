@@ -22,7 +22,12 @@
  *    message's whole length as soon as it has read the length, long before
  *    sbxd sees it; a message (or the peer's SP header) still incomplete
  *    message_seconds after its first byte gets shutdown(2), and nng closes
- *    the connection as one whose peer hung up. TLS bytes are ciphertext:
+ *    the connection as one whose peer hung up. The lengths announced by
+ *    messages still arriving are charged to the peer and to sbxd as a
+ *    whole (pending_bytes_per_peer_mb, pending_bytes_mb; messages up to
+ *    64 KiB free): a length over either budget fails the readv that
+ *    brought it with ECONNRESET, so nng drops the pipe before it
+ *    allocates. TLS bytes are ciphertext:
  *    there nng's 10 s negotiation timeout bounds a handshake and the RPC
  *    layer's idle timeout bounds a pipe that stopped mid-message.
  *    Two endings of a negotiation nng 1.5.2 answers with a 100 ms pause of
@@ -86,11 +91,14 @@ struct conn {
 	uint8_t head[9];    /* [type byte on ipc] + 64-bit big-endian length */
 	uint64_t body_left; /* bytes of the current message still to come */
 	int64_t started_ms; /* when the current message began; 0: between messages */
+	uint64_t charged;   /* the current message's length, charged to its peer and g */
+	bool over;	    /* a length over the pending budget: reset before nng allocates */
 };
 
 struct peer {
 	struct conn_peer_key key;
 	uint32_t conns;
+	uint64_t pending; /* announced, incomplete message bytes on its connections */
 	double tokens;
 	int64_t last_ms;
 };
@@ -110,6 +118,7 @@ static struct {
 	size_t nfds, high;  /* high: one past the highest fd tracked */
 	struct peer *peers; /* [npeers]: every live peer holds a connection */
 	size_t npeers;
+	uint64_t pending; /* every peer's pending bytes */
 } g = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static accept_fn real_accept;
@@ -300,6 +309,36 @@ __attribute__((visibility("default"), noinline)) int accept(int fd, struct socka
 
 /* ---- readv: where each message starts and ends ---- */
 
+/* Messages up to this size are not charged to the pending budgets: what
+ * they can hold is bounded by the connection caps (per_listener x 64 KiB),
+ * and a full budget must not refuse a Health or a small call. */
+#define PENDING_FREE_BYTES (64u << 10)
+
+static void release(struct conn *c)
+{
+	g.peers[c->peer].pending -= c->charged;
+	g.pending -= c->charged;
+	c->charged = 0;
+}
+
+/* nng allocates a message's whole announced length as soon as it has the
+ * length: charge it before nng sees it, or mark c to be reset. */
+static bool charge(struct conn *c, uint64_t len)
+{
+	struct peer *p = &g.peers[c->peer];
+	uint64_t per_peer = (uint64_t)g.lim.pending_bytes_per_peer_mb << 20;
+	uint64_t all = (uint64_t)g.lim.pending_bytes_mb << 20;
+
+	if (len <= PENDING_FREE_BYTES)
+		return true;
+	if (len > per_peer - p->pending || len > all - g.pending)
+		return false;
+	p->pending += len;
+	g.pending += len;
+	c->charged = len;
+	return true;
+}
+
 static void feed(struct conn *c, const uint8_t *p, size_t n, int64_t now)
 {
 	while (n > 0) {
@@ -312,8 +351,10 @@ static void feed(struct conn *c, const uint8_t *p, size_t n, int64_t now)
 			c->body_left -= k;
 			p += k;
 			n -= k;
-			if (!c->body_left)
+			if (!c->body_left) {
 				c->started_ms = 0;
+				release(c);
+			}
 			continue;
 		}
 		if (!c->started_ms)
@@ -333,6 +374,10 @@ static void feed(struct conn *c, const uint8_t *p, size_t n, int64_t now)
 		}
 		for (size_t i = need - 8; i < need; i++)
 			len = len << 8 | c->head[i];
+		if (!charge(c, len)) {
+			c->over = true;
+			return;
+		}
 		c->body_left = len;
 		if (!len)
 			c->started_ms = 0;
@@ -355,13 +400,13 @@ __attribute__((visibility("default"), noinline)) ssize_t readv(int fd, const str
 		int64_t now = sbx_mono_ms();
 		size_t left = (size_t)n;
 
-		for (int i = 0; c->framing && i < iovcnt && left; i++) {
+		for (int i = 0; c->framing && !c->over && i < iovcnt && left; i++) {
 			size_t k = iov[i].iov_len < left ? iov[i].iov_len : left;
 
 			feed(c, iov[i].iov_base, k, now);
 			left -= k;
 		}
-		reset = c->bad_header || (n == 0 && (!c->sp_done || !c->framing));
+		reset = c->bad_header || c->over || (n == 0 && (!c->sp_done || !c->framing));
 	}
 	pthread_mutex_unlock(&g.mu);
 	if (reset) {
@@ -380,6 +425,7 @@ static void untrack(int fd)
 
 	if (!c->used)
 		return;
+	release(c);
 	g.listeners[c->listener].conns--;
 	g.peers[c->peer].conns--;
 	memset(c, 0, sizeof(*c));
@@ -465,6 +511,7 @@ int conn_guard_start(const struct sbx_config_connections *lim, size_t nlisteners
 	g.nlisteners = nlisteners;
 	memset(g.listeners, 0, sizeof(g.listeners));
 	g.high = 0;
+	g.pending = 0;
 	g.on = g.conns && g.peers;
 	if (!g.on) {
 		free(g.conns);
@@ -518,5 +565,6 @@ void conn_guard_stop(void)
 	g.conns = NULL;
 	g.peers = NULL;
 	g.nfds = g.npeers = g.high = 0;
+	g.pending = 0;
 	pthread_mutex_unlock(&g.mu);
 }

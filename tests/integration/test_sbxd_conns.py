@@ -189,6 +189,39 @@ class Held(unittest.TestCase):
                             "a partial message is cut off after message_seconds")
         self.assertEqual(health_soon(srv), "OK")
 
+    def test_partial_messages_from_many_peers_are_bounded_by_the_pending_budgets(self):
+        """4 addresses x 16 tcp connections, no token, each announces a 4 MiB
+        message and sends all but 16 bytes of it (256 MiB in all; before the
+        pending budgets sbxd held all of it). Each peer may have 8 MiB
+        announced and not yet complete, all peers together 24 MiB: a length
+        over that resets the connection before nng allocates it."""
+        srv = server(self, {"pending_bytes_per_peer_mb": 8, "pending_bytes_mb": 24,
+                            "new_per_peer_per_second": 1000})
+        rss0 = srv.rss_kb()
+        body = 4 * MIB
+        socks = []
+        self.addCleanup(lambda: [s.close() for s in socks])
+        for a in range(2, 6):
+            for _ in range(16):
+                s = sbxraw.connect(target(srv.tcp), source="127.0.0.%d" % a)
+                socks.append(s)
+                try:
+                    if sbxraw.sp_handshake(s):
+                        s.sendall(struct.pack(">Q", body) + b"\0" * (body - 16))
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+        grown = srv.rss_kb() - rss0
+        # A legitimate small call is served while the budget is full.
+        with sbxrpc.Conn(srv.tcp, timeout_ms=5000) as c:
+            code, _, _ = c.call("Health", pb.HealthRequest(), pb.HealthResponse,
+                                token=srv.tokens["alice"])
+        self.assertEqual(code, "OK")
+        open_ = sum(not closed_by_server(s, 0.05) for s in socks)
+        print("64 partial 4 MiB messages: %d left open, sbxd grew %d MiB" %
+              (open_, grown // 1024))
+        self.assertLessEqual(open_, 6, "24 MiB in all: 6 messages of 4 MiB")
+        self.assertLess(grown, (24 + 64) * 1024, "RSS bounded by pending_bytes_mb")
+
     def test_idle_connections_are_capped_within_the_descriptors_and_closed(self):
         """~2,000 idle connections (handshake, nothing else) from several
         addresses: the caps hold them within sbxd's descriptors less its
