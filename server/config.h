@@ -51,6 +51,7 @@ struct sbx_config_connections {
 	uint32_t new_per_peer_per_second;   /* new connections, burst as many; 50 */
 	uint32_t idle_seconds;		    /* a connection with no request in hand; 300 */
 	uint32_t message_seconds;	    /* a request arriving on ipc or tcp; 30 */
+	uint32_t first_request_seconds;	    /* ipc, tcp: accept to a whole first request; 10 */
 	uint32_t pending_bytes_per_peer_mb; /* announced, incomplete messages of a peer; 16 */
 	uint32_t pending_bytes_mb;	    /* of every peer together; 256 */
 	bool per_listener_given;	    /* written; if not, it shrinks to fit RLIMIT_NOFILE */

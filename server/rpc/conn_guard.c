@@ -69,6 +69,9 @@
 #include "nng_epipe.h"
 
 #define LISTEN_BACKLOG 4096
+/* Connections of one listener shut down to make room for a newcomer and
+ * not yet closed by nng: the listener may hold this many over its cap. */
+#define EVICTING_MAX 8
 
 enum framing { FRAMING_NONE, FRAMING_IPC, FRAMING_TCP };
 
@@ -77,11 +80,15 @@ struct guarded_listener {
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	int port;
 	uint32_t conns;
+	uint32_t evicting; /* of conns: shut down for a newcomer, not yet closed */
 };
 
 /* One accepted connection, indexed by its fd. */
 struct conn {
 	bool used, shut;
+	bool evicted;	 /* shut for a newcomer: counted in its listener's evicting */
+	bool first_done; /* a whole request has arrived (ipc, tcp) */
+	int64_t accepted_ms;
 	uint8_t framing;
 	uint8_t listener;
 	uint32_t peer;
@@ -136,6 +143,21 @@ __attribute__((constructor)) static void conn_guard_init(void)
 
 /* ---- peers ---- */
 
+/* An IPv6 peer is its /64 (a host is handed a /64 and picks any address in
+ * it); a v4-mapped address is the IPv4 peer it names. */
+static void key_of_in6(struct conn_peer_key *key, const uint8_t a[16])
+{
+	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+
+	if (memcmp(a, mapped, sizeof(mapped)) == 0) {
+		key->b[0] = AF_INET;
+		memcpy(key->b + 1, a + 12, 4);
+		return;
+	}
+	key->b[0] = AF_INET6;
+	memcpy(key->b + 1, a, 8);
+}
+
 static bool key_of_fd(int fd, struct conn_peer_key *key, struct sockaddr_storage *local)
 {
 	struct sockaddr_storage ss;
@@ -161,7 +183,7 @@ static bool key_of_fd(int fd, struct conn_peer_key *key, struct sockaddr_storage
 	if (ss.ss_family == AF_INET)
 		memcpy(key->b + 1, &((struct sockaddr_in *)&ss)->sin_addr, 4);
 	else if (ss.ss_family == AF_INET6)
-		memcpy(key->b + 1, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
+		key_of_in6(key, ((struct sockaddr_in6 *)&ss)->sin6_addr.s6_addr);
 	else
 		return false;
 	return true;
@@ -187,8 +209,7 @@ bool conn_peer_key_of_pipe(nng_pipe p, struct conn_peer_key *key)
 		key->b[0] = AF_INET;
 		memcpy(key->b + 1, &sa.s_in.sa_addr, 4);
 	} else if (sa.s_family == NNG_AF_INET6) {
-		key->b[0] = AF_INET6;
-		memcpy(key->b + 1, sa.s_in6.sa_addr, 16);
+		key_of_in6(key, sa.s_in6.sa_addr);
 	} else {
 		return false;
 	}
@@ -253,6 +274,34 @@ static int listener_of(const struct sockaddr_storage *local)
 	return -1;
 }
 
+/* Listener li is full: shuts down its oldest connection that has not yet
+ * brought a whole request (ipc, tcp), so that connections which send
+ * nothing cannot keep a caller out; false if there is none to take. */
+static bool evict_for(int li)
+{
+	struct conn *oldest = NULL;
+	size_t fd = 0;
+
+	if (g.listeners[li].evicting >= EVICTING_MAX)
+		return false;
+	for (size_t i = 0; i < g.high; i++) {
+		struct conn *c = &g.conns[i];
+
+		if (c->used && c->listener == li && c->framing && !c->first_done && !c->shut &&
+		    (!oldest || c->accepted_ms < oldest->accepted_ms)) {
+			oldest = c;
+			fd = i;
+		}
+	}
+	if (!oldest)
+		return false;
+	/* As the sweeper: nng closes it as a peer that hung up. */
+	shutdown((int)fd, SHUT_RDWR);
+	oldest->shut = oldest->evicted = true;
+	g.listeners[li].evicting++;
+	return true;
+}
+
 /* Counts fd in, or false: refuse it. Under g.mu. */
 static bool admit(int fd)
 {
@@ -265,14 +314,18 @@ static bool admit(int fd)
 	if (fd < 0 || (size_t)fd >= g.nfds || !key_of_fd(fd, &key, &local))
 		return false;
 	li = listener_of(&local);
-	if (li < 0 || g.listeners[li].conns >= g.lim.per_listener)
+	if (li < 0)
 		return false;
 	if (!(p = find_peer(&key, now)) || p->conns >= g.lim.per_peer || !take_token(p, now))
+		return false;
+	if (g.listeners[li].conns - g.listeners[li].evicting >= g.lim.per_listener &&
+	    !evict_for(li))
 		return false;
 	g.listeners[li].conns++;
 	p->conns++;
 	g.conns[fd] = (struct conn){
 	    .used = true,
+	    .accepted_ms = now,
 	    .listener = (uint8_t)li,
 	    .peer = (uint32_t)(p - g.peers),
 	    .framing = g.listeners[li].scheme == SBX_SCHEME_IPC	  ? FRAMING_IPC
@@ -353,6 +406,7 @@ static void feed(struct conn *c, const uint8_t *p, size_t n, int64_t now)
 			n -= k;
 			if (!c->body_left) {
 				c->started_ms = 0;
+				c->first_done = true;
 				release(c);
 			}
 			continue;
@@ -379,8 +433,10 @@ static void feed(struct conn *c, const uint8_t *p, size_t n, int64_t now)
 			return;
 		}
 		c->body_left = len;
-		if (!len)
+		if (!len) {
 			c->started_ms = 0;
+			c->first_done = true;
+		}
 	}
 }
 
@@ -426,6 +482,7 @@ static void untrack(int fd)
 	if (!c->used)
 		return;
 	release(c);
+	g.listeners[c->listener].evicting -= c->evicted;
 	g.listeners[c->listener].conns--;
 	g.peers[c->peer].conns--;
 	memset(c, 0, sizeof(*c));
@@ -475,15 +532,16 @@ int conn_guard_start(const struct sbx_config_connections *lim, size_t nlisteners
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
 		return sbx_fail_errno(err, "connection guard: RLIMIT_NOFILE");
 	/* Each listener may hold one more for the moment it takes to refuse
-	 * it. */
-	need = ((size_t)lim->per_listener + 1) * nlisteners + reserve;
+	 * it, and EVICTING_MAX shut down for newcomers until nng closes them. */
+	need = ((size_t)lim->per_listener + 1 + EVICTING_MAX) * nlisteners + reserve;
 	if (need > rl.rlim_cur && !lim->per_listener_given &&
 	    rl.rlim_cur > reserve + 2 * nlisteners) {
 		/* The default is what shrinks to fit (a low hard limit, or
 		 * valgrind's); a number the operator wrote is refused below. */
 		struct sbx_config_connections fit = *lim;
 
-		fit.per_listener = (uint32_t)((rl.rlim_cur - reserve) / nlisteners - 1);
+		fit.per_listener =
+		    (uint32_t)((rl.rlim_cur - reserve) / nlisteners - 1 - EVICTING_MAX);
 		if (fit.per_peer > fit.per_listener)
 			fit.per_peer = fit.per_listener;
 		fprintf(stderr,
@@ -505,7 +563,7 @@ int conn_guard_start(const struct sbx_config_connections *lim, size_t nlisteners
 	g.lim = *lim;
 	g.nfds = rl.rlim_cur < (1u << 20) ? (size_t)rl.rlim_cur : (1u << 20);
 	/* Each live peer holds a connection; one more for the newcomer. */
-	g.npeers = (size_t)lim->per_listener * nlisteners + 1;
+	g.npeers = ((size_t)lim->per_listener + EVICTING_MAX) * nlisteners + 1;
 	g.conns = calloc(g.nfds, sizeof(*g.conns));
 	g.peers = calloc(g.npeers, sizeof(*g.peers));
 	g.nlisteners = nlisteners;
@@ -540,12 +598,15 @@ void conn_guard_listener(size_t i, enum sbx_scheme scheme, const char *ipc_path,
 void conn_guard_sweep(int64_t now_ms)
 {
 	int64_t limit_ms = (int64_t)g.lim.message_seconds * 1000;
+	int64_t first_ms = (int64_t)g.lim.first_request_seconds * 1000;
 
 	pthread_mutex_lock(&g.mu);
 	for (size_t fd = 0; g.on && fd < g.high; fd++) {
 		struct conn *c = &g.conns[fd];
 
-		if (c->used && !c->shut && c->started_ms && now_ms - c->started_ms > limit_ms) {
+		if (c->used && !c->shut &&
+		    ((c->started_ms && now_ms - c->started_ms > limit_ms) ||
+		     (c->framing && !c->first_done && now_ms - c->accepted_ms > first_ms))) {
 			/* The fd is still nng's (its close would have cleared
 			 * the entry first); shutdown leaves it open for nng to
 			 * close. */

@@ -106,14 +106,21 @@ class Caps(unittest.TestCase):
             code, _, _ = c.call("Health", pb.HealthRequest(), pb.HealthResponse,
                                 token=srv.tokens["alice"])
         self.assertEqual(code, "OK")
-        # The listener's cap counts every peer: 12 + 12 + 6 more, then no one.
+        # The listener's cap counts every peer: 12 + 12 + 6 more, then each
+        # newcomer shuts down the oldest connection that never brought a
+        # request (test_a_full_listener_...): 30 stay open.
         more, _ = hold(srv.tcp, 12, source="127.0.0.3")
         rest, refused = hold(srv.tcp, 10, source="127.0.0.4")
-        held += more + rest
-        self.assertEqual((len(more), len(rest), refused), (12, 6, 4), "per_listener 30")
         late = sbxraw.connect(target(srv.tcp), source="127.0.0.5")
-        self.assertTrue(sbxraw.refused(late), "a full listener refuses at once")
-        late.close()
+        self.assertTrue(sbxraw.sp_handshake(late), "a newcomer evicts a silent connection")
+        self.assertEqual((len(more), len(rest), refused), (12, 10, 0))
+        time.sleep(0.3)
+        everyone = held + more + rest + [late]
+        gone = [i for i, s in enumerate(everyone) if closed_by_server(s, 0.05)]
+        self.assertEqual(len(gone), 5, "per_listener 30: 5 evicted")
+        self.assertLess(max(gone), 12, "the oldest ones (127.0.0.2's) are evicted first")
+        held = [s for i, s in enumerate(everyone) if i not in gone]
+        self.addCleanup(lambda: [s.close() for s in everyone])
         # Other listeners have their own caps.
         self.assertEqual(health(srv), "OK")
         self.assertEqual(health(srv, tls=False), "OK")
@@ -124,6 +131,32 @@ class Caps(unittest.TestCase):
         again, refused = hold(srv.tcp, 3)
         held += again
         self.assertEqual((len(again), refused), (3, 0), "counts given back on close")
+
+    def test_a_full_listener_evicts_silent_connections_and_times_them_out(self):
+        """e2 scaled down: 5 addresses x 8 connections that finish the SP
+        handshake and send nothing fill a tcp listener of 40. A caller from
+        127.0.0.1 still connects (the oldest silent connection is shut down
+        for it) and calls Health; the silent ones are closed
+        first_request_seconds after accept, long before idle_seconds."""
+        srv = server(self, {"per_listener": 40, "per_peer": 8, "first_request_seconds": 2,
+                            "new_per_peer_per_second": 1000})
+        held = []
+        self.addCleanup(lambda: [s.close() for s in held])
+        for a in range(2, 7):
+            more, _ = hold(srv.tcp, 8, source="127.0.0.%d" % a)
+            held += more
+        self.assertEqual(len(held), 40, "the listener is full")
+        t0 = time.monotonic()
+        for _ in range(3):
+            with sbxrpc.Conn(srv.tcp, timeout_ms=3000) as c:
+                code, _, _ = c.call("Health", pb.HealthRequest(), pb.HealthResponse,
+                                    token=srv.tokens["alice"])
+            self.assertEqual(code, "OK", "a caller gets in beside 40 silent connections")
+        self.assertLess(time.monotonic() - t0, 1.5)
+        deadline = t0 + 2 + 3
+        for s in held:
+            self.assertTrue(closed_by_server(s, max(0.1, deadline - time.monotonic())),
+                            "a connection with no request is closed after 2 s")
 
     def test_new_connections_per_peer_per_second(self):
         srv = server(self, {"new_per_peer_per_second": 5})
@@ -238,12 +271,12 @@ class Held(unittest.TestCase):
         self.addCleanup(os.unlink, wrapper)
         real, sbxdfix.SBXD = sbxdfix.SBXD, wrapper
         self.addCleanup(setattr, sbxdfix, "SBXD", real)
-        # 3 x (500 + 1) + the reserve (64 + 16 x runs_max 32 + 16 x workers 16)
+        # 3 x (500 + 1 + 8 evicting) + the reserve (64 + 16 x runs_max 32 + 16 x workers 16)
         # is more than 2048: sbxd says so and does not start.
         with self.assertRaises(RuntimeError) as e:
             server(self, {"per_listener": 500, "per_peer": 500})
         self.assertIn("over RLIMIT_NOFILE 2048", str(e.exception))
-        srv = server(self, {"per_listener": 350, "per_peer": 300, "idle_seconds": 4,
+        srv = server(self, {"per_listener": 220, "per_peer": 200, "idle_seconds": 4,
                             "new_per_peer_per_second": 100000})
         fds0 = srv.fd_count()
         held, refused = [], 0
@@ -263,7 +296,7 @@ class Held(unittest.TestCase):
         time.sleep(0.5)
         fds = srv.fd_count()
         print("%d held, %d refused; sbxd fds %d -> %d" % (len(held), refused, fds0, fds))
-        self.assertLessEqual(fds - fds0, 2 * 350 + 2)
+        self.assertLessEqual(fds - fds0, 2 * (220 + 8) + 2)
         self.assertEqual(health(srv, tls=False), "OK")
         with srv.conn(timeout_ms=10000) as c:
             code, msg, r = c.call("CreateRun", pb.CreateRunRequest(policy_json=policy_json()),
