@@ -542,13 +542,18 @@ int conn_guard_start(const struct sbx_config_connections *lim, size_t nlisteners
 
 		fit.per_listener =
 		    (uint32_t)((rl.rlim_cur - reserve) / nlisteners - 1 - EVICTING_MAX);
-		if (fit.per_peer > fit.per_listener)
-			fit.per_peer = fit.per_listener;
+		/* per_peer shrinks with it (64 of 1024 by default): clamped
+		 * to per_listener alone, one peer could fill a listener. */
+		fit.per_peer =
+		    (uint32_t)((uint64_t)lim->per_peer * fit.per_listener / lim->per_listener);
+		if (fit.per_peer < 1)
+			fit.per_peer = 1;
 		fprintf(stderr,
-			"sbxd: connections.per_listener lowered from %u to %u to fit RLIMIT_NOFILE "
-			"%llu beside %zu descriptors kept for runs and workers\n",
-			lim->per_listener, fit.per_listener, (unsigned long long)rl.rlim_cur,
-			reserve);
+			"sbxd: connections.per_listener lowered from %u to %u and per_peer from %u "
+			"to %u to fit RLIMIT_NOFILE %llu beside %zu descriptors kept for runs and "
+			"workers\n",
+			lim->per_listener, fit.per_listener, lim->per_peer, fit.per_peer,
+			(unsigned long long)rl.rlim_cur, reserve);
 		return conn_guard_start(&fit, nlisteners, reserve, err);
 	}
 	if (need > rl.rlim_cur)
