@@ -374,6 +374,53 @@ class Contexts(unittest.TestCase):
             self.assertEqual(health(srv, timeout_ms=5000), "OK")
             self.assertLess(time.monotonic() - t0, 2.0, "another peer gets a context at once")
 
+    def test_one_identity_on_two_peers_cannot_hold_every_context(self):
+        """e5: bob's token from 127.0.0.2 on tcp and on this uid's ipc
+        connections (another peer each), 8 FetchArtifact of 1 MiB per
+        connection that it never reads: within each peer's limit, but
+        together every context. alice's Health is answered at once."""
+        srv = server(self, {})
+        bob = srv.tokens["bob"]
+        with srv.conn() as c:
+            code, msg, r = c.call("CreateRun", pb.CreateRunRequest(
+                policy_json=policy_json(out_mb=8)), pb.CreateRunResponse, token=bob)
+            self.assertEqual(code, "OK", msg)
+            code, msg, e = c.call("Exec", pb.ExecRequest(
+                run_id=r.run_id, argv=["/bin/sh", "-c", "head -c 1048576 /dev/zero > /out/mib"]),
+                pb.ExecResponse, token=bob)
+            code, msg, _ = c.call("Wait", pb.WaitRequest(run_id=r.run_id, exec_id=e.exec_id,
+                                                         timeout_ms=5000), pb.WaitResponse,
+                                  token=bob)
+            self.assertEqual(code, "OK", msg)
+        body = pb.Request(method="/sbx.v1.Sandbox/FetchArtifact", credentials=bob,
+                          body=pb.FetchArtifactRequest(run_id=r.run_id, path="mib",
+                                                       max_bytes=MIB).SerializeToString()
+                          ).SerializeToString()
+        raws = []
+        self.addCleanup(lambda: [s.close() for s in raws])
+        for kind, n in (("ipc", 6), ("tcp", 3)):
+            for i in range(n):
+                if kind == "ipc":
+                    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                    s.connect(target(srv.ipc)[1])
+                else:
+                    s = socket.socket()
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                    s.bind((sbxraw.ATTACKER_IP, 0))
+                    s.connect(target(srv.tcp)[1])
+                raws.append(s)
+                self.assertTrue(sbxraw.sp_handshake(s))
+                frame = sbxraw.ipc_frame if kind == "ipc" else sbxraw.tcp_frame
+                for j in range(8):
+                    s.sendall(frame(body, 0x80000000 | (i * 8 + j)))
+                time.sleep(0.2)
+        time.sleep(0.5)
+        for _ in range(3):
+            t0 = time.monotonic()
+            self.assertEqual(health(srv, timeout_ms=5000), "OK")
+            self.assertLess(time.monotonic() - t0, 2.0, "alice gets a context at once")
+
 
 if __name__ == "__main__":
     unittest.main()
