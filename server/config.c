@@ -38,6 +38,9 @@
 #define DEFAULT_CONN_NEW_PER_SECOND   50
 #define DEFAULT_CONN_IDLE_SECONDS     300
 #define DEFAULT_CONN_MESSAGE_SECONDS  30
+#define DEFAULT_CONN_FIRST_SECONDS    10
+#define DEFAULT_CONN_PENDING_PEER_MB  16
+#define DEFAULT_CONN_PENDING_MB	      256
 #define CONN_MAX		      (1 << 20)
 #define RUNS_MAX_MAX		      4096
 #define WORKERS_MAX		      256
@@ -332,8 +335,15 @@ static int parse_numbers(struct sbx_config *cfg, json_t *root, struct sbx_err *e
 
 /* ---- connections ---- */
 
-static const char *const connection_keys[] = {
-    "per_listener", "per_peer", "new_per_peer_per_second", "idle_seconds", "message_seconds", NULL};
+static const char *const connection_keys[] = {"per_listener",
+					      "per_peer",
+					      "new_per_peer_per_second",
+					      "idle_seconds",
+					      "message_seconds",
+					      "first_request_seconds",
+					      "pending_bytes_per_peer_mb",
+					      "pending_bytes_mb",
+					      NULL};
 
 static int parse_connections(struct sbx_config *cfg, json_t *v, struct sbx_err *err)
 {
@@ -348,6 +358,9 @@ static int parse_connections(struct sbx_config *cfg, json_t *v, struct sbx_err *
 	    {"new_per_peer_per_second", 1000000, &c->new_per_peer_per_second},
 	    {"idle_seconds", 86400, &c->idle_seconds},
 	    {"message_seconds", 3600, &c->message_seconds},
+	    {"first_request_seconds", 3600, &c->first_request_seconds},
+	    {"pending_bytes_per_peer_mb", 1 << 20, &c->pending_bytes_per_peer_mb},
+	    {"pending_bytes_mb", 1 << 20, &c->pending_bytes_mb},
 	};
 	char where[WHERE_MAX];
 	json_int_t n = 0;
@@ -416,6 +429,9 @@ static int set_defaults(struct sbx_config *cfg, struct sbx_err *err)
 	    .new_per_peer_per_second = DEFAULT_CONN_NEW_PER_SECOND,
 	    .idle_seconds = DEFAULT_CONN_IDLE_SECONDS,
 	    .message_seconds = DEFAULT_CONN_MESSAGE_SECONDS,
+	    .first_request_seconds = DEFAULT_CONN_FIRST_SECONDS,
+	    .pending_bytes_per_peer_mb = DEFAULT_CONN_PENDING_PEER_MB,
+	    .pending_bytes_mb = DEFAULT_CONN_PENDING_MB,
 	};
 	cfg->state_dir = strdup(DEFAULT_STATE_DIR);
 	return cfg->state_dir ? 0 : oom(err);

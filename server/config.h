@@ -48,10 +48,13 @@ struct sbx_quotas {
 struct sbx_config_connections {
 	uint32_t per_listener; /* open connections, pending ones included; default 1024 */
 	uint32_t per_peer;     /* across listeners (uid on ipc, address on tcp); 64 */
-	uint32_t new_per_peer_per_second; /* new connections, burst as many; 50 */
-	uint32_t idle_seconds;		  /* a connection with no request in hand; 300 */
-	uint32_t message_seconds;	  /* a request arriving on ipc or tcp; 30 */
-	bool per_listener_given;	  /* written; if not, it shrinks to fit RLIMIT_NOFILE */
+	uint32_t new_per_peer_per_second;   /* new connections, burst as many; 50 */
+	uint32_t idle_seconds;		    /* a connection with no request in hand; 300 */
+	uint32_t message_seconds;	    /* a request arriving on ipc or tcp; 30 */
+	uint32_t first_request_seconds;	    /* ipc, tcp: accept to a whole first request; 10 */
+	uint32_t pending_bytes_per_peer_mb; /* announced, incomplete messages of a peer; 16 */
+	uint32_t pending_bytes_mb;	    /* of every peer together; 256 */
+	bool per_listener_given;	    /* written; if not, it shrinks to fit RLIMIT_NOFILE */
 };
 
 struct sbx_config {

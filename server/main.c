@@ -230,6 +230,10 @@ int main(int argc, char **argv)
 	int rc;
 
 	sbx_malloc_reuse_chunks();
+	/* But a request's message (up to max_message_bytes, 4 MiB) gets its own
+	 * mmap, so the memory partial ones held goes back to the system when
+	 * they are dropped; 1 MiB chunks still stay in the heap. */
+	mallopt(M_MMAP_THRESHOLD, 2 << 20);
 	rc = parse_flags(argc, argv, &f);
 	if (rc)
 		return rc == 1 ? 0 : 2;

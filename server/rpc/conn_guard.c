@@ -22,7 +22,12 @@
  *    message's whole length as soon as it has read the length, long before
  *    sbxd sees it; a message (or the peer's SP header) still incomplete
  *    message_seconds after its first byte gets shutdown(2), and nng closes
- *    the connection as one whose peer hung up. TLS bytes are ciphertext:
+ *    the connection as one whose peer hung up. The lengths announced by
+ *    messages still arriving are charged to the peer and to sbxd as a
+ *    whole (pending_bytes_per_peer_mb, pending_bytes_mb; messages up to
+ *    64 KiB free): a length over either budget fails the readv that
+ *    brought it with ECONNRESET, so nng drops the pipe before it
+ *    allocates. TLS bytes are ciphertext:
  *    there nng's 10 s negotiation timeout bounds a handshake and the RPC
  *    layer's idle timeout bounds a pipe that stopped mid-message.
  *    Two endings of a negotiation nng 1.5.2 answers with a 100 ms pause of
@@ -64,6 +69,9 @@
 #include "nng_epipe.h"
 
 #define LISTEN_BACKLOG 4096
+/* Connections of one listener shut down to make room for a newcomer and
+ * not yet closed by nng: the listener may hold this many over its cap. */
+#define EVICTING_MAX 8
 
 enum framing { FRAMING_NONE, FRAMING_IPC, FRAMING_TCP };
 
@@ -72,11 +80,15 @@ struct guarded_listener {
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	int port;
 	uint32_t conns;
+	uint32_t evicting; /* of conns: shut down for a newcomer, not yet closed */
 };
 
 /* One accepted connection, indexed by its fd. */
 struct conn {
 	bool used, shut;
+	bool evicted;	 /* shut for a newcomer: counted in its listener's evicting */
+	bool first_done; /* a whole request has arrived (ipc, tcp) */
+	int64_t accepted_ms;
 	uint8_t framing;
 	uint8_t listener;
 	uint32_t peer;
@@ -86,11 +98,14 @@ struct conn {
 	uint8_t head[9];    /* [type byte on ipc] + 64-bit big-endian length */
 	uint64_t body_left; /* bytes of the current message still to come */
 	int64_t started_ms; /* when the current message began; 0: between messages */
+	uint64_t charged;   /* the current message's length, charged to its peer and g */
+	bool over;	    /* a length over the pending budget: reset before nng allocates */
 };
 
 struct peer {
 	struct conn_peer_key key;
 	uint32_t conns;
+	uint64_t pending; /* announced, incomplete message bytes on its connections */
 	double tokens;
 	int64_t last_ms;
 };
@@ -110,6 +125,7 @@ static struct {
 	size_t nfds, high;  /* high: one past the highest fd tracked */
 	struct peer *peers; /* [npeers]: every live peer holds a connection */
 	size_t npeers;
+	uint64_t pending; /* every peer's pending bytes */
 } g = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static accept_fn real_accept;
@@ -126,6 +142,21 @@ __attribute__((constructor)) static void conn_guard_init(void)
 }
 
 /* ---- peers ---- */
+
+/* An IPv6 peer is its /64 (a host is handed a /64 and picks any address in
+ * it); a v4-mapped address is the IPv4 peer it names. */
+static void key_of_in6(struct conn_peer_key *key, const uint8_t a[16])
+{
+	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+
+	if (memcmp(a, mapped, sizeof(mapped)) == 0) {
+		key->b[0] = AF_INET;
+		memcpy(key->b + 1, a + 12, 4);
+		return;
+	}
+	key->b[0] = AF_INET6;
+	memcpy(key->b + 1, a, 8);
+}
 
 static bool key_of_fd(int fd, struct conn_peer_key *key, struct sockaddr_storage *local)
 {
@@ -152,7 +183,7 @@ static bool key_of_fd(int fd, struct conn_peer_key *key, struct sockaddr_storage
 	if (ss.ss_family == AF_INET)
 		memcpy(key->b + 1, &((struct sockaddr_in *)&ss)->sin_addr, 4);
 	else if (ss.ss_family == AF_INET6)
-		memcpy(key->b + 1, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
+		key_of_in6(key, ((struct sockaddr_in6 *)&ss)->sin6_addr.s6_addr);
 	else
 		return false;
 	return true;
@@ -178,8 +209,7 @@ bool conn_peer_key_of_pipe(nng_pipe p, struct conn_peer_key *key)
 		key->b[0] = AF_INET;
 		memcpy(key->b + 1, &sa.s_in.sa_addr, 4);
 	} else if (sa.s_family == NNG_AF_INET6) {
-		key->b[0] = AF_INET6;
-		memcpy(key->b + 1, sa.s_in6.sa_addr, 16);
+		key_of_in6(key, sa.s_in6.sa_addr);
 	} else {
 		return false;
 	}
@@ -244,6 +274,34 @@ static int listener_of(const struct sockaddr_storage *local)
 	return -1;
 }
 
+/* Listener li is full: shuts down its oldest connection that has not yet
+ * brought a whole request (ipc, tcp), so that connections which send
+ * nothing cannot keep a caller out; false if there is none to take. */
+static bool evict_for(int li)
+{
+	struct conn *oldest = NULL;
+	size_t fd = 0;
+
+	if (g.listeners[li].evicting >= EVICTING_MAX)
+		return false;
+	for (size_t i = 0; i < g.high; i++) {
+		struct conn *c = &g.conns[i];
+
+		if (c->used && c->listener == li && c->framing && !c->first_done && !c->shut &&
+		    (!oldest || c->accepted_ms < oldest->accepted_ms)) {
+			oldest = c;
+			fd = i;
+		}
+	}
+	if (!oldest)
+		return false;
+	/* As the sweeper: nng closes it as a peer that hung up. */
+	shutdown((int)fd, SHUT_RDWR);
+	oldest->shut = oldest->evicted = true;
+	g.listeners[li].evicting++;
+	return true;
+}
+
 /* Counts fd in, or false: refuse it. Under g.mu. */
 static bool admit(int fd)
 {
@@ -256,14 +314,18 @@ static bool admit(int fd)
 	if (fd < 0 || (size_t)fd >= g.nfds || !key_of_fd(fd, &key, &local))
 		return false;
 	li = listener_of(&local);
-	if (li < 0 || g.listeners[li].conns >= g.lim.per_listener)
+	if (li < 0)
 		return false;
 	if (!(p = find_peer(&key, now)) || p->conns >= g.lim.per_peer || !take_token(p, now))
+		return false;
+	if (g.listeners[li].conns - g.listeners[li].evicting >= g.lim.per_listener &&
+	    !evict_for(li))
 		return false;
 	g.listeners[li].conns++;
 	p->conns++;
 	g.conns[fd] = (struct conn){
 	    .used = true,
+	    .accepted_ms = now,
 	    .listener = (uint8_t)li,
 	    .peer = (uint32_t)(p - g.peers),
 	    .framing = g.listeners[li].scheme == SBX_SCHEME_IPC	  ? FRAMING_IPC
@@ -300,6 +362,36 @@ __attribute__((visibility("default"), noinline)) int accept(int fd, struct socka
 
 /* ---- readv: where each message starts and ends ---- */
 
+/* Messages up to this size are not charged to the pending budgets: what
+ * they can hold is bounded by the connection caps (per_listener x 64 KiB),
+ * and a full budget must not refuse a Health or a small call. */
+#define PENDING_FREE_BYTES (64u << 10)
+
+static void release(struct conn *c)
+{
+	g.peers[c->peer].pending -= c->charged;
+	g.pending -= c->charged;
+	c->charged = 0;
+}
+
+/* nng allocates a message's whole announced length as soon as it has the
+ * length: charge it before nng sees it, or mark c to be reset. */
+static bool charge(struct conn *c, uint64_t len)
+{
+	struct peer *p = &g.peers[c->peer];
+	uint64_t per_peer = (uint64_t)g.lim.pending_bytes_per_peer_mb << 20;
+	uint64_t all = (uint64_t)g.lim.pending_bytes_mb << 20;
+
+	if (len <= PENDING_FREE_BYTES)
+		return true;
+	if (len > per_peer - p->pending || len > all - g.pending)
+		return false;
+	p->pending += len;
+	g.pending += len;
+	c->charged = len;
+	return true;
+}
+
 static void feed(struct conn *c, const uint8_t *p, size_t n, int64_t now)
 {
 	while (n > 0) {
@@ -312,8 +404,11 @@ static void feed(struct conn *c, const uint8_t *p, size_t n, int64_t now)
 			c->body_left -= k;
 			p += k;
 			n -= k;
-			if (!c->body_left)
+			if (!c->body_left) {
 				c->started_ms = 0;
+				c->first_done = true;
+				release(c);
+			}
 			continue;
 		}
 		if (!c->started_ms)
@@ -333,9 +428,15 @@ static void feed(struct conn *c, const uint8_t *p, size_t n, int64_t now)
 		}
 		for (size_t i = need - 8; i < need; i++)
 			len = len << 8 | c->head[i];
+		if (!charge(c, len)) {
+			c->over = true;
+			return;
+		}
 		c->body_left = len;
-		if (!len)
+		if (!len) {
 			c->started_ms = 0;
+			c->first_done = true;
+		}
 	}
 }
 
@@ -355,13 +456,13 @@ __attribute__((visibility("default"), noinline)) ssize_t readv(int fd, const str
 		int64_t now = sbx_mono_ms();
 		size_t left = (size_t)n;
 
-		for (int i = 0; c->framing && i < iovcnt && left; i++) {
+		for (int i = 0; c->framing && !c->over && i < iovcnt && left; i++) {
 			size_t k = iov[i].iov_len < left ? iov[i].iov_len : left;
 
 			feed(c, iov[i].iov_base, k, now);
 			left -= k;
 		}
-		reset = c->bad_header || (n == 0 && (!c->sp_done || !c->framing));
+		reset = c->bad_header || c->over || (n == 0 && (!c->sp_done || !c->framing));
 	}
 	pthread_mutex_unlock(&g.mu);
 	if (reset) {
@@ -380,6 +481,8 @@ static void untrack(int fd)
 
 	if (!c->used)
 		return;
+	release(c);
+	g.listeners[c->listener].evicting -= c->evicted;
 	g.listeners[c->listener].conns--;
 	g.peers[c->peer].conns--;
 	memset(c, 0, sizeof(*c));
@@ -429,22 +532,28 @@ int conn_guard_start(const struct sbx_config_connections *lim, size_t nlisteners
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
 		return sbx_fail_errno(err, "connection guard: RLIMIT_NOFILE");
 	/* Each listener may hold one more for the moment it takes to refuse
-	 * it. */
-	need = ((size_t)lim->per_listener + 1) * nlisteners + reserve;
+	 * it, and EVICTING_MAX shut down for newcomers until nng closes them. */
+	need = ((size_t)lim->per_listener + 1 + EVICTING_MAX) * nlisteners + reserve;
 	if (need > rl.rlim_cur && !lim->per_listener_given &&
 	    rl.rlim_cur > reserve + 2 * nlisteners) {
 		/* The default is what shrinks to fit (a low hard limit, or
 		 * valgrind's); a number the operator wrote is refused below. */
 		struct sbx_config_connections fit = *lim;
 
-		fit.per_listener = (uint32_t)((rl.rlim_cur - reserve) / nlisteners - 1);
-		if (fit.per_peer > fit.per_listener)
-			fit.per_peer = fit.per_listener;
+		fit.per_listener =
+		    (uint32_t)((rl.rlim_cur - reserve) / nlisteners - 1 - EVICTING_MAX);
+		/* per_peer shrinks with it (64 of 1024 by default): clamped
+		 * to per_listener alone, one peer could fill a listener. */
+		fit.per_peer =
+		    (uint32_t)((uint64_t)lim->per_peer * fit.per_listener / lim->per_listener);
+		if (fit.per_peer < 1)
+			fit.per_peer = 1;
 		fprintf(stderr,
-			"sbxd: connections.per_listener lowered from %u to %u to fit RLIMIT_NOFILE "
-			"%llu beside %zu descriptors kept for runs and workers\n",
-			lim->per_listener, fit.per_listener, (unsigned long long)rl.rlim_cur,
-			reserve);
+			"sbxd: connections.per_listener lowered from %u to %u and per_peer from %u "
+			"to %u to fit RLIMIT_NOFILE %llu beside %zu descriptors kept for runs and "
+			"workers\n",
+			lim->per_listener, fit.per_listener, lim->per_peer, fit.per_peer,
+			(unsigned long long)rl.rlim_cur, reserve);
 		return conn_guard_start(&fit, nlisteners, reserve, err);
 	}
 	if (need > rl.rlim_cur)
@@ -459,12 +568,13 @@ int conn_guard_start(const struct sbx_config_connections *lim, size_t nlisteners
 	g.lim = *lim;
 	g.nfds = rl.rlim_cur < (1u << 20) ? (size_t)rl.rlim_cur : (1u << 20);
 	/* Each live peer holds a connection; one more for the newcomer. */
-	g.npeers = (size_t)lim->per_listener * nlisteners + 1;
+	g.npeers = ((size_t)lim->per_listener + EVICTING_MAX) * nlisteners + 1;
 	g.conns = calloc(g.nfds, sizeof(*g.conns));
 	g.peers = calloc(g.npeers, sizeof(*g.peers));
 	g.nlisteners = nlisteners;
 	memset(g.listeners, 0, sizeof(g.listeners));
 	g.high = 0;
+	g.pending = 0;
 	g.on = g.conns && g.peers;
 	if (!g.on) {
 		free(g.conns);
@@ -493,12 +603,15 @@ void conn_guard_listener(size_t i, enum sbx_scheme scheme, const char *ipc_path,
 void conn_guard_sweep(int64_t now_ms)
 {
 	int64_t limit_ms = (int64_t)g.lim.message_seconds * 1000;
+	int64_t first_ms = (int64_t)g.lim.first_request_seconds * 1000;
 
 	pthread_mutex_lock(&g.mu);
 	for (size_t fd = 0; g.on && fd < g.high; fd++) {
 		struct conn *c = &g.conns[fd];
 
-		if (c->used && !c->shut && c->started_ms && now_ms - c->started_ms > limit_ms) {
+		if (c->used && !c->shut &&
+		    ((c->started_ms && now_ms - c->started_ms > limit_ms) ||
+		     (c->framing && !c->first_done && now_ms - c->accepted_ms > first_ms))) {
 			/* The fd is still nng's (its close would have cleared
 			 * the entry first); shutdown leaves it open for nng to
 			 * close. */
@@ -518,5 +631,6 @@ void conn_guard_stop(void)
 	g.conns = NULL;
 	g.peers = NULL;
 	g.nfds = g.npeers = g.high = 0;
+	g.pending = 0;
 	pthread_mutex_unlock(&g.mu);
 }

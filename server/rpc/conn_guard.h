@@ -15,7 +15,7 @@
 #include "listen_url.h"
 
 /* Who is at the other end, as the caps count it: the uid on ipc, the IP
- * address (no port) on tcp and tls+tcp. */
+ * address (no port; IPv6: its /64) on tcp and tls+tcp. */
 struct conn_peer_key {
 	uint8_t b[17]; /* family byte, then the uid or the address */
 };
@@ -32,7 +32,9 @@ int conn_guard_start(const struct sbx_config_connections *lim, size_t nlisteners
  * port is known; a connection to an address not registered is refused. */
 void conn_guard_listener(size_t i, enum sbx_scheme scheme, const char *ipc_path, int port);
 /* Shuts down connections whose message has been arriving for longer than
- * message_seconds; nng then closes them as a peer that hung up. */
+ * message_seconds, and (ipc, tcp) those with no whole request
+ * first_request_seconds after accept; nng then closes them as a peer that
+ * hung up. */
 void conn_guard_sweep(int64_t now_ms);
 /* Back to passing everything through (after the listeners are closed). */
 void conn_guard_stop(void);

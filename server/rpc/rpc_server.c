@@ -78,6 +78,11 @@
  * always finds a context. Both pools' queues hold less than that, so a
  * peer that reads its answers never comes near it. */
 #define PEER_INFLIGHT_MAX(n_calls) ((n_calls)-SPARE_CALLS / 2)
+/* One identity on several peers (its uid on ipc, addresses on tcp) would
+ * get PEER_INFLIGHT_MAX on each: once it is known, its requests in hand
+ * stop at half of what the pools hold (about its shares of them), so the
+ * other half and the spare contexts stay for everyone else. */
+#define IDENTITY_INFLIGHT_MAX(n_calls) (((n_calls)-SPARE_CALLS) / 2)
 /* Descriptors that connections never take (conn_guard_start checks the
  * caps fit beside them): sbxd's own (log, state, nng's pollers), each run's
  * helper and its execs' pipes, and each worker's open files and walks. */
@@ -113,9 +118,10 @@ struct rpc_call {
 	struct rpc_envelope env;
 	const struct rpc_method *method;
 	struct sbx_identity who;
-	int64_t received_ms;	       /* sbx_mono_ms() */
-	uint32_t pipe_id;	       /* the connection of the request in hand; 0: none */
-	struct conn_peer_key peer_key; /* who is at its other end */
+	int64_t received_ms; /* sbx_mono_ms() */
+	uint32_t pipe_id;    /* the connection of the request in hand; 0: none */
+	char holder[sizeof(((struct sbx_identity *)0)->name)]; /* who, once known; "" */
+	struct conn_peer_key peer_key;			       /* who is at its other end */
 };
 
 struct sbx_rpc {
@@ -167,6 +173,7 @@ static bool pipe_admit(struct rpc_call *c, nng_pipe p)
 	if (ok) {
 		c->pipe_id = pipe_id;
 		c->peer_key = key;
+		c->holder[0] = '\0';
 		rpc_pipes_touch(rpc->pipes, pipe_id, sbx_mono_ms());
 	}
 	pthread_mutex_unlock(&rpc->pipes_mu);
@@ -180,7 +187,29 @@ static void pipe_release(struct rpc_call *c)
 	if (c->pipe_id)
 		rpc_pipes_touch(c->rpc->pipes, c->pipe_id, sbx_mono_ms());
 	c->pipe_id = 0;
+	c->holder[0] = '\0';
 	pthread_mutex_unlock(&c->rpc->pipes_mu);
+}
+
+/* Counts the request in hand to its identity, now known; false when the
+ * identity has IDENTITY_INFLIGHT_MAX in hand already. */
+static bool identity_admit(struct rpc_call *c)
+{
+	struct sbx_rpc *rpc = c->rpc;
+	size_t of_identity = 0;
+	bool ok;
+
+	pthread_mutex_lock(&rpc->pipes_mu);
+	for (size_t i = 0; i < rpc->n_calls; i++) {
+		const struct rpc_call *o = &rpc->calls[i];
+
+		of_identity += o->pipe_id && strcmp(o->holder, c->who.name) == 0;
+	}
+	ok = of_identity < IDENTITY_INFLIGHT_MAX(rpc->n_calls);
+	if (ok)
+		snprintf(c->holder, sizeof(c->holder), "%s", c->who.name);
+	pthread_mutex_unlock(&rpc->pipes_mu);
+	return ok;
 }
 
 /* Pre-authentication work is bounded per connection: a request refused
@@ -447,6 +476,13 @@ static void on_request(struct rpc_call *c, nng_msg *msg)
 	OPENSSL_cleanse(req->credentials, sizeof(req->credentials));
 	if (auth < 0) {
 		refuse(c, &st);
+		return;
+	}
+	if (!identity_admit(c)) {
+		/* As pipe_admit: dropped (an answer would queue behind the
+		 * sends that hold the identity's contexts). */
+		release_request(c);
+		start_recv(c);
 		return;
 	}
 	c->method = rpc_method_find(req->method);

@@ -106,14 +106,21 @@ class Caps(unittest.TestCase):
             code, _, _ = c.call("Health", pb.HealthRequest(), pb.HealthResponse,
                                 token=srv.tokens["alice"])
         self.assertEqual(code, "OK")
-        # The listener's cap counts every peer: 12 + 12 + 6 more, then no one.
+        # The listener's cap counts every peer: 12 + 12 + 6 more, then each
+        # newcomer shuts down the oldest connection that never brought a
+        # request (test_a_full_listener_...): 30 stay open.
         more, _ = hold(srv.tcp, 12, source="127.0.0.3")
         rest, refused = hold(srv.tcp, 10, source="127.0.0.4")
-        held += more + rest
-        self.assertEqual((len(more), len(rest), refused), (12, 6, 4), "per_listener 30")
         late = sbxraw.connect(target(srv.tcp), source="127.0.0.5")
-        self.assertTrue(sbxraw.refused(late), "a full listener refuses at once")
-        late.close()
+        self.assertTrue(sbxraw.sp_handshake(late), "a newcomer evicts a silent connection")
+        self.assertEqual((len(more), len(rest), refused), (12, 10, 0))
+        time.sleep(0.3)
+        everyone = held + more + rest + [late]
+        gone = [i for i, s in enumerate(everyone) if closed_by_server(s, 0.05)]
+        self.assertEqual(len(gone), 5, "per_listener 30: 5 evicted")
+        self.assertLess(max(gone), 12, "the oldest ones (127.0.0.2's) are evicted first")
+        held = [s for i, s in enumerate(everyone) if i not in gone]
+        self.addCleanup(lambda: [s.close() for s in everyone])
         # Other listeners have their own caps.
         self.assertEqual(health(srv), "OK")
         self.assertEqual(health(srv, tls=False), "OK")
@@ -124,6 +131,32 @@ class Caps(unittest.TestCase):
         again, refused = hold(srv.tcp, 3)
         held += again
         self.assertEqual((len(again), refused), (3, 0), "counts given back on close")
+
+    def test_a_full_listener_evicts_silent_connections_and_times_them_out(self):
+        """e2 scaled down: 5 addresses x 8 connections that finish the SP
+        handshake and send nothing fill a tcp listener of 40. A caller from
+        127.0.0.1 still connects (the oldest silent connection is shut down
+        for it) and calls Health; the silent ones are closed
+        first_request_seconds after accept, long before idle_seconds."""
+        srv = server(self, {"per_listener": 40, "per_peer": 8, "first_request_seconds": 2,
+                            "new_per_peer_per_second": 1000})
+        held = []
+        self.addCleanup(lambda: [s.close() for s in held])
+        for a in range(2, 7):
+            more, _ = hold(srv.tcp, 8, source="127.0.0.%d" % a)
+            held += more
+        self.assertEqual(len(held), 40, "the listener is full")
+        t0 = time.monotonic()
+        for _ in range(3):
+            with sbxrpc.Conn(srv.tcp, timeout_ms=3000) as c:
+                code, _, _ = c.call("Health", pb.HealthRequest(), pb.HealthResponse,
+                                    token=srv.tokens["alice"])
+            self.assertEqual(code, "OK", "a caller gets in beside 40 silent connections")
+        self.assertLess(time.monotonic() - t0, 1.5)
+        deadline = t0 + 2 + 3
+        for s in held:
+            self.assertTrue(closed_by_server(s, max(0.1, deadline - time.monotonic())),
+                            "a connection with no request is closed after 2 s")
 
     def test_new_connections_per_peer_per_second(self):
         srv = server(self, {"new_per_peer_per_second": 5})
@@ -189,6 +222,39 @@ class Held(unittest.TestCase):
                             "a partial message is cut off after message_seconds")
         self.assertEqual(health_soon(srv), "OK")
 
+    def test_partial_messages_from_many_peers_are_bounded_by_the_pending_budgets(self):
+        """4 addresses x 16 tcp connections, no token, each announces a 4 MiB
+        message and sends all but 16 bytes of it (256 MiB in all; before the
+        pending budgets sbxd held all of it). Each peer may have 8 MiB
+        announced and not yet complete, all peers together 24 MiB: a length
+        over that resets the connection before nng allocates it."""
+        srv = server(self, {"pending_bytes_per_peer_mb": 8, "pending_bytes_mb": 24,
+                            "new_per_peer_per_second": 1000})
+        rss0 = srv.rss_kb()
+        body = 4 * MIB
+        socks = []
+        self.addCleanup(lambda: [s.close() for s in socks])
+        for a in range(2, 6):
+            for _ in range(16):
+                s = sbxraw.connect(target(srv.tcp), source="127.0.0.%d" % a)
+                socks.append(s)
+                try:
+                    if sbxraw.sp_handshake(s):
+                        s.sendall(struct.pack(">Q", body) + b"\0" * (body - 16))
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+        grown = srv.rss_kb() - rss0
+        # A legitimate small call is served while the budget is full.
+        with sbxrpc.Conn(srv.tcp, timeout_ms=5000) as c:
+            code, _, _ = c.call("Health", pb.HealthRequest(), pb.HealthResponse,
+                                token=srv.tokens["alice"])
+        self.assertEqual(code, "OK")
+        open_ = sum(not closed_by_server(s, 0.05) for s in socks)
+        print("64 partial 4 MiB messages: %d left open, sbxd grew %d MiB" %
+              (open_, grown // 1024))
+        self.assertLessEqual(open_, 6, "24 MiB in all: 6 messages of 4 MiB")
+        self.assertLess(grown, (24 + 64) * 1024, "RSS bounded by pending_bytes_mb")
+
     def test_idle_connections_are_capped_within_the_descriptors_and_closed(self):
         """~2,000 idle connections (handshake, nothing else) from several
         addresses: the caps hold them within sbxd's descriptors less its
@@ -205,12 +271,19 @@ class Held(unittest.TestCase):
         self.addCleanup(os.unlink, wrapper)
         real, sbxdfix.SBXD = sbxdfix.SBXD, wrapper
         self.addCleanup(setattr, sbxdfix, "SBXD", real)
-        # 3 x (500 + 1) + the reserve (64 + 16 x runs_max 32 + 16 x workers 16)
+        # 3 x (500 + 1 + 8 evicting) + the reserve (64 + 16 x runs_max 32 + 16 x workers 16)
         # is more than 2048: sbxd says so and does not start.
         with self.assertRaises(RuntimeError) as e:
             server(self, {"per_listener": 500, "per_peer": 500})
         self.assertIn("over RLIMIT_NOFILE 2048", str(e.exception))
-        srv = server(self, {"per_listener": 350, "per_peer": 300, "idle_seconds": 4,
+        # Unwritten, per_listener shrinks to fit, and per_peer in proportion
+        # (64 of 1024): (2048 - 832 kept) / 3 - 1 - 8 = 396, per_peer 24.
+        small = server(self, {})
+        with open(small.path("sbxd.stderr")) as f:
+            self.assertIn("per_listener lowered from 1024 to 396 and per_peer from 64 to 24",
+                          f.read())
+        small.cleanup()
+        srv = server(self, {"per_listener": 220, "per_peer": 200, "idle_seconds": 4,
                             "new_per_peer_per_second": 100000})
         fds0 = srv.fd_count()
         held, refused = [], 0
@@ -230,7 +303,7 @@ class Held(unittest.TestCase):
         time.sleep(0.5)
         fds = srv.fd_count()
         print("%d held, %d refused; sbxd fds %d -> %d" % (len(held), refused, fds0, fds))
-        self.assertLessEqual(fds - fds0, 2 * 350 + 2)
+        self.assertLessEqual(fds - fds0, 2 * (220 + 8) + 2)
         self.assertEqual(health(srv, tls=False), "OK")
         with srv.conn(timeout_ms=10000) as c:
             code, msg, r = c.call("CreateRun", pb.CreateRunRequest(policy_json=policy_json()),
@@ -296,10 +369,57 @@ class Contexts(unittest.TestCase):
             # behind it, each holding a context.
             time.sleep(0.2)
         time.sleep(0.5)
+        self.assert_health_at_once(srv)
+
+    def test_one_identity_on_two_peers_cannot_hold_every_context(self):
+        """e5: bob's token from 127.0.0.2 on tcp and on this uid's ipc
+        connections (another peer each), 8 FetchArtifact of 1 MiB per
+        connection that it never reads: within each peer's limit, but
+        together every context. alice's Health is answered at once."""
+        srv = server(self, {})
+        bob = srv.tokens["bob"]
+        with srv.conn() as c:
+            code, msg, r = c.call("CreateRun", pb.CreateRunRequest(
+                policy_json=policy_json(out_mb=8)), pb.CreateRunResponse, token=bob)
+            self.assertEqual(code, "OK", msg)
+            code, msg, e = c.call("Exec", pb.ExecRequest(
+                run_id=r.run_id, argv=["/bin/sh", "-c", "head -c 1048576 /dev/zero > /out/mib"]),
+                pb.ExecResponse, token=bob)
+            code, msg, _ = c.call("Wait", pb.WaitRequest(run_id=r.run_id, exec_id=e.exec_id,
+                                                         timeout_ms=5000), pb.WaitResponse,
+                                  token=bob)
+            self.assertEqual(code, "OK", msg)
+        body = pb.Request(method="/sbx.v1.Sandbox/FetchArtifact", credentials=bob,
+                          body=pb.FetchArtifactRequest(run_id=r.run_id, path="mib",
+                                                       max_bytes=MIB).SerializeToString()
+                          ).SerializeToString()
+        raws = []
+        self.addCleanup(lambda: [s.close() for s in raws])
+        for kind, n in (("ipc", 6), ("tcp", 3)):
+            for i in range(n):
+                if kind == "ipc":
+                    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                    s.connect(target(srv.ipc)[1])
+                else:
+                    s = socket.socket()
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                    s.bind((sbxraw.ATTACKER_IP, 0))
+                    s.connect(target(srv.tcp)[1])
+                raws.append(s)
+                self.assertTrue(sbxraw.sp_handshake(s))
+                frame = sbxraw.ipc_frame if kind == "ipc" else sbxraw.tcp_frame
+                for j in range(8):
+                    s.sendall(frame(body, 0x80000000 | (i * 8 + j)))
+                time.sleep(0.2)
+        time.sleep(0.5)
+        self.assert_health_at_once(srv)
+
+    def assert_health_at_once(self, srv):
         for _ in range(3):
             t0 = time.monotonic()
             self.assertEqual(health(srv, timeout_ms=5000), "OK")
-            self.assertLess(time.monotonic() - t0, 2.0, "another peer gets a context at once")
+            self.assertLess(time.monotonic() - t0, 2.0, "another caller gets a context at once")
 
 
 if __name__ == "__main__":

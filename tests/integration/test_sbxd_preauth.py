@@ -106,6 +106,9 @@ class PreAuth(ServerTestCase):
             cfg = json.load(f)
         cfg["listen"] = [cls.srv.ipc, cls.srv.tls, cls.tcp]
         cfg["insecure"] = True
+        # CONNS floods of 4 MiB at once from one peer: over the default
+        # pending budget of 16 MiB per peer, which would reset them unread.
+        cfg["connections"] = {"pending_bytes_per_peer_mb": 64}
         with open(cls.srv.config, "w") as f:
             json.dump(cfg, f)
         cls.srv.start()

@@ -117,16 +117,24 @@ static void test_connections(void)
 	rc = sbx_config_load(NULL, &cfg, &err);
 	check(rc == 0 && cfg.connections.per_listener == 1024 && cfg.connections.per_peer == 64 &&
 		  cfg.connections.new_per_peer_per_second == 50 &&
-		  cfg.connections.idle_seconds == 300 && cfg.connections.message_seconds == 30,
+		  cfg.connections.idle_seconds == 300 && cfg.connections.message_seconds == 30 &&
+		  cfg.connections.first_request_seconds == 10 &&
+		  cfg.connections.pending_bytes_per_peer_mb == 16 &&
+		  cfg.connections.pending_bytes_mb == 256,
 	      "default connections: 1024 per listener, 64 per peer, 50 new/s, idle 300 s, "
-	      "message 30 s");
+	      "message 30 s, pending 16 MiB per peer and 256 MiB in all");
 	sbx_config_free(&cfg);
 	rc = load("{'connections': {'per_listener': 10, 'per_peer': 3, "
-		  "'new_per_peer_per_second': 7, 'idle_seconds': 60, 'message_seconds': 5}}",
+		  "'new_per_peer_per_second': 7, 'idle_seconds': 60, 'message_seconds': 5, "
+		  "'first_request_seconds': 4, 'pending_bytes_per_peer_mb': 2, "
+		  "'pending_bytes_mb': 9}}",
 		  &cfg, &err);
 	check(rc == 0 && cfg.connections.per_listener == 10 && cfg.connections.per_peer == 3 &&
 		  cfg.connections.new_per_peer_per_second == 7 &&
-		  cfg.connections.idle_seconds == 60 && cfg.connections.message_seconds == 5,
+		  cfg.connections.idle_seconds == 60 && cfg.connections.message_seconds == 5 &&
+		  cfg.connections.first_request_seconds == 4 &&
+		  cfg.connections.pending_bytes_per_peer_mb == 2 &&
+		  cfg.connections.pending_bytes_mb == 9,
 	      "every connections key is read");
 	sbx_config_free(&cfg);
 	rc = load("{'connections': {'per_listener': 10}}", &cfg, &err);
