@@ -52,6 +52,7 @@
 #include <nng/protocol/reqrep0/req.h>
 #include <openssl/evp.h>
 
+#include "bench_scratch.h"
 #include "bench_util.h"
 #include "sbx/v1/sandbox.pb-c.h"
 #include "sleep.h"
@@ -74,51 +75,9 @@
 
 /* ------------------------------------------------------------ basics */
 
-static char tmpdir[PATH_MAX]; /* ours, removed at the end */
-static pid_t sbxd_pid = -1;   /* our sbxd, stopped at the end */
-static pid_t raw_pid = -1;    /* the raw nng peer of the cell, if any */
+static pid_t sbxd_pid = -1; /* our sbxd, stopped at the end */
+static pid_t raw_pid = -1;  /* the raw nng peer of the cell, if any */
 static bool cleaning;
-static volatile sig_atomic_t interrupted;
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	interrupted = 1;
-}
-
-static void check_interrupt(void)
-{
-	if (interrupted)
-		bench_die("interrupted");
-}
-
-static void path_in(char *buf, size_t size, const char *name)
-{
-	if ((size_t)snprintf(buf, size, "%s/%s", tmpdir, name) >= size)
-		bench_die("path %s/%s too long", tmpdir, name);
-}
-
-/* The last bytes of a file, one line, for error messages. */
-static const char *tail_of(const char *path)
-{
-	static char buf[1200];
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-	off_t end;
-	ssize_t n;
-
-	buf[0] = '\0';
-	if (fd < 0)
-		return buf;
-	if ((end = lseek(fd, 0, SEEK_END)) > 0) {
-		off_t from = end > (off_t)sizeof(buf) - 1 ? end - (off_t)sizeof(buf) + 1 : 0;
-		n = pread(fd, buf, sizeof(buf) - 1, from);
-		buf[n > 0 ? n : 0] = '\0';
-	}
-	size_t len = strlen(buf);
-	while (len && buf[len - 1] == '\n')
-		buf[--len] = '\0';
-	return buf;
-}
 
 /* Sleeps until the monotonic instant at_ms (bench_now_ms's clock). */
 static void sleep_until_ms(double at_ms)
@@ -127,7 +86,8 @@ static void sleep_until_ms(double at_ms)
 	struct timespec ts = {.tv_sec = (time_t)(ns / 1e9),
 			      .tv_nsec = (long)(ns - (double)(time_t)(ns / 1e9) * 1e9)};
 
-	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR && !interrupted)
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR &&
+	       !bench_interrupted)
 		;
 }
 
@@ -143,15 +103,6 @@ static uint32_t rng_next(void)
 }
 
 /* ------------------------------------------------------------ processes */
-
-static int rm_entry(const char *path, const struct stat *sb, int type, struct FTW *ftw)
-{
-	(void)sb;
-	(void)type;
-	(void)ftw;
-	remove(path);
-	return 0;
-}
 
 /* SIGTERM, then SIGKILL after STOP_TIMEOUT_MS; *pid becomes -1. */
 static void stop_child(pid_t *pid, const char *what)
@@ -182,28 +133,7 @@ static void cleanup(void)
 	cleaning = true;
 	stop_child(&raw_pid, "the raw nng server");
 	stop_child(&sbxd_pid, "sbxd");
-	if (tmpdir[0]) {
-		/* FTW_PHYS: links are removed, never followed. */
-		nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
-		tmpdir[0] = '\0';
-	}
-}
-
-static void make_tmpdir(void)
-{
-	const char *base = getenv("TMPDIR");
-	char real[PATH_MAX];
-
-	if (!base || !*base || !realpath(base, real) || strlen(real) > 200)
-		snprintf(real, sizeof(real), "/tmp");
-	if ((size_t)snprintf(tmpdir, sizeof(tmpdir), "%s/sbx-bench-XXXXXX", real) >= sizeof(tmpdir))
-		bench_die("TMPDIR too long");
-	if (!mkdtemp(tmpdir)) {
-		char copy[PATH_MAX];
-		snprintf(copy, sizeof(copy), "%s", tmpdir);
-		tmpdir[0] = '\0'; /* nothing of ours to remove */
-		bench_die_errno("mkdtemp %s", copy);
-	}
+	bench_scratch_remove();
 }
 
 /* Forks argv[0] with argv, stdin on /dev/null, stdout and stderr into
@@ -232,18 +162,6 @@ static pid_t spawn(char *const *argv, const char *logfile)
 		_exit(127);
 	}
 	return pid;
-}
-
-static int free_port(void)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof(a);
-	_cleanup_close_ int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof(a)) < 0 ||
-	    getsockname(s, (struct sockaddr *)&a, &len) < 0)
-		bench_die_errno("a free TCP port on 127.0.0.1");
-	return ntohs(a.sin_port);
 }
 
 /* ------------------------------------------------------------ the caller */
@@ -333,28 +251,17 @@ static void wait_answers(const struct target *t)
 		if (*t->pid > 0 && waitpid(*t->pid, &status, WNOHANG) == *t->pid) {
 			*t->pid = -1;
 			bench_die("%s exited (%s): %s", t->name, bench_status_str(status),
-				  tail_of(t->log));
+				  bench_tail_of(t->log));
 		}
-		check_interrupt();
+		bench_check_interrupt();
 		if (bench_now_ms() - t0 > START_TIMEOUT_MS)
 			bench_die("%s did not answer on %s within %d s (%s): %s", t->name, t->url,
-				  START_TIMEOUT_MS / 1000, c.why, tail_of(t->log));
+				  START_TIMEOUT_MS / 1000, c.why, bench_tail_of(t->log));
 		sbx_sleep_ms(50);
 	}
 }
 
 /* ------------------------------------------------------------ servers */
-
-static void sha256_hex_of(const char *s, char hex[65])
-{
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int n = 0;
-
-	if (!EVP_Digest(s, strlen(s), md, &n, EVP_sha256(), NULL) || n != 32)
-		bench_die("sha256 failed");
-	for (unsigned i = 0; i < 32; i++)
-		snprintf(hex + 2 * i, 3, "%02x", md[i]);
-}
 
 static void random_hex(char *out, size_t bytes)
 {
@@ -386,14 +293,14 @@ static void start_sbxd(struct target *t, const char *sbxd, const char *helper)
 {
 	char config[PATH_MAX], state[PATH_MAX], audit[PATH_MAX], token[65], hash[65];
 
-	path_in(config, sizeof(config), "sbxd.json");
-	path_in(state, sizeof(state), "state");
-	path_in(audit, sizeof(audit), "audit.log");
-	path_in(t->log, sizeof(t->log), "sbxd.stderr");
-	t->port = free_port();
+	bench_scratch_path(config, sizeof(config), "sbxd.json");
+	bench_scratch_path(state, sizeof(state), "state");
+	bench_scratch_path(audit, sizeof(audit), "audit.log");
+	bench_scratch_path(t->log, sizeof(t->log), "sbxd.stderr");
+	t->port = bench_free_port();
 	snprintf(t->url, sizeof(t->url), "tcp://127.0.0.1:%d", t->port);
 	random_hex(token, 32);
-	sha256_hex_of(token, hash);
+	bench_sha256_hex_of(token, hash);
 	json_t *cfg = json_pack("{s:[s], s:b, s:s, s:s, s:s, s:[{s:s, s:s}]}", "listen", t->url,
 				"insecure", 1, "state_dir", state, "helper", helper, "log", audit,
 				"tokens", "name", "bench", "sha256", hash);
@@ -413,8 +320,8 @@ static void start_sbxd(struct target *t, const char *sbxd, const char *helper)
 
 static void start_raw(struct target *t, const char *self)
 {
-	path_in(t->log, sizeof(t->log), "raw-nng.stderr");
-	t->port = free_port();
+	bench_scratch_path(t->log, sizeof(t->log), "raw-nng.stderr");
+	t->port = bench_free_port();
 	snprintf(t->url, sizeof(t->url), "tcp://127.0.0.1:%d", t->port);
 	char *argv[] = {(char *)self, SERVE_RAW_OPT, t->url, NULL};
 	raw_pid = spawn(argv, t->log);
@@ -529,7 +436,7 @@ static void *storm_main(void *arg)
 	struct storm *st = arg;
 	double t0 = bench_now_ms();
 
-	for (long i = 0; !atomic_load(&st->stop) && !interrupted; i++) {
+	for (long i = 0; !atomic_load(&st->stop) && !bench_interrupted; i++) {
 		sleep_until_ms(t0 + (double)i * 1000.0 / (double)st->rate);
 		if (bad_connection(st))
 			st->made++;
@@ -587,7 +494,7 @@ static void measure(struct cell *c, const struct target *t, long samples)
 	}
 	double t0 = bench_now_ms();
 	for (long i = 0; i < samples && bench_now_ms() - t0 < CELL_MAX_MS; i++) {
-		check_interrupt();
+		bench_check_interrupt();
 		one_call(t, &call);
 		c->taken++;
 		if (call.rv == 0)
@@ -602,7 +509,7 @@ static void measure(struct cell *c, const struct target *t, long samples)
 		c->made_per_s = st.ms > 0 ? (double)st.made * 1000.0 / st.ms : 0;
 		c->failed = st.failed;
 	}
-	check_interrupt();
+	bench_check_interrupt();
 	bench_note("%-7s %-10s %-9s %5ld/s: %zu/%zu answered, p50 %.1f p90 %.1f ms%s%s", c->target,
 		   storming ? kind_names[c->kind] : "-", storming ? c->from : "-", c->rate, c->n,
 		   c->taken, bench_pct(c->ms, c->n, 50), bench_pct(c->ms, c->n, 90),
@@ -811,7 +718,7 @@ int main(int argc, char **argv)
 	bench_prog = PROG;
 	if (argc == 3 && !strcmp(argv[1], SERVE_RAW_OPT))
 		return serve_raw(argv[2]);
-	atexit(cleanup); /* bench_die's exit stops the servers and removes tmpdir */
+	atexit(cleanup); /* bench_die's exit stops the servers and removes the scratch directory */
 
 	while ((c = getopt_long(argc, argv, "hn", opts, NULL)) != -1) {
 		switch (c) {
@@ -876,10 +783,10 @@ int main(int argc, char **argv)
 		bench_die_errno("getrandom");
 	rng_state |= 1;
 
-	bench_on_signals(on_signal);
+	bench_on_signals(bench_on_signal);
 	signal(SIGPIPE, SIG_IGN);
-	make_tmpdir();
-	bench_note("temporary directory %s", tmpdir);
+	bench_scratch_make();
+	bench_note("temporary directory %s", bench_scratch_dir());
 
 	struct target ts = {.name = "sbxd", .sbxd = true};
 	start_sbxd(&ts, sbxd, helper);

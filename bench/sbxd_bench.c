@@ -40,6 +40,7 @@
 #include <jansson.h>
 #include <openssl/evp.h>
 
+#include "bench_scratch.h"
 #include "bench_util.h"
 #include "bwrap_baseline.h"
 #include "chunk_malloc.h"
@@ -62,27 +63,13 @@
 
 /* ------------------------------------------------------------ basics */
 
-static char tmpdir[PATH_MAX]; /* ours, removed at the end */
-static pid_t sbxd_pid = -1;   /* our sbxd, stopped at the end */
+static pid_t sbxd_pid = -1; /* our sbxd, stopped at the end */
 static bool cleaning;
-static volatile sig_atomic_t interrupted;
 
 /* The children (openssl, bwrap, cp) get this environment only. */
 static char *const child_env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL};
 
 static void cleanup(void);
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	interrupted = 1;
-}
-
-static void check_interrupt(void)
-{
-	if (interrupted)
-		bench_die("interrupted");
-}
 
 static void *xcalloc(size_t n, size_t size)
 {
@@ -93,35 +80,7 @@ static void *xcalloc(size_t n, size_t size)
 	return p;
 }
 
-static void path_in(char *buf, size_t size, const char *name)
-{
-	if ((size_t)snprintf(buf, size, "%s/%s", tmpdir, name) >= size)
-		bench_die("path %s/%s too long", tmpdir, name);
-}
-
 /* ------------------------------------------------------------ children */
-
-/* The last bytes of a file, one line, for error messages. */
-static const char *tail_of(const char *path)
-{
-	static char buf[1200];
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-	off_t end;
-	ssize_t n;
-
-	buf[0] = '\0';
-	if (fd < 0)
-		return buf;
-	if ((end = lseek(fd, 0, SEEK_END)) > 0) {
-		off_t from = end > (off_t)sizeof(buf) - 1 ? end - (off_t)sizeof(buf) + 1 : 0;
-		n = pread(fd, buf, sizeof(buf) - 1, from);
-		buf[n > 0 ? n : 0] = '\0';
-	}
-	size_t len = strlen(buf);
-	while (len && buf[len - 1] == '\n')
-		buf[--len] = '\0';
-	return buf;
-}
 
 /* Runs argv (looked up in child_env's PATH) in dir (NULL: here), stdin and
  * stdout on /dev/null, stderr into errfile (NULL: /dev/null). Returns the
@@ -137,7 +96,7 @@ static double run_cmd(char *const *argv, const char *dir, const char *errfile, i
 	if (errfile && err < 0)
 		bench_die_errno("open %s", errfile);
 	return bench_run(argv, child_env, dir, devnull, devnull, errfile ? err : devnull,
-			 &interrupted, status);
+			 &bench_interrupted, status);
 }
 
 /* Runs argv and dies naming it unless it exits 0. */
@@ -146,10 +105,10 @@ static double run_ok(const char *what, char *const *argv, const char *dir)
 	char errfile[PATH_MAX];
 	int status;
 
-	path_in(errfile, sizeof(errfile), "child.stderr");
+	bench_scratch_path(errfile, sizeof(errfile), "child.stderr");
 	double ms = run_cmd(argv, dir, errfile, &status);
 	if (status != 0) {
-		const char *tail = tail_of(errfile);
+		const char *tail = bench_tail_of(errfile);
 		bench_die("%s failed: %s\n  command: %s%s%s", what, bench_status_str(status),
 			  bench_argv_str(argv), *tail ? "\n  its stderr: " : "", tail);
 	}
@@ -157,15 +116,6 @@ static double run_ok(const char *what, char *const *argv, const char *dir)
 }
 
 /* ------------------------------------------------------------ set-up */
-
-static int rm_entry(const char *path, const struct stat *sb, int type, struct FTW *ftw)
-{
-	(void)sb;
-	(void)type;
-	(void)ftw;
-	remove(path);
-	return 0;
-}
 
 static void stop_sbxd(void)
 {
@@ -196,29 +146,7 @@ static void cleanup(void)
 		return;
 	cleaning = true;
 	stop_sbxd();
-	if (tmpdir[0]) {
-		/* FTW_PHYS: links are removed, never followed. */
-		nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
-		tmpdir[0] = '\0';
-	}
-}
-
-static void make_tmpdir(void)
-{
-	const char *base = getenv("TMPDIR");
-	char real[PATH_MAX];
-
-	/* The ipc socket's path must fit in sun_path (108 bytes). */
-	if (!base || !*base || !realpath(base, real) || strlen(real) > 60)
-		snprintf(real, sizeof(real), "/tmp");
-	if ((size_t)snprintf(tmpdir, sizeof(tmpdir), "%s/sbx-bench-XXXXXX", real) >= sizeof(tmpdir))
-		bench_die("TMPDIR too long");
-	if (!mkdtemp(tmpdir)) {
-		char copy[PATH_MAX];
-		snprintf(copy, sizeof(copy), "%s", tmpdir);
-		tmpdir[0] = '\0'; /* nothing of ours to remove */
-		bench_die_errno("mkdtemp %s", copy);
-	}
+	bench_scratch_remove();
 }
 
 static void make_certs(void)
@@ -233,7 +161,7 @@ static void make_certs(void)
 		      "-nodes",	 "-days",  "2",	    "-subj",   "/CN=sbx bench ca",
 		      "-keyout", "ca.key", "-out",  "ca.pem",  NULL};
 
-	run_ok("openssl (CA)", ca, tmpdir);
+	run_ok("openssl (CA)", ca, bench_scratch_dir());
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(leaves); i++) {
 		char subj[64], key[32], csr[32], pem[32], ext[32], extpath[PATH_MAX];
 		const char *n = leaves[i].name;
@@ -243,7 +171,7 @@ static void make_certs(void)
 		snprintf(csr, sizeof(csr), "%s.csr", n);
 		snprintf(pem, sizeof(pem), "%s.pem", n);
 		snprintf(ext, sizeof(ext), "%s.ext", n);
-		path_in(extpath, sizeof(extpath), ext);
+		bench_scratch_path(extpath, sizeof(extpath), ext);
 		FILE *f = fopen(extpath, "we");
 		if (!f || fputs(leaves[i].ext, f) < 0 || fclose(f) != 0)
 			bench_die_errno("write %s", extpath);
@@ -253,8 +181,8 @@ static void make_certs(void)
 				"-CA",	   "ca.pem", "-CAkey",	 "ca.key", "-CAcreateserial",
 				"-days",   "2",	     "-extfile", ext,	   "-out",
 				pem,	   NULL};
-		run_ok("openssl (key and request)", req, tmpdir);
-		run_ok("openssl (signing)", sign, tmpdir);
+		run_ok("openssl (key and request)", req, bench_scratch_dir());
+		run_ok("openssl (signing)", sign, bench_scratch_dir());
 	}
 }
 
@@ -270,29 +198,6 @@ static void random_hex(char *out, size_t bytes)
 		snprintf(out + 2 * i, 3, "%02x", buf[i]);
 }
 
-static void sha256_hex_of(const char *s, char hex[65])
-{
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int n = 0;
-
-	if (!EVP_Digest(s, strlen(s), md, &n, EVP_sha256(), NULL) || n != 32)
-		bench_die("sha256 failed");
-	for (unsigned i = 0; i < 32; i++)
-		snprintf(hex + 2 * i, 3, "%02x", md[i]);
-}
-
-static int free_port(void)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof(a);
-	_cleanup_close_ int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof(a)) < 0 ||
-	    getsockname(s, (struct sockaddr *)&a, &len) < 0)
-		bench_die_errno("a free TCP port on 127.0.0.1");
-	return ntohs(a.sin_port);
-}
-
 struct server {
 	char ipc[PATH_MAX + 8];
 	char tls[64];
@@ -305,11 +210,11 @@ static void write_config(struct server *s, const char *helper, const char *path)
 {
 	char state[PATH_MAX], audit[PATH_MAX], scert[PATH_MAX], skey[PATH_MAX], hash[65];
 
-	path_in(state, sizeof(state), "state");
-	path_in(audit, sizeof(audit), "audit.log");
-	path_in(scert, sizeof(scert), "server.pem");
-	path_in(skey, sizeof(skey), "server.key");
-	sha256_hex_of(s->token, hash);
+	bench_scratch_path(state, sizeof(state), "state");
+	bench_scratch_path(audit, sizeof(audit), "audit.log");
+	bench_scratch_path(scert, sizeof(scert), "server.pem");
+	bench_scratch_path(skey, sizeof(skey), "server.key");
+	bench_sha256_hex_of(s->token, hash);
 	json_t *cfg = json_pack("{s:[s,s], s:s, s:s, s:s, s:{s:s, s:s, s:s}, s:[{s:s, s:s}]}",
 				"listen", s->ipc, s->tls, "state_dir", state, "helper", helper,
 				"log", audit, "tls", "cert", scert, "key", skey, "client_ca", s->ca,
@@ -341,7 +246,7 @@ static sbx_client *open_client(const struct server *s, bool tls, uint32_t timeou
 	sbx_client *c = sbx_client_open(&o, &err);
 	if (!c)
 		bench_die("libsbxclient for %s: %s", o.endpoint, err.msg);
-	sbx_client_set_interrupt(c, &interrupted);
+	sbx_client_set_interrupt(c, &bench_interrupted);
 	return c;
 }
 
@@ -349,18 +254,18 @@ static void start_sbxd(struct server *s, const char *sbxd, const char *helper)
 {
 	char config[PATH_MAX];
 
-	bench_note("temporary directory %s", tmpdir);
+	bench_note("temporary directory %s", bench_scratch_dir());
 	bench_note("making certificates with openssl");
 	make_certs();
-	path_in(s->ca, sizeof(s->ca), "ca.pem");
-	path_in(s->cert, sizeof(s->cert), "client.pem");
-	path_in(s->key, sizeof(s->key), "client.key");
-	path_in(s->log, sizeof(s->log), "sbxd.stderr");
-	path_in(config, sizeof(config), "sbxd.json");
-	if ((size_t)snprintf(s->ipc, sizeof(s->ipc), "ipc://%s/sbxd.sock", tmpdir) >=
+	bench_scratch_path(s->ca, sizeof(s->ca), "ca.pem");
+	bench_scratch_path(s->cert, sizeof(s->cert), "client.pem");
+	bench_scratch_path(s->key, sizeof(s->key), "client.key");
+	bench_scratch_path(s->log, sizeof(s->log), "sbxd.stderr");
+	bench_scratch_path(config, sizeof(config), "sbxd.json");
+	if ((size_t)snprintf(s->ipc, sizeof(s->ipc), "ipc://%s/sbxd.sock", bench_scratch_dir()) >=
 	    sizeof(s->ipc))
 		bench_die("socket path too long");
-	snprintf(s->tls, sizeof(s->tls), "tls+tcp://127.0.0.1:%d", free_port());
+	snprintf(s->tls, sizeof(s->tls), "tls+tcp://127.0.0.1:%d", bench_free_port());
 	random_hex(s->token, 32);
 	write_config(s, helper, config);
 
@@ -407,14 +312,14 @@ static void start_sbxd(struct server *s, const char *sbxd, const char *helper)
 			sbxd_pid = -1;
 			sbx_client_close(c);
 			bench_die("sbxd exited (%s): %s", bench_status_str(status),
-				  tail_of(s->log));
+				  bench_tail_of(s->log));
 		}
-		check_interrupt();
+		bench_check_interrupt();
 		if (waited >= START_TIMEOUT_MS) {
 			sbx_client_close(c);
 			bench_die("sbxd did not answer Health within %d s (%s: %s): %s",
 				  START_TIMEOUT_MS / 1000, sbx_code_name(st.code), st.err.msg,
-				  tail_of(s->log));
+				  bench_tail_of(s->log));
 		}
 		sbx_sleep_ms(50);
 	}
@@ -618,7 +523,7 @@ static void call_failed(const struct transport *t, const char *call,
 static void call_failed(const struct transport *t, const char *call,
 			const struct sbx_rpc_status *st)
 {
-	if (interrupted)
+	if (bench_interrupted)
 		bench_die("interrupted (during %s over %s)", call, t->name);
 	bench_die("%s: %s failed: %s: %s", t->name, call, sbx_code_name(st->code), st->err.msg);
 }
@@ -734,7 +639,7 @@ static void bench_cycle(const struct transport *t, long n, char **bwrap_argv)
 		bwrap_once(bwrap_argv);
 	}
 	for (long i = 0; i < n; i++) {
-		check_interrupt();
+		bench_check_interrupt();
 		/* Alternate which goes first, so neither always runs on the
 		 * other's warm caches. */
 		if (i % 2 == 0) {
@@ -756,7 +661,7 @@ static void bench_exec(const struct transport *t, long n)
 	bench_note("%s: Exec(/bin/true)+Wait x %ld in one run", t->name, n);
 	char *id = create_run(t, CYCLE_POLICY);
 	for (long i = -3; i < n; i++) { /* 3 unmeasured first */
-		check_interrupt();
+		bench_check_interrupt();
 		double t0 = bench_now_ms();
 		exec_wait(t, id, argv_true, 1);
 		double t1 = bench_now_ms();
@@ -873,10 +778,10 @@ static void bench_fetch(const struct transport *t, long k)
 	struct sbx_rpc_status st;
 	char expect[65] = "";
 
-	path_in(cp_src, sizeof(cp_src), "local-256m");
-	path_in(d_loop, sizeof(d_loop), "fetched-chunks");
-	path_in(d_file, sizeof(d_file), "fetched-file");
-	path_in(cp_dst, sizeof(cp_dst), "copied");
+	bench_scratch_path(cp_src, sizeof(cp_src), "local-256m");
+	bench_scratch_path(d_loop, sizeof(d_loop), "fetched-chunks");
+	bench_scratch_path(d_file, sizeof(d_file), "fetched-file");
+	bench_scratch_path(cp_dst, sizeof(cp_dst), "copied");
 
 	bench_note("%s: a run writing 256 MiB to /out/%s", t->name, FETCH_NAME);
 	char *id = create_run(t, FETCH_POLICY);
@@ -925,7 +830,7 @@ static void bench_fetch(const struct transport *t, long k)
 		   t->name, k);
 	for (long i = 0; i < k; i++) {
 		for (long j = 0; j < 3; j++) {
-			check_interrupt();
+			bench_check_interrupt();
 			double t0 = bench_now_ms(), t1, calls;
 			switch ((i + j) % 3) {
 			case 0:
@@ -1036,7 +941,7 @@ int main(int argc, char **argv)
 
 	sbx_malloc_reuse_chunks();
 	bench_prog = PROG;
-	atexit(cleanup); /* bench_die's exit stops sbxd and removes tmpdir */
+	atexit(cleanup); /* bench_die's exit stops sbxd and removes the scratch directory */
 
 	while ((c = getopt_long(argc, argv, "hn", opts, NULL)) != -1) {
 		switch (c) {
@@ -1127,10 +1032,10 @@ int main(int argc, char **argv)
 	snprintf(helper_buf, sizeof(helper_buf), "%s", real);
 	helper = helper_buf;
 
-	bench_on_signals(on_signal);
+	bench_on_signals(bench_on_signal);
 	signal(SIGPIPE, SIG_IGN);
 
-	make_tmpdir();
+	bench_scratch_make();
 	struct server srv = {0};
 	start_sbxd(&srv, sbxd, helper);
 
