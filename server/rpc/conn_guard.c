@@ -542,10 +542,12 @@ int conn_guard_start(const struct sbx_config_connections *lim, size_t nlisteners
 
 		fit.per_listener =
 		    (uint32_t)((rl.rlim_cur - reserve) / nlisteners - 1 - EVICTING_MAX);
-		/* per_peer shrinks with it (64 of 1024 by default): clamped
-		 * to per_listener alone, one peer could fill a listener. */
-		fit.per_peer =
-		    (uint32_t)((uint64_t)lim->per_peer * fit.per_listener / lim->per_listener);
+		/* per_peer stays within a quarter of it: clamped to
+		 * per_listener alone, one peer could fill a listener; shrunk in
+		 * proportion (64 of 1024), a low limit (valgrind's 1024) left
+		 * a caller with a few connections. */
+		if (fit.per_peer > fit.per_listener / 4)
+			fit.per_peer = fit.per_listener / 4;
 		if (fit.per_peer < 1)
 			fit.per_peer = 1;
 		fprintf(stderr,

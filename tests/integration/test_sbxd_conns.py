@@ -276,11 +276,17 @@ class Held(unittest.TestCase):
         with self.assertRaises(RuntimeError) as e:
             server(self, {"per_listener": 500, "per_peer": 500})
         self.assertIn("over RLIMIT_NOFILE 2048", str(e.exception))
-        # Unwritten, per_listener shrinks to fit, and per_peer in proportion
-        # (64 of 1024): (2048 - 832 kept) / 3 - 1 - 8 = 396, per_peer 24.
+        # Unwritten, per_listener shrinks to fit, and per_peer to at most a
+        # quarter of it: (2048 - 832 kept) / 3 - 1 - 8 = 396, per_peer 64
+        # (under 99); at a written per_peer of 500, 99.
         small = server(self, {})
         with open(small.path("sbxd.stderr")) as f:
-            self.assertIn("per_listener lowered from 1024 to 396 and per_peer from 64 to 24",
+            self.assertIn("per_listener lowered from 1024 to 396 and per_peer from 64 to 64",
+                          f.read())
+        small.cleanup()
+        small = server(self, {"per_peer": 500})
+        with open(small.path("sbxd.stderr")) as f:
+            self.assertIn("per_listener lowered from 1024 to 396 and per_peer from 500 to 99",
                           f.read())
         small.cleanup()
         srv = server(self, {"per_listener": 220, "per_peer": 200, "idle_seconds": 4,
