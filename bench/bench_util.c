@@ -287,3 +287,18 @@ void bench_probe_host(struct bench_host *h)
 	if (getloadavg(h->load, 3) != 3)
 		h->load[0] = h->load[1] = h->load[2] = -1;
 }
+
+int bench_option_other(int opt, void (*usage)(FILE *))
+{
+	usage(opt == 'h' ? stdout : stderr);
+	return opt == 'h' ? 0 : 2;
+}
+
+int bench_no_operands(int argc, char **argv, int optind_, void (*usage)(FILE *))
+{
+	if (optind_ >= argc)
+		return 0;
+	bench_note("unexpected argument '%s'", argv[optind_]);
+	usage(stderr);
+	return 2;
+}

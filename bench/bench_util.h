@@ -5,6 +5,8 @@
 #ifndef SBX_BENCH_UTIL_H
 #define SBX_BENCH_UTIL_H
 
+#include <stdio.h>
+
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -23,6 +25,13 @@ void bench_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* The option idiom: an integer option in min..max, or exit 2 naming it. */
 long bench_parse_count(const char *opt, const char *s, long min, long max);
+/* The getopt_long cases every benchmark shares: -h prints usage on stdout
+ * (returns 0), anything unknown prints it on stderr (returns 2); main
+ * returns what this returns. */
+int bench_option_other(int opt, void (*usage)(FILE *));
+/* After the options: 0, or 2 with a message and usage when operands are
+ * left (no benchmark takes any). */
+int bench_no_operands(int argc, char **argv, int optind_, void (*usage)(FILE *));
 /* Exits 1 unless run by an unprivileged user; why: who refuses root. */
 void bench_refuse_root(const char *argv0, const char *why);
 /* rel resolved against the directory of this binary, into buf (the default

@@ -308,19 +308,12 @@ int main(int argc, char **argv)
 		case O_JSON:
 			json = true;
 			break;
-		case 'h':
-			usage(stdout);
-			return 0;
 		default:
-			usage(stderr);
-			return 2;
+			return bench_option_other(c, usage);
 		}
 	}
-	if (optind < argc) {
-		bench_note("unexpected argument '%s'", argv[optind]);
-		usage(stderr);
+	if (bench_no_operands(argc, argv, optind, usage))
 		return 2;
-	}
 	bench_refuse_root(argv[0], "sbx-helper refuses root");
 
 	if (!helper) {

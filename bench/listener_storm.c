@@ -743,19 +743,12 @@ int main(int argc, char **argv)
 		case 'n':
 			quick = true;
 			break;
-		case 'h':
-			usage(stdout);
-			return 0;
 		default:
-			usage(stderr);
-			return 2;
+			return bench_option_other(c, usage);
 		}
 	}
-	if (optind < argc) {
-		bench_note("unexpected argument '%s'", argv[optind]);
-		usage(stderr);
+	if (bench_no_operands(argc, argv, optind, usage))
 		return 2;
-	}
 	bench_refuse_root(argv[0], "sbxd refuses root");
 	if (!samples)
 		samples = quick ? 20 : 60;

@@ -988,19 +988,12 @@ int main(int argc, char **argv)
 		case O_FETCHES:
 			fetches_n = bench_parse_count("--fetches", optarg, 1, 1000);
 			break;
-		case 'h':
-			usage(stdout);
-			return 0;
 		default:
-			usage(stderr);
-			return 2;
+			return bench_option_other(c, usage);
 		}
 	}
-	if (optind < argc) {
-		bench_note("unexpected argument '%s'", argv[optind]);
-		usage(stderr);
+	if (bench_no_operands(argc, argv, optind, usage))
 		return 2;
-	}
 	bench_refuse_root(argv[0], "sbxd and sbx-helper refuse root");
 	if (quick)
 		n = (struct counts){200, 50, 5, 10, 1};
