@@ -57,6 +57,35 @@ struct sbx_config_connections {
 	bool per_listener_given;	    /* written; if not, it shrinks to fit RLIMIT_NOFILE */
 };
 
+#define SBX_CONFIG_MAX_EGRESS_DESTINATIONS 256
+
+/* Host-wide limits on one egress destination, across every run (config
+ * "egress.destinations": {"host:port": {...}}); 0 turns a limit off. The
+ * host is normalized as an allowlist entry is (common/hostname.h), and may
+ * be a wildcard "*.suffix". */
+struct sbx_egress_destination {
+	char *host;
+	uint32_t port;
+	uint64_t bytes_per_second;	 /* both directions together */
+	uint32_t connections_per_minute; /* new connections */
+	uint32_t max_concurrent;	 /* open at once */
+};
+
+/* sbxd's egress proxy (server/egress/, config "egress"). */
+struct sbx_config_egress {
+	char *hosts_file;	      /* names looked up here first; default /etc/hosts; "" none */
+	char *resolv_conf;	      /* nameservers; default /etc/resolv.conf; "" none */
+	uint32_t head_seconds;	      /* accept to a whole request head; default 10 */
+	uint32_t lookup_seconds;      /* name lookup; default 5 */
+	uint32_t connect_seconds;     /* TCP connect to the destination; default 10 */
+	uint32_t idle_seconds;	      /* a relayed connection with no byte either way; 300 */
+	uint32_t connections_per_run; /* open at once per run, heads included; default 256 */
+	uint32_t connections_max;     /* open at once, every run; default 4096 */
+	uint32_t records_per_run;     /* kept for Status, the oldest summarized; 256 */
+	struct sbx_egress_destination destinations[SBX_CONFIG_MAX_EGRESS_DESTINATIONS];
+	size_t n_destinations;
+};
+
 struct sbx_config {
 	/* ipc://PATH, tls+tcp://HOST:PORT, tcp:// (insecure) */
 	char *listen[SBX_CONFIG_MAX_LISTEN];
@@ -84,6 +113,7 @@ struct sbx_config {
 	struct sbx_quotas quotas;
 	char *log_group; /* may read the audit log (0640); NULL: sbxd alone (0600) */
 	struct sbx_config_connections connections;
+	struct sbx_config_egress egress;
 };
 
 /* What the command line sets; NULL (or n_listen 0) leaves the file's. */
