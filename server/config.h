@@ -82,6 +82,7 @@ struct sbx_config_egress {
 	uint32_t connections_per_run; /* open at once per run, heads included; default 256 */
 	uint32_t connections_max;     /* open at once, every run; default 4096 */
 	uint32_t records_per_run;     /* kept for Status, the oldest summarized; 256 */
+	uint32_t accepts_per_run_per_second; /* a run's new connections, burst twice; 50 */
 	struct sbx_egress_destination destinations[SBX_CONFIG_MAX_EGRESS_DESTINATIONS];
 	size_t n_destinations;
 };

@@ -18,11 +18,18 @@
  * called from other threads (the run manager's); what they share with the
  * loop is locked inside this room. None of them is ever called with a run's
  * lock held (run.h) and none waits long: sbx_egress_run_close waits for the
- * loop to close the run's sockets, which never blocks on a peer. */
+ * loop to close the run's sockets, which never blocks on a peer.
+ *
+ * Records never depend on the audit log's per-identity rate (they are what
+ * "what left the box" is answered from): instead a run's listeners stop
+ * accepting while its accept budget is spent, so a sandbox that opens
+ * connections in a loop waits in its own backlog, unrecorded bytes never
+ * leave, and the lines it can cause are bounded per second. */
 #ifndef SBX_EGRESS_H
 #define SBX_EGRESS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "config.h"
 #include "err.h"
@@ -55,10 +62,15 @@ struct sbx_egress_run_info {
 struct sbx_egress_run *sbx_egress_run_open(struct sbx_egress *eg,
 					   const struct sbx_egress_run_info *info,
 					   struct sbx_err *err);
-/* Hands an exec's listening socket to the proxy, which owns it from here
- * (closed on every path, also on error). Refused (-1) once the run is
+/* Hands exec `exec_id`'s listening socket to the proxy, which owns it from
+ * here (closed on every path, also on error). Refused (-1) once the run is
  * closed. */
-int sbx_egress_run_listen(struct sbx_egress_run *er, int listen_fd, struct sbx_err *err);
+int sbx_egress_run_listen(struct sbx_egress_run *er, uint64_t exec_id, int listen_fd,
+			  struct sbx_err *err);
+/* The exec ended: its listener is closed (held open it would keep the
+ * exec's network namespace alive). Its relayed connections end by
+ * themselves: their sandbox ends died with the exec's processes. */
+void sbx_egress_run_unlisten(struct sbx_egress_run *er, uint64_t exec_id);
 /* Stops the run's egress: when it returns, every listener and every
  * connection of the run is closed and its close record written (reason
  * "torn_down"). Idempotent. */
