@@ -55,11 +55,26 @@ POLICIES = {
              "limits": {"cpu": 1.5, "memory_mb": 512, "pids": 64, "out_mb": 16, "tmp_mb": 8,
                         "output_kb": 64}},
     "image_path": {"image": "/srv/images/rootfs", "mounts": []},
+    # every egress field, IDNA and the forms that normalize to one entry
+    "egress_limits": {"image": "host", "egress": {
+        "policy": "allowlist", "alert_bytes": 1048576, "max_bytes": 4611686018427387904,
+        "allow": ["B\u00dccher.example.:443", "*.xn--fa-hia.de:443", "127.0.0.1:8080",
+                  {"host": "*.API.example", "port": 8443, "connections_per_minute": 600000,
+                   "max_concurrent": 4096, "bytes_per_second": 1099511627776,
+                   "allow_private": False},
+                  {"host": "a\u3002example", "port": 1, "connections_per_minute": 1,
+                   "max_concurrent": 1}]}},
+    "egress_deny_zeros": {"image": "host", "egress": {"policy": "deny", "allow": [],
+                                                      "alert_bytes": 0, "max_bytes": 0}},
 }
 for name, doc in POLICIES.items():
     write("policy", name + ".json", json.dumps(doc, indent=1))
 write("policy", "bad-nul.json", '{"image": "/srv/a\\u0000b"}')
 write("policy", "bad-type.json", '{"image": "host", "limits": {"cpu": true}}')
+write("policy", "bad-idna.json", '{"image": "host", "egress": {"policy": "allowlist", '
+      '"allow": ["\\ud83d\\ude42.example:443", "A.example:443", "a.example.:443"]}}')
+write("policy", "bad-numeric-host.json", '{"image": "host", "egress": {"policy": "allowlist", '
+      '"allow": ["0x7f.1:80"], "max_bytes": 1}}')
 
 # ---- sbxd configs: the integration fixture's shape and the unit test's full one
 CONFIGS = {
