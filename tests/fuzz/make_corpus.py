@@ -96,6 +96,16 @@ CONFIGS = {
              "input_dirs": ["/srv/inputs", "/home/shared"], "insecure": True,
              "runs_max": 100, "runs_max_per_identity": 10, "workers": 8, "ipc_mode": 432,
              "max_message_bytes": 8388608},
+    "egress": {"egress": {"hosts_file": "/srv/hosts", "resolv_conf": "", "head_seconds": 2,
+                          "lookup_seconds": 3, "connect_seconds": 4, "idle_seconds": 60,
+                          "connections_per_run": 16, "connections_max": 64,
+                          "records_per_run": 32, "accepts_per_run_per_second": 5,
+                          "destinations": {
+                              "API.Internal.:443": {"bytes_per_second": 1048576,
+                                                    "connections_per_minute": 60,
+                                                    "max_concurrent": 4},
+                              "*.B\u00fccher.example:8443": {"max_concurrent": 1},
+                              "10.0.0.1:5432": {}}}},
 }
 for name, doc in CONFIGS.items():
     write("config", name + ".json", json.dumps(doc, indent=1))
