@@ -17,6 +17,7 @@ import time
 import unittest
 
 from sbxdfix import HELPER, POLICY, Server, ServerTestCase
+from sbxrpc import policy_pb2 as ppb
 from sbxrpc import sandbox_pb2 as pb
 
 BODY = b"hello from api.test\n"
@@ -237,6 +238,52 @@ class EgressWire(ServerTestCase, Calls):
         while time.time() < deadline and len(self.origin.conns) == before:
             time.sleep(0.05)
         self.assertEqual(len(self.origin.conns), before + 1, "the tunnel outlived its run")
+
+    def test_the_message_form_gets_the_documents_defaults(self):
+        """proto3 cannot tell an unset limit from 0: an entry given as a
+        message with only host, port and allow_private is the JSON entry
+        with the parser's defaults, digest and all."""
+        port = self.origin.port
+        msg = ppb.Policy(image="host", egress=ppb.Egress(
+            policy=ppb.Egress.ALLOWLIST,
+            allow=[ppb.EgressRule(host="api.test", port=port, allow_private=True)]))
+        a = self.ok("CreateRun", pb.CreateRunRequest(policy=msg), pb.CreateRunResponse)
+        b = self.ok("CreateRun", pb.CreateRunRequest(policy_json=json.dumps({
+            "image": "host", "egress": {"policy": "allowlist", "allow": [
+                {"host": "api.test", "port": port, "allow_private": True}]}})),
+            pb.CreateRunResponse)
+        try:
+            self.assertEqual(a.effective_policy.egress, b.effective_policy.egress)
+            rule = a.effective_policy.egress.allow[0]
+            self.assertEqual((rule.connections_per_minute, rule.max_concurrent,
+                              rule.bytes_per_second), (600, 32, 0))
+            st, out, err = self.run_argv(a.run_id, ["curl", "-sS", "http://api.test:%d/m" % port])
+            self.assertEqual((st.exit_code, out), (0, BODY.decode()), err)
+        finally:
+            for r in (a, b):
+                self.ok("Teardown", pb.TeardownRequest(run_id=r.run_id), pb.TeardownResponse)
+
+    def test_an_expired_run_keeps_its_records_and_lets_nothing_out(self):
+        port = self.origin.port
+        p = json.loads(allowlist_policy(port, {}))
+        p["limits"].update(run_seconds=3, script_seconds=3)
+        run = self.ok("CreateRun", pb.CreateRunRequest(policy_json=json.dumps(p)),
+                      pb.CreateRunResponse).run_id
+        st, out, err = self.run_argv(run, ["curl", "-sS", "http://api.test:%d/e" % port])
+        self.assertEqual((st.exit_code, out), (0, BODY.decode()), err)
+        deadline = time.time() + 15
+        while time.time() < deadline:
+            s = self.ok("Status", pb.StatusRequest(run_id=run), pb.StatusResponse)
+            if pb.RunState.Name(s.state) == "EXPIRED":
+                break
+            time.sleep(0.2)
+        self.assertEqual(pb.RunState.Name(s.state), "EXPIRED")
+        self.assertEqual([(e.host, e.allowed, e.open) for e in s.egress],
+                         [("api.test", True, False)], s.egress)
+        self.assertEqual([(d.host, d.connections) for d in s.egress_destinations],
+                         [("api.test", 1)])
+        m = self.ok("Teardown", pb.TeardownRequest(run_id=run), pb.TeardownResponse).manifest
+        self.assertEqual([(d.host, d.connections) for d in m.egress], [("api.test", 1)])
 
     def test_deny_has_nothing_on_3128_and_no_proxy_variables(self):
         p = json.loads(json.dumps(POLICY))
