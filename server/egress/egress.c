@@ -136,8 +136,8 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 			continue;
 		if (fd < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			return;
-		if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
-			       errno == ENOMEM)) {
+		if (fd < 0 &&
+		    (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)) {
 			/* Out of descriptors for a moment: polling on would
 			 * spin on the same pending connection. */
 			accepts_pause(run, 100 * 1000);
@@ -155,8 +155,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 	}
 }
 
-static void loop_listen(struct sbx_egress *eg, struct sbx_egress_run *run, uint64_t exec_id,
-			int fd)
+static void loop_listen(struct sbx_egress *eg, struct sbx_egress_run *run, uint64_t exec_id, int fd)
 {
 	struct egress_listener *l;
 	int flags = fcntl(fd, F_GETFL);
@@ -666,8 +665,7 @@ void sbx_egress_run_close(struct sbx_egress_run *er)
 	} else if (ask) {
 		/* No memory for the command: the loop closes it when it
 		 * stops; until then it is closed for new listeners only. */
-		fprintf(stderr, "sbxd: egress: run %s: out of memory to close it\n",
-			er->run_id);
+		fprintf(stderr, "sbxd: egress: run %s: out of memory to close it\n", er->run_id);
 		pthread_mutex_lock(&eg->mu);
 		er->close_queued = true;
 		pthread_mutex_unlock(&eg->mu);

@@ -76,8 +76,7 @@ static void answer_body(const struct egress_conn *c, const char *reason, char *o
 	else if (!strcmp(reason, "connect_timeout"))
 		snprintf(out, size, "sbx egress: %s:%u did not answer in time\n", host, port);
 	else if (!strcmp(reason, "rate_limited"))
-		snprintf(out, size, "sbx egress: too many new connections to %s:%u\n", host,
-			 port);
+		snprintf(out, size, "sbx egress: too many new connections to %s:%u\n", host, port);
 	else if (!strcmp(reason, "too_many_connections"))
 		snprintf(out, size, "sbx egress: too many open connections\n");
 	else if (!strcmp(reason, "max_bytes"))

@@ -116,11 +116,11 @@ struct egress_listener {
 };
 
 struct sbx_egress_run {
-	struct sbx_egress *eg; /* [once] holds a reference on it */
-	int refs;	       /* [mu] */
-	bool closed;	       /* [mu] the loop closed it (or never took it) */
-	bool close_queued;     /* [mu] */
-	bool listed;	       /* [mu] on eg->runs */
+	struct sbx_egress *eg;		    /* [once] holds a reference on it */
+	int refs;			    /* [mu] */
+	bool closed;			    /* [mu] the loop closed it (or never took it) */
+	bool close_queued;		    /* [mu] */
+	bool listed;			    /* [mu] on eg->runs */
 	struct sbx_egress_run *prev, *next; /* [mu] eg->runs */
 
 	char *run_id, *identity, *policy_digest; /* [once] */
@@ -148,7 +148,7 @@ struct sbx_egress_run {
 	struct egress_conn *open_head; /* allowed and still relaying */
 	struct egress_total *totals;
 	size_t n_totals, totals_cap;
-	int other_row; /* the "(other)" row, -1 until the rows ran out */
+	int other_row;	 /* the "(other)" row, -1 until the rows ran out */
 	char *alerts[2]; /* the alert_bytes and the max_bytes one */
 	size_t n_alerts;
 };
@@ -166,9 +166,9 @@ struct egress_cmd {
 struct sbx_egress {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	int refs;		    /* [mu] the owner's and one per run */
-	bool taking;		    /* [mu] the loop takes commands */
-	struct egress_cmd *cmds;    /* [mu] in order */
+	int refs;		 /* [mu] the owner's and one per run */
+	bool taking;		 /* [mu] the loop takes commands */
+	struct egress_cmd *cmds; /* [mu] in order */
 	struct egress_cmd **cmds_tail;
 	struct sbx_egress_run *runs; /* [mu] not yet closed by the loop */
 	pthread_t thread;
@@ -201,21 +201,21 @@ enum egress_conn_state {
 
 /* One direction of a relay: src's bytes to dst, through a pipe. */
 struct egress_dir {
-	int src, dst;		  /* borrowed: the connection's sockets */
-	struct event *src_ev;	  /* EV_READ on src */
-	struct event *dst_ev;	  /* EV_WRITE on dst */
-	bool src_on, dst_on;	  /* whether each is added */
-	int pipe_r, pipe_w;	  /* made when the relay starts */
-	size_t pipe_len;	  /* bytes in the pipe */
-	size_t pipe_cap;	  /* its size (F_GETPIPE_SZ) */
-	bool grown;		  /* tried F_SETPIPE_SZ */
-	bool pipe_stalled;	  /* src had bytes the pipe took no more of */
-	char *pre;		  /* written to dst before the pipe's bytes */
-	size_t pre_len, pre_off;  /* (the rewritten head, early bytes, the 200) */
-	bool pre_counted;	  /* pre is the sandbox's own (counted) */
-	bool src_eof, dst_shut;	  /* half-close */
-	bool throttled;		  /* a bucket is empty: src not read */
-	uint64_t bytes;		  /* written to dst (counted ones) */
+	int src, dst;		 /* borrowed: the connection's sockets */
+	struct event *src_ev;	 /* EV_READ on src */
+	struct event *dst_ev;	 /* EV_WRITE on dst */
+	bool src_on, dst_on;	 /* whether each is added */
+	int pipe_r, pipe_w;	 /* made when the relay starts */
+	size_t pipe_len;	 /* bytes in the pipe */
+	size_t pipe_cap;	 /* its size (F_GETPIPE_SZ) */
+	bool grown;		 /* tried F_SETPIPE_SZ */
+	bool pipe_stalled;	 /* src had bytes the pipe took no more of */
+	char *pre;		 /* written to dst before the pipe's bytes */
+	size_t pre_len, pre_off; /* (the rewritten head, early bytes, the 200) */
+	bool pre_counted;	 /* pre is the sandbox's own (counted) */
+	bool src_eof, dst_shut;	 /* half-close */
+	bool throttled;		 /* a bucket is empty: src not read */
+	uint64_t bytes;		 /* written to dst (counted ones) */
 };
 
 struct egress_lookup; /* egress_resolve.c */
@@ -239,9 +239,9 @@ struct egress_conn {
 	struct egress_head head;
 	bool head_parsed;
 
-	int rule;	      /* index in run->rules, -1: none */
-	int dest;	      /* index in eg->dests, -1: none */
-	bool holds_limits;    /* counted in rule/dest open */
+	int rule;	   /* index in run->rules, -1: none */
+	int dest;	   /* index in eg->dests, -1: none */
+	bool holds_limits; /* counted in rule/dest open */
 	struct egress_lookup *lookup;
 	int64_t lookup_start_us, connect_start_us;
 	struct sockaddr_storage addrs[EGRESS_ADDRS_MAX];
@@ -250,10 +250,10 @@ struct egress_conn {
 	struct egress_dir dir[2]; /* 0: out (sandbox -> destination), 1: in */
 	bool finishing_max;	  /* max_bytes reached: end once flushed */
 
-	bool decided;	    /* its decision line is written */
-	bool counted;	    /* in run->n_conns and eg->n_conns */
-	size_t linger_read; /* bytes dropped while lingering */
-	int total_row;	    /* [rec] index in run->totals, -1 before the decision */
+	bool decided;		  /* its decision line is written */
+	bool counted;		  /* in run->n_conns and eg->n_conns */
+	size_t linger_read;	  /* bytes dropped while lingering */
+	int total_row;		  /* [rec] index in run->totals, -1 before the decision */
 	struct egress_record rec; /* [rec] once decided */
 };
 

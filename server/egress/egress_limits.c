@@ -16,10 +16,10 @@
 
 #include "egress_internal.h"
 
-#define MILLI		  1000
-#define BYTES_BURST_MIN	  (16 * 1024)
-#define BYTES_WAIT_CHUNK  (16 * 1024) /* bytes a throttled side waits for */
-#define RETRY_AFTER_BUSY  1	      /* seconds, for a max_concurrent refusal */
+#define MILLI		 1000
+#define BYTES_BURST_MIN	 (16 * 1024)
+#define BYTES_WAIT_CHUNK (16 * 1024) /* bytes a throttled side waits for */
+#define RETRY_AFTER_BUSY 1	     /* seconds, for a max_concurrent refusal */
 
 static void conns_bucket(struct egress_bucket *b, uint32_t per_minute, int64_t now)
 {
@@ -154,8 +154,7 @@ void egress_limits_release(struct egress_conn *c)
 		c->eg->dests[c->dest].open--;
 }
 
-uint64_t egress_limits_bytes(struct egress_conn *c, uint64_t want, int64_t now_us,
-			     int64_t *wait_us)
+uint64_t egress_limits_bytes(struct egress_conn *c, uint64_t want, int64_t now_us, int64_t *wait_us)
 {
 	struct egress_bucket *b[2] = {&c->run->rules[c->rule].bytes,
 				      c->dest >= 0 ? &c->eg->dests[c->dest].bytes : NULL};

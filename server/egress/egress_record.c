@@ -231,7 +231,7 @@ void egress_record_free(struct sbx_egress_run *run)
 
 /* ---- snapshots ---- */
 
-static char *dup(const char *s)
+static char *str_or_empty(const char *s)
 {
 	return strdup(s ? s : "");
 }
@@ -255,10 +255,10 @@ static Sbx__V1__EgressRecord *record_message(const struct egress_record *r, int6
 	m->duration_ms = r->open ? (uint64_t)(now_ms - accept_ms) : r->duration_ms;
 	m->open = r->open;
 	m->status = r->status;
-	m->host = dup(r->host);
-	m->reason = dup(r->reason);
-	m->address = dup(r->address);
-	m->method = dup(r->method);
+	m->host = str_or_empty(r->host);
+	m->reason = str_or_empty(r->reason);
+	m->address = str_or_empty(r->address);
+	m->method = str_or_empty(r->method);
 	if (!m->host || !m->reason || !m->address || !m->method) {
 		sbx__v1__egress_record__free_unpacked(m, NULL);
 		return NULL;

@@ -5,3 +5,9 @@ foreach(t addr bucket head)
   target_link_libraries(test_egress_${t} PRIVATE sbx_egress_parse sbx_check)
   add_test(NAME unit.egress.${t} COMMAND test_egress_${t})
 endforeach()
+
+# The proxy itself against real sockets and a real local TCP server.
+add_executable(test_egress_proxy test_egress_proxy.c)
+target_link_libraries(test_egress_proxy PRIVATE sbx_egress sbx_check)
+add_test(NAME unit.egress.proxy COMMAND test_egress_proxy)
+set_tests_properties(unit.egress.proxy PROPERTIES TIMEOUT 60)
