@@ -174,6 +174,22 @@ static int await_listener(struct exec_slot *slot)
 	return -1;
 }
 
+/* ExecStarted, with the exec's egress listener when its policy has an
+ * allowlist (the server holds it from here; our copy goes). */
+static void send_started(struct init_state *st, struct exec_slot *slot)
+{
+	Sbx__V1__ExecStarted started = SBX__V1__EXEC_STARTED__INIT;
+	Sbx__V1__HelperMessage m = SBX__V1__HELPER_MESSAGE__INIT;
+	_cleanup_close_ int listener =
+	    sbx_exec_wants_listener(st->ctx->policy) ? await_listener(slot) : -1;
+
+	started.exec_id = slot->id;
+	started.egress_listener = listener >= 0;
+	m.msg_case = SBX__V1__HELPER_MESSAGE__MSG_STARTED;
+	m.started = &started;
+	send_msg(st, &m, &listener, listener >= 0 ? 1 : 0);
+}
+
 static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, int *fds,
 		       size_t nfds)
 {
@@ -258,15 +274,7 @@ static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, i
 	slot->report_fd = sbx_steal_fd(report[0]);
 	slot->deadline_ms = slot->start_ms + (int64_t)p->limits->script_seconds * 1000;
 
-	Sbx__V1__ExecStarted started = SBX__V1__EXEC_STARTED__INIT;
-	Sbx__V1__HelperMessage m = SBX__V1__HELPER_MESSAGE__INIT;
-	_cleanup_close_ int listener = sbx_exec_wants_listener(p) ? await_listener(slot) : -1;
-	started.exec_id = req->exec_id;
-	started.egress_listener = listener >= 0;
-	m.msg_case = SBX__V1__HELPER_MESSAGE__MSG_STARTED;
-	m.started = &started;
-	/* The server holds the listener from here; our copy goes. */
-	send_msg(st, &m, &listener, listener >= 0 ? 1 : 0);
+	send_started(st, slot);
 	return;
 fail:
 	sbx_cgroup_close(&slot->cg);
