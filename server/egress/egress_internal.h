@@ -112,6 +112,7 @@ struct egress_listener {
 	uint64_t exec_id;
 	int fd;
 	struct event *ev;
+	bool dead; /* accept failed for good: never polled again */
 	struct egress_listener *next;
 };
 

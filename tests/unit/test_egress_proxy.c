@@ -361,9 +361,40 @@ static void record_free(Sbx__V1__EgressRecord *r)
 	free(r->method);
 }
 
+/* ---- setup ---- */
+
+static struct sbx_egress_run *open_run(struct sbx_egress *eg, const char *id,
+				       Sbx__V1__Egress *policy, struct sandbox *sb)
+{
+	struct sbx_egress_run_info info = {
+	    .run_id = id, .identity = "token:test", .policy_digest = "sha256:x", .policy = policy};
+	struct sbx_err err;
+	struct sbx_egress_run *run = sbx_egress_run_open(eg, &info, &err);
+	int lfd = listen_loopback(&sb->port);
+
+	if (!run || sbx_egress_run_listen(run, 1, lfd, &err) < 0) {
+		fprintf(stderr, "run: %s\n", err.msg);
+		exit(2);
+	}
+	return run;
+}
+
+static Sbx__V1__EgressRule rule(const char *host, uint16_t port, bool allow_private)
+{
+	Sbx__V1__EgressRule r = SBX__V1__EGRESS_RULE__INIT;
+
+	r.host = (char *)host;
+	r.port = port;
+	r.allow_private = allow_private;
+	r.connections_per_minute = 600;
+	r.max_concurrent = 32;
+	return r;
+}
+
 /* ---- the cases ---- */
 
 static uint16_t server_port;
+static uint16_t dead_port; /* was listened on, then closed */
 
 static void test_connect_relay(struct sandbox *sb, struct sbx_egress_run *run)
 {
@@ -461,6 +492,9 @@ static void test_refusals(struct sandbox *sb, struct sbx_egress_run *run)
 	t0 = sbx_mono_ms();
 	expect_refusal(sb, "unknown.test", server_port, 502, "lookup_failed");
 	check(sbx_mono_ms() - t0 < 1000, "without a nameserver: refused at once");
+
+	/* A listed address where nothing listens. */
+	expect_refusal(sb, "127.0.0.1", dead_port, 502, "connect_failed");
 
 	fd = proxy_connect(sb);
 	write_str(fd, "GET /origin-form HTTP/1.1\r\nHost: x\r\n\r\n");
@@ -566,9 +600,9 @@ static void test_status(struct sandbox *sb, struct sbx_egress_run *run)
 	sbx__v1__status_response__free_unpacked(resp, NULL);
 	int rc = sbx_egress_run_destinations(run, &d, &n, &err);
 
-	/* api.test twice (its port, another), the literal, nope, loop,
-	 * unknown, rate, conc, thr, and "" for the two unreadable heads. */
-	check(rc == 0 && n == 10, "the manifest's destinations (%zu)", n);
+	/* api.test twice (its port, another), the two literals, nope,
+	 * loop, unknown, rate, conc, thr, and "" for the unreadable heads. */
+	check(rc == 0 && n == 11, "the manifest's destinations (%zu)", n);
 	for (size_t i = 0; i < n; i++)
 		sbx__v1__egress_destination__free_unpacked(d[i], NULL);
 	free(d);
@@ -631,6 +665,66 @@ static void test_max_bytes(struct sandbox *sb, struct sbx_egress_run *run)
 	sbx__v1__status_response__free_unpacked(resp, NULL);
 }
 
+/* A second proxy whose nameserver never answers: the lookup's own timer
+ * refuses, and the cancelled lookup's late callback is harmless. */
+static void test_lookup_timeout(const char *dir, struct sbx_config_egress cfg)
+{
+	char resolv[160], head[1024];
+	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(sin);
+	int udp = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct sbx_egress *eg;
+	struct sbx_err err;
+	struct sandbox sb = {0};
+	int64_t t0, ms;
+	int fd, got;
+	FILE *f;
+
+	if (udp < 0 || bind(udp, (struct sockaddr *)&sin, sizeof(sin)) < 0 ||
+	    getsockname(udp, (struct sockaddr *)&sin, &len) < 0)
+		exit(2);
+	snprintf(resolv, sizeof(resolv), "%s/resolv.conf", dir);
+	f = fopen(resolv, "w");
+	fprintf(f, "nameserver 127.0.0.1:%u\n", ntohs(sin.sin_port));
+	fclose(f);
+	cfg.resolv_conf = resolv;
+	cfg.lookup_seconds = 1;
+	cfg.records_per_run = 1;
+	check(sbx_egress_start(&cfg, &eg, &err) == 0, "a proxy with a nameserver: started");
+
+	Sbx__V1__EgressRule r = rule("slow.test", server_port, true);
+	Sbx__V1__EgressRule *p[1] = {&r};
+	Sbx__V1__Egress pol = SBX__V1__EGRESS__INIT;
+
+	pol.allow = p;
+	pol.n_allow = 1;
+	struct sbx_egress_run *run = open_run(eg, "run-three", &pol, &sb);
+
+	t0 = sbx_mono_ms();
+	got = connect_via(&sb, "slow.test", server_port, &fd, head, sizeof(head));
+	ms = sbx_mono_ms() - t0;
+	check(got == 502 && has_reason(head, "lookup_failed") && ms >= 900 && ms < 3000,
+	      "a nameserver that never answers: 502 lookup_failed after lookup_seconds (%lld ms)",
+	      (long long)ms);
+	close(fd);
+	/* records_per_run 1: the older record is counted, not kept. */
+	expect_refusal(&sb, "other.test", 80, 403, "not_allowed");
+	usleep(50000);
+	{
+		Sbx__V1__StatusResponse *resp = status_of(run);
+
+		check(resp->n_egress == 1 && resp->egress_records_dropped == 1 &&
+			  !strcmp(resp->egress[0]->host, "other.test") &&
+			  resp->n_egress_destinations == 2,
+		      "records_per_run bounds the records, the totals keep every destination");
+		sbx__v1__status_response__free_unpacked(resp, NULL);
+	}
+	sbx_egress_stop(eg);
+	sbx_egress_run_free(run);
+	unlink(resolv);
+	close(udp);
+}
+
 /* ---- the audit log ---- */
 
 static void check_audit(const char *path, const char *run_id, unsigned connections, int alerts_want,
@@ -674,36 +768,6 @@ static void check_audit(const char *path, const char *run_id, unsigned connectio
 	      run_id, alerts, maxes);
 }
 
-/* ---- setup ---- */
-
-static struct sbx_egress_run *open_run(struct sbx_egress *eg, const char *id,
-				       Sbx__V1__Egress *policy, struct sandbox *sb)
-{
-	struct sbx_egress_run_info info = {
-	    .run_id = id, .identity = "token:test", .policy_digest = "sha256:x", .policy = policy};
-	struct sbx_err err;
-	struct sbx_egress_run *run = sbx_egress_run_open(eg, &info, &err);
-	int lfd = listen_loopback(&sb->port);
-
-	if (!run || sbx_egress_run_listen(run, 1, lfd, &err) < 0) {
-		fprintf(stderr, "run: %s\n", err.msg);
-		exit(2);
-	}
-	return run;
-}
-
-static Sbx__V1__EgressRule rule(const char *host, uint16_t port, bool allow_private)
-{
-	Sbx__V1__EgressRule r = SBX__V1__EGRESS_RULE__INIT;
-
-	r.host = (char *)host;
-	r.port = port;
-	r.allow_private = allow_private;
-	r.connections_per_minute = 600;
-	r.max_concurrent = 32;
-	return r;
-}
-
 int main(void)
 {
 	char dir[] = "/tmp/sbx-egress-test-XXXXXX";
@@ -730,6 +794,7 @@ int main(void)
 	/* A tiny identity rate: egress lines must not be dropped by it. */
 	sbx_audit_set_identity_rate(1);
 
+	close(listen_loopback(&dead_port));
 	srv.fd = listen_loopback(&srv.port);
 	server_port = srv.port;
 	pthread_create(&srv.thread, NULL, server_thread, NULL);
@@ -744,6 +809,17 @@ int main(void)
 	cfg.connections_max = 256;
 	cfg.records_per_run = 256;
 	cfg.accepts_per_run_per_second = 1000;
+	cfg.hosts_file = "/nonexistent/hosts";
+	int rc = sbx_egress_start(&cfg, &eg, &err);
+
+	check(rc < 0 && strstr(err.msg, "hosts_file") && !eg,
+	      "a hosts_file that cannot be read: refused (%s)", err.msg);
+	cfg.hosts_file = hosts;
+	cfg.resolv_conf = "/nonexistent/resolv.conf";
+	rc = sbx_egress_start(&cfg, &eg, &err);
+	check(rc < 0 && strstr(err.msg, "resolv_conf"),
+	      "a resolv_conf that cannot be read: refused (%s)", err.msg);
+	cfg.resolv_conf = "";
 	if (sbx_egress_start(&cfg, &eg, &err) < 0) {
 		fprintf(stderr, "start: %s\n", err.msg);
 		return 2;
@@ -753,17 +829,17 @@ int main(void)
 	    rule("api.test", server_port, true),     rule("loop.test", server_port, false),
 	    rule("unknown.test", server_port, true), rule("rate.test", server_port, true),
 	    rule("conc.test", server_port, true),    rule("thr.test", server_port, true),
-	    rule("127.0.0.1", server_port, true)};
+	    rule("127.0.0.1", server_port, true),    rule("127.0.0.1", dead_port, true)};
 	Sbx__V1__EgressRule *p1[8];
 	Sbx__V1__Egress pol1 = SBX__V1__EGRESS__INIT;
 
 	r1[3].connections_per_minute = 2;
 	r1[4].max_concurrent = 1;
 	r1[5].bytes_per_second = rate;
-	for (int i = 0; i < 7; i++)
+	for (int i = 0; i < 8; i++)
 		p1[i] = &r1[i];
 	pol1.allow = p1;
-	pol1.n_allow = 7;
+	pol1.n_allow = 8;
 
 	Sbx__V1__EgressRule r2 = rule("api.test", server_port, true);
 	Sbx__V1__EgressRule *p2[1] = {&r2};
@@ -785,6 +861,7 @@ int main(void)
 	test_status(&sb1, run1);
 	test_teardown(&sb1, run1);
 	test_max_bytes(&sb2, run2);
+	test_lookup_timeout(dir, cfg);
 
 	sbx_egress_run_free(run1);
 	sbx_egress_stop(eg);
@@ -800,6 +877,7 @@ int main(void)
 	sbx_audit_close();
 	check_audit(audit_path, "run-one", sb1.connections, 0, 0);
 	check_audit(audit_path, "run-two", sb2.connections, 1, 1);
+	check_audit(audit_path, "run-three", 2, 0, 0);
 
 	shutdown(srv.fd, SHUT_RDWR);
 	close(srv.fd);
