@@ -546,6 +546,22 @@ static void test_rate(struct sandbox *sb, struct sbx_egress_run *run)
 	close(fd);
 }
 
+/* egress.destinations: hw.test has max_concurrent 1 across every run. */
+static void test_host_wide(struct sandbox *sb1, struct sandbox *sb2)
+{
+	char head[1024];
+	int hold, fd;
+
+	check(connect_via(sb1, "hw.test", server_port, &hold, head, sizeof(head)) == 200,
+	      "hw.test from run one: 200");
+	expect_refusal(sb2, "hw.test", server_port, 429, "too_many_connections");
+	close(hold);
+	usleep(100000);
+	check(connect_via(sb2, "hw.test", server_port, &fd, head, sizeof(head)) == 200,
+	      "hw.test from run two once run one's closed: 200");
+	close(fd);
+}
+
 static void test_throttle(struct sandbox *sb, struct sbx_egress_run *run, uint64_t rate)
 {
 	char head[1024];
@@ -601,8 +617,9 @@ static void test_status(struct sandbox *sb, struct sbx_egress_run *run)
 	int rc = sbx_egress_run_destinations(run, &d, &n, &err);
 
 	/* api.test twice (its port, another), the two literals, nope,
-	 * loop, unknown, rate, conc, thr, and "" for the unreadable heads. */
-	check(rc == 0 && n == 11, "the manifest's destinations (%zu)", n);
+	 * loop, unknown, rate, conc, thr, hw, and "" for the unreadable
+	 * heads. */
+	check(rc == 0 && n == 12, "the manifest's destinations (%zu)", n);
 	for (size_t i = 0; i < n; i++)
 		sbx__v1__egress_destination__free_unpacked(d[i], NULL);
 	free(d);
@@ -785,7 +802,7 @@ int main(void)
 	snprintf(hosts, sizeof(hosts), "%s/hosts", dir);
 	snprintf(audit_path, sizeof(audit_path), "%s/audit.log", dir);
 	f = fopen(hosts, "w");
-	fprintf(f, "127.0.0.1 api.test loop.test rate.test conc.test thr.test\n");
+	fprintf(f, "127.0.0.1 api.test loop.test rate.test conc.test thr.test hw.test\n");
 	fclose(f);
 	if (sbx_audit_open(audit_path, NULL, &err) < 0) {
 		fprintf(stderr, "audit: %s\n", err.msg);
@@ -809,6 +826,11 @@ int main(void)
 	cfg.connections_max = 256;
 	cfg.records_per_run = 256;
 	cfg.accepts_per_run_per_second = 1000;
+	cfg.destinations[0] = (struct sbx_egress_destination){.host = "hw.test",
+							      .port = server_port,
+							      .max_concurrent = 1,
+							      .connections_per_minute = 600};
+	cfg.n_destinations = 1;
 	cfg.hosts_file = "/nonexistent/hosts";
 	int rc = sbx_egress_start(&cfg, &eg, &err);
 
@@ -825,28 +847,30 @@ int main(void)
 		return 2;
 	}
 
-	Sbx__V1__EgressRule r1[8] = {
+	Sbx__V1__EgressRule r1[9] = {
 	    rule("api.test", server_port, true),     rule("loop.test", server_port, false),
 	    rule("unknown.test", server_port, true), rule("rate.test", server_port, true),
 	    rule("conc.test", server_port, true),    rule("thr.test", server_port, true),
-	    rule("127.0.0.1", server_port, true),    rule("127.0.0.1", dead_port, true)};
-	Sbx__V1__EgressRule *p1[8];
+	    rule("127.0.0.1", server_port, true),    rule("127.0.0.1", dead_port, true),
+	    rule("hw.test", server_port, true)};
+	Sbx__V1__EgressRule *p1[9];
 	Sbx__V1__Egress pol1 = SBX__V1__EGRESS__INIT;
 
 	r1[3].connections_per_minute = 2;
 	r1[4].max_concurrent = 1;
 	r1[5].bytes_per_second = rate;
-	for (int i = 0; i < 8; i++)
+	for (int i = 0; i < 9; i++)
 		p1[i] = &r1[i];
 	pol1.allow = p1;
-	pol1.n_allow = 8;
+	pol1.n_allow = 9;
 
-	Sbx__V1__EgressRule r2 = rule("api.test", server_port, true);
-	Sbx__V1__EgressRule *p2[1] = {&r2};
+	Sbx__V1__EgressRule r2[2] = {rule("api.test", server_port, true),
+				     rule("hw.test", server_port, true)};
+	Sbx__V1__EgressRule *p2[2] = {&r2[0], &r2[1]};
 	Sbx__V1__Egress pol2 = SBX__V1__EGRESS__INIT;
 
 	pol2.allow = p2;
-	pol2.n_allow = 1;
+	pol2.n_allow = 2;
 	pol2.alert_bytes = 10000;
 	pol2.max_bytes = 300000;
 
@@ -858,6 +882,7 @@ int main(void)
 	test_refusals(&sb1, run1);
 	test_rate(&sb1, run1);
 	test_throttle(&sb1, run1, rate);
+	test_host_wide(&sb1, &sb2);
 	test_status(&sb1, run1);
 	test_teardown(&sb1, run1);
 	test_max_bytes(&sb2, run2);
