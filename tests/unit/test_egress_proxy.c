@@ -54,7 +54,7 @@ static struct {
 	size_t n_conns;
 	struct served served[SERVER_CONNS];
 	size_t n_served;
-} srv = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+} srv = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static void send_all(int fd, const char *p, size_t n, size_t *sent)
 {
@@ -797,6 +797,15 @@ int main(void)
 	FILE *f;
 
 	signal(SIGPIPE, SIG_IGN);
+	{
+		/* served_by_id waits until a CLOCK_MONOTONIC deadline. */
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&srv.cv, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	if (!mkdtemp(dir))
 		return 2;
 	snprintf(hosts, sizeof(hosts), "%s/hosts", dir);
