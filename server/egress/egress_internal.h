@@ -112,6 +112,7 @@ struct egress_listener {
 	uint64_t exec_id;
 	int fd;
 	struct event *ev;
+	bool dead; /* accept failed for good: never polled again */
 	struct egress_listener *next;
 };
 
@@ -281,7 +282,8 @@ void egress_resolve_cancel(struct egress_conn *c);
 
 /* ---- egress_relay.c ---- */
 
-/* Starts relaying (pipes, events, the idle timer); -1: c was ended. */
+/* Starts relaying (pipes, the idle timer); -1: c was ended. The caller
+ * then pumps both directions, which takes the events each needs. */
 int egress_relay_start(struct egress_conn *c);
 /* Moves what can move in direction d now; -1: c was ended (freed). */
 int egress_relay_pump(struct egress_conn *c, int d);

@@ -290,8 +290,8 @@ int egress_relay_start(struct egress_conn *c)
 		egress_conn_end(c, "max_bytes");
 		return -1;
 	}
-	interest(c, out);
-	interest(c, in);
+	/* No interest yet: the caller pumps both ways at once, and each
+	 * pump takes the interest it needs. */
 	return 0;
 }
 
