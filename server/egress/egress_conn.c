@@ -43,6 +43,8 @@ static const char *status_text(unsigned status)
 		return "Too Many Requests";
 	case 431:
 		return "Request Header Fields Too Large";
+	case 500:
+		return "Internal Server Error";
 	case 501:
 		return "Not Implemented";
 	case 502:
@@ -237,8 +239,12 @@ static bool conn_head_read(struct egress_conn *c)
 	if (rc <= 0) {
 		if (rc == 0)
 			status = 431;
+		/* 500: the parser ran out of memory, not the client's fault. */
 		egress_conn_refuse(c, (unsigned)status,
-				   status == 431 ? "head_too_large" : "bad_request", 0);
+				   status == 431   ? "head_too_large"
+				   : status == 500 ? "error"
+						   : "bad_request",
+				   0);
 		return false;
 	}
 	c->head_parsed = true;
