@@ -727,14 +727,16 @@ static void test_lookup_timeout(const char *dir, struct sbx_config_egress cfg)
 	cfg.lookup_seconds = 1;
 	cfg.records_per_run = 1;
 	cfg.accepts_per_run_per_second = 2;
+	cfg.idle_seconds = 1;
 	check(sbx_egress_start(&cfg, &eg, &err) == 0, "a proxy with a nameserver: started");
 
-	Sbx__V1__EgressRule r = rule("slow.test", server_port, true);
-	Sbx__V1__EgressRule *p[1] = {&r};
+	Sbx__V1__EgressRule r[2] = {rule("slow.test", server_port, true),
+				    rule("api.test", server_port, true)};
+	Sbx__V1__EgressRule *p[2] = {&r[0], &r[1]};
 	Sbx__V1__Egress pol = SBX__V1__EGRESS__INIT;
 
 	pol.allow = p;
-	pol.n_allow = 1;
+	pol.n_allow = 2;
 	struct sbx_egress_run *run = open_run(eg, "run-three", &pol, &sb);
 
 	t0 = sbx_mono_ms();
@@ -776,6 +778,23 @@ static void test_lookup_timeout(const char *dir, struct sbx_config_egress cfg)
 		check(all && ms >= 900 && ms < 4000,
 		      "accepts_per_run_per_second: the last waited for its token (%lld ms)",
 		      (long long)ms);
+	}
+	/* idle_seconds 1: a relay with no byte either way is closed. */
+	{
+		Sbx__V1__EgressRecord rec;
+		char buf[16];
+		int64_t start;
+
+		check(connect_via(&sb, "api.test", server_port, &fd, head, sizeof(head)) == 200,
+		      "an idle relay: 200");
+		start = sbx_mono_ms();
+		check(recv(fd, buf, sizeof(buf), 0) == 0, "an idle relay: closed by the proxy");
+		ms = sbx_mono_ms() - start;
+		close(fd);
+		check(ms >= 900 && ms < 4000 && closed_record(run, sb.connections, &rec) &&
+			  !strcmp(rec.reason, "idle_timeout"),
+		      "after idle_seconds, reason idle_timeout (%lld ms)", (long long)ms);
+		record_free(&rec);
 	}
 	sbx_egress_stop(eg);
 	sbx_egress_run_free(run);
@@ -952,7 +971,7 @@ int main(void)
 	sbx_audit_close();
 	check_audit(audit_path, "run-one", sb1.connections, 0, 0);
 	check_audit(audit_path, "run-two", sb2.connections, 1, 1);
-	check_audit(audit_path, "run-three", 8, 0, 0);
+	check_audit(audit_path, "run-three", 9, 0, 0);
 
 	shutdown(srv.fd, SHUT_RDWR);
 	close(srv.fd);
