@@ -161,45 +161,27 @@ static int listen_loopback(uint16_t *port)
 	return fd;
 }
 
-/* What the server kept of connection id (SEND's), waiting for it. */
-static struct served served_by_id(int id)
+/* What the server kept of the connection with id (SEND's), or of the
+ * plain HTTP one whose head holds marker, waiting for it. */
+static struct served served_wait(int id, const char *marker)
 {
-	struct served none = {0};
+	struct served found = {0};
 	struct timespec until = sbx_mono_after_ms(5000);
 
 	pthread_mutex_lock(&srv.mu);
 	for (;;) {
 		for (size_t i = 0; i < srv.n_served; i++)
-			if (srv.served[i].id == id) {
-				none = srv.served[i];
+			if (srv.served[i].id == id &&
+			    (!marker || strstr(srv.served[i].head, marker))) {
+				found = srv.served[i];
 				pthread_mutex_unlock(&srv.mu);
-				return none;
+				return found;
 			}
 		if (pthread_cond_timedwait(&srv.cv, &srv.mu, &until) == ETIMEDOUT)
 			break;
 	}
 	pthread_mutex_unlock(&srv.mu);
-	return none;
-}
-
-static struct served served_http(const char *marker)
-{
-	struct served none = {0};
-	struct timespec until = sbx_mono_after_ms(5000);
-
-	pthread_mutex_lock(&srv.mu);
-	for (;;) {
-		for (size_t i = 0; i < srv.n_served; i++)
-			if (srv.served[i].id == 0 && strstr(srv.served[i].head, marker)) {
-				none = srv.served[i];
-				pthread_mutex_unlock(&srv.mu);
-				return none;
-			}
-		if (pthread_cond_timedwait(&srv.cv, &srv.mu, &until) == ETIMEDOUT)
-			break;
-	}
-	pthread_mutex_unlock(&srv.mu);
-	return none;
+	return found;
 }
 
 /* ---- the sandbox's side ---- */
@@ -428,7 +410,7 @@ static void test_connect_relay(struct sandbox *sb, struct sbx_egress_run *run)
 	shutdown(fd, SHUT_WR);
 	in = read_all(fd, got, sizeof(got));
 	close(fd);
-	s = served_by_id(101);
+	s = served_wait(101, NULL);
 	check(s.done && s.received == strlen(line) + sizeof(early) + sizeof(more),
 	      "the server got the early bytes and the rest (%zu)", s.received);
 	check(in == 100000 && s.sent == 100000, "the client got what the server sent (%zu)", in);
@@ -466,7 +448,7 @@ static void test_plain_http(struct sandbox *sb, struct sbx_egress_run *run)
 	write_str(fd, req);
 	in = read_all(fd, answer, sizeof(answer));
 	close(fd);
-	s = served_http("marker=plain");
+	s = served_wait(0, "marker=plain");
 	check(!strncmp(s.head, "GET /path?marker=plain HTTP/1.1\r\n", 33),
 	      "plain HTTP: origin form upstream");
 	check(!strstr(s.head, "Proxy-") && strstr(s.head, "Connection: close\r\n") &&
@@ -858,7 +840,7 @@ int main(void)
 
 	signal(SIGPIPE, SIG_IGN);
 	{
-		/* served_by_id waits until a CLOCK_MONOTONIC deadline. */
+		/* served_wait waits until a CLOCK_MONOTONIC deadline. */
 		pthread_condattr_t ca;
 
 		pthread_condattr_init(&ca);
