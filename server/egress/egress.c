@@ -446,12 +446,38 @@ static void loop_parts_free(struct sbx_egress *eg)
 	eg->base = NULL;
 }
 
+/* eg's loop, resolver and thread; -1: what was made is eg's to free. */
+static int start_parts(struct sbx_egress *eg, const struct sbx_config_egress *cfg,
+		       struct sbx_err *err)
+{
+	sigset_t all, old;
+	int rc;
+
+	if (egress_limits_init(eg, cfg, err) < 0)
+		return -1;
+	if (!(eg->base = event_base_new()))
+		return sbx_fail(err, "egress: cannot make the event loop");
+	if (resolver_init(eg, cfg, err) < 0)
+		return -1;
+	if (!(eg->wake = event_new(eg->base, -1, 0, on_wake, eg)))
+		return sbx_fail(err, "egress: out of memory");
+	eg->taking = true;
+	/* The thread takes no signal: sbxd's are the main thread's, and a
+	 * SIGPIPE that splice(2) raises on a socket the peer closed stays
+	 * pending on this thread, harmless (EPIPE says the same). */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&eg->thread, NULL, egress_thread, eg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != 0)
+		return sbx_fail_errnum(err, rc, "egress: thread");
+	return 0;
+}
+
 int sbx_egress_start(const struct sbx_config_egress *cfg, struct sbx_egress **out,
 		     struct sbx_err *err)
 {
 	struct sbx_egress *eg;
-	sigset_t all, old;
-	int rc;
 
 	*out = NULL;
 	pthread_once(&threads_once, use_pthreads);
@@ -471,36 +497,13 @@ int sbx_egress_start(const struct sbx_config_egress *cfg, struct sbx_egress **ou
 	eg->connections_max = connections_fit(cfg->connections_max);
 	eg->records_per_run = cfg->records_per_run;
 	eg->accepts_per_run_per_second = cfg->accepts_per_run_per_second;
-	if (egress_limits_init(eg, cfg, err) < 0)
-		goto fail;
-	if (!(eg->base = event_base_new())) {
-		sbx_fail(err, "egress: cannot make the event loop");
-		goto fail;
-	}
-	if (resolver_init(eg, cfg, err) < 0)
-		goto fail;
-	if (!(eg->wake = event_new(eg->base, -1, 0, on_wake, eg))) {
-		sbx_fail(err, "egress: out of memory");
-		goto fail;
-	}
-	eg->taking = true;
-	/* The thread takes no signal: sbxd's are the main thread's, and a
-	 * SIGPIPE that splice(2) raises on a socket the peer closed stays
-	 * pending on this thread, harmless (EPIPE says the same). */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = pthread_create(&eg->thread, NULL, egress_thread, eg);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc != 0) {
-		sbx_fail_errnum(err, rc, "egress: thread");
-		goto fail;
+	if (start_parts(eg, cfg, err) < 0) {
+		loop_parts_free(eg);
+		egress_free(eg);
+		return -1;
 	}
 	*out = eg;
 	return 0;
-fail:
-	loop_parts_free(eg);
-	egress_free(eg);
-	return -1;
 }
 
 void sbx_egress_stop(struct sbx_egress *eg)

@@ -43,6 +43,8 @@ static const char *status_text(unsigned status)
 		return "Too Many Requests";
 	case 431:
 		return "Request Header Fields Too Large";
+	case 500:
+		return "Internal Server Error";
 	case 501:
 		return "Not Implemented";
 	case 502:
@@ -159,14 +161,7 @@ void egress_conn_refuse(struct egress_conn *c, unsigned status, const char *reas
 		     status, status_text(status), strlen(body), reason, retry, body);
 	d->pre_len = n > 0 && n < 1024 ? (size_t)n : 0;
 	d->pre_off = 0;
-	if (c->uread)
-		event_free(c->uread);
-	if (c->uwrite)
-		event_free(c->uwrite);
-	c->uread = c->uwrite = NULL;
-	if (c->ufd >= 0)
-		close(c->ufd);
-	c->ufd = -1;
+	egress_conn_drop_upstream(c);
 	event_del(c->cread);
 	c->state = EGRESS_ANSWER;
 	egress_conn_arm_timer(c, EGRESS_LINGER_MS * 1000);
@@ -237,8 +232,12 @@ static bool conn_head_read(struct egress_conn *c)
 	if (rc <= 0) {
 		if (rc == 0)
 			status = 431;
+		/* 500: the parser ran out of memory, not the client's fault. */
 		egress_conn_refuse(c, (unsigned)status,
-				   status == 431 ? "head_too_large" : "bad_request", 0);
+				   status == 431   ? "head_too_large"
+				   : status == 500 ? "error"
+						   : "bad_request",
+				   0);
 		return false;
 	}
 	c->head_parsed = true;
@@ -393,12 +392,7 @@ void egress_conn_end(struct egress_conn *c, const char *reason)
 		event_free(c->cwrite);
 	if (c->timer)
 		event_free(c->timer);
-	if (c->uread)
-		event_free(c->uread);
-	if (c->uwrite)
-		event_free(c->uwrite);
-	if (c->ufd >= 0)
-		close(c->ufd);
+	egress_conn_drop_upstream(c);
 	close(c->cfd);
 	if (c->counted) {
 		run->n_conns--;

@@ -78,7 +78,7 @@ static void on_uwrite(evutil_socket_t fd, short what, void *arg)
 		connect_done(c);
 }
 
-static void drop_socket(struct egress_conn *c)
+void egress_conn_drop_upstream(struct egress_conn *c)
 {
 	if (c->uread)
 		event_free(c->uread);
@@ -92,7 +92,7 @@ static void drop_socket(struct egress_conn *c)
 
 static void try_next(struct egress_conn *c)
 {
-	drop_socket(c);
+	egress_conn_drop_upstream(c);
 	while (c->next_addr < c->n_addrs) {
 		const struct sockaddr_storage *sa = &c->addrs[c->next_addr++];
 		socklen_t len = sa->ss_family == AF_INET ? sizeof(struct sockaddr_in)
@@ -105,7 +105,7 @@ static void try_next(struct egress_conn *c)
 		c->uread = event_new(c->eg->base, fd, EV_READ | EV_PERSIST, on_uread, c);
 		c->uwrite = event_new(c->eg->base, fd, EV_WRITE | EV_PERSIST, on_uwrite, c);
 		if (!c->uread || !c->uwrite) {
-			drop_socket(c);
+			egress_conn_drop_upstream(c);
 			break;
 		}
 		if (connect(fd, (const struct sockaddr *)sa, len) == 0) {
@@ -123,7 +123,7 @@ static void try_next(struct egress_conn *c)
 				event_add(c->uwrite, NULL);
 			return;
 		}
-		drop_socket(c);
+		egress_conn_drop_upstream(c);
 	}
 	egress_conn_refuse(c, 502, "connect_failed", 0);
 }

@@ -267,6 +267,8 @@ void egress_conn_refuse(struct egress_conn *c, unsigned status, const char *reas
 			unsigned retry_after_s);
 /* Ends c whatever its state (its records written) and frees it. */
 void egress_conn_end(struct egress_conn *c, const char *reason);
+/* Closes the destination's socket and frees its events (egress_connect.c). */
+void egress_conn_drop_upstream(struct egress_conn *c);
 /* The vetted addresses are in c->addrs: connect (egress_connect.c). */
 void egress_conn_connect(struct egress_conn *c);
 /* Connected to addrs[next_addr - 1]: the decision, then the relay. */

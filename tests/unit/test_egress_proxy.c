@@ -161,45 +161,27 @@ static int listen_loopback(uint16_t *port)
 	return fd;
 }
 
-/* What the server kept of connection id (SEND's), waiting for it. */
-static struct served served_by_id(int id)
+/* What the server kept of the connection with id (SEND's), or of the
+ * plain HTTP one whose head holds marker, waiting for it. */
+static struct served served_wait(int id, const char *marker)
 {
-	struct served none = {0};
+	struct served found = {0};
 	struct timespec until = sbx_mono_after_ms(5000);
 
 	pthread_mutex_lock(&srv.mu);
 	for (;;) {
 		for (size_t i = 0; i < srv.n_served; i++)
-			if (srv.served[i].id == id) {
-				none = srv.served[i];
+			if (srv.served[i].id == id &&
+			    (!marker || strstr(srv.served[i].head, marker))) {
+				found = srv.served[i];
 				pthread_mutex_unlock(&srv.mu);
-				return none;
+				return found;
 			}
 		if (pthread_cond_timedwait(&srv.cv, &srv.mu, &until) == ETIMEDOUT)
 			break;
 	}
 	pthread_mutex_unlock(&srv.mu);
-	return none;
-}
-
-static struct served served_http(const char *marker)
-{
-	struct served none = {0};
-	struct timespec until = sbx_mono_after_ms(5000);
-
-	pthread_mutex_lock(&srv.mu);
-	for (;;) {
-		for (size_t i = 0; i < srv.n_served; i++)
-			if (srv.served[i].id == 0 && strstr(srv.served[i].head, marker)) {
-				none = srv.served[i];
-				pthread_mutex_unlock(&srv.mu);
-				return none;
-			}
-		if (pthread_cond_timedwait(&srv.cv, &srv.mu, &until) == ETIMEDOUT)
-			break;
-	}
-	pthread_mutex_unlock(&srv.mu);
-	return none;
+	return found;
 }
 
 /* ---- the sandbox's side ---- */
@@ -428,7 +410,7 @@ static void test_connect_relay(struct sandbox *sb, struct sbx_egress_run *run)
 	shutdown(fd, SHUT_WR);
 	in = read_all(fd, got, sizeof(got));
 	close(fd);
-	s = served_by_id(101);
+	s = served_wait(101, NULL);
 	check(s.done && s.received == strlen(line) + sizeof(early) + sizeof(more),
 	      "the server got the early bytes and the rest (%zu)", s.received);
 	check(in == 100000 && s.sent == 100000, "the client got what the server sent (%zu)", in);
@@ -466,7 +448,7 @@ static void test_plain_http(struct sandbox *sb, struct sbx_egress_run *run)
 	write_str(fd, req);
 	in = read_all(fd, answer, sizeof(answer));
 	close(fd);
-	s = served_http("marker=plain");
+	s = served_wait(0, "marker=plain");
 	check(!strncmp(s.head, "GET /path?marker=plain HTTP/1.1\r\n", 33),
 	      "plain HTTP: origin form upstream");
 	check(!strstr(s.head, "Proxy-") && strstr(s.head, "Connection: close\r\n") &&
@@ -727,14 +709,16 @@ static void test_lookup_timeout(const char *dir, struct sbx_config_egress cfg)
 	cfg.lookup_seconds = 1;
 	cfg.records_per_run = 1;
 	cfg.accepts_per_run_per_second = 2;
+	cfg.idle_seconds = 1;
 	check(sbx_egress_start(&cfg, &eg, &err) == 0, "a proxy with a nameserver: started");
 
-	Sbx__V1__EgressRule r = rule("slow.test", server_port, true);
-	Sbx__V1__EgressRule *p[1] = {&r};
+	Sbx__V1__EgressRule r[2] = {rule("slow.test", server_port, true),
+				    rule("api.test", server_port, true)};
+	Sbx__V1__EgressRule *p[2] = {&r[0], &r[1]};
 	Sbx__V1__Egress pol = SBX__V1__EGRESS__INIT;
 
 	pol.allow = p;
-	pol.n_allow = 1;
+	pol.n_allow = 2;
 	struct sbx_egress_run *run = open_run(eg, "run-three", &pol, &sb);
 
 	t0 = sbx_mono_ms();
@@ -776,6 +760,23 @@ static void test_lookup_timeout(const char *dir, struct sbx_config_egress cfg)
 		check(all && ms >= 900 && ms < 4000,
 		      "accepts_per_run_per_second: the last waited for its token (%lld ms)",
 		      (long long)ms);
+	}
+	/* idle_seconds 1: a relay with no byte either way is closed. */
+	{
+		Sbx__V1__EgressRecord rec;
+		char buf[16];
+		int64_t start;
+
+		check(connect_via(&sb, "api.test", server_port, &fd, head, sizeof(head)) == 200,
+		      "an idle relay: 200");
+		start = sbx_mono_ms();
+		check(recv(fd, buf, sizeof(buf), 0) == 0, "an idle relay: closed by the proxy");
+		ms = sbx_mono_ms() - start;
+		close(fd);
+		check(ms >= 900 && ms < 4000 && closed_record(run, sb.connections, &rec) &&
+			  !strcmp(rec.reason, "idle_timeout"),
+		      "after idle_seconds, reason idle_timeout (%lld ms)", (long long)ms);
+		record_free(&rec);
 	}
 	sbx_egress_stop(eg);
 	sbx_egress_run_free(run);
@@ -839,7 +840,7 @@ int main(void)
 
 	signal(SIGPIPE, SIG_IGN);
 	{
-		/* served_by_id waits until a CLOCK_MONOTONIC deadline. */
+		/* served_wait waits until a CLOCK_MONOTONIC deadline. */
 		pthread_condattr_t ca;
 
 		pthread_condattr_init(&ca);
@@ -952,7 +953,7 @@ int main(void)
 	sbx_audit_close();
 	check_audit(audit_path, "run-one", sb1.connections, 0, 0);
 	check_audit(audit_path, "run-two", sb2.connections, 1, 1);
-	check_audit(audit_path, "run-three", 8, 0, 0);
+	check_audit(audit_path, "run-three", 9, 0, 0);
 
 	shutdown(srv.fd, SHUT_RDWR);
 	close(srv.fd);
