@@ -304,6 +304,12 @@ int run_teardown(struct sbx_run *r, Sbx__V1__RunManifest **manifest, struct sbx_
 	run_ref(r);
 	/* Listings and digest passes of this run stop now. */
 	atomic_fetch_add(&r->out_gen, 1);
+	/* Every relayed connection ends first, before the sandbox: its close
+	 * record says torn_down (not a peer's close as its processes die), and
+	 * the manifest sums final totals. Not under mu: it waits for the
+	 * proxy's loop. A listener the monitor hands over later is refused. */
+	if (r->egress)
+		sbx_egress_run_close(r->egress);
 	run_lock(r);
 	/* No PutInput starts once the run is claimed; one already writing
 	 * finishes before the data directory is removed under it. */
@@ -315,10 +321,6 @@ int run_teardown(struct sbx_run *r, Sbx__V1__RunManifest **manifest, struct sbx_
 	run_unlock(r);
 	monitor_stop(r);
 	stop_helper(r);
-	/* Every relayed connection ends now, its close record written, before
-	 * the manifest sums them (not under mu: it waits for the proxy). */
-	if (r->egress)
-		sbx_egress_run_close(r->egress);
 
 	run_lock(r);
 	for (struct run_exec *e = r->execs; e; e = e->next)

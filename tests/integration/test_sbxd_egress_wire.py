@@ -228,12 +228,11 @@ class EgressWire(ServerTestCase, Calls):
             before = len(self.origin.conns)  # the tunnel's is not among them: still open
         self.ok("Teardown", pb.TeardownRequest(run_id=run), pb.TeardownResponse)
         # Teardown returns with every relayed connection closed and its
-        # close record written ("closed" when the sandbox's end went first
-        # as its processes died, "torn_down" when the proxy cut it).
-        closes = [e for e in self.srv.audit_events()
-                  if e.get("run_id") == run and e["event"] == "egress_close"]
-        self.assertEqual(sorted(e["connection"] for e in closes), [1, 2], closes)
-        self.assertTrue(all(e["reason"] in ("closed", "torn_down") for e in closes), closes)
+        # close record written: the proxy cuts the tunnel before the sandbox
+        # goes (torn_down); curl's ended by itself before (closed).
+        closes = {e["connection"]: e["reason"] for e in self.srv.audit_events()
+                  if e.get("run_id") == run and e["event"] == "egress_close"}
+        self.assertEqual(closes, {1: "torn_down", 2: "closed"}, closes)
         deadline = time.time() + 5
         while time.time() < deadline and len(self.origin.conns) == before:
             time.sleep(0.05)
