@@ -1,0 +1,488 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The client: connect(), runs, execs, files."""
+import hashlib
+import json
+import os
+import queue
+import signal as _signal
+import tempfile
+import threading
+import time
+
+from google.protobuf.message import DecodeError
+
+from . import errors, files, wire
+from .proto import SERVICE, policy_pb2, sandbox_pb2 as pb
+from .results import (Artifacts, ExecResult, Fetched, Health, Manifest, RunStatus, RunSummary)
+
+DEFAULT_TIMEOUT = 30.0   # seconds per call (as libsbxclient)
+POLL_MS = 5000           # long polls (Wait, ReadOutput) while the caller waits
+STREAM_POLL_MS = 1000    # ReadOutput polls of a stream, so it notices a close
+DEFAULT_RETRIES = 2      # UNAVAILABLE answers retried (same request id)
+# Calls that only read: safe to repeat as they are. The others carry a
+# request_id, so that a retried one happens once.
+_READS = {"Health", "Wait", "ReadOutput", "Status", "ListArtifacts", "FetchArtifact",
+          "ListRuns"}
+
+
+def connect(endpoint=None, token=None, tls=None, timeout=DEFAULT_TIMEOUT, **options):
+    """A Client for endpoint (default: $SBX_ENDPOINT, else
+    ipc:///run/sbx/sbxd.sock). token: the bearer token (tls+tcp); tls: a
+    sbx_client.TLS or a dict with ca, cert, key (and server_name). options:
+    retries, max_message_bytes, resend_interval, pool_size. Use it as a
+    context manager, or close() it."""
+    return Client(endpoint, token=token, tls=tls, timeout=timeout, **options)
+
+
+class Client:
+    def __init__(self, endpoint=None, token=None, tls=None, timeout=DEFAULT_TIMEOUT,
+                 retries=DEFAULT_RETRIES, max_message_bytes=wire.DEFAULT_MAX_MESSAGE,
+                 resend_interval=wire.DEFAULT_RESEND_SECONDS, pool_size=4):
+        endpoint = endpoint or os.environ.get("SBX_ENDPOINT") or wire.DEFAULT_ENDPOINT
+        if token is not None and not 1 <= len(token.encode()) <= 256:
+            raise errors.InvalidArgument("token: must be 1..256 bytes")
+        self.endpoint = endpoint
+        self.token = token
+        self.timeout = timeout
+        self.retries = retries
+        self._t = wire.Transport(endpoint, tls=tls, max_message=max_message_bytes,
+                                 resend_interval=resend_interval, pool_size=pool_size)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        self._t.close()
+
+    # ---- one call
+    def call(self, name, request, response_type, request_id=None, timeout=None):
+        """Calls /sbx.v1.Sandbox/<name> with a request message; returns the
+        response message or raises the status code's SbxError. Non-idempotent
+        calls get a fresh request_id unless given one; retries reuse it."""
+        timeout = timeout or self.timeout
+        env = pb.Request(method=SERVICE + name, body=request.SerializeToString(),
+                         deadline_ms=int(timeout * 1000))
+        if self.token:
+            env.credentials = self.token
+        if request_id is None and name not in _READS:
+            request_id = wire.new_request_id()
+        if request_id:
+            if not 1 <= len(request_id.encode()) <= 64:
+                raise errors.InvalidArgument("request_id: must be 1..64 bytes")
+            env.request_id = request_id
+        data = env.SerializeToString()
+        for attempt in range(self.retries + 1):
+            try:
+                reply = self._t.exchange(data, timeout)
+            except errors.Unavailable:
+                if attempt >= self.retries:
+                    raise
+                time.sleep(0.1 * 2 ** attempt)
+                continue
+            try:
+                resp = pb.Response.FromString(reply)
+            except DecodeError:
+                raise errors.Internal("%s sent a reply that is not an sbx.v1.Response"
+                                      % self.endpoint) from None
+            if resp.code == pb.UNAVAILABLE and attempt < self.retries:
+                time.sleep(0.1 * 2 ** attempt)
+                continue
+            if resp.code != pb.OK:
+                raise errors.from_code(resp.code, resp.message or errors.CODE_NAMES.get(resp.code))
+            try:
+                return response_type.FromString(resp.body)
+            except DecodeError:
+                raise errors.Internal("%s sent a body that is not an %s"
+                                      % (self.endpoint, response_type.DESCRIPTOR.full_name)) \
+                    from None
+
+    # ---- the host
+    def health(self):
+        return Health.of(self.call("Health", pb.HealthRequest(), pb.HealthResponse))
+
+    def list_runs(self):
+        r = self.call("ListRuns", pb.ListRunsRequest(), pb.ListRunsResponse)
+        return [RunSummary.of(s) for s in r.runs]
+
+    def run(self, run_id):
+        """A handle on an existing run of this caller (no call is made)."""
+        return Run(self, run_id)
+
+    def create_run(self, policy, inputs=None, labels=None, upload=True, request_id=None,
+                   input_dir=None):
+        """Creates a run from policy (a dict, a JSON string, a path to a JSON
+        file, or a sbx_client.policy_pb2.Policy). inputs: {"/data/x.csv":
+        local path or bytes}, declared with size and sha256 in CreateRun's
+        manifest and uploaded with PutInput in 1 MiB chunks (upload=False:
+        declared only, sent later with run.put()). labels: {str: str}.
+        request_id: makes a retried CreateRun create one run."""
+        req = pb.CreateRunRequest()
+        if isinstance(policy, policy_pb2.Policy):
+            req.policy.CopyFrom(policy)
+        else:
+            req.policy_json = _policy_json(policy)
+        declared = [files.Input(p, src) for p, src in (inputs or {}).items()]
+        for i in declared:
+            req.inputs.add(path=i.path, size=i.size, sha256=i.sha256)
+        for k, v in (labels or {}).items():
+            req.labels[k] = v
+        if input_dir:
+            req.input_dir = os.fspath(input_dir)
+        r = self.call("CreateRun", req, pb.CreateRunResponse, request_id=request_id)
+        run = Run(self, r.run_id, r)
+        run._declared = {i.path: i for i in declared}
+        if upload:
+            try:
+                for i in declared:
+                    run._upload(i)
+            except BaseException:
+                # A run whose inputs did not arrive is of no use: do not leave it.
+                try:
+                    run.teardown()
+                except errors.SbxError:
+                    pass
+                raise
+        return run
+
+
+def _policy_json(policy):
+    if isinstance(policy, dict):
+        return json.dumps(policy)
+    if isinstance(policy, bytes):
+        policy = policy.decode()
+    if isinstance(policy, str) and policy.lstrip().startswith("{"):
+        return policy
+    if isinstance(policy, (str, os.PathLike)):
+        try:
+            with open(policy) as f:
+                return f.read()
+        except OSError as e:
+            raise errors.InvalidArgument("policy %s: %s" % (policy, e.strerror)) from None
+    raise errors.InvalidArgument("policy: a dict, a JSON string, a path or a Policy message")
+
+
+class Run:
+    """One run (a sandbox and its files). Leaving a `with run:` block tears
+    it down."""
+
+    def __init__(self, client, run_id, created=None):
+        self.client = client
+        self.id = run_id
+        self.manifest = None
+        self._declared = {}
+        self.effective_policy = created.effective_policy if created else None
+        self.policy_digest = created.policy_digest if created else None
+        self.image_digest = created.image_digest if created else None
+        self.deadline_unix_ms = created.deadline_unix_ms if created else None
+
+    def __repr__(self):
+        return "Run(%r)" % self.id
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.manifest is None:
+            self.teardown()
+
+    # ---- inputs
+    def _upload(self, inp):
+        for off, data, last in inp.chunks():
+            r = self.client.call("PutInput", pb.PutInputRequest(
+                run_id=self.id, path=inp.path, offset=off, data=data, last=last),
+                pb.PutInputResponse)
+            if r.received != off + len(data) or (last and not r.complete):
+                raise errors.Internal("PutInput %s: the server has %d bytes, expected %d%s"
+                                      % (inp.path, r.received, off + len(data),
+                                         " and the file complete" if last else ""))
+
+    def put(self, path, data):
+        """Uploads one input (bytes or a local path) with PutInput. Today sbxd
+        takes only inputs declared at CreateRun (create_run(upload=False)),
+        before the first exec; it says so otherwise."""
+        inp = files.Input(path, data)
+        want = self._declared.get(inp.path)
+        if want is not None and (want.size, want.sha256) != (inp.size, inp.sha256):
+            raise errors.InvalidArgument("input %s: not the bytes declared at CreateRun (size %d "
+                                         "sha256 %s)" % (inp.path, want.size, want.sha256))
+        self._upload(inp)
+
+    # ---- execs
+    def start(self, argv, stdin=b"", cwd=None, request_id=None):
+        """Starts argv in the run; returns a Process (exec_id, wait(),
+        signal())."""
+        if isinstance(argv, str):
+            raise errors.InvalidArgument("argv: a list of strings (e.g. ['/bin/sh', '-c', cmd])")
+        req = pb.ExecRequest(run_id=self.id, argv=list(argv), stdin=stdin or b"")
+        if cwd:
+            req.cwd = cwd
+        r = self.client.call("Exec", req, pb.ExecResponse, request_id=request_id)
+        return Process(self, r.exec_id)
+
+    def exec(self, argv, stdin=b"", timeout=None, cwd=None, check=False, request_id=None):
+        """Runs argv to its end and returns an ExecResult. A non-zero exit is
+        not an error unless check=True (CommandError). timeout (seconds): the
+        exec is killed when it runs longer and DeadlineExceeded is raised
+        (its .result says how it ended); the policy's script_seconds holds
+        anyway (reason "timeout")."""
+        p = self.start(argv, stdin=stdin, cwd=cwd, request_id=request_id)
+        res = p.wait(timeout=timeout)
+        return res.check() if check else res
+
+    def stream(self, argv, stdin=b"", timeout=None, cwd=None):
+        """Starts argv; iterate the returned ExecStream for ("stdout" |
+        "stderr", bytes) while it runs; its .result is the ExecResult after."""
+        return ExecStream(self.start(argv, stdin=stdin, cwd=cwd), timeout)
+
+    def signal(self, exec_id, sig=_signal.SIGKILL):
+        self.client.call("Signal", pb.SignalRequest(run_id=self.id, exec_id=exec_id,
+                                                    signal=int(sig)), pb.SignalResponse)
+
+    # ---- state
+    def status(self):
+        return RunStatus.of(self.client.call("Status", pb.StatusRequest(run_id=self.id),
+                                             pb.StatusResponse))
+
+    def artifacts(self):
+        """The regular files under /out (path, size, sha256, mode), with the
+        listing's live/truncated flags."""
+        return Artifacts(self.client.call("ListArtifacts",
+                                          pb.ListArtifactsRequest(run_id=self.id),
+                                          pb.ListArtifactsResponse))
+
+    def fetch(self, path, dest=None, sha256=None, live=False):
+        """Fetches /out/<path> in 1 MiB chunks and verifies its sha256 against
+        the server's (and against sha256, e.g. a listing's, when given):
+        DataLoss on a mismatch (Aborted when an exec could have changed it).
+        dest: a local path (written beside it and renamed into place only once
+        verified), a binary file object, or None (Fetched.data has the bytes)."""
+        rel = files.out_path(path)
+        if dest is None:
+            buf = _Buffer()
+            f = self._fetch_into(rel, buf, sha256, live)
+            f.data = buf.getvalue()
+            return f
+        if hasattr(dest, "write"):
+            return self._fetch_into(rel, dest, sha256, live)
+        dest = os.fspath(dest)
+        fd, tmp = tempfile.mkstemp(prefix=".sbx-fetch-", suffix=".tmp",
+                                   dir=os.path.dirname(os.path.abspath(dest)))
+        try:
+            with os.fdopen(fd, "wb") as out:
+                got = self._fetch_into(rel, out, sha256, live)
+                out.flush()
+                os.fsync(out.fileno())
+            # mkstemp makes 0600; a fetched file gets what the umask says.
+            mask = os.umask(0)
+            os.umask(mask)
+            os.chmod(tmp, 0o666 & ~mask)
+            os.replace(tmp, dest)
+            tmp = None
+            return got
+        finally:
+            if tmp is not None:
+                os.unlink(tmp)
+
+    def _fetch_into(self, rel, out, expected, expect_live):
+        h = hashlib.sha256()
+        offset, size = 0, None
+        while True:
+            r = self.client.call("FetchArtifact", pb.FetchArtifactRequest(
+                run_id=self.id, path=rel, offset=offset, max_bytes=files.CHUNK),
+                pb.FetchArtifactResponse)
+            if size is None:
+                size = r.size
+            if len(r.data) > files.CHUNK or (r.size == size and offset + len(r.data) > size):
+                raise errors.DataLoss("%s: the server sent %d bytes at %d of %d"
+                                      % (rel, len(r.data), offset, size))
+            if r.size != size:
+                raise errors.Aborted("%s: changed while being fetched (size %d, then %d at %d)"
+                                     % (rel, size, r.size, offset))
+            out.write(r.data)
+            h.update(r.data)
+            offset += len(r.data)
+            if not r.eof:
+                if not r.data:
+                    raise errors.DataLoss("%s: the server sent no bytes at %d of %d"
+                                          % (rel, offset, size))
+                continue
+            if offset != size:
+                cls = errors.Aborted if r.live else errors.DataLoss
+                raise cls("%s: got %d bytes of %d" % (rel, offset, size))
+            got = h.hexdigest()
+            files.check_digest(rel, got, r.sha256, expected, r.live or expect_live)
+            return Fetched(rel, size, got, r.live)
+
+    def teardown(self, request_id=None):
+        """Kills everything, destroys the sandbox and returns its Manifest
+        (again on later calls)."""
+        if self.manifest is None:
+            r = self.client.call("Teardown", pb.TeardownRequest(run_id=self.id),
+                                 pb.TeardownResponse, request_id=request_id)
+            self.manifest = Manifest.of(r.manifest)
+        return self.manifest
+
+
+class _Buffer:
+    def __init__(self):
+        self.parts = []
+
+    def write(self, b):
+        self.parts.append(bytes(b))
+
+    def getvalue(self):
+        return b"".join(self.parts)
+
+
+class Process:
+    """One started exec."""
+
+    def __init__(self, run, exec_id):
+        self.run = run
+        self.exec_id = exec_id
+        self.result = None
+
+    def __repr__(self):
+        return "Process(%r, %r)" % (self.run.id, self.exec_id)
+
+    def signal(self, sig=_signal.SIGKILL):
+        self.run.signal(self.exec_id, sig)
+
+    def poll(self, timeout_ms):
+        """The exec's status after waiting at most timeout_ms for its end."""
+        c = self.run.client
+        r = c.call("Wait", pb.WaitRequest(run_id=self.run.id, exec_id=self.exec_id,
+                                          timeout_ms=timeout_ms),
+                   pb.WaitResponse, timeout=c.timeout + timeout_ms / 1000)
+        return r.status
+
+    def wait_status(self, timeout=None):
+        """Long-polls until the exec ends; timeout (seconds): kill it then,
+        and raise DeadlineExceeded with the ended result."""
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            ms = POLL_MS
+            if end is not None:
+                left = end - time.monotonic()
+                if left <= 0:
+                    self.signal(_signal.SIGKILL)
+                    s = self.poll(POLL_MS)
+                    while s.reason == pb.RUNNING:
+                        s = self.poll(POLL_MS)
+                    res = self._result(s)
+                    raise errors.DeadlineExceeded(
+                        "%s did not end within %gs: killed" % (self.exec_id, timeout),
+                        result=res)
+                ms = max(1, min(POLL_MS, int(left * 1000)))
+            s = self.poll(ms)
+            if s.reason != pb.RUNNING:
+                return s
+
+    def wait(self, timeout=None):
+        """The ExecResult, with the output sbxd kept."""
+        if self.result is None:
+            self.result = self._result(self.wait_status(timeout))
+        return self.result
+
+    def _result(self, status):
+        out, _ = self.read_all(pb.STDOUT)
+        err, _ = self.read_all(pb.STDERR)
+        return ExecResult.of(status, out, err)
+
+    def read(self, stream, offset, timeout_ms=0, max_bytes=files.CHUNK):
+        c = self.run.client
+        return c.call("ReadOutput", pb.ReadOutputRequest(
+            run_id=self.run.id, exec_id=self.exec_id, stream=stream, offset=offset,
+            max_bytes=max_bytes, timeout_ms=timeout_ms), pb.ReadOutputResponse,
+            timeout=c.timeout + timeout_ms / 1000)
+
+    def read_all(self, stream):
+        parts, off, truncated = [], 0, False
+        while True:
+            r = self.read(stream, off, timeout_ms=POLL_MS)
+            parts.append(r.data)
+            truncated |= r.truncated
+            off = max(r.next_offset, off + len(r.data))
+            if r.eof:
+                return b"".join(parts), truncated
+
+
+class ExecStream:
+    """Iterates ("stdout" | "stderr", bytes) of a running exec, each stream in
+    order (the two interleave as they arrive); .result is the ExecResult
+    once the iteration ended. close() (or leaving the loop) stops reading,
+    not the exec."""
+    _END = object()
+
+    def __init__(self, process, timeout=None):
+        self.process = process
+        self.exec_id = process.exec_id
+        self.result = None
+        self._timeout = timeout
+        self._q = queue.Queue()
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._pump, args=(s, n), daemon=True)
+                         for s, n in ((pb.STDOUT, "stdout"), (pb.STDERR, "stderr"))]
+        self._kept = {"stdout": [], "stderr": []}
+        for t in self._threads:
+            t.start()
+
+    def _pump(self, stream, name):
+        off = 0
+        try:
+            while not self._stop.is_set():
+                r = self.process.read(stream, off, timeout_ms=STREAM_POLL_MS)
+                if r.data:
+                    self._q.put((name, r.data))
+                off = max(r.next_offset, off + len(r.data))
+                if r.eof:
+                    break
+        except BaseException as e:  # handed to the iterating thread
+            self._q.put((None, e))
+        self._q.put((None, self._END))
+
+    def signal(self, sig=_signal.SIGKILL):
+        self.process.signal(sig)
+
+    def __iter__(self):
+        ended = 0
+        end = None if self._timeout is None else time.monotonic() + self._timeout
+        killed = False
+        try:
+            while ended < 2:
+                wait = None if end is None or killed else max(0.0, end - time.monotonic())
+                try:
+                    name, item = self._q.get(timeout=wait)
+                except queue.Empty:
+                    self.process.signal(_signal.SIGKILL)
+                    killed = True
+                    continue
+                if name is None:
+                    if item is self._END:
+                        ended += 1
+                        continue
+                    raise item
+                self._kept[name].append(item)
+                yield name, item
+            s = self.process.wait_status()
+            self.result = ExecResult.of(s, b"".join(self._kept["stdout"]),
+                                        b"".join(self._kept["stderr"]))
+            self.process.result = self.result
+            if killed:
+                raise errors.DeadlineExceeded("%s did not end within %gs: killed"
+                                              % (self.exec_id, self._timeout), result=self.result)
+        finally:
+            self.close()
+
+    def close(self):
+        self._stop.set()
+
+    def wait(self):
+        """Reads the rest (discarding it) and returns the result."""
+        if self.result is None:
+            for _ in self:
+                pass
+        return self.result
