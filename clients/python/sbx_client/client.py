@@ -45,7 +45,7 @@ class Client:
         self.token = token
         self.timeout = timeout
         self.retries = retries
-        self._t = wire.Transport(endpoint, tls=tls, max_message=max_message_bytes,
+        self.transport = wire.Transport(endpoint, tls=tls, max_message=max_message_bytes,
                                  resend_interval=resend_interval, pool_size=pool_size)
 
     def __enter__(self):
@@ -55,7 +55,7 @@ class Client:
         self.close()
 
     def close(self):
-        self._t.close()
+        self.transport.close()
 
     # ---- one call
     def call(self, name, request, response_type, request_id=None, timeout=None):
@@ -76,7 +76,7 @@ class Client:
         data = env.SerializeToString()
         for attempt in range(self.retries + 1):
             try:
-                reply = self._t.exchange(data, timeout)
+                reply = self.transport.exchange(data, timeout)
             except errors.Unavailable:
                 if attempt >= self.retries:
                     raise

@@ -191,15 +191,16 @@ class Connection:
         resend_at passes first, socket.timeout at deadline."""
         until = min(deadline, resend_at)
         try:
-            if self.ep.scheme == "ipc":
-                kind = self._recv_exact(1, until)[0]
-                if kind != IPC_MSG:
-                    raise _Closed("ipc message type %d" % kind)
-            (length,) = struct.unpack(">Q", self._recv_exact(8, deadline))
+            first = self._recv_exact(1, until)  # only this wait may end in a resend
         except socket.timeout:
             if time.monotonic() < deadline:
                 raise _Resend() from None
             raise
+        if self.ep.scheme == "ipc":
+            if first[0] != IPC_MSG:
+                raise _Closed("ipc message type %d" % first[0])
+            first = b""
+        (length,) = struct.unpack(">Q", first + self._recv_exact(8 - len(first), deadline))
         if length > self.max_message + 64:
             raise errors.ResourceExhausted(
                 "%s sent a message of %d bytes, above the client's max_message_bytes %d"
@@ -228,6 +229,10 @@ class Transport:
         self._idle = []
         self._closed = False
         self._next_id = secrets.randbits(31)
+        # What REQ did so far (for a caller's diagnostics): requests sent
+        # again after resend_interval, and after their connection broke.
+        self.resends = 0
+        self.reconnects = 0
         self.ssl_ctx, self.server_name = None, None
         tls = TLS.of(tls)
         if self.ep.scheme == "tls+tcp":
@@ -280,6 +285,10 @@ class Transport:
                 return
         conn.close()
 
+    def _count(self, what):
+        with self._lock:
+            setattr(self, what, getattr(self, what) + 1)
+
     def exchange(self, data, timeout):
         """Sends one request (bytes of sbx.v1.Request) and returns the reply's
         bytes, resending as REQ does, within timeout seconds."""
@@ -301,6 +310,7 @@ class Transport:
                             return body
                         # A late reply to an earlier request: not ours.
                 except _Resend:
+                    self._count("resends")
                     continue
                 except (socket.timeout, TimeoutError):
                     raise errors.DeadlineExceeded("no answer from %s in time" % self.ep.url) \
@@ -313,6 +323,7 @@ class Transport:
                         raise errors.Unavailable("connection to %s lost (%s)" % (self.ep.url, e)) \
                             from None
                     # Dial again and resend: the same id, the same request_id.
+                    self._count("reconnects")
                     conn = self._take(deadline)
         finally:
             if conn is not None:
