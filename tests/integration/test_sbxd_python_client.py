@@ -4,6 +4,7 @@ sbxd over ipc and TLS: the whole API, status codes as exceptions, the
 reconciliation example giving what the C client's `run` gives, sha256
 verification, REQ's resends and request ids making retries happen once,
 reconnects, `python3 -m sbx_client run`, and pip installing it into a venv."""
+import asyncio
 import hashlib
 import io
 import json
@@ -253,6 +254,29 @@ class ClientCalls:
             finally:
                 for r in runs:
                     r.teardown()
+
+
+class Asyncio(ServerTestCase):
+    def test_the_asyncio_flavour_runs_calls_concurrently(self):
+        async def main():
+            async with sbx_client.aio.connect(self.srv.ipc) as c:
+                self.assertEqual((await c.health()).identity, "uid:%d" % os.getuid())
+                async with await c.create_run(POLICY, inputs={"/data/a": b"A"}) as run:
+                    t0 = time.monotonic()
+                    results = await asyncio.gather(*(
+                        run.exec(sh("sleep 1; cat /data/a; echo %d" % i)) for i in range(3)))
+                    took = time.monotonic() - t0
+                    self.assertEqual([r.stdout for r in results], [b"A0\n", b"A1\n", b"A2\n"])
+                    self.assertLess(took, 2.5, "three 1 s execs at once, not one after another")
+                    s = run.stream(sh("echo one; sleep 0.3; echo two >&2; exit 2"))
+                    got = [item async for item in s]
+                    self.assertEqual(got, [("stdout", b"one\n"), ("stderr", b"two\n")])
+                    self.assertEqual(s.result.exit_code, 2)
+                    arts = await run.artifacts()
+                    self.assertEqual(list(arts), [])
+                self.assertEqual(run.manifest.run_id, run.id)
+                self.assertEqual(await c.list_runs(), [])
+        asyncio.run(main())
 
 
 class OverIpc(ClientCalls, ServerTestCase):

@@ -27,6 +27,7 @@ from .files import check_digest  # noqa: E402
 from .results import (  # noqa: E402
     Artifact, Artifacts, ExecResult, Fetched, Health, Manifest, RunStatus, RunSummary, Usage)
 from .client import Client, ExecStream, Process, Run, connect  # noqa: E402
+from . import aio  # noqa: E402,F401
 
 __version__ = "0.1.0"
 __all__ = [

@@ -157,21 +157,22 @@ def cmd_run(a):
                 status = res.returncode
                 if a.out:
                     fetch_all(run, a.out)
-            except BaseException:
-                if status != EXIT_SETUP and not interrupted:
-                    status = EXIT_SETUP
-                raise
             finally:
-                signal.signal(signal.SIGINT, signal.SIG_IGN)  # teardown must not be skipped
-                run.teardown()
+                for sig in old:  # teardown must not be skipped
+                    signal.signal(sig, signal.SIG_IGN)
+                try:
+                    run.teardown()
+                except errors.SbxError as e:
+                    say("Teardown %s: %s: %s" % (run.id, e.code, e.message))
+                    status = EXIT_SETUP
     except KeyboardInterrupt:
         return 128 + (interrupted[0] if interrupted else signal.SIGINT)
     except (errors.SbxError, OSError) as e:
         fail(e)
         return EXIT_SETUP
     finally:
-        for s, h in old.items():
-            signal.signal(s, h)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
     return status
 
 

@@ -467,6 +467,8 @@ class ExecStream:
                     raise item
                 self._kept[name].append(item)
                 yield name, item
+            if self._stop.is_set():  # closed from another thread: no result
+                return
             s = self.process.wait_status()
             self.result = ExecResult.of(s, b"".join(self._kept["stdout"]),
                                         b"".join(self._kept["stderr"]))

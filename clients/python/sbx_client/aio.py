@@ -1,0 +1,124 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The asyncio flavour: the same client, each call run on a worker thread
+(asyncio.to_thread), so an event loop never blocks on sbxd. Calls in flight
+at once use separate connections of the client's pool (pool_size, default 4;
+more wait for one or dial their own).
+
+    async with sbx_client.aio.connect(endpoint) as c:
+        async with await c.create_run(policy) as run:
+            res = await run.exec(["echo", "hi"])
+            async for name, data in run.stream(["sh", "-c", "..."]):
+                ...
+"""
+import asyncio
+
+from .client import DEFAULT_TIMEOUT, Client
+
+
+def connect(endpoint=None, token=None, tls=None, timeout=DEFAULT_TIMEOUT, **options):
+    return AsyncClient(Client(endpoint, token=token, tls=tls, timeout=timeout, **options))
+
+
+class AsyncClient:
+    def __init__(self, client):
+        self.sync = client
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        self.close()
+
+    def close(self):
+        self.sync.close()
+
+    async def health(self):
+        return await asyncio.to_thread(self.sync.health)
+
+    async def list_runs(self):
+        return await asyncio.to_thread(self.sync.list_runs)
+
+    def run(self, run_id):
+        return AsyncRun(self.sync.run(run_id))
+
+    async def create_run(self, policy, **kw):
+        return AsyncRun(await asyncio.to_thread(self.sync.create_run, policy, **kw))
+
+
+class AsyncRun:
+    def __init__(self, run):
+        self.sync = run
+        self.id = run.id
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        if self.sync.manifest is None:
+            await self.teardown()
+
+    @property
+    def manifest(self):
+        return self.sync.manifest
+
+    async def exec(self, argv, **kw):
+        return await asyncio.to_thread(self.sync.exec, argv, **kw)
+
+    async def put(self, path, data):
+        return await asyncio.to_thread(self.sync.put, path, data)
+
+    async def signal(self, exec_id, *sig):
+        return await asyncio.to_thread(self.sync.signal, exec_id, *sig)
+
+    async def status(self):
+        return await asyncio.to_thread(self.sync.status)
+
+    async def artifacts(self):
+        return await asyncio.to_thread(self.sync.artifacts)
+
+    async def fetch(self, path, dest=None, **kw):
+        return await asyncio.to_thread(self.sync.fetch, path, dest, **kw)
+
+    async def teardown(self):
+        return await asyncio.to_thread(self.sync.teardown)
+
+    def stream(self, argv, **kw):
+        return AsyncExecStream(self.sync, argv, kw)
+
+
+class AsyncExecStream:
+    """async for (name, bytes) in run.stream(argv); .result after."""
+
+    def __init__(self, run, argv, kw):
+        self._run, self._argv, self._kw = run, argv, kw
+        self.result = None
+        self.exec_id = None
+
+    async def __aiter__(self):
+        loop = asyncio.get_running_loop()
+        q = asyncio.Queue()
+        end = object()
+        s = await asyncio.to_thread(self._run.stream, self._argv, **self._kw)
+        self.exec_id = s.exec_id
+
+        def pump():
+            try:
+                for item in s:
+                    loop.call_soon_threadsafe(q.put_nowait, item)
+                loop.call_soon_threadsafe(q.put_nowait, (end, None))
+            except BaseException as e:
+                loop.call_soon_threadsafe(q.put_nowait, (end, e))
+
+        task = loop.run_in_executor(None, pump)
+        try:
+            while True:
+                name, item = await q.get()
+                if name is end:
+                    if item is not None:
+                        raise item
+                    break
+                yield name, item
+            self.result = s.result
+        finally:
+            s.close()
+            await task
