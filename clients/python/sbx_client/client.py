@@ -184,9 +184,17 @@ class Run:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        if self.manifest is None:
+    def __exit__(self, exc_type, exc, tb):
+        if self.manifest is not None:
+            return
+        if exc_type is None:
             self.teardown()
+            return
+        # Leaving on an error: tear down, but let that error be the one seen.
+        try:
+            self.teardown()
+        except errors.SbxError:
+            pass
 
     # ---- inputs
     def _upload(self, inp):
