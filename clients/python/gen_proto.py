@@ -66,7 +66,8 @@ def write_if_changed(path, text):
 
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", required=True, help="the sbx_client package directory to write _pb into")
+    ap.add_argument("--out", required=True,
+                    help="the sbx_client package directory to write _pb into")
     ap.add_argument("--proto-dir", help="the tree's proto/ (default: ../../proto)")
     ap.add_argument("--protoc", help="the protoc binary (default: $PROTOC, else PATH)")
     a = ap.parse_args(argv)

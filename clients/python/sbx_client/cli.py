@@ -37,7 +37,8 @@ def _parser():
     r.add_argument("--policy", required=True, help="the policy (JSON file)")
     r.add_argument("--data", metavar="DIR", help="upload every regular file under DIR as /data")
     r.add_argument("--out", metavar="DIR", help="fetch /out into DIR after the command")
-    r.add_argument("--stdin", metavar="FILE", help="the command's stdin (at most 1 MiB; - for ours)")
+    r.add_argument("--stdin", metavar="FILE",
+                   help="the command's stdin (at most 1 MiB; - for ours)")
     r.add_argument("--label", action="append", default=[], metavar="K=V", help="a run label")
     r.add_argument("--token", default=env("SBX_TOKEN"), help="bearer token (default: $SBX_TOKEN)")
     r.add_argument("--tls-ca", default=env("SBX_TLS_CA"), metavar="FILE",

@@ -28,7 +28,8 @@ class ExecResult:
     output_kb; *_truncated when more was written) and what it used."""
     exec_id: str
     argv: list
-    reason: str        # running, exited, signaled, timeout, oom, run_expired, torn_down, setup_failed
+    # running, exited, signaled, timeout, oom, run_expired, torn_down, setup_failed
+    reason: str
     exit_code: int
     signal: int
     message: str
