@@ -1,0 +1,218 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Adversarial review of the egress wiring (second pass): a sandbox's code
+and a second identity against the listener hand-over, the proxy's shared
+budgets and the run's life cycle. Each test names the invariant it holds
+sbxd to; a failing one is a finding (see its docstring)."""
+import json
+import os
+import shutil
+import tempfile
+import time
+import unittest
+
+from sbxdfix import POLICY, Server
+from sbxrpc import sandbox_pb2 as pb
+from test_sbxd_egress_wire import BODY, Origin
+
+# Opens N connections to the exec's proxy listener and never writes a
+# byte on them (each holds a place while its head is awaited), then one
+# more, whose answer says the run's own cap was reached: by then sbxd has
+# accepted and counted the N before it. Then it stays.
+HOLDER = ("import socket, time\n"
+          "held = [socket.create_connection(('127.0.0.1', 3128)) for _ in range(%d)]\n"
+          "extra = socket.create_connection(('127.0.0.1', 3128)); extra.settimeout(20)\n"
+          "print(extra.recv(200).split(b'\\r\\n')[0].decode(), flush=True)\n"
+          "time.sleep(60)\n")
+
+
+def allowlist(port, **limits):
+    p = json.loads(json.dumps(POLICY))
+    p["limits"].update(limits)
+    p["egress"] = {"policy": "allowlist",
+                   "allow": [{"host": "api.test", "port": port, "allow_private": True}]}
+    return json.dumps(p)
+
+
+class Identities(unittest.TestCase):
+    """Calls as alice or bob (bearer tokens over TLS)."""
+
+    def call(self, who, name, req, resp_type):
+        return self.tls.call(name, req, resp_type, token=self.srv.tokens[who])
+
+    def ok(self, who, name, req, resp_type):
+        code, msg, resp = self.call(who, name, req, resp_type)
+        self.assertEqual(code, "OK", "%s as %s: %s" % (name, who, msg))
+        return resp
+
+    def run_argv(self, who, run, argv):
+        ex = self.ok(who, "Exec", pb.ExecRequest(run_id=run, argv=argv), pb.ExecResponse).exec_id
+        st = self.ok(who, "Wait", pb.WaitRequest(run_id=run, exec_id=ex, timeout_ms=30000),
+                     pb.WaitResponse).status
+        out = [b"", b""]
+        for i, stream in enumerate((pb.STDOUT, pb.STDERR)):
+            off = 0
+            while True:
+                r = self.ok(who, "ReadOutput", pb.ReadOutputRequest(
+                    run_id=run, exec_id=ex, stream=stream, offset=off, timeout_ms=5000),
+                    pb.ReadOutputResponse)
+                out[i] += r.data
+                off = r.next_offset
+                if r.eof:
+                    break
+        return st, out[0].decode(errors="replace"), out[1].decode(errors="replace")
+
+    def first_line(self, who, run, ex):
+        r = self.ok(who, "ReadOutput", pb.ReadOutputRequest(
+            run_id=run, exec_id=ex, stream=pb.STDOUT, timeout_ms=20000), pb.ReadOutputResponse)
+        return r.data.decode(errors="replace").strip()
+
+
+class OneIdentityTakesEveryConnection(Identities):
+    """Invariant 10: no caller can deny service to another.
+
+    FINDING. egress.connections_max is one pool for the whole host and the
+    only bound on a caller's share of it is runs_max_per_identity x
+    connections_per_run, which by default equals it (16 x 256 = 4096) and
+    here, where RLIMIT_NOFILE lowers connections_max to 1666, exceeds it
+    2.5 times. Connections count from accept, heads included
+    (egress_conn.c: egress_conn_start), so a sandbox that opens
+    connections and never writes holds its places for head_seconds and
+    opens them again: one identity's runs fill the pool and every other
+    caller's sandbox gets 429 too_many_connections. The config here is the
+    default's ratio scaled down (2 x 4 = 8): alice's two runs hold 8
+    silent connections, and bob's one curl to an allowed host is refused.
+    """
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="sbx-egress-rev2-")
+        hosts = os.path.join(cls.tmp, "hosts")
+        with open(hosts, "w") as f:
+            f.write("127.0.0.1 api.test\n")
+        cls.origin = Origin()
+        cls.srv = Server(runs_max_per_identity=2, egress={
+            "hosts_file": hosts, "resolv_conf": "", "head_seconds": 60,
+            "connections_per_run": 4, "connections_max": 8})
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            rc = cls.srv.stop()
+            assert rc == 0, "sbxd exited %s on SIGTERM: %s" % (rc, cls.srv.log_tail())
+        finally:
+            cls.srv.cleanup()
+            cls.origin.close()
+            shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def setUp(self):
+        self.tls = self.srv.conn(tls=True)
+
+    def tearDown(self):
+        self.tls.close()
+
+    def test_alices_silent_connections_leave_bob_his_egress(self):
+        port = self.origin.port
+        runs = []
+        try:
+            for _ in range(2):
+                run = self.ok("alice", "CreateRun", pb.CreateRunRequest(
+                    policy_json=allowlist(port)), pb.CreateRunResponse).run_id
+                runs.append(("alice", run))
+                ex = self.ok("alice", "Exec", pb.ExecRequest(
+                    run_id=run, argv=["python3", "-c", HOLDER % 4]), pb.ExecResponse).exec_id
+                # Her fifth is refused by her own run's cap: the four
+                # before it are counted.
+                self.assertEqual(self.first_line("alice", run, ex), "HTTP/1.1 429 Too Many Requests")
+
+            run = self.ok("bob", "CreateRun", pb.CreateRunRequest(policy_json=allowlist(port)),
+                          pb.CreateRunResponse).run_id
+            runs.append(("bob", run))
+            st, out, err = self.run_argv("bob", run, [
+                "curl", "-sS", "-D", "/dev/stderr", "http://api.test:%d/bob" % port])
+            self.assertEqual((st.exit_code, out), (0, BODY.decode()),
+                             "bob's one connection was refused while alice's silent ones held "
+                             "the host's whole pool: %s" % err)
+        finally:
+            for who, run in runs:
+                self.call(who, "Teardown", pb.TeardownRequest(run_id=run), pb.TeardownResponse)
+
+
+class SandboxInflatesItsAnswers(Identities):
+    """Invariant 10 (and CreateRun's promise in runs_create.c,
+    check_record_size: "no run is created whose manifest could not be
+    sent").
+
+    FINDING. The run's egress totals hold one row per host:port the
+    sandbox asked for, allowed or not, up to EGRESS_TOTALS_MAX (1024), and
+    Status also carries records_per_run records; the host is the
+    sandbox's to choose (up to 253 bytes). Neither Status (runs_status.c,
+    fill_status) nor the manifest (runs_teardown.c, teardown_finish:
+    manifest_fit_execs trims only execs) bounds them by what an answer
+    holds, so the sandbox's code alone, asking for a few hundred long
+    names that are all refused, makes both answers exceed
+    max_message_bytes (64 KiB here, the smallest the config takes; about
+    370 KB are reachable whatever the setting): Status answers INTERNAL,
+    and Teardown tears the run down and then answers INTERNAL, its
+    manifest lost (a retry gets NOT_FOUND)."""
+
+    NAMES = 400
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="sbx-egress-rev2-")
+        hosts = os.path.join(cls.tmp, "hosts")
+        with open(hosts, "w") as f:
+            f.write("127.0.0.1 api.test\n")
+        cls.srv = Server(max_message_bytes=65536, egress={
+            "hosts_file": hosts, "resolv_conf": "", "accepts_per_run_per_second": 1000})
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            rc = cls.srv.stop()
+            assert rc == 0, "sbxd exited %s on SIGTERM: %s" % (rc, cls.srv.log_tail())
+        finally:
+            cls.srv.cleanup()
+            shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def setUp(self):
+        self.tls = self.srv.conn(tls=True)
+
+    def tearDown(self):
+        self.tls.close()
+
+    def test_status_and_the_manifest_fit_whatever_hosts_the_sandbox_asked_for(self):
+        asker = ("import socket\n"
+                 "refused = 0\n"
+                 "for i in range(%d):\n"
+                 "    host = '%s' + '.n%%04d' %% i\n"
+                 "    s = socket.create_connection(('127.0.0.1', 3128), timeout=20)\n"
+                 "    s.sendall(('GET http://%%s/ HTTP/1.1\\r\\nHost: %%s\\r\\n\\r\\n'\n"
+                 "               %% (host, host)).encode())\n"
+                 "    refused += s.recv(100).startswith(b'HTTP/1.1 403')\n"
+                 "    s.close()\n"
+                 "print(refused)\n" % (self.NAMES, ".".join(["x" * 63] * 3)))
+        run = self.ok("alice", "CreateRun", pb.CreateRunRequest(policy_json=allowlist(8080)),
+                      pb.CreateRunResponse).run_id
+        torn = False
+        try:
+            st, out, err = self.run_argv("alice", run, ["python3", "-c", asker])
+            self.assertEqual((st.exit_code, out), (0, "%d\n" % self.NAMES), err)
+            status = self.call("alice", "Status", pb.StatusRequest(run_id=run),
+                               pb.StatusResponse)
+            torn = True
+            teardown = self.call("alice", "Teardown", pb.TeardownRequest(run_id=run),
+                                 pb.TeardownResponse)
+            self.assertEqual(
+                (status[0], teardown[0]), ("OK", "OK"),
+                "Status (%s) and Teardown (%s) of a run whose sandbox asked for %d long names"
+                % (status[1], teardown[1], self.NAMES))
+            self.assertTrue(teardown[2].HasField("manifest"))
+        finally:
+            if not torn:
+                self.call("alice", "Teardown", pb.TeardownRequest(run_id=run),
+                          pb.TeardownResponse)
+
+
+if __name__ == "__main__":
+    unittest.main()
