@@ -6,7 +6,9 @@ sbxd to; a failing one is a finding (see its docstring)."""
 import json
 import os
 import shutil
+import socket
 import tempfile
+import threading
 import time
 import unittest
 
@@ -212,6 +214,109 @@ class SandboxInflatesItsAnswers(Identities):
             if not torn:
                 self.call("alice", "Teardown", pb.TeardownRequest(run_id=run),
                           pb.TeardownResponse)
+
+
+class Silent:
+    """A TCP server on the host's loopback that accepts, reads to the end
+    and never sends nor closes first: an upstream that waits. Says which
+    of its connections the other side has closed."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.ended = 0
+        self.lock = threading.Lock()
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.one, args=(c,), daemon=True).start()
+
+    def one(self, c):
+        try:
+            while c.recv(4096):
+                pass
+        except OSError:
+            pass
+        with self.lock:
+            self.ended += 1
+        time.sleep(120)  # it never closes first: only the proxy ends it
+        c.close()
+
+    def close(self):
+        self.sock.close()
+
+
+class EndedExecLeavesNoConnection(Identities):
+    """Invariant 6 in the small: what is left of an exec once it ended.
+
+    FINDING. sbx_egress_run_unlisten closes only the exec's listener; its
+    connections are left to "end by themselves: their sandbox ends died
+    with the exec's processes" (egress.h). A dead process's socket sends
+    FIN, which the relay takes as a half-close (egress_relay.c: shutdown of
+    the upstream's write side, then it waits for the upstream), so a
+    tunnel whose upstream keeps quiet stays open for idle_seconds (300 by
+    default) after its exec ended: in Status (open), in the run's and the
+    host's connection counts, and keeping the dead exec's network
+    namespace alive through the accepted socket sbxd holds. Here the
+    exec ends at once and its tunnel is still open 5 s later."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="sbx-egress-rev2-")
+        hosts = os.path.join(cls.tmp, "hosts")
+        with open(hosts, "w") as f:
+            f.write("127.0.0.1 api.test\n")
+        cls.upstream = Silent()
+        cls.srv = Server(egress={"hosts_file": hosts, "resolv_conf": ""})
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            rc = cls.srv.stop()
+            assert rc == 0, "sbxd exited %s on SIGTERM: %s" % (rc, cls.srv.log_tail())
+        finally:
+            cls.srv.cleanup()
+            cls.upstream.close()
+            shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def setUp(self):
+        self.tls = self.srv.conn(tls=True)
+
+    def tearDown(self):
+        self.tls.close()
+
+    def test_an_ended_execs_tunnel_is_closed_with_its_listener(self):
+        port = self.upstream.port
+        opener = ("import socket\n"
+                  "s = socket.create_connection(('127.0.0.1', 3128))\n"
+                  "s.sendall(b'CONNECT api.test:%d HTTP/1.1\\r\\n\\r\\n')\n"
+                  "print(s.recv(200).split(b'\\r\\n')[0].decode(), flush=True)\n" % port)
+        run = self.ok("alice", "CreateRun", pb.CreateRunRequest(policy_json=allowlist(port)),
+                      pb.CreateRunResponse).run_id
+        try:
+            st, out, err = self.run_argv("alice", run, ["python3", "-c", opener])
+            self.assertEqual((st.exit_code, out), (0, "HTTP/1.1 200 Connection established\n"),
+                             err)
+            deadline = time.time() + 5
+            while time.time() < deadline:
+                s = self.ok("alice", "Status", pb.StatusRequest(run_id=run), pb.StatusResponse)
+                if s.egress and not any(e.open for e in s.egress):
+                    break
+                time.sleep(0.2)
+            self.assertEqual([e.open for e in s.egress], [False],
+                             "the ended exec's tunnel is still relaying: %s" % s.egress)
+            # ... and the upstream saw it end (the proxy let go of it).
+            with self.upstream.lock:
+                self.assertEqual(self.upstream.ended, 1)
+        finally:
+            self.call("alice", "Teardown", pb.TeardownRequest(run_id=run), pb.TeardownResponse)
 
 
 if __name__ == "__main__":
