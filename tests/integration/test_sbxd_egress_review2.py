@@ -312,7 +312,7 @@ class EndedExecLeavesNoConnection(Identities):
                 time.sleep(0.2)
             self.assertEqual([e.open for e in s.egress], [False],
                              "the ended exec's tunnel is still relaying: %s" % s.egress)
-            # ... and the upstream saw it end (the proxy let go of it).
+            # ... and the upstream saw the sandbox's side end.
             with self.upstream.lock:
                 self.assertEqual(self.upstream.ended, 1)
         finally:
