@@ -3,6 +3,7 @@
 and a second identity against the listener hand-over, the proxy's shared
 budgets and the run's life cycle. Each test names the invariant it holds
 sbxd to; a failing one is a finding (see its docstring)."""
+import ctypes
 import json
 import os
 import shutil
@@ -12,7 +13,7 @@ import threading
 import time
 import unittest
 
-from sbxdfix import POLICY, Server
+from sbxdfix import POLICY, Server, processes_with
 from sbxrpc import sandbox_pb2 as pb
 from test_sbxd_egress_wire import BODY, Origin
 
@@ -316,6 +317,88 @@ class EndedExecLeavesNoConnection(Identities):
             with self.upstream.lock:
                 self.assertEqual(self.upstream.ended, 1)
         finally:
+            self.call("alice", "Teardown", pb.TeardownRequest(run_id=run), pb.TeardownResponse)
+
+
+class SlowExecInitCostsTheRun(Identities):
+    """Deadlines hold (invariant 5) and one slow exec does not fail a run.
+
+    FINDING (the sbxd side of test_serve's "listener wait" check). pid 1
+    waits for an exec init's listener in send_started/await_listener
+    (helper/init.c) up to LISTENER_WAIT_MS, 5 s, doing nothing else; sbxd's
+    watchdog (runs_monitor.c, check_deadlines) allows pid 1 RUN_GRACE_MS,
+    2 s, past an exec's deadline and then kills the whole sandbox as hung.
+    An exec init held for a few seconds before its listener (here by
+    tracing pid 1's forks from the host, standing in for a loaded host or
+    a contended rtnl: loopback_up takes it) makes the run FAILED and every
+    exec TORN_DOWN, although pid 1 is only waiting as designed."""
+
+    PTRACE_SEIZE, PTRACE_CONT, PTRACE_GETEVENTMSG = 0x4206, 7, 0x4201
+    PTRACE_INTERRUPT, PTRACE_DETACH = 0x4207, 17
+    TRACEFORK_CLONE = 0x2 | 0x8
+    WALL = 0x40000000
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="sbx-egress-rev2-")
+        hosts = os.path.join(cls.tmp, "hosts")
+        with open(hosts, "w") as f:
+            f.write("127.0.0.1 api.test\n")
+        cls.srv = Server(egress={"hosts_file": hosts, "resolv_conf": ""})
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            rc = cls.srv.stop()
+            assert rc == 0, "sbxd exited %s on SIGTERM: %s" % (rc, cls.srv.log_tail())
+        finally:
+            cls.srv.cleanup()
+            shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def setUp(self):
+        self.tls = self.srv.conn(tls=True)
+
+    def tearDown(self):
+        self.tls.close()
+
+    def test_a_slow_exec_init_does_not_fail_the_run(self):
+        libc = ctypes.CDLL(None, use_errno=True)
+        status = ctypes.c_int()
+        run = self.ok("alice", "CreateRun", pb.CreateRunRequest(
+            policy_json=allowlist(8080, script_seconds=2)), pb.CreateRunResponse).run_id
+        init = child = 0
+        try:
+            self.ok("alice", "Exec", pb.ExecRequest(run_id=run, argv=["sleep", "100"]),
+                    pb.ExecResponse)
+            time.sleep(0.5)
+            helper = [pid for pid, cmd in processes_with(run) if " serve " in cmd][0]
+            with open("/proc/%d/task/%d/children" % (helper, helper)) as f:
+                init = int(f.read().split()[0])
+            self.assertEqual(libc.ptrace(self.PTRACE_SEIZE, init, 0, self.TRACEFORK_CLONE), 0,
+                             "tracing pid 1: errno %d" % ctypes.get_errno())
+            self.ok("alice", "Exec", pb.ExecRequest(run_id=run, argv=["true"]), pb.ExecResponse)
+            # pid 1 stops at its clone of exec 2's init: it goes on, the
+            # child stays stopped where it was born.
+            self.assertEqual(libc.waitpid(init, ctypes.byref(status), self.WALL), init)
+            msg = ctypes.c_ulong()
+            libc.ptrace(self.PTRACE_GETEVENTMSG, init, 0, ctypes.byref(msg))
+            child = msg.value
+            libc.ptrace(self.PTRACE_CONT, init, 0, 0)
+            libc.waitpid(child, ctypes.byref(status), self.WALL)
+            time.sleep(5)  # exec 1's deadline + RUN_GRACE_MS, and pid 1's wait, are over
+            s = self.ok("alice", "Status", pb.StatusRequest(run_id=run), pb.StatusResponse)
+            self.assertEqual(
+                (pb.RunState.Name(s.state), pb.ExitReason.Name(s.execs[0].reason)),
+                ("ACTIVE", "TIMEOUT"),
+                "one exec init slow to hand over its listener cost the run: %s %s"
+                % ([(e.exec_id, pb.ExitReason.Name(e.reason), e.message) for e in s.execs],
+                   list(s.alerts)))
+        finally:
+            if child:
+                libc.waitpid(child, ctypes.byref(status), self.WALL)
+            if init and libc.ptrace(self.PTRACE_INTERRUPT, init, 0, 0) == 0:
+                libc.waitpid(init, ctypes.byref(status), self.WALL)
+                libc.ptrace(self.PTRACE_DETACH, init, 0, 0)
             self.call("alice", "Teardown", pb.TeardownRequest(run_id=run), pb.TeardownResponse)
 
 
