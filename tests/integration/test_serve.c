@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -408,6 +409,79 @@ static void egress_checks(void)
 	close(h.out_fd);
 }
 
+/* The sandbox's pid 1: the helper's child. */
+static pid_t sandbox_pid1(pid_t helper)
+{
+	char path[64], buf[64] = "";
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)helper, (int)helper);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	return (pid_t)atoi(buf);
+}
+
+/* pid 1 waits for an exec init's egress listener (LISTENER_WAIT_MS, 5 s)
+ * handling nothing else: no SignalRequest, no deadline of another exec.
+ * sbxd gives pid 1 RUN_GRACE_MS (2 s) past an exec's deadline before it
+ * kills the whole sandbox as hung, so an exec init that is slow to make
+ * its listener (held here from birth by tracing pid 1's forks, as a
+ * loaded host or a contended rtnl would) costs the run every other exec.
+ * Exec 1 must still end at script_seconds (2 s) + 1 s. */
+static void listener_wait_checks(void)
+{
+	struct helper h;
+	struct ctl_event ev;
+	int status;
+	unsigned long child = 0;
+
+	CHECK(start_helper(&h,
+			   "{\"image\":\"host\",\"egress\":{\"policy\":\"allowlist\",\"allow\":["
+			   "\"api.test:443\"]},\"limits\":{\"memory_mb\":256,\"pids\":64,"
+			   "\"script_seconds\":2,\"run_seconds\":60}}"),
+	      "listener wait: the sandbox is ready");
+	int64_t t0 = sbx_mono_ms();
+	int f1 = exec_sh(&h, 1, "sleep 100");
+	CHECK(wait_started(&h, 1, 10000, &ev), "listener wait: exec 1 started");
+	ctl_event_close(&ev);
+	pid_t init = sandbox_pid1(h.pid);
+	bool traced = init > 0 &&
+		      ptrace(PTRACE_SEIZE, init, 0, PTRACE_O_TRACEFORK | PTRACE_O_TRACECLONE) == 0;
+	CHECK(traced, "listener wait: tracing pid 1 (%d)", (int)init);
+	int f2 = exec_sh(&h, 2, "true");
+	/* pid 1 stops at its clone of exec 2's init: it goes on, the child
+	 * stays stopped where it was born. */
+	if (traced && waitpid(init, &status, __WALL) == init && WIFSTOPPED(status) &&
+	    (status >> 16 == PTRACE_EVENT_FORK || status >> 16 == PTRACE_EVENT_CLONE)) {
+		ptrace(PTRACE_GETEVENTMSG, init, 0, &child);
+		ptrace(PTRACE_CONT, init, 0, 0);
+		waitpid((pid_t)child, &status, __WALL); /* its first stop */
+	}
+	CHECK(child > 0, "listener wait: exec 2's init is held at birth");
+	const struct ctl_event *e = wait_ended(&h, 15000, &ev);
+	int64_t took = sbx_mono_ms() - t0;
+	CHECK(e && e->exec_id == 1 && e->end == CTL_END_TIMEOUT && took < 3000,
+	      "listener wait: exec 1 ends at its deadline while pid 1 waits for exec 2's listener "
+	      "(exec %llu ended after %lld ms)",
+	      e ? (unsigned long long)e->exec_id : 0ULL, (long long)took);
+	/* Let go: exec 2's init (killed by pid 1 by now) is reaped by its
+	 * parent once we are no longer its tracer. */
+	if (child > 0) {
+		kill((pid_t)child, SIGKILL);
+		waitpid((pid_t)child, &status, __WALL);
+	}
+	/* Detaching needs a stopped tracee. */
+	if (traced && ptrace(PTRACE_INTERRUPT, init, 0, 0) == 0 &&
+	    waitpid(init, &status, __WALL) == init)
+		ptrace(PTRACE_DETACH, init, 0, 0);
+	close(h.ctl);
+	CHECK(helper_exits_within(&h, 5000), "listener wait: the sandbox ends");
+	close(f1);
+	close(f2);
+	close(h.out_fd);
+}
+
 #define POLICY(limits) "{\"image\":\"host\",\"limits\":{\"memory_mb\":256,\"pids\":64," limits "}}"
 
 int main(void)
@@ -628,5 +702,6 @@ int main(void)
 	close(h.out_fd);
 
 	egress_checks();
+	listener_wait_checks();
 	return check_done();
 }
