@@ -19,9 +19,18 @@
 
 #define MAX_EXECS 64
 #define MAX_ARGV  4096
-/* How long pid 1 waits for an exec init's egress listener: it is made
- * right after the exec's namespaces, so only a wedged exec init is later. */
+/* How long an exec init may take to hand over its egress listener (never
+ * longer than the exec's script_seconds, which sbxd's watchdog holds pid 1
+ * to): it is made right after the exec's namespaces, so only a wedged exec
+ * init (a contended rtnl, a host out of breath) is later. pid 1 waits for
+ * it in its main loop, so the wait costs no other exec anything; it stays
+ * long enough for a loaded host to get there. */
 #define LISTENER_WAIT_MS 5000
+/* How long an exec killed before its command existed may take to be
+ * reaped before pid 1 reports its end without the reap: half of the
+ * RUN_GRACE_MS (2 s) that sbxd's watchdog allows past an exec's deadline,
+ * the other half for the report to reach sbxd on a loaded host. */
+#define UNSTARTED_REAP_WAIT_MS 1000
 
 /* How an OOM that the run's shared limit caused is told apart. */
 #define SBX_RUN_OOM_MESSAGE                                                                        \
@@ -33,15 +42,28 @@ struct exec_slot {
 	uint64_t id;
 	pid_t pid;
 	int report_fd;
+	/* An allowlist exec between its spawn and its listener: no
+	 * ExecStarted yet, its report socket polled by the main loop until
+	 * listener_deadline_ms (LISTENER_WAIT_MS, or its deadline if sooner). */
+	bool awaiting_listener;
+	int64_t listener_deadline_ms;
 	/* A packet exec init sent before its listener (it failed first):
 	 * read by pid 1 while it waited, kept for finish_exec. */
 	struct sbx_exec_report early;
 	bool have_early;
+	/* Killed before its command existed: it ends at its reap, or at
+	 * end_by_ms without it (end_unstarted); then ended_sent, and its
+	 * reap only cleans up. */
+	int64_t end_by_ms;
+	bool ended_sent;
 	struct sbx_cgroup cg;
 	char cg_name[48];
 	int64_t start_ms;
 	int64_t deadline_ms;
-	Sbx__V1__ExecEnded__Reason forced; /* TIMEOUT, KILLED, RUN_EXPIRED or 0 */
+	/* TIMEOUT, KILLED, RUN_EXPIRED, SETUP_FAILED (no listener in time:
+	 * why says so) or 0 */
+	Sbx__V1__ExecEnded__Reason forced;
+	char why[128];
 };
 
 struct init_state {
@@ -130,64 +152,44 @@ static ssize_t recv_report(int fd, struct sbx_exec_report *r, int *got_fd)
 	return n;
 }
 
-/* With an allowlist exec init hands over its egress listener first
- * (exec.c): waits for it, at most LISTENER_WAIT_MS. -1 when exec init
- * reported or ended before (what it sent is kept in slot->early for
- * finish_exec, so its setup failure is not lost), or was too late: then it
- * is killed, and the exec ends as a setup failure saying so. */
-static int await_listener(struct exec_slot *slot)
-{
-	int64_t deadline = sbx_mono_ms() + LISTENER_WAIT_MS;
-
-	for (;;) {
-		int64_t left = deadline - sbx_mono_ms();
-		struct pollfd pfd = {.fd = slot->report_fd, .events = POLLIN};
-		struct sbx_exec_report r;
-		int fd;
-
-		if (left <= 0)
-			break;
-		int rc = poll(&pfd, 1, (int)left);
-		if (rc < 0 && errno == EINTR)
-			continue;
-		if (rc <= 0)
-			break;
-		ssize_t n = recv_report(slot->report_fd, &r, &fd);
-		if (n < 0 && errno == EAGAIN)
-			continue;
-		if (n == (ssize_t)sizeof(r) && r.kind == SBX_EXEC_LISTENER && fd >= 0)
-			return fd;
-		if (fd >= 0)
-			close(fd);
-		if (n == (ssize_t)sizeof(r) && r.kind != SBX_EXEC_LISTENER) {
-			slot->early = r;
-			slot->have_early = true;
-		}
-		return -1; /* its report, its end, or garbage: finish_exec says which */
-	}
-	kill(slot->pid, SIGKILL);
-	slot->early = (struct sbx_exec_report){.kind = SBX_EXEC_SETUP_FAILED};
-	snprintf(slot->early.msg, sizeof(slot->early.msg),
-		 "exec init did not hand over the egress listener within %d s",
-		 LISTENER_WAIT_MS / 1000);
-	slot->have_early = true;
-	return -1;
-}
-
-/* ExecStarted, with the exec's egress listener when its policy has an
- * allowlist (the server holds it from here; our copy goes). */
-static void send_started(struct init_state *st, struct exec_slot *slot)
+/* ExecStarted, with the exec's egress listener when there is one (the
+ * server gets its own copy; the caller closes ours). */
+static void send_started(struct init_state *st, uint64_t id, int listener)
 {
 	Sbx__V1__ExecStarted started = SBX__V1__EXEC_STARTED__INIT;
 	Sbx__V1__HelperMessage m = SBX__V1__HELPER_MESSAGE__INIT;
-	_cleanup_close_ int listener =
-	    sbx_exec_wants_listener(st->ctx->policy) ? await_listener(slot) : -1;
 
-	started.exec_id = slot->id;
+	started.exec_id = id;
 	started.egress_listener = listener >= 0;
 	m.msg_case = SBX__V1__HELPER_MESSAGE__MSG_STARTED;
 	m.started = &started;
 	send_msg(st, &m, &listener, listener >= 0 ? 1 : 0);
+}
+
+/* An exec awaiting its listener: takes exec init's first packet if it is
+ * there, and then the wait is over and ExecStarted goes out, with the
+ * listener, or without it when exec init reported first (kept in
+ * slot->early for finish_exec, so its setup failure is not lost), ended
+ * or sent garbage (finish_exec says which). Nothing there yet: the wait
+ * goes on. */
+static void take_listener(struct init_state *st, struct exec_slot *slot)
+{
+	struct sbx_exec_report r;
+	_cleanup_close_ int fd = -1;
+	ssize_t n = recv_report(slot->report_fd, &r, &fd);
+
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return;
+	slot->awaiting_listener = false;
+	if (n == (ssize_t)sizeof(r) && r.kind == SBX_EXEC_LISTENER && fd >= 0) {
+		send_started(st, slot->id, fd);
+		return;
+	}
+	if (n == (ssize_t)sizeof(r) && r.kind != SBX_EXEC_LISTENER) {
+		slot->early = r;
+		slot->have_early = true;
+	}
+	send_started(st, slot->id, -1);
 }
 
 static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, int *fds,
@@ -273,8 +275,16 @@ static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, i
 	slot->id = req->exec_id;
 	slot->report_fd = sbx_steal_fd(report[0]);
 	slot->deadline_ms = slot->start_ms + (int64_t)p->limits->script_seconds * 1000;
-
-	send_started(st, slot);
+	/* With an allowlist ExecStarted waits for the listener, in the main
+	 * loop: pid 1 goes on serving every other exec meanwhile. */
+	if (sbx_exec_wants_listener(p)) {
+		slot->awaiting_listener = true;
+		slot->listener_deadline_ms = slot->start_ms + LISTENER_WAIT_MS;
+		if (slot->deadline_ms < slot->listener_deadline_ms)
+			slot->listener_deadline_ms = slot->deadline_ms;
+		return;
+	}
+	send_started(st, slot->id, -1);
 	return;
 fail:
 	sbx_cgroup_close(&slot->cg);
@@ -334,8 +344,27 @@ static void end_as_oom(Sbx__V1__ExecEnded *e, const struct sbx_cg_usage *u, bool
 	e->message = msg[0] ? msg : NULL;
 }
 
+/* An exec that sbx ended (deadline, kill, run expiry, no listener in
+ * time): its reason, whatever the command did meanwhile. */
+static void end_as_forced(Sbx__V1__ExecEnded *e, const struct exec_slot *slot)
+{
+	e->reason = slot->forced;
+	if (slot->forced == SBX__V1__EXEC_ENDED__REASON__SETUP_FAILED) {
+		e->exit_code = 125;
+		e->message = (char *)slot->why;
+		return;
+	}
+	e->signal = SIGKILL;
+	e->exit_code = slot->forced == SBX__V1__EXEC_ENDED__REASON__TIMEOUT ? 124 : 128 + SIGKILL;
+	e->message = slot->why[0] ? (char *)slot->why : NULL;
+}
+
 static void finish_exec(struct init_state *st, struct exec_slot *slot, int init_status)
 {
+	/* Reaped before its first packet was looked at: ExecStarted still
+	 * goes first, so that every spawned exec has one. */
+	if (slot->awaiting_listener)
+		take_listener(st, slot);
 	struct sbx_exec_report r = {0};
 	bool started;
 	bool have_report = read_report(slot, &r, &started);
@@ -346,6 +375,10 @@ static void finish_exec(struct init_state *st, struct exec_slot *slot, int init_
 	sbx_cgroup_close(&slot->cg);
 	if (st->ctx->run->mode != SBX_CG_NONE)
 		sbx_cgroup_remove(st->ctx->run, slot->cg_name, &(struct sbx_err){0});
+	if (slot->ended_sent) {
+		slot->used = false;
+		return;
+	}
 
 	Sbx__V1__ExecEnded e = SBX__V1__EXEC_ENDED__INIT;
 	char msg[sizeof(r.msg) + 256] = "";
@@ -355,10 +388,7 @@ static void finish_exec(struct init_state *st, struct exec_slot *slot, int init_
 	e.peak_memory_bytes = u.peak_bytes ? u.peak_bytes : (have_report ? r.maxrss_kb * 1024 : 0);
 	int status = r.status;
 	if (slot->forced) {
-		e.reason = slot->forced;
-		e.signal = SIGKILL;
-		e.exit_code =
-		    slot->forced == SBX__V1__EXEC_ENDED__REASON__TIMEOUT ? 124 : 128 + SIGKILL;
+		end_as_forced(&e, slot);
 	} else if (u.oom_kills > 0) {
 		/* Looked at before the report, which is missing when the OOM
 		 * killer picked exec init itself (the command's memory was
@@ -417,13 +447,66 @@ static void reap(struct init_state *st)
 	}
 }
 
-static void kill_exec(struct exec_slot *slot, Sbx__V1__ExecEnded__Reason why)
+/* An exec killed before its command existed whose exec init is not
+ * reaped by end_by_ms (it is in a kernel call that must return first: a
+ * contended rtnl) ends without the reap: sbxd's watchdog fails the whole
+ * run at the exec's deadline + RUN_GRACE_MS. Nothing of the exec runs
+ * again: with SIGKILL pending exec init never returns to user space, so
+ * never forks the command. */
+static void end_unstarted(struct init_state *st, struct exec_slot *slot)
+{
+	Sbx__V1__ExecEnded e = SBX__V1__EXEC_ENDED__INIT;
+
+	if (slot->awaiting_listener) {
+		slot->awaiting_listener = false;
+		send_started(st, slot->id, -1);
+	}
+	e.exec_id = slot->id;
+	e.wall_ms = (uint64_t)(sbx_mono_ms() - slot->start_ms);
+	end_as_forced(&e, slot);
+	slot->ended_sent = true;
+	send_ended(st, &e);
+}
+
+static void kill_exec(struct init_state *st, struct exec_slot *slot, Sbx__V1__ExecEnded__Reason why)
 {
 	/* SIGKILL of an exec init from its parent namespace takes down its
 	 * whole pid namespace: the command and everything it started. */
 	if (!slot->forced)
 		slot->forced = why;
 	kill(slot->pid, SIGKILL);
+	if (!slot->awaiting_listener || slot->end_by_ms)
+		return;
+	/* A listener sent before the kill is in the socket by now; without
+	 * one there, exec init dies before it gets to the command. */
+	take_listener(st, slot);
+	if (!slot->awaiting_listener)
+		return;
+	slot->end_by_ms = sbx_mono_ms() + UNSTARTED_REAP_WAIT_MS;
+	if (!slot->why[0])
+		snprintf(slot->why, sizeof(slot->why),
+			 "ended before the command started (exec init had not handed over the "
+			 "egress listener yet)");
+}
+
+/* The listener's time is up: a last look at the socket, then the exec
+ * ends as a setup failure that says so. */
+static void give_up_listener(struct init_state *st, struct exec_slot *slot)
+{
+	take_listener(st, slot);
+	if (!slot->awaiting_listener)
+		return;
+	if (slot->listener_deadline_ms < slot->deadline_ms)
+		snprintf(slot->why, sizeof(slot->why),
+			 "exec init did not hand over the egress listener within %d s; the "
+			 "command did not start",
+			 LISTENER_WAIT_MS / 1000);
+	else
+		snprintf(slot->why, sizeof(slot->why),
+			 "exec init did not hand over the egress listener within script_seconds "
+			 "(%u s); the command did not start",
+			 st->ctx->policy->limits->script_seconds);
+	kill_exec(st, slot, SBX__V1__EXEC_ENDED__REASON__SETUP_FAILED);
 }
 
 static void handle_signal_request(struct init_state *st, Sbx__V1__HelperSignalRequest *req)
@@ -433,10 +516,10 @@ static void handle_signal_request(struct init_state *st, Sbx__V1__HelperSignalRe
 	bool known = req->signal == SIGKILL;
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(forwarded); i++)
 		known |= req->signal == forwarded[i];
-	if (!slot || !known)
+	if (!slot || slot->ended_sent || !known)
 		return;
 	if (req->signal == SIGKILL)
-		kill_exec(slot, SBX__V1__EXEC_ENDED__REASON__KILLED);
+		kill_exec(st, slot, SBX__V1__EXEC_ENDED__REASON__KILLED);
 	else
 		kill(slot->pid, req->signal); /* exec init forwards it to the command */
 }
@@ -447,31 +530,55 @@ static void check_deadlines(struct init_state *st)
 	bool run_over = now >= st->run_deadline_ms;
 	for (int i = 0; i < MAX_EXECS; i++) {
 		struct exec_slot *s = &st->execs[i];
+		if (s->used && s->end_by_ms && !s->ended_sent && now >= s->end_by_ms)
+			end_unstarted(st, s);
 		if (!s->used || s->forced)
 			continue;
 		if (run_over)
-			kill_exec(s, SBX__V1__EXEC_ENDED__REASON__RUN_EXPIRED);
+			kill_exec(st, s, SBX__V1__EXEC_ENDED__REASON__RUN_EXPIRED);
+		else if (s->awaiting_listener && now >= s->listener_deadline_ms)
+			give_up_listener(st, s);
 		else if (now >= s->deadline_ms)
-			kill_exec(s, SBX__V1__EXEC_ENDED__REASON__TIMEOUT);
+			kill_exec(st, s, SBX__V1__EXEC_ENDED__REASON__TIMEOUT);
 	}
 }
 
 static int next_timeout(struct init_state *st)
 {
 	int64_t next = st->run_deadline_ms;
-	for (int i = 0; i < MAX_EXECS; i++)
-		if (st->execs[i].used && !st->execs[i].forced && st->execs[i].deadline_ms < next)
-			next = st->execs[i].deadline_ms;
+	for (int i = 0; i < MAX_EXECS; i++) {
+		const struct exec_slot *s = &st->execs[i];
+		int64_t due = s->awaiting_listener ? s->listener_deadline_ms : s->deadline_ms;
+		if (s->used && !s->forced && due < next)
+			next = due;
+		if (s->used && s->end_by_ms && !s->ended_sent && s->end_by_ms < next)
+			next = s->end_by_ms;
+	}
 	int64_t wait = next - sbx_mono_ms();
 	return wait < 0 ? 0 : wait > 60000 ? 60000 : (int)wait;
 }
 
+/* An exec already ended but not reaped does not count: pid 1 leaving
+ * takes it along. */
 static bool any_running(struct init_state *st)
 {
 	for (int i = 0; i < MAX_EXECS; i++)
-		if (st->execs[i].used)
+		if (st->execs[i].used && !st->execs[i].ended_sent)
 			return true;
 	return false;
+}
+
+/* The report sockets of the execs awaiting their listener into pfd, their
+ * slots into slot; how many. */
+static size_t watch_listeners(struct init_state *st, struct pollfd *pfd, struct exec_slot **slot)
+{
+	size_t n = 0;
+	for (int i = 0; i < MAX_EXECS; i++)
+		if (st->execs[i].used && st->execs[i].awaiting_listener) {
+			pfd[n] = (struct pollfd){.fd = st->execs[i].report_fd, .events = POLLIN};
+			slot[n++] = &st->execs[i];
+		}
+	return n;
 }
 
 __attribute__((noreturn)) static void shut_down(void)
@@ -508,11 +615,17 @@ void sbx_init_main(struct sbx_init_ctx *ctx)
 		close(ctx->out_fd);
 
 	for (;;) {
-		struct pollfd pfd[2] = {{.fd = ctx->ctl, .events = POLLIN},
-					{.fd = sfd, .events = POLLIN}};
-		int rc = poll(pfd, 2, next_timeout(&st));
+		struct pollfd pfd[2 + MAX_EXECS] = {{.fd = ctx->ctl, .events = POLLIN},
+						    {.fd = sfd, .events = POLLIN}};
+		struct exec_slot *awaiting[MAX_EXECS];
+		size_t n_awaiting = watch_listeners(&st, pfd + 2, awaiting);
+		int rc = poll(pfd, 2 + n_awaiting, next_timeout(&st));
 		if (rc < 0 && errno != EINTR)
 			shut_down();
+		/* Before the reap: an exec's ExecStarted goes before its end. */
+		for (size_t i = 0; i < n_awaiting; i++)
+			if (pfd[2 + i].revents && awaiting[i]->awaiting_listener)
+				take_listener(&st, awaiting[i]);
 		if (pfd[1].revents) {
 			struct signalfd_siginfo si;
 			while (read(sfd, &si, sizeof(si)) > 0)
