@@ -14,7 +14,9 @@
  *   test_egress_review share      one identity's runs fill connections_max:
  *                                 another identity's run gets 429
  *   test_egress_review hostwide   one run holds a host-wide destination's
- *                                 max_concurrent: every other run gets 429 */
+ *                                 max_concurrent: every other run gets 429
+ *   test_egress_review audit      one identity's runs write exempt audit
+ *                                 lines far past its audit byte rate */
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
@@ -552,6 +554,98 @@ static void test_hostwide(void)
 	sbx_egress_stop(eg);
 }
 
+/* ---- audit: exempt lines against the identity's rate ---- */
+
+/* Egress lines are exempt from the per-identity audit rate
+ * (quotas.audit_identity_kb_per_s, default 16 KiB/s, the bound that keeps
+ * "one caller cannot fill the log's disk"); what bounds them instead is
+ * each run's accept budget, 50 connections a second with the default, each
+ * writing a decision and a close line of up to ~700 bytes (a 253-byte
+ * name, twice). That is per run, and an identity has 16 runs by default:
+ * here 4 runs of one identity, at the default accept rate, connect with a
+ * long name that is not allowed; the identity's egress lines must stay
+ * within its audit rate (they are 10x past it). */
+struct audit_client {
+	uint16_t port;
+	atomic_bool *stop;
+	unsigned done;
+};
+
+static void *audit_client(void *arg)
+{
+	struct audit_client *a = arg;
+	char name[260], req[400], head[1024];
+
+	memset(name, 0, sizeof(name));
+	for (int i = 0; i < 4; i++) {
+		memset(name + i * 63 + i, 'a' + i, 63);
+		if (i < 3)
+			name[i * 63 + i + 63] = '.';
+	}
+	snprintf(req, sizeof(req), "CONNECT %s:1 HTTP/1.1\r\n\r\n", name);
+	while (!*a->stop) {
+		int fd = proxy_connect(a->port);
+
+		write_all(fd, req, strlen(req));
+		read_head(fd, head, sizeof(head));
+		close(fd);
+		a->done++;
+	}
+	return NULL;
+}
+
+static off_t file_size(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 ? st.st_size : 0;
+}
+
+static void test_audit(void)
+{
+	struct sbx_config_egress cfg = base_config();
+	enum { RUNS = 4 };
+	const uint64_t identity_rate = 16 * 1024; /* the config's default */
+	struct sbx_egress *eg;
+	struct sbx_egress_run *runs[RUNS];
+	struct audit_client cl[RUNS];
+	pthread_t th[RUNS];
+	atomic_bool stop = false;
+	char id[32];
+
+	sbx_audit_set_identity_rate(identity_rate);
+	cfg.accepts_per_run_per_second = 50; /* the config's default */
+	eg = proxy_start(&cfg);
+	Sbx__V1__EgressRule r[1] = {rule("dst.test", 9)};
+	for (int i = 0; i < RUNS; i++) {
+		snprintf(id, sizeof(id), "run-audit-%d", i);
+		runs[i] = run_open(eg, id, "uid:1001", r, 1, &cl[i].port);
+		cl[i].stop = &stop;
+		cl[i].done = 0;
+		pthread_create(&th[i], NULL, audit_client, &cl[i]);
+	}
+	/* Past the accept burst (twice the rate), then measured. */
+	usleep(2500 * 1000);
+	off_t before = file_size(audit_path);
+	int64_t t0 = sbx_mono_ms();
+
+	usleep(3000 * 1000);
+	off_t after = file_size(audit_path);
+	double secs = (double)(sbx_mono_ms() - t0) / 1000.0;
+	double rate = (double)(after - before) / secs;
+
+	stop = true;
+	for (int i = 0; i < RUNS; i++)
+		pthread_join(th[i], NULL);
+	check(rate <= (double)identity_rate,
+	      "audit: one identity's %d runs write %.0f bytes/s of exempt egress lines, its "
+	      "audit rate is %llu bytes/s",
+	      RUNS, rate, (unsigned long long)identity_rate);
+	for (int i = 0; i < RUNS; i++)
+		sbx_egress_run_free(runs[i]);
+	sbx_egress_stop(eg);
+}
+
 int main(int argc, char **argv)
 {
 	struct sbx_err err;
@@ -559,7 +653,7 @@ int main(int argc, char **argv)
 
 	signal(SIGPIPE, SIG_IGN);
 	if (argc != 2) {
-		fprintf(stderr, "usage: %s oob|pipes|early|share|hostwide\n", argv[0]);
+		fprintf(stderr, "usage: %s oob|pipes|early|share|hostwide|audit\n", argv[0]);
 		return 2;
 	}
 	if (!mkdtemp(dir))
@@ -583,6 +677,8 @@ int main(int argc, char **argv)
 		test_share();
 	else if (!strcmp(argv[1], "hostwide"))
 		test_hostwide();
+	else if (!strcmp(argv[1], "audit"))
+		test_audit();
 	else
 		return 2;
 	sbx_audit_close();
