@@ -16,7 +16,11 @@
  *   test_egress_review hostwide   one run holds a host-wide destination's
  *                                 max_concurrent: every other run gets 429
  *   test_egress_review audit      one identity's runs write exempt audit
- *                                 lines far past its audit byte rate */
+ *                                 lines far past its audit byte rate
+ *   test_egress_review lookups    teardown and stop with lookups in flight
+ *                                 and answers racing them (run it under
+ *                                 valgrind: it passes when nothing is
+ *                                 touched after it is freed) */
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
@@ -646,6 +650,116 @@ static void test_audit(void)
 	sbx_egress_stop(eg);
 }
 
+/* ---- lookups: teardown and stop while names are being looked up ---- */
+
+/* A nameserver on loopback that answers every A query with 127.0.0.1 (and
+ * AAAA with nothing) after delay_ms, so answers race the teardowns. */
+struct dns_server {
+	int fd;
+	uint16_t port;
+	unsigned delay_ms;
+	atomic_bool stop;
+	pthread_t thread;
+};
+
+static void *dns_thread(void *arg)
+{
+	struct dns_server *d = arg;
+	unsigned char q[512], a[600];
+
+	while (!d->stop) {
+		struct sockaddr_in from;
+		socklen_t fl = sizeof(from);
+		struct pollfd p = {.fd = d->fd, .events = POLLIN};
+
+		if (poll(&p, 1, 100) != 1)
+			continue;
+		ssize_t n = recvfrom(d->fd, q, sizeof(q), 0, (struct sockaddr *)&from, &fl);
+		if (n < 12 + 5)
+			continue;
+		usleep(d->delay_ms * 1000);
+		/* Header: the id, QR|RD|RA, one question, one answer (A only). */
+		size_t qend = 12;
+		while (qend < (size_t)n && q[qend])
+			qend += q[qend] + 1;
+		qend += 5;
+		if (qend > (size_t)n)
+			continue;
+		bool is_a = q[qend - 4] == 0 && q[qend - 3] == 1;
+		memcpy(a, q, qend);
+		a[2] = 0x81;
+		a[3] = 0x80;
+		a[6] = 0;
+		a[7] = is_a ? 1 : 0;
+		a[8] = a[9] = a[10] = a[11] = 0;
+		size_t len = qend;
+		if (is_a) {
+			static const unsigned char rr[] = {0xc0, 0x0c, 0, 1, 0,	  1, 0, 0,
+							   0,	 5,    0, 4, 127, 0, 0, 1};
+			memcpy(a + len, rr, sizeof(rr));
+			len += sizeof(rr);
+		}
+		sendto(d->fd, a, len, 0, (struct sockaddr *)&from, fl);
+	}
+	return NULL;
+}
+
+static void test_lookups(void)
+{
+	struct sbx_config_egress cfg = base_config();
+	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t sl = sizeof(sin);
+	struct dns_server dns = {.delay_ms = 150};
+	struct server sink;
+	char resolv[160];
+	FILE *f;
+
+	server_start(&sink, false);
+	dns.fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (bind(dns.fd, (struct sockaddr *)&sin, sizeof(sin)) < 0 ||
+	    getsockname(dns.fd, (struct sockaddr *)&sin, &sl) < 0)
+		exit(2);
+	dns.port = ntohs(sin.sin_port);
+	pthread_create(&dns.thread, NULL, dns_thread, &dns);
+	snprintf(resolv, sizeof(resolv), "%s/resolv.conf", dir);
+	f = fopen(resolv, "w");
+	fprintf(f, "nameserver 127.0.0.1:%u\n", dns.port);
+	fclose(f);
+	cfg.resolv_conf = resolv;
+	cfg.lookup_seconds = 3;
+
+	Sbx__V1__EgressRule r[1] = {rule("slow.test", sink.port)};
+	for (int round = 0; round < 6; round++) {
+		struct sbx_egress *eg = proxy_start(&cfg);
+		uint16_t port;
+		int fds[8];
+		char req[128];
+		struct sbx_egress_run *run = run_open(eg, "run-lookups", "uid:1001", r, 1, &port);
+
+		snprintf(req, sizeof(req), "CONNECT slow.test:%u HTTP/1.1\r\n\r\n", sink.port);
+		for (int i = 0; i < 8; i++) {
+			fds[i] = proxy_connect(port);
+			write_all(fds[i], req, strlen(req));
+		}
+		/* Around the answers' time: 100..200 ms. */
+		usleep((useconds_t)(100 + 20 * round) * 1000);
+		if (round % 2 == 0) {
+			sbx_egress_run_free(run);
+			sbx_egress_stop(eg);
+		} else {
+			sbx_egress_stop(eg);
+			sbx_egress_run_free(run);
+		}
+		for (int i = 0; i < 8; i++)
+			close(fds[i]);
+	}
+	dns.stop = true;
+	pthread_join(dns.thread, NULL);
+	close(dns.fd);
+	unlink(resolv);
+	check(true, "lookups: teardowns and stops with lookups in flight returned");
+}
+
 int main(int argc, char **argv)
 {
 	struct sbx_err err;
@@ -653,7 +767,8 @@ int main(int argc, char **argv)
 
 	signal(SIGPIPE, SIG_IGN);
 	if (argc != 2) {
-		fprintf(stderr, "usage: %s oob|pipes|early|share|hostwide|audit\n", argv[0]);
+		fprintf(stderr, "usage: %s oob|pipes|early|share|hostwide|audit|lookups\n",
+			argv[0]);
 		return 2;
 	}
 	if (!mkdtemp(dir))
@@ -679,6 +794,8 @@ int main(int argc, char **argv)
 		test_hostwide();
 	else if (!strcmp(argv[1], "audit"))
 		test_audit();
+	else if (!strcmp(argv[1], "lookups"))
+		test_lookups();
 	else
 		return 2;
 	sbx_audit_close();
