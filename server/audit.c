@@ -191,6 +191,16 @@ void sbx_audit_set_identity_rate(uint64_t bytes_per_s)
 	pthread_mutex_unlock(&audit_lock);
 }
 
+uint64_t sbx_audit_identity_rate(void)
+{
+	uint64_t r;
+
+	pthread_mutex_lock(&audit_lock);
+	r = audit_rate;
+	pthread_mutex_unlock(&audit_lock);
+	return r;
+}
+
 /* audit_lock held: b's drop count as a line of its own, if it has one. */
 static void report_dropped(struct audit_bucket *b)
 {
@@ -400,8 +410,9 @@ static void cut_strings(json_t *v, const char *name, json_t *full, int depth)
 		}
 }
 
-static void audit_line(const char *event, const char *run_id, const char *identity,
-		       const char *policy_digest, void *fields, bool exempt)
+/* The line's length (0: none made). */
+static size_t audit_line(const char *event, const char *run_id, const char *identity,
+			 const char *policy_digest, void *fields, bool exempt)
 {
 	json_auto_t *extra = fields;
 	json_auto_t *line = json_object();
@@ -443,16 +454,17 @@ static void audit_line(const char *event, const char *run_id, const char *identi
 	if (!text) {
 		fprintf(stderr, "sbxd: audit: out of memory for event %s\n",
 			event ? event : "(null)");
-		return;
+		return 0;
 	}
 	/* The newline goes into the same buffer: one line, one write(2). */
 	len = strlen(text);
 	if (!(buf = realloc(text, len + 2)))
-		return;
+		return 0;
 	text = buf;
 	text[len] = '\n';
 	text[len + 1] = '\0';
 	write_line(exempt ? NULL : identity, text, len + 1);
+	return len + 1;
 }
 
 void sbx_audit(const char *event, const char *run_id, const char *identity,
@@ -461,8 +473,8 @@ void sbx_audit(const char *event, const char *run_id, const char *identity,
 	audit_line(event, run_id, identity, policy_digest, fields, false);
 }
 
-void sbx_audit_exempt(const char *event, const char *run_id, const char *identity,
-		      const char *policy_digest, void *fields)
+size_t sbx_audit_exempt(const char *event, const char *run_id, const char *identity,
+			const char *policy_digest, void *fields)
 {
-	audit_line(event, run_id, identity, policy_digest, fields, true);
+	return audit_line(event, run_id, identity, policy_digest, fields, true);
 }
