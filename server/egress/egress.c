@@ -20,6 +20,7 @@
 
 #include <event2/thread.h>
 
+#include "audit.h"
 #include "clock.h"
 #include "egress_internal.h"
 #include "util.h"
@@ -123,12 +124,13 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 
 	for (int i = 0; i < EGRESS_ACCEPT_MANY; i++) {
 		int64_t now = egress_now_us();
+		int64_t wait = egress_identity_accept_wait(run, now);
 		int fd;
 
-		if (egress_bucket_available(&run->accepts, now) < 1) {
-			int64_t us = egress_bucket_wait_us(&run->accepts, 1, now);
-
-			accepts_pause(run, us > 0 ? us : 1000);
+		/* The run's accept budget, its identity's, or its identity's
+		 * audit lines are spent: connections wait in the backlog. */
+		if (wait > 0) {
+			accepts_pause(run, wait);
 			return;
 		}
 		fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -151,7 +153,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 			event_del(l->ev);
 			return;
 		}
-		egress_bucket_take(&run->accepts, 1, now);
+		egress_identity_accepted(run, now);
 		egress_conn_start(run, fd);
 	}
 }
@@ -224,6 +226,7 @@ static void loop_close_run(struct sbx_egress *eg, struct sbx_egress_run *run)
 			event_free(run->accept_timer);
 			run->accept_timer = NULL;
 		}
+		egress_identity_detach(run);
 	}
 	pthread_mutex_lock(&eg->mu);
 	listed = run->listed;
@@ -245,9 +248,14 @@ static void loop_close_run(struct sbx_egress *eg, struct sbx_egress_run *run)
 
 static void loop_take_run(struct sbx_egress *eg, struct sbx_egress_run *run)
 {
+	if (run->loop_closed)
+		return;
 	/* The accept timer is the loop's: made here, on the loop's base. */
-	if (!run->accept_timer && !run->loop_closed)
+	if (!run->accept_timer)
 		run->accept_timer = evtimer_new(eg->base, on_accept_timer, run);
+	if (!run->ident && egress_identity_attach(run) < 0)
+		fprintf(stderr, "sbxd: egress: run %s: out of memory for its identity\n",
+			run->run_id);
 }
 
 /* Runs one command; returns whether it was STOP. */
@@ -259,8 +267,8 @@ static bool loop_command(struct sbx_egress *eg, struct egress_cmd *cmd)
 		loop_take_run(eg, cmd->run);
 	switch (cmd->kind) {
 	case EGRESS_CMD_LISTEN:
-		if (!cmd->run->accept_timer)
-			close(cmd->fd); /* out of memory for its timer */
+		if (!cmd->run->accept_timer || !cmd->run->ident)
+			close(cmd->fd); /* out of memory for its timer or identity */
 		else
 			loop_listen(eg, cmd->run, cmd->exec_id, cmd->fd);
 		break;
@@ -497,6 +505,10 @@ int sbx_egress_start(const struct sbx_config_egress *cfg, struct sbx_egress **ou
 	eg->connections_max = connections_fit(cfg->connections_max);
 	eg->records_per_run = cfg->records_per_run;
 	eg->accepts_per_run_per_second = cfg->accepts_per_run_per_second;
+	eg->accepts_per_identity_per_second = cfg->accepts_per_identity_per_second;
+	/* An identity's egress lines: a part of its audit rate, which sbxd sets
+	 * before it starts the proxy (egress_limits.c). */
+	eg->lines_per_identity_per_second = sbx_audit_identity_rate() / EGRESS_LINES_SHARE_DIV;
 	if (start_parts(eg, cfg, err) < 0) {
 		loop_parts_free(eg);
 		egress_free(eg);
