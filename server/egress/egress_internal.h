@@ -38,9 +38,11 @@
 #include "hostname.h"
 
 /* A relayed connection holds six descriptors: the sandbox's socket, the
- * destination's, and a pipe (two ends) for each direction of splice(2).
- * connections_max is clamped so that all of them fit in half of
- * RLIMIT_NOFILE (the other half is the RPC side's and the runs'). */
+ * destination's, and a pipe (two ends) for each direction of splice(2);
+ * an exec's listener one. connections_max is lowered, and listeners
+ * capped, so that all of them fit in RLIMIT_NOFILE less the config's
+ * fd_reserve (the RPC side's and the runs': sbx_rpc_fd_need), or in half of
+ * RLIMIT_NOFILE without one (egress.c, fds_fit). */
 #define EGRESS_FDS_PER_CONN 6
 /* Distinct host:port totals kept per run; connections to further ones are
  * summed in one row (host "(other)", port 0), so a run asking for a
@@ -216,6 +218,7 @@ struct sbx_egress {
 	/* [once] */
 	uint32_t head_seconds, lookup_seconds, connect_seconds, idle_seconds;
 	uint32_t connections_per_run, connections_max, records_per_run;
+	uint32_t listeners_max; /* exec listeners held at once */
 	uint32_t accepts_per_run_per_second, accepts_per_identity_per_second;
 	uint64_t lines_per_identity_per_second; /* audit bytes; 0: none */
 	struct egress_dest *dests;
@@ -227,6 +230,7 @@ struct sbx_egress {
 	bool have_nameservers;
 	struct event *wake;
 	uint32_t n_conns;
+	uint32_t n_listeners;
 	struct egress_identity *identities;
 	uint32_t n_holding; /* identities with an open connection */
 };
