@@ -19,3 +19,11 @@ foreach(c oob pipes early share hostwide audit lookups)
   add_test(NAME unit.egress.review_${c} COMMAND test_egress_review ${c})
   set_tests_properties(unit.egress.review_${c} PROPERTIES TIMEOUT 60)
 endforeach()
+
+# The proxy's fair shares between identities and its descriptor budget.
+add_executable(test_egress_share test_egress_share.c)
+target_link_libraries(test_egress_share PRIVATE sbx_egress sbx_check)
+foreach(c perminute bytes lines fds)
+  add_test(NAME unit.egress.share_${c} COMMAND test_egress_share ${c})
+  set_tests_properties(unit.egress.share_${c} PROPERTIES TIMEOUT 60)
+endforeach()
