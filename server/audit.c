@@ -23,7 +23,8 @@
  * are dropped and counted in an audit_lines_dropped line once the identity
  * is under its rate again, so one caller cannot fill the log's disk.
  * sbx_audit_exempt's lines are never dropped by it: their number is
- * bounded elsewhere (the egress proxy's by each run's accept budget), and
+ * bounded elsewhere (the egress proxy's by each run's and identity's
+ * accept budgets and its identity's budget of line bytes), and
  * a record of what left a sandbox must not go missing. */
 #include "audit.h"
 

@@ -22,9 +22,13 @@
  *
  * Records never depend on the audit log's per-identity rate (they are what
  * "what left the box" is answered from): instead a run's listeners stop
- * accepting while its accept budget is spent, so a sandbox that opens
- * connections in a loop waits in its own backlog, unrecorded bytes never
- * leave, and the lines it can cause are bounded per second. */
+ * accepting while its accept budget, its identity's, or its identity's
+ * budget of egress line bytes (half its audit rate) is spent, so a sandbox
+ * that opens connections in a loop waits in its own backlog, unrecorded
+ * bytes never leave, and the lines an identity can cause are bounded per
+ * second whatever its number of runs. Host-wide pools (connections_max, a
+ * config destination's limits) are shared fairly between identities
+ * (egress_limits.c). */
 #ifndef SBX_EGRESS_H
 #define SBX_EGRESS_H
 

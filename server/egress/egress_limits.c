@@ -98,6 +98,16 @@ static uint32_t share(uint32_t total, uint32_t k)
 
 void egress_limits_free(struct sbx_egress *eg)
 {
+	/* Every run the loop took was closed (and detached) before this; a
+	 * proxy that failed to start has none. */
+	while (eg->identities) {
+		struct egress_identity *id = eg->identities;
+
+		eg->identities = id->next;
+		free(id->dests);
+		free(id->name);
+		free(id);
+	}
 	for (size_t i = 0; i < eg->n_dests; i++)
 		free(eg->dests[i].host);
 	free(eg->dests);
