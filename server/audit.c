@@ -23,7 +23,8 @@
  * are dropped and counted in an audit_lines_dropped line once the identity
  * is under its rate again, so one caller cannot fill the log's disk.
  * sbx_audit_exempt's lines are never dropped by it: their number is
- * bounded elsewhere (the egress proxy's by each run's accept budget), and
+ * bounded elsewhere (the egress proxy's by each run's and identity's
+ * accept budgets and its identity's budget of line bytes), and
  * a record of what left a sandbox must not go missing. */
 #include "audit.h"
 
@@ -189,6 +190,16 @@ void sbx_audit_set_identity_rate(uint64_t bytes_per_s)
 	pthread_mutex_lock(&audit_lock);
 	audit_rate = bytes_per_s;
 	pthread_mutex_unlock(&audit_lock);
+}
+
+uint64_t sbx_audit_identity_rate(void)
+{
+	uint64_t r;
+
+	pthread_mutex_lock(&audit_lock);
+	r = audit_rate;
+	pthread_mutex_unlock(&audit_lock);
+	return r;
 }
 
 /* audit_lock held: b's drop count as a line of its own, if it has one. */
@@ -400,8 +411,9 @@ static void cut_strings(json_t *v, const char *name, json_t *full, int depth)
 		}
 }
 
-static void audit_line(const char *event, const char *run_id, const char *identity,
-		       const char *policy_digest, void *fields, bool exempt)
+/* The line's length (0: none made). */
+static size_t audit_line(const char *event, const char *run_id, const char *identity,
+			 const char *policy_digest, void *fields, bool exempt)
 {
 	json_auto_t *extra = fields;
 	json_auto_t *line = json_object();
@@ -443,16 +455,17 @@ static void audit_line(const char *event, const char *run_id, const char *identi
 	if (!text) {
 		fprintf(stderr, "sbxd: audit: out of memory for event %s\n",
 			event ? event : "(null)");
-		return;
+		return 0;
 	}
 	/* The newline goes into the same buffer: one line, one write(2). */
 	len = strlen(text);
 	if (!(buf = realloc(text, len + 2)))
-		return;
+		return 0;
 	text = buf;
 	text[len] = '\n';
 	text[len + 1] = '\0';
 	write_line(exempt ? NULL : identity, text, len + 1);
+	return len + 1;
 }
 
 void sbx_audit(const char *event, const char *run_id, const char *identity,
@@ -461,8 +474,8 @@ void sbx_audit(const char *event, const char *run_id, const char *identity,
 	audit_line(event, run_id, identity, policy_digest, fields, false);
 }
 
-void sbx_audit_exempt(const char *event, const char *run_id, const char *identity,
-		      const char *policy_digest, void *fields)
+size_t sbx_audit_exempt(const char *event, const char *run_id, const char *identity,
+			const char *policy_digest, void *fields)
 {
-	audit_line(event, run_id, identity, policy_digest, fields, true);
+	return audit_line(event, run_id, identity, policy_digest, fields, true);
 }

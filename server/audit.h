@@ -4,6 +4,7 @@
 #ifndef SBX_AUDIT_H
 #define SBX_AUDIT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "err.h"
@@ -21,6 +22,8 @@ void sbx_audit_close(void);
  * once); lines past that are dropped and counted in an audit_lines_dropped
  * line. 0: no bound. Lines without an identity are never dropped. */
 void sbx_audit_set_identity_rate(uint64_t bytes_per_s);
+/* The rate set (0: none). */
+uint64_t sbx_audit_identity_rate(void);
 
 /* event: "run_created", "exec_started", "exec_ended", "artifact_fetched",
  * "teardown", "auth_failure", "run_expired", "startup_cleanup", ... `fields`
@@ -31,8 +34,11 @@ void sbx_audit(const char *event, const char *run_id, const char *identity,
 /* The same line, never dropped by the identity's rate (it still names the
  * identity). For records that must all be kept, whose number something
  * else bounds: the egress proxy's decision and close lines, one each per
- * connection, bounded by the run's accepts_per_run_per_second. */
-void sbx_audit_exempt(const char *event, const char *run_id, const char *identity,
-		      const char *policy_digest, void *fields);
+ * connection, bounded by the run's and the identity's accept budgets and
+ * by the identity's budget of egress line bytes, which the proxy charges
+ * with the length returned (the line's bytes, newline included; 0 when out
+ * of memory). */
+size_t sbx_audit_exempt(const char *event, const char *run_id, const char *identity,
+			const char *policy_digest, void *fields);
 
 #endif

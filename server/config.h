@@ -83,6 +83,13 @@ struct sbx_config_egress {
 	uint32_t connections_max;     /* open at once, every run; default 4096 */
 	uint32_t records_per_run;     /* kept for Status, the oldest summarized; 256 */
 	uint32_t accepts_per_run_per_second; /* a run's new connections, burst twice; 50 */
+	/* An identity's runs' new connections together, burst twice; 100 (0 in
+	 * a struct not read from a file: none). */
+	uint32_t accepts_per_identity_per_second;
+	/* Not a file key: RLIMIT_NOFILE's descriptors the proxy must leave to
+	 * the rest of sbxd (sbx_rpc_fd_need), set before it starts; 0 (a
+	 * program other than sbxd): the proxy takes at most half. */
+	uint64_t fd_reserve;
 	struct sbx_egress_destination destinations[SBX_CONFIG_MAX_EGRESS_DESTINATIONS];
 	size_t n_destinations;
 };

@@ -20,18 +20,19 @@
 #include "strict_json.h"
 #include "text.h"
 
-#define DEFAULT_HOSTS_FILE	      "/etc/hosts"
-#define DEFAULT_RESOLV_CONF	      "/etc/resolv.conf"
-#define DEFAULT_HEAD_SECONDS	      10
-#define DEFAULT_LOOKUP_SECONDS	      5
-#define DEFAULT_CONNECT_SECONDS	      10
-#define DEFAULT_IDLE_SECONDS	      300
-#define DEFAULT_CONNECTIONS_PER_RUN   256
-#define DEFAULT_CONNECTIONS_MAX	      4096
-#define DEFAULT_RECORDS_PER_RUN	      256
-#define DEFAULT_ACCEPTS_PER_RUN_PER_S 50
-#define PATH_LEN_MAX		      4095
-#define CONNECTIONS_MAX		      (1 << 20)
+#define DEFAULT_HOSTS_FILE		   "/etc/hosts"
+#define DEFAULT_RESOLV_CONF		   "/etc/resolv.conf"
+#define DEFAULT_HEAD_SECONDS		   10
+#define DEFAULT_LOOKUP_SECONDS		   5
+#define DEFAULT_CONNECT_SECONDS		   10
+#define DEFAULT_IDLE_SECONDS		   300
+#define DEFAULT_CONNECTIONS_PER_RUN	   256
+#define DEFAULT_CONNECTIONS_MAX		   4096
+#define DEFAULT_RECORDS_PER_RUN		   256
+#define DEFAULT_ACCEPTS_PER_RUN_PER_S	   50
+#define DEFAULT_ACCEPTS_PER_IDENTITY_PER_S 100
+#define PATH_LEN_MAX			   4095
+#define CONNECTIONS_MAX			   (1 << 20)
 /* Every kept record goes out in each Status: 4096 of them (a host name of
  * up to 253 bytes each) stay well inside a default 4 MiB message. */
 #define RECORDS_PER_RUN_MAX 4096
@@ -56,6 +57,7 @@ int sbx_config_egress_defaults(struct sbx_config_egress *eg, struct sbx_err *err
 	    .connections_max = DEFAULT_CONNECTIONS_MAX,
 	    .records_per_run = DEFAULT_RECORDS_PER_RUN,
 	    .accepts_per_run_per_second = DEFAULT_ACCEPTS_PER_RUN_PER_S,
+	    .accepts_per_identity_per_second = DEFAULT_ACCEPTS_PER_IDENTITY_PER_S,
 	};
 	eg->hosts_file = strdup(DEFAULT_HOSTS_FILE);
 	eg->resolv_conf = strdup(DEFAULT_RESOLV_CONF);
@@ -214,12 +216,19 @@ static int parse_destinations(struct sbx_config_egress *eg, json_t *v, struct sb
 
 /* ---- the section ---- */
 
-static const char *const egress_keys[] = {"hosts_file",		 "resolv_conf",
-					  "head_seconds",	 "lookup_seconds",
-					  "connect_seconds",	 "idle_seconds",
-					  "connections_per_run", "connections_max",
-					  "records_per_run",	 "accepts_per_run_per_second",
-					  "destinations",	 NULL};
+static const char *const egress_keys[] = {"hosts_file",
+					  "resolv_conf",
+					  "head_seconds",
+					  "lookup_seconds",
+					  "connect_seconds",
+					  "idle_seconds",
+					  "connections_per_run",
+					  "connections_max",
+					  "records_per_run",
+					  "accepts_per_run_per_second",
+					  "accepts_per_identity_per_second",
+					  "destinations",
+					  NULL};
 
 static int parse_egress(struct sbx_config_egress *eg, json_t *v, struct sbx_err *err)
 {
@@ -246,7 +255,9 @@ static int parse_egress(struct sbx_config_egress *eg, json_t *v, struct sbx_err 
 	    get_u32(v, w, "records_per_run", 1, RECORDS_PER_RUN_MAX, &eg->records_per_run, err) <
 		0 ||
 	    get_u32(v, w, "accepts_per_run_per_second", 1, 1000000, &eg->accepts_per_run_per_second,
-		    err) < 0)
+		    err) < 0 ||
+	    get_u32(v, w, "accepts_per_identity_per_second", 1, 1000000,
+		    &eg->accepts_per_identity_per_second, err) < 0)
 		return -1;
 	/* As runs_max_per_identity follows runs_max: an unwritten per-run
 	 * bound follows a smaller host-wide one. */

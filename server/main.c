@@ -196,7 +196,9 @@ static int serve(struct sbx_config *cfg, const sigset_t *stop)
 	if (sbx_audit_open(cfg->log_path, cfg->log_group, &err) < 0)
 		return fail_with(&err);
 	sbx_audit_set_identity_rate(cfg->quotas.audit_identity_kb_per_s * 1024);
-	/* Before the listeners: no run can ask for it before it is there. */
+	/* Before the listeners: no run can ask for it before it is there. Its
+	 * descriptors are what the RPC side and the runs leave (rpc.h). */
+	cfg->egress.fd_reserve = sbx_rpc_fd_need(cfg);
 	egress = start_egress(cfg, &egress_why);
 	runs = sbx_runs_init(cfg, &err);
 	if (!runs) {

@@ -20,6 +20,7 @@
 
 #include <event2/thread.h>
 
+#include "audit.h"
 #include "clock.h"
 #include "egress_internal.h"
 #include "util.h"
@@ -83,6 +84,7 @@ static void listener_free(struct egress_listener *l)
 	if (l->ev)
 		event_free(l->ev);
 	close(l->fd);
+	l->run->eg->n_listeners--;
 	free(l);
 }
 
@@ -123,12 +125,13 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 
 	for (int i = 0; i < EGRESS_ACCEPT_MANY; i++) {
 		int64_t now = egress_now_us();
+		int64_t wait = egress_identity_accept_wait(run, now);
 		int fd;
 
-		if (egress_bucket_available(&run->accepts, now) < 1) {
-			int64_t us = egress_bucket_wait_us(&run->accepts, 1, now);
-
-			accepts_pause(run, us > 0 ? us : 1000);
+		/* The run's accept budget, its identity's, or its identity's
+		 * audit lines are spent: connections wait in the backlog. */
+		if (wait > 0) {
+			accepts_pause(run, wait);
 			return;
 		}
 		fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -151,7 +154,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 			event_del(l->ev);
 			return;
 		}
-		egress_bucket_take(&run->accepts, 1, now);
+		egress_identity_accepted(run, now);
 		egress_conn_start(run, fd);
 	}
 }
@@ -165,6 +168,16 @@ static void loop_listen(struct sbx_egress *eg, struct sbx_egress_run *run, uint6
 		close(fd);
 		return;
 	}
+	if (eg->n_listeners >= eg->listeners_max) {
+		/* Its descriptor is past the proxy's budget: the exec's way out
+		 * is closed (its connections are refused), never unbounded. */
+		fprintf(stderr,
+			"sbxd: egress: run %s exec %llu: listener refused: the proxy holds %u, "
+			"its descriptor budget's most (RLIMIT_NOFILE)\n",
+			run->run_id, (unsigned long long)exec_id, eg->n_listeners);
+		close(fd);
+		return;
+	}
 	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0 ||
 	    !(l = calloc(1, sizeof(*l)))) {
 		fprintf(stderr, "sbxd: egress: run %s exec %llu: listener refused: %s\n",
@@ -175,6 +188,7 @@ static void loop_listen(struct sbx_egress *eg, struct sbx_egress_run *run, uint6
 	l->run = run;
 	l->exec_id = exec_id;
 	l->fd = fd;
+	eg->n_listeners++;
 	l->ev = event_new(eg->base, fd, EV_READ | EV_PERSIST, on_accept, l);
 	if (!l->ev) {
 		fprintf(stderr, "sbxd: egress: run %s: out of memory for a listener\n",
@@ -224,6 +238,7 @@ static void loop_close_run(struct sbx_egress *eg, struct sbx_egress_run *run)
 			event_free(run->accept_timer);
 			run->accept_timer = NULL;
 		}
+		egress_identity_detach(run);
 	}
 	pthread_mutex_lock(&eg->mu);
 	listed = run->listed;
@@ -245,9 +260,14 @@ static void loop_close_run(struct sbx_egress *eg, struct sbx_egress_run *run)
 
 static void loop_take_run(struct sbx_egress *eg, struct sbx_egress_run *run)
 {
+	if (run->loop_closed)
+		return;
 	/* The accept timer is the loop's: made here, on the loop's base. */
-	if (!run->accept_timer && !run->loop_closed)
+	if (!run->accept_timer)
 		run->accept_timer = evtimer_new(eg->base, on_accept_timer, run);
+	if (!run->ident && egress_identity_attach(run) < 0)
+		fprintf(stderr, "sbxd: egress: run %s: out of memory for its identity\n",
+			run->run_id);
 }
 
 /* Runs one command; returns whether it was STOP. */
@@ -259,8 +279,8 @@ static bool loop_command(struct sbx_egress *eg, struct egress_cmd *cmd)
 		loop_take_run(eg, cmd->run);
 	switch (cmd->kind) {
 	case EGRESS_CMD_LISTEN:
-		if (!cmd->run->accept_timer)
-			close(cmd->fd); /* out of memory for its timer */
+		if (!cmd->run->accept_timer || !cmd->run->ident)
+			close(cmd->fd); /* out of memory for its timer or identity */
 		else
 			loop_listen(eg, cmd->run, cmd->exec_id, cmd->fd);
 		break;
@@ -383,27 +403,52 @@ static bool queue(struct sbx_egress *eg, struct egress_cmd *cmd)
 
 /* ---- start, stop ---- */
 
-/* connections_max, lowered so that every connection's descriptors fit in
- * half of RLIMIT_NOFILE. */
-static uint32_t connections_fit(uint32_t want)
+/* The proxy's descriptors: what RLIMIT_NOFILE leaves beside cfg's
+ * fd_reserve (half of it without one), split into connections (6 each) and
+ * as many exec listeners (1 each); connections_max is lowered to fit. -1
+ * when not even one connection and one listener fit. */
+static int fds_fit(struct sbx_egress *eg, const struct sbx_config_egress *cfg, struct sbx_err *err)
 {
 	struct rlimit rl;
-	uint64_t fit;
+	uint64_t fds, conns;
 
+	eg->connections_max = cfg->connections_max;
+	eg->listeners_max = UINT32_MAX;
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
-		return want;
-	fit = (uint64_t)rl.rlim_cur / 2 / EGRESS_FDS_PER_CONN;
-	if (fit < 1)
-		fit = 1;
-	if (want > fit) {
+		return 0;
+	if (!cfg->fd_reserve)
+		fds = (uint64_t)rl.rlim_cur / 2;
+	else
+		fds = rl.rlim_cur > cfg->fd_reserve ? rl.rlim_cur - cfg->fd_reserve : 0;
+	conns = fds / (EGRESS_FDS_PER_CONN + 1);
+	if (conns > UINT32_MAX)
+		conns = UINT32_MAX;
+	if (conns < 1)
+		return sbx_fail(err,
+				"egress: no descriptors left for the proxy: RLIMIT_NOFILE %llu, "
+				"%llu kept for the RPC listeners' caps, runs and workers: raise "
+				"the limit (ulimit -Hn) or lower connections.per_listener, "
+				"runs_max or workers",
+				(unsigned long long)rl.rlim_cur,
+				(unsigned long long)cfg->fd_reserve);
+	if (cfg->connections_max > conns) {
 		fprintf(stderr,
 			"sbxd: egress.connections_max lowered from %u to %llu: %d descriptors "
-			"each must fit in half of RLIMIT_NOFILE %llu\n",
-			want, (unsigned long long)fit, EGRESS_FDS_PER_CONN,
-			(unsigned long long)rl.rlim_cur);
-		return (uint32_t)fit;
+			"each and one per exec listener must fit in %llu of RLIMIT_NOFILE "
+			"%llu\n",
+			cfg->connections_max, (unsigned long long)conns, EGRESS_FDS_PER_CONN,
+			(unsigned long long)fds, (unsigned long long)rl.rlim_cur);
+		eg->connections_max = (uint32_t)conns;
 	}
-	return want;
+	/* As many listeners as connections fit, whatever connections_max
+	 * says: 6 x connections + listeners <= 7 x conns <= fds. */
+	eg->listeners_max = (uint32_t)conns;
+	return 0;
+}
+
+size_t sbx_egress_fd_budget(const struct sbx_egress *eg)
+{
+	return eg ? (size_t)eg->connections_max * EGRESS_FDS_PER_CONN + eg->listeners_max : 0;
 }
 
 static int resolver_init(struct sbx_egress *eg, const struct sbx_config_egress *cfg,
@@ -453,7 +498,7 @@ static int start_parts(struct sbx_egress *eg, const struct sbx_config_egress *cf
 	sigset_t all, old;
 	int rc;
 
-	if (egress_limits_init(eg, cfg, err) < 0)
+	if (fds_fit(eg, cfg, err) < 0 || egress_limits_init(eg, cfg, err) < 0)
 		return -1;
 	if (!(eg->base = event_base_new()))
 		return sbx_fail(err, "egress: cannot make the event loop");
@@ -494,9 +539,12 @@ int sbx_egress_start(const struct sbx_config_egress *cfg, struct sbx_egress **ou
 	eg->connect_seconds = cfg->connect_seconds;
 	eg->idle_seconds = cfg->idle_seconds;
 	eg->connections_per_run = cfg->connections_per_run;
-	eg->connections_max = connections_fit(cfg->connections_max);
 	eg->records_per_run = cfg->records_per_run;
 	eg->accepts_per_run_per_second = cfg->accepts_per_run_per_second;
+	eg->accepts_per_identity_per_second = cfg->accepts_per_identity_per_second;
+	/* An identity's egress lines: a part of its audit rate, which sbxd sets
+	 * before it starts the proxy (egress_limits.c). */
+	eg->lines_per_identity_per_second = sbx_audit_identity_rate() / EGRESS_LINES_SHARE_DIV;
 	if (start_parts(eg, cfg, err) < 0) {
 		loop_parts_free(eg);
 		egress_free(eg);

@@ -22,9 +22,13 @@
  *
  * Records never depend on the audit log's per-identity rate (they are what
  * "what left the box" is answered from): instead a run's listeners stop
- * accepting while its accept budget is spent, so a sandbox that opens
- * connections in a loop waits in its own backlog, unrecorded bytes never
- * leave, and the lines it can cause are bounded per second. */
+ * accepting while its accept budget, its identity's, or its identity's
+ * budget of egress line bytes (half its audit rate) is spent, so a sandbox
+ * that opens connections in a loop waits in its own backlog, unrecorded
+ * bytes never leave, and the lines an identity can cause are bounded per
+ * second whatever its number of runs. Host-wide pools (connections_max, a
+ * config destination's limits) are shared fairly between identities
+ * (egress_limits.c). */
 #ifndef SBX_EGRESS_H
 #define SBX_EGRESS_H
 
@@ -44,6 +48,13 @@ struct sbx_egress_run;
  * start: sbxd then refuses allowlist policies. */
 int sbx_egress_start(const struct sbx_config_egress *cfg, struct sbx_egress **out,
 		     struct sbx_err *err);
+/* The most descriptors the proxy holds at once: 6 per connection
+ * (connections_max as lowered to fit at start) and one per exec listener
+ * (at most as many listeners as connections fit: past them an exec's
+ * listener is refused, its way out closed). It fits in RLIMIT_NOFILE less
+ * the config's fd_reserve (or in half of it without one); a limit of
+ * RLIM_INFINITY leaves connections_max as written. 0 for NULL. */
+size_t sbx_egress_fd_budget(const struct sbx_egress *eg);
 /* Closes every run's listeners and connections (close records written),
  * stops the thread and frees. NULL is fine. */
 void sbx_egress_stop(struct sbx_egress *eg);

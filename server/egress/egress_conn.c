@@ -358,14 +358,12 @@ void egress_conn_start(struct sbx_egress_run *run, int fd)
 		return;
 	}
 	/* Heads count: a sandbox opening connections it never writes to
-	 * holds a place each. */
-	if (run->n_conns >= eg->connections_per_run || eg->n_conns >= eg->connections_max) {
+	 * holds a place each (egress_limits.c: per run, host-wide, and the
+	 * identity's share of that). */
+	if (!egress_limits_count(c)) {
 		egress_conn_refuse(c, 429, "too_many_connections", 1);
 		return;
 	}
-	c->counted = true;
-	run->n_conns++;
-	eg->n_conns++;
 	c->state = EGRESS_HEAD;
 	egress_conn_arm_timer(c, (int64_t)eg->head_seconds * 1000000);
 	/* A client writes its head right after connecting: it is often here
@@ -394,10 +392,7 @@ void egress_conn_end(struct egress_conn *c, const char *reason)
 		event_free(c->timer);
 	egress_conn_drop_upstream(c);
 	close(c->cfd);
-	if (c->counted) {
-		run->n_conns--;
-		c->eg->n_conns--;
-	}
+	egress_limits_uncount(c);
 	if (c->prev)
 		c->prev->next = c->next;
 	else

@@ -38,9 +38,11 @@
 #include "hostname.h"
 
 /* A relayed connection holds six descriptors: the sandbox's socket, the
- * destination's, and a pipe (two ends) for each direction of splice(2).
- * connections_max is clamped so that all of them fit in half of
- * RLIMIT_NOFILE (the other half is the RPC side's and the runs'). */
+ * destination's, and a pipe (two ends) for each direction of splice(2);
+ * an exec's listener one. connections_max is lowered, and listeners
+ * capped, so that all of them fit in RLIMIT_NOFILE less the config's
+ * fd_reserve (the RPC side's and the runs': sbx_rpc_fd_need), or in half of
+ * RLIMIT_NOFILE without one (egress.c, fds_fit). */
 #define EGRESS_FDS_PER_CONN 6
 /* Distinct host:port totals kept per run; connections to further ones are
  * summed in one row (host "(other)", port 0), so a run asking for a
@@ -54,6 +56,12 @@
 #define EGRESS_ACCEPT_MANY 32	     /* accepts per listener wakeup, for fairness */
 #define EGRESS_PUMP_BUDGET (4 << 20) /* bytes one relay wakeup reads, for fairness */
 #define EGRESS_REASON_MAX  24
+/* An identity's egress lines take at most 1/EGRESS_LINES_SHARE_DIV of its
+ * audit rate (quotas.audit_identity_kb_per_s) on average. They are written
+ * whole and never dropped: the budget pauses the identity's accepts, it
+ * cannot take back the close line a connection accepted already owes; the
+ * rest of the rate is room for those and for the identity's other lines. */
+#define EGRESS_LINES_SHARE_DIV 2
 
 struct egress_conn;
 
@@ -71,7 +79,11 @@ struct egress_rule {
 	uint32_t open;		    /* [loop] connections holding it */
 };
 
-/* One host-wide destination of the config, across every run. */
+/* One host-wide destination of the config, across every run. Shared
+ * fairly between identities (egress_limits.c): each holds at most its
+ * share of max_concurrent, takes at most half of the per-minute bucket,
+ * and its relays at most half the byte rate while another identity relays
+ * to it too. */
 struct egress_dest {
 	char *host; /* [once] normalized, maybe "*.suffix" */
 	enum sbx_host_kind kind;
@@ -82,6 +94,33 @@ struct egress_dest {
 	struct egress_bucket conns; /* [loop] thousandths */
 	struct egress_bucket bytes; /* [loop] */
 	uint32_t open;		    /* [loop] */
+	uint32_t holders;	    /* [loop] identities with an open connection to it */
+};
+
+/* One identity's part of a host-wide destination. */
+struct egress_ident_dest {
+	uint32_t open;		    /* its connections holding the destination */
+	struct egress_bucket conns; /* half the destination's per-minute (thousandths) */
+	struct egress_bucket bytes; /* half its rate, used while another identity relays */
+};
+
+/* One identity (sbx_egress_run_info.identity) across its runs: its share
+ * of the host-wide pools. Made when its first run reaches the loop, freed
+ * when its last run closed there ([loop] all of it): a run's connections
+ * come and go, the identity's budgets stay while it has a run. */
+struct egress_identity {
+	char *name;	  /* "" for a run without one */
+	uint32_t runs;	  /* its runs the loop holds */
+	uint32_t n_conns; /* open connections of its runs, heads included */
+	/* accepts_per_identity_per_second, burst twice: what its runs' listeners
+	 * may accept together (each run's own bucket as well). */
+	struct egress_bucket accepts;
+	/* The audit bytes of its egress lines (written whole, never dropped):
+	 * past them its runs' listeners pause, as for the accept budgets. */
+	struct egress_bucket lines;
+	uint64_t lines_debt;		 /* bytes written past what lines held */
+	struct egress_ident_dest *dests; /* [eg->n_dests], NULL when none */
+	struct egress_identity *next;
 };
 
 /* What Status and the audit log say of one connection. */
@@ -135,8 +174,9 @@ struct sbx_egress_run {
 	struct egress_conn *conns; /* every open connection, heads included */
 	uint32_t n_conns;
 	uint64_t next_connection;
-	struct egress_bucket accepts; /* accepts_per_run_per_second, burst twice */
-	struct event *accept_timer;   /* resumes paused listeners */
+	struct egress_identity *ident; /* from the loop's first command to its close */
+	struct egress_bucket accepts;  /* accepts_per_run_per_second, burst twice */
+	struct event *accept_timer;    /* resumes paused listeners */
 	bool accepts_paused;
 	uint64_t bytes; /* moved both ways (after heads): alert_bytes, max_bytes */
 	bool alerted, maxed;
@@ -178,7 +218,9 @@ struct sbx_egress {
 	/* [once] */
 	uint32_t head_seconds, lookup_seconds, connect_seconds, idle_seconds;
 	uint32_t connections_per_run, connections_max, records_per_run;
-	uint32_t accepts_per_run_per_second;
+	uint32_t listeners_max; /* exec listeners held at once */
+	uint32_t accepts_per_run_per_second, accepts_per_identity_per_second;
+	uint64_t lines_per_identity_per_second; /* audit bytes; 0: none */
 	struct egress_dest *dests;
 	size_t n_dests;
 
@@ -188,6 +230,9 @@ struct sbx_egress {
 	bool have_nameservers;
 	struct event *wake;
 	uint32_t n_conns;
+	uint32_t n_listeners;
+	struct egress_identity *identities;
+	uint32_t n_holding; /* identities with an open connection */
 };
 
 /* ---- egress_conn.c ---- */
@@ -300,6 +345,22 @@ void egress_relay_free(struct egress_conn *c);
 int egress_limits_init(struct sbx_egress *eg, const struct sbx_config_egress *cfg,
 		       struct sbx_err *err);
 void egress_limits_free(struct sbx_egress *eg);
+/* run->ident: its identity's entry, found or made; -1: out of memory. */
+int egress_identity_attach(struct sbx_egress_run *run);
+/* The run closed: its identity's entry is freed with its last run. */
+void egress_identity_detach(struct sbx_egress_run *run);
+/* 0: run may accept one more connection now; else the microseconds until
+ * its identity's accept or audit-line budget has room again. */
+int64_t egress_identity_accept_wait(struct sbx_egress_run *run, int64_t now_us);
+/* An accepted connection takes one from its identity's accept budget. */
+void egress_identity_accepted(struct sbx_egress_run *run, int64_t now_us);
+/* n bytes of audit lines written for run. */
+void egress_identity_lines(struct sbx_egress_run *run, uint64_t n);
+/* A new connection of c->run holds a place (heads included): under
+ * connections_per_run, connections_max and its identity's share of that;
+ * true: counted (c->counted), false: refuse it. */
+bool egress_limits_count(struct egress_conn *c);
+void egress_limits_uncount(struct egress_conn *c);
 void egress_rules_init(struct sbx_egress_run *run, int64_t now_us);
 /* The first rule covering host:port, or -1. */
 int egress_rule_find(const struct sbx_egress_run *run, const char *host, enum sbx_host_kind kind,

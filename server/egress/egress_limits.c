@@ -9,7 +9,26 @@
  * units a second. The burst is the per-minute number itself. Bytes per
  * second have a burst of a tenth of a second, at least 16 KiB: enough for
  * one splice of a few pages, small enough that a throttled transfer
- * measures at its rate over a second or two. */
+ * measures at its rate over a second or two.
+ *
+ * Fair shares (DESIGN.md invariant 10: no caller denies service to
+ * another). The host-wide pools are shared by identities (the run's
+ * identity string), not taken first come first served:
+ *  - connections_max: an identity's runs together hold at most
+ *    share(connections_max, k) open connections (heads included), where k
+ *    is the number of identities holding one, the asker counted;
+ *  - a destination's max_concurrent: an identity holds at most
+ *    share(max_concurrent, k), k the identities holding the destination;
+ *  - a destination's connections_per_minute: an identity takes from a
+ *    bucket of its own at half the rate and burst as well as from the
+ *    shared one, so at least half of it is always left for others;
+ *  - a destination's bytes_per_second: while another identity has a
+ *    connection open to it, an identity's relays also take from a bucket
+ *    of its own at half the rate (alone, it may use all of it).
+ * share(total, k) = total / max(2, k), at least 1: a lone identity gets
+ * half, so a second one's first connection always finds room; with more,
+ * each new one's share shrinks, and a larger holding already open only
+ * stops growing (nothing open is cut). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,8 +83,31 @@ int egress_limits_init(struct sbx_egress *eg, const struct sbx_config_egress *cf
 	return 0;
 }
 
+/* What one identity may hold of total when k identities hold some. */
+static uint32_t share(uint32_t total, uint32_t k)
+{
+	uint32_t s = total / (k < 2 ? 2 : k);
+
+	return s ? s : 1;
+}
+
+/* An identity's egress lines: EGRESS_LINES_SHARE_DIV (egress_internal.h),
+ * LINES_BURST_S seconds of that rate at once. */
+#define LINES_BURST_S	2	   /* seconds of it held at once */
+#define LINES_BURST_MIN (4 * 1024) /* one connection's two lines fit */
+
 void egress_limits_free(struct sbx_egress *eg)
 {
+	/* Every run the loop took was closed (and detached) before this; a
+	 * proxy that failed to start has none. */
+	while (eg->identities) {
+		struct egress_identity *id = eg->identities;
+
+		eg->identities = id->next;
+		free(id->dests);
+		free(id->name);
+		free(id);
+	}
 	for (size_t i = 0; i < eg->n_dests; i++)
 		free(eg->dests[i].host);
 	free(eg->dests);
@@ -112,14 +154,25 @@ static unsigned retry_after(struct egress_bucket *b, int64_t now)
 	return s < 1 ? 1 : s > 3600 ? 3600 : (unsigned)s;
 }
 
+/* c's identity's part of its host-wide destination, or NULL. */
+static struct egress_ident_dest *ident_dest(const struct egress_conn *c)
+{
+	struct egress_identity *id = c->run->ident;
+
+	return c->dest >= 0 && id && id->dests ? &id->dests[c->dest] : NULL;
+}
+
 int egress_limits_admit(struct egress_conn *c, const char **reason, unsigned *retry_after_s)
 {
 	struct egress_rule *r = &c->run->rules[c->rule];
 	struct egress_dest *d = c->dest >= 0 ? &c->eg->dests[c->dest] : NULL;
+	struct egress_ident_dest *mine = ident_dest(c);
 	int64_t now = egress_now_us();
 
 	if ((r->max_concurrent && r->open >= r->max_concurrent) ||
-	    (d && d->max_concurrent && d->open >= d->max_concurrent)) {
+	    (d && d->max_concurrent && d->open >= d->max_concurrent) ||
+	    (d && mine && d->max_concurrent &&
+	     mine->open >= share(d->max_concurrent, d->holders + !mine->open))) {
 		*reason = "too_many_connections";
 		*retry_after_s = RETRY_AFTER_BUSY;
 		return -1;
@@ -134,11 +187,21 @@ int egress_limits_admit(struct egress_conn *c, const char **reason, unsigned *re
 		*retry_after_s = retry_after(&d->conns, now);
 		return -1;
 	}
+	if (mine && egress_bucket_available(&mine->conns, now) < MILLI) {
+		*reason = "rate_limited";
+		*retry_after_s = retry_after(&mine->conns, now);
+		return -1;
+	}
 	egress_bucket_take(&r->conns, MILLI, now);
 	r->open++;
 	if (d) {
 		egress_bucket_take(&d->conns, MILLI, now);
 		d->open++;
+	}
+	if (mine) {
+		egress_bucket_take(&mine->conns, MILLI, now);
+		if (mine->open++ == 0)
+			d->holders++;
 	}
 	c->holds_limits = true;
 	return 0;
@@ -146,22 +209,42 @@ int egress_limits_admit(struct egress_conn *c, const char **reason, unsigned *re
 
 void egress_limits_release(struct egress_conn *c)
 {
+	struct egress_ident_dest *mine = ident_dest(c);
+
 	if (!c->holds_limits)
 		return;
 	c->holds_limits = false;
 	c->run->rules[c->rule].open--;
 	if (c->dest >= 0)
 		c->eg->dests[c->dest].open--;
+	if (mine && --mine->open == 0)
+		c->eg->dests[c->dest].holders--;
+}
+
+/* c's buckets of bytes: the entry's, the destination's, and its
+ * identity's part of the destination while another identity holds it. */
+static size_t byte_buckets(struct egress_conn *c, struct egress_bucket *b[3])
+{
+	struct egress_ident_dest *mine = ident_dest(c);
+	size_t n = 0;
+
+	b[n++] = &c->run->rules[c->rule].bytes;
+	if (c->dest >= 0) {
+		b[n++] = &c->eg->dests[c->dest].bytes;
+		if (mine && c->eg->dests[c->dest].holders > 1)
+			b[n++] = &mine->bytes;
+	}
+	return n;
 }
 
 uint64_t egress_limits_bytes(struct egress_conn *c, uint64_t want, int64_t now_us, int64_t *wait_us)
 {
-	struct egress_bucket *b[2] = {&c->run->rules[c->rule].bytes,
-				      c->dest >= 0 ? &c->eg->dests[c->dest].bytes : NULL};
+	struct egress_bucket *b[3];
+	size_t nb = byte_buckets(c, b);
 	uint64_t n = want;
 
 	*wait_us = 0;
-	for (size_t i = 0; i < 2; i++) {
+	for (size_t i = 0; i < nb; i++) {
 		uint64_t avail;
 
 		if (!b[i])
@@ -183,7 +266,160 @@ uint64_t egress_limits_bytes(struct egress_conn *c, uint64_t want, int64_t now_u
 
 void egress_limits_take(struct egress_conn *c, uint64_t n, int64_t now_us)
 {
-	egress_bucket_take(&c->run->rules[c->rule].bytes, n, now_us);
-	if (c->dest >= 0)
-		egress_bucket_take(&c->eg->dests[c->dest].bytes, n, now_us);
+	struct egress_bucket *b[3];
+	size_t nb = byte_buckets(c, b);
+
+	/* A bucket with fewer (one joined since egress_limits_bytes) is
+	 * emptied: egress_bucket_take never wraps. */
+	for (size_t i = 0; i < nb; i++)
+		egress_bucket_take(b[i], n, now_us);
+}
+
+/* ---- identities ---- */
+
+int egress_identity_attach(struct sbx_egress_run *run)
+{
+	struct sbx_egress *eg = run->eg;
+	const char *name = run->identity ? run->identity : "";
+	struct egress_identity *id;
+	int64_t now = egress_now_us();
+
+	if (run->ident)
+		return 0;
+	for (id = eg->identities; id; id = id->next)
+		if (!strcmp(id->name, name))
+			break;
+	if (!id) {
+		uint64_t rate = eg->lines_per_identity_per_second, burst = rate * LINES_BURST_S;
+
+		if (!(id = calloc(1, sizeof(*id))) || !(id->name = strdup(name)) ||
+		    (eg->n_dests && !(id->dests = calloc(eg->n_dests, sizeof(*id->dests))))) {
+			if (id)
+				free(id->name);
+			free(id);
+			return -1;
+		}
+		egress_bucket_init(&id->accepts, eg->accepts_per_identity_per_second,
+				   2 * (uint64_t)eg->accepts_per_identity_per_second, now);
+		egress_bucket_init(&id->lines, rate,
+				   rate && burst < LINES_BURST_MIN ? LINES_BURST_MIN : burst, now);
+		for (size_t i = 0; i < eg->n_dests; i++) {
+			const struct egress_dest *d = &eg->dests[i];
+
+			/* Halves rounded up: a limit of 1 stays a limit. */
+			conns_bucket(&id->dests[i].conns, (d->connections_per_minute + 1) / 2, now);
+			egress_bucket_init(&id->dests[i].bytes, (d->bytes_per_second + 1) / 2,
+					   d->bytes.burst / 2, now);
+		}
+		id->next = eg->identities;
+		eg->identities = id;
+	}
+	id->runs++;
+	run->ident = id;
+	return 0;
+}
+
+void egress_identity_detach(struct sbx_egress_run *run)
+{
+	struct sbx_egress *eg = run->eg;
+	struct egress_identity *id = run->ident, **p;
+
+	if (!id)
+		return;
+	run->ident = NULL;
+	if (--id->runs > 0)
+		return;
+	for (p = &eg->identities; *p != id; p = &(*p)->next)
+		;
+	*p = id->next;
+	free(id->dests);
+	free(id->name);
+	free(id);
+}
+
+/* Pays what lines owes from its bucket; true when nothing is owed. */
+static bool lines_paid(struct egress_identity *id, int64_t now)
+{
+	uint64_t avail = egress_bucket_available(&id->lines, now);
+	uint64_t pay = avail < id->lines_debt ? avail : id->lines_debt;
+
+	if (pay && id->lines.rate) {
+		egress_bucket_take(&id->lines, pay, now);
+		id->lines_debt -= pay;
+	}
+	if (!id->lines.rate)
+		id->lines_debt = 0;
+	return id->lines_debt == 0 && egress_bucket_available(&id->lines, now) > 0;
+}
+
+int64_t egress_identity_accept_wait(struct sbx_egress_run *run, int64_t now_us)
+{
+	struct egress_identity *id = run->ident;
+	int64_t w;
+
+	if (egress_bucket_available(&run->accepts, now_us) < 1)
+		return (w = egress_bucket_wait_us(&run->accepts, 1, now_us)) > 0 ? w : 1000;
+	if (!id)
+		return 0;
+	if (egress_bucket_available(&id->accepts, now_us) < 1)
+		return (w = egress_bucket_wait_us(&id->accepts, 1, now_us)) > 0 ? w : 1000;
+	if (!lines_paid(id, now_us)) {
+		uint64_t owed = id->lines_debt ? id->lines_debt : 1;
+
+		w = egress_bucket_wait_us(&id->lines, owed, now_us);
+		return w > 0 ? w : 1000;
+	}
+	return 0;
+}
+
+void egress_identity_accepted(struct sbx_egress_run *run, int64_t now_us)
+{
+	egress_bucket_take(&run->accepts, 1, now_us);
+	if (run->ident)
+		egress_bucket_take(&run->ident->accepts, 1, now_us);
+}
+
+void egress_identity_lines(struct sbx_egress_run *run, uint64_t n)
+{
+	struct egress_identity *id = run->ident;
+	int64_t now = egress_now_us();
+	uint64_t avail, take;
+
+	if (!id || !id->lines.rate)
+		return;
+	avail = egress_bucket_available(&id->lines, now);
+	take = avail < n ? avail : n;
+	egress_bucket_take(&id->lines, take, now);
+	id->lines_debt += n - take;
+}
+
+bool egress_limits_count(struct egress_conn *c)
+{
+	struct sbx_egress_run *run = c->run;
+	struct sbx_egress *eg = c->eg;
+	struct egress_identity *id = run->ident;
+
+	if (run->n_conns >= eg->connections_per_run || eg->n_conns >= eg->connections_max)
+		return false;
+	if (id && id->n_conns >= share(eg->connections_max, eg->n_holding + !id->n_conns))
+		return false;
+	c->counted = true;
+	run->n_conns++;
+	eg->n_conns++;
+	if (id && id->n_conns++ == 0)
+		eg->n_holding++;
+	return true;
+}
+
+void egress_limits_uncount(struct egress_conn *c)
+{
+	struct egress_identity *id = c->run->ident;
+
+	if (!c->counted)
+		return;
+	c->counted = false;
+	c->run->n_conns--;
+	c->eg->n_conns--;
+	if (id && --id->n_conns == 0)
+		c->eg->n_holding--;
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* What the proxy keeps of each connection: one decision line and one
- * close line in the audit log (exempt from the per-identity audit rate:
- * the run's accept budget bounds them), a record for Status, and the run's
+ * close line in the audit log (exempt from the per-identity audit rate's
+ * dropping: the run's and its identity's accept budgets bound them, and
+ * the identity's budget of egress line bytes), a record for Status, and the run's
  * totals per requested host:port for Status and the manifest.
  *
  * Records: the allowed connections still relaying (bytes so far, open =
@@ -91,9 +92,12 @@ static void ring_push(struct sbx_egress_run *run, const struct egress_record *re
 	run->ring_start = (run->ring_start + 1) % run->ring_cap;
 }
 
+/* Written whole (never dropped), and charged to the run's identity: its
+ * budget of egress lines pauses its runs' accepts once spent. */
 static void audit(struct sbx_egress_run *run, const char *event, json_t *fields)
 {
-	sbx_audit_exempt(event, run->run_id, run->identity, run->policy_digest, fields);
+	egress_identity_lines(
+	    run, sbx_audit_exempt(event, run->run_id, run->identity, run->policy_digest, fields));
 }
 
 void egress_record_decision(struct egress_conn *c, bool allowed, const char *reason,

@@ -510,6 +510,13 @@ __attribute__((visibility("default"), noinline)) int listen(int fd, int backlog)
 
 /* ---- life cycle ---- */
 
+size_t conn_guard_fds(const struct sbx_config_connections *lim, size_t nlisteners)
+{
+	/* Each listener may hold one more for the moment it takes to refuse
+	 * it, and EVICTING_MAX shut down for newcomers until nng closes them. */
+	return ((size_t)lim->per_listener + 1 + EVICTING_MAX) * nlisteners;
+}
+
 int conn_guard_start(const struct sbx_config_connections *lim, size_t nlisteners, size_t reserve,
 		     struct sbx_err *err)
 {
@@ -531,9 +538,7 @@ int conn_guard_start(const struct sbx_config_connections *lim, size_t nlisteners
 				sizeof(g.listeners) / sizeof(g.listeners[0]));
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
 		return sbx_fail_errno(err, "connection guard: RLIMIT_NOFILE");
-	/* Each listener may hold one more for the moment it takes to refuse
-	 * it, and EVICTING_MAX shut down for newcomers until nng closes them. */
-	need = ((size_t)lim->per_listener + 1 + EVICTING_MAX) * nlisteners + reserve;
+	need = conn_guard_fds(lim, nlisteners) + reserve;
 	if (need > rl.rlim_cur && !lim->per_listener_given &&
 	    rl.rlim_cur > reserve + 2 * nlisteners) {
 		/* The default is what shrinks to fit (a low hard limit, or

@@ -27,6 +27,9 @@ struct conn_peer_key {
  * fit under RLIMIT_NOFILE. */
 int conn_guard_start(const struct sbx_config_connections *lim, size_t nlisteners, size_t reserve,
 		     struct sbx_err *err);
+/* The descriptors nlisteners listeners with caps lim may hold at once (what
+ * conn_guard_start checks beside its reserve). */
+size_t conn_guard_fds(const struct sbx_config_connections *lim, size_t nlisteners);
 /* Listener i: its scheme and local address (the ipc socket's path; the tcp
  * port, 0 until it is bound). Before nng_listener_start and again once the
  * port is known; a connection to an address not registered is refused. */

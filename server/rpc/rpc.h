@@ -17,6 +17,14 @@ struct sbx_runs;
  * answering. cfg must outlive the server. */
 struct sbx_rpc *sbx_rpc_start(const struct sbx_config *cfg, struct sbx_runs *runs,
 			      struct sbx_err *err);
+/* The descriptors sbxd's RPC side and runs need (RLIMIT_NOFILE's part that
+ * the egress proxy leaves alone, config egress fd_reserve): FD_RESERVE
+ * (sbxd's own, each run's helper and execs' pipes, each worker's files)
+ * plus every listener's connection caps as configured (conn_guard_fds).
+ * The proxy takes at most what is left (egress.c); the guard then sizes
+ * the listeners' caps beside FD_RESERVE alone, which fits by construction
+ * (and shrinks them, leaving the proxy nothing, when even they do not). */
+size_t sbx_rpc_fd_need(const struct sbx_config *cfg);
 /* Listener i's URL as bound (a tcp port 0 replaced by the real one), or
  * NULL past the last. */
 const char *sbx_rpc_listener_url(const struct sbx_rpc *rpc, size_t i);

@@ -85,8 +85,19 @@
 #define IDENTITY_INFLIGHT_MAX(n_calls) (((n_calls)-SPARE_CALLS) / 2)
 /* Descriptors that connections never take (conn_guard_start checks the
  * caps fit beside them): sbxd's own (log, state, nng's pollers), each run's
- * helper and its execs' pipes, and each worker's open files and walks. */
+ * helper and its execs' pipes, and each worker's open files and walks.
+ * One budget of RLIMIT_NOFILE (N):
+ *   N = FD_RESERVE + conn_guard_fds (the listeners' caps) + the egress
+ *       proxy's part (6 per connection, 1 per exec listener: egress.c),
+ * where the proxy takes only what the first two leave (sbx_rpc_fd_need is
+ * its fd_reserve), so the guard's check below, FD_RESERVE + caps <= N,
+ * holds with the proxy's part counted. */
 #define FD_RESERVE(cfg) (64 + 16 * (size_t)(cfg)->runs_max + 16 * (size_t)(cfg)->workers)
+
+size_t sbx_rpc_fd_need(const struct sbx_config *cfg)
+{
+	return FD_RESERVE(cfg) + conn_guard_fds(&cfg->connections, cfg->n_listen);
+}
 /* How often idle connections and stalled messages are looked for. */
 #define SWEEP_MS 500
 /* Connections remembered as having had a request refused before the caller

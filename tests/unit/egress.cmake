@@ -11,3 +11,19 @@ add_executable(test_egress_proxy test_egress_proxy.c)
 target_link_libraries(test_egress_proxy PRIVATE sbx_egress sbx_check)
 add_test(NAME unit.egress.proxy COMMAND test_egress_proxy)
 set_tests_properties(unit.egress.proxy PROPERTIES TIMEOUT 60)
+
+# Adversarial review: each case an attack that must fail (see the file).
+add_executable(test_egress_review test_egress_review.c)
+target_link_libraries(test_egress_review PRIVATE sbx_egress sbx_check)
+foreach(c oob pipes early share hostwide audit lookups)
+  add_test(NAME unit.egress.review_${c} COMMAND test_egress_review ${c})
+  set_tests_properties(unit.egress.review_${c} PROPERTIES TIMEOUT 60)
+endforeach()
+
+# The proxy's fair shares between identities and its descriptor budget.
+add_executable(test_egress_share test_egress_share.c)
+target_link_libraries(test_egress_share PRIVATE sbx_egress sbx_check)
+foreach(c perminute bytes lines fds)
+  add_test(NAME unit.egress.share_${c} COMMAND test_egress_share ${c})
+  set_tests_properties(unit.egress.share_${c} PROPERTIES TIMEOUT 60)
+endforeach()

@@ -504,15 +504,17 @@ static void test_egress(void)
 		  eg->lookup_seconds == 5 && eg->connect_seconds == 10 && eg->idle_seconds == 300 &&
 		  eg->connections_per_run == 256 && eg->connections_max == 4096 &&
 		  eg->records_per_run == 256 && eg->accepts_per_run_per_second == 50 &&
-		  eg->n_destinations == 0,
+		  eg->accepts_per_identity_per_second == 100 && eg->n_destinations == 0,
 	      "default egress: /etc/hosts, /etc/resolv.conf, head 10 s, lookup 5 s, connect 10 s, "
-	      "idle 300 s, 256 per run, 4096 in all, 256 records, 50 accepts/s");
+	      "idle 300 s, 256 per run, 4096 in all, 256 records, 50 accepts/s a run, 100 an "
+	      "identity");
 	sbx_config_free(&cfg);
 
 	rc = load("{'egress': {'hosts_file': '/srv/hosts', 'resolv_conf': '', 'head_seconds': 2, "
 		  "'lookup_seconds': 3, 'connect_seconds': 4, 'idle_seconds': 5, "
 		  "'connections_per_run': 6, 'connections_max': 7, 'records_per_run': 8, "
-		  "'accepts_per_run_per_second': 9, 'destinations': {"
+		  "'accepts_per_run_per_second': 9, 'accepts_per_identity_per_second': 10, "
+		  "'destinations': {"
 		  "'API.Internal.:443': {'bytes_per_second': 1048576, "
 		  "'connections_per_minute': 60, 'max_concurrent': 4}, "
 		  "'*.B\\u00fccher.example:8443': {'max_concurrent': 1}, "
@@ -528,7 +530,8 @@ static void test_egress(void)
 			  eg->head_seconds == 2 && eg->lookup_seconds == 3 &&
 			  eg->connect_seconds == 4 && eg->idle_seconds == 5 &&
 			  eg->connections_per_run == 6 && eg->connections_max == 7 &&
-			  eg->records_per_run == 8 && eg->accepts_per_run_per_second == 9,
+			  eg->records_per_run == 8 && eg->accepts_per_run_per_second == 9 &&
+			  eg->accepts_per_identity_per_second == 10,
 		      "egress numbers and files as written, \"\" for none");
 		check(eg->n_destinations == 3 &&
 			  strcmp(d[0].host, "*.xn--bcher-kva.example") == 0 && d[0].port == 8443 &&
@@ -593,6 +596,9 @@ static void test_egress(void)
 	    "egress.records_per_run: must be 1..4096");
 	bad("accepts_per_run_per_second 0", "{'egress': {'accepts_per_run_per_second': 0}}",
 	    "egress.accepts_per_run_per_second: must be 1..1000000");
+	bad("accepts_per_identity_per_second 0",
+	    "{'egress': {'accepts_per_identity_per_second': 0}}",
+	    "egress.accepts_per_identity_per_second: must be 1..1000000");
 	bad("connections_per_run above connections_max",
 	    "{'egress': {'connections_per_run': 11, 'connections_max': 10}}",
 	    "egress.connections_per_run: must not exceed egress.connections_max (10)");
