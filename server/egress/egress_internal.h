@@ -237,7 +237,7 @@ struct egress_dir {
 	bool shrinking;		 /* grown, stalled: src waits until it is empty */
 	int64_t grow_after_us;	 /* no growing before (a failed or undone one) */
 	int64_t drained_us;	 /* the pipe was last empty */
-	int64_t moved_us;	 /* the direction last moved a byte */
+	uint64_t checked_bytes;	 /* bytes as of the grown pipe's last check */
 	struct event *pipe_ev;	 /* while grown: is it idle or stalled? */
 	bool pipe_stalled;	 /* src had bytes the pipe took no more of */
 	bool readable;		 /* this pump: src's read event fired */

@@ -13,10 +13,11 @@
  * for bulk: when in one pump src filled it and dst took a whole pipe's
  * worth. Grown bytes come from one host-wide budget (a quarter of
  * pipe-user-pages-soft) of which a run may hold a quarter; a grown pipe
- * that is idle, or that dst has not emptied, for EGRESS_PIPE_REST_MS goes
- * back to its default size (src waits until it is empty: a pipe holding
- * more than the new size cannot shrink) and gives its bytes back, as it
- * does when the connection ends.
+ * that moved less than four pipes' worth in EGRESS_PIPE_REST_MS (idle or
+ * slow), or that dst has not emptied for that long (stalled), goes back to
+ * its default size (src waits until it is empty: a pipe holding more than
+ * the new size cannot shrink) and gives its bytes back, as it does when
+ * the connection ends.
  *
  * splice from a socket into a pipe says EAGAIN both when the socket is
  * empty and when the pipe has no free slot; with bytes in the pipe the two
@@ -251,7 +252,8 @@ static void pipe_grow(struct egress_conn *c, int d, int64_t now)
 		return;
 	}
 	pipe_charge(c, x, (size_t)size);
-	x->drained_us = x->moved_us = now;
+	x->drained_us = now;
+	x->checked_bytes = x->bytes;
 	arm_ms(x->pipe_ev, EGRESS_PIPE_REST_MS);
 }
 
@@ -269,22 +271,27 @@ static void pipe_shrink(struct egress_conn *c, struct egress_dir *x, int64_t now
 		event_del(x->pipe_ev);
 }
 
-/* A grown pipe's check: idle (empty, nothing moved) or stalled (dst did
- * not empty it) for EGRESS_PIPE_REST_MS: back to the default size. */
+/* A grown pipe's check, every EGRESS_PIPE_REST_MS: back to the default
+ * size when the direction no longer needs it (it moved less than four
+ * pipes' worth since the last check: idle, or slow enough for a small
+ * one) or dst did not empty it all that time (stalled). */
 static void on_pipe_check(struct egress_conn *c, int d)
 {
 	struct egress_dir *x = &c->dir[d];
 	int64_t now = egress_now_us();
-	int64_t rest = (int64_t)EGRESS_PIPE_REST_MS * 1000;
+	bool slow = x->bytes - x->checked_bytes < 4 * (uint64_t)x->pipe_cap;
+	bool stalled =
+	    x->pipe_len > 0 && now - x->drained_us >= (int64_t)EGRESS_PIPE_REST_MS * 1000;
 
+	x->checked_bytes = x->bytes;
 	if (!x->pipe_charged)
 		return;
-	if (x->pipe_len == 0 && now - x->moved_us >= rest) {
+	if ((slow || stalled) && x->pipe_len == 0) {
 		pipe_shrink(c, x, now);
 		interest(c, x);
 		return;
 	}
-	if (x->pipe_len > 0 && now - x->drained_us >= rest)
+	if (slow || stalled)
 		/* Stop filling it: the pump shrinks it once dst emptied it. */
 		x->shrinking = true;
 	arm_ms(x->pipe_ev, EGRESS_PIPE_REST_MS);
@@ -528,7 +535,7 @@ int egress_relay_pump(struct egress_conn *c, int d)
 		break;
 	}
 	if (x->bytes != before || moved) {
-		c->last_us = x->moved_us = now;
+		c->last_us = now;
 		if (x->bytes != before)
 			egress_record_bytes(c);
 	}
