@@ -57,11 +57,14 @@
 #define EGRESS_REASON_MAX  24
 
 /* Grown pipe bytes host-wide when fs.pipe-user-pages-soft cannot be read
- * (a quarter of it otherwise); a run may hold a quarter of that. A grown
+ * (a quarter of it otherwise); a run may hold a quarter of that. New
+ * pipes at the kernel's default size have a budget of the same size (and
+ * share); past it a new pipe has one page (EGRESS_PIPE_SMALL). A grown
  * pipe idle or not emptied for EGRESS_PIPE_REST_MS shrinks back. A relay
  * side that says readable and gives nothing rests, first for
  * EGRESS_READ_REST_MS, doubling up to EGRESS_READ_REST_MAX_MS. */
 #define EGRESS_PIPE_BUDGET_DEFAULT (16 << 20)
+#define EGRESS_PIPE_SMALL	   4096 /* a new pipe's size past the budget */
 #define EGRESS_PIPE_REST_MS	   1000
 #define EGRESS_READ_REST_MS	   10
 #define EGRESS_READ_REST_MAX_MS	   250
@@ -165,9 +168,10 @@ struct sbx_egress_run {
 	char *alerts[2]; /* the alert_bytes and the max_bytes one */
 	size_t n_alerts;
 
-	/* [loop] egress_relay.c (eg-fix1): the run's grown pipe bytes, at
-	 * most a quarter of eg->pipe_budget. */
-	uint64_t pipe_grown;
+	/* [loop] egress_relay.c (eg-fix1): the run's pipes' bytes, each at
+	 * most a quarter of eg->pipe_budget (past it: smaller pipes). */
+	uint64_t pipe_grown; /* grown past their first size */
+	uint64_t pipe_made;  /* their first sizes */
 };
 
 enum egress_cmd_kind { EGRESS_CMD_LISTEN, EGRESS_CMD_UNLISTEN, EGRESS_CMD_CLOSE, EGRESS_CMD_STOP };
@@ -207,8 +211,9 @@ struct sbx_egress {
 	/* [loop] egress_relay.c (eg-fix1): pipe pages are charged to sbxd's
 	 * uid (fs.pipe-user-pages-soft), so grown pipes share one budget. */
 	bool pipe_budget_known; /* pipe_budget read (at the first relay) */
-	uint64_t pipe_budget;	/* grown pipe bytes host-wide at most */
-	uint64_t pipe_grown;	/* grown pipe bytes now */
+	uint64_t pipe_budget;	/* grown (and apart: first) pipe bytes at most */
+	uint64_t pipe_grown;	/* grown pipe bytes now (past their first size) */
+	uint64_t pipe_made;	/* the relays' pipes' first sizes now */
 	uint64_t read_rests;	/* readable sides that gave nothing and rested */
 };
 

@@ -12,7 +12,8 @@
  * at the kernel's default size and grows (towards EGRESS_PIPE_MAX) only
  * for bulk: when in one pump src filled it and dst took a whole pipe's
  * worth. Grown bytes come from one host-wide budget (a quarter of
- * pipe-user-pages-soft) of which a run may hold a quarter; a grown pipe
+ * pipe-user-pages-soft) of which a run may hold a quarter, and so do the
+ * new pipes' default sizes (past that, a new pipe has a page); a grown pipe
  * that moved less than four pipes' worth in EGRESS_PIPE_REST_MS (idle or
  * slow), or that dst has not emptied for that long (stalled), goes back to
  * its default size (src waits until it is empty: a pipe holding more than
@@ -181,8 +182,9 @@ static void pipe_budget_read(struct sbx_egress *eg)
 	}
 }
 
-static int pipe_make(struct sbx_egress *eg, struct egress_dir *x)
+static int pipe_make(struct egress_conn *c, struct egress_dir *x)
 {
+	struct sbx_egress *eg = c->eg;
 	int p[2];
 	int size;
 
@@ -193,7 +195,22 @@ static int pipe_make(struct sbx_egress *eg, struct egress_dir *x)
 	x->pipe_r = p[0];
 	x->pipe_w = p[1];
 	size = fcntl(p[1], F_GETPIPE_SZ);
-	x->pipe_cap = x->pipe_base = size > 0 ? (size_t)size : 65536;
+	if (size <= 0)
+		size = 65536;
+	/* Every relaying direction holds a pipe: past the budget (or the
+	 * run's share) of default-size ones, a new one has a page, which
+	 * still moves every byte, a page a splice (bulk may grow it). */
+	if (size > EGRESS_PIPE_SMALL &&
+	    (eg->pipe_made + (uint64_t)size > eg->pipe_budget ||
+	     c->run->pipe_made + (uint64_t)size > eg->pipe_budget / 4)) {
+		int small = fcntl(p[1], F_SETPIPE_SZ, EGRESS_PIPE_SMALL);
+
+		if (small > 0)
+			size = small;
+	}
+	x->pipe_cap = x->pipe_base = (size_t)size;
+	eg->pipe_made += x->pipe_base;
+	c->run->pipe_made += x->pipe_base;
 	x->drained_us = egress_now_us();
 	return 0;
 }
@@ -459,7 +476,29 @@ int egress_relay_pump(struct egress_conn *c, int d)
 			break;
 		if (!pipe_room(x) || budget == 0)
 			break;
-		if (x->pipe_r < 0 && pipe_make(c->eg, x) < 0) {
+		if (x->pipe_r < 0) {
+			/* No pipe before src has a byte (or its end): a
+			 * quiet direction holds none. */
+			char byte;
+			ssize_t k = recv(x->src, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+
+			if (k < 0 && errno == EINTR)
+				continue;
+			if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+				nothing = true;
+				break;
+			}
+			if (k < 0) {
+				end = error_reason(errno);
+				break;
+			}
+			if (k == 0) {
+				x->src_eof = true;
+				moved = true;
+				continue;
+			}
+		}
+		if (x->pipe_r < 0 && pipe_make(c, x) < 0) {
 			fprintf(stderr, "sbxd: egress: run %s: relay: no pipe: %s\n", run->run_id,
 				errno == EMFILE || errno == ENFILE ? "out of descriptors"
 								   : "out of memory");
@@ -628,8 +667,11 @@ void egress_relay_free(struct egress_conn *c)
 
 		if (x->pipe_charged)
 			pipe_charge(c, x, x->pipe_base);
-		if (x->pipe_r >= 0)
+		if (x->pipe_r >= 0) {
+			c->eg->pipe_made -= x->pipe_base;
+			c->run->pipe_made -= x->pipe_base;
 			close(x->pipe_r);
+		}
 		if (x->pipe_w >= 0)
 			close(x->pipe_w);
 		x->pipe_r = x->pipe_w = -1;
