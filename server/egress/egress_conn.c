@@ -276,7 +276,7 @@ static void on_cread(evutil_socket_t fd, short what, void *arg)
 	else if (c->state == EGRESS_LINGER)
 		conn_linger_read(c);
 	else if (c->state == EGRESS_RELAY)
-		egress_relay_pump(c, 0);
+		egress_relay_readable(c, 0);
 }
 
 static void on_cwrite(evutil_socket_t fd, short what, void *arg)
@@ -343,6 +343,10 @@ void egress_conn_start(struct sbx_egress_run *run, int fd)
 	c->total_row = -1;
 	c->dir[0].pipe_r = c->dir[0].pipe_w = c->dir[1].pipe_r = c->dir[1].pipe_w = -1;
 	c->accept_us = egress_now_us();
+	/* An urgent byte (send MSG_OOB) stays in the stream, where the relay
+	 * reads it as data (egress_relay.c): out of band, splice(2) would
+	 * stop at its mark for good. */
+	setsockopt(fd, SOL_SOCKET, SO_OOBINLINE, &(int){1}, sizeof(int));
 	c->rec.connection = run->next_connection++;
 	c->next = run->conns;
 	if (run->conns)

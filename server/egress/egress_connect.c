@@ -51,7 +51,7 @@ static void on_uread(evutil_socket_t fd, short what, void *arg)
 	struct egress_conn *c = arg;
 
 	if (c->state == EGRESS_RELAY)
-		egress_relay_pump(c, 1);
+		egress_relay_readable(c, 1);
 }
 
 /* The connect in progress ended: connected, or the next address. */
@@ -101,6 +101,9 @@ static void try_next(struct egress_conn *c)
 
 		if (fd < 0)
 			continue;
+		/* The destination's urgent bytes too are relayed inline, as
+		 * data (egress_relay.c). */
+		setsockopt(fd, SOL_SOCKET, SO_OOBINLINE, &(int){1}, sizeof(int));
 		c->ufd = fd;
 		c->uread = event_new(c->eg->base, fd, EV_READ | EV_PERSIST, on_uread, c);
 		c->uwrite = event_new(c->eg->base, fd, EV_WRITE | EV_PERSIST, on_uwrite, c);

@@ -38,11 +38,12 @@
 #include "hostname.h"
 
 /* A relayed connection holds six descriptors: the sandbox's socket, the
- * destination's, and a pipe (two ends) for each direction of splice(2);
- * an exec's listener one. connections_max is lowered, and listeners
- * capped, so that all of them fit in RLIMIT_NOFILE less the config's
- * fd_reserve (the RPC side's and the runs': sbx_rpc_fd_need), or in half of
- * RLIMIT_NOFILE without one (egress.c, fds_fit). */
+ * destination's, and a pipe (two ends) for each direction of splice(2)
+ * (made when the direction first moves a byte); an exec's listener one.
+ * connections_max is lowered, and listeners capped, so that all of them fit
+ * in RLIMIT_NOFILE less the config's fd_reserve (the RPC side's and the
+ * runs': sbx_rpc_fd_need), or in half of RLIMIT_NOFILE without one
+ * (egress.c, fds_fit). */
 #define EGRESS_FDS_PER_CONN 6
 /* Distinct host:port totals kept per run; connections to further ones are
  * summed in one row (host "(other)", port 0), so a run asking for a
@@ -62,6 +63,19 @@
  * cannot take back the close line a connection accepted already owes; the
  * rest of the rate is room for those and for the identity's other lines. */
 #define EGRESS_LINES_SHARE_DIV 2
+
+/* Grown pipe bytes host-wide when fs.pipe-user-pages-soft cannot be read
+ * (a quarter of it otherwise); a run may hold a quarter of that. New
+ * pipes at the kernel's default size have a budget of the same size (and
+ * share); past it a new pipe has one page (EGRESS_PIPE_SMALL). A grown
+ * pipe idle or not emptied for EGRESS_PIPE_REST_MS shrinks back. A relay
+ * side that says readable and gives nothing rests, first for
+ * EGRESS_READ_REST_MS, doubling up to EGRESS_READ_REST_MAX_MS. */
+#define EGRESS_PIPE_BUDGET_DEFAULT (16 << 20)
+#define EGRESS_PIPE_SMALL	   4096 /* a new pipe's size past the budget */
+#define EGRESS_PIPE_REST_MS	   1000
+#define EGRESS_READ_REST_MS	   10
+#define EGRESS_READ_REST_MAX_MS	   250
 
 struct egress_conn;
 
@@ -193,6 +207,11 @@ struct sbx_egress_run {
 	int other_row;	 /* the "(other)" row, -1 until the rows ran out */
 	char *alerts[2]; /* the alert_bytes and the max_bytes one */
 	size_t n_alerts;
+
+	/* [loop] egress_relay.c (eg-fix1): the run's pipes' bytes, each at
+	 * most a quarter of eg->pipe_budget (past it: smaller pipes). */
+	uint64_t pipe_grown; /* grown past their first size */
+	uint64_t pipe_made;  /* their first sizes */
 };
 
 enum egress_cmd_kind { EGRESS_CMD_LISTEN, EGRESS_CMD_UNLISTEN, EGRESS_CMD_CLOSE, EGRESS_CMD_STOP };
@@ -233,6 +252,14 @@ struct sbx_egress {
 	uint32_t n_listeners;
 	struct egress_identity *identities;
 	uint32_t n_holding; /* identities with an open connection */
+
+	/* [loop] egress_relay.c (eg-fix1): pipe pages are charged to sbxd's
+	 * uid (fs.pipe-user-pages-soft), so grown pipes share one budget. */
+	bool pipe_budget_known; /* pipe_budget read (at the first relay) */
+	uint64_t pipe_budget;	/* grown (and apart: first) pipe bytes at most */
+	uint64_t pipe_grown;	/* grown pipe bytes now (past their first size) */
+	uint64_t pipe_made;	/* the relays' pipes' first sizes now */
+	uint64_t read_rests;	/* readable sides that gave nothing and rested */
 };
 
 /* ---- egress_conn.c ---- */
@@ -252,14 +279,27 @@ struct egress_dir {
 	struct event *src_ev;	 /* EV_READ on src */
 	struct event *dst_ev;	 /* EV_WRITE on dst */
 	bool src_on, dst_on;	 /* whether each is added */
-	int pipe_r, pipe_w;	 /* made when the relay starts */
+	int pipe_r, pipe_w;	 /* made when a byte first moves (-1 before) */
 	size_t pipe_len;	 /* bytes in the pipe */
 	size_t pipe_cap;	 /* its size (F_GETPIPE_SZ) */
-	bool grown;		 /* tried F_SETPIPE_SZ */
+	size_t pipe_base;	 /* its size when made (the kernel's default) */
+	size_t pipe_charged;	 /* pipe_cap - pipe_base: in the pipe budget */
+	bool shrinking;		 /* grown, stalled: src waits until it is empty */
+	int64_t grow_after_us;	 /* no growing before (a failed or undone one) */
+	int64_t drained_us;	 /* the pipe was last empty */
+	uint64_t checked_bytes;	 /* bytes as of the grown pipe's last check */
+	struct event *pipe_ev;	 /* while grown: is it idle or stalled? */
 	bool pipe_stalled;	 /* src had bytes the pipe took no more of */
+	bool readable;		 /* this pump: src's read event fired */
+	bool resting;		 /* src said readable and gave nothing: rest_ev */
+	struct event *rest_ev;	 /* resting src is polled again */
+	uint32_t rest_ms;	 /* the next rest (grows while nothing comes) */
+	uint32_t empty_wakes;	 /* readable wakeups in a row that gave nothing */
+	uint64_t rests;		 /* how often it rested */
 	char *pre;		 /* written to dst before the pipe's bytes */
-	size_t pre_len, pre_off; /* (the rewritten head, early bytes, the 200) */
-	bool pre_counted;	 /* pre is the sandbox's own (counted) */
+	size_t pre_len, pre_off; /* (the rewritten head, early bytes, the 200, */
+				 /* an urgent byte read inline) */
+	bool pre_counted;	 /* pre is relayed bytes: counted and rate limited */
 	bool src_eof, dst_shut;	 /* half-close */
 	bool throttled;		 /* a bucket is empty: src not read */
 	uint64_t bytes;		 /* written to dst (counted ones) */
@@ -335,6 +375,9 @@ void egress_resolve_cancel(struct egress_conn *c);
 int egress_relay_start(struct egress_conn *c);
 /* Moves what can move in direction d now; -1: c was ended (freed). */
 int egress_relay_pump(struct egress_conn *c, int d);
+/* The same, woken by src's read event: a side that says readable and
+ * gives nothing rests rather than spinning. */
+int egress_relay_readable(struct egress_conn *c, int d);
 /* max_bytes reached: c stops reading and ends once its pipes are empty. */
 void egress_relay_max(struct egress_conn *c);
 /* Frees the relay's pipes and events. */
