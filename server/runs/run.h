@@ -140,7 +140,8 @@ struct sbx_run {
 	char *dir;	     /* state_dir/runs/<id> */
 	int dir_fd;
 	char *data_path; /* what the helper mounts as /data */
-	int data_fd;	 /* where PutInput writes; -1 with a caller's input_dir */
+	int data_fd;	 /* where PutInput renames complete inputs; -1 with a caller's input_dir */
+	int staging_fd;	 /* dir/staging: inputs being uploaded, outside /data's tree */
 	bool caller_data;
 	int spill_fd;		 /* dir/output: the execs' kept output */
 	uint64_t disk_charged;	 /* [reg] bytes of state_dir charged to the caller */
@@ -161,6 +162,14 @@ struct sbx_run {
 	/* [owner] */
 	pthread_t monitor;
 	bool monitor_started;
+	/* Why it is torn down, for the audit line: NULL for the owner's
+	 * Teardown (the manifest went to the caller); the sweeper's reason
+	 * ("expired_keep", "stopped_runs_max") writes the manifest there. */
+	const char *teardown_why;
+
+	/* The lease (runs_lease.c): monotonic ms of the owner's last call on
+	 * the run (run_lookup), written without a lock by every handler. */
+	_Atomic int64_t last_call;
 
 	pthread_mutex_t mu;
 	pthread_cond_t cv; /* broadcast on every change a handler may wait for */
@@ -176,6 +185,10 @@ struct sbx_run {
 	bool cgroups;	   /* the sandbox has run cgroups (Ready said so) */
 	bool sandbox_gone; /* no process of the sandbox is left (monitor_reaped) */
 	int64_t ended_ms;  /* unix, when the sandbox ended */
+	unsigned pollers;  /* long polls waiting on cv now: each counts as a call */
+	int64_t stopped_at; /* monotonic: it became EXPIRED or FAILED (run_state.c) */
+	int64_t destroy_sent; /* monotonic: the lease ran out and sbxd asked pid 1 to end */
+	bool idle_ended;      /* the lease ran out: EXPIRED by idle_seconds */
 	struct run_exec *execs;
 	struct run_exec **exec_tail;
 	uint64_t n_execs;
@@ -208,7 +221,9 @@ void run_lock(struct sbx_run *r);
 void run_unlock(struct sbx_run *r);
 /* mu held: waits on r->cv (releasing mu while waiting). */
 void run_wait(struct sbx_run *r);
-/* mu held: waits on r->cv until the monotonic deadline; false once it passed. */
+/* mu held: waits on r->cv until the monotonic deadline; false once it passed.
+ * A long poll: while it waits, and when it wakes, it counts as a call on
+ * the run (the lease). */
 bool run_wait_until(struct sbx_run *r, int64_t deadline);
 /* mu held: broadcasts r->cv. */
 void run_changed(struct sbx_run *r);

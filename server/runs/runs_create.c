@@ -25,6 +25,7 @@
 #include "helper_client.h"
 #include "runs_artifacts.h"
 #include "runs_ceilings.h"
+#include "runs_lease.h"
 #include "runs_inputs.h"
 #include "runs_manager.h"
 #include "runs_monitor.h"
@@ -547,6 +548,7 @@ SBX_HANDLER(create_run, Sbx__V1__CreateRunRequest, Sbx__V1__CreateRunResponse)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	snprintf(r->identity, sizeof(r->identity), "%s", who->name);
 	r->policy = request_policy(req, st);
+	lease_fill_default(r->policy, runs->cfg.idle_seconds_default);
 	if (!r->policy || validate(r, req, st) < 0) {
 		run_unref(r);
 		return -1;
