@@ -43,6 +43,7 @@ struct sbx_run *run_alloc(struct sbx_runs *runs)
 	r->pid = -1;
 	r->exec_tail = &r->execs;
 	r->events_tail = &r->events;
+	r->added_tail = &r->added;
 	run_state_init(r);
 	pthread_mutex_init(&r->mu, NULL);
 	/* CLOCK_MONOTONIC, so a clock step neither cuts a long poll short nor

@@ -98,11 +98,18 @@ struct run_exec {
 	struct run_stream out[2];
 };
 
+/* An input file: declared at CreateRun (r->inputs, [once]) or by a
+ * PutInput (r->added, [mu]: the fields up to `mode` are constant once it
+ * is on that list). */
 struct run_input {
-	char *path; /* [once] */
+	struct run_input *next; /* [mu] r->added */
+	char *path;
 	uint64_t size;
 	char sha256[65];
+	uint64_t serial; /* its upload's name in staging/ */
 	/* [mu] from here */
+	uint32_t mode;	    /* permission bits; 0: not said yet (0644) */
+	int64_t arrived_ms; /* unix: renamed into /data, complete */
 	uint64_t received;
 	bool complete;
 	bool busy; /* a PutInput is writing it (outside the lock) */
@@ -134,8 +141,12 @@ struct sbx_run {
 	size_t n_labels;
 	char **label_keys;
 	char **label_values;
-	struct run_input *inputs;
+	struct run_input *inputs; /* sorted by path */
 	size_t n_inputs;
+	struct run_input *added;       /* [mu] declared by PutInput, oldest first */
+	struct run_input **added_tail; /* [mu] */
+	size_t n_added;		       /* [mu] */
+	uint64_t added_bytes;	       /* [mu] their sizes summed */
 	size_t n_input_dirs; /* the directories the inputs' paths make */
 	char *dir;	     /* state_dir/runs/<id> */
 	int dir_fd;

@@ -39,7 +39,7 @@
 
 #define LABELS_MAX	64
 #define LABEL_BYTES_MAX 256
-#define RUN_DIR_INODES	4 /* <id>/, policy.json, output/, data/ */
+#define RUN_DIR_INODES	5 /* <id>/, policy.json, output/, data/, staging/ */
 
 /* Keys of an allowlist entry whose 0 the parser refuses: left out they
  * get its default (bytes_per_second 0 means "no limit of its own", and
@@ -333,6 +333,11 @@ static int make_run_dir(struct sbx_run *r, struct sbx_err *err)
 	if (mkdirat(r->dir_fd, "data", 0755) < 0 ||
 	    (r->data_fd = openat(r->dir_fd, "data", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
 		return sbx_fail_errno(err, "mkdir %s/data", r->dir);
+	/* Uploads are written here, beside /data's tree and on its file
+	 * system, and renamed into it complete: no exec sees a partial file. */
+	if (mkdirat(r->dir_fd, "staging", 0700) < 0 ||
+	    (r->staging_fd = openat(r->dir_fd, "staging", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return sbx_fail_errno(err, "mkdir %s/staging", r->dir);
 	if (asprintf(&r->data_path, "%s/data", r->dir) < 0) {
 		r->data_path = NULL;
 		return sbx_fail_errnum(err, ENOMEM, "run dir");

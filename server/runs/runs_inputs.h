@@ -15,7 +15,10 @@ void inputs_free(struct sbx_run *r);
  * block; and the inodes of both. */
 uint64_t inputs_disk_bytes(const struct sbx_run *r);
 uint64_t inputs_inodes(const struct sbx_run *r);
-/* mu held: NULL when every input is complete, else the first missing path. */
+/* Why a mode cannot be an input's (bits beyond 0777), or NULL. */
+const char *input_mode_problem(uint32_t mode);
+/* mu held: NULL when every input declared at CreateRun is complete (the
+ * first exec waits for those), else the first missing path. */
 const char *inputs_missing(struct sbx_run *r);
 
 #endif
