@@ -593,8 +593,8 @@ static const struct limit limits[] = {
 /* clang-format on */
 
 static const char *const limit_keys[] = {
-    "cpu", "memory_mb", "script_seconds", "run_seconds", "pids", "out_mb",
-    "tmp_mb", "output_kb", "idle_seconds", NULL};
+    "cpu",    "memory_mb", "script_seconds", "run_seconds",  "pids",
+    "out_mb", "tmp_mb",	   "output_kb",	     "idle_seconds", NULL};
 
 static void limit_set(Sbx__V1__Limits *l, const struct limit *lim, json_int_t v)
 {

@@ -398,14 +398,29 @@ static int parse_connections(struct sbx_config *cfg, json_t *v, struct sbx_err *
 
 /* ---- the document ---- */
 
-static const char *const top_keys[] = {"listen",      "state_dir",	 "helper",
-				       "cgroup_root", "rlimit_fallback", "log",
-				       "tls",	      "tokens",		 "input_dirs",
-				       "insecure",    "runs_max",	 "runs_max_per_identity",
-				       "workers",     "ipc_mode",	 "max_message_bytes",
-				       "limits_max",  "quotas",		 "log_group",
-				       "connections", "egress",		 "idle_seconds_default",
-				       "expired_keep_seconds", NULL};
+static const char *const top_keys[] = {"listen",
+				       "state_dir",
+				       "helper",
+				       "cgroup_root",
+				       "rlimit_fallback",
+				       "log",
+				       "tls",
+				       "tokens",
+				       "input_dirs",
+				       "insecure",
+				       "runs_max",
+				       "runs_max_per_identity",
+				       "workers",
+				       "ipc_mode",
+				       "max_message_bytes",
+				       "limits_max",
+				       "quotas",
+				       "log_group",
+				       "connections",
+				       "egress",
+				       "idle_seconds_default",
+				       "expired_keep_seconds",
+				       NULL};
 
 static int set_defaults(struct sbx_config *cfg, struct sbx_err *err)
 {

@@ -30,7 +30,7 @@ struct sbx_limits_max {
 	uint32_t script_seconds;
 	uint32_t run_seconds;
 	uint32_t idle_seconds; /* a run's lease */
-	uint32_t pids; /* default min(4096, the host's pid_max) */
+	uint32_t pids;	       /* default min(4096, the host's pid_max) */
 	uint64_t out_mb;
 	uint64_t tmp_mb;
 	uint64_t output_kb;
@@ -117,9 +117,9 @@ struct sbx_config {
 	/* An expired or failed run keeps its artifacts this long, then sbxd
 	 * tears it down itself; default 600. */
 	uint32_t expired_keep_seconds;
-	uint32_t workers;		/* worker threads; default 16 */
-	uint32_t ipc_mode;		/* socket file mode; default 0660 */
-	uint64_t max_message_bytes;	/* RECVMAXSZ per listener; default 4 MiB + 64 KiB */
+	uint32_t workers;	    /* worker threads; default 16 */
+	uint32_t ipc_mode;	    /* socket file mode; default 0660 */
+	uint64_t max_message_bytes; /* RECVMAXSZ per listener; default 4 MiB + 64 KiB */
 	struct sbx_limits_max limits_max;
 	struct sbx_quotas quotas;
 	char *log_group; /* may read the audit log (0640); NULL: sbxd alone (0600) */

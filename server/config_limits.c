@@ -94,7 +94,7 @@ static int get_int(json_t *obj, const char *where, const char *key, json_int_t m
 	get_int(obj, where, key, min, max, &(field), sizeof(field), err)
 
 static const char *const limits_keys[] = {
-    "cpu",    "memory_mb", "script_seconds", "run_seconds", "pids", "out_mb",
+    "cpu",    "memory_mb", "script_seconds", "run_seconds", "pids",	    "out_mb",
     "tmp_mb", "output_kb", "input_bytes",    "inputs",	    "idle_seconds", NULL};
 
 static int parse_limits_max(struct sbx_limits_max *l, json_t *v, struct sbx_err *err)

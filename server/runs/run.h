@@ -147,8 +147,8 @@ struct sbx_run {
 	struct run_input **added_tail; /* [mu] */
 	size_t n_added;		       /* [mu] */
 	uint64_t added_bytes;	       /* [mu] their sizes summed */
-	size_t n_input_dirs; /* the directories the inputs' paths make */
-	char *dir;	     /* state_dir/runs/<id> */
+	size_t n_input_dirs;	       /* the directories the inputs' paths make */
+	char *dir;		       /* state_dir/runs/<id> */
 	int dir_fd;
 	char *data_path; /* what the helper mounts as /data */
 	int data_fd;	 /* where PutInput renames complete inputs; -1 with a caller's input_dir */
@@ -192,12 +192,12 @@ struct sbx_run {
 	int out_fd;		     /* /out from Ready: artifacts stay readable until teardown */
 	int err_pipe;		     /* [mon] under mu */
 	bool reaped;		     /* the helper was waited for: its pid may be reused */
-	bool killed;	   /* sbxd SIGKILLed the helper's group: its cgroups need cleanup */
-	bool cgroups;	   /* the sandbox has run cgroups (Ready said so) */
-	bool sandbox_gone; /* no process of the sandbox is left (monitor_reaped) */
-	int64_t ended_ms;  /* unix, when the sandbox ended */
-	unsigned pollers;  /* long polls waiting on cv now: each counts as a call */
-	int64_t stopped_at; /* monotonic: it became EXPIRED or FAILED (run_state.c) */
+	bool killed;	      /* sbxd SIGKILLed the helper's group: its cgroups need cleanup */
+	bool cgroups;	      /* the sandbox has run cgroups (Ready said so) */
+	bool sandbox_gone;    /* no process of the sandbox is left (monitor_reaped) */
+	int64_t ended_ms;     /* unix, when the sandbox ended */
+	unsigned pollers;     /* long polls waiting on cv now: each counts as a call */
+	int64_t stopped_at;   /* monotonic: it became EXPIRED or FAILED (run_state.c) */
 	int64_t destroy_sent; /* monotonic: the lease ran out and sbxd asked pid 1 to end */
 	bool idle_ended;      /* the lease ran out: EXPIRED by idle_seconds */
 	struct run_exec *execs;

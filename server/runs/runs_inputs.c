@@ -27,8 +27,8 @@
 
 #include "clock.h"
 #include "path.h"
-#include "runs_manager.h"
 #include "runs_inputs.h"
+#include "runs_manager.h"
 #include "runs_quota.h"
 #include "runs_registry.h"
 #include "runs_util.h"
@@ -56,8 +56,7 @@ static struct run_input *find_input(struct sbx_run *r, const char *path)
 
 	if (!path)
 		return NULL;
-	if (r->n_inputs &&
-	    (in = bsearch(&key, r->inputs, r->n_inputs, sizeof(key), cmp_input)))
+	if (r->n_inputs && (in = bsearch(&key, r->inputs, r->n_inputs, sizeof(key), cmp_input)))
 		return in;
 	for (in = r->added; in; in = in->next)
 		if (!strcmp(in->path, path))
@@ -444,6 +443,7 @@ static struct run_input *check_run(struct sbx_run *r, const Sbx__V1__PutInputReq
 				   struct sbx_rpc_status *st)
 {
 	struct run_input *in;
+	const char *why;
 
 	if (run_is_claimed(r)) {
 		sbx_rpc_fail(st, SBX__V1__CODE__NOT_FOUND, "run %s not found", r->id);
@@ -462,6 +462,11 @@ static struct run_input *check_run(struct sbx_run *r, const Sbx__V1__PutInputReq
 	if (r->data_fd < 0) {
 		sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
 			     "run %s: the policy mounts no /data", r->id);
+		return NULL;
+	}
+	if ((why = input_mode_problem(req->mode))) {
+		sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT, "input %.200s: mode 0%o: %s",
+			     req->path, req->mode, why);
 		return NULL;
 	}
 	in = find_input(r, req->path);

@@ -166,26 +166,26 @@ void *manifest_audit_json(const Sbx__V1__RunManifest *m)
 	for (size_t i = 0; inputs && i < m->n_inputs && i < SWEEP_AUDIT_FILES; i++) {
 		const Sbx__V1__InputFile *f = m->inputs[i];
 
-		json_array_append_new(inputs, file_json(f->path, f->size, f->sha256, f->mode,
-							f->arrived_unix_ms));
+		json_array_append_new(
+		    inputs, file_json(f->path, f->size, f->sha256, f->mode, f->arrived_unix_ms));
 	}
 	for (size_t i = 0; artifacts && i < m->n_artifacts && i < SWEEP_AUDIT_FILES; i++) {
 		const Sbx__V1__Artifact *a = m->artifacts[i];
 
-		json_array_append_new(artifacts, file_json(a->path, a->size, a->sha256, a->mode, 0));
+		json_array_append_new(artifacts,
+				      file_json(a->path, a->size, a->sha256, a->mode, 0));
 	}
-	o = json_pack("{s:s, s:I, s:I, s:o*, s:I, s:o*, s:I, s:b, s:I}", "image_digest",
-		      m->image_digest ? m->image_digest : "", "created_unix_ms",
-		      (json_int_t)m->created_unix_ms, "ended_unix_ms", (json_int_t)m->ended_unix_ms,
-		      "inputs", inputs, "inputs_not_logged",
-		      (json_int_t)(m->n_inputs > SWEEP_AUDIT_FILES ? m->n_inputs - SWEEP_AUDIT_FILES
-								   : 0),
-		      "artifacts", artifacts, "artifacts_not_logged",
-		      (json_int_t)(m->n_artifacts > SWEEP_AUDIT_FILES
-				       ? m->n_artifacts - SWEEP_AUDIT_FILES
-				       : 0) +
-			  (m->artifacts_listing ? m->artifacts_listing->not_listed : 0),
-		      "artifacts_live", m->artifacts_listing && m->artifacts_listing->live,
-		      "execs", (json_int_t)m->n_execs + m->execs_not_listed);
+	o = json_pack(
+	    "{s:s, s:I, s:I, s:o*, s:I, s:o*, s:I, s:b, s:I}", "image_digest",
+	    m->image_digest ? m->image_digest : "", "created_unix_ms",
+	    (json_int_t)m->created_unix_ms, "ended_unix_ms", (json_int_t)m->ended_unix_ms, "inputs",
+	    inputs, "inputs_not_logged",
+	    (json_int_t)(m->n_inputs > SWEEP_AUDIT_FILES ? m->n_inputs - SWEEP_AUDIT_FILES : 0),
+	    "artifacts", artifacts, "artifacts_not_logged",
+	    (json_int_t)(m->n_artifacts > SWEEP_AUDIT_FILES ? m->n_artifacts - SWEEP_AUDIT_FILES
+							    : 0) +
+		(m->artifacts_listing ? m->artifacts_listing->not_listed : 0),
+	    "artifacts_live", m->artifacts_listing && m->artifacts_listing->live, "execs",
+	    (json_int_t)m->n_execs + m->execs_not_listed);
 	return o;
 }

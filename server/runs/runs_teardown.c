@@ -289,15 +289,14 @@ static int teardown_finish(struct sbx_run *r, Sbx__V1__RunManifest **manifest,
 				  r->id);
 	/* Torn down by the sweeper, nobody may be there to take the
 	 * manifest: its digest-relevant part goes to the audit log. */
-	run_audit(r, "teardown",
-		  json_pack("{s:s, s:s, s:b, s:I, s:I, s:b, s:o*}", "final_state",
-			    run_public_state_name(final), "reason",
-			    r->teardown_why ? r->teardown_why : "teardown", "idle", r->idle_ended,
-			    "execs", (json_int_t)r->n_execs, "artifacts", (json_int_t)n_artifacts,
-			    "killed", r->killed,
-			    "manifest",
-			    r->teardown_why && manifest && *manifest ? manifest_audit_json(*manifest)
-								     : NULL));
+	run_audit(
+	    r, "teardown",
+	    json_pack(
+		"{s:s, s:s, s:b, s:I, s:I, s:b, s:o*}", "final_state", run_public_state_name(final),
+		"reason", r->teardown_why ? r->teardown_why : "teardown", "idle", r->idle_ended,
+		"execs", (json_int_t)r->n_execs, "artifacts", (json_int_t)n_artifacts, "killed",
+		r->killed, "manifest",
+		r->teardown_why && manifest && *manifest ? manifest_audit_json(*manifest) : NULL));
 	artifacts_list_free(&al);
 	quota_release_run(r);
 	run_unregister(r);
