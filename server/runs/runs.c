@@ -79,6 +79,7 @@ static void *teardown_thread(void *arg)
 	struct sbx_run *r = arg;
 	struct sbx_rpc_status st;
 
+	r->teardown_why = "shutdown"; /* [owner]: claimed by runs_claim_all */
 	run_teardown(r, NULL, &st);
 	return NULL;
 }
