@@ -350,12 +350,28 @@ static int check_chunk(struct sbx_run *r, struct run_input *in, const Sbx__V1__P
 	return 0;
 }
 
+/* What a declaration charges: the file in whole blocks and every
+ * directory it may make (CreateRun charges its inputs the same way). */
+struct charge {
+	uint64_t bytes, inodes;
+};
+
+static struct charge declare_charge(const Sbx__V1__PutInputRequest *req)
+{
+	uint64_t depth = components(req->path);
+
+	return (struct charge){(req->size + BLOCK - 1) / BLOCK * BLOCK + depth * BLOCK, depth};
+}
+
 /* mu held: a path that is no input of the run, given with its size and
  * sha256 on a first chunk, joins the manifest: the same rules as
- * CreateRun's (path, depth, conflicts, the ceilings of limits_max), and its
- * disk charged now as CreateRun's are. */
+ * CreateRun's (path, depth, conflicts, the ceilings of limits_max). Its
+ * disk is charged first, as CreateRun's is, but outside the run's lock
+ * (quota_charge takes the registry lock): without `charged` a declaration
+ * that passes every rule returns NULL with st untouched, for the caller to
+ * charge declare_charge() and come back. */
 static struct run_input *declare(struct sbx_run *r, const Sbx__V1__PutInputRequest *req,
-				 struct sbx_rpc_status *st)
+				 bool charged, struct sbx_rpc_status *st)
 {
 	const struct sbx_limits_max *max = &r->runs->cfg.limits_max;
 	size_t len = strlen(req->path), n = r->n_inputs + r->n_added;
@@ -405,9 +421,7 @@ static struct run_input *declare(struct sbx_run *r, const Sbx__V1__PutInputReque
 			     req->path, (unsigned long long)max->input_bytes);
 		return NULL;
 	}
-	/* The file in whole blocks and every directory it may make. */
-	if (quota_charge(r, (req->size + BLOCK - 1) / BLOCK * BLOCK + depth * BLOCK, depth,
-			 "inputs", st) < 0)
+	if (!charged)
 		return NULL;
 	in = calloc(1, sizeof(*in));
 	if (!in || !(in->path = strdup(req->path))) {
@@ -438,8 +452,11 @@ static int check_declared(const struct run_input *in, const Sbx__V1__PutInputReq
 	return 0;
 }
 
-/* mu held: the state and the run's own checks. */
+/* mu held: the state and the run's own checks. A new path to declare
+ * returns NULL with *declaring set until `charged` (see declare); *added:
+ * the call declared it. */
 static struct run_input *check_run(struct sbx_run *r, const Sbx__V1__PutInputRequest *req,
+				   bool charged, bool *declaring, bool *added,
 				   struct sbx_rpc_status *st)
 {
 	struct run_input *in;
@@ -472,9 +489,12 @@ static struct run_input *check_run(struct sbx_run *r, const Sbx__V1__PutInputReq
 	in = find_input(r, req->path);
 	if (in && check_declared(in, req, st) < 0)
 		return NULL;
-	if (!in && req->offset == 0 && req->sha256 && req->sha256[0])
-		in = declare(r, req, st);
-	else if (!in)
+	if (!in && req->offset == 0 && req->sha256 && req->sha256[0]) {
+		sbx_rpc_ok(st);
+		in = declare(r, req, charged, st);
+		*declaring = !in && st->code == SBX__V1__CODE__OK;
+		*added = in != NULL;
+	} else if (!in)
 		sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 			     "input %.200s is not in the run's manifest: declare it at CreateRun "
 			     "(inputs) or with size and sha256 on its first chunk",
@@ -492,6 +512,7 @@ SBX_HANDLER(put_input, Sbx__V1__PutInputRequest, Sbx__V1__PutInputResponse)
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int mdlen = 0;
 	char hex[65] = "";
+	bool declaring = false, added = false;
 	uint32_t mode = 0;
 	int rc = 0;
 
@@ -502,12 +523,31 @@ SBX_HANDLER(put_input, Sbx__V1__PutInputRequest, Sbx__V1__PutInputResponse)
 	if (!(r = run_lookup(runs, who, req->run_id, st)))
 		return -1;
 	run_lock(r);
-	in = check_run(r, req, st);
+	in = check_run(r, req, false, &declaring, &added, st);
 	if (in) {
 		in->busy = true;
 		mode = in->mode ? in->mode : 0644;
 	}
 	run_unlock(r);
+	if (declaring) {
+		/* Charged outside the lock, then the checks again: the run may
+		 * have ended, or another PutInput declared the path meanwhile. */
+		struct charge c = declare_charge(req);
+
+		if (quota_charge(r, c.bytes, c.inodes, "inputs", st) < 0) {
+			run_unref(r);
+			return -1;
+		}
+		run_lock(r);
+		in = check_run(r, req, true, &declaring, &added, st);
+		if (in) {
+			in->busy = true;
+			mode = in->mode ? in->mode : 0644;
+		}
+		run_unlock(r);
+		if (!added)
+			quota_uncharge(r, c.bytes);
+	}
 	if (!in) {
 		run_unref(r);
 		return -1;

@@ -219,6 +219,7 @@ static int teardown_finish(struct sbx_run *r, Sbx__V1__RunManifest **manifest,
 {
 	struct artifact_list al = {0};
 	Sbx__V1__RunState final;
+	bool idle;
 	size_t budget = 0, used = 0;
 	uint64_t n_artifacts;
 	int out_fd, rc = 0;
@@ -227,6 +228,7 @@ static int teardown_finish(struct sbx_run *r, Sbx__V1__RunManifest **manifest,
 	out_fd = r->out_fd;
 	run_lock(r);
 	final = run_final_state(r);
+	idle = r->idle_ended;
 	run_unlock(r);
 	if (manifest) {
 		run_lock(r);
@@ -293,9 +295,9 @@ static int teardown_finish(struct sbx_run *r, Sbx__V1__RunManifest **manifest,
 	    r, "teardown",
 	    json_pack(
 		"{s:s, s:s, s:b, s:I, s:I, s:b, s:o*}", "final_state", run_public_state_name(final),
-		"reason", r->teardown_why ? r->teardown_why : "teardown", "idle", r->idle_ended,
-		"execs", (json_int_t)r->n_execs, "artifacts", (json_int_t)n_artifacts, "killed",
-		r->killed, "manifest",
+		"reason", r->teardown_why ? r->teardown_why : "teardown", "idle", idle, "execs",
+		(json_int_t)r->n_execs, "artifacts", (json_int_t)n_artifacts, "killed", r->killed,
+		"manifest",
 		r->teardown_why && manifest && *manifest ? manifest_audit_json(*manifest) : NULL));
 	artifacts_list_free(&al);
 	quota_release_run(r);

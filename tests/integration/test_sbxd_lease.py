@@ -239,7 +239,33 @@ class Lease(LeaseTestCase):
 
 
 class Quota(LeaseTestCase):
-    CONFIG = {"runs_max_per_identity": 1, "expired_keep_seconds": 60}
+    CONFIG = {"runs_max_per_identity": 1, "expired_keep_seconds": 60,
+              "limits_max": {"inputs": 2, "input_bytes": 3 << 20},
+              "quotas": {"identity_mb": 1, "reserve_mb": 0}}
+
+    def declare(self, run, path, size):
+        return self.c.call("PutInput", pb.PutInputRequest(
+            run_id=run, path=path, data=b"", size=size, sha256="0" * 64), pb.PutInputResponse)
+
+    def test_inputs_declared_later_are_held_to_the_same_ceilings_and_quota(self):
+        run = self.c.create(inputs=[("a", b"a" * 100)]).run_id
+        self.c.put(run, "a", b"a" * 100)
+        self.c.wait(run, self.c.exec(run, "true"))
+        code, msg, _ = self.declare(run, "b", 3 << 20)  # with a's 100 bytes: over
+        self.assertEqual(code, "FAILED_PRECONDITION", msg)
+        self.assertIn("limits_max.input_bytes", msg)
+        code, msg, _ = self.declare(run, "b", 2 << 20)
+        self.assertEqual(code, "RESOURCE_EXHAUSTED", msg)
+        self.assertIn("quotas.identity_mb", msg)
+        # The refused declarations charged nothing: what fits still fits.
+        self.c.put(run, "b", b"b" * (100 << 10), declare=True)
+        code, msg, _ = self.declare(run, "c", 0)
+        self.assertEqual(code, "FAILED_PRECONDITION", msg)
+        self.assertIn("limits_max.inputs", msg)
+        e = self.c.exec(run, "wc -c < /data/a; wc -c < /data/b")
+        self.c.wait(run, e)
+        self.assertEqual(self.c.stdout(run, e).split(), [b"100", b"102400"])
+        self.c.ok("Teardown", pb.TeardownRequest(run_id=run), pb.TeardownResponse)
 
     def test_stopped_runs_free_their_quota_slot_and_are_bounded(self):
         a = self.c.create(idle_seconds=2).run_id
