@@ -504,6 +504,16 @@ static struct run_input *check_run(struct sbx_run *r, const Sbx__V1__PutInputReq
 	return in;
 }
 
+/* mu held: the input is this PutInput's to write, with the mode it gets. */
+static struct run_input *take(struct run_input *in, uint32_t *mode)
+{
+	if (in) {
+		in->busy = true;
+		*mode = in->mode ? in->mode : 0644;
+	}
+	return in;
+}
+
 SBX_HANDLER(put_input, Sbx__V1__PutInputRequest, Sbx__V1__PutInputResponse)
 {
 	struct sbx_run *r;
@@ -523,11 +533,7 @@ SBX_HANDLER(put_input, Sbx__V1__PutInputRequest, Sbx__V1__PutInputResponse)
 	if (!(r = run_lookup(runs, who, req->run_id, st)))
 		return -1;
 	run_lock(r);
-	in = check_run(r, req, false, &declaring, &added, st);
-	if (in) {
-		in->busy = true;
-		mode = in->mode ? in->mode : 0644;
-	}
+	in = take(check_run(r, req, false, &declaring, &added, st), &mode);
 	run_unlock(r);
 	if (declaring) {
 		/* Charged outside the lock, then the checks again: the run may
@@ -539,11 +545,7 @@ SBX_HANDLER(put_input, Sbx__V1__PutInputRequest, Sbx__V1__PutInputResponse)
 			return -1;
 		}
 		run_lock(r);
-		in = check_run(r, req, true, &declaring, &added, st);
-		if (in) {
-			in->busy = true;
-			mode = in->mode ? in->mode : 0644;
-		}
+		in = take(check_run(r, req, true, &declaring, &added, st), &mode);
 		run_unlock(r);
 		if (!added)
 			quota_uncharge(r, c.bytes);
