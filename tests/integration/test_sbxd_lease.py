@@ -5,13 +5,11 @@ killed ends by its lease (idle_seconds) and is then torn down by itself
 polls renew the lease; stopped runs leave the per-identity quota; inputs
 can be added between execs, appear in /data whole, and keep their mode."""
 import hashlib
-import json
 import os
 import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 import unittest
 
