@@ -147,8 +147,11 @@ struct sbx_run {
 	struct run_input **added_tail; /* [mu] */
 	size_t n_added;		       /* [mu] */
 	uint64_t added_bytes;	       /* [mu] their sizes summed */
-	size_t n_input_dirs;	       /* the directories the inputs' paths make */
-	char *dir;		       /* state_dir/runs/<id> */
+	/* [mu] what the policy, labels and inputs take of a manifest packed,
+	 * at most half of an answer (runs_create.c, runs_inputs.c) */
+	size_t record_bytes;
+	size_t n_input_dirs; /* the directories the inputs' paths make */
+	char *dir;	     /* state_dir/runs/<id> */
 	int dir_fd;
 	char *data_path; /* what the helper mounts as /data */
 	int data_fd;	 /* where PutInput renames complete inputs; -1 with a caller's input_dir */

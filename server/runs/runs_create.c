@@ -507,11 +507,14 @@ static int check_record_size(struct sbx_run *r, const Sbx__V1__CreateRunRequest 
 	size_t bound = artifacts_reply_bytes(r->runs) / 2;
 	size_t policy = protobuf_c_message_get_packed_size(&r->policy->base), rest = 0;
 
-	/* Each element: its tag and length (at most 3 bytes here) and body. */
+	/* Each element: its tag and length (at most 3 bytes here) and body;
+	 * an input's in the manifest also its mode and arrival time. */
 	for (size_t i = 0; i < req->n_inputs; i++)
-		rest += 3 + protobuf_c_message_get_packed_size(&req->inputs[i]->base);
+		rest += 3 + INPUT_RECORD_EXTRA +
+			protobuf_c_message_get_packed_size(&req->inputs[i]->base);
 	for (size_t i = 0; i < req->n_labels; i++)
 		rest += 3 + protobuf_c_message_get_packed_size(&req->labels[i]->base);
+	r->record_bytes = policy + rest; /* inputs added later grow it */
 	if (policy + rest <= bound)
 		return 0;
 	return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,

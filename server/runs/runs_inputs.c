@@ -27,6 +27,7 @@
 
 #include "clock.h"
 #include "path.h"
+#include "runs_artifacts.h"
 #include "runs_inputs.h"
 #include "runs_manager.h"
 #include "runs_quota.h"
@@ -363,6 +364,26 @@ static struct charge declare_charge(const Sbx__V1__PutInputRequest *req)
 	return (struct charge){(req->size + BLOCK - 1) / BLOCK * BLOCK + depth * BLOCK, depth};
 }
 
+/* mu held: a Teardown's manifest holds the inputs whole, and must still
+ * fit an answer with the new one (as CreateRun checked for its own). */
+static int record_grows_too_much(struct sbx_run *r, const Sbx__V1__PutInputRequest *req,
+				 size_t *record, struct sbx_rpc_status *st)
+{
+	Sbx__V1__InputFile f = SBX__V1__INPUT_FILE__INIT;
+	size_t bound = artifacts_reply_bytes(r->runs) / 2;
+
+	f.path = req->path;
+	f.size = req->size;
+	f.sha256 = req->sha256;
+	*record = 3 + INPUT_RECORD_EXTRA + protobuf_c_message_get_packed_size(&f.base);
+	if (r->record_bytes + *record <= bound)
+		return 0;
+	return sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
+			    "input %.200s: the run's manifest would take more than %zu bytes "
+			    "packed, half of an answer within max_message_bytes",
+			    req->path, bound);
+}
+
 /* mu held: a path that is no input of the run, given with its size and
  * sha256 on a first chunk, joins the manifest: the same rules as
  * CreateRun's (path, depth, conflicts, the ceilings of limits_max). Its
@@ -378,6 +399,7 @@ static struct run_input *declare(struct sbx_run *r, const Sbx__V1__PutInputReque
 	uint64_t bytes = r->added_bytes, depth = components(req->path);
 	const char *why, *other;
 	struct run_input *in;
+	size_t record;
 
 	if ((why = sbx_path_problem(req->path, RUN_PATH_MAX, SBX_PATH_RELATIVE)) ||
 	    depth > INPUT_DEPTH_MAX) {
@@ -421,6 +443,8 @@ static struct run_input *declare(struct sbx_run *r, const Sbx__V1__PutInputReque
 			     req->path, (unsigned long long)max->input_bytes);
 		return NULL;
 	}
+	if (record_grows_too_much(r, req, &record, st) < 0)
+		return NULL;
 	if (!charged)
 		return NULL;
 	in = calloc(1, sizeof(*in));
@@ -436,6 +460,7 @@ static struct run_input *declare(struct sbx_run *r, const Sbx__V1__PutInputReque
 	r->added_tail = &in->next;
 	r->n_added++;
 	r->added_bytes += req->size;
+	r->record_bytes += record;
 	return in;
 }
 

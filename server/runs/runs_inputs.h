@@ -6,6 +6,10 @@
 #include "rpc_status.h"
 #include "run.h"
 
+/* What a manifest's InputFile may take beyond the request's: its mode and
+ * arrived_unix_ms (tag and varint each). */
+#define INPUT_RECORD_EXTRA 16
+
 /* CreateRun: the manifest checked and copied into r. */
 int inputs_from_request(struct sbx_run *r, const Sbx__V1__CreateRunRequest *req,
 			struct sbx_rpc_status *st);

@@ -283,6 +283,27 @@ class Quota(LeaseTestCase):
         self.assertEqual(self.c.state(b)[0], "EXPIRED")
 
 
+class ManifestBound(LeaseTestCase):
+    CONFIG = {"max_message_bytes": 128 << 10}
+
+    def test_inputs_declared_later_never_make_a_manifest_too_large_to_send(self):
+        run = self.c.create().run_id
+        refused = None
+        for i in range(100):  # ~1.1 KB each; half of an answer is ~32 KiB
+            path = "%03d-" % i + "x" * 1000
+            code, msg, _ = self.c.call("PutInput", pb.PutInputRequest(
+                run_id=run, path=path, data=b"", size=1, sha256="0" * 64), pb.PutInputResponse)
+            if code != "OK":
+                refused = (i, code, msg)
+                break
+        self.assertIsNotNone(refused)
+        i, code, msg = refused
+        self.assertEqual(code, "FAILED_PRECONDITION", msg)
+        self.assertIn("manifest would take more than", msg)
+        self.assertGreater(i, 10)
+        self.c.ok("Teardown", pb.TeardownRequest(run_id=run), pb.TeardownResponse)
+
+
 class Inputs(LeaseTestCase):
     def test_inputs_added_between_execs_with_their_mode_in_the_manifest(self):
         first = b"declared at CreateRun\n"
