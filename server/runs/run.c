@@ -37,6 +37,7 @@ struct sbx_run *run_alloc(struct sbx_runs *runs)
 	if (!r)
 		return NULL;
 	atomic_init(&r->refs, 1);
+	atomic_init(&r->last_call, sbx_mono_ms());
 	r->runs = runs;
 	r->dir_fd = r->data_fd = r->staging_fd = r->spill_fd = -1;
 	r->ctl = r->out_fd = r->err_pipe = r->wake = r->pidfd = -1;

@@ -80,10 +80,11 @@ void run_publish(struct sbx_run *r)
 	struct sbx_runs *runs = r->runs;
 
 	pthread_mutex_lock(&runs->mu);
+	/* The lease starts before the monitor can see the run live. */
+	atomic_store(&r->last_call, sbx_mono_ms());
 	run_lock(r);
 	run_state_move(r, RUN_CREATED);
 	run_unlock(r);
-	atomic_store(&r->last_call, sbx_mono_ms()); /* the lease starts */
 	runs->creating--;
 	pthread_cond_broadcast(&runs->cv);
 	pthread_mutex_unlock(&runs->mu);
