@@ -586,12 +586,15 @@ static const struct limit limits[] = {
 	LIMIT(out_mb, 1, SBX_OUT_MB_MAX, SBX_OUT_MB_DEFAULT),
 	LIMIT(tmp_mb, 1, SBX_TMP_MB_MAX, SBX_TMP_MB_DEFAULT),
 	LIMIT(output_kb, 1, SBX_OUTPUT_KB_MAX, SBX_OUTPUT_KB_DEFAULT),
+	/* 0: sbxd's default (its config), which CreateRun writes into the
+	 * effective policy; the codec has no host to ask. */
+	LIMIT(idle_seconds, 0, SBX_RUN_SECONDS_MAX, 0),
 };
 /* clang-format on */
 
-static const char *const limit_keys[] = {"cpu",		"memory_mb", "script_seconds",
-					 "run_seconds", "pids",	     "out_mb",
-					 "tmp_mb",	"output_kb", NULL};
+static const char *const limit_keys[] = {
+    "cpu",    "memory_mb", "script_seconds", "run_seconds",  "pids",
+    "out_mb", "tmp_mb",	   "output_kb",	     "idle_seconds", NULL};
 
 static void limit_set(Sbx__V1__Limits *l, const struct limit *lim, json_int_t v)
 {
@@ -895,11 +898,11 @@ static json_t *limits_json(const Sbx__V1__Limits *l)
 	 * parses back to the same thousandths. */
 	cpu = l->cpu_millis % 1000 ? json_real(l->cpu_millis / 1000.0)
 				   : json_integer(l->cpu_millis / 1000);
-	o = json_pack("{s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "cpu", cpu, "memory_mb",
+	o = json_pack("{s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "cpu", cpu, "memory_mb",
 		      (json_int_t)l->memory_mb, "script_seconds", (json_int_t)l->script_seconds,
 		      "run_seconds", (json_int_t)l->run_seconds, "pids", (json_int_t)l->pids,
 		      "out_mb", (json_int_t)l->out_mb, "tmp_mb", (json_int_t)l->tmp_mb, "output_kb",
-		      (json_int_t)l->output_kb);
+		      (json_int_t)l->output_kb, "idle_seconds", (json_int_t)l->idle_seconds);
 	return o;
 }
 

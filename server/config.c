@@ -20,6 +20,7 @@
 
 #include "listen_url.h"
 #include "path.h"
+#include "policy.h"
 #include "util.h"
 
 #define CONFIG_BYTES_MAX (1 << 20)
@@ -306,7 +307,11 @@ static int parse_numbers(struct sbx_config *cfg, json_t *root, struct sbx_err *e
 	if (parse_u32(root, "runs_max", 1, RUNS_MAX_MAX, &cfg->runs_max, err) < 0 ||
 	    parse_u32(root, "runs_max_per_identity", 1, RUNS_MAX_MAX, &cfg->runs_max_per_identity,
 		      err) < 0 ||
-	    parse_u32(root, "workers", 1, WORKERS_MAX, &cfg->workers, err) < 0)
+	    parse_u32(root, "workers", 1, WORKERS_MAX, &cfg->workers, err) < 0 ||
+	    parse_u32(root, "idle_seconds_default", 1, SBX_RUN_SECONDS_MAX,
+		      &cfg->idle_seconds_default, err) < 0 ||
+	    parse_u32(root, "expired_keep_seconds", 0, SBX_RUN_SECONDS_MAX,
+		      &cfg->expired_keep_seconds, err) < 0)
 		return -1;
 	/* JSON has no octal: 0660 is written 432. The message says both. */
 	if ((v = json_object_get(root, "ipc_mode"))) {
@@ -393,13 +398,29 @@ static int parse_connections(struct sbx_config *cfg, json_t *v, struct sbx_err *
 
 /* ---- the document ---- */
 
-static const char *const top_keys[] = {"listen",      "state_dir",	 "helper",
-				       "cgroup_root", "rlimit_fallback", "log",
-				       "tls",	      "tokens",		 "input_dirs",
-				       "insecure",    "runs_max",	 "runs_max_per_identity",
-				       "workers",     "ipc_mode",	 "max_message_bytes",
-				       "limits_max",  "quotas",		 "log_group",
-				       "connections", "egress",		 NULL};
+static const char *const top_keys[] = {"listen",
+				       "state_dir",
+				       "helper",
+				       "cgroup_root",
+				       "rlimit_fallback",
+				       "log",
+				       "tls",
+				       "tokens",
+				       "input_dirs",
+				       "insecure",
+				       "runs_max",
+				       "runs_max_per_identity",
+				       "workers",
+				       "ipc_mode",
+				       "max_message_bytes",
+				       "limits_max",
+				       "quotas",
+				       "log_group",
+				       "connections",
+				       "egress",
+				       "idle_seconds_default",
+				       "expired_keep_seconds",
+				       NULL};
 
 static int set_defaults(struct sbx_config *cfg, struct sbx_err *err)
 {
@@ -407,6 +428,8 @@ static int set_defaults(struct sbx_config *cfg, struct sbx_err *err)
 	cfg->runs_max = DEFAULT_RUNS_MAX;
 	cfg->runs_max_per_identity = DEFAULT_RUNS_MAX_PER_IDENTITY;
 	cfg->workers = DEFAULT_WORKERS;
+	cfg->idle_seconds_default = SBX_IDLE_SECONDS_DEFAULT;
+	cfg->expired_keep_seconds = SBX_EXPIRED_KEEP_SECONDS_DEFAULT;
 	cfg->ipc_mode = DEFAULT_IPC_MODE;
 	cfg->max_message_bytes = DEFAULT_MAX_MESSAGE_BYTES;
 	sbx_config_limits_defaults(cfg);
@@ -465,6 +488,16 @@ static int parse_root(struct sbx_config *cfg, json_t *root, struct sbx_err *err)
 		return -1;
 	if (parse_numbers(cfg, root, err) < 0 || sbx_config_parse_limits(cfg, root, err) < 0)
 		return -1;
+	/* As runs_max_per_identity follows runs_max: an unwritten default
+	 * follows a lower ceiling. */
+	if (cfg->idle_seconds_default > cfg->limits_max.idle_seconds) {
+		if (json_object_get(root, "idle_seconds_default"))
+			return sbx_fail(err,
+					"idle_seconds_default: must not exceed "
+					"limits_max.idle_seconds (%u)",
+					cfg->limits_max.idle_seconds);
+		cfg->idle_seconds_default = cfg->limits_max.idle_seconds;
+	}
 	if ((v = json_object_get(root, "connections")) && parse_connections(cfg, v, err) < 0)
 		return -1;
 	if (sbx_config_parse_egress(cfg, root, err) < 0)

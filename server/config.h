@@ -14,6 +14,9 @@
 #define SBX_CONFIG_MAX_TOKENS	  256
 #define SBX_CONFIG_MAX_INPUT_DIRS 32
 
+#define SBX_IDLE_SECONDS_DEFAULT	 600 /* idle_seconds_default */
+#define SBX_EXPIRED_KEEP_SECONDS_DEFAULT 600 /* expired_keep_seconds */
+
 struct sbx_token {
 	char name[64];	    /* the identity it grants: "token:<name>" */
 	uint8_t sha256[32]; /* of the token's bytes; the token itself is never stored */
@@ -26,7 +29,8 @@ struct sbx_limits_max {
 	uint64_t memory_mb;
 	uint32_t script_seconds;
 	uint32_t run_seconds;
-	uint32_t pids; /* default min(4096, the host's pid_max) */
+	uint32_t idle_seconds; /* a run's lease */
+	uint32_t pids;	       /* default min(4096, the host's pid_max) */
 	uint64_t out_mb;
 	uint64_t tmp_mb;
 	uint64_t output_kb;
@@ -113,10 +117,16 @@ struct sbx_config {
 	size_t n_input_dirs;
 	bool insecure;			/* allow plain tcp:// (with a warning) */
 	uint32_t runs_max;		/* host-wide; default 64 */
-	uint32_t runs_max_per_identity; /* default 16 */
-	uint32_t workers;		/* worker threads; default 16 */
-	uint32_t ipc_mode;		/* socket file mode; default 0660 */
-	uint64_t max_message_bytes;	/* RECVMAXSZ per listener; default 4 MiB + 64 KiB */
+	uint32_t runs_max_per_identity; /* default 16; runs that stopped do not count */
+	/* A policy's limits.idle_seconds when it says 0 or nothing; default 600
+	 * (at most limits_max.idle_seconds). */
+	uint32_t idle_seconds_default;
+	/* An expired or failed run keeps its artifacts this long, then sbxd
+	 * tears it down itself; default 600. */
+	uint32_t expired_keep_seconds;
+	uint32_t workers;	    /* worker threads; default 16 */
+	uint32_t ipc_mode;	    /* socket file mode; default 0660 */
+	uint64_t max_message_bytes; /* RECVMAXSZ per listener; default 4 MiB + 64 KiB */
 	struct sbx_limits_max limits_max;
 	struct sbx_quotas quotas;
 	char *log_group; /* may read the audit log (0640); NULL: sbxd alone (0600) */

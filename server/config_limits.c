@@ -53,6 +53,7 @@ void sbx_config_limits_defaults(struct sbx_config *cfg)
 	    .memory_mb = SBX_MEMORY_MB_MAX,
 	    .script_seconds = SBX_SCRIPT_SECONDS_MAX,
 	    .run_seconds = SBX_RUN_SECONDS_MAX,
+	    .idle_seconds = SBX_RUN_SECONDS_MAX,
 	    .pids = (uint32_t)(pid_max < DEFAULT_PIDS_MAX ? pid_max : DEFAULT_PIDS_MAX),
 	    .out_mb = SBX_OUT_MB_MAX,
 	    .tmp_mb = SBX_TMP_MB_MAX,
@@ -93,8 +94,8 @@ static int get_int(json_t *obj, const char *where, const char *key, json_int_t m
 	get_int(obj, where, key, min, max, &(field), sizeof(field), err)
 
 static const char *const limits_keys[] = {
-    "cpu",    "memory_mb", "script_seconds", "run_seconds", "pids", "out_mb",
-    "tmp_mb", "output_kb", "input_bytes",    "inputs",	    NULL};
+    "cpu",    "memory_mb", "script_seconds", "run_seconds", "pids",	    "out_mb",
+    "tmp_mb", "output_kb", "input_bytes",    "inputs",	    "idle_seconds", NULL};
 
 static int parse_limits_max(struct sbx_limits_max *l, json_t *v, struct sbx_err *err)
 {
@@ -117,6 +118,7 @@ static int parse_limits_max(struct sbx_limits_max *l, json_t *v, struct sbx_err 
 	if (GET(v, w, "memory_mb", SBX_MEMORY_MB_MIN, SBX_MEMORY_MB_MAX, l->memory_mb) < 0 ||
 	    GET(v, w, "script_seconds", 1, SBX_SCRIPT_SECONDS_MAX, l->script_seconds) < 0 ||
 	    GET(v, w, "run_seconds", 1, SBX_RUN_SECONDS_MAX, l->run_seconds) < 0 ||
+	    GET(v, w, "idle_seconds", 1, SBX_RUN_SECONDS_MAX, l->idle_seconds) < 0 ||
 	    GET(v, w, "out_mb", 1, SBX_OUT_MB_MAX, l->out_mb) < 0 ||
 	    GET(v, w, "tmp_mb", 1, SBX_TMP_MB_MAX, l->tmp_mb) < 0 ||
 	    GET(v, w, "output_kb", 1, SBX_OUTPUT_KB_MAX, l->output_kb) < 0 ||

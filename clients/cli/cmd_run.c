@@ -23,6 +23,9 @@ static void note_end(const Sbx__V1__ExecStatus *s)
 	case SBX__V1__EXIT_REASON__RUN_EXPIRED:
 		why = "run_seconds ran out";
 		break;
+	case SBX__V1__EXIT_REASON__IDLE:
+		why = "idle_seconds ran out (no call on the run)";
+		break;
 	case SBX__V1__EXIT_REASON__TORN_DOWN:
 		why = "the run was torn down";
 		break;

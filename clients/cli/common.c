@@ -128,6 +128,7 @@ int cli_exit_status(const Sbx__V1__ExecStatus *s)
 		return 128 + (s->signal & 0x7f);
 	case SBX__V1__EXIT_REASON__TIMEOUT:
 	case SBX__V1__EXIT_REASON__RUN_EXPIRED:
+	case SBX__V1__EXIT_REASON__IDLE:
 		return EXIT_TIMEOUT;
 	case SBX__V1__EXIT_REASON__OOM:
 	case SBX__V1__EXIT_REASON__TORN_DOWN:

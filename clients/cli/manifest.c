@@ -17,7 +17,10 @@
 #define MAX_PATH_BYTES 1024
 #define MAX_DEPTH      64
 
-static int add_file(struct manifest *m, const char *rel, const char *local, struct sbx_err *err)
+/* mode: the local file's permission bits, which it keeps in /data (its
+ * setuid, setgid and sticky bits are dropped: sbxd refuses them). */
+static int add_file(struct manifest *m, const char *rel, const char *local, mode_t mode,
+		    struct sbx_err *err)
 {
 	char hex[65];
 	uint64_t size;
@@ -43,6 +46,7 @@ static int add_file(struct manifest *m, const char *rel, const char *local, stru
 	f->path = strdup(rel);
 	f->sha256 = strdup(hex);
 	f->size = size;
+	f->mode = (uint32_t)(mode & 0777);
 	m->local[m->n] = strdup(local);
 	m->files[m->n++] = f;
 	if (!f->path || !f->sha256 || !m->local[m->n - 1])
@@ -77,7 +81,7 @@ static int walk(int dfd, const char *rel, const char *local, int depth, struct m
 		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 			rc = sbx_fail_errno(err, "%s", clocal);
 		} else if (S_ISREG(st.st_mode)) {
-			rc = add_file(m, crel, clocal, err);
+			rc = add_file(m, crel, clocal, st.st_mode, err);
 		} else if (S_ISDIR(st.st_mode)) {
 			int sub = openat(dirfd(d), e->d_name,
 					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

@@ -37,12 +37,14 @@ struct sbx_run *run_alloc(struct sbx_runs *runs)
 	if (!r)
 		return NULL;
 	atomic_init(&r->refs, 1);
+	atomic_init(&r->last_call, sbx_mono_ms());
 	r->runs = runs;
-	r->dir_fd = r->data_fd = r->spill_fd = -1;
+	r->dir_fd = r->data_fd = r->staging_fd = r->spill_fd = -1;
 	r->ctl = r->out_fd = r->err_pipe = r->wake = r->pidfd = -1;
 	r->pid = -1;
 	r->exec_tail = &r->execs;
 	r->events_tail = &r->events;
+	r->added_tail = &r->added;
 	run_state_init(r);
 	pthread_mutex_init(&r->mu, NULL);
 	/* CLOCK_MONOTONIC, so a clock step neither cuts a long poll short nor
@@ -89,6 +91,7 @@ static void run_free(struct sbx_run *r)
 	free(r->data_path);
 	close_fd(&r->dir_fd);
 	close_fd(&r->data_fd);
+	close_fd(&r->staging_fd);
 	close_fd(&r->spill_fd);
 	close_fd(&r->ctl);
 	close_fd(&r->out_fd);
@@ -143,7 +146,10 @@ bool run_wait_until(struct sbx_run *r, int64_t deadline)
 	if (left <= 0)
 		return false;
 	ts = sbx_mono_after_ms(left);
+	r->pollers++;
 	pthread_cond_timedwait(&r->cv, &r->mu, &ts);
+	r->pollers--;
+	atomic_store(&r->last_call, sbx_mono_ms());
 	return true;
 }
 

@@ -98,11 +98,18 @@ struct run_exec {
 	struct run_stream out[2];
 };
 
+/* An input file: declared at CreateRun (r->inputs, [once]) or by a
+ * PutInput (r->added, [mu]: the fields up to `mode` are constant once it
+ * is on that list). */
 struct run_input {
-	char *path; /* [once] */
+	struct run_input *next; /* [mu] r->added */
+	char *path;
 	uint64_t size;
 	char sha256[65];
+	uint64_t serial; /* its upload's name in staging/ */
 	/* [mu] from here */
+	uint32_t mode;	    /* permission bits; 0: not said yet (0644) */
+	int64_t arrived_ms; /* unix: renamed into /data, complete */
 	uint64_t received;
 	bool complete;
 	bool busy; /* a PutInput is writing it (outside the lock) */
@@ -134,13 +141,21 @@ struct sbx_run {
 	size_t n_labels;
 	char **label_keys;
 	char **label_values;
-	struct run_input *inputs;
+	struct run_input *inputs; /* sorted by path */
 	size_t n_inputs;
+	struct run_input *added;       /* [mu] declared by PutInput, oldest first */
+	struct run_input **added_tail; /* [mu] */
+	size_t n_added;		       /* [mu] */
+	uint64_t added_bytes;	       /* [mu] their sizes summed */
+	/* [mu] what the policy, labels and inputs take of a manifest packed,
+	 * at most half of an answer (runs_create.c, runs_inputs.c) */
+	size_t record_bytes;
 	size_t n_input_dirs; /* the directories the inputs' paths make */
 	char *dir;	     /* state_dir/runs/<id> */
 	int dir_fd;
 	char *data_path; /* what the helper mounts as /data */
-	int data_fd;	 /* where PutInput writes; -1 with a caller's input_dir */
+	int data_fd;	 /* where PutInput renames complete inputs; -1 with a caller's input_dir */
+	int staging_fd;	 /* dir/staging: inputs being uploaded, outside /data's tree */
 	bool caller_data;
 	int spill_fd;		 /* dir/output: the execs' kept output */
 	uint64_t disk_charged;	 /* [reg] bytes of state_dir charged to the caller */
@@ -161,6 +176,14 @@ struct sbx_run {
 	/* [owner] */
 	pthread_t monitor;
 	bool monitor_started;
+	/* Why it is torn down, for the audit line: NULL for the owner's
+	 * Teardown (the manifest went to the caller); the sweeper's reason
+	 * ("expired_keep", "stopped_runs_max") writes the manifest there. */
+	const char *teardown_why;
+
+	/* The lease (runs_lease.c): monotonic ms of the owner's last call on
+	 * the run (run_lookup), written without a lock by every handler. */
+	_Atomic int64_t last_call;
 
 	pthread_mutex_t mu;
 	pthread_cond_t cv; /* broadcast on every change a handler may wait for */
@@ -172,10 +195,14 @@ struct sbx_run {
 	int out_fd;		     /* /out from Ready: artifacts stay readable until teardown */
 	int err_pipe;		     /* [mon] under mu */
 	bool reaped;		     /* the helper was waited for: its pid may be reused */
-	bool killed;	   /* sbxd SIGKILLed the helper's group: its cgroups need cleanup */
-	bool cgroups;	   /* the sandbox has run cgroups (Ready said so) */
-	bool sandbox_gone; /* no process of the sandbox is left (monitor_reaped) */
-	int64_t ended_ms;  /* unix, when the sandbox ended */
+	bool killed;	      /* sbxd SIGKILLed the helper's group: its cgroups need cleanup */
+	bool cgroups;	      /* the sandbox has run cgroups (Ready said so) */
+	bool sandbox_gone;    /* no process of the sandbox is left (monitor_reaped) */
+	int64_t ended_ms;     /* unix, when the sandbox ended */
+	unsigned pollers;     /* long polls waiting on cv now: each counts as a call */
+	int64_t stopped_at;   /* monotonic: it became EXPIRED or FAILED (run_state.c) */
+	int64_t destroy_sent; /* monotonic: the lease ran out and sbxd asked pid 1 to end */
+	bool idle_ended;      /* the lease ran out: EXPIRED by idle_seconds */
 	struct run_exec *execs;
 	struct run_exec **exec_tail;
 	uint64_t n_execs;
@@ -208,7 +235,9 @@ void run_lock(struct sbx_run *r);
 void run_unlock(struct sbx_run *r);
 /* mu held: waits on r->cv (releasing mu while waiting). */
 void run_wait(struct sbx_run *r);
-/* mu held: waits on r->cv until the monotonic deadline; false once it passed. */
+/* mu held: waits on r->cv until the monotonic deadline; false once it passed.
+ * A long poll: while it waits, and when it wakes, it counts as a call on
+ * the run (the lease). */
 bool run_wait_until(struct sbx_run *r, int64_t deadline);
 /* mu held: broadcasts r->cv. */
 void run_changed(struct sbx_run *r);

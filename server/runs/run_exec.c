@@ -165,6 +165,8 @@ const char *exit_reason_name(Sbx__V1__ExitReason r)
 		return "oom";
 	case SBX__V1__EXIT_REASON__RUN_EXPIRED:
 		return "run_expired";
+	case SBX__V1__EXIT_REASON__IDLE:
+		return "idle";
 	case SBX__V1__EXIT_REASON__TORN_DOWN:
 		return "torn_down";
 	case SBX__V1__EXIT_REASON__SETUP_FAILED:

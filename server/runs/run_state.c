@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "clock.h"
 #include "run.h"
 #include "util.h"
 
@@ -44,6 +45,8 @@ void run_state_move(struct sbx_run *r, enum run_state to)
 	}
 	if (to == RUN_TEARING)
 		r->claimed_from = r->state;
+	if (to == RUN_EXPIRED || to == RUN_FAILED)
+		r->stopped_at = sbx_mono_ms(); /* expired_keep_seconds count from here */
 	r->state = to;
 }
 

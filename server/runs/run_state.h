@@ -5,7 +5,7 @@
  *
  *   STARTING --publish--> CREATED --first exec--> ACTIVE
  *                            |                      |
- *                            +--sandbox ended-------+--> EXPIRED (run_seconds ran out)
+ *                            +--sandbox ended-------+--> EXPIRED (run_seconds, idle_seconds)
  *                            |                      +--> FAILED  (it ended on its own)
  *                            |                      |
  *   CREATED, ACTIVE, EXPIRED, FAILED --claimed by a Teardown--> TEARING --> TORN
@@ -41,9 +41,10 @@ struct sbx_run;
 enum run_state {
 	RUN_STARTING, /* registered by CreateRun, its sandbox being built */
 	RUN_CREATED,  /* ready: takes inputs and execs */
-	RUN_ACTIVE,   /* an exec started: /data is sealed */
-	RUN_EXPIRED,  /* run_seconds ran out; artifacts readable until teardown */
-	RUN_FAILED,   /* the sandbox ended on its own */
+	RUN_ACTIVE,   /* an exec started: new inputs only, each appearing whole */
+	RUN_EXPIRED,  /* run_seconds or idle_seconds ran out; artifacts readable
+		       * until teardown or expired_keep_seconds (runs_sweeper.c) */
+	RUN_FAILED,   /* the sandbox ended on its own; kept as EXPIRED is */
 	RUN_TEARING,  /* a Teardown owns it */
 	RUN_TORN,     /* torn down: nothing of it is left but the record */
 	RUN_STATES

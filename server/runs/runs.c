@@ -11,6 +11,7 @@
 #include "clock.h"
 #include "runs_manager.h"
 #include "runs_registry.h"
+#include "runs_sweeper.h"
 #include "runs_teardown.h"
 
 #define DRAIN_WAIT_MS (RUN_READY_TIMEOUT_MS + 5000)
@@ -25,10 +26,13 @@ struct sbx_runs *runs_new(void)
 	/* The config's default ceilings; quotas stay 0 (off) without settings. */
 	sbx_config_limits_defaults(&defaults);
 	runs->cfg.limits_max = defaults.limits_max;
+	runs->cfg.idle_seconds_default = SBX_IDLE_SECONDS_DEFAULT;
+	runs->cfg.expired_keep_seconds = SBX_EXPIRED_KEEP_SECONDS_DEFAULT;
 	runs->lock_fd = -1;
 	snprintf(runs->host.cgroup, sizeof(runs->host.cgroup), "none");
 	pthread_mutex_init(&runs->mu, NULL);
 	cond_init_monotonic(&runs->cv);
+	cond_init_monotonic(&runs->sweeper_cv);
 	return runs;
 }
 
@@ -36,7 +40,9 @@ void runs_free(struct sbx_runs *runs)
 {
 	if (!runs)
 		return;
+	sweeper_stop(runs);
 	runs_settings_free(runs);
+	pthread_cond_destroy(&runs->sweeper_cv);
 	pthread_cond_destroy(&runs->cv);
 	pthread_mutex_destroy(&runs->mu);
 	free(runs);
@@ -50,7 +56,7 @@ struct sbx_runs *sbx_runs_init(const struct sbx_config *cfg, struct sbx_err *err
 		sbx_fail_errno(err, "runs");
 		return NULL;
 	}
-	if (runs_startup(runs, cfg, err) < 0) {
+	if (runs_startup(runs, cfg, err) < 0 || sweeper_start(runs, err) < 0) {
 		runs_free(runs);
 		return NULL;
 	}
@@ -73,6 +79,7 @@ static void *teardown_thread(void *arg)
 	struct sbx_run *r = arg;
 	struct sbx_rpc_status st;
 
+	r->teardown_why = "shutdown"; /* [owner]: claimed by runs_claim_all */
 	run_teardown(r, NULL, &st);
 	return NULL;
 }
@@ -80,8 +87,13 @@ static void *teardown_thread(void *arg)
 void sbx_runs_teardown_all(struct sbx_runs *runs)
 {
 	struct sbx_run **v = NULL;
-	size_t n = runs_claim_all(runs, sbx_mono_ms() + DRAIN_WAIT_MS, &v);
-	pthread_t *tids = calloc(n ? n : 1, sizeof(*tids));
+	pthread_t *tids;
+	size_t n;
+
+	/* Nothing is swept behind the drain's back from here on. */
+	sweeper_stop(runs);
+	n = runs_claim_all(runs, sbx_mono_ms() + DRAIN_WAIT_MS, &v);
+	tids = calloc(n ? n : 1, sizeof(*tids));
 
 	/* In parallel: each may wait seconds for its helper. */
 	for (size_t i = 0; i < n; i++)

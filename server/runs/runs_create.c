@@ -26,6 +26,7 @@
 #include "runs_artifacts.h"
 #include "runs_ceilings.h"
 #include "runs_inputs.h"
+#include "runs_lease.h"
 #include "runs_manager.h"
 #include "runs_monitor.h"
 #include "runs_proc.h"
@@ -38,7 +39,7 @@
 
 #define LABELS_MAX	64
 #define LABEL_BYTES_MAX 256
-#define RUN_DIR_INODES	4 /* <id>/, policy.json, output/, data/ */
+#define RUN_DIR_INODES	5 /* <id>/, policy.json, output/, data/, staging/ */
 
 /* Keys of an allowlist entry whose 0 the parser refuses: left out they
  * get its default (bytes_per_second 0 means "no limit of its own", and
@@ -332,6 +333,11 @@ static int make_run_dir(struct sbx_run *r, struct sbx_err *err)
 	if (mkdirat(r->dir_fd, "data", 0755) < 0 ||
 	    (r->data_fd = openat(r->dir_fd, "data", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
 		return sbx_fail_errno(err, "mkdir %s/data", r->dir);
+	/* Uploads are written here, beside /data's tree and on its file
+	 * system, and renamed into it complete: no exec sees a partial file. */
+	if (mkdirat(r->dir_fd, "staging", 0700) < 0 ||
+	    (r->staging_fd = openat(r->dir_fd, "staging", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return sbx_fail_errno(err, "mkdir %s/staging", r->dir);
 	if (asprintf(&r->data_path, "%s/data", r->dir) < 0) {
 		r->data_path = NULL;
 		return sbx_fail_errnum(err, ENOMEM, "run dir");
@@ -501,11 +507,14 @@ static int check_record_size(struct sbx_run *r, const Sbx__V1__CreateRunRequest 
 	size_t bound = artifacts_reply_bytes(r->runs) / 2;
 	size_t policy = protobuf_c_message_get_packed_size(&r->policy->base), rest = 0;
 
-	/* Each element: its tag and length (at most 3 bytes here) and body. */
+	/* Each element: its tag and length (at most 3 bytes here) and body;
+	 * an input's in the manifest also its mode and arrival time. */
 	for (size_t i = 0; i < req->n_inputs; i++)
-		rest += 3 + protobuf_c_message_get_packed_size(&req->inputs[i]->base);
+		rest += 3 + INPUT_RECORD_EXTRA +
+			protobuf_c_message_get_packed_size(&req->inputs[i]->base);
 	for (size_t i = 0; i < req->n_labels; i++)
 		rest += 3 + protobuf_c_message_get_packed_size(&req->labels[i]->base);
+	r->record_bytes = policy + rest; /* inputs added later grow it */
 	if (policy + rest <= bound)
 		return 0;
 	return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
@@ -547,6 +556,7 @@ SBX_HANDLER(create_run, Sbx__V1__CreateRunRequest, Sbx__V1__CreateRunResponse)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	snprintf(r->identity, sizeof(r->identity), "%s", who->name);
 	r->policy = request_policy(req, st);
+	lease_fill_default(r->policy, runs->cfg.idle_seconds_default);
 	if (!r->policy || validate(r, req, st) < 0) {
 		run_unref(r);
 		return -1;

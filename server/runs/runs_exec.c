@@ -104,9 +104,9 @@ static int check_run(struct sbx_run *r, struct sbx_rpc_status *st)
 		return sbx_rpc_fail(st, SBX__V1__CODE__NOT_FOUND, "run %s not found", r->id);
 	if (r->state == RUN_EXPIRED)
 		return sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
-				    "run %s has expired (run_seconds ran out); its artifacts "
-				    "stay readable until teardown",
-				    r->id);
+				    "run %s has expired (%s ran out); its artifacts stay "
+				    "readable until teardown",
+				    r->id, r->idle_ended ? "idle_seconds" : "run_seconds");
 	if (!run_sandbox_live(r))
 		return sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
 				    "run %s has failed: its sandbox is gone (Status has the "

@@ -1,7 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The input manifest and PutInput: files streamed into the run's /data in
- * order, each checked against the size and sha256 the caller declared at
- * CreateRun, before the first exec seals /data.
+ * order, each checked against the size and sha256 its caller declared: at
+ * CreateRun (every one of those before the first exec), or on its first
+ * PutInput chunk (an input added later, also between execs).
+ *
+ * A file is written under staging/, beside the data directory on the same
+ * file system but outside the tree the sandbox sees, and renamed into
+ * /data once its last chunk matched the declaration, with its mode: an
+ * exec sees no file or the whole verified one, never a part. A path is
+ * declared once and never replaced (RENAME_NOREPLACE), so no file an exec
+ * already read changes under it; /data only grows.
  *
  * A chunk is written outside the run's lock with the input marked busy, so
  * a slow disk stalls only that upload; the sha256 is computed as the chunks
@@ -9,14 +17,19 @@
  * data directory without following links. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
 
+#include "clock.h"
 #include "path.h"
+#include "runs_artifacts.h"
 #include "runs_inputs.h"
+#include "runs_manager.h"
 #include "runs_quota.h"
 #include "runs_registry.h"
 #include "runs_util.h"
@@ -36,13 +49,20 @@ static int cmp_input(const void *a, const void *b)
 	return strcmp(((const struct run_input *)a)->path, ((const struct run_input *)b)->path);
 }
 
+/* mu held (r->added); r->inputs alone while STARTING. */
 static struct run_input *find_input(struct sbx_run *r, const char *path)
 {
 	struct run_input key = {.path = (char *)path};
+	struct run_input *in;
 
-	if (!r->n_inputs || !path)
+	if (!path)
 		return NULL;
-	return bsearch(&key, r->inputs, r->n_inputs, sizeof(key), cmp_input);
+	if (r->n_inputs && (in = bsearch(&key, r->inputs, r->n_inputs, sizeof(key), cmp_input)))
+		return in;
+	for (in = r->added; in; in = in->next)
+		if (!strcmp(in->path, path))
+			return in;
+	return NULL;
 }
 
 static size_t components(const char *path)
@@ -130,6 +150,14 @@ int inputs_from_request(struct sbx_run *r, const Sbx__V1__CreateRunRequest *req,
 			return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 					    "inputs[%zu].sha256: must be 64 lowercase hex digits",
 					    i);
+		if ((why = input_mode_problem(f->mode)))
+			return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
+					    "inputs[%zu].mode: 0%o: %s", i, f->mode, why);
+		if (f->arrived_unix_ms)
+			return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
+					    "inputs[%zu].arrived_unix_ms: sbxd writes it in "
+					    "manifests; leave it 0",
+					    i);
 	}
 	r->inputs = calloc(n, sizeof(*r->inputs));
 	if (!r->inputs)
@@ -141,9 +169,12 @@ int inputs_from_request(struct sbx_run *r, const Sbx__V1__CreateRunRequest *req,
 			return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 		r->n_inputs = i + 1;
 		in->size = req->inputs[i]->size;
+		in->mode = req->inputs[i]->mode;
 		memcpy(in->sha256, req->inputs[i]->sha256, 65);
 	}
 	qsort(r->inputs, n, sizeof(*r->inputs), cmp_input);
+	for (size_t i = 0; i < n; i++)
+		r->inputs[i].serial = i;
 	for (size_t i = 0; i < n; i++) {
 		const char *other;
 
@@ -173,6 +204,23 @@ void inputs_free(struct sbx_run *r)
 	free(r->inputs);
 	r->inputs = NULL;
 	r->n_inputs = 0;
+	for (struct run_input *in = r->added, *next; in; in = next) {
+		next = in->next;
+		free(in->path);
+		EVP_MD_CTX_free(in->md);
+		free(in);
+	}
+	r->added = NULL;
+	r->added_tail = &r->added;
+	r->n_added = 0;
+}
+
+const char *input_mode_problem(uint32_t mode)
+{
+	if (mode & ~0777u)
+		return "only permission bits (0..0777) are allowed; setuid, setgid and sticky "
+		       "bits are refused";
+	return NULL;
 }
 
 const char *inputs_missing(struct sbx_run *r)
@@ -183,52 +231,56 @@ const char *inputs_missing(struct sbx_run *r)
 	return NULL;
 }
 
-/* Removes a partly written or rejected input and the directories above it
- * that are left empty (another input's are not), so a new upload starts
- * clean and a failed one leaves no inodes behind. Nothing is created. */
+static void staging_name(const struct run_input *in, char buf[32])
+{
+	snprintf(buf, 32, "%llu", (unsigned long long)in->serial);
+}
+
+/* Removes a partly written or rejected upload, so a new one starts clean
+ * and a failed one leaves no inode behind. */
 static void discard(struct sbx_run *r, struct run_input *in)
 {
-	char buf[RUN_PATH_MAX + 1];
-	int flags = 0;
+	char name[32];
 
-	snprintf(buf, sizeof(buf), "%s", in->path);
-	for (;;) {
-		char *slash = strrchr(buf, '/');
-		struct sbx_err err;
-		_cleanup_close_ int parent = -1;
-		int rc;
-
-		if (slash) {
-			*slash = '\0';
-			parent = sbx_open_beneath(r->data_fd, buf, O_RDONLY | O_DIRECTORY, 0, &err);
-			if (parent < 0)
-				return;
-		}
-		/* Best effort: the next first chunk truncates the file anyway. */
-		rc = unlinkat(slash ? parent : r->data_fd, slash ? slash + 1 : buf, flags);
-		if (rc < 0 || !slash)
-			return;
-		flags = AT_REMOVEDIR;
+	staging_name(in, name);
+	if (unlinkat(r->staging_fd, name, 0) < 0) {
+		/* ENOENT: nothing was written yet; the next first chunk
+		 * truncates it anyway. */
 	}
 }
 
 static int open_input(struct sbx_run *r, struct run_input *in, bool first, struct sbx_err *err)
 {
+	char name[32];
+	int fd;
+
+	staging_name(in, name);
+	fd = openat(r->staging_fd, name,
+		    O_WRONLY | O_CLOEXEC | O_NOFOLLOW | (first ? O_CREAT | O_TRUNC : 0), 0600);
+	return fd < 0 ? sbx_fail_errno(err, "%s", in->path) : fd;
+}
+
+/* The verified upload into /data, whole, with its mode; never over a file
+ * that is there (RENAME_NOREPLACE). */
+static int publish(struct sbx_run *r, struct run_input *in, uint32_t mode, struct sbx_err *err)
+{
+	char name[32];
 	const char *base;
+	_cleanup_close_ int fd = -1;
+	_cleanup_close_ int dir = -1;
 
-	if (!first)
-		return sbx_open_beneath(r->data_fd, in->path, O_WRONLY, 0, err);
-	/* A failed upload of another input may remove an empty directory
-	 * between our mkdir and open of it (discard): that is worth a retry. */
-	for (int tries = 0;; tries++) {
-		_cleanup_close_ int dir = mkdirs_beneath(r->data_fd, in->path, &base, err);
-		int fd = dir < 0
-			     ? -1
-			     : sbx_open_beneath(dir, base, O_WRONLY | O_CREAT | O_TRUNC, 0644, err);
-
-		if (fd >= 0 || err->errnum != ENOENT || tries == 2)
-			return fd;
-	}
+	staging_name(in, name);
+	fd = openat(r->staging_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0 || fchmod(fd, mode) < 0)
+		return sbx_fail_errno(err, "%s: mode", in->path);
+	/* A failed upload of another input never removes a directory in
+	 * /data any more: what is there stays. */
+	dir = mkdirs_beneath(r->data_fd, in->path, &base, err);
+	if (dir < 0)
+		return -1;
+	if (renameat2(r->staging_fd, name, dir, base, RENAME_NOREPLACE) < 0)
+		return sbx_fail_errno(err, "%s: into /data", in->path);
+	return 0;
 }
 
 static int write_chunk(struct sbx_run *r, struct run_input *in, uint64_t offset,
@@ -281,6 +333,16 @@ static int check_chunk(struct sbx_run *r, struct run_input *in, const Sbx__V1__P
 				    "%llu",
 				    in->path, (unsigned long long)(in->received + req->data.len),
 				    (unsigned long long)in->size);
+	if (req->mode && req->offset)
+		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
+				    "input %.200s: mode: given on the first chunk (offset 0) only",
+				    in->path);
+	if (req->mode && in->mode && req->mode != in->mode)
+		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
+				    "input %.200s: mode 0%o, but it was declared 0%o", in->path,
+				    req->mode, in->mode);
+	if (req->mode)
+		in->mode = req->mode;
 	if (!in->md) {
 		in->md = EVP_MD_CTX_new();
 		if (!in->md || !EVP_DigestInit_ex(in->md, EVP_sha256(), NULL))
@@ -289,11 +351,141 @@ static int check_chunk(struct sbx_run *r, struct run_input *in, const Sbx__V1__P
 	return 0;
 }
 
-/* mu held: the state and the run's own checks. */
+/* What a declaration charges: the file in whole blocks and every
+ * directory it may make (CreateRun charges its inputs the same way). */
+struct charge {
+	uint64_t bytes, inodes;
+};
+
+static struct charge declare_charge(const Sbx__V1__PutInputRequest *req)
+{
+	uint64_t depth = components(req->path);
+
+	return (struct charge){(req->size + BLOCK - 1) / BLOCK * BLOCK + depth * BLOCK, depth};
+}
+
+/* mu held: a Teardown's manifest holds the inputs whole, and must still
+ * fit an answer with the new one (as CreateRun checked for its own). */
+static int record_grows_too_much(struct sbx_run *r, const Sbx__V1__PutInputRequest *req,
+				 size_t *record, struct sbx_rpc_status *st)
+{
+	Sbx__V1__InputFile f = SBX__V1__INPUT_FILE__INIT;
+	size_t bound = artifacts_reply_bytes(r->runs) / 2;
+
+	f.path = req->path;
+	f.size = req->size;
+	f.sha256 = req->sha256;
+	*record = 3 + INPUT_RECORD_EXTRA + protobuf_c_message_get_packed_size(&f.base);
+	if (r->record_bytes + *record <= bound)
+		return 0;
+	return sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
+			    "input %.200s: the run's manifest would take more than %zu bytes "
+			    "packed, half of an answer within max_message_bytes",
+			    req->path, bound);
+}
+
+/* mu held: a path that is no input of the run, given with its size and
+ * sha256 on a first chunk, joins the manifest: the same rules as
+ * CreateRun's (path, depth, conflicts, the ceilings of limits_max). Its
+ * disk is charged first, as CreateRun's is, but outside the run's lock
+ * (quota_charge takes the registry lock): without `charged` a declaration
+ * that passes every rule returns NULL with st untouched, for the caller to
+ * charge declare_charge() and come back. */
+static struct run_input *declare(struct sbx_run *r, const Sbx__V1__PutInputRequest *req,
+				 bool charged, struct sbx_rpc_status *st)
+{
+	const struct sbx_limits_max *max = &r->runs->cfg.limits_max;
+	size_t len = strlen(req->path), n = r->n_inputs + r->n_added;
+	uint64_t bytes = r->added_bytes, depth = components(req->path);
+	const char *why, *other;
+	struct run_input *in;
+	size_t record;
+
+	if ((why = sbx_path_problem(req->path, RUN_PATH_MAX, SBX_PATH_RELATIVE)) ||
+	    depth > INPUT_DEPTH_MAX) {
+		sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT, "path %.200s: %s", req->path,
+			     why ? why : "too many components");
+		return NULL;
+	}
+	if (!is_sha256_hex(req->sha256)) {
+		sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
+			     "input %.200s is not in the run's manifest: its first chunk declares "
+			     "it with size and sha256 (64 lowercase hex digits)",
+			     req->path);
+		return NULL;
+	}
+	other = conflict(r, req->path);
+	for (size_t i = 0; !other && i < r->n_inputs; i++)
+		if (!strncmp(r->inputs[i].path, req->path, len) && r->inputs[i].path[len] == '/')
+			other = r->inputs[i].path;
+	for (in = r->added; in && !other; in = in->next)
+		if (!strncmp(in->path, req->path, len) && in->path[len] == '/')
+			other = in->path;
+	if (other) {
+		sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
+			     "input %.200s: it and %.200s cannot be a file and its directory",
+			     req->path, other);
+		return NULL;
+	}
+	if (n >= INPUTS_MAX || n >= max->inputs) {
+		sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
+			     "input %.200s: the run has %zu inputs, this host's ceiling (config "
+			     "limits_max.inputs)",
+			     req->path, n);
+		return NULL;
+	}
+	for (size_t i = 0; i < r->n_inputs; i++)
+		bytes += r->inputs[i].size;
+	if (req->size > max->input_bytes || bytes > max->input_bytes - req->size) {
+		sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
+			     "input %.200s: more than this host's ceiling of %llu bytes per run "
+			     "(config limits_max.input_bytes)",
+			     req->path, (unsigned long long)max->input_bytes);
+		return NULL;
+	}
+	if (record_grows_too_much(r, req, &record, st) < 0)
+		return NULL;
+	if (!charged)
+		return NULL;
+	in = calloc(1, sizeof(*in));
+	if (!in || !(in->path = strdup(req->path))) {
+		free(in);
+		sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
+		return NULL;
+	}
+	in->size = req->size;
+	memcpy(in->sha256, req->sha256, 65);
+	in->serial = n;
+	*r->added_tail = in;
+	r->added_tail = &in->next;
+	r->n_added++;
+	r->added_bytes += req->size;
+	r->record_bytes += record;
+	return in;
+}
+
+/* mu held: a size or sha256 given for a declared input repeats it. */
+static int check_declared(const struct run_input *in, const Sbx__V1__PutInputRequest *req,
+			  struct sbx_rpc_status *st)
+{
+	if ((req->sha256 && req->sha256[0] && strcmp(req->sha256, in->sha256)) ||
+	    (req->size && req->size != in->size))
+		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
+				    "input %.200s is declared with size %llu and sha256 %s; a "
+				    "path is declared once and never replaced",
+				    in->path, (unsigned long long)in->size, in->sha256);
+	return 0;
+}
+
+/* mu held: the state and the run's own checks. A new path to declare
+ * returns NULL with *declaring set until `charged` (see declare); *added:
+ * the call declared it. */
 static struct run_input *check_run(struct sbx_run *r, const Sbx__V1__PutInputRequest *req,
+				   bool charged, bool *declaring, bool *added,
 				   struct sbx_rpc_status *st)
 {
 	struct run_input *in;
+	const char *why;
 
 	if (run_is_claimed(r)) {
 		sbx_rpc_fail(st, SBX__V1__CODE__NOT_FOUND, "run %s not found", r->id);
@@ -304,22 +496,46 @@ static struct run_input *check_run(struct sbx_run *r, const Sbx__V1__PutInputReq
 			     "run %s takes /data from its input_dir; it takes no uploads", r->id);
 		return NULL;
 	}
-	if (r->state == RUN_ACTIVE) {
-		sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
-			     "/data is sealed once the first exec started");
-		return NULL;
-	}
-	if (r->state != RUN_CREATED) {
+	if (!run_sandbox_live(r)) {
 		sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION, "run %s has ended (%s)", r->id,
 			     run_public_state_name(run_state_public(r)));
 		return NULL;
 	}
-	if (!(in = find_input(r, req->path)))
-		sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
-			     "input %.200s is not in the run's manifest (inputs at CreateRun)",
-			     req->path);
-	else if (check_chunk(r, in, req, st) < 0)
+	if (r->data_fd < 0) {
+		sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
+			     "run %s: the policy mounts no /data", r->id);
 		return NULL;
+	}
+	if ((why = input_mode_problem(req->mode))) {
+		sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT, "input %.200s: mode 0%o: %s",
+			     req->path, req->mode, why);
+		return NULL;
+	}
+	in = find_input(r, req->path);
+	if (in && check_declared(in, req, st) < 0)
+		return NULL;
+	if (!in && req->offset == 0 && req->sha256 && req->sha256[0]) {
+		sbx_rpc_ok(st);
+		in = declare(r, req, charged, st);
+		*declaring = !in && st->code == SBX__V1__CODE__OK;
+		*added = in != NULL;
+	} else if (!in)
+		sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
+			     "input %.200s is not in the run's manifest: declare it at CreateRun "
+			     "(inputs) or with size and sha256 on its first chunk",
+			     req->path);
+	if (in && check_chunk(r, in, req, st) < 0)
+		return NULL;
+	return in;
+}
+
+/* mu held: the input is this PutInput's to write, with the mode it gets. */
+static struct run_input *take(struct run_input *in, uint32_t *mode)
+{
+	if (in) {
+		in->busy = true;
+		*mode = in->mode ? in->mode : 0644;
+	}
 	return in;
 }
 
@@ -331,6 +547,8 @@ SBX_HANDLER(put_input, Sbx__V1__PutInputRequest, Sbx__V1__PutInputResponse)
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int mdlen = 0;
 	char hex[65] = "";
+	bool declaring = false, added = false;
+	uint32_t mode = 0;
 	int rc = 0;
 
 	if (req->data.len > RUN_CHUNK_MAX)
@@ -340,18 +558,31 @@ SBX_HANDLER(put_input, Sbx__V1__PutInputRequest, Sbx__V1__PutInputResponse)
 	if (!(r = run_lookup(runs, who, req->run_id, st)))
 		return -1;
 	run_lock(r);
-	in = check_run(r, req, st);
-	if (in)
-		in->busy = true;
+	in = take(check_run(r, req, false, &declaring, &added, st), &mode);
 	run_unlock(r);
+	if (declaring) {
+		/* Charged outside the lock, then the checks again: the run may
+		 * have ended, or another PutInput declared the path meanwhile. */
+		struct charge c = declare_charge(req);
+
+		if (quota_charge(r, c.bytes, c.inodes, "inputs", st) < 0) {
+			run_unref(r);
+			return -1;
+		}
+		run_lock(r);
+		in = take(check_run(r, req, true, &declaring, &added, st), &mode);
+		run_unlock(r);
+		if (!added)
+			quota_uncharge(r, c.bytes);
+	}
 	if (!in) {
 		run_unref(r);
 		return -1;
 	}
 
-	/* Exec refuses to seal /data while this input is incomplete, so the
-	 * write below never races a running command. The quota was charged at
-	 * CreateRun; the free-space reserve is the disk's now. */
+	/* The chunk goes to staging/, which no exec sees. The quota was
+	 * charged at the declaration; the free-space reserve is the disk's
+	 * now. */
 	if (quota_reserve_check(r->runs, req->data.len,
 				req->offset ? 0 : (uint64_t)components(in->path), "inputs",
 				st) < 0) {
@@ -372,6 +603,11 @@ SBX_HANDLER(put_input, Sbx__V1__PutInputRequest, Sbx__V1__PutInputResponse)
 					 "0",
 					 in->path, hex, in->sha256);
 	}
+	if (rc == 0 && req->last && publish(r, in, mode, &st->err) < 0) {
+		sbx_rpc_code(st, quota_disk_full(st->err.errnum) ? SBX__V1__CODE__RESOURCE_EXHAUSTED
+								 : SBX__V1__CODE__INTERNAL);
+		rc = sbx_rpc_prefix(st, "input %.200s", in->path);
+	}
 
 	run_lock(r);
 	in->busy = false;
@@ -379,6 +615,10 @@ SBX_HANDLER(put_input, Sbx__V1__PutInputRequest, Sbx__V1__PutInputResponse)
 	if (rc == 0) {
 		in->received += req->data.len;
 		in->complete = req->last;
+		if (in->complete) {
+			in->mode = mode;
+			in->arrived_ms = sbx_unix_ms();
+		}
 	}
 	if (rc < 0 || in->complete) {
 		EVP_MD_CTX_free(in->md);

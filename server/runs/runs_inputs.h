@@ -6,6 +6,10 @@
 #include "rpc_status.h"
 #include "run.h"
 
+/* What a manifest's InputFile may take beyond the request's: its mode and
+ * arrived_unix_ms (tag and varint each). */
+#define INPUT_RECORD_EXTRA 16
+
 /* CreateRun: the manifest checked and copied into r. */
 int inputs_from_request(struct sbx_run *r, const Sbx__V1__CreateRunRequest *req,
 			struct sbx_rpc_status *st);
@@ -15,7 +19,10 @@ void inputs_free(struct sbx_run *r);
  * block; and the inodes of both. */
 uint64_t inputs_disk_bytes(const struct sbx_run *r);
 uint64_t inputs_inodes(const struct sbx_run *r);
-/* mu held: NULL when every input is complete, else the first missing path. */
+/* Why a mode cannot be an input's (bits beyond 0777), or NULL. */
+const char *input_mode_problem(uint32_t mode);
+/* mu held: NULL when every input declared at CreateRun is complete (the
+ * first exec waits for those), else the first missing path. */
 const char *inputs_missing(struct sbx_run *r);
 
 #endif

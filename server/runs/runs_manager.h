@@ -42,7 +42,9 @@ struct runs_settings {
 	char *input_dirs[SBX_CONFIG_MAX_INPUT_DIRS]; /* realpath'd */
 	size_t n_input_dirs;
 	uint32_t runs_max;
-	uint32_t runs_max_per_identity;
+	uint32_t runs_max_per_identity; /* live runs: one that stopped does not count */
+	uint32_t idle_seconds_default;	/* a policy's idle_seconds 0 (runs_lease.c) */
+	uint32_t expired_keep_seconds;	/* a stopped run is kept, then swept */
 	struct sbx_limits_max limits_max;
 	struct sbx_quotas quotas;
 	uint64_t max_message_bytes; /* a listing and a manifest fit in it */
@@ -80,6 +82,13 @@ struct sbx_runs {
 		char identity[128];
 		unsigned n;
 	} out_passes[RUNS_OUT_PASSES_MAX];
+	/* The sweeper thread (runs_sweeper.c): stopped runs torn down after
+	 * expired_keep_seconds. sweeper_stop and sweeper_cv under mu;
+	 * the thread itself is sbx_runs_init's and sbx_runs_teardown_all's. */
+	pthread_t sweeper;
+	bool sweeper_started;
+	bool sweeper_stop;
+	pthread_cond_t sweeper_cv; /* CLOCK_MONOTONIC */
 };
 
 /* An empty manager without settings (runs_max 0 takes no runs): what

@@ -25,6 +25,7 @@
 #include "egress.h"
 #include "helper_client.h"
 #include "run_exec.h"
+#include "runs_lease.h"
 #include "runs_manager.h"
 #include "runs_monitor.h"
 #include "runs_output.h"
@@ -307,6 +308,38 @@ static void kill_hung_sandbox(struct sbx_run *r, const struct run_exec *e)
 	}
 }
 
+/* mu held: nobody called on the run for idle_seconds (its owner may be
+ * gone: invariant 10), so it ends as an expired run does: EXPIRED, its
+ * execs ended with reason IDLE, its artifacts kept for
+ * expired_keep_seconds. pid 1 is asked to end the sandbox (it kills every
+ * process and exits, as at teardown); one that does not is killed by
+ * check_deadlines after RUN_HELPER_EXIT_MS. */
+static void end_idle(struct sbx_run *r, int64_t now)
+{
+	uint32_t idle = r->policy->limits->idle_seconds;
+	struct sbx_err err;
+	char why[160];
+
+	if (!run_sandbox_live(r) || r->ctl < 0 || r->killed || r->destroy_sent ||
+	    !lease_ran_out(now, atomic_load(&r->last_call), r->pollers, idle))
+		return;
+	snprintf(why, sizeof(why),
+		 "idle_seconds (%u s) ran out: no call on the run, so sbxd ended it", idle);
+	r->idle_ended = true;
+	r->destroy_sent = now;
+	run_state_move(r, RUN_EXPIRED);
+	run_end_execs(r, SBX__V1__EXIT_REASON__IDLE, why);
+	run_alert(r, "sbxd: %s", why);
+	run_queue_audit(r, "run_idle", json_pack("{s:i}", "idle_seconds", (int)idle));
+	if (ctl_send_destroy(r->ctl, &err) < 0) {
+		/* A pid 1 that cannot be asked is ended the hard way. */
+		proc_kill_group(r->pid);
+		r->killed = true;
+		run_alert(r, "sbxd: DestroyRequest: %s; killed the sandbox", err.msg);
+	}
+	run_changed(r);
+}
+
 /* mu held: the watchdog. */
 static void check_deadlines(struct sbx_run *r)
 {
@@ -314,6 +347,14 @@ static void check_deadlines(struct sbx_run *r)
 	struct run_exec *overran = NULL;
 
 	book_sandbox_end(r);
+	end_idle(r, now);
+	if (r->destroy_sent && r->ctl >= 0 && !r->killed && !r->reaped &&
+	    now >= r->destroy_sent + RUN_HELPER_EXIT_MS) {
+		proc_kill_group(r->pid);
+		r->killed = true;
+		run_alert(r, "sbxd: sbx-helper did not end the idle sandbox within %d s; killed",
+			  RUN_HELPER_EXIT_MS / 1000);
+	}
 	if (r->ctl >= 0 && !r->killed && !r->reaped && now >= r->deadline + RUN_GRACE_MS) {
 		proc_kill_group(r->pid);
 		r->killed = true;
@@ -359,6 +400,16 @@ static int next_tick(struct sbx_run *r)
 
 	if (r->ctl >= 0 && !r->killed && r->deadline + RUN_GRACE_MS < next)
 		next = r->deadline + RUN_GRACE_MS;
+	if (run_sandbox_live(r) && r->ctl >= 0 && !r->destroy_sent) {
+		int64_t lease = lease_ends_at(atomic_load(&r->last_call), r->pollers,
+					      r->policy->limits->idle_seconds);
+
+		if (lease < next)
+			next = lease;
+	}
+	if (r->destroy_sent && r->ctl >= 0 && !r->killed &&
+	    r->destroy_sent + RUN_HELPER_EXIT_MS < next)
+		next = r->destroy_sent + RUN_HELPER_EXIT_MS;
 	for (struct run_exec *e = r->execs; e; e = e->next) {
 		if (!e->ended && e->deadline < next)
 			next = e->deadline;

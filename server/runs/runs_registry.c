@@ -13,12 +13,25 @@
 #include "clock.h"
 #include "runs_manager.h"
 
+/* Registry lock held: the identity's runs that still hold a sandbox (or
+ * are building one). A run that stopped (EXPIRED, FAILED, being torn down)
+ * no longer counts against runs_max_per_identity: its caller may have
+ * died, and the sweeper (runs_sweeper.c) bounds how many stopped runs an
+ * identity keeps. Every registered run still counts against runs_max. */
 static unsigned count_identity(struct sbx_runs *runs, const char *identity)
 {
 	unsigned n = 0;
 
-	for (struct sbx_run *r = runs->head; r; r = r->next)
-		n += strcmp(r->identity, identity) == 0;
+	for (struct sbx_run *r = runs->head; r; r = r->next) {
+		bool live;
+
+		if (strcmp(r->identity, identity) != 0)
+			continue;
+		run_lock(r);
+		live = r->state == RUN_STARTING || run_sandbox_live(r);
+		run_unlock(r);
+		n += live;
+	}
 	return n;
 }
 
@@ -67,6 +80,8 @@ void run_publish(struct sbx_run *r)
 	struct sbx_runs *runs = r->runs;
 
 	pthread_mutex_lock(&runs->mu);
+	/* The lease starts before the monitor can see the run live. */
+	atomic_store(&r->last_call, sbx_mono_ms());
 	run_lock(r);
 	run_state_move(r, RUN_CREATED);
 	run_unlock(r);
@@ -106,6 +121,8 @@ struct sbx_run *run_lookup(struct sbx_runs *runs, const struct sbx_identity *who
 	pthread_mutex_lock(&runs->mu);
 	for (struct sbx_run *r = runs->head; r; r = r->next)
 		if (strcmp(r->id, id) == 0 && strcmp(r->identity, who->name) == 0 && listed(r)) {
+			/* Every call of its owner on a run renews its lease. */
+			atomic_store(&r->last_call, sbx_mono_ms());
 			run_ref(r);
 			found = r;
 			break;

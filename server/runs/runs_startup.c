@@ -141,6 +141,8 @@ static int copy_settings(struct runs_settings *set, const struct sbx_config *cfg
 	set->runs_max = cfg->runs_max ? cfg->runs_max : 64;
 	set->runs_max_per_identity = cfg->runs_max_per_identity ? cfg->runs_max_per_identity : 16;
 	set->limits_max = cfg->limits_max;
+	set->idle_seconds_default = cfg->idle_seconds_default;
+	set->expired_keep_seconds = cfg->expired_keep_seconds;
 	set->quotas = cfg->quotas;
 	set->max_message_bytes = cfg->max_message_bytes ? cfg->max_message_bytes : (4u << 20);
 	for (size_t i = 0; i < cfg->n_input_dirs && i < SBX_CONFIG_MAX_INPUT_DIRS; i++) {

@@ -31,6 +31,7 @@
 #include "runs_quota.h"
 #include "runs_registry.h"
 #include "runs_status.h"
+#include "runs_sweeper.h"
 #include "runs_teardown.h"
 #include "runs_util.h"
 #include "util.h"
@@ -76,6 +77,9 @@ static bool input_busy(struct sbx_run *r)
 	for (size_t i = 0; i < r->n_inputs; i++)
 		if (r->inputs[i].busy)
 			return true;
+	for (struct run_input *in = r->added; in; in = in->next)
+		if (in->busy)
+			return true;
 	return false;
 }
 
@@ -93,6 +97,7 @@ static int remove_run_dir(struct sbx_run *r, struct sbx_err *err)
 static Sbx__V1__RunManifest *manifest_new(struct sbx_run *r, Sbx__V1__RunState final)
 {
 	Sbx__V1__RunManifest *m = malloc(sizeof(*m));
+	const struct run_input *added = r->added;
 	size_t n = 0;
 
 	if (!m)
@@ -105,22 +110,27 @@ static Sbx__V1__RunManifest *manifest_new(struct sbx_run *r, Sbx__V1__RunState f
 	    !(m->policy_digest = xstrdup(r->policy_digest)) ||
 	    !(m->image_digest = xstrdup(r->image_digest)) || !(m->policy = policy_copy(r->policy)))
 		goto oom;
-	/* Inputs: what /data held, i.e. every upload that completed. */
-	m->inputs = calloc(r->n_inputs ? r->n_inputs : 1, sizeof(*m->inputs));
+	/* Inputs: what /data held, i.e. every upload that completed, those
+	 * declared at CreateRun (by path) and then those added later. */
+	m->inputs = calloc(r->n_inputs + r->n_added + 1, sizeof(*m->inputs));
 	if (!m->inputs)
 		goto oom;
-	for (size_t i = 0; i < r->n_inputs; i++) {
+	for (size_t i = 0; i < r->n_inputs + r->n_added; i++) {
+		const struct run_input *in = i < r->n_inputs ? &r->inputs[i] : added;
 		Sbx__V1__InputFile *f;
 
-		if (!r->inputs[i].complete)
+		if (i >= r->n_inputs)
+			added = added->next;
+		if (!in->complete)
 			continue;
 		if (!(f = malloc(sizeof(*f))))
 			goto oom;
 		sbx__v1__input_file__init(f);
 		m->inputs[m->n_inputs++] = f;
-		f->size = r->inputs[i].size;
-		if (!(f->path = strdup(r->inputs[i].path)) ||
-		    !(f->sha256 = strdup(r->inputs[i].sha256)))
+		f->size = in->size;
+		f->mode = in->mode;
+		f->arrived_unix_ms = in->arrived_ms;
+		if (!(f->path = strdup(in->path)) || !(f->sha256 = strdup(in->sha256)))
 			goto oom;
 	}
 	for (struct run_exec *e = r->execs; e; e = e->next)
@@ -209,6 +219,7 @@ static int teardown_finish(struct sbx_run *r, Sbx__V1__RunManifest **manifest,
 {
 	struct artifact_list al = {0};
 	Sbx__V1__RunState final;
+	bool idle;
 	size_t budget = 0, used = 0;
 	uint64_t n_artifacts;
 	int out_fd, rc = 0;
@@ -217,6 +228,7 @@ static int teardown_finish(struct sbx_run *r, Sbx__V1__RunManifest **manifest,
 	out_fd = r->out_fd;
 	run_lock(r);
 	final = run_final_state(r);
+	idle = r->idle_ended;
 	run_unlock(r);
 	if (manifest) {
 		run_lock(r);
@@ -277,10 +289,16 @@ static int teardown_finish(struct sbx_run *r, Sbx__V1__RunManifest **manifest,
 				  "run %s was torn down, but its manifest could not be built: out "
 				  "of memory",
 				  r->id);
-	run_audit(r, "teardown",
-		  json_pack("{s:s, s:I, s:I, s:b}", "final_state", run_public_state_name(final),
-			    "execs", (json_int_t)r->n_execs, "artifacts", (json_int_t)n_artifacts,
-			    "killed", r->killed));
+	/* Torn down by the sweeper, nobody may be there to take the
+	 * manifest: its digest-relevant part goes to the audit log. */
+	run_audit(
+	    r, "teardown",
+	    json_pack(
+		"{s:s, s:s, s:b, s:I, s:I, s:b, s:o*}", "final_state", run_public_state_name(final),
+		"reason", r->teardown_why ? r->teardown_why : "teardown", "idle", idle, "execs",
+		(json_int_t)r->n_execs, "artifacts", (json_int_t)n_artifacts, "killed", r->killed,
+		"manifest",
+		r->teardown_why && manifest && *manifest ? manifest_audit_json(*manifest) : NULL));
 	artifacts_list_free(&al);
 	quota_release_run(r);
 	run_unregister(r);

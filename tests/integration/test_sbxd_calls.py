@@ -93,7 +93,7 @@ class SbxdTest(ServerTestCase):
         self.assertEqual((pb.ExitReason.Name(st.reason), st.exit_code), ("EXITED", 3), st)
         out, _ = self.read_all(run, e2)
         self.assertEqual(out, b"id,amount\n1,10\n2,20\nt\nfrom stdin\n")
-        # /data is sealed once the first exec started.
+        # A complete input is never replaced (new ones may still come).
         code, msg, _ = self.c.call("PutInput", pb.PutInputRequest(run_id=run, path="ledger.csv",
                                                                   data=b"x"), pb.PutInputResponse)
         self.assertEqual(code, "FAILED_PRECONDITION", msg)

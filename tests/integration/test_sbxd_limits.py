@@ -614,7 +614,9 @@ class Inodes(unittest.TestCase):
                            pb.PutInputResponse, token=alice)
             else:
                 self.assertEqual(code, "RESOURCE_EXHAUSTED", msg)
-                self.assertIn("inputs: 3004 inodes would leave state_dir less than its inode "
+                # + the run's own 5: its directory, policy.json, output/,
+                # data/ and staging/ (where uploads wait until verified).
+                self.assertIn("inputs: 3005 inodes would leave state_dir less than its inode "
                               "reserve of 500 inodes (config quotas.reserve_inodes;", msg)
             code, msg, b = c.call("CreateRun", pb.CreateRunRequest(policy_json=policy_json()),
                                   pb.CreateRunResponse, token=bob)

@@ -11,3 +11,7 @@ add_test(NAME unit.runs_registry COMMAND test_runs_registry)
 add_executable(test_runs_util test_runs_util.c)
 target_link_libraries(test_runs_util PRIVATE sbx_runs sbx_check)
 add_test(NAME unit.runs_util COMMAND test_runs_util)
+
+add_executable(test_runs_lease test_runs_lease.c)
+target_link_libraries(test_runs_lease PRIVATE sbx_runs sbx_check)
+add_test(NAME unit.runs_lease COMMAND test_runs_lease)

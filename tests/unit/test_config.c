@@ -108,6 +108,34 @@ static void test_defaults(void)
 	sbx_config_free(&cfg);
 }
 
+static void test_leases(void)
+{
+	struct sbx_config cfg;
+	struct sbx_err err = {0};
+	int rc;
+
+	rc = load("{}", &cfg, &err);
+	check(rc == 0 && cfg.idle_seconds_default == 600 && cfg.expired_keep_seconds == 600 &&
+		  cfg.limits_max.idle_seconds == 604800,
+	      "default lease 600 s, stopped runs kept 600 s, ceiling 7 days");
+	sbx_config_free(&cfg);
+	rc = load("{'idle_seconds_default': 30, 'expired_keep_seconds': 0}", &cfg, &err);
+	check(rc == 0 && cfg.idle_seconds_default == 30 && cfg.expired_keep_seconds == 0,
+	      "both set; expired_keep_seconds 0 sweeps a stopped run at once");
+	sbx_config_free(&cfg);
+	rc = load("{'limits_max': {'idle_seconds': 60}}", &cfg, &err);
+	check(rc == 0 && cfg.idle_seconds_default == 60,
+	      "unwritten idle_seconds_default follows a lower ceiling");
+	sbx_config_free(&cfg);
+	bad("idle default above its ceiling",
+	    "{'idle_seconds_default': 61, 'limits_max': {'idle_seconds': 60}}",
+	    "idle_seconds_default: must not exceed limits_max.idle_seconds (60)");
+	bad("idle default 0", "{'idle_seconds_default': 0}",
+	    "idle_seconds_default: must be 1..604800");
+	bad("keep negative", "{'expired_keep_seconds': -1}",
+	    "expired_keep_seconds: must be 0..604800");
+}
+
 static void test_connections(void)
 {
 	struct sbx_config cfg;
@@ -652,6 +680,7 @@ int main(void)
 	snprintf(path, sizeof(path), "%s/sbxd.json", dir);
 	test_defaults();
 	test_connections();
+	test_leases();
 	test_full();
 	test_bad();
 	test_limits();

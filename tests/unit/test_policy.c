@@ -713,6 +713,10 @@ static const struct {
      "limits.output_kb: must be 1..1048576"},
     {"output_kb negative", "{'image': 'host', 'limits': {'output_kb': -1}}",
      "limits.output_kb: must be 1..1048576"},
+    {"idle_seconds negative", "{'image': 'host', 'limits': {'idle_seconds': -1}}",
+     "limits.idle_seconds: must be 0..604800"},
+    {"idle_seconds absurd", "{'image': 'host', 'limits': {'idle_seconds': 604801}}",
+     "limits.idle_seconds: must be 0..604800"},
     /* lifetime */
     {"lifetime unknown", "{'image': 'host', 'lifetime': 'forever'}",
      "lifetime: must be \"per_run\""},

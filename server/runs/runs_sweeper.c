@@ -1,0 +1,191 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The sweeper: what is left of runs that stopped, removed without anyone
+ * asking. A run whose caller disappeared ends by its lease (the monitor,
+ * runs_monitor.c); what it left (its /out, its directory, its place in the
+ * registry) goes expired_keep_seconds later, here, through the same
+ * run_teardown a caller's Teardown uses. Stopped runs do not count against
+ * runs_max_per_identity (runs_registry.c), so an identity could otherwise
+ * pile them up until runs_max: beyond runs_max_per_identity stopped runs
+ * of one identity, the oldest go early.
+ *
+ * One thread for the manager, never a handler's: a teardown may wait
+ * seconds for a helper. It wakes every SWEEP_TICK_MS, so a run is swept
+ * within that of its time. */
+#include "runs_sweeper.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "clock.h"
+#include "run.h"
+#include "runs_lease.h"
+#include "runs_manager.h"
+#include "runs_registry.h"
+#include "runs_teardown.h"
+
+#define SWEEP_TICK_MS	  500
+#define SWEEP_AUDIT_FILES 200
+
+struct stopped {
+	struct sbx_run *r;
+	int64_t at;
+};
+
+static int cmp_stopped(const void *a, const void *b)
+{
+	const struct stopped *x = a, *y = b;
+	int c = strcmp(x->r->identity, y->r->identity);
+
+	if (c)
+		return c;
+	return x->at < y->at ? -1 : x->at > y->at;
+}
+
+/* Registry lock held: the run to sweep now, referenced, and why; NULL. */
+static struct sbx_run *pick(struct sbx_runs *runs, const char **why)
+{
+	int64_t now = sbx_mono_ms();
+	struct stopped *v = calloc(runs->count ? runs->count : 1, sizeof(*v));
+	struct sbx_run *found = NULL;
+	size_t n = 0;
+
+	if (!v)
+		return NULL; /* the next round tries again */
+	for (struct sbx_run *r = runs->head; r && n < runs->count; r = r->next) {
+		bool stopped;
+
+		run_lock(r);
+		stopped = r->state == RUN_EXPIRED || r->state == RUN_FAILED;
+		if (stopped)
+			v[n++] = (struct stopped){r, r->stopped_at};
+		run_unlock(r);
+	}
+	for (size_t i = 0; i < n && !found; i++)
+		if (now >= keep_ends_at(v[i].at, runs->cfg.expired_keep_seconds)) {
+			found = v[i].r;
+			*why = "expired_keep";
+		}
+	/* Grouped by identity, oldest first: a group longer than the cap
+	 * gives up its first. */
+	qsort(v, n, sizeof(*v), cmp_stopped);
+	for (size_t i = 0, j; i < n && !found; i = j) {
+		for (j = i; j < n && !strcmp(v[j].r->identity, v[i].r->identity); j++)
+			;
+		if (j - i > runs->cfg.runs_max_per_identity) {
+			found = v[i].r;
+			*why = "stopped_runs_max";
+		}
+	}
+	if (found)
+		run_ref(found);
+	free(v);
+	return found;
+}
+
+static void sweep(struct sbx_run *r, const char *why)
+{
+	Sbx__V1__RunManifest *m = NULL;
+	struct sbx_rpc_status st;
+
+	/* Its owner's Teardown may have claimed it first: then it is theirs. */
+	if (run_claim(r, &st) < 0)
+		return;
+	r->teardown_why = why;
+	if (run_teardown(r, &m, &st) < 0) {
+		/* Unfinished (a shortage): it stays registered for its owner's
+		 * Teardown; the audit log has the teardown_error. */
+	}
+	sbx__v1__run_manifest__free_unpacked(m, NULL);
+}
+
+static void *sweeper_main(void *arg)
+{
+	struct sbx_runs *runs = arg;
+
+	pthread_mutex_lock(&runs->mu);
+	while (!runs->sweeper_stop) {
+		const char *why = NULL;
+		struct sbx_run *r = pick(runs, &why);
+		struct timespec ts;
+
+		if (r) {
+			pthread_mutex_unlock(&runs->mu);
+			sweep(r, why);
+			run_unref(r);
+			pthread_mutex_lock(&runs->mu);
+			continue; /* there may be more */
+		}
+		ts = sbx_mono_after_ms(SWEEP_TICK_MS);
+		pthread_cond_timedwait(&runs->sweeper_cv, &runs->mu, &ts);
+	}
+	pthread_mutex_unlock(&runs->mu);
+	return NULL;
+}
+
+int sweeper_start(struct sbx_runs *runs, struct sbx_err *err)
+{
+	int rc = pthread_create(&runs->sweeper, NULL, sweeper_main, runs);
+
+	if (rc)
+		return sbx_fail_errnum(err, rc, "sweeper thread");
+	runs->sweeper_started = true;
+	return 0;
+}
+
+void sweeper_stop(struct sbx_runs *runs)
+{
+	if (!runs->sweeper_started)
+		return;
+	pthread_mutex_lock(&runs->mu);
+	runs->sweeper_stop = true;
+	pthread_cond_broadcast(&runs->sweeper_cv);
+	pthread_mutex_unlock(&runs->mu);
+	pthread_join(runs->sweeper, NULL);
+	runs->sweeper_started = false;
+}
+
+static json_t *file_json(const char *path, uint64_t size, const char *sha256, uint32_t mode,
+			 int64_t arrived)
+{
+	json_t *o = json_pack("{s:s, s:I, s:s, s:i}", "path", path, "size", (json_int_t)size,
+			      "sha256", sha256 ? sha256 : "", "mode", (int)mode);
+
+	if (o && arrived)
+		json_object_set_new(o, "arrived_unix_ms", json_integer(arrived));
+	return o;
+}
+
+void *manifest_audit_json(const Sbx__V1__RunManifest *m)
+{
+	json_t *inputs = json_array(), *artifacts = json_array();
+	json_t *o;
+
+	for (size_t i = 0; inputs && i < m->n_inputs && i < SWEEP_AUDIT_FILES; i++) {
+		const Sbx__V1__InputFile *f = m->inputs[i];
+
+		json_array_append_new(
+		    inputs, file_json(f->path, f->size, f->sha256, f->mode, f->arrived_unix_ms));
+	}
+	for (size_t i = 0; artifacts && i < m->n_artifacts && i < SWEEP_AUDIT_FILES; i++) {
+		const Sbx__V1__Artifact *a = m->artifacts[i];
+
+		json_array_append_new(artifacts,
+				      file_json(a->path, a->size, a->sha256, a->mode, 0));
+	}
+	o = json_pack(
+	    "{s:s, s:I, s:I, s:o*, s:I, s:o*, s:I, s:b, s:I}", "image_digest",
+	    m->image_digest ? m->image_digest : "", "created_unix_ms",
+	    (json_int_t)m->created_unix_ms, "ended_unix_ms", (json_int_t)m->ended_unix_ms, "inputs",
+	    inputs, "inputs_not_logged",
+	    (json_int_t)(m->n_inputs > SWEEP_AUDIT_FILES ? m->n_inputs - SWEEP_AUDIT_FILES : 0),
+	    "artifacts", artifacts, "artifacts_not_logged",
+	    (json_int_t)(m->n_artifacts > SWEEP_AUDIT_FILES ? m->n_artifacts - SWEEP_AUDIT_FILES
+							    : 0) +
+		(m->artifacts_listing ? m->artifacts_listing->not_listed : 0),
+	    "artifacts_live", m->artifacts_listing && m->artifacts_listing->live, "execs",
+	    (json_int_t)m->n_execs + m->execs_not_listed);
+	return o;
+}
