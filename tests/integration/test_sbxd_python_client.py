@@ -164,7 +164,7 @@ class ClientCalls:
             self.assertEqual(run.exec(["cat", "/data/late.txt"]).stdout, data)
             with self.assertRaises(sbx_client.FailedPrecondition) as e:
                 run.put("/data/late.txt", data)
-            self.assertIn("sealed", e.exception.message)
+            self.assertIn("already complete", e.exception.message)  # /data only grows
 
     def test_signal_ends_an_exec(self):
         with self.connect() as c, c.create_run(POLICY) as run:

@@ -766,6 +766,13 @@ int main(int argc, char **argv)
 	FILE *f;
 
 	signal(SIGPIPE, SIG_IGN);
+	/* As sbxd does at start (server/main.c): the proxy's pool is sized
+	 * from the soft limit, which ctest leaves at 1024. */
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
 	if (argc != 2) {
 		fprintf(stderr, "usage: %s oob|pipes|early|share|hostwide|audit|lookups\n",
 			argv[0]);
