@@ -196,6 +196,8 @@ int start_exec(sbx_client *c, const struct cli *cli, const char *run_id, char **
  * WaitResponse it came in, via *wait). */
 int live_exec(sbx_client *c, const char *run_id, const char *exec_id, Sbx__V1__WaitResponse **wait,
 	      struct sbx_rpc_status *st);
+/* --out DIR: made if missing, and a file can be written in it. */
+int check_out_dir(const char *dir, struct sbx_err *err);
 /* Fetches every artifact of the run into dir, verified. */
 int fetch_all(sbx_client *c, const char *run_id, const char *dir, struct sbx_rpc_status *st);
 /* Checks that an artifact path from the server stays inside a directory. */

@@ -8,11 +8,35 @@
 #include "cli.h"
 #include "util.h"
 
+/* A command that did not start: said as a shell says it, with sbxd's
+ * reason (the errno of execve as text); exit 127 not found, 126 not
+ * executable. A command that exits 127 itself carries no message. */
+static bool note_not_started(const struct cli *cli, const Sbx__V1__ExecStatus *s)
+{
+	const char *name = s->n_argv ? s->argv[0] : cli->argv[0];
+
+	if (s->reason != SBX__V1__EXIT_REASON__EXITED || !s->message || !*s->message ||
+	    (s->exit_code != 126 && s->exit_code != 127))
+		return false;
+	fprintf(stderr, "sbx: %s: ", cli_cmd_name(cli->cmd));
+	cli_put_name(stderr, name);
+	if (s->exit_code == 127 && !strchr(name, '/')) {
+		fputs(": command not found\n", stderr);
+		return true;
+	}
+	fputs(s->exit_code == 126 ? ": cannot execute: " : ": ", stderr);
+	cli_put_text(stderr, s->message);
+	fputc('\n', stderr);
+	return true;
+}
+
 /* Says why an exec ended, when that is not simply its exit. */
-static void note_end(const Sbx__V1__ExecStatus *s)
+static void note_end(const struct cli *cli, const Sbx__V1__ExecStatus *s)
 {
 	const char *why = NULL;
 
+	if (note_not_started(cli, s))
+		return;
 	switch (s->reason) {
 	case SBX__V1__EXIT_REASON__TIMEOUT:
 		why = "script_seconds ran out";
@@ -69,7 +93,7 @@ static int exec_and_wait(sbx_client *c, const struct cli *cli, const char *run_i
 		return -1;
 	}
 	int status = cli_exit_status(w->status);
-	note_end(w->status);
+	note_end(cli, w->status);
 	sbx__v1__wait_response__free_unpacked(w, NULL);
 	return status;
 }
@@ -131,6 +155,9 @@ int cmd_run(struct cli *cli)
 
 	if (cli->print_policy)
 		return cli_print_policy(cli);
+	/* Refused now, not after the run's work is lost. */
+	if (cli->out && check_out_dir(cli->out, &st.err) < 0)
+		return cli_err_error(SBX__V1__CODE__INVALID_ARGUMENT, &st.err), EXIT_SETUP;
 	cli_install_signals();
 	sbx_client *c = connect_for_run(cli, &priv, &st);
 	if (!c) {

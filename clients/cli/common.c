@@ -32,9 +32,27 @@ int cli_err_error(Sbx__V1__Code code, const struct sbx_err *err)
 	return cli_error(code, "%s", err->msg);
 }
 
+/* The endpoint of the last connection made, for the hint below. */
+static const char *connected_to;
+
 int cli_status_error(const struct sbx_rpc_status *st)
 {
-	return cli_err_error(st->code, &st->err);
+	cli_err_error(st->code, &st->err);
+	/* Nobody listens: say how to get somebody to. */
+	if (st->code == SBX__V1__CODE__UNAVAILABLE && connected_to &&
+	    strstr(st->err.msg, "cannot connect to ")) {
+		fprintf(stderr,
+			"sbx: no sbxd at %s: start one with 'sbxd --listen %s' (see 'sbxd "
+			"--help'), point --endpoint or SBX_ENDPOINT at a running one",
+			connected_to, connected_to);
+		if (!strcmp(connected_to, SBX_DEFAULT_ENDPOINT))
+			fputs(
+			    ", or use 'sbx run', which starts a private sbxd for its command when "
+			    "none answers here",
+			    stderr);
+		fputs("\n", stderr);
+	}
+	return -1;
 }
 
 int cli_print_json(const ProtobufCMessage *m)
@@ -66,6 +84,7 @@ sbx_client *cli_connect(const struct cli *cli, const char *endpoint)
 	struct sbx_err err;
 	sbx_client *c = sbx_client_open(&o, &err);
 
+	connected_to = o.endpoint;
 	if (!c) {
 		cli_err_error(SBX__V1__CODE__INVALID_ARGUMENT, &err);
 		return NULL;

@@ -300,6 +300,25 @@ static int make_parents(const char *dir, const char *rel, struct sbx_rpc_status 
 	return 0;
 }
 
+int check_out_dir(const char *dir, struct sbx_err *err)
+{
+	_cleanup_free_ char *probe = NULL;
+
+	if (mkdir(dir, 0777) < 0 && errno != EEXIST)
+		return sbx_fail_errno(err, "--out %s", dir);
+	/* access(W_OK) would miss a read-only mount or a full quota of inodes:
+	 * a file made and removed is the real question. */
+	if (asprintf(&probe, "%s/.sbx-probe-XXXXXX", dir) < 0)
+		return sbx_fail(err, "out of memory");
+	int fd = mkstemp(probe);
+	if (fd < 0)
+		return sbx_fail_errno(err, "--out %s: cannot write there", dir);
+	close(fd);
+	if (unlink(probe) < 0)
+		return sbx_fail_errno(err, "--out %s: cannot remove a probe file", dir);
+	return 0;
+}
+
 int fetch_all(sbx_client *c, const char *run_id, const char *dir, struct sbx_rpc_status *st)
 {
 	mode_t mask = umask(0);

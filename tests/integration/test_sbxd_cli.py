@@ -109,6 +109,60 @@ class CliTest(ServerTestCase):
         self.assertEqual(r.returncode, 1, r)
         self.assertIn("limits.memory_mb", r.stderr)
 
+    # -- 2. errors a user must see
+    def test_missing_and_non_executable_commands_say_why(self):
+        r = self.cli("run", "python4", "-c", "1")
+        self.assertEqual(r.returncode, 127, r)
+        self.assertIn("sbx: run: python4: command not found\n", r.stderr)
+        r = self.cli("run", "/no/such/prog")
+        self.assertEqual(r.returncode, 127, r)
+        self.assertIn("sbx: run: /no/such/prog: No such file or directory\n", r.stderr)
+        data = self.tmp("noexec")
+        os.makedirs(data, exist_ok=True)
+        with open(os.path.join(data, "script.sh"), "w") as f:
+            f.write("#!/bin/sh\necho hi\n")
+        os.chmod(os.path.join(data, "script.sh"), 0o644)
+        r = self.cli("run", "--data", data, "/data/script.sh")
+        self.assertEqual(r.returncode, 126, r)
+        self.assertIn("sbx: run: /data/script.sh: cannot execute: Permission denied\n", r.stderr)
+        # A command's own 127 is its own: no message from sbx.
+        r = self.cli("run", "/bin/sh", "-c", "exit 127")
+        self.assertEqual(r.returncode, 127, r)
+        self.assertEqual(r.stderr, "")
+        run = self.create()
+        r = self.cli("exec", run, "nosuchcmd")
+        self.assertEqual(r.returncode, 127, r)
+        self.assertIn("sbx: exec: nosuchcmd: command not found\n", r.stderr)
+
+    def test_unwritable_out_is_refused_before_the_run_is_created(self):
+        out = self.tmp("ro-out")
+        os.makedirs(out, exist_ok=True)
+        os.chmod(out, 0o555)
+        before = self.ok("runs").stdout
+        created = len([e for e in self.srv.audit_events() if e.get("event") == "run_created"])
+        r = self.cli("run", "--out", out, "/bin/sh", "-c", "echo never")
+        self.assertEqual(r.returncode, 125, r)
+        self.assertIn("--out %s: cannot write there: Permission denied" % out, r.stderr)
+        self.assertNotIn("never", r.stdout)
+        self.assertEqual(self.ok("runs").stdout, before)
+        self.assertEqual(
+            len([e for e in self.srv.audit_events() if e.get("event") == "run_created"]),
+            created)
+        self.assertEqual(os.listdir(out), [])
+        r = self.cli("run", "--out", os.path.join(out, "sub"), "true")
+        self.assertEqual(r.returncode, 125, r)
+        self.assertIn("Permission denied", r.stderr)
+
+    def test_no_server_says_how_to_start_one(self):
+        sock = "ipc://" + self.tmp("nobody.sock")
+        e = {k: v for k, v in os.environ.items() if not k.startswith("SBX_")}
+        r = subprocess.run([CLI, "--endpoint", sock, "runs"], capture_output=True, text=True,
+                           timeout=30, env=e)
+        self.assertEqual(r.returncode, 1, r)
+        self.assertIn("UNAVAILABLE: cannot connect to %s" % sock, r.stderr)
+        self.assertIn("sbx: no sbxd at %s: start one with 'sbxd --listen %s'" % (sock, sock),
+                      r.stderr)
+
 
 if __name__ == "__main__":
     unittest.main()
