@@ -156,9 +156,15 @@ void cli_print_egress_destinations(FILE *f, Sbx__V1__EgressDestination *const *d
  * it at kept_bytes, and why) or truncated (output_kb). */
 void cli_note_cut(const char *stream, const char *cut, uint64_t kept_bytes, bool truncated);
 
-/* The number of the SIGINT, SIGTERM or SIGHUP that arrived (0: none), once
- * cli_install_signals ran. */
+/* The number of the SIGINT, SIGTERM or SIGHUP that arrived outside an
+ * exec (0: none), once cli_install_signals ran: calls in progress end
+ * CANCELLED. */
 extern volatile sig_atomic_t cli_interrupted;
+/* Non-zero while live_exec waits for an exec: a signal then only counts
+ * in cli_signals, and live_exec passes the first on to the command's
+ * process group and kills it at the second. cli_first_signal: the first
+ * signal that arrived at all (0: none). */
+extern volatile sig_atomic_t cli_forwarding, cli_signals, cli_first_signal;
 void cli_install_signals(void);
 
 /* The commands; each returns the process's exit status. */
@@ -192,8 +198,8 @@ int create_with_inputs(sbx_client *c, const struct cli *cli, bool upload, char *
 int start_exec(sbx_client *c, const struct cli *cli, const char *run_id, char **exec_id,
 	       struct sbx_rpc_status *st);
 /* Streams the exec's stdout and stderr to ours while it runs, and waits for
- * its end; *status is the final ExecStatus (free with free_unpacked of the
- * WaitResponse it came in, via *wait). */
+ * its end, passing an interrupt on to the command (see cli_forwarding); *status is the final
+ * ExecStatus (free with free_unpacked of the WaitResponse it came in, via *wait). */
 int live_exec(sbx_client *c, const char *run_id, const char *exec_id, Sbx__V1__WaitResponse **wait,
 	      struct sbx_rpc_status *st);
 /* --out DIR: made if missing, and a file can be written in it. */

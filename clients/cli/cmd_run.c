@@ -70,7 +70,7 @@ static void note_end(const struct cli *cli, const Sbx__V1__ExecStatus *s)
 }
 
 /* Runs argv in run_id with live output; returns the exit status for it, or
- * -1 with st. An interrupt kills the exec and returns 128+signal. */
+ * -1 with st. A signal meanwhile is passed on to the command (live_exec). */
 static int exec_and_wait(sbx_client *c, const struct cli *cli, const char *run_id,
 			 struct sbx_rpc_status *st)
 {
@@ -80,16 +80,14 @@ static int exec_and_wait(sbx_client *c, const struct cli *cli, const char *run_i
 	if (start_exec(c, cli, run_id, &exec_id, st) < 0)
 		return -1;
 	if (live_exec(c, run_id, exec_id, &w, st) < 0) {
-		if (st->code == SBX__V1__CODE__CANCELLED && cli_interrupted) {
-			int sig = cli_interrupted;
-			struct sbx_rpc_status ignored;
-			sbx_client_set_interrupt(c, NULL);
-			Sbx__V1__SignalResponse *r =
-			    sbx_signal(c, run_id, exec_id, SIGKILL, &ignored);
-			if (r)
-				sbx__v1__signal_response__free_unpacked(r, NULL);
-			return 128 + sig;
-		}
+		/* Given up on (the connection, an interrupt between calls): the
+		 * command must not run on unwatched. */
+		struct sbx_rpc_status ignored;
+		sbx_client_set_interrupt(c, NULL);
+		Sbx__V1__SignalResponse *r = sbx_signal(c, run_id, exec_id, SIGKILL, &ignored);
+		if (r)
+			sbx__v1__signal_response__free_unpacked(r, NULL);
+		sbx_client_set_interrupt(c, &cli_interrupted);
 		return -1;
 	}
 	int status = cli_exit_status(w->status);
@@ -169,17 +167,25 @@ int cmd_run(struct cli *cli)
 	} else if ((status = exec_and_wait(c, cli, run_id, &st)) < 0) {
 		cli_status_error(&st);
 		status = EXIT_SETUP;
-	} else if (cli->out && !cli_interrupted && fetch_all(c, run_id, cli->out, &st) < 0) {
-		cli_status_error(&st);
-		status = EXIT_SETUP;
+	} else if (cli->out && !cli_interrupted) {
+		/* An interrupted command's partial work is still worth having. */
+		if (cli_first_signal) {
+			fputs("sbx: interrupted: fetching what is in /out into ", stderr);
+			cli_put_name(stderr, cli->out);
+			fputs(" before the teardown\n", stderr);
+		}
+		if (fetch_all(c, run_id, cli->out, &st) < 0) {
+			cli_status_error(&st);
+			status = EXIT_SETUP;
+		}
 	}
 	if (run_id && teardown_quiet(c, run_id, 0) < 0)
 		status = EXIT_SETUP;
 	sbx_client_close(c);
 	private_sbxd_stop(&priv);
-	if (cli_interrupted && status == EXIT_SETUP)
-		status = 128 + cli_interrupted;
-	return status;
+	/* As a shell reports an interrupted script, whatever the command did
+	 * with the signal. */
+	return cli_first_signal ? 128 + cli_first_signal : status;
 }
 
 int cmd_create(struct cli *cli)
@@ -239,5 +245,5 @@ int cmd_exec(struct cli *cli)
 		cli_status_error(&st);
 		status = EXIT_SETUP;
 	}
-	return status;
+	return cli_first_signal ? 128 + cli_first_signal : status;
 }

@@ -11,6 +11,7 @@
 #include "pbjson.h"
 
 volatile sig_atomic_t cli_interrupted;
+volatile sig_atomic_t cli_forwarding, cli_signals, cli_first_signal;
 
 int cli_error(Sbx__V1__Code code, const char *fmt, ...)
 {
@@ -121,7 +122,15 @@ void cli_progress(const char *path, uint64_t done, uint64_t total, void *arg)
 
 static void on_signal(int sig)
 {
-	cli_interrupted = sig; /* 128 + it is the exit status after teardown */
+	/* 128 + the first is the exit status after teardown. */
+	if (!cli_first_signal)
+		cli_first_signal = sig;
+	/* While an exec runs, a signal is the command's to handle (live_exec
+	 * passes it on); otherwise it cancels the calls in progress. */
+	if (cli_forwarding)
+		cli_signals++;
+	else
+		cli_interrupted = sig;
 }
 
 void cli_install_signals(void)

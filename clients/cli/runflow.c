@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -220,6 +221,50 @@ static void *pump_main(void *arg)
 	return NULL;
 }
 
+/* Short polls of Wait, so that a signal is passed on within this much. */
+#define WAIT_POLL_MS 250
+
+/* The first signal goes to the command's process group (exec init passes
+ * it on: SBX_FORWARDED_SIGNALS); any after it kills the command. */
+static void forward_signals(sbx_client *c, const char *run_id, const char *exec_id,
+			    unsigned *forwarded)
+{
+	while (*forwarded < (unsigned)cli_signals) {
+		int sig = *forwarded ? SIGKILL : cli_first_signal;
+		struct sbx_rpc_status ignored; /* an exec that just ended needs no signal */
+		if (*forwarded == 0)
+			fprintf(stderr,
+				"sbx: SIG%s: passed to the command (another one kills it)\n",
+				sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
+		else if (*forwarded == 1)
+			fputs("sbx: killing the command\n", stderr);
+		Sbx__V1__SignalResponse *r = sbx_signal(c, run_id, exec_id, sig, &ignored);
+		if (r)
+			sbx__v1__signal_response__free_unpacked(r, NULL);
+		++*forwarded;
+	}
+}
+
+/* sbx_wait_end, with the signals that arrive meanwhile passed on. */
+static Sbx__V1__WaitResponse *wait_forwarding(sbx_client *c, const char *run_id,
+					      const char *exec_id, struct sbx_rpc_status *st)
+{
+	unsigned forwarded = 0;
+
+	for (;;) {
+		forward_signals(c, run_id, exec_id, &forwarded);
+		Sbx__V1__WaitResponse *w = sbx_wait(c, run_id, exec_id, WAIT_POLL_MS, st);
+		if (w && !w->status) {
+			sbx__v1__wait_response__free_unpacked(w, NULL);
+			sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "Wait answered without a status");
+			return NULL;
+		}
+		if (!w || w->status->reason != SBX__V1__EXIT_REASON__RUNNING)
+			return w;
+		sbx__v1__wait_response__free_unpacked(w, NULL);
+	}
+}
+
 int live_exec(sbx_client *c, const char *run_id, const char *exec_id, Sbx__V1__WaitResponse **wait,
 	      struct sbx_rpc_status *st)
 {
@@ -242,7 +287,8 @@ int live_exec(sbx_client *c, const char *run_id, const char *exec_id, Sbx__V1__W
 	for (; started < 2; started++)
 		if (pthread_create(&threads[started], NULL, pump_main, &pumps[started]) != 0)
 			break;
-	*wait = started == 2 ? sbx_wait_end(c, run_id, exec_id, st) : NULL;
+	cli_forwarding = 1;
+	*wait = started == 2 ? wait_forwarding(c, run_id, exec_id, st) : NULL;
 	if (started != 2)
 		sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "cannot start a thread");
 	if (!*wait) /* the output of an exec we gave up on is not worth waiting for */
@@ -250,6 +296,7 @@ int live_exec(sbx_client *c, const char *run_id, const char *exec_id, Sbx__V1__W
 			atomic_store(&pumps[i].stop, true);
 	for (int i = 0; i < started; i++)
 		pthread_join(threads[i], NULL);
+	cli_forwarding = 0;
 	int rc = *wait ? 0 : sbx_rpc_prefix(st, "Wait");
 	for (int i = 0; i < 2; i++) {
 		const char *name = i ? "stderr" : "stdout";

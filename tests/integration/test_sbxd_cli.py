@@ -163,6 +163,73 @@ class CliTest(ServerTestCase):
         self.assertIn("sbx: no sbxd at %s: start one with 'sbxd --listen %s'" % (sock, sock),
                       r.stderr)
 
+    # -- 3. signals
+    HANDLER = ("import sys, time\n"
+               "try:\n"
+               "    print('ready', flush=True)\n"
+               "    time.sleep(60)\n"
+               "except KeyboardInterrupt:\n"
+               "    open('/out/partial.txt', 'w').write('partial\\n')\n"
+               "    print('interrupted', flush=True)\n")
+    IGNORER = ("import signal, time\n"
+               "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+               "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+               "print('ready', flush=True)\n"
+               "time.sleep(60)\n")
+
+    def interrupted(self, argv, signals, out=None):
+        """Starts the CLI, waits for the command's 'ready', sends the
+        signals 0.5 s apart, and returns (exit status, stdout, stderr,
+        seconds from the first signal to the exit)."""
+        e = {k: v for k, v in os.environ.items() if not k.startswith("SBX_")}
+        cmd = [CLI, "--endpoint", self.srv.ipc] + argv
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=e)
+        try:
+            line = p.stdout.readline()
+            self.assertEqual(line, "ready\n", p.stderr.read() if not line else line)
+            t0 = time.time()
+            for i, sig in enumerate(signals):
+                if i:
+                    time.sleep(0.5)
+                p.send_signal(sig)
+            stdout, stderr = p.communicate(timeout=30)
+            return p.returncode, line + stdout, stderr, time.time() - t0
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+    def test_sigint_reaches_the_scripts_handler_and_out_is_fetched(self):
+        out = self.tmp("int-out")
+        rc, stdout, stderr, took = self.interrupted(
+            ["run", "--out", out, "/usr/bin/python3", "-c", self.HANDLER], [signal.SIGINT])
+        self.assertEqual(rc, 130, stderr)
+        self.assertEqual(stdout, "ready\ninterrupted\n")
+        self.assertIn("sbx: SIGINT: passed to the command", stderr)
+        self.assertIn("sbx: interrupted: fetching what is in /out into %s before the teardown"
+                      % out, stderr)
+        with open(os.path.join(out, "partial.txt")) as f:
+            self.assertEqual(f.read(), "partial\n")
+        self.assertLess(took, 20)
+
+    def test_a_second_sigint_kills_and_sigterm_is_143(self):
+        rc, stdout, stderr, took = self.interrupted(
+            ["run", "/usr/bin/python3", "-c", self.IGNORER], [signal.SIGINT, signal.SIGINT])
+        self.assertEqual(rc, 130, stderr)
+        self.assertIn("sbx: killing the command", stderr)
+        self.assertLess(took, 20)  # not the script's 60 s
+        run = self.create()
+        rc, stdout, stderr, took = self.interrupted(
+            ["exec", run, "/usr/bin/python3", "-c", self.HANDLER.replace("/out/partial.txt",
+                                                                         "/tmp/p")],
+            [signal.SIGTERM])
+        # SIGTERM has no handler in the script: it dies of it, and sbx says 143.
+        self.assertEqual(rc, 143, stderr)
+        self.assertIn("sbx: SIGTERM: passed to the command", stderr)
+        st = self.ok("status", run).stdout
+        self.assertRegex(st, r"SIGNALED 15")
+
 
 if __name__ == "__main__":
     unittest.main()
