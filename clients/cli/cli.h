@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <jansson.h>
+
 #include "err.h"
 #include "rpc_status.h"
 #include "sbxclient.h"
@@ -120,6 +122,12 @@ const char *cli_cmd_name(enum cli_cmd cmd);
 __attribute__((format(printf, 2, 3))) int cli_error(Sbx__V1__Code code, const char *fmt, ...);
 int cli_err_error(Sbx__V1__Code code, const struct sbx_err *err);
 int cli_status_error(const struct sbx_rpc_status *st);
+/* --json: a message as JSON in the policy file's style (pbjson.h's
+ * SBX_PBJSON_POLICY_STYLE, every default written), its policy field (if
+ * any) as the policy document; NULL when out of memory. */
+json_t *cli_json_of(const ProtobufCMessage *m);
+/* Prints j (taken) on stdout, terminal-safe (cli_json_safe). */
+int cli_print_json_value(json_t *j);
 int cli_print_json(const ProtobufCMessage *m);
 sbx_client *cli_connect(const struct cli *cli, const char *endpoint);
 /* A client closed on scope exit. */
@@ -198,12 +206,20 @@ int create_with_inputs(sbx_client *c, const struct cli *cli, bool upload, char *
 int start_exec(sbx_client *c, const struct cli *cli, const char *run_id, char **exec_id,
 	       struct sbx_rpc_status *st);
 /* Streams the exec's stdout and stderr to ours while it runs, and waits for
- * its end, passing an interrupt on to the command (see cli_forwarding); *status is the final
+ * its end, passing an interrupt on to the command (see cli_forwarding);
+ * the exec's stdout goes to stdout_fd (stderr with --json, whose object
+ * alone is on stdout); *status is the final
  * ExecStatus (free with free_unpacked of the WaitResponse it came in, via *wait). */
-int live_exec(sbx_client *c, const char *run_id, const char *exec_id, Sbx__V1__WaitResponse **wait,
-	      struct sbx_rpc_status *st);
+int live_exec(sbx_client *c, const char *run_id, const char *exec_id, int stdout_fd,
+	      Sbx__V1__WaitResponse **wait, struct sbx_rpc_status *st);
 /* --out DIR: made if missing, and a file can be written in it. */
 int check_out_dir(const char *dir, struct sbx_err *err);
+/* run --json, exec --json: the result object (result.c); NULL with st. */
+json_t *cli_exec_result(const char *run_id, const Sbx__V1__ExecStatus *s, int exit_status,
+			struct sbx_rpc_status *st);
+/* Adds the run's artifacts now (ListArtifacts) to a result object. */
+int cli_result_add_artifacts(json_t *r, sbx_client *c, const char *run_id,
+			     struct sbx_rpc_status *st);
 /* Fetches every artifact of the run into dir, verified. */
 int fetch_all(sbx_client *c, const char *run_id, const char *dir, struct sbx_rpc_status *st);
 /* Checks that an artifact path from the server stays inside a directory. */

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "util.h"
@@ -71,7 +72,7 @@ static void note_end(const struct cli *cli, const Sbx__V1__ExecStatus *s)
 
 /* Runs argv in run_id with live output; returns the exit status for it, or
  * -1 with st. A signal meanwhile is passed on to the command (live_exec). */
-static int exec_and_wait(sbx_client *c, const struct cli *cli, const char *run_id,
+static int exec_and_wait(sbx_client *c, const struct cli *cli, const char *run_id, json_t **result,
 			 struct sbx_rpc_status *st)
 {
 	_cleanup_free_ char *exec_id = NULL;
@@ -79,7 +80,7 @@ static int exec_and_wait(sbx_client *c, const struct cli *cli, const char *run_i
 
 	if (start_exec(c, cli, run_id, &exec_id, st) < 0)
 		return -1;
-	if (live_exec(c, run_id, exec_id, &w, st) < 0) {
+	if (live_exec(c, run_id, exec_id, cli->json ? STDERR_FILENO : STDOUT_FILENO, &w, st) < 0) {
 		/* Given up on (the connection, an interrupt between calls): the
 		 * command must not run on unwatched. */
 		struct sbx_rpc_status ignored;
@@ -92,6 +93,10 @@ static int exec_and_wait(sbx_client *c, const struct cli *cli, const char *run_i
 	}
 	int status = cli_exit_status(w->status);
 	note_end(cli, w->status);
+	if (cli->json && cli_first_signal)
+		status = 128 + cli_first_signal;
+	if (cli->json && !(*result = cli_exec_result(run_id, w->status, status, st)))
+		status = -1;
 	sbx__v1__wait_response__free_unpacked(w, NULL);
 	return status;
 }
@@ -150,6 +155,7 @@ int cmd_run(struct cli *cli)
 	struct sbx_rpc_status st;
 	_cleanup_free_ char *run_id = NULL;
 	int status = EXIT_SETUP;
+	json_auto_t *result = NULL;
 
 	if (cli->print_policy)
 		return cli_print_policy(cli);
@@ -164,7 +170,7 @@ int cmd_run(struct cli *cli)
 	}
 	if (create_with_inputs(c, cli, true, &run_id, &st) < 0) {
 		cli_status_error(&st);
-	} else if ((status = exec_and_wait(c, cli, run_id, &st)) < 0) {
+	} else if ((status = exec_and_wait(c, cli, run_id, &result, &st)) < 0) {
 		cli_status_error(&st);
 		status = EXIT_SETUP;
 	} else if (cli->out && !cli_interrupted) {
@@ -176,6 +182,15 @@ int cmd_run(struct cli *cli)
 		}
 		if (fetch_all(c, run_id, cli->out, &st) < 0) {
 			cli_status_error(&st);
+			status = EXIT_SETUP;
+		}
+	}
+	/* What the run left, listed before it is gone. */
+	if (result && status != EXIT_SETUP) {
+		if (cli_result_add_artifacts(result, c, run_id, &st) < 0) {
+			cli_status_error(&st);
+			status = EXIT_SETUP;
+		} else if (cli_print_json_value(json_incref(result)) < 0) {
 			status = EXIT_SETUP;
 		}
 	}
@@ -205,8 +220,10 @@ int cmd_create(struct cli *cli)
 		/* A run whose inputs did not arrive is of no use: do not leave it. */
 		if (run_id)
 			teardown_quiet(c, run_id, -1);
-	} else {
+	} else if (!cli->json) {
 		puts(run_id);
+	} else if (cli_print_json_value(json_pack("{s:s}", "run_id", run_id)) < 0) {
+		rc = -1;
 	}
 	return rc < 0 ? EXIT_FAILURE_RPC : 0;
 }
@@ -221,14 +238,26 @@ int cmd_put(struct cli *cli)
 	cli_install_signals();
 	int rc = sbx_put_file(c, cli->run_id, cli->local, cli->remote, cli_progress, NULL, &st);
 	if (rc < 0)
-		cli_status_error(&st);
-	return rc < 0 ? EXIT_FAILURE_RPC : 0;
+		return cli_status_error(&st), EXIT_FAILURE_RPC;
+	if (!cli->json)
+		return 0;
+	/* What was sent, as sbxd checked it against the manifest. */
+	char hex[65];
+	uint64_t size;
+	if (sbx_file_sha256(cli->local, hex, &size, &st.err) < 0)
+		return cli_err_error(SBX__V1__CODE__INVALID_ARGUMENT, &st.err), EXIT_FAILURE_RPC;
+	return cli_print_json_value(json_pack("{s:s, s:s, s:I, s:s}", "run_id", cli->run_id, "path",
+					      cli->remote, "size", (json_int_t)size, "sha256",
+					      hex)) < 0
+		   ? EXIT_FAILURE_RPC
+		   : 0;
 }
 
 int cmd_exec(struct cli *cli)
 {
-	struct sbx_rpc_status st;
+	struct sbx_rpc_status st = {0};
 	int status;
+	json_auto_t *result = NULL;
 	_cleanup_client_ sbx_client *c = cli_connect(cli, NULL);
 
 	if (!c)
@@ -239,10 +268,18 @@ int cmd_exec(struct cli *cli)
 		status = start_exec(c, cli, cli->run_id, &exec_id, &st) < 0 ? EXIT_FAILURE_RPC : 0;
 		if (status)
 			cli_status_error(&st);
-		else
+		else if (!cli->json)
 			puts(exec_id);
-	} else if ((status = exec_and_wait(c, cli, cli->run_id, &st)) < 0) {
+		else if (cli_print_json_value(json_pack("{s:s, s:s}", "run_id", cli->run_id,
+							"exec_id", exec_id)) < 0)
+			status = EXIT_FAILURE_RPC;
+	} else if ((status = exec_and_wait(c, cli, cli->run_id, &result, &st)) < 0) {
 		cli_status_error(&st);
+		status = EXIT_SETUP;
+	} else if (result && (cli_result_add_artifacts(result, c, cli->run_id, &st) < 0 ||
+			      cli_print_json_value(json_incref(result)) < 0)) {
+		if (st.err.msg[0])
+			cli_status_error(&st);
 		status = EXIT_SETUP;
 	}
 	return cli_first_signal ? 128 + cli_first_signal : status;

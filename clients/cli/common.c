@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "pbjson.h"
+#include "policy.h"
 
 volatile sig_atomic_t cli_interrupted;
 volatile sig_atomic_t cli_forwarding, cli_signals, cli_first_signal;
@@ -56,12 +57,35 @@ int cli_status_error(const struct sbx_rpc_status *st)
 	return -1;
 }
 
-int cli_print_json(const ProtobufCMessage *m)
+json_t *cli_json_of(const ProtobufCMessage *m)
 {
-	/* Defaults included: a script reading .exitCode finds 0, not null. */
-	char *raw = sbx_pbjson_dumps(m, SBX_PBJSON_EMIT_DEFAULTS);
+	/* Defaults included: a script reading .exit_code finds 0, not null. */
+	json_t *j = sbx_pbjson_from_message(m, SBX_PBJSON_EMIT_DEFAULTS | SBX_PBJSON_POLICY_STYLE);
+	const ProtobufCFieldDescriptor *f =
+	    protobuf_c_message_descriptor_get_field_by_name(m->descriptor, "policy");
+
+	if (!j || !f || f->type != PROTOBUF_C_TYPE_MESSAGE ||
+	    f->descriptor != &sbx__v1__policy__descriptor)
+		return j;
+	/* A policy (Status, the manifest) as the policy document itself, so
+	 * that it can be given to `policy check` or --policy as it is. */
+	const SbxPolicy *p = *(SbxPolicy *const *)((const char *)m + f->offset);
+	char *doc = p ? sbx_policy_to_json(p) : NULL;
+	json_t *pj = doc ? json_loads(doc, 0, NULL) : NULL;
+	free(doc);
+	if (pj && json_object_set_new(j, "policy", pj) == 0)
+		return j;
+	json_decref(j);
+	return NULL;
+}
+
+int cli_print_json_value(json_t *j)
+{
+	/* Keys in the order they were set: the .proto's, as the human output. */
+	char *raw = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
 	char *s = raw ? cli_json_safe(raw) : NULL;
 
+	json_decref(j);
 	free(raw);
 	if (!s)
 		return cli_error(SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
@@ -69,6 +93,11 @@ int cli_print_json(const ProtobufCMessage *m)
 	free(s);
 	return fflush(stdout) == 0 ? 0
 				   : cli_error(SBX__V1__CODE__INTERNAL, "writing stdout failed");
+}
+
+int cli_print_json(const ProtobufCMessage *m)
+{
+	return cli_print_json_value(cli_json_of(m));
 }
 
 sbx_client *cli_connect(const struct cli *cli, const char *endpoint)

@@ -265,15 +265,15 @@ static Sbx__V1__WaitResponse *wait_forwarding(sbx_client *c, const char *run_id,
 	}
 }
 
-int live_exec(sbx_client *c, const char *run_id, const char *exec_id, Sbx__V1__WaitResponse **wait,
-	      struct sbx_rpc_status *st)
+int live_exec(sbx_client *c, const char *run_id, const char *exec_id, int stdout_fd,
+	      Sbx__V1__WaitResponse **wait, struct sbx_rpc_status *st)
 {
 	struct pump pumps[2] = {
 	    {.c = c,
 	     .run_id = run_id,
 	     .exec_id = exec_id,
 	     .stream = SBX__V1__STREAM__STDOUT,
-	     .fd = STDOUT_FILENO},
+	     .fd = stdout_fd},
 	    {.c = c,
 	     .run_id = run_id,
 	     .exec_id = exec_id,

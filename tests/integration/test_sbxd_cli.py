@@ -230,6 +230,62 @@ class CliTest(ServerTestCase):
         st = self.ok("status", run).stdout
         self.assertRegex(st, r"SIGNALED 15")
 
+    # -- 4. --json
+    def test_status_json_policy_goes_back_to_policy_check(self):
+        run = json.loads(self.ok("create", "--json", "--memory", "200m", "-e", "K=v",
+                                 "--allow", "example.com:443").stdout)["run_id"]
+        self.addCleanup(self.cli, "teardown", run)
+        self.assertIn(run, self.run_ids())
+        st = json.loads(self.ok("status", run, "--json").stdout)
+        self.assertEqual(st["state"], "created")  # lower case, as the policy writes enums
+        self.assertIsInstance(st["created_unix_ms"], int)
+        saved = self.tmp("status-policy.json", json.dumps(st["policy"]))
+        check = self.ok("policy", "check", saved).stdout
+        doc, digest = check.rsplit("\n", 2)[0:2]
+        self.assertEqual(json.loads(doc), st["policy"])
+        self.assertEqual(digest, "digest " + st["policy_digest"])
+        # policy check --json: the same document and digest in one object.
+        pj = json.loads(self.ok("policy", "check", saved, "--json").stdout)
+        self.assertEqual((pj["policy"], pj["digest"]), (st["policy"], st["policy_digest"]))
+        # And the document runs as it is.
+        r = self.cli("create", "--policy", saved, "--json")
+        self.assertEqual(r.returncode, 0, r)
+        self.cli("teardown", json.loads(r.stdout)["run_id"])
+
+    def test_run_and_exec_json_result(self):
+        out = self.tmp("json-out")
+        r = self.cli("run", "--json", "--out", out, "/bin/sh", "-c",
+                     "echo to-stdout; echo to-stderr >&2; printf abc > /out/a.txt; exit 3")
+        self.assertEqual(r.returncode, 3, r)
+        res = json.loads(r.stdout)  # the object alone: the command's stdout went to stderr
+        self.assertIn("to-stdout\n", r.stderr)
+        self.assertIn("to-stderr\n", r.stderr)
+        self.assertEqual((res["reason"], res["exit_code"], res["exit_status"]), ("exited", 3, 3))
+        for k in ("wall_ms", "cpu_ms", "peak_memory_bytes", "stdout_bytes", "started_unix_ms"):
+            self.assertIsInstance(res[k], int, k)
+        self.assertEqual(res["stdout_bytes"], len("to-stdout\n"))
+        self.assertIs(res["stdout_truncated"], False)
+        self.assertEqual(res["interrupted_by_signal"], 0)
+        self.assertEqual(res["argv"][0], "/bin/sh")
+        arts = {a["path"]: a for a in res["artifacts"]}
+        self.assertEqual(arts["a.txt"]["size"], 3)
+        self.assertEqual(arts["a.txt"]["sha256"],
+                         "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        self.assertIs(res["artifacts_listing"]["live"], False)
+        with open(os.path.join(out, "a.txt")) as f:
+            self.assertEqual(f.read(), "abc")
+        run = self.create("--policy", self.tmp("p64.json", policy_json()))  # output_kb 64
+        r = self.cli("exec", run, "--json", "/bin/sh", "-c", "head -c 100000 /dev/zero")
+        self.assertEqual(r.returncode, 0, r)
+        res = json.loads(r.stdout)
+        self.assertEqual((res["run_id"], res["reason"], res["stdout_bytes"]),
+                         (run, "exited", 100000))
+        self.assertIs(res["stdout_truncated"], True)
+        r = self.cli("exec", run, "--no-wait", "--json", "true")
+        ids = json.loads(r.stdout)
+        self.assertEqual(ids["run_id"], run)
+        self.assertRegex(ids["exec_id"], r"^\S+$")
+
 
 if __name__ == "__main__":
     unittest.main()
