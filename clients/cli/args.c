@@ -19,7 +19,8 @@ static const char *const names[CMD_COUNT] = {
     [CMD_RUN] = "run",	     [CMD_CREATE] = "create",	  [CMD_PUT] = "put",
     [CMD_EXEC] = "exec",     [CMD_STATUS] = "status",	  [CMD_ARTIFACTS] = "artifacts",
     [CMD_FETCH] = "fetch",   [CMD_TEARDOWN] = "teardown", [CMD_RUNS] = "runs",
-    [CMD_HEALTH] = "health", [CMD_POLICY] = "policy",
+    [CMD_HEALTH] = "health", [CMD_POLICY] = "policy",	  [CMD_WAIT] = "wait",
+    [CMD_LOGS] = "logs",
 };
 
 #define GLOBAL_HELP                                                                                \
@@ -78,9 +79,12 @@ static const char tool_help[] =
     "  create [OPTIONS]       create a run; prints its id\n"
     "  put RUN LOCAL REMOTE   upload an input file declared at create\n"
     "  exec RUN [--no-wait] -- CMD...   run CMD in the run; exits with its status\n"
+    "  wait RUN EXEC          wait for an exec's end; exits with its status\n"
+    "  logs RUN EXEC          an exec's stdout (--stderr: its stderr); --follow to its end\n"
     "  status RUN             the run's state, digests, execs and egress\n"
     "  artifacts RUN          files under /out with size and sha256\n"
-    "  fetch RUN PATH [DEST]  download (and verify) one artifact; --all DIR for every one\n"
+    "  fetch RUN PATH [DEST]  download (and verify) one artifact ('-': to stdout); --all DIR\n"
+    "                         for every one\n"
     "  teardown RUN           destroy the run; prints its manifest (JSON)\n"
     "  runs                   this caller's runs\n"
     "  health                 the server's version, capacity and what it can enforce\n"
@@ -133,11 +137,26 @@ static const char *const cmd_help[CMD_COUNT] = {
 		"\n"
 		"Uploads the local file as /data/REMOTE. The run's manifest (sbx create --data\n"
 		"DIR --no-upload) must declare REMOTE with this file's size and sha256.\n",
-    [CMD_EXEC] = "usage: sbx exec RUN [--no-wait] [--stdin FILE] -- CMD [ARG...]\n"
+    [CMD_EXEC] = "usage: sbx exec [--no-wait] [--stdin FILE] RUN CMD [ARG...]\n"
 		 "\n"
 		 "Runs CMD in the run's sandbox with live output, and exits with its status\n"
-		 "(as sbx run). --no-wait prints the exec id and returns at once. An interrupt\n"
-		 "kills CMD.\n",
+		 "(as sbx run). Options may come before or after RUN and end at CMD ('--'\n"
+		 "before CMD works too). --no-wait prints the exec id and returns at once\n"
+		 "('sbx wait' and 'sbx logs' follow it). The first SIGINT or SIGTERM goes to\n"
+		 "CMD's process group, a second SIGINT kills CMD; sbx then exits 128+N.\n"
+		 "With --json the result is one object on stdout (as sbx run --json) and\n"
+		 "CMD's stdout is written to stderr. --tty is refused: README says why.\n",
+    [CMD_WAIT] = "usage: sbx wait RUN EXEC [--json]\n"
+		 "\n"
+		 "Waits until the exec has ended and exits with its status, as sbx exec would\n"
+		 "(128+N for a signal, 124 for a timeout, 137 out of memory); --json prints\n"
+		 "its status as one object. An interrupt stops the waiting, not the exec.\n",
+    [CMD_LOGS] = "usage: sbx logs RUN EXEC [--follow] [--stderr] [--json]\n"
+		 "\n"
+		 "Writes what sbxd kept of the exec's stdout (--stderr: its stderr) to stdout,\n"
+		 "from the start: what is there now, or with --follow everything until the\n"
+		 "exec has ended. Says on stderr when the stream was truncated or cut. --json:\n"
+		 "one object with the bytes in base64 (data), next_offset, eof, truncated.\n",
     [CMD_STATUS] = "usage: sbx status RUN [--json]\n"
 		   "\n"
 		   "The run's state, policy and image digests, deadline, labels, and every exec\n"
@@ -151,8 +170,10 @@ static const char *const cmd_help[CMD_COUNT] = {
 		  "       sbx fetch RUN --all DIR\n"
 		  "\n"
 		  "Downloads the artifact PATH (relative to /out) to DEST (default: its name,\n"
-		  "here; into DEST if that is a directory), or every artifact into DIR. Each\n"
-		  "file is checked against the sha256 sbxd reports before it is put in place.\n",
+		  "here; into DEST if that is a directory; '-': to stdout), or every artifact\n"
+		  "into DIR. Each file is checked against the sha256 sbxd reports before it is\n"
+		  "put in place; to stdout the bytes go out as they come, and a failed check\n"
+		  "says that what was written is not the artifact (exit 1).\n",
     [CMD_TEARDOWN] = "usage: sbx teardown RUN\n"
 		     "\n"
 		     "Kills everything in the run, destroys its sandbox, and prints the run's\n"
@@ -199,6 +220,9 @@ enum {
 	OPT_NO_UPLOAD,
 	OPT_ALL,
 	OPT_PRINT_POLICY,
+	OPT_FOLLOW,
+	OPT_STDERR,
+	OPT_TTY,
 };
 
 #define GLOBAL_OPTS                                                                                \
@@ -241,6 +265,7 @@ static const struct option run_opts[] = {
     {"out", required_argument, NULL, OPT_OUT},
     {"label", required_argument, NULL, OPT_LABEL},
     {"stdin", required_argument, NULL, OPT_STDIN},
+    {"tty", no_argument, NULL, OPT_TTY},
     {0},
 };
 static const struct option create_opts[] = {
@@ -255,6 +280,13 @@ static const struct option exec_opts[] = {
     GLOBAL_OPTS,
     {"no-wait", no_argument, NULL, OPT_NO_WAIT},
     {"stdin", required_argument, NULL, OPT_STDIN},
+    {"tty", no_argument, NULL, OPT_TTY},
+    {0},
+};
+static const struct option logs_opts[] = {
+    GLOBAL_OPTS,
+    {"follow", no_argument, NULL, OPT_FOLLOW},
+    {"stderr", no_argument, NULL, OPT_STDERR},
     {0},
 };
 static const struct option fetch_opts[] = {
@@ -274,6 +306,8 @@ static const struct option *cmd_opts(enum cli_cmd cmd)
 		return exec_opts;
 	case CMD_FETCH:
 		return fetch_opts;
+	case CMD_LOGS:
+		return logs_opts;
 	default:
 		return global_opts;
 	}
@@ -340,6 +374,8 @@ static int take_opt(int c, const char *arg, const char *optname, struct cli *cli
 	case 'h':
 		cli->help = true;
 		return 0;
+	case 't':
+		return take_opt(OPT_TTY, arg, optname, cli, err);
 	case OPT_VERSION:
 		cli->version = true;
 		return 0;
@@ -374,6 +410,19 @@ static int take_opt(int c, const char *arg, const char *optname, struct cli *cli
 	case OPT_PRINT_POLICY:
 		cli->print_policy = true;
 		return 0;
+	case OPT_FOLLOW:
+		cli->follow = true;
+		return 0;
+	case OPT_STDERR:
+		cli->logs_stderr = true;
+		return 0;
+	case OPT_TTY:
+		/* README (Clients) says why, and what to do meanwhile. */
+		return sbx_fail(err,
+				"%s: not supported yet: sbxd keeps an exec's stdout and stderr "
+				"as two pipes (no pseudo-terminal inside the sandbox); for "
+				"line-buffered output use -e PYTHONUNBUFFERED=1 or stdbuf -oL",
+				optname);
 	case CLI_OPT_ENV:
 	case CLI_OPT_ENV_FILE:
 	case CLI_OPT_MEMORY:
@@ -409,7 +458,9 @@ static int parse_opts(int argc, char **argv, const char *shortopts, const struct
 			snprintf(name, sizeof(name), "%.*s", (int)strcspn(word, "="), word);
 		else
 			snprintf(name, sizeof(name), "-%c",
-				 optopt > 0 && optopt < 128 ? optopt : '?');
+				 c > 0 && c < 128 && c != '?' && c != ':' ? c
+				 : optopt > 0 && optopt < 128		  ? optopt
+									  : '?');
 		if (take_opt(c, optarg, name, cli, err) < 0)
 			return -1;
 	}
@@ -477,6 +528,13 @@ static int operands(struct cli *cli, char **op, int n, struct sbx_err *err)
 	case CMD_RUNS:
 	case CMD_HEALTH:
 		return need_operands(cli, n, 0, 0, err);
+	case CMD_WAIT:
+	case CMD_LOGS:
+		if (need_operands(cli, n, 2, 2, err) < 0)
+			return -1;
+		cli->run_id = op[0];
+		cli->exec_id = op[1];
+		return 0;
 	case CMD_POLICY:
 		if (n < 1 || strcmp(op[0], "check"))
 			return sbx_fail(err, "policy: the subcommand is 'check FILE'");
@@ -520,8 +578,8 @@ int cli_parse(int argc, char **argv, struct cli *cli, struct sbx_err *err)
 	 * with options before and after it. */
 	int sub_argc = argc - i;
 	char **sub_argv = argv + i;
-	const char *shortopts = cli->cmd == CMD_RUN	 ? "+:he:"
-				: cli->cmd == CMD_EXEC	 ? "+:h"
+	const char *shortopts = cli->cmd == CMD_RUN	 ? "+:he:t"
+				: cli->cmd == CMD_EXEC	 ? "+:ht"
 				: cli->cmd == CMD_CREATE ? ":he:"
 							 : ":h";
 	int j = parse_opts(sub_argc, sub_argv, shortopts, cmd_opts(cli->cmd), cli, err);

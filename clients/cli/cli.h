@@ -67,6 +67,8 @@ enum cli_cmd {
 	CMD_RUNS,
 	CMD_HEALTH,
 	CMD_POLICY,
+	CMD_WAIT,
+	CMD_LOGS,
 	CMD_COUNT,
 };
 
@@ -89,6 +91,8 @@ struct cli {
 	const char *labels[CLI_MAX_LABELS];
 	unsigned n_labels;
 	bool no_wait, no_upload;
+	bool follow, logs_stderr; /* logs */
+	const char *exec_id;	  /* wait, logs */
 	const char *run_id, *local, *remote, *path, *dest, *all_dir;
 	char **argv; /* run/exec: the command for the sandbox, NULL-terminated */
 	int argc;
@@ -187,6 +191,8 @@ int cmd_teardown(struct cli *cli);
 int cmd_runs(struct cli *cli);
 int cmd_health(struct cli *cli);
 int cmd_policy(struct cli *cli);
+int cmd_wait(struct cli *cli);
+int cmd_logs(struct cli *cli);
 
 /* Pieces of run/create/exec. */
 struct manifest {

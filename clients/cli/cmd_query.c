@@ -179,7 +179,9 @@ int cmd_fetch(struct cli *cli)
 		    sbx_fetch_fd(c, cli->run_id, cli->path, STDOUT_FILENO, NULL, NULL, &info, &st);
 		if (rc < 0) {
 			cli_status_error(&st);
-			fputs("sbx: what was written to stdout is not the artifact\n", stderr);
+			fputs("sbx: what (if anything) was written to stdout is not the verified "
+			      "artifact\n",
+			      stderr);
 			return EXIT_FAILURE_RPC;
 		}
 		dest = strdup("-");

@@ -286,6 +286,65 @@ class CliTest(ServerTestCase):
         self.assertEqual(ids["run_id"], run)
         self.assertRegex(ids["exec_id"], r"^\S+$")
 
+    # -- 5. wait, logs, fetch -, put
+    def test_wait_and_logs_follow_an_exec_started_elsewhere(self):
+        run = self.create()
+        exec_id = self.ok("exec", "--no-wait", run, "/bin/sh", "-c",
+                          "echo a; echo e >&2; sleep 2; echo b; exit 4").stdout.strip()
+        # Without --follow: what is there now, at once.
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            t0 = time.time()
+            r = self.ok("logs", run, exec_id)
+            self.assertLess(time.time() - t0, 1.5)
+            if r.stdout:
+                break
+            time.sleep(0.1)
+        self.assertEqual(r.stdout, "a\n")
+        r = self.ok("logs", run, exec_id, "--follow")
+        self.assertEqual(r.stdout, "a\nb\n")
+        self.assertEqual(self.ok("logs", "--stderr", run, exec_id).stdout, "e\n")
+        r = self.cli("wait", run, exec_id)
+        self.assertEqual(r.returncode, 4, r)
+        r = self.cli("wait", run, exec_id, "--json")
+        self.assertEqual(r.returncode, 4, r)
+        res = json.loads(r.stdout)
+        self.assertEqual((res["exec_id"], res["reason"], res["exit_code"]), (exec_id, "exited", 4))
+        lj = json.loads(self.ok("logs", run, exec_id, "--json").stdout)
+        self.assertEqual((lj["stream"], lj["data"], lj["eof"], lj["next_offset"]),
+                         ("stdout", "YQpiCg==", True, 4))
+        r = self.cli("wait", run, "no-such-exec")
+        self.assertEqual(r.returncode, 1, r)
+        self.assertIn("NOT_FOUND", r.stderr)
+
+    def test_fetch_to_stdout_and_put(self):
+        data = self.tmp("put-data")
+        os.makedirs(data, exist_ok=True)
+        with open(os.path.join(data, "in.bin"), "wb") as f:
+            f.write(os.urandom(3 << 20))  # several chunks
+        run = self.create("--data", data, "--no-upload")
+        r = self.ok("put", "--json", run, os.path.join(data, "in.bin"), "in.bin")
+        put = json.loads(r.stdout)
+        self.assertEqual((put["path"], put["size"]), ("in.bin", 3 << 20))
+        self.ok("exec", run, "/bin/sh", "-c", "cp /data/in.bin /out/copy.bin")
+        r = subprocess.run([CLI, "--endpoint", self.srv.ipc, "fetch", run, "copy.bin", "-"],
+                           capture_output=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(os.path.join(data, "in.bin"), "rb") as f:
+            self.assertEqual(r.stdout, f.read())
+        dest = self.tmp("fetched.bin")
+        fj = json.loads(self.ok("fetch", run, "copy.bin", dest, "--json").stdout)
+        self.assertEqual((fj["sha256"], fj["size"], fj["dest"]), (put["sha256"], 3 << 20, dest))
+        r = self.cli("fetch", run, "nope", "-")
+        self.assertEqual(r.returncode, 1, r)
+        self.assertIn("NOT_FOUND", r.stderr)
+        self.assertEqual(r.stdout, "")
+
+    def test_tty_is_refused_with_the_reason(self):
+        r = self.cli("run", "--tty", "true")
+        self.assertEqual(r.returncode, 2, r)
+        self.assertIn("--tty: not supported yet", r.stderr)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -111,6 +111,15 @@ int main(void)
 	      "exec: options before and after RUN, none after the command");
 	check(parses("create --print-policy -e A=1") && cli.print_policy && cli.pf.n_env == 1,
 	      "create --print-policy");
+	check(parses("logs run-1 e-2 --follow --stderr") && cli.cmd == CMD_LOGS && cli.follow &&
+		  cli.logs_stderr && !strcmp(cli.run_id, "run-1") && !strcmp(cli.exec_id, "e-2"),
+	      "logs RUN EXEC --follow --stderr");
+	check(parses("wait run-1 e-2 --json") && cli.cmd == CMD_WAIT && cli.json &&
+		  !strcmp(cli.exec_id, "e-2"),
+	      "wait RUN EXEC");
+	refuses("wait run-1", "wait: missing operand");
+	refuses("run -t true", "-t: not supported yet");
+	refuses("exec --tty run-1 true", "--tty: not supported yet");
 	check(parses("--help") && cli.help && cli.cmd == CMD_NONE, "--help alone");
 	check(parses("run --help") && cli.help && cli.cmd == CMD_RUN, "run --help");
 	check(parses("help teardown") && cli.help && cli.cmd == CMD_TEARDOWN, "help teardown");
