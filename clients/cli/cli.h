@@ -116,6 +116,8 @@ char *cli_policy_document(const struct cli *cli, size_t *len, struct sbx_rpc_sta
 /* --print-policy: the effective policy of that document on stdout, its
  * digest on stderr; returns the exit status. */
 int cli_print_policy(const struct cli *cli);
+/* All of p to fd, across short writes and EINTR; -1 with errno. */
+int cli_write_all(int fd, const uint8_t *p, size_t n);
 /* A whole file ("-": stdin) of at most max bytes, NUL-terminated. */
 char *cli_read_file(const char *what, const char *path, size_t max, size_t *len,
 		    struct sbx_rpc_status *st);

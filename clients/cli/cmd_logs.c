@@ -54,18 +54,6 @@ int cmd_wait(struct cli *cli)
 	return status;
 }
 
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 int cmd_logs(struct cli *cli)
 {
 	_cleanup_client_ sbx_client *c = cli_connect(cli, NULL);
@@ -95,7 +83,7 @@ int cmd_logs(struct cli *cli)
 			return failed(&st);
 		int wrc = 0;
 		if (r->data.len && !cli->json) {
-			wrc = write_all(STDOUT_FILENO, r->data.data, r->data.len);
+			wrc = cli_write_all(STDOUT_FILENO, r->data.data, r->data.len);
 		} else if (r->data.len) {
 			uint8_t *grown = realloc(all, all_len + r->data.len);
 			if (grown) {

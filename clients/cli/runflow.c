@@ -170,7 +170,7 @@ struct pump {
 	struct sbx_rpc_status st;
 };
 
-static int write_all(int fd, const uint8_t *p, size_t n)
+int cli_write_all(int fd, const uint8_t *p, size_t n)
 {
 	while (n) {
 		ssize_t w = write(fd, p, n);
@@ -204,7 +204,7 @@ static void *pump_main(void *arg)
 			break;
 		}
 		/* A reader that went away (| head) stops our writing, not the run. */
-		if (writable && r->data.len && write_all(p->fd, r->data.data, r->data.len) < 0)
+		if (writable && r->data.len && cli_write_all(p->fd, r->data.data, r->data.len) < 0)
 			writable = false;
 		p->truncated |= r->truncated;
 		if (r->cut && *r->cut) {
