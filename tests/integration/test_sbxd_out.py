@@ -467,9 +467,9 @@ class Names(OutTest):
         r = self.srv.cli("teardown", run)
         self.assertEqual(r.returncode, 0, r)
         m = json.loads(r.stdout)
-        self.assertTrue(m["artifactsListing"]["truncated"])
+        self.assertTrue(m["artifacts_listing"]["truncated"])
         self.assertIn("sbx: manifest: truncated: %d regular files not listed"
-                      % m["artifactsListing"]["notListed"], r.stderr)
+                      % m["artifacts_listing"]["not_listed"], r.stderr)
         self.assertIn("sbx: manifest: 1 names are not UTF-8", r.stderr)
 
     def big_policy(self, env_bytes):
