@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Any protobuf-c message to and from JSON (jansson), by its descriptor,
- * following protobuf's proto3 JSON mapping so that what `sbx --json` prints
+ * following protobuf's proto3 JSON mapping so that what `sbxctl --json` prints
  * is what other protobuf libraries print and read:
  *
  *  - field names in lowerCamelCase ("run_id" -> "runId"); reading accepts the

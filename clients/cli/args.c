@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Command line of sbx: global options, the command, its options. Pure
+/* Command line of sbxctl: global options, the command, its options. Pure
  * parsing (no environment, no files) so that unit tests can drive it;
  * cli_resolve adds the environment. */
 #include <errno.h>
@@ -66,10 +66,10 @@ static const char *const names[CMD_COUNT] = {
 	"                       (repeatable; needs sbxd's egress proxy)\n"                         \
 	"  --print-policy       print the effective policy (the document, every default\n"         \
 	"                       filled in, keys sorted) on stdout and 'digest sha256:HEX' on\n"    \
-	"                       stderr, as 'sbx policy check' would, and do nothing else\n"
+	"                       stderr, as 'sbxctl policy check' would, and do nothing else\n"
 
 static const char tool_help[] =
-    "usage: sbx [OPTIONS] COMMAND [ARGS...]\n"
+    "usage: sbxctl [OPTIONS] COMMAND [ARGS...]\n"
     "\n"
     "Runs untrusted programs in sandboxes of sbxd, on this host or another.\n"
     "\n"
@@ -90,14 +90,14 @@ static const char tool_help[] =
     "  health                 the server's version, capacity and what it can enforce\n"
     "  policy check FILE      validate a policy here; print the effective policy and digest\n"
     "\n" GLOBAL_HELP "\n"
-    "Exit status: 0 on success; 1 when a call fails (\"sbx: CODE: message\" on stderr);\n"
+    "Exit status: 0 on success; 1 when a call fails (\"sbxctl: CODE: message\" on stderr);\n"
     "2 for usage errors; run and exec exit with the command's status (128+N for signal N,\n"
-    "124 when script_seconds ran out, 137 for oom, 125 when sbx itself failed).\n"
-    "'sbx COMMAND --help' describes each command.\n";
+    "124 when script_seconds ran out, 137 for oom, 125 when sbxctl itself failed).\n"
+    "'sbxctl COMMAND --help' describes each command.\n";
 
 static const char *const cmd_help[CMD_COUNT] = {
     [CMD_RUN] =
-	"usage: sbx run [OPTIONS] CMD [ARG...]\n"
+	"usage: sbxctl run [OPTIONS] CMD [ARG...]\n"
 	"\n"
 	"Creates a run from the policy, uploads every regular file under --data (to\n"
 	"/data, with its sha256 in the run's manifest), runs CMD with its stdout and\n"
@@ -107,7 +107,7 @@ static const char *const cmd_help[CMD_COUNT] = {
 	"own); '--' before CMD works too.\n"
 	"\n"
 	"Without --endpoint and $SBX_ENDPOINT, and with no sbxd answering at the default\n"
-	"socket, a private sbxd is started for the command ($SBX_SBXD, else next to sbx,\n"
+	"socket, a private sbxd is started for the command ($SBX_SBXD, else next to sbxctl,\n"
 	"else on PATH) and stopped at the end.\n"
 	"\n"
 	"  --data DIR      files for /data (read-only inside)\n"
@@ -118,72 +118,73 @@ static const char *const cmd_help[CMD_COUNT] = {
 	"empty\n" POLICY_HELP "\n"
 	"Interrupts: the first SIGINT or SIGTERM is passed to CMD's process group in the\n"
 	"sandbox; a second SIGINT kills it. What it left in /out is still fetched (said on\n"
-	"stderr), the run is torn down, and sbx exits 128+N (130 for SIGINT, 143 for\n"
+	"stderr), the run is torn down, and sbxctl exits 128+N (130 for SIGINT, 143 for\n"
 	"SIGTERM), as a shell does.\n"
 	"\n"
-	"Exit status: CMD's own; 128+N if a signal N killed it or interrupted sbx; 124 if\n"
+	"Exit status: CMD's own; 128+N if a signal N killed it or interrupted sbxctl; 124 if\n"
 	"script_seconds or run_seconds ran out; 137 out of memory; 127 if CMD was not\n"
-	"found, 126 if it could not be executed; 125 if sbx failed (the reason on stderr).\n",
-    [CMD_CREATE] = "usage: sbx create [OPTIONS]\n"
+	"found, 126 if it could not be executed; 125 if sbxctl failed (the reason on stderr).\n",
+    [CMD_CREATE] = "usage: sbxctl create [OPTIONS]\n"
 		   "\n"
 		   "Creates a run and prints its id alone on stdout. With --data, every regular\n"
 		   "file under DIR is declared in the run's manifest (size, sha256) and uploaded;\n"
-		   "--no-upload only declares them, for 'sbx put' later.\n"
+		   "--no-upload only declares them, for 'sbxctl put' later.\n"
 		   "\n"
 		   "  --data DIR      files for /data\n"
 		   "  --no-upload     declare --data's files, do not upload them\n"
 		   "  --label K=V     a label of the run (repeatable)\n" POLICY_HELP,
-    [CMD_PUT] = "usage: sbx put RUN LOCAL REMOTE\n"
+    [CMD_PUT] = "usage: sbxctl put RUN LOCAL REMOTE\n"
 		"\n"
-		"Uploads the local file as /data/REMOTE. The run's manifest (sbx create --data\n"
+		"Uploads the local file as /data/REMOTE. The run's manifest (sbxctl create --data\n"
 		"DIR --no-upload) must declare REMOTE with this file's size and sha256.\n",
-    [CMD_EXEC] = "usage: sbx exec [--no-wait] [--stdin FILE] RUN CMD [ARG...]\n"
+    [CMD_EXEC] =
+	"usage: sbxctl exec [--no-wait] [--stdin FILE] RUN CMD [ARG...]\n"
+	"\n"
+	"Runs CMD in the run's sandbox with live output, and exits with its status\n"
+	"(as sbxctl run). Options may come before or after RUN and end at CMD ('--'\n"
+	"before CMD works too). --no-wait prints the exec id and returns at once\n"
+	"('sbxctl wait' and 'sbxctl logs' follow it). The first SIGINT or SIGTERM goes to\n"
+	"CMD's process group, a second SIGINT kills CMD; sbxctl then exits 128+N.\n"
+	"With --json the result is one object on stdout (as sbxctl run --json) and\n"
+	"CMD's stdout is written to stderr. --tty is refused: README says why.\n",
+    [CMD_WAIT] = "usage: sbxctl wait RUN EXEC [--json]\n"
 		 "\n"
-		 "Runs CMD in the run's sandbox with live output, and exits with its status\n"
-		 "(as sbx run). Options may come before or after RUN and end at CMD ('--'\n"
-		 "before CMD works too). --no-wait prints the exec id and returns at once\n"
-		 "('sbx wait' and 'sbx logs' follow it). The first SIGINT or SIGTERM goes to\n"
-		 "CMD's process group, a second SIGINT kills CMD; sbx then exits 128+N.\n"
-		 "With --json the result is one object on stdout (as sbx run --json) and\n"
-		 "CMD's stdout is written to stderr. --tty is refused: README says why.\n",
-    [CMD_WAIT] = "usage: sbx wait RUN EXEC [--json]\n"
-		 "\n"
-		 "Waits until the exec has ended and exits with its status, as sbx exec would\n"
+		 "Waits until the exec has ended and exits with its status, as sbxctl exec would\n"
 		 "(128+N for a signal, 124 for a timeout, 137 out of memory); --json prints\n"
 		 "its status as one object. An interrupt stops the waiting, not the exec.\n",
-    [CMD_LOGS] = "usage: sbx logs RUN EXEC [--follow] [--stderr] [--json]\n"
+    [CMD_LOGS] = "usage: sbxctl logs RUN EXEC [--follow] [--stderr] [--json]\n"
 		 "\n"
 		 "Writes what sbxd kept of the exec's stdout (--stderr: its stderr) to stdout,\n"
 		 "from the start: what is there now, or with --follow everything until the\n"
 		 "exec has ended. Says on stderr when the stream was truncated or cut. --json:\n"
 		 "one object with the bytes in base64 (data), next_offset, eof, truncated.\n",
-    [CMD_STATUS] = "usage: sbx status RUN [--json]\n"
+    [CMD_STATUS] = "usage: sbxctl status RUN [--json]\n"
 		   "\n"
 		   "The run's state, policy and image digests, deadline, labels, and every exec\n"
 		   "with its exit reason, times and usage; with an egress allowlist, the newest\n"
 		   "connections through the proxy (decision, host:port, address, reason, bytes\n"
 		   "out and in) and every destination's totals.\n",
-    [CMD_ARTIFACTS] = "usage: sbx artifacts RUN [--json]\n"
+    [CMD_ARTIFACTS] = "usage: sbxctl artifacts RUN [--json]\n"
 		      "\n"
 		      "The regular files under the run's /out: size, mode, sha256, path.\n",
-    [CMD_FETCH] = "usage: sbx fetch RUN PATH [DEST]\n"
-		  "       sbx fetch RUN --all DIR\n"
+    [CMD_FETCH] = "usage: sbxctl fetch RUN PATH [DEST]\n"
+		  "       sbxctl fetch RUN --all DIR\n"
 		  "\n"
 		  "Downloads the artifact PATH (relative to /out) to DEST (default: its name,\n"
 		  "here; into DEST if that is a directory; '-': to stdout), or every artifact\n"
 		  "into DIR. Each file is checked against the sha256 sbxd reports before it is\n"
 		  "put in place; to stdout the bytes go out as they come, and a failed check\n"
 		  "says that what was written is not the artifact (exit 1).\n",
-    [CMD_TEARDOWN] = "usage: sbx teardown RUN\n"
+    [CMD_TEARDOWN] = "usage: sbxctl teardown RUN\n"
 		     "\n"
 		     "Kills everything in the run, destroys its sandbox, and prints the run's\n"
 		     "manifest as JSON (inputs, execs, artifacts with sha256, digests, times).\n",
-    [CMD_RUNS] = "usage: sbx runs [--json]\n\nThe runs of this caller.\n",
-    [CMD_HEALTH] = "usage: sbx health [--json]\n"
+    [CMD_RUNS] = "usage: sbxctl runs [--json]\n\nThe runs of this caller.\n",
+    [CMD_HEALTH] = "usage: sbxctl health [--json]\n"
 		   "\n"
 		   "sbxd's version, capacity, what this host can enforce, the images it holds,\n"
 		   "and the identity it sees for this caller.\n",
-    [CMD_POLICY] = "usage: sbx policy check FILE\n"
+    [CMD_POLICY] = "usage: sbxctl policy check FILE\n"
 		   "\n"
 		   "Validates a policy here, without a server: prints the effective policy\n"
 		   "(every default filled in) and its digest and exits 0, or names what is\n"
@@ -192,7 +193,7 @@ static const char *const cmd_help[CMD_COUNT] = {
 
 const char *cli_cmd_name(enum cli_cmd cmd)
 {
-	return cmd > CMD_NONE && cmd < CMD_COUNT ? names[cmd] : "sbx";
+	return cmd > CMD_NONE && cmd < CMD_COUNT ? names[cmd] : "sbxctl";
 }
 
 const char *cli_help(enum cli_cmd cmd)

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The sbx command: what its files share. */
+/* The sbxctl command: what its files share. */
 #ifndef SBX_CLI_H
 #define SBX_CLI_H
 
@@ -18,7 +18,7 @@
 #define EXIT_FAILURE_RPC 1 /* a call or a local step failed */
 #define EXIT_USAGE	 2
 #define EXIT_TIMEOUT	 124
-#define EXIT_SETUP	 125 /* run/exec: sbx itself failed; the reason is on stderr */
+#define EXIT_SETUP	 125 /* run/exec: sbxctl itself failed; the reason is on stderr */
 
 #define CLI_MAX_LABELS	  64
 #define CLI_TOKEN_MAX	  256
@@ -124,7 +124,7 @@ char *cli_read_file(const char *what, const char *path, size_t max, size_t *len,
 const char *cli_cmd_name(enum cli_cmd cmd);
 
 /* Output helpers. */
-/* "sbx: CODE: message" on stderr; each returns -1. */
+/* "sbxctl: CODE: message" on stderr; each returns -1. */
 __attribute__((format(printf, 2, 3))) int cli_error(Sbx__V1__Code code, const char *fmt, ...);
 int cli_err_error(Sbx__V1__Code code, const struct sbx_err *err);
 int cli_status_error(const struct sbx_rpc_status *st);
@@ -233,7 +233,7 @@ int fetch_all(sbx_client *c, const char *run_id, const char *dir, struct sbx_rpc
 /* Checks that an artifact path from the server stays inside a directory. */
 bool safe_relative_path(const char *p);
 
-/* A private sbxd for `sbx run` when no server is there. */
+/* A private sbxd for `sbxctl run` when no server is there. */
 struct private_sbxd {
 	int pid;
 	char dir[256];

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* sbx wait and sbx logs: an exec started elsewhere (exec --no-wait, another
+/* sbxctl wait and sbxctl logs: an exec started elsewhere (exec --no-wait, another
  * shell), watched from here. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,7 +42,7 @@ int cmd_wait(struct cli *cli)
 	}
 	/* The exit status says it all, but for an end that is not an exit. */
 	if (w->status->reason != SBX__V1__EXIT_REASON__EXITED) {
-		fprintf(stderr, "sbx: exec %s: %s", cli->exec_id,
+		fprintf(stderr, "sbxctl: exec %s: %s", cli->exec_id,
 			sbx_exit_reason_name(w->status->reason));
 		if (w->status->message && *w->status->message) {
 			fputs(": ", stderr);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* sbx policy check FILE: the same strict parser sbxd and sbx-helper use
+/* sbxctl policy check FILE: the same strict parser sbxd and sbx-helper use
  * (common/policy.h), here, without a server. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* sbx status, artifacts, fetch, teardown, runs, health: the commands that
+/* sbxctl status, artifacts, fetch, teardown, runs, health: the commands that
  * look (and the one that ends a run). Human output by default, protobuf's
  * JSON with --json. */
 #include <errno.h>
@@ -179,9 +179,10 @@ int cmd_fetch(struct cli *cli)
 		    sbx_fetch_fd(c, cli->run_id, cli->path, STDOUT_FILENO, NULL, NULL, &info, &st);
 		if (rc < 0) {
 			cli_status_error(&st);
-			fputs("sbx: what (if anything) was written to stdout is not the verified "
-			      "artifact\n",
-			      stderr);
+			fputs(
+			    "sbxctl: what (if anything) was written to stdout is not the verified "
+			    "artifact\n",
+			    stderr);
 			return EXIT_FAILURE_RPC;
 		}
 		dest = strdup("-");
@@ -206,7 +207,7 @@ int cmd_fetch(struct cli *cli)
 						   cli_progress, NULL, &info, &st) < 0)
 		return cli_status_error(&st), EXIT_FAILURE_RPC;
 	if (info.live) {
-		fputs("sbx: ", stderr);
+		fputs("sbxctl: ", stderr);
 		cli_put_name(stderr, cli->path);
 		fprintf(stderr,
 			": live: an exec is running; sha256 %s is of the bytes fetched, not "
@@ -245,7 +246,7 @@ int cmd_teardown(struct cli *cli)
 	cli_note_listing(mf->artifacts_listing, 0, "manifest");
 	if (mf->execs_not_listed)
 		fprintf(stderr,
-			"sbx: manifest: %" PRIu32 " exec records not listed (to fit "
+			"sbxctl: manifest: %" PRIu32 " exec records not listed (to fit "
 			"max_message_bytes; the first and the last are)\n",
 			mf->execs_not_listed);
 	return 0;

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* sbx run, create, put, exec: the commands that make things happen. */
+/* sbxctl run, create, put, exec: the commands that make things happen. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +19,7 @@ static bool note_not_started(const struct cli *cli, const Sbx__V1__ExecStatus *s
 	if (s->reason != SBX__V1__EXIT_REASON__EXITED || !s->message || !*s->message ||
 	    (s->exit_code != 126 && s->exit_code != 127))
 		return false;
-	fprintf(stderr, "sbx: %s: ", cli_cmd_name(cli->cmd));
+	fprintf(stderr, "sbxctl: %s: ", cli_cmd_name(cli->cmd));
 	cli_put_name(stderr, name);
 	if (s->exit_code == 127 && !strchr(name, '/')) {
 		fputs(": command not found\n", stderr);
@@ -57,7 +57,7 @@ static void note_end(const struct cli *cli, const Sbx__V1__ExecStatus *s)
 	default:
 		return;
 	}
-	fprintf(stderr, "sbx: %s: ", sbx_exit_reason_name(s->reason));
+	fprintf(stderr, "sbxctl: %s: ", sbx_exit_reason_name(s->reason));
 	/* An oom that the run's shared bound caused says so itself, and
 	 * "limits.memory_mb" would contradict it. */
 	if (s->reason != SBX__V1__EXIT_REASON__OOM || !s->message || !*s->message)
@@ -176,7 +176,7 @@ int cmd_run(struct cli *cli)
 	} else if (cli->out && !cli_interrupted) {
 		/* An interrupted command's partial work is still worth having. */
 		if (cli_first_signal) {
-			fputs("sbx: interrupted: fetching what is in /out into ", stderr);
+			fputs("sbxctl: interrupted: fetching what is in /out into ", stderr);
 			cli_put_name(stderr, cli->out);
 			fputs(" before the teardown\n", stderr);
 		}

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* What every command of sbx needs: errors, JSON, the connection, progress,
+/* What every command of sbxctl needs: errors, JSON, the connection, progress,
  * signals and the exit status of an exec. */
 #include <stdarg.h>
 #include <stdio.h>
@@ -23,7 +23,7 @@ int cli_error(Sbx__V1__Code code, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	/* It may quote sbxd, which may quote a sandbox: one line, shown as is. */
-	fprintf(stderr, "sbx: %s: ", sbx_code_name(code));
+	fprintf(stderr, "sbxctl: %s: ", sbx_code_name(code));
 	cli_put_text(stderr, msg);
 	fputc('\n', stderr);
 	return -1;
@@ -44,14 +44,14 @@ int cli_status_error(const struct sbx_rpc_status *st)
 	if (st->code == SBX__V1__CODE__UNAVAILABLE && connected_to &&
 	    strstr(st->err.msg, "cannot connect to ")) {
 		fprintf(stderr,
-			"sbx: no sbxd at %s: start one with 'sbxd --listen %s' (see 'sbxd "
+			"sbxctl: no sbxd at %s: start one with 'sbxd --listen %s' (see 'sbxd "
 			"--help'), point --endpoint or SBX_ENDPOINT at a running one",
 			connected_to, connected_to);
 		if (!strcmp(connected_to, SBX_DEFAULT_ENDPOINT))
-			fputs(
-			    ", or use 'sbx run', which starts a private sbxd for its command when "
-			    "none answers here",
-			    stderr);
+			fputs(", or use 'sbxctl run', which starts a private sbxd for its command "
+			      "when "
+			      "none answers here",
+			      stderr);
 		fputs("\n", stderr);
 	}
 	return -1;
@@ -170,7 +170,7 @@ void cli_install_signals(void)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
-	/* A closed stdout (sbx run ... | head) must not kill sbx before the
+	/* A closed stdout (sbxctl run ... | head) must not kill sbxctl before the
 	 * run is torn down: writes fail with EPIPE instead. */
 	signal(SIGPIPE, SIG_IGN);
 }

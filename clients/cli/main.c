@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* sbx: the command-line client of sbxd. */
+/* sbxctl: the command-line client of sbxd. */
 #include "chunk_malloc.h"
 #include <stdio.h>
 #include <string.h>
@@ -21,12 +21,12 @@ int main(int argc, char **argv)
 
 	sbx_malloc_reuse_chunks();
 	if (cli_parse(argc, argv, &cli, &err) < 0) {
-		fprintf(stderr, "sbx: %s\nTry 'sbx %s%s--help'.\n", err.msg,
+		fprintf(stderr, "sbxctl: %s\nTry 'sbxctl %s%s--help'.\n", err.msg,
 			cli.cmd ? cli_cmd_name(cli.cmd) : "", cli.cmd ? " " : "");
 		return EXIT_USAGE;
 	}
 	if (cli.version) {
-		puts("sbx " SBX_CLIENT_VERSION);
+		puts("sbxctl " SBX_CLIENT_VERSION);
 		return 0;
 	}
 	if (cli.help) {

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The options of `sbx run` and `sbx create` that write over the policy
+/* The options of `sbxctl run` and `sbxctl create` that write over the policy
  * (--memory 512m, --timeout 60s, -e NAME=VALUE...): their values checked
  * and turned into the policy's units. Pure parsing, as args.c. */
 #include <ctype.h>

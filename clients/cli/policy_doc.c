@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The policy of `sbx run` and `sbx create`: the --policy file (or the
+/* The policy of `sbxctl run` and `sbxctl create`: the --policy file (or the
  * minimal document {"image": "host"}, whose every other key the parser
  * fills with its documented default), with the container-style flags
  * (policy_args.c) written over it. The result is still a policy document,

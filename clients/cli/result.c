@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The one result object of `sbx run --json` and `sbx exec --json`: the
+/* The one result object of `sbxctl run --json` and `sbxctl exec --json`: the
  * exec's status as sbxd keeps it (reason, exit code, signal, times, CPU,
- * peak memory, bytes and truncation of each stream), what sbx made of it
- * (exit_status, wall_ms, a signal that interrupted sbx) and the run's /out
+ * peak memory, bytes and truncation of each stream), what sbxctl made of it
+ * (exit_status, wall_ms, a signal that interrupted sbxctl) and the run's /out
  * at the end (every artifact with its sha256). Field names and enum values
  * as the policy file writes them (cli_json_of). */
 #include <stdlib.h>

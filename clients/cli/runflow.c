@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The pieces of a run as sbx drives it: create with inputs, exec with live
+/* The pieces of a run as sbxctl drives it: create with inputs, exec with live
  * output, fetch every artifact. */
 #include <errno.h>
 #include <fcntl.h>
@@ -234,10 +234,10 @@ static void forward_signals(sbx_client *c, const char *run_id, const char *exec_
 		struct sbx_rpc_status ignored; /* an exec that just ended needs no signal */
 		if (*forwarded == 0)
 			fprintf(stderr,
-				"sbx: SIG%s: passed to the command (another one kills it)\n",
+				"sbxctl: SIG%s: passed to the command (another one kills it)\n",
 				sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
 		else if (*forwarded == 1)
-			fputs("sbx: killing the command\n", stderr);
+			fputs("sbxctl: killing the command\n", stderr);
 		Sbx__V1__SignalResponse *r = sbx_signal(c, run_id, exec_id, sig, &ignored);
 		if (r)
 			sbx__v1__signal_response__free_unpacked(r, NULL);

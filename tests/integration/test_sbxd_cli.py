@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The sbx CLI through the real sbxd: runs without a policy file, the
+"""The sbxctl CLI through the real sbxd: runs without a policy file, the
 container-style flags and --print-policy against `policy check`, options
 ending at the command, the messages a user must see (a missing or
 non-executable command, an unwritable --out, no server), Ctrl-C reaching a
@@ -113,10 +113,10 @@ class CliTest(ServerTestCase):
     def test_missing_and_non_executable_commands_say_why(self):
         r = self.cli("run", "python4", "-c", "1")
         self.assertEqual(r.returncode, 127, r)
-        self.assertIn("sbx: run: python4: command not found\n", r.stderr)
+        self.assertIn("sbxctl: run: python4: command not found\n", r.stderr)
         r = self.cli("run", "/no/such/prog")
         self.assertEqual(r.returncode, 127, r)
-        self.assertIn("sbx: run: /no/such/prog: No such file or directory\n", r.stderr)
+        self.assertIn("sbxctl: run: /no/such/prog: No such file or directory\n", r.stderr)
         data = self.tmp("noexec")
         os.makedirs(data, exist_ok=True)
         with open(os.path.join(data, "script.sh"), "w") as f:
@@ -124,7 +124,7 @@ class CliTest(ServerTestCase):
         os.chmod(os.path.join(data, "script.sh"), 0o644)
         r = self.cli("run", "--data", data, "/data/script.sh")
         self.assertEqual(r.returncode, 126, r)
-        self.assertIn("sbx: run: /data/script.sh: cannot execute: Permission denied\n", r.stderr)
+        self.assertIn("sbxctl: run: /data/script.sh: cannot execute: Permission denied\n", r.stderr)
         # A command's own 127 is its own: no message from sbx.
         r = self.cli("run", "/bin/sh", "-c", "exit 127")
         self.assertEqual(r.returncode, 127, r)
@@ -132,7 +132,7 @@ class CliTest(ServerTestCase):
         run = self.create()
         r = self.cli("exec", run, "nosuchcmd")
         self.assertEqual(r.returncode, 127, r)
-        self.assertIn("sbx: exec: nosuchcmd: command not found\n", r.stderr)
+        self.assertIn("sbxctl: exec: nosuchcmd: command not found\n", r.stderr)
 
     def test_unwritable_out_is_refused_before_the_run_is_created(self):
         out = self.tmp("ro-out")
@@ -160,7 +160,7 @@ class CliTest(ServerTestCase):
                            timeout=30, env=e)
         self.assertEqual(r.returncode, 1, r)
         self.assertIn("UNAVAILABLE: cannot connect to %s" % sock, r.stderr)
-        self.assertIn("sbx: no sbxd at %s: start one with 'sbxd --listen %s'" % (sock, sock),
+        self.assertIn("sbxctl: no sbxd at %s: start one with 'sbxd --listen %s'" % (sock, sock),
                       r.stderr)
 
     # -- 3. signals
@@ -206,8 +206,8 @@ class CliTest(ServerTestCase):
             ["run", "--out", out, "/usr/bin/python3", "-c", self.HANDLER], [signal.SIGINT])
         self.assertEqual(rc, 130, stderr)
         self.assertEqual(stdout, "ready\ninterrupted\n")
-        self.assertIn("sbx: SIGINT: passed to the command", stderr)
-        self.assertIn("sbx: interrupted: fetching what is in /out into %s before the teardown"
+        self.assertIn("sbxctl: SIGINT: passed to the command", stderr)
+        self.assertIn("sbxctl: interrupted: fetching what is in /out into %s before the teardown"
                       % out, stderr)
         with open(os.path.join(out, "partial.txt")) as f:
             self.assertEqual(f.read(), "partial\n")
@@ -217,7 +217,7 @@ class CliTest(ServerTestCase):
         rc, stdout, stderr, took = self.interrupted(
             ["run", "/usr/bin/python3", "-c", self.IGNORER], [signal.SIGINT, signal.SIGINT])
         self.assertEqual(rc, 130, stderr)
-        self.assertIn("sbx: killing the command", stderr)
+        self.assertIn("sbxctl: killing the command", stderr)
         self.assertLess(took, 20)  # not the script's 60 s
         run = self.create()
         rc, stdout, stderr, took = self.interrupted(
@@ -226,7 +226,7 @@ class CliTest(ServerTestCase):
             [signal.SIGTERM])
         # SIGTERM has no handler in the script: it dies of it, and sbx says 143.
         self.assertEqual(rc, 143, stderr)
-        self.assertIn("sbx: SIGTERM: passed to the command", stderr)
+        self.assertIn("sbxctl: SIGTERM: passed to the command", stderr)
         st = self.ok("status", run).stdout
         self.assertRegex(st, r"SIGNALED 15")
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The sbx command line: global options before or after the command, each
+/* The sbxctl command line: global options before or after the command, each
  * command's options and operands, usage errors, the environment. Drives
  * clients/cli/args.c directly (cli_parse, cli_resolve). */
 #include <fcntl.h>
@@ -17,7 +17,7 @@ static int split(const char *line, char **argv, char *buf, size_t size)
 {
 	int argc = 0;
 
-	snprintf(buf, size, "sbx %s", line);
+	snprintf(buf, size, "sbxctl %s", line);
 	for (char *s = strtok(buf, " "); s && argc < 63; s = strtok(NULL, " "))
 		argv[argc++] = s;
 	argv[argc] = NULL;
