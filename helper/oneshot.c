@@ -81,7 +81,7 @@ int sbx_policy_supported(const SbxPolicy *p, bool oneshot, struct sbx_err *err)
 	 * allowlist; run alone there is nobody to accept on it. */
 	if (oneshot && p->egress->policy != SBX__V1__EGRESS__POLICY__DENY)
 		return sbx_fail(err, "egress: an allowlist needs sbxd's egress proxy, which "
-				     "`sbx-helper run` does not have; run it through sbxd (`sbx "
+				     "`sbx-helper run` does not have; run it through sbxd (`sbxctl "
 				     "run` starts a private sbxd); sbx-helper alone enforces only "
 				     "\"deny\"");
 	if (strcmp(p->image, "host") != 0 && p->image[0] != '/')

@@ -315,6 +315,14 @@ static int fetch_into(sbx_client *c, const char *run_id, const char *remote_path
 	}
 }
 
+int sbx_fetch_fd(sbx_client *c, const char *run_id, const char *remote_path, int fd,
+		 sbx_progress_fn progress, void *progress_arg, struct sbx_fetch_info *info,
+		 struct sbx_rpc_status *st)
+{
+	return fetch_into(c, run_id, remote_path, fd, NULL, false, progress, progress_arg, info,
+			  st);
+}
+
 int sbx_fetch_file(sbx_client *c, const char *run_id, const char *remote_path,
 		   const char *local_path, const char *expect_sha256, sbx_progress_fn progress,
 		   void *progress_arg, struct sbx_rpc_status *st)

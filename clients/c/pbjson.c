@@ -192,10 +192,12 @@ static json_t *real_json(double v)
 	return json_real(v);
 }
 
-static json_t *int64_json(bool is_signed, uint64_t v)
+static json_t *int64_json(bool is_signed, uint64_t v, unsigned flags)
 {
 	char buf[24];
 
+	if ((flags & SBX_PBJSON_POLICY_STYLE) && (is_signed || v <= (uint64_t)INT64_MAX))
+		return json_integer((json_int_t)v);
 	if (is_signed)
 		snprintf(buf, sizeof(buf), "%" PRId64, (int64_t)v);
 	else
@@ -204,6 +206,18 @@ static json_t *int64_json(bool is_signed, uint64_t v)
 }
 
 static json_t *object_json(const ProtobufCMessage *msg, unsigned flags);
+
+/* An enum value's name as the policy file writes its own ("per_run"). */
+static json_t *lower_json(const char *name)
+{
+	char buf[128];
+	size_t n = 0;
+
+	for (; name[n] && n + 1 < sizeof(buf); n++)
+		buf[n] = (char)tolower((unsigned char)name[n]);
+	buf[n] = '\0';
+	return json_string(buf);
+}
 
 /* One value of field f stored at p. */
 static json_t *value_json(const ProtobufCFieldDescriptor *f, const void *p, unsigned flags)
@@ -219,10 +233,10 @@ static json_t *value_json(const ProtobufCFieldDescriptor *f, const void *p, unsi
 	case PROTOBUF_C_TYPE_INT64:
 	case PROTOBUF_C_TYPE_SINT64:
 	case PROTOBUF_C_TYPE_SFIXED64:
-		return int64_json(true, *(const uint64_t *)p);
+		return int64_json(true, *(const uint64_t *)p, flags);
 	case PROTOBUF_C_TYPE_UINT64:
 	case PROTOBUF_C_TYPE_FIXED64:
-		return int64_json(false, *(const uint64_t *)p);
+		return int64_json(false, *(const uint64_t *)p, flags);
 	case PROTOBUF_C_TYPE_FLOAT:
 		return real_json(*(const float *)p);
 	case PROTOBUF_C_TYPE_DOUBLE:
@@ -233,6 +247,8 @@ static json_t *value_json(const ProtobufCFieldDescriptor *f, const void *p, unsi
 		int v = *(const int *)p;
 		const ProtobufCEnumValue *ev =
 		    protobuf_c_enum_descriptor_get_value(f->descriptor, v);
+		if (ev && (flags & SBX_PBJSON_POLICY_STYLE))
+			return lower_json(ev->name);
 		return ev ? json_string(ev->name) : json_integer(v);
 	}
 	case PROTOBUF_C_TYPE_STRING:
@@ -360,7 +376,10 @@ static json_t *object_json(const ProtobufCMessage *msg, unsigned flags)
 				continue;
 			v = value_json(f, p, flags);
 		}
-		sbx_pbjson_name(f->name, name, sizeof(name));
+		if (flags & SBX_PBJSON_POLICY_STYLE)
+			snprintf(name, sizeof(name), "%s", f->name);
+		else
+			sbx_pbjson_name(f->name, name, sizeof(name));
 		if (!v || json_object_set_new(obj, name, v) < 0) {
 			json_decref(obj);
 			obj = NULL;

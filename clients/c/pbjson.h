@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Any protobuf-c message to and from JSON (jansson), by its descriptor,
- * following protobuf's proto3 JSON mapping so that what `sbx --json` prints
+ * following protobuf's proto3 JSON mapping so that what `sbxctl --json` prints
  * is what other protobuf libraries print and read:
  *
  *  - field names in lowerCamelCase ("run_id" -> "runId"); reading accepts the
@@ -32,6 +32,13 @@ enum {
 	/* Also write fields that hold their default value (scripts then find
 	 * "exitCode": 0 instead of nothing). */
 	SBX_PBJSON_EMIT_DEFAULTS = 1u << 0,
+	/* Writing only: as sbx's policy file writes JSON rather than as
+	 * proto3's mapping does: the .proto's field names ("peak_memory_bytes"),
+	 * enum value names in lower case ("exited", "not_found"), and 64-bit
+	 * integers as numbers whenever they fit in a signed 64-bit one (a
+	 * uint64 above that stays a decimal string). sbx_pbjson_to_message
+	 * reads the names back; enums and numbers it reads as proto3 writes. */
+	SBX_PBJSON_POLICY_STYLE = 1u << 1,
 };
 
 /* The message as a JSON object (keys in field-number order); NULL only when

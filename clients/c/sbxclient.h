@@ -204,6 +204,14 @@ int sbx_fetch_file_ex(sbx_client *c, const char *run_id, const char *remote_path
 		      sbx_progress_fn progress, void *progress_arg, struct sbx_fetch_info *info,
 		      struct sbx_rpc_status *st);
 
+/* The artifact's bytes written to fd as they arrive (a pipe, a terminal:
+ * `sbxctl fetch RUN PATH -`), with the same checks as sbx_fetch_file_ex; the
+ * bytes are out before the last check, so a failure (DATA_LOSS, ABORTED)
+ * says that what was written is not the file. */
+int sbx_fetch_fd(sbx_client *c, const char *run_id, const char *remote_path, int fd,
+		 sbx_progress_fn progress, void *progress_arg, struct sbx_fetch_info *info,
+		 struct sbx_rpc_status *st);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Command line of sbx: global options, the command, its options. Pure
+/* Command line of sbxctl: global options, the command, its options. Pure
  * parsing (no environment, no files) so that unit tests can drive it;
  * cli_resolve adds the environment. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +19,8 @@ static const char *const names[CMD_COUNT] = {
     [CMD_RUN] = "run",	     [CMD_CREATE] = "create",	  [CMD_PUT] = "put",
     [CMD_EXEC] = "exec",     [CMD_STATUS] = "status",	  [CMD_ARTIFACTS] = "artifacts",
     [CMD_FETCH] = "fetch",   [CMD_TEARDOWN] = "teardown", [CMD_RUNS] = "runs",
-    [CMD_HEALTH] = "health", [CMD_POLICY] = "policy",
+    [CMD_HEALTH] = "health", [CMD_POLICY] = "policy",	  [CMD_WAIT] = "wait",
+    [CMD_LOGS] = "logs",
 };
 
 #define GLOBAL_HELP                                                                                \
@@ -34,96 +36,155 @@ static const char *const names[CMD_COUNT] = {
 	"  --token T              bearer token (default: $SBX_TOKEN; --token-file keeps it out\n"  \
 	"                         of the process list)\n"                                          \
 	"  --token-file FILE      read the bearer token from FILE\n"                               \
-	"  --timeout S            seconds to wait for each answer (default 30)\n"                  \
-	"  --json                 print results as JSON (protobuf's JSON field names)\n"           \
+	"  --call-timeout S       seconds to wait for each answer (default 30)\n"                  \
+	"  --json                 print results as JSON (the .proto's field names, as the\n"       \
+	"                         policy file writes them)\n"                                      \
 	"  -h, --help             help of the tool or of the command\n"
 
+/* run's and create's policy: the document and the flags written over it. */
+#define POLICY_HELP                                                                                \
+	"\n"                                                                                       \
+	"The policy: --policy FILE, else the documented defaults (image host, egress\n"            \
+	"deny, every limit at its default); these flags write over either:\n"                      \
+	"  --policy FILE        the run policy (JSON)\n"                                           \
+	"  -e, --env NAME=VALUE set a variable of the command's environment (repeatable);\n"       \
+	"                       -e NAME alone takes this shell's value of NAME, and leaves\n"      \
+	"                       NAME out when it is not set (as docker does)\n"                    \
+	"  --env-file FILE      NAME=VALUE lines (docker's format: taken as written, no\n"         \
+	"                       quotes; NAME alone as -e NAME; # comments, blank lines);\n"        \
+	"                       applied before -e, later ones winning\n"                           \
+	"  --image REF          image: host, a rootfs directory, or name:tag@sha256:...\n"         \
+	"  --memory SIZE        limits.memory_mb: bytes with a k, m or g suffix (512m, 1.5g),\n"   \
+	"                       a whole number of MiB\n"                                           \
+	"  --cpus N             limits.cpu (fractions allowed: 1.5)\n"                             \
+	"  --timeout T          limits.script_seconds: seconds, or with an s, m or h suffix\n"     \
+	"  --run-timeout T      limits.run_seconds (as --timeout)\n"                               \
+	"  --pids N             limits.pids\n"                                                     \
+	"  --out-mb N           limits.out_mb (the /out tmpfs)\n"                                  \
+	"  --tmp-mb N           limits.tmp_mb (the /tmp and /dev/shm tmpfs)\n"                     \
+	"  --allow HOST:PORT    add an egress.allow entry and set egress.policy allowlist\n"       \
+	"                       (repeatable; needs sbxd's egress proxy)\n"                         \
+	"  --print-policy       print the effective policy (the document, every default\n"         \
+	"                       filled in, keys sorted) on stdout and 'digest sha256:HEX' on\n"    \
+	"                       stderr, as 'sbxctl policy check' would, and do nothing else\n"
+
 static const char tool_help[] =
-    "usage: sbx [OPTIONS] COMMAND [ARGS...]\n"
+    "usage: sbxctl [OPTIONS] COMMAND [ARGS...]\n"
     "\n"
     "Runs untrusted programs in sandboxes of sbxd, on this host or another.\n"
     "\n"
     "Commands:\n"
-    "  run --policy P [--data DIR] [--out DIR] -- CMD...  create, upload, run CMD with live\n"
-    "                         output, fetch /out into DIR, tear down; exits with CMD's status\n"
-    "  create --policy P [--data DIR]   create a run; prints its id\n"
+    "  run [OPTIONS] CMD...   create, upload, run CMD with live output, fetch /out into\n"
+    "                         --out DIR, tear down; exits with CMD's status\n"
+    "  create [OPTIONS]       create a run; prints its id\n"
     "  put RUN LOCAL REMOTE   upload an input file declared at create\n"
     "  exec RUN [--no-wait] -- CMD...   run CMD in the run; exits with its status\n"
+    "  wait RUN EXEC          wait for an exec's end; exits with its status\n"
+    "  logs RUN EXEC          an exec's stdout (--stderr: its stderr); --follow to its end\n"
     "  status RUN             the run's state, digests, execs and egress\n"
     "  artifacts RUN          files under /out with size and sha256\n"
-    "  fetch RUN PATH [DEST]  download (and verify) one artifact; --all DIR for every one\n"
+    "  fetch RUN PATH [DEST]  download (and verify) one artifact ('-': to stdout); --all DIR\n"
+    "                         for every one\n"
     "  teardown RUN           destroy the run; prints its manifest (JSON)\n"
     "  runs                   this caller's runs\n"
     "  health                 the server's version, capacity and what it can enforce\n"
     "  policy check FILE      validate a policy here; print the effective policy and digest\n"
     "\n" GLOBAL_HELP "\n"
-    "Exit status: 0 on success; 1 when a call fails (\"sbx: CODE: message\" on stderr);\n"
+    "Exit status: 0 on success; 1 when a call fails (\"sbxctl: CODE: message\" on stderr);\n"
     "2 for usage errors; run and exec exit with the command's status (128+N for signal N,\n"
-    "124 when script_seconds ran out, 137 for oom, 125 when sbx itself failed).\n"
-    "'sbx COMMAND --help' describes each command.\n";
+    "124 when script_seconds ran out, 137 for oom, 125 when sbxctl itself failed).\n"
+    "'sbxctl COMMAND --help' describes each command.\n";
 
 static const char *const cmd_help[CMD_COUNT] = {
     [CMD_RUN] =
-	"usage: sbx run --policy FILE [--data DIR] [--out DIR] [--label K=V]... [--stdin FILE]\n"
-	"               -- CMD [ARG...]\n"
+	"usage: sbxctl run [OPTIONS] CMD [ARG...]\n"
 	"\n"
-	"Creates a run from the policy, uploads every regular file under DIR (to /data,\n"
-	"with its sha256 in the run's manifest), runs CMD with its stdout and stderr\n"
-	"streamed here as they come, fetches and verifies every file of /out into the\n"
-	"--out DIR (nothing is fetched without --out), and tears the run down: always,\n"
-	"also after an error or an interrupt.\n"
+	"Creates a run from the policy, uploads every regular file under --data (to\n"
+	"/data, with its sha256 in the run's manifest), runs CMD with its stdout and\n"
+	"stderr streamed here as they come, fetches and verifies every file of /out into\n"
+	"the --out DIR (nothing is fetched without --out), and tears the run down: always,\n"
+	"also after an error or an interrupt. Options end at CMD (its own flags stay its\n"
+	"own); '--' before CMD works too.\n"
 	"\n"
 	"Without --endpoint and $SBX_ENDPOINT, and with no sbxd answering at the default\n"
-	"socket, a private sbxd is started for the command ($SBX_SBXD, else next to sbx,\n"
+	"socket, a private sbxd is started for the command ($SBX_SBXD, else next to sbxctl,\n"
 	"else on PATH) and stopped at the end.\n"
 	"\n"
-	"  --policy FILE   the run policy (JSON)\n"
 	"  --data DIR      files for /data (read-only inside)\n"
-	"  --out DIR       where /out is copied at the end (created if missing)\n"
+	"  --out DIR       where /out is copied at the end (created if missing; one that\n"
+	"                  cannot be written is refused before the run is created)\n"
 	"  --label K=V     a label of the run (repeatable)\n"
-	"  --stdin FILE    CMD's standard input ('-': ours; at most 1 MiB); default empty\n"
+	"  --stdin FILE    CMD's standard input ('-': ours; at most 1 MiB); default "
+	"empty\n" POLICY_HELP "\n"
+	"Interrupts: the first SIGINT or SIGTERM is passed to CMD's process group in the\n"
+	"sandbox; a second SIGINT kills it. What it left in /out is still fetched (said on\n"
+	"stderr), the run is torn down, and sbxctl exits 128+N (130 for SIGINT, 143 for\n"
+	"SIGTERM), as a shell does.\n"
 	"\n"
-	"Exit status: CMD's own; 128+N if a signal N killed it; 124 if script_seconds or\n"
-	"run_seconds ran out; 137 out of memory; 125 if sbx failed (the reason on stderr).\n",
-    [CMD_CREATE] = "usage: sbx create --policy FILE [--data DIR [--no-upload]] [--label K=V]...\n"
+	"Exit status: CMD's own; 128+N if a signal N killed it or interrupted sbxctl; 124 if\n"
+	"script_seconds or run_seconds ran out; 137 out of memory; 127 if CMD was not\n"
+	"found, 126 if it could not be executed; 125 if sbxctl failed (the reason on stderr).\n",
+    [CMD_CREATE] = "usage: sbxctl create [OPTIONS]\n"
 		   "\n"
 		   "Creates a run and prints its id alone on stdout. With --data, every regular\n"
 		   "file under DIR is declared in the run's manifest (size, sha256) and uploaded;\n"
-		   "--no-upload only declares them, for 'sbx put' later.\n",
-    [CMD_PUT] = "usage: sbx put RUN LOCAL REMOTE\n"
+		   "--no-upload only declares them, for 'sbxctl put' later.\n"
+		   "\n"
+		   "  --data DIR      files for /data\n"
+		   "  --no-upload     declare --data's files, do not upload them\n"
+		   "  --label K=V     a label of the run (repeatable)\n" POLICY_HELP,
+    [CMD_PUT] = "usage: sbxctl put RUN LOCAL REMOTE\n"
 		"\n"
-		"Uploads the local file as /data/REMOTE. The run's manifest (sbx create --data\n"
+		"Uploads the local file as /data/REMOTE. The run's manifest (sbxctl create --data\n"
 		"DIR --no-upload) must declare REMOTE with this file's size and sha256.\n",
-    [CMD_EXEC] = "usage: sbx exec RUN [--no-wait] [--stdin FILE] -- CMD [ARG...]\n"
+    [CMD_EXEC] =
+	"usage: sbxctl exec [--no-wait] [--stdin FILE] RUN CMD [ARG...]\n"
+	"\n"
+	"Runs CMD in the run's sandbox with live output, and exits with its status\n"
+	"(as sbxctl run). Options may come before or after RUN and end at CMD ('--'\n"
+	"before CMD works too). --no-wait prints the exec id and returns at once\n"
+	"('sbxctl wait' and 'sbxctl logs' follow it). The first SIGINT or SIGTERM goes to\n"
+	"CMD's process group, a second SIGINT kills CMD; sbxctl then exits 128+N.\n"
+	"With --json the result is one object on stdout (as sbxctl run --json) and\n"
+	"CMD's stdout is written to stderr. --tty is refused: README says why.\n",
+    [CMD_WAIT] = "usage: sbxctl wait RUN EXEC [--json]\n"
 		 "\n"
-		 "Runs CMD in the run's sandbox with live output, and exits with its status\n"
-		 "(as sbx run). --no-wait prints the exec id and returns at once. An interrupt\n"
-		 "kills CMD.\n",
-    [CMD_STATUS] = "usage: sbx status RUN [--json]\n"
+		 "Waits until the exec has ended and exits with its status, as sbxctl exec would\n"
+		 "(128+N for a signal, 124 for a timeout, 137 out of memory); --json prints\n"
+		 "its status as one object. An interrupt stops the waiting, not the exec.\n",
+    [CMD_LOGS] = "usage: sbxctl logs RUN EXEC [--follow] [--stderr] [--json]\n"
+		 "\n"
+		 "Writes what sbxd kept of the exec's stdout (--stderr: its stderr) to stdout,\n"
+		 "from the start: what is there now, or with --follow everything until the\n"
+		 "exec has ended. Says on stderr when the stream was truncated or cut. --json:\n"
+		 "one object with the bytes in base64 (data), next_offset, eof, truncated.\n",
+    [CMD_STATUS] = "usage: sbxctl status RUN [--json]\n"
 		   "\n"
 		   "The run's state, policy and image digests, deadline, labels, and every exec\n"
 		   "with its exit reason, times and usage; with an egress allowlist, the newest\n"
 		   "connections through the proxy (decision, host:port, address, reason, bytes\n"
 		   "out and in) and every destination's totals.\n",
-    [CMD_ARTIFACTS] = "usage: sbx artifacts RUN [--json]\n"
+    [CMD_ARTIFACTS] = "usage: sbxctl artifacts RUN [--json]\n"
 		      "\n"
 		      "The regular files under the run's /out: size, mode, sha256, path.\n",
-    [CMD_FETCH] = "usage: sbx fetch RUN PATH [DEST]\n"
-		  "       sbx fetch RUN --all DIR\n"
+    [CMD_FETCH] = "usage: sbxctl fetch RUN PATH [DEST]\n"
+		  "       sbxctl fetch RUN --all DIR\n"
 		  "\n"
 		  "Downloads the artifact PATH (relative to /out) to DEST (default: its name,\n"
-		  "here; into DEST if that is a directory), or every artifact into DIR. Each\n"
-		  "file is checked against the sha256 sbxd reports before it is put in place.\n",
-    [CMD_TEARDOWN] = "usage: sbx teardown RUN\n"
+		  "here; into DEST if that is a directory; '-': to stdout), or every artifact\n"
+		  "into DIR. Each file is checked against the sha256 sbxd reports before it is\n"
+		  "put in place; to stdout the bytes go out as they come, and a failed check\n"
+		  "says that what was written is not the artifact (exit 1).\n",
+    [CMD_TEARDOWN] = "usage: sbxctl teardown RUN\n"
 		     "\n"
 		     "Kills everything in the run, destroys its sandbox, and prints the run's\n"
 		     "manifest as JSON (inputs, execs, artifacts with sha256, digests, times).\n",
-    [CMD_RUNS] = "usage: sbx runs [--json]\n\nThe runs of this caller.\n",
-    [CMD_HEALTH] = "usage: sbx health [--json]\n"
+    [CMD_RUNS] = "usage: sbxctl runs [--json]\n\nThe runs of this caller.\n",
+    [CMD_HEALTH] = "usage: sbxctl health [--json]\n"
 		   "\n"
 		   "sbxd's version, capacity, what this host can enforce, the images it holds,\n"
 		   "and the identity it sees for this caller.\n",
-    [CMD_POLICY] = "usage: sbx policy check FILE\n"
+    [CMD_POLICY] = "usage: sbxctl policy check FILE\n"
 		   "\n"
 		   "Validates a policy here, without a server: prints the effective policy\n"
 		   "(every default filled in) and its digest and exits 0, or names what is\n"
@@ -132,7 +193,7 @@ static const char *const cmd_help[CMD_COUNT] = {
 
 const char *cli_cmd_name(enum cli_cmd cmd)
 {
-	return cmd > CMD_NONE && cmd < CMD_COUNT ? names[cmd] : "sbx";
+	return cmd > CMD_NONE && cmd < CMD_COUNT ? names[cmd] : "sbxctl";
 }
 
 const char *cli_help(enum cli_cmd cmd)
@@ -159,6 +220,10 @@ enum {
 	OPT_NO_WAIT,
 	OPT_NO_UPLOAD,
 	OPT_ALL,
+	OPT_PRINT_POLICY,
+	OPT_FOLLOW,
+	OPT_STDERR,
+	OPT_TTY,
 };
 
 #define GLOBAL_OPTS                                                                                \
@@ -169,25 +234,44 @@ enum {
 	    {"tls-server-name", required_argument, NULL, OPT_TLS_SERVER_NAME},                     \
 	    {"token", required_argument, NULL, OPT_TOKEN},                                         \
 	    {"token-file", required_argument, NULL, OPT_TOKEN_FILE},                               \
-	    {"timeout", required_argument, NULL, OPT_TIMEOUT},                                     \
+	    {"call-timeout", required_argument, NULL, OPT_TIMEOUT},                                \
 	    {"json", no_argument, NULL, OPT_JSON}, {"help", no_argument, NULL, 'h'},               \
 	{                                                                                          \
 		"version", no_argument, NULL, OPT_VERSION                                          \
 	}
 
+/* The flags of run and create that write over the policy. */
+#define POLICY_OPTS                                                                                \
+	{"policy", required_argument, NULL, OPT_POLICY},                                           \
+	    {"print-policy", no_argument, NULL, OPT_PRINT_POLICY},                                 \
+	    {"env", required_argument, NULL, CLI_OPT_ENV},                                         \
+	    {"env-file", required_argument, NULL, CLI_OPT_ENV_FILE},                               \
+	    {"memory", required_argument, NULL, CLI_OPT_MEMORY},                                   \
+	    {"cpus", required_argument, NULL, CLI_OPT_CPUS},                                       \
+	    {"timeout", required_argument, NULL, CLI_OPT_SCRIPT_TIMEOUT},                          \
+	    {"run-timeout", required_argument, NULL, CLI_OPT_RUN_TIMEOUT},                         \
+	    {"pids", required_argument, NULL, CLI_OPT_PIDS},                                       \
+	    {"image", required_argument, NULL, CLI_OPT_IMAGE},                                     \
+	    {"allow", required_argument, NULL, CLI_OPT_ALLOW},                                     \
+	    {"out-mb", required_argument, NULL, CLI_OPT_OUT_MB},                                   \
+	{                                                                                          \
+		"tmp-mb", required_argument, NULL, CLI_OPT_TMP_MB                                  \
+	}
+
 static const struct option global_opts[] = {GLOBAL_OPTS, {0}};
 static const struct option run_opts[] = {
     GLOBAL_OPTS,
-    {"policy", required_argument, NULL, OPT_POLICY},
+    POLICY_OPTS,
     {"data", required_argument, NULL, OPT_DATA},
     {"out", required_argument, NULL, OPT_OUT},
     {"label", required_argument, NULL, OPT_LABEL},
     {"stdin", required_argument, NULL, OPT_STDIN},
+    {"tty", no_argument, NULL, OPT_TTY},
     {0},
 };
 static const struct option create_opts[] = {
     GLOBAL_OPTS,
-    {"policy", required_argument, NULL, OPT_POLICY},
+    POLICY_OPTS,
     {"data", required_argument, NULL, OPT_DATA},
     {"label", required_argument, NULL, OPT_LABEL},
     {"no-upload", no_argument, NULL, OPT_NO_UPLOAD},
@@ -197,6 +281,13 @@ static const struct option exec_opts[] = {
     GLOBAL_OPTS,
     {"no-wait", no_argument, NULL, OPT_NO_WAIT},
     {"stdin", required_argument, NULL, OPT_STDIN},
+    {"tty", no_argument, NULL, OPT_TTY},
+    {0},
+};
+static const struct option logs_opts[] = {
+    GLOBAL_OPTS,
+    {"follow", no_argument, NULL, OPT_FOLLOW},
+    {"stderr", no_argument, NULL, OPT_STDERR},
     {0},
 };
 static const struct option fetch_opts[] = {
@@ -216,6 +307,8 @@ static const struct option *cmd_opts(enum cli_cmd cmd)
 		return exec_opts;
 	case CMD_FETCH:
 		return fetch_opts;
+	case CMD_LOGS:
+		return logs_opts;
 	default:
 		return global_opts;
 	}
@@ -228,8 +321,8 @@ static int parse_timeout(const char *s, uint32_t *ms, struct sbx_err *err)
 	double v = strtod(s, &end);
 
 	if (!*s || *end || errno || !isfinite(v) || v <= 0 || v > 86400)
-		return sbx_fail(err, "--timeout %s: must be seconds, more than 0 and at most 86400",
-				s);
+		return sbx_fail(
+		    err, "--call-timeout %s: must be seconds, more than 0 and at most 86400", s);
 	*ms = (uint32_t)ceil(v * 1000);
 	return 0;
 }
@@ -282,6 +375,8 @@ static int take_opt(int c, const char *arg, const char *optname, struct cli *cli
 	case 'h':
 		cli->help = true;
 		return 0;
+	case 't':
+		return take_opt(OPT_TTY, arg, optname, cli, err);
 	case OPT_VERSION:
 		cli->version = true;
 		return 0;
@@ -313,6 +408,34 @@ static int take_opt(int c, const char *arg, const char *optname, struct cli *cli
 	case OPT_ALL:
 		cli->all_dir = arg;
 		return 0;
+	case OPT_PRINT_POLICY:
+		cli->print_policy = true;
+		return 0;
+	case OPT_FOLLOW:
+		cli->follow = true;
+		return 0;
+	case OPT_STDERR:
+		cli->logs_stderr = true;
+		return 0;
+	case OPT_TTY:
+		/* README (Clients) says why, and what to do meanwhile. */
+		return sbx_fail(err,
+				"%s: not supported yet: sbxd keeps an exec's stdout and stderr "
+				"as two pipes (no pseudo-terminal inside the sandbox); for "
+				"line-buffered output use -e PYTHONUNBUFFERED=1 or stdbuf -oL",
+				optname);
+	case CLI_OPT_ENV:
+	case CLI_OPT_ENV_FILE:
+	case CLI_OPT_MEMORY:
+	case CLI_OPT_CPUS:
+	case CLI_OPT_SCRIPT_TIMEOUT:
+	case CLI_OPT_RUN_TIMEOUT:
+	case CLI_OPT_PIDS:
+	case CLI_OPT_IMAGE:
+	case CLI_OPT_ALLOW:
+	case CLI_OPT_OUT_MB:
+	case CLI_OPT_TMP_MB:
+		return cli_policy_flag(c, arg, cli, err);
 	case ':':
 		return sbx_fail(err, "%s needs a value", optname);
 	default:
@@ -336,7 +459,9 @@ static int parse_opts(int argc, char **argv, const char *shortopts, const struct
 			snprintf(name, sizeof(name), "%.*s", (int)strcspn(word, "="), word);
 		else
 			snprintf(name, sizeof(name), "-%c",
-				 optopt > 0 && optopt < 128 ? optopt : '?');
+				 c > 0 && c < 128 && c != '?' && c != ':' ? c
+				 : optopt > 0 && optopt < 128		  ? optopt
+									  : '?');
 		if (take_opt(c, optarg, name, cli, err) < 0)
 			return -1;
 	}
@@ -356,16 +481,14 @@ static int operands(struct cli *cli, char **op, int n, struct sbx_err *err)
 {
 	switch (cli->cmd) {
 	case CMD_RUN:
-		if (!cli->policy)
-			return sbx_fail(err, "run: missing --policy FILE");
+		if (cli->print_policy)
+			return need_operands(cli, n, 0, INT_MAX, err);
 		if (n < 1)
-			return sbx_fail(err, "run: missing the command to run (after --)");
+			return sbx_fail(err, "run: missing the command to run");
 		cli->argv = op;
 		cli->argc = n;
 		return 0;
 	case CMD_CREATE:
-		if (!cli->policy)
-			return sbx_fail(err, "create: missing --policy FILE");
 		if (cli->no_upload && !cli->data)
 			return sbx_fail(err, "create: --no-upload needs --data DIR");
 		return need_operands(cli, n, 0, 0, err);
@@ -380,7 +503,7 @@ static int operands(struct cli *cli, char **op, int n, struct sbx_err *err)
 		if (n < 1)
 			return sbx_fail(err, "exec: missing RUN");
 		if (n < 2)
-			return sbx_fail(err, "exec: missing the command to run (after --)");
+			return sbx_fail(err, "exec: missing the command to run");
 		cli->run_id = op[0];
 		cli->argv = op + 1;
 		cli->argc = n - 1;
@@ -406,6 +529,13 @@ static int operands(struct cli *cli, char **op, int n, struct sbx_err *err)
 	case CMD_RUNS:
 	case CMD_HEALTH:
 		return need_operands(cli, n, 0, 0, err);
+	case CMD_WAIT:
+	case CMD_LOGS:
+		if (need_operands(cli, n, 2, 2, err) < 0)
+			return -1;
+		cli->run_id = op[0];
+		cli->exec_id = op[1];
+		return 0;
 	case CMD_POLICY:
 		if (n < 1 || strcmp(op[0], "check"))
 			return sbx_fail(err, "policy: the subcommand is 'check FILE'");
@@ -443,13 +573,32 @@ int cli_parse(int argc, char **argv, struct cli *cli, struct sbx_err *err)
 			cli->cmd = (enum cli_cmd)k;
 	if (cli->cmd == CMD_NONE)
 		return sbx_fail(err, "unknown command '%s'", name);
-	/* The command's own options; global ones are welcome here too. After
-	 * "--" nothing is an option, so CMD's own flags stay CMD's. */
+	/* The command's own options; global ones are welcome here too. For
+	 * run and exec, options end at the command to run (as docker's): its
+	 * own flags stay its own, with or without "--". exec takes RUN first,
+	 * with options before and after it. */
 	int sub_argc = argc - i;
 	char **sub_argv = argv + i;
-	int j = parse_opts(sub_argc, sub_argv, ":h", cmd_opts(cli->cmd), cli, err);
+	const char *shortopts = cli->cmd == CMD_RUN	 ? "+:he:t"
+				: cli->cmd == CMD_EXEC	 ? "+:ht"
+				: cli->cmd == CMD_CREATE ? ":he:"
+							 : ":h";
+	int j = parse_opts(sub_argc, sub_argv, shortopts, cmd_opts(cli->cmd), cli, err);
 	if (j < 0)
 		return -1;
+	if (cli->cmd == CMD_EXEC && j < sub_argc && strcmp(sub_argv[j - 1], "--")) {
+		/* RUN stands as argv[0] of the second pass. */
+		int k =
+		    parse_opts(sub_argc - j, sub_argv + j, shortopts, cmd_opts(cli->cmd), cli, err);
+		if (k < 0)
+			return -1;
+		/* The operands stay in place: RUN, then the command. */
+		if (k > 1) {
+			char *run = sub_argv[j];
+			sub_argv[j + k - 1] = run;
+			j += k - 1;
+		}
+	}
 	if (cli->help)
 		return 0;
 	return operands(cli, sub_argv + j, sub_argc - j, err);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The sbx command: what its files share. */
+/* The sbxctl command: what its files share. */
 #ifndef SBX_CLI_H
 #define SBX_CLI_H
 
@@ -7,6 +7,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include <jansson.h>
 
 #include "err.h"
 #include "rpc_status.h"
@@ -16,10 +18,41 @@
 #define EXIT_FAILURE_RPC 1 /* a call or a local step failed */
 #define EXIT_USAGE	 2
 #define EXIT_TIMEOUT	 124
-#define EXIT_SETUP	 125 /* run/exec: sbx itself failed; the reason is on stderr */
+#define EXIT_SETUP	 125 /* run/exec: sbxctl itself failed; the reason is on stderr */
 
-#define CLI_MAX_LABELS 64
-#define CLI_TOKEN_MAX  256
+#define CLI_MAX_LABELS	  64
+#define CLI_TOKEN_MAX	  256
+#define CLI_MAX_ENV	  256
+#define CLI_MAX_ENV_FILES 16
+#define CLI_MAX_ALLOW	  256
+
+/* Options of run and create that write over the policy (policy_args.c, policy_doc.c). */
+enum {
+	CLI_OPT_ENV = 'e',
+	CLI_OPT_ENV_FILE = 512,
+	CLI_OPT_MEMORY,
+	CLI_OPT_CPUS,
+	CLI_OPT_SCRIPT_TIMEOUT,
+	CLI_OPT_RUN_TIMEOUT,
+	CLI_OPT_PIDS,
+	CLI_OPT_IMAGE,
+	CLI_OPT_ALLOW,
+	CLI_OPT_OUT_MB,
+	CLI_OPT_TMP_MB,
+};
+
+struct cli_policy_flags {
+	bool any; /* some flag was given: the document is rewritten */
+	const char *image;
+	const char *env[CLI_MAX_ENV]; /* NAME=VALUE or NAME (the caller's value) */
+	unsigned n_env;
+	const char *env_files[CLI_MAX_ENV_FILES];
+	unsigned n_env_files;
+	const char *allow[CLI_MAX_ALLOW]; /* egress allowlist entries */
+	unsigned n_allow;
+	uint32_t memory_mb, script_seconds, run_seconds, pids, out_mb, tmp_mb; /* 0: unset */
+	double cpus;							       /* 0: unset */
+};
 
 enum cli_cmd {
 	CMD_NONE,
@@ -34,6 +67,8 @@ enum cli_cmd {
 	CMD_RUNS,
 	CMD_HEALTH,
 	CMD_POLICY,
+	CMD_WAIT,
+	CMD_LOGS,
 	CMD_COUNT,
 };
 
@@ -51,9 +86,13 @@ struct cli {
 	enum cli_cmd cmd;
 	/* The command's options and operands. */
 	const char *policy, *data, *out, *stdin_file;
+	struct cli_policy_flags pf;
+	bool print_policy;
 	const char *labels[CLI_MAX_LABELS];
 	unsigned n_labels;
 	bool no_wait, no_upload;
+	bool follow, logs_stderr; /* logs */
+	const char *exec_id;	  /* wait, logs */
 	const char *run_id, *local, *remote, *path, *dest, *all_dir;
 	char **argv; /* run/exec: the command for the sandbox, NULL-terminated */
 	int argc;
@@ -68,13 +107,33 @@ int cli_parse(int argc, char **argv, struct cli *cli, struct sbx_err *err);
  * SBX_TLS_CA, SBX_TLS_SERVER_NAME and SBX_TOKEN, and reads --token-file. */
 int cli_resolve(struct cli *cli, struct sbx_err *err);
 const char *cli_help(enum cli_cmd cmd);
+/* One of the CLI_OPT_ policy options with its argument, checked. */
+int cli_policy_flag(int opt, const char *arg, struct cli *cli, struct sbx_err *err);
+/* The policy document for CreateRun: --policy's file as written when no
+ * flag writes over it, else the file (or {"image": "host"}) with the flags
+ * applied; malloc'd, NUL-terminated, its length in *len. */
+char *cli_policy_document(const struct cli *cli, size_t *len, struct sbx_rpc_status *st);
+/* --print-policy: the effective policy of that document on stdout, its
+ * digest on stderr; returns the exit status. */
+int cli_print_policy(const struct cli *cli);
+/* All of p to fd, across short writes and EINTR; -1 with errno. */
+int cli_write_all(int fd, const uint8_t *p, size_t n);
+/* A whole file ("-": stdin) of at most max bytes, NUL-terminated. */
+char *cli_read_file(const char *what, const char *path, size_t max, size_t *len,
+		    struct sbx_rpc_status *st);
 const char *cli_cmd_name(enum cli_cmd cmd);
 
 /* Output helpers. */
-/* "sbx: CODE: message" on stderr; each returns -1. */
+/* "sbxctl: CODE: message" on stderr; each returns -1. */
 __attribute__((format(printf, 2, 3))) int cli_error(Sbx__V1__Code code, const char *fmt, ...);
 int cli_err_error(Sbx__V1__Code code, const struct sbx_err *err);
 int cli_status_error(const struct sbx_rpc_status *st);
+/* --json: a message as JSON in the policy file's style (pbjson.h's
+ * SBX_PBJSON_POLICY_STYLE, every default written), its policy field (if
+ * any) as the policy document; NULL when out of memory. */
+json_t *cli_json_of(const ProtobufCMessage *m);
+/* Prints j (taken) on stdout, terminal-safe (cli_json_safe). */
+int cli_print_json_value(json_t *j);
 int cli_print_json(const ProtobufCMessage *m);
 sbx_client *cli_connect(const struct cli *cli, const char *endpoint);
 /* A client closed on scope exit. */
@@ -111,9 +170,15 @@ void cli_print_egress_destinations(FILE *f, Sbx__V1__EgressDestination *const *d
  * it at kept_bytes, and why) or truncated (output_kb). */
 void cli_note_cut(const char *stream, const char *cut, uint64_t kept_bytes, bool truncated);
 
-/* The number of the SIGINT, SIGTERM or SIGHUP that arrived (0: none), once
- * cli_install_signals ran. */
+/* The number of the SIGINT, SIGTERM or SIGHUP that arrived outside an
+ * exec (0: none), once cli_install_signals ran: calls in progress end
+ * CANCELLED. */
 extern volatile sig_atomic_t cli_interrupted;
+/* Non-zero while live_exec waits for an exec: a signal then only counts
+ * in cli_signals, and live_exec passes the first on to the command's
+ * process group and kills it at the second. cli_first_signal: the first
+ * signal that arrived at all (0: none). */
+extern volatile sig_atomic_t cli_forwarding, cli_signals, cli_first_signal;
 void cli_install_signals(void);
 
 /* The commands; each returns the process's exit status. */
@@ -128,6 +193,8 @@ int cmd_teardown(struct cli *cli);
 int cmd_runs(struct cli *cli);
 int cmd_health(struct cli *cli);
 int cmd_policy(struct cli *cli);
+int cmd_wait(struct cli *cli);
+int cmd_logs(struct cli *cli);
 
 /* Pieces of run/create/exec. */
 struct manifest {
@@ -147,16 +214,26 @@ int create_with_inputs(sbx_client *c, const struct cli *cli, bool upload, char *
 int start_exec(sbx_client *c, const struct cli *cli, const char *run_id, char **exec_id,
 	       struct sbx_rpc_status *st);
 /* Streams the exec's stdout and stderr to ours while it runs, and waits for
- * its end; *status is the final ExecStatus (free with free_unpacked of the
- * WaitResponse it came in, via *wait). */
-int live_exec(sbx_client *c, const char *run_id, const char *exec_id, Sbx__V1__WaitResponse **wait,
-	      struct sbx_rpc_status *st);
+ * its end, passing an interrupt on to the command (see cli_forwarding);
+ * the exec's stdout goes to stdout_fd (stderr with --json, whose object
+ * alone is on stdout); *status is the final
+ * ExecStatus (free with free_unpacked of the WaitResponse it came in, via *wait). */
+int live_exec(sbx_client *c, const char *run_id, const char *exec_id, int stdout_fd,
+	      Sbx__V1__WaitResponse **wait, struct sbx_rpc_status *st);
+/* --out DIR: made if missing, and a file can be written in it. */
+int check_out_dir(const char *dir, struct sbx_err *err);
+/* run --json, exec --json: the result object (result.c); NULL with st. */
+json_t *cli_exec_result(const char *run_id, const Sbx__V1__ExecStatus *s, int exit_status,
+			struct sbx_rpc_status *st);
+/* Adds the run's artifacts now (ListArtifacts) to a result object. */
+int cli_result_add_artifacts(json_t *r, sbx_client *c, const char *run_id,
+			     struct sbx_rpc_status *st);
 /* Fetches every artifact of the run into dir, verified. */
 int fetch_all(sbx_client *c, const char *run_id, const char *dir, struct sbx_rpc_status *st);
 /* Checks that an artifact path from the server stays inside a directory. */
 bool safe_relative_path(const char *p);
 
-/* A private sbxd for `sbx run` when no server is there. */
+/* A private sbxd for `sbxctl run` when no server is there. */
 struct private_sbxd {
 	int pid;
 	char dir[256];

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* sbx policy check FILE: the same strict parser sbxd and sbx-helper use
+/* sbxctl policy check FILE: the same strict parser sbxd and sbx-helper use
  * (common/policy.h), here, without a server. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +25,15 @@ int cmd_policy(struct cli *cli)
 		return cli_error(SBX__V1__CODE__INTERNAL, "out of memory"), EXIT_FAILURE_RPC;
 	if (rc < 0)
 		return cli_err_error(SBX__V1__CODE__INTERNAL, &err), EXIT_FAILURE_RPC;
+	if (cli->json) {
+		char tagged[80];
+		snprintf(tagged, sizeof(tagged), "sha256:%s", digest);
+		return cli_print_json_value(json_pack("{s:o?, s:s}", "policy",
+						      json_loads(json, 0, NULL), "digest",
+						      tagged)) < 0
+			   ? EXIT_FAILURE_RPC
+			   : 0;
+	}
 	/* The digest as sbxd reports it (CreateRun's policy_digest). */
 	printf("%s\ndigest sha256:%s\n", json, digest);
 	return 0;

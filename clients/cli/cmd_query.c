@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* sbx status, artifacts, fetch, teardown, runs, health: the commands that
+/* sbxctl status, artifacts, fetch, teardown, runs, health: the commands that
  * look (and the one that ends a run). Human output by default, protobuf's
  * JSON with --json. */
 #include <errno.h>
@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "util.h"
@@ -154,16 +155,46 @@ int cmd_fetch(struct cli *cli)
 	if (!c)
 		return EXIT_FAILURE_RPC;
 	cli_install_signals();
-	if (cli->all_dir)
-		return fetch_all(c, cli->run_id, cli->all_dir, &st) < 0
-			   ? (cli_status_error(&st), EXIT_FAILURE_RPC)
-			   : 0;
+	if (cli->all_dir) {
+		if (fetch_all(c, cli->run_id, cli->all_dir, &st) < 0)
+			return cli_status_error(&st), EXIT_FAILURE_RPC;
+		if (!cli->json)
+			return 0;
+		/* What was fetched: the listing it followed. */
+		json_t *r = json_pack("{s:s, s:s}", "run_id", cli->run_id, "dir", cli->all_dir);
+		if (r && cli_result_add_artifacts(r, c, cli->run_id, &st) < 0) {
+			json_decref(r);
+			return cli_status_error(&st), EXIT_FAILURE_RPC;
+		}
+		return cli_print_json_value(r) < 0 ? EXIT_FAILURE_RPC : 0;
+	}
+	struct sbx_fetch_info info;
+	/* "-": the bytes to stdout as they come, checked all the same. */
+	if (cli->dest && !strcmp(cli->dest, "-")) {
+		if (cli->json)
+			return cli_error(SBX__V1__CODE__INVALID_ARGUMENT,
+					 "fetch: --json and DEST '-' both want stdout"),
+			       EXIT_USAGE;
+		int rc =
+		    sbx_fetch_fd(c, cli->run_id, cli->path, STDOUT_FILENO, NULL, NULL, &info, &st);
+		if (rc < 0) {
+			cli_status_error(&st);
+			fputs(
+			    "sbxctl: what (if anything) was written to stdout is not the verified "
+			    "artifact\n",
+			    stderr);
+			return EXIT_FAILURE_RPC;
+		}
+		dest = strdup("-");
+	}
 	/* DEST: the artifact's name here, or inside DEST if that is a directory. */
 	const char *name = base_name(cli->path);
 	if (!*name)
 		return cli_error(SBX__V1__CODE__INVALID_ARGUMENT, "%s: not a file name", cli->path),
 		       EXIT_USAGE;
-	if (!cli->dest)
+	if (dest)
+		; /* written to stdout already */
+	else if (!cli->dest)
 		dest = strdup(name);
 	else if (stat(cli->dest, &sb) == 0 && S_ISDIR(sb.st_mode))
 		(void)!asprintf(&dest, "%s/%s", cli->dest, name);
@@ -172,18 +203,24 @@ int cmd_fetch(struct cli *cli)
 	if (!dest)
 		return cli_error(SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory"),
 		       EXIT_FAILURE_RPC;
-	struct sbx_fetch_info info;
-	if (sbx_fetch_file_ex(c, cli->run_id, cli->path, dest, NULL, false, cli_progress, NULL,
-			      &info, &st) < 0)
+	if (strcmp(dest, "-") && sbx_fetch_file_ex(c, cli->run_id, cli->path, dest, NULL, false,
+						   cli_progress, NULL, &info, &st) < 0)
 		return cli_status_error(&st), EXIT_FAILURE_RPC;
 	if (info.live) {
-		fputs("sbx: ", stderr);
+		fputs("sbxctl: ", stderr);
 		cli_put_name(stderr, cli->path);
 		fprintf(stderr,
 			": live: an exec is running; sha256 %s is of the bytes fetched, not "
 			"final\n",
 			info.sha256);
 	}
+	if (cli->json)
+		return cli_print_json_value(json_pack("{s:s, s:s, s:s, s:I, s:s, s:b}", "run_id",
+						      cli->run_id, "path", cli->path, "dest", dest,
+						      "size", (json_int_t)info.size, "sha256",
+						      info.sha256, "live", info.live)) < 0
+			   ? EXIT_FAILURE_RPC
+			   : 0;
 	return 0;
 }
 
@@ -209,7 +246,7 @@ int cmd_teardown(struct cli *cli)
 	cli_note_listing(mf->artifacts_listing, 0, "manifest");
 	if (mf->execs_not_listed)
 		fprintf(stderr,
-			"sbx: manifest: %" PRIu32 " exec records not listed (to fit "
+			"sbxctl: manifest: %" PRIu32 " exec records not listed (to fit "
 			"max_message_bytes; the first and the last are)\n",
 			mf->execs_not_listed);
 	return 0;

@@ -1,18 +1,43 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* sbx run, create, put, exec: the commands that make things happen. */
+/* sbxctl run, create, put, exec: the commands that make things happen. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "util.h"
 
+/* A command that did not start: said as a shell says it, with sbxd's
+ * reason (the errno of execve as text); exit 127 not found, 126 not
+ * executable. A command that exits 127 itself carries no message. */
+static bool note_not_started(const struct cli *cli, const Sbx__V1__ExecStatus *s)
+{
+	const char *name = s->n_argv ? s->argv[0] : cli->argv[0];
+
+	if (s->reason != SBX__V1__EXIT_REASON__EXITED || !s->message || !*s->message ||
+	    (s->exit_code != 126 && s->exit_code != 127))
+		return false;
+	fprintf(stderr, "sbxctl: %s: ", cli_cmd_name(cli->cmd));
+	cli_put_name(stderr, name);
+	if (s->exit_code == 127 && !strchr(name, '/')) {
+		fputs(": command not found\n", stderr);
+		return true;
+	}
+	fputs(s->exit_code == 126 ? ": cannot execute: " : ": ", stderr);
+	cli_put_text(stderr, s->message);
+	fputc('\n', stderr);
+	return true;
+}
+
 /* Says why an exec ended, when that is not simply its exit. */
-static void note_end(const Sbx__V1__ExecStatus *s)
+static void note_end(const struct cli *cli, const Sbx__V1__ExecStatus *s)
 {
 	const char *why = NULL;
 
+	if (note_not_started(cli, s))
+		return;
 	switch (s->reason) {
 	case SBX__V1__EXIT_REASON__TIMEOUT:
 		why = "script_seconds ran out";
@@ -35,7 +60,7 @@ static void note_end(const Sbx__V1__ExecStatus *s)
 	default:
 		return;
 	}
-	fprintf(stderr, "sbx: %s: ", sbx_exit_reason_name(s->reason));
+	fprintf(stderr, "sbxctl: %s: ", sbx_exit_reason_name(s->reason));
 	/* An oom that the run's shared bound caused says so itself, and
 	 * "limits.memory_mb" would contradict it. */
 	if (s->reason != SBX__V1__EXIT_REASON__OOM || !s->message || !*s->message)
@@ -49,8 +74,8 @@ static void note_end(const Sbx__V1__ExecStatus *s)
 }
 
 /* Runs argv in run_id with live output; returns the exit status for it, or
- * -1 with st. An interrupt kills the exec and returns 128+signal. */
-static int exec_and_wait(sbx_client *c, const struct cli *cli, const char *run_id,
+ * -1 with st. A signal meanwhile is passed on to the command (live_exec). */
+static int exec_and_wait(sbx_client *c, const struct cli *cli, const char *run_id, json_t **result,
 			 struct sbx_rpc_status *st)
 {
 	_cleanup_free_ char *exec_id = NULL;
@@ -58,21 +83,23 @@ static int exec_and_wait(sbx_client *c, const struct cli *cli, const char *run_i
 
 	if (start_exec(c, cli, run_id, &exec_id, st) < 0)
 		return -1;
-	if (live_exec(c, run_id, exec_id, &w, st) < 0) {
-		if (st->code == SBX__V1__CODE__CANCELLED && cli_interrupted) {
-			int sig = cli_interrupted;
-			struct sbx_rpc_status ignored;
-			sbx_client_set_interrupt(c, NULL);
-			Sbx__V1__SignalResponse *r =
-			    sbx_signal(c, run_id, exec_id, SIGKILL, &ignored);
-			if (r)
-				sbx__v1__signal_response__free_unpacked(r, NULL);
-			return 128 + sig;
-		}
+	if (live_exec(c, run_id, exec_id, cli->json ? STDERR_FILENO : STDOUT_FILENO, &w, st) < 0) {
+		/* Given up on (the connection, an interrupt between calls): the
+		 * command must not run on unwatched. */
+		struct sbx_rpc_status ignored;
+		sbx_client_set_interrupt(c, NULL);
+		Sbx__V1__SignalResponse *r = sbx_signal(c, run_id, exec_id, SIGKILL, &ignored);
+		if (r)
+			sbx__v1__signal_response__free_unpacked(r, NULL);
+		sbx_client_set_interrupt(c, &cli_interrupted);
 		return -1;
 	}
 	int status = cli_exit_status(w->status);
-	note_end(w->status);
+	note_end(cli, w->status);
+	if (cli->json && cli_first_signal)
+		status = 128 + cli_first_signal;
+	if (cli->json && !(*result = cli_exec_result(run_id, w->status, status, st)))
+		status = -1;
 	sbx__v1__wait_response__free_unpacked(w, NULL);
 	return status;
 }
@@ -131,7 +158,13 @@ int cmd_run(struct cli *cli)
 	struct sbx_rpc_status st;
 	_cleanup_free_ char *run_id = NULL;
 	int status = EXIT_SETUP;
+	json_auto_t *result = NULL;
 
+	if (cli->print_policy)
+		return cli_print_policy(cli);
+	/* Refused now, not after the run's work is lost. */
+	if (cli->out && check_out_dir(cli->out, &st.err) < 0)
+		return cli_err_error(SBX__V1__CODE__INVALID_ARGUMENT, &st.err), EXIT_SETUP;
 	cli_install_signals();
 	sbx_client *c = connect_for_run(cli, &priv, &st);
 	if (!c) {
@@ -140,26 +173,45 @@ int cmd_run(struct cli *cli)
 	}
 	if (create_with_inputs(c, cli, true, &run_id, &st) < 0) {
 		cli_status_error(&st);
-	} else if ((status = exec_and_wait(c, cli, run_id, &st)) < 0) {
+	} else if ((status = exec_and_wait(c, cli, run_id, &result, &st)) < 0) {
 		cli_status_error(&st);
 		status = EXIT_SETUP;
-	} else if (cli->out && !cli_interrupted && fetch_all(c, run_id, cli->out, &st) < 0) {
-		cli_status_error(&st);
-		status = EXIT_SETUP;
+	} else if (cli->out && !cli_interrupted) {
+		/* An interrupted command's partial work is still worth having. */
+		if (cli_first_signal) {
+			fputs("sbxctl: interrupted: fetching what is in /out into ", stderr);
+			cli_put_name(stderr, cli->out);
+			fputs(" before the teardown\n", stderr);
+		}
+		if (fetch_all(c, run_id, cli->out, &st) < 0) {
+			cli_status_error(&st);
+			status = EXIT_SETUP;
+		}
+	}
+	/* What the run left, listed before it is gone. */
+	if (result && status != EXIT_SETUP) {
+		if (cli_result_add_artifacts(result, c, run_id, &st) < 0) {
+			cli_status_error(&st);
+			status = EXIT_SETUP;
+		} else if (cli_print_json_value(json_incref(result)) < 0) {
+			status = EXIT_SETUP;
+		}
 	}
 	if (run_id && teardown_quiet(c, run_id, 0) < 0)
 		status = EXIT_SETUP;
 	sbx_client_close(c);
 	private_sbxd_stop(&priv);
-	if (cli_interrupted && status == EXIT_SETUP)
-		status = 128 + cli_interrupted;
-	return status;
+	/* As a shell reports an interrupted script, whatever the command did
+	 * with the signal. */
+	return cli_first_signal ? 128 + cli_first_signal : status;
 }
 
 int cmd_create(struct cli *cli)
 {
 	struct sbx_rpc_status st;
 	_cleanup_free_ char *run_id = NULL;
+	if (cli->print_policy)
+		return cli_print_policy(cli);
 	_cleanup_client_ sbx_client *c = cli_connect(cli, NULL);
 
 	if (!c)
@@ -171,8 +223,10 @@ int cmd_create(struct cli *cli)
 		/* A run whose inputs did not arrive is of no use: do not leave it. */
 		if (run_id)
 			teardown_quiet(c, run_id, -1);
-	} else {
+	} else if (!cli->json) {
 		puts(run_id);
+	} else if (cli_print_json_value(json_pack("{s:s}", "run_id", run_id)) < 0) {
+		rc = -1;
 	}
 	return rc < 0 ? EXIT_FAILURE_RPC : 0;
 }
@@ -187,14 +241,26 @@ int cmd_put(struct cli *cli)
 	cli_install_signals();
 	int rc = sbx_put_file(c, cli->run_id, cli->local, cli->remote, cli_progress, NULL, &st);
 	if (rc < 0)
-		cli_status_error(&st);
-	return rc < 0 ? EXIT_FAILURE_RPC : 0;
+		return cli_status_error(&st), EXIT_FAILURE_RPC;
+	if (!cli->json)
+		return 0;
+	/* What was sent, as sbxd checked it against the manifest. */
+	char hex[65];
+	uint64_t size;
+	if (sbx_file_sha256(cli->local, hex, &size, &st.err) < 0)
+		return cli_err_error(SBX__V1__CODE__INVALID_ARGUMENT, &st.err), EXIT_FAILURE_RPC;
+	return cli_print_json_value(json_pack("{s:s, s:s, s:I, s:s}", "run_id", cli->run_id, "path",
+					      cli->remote, "size", (json_int_t)size, "sha256",
+					      hex)) < 0
+		   ? EXIT_FAILURE_RPC
+		   : 0;
 }
 
 int cmd_exec(struct cli *cli)
 {
-	struct sbx_rpc_status st;
+	struct sbx_rpc_status st = {0};
 	int status;
+	json_auto_t *result = NULL;
 	_cleanup_client_ sbx_client *c = cli_connect(cli, NULL);
 
 	if (!c)
@@ -205,11 +271,19 @@ int cmd_exec(struct cli *cli)
 		status = start_exec(c, cli, cli->run_id, &exec_id, &st) < 0 ? EXIT_FAILURE_RPC : 0;
 		if (status)
 			cli_status_error(&st);
-		else
+		else if (!cli->json)
 			puts(exec_id);
-	} else if ((status = exec_and_wait(c, cli, cli->run_id, &st)) < 0) {
+		else if (cli_print_json_value(json_pack("{s:s, s:s}", "run_id", cli->run_id,
+							"exec_id", exec_id)) < 0)
+			status = EXIT_FAILURE_RPC;
+	} else if ((status = exec_and_wait(c, cli, cli->run_id, &result, &st)) < 0) {
 		cli_status_error(&st);
 		status = EXIT_SETUP;
+	} else if (result && (cli_result_add_artifacts(result, c, cli->run_id, &st) < 0 ||
+			      cli_print_json_value(json_incref(result)) < 0)) {
+		if (st.err.msg[0])
+			cli_status_error(&st);
+		status = EXIT_SETUP;
 	}
-	return status;
+	return cli_first_signal ? 128 + cli_first_signal : status;
 }

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* What every command of sbx needs: errors, JSON, the connection, progress,
+/* What every command of sbxctl needs: errors, JSON, the connection, progress,
  * signals and the exit status of an exec. */
 #include <stdarg.h>
 #include <stdio.h>
@@ -9,8 +9,10 @@
 
 #include "cli.h"
 #include "pbjson.h"
+#include "policy.h"
 
 volatile sig_atomic_t cli_interrupted;
+volatile sig_atomic_t cli_forwarding, cli_signals, cli_first_signal;
 
 int cli_error(Sbx__V1__Code code, const char *fmt, ...)
 {
@@ -21,7 +23,7 @@ int cli_error(Sbx__V1__Code code, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	/* It may quote sbxd, which may quote a sandbox: one line, shown as is. */
-	fprintf(stderr, "sbx: %s: ", sbx_code_name(code));
+	fprintf(stderr, "sbxctl: %s: ", sbx_code_name(code));
 	cli_put_text(stderr, msg);
 	fputc('\n', stderr);
 	return -1;
@@ -32,17 +34,58 @@ int cli_err_error(Sbx__V1__Code code, const struct sbx_err *err)
 	return cli_error(code, "%s", err->msg);
 }
 
+/* The endpoint of the last connection made, for the hint below. */
+static const char *connected_to;
+
 int cli_status_error(const struct sbx_rpc_status *st)
 {
-	return cli_err_error(st->code, &st->err);
+	cli_err_error(st->code, &st->err);
+	/* Nobody listens: say how to get somebody to. */
+	if (st->code == SBX__V1__CODE__UNAVAILABLE && connected_to &&
+	    strstr(st->err.msg, "cannot connect to ")) {
+		fprintf(stderr,
+			"sbxctl: no sbxd at %s: start one with 'sbxd --listen %s' (see 'sbxd "
+			"--help'), point --endpoint or SBX_ENDPOINT at a running one",
+			connected_to, connected_to);
+		if (!strcmp(connected_to, SBX_DEFAULT_ENDPOINT))
+			fputs(", or use 'sbxctl run', which starts a private sbxd for its command "
+			      "when "
+			      "none answers here",
+			      stderr);
+		fputs("\n", stderr);
+	}
+	return -1;
 }
 
-int cli_print_json(const ProtobufCMessage *m)
+json_t *cli_json_of(const ProtobufCMessage *m)
 {
-	/* Defaults included: a script reading .exitCode finds 0, not null. */
-	char *raw = sbx_pbjson_dumps(m, SBX_PBJSON_EMIT_DEFAULTS);
+	/* Defaults included: a script reading .exit_code finds 0, not null. */
+	json_t *j = sbx_pbjson_from_message(m, SBX_PBJSON_EMIT_DEFAULTS | SBX_PBJSON_POLICY_STYLE);
+	const ProtobufCFieldDescriptor *f =
+	    protobuf_c_message_descriptor_get_field_by_name(m->descriptor, "policy");
+
+	if (!j || !f || f->type != PROTOBUF_C_TYPE_MESSAGE ||
+	    f->descriptor != &sbx__v1__policy__descriptor)
+		return j;
+	/* A policy (Status, the manifest) as the policy document itself, so
+	 * that it can be given to `policy check` or --policy as it is. */
+	const SbxPolicy *p = *(SbxPolicy *const *)((const char *)m + f->offset);
+	char *doc = p ? sbx_policy_to_json(p) : NULL;
+	json_t *pj = doc ? json_loads(doc, 0, NULL) : NULL;
+	free(doc);
+	if (pj && json_object_set_new(j, "policy", pj) == 0)
+		return j;
+	json_decref(j);
+	return NULL;
+}
+
+int cli_print_json_value(json_t *j)
+{
+	/* Keys in the order they were set: the .proto's, as the human output. */
+	char *raw = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
 	char *s = raw ? cli_json_safe(raw) : NULL;
 
+	json_decref(j);
 	free(raw);
 	if (!s)
 		return cli_error(SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
@@ -50,6 +93,11 @@ int cli_print_json(const ProtobufCMessage *m)
 	free(s);
 	return fflush(stdout) == 0 ? 0
 				   : cli_error(SBX__V1__CODE__INTERNAL, "writing stdout failed");
+}
+
+int cli_print_json(const ProtobufCMessage *m)
+{
+	return cli_print_json_value(cli_json_of(m));
 }
 
 sbx_client *cli_connect(const struct cli *cli, const char *endpoint)
@@ -66,6 +114,7 @@ sbx_client *cli_connect(const struct cli *cli, const char *endpoint)
 	struct sbx_err err;
 	sbx_client *c = sbx_client_open(&o, &err);
 
+	connected_to = o.endpoint;
 	if (!c) {
 		cli_err_error(SBX__V1__CODE__INVALID_ARGUMENT, &err);
 		return NULL;
@@ -102,7 +151,15 @@ void cli_progress(const char *path, uint64_t done, uint64_t total, void *arg)
 
 static void on_signal(int sig)
 {
-	cli_interrupted = sig; /* 128 + it is the exit status after teardown */
+	/* 128 + the first is the exit status after teardown. */
+	if (!cli_first_signal)
+		cli_first_signal = sig;
+	/* While an exec runs, a signal is the command's to handle (live_exec
+	 * passes it on); otherwise it cancels the calls in progress. */
+	if (cli_forwarding)
+		cli_signals++;
+	else
+		cli_interrupted = sig;
 }
 
 void cli_install_signals(void)
@@ -113,7 +170,7 @@ void cli_install_signals(void)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
-	/* A closed stdout (sbx run ... | head) must not kill sbx before the
+	/* A closed stdout (sbxctl run ... | head) must not kill sbxctl before the
 	 * run is torn down: writes fail with EPIPE instead. */
 	signal(SIGPIPE, SIG_IGN);
 }

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* sbx: the command-line client of sbxd. */
+/* sbxctl: the command-line client of sbxd. */
 #include "chunk_malloc.h"
 #include <stdio.h>
 #include <string.h>
@@ -10,7 +10,8 @@ static int (*const commands[CMD_COUNT])(struct cli *) = {
     [CMD_RUN] = cmd_run,       [CMD_CREATE] = cmd_create,     [CMD_PUT] = cmd_put,
     [CMD_EXEC] = cmd_exec,     [CMD_STATUS] = cmd_status,     [CMD_ARTIFACTS] = cmd_artifacts,
     [CMD_FETCH] = cmd_fetch,   [CMD_TEARDOWN] = cmd_teardown, [CMD_RUNS] = cmd_runs,
-    [CMD_HEALTH] = cmd_health, [CMD_POLICY] = cmd_policy,
+    [CMD_HEALTH] = cmd_health, [CMD_POLICY] = cmd_policy,     [CMD_WAIT] = cmd_wait,
+    [CMD_LOGS] = cmd_logs,
 };
 
 int main(int argc, char **argv)
@@ -20,12 +21,12 @@ int main(int argc, char **argv)
 
 	sbx_malloc_reuse_chunks();
 	if (cli_parse(argc, argv, &cli, &err) < 0) {
-		fprintf(stderr, "sbx: %s\nTry 'sbx %s%s--help'.\n", err.msg,
+		fprintf(stderr, "sbxctl: %s\nTry 'sbxctl %s%s--help'.\n", err.msg,
 			cli.cmd ? cli_cmd_name(cli.cmd) : "", cli.cmd ? " " : "");
 		return EXIT_USAGE;
 	}
 	if (cli.version) {
-		puts("sbx " SBX_CLIENT_VERSION);
+		puts("sbxctl " SBX_CLIENT_VERSION);
 		return 0;
 	}
 	if (cli.help) {

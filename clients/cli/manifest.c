@@ -90,7 +90,8 @@ static int walk(int dfd, const char *rel, const char *local, int depth, struct m
 		} else {
 			/* As sbx-helper does with /out: links and special files
 			 * are named and left out, never followed. */
-			fprintf(stderr, "sbx: %s: not a regular file or directory, not uploaded\n",
+			fprintf(stderr,
+				"sbxctl: %s: not a regular file or directory, not uploaded\n",
 				clocal);
 		}
 	}

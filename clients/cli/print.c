@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* What sbx prints that a sandbox chose: names escaped (common/text.h's one
+/* What sbxctl prints that a sandbox chose: names escaped (common/text.h's one
  * form, "\xNN" per byte and "\\"), JSON made safe for a terminal, what
  * sbxd says a listing or an output stream left out, and a run's egress
  * (the hosts in it are whatever the sandboxed code asked for). */
@@ -74,13 +74,15 @@ void cli_note_listing(const Sbx__V1__ArtifactListing *l, uint32_t skipped, const
 	uint32_t other = skipped;
 
 	if (l && l->live)
-		fprintf(stderr, "sbx: %s: live: an exec is running; digests are not final\n", what);
+		fprintf(stderr, "sbxctl: %s: live: an exec is running; digests are not final\n",
+			what);
 	if (l && (l->truncated || l->not_listed)) {
 		if (l->not_listed)
-			fprintf(stderr, "sbx: %s: truncated: %" PRIu32 " regular files not listed",
-				what, l->not_listed);
+			fprintf(stderr,
+				"sbxctl: %s: truncated: %" PRIu32 " regular files not listed", what,
+				l->not_listed);
 		else
-			fprintf(stderr, "sbx: %s: truncated: some files are not listed", what);
+			fprintf(stderr, "sbxctl: %s: truncated: some files are not listed", what);
 		if (l->note && *l->note) {
 			fputs(" (", stderr);
 			cli_put_text(stderr, l->note);
@@ -89,10 +91,12 @@ void cli_note_listing(const Sbx__V1__ArtifactListing *l, uint32_t skipped, const
 		fputc('\n', stderr);
 	}
 	if (l && l->busy)
-		fprintf(stderr, "sbx: %s: %" PRIu32 " files busy (a lease is held): not listed\n",
-			what, l->busy);
+		fprintf(stderr,
+			"sbxctl: %s: %" PRIu32 " files busy (a lease is held): not listed\n", what,
+			l->busy);
 	if (l && l->bad_names)
-		fprintf(stderr, "sbx: %s: %" PRIu32 " names are not UTF-8: skipped, never served\n",
+		fprintf(stderr,
+			"sbxctl: %s: %" PRIu32 " names are not UTF-8: skipped, never served\n",
 			what, l->bad_names);
 	/* skipped counts those three too (sandbox.proto). */
 	if (l) {
@@ -101,19 +105,20 @@ void cli_note_listing(const Sbx__V1__ArtifactListing *l, uint32_t skipped, const
 	}
 	if (other)
 		fprintf(stderr,
-			"sbx: %s: %" PRIu32 " entries are links or special files: never served\n",
+			"sbxctl: %s: %" PRIu32
+			" entries are links or special files: never served\n",
 			what, other);
 }
 
 void cli_note_cut(const char *stream, const char *cut, uint64_t kept_bytes, bool truncated)
 {
 	if (cut && *cut) {
-		fprintf(stderr, "sbx: the exec's %s was cut after %" PRIu64 " bytes: ", stream,
+		fprintf(stderr, "sbxctl: the exec's %s was cut after %" PRIu64 " bytes: ", stream,
 			kept_bytes);
 		cli_put_text(stderr, cut);
 		fputc('\n', stderr);
 	} else if (truncated) {
-		fprintf(stderr, "sbx: the exec's %s was truncated (policy limits.output_kb)\n",
+		fprintf(stderr, "sbxctl: the exec's %s was truncated (policy limits.output_kb)\n",
 			stream);
 	}
 }

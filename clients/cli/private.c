@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* A private sbxd for one `sbx run`, so that the README's command works on a
+/* A private sbxd for one `sbxctl run`, so that the README's command works on a
  * host where no sbxd is installed: started in a fresh temporary directory
  * (its socket, state and audit log), asked for Health until it answers,
  * and stopped (SIGTERM: it tears its runs down) and removed at the end. */
@@ -40,7 +40,7 @@ int private_sbxd_find(const char *self, char *out, size_t size)
 		snprintf(out, size, "%s", env);
 		return 0;
 	}
-	/* The build tree has <build>/clients/sbx and <build>/server/sbxd; an
+	/* The build tree has <build>/clients/sbxctl and <build>/server/sbxd; an
 	 * installation <prefix>/bin/sbx and <prefix>/sbin/sbxd. */
 	if (self && realpath(self, dir)) {
 		char *slash = strrchr(dir, '/');
@@ -165,8 +165,8 @@ static __attribute__((noreturn)) void run_sbxd(char *sbxd, char *state, char *lo
 {
 	struct sbx_err err;
 
-	/* Its own process group: a ^C for sbx must not drain sbxd before sbx
-	 * has torn the run down. Dies with sbx, if sbx is killed. */
+	/* Its own process group: a ^C for sbxctl must not drain sbxd before sbxctl
+	 * has torn the run down. Dies with sbxctl, if sbxctl is killed. */
 	setpgid(0, 0);
 	if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != parent)
 		_exit(127);

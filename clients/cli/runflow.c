@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The pieces of a run as sbx drives it: create with inputs, exec with live
+/* The pieces of a run as sbxctl drives it: create with inputs, exec with live
  * output, fetch every artifact. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,8 +21,8 @@
 /* Long polls of ReadOutput: short enough that a pump notices it should stop. */
 #define POLL_MS 5000
 
-static char *read_file_max(const char *what, const char *path, size_t max, size_t *len,
-			   struct sbx_rpc_status *st)
+char *cli_read_file(const char *what, const char *path, size_t max, size_t *len,
+		    struct sbx_rpc_status *st)
 {
 	_cleanup_close_ int fd = strcmp(path, "-") ? open(path, O_RDONLY | O_CLOEXEC) : dup(0);
 	_cleanup_free_ char *buf = malloc(max + 2);
@@ -97,10 +98,7 @@ int create_with_inputs(sbx_client *c, const struct cli *cli, bool upload, char *
 	int rc = -1;
 
 	*run_id = NULL;
-	/* The policy goes as written: sbxd's parser is the one that counts,
-	 * and its errors name the JSON path. */
-	_cleanup_free_ char *policy =
-	    read_file_max("--policy", cli->policy, SBX_POLICY_BYTES_MAX, &len, st);
+	_cleanup_free_ char *policy = cli_policy_document(cli, &len, st);
 	if (!policy)
 		return -1;
 	if (cli->data && manifest_build(cli->data, &m, &st->err) < 0)
@@ -142,7 +140,7 @@ int start_exec(sbx_client *c, const struct cli *cli, const char *run_id, char **
 
 	*exec_id = NULL;
 	if (cli->stdin_file &&
-	    !(in = read_file_max("--stdin", cli->stdin_file, STDIN_MAX, &in_len, st)))
+	    !(in = cli_read_file("--stdin", cli->stdin_file, STDIN_MAX, &in_len, st)))
 		return -1;
 	req.run_id = (char *)run_id;
 	req.argv = cli->argv;
@@ -172,7 +170,7 @@ struct pump {
 	struct sbx_rpc_status st;
 };
 
-static int write_all(int fd, const uint8_t *p, size_t n)
+int cli_write_all(int fd, const uint8_t *p, size_t n)
 {
 	while (n) {
 		ssize_t w = write(fd, p, n);
@@ -206,7 +204,7 @@ static void *pump_main(void *arg)
 			break;
 		}
 		/* A reader that went away (| head) stops our writing, not the run. */
-		if (writable && r->data.len && write_all(p->fd, r->data.data, r->data.len) < 0)
+		if (writable && r->data.len && cli_write_all(p->fd, r->data.data, r->data.len) < 0)
 			writable = false;
 		p->truncated |= r->truncated;
 		if (r->cut && *r->cut) {
@@ -223,15 +221,59 @@ static void *pump_main(void *arg)
 	return NULL;
 }
 
-int live_exec(sbx_client *c, const char *run_id, const char *exec_id, Sbx__V1__WaitResponse **wait,
-	      struct sbx_rpc_status *st)
+/* Short polls of Wait, so that a signal is passed on within this much. */
+#define WAIT_POLL_MS 250
+
+/* The first signal goes to the command's process group (exec init passes
+ * it on: SBX_FORWARDED_SIGNALS); any after it kills the command. */
+static void forward_signals(sbx_client *c, const char *run_id, const char *exec_id,
+			    unsigned *forwarded)
+{
+	while (*forwarded < (unsigned)cli_signals) {
+		int sig = *forwarded ? SIGKILL : cli_first_signal;
+		struct sbx_rpc_status ignored; /* an exec that just ended needs no signal */
+		if (*forwarded == 0)
+			fprintf(stderr,
+				"sbxctl: SIG%s: passed to the command (another one kills it)\n",
+				sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
+		else if (*forwarded == 1)
+			fputs("sbxctl: killing the command\n", stderr);
+		Sbx__V1__SignalResponse *r = sbx_signal(c, run_id, exec_id, sig, &ignored);
+		if (r)
+			sbx__v1__signal_response__free_unpacked(r, NULL);
+		++*forwarded;
+	}
+}
+
+/* sbx_wait_end, with the signals that arrive meanwhile passed on. */
+static Sbx__V1__WaitResponse *wait_forwarding(sbx_client *c, const char *run_id,
+					      const char *exec_id, struct sbx_rpc_status *st)
+{
+	unsigned forwarded = 0;
+
+	for (;;) {
+		forward_signals(c, run_id, exec_id, &forwarded);
+		Sbx__V1__WaitResponse *w = sbx_wait(c, run_id, exec_id, WAIT_POLL_MS, st);
+		if (w && !w->status) {
+			sbx__v1__wait_response__free_unpacked(w, NULL);
+			sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "Wait answered without a status");
+			return NULL;
+		}
+		if (!w || w->status->reason != SBX__V1__EXIT_REASON__RUNNING)
+			return w;
+		sbx__v1__wait_response__free_unpacked(w, NULL);
+	}
+}
+
+int live_exec(sbx_client *c, const char *run_id, const char *exec_id, int stdout_fd,
+	      Sbx__V1__WaitResponse **wait, struct sbx_rpc_status *st)
 {
 	struct pump pumps[2] = {
 	    {.c = c,
 	     .run_id = run_id,
 	     .exec_id = exec_id,
 	     .stream = SBX__V1__STREAM__STDOUT,
-	     .fd = STDOUT_FILENO},
+	     .fd = stdout_fd},
 	    {.c = c,
 	     .run_id = run_id,
 	     .exec_id = exec_id,
@@ -245,7 +287,8 @@ int live_exec(sbx_client *c, const char *run_id, const char *exec_id, Sbx__V1__W
 	for (; started < 2; started++)
 		if (pthread_create(&threads[started], NULL, pump_main, &pumps[started]) != 0)
 			break;
-	*wait = started == 2 ? sbx_wait_end(c, run_id, exec_id, st) : NULL;
+	cli_forwarding = 1;
+	*wait = started == 2 ? wait_forwarding(c, run_id, exec_id, st) : NULL;
 	if (started != 2)
 		sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "cannot start a thread");
 	if (!*wait) /* the output of an exec we gave up on is not worth waiting for */
@@ -253,6 +296,7 @@ int live_exec(sbx_client *c, const char *run_id, const char *exec_id, Sbx__V1__W
 			atomic_store(&pumps[i].stop, true);
 	for (int i = 0; i < started; i++)
 		pthread_join(threads[i], NULL);
+	cli_forwarding = 0;
 	int rc = *wait ? 0 : sbx_rpc_prefix(st, "Wait");
 	for (int i = 0; i < 2; i++) {
 		const char *name = i ? "stderr" : "stdout";
@@ -300,6 +344,25 @@ static int make_parents(const char *dir, const char *rel, struct sbx_rpc_status 
 			return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "%s", path);
 		*s = '/';
 	}
+	return 0;
+}
+
+int check_out_dir(const char *dir, struct sbx_err *err)
+{
+	_cleanup_free_ char *probe = NULL;
+
+	if (mkdir(dir, 0777) < 0 && errno != EEXIST)
+		return sbx_fail_errno(err, "--out %s", dir);
+	/* access(W_OK) would miss a read-only mount or a full quota of inodes:
+	 * a file made and removed is the real question. */
+	if (asprintf(&probe, "%s/.sbx-probe-XXXXXX", dir) < 0)
+		return sbx_fail(err, "out of memory");
+	int fd = mkstemp(probe);
+	if (fd < 0)
+		return sbx_fail_errno(err, "--out %s: cannot write there", dir);
+	close(fd);
+	if (unlink(probe) < 0)
+		return sbx_fail_errno(err, "--out %s: cannot remove a probe file", dir);
 	return 0;
 }
 

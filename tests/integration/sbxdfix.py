@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """A real sbxd for the tests: certificates made with openssl, a config with
 an ipc and a TLS listener and two bearer tokens, started as the invoking
-user, with helpers to call it raw (sbxrpc) or through the sbx CLI."""
+user, with helpers to call it raw (sbxrpc) or through the sbxctl CLI."""
 import hashlib
 import json
 import os

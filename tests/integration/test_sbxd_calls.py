@@ -500,7 +500,7 @@ class SbxdTest(ServerTestCase):
         self.assertEqual(r.returncode, 124, r)
         r = self.srv.cli("status", run, "--json", tls=True, token=tok)
         self.assertEqual(r.returncode, 0, r)
-        self.assertIn('"runId"', r.stdout)
+        self.assertIn('"run_id"', r.stdout)
         r = self.srv.cli("status", run, tls=True, token=self.srv.tokens["alice"])
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("NOT_FOUND", r.stderr)

@@ -376,7 +376,7 @@ class HelperAlone(unittest.TestCase):
                                capture_output=True, text=True, timeout=60)
             self.assertEqual(r.returncode, 125, r.stderr)
             self.assertIn("egress: an allowlist needs sbxd's egress proxy", r.stderr)
-            self.assertIn("sbx run", r.stderr)
+            self.assertIn("sbxctl run", r.stderr)
         finally:
             shutil.rmtree(d, ignore_errors=True)
 

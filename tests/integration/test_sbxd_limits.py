@@ -350,7 +350,7 @@ class Quotas(Base):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertGreater(len(r.stdout), 512 * KIB)
         self.assertEqual(r.stdout, "".join("%08d\n" % i for i in range(233017))[:len(r.stdout)])
-        self.assertIn("sbx: the exec's stdout was cut after %d bytes: " % len(r.stdout), r.stderr)
+        self.assertIn("sbxctl: the exec's stdout was cut after %d bytes: " % len(r.stdout), r.stderr)
         self.assertIn("quotas.identity_mb", r.stderr)
         r = self.srv.cli("status", run)
         self.assertRegex(r.stdout, r"out 2097153 \(cut: [^)]*quotas.identity_mb")

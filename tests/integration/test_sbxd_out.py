@@ -458,19 +458,19 @@ class Names(OutTest):
         self.assertEqual(r.returncode, 0, r)
         listed = r.stdout.count("\n")
         self.assertLess(listed, 800)
-        self.assertIn("sbx: artifacts: truncated: %d regular files not listed (" % (800 - listed),
+        self.assertIn("sbxctl: artifacts: truncated: %d regular files not listed (" % (800 - listed),
                       r.stderr)
         self.assertIn("max_message_bytes", r.stderr)
-        self.assertIn("sbx: artifacts: 1 names are not UTF-8: skipped, never served", r.stderr)
+        self.assertIn("sbxctl: artifacts: 1 names are not UTF-8: skipped, never served", r.stderr)
         self.assertNotIn("links or special files", r.stderr)  # skipped is those two
         self.assertNotIn("live", r.stderr)  # no exec runs: the digests are final
         r = self.srv.cli("teardown", run)
         self.assertEqual(r.returncode, 0, r)
         m = json.loads(r.stdout)
-        self.assertTrue(m["artifactsListing"]["truncated"])
-        self.assertIn("sbx: manifest: truncated: %d regular files not listed"
-                      % m["artifactsListing"]["notListed"], r.stderr)
-        self.assertIn("sbx: manifest: 1 names are not UTF-8", r.stderr)
+        self.assertTrue(m["artifacts_listing"]["truncated"])
+        self.assertIn("sbxctl: manifest: truncated: %d regular files not listed"
+                      % m["artifacts_listing"]["not_listed"], r.stderr)
+        self.assertIn("sbxctl: manifest: 1 names are not UTF-8", r.stderr)
 
     def big_policy(self, env_bytes):
         p = json.loads(policy_json())

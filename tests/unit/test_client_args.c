@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The sbx command line: global options before or after the command, each
+/* The sbxctl command line: global options before or after the command, each
  * command's options and operands, usage errors, the environment. Drives
  * clients/cli/args.c directly (cli_parse, cli_resolve). */
 #include <fcntl.h>
@@ -17,7 +17,7 @@ static int split(const char *line, char **argv, char *buf, size_t size)
 {
 	int argc = 0;
 
-	snprintf(buf, size, "sbx %s", line);
+	snprintf(buf, size, "sbxctl %s", line);
 	for (char *s = strtok(buf, " "); s && argc < 63; s = strtok(NULL, " "))
 		argv[argc++] = s;
 	argv[argc] = NULL;
@@ -68,7 +68,7 @@ int main(void)
 		  !strcmp(cli.out, "out") && cli.n_labels == 2 && !strcmp(cli.labels[1], "b=x=y") &&
 		  argv_is(cli.argv, cli.argc, "python3 -c print(1) --json") && !cli.json,
 	      "run: options, labels, and CMD's own flags after -- stay CMD's");
-	check(parses("--endpoint ipc:///x.sock --timeout 2.5 --json health") &&
+	check(parses("--endpoint ipc:///x.sock --call-timeout 2.5 --json health") &&
 		  cli.cmd == CMD_HEALTH && cli.endpoint_given &&
 		  !strcmp(cli.endpoint, "ipc:///x.sock") && cli.timeout_ms == 2500 && cli.json,
 	      "global options before the command");
@@ -92,6 +92,34 @@ int main(void)
 	      "put RUN LOCAL REMOTE");
 	check(parses("policy check p.json") && cli.cmd == CMD_POLICY && !strcmp(cli.path, "p.json"),
 	      "policy check FILE");
+	check(
+	    parses("run -e A=1 --env B --memory 1.5g --cpus 0.5 --timeout 2m --run-timeout 1h "
+		   "--pids 9 --image host --allow a.example:443 --out-mb 3 --tmp-mb 4 python3 -c x "
+		   "--memory 1") &&
+		cli.cmd == CMD_RUN && !cli.policy && cli.pf.any && cli.pf.n_env == 2 &&
+		!strcmp(cli.pf.env[1], "B") && cli.pf.memory_mb == 1536 && cli.pf.cpus == 0.5 &&
+		cli.pf.script_seconds == 120 && cli.pf.run_seconds == 3600 && cli.pf.pids == 9 &&
+		!strcmp(cli.pf.image, "host") && cli.pf.n_allow == 1 && cli.pf.out_mb == 3 &&
+		cli.pf.tmp_mb == 4 && argv_is(cli.argv, cli.argc, "python3 -c x --memory 1"),
+	    "run: policy flags, no --policy, and options end at the command without --");
+	check(parses("run --memory 512MiB --timeout 90 -- true") && cli.pf.memory_mb == 512 &&
+		  cli.pf.script_seconds == 90 && argv_is(cli.argv, cli.argc, "true"),
+	      "run: 512MiB, bare seconds, and -- still works");
+	check(parses("exec --no-wait run-1 --stdin f ls -l") && cli.no_wait &&
+		  !strcmp(cli.stdin_file, "f") && !strcmp(cli.run_id, "run-1") &&
+		  argv_is(cli.argv, cli.argc, "ls -l"),
+	      "exec: options before and after RUN, none after the command");
+	check(parses("create --print-policy -e A=1") && cli.print_policy && cli.pf.n_env == 1,
+	      "create --print-policy");
+	check(parses("logs run-1 e-2 --follow --stderr") && cli.cmd == CMD_LOGS && cli.follow &&
+		  cli.logs_stderr && !strcmp(cli.run_id, "run-1") && !strcmp(cli.exec_id, "e-2"),
+	      "logs RUN EXEC --follow --stderr");
+	check(parses("wait run-1 e-2 --json") && cli.cmd == CMD_WAIT && cli.json &&
+		  !strcmp(cli.exec_id, "e-2"),
+	      "wait RUN EXEC");
+	refuses("wait run-1", "wait: missing operand");
+	refuses("run -t true", "-t: not supported yet");
+	refuses("exec --tty run-1 true", "--tty: not supported yet");
 	check(parses("--help") && cli.help && cli.cmd == CMD_NONE, "--help alone");
 	check(parses("run --help") && cli.help && cli.cmd == CMD_RUN, "run --help");
 	check(parses("help teardown") && cli.help && cli.cmd == CMD_TEARDOWN, "help teardown");
@@ -101,15 +129,22 @@ int main(void)
 
 	refuses("", "missing command");
 	refuses("frobnicate", "unknown command 'frobnicate'");
-	refuses("run -- true", "run: missing --policy FILE");
 	refuses("run --policy p", "run: missing the command to run");
-	refuses("run --policy p python3 -c x", "unknown option -c");
+	refuses("run --memory 1000k true", "--memory 1000k: must come to a whole number of MiB");
+	refuses("run --memory 5x true", "--memory 5x: unknown unit 'x'");
+	refuses("run --timeout 5d true", "--timeout 5d: unknown unit 'd'");
+	refuses("run --timeout 1.5 true", "--timeout 1.5: must come to a whole number of seconds");
+	refuses("run --cpus -1 true", "--cpus -1: not a positive number");
+	refuses("run --pids 0 true", "--pids 0: must be a whole number");
+	refuses("run -e =x true", "--env =x: must be NAME=VALUE or NAME");
+	refuses("exec run-1 -e A=1 true", "unknown option -e");
 	refuses("run --policy", "--policy needs a value");
 	refuses("status", "status: missing operand");
 	refuses("status a b", "status: too many operands");
 	refuses("health --bogus", "unknown option --bogus");
-	refuses("--timeout 0 health", "--timeout 0: must be seconds");
-	refuses("--timeout abc health", "--timeout abc");
+	refuses("--call-timeout 0 health", "--call-timeout 0: must be seconds");
+	refuses("--call-timeout abc health", "--call-timeout abc");
+	refuses("status r --timeout 5", "unknown option --timeout");
 	refuses("create --policy p --label novalue", "--label novalue: must be KEY=VALUE");
 	refuses("create --policy p --label =v", "must be KEY=VALUE");
 	refuses("create --policy p --no-upload", "--no-upload needs --data");

@@ -108,6 +108,20 @@ static void test_status(void)
 	if (!check(got && !strcmp(got, want), "ExecStatus with defaults"))
 		printf("#   want: %s\n#    got: %s\n", want, got);
 	free(got);
+
+	/* As the policy file writes JSON: .proto names, lower-case enums,
+	 * 64-bit numbers as numbers (and a uint64 past INT64_MAX as a string). */
+	e.cpu_ms = UINT64_MAX;
+	got = compact(&s.base, SBX_PBJSON_POLICY_STYLE);
+	want = "{\"run_id\":\"run-1\",\"state\":\"active\",\"policy_digest\":\"sha256:ab\","
+	       "\"execs\":[{\"exec_id\":\"e1\",\"argv\":[\"python3\",\"-c\",\"print(1)\"],"
+	       "\"reason\":\"exited\",\"cpu_ms\":\"18446744073709551615\","
+	       "\"peak_memory_bytes\":3645440,\"stdout_truncated\":true}],"
+	       "\"created_unix_ms\":-5,\"labels\":{\"team\":\"recon\",\"ticket\":\"42\"}}";
+	if (!check(got && !strcmp(got, want), "StatusResponse in the policy's style"))
+		printf("#   want: %s\n#    got: %s\n", want, got);
+	free(got);
+	e.cpu_ms = 0;
 }
 
 static void test_bytes_and_enums(void)

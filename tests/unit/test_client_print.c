@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* What sbx prints that a sandbox chose (clients/cli/print.c): names with a
+/* What sbxctl prints that a sandbox chose (clients/cli/print.c): names with a
  * newline, ESC, a bidi override or a backslash print as one escaped line;
  * JSON stays the same JSON value but shows no DEL, C1 or bidi control; the
  * notes a listing and a cut stream get; a run's egress records and
@@ -272,7 +272,7 @@ int main(void)
 	      "a final, whole listing: skipped only");
 
 	n = stderr_of(note_cut, "disk quota of token:bob (quotas.identity_mb)");
-	check(strcmp(n, "sbx: the exec's stdout was cut after 1048576 bytes: disk quota of "
+	check(strcmp(n, "sbxctl: the exec's stdout was cut after 1048576 bytes: disk quota of "
 			"token:bob (quotas.identity_mb)\n") == 0,
 	      "a cut stream says where and why");
 	n = stderr_of(note_cut, "");

@@ -12,7 +12,7 @@ usage() {
     cat <<EOF
 Usage: packaging/examples/reconcile/run.sh [--build-dir DIR] [--direct] [--helper PATH] [OUTDIR]
 
-Runs: sbx run --policy $HERE/policy.json --data $HERE --out OUTDIR \\
+Runs: sbxctl run --policy $HERE/policy.json --data $HERE --out OUTDIR \\
           -- /usr/bin/python3 /data/reconcile.py
 (through sbxd: the one at \$SBX_ENDPOINT or the default socket, else a private
 one for this run) and prints OUTDIR/report.csv and OUTDIR/summary.json.
@@ -53,9 +53,9 @@ else
     mkdir -p "$OUT"
 fi
 
-# Through the sbx CLI and sbxd (a private one when none is running), as a
+# Through the sbxctl CLI and sbxd (a private one when none is running), as a
 # parent service would; --direct runs sbx-helper alone.
-SBX=$BUILD_DIR/clients/sbx
+SBX=$BUILD_DIR/clients/sbxctl
 if [ "$DIRECT" -eq 0 ] && [ -x "$SBX" ]; then
     cmd=("$SBX" run --policy "$HERE/policy.json" --data "$HERE" --out "$OUT"
          -- /usr/bin/python3 /data/reconcile.py)
