@@ -224,7 +224,7 @@ class CliTest(ServerTestCase):
             ["exec", run, "/usr/bin/python3", "-c", self.HANDLER.replace("/out/partial.txt",
                                                                          "/tmp/p")],
             [signal.SIGTERM])
-        # SIGTERM has no handler in the script: it dies of it, and sbx says 143.
+        # SIGTERM has no handler in the script: it dies of it, and sbxctl says 143.
         self.assertEqual(rc, 143, stderr)
         self.assertIn("sbxctl: SIGTERM: passed to the command", stderr)
         st = self.ok("status", run).stdout
