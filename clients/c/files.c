@@ -131,6 +131,13 @@ int sbx_put_file(sbx_client *c, const char *run_id, const char *local_path, cons
 	 * an error here, one that grows is sent as it was (and sbxd's sha256
 	 * check says whether that was still the same file). */
 	uint64_t size = (uint64_t)stb.st_size;
+	/* The first chunk declares the file (size, sha256, mode bits), so a
+	 * file the run's manifest did not name can still be added between
+	 * execs; for a declared one the server checks they repeat it. */
+	char sha256[65];
+	struct sbx_err err;
+	if (sbx_file_sha256(local_path, sha256, NULL, &err) < 0)
+		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT, "%s", err.msg);
 	do {
 		size_t want =
 		    size - offset < SBX_CHUNK_BYTES ? (size_t)(size - offset) : SBX_CHUNK_BYTES;
@@ -148,6 +155,11 @@ int sbx_put_file(sbx_client *c, const char *run_id, const char *local_path, cons
 		req.data.data = buf;
 		req.data.len = want;
 		req.last = offset + want == size;
+		if (offset == 0) {
+			req.size = size;
+			req.sha256 = sha256;
+			req.mode = (uint32_t)(stb.st_mode & 0777);
+		}
 		Sbx__V1__PutInputResponse *r = sbx_put_input(c, &req, st);
 		if (!r)
 			return sbx_rpc_prefix(st, "PutInput %s at %llu", remote_path,

@@ -167,9 +167,11 @@ Sbx__V1__WaitResponse *sbx_wait_end(sbx_client *c, const char *run_id, const cha
 int sbx_file_sha256(const char *path, char hex[65], uint64_t *size, struct sbx_err *err);
 
 /* Uploads local_path as remote_path (relative to /data) with PutInput:
- * 1 MiB chunks in order, the last one marked. The run's manifest
- * (CreateRun's inputs) must already name remote_path with this file's size
- * and sha256 (sbx_file_sha256), which sbxd checks at the end. */
+ * 1 MiB chunks in order, the last one marked, the first carrying the
+ * file's size, sha256 (sbx_file_sha256) and permission bits. A path the
+ * run's manifest (CreateRun's inputs) names must match them; another one is
+ * declared by them and may be added between execs. sbxd checks the sha256
+ * at the end and only then makes the file appear in /data. */
 int sbx_put_file(sbx_client *c, const char *run_id, const char *local_path, const char *remote_path,
 		 sbx_progress_fn progress, void *progress_arg, struct sbx_rpc_status *st);
 

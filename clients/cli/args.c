@@ -59,6 +59,8 @@ static const char *const names[CMD_COUNT] = {
 	"  --cpus N             limits.cpu (fractions allowed: 1.5)\n"                             \
 	"  --timeout T          limits.script_seconds: seconds, or with an s, m or h suffix\n"     \
 	"  --run-timeout T      limits.run_seconds (as --timeout)\n"                               \
+	"  --idle-timeout T     limits.idle_seconds: the run ends after T without a call\n"        \
+	"                       (as --timeout; unset: sbxd's default fills it in)\n"               \
 	"  --pids N             limits.pids\n"                                                     \
 	"  --out-mb N           limits.out_mb (the /out tmpfs)\n"                                  \
 	"  --tmp-mb N           limits.tmp_mb (the /tmp and /dev/shm tmpfs)\n"                     \
@@ -250,6 +252,7 @@ enum {
 	    {"cpus", required_argument, NULL, CLI_OPT_CPUS},                                       \
 	    {"timeout", required_argument, NULL, CLI_OPT_SCRIPT_TIMEOUT},                          \
 	    {"run-timeout", required_argument, NULL, CLI_OPT_RUN_TIMEOUT},                         \
+	    {"idle-timeout", required_argument, NULL, CLI_OPT_IDLE_TIMEOUT},                       \
 	    {"pids", required_argument, NULL, CLI_OPT_PIDS},                                       \
 	    {"image", required_argument, NULL, CLI_OPT_IMAGE},                                     \
 	    {"allow", required_argument, NULL, CLI_OPT_ALLOW},                                     \
@@ -430,6 +433,7 @@ static int take_opt(int c, const char *arg, const char *optname, struct cli *cli
 	case CLI_OPT_CPUS:
 	case CLI_OPT_SCRIPT_TIMEOUT:
 	case CLI_OPT_RUN_TIMEOUT:
+	case CLI_OPT_IDLE_TIMEOUT:
 	case CLI_OPT_PIDS:
 	case CLI_OPT_IMAGE:
 	case CLI_OPT_ALLOW:

@@ -34,6 +34,7 @@ enum {
 	CLI_OPT_CPUS,
 	CLI_OPT_SCRIPT_TIMEOUT,
 	CLI_OPT_RUN_TIMEOUT,
+	CLI_OPT_IDLE_TIMEOUT,
 	CLI_OPT_PIDS,
 	CLI_OPT_IMAGE,
 	CLI_OPT_ALLOW,
@@ -50,8 +51,9 @@ struct cli_policy_flags {
 	unsigned n_env_files;
 	const char *allow[CLI_MAX_ALLOW]; /* egress allowlist entries */
 	unsigned n_allow;
-	uint32_t memory_mb, script_seconds, run_seconds, pids, out_mb, tmp_mb; /* 0: unset */
-	double cpus;							       /* 0: unset */
+	uint32_t memory_mb, script_seconds, run_seconds, idle_seconds, pids, out_mb,
+	    tmp_mb;  /* 0: unset */
+	double cpus; /* 0: unset */
 };
 
 enum cli_cmd {

@@ -130,6 +130,12 @@ int cli_policy_flag(int opt, const char *arg, struct cli *cli, struct sbx_err *e
 			return -1;
 		f->run_seconds = (uint32_t)v;
 		return 0;
+	case CLI_OPT_IDLE_TIMEOUT:
+		if (parse_units("--idle-timeout", arg, time_units, 1, 1, SBX_RUN_SECONDS_MAX, &v,
+				err) < 0)
+			return -1;
+		f->idle_seconds = (uint32_t)v;
+		return 0;
 	case CLI_OPT_PIDS:
 		return parse_count("--pids", arg, SBX_PIDS_MAX, &f->pids, err);
 	case CLI_OPT_OUT_MB:

@@ -109,9 +109,13 @@ static int put_limits(json_t *doc, const struct cli_policy_flags *f, struct sbx_
 		const char *key;
 		uint32_t v;
 	} counts[] = {
-	    {"memory_mb", f->memory_mb},     {"script_seconds", f->script_seconds},
-	    {"run_seconds", f->run_seconds}, {"pids", f->pids},
-	    {"out_mb", f->out_mb},	     {"tmp_mb", f->tmp_mb},
+	    {"memory_mb", f->memory_mb},
+	    {"script_seconds", f->script_seconds},
+	    {"run_seconds", f->run_seconds},
+	    {"idle_seconds", f->idle_seconds},
+	    {"pids", f->pids},
+	    {"out_mb", f->out_mb},
+	    {"tmp_mb", f->tmp_mb},
 	};
 	bool any = f->cpus > 0;
 	json_t *limits;

@@ -73,7 +73,7 @@ class CliTest(ServerTestCase):
     def test_flags_reach_the_run(self):
         env_file = self.tmp("f.env", "# x\nB=two words \nFROM_CALLER\n")
         flags = ["-e", "A=1", "--env-file", env_file, "-e", "FROM_CALLER", "--memory", "300m",
-                 "--timeout", "3s", "--pids", "40"]
+                 "--timeout", "3s", "--idle-timeout", "10m", "--pids", "40"]
         mine = {"FROM_CALLER": "mine"}
         run = self.ok("create", *flags, env=mine).stdout.strip()
         self.addCleanup(self.cli, "teardown", run)
@@ -81,7 +81,8 @@ class CliTest(ServerTestCase):
         # script_seconds 3: the sleep is cut (124), after the echo.
         self.assertEqual(r.returncode, 124, r)
         self.assertEqual(r.stdout, "1|two words |mine\n")
-        # The run's policy is the one --print-policy shows for these flags.
+        # The run's policy is the one --print-policy shows for these flags
+        # (idle_seconds given: unset, sbxd would fill in its own default).
         digest = self.ok("create", "--print-policy", *flags, env=mine).stderr.split(" ")[1]
         status = self.ok("status", run).stdout
         self.assertIn("policy %s" % digest.strip(), status)
@@ -339,6 +340,22 @@ class CliTest(ServerTestCase):
         self.assertEqual(r.returncode, 1, r)
         self.assertIn("NOT_FOUND", r.stderr)
         self.assertEqual(r.stdout, "")
+
+    def test_put_between_execs_keeps_the_mode(self):
+        """put of a file the run did not declare, after an exec: it is
+        declared by its first chunk, appears whole, and keeps its mode bits
+        (an executable script runs directly)."""
+        script = self.tmp("tool.sh")
+        with open(script, "w") as f:
+            f.write("#!/bin/sh\necho tool ran\n")
+        os.chmod(script, 0o755)
+        run = self.create()
+        self.ok("exec", run, "true")
+        self.ok("put", run, script, "bin/tool.sh")
+        r = self.ok("exec", run, "/data/bin/tool.sh")
+        self.assertEqual(r.stdout, "tool ran\n")
+        r = self.ok("exec", run, "stat", "-c", "%a", "/data/bin/tool.sh")
+        self.assertEqual(r.stdout.strip(), "755")
 
     def test_tty_is_refused_with_the_reason(self):
         r = self.cli("run", "--tty", "true")
