@@ -32,10 +32,9 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "egress_port.h" /* SBX_EGRESS_PORT */
 #include "err.h"
 #include "sbx/v1/sandbox.pb-c.h"
-
-#define SBX_EGRESS_PORT 3128 /* inside the sandbox, on 127.0.0.1 */
 
 struct sbx_egress;
 struct sbx_egress_run;
@@ -75,7 +74,11 @@ void sbx_egress_run_unlisten(struct sbx_egress_run *er, uint64_t exec_id);
  * connection of the run is closed and its close record written (reason
  * "torn_down"). Idempotent. */
 void sbx_egress_run_close(struct sbx_egress_run *er);
-/* Closes (if not yet) and frees. NULL is fine. */
+/* Closes (if not yet) and frees. NULL is fine. The proxy keeps no pointer
+ * to a closed run (its listeners, connections and lookups are gone), and
+ * a run may outlive the proxy: after sbx_egress_stop, sbx_egress_run_close,
+ * _status, _destinations and _free still work (what they share with the
+ * proxy is reference counted; listening is refused). */
 void sbx_egress_run_free(struct sbx_egress_run *er);
 
 /* Status: fills resp->egress (the newest records, at most the config's
