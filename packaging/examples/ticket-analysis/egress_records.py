@@ -48,7 +48,7 @@ def main(argv):
         d, c = d or {}, c or {}
         host = d.get("host", c.get("host", "")) or "(no head)"
         print(fmt % (conn, d.get("decision", "?"), d.get("method", "") or "-",
-                     "%s:%s" % (host, d.get("port", c.get("port", ""))), d.get("status", "?"),
+                     "%s:%s" % (host, d.get("port", c.get("port", ""))), d.get("status") or "-",
                      d.get("reason", "?"), c.get("address", d.get("address", "")) or "-",
                      c.get("bytes_out", "?"), c.get("bytes_in", "?"),
                      "%s after %s ms" % (c["reason"], c.get("duration_ms", "?")) if c else "-"))

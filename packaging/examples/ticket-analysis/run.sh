@@ -182,8 +182,10 @@ sbx teardown "$RUN" >"$WORK/manifest.json" || failed
 
 if [ -f "$OUT/summary.json" ]; then
     echo
-    echo "== $OUT/summary.json (written in the sandbox)"
-    cat "$OUT/summary.json"
+    echo "== $OUT/summary.json (written in the sandbox; one line per key here)"
+    "$PY" -c 'import json,sys
+for k, v in json.load(open(sys.argv[1])).items():
+    print("%-17s %s" % (k, json.dumps(v)))' "$OUT/summary.json" || failed
 else
     say "the run wrote no $OUT/summary.json" >&2
     failed
@@ -192,7 +194,7 @@ fi
 echo
 echo "== what the run-record API stored (GET http://127.0.0.1:$PORT/v1/run-records, from the host)"
 "$PY" - "http://127.0.0.1:$PORT/v1/run-records" "$WORK/api-records.json" <<'EOF' || failed
-import json, sys, urllib.request
+import json, sys, time, urllib.request
 # From the host, straight to the API: no proxy, whatever the environment says.
 opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 with opener.open(sys.argv[1], timeout=10) as r:
@@ -201,8 +203,9 @@ with open(sys.argv[2], "w") as f:
     json.dump(records, f, indent=1)
 for r in records:
     s = r["record"]
-    print("%s at %d ms: %s tickets from %s, by category %s, oldest open %s" % (
-        r["id"], r["received_unix_ms"], s.get("tickets"), s.get("source"),
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(r["received_unix_ms"] / 1000))
+    print("%s received %s: %s tickets from %s, by category %s, oldest open %s" % (
+        r["id"], at, s.get("tickets"), s.get("source"),
         json.dumps(s.get("by_category")), (s.get("oldest_open") or {}).get("id")))
 if not records:
     sys.exit("the API stored nothing")
