@@ -85,7 +85,15 @@ void sbx_egress_run_free(struct sbx_egress_run *er);
  * records_per_run), resp->egress_records_dropped, resp->egress_destinations,
  * and appends the run's egress alerts to resp->alerts. Every member is
  * malloc'd (the response is freed with free_unpacked). -1 only when out of
- * memory (err says so; resp may hold part, which free_unpacked frees). */
+ * memory (err says so; resp may hold part, which free_unpacked frees).
+ *
+ * What the records say beyond the proto's comments: a connection appears
+ * once decided (not while its head, lookup or connect is under way); an
+ * allowed plain HTTP request has status 0 (the destination answered, not
+ * the proxy); a refused one keeps its refusal as reason (its audit close
+ * line says the same); connections whose head was unreadable are summed
+ * under host "" port 0, and past 1023 distinct host:port a run's further
+ * ones under host "(other)" port 0. */
 int sbx_egress_run_status(struct sbx_egress_run *er, Sbx__V1__StatusResponse *resp,
 			  struct sbx_err *err);
 /* The manifest: one EgressDestination per host:port the run asked for

@@ -52,6 +52,7 @@
 #define EGRESS_LINGER_MAX  (1 << 16) /* bytes read and dropped meanwhile */
 #define EGRESS_PIPE_MAX	   (1 << 20) /* a bulk direction's pipe grows to this */
 #define EGRESS_ACCEPT_MANY 32	     /* accepts per listener wakeup, for fairness */
+#define EGRESS_PUMP_BUDGET (4 << 20) /* bytes one relay wakeup reads, for fairness */
 #define EGRESS_REASON_MAX  24
 
 struct egress_conn;

@@ -30,6 +30,7 @@
 #include "check.h"
 #include "clock.h"
 #include "egress.h"
+#include "egress_head.h"
 #include "util.h"
 
 #define SERVER_CONNS 128
@@ -493,6 +494,24 @@ static void test_refusals(struct sandbox *sb, struct sbx_egress_run *run)
 	expect_refusal(sb, "unknown.test", server_port, 502, "lookup_failed");
 	check(sbx_mono_ms() - t0 < 1000, "without a nameserver: refused at once");
 
+	/* 8 KiB and no end of the head. */
+	fd = proxy_connect(sb);
+	{
+		char big[EGRESS_HEAD_MAX + 100];
+		size_t sent = 0;
+
+		const char *start = "CONNECT api.test:1 HTTP/1.1\r\nX-Long: ";
+
+		memcpy(big, start, strlen(start));
+		memset(big + strlen(start), 'a', sizeof(big) - strlen(start));
+		send_all(fd, big, sizeof(big), &sent);
+	}
+	int got = read_head(fd, head, sizeof(head));
+
+	check(got == 431 && has_reason(head, "head_too_large"),
+	      "a head past 8 KiB: 431 head_too_large (%d)", got);
+	close(fd);
+
 	/* A listed address where nothing listens. */
 	expect_refusal(sb, "127.0.0.1", dead_port, 502, "connect_failed");
 
@@ -707,6 +726,7 @@ static void test_lookup_timeout(const char *dir, struct sbx_config_egress cfg)
 	cfg.resolv_conf = resolv;
 	cfg.lookup_seconds = 1;
 	cfg.records_per_run = 1;
+	cfg.accepts_per_run_per_second = 2;
 	check(sbx_egress_start(&cfg, &eg, &err) == 0, "a proxy with a nameserver: started");
 
 	Sbx__V1__EgressRule r = rule("slow.test", server_port, true);
@@ -735,6 +755,27 @@ static void test_lookup_timeout(const char *dir, struct sbx_config_egress cfg)
 			  resp->n_egress_destinations == 2,
 		      "records_per_run bounds the records, the totals keep every destination");
 		sbx__v1__status_response__free_unpacked(resp, NULL);
+	}
+	/* accepts_per_run_per_second 2 (burst 4, about 3 left): the sixth of
+	 * six connections at once is accepted only when its token is back;
+	 * meanwhile it waits in the listener's backlog. */
+	{
+		int fds[6];
+		int64_t start = sbx_mono_ms();
+		bool all = true;
+
+		for (int i = 0; i < 6; i++) {
+			fds[i] = proxy_connect(&sb);
+			write_str(fds[i], "CONNECT other.test:80 HTTP/1.1\r\n\r\n");
+		}
+		for (int i = 0; i < 6; i++) {
+			all = all && read_head(fds[i], head, sizeof(head)) == 403;
+			close(fds[i]);
+		}
+		ms = sbx_mono_ms() - start;
+		check(all && ms >= 900 && ms < 4000,
+		      "accepts_per_run_per_second: the last waited for its token (%lld ms)",
+		      (long long)ms);
 	}
 	sbx_egress_stop(eg);
 	sbx_egress_run_free(run);
@@ -911,7 +952,7 @@ int main(void)
 	sbx_audit_close();
 	check_audit(audit_path, "run-one", sb1.connections, 0, 0);
 	check_audit(audit_path, "run-two", sb2.connections, 1, 1);
-	check_audit(audit_path, "run-three", 2, 0, 0);
+	check_audit(audit_path, "run-three", 8, 0, 0);
 
 	shutdown(srv.fd, SHUT_RDWR);
 	close(srv.fd);
