@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -103,6 +104,7 @@ static const char small_client[] =
 /* ------------------------------------------------------------ basics */
 
 static pid_t sbxd_pid = -1, tinyproxy_pid = -1;
+static double load_at_start; /* the 1-minute load average before anything started */
 static bool cleaning;
 static char *const child_env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL};
 
@@ -416,8 +418,10 @@ static char *read_stream(const struct server *s, const char *run_id, const char 
 	return buf;
 }
 
-/* Exec + Wait in the run; dies unless it exited 0; returns its stdout. */
-static char *exec_capture(const struct server *s, const char *run_id, char **argv, size_t argc)
+/* Exec + Wait in the run; dies unless it exited 0; returns its stdout and
+ * (if cpu_s) the CPU seconds its cgroup counted. */
+static char *exec_capture(const struct server *s, const char *run_id, char **argv, size_t argc,
+			  double *cpu_s)
 {
 	Sbx__V1__ExecRequest req = SBX__V1__EXEC_REQUEST__INIT;
 	struct sbx_rpc_status st;
@@ -440,13 +444,47 @@ static char *exec_capture(const struct server *s, const char *run_id, char **arg
 			  x->message && *x->message ? ": " : "", x->message ? x->message : "", err);
 	}
 	char *out = read_stream(s, run_id, e->exec_id, SBX__V1__STREAM__STDOUT);
+	if (cpu_s)
+		*cpu_s = (double)x->cpu_ms / 1e3;
 	sbx__v1__wait_response__free_unpacked(w, NULL);
 	sbx__v1__exec_response__free_unpacked(e, NULL);
 	return out;
 }
 
-/* Runs argv here, stdout captured; dies unless it exits 0. */
-static char *host_capture(char *const *argv)
+static double rusage_s(int who)
+{
+	struct rusage r;
+
+	if (getrusage(who, &r) < 0)
+		bench_die_errno("getrusage");
+	return (double)(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
+	       (double)(r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1e6;
+}
+
+/* utime + stime of a process (every thread), from /proc/PID/stat. */
+static double pid_cpu_s(pid_t pid)
+{
+	char path[64], buf[1024];
+	unsigned long long ut, st;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+	if (n <= 0)
+		bench_die_errno("read %s", path);
+	buf[n] = '\0';
+	/* After "(comm)" (which may hold anything): state, then fields 4..13,
+	 * then utime and stime (fields 14, 15). */
+	const char *p = strrchr(buf, ')');
+	if (!p ||
+	    sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+		bench_die("%s: cannot read utime and stime", path);
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* Runs argv here, stdout captured; dies unless it exits 0. cpu_s (if
+ * non-NULL): the CPU seconds it used. */
+static char *host_capture(char *const *argv, double *cpu_s)
 {
 	char outp[PATH_MAX], errp[PATH_MAX];
 	int status;
@@ -458,7 +496,10 @@ static char *host_capture(char *const *argv)
 	_cleanup_close_ int err = open(errp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (null < 0 || out < 0 || err < 0)
 		bench_die_errno("open %s", outp);
+	double c0 = rusage_s(RUSAGE_CHILDREN); /* counts children once waited for */
 	bench_run(argv, child_env, NULL, null, out, err, &bench_interrupted, &status);
+	if (cpu_s)
+		*cpu_s = rusage_s(RUSAGE_CHILDREN) - c0;
 	if (status != 0)
 		bench_die("%s: %s: %s", bench_argv_str(argv), bench_status_str(status),
 			  bench_tail_of(errp));
@@ -472,7 +513,8 @@ static const char *const path_names[P_COUNT] = {"direct", "sbx proxy", "tinyprox
 static const char *const path_keys[P_COUNT] = {"direct", "sbx", "tinyproxy"};
 
 struct measures {
-	double *dl_s[P_COUNT]; /* seconds per download */
+	double *dl_s[P_COUNT];	    /* seconds per download */
+	double *dl_cpu[P_COUNT][3]; /* CPU seconds per download: client, relay, this program */
 	size_t n_dl[P_COUNT];
 	double *lat_us[P_COUNT]; /* microseconds per small request */
 	size_t n_lat[P_COUNT];
@@ -500,17 +542,28 @@ static double parse_download(const char *out, const struct setup *u, enum path p
 	return seconds;
 }
 
-static double download(const struct setup *u, enum path p)
+/* One download: curl's time, and the CPU seconds it took of the client,
+ * of the relay (sbxd or tinyproxy, every thread) and of this program (the
+ * origin's thread; the main one only waits meanwhile). */
+struct dl_sample {
+	double seconds, client_cpu, relay_cpu, self_cpu;
+};
+
+static struct dl_sample download(const struct setup *u, enum path p)
 {
 	char url[128], proxy[64];
 	_cleanup_free_ char *out = NULL;
+	struct dl_sample d = {0};
+	pid_t relay = p == P_SBX ? sbxd_pid : p == P_TINYPROXY ? tinyproxy_pid : -1;
+	double relay0 = relay > 0 ? pid_cpu_s(relay) : 0, self0 = rusage_s(RUSAGE_SELF);
 
 	if (p == P_SBX) {
 		/* The proxy from the run's environment (http_proxy), as any job. */
 		snprintf(url, sizeof(url), "http://%s:%d/big", ORIGIN_NAME, u->origin_port);
 		char *argv[] = {(char *)u->curl, "-sS", "-o", "/dev/null", "-w",
 				CURL_FORMAT,	 url,	NULL};
-		out = exec_capture(u->srv, u->run_id, argv, SBX_ARRAY_SIZE(argv) - 1);
+		out =
+		    exec_capture(u->srv, u->run_id, argv, SBX_ARRAY_SIZE(argv) - 1, &d.client_cpu);
 	} else {
 		snprintf(url, sizeof(url), "http://127.0.0.1:%d/big", u->origin_port);
 		snprintf(proxy, sizeof(proxy), "http://127.0.0.1:%d", u->tinyproxy_port);
@@ -524,9 +577,12 @@ static double download(const struct setup *u, enum path p)
 				p == P_DIRECT ? "*" : proxy,
 				url,
 				NULL};
-		out = host_capture(argv);
+		out = host_capture(argv, &d.client_cpu);
 	}
-	return parse_download(out, u, p);
+	d.relay_cpu = relay > 0 ? pid_cpu_s(relay) - relay0 : 0;
+	d.self_cpu = rusage_s(RUSAGE_SELF) - self0;
+	d.seconds = parse_download(out, u, p);
+	return d;
 }
 
 /* count requests on path p; their microseconds appended to m. */
@@ -569,9 +625,9 @@ static void small_requests(const struct setup *u, enum path p, long count, struc
 			size,
 			NULL};
 	if (p == P_SBX)
-		out = exec_capture(u->srv, u->run_id, argv, SBX_ARRAY_SIZE(argv) - 1);
+		out = exec_capture(u->srv, u->run_id, argv, SBX_ARRAY_SIZE(argv) - 1, NULL);
 	else
-		out = host_capture(argv);
+		out = host_capture(argv, NULL);
 
 	long got = 0;
 	for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
@@ -592,6 +648,8 @@ static void measure(const struct setup *u, long downloads, long requests, struct
 {
 	for (int p = 0; p < P_COUNT; p++) {
 		m->dl_s[p] = xcalloc((size_t)downloads, sizeof(double));
+		for (int k = 0; k < 3; k++)
+			m->dl_cpu[p][k] = xcalloc((size_t)downloads, sizeof(double));
 		m->lat_us[p] = xcalloc((size_t)requests, sizeof(double));
 	}
 	bench_note("warm-up: one download on each path");
@@ -601,7 +659,11 @@ static void measure(const struct setup *u, long downloads, long requests, struct
 		for (int j = 0; j < P_COUNT; j++) {
 			enum path p = (enum path)((i + j) % P_COUNT);
 			bench_check_interrupt();
-			m->dl_s[p][m->n_dl[p]++] = download(u, p);
+			struct dl_sample d = download(u, p);
+			m->dl_cpu[p][0][m->n_dl[p]] = d.client_cpu;
+			m->dl_cpu[p][1][m->n_dl[p]] = d.relay_cpu;
+			m->dl_cpu[p][2][m->n_dl[p]] = d.self_cpu;
+			m->dl_s[p][m->n_dl[p]++] = d.seconds;
 		}
 		bench_note("download %ld/%ld: direct %.0f, sbx %.0f, tinyproxy %.0f MiB/s", i + 1,
 			   downloads, (double)u->big / MIB / m->dl_s[P_DIRECT][i],
@@ -671,6 +733,13 @@ static void print_table(const struct setup *u, const struct measures *m, const s
 		       mib_s(u, m, (enum path)p), bench_pct(m->lat_us[p], m->n_lat[p], 50),
 		       bench_pct(m->lat_us[p], m->n_lat[p], 90),
 		       bench_pct(m->lat_us[p], m->n_lat[p], 99));
+	printf("CPU seconds per download (p50): client, relay, origin\n");
+	for (int p = 0; p < P_COUNT; p++)
+		printf("  %-10s %6.3f %6.3f %6.3f  (wall %.3f)\n", path_names[p],
+		       bench_pct(m->dl_cpu[p][0], m->n_dl[p], 50),
+		       bench_pct(m->dl_cpu[p][1], m->n_dl[p], 50),
+		       bench_pct(m->dl_cpu[p][2], m->n_dl[p], 50),
+		       bench_pct(m->dl_s[p], m->n_dl[p], 50));
 	printf("download sbx/direct     %6.2f  (target >= 0.8: %s)\n", v->dl_direct,
 	       yes[v->met[0]]);
 	printf("download sbx/tinyproxy  %6.2f  (target > 1: %s)\n", v->dl_tiny, yes[v->met[1]]);
@@ -685,8 +754,10 @@ static void print_table(const struct setup *u, const struct measures *m, const s
 	printf("sbx recorded %llu connections (%llu denied), %llu bytes out, %llu bytes in\n",
 	       (unsigned long long)rec->connections, (unsigned long long)rec->denied,
 	       (unsigned long long)rec->bytes_out, (unsigned long long)rec->bytes_in);
-	printf("host: %s, cgroup %s%s, %ld CPUs, load %.2f %.2f %.2f\n", h->kernel, h->cgroup,
-	       h->hybrid ? " (hybrid)" : "", h->cpus, h->load[0], h->load[1], h->load[2]);
+	printf("host: %s, cgroup %s%s, %ld CPUs, load %.2f %.2f %.2f (1-minute load at the start "
+	       "%.2f)\n",
+	       h->kernel, h->cgroup, h->hybrid ? " (hybrid)" : "", h->cpus, h->load[0], h->load[1],
+	       h->load[2], load_at_start);
 }
 
 static json_t *json_samples(const double *v, size_t n)
@@ -704,29 +775,33 @@ static void print_json(const struct setup *u, const struct measures *m, const st
 	json_t *paths = json_array();
 
 	for (int p = 0; p < P_COUNT; p++)
-		json_array_append_new(paths,
-				      json_pack("{s:s, s:{s:f, s:o}, s:{s:f, s:f, s:f, s:o}}",
-						"path", path_keys[p], "download", "mib_per_s_p50",
-						mib_s(u, m, (enum path)p), "seconds",
-						json_samples(m->dl_s[p], m->n_dl[p]), "small",
-						"p50_us", bench_pct(m->lat_us[p], m->n_lat[p], 50),
-						"p90_us", bench_pct(m->lat_us[p], m->n_lat[p], 90),
-						"p99_us", bench_pct(m->lat_us[p], m->n_lat[p], 99),
-						"us", json_samples(m->lat_us[p], m->n_lat[p])));
+		json_array_append_new(
+		    paths,
+		    json_pack("{s:s, s:{s:f, s:o, s:o, s:o, s:o}, s:{s:f, s:f, s:f, s:o}}", "path",
+			      path_keys[p], "download", "mib_per_s_p50", mib_s(u, m, (enum path)p),
+			      "seconds", json_samples(m->dl_s[p], m->n_dl[p]), "client_cpu_s",
+			      json_samples(m->dl_cpu[p][0], m->n_dl[p]), "relay_cpu_s",
+			      json_samples(m->dl_cpu[p][1], m->n_dl[p]), "origin_cpu_s",
+			      json_samples(m->dl_cpu[p][2], m->n_dl[p]), "small", "p50_us",
+			      bench_pct(m->lat_us[p], m->n_lat[p], 50), "p90_us",
+			      bench_pct(m->lat_us[p], m->n_lat[p], 90), "p99_us",
+			      bench_pct(m->lat_us[p], m->n_lat[p], 99), "us",
+			      json_samples(m->lat_us[p], m->n_lat[p])));
 	json_t *out = json_pack(
-	    "{s:{s:s, s:s, s:b, s:I, s:[f,f,f]}, s:{s:I, s:I, s:I, s:i, s:i}, s:o,"
+	    "{s:{s:s, s:s, s:b, s:I, s:[f,f,f], s:f}, s:{s:I, s:I, s:I, s:i, s:i}, s:o,"
 	    " s:{s:f, s:f, s:f, s:f}, s:{s:b, s:b, s:b, s:b}, s:{s:I, s:I, s:I, s:I}}",
 	    "host", "kernel", h->kernel, "cgroup", h->cgroup, "cgroup_hybrid", h->hybrid, "cpus",
-	    (json_int_t)h->cpus, "loadavg", h->load[0], h->load[1], h->load[2], "counts",
-	    "download_bytes", (json_int_t)u->big, "downloads", (json_int_t)m->n_dl[P_SBX],
-	    "requests", (json_int_t)m->n_lat[P_SBX], "small_bytes", SMALL_BYTES, "warmup_requests",
-	    WARMUP_REQUESTS, "paths", paths, "ratios", "download_sbx_direct", v->dl_direct,
-	    "download_sbx_tinyproxy", v->dl_tiny, "small_p50_tinyproxy_sbx", v->small_tiny,
-	    "setup_overhead_us", v->setup_us, "targets_met", "download_ge_0.8_direct", v->met[0],
-	    "download_faster_than_tinyproxy", v->met[1], "small_faster_than_tinyproxy", v->met[2],
-	    "setup_overhead_lt_1ms", v->met[3], "sbx_recorded", "connections",
-	    (json_int_t)rec->connections, "denied", (json_int_t)rec->denied, "bytes_out",
-	    (json_int_t)rec->bytes_out, "bytes_in", (json_int_t)rec->bytes_in);
+	    (json_int_t)h->cpus, "loadavg", h->load[0], h->load[1], h->load[2], "load_at_start",
+	    load_at_start, "counts", "download_bytes", (json_int_t)u->big, "downloads",
+	    (json_int_t)m->n_dl[P_SBX], "requests", (json_int_t)m->n_lat[P_SBX], "small_bytes",
+	    SMALL_BYTES, "warmup_requests", WARMUP_REQUESTS, "paths", paths, "ratios",
+	    "download_sbx_direct", v->dl_direct, "download_sbx_tinyproxy", v->dl_tiny,
+	    "small_p50_tinyproxy_sbx", v->small_tiny, "setup_overhead_us", v->setup_us,
+	    "targets_met", "download_ge_0.8_direct", v->met[0], "download_faster_than_tinyproxy",
+	    v->met[1], "small_faster_than_tinyproxy", v->met[2], "setup_overhead_lt_1ms", v->met[3],
+	    "sbx_recorded", "connections", (json_int_t)rec->connections, "denied",
+	    (json_int_t)rec->denied, "bytes_out", (json_int_t)rec->bytes_out, "bytes_in",
+	    (json_int_t)rec->bytes_in);
 
 	if (!out || json_dumpf(out, stdout, JSON_INDENT(1) | JSON_REAL_PRECISION(6)) < 0)
 		bench_die("writing JSON failed");
@@ -870,6 +945,9 @@ int main(int argc, char **argv)
 
 	bench_on_signals(bench_on_signal);
 	signal(SIGPIPE, SIG_IGN);
+	struct bench_host h0;
+	bench_probe_host(&h0);
+	load_at_start = h0.load[0];
 	bench_scratch_make();
 	bench_note("temporary directory %s", bench_scratch_dir());
 
