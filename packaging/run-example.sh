@@ -14,15 +14,20 @@ TEST_USER=sbx-test
 TEST_HOME=/var/lib/sbx-test
 CGROUP_MNT=/sys/fs/cgroup
 EXAMPLE=packaging/examples/reconcile
+EXAMPLES="reconcile ticket-analysis"
 
 usage() {
     cat <<EOF
-Usage: packaging/run-example.sh [--build-dir DIR] [--help]
+Usage: packaging/run-example.sh [--example NAME] [--build-dir DIR] [--help]
 
-Runs packaging/setup.sh, then $EXAMPLE/run.sh: reconcile.py in a sandbox with
-read-only /data, writable /out, an empty environment and no network. Prints the
-report and the summary, and where they were written.
+Runs packaging/setup.sh, then packaging/examples/NAME/run.sh. reconcile (the
+default): reconcile.py in a sandbox with read-only /data, writable /out, an
+empty environment and no network; prints the report and the summary, and where
+they were written. ticket-analysis: a job whose egress allowlist holds one
+internal API (a stand-in on 127.0.0.1); prints what the API stored and the
+run's egress records.
 
+  --example NAME   one of: $EXAMPLES
   --build-dir DIR  build directory when not root (default: <repo>/build)
   -h, --help       this text
 EOF
@@ -35,6 +40,9 @@ BUILD_DIR=
 while [ $# -gt 0 ]; do
     case "$1" in
         --build-dir) [ $# -ge 2 ] || die "--build-dir needs a directory"; BUILD_DIR=$2; shift 2 ;;
+        --example)   [ $# -ge 2 ] || die "--example needs a name"
+                     case " $EXAMPLES " in *" $2 "*) ;; *) die "no example $2 (one of: $EXAMPLES)" ;; esac
+                     EXAMPLE=packaging/examples/$2; shift 2 ;;
         -h|--help)   usage; exit 0 ;;
         *)           usage >&2; die "unknown argument: $1" ;;
     esac
