@@ -168,7 +168,7 @@ class TicketExample(unittest.TestCase):
 
     def test_status_and_manifest(self):
         p = self.port()
-        # `sbx status` while the run was alive: the records, with bytes.
+        # `sbxctl status` while the run was alive: the records, with bytes.
         close = [e for e in self.egress_events()["egress_close"] if e["host"] == API][0]
         lines = [ln.split() for ln in self.r.stdout.splitlines() if ln.startswith("egress ")]
         api_line = "%s:%d" % (API, p)

@@ -8,7 +8,7 @@
 # /data/tickets.csv, writes /out/summary.json, posts the summary to the API
 # through the proxy, and tries two hosts the allowlist does not hold (refused:
 # 403 not_allowed). Then it shows what the API stored and the run's egress
-# records (run id, host, bytes) from `sbx status` and sbxd's audit log.
+# records (run id, host, bytes) from `sbxctl status` and sbxd's audit log.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -22,14 +22,14 @@ Usage: packaging/examples/ticket-analysis/run.sh [--build-dir DIR] [--keep DIR] 
 
 Starts the run-record API on 127.0.0.1 (a free port P), a hosts file naming it
 $API_NAME, and sbxd with that hosts file as its egress resolver (no
-nameserver); then, through the sbx CLI:
-  sbx create --policy <policy.json with the entry's port set to P> --data $HERE
-  sbx exec RUN -- /usr/bin/python3 /data/analyze_tickets.py \\
+nameserver); then, through the sbxctl CLI:
+  sbxctl create --policy <policy.json with the entry's port set to P> --data $HERE
+  sbxctl exec RUN -- /usr/bin/python3 /data/analyze_tickets.py \\
                   --api http://$API_NAME:P/v1/run-records
-  sbx status RUN; sbx fetch RUN --all OUTDIR; sbx teardown RUN
+  sbxctl status RUN; sbxctl fetch RUN --all OUTDIR; sbxctl teardown RUN
 and prints what the API stored and the run's egress records.
 
-  --build-dir DIR  where sbx was built (default: $REPO/build): DIR/clients/sbx,
+  --build-dir DIR  where sbx was built (default: $REPO/build): DIR/clients/sbxctl,
                    DIR/server/sbxd, DIR/helper/sbx-helper
   --keep DIR       keep sbxd's directory (config, hosts, audit.log, manifest.json,
                    api-records.json, api-connections.jsonl) in DIR instead of
@@ -57,7 +57,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 [ "$(id -u)" != 0 ] || die "sbxd and sbx-helper refuse root: run packaging/run-example.sh --example ticket-analysis"
-SBX=$BUILD_DIR/clients/sbx
+SBX=$BUILD_DIR/clients/sbxctl
 SBXD=$BUILD_DIR/server/sbxd
 HELPER=$BUILD_DIR/helper/sbx-helper
 for b in "$SBX" "$SBXD" "$HELPER"; do
@@ -138,7 +138,7 @@ EOF
 say "policy: $HERE/policy.json with the entry's port set to $PORT ($WORK/policy.json)"
 
 # ---------------------------------------------------------------- sbxd
-# A private sbxd, as `sbx run` would start, but with a config: its egress
+# A private sbxd, as `sbxctl run` would start, but with a config: its egress
 # resolver reads our hosts file and no nameserver (a name not in the file
 # fails at once with 502 lookup_failed; an unlisted one never gets that far).
 "$PY" - "$WORK" "$EP" "$HELPER" <<'EOF'
@@ -160,25 +160,25 @@ for ((i = 0; i < 300; i++)); do
     sleep 0.05
 done
 "$SBX" --endpoint "$EP" health >/dev/null || die "sbxd did not answer within 15 s: $(tail -c 1500 "$WORK/sbxd.stderr")"
-sbx() { "$SBX" --endpoint "$EP" "$@"; }
+sbxctl() { "$SBX" --endpoint "$EP" "$@"; }
 rc=0
 failed() { [ "$rc" -ne 0 ] || rc=1; }   # a later step failed: exit 1 unless the script did
 
 # ---------------------------------------------------------------- the run
-RUN=$(sbx create --policy "$WORK/policy.json" --data "$HERE")
+RUN=$(sbxctl create --policy "$WORK/policy.json" --data "$HERE")
 say "created $RUN (inputs: every file of $HERE, as /data)"
 API_URL=http://$API_NAME:$PORT/v1/run-records
 cmd=(/usr/bin/python3 /data/analyze_tickets.py --api "$API_URL")
 echo
-echo "== sbx exec $RUN -- ${cmd[*]}"
-sbx exec "$RUN" -- "${cmd[@]}" || rc=$?
+echo "== sbxctl exec $RUN -- ${cmd[*]}"
+sbxctl exec "$RUN" -- "${cmd[@]}" || rc=$?
 [ "$rc" -eq 0 ] || say "the script exited with status $rc" >&2
 
 echo
-echo "== sbx status $RUN"
-sbx status "$RUN" || failed
-sbx fetch "$RUN" --all "$OUT" || failed
-sbx teardown "$RUN" >"$WORK/manifest.json" || failed
+echo "== sbxctl status $RUN"
+sbxctl status "$RUN" || failed
+sbxctl fetch "$RUN" --all "$OUT" || failed
+sbxctl teardown "$RUN" >"$WORK/manifest.json" || failed
 
 if [ -f "$OUT/summary.json" ]; then
     echo
@@ -215,7 +215,7 @@ echo
 echo "== the run's egress records ($WORK/audit.log: egress_decision + egress_close)"
 "$PY" "$HERE/egress_records.py" "$WORK/audit.log" "$RUN" || failed
 echo
-echo "== the manifest's egress destinations (sbx teardown)"
+echo "== the manifest's egress destinations (sbxctl teardown)"
 "$PY" -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1])).get("egress", []), indent=1))' \
     "$WORK/manifest.json" || failed
 [ -z "$KEEP" ] || say "sbxd's directory is kept in $WORK"
