@@ -145,6 +145,12 @@ void egress_conn_refuse(struct egress_conn *c, unsigned status, const char *reas
 		return;
 	}
 	egress_resolve_cancel(c);
+	/* Refused while looking up or connecting (its timer, a failure, max_bytes):
+	 * the record says how long it tried, as an allowed one's does. */
+	if (c->state == EGRESS_RESOLVE && !c->rec.lookup_ms)
+		c->rec.lookup_ms = (uint32_t)((egress_now_us() - c->lookup_start_us) / 1000);
+	else if (c->state == EGRESS_CONNECT)
+		c->rec.connect_ms = (uint32_t)((egress_now_us() - c->connect_start_us) / 1000);
 	egress_record_decision(c, false, reason, status);
 	answer_body(c, reason, body, sizeof(body));
 	if (status == 429)
