@@ -78,8 +78,12 @@ struct sbx_egress_run *sbx_egress_run_open(struct sbx_egress *eg,
 int sbx_egress_run_listen(struct sbx_egress_run *er, uint64_t exec_id, int listen_fd,
 			  struct sbx_err *err);
 /* The exec ended: its listener is closed (held open it would keep the
- * exec's network namespace alive). Its relayed connections end by
- * themselves: their sandbox ends died with the exec's processes. */
+ * exec's network namespace alive), and so is every connection that came
+ * through it (close reason "exec_ended", records written): their sandbox
+ * ends died with the exec's processes, and a relay would otherwise take
+ * the dead end's FIN for a half-close and wait for the destination (up to
+ * idle_seconds). What the destination is owed and can be moved at once is
+ * moved first; nobody is left to read its answer. */
 void sbx_egress_run_unlisten(struct sbx_egress_run *er, uint64_t exec_id);
 /* Stops the run's egress: when it returns, every listener and every
  * connection of the run is closed and its close record written (reason

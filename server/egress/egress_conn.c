@@ -328,7 +328,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
-void egress_conn_start(struct sbx_egress_run *run, int fd)
+void egress_conn_start(struct sbx_egress_run *run, uint64_t exec_id, int fd)
 {
 	struct sbx_egress *eg = run->eg;
 	struct egress_conn *c = calloc(1, sizeof(*c));
@@ -343,6 +343,7 @@ void egress_conn_start(struct sbx_egress_run *run, int fd)
 	}
 	c->eg = eg;
 	c->run = run;
+	c->exec_id = exec_id;
 	c->cfd = fd;
 	c->ufd = -1;
 	c->rule = c->dest = -1;
