@@ -306,7 +306,8 @@ static void fold_into(Sbx__V1__EgressDestination *other, const Sbx__V1__EgressDe
 static int destinations_fit(Sbx__V1__EgressDestination **v, size_t *n, size_t budget,
 			    uint32_t *folded)
 {
-	_cleanup_free_ bool *keep = calloc(*n ? *n : 1, sizeof(*keep));
+	/* One more: the "(other)" row it may add. */
+	_cleanup_free_ bool *keep = calloc(*n + 1, sizeof(*keep));
 	size_t total = 0, used = 0, k = 0;
 	Sbx__V1__EgressDestination *other = NULL;
 
