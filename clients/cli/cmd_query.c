@@ -102,6 +102,10 @@ int cmd_status(struct cli *cli)
 		print_exec(r->execs[i]);
 	cli_print_egress(stdout, r->egress, r->n_egress, r->egress_records_dropped);
 	cli_print_egress_destinations(stdout, r->egress_destinations, r->n_egress_destinations);
+	if (r->egress_destinations_folded)
+		printf("egress: %" PRIu32 " more destinations summed in (other) (to fit "
+		       "max_message_bytes)\n",
+		       r->egress_destinations_folded);
 	/* sbxd escapes the names it quotes in alerts; what else they hold is
 	 * escaped here. */
 	for (size_t i = 0; i < r->n_alerts; i++) {
@@ -249,6 +253,11 @@ int cmd_teardown(struct cli *cli)
 			"sbxctl: manifest: %" PRIu32 " exec records not listed (to fit "
 			"max_message_bytes; the first and the last are)\n",
 			mf->execs_not_listed);
+	if (mf->egress_destinations_folded)
+		fprintf(stderr,
+			"sbxctl: manifest: %" PRIu32 " egress destinations summed in (other) (to "
+			"fit max_message_bytes)\n",
+			mf->egress_destinations_folded);
 	return 0;
 }
 

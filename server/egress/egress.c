@@ -155,7 +155,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 			return;
 		}
 		egress_identity_accepted(run, now);
-		egress_conn_start(run, fd);
+		egress_conn_start(run, l->exec_id, fd);
 	}
 }
 
@@ -205,6 +205,7 @@ static void loop_listen(struct sbx_egress *eg, struct sbx_egress_run *run, uint6
 static void loop_unlisten(struct sbx_egress_run *run, uint64_t exec_id)
 {
 	struct egress_listener **p = &run->listeners;
+	struct egress_conn *c;
 
 	while (*p) {
 		struct egress_listener *l = *p;
@@ -215,6 +216,19 @@ static void loop_unlisten(struct sbx_egress_run *run, uint64_t exec_id)
 		} else {
 			p = &l->next;
 		}
+	}
+	/* Its connections end too (egress.h). Ending one may end others (a
+	 * pump's side effects): the scan starts again after each. */
+	for (c = run->conns; c;) {
+		if (c->exec_id != exec_id) {
+			c = c->next;
+			continue;
+		}
+		if (c->state == EGRESS_RELAY)
+			egress_relay_exec_ended(c);
+		else
+			egress_conn_end(c, "exec_ended");
+		c = run->conns;
 	}
 }
 

@@ -43,6 +43,10 @@
 struct sbx_egress;
 struct sbx_egress_run;
 
+/* What an "(other)" destination row takes packed at most (host, four
+ * 64-bit counters, tag and length): a byte budget keeps room for it. */
+#define EGRESS_OTHER_ROW_MAX 64
+
 /* Starts the proxy's thread with the config's "egress" settings (copied).
  * -1 with err when the resolver's files cannot be read or the thread cannot
  * start: sbxd then refuses allowlist policies. */
@@ -78,8 +82,12 @@ struct sbx_egress_run *sbx_egress_run_open(struct sbx_egress *eg,
 int sbx_egress_run_listen(struct sbx_egress_run *er, uint64_t exec_id, int listen_fd,
 			  struct sbx_err *err);
 /* The exec ended: its listener is closed (held open it would keep the
- * exec's network namespace alive). Its relayed connections end by
- * themselves: their sandbox ends died with the exec's processes. */
+ * exec's network namespace alive), and so is every connection that came
+ * through it (close reason "exec_ended", records written): their sandbox
+ * ends died with the exec's processes, and a relay would otherwise take
+ * the dead end's FIN for a half-close and wait for the destination (up to
+ * idle_seconds). What the destination is owed and can be moved at once is
+ * moved first; nobody is left to read its answer. */
 void sbx_egress_run_unlisten(struct sbx_egress_run *er, uint64_t exec_id);
 /* Stops the run's egress: when it returns, every listener and every
  * connection of the run is closed and its close record written (reason
@@ -93,10 +101,16 @@ void sbx_egress_run_close(struct sbx_egress_run *er);
 void sbx_egress_run_free(struct sbx_egress_run *er);
 
 /* Status: fills resp->egress (the newest records, at most the config's
- * records_per_run), resp->egress_records_dropped, resp->egress_destinations,
- * and appends the run's egress alerts to resp->alerts. Every member is
- * malloc'd (the response is freed with free_unpacked). -1 only when out of
- * memory (err says so; resp may hold part, which free_unpacked frees).
+ * records_per_run), resp->egress_records_dropped, resp->egress_destinations
+ * (and _folded), and appends the run's egress alerts to resp->alerts.
+ * Records and destinations take at most max_bytes of the packed answer,
+ * whatever the sandbox asked for (hosts are its to choose): the
+ * destinations at most half of it (rows past it folded into "(other)",
+ * as sbx_egress_run_destinations does with that half), the records what
+ * they leave (the oldest left out, counted in egress_records_dropped). The
+ * alerts (two lines at most) are outside it. Every member is malloc'd (the
+ * response is freed with free_unpacked). -1 only when out of memory (err
+ * says so; resp may hold part, which free_unpacked frees).
  *
  * What the records say beyond the proto's comments: a connection appears
  * once decided (not while its head, lookup or connect is under way); an
@@ -106,11 +120,17 @@ void sbx_egress_run_free(struct sbx_egress_run *er);
  * under host "" port 0, and past 1023 distinct host:port a run's further
  * ones under host "(other)" port 0. */
 int sbx_egress_run_status(struct sbx_egress_run *er, Sbx__V1__StatusResponse *resp,
-			  struct sbx_err *err);
+			  size_t max_bytes, struct sbx_err *err);
 /* The manifest: one EgressDestination per host:port the run asked for
- * (allowed or not), malloc'd into *out (n in *n). -1 only when out of
- * memory. */
-int sbx_egress_run_destinations(struct sbx_egress_run *er, Sbx__V1__EgressDestination ***out,
-				size_t *n, struct sbx_err *err);
+ * (allowed or not), malloc'd into *out (n in *n), in at most max_bytes
+ * packed (each element with its tag and length): when they do not fit,
+ * the rows with allowed connections are kept before those only denied,
+ * each in the order first asked, and the rest are summed into the
+ * "(other)" row (host "(other)", port 0, last), their number in *folded.
+ * A max_bytes below EGRESS_OTHER_ROW_MAX (64) still gives that one row.
+ * -1 only when out of memory. */
+int sbx_egress_run_destinations(struct sbx_egress_run *er, size_t max_bytes,
+				Sbx__V1__EgressDestination ***out, size_t *n, uint32_t *folded,
+				struct sbx_err *err);
 
 #endif

@@ -145,6 +145,12 @@ void egress_conn_refuse(struct egress_conn *c, unsigned status, const char *reas
 		return;
 	}
 	egress_resolve_cancel(c);
+	/* Refused while looking up or connecting (its timer, a failure, max_bytes):
+	 * the record says how long it tried, as an allowed one's does. */
+	if (c->state == EGRESS_RESOLVE && !c->rec.lookup_ms)
+		c->rec.lookup_ms = (uint32_t)((egress_now_us() - c->lookup_start_us) / 1000);
+	else if (c->state == EGRESS_CONNECT)
+		c->rec.connect_ms = (uint32_t)((egress_now_us() - c->connect_start_us) / 1000);
 	egress_record_decision(c, false, reason, status);
 	answer_body(c, reason, body, sizeof(body));
 	if (status == 429)
@@ -322,7 +328,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
-void egress_conn_start(struct sbx_egress_run *run, int fd)
+void egress_conn_start(struct sbx_egress_run *run, uint64_t exec_id, int fd)
 {
 	struct sbx_egress *eg = run->eg;
 	struct egress_conn *c = calloc(1, sizeof(*c));
@@ -337,6 +343,7 @@ void egress_conn_start(struct sbx_egress_run *run, int fd)
 	}
 	c->eg = eg;
 	c->run = run;
+	c->exec_id = exec_id;
 	c->cfd = fd;
 	c->ufd = -1;
 	c->rule = c->dest = -1;

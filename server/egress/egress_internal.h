@@ -310,6 +310,7 @@ struct egress_lookup; /* egress_resolve.c */
 struct egress_conn {
 	struct sbx_egress *eg;
 	struct sbx_egress_run *run;
+	uint64_t exec_id;			   /* the exec whose listener accepted it */
 	struct egress_conn *prev, *next;	   /* run->conns */
 	struct egress_conn *open_prev, *open_next; /* [rec] run->open_head */
 	enum egress_conn_state state;
@@ -345,8 +346,9 @@ struct egress_conn {
 };
 
 int64_t egress_now_us(void);
-/* A new connection accepted on one of run's listeners (fd owned from here). */
-void egress_conn_start(struct sbx_egress_run *run, int fd);
+/* A new connection accepted on exec exec_id's listener of run's (fd owned
+ * from here). */
+void egress_conn_start(struct sbx_egress_run *run, uint64_t exec_id, int fd);
 /* Refuses c: its decision line, the answer written, then lingering. */
 void egress_conn_refuse(struct egress_conn *c, unsigned status, const char *reason,
 			unsigned retry_after_s);
@@ -380,6 +382,9 @@ int egress_relay_pump(struct egress_conn *c, int d);
 int egress_relay_readable(struct egress_conn *c, int d);
 /* max_bytes reached: c stops reading and ends once its pipes are empty. */
 void egress_relay_max(struct egress_conn *c);
+/* c's exec ended: what can move to the destination now is moved, then c
+ * ends ("exec_ended"; or as the pump ended it). */
+void egress_relay_exec_ended(struct egress_conn *c);
 /* Frees the relay's pipes and events. */
 void egress_relay_free(struct egress_conn *c);
 

@@ -7,11 +7,13 @@
  *
  * Records: the allowed connections still relaying (bytes so far, open =
  * true) and a ring of the newest closed or refused ones, records_per_run
- * in all in a Status answer; older ones are only counted
- * (egress_records_dropped). A refused connection's record goes to the ring
+ * in all in a Status answer, the newest that fit its byte budget; older
+ * ones are only counted (egress_records_dropped). A refused connection's record goes to the ring
  * at its decision; its close line follows when its answer was read.
  * Totals are never truncated: at most EGRESS_TOTALS_MAX rows per run, the
- * last of which ("(other)", port 0) sums every host:port past the rest.
+ * last of which ("(other)", port 0) sums every host:port past the rest; an
+ * answer whose budget holds fewer rows sums the rest there too
+ * (destinations_fit), so every connection and byte is still counted.
  * Connections whose head was unreadable are a row of host "" and port 0.
  *
  * Everything here that Status reads is under the run's rec_mu; the loop
@@ -278,13 +280,97 @@ static int by_connection(const void *a, const void *b)
 	return x->connection < y->connection ? -1 : x->connection > y->connection;
 }
 
-/* rec_mu held: the totals with the open connections' bytes so far. */
-static int destinations(struct sbx_egress_run *run, Sbx__V1__EgressDestination ***out, size_t *n)
+/* What one element of a repeated message field takes on the wire at most:
+ * its tag (2 bytes covers field numbers up to 2047), its length, its body. */
+static size_t element_bytes(const ProtobufCMessage *m)
 {
-	Sbx__V1__EgressDestination **v = calloc(run->n_totals ? run->n_totals : 1, sizeof(*v));
+	size_t len = protobuf_c_message_get_packed_size(m), n = 1;
+
+	for (size_t v = len; v >= 0x80; v >>= 7)
+		n++;
+	return 2 + n + len;
+}
+
+static void fold_into(Sbx__V1__EgressDestination *other, const Sbx__V1__EgressDestination *m)
+{
+	other->connections += m->connections;
+	other->denied += m->denied;
+	other->bytes_out += m->bytes_out;
+	other->bytes_in += m->bytes_in;
+}
+
+/* Keeps the rows of v that fit in budget bytes (those with allowed
+ * connections first: what left the box before what was only asked for,
+ * each in the order asked) and sums the others into the "(other)" row,
+ * made at the end if the run had none. rec_mu need not be held. */
+static int destinations_fit(Sbx__V1__EgressDestination **v, size_t *n, size_t budget,
+			    uint32_t *folded)
+{
+	/* One more: the "(other)" row it may add. */
+	_cleanup_free_ bool *keep = calloc(*n + 1, sizeof(*keep));
+	size_t total = 0, used = 0, k = 0;
+	Sbx__V1__EgressDestination *other = NULL;
+
+	*folded = 0;
+	if (!keep)
+		return -1;
+	for (size_t i = 0; i < *n; i++)
+		total += element_bytes(&v[i]->base);
+	if (total <= budget)
+		return 0;
+	/* Room for the "(other)" row, whatever it sums. */
+	budget = budget > EGRESS_OTHER_ROW_MAX ? budget - EGRESS_OTHER_ROW_MAX : 0;
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t i = 0; i < *n; i++) {
+			size_t b = element_bytes(&v[i]->base);
+
+			if ((v[i]->connections > 0) != (pass == 0) || used + b > budget)
+				continue;
+			if (!strcmp(v[i]->host, EGRESS_OTHER_HOST) && v[i]->port == 0)
+				continue;
+			keep[i] = true;
+			used += b;
+		}
+	for (size_t i = 0; i < *n; i++)
+		if (!keep[i] && !strcmp(v[i]->host, EGRESS_OTHER_HOST) && v[i]->port == 0)
+			other = v[i];
+	if (!other) {
+		/* v has a slot past *n for it (destinations). */
+		if (!(other = malloc(sizeof(*other))))
+			return -1;
+		sbx__v1__egress_destination__init(other);
+		if (!(other->host = strdup(EGRESS_OTHER_HOST))) {
+			free(other);
+			return -1;
+		}
+		v[(*n)++] = other;
+	}
+	for (size_t i = 0; i < *n; i++) {
+		if (keep[i] || v[i] == other)
+			continue;
+		fold_into(other, v[i]);
+		sbx__v1__egress_destination__free_unpacked(v[i], NULL);
+		(*folded)++;
+	}
+	for (size_t i = 0; i < *n; i++)
+		if (keep[i] && v[i] != other)
+			v[k++] = v[i];
+	v[k++] = other;
+	*n = k;
+	return 0;
+}
+
+/* rec_mu held: the totals with the open connections' bytes so far, in at
+ * most max_bytes (destinations_fit). */
+static int destinations(struct sbx_egress_run *run, size_t max_bytes,
+			Sbx__V1__EgressDestination ***out, size_t *n, uint32_t *folded)
+{
+	/* One slot more: an "(other)" row made by folding. */
+	Sbx__V1__EgressDestination **v = calloc(run->n_totals + 1, sizeof(*v));
 
 	*out = v;
 	*n = 0;
+	*folded = 0;
 	if (!v)
 		return -1;
 	for (size_t i = 0; i < run->n_totals; i++) {
@@ -308,21 +394,38 @@ static int destinations(struct sbx_egress_run *run, Sbx__V1__EgressDestination *
 			v[c->total_row]->bytes_out += c->rec.bytes_out;
 			v[c->total_row]->bytes_in += c->rec.bytes_in;
 		}
-	return 0;
+	return destinations_fit(v, n, max_bytes, folded);
 }
 
-static int status_locked(struct sbx_egress_run *er, Sbx__V1__StatusResponse *resp)
+/* rec_mu held: an open record's connection knows its start. */
+static int64_t record_accept_ms(struct sbx_egress_run *er, const struct egress_record *r,
+				int64_t now_ms)
 {
-	size_t n_open = 0, total, show, k = 0;
+	if (r->open)
+		for (struct egress_conn *c = er->open_head; c; c = c->open_next)
+			if (&c->rec == r)
+				return c->accept_us / 1000;
+	return now_ms - (int64_t)r->duration_ms;
+}
+
+static int status_locked(struct sbx_egress_run *er, Sbx__V1__StatusResponse *resp, size_t max_bytes)
+{
+	size_t n_open = 0, total, show, k = 0, used = 0;
 	struct egress_record **all;
 	int64_t now_ms = egress_now_us() / 1000;
 	char **alerts;
 
+	/* The destinations first, in half of the budget; the records in
+	 * what they leave. */
+	if (destinations(er, max_bytes / 2, &resp->egress_destinations,
+			 &resp->n_egress_destinations, &resp->egress_destinations_folded) < 0)
+		return -1;
+	for (size_t i = 0; i < resp->n_egress_destinations; i++)
+		used += element_bytes(&resp->egress_destinations[i]->base);
 	for (struct egress_conn *c = er->open_head; c; c = c->open_next)
 		n_open++;
 	total = er->ring_len + n_open;
 	show = total < er->eg->records_per_run ? total : er->eg->records_per_run;
-	resp->egress_records_dropped = er->dropped + (total - show);
 	if (!(all = calloc(total ? total : 1, sizeof(*all))))
 		return -1;
 	for (size_t i = 0; i < er->ring_len; i++)
@@ -331,25 +434,35 @@ static int status_locked(struct sbx_egress_run *er, Sbx__V1__StatusResponse *res
 		all[k++] = &c->rec;
 	qsort(all, total, sizeof(*all), by_connection);
 	resp->egress = calloc(show ? show : 1, sizeof(*resp->egress));
+	/* The newest first, while they fit; placed oldest first below. */
 	for (size_t i = 0; resp->egress && i < show; i++) {
-		const struct egress_record *r = all[total - show + i];
-		int64_t accept_ms = now_ms - (int64_t)r->duration_ms;
+		const struct egress_record *r = all[total - 1 - i];
+		Sbx__V1__EgressRecord *m =
+		    record_message(r, now_ms, record_accept_ms(er, r, now_ms));
+		size_t b;
 
-		if (r->open) {
-			/* The open record's own connection knows its start. */
-			for (struct egress_conn *c = er->open_head; c; c = c->open_next)
-				if (&c->rec == r)
-					accept_ms = c->accept_us / 1000;
+		if (!m) {
+			free(all);
+			return -1;
 		}
-		if (!(resp->egress[i] = record_message(r, now_ms, accept_ms)))
+		b = element_bytes(&m->base);
+		if (used + b > max_bytes) {
+			sbx__v1__egress_record__free_unpacked(m, NULL);
 			break;
-		resp->n_egress = i + 1;
+		}
+		used += b;
+		resp->egress[resp->n_egress++] = m;
 	}
 	free(all);
-	if (!resp->egress || resp->n_egress < show)
+	if (!resp->egress)
 		return -1;
-	if (destinations(er, &resp->egress_destinations, &resp->n_egress_destinations) < 0)
-		return -1;
+	for (size_t i = 0; i < resp->n_egress / 2; i++) {
+		Sbx__V1__EgressRecord *t = resp->egress[i];
+
+		resp->egress[i] = resp->egress[resp->n_egress - 1 - i];
+		resp->egress[resp->n_egress - 1 - i] = t;
+	}
+	resp->egress_records_dropped = er->dropped + (total - resp->n_egress);
 	alerts = realloc(resp->alerts, (resp->n_alerts + er->n_alerts + 1) * sizeof(char *));
 	if (!alerts)
 		return -1;
@@ -363,23 +476,24 @@ static int status_locked(struct sbx_egress_run *er, Sbx__V1__StatusResponse *res
 }
 
 int sbx_egress_run_status(struct sbx_egress_run *er, Sbx__V1__StatusResponse *resp,
-			  struct sbx_err *err)
+			  size_t max_bytes, struct sbx_err *err)
 {
 	int rc;
 
 	pthread_mutex_lock(&er->rec_mu);
-	rc = status_locked(er, resp);
+	rc = status_locked(er, resp, max_bytes);
 	pthread_mutex_unlock(&er->rec_mu);
 	return rc < 0 ? sbx_fail_errnum(err, ENOMEM, "egress status") : 0;
 }
 
-int sbx_egress_run_destinations(struct sbx_egress_run *er, Sbx__V1__EgressDestination ***out,
-				size_t *n, struct sbx_err *err)
+int sbx_egress_run_destinations(struct sbx_egress_run *er, size_t max_bytes,
+				Sbx__V1__EgressDestination ***out, size_t *n, uint32_t *folded,
+				struct sbx_err *err)
 {
 	int rc;
 
 	pthread_mutex_lock(&er->rec_mu);
-	rc = destinations(er, out, n);
+	rc = destinations(er, max_bytes, out, n, folded);
 	pthread_mutex_unlock(&er->rec_mu);
 	if (rc < 0) {
 		for (size_t i = 0; *out && i < *n; i++)

@@ -618,6 +618,15 @@ void egress_relay_max(struct egress_conn *c)
 	interest(c, &c->dir[1]);
 }
 
+void egress_relay_exec_ended(struct egress_conn *c)
+{
+	/* The sandbox's last bytes (in its socket or the pipe) go on if the
+	 * destination takes them now; then c ends, whatever is left. */
+	if (egress_relay_pump(c, 0) < 0)
+		return;
+	egress_conn_end(c, "exec_ended");
+}
+
 int egress_relay_start(struct egress_conn *c)
 {
 	struct egress_dir *out = &c->dir[0], *in = &c->dir[1];

@@ -8,6 +8,7 @@
 
 #include "audit.h"
 #include "egress.h"
+#include "runs_artifacts.h"
 #include "runs_manager.h"
 #include "runs_registry.h"
 #include "runs_status.h"
@@ -16,6 +17,11 @@
 char *xstrdup(const char *s)
 {
 	return strdup(s ? s : "");
+}
+
+size_t egress_reply_bytes(const struct sbx_runs *runs)
+{
+	return artifacts_reply_bytes(runs) / 8;
 }
 
 Sbx__V1__Policy *policy_copy(const SbxPolicy *p)
@@ -149,8 +155,9 @@ static int fill_status(struct sbx_run *r, Sbx__V1__StatusResponse *s)
 	}
 	run_unlock(r);
 	/* Records, destinations and egress alerts: the proxy's, asked
-	 * outside the run's lock (egress.h). */
-	if (rc == 0 && r->egress && sbx_egress_run_status(r->egress, s, &err) < 0)
+	 * outside the run's lock (egress.h), in their share of the answer. */
+	if (rc == 0 && r->egress &&
+	    sbx_egress_run_status(r->egress, s, 2 * egress_reply_bytes(r->runs), &err) < 0)
 		rc = -1;
 	return rc;
 }

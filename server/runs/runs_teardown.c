@@ -234,17 +234,22 @@ static int teardown_finish(struct sbx_run *r, Sbx__V1__RunManifest **manifest,
 		run_lock(r);
 		*manifest = manifest_new(r, final);
 		run_unlock(r);
-		/* Final totals: the run's egress was closed with its sandbox. */
+		/* Final totals: the run's egress was closed with its sandbox.
+		 * They take their share (egress_reply_bytes) of the listing's
+		 * half: the record and the execs keep theirs. */
 		if (*manifest && r->egress &&
-		    sbx_egress_run_destinations(r->egress, &(*manifest)->egress,
-						&(*manifest)->n_egress, &st->err) < 0) {
+		    sbx_egress_run_destinations(r->egress, egress_reply_bytes(r->runs),
+						&(*manifest)->egress, &(*manifest)->n_egress,
+						&(*manifest)->egress_destinations_folded,
+						&st->err) < 0) {
 			sbx__v1__run_manifest__free_unpacked(*manifest, NULL);
 			*manifest = NULL;
 		}
 		if (*manifest)
 			budget = artifacts_reply_bytes(r->runs);
 		if (*manifest)
-			used = manifest_fit_execs(*manifest, budget / 2);
+			used =
+			    manifest_fit_execs(*manifest, budget / 2 + egress_reply_bytes(r->runs));
 		if (used > budget)
 			used = budget;
 	}

@@ -166,8 +166,13 @@ class SandboxInflatesItsAnswers(Identities):
         hosts = os.path.join(cls.tmp, "hosts")
         with open(hosts, "w") as f:
             f.write("127.0.0.1 api.test\n")
-        cls.srv = Server(max_message_bytes=65536, egress={
-            "hosts_file": hosts, "resolv_conf": "", "accepts_per_run_per_second": 1000})
+        # The identity's egress lines (half its audit rate: 8 KB/s by
+        # default) pace its accepts, and each of these connections writes
+        # about 900 bytes of them: at the default the 400 would take some
+        # 45 s, past the exec's 30 s.
+        cls.srv = Server(max_message_bytes=65536, quotas={"audit_identity_kb_per_s": 1024},
+                         egress={"hosts_file": hosts, "resolv_conf": "",
+                                 "accepts_per_run_per_second": 1000})
 
     @classmethod
     def tearDownClass(cls):

@@ -296,17 +296,23 @@ static void expect_refusal(struct sandbox *sb, const char *host, uint16_t port, 
 
 /* ---- Status ---- */
 
-static Sbx__V1__StatusResponse *status_of(struct sbx_egress_run *run)
+/* Status with its egress in at most max_bytes. */
+static Sbx__V1__StatusResponse *status_fit(struct sbx_egress_run *run, size_t max_bytes)
 {
 	Sbx__V1__StatusResponse *resp = malloc(sizeof(*resp));
 	struct sbx_err err;
 
 	sbx__v1__status_response__init(resp);
-	if (sbx_egress_run_status(run, resp, &err) < 0) {
+	if (sbx_egress_run_status(run, resp, max_bytes, &err) < 0) {
 		fprintf(stderr, "status: %s\n", err.msg);
 		exit(2);
 	}
 	return resp;
+}
+
+static Sbx__V1__StatusResponse *status_of(struct sbx_egress_run *run)
+{
+	return status_fit(run, SIZE_MAX);
 }
 
 /* The record of connection n once it is closed (waits for the close). */
@@ -615,12 +621,13 @@ static void test_status(struct sandbox *sb, struct sbx_egress_run *run)
 	check(api, "Status totals: api.test, 2 allowed, bytes summed");
 	check(nope, "Status totals: nope.test:443, 1 denied");
 	sbx__v1__status_response__free_unpacked(resp, NULL);
-	int rc = sbx_egress_run_destinations(run, &d, &n, &err);
+	uint32_t folded;
+	int rc = sbx_egress_run_destinations(run, SIZE_MAX, &d, &n, &folded, &err);
 
 	/* api.test twice (its port, another), the two literals, nope,
 	 * loop, unknown, rate, conc, thr, hw, and "" for the unreadable
 	 * heads. */
-	check(rc == 0 && n == 12, "the manifest's destinations (%zu)", n);
+	check(rc == 0 && n == 12 && folded == 0, "the manifest's destinations (%zu)", n);
 	for (size_t i = 0; i < n; i++)
 		sbx__v1__egress_destination__free_unpacked(d[i], NULL);
 	free(d);
@@ -784,6 +791,208 @@ static void test_lookup_timeout(const char *dir, struct sbx_config_egress cfg)
 	close(udp);
 }
 
+/* What the elements of a repeated field take packed (tag, length, body). */
+static size_t elements_bytes(ProtobufCMessage *const *v, size_t n)
+{
+	size_t total = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		size_t len = protobuf_c_message_get_packed_size(v[i]);
+
+		total += 1 + (len < 128 ? 1 : len < 16384 ? 2 : 3) + len;
+	}
+	return total;
+}
+
+/* A destination that never answers a SYN: a listener whose one-place
+ * backlog is taken (the kernel drops SYNs past it), on loopback. */
+static int black_hole(uint16_t *port, int *filler)
+{
+	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(sin);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0 || listen(fd, 0) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&sin, &len) < 0 ||
+	    (*filler = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
+	    connect(*filler, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
+		perror("black_hole");
+		exit(2);
+	}
+	*port = ntohs(sin.sin_port);
+	return fd;
+}
+
+/* connect_ms says how long a connect that timed out tried. */
+static void test_connect_timeout(struct sandbox *sb, struct sbx_egress_run *run, uint16_t bh)
+{
+	Sbx__V1__EgressRecord rec;
+	int64_t t0 = sbx_mono_ms();
+
+	expect_refusal(sb, "127.0.0.1", bh, 504, "connect_timeout");
+	check(sbx_mono_ms() - t0 >= 1900, "a black hole: 504 after connect_seconds");
+	if (!closed_record(run, sb->connections, &rec)) {
+		check(false, "connect_timeout: a record");
+		return;
+	}
+	check(rec.connect_ms >= 1900 && rec.connect_ms < 4000 &&
+		  !strcmp(rec.reason, "connect_timeout"),
+	      "connect_timeout: connect_ms %u (connect_seconds 2)", rec.connect_ms);
+	record_free(&rec);
+}
+
+/* An exec's end closes its listener's connections (heads and relays
+ * alike), not another exec's. */
+static void test_exec_ended(struct sandbox *sb1, struct sandbox *sb2, struct sbx_egress_run *run)
+{
+	char head[1024], buf[16];
+	Sbx__V1__EgressRecord rec;
+	Sbx__V1__StatusResponse *resp;
+	int relay1, head1, relay2;
+	unsigned n_relay1, n_head1, n_relay2;
+	struct served s;
+	bool open2 = false;
+
+	check(connect_via(sb1, "api.test", server_port, &relay1, head, sizeof(head)) == 200,
+	      "exec 1: a relay");
+	n_relay1 = sb1->connections;
+	/* The upstream waits for its EOF (as a quiet destination would). */
+	write_str(relay1, "SEND 0 105\n");
+	head1 = proxy_connect(sb1); /* a head that never comes */
+	n_head1 = sb1->connections;
+	usleep(50000); /* accepted before exec 2's: connection numbers in order */
+	check(connect_via(sb2, "api.test", server_port, &relay2, head, sizeof(head)) == 200,
+	      "exec 2: a relay");
+	n_relay2 = sb1->connections + sb2->connections;
+	usleep(50000);
+	sbx_egress_run_unlisten(run, 1);
+	check(recv(relay1, buf, sizeof(buf), 0) == 0 && recv(head1, buf, sizeof(buf), 0) == 0,
+	      "exec 1 ended: its connections are closed");
+	s = served_wait(105, NULL);
+	check(s.done && s.received == 11, "the destination saw the relay end (%zu)", s.received);
+	/* (The record is read before check's arguments are.) */
+	if (!closed_record(run, n_relay1, &rec))
+		exit(2);
+	check(!strcmp(rec.reason, "exec_ended") && rec.allowed && rec.bytes_out == 11,
+	      "the relay's record: exec_ended (%s), 11 bytes out", rec.reason);
+	record_free(&rec);
+	if (!closed_record(run, n_head1, &rec))
+		exit(2);
+	check(!strcmp(rec.reason, "exec_ended") && !rec.allowed,
+	      "the head's record: exec_ended (%s)", rec.reason);
+	record_free(&rec);
+	resp = status_of(run);
+	for (size_t i = 0; i < resp->n_egress; i++)
+		if (resp->egress[i]->connection == n_relay2)
+			open2 = resp->egress[i]->open;
+	sbx__v1__status_response__free_unpacked(resp, NULL);
+	check(open2, "exec 2's relay is still open");
+	write_str(relay2, "SEND 3 106\n");
+	shutdown(relay2, SHUT_WR);
+	check(read_all(relay2, NULL, 0) == 3, "exec 2's relay still relays");
+	close(relay2);
+	close(relay1);
+	close(head1);
+}
+
+/* Records and destinations fit a byte budget whatever hosts the sandbox
+ * asks for: the oldest records are left out, rows only denied folded into
+ * "(other)" before those with allowed connections, nothing uncounted. */
+static void test_budget(struct sandbox *sb, struct sbx_egress_run *run)
+{
+	char host[256];
+	Sbx__V1__StatusResponse *all, *fit;
+	Sbx__V1__EgressDestination **d;
+	uint64_t sum_all = 0, sum_fit = 0, sum_d = 0;
+	size_t n, budget = 4096;
+	uint32_t folded;
+	struct sbx_err err;
+	bool api = false;
+
+	char label[64];
+
+	memset(label, 'x', 63);
+	label[63] = '\0';
+	/* 40 names of 195 bytes, each refused: about 9 KB of rows. */
+	for (int i = 0; i < 40; i++) {
+		snprintf(host, sizeof(host), "%s.%s.%s.n%02d", label, label, label, i);
+		expect_refusal(sb, host, 443, 403, "not_allowed");
+	}
+	usleep(50000);
+	all = status_of(run);
+	fit = status_fit(run, budget);
+	for (size_t i = 0; i < all->n_egress_destinations; i++)
+		sum_all +=
+		    all->egress_destinations[i]->connections + all->egress_destinations[i]->denied;
+	for (size_t i = 0; i < fit->n_egress_destinations; i++) {
+		sum_fit +=
+		    fit->egress_destinations[i]->connections + fit->egress_destinations[i]->denied;
+		api = api || (!strcmp(fit->egress_destinations[i]->host, "api.test") &&
+			      fit->egress_destinations[i]->connections > 0);
+	}
+	check(all->egress_destinations_folded == 0 && all->n_egress_destinations > 40,
+	      "unbounded: every row (%zu)", all->n_egress_destinations);
+	check(elements_bytes((ProtobufCMessage *const *)fit->egress, fit->n_egress) +
+		      elements_bytes((ProtobufCMessage *const *)fit->egress_destinations,
+				     fit->n_egress_destinations) <=
+		  budget,
+	      "Status: records and destinations in the budget");
+	check(
+	    fit->egress_destinations_folded > 0 &&
+		fit->n_egress_destinations + fit->egress_destinations_folded ==
+		    all->n_egress_destinations + 1 &&
+		!strcmp(fit->egress_destinations[fit->n_egress_destinations - 1]->host, "(other)"),
+	    "Status: %u rows folded into (other), the last row", fit->egress_destinations_folded);
+	check(sum_fit == sum_all && api,
+	      "Status: every connection still counted (%llu), allowed rows kept",
+	      (unsigned long long)sum_fit);
+	check(fit->n_egress > 0 && fit->n_egress < all->n_egress &&
+		  fit->egress_records_dropped ==
+		      all->egress_records_dropped + (all->n_egress - fit->n_egress) &&
+		  fit->egress[fit->n_egress - 1]->connection ==
+		      all->egress[all->n_egress - 1]->connection,
+	      "Status: the newest %zu records, the older counted", fit->n_egress);
+	if (sbx_egress_run_destinations(run, 2048, &d, &n, &folded, &err) < 0)
+		exit(2);
+	check(elements_bytes((ProtobufCMessage *const *)d, n) <= 2048 && folded > 0,
+	      "the manifest's destinations in 2048 bytes (%zu rows, %u folded)", n, folded);
+	for (size_t i = 0; i < n; i++) {
+		sum_d += d[i]->connections + d[i]->denied;
+		sbx__v1__egress_destination__free_unpacked(d[i], NULL);
+	}
+	free(d);
+	check(sum_d == sum_all, "the manifest: every connection still counted");
+	sbx__v1__status_response__free_unpacked(all, NULL);
+	sbx__v1__status_response__free_unpacked(fit, NULL);
+}
+
+static unsigned test_fourth_run(struct sbx_egress *eg)
+{
+	struct sandbox sb1 = {0}, sb2 = {0};
+	uint16_t bh;
+	int filler, bh_fd = black_hole(&bh, &filler);
+	struct sbx_err err;
+	Sbx__V1__EgressRule r[2] = {rule("api.test", server_port, true),
+				    rule("127.0.0.1", bh, true)};
+	Sbx__V1__EgressRule *p[2] = {&r[0], &r[1]};
+	Sbx__V1__Egress pol = SBX__V1__EGRESS__INIT;
+
+	pol.allow = p;
+	pol.n_allow = 2;
+	struct sbx_egress_run *run = open_run(eg, "run-four", &pol, &sb1);
+	int lfd2 = listen_loopback(&sb2.port);
+
+	if (sbx_egress_run_listen(run, 2, lfd2, &err) < 0)
+		exit(2);
+	test_connect_timeout(&sb1, run, bh);
+	test_exec_ended(&sb1, &sb2, run);
+	test_budget(&sb2, run);
+	sbx_egress_run_free(run);
+	close(filler);
+	close(bh_fd);
+	return sb1.connections + sb2.connections;
+}
+
 /* ---- the audit log ---- */
 
 static void check_audit(const char *path, const char *run_id, unsigned connections, int alerts_want,
@@ -938,6 +1147,7 @@ int main(void)
 	test_teardown(&sb1, run1);
 	test_max_bytes(&sb2, run2);
 	test_lookup_timeout(dir, cfg);
+	unsigned four = test_fourth_run(eg);
 
 	sbx_egress_run_free(run1);
 	sbx_egress_stop(eg);
@@ -954,6 +1164,7 @@ int main(void)
 	check_audit(audit_path, "run-one", sb1.connections, 0, 0);
 	check_audit(audit_path, "run-two", sb2.connections, 1, 1);
 	check_audit(audit_path, "run-three", 9, 0, 0);
+	check_audit(audit_path, "run-four", four, 0, 0);
 
 	shutdown(srv.fd, SHUT_RDWR);
 	close(srv.fd);
