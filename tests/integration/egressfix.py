@@ -38,8 +38,9 @@ use it):
                               attribute) overrides config keys, and may be
                               a function of the class (ports are known
                               then). Helpers: policy(), create(), run_sh(),
-                              status(), teardown(), audit(),
-                              decisions()/closes() of a run.
+                              status(), teardown() (runs a test leaves
+                              are torn down after it), audit(),
+                              decisions()/closes()/wait_audit() of a run.
 """
 import hashlib
 import json
@@ -339,7 +340,8 @@ class EgressCase(unittest.TestCase):
 
     def policy(self, allow, alert_bytes=0, max_bytes=0, env=None, **limits):
         """A policy JSON with this allowlist; the test CA in /data/ca.pem is
-        what the sandbox's TLS clients trust."""
+        what the sandbox's TLS clients trust (SSL_CERT_FILE for OpenSSL's
+        default paths: python3, pip; CURL_CA_BUNDLE for curl)."""
         p = json.loads(json.dumps(POLICY))
         p["limits"].update(limits)
         p["egress"] = {"policy": "allowlist", "allow": allow}
@@ -347,7 +349,8 @@ class EgressCase(unittest.TestCase):
             p["egress"]["alert_bytes"] = alert_bytes
         if max_bytes:
             p["egress"]["max_bytes"] = max_bytes
-        p["env"] = {"SSL_CERT_FILE": "/data/ca.pem"}
+        # curl 7.88 reads CURL_CA_BUNDLE, not SSL_CERT_FILE.
+        p["env"] = {"SSL_CERT_FILE": "/data/ca.pem", "CURL_CA_BUNDLE": "/data/ca.pem"}
         p["env"].update(env or {})
         return json.dumps(p)
 
@@ -359,6 +362,7 @@ class EgressCase(unittest.TestCase):
         for path, data in files.items():
             req.inputs.add(path=path, size=len(data), sha256=hashlib.sha256(data).hexdigest())
         run = self.ok("CreateRun", req, pb.CreateRunResponse, conn=conn).run_id
+        self._runs.append(run)
         for path, data in files.items():
             self.ok("PutInput", pb.PutInputRequest(run_id=run, path=path, data=data, last=True),
                     pb.PutInputResponse, conn=conn)
@@ -395,8 +399,18 @@ class EgressCase(unittest.TestCase):
         return self.ok("Status", pb.StatusRequest(run_id=run), pb.StatusResponse, conn=conn)
 
     def teardown(self, run, conn=None):
+        if run in self._runs:
+            self._runs.remove(run)
         return self.ok("Teardown", pb.TeardownRequest(run_id=run), pb.TeardownResponse,
                        conn=conn).manifest
+
+    def setUp(self):
+        self._runs = []
+
+    def tearDown(self):
+        # Runs a failed test left: the identity's run quota is shared.
+        for run in self._runs:
+            self.c.call("Teardown", pb.TeardownRequest(run_id=run), pb.TeardownResponse)
 
     # -- the audit log
     def audit(self, run, event):
