@@ -18,6 +18,66 @@ void sbx_close_fds(int *fds, size_t n)
 	}
 }
 
+ssize_t sbx_fd_sendmsg(int sock, const void *buf, size_t len, const int *fds, size_t nfds)
+{
+	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * SBX_CTL_MAX_FDS)];
+		struct cmsghdr align;
+	} control;
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	if (nfds > SBX_CTL_MAX_FDS) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (nfds) {
+		memset(&control, 0, sizeof(control));
+		mh.msg_control = control.buf;
+		mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+	}
+	ssize_t n;
+	do
+		n = sendmsg(sock, &mh, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	return n;
+}
+
+ssize_t sbx_fd_recvmsg(int sock, void *buf, size_t len, int fds[SBX_CTL_MAX_FDS], size_t *nfds,
+		       int *flags)
+{
+	struct iovec iov = {.iov_base = buf, .iov_len = len};
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * SBX_CTL_MAX_FDS)];
+		struct cmsghdr align;
+	} control;
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = control.buf,
+			    .msg_controllen = sizeof(control.buf)};
+	ssize_t n;
+	*nfds = 0;
+	*flags = 0;
+	do
+		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -1;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < k && *nfds < SBX_CTL_MAX_FDS; i++)
+			memcpy(&fds[(*nfds)++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+	}
+	*flags = mh.msg_flags;
+	return n;
+}
+
 int sbx_ctl_send(int sock, const Sbx__V1__HelperMessage *msg, const int *fds, size_t nfds,
 		 struct sbx_err *err)
 {
@@ -35,27 +95,7 @@ int sbx_ctl_send(int sock, const Sbx__V1__HelperMessage *msg, const int *fds, si
 
 	/* An empty packet would read as end of stream on the other side. */
 	uint8_t empty = 0;
-	struct iovec iov = {.iov_base = len ? buf : &empty, .iov_len = len ? len : 1};
-	union {
-		char buf[CMSG_SPACE(sizeof(int) * SBX_CTL_MAX_FDS)];
-		struct cmsghdr align;
-	} control;
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-	if (nfds) {
-		memset(&control, 0, sizeof(control));
-		mh.msg_control = control.buf;
-		mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
-		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
-		memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
-	}
-	ssize_t n;
-	do
-		n = sendmsg(sock, &mh, MSG_NOSIGNAL);
-	while (n < 0 && errno == EINTR);
-	if (n < 0)
+	if (sbx_fd_sendmsg(sock, len ? buf : &empty, len ? len : 1, fds, nfds) < 0)
 		return sbx_fail_errno(err, "control socket send");
 	return 0;
 }
@@ -68,38 +108,20 @@ int sbx_ctl_recv(int sock, Sbx__V1__HelperMessage **msg, int *fds, size_t *nfds,
 	_cleanup_free_ uint8_t *buf = malloc(SBX_CTL_MAX_BYTES + 1);
 	if (!buf)
 		return sbx_fail_errno(err, "control message");
-	struct iovec iov = {.iov_base = buf, .iov_len = SBX_CTL_MAX_BYTES + 1};
-	union {
-		char buf[CMSG_SPACE(sizeof(int) * SBX_CTL_MAX_FDS)];
-		struct cmsghdr align;
-	} control;
-	struct msghdr mh = {.msg_iov = &iov,
-			    .msg_iovlen = 1,
-			    .msg_control = control.buf,
-			    .msg_controllen = sizeof(control.buf)};
-	ssize_t n;
-	do
-		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
-	while (n < 0 && errno == EINTR);
+	int got[SBX_CTL_MAX_FDS];
+	size_t ngot;
+	int flags;
+	ssize_t n = sbx_fd_recvmsg(sock, buf, SBX_CTL_MAX_BYTES + 1, got, &ngot, &flags);
 	if (n < 0)
 		return sbx_fail_errno(err, "control socket receive");
 
-	int got[SBX_CTL_MAX_FDS];
-	size_t ngot = 0;
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (size_t i = 0; i < k && ngot < SBX_CTL_MAX_FDS; i++)
-			memcpy(&got[ngot++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-	}
 	/* 0 bytes is the end of the stream, or an empty packet, which the
 	 * protocol never sends: fds that came with one are closed either way. */
 	if (n == 0) {
 		sbx_close_fds(got, ngot);
 		return ngot ? sbx_fail(err, "empty control message with fds") : 0;
 	}
-	if ((mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || ngot > maxfds) {
+	if ((flags & (MSG_TRUNC | MSG_CTRUNC)) || ngot > maxfds) {
 		sbx_close_fds(got, ngot);
 		return sbx_fail(err, "control message truncated or with too many fds");
 	}

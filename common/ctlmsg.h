@@ -5,6 +5,7 @@
 #define SBX_CTLMSG_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "err.h"
 #include "sbx/v1/helper.pb-c.h"
@@ -23,5 +24,15 @@ int sbx_ctl_recv(int sock, Sbx__V1__HelperMessage **msg, int *fds, size_t *nfds,
 		 struct sbx_err *err);
 
 void sbx_close_fds(int *fds, size_t n);
+
+/* One packet with at most SBX_CTL_MAX_FDS fds alongside (SCM_RIGHTS), for
+ * the helper protocol and exec init's report socket (helper/exec.c).
+ * sendmsg's result (MSG_NOSIGNAL; EINTR retried). */
+ssize_t sbx_fd_sendmsg(int sock, const void *buf, size_t len, const int *fds, size_t nfds);
+/* recvmsg's result, the fds that came (close-on-exec) in fds[0..*nfds)
+ * and msg_flags in *flags (MSG_CTRUNC: more fds came than fit, and those
+ * the kernel closed). EINTR retried. */
+ssize_t sbx_fd_recvmsg(int sock, void *buf, size_t len, int fds[SBX_CTL_MAX_FDS], size_t *nfds,
+		       int *flags);
 
 #endif

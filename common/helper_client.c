@@ -62,7 +62,7 @@ int ctl_recv(int ctl, struct ctl_event *ev, struct sbx_err *err)
 	int rc;
 
 	memset(ev, 0, sizeof(*ev));
-	ev->out_fd = -1;
+	ev->out_fd = ev->listen_fd = -1;
 	rc = sbx_ctl_recv(ctl, &m, fds, &nfds, SBX_CTL_MAX_FDS, err);
 	/* pid 1 died with our packets unread. The kernel reports that reset
 	 * before the messages pid 1 sent last (its Failure says why it died),
@@ -91,6 +91,10 @@ int ctl_recv(int ctl, struct ctl_event *ev, struct sbx_err *err)
 	case SBX__V1__HELPER_MESSAGE__MSG_STARTED:
 		ev->kind = CTL_STARTED;
 		ev->exec_id = m->started->exec_id;
+		if (m->started->egress_listener && nfds == 1) {
+			ev->listen_fd = fds[0];
+			nfds = 0;
+		}
 		break;
 	case SBX__V1__HELPER_MESSAGE__MSG_ENDED:
 		ev->kind = CTL_ENDED;
@@ -113,6 +117,15 @@ int ctl_recv(int ctl, struct ctl_event *ev, struct sbx_err *err)
 	sbx_close_fds(fds, nfds);
 	sbx__v1__helper_message__free_unpacked(m, NULL);
 	return 1;
+}
+
+void ctl_event_close(struct ctl_event *ev)
+{
+	if (ev->out_fd >= 0)
+		close(ev->out_fd);
+	if (ev->listen_fd >= 0)
+		close(ev->listen_fd);
+	ev->out_fd = ev->listen_fd = -1;
 }
 
 int ctl_next(int ctl, int timeout_ms, struct ctl_event *ev, struct sbx_err *err)
@@ -151,6 +164,8 @@ int ctl_await_ready(int ctl, int timeout_ms, struct ctl_event *ready, struct sbx
 		return -1;
 	if (rc == 0)
 		return sbx_fail(err, "the sandbox was not ready within %d ms", timeout_ms);
+	if (ev.kind != CTL_READY)
+		ctl_event_close(&ev);
 	switch (ev.kind) {
 	case CTL_READY:
 		*ready = ev;
@@ -298,6 +313,7 @@ int ctl_wait_ready(int ctl, int errfd, int timeout_ms, struct ctl_event *ready, 
 			*ready = ev;
 			return 0;
 		}
+		ctl_event_close(&ev); /* nothing but Ready comes first from pid 1 */
 		if (ev.kind == CTL_FAILURE)
 			return sbx_fail(err, "sbx-helper: %s", ev.message);
 		if (ev.kind == CTL_EOF)

@@ -44,7 +44,10 @@ struct ctl_event {
 	uint64_t peak_memory_bytes;
 	char message[SBX_ERR_MAX]; /* ENDED (setup failed) or FAILURE: why */
 	int out_fd;		   /* READY: /out (O_DIRECTORY), or -1 without an /out mount */
-	char cgroup[8];		   /* READY: "v2", "v1" or "none" */
+	/* STARTED: the exec's egress listener (helper.proto ExecStarted,
+	 * egress_listener), the receiver's to close or hand on; else -1. */
+	int listen_fd;
+	char cgroup[8]; /* READY: "v2", "v1" or "none" */
 };
 
 /* Makes our end of a fresh control socket non-blocking (a helper that stops
@@ -54,8 +57,12 @@ int ctl_prepare(int ctl, struct sbx_err *err);
 
 /* One event from a non-blocking control socket: 1 with *ev filled, 0 when
  * nothing is pending, -1 on error. Fds that arrive with anything but Ready
+ * (its /out) or an ExecStarted that says it carries the egress listener
  * are closed. On a blocking socket it waits for the next event. */
 int ctl_recv(int ctl, struct ctl_event *ev, struct sbx_err *err);
+/* Closes the fds an event holds (out_fd, listen_fd): for a receiver that
+ * has no use for them. */
+void ctl_event_close(struct ctl_event *ev);
 /* The next event within timeout_ms (-1: no limit): 1 with *ev filled, 0
  * when none came in time, -1 on error. */
 int ctl_next(int ctl, int timeout_ms, struct ctl_event *ev, struct sbx_err *err);

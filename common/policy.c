@@ -8,7 +8,6 @@
  * its repeated fields are sorted so that equal policies digest equally. */
 #include "policy.h"
 
-#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -23,6 +22,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include "hostname.h"
 #include "path.h"
 #include "strict_json.h"
 #include "util.h"
@@ -32,8 +32,6 @@
 #define IMAGE_TAG_MAX  128
 #define ENV_NAME_MAX   256
 #define ENV_VALUE_MAX  32768
-#define HOST_MAX       253
-#define HOST_LABEL_MAX 63
 
 /* Paths we build: "egress.allow[255]" (WHERE_MAX) and one key below it. */
 #define WHERE_MAX	64
@@ -334,9 +332,10 @@ static int parse_env(SbxPolicy *p, json_t *v, struct sbx_err *err)
 
 /* ---- egress ---- */
 
-static const char *const egress_keys[] = {"policy", "allow", NULL};
+static const char *const egress_keys[] = {"policy", "allow", "alert_bytes", "max_bytes", NULL};
 static const char *const rule_keys[] = {
-    "host", "port", "connections_per_minute", "bytes_per_second", "allow_private", NULL};
+    "host",	     "port", "connections_per_minute", "bytes_per_second", "max_concurrent",
+    "allow_private", NULL};
 
 static bool is_digits(const char *s, size_t len)
 {
@@ -348,85 +347,56 @@ static bool is_digits(const char *s, size_t len)
 	return true;
 }
 
-static bool is_label(const char *s, size_t len)
+/* The host in the one normal form the proxy compares requests in
+ * (common/hostname.h): a name, "*." + a name or a dotted quad; IPv6
+ * literals have no place in a policy. at is the JSON path of the host. */
+static int set_rule_host(Sbx__V1__EgressRule *r, const char *host, size_t len, const char *at,
+			 struct sbx_err *err)
 {
-	if (len == 0 || len > HOST_LABEL_MAX || s[0] == '-' || s[len - 1] == '-')
-		return false;
-	for (size_t i = 0; i < len; i++)
-		if (!isalnum((unsigned char)s[i]) && s[i] != '-')
-			return false;
-	return true;
-}
+	char norm[SBX_HOSTNAME_BUF];
+	enum sbx_host_kind kind;
 
-/* A hostname, "*." + hostname, or a dotted-quad IPv4 address. A name whose
- * last label is numeric must be a strict dotted quad: resolvers read "127.1"
- * or "2130706433" as addresses, and the allowlist must mean what it says. */
-static bool is_egress_host(const char *s, size_t len)
-{
-	bool wild = len >= 2 && s[0] == '*' && s[1] == '.';
-	const char *h = wild ? s + 2 : s;
-	size_t hlen = wild ? len - 2 : len;
-	const char *label = h, *end = h + hlen, *dot;
-	char quad[INET_ADDRSTRLEN];
-	struct in_addr a;
-
-	if (hlen == 0 || hlen > HOST_MAX)
-		return false;
-	for (;;) {
-		dot = memchr(label, '.', (size_t)(end - label));
-		if (!is_label(label, (size_t)((dot ? dot : end) - label)))
-			return false;
-		if (!dot)
-			break;
-		label = dot + 1;
-	}
-	if (!is_digits(label, (size_t)(end - label)))
-		return true;
-	if (wild || hlen >= sizeof(quad))
-		return false;
-	memcpy(quad, h, hlen);
-	quad[hlen] = '\0';
-	return inet_pton(AF_INET, quad, &a) == 1;
-}
-
-static char *host_dup_lower(const char *s, size_t len)
-{
-	char *h = strndup(s, len);
-
-	for (char *c = h; c && *c; c++)
-		*c = (char)tolower((unsigned char)*c);
-	return h;
+	if (sbx_hostname_normalize(host, len, true, false, norm, &kind, err) < 0)
+		return sbx_err_prefix(err, "%s", at);
+	r->host = strdup(norm);
+	return r->host ? 0 : oom(err);
 }
 
 /* "host:port". The host part never holds ':', so the last one splits. */
 static int parse_rule_string(Sbx__V1__EgressRule *r, const char *s, size_t len, const char *where,
 			     struct sbx_err *err)
 {
-	const char *colon = strrchr(s, ':');
+	const char *colon = memrchr(s, ':', len);
 	const char *port = colon ? colon + 1 : NULL;
 	size_t plen = port ? len - (size_t)(port - s) : 0;
+	char at[FIELD_WHERE_MAX];
 	unsigned long n;
 
 	if (!colon)
 		return sbx_fail(err, "%s: must be \"host:port\"", where);
-	if (!is_egress_host(s, (size_t)(colon - s)))
-		return sbx_fail(err, "%s: host must be a hostname, *.hostname or IPv4 address",
-				where);
+	snprintf(at, sizeof(at), "%s: host", where);
+	if (set_rule_host(r, s, (size_t)(colon - s), at, err) < 0)
+		return -1;
 	n = is_digits(port, plen) && plen <= 5 ? strtoul(port, NULL, 10) : 0;
 	if (n < 1 || n > 65535)
 		return sbx_fail(err, "%s: port must be 1..65535", where);
 	r->port = (uint32_t)n;
-	r->host = host_dup_lower(s, (size_t)(colon - s));
-	return r->host ? 0 : oom(err);
+	r->connections_per_minute = SBX_EGRESS_CONNECTIONS_PER_MINUTE_DEFAULT;
+	r->max_concurrent = SBX_EGRESS_MAX_CONCURRENT_DEFAULT;
+	return 0;
 }
 
+/* An integer field of an entry object: min..max when written, def when not
+ * (required: no default). */
 static int rule_field_int(json_t *o, const char *key, const char *where, json_int_t min,
-			  json_int_t max, bool required, json_int_t *out, struct sbx_err *err)
+			  json_int_t max, json_int_t def, bool required, json_int_t *out,
+			  struct sbx_err *err)
 {
 	char at[FIELD_WHERE_MAX];
 	json_t *v = json_object_get(o, key);
 
 	snprintf(at, sizeof(at), "%s.%s", where, key);
+	*out = def;
 	if (!v && required)
 		return sbx_fail(err, "%s: missing", at);
 	if (!v)
@@ -438,7 +408,7 @@ static int parse_rule_object(Sbx__V1__EgressRule *r, json_t *o, const char *wher
 			     struct sbx_err *err)
 {
 	char at[FIELD_WHERE_MAX];
-	json_int_t port = 0, cpm = 0, bps = 0;
+	json_int_t port, cpm, bps, conc;
 	const char *host;
 	size_t len;
 	json_t *v;
@@ -449,14 +419,17 @@ static int parse_rule_object(Sbx__V1__EgressRule *r, json_t *o, const char *wher
 	v = json_object_get(o, "host");
 	if (!v)
 		return sbx_fail(err, "%s: missing", at);
-	if (sbx_json_string(v, at, &host, &len, err) < 0)
+	if (sbx_json_string(v, at, &host, &len, err) < 0 ||
+	    set_rule_host(r, host, len, at, err) < 0)
 		return -1;
-	if (!is_egress_host(host, len))
-		return sbx_fail(err, "%s: must be a hostname, *.hostname or IPv4 address", at);
-	if (rule_field_int(o, "port", where, 1, 65535, true, &port, err) < 0 ||
-	    rule_field_int(o, "connections_per_minute", where, 0, UINT32_MAX, false, &cpm, err) <
-		0 ||
-	    rule_field_int(o, "bytes_per_second", where, 0, INT64_MAX, false, &bps, err) < 0)
+	if (rule_field_int(o, "port", where, 1, 65535, 0, true, &port, err) < 0 ||
+	    rule_field_int(o, "connections_per_minute", where, 1,
+			   SBX_EGRESS_CONNECTIONS_PER_MINUTE_MAX,
+			   SBX_EGRESS_CONNECTIONS_PER_MINUTE_DEFAULT, false, &cpm, err) < 0 ||
+	    rule_field_int(o, "bytes_per_second", where, 0, SBX_EGRESS_BYTES_PER_SECOND_MAX, 0,
+			   false, &bps, err) < 0 ||
+	    rule_field_int(o, "max_concurrent", where, 1, SBX_EGRESS_MAX_CONCURRENT_MAX,
+			   SBX_EGRESS_MAX_CONCURRENT_DEFAULT, false, &conc, err) < 0)
 		return -1;
 	v = json_object_get(o, "allow_private");
 	if (v && !json_is_boolean(v))
@@ -465,8 +438,8 @@ static int parse_rule_object(Sbx__V1__EgressRule *r, json_t *o, const char *wher
 	r->port = (uint32_t)port;
 	r->connections_per_minute = (uint32_t)cpm;
 	r->bytes_per_second = (uint64_t)bps;
-	r->host = host_dup_lower(host, len);
-	return r->host ? 0 : oom(err);
+	r->max_concurrent = (uint32_t)conc;
+	return 0;
 }
 
 static int parse_rule(Sbx__V1__Egress *eg, json_t *v, size_t i, struct sbx_err *err)
@@ -532,6 +505,25 @@ static int parse_egress_policy(Sbx__V1__Egress *eg, json_t *v, struct sbx_err *e
 	return 0;
 }
 
+/* A run's byte budget through the proxy (0: none). Only a proxy counts
+ * bytes, so a non-zero budget under "deny" would promise what nothing
+ * enforces; 0 stays valid there, as the effective policy prints it. */
+static int parse_egress_bytes(json_t *eg_obj, const char *key, Sbx__V1__Egress__Policy pol,
+			      uint64_t *out, struct sbx_err *err)
+{
+	char at[FIELD_WHERE_MAX];
+	json_t *v = json_object_get(eg_obj, key);
+	json_int_t n = 0;
+
+	snprintf(at, sizeof(at), "egress.%s", key);
+	if (v && sbx_json_int(v, at, 0, SBX_EGRESS_BYTES_MAX, &n, err) < 0)
+		return -1;
+	if (n > 0 && pol != SBX__V1__EGRESS__POLICY__ALLOWLIST)
+		return sbx_fail(err, "%s: only with policy allowlist", at);
+	*out = (uint64_t)n;
+	return 0;
+}
+
 static int parse_egress(SbxPolicy *p, json_t *v, struct sbx_err *err)
 {
 	Sbx__V1__Egress *eg = p->egress;
@@ -556,6 +548,9 @@ static int parse_egress(SbxPolicy *p, json_t *v, struct sbx_err *err)
 		return sbx_fail(err, "egress.allow: must not be empty when policy is allowlist");
 	if (n > SBX_EGRESS_RULES_MAX)
 		return sbx_fail(err, "egress.allow: at most %d entries", SBX_EGRESS_RULES_MAX);
+	if (parse_egress_bytes(v, "alert_bytes", eg->policy, &eg->alert_bytes, err) < 0 ||
+	    parse_egress_bytes(v, "max_bytes", eg->policy, &eg->max_bytes, err) < 0)
+		return -1;
 	if (n == 0)
 		return 0;
 	eg->allow = calloc(n, sizeof(*eg->allow));
@@ -875,15 +870,18 @@ static json_t *egress_json(const Sbx__V1__Egress *eg)
 	for (size_t i = 0; eg && i < eg->n_allow && a; i++) {
 		const Sbx__V1__EgressRule *r = eg->allow[i];
 
-		a = append_all(a, json_pack("{s:s, s:I, s:I, s:I, s:b}", "host", r->host, "port",
-					    (json_int_t)r->port, "connections_per_minute",
+		a = append_all(a, json_pack("{s:s, s:I, s:I, s:I, s:I, s:b}", "host", r->host,
+					    "port", (json_int_t)r->port, "connections_per_minute",
 					    (json_int_t)r->connections_per_minute,
 					    "bytes_per_second", (json_int_t)r->bytes_per_second,
+					    "max_concurrent", (json_int_t)r->max_concurrent,
 					    "allow_private", (int)r->allow_private));
 	}
-	return json_pack("{s:s, s:o}", "policy",
+	/* The ranges keep every uint64 here below 2^62: json_int_t holds it. */
+	return json_pack("{s:s, s:o, s:I, s:I}", "policy",
 			 egress_policy_name(eg ? eg->policy : SBX__V1__EGRESS__POLICY__DENY),
-			 "allow", a);
+			 "allow", a, "alert_bytes", (json_int_t)(eg ? eg->alert_bytes : 0),
+			 "max_bytes", (json_int_t)(eg ? eg->max_bytes : 0));
 }
 
 static json_t *limits_json(const Sbx__V1__Limits *l)

@@ -38,7 +38,15 @@ typedef Sbx__V1__Policy SbxPolicy;
 #define SBX_OUTPUT_KB_DEFAULT	   1024
 #define SBX_ENV_MAX		   256
 #define SBX_EGRESS_RULES_MAX	   256
-#define SBX_POLICY_BYTES_MAX	   (1 << 20)
+/* An allowlist entry's limits (per run and entry) and the run's byte
+ * budgets through the proxy (egress.alert_bytes, egress.max_bytes; 0: none). */
+#define SBX_EGRESS_CONNECTIONS_PER_MINUTE_DEFAULT 600
+#define SBX_EGRESS_CONNECTIONS_PER_MINUTE_MAX	  600000
+#define SBX_EGRESS_MAX_CONCURRENT_DEFAULT	  32
+#define SBX_EGRESS_MAX_CONCURRENT_MAX		  4096
+#define SBX_EGRESS_BYTES_PER_SECOND_MAX		  (INT64_C(1) << 40)
+#define SBX_EGRESS_BYTES_MAX			  (INT64_C(1) << 62)
+#define SBX_POLICY_BYTES_MAX			  (1 << 20)
 
 /* Parses a JSON policy document. Returns NULL and fills err on any error. */
 SbxPolicy *sbx_policy_parse(const char *json, size_t len, struct sbx_err *err);

@@ -14,6 +14,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ctlmsg.h"
+#include "egress_port.h"
 #include "fds.h"
 #include "netns.h"
 #include "privs.h"
@@ -153,15 +155,61 @@ static void run_command(const struct sbx_exec_spec *s, char **envp, int errpipe)
 	_exit(127);
 }
 
+/* With an allowlist, where clients find the proxy; the NO_PROXY pair is
+ * empty so that nothing is meant to go around it (nothing could). */
+static const struct {
+	const char *name, *value;
+} proxy_env[] = {
+    {"HTTP_PROXY", SBX_EGRESS_PROXY_URL},
+    {"HTTPS_PROXY", SBX_EGRESS_PROXY_URL},
+    {"http_proxy", SBX_EGRESS_PROXY_URL},
+    {"https_proxy", SBX_EGRESS_PROXY_URL},
+    {"ALL_PROXY", SBX_EGRESS_PROXY_URL},
+    {"NO_PROXY", ""},
+    {"no_proxy", ""},
+};
+
+static bool policy_sets(const SbxPolicy *p, const char *name)
+{
+	for (size_t i = 0; i < p->n_env; i++)
+		if (strcmp(p->env[i]->name, name) == 0)
+			return true;
+	return false;
+}
+
+/* The policy's env, and with an allowlist the proxy variables it does not
+ * set itself (a policy's own value is what its author asked for; the
+ * variables are a convenience, never the enforcement). */
 static char **build_env(const SbxPolicy *p)
 {
-	char **envp = calloc(p->n_env + 1, sizeof(char *));
+	bool proxy = sbx_exec_wants_listener(p);
+	char **envp =
+	    calloc(p->n_env + (proxy ? SBX_ARRAY_SIZE(proxy_env) : 0) + 1, sizeof(char *));
+	size_t n = 0;
 	if (!envp)
 		return NULL;
 	for (size_t i = 0; i < p->n_env; i++)
-		if (asprintf(&envp[i], "%s=%s", p->env[i]->name, p->env[i]->value) < 0)
+		if (asprintf(&envp[n++], "%s=%s", p->env[i]->name, p->env[i]->value) < 0)
+			return NULL;
+	for (size_t i = 0; proxy && i < SBX_ARRAY_SIZE(proxy_env); i++)
+		if (!policy_sets(p, proxy_env[i].name) &&
+		    asprintf(&envp[n++], "%s=%s", proxy_env[i].name, proxy_env[i].value) < 0)
 			return NULL;
 	return envp;
+}
+
+/* Makes the egress listener and hands it to pid 1 as the first packet on
+ * the report socket; exec init keeps no copy (its command must not be able
+ * to accept the connections meant for sbxd's proxy). */
+static int send_listener(int rfd, struct sbx_err *err)
+{
+	_cleanup_close_ int lfd = sbx_netns_egress_listener(err);
+	struct sbx_exec_report r = {.kind = SBX_EXEC_LISTENER};
+	if (lfd < 0)
+		return -1;
+	if (sbx_fd_sendmsg(rfd, &r, sizeof(r), &lfd, 1) != (ssize_t)sizeof(r))
+		return sbx_fail_errno(err, "egress listener: handing it to pid 1");
+	return 0;
 }
 
 static void exec_init(const struct sbx_exec_spec *s)
@@ -190,6 +238,11 @@ static void exec_init(const struct sbx_exec_spec *s)
 	if (sbx_netns_setup(s->sysctl_dir, &err) < 0)
 		setup_failed(rfd, &err);
 	close(s->sysctl_dir);
+	/* Before anything of the command exists, so that the proxy is there
+	 * from its first instruction on (a connection made before sbxd
+	 * accepts waits in the listener's backlog). */
+	if (sbx_exec_wants_listener(s->policy) && send_listener(rfd, &err) < 0)
+		setup_failed(rfd, &err);
 	/* The exec's own terminals, over the sandbox's: with one devpts
 	 * shared, another exec could open this one's /dev/pts/N (same uid),
 	 * read what is typed into it and type into it. */
@@ -225,7 +278,7 @@ static void exec_init(const struct sbx_exec_spec *s)
 
 	struct sbx_exec_report starting = {.kind = SBX_EXEC_STARTING};
 	if (write(rfd, &starting, sizeof(starting)) != (ssize_t)sizeof(starting)) {
-		sbx_fail_errno(&err, "report pipe");
+		sbx_fail_errno(&err, "report socket");
 		setup_failed(rfd, &err);
 	}
 	pid_t cmd = fork();

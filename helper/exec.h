@@ -29,7 +29,9 @@
 #define SBX_FORWARDED_SIGNALS                                                                      \
 	SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGWINCH, SIGCONT, SIGTSTP
 
-/* Written once by exec init to the report pipe. */
+/* Written by exec init to its report socket (SOCK_SEQPACKET: one packet
+ * each): with an allowlist first SBX_EXEC_LISTENER (the listener alongside
+ * as SCM_RIGHTS), then SBX_EXEC_STARTING, then the report. */
 struct sbx_exec_report {
 	int kind;   /* enum sbx_exec_report_kind */
 	int status; /* wait status of the command (SBX_EXEC_RAN) */
@@ -47,7 +49,18 @@ enum sbx_exec_report_kind {
 	 * exec init that dies after it without a report died while the
 	 * command could act, which is not a setup failure. */
 	SBX_EXEC_STARTING,
+	/* The egress listener (netns.h), the first packet of an exec whose
+	 * policy has an allowlist; its fields are unused. */
+	SBX_EXEC_LISTENER,
 };
+
+/* Whether an exec of this policy gets the egress listener and the proxy
+ * variables (the proxy's convenience; the enforcement is that its network
+ * namespace has no route out). */
+static inline bool sbx_exec_wants_listener(const SbxPolicy *p)
+{
+	return p->egress->policy == SBX__V1__EGRESS__POLICY__ALLOWLIST;
+}
 
 struct sbx_exec_spec {
 	char *const *argv;
@@ -55,7 +68,7 @@ struct sbx_exec_spec {
 	int stdio[3];
 	const SbxPolicy *policy;
 	const struct sbx_cgroup *cgroup; /* mode NONE: rlimits instead */
-	int report_fd;			 /* write end, handed to exec init */
+	int report_fd;			 /* exec init's end of the report socket */
 	const struct sock_fprog *filter; /* the seccomp program, compiled once */
 	int sysctl_dir;			 /* netns.h: closed before the command runs */
 };

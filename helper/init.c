@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,6 +19,9 @@
 
 #define MAX_EXECS 64
 #define MAX_ARGV  4096
+/* How long pid 1 waits for an exec init's egress listener: it is made
+ * right after the exec's namespaces, so only a wedged exec init is later. */
+#define LISTENER_WAIT_MS 5000
 
 /* How an OOM that the run's shared limit caused is told apart. */
 #define SBX_RUN_OOM_MESSAGE                                                                        \
@@ -29,6 +33,10 @@ struct exec_slot {
 	uint64_t id;
 	pid_t pid;
 	int report_fd;
+	/* A packet exec init sent before its listener (it failed first):
+	 * read by pid 1 while it waited, kept for finish_exec. */
+	struct sbx_exec_report early;
+	bool have_early;
 	struct sbx_cgroup cg;
 	char cg_name[48];
 	int64_t start_ms;
@@ -102,6 +110,86 @@ static struct exec_slot *find_exec(struct init_state *st, uint64_t id)
 	return NULL;
 }
 
+/* One packet from exec init's report socket into *r, the fds that came
+ * with it closed but a lone one, returned in *got_fd (else -1). The
+ * packet's size, or -1 (errno), or 0 at its end. */
+static ssize_t recv_report(int fd, struct sbx_exec_report *r, int *got_fd)
+{
+	int fds[SBX_CTL_MAX_FDS];
+	size_t nfds;
+	int flags;
+	ssize_t n = sbx_fd_recvmsg(fd, r, sizeof(*r), fds, &nfds, &flags);
+
+	*got_fd = -1;
+	if (n >= 0 && nfds == 1 && !(flags & MSG_CTRUNC)) {
+		*got_fd = fds[0];
+		nfds = 0;
+	}
+	if (n >= 0)
+		sbx_close_fds(fds, nfds);
+	return n;
+}
+
+/* With an allowlist exec init hands over its egress listener first
+ * (exec.c): waits for it, at most LISTENER_WAIT_MS. -1 when exec init
+ * reported or ended before (what it sent is kept in slot->early for
+ * finish_exec, so its setup failure is not lost), or was too late: then it
+ * is killed, and the exec ends as a setup failure saying so. */
+static int await_listener(struct exec_slot *slot)
+{
+	int64_t deadline = sbx_mono_ms() + LISTENER_WAIT_MS;
+
+	for (;;) {
+		int64_t left = deadline - sbx_mono_ms();
+		struct pollfd pfd = {.fd = slot->report_fd, .events = POLLIN};
+		struct sbx_exec_report r;
+		int fd;
+
+		if (left <= 0)
+			break;
+		int rc = poll(&pfd, 1, (int)left);
+		if (rc < 0 && errno == EINTR)
+			continue;
+		if (rc <= 0)
+			break;
+		ssize_t n = recv_report(slot->report_fd, &r, &fd);
+		if (n < 0 && errno == EAGAIN)
+			continue;
+		if (n == (ssize_t)sizeof(r) && r.kind == SBX_EXEC_LISTENER && fd >= 0)
+			return fd;
+		if (fd >= 0)
+			close(fd);
+		if (n == (ssize_t)sizeof(r) && r.kind != SBX_EXEC_LISTENER) {
+			slot->early = r;
+			slot->have_early = true;
+		}
+		return -1; /* its report, its end, or garbage: finish_exec says which */
+	}
+	kill(slot->pid, SIGKILL);
+	slot->early = (struct sbx_exec_report){.kind = SBX_EXEC_SETUP_FAILED};
+	snprintf(slot->early.msg, sizeof(slot->early.msg),
+		 "exec init did not hand over the egress listener within %d s",
+		 LISTENER_WAIT_MS / 1000);
+	slot->have_early = true;
+	return -1;
+}
+
+/* ExecStarted, with the exec's egress listener when its policy has an
+ * allowlist (the server holds it from here; our copy goes). */
+static void send_started(struct init_state *st, struct exec_slot *slot)
+{
+	Sbx__V1__ExecStarted started = SBX__V1__EXEC_STARTED__INIT;
+	Sbx__V1__HelperMessage m = SBX__V1__HELPER_MESSAGE__INIT;
+	_cleanup_close_ int listener =
+	    sbx_exec_wants_listener(st->ctx->policy) ? await_listener(slot) : -1;
+
+	started.exec_id = slot->id;
+	started.egress_listener = listener >= 0;
+	m.msg_case = SBX__V1__HELPER_MESSAGE__MSG_STARTED;
+	m.started = &started;
+	send_msg(st, &m, &listener, listener >= 0 ? 1 : 0);
+}
+
 static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, int *fds,
 		       size_t nfds)
 {
@@ -147,8 +235,12 @@ static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, i
 		send_setup_failed(st, req->exec_id, err.msg);
 		return;
 	}
-	if (pipe2(report, O_CLOEXEC | O_NONBLOCK) < 0) {
-		sbx_fail_errno(&err, "pipe");
+	/* A socket, not a pipe: the egress listener comes over it. Our end
+	 * never blocks (finish_exec reads what is there); exec init's does,
+	 * as its few packets always fit. */
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, report) < 0 ||
+	    fcntl(report[0], F_SETFL, O_NONBLOCK) < 0) {
+		sbx_fail_errno(&err, "report socket");
 		goto fail;
 	}
 	/* argv must be NULL-terminated for execve: protobuf-c's array is not. */
@@ -182,12 +274,7 @@ static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, i
 	slot->report_fd = sbx_steal_fd(report[0]);
 	slot->deadline_ms = slot->start_ms + (int64_t)p->limits->script_seconds * 1000;
 
-	Sbx__V1__ExecStarted started = SBX__V1__EXEC_STARTED__INIT;
-	Sbx__V1__HelperMessage m = SBX__V1__HELPER_MESSAGE__INIT;
-	started.exec_id = req->exec_id;
-	m.msg_case = SBX__V1__HELPER_MESSAGE__MSG_STARTED;
-	m.started = &started;
-	send_msg(st, &m, NULL, 0);
+	send_started(st, slot);
 	return;
 fail:
 	sbx_cgroup_close(&slot->cg);
@@ -196,20 +283,29 @@ fail:
 	send_setup_failed(st, req->exec_id, err.msg);
 }
 
-/* What exec init wrote: at most a STARTING marker and the final report. */
-static bool read_report(int fd, struct sbx_exec_report *r, bool *started)
+/* One packet of exec init's into the report so far. */
+static void take_report(const struct sbx_exec_report *next, struct sbx_exec_report *r,
+			bool *have_report, bool *started)
+{
+	if (next->kind == SBX_EXEC_STARTING) {
+		*started = true;
+	} else if (next->kind != SBX_EXEC_LISTENER) {
+		*r = *next;
+		*have_report = true;
+	}
+}
+
+/* What exec init wrote: a listener (already taken, or dropped here: read()
+ * closes the fds of a packet), a STARTING marker and the final report. */
+static bool read_report(struct exec_slot *slot, struct sbx_exec_report *r, bool *started)
 {
 	struct sbx_exec_report next;
 	bool have_report = false;
 	*started = false;
-	while (read(fd, &next, sizeof(next)) == (ssize_t)sizeof(next)) {
-		if (next.kind == SBX_EXEC_STARTING) {
-			*started = true;
-			continue;
-		}
-		*r = next;
-		have_report = true;
-	}
+	if (slot->have_early)
+		take_report(&slot->early, r, &have_report, started);
+	while (read(slot->report_fd, &next, sizeof(next)) == (ssize_t)sizeof(next))
+		take_report(&next, r, &have_report, started);
 	return have_report;
 }
 
@@ -242,7 +338,7 @@ static void finish_exec(struct init_state *st, struct exec_slot *slot, int init_
 {
 	struct sbx_exec_report r = {0};
 	bool started;
-	bool have_report = read_report(slot->report_fd, &r, &started);
+	bool have_report = read_report(slot, &r, &started);
 	close(slot->report_fd);
 
 	struct sbx_cg_usage u;

@@ -3,12 +3,14 @@
 
 #include <fcntl.h>
 #include <net/if.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "egress_port.h"
 #include "fds.h"
 #include "util.h"
 
@@ -49,4 +51,21 @@ int sbx_netns_setup(int sysctl_dir, struct sbx_err *err)
 		return -1;
 	snprintf(buf, sizeof(buf), "4096 16384 %d", SBX_TCP_BUF_MAX);
 	return write_sysctl(sysctl_dir, "net/ipv4/tcp_wmem", buf, err);
+}
+
+int sbx_netns_egress_listener(struct sbx_err *err)
+{
+	_cleanup_close_ int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_port = htons(SBX_EGRESS_PORT),
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+
+	if (s < 0)
+		return sbx_fail_errno(err, "egress listener");
+	/* A fresh namespace: nothing else can hold the port yet. */
+	if (bind(s, (struct sockaddr *)&a, sizeof(a)) < 0)
+		return sbx_fail_errno(err, "egress listener: bind 127.0.0.1:%d", SBX_EGRESS_PORT);
+	if (listen(s, SBX_EGRESS_BACKLOG) < 0)
+		return sbx_fail_errno(err, "egress listener: listen");
+	return sbx_steal_fd(s);
 }

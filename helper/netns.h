@@ -24,4 +24,10 @@
  * made read-only. */
 int sbx_netns_setup(int sysctl_dir, struct sbx_err *err);
 
+/* With an egress allowlist, after sbx_netns_setup: the exec's one way out,
+ * a TCP listener on 127.0.0.1:SBX_EGRESS_PORT (egress_port.h) for sbxd's
+ * proxy to accept on. Close-on-exec and non-blocking (nothing that holds
+ * it may stall on accept). Returns the fd, or -1. */
+int sbx_netns_egress_listener(struct sbx_err *err);
+
 #endif

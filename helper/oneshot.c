@@ -75,11 +75,15 @@ static void feed_step(struct feed *f, short revents)
 	f->off += (size_t)w;
 }
 
-int sbx_policy_supported(const SbxPolicy *p, struct sbx_err *err)
+int sbx_policy_supported(const SbxPolicy *p, bool oneshot, struct sbx_err *err)
 {
-	if (p->egress->policy != SBX__V1__EGRESS__POLICY__DENY)
-		return sbx_fail(err, "egress: an allowlist needs sbxd's egress proxy; sbx-helper "
-				     "alone enforces only \"deny\"");
+	/* Served, the exec's listener goes to sbxd, whose proxy enforces the
+	 * allowlist; run alone there is nobody to accept on it. */
+	if (oneshot && p->egress->policy != SBX__V1__EGRESS__POLICY__DENY)
+		return sbx_fail(err, "egress: an allowlist needs sbxd's egress proxy, which "
+				     "`sbx-helper run` does not have; run it through sbxd (`sbx "
+				     "run` starts a private sbxd); sbx-helper alone enforces only "
+				     "\"deny\"");
 	if (strcmp(p->image, "host") != 0 && p->image[0] != '/')
 		return sbx_fail(err, "image: pinned images need sbxd's image store; sbx-helper "
 				     "alone takes \"host\" or a rootfs directory");
@@ -206,6 +210,7 @@ static int drive_exec(int ctl, int sigfd, struct relay rel[2], struct feed *in, 
 		if (!done && pfd[0].revents) {
 			if (ctl_recv(ctl, ended, err) < 0)
 				return -1;
+			ctl_event_close(ended); /* an ExecStarted's listener: no proxy here */
 			if (ended->kind == CTL_EOF)
 				return sbx_fail(err, "the sandbox ended unexpectedly");
 			done = ended->kind == CTL_ENDED;
@@ -271,7 +276,7 @@ int sbx_oneshot_run(const struct sbx_helper_opts *o, SbxPolicy *policy)
 		sbx_fail_errno(&err, "signalfd");
 		goto out;
 	}
-	if (sbx_policy_supported(policy, &err) < 0)
+	if (sbx_policy_supported(policy, true, &err) < 0)
 		goto out;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) < 0) {
 		sbx_fail_errno(&err, "socketpair");
@@ -389,7 +394,7 @@ int sbx_serve(const struct sbx_helper_opts *o, SbxPolicy *policy)
 {
 	struct sbx_err err;
 	struct sbx_sandbox sb;
-	if (sbx_policy_supported(policy, &err) < 0) {
+	if (sbx_policy_supported(policy, false, &err) < 0) {
 		fprintf(stderr, "sbx-helper: %s\n", err.msg);
 		return EXIT_SETUP;
 	}

@@ -28,7 +28,8 @@ int sbx_oneshot_run(const struct sbx_helper_opts *opts, SbxPolicy *policy);
  * the sandbox is gone and cleaned up. */
 int sbx_serve(const struct sbx_helper_opts *opts, SbxPolicy *policy);
 
-/* What `run` and `serve` can enforce of a policy here; else an error. */
-int sbx_policy_supported(const SbxPolicy *p, struct sbx_err *err);
+/* What `run` (oneshot) or `serve` can enforce of a policy here; else an
+ * error. */
+int sbx_policy_supported(const SbxPolicy *p, bool oneshot, struct sbx_err *err);
 
 #endif

@@ -19,6 +19,7 @@ CONTROLLERS=(memory pids cpu)
 CTRL_LIST=$(IFS=,; printf '%s' "${CONTROLLERS[*]}")
 PACKAGES=(build-essential cmake pkg-config gcc clang clang-format libseccomp-dev libcap-dev
           libnng-dev nng-utils libprotobuf-c-dev protobuf-c-compiler libjansson-dev
+          libevent-dev libidn2-dev
           libarchive-dev libssl-dev openssl bubblewrap tinyproxy python3 iproute2
           curl valgrind ca-certificates python3-protobuf protobuf-compiler time)
 

@@ -21,7 +21,10 @@
  * AUDIT_STRING_MAX bytes in a line, and each identity's lines are bounded
  * by a byte rate (config quotas.audit_identity_kb_per_s): past it, lines
  * are dropped and counted in an audit_lines_dropped line once the identity
- * is under its rate again, so one caller cannot fill the log's disk. */
+ * is under its rate again, so one caller cannot fill the log's disk.
+ * sbx_audit_exempt's lines are never dropped by it: their number is
+ * bounded elsewhere (the egress proxy's by each run's accept budget), and
+ * a record of what left a sandbox must not go missing. */
 #include "audit.h"
 
 #include <errno.h>
@@ -322,10 +325,11 @@ static bool within_rate(const char *identity, size_t len)
 	return true;
 }
 
-static void write_line(const char *identity, const char *line, size_t len)
+/* rate_identity: whose rate the line is taken from; NULL: none. */
+static void write_line(const char *rate_identity, const char *line, size_t len)
 {
 	pthread_mutex_lock(&audit_lock);
-	if (!within_rate(identity, len)) {
+	if (!within_rate(rate_identity, len)) {
 		pthread_mutex_unlock(&audit_lock);
 		return;
 	}
@@ -396,8 +400,8 @@ static void cut_strings(json_t *v, const char *name, json_t *full, int depth)
 		}
 }
 
-void sbx_audit(const char *event, const char *run_id, const char *identity,
-	       const char *policy_digest, void *fields)
+static void audit_line(const char *event, const char *run_id, const char *identity,
+		       const char *policy_digest, void *fields, bool exempt)
 {
 	json_auto_t *extra = fields;
 	json_auto_t *line = json_object();
@@ -448,5 +452,17 @@ void sbx_audit(const char *event, const char *run_id, const char *identity,
 	text = buf;
 	text[len] = '\n';
 	text[len + 1] = '\0';
-	write_line(identity, text, len + 1);
+	write_line(exempt ? NULL : identity, text, len + 1);
+}
+
+void sbx_audit(const char *event, const char *run_id, const char *identity,
+	       const char *policy_digest, void *fields)
+{
+	audit_line(event, run_id, identity, policy_digest, fields, false);
+}
+
+void sbx_audit_exempt(const char *event, const char *run_id, const char *identity,
+		      const char *policy_digest, void *fields)
+{
+	audit_line(event, run_id, identity, policy_digest, fields, true);
 }

@@ -28,5 +28,11 @@ void sbx_audit_set_identity_rate(uint64_t bytes_per_s);
  * takes its reference. */
 void sbx_audit(const char *event, const char *run_id, const char *identity,
 	       const char *policy_digest, void *fields);
+/* The same line, never dropped by the identity's rate (it still names the
+ * identity). For records that must all be kept, whose number something
+ * else bounds: the egress proxy's decision and close lines, one each per
+ * connection, bounded by the run's accepts_per_run_per_second. */
+void sbx_audit_exempt(const char *event, const char *run_id, const char *identity,
+		      const char *policy_digest, void *fields);
 
 #endif

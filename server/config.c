@@ -393,26 +393,13 @@ static int parse_connections(struct sbx_config *cfg, json_t *v, struct sbx_err *
 
 /* ---- the document ---- */
 
-static const char *const top_keys[] = {"listen",
-				       "state_dir",
-				       "helper",
-				       "cgroup_root",
-				       "rlimit_fallback",
-				       "log",
-				       "tls",
-				       "tokens",
-				       "input_dirs",
-				       "insecure",
-				       "runs_max",
-				       "runs_max_per_identity",
-				       "workers",
-				       "ipc_mode",
-				       "max_message_bytes",
-				       "limits_max",
-				       "quotas",
-				       "log_group",
-				       "connections",
-				       NULL};
+static const char *const top_keys[] = {"listen",      "state_dir",	 "helper",
+				       "cgroup_root", "rlimit_fallback", "log",
+				       "tls",	      "tokens",		 "input_dirs",
+				       "insecure",    "runs_max",	 "runs_max_per_identity",
+				       "workers",     "ipc_mode",	 "max_message_bytes",
+				       "limits_max",  "quotas",		 "log_group",
+				       "connections", "egress",		 NULL};
 
 static int set_defaults(struct sbx_config *cfg, struct sbx_err *err)
 {
@@ -434,7 +421,9 @@ static int set_defaults(struct sbx_config *cfg, struct sbx_err *err)
 	    .pending_bytes_mb = DEFAULT_CONN_PENDING_MB,
 	};
 	cfg->state_dir = strdup(DEFAULT_STATE_DIR);
-	return cfg->state_dir ? 0 : oom(err);
+	if (!cfg->state_dir)
+		return oom(err);
+	return sbx_config_egress_defaults(&cfg->egress, err);
 }
 
 static int parse_root(struct sbx_config *cfg, json_t *root, struct sbx_err *err)
@@ -477,6 +466,8 @@ static int parse_root(struct sbx_config *cfg, json_t *root, struct sbx_err *err)
 	if (parse_numbers(cfg, root, err) < 0 || sbx_config_parse_limits(cfg, root, err) < 0)
 		return -1;
 	if ((v = json_object_get(root, "connections")) && parse_connections(cfg, v, err) < 0)
+		return -1;
+	if (sbx_config_parse_egress(cfg, root, err) < 0)
 		return -1;
 	/* Across keys, now that all of them are known. */
 	for (size_t i = 0; i < cfg->n_listen; i++) {
@@ -637,6 +628,7 @@ void sbx_config_free(struct sbx_config *cfg)
 	free(cfg->tls_cert);
 	free(cfg->tls_key);
 	free(cfg->tls_client_ca);
+	sbx_config_egress_free(&cfg->egress);
 	/* The token hashes are not secrets, but nothing needs them after. */
 	memset(cfg, 0, sizeof(*cfg));
 }

@@ -141,4 +141,10 @@ void sbx_config_free(struct sbx_config *cfg);
 void sbx_config_limits_defaults(struct sbx_config *cfg);
 int sbx_config_parse_limits(struct sbx_config *cfg, void *root /* json_t */, struct sbx_err *err);
 
+/* config_egress.c: the "egress" section's defaults, the section read from
+ * the document's root, and what it holds freed. */
+int sbx_config_egress_defaults(struct sbx_config_egress *eg, struct sbx_err *err);
+int sbx_config_parse_egress(struct sbx_config *cfg, void *root /* json_t */, struct sbx_err *err);
+void sbx_config_egress_free(struct sbx_config_egress *eg);
+
 #endif

@@ -20,6 +20,7 @@
 
 #include "audit.h"
 #include "config.h"
+#include "egress.h"
 #include "listen_url.h"
 #include "nng_epipe.h"
 #include "rpc.h"
@@ -169,9 +170,25 @@ static void audit_lifecycle(const char *event, struct sbx_rpc *rpc, int sig)
 	sbx_audit(event, NULL, NULL, NULL, fields);
 }
 
+/* The egress proxy, or NULL: a proxy that cannot start (its resolver's
+ * files unreadable) leaves sbxd serving every policy but allowlists, which
+ * CreateRun refuses with the reason, also written to the log here. */
+static struct sbx_egress *start_egress(const struct sbx_config *cfg, struct sbx_err *why)
+{
+	struct sbx_egress *eg = NULL;
+
+	if (sbx_egress_start(&cfg->egress, &eg, why) == 0)
+		return eg;
+	fprintf(stderr, "sbxd: egress proxy: %s; policies with an allowlist are refused\n",
+		why->msg);
+	sbx_audit("egress_unavailable", NULL, NULL, NULL, json_pack("{s:s}", "error", why->msg));
+	return NULL;
+}
+
 static int serve(struct sbx_config *cfg, const sigset_t *stop)
 {
-	struct sbx_err err;
+	struct sbx_err err, egress_why = {0};
+	struct sbx_egress *egress;
 	struct sbx_rpc *rpc;
 	struct sbx_runs *runs;
 	int sig;
@@ -179,14 +196,19 @@ static int serve(struct sbx_config *cfg, const sigset_t *stop)
 	if (sbx_audit_open(cfg->log_path, cfg->log_group, &err) < 0)
 		return fail_with(&err);
 	sbx_audit_set_identity_rate(cfg->quotas.audit_identity_kb_per_s * 1024);
+	/* Before the listeners: no run can ask for it before it is there. */
+	egress = start_egress(cfg, &egress_why);
 	runs = sbx_runs_init(cfg, &err);
 	if (!runs) {
+		sbx_egress_stop(egress);
 		sbx_audit_close();
 		return fail_with(&err);
 	}
+	sbx_runs_set_egress(runs, egress, egress_why.msg);
 	rpc = sbx_rpc_start(cfg, runs, &err);
 	if (!rpc) {
 		sbx_runs_shutdown(runs);
+		sbx_egress_stop(egress);
 		sbx_audit_close();
 		return fail_with(&err);
 	}
@@ -214,6 +236,9 @@ static int serve(struct sbx_config *cfg, const sigset_t *stop)
 		fprintf(stderr, "sbxd: closing the RPC socket hung (a known nng 1.5.2 bug); every "
 				"run is gone, exiting without freeing it\n");
 	sbx_runs_shutdown(runs);
+	/* After the runs: each closed its egress in its teardown, and the last
+	 * reference to a run (which frees its place in the proxy) is gone. */
+	sbx_egress_stop(egress);
 	audit_lifecycle("sbxd_stopped", NULL, 0);
 	sbx_audit_close();
 	fprintf(stderr, "sbxd: stopped\n");

@@ -49,7 +49,7 @@ static const char tool_help[] =
     "  create --policy P [--data DIR]   create a run; prints its id\n"
     "  put RUN LOCAL REMOTE   upload an input file declared at create\n"
     "  exec RUN [--no-wait] -- CMD...   run CMD in the run; exits with its status\n"
-    "  status RUN             the run's state, digests and execs\n"
+    "  status RUN             the run's state, digests, execs and egress\n"
     "  artifacts RUN          files under /out with size and sha256\n"
     "  fetch RUN PATH [DEST]  download (and verify) one artifact; --all DIR for every one\n"
     "  teardown RUN           destroy the run; prints its manifest (JSON)\n"
@@ -102,7 +102,9 @@ static const char *const cmd_help[CMD_COUNT] = {
     [CMD_STATUS] = "usage: sbx status RUN [--json]\n"
 		   "\n"
 		   "The run's state, policy and image digests, deadline, labels, and every exec\n"
-		   "with its exit reason, times and usage.\n",
+		   "with its exit reason, times and usage; with an egress allowlist, the newest\n"
+		   "connections through the proxy (decision, host:port, address, reason, bytes\n"
+		   "out and in) and every destination's totals.\n",
     [CMD_ARTIFACTS] = "usage: sbx artifacts RUN [--json]\n"
 		      "\n"
 		      "The regular files under the run's /out: size, mode, sha256, path.\n",

@@ -98,6 +98,15 @@ char *cli_json_safe(const char *json);
  * itself: live digests, files left out, busy files, bad names, and the
  * skipped entries that are none of those. what: "artifacts", "manifest". */
 void cli_note_listing(const Sbx__V1__ArtifactListing *l, uint32_t skipped, const char *what);
+/* Milliseconds since the epoch as UTC ISO 8601 in buf; "-" for 0. */
+const char *cli_time(int64_t ms, char *buf, size_t size);
+/* A run's egress (StatusResponse): "N older records summarized" when
+ * dropped, then one line per record: connection, time, decision,
+ * host:port, address, reason, bytes out and in, "open" while relaying. */
+void cli_print_egress(FILE *f, Sbx__V1__EgressRecord *const *records, size_t n_records,
+		      uint64_t dropped);
+/* The per-destination sums as a table (nothing when there are none). */
+void cli_print_egress_destinations(FILE *f, Sbx__V1__EgressDestination *const *d, size_t n);
 /* On stderr, that an exec's stream ends early: cut (sbxd stopped keeping
  * it at kept_bytes, and why) or truncated (output_kb). */
 void cli_note_cut(const char *stream, const char *cut, uint64_t kept_bytes, bool truncated);

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "cli.h"
 #include "util.h"
@@ -20,18 +19,6 @@ static void msg_freep(ProtobufCMessage **m)
 }
 
 #define _cleanup_msg_ _cleanup_(msg_freep)
-
-/* Milliseconds since the epoch as UTC ISO 8601; "-" for 0. */
-static const char *when(int64_t ms, char *buf, size_t size)
-{
-	time_t t = (time_t)(ms / 1000);
-	struct tm tm;
-
-	if (ms <= 0 || !gmtime_r(&t, &tm))
-		return "-";
-	strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
-	return buf;
-}
 
 /* A script chooses its argv: each word escaped, so that one exec is its
  * lines and no more. */
@@ -74,7 +61,7 @@ static void print_exec(const Sbx__V1__ExecStatus *e)
 		printf(" %d", e->exit_code);
 	else if (e->reason == SBX__V1__EXIT_REASON__SIGNALED)
 		printf(" %d", e->signal);
-	printf("  started %s", when(e->started_unix_ms, a, sizeof(a)));
+	printf("  started %s", cli_time(e->started_unix_ms, a, sizeof(a)));
 	if (e->ended_unix_ms > 0 && e->started_unix_ms > 0)
 		printf("  wall %" PRId64 " ms", e->ended_unix_ms - e->started_unix_ms);
 	printf("  cpu %" PRIu64 " ms  peak %" PRIu64 " KiB", e->cpu_ms, e->peak_memory_bytes >> 10);
@@ -106,24 +93,14 @@ int cmd_status(struct cli *cli)
 	const Sbx__V1__StatusResponse *r = (const Sbx__V1__StatusResponse *)m;
 	printf("run %s\nstate %s\npolicy %s\nimage %s\ncreated %s\ndeadline %s\n", r->run_id,
 	       sbx_run_state_name(r->state), r->policy_digest, r->image_digest,
-	       when(r->created_unix_ms, a, sizeof(a)), when(r->deadline_unix_ms, b, sizeof(b)));
+	       cli_time(r->created_unix_ms, a, sizeof(a)),
+	       cli_time(r->deadline_unix_ms, b, sizeof(b)));
 	for (size_t i = 0; i < r->n_labels; i++)
 		print_label("label ", r->labels[i]->key, r->labels[i]->value, "\n");
 	for (size_t i = 0; i < r->n_execs; i++)
 		print_exec(r->execs[i]);
-	for (size_t i = 0; i < r->n_egress; i++) {
-		const Sbx__V1__EgressRecord *e = r->egress[i];
-		/* The host is what the sandbox asked for. */
-		printf("egress %s ", when(e->time_unix_ms, a, sizeof(a)));
-		cli_put_name(stdout, e->host);
-		printf(":%u %s out %" PRIu64 " in %" PRIu64, e->port,
-		       e->allowed ? "allowed" : "denied", e->bytes_out, e->bytes_in);
-		if (e->reason && *e->reason) {
-			putchar(' ');
-			cli_put_text(stdout, e->reason);
-		}
-		putchar('\n');
-	}
+	cli_print_egress(stdout, r->egress, r->n_egress, r->egress_records_dropped);
+	cli_print_egress_destinations(stdout, r->egress_destinations, r->n_egress_destinations);
 	/* sbxd escapes the names it quotes in alerts; what else they hold is
 	 * escaped here. */
 	for (size_t i = 0; i < r->n_alerts; i++) {
@@ -255,7 +232,7 @@ int cmd_runs(struct cli *cli)
 	for (size_t i = 0; i < r->n_runs; i++) {
 		const Sbx__V1__RunSummary *s = r->runs[i];
 		printf("%s  %-8s  %s  execs %u", s->run_id, sbx_run_state_name(s->state),
-		       when(s->created_unix_ms, a, sizeof(a)), s->execs);
+		       cli_time(s->created_unix_ms, a, sizeof(a)), s->execs);
 		for (size_t k = 0; k < s->n_labels; k++)
 			print_label("  ", s->labels[k]->key, s->labels[k]->value, "");
 		putchar('\n');

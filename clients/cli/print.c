@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* What sbx prints that a sandbox chose: names escaped (common/text.h's one
- * form, "\xNN" per byte and "\\"), JSON made safe for a terminal, and what
- * sbxd says a listing or an output stream left out. */
+ * form, "\xNN" per byte and "\\"), JSON made safe for a terminal, what
+ * sbxd says a listing or an output stream left out, and a run's egress
+ * (the hosts in it are whatever the sandboxed code asked for). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 #include "text.h"
@@ -114,4 +116,83 @@ void cli_note_cut(const char *stream, const char *cut, uint64_t kept_bytes, bool
 		fprintf(stderr, "sbx: the exec's %s was truncated (policy limits.output_kb)\n",
 			stream);
 	}
+}
+
+const char *cli_time(int64_t ms, char *buf, size_t size)
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+
+	if (ms <= 0 || !gmtime_r(&t, &tm))
+		return "-";
+	strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	return buf;
+}
+
+/* Room for any escaped normalized name (253 bytes) and a port; a longer
+ * host (sbxd never sends one) is cut short by sbx_escape, which never cuts
+ * an escape or a character in half. */
+#define HOST_PORT_MAX (SBX_ESCAPE_SIZE(253) + 16)
+#define PORT_ROOM     8 /* "]:65535" and the NUL */
+
+/* "host:port" escaped into buf ("[v6]:port" for an IPv6 literal, so that
+ * the port stays readable; "-" for a head that never named a host). */
+static const char *host_port(char buf[HOST_PORT_MAX], const char *host, uint32_t port)
+{
+	bool v6 = host && strchr(host, ':');
+	size_t off = 0;
+
+	if (!host || !*host)
+		return "-";
+	if (v6)
+		buf[off++] = '[';
+	sbx_escape(buf + off, HOST_PORT_MAX - off - PORT_ROOM, host);
+	off += strlen(buf + off);
+	snprintf(buf + off, HOST_PORT_MAX - off, "%s:%" PRIu32, v6 ? "]" : "", port);
+	return buf;
+}
+
+void cli_print_egress(FILE *f, Sbx__V1__EgressRecord *const *records, size_t n_records,
+		      uint64_t dropped)
+{
+	char hp[HOST_PORT_MAX], t[32];
+
+	if (dropped)
+		fprintf(f,
+			"egress: %" PRIu64 " older records summarized (counted in the "
+			"destinations)\n",
+			dropped);
+	for (size_t i = 0; i < n_records; i++) {
+		const Sbx__V1__EgressRecord *e = records[i];
+
+		fprintf(f, "egress %" PRIu64 " %s %s %s", e->connection,
+			cli_time(e->time_unix_ms, t, sizeof(t)), e->allowed ? "allowed" : "denied",
+			host_port(hp, e->host, e->port));
+		fputs(" address ", f);
+		cli_put_name(f, e->address && *e->address ? e->address : "-");
+		fputs(" reason ", f);
+		cli_put_text(f, e->reason && *e->reason ? e->reason : "-");
+		fprintf(f, " out %" PRIu64 " in %" PRIu64 "%s\n", e->bytes_out, e->bytes_in,
+			e->open ? " open" : "");
+	}
+}
+
+void cli_print_egress_destinations(FILE *f, Sbx__V1__EgressDestination *const *d, size_t n)
+{
+	char hp[HOST_PORT_MAX];
+	int width = (int)strlen("host:port");
+
+	if (n == 0)
+		return;
+	/* Column width by the widest name, as it prints (escaped). */
+	for (size_t i = 0; i < n; i++) {
+		int w = (int)strlen(host_port(hp, d[i]->host, d[i]->port));
+		width = w > width ? w : width;
+	}
+	fprintf(f, "egress destinations\n  %-*s  %11s  %6s  %12s  %12s\n", width, "host:port",
+		"connections", "denied", "bytes out", "bytes in");
+	for (size_t i = 0; i < n; i++)
+		fprintf(f, "  %-*s  %11" PRIu64 "  %6" PRIu64 "  %12" PRIu64 "  %12" PRIu64 "\n",
+			width, host_port(hp, d[i]->host, d[i]->port), d[i]->connections,
+			d[i]->denied, d[i]->bytes_out, d[i]->bytes_in);
 }

@@ -32,10 +32,9 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "egress_port.h" /* SBX_EGRESS_PORT */
 #include "err.h"
 #include "sbx/v1/sandbox.pb-c.h"
-
-#define SBX_EGRESS_PORT 3128 /* inside the sandbox, on 127.0.0.1 */
 
 struct sbx_egress;
 struct sbx_egress_run;

@@ -54,8 +54,8 @@ struct egress_head {
 /* Parses buf[0..len). 1: a whole head, *h filled (free with
  * egress_head_free); 0: not complete yet and len < EGRESS_HEAD_MAX (read
  * more); -1: refused, *http_status the answer (400 bad request, 431 too
- * large, 501 not implemented, 505 version) and err the reason, which never
- * quotes the input. */
+ * large, 500 out of memory, 501 not implemented, 505 version) and err the
+ * reason, which never quotes the input. */
 int egress_head_parse(const char *buf, size_t len, struct egress_head *h, int *http_status,
 		      struct sbx_err *err);
 void egress_head_free(struct egress_head *h);

@@ -14,6 +14,7 @@
 
 #include "audit.h"
 #include "clock.h"
+#include "egress.h"
 #include "run_exec.h"
 #include "runs_artifacts.h"
 #include "runs_inputs.h"
@@ -78,6 +79,9 @@ static void run_free(struct sbx_run *r)
 		json_decref(ev->fields);
 		free(ev);
 	}
+	/* Closed by now but for a CreateRun that failed: then nothing of the
+	 * run can be in the proxy but its empty place. */
+	sbx_egress_run_free(r->egress);
 	inputs_free(r);
 	artifacts_forget(r);
 	sbx_policy_free(r->policy);

@@ -55,6 +55,7 @@
 enum { RUN_STDOUT, RUN_STDERR };
 
 struct sbx_runs;
+struct sbx_egress_run;
 struct run_hash_cache;
 struct run_fetch;
 
@@ -93,6 +94,7 @@ struct run_exec {
 	uint64_t cpu_ms;
 	uint64_t peak_memory_bytes;
 	char *message;
+	bool egress_listener; /* its listener went to the proxy (at most one) */
 	struct run_stream out[2];
 };
 
@@ -147,9 +149,14 @@ struct sbx_run {
 	int64_t deadline;	 /* the same, monotonic */
 	int64_t earliest_expiry; /* monotonic: the helper's own deadline is later */
 	uint64_t output_cap;	 /* bytes kept per stream */
-	pid_t pid;		 /* sbx-helper, leader of its own process group */
-	int pidfd;		 /* -1 without pidfd_open: the monitor polls */
-	int wake;		 /* eventfd: tells the monitor the exec list changed */
+	/* The run's place in the egress proxy (egress.h), NULL without an
+	 * allowlist. Its calls are never made under mu (they may wait for the
+	 * proxy's loop); closed at expiry, failure and teardown, freed with
+	 * the run. */
+	struct sbx_egress_run *egress;
+	pid_t pid; /* sbx-helper, leader of its own process group */
+	int pidfd; /* -1 without pidfd_open: the monitor polls */
+	int wake;  /* eventfd: tells the monitor the exec list changed */
 
 	/* [owner] */
 	pthread_t monitor;

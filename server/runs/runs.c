@@ -57,6 +57,12 @@ struct sbx_runs *sbx_runs_init(const struct sbx_config *cfg, struct sbx_err *err
 	return runs;
 }
 
+void sbx_runs_set_egress(struct sbx_runs *runs, struct sbx_egress *eg, const char *why_not)
+{
+	runs->egress = eg;
+	snprintf(runs->egress_down, sizeof(runs->egress_down), "%s", eg || !why_not ? "" : why_not);
+}
+
 void sbx_runs_stop_accepting(struct sbx_runs *runs)
 {
 	runs_stop_taking(runs);

@@ -21,6 +21,7 @@
 #include <jansson.h>
 
 #include "clock.h"
+#include "egress.h"
 #include "helper_client.h"
 #include "runs_artifacts.h"
 #include "runs_ceilings.h"
@@ -39,6 +40,19 @@
 #define LABEL_BYTES_MAX 256
 #define RUN_DIR_INODES	4 /* <id>/, policy.json, output/, data/ */
 
+/* Keys of an allowlist entry whose 0 the parser refuses: left out they
+ * get its default (bytes_per_second 0 means "no limit of its own", and
+ * egress.alert_bytes and max_bytes 0 "none": those stay). */
+static const char *const rule_defaulted[] = {"connections_per_minute", "max_concurrent"};
+
+static void drop_zero(json_t *obj, const char *key)
+{
+	json_t *v = json_object_get(obj, key);
+
+	if (json_is_number(v) && json_number_value(v) == 0)
+		json_object_del(obj, key);
+}
+
 /* proto3 cannot tell an unset field from 0, and no limit accepts 0: a zero
  * limit in the message means "the default", like a key left out of the
  * JSON document. The same goes for the unspecified enum values. */
@@ -48,18 +62,29 @@ static void drop_unset(json_t *doc)
 	const char *key;
 	json_t *v;
 	void *tmp;
+	size_t i;
 
 	json_object_foreach_safe(limits, tmp, key, v)
 	{
 		if (json_is_number(v) && json_number_value(v) == 0)
 			json_object_del(limits, key);
 	}
+	json_array_foreach(json_object_get(egress, "allow"), i, v)
+	{
+		for (size_t k = 0; k < SBX_ARRAY_SIZE(rule_defaulted); k++)
+			drop_zero(v, rule_defaulted[k]);
+	}
 	if (json_is_string(json_object_get(doc, "lifetime")) &&
 	    !strcmp(json_string_value(json_object_get(doc, "lifetime")), "unspecified"))
 		json_object_del(doc, "lifetime");
+	/* A message that set nothing of egress: the document's default (deny).
+	 * One that set a byte budget or entries but no policy is refused by
+	 * the parser, naming egress.policy. */
 	if (json_is_string(json_object_get(egress, "policy")) &&
 	    !strcmp(json_string_value(json_object_get(egress, "policy")), "unspecified") &&
-	    json_array_size(json_object_get(egress, "allow")) == 0)
+	    json_array_size(json_object_get(egress, "allow")) == 0 &&
+	    json_integer_value(json_object_get(egress, "alert_bytes")) == 0 &&
+	    json_integer_value(json_object_get(egress, "max_bytes")) == 0)
 		json_object_del(doc, "egress");
 }
 
@@ -99,13 +124,16 @@ static SbxPolicy *request_policy(const Sbx__V1__CreateRunRequest *req, struct sb
 }
 
 /* Invariant 9: never a weaker sandbox than the policy says. */
-static int check_enforceable(const SbxPolicy *p, struct sbx_rpc_status *st)
+static int check_enforceable(const struct sbx_runs *runs, const SbxPolicy *p,
+			     struct sbx_rpc_status *st)
 {
-
-	if (p->egress->policy != SBX__V1__EGRESS__POLICY__DENY)
+	/* Without the proxy an exec's listener would have nobody accepting on
+	 * it: nothing would leak, but the policy's allowlist would be a lie. */
+	if (p->egress->policy == SBX__V1__EGRESS__POLICY__ALLOWLIST && !runs->egress)
 		return sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
-				    "egress: this sbxd has no egress proxy yet; only deny can be "
-				    "enforced");
+				    "egress: this sbxd's egress proxy did not start%s%.400s; only "
+				    "deny can be enforced",
+				    runs->egress_down[0] ? ": " : "", runs->egress_down);
 	/* A rootfs directory named by a caller would bring whatever host
 	 * directory it names (and sbxd can read) into the sandbox: sbxd takes
 	 * only the host image until its image store pins real ones. */
@@ -227,7 +255,7 @@ static int validate(struct sbx_run *r, const Sbx__V1__CreateRunRequest *req,
 		return -1;
 	if (has_dir && check_input_dir(r, req->input_dir, st) < 0)
 		return -1;
-	return check_enforceable(r->policy, st);
+	return check_enforceable(r->runs, r->policy, st);
 }
 
 static void new_run_id(char id[RUN_ID_BUF])
@@ -332,6 +360,27 @@ static void alerts_from_text(struct sbx_run *r, const char *text)
 	}
 }
 
+/* With an allowlist: the run's place in the egress proxy, before the
+ * sandbox can hand it a listener. */
+static int open_egress(struct sbx_run *r, struct sbx_rpc_status *st)
+{
+	struct sbx_egress_run_info info = {
+	    .run_id = r->id,
+	    .identity = r->identity,
+	    .policy_digest = r->policy_digest,
+	    .policy = r->policy->egress,
+	};
+
+	if (r->policy->egress->policy != SBX__V1__EGRESS__POLICY__ALLOWLIST)
+		return 0;
+	r->egress = sbx_egress_run_open(r->runs->egress, &info, &st->err);
+	if (!r->egress) {
+		sbx_rpc_code(st, SBX__V1__CODE__INTERNAL);
+		return sbx_rpc_prefix(st, "egress");
+	}
+	return 0;
+}
+
 /* Starts `sbx-helper serve` and waits for its Ready. */
 static int start_helper(struct sbx_run *r, int64_t *spawned, struct sbx_rpc_status *st)
 {
@@ -409,6 +458,10 @@ static int start_helper(struct sbx_run *r, int64_t *spawned, struct sbx_rpc_stat
 /* Undoes a CreateRun that failed after the run was registered. */
 static void abandon(struct sbx_run *r)
 {
+	/* Its listeners (if the sandbox got as far as an exec: never, before
+	 * Ready) close with it; the run's place goes with the run. */
+	if (r->egress)
+		sbx_egress_run_close(r->egress);
 	if (r->pid > 0) {
 		/* A helper that reported a failure exits by itself and removes
 		 * its cgroups; one that hangs is killed. */
@@ -525,7 +578,7 @@ SBX_HANDLER(create_run, Sbx__V1__CreateRunRequest, Sbx__V1__CreateRunResponse)
 		abandon(r);
 		return -1;
 	}
-	if (start_helper(r, &spawned, st) < 0) {
+	if (open_egress(r, st) < 0 || start_helper(r, &spawned, st) < 0) {
 		abandon(r);
 		return -1;
 	}

@@ -6,6 +6,8 @@
  * Who guards what:
  *   cfg, host, lock_fd: written by sbx_runs_init (runs_startup.c) before
  *     any handler runs, constant until sbx_runs_shutdown: read without a lock;
+ *   egress, egress_down: written by sbx_runs_set_egress before any handler
+ *     runs, constant after: read without a lock;
  *   the registry (head ... draining): the registry lock `mu`, which may be
  *     taken before a run's lock, never after it (runs_registry.c). */
 #ifndef SBX_RUNS_MANAGER_H
@@ -19,6 +21,7 @@
 #include "err.h"
 
 struct sbx_run;
+struct sbx_egress;
 
 /* Listings of /out and digest passes at once (runs_artifacts.c). An
  * identity's first is admitted while fewer than RUNS_OUT_PASSES_MAX run
@@ -57,6 +60,11 @@ struct sbx_runs {
 	struct runs_settings cfg;
 	struct runs_host host;
 	int lock_fd; /* flock on state_dir/sbxd.lock: one sbxd per state directory */
+	/* sbxd's egress proxy (server/egress/egress.h), which the runs with an
+	 * allowlist use; NULL when it did not start (egress_down says why, ""
+	 * when nobody said: unit tests), and then allowlists are refused. */
+	struct sbx_egress *egress;
+	char egress_down[SBX_ERR_MAX];
 
 	pthread_mutex_t mu; /* the registry lock */
 	pthread_cond_t cv;  /* creating dropped to 0 (CLOCK_MONOTONIC) */

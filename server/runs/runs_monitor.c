@@ -22,12 +22,14 @@
 #include <jansson.h>
 
 #include "clock.h"
+#include "egress.h"
 #include "helper_client.h"
 #include "run_exec.h"
 #include "runs_manager.h"
 #include "runs_monitor.h"
 #include "runs_output.h"
 #include "runs_proc.h"
+#include "util.h"
 
 #define FIXED_FDS   4 /* wake, ctl, helper stderr, pidfd */
 #define TICK_MAX_MS 1000
@@ -45,6 +47,7 @@ struct monitor {
 	size_t cap;
 	char line[RUN_ALERT_BYTES]; /* a stderr line not yet ended */
 	size_t line_len;
+	bool egress_closed; /* the sandbox is over: so is the run's egress */
 };
 
 static Sbx__V1__ExitReason public_reason(enum ctl_end end)
@@ -134,6 +137,44 @@ static void apply(struct sbx_run *r, const struct ctl_event *ev)
 	}
 }
 
+/* What an exec's start and end mean to the egress proxy, outside the
+ * run's lock (egress.h). A listener goes to the proxy only for an exec of
+ * a run with an allowlist that sbxd started and that has none yet; any
+ * other is closed: a helper must not be able to make sbxd hold
+ * descriptors. */
+static void egress_event(struct sbx_run *r, struct ctl_event *ev)
+{
+	struct run_exec *e;
+	struct sbx_err err;
+	bool take = false;
+	int fd;
+
+	if (ev->kind == CTL_ENDED && r->egress) {
+		sbx_egress_run_unlisten(r->egress, ev->exec_id);
+		return;
+	}
+	if (ev->kind != CTL_STARTED || ev->listen_fd < 0)
+		return;
+	fd = sbx_steal_fd(ev->listen_fd);
+	run_lock(r);
+	e = r->egress ? run_exec_by_num(r, ev->exec_id) : NULL;
+	if (e && !e->ended && !e->egress_listener)
+		take = e->egress_listener = true;
+	run_unlock(r);
+	if (!take) {
+		close(fd);
+		return;
+	}
+	/* The proxy owns fd from here, also when it refuses it (the run's
+	 * egress was closed: the sandbox is over). */
+	if (sbx_egress_run_listen(r->egress, ev->exec_id, fd, &err) < 0) {
+		run_lock(r);
+		run_alert(r, "sbxd: egress: exec-%llu: %s", (unsigned long long)ev->exec_id,
+			  err.msg);
+		run_unlock(r);
+	}
+}
+
 static void read_ctl(struct monitor *m)
 {
 	struct sbx_run *r = m->r;
@@ -145,6 +186,8 @@ static void read_ctl(struct monitor *m)
 
 		if (rc == 0)
 			return;
+		if (rc > 0)
+			egress_event(r, &ev);
 		run_lock(r);
 		if (rc < 0) {
 			/* A garbled message from pid 1: it can no longer be trusted
@@ -389,7 +432,7 @@ static void *monitor_main(void *arg)
 	for (;;) {
 		size_t n;
 		int tick;
-		bool done;
+		bool done, over;
 
 		run_lock(r);
 		if (run_is_claimed(r)) {
@@ -425,7 +468,14 @@ static void *monitor_main(void *arg)
 		run_lock(r);
 		check_deadlines(r);
 		done = finished(r);
+		over = r->ctl < 0 || r->state == RUN_EXPIRED || r->state == RUN_FAILED;
 		run_unlock(r);
+		/* Expired or failed: nothing of the sandbox may still talk out
+		 * (the run's records and totals stay for Status). */
+		if (over && r->egress && !m.egress_closed) {
+			sbx_egress_run_close(r->egress);
+			m.egress_closed = true;
+		}
 		if (done)
 			break;
 	}

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "audit.h"
+#include "egress.h"
 #include "runs_manager.h"
 #include "runs_registry.h"
 #include "runs_status.h"
@@ -115,6 +116,8 @@ static int all_exec_status(struct sbx_run *r, Sbx__V1__ExecStatus ***out, size_t
 
 static int fill_status(struct sbx_run *r, Sbx__V1__StatusResponse *s)
 {
+	struct sbx_err err;
+
 	if (!(s->run_id = xstrdup(r->id)) || !(s->policy_digest = xstrdup(r->policy_digest)) ||
 	    !(s->image_digest = xstrdup(r->image_digest)) || !(s->policy = policy_copy(r->policy)))
 		return -1;
@@ -145,6 +148,10 @@ static int fill_status(struct sbx_run *r, Sbx__V1__StatusResponse *s)
 			s->n_alerts++;
 	}
 	run_unlock(r);
+	/* Records, destinations and egress alerts: the proxy's, asked
+	 * outside the run's lock (egress.h). */
+	if (rc == 0 && r->egress && sbx_egress_run_status(r->egress, s, &err) < 0)
+		rc = -1;
 	return rc;
 }
 

@@ -20,6 +20,7 @@
 #include <jansson.h>
 
 #include "clock.h"
+#include "egress.h"
 #include "helper_client.h"
 #include "run_exec.h"
 #include "runs_artifacts.h"
@@ -221,6 +222,13 @@ static int teardown_finish(struct sbx_run *r, Sbx__V1__RunManifest **manifest,
 		run_lock(r);
 		*manifest = manifest_new(r, final);
 		run_unlock(r);
+		/* Final totals: the run's egress was closed with its sandbox. */
+		if (*manifest && r->egress &&
+		    sbx_egress_run_destinations(r->egress, &(*manifest)->egress,
+						&(*manifest)->n_egress, &st->err) < 0) {
+			sbx__v1__run_manifest__free_unpacked(*manifest, NULL);
+			*manifest = NULL;
+		}
 		if (*manifest)
 			budget = artifacts_reply_bytes(r->runs);
 		if (*manifest)
@@ -307,6 +315,10 @@ int run_teardown(struct sbx_run *r, Sbx__V1__RunManifest **manifest, struct sbx_
 	run_unlock(r);
 	monitor_stop(r);
 	stop_helper(r);
+	/* Every relayed connection ends now, its close record written, before
+	 * the manifest sums them (not under mu: it waits for the proxy). */
+	if (r->egress)
+		sbx_egress_run_close(r->egress);
 
 	run_lock(r);
 	for (struct run_exec *e = r->execs; e; e = e->next)

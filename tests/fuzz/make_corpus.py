@@ -55,11 +55,26 @@ POLICIES = {
              "limits": {"cpu": 1.5, "memory_mb": 512, "pids": 64, "out_mb": 16, "tmp_mb": 8,
                         "output_kb": 64}},
     "image_path": {"image": "/srv/images/rootfs", "mounts": []},
+    # every egress field, IDNA and the forms that normalize to one entry
+    "egress_limits": {"image": "host", "egress": {
+        "policy": "allowlist", "alert_bytes": 1048576, "max_bytes": 4611686018427387904,
+        "allow": ["B\u00dccher.example.:443", "*.xn--fa-hia.de:443", "127.0.0.1:8080",
+                  {"host": "*.API.example", "port": 8443, "connections_per_minute": 600000,
+                   "max_concurrent": 4096, "bytes_per_second": 1099511627776,
+                   "allow_private": False},
+                  {"host": "a\u3002example", "port": 1, "connections_per_minute": 1,
+                   "max_concurrent": 1}]}},
+    "egress_deny_zeros": {"image": "host", "egress": {"policy": "deny", "allow": [],
+                                                      "alert_bytes": 0, "max_bytes": 0}},
 }
 for name, doc in POLICIES.items():
     write("policy", name + ".json", json.dumps(doc, indent=1))
 write("policy", "bad-nul.json", '{"image": "/srv/a\\u0000b"}')
 write("policy", "bad-type.json", '{"image": "host", "limits": {"cpu": true}}')
+write("policy", "bad-idna.json", '{"image": "host", "egress": {"policy": "allowlist", '
+      '"allow": ["\\ud83d\\ude42.example:443", "A.example:443", "a.example.:443"]}}')
+write("policy", "bad-numeric-host.json", '{"image": "host", "egress": {"policy": "allowlist", '
+      '"allow": ["0x7f.1:80"], "max_bytes": 1}}')
 
 # ---- sbxd configs: the integration fixture's shape and the unit test's full one
 CONFIGS = {
@@ -81,6 +96,16 @@ CONFIGS = {
              "input_dirs": ["/srv/inputs", "/home/shared"], "insecure": True,
              "runs_max": 100, "runs_max_per_identity": 10, "workers": 8, "ipc_mode": 432,
              "max_message_bytes": 8388608},
+    "egress": {"egress": {"hosts_file": "/srv/hosts", "resolv_conf": "", "head_seconds": 2,
+                          "lookup_seconds": 3, "connect_seconds": 4, "idle_seconds": 60,
+                          "connections_per_run": 16, "connections_max": 64,
+                          "records_per_run": 32, "accepts_per_run_per_second": 5,
+                          "destinations": {
+                              "API.Internal.:443": {"bytes_per_second": 1048576,
+                                                    "connections_per_minute": 60,
+                                                    "max_concurrent": 4},
+                              "*.B\u00fccher.example:8443": {"max_concurrent": 1},
+                              "10.0.0.1:5432": {}}}},
 }
 for name, doc in CONFIGS.items():
     write("config", name + ".json", json.dumps(doc, indent=1))

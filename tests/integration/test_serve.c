@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -141,6 +142,24 @@ static const char ipc_seeker[] =
     "    except OSError as e: out.append(errno.errorcode[e.errno])\n"
     "print(' '.join(out))\n";
 
+/* The egress test's command: one exchange with whatever listens on
+ * 127.0.0.1:3128, then, once the server let go of the listener, whether
+ * anything still listens there (a copy left in exec init, pid 1 or the
+ * command would: connections would still be queued). */
+static const char egress_client[] =
+    "import errno, socket, time\n"
+    "def connect():\n"
+    "    s = socket.socket(); s.settimeout(10); s.connect(('127.0.0.1', 3128)); return s\n"
+    "try:\n"
+    "    s = connect(); s.sendall(b'ping\\n'); first = s.recv(100).decode().strip(); s.close()\n"
+    "except OSError as e:\n"
+    "    print(errno.errorcode.get(e.errno, str(e))); raise SystemExit(0)\n"
+    "later = 'STILL_LISTENING'\n"
+    "for i in range(100):\n"
+    "    try: connect().close(); time.sleep(0.1)\n"
+    "    except OSError as e: later = errno.errorcode.get(e.errno, str(e)); break\n"
+    "print(first, later)\n";
+
 /* Exec 1 of the terminal test: a pty of its own, with a secret typed in. */
 static const char pty_holder[] = "import os, time\n"
 				 "m, s = os.openpty()\n"
@@ -207,10 +226,25 @@ static void send_signal(struct helper *h, uint64_t id, int sig)
 static const struct ctl_event *wait_ended(struct helper *h, int timeout_ms, struct ctl_event *ev)
 {
 	struct sbx_err err;
-	while (ctl_next(h->ctl, timeout_ms, ev, &err) == 1 && ev->kind != CTL_EOF)
+	while (ctl_next(h->ctl, timeout_ms, ev, &err) == 1 && ev->kind != CTL_EOF) {
 		if (ev->kind == CTL_ENDED)
 			return ev;
+		ctl_event_close(ev); /* an ExecStarted's egress listener */
+	}
 	return NULL;
+}
+
+/* The ExecStarted of exec `id` into *ev (its listen_fd the caller's);
+ * false when none came within timeout_ms. */
+static bool wait_started(struct helper *h, uint64_t id, int timeout_ms, struct ctl_event *ev)
+{
+	struct sbx_err err;
+	while (ctl_next(h->ctl, timeout_ms, ev, &err) == 1 && ev->kind != CTL_EOF) {
+		if (ev->kind == CTL_STARTED && ev->exec_id == id)
+			return true;
+		ctl_event_close(ev);
+	}
+	return false;
 }
 
 static char *read_all(int fd)
@@ -287,6 +321,91 @@ static bool helper_exits_within(struct helper *h, int ms)
 		usleep(10000);
 	}
 	return false;
+}
+
+/* Egress, served as sbxd serves it. Denied: nothing listens on 3128 in an
+ * exec and ExecStarted carries no fd. With an allowlist ExecStarted carries
+ * the exec's listener on 127.0.0.1:3128, whoever holds it gets what the
+ * command sends there, nothing else holds it, and the command has the
+ * proxy variables beside the policy's env. */
+static void egress_checks(void)
+{
+	struct helper h;
+	struct ctl_event ev;
+	char *env_argv[] = {"/usr/bin/env"};
+
+	CHECK(start_helper(&h,
+			   "{\"image\":\"host\",\"env\":{\"A\":\"b\"},\"limits\":{\"memory_mb\":"
+			   "256,\"pids\":64}}"),
+	      "egress deny: the sandbox is ready");
+	int fd = exec_py(&h, 1, egress_client);
+	CHECK(wait_started(&h, 1, 10000, &ev) && ev.listen_fd == -1,
+	      "egress deny: ExecStarted carries no listener");
+	ctl_event_close(&ev);
+	const struct ctl_event *e = wait_ended(&h, 20000, &ev);
+	char *out = read_all(fd);
+	CHECK(e && e->exit_code == 0 && strcmp(out, "ECONNREFUSED\n") == 0,
+	      "egress deny: nothing listens on 127.0.0.1:3128 inside (got '%s')", out);
+	fd = exec_argv(&h, 2, env_argv, 1);
+	e = wait_ended(&h, 10000, &ev);
+	out = read_all(fd);
+	CHECK(e && strcmp(out, "A=b\n") == 0, "egress deny: no proxy variables (got '%s')", out);
+	close(h.ctl);
+	CHECK(helper_exits_within(&h, 5000), "egress deny: the sandbox ends");
+	close(h.out_fd);
+
+	CHECK(start_helper(&h, "{\"image\":\"host\",\"env\":{\"A\":\"b\",\"no_proxy\":\"x\"},"
+			       "\"egress\":{\"policy\":\"allowlist\",\"allow\":[\"api.test:443\"]},"
+			       "\"limits\":{\"memory_mb\":256,\"pids\":64}}"),
+	      "egress allowlist: the sandbox is ready");
+	fd = exec_py(&h, 1, egress_client);
+	bool started = wait_started(&h, 1, 10000, &ev);
+	int lfd = started ? ev.listen_fd : -1;
+	struct sockaddr_in a;
+	socklen_t alen = sizeof(a);
+	int listening = 0;
+	socklen_t ilen = sizeof(listening);
+	CHECK(lfd >= 0 && getsockname(lfd, (struct sockaddr *)&a, &alen) == 0 &&
+		  a.sin_family == AF_INET && ntohs(a.sin_port) == 3128 &&
+		  ntohl(a.sin_addr.s_addr) == INADDR_LOOPBACK &&
+		  getsockopt(lfd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &ilen) == 0 && listening,
+	      "egress allowlist: ExecStarted carries a listener on 127.0.0.1:3128");
+	struct pollfd pfd = {.fd = lfd, .events = POLLIN};
+	int c = lfd >= 0 && poll(&pfd, 1, 10000) == 1 ? accept4(lfd, NULL, NULL, SOCK_CLOEXEC) : -1;
+	char buf[16] = "";
+	pfd = (struct pollfd){.fd = c, .events = POLLIN};
+	ssize_t n = c >= 0 && poll(&pfd, 1, 10000) == 1 ? read(c, buf, sizeof(buf) - 1) : -1;
+	buf[n > 0 ? n : 0] = '\0';
+	CHECK(strcmp(buf, "ping\n") == 0, "egress allowlist: the holder of the fd gets the bytes");
+	if (c >= 0 && write(c, "pong\n", 5) != 5)
+		CHECK(false, "egress allowlist: answering");
+	if (c >= 0)
+		close(c);
+	if (lfd >= 0)
+		close(lfd);
+	e = wait_ended(&h, 20000, &ev);
+	out = read_all(fd);
+	CHECK(e && e->exit_code == 0 && strcmp(out, "pong ECONNREFUSED\n") == 0,
+	      "egress allowlist: the exchange works, and once the server closed the listener "
+	      "nothing inside listens (got '%s')",
+	      out);
+	fd = exec_argv(&h, 2, env_argv, 1);
+	started = wait_started(&h, 2, 10000, &ev);
+	CHECK(started && ev.listen_fd >= 0, "egress allowlist: every exec gets a listener");
+	ctl_event_close(&ev);
+	e = wait_ended(&h, 10000, &ev);
+	out = read_all(fd);
+	CHECK(e && strcmp(out,
+			  "A=b\nno_proxy=x\nHTTP_PROXY=http://127.0.0.1:3128\n"
+			  "HTTPS_PROXY=http://127.0.0.1:3128\nhttp_proxy=http://127.0.0.1:3128\n"
+			  "https_proxy=http://127.0.0.1:3128\nALL_PROXY=http://127.0.0.1:3128\n"
+			  "NO_PROXY=\n") == 0,
+	      "egress allowlist: the proxy variables follow the policy's env, which wins (got "
+	      "'%s')",
+	      out);
+	close(h.ctl);
+	CHECK(helper_exits_within(&h, 5000), "egress allowlist: the sandbox ends");
+	close(h.out_fd);
 }
 
 #define POLICY(limits) "{\"image\":\"host\",\"limits\":{\"memory_mb\":256,\"pids\":64," limits "}}"
@@ -508,5 +627,6 @@ int main(void)
 	close(f_a);
 	close(h.out_fd);
 
+	egress_checks();
 	return check_done();
 }

@@ -2,7 +2,8 @@
 /* What sbx prints that a sandbox chose (clients/cli/print.c): names with a
  * newline, ESC, a bidi override or a backslash print as one escaped line;
  * JSON stays the same JSON value but shows no DEL, C1 or bidi control; the
- * notes a listing and a cut stream get. */
+ * notes a listing and a cut stream get; a run's egress records and
+ * destinations, whose hosts the sandboxed code chose. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 
 #include "check.h"
 #include "cli.h"
+#include "pbjson.h"
 
 static void expect_put(void (*put)(FILE *, const char *), const char *in, const char *want,
 		       const char *what)
@@ -67,8 +69,148 @@ static int lines(const char *s)
 	return n;
 }
 
+/* What fn printed to a memory stream. */
+static char *printed(void (*fn)(FILE *, void *), void *arg)
+{
+	static char out[8192];
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	fn(f, arg);
+	fclose(f);
+	snprintf(out, sizeof(out), "%s", buf ? buf : "");
+	free(buf);
+	return out;
+}
+
+struct egress_status {
+	Sbx__V1__EgressRecord **records;
+	size_t n_records;
+	uint64_t dropped;
+	Sbx__V1__EgressDestination **dests;
+	size_t n_dests;
+};
+
+static void print_records(FILE *f, void *arg)
+{
+	const struct egress_status *s = arg;
+
+	cli_print_egress(f, s->records, s->n_records, s->dropped);
+}
+
+static void print_dests(FILE *f, void *arg)
+{
+	const struct egress_status *s = arg;
+
+	cli_print_egress_destinations(f, s->dests, s->n_dests);
+}
+
+static void test_egress(void)
+{
+	Sbx__V1__EgressRecord r1 = SBX__V1__EGRESS_RECORD__INIT, r2 = r1, r3 = r1, r4 = r1;
+	Sbx__V1__EgressDestination d1 = SBX__V1__EGRESS_DESTINATION__INIT, d2 = d1, d3 = d1;
+	Sbx__V1__EgressRecord *records[] = {&r1, &r2, &r3, &r4};
+	Sbx__V1__EgressDestination *dests[] = {&d1, &d2, &d3};
+	struct egress_status s = {records, 4, 17, dests, 3};
+	const char *out;
+
+	r1.connection = 1;
+	r1.time_unix_ms = 1764588153000; /* 2025-12-01T11:22:33Z */
+	r1.allowed = true;
+	r1.host = "api.example";
+	r1.port = 443;
+	r1.address = "192.0.2.7:443";
+	r1.reason = "closed";
+	r1.bytes_out = 1234;
+	r1.bytes_in = 56789;
+	r2.connection = 2;
+	r2.host = "evil\n\x1b[2Jexample"; /* what a sandbox may ask for */
+	r2.port = 80;
+	r2.address = "";
+	r2.reason = "not_allowed";
+	r3.connection = 3;
+	r3.allowed = true;
+	r3.host = "big.example";
+	r3.port = 8443;
+	r3.address = "[2001:db8::1]:8443";
+	r3.reason = "allowed";
+	r3.bytes_out = 10;
+	r3.bytes_in = 20;
+	r3.open = true;
+	r4.connection = 4;
+	r4.host = "";
+	r4.reason = "head_timeout";
+
+	out = printed(print_records, &s);
+	check(strncmp(out, "egress: 17 older records summarized", 35) == 0,
+	      "egress: the dropped records counted first");
+	check(strstr(out, "egress 1 2025-12-01T11:22:33Z allowed api.example:443 address "
+			  "192.0.2.7:443 reason closed out 1234 in 56789\n") != NULL,
+	      "egress: a closed record, every field");
+	check(strstr(out, "egress 2 - denied evil\\x0a\\x1b[2Jexample:80 address - reason "
+			  "not_allowed out 0 in 0\n") != NULL,
+	      "egress: a denied record, the host escaped to one line");
+	check(strstr(out, "reason allowed out 10 in 20 open\n") != NULL,
+	      "egress: an open connection says so");
+	check(strstr(out, "egress 4 - denied - address - reason head_timeout") != NULL,
+	      "egress: no host (an unreadable head) prints as -");
+	check(lines(out) == 5 && !strchr(out, 0x1b), "egress: one line per record, no raw ESC");
+	if (lines(out) != 5)
+		printf("%s", out);
+	s.dropped = 0;
+	out = printed(print_records, &s);
+	check(!strstr(out, "summarized") && lines(out) == 4, "egress: nothing dropped, no note");
+
+	d1.host = "api.example";
+	d1.port = 443;
+	d1.connections = 10;
+	d1.denied = 1;
+	d1.bytes_out = 1234;
+	d1.bytes_in = 56789;
+	d2.host = "a\xe2\x80\xae.example"; /* a bidi override */
+	d2.port = 80;
+	d2.denied = 3;
+	d3.host = "::1";
+	d3.port = 8080;
+	d3.denied = 1;
+	out = printed(print_dests, &s);
+	check(strstr(out, "egress destinations\n  host:port                 connections  denied  "
+			  "   bytes out      bytes in\n") == out,
+	      "destinations: a header, columns as wide as the widest name");
+	check(strstr(out, "\n  api.example:443                    10       1          1234"
+			  "         56789\n") != NULL,
+	      "destinations: a row, numbers right-aligned");
+	check(strstr(out, "\n  a\\xe2\\x80\\xae.example:80            0       3") != NULL,
+	      "destinations: the name escaped");
+	check(strstr(out, "\n  [::1]:8080 ") != NULL, "destinations: IPv6 in brackets");
+	check(lines(out) == 5, "destinations: header lines and one per destination");
+	if (lines(out) != 5)
+		printf("%s", out);
+	s.n_dests = 0;
+	check(printed(print_dests, &s)[0] == '\0', "destinations: none, nothing printed");
+
+	/* status --json (cli_print_json's flags): the new fields by their
+	 * proto3 JSON names, defaults included. */
+	Sbx__V1__StatusResponse st = SBX__V1__STATUS_RESPONSE__INIT;
+	st.egress = records;
+	st.n_egress = 1;
+	st.egress_records_dropped = 17;
+	st.egress_destinations = dests;
+	st.n_egress_destinations = 1;
+	char *json = sbx_pbjson_dumps(&st.base, SBX_PBJSON_EMIT_DEFAULTS);
+	check(json && strstr(json, "\"egressRecordsDropped\": \"17\"") &&
+		  strstr(json, "\"egressDestinations\"") && strstr(json, "\"denied\": \"1\"") &&
+		  strstr(json, "\"address\": \"192.0.2.7:443\"") && strstr(json, "\"open\": false"),
+	      "status --json: records, destinations and the dropped count");
+	if (json && !strstr(json, "egressRecordsDropped"))
+		printf("%s\n", json);
+	free(json);
+}
+
 int main(void)
 {
+	test_egress();
 	expect_put(cli_put_name, "a\nforged line", "a\\x0aforged line", "a newline: one line");
 	expect_put(cli_put_name, "cr\rover", "cr\\x0dover", "a carriage return");
 	expect_put(cli_put_name, "\x1b]0;pwned\x07\x1b[2J", "\\x1b]0;pwned\\x07\\x1b[2J",

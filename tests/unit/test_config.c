@@ -490,6 +490,153 @@ static void test_flags(void)
 		  "--listen tcp://127.0.0.1:1: tcp:// needs insecure: true");
 }
 
+static void test_egress(void)
+{
+	const struct sbx_config_egress *eg;
+	struct sbx_config cfg;
+	struct sbx_err err = {0};
+	int rc;
+
+	rc = sbx_config_load(NULL, &cfg, &err);
+	eg = &cfg.egress;
+	check(rc == 0 && strcmp(eg->hosts_file, "/etc/hosts") == 0 &&
+		  strcmp(eg->resolv_conf, "/etc/resolv.conf") == 0 && eg->head_seconds == 10 &&
+		  eg->lookup_seconds == 5 && eg->connect_seconds == 10 && eg->idle_seconds == 300 &&
+		  eg->connections_per_run == 256 && eg->connections_max == 4096 &&
+		  eg->records_per_run == 256 && eg->accepts_per_run_per_second == 50 &&
+		  eg->n_destinations == 0,
+	      "default egress: /etc/hosts, /etc/resolv.conf, head 10 s, lookup 5 s, connect 10 s, "
+	      "idle 300 s, 256 per run, 4096 in all, 256 records, 50 accepts/s");
+	sbx_config_free(&cfg);
+
+	rc = load("{'egress': {'hosts_file': '/srv/hosts', 'resolv_conf': '', 'head_seconds': 2, "
+		  "'lookup_seconds': 3, 'connect_seconds': 4, 'idle_seconds': 5, "
+		  "'connections_per_run': 6, 'connections_max': 7, 'records_per_run': 8, "
+		  "'accepts_per_run_per_second': 9, 'destinations': {"
+		  "'API.Internal.:443': {'bytes_per_second': 1048576, "
+		  "'connections_per_minute': 60, 'max_concurrent': 4}, "
+		  "'*.B\\u00fccher.example:8443': {'max_concurrent': 1}, "
+		  "'10.0.0.1:5432': {}}}}",
+		  &cfg, &err);
+	eg = &cfg.egress;
+	if (!check(rc == 0, "every egress key is read"))
+		printf("#   %s\n", err.msg);
+	if (rc == 0) {
+		const struct sbx_egress_destination *d = eg->destinations;
+
+		check(strcmp(eg->hosts_file, "/srv/hosts") == 0 && eg->resolv_conf[0] == '\0' &&
+			  eg->head_seconds == 2 && eg->lookup_seconds == 3 &&
+			  eg->connect_seconds == 4 && eg->idle_seconds == 5 &&
+			  eg->connections_per_run == 6 && eg->connections_max == 7 &&
+			  eg->records_per_run == 8 && eg->accepts_per_run_per_second == 9,
+		      "egress numbers and files as written, \"\" for none");
+		check(eg->n_destinations == 3 &&
+			  strcmp(d[0].host, "*.xn--bcher-kva.example") == 0 && d[0].port == 8443 &&
+			  d[0].max_concurrent == 1 && d[0].connections_per_minute == 0 &&
+			  d[0].bytes_per_second == 0 && strcmp(d[1].host, "10.0.0.1") == 0 &&
+			  d[1].port == 5432 && strcmp(d[2].host, "api.internal") == 0 &&
+			  d[2].port == 443 && d[2].bytes_per_second == 1048576 &&
+			  d[2].connections_per_minute == 60 && d[2].max_concurrent == 4,
+		      "destinations normalized (IDNA, case, trailing dot), sorted, 0 = off");
+	}
+	sbx_config_free(&cfg);
+	check(cfg.egress.n_destinations == 0 && !cfg.egress.hosts_file,
+	      "sbx_config_free releases the egress section");
+
+	rc = load("{'egress': {'connections_max': 100}}", &cfg, &err);
+	check(rc == 0 && cfg.egress.connections_per_run == 100,
+	      "unwritten connections_per_run follows a smaller connections_max");
+	sbx_config_free(&cfg);
+
+	/* 256 destinations fit; the 257th does not. */
+	char *doc = malloc(64 + 257 * 40);
+	size_t len;
+
+	if (!doc)
+		abort();
+	for (int n = 256; n <= 257; n++) {
+		len = (size_t)sprintf(doc, "{'egress': {'destinations': {");
+		for (int i = 0; i < n; i++)
+			len +=
+			    (size_t)sprintf(doc + len, "%s'h%d.example:443': {}", i ? ", " : "", i);
+		strcpy(doc + len, "}}}");
+		if (n == 256) {
+			rc = load(doc, &cfg, &err);
+			check(rc == 0 && cfg.egress.n_destinations == 256, "256 destinations load");
+			sbx_config_free(&cfg);
+		} else {
+			bad("257 destinations", doc, "egress.destinations: at most 256 entries");
+		}
+	}
+	free(doc);
+
+	bad("egress not an object", "{'egress': []}", "egress: must be an object");
+	bad("an unknown egress key", "{'egress': {'nameservers': []}}",
+	    "egress.nameservers: unknown key");
+	bad("a relative hosts_file", "{'egress': {'hosts_file': 'hosts'}}",
+	    "egress.hosts_file: must be an absolute path");
+	bad("hosts_file not a string", "{'egress': {'hosts_file': null}}",
+	    "egress.hosts_file: must be a string");
+	bad("resolv_conf with ..", "{'egress': {'resolv_conf': '/etc/../resolv.conf'}}",
+	    "egress.resolv_conf: ");
+	bad("head_seconds 0", "{'egress': {'head_seconds': 0}}",
+	    "egress.head_seconds: must be 1..3600");
+	bad("lookup_seconds over 300", "{'egress': {'lookup_seconds': 301}}",
+	    "egress.lookup_seconds: must be 1..300");
+	bad("connect_seconds a string", "{'egress': {'connect_seconds': '10'}}",
+	    "egress.connect_seconds: must be an integer");
+	bad("idle_seconds over a day", "{'egress': {'idle_seconds': 86401}}",
+	    "egress.idle_seconds: must be 1..86400");
+	bad("connections_max 0", "{'egress': {'connections_max': 0}}",
+	    "egress.connections_max: must be 1..1048576");
+	bad("records_per_run over 4096", "{'egress': {'records_per_run': 4097}}",
+	    "egress.records_per_run: must be 1..4096");
+	bad("accepts_per_run_per_second 0", "{'egress': {'accepts_per_run_per_second': 0}}",
+	    "egress.accepts_per_run_per_second: must be 1..1000000");
+	bad("connections_per_run above connections_max",
+	    "{'egress': {'connections_per_run': 11, 'connections_max': 10}}",
+	    "egress.connections_per_run: must not exceed egress.connections_max (10)");
+	bad("destinations an array", "{'egress': {'destinations': ['a.example:443']}}",
+	    "egress.destinations: must be an object");
+	bad("a destination not an object", "{'egress': {'destinations': {'a.example:443': 5}}}",
+	    "egress.destinations[\"a.example:443\"]: must be an object");
+	bad("an unknown destination key",
+	    "{'egress': {'destinations': {'a.example:443': {'rate': 5}}}}",
+	    "egress.destinations[\"a.example:443\"].rate: unknown key");
+	bad("a destination without a port", "{'egress': {'destinations': {'a.example': {}}}}",
+	    "egress.destinations[\"a.example\"]: must be \"host:port\"");
+	bad("a destination port 0", "{'egress': {'destinations': {'a.example:0': {}}}}",
+	    "egress.destinations[\"a.example:0\"]: port must be 1..65535");
+	bad("a destination port 65536", "{'egress': {'destinations': {'a.example:65536': {}}}}",
+	    "egress.destinations[\"a.example:65536\"]: port must be 1..65535");
+	bad("a destination with a bad host", "{'egress': {'destinations': {'a_b.example:1': {}}}}",
+	    "egress.destinations[\"a_b.example:1\"]: host: a label may hold only letters");
+	bad("a destination with a short IPv4", "{'egress': {'destinations': {'127.1:80': {}}}}",
+	    "egress.destinations[\"127.1:80\"]: host: a numeric name must be a dotted-quad");
+	bad("a destination with an IPv6 literal", "{'egress': {'destinations': {'[::1]:80': {}}}}",
+	    "egress.destinations[\"[::1]:80\"]: host: an IPv6 literal is not allowed here");
+	bad("a destination host with a newline",
+	    "{'egress': {'destinations': {'a\\nb.example:1': {}}}}",
+	    "egress.destinations[\"a\\x0ab.example:1\"]: host: control byte 0x0a");
+	/* jansson refuses it; were it let through, the key's length (not its
+	 * C string) is what config_egress.c reads. */
+	bad("a destination key with a NUL",
+	    "{'egress': {'destinations': {'a.example:443\\u0000x': {}}}}",
+	    "line 1 column 51: NUL byte in object key not supported");
+	bad("a destination duplicate after normalization",
+	    "{'egress': {'destinations': {'A.example:443': {}, 'a.example.:443': {}}}}",
+	    "egress.destinations[\"a.example.:443\"]: duplicate destination a.example:443");
+	bad("a destination rate over 600000",
+	    "{'egress': {'destinations': {'a.example:1': {'connections_per_minute': 600001}}}}",
+	    "egress.destinations[\"a.example:1\"].connections_per_minute: must be 0..600000");
+	bad("a destination bandwidth over 2^40",
+	    "{'egress': {'destinations': {'a.example:1': {'bytes_per_second': 1099511627777}}}}",
+	    "egress.destinations[\"a.example:1\"].bytes_per_second: must be 0..1099511627776");
+	bad("a destination max_concurrent negative",
+	    "{'egress': {'destinations': {'a.example:1': {'max_concurrent': -1}}}}",
+	    "egress.destinations[\"a.example:1\"].max_concurrent: must be 0..1048576");
+}
+
 int main(void)
 {
 	if (!mkdtemp(dir)) {
@@ -503,6 +650,7 @@ int main(void)
 	test_bad();
 	test_limits();
 	test_flags();
+	test_egress();
 	unlink(path);
 	rmdir(dir);
 	return check_done();

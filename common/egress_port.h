@@ -1,0 +1,17 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Where a sandbox with an egress allowlist finds sbxd's proxy: a listening
+ * socket that exec init makes in the exec's own network namespace
+ * (helper/exec.c) and hands to sbxd (server/egress/egress.h). Here, in
+ * common/, because both ends must agree on it and sbx-helper includes no
+ * server header. */
+#ifndef SBX_EGRESS_PORT_H
+#define SBX_EGRESS_PORT_H
+
+#define SBX_EGRESS_PORT	   3128 /* inside the sandbox, on 127.0.0.1 */
+#define SBX_EGRESS_BACKLOG 128	/* connections that wait while sbxd is not accepting */
+#define SBX_EGRESS_STR_(x) #x
+#define SBX_EGRESS_STR(x)  SBX_EGRESS_STR_(x)
+/* What the command's proxy variables say (exec.c build_env). */
+#define SBX_EGRESS_PROXY_URL "http://127.0.0.1:" SBX_EGRESS_STR(SBX_EGRESS_PORT)
+
+#endif

@@ -1,0 +1,329 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The proxy's private state, shared by its files and nothing else:
+ *   egress.c         the thread, the command queue, the run API
+ *   egress_conn.c    one connection's life: head, decision, answers, end
+ *   egress_resolve.c the lookup (evdns) and the vetting of its addresses
+ *   egress_connect.c the TCP connect to the vetted addresses
+ *   egress_relay.c   splice(2) both ways, half-close, throttling, idleness
+ *   egress_limits.c  rules and destinations: buckets and open counts
+ *   egress_record.c  records, totals, alerts, audit lines, snapshots
+ *
+ * Who touches what: [loop] only the proxy's thread; [mu] under eg->mu;
+ * [rec] under the run's rec_mu (the loop writes, Status reads); [once]
+ * written before the run or the proxy is shared, constant after.
+ *
+ * Lifetime: a run is reference counted under eg->mu. Its owner (the run
+ * manager) holds one from sbx_egress_run_open to sbx_egress_run_free,
+ * eg->runs holds one until the loop closed it, and every queued command
+ * holds one. Every connection and listener of a run is gone once the loop
+ * closed the run, so nothing the loop keeps (events, lookups) points at a
+ * run that may be freed. The proxy itself (its mutex, condvar and queue) is
+ * reference counted too: its owner's reference and one per run, so a run
+ * freed after sbx_egress_stop still finds the mutex it locks. */
+#ifndef SBX_EGRESS_INTERNAL_H
+#define SBX_EGRESS_INTERNAL_H
+
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include <event2/dns.h>
+#include <event2/event.h>
+
+#include "egress.h"
+#include "egress_bucket.h"
+#include "egress_head.h"
+#include "hostname.h"
+
+/* A relayed connection holds six descriptors: the sandbox's socket, the
+ * destination's, and a pipe (two ends) for each direction of splice(2).
+ * connections_max is clamped so that all of them fit in half of
+ * RLIMIT_NOFILE (the other half is the RPC side's and the runs'). */
+#define EGRESS_FDS_PER_CONN 6
+/* Distinct host:port totals kept per run; connections to further ones are
+ * summed in one row (host "(other)", port 0), so a run asking for a
+ * million names costs a bounded amount of memory. */
+#define EGRESS_TOTALS_MAX  1024
+#define EGRESS_OTHER_HOST  "(other)"
+#define EGRESS_ADDRS_MAX   16	     /* vetted addresses tried per connection */
+#define EGRESS_LINGER_MS   1000	     /* a refused client's time to read its answer */
+#define EGRESS_LINGER_MAX  (1 << 16) /* bytes read and dropped meanwhile */
+#define EGRESS_PIPE_MAX	   (1 << 20) /* a bulk direction's pipe grows to this */
+#define EGRESS_ACCEPT_MANY 32	     /* accepts per listener wakeup, for fairness */
+#define EGRESS_REASON_MAX  24
+
+struct egress_conn;
+
+/* One allowlist entry of a run with its limits and their state. */
+struct egress_rule {
+	char host[SBX_HOSTNAME_BUF]; /* [once] normalized */
+	enum sbx_host_kind kind;     /* [once] */
+	uint16_t port;		     /* [once] */
+	bool allow_private;	     /* [once] */
+	uint32_t max_concurrent;     /* [once] 0: none */
+	uint32_t connections_per_minute;
+	uint64_t bytes_per_second;
+	struct egress_bucket conns; /* [loop] in thousandths of a connection */
+	struct egress_bucket bytes; /* [loop] */
+	uint32_t open;		    /* [loop] connections holding it */
+};
+
+/* One host-wide destination of the config, across every run. */
+struct egress_dest {
+	char *host; /* [once] normalized, maybe "*.suffix" */
+	enum sbx_host_kind kind;
+	uint16_t port;
+	uint32_t max_concurrent;
+	uint32_t connections_per_minute;
+	uint64_t bytes_per_second;
+	struct egress_bucket conns; /* [loop] thousandths */
+	struct egress_bucket bytes; /* [loop] */
+	uint32_t open;		    /* [loop] */
+};
+
+/* What Status and the audit log say of one connection. */
+struct egress_record {
+	int64_t time_unix_ms;
+	char host[SBX_HOSTNAME_BUF];
+	uint16_t port;
+	bool allowed;
+	bool open;
+	uint64_t bytes_out, bytes_in;
+	char reason[EGRESS_REASON_MAX];
+	uint64_t connection;
+	char address[INET6_ADDRSTRLEN + 8];
+	uint32_t lookup_ms, connect_ms;
+	uint64_t duration_ms;
+	char method[16];
+	uint32_t status;
+};
+
+/* A run's totals for one requested host:port. */
+struct egress_total {
+	char host[SBX_HOSTNAME_BUF];
+	uint16_t port;
+	uint64_t connections, denied, bytes_out, bytes_in;
+};
+
+struct egress_listener {
+	struct sbx_egress_run *run;
+	uint64_t exec_id;
+	int fd;
+	struct event *ev;
+	struct egress_listener *next;
+};
+
+struct sbx_egress_run {
+	struct sbx_egress *eg;		    /* [once] holds a reference on it */
+	int refs;			    /* [mu] */
+	bool closed;			    /* [mu] the loop closed it (or never took it) */
+	bool close_queued;		    /* [mu] */
+	bool listed;			    /* [mu] on eg->runs */
+	struct sbx_egress_run *prev, *next; /* [mu] eg->runs */
+
+	char *run_id, *identity, *policy_digest; /* [once] */
+	struct egress_rule *rules;		 /* [once], state [loop] */
+	size_t n_rules;
+	uint64_t alert_bytes, max_bytes; /* [once] 0: none */
+
+	/* [loop] */
+	struct egress_listener *listeners;
+	struct egress_conn *conns; /* every open connection, heads included */
+	uint32_t n_conns;
+	uint64_t next_connection;
+	struct egress_bucket accepts; /* accepts_per_run_per_second, burst twice */
+	struct event *accept_timer;   /* resumes paused listeners */
+	bool accepts_paused;
+	uint64_t bytes; /* moved both ways (after heads): alert_bytes, max_bytes */
+	bool alerted, maxed;
+	bool loop_closed; /* the loop closed it: listeners refused */
+
+	/* [rec] */
+	pthread_mutex_t rec_mu;
+	struct egress_record *ring; /* closed (or refused) connections, oldest first */
+	size_t ring_cap, ring_len, ring_start;
+	uint64_t dropped;
+	struct egress_conn *open_head; /* allowed and still relaying */
+	struct egress_total *totals;
+	size_t n_totals, totals_cap;
+	int other_row;	 /* the "(other)" row, -1 until the rows ran out */
+	char *alerts[2]; /* the alert_bytes and the max_bytes one */
+	size_t n_alerts;
+};
+
+enum egress_cmd_kind { EGRESS_CMD_LISTEN, EGRESS_CMD_UNLISTEN, EGRESS_CMD_CLOSE, EGRESS_CMD_STOP };
+
+struct egress_cmd {
+	enum egress_cmd_kind kind;
+	struct sbx_egress_run *run; /* holds a reference; NULL for STOP */
+	uint64_t exec_id;
+	int fd;
+	struct egress_cmd *next;
+};
+
+struct sbx_egress {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int refs;		 /* [mu] the owner's and one per run */
+	bool taking;		 /* [mu] the loop takes commands */
+	struct egress_cmd *cmds; /* [mu] in order */
+	struct egress_cmd **cmds_tail;
+	struct sbx_egress_run *runs; /* [mu] not yet closed by the loop */
+	pthread_t thread;
+
+	/* [once] */
+	uint32_t head_seconds, lookup_seconds, connect_seconds, idle_seconds;
+	uint32_t connections_per_run, connections_max, records_per_run;
+	uint32_t accepts_per_run_per_second;
+	struct egress_dest *dests;
+	size_t n_dests;
+
+	/* [loop] (and start/stop while the thread does not run) */
+	struct event_base *base;
+	struct evdns_base *dns;
+	bool have_nameservers;
+	struct event *wake;
+	uint32_t n_conns;
+};
+
+/* ---- egress_conn.c ---- */
+
+enum egress_conn_state {
+	EGRESS_HEAD,	/* reading the request head */
+	EGRESS_RESOLVE, /* the name's lookup */
+	EGRESS_CONNECT, /* connecting to a vetted address */
+	EGRESS_RELAY,	/* both ways */
+	EGRESS_ANSWER,	/* writing a refusal */
+	EGRESS_LINGER,	/* after it: reading until the client closes */
+};
+
+/* One direction of a relay: src's bytes to dst, through a pipe. */
+struct egress_dir {
+	int src, dst;		 /* borrowed: the connection's sockets */
+	struct event *src_ev;	 /* EV_READ on src */
+	struct event *dst_ev;	 /* EV_WRITE on dst */
+	bool src_on, dst_on;	 /* whether each is added */
+	int pipe_r, pipe_w;	 /* made when the relay starts */
+	size_t pipe_len;	 /* bytes in the pipe */
+	size_t pipe_cap;	 /* its size (F_GETPIPE_SZ) */
+	bool grown;		 /* tried F_SETPIPE_SZ */
+	bool pipe_stalled;	 /* src had bytes the pipe took no more of */
+	char *pre;		 /* written to dst before the pipe's bytes */
+	size_t pre_len, pre_off; /* (the rewritten head, early bytes, the 200) */
+	bool pre_counted;	 /* pre is the sandbox's own (counted) */
+	bool src_eof, dst_shut;	 /* half-close */
+	bool throttled;		 /* a bucket is empty: src not read */
+	uint64_t bytes;		 /* written to dst (counted ones) */
+};
+
+struct egress_lookup; /* egress_resolve.c */
+
+struct egress_conn {
+	struct sbx_egress *eg;
+	struct sbx_egress_run *run;
+	struct egress_conn *prev, *next;	   /* run->conns */
+	struct egress_conn *open_prev, *open_next; /* [rec] run->open_head */
+	enum egress_conn_state state;
+	int cfd; /* the sandbox's end */
+	int ufd; /* the destination's, -1 until connecting */
+	struct event *cread, *cwrite, *uread, *uwrite;
+	struct event *timer;	/* head, lookup, connect, linger, idle */
+	struct event *throttle; /* relay: a bucket has tokens again */
+	int64_t accept_us;
+	int64_t last_us; /* relay: the last byte either way */
+
+	char *buf; /* the head as read (EGRESS_HEAD_MAX), freed once relayed */
+	size_t buf_len;
+	struct egress_head head;
+	bool head_parsed;
+
+	int rule;	   /* index in run->rules, -1: none */
+	int dest;	   /* index in eg->dests, -1: none */
+	bool holds_limits; /* counted in rule/dest open */
+	struct egress_lookup *lookup;
+	int64_t lookup_start_us, connect_start_us;
+	struct sockaddr_storage addrs[EGRESS_ADDRS_MAX];
+	size_t n_addrs, next_addr;
+
+	struct egress_dir dir[2]; /* 0: out (sandbox -> destination), 1: in */
+	bool finishing_max;	  /* max_bytes reached: end once flushed */
+
+	bool decided;		  /* its decision line is written */
+	bool counted;		  /* in run->n_conns and eg->n_conns */
+	size_t linger_read;	  /* bytes dropped while lingering */
+	int total_row;		  /* [rec] index in run->totals, -1 before the decision */
+	struct egress_record rec; /* [rec] once decided */
+};
+
+int64_t egress_now_us(void);
+/* A new connection accepted on one of run's listeners (fd owned from here). */
+void egress_conn_start(struct sbx_egress_run *run, int fd);
+/* Refuses c: its decision line, the answer written, then lingering. */
+void egress_conn_refuse(struct egress_conn *c, unsigned status, const char *reason,
+			unsigned retry_after_s);
+/* Ends c whatever its state (its records written) and frees it. */
+void egress_conn_end(struct egress_conn *c, const char *reason);
+/* The vetted addresses are in c->addrs: connect (egress_connect.c). */
+void egress_conn_connect(struct egress_conn *c);
+/* Connected to addrs[next_addr - 1]: the decision, then the relay. */
+void egress_conn_connected(struct egress_conn *c);
+void egress_conn_arm_timer(struct egress_conn *c, int64_t us);
+
+/* ---- egress_resolve.c ---- */
+
+/* Looks c's host up (or takes the IPv4 literal) and vets the addresses;
+ * ends in egress_conn_connect or a refusal. */
+void egress_resolve_start(struct egress_conn *c);
+/* Drops c's lookup in flight (its callback then frees what it holds). */
+void egress_resolve_cancel(struct egress_conn *c);
+
+/* ---- egress_relay.c ---- */
+
+/* Starts relaying (pipes, events, the idle timer); -1: c was ended. */
+int egress_relay_start(struct egress_conn *c);
+/* Moves what can move in direction d now; -1: c was ended (freed). */
+int egress_relay_pump(struct egress_conn *c, int d);
+/* max_bytes reached: c stops reading and ends once its pipes are empty. */
+void egress_relay_max(struct egress_conn *c);
+/* Frees the relay's pipes and events. */
+void egress_relay_free(struct egress_conn *c);
+
+/* ---- egress_limits.c ---- */
+
+int egress_limits_init(struct sbx_egress *eg, const struct sbx_config_egress *cfg,
+		       struct sbx_err *err);
+void egress_limits_free(struct sbx_egress *eg);
+void egress_rules_init(struct sbx_egress_run *run, int64_t now_us);
+/* The first rule covering host:port, or -1. */
+int egress_rule_find(const struct sbx_egress_run *run, const char *host, enum sbx_host_kind kind,
+		     uint16_t port);
+int egress_dest_find(const struct sbx_egress *eg, const char *host, enum sbx_host_kind kind,
+		     uint16_t port);
+/* c->rule and c->dest set: 0 and the connection counted (tokens taken,
+ * open counts up), or -1 with *reason and *retry_after_s. */
+int egress_limits_admit(struct egress_conn *c, const char **reason, unsigned *retry_after_s);
+void egress_limits_release(struct egress_conn *c);
+/* Bytes c may move now (at most want); 0 with *wait_us > 0: a bucket is
+ * empty for that long. */
+uint64_t egress_limits_bytes(struct egress_conn *c, uint64_t want, int64_t now_us,
+			     int64_t *wait_us);
+void egress_limits_take(struct egress_conn *c, uint64_t n, int64_t now_us);
+
+/* ---- egress_record.c ---- */
+
+/* c's decision: its audit line, its record (kept with the open ones when
+ * allowed, with the closed ones when not), the destination's totals. */
+void egress_record_decision(struct egress_conn *c, bool allowed, const char *reason,
+			    unsigned status);
+/* c's relay moved bytes: its record says so. */
+void egress_record_bytes(struct egress_conn *c);
+/* c's close line; an allowed record moves to the closed ones. */
+void egress_record_close(struct egress_conn *c, const char *reason);
+/* run->bytes grew past alert_bytes or reached max_bytes: once each. */
+void egress_record_alert(struct sbx_egress_run *run);
+void egress_record_max(struct sbx_egress_run *run);
+void egress_record_free(struct sbx_egress_run *run);
+
+#endif

@@ -1,0 +1,813 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The egress proxy (server/egress/) end to end, without a sandbox: the
+ * test makes the listening socket a sandbox's exec would hand over, starts
+ * real TCP servers on 127.0.0.1, points the proxy's resolver at a hosts
+ * file of its own (no nameserver) and talks to the proxy as the sandbox
+ * would. Every byte count is checked against what the server counted, and
+ * the audit log must hold exactly one decision and one close line per
+ * connection.
+ *
+ * The server speaks two protocols: a plain HTTP request (its head is kept,
+ * a fixed answer sent), or "SEND <m> <id>\n" followed by anything up to
+ * the client's EOF, after which it sends m bytes and closes; what it
+ * received and sent is kept under id. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "audit.h"
+#include "check.h"
+#include "clock.h"
+#include "egress.h"
+#include "util.h"
+
+#define SERVER_CONNS 128
+#define HTTP_ANSWER  "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello"
+
+/* ---- the destination server ---- */
+
+struct served {
+	int id; /* 0: a plain HTTP request */
+	size_t received, sent;
+	char head[2048];
+	bool done;
+};
+
+static struct {
+	int fd;
+	uint16_t port;
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	pthread_t conns[SERVER_CONNS];
+	size_t n_conns;
+	struct served served[SERVER_CONNS];
+	size_t n_served;
+} srv = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static void send_all(int fd, const char *p, size_t n, size_t *sent)
+{
+	while (n) {
+		ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return;
+		p += k;
+		n -= (size_t)k;
+		*sent += (size_t)k;
+	}
+}
+
+static void *serve_one(void *arg)
+{
+	int fd = (int)(intptr_t)arg;
+	struct served s = {0};
+	char buf[65536];
+	size_t len = 0;
+	unsigned long m = 0;
+
+	for (;;) {
+		ssize_t n = recv(fd, buf + len, sizeof(buf) - len - 1, 0);
+
+		if (n <= 0)
+			break;
+		s.received += (size_t)n;
+		len += (size_t)n;
+		buf[len] = '\0';
+		if (!strncmp(buf, "GET ", 4) && strstr(buf, "\r\n\r\n")) {
+			snprintf(s.head, sizeof(s.head), "%.2000s", buf);
+			send_all(fd, HTTP_ANSWER, strlen(HTTP_ANSWER), &s.sent);
+			goto out;
+		}
+		if (!strncmp(buf, "SEND ", 5) && strchr(buf, '\n')) {
+			sscanf(buf, "SEND %lu %d", &m, &s.id);
+			break;
+		}
+		if (len > sizeof(buf) / 2)
+			break;
+	}
+	for (;;) { /* the rest, up to the client's EOF */
+		ssize_t n = recv(fd, buf, sizeof(buf), 0);
+
+		if (n <= 0)
+			break;
+		s.received += (size_t)n;
+	}
+	memset(buf, 'x', sizeof(buf));
+	while (m) {
+		size_t k = m < sizeof(buf) ? m : sizeof(buf);
+		size_t before = s.sent;
+
+		send_all(fd, buf, k, &s.sent);
+		if (s.sent - before < k)
+			break;
+		m -= k;
+	}
+out:
+	close(fd);
+	s.done = true;
+	pthread_mutex_lock(&srv.mu);
+	if (srv.n_served < SERVER_CONNS)
+		srv.served[srv.n_served++] = s;
+	pthread_cond_broadcast(&srv.cv);
+	pthread_mutex_unlock(&srv.mu);
+	return NULL;
+}
+
+static void *server_thread(void *arg)
+{
+	for (;;) {
+		int fd = accept(srv.fd, NULL, NULL);
+
+		if (fd < 0)
+			return NULL;
+		pthread_mutex_lock(&srv.mu);
+		if (srv.n_conns < SERVER_CONNS &&
+		    pthread_create(&srv.conns[srv.n_conns], NULL, serve_one,
+				   (void *)(intptr_t)fd) == 0)
+			srv.n_conns++;
+		else
+			close(fd);
+		pthread_mutex_unlock(&srv.mu);
+	}
+}
+
+static int listen_loopback(uint16_t *port)
+{
+	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(sin);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0 || listen(fd, 128) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&sin, &len) < 0) {
+		perror("listen_loopback");
+		exit(2);
+	}
+	*port = ntohs(sin.sin_port);
+	return fd;
+}
+
+/* What the server kept of connection id (SEND's), waiting for it. */
+static struct served served_by_id(int id)
+{
+	struct served none = {0};
+	struct timespec until = sbx_mono_after_ms(5000);
+
+	pthread_mutex_lock(&srv.mu);
+	for (;;) {
+		for (size_t i = 0; i < srv.n_served; i++)
+			if (srv.served[i].id == id) {
+				none = srv.served[i];
+				pthread_mutex_unlock(&srv.mu);
+				return none;
+			}
+		if (pthread_cond_timedwait(&srv.cv, &srv.mu, &until) == ETIMEDOUT)
+			break;
+	}
+	pthread_mutex_unlock(&srv.mu);
+	return none;
+}
+
+static struct served served_http(const char *marker)
+{
+	struct served none = {0};
+	struct timespec until = sbx_mono_after_ms(5000);
+
+	pthread_mutex_lock(&srv.mu);
+	for (;;) {
+		for (size_t i = 0; i < srv.n_served; i++)
+			if (srv.served[i].id == 0 && strstr(srv.served[i].head, marker)) {
+				none = srv.served[i];
+				pthread_mutex_unlock(&srv.mu);
+				return none;
+			}
+		if (pthread_cond_timedwait(&srv.cv, &srv.mu, &until) == ETIMEDOUT)
+			break;
+	}
+	pthread_mutex_unlock(&srv.mu);
+	return none;
+}
+
+/* ---- the sandbox's side ---- */
+
+struct sandbox {
+	uint16_t port; /* the run's listener */
+	unsigned connections;
+};
+
+static int proxy_connect(struct sandbox *sb)
+{
+	struct sockaddr_in sin = {.sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+				  .sin_port = htons(sb->port)};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct timeval tv = {.tv_sec = 10};
+
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
+		perror("proxy_connect");
+		exit(2);
+	}
+	/* A proxy that never answers fails the test rather than hanging it. */
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	sb->connections++;
+	return fd;
+}
+
+static void write_str(int fd, const char *s)
+{
+	size_t sent = 0;
+
+	send_all(fd, s, strlen(s), &sent);
+}
+
+/* The proxy's answer head, read a byte at a time (nothing past it). */
+static int read_head(int fd, char *out, size_t size)
+{
+	size_t n = 0;
+
+	while (n + 1 < size) {
+		ssize_t k = recv(fd, out + n, 1, 0);
+
+		if (k <= 0)
+			break;
+		n++;
+		out[n] = '\0';
+		if (n >= 4 && !memcmp(out + n - 4, "\r\n\r\n", 4))
+			break;
+	}
+	out[n] = '\0';
+	return n > 12 && !strncmp(out, "HTTP/1.1 ", 9) ? atoi(out + 9) : -1;
+}
+
+/* Everything up to EOF; its length. */
+static size_t read_all(int fd, char *keep, size_t keep_size)
+{
+	char buf[65536];
+	size_t total = 0;
+
+	for (;;) {
+		ssize_t k = recv(fd, buf, sizeof(buf), 0);
+
+		if (k <= 0)
+			break;
+		if (keep && total < keep_size - 1) {
+			size_t c =
+			    (size_t)k < keep_size - 1 - total ? (size_t)k : keep_size - 1 - total;
+
+			memcpy(keep + total, buf, c);
+			keep[total + c] = '\0';
+		}
+		total += (size_t)k;
+	}
+	return total;
+}
+
+/* CONNECT host:port; the status, the answer's head in head. */
+static int connect_via(struct sandbox *sb, const char *host, uint16_t port, int *fdp, char *head,
+		       size_t size)
+{
+	char req[512];
+	int fd = proxy_connect(sb);
+
+	snprintf(req, sizeof(req), "CONNECT %s:%u HTTP/1.1\r\nHost: %s:%u\r\n\r\n", host, port,
+		 host, port);
+	write_str(fd, req);
+	*fdp = fd;
+	return read_head(fd, head, size);
+}
+
+static bool has_reason(const char *head, const char *reason)
+{
+	char want[96];
+
+	snprintf(want, sizeof(want), "\r\nX-Sbx-Egress-Reason: %s\r\n", reason);
+	return strstr(head, want) != NULL;
+}
+
+/* A refusal: status and reason, and the proxy closes. */
+static void expect_refusal(struct sandbox *sb, const char *host, uint16_t port, int status,
+			   const char *reason)
+{
+	char head[2048];
+	int fd;
+	int got = connect_via(sb, host, port, &fd, head, sizeof(head));
+
+	check(got == status && has_reason(head, reason) && strstr(head, "Connection: close"),
+	      "CONNECT %s:%u: %d %s (got %d)", host, port, status, reason, got);
+	read_all(fd, NULL, 0);
+	close(fd);
+}
+
+/* ---- Status ---- */
+
+static Sbx__V1__StatusResponse *status_of(struct sbx_egress_run *run)
+{
+	Sbx__V1__StatusResponse *resp = malloc(sizeof(*resp));
+	struct sbx_err err;
+
+	sbx__v1__status_response__init(resp);
+	if (sbx_egress_run_status(run, resp, &err) < 0) {
+		fprintf(stderr, "status: %s\n", err.msg);
+		exit(2);
+	}
+	return resp;
+}
+
+/* The record of connection n once it is closed (waits for the close). */
+static bool closed_record(struct sbx_egress_run *run, uint64_t n, Sbx__V1__EgressRecord *out)
+{
+	for (int tries = 0; tries < 300; tries++) {
+		Sbx__V1__StatusResponse *resp = status_of(run);
+		bool found = false;
+
+		for (size_t i = 0; i < resp->n_egress; i++) {
+			Sbx__V1__EgressRecord *r = resp->egress[i];
+
+			if (r->connection == n && !r->open) {
+				*out = *r;
+				out->host = strdup(r->host);
+				out->reason = strdup(r->reason);
+				out->address = strdup(r->address);
+				out->method = strdup(r->method);
+				found = true;
+			}
+		}
+		sbx__v1__status_response__free_unpacked(resp, NULL);
+		if (found)
+			return true;
+		usleep(10000);
+	}
+	return false;
+}
+
+static void record_free(Sbx__V1__EgressRecord *r)
+{
+	free(r->host);
+	free(r->reason);
+	free(r->address);
+	free(r->method);
+}
+
+/* ---- the cases ---- */
+
+static uint16_t server_port;
+
+static void test_connect_relay(struct sandbox *sb, struct sbx_egress_run *run)
+{
+	char head[1024], line[64], early[5000], more[50000], got[16];
+	Sbx__V1__EgressRecord rec;
+	struct served s;
+	size_t sent = 0, in;
+	int fd;
+
+	/* The head and the first bytes in one write: the bytes past the head
+	 * reach the destination first. */
+	memset(early, 'e', sizeof(early));
+	memset(more, 'm', sizeof(more));
+	snprintf(line, sizeof(line), "SEND 100000 101\n");
+	{
+		char req[8192];
+		int n = snprintf(req, sizeof(req),
+				 "CONNECT api.test:%u HTTP/1.1\r\nHost: api.test:%u\r\n\r\n%s",
+				 server_port, server_port, line);
+
+		memcpy(req + n, early, sizeof(early));
+		fd = proxy_connect(sb);
+		send_all(fd, req, (size_t)n + sizeof(early), &sent);
+	}
+	check(read_head(fd, head, sizeof(head)) == 200 &&
+		  !strcmp(head, "HTTP/1.1 200 Connection established\r\n\r\n"),
+	      "CONNECT allowed: 200 Connection established");
+	sent = 0;
+	send_all(fd, more, sizeof(more), &sent);
+	shutdown(fd, SHUT_WR);
+	in = read_all(fd, got, sizeof(got));
+	close(fd);
+	s = served_by_id(101);
+	check(s.done && s.received == strlen(line) + sizeof(early) + sizeof(more),
+	      "the server got the early bytes and the rest (%zu)", s.received);
+	check(in == 100000 && s.sent == 100000, "the client got what the server sent (%zu)", in);
+	check(closed_record(run, sb->connections, &rec), "a closed record");
+	check(rec.allowed && rec.bytes_out == s.received && rec.bytes_in == s.sent,
+	      "record bytes: out %llu in %llu", (unsigned long long)rec.bytes_out,
+	      (unsigned long long)rec.bytes_in);
+	snprintf(line, sizeof(line), "127.0.0.1:%u", server_port);
+	check(!strcmp(rec.reason, "closed") && !strcmp(rec.address, line) &&
+		  !strcmp(rec.method, "CONNECT") && rec.status == 200 &&
+		  !strcmp(rec.host, "api.test") && rec.port == server_port,
+	      "record: closed, %s, CONNECT, 200 (reason %s address %s)", line, rec.reason,
+	      rec.address);
+	record_free(&rec);
+
+	/* An IPv4 literal entry: no lookup. */
+	check(connect_via(sb, "127.0.0.1", server_port, &fd, head, sizeof(head)) == 200,
+	      "CONNECT to a listed IPv4 literal: 200");
+	close(fd);
+}
+
+static void test_plain_http(struct sandbox *sb, struct sbx_egress_run *run)
+{
+	char req[512], answer[512];
+	Sbx__V1__EgressRecord rec;
+	struct served s;
+	size_t in;
+	int fd = proxy_connect(sb);
+
+	snprintf(req, sizeof(req),
+		 "GET http://api.test:%u/path?marker=plain HTTP/1.1\r\nHost: api.test:%u\r\n"
+		 "Proxy-Connection: keep-alive\r\nProxy-Authorization: Basic eA==\r\n"
+		 "User-Agent: t\r\n\r\n",
+		 server_port, server_port);
+	write_str(fd, req);
+	in = read_all(fd, answer, sizeof(answer));
+	close(fd);
+	s = served_http("marker=plain");
+	check(!strncmp(s.head, "GET /path?marker=plain HTTP/1.1\r\n", 33),
+	      "plain HTTP: origin form upstream");
+	check(!strstr(s.head, "Proxy-") && strstr(s.head, "Connection: close\r\n") &&
+		  strstr(s.head, "User-Agent: t\r\n"),
+	      "plain HTTP: Proxy-* dropped, Connection: close, the rest kept");
+	check(in == strlen(HTTP_ANSWER) && !strcmp(answer, HTTP_ANSWER),
+	      "plain HTTP: the destination's answer relayed");
+	check(closed_record(run, sb->connections, &rec), "plain HTTP: a closed record");
+	check(rec.bytes_out == s.received && rec.bytes_in == s.sent && !strcmp(rec.method, "GET"),
+	      "plain HTTP: the rewritten head counts as sent (%llu = %zu)",
+	      (unsigned long long)rec.bytes_out, s.received);
+	record_free(&rec);
+}
+
+static void test_refusals(struct sandbox *sb, struct sbx_egress_run *run)
+{
+	char head[2048];
+	int64_t t0;
+	int fd;
+
+	expect_refusal(sb, "nope.test", 443, 403, "not_allowed");
+	expect_refusal(sb, "api.test", (uint16_t)(server_port + 1), 403, "not_allowed");
+	expect_refusal(sb, "loop.test", server_port, 403, "private_address");
+	t0 = sbx_mono_ms();
+	expect_refusal(sb, "unknown.test", server_port, 502, "lookup_failed");
+	check(sbx_mono_ms() - t0 < 1000, "without a nameserver: refused at once");
+
+	fd = proxy_connect(sb);
+	write_str(fd, "GET /origin-form HTTP/1.1\r\nHost: x\r\n\r\n");
+	check(read_head(fd, head, sizeof(head)) >= 400 && has_reason(head, "bad_request"),
+	      "an origin-form request: refused, bad_request");
+	close(fd);
+
+	fd = proxy_connect(sb);
+	t0 = sbx_mono_ms();
+	check(read_head(fd, head, sizeof(head)) == 408 && has_reason(head, "head_timeout"),
+	      "no head: 408 head_timeout");
+	check(sbx_mono_ms() - t0 < 3000, "after head_seconds");
+	close(fd);
+}
+
+static void test_rate(struct sandbox *sb, struct sbx_egress_run *run)
+{
+	char head[2048];
+	int fd, hold;
+
+	/* connections_per_minute 2 */
+	for (int i = 0; i < 2; i++) {
+		check(connect_via(sb, "rate.test", server_port, &fd, head, sizeof(head)) == 200,
+		      "rate.test connection %d: 200", i + 1);
+		close(fd);
+	}
+	check(connect_via(sb, "rate.test", server_port, &fd, head, sizeof(head)) == 429 &&
+		  has_reason(head, "rate_limited") && strstr(head, "\r\nRetry-After: "),
+	      "rate.test past connections_per_minute: 429 rate_limited with Retry-After");
+	{
+		const char *ra = strstr(head, "Retry-After: ");
+
+		int secs = ra ? atoi(ra + 13) : 0;
+
+		check(secs >= 1 && secs <= 60, "Retry-After whole seconds until a token (%d)",
+		      secs);
+	}
+	read_all(fd, NULL, 0);
+	close(fd);
+
+	/* max_concurrent 1 */
+	check(connect_via(sb, "conc.test", server_port, &hold, head, sizeof(head)) == 200,
+	      "conc.test: first connection");
+	expect_refusal(sb, "conc.test", server_port, 429, "too_many_connections");
+	close(hold);
+	usleep(100000);
+	check(connect_via(sb, "conc.test", server_port, &fd, head, sizeof(head)) == 200,
+	      "conc.test: once the first closed, another");
+	close(fd);
+}
+
+static void test_throttle(struct sandbox *sb, struct sbx_egress_run *run, uint64_t rate)
+{
+	char head[1024];
+	const size_t want = 1 << 20;
+	int64_t t0, ms;
+	size_t in;
+	int fd;
+
+	check(connect_via(sb, "thr.test", server_port, &fd, head, sizeof(head)) == 200,
+	      "thr.test: 200");
+	t0 = sbx_mono_ms();
+	write_str(fd, "SEND 1048576 102\n");
+	shutdown(fd, SHUT_WR);
+	in = read_all(fd, NULL, 0);
+	ms = sbx_mono_ms() - t0;
+	close(fd);
+	{
+		/* The bucket starts full (a tenth of a second's worth). */
+		double burst = (double)rate / 10 > 16384 ? (double)rate / 10 : 16384;
+		double measured = ((double)in - burst) * 1000.0 / (double)(ms ? ms : 1);
+
+		check(in == want && measured > 0.75 * (double)rate &&
+			  measured < 1.25 * (double)rate,
+		      "bytes_per_second %llu: measured %.0f over %lld ms", (unsigned long long)rate,
+		      measured, (long long)ms);
+	}
+}
+
+static void test_status(struct sandbox *sb, struct sbx_egress_run *run)
+{
+	Sbx__V1__StatusResponse *resp = status_of(run);
+	bool api = false, nope = false;
+	struct sbx_err err;
+	Sbx__V1__EgressDestination **d;
+	size_t n;
+
+	check(resp->n_egress == sb->connections && resp->egress_records_dropped == 0,
+	      "Status: a record per connection (%zu of %u)", resp->n_egress, sb->connections);
+	for (size_t i = 1; i < resp->n_egress; i++)
+		if (resp->egress[i]->connection <= resp->egress[i - 1]->connection)
+			check(false, "Status: records in connection order");
+	for (size_t i = 0; i < resp->n_egress_destinations; i++) {
+		Sbx__V1__EgressDestination *t = resp->egress_destinations[i];
+
+		if (!strcmp(t->host, "api.test") && t->port == server_port)
+			api = t->connections == 2 && t->bytes_in > 100000 && t->denied == 0;
+		if (!strcmp(t->host, "nope.test") && t->port == 443)
+			nope = t->connections == 0 && t->denied == 1;
+	}
+	check(api, "Status totals: api.test, 2 allowed, bytes summed");
+	check(nope, "Status totals: nope.test:443, 1 denied");
+	sbx__v1__status_response__free_unpacked(resp, NULL);
+	int rc = sbx_egress_run_destinations(run, &d, &n, &err);
+
+	/* api.test twice (its port, another), the literal, nope, loop,
+	 * unknown, rate, conc, thr, and "" for the two unreadable heads. */
+	check(rc == 0 && n == 10, "the manifest's destinations (%zu)", n);
+	for (size_t i = 0; i < n; i++)
+		sbx__v1__egress_destination__free_unpacked(d[i], NULL);
+	free(d);
+}
+
+static void test_teardown(struct sandbox *sb, struct sbx_egress_run *run)
+{
+	char head[1024], buf[16];
+	Sbx__V1__EgressRecord rec;
+	Sbx__V1__StatusResponse *resp;
+	bool open = false;
+	int fd;
+
+	check(connect_via(sb, "api.test", server_port, &fd, head, sizeof(head)) == 200,
+	      "a relay held open");
+	write_str(fd, "SEND 10 103\n");
+	usleep(50000);
+	resp = status_of(run);
+	for (size_t i = 0; i < resp->n_egress; i++)
+		if (resp->egress[i]->connection == sb->connections)
+			open = resp->egress[i]->open && resp->egress[i]->bytes_out == 12;
+	sbx__v1__status_response__free_unpacked(resp, NULL);
+	check(open, "Status: the open record shows its bytes so far");
+	sbx_egress_run_close(run);
+	check(recv(fd, buf, sizeof(buf), 0) <= 0, "teardown closed the relay");
+	close(fd);
+	check(closed_record(run, sb->connections, &rec) && !strcmp(rec.reason, "torn_down") &&
+		  rec.bytes_out == 12,
+	      "its close record: torn_down");
+	record_free(&rec);
+	sbx_egress_run_close(run); /* idempotent */
+}
+
+static void test_max_bytes(struct sandbox *sb, struct sbx_egress_run *run)
+{
+	Sbx__V1__EgressRecord rec;
+	Sbx__V1__StatusResponse *resp;
+	char head[1024];
+	size_t in;
+	int fd;
+	int alerts = 0;
+
+	check(connect_via(sb, "api.test", server_port, &fd, head, sizeof(head)) == 200,
+	      "max_bytes run: 200");
+	write_str(fd, "SEND 1000000 104\n");
+	shutdown(fd, SHUT_WR);
+	in = read_all(fd, NULL, 0);
+	close(fd);
+	check(closed_record(run, sb->connections, &rec) && !strcmp(rec.reason, "max_bytes"),
+	      "cut off: max_bytes");
+	check(rec.bytes_in == in && rec.bytes_in + rec.bytes_out == 300000,
+	      "exactly max_bytes moved (in %zu, out %llu)", in, (unsigned long long)rec.bytes_out);
+	record_free(&rec);
+	expect_refusal(sb, "api.test", server_port, 403, "max_bytes");
+	resp = status_of(run);
+	for (size_t i = 0; i < resp->n_alerts; i++)
+		alerts += strstr(resp->alerts[i], "passed alert_bytes 10000") ||
+			  strstr(resp->alerts[i], "reached max_bytes 300000");
+	check(resp->n_alerts == 2 && alerts == 2, "Status: the two alerts (%zu)", resp->n_alerts);
+	sbx__v1__status_response__free_unpacked(resp, NULL);
+}
+
+/* ---- the audit log ---- */
+
+static void check_audit(const char *path, const char *run_id, unsigned connections, int alerts_want,
+			int max_want)
+{
+	FILE *f = fopen(path, "r");
+	char line[8192];
+	int decisions[256] = {0}, closes[256] = {0}, alerts = 0, maxes = 0;
+	bool once = true;
+
+	while (f && fgets(line, sizeof(line), f)) {
+		json_t *j = json_loads(line, 0, NULL);
+		const char *ev = json_string_value(json_object_get(j, "event"));
+		const char *run = json_string_value(json_object_get(j, "run_id"));
+		json_int_t n = json_integer_value(json_object_get(j, "connection"));
+
+		if (ev && run && !strcmp(run, run_id) && n >= 0 && n < 256) {
+			if (!strcmp(ev, "egress_decision"))
+				decisions[n]++;
+			else if (!strcmp(ev, "egress_close"))
+				closes[n]++;
+			else if (!strcmp(ev, "egress_alert"))
+				alerts++;
+			else if (!strcmp(ev, "egress_max_bytes"))
+				maxes++;
+		}
+		json_decref(j);
+	}
+	if (f)
+		fclose(f);
+	for (unsigned i = 1; i <= connections; i++)
+		if (decisions[i] != 1 || closes[i] != 1) {
+			once = false;
+			fprintf(stderr, "run %s connection %u: %d decisions, %d closes\n", run_id,
+				i, decisions[i], closes[i]);
+		}
+	check(once && decisions[connections + 1] == 0,
+	      "audit %s: one decision and one close line for each of %u connections", run_id,
+	      connections);
+	check(alerts == alerts_want && maxes == max_want, "audit %s: %d egress_alert, %d max",
+	      run_id, alerts, maxes);
+}
+
+/* ---- setup ---- */
+
+static struct sbx_egress_run *open_run(struct sbx_egress *eg, const char *id,
+				       Sbx__V1__Egress *policy, struct sandbox *sb)
+{
+	struct sbx_egress_run_info info = {
+	    .run_id = id, .identity = "token:test", .policy_digest = "sha256:x", .policy = policy};
+	struct sbx_err err;
+	struct sbx_egress_run *run = sbx_egress_run_open(eg, &info, &err);
+	int lfd = listen_loopback(&sb->port);
+
+	if (!run || sbx_egress_run_listen(run, 1, lfd, &err) < 0) {
+		fprintf(stderr, "run: %s\n", err.msg);
+		exit(2);
+	}
+	return run;
+}
+
+static Sbx__V1__EgressRule rule(const char *host, uint16_t port, bool allow_private)
+{
+	Sbx__V1__EgressRule r = SBX__V1__EGRESS_RULE__INIT;
+
+	r.host = (char *)host;
+	r.port = port;
+	r.allow_private = allow_private;
+	r.connections_per_minute = 600;
+	r.max_concurrent = 32;
+	return r;
+}
+
+int main(void)
+{
+	char dir[] = "/tmp/sbx-egress-test-XXXXXX";
+	char hosts[128], audit_path[128];
+	struct sbx_config_egress cfg = {0};
+	struct sbx_egress *eg;
+	struct sbx_err err;
+	struct sandbox sb1 = {0}, sb2 = {0};
+	const uint64_t rate = 512 * 1024;
+	FILE *f;
+
+	signal(SIGPIPE, SIG_IGN);
+	if (!mkdtemp(dir))
+		return 2;
+	snprintf(hosts, sizeof(hosts), "%s/hosts", dir);
+	snprintf(audit_path, sizeof(audit_path), "%s/audit.log", dir);
+	f = fopen(hosts, "w");
+	fprintf(f, "127.0.0.1 api.test loop.test rate.test conc.test thr.test\n");
+	fclose(f);
+	if (sbx_audit_open(audit_path, NULL, &err) < 0) {
+		fprintf(stderr, "audit: %s\n", err.msg);
+		return 2;
+	}
+	/* A tiny identity rate: egress lines must not be dropped by it. */
+	sbx_audit_set_identity_rate(1);
+
+	srv.fd = listen_loopback(&srv.port);
+	server_port = srv.port;
+	pthread_create(&srv.thread, NULL, server_thread, NULL);
+
+	cfg.hosts_file = hosts;
+	cfg.resolv_conf = "";
+	cfg.head_seconds = 1;
+	cfg.lookup_seconds = 2;
+	cfg.connect_seconds = 2;
+	cfg.idle_seconds = 10;
+	cfg.connections_per_run = 64;
+	cfg.connections_max = 256;
+	cfg.records_per_run = 256;
+	cfg.accepts_per_run_per_second = 1000;
+	if (sbx_egress_start(&cfg, &eg, &err) < 0) {
+		fprintf(stderr, "start: %s\n", err.msg);
+		return 2;
+	}
+
+	Sbx__V1__EgressRule r1[8] = {
+	    rule("api.test", server_port, true),     rule("loop.test", server_port, false),
+	    rule("unknown.test", server_port, true), rule("rate.test", server_port, true),
+	    rule("conc.test", server_port, true),    rule("thr.test", server_port, true),
+	    rule("127.0.0.1", server_port, true)};
+	Sbx__V1__EgressRule *p1[8];
+	Sbx__V1__Egress pol1 = SBX__V1__EGRESS__INIT;
+
+	r1[3].connections_per_minute = 2;
+	r1[4].max_concurrent = 1;
+	r1[5].bytes_per_second = rate;
+	for (int i = 0; i < 7; i++)
+		p1[i] = &r1[i];
+	pol1.allow = p1;
+	pol1.n_allow = 7;
+
+	Sbx__V1__EgressRule r2 = rule("api.test", server_port, true);
+	Sbx__V1__EgressRule *p2[1] = {&r2};
+	Sbx__V1__Egress pol2 = SBX__V1__EGRESS__INIT;
+
+	pol2.allow = p2;
+	pol2.n_allow = 1;
+	pol2.alert_bytes = 10000;
+	pol2.max_bytes = 300000;
+
+	struct sbx_egress_run *run1 = open_run(eg, "run-one", &pol1, &sb1);
+	struct sbx_egress_run *run2 = open_run(eg, "run-two", &pol2, &sb2);
+
+	test_connect_relay(&sb1, run1);
+	test_plain_http(&sb1, run1);
+	test_refusals(&sb1, run1);
+	test_rate(&sb1, run1);
+	test_throttle(&sb1, run1, rate);
+	test_status(&sb1, run1);
+	test_teardown(&sb1, run1);
+	test_max_bytes(&sb2, run2);
+
+	sbx_egress_run_free(run1);
+	sbx_egress_stop(eg);
+	/* run2 outlives the proxy: closing and freeing it still works. */
+	sbx_egress_run_close(run2);
+	{
+		Sbx__V1__StatusResponse *resp = status_of(run2);
+
+		check(resp->n_egress == sb2.connections, "Status after the proxy stopped");
+		sbx__v1__status_response__free_unpacked(resp, NULL);
+	}
+	sbx_egress_run_free(run2);
+	sbx_audit_close();
+	check_audit(audit_path, "run-one", sb1.connections, 0, 0);
+	check_audit(audit_path, "run-two", sb2.connections, 1, 1);
+
+	shutdown(srv.fd, SHUT_RDWR);
+	close(srv.fd);
+	pthread_join(srv.thread, NULL);
+	for (size_t i = 0; i < srv.n_conns; i++)
+		pthread_join(srv.conns[i], NULL);
+	unlink(hosts);
+	unlink(audit_path);
+	rmdir(dir);
+	return check_done();
+}
