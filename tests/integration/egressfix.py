@@ -9,8 +9,9 @@ use it):
   make_ca(dir, names)      -> {"ca": path, "cert": path, "key": path}: a CA
                               made with openssl and a server certificate
                               for `names` (DNS subjectAltNames) and 127.0.0.1.
-  write_hosts(path, names) -> writes "127.0.0.1 name..." (the proxy's
-                              hosts_file: every test name is loopback).
+  write_hosts(path, names, others=None)
+                           -> writes "127.0.0.1 name..." and "addr name"
+                              lines for others (the proxy's hosts_file).
   CountingServer(tls_files=None, name="http")
                            -> an HTTP/1.1 server on 127.0.0.1 (ephemeral
                               .port), TLS when tls_files (make_ca's dict) is
@@ -20,7 +21,9 @@ use it):
                               final when both ends are closed. Routes:
                                 GET /hello             "hello from NAME\\n"
                                 GET /bytes/N           N bytes of b"x"
-                                GET /hold/S            1 byte after S seconds
+                                GET /hold/S            S bytes, one a second
+                                                       (till the peer's close)
+                                GET /idle/S            1 byte after S seconds
                                                        (or the peer's close)
                                 POST /echo             the body's length
                               .conns: [ServerConn] in accept order, each with
@@ -60,6 +63,11 @@ from sbxrpc import sandbox_pb2 as pb
 
 HOST_NAMES = ("api.test", "other.test", "loop.test", "wild.test", "a.wild.test",
               "b.wild.test", "shared.test", "rate.test", "b.test")
+# Names whose only address is one the proxy must refuse without
+# allow_private (nothing is ever connected to them).
+PRIVATE_HOSTS = {"meta.test": "169.254.169.254", "ten.test": "10.1.2.3",
+                 "cgnat.test": "100.64.0.1", "v6loop.test": "::1",
+                 "mapped.test": "::ffff:127.0.0.1"}
 
 
 def openssl(*args, cwd):
@@ -82,9 +90,12 @@ def make_ca(d, names):
                                                ("key", "egress-server.key"))}
 
 
-def write_hosts(path, names):
+def write_hosts(path, names, others=None):
+    """names -> 127.0.0.1; others: {name: address}."""
     with open(path, "w") as f:
         f.write("127.0.0.1 " + " ".join(names) + "\n")
+        for name, addr in (others or {}).items():
+            f.write("%s %s\n" % (addr, name))
 
 
 class ServerConn:
@@ -269,11 +280,20 @@ class CountingServer:
                 c.send(chunk[:min(n, len(chunk))])
                 n -= min(n, len(chunk))
         elif method == "GET" and len(parts) == 3 and parts[1] == "hold":
+            n = int(parts[2])
+            c.send(self._head(n))
+            for _ in range(n):
+                # A byte a second (never idle), until the peer closes.
+                r, _, _ = select.select([c.sock], [], [], 1.0)
+                if r:
+                    return
+                c.send(b"h")
+        elif method == "GET" and len(parts) == 3 and parts[1] == "idle":
             c.send(self._head(1))
             # Wait for the time or the peer's close, whichever comes first.
             r, _, _ = select.select([c.sock], [], [], float(parts[2]))
             if not r:
-                c.send(b"h")
+                c.send(b"i")
         elif method == "POST" and target == "/echo":
             self._answer(c, b"%d\n" % len(body))
         else:
@@ -305,7 +325,7 @@ class EgressCase(unittest.TestCase):
         with open(cls.tls_files["ca"], "rb") as f:
             cls.ca_pem = f.read()
         cls.hosts_file = os.path.join(cls.dir, "hosts")
-        write_hosts(cls.hosts_file, HOST_NAMES)
+        write_hosts(cls.hosts_file, HOST_NAMES, PRIVATE_HOSTS)
         cls.http = CountingServer(name="http")
         cls.https = CountingServer(cls.tls_files, name="https")
         cls.other = CountingServer(name="other")

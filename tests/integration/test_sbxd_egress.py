@@ -18,7 +18,8 @@ import re
 import time
 import unittest
 
-from egressfix import EgressCase
+from egressfix import PRIVATE_HOSTS, EgressCase
+from sbxdfix import free_port
 from sbxrpc import sandbox_pb2 as pb
 
 PROXY_VARS = ("ALL_PROXY", "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "http_proxy",
@@ -125,20 +126,18 @@ class EgressTest(EgressCase):
         return closes
 
     def assert_one_of_each(self, run, n):
-        """Connections 1..n each have exactly one decision; each allowed
-        one exactly one close; no record names another connection."""
+        """Connections 1..n each have exactly one decision and exactly one
+        close record (the brief: every accepted connection, allowed or
+        not); a refused one moved no byte."""
         decisions = self.wait_audit(run, "egress_decision", n)
         self.assertEqual(sorted(d["connection"] for d in decisions), list(range(1, n + 1)),
                          decisions)
         allowed = {d["connection"] for d in decisions if d["decision"] == "allowed"}
-        closes = self.wait_audit(run, "egress_close", len(allowed))
-        numbers = [c["connection"] for c in closes]
-        self.assertEqual(len(numbers), len(set(numbers)), closes)
-        self.assertTrue(allowed <= set(numbers), (allowed, closes))
-        self.assertTrue(set(numbers) <= set(range(1, n + 1)), closes)
+        closes = self.wait_audit(run, "egress_close", n)
+        self.assertEqual(sorted(c["connection"] for c in closes), list(range(1, n + 1)), closes)
         for c in closes:
             if c["connection"] not in allowed:
-                self.assertEqual((c["bytes_out"], c["bytes_in"]), (0, 0), c)
+                self.assertEqual((c["bytes_out"], c["bytes_in"], c["address"]), (0, 0, ""), c)
 
     # -- allowed
     def test_plain_http_with_curl_urllib_and_http_client(self):
@@ -155,7 +154,8 @@ body = urllib.request.urlopen("http://api.test:%(P)d/bytes/123456", timeout=20).
 print("urllib size=%%d" %% len(body))
 c = http.client.HTTPConnection("127.0.0.1", 3128, timeout=20)
 c.request("POST", "http://api.test:%(P)d/echo", body=b"u" * 200000,
-          headers={"Proxy-Authorization": "Basic c2VjcmV0", "Proxy-Connection": "keep-alive"})
+          headers={"Proxy-Authorization": "Basic c2VjcmV0", "Proxy-Connection": "keep-alive",
+                   "Keep-Alive": "timeout=5"})
 r = c.getresponse()
 print("http.client status=%%d echo=%%s" %% (r.status, r.read().decode().strip()))
 EOF
@@ -175,6 +175,7 @@ EOF
             head = c.heads[0]
             self.assertTrue(head.startswith(target), head)
             self.assertNotIn(b"\nproxy-", head.lower(), head)
+            self.assertNotIn(b"\nkeep-alive:", head.lower(), head)
             self.assertIn(b"\nhost: api.test:%d\r\n" % P, head.lower(), head)
         closes = self.assert_accounted(run, self.http, mark, 4)
         self.assert_one_of_each(run, 4)
@@ -231,56 +232,68 @@ echo "untrusted rc=$?"
 
     # -- refused, each with its reason
     def test_each_refusal_answers_and_records_its_reason(self):
-        P, S, O = self.http.port, self.https.port, self.other.port
+        P, S, O, C = self.http.port, self.https.port, self.other.port, free_port()
+        private = sorted(PRIVATE_HOSTS)
         run = self.create(self.policy([
             self.entry("api.test", P), self.entry("api.test", S), self.entry("*.wild.test", P),
-            {"host": "loop.test", "port": P},  # no allow_private: loopback is refused
-            self.entry("nohost.test", P)]))
+            self.entry("nohost.test", P), self.entry("api.test", C)] +
+            # No allow_private: loopback, link-local, RFC 1918, CGNAT, ::1
+            # and IPv4-mapped loopback are refused.
+            [{"host": h, "port": P} for h in ["loop.test"] + private]))
+        # (label, URL, host and port on record, status, reason); None: allowed.
+        cases = [("not_listed", "http://other.test:%d/hello" % P, "other.test", P, 403,
+                  "not_allowed"),
+                 ("other_port", "http://api.test:%d/hello" % O, "api.test", O, 403,
+                  "not_allowed"),
+                 ("ip_literal", "http://127.0.0.1:%d/hello" % P, "127.0.0.1", P, 403,
+                  "not_allowed"),
+                 ("ip6_literal", "http://[::1]:%d/hello" % P, "::1", P, 403, "not_allowed"),
+                 ("loopback", "http://loop.test:%d/hello" % P, "loop.test", P, 403,
+                  "private_address")] + \
+                [(h, "http://%s:%d/hello" % (h, P), h, P, 403, "private_address")
+                 for h in private] + \
+                [("bare_suffix", "http://wild.test:%d/hello" % P, "wild.test", P, 403,
+                  "not_allowed"),
+                 ("subdomain", "http://a.wild.test:%d/hello" % P, None),
+                 ("lookup", "http://nohost.test:%d/hello" % P, "nohost.test", P, 502,
+                  "lookup_failed"),
+                 ("connect_failed", "http://api.test:%d/hello" % C, "api.test", C, 502,
+                  "connect_failed"),
+                 ("connect_not_listed", "https://other.test:%d/hello" % S, "other.test", S,
+                  403, "not_allowed"),
+                 ("connect_ip", "https://127.0.0.1:%d/hello" % S, "127.0.0.1", S, 403,
+                  "not_allowed"),
+                 # Upper case and a trailing dot name the entry's host.
+                 ("normalized", "http://API.Test.:%d/hello" % P, None)]
         marks = {s: s.mark() for s in (self.http, self.https, self.other)}
         t0 = time.monotonic()
-        rc, out, err = self.sh(run, """
-probe not_listed http://other.test:%(P)d/hello
-probe other_port http://api.test:%(O)d/hello
-probe ip_literal http://127.0.0.1:%(P)d/hello
-probe loopback http://loop.test:%(P)d/hello
-probe bare_suffix http://wild.test:%(P)d/hello
-probe subdomain http://a.wild.test:%(P)d/hello
-probe lookup http://nohost.test:%(P)d/hello
-probe connect_not_listed https://other.test:%(S)d/hello
-probe connect_ip https://127.0.0.1:%(S)d/hello
-""" % {"P": P, "S": S, "O": O})
+        rc, out, err = self.sh(run, "".join("probe %s %s\n" % (c[0], c[1]) for c in cases))
         elapsed = time.monotonic() - t0
         p = probes(out)
-        self.assertEqual(len(p), 9, out + err)
-        cases = [("not_listed", "other.test", P, 403, "not_allowed"),
-                 ("other_port", "api.test", O, 403, "not_allowed"),
-                 ("ip_literal", "127.0.0.1", P, 403, "not_allowed"),
-                 ("loopback", "loop.test", P, 403, "private_address"),
-                 ("bare_suffix", "wild.test", P, 403, "not_allowed"),
-                 None,
-                 ("lookup", "nohost.test", P, 502, "lookup_failed"),
-                 ("connect_not_listed", "other.test", S, 403, "not_allowed"),
-                 ("connect_ip", "127.0.0.1", S, 403, "not_allowed")]
+        self.assertEqual(len(p), len(cases), out + err)
         for i, case in enumerate(cases, 1):
-            if case:
-                label, host, port, status, reason = case
-                with self.subTest(label):
-                    self.assert_denied(run, i, p[label], host, port, status, reason)
-        self.assertEqual((p["subdomain"]["rc"], p["subdomain"]["code"]), ("0", "200"), p)
+            with self.subTest(case[0]):
+                if case[2] is None:
+                    self.assertEqual((p[case[0]]["rc"], p[case[0]]["code"]), ("0", "200"), p)
+                    d = self.decisions(run)[i - 1]
+                    self.assertEqual((d["host"], d["decision"]), ("a.wild.test" if
+                                     case[0] == "subdomain" else "api.test", "allowed"), d)
+                else:
+                    self.assert_denied(run, i, p[case[0]], *case[2:])
         # No name in the hosts file and no nameserver: answered at once.
         self.assertLess(float(p["lookup"]["time"]), 3, p["lookup"])
         self.assertLess(elapsed, 30)
-        # Only the wildcard's subdomain reached a server.
-        self.assertEqual(len(self.http.since(marks[self.http])), 1)
+        # Only the two allowed reached a server.
+        self.assertEqual(len(self.http.since(marks[self.http])), 2)
         self.assertEqual(self.https.since(marks[self.https]), [])
         self.assertEqual(self.other.since(marks[self.other]), [])
-        self.assert_one_of_each(run, 9)
+        self.assert_one_of_each(run, len(cases))
         dests = {(d.host, d.port): d for d in self.status(run).egress_destinations}
         self.assertEqual((dests[("other.test", P)].connections, dests[("other.test", P)].denied),
                          (0, 1))
         self.assertEqual(dests[("a.wild.test", P)].connections, 1)
         m = self.teardown(run)
-        self.assertEqual(len(m.egress), 9, m.egress)
+        self.assertEqual(len(m.egress), len(cases), m.egress)
 
     def test_raw_sockets_and_dns_have_no_way_out_and_leave_no_record(self):
         P = self.http.port
