@@ -37,8 +37,8 @@ probe() {
           -w 'code=%{http_code} connect=%{http_connect} size=%{size_download} time=%{time_total}' \
           "$@" 2>/tmp/e)
   rc=$?
-  reason=$(tr -d '\r' </tmp/h 2>/dev/null | sed -n 's/^[Xx]-[Ss]bx-[Ee]gress-[Rr]eason: *//p' | head -1)
-  retry=$(tr -d '\r' </tmp/h 2>/dev/null | sed -n 's/^[Rr]etry-[Aa]fter: *//p' | head -1)
+  reason=$(tr -d '\r' </tmp/h 2>/dev/null | sed -n 's/^x-sbx-egress-reason: *//Ip' | head -1)
+  retry=$(tr -d '\r' </tmp/h 2>/dev/null | sed -n 's/^retry-after: *//Ip' | head -1)
   echo "$label rc=$rc $codes reason=$reason retry=$retry"
 }
 """
@@ -490,7 +490,9 @@ curl -sS -m 5 --noproxy '*' http://127.0.0.1:%(P)d/hello; echo "curl_direct_ip r
         self.teardown(run)
 
     def test_one_decision_and_one_close_per_connection_bytes_as_counted(self):
-        """A mix of uploads, downloads, TLS and refusals, in one exec."""
+        """A mix of uploads, downloads, TLS and refusals, in one exec; and
+        bytes a client sends right behind its CONNECT head, before the
+        proxy's 200, which are the destination's too."""
         P, S = self.http.port, self.https.port
         run = self.create(self.policy([self.entry("api.test", P), self.entry("api.test", S)]))
         marks = (self.http.mark(), self.https.mark())
@@ -503,14 +505,54 @@ probe s1 https://api.test:%(S)d/bytes/654321
 probe s2 --data-binary @/tmp/up https://api.test:%(S)d/echo
 probe d2 https://api.test:%(O)d/hello
 probe h3 http://api.test:%(P)d/bytes/2500000
+probe h4 -d small=1 http://api.test:%(P)d/echo
+python3 - <<'EOF'
+import socket
+s = socket.create_connection(("127.0.0.1", 3128), timeout=10)
+s.sendall(b"CONNECT api.test:%(P)d HTTP/1.1\r\nHost: api.test:%(P)d\r\n\r\n"
+          b"GET /hello HTTP/1.1\r\nHost: api.test:%(P)d\r\n\r\n")
+data = b""
+try:
+    # The server answers and then waits for our end: read the answer only.
+    while not data.endswith(b"hello from http\n"):
+        d = s.recv(65536)
+        if not d:
+            break
+        data += d
+except OSError as e:
+    data += repr(e).encode()
+s.close()
+print("pipelined", data.split(b"\r\n")[0].decode(), data.endswith(b"hello from http\n"))
+print("pipelined answer", data)
+EOF
 """ % {"P": P, "S": S, "O": self.other.port})
         p = probes(out)
-        for label in ("h1", "h2", "s1", "s2", "h3"):
+        for label in ("h1", "h2", "s1", "s2", "h3", "h4"):
             self.assertEqual((p[label]["rc"], p[label]["code"]), ("0", "200"), out + err)
         self.assertEqual((p["d1"]["code"], p["d2"]["connect"]), ("403", "403"), p)
-        self.assert_one_of_each(run, 7)
-        self.assert_accounted(run, self.http, marks[0], 3)
+        self.assertIn("pipelined HTTP/1.1 200 Connection established True\n", out, err)
+        self.assert_one_of_each(run, 9)
+        self.assert_accounted(run, self.http, marks[0], 5)
         self.assert_accounted(run, self.https, marks[1], 2)
+        self.teardown(run)
+
+    def test_an_entrys_max_concurrent_holds_per_run(self):
+        P = self.http.port
+        run = self.create(self.policy([self.entry("api.test", P, max_concurrent=1)]))
+        mark = self.http.mark()
+        rc, out, err = self.sh(run, """
+curl -sS -o /dev/null http://api.test:%(P)d/hold/3 &
+sleep 1
+probe second http://api.test:%(P)d/hello
+wait
+probe after http://api.test:%(P)d/hello
+""" % {"P": P})
+        p = probes(out)
+        self.assertEqual((p["second"]["code"], p["after"]["code"]), ("429", "200"), out + err)
+        self.assertGreaterEqual(int(p["second"]["retry"]), 1, p)
+        self.assertIn(p["second"]["reason"], ("rate_limited", "too_many_connections"), p)
+        self.assert_denied(run, 2, p["second"], "api.test", P, 429, p["second"]["reason"])
+        self.assertEqual(len(self.http.since(mark)), 2)
         self.teardown(run)
 
 

@@ -432,6 +432,24 @@ except OSError as e:
                          (conns[0].bytes_in, conns[0].bytes_out))
         self.teardown(run)
 
+    def test_run_expiry_closes_its_relayed_connections(self):
+        P = self.http.port
+        run = self.create(self.policy([self.entry("api.test", P, bytes_per_second=200000)],
+                                      run_seconds=3, script_seconds=3))
+        mark = self.http.mark()
+        self.start(run, "curl -sS -o /dev/null http://api.test:%d/bytes/500000000" % P)
+        conns = self.http.wait_count(mark, 1)
+        self.assertEqual(len(conns), 1)
+        # The run expires at 3 s; its relay must not outlive it.
+        self.assertTrue(self.http.wait_closed(conns, 8), "the relay outlived the run")
+        closes = self.wait_audit(run, "egress_close", 1)
+        self.assertEqual(len(closes), 1, closes)
+        self.assertLess(closes[0]["duration_ms"], 5000, closes)
+        # What reached the sandbox, never more than the server sent.
+        self.assertGreater(closes[0]["bytes_in"], 0, closes)
+        self.assertLessEqual(closes[0]["bytes_in"], conns[0].bytes_out, closes)
+        self.teardown(run)
+
     def test_teardown_closes_every_relayed_connection(self):
         P, S = self.http.port, self.https.port
         run = self.create(self.policy([self.entry("api.test", P, bytes_per_second=200000),
