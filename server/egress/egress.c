@@ -89,7 +89,7 @@ static void listener_free(struct egress_listener *l)
 static void listeners_enable(struct sbx_egress_run *run, bool on)
 {
 	for (struct egress_listener *l = run->listeners; l; l = l->next)
-		if (on)
+		if (on && !l->dead)
 			event_add(l->ev, NULL);
 		else
 			event_del(l->ev);
@@ -147,6 +147,7 @@ static void on_accept(evutil_socket_t lfd, short what, void *arg)
 			fprintf(stderr,
 				"sbxd: egress: run %s exec %llu: accept: %s: listener closed\n",
 				run->run_id, (unsigned long long)l->exec_id, strerror(errno));
+			l->dead = true;
 			event_del(l->ev);
 			return;
 		}

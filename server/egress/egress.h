@@ -74,14 +74,26 @@ void sbx_egress_run_unlisten(struct sbx_egress_run *er, uint64_t exec_id);
  * connection of the run is closed and its close record written (reason
  * "torn_down"). Idempotent. */
 void sbx_egress_run_close(struct sbx_egress_run *er);
-/* Closes (if not yet) and frees. NULL is fine. */
+/* Closes (if not yet) and frees. NULL is fine. The proxy keeps no pointer
+ * to a closed run (its listeners, connections and lookups are gone), and
+ * a run may outlive the proxy: after sbx_egress_stop, sbx_egress_run_close,
+ * _status, _destinations and _free still work (what they share with the
+ * proxy is reference counted; listening is refused). */
 void sbx_egress_run_free(struct sbx_egress_run *er);
 
 /* Status: fills resp->egress (the newest records, at most the config's
  * records_per_run), resp->egress_records_dropped, resp->egress_destinations,
  * and appends the run's egress alerts to resp->alerts. Every member is
  * malloc'd (the response is freed with free_unpacked). -1 only when out of
- * memory (err says so; resp may hold part, which free_unpacked frees). */
+ * memory (err says so; resp may hold part, which free_unpacked frees).
+ *
+ * What the records say beyond the proto's comments: a connection appears
+ * once decided (not while its head, lookup or connect is under way); an
+ * allowed plain HTTP request has status 0 (the destination answered, not
+ * the proxy); a refused one keeps its refusal as reason (its audit close
+ * line says the same); connections whose head was unreadable are summed
+ * under host "" port 0, and past 1023 distinct host:port a run's further
+ * ones under host "(other)" port 0. */
 int sbx_egress_run_status(struct sbx_egress_run *er, Sbx__V1__StatusResponse *resp,
 			  struct sbx_err *err);
 /* The manifest: one EgressDestination per host:port the run asked for

@@ -5,11 +5,12 @@
  * 100.64/10, 192.0.0/24, the documentation and benchmark nets, multicast
  * 224/4, reserved 240/4, broadcast; IPv6 ::, ::1, fc00::/7, fe80::/10,
  * fec0::/10, ff00::/8, 2001:db8::/32, 100::/64, and every form that carries
- * an IPv4 address (IPv4-mapped ::ffff:0:0/96, IPv4-compatible ::/96, NAT64
- * 64:ff9b::/96 and 64:ff9b:1::/48, 6to4 2002::/16, Teredo 2001::/32) by the
- * address it carries or, where that cannot be told, refused. Never allowed,
- * whatever the entry says: unspecified, multicast, broadcast (TCP cannot
- * reach them). */
+ * an IPv4 address (IPv4-mapped ::ffff:0:0/96, IPv4-compatible ::/96,
+ * IPv4-translated ::ffff:0:0:0/96, NAT64 64:ff9b::/96 and 64:ff9b:1::/48,
+ * 6to4 2002::/16, Teredo 2001::/32) by the address it carries or, where that
+ * cannot be told (Teredo, local-use NAT64), never. Never allowed, whatever
+ * the entry says: unspecified, multicast, broadcast (TCP cannot reach
+ * them). */
 #ifndef SBX_EGRESS_ADDR_H
 #define SBX_EGRESS_ADDR_H
 

@@ -21,6 +21,7 @@
 #include "egress_internal.h"
 
 static void on_timer(evutil_socket_t fd, short what, void *arg);
+static bool conn_head_read(struct egress_conn *c);
 
 void egress_conn_arm_timer(struct egress_conn *c, int64_t us)
 {
@@ -205,7 +206,9 @@ static void conn_decide(struct egress_conn *c)
 	egress_resolve_start(c);
 }
 
-static void conn_head_read(struct egress_conn *c)
+/* Reads what the head has now; true: c waits for more of it (false: c
+ * moved on, or ended). */
+static bool conn_head_read(struct egress_conn *c)
 {
 	struct sbx_err err;
 	int status = 400;
@@ -214,35 +217,36 @@ static void conn_head_read(struct egress_conn *c)
 
 	n = recv(c->cfd, c->buf + c->buf_len, EGRESS_HEAD_MAX - c->buf_len, MSG_DONTWAIT);
 	if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
-		return;
+		return true;
 	if (n <= 0) {
 		/* It ended (or failed) before a whole head. */
 		egress_conn_refuse(c, 400, "bad_request", 0);
-		return;
+		return false;
 	}
 	/* Parsing only when a line ended keeps a client that trickles a byte
 	 * at a time from costing a parse per byte. */
 	if (!memchr(c->buf + c->buf_len, '\n', (size_t)n) &&
 	    c->buf_len + (size_t)n < EGRESS_HEAD_MAX) {
 		c->buf_len += (size_t)n;
-		return;
+		return true;
 	}
 	c->buf_len += (size_t)n;
 	rc = egress_head_parse(c->buf, c->buf_len, &c->head, &status, &err);
 	if (rc == 0 && c->buf_len < EGRESS_HEAD_MAX)
-		return;
+		return true;
 	if (rc <= 0) {
 		if (rc == 0)
 			status = 431;
 		egress_conn_refuse(c, (unsigned)status,
 				   status == 431 ? "head_too_large" : "bad_request", 0);
-		return;
+		return false;
 	}
 	c->head_parsed = true;
 	snprintf(c->rec.host, sizeof(c->rec.host), "%s", c->head.host);
 	c->rec.port = c->head.port;
 	snprintf(c->rec.method, sizeof(c->rec.method), "%s", c->head.method);
 	conn_decide(c);
+	return false;
 }
 
 /* LINGER: the client's bytes after its answer, dropped until it closes. */
@@ -364,8 +368,11 @@ void egress_conn_start(struct sbx_egress_run *run, int fd)
 	run->n_conns++;
 	eg->n_conns++;
 	c->state = EGRESS_HEAD;
-	event_add(c->cread, NULL);
 	egress_conn_arm_timer(c, (int64_t)eg->head_seconds * 1000000);
+	/* A client writes its head right after connecting: it is often here
+	 * already (one wakeup less). */
+	if (conn_head_read(c))
+		event_add(c->cread, NULL);
 }
 
 void egress_conn_end(struct egress_conn *c, const char *reason)
@@ -444,7 +451,11 @@ void egress_conn_connected(struct egress_conn *c)
 	free(c->buf);
 	c->buf = NULL;
 	c->state = EGRESS_RELAY;
-	/* The relay's events fire at once for what is pending (the 200, the
-	 * head): no pump from here, where c could end under its caller. */
-	egress_relay_start(c);
+	if (egress_relay_start(c) < 0)
+		return;
+	/* Now rather than on the next readiness event (one wakeup less per
+	 * connection): the 200 (or the rewritten head) and whatever is
+	 * waiting. Every caller returns right after this, c may be gone. */
+	if (egress_relay_pump(c, 1) == 0)
+		egress_relay_pump(c, 0);
 }

@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -53,25 +54,28 @@ static void on_uread(evutil_socket_t fd, short what, void *arg)
 		egress_relay_pump(c, 1);
 }
 
-static void on_uwrite(evutil_socket_t fd, short what, void *arg)
+/* The connect in progress ended: connected, or the next address. */
+static void connect_done(struct egress_conn *c)
 {
-	struct egress_conn *c = arg;
 	int soerr = 0;
 	socklen_t len = sizeof(soerr);
 
-	if (c->state == EGRESS_RELAY) {
-		egress_relay_pump(c, 0);
-		return;
-	}
-	if (c->state != EGRESS_CONNECT)
-		return;
 	if (getsockopt(c->ufd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
 		soerr = errno;
-	if (soerr == 0) {
+	if (soerr == 0)
 		connected(c);
-		return;
-	}
-	try_next(c);
+	else
+		try_next(c);
+}
+
+static void on_uwrite(evutil_socket_t fd, short what, void *arg)
+{
+	struct egress_conn *c = arg;
+
+	if (c->state == EGRESS_RELAY)
+		egress_relay_pump(c, 0);
+	else if (c->state == EGRESS_CONNECT)
+		connect_done(c);
 }
 
 static void drop_socket(struct egress_conn *c)
@@ -109,7 +113,14 @@ static void try_next(struct egress_conn *c)
 			return;
 		}
 		if (errno == EINPROGRESS) {
-			event_add(c->uwrite, NULL);
+			struct pollfd p = {.fd = fd, .events = POLLOUT};
+
+			/* On loopback (and a near destination) the handshake
+			 * is often done already: no wakeup to wait for. */
+			if (poll(&p, 1, 0) == 1)
+				connect_done(c);
+			else
+				event_add(c->uwrite, NULL);
 			return;
 		}
 		drop_socket(c);

@@ -12,7 +12,11 @@
  * The Host header, when there is one, must agree with the target (host and
  * port) or the request is refused: a proxy may replace it (RFC 9112 3.2.2),
  * but a disagreement is what a request-routing confusion looks like, and
- * the destination gets the Host the record names either way. */
+ * the destination gets the Host the record names either way. A missing
+ * Host is no fault (HTTP/1.0 has none; the rewritten head has one). A
+ * forwarded request keeps the client's HTTP version: the relay passes the
+ * answer through untouched, so the server must answer what the client
+ * reads. */
 #include "egress_head.h"
 
 #include <stdarg.h>

@@ -55,7 +55,11 @@ struct egress_head {
  * egress_head_free); 0: not complete yet and len < EGRESS_HEAD_MAX (read
  * more); -1: refused, *http_status the answer (400 bad request, 431 too
  * large, 500 out of memory, 501 not implemented, 505 version) and err the
- * reason, which never quotes the input. */
+ * reason, which never quotes the input.
+ * Each call reads from the start. Bytes that add no LF can only bring a
+ * refusal earlier, never change the answer, so a caller may parse only when
+ * a read brought a LF or len reached EGRESS_HEAD_MAX (a client that trickles
+ * a byte at a time then costs a parse per line, not per byte). */
 int egress_head_parse(const char *buf, size_t len, struct egress_head *h, int *http_status,
 		      struct sbx_err *err);
 void egress_head_free(struct egress_head *h);

@@ -52,6 +52,7 @@
 #define EGRESS_LINGER_MAX  (1 << 16) /* bytes read and dropped meanwhile */
 #define EGRESS_PIPE_MAX	   (1 << 20) /* a bulk direction's pipe grows to this */
 #define EGRESS_ACCEPT_MANY 32	     /* accepts per listener wakeup, for fairness */
+#define EGRESS_PUMP_BUDGET (4 << 20) /* bytes one relay wakeup reads, for fairness */
 #define EGRESS_REASON_MAX  24
 
 struct egress_conn;
@@ -112,6 +113,7 @@ struct egress_listener {
 	uint64_t exec_id;
 	int fd;
 	struct event *ev;
+	bool dead; /* accept failed for good: never polled again */
 	struct egress_listener *next;
 };
 
@@ -281,7 +283,8 @@ void egress_resolve_cancel(struct egress_conn *c);
 
 /* ---- egress_relay.c ---- */
 
-/* Starts relaying (pipes, events, the idle timer); -1: c was ended. */
+/* Starts relaying (pipes, the idle timer); -1: c was ended. The caller
+ * then pumps both directions, which takes the events each needs. */
 int egress_relay_start(struct egress_conn *c);
 /* Moves what can move in direction d now; -1: c was ended (freed). */
 int egress_relay_pump(struct egress_conn *c, int d);

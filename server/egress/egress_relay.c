@@ -19,7 +19,12 @@
  * entry's, its host-wide destination's) and the run's max_bytes leave;
  * with a bucket empty, that direction stops reading until a timer says
  * tokens are back. EOF one way shuts the other side's writing once the
- * pipe is empty (half-close); both ways shut: the connection ends. */
+ * pipe is empty (half-close); both ways shut: the connection ends.
+ *
+ * One pump reads at most EGRESS_PUMP_BUDGET bytes: a bulk transfer with
+ * two fast ends would otherwise keep the loop to itself. What is left is
+ * still readable (or the pipe still holds bytes for a writable dst), and
+ * the level-triggered events bring it back on the loop's next turn. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -113,6 +118,7 @@ int egress_relay_pump(struct egress_conn *c, int d)
 	uint64_t before = x->bytes;
 	const char *end = NULL;
 	bool blocked = false, moved = false;
+	uint64_t budget = EGRESS_PUMP_BUDGET;
 
 	for (;;) {
 		while (!blocked && x->pre_off < x->pre_len) {
@@ -151,7 +157,7 @@ int egress_relay_pump(struct egress_conn *c, int d)
 		if (end || x->src_eof || x->throttled || x->pipe_stalled || c->finishing_max ||
 		    run->maxed)
 			break;
-		if (x->pipe_len >= x->pipe_cap)
+		if (x->pipe_len >= x->pipe_cap || budget == 0)
 			break;
 
 		uint64_t want = x->pipe_cap - x->pipe_len;
@@ -173,6 +179,7 @@ int egress_relay_pump(struct egress_conn *c, int d)
 		n = splice(x->src, NULL, x->pipe_w, NULL, allow, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 		if (n > 0) {
 			moved = true;
+			budget = (uint64_t)n < budget ? budget - (uint64_t)n : 0;
 			x->pipe_len += (size_t)n;
 			egress_limits_take(c, (uint64_t)n, now);
 			if (x->pipe_len >= x->pipe_cap && !x->grown) {
@@ -290,8 +297,8 @@ int egress_relay_start(struct egress_conn *c)
 		egress_conn_end(c, "max_bytes");
 		return -1;
 	}
-	interest(c, out);
-	interest(c, in);
+	/* No interest yet: the caller pumps both ways at once, and each
+	 * pump takes the interest it needs. */
 	return 0;
 }
 

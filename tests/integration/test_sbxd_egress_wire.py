@@ -329,6 +329,43 @@ class EgressDown(unittest.TestCase, Calls):
             srv.cleanup()
 
 
+class EgressDrain(unittest.TestCase, Calls):
+    """SIGTERM with a run relaying: the run is torn down (its connection's
+    close record written), then the proxy stops, and sbxd exits 0."""
+
+    def test_sigterm_with_an_open_tunnel(self):
+        tmp = tempfile.mkdtemp(prefix="sbx-egress-wire-")
+        origin = Origin()
+        hosts = os.path.join(tmp, "hosts")
+        with open(hosts, "w") as f:
+            f.write("127.0.0.1 api.test\n")
+        srv = Server(egress={"hosts_file": hosts, "resolv_conf": ""})
+        try:
+            self.c = srv.conn()
+            run = self.ok("CreateRun", pb.CreateRunRequest(
+                policy_json=allowlist_policy(origin.port, {})), pb.CreateRunResponse).run_id
+            holder = ("import socket, time\n"
+                      "s = socket.create_connection(('127.0.0.1', 3128))\n"
+                      "s.sendall(b'CONNECT api.test:%d HTTP/1.1\\r\\n\\r\\n')\n"
+                      "print(s.recv(200).split(b'\\r\\n')[0].decode(), flush=True)\n"
+                      "time.sleep(60)\n" % origin.port)
+            ex = self.ok("Exec", pb.ExecRequest(run_id=run, argv=["python3", "-c", holder]),
+                         pb.ExecResponse).exec_id
+            r = self.ok("ReadOutput", pb.ReadOutputRequest(
+                run_id=run, exec_id=ex, stream=pb.STDOUT, timeout_ms=10000),
+                pb.ReadOutputResponse)
+            self.assertEqual(r.data, b"HTTP/1.1 200 Connection established\n")
+            self.c.close()
+            self.assertEqual(srv.stop(timeout=60), 0, srv.log_tail())
+            events = [e["event"] for e in srv.audit_events() if e.get("run_id") == run]
+            self.assertEqual(events.count("egress_close"), 1, events)
+            self.assertLess(events.index("egress_close"), events.index("teardown"), events)
+        finally:
+            srv.cleanup()
+            origin.close()
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 class HelperAlone(unittest.TestCase):
     def test_sbx_helper_run_refuses_an_allowlist_naming_sbxd(self):
         d = tempfile.mkdtemp(prefix="sbx-egress-wire-")

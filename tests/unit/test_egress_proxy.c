@@ -30,6 +30,7 @@
 #include "check.h"
 #include "clock.h"
 #include "egress.h"
+#include "egress_head.h"
 #include "util.h"
 
 #define SERVER_CONNS 128
@@ -54,7 +55,7 @@ static struct {
 	size_t n_conns;
 	struct served served[SERVER_CONNS];
 	size_t n_served;
-} srv = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+} srv = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static void send_all(int fd, const char *p, size_t n, size_t *sent)
 {
@@ -361,9 +362,40 @@ static void record_free(Sbx__V1__EgressRecord *r)
 	free(r->method);
 }
 
+/* ---- setup ---- */
+
+static struct sbx_egress_run *open_run(struct sbx_egress *eg, const char *id,
+				       Sbx__V1__Egress *policy, struct sandbox *sb)
+{
+	struct sbx_egress_run_info info = {
+	    .run_id = id, .identity = "token:test", .policy_digest = "sha256:x", .policy = policy};
+	struct sbx_err err;
+	struct sbx_egress_run *run = sbx_egress_run_open(eg, &info, &err);
+	int lfd = listen_loopback(&sb->port);
+
+	if (!run || sbx_egress_run_listen(run, 1, lfd, &err) < 0) {
+		fprintf(stderr, "run: %s\n", err.msg);
+		exit(2);
+	}
+	return run;
+}
+
+static Sbx__V1__EgressRule rule(const char *host, uint16_t port, bool allow_private)
+{
+	Sbx__V1__EgressRule r = SBX__V1__EGRESS_RULE__INIT;
+
+	r.host = (char *)host;
+	r.port = port;
+	r.allow_private = allow_private;
+	r.connections_per_minute = 600;
+	r.max_concurrent = 32;
+	return r;
+}
+
 /* ---- the cases ---- */
 
 static uint16_t server_port;
+static uint16_t dead_port; /* was listened on, then closed */
 
 static void test_connect_relay(struct sandbox *sb, struct sbx_egress_run *run)
 {
@@ -462,6 +494,27 @@ static void test_refusals(struct sandbox *sb, struct sbx_egress_run *run)
 	expect_refusal(sb, "unknown.test", server_port, 502, "lookup_failed");
 	check(sbx_mono_ms() - t0 < 1000, "without a nameserver: refused at once");
 
+	/* 8 KiB and no end of the head. */
+	fd = proxy_connect(sb);
+	{
+		char big[EGRESS_HEAD_MAX + 100];
+		size_t sent = 0;
+
+		const char *start = "CONNECT api.test:1 HTTP/1.1\r\nX-Long: ";
+
+		memcpy(big, start, strlen(start));
+		memset(big + strlen(start), 'a', sizeof(big) - strlen(start));
+		send_all(fd, big, sizeof(big), &sent);
+	}
+	int got = read_head(fd, head, sizeof(head));
+
+	check(got == 431 && has_reason(head, "head_too_large"),
+	      "a head past 8 KiB: 431 head_too_large (%d)", got);
+	close(fd);
+
+	/* A listed address where nothing listens. */
+	expect_refusal(sb, "127.0.0.1", dead_port, 502, "connect_failed");
+
 	fd = proxy_connect(sb);
 	write_str(fd, "GET /origin-form HTTP/1.1\r\nHost: x\r\n\r\n");
 	check(read_head(fd, head, sizeof(head)) >= 400 && has_reason(head, "bad_request"),
@@ -509,6 +562,22 @@ static void test_rate(struct sandbox *sb, struct sbx_egress_run *run)
 	usleep(100000);
 	check(connect_via(sb, "conc.test", server_port, &fd, head, sizeof(head)) == 200,
 	      "conc.test: once the first closed, another");
+	close(fd);
+}
+
+/* egress.destinations: hw.test has max_concurrent 1 across every run. */
+static void test_host_wide(struct sandbox *sb1, struct sandbox *sb2)
+{
+	char head[1024];
+	int hold, fd;
+
+	check(connect_via(sb1, "hw.test", server_port, &hold, head, sizeof(head)) == 200,
+	      "hw.test from run one: 200");
+	expect_refusal(sb2, "hw.test", server_port, 429, "too_many_connections");
+	close(hold);
+	usleep(100000);
+	check(connect_via(sb2, "hw.test", server_port, &fd, head, sizeof(head)) == 200,
+	      "hw.test from run two once run one's closed: 200");
 	close(fd);
 }
 
@@ -566,9 +635,10 @@ static void test_status(struct sandbox *sb, struct sbx_egress_run *run)
 	sbx__v1__status_response__free_unpacked(resp, NULL);
 	int rc = sbx_egress_run_destinations(run, &d, &n, &err);
 
-	/* api.test twice (its port, another), the literal, nope, loop,
-	 * unknown, rate, conc, thr, and "" for the two unreadable heads. */
-	check(rc == 0 && n == 10, "the manifest's destinations (%zu)", n);
+	/* api.test twice (its port, another), the two literals, nope,
+	 * loop, unknown, rate, conc, thr, hw, and "" for the unreadable
+	 * heads. */
+	check(rc == 0 && n == 12, "the manifest's destinations (%zu)", n);
 	for (size_t i = 0; i < n; i++)
 		sbx__v1__egress_destination__free_unpacked(d[i], NULL);
 	free(d);
@@ -631,6 +701,88 @@ static void test_max_bytes(struct sandbox *sb, struct sbx_egress_run *run)
 	sbx__v1__status_response__free_unpacked(resp, NULL);
 }
 
+/* A second proxy whose nameserver never answers: the lookup's own timer
+ * refuses, and the cancelled lookup's late callback is harmless. */
+static void test_lookup_timeout(const char *dir, struct sbx_config_egress cfg)
+{
+	char resolv[160], head[1024];
+	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(sin);
+	int udp = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct sbx_egress *eg;
+	struct sbx_err err;
+	struct sandbox sb = {0};
+	int64_t t0, ms;
+	int fd, got;
+	FILE *f;
+
+	if (udp < 0 || bind(udp, (struct sockaddr *)&sin, sizeof(sin)) < 0 ||
+	    getsockname(udp, (struct sockaddr *)&sin, &len) < 0)
+		exit(2);
+	snprintf(resolv, sizeof(resolv), "%s/resolv.conf", dir);
+	f = fopen(resolv, "w");
+	fprintf(f, "nameserver 127.0.0.1:%u\n", ntohs(sin.sin_port));
+	fclose(f);
+	cfg.resolv_conf = resolv;
+	cfg.lookup_seconds = 1;
+	cfg.records_per_run = 1;
+	cfg.accepts_per_run_per_second = 2;
+	check(sbx_egress_start(&cfg, &eg, &err) == 0, "a proxy with a nameserver: started");
+
+	Sbx__V1__EgressRule r = rule("slow.test", server_port, true);
+	Sbx__V1__EgressRule *p[1] = {&r};
+	Sbx__V1__Egress pol = SBX__V1__EGRESS__INIT;
+
+	pol.allow = p;
+	pol.n_allow = 1;
+	struct sbx_egress_run *run = open_run(eg, "run-three", &pol, &sb);
+
+	t0 = sbx_mono_ms();
+	got = connect_via(&sb, "slow.test", server_port, &fd, head, sizeof(head));
+	ms = sbx_mono_ms() - t0;
+	check(got == 502 && has_reason(head, "lookup_failed") && ms >= 900 && ms < 3000,
+	      "a nameserver that never answers: 502 lookup_failed after lookup_seconds (%lld ms)",
+	      (long long)ms);
+	close(fd);
+	/* records_per_run 1: the older record is counted, not kept. */
+	expect_refusal(&sb, "other.test", 80, 403, "not_allowed");
+	usleep(50000);
+	{
+		Sbx__V1__StatusResponse *resp = status_of(run);
+
+		check(resp->n_egress == 1 && resp->egress_records_dropped == 1 &&
+			  !strcmp(resp->egress[0]->host, "other.test") &&
+			  resp->n_egress_destinations == 2,
+		      "records_per_run bounds the records, the totals keep every destination");
+		sbx__v1__status_response__free_unpacked(resp, NULL);
+	}
+	/* accepts_per_run_per_second 2 (burst 4, about 3 left): the sixth of
+	 * six connections at once is accepted only when its token is back;
+	 * meanwhile it waits in the listener's backlog. */
+	{
+		int fds[6];
+		int64_t start = sbx_mono_ms();
+		bool all = true;
+
+		for (int i = 0; i < 6; i++) {
+			fds[i] = proxy_connect(&sb);
+			write_str(fds[i], "CONNECT other.test:80 HTTP/1.1\r\n\r\n");
+		}
+		for (int i = 0; i < 6; i++) {
+			all = all && read_head(fds[i], head, sizeof(head)) == 403;
+			close(fds[i]);
+		}
+		ms = sbx_mono_ms() - start;
+		check(all && ms >= 900 && ms < 4000,
+		      "accepts_per_run_per_second: the last waited for its token (%lld ms)",
+		      (long long)ms);
+	}
+	sbx_egress_stop(eg);
+	sbx_egress_run_free(run);
+	unlink(resolv);
+	close(udp);
+}
+
 /* ---- the audit log ---- */
 
 static void check_audit(const char *path, const char *run_id, unsigned connections, int alerts_want,
@@ -674,36 +826,6 @@ static void check_audit(const char *path, const char *run_id, unsigned connectio
 	      run_id, alerts, maxes);
 }
 
-/* ---- setup ---- */
-
-static struct sbx_egress_run *open_run(struct sbx_egress *eg, const char *id,
-				       Sbx__V1__Egress *policy, struct sandbox *sb)
-{
-	struct sbx_egress_run_info info = {
-	    .run_id = id, .identity = "token:test", .policy_digest = "sha256:x", .policy = policy};
-	struct sbx_err err;
-	struct sbx_egress_run *run = sbx_egress_run_open(eg, &info, &err);
-	int lfd = listen_loopback(&sb->port);
-
-	if (!run || sbx_egress_run_listen(run, 1, lfd, &err) < 0) {
-		fprintf(stderr, "run: %s\n", err.msg);
-		exit(2);
-	}
-	return run;
-}
-
-static Sbx__V1__EgressRule rule(const char *host, uint16_t port, bool allow_private)
-{
-	Sbx__V1__EgressRule r = SBX__V1__EGRESS_RULE__INIT;
-
-	r.host = (char *)host;
-	r.port = port;
-	r.allow_private = allow_private;
-	r.connections_per_minute = 600;
-	r.max_concurrent = 32;
-	return r;
-}
-
 int main(void)
 {
 	char dir[] = "/tmp/sbx-egress-test-XXXXXX";
@@ -716,12 +838,21 @@ int main(void)
 	FILE *f;
 
 	signal(SIGPIPE, SIG_IGN);
+	{
+		/* served_by_id waits until a CLOCK_MONOTONIC deadline. */
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&srv.cv, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	if (!mkdtemp(dir))
 		return 2;
 	snprintf(hosts, sizeof(hosts), "%s/hosts", dir);
 	snprintf(audit_path, sizeof(audit_path), "%s/audit.log", dir);
 	f = fopen(hosts, "w");
-	fprintf(f, "127.0.0.1 api.test loop.test rate.test conc.test thr.test\n");
+	fprintf(f, "127.0.0.1 api.test loop.test rate.test conc.test thr.test hw.test\n");
 	fclose(f);
 	if (sbx_audit_open(audit_path, NULL, &err) < 0) {
 		fprintf(stderr, "audit: %s\n", err.msg);
@@ -730,6 +861,7 @@ int main(void)
 	/* A tiny identity rate: egress lines must not be dropped by it. */
 	sbx_audit_set_identity_rate(1);
 
+	close(listen_loopback(&dead_port));
 	srv.fd = listen_loopback(&srv.port);
 	server_port = srv.port;
 	pthread_create(&srv.thread, NULL, server_thread, NULL);
@@ -744,33 +876,51 @@ int main(void)
 	cfg.connections_max = 256;
 	cfg.records_per_run = 256;
 	cfg.accepts_per_run_per_second = 1000;
+	cfg.destinations[0] = (struct sbx_egress_destination){.host = "hw.test",
+							      .port = server_port,
+							      .max_concurrent = 1,
+							      .connections_per_minute = 600};
+	cfg.n_destinations = 1;
+	cfg.hosts_file = "/nonexistent/hosts";
+	int rc = sbx_egress_start(&cfg, &eg, &err);
+
+	check(rc < 0 && strstr(err.msg, "hosts_file") && !eg,
+	      "a hosts_file that cannot be read: refused (%s)", err.msg);
+	cfg.hosts_file = hosts;
+	cfg.resolv_conf = "/nonexistent/resolv.conf";
+	rc = sbx_egress_start(&cfg, &eg, &err);
+	check(rc < 0 && strstr(err.msg, "resolv_conf"),
+	      "a resolv_conf that cannot be read: refused (%s)", err.msg);
+	cfg.resolv_conf = "";
 	if (sbx_egress_start(&cfg, &eg, &err) < 0) {
 		fprintf(stderr, "start: %s\n", err.msg);
 		return 2;
 	}
 
-	Sbx__V1__EgressRule r1[8] = {
+	Sbx__V1__EgressRule r1[9] = {
 	    rule("api.test", server_port, true),     rule("loop.test", server_port, false),
 	    rule("unknown.test", server_port, true), rule("rate.test", server_port, true),
 	    rule("conc.test", server_port, true),    rule("thr.test", server_port, true),
-	    rule("127.0.0.1", server_port, true)};
-	Sbx__V1__EgressRule *p1[8];
+	    rule("127.0.0.1", server_port, true),    rule("127.0.0.1", dead_port, true),
+	    rule("hw.test", server_port, true)};
+	Sbx__V1__EgressRule *p1[9];
 	Sbx__V1__Egress pol1 = SBX__V1__EGRESS__INIT;
 
 	r1[3].connections_per_minute = 2;
 	r1[4].max_concurrent = 1;
 	r1[5].bytes_per_second = rate;
-	for (int i = 0; i < 7; i++)
+	for (int i = 0; i < 9; i++)
 		p1[i] = &r1[i];
 	pol1.allow = p1;
-	pol1.n_allow = 7;
+	pol1.n_allow = 9;
 
-	Sbx__V1__EgressRule r2 = rule("api.test", server_port, true);
-	Sbx__V1__EgressRule *p2[1] = {&r2};
+	Sbx__V1__EgressRule r2[2] = {rule("api.test", server_port, true),
+				     rule("hw.test", server_port, true)};
+	Sbx__V1__EgressRule *p2[2] = {&r2[0], &r2[1]};
 	Sbx__V1__Egress pol2 = SBX__V1__EGRESS__INIT;
 
 	pol2.allow = p2;
-	pol2.n_allow = 1;
+	pol2.n_allow = 2;
 	pol2.alert_bytes = 10000;
 	pol2.max_bytes = 300000;
 
@@ -782,9 +932,11 @@ int main(void)
 	test_refusals(&sb1, run1);
 	test_rate(&sb1, run1);
 	test_throttle(&sb1, run1, rate);
+	test_host_wide(&sb1, &sb2);
 	test_status(&sb1, run1);
 	test_teardown(&sb1, run1);
 	test_max_bytes(&sb2, run2);
+	test_lookup_timeout(dir, cfg);
 
 	sbx_egress_run_free(run1);
 	sbx_egress_stop(eg);
@@ -800,6 +952,7 @@ int main(void)
 	sbx_audit_close();
 	check_audit(audit_path, "run-one", sb1.connections, 0, 0);
 	check_audit(audit_path, "run-two", sb2.connections, 1, 1);
+	check_audit(audit_path, "run-three", 8, 0, 0);
 
 	shutdown(srv.fd, SHUT_RDWR);
 	close(srv.fd);
