@@ -62,7 +62,7 @@ from sbxdfix import POLICY, Server
 from sbxrpc import sandbox_pb2 as pb
 
 HOST_NAMES = ("api.test", "other.test", "loop.test", "wild.test", "a.wild.test",
-              "b.wild.test", "shared.test", "rate.test", "b.test")
+              "b.wild.test", "shared.test", "rate.test", "bw.test", "b.test")
 # Names whose only address is one the proxy must refuse without
 # allow_private (nothing is ever connected to them).
 PRIVATE_HOSTS = {"meta.test": "169.254.169.254", "ten.test": "10.1.2.3",

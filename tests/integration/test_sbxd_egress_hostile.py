@@ -89,7 +89,13 @@ def garbage(port):
                                b"Host: other.test:%d\r\n\r\n" % (port, port)),
              ("smuggle", b"POST http://api.test:%d/echo HTTP/1.1\r\nHost: api.test:%d\r\n"
                          b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
-                         b"0\r\n\r\n" % (port, port))]
+                         b"0\r\n\r\n" % (port, port)),
+             # Which host is it? Userinfo is refused, never guessed at.
+             ("userinfo", b"GET http://api.test:%d@other.test:%d/hello HTTP/1.1\r\n"
+                          b"Host: other.test:%d\r\n\r\n" % (port, port, port)),
+             ("port_zero", b"CONNECT api.test:0 HTTP/1.1\r\nHost: api.test:0\r\n\r\n"),
+             ("port_big", b"CONNECT api.test:99999 HTTP/1.1\r\nHost: api.test:99999\r\n\r\n"),
+             ("nul_host", b"CONNECT api.test\x00.evil:%d HTTP/1.1\r\n\r\n" % port)]
     for name, data in cases:
         s = socket.create_connection(("127.0.0.1", 3128))
         s.sendall(data)
@@ -265,7 +271,8 @@ class EgressHostileTest(EgressCase):
         run, got, served = self.under_attack("garbage %d" % self.http.port, 3)
         # 505 for a version other than 1.1 and 1.0 (egress_head.h), 400 else.
         expected = [("random", 400), ("binary", 400), ("no_port", 400), ("bad_header", 400),
-                    ("bad_version", 505), ("host_mismatch", 400), ("smuggle", 400)]
+                    ("bad_version", 505), ("host_mismatch", 400), ("smuggle", 400),
+                    ("userinfo", 400), ("port_zero", 400), ("port_big", 400), ("nul_host", 400)]
         for name, status in expected:
             self.assertEqual((got[name]["status"], got[name]["reason"]), (status, "bad_request"),
                              got[name])
