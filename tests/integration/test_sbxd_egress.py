@@ -32,13 +32,14 @@ PROXY_VARS = ("ALL_PROXY", "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "http_proxy"
 PROBE = r"""
 probe() {
   label=$1; shift
-  rm -f /tmp/h
-  codes=$(curl -sS -m 20 -D /tmp/h -o /dev/null \
+  h=/tmp/probe.$label.h  # per label: probes may run at once
+  rm -f "$h"
+  codes=$(curl -sS -m 20 -D "$h" -o /dev/null \
           -w 'code=%{http_code} connect=%{http_connect} size=%{size_download} time=%{time_total}' \
-          "$@" 2>/tmp/e)
+          "$@" 2>"/tmp/probe.$label.e")
   rc=$?
-  reason=$(tr -d '\r' </tmp/h 2>/dev/null | sed -n 's/^x-sbx-egress-reason: *//Ip' | head -1)
-  retry=$(tr -d '\r' </tmp/h 2>/dev/null | sed -n 's/^retry-after: *//Ip' | head -1)
+  reason=$(tr -d '\r' <"$h" 2>/dev/null | sed -n 's/^x-sbx-egress-reason: *//Ip' | head -1)
+  retry=$(tr -d '\r' <"$h" 2>/dev/null | sed -n 's/^retry-after: *//Ip' | head -1)
   echo "$label rc=$rc $codes reason=$reason retry=$retry"
 }
 """
