@@ -505,21 +505,26 @@ curl -sS -m 5 --noproxy '*' http://127.0.0.1:%(P)d/hello; echo "curl_direct_ip r
         self.teardown(run)
 
     def test_max_bytes_cuts_off(self):
+        """Reached, max_bytes closes every connection of the run (a slow
+        one beside the one that reached it) and refuses the later ones."""
         P, cap = self.http.port, 300000
         run = self.create(self.policy([self.entry("api.test", P)], max_bytes=cap))
         mark = self.http.mark()
-        rc, out, err = self.sh(run, "probe big http://api.test:%d/bytes/2000000;"
-                                    " probe later http://api.test:%d/hello" % (P, P))
+        rc, out, err = self.sh(run, "probe slow http://api.test:%d/hold/20 & sleep 1;"
+                                    " probe big http://api.test:%d/bytes/2000000; wait;"
+                                    " probe later http://api.test:%d/hello" % (P, P, P))
         p = probes(out)
         self.assertNotEqual(p["big"]["rc"], "0", p)
         self.assertLess(int(p["big"]["size"]), cap, p)
+        self.assertNotEqual(p["slow"]["rc"], "0", p)
+        self.assertLess(float(p["slow"]["time"]), 10, p)  # not its 20 s
         self.assertTrue(self.http.wait_closed(self.http.since(mark)))
-        closes = [c for c in self.wait_audit(run, "egress_close", 1) if c["connection"] == 1]
-        self.assertEqual(len(closes), 1, closes)
-        self.assertEqual(closes[0]["reason"], "max_bytes", closes)
-        self.assertEqual(closes[0]["bytes_out"] + closes[0]["bytes_in"], cap, closes)
-        self.assertEqual(len(self.http.since(mark)), 1)
-        self.assert_denied(run, 2, p["later"], "api.test", P, 403, "max_bytes")
+        closes = [c for c in self.wait_audit(run, "egress_close", 3) if c["connection"] < 3]
+        self.assertEqual([(c["connection"], c["reason"]) for c in closes],
+                         [(1, "max_bytes"), (2, "max_bytes")], closes)
+        self.assertEqual(sum(c["bytes_out"] + c["bytes_in"] for c in closes), cap, closes)
+        self.assertEqual(len(self.http.since(mark)), 2)
+        self.assert_denied(run, 3, p["later"], "api.test", P, 403, "max_bytes")
         self.assertEqual(len(self.audit(run, "egress_max_bytes")), 1)
         st = self.status(run)
         self.assertEqual(len([a for a in st.alerts if a.startswith("egress:") and
@@ -571,6 +576,24 @@ EOF
         self.assert_one_of_each(run, 9)
         self.assert_accounted(run, self.http, marks[0], 5)
         self.assert_accounted(run, self.https, marks[1], 2)
+        self.teardown(run)
+
+    def test_execs_of_one_run_each_have_a_listener_and_share_its_records(self):
+        P = self.http.port
+        run = self.create(self.policy([self.entry("api.test", P)]))
+        short = self.start(run, PROBE + "for i in 1 2; do probe s$i http://api.test:%d/hello;"
+                                        " sleep 0.2; done" % P)
+        long_ = self.start(run, PROBE + "for i in 1 2 3 4 5 6; do probe l$i"
+                                        " http://api.test:%d/hello; sleep 0.3; done" % P)
+        # The short exec ends (its listener closed) while the long one goes on.
+        self.wait(run, short)
+        self.wait(run, long_)
+        got = {}
+        for ex in (short, long_):
+            got.update(probes(self.output(run, ex)))
+        self.assertEqual(sorted(k for k, v in got.items() if v["code"] == "200"),
+                         ["l1", "l2", "l3", "l4", "l5", "l6", "s1", "s2"], got)
+        self.assert_one_of_each(run, 8)
         self.teardown(run)
 
     def test_an_entrys_max_concurrent_holds_per_run(self):
