@@ -14,7 +14,8 @@ import threading
 import time
 import unittest
 
-from egressfix import EgressCase
+from egressfix import EgressCase, egress_config
+from sbxdfix import Server
 from sbxrpc import sandbox_pb2 as pb
 
 HEAD_SECONDS = 2
@@ -456,6 +457,29 @@ except OSError as e:
         self.assertGreater(closes[0]["bytes_in"], 0, closes)
         self.assertLessEqual(closes[0]["bytes_in"], conns[0].bytes_out, closes)
         self.teardown(run)
+
+    def test_sbxd_stopping_closes_relays_and_writes_their_records(self):
+        P = self.http.port
+        srv = Server(egress=egress_config(self.hosts_file))
+        self.addCleanup(srv.cleanup)
+        c = srv.conn(timeout_ms=30000)
+        self.addCleanup(c.close)
+        run = self.create(self.policy([self.entry("api.test", P, bytes_per_second=200000)]),
+                          conn=c)
+        self._runs.remove(run)  # not this class's sbxd
+        mark = self.http.mark()
+        self.start(run, "curl -sS -o /dev/null http://api.test:%d/bytes/500000000" % P, conn=c)
+        conns = self.http.wait_count(mark, 1)
+        self.assertEqual(len(conns), 1)
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        self.assertEqual(srv.stop(), 0, srv.log_tail())
+        self.assertLess(time.monotonic() - t0, 10)
+        self.assertTrue(self.http.wait_closed(conns, 1), "the relay outlived sbxd")
+        closes = [e for e in srv.audit_events()
+                  if e.get("run_id") == run and e.get("event") == "egress_close"]
+        self.assertEqual([e["reason"] for e in closes], ["torn_down"], closes)
+        self.assertGreater(closes[0]["bytes_in"], 0)
 
     def test_teardown_closes_every_relayed_connection(self):
         P, S = self.http.port, self.https.port
