@@ -566,6 +566,22 @@ except OSError as e:
 s.close()
 print("pipelined", data.split(b"\r\n")[0].decode(), data.endswith(b"hello from http\n"))
 print("pipelined answer", data)
+# Half-closed after the request: the answer still comes back.
+s = socket.create_connection(("127.0.0.1", 3128), timeout=10)
+s.sendall(b"CONNECT api.test:%(P)d HTTP/1.1\r\nHost: api.test:%(P)d\r\n\r\n")
+first = s.recv(38)
+s.sendall(b"GET /hello HTTP/1.1\r\nHost: api.test:%(P)d\r\n\r\n")
+s.shutdown(socket.SHUT_WR)
+data = b""
+try:
+    while True:
+        d = s.recv(65536)
+        if not d:
+            break
+        data += d
+except OSError as e:
+    data += repr(e).encode()
+print("half", first.split(b"\r\n")[0].decode(), data.endswith(b"hello from http\n"))
 EOF
 """ % {"P": P, "S": S, "O": self.other.port})
         p = probes(out)
@@ -573,8 +589,9 @@ EOF
             self.assertEqual((p[label]["rc"], p[label]["code"]), ("0", "200"), out + err)
         self.assertEqual((p["d1"]["code"], p["d2"]["connect"]), ("403", "403"), p)
         self.assertIn("pipelined HTTP/1.1 200 Connection established True\n", out, err)
-        self.assert_one_of_each(run, 9)
-        self.assert_accounted(run, self.http, marks[0], 5)
+        self.assertIn("half HTTP/1.1 200 Connection established True\n", out, err)
+        self.assert_one_of_each(run, 10)
+        self.assert_accounted(run, self.http, marks[0], 6)
         self.assert_accounted(run, self.https, marks[1], 2)
         self.teardown(run)
 
@@ -594,6 +611,19 @@ EOF
         self.assertEqual(sorted(k for k, v in got.items() if v["code"] == "200"),
                          ["l1", "l2", "l3", "l4", "l5", "l6", "s1", "s2"], got)
         self.assert_one_of_each(run, 8)
+        self.teardown(run)
+
+    def test_the_first_covering_entry_gives_the_limits(self):
+        """Entries in canonical order (host, then port): "*.wild.test"
+        sorts before "a.wild.test", so its rate is a.wild.test's."""
+        P = self.http.port
+        run = self.create(self.policy([self.entry("a.wild.test", P),
+                                       self.entry("*.wild.test", P, bytes_per_second=200000)]))
+        rc, out, err = self.sh(run, "probe dl http://a.wild.test:%d/bytes/400000" % P)
+        p = probes(out)["dl"]
+        self.assertEqual((p["rc"], p["code"]), ("0", "200"), out + err)
+        self.assertGreater(float(p["time"]), 400000 / 200000 * 0.8, p)
+        self.assertLess(float(p["time"]), 400000 / 200000 * 1.2, p)
         self.teardown(run)
 
     def test_an_entrys_max_concurrent_holds_per_run(self):
