@@ -10,6 +10,7 @@ recorded under A only. Teardown closes every relayed connection before it
 returns. Small limits in the config (head_seconds 2, connections_per_run
 64) keep every test short; all are bounded in count and time."""
 import json
+import socket
 import threading
 import time
 import unittest
@@ -20,6 +21,7 @@ from sbxrpc import sandbox_pb2 as pb
 
 HEAD_SECONDS = 2
 IDLE_SECONDS = 3
+CONNECT_SECONDS = 2
 PER_RUN = 64
 IDLE = 1000
 IDLE_HOLD = 7
@@ -216,7 +218,7 @@ class Sampler:
 
 class EgressHostileTest(EgressCase):
     EGRESS_CONFIG = {"head_seconds": HEAD_SECONDS, "connections_per_run": PER_RUN,
-                     "idle_seconds": IDLE_SECONDS}
+                     "idle_seconds": IDLE_SECONDS, "connect_seconds": CONNECT_SECONDS}
 
     def entry(self, host, port, **kw):
         e = {"host": host, "port": port, "allow_private": True}
@@ -339,6 +341,10 @@ class EgressHostileTest(EgressCase):
         self.assertGreaterEqual(answers.get("408 head_timeout", 0), PER_RUN, answers)
         decisions = self.audit(run, "egress_decision")
         self.assertLessEqual(len(decisions), IDLE)
+        # The run's accepts are paced (accepts_per_run_per_second 50,
+        # burst 100): the rest waited in the sandbox's own backlog.
+        self.assertLessEqual(len(decisions), 100 + 50 * (IDLE_HOLD + 3), len(decisions))
+        self.assertGreater(idle["waiting"], 0, idle)
         # Status keeps the newest records_per_run (256), counts the rest.
         st = self.status(run)
         self.assertEqual(len(st.egress), min(256, len(decisions)))
@@ -439,6 +445,50 @@ except OSError as e:
         self.assertEqual((closes[0]["bytes_out"], closes[0]["bytes_in"]),
                          (conns[0].bytes_in, conns[0].bytes_out))
         self.teardown(run)
+
+    def black_hole(self):
+        """A port on 127.0.0.1 whose listener's accept queue is full: the
+        kernel drops further SYNs, so a connect to it hangs."""
+        hole = socket.socket()
+        self.addCleanup(hole.close)
+        hole.bind(("127.0.0.1", 0))
+        hole.listen(0)
+        port = hole.getsockname()[1]
+        for _ in range(3):
+            s = socket.socket()
+            self.addCleanup(s.close)
+            s.setblocking(False)
+            s.connect_ex(("127.0.0.1", port))
+        time.sleep(0.2)
+        return port
+
+    def hanging_connect(self):
+        """(decision record, seconds) of a request to a black hole."""
+        port = self.black_hole()
+        run = self.create(self.policy([self.entry("api.test", port)]))
+        t0 = time.monotonic()
+        rc, out, err = self.run_sh(run, "curl -sS -o /dev/null -D - http://api.test:%d/ |"
+                                        " tr -d '\\r'" % port)
+        took = time.monotonic() - t0
+        self.assertIn("HTTP/1.1 504 ", out, err)
+        self.assertIn("X-Sbx-Egress-Reason: connect_timeout\n", out)
+        d = self.wait_audit(run, "egress_decision", 1)
+        self.assertEqual(len(d), 1, d)
+        self.teardown(run)
+        return d[0], took
+
+    def test_a_connect_that_hangs_gets_504_at_connect_seconds(self):
+        d, took = self.hanging_connect()
+        self.assertGreater(took, CONNECT_SECONDS - 0.5)
+        self.assertLess(took, CONNECT_SECONDS + 2)
+        self.assertEqual((d["status"], d["reason"], d["decision"], d["address"]),
+                         (504, "connect_timeout", "denied", ""), d)
+
+    def test_a_connect_that_timed_out_records_how_long_it_tried(self):
+        # The decision's connect_ms is the connect's time, also when it
+        # failed: a record saying 0 ms for a 2 s attempt misleads.
+        d, took = self.hanging_connect()
+        self.assertGreaterEqual(d["connect_ms"], (CONNECT_SECONDS - 0.5) * 1000, d)
 
     def test_run_expiry_closes_its_relayed_connections(self):
         P = self.http.port
