@@ -32,17 +32,28 @@ use it):
                               request heads it read, bytes), opened/closed
                               (time.monotonic()), error. .mark() and
                               .since(mark) select a test's connections;
-                              .wait_closed(conns, timeout); .stop().
+                              .wait_count(mark, n), .wait_closed(conns,
+                              timeout); .stop().
+  egress_config(hosts_file, **over)
+                           -> sbxd's "egress" section: that hosts file, no
+                              resolv.conf (no nameserver), over's keys.
   EgressCase               -> unittest.TestCase whose setUpClass makes all
-                              of the above (HOST_NAMES in the hosts file; an
-                              HTTP server .http, an HTTPS one .https, a
-                              second HTTP one .other) and starts sbxd with
-                              egress_config(); EGRESS_CONFIG (class
-                              attribute) overrides config keys, and may be
-                              a function of the class (ports are known
-                              then). Helpers: policy(), create(), run_sh(),
-                              status(), teardown() (runs a test leaves
-                              are torn down after it), audit(),
+                              of the above (HOST_NAMES -> 127.0.0.1 and
+                              PRIVATE_HOSTS in the hosts file, .hosts_file;
+                              an HTTP server .http, an HTTPS one .https, a
+                              second HTTP one .other; the CA's PEM .ca_pem)
+                              and starts sbxd (.srv, sbxdfix.Server; .c a
+                              connection to it) with egress_config();
+                              EGRESS_CONFIG (class attribute) overrides
+                              config keys, and may be a function of the
+                              class (ports are known then). Helpers:
+                              policy(allow, alert_bytes, max_bytes, env,
+                              **limits) (the sandbox trusts the CA through
+                              SSL_CERT_FILE and CURL_CA_BUNDLE, uploaded as
+                              /data/ca.pem), create(policy, inputs), start(),
+                              wait(), output(), run_sh() -> (rc, out, err),
+                              status(), teardown() (runs a test leaves are
+                              torn down after it), audit(run, event),
                               decisions()/closes()/wait_audit() of a run.
 """
 import hashlib

@@ -531,6 +531,34 @@ except OSError as e:
         self.assertEqual([e["reason"] for e in closes], ["torn_down"], closes)
         self.assertGreater(closes[0]["bytes_in"], 0)
 
+    def test_records_are_never_dropped_by_the_audit_rate(self):
+        """An identity's audit lines are bounded (quotas.audit_identity_kb_per_s,
+        64 s of it at once); egress records are exempt: they answer "what
+        left the box". 150 connections write ~130 KiB of records, twice the
+        64 KiB an identity may write at 1 KiB/s."""
+        P, n = self.http.port, 150
+        srv = Server(egress=egress_config(self.hosts_file),
+                     quotas={"audit_identity_kb_per_s": 1})
+        self.addCleanup(srv.cleanup)
+        c = srv.conn(timeout_ms=60000)
+        self.addCleanup(c.close)
+        run = self.create(self.policy([self.entry("api.test", P)]), conn=c)
+        rc, out, err = self.run_sh(run, "for i in $(seq %d); do curl -sS -o /dev/null"
+                                        " -w '%%{http_code}\\n' http://api.test:%d/hello;"
+                                        " done | sort | uniq -c" % (n, P), conn=c)
+        self.assertEqual(out.split(), [str(n), "200"], out + err)
+        self.ok("Teardown", pb.TeardownRequest(run_id=run), pb.TeardownResponse, conn=c)
+        self._runs.remove(run)
+        events = srv.audit_events()
+        # The premise: more than 64 KiB of this identity's records.
+        with open(srv.audit) as f:
+            size = sum(len(line) for line in f if '"egress_' in line and run in line)
+        self.assertGreater(size, 64 * 1024)
+        for event in ("egress_decision", "egress_close"):
+            mine = [e for e in events if e.get("run_id") == run and e.get("event") == event]
+            self.assertEqual(sorted(e["connection"] for e in mine), list(range(1, n + 1)), event)
+        self.assertEqual(srv.stop(), 0, srv.log_tail())
+
     def test_teardown_closes_every_relayed_connection(self):
         P, S = self.http.port, self.https.port
         run = self.create(self.policy([self.entry("api.test", P, bytes_per_second=200000),
