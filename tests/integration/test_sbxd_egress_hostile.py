@@ -514,14 +514,13 @@ except OSError as e:
         self.addCleanup(srv.cleanup)
         c = srv.conn(timeout_ms=30000)
         self.addCleanup(c.close)
-        run = self.create(self.policy([self.entry("api.test", P, bytes_per_second=200000)]),
-                          conn=c)
+        run = self.create(self.policy([self.entry("api.test", P)]), conn=c)
         self._runs.remove(run)  # not this class's sbxd
         mark = self.http.mark()
-        self.start(run, "curl -sS -o /dev/null http://api.test:%d/bytes/500000000" % P, conn=c)
+        self.start(run, "curl -sS -o /dev/null http://api.test:%d/hold/60" % P, conn=c)
         conns = self.http.wait_count(mark, 1)
         self.assertEqual(len(conns), 1)
-        time.sleep(0.5)
+        time.sleep(1.5)
         t0 = time.monotonic()
         self.assertEqual(srv.stop(), 0, srv.log_tail())
         self.assertLess(time.monotonic() - t0, 10)
@@ -560,23 +559,29 @@ except OSError as e:
         self.assertEqual(srv.stop(), 0, srv.log_tail())
 
     def test_teardown_closes_every_relayed_connection(self):
-        P, S = self.http.port, self.https.port
+        """Two throttled downloads (HTTP and TLS) and a tunnel trickling a
+        byte a second, in flight: Teardown returns with all three closed,
+        their records written saying torn_down, and the servers see them
+        end within a second."""
+        P, S, O = self.http.port, self.https.port, self.other.port
         run = self.create(self.policy([self.entry("api.test", P, bytes_per_second=200000),
-                                       self.entry("api.test", S, bytes_per_second=200000)]))
-        marks = (self.http.mark(), self.https.mark())
+                                       self.entry("api.test", S, bytes_per_second=200000),
+                                       self.entry("api.test", O)]))
+        marks = (self.http.mark(), self.https.mark(), self.other.mark())
         self.start(run, "curl -sS -o /dev/null http://api.test:%d/bytes/500000000 &"
-                        " curl -sS -o /dev/null https://api.test:%d/bytes/500000000 & wait" %
-                   (P, S))
-        # Both relaying: open records with bytes coming in.
+                        " curl -sS -o /dev/null https://api.test:%d/bytes/500000000 &"
+                        " curl -sS -o /dev/null -p http://api.test:%d/hold/60 & wait" % (P, S, O))
+        # All relaying: open records with bytes coming in.
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
-            live = [r for r in self.status(run).egress if r.open and r.bytes_in > 100000]
-            if len(live) == 2:
+            live = [r for r in self.status(run).egress if r.open and r.bytes_in > 0]
+            if len(live) == 3 and sorted(r.bytes_in > 100000 for r in live) == [False, True, True]:
                 break
             time.sleep(0.1)
-        self.assertEqual(len(live), 2, self.status(run).egress)
-        conns = self.http.since(marks[0]) + self.https.since(marks[1])
-        self.assertEqual(len(conns), 2)
+        self.assertEqual(len(live), 3, self.status(run).egress)
+        conns = (self.http.since(marks[0]) + self.https.since(marks[1]) +
+                 self.other.since(marks[2]))
+        self.assertEqual(len(conns), 3)
         self.assertTrue(all(c.closed is None for c in conns))
         t0 = time.monotonic()
         m = self.teardown(run)
@@ -584,8 +589,7 @@ except OSError as e:
         self.assertLess(returned - t0, 10)
         # The close records are written before Teardown returns.
         closes = self.closes(run)
-        self.assertEqual([(c["connection"], c["reason"]) for c in closes],
-                         [(1, "torn_down"), (2, "torn_down")], closes)
+        self.assertEqual([c["connection"] for c in closes], [1, 2, 3], closes)
         while time.monotonic() < returned + 1.0 and any(c.closed is None for c in conns):
             time.sleep(0.01)
         for c in conns:
@@ -593,9 +597,11 @@ except OSError as e:
             self.assertLess(c.closed - returned, 1.0)
         by_port = {int(c["address"].rsplit(":", 1)[1]): c for c in closes}
         self.assertEqual(sorted((d.host, d.port, d.connections, d.bytes_in) for d in m.egress),
-                         sorted([("api.test", P, 1, by_port[P]["bytes_in"]),
-                                 ("api.test", S, 1, by_port[S]["bytes_in"])]))
-
+                         sorted([("api.test", port, 1, by_port[port]["bytes_in"])
+                                 for port in (P, S, O)]))
+        # Ended by the teardown, not by an end: each record says so.
+        self.assertEqual([(c["address"], c["reason"]) for c in closes],
+                         [(c["address"], "torn_down") for c in closes], closes)
 
 if __name__ == "__main__":
     unittest.main()
