@@ -47,6 +47,7 @@ use it):
                               EGRESS_CONFIG (class attribute) overrides
                               config keys, and may be a function of the
                               class (ports are known then). Helpers:
+                              entry(host, port, **limits) (allow_private),
                               policy(allow, alert_bytes, max_bytes, env,
                               **limits) (the sandbox trusts the CA through
                               SSL_CERT_FILE and CURL_CA_BUNDLE, uploaded as
@@ -368,6 +369,14 @@ class EgressCase(unittest.TestCase):
         code, msg, resp = (conn or self.c).call(name, req, resp_type)
         self.assertEqual(code, "OK", "%s: %s" % (name, msg))
         return resp
+
+    @staticmethod
+    def entry(host, port, **kw):
+        """An allowlist entry for a test server: allow_private, since
+        every test name is loopback."""
+        e = {"host": host, "port": port, "allow_private": True}
+        e.update(kw)
+        return e
 
     def policy(self, allow, alert_bytes=0, max_bytes=0, env=None, **limits):
         """A policy JSON with this allowlist; the test CA in /data/ca.pem is

@@ -64,11 +64,6 @@ class EgressTest(EgressCase):
             "rate.test:%d" % cls.http.port: {"connections_per_minute": 4},
             "bw.test:%d" % cls.http.port: {"bytes_per_second": 1000000}}}
 
-    def entry(self, host, port, **kw):
-        e = {"host": host, "port": port, "allow_private": True}
-        e.update(kw)
-        return e
-
     def sh(self, run, script, timeout_ms=60000, conn=None):
         rc, out, err = self.run_sh(run, PROBE + script, timeout_ms, conn=conn)
         return rc, out, err

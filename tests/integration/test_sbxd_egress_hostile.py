@@ -220,11 +220,6 @@ class EgressHostileTest(EgressCase):
     EGRESS_CONFIG = {"head_seconds": HEAD_SECONDS, "connections_per_run": PER_RUN,
                      "idle_seconds": IDLE_SECONDS, "connect_seconds": CONNECT_SECONDS}
 
-    def entry(self, host, port, **kw):
-        e = {"host": host, "port": port, "allow_private": True}
-        e.update(kw)
-        return e
-
     def hostile_run(self):
         return self.create(self.policy([self.entry("api.test", self.http.port)]),
                            inputs={"hostile.py": HOSTILE.encode()})
