@@ -6,9 +6,13 @@ head, connections_per_run) with their status and reason on record, while
 another run's allowed requests keep being answered and sbxd's memory and
 descriptors stay bounded. Run A cannot reach run B's listener or use B's
 allowlist (each exec's 127.0.0.1:3128 is its own), and its connections are
-recorded under A only. Teardown closes every relayed connection before it
-returns. Small limits in the config (head_seconds 2, connections_per_run
-64) keep every test short; all are bounded in count and time."""
+recorded under A only. Teardown (and sbxd's stop, and a run's expiry)
+closes every relayed connection, its record written, before it returns.
+Timers hold: head_seconds, idle_seconds, connect_seconds (a black hole on
+loopback); records are never lost to the audit log's per-identity rate.
+Small limits in the config (head_seconds 2, connections_per_run 64,
+idle_seconds 3, connect_seconds 2) keep every test short; all are bounded
+in count and time."""
 import json
 import socket
 import threading
