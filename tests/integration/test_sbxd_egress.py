@@ -319,6 +319,16 @@ attempt("host_server", ("127.0.0.1", %(P)d))
 attempt("external", ("1.1.1.1", 80))
 attempt("private", ("10.0.0.1", 443))
 attempt("proxy", ("127.0.0.1", 3128))
+try:
+    socket.socket(socket.AF_INET6).connect(("2606:4700::1111", 443))
+    print("external6 connected")
+except OSError as e:
+    print("external6", errno.errorcode.get(e.errno, e.errno))
+try:
+    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"\0" * 12, ("1.1.1.1", 53))
+    print("udp sent")
+except OSError as e:
+    print("udp", errno.errorcode.get(e.errno, e.errno))
 for name in ("api.test", "example.com"):
     try:
         print("dns", name, socket.getaddrinfo(name, 80))
@@ -332,6 +342,8 @@ curl -sS -m 5 --noproxy '*' http://127.0.0.1:%(P)d/hello; echo "curl_direct_ip r
         self.assertIn("host_server ECONNREFUSED\n", out)  # its own 127.0.0.1, not the host's
         self.assertIn("external ENETUNREACH\n", out)
         self.assertIn("private ENETUNREACH\n", out)
+        self.assertIn("external6 ENETUNREACH\n", out)
+        self.assertIn("udp ENETUNREACH\n", out)
         self.assertIn("proxy connected\n", out)
         self.assertIn("dns api.test failed\n", out)
         self.assertIn("dns example.com failed\n", out)
