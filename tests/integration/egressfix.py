@@ -326,6 +326,21 @@ def egress_config(hosts_file, **over):
     return cfg
 
 
+class TokenConn:
+    """A connection whose every call carries one bearer token: another
+    identity for the tests, as `conn=` of EgressCase's helpers."""
+
+    def __init__(self, conn, token):
+        self.conn, self.token = conn, token
+
+    def call(self, name, request, response_type, token=None, request_id=None):
+        return self.conn.call(name, request, response_type, token=token or self.token,
+                              request_id=request_id)
+
+    def close(self):
+        self.conn.close()
+
+
 class EgressCase(unittest.TestCase):
     EGRESS_CONFIG = {}
 
@@ -348,6 +363,8 @@ class EgressCase(unittest.TestCase):
             cls._stop_servers()
             raise
         cls.c = cls.srv.conn(timeout_ms=90000)
+        # A second caller (token "bob" over TLS): shares are per identity.
+        cls.bob = TokenConn(cls.srv.conn(tls=True, timeout_ms=90000), cls.srv.tokens["bob"])
 
     @classmethod
     def _stop_servers(cls):
@@ -357,6 +374,7 @@ class EgressCase(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
+        cls.bob.close()
         cls.c.close()
         rc = cls.srv.stop()
         log = cls.srv.log_tail()
@@ -450,7 +468,8 @@ class EgressCase(unittest.TestCase):
     def tearDown(self):
         # Runs a failed test left: the identity's run quota is shared.
         for run in self._runs:
-            self.c.call("Teardown", pb.TeardownRequest(run_id=run), pb.TeardownResponse)
+            for conn in (self.c, self.bob):
+                conn.call("Teardown", pb.TeardownRequest(run_id=run), pb.TeardownResponse)
 
     # -- the audit log
     def audit(self, run, event):

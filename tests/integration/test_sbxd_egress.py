@@ -443,30 +443,37 @@ curl -sS -m 5 --noproxy '*' http://127.0.0.1:%(P)d/hello; echo "curl_direct_ip r
     def test_host_wide_rate_limit_holds_across_two_runs_at_once(self):
         P = self.http.port
         pol = self.policy([self.entry("rate.test", P)])  # the entry's own: 600 a minute
-        runs = [self.create(pol), self.create(pol)]
+        # Two runs of two callers at once: together they get the
+        # destination's 4 a minute, and each its half (a caller draws from
+        # a bucket of its own at half the rate as well), so neither can
+        # take the other's share.
+        conns = [self.c, self.bob]
+        runs = [self.create(pol, conn=c) for c in conns]
         script = PROBE + "for i in 1 2 3 4; do probe c$i http://rate.test:%d/hello & done; wait" % P
         t0 = time.monotonic()
-        execs = [self.start(r, script) for r in runs]
+        execs = [self.start(r, script, conn=c) for r, c in zip(runs, conns)]
         got = {}
-        for r, ex in zip(runs, execs):
-            self.wait(r, ex)
-            got[r] = probes(self.output(r, ex))
+        for r, ex, c in zip(runs, execs, conns):
+            self.wait(r, ex, conn=c)
+            got[r] = probes(self.output(r, ex, conn=c))
             self.assertEqual(len(got[r]), 4, got[r])
         elapsed = time.monotonic() - t0
-        codes = [p["code"] for r in runs for p in got[r].values()]
-        # Burst = the per-minute number (4), then one token per 15 s.
+        # Burst = the per-minute number (4), then one token per 15 s; a
+        # caller's own half: 2, then one per 30 s.
         self.assertLess(elapsed, 14)
-        self.assertEqual(sorted(codes), ["200"] * 4 + ["429"] * 4, got)
         for r in runs:
+            codes = sorted(p["code"] for p in got[r].values())
+            self.assertEqual(codes, ["200"] * 2 + ["429"] * 2, got)
+        for r, c in zip(runs, conns):
             for d in self.decisions(r):
                 self.assertEqual(d["host"], "rate.test")
                 if d["decision"] == "denied":
                     self.assertEqual((d["reason"], d["status"]), ("rate_limited", 429), d)
             for p in got[r].values():
                 if p["code"] == "429":
-                    # The next token in 15 s.
-                    self.assertTrue(1 <= int(p["retry"]) <= 16, p)
-            self.teardown(r)
+                    # The caller's next token in at most 30 s.
+                    self.assertTrue(1 <= int(p["retry"]) <= 31, p)
+            self.teardown(r, conn=c)
 
     def test_host_wide_bytes_per_second_holds_across_two_runs_at_once(self):
         P, rate, size = self.http.port, 1000000, 2000000
