@@ -584,9 +584,16 @@ class SbxdTest(ServerTestCase):
         self.assertIn("f: live: an exec is running; sha256 %s is of the bytes fetched, not final"
                       % digest, r.stderr)
         # The file changed between the listing and the fetch: said as what
-        # it is, not as corruption (DATA_LOSS), and no file is left.
-        out = os.path.join(self.srv.dir, "live-all")
-        r = self.srv.cli("fetch", run, "--all", out)
+        # it is, not as corruption (DATA_LOSS), and no file is left. On a
+        # loaded machine the writer may not get the CPU between the two, and
+        # then the fetch rightly succeeds: try again (a new directory each
+        # time) until it did change, a few times at most.
+        for attempt in range(10):
+            out = os.path.join(self.srv.dir, "live-all-%d" % attempt)
+            r = self.srv.cli("fetch", run, "--all", out)
+            if r.returncode != 0:
+                break
+            self.assertIn("live: an exec is running; digests are not final", r.stderr)
         self.assertEqual(r.returncode, 1, r)
         self.assertIn("live: an exec is running; digests are not final", r.stderr)
         self.assertIn("ABORTED: f: changed since it was listed", r.stderr)

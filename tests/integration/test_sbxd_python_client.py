@@ -155,9 +155,6 @@ class ClientCalls:
         data = b"late input\n"
         with self.connect() as c, c.create_run(POLICY, inputs={"/data/late.txt": data},
                                                upload=False) as run:
-            with self.assertRaises(sbx_client.InvalidArgument) as e:
-                run.put("/data/undeclared.txt", b"x")
-            self.assertIn("manifest", e.exception.message)
             with self.assertRaises(sbx_client.InvalidArgument):
                 run.put("/data/late.txt", b"other bytes")  # not what was declared
             run.put("/data/late.txt", data)
@@ -165,6 +162,13 @@ class ClientCalls:
             with self.assertRaises(sbx_client.FailedPrecondition) as e:
                 run.put("/data/late.txt", data)
             self.assertIn("already complete", e.exception.message)  # /data only grows
+            # A file the manifest did not name, between execs: declared by
+            # its first chunk, with its mode.
+            run.put("/data/bin/tool.sh", b"#!/bin/sh\necho tool ran\n", mode=0o755)
+            self.assertEqual(run.exec(["/data/bin/tool.sh"]).stdout, b"tool ran\n")
+            with self.assertRaises(sbx_client.InvalidArgument) as e:
+                run.put("/data/suid", b"x", mode=0o4755)
+            self.assertIn("mode", e.exception.message)
 
     def test_signal_ends_an_exec(self):
         with self.connect() as c, c.create_run(POLICY) as run:

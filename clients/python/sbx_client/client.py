@@ -197,26 +197,38 @@ class Run:
             pass
 
     # ---- inputs
-    def _upload(self, inp):
+    def _upload(self, inp, mode=None):
         for off, data, last in inp.chunks():
-            r = self.client.call("PutInput", pb.PutInputRequest(
-                run_id=self.id, path=inp.path, offset=off, data=data, last=last),
-                pb.PutInputResponse)
+            req = pb.PutInputRequest(run_id=self.id, path=inp.path, offset=off, data=data,
+                                     last=last)
+            if off == 0:
+                # The first chunk declares the file: a path the run's
+                # manifest did not name is added by it (between execs too);
+                # for a declared one sbxd checks these repeat it.
+                req.size, req.sha256 = inp.size, inp.sha256
+                if mode:
+                    req.mode = mode
+            r = self.client.call("PutInput", req, pb.PutInputResponse)
             if r.received != off + len(data) or (last and not r.complete):
                 raise errors.Internal("PutInput %s: the server has %d bytes, expected %d%s"
                                       % (inp.path, r.received, off + len(data),
                                          " and the file complete" if last else ""))
 
-    def put(self, path, data):
-        """Uploads one input (bytes or a local path) with PutInput. Today sbxd
-        takes only inputs declared at CreateRun (create_run(upload=False)),
-        before the first exec; it says so otherwise."""
+    def put(self, path, data, mode=None):
+        """Uploads one input (bytes or a local path) with PutInput. A path
+        declared at CreateRun (create_run(upload=False)) must get the bytes
+        declared; another one is declared by its first chunk and may be added
+        between execs. The file appears in /data whole, once its sha256
+        matched, with `mode` (permission bits, e.g. 0o755; default: a local
+        file's own, else 0644); a path is never replaced."""
         inp = files.Input(path, data)
         want = self._declared.get(inp.path)
         if want is not None and (want.size, want.sha256) != (inp.size, inp.sha256):
             raise errors.InvalidArgument("input %s: not the bytes declared at CreateRun (size %d "
                                          "sha256 %s)" % (inp.path, want.size, want.sha256))
-        self._upload(inp)
+        if mode is None and inp.local is not None:
+            mode = os.stat(inp.local).st_mode & 0o777
+        self._upload(inp, mode)
 
     # ---- execs
     def start(self, argv, stdin=b"", cwd=None, request_id=None):
