@@ -346,7 +346,7 @@ class EgressCase(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="sbx-egress-test-")
+        cls.dir = tempfile.mkdtemp(prefix="sbx-test-egress-test-")
         os.chmod(cls.dir, 0o755)
         cls.tls_files = make_ca(cls.dir, list(HOST_NAMES))
         with open(cls.tls_files["ca"], "rb") as f:

@@ -88,7 +88,7 @@ def cpu_ticks(pid):
 class EgressReview(ServerTestCase):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="sbx-egress-review-")
+        cls.tmp = tempfile.mkdtemp(prefix="sbx-test-egress-review-")
         hosts = os.path.join(cls.tmp, "hosts")
         with open(hosts, "w") as f:
             f.write("127.0.0.1 api.test\n")

@@ -88,7 +88,7 @@ class OneIdentityTakesEveryConnection(Identities):
 
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="sbx-egress-rev2-")
+        cls.tmp = tempfile.mkdtemp(prefix="sbx-test-egress-rev2-")
         hosts = os.path.join(cls.tmp, "hosts")
         with open(hosts, "w") as f:
             f.write("127.0.0.1 api.test\n")
@@ -162,7 +162,7 @@ class SandboxInflatesItsAnswers(Identities):
 
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="sbx-egress-rev2-")
+        cls.tmp = tempfile.mkdtemp(prefix="sbx-test-egress-rev2-")
         hosts = os.path.join(cls.tmp, "hosts")
         with open(hosts, "w") as f:
             f.write("127.0.0.1 api.test\n")
@@ -275,7 +275,7 @@ class EndedExecLeavesNoConnection(Identities):
 
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="sbx-egress-rev2-")
+        cls.tmp = tempfile.mkdtemp(prefix="sbx-test-egress-rev2-")
         hosts = os.path.join(cls.tmp, "hosts")
         with open(hosts, "w") as f:
             f.write("127.0.0.1 api.test\n")
@@ -345,7 +345,7 @@ class SlowExecInitCostsTheRun(Identities):
 
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="sbx-egress-rev2-")
+        cls.tmp = tempfile.mkdtemp(prefix="sbx-test-egress-rev2-")
         hosts = os.path.join(cls.tmp, "hosts")
         with open(hosts, "w") as f:
             f.write("127.0.0.1 api.test\n")

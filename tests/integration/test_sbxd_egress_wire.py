@@ -116,7 +116,7 @@ class Calls:
 class EgressWire(ServerTestCase, Calls):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="sbx-egress-wire-")
+        cls.tmp = tempfile.mkdtemp(prefix="sbx-test-egress-wire-")
         hosts = os.path.join(cls.tmp, "hosts")
         with open(hosts, "w") as f:
             f.write("127.0.0.1 api.test\n127.0.0.1 other.test\n")
@@ -333,7 +333,7 @@ class EgressDrain(unittest.TestCase, Calls):
     close record written), then the proxy stops, and sbxd exits 0."""
 
     def test_sigterm_with_an_open_tunnel(self):
-        tmp = tempfile.mkdtemp(prefix="sbx-egress-wire-")
+        tmp = tempfile.mkdtemp(prefix="sbx-test-egress-wire-")
         origin = Origin()
         hosts = os.path.join(tmp, "hosts")
         with open(hosts, "w") as f:
@@ -367,7 +367,7 @@ class EgressDrain(unittest.TestCase, Calls):
 
 class HelperAlone(unittest.TestCase):
     def test_sbx_helper_run_refuses_an_allowlist_naming_sbxd(self):
-        d = tempfile.mkdtemp(prefix="sbx-egress-wire-")
+        d = tempfile.mkdtemp(prefix="sbx-test-egress-wire-")
         try:
             path = os.path.join(d, "policy.json")
             with open(path, "w") as f:

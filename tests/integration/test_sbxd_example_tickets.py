@@ -42,7 +42,7 @@ class TicketExample(unittest.TestCase):
         for rel, path in (("server/sbxd", SBXD), ("helper/sbx-helper", HELPER)):
             assert os.path.realpath(os.path.join(cls.build, rel)) == os.path.realpath(path), \
                 (rel, path)
-        cls.tmp = tempfile.mkdtemp(prefix="sbx-tickets-test-", dir="/tmp")
+        cls.tmp = tempfile.mkdtemp(prefix="sbx-test-tickets-test-", dir="/tmp")
         cls.keep = os.path.join(cls.tmp, "k")
         cls.out = os.path.join(cls.tmp, "out")
         env = {k: v for k, v in os.environ.items()

@@ -1038,7 +1038,7 @@ static void check_audit(const char *path, const char *run_id, unsigned connectio
 
 int main(void)
 {
-	char dir[] = "/tmp/sbx-egress-test-XXXXXX";
+	char dir[] = "/tmp/sbx-test-egress-XXXXXX";
 	char hosts[128], audit_path[128];
 	struct sbx_config_egress cfg = {0};
 	struct sbx_egress *eg;

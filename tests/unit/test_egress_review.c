@@ -220,7 +220,7 @@ static int connect_via(uint16_t proxy, const char *host, uint16_t port, int *fdp
 
 /* ---- the proxy ---- */
 
-static char dir[] = "/tmp/sbx-egress-review-XXXXXX";
+static char dir[] = "/tmp/sbx-test-egress-review-XXXXXX";
 static char hosts[128], audit_path[128];
 
 static struct sbx_config_egress base_config(void)

@@ -180,7 +180,7 @@ static int connect_via(uint16_t proxy, const char *host, uint16_t port, int *fdp
 
 /* ---- the proxy ---- */
 
-static char dir[] = "/tmp/sbx-egress-share-XXXXXX";
+static char dir[] = "/tmp/sbx-test-egress-share-XXXXXX";
 static char hosts[128], audit_path[128];
 
 static struct sbx_config_egress base_config(void)
@@ -491,6 +491,33 @@ static void test_lines(void)
  * listeners, 56 descriptors at most. A 9th exec listener is refused (its
  * port refuses connections), the first 8 work. With 250 kept, not one
  * connection fits: the proxy does not start. Without a reserve, half. */
+/* Until no connection of the run is open (at most 2 s): the proxy closes
+ * a connection's descriptors after the client's end, on its own thread. */
+static void wait_closed(struct sbx_egress_run *run)
+{
+	for (int i = 0; i < 200; i++) {
+		Sbx__V1__StatusResponse st = SBX__V1__STATUS_RESPONSE__INIT;
+		struct sbx_err err;
+		bool open = false;
+
+		if (sbx_egress_run_status(run, &st, 1 << 20, &err) == 0)
+			for (size_t j = 0; j < st.n_egress; j++)
+				open |= st.egress[j]->open;
+		for (size_t j = 0; j < st.n_egress; j++)
+			sbx__v1__egress_record__free_unpacked(st.egress[j], NULL);
+		free(st.egress);
+		for (size_t j = 0; j < st.n_egress_destinations; j++)
+			sbx__v1__egress_destination__free_unpacked(st.egress_destinations[j], NULL);
+		free(st.egress_destinations);
+		for (size_t j = 0; j < st.n_alerts; j++)
+			free(st.alerts[j]);
+		free(st.alerts);
+		if (!open)
+			return;
+		usleep(10 * 1000);
+	}
+}
+
 static void test_fds(void)
 {
 	struct sbx_config_egress cfg = base_config();
@@ -537,6 +564,9 @@ static void test_fds(void)
 		refused += fd < 0;
 		if (fd >= 0)
 			close(fd);
+		/* Each connection's six descriptors are back before the next:
+		 * what is counted is the listeners, not a lagging close. */
+		wait_closed(run);
 	}
 	check(ok == 8 && refused == 1,
 	      "fds: 8 exec listeners serve, the 9th is refused (%d served, %d refused)", ok,
