@@ -1,0 +1,85 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Review of leases, the sweeper, and PutInput after the first exec, as a
+second identity (bob, a bearer token over TLS) and as the sandbox's code.
+Each test here attacks one property and fails on the tree it was written
+against for the reason its docstring gives."""
+import os
+import time
+import unittest
+
+from sbxdfix import policy_json
+from sbxrpc import sandbox_pb2 as pb
+from test_sbxd_lease import LeaseTestCase, events, wait_for
+
+
+class Bob:
+    """Calls as the second identity: a bearer token over TLS."""
+
+    def __init__(self, srv):
+        self.c = srv.conn(tls=True)
+        self.token = srv.tokens["bob"]
+
+    def close(self):
+        self.c.close()
+
+    def call(self, name, req, resp_type):
+        return self.c.call(name, req, resp_type, token=self.token)
+
+
+class StoppedRunsFillRunsMax(LeaseTestCase):
+    # A host sized for two callers: each may hold one run.
+    CONFIG = {"runs_max": 2, "runs_max_per_identity": 1, "expired_keep_seconds": 600}
+
+    def test_one_identitys_stopped_runs_do_not_deny_another_createrun(self):
+        """Stopped runs left runs_max_per_identity (runs_registry.c
+        count_identity) but still count against runs_max (run_register), and
+        the sweeper keeps up to runs_max_per_identity of them per identity
+        (runs_sweeper.c pick). So one identity holds 2 x runs_max_per_identity
+        registry slots: here both of runs_max, and bob, who holds none, is
+        refused. Before leases an identity held at most
+        runs_max_per_identity."""
+        a = self.c.create(idle_seconds=1).run_id
+        self.assertTrue(wait_for(lambda: events(self.srv, "run_idle", a), 6))
+        self.c.create()  # a's per-identity slot is free: a second run
+        self.assertEqual(self.c.state(a)[0], "EXPIRED")
+        bob = Bob(self.srv)
+        self.addCleanup(bob.close)
+        code, msg, r = bob.call("CreateRun", pb.CreateRunRequest(policy_json=policy_json()),
+                                pb.CreateRunResponse)
+        self.assertEqual(code, "OK", "bob, with no run at all, was refused: %s" % msg)
+        bob.call("Teardown", pb.TeardownRequest(run_id=r.run_id), pb.TeardownResponse)
+
+
+class SweptManifestDropped(LeaseTestCase):
+    # 1 KiB/s: a bucket of 64 KiB of audit lines per identity.
+    CONFIG = {"expired_keep_seconds": 0, "quotas": {"audit_identity_kb_per_s": 1}}
+
+    def test_the_sweepers_manifest_is_never_dropped_by_the_audit_rate(self):
+        """A run torn down by the sweeper has nobody to take its manifest:
+        the audit log is its only record (runs_teardown.c teardown_finish,
+        run_audit -> sbx_audit). That line is rate-limited like any caller
+        line (audit.c within_rate), and the sandbox sizes it: 200 files with
+        250-byte names in /out make a line larger than the identity's whole
+        bucket, so it is dropped (counted in audit_lines_dropped) and the
+        manifest is lost, with the run and its files already gone."""
+        run = self.c.create(idle_seconds=2).run_id
+        e = self.c.exec(run, "i=0; while [ $i -lt 200 ]; do "
+                             "n=$(printf '%03d' $i); : > /out/$n$(printf 'x%.0s' $(seq 247)); "
+                             "i=$((i+1)); done; ls /out | wc -l")
+        st = self.c.wait(run, e)
+        self.assertEqual(st.exit_code, 0, st)
+        self.assertEqual(self.c.stdout(run, e).strip(), b"200")
+        # Then silence: idle_seconds, and the sweeper at once.
+        self.assertTrue(wait_for(lambda: events(self.srv, "run_idle", run), 8))
+        self.assertTrue(wait_for(lambda: self.c.state(run)[0] == "NOT_FOUND", 8, 0.5))
+        time.sleep(1)
+        td = events(self.srv, "teardown", run)
+        dropped = [ev for ev in self.srv.audit_events() if ev.get("event") ==
+                   "audit_lines_dropped"]
+        self.assertEqual(len(td), 1, "the sweeper's teardown line (with the run's only "
+                         "manifest) was not written; drops: %s" % dropped)
+        self.assertEqual(len(td[0]["manifest"]["artifacts"]), 200)
+
+
+if __name__ == "__main__":
+    unittest.main()
