@@ -3,6 +3,7 @@
 second identity (bob, a bearer token over TLS) and as the sandbox's code.
 Each test here attacks one property and fails on the tree it was written
 against for the reason its docstring gives."""
+import hashlib
 import os
 import time
 import unittest
@@ -79,6 +80,77 @@ class SweptManifestDropped(LeaseTestCase):
         self.assertEqual(len(td), 1, "the sweeper's teardown line (with the run's only "
                          "manifest) was not written; drops: %s" % dropped)
         self.assertEqual(len(td[0]["manifest"]["artifacts"]), 200)
+
+
+class Held(LeaseTestCase):
+    """What held: these pass on the tree reviewed, and stay as guards."""
+    CONFIG = {"expired_keep_seconds": 1}
+
+    def test_another_identitys_calls_never_renew_a_run(self):
+        run = self.c.create(idle_seconds=2).run_id
+        bob = Bob(self.srv)
+        self.addCleanup(bob.close)
+        # Bob names alice's run on every call for three times idle_seconds:
+        # NOT_FOUND each time, and the lease runs out all the same.
+        deadline = time.monotonic() + 6
+        while time.monotonic() < deadline and not events(self.srv, "run_idle", run):
+            for name, req, t in (
+                    ("Status", pb.StatusRequest(run_id=run), pb.StatusResponse),
+                    ("Wait", pb.WaitRequest(run_id=run, exec_id="exec-1", timeout_ms=100),
+                     pb.WaitResponse),
+                    ("PutInput", pb.PutInputRequest(run_id=run, path="x", data=b"x", last=True,
+                                                    size=1, sha256="0" * 64),
+                     pb.PutInputResponse)):
+                code, _, _ = bob.call(name, req, t)
+                self.assertEqual(code, "NOT_FOUND", name)
+            time.sleep(0.2)
+        self.assertTrue(events(self.srv, "run_idle", run), "bob's calls kept alice's run")
+
+    def test_owner_calls_racing_the_sweeper_leave_one_teardown(self):
+        import threading
+        for _ in range(3):
+            run = self.c.create(run_seconds=1, script_seconds=1).run_id
+            e = self.c.exec(run, "echo x > /out/a; sleep 5")
+            results, stop = [], threading.Event()
+
+            def hammer(kind):
+                c = self.srv.conn()
+                try:
+                    while not stop.is_set():
+                        if kind == 0:
+                            code, _, _ = c.call("Teardown", pb.TeardownRequest(run_id=run),
+                                                pb.TeardownResponse)
+                        elif kind == 1:
+                            code, _, _ = c.call("FetchArtifact", pb.FetchArtifactRequest(
+                                run_id=run, path="a"), pb.FetchArtifactResponse)
+                        elif kind == 2:
+                            code, _, _ = c.call("Status", pb.StatusRequest(run_id=run),
+                                                pb.StatusResponse)
+                        else:
+                            code, _, _ = c.call("PutInput", pb.PutInputRequest(
+                                run_id=run, path="late", data=b"", last=True, size=0,
+                                sha256=hashlib.sha256(b"").hexdigest()), pb.PutInputResponse)
+                        results.append((kind, code))
+                        if kind == 0 and code == "OK":
+                            break
+                finally:
+                    c.close()
+
+            # The owner's Teardown starts as the sweeper's time comes.
+            self.assertTrue(wait_for(lambda: self.c.state(run)[0] == "EXPIRED", 8, 0.05))
+            time.sleep(0.9)
+            ts = [threading.Thread(target=hammer, args=(k,)) for k in (0, 1, 2, 3)]
+            for t in ts:
+                t.start()
+            wait_for(lambda: self.c.state(run)[0] == "NOT_FOUND", 8, 0.05)
+            stop.set()
+            for t in ts:
+                t.join(30)
+            self.assertEqual(self.srv.proc.poll(), None, self.srv.log_tail())
+            td = wait_for(lambda: events(self.srv, "teardown", run), 3)
+            self.assertEqual(len(td), 1, td)
+            self.assertFalse(os.path.exists(os.path.join(self.srv.state, "runs", run)))
+            self.assertNotIn("INTERNAL", {c for _, c in results}, results)
 
 
 if __name__ == "__main__":
