@@ -82,6 +82,26 @@ class SweptManifestDropped(LeaseTestCase):
         self.assertEqual(len(td[0]["manifest"]["artifacts"]), 200)
 
 
+class ModeOnLaterChunks(LeaseTestCase):
+    def test_a_later_chunk_may_repeat_the_mode_as_the_proto_says(self):
+        """sandbox.proto PutInputRequest.mode: "Later chunks leave it 0 or
+        repeat it". runs_inputs.c check_chunk refuses any mode on a chunk
+        past offset 0 ("given on the first chunk (offset 0) only"), so a
+        client coded against the contract fails its second chunk."""
+        run = self.c.create().run_id
+        self.c.wait(run, self.c.exec(run, "true"))
+        data = b"a" * 10 + b"b" * 10
+        sha = hashlib.sha256(data).hexdigest()
+        first = pb.PutInputRequest(run_id=run, path="f", offset=0, data=data[:10], mode=0o755,
+                                   size=len(data), sha256=sha)
+        self.c.ok("PutInput", first, pb.PutInputResponse)
+        code, msg, r = self.c.call("PutInput", pb.PutInputRequest(
+            run_id=run, path="f", offset=10, data=data[10:], last=True, mode=0o755),
+            pb.PutInputResponse)
+        self.assertEqual(code, "OK", msg)
+        self.assertTrue(r.complete)
+
+
 class Held(LeaseTestCase):
     """What held: these pass on the tree reviewed, and stay as guards."""
     CONFIG = {"expired_keep_seconds": 1}
