@@ -108,7 +108,11 @@ struct run_input {
 	char sha256[65];
 	uint64_t serial; /* its upload's name in staging/ */
 	/* [mu] from here */
-	uint32_t mode;	    /* permission bits; 0: not said yet (0644) */
+	uint32_t mode; /* permission bits; 0: not said yet (0644) */
+	/* The mode the upload in progress gives (its first chunk's, else
+	 * `mode`): it becomes `mode` only once the upload completes, so that a
+	 * failed upload never pins its mode for the retry. */
+	uint32_t upload_mode;
 	int64_t arrived_ms; /* unix: renamed into /data, complete */
 	uint64_t received;
 	bool complete;
