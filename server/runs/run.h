@@ -132,6 +132,10 @@ struct sbx_run {
 	/* [reg] TORN, but its teardown ran short before listing /out or
 	 * removing its directory: still registered for a later Teardown. */
 	bool unfinished;
+	/* [reg] with unfinished: when the sweeper tries it again (monotonic),
+	 * and the wait before the next try (5 s, doubling to 60 s). */
+	int64_t retry_at;
+	int64_t retry_ms;
 	atomic_int refs;
 	atomic_uint out_gen;   /* bumped by Teardown: listings and digest passes stop */
 	struct sbx_runs *runs; /* [once] the manager it belongs to */

@@ -8,7 +8,8 @@
  * pile them up until runs_max: beyond runs_max_per_identity stopped runs
  * of one identity, the oldest go early; and a CreateRun that finds runs_max
  * reached has one stopped run torn down first (sweeper_make_room), so no
- * identity's stopped runs lock another out.
+ * identity's stopped runs lock another out. A teardown that ran short
+ * (unfinished) is tried again here, 5 s later, doubling to 60 s.
  *
  * One thread for the manager, never a handler's: a teardown may wait
  * seconds for a helper. It wakes every SWEEP_TICK_MS, so a run is swept
@@ -163,8 +164,9 @@ static void sweep(struct sbx_run *r, const char *why)
 		return;
 	r->teardown_why = why;
 	if (run_teardown(r, &m, &st) < 0) {
-		/* Unfinished (a shortage): it stays registered for its owner's
-		 * Teardown; the audit log has the teardown_error. */
+		/* Unfinished (a shortage): it stays registered, and is tried
+		 * again (take_unfinished) unless its owner's Teardown is first;
+		 * the audit log has the teardown_error. */
 	}
 	sbx__v1__run_manifest__free_unpacked(m, NULL);
 }
@@ -183,6 +185,38 @@ bool sweeper_make_room(struct sbx_runs *runs)
 	return true;
 }
 
+/* Registry lock held: a run whose teardown ran short and whose next try is
+ * due, referenced and taken (as run_take_unfinished takes it); NULL. */
+static struct sbx_run *take_unfinished(struct sbx_runs *runs)
+{
+	int64_t now = sbx_mono_ms();
+
+	for (struct sbx_run *r = runs->head; r; r = r->next)
+		if (r->unfinished && now >= r->retry_at) {
+			r->unfinished = false;
+			run_ref(r);
+			return r;
+		}
+	return NULL;
+}
+
+/* Once more, for a teardown that ran short: nobody else may ever call
+ * for it (a sweep, or an owner who went away). Ended here, its manifest
+ * goes to the audit log; short again, it backs off (runs_teardown.c). */
+static void retry(struct sbx_run *r)
+{
+	Sbx__V1__RunManifest *m = NULL;
+	struct sbx_rpc_status st;
+
+	/* [owner]: taking it made this thread the claiming Teardown. */
+	if (!r->teardown_why)
+		r->teardown_why = "unfinished";
+	if (run_teardown_unfinished(r, &m, &st) < 0) {
+		/* Short again: unfinished once more, with a longer wait. */
+	}
+	sbx__v1__run_manifest__free_unpacked(m, NULL);
+}
+
 static void *sweeper_main(void *arg)
 {
 	struct sbx_runs *runs = arg;
@@ -199,6 +233,13 @@ static void *sweeper_main(void *arg)
 			run_unref(r);
 			pthread_mutex_lock(&runs->mu);
 			continue; /* there may be more */
+		}
+		if ((r = take_unfinished(runs))) {
+			pthread_mutex_unlock(&runs->mu);
+			retry(r);
+			run_unref(r);
+			pthread_mutex_lock(&runs->mu);
+			continue;
 		}
 		ts = sbx_mono_after_ms(SWEEP_TICK_MS);
 		pthread_cond_timedwait(&runs->sweeper_cv, &runs->mu, &ts);

@@ -37,6 +37,9 @@
 #include "runs_util.h"
 #include "util.h"
 
+#define UNFINISHED_RETRY_FIRST_MS 5000
+#define UNFINISHED_RETRY_MAX_MS	  60000
+
 /* The helper and its sandbox are gone when this returns, or as gone as a
  * SIGKILL makes them. */
 static void stop_helper(struct sbx_run *r)
@@ -204,6 +207,12 @@ static int unfinished(struct sbx_run *r, struct sbx_rpc_status *st, const char *
 		       r->id, what);
 	pthread_mutex_lock(&r->runs->mu);
 	r->unfinished = true;
+	/* Nobody may call again (the sweeper's run, a caller gone): the
+	 * sweeper tries it later itself, backing off as the shortage lasts. */
+	r->retry_ms = r->retry_ms ? r->retry_ms * 2 : UNFINISHED_RETRY_FIRST_MS;
+	if (r->retry_ms > UNFINISHED_RETRY_MAX_MS)
+		r->retry_ms = UNFINISHED_RETRY_MAX_MS;
+	r->retry_at = sbx_mono_ms() + r->retry_ms;
 	pthread_mutex_unlock(&r->runs->mu);
 	return -1;
 }
