@@ -56,11 +56,13 @@ int run_register(struct sbx_run *r, struct sbx_rpc_status *st)
 	int rc = 0;
 
 	pthread_mutex_lock(&runs->mu);
-	if (!runs->draining && runs->count >= runs->cfg.runs_max) {
+	if (!runs->draining && runs->count >= runs->cfg.runs_max &&
+	    count_identity(runs, r->identity) < runs->cfg.runs_max_per_identity) {
 		/* Stopped runs hold registry slots that no live run needs: one
 		 * goes now (one teardown at most, in this thread), so that one
-		 * identity's stopped runs never lock another out. Then the
-		 * checks as before: another CreateRun may have taken the slot. */
+		 * identity's stopped runs never lock another out; never for a
+		 * caller its own cap refuses anyway. Then the checks as before:
+		 * another CreateRun may have taken the slot. */
 		pthread_mutex_unlock(&runs->mu);
 		(void)sweeper_make_room(runs); /* none stopped: refused below */
 		pthread_mutex_lock(&runs->mu);
