@@ -48,6 +48,11 @@ class StoppedRunsFillRunsMax(LeaseTestCase):
         code, msg, r = bob.call("CreateRun", pb.CreateRunRequest(policy_json=policy_json()),
                                 pb.CreateRunResponse)
         self.assertEqual(code, "OK", "bob, with no run at all, was refused: %s" % msg)
+        # Room was made from alice's stopped run, its manifest to the log.
+        td = wait_for(lambda: events(self.srv, "teardown", a), 3)
+        self.assertEqual([ev["reason"] for ev in td], ["runs_max"])
+        self.assertIn("manifest", td[0])
+        self.assertEqual(self.c.state(a)[0], "NOT_FOUND")
         bob.call("Teardown", pb.TeardownRequest(run_id=r.run_id), pb.TeardownResponse)
 
 
