@@ -106,6 +106,29 @@ class ModeOnLaterChunks(LeaseTestCase):
         self.assertEqual(code, "OK", msg)
         self.assertTrue(r.complete)
 
+    def test_a_failed_upload_does_not_pin_its_mode_for_the_retry(self):
+        """The mode is the input's once its upload completes: a first
+        upload that failed (its bytes did not match the sha256) gave 0755,
+        and its retry from offset 0 with 0600 is taken, not refused as
+        "declared 0755", and the file gets 0600."""
+        run = self.c.create().run_id
+        self.c.wait(run, self.c.exec(run, "true"))
+        data = b"c" * 20
+        sha = hashlib.sha256(data).hexdigest()
+        code, msg, _ = self.c.call("PutInput", pb.PutInputRequest(
+            run_id=run, path="g", offset=0, data=b"d" * 20, last=True, mode=0o755,
+            size=len(data), sha256=sha), pb.PutInputResponse)
+        self.assertEqual(code, "INVALID_ARGUMENT", msg)
+        self.assertIn("sha256 mismatch", msg)
+        code, msg, r = self.c.call("PutInput", pb.PutInputRequest(
+            run_id=run, path="g", offset=0, data=data, last=True, mode=0o600),
+            pb.PutInputResponse)
+        self.assertEqual(code, "OK", msg)
+        self.assertTrue(r.complete)
+        e = self.c.exec(run, "stat -c %a /data/g")
+        self.c.wait(run, e)
+        self.assertEqual(self.c.stdout(run, e).strip(), b"600")
+
 
 class Held(LeaseTestCase):
     """What held: these pass on the tree reviewed, and stay as guards."""
