@@ -336,11 +336,28 @@ static bool within_rate(const char *identity, size_t len)
 	return true;
 }
 
-/* rate_identity: whose rate the line is taken from; NULL: none. */
-static void write_line(const char *rate_identity, const char *line, size_t len)
+/* audit_lock held: an exempt line of identity's: the count of its lines
+ * dropped so far goes in first, as the next line within its rate would
+ * write it. Without that, a run whose last line (its teardown) is exempt
+ * would leave its final drops unsaid. */
+static void exempt_line(const char *identity)
+{
+	if (!identity || !audit_rate)
+		return;
+	for (size_t i = 0; i < AUDIT_IDENTITIES; i++)
+		if (!strcmp(audit_buckets[i].identity, identity)) {
+			report_dropped(&audit_buckets[i]);
+			return;
+		}
+}
+
+/* The line is identity's (NULL: nobody's); exempt: not taken from its rate. */
+static void write_line(const char *identity, bool exempt, const char *line, size_t len)
 {
 	pthread_mutex_lock(&audit_lock);
-	if (!within_rate(rate_identity, len)) {
+	if (exempt)
+		exempt_line(identity);
+	else if (!within_rate(identity, len)) {
 		pthread_mutex_unlock(&audit_lock);
 		return;
 	}
@@ -464,7 +481,7 @@ static size_t audit_line(const char *event, const char *run_id, const char *iden
 	text = buf;
 	text[len] = '\n';
 	text[len + 1] = '\0';
-	write_line(exempt ? NULL : identity, text, len + 1);
+	write_line(identity, exempt, text, len + 1);
 	return len + 1;
 }
 

@@ -108,7 +108,11 @@ struct run_input {
 	char sha256[65];
 	uint64_t serial; /* its upload's name in staging/ */
 	/* [mu] from here */
-	uint32_t mode;	    /* permission bits; 0: not said yet (0644) */
+	uint32_t mode; /* permission bits; 0: not said yet (0644) */
+	/* The mode the upload in progress gives (its first chunk's, else
+	 * `mode`): it becomes `mode` only once the upload completes, so that a
+	 * failed upload never pins its mode for the retry. */
+	uint32_t upload_mode;
 	int64_t arrived_ms; /* unix: renamed into /data, complete */
 	uint64_t received;
 	bool complete;
@@ -128,6 +132,10 @@ struct sbx_run {
 	/* [reg] TORN, but its teardown ran short before listing /out or
 	 * removing its directory: still registered for a later Teardown. */
 	bool unfinished;
+	/* [reg] with unfinished: when the sweeper tries it again (monotonic),
+	 * and the wait before the next try (5 s, doubling to 60 s). */
+	int64_t retry_at;
+	int64_t retry_ms;
 	atomic_int refs;
 	atomic_uint out_gen;   /* bumped by Teardown: listings and digest passes stop */
 	struct sbx_runs *runs; /* [once] the manager it belongs to */

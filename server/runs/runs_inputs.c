@@ -333,16 +333,19 @@ static int check_chunk(struct sbx_run *r, struct run_input *in, const Sbx__V1__P
 				    "%llu",
 				    in->path, (unsigned long long)(in->received + req->data.len),
 				    (unsigned long long)in->size);
-	if (req->mode && req->offset)
-		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
-				    "input %.200s: mode: given on the first chunk (offset 0) only",
-				    in->path);
-	if (req->mode && in->mode && req->mode != in->mode)
+	/* The first chunk says the mode (or leaves the declaration's); later
+	 * ones leave it 0 or repeat it (sandbox.proto). */
+	if (req->offset == 0 && req->mode && in->mode && req->mode != in->mode)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 				    "input %.200s: mode 0%o, but it was declared 0%o", in->path,
 				    req->mode, in->mode);
-	if (req->mode)
-		in->mode = req->mode;
+	if (req->offset && req->mode && req->mode != in->upload_mode)
+		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
+				    "input %.200s: mode 0%o, but its first chunk said 0%o (later "
+				    "chunks leave it 0 or repeat it)",
+				    in->path, req->mode, in->upload_mode);
+	if (req->offset == 0)
+		in->upload_mode = req->mode ? req->mode : in->mode;
 	if (!in->md) {
 		in->md = EVP_MD_CTX_new();
 		if (!in->md || !EVP_DigestInit_ex(in->md, EVP_sha256(), NULL))
@@ -534,7 +537,7 @@ static struct run_input *take(struct run_input *in, uint32_t *mode)
 {
 	if (in) {
 		in->busy = true;
-		*mode = in->mode ? in->mode : 0644;
+		*mode = in->upload_mode ? in->upload_mode : 0644;
 	}
 	return in;
 }
@@ -628,6 +631,7 @@ SBX_HANDLER(put_input, Sbx__V1__PutInputRequest, Sbx__V1__PutInputResponse)
 		/* A failed or rejected chunk would leave the hash and the file
 		 * out of step: the file starts over. */
 		in->received = 0;
+		in->upload_mode = 0;
 		discard(r, in);
 	}
 	p = rc == 0 ? malloc(sizeof(*p)) : NULL;

@@ -12,12 +12,16 @@
 
 #include "clock.h"
 #include "runs_manager.h"
+#include "runs_sweeper.h"
 
 /* Registry lock held: the identity's runs that still hold a sandbox (or
- * are building one). A run that stopped (EXPIRED, FAILED, being torn down)
- * no longer counts against runs_max_per_identity: its caller may have
- * died, and the sweeper (runs_sweeper.c) bounds how many stopped runs an
- * identity keeps. Every registered run still counts against runs_max. */
+ * are building one). A run that stopped (EXPIRED, FAILED, being torn down,
+ * torn with its teardown unfinished) no longer counts against
+ * runs_max_per_identity: its caller may have died, and the sweeper
+ * (runs_sweeper.c, which says how each state counts) bounds how many
+ * stopped runs an identity keeps. Every registered run still counts
+ * against runs_max, and a CreateRun that finds it reached has a stopped
+ * run torn down first (run_register). */
 static unsigned count_identity(struct sbx_runs *runs, const char *identity)
 {
 	unsigned n = 0;
@@ -52,6 +56,17 @@ int run_register(struct sbx_run *r, struct sbx_rpc_status *st)
 	int rc = 0;
 
 	pthread_mutex_lock(&runs->mu);
+	if (!runs->draining && runs->count >= runs->cfg.runs_max &&
+	    count_identity(runs, r->identity) < runs->cfg.runs_max_per_identity) {
+		/* Stopped runs hold registry slots that no live run needs: one
+		 * goes now (one teardown at most, in this thread), so that one
+		 * identity's stopped runs never lock another out; never for a
+		 * caller its own cap refuses anyway. Then the checks as before:
+		 * another CreateRun may have taken the slot. */
+		pthread_mutex_unlock(&runs->mu);
+		(void)sweeper_make_room(runs); /* none stopped: refused below */
+		pthread_mutex_lock(&runs->mu);
+	}
 	if (runs->draining)
 		rc = sbx_rpc_fail(st, SBX__V1__CODE__UNAVAILABLE,
 				  "sbxd is draining: it takes no new runs");

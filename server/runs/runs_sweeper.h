@@ -7,6 +7,8 @@
 #ifndef SBX_RUNS_SWEEPER_H
 #define SBX_RUNS_SWEEPER_H
 
+#include <stdbool.h>
+
 #include "err.h"
 #include "sbx/v1/sandbox.pb-c.h"
 
@@ -15,6 +17,12 @@ struct sbx_runs;
 int sweeper_start(struct sbx_runs *runs, struct sbx_err *err);
 /* Returns once the thread did: before the manager tears every run down. */
 void sweeper_stop(struct sbx_runs *runs);
+/* CreateRun at runs_max (registry lock not held): tears down the oldest
+ * stopped run (EXPIRED or FAILED, not claimed) of the identity holding the
+ * most registry slots, at once, in the caller's thread, its manifest to
+ * the audit log (reason "runs_max"). One at most; never a live run. False
+ * when there was none. */
+bool sweeper_make_room(struct sbx_runs *runs);
 /* The manifest's digest-relevant part for an audit line (json_t *): the
  * image digest, the final state, every input and artifact (path, size,
  * sha256, mode; at most SWEEP_AUDIT_FILES of each, the rest counted). */

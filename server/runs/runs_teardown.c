@@ -19,6 +19,7 @@
 
 #include <jansson.h>
 
+#include "audit.h"
 #include "clock.h"
 #include "egress.h"
 #include "helper_client.h"
@@ -35,6 +36,9 @@
 #include "runs_teardown.h"
 #include "runs_util.h"
 #include "util.h"
+
+#define UNFINISHED_RETRY_FIRST_MS 5000
+#define UNFINISHED_RETRY_MAX_MS	  60000
 
 /* The helper and its sandbox are gone when this returns, or as gone as a
  * SIGKILL makes them. */
@@ -203,6 +207,12 @@ static int unfinished(struct sbx_run *r, struct sbx_rpc_status *st, const char *
 		       r->id, what);
 	pthread_mutex_lock(&r->runs->mu);
 	r->unfinished = true;
+	/* Nobody may call again (the sweeper's run, a caller gone): the
+	 * sweeper tries it later itself, backing off as the shortage lasts. */
+	r->retry_ms = r->retry_ms ? r->retry_ms * 2 : UNFINISHED_RETRY_FIRST_MS;
+	if (r->retry_ms > UNFINISHED_RETRY_MAX_MS)
+		r->retry_ms = UNFINISHED_RETRY_MAX_MS;
+	r->retry_at = sbx_mono_ms() + r->retry_ms;
 	pthread_mutex_unlock(&r->runs->mu);
 	return -1;
 }
@@ -295,9 +305,15 @@ static int teardown_finish(struct sbx_run *r, Sbx__V1__RunManifest **manifest,
 				  "of memory",
 				  r->id);
 	/* Torn down by the sweeper, nobody may be there to take the
-	 * manifest: its digest-relevant part goes to the audit log. */
-	run_audit(
-	    r, "teardown",
+	 * manifest: its digest-relevant part goes to the audit log, and that
+	 * line is its only record. So it is never dropped by the identity's
+	 * audit rate (sbx_audit_exempt): one line per run, written just
+	 * before the run leaves the registry, so their number is bounded by
+	 * the runs made (each a sandbox started), not by the caller's calls.
+	 * Its length is for callers that charge a budget of their own: none
+	 * here. */
+	(void)sbx_audit_exempt(
+	    "teardown", r->id, r->identity, r->policy_digest,
 	    json_pack(
 		"{s:s, s:s, s:b, s:I, s:I, s:b, s:o*}", "final_state", run_public_state_name(final),
 		"reason", r->teardown_why ? r->teardown_why : "teardown", "idle", idle, "execs",
