@@ -62,10 +62,13 @@
 #define CALL_TIMEOUT_MS	 120000
 
 /* The rate limits the proxy keeps by default (600 connections a minute per
- * entry, 50 accepts a second per run) would be what 1,000 back-to-back
- * requests measure; lifted here, as a busy job's policy and config would. */
+ * entry, 50 accepts a second per run, 100 per identity, and the identity's
+ * audit lines: 16 KiB/s, half of it egress's, ~11 connections a second at
+ * two lines each) would be what 1,000 back-to-back requests measure; lifted
+ * here, as a busy job's policy and config would. */
 #define BENCH_CONNECTIONS_PER_MINUTE 600000 /* the most a policy may say */
 #define BENCH_ACCEPTS_PER_SECOND     100000
+#define BENCH_AUDIT_KB_PER_SECOND    65536 /* 64 MiB/s of audit lines per identity */
 
 /* The small-request client, the same here and in the sandbox: N requests
  * (after W unmeasured), each a new TCP connection to HOST:PORT sending "GET
@@ -298,10 +301,12 @@ static void start_sbxd(struct server *s, const char *sbxd, const char *helper)
 	    sizeof(s->ipc))
 		bench_die("socket path too long");
 	write_text(hosts, "127.0.0.1 " ORIGIN_NAME "\n");
-	json_t *cfg =
-	    json_pack("{s:[s], s:s, s:s, s:s, s:{s:s, s:s, s:i}}", "listen", s->ipc, "state_dir",
-		      state, "helper", helper, "log", s->audit, "egress", "hosts_file", hosts,
-		      "resolv_conf", "", "accepts_per_run_per_second", BENCH_ACCEPTS_PER_SECOND);
+	json_t *cfg = json_pack("{s:[s], s:s, s:s, s:s, s:{s:i}, s:{s:s, s:s, s:i, s:i}}", "listen",
+				s->ipc, "state_dir", state, "helper", helper, "log", s->audit,
+				"quotas", "audit_identity_kb_per_s", BENCH_AUDIT_KB_PER_SECOND,
+				"egress", "hosts_file", hosts, "resolv_conf", "",
+				"accepts_per_run_per_second", BENCH_ACCEPTS_PER_SECOND,
+				"accepts_per_identity_per_second", BENCH_ACCEPTS_PER_SECOND);
 	if (!cfg)
 		bench_die("building the config failed");
 	if (json_dump_file(cfg, config, JSON_INDENT(2)) < 0)
