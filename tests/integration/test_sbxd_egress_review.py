@@ -15,6 +15,7 @@ import threading
 import time
 import unittest
 
+from egressfix import egress_config, write_hosts
 from sbxdfix import POLICY, ServerTestCase
 from sbxrpc import sandbox_pb2 as pb
 
@@ -90,9 +91,8 @@ class EgressReview(ServerTestCase):
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="sbx-test-egress-review-")
         hosts = os.path.join(cls.tmp, "hosts")
-        with open(hosts, "w") as f:
-            f.write("127.0.0.1 api.test\n")
-        cls.SERVER_CONFIG = {"egress": {"hosts_file": hosts, "resolv_conf": ""}}
+        write_hosts(hosts, ["api.test"])
+        cls.SERVER_CONFIG = {"egress": egress_config(hosts)}
         super().setUpClass()
 
     @classmethod

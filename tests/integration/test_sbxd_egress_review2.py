@@ -13,6 +13,7 @@ import threading
 import time
 import unittest
 
+from egressfix import egress_config, write_hosts
 from sbxdfix import POLICY, Server, processes_with
 from sbxrpc import sandbox_pb2 as pb
 from test_sbxd_egress_wire import BODY, Origin
@@ -90,12 +91,11 @@ class OneIdentityTakesEveryConnection(Identities):
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="sbx-test-egress-rev2-")
         hosts = os.path.join(cls.tmp, "hosts")
-        with open(hosts, "w") as f:
-            f.write("127.0.0.1 api.test\n")
+        write_hosts(hosts, ["api.test"])
         cls.origin = Origin()
-        cls.srv = Server(runs_max_per_identity=2, egress={
-            "hosts_file": hosts, "resolv_conf": "", "head_seconds": 60,
-            "connections_per_run": 4, "connections_max": 8})
+        cls.srv = Server(runs_max_per_identity=2,
+                         egress=egress_config(hosts, head_seconds=60, connections_per_run=4,
+                                              connections_max=8))
 
     @classmethod
     def tearDownClass(cls):
@@ -164,15 +164,13 @@ class SandboxInflatesItsAnswers(Identities):
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="sbx-test-egress-rev2-")
         hosts = os.path.join(cls.tmp, "hosts")
-        with open(hosts, "w") as f:
-            f.write("127.0.0.1 api.test\n")
+        write_hosts(hosts, ["api.test"])
         # The identity's egress lines (half its audit rate: 8 KB/s by
         # default) pace its accepts, and each of these connections writes
         # about 900 bytes of them: at the default the 400 would take some
         # 45 s, past the exec's 30 s.
         cls.srv = Server(max_message_bytes=65536, quotas={"audit_identity_kb_per_s": 1024},
-                         egress={"hosts_file": hosts, "resolv_conf": "",
-                                 "accepts_per_run_per_second": 1000})
+                         egress=egress_config(hosts, accepts_per_run_per_second=1000))
 
     @classmethod
     def tearDownClass(cls):
@@ -277,10 +275,9 @@ class EndedExecLeavesNoConnection(Identities):
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="sbx-test-egress-rev2-")
         hosts = os.path.join(cls.tmp, "hosts")
-        with open(hosts, "w") as f:
-            f.write("127.0.0.1 api.test\n")
+        write_hosts(hosts, ["api.test"])
         cls.upstream = Silent()
-        cls.srv = Server(egress={"hosts_file": hosts, "resolv_conf": ""})
+        cls.srv = Server(egress=egress_config(hosts))
 
     @classmethod
     def tearDownClass(cls):
@@ -347,9 +344,8 @@ class SlowExecInitCostsTheRun(Identities):
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="sbx-test-egress-rev2-")
         hosts = os.path.join(cls.tmp, "hosts")
-        with open(hosts, "w") as f:
-            f.write("127.0.0.1 api.test\n")
-        cls.srv = Server(egress={"hosts_file": hosts, "resolv_conf": ""})
+        write_hosts(hosts, ["api.test"])
+        cls.srv = Server(egress=egress_config(hosts))
 
     @classmethod
     def tearDownClass(cls):

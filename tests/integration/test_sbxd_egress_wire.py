@@ -16,6 +16,7 @@ import threading
 import time
 import unittest
 
+from egressfix import egress_config, write_hosts
 from sbxdfix import HELPER, POLICY, Server, ServerTestCase
 from sbxrpc import policy_pb2 as ppb
 from sbxrpc import sandbox_pb2 as pb
@@ -118,9 +119,8 @@ class EgressWire(ServerTestCase, Calls):
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="sbx-test-egress-wire-")
         hosts = os.path.join(cls.tmp, "hosts")
-        with open(hosts, "w") as f:
-            f.write("127.0.0.1 api.test\n127.0.0.1 other.test\n")
-        cls.SERVER_CONFIG = {"egress": {"hosts_file": hosts, "resolv_conf": ""}}
+        write_hosts(hosts, ["api.test", "other.test"])
+        cls.SERVER_CONFIG = {"egress": egress_config(hosts)}
         cls.origin = Origin()
         super().setUpClass()
 
@@ -336,9 +336,8 @@ class EgressDrain(unittest.TestCase, Calls):
         tmp = tempfile.mkdtemp(prefix="sbx-test-egress-wire-")
         origin = Origin()
         hosts = os.path.join(tmp, "hosts")
-        with open(hosts, "w") as f:
-            f.write("127.0.0.1 api.test\n")
-        srv = Server(egress={"hosts_file": hosts, "resolv_conf": ""})
+        write_hosts(hosts, ["api.test"])
+        srv = Server(egress=egress_config(hosts))
         try:
             self.c = srv.conn()
             run = self.ok("CreateRun", pb.CreateRunRequest(

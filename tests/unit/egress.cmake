@@ -6,15 +6,20 @@ foreach(t addr bucket head)
   add_test(NAME unit.egress.${t} COMMAND test_egress_${t})
 endforeach()
 
+# What the three proxy tests below share: servers, sockets, runs, Status.
+add_library(sbx_egress_harness STATIC egress_harness.c)
+target_include_directories(sbx_egress_harness PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
+target_link_libraries(sbx_egress_harness PUBLIC sbx_egress)
+
 # The proxy itself against real sockets and a real local TCP server.
 add_executable(test_egress_proxy test_egress_proxy.c)
-target_link_libraries(test_egress_proxy PRIVATE sbx_egress sbx_check)
+target_link_libraries(test_egress_proxy PRIVATE sbx_egress_harness sbx_check)
 add_test(NAME unit.egress.proxy COMMAND test_egress_proxy)
 set_tests_properties(unit.egress.proxy PROPERTIES TIMEOUT 60)
 
 # Adversarial review: each case an attack that must fail (see the file).
 add_executable(test_egress_review test_egress_review.c)
-target_link_libraries(test_egress_review PRIVATE sbx_egress sbx_check)
+target_link_libraries(test_egress_review PRIVATE sbx_egress_harness sbx_check)
 foreach(c oob pipes early share hostwide audit lookups)
   add_test(NAME unit.egress.review_${c} COMMAND test_egress_review ${c})
   set_tests_properties(unit.egress.review_${c} PROPERTIES TIMEOUT 60)
@@ -22,7 +27,7 @@ endforeach()
 
 # The proxy's fair shares between identities and its descriptor budget.
 add_executable(test_egress_share test_egress_share.c)
-target_link_libraries(test_egress_share PRIVATE sbx_egress sbx_check)
+target_link_libraries(test_egress_share PRIVATE sbx_egress_harness sbx_check)
 foreach(c perminute bytes lines fds)
   add_test(NAME unit.egress.share_${c} COMMAND test_egress_share ${c})
   set_tests_properties(unit.egress.share_${c} PROPERTIES TIMEOUT 60)

@@ -30,6 +30,7 @@
 #include "check.h"
 #include "clock.h"
 #include "egress.h"
+#include "egress_harness.h"
 #include "egress_head.h"
 #include "util.h"
 
@@ -57,21 +58,6 @@ static struct {
 	size_t n_served;
 } srv = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-static void send_all(int fd, const char *p, size_t n, size_t *sent)
-{
-	while (n) {
-		ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return;
-		p += k;
-		n -= (size_t)k;
-		*sent += (size_t)k;
-	}
-}
-
 static void *serve_one(void *arg)
 {
 	int fd = (int)(intptr_t)arg;
@@ -90,7 +76,7 @@ static void *serve_one(void *arg)
 		buf[len] = '\0';
 		if (!strncmp(buf, "GET ", 4) && strstr(buf, "\r\n\r\n")) {
 			snprintf(s.head, sizeof(s.head), "%.2000s", buf);
-			send_all(fd, HTTP_ANSWER, strlen(HTTP_ANSWER), &s.sent);
+			s.sent += write_all(fd, HTTP_ANSWER, strlen(HTTP_ANSWER));
 			goto out;
 		}
 		if (!strncmp(buf, "SEND ", 5) && strchr(buf, '\n')) {
@@ -110,10 +96,10 @@ static void *serve_one(void *arg)
 	memset(buf, 'x', sizeof(buf));
 	while (m) {
 		size_t k = m < sizeof(buf) ? m : sizeof(buf);
-		size_t before = s.sent;
+		size_t sent = write_all(fd, buf, k);
 
-		send_all(fd, buf, k, &s.sent);
-		if (s.sent - before < k)
+		s.sent += sent;
+		if (sent < k)
 			break;
 		m -= k;
 	}
@@ -146,21 +132,6 @@ static void *server_thread(void *arg)
 	}
 }
 
-static int listen_loopback(uint16_t *port)
-{
-	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof(sin);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	if (fd < 0 || bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0 || listen(fd, 128) < 0 ||
-	    getsockname(fd, (struct sockaddr *)&sin, &len) < 0) {
-		perror("listen_loopback");
-		exit(2);
-	}
-	*port = ntohs(sin.sin_port);
-	return fd;
-}
-
 /* What the server kept of the connection with id (SEND's), or of the
  * plain HTTP one whose head holds marker, waiting for it. */
 static struct served served_wait(int id, const char *marker)
@@ -191,48 +162,16 @@ struct sandbox {
 	unsigned connections;
 };
 
-static int proxy_connect(struct sandbox *sb)
+static int sandbox_connect(struct sandbox *sb)
 {
-	struct sockaddr_in sin = {.sin_family = AF_INET,
-				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
-				  .sin_port = htons(sb->port)};
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct timeval tv = {.tv_sec = 10};
+	int fd = proxy_dial(sb->port, 10);
 
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
+	if (fd < 0) {
 		perror("proxy_connect");
 		exit(2);
 	}
-	/* A proxy that never answers fails the test rather than hanging it. */
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	sb->connections++;
 	return fd;
-}
-
-static void write_str(int fd, const char *s)
-{
-	size_t sent = 0;
-
-	send_all(fd, s, strlen(s), &sent);
-}
-
-/* The proxy's answer head, read a byte at a time (nothing past it). */
-static int read_head(int fd, char *out, size_t size)
-{
-	size_t n = 0;
-
-	while (n + 1 < size) {
-		ssize_t k = recv(fd, out + n, 1, 0);
-
-		if (k <= 0)
-			break;
-		n++;
-		out[n] = '\0';
-		if (n >= 4 && !memcmp(out + n - 4, "\r\n\r\n", 4))
-			break;
-	}
-	out[n] = '\0';
-	return n > 12 && !strncmp(out, "HTTP/1.1 ", 9) ? atoi(out + 9) : -1;
 }
 
 /* Everything up to EOF; its length. */
@@ -259,17 +198,11 @@ static size_t read_all(int fd, char *keep, size_t keep_size)
 }
 
 /* CONNECT host:port; the status, the answer's head in head. */
-static int connect_via(struct sandbox *sb, const char *host, uint16_t port, int *fdp, char *head,
-		       size_t size)
+static int sandbox_connect_via(struct sandbox *sb, const char *host, uint16_t port, int *fdp,
+			       char *head, size_t size)
 {
-	char req[512];
-	int fd = proxy_connect(sb);
-
-	snprintf(req, sizeof(req), "CONNECT %s:%u HTTP/1.1\r\nHost: %s:%u\r\n\r\n", host, port,
-		 host, port);
-	write_str(fd, req);
-	*fdp = fd;
-	return read_head(fd, head, size);
+	*fdp = sandbox_connect(sb);
+	return connect_on(*fdp, host, port, head, size);
 }
 
 static bool has_reason(const char *head, const char *reason)
@@ -286,7 +219,7 @@ static void expect_refusal(struct sandbox *sb, const char *host, uint16_t port, 
 {
 	char head[2048];
 	int fd;
-	int got = connect_via(sb, host, port, &fd, head, sizeof(head));
+	int got = sandbox_connect_via(sb, host, port, &fd, head, sizeof(head));
 
 	check(got == status && has_reason(head, reason) && strstr(head, "Connection: close"),
 	      "CONNECT %s:%u: %d %s (got %d)", host, port, status, reason, got);
@@ -294,86 +227,14 @@ static void expect_refusal(struct sandbox *sb, const char *host, uint16_t port, 
 	close(fd);
 }
 
-/* ---- Status ---- */
+#define IDENTITY "token:test"
+#define DIGEST	 "sha256:x"
 
-/* Status with its egress in at most max_bytes. */
-static Sbx__V1__StatusResponse *status_fit(struct sbx_egress_run *run, size_t max_bytes)
+/* An entry with the policy parser's defaults. */
+static Sbx__V1__EgressRule parsed_rule(const char *host, uint16_t port, bool allow_private)
 {
-	Sbx__V1__StatusResponse *resp = malloc(sizeof(*resp));
-	struct sbx_err err;
+	Sbx__V1__EgressRule r = rule(host, port);
 
-	sbx__v1__status_response__init(resp);
-	if (sbx_egress_run_status(run, resp, max_bytes, &err) < 0) {
-		fprintf(stderr, "status: %s\n", err.msg);
-		exit(2);
-	}
-	return resp;
-}
-
-static Sbx__V1__StatusResponse *status_of(struct sbx_egress_run *run)
-{
-	return status_fit(run, SIZE_MAX);
-}
-
-/* The record of connection n once it is closed (waits for the close). */
-static bool closed_record(struct sbx_egress_run *run, uint64_t n, Sbx__V1__EgressRecord *out)
-{
-	for (int tries = 0; tries < 300; tries++) {
-		Sbx__V1__StatusResponse *resp = status_of(run);
-		bool found = false;
-
-		for (size_t i = 0; i < resp->n_egress; i++) {
-			Sbx__V1__EgressRecord *r = resp->egress[i];
-
-			if (r->connection == n && !r->open) {
-				*out = *r;
-				out->host = strdup(r->host);
-				out->reason = strdup(r->reason);
-				out->address = strdup(r->address);
-				out->method = strdup(r->method);
-				found = true;
-			}
-		}
-		sbx__v1__status_response__free_unpacked(resp, NULL);
-		if (found)
-			return true;
-		usleep(10000);
-	}
-	return false;
-}
-
-static void record_free(Sbx__V1__EgressRecord *r)
-{
-	free(r->host);
-	free(r->reason);
-	free(r->address);
-	free(r->method);
-}
-
-/* ---- setup ---- */
-
-static struct sbx_egress_run *open_run(struct sbx_egress *eg, const char *id,
-				       Sbx__V1__Egress *policy, struct sandbox *sb)
-{
-	struct sbx_egress_run_info info = {
-	    .run_id = id, .identity = "token:test", .policy_digest = "sha256:x", .policy = policy};
-	struct sbx_err err;
-	struct sbx_egress_run *run = sbx_egress_run_open(eg, &info, &err);
-	int lfd = listen_loopback(&sb->port);
-
-	if (!run || sbx_egress_run_listen(run, 1, lfd, &err) < 0) {
-		fprintf(stderr, "run: %s\n", err.msg);
-		exit(2);
-	}
-	return run;
-}
-
-static Sbx__V1__EgressRule rule(const char *host, uint16_t port, bool allow_private)
-{
-	Sbx__V1__EgressRule r = SBX__V1__EGRESS_RULE__INIT;
-
-	r.host = (char *)host;
-	r.port = port;
 	r.allow_private = allow_private;
 	r.connections_per_minute = 600;
 	r.max_concurrent = 32;
@@ -390,7 +251,7 @@ static void test_connect_relay(struct sandbox *sb, struct sbx_egress_run *run)
 	char head[1024], line[64], early[5000], more[50000], got[16];
 	Sbx__V1__EgressRecord rec;
 	struct served s;
-	size_t sent = 0, in;
+	size_t in;
 	int fd;
 
 	/* The head and the first bytes in one write: the bytes past the head
@@ -405,14 +266,13 @@ static void test_connect_relay(struct sandbox *sb, struct sbx_egress_run *run)
 				 server_port, server_port, line);
 
 		memcpy(req + n, early, sizeof(early));
-		fd = proxy_connect(sb);
-		send_all(fd, req, (size_t)n + sizeof(early), &sent);
+		fd = sandbox_connect(sb);
+		write_all(fd, req, (size_t)n + sizeof(early));
 	}
 	check(read_head(fd, head, sizeof(head)) == 200 &&
 		  !strcmp(head, "HTTP/1.1 200 Connection established\r\n\r\n"),
 	      "CONNECT allowed: 200 Connection established");
-	sent = 0;
-	send_all(fd, more, sizeof(more), &sent);
+	write_all(fd, more, sizeof(more));
 	shutdown(fd, SHUT_WR);
 	in = read_all(fd, got, sizeof(got));
 	close(fd);
@@ -433,7 +293,7 @@ static void test_connect_relay(struct sandbox *sb, struct sbx_egress_run *run)
 	record_free(&rec);
 
 	/* An IPv4 literal entry: no lookup. */
-	check(connect_via(sb, "127.0.0.1", server_port, &fd, head, sizeof(head)) == 200,
+	check(sandbox_connect_via(sb, "127.0.0.1", server_port, &fd, head, sizeof(head)) == 200,
 	      "CONNECT to a listed IPv4 literal: 200");
 	close(fd);
 }
@@ -444,7 +304,7 @@ static void test_plain_http(struct sandbox *sb, struct sbx_egress_run *run)
 	Sbx__V1__EgressRecord rec;
 	struct served s;
 	size_t in;
-	int fd = proxy_connect(sb);
+	int fd = sandbox_connect(sb);
 
 	snprintf(req, sizeof(req),
 		 "GET http://api.test:%u/path?marker=plain HTTP/1.1\r\nHost: api.test:%u\r\n"
@@ -483,16 +343,14 @@ static void test_refusals(struct sandbox *sb, struct sbx_egress_run *run)
 	check(sbx_mono_ms() - t0 < 1000, "without a nameserver: refused at once");
 
 	/* 8 KiB and no end of the head. */
-	fd = proxy_connect(sb);
+	fd = sandbox_connect(sb);
 	{
 		char big[EGRESS_HEAD_MAX + 100];
-		size_t sent = 0;
-
 		const char *start = "CONNECT api.test:1 HTTP/1.1\r\nX-Long: ";
 
 		memcpy(big, start, strlen(start));
 		memset(big + strlen(start), 'a', sizeof(big) - strlen(start));
-		send_all(fd, big, sizeof(big), &sent);
+		write_all(fd, big, sizeof(big));
 	}
 	int got = read_head(fd, head, sizeof(head));
 
@@ -503,13 +361,13 @@ static void test_refusals(struct sandbox *sb, struct sbx_egress_run *run)
 	/* A listed address where nothing listens. */
 	expect_refusal(sb, "127.0.0.1", dead_port, 502, "connect_failed");
 
-	fd = proxy_connect(sb);
+	fd = sandbox_connect(sb);
 	write_str(fd, "GET /origin-form HTTP/1.1\r\nHost: x\r\n\r\n");
 	check(read_head(fd, head, sizeof(head)) >= 400 && has_reason(head, "bad_request"),
 	      "an origin-form request: refused, bad_request");
 	close(fd);
 
-	fd = proxy_connect(sb);
+	fd = sandbox_connect(sb);
 	t0 = sbx_mono_ms();
 	check(read_head(fd, head, sizeof(head)) == 408 && has_reason(head, "head_timeout"),
 	      "no head: 408 head_timeout");
@@ -524,11 +382,12 @@ static void test_rate(struct sandbox *sb, struct sbx_egress_run *run)
 
 	/* connections_per_minute 2 */
 	for (int i = 0; i < 2; i++) {
-		check(connect_via(sb, "rate.test", server_port, &fd, head, sizeof(head)) == 200,
+		check(sandbox_connect_via(sb, "rate.test", server_port, &fd, head, sizeof(head)) ==
+			  200,
 		      "rate.test connection %d: 200", i + 1);
 		close(fd);
 	}
-	check(connect_via(sb, "rate.test", server_port, &fd, head, sizeof(head)) == 429 &&
+	check(sandbox_connect_via(sb, "rate.test", server_port, &fd, head, sizeof(head)) == 429 &&
 		  has_reason(head, "rate_limited") && strstr(head, "\r\nRetry-After: "),
 	      "rate.test past connections_per_minute: 429 rate_limited with Retry-After");
 	{
@@ -543,12 +402,12 @@ static void test_rate(struct sandbox *sb, struct sbx_egress_run *run)
 	close(fd);
 
 	/* max_concurrent 1 */
-	check(connect_via(sb, "conc.test", server_port, &hold, head, sizeof(head)) == 200,
+	check(sandbox_connect_via(sb, "conc.test", server_port, &hold, head, sizeof(head)) == 200,
 	      "conc.test: first connection");
 	expect_refusal(sb, "conc.test", server_port, 429, "too_many_connections");
 	close(hold);
 	usleep(100000);
-	check(connect_via(sb, "conc.test", server_port, &fd, head, sizeof(head)) == 200,
+	check(sandbox_connect_via(sb, "conc.test", server_port, &fd, head, sizeof(head)) == 200,
 	      "conc.test: once the first closed, another");
 	close(fd);
 }
@@ -559,12 +418,12 @@ static void test_host_wide(struct sandbox *sb1, struct sandbox *sb2)
 	char head[1024];
 	int hold, fd;
 
-	check(connect_via(sb1, "hw.test", server_port, &hold, head, sizeof(head)) == 200,
+	check(sandbox_connect_via(sb1, "hw.test", server_port, &hold, head, sizeof(head)) == 200,
 	      "hw.test from run one: 200");
 	expect_refusal(sb2, "hw.test", server_port, 429, "too_many_connections");
 	close(hold);
 	usleep(100000);
-	check(connect_via(sb2, "hw.test", server_port, &fd, head, sizeof(head)) == 200,
+	check(sandbox_connect_via(sb2, "hw.test", server_port, &fd, head, sizeof(head)) == 200,
 	      "hw.test from run two once run one's closed: 200");
 	close(fd);
 }
@@ -577,7 +436,7 @@ static void test_throttle(struct sandbox *sb, struct sbx_egress_run *run, uint64
 	size_t in;
 	int fd;
 
-	check(connect_via(sb, "thr.test", server_port, &fd, head, sizeof(head)) == 200,
+	check(sandbox_connect_via(sb, "thr.test", server_port, &fd, head, sizeof(head)) == 200,
 	      "thr.test: 200");
 	t0 = sbx_mono_ms();
 	write_str(fd, "SEND 1048576 102\n");
@@ -641,7 +500,7 @@ static void test_teardown(struct sandbox *sb, struct sbx_egress_run *run)
 	bool open = false;
 	int fd;
 
-	check(connect_via(sb, "api.test", server_port, &fd, head, sizeof(head)) == 200,
+	check(sandbox_connect_via(sb, "api.test", server_port, &fd, head, sizeof(head)) == 200,
 	      "a relay held open");
 	write_str(fd, "SEND 10 103\n");
 	usleep(50000);
@@ -670,7 +529,7 @@ static void test_max_bytes(struct sandbox *sb, struct sbx_egress_run *run)
 	int fd;
 	int alerts = 0;
 
-	check(connect_via(sb, "api.test", server_port, &fd, head, sizeof(head)) == 200,
+	check(sandbox_connect_via(sb, "api.test", server_port, &fd, head, sizeof(head)) == 200,
 	      "max_bytes run: 200");
 	write_str(fd, "SEND 1000000 104\n");
 	shutdown(fd, SHUT_WR);
@@ -719,17 +578,13 @@ static void test_lookup_timeout(const char *dir, struct sbx_config_egress cfg)
 	cfg.idle_seconds = 1;
 	check(sbx_egress_start(&cfg, &eg, &err) == 0, "a proxy with a nameserver: started");
 
-	Sbx__V1__EgressRule r[2] = {rule("slow.test", server_port, true),
-				    rule("api.test", server_port, true)};
-	Sbx__V1__EgressRule *p[2] = {&r[0], &r[1]};
-	Sbx__V1__Egress pol = SBX__V1__EGRESS__INIT;
-
-	pol.allow = p;
-	pol.n_allow = 2;
-	struct sbx_egress_run *run = open_run(eg, "run-three", &pol, &sb);
+	Sbx__V1__EgressRule r[2] = {parsed_rule("slow.test", server_port, true),
+				    parsed_rule("api.test", server_port, true)};
+	struct sbx_egress_run *run =
+	    run_open(eg, "run-three", IDENTITY, DIGEST, allowlist(r, 2), &sb.port);
 
 	t0 = sbx_mono_ms();
-	got = connect_via(&sb, "slow.test", server_port, &fd, head, sizeof(head));
+	got = sandbox_connect_via(&sb, "slow.test", server_port, &fd, head, sizeof(head));
 	ms = sbx_mono_ms() - t0;
 	check(got == 502 && has_reason(head, "lookup_failed") && ms >= 900 && ms < 3000,
 	      "a nameserver that never answers: 502 lookup_failed after lookup_seconds (%lld ms)",
@@ -756,7 +611,7 @@ static void test_lookup_timeout(const char *dir, struct sbx_config_egress cfg)
 		bool all = true;
 
 		for (int i = 0; i < 6; i++) {
-			fds[i] = proxy_connect(&sb);
+			fds[i] = sandbox_connect(&sb);
 			write_str(fds[i], "CONNECT other.test:80 HTTP/1.1\r\n\r\n");
 		}
 		for (int i = 0; i < 6; i++) {
@@ -774,7 +629,8 @@ static void test_lookup_timeout(const char *dir, struct sbx_config_egress cfg)
 		char buf[16];
 		int64_t start;
 
-		check(connect_via(&sb, "api.test", server_port, &fd, head, sizeof(head)) == 200,
+		check(sandbox_connect_via(&sb, "api.test", server_port, &fd, head, sizeof(head)) ==
+			  200,
 		      "an idle relay: 200");
 		start = sbx_mono_ms();
 		check(recv(fd, buf, sizeof(buf), 0) == 0, "an idle relay: closed by the proxy");
@@ -853,15 +709,15 @@ static void test_exec_ended(struct sandbox *sb1, struct sandbox *sb2, struct sbx
 	struct served s;
 	bool open2 = false;
 
-	check(connect_via(sb1, "api.test", server_port, &relay1, head, sizeof(head)) == 200,
+	check(sandbox_connect_via(sb1, "api.test", server_port, &relay1, head, sizeof(head)) == 200,
 	      "exec 1: a relay");
 	n_relay1 = sb1->connections;
 	/* The upstream waits for its EOF (as a quiet destination would). */
 	write_str(relay1, "SEND 0 105\n");
-	head1 = proxy_connect(sb1); /* a head that never comes */
+	head1 = sandbox_connect(sb1); /* a head that never comes */
 	n_head1 = sb1->connections;
 	usleep(50000); /* accepted before exec 2's: connection numbers in order */
-	check(connect_via(sb2, "api.test", server_port, &relay2, head, sizeof(head)) == 200,
+	check(sandbox_connect_via(sb2, "api.test", server_port, &relay2, head, sizeof(head)) == 200,
 	      "exec 2: a relay");
 	n_relay2 = sb1->connections + sb2->connections;
 	usleep(50000);
@@ -971,19 +827,12 @@ static unsigned test_fourth_run(struct sbx_egress *eg)
 	struct sandbox sb1 = {0}, sb2 = {0};
 	uint16_t bh;
 	int filler, bh_fd = black_hole(&bh, &filler);
-	struct sbx_err err;
-	Sbx__V1__EgressRule r[2] = {rule("api.test", server_port, true),
-				    rule("127.0.0.1", bh, true)};
-	Sbx__V1__EgressRule *p[2] = {&r[0], &r[1]};
-	Sbx__V1__Egress pol = SBX__V1__EGRESS__INIT;
+	Sbx__V1__EgressRule r[2] = {parsed_rule("api.test", server_port, true),
+				    parsed_rule("127.0.0.1", bh, true)};
+	struct sbx_egress_run *run =
+	    run_open(eg, "run-four", IDENTITY, DIGEST, allowlist(r, 2), &sb1.port);
 
-	pol.allow = p;
-	pol.n_allow = 2;
-	struct sbx_egress_run *run = open_run(eg, "run-four", &pol, &sb1);
-	int lfd2 = listen_loopback(&sb2.port);
-
-	if (sbx_egress_run_listen(run, 2, lfd2, &err) < 0)
-		exit(2);
+	run_listen(run, 2, &sb2.port);
 	test_connect_timeout(&sb1, run, bh);
 	test_exec_ended(&sb1, &sb2, run);
 	test_budget(&sb2, run);
@@ -1038,14 +887,12 @@ static void check_audit(const char *path, const char *run_id, unsigned connectio
 
 int main(void)
 {
-	char dir[] = "/tmp/sbx-test-egress-XXXXXX";
-	char hosts[128], audit_path[128];
+	struct scratch scratch;
 	struct sbx_config_egress cfg = {0};
 	struct sbx_egress *eg;
 	struct sbx_err err;
 	struct sandbox sb1 = {0}, sb2 = {0};
 	const uint64_t rate = 512 * 1024;
-	FILE *f;
 
 	signal(SIGPIPE, SIG_IGN);
 	{
@@ -1057,17 +904,8 @@ int main(void)
 		pthread_cond_init(&srv.cv, &ca);
 		pthread_condattr_destroy(&ca);
 	}
-	if (!mkdtemp(dir))
-		return 2;
-	snprintf(hosts, sizeof(hosts), "%s/hosts", dir);
-	snprintf(audit_path, sizeof(audit_path), "%s/audit.log", dir);
-	f = fopen(hosts, "w");
-	fprintf(f, "127.0.0.1 api.test loop.test rate.test conc.test thr.test hw.test\n");
-	fclose(f);
-	if (sbx_audit_open(audit_path, NULL, &err) < 0) {
-		fprintf(stderr, "audit: %s\n", err.msg);
-		return 2;
-	}
+	scratch_open(&scratch, "/tmp/sbx-test-egress-XXXXXX",
+		     "127.0.0.1 api.test loop.test rate.test conc.test thr.test hw.test\n");
 	/* A tiny identity rate: egress lines must not be dropped by it. */
 	sbx_audit_set_identity_rate(1);
 
@@ -1076,16 +914,11 @@ int main(void)
 	server_port = srv.port;
 	pthread_create(&srv.thread, NULL, server_thread, NULL);
 
-	cfg.hosts_file = hosts;
-	cfg.resolv_conf = "";
+	cfg = base_config(scratch.hosts);
 	cfg.head_seconds = 1;
-	cfg.lookup_seconds = 2;
-	cfg.connect_seconds = 2;
 	cfg.idle_seconds = 10;
 	cfg.connections_per_run = 64;
 	cfg.connections_max = 256;
-	cfg.records_per_run = 256;
-	cfg.accepts_per_run_per_second = 1000;
 	cfg.destinations[0] = (struct sbx_egress_destination){.host = "hw.test",
 							      .port = server_port,
 							      .max_concurrent = 1,
@@ -1096,46 +929,38 @@ int main(void)
 
 	check(rc < 0 && strstr(err.msg, "hosts_file") && !eg,
 	      "a hosts_file that cannot be read: refused (%s)", err.msg);
-	cfg.hosts_file = hosts;
+	cfg.hosts_file = scratch.hosts;
 	cfg.resolv_conf = "/nonexistent/resolv.conf";
 	rc = sbx_egress_start(&cfg, &eg, &err);
 	check(rc < 0 && strstr(err.msg, "resolv_conf"),
 	      "a resolv_conf that cannot be read: refused (%s)", err.msg);
 	cfg.resolv_conf = "";
-	if (sbx_egress_start(&cfg, &eg, &err) < 0) {
-		fprintf(stderr, "start: %s\n", err.msg);
-		return 2;
-	}
+	eg = proxy_start(&cfg);
 
-	Sbx__V1__EgressRule r1[9] = {
-	    rule("api.test", server_port, true),     rule("loop.test", server_port, false),
-	    rule("unknown.test", server_port, true), rule("rate.test", server_port, true),
-	    rule("conc.test", server_port, true),    rule("thr.test", server_port, true),
-	    rule("127.0.0.1", server_port, true),    rule("127.0.0.1", dead_port, true),
-	    rule("hw.test", server_port, true)};
-	Sbx__V1__EgressRule *p1[9];
-	Sbx__V1__Egress pol1 = SBX__V1__EGRESS__INIT;
+	Sbx__V1__EgressRule r1[9] = {parsed_rule("api.test", server_port, true),
+				     parsed_rule("loop.test", server_port, false),
+				     parsed_rule("unknown.test", server_port, true),
+				     parsed_rule("rate.test", server_port, true),
+				     parsed_rule("conc.test", server_port, true),
+				     parsed_rule("thr.test", server_port, true),
+				     parsed_rule("127.0.0.1", server_port, true),
+				     parsed_rule("127.0.0.1", dead_port, true),
+				     parsed_rule("hw.test", server_port, true)};
 
 	r1[3].connections_per_minute = 2;
 	r1[4].max_concurrent = 1;
 	r1[5].bytes_per_second = rate;
-	for (int i = 0; i < 9; i++)
-		p1[i] = &r1[i];
-	pol1.allow = p1;
-	pol1.n_allow = 9;
 
-	Sbx__V1__EgressRule r2[2] = {rule("api.test", server_port, true),
-				     rule("hw.test", server_port, true)};
-	Sbx__V1__EgressRule *p2[2] = {&r2[0], &r2[1]};
-	Sbx__V1__Egress pol2 = SBX__V1__EGRESS__INIT;
+	Sbx__V1__EgressRule r2[2] = {parsed_rule("api.test", server_port, true),
+				     parsed_rule("hw.test", server_port, true)};
+	Sbx__V1__Egress *pol2 = allowlist(r2, 2);
 
-	pol2.allow = p2;
-	pol2.n_allow = 2;
-	pol2.alert_bytes = 10000;
-	pol2.max_bytes = 300000;
+	pol2->alert_bytes = 10000;
+	pol2->max_bytes = 300000;
 
-	struct sbx_egress_run *run1 = open_run(eg, "run-one", &pol1, &sb1);
-	struct sbx_egress_run *run2 = open_run(eg, "run-two", &pol2, &sb2);
+	struct sbx_egress_run *run1 =
+	    run_open(eg, "run-one", IDENTITY, DIGEST, allowlist(r1, 9), &sb1.port);
+	struct sbx_egress_run *run2 = run_open(eg, "run-two", IDENTITY, DIGEST, pol2, &sb2.port);
 
 	test_connect_relay(&sb1, run1);
 	test_plain_http(&sb1, run1);
@@ -1146,7 +971,7 @@ int main(void)
 	test_status(&sb1, run1);
 	test_teardown(&sb1, run1);
 	test_max_bytes(&sb2, run2);
-	test_lookup_timeout(dir, cfg);
+	test_lookup_timeout(scratch.dir, cfg);
 	unsigned four = test_fourth_run(eg);
 
 	sbx_egress_run_free(run1);
@@ -1161,18 +986,16 @@ int main(void)
 	}
 	sbx_egress_run_free(run2);
 	sbx_audit_close();
-	check_audit(audit_path, "run-one", sb1.connections, 0, 0);
-	check_audit(audit_path, "run-two", sb2.connections, 1, 1);
-	check_audit(audit_path, "run-three", 9, 0, 0);
-	check_audit(audit_path, "run-four", four, 0, 0);
+	check_audit(scratch.audit_path, "run-one", sb1.connections, 0, 0);
+	check_audit(scratch.audit_path, "run-two", sb2.connections, 1, 1);
+	check_audit(scratch.audit_path, "run-three", 9, 0, 0);
+	check_audit(scratch.audit_path, "run-four", four, 0, 0);
 
 	shutdown(srv.fd, SHUT_RDWR);
 	close(srv.fd);
 	pthread_join(srv.thread, NULL);
 	for (size_t i = 0; i < srv.n_conns; i++)
 		pthread_join(srv.conns[i], NULL);
-	unlink(hosts);
-	unlink(audit_path);
-	rmdir(dir);
+	scratch_remove(&scratch);
 	return check_done();
 }

@@ -43,256 +43,15 @@
 #include "check.h"
 #include "clock.h"
 #include "egress.h"
+#include "egress_harness.h"
 #include "util.h"
 
-/* ---- destination servers ---- */
-
-/* sink: reads everything until EOF, counting; keeps the first bytes.
- * blast: sends BLAST_BYTES (or until the peer stops reading), then reads
+/* blast servers send 8 MiB (or until the peer stops reading), then read
  * until EOF. */
 #define BLAST_BYTES (8 << 20)
-#define KEEP	    256
+#define DIGEST	    "sha256:review"
 
-struct server {
-	int fd;
-	uint16_t port;
-	bool blast;
-	pthread_t thread;
-	atomic_ullong received;
-	atomic_uint accepted;
-	pthread_mutex_t mu;
-	char keep[KEEP]; /* the first bytes of the newest connection */
-	size_t kept;
-};
-
-struct conn_arg {
-	struct server *s;
-	int fd;
-};
-
-static void *serve_one(void *arg)
-{
-	struct conn_arg a = *(struct conn_arg *)arg;
-	char buf[65536];
-	size_t kept = 0;
-
-	free(arg);
-	if (a.s->blast) {
-		size_t left = BLAST_BYTES;
-
-		memset(buf, 'd', sizeof(buf));
-		while (left) {
-			ssize_t n =
-			    send(a.fd, buf, left < sizeof(buf) ? left : sizeof(buf), MSG_NOSIGNAL);
-			if (n <= 0)
-				break;
-			left -= (size_t)n;
-		}
-	}
-	for (;;) {
-		ssize_t n = recv(a.fd, buf, sizeof(buf), 0);
-
-		if (n <= 0)
-			break;
-		a.s->received += (unsigned long long)n;
-		pthread_mutex_lock(&a.s->mu);
-		for (ssize_t i = 0; i < n && kept < KEEP - 1; i++)
-			a.s->keep[kept++] = buf[i];
-		a.s->keep[kept] = '\0';
-		a.s->kept = kept;
-		pthread_mutex_unlock(&a.s->mu);
-	}
-	close(a.fd);
-	return NULL;
-}
-
-static void *server_thread(void *arg)
-{
-	struct server *s = arg;
-
-	for (;;) {
-		int fd = accept(s->fd, NULL, NULL);
-		struct conn_arg *a;
-		pthread_t t;
-
-		if (fd < 0)
-			return NULL;
-		s->accepted++;
-		a = malloc(sizeof(*a));
-		a->s = s;
-		a->fd = fd;
-		if (pthread_create(&t, NULL, serve_one, a) == 0)
-			pthread_detach(t);
-		else
-			close(fd);
-	}
-}
-
-static int listen_loopback(uint16_t *port)
-{
-	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof(sin);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	if (fd < 0 || bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0 || listen(fd, 512) < 0 ||
-	    getsockname(fd, (struct sockaddr *)&sin, &len) < 0) {
-		perror("listen_loopback");
-		exit(2);
-	}
-	*port = ntohs(sin.sin_port);
-	return fd;
-}
-
-static void server_start(struct server *s, bool blast)
-{
-	memset(s, 0, sizeof(*s));
-	pthread_mutex_init(&s->mu, NULL);
-	s->blast = blast;
-	s->fd = listen_loopback(&s->port);
-	pthread_create(&s->thread, NULL, server_thread, s);
-}
-
-/* ---- the sandbox's side ---- */
-
-static int proxy_connect(uint16_t port)
-{
-	struct sockaddr_in sin = {.sin_family = AF_INET,
-				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
-				  .sin_port = htons(port)};
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct timeval tv = {.tv_sec = 5};
-
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
-		perror("proxy_connect");
-		exit(2);
-	}
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	return fd;
-}
-
-static void write_all(int fd, const void *p, size_t n)
-{
-	const char *c = p;
-
-	while (n) {
-		ssize_t k = send(fd, c, n, MSG_NOSIGNAL);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return;
-		c += k;
-		n -= (size_t)k;
-	}
-}
-
-/* The proxy's answer head, a byte at a time; its status or -1. */
-static int read_head(int fd, char *out, size_t size)
-{
-	size_t n = 0;
-
-	while (n + 1 < size) {
-		ssize_t k = recv(fd, out + n, 1, 0);
-
-		if (k <= 0)
-			break;
-		n++;
-		out[n] = '\0';
-		if (n >= 4 && !memcmp(out + n - 4, "\r\n\r\n", 4))
-			break;
-	}
-	out[n] = '\0';
-	return n > 12 && !strncmp(out, "HTTP/1.1 ", 9) ? atoi(out + 9) : -1;
-}
-
-/* CONNECT host:port: the status (fd in *fdp). */
-static int connect_via(uint16_t proxy, const char *host, uint16_t port, int *fdp)
-{
-	char req[256], head[1024];
-	int fd = proxy_connect(proxy);
-
-	snprintf(req, sizeof(req), "CONNECT %s:%u HTTP/1.1\r\nHost: %s:%u\r\n\r\n", host, port,
-		 host, port);
-	write_all(fd, req, strlen(req));
-	*fdp = fd;
-	return read_head(fd, head, sizeof(head));
-}
-
-/* ---- the proxy ---- */
-
-static char dir[] = "/tmp/sbx-test-egress-review-XXXXXX";
-static char hosts[128], audit_path[128];
-
-static struct sbx_config_egress base_config(void)
-{
-	struct sbx_config_egress cfg = {0};
-
-	cfg.hosts_file = hosts;
-	cfg.resolv_conf = "";
-	cfg.head_seconds = 10;
-	cfg.lookup_seconds = 2;
-	cfg.connect_seconds = 2;
-	cfg.idle_seconds = 30;
-	cfg.connections_per_run = 256;
-	cfg.connections_max = 4096;
-	cfg.records_per_run = 256;
-	cfg.accepts_per_run_per_second = 1000;
-	return cfg;
-}
-
-static struct sbx_egress *proxy_start(struct sbx_config_egress *cfg)
-{
-	struct sbx_egress *eg;
-	struct sbx_err err;
-
-	if (sbx_egress_start(cfg, &eg, &err) < 0) {
-		fprintf(stderr, "start: %s\n", err.msg);
-		exit(2);
-	}
-	return eg;
-}
-
-static Sbx__V1__EgressRule rule(const char *host, uint16_t port)
-{
-	Sbx__V1__EgressRule r = SBX__V1__EGRESS_RULE__INIT;
-
-	r.host = (char *)host;
-	r.port = port;
-	r.allow_private = true; /* the test's servers are on loopback */
-	r.connections_per_minute = 6000;
-	r.max_concurrent = 256;
-	return r;
-}
-
-/* A run of identity `who` whose allowlist is rules[0..n), listening on a
- * port of its own (*port). */
-static struct sbx_egress_run *run_open(struct sbx_egress *eg, const char *id, const char *who,
-				       Sbx__V1__EgressRule *rules, size_t n, uint16_t *port)
-{
-	static Sbx__V1__EgressRule *ptrs[64][8];
-	static Sbx__V1__Egress pols[64];
-	static int used;
-	Sbx__V1__Egress *pol = &pols[used];
-	struct sbx_egress_run_info info = {
-	    .run_id = id, .identity = who, .policy_digest = "sha256:review", .policy = pol};
-	struct sbx_err err;
-	struct sbx_egress_run *run;
-	int lfd;
-
-	sbx__v1__egress__init(pol);
-	for (size_t i = 0; i < n; i++)
-		ptrs[used][i] = &rules[i];
-	pol->allow = ptrs[used];
-	pol->n_allow = n;
-	used++;
-	run = sbx_egress_run_open(eg, &info, &err);
-	lfd = listen_loopback(port);
-	if (!run || sbx_egress_run_listen(run, 1, lfd, &err) < 0) {
-		fprintf(stderr, "run: %s\n", err.msg);
-		exit(2);
-	}
-	return run;
-}
+static struct scratch scratch;
 
 static double cpu_seconds(void)
 {
@@ -315,16 +74,17 @@ static double cpu_seconds(void)
  * one byte a while defers forever). Any sandbox program can do this. */
 static void test_oob(void)
 {
-	struct sbx_config_egress cfg = base_config();
+	struct sbx_config_egress cfg = base_config(scratch.hosts);
 	struct server sink;
 	struct sbx_egress *eg;
 	uint16_t port;
 	int fd;
 
-	server_start(&sink, false);
+	server_start(&sink, 0);
 	eg = proxy_start(&cfg);
 	Sbx__V1__EgressRule r[1] = {rule("dst.test", sink.port)};
-	struct sbx_egress_run *run = run_open(eg, "run-oob", "uid:1001", r, 1, &port);
+	struct sbx_egress_run *run =
+	    run_open(eg, "run-oob", "uid:1001", DIGEST, allowlist(r, 1), &port);
 
 	check(connect_via(port, "dst.test", sink.port, &fd) == 200, "oob: CONNECT allowed");
 	write_all(fd, "AAAA", 4);
@@ -373,7 +133,7 @@ static void test_oob(void)
  * read does it. */
 static void test_pipes(void)
 {
-	struct sbx_config_egress cfg = base_config();
+	struct sbx_config_egress cfg = base_config(scratch.hosts);
 	struct server blast;
 	struct sbx_egress *eg;
 	enum { CONNS = 80 };
@@ -381,10 +141,11 @@ static void test_pipes(void)
 	uint16_t port;
 	int ok = 0;
 
-	server_start(&blast, true);
+	server_start(&blast, BLAST_BYTES);
 	eg = proxy_start(&cfg);
 	Sbx__V1__EgressRule r[1] = {rule("dst.test", blast.port)};
-	struct sbx_egress_run *run = run_open(eg, "run-pipes", "uid:1001", r, 1, &port);
+	struct sbx_egress_run *run =
+	    run_open(eg, "run-pipes", "uid:1001", DIGEST, allowlist(r, 1), &port);
 
 	for (int i = 0; i < CONNS; i++) {
 		int rcv = 4096;
@@ -428,7 +189,7 @@ static void test_pipes(void)
  * ~8 KiB past the entry's bytes_per_second (and the host-wide one). */
 static void test_early(void)
 {
-	struct sbx_config_egress cfg = base_config();
+	struct sbx_config_egress cfg = base_config(scratch.hosts);
 	struct server sink;
 	struct sbx_egress *eg;
 	enum { CONNS = 24, EARLY = 8000 };
@@ -437,11 +198,12 @@ static void test_early(void)
 	uint16_t port;
 	char req[EARLY + 256];
 
-	server_start(&sink, false);
+	server_start(&sink, 0);
 	eg = proxy_start(&cfg);
 	Sbx__V1__EgressRule r[1] = {rule("dst.test", sink.port)};
 	r[0].bytes_per_second = rate;
-	struct sbx_egress_run *run = run_open(eg, "run-early", "uid:1001", r, 1, &port);
+	struct sbx_egress_run *run =
+	    run_open(eg, "run-early", "uid:1001", DIGEST, allowlist(r, 1), &port);
 
 	int n = snprintf(req, sizeof(req), "CONNECT dst.test:%u HTTP/1.1\r\n\r\n", sink.port);
 	memset(req + n, 'e', EARLY);
@@ -479,7 +241,7 @@ static void test_early(void)
  * 8, a run may hold 4, and identity A has two runs. */
 static void test_share(void)
 {
-	struct sbx_config_egress cfg = base_config();
+	struct sbx_config_egress cfg = base_config(scratch.hosts);
 	struct server sink;
 	struct sbx_egress *eg;
 	uint16_t pa1, pa2, pb;
@@ -487,12 +249,14 @@ static void test_share(void)
 
 	cfg.connections_per_run = 4;
 	cfg.connections_max = 8;
-	server_start(&sink, false);
+	server_start(&sink, 0);
 	eg = proxy_start(&cfg);
 	Sbx__V1__EgressRule r[1] = {rule("dst.test", sink.port)};
-	struct sbx_egress_run *a1 = run_open(eg, "run-a1", "uid:1001", r, 1, &pa1);
-	struct sbx_egress_run *a2 = run_open(eg, "run-a2", "uid:1001", r, 1, &pa2);
-	struct sbx_egress_run *b = run_open(eg, "run-b", "uid:1002", r, 1, &pb);
+	struct sbx_egress_run *a1 =
+	    run_open(eg, "run-a1", "uid:1001", DIGEST, allowlist(r, 1), &pa1);
+	struct sbx_egress_run *a2 =
+	    run_open(eg, "run-a2", "uid:1001", DIGEST, allowlist(r, 1), &pa2);
+	struct sbx_egress_run *b = run_open(eg, "run-b", "uid:1002", DIGEST, allowlist(r, 1), &pb);
 
 	/* Identity A: connections that never write (heads). */
 	for (int i = 0; i < 8; i++)
@@ -523,13 +287,13 @@ static void test_share(void)
  * identity: each gets 429 too_many_connections. */
 static void test_hostwide(void)
 {
-	struct sbx_config_egress cfg = base_config();
+	struct sbx_config_egress cfg = base_config(scratch.hosts);
 	struct server sink;
 	struct sbx_egress *eg;
 	uint16_t pa, pb;
 	int held[4], fd, ok = 0;
 
-	server_start(&sink, false);
+	server_start(&sink, 0);
 	cfg.destinations[0] = (struct sbx_egress_destination){.host = "dst.test",
 							      .port = sink.port,
 							      .max_concurrent = 4,
@@ -537,8 +301,10 @@ static void test_hostwide(void)
 	cfg.n_destinations = 1;
 	eg = proxy_start(&cfg);
 	Sbx__V1__EgressRule r[1] = {rule("dst.test", sink.port)};
-	struct sbx_egress_run *a = run_open(eg, "run-hw-a", "uid:1001", r, 1, &pa);
-	struct sbx_egress_run *b = run_open(eg, "run-hw-b", "uid:1002", r, 1, &pb);
+	struct sbx_egress_run *a =
+	    run_open(eg, "run-hw-a", "uid:1001", DIGEST, allowlist(r, 1), &pa);
+	struct sbx_egress_run *b =
+	    run_open(eg, "run-hw-b", "uid:1002", DIGEST, allowlist(r, 1), &pb);
 
 	/* Run A asks for all of it (a fair proxy may give it less). */
 	for (int i = 0; i < 4; i++)
@@ -607,7 +373,7 @@ static off_t file_size(const char *path)
 
 static void test_audit(void)
 {
-	struct sbx_config_egress cfg = base_config();
+	struct sbx_config_egress cfg = base_config(scratch.hosts);
 	enum { RUNS = 4 };
 	const uint64_t identity_rate = 16 * 1024; /* the config's default */
 	struct sbx_egress *eg;
@@ -623,18 +389,18 @@ static void test_audit(void)
 	Sbx__V1__EgressRule r[1] = {rule("dst.test", 9)};
 	for (int i = 0; i < RUNS; i++) {
 		snprintf(id, sizeof(id), "run-audit-%d", i);
-		runs[i] = run_open(eg, id, "uid:1001", r, 1, &cl[i].port);
+		runs[i] = run_open(eg, id, "uid:1001", DIGEST, allowlist(r, 1), &cl[i].port);
 		cl[i].stop = &stop;
 		cl[i].done = 0;
 		pthread_create(&th[i], NULL, audit_client, &cl[i]);
 	}
 	/* Past the accept burst (twice the rate), then measured. */
 	usleep(2500 * 1000);
-	off_t before = file_size(audit_path);
+	off_t before = file_size(scratch.audit_path);
 	int64_t t0 = sbx_mono_ms();
 
 	usleep(3000 * 1000);
-	off_t after = file_size(audit_path);
+	off_t after = file_size(scratch.audit_path);
 	double secs = (double)(sbx_mono_ms() - t0) / 1000.0;
 	double rate = (double)(after - before) / secs;
 
@@ -706,7 +472,7 @@ static void *dns_thread(void *arg)
 
 static void test_lookups(void)
 {
-	struct sbx_config_egress cfg = base_config();
+	struct sbx_config_egress cfg = base_config(scratch.hosts);
 	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t sl = sizeof(sin);
 	struct dns_server dns = {.delay_ms = 150};
@@ -714,14 +480,14 @@ static void test_lookups(void)
 	char resolv[160];
 	FILE *f;
 
-	server_start(&sink, false);
+	server_start(&sink, 0);
 	dns.fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (bind(dns.fd, (struct sockaddr *)&sin, sizeof(sin)) < 0 ||
 	    getsockname(dns.fd, (struct sockaddr *)&sin, &sl) < 0)
 		exit(2);
 	dns.port = ntohs(sin.sin_port);
 	pthread_create(&dns.thread, NULL, dns_thread, &dns);
-	snprintf(resolv, sizeof(resolv), "%s/resolv.conf", dir);
+	snprintf(resolv, sizeof(resolv), "%s/resolv.conf", scratch.dir);
 	f = fopen(resolv, "w");
 	fprintf(f, "nameserver 127.0.0.1:%u\n", dns.port);
 	fclose(f);
@@ -734,7 +500,8 @@ static void test_lookups(void)
 		uint16_t port;
 		int fds[8];
 		char req[128];
-		struct sbx_egress_run *run = run_open(eg, "run-lookups", "uid:1001", r, 1, &port);
+		struct sbx_egress_run *run =
+		    run_open(eg, "run-lookups", "uid:1001", DIGEST, allowlist(r, 1), &port);
 
 		snprintf(req, sizeof(req), "CONNECT slow.test:%u HTTP/1.1\r\n\r\n", sink.port);
 		for (int i = 0; i < 8; i++) {
@@ -762,9 +529,6 @@ static void test_lookups(void)
 
 int main(int argc, char **argv)
 {
-	struct sbx_err err;
-	FILE *f;
-
 	signal(SIGPIPE, SIG_IGN);
 	/* As sbxd does at start (server/main.c): the proxy's pool is sized
 	 * from the soft limit, which ctest leaves at 1024. */
@@ -778,17 +542,7 @@ int main(int argc, char **argv)
 			argv[0]);
 		return 2;
 	}
-	if (!mkdtemp(dir))
-		return 2;
-	snprintf(hosts, sizeof(hosts), "%s/hosts", dir);
-	snprintf(audit_path, sizeof(audit_path), "%s/audit.log", dir);
-	f = fopen(hosts, "w");
-	fprintf(f, "127.0.0.1 dst.test\n");
-	fclose(f);
-	if (sbx_audit_open(audit_path, NULL, &err) < 0) {
-		fprintf(stderr, "audit: %s\n", err.msg);
-		return 2;
-	}
+	scratch_open(&scratch, "/tmp/sbx-test-egress-review-XXXXXX", "127.0.0.1 dst.test\n");
 	if (!strcmp(argv[1], "oob"))
 		test_oob();
 	else if (!strcmp(argv[1], "pipes"))
@@ -806,8 +560,6 @@ int main(int argc, char **argv)
 	else
 		return 2;
 	sbx_audit_close();
-	unlink(hosts);
-	unlink(audit_path);
-	rmdir(dir);
+	scratch_remove(&scratch);
 	return check_done();
 }
