@@ -220,12 +220,23 @@ class EgressWire(ServerTestCase, Calls):
         r = self.ok("ReadOutput", pb.ReadOutputRequest(run_id=run, exec_id=ex, stream=pb.STDOUT,
                                                        timeout_ms=10000), pb.ReadOutputResponse)
         self.assertEqual(r.data, b"HTTP/1.1 200 Connection established\n")
+        with self.origin.lock:
+            mark = len(self.origin.conns)
         st, out, err = self.run_argv(run, ["curl", "-sS", "http://api.test:%d/y" % port])
         self.assertEqual((st.exit_code, out), (0, BODY.decode()), err)
         s = self.ok("Status", pb.StatusRequest(run_id=run), pb.StatusResponse)
         self.assertEqual([e.open for e in s.egress if e.method == "CONNECT"], [True], s.egress)
-        with self.origin.lock:
-            before = len(self.origin.conns)  # the tunnel's is not among them: still open
+        # curl's connection is counted once the origin read it to its end,
+        # which may come a moment after curl exited: wait for it, so that
+        # what Teardown adds is the tunnel's alone.
+        deadline = time.time() + 5
+        while time.time() < deadline:
+            with self.origin.lock:
+                before = len(self.origin.conns)  # the tunnel's is not among them: still open
+            if before == mark + 1:
+                break
+            time.sleep(0.05)
+        self.assertEqual(before, mark + 1, "curl's connection")
         self.ok("Teardown", pb.TeardownRequest(run_id=run), pb.TeardownResponse)
         # Teardown returns with every relayed connection closed and its
         # close record written: the proxy cuts the tunnel before the sandbox
