@@ -28,7 +28,8 @@ class ExecResult:
     output_kb; *_truncated when more was written) and what it used."""
     exec_id: str
     argv: list
-    # running, exited, signaled, timeout, oom, run_expired, torn_down, setup_failed
+    # running, exited, signaled, timeout, oom, run_expired, idle (the run's
+    # lease ran out: idle_seconds without a call), torn_down, setup_failed
     reason: str
     exit_code: int
     signal: int
@@ -64,14 +65,14 @@ class ExecResult:
 
     @property
     def returncode(self):
-        """As a shell (and `sbx run`) would say it: the exit code, 128+signal,
-        124 for a timeout or an expired run, 137 for oom and torn_down, 125
+        """As a shell (and `sbxctl run`) would say it: the exit code, 128+signal,
+        124 for a timeout or an expired or idle run, 137 for oom and torn_down, 125
         for an exec that could not start."""
         if self.reason == "exited":
             return self.exit_code & 0xFF
         if self.reason == "signaled":
             return 128 + (self.signal & 0x7F)
-        if self.reason in ("timeout", "run_expired"):
+        if self.reason in ("timeout", "run_expired", "idle"):
             return 124
         if self.reason in ("oom", "torn_down"):
             return 128 + _signal.SIGKILL
