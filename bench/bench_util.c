@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "sleep.h"
 #include "util.h"
 
 const char *bench_prog = "sbx-bench";
@@ -301,4 +302,78 @@ int bench_no_operands(int argc, char **argv, int optind_, void (*usage)(FILE *))
 	bench_note("unexpected argument '%s'", argv[optind_]);
 	usage(stderr);
 	return 2;
+}
+
+void bench_find_sbxd_helper(const char **sbxd, char *sbxd_buf, const char **helper,
+			    char *helper_buf, size_t size)
+{
+	if (!*sbxd) {
+		bench_default_path(sbxd_buf, size, "../server/sbxd", "--sbxd");
+		*sbxd = sbxd_buf;
+	}
+	if (!*helper) {
+		bench_default_path(helper_buf, size, "../helper/sbx-helper", "--helper");
+		*helper = helper_buf;
+	}
+	bench_check_exec("sbxd", *sbxd, " (pass --sbxd PATH)");
+	bench_check_exec("sbx-helper", *helper, " (pass --helper PATH)");
+}
+
+void bench_make_absolute(const char **path, char *buf, size_t size)
+{
+	char real[PATH_MAX];
+
+	if (!realpath(*path, real))
+		bench_die_errno("%s", *path);
+	snprintf(buf, size, "%s", real);
+	*path = buf;
+}
+
+pid_t bench_spawn(char *const *argv, char *const *env, const char *logfile)
+{
+	_cleanup_close_ int out = open(logfile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	_cleanup_close_ int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+	if (out < 0 || null < 0)
+		bench_die_errno("open %s", logfile);
+	fflush(NULL);
+	pid_t parent = getpid();
+	pid_t pid = fork();
+	if (pid < 0)
+		bench_die_errno("fork");
+	if (pid == 0) {
+		setpgid(0, 0);
+		if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != parent)
+			_exit(1);
+		if (dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0)
+			_exit(127);
+		if (env)
+			execve(argv[0], argv, env);
+		else
+			execv(argv[0], argv);
+		dprintf(STDERR_FILENO, "exec %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	return pid;
+}
+
+void bench_stop_child(pid_t *pid, const char *what, int timeout_ms)
+{
+	if (*pid <= 0)
+		return;
+	kill(*pid, SIGTERM);
+	for (int waited = 0;; waited += 20) {
+		pid_t p = waitpid(*pid, NULL, WNOHANG);
+		if (p == *pid || (p < 0 && errno != EINTR))
+			break;
+		if (waited >= timeout_ms) {
+			bench_note("%s did not stop within %d s of SIGTERM; killing it", what,
+				   timeout_ms / 1000);
+			kill(*pid, SIGKILL);
+			waitpid(*pid, NULL, 0);
+			break;
+		}
+		sbx_sleep_ms(20);
+	}
+	*pid = -1;
 }

@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #define BENCH_MAX_ARGS 64
 
@@ -40,6 +41,15 @@ void bench_default_path(char *buf, size_t size, const char *rel, const char *opt
 /* Dies unless path is executable, naming what it is and (hint, e.g.
  * " (pass --helper PATH)") how to choose another. */
 void bench_check_exec(const char *what, const char *path, const char *hint);
+/* The --sbxd and --helper defaults (../server/sbxd and ../helper/sbx-helper
+ * next to this binary, into the size-byte buffers) when *sbxd or *helper is
+ * NULL, then the check that both are executable: the benchmarks that start
+ * a private sbxd all begin so. */
+void bench_find_sbxd_helper(const char **sbxd, char *sbxd_buf, const char **helper,
+			    char *helper_buf, size_t size);
+/* *path made absolute in buf (sbxd's config wants an absolute helper path),
+ * or die naming it. */
+void bench_make_absolute(const char **path, char *buf, size_t size);
 /* handler for SIGINT, SIGTERM and SIGHUP. */
 void bench_on_signals(void (*handler)(int));
 
@@ -51,6 +61,15 @@ void bench_on_signals(void (*handler)(int));
  * child dies with us (PR_SET_PDEATHSIG). */
 double bench_run(char *const *argv, char *const *env, const char *dir, int in, int out, int err,
 		 volatile sig_atomic_t *stop, int *status);
+
+/* Forks argv[0] with argv (and env; NULL: ours), stdin on /dev/null,
+ * stdout and stderr into logfile, in its own process group (a ^C reaches
+ * us, and we stop it); it gets SIGTERM if we die. For the daemons a
+ * benchmark keeps running beside it (sbxd, tinyproxy, a raw server). */
+pid_t bench_spawn(char *const *argv, char *const *env, const char *logfile);
+/* SIGTERM to *pid, then SIGKILL after timeout_ms with a note naming what;
+ * *pid becomes -1. Nothing when *pid <= 0. */
+void bench_stop_child(pid_t *pid, const char *what, int timeout_ms);
 
 /* Appends a to the NULL-terminated argv[BENCH_MAX_ARGS] holding *n. */
 void bench_add_arg(char **argv, size_t *n, const char *a);

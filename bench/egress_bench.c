@@ -120,67 +120,15 @@ static void *xcalloc(size_t n, size_t size)
 	return p;
 }
 
-/* SIGTERM, then SIGKILL after STOP_TIMEOUT_MS. */
-static void stop_child(pid_t *pid, const char *what)
-{
-	int status;
-
-	if (*pid <= 0)
-		return;
-	kill(*pid, SIGTERM);
-	for (int waited = 0;; waited += 20) {
-		pid_t p = waitpid(*pid, &status, WNOHANG);
-		if (p == *pid || (p < 0 && errno != EINTR))
-			break;
-		if (waited >= STOP_TIMEOUT_MS) {
-			bench_note("%s did not stop within %d s of SIGTERM; killing it", what,
-				   STOP_TIMEOUT_MS / 1000);
-			kill(*pid, SIGKILL);
-			waitpid(*pid, &status, 0);
-			break;
-		}
-		sbx_sleep_ms(20);
-	}
-	*pid = -1;
-}
-
 static void cleanup(void)
 {
 	if (cleaning)
 		return;
 	cleaning = true;
-	stop_child(&sbxd_pid, "sbxd");
-	stop_child(&tinyproxy_pid, "tinyproxy");
+	bench_stop_child(&sbxd_pid, "sbxd", STOP_TIMEOUT_MS);
+	bench_stop_child(&tinyproxy_pid, "tinyproxy", STOP_TIMEOUT_MS);
 	origin_stop();
 	bench_scratch_remove();
-}
-
-/* argv[0] with argv, stdin on /dev/null, stdout and stderr into logfile, in
- * its own process group (a ^C reaches us, and we stop it); SIGTERM if we
- * die. */
-static pid_t spawn(char *const *argv, const char *logfile)
-{
-	_cleanup_close_ int out = open(logfile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	_cleanup_close_ int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-
-	if (out < 0 || null < 0)
-		bench_die_errno("open %s", logfile);
-	fflush(NULL);
-	pid_t parent = getpid();
-	pid_t pid = fork();
-	if (pid < 0)
-		bench_die_errno("fork");
-	if (pid == 0) {
-		setpgid(0, 0);
-		if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != parent)
-			_exit(1);
-		if (dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0)
-			_exit(127);
-		execve(argv[0], argv, child_env);
-		dprintf(STDERR_FILENO, "exec %s: %s\n", argv[0], strerror(errno));
-		_exit(127);
-	}
-	return pid;
 }
 
 static void write_text(const char *path, const char *text)
@@ -247,7 +195,7 @@ static int start_tinyproxy(const char *tinyproxy)
 	write_text(conf, text);
 	char *argv[] = {(char *)tinyproxy, "-d", "-c", conf, NULL};
 	bench_note("starting %s -d -c %s (port %d)", tinyproxy, conf, port);
-	tinyproxy_pid = spawn(argv, out);
+	tinyproxy_pid = bench_spawn(argv, child_env, out);
 	for (int waited = 0; !port_answers(port); waited += 20) {
 		int status;
 		if (waitpid(tinyproxy_pid, &status, WNOHANG) == tinyproxy_pid) {
@@ -315,7 +263,7 @@ static void start_sbxd(struct server *s, const char *sbxd, const char *helper)
 
 	char *argv[] = {(char *)sbxd, "--config", config, NULL};
 	bench_note("starting %s --config %s", sbxd, config);
-	sbxd_pid = spawn(argv, s->log);
+	sbxd_pid = bench_spawn(argv, child_env, s->log);
 	sbx_client *c = open_client(s->ipc, 1000, -1);
 	struct sbx_rpc_status st = {0};
 	for (int waited = 0;; waited += 50) {
@@ -888,7 +836,7 @@ int main(int argc, char **argv)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	char sbxd_buf[PATH_MAX], helper_buf[PATH_MAX], real[PATH_MAX];
+	char sbxd_buf[PATH_MAX], helper_buf[PATH_MAX];
 	const char *sbxd = NULL, *helper = NULL, *tinyproxy = "/usr/bin/tinyproxy";
 	long size_mib = 256, requests = 1000, downloads = 5;
 	bool json = false;
@@ -927,26 +875,12 @@ int main(int argc, char **argv)
 	if (bench_no_operands(argc, argv, optind, usage))
 		return 2;
 	bench_refuse_root(argv[0], "sbxd and sbx-helper refuse root");
-	if (!sbxd) {
-		bench_default_path(sbxd_buf, sizeof(sbxd_buf), "../server/sbxd", "--sbxd");
-		sbxd = sbxd_buf;
-	}
-	if (!helper) {
-		bench_default_path(helper_buf, sizeof(helper_buf), "../helper/sbx-helper",
-				   "--helper");
-		helper = helper_buf;
-	}
-	bench_check_exec("sbxd", sbxd, " (pass --sbxd PATH)");
-	bench_check_exec("sbx-helper", helper, " (pass --helper PATH)");
+	bench_find_sbxd_helper(&sbxd, sbxd_buf, &helper, helper_buf, sizeof(helper_buf));
 	bench_check_exec("tinyproxy", tinyproxy,
 			 " (apt-get install tinyproxy, or pass --tinyproxy PATH)");
 	bench_check_exec("curl", "/usr/bin/curl", " (apt-get install curl)");
 	bench_check_exec("python3", "/usr/bin/python3", " (apt-get install python3)");
-	/* sbxd's config wants an absolute helper path. */
-	if (!realpath(helper, real))
-		bench_die_errno("%s", helper);
-	snprintf(helper_buf, sizeof(helper_buf), "%s", real);
-	helper = helper_buf;
+	bench_make_absolute(&helper, helper_buf, sizeof(helper_buf));
 
 	bench_on_signals(bench_on_signal);
 	signal(SIGPIPE, SIG_IGN);

@@ -104,64 +104,14 @@ static uint32_t rng_next(void)
 
 /* ------------------------------------------------------------ processes */
 
-/* SIGTERM, then SIGKILL after STOP_TIMEOUT_MS; *pid becomes -1. */
-static void stop_child(pid_t *pid, const char *what)
-{
-	if (*pid <= 0)
-		return;
-	kill(*pid, SIGTERM);
-	for (int waited = 0;; waited += 20) {
-		pid_t p = waitpid(*pid, NULL, WNOHANG);
-		if (p == *pid || (p < 0 && errno != EINTR))
-			break;
-		if (waited >= STOP_TIMEOUT_MS) {
-			bench_note("%s did not stop within %d s of SIGTERM; killing it", what,
-				   STOP_TIMEOUT_MS / 1000);
-			kill(*pid, SIGKILL);
-			waitpid(*pid, NULL, 0);
-			break;
-		}
-		sbx_sleep_ms(20);
-	}
-	*pid = -1;
-}
-
 static void cleanup(void)
 {
 	if (cleaning)
 		return;
 	cleaning = true;
-	stop_child(&raw_pid, "the raw nng server");
-	stop_child(&sbxd_pid, "sbxd");
+	bench_stop_child(&raw_pid, "the raw nng server", STOP_TIMEOUT_MS);
+	bench_stop_child(&sbxd_pid, "sbxd", STOP_TIMEOUT_MS);
 	bench_scratch_remove();
-}
-
-/* Forks argv[0] with argv, stdin on /dev/null, stdout and stderr into
- * logfile, in its own process group (a ^C reaches us, and we stop it); it
- * gets SIGTERM if we die. */
-static pid_t spawn(char *const *argv, const char *logfile)
-{
-	_cleanup_close_ int out = open(logfile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	_cleanup_close_ int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-
-	if (out < 0 || null < 0)
-		bench_die_errno("open %s", logfile);
-	fflush(NULL);
-	pid_t parent = getpid();
-	pid_t pid = fork();
-	if (pid < 0)
-		bench_die_errno("fork");
-	if (pid == 0) {
-		setpgid(0, 0);
-		if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != parent)
-			_exit(1);
-		if (dup2(null, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0)
-			_exit(127);
-		execv(argv[0], argv);
-		dprintf(STDERR_FILENO, "exec %s: %s\n", argv[0], strerror(errno));
-		_exit(127);
-	}
-	return pid;
 }
 
 /* ------------------------------------------------------------ the caller */
@@ -313,7 +263,7 @@ static void start_sbxd(struct target *t, const char *sbxd, const char *helper)
 
 	char *argv[] = {(char *)sbxd, "--config", config, NULL};
 	bench_note("starting %s --config %s (%s)", sbxd, config, t->url);
-	sbxd_pid = spawn(argv, t->log);
+	sbxd_pid = bench_spawn(argv, NULL, t->log);
 	t->pid = &sbxd_pid;
 	wait_answers(t);
 }
@@ -324,7 +274,7 @@ static void start_raw(struct target *t, const char *self)
 	t->port = bench_free_port();
 	snprintf(t->url, sizeof(t->url), "tcp://127.0.0.1:%d", t->port);
 	char *argv[] = {(char *)self, SERVE_RAW_OPT, t->url, NULL};
-	raw_pid = spawn(argv, t->log);
+	raw_pid = bench_spawn(argv, NULL, t->log);
 	t->pid = &raw_pid;
 	wait_answers(t);
 }
@@ -550,7 +500,8 @@ static void measure_target(struct target *t, const char *self, const bool *kinds
 				    new_cell(t->name, (enum kind)k, froms[f], rates[r]);
 				c->base = base;
 				if (!t->sbxd) {
-					stop_child(&raw_pid, "the raw nng server");
+					bench_stop_child(&raw_pid, "the raw nng server",
+							 STOP_TIMEOUT_MS);
 					start_raw(t, self);
 				}
 				measure(c, t, samples);
@@ -558,7 +509,7 @@ static void measure_target(struct target *t, const char *self, const bool *kinds
 		}
 	}
 	if (!t->sbxd)
-		stop_child(&raw_pid, "the raw nng server");
+		bench_stop_child(&raw_pid, "the raw nng server", STOP_TIMEOUT_MS);
 }
 
 static void fmt_ratio(char *buf, size_t size, double x, double base)
@@ -707,7 +658,7 @@ int main(int argc, char **argv)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	char sbxd_buf[PATH_MAX], helper_buf[PATH_MAX], self[PATH_MAX], real[PATH_MAX];
+	char sbxd_buf[PATH_MAX], helper_buf[PATH_MAX], self[PATH_MAX];
 	const char *sbxd = NULL, *helper = NULL;
 	bool kinds[K_COUNT] = {[K_HDRGARBAGE] = true};
 	long rates[MAX_RATES] = {0, 10, 100, 1000}, samples = 0;
@@ -752,22 +703,8 @@ int main(int argc, char **argv)
 	bench_refuse_root(argv[0], "sbxd refuses root");
 	if (!samples)
 		samples = quick ? 20 : 60;
-	if (!sbxd) {
-		bench_default_path(sbxd_buf, sizeof(sbxd_buf), "../server/sbxd", "--sbxd");
-		sbxd = sbxd_buf;
-	}
-	if (!helper) {
-		bench_default_path(helper_buf, sizeof(helper_buf), "../helper/sbx-helper",
-				   "--helper");
-		helper = helper_buf;
-	}
-	bench_check_exec("sbxd", sbxd, " (pass --sbxd PATH)");
-	bench_check_exec("sbx-helper", helper, " (pass --helper PATH)");
-	/* sbxd's config wants an absolute helper path. */
-	if (!realpath(helper, real))
-		bench_die_errno("%s", helper);
-	snprintf(helper_buf, sizeof(helper_buf), "%s", real);
-	helper = helper_buf;
+	bench_find_sbxd_helper(&sbxd, sbxd_buf, &helper, helper_buf, sizeof(helper_buf));
+	bench_make_absolute(&helper, helper_buf, sizeof(helper_buf));
 	ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	if (len < 0)
 		bench_die_errno("readlink /proc/self/exe");
@@ -784,7 +721,7 @@ int main(int argc, char **argv)
 	struct target ts = {.name = "sbxd", .sbxd = true};
 	start_sbxd(&ts, sbxd, helper);
 	measure_target(&ts, self, kinds, rates, n_rates, samples);
-	stop_child(&sbxd_pid, "sbxd");
+	bench_stop_child(&sbxd_pid, "sbxd", STOP_TIMEOUT_MS);
 	if (raw) {
 		struct target tr = {.name = "raw nng", .req = ts.req, .req_len = ts.req_len};
 		measure_target(&tr, self, kinds, rates, n_rates, samples);

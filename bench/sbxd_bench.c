@@ -119,25 +119,7 @@ static double run_ok(const char *what, char *const *argv, const char *dir)
 
 static void stop_sbxd(void)
 {
-	int status;
-
-	if (sbxd_pid <= 0)
-		return;
-	kill(sbxd_pid, SIGTERM);
-	for (int waited = 0;; waited += 20) {
-		pid_t p = waitpid(sbxd_pid, &status, WNOHANG);
-		if (p == sbxd_pid || (p < 0 && errno != EINTR))
-			break;
-		if (waited >= STOP_TIMEOUT_MS) {
-			bench_note("sbxd did not stop within %d s of SIGTERM; killing it",
-				   STOP_TIMEOUT_MS / 1000);
-			kill(sbxd_pid, SIGKILL);
-			waitpid(sbxd_pid, &status, 0);
-			break;
-		}
-		sbx_sleep_ms(20);
-	}
-	sbxd_pid = -1;
+	bench_stop_child(&sbxd_pid, "sbxd", STOP_TIMEOUT_MS);
 }
 
 static void cleanup(void)
@@ -931,7 +913,7 @@ int main(int argc, char **argv)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	char sbxd_buf[PATH_MAX], helper_buf[PATH_MAX], real[PATH_MAX];
+	char sbxd_buf[PATH_MAX], helper_buf[PATH_MAX];
 	const char *sbxd = NULL, *helper = NULL, *bwrap = "/usr/bin/bwrap";
 	struct counts n = {2000, 500, 50, 100, 3};
 	long health_n = 0, cycles_n = 0, execs_n = 0, fetches_n = 0;
@@ -1006,24 +988,10 @@ int main(int argc, char **argv)
 	if (fetches_n)
 		n.fetches = fetches_n;
 
-	if (!sbxd) {
-		bench_default_path(sbxd_buf, sizeof(sbxd_buf), "../server/sbxd", "--sbxd");
-		sbxd = sbxd_buf;
-	}
-	if (!helper) {
-		bench_default_path(helper_buf, sizeof(helper_buf), "../helper/sbx-helper",
-				   "--helper");
-		helper = helper_buf;
-	}
-	bench_check_exec("sbxd", sbxd, " (pass --sbxd PATH)");
-	bench_check_exec("sbx-helper", helper, " (pass --helper PATH)");
+	bench_find_sbxd_helper(&sbxd, sbxd_buf, &helper, helper_buf, sizeof(helper_buf));
 	if (only & ONLY_CYCLE)
 		bench_check_exec("bwrap", bwrap, " (pass --bwrap PATH)");
-	/* sbxd's config wants an absolute helper path. */
-	if (!realpath(helper, real))
-		bench_die_errno("%s", helper);
-	snprintf(helper_buf, sizeof(helper_buf), "%s", real);
-	helper = helper_buf;
+	bench_make_absolute(&helper, helper_buf, sizeof(helper_buf));
 
 	bench_on_signals(bench_on_signal);
 	signal(SIGPIPE, SIG_IGN);
