@@ -18,6 +18,7 @@
 
 #include <jansson.h>
 
+#include "config_rules.h"
 #include "listen_url.h"
 #include "path.h"
 #include "policy.h"
@@ -329,13 +330,8 @@ static int parse_numbers(struct sbx_config *cfg, json_t *root, struct sbx_err *e
 	}
 	/* An unwritten per-identity cap follows a smaller host-wide one
 	 * instead of failing on a number the operator never wrote. */
-	if (cfg->runs_max_per_identity > cfg->runs_max) {
-		if (json_object_get(root, "runs_max_per_identity"))
-			return sbx_fail(err, "runs_max_per_identity: must not exceed runs_max (%u)",
-					cfg->runs_max);
-		cfg->runs_max_per_identity = cfg->runs_max;
-	}
-	return 0;
+	return config_follow(root, "runs_max_per_identity", "runs_max_per_identity",
+			     &cfg->runs_max_per_identity, cfg->runs_max, "runs_max", err);
 }
 
 /* ---- connections ---- */
@@ -385,15 +381,8 @@ static int parse_connections(struct sbx_config *cfg, json_t *v, struct sbx_err *
 	}
 	c->per_listener_given = json_object_get(v, "per_listener") != NULL;
 	/* As runs_max_per_identity follows runs_max. */
-	if (c->per_peer > c->per_listener) {
-		if (json_object_get(v, "per_peer"))
-			return sbx_fail(err,
-					"connections.per_peer: must not exceed "
-					"connections.per_listener (%u)",
-					c->per_listener);
-		c->per_peer = c->per_listener;
-	}
-	return 0;
+	return config_follow(v, "per_peer", "connections.per_peer", &c->per_peer, c->per_listener,
+			     "connections.per_listener", err);
 }
 
 /* ---- the document ---- */
@@ -490,14 +479,10 @@ static int parse_root(struct sbx_config *cfg, json_t *root, struct sbx_err *err)
 		return -1;
 	/* As runs_max_per_identity follows runs_max: an unwritten default
 	 * follows a lower ceiling. */
-	if (cfg->idle_seconds_default > cfg->limits_max.idle_seconds) {
-		if (json_object_get(root, "idle_seconds_default"))
-			return sbx_fail(err,
-					"idle_seconds_default: must not exceed "
-					"limits_max.idle_seconds (%u)",
-					cfg->limits_max.idle_seconds);
-		cfg->idle_seconds_default = cfg->limits_max.idle_seconds;
-	}
+	if (config_follow(root, "idle_seconds_default", "idle_seconds_default",
+			  &cfg->idle_seconds_default, cfg->limits_max.idle_seconds,
+			  "limits_max.idle_seconds", err) < 0)
+		return -1;
 	if ((v = json_object_get(root, "connections")) && parse_connections(cfg, v, err) < 0)
 		return -1;
 	if (sbx_config_parse_egress(cfg, root, err) < 0)

@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "config.h"
+#include "config_rules.h"
 #include "hostname.h"
 #include "path.h"
 #include "policy.h"
@@ -93,21 +94,9 @@ static int set_file(json_t *v, const char *where, char **out, struct sbx_err *er
 	return 0;
 }
 
-static int get_u32(json_t *obj, const char *where, const char *key, json_int_t min, json_int_t max,
-		   uint32_t *out, struct sbx_err *err)
-{
-	json_t *v = json_object_get(obj, key);
-	char at[WHERE_MAX + 32];
-	json_int_t n = 0;
-
-	if (!v)
-		return 0;
-	snprintf(at, sizeof(at), "%s.%s", where, key);
-	if (sbx_json_int(v, at, min, max, &n, err) < 0)
-		return -1;
-	*out = (uint32_t)n;
-	return 0;
-}
+/* Every number of this section is a uint32_t (config_rules.h). */
+#define get_u32(obj, where, key, min, max, out, err)                                               \
+	config_get_int(obj, where, key, min, max, out, sizeof(uint32_t), err)
 
 /* ---- destinations: "host:port" -> {limits}; 0 turns a limit off ---- */
 
@@ -261,14 +250,10 @@ static int parse_egress(struct sbx_config_egress *eg, json_t *v, struct sbx_err 
 		return -1;
 	/* As runs_max_per_identity follows runs_max: an unwritten per-run
 	 * bound follows a smaller host-wide one. */
-	if (eg->connections_per_run > eg->connections_max) {
-		if (json_object_get(v, "connections_per_run"))
-			return sbx_fail(err,
-					"egress.connections_per_run: must not exceed "
-					"egress.connections_max (%u)",
-					eg->connections_max);
-		eg->connections_per_run = eg->connections_max;
-	}
+	if (config_follow(v, "connections_per_run", "egress.connections_per_run",
+			  &eg->connections_per_run, eg->connections_max, "egress.connections_max",
+			  err) < 0)
+		return -1;
 	if ((f = json_object_get(v, "destinations")) && parse_destinations(eg, f, err) < 0)
 		return -1;
 	return 0;

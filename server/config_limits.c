@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "config.h"
+#include "config_rules.h"
 #include "policy.h"
 #include "strict_json.h"
 
@@ -70,28 +71,7 @@ void sbx_config_limits_defaults(struct sbx_config *cfg)
 	};
 }
 
-/* One integer key of obj (where.key), min..max, into a uint32_t or uint64_t. */
-static int get_int(json_t *obj, const char *where, const char *key, json_int_t min, json_int_t max,
-		   void *out, size_t size, struct sbx_err *err)
-{
-	json_t *v = json_object_get(obj, key);
-	char path[64];
-	json_int_t n = 0;
-
-	if (!v)
-		return 0;
-	snprintf(path, sizeof(path), "%s.%s", where, key);
-	if (sbx_json_int(v, path, min, max, &n, err) < 0)
-		return -1;
-	if (size == sizeof(uint32_t))
-		*(uint32_t *)out = (uint32_t)n;
-	else
-		*(uint64_t *)out = (uint64_t)n;
-	return 0;
-}
-
-#define GET(obj, where, key, min, max, field)                                                      \
-	get_int(obj, where, key, min, max, &(field), sizeof(field), err)
+#define GET(obj, where, key, min, max, field) CONFIG_GET(obj, where, key, min, max, field, err)
 
 static const char *const limits_keys[] = {
     "cpu",    "memory_mb", "script_seconds", "run_seconds", "pids",	    "out_mb",
