@@ -23,13 +23,12 @@
 #include <openssl/evp.h>
 
 #include "hostname.h"
+#include "image_ref.h"
 #include "path.h"
 #include "strict_json.h"
 #include "util.h"
 
 #define IMAGE_PATH_MAX 4096
-#define IMAGE_NAME_MAX 128
-#define IMAGE_TAG_MAX  128
 #define ENV_NAME_MAX   256
 #define ENV_VALUE_MAX  32768
 
@@ -56,57 +55,6 @@ static bool is_rootfs_path(const char *s)
 	return s[0] == '/' && !sbx_path_problem(s, IMAGE_PATH_MAX, SBX_PATH_NO_DOTDOT);
 }
 
-static bool is_lower_hex(const char *s, size_t len)
-{
-	for (size_t i = 0; i < len; i++)
-		if (!isdigit((unsigned char)s[i]) && !(s[i] >= 'a' && s[i] <= 'f'))
-			return false;
-	return true;
-}
-
-static bool is_name_start(char c)
-{
-	return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-}
-
-static bool is_name_char(char c)
-{
-	return is_name_start(c) || (c && strchr("._/-", c));
-}
-
-static bool is_tag_char(char c)
-{
-	return isalnum((unsigned char)c) || (c && strchr("_.-", c));
-}
-
-/* name:tag@sha256:<64 lowercase hex>. Neither name nor tag may hold ':' or
- * '@', so the first of each is the separator. ctype is locale-bound, but the
- * library never calls setlocale, so isalnum is ASCII here. */
-static bool is_pinned_ref(const char *s)
-{
-	static const char algo[] = "sha256:";
-	const char *colon = strchr(s, ':');
-	const char *at;
-	size_t n;
-
-	if (!colon || colon - s > IMAGE_NAME_MAX || !is_name_start(s[0]))
-		return false;
-	for (const char *c = s; c < colon; c++)
-		if (!is_name_char(*c))
-			return false;
-	at = strchr(colon + 1, '@');
-	n = at ? (size_t)(at - colon - 1) : 0;
-	if (n == 0 || n > IMAGE_TAG_MAX)
-		return false;
-	for (const char *c = colon + 1; c < at; c++)
-		if (!is_tag_char(*c))
-			return false;
-	if (strncmp(at + 1, algo, sizeof(algo) - 1) != 0)
-		return false;
-	at += sizeof(algo);
-	return strlen(at) == 64 && is_lower_hex(at, 64);
-}
-
 static int parse_image(SbxPolicy *p, json_t *v, struct sbx_err *err)
 {
 	const char *s;
@@ -115,9 +63,13 @@ static int parse_image(SbxPolicy *p, json_t *v, struct sbx_err *err)
 		return sbx_fail(err, "image: missing");
 	if (sbx_json_string(v, "image", &s, NULL, err) < 0)
 		return -1;
-	if (strcmp(s, "host") != 0 && !is_rootfs_path(s) && !is_pinned_ref(s))
-		return sbx_fail(err, "image: must be \"host\", an absolute rootfs path, "
-				     "or name:tag@sha256:<64 hex>");
+	/* name:tag without a pin parses: whether it may run is the store's
+	 * rule (sbxd's images.allow_unpinned), not the document's. */
+	struct sbx_image_ref ref;
+	if (strcmp(s, "host") != 0 && !is_rootfs_path(s) &&
+	    sbx_image_ref_parse(s, false, &ref, err) < 0)
+		return sbx_err_prefix(err, "image: must be \"host\", an absolute rootfs path, "
+					   "name:tag or name:tag@sha256:<64 hex>");
 	p->image = strdup(s);
 	return p->image ? 0 : oom(err);
 }

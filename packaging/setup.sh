@@ -21,7 +21,8 @@ PACKAGES=(build-essential cmake pkg-config gcc clang clang-format libseccomp-dev
           libnng-dev nng-utils libprotobuf-c-dev protobuf-c-compiler libjansson-dev
           libevent-dev libidn2-dev
           libarchive-dev libssl-dev openssl bubblewrap tinyproxy python3 iproute2
-          curl valgrind ca-certificates python3-protobuf protobuf-compiler time)
+          curl valgrind ca-certificates python3-protobuf protobuf-compiler time
+          umoci skopeo mmdebstrap busybox-static zstd uidmap)
 
 usage() {
     cat <<EOF

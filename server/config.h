@@ -98,6 +98,14 @@ struct sbx_config_egress {
 	size_t n_destinations;
 };
 
+/* The "images" section (config_images.c): the image store and what one
+ * import may write (server/images/images.h). 0 in a bound: its default. */
+struct sbx_config_images {
+	char *dir;	     /* NULL: <state_dir>/images */
+	bool allow_unpinned; /* a policy's name:tag without @sha256: runs; default false */
+	uint64_t max_entries, max_bytes, max_file_bytes;
+};
+
 struct sbx_config {
 	/* ipc://PATH, tls+tcp://HOST:PORT, tcp:// (insecure) */
 	char *listen[SBX_CONFIG_MAX_LISTEN];
@@ -132,6 +140,7 @@ struct sbx_config {
 	char *log_group; /* may read the audit log (0640); NULL: sbxd alone (0600) */
 	struct sbx_config_connections connections;
 	struct sbx_config_egress egress;
+	struct sbx_config_images images;
 };
 
 /* What the command line sets; NULL (or n_listen 0) leaves the file's. */

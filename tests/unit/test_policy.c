@@ -104,6 +104,16 @@ static void test_design_example(void)
 	sbx_policy_free(p);
 }
 
+static void test_unpinned_parses(void)
+{
+	struct sbx_err err = {0};
+	SbxPolicy *p = parse("{'image': 'recon-runtime:2026.08.1'}", &err);
+
+	/* Whether an unpinned name may run is sbxd's rule (images.allow_unpinned). */
+	check(p && strcmp(p->image, "recon-runtime:2026.08.1") == 0, "unpinned name:tag parses");
+	sbx_policy_free(p);
+}
+
 static void test_host_defaults(void)
 {
 	struct sbx_err err = {0};
@@ -409,11 +419,12 @@ static const struct {
     {"image null", "{'image': null}", "image: must be a string"},
     {"image with NUL", "{'image': '/srv/a\\u0000b'}", "image: must not contain NUL"},
     {"image empty", "{'image': ''}",
-     "image: must be \"host\", an absolute rootfs path, or name:tag@sha256:<64 hex>"},
+     "image: must be \"host\", an absolute rootfs path, name:tag or name:tag@sha256:<64 hex>"},
     {"image HOST", "{'image': 'HOST'}", "image: must be \"host\""},
     {"image relative path", "{'image': 'srv/rootfs'}", "image: must be \"host\""},
     {"image path with ..", "{'image': '/srv/../etc'}", "image: must be \"host\""},
-    {"image unpinned", "{'image': 'recon-runtime:2026.08.1'}", "image: must be \"host\""},
+    {"image bad pin", "{'image': 'recon-runtime:2026.08.1@sha256:abc'}", "the pin must be"},
+    {"image empty tag", "{'image': 'recon-runtime:'}", "the tag must be"},
     {"image without tag", "{'image': 'recon-runtime@sha256:" D64 "'}", "image: must be \"host\""},
     {"image uppercase name", "{'image': 'Recon:1@sha256:" D64 "'}", "image: must be \"host\""},
     {"image uppercase digest",
@@ -849,6 +860,7 @@ int main(void)
 {
 	test_design_example();
 	test_host_defaults();
+	test_unpinned_parses();
 	test_variants();
 	test_egress_entries();
 	test_round_trip();
