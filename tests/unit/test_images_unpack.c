@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <locale.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -935,6 +936,31 @@ static void test_hostile(void)
 	      "is a/b/c");
 	check(s.u.stats.files == 5, "five files");
 
+	/* What docker and Go write: UTF-8 pax paths without a hdrcharset,
+	 * read here in the C locale (where libarchive cannot convert them
+	 * to the locale's charset and offers the UTF-8 form) */
+	{
+		struct tar t;
+
+		if (!setlocale(LC_ALL, "C.UTF-8"))
+			exit(2);
+		t.a = archive_write_new();
+		snprintf(t.path, sizeof(t.path), "%s/utf8.tar", top);
+		archive_write_set_format_pax(t.a);
+		if (archive_write_open_filename(t.a, t.path) != ARCHIVE_OK)
+			exit(2);
+		t_file(&t, "caf\xc3\xa9/\xe6\x97\xa5\xe6\x9c\xac", 0644, "utf8\n");
+		tar_close(&t);
+		setlocale(LC_ALL, "C");
+		stage_new(&s);
+		layer(&s, t.path, true);
+		finish(&s);
+		check(s.rc == 0 &&
+			  content_is(s.target_fd, "caf\xc3\xa9/\xe6\x97\xa5\xe6\x9c\xac", "utf8\n"),
+		      "a UTF-8 pax path read in the C locale keeps its bytes: %s",
+		      s.rc ? s.err.msg : "");
+	}
+
 	one_layer(&s, f_pax_dotdot, NULL, true);
 	refused(&s, "a pax path with ..", "000000000000000000000000000000*", "\"..\"",
 		"ESCAPED-pax");
@@ -1034,8 +1060,6 @@ static void test_hostile(void)
 	}
 }
 
-/* ---- the tree hash ---- */
-
 static void hash_or_die(int fd, char digest[IMG_DIGEST_LEN + 1])
 {
 	struct sbx_err err;
@@ -1064,6 +1088,106 @@ static int mkfile(int dir, const char *name, mode_t mode, const char *content)
 		exit(2);
 	return close(fd);
 }
+
+/* ---- a rootfs directory ---- */
+
+static int src_dir(const char *name)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", top, name);
+	if (mkdir(path, 0755) < 0 || (fd = open(path, O_RDONLY | O_DIRECTORY)) < 0)
+		exit(2);
+	return fd;
+}
+
+static void test_dir_source(void)
+{
+	struct stage s, st2;
+	struct tar t;
+	char d1[IMG_DIGEST_LEN + 1], d2[IMG_DIGEST_LEN + 1];
+	int src = src_dir("rootfs-1");
+
+	MUST(mkdirat(src, "bin", 0755));
+	mkfile(src, "bin/su", 04755, "su\n");
+	MUST(linkat(src, "bin/su", src, "bin/su2", 0));
+	MUST(mkdirat(src, "ro", 0755));
+	mkfile(src, "ro/f", 0444, "f\n");
+	MUST(fchmodat(src, "ro", 0555, 0));
+	MUST(symlinkat("/etc/passwd", src, "passwd-link"));
+	MUST(symlinkat("../sentinel", src, "ln"));
+	MUST(mkfifoat(src, "fifo", 0644));
+
+	stage_new(&s);
+	s.rc = img_unpack_dir(&s.u, src, &s.err);
+	finish(&s);
+	check(s.rc == 0, "a rootfs directory is copied: %s", s.rc ? s.err.msg : "");
+	check(content_is(s.target_fd, "bin/su", "su\n") &&
+		  (mode_of(s.target_fd, "bin/su") & 07777) == 0755 && s.u.stats.setid_cleared == 2,
+	      "its files, setuid cleared (both names of a hard link: %llu)",
+	      (unsigned long long)s.u.stats.setid_cleared);
+	check(content_is(s.target_fd, "bin/su2", "su\n"), "a hard link is copied as a file");
+	check((mode_of(s.target_fd, "ro") & 07777) == 0555 &&
+		  content_is(s.target_fd, "ro/f", "f\n"),
+	      "a read-only directory with its file");
+	check(link_is(s.target_fd, "passwd-link", "/etc/passwd") &&
+		  link_is(s.target_fd, "ln", "../sentinel"),
+	      "symlinks are copied as links, never followed");
+	check(!exists(s.target_fd, "fifo") && s.u.stats.special == 1, "a FIFO is skipped, counted");
+	check(sentinel_intact(&s), "the sentinel is untouched");
+
+	/* the same tree from a tar hashes the same */
+	tar_open(&t, GZIP);
+	t_dir(&t, "bin", 0755);
+	t_file(&t, "bin/su", 04755, "su\n");
+	t_hardlink(&t, "bin/su2", "bin/su");
+	t_dir(&t, "ro", 0555);
+	t_file(&t, "ro/f", 0444, "f\n");
+	t_symlink(&t, "passwd-link", "/etc/passwd");
+	t_symlink(&t, "ln", "../sentinel");
+	t_special(&t, "fifo", AE_IFIFO);
+	tar_close(&t);
+	stage_new(&st2);
+	layer(&st2, t.path, false);
+	finish(&st2);
+	hash_or_die(s.target_fd, d1);
+	hash_or_die(st2.target_fd, d2);
+	check(st2.rc == 0 && !strcmp(d1, d2),
+	      "a directory and a tar of the same tree hash the same: %s %s", d1, d2);
+
+	/* refusals: the same writer, the same rules */
+	int bad = src_dir("rootfs-2");
+	mkfile(bad, ".wh.x", 0644, "");
+	stage_new(&s);
+	s.rc = img_unpack_dir(&s.u, bad, &s.err);
+	finish(&s);
+	refused(&s, "a whiteout name in a rootfs directory", ".wh.x", "outside an image layer",
+		NULL);
+
+	int deep = src_dir("rootfs-3");
+	char name[PATH_MAX] = "";
+	for (int i = 0; i <= SBX_TREE_MAX_DEPTH; i++) {
+		strcat(name, i ? "/d" : "d");
+		MUST(mkdirat(deep, name, 0755));
+	}
+	stage_new(&s);
+	s.rc = img_unpack_dir(&s.u, deep, &s.err);
+	finish(&s);
+	refused(&s, "a rootfs directory deeper than the bound", "d/d/d/d/d/d/d/d/d/d*", "deeper",
+		NULL);
+	stage_new(&s);
+	s.lim.max_entries = 10;
+	s.rc = img_unpack_dir(&s.u, deep, &s.err);
+	finish(&s);
+	check(s.rc < 0 && strstr(s.err.msg, "--max-entries"),
+	      "a rootfs directory past max_entries: %s", s.err.msg);
+	close(src);
+	close(bad);
+	close(deep);
+}
+
+/* ---- the tree hash ---- */
 
 /* A tiny tree whose digest the test computes from the documented format
  * (images_treehash.c's header), not from the code. */
@@ -1236,6 +1360,7 @@ int main(int argc, char **argv)
 		test_dir_modes();
 		test_digest();
 		test_hostile();
+		test_dir_source();
 	}
 	if (getenv("SBX_TEST_KEEP")) {
 		printf("# kept %s\n", top);
