@@ -229,10 +229,17 @@ int img_unpack_tar(struct img_unpack *u, int fd, bool whiteouts, const char *exp
 		const uint64_t meta_max = (n + 16) * (64u * 1024) + (1u << 20);
 
 		/* ARCHIVE_RETRY too: libarchive's "damaged archive, skip
-		 * to the next header" is a refusal here. */
-		if (r != ARCHIVE_OK && r != ARCHIVE_WARN)
+		 * to the next header" is a refusal here. So is a warning
+		 * ("Ignoring malformed pax extended attribute", "Too many
+		 * special headers"): libarchive would go on with a guess that
+		 * another unpacker need not share, and the image would not be
+		 * the same tree everywhere. Only a name it cannot convert to
+		 * the locale's charset goes on, read in its UTF-8 form. */
+		if (r != ARCHIVE_OK && !(r == ARCHIVE_WARN && archive_error_string(a) &&
+					 strstr(archive_error_string(a), "can't be converted")))
 			return sbx_fail(err, "after %llu entries: %s", (unsigned long long)n,
-					archive_error_string(a));
+					archive_error_string(a) ? archive_error_string(a)
+								: "an unreadable header");
 		n++;
 		if (entry_from_tar(a, ae, n, &e, fallback, err) < 0)
 			return -1;

@@ -35,13 +35,12 @@
 #include "tree.h"
 #include "util.h"
 
-    /* ---- names ---- */
+/* ---- names ---- */
 
-    /* Splits `name` into components joined by single slashes in out ("./a//b/"
-     * is "a/b"; "" is the root itself). *depth gets the count of components.
-     * The error says why, not which entry (the caller adds that). */
-    static int
-    normalize(const char *name, char out[PATH_MAX], int *depth, struct sbx_err *err)
+/* Splits `name` into components joined by single slashes in out ("./a//b/"
+ * is "a/b"; "" is the root itself). *depth gets the count of components.
+ * The error says why, not which entry (the caller adds that). */
+static int normalize(const char *name, char out[PATH_MAX], int *depth, struct sbx_err *err)
 {
 	size_t n = 0;
 	const char *p = name;

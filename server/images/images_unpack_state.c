@@ -37,9 +37,12 @@ int unpack_refuse(struct sbx_err *err, int errnum, const char *name, const char 
 	char shown[UNPACK_SHOWN_MAX];
 	va_list ap;
 
+	/* The message says why in words (and adds strerror itself where a
+	 * call failed); errnum stays for the caller. */
 	va_start(ap, fmt);
-	sbx_failv(err, errnum, fmt, ap);
+	sbx_failv(err, 0, fmt, ap);
 	va_end(ap);
+	err->errnum = errnum;
 	unpack_shown(shown, name);
 	return sbx_err_prefix(err, "entry \"%s\"", shown);
 }

@@ -1029,6 +1029,39 @@ static void test_hostile(void)
 		      "a sparse file within the limits has its size and data: %s",
 		      s.rc ? s.err.msg : "");
 	}
+	/* headers libarchive only warns about: refused, not guessed at */
+	for (int kind = 0; kind < 2; kind++) {
+		unsigned char h[512], data[1024];
+		char path[PATH_MAX];
+
+		snprintf(path, sizeof(path), "%s/special-%d.tar", top, kind);
+		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (fd < 0)
+			exit(2);
+		for (int i = 0; i < 40; i++) {
+			memset(data, 0, sizeof(data));
+			if (kind == 0)
+				memset(data, 'l', 200); /* GNU long names, 40 in a row */
+			else
+				memcpy(data, "9999 broken=\n", 13); /* a pax length that lies */
+			raw_header(h, "././@LongLink", kind == 0 ? 'L' : 'x', kind == 0 ? 201 : 13);
+			if (write(fd, h, 512) != 512 || write(fd, data, 512) != 512)
+				exit(2);
+		}
+		raw_header(h, "ESCAPED-special", '0', 0);
+		memset(data, 0, sizeof(data));
+		if (write(fd, h, 512) != 512 || write(fd, data, 1024) != 1024)
+			exit(2);
+		close(fd);
+		stage_new(&s);
+		layer(&s, path, true);
+		finish(&s);
+		check(s.rc < 0 && nowhere("ESCAPED-special") && !exists(s.target_fd, "lllll"),
+		      "%s: refused, nothing written: %s",
+		      kind == 0 ? "40 GNU long-name headers in a row" : "malformed pax headers",
+		      s.err.msg);
+	}
+
 	stage_new(&s);
 	layer(&s, raw_huge('0'), true);
 	finish(&s);
