@@ -6,6 +6,7 @@
 #ifndef SBX_TREE_H
 #define SBX_TREE_H
 
+#include <dirent.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -56,6 +57,11 @@ typedef int (*sbx_tree_file_fn)(const char *relpath, int fd, const struct stat *
 				struct sbx_err *err);
 int sbx_tree_list(int dirfd, uint64_t max_entries, sbx_tree_file_fn fn, void *arg,
 		  struct sbx_tree_skips *skipped, struct sbx_err *err);
+
+/* A listing of dirfd's directory through a new open of "." (a dup would
+ * share the directory's offset with every other reader of dirfd), or NULL
+ * with errno. closedir frees it. */
+DIR *sbx_dir_list(int dirfd);
 
 /* sbx_open_beneath, and where that fails with EACCES on a directory or
  * regular file the euid owns (a mode of 000, a directory without x) or

@@ -2,7 +2,8 @@
 /* Removing a tree that someone else filled (a run's directory, a staged
  * image) without following a link, even where its entries were made
  * unreadable or read-only: everything in it is ours (the euid's), so we
- * may give ourselves back the permission bits an open needs. */
+ * may give ourselves back the permission bits an open needs. And listing
+ * a directory without sharing another reader's offset. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -13,6 +14,20 @@
 
 #include "tree.h"
 #include "util.h"
+
+DIR *sbx_dir_list(int dirfd)
+{
+	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+
+	if (fd >= 0 && !d) {
+		int saved = errno;
+
+		close(fd);
+		errno = saved;
+	}
+	return d;
+}
 
 int sbx_open_beneath_owned(int dirfd, const char *name, int flags, mode_t need, mode_t *was,
 			   struct sbx_err *err)
@@ -70,19 +85,14 @@ int sbx_open_beneath_owned(int dirfd, const char *name, int flags, mode_t need, 
 
 static int remove_contents(int dirfd, const char *what, int depth, struct sbx_err *err)
 {
-	_cleanup_close_ int dup_fd = -1;
 	_cleanup_closedir_ DIR *d = NULL;
 	struct dirent *de;
 	int rc = 0;
 
 	if (depth > 4096)
 		return sbx_fail(err, "%s: too deep to remove", what);
-	/* A new open of ".", not a dup: a dup would share the offset of a
-	 * directory fd the caller may read again. */
-	dup_fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dup_fd < 0 || !(d = fdopendir(dup_fd)))
+	if (!(d = sbx_dir_list(dirfd)))
 		return sbx_fail_errno(err, "%s", what);
-	dup_fd = -1; /* the DIR's now */
 	while (rc == 0 && (errno = 0, de = readdir(d))) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;

@@ -157,15 +157,11 @@ static int list_items(struct hash_walk *w, int dir, const char *prefix, struct i
 	struct item *items = NULL;
 	size_t n = 0, cap = 0;
 	struct dirent *de;
-	int list_fd = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
 	*out = NULL;
 	*count = 0;
-	if (list_fd < 0 || !(d = fdopendir(list_fd))) {
-		if (list_fd >= 0)
-			close(list_fd);
+	if (!(d = sbx_dir_list(dir)))
 		return sbx_fail_errno(w->err, "tree hash: open %s", prefix[0] ? prefix : ".");
-	}
 	while ((errno = 0, de = readdir(d))) {
 		struct stat st;
 

@@ -388,18 +388,13 @@ static int copy_dir(struct img_unpack *u, int src, const char *prefix, int depth
 {
 	_cleanup_closedir_ DIR *d = NULL;
 	struct dirent *de;
-	int list_fd;
 
 	/* The writer refuses names deeper than this already (the entry that
 	 * would go past it): this only keeps the recursion bounded. */
 	if (depth > SBX_TREE_MAX_DEPTH + 1)
 		return sbx_fail(err, "%s: deeper than %d directories", prefix, SBX_TREE_MAX_DEPTH);
-	list_fd = openat(src, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (list_fd < 0 || !(d = fdopendir(list_fd))) {
-		if (list_fd >= 0)
-			close(list_fd);
+	if (!(d = sbx_dir_list(src)))
 		return sbx_fail_errno(err, "%s", prefix[0] ? prefix : "the source directory");
-	}
 	while ((errno = 0, de = readdir(d))) {
 		char rel[PATH_MAX];
 		int len;

@@ -177,16 +177,11 @@ static int apply_modes_below(struct img_unpack *u, int dir, const char *path, in
 	struct unpack_state *s = u->priv;
 	_cleanup_closedir_ DIR *d = NULL;
 	struct dirent *de;
-	int list_fd;
 
 	if (depth > SBX_TREE_MAX_DEPTH + 1)
 		return sbx_fail(err, "%s: deeper than %d directories", path, SBX_TREE_MAX_DEPTH);
-	list_fd = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (list_fd < 0 || !(d = fdopendir(list_fd))) {
-		if (list_fd >= 0)
-			close(list_fd);
+	if (!(d = sbx_dir_list(dir)))
 		return sbx_fail_errno(err, "open %s", path[0] ? path : ".");
-	}
 	while ((errno = 0, de = readdir(d))) {
 		char sub_path[PATH_MAX];
 		struct stat st;

@@ -40,15 +40,11 @@ static int remove_lower(struct img_unpack *u, int dir, const char *last, char *p
 	_cleanup_close_ int sub = sbx_open_beneath(dir, last, O_RDONLY | O_DIRECTORY, 0, err);
 	if (sub < 0)
 		return -1;
-	int list_fd = openat(sub, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	_cleanup_closedir_ DIR *d = list_fd < 0 ? NULL : fdopendir(list_fd);
+	_cleanup_closedir_ DIR *d = sbx_dir_list(sub);
 	struct dirent *de;
 
-	if (!d) {
-		if (list_fd >= 0)
-			close(list_fd);
+	if (!d)
 		return sbx_fail_errno(err, "open %.*s", (int)len, path);
-	}
 	while ((errno = 0, de = readdir(d))) {
 		size_t n = strlen(de->d_name);
 
@@ -108,7 +104,7 @@ int unpack_opaque(struct img_unpack *u, const struct unpack_entry *e, const char
 	size_t len = base > path ? (size_t)(base - path) - 1 : 0; /* D's path */
 	const char *last;
 	struct dirent *de;
-	int dir, list_fd, rc = 0;
+	int dir, rc = 0;
 
 	if (unpack_open_parent(u, e->name, path, true, &dir, &last, err) < 0)
 		return -1;
@@ -118,13 +114,9 @@ int unpack_opaque(struct img_unpack *u, const struct unpack_entry *e, const char
 	/* D is this layer's: the marker says so. */
 	if (len && unpack_layer_add(u, child, err) < 0)
 		return -1;
-	list_fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (list_fd < 0 || !(d = fdopendir(list_fd))) {
-		if (list_fd >= 0)
-			close(list_fd);
+	if (!(d = sbx_dir_list(dir_fd)))
 		return unpack_refuse(err, errno, e->name, "open its directory: %s",
 				     strerror(errno));
-	}
 	while (rc == 0 && (errno = 0, de = readdir(d))) {
 		size_t n = strlen(de->d_name);
 
