@@ -59,10 +59,16 @@
  * kinds of key within each directory gives the global byte order of the
  * full paths without holding the whole tree (every path below "name/"
  * starts with that key, and no sibling's key falls between them). */
+struct item_stat { /* what the hash needs of an lstat: a big directory holds many */
+	mode_t st_mode;
+	dev_t st_dev;
+	ino_t st_ino;
+	off_t st_size;
+};
 struct item {
 	char *key; /* the name, plus "/" for a block */
 	bool block;
-	struct stat st;
+	struct item_stat st;
 };
 
 struct hash_walk {
@@ -98,7 +104,7 @@ static int record_head(struct hash_walk *w, char type, mode_t mode, const char *
 }
 
 static int hash_file(struct hash_walk *w, int dir, const char *name, const char *path,
-		     const struct stat *st)
+		     const struct item_stat *st)
 {
 	char hex[65], size[24];
 	uint64_t bytes = 0;
@@ -126,7 +132,7 @@ static int hash_file(struct hash_walk *w, int dir, const char *name, const char 
 }
 
 static int hash_symlink(struct hash_walk *w, int dir, const char *name, const char *path,
-			const struct stat *st)
+			const struct item_stat *st)
 {
 	char target[PATH_MAX];
 	ssize_t n = readlinkat(dir, name, target, sizeof(target));
@@ -183,7 +189,10 @@ static int list_items(struct hash_walk *w, int dir, const char *prefix, struct i
 				items = m;
 				cap = c;
 			}
-			items[n] = (struct item){.block = twice == 1, .st = st};
+			items[n] = (struct item){
+			    .block = twice == 1,
+			    .st = {st.st_mode, st.st_dev, st.st_ino, st.st_size},
+			};
 			if (asprintf(&items[n].key, "%s%s", de->d_name, twice ? "/" : "") < 0) {
 				items_free(items, n);
 				return sbx_fail_errnum(w->err, ENOMEM, "tree hash");
