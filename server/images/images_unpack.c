@@ -333,7 +333,7 @@ static int copy_one(struct img_unpack *u, int src, const char *name, const char 
 	struct stat st;
 
 	if (fstatat(src, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		return sbx_fail_errno(err, "%s", rel);
+		return unpack_refuse(err, errno, rel, "stat it in the source: %s", strerror(errno));
 	e.mode = st.st_mode & 07777;
 	e.mtime = st.st_mtim;
 	if (S_ISDIR(st.st_mode)) {
@@ -343,7 +343,8 @@ static int copy_one(struct img_unpack *u, int src, const char *name, const char 
 		_cleanup_close_ int sub =
 		    sbx_open_beneath(src, name, O_RDONLY | O_DIRECTORY, 0, err);
 		if (sub < 0)
-			return sbx_err_prefix(err, "source");
+			return unpack_refuse(err, err->errnum, rel, "open it in the source: %s",
+					     strerror(err->errnum));
 		return copy_dir(u, sub, rel, depth + 1, err);
 	}
 	if (S_ISREG(st.st_mode)) {
@@ -353,11 +354,13 @@ static int copy_one(struct img_unpack *u, int src, const char *name, const char 
 		struct stat now;
 
 		if (fd < 0)
-			return sbx_err_prefix(err, "source");
+			return unpack_refuse(err, err->errnum, rel, "open it in the source: %s",
+					     strerror(err->errnum));
 		if (fstat(fd, &now) < 0)
-			return sbx_fail_errno(err, "%s", rel);
+			return unpack_refuse(err, errno, rel, "stat it in the source: %s",
+					     strerror(errno));
 		if (!S_ISREG(now.st_mode) || now.st_ino != st.st_ino)
-			return sbx_fail(err, "%s: it changed while it was copied", rel);
+			return unpack_refuse(err, ESTALE, rel, "it changed while it was copied");
 		struct dir_content c = {.fd = fd, .size = (uint64_t)now.st_size};
 		e.kind = UE_FILE;
 		e.size = c.size;
@@ -370,10 +373,11 @@ static int copy_one(struct img_unpack *u, int src, const char *name, const char 
 		ssize_t n = readlinkat(src, name, target, sizeof(target));
 
 		if (n < 0)
-			return sbx_fail_errno(err, "%s", rel);
+			return unpack_refuse(err, errno, rel, "readlink in the source: %s",
+					     strerror(errno));
 		if ((size_t)n >= sizeof(target))
-			return sbx_fail(err, "%s: a symlink target over %d bytes", rel,
-					PATH_MAX - 1);
+			return unpack_refuse(err, ENAMETOOLONG, rel,
+					     "a symlink target over %d bytes", PATH_MAX - 1);
 		target[n] = '\0';
 		e.kind = UE_SYMLINK;
 		e.link = target;

@@ -1215,6 +1215,20 @@ static void test_dir_source(void)
 	finish(&s);
 	check(s.rc < 0 && strstr(s.err.msg, "--max-entries"),
 	      "a rootfs directory past max_entries: %s", s.err.msg);
+	/* a source entry that cannot be read: the error names it */
+	int locked = src_dir("rootfs-4");
+	MUST(mkdirat(locked, "etc", 0755));
+	mkfile(locked, "etc/shadow", 0000, "secret\n");
+	stage_new(&s);
+	s.rc = img_unpack_dir(&s.u, locked, &s.err);
+	finish(&s);
+	if (geteuid() != 0)
+		refused(&s, "an unreadable source file", "etc/shadow", "open it in the source",
+			NULL);
+	else
+		check(s.rc == 0, "(as root an unreadable source file is read: %s)",
+		      s.rc ? s.err.msg : "");
+	close(locked);
 	close(src);
 	close(bad);
 	close(deep);
