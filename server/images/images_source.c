@@ -23,6 +23,21 @@
 #include "tree.h"
 #include "util.h"
 
+/* Here because the sources say the most (one line per verified blob);
+ * the driver and the unpacker share it. */
+void img_say(const struct img_progress *p, const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+
+	if (!p || !p->line)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	p->line(p->arg, "%s", line);
+}
+
 void img_show(char dst[IMG_SHOW_MAX], const char *s)
 {
 	/* Cut first, then escaped: a long hostile name stays short. */
@@ -150,16 +165,17 @@ static int open_regular(int dirfd, const char *path, const char *what, struct st
 
 	if (fd < 0) {
 		if (err->errnum == ENOENT)
-			return sbx_fail(err, "%s: %s is missing", what, path);
+			return sbx_fail(err, "%s%s%s is missing", what, what[0] ? ": " : "", path);
 		if (err->errnum == ELOOP || err->errnum == EXDEV)
-			return sbx_fail(err, "%s: %s is a symlink or lies below one (refused)",
-					what, path);
-		return sbx_err_prefix(err, "%s", what);
+			return sbx_fail(err, "%s%s%s is a symlink or lies below one (refused)",
+					what, what[0] ? ": " : "", path);
+		return what[0] ? sbx_err_prefix(err, "%s", what) : -1;
 	}
 	if (fstat(fd, st) < 0)
-		return sbx_fail_errno(err, "%s: stat %s", what, path);
+		return sbx_fail_errno(err, "%s%sstat %s", what, what[0] ? ": " : "", path);
 	if (!S_ISREG(st->st_mode))
-		return sbx_fail(err, "%s: %s is not a regular file", what, path);
+		return sbx_fail(err, "%s%s%s is not a regular file", what, what[0] ? ": " : "",
+				path);
 	return sbx_steal_fd(fd);
 }
 
@@ -168,18 +184,32 @@ static int blob_path(const struct img_desc *d, char path[128])
 	return snprintf(path, 128, "blobs/sha256/%s", d->digest + 7);
 }
 
+/* `what` names the blob's digest already for a manifest or a config
+ * ("manifest sha256:..."), not for a layer ("layer 2/3 of ..."). */
+static const char *blob_name(const char *what, const struct img_desc *d, char buf[96])
+{
+	if (strstr(what, d->digest))
+		return "";
+	img_where(buf, 96, " blob %s", d->digest);
+	return buf;
+}
+
 static int size_mismatch(const char *what, const struct img_desc *d, uint64_t have,
 			 struct sbx_err *err)
 {
-	return sbx_fail(err, "%s: blob %s holds %" PRIu64 " bytes, its descriptor says %" PRIu64,
-			what, d->digest, have, d->size);
+	char b[96];
+
+	return sbx_fail(err, "%s:%s holds %" PRIu64 " bytes, its descriptor says %" PRIu64, what,
+			blob_name(what, d, b), have, d->size);
 }
 
 static int digest_mismatch(const char *what, const struct img_desc *d, const char *have,
 			   struct sbx_err *err)
 {
-	return sbx_fail(err, "%s: blob %s hashes to %s (corrupted or not what its descriptor says)",
-			what, d->digest, have);
+	char b[96];
+
+	return sbx_fail(err, "%s:%s hashes to %s (corrupted, or not what its descriptor says)",
+			what, blob_name(what, d, b), have);
 }
 
 int img_blob_open(int layout_fd, const struct img_desc *d, const char *what, struct sbx_err *err)
@@ -242,7 +272,7 @@ int img_read_file(int dirfd, const char *path, uint64_t max, char **buf, size_t 
 		  struct sbx_err *err)
 {
 	struct stat st;
-	_cleanup_close_ int fd = open_regular(dirfd, path, path, &st, err);
+	_cleanup_close_ int fd = open_regular(dirfd, path, "", &st, err);
 
 	if (fd < 0)
 		return -1;
