@@ -158,8 +158,8 @@ int img_desc_parse(json_t *v, const char *where, struct img_desc *d, struct sbx_
 /* Opened beneath the layout with no link anywhere on the way (a layout is
  * someone else's directory), non-blocking so a FIFO planted there cannot
  * hang the import, and refused unless it is a regular file. */
-static int open_regular(int dirfd, const char *path, const char *what, struct stat *st,
-			struct sbx_err *err)
+int img_open_regular(int dirfd, const char *path, const char *what, struct stat *st,
+		     struct sbx_err *err)
 {
 	_cleanup_close_ int fd = sbx_open_beneath(dirfd, path, O_RDONLY | O_NONBLOCK, 0, err);
 
@@ -219,7 +219,7 @@ int img_blob_open(int layout_fd, const struct img_desc *d, const char *what, str
 	struct stat st;
 
 	blob_path(d, path);
-	_cleanup_close_ int fd = open_regular(layout_fd, path, what, &st, err);
+	_cleanup_close_ int fd = img_open_regular(layout_fd, path, what, &st, err);
 	if (fd < 0)
 		return -1;
 	if ((uint64_t)st.st_size != d->size)
@@ -272,7 +272,7 @@ int img_read_file(int dirfd, const char *path, uint64_t max, char **buf, size_t 
 		  struct sbx_err *err)
 {
 	struct stat st;
-	_cleanup_close_ int fd = open_regular(dirfd, path, "", &st, err);
+	_cleanup_close_ int fd = img_open_regular(dirfd, path, "", &st, err);
 
 	if (fd < 0)
 		return -1;
@@ -319,7 +319,7 @@ json_t *img_blob_json(int layout_fd, const struct img_desc *d, const char *what,
 		return NULL;
 	}
 	blob_path(d, path);
-	_cleanup_close_ int fd = open_regular(layout_fd, path, what, &st, err);
+	_cleanup_close_ int fd = img_open_regular(layout_fd, path, what, &st, err);
 	if (fd < 0)
 		return NULL;
 	if ((uint64_t)st.st_size != d->size) {

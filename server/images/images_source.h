@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <sys/stat.h>
+
 #include <jansson.h>
 
 #include "images_internal.h"
@@ -64,6 +66,10 @@ int img_blob_open(int layout_fd, const struct img_desc *d, const char *what, str
 json_t *img_blob_json(int layout_fd, const struct img_desc *d, const char *what,
 		      const struct img_limits *lim, struct sbx_err *err);
 
+/* path beneath dirfd, opened read-only with no link on the way and
+ * refused unless a regular file; errors start with `what` ("" for none). */
+int img_open_regular(int dirfd, const char *path, const char *what, struct stat *st,
+		     struct sbx_err *err);
 /* A file beneath dirfd (regular, no links) read whole, at most max bytes;
  * *buf is NUL-terminated and the caller's. */
 int img_read_file(int dirfd, const char *path, uint64_t max, char **buf, size_t *len,
@@ -85,8 +91,9 @@ int img_source_add_layer(struct img_source *src, int fd, const char *digest, uin
 /* An OCI layout beneath layout_fd, read with `kind` for meta. */
 int img_oci_read(int layout_fd, const char *kind, const char *ref, const struct img_limits *lim,
 		 const struct img_progress *pr, struct img_source *out, struct sbx_err *err);
-/* An archive (plain tar) unpacked into scratch_fd with no whiteouts. */
-int img_archive_unpack(int archive_fd, int scratch_fd, const struct img_limits *lim,
-		       const struct img_progress *pr, struct sbx_err *err);
+/* A docker-archive's manifest.json and what it names beneath dir_fd
+ * (images_docker.c). */
+int img_docker_read(int dir_fd, const char *ref, const struct img_limits *lim,
+		    const struct img_progress *pr, struct img_source *out, struct sbx_err *err);
 
 #endif

@@ -13,6 +13,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <archive.h>
+#include <archive_entry.h>
+
 #include "check.h"
 #include "images_source.h"
 #include "util.h"
@@ -496,6 +499,203 @@ static void test_wrong_types(void)
 	refused(dir, NULL, "not supported", "an unknown layout version");
 }
 
+/* ---- docker-archive (unpacked) ---- */
+
+static int open_docker(const char *dir, const char *ref, struct img_source *src,
+		       struct sbx_err *err)
+{
+	_cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	memset(src, 0, sizeof(*src));
+	if (fd < 0)
+		return sbx_fail_errno(err, "open %s", dir);
+	return img_docker_read(fd, ref, limits(), NULL, src, err);
+}
+
+static void docker_refused(const char *dir, const char *ref, const char *needle, const char *what)
+{
+	struct img_source src;
+	struct sbx_err err = {0};
+	int rc = open_docker(dir, ref, &src, &err);
+
+	check(rc < 0 && strstr(err.msg, needle), "%s: refused naming \"%s\" (got: %s)", what,
+	      needle, rc < 0 ? err.msg : "accepted");
+	if (rc == 0)
+		img_source_free(&src);
+}
+
+/* gzip of buf, through libarchive's raw writer. */
+static size_t gzip_of(const char *buf, size_t len, char *out, size_t cap)
+{
+	struct archive *a = archive_write_new();
+	struct archive_entry *e = archive_entry_new();
+	size_t used = 0;
+
+	archive_write_add_filter_gzip(a);
+	archive_write_set_format_raw(a);
+	archive_write_open_memory(a, out, cap, &used);
+	archive_entry_set_filetype(e, AE_IFREG);
+	archive_entry_set_size(e, (la_int64_t)len);
+	archive_write_header(a, e);
+	archive_write_data(a, buf, len);
+	archive_write_close(a);
+	archive_write_free(a);
+	archive_entry_free(e);
+	return used;
+}
+
+struct docker_made {
+	char config[IMG_DIGEST_LEN + 1];
+	char expect[IMG_DIGEST_LEN + 1]; /* the generated manifest's digest */
+};
+
+/* An unpacked docker-archive: layers L0, L1 (gzip'ed in the archive) and
+ * L0 again (a symlink to the first, as docker save writes a repeat). */
+static void docker_dir(const char *dir, const char *tags, const char *bad_diff,
+		       struct docker_made *dm)
+{
+	const char *l0 = "plain tar bytes of layer zero", *l1 = "layer one, gzip'ed in the archive";
+	char d0[IMG_DIGEST_LEN + 1], d1[IMG_DIGEST_LEN + 1], gz[4096], config[2048], manifest[4096],
+	    name[128], path[1024], target[128];
+	size_t gzlen = gzip_of(l1, strlen(l1), gz, sizeof(gz));
+	int n;
+
+	if (mkdir(dir, 0755) < 0) {
+		perror(dir);
+		exit(2);
+	}
+	img_sha256_buf(l0, strlen(l0), d0);
+	img_sha256_buf(l1, strlen(l1), d1);
+	snprintf(name, sizeof(name), "%.64s", d0 + 7);
+	mkdir(strcat(strcpy(path, dir), "/l0"), 0755);
+	write_file(dir, "l0/layer.tar", l0, strlen(l0));
+	mkdir(strcat(strcpy(path, dir), "/l1"), 0755);
+	write_file(dir, "l1/layer.tar", gz, gzlen);
+	mkdir(strcat(strcpy(path, dir), "/l2"), 0755);
+	snprintf(path, sizeof(path), "%s/l2/layer.tar", dir);
+	snprintf(target, sizeof(target), "../l0/layer.tar");
+	if (symlink(target, path) < 0)
+		perror("symlink");
+	n = snprintf(config, sizeof(config),
+		     "{\"architecture\":\"%s\",\"os\":\"linux\",\"config\":{\"Cmd\":null,"
+		     "\"Env\":[\"PATH=/bin\"]},\"rootfs\":{\"type\":\"layers\",\"diff_ids\":"
+		     "[\"%s\",\"%s\",\"%s\"]}}",
+		     img_host_arch(), d0, bad_diff ? bad_diff : d1, d0);
+	img_sha256_buf(config, (size_t)n, dm->config);
+	snprintf(name, sizeof(name), "%.64s.json", dm->config + 7);
+	write_file(dir, name, config, (size_t)n);
+	n = snprintf(manifest, sizeof(manifest),
+		     "[{\"Config\":\"%s\",\"RepoTags\":%s,\"Layers\":[\"l0/layer.tar\","
+		     "\"l1/layer.tar\",\"l2/layer.tar\"]}]",
+		     name, tags);
+	write_file(dir, "manifest.json", manifest, (size_t)n);
+	/* What skopeo generates (the rule in images_docker.c; the
+	 * integration test checks it against skopeo itself). */
+	n = snprintf(manifest, sizeof(manifest),
+		     "{\"schemaVersion\":2,\"mediaType\":\"%s\",\"config\":{\"mediaType\":\"%s\","
+		     "\"size\":%d,\"digest\":\"%s\"},\"layers\":["
+		     "{\"mediaType\":\"%s\",\"size\":%zu,\"digest\":\"%s\"},"
+		     "{\"mediaType\":\"%s\",\"size\":%zu,\"digest\":\"%s\"},"
+		     "{\"mediaType\":\"%s\",\"size\":%zu,\"digest\":\"%s\"}]}",
+		     IMG_MT_DOCKER_MANIFEST, IMG_MT_DOCKER_CONFIG, (int)strlen(config), dm->config,
+		     IMG_MT_DOCKER_LAYER, strlen(l0), d0, IMG_MT_DOCKER_LAYER, strlen(l1), d1,
+		     IMG_MT_DOCKER_LAYER, strlen(l0), d0);
+	img_sha256_buf(manifest, (size_t)n, dm->expect);
+}
+
+static void test_docker(void)
+{
+	char dir[256], path[1024];
+	struct docker_made dm;
+	struct img_source src;
+	struct sbx_err err = {0};
+
+	snprintf(dir, sizeof(dir), "%s/d0", root);
+	docker_dir(dir, "[\"docker.io/library/foo:1\"]", NULL, &dm);
+	if (check(open_docker(dir, NULL, &src, &err) == 0, "a docker archive opens (%s)",
+		  err.msg)) {
+		check(!strcmp(src.digest, dm.expect), "its digest is the generated manifest's");
+		check(src.n_layers == 3, "three layers, the repeat included");
+		check(src.layers[1].compression == IMG_TAR_GZIP &&
+			  src.layers[0].compression == IMG_TAR,
+		      "compression found by content");
+		check(strcmp(src.layers[1].digest,
+			     json_string_value(json_object_get(
+				 json_array_get(json_object_get(src.meta, "layers"), 1),
+				 "digest"))) != 0,
+		      "a gzip'ed layer: fd digest is the file's, meta's is the diff_id");
+		check(lseek(src.layers[2].fd, 0, SEEK_CUR) == 0 &&
+			  lseek(src.layers[0].fd, 0, SEEK_CUR) == 0,
+		      "layer fds at offset 0 (the repeat has its own)");
+		check(
+		    !strcmp(json_string_value(json_object_get(src.meta, "kind")), "docker-archive"),
+		    "kind docker-archive");
+		img_source_free(&src);
+	}
+	if (check(open_docker(dir, "foo:1", &src, &err) == 0, "--ref foo:1 (short form) (%s)",
+		  err.msg))
+		img_source_free(&src);
+	docker_refused(dir, "foo:2", "is no RepoTags entry", "--ref of a tag not there");
+
+	/* The layer's tar is not what the config's diff_id says. */
+	snprintf(dir, sizeof(dir), "%s/d1", root);
+	docker_dir(dir, "[]",
+		   "sha256:0000000000000000000000000000000000000000000000000000000000000000", &dm);
+	docker_refused(dir, NULL, "diff_id is sha256:0000", "a layer that is not its diff_id");
+
+	/* A config that is not what its name says. */
+	snprintf(dir, sizeof(dir), "%s/d2", root);
+	docker_dir(dir, "null", NULL, &dm);
+	snprintf(path, sizeof(path), "%s/%.64s.json", dir, dm.config + 7);
+	FILE *f = fopen(path, "r+");
+	if (f) {
+		fputc(' ', f);
+		fclose(f);
+	}
+	docker_refused(dir, NULL, "not the digest its name says", "a corrupted config");
+
+	/* A layer (not a repeat) that is a symlink. */
+	snprintf(dir, sizeof(dir), "%s/d3", root);
+	docker_dir(dir, "[]", NULL, &dm);
+	snprintf(path, sizeof(path), "%s/l1/layer.tar", dir);
+	char moved[1100];
+	snprintf(moved, sizeof(moved), "%s/moved.tar", dir);
+	if (rename(path, moved) < 0 || symlink("../moved.tar", path) < 0)
+		perror("symlink");
+	docker_refused(dir, NULL, "layer 2/3", "a layer that is a symlink");
+
+	/* Two images: --ref picks; without it, refused naming the tags. */
+	snprintf(dir, sizeof(dir), "%s/d4", root);
+	docker_dir(dir, "[]", NULL, &dm);
+	snprintf(path, sizeof(path), "%.64s.json", dm.config + 7);
+	char two[2048];
+	int n = snprintf(two, sizeof(two),
+			 "[{\"Config\":\"%s\",\"RepoTags\":[\"a:1\"],\"Layers\":[\"l0/layer.tar\","
+			 "\"l1/layer.tar\",\"l2/layer.tar\"]},"
+			 "{\"Config\":\"%s\",\"RepoTags\":[\"b:1\",\"b:2\"],\"Layers\":[]}]",
+			 path, path);
+	write_file(dir, "manifest.json", two, (size_t)n);
+	docker_refused(dir, NULL, "2 images, name one with --ref (it offers: a:1, b:1, b:2)",
+		       "two images and no --ref");
+	if (check(open_docker(dir, "a:1", &src, &err) == 0, "--ref a:1 picks the first (%s)",
+		  err.msg))
+		img_source_free(&src);
+	docker_refused(dir, "b:2", "0 layers, but",
+		       "--ref b:2 picks the second (whose Layers "
+		       "disagree with its config)");
+
+	/* Wrong types. */
+	write_file(dir, "manifest.json", "{}", 2);
+	docker_refused(dir, NULL, "manifest.json: must be an array", "manifest.json an object");
+	write_file(dir, "manifest.json", "[{\"Config\":7}]", 14);
+	docker_refused(dir, NULL, "manifest.json[0].Config: must be a string", "Config a number");
+	n = snprintf(two, sizeof(two), "[{\"Config\":\"%s\",\"RepoTags\":\"a:1\"}]", path);
+	write_file(dir, "manifest.json", two, (size_t)n);
+	docker_refused(dir, NULL, "RepoTags: must be an array", "RepoTags a string");
+	write_file(dir, "manifest.json", "[{\"Config\":\"config.json\"}]", 26);
+	docker_refused(dir, NULL, "names no sha256", "a config not named by its digest");
+}
+
 int main(void)
 {
 	snprintf(root, sizeof(root), "/tmp/sbx-test-source-XXXXXX");
@@ -507,6 +707,7 @@ int main(void)
 	test_broken_blobs();
 	test_index_choice();
 	test_wrong_types();
+	test_docker();
 	nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 	return check_done();
 }
