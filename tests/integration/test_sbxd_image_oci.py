@@ -51,12 +51,8 @@ def tar_of(entries):
             if kind == "dir":
                 ti.type = tarfile.DIRTYPE
                 t.addfile(ti)
-            elif kind == "sym":
-                ti.type = tarfile.SYMTYPE
-                ti.linkname = data
-                t.addfile(ti)
-            elif kind == "hard":
-                ti.type = tarfile.LNKTYPE
+            elif kind in ("sym", "hard"):
+                ti.type = tarfile.SYMTYPE if kind == "sym" else tarfile.LNKTYPE
                 ti.linkname = data
                 t.addfile(ti)
             else:

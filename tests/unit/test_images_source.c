@@ -138,29 +138,58 @@ static const struct img_limits *limits(void)
 	return &lim;
 }
 
-/* Reads dir as a layout; on success *src holds it. */
-static int open_layout(const char *dir, const char *ref, struct img_source *src,
-		       struct sbx_err *err)
+/* A source reader of an unpacked directory: the OCI layout one or the
+ * docker-archive one (the same signature). */
+typedef int (*reader_fn)(int dir_fd, const char *ref, const struct img_limits *lim,
+			 const struct img_progress *pr, struct img_source *out,
+			 struct sbx_err *err);
+
+/* Reads dir; on success *src holds it. */
+static int open_with(reader_fn rd, const char *dir, const char *ref, struct img_source *src,
+		     struct sbx_err *err)
 {
 	_cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
 	memset(src, 0, sizeof(*src));
 	if (fd < 0)
 		return sbx_fail_errno(err, "open %s", dir);
-	return img_source_oci_layout(fd, ref, limits(), NULL, src, err);
+	return rd(fd, ref, limits(), NULL, src, err);
+}
+
+static int open_layout(const char *dir, const char *ref, struct img_source *src,
+		       struct sbx_err *err)
+{
+	return open_with(img_source_oci_layout, dir, ref, src, err);
+}
+
+static int open_docker(const char *dir, const char *ref, struct img_source *src,
+		       struct sbx_err *err)
+{
+	return open_with(img_docker_read, dir, ref, src, err);
 }
 
 /* Expects a refusal whose message holds `needle`. */
-static void refused(const char *dir, const char *ref, const char *needle, const char *what)
+static void refused_by(reader_fn rd, const char *dir, const char *ref, const char *needle,
+		       const char *what)
 {
 	struct img_source src;
 	struct sbx_err err = {0};
-	int rc = open_layout(dir, ref, &src, &err);
+	int rc = open_with(rd, dir, ref, &src, &err);
 
 	check(rc < 0 && strstr(err.msg, needle), "%s: refused naming \"%s\" (got: %s)", what,
 	      needle, rc < 0 ? err.msg : "accepted");
 	if (rc == 0)
 		img_source_free(&src);
+}
+
+static void refused(const char *dir, const char *ref, const char *needle, const char *what)
+{
+	refused_by(img_source_oci_layout, dir, ref, needle, what);
+}
+
+static void docker_refused(const char *dir, const char *ref, const char *needle, const char *what)
+{
+	refused_by(img_docker_read, dir, ref, needle, what);
 }
 
 static void index1(const char *dir, const struct made *m, const char *annotations)
@@ -500,29 +529,6 @@ static void test_wrong_types(void)
 }
 
 /* ---- docker-archive (unpacked) ---- */
-
-static int open_docker(const char *dir, const char *ref, struct img_source *src,
-		       struct sbx_err *err)
-{
-	_cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-
-	memset(src, 0, sizeof(*src));
-	if (fd < 0)
-		return sbx_fail_errno(err, "open %s", dir);
-	return img_docker_read(fd, ref, limits(), NULL, src, err);
-}
-
-static void docker_refused(const char *dir, const char *ref, const char *needle, const char *what)
-{
-	struct img_source src;
-	struct sbx_err err = {0};
-	int rc = open_docker(dir, ref, &src, &err);
-
-	check(rc < 0 && strstr(err.msg, needle), "%s: refused naming \"%s\" (got: %s)", what,
-	      needle, rc < 0 ? err.msg : "accepted");
-	if (rc == 0)
-		img_source_free(&src);
-}
 
 /* gzip of buf, through libarchive's raw writer. */
 static size_t gzip_of(const char *buf, size_t len, char *out, size_t cap)
