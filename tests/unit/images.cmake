@@ -1,0 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+# The image store and its import pipeline (server/images/).
+add_executable(test_images_store test_images_store.c)
+target_link_libraries(test_images_store PRIVATE sbx_images sbx_check)
+add_test(NAME unit.images.store COMMAND test_images_store)
