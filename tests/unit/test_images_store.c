@@ -199,7 +199,7 @@ static void test_resolve(struct img_store *s)
 	int rc;
 
 	rc = img_store_resolve(s, "a:1@" D1, false, &h, &err);
-	snprintf(want, sizeof(want), "%s/sha256/%s/rootfs", store_dir, D1 + 7);
+	snprintf(want, sizeof(want), "%s/sha256/" H1 "/rootfs", store_dir);
 	check(rc == 0 && h.lock_fd >= 0 && h.rootfs && !strcmp(h.rootfs, want) &&
 		  !strcmp(h.digest, D1) && !strcmp(h.pinned, "a:1@" D1),
 	      "a pinned reference the store has resolves to its tree: %s", rc ? err.msg : h.rootfs);
