@@ -20,6 +20,7 @@
 
 #include <openssl/evp.h>
 
+#include "images_cleanup.h"
 #include "images_source.h"
 #include "strict_json.h"
 #include "tree.h"
@@ -60,16 +61,6 @@ static la_ssize_t raw_read_cb(struct archive *a, void *arg, const void **out)
 	return n;
 }
 
-static void archive_freep(struct archive **a)
-{
-	if (*a)
-		archive_read_free(*a);
-}
-static void md_freep(EVP_MD_CTX **c)
-{
-	EVP_MD_CTX_free(*c);
-}
-
 /* One pass over a layer file: the sha256 of its bytes (what unpacking
  * checks again) and of its uncompressed tar (its diff_id) with that
  * tar's size, through libarchive's filters (none, gzip, zstd: what
@@ -78,9 +69,9 @@ static int layer_hashes(int fd, const char *what, char file_digest[IMG_DIGEST_LE
 			uint64_t *file_size, char diff_id[IMG_DIGEST_LEN + 1], uint64_t *tar_size,
 			enum img_compression *c, struct sbx_err *err)
 {
-	_cleanup_(archive_freep) struct archive *a = archive_read_new();
-	_cleanup_(md_freep) EVP_MD_CTX *tar_sha = EVP_MD_CTX_new();
-	_cleanup_(md_freep) EVP_MD_CTX *file_sha = EVP_MD_CTX_new();
+	_cleanup_archive_ struct archive *a = archive_read_new();
+	_cleanup_md_ EVP_MD_CTX *tar_sha = EVP_MD_CTX_new();
+	_cleanup_md_ EVP_MD_CTX *file_sha = EVP_MD_CTX_new();
 	_cleanup_free_ struct raw_read *r = calloc(1, sizeof(*r));
 	_cleanup_free_ char *buf = malloc(64 * 1024);
 	struct archive_entry *e;
@@ -146,19 +137,6 @@ static int config_name_digest(const char *path, char digest[IMG_DIGEST_LEN + 1])
 			return -1;
 	snprintf(digest, IMG_DIGEST_LEN + 1, "sha256:%.64s", base);
 	return 0;
-}
-
-/* What --ref is matched against: a RepoTags entry as written
- * ("docker.io/library/busybox:1"), or the short forms docker prints
- * ("busybox:1", "me/app:1"). */
-static bool repo_tag_matches(const char *tag, const char *ref)
-{
-	char full[600];
-
-	if (!strcmp(tag, ref))
-		return true;
-	snprintf(full, sizeof(full), "docker.io/%s%s", strchr(ref, '/') ? "" : "library/", ref);
-	return !strcmp(tag, full);
 }
 
 struct sbuf {
@@ -231,7 +209,7 @@ static int pick_entry(json_t *list, const char *ref, json_t **out, struct sbx_er
 			if (strlen(offers) + strlen(shown) + 8 < sizeof(offers))
 				snprintf(offers + strlen(offers), sizeof(offers) - strlen(offers),
 					 "%s%s", offers[0] ? ", " : "", shown);
-			if (ref && repo_tag_matches(tag, ref) && (!found || *out != e)) {
+			if (ref && img_docker_name_matches(tag, ref) && (!found || *out != e)) {
 				found++;
 				*out = e;
 			}

@@ -162,7 +162,8 @@ static int pick(json_t *index, const char *where, const char *ref, struct picked
 		if (fit < 0)
 			return -1;
 		offer_append(offers, sizeof(offers), &d, name, plat);
-		if (ref && !(name && !strcmp(name, ref)) && !(cname && !strcmp(cname, ref)))
+		if (ref && !(name && !strcmp(name, ref)) &&
+		    !(cname && img_docker_name_matches(cname, ref)))
 			continue;
 		n_ref++, i_ref = i;
 		if (fit == 1)

@@ -300,7 +300,14 @@ class ImageOciTest(unittest.TestCase):
         src = os.path.join(self.dir, "docker25")
         shutil.copytree(self.gzip_layout(), src)
         with open(os.path.join(src, "index.json")) as f:
-            mdesc = json.load(f)["manifests"][0]
+            index = json.load(f)
+        mdesc = index["manifests"][0]
+        # What docker 25 writes: the full name for containerd, the tag alone
+        # as the OCI ref.
+        mdesc["annotations"] = {"io.containerd.image.name": "docker.io/library/bb:1",
+                                REF_NAME: "1"}
+        with open(os.path.join(src, "index.json"), "w") as f:
+            json.dump(index, f)
         with open(os.path.join(src, "blobs", "sha256", mdesc["digest"][7:])) as f:
             manifest = json.load(f)
         with open(os.path.join(src, "manifest.json"), "w") as f:
@@ -313,6 +320,10 @@ class ImageOciTest(unittest.TestCase):
             for name in sorted(os.listdir(src)):
                 t.add(os.path.join(src, name), name)
         self.assertEqual(self.imported("bb25:1", "--docker-archive", archive), mdesc["digest"])
+        for ref in ("bb:1", "docker.io/library/bb:1", "1"):
+            self.assertEqual(self.imported("bb25:1", "--docker-archive", archive, "--ref", ref),
+                             mdesc["digest"])
+        self.refused(["--docker-archive", archive, "--ref", "bb:2"], "no manifest has ref bb:2")
 
     def hand_archive(self, name, corrupt=False):
         """A docker-archive as skopeo reads but does not write: a gzip'ed
