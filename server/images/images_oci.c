@@ -117,7 +117,7 @@ static void offer_append(char *offers, size_t size, const struct img_desc *d, co
 		 plat[0] ? ")" : "");
 	if (used + strlen(one) + 4 < size)
 		memcpy(offers + used, one, strlen(one) + 1);
-	else if (used + 4 < size && strcmp(offers + used - 3, "...") != 0)
+	else if (used >= 3 && used + 4 < size && strcmp(offers + used - 3, "...") != 0)
 		memcpy(offers + used, "...", 4);
 }
 
