@@ -67,7 +67,12 @@ struct unpack_state {
 
 void unpack_shown(char dst[UNPACK_SHOWN_MAX], const char *name)
 {
-	sbx_escape(dst, UNPACK_SHOWN_MAX, name);
+	char all[SBX_ESCAPE_SIZE(PATH_MAX)];
+
+	sbx_escape(all, sizeof(all), name);
+	sbx_escape(dst, UNPACK_SHOWN_MAX - 3, name);
+	if (strlen(dst) < strlen(all))
+		strcat(dst, "..."); /* cut: say so */
 }
 
 /* Every refusal names the entry the same way. */
@@ -136,25 +141,23 @@ static int normalize(const char *name, char out[PATH_MAX], int *depth, struct sb
 
 	*depth = 0;
 	if (!name[0])
-		return sbx_fail_errnum(err, EINVAL, "an empty name");
+		return sbx_fail(err, "an empty name");
 	if (name[0] == '/')
-		return sbx_fail_errnum(err, EINVAL, "an absolute name is refused");
+		return sbx_fail(err, "an absolute name is refused");
 	while (*p) {
 		const char *end = strchrnul(p, '/');
 		size_t len = (size_t)(end - p);
 
 		if (len == 2 && p[0] == '.' && p[1] == '.')
-			return sbx_fail_errnum(err, EINVAL, "a \"..\" component is refused");
+			return sbx_fail(err, "a \"..\" component is refused");
 		if (len > NAME_MAX)
-			return sbx_fail_errnum(err, ENAMETOOLONG, "a component over %d bytes",
-					       NAME_MAX);
+			return sbx_fail(err, "a component over %d bytes", NAME_MAX);
 		if (len && !(len == 1 && p[0] == '.')) {
 			if (++*depth > SBX_TREE_MAX_DEPTH)
-				return sbx_fail_errnum(err, ELOOP, "deeper than %d directories",
-						       SBX_TREE_MAX_DEPTH);
+				return sbx_fail(err, "deeper than %d directories",
+						SBX_TREE_MAX_DEPTH);
 			if (n + (n ? 1 : 0) + len >= PATH_MAX)
-				return sbx_fail_errnum(err, ENAMETOOLONG, "a path over %d bytes",
-						       PATH_MAX - 1);
+				return sbx_fail(err, "a path over %d bytes", PATH_MAX - 1);
 			if (n)
 				out[n++] = '/';
 			memcpy(out + n, p, len);
@@ -311,19 +314,38 @@ int unpack_apply_dir_modes(struct img_unpack *u, struct sbx_err *err)
 /* ---- parents ---- */
 
 /* Explains a failed open of a parent directory the way the entry's error
- * should: a link or a non-directory in the way. */
-static int parent_refused(struct sbx_err *err, const char *name, const char *parent)
+ * should: which component is a link or not a directory. Each prefix is
+ * opened O_PATH | O_NOFOLLOW beneath the root, which gives the link itself
+ * where the last component is one. */
+static int parent_refused(struct img_unpack *u, struct sbx_err *err, const char *name,
+			  const char *parent)
 {
-	char shown[UNPACK_SHOWN_MAX];
+	char shown[UNPACK_SHOWN_MAX], prefix[PATH_MAX];
 	int errnum = err->errnum;
+	struct sbx_err ignored;
 
+	snprintf(prefix, sizeof(prefix), "%s", parent);
+	for (char *slash = prefix;; slash++) {
+		struct stat st;
+
+		slash = strchrnul(slash, '/');
+		bool more = *slash != '\0';
+		*slash = '\0';
+		_cleanup_close_ int fd = sbx_open_beneath(u->root_fd, prefix, O_PATH, 0, &ignored);
+		unpack_shown(shown, prefix);
+		if (fd >= 0 && fstat(fd, &st) == 0) {
+			if (S_ISLNK(st.st_mode))
+				return refuse(err, ELOOP, name, "below a symlink (\"%s\"): refused",
+					      shown);
+			if (!S_ISDIR(st.st_mode))
+				return refuse(err, ENOTDIR, name,
+					      "below \"%s\", which is not a directory", shown);
+		}
+		if (!more)
+			break;
+		*slash = '/';
+	}
 	unpack_shown(shown, parent);
-	if (errnum == ELOOP)
-		return refuse(err, errnum, name, "below a symlink (\"%s\"): refused", shown);
-	if (errnum == ENOTDIR)
-		return refuse(err, errnum, name, "below \"%s\", which is not a directory", shown);
-	if (errnum == EXDEV)
-		return refuse(err, errnum, name, "\"%s\" leaves the tree", shown);
 	return refuse(err, errnum, name, "open \"%s\": %s", shown, strerror(errnum));
 }
 
@@ -353,7 +375,7 @@ static int open_parent(struct img_unpack *u, const char *name, const char *path,
 	if (*out >= 0)
 		return 0;
 	if (err->errnum != ENOENT)
-		return parent_refused(err, name, parent);
+		return parent_refused(u, err, name, parent);
 	if (!create)
 		return 1;
 
@@ -381,7 +403,7 @@ static int open_parent(struct img_unpack *u, const char *name, const char *path,
 			next = sbx_open_beneath(cur, comp, O_RDONLY | O_DIRECTORY, 0, err);
 		}
 		if (next < 0)
-			return parent_refused(err, name, parent);
+			return parent_refused(u, err, name, parent);
 		close(cur);
 		cur = next;
 		if (made) {
@@ -716,6 +738,9 @@ static int write_hardlink(struct img_unpack *u, const struct unpack_entry *e, co
 		return refuse(err, ENOENT, e->name, "a hard link to \"%s\", which is not there",
 			      shown);
 	_cleanup_close_ int target_fd = target_dir;
+	if (fstatat(target_fd, target_last, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
+		return refuse(err, ENOENT, e->name, "a hard link to \"%s\", which is not there",
+			      shown);
 	if (fstatat(target_fd, target_last, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return refuse(err, errno, e->name, "a hard link to \"%s\": %s", shown,
 			      strerror(errno));
