@@ -34,7 +34,7 @@
 #include "runs_registry.h"
 #include "runs_status.h"
 #include "runs_teardown.h"
-#include "runs_util.h"
+#include "tree.h"
 #include "util.h"
 
 #define LABELS_MAX	64
@@ -390,7 +390,7 @@ static void remove_run_dir(struct sbx_run *r)
 	_cleanup_close_ int runs = open(r->runs->cfg.runs_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	struct sbx_err err;
 
-	if (runs >= 0 && r->id[0] && remove_tree_at(runs, r->id, &err) < 0)
+	if (runs >= 0 && r->id[0] && sbx_remove_tree_at(runs, r->id, &err) < 0)
 		run_alert(r, "sbxd: could not remove the run directory: %s", err.msg);
 }
 

@@ -22,7 +22,7 @@
 #include "images.h"
 #include "runs_manager.h"
 #include "runs_proc.h"
-#include "runs_util.h"
+#include "tree.h"
 #include "util.h"
 
 #define HELPER_CMD_TIMEOUT_MS 10000
@@ -206,7 +206,7 @@ static json_t *remove_stale_runs(struct sbx_runs *runs, struct sbx_err *err)
 	while ((de = readdir(d))) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
-		if (remove_tree_at(fd, de->d_name, err) < 0) {
+		if (sbx_remove_tree_at(fd, de->d_name, err) < 0) {
 			json_decref(removed);
 			sbx_err_prefix(err, "%s", runs->cfg.runs_dir);
 			return NULL;

@@ -34,7 +34,7 @@
 #include "runs_status.h"
 #include "runs_sweeper.h"
 #include "runs_teardown.h"
-#include "runs_util.h"
+#include "tree.h"
 #include "util.h"
 
 #define UNFINISHED_RETRY_FIRST_MS 5000
@@ -94,7 +94,7 @@ static int remove_run_dir(struct sbx_run *r, struct sbx_err *err)
 
 	if (fd < 0)
 		return sbx_fail_errno(err, "%s", dir);
-	return remove_tree_at(fd, r->id, err);
+	return sbx_remove_tree_at(fd, r->id, err);
 }
 
 /* mu held: the record of the run, as the manifest (its artifacts come later). */
