@@ -10,11 +10,12 @@ them; `rm` of an image a live run holds is refused."""
 import json
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import unittest
 
-from sbxdfix import POLICY, SBXD, Server, ServerTestCase
+from sbxdfix import HELPER, POLICY, SBXD, Server, ServerTestCase
 from sbxrpc import sandbox_pb2 as pb
 
 BUSYBOX = "/bin/busybox"
@@ -314,6 +315,66 @@ class Unpinned(unittest.TestCase):
         finally:
             srv.cleanup()
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+class HelperImageRoot(unittest.TestCase):
+    """sbx-helper's side: --image-root goes with a pin and only with one,
+    for serve only, and never names the host's root."""
+    PIN = "sbxtest:1@sha256:" + "ab" * 32
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="sbx-test-image-root-")
+        self.root = os.path.join(self.tmp, "rootfs")
+        os.mkdir(self.root)
+        make_rootfs(self.root, "helper")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def helper(self, mode, image, image_root, *args):
+        """(exit status, stderr, what pid 1 said on the control socket)."""
+        policy = os.path.join(self.tmp, "policy.json")
+        with open(policy, "w") as f:
+            json.dump(dict(POLICY, image=image), f)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        with ours:
+            cmd = [HELPER, mode, "--policy", policy, "--image-root", image_root]
+            if mode == "serve":
+                cmd += ["--control-fd", str(theirs.fileno())]
+            with theirs:
+                p = subprocess.Popen(cmd + list(args), stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     pass_fds=(theirs.fileno(),))
+            said = b""
+            ours.settimeout(30)
+            try:
+                said = ours.recv(65536)
+            except OSError:
+                pass
+            _, err = p.communicate(timeout=30)
+        return p.returncode, err.decode(errors="replace"), said
+
+    def test_run_refuses_image_root(self):
+        rc, err, _ = self.helper("run", self.PIN, self.root, "--", "/bin/true")
+        self.assertEqual(rc, 125, err)
+        self.assertIn("--image-root is for serve", err)
+
+    def test_image_root_needs_a_pin(self):
+        for image in ("host", self.root):
+            rc, err, _ = self.helper("serve", image, self.root)
+            self.assertEqual(rc, 125, err)
+            self.assertIn("not a pinned store image", err)
+
+    def test_image_root_is_never_the_host_root(self):
+        _, err, said = self.helper("serve", self.PIN, "/")
+        self.assertIn(b"--image-root /: is the host's root", said, err)
+
+    def test_image_root_through_a_link_is_refused(self):
+        link = os.path.join(self.tmp, "link")
+        os.symlink(self.root, link)
+        _, err, said = self.helper("serve", self.PIN, link)
+        self.assertIn(b"--image-root " + link.encode(), said, err)
+        self.assertIn(b"Too many levels of symbolic links", said, err)
 
 
 if __name__ == "__main__":
