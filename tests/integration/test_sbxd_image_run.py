@@ -219,6 +219,22 @@ class ImageRun(ServerTestCase):
         self.assertEqual(self.run_cmd(run, ["/bin/cat", "/usr/share/marker"]), "image b\n")
         self.teardown(run)
 
+    def test_sbxctl_shows_the_digest(self):
+        r = self.srv.cli("run", "--json", "--image", self.pin_a, "--", "/bin/cat",
+                         "/etc/os-release")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["image_digest"], self.digest_a)
+        r = self.srv.cli("create", "--json", "--image", self.pin_b)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        created = json.loads(r.stdout)
+        self.assertEqual(created["image_digest"], self.digest_b)
+        r = self.srv.cli("status", created["run_id"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("image %s\n" % self.digest_b, r.stdout)
+        r = self.srv.cli("health")
+        self.assertIn("image %s\n" % self.pin_a, r.stdout)
+        self.teardown(created["run_id"])
+
     def test_health_lists_the_pins(self):
         h = self.ok("Health", pb.HealthRequest(), pb.HealthResponse)
         self.assertIn(self.pin_a, list(h.images))
