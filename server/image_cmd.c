@@ -105,6 +105,7 @@ enum {
 	OPT_JSON,
 };
 
+/* In the enum's order: long_opts[c - OPT_CONFIG] is option c. */
 /* clang-format off */
 static const struct option long_opts[] = {
 	{"config", required_argument, NULL, OPT_CONFIG},
@@ -125,12 +126,18 @@ static const struct option long_opts[] = {
 };
 /* clang-format on */
 
+/* In the order of OPT_OCI_LAYOUT..OPT_ROOTFS_TAR. */
+static const enum img_source_kind source_kinds[] = {
+    IMG_FROM_OCI_LAYOUT, IMG_FROM_OCI_ARCHIVE, IMG_FROM_DOCKER_ARCHIVE,
+    IMG_FROM_ROOTFS_DIR, IMG_FROM_ROOTFS_TAR,
+};
+
 struct args {
 	const char *config, *state_dir, *images_dir;
 	const char *source, *ref;
 	int kind; /* enum img_source_kind, -1: none given */
 	int n_sources;
-	uint64_t max_entries, max_bytes, max_file_bytes; /* 0: not given */
+	uint64_t max[3]; /* --max-entries, --max-bytes, --max-file-bytes; 0: not given */
 	bool json, help, import_only;
 	const char *pos[4];
 	int n_pos;
@@ -143,8 +150,9 @@ __attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ..
 	va_start(ap, fmt);
 	fputs("sbxd image: ", stderr);
 	vfprintf(stderr, fmt, ap);
-	fputs("; see sbxd image --help\n", stderr);
+	fputs("\n\n", stderr);
 	va_end(ap);
+	fputs(usage_main, stderr);
 	return 2;
 }
 
@@ -162,7 +170,7 @@ static int parse_count(const char *flag, const char *s, uint64_t *out)
 	errno = 0;
 	v = strtoull(s, &end, 10);
 	if (errno || end == s || *end || s[0] == '-' || v == 0)
-		return usage_error("%s %s: must be a positive integer", flag, s);
+		return usage_error("--%s %s: must be a positive integer", flag, s);
 	*out = v;
 	return 0;
 }
@@ -195,37 +203,22 @@ static int parse_args(int argc, char **argv, struct args *a)
 			a->images_dir = optarg;
 			break;
 		case OPT_OCI_LAYOUT:
-			set_source(a, IMG_FROM_OCI_LAYOUT, optarg);
-			break;
 		case OPT_OCI_ARCHIVE:
-			set_source(a, IMG_FROM_OCI_ARCHIVE, optarg);
-			break;
 		case OPT_DOCKER_ARCHIVE:
-			set_source(a, IMG_FROM_DOCKER_ARCHIVE, optarg);
-			break;
 		case OPT_ROOTFS:
-			set_source(a, IMG_FROM_ROOTFS_DIR, optarg);
-			break;
 		case OPT_ROOTFS_TAR:
-			set_source(a, IMG_FROM_ROOTFS_TAR, optarg);
+			set_source(a, source_kinds[c - OPT_OCI_LAYOUT], optarg);
 			break;
 		case OPT_REF:
 			a->ref = optarg;
 			a->import_only = true;
 			break;
 		case OPT_MAX_ENTRIES:
-			a->import_only = true;
-			if (parse_count("--max-entries", optarg, &a->max_entries))
-				return 2;
-			break;
 		case OPT_MAX_BYTES:
-			a->import_only = true;
-			if (parse_count("--max-bytes", optarg, &a->max_bytes))
-				return 2;
-			break;
 		case OPT_MAX_FILE_BYTES:
 			a->import_only = true;
-			if (parse_count("--max-file-bytes", optarg, &a->max_file_bytes))
+			if (parse_count(long_opts[c - OPT_CONFIG].name, optarg,
+					&a->max[c - OPT_MAX_ENTRIES]))
 				return 2;
 			break;
 		case OPT_JSON:
@@ -312,12 +305,12 @@ static int settings(const struct args *a, char **dir, struct img_limits *lim)
 		lim->max_bytes = cfg.images.max_bytes;
 	if (cfg.images.max_file_bytes)
 		lim->max_file_bytes = cfg.images.max_file_bytes;
-	if (a->max_entries)
-		lim->max_entries = a->max_entries;
-	if (a->max_bytes)
-		lim->max_bytes = a->max_bytes;
-	if (a->max_file_bytes)
-		lim->max_file_bytes = a->max_file_bytes;
+	if (a->max[0])
+		lim->max_entries = a->max[0];
+	if (a->max[1])
+		lim->max_bytes = a->max[1];
+	if (a->max[2])
+		lim->max_file_bytes = a->max[2];
 	if (rc == 0 && a->images_dir)
 		*dir = strdup(a->images_dir);
 	else if (rc == 0 && cfg.images.dir)
@@ -332,7 +325,7 @@ static int settings(const struct args *a, char **dir, struct img_limits *lim)
 	return rc;
 }
 
-static void progress_line(void *arg, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static void progress_line(void *arg, const char *fmt, ...)
 {
 	va_list ap;
 
