@@ -178,8 +178,9 @@ static int lock_state_dir(struct sbx_runs *runs, struct sbx_err *err)
 static int open_images(struct sbx_runs *runs, const struct sbx_config *cfg, struct sbx_err *err)
 {
 	_cleanup_free_ char *dir = sbx_config_images_dir(cfg);
-	_cleanup_free_ char *real = NULL;
+	_cleanup_free_ char *real = NULL, *runs_real = NULL;
 	_cleanup_img_store_ struct img_store *made = NULL;
+	size_t n;
 
 	if (!dir)
 		return sbx_fail_errnum(err, ENOMEM, "store directory");
@@ -187,8 +188,13 @@ static int open_images(struct sbx_runs *runs, const struct sbx_config *cfg, stru
 		return -1;
 	/* The helper opens a run's tree without following any link: the
 	 * store is named by the path a link in images.dir leads to. */
-	if (!(real = realpath(dir, NULL)))
-		return sbx_fail_errno(err, "%s", dir);
+	if (!(real = realpath(dir, NULL)) || !(runs_real = realpath(runs->cfg.runs_dir, NULL)))
+		return sbx_fail_errno(err, "%s", real ? runs->cfg.runs_dir : dir);
+	/* Every start empties runs/: a store in there would go with it. */
+	n = strlen(runs_real);
+	if (!strncmp(real, runs_real, n) && (real[n] == '/' || !real[n]))
+		return sbx_fail(err, "%s: inside %s, which every start of sbxd empties", dir,
+				runs->cfg.runs_dir);
 	if (!strcmp(real, dir)) {
 		runs->images = sbx_steal_ptr(made);
 		return 0;

@@ -333,6 +333,57 @@ class Unpinned(unittest.TestCase):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+class StoreDir(unittest.TestCase):
+    """images.dir: a link to the store is followed once, by sbxd (the helper
+    follows none); a store inside runs/ (which every start empties) is
+    refused before anything is removed."""
+
+    def restart_with(self, srv, images):
+        self.assertEqual(srv.stop(), 0, srv.log_tail())
+        with open(srv.config) as f:
+            cfg = json.load(f)
+        cfg["images"] = images
+        with open(srv.config, "w") as f:
+            json.dump(cfg, f)
+        srv.start()
+
+    def test_a_store_through_a_link_runs(self):
+        srv = Server()
+        try:
+            real = os.path.join(srv.dir, "real-store")
+            os.mkdir(real, 0o700)
+            os.symlink(real, os.path.join(srv.dir, "store"))
+            self.restart_with(srv, {"dir": os.path.join(srv.dir, "store")})
+            root = os.path.join(srv.dir, "rootfs")
+            os.mkdir(root)
+            make_rootfs(root, "linked")
+            r = subprocess.run([SBXD, "image", "--config", srv.config, "import", "linked:1",
+                                "--rootfs", root], capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            pin = r.stdout.strip()
+            self.assertTrue(os.path.isdir(os.path.join(real, "sha256", pin[-64:])))
+            with srv.conn() as c:
+                code, msg, created = c.call("CreateRun", pb.CreateRunRequest(
+                    policy_json=json.dumps(dict(POLICY, image=pin))), pb.CreateRunResponse)
+                self.assertEqual(code, "OK", msg)
+                code, msg, _ = c.call("Teardown", pb.TeardownRequest(run_id=created.run_id),
+                                      pb.TeardownResponse)
+                self.assertEqual(code, "OK", msg)
+            self.assertEqual(srv.stop(), 0, srv.log_tail())
+        finally:
+            srv.cleanup()
+
+    def test_a_store_inside_runs_is_refused(self):
+        srv = Server()
+        try:
+            inside = os.path.join(srv.state, "runs", "images")
+            with self.assertRaises(RuntimeError) as e:
+                self.restart_with(srv, {"dir": inside})
+            self.assertIn("which every start of sbxd empties", str(e.exception))
+        finally:
+            srv.cleanup()
+
+
 class HealthBound(unittest.TestCase):
     """Health lists at most 256 pins and at most a quarter of
     max_message_bytes of them, and counts the rest."""
