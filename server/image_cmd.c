@@ -242,38 +242,39 @@ static int parse_args(int argc, char **argv, struct args *a)
 }
 
 /* The command's own checks; the text of its usage in *usage. */
+static const struct command {
+	const char *name, *usage;
+	int n_pos;	  /* the command and its arguments */
+	const char *args; /* what they are, for a usage error */
+} commands[] = {
+    {"import", usage_import, 2, "NAME:TAG and a SOURCE flag"},
+    {"list", usage_list, 1, "no argument"},
+    {"inspect", usage_inspect, 2, "one REF"},
+    {"rm", usage_rm, 2, "one REF"},
+};
+
 static int check_args(const struct args *a, const char **usage)
 {
-	const char *cmd = a->n_pos ? a->pos[0] : NULL;
-	int want;
+	const struct command *c = NULL;
 
 	*usage = usage_main;
-	if (!cmd)
+	if (!a->n_pos)
 		return a->help ? 0 : usage_error("a command is needed (import, list, inspect, rm)");
-	if (!strcmp(cmd, "import"))
-		*usage = usage_import, want = 2;
-	else if (!strcmp(cmd, "list"))
-		*usage = usage_list, want = 1;
-	else if (!strcmp(cmd, "inspect"))
-		*usage = usage_inspect, want = 2;
-	else if (!strcmp(cmd, "rm"))
-		*usage = usage_rm, want = 2;
-	else
-		return usage_error("unknown command '%s'", cmd);
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(commands); i++)
+		if (!strcmp(a->pos[0], commands[i].name))
+			c = &commands[i];
+	if (!c)
+		return usage_error("unknown command '%s'", a->pos[0]);
+	*usage = c->usage;
 	if (a->help)
 		return 0;
-	if (a->n_pos != want)
-		return usage_error("%s takes %s", cmd,
-				   want == 1		   ? "no argument"
-				   : strcmp(cmd, "import") ? "one REF"
-							   : "NAME:TAG and a SOURCE flag");
-	if (a->json && strcmp(cmd, "list"))
+	if (a->n_pos != c->n_pos)
+		return usage_error("%s takes %s", c->name, c->args);
+	if (a->json && strcmp(c->name, "list"))
 		return usage_error("--json is a flag of list");
-	if (strcmp(cmd, "import")) {
-		if (a->import_only)
-			return usage_error("source, --ref and limit flags are import's");
-		return 0;
-	}
+	if (strcmp(c->name, "import"))
+		return a->import_only ? usage_error("source, --ref and limit flags are import's")
+				      : 0;
 	if (a->n_sources != 1)
 		return usage_error("import takes exactly one of --oci-layout, --oci-archive, "
 				   "--docker-archive, --rootfs, --rootfs-tar");

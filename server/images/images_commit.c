@@ -32,15 +32,15 @@ int img_stage_begin(struct img_store *s, struct img_stage *st, struct sbx_err *e
 {
 	struct img_doomed stale[IMG_DOOMED_MAX];
 	size_t n_stale = 0;
-	int rc;
+	int rc, lk;
 
 	*st = (struct img_stage)IMG_STAGE_INIT;
-	if (img_store_lock(s, LOCK_EX, err) < 0)
+	if ((lk = img_store_lock(s, LOCK_EX, err)) < 0)
 		return -1;
 	rc = img_collect_stale(s, stale, &n_stale, err);
 	if (rc == 0)
 		rc = img_tmp_dir_new(s, st->name, &st->lock_fd, err);
-	img_store_unlock(s);
+	img_store_unlock(lk);
 	img_doomed_remove(s, stale, n_stale);
 	if (rc < 0)
 		return -1;
@@ -118,19 +118,19 @@ int img_store_tag(struct img_store *s, const char *name_tag, const char *digest,
 {
 	struct img_doomed d;
 	size_t n_doomed = 0;
-	int rc;
+	int rc, lk;
 
 	if (check_name_tag(name_tag, err) < 0)
 		return -1;
 	if (!img_digest_hex(digest))
 		return sbx_fail(err, "%.80s: not a sha256:<hex> digest", digest);
-	if (img_store_lock(s, LOCK_EX, err) < 0)
+	if ((lk = img_store_lock(s, LOCK_EX, err)) < 0)
 		return -1;
 	if (!img_store_has(s, digest))
 		rc = sbx_fail(err, "%s: not in the image store %s", digest, s->dir);
 	else
 		rc = retag_locked(s, name_tag, digest, &d, &n_doomed, err);
-	img_store_unlock(s);
+	img_store_unlock(lk);
 	img_doomed_remove(s, &d, n_doomed);
 	return rc;
 }
@@ -178,13 +178,13 @@ int img_stage_commit(struct img_store *s, struct img_stage *st, const char *dige
 	const char *hex = img_digest_hex(digest);
 	struct img_doomed d;
 	size_t n_doomed = 0;
-	int rc = 0;
+	int rc = 0, lk = -1;
 
 	*reused = false;
 	if (!hex)
 		rc = sbx_fail(err, "%.80s: not a sha256:<hex> digest", digest);
 	else if (check_name_tag(name_tag, err) < 0 || stage_ready(s, st, digest, meta, err) < 0 ||
-		 img_store_lock(s, LOCK_EX, err) < 0)
+		 (lk = img_store_lock(s, LOCK_EX, err)) < 0)
 		rc = -1;
 	if (rc < 0) {
 		img_stage_abort(s, st);
@@ -205,7 +205,7 @@ int img_stage_commit(struct img_store *s, struct img_stage *st, const char *dige
 	}
 	if (rc == 0)
 		rc = retag_locked(s, name_tag, digest, &d, &n_doomed, err);
-	img_store_unlock(s);
+	img_store_unlock(lk);
 	img_doomed_remove(s, &d, n_doomed);
 	img_stage_abort(s, st); /* the reused (or failed) case's stage; else nothing is left */
 	return rc;

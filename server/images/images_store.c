@@ -35,17 +35,22 @@ void img_limits_default(struct img_limits *lim)
 
 int img_store_lock(struct img_store *s, int op, struct sbx_err *err)
 {
-	while (flock(s->lock_fd, op) < 0)
+	/* An open file description of its own for every holder: flocks on one
+	 * description are one lock, so sbxd's threads sharing the store's fd
+	 * would release each other's. */
+	_cleanup_close_ int fd = openat(s->dir_fd, "lock", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0)
+		return sbx_fail_errno(err, "%s/lock", s->dir);
+	while (flock(fd, op) < 0)
 		if (errno != EINTR)
 			return sbx_fail_errno(err, "%s/lock", s->dir);
-	return 0;
+	return sbx_steal_fd(fd);
 }
 
-void img_store_unlock(struct img_store *s)
+void img_store_unlock(int lock_fd)
 {
-	/* Closing the store releases it anyway; an unlock cannot fail on a
-	 * valid fd we locked. */
-	(void)flock(s->lock_fd, LOCK_UN);
+	sbx_closep(&lock_fd); /* closing the description releases its flock */
 }
 
 /* ---- opening ---- */
@@ -371,14 +376,14 @@ int img_store_rm(struct img_store *s, const char *ref, struct sbx_err *err)
 {
 	struct img_doomed stale[IMG_DOOMED_MAX + 1];
 	size_t n_stale = 0, n_doomed = 0;
-	int rc;
+	int rc, lk;
 
-	if (img_store_lock(s, LOCK_EX, err) < 0)
+	if ((lk = img_store_lock(s, LOCK_EX, err)) < 0)
 		return -1;
 	rc = img_collect_stale(s, stale, &n_stale, err);
 	if (rc == 0)
 		rc = rm_locked(s, ref, &stale[n_stale], &n_doomed, err);
-	img_store_unlock(s);
+	img_store_unlock(lk);
 	img_doomed_remove(s, stale, n_stale + n_doomed);
 	return rc;
 }

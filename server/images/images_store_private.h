@@ -18,7 +18,7 @@
 struct img_store {
 	char *dir;
 	int dir_fd;  /* <dir> */
-	int lock_fd; /* <dir>/lock: the store lock (flock) */
+	int lock_fd; /* <dir>/lock, kept open (img_store_lock opens its own) */
 	int sha_fd;  /* <dir>/sha256 */
 	int tmp_fd;  /* <dir>/tmp */
 };
@@ -30,8 +30,8 @@ struct img_store {
 /* The store lock: LOCK_SH to read refs and open a tree (resolve, list,
  * inspect), LOCK_EX to change refs or move a tree. Never held long: trees
  * are unpacked and removed outside it. */
-int img_store_lock(struct img_store *s, int op, struct sbx_err *err);
-void img_store_unlock(struct img_store *s);
+int img_store_lock(struct img_store *s, int op, struct sbx_err *err); /* the lock's fd */
+void img_store_unlock(int lock_fd);
 
 /* refs.json as a JSON object {"name:tag": "sha256:<hex>"}, every key and
  * value checked (a missing file is an empty store). Writing replaces the

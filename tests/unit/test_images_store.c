@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +20,7 @@
 #include "check.h"
 #include "images.h"
 #include "images_internal.h"
+#include "images_store_private.h"
 #include "tree.h"
 #include "util.h"
 
@@ -317,6 +319,28 @@ static void test_retag_and_list(struct img_store *s)
 	      "the untagged tree is removed by its digest: %s", err.msg);
 }
 
+/* sbxd's threads share one struct img_store: one holder's unlock must not
+ * release another's lock. */
+static void test_lock_per_holder(struct img_store *s)
+{
+	char path[512];
+	struct sbx_err err;
+	int a, b, probe;
+
+	snprintf(path, sizeof(path), "%s/lock", store_dir);
+	a = img_store_lock(s, LOCK_SH, &err);
+	b = img_store_lock(s, LOCK_SH, &err);
+	img_store_unlock(a);
+	probe = open(path, O_RDONLY | O_CLOEXEC);
+	check(a >= 0 && b >= 0 && probe >= 0 && flock(probe, LOCK_EX | LOCK_NB) < 0 &&
+		  errno == EWOULDBLOCK,
+	      "a second holder's shared lock outlives the first one's unlock");
+	img_store_unlock(b);
+	check(probe >= 0 && flock(probe, LOCK_EX | LOCK_NB) == 0, "and goes with its own");
+	if (probe >= 0)
+		close(probe);
+}
+
 /* A child that stages and stays, and one that stages and is SIGKILLed:
  * the next stage_begin removes the second's and leaves the first's. */
 static void test_stale(struct img_store *s)
@@ -393,6 +417,7 @@ int main(void)
 	test_hold_and_rm(s);
 	test_retag_and_list(s);
 	test_stale(s);
+	test_lock_per_holder(s);
 	img_store_close(s);
 	{
 		_cleanup_close_ int tmp = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
