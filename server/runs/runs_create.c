@@ -140,10 +140,8 @@ static int resolve_image(struct sbx_run *r, struct sbx_rpc_status *st)
 		    "image: %.200s: this sbxd has no image store; only \"host\" can "
 		    "be used",
 		    r->policy->image);
-	pthread_mutex_lock(&runs->images_mu);
 	rc = img_store_resolve(runs->images, r->policy->image, runs->cfg.allow_unpinned, &r->image,
 			       &st->err);
-	pthread_mutex_unlock(&runs->images_mu);
 	if (rc == IMG_REFUSED)
 		return sbx_rpc_code(st, SBX__V1__CODE__FAILED_PRECONDITION);
 	if (rc < 0)

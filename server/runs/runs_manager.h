@@ -66,13 +66,10 @@ struct sbx_runs {
 	struct runs_host host;
 	int lock_fd; /* flock on state_dir/sbxd.lock: one sbxd per state directory */
 	/* The image store (images.h) the policies' pinned images come from;
-	 * NULL without settings (unit tests): only "host" runs then.
-	 * images_mu serializes sbxd's calls into it: the store's lock is a
-	 * flock on one descriptor, which threads of one process share (one
-	 * thread's unlock would be every thread's). Never held with another
-	 * lock; each call reads refs.json and opens a tree, no more. */
+	 * NULL without settings (unit tests): only "host" runs then. Handlers
+	 * call it at once: each of its lock holders takes its own open file
+	 * description of the store's lock. */
 	struct img_store *images;
-	pthread_mutex_t images_mu;
 	/* sbxd's egress proxy (server/egress/egress.h), which the runs with an
 	 * allowlist use; NULL when it did not start (egress_down says why, ""
 	 * when nobody said: unit tests), and then allowlists are refused. */

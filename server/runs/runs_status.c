@@ -252,10 +252,7 @@ static int health_images(struct sbx_runs *runs, Sbx__V1__HealthResponse *h,
 
 	if (!runs->images)
 		return 0;
-	pthread_mutex_lock(&runs->images_mu);
-	rc = img_store_pins(runs->images, HEALTH_IMAGES_MAX, &pins, &n, &total, &st->err);
-	pthread_mutex_unlock(&runs->images_mu);
-	if (rc < 0) {
+	if (img_store_pins(runs->images, HEALTH_IMAGES_MAX, &pins, &n, &total, &st->err) < 0) {
 		sbx_rpc_code(st, SBX__V1__CODE__INTERNAL);
 		return sbx_rpc_prefix(st, "images");
 	}
