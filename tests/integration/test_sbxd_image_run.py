@@ -338,22 +338,13 @@ class StoreDir(unittest.TestCase):
     follows none); a store inside runs/ (which every start empties) is
     refused before anything is removed."""
 
-    def restart_with(self, srv, images):
-        self.assertEqual(srv.stop(), 0, srv.log_tail())
-        with open(srv.config) as f:
-            cfg = json.load(f)
-        cfg["images"] = images
-        with open(srv.config, "w") as f:
-            json.dump(cfg, f)
-        srv.start()
-
     def test_a_store_through_a_link_runs(self):
         srv = Server()
         try:
             real = os.path.join(srv.dir, "real-store")
             os.mkdir(real, 0o700)
             os.symlink(real, os.path.join(srv.dir, "store"))
-            self.restart_with(srv, {"dir": os.path.join(srv.dir, "store")})
+            srv.restart_with(images={"dir": os.path.join(srv.dir, "store")})
             root = os.path.join(srv.dir, "rootfs")
             os.mkdir(root)
             make_rootfs(root, "linked")
@@ -378,7 +369,7 @@ class StoreDir(unittest.TestCase):
         try:
             inside = os.path.join(srv.state, "runs", "images")
             with self.assertRaises(RuntimeError) as e:
-                self.restart_with(srv, {"dir": inside})
+                srv.restart_with(images={"dir": inside})
             self.assertIn("which every start of sbxd empties", str(e.exception))
         finally:
             srv.cleanup()
@@ -412,13 +403,7 @@ class HealthBound(unittest.TestCase):
             self.assertEqual(list(h.images), pins[:256])
             self.assertEqual(h.images_not_listed, self.TAGS - 256)
             # The smallest answer sbxd may be given: 16 KiB for the list.
-            self.assertEqual(srv.stop(), 0, srv.log_tail())
-            with open(srv.config) as f:
-                cfg = json.load(f)
-            cfg["max_message_bytes"] = 65536
-            with open(srv.config, "w") as f:
-                json.dump(cfg, f)
-            srv.start()
+            srv.restart_with(max_message_bytes=65536)
             h = self.health(srv)
             listed = list(h.images)
             self.assertEqual(listed, pins[:len(listed)])
