@@ -19,6 +19,7 @@
 #include <jansson.h>
 
 #include "audit.h"
+#include "images.h"
 #include "runs_manager.h"
 #include "runs_proc.h"
 #include "tree.h"
@@ -145,6 +146,7 @@ static int copy_settings(struct runs_settings *set, const struct sbx_config *cfg
 	set->expired_keep_seconds = cfg->expired_keep_seconds;
 	set->quotas = cfg->quotas;
 	set->max_message_bytes = cfg->max_message_bytes ? cfg->max_message_bytes : (4u << 20);
+	set->allow_unpinned = cfg->images.allow_unpinned;
 	for (size_t i = 0; i < cfg->n_input_dirs && i < SBX_CONFIG_MAX_INPUT_DIRS; i++) {
 		/* Resolved once, so a later check compares canonical paths. */
 		char *real = realpath(cfg->input_dirs[i], NULL);
@@ -169,6 +171,35 @@ static int lock_state_dir(struct sbx_runs *runs, struct sbx_err *err)
 	if (flock(runs->lock_fd, LOCK_EX | LOCK_NB) < 0)
 		return sbx_fail_errno(err, "%s: another sbxd uses this state directory", path);
 	return 0;
+}
+
+/* images.dir, else <state_dir>/images: made when missing, refused when
+ * anybody but sbxd's user could change what the runs will mount. */
+static int open_images(struct sbx_runs *runs, const struct sbx_config *cfg, struct sbx_err *err)
+{
+	_cleanup_free_ char *dir = sbx_config_images_dir(cfg);
+	_cleanup_free_ char *real = NULL, *runs_real = NULL;
+	_cleanup_img_store_ struct img_store *made = NULL;
+	size_t n;
+
+	if (!dir)
+		return sbx_fail_errnum(err, ENOMEM, "store directory");
+	if (img_store_open(dir, true, &made, err) < 0)
+		return -1;
+	/* The helper opens a run's tree without following any link: the
+	 * store is named by the path a link in images.dir leads to. */
+	if (!(real = realpath(dir, NULL)) || !(runs_real = realpath(runs->cfg.runs_dir, NULL)))
+		return sbx_fail_errno(err, "%s", real ? runs->cfg.runs_dir : dir);
+	/* Every start empties runs/: a store in there would go with it. */
+	n = strlen(runs_real);
+	if (!strncmp(real, runs_real, n) && (real[n] == '/' || !real[n]))
+		return sbx_fail(err, "%s: inside %s, which every start of sbxd empties", dir,
+				runs->cfg.runs_dir);
+	if (!strcmp(real, dir)) {
+		runs->images = sbx_steal_ptr(made);
+		return 0;
+	}
+	return img_store_open(real, false, &runs->images, err);
 }
 
 /* A crashed predecessor's run directories: nothing in them is worth keeping
@@ -296,6 +327,11 @@ int runs_startup(struct sbx_runs *runs, const struct sbx_config *cfg, struct sbx
 	 * makes one: the runs' policies and uploads are for sbxd alone. */
 	if (chmod(runs->cfg.runs_dir, 0700) < 0)
 		return sbx_fail_errno(err, "state_dir: chmod %s", runs->cfg.runs_dir);
+	/* The store is not the runs' to clean: its trees outlive every sbxd
+	 * (only runs/ is a predecessor's leftovers). A half-made import is
+	 * the store's own business (the next import removes it). */
+	if (open_images(runs, cfg, err) < 0)
+		return sbx_err_prefix(err, "images");
 	dirs = remove_stale_runs(runs, err);
 	if (!dirs)
 		return sbx_err_prefix(err, "start-up clean-up");
@@ -319,6 +355,9 @@ void runs_settings_free(struct sbx_runs *runs)
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(runs->cfg.helper_env); i++)
 		free(runs->cfg.helper_env[i]);
 	memset(&runs->cfg, 0, sizeof(runs->cfg));
+	if (runs->images)
+		img_store_close(runs->images);
+	runs->images = NULL;
 	if (runs->lock_fd >= 0)
 		close(runs->lock_fd);
 	runs->lock_fd = -1;

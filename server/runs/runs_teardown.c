@@ -322,6 +322,9 @@ static int teardown_finish(struct sbx_run *r, Sbx__V1__RunManifest **manifest,
 		r->teardown_why && manifest && *manifest ? manifest_audit_json(*manifest) : NULL));
 	artifacts_list_free(&al);
 	quota_release_run(r);
+	/* Only now may `sbxd image rm` take the tree: the sandbox that saw
+	 * it is gone, and so is everything the run kept. */
+	run_release_image(r);
 	run_unregister(r);
 	return rc;
 

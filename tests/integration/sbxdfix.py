@@ -137,6 +137,18 @@ class Server:
             time.sleep(0.05)
         raise RuntimeError("sbxd did not answer Health: " + self.log_tail())
 
+    def restart_with(self, **config):
+        """Stops sbxd (which must exit 0), sets these keys of its config
+        file, and starts it again."""
+        rc = self.stop()
+        assert rc == 0, "sbxd exited %s on SIGTERM: %s" % (rc, self.log_tail())
+        with open(self.config) as f:
+            cfg = json.load(f)
+        cfg.update(config)
+        with open(self.config, "w") as f:
+            json.dump(cfg, f)
+        self.start()
+
     def log_tail(self):
         text = b""
         for name in sorted(os.listdir(self.dir)):
