@@ -6,7 +6,7 @@
  * A function that fills a struct sbx_err can be handed &st->err directly,
  * and the caller then only picks the code:
  *
- *	if (remove_tree_at(..., &st->err) < 0)
+ *	if (sbx_remove_tree_at(..., &st->err) < 0)
  *		return sbx_rpc_code(st, SBX__V1__CODE__INTERNAL);
  *
  * No allocation, like struct sbx_err. */

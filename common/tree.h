@@ -57,6 +57,18 @@ typedef int (*sbx_tree_file_fn)(const char *relpath, int fd, const struct stat *
 int sbx_tree_list(int dirfd, uint64_t max_entries, sbx_tree_file_fn fn, void *arg,
 		  struct sbx_tree_skips *skipped, struct sbx_err *err);
 
+/* sbx_open_beneath, and where that fails with EACCES on a directory or
+ * regular file the euid owns (a mode of 000, a directory without x), adds
+ * `need` to its permission bits and opens it again: *was gets the mode it
+ * had (for the caller to put back with fchmod), else (mode_t)-1. */
+int sbx_open_beneath_owned(int dirfd, const char *name, int flags, mode_t need, mode_t *was,
+			   struct sbx_err *err);
+/* Removes `name` under parent: a non-directory is unlinked, a directory
+ * emptied first (never following a link, making read-only or unreadable
+ * directories of ours writable as it goes). Nothing there is success.
+ * Returns -1 with err on the first failure. */
+int sbx_remove_tree_at(int parent, const char *name, struct sbx_err *err);
+
 /* sha256 (OpenSSL EVP) of everything read from fd's current offset to its
  * end, as 64 lowercase hex digits + NUL; *bytes (if non-NULL) gets the
  * length. */

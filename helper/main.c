@@ -23,8 +23,8 @@
 static const char usage[] =
     "usage: sbx-helper run --policy FILE [--data DIR] [--out DIR] [--result FILE]\n"
     "                      [--cgroup-root PATH] [--allow-rlimit-fallback] -- CMD [ARG...]\n"
-    "       sbx-helper serve --policy FILE --control-fd N [--data DIR] [--cgroup-root PATH]\n"
-    "                      [--allow-rlimit-fallback]\n"
+    "       sbx-helper serve --policy FILE --control-fd N [--data DIR] [--image-root DIR]\n"
+    "                      [--cgroup-root PATH] [--allow-rlimit-fallback]\n"
     "       sbx-helper check [--json] [--cgroup-root PATH]\n"
     "       sbx-helper cleanup [--cgroup-root PATH]\n"
     "       sbx-helper policy FILE\n"
@@ -42,6 +42,9 @@ static const char usage[] =
     "  --data DIR               mounted read-only at /data (default: empty)\n"
     "  --data-no-symlinks       fail if any component of --data is a symlink (sbxd\n"
     "                           passes a path it checked)\n"
+    "  --image-root DIR         serve: the pinned image's tree (sbxd's store passes\n"
+    "                           it), read-only as the root's content; opened\n"
+    "                           without following links\n"
     "  --out DIR                where /out is copied at the end (regular files and\n"
     "                           directories only; links are never followed)\n"
     "  --result FILE            write what happened as JSON\n"
@@ -57,6 +60,7 @@ enum {
 	OPT_POLICY = 256,
 	OPT_DATA,
 	OPT_DATA_NO_SYMLINKS,
+	OPT_IMAGE_ROOT,
 	OPT_OUT,
 	OPT_RESULT,
 	OPT_CGROUP_ROOT,
@@ -71,6 +75,7 @@ static const struct option long_opts[] = {
     {"policy", required_argument, NULL, OPT_POLICY},
     {"data", required_argument, NULL, OPT_DATA},
     {"data-no-symlinks", no_argument, NULL, OPT_DATA_NO_SYMLINKS},
+    {"image-root", required_argument, NULL, OPT_IMAGE_ROOT},
     {"out", required_argument, NULL, OPT_OUT},
     {"result", required_argument, NULL, OPT_RESULT},
     {"cgroup-root", required_argument, NULL, OPT_CGROUP_ROOT},
@@ -157,6 +162,9 @@ int main(int argc, char **argv)
 		case OPT_DATA_NO_SYMLINKS:
 			o.data_no_symlinks = true;
 			break;
+		case OPT_IMAGE_ROOT:
+			o.image_root = optarg;
+			break;
 		case OPT_OUT:
 			o.out_dir = optarg;
 			break;
@@ -203,6 +211,13 @@ int main(int argc, char **argv)
 		return fail(usage_exit, "%s", "serve: needs --control-fd N and no command");
 	if (!o.policy_path)
 		return fail(usage_exit, "%s", "missing --policy FILE");
+	/* A store's tree is sbxd's to name: `run` takes "host" or a rootfs
+	 * directory in the policy itself. */
+	if (run && o.image_root)
+		return fail(usage_exit, "%s", "--image-root is for serve (sbxd's image store)");
+	if (o.image_root && (o.image_root[0] != '/' || !is_dir(o.image_root)))
+		return fail(usage_exit, "--image-root %s: not an absolute path to a directory",
+			    o.image_root);
 	if (o.data_dir && !is_dir(o.data_dir))
 		return fail(usage_exit, "--data %s: not a directory", o.data_dir);
 	if (o.out_dir) {

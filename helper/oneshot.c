@@ -75,7 +75,8 @@ static void feed_step(struct feed *f, short revents)
 	f->off += (size_t)w;
 }
 
-int sbx_policy_supported(const SbxPolicy *p, bool oneshot, struct sbx_err *err)
+int sbx_policy_supported(const SbxPolicy *p, bool oneshot, const char *image_root,
+			 struct sbx_err *err)
 {
 	/* Served, the exec's listener goes to sbxd, whose proxy enforces the
 	 * allowlist; run alone there is nobody to accept on it. */
@@ -84,9 +85,18 @@ int sbx_policy_supported(const SbxPolicy *p, bool oneshot, struct sbx_err *err)
 				     "`sbx-helper run` does not have; run it through sbxd (`sbxctl "
 				     "run` starts a private sbxd); sbx-helper alone enforces only "
 				     "\"deny\"");
-	if (strcmp(p->image, "host") != 0 && p->image[0] != '/')
+	bool pinned = strcmp(p->image, "host") != 0 && p->image[0] != '/';
+	/* The pin is sbxd's to resolve and verify; the tree it resolved to
+	 * comes as --image-root, and only with a pin: one never stands in for
+	 * the other. */
+	if (pinned && !image_root)
 		return sbx_fail(err, "image: pinned images need sbxd's image store; sbx-helper "
 				     "alone takes \"host\" or a rootfs directory");
+	if (!pinned && image_root)
+		return sbx_fail(err,
+				"--image-root: the policy's image (%.200s) is not a pinned "
+				"store image",
+				p->image);
 	if (p->image[0] == '/') {
 		struct stat st;
 		if (stat(p->image, &st) < 0 || !S_ISDIR(st.st_mode))
@@ -241,6 +251,7 @@ static struct sbx_sandbox_opts sandbox_opts(const struct sbx_helper_opts *o, Sbx
 	    .policy = policy,
 	    .data_dir = o->data_dir,
 	    .data_no_symlinks = o->data_no_symlinks,
+	    .image_root = o->image_root,
 	    .cgroup_root = o->cgroup_root,
 	    .rlimit_fallback = o->rlimit_fallback,
 	    .ctl = ctl,
@@ -276,7 +287,7 @@ int sbx_oneshot_run(const struct sbx_helper_opts *o, SbxPolicy *policy)
 		sbx_fail_errno(&err, "signalfd");
 		goto out;
 	}
-	if (sbx_policy_supported(policy, true, &err) < 0)
+	if (sbx_policy_supported(policy, true, NULL, &err) < 0)
 		goto out;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) < 0) {
 		sbx_fail_errno(&err, "socketpair");
@@ -394,7 +405,7 @@ int sbx_serve(const struct sbx_helper_opts *o, SbxPolicy *policy)
 {
 	struct sbx_err err;
 	struct sbx_sandbox sb;
-	if (sbx_policy_supported(policy, false, &err) < 0) {
+	if (sbx_policy_supported(policy, false, o->image_root, &err) < 0) {
 		fprintf(stderr, "sbx-helper: %s\n", err.msg);
 		return EXIT_SETUP;
 	}

@@ -12,6 +12,7 @@ struct sbx_helper_opts {
 	const char *policy_path;
 	const char *data_dir;
 	bool data_no_symlinks;
+	const char *image_root; /* serve: a store image's tree (the policy names its pin) */
 	const char *out_dir;
 	const char *result_path;
 	const char *cgroup_root;
@@ -29,7 +30,9 @@ int sbx_oneshot_run(const struct sbx_helper_opts *opts, SbxPolicy *policy);
 int sbx_serve(const struct sbx_helper_opts *opts, SbxPolicy *policy);
 
 /* What `run` (oneshot) or `serve` can enforce of a policy here; else an
- * error. */
-int sbx_policy_supported(const SbxPolicy *p, bool oneshot, struct sbx_err *err);
+ * error. image_root: serve was given --image-root (the tree of the
+ * policy's pinned image). */
+int sbx_policy_supported(const SbxPolicy *p, bool oneshot, const char *image_root,
+			 struct sbx_err *err);
 
 #endif

@@ -19,6 +19,12 @@
  * never mean anything inside. */
 #define ATTR_SAFE (MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)
 
+/* A store image's entries at its top and in its etc/: the root tmpfs
+ * (4096 inodes) holds one inode for each, beside what sbx makes. A Debian
+ * rootfs has about 20 and 200. */
+#define STORE_TOP_MAX 1024
+#define STORE_ETC_MAX 2048
+
 static int pivot_root(const char *new_root, const char *put_old)
 {
 	return (int)syscall(SYS_pivot_root, new_root, put_old);
@@ -119,6 +125,47 @@ static int bind_host_optional(const char *host_path, int root_fd, const char *ta
 	return bind_fd(src, root_fd, target, MOUNT_ATTR_RDONLY | ATTR_SAFE, true, err);
 }
 
+/* The sandbox's own /etc files, whatever the image: who the sandbox user
+ * is, its name, and no resolver. An image's own versions (a build host's
+ * users, a resolv.conf naming a real nameserver) never show. */
+static const struct {
+	const char *name, *text;
+} sbx_etc_files[] = {
+    {"passwd", "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+	       "sbx:x:1000:1000:sandbox:/tmp:/bin/sh\n"
+	       "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"},
+    {"group", "root:x:0:\nsbx:x:1000:\nnogroup:x:65534:\n"},
+    {"hostname", "sbx\n"},
+    {"hosts", "127.0.0.1\tlocalhost sbx\n::1\tlocalhost ip6-localhost\n"},
+    {"nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\n"
+		      "hosts: files dns\nnetworks: files\nprotocols: files\n"
+		      "services: files\n"},
+    /* No resolver: with egress deny there is nothing to ask. */
+    {"resolv.conf", "# sbx: no DNS inside the sandbox\n"},
+};
+
+static bool is_sbx_etc_file(const char *name)
+{
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(sbx_etc_files); i++)
+		if (!strcmp(name, sbx_etc_files[i].name))
+			return true;
+	return false;
+}
+
+/* root_fd/etc with sbx's own files in it; returns an O_PATH fd of it. */
+static int make_sbx_etc(int root_fd, struct sbx_err *err)
+{
+	if (mkdir_at(root_fd, "etc", 0755, err) < 0)
+		return -1;
+	_cleanup_close_ int etc = openat(root_fd, "etc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (etc < 0)
+		return sbx_fail_errno(err, "open /etc");
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(sbx_etc_files); i++)
+		if (write_file_at(etc, sbx_etc_files[i].name, sbx_etc_files[i].text, err) < 0)
+			return -1;
+	return sbx_steal_fd(etc);
+}
+
 /* The host image: /usr and the top-level links or directories that point
  * into it, read-only, and an /etc made here rather than the host's. */
 static int populate_host_image(int root_fd, struct sbx_err *err)
@@ -141,29 +188,9 @@ static int populate_host_image(int root_fd, struct sbx_err *err)
 			return -1;
 		}
 	}
-	if (mkdir_at(root_fd, "etc", 0755, err) < 0)
-		return -1;
-	_cleanup_close_ int etc = openat(root_fd, "etc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	_cleanup_close_ int etc = make_sbx_etc(root_fd, err);
 	if (etc < 0)
-		return sbx_fail_errno(err, "open /etc");
-	static const struct {
-		const char *name, *text;
-	} files[] = {
-	    {"passwd", "root:x:0:0:root:/root:/usr/sbin/nologin\n"
-		       "sbx:x:1000:1000:sandbox:/tmp:/bin/sh\n"
-		       "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"},
-	    {"group", "root:x:0:\nsbx:x:1000:\nnogroup:x:65534:\n"},
-	    {"hostname", "sbx\n"},
-	    {"hosts", "127.0.0.1\tlocalhost sbx\n::1\tlocalhost ip6-localhost\n"},
-	    {"nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\n"
-			      "hosts: files dns\nnetworks: files\nprotocols: files\n"
-			      "services: files\n"},
-	    /* No resolver: with egress deny there is nothing to ask. */
-	    {"resolv.conf", "# sbx: no DNS inside the sandbox\n"},
-	};
-	for (size_t i = 0; i < SBX_ARRAY_SIZE(files); i++)
-		if (write_file_at(etc, files[i].name, files[i].text, err) < 0)
-			return -1;
+		return -1;
 	if (mkdir_at(etc, "ssl", 0755, err) < 0)
 		return -1;
 	static const char *const host_etc[] = {
@@ -177,6 +204,94 @@ static int populate_host_image(int root_fd, struct sbx_err *err)
 			return -1;
 	}
 	return 0;
+}
+
+/* An image's link made again beside the sandbox's entries, with the same
+ * target: resolved inside the sandbox later, never here. */
+static int copy_link(int from, int to, const char *name, struct sbx_err *err)
+{
+	char link[PATH_MAX];
+	ssize_t n = readlinkat(from, name, link, sizeof(link) - 1);
+	if (n < 0 || (link[n] = '\0', symlinkat(link, to, name) < 0))
+		return sbx_fail_errno(err, "link %s", name);
+	return 0;
+}
+
+/* Entries of one directory of a store image, copied onto `to`: directories
+ * and regular files bound read-only (each bind its own mount point here),
+ * symlinks made again with their targets (resolved inside the sandbox,
+ * never here), anything else skipped. `skip` names what the sandbox makes
+ * itself. More than `max` entries is refused: each is an inode of the
+ * root's small tmpfs and a mount. */
+static int bind_entries(int from, const char *where, int to, bool (*skip)(const char *name),
+			size_t max, struct sbx_err *err)
+{
+	_cleanup_close_ int list_fd = openat(from, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (list_fd < 0)
+		return sbx_fail_errno(err, "%s", where);
+	_cleanup_closedir_ DIR *d = fdopendir(list_fd);
+	if (!d)
+		return sbx_fail_errno(err, "%s", where);
+	list_fd = -1; /* the DIR's now */
+	size_t n = 0;
+	for (struct dirent *de; (errno = 0, de = readdir(d));) {
+		const char *name = de->d_name;
+		if (!strcmp(name, ".") || !strcmp(name, "..") || skip(name))
+			continue;
+		if (++n > max)
+			return sbx_fail(err, "%s: more than %zu entries", where, max);
+		struct stat st;
+		if (fstatat(from, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			return sbx_fail_errno(err, "%s/%s", where, name);
+		if (S_ISLNK(st.st_mode)) {
+			if (copy_link(from, to, name, err) < 0)
+				return sbx_err_prefix(err, "%s", where);
+			continue;
+		}
+		if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+			continue;
+		_cleanup_close_ int src = openat(from, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		if (src < 0)
+			return sbx_fail_errno(err, "%s/%s", where, name);
+		if ((S_ISDIR(st.st_mode) ? mkdir_at(to, name, 0755, err)
+					 : touch_at(to, name, err)) < 0 ||
+		    bind_fd(src, to, name, MOUNT_ATTR_RDONLY | ATTR_SAFE, false, err) < 0)
+			return sbx_err_prefix(err, "%s/%s", where, name);
+	}
+	if (errno)
+		return sbx_fail_errno(err, "%s: read", where);
+	return 0;
+}
+
+/* What the sandbox makes itself at the top: never the image's. */
+static bool sandbox_owned(const char *name)
+{
+	static const char *const own[] = {"proc", "dev", "sys", "tmp", "data", "out", "etc"};
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(own); i++)
+		if (!strcmp(name, own[i]))
+			return true;
+	return false;
+}
+
+/* A store image (--image-root, which sbxd resolved, verified and holds):
+ * every top-level entry but what the sandbox makes itself, and an /etc of
+ * sbx's own files with the image's other entries bound beside them. */
+static int populate_store_image(int img, int root_fd, struct sbx_err *err)
+{
+	if (bind_entries(img, "image", root_fd, sandbox_owned, STORE_TOP_MAX, err) < 0)
+		return -1;
+	_cleanup_close_ int etc = make_sbx_etc(root_fd, err);
+	if (etc < 0)
+		return -1;
+	/* An image without an etc directory (or with a link there) gets sbx's
+	 * files alone: a link would lead out of the etc made here. */
+	_cleanup_close_ int img_etc =
+	    openat(img, "etc", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (img_etc < 0)
+		return errno == ENOENT || errno == ENOTDIR || errno == ELOOP
+			   ? 0
+			   : sbx_fail_errno(err, "image/etc");
+	return bind_entries(img_etc, "image/etc", etc, is_sbx_etc_file, STORE_ETC_MAX, err);
 }
 
 /* A rootfs directory image: the top-level entries a root file system is
@@ -200,10 +315,8 @@ static int populate_dir_image(int img, const char *image, int root_fd, struct sb
 			return sbx_fail_errno(err, "image %s/%s", image, name);
 		}
 		if (S_ISLNK(st.st_mode)) {
-			char link[PATH_MAX];
-			ssize_t n = readlinkat(img, name, link, sizeof(link) - 1);
-			if (n < 0 || (link[n] = '\0', symlinkat(link, root_fd, name) < 0))
-				return sbx_fail_errno(err, "image link %s", name);
+			if (copy_link(img, root_fd, name, err) < 0)
+				return sbx_err_prefix(err, "image");
 			continue;
 		}
 		if (!S_ISDIR(st.st_mode))
@@ -398,8 +511,34 @@ static int mount_proc_at(const char *base, const char *null, int *sysctl_dir, st
 	return 0;
 }
 
+/* A directory that a caller of the helper names (--data, --image-root, a
+ * rootfs image), opened now, in this mount namespace, before /tmp is
+ * covered (it may live there). no_symlinks: a path sbxd resolved and
+ * checked, where a link swapped in since must fail, not be followed. */
+static int open_source_dir(const char *path, bool no_symlinks)
+{
+	if (!no_symlinks)
+		return open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+			       .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+	return (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
+}
+
+/* An image tree must not be the host's own root: that would be "host"
+ * without its allowlist (every top-level entry of the host). */
+static int refuse_host_root(int img, int host_root, const char *what, const char *path,
+			    struct sbx_err *err)
+{
+	struct stat a, b;
+	if (fstat(img, &a) < 0 || fstat(host_root, &b) < 0)
+		return sbx_fail_errno(err, "%s %s", what, path);
+	if (a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+		return sbx_fail(err, "%s %s: is the host's root; use \"host\"", what, path);
+	return 0;
+}
+
 int sbx_rootfs_build(const SbxPolicy *p, const char *data_dir, bool data_no_symlinks,
-		     int *sysctl_dir, struct sbx_err *err)
+		     const char *image_root, int *sysctl_dir, struct sbx_err *err)
 {
 	/* Nothing we mount may propagate back to the host. */
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
@@ -414,40 +553,32 @@ int sbx_rootfs_build(const SbxPolicy *p, const char *data_dir, bool data_no_syml
 	if (host_root < 0)
 		return sbx_fail_errno(err, "open /");
 	_cleanup_close_ int image_src = -1;
-	if (strcmp(p->image, "host") != 0) {
-		/* Opened before /tmp is covered, like --data, so an image kept
-		 * under /tmp is found. */
-		image_src = open(p->image, O_PATH | O_DIRECTORY | O_CLOEXEC);
-		struct stat img, host;
+	if (image_root) {
+		/* sbxd's store tree, held by sbxd for the run: no link in its
+		 * path is followed (the store is sbxd's, a link in it is not). */
+		image_src = open_source_dir(image_root, true);
+		if (image_src < 0)
+			return sbx_fail_errno(err, "--image-root %s", image_root);
+		if (refuse_host_root(image_src, host_root, "--image-root", image_root, err) < 0)
+			return -1;
+	} else if (strcmp(p->image, "host") != 0) {
+		image_src = open_source_dir(p->image, false);
 		if (image_src < 0)
 			return sbx_fail_errno(err, "image %s", p->image);
-		if (fstat(image_src, &img) < 0 || fstat(host_root, &host) < 0)
-			return sbx_fail_errno(err, "image %s", p->image);
-		if (img.st_dev == host.st_dev && img.st_ino == host.st_ino)
-			return sbx_fail(err, "image %s: is the host's root; use \"host\"",
-					p->image);
+		if (refuse_host_root(image_src, host_root, "image", p->image, err) < 0)
+			return -1;
 	}
 	_cleanup_close_ int data_src = -1;
-	if (data_dir) {
-		/* Resolve --data before /tmp is covered: it may live there. */
-		if (data_no_symlinks) {
-			struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
-					       .resolve =
-						   RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
-			data_src = (int)syscall(SYS_openat2, AT_FDCWD, data_dir, &how, sizeof(how));
-		} else {
-			data_src = open(data_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-		}
-		if (data_src < 0)
-			return sbx_fail_errno(err, "--data %s", data_dir);
-	}
+	if (data_dir && (data_src = open_source_dir(data_dir, data_no_symlinks)) < 0)
+		return sbx_fail_errno(err, "--data %s", data_dir);
 	if (mount_new("tmpfs", root_opts, host_root, "tmp", ATTR_SAFE, err) < 0)
 		return -1;
 	_cleanup_close_ int root_fd = open("/tmp", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (root_fd < 0)
 		return sbx_fail_errno(err, "open new root");
 
-	int rc = strcmp(p->image, "host") == 0
+	int rc = image_root ? populate_store_image(image_src, root_fd, err)
+		 : strcmp(p->image, "host") == 0
 		     ? populate_host_image(root_fd, err)
 		     : populate_dir_image(image_src, p->image, root_fd, err);
 	if (rc < 0)

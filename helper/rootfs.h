@@ -25,10 +25,13 @@
  * every source (image, --data, host files the image needs), builds the tree
  * on a new tmpfs, pivots into it and detaches the host. On return cwd is /
  * and the root is read-only. data_dir may be NULL (an empty /data).
+ * image_root: a store image's tree (serve --image-root), which is the
+ * image then, whatever the policy's image string says (its pin); NULL: the
+ * policy's "host" or rootfs directory.
  * *sysctl_dir gets an O_PATH fd of /proc/sys beneath the read-only bind
  * that covers it, for exec init's per-namespace sysctls (netns.h). */
 int sbx_rootfs_build(const SbxPolicy *policy, const char *data_dir, bool data_no_symlinks,
-		     int *sysctl_dir, struct sbx_err *err);
+		     const char *image_root, int *sysctl_dir, struct sbx_err *err);
 
 /* In an exec's own mount namespace, while it holds its capabilities there:
  * covers the sandbox's /dev/pts with a devpts instance of the exec's own. */

@@ -14,6 +14,7 @@ struct sbx_sandbox_opts {
 	const SbxPolicy *policy;
 	const char *data_dir;	 /* NULL: empty /data */
 	bool data_no_symlinks;	 /* resolve data_dir without following links */
+	const char *image_root;	 /* a store image's tree (the policy names its pin); NULL */
 	const char *cgroup_root; /* NULL: the default delegated root */
 	bool rlimit_fallback;	 /* no cgroup: rlimits instead of failing */
 	int ctl;		 /* the sandbox's end of the control socket */

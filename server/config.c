@@ -407,6 +407,7 @@ static const char *const top_keys[] = {"listen",
 				       "log_group",
 				       "connections",
 				       "egress",
+				       "images",
 				       "idle_seconds_default",
 				       "expired_keep_seconds",
 				       NULL};
@@ -485,7 +486,8 @@ static int parse_root(struct sbx_config *cfg, json_t *root, struct sbx_err *err)
 		return -1;
 	if ((v = json_object_get(root, "connections")) && parse_connections(cfg, v, err) < 0)
 		return -1;
-	if (sbx_config_parse_egress(cfg, root, err) < 0)
+	if (sbx_config_parse_egress(cfg, root, err) < 0 ||
+	    sbx_config_parse_images(cfg, root, err) < 0)
 		return -1;
 	/* Across keys, now that all of them are known. */
 	for (size_t i = 0; i < cfg->n_listen; i++) {
@@ -647,6 +649,7 @@ void sbx_config_free(struct sbx_config *cfg)
 	free(cfg->tls_key);
 	free(cfg->tls_client_ca);
 	sbx_config_egress_free(&cfg->egress);
+	sbx_config_images_free(&cfg->images);
 	/* The token hashes are not secrets, but nothing needs them after. */
 	memset(cfg, 0, sizeof(*cfg));
 }

@@ -173,4 +173,11 @@ int sbx_config_egress_defaults(struct sbx_config_egress *eg, struct sbx_err *err
 int sbx_config_parse_egress(struct sbx_config *cfg, void *root /* json_t */, struct sbx_err *err);
 void sbx_config_egress_free(struct sbx_config_egress *eg);
 
+/* config_images.c: the "images" section read from the document's root,
+ * the store's directory (images.dir, else <state_dir>/images; malloc'd,
+ * NULL without memory), and what the section holds freed. */
+int sbx_config_parse_images(struct sbx_config *cfg, void *root /* json_t */, struct sbx_err *err);
+char *sbx_config_images_dir(const struct sbx_config *cfg);
+void sbx_config_images_free(struct sbx_config_images *im);
+
 #endif

@@ -209,9 +209,11 @@ void manifest_free(struct manifest *m);
 int manifest_upload(sbx_client *c, const char *run_id, const struct manifest *m,
 		    struct sbx_rpc_status *st);
 /* Creates a run from cli's policy, labels and data dir (uploading it unless
- * told not to); *run_id is malloc'd. */
+ * told not to); *run_id is malloc'd; image_digest gets what the image
+ * resolved to ("sha256:<hex>", or "unpinned" for host). */
+#define CLI_DIGEST_BUF 72
 int create_with_inputs(sbx_client *c, const struct cli *cli, bool upload, char **run_id,
-		       struct sbx_rpc_status *st);
+		       char image_digest[CLI_DIGEST_BUF], struct sbx_rpc_status *st);
 /* Starts argv in the run; *exec_id is malloc'd. */
 int start_exec(sbx_client *c, const struct cli *cli, const char *run_id, char **exec_id,
 	       struct sbx_rpc_status *st);

@@ -306,5 +306,9 @@ int cmd_health(struct cli *cli)
 	       h->cgroup);
 	for (size_t i = 0; i < h->n_images; i++)
 		printf("image %s\n", h->images[i]);
+	if (h->images_not_listed)
+		printf("images: %" PRIu32 " more not listed (sbxd image list on the host shows "
+		       "them)\n",
+		       h->images_not_listed);
 	return 0;
 }

@@ -157,6 +157,7 @@ int cmd_run(struct cli *cli)
 	struct private_sbxd priv = {.pid = -1};
 	struct sbx_rpc_status st;
 	_cleanup_free_ char *run_id = NULL;
+	char image_digest[CLI_DIGEST_BUF] = "";
 	int status = EXIT_SETUP;
 	json_auto_t *result = NULL;
 
@@ -171,7 +172,7 @@ int cmd_run(struct cli *cli)
 		private_sbxd_stop(&priv);
 		return EXIT_SETUP;
 	}
-	if (create_with_inputs(c, cli, true, &run_id, &st) < 0) {
+	if (create_with_inputs(c, cli, true, &run_id, image_digest, &st) < 0) {
 		cli_status_error(&st);
 	} else if ((status = exec_and_wait(c, cli, run_id, &result, &st)) < 0) {
 		cli_status_error(&st);
@@ -188,9 +189,12 @@ int cmd_run(struct cli *cli)
 			status = EXIT_SETUP;
 		}
 	}
-	/* What the run left, listed before it is gone. */
+	/* What the run left, listed before it is gone, and the image it ran
+	 * in (the digest a pin resolved to). */
 	if (result && status != EXIT_SETUP) {
-		if (cli_result_add_artifacts(result, c, run_id, &st) < 0) {
+		if ((json_object_set_new(result, "image_digest", json_string(image_digest)) < 0 &&
+		     sbx_rpc_fail(&st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory") < 0) ||
+		    cli_result_add_artifacts(result, c, run_id, &st) < 0) {
 			cli_status_error(&st);
 			status = EXIT_SETUP;
 		} else if (cli_print_json_value(json_incref(result)) < 0) {
@@ -210,6 +214,7 @@ int cmd_create(struct cli *cli)
 {
 	struct sbx_rpc_status st;
 	_cleanup_free_ char *run_id = NULL;
+	char image_digest[CLI_DIGEST_BUF] = "";
 	if (cli->print_policy)
 		return cli_print_policy(cli);
 	_cleanup_client_ sbx_client *c = cli_connect(cli, NULL);
@@ -217,7 +222,7 @@ int cmd_create(struct cli *cli)
 	if (!c)
 		return EXIT_FAILURE_RPC;
 	cli_install_signals();
-	int rc = create_with_inputs(c, cli, !cli->no_upload, &run_id, &st);
+	int rc = create_with_inputs(c, cli, !cli->no_upload, &run_id, image_digest, &st);
 	if (rc < 0) {
 		cli_status_error(&st);
 		/* A run whose inputs did not arrive is of no use: do not leave it. */
@@ -225,7 +230,8 @@ int cmd_create(struct cli *cli)
 			teardown_quiet(c, run_id, -1);
 	} else if (!cli->json) {
 		puts(run_id);
-	} else if (cli_print_json_value(json_pack("{s:s}", "run_id", run_id)) < 0) {
+	} else if (cli_print_json_value(json_pack("{s:s, s:s}", "run_id", run_id, "image_digest",
+						  image_digest)) < 0) {
 		rc = -1;
 	}
 	return rc < 0 ? EXIT_FAILURE_RPC : 0;

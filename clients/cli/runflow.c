@@ -90,7 +90,7 @@ static Sbx__V1__CreateRunRequest__LabelsEntry **make_labels(const struct cli *cl
 }
 
 int create_with_inputs(sbx_client *c, const struct cli *cli, bool upload, char **run_id,
-		       struct sbx_rpc_status *st)
+		       char image_digest[CLI_DIGEST_BUF], struct sbx_rpc_status *st)
 {
 	Sbx__V1__CreateRunRequest req = SBX__V1__CREATE_RUN_REQUEST__INIT;
 	struct manifest m = {0};
@@ -119,6 +119,7 @@ int create_with_inputs(sbx_client *c, const struct cli *cli, bool upload, char *
 		goto out;
 	}
 	*run_id = strdup(r->run_id);
+	snprintf(image_digest, CLI_DIGEST_BUF, "%s", r->image_digest);
 	sbx__v1__create_run_response__free_unpacked(r, NULL);
 	if (!*run_id) {
 		sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");

@@ -42,6 +42,7 @@ struct sbx_run *run_alloc(struct sbx_runs *runs)
 	r->dir_fd = r->data_fd = r->staging_fd = r->spill_fd = -1;
 	r->ctl = r->out_fd = r->err_pipe = r->wake = r->pidfd = -1;
 	r->pid = -1;
+	r->image = (struct img_hold)IMG_HOLD_INIT;
 	r->exec_tail = &r->execs;
 	r->events_tail = &r->events;
 	r->added_tail = &r->added;
@@ -51,6 +52,15 @@ struct sbx_run *run_alloc(struct sbx_runs *runs)
 	 * stretches it. */
 	cond_init_monotonic(&r->cv);
 	return r;
+}
+
+void run_release_image(struct sbx_run *r)
+{
+	if (r->image.lock_fd < 0 && !r->image.rootfs)
+		return;
+	img_hold_release(&r->image);
+	/* Whatever img_hold_release leaves, a second call finds nothing. */
+	r->image = (struct img_hold)IMG_HOLD_INIT;
 }
 
 static void close_fd(int *fd)
@@ -84,6 +94,9 @@ static void run_free(struct sbx_run *r)
 	/* Closed by now but for a CreateRun that failed: then nothing of the
 	 * run can be in the proxy but its empty place. */
 	sbx_egress_run_free(r->egress);
+	/* Released by its teardown; this is for a CreateRun that failed
+	 * before the run was registered. */
+	run_release_image(r);
 	inputs_free(r);
 	artifacts_forget(r);
 	sbx_policy_free(r->policy);

@@ -31,6 +31,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "images.h"
 #include "policy.h"
 #include "run_state.h"
 #include "service.h"
@@ -145,7 +146,9 @@ struct sbx_run {
 	char identity[sizeof(((struct sbx_identity *)0)->name)];
 	SbxPolicy *policy;
 	char policy_digest[72]; /* "sha256:<hex>" */
-	const char *image_digest;
+	/* "sha256:<hex>" of a store image, "unpinned" for host: a copy of
+	 * image.digest, which outlives the hold's release. */
+	char image_digest[IMG_DIGEST_LEN + 1];
 	size_t n_labels;
 	char **label_keys;
 	char **label_values;
@@ -180,6 +183,12 @@ struct sbx_run {
 	pid_t pid; /* sbx-helper, leader of its own process group */
 	int pidfd; /* -1 without pidfd_open: the monitor polls */
 	int wake;  /* eventfd: tells the monitor the exec list changed */
+
+	/* [owner] A store image's hold (images.h): its shared flock keeps
+	 * `sbxd image rm` off the tree while the sandbox may still see it.
+	 * Taken by CreateRun, released by run_release_image once the
+	 * teardown finished (or CreateRun failed); lock_fd -1 for host. */
+	struct img_hold image;
 
 	/* [owner] */
 	pthread_t monitor;
@@ -228,6 +237,9 @@ struct sbx_run {
 	struct run_event *events; /* queued audit lines */
 	struct run_event **events_tail;
 };
+
+/* [owner] Lets go of the run's image (nothing when it holds none). */
+void run_release_image(struct sbx_run *r);
 
 /* A condvar whose timed waits run on CLOCK_MONOTONIC (sbx_mono_after_ms). */
 void cond_init_monotonic(pthread_cond_t *cv);

@@ -31,6 +31,7 @@ struct sbx_runs *runs_new(void)
 	runs->lock_fd = -1;
 	snprintf(runs->host.cgroup, sizeof(runs->host.cgroup), "none");
 	pthread_mutex_init(&runs->mu, NULL);
+	pthread_mutex_init(&runs->images_mu, NULL);
 	cond_init_monotonic(&runs->cv);
 	cond_init_monotonic(&runs->sweeper_cv);
 	return runs;
@@ -44,6 +45,7 @@ void runs_free(struct sbx_runs *runs)
 	runs_settings_free(runs);
 	pthread_cond_destroy(&runs->sweeper_cv);
 	pthread_cond_destroy(&runs->cv);
+	pthread_mutex_destroy(&runs->images_mu);
 	pthread_mutex_destroy(&runs->mu);
 	free(runs);
 }

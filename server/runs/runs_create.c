@@ -34,7 +34,7 @@
 #include "runs_registry.h"
 #include "runs_status.h"
 #include "runs_teardown.h"
-#include "runs_util.h"
+#include "tree.h"
 #include "util.h"
 
 #define LABELS_MAX	64
@@ -124,10 +124,46 @@ static SbxPolicy *request_policy(const Sbx__V1__CreateRunRequest *req, struct sb
 	return p;
 }
 
-/* Invariant 9: never a weaker sandbox than the policy says. */
-static int check_enforceable(const struct sbx_runs *runs, const SbxPolicy *p,
-			     struct sbx_rpc_status *st)
+/* A store image: resolved, verified and held (images.h) for the run's
+ * life. The effective policy names what runs: an unpinned name:tag (if the
+ * config allows it) becomes the pinned form it resolved to, so the
+ * policy's digest, the manifest and the helper all say one image. */
+static int resolve_image(struct sbx_run *r, struct sbx_rpc_status *st)
 {
+	struct sbx_runs *runs = r->runs;
+	char *pinned;
+	int rc;
+
+	if (!runs->images)
+		return sbx_rpc_fail(
+		    st, SBX__V1__CODE__FAILED_PRECONDITION,
+		    "image: %.200s: this sbxd has no image store; only \"host\" can "
+		    "be used",
+		    r->policy->image);
+	pthread_mutex_lock(&runs->images_mu);
+	rc = img_store_resolve(runs->images, r->policy->image, runs->cfg.allow_unpinned, &r->image,
+			       &st->err);
+	pthread_mutex_unlock(&runs->images_mu);
+	if (rc == IMG_REFUSED)
+		return sbx_rpc_code(st, SBX__V1__CODE__FAILED_PRECONDITION);
+	if (rc < 0)
+		return sbx_rpc_code(st, SBX__V1__CODE__INTERNAL);
+	snprintf(r->image_digest, sizeof(r->image_digest), "%s", r->image.digest);
+	if (strcmp(r->policy->image, r->image.pinned) == 0)
+		return 0;
+	if (!(pinned = strdup(r->image.pinned)))
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
+	free(r->policy->image);
+	r->policy->image = pinned;
+	return 0;
+}
+
+/* Invariant 9: never a weaker sandbox than the policy says. */
+static int check_enforceable(struct sbx_run *r, struct sbx_rpc_status *st)
+{
+	const struct sbx_runs *runs = r->runs;
+	const SbxPolicy *p = r->policy;
+
 	/* Without the proxy an exec's listener would have nobody accepting on
 	 * it: nothing would leak, but the policy's allowlist would be a lie. */
 	if (p->egress->policy == SBX__V1__EGRESS__POLICY__ALLOWLIST && !runs->egress)
@@ -135,16 +171,20 @@ static int check_enforceable(const struct sbx_runs *runs, const SbxPolicy *p,
 				    "egress: this sbxd's egress proxy did not start%s%.400s; only "
 				    "deny can be enforced",
 				    runs->egress_down[0] ? ": " : "", runs->egress_down);
+	if (strcmp(p->image, "host") == 0) {
+		snprintf(r->image_digest, sizeof(r->image_digest), "unpinned");
+		return 0;
+	}
 	/* A rootfs directory named by a caller would bring whatever host
 	 * directory it names (and sbxd can read) into the sandbox: sbxd takes
-	 * only the host image until its image store pins real ones. */
-	if (strcmp(p->image, "host") != 0)
+	 * only the host image and the pinned trees of its own store. */
+	if (p->image[0] == '/')
 		return sbx_rpc_fail(
 		    st, SBX__V1__CODE__FAILED_PRECONDITION,
-		    "image: %.200s: this sbxd has no image store yet; only \"host\" can be "
-		    "used (rootfs directories are for sbx-helper run)",
+		    "image: %.200s: sbxd takes \"host\" or an image of its store "
+		    "(name:tag@sha256:...); rootfs directories are for sbx-helper run",
 		    p->image);
-	return 0;
+	return resolve_image(r, st);
 }
 
 static int copy_labels(struct sbx_run *r, const Sbx__V1__CreateRunRequest *req,
@@ -256,7 +296,7 @@ static int validate(struct sbx_run *r, const Sbx__V1__CreateRunRequest *req,
 		return -1;
 	if (has_dir && check_input_dir(r, req->input_dir, st) < 0)
 		return -1;
-	return check_enforceable(r->runs, r->policy, st);
+	return check_enforceable(r, st);
 }
 
 static void new_run_id(char id[RUN_ID_BUF])
@@ -350,7 +390,7 @@ static void remove_run_dir(struct sbx_run *r)
 	_cleanup_close_ int runs = open(r->runs->cfg.runs_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	struct sbx_err err;
 
-	if (runs >= 0 && r->id[0] && remove_tree_at(runs, r->id, &err) < 0)
+	if (runs >= 0 && r->id[0] && sbx_remove_tree_at(runs, r->id, &err) < 0)
 		run_alert(r, "sbxd: could not remove the run directory: %s", err.msg);
 }
 
@@ -416,6 +456,12 @@ static int start_helper(struct sbx_run *r, int64_t *spawned, struct sbx_rpc_stat
 		/* The path was resolved and checked here; a link swapped into it
 		 * since must make the helper fail, not follow it. */
 		argv[n++] = "--data-no-symlinks";
+	}
+	if (r->image.rootfs) {
+		/* The store's tree, held for the run: the helper opens it
+		 * without following links, as it opens --data. */
+		argv[n++] = "--image-root";
+		argv[n++] = r->image.rootfs;
 	}
 	if (set->cgroup_root) {
 		argv[n++] = "--cgroup-root";
@@ -483,6 +529,8 @@ static void abandon(struct sbx_run *r)
 	}
 	remove_run_dir(r);
 	quota_release_run(r);
+	/* The sandbox (the only user of the tree) is gone. */
+	run_release_image(r);
 	run_unregister(r);
 }
 
@@ -570,7 +618,6 @@ SBX_HANDLER(create_run, Sbx__V1__CreateRunRequest, Sbx__V1__CreateRunResponse)
 		return sbx_rpc_code(st, SBX__V1__CODE__INTERNAL);
 	}
 	snprintf(r->policy_digest, sizeof(r->policy_digest), "sha256:%s", hex);
-	r->image_digest = "unpinned"; /* "host" or a rootfs directory: no store yet */
 	r->output_cap = r->policy->limits->output_kb * 1024;
 	r->created_ms = sbx_unix_ms();
 	if (run_register(r, st) < 0) {

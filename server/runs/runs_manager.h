@@ -4,8 +4,9 @@
  * handlers get it through SBX_HANDLER and each run points back to it.
  *
  * Who guards what:
- *   cfg, host, lock_fd: written by sbx_runs_init (runs_startup.c) before
- *     any handler runs, constant until sbx_runs_shutdown: read without a lock;
+ *   cfg, host, lock_fd, images: written by sbx_runs_init (runs_startup.c)
+ *     before any handler runs, constant until sbx_runs_shutdown: read
+ *     without a lock (the store locks what it changes itself);
  *   egress, egress_down: written by sbx_runs_set_egress before any handler
  *     runs, constant after: read without a lock;
  *   the registry (head ... draining): the registry lock `mu`, which may be
@@ -22,6 +23,7 @@
 
 struct sbx_run;
 struct sbx_egress;
+struct img_store;
 
 /* Listings of /out and digest passes at once (runs_artifacts.c). An
  * identity's first is admitted while fewer than RUNS_OUT_PASSES_MAX run
@@ -48,6 +50,7 @@ struct runs_settings {
 	struct sbx_limits_max limits_max;
 	struct sbx_quotas quotas;
 	uint64_t max_message_bytes; /* a listing and a manifest fit in it */
+	bool allow_unpinned;	    /* images.allow_unpinned: a name:tag alone runs */
 	char *helper_env[8];	    /* NULL-terminated: what sbx-helper runs with */
 };
 
@@ -62,6 +65,14 @@ struct sbx_runs {
 	struct runs_settings cfg;
 	struct runs_host host;
 	int lock_fd; /* flock on state_dir/sbxd.lock: one sbxd per state directory */
+	/* The image store (images.h) the policies' pinned images come from;
+	 * NULL without settings (unit tests): only "host" runs then.
+	 * images_mu serializes sbxd's calls into it: the store's lock is a
+	 * flock on one descriptor, which threads of one process share (one
+	 * thread's unlock would be every thread's). Never held with another
+	 * lock; each call reads refs.json and opens a tree, no more. */
+	struct img_store *images;
+	pthread_mutex_t images_mu;
 	/* sbxd's egress proxy (server/egress/egress.h), which the runs with an
 	 * allowlist use; NULL when it did not start (egress_down says why, ""
 	 * when nobody said: unit tests), and then allowlists are refused. */

@@ -19,9 +19,10 @@
 #include <jansson.h>
 
 #include "audit.h"
+#include "images.h"
 #include "runs_manager.h"
 #include "runs_proc.h"
-#include "runs_util.h"
+#include "tree.h"
 #include "util.h"
 
 #define HELPER_CMD_TIMEOUT_MS 10000
@@ -145,6 +146,7 @@ static int copy_settings(struct runs_settings *set, const struct sbx_config *cfg
 	set->expired_keep_seconds = cfg->expired_keep_seconds;
 	set->quotas = cfg->quotas;
 	set->max_message_bytes = cfg->max_message_bytes ? cfg->max_message_bytes : (4u << 20);
+	set->allow_unpinned = cfg->images.allow_unpinned;
 	for (size_t i = 0; i < cfg->n_input_dirs && i < SBX_CONFIG_MAX_INPUT_DIRS; i++) {
 		/* Resolved once, so a later check compares canonical paths. */
 		char *real = realpath(cfg->input_dirs[i], NULL);
@@ -171,6 +173,17 @@ static int lock_state_dir(struct sbx_runs *runs, struct sbx_err *err)
 	return 0;
 }
 
+/* images.dir, else <state_dir>/images: made when missing, refused when
+ * anybody but sbxd's user could change what the runs will mount. */
+static int open_images(struct sbx_runs *runs, const struct sbx_config *cfg, struct sbx_err *err)
+{
+	_cleanup_free_ char *dir = sbx_config_images_dir(cfg);
+
+	if (!dir)
+		return sbx_fail_errnum(err, ENOMEM, "store directory");
+	return img_store_open(dir, true, &runs->images, err);
+}
+
 /* A crashed predecessor's run directories: nothing in them is worth keeping
  * (the sandboxes died with its control sockets). */
 static json_t *remove_stale_runs(struct sbx_runs *runs, struct sbx_err *err)
@@ -193,7 +206,7 @@ static json_t *remove_stale_runs(struct sbx_runs *runs, struct sbx_err *err)
 	while ((de = readdir(d))) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
-		if (remove_tree_at(fd, de->d_name, err) < 0) {
+		if (sbx_remove_tree_at(fd, de->d_name, err) < 0) {
 			json_decref(removed);
 			sbx_err_prefix(err, "%s", runs->cfg.runs_dir);
 			return NULL;
@@ -296,6 +309,11 @@ int runs_startup(struct sbx_runs *runs, const struct sbx_config *cfg, struct sbx
 	 * makes one: the runs' policies and uploads are for sbxd alone. */
 	if (chmod(runs->cfg.runs_dir, 0700) < 0)
 		return sbx_fail_errno(err, "state_dir: chmod %s", runs->cfg.runs_dir);
+	/* The store is not the runs' to clean: its trees outlive every sbxd
+	 * (only runs/ is a predecessor's leftovers). A half-made import is
+	 * the store's own business (the next import removes it). */
+	if (open_images(runs, cfg, err) < 0)
+		return sbx_err_prefix(err, "images");
 	dirs = remove_stale_runs(runs, err);
 	if (!dirs)
 		return sbx_err_prefix(err, "start-up clean-up");
@@ -319,6 +337,9 @@ void runs_settings_free(struct sbx_runs *runs)
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(runs->cfg.helper_env); i++)
 		free(runs->cfg.helper_env[i]);
 	memset(&runs->cfg, 0, sizeof(runs->cfg));
+	if (runs->images)
+		img_store_close(runs->images);
+	runs->images = NULL;
 	if (runs->lock_fd >= 0)
 		close(runs->lock_fd);
 	runs->lock_fd = -1;

@@ -8,11 +8,14 @@
 
 #include "audit.h"
 #include "egress.h"
+#include "images.h"
 #include "runs_artifacts.h"
 #include "runs_manager.h"
 #include "runs_registry.h"
 #include "runs_status.h"
 #include "util.h"
+
+#define HEALTH_IMAGES_MAX 256
 
 char *xstrdup(const char *s)
 {
@@ -237,6 +240,45 @@ SBX_HANDLER(list_runs, Sbx__V1__ListRunsRequest, Sbx__V1__ListRunsResponse)
 	return 0;
 }
 
+/* The store's pins, as many as HEALTH_IMAGES_MAX and a quarter of an
+ * answer hold (a pin is up to ~520 bytes: 256 of them would not fit the
+ * smallest max_message_bytes), and how many more there are. */
+static int health_images(struct sbx_runs *runs, Sbx__V1__HealthResponse *h,
+			 struct sbx_rpc_status *st)
+{
+	size_t budget = runs->cfg.max_message_bytes / 4, used = 0, n = 0, total = 0;
+	char **pins = NULL;
+	int rc = 0;
+
+	if (!runs->images)
+		return 0;
+	pthread_mutex_lock(&runs->images_mu);
+	rc = img_store_pins(runs->images, HEALTH_IMAGES_MAX, &pins, &n, &total, &st->err);
+	pthread_mutex_unlock(&runs->images_mu);
+	if (rc < 0) {
+		sbx_rpc_code(st, SBX__V1__CODE__INTERNAL);
+		return sbx_rpc_prefix(st, "images");
+	}
+	if (!(h->images = calloc(n ? n : 1, sizeof(char *))))
+		rc = sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		/* Each costs its bytes and a tag and length on the wire. */
+		size_t len = strlen(pins[i]) + 3;
+
+		if (used + len > budget)
+			break;
+		if (!(h->images[i] = strdup(pins[i]))) {
+			rc = sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
+			break;
+		}
+		h->n_images = i + 1;
+		used += len;
+	}
+	img_pins_free(pins, n);
+	h->images_not_listed = total > h->n_images ? (uint32_t)(total - h->n_images) : 0;
+	return rc;
+}
+
 SBX_HANDLER(health, Sbx__V1__HealthRequest, Sbx__V1__HealthResponse)
 {
 	Sbx__V1__HealthResponse *h = malloc(sizeof(*h));
@@ -256,6 +298,10 @@ SBX_HANDLER(health, Sbx__V1__HealthRequest, Sbx__V1__HealthResponse)
 	if (!h->version || !h->cgroup || !h->identity) {
 		sbx__v1__health_response__free_unpacked(h, NULL);
 		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
+	}
+	if (health_images(runs, h, st) < 0) {
+		sbx__v1__health_response__free_unpacked(h, NULL);
+		return -1;
 	}
 	*resp = h;
 	return 0;

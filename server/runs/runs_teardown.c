@@ -34,7 +34,7 @@
 #include "runs_status.h"
 #include "runs_sweeper.h"
 #include "runs_teardown.h"
-#include "runs_util.h"
+#include "tree.h"
 #include "util.h"
 
 #define UNFINISHED_RETRY_FIRST_MS 5000
@@ -94,7 +94,7 @@ static int remove_run_dir(struct sbx_run *r, struct sbx_err *err)
 
 	if (fd < 0)
 		return sbx_fail_errno(err, "%s", dir);
-	return remove_tree_at(fd, r->id, err);
+	return sbx_remove_tree_at(fd, r->id, err);
 }
 
 /* mu held: the record of the run, as the manifest (its artifacts come later). */
@@ -322,6 +322,9 @@ static int teardown_finish(struct sbx_run *r, Sbx__V1__RunManifest **manifest,
 		r->teardown_why && manifest && *manifest ? manifest_audit_json(*manifest) : NULL));
 	artifacts_list_free(&al);
 	quota_release_run(r);
+	/* Only now may `sbxd image rm` take the tree: the sandbox that saw
+	 * it is gone, and so is everything the run kept. */
+	run_release_image(r);
 	run_unregister(r);
 	return rc;
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Small pieces the run manager's files share (runs_util.c): names, and
- * directories made and removed without following links. */
+ * directories made without following links. */
 #ifndef SBX_RUNS_UTIL_H
 #define SBX_RUNS_UTIL_H
 
@@ -9,9 +9,6 @@
 #include "err.h"
 
 bool is_sha256_hex(const char *s);
-/* Removes dirfd's contents (never following a link), then the directory
- * `name` under parent. Returns -1 with err on the first failure. */
-int remove_tree_at(int parent, const char *name, struct sbx_err *err);
 /* Makes the parent directories of `path` (at most RUN_PATH_MAX bytes)
  * beneath dirfd; returns an fd of the last one (or a dup of dirfd) and the
  * final name in *base. */

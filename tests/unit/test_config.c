@@ -671,6 +671,65 @@ static void test_egress(void)
 	    "egress.destinations[\"a.example:1\"].max_concurrent: must be 0..1048576");
 }
 
+static void test_images(void)
+{
+	struct sbx_config cfg;
+	struct sbx_err err = {0};
+	char *images;
+	int rc;
+
+	rc = load("{'state_dir': '/srv/sbx'}", &cfg, &err);
+	images = rc == 0 ? sbx_config_images_dir(&cfg) : NULL;
+	check(rc == 0 && !cfg.images.dir && !cfg.images.allow_unpinned &&
+		  cfg.images.max_entries == 0 && cfg.images.max_bytes == 0 &&
+		  cfg.images.max_file_bytes == 0 && images &&
+		  strcmp(images, "/srv/sbx/images") == 0,
+	      "default images: <state_dir>/images, pinned only, the store's own bounds (0)");
+	free(images);
+	sbx_config_free(&cfg);
+
+	rc = load("{'images': {'dir': '/srv/images', 'allow_unpinned': true, 'max_entries': 10, "
+		  "'max_bytes': 17592186044416, 'max_file_bytes': 4096}}",
+		  &cfg, &err);
+	if (!check(rc == 0, "every images key is read"))
+		printf("#   %s\n", err.msg);
+	images = rc == 0 ? sbx_config_images_dir(&cfg) : NULL;
+	check(rc == 0 && images && strcmp(cfg.images.dir, "/srv/images") == 0 &&
+		  strcmp(images, "/srv/images") == 0 && cfg.images.allow_unpinned &&
+		  cfg.images.max_entries == 10 && cfg.images.max_bytes == (uint64_t)1 << 44 &&
+		  cfg.images.max_file_bytes == 4096,
+	      "images numbers and dir as written, 16 TiB the largest max_bytes");
+	free(images);
+	sbx_config_free(&cfg);
+	check(!cfg.images.dir, "sbx_config_free releases the images section");
+
+	rc = load("{'images': {'max_file_bytes': 17592186044416}}", &cfg, &err);
+	check(rc == 0 && cfg.images.max_file_bytes == (uint64_t)1 << 44 && !cfg.images.max_bytes,
+	      "max_file_bytes alone: the total bound stays the store's default");
+	sbx_config_free(&cfg);
+
+	bad("images not an object", "{'images': '/srv/images'}", "images: must be an object");
+	bad("an unknown images key", "{'images': {'directory': '/srv'}}",
+	    "images.directory: unknown key");
+	bad("a relative images dir", "{'images': {'dir': 'images'}}",
+	    "images.dir: must be an absolute path");
+	bad("an images dir with ..", "{'images': {'dir': '/srv/../images'}}", "images.dir: ");
+	bad("images dir /", "{'images': {'dir': '/'}}", "images.dir: must not be /");
+	bad("an empty images dir", "{'images': {'dir': ''}}", "images.dir: ");
+	bad("images dir not a string", "{'images': {'dir': 5}}", "images.dir: must be a string");
+	bad("allow_unpinned not a bool", "{'images': {'allow_unpinned': 1}}",
+	    "images.allow_unpinned: must be true or false");
+	bad("max_entries 0", "{'images': {'max_entries': 0}}",
+	    "images.max_entries: must be 1..100000000");
+	bad("max_bytes over 16 TiB", "{'images': {'max_bytes': 17592186044417}}",
+	    "images.max_bytes: must be 1..17592186044416");
+	bad("max_file_bytes negative", "{'images': {'max_file_bytes': -1}}",
+	    "images.max_file_bytes: must be 1..17592186044416");
+	bad("max_file_bytes above max_bytes",
+	    "{'images': {'max_bytes': 100, 'max_file_bytes': 101}}",
+	    "images.max_file_bytes: must not exceed images.max_bytes (100)");
+}
+
 int main(void)
 {
 	if (!mkdtemp(dir)) {
@@ -686,6 +745,7 @@ int main(void)
 	test_limits();
 	test_flags();
 	test_egress();
+	test_images();
 	unlink(path);
 	rmdir(dir);
 	return check_done();
