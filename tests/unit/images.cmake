@@ -1,0 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+# The image store and its import pipeline (server/images/).
+add_executable(test_images_source test_images_source.c)
+target_link_libraries(test_images_source PRIVATE sbx_images sbx_check)
+add_test(NAME unit.images.source COMMAND test_images_source)
