@@ -103,13 +103,15 @@ int img_refs_read(struct img_store *s, json_t **refs, struct sbx_err *err)
 	}
 	/* Only the store writes it, but a run trusts what it names: hold it
 	 * to the same rules as a policy's reference. */
-	json_object_foreach (*refs, key, v) {
+	json_object_foreach(*refs, key, v)
+	{
 		if (sbx_image_ref_parse(key, false, &r, err) < 0 || r.digest[0] ||
 		    !json_is_string(v) || !sbx_image_digest_valid(json_string_value(v))) {
 			json_decref(*refs);
 			*refs = NULL;
-			return sbx_fail(err, "%s/refs.json: entry \"%.200s\" is not "
-					     "\"name:tag\": \"sha256:<hex>\"",
+			return sbx_fail(err,
+					"%s/refs.json: entry \"%.200s\" is not "
+					"\"name:tag\": \"sha256:<hex>\"",
 					s->dir, key);
 		}
 	}
@@ -128,8 +130,7 @@ bool img_refs_name(json_t *refs, const char *digest, const char *except)
 	const char *key;
 	json_t *v;
 
-	json_object_foreach (refs, key, v)
-		if ((!except || strcmp(key, except)) && !strcmp(json_string_value(v), digest))
-			return true;
+	json_object_foreach(refs, key, v) if ((!except || strcmp(key, except)) &&
+					      !strcmp(json_string_value(v), digest)) return true;
 	return false;
 }

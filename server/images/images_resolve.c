@@ -78,30 +78,31 @@ static int resolve_locked(struct img_store *s, const struct sbx_image_ref *r, co
 	tagged = json_string_value(json_object_get(refs, name_tag)); /* NULL: no such tag */
 	if (!r->digest[0]) {
 		if (!allow_unpinned)
-			return tagged ? refuse(err,
-					     "image: %s: unpinned references are refused here; pin "
-					     "it (%s@%s) or set images.allow_unpinned",
-					     ref, name_tag, tagged)
-				    : refuse(err,
-					     "image: %s: unpinned references are refused here, "
-					     "and it is not in this host's image store",
-					     ref);
+			return tagged
+				   ? refuse(err,
+					    "image: %s: unpinned references are refused here; pin "
+					    "it (%s@%s) or set images.allow_unpinned",
+					    ref, name_tag, tagged)
+				   : refuse(err,
+					    "image: %s: unpinned references are refused here, "
+					    "and it is not in this host's image store",
+					    ref);
 		if (!tagged)
 			return refuse(err, "image: %s: not in this host's image store", ref);
 		return hold_tree(s, name_tag, tagged, out, err);
 	}
 	if (tagged && strcmp(tagged, r->digest))
-		return refuse(err, "image: %s: the store's %s is %s (re-import or fix the pin)%s", ref,
-			    name_tag, tagged,
-			    img_tree_present(s, r->digest + 7)
-				? ""
-				: "; the pinned digest is not in this host's image store");
+		return refuse(err, "image: %s: the store's %s is %s (re-import or fix the pin)%s",
+			      ref, name_tag, tagged,
+			      img_tree_present(s, r->digest + 7)
+				  ? ""
+				  : "; the pinned digest is not in this host's image store");
 	if (!img_tree_present(s, r->digest + 7))
 		return refuse(err, "image: %s: not in this host's image store", ref);
 	if (!tagged)
 		return refuse(err,
-			    "image: %s: the store has %s but no %s names it (import it as %s)",
-			    ref, r->digest, name_tag, name_tag);
+			      "image: %s: the store has %s but no %s names it (import it as %s)",
+			      ref, r->digest, name_tag, name_tag);
 	return hold_tree(s, name_tag, r->digest, out, err);
 }
 
@@ -165,7 +166,8 @@ int img_store_pins(struct img_store *s, size_t max, char ***pins, size_t *n, siz
 	all = calloc(json_object_size(refs) + 1, sizeof(*all));
 	if (!all)
 		return sbx_fail_errnum(err, ENOMEM, "image pins");
-	json_object_foreach (refs, key, v) {
+	json_object_foreach(refs, key, v)
+	{
 		size_t len = strlen(key) + 1 + strlen(json_string_value(v)) + 1;
 
 		if (!(all[i] = malloc(len))) {
@@ -202,8 +204,8 @@ static json_t *list_entry(struct img_store *s, const char *ref, const char *hex)
 		meta = NULL;
 	e = json_pack("{s:s, s:s++}", "ref", ref, "digest", "sha256:", hex);
 	if (e && meta)
-		for (const char *const *k = (const char *const[]){"size_bytes", "imported_unix_ms",
-								    "kind", NULL};
+		for (const char *const *k =
+			 (const char *const[]){"size_bytes", "imported_unix_ms", "kind", NULL};
 		     *k; k++)
 			if (json_object_get(meta, *k))
 				json_object_set(e, *k, json_object_get(meta, *k));
@@ -232,7 +234,8 @@ static int append_untagged(struct img_store *s, json_t *refs, json_t *list, stru
 		    img_refs_name(refs, digest, NULL))
 			continue;
 		if (n == cap) {
-			char *more = realloc(names, (cap = cap ? 2 * cap : 8) * (IMG_DIGEST_LEN + 1));
+			char *more =
+			    realloc(names, (cap = cap ? 2 * cap : 8) * (IMG_DIGEST_LEN + 1));
 
 			if (!more)
 				return sbx_fail_errnum(err, ENOMEM, "image list");
@@ -263,8 +266,7 @@ static int list_locked(struct img_store *s, json_t *list, struct sbx_err *err)
 	keys = calloc(json_object_size(refs) + 1, sizeof(*keys));
 	if (!keys)
 		return sbx_fail_errnum(err, ENOMEM, "image list");
-	json_object_foreach (refs, key, v)
-		keys[n++] = key;
+	json_object_foreach(refs, key, v) keys[n++] = key;
 	qsort(keys, n, sizeof(*keys), cmp_str);
 	for (size_t i = 0; i < n; i++) {
 		const char *digest = json_string_value(json_object_get(refs, keys[i]));
@@ -337,9 +339,8 @@ static int inspect_locked(struct img_store *s, const char *ref, json_t **out, st
 		return sbx_fail_errno(err, "%s/sha256/%s", s->dir, digest + 7);
 	if (img_json_read_at(fd, "image.json", &meta, err) < 0)
 		return sbx_err_prefix(err, "%s/sha256/%s", s->dir, digest + 7);
-	json_object_foreach (refs, key, v)
-		if (!strcmp(json_string_value(v), digest))
-			json_array_append_new(names, json_string(key));
+	json_object_foreach(refs, key, v) if (!strcmp(json_string_value(v), digest))
+	    json_array_append_new(names, json_string(key));
 	snprintf(path, sizeof(path), "%s/sha256/%s/rootfs", s->dir, digest + 7);
 	if (json_object_set(meta, "refs", names) < 0 ||
 	    json_object_set_new(meta, "rootfs", json_string(path)) < 0)

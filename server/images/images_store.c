@@ -25,9 +25,6 @@
 #include "tree.h"
 #include "util.h"
 
-/* TODO(unpack merge): remove_tree_at moves to common/ in branch unpack. */
-int remove_tree_at(int parent, const char *name, struct sbx_err *err);
-
 void img_limits_default(struct img_limits *lim)
 {
 	lim->max_entries = 1000000;
@@ -220,7 +217,7 @@ static void doomed_remove(struct img_store *s, struct doomed *d, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		/* A failure leaves a tmp/ entry without a holder: the next
 		 * import or rm tries again. */
-		(void)remove_tree_at(s->tmp_fd, d[i].name, &ignored);
+		(void)sbx_remove_tree_at(s->tmp_fd, d[i].name, &ignored);
 		sbx_closep(&d[i].lock_fd);
 	}
 }
@@ -266,7 +263,7 @@ static int collect_stale(struct img_store *s, struct doomed *d, size_t *n, struc
 		if (strlen(de->d_name) >= sizeof(d->name)) {
 			struct sbx_err ignored;
 
-			(void)remove_tree_at(s->tmp_fd, de->d_name, &ignored); /* not ours */
+			(void)sbx_remove_tree_at(s->tmp_fd, de->d_name, &ignored); /* not ours */
 			continue;
 		}
 		fd = openat(s->tmp_fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -290,8 +287,8 @@ static int collect_stale(struct img_store *s, struct doomed *d, size_t *n, struc
  * and the store lock is. */
 static int take_tree(struct img_store *s, const char *hex, const char *ref, struct sbx_err *err)
 {
-	_cleanup_close_ int fd = openat(s->sha_fd, hex, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-							    O_CLOEXEC);
+	_cleanup_close_ int fd =
+	    openat(s->sha_fd, hex, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 
 	if (fd < 0)
 		return sbx_fail_errno(err, "%s/sha256/%s", s->dir, hex);
@@ -355,8 +352,8 @@ int img_stage_begin(struct img_store *s, struct img_stage *st, struct sbx_err *e
 	st->dir_fd = openat(s->tmp_fd, st->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (st->dir_fd < 0 || mkdirat(st->dir_fd, "rootfs", 0700) < 0 ||
 	    mkdirat(st->dir_fd, "scratch", 0700) < 0 ||
-	    (st->rootfs_fd = openat(st->dir_fd, "rootfs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-								O_CLOEXEC)) < 0 ||
+	    (st->rootfs_fd = openat(st->dir_fd, "rootfs",
+				    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
 	    (st->scratch_fd = openat(st->dir_fd, "scratch",
 				     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
 		sbx_fail_errno(err, "staging directory %s/tmp/%s", s->dir, st->name);
@@ -461,15 +458,15 @@ static int write_image_json(struct img_stage *st, const char *digest, json_t *me
 }
 
 /* Before the store lock: the stage made ready to become sha256/<hex>. */
-static int stage_ready(struct img_store *s, struct img_stage *st, const char *digest,
-		       json_t *meta, struct sbx_err *err)
+static int stage_ready(struct img_store *s, struct img_stage *st, const char *digest, json_t *meta,
+		       struct sbx_err *err)
 {
 	/* The stage becomes sha256/<hex> itself: rootfs/ is never moved (a
 	 * read-only rootfs directory could not be), only its parent. */
 	sbx_closep(&st->scratch_fd);
 	sbx_closep(&st->rootfs_fd);
 	st->scratch_fd = st->rootfs_fd = -1;
-	if (remove_tree_at(st->dir_fd, "scratch", err) < 0 ||
+	if (sbx_remove_tree_at(st->dir_fd, "scratch", err) < 0 ||
 	    write_image_json(st, digest, meta, err) < 0)
 		return sbx_err_prefix(err, "%s/tmp/%s", s->dir, st->name);
 	/* The tree's data on disk before a ref can name it (a crash of the
@@ -559,9 +556,8 @@ static int rm_locked(struct img_store *s, const char *ref, struct doomed *d, siz
 	 * anything changes, and none can be taken while `held` is. */
 	if (img_tree_present(s, digest + 7) && (held = take_tree(s, digest + 7, ref, err)) < 0)
 		return held;
-	json_object_foreach_safe (refs, tmp, key, v)
-		if (!strcmp(json_string_value(v), digest))
-			json_object_del(refs, key);
+	json_object_foreach_safe(refs, tmp, key, v) if (!strcmp(json_string_value(v), digest))
+	    json_object_del(refs, key);
 	if (img_refs_write(s, refs, err) < 0)
 		return -1;
 	if (held >= 0) {

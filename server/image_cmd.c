@@ -1,0 +1,504 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* `sbxd image`: import, list, inspect and rm on the image store, with the
+ * store's place and bounds taken from sbxd's own configuration (so that the
+ * store sbxd resolves policies in is the one written here). stdout carries
+ * only the result (the pinned reference, the list, the JSON); progress and
+ * errors go to stderr. */
+#include "image_cmd.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "config.h"
+#include "images.h"
+#include "images_internal.h"
+#include "path.h"
+#include "util.h"
+
+/* clang-format off */
+static const char usage_main[] =
+	"usage: sbxd image [--config FILE] [--state-dir DIR] [--images-dir DIR] COMMAND ...\n"
+	"\n"
+	"The image store: pinned root file systems that policies name as\n"
+	"name:tag@sha256:<hex>. Run it as the user sbxd runs as (the store's owner).\n"
+	"\n"
+	"  import NAME:TAG SOURCE   unpack an image into the store; prints its pin\n"
+	"  list [--json]            the store's images\n"
+	"  inspect REF              an image's record (JSON)\n"
+	"  rm REF                   remove a tag (and the tree once no tag names it)\n"
+	"\n"
+	"  --config FILE      sbxd's configuration (state_dir, images.*)\n"
+	"  --state-dir DIR    sbxd's state directory (the store is DIR/images)\n"
+	"  --images-dir DIR   the store itself (default: config images.dir, else\n"
+	"                     <state_dir>/images)\n"
+	"  -h, --help         this text; COMMAND --help: the command's\n"
+	"\n"
+	"REF is name:tag, name:tag@sha256:<hex> or sha256:<hex>. Exit status: 0, 1 on\n"
+	"an error, 2 on a usage error.\n";
+
+static const char usage_import[] =
+	"usage: sbxd image [OPTIONS] import NAME:TAG SOURCE [LIMITS]\n"
+	"\n"
+	"Unpacks an image into the store once (the same content again is reused)\n"
+	"and prints its pinned reference, NAME:TAG@sha256:<hex>, alone on stdout;\n"
+	"progress goes to stderr. NAME:TAG then names that digest.\n"
+	"\n"
+	"SOURCE, one of:\n"
+	"  --oci-layout DIR [--ref REF]      an OCI image layout directory\n"
+	"  --oci-archive FILE [--ref REF]    a tar of one (skopeo copy oci-archive:)\n"
+	"  --docker-archive FILE [--ref REF] docker save / podman save\n"
+	"  --rootfs DIR                      a root file system directory\n"
+	"  --rootfs-tar FILE                 a tar of one (plain, gzip or zstd)\n"
+	"The digest of an OCI or docker image is its manifest's sha256 (what skopeo\n"
+	"inspect shows); that of a rootfs is its canonical tree hash (README). --ref\n"
+	"picks a manifest of an index by its ref.name annotation.\n"
+	"\n"
+	"LIMITS (default: config images.max_*, else the built-in bounds):\n"
+	"  --max-entries N      tar entries, all layers (1000000)\n"
+	"  --max-bytes N        bytes of file content (17179869184)\n"
+	"  --max-file-bytes N   bytes of one file (4294967296)\n";
+
+static const char usage_list[] =
+	"usage: sbxd image [OPTIONS] list [--json]\n"
+	"\n"
+	"The store's images, one a line: REF, DIGEST (short), SIZE, IMPORTED (UTC).\n"
+	"A tree no tag names shows as sha256:<hex> (rm it by that name).\n"
+	"  --json   a JSON array of {ref, digest, size_bytes, imported_unix_ms, kind}\n";
+
+static const char usage_inspect[] =
+	"usage: sbxd image [OPTIONS] inspect REF\n"
+	"\n"
+	"Prints the image's record as JSON: its digest, source, the image's own\n"
+	"config (Env, WorkingDir, User: shown, never applied to a run), layers,\n"
+	"what unpacking did, every tag naming it, and its rootfs path.\n";
+
+static const char usage_rm[] =
+	"usage: sbxd image [OPTIONS] rm REF\n"
+	"\n"
+	"Removes name:tag (or, given sha256:<hex>, every tag naming that digest);\n"
+	"the tree goes once no tag names it. An image a live run uses is refused\n"
+	"and nothing changes.\n";
+/* clang-format on */
+
+enum {
+	OPT_CONFIG = 256,
+	OPT_STATE_DIR,
+	OPT_IMAGES_DIR,
+	OPT_OCI_LAYOUT,
+	OPT_OCI_ARCHIVE,
+	OPT_DOCKER_ARCHIVE,
+	OPT_ROOTFS,
+	OPT_ROOTFS_TAR,
+	OPT_REF,
+	OPT_MAX_ENTRIES,
+	OPT_MAX_BYTES,
+	OPT_MAX_FILE_BYTES,
+	OPT_JSON,
+};
+
+/* clang-format off */
+static const struct option long_opts[] = {
+	{"config", required_argument, NULL, OPT_CONFIG},
+	{"state-dir", required_argument, NULL, OPT_STATE_DIR},
+	{"images-dir", required_argument, NULL, OPT_IMAGES_DIR},
+	{"oci-layout", required_argument, NULL, OPT_OCI_LAYOUT},
+	{"oci-archive", required_argument, NULL, OPT_OCI_ARCHIVE},
+	{"docker-archive", required_argument, NULL, OPT_DOCKER_ARCHIVE},
+	{"rootfs", required_argument, NULL, OPT_ROOTFS},
+	{"rootfs-tar", required_argument, NULL, OPT_ROOTFS_TAR},
+	{"ref", required_argument, NULL, OPT_REF},
+	{"max-entries", required_argument, NULL, OPT_MAX_ENTRIES},
+	{"max-bytes", required_argument, NULL, OPT_MAX_BYTES},
+	{"max-file-bytes", required_argument, NULL, OPT_MAX_FILE_BYTES},
+	{"json", no_argument, NULL, OPT_JSON},
+	{"help", no_argument, NULL, 'h'},
+	{0},
+};
+/* clang-format on */
+
+struct args {
+	const char *config, *state_dir, *images_dir;
+	const char *source, *ref;
+	int kind; /* enum img_source_kind, -1: none given */
+	int n_sources;
+	uint64_t max_entries, max_bytes, max_file_bytes; /* 0: not given */
+	bool json, help, import_only;
+	const char *pos[4];
+	int n_pos;
+};
+
+__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	fputs("sbxd image: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputs("; see sbxd image --help\n", stderr);
+	va_end(ap);
+	return 2;
+}
+
+static int error_exit(const struct sbx_err *err)
+{
+	fprintf(stderr, "sbxd image: error: %s\n", err->msg);
+	return 1;
+}
+
+static int parse_count(const char *flag, const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || *end || s[0] == '-' || v == 0)
+		return usage_error("%s %s: must be a positive integer", flag, s);
+	*out = v;
+	return 0;
+}
+
+static void set_source(struct args *a, int kind, const char *path)
+{
+	a->kind = kind;
+	a->source = path;
+	a->n_sources++;
+	a->import_only = true;
+}
+
+/* One pass over every flag (they may come before or after the command);
+ * which ones the command takes is checked after. */
+static int parse_args(int argc, char **argv, struct args *a)
+{
+	int c;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
+		switch (c) {
+		case OPT_CONFIG:
+			a->config = optarg;
+			break;
+		case OPT_STATE_DIR:
+			a->state_dir = optarg;
+			break;
+		case OPT_IMAGES_DIR:
+			a->images_dir = optarg;
+			break;
+		case OPT_OCI_LAYOUT:
+			set_source(a, IMG_FROM_OCI_LAYOUT, optarg);
+			break;
+		case OPT_OCI_ARCHIVE:
+			set_source(a, IMG_FROM_OCI_ARCHIVE, optarg);
+			break;
+		case OPT_DOCKER_ARCHIVE:
+			set_source(a, IMG_FROM_DOCKER_ARCHIVE, optarg);
+			break;
+		case OPT_ROOTFS:
+			set_source(a, IMG_FROM_ROOTFS_DIR, optarg);
+			break;
+		case OPT_ROOTFS_TAR:
+			set_source(a, IMG_FROM_ROOTFS_TAR, optarg);
+			break;
+		case OPT_REF:
+			a->ref = optarg;
+			a->import_only = true;
+			break;
+		case OPT_MAX_ENTRIES:
+			a->import_only = true;
+			if (parse_count("--max-entries", optarg, &a->max_entries))
+				return 2;
+			break;
+		case OPT_MAX_BYTES:
+			a->import_only = true;
+			if (parse_count("--max-bytes", optarg, &a->max_bytes))
+				return 2;
+			break;
+		case OPT_MAX_FILE_BYTES:
+			a->import_only = true;
+			if (parse_count("--max-file-bytes", optarg, &a->max_file_bytes))
+				return 2;
+			break;
+		case OPT_JSON:
+			a->json = true;
+			break;
+		case 'h':
+			a->help = true;
+			break;
+		default:
+			if (optopt)
+				return usage_error("bad option -%c", optopt);
+			return usage_error("bad option '%s'", argv[optind - 1]);
+		}
+	}
+	for (int i = optind; i < argc; i++) {
+		if (a->n_pos == (int)SBX_ARRAY_SIZE(a->pos))
+			return usage_error("unexpected argument '%s'", argv[i]);
+		a->pos[a->n_pos++] = argv[i];
+	}
+	return 0;
+}
+
+/* The command's own checks; the text of its usage in *usage. */
+static int check_args(const struct args *a, const char **usage)
+{
+	const char *cmd = a->n_pos ? a->pos[0] : NULL;
+	int want;
+
+	*usage = usage_main;
+	if (!cmd)
+		return a->help ? 0 : usage_error("a command is needed (import, list, inspect, rm)");
+	if (!strcmp(cmd, "import"))
+		*usage = usage_import, want = 2;
+	else if (!strcmp(cmd, "list"))
+		*usage = usage_list, want = 1;
+	else if (!strcmp(cmd, "inspect"))
+		*usage = usage_inspect, want = 2;
+	else if (!strcmp(cmd, "rm"))
+		*usage = usage_rm, want = 2;
+	else
+		return usage_error("unknown command '%s'", cmd);
+	if (a->help)
+		return 0;
+	if (a->n_pos != want)
+		return usage_error("%s takes %s", cmd,
+				   want == 1		   ? "no argument"
+				   : strcmp(cmd, "import") ? "one REF"
+							   : "NAME:TAG and a SOURCE flag");
+	if (a->json && strcmp(cmd, "list"))
+		return usage_error("--json is a flag of list");
+	if (strcmp(cmd, "import")) {
+		if (a->import_only)
+			return usage_error("source, --ref and limit flags are import's");
+		return 0;
+	}
+	if (a->n_sources != 1)
+		return usage_error("import takes exactly one of --oci-layout, --oci-archive, "
+				   "--docker-archive, --rootfs, --rootfs-tar");
+	if (a->ref && (a->kind == IMG_FROM_ROOTFS_DIR || a->kind == IMG_FROM_ROOTFS_TAR))
+		return usage_error("--ref picks a manifest of an OCI or docker source");
+	return 0;
+}
+
+/* sbxd's configuration with the flags over it: the store's directory and an
+ * import's bounds. */
+static int settings(const struct args *a, char **dir, struct img_limits *lim)
+{
+	struct sbx_config cfg;
+	struct sbx_config_flags f = {.state_dir = a->state_dir};
+	struct sbx_err err;
+	const char *why;
+	int rc = 0;
+
+	if (a->images_dir && (why = sbx_path_problem(a->images_dir, PATH_MAX, SBX_PATH_ABSOLUTE)))
+		return usage_error("--images-dir %s: %s", a->images_dir, why);
+	if (sbx_config_load(a->config, &cfg, &err) < 0)
+		return error_exit(&err);
+	if (sbx_config_apply_flags(&cfg, &f, &err) < 0)
+		rc = usage_error("%s", err.msg);
+	img_limits_default(lim);
+	if (cfg.images.max_entries)
+		lim->max_entries = cfg.images.max_entries;
+	if (cfg.images.max_bytes)
+		lim->max_bytes = cfg.images.max_bytes;
+	if (cfg.images.max_file_bytes)
+		lim->max_file_bytes = cfg.images.max_file_bytes;
+	if (a->max_entries)
+		lim->max_entries = a->max_entries;
+	if (a->max_bytes)
+		lim->max_bytes = a->max_bytes;
+	if (a->max_file_bytes)
+		lim->max_file_bytes = a->max_file_bytes;
+	if (rc == 0 && a->images_dir)
+		*dir = strdup(a->images_dir);
+	else if (rc == 0 && cfg.images.dir)
+		*dir = strdup(cfg.images.dir);
+	else if (rc == 0 && asprintf(dir, "%s/images", cfg.state_dir) < 0)
+		*dir = NULL;
+	sbx_config_free(&cfg);
+	if (rc == 0 && !*dir) {
+		fputs("sbxd image: error: out of memory\n", stderr);
+		rc = 1;
+	}
+	return rc;
+}
+
+static void progress_line(void *arg, const char *fmt, ...)
+{
+	va_list ap;
+
+	(void)arg;
+	va_start(ap, fmt);
+	fputs("sbxd image: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+static int finish_stdout(void)
+{
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		fprintf(stderr, "sbxd image: error: writing stdout: %s\n", strerror(errno));
+		return 1;
+	}
+	return 0;
+}
+
+static int cmd_import(struct img_store *s, const struct args *a, const struct img_limits *lim)
+{
+	struct img_progress pr = {.line = progress_line};
+	struct img_import_req req = {
+	    .name_tag = a->pos[1],
+	    .kind = (enum img_source_kind)a->kind,
+	    .path = a->source,
+	    .ref = a->ref,
+	    .limits = *lim,
+	};
+	struct img_import_result res;
+	struct sbx_err err;
+
+	if (img_import(s, &req, &pr, &res, &err) < 0)
+		return error_exit(&err);
+	puts(res.pinned);
+	return finish_stdout();
+}
+
+static void human_size(char *buf, size_t size, double bytes)
+{
+	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	size_t u = 0;
+
+	while (bytes >= 1024 && u + 1 < SBX_ARRAY_SIZE(units))
+		bytes /= 1024, u++;
+	snprintf(buf, size, u ? "%.1f %s" : "%.0f %s", bytes, units[u]);
+}
+
+static void print_table(json_t *list)
+{
+	size_t i, w = strlen("REF");
+	json_t *e;
+
+	json_array_foreach(list, i, e)
+	{
+		const char *ref = json_string_value(json_object_get(e, "ref"));
+		const char *at = strchr(ref, '@');
+		size_t len = at ? (size_t)(at - ref) : strlen(ref);
+
+		if (len > w)
+			w = len;
+	}
+	printf("%-*s  %-19s  %10s  %s\n", (int)w, "REF", "DIGEST", "SIZE", "IMPORTED");
+	json_array_foreach(list, i, e)
+	{
+		const char *ref = json_string_value(json_object_get(e, "ref"));
+		const char *digest = json_string_value(json_object_get(e, "digest"));
+		const char *at = strchr(ref, '@');
+		json_int_t ms = json_integer_value(json_object_get(e, "imported_unix_ms"));
+		char size[32], when[32] = "-";
+		time_t t = (time_t)(ms / 1000);
+		struct tm tm;
+
+		human_size(size, sizeof(size),
+			   (double)json_integer_value(json_object_get(e, "size_bytes")));
+		if (ms > 0 && gmtime_r(&t, &tm))
+			strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%SZ", &tm);
+		printf("%-*.*s  %.19s  %10s  %s\n", (int)w, at ? (int)(at - ref) : (int)strlen(ref),
+		       ref, digest, size, when);
+	}
+}
+
+static int cmd_list(struct img_store *s, const struct args *a)
+{
+	json_auto_t *list = NULL;
+	struct sbx_err err;
+
+	if (s && img_store_list(s, &list, &err) < 0)
+		return error_exit(&err);
+	if (!list && !(list = json_array())) {
+		fputs("sbxd image: error: out of memory\n", stderr);
+		return 1;
+	}
+	if (a->json) {
+		if (json_dumpf(list, stdout, JSON_INDENT(2)) < 0) {
+			(void)finish_stdout(); /* says why */
+			return 1;
+		}
+		putchar('\n');
+	} else
+		print_table(list);
+	return finish_stdout();
+}
+
+static int cmd_inspect(struct img_store *s, const char *ref)
+{
+	json_auto_t *doc = NULL;
+	struct sbx_err err;
+
+	if (img_store_inspect(s, ref, &doc, &err) < 0)
+		return error_exit(&err);
+	if (json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_SORT_KEYS) < 0) {
+		(void)finish_stdout(); /* says why */
+		return 1;
+	}
+	putchar('\n');
+	return finish_stdout();
+}
+
+static int cmd_rm(struct img_store *s, const char *ref)
+{
+	struct sbx_err err;
+
+	if (img_store_rm(s, ref, &err) < 0)
+		return error_exit(&err);
+	fprintf(stderr, "sbxd image: removed %s\n", ref);
+	return 0;
+}
+
+int sbxd_image_main(int argc, char **argv)
+{
+	struct args a = {.kind = -1};
+	_cleanup_free_ char *dir = NULL;
+	_cleanup_img_store_ struct img_store *s = NULL;
+	struct img_limits lim;
+	const char *usage, *cmd;
+	struct sbx_err err;
+	int rc;
+
+	if ((rc = parse_args(argc, argv, &a)) || (rc = check_args(&a, &usage)))
+		return rc;
+	if (a.help) {
+		fputs(usage, stdout);
+		return finish_stdout();
+	}
+	if ((rc = settings(&a, &dir, &lim)))
+		return rc;
+	cmd = a.pos[0];
+	/* Only import makes the store; the others read what is there (an
+	 * absent store lists as empty). */
+	if (img_store_open(dir, !strcmp(cmd, "import"), &s, &err) < 0) {
+		if (err.errnum == ENOENT && !strcmp(cmd, "list"))
+			return cmd_list(NULL, &a);
+		if (err.errnum == ENOENT)
+			fprintf(stderr,
+				"sbxd image: error: %s: not in the image store %s (there is "
+				"none)\n",
+				a.pos[1], dir);
+		return err.errnum == ENOENT ? 1 : error_exit(&err);
+	}
+	if (!strcmp(cmd, "import"))
+		return cmd_import(s, &a, &lim);
+	if (!strcmp(cmd, "list"))
+		return cmd_list(s, &a);
+	if (!strcmp(cmd, "inspect"))
+		return cmd_inspect(s, a.pos[1]);
+	return cmd_rm(s, a.pos[1]);
+}
