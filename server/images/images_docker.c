@@ -258,7 +258,7 @@ static int read_manifest_json(int dir_fd, const char *ref, const struct img_limi
 			      struct sbx_err *err)
 {
 	_cleanup_free_ char *buf = NULL, *cbuf = NULL;
-	_cleanup_json_ json_t *list = NULL, *config = NULL;
+	json_auto_t *list = NULL, *config = NULL;
 	const char *cpath, *lpath;
 	char cdigest[IMG_DIGEST_LEN + 1], have[IMG_DIGEST_LEN + 1], shown[IMG_SHOW_MAX];
 	char w[300], cwhat[300], hs[32];
@@ -330,7 +330,7 @@ static int read_manifest_json(int dir_fd, const char *ref, const struct img_limi
 		 "\"size\":%zu,\"digest\":\"%s\"},\"layers\":[",
 		 IMG_MT_DOCKER_MANIFEST, IMG_MT_DOCKER_CONFIG, clen, cdigest);
 	img_human_size(clen, hs);
-	img_say(pr, "verified blob 1/%zu %.19s... %s (config)", n + 1, cdigest, hs);
+	img_say(pr, "verified blob 1/%zu %.19s… %s (config)", n + 1, cdigest, hs);
 	for (i = 0; i < n; i++) {
 		char lw[400], file_digest[IMG_DIGEST_LEN + 1], diff_id[IMG_DIGEST_LEN + 1];
 		const char *want;
@@ -361,7 +361,7 @@ static int read_manifest_json(int dir_fd, const char *ref, const struct img_limi
 		if (fd < 0)
 			return -1;
 		img_human_size((uint64_t)st.st_size, hs);
-		img_say(pr, "verifying blob %zu/%zu %.19s... %s", i + 2, n + 1, want, hs);
+		img_say(pr, "verifying blob %zu/%zu %.19s… %s", i + 2, n + 1, want, hs);
 		if (layer_hashes(fd, lw, file_digest, &file_size, diff_id, &tar_size, &c, err) < 0)
 			return -1;
 		if (strcmp(diff_id, want) != 0)

@@ -233,7 +233,7 @@ static int read_layers(int layout_fd, json_t *manifest, const char *mwhat, const
 	if (n > IMG_MAX_LAYERS)
 		return sbx_fail(err, "%s: %zu layers, more than %d", mwhat, n, IMG_MAX_LAYERS);
 	img_human_size(csize, hs);
-	img_say(pr, "verified blob 1/%zu %.19s... %s (config)", n + 1, cdigest, hs);
+	img_say(pr, "verified blob 1/%zu %.19s… %s (config)", n + 1, cdigest, hs);
 	json_array_foreach(layers, i, e)
 	{
 		enum img_compression c;
@@ -248,7 +248,7 @@ static int read_layers(int layout_fd, json_t *manifest, const char *mwhat, const
 			return sbx_fail(err, "%s: unknown layer media type %s", w, shown);
 		}
 		img_human_size(d.size, hs);
-		img_say(pr, "verifying blob %zu/%zu %.19s... %s", i + 2, n + 1, d.digest, hs);
+		img_say(pr, "verifying blob %zu/%zu %.19s… %s", i + 2, n + 1, d.digest, hs);
 		img_where(what, sizeof(what), "layer %zu/%zu of %s", i + 1, n, mwhat);
 		fd = img_blob_open(layout_fd, &d, what, err);
 		if (fd < 0)
@@ -269,7 +269,7 @@ static int read_manifest(int layout_fd, const struct picked *p, const struct img
 	json_int_t version;
 
 	img_where(mwhat, sizeof(mwhat), "manifest %s", p->d.digest);
-	_cleanup_json_ json_t *m = img_blob_json(layout_fd, &p->d, mwhat, lim, err);
+	json_auto_t *m = img_blob_json(layout_fd, &p->d, mwhat, lim, err);
 	if (!m)
 		return -1;
 	img_where(w, sizeof(w), "%s.schemaVersion", mwhat);
@@ -301,7 +301,7 @@ static int read_manifest(int layout_fd, const struct picked *p, const struct img
 				w, shown);
 	}
 	img_where(cwhat, sizeof(cwhat), "config %s", cd.digest);
-	_cleanup_json_ json_t *config = img_blob_json(layout_fd, &cd, cwhat, lim, err);
+	json_auto_t *config = img_blob_json(layout_fd, &cd, cwhat, lim, err);
 	if (!config)
 		return -1;
 	if (img_config_meta(config, cwhat, out->meta, err) < 0)
@@ -320,7 +320,7 @@ int img_oci_read(int layout_fd, const char *kind, const char *ref, const struct 
 		 const struct img_progress *pr, struct img_source *out, struct sbx_err *err)
 {
 	_cleanup_free_ char *buf = NULL;
-	_cleanup_json_ json_t *layout = NULL, *index = NULL;
+	json_auto_t *layout = NULL, *index = NULL;
 	const char *version;
 	char where[300] = "index.json", shown[IMG_SHOW_MAX];
 	struct picked p;

@@ -25,12 +25,6 @@
 #define IMG_MT_DOCKER_CONFIG   "application/vnd.docker.container.image.v1+json"
 #define IMG_MT_DOCKER_LAYER    "application/vnd.docker.image.rootfs.diff.tar.gzip"
 
-static inline void img_json_decrefp(json_t **j)
-{
-	json_decref(*j);
-}
-#define _cleanup_json_ __attribute__((cleanup(img_json_decrefp)))
-
 /* Escaped for an error message (a layout is someone else's text). */
 #define IMG_SHOW_MAX 200
 void img_show(char dst[IMG_SHOW_MAX], const char *s);
