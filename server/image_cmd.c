@@ -143,8 +143,9 @@ __attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ..
 	va_start(ap, fmt);
 	fputs("sbxd image: ", stderr);
 	vfprintf(stderr, fmt, ap);
-	fputs("; see sbxd image --help\n", stderr);
+	fputs("\n\n", stderr);
 	va_end(ap);
+	fputs(usage_main, stderr);
 	return 2;
 }
 
@@ -332,7 +333,7 @@ static int settings(const struct args *a, char **dir, struct img_limits *lim)
 	return rc;
 }
 
-static void progress_line(void *arg, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static void progress_line(void *arg, const char *fmt, ...)
 {
 	va_list ap;
 

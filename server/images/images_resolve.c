@@ -202,7 +202,7 @@ static json_t *list_entry(struct img_store *s, const char *ref, const char *hex)
 
 	if (fd >= 0 && img_json_read_at(fd, "image.json", &meta, &ignored) < 0)
 		meta = NULL;
-	e = json_pack("{s:s, s:s++}", "ref", ref, "digest", "sha256:", hex);
+	e = json_pack("{s:s, s:s+}", "ref", ref, "digest", "sha256:", hex);
 	if (e && meta)
 		for (const char *const *k =
 			 (const char *const[]){"size_bytes", "imported_unix_ms", "kind", NULL};

@@ -3,3 +3,6 @@
 add_executable(test_images_source test_images_source.c)
 target_link_libraries(test_images_source PRIVATE sbx_images sbx_check)
 add_test(NAME unit.images.source COMMAND test_images_source)
+add_executable(test_images_store test_images_store.c)
+target_link_libraries(test_images_store PRIVATE sbx_images sbx_check)
+add_test(NAME unit.images.store COMMAND test_images_store)
