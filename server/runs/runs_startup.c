@@ -178,10 +178,22 @@ static int lock_state_dir(struct sbx_runs *runs, struct sbx_err *err)
 static int open_images(struct sbx_runs *runs, const struct sbx_config *cfg, struct sbx_err *err)
 {
 	_cleanup_free_ char *dir = sbx_config_images_dir(cfg);
+	_cleanup_free_ char *real = NULL;
+	_cleanup_img_store_ struct img_store *made = NULL;
 
 	if (!dir)
 		return sbx_fail_errnum(err, ENOMEM, "store directory");
-	return img_store_open(dir, true, &runs->images, err);
+	if (img_store_open(dir, true, &made, err) < 0)
+		return -1;
+	/* The helper opens a run's tree without following any link: the
+	 * store is named by the path a link in images.dir leads to. */
+	if (!(real = realpath(dir, NULL)))
+		return sbx_fail_errno(err, "%s", dir);
+	if (!strcmp(real, dir)) {
+		runs->images = sbx_steal_ptr(made);
+		return 0;
+	}
+	return img_store_open(real, false, &runs->images, err);
 }
 
 /* A crashed predecessor's run directories: nothing in them is worth keeping
