@@ -58,9 +58,10 @@ int sbx_tree_list(int dirfd, uint64_t max_entries, sbx_tree_file_fn fn, void *ar
 		  struct sbx_tree_skips *skipped, struct sbx_err *err);
 
 /* sbx_open_beneath, and where that fails with EACCES on a directory or
- * regular file the euid owns (a mode of 000, a directory without x), adds
- * `need` to its permission bits and opens it again: *was gets the mode it
- * had (for the caller to put back with fchmod), else (mode_t)-1. */
+ * regular file the euid owns (a mode of 000, a directory without x) or
+ * opens one that lacks bits of `need` (a directory of 0400), adds `need`
+ * to its permission bits (opening it again if it must): *was gets the
+ * mode it had (for the caller to put back with fchmod), else (mode_t)-1. */
 int sbx_open_beneath_owned(int dirfd, const char *name, int flags, mode_t need, mode_t *was,
 			   struct sbx_err *err);
 /* Removes `name` under parent: a non-directory is unlinked, a directory

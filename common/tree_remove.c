@@ -22,7 +22,22 @@ int sbx_open_beneath_owned(int dirfd, const char *name, int flags, mode_t need, 
 
 	*was = (mode_t)-1;
 	int fd = sbx_open_beneath(dirfd, name, flags, 0, err);
-	if (fd >= 0 || err->errnum != EACCES)
+	if (fd >= 0) {
+		/* Opened, but a directory of 0400 cannot be looked into. */
+		if (fstat(fd, &st) < 0) {
+			close(fd);
+			return sbx_fail_errno(err, "stat %s", name);
+		}
+		if ((st.st_mode & need) == need || st.st_uid != geteuid())
+			return fd;
+		if (fchmod(fd, (st.st_mode & 07777) | need) < 0) {
+			close(fd);
+			return sbx_fail_errno(err, "chmod %s", name);
+		}
+		*was = st.st_mode & 07777;
+		return fd;
+	}
+	if (err->errnum != EACCES)
 		return fd;
 	/* O_PATH needs no permission on the entry itself, and fchmod does
 	 * not take an O_PATH fd: the chmod goes through its /proc link,

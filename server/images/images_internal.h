@@ -5,6 +5,8 @@
  *   images_source.c   OCI layout / OCI archive / docker archive: the index,
  *                     the platform, the manifest, the config, every blob's
  *                     digest and size verified before anything is unpacked
+ *                     (with images_oci.c, images_docker.c, images_archive.c;
+ *                     what they share: images_source.h)
  *   images_unpack.c   applying one layer (tar, gzip, zstd: libarchive) or a
  *                     rootfs directory onto a staged tree: whiteouts, opaque
  *                     directories, and every hostile-archive refusal

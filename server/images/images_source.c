@@ -23,21 +23,6 @@
 #include "tree.h"
 #include "util.h"
 
-/* Here because the sources say the most (one line per verified blob);
- * the driver and the unpacker share it. */
-void img_say(const struct img_progress *p, const char *fmt, ...)
-{
-	char line[512];
-	va_list ap;
-
-	if (!p || !p->line)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	p->line(p->arg, "%s", line);
-}
-
 void img_show(char dst[IMG_SHOW_MAX], const char *s)
 {
 	/* Cut first, then escaped: a long hostile name stays short. */

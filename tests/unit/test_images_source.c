@@ -84,8 +84,9 @@ struct made {
 
 /* A config, two layers and a manifest for `arch`; env_json is the
  * config's Env (raw JSON, to make wrong types). */
-static void image(const char *dir, const char *arch, const char *env_json, const char *layer_mt,
-		  struct made *m)
+static void image_typed(const char *dir, const char *arch, const char *env_json,
+			const char *layer_mt, const char *manifest_mt, const char *config_mt,
+			struct made *m)
 {
 	char config[1024], manifest[2048];
 	const char *l0 = "layer zero bytes", *l1 = "layer one, a little longer";
@@ -105,10 +106,16 @@ static void image(const char *dir, const char *arch, const char *env_json, const
 		     "\"digest\":\"%s\",\"size\":%d},\"layers\":["
 		     "{\"mediaType\":\"%s\",\"digest\":\"%s\",\"size\":%zu},"
 		     "{\"mediaType\":\"%s\",\"digest\":\"%s\",\"size\":%zu}]}",
-		     IMG_MT_OCI_MANIFEST, IMG_MT_OCI_CONFIG, m->config, (int)strlen(config),
-		     layer_mt, m->layer[0], strlen(l0), layer_mt, m->layer[1], strlen(l1));
+		     manifest_mt, config_mt, m->config, (int)strlen(config), layer_mt, m->layer[0],
+		     strlen(l0), layer_mt, m->layer[1], strlen(l1));
 	blob(dir, manifest, (size_t)n, m->digest);
 	m->size = (size_t)n;
+}
+
+static void image(const char *dir, const char *arch, const char *env_json, const char *layer_mt,
+		  struct made *m)
+{
+	image_typed(dir, arch, env_json, layer_mt, IMG_MT_OCI_MANIFEST, IMG_MT_OCI_CONFIG, m);
 }
 
 #define GZ "application/vnd.oci.image.layer.v1.tar+gzip"
@@ -138,29 +145,58 @@ static const struct img_limits *limits(void)
 	return &lim;
 }
 
-/* Reads dir as a layout; on success *src holds it. */
-static int open_layout(const char *dir, const char *ref, struct img_source *src,
-		       struct sbx_err *err)
+/* A source reader of an unpacked directory: the OCI layout one or the
+ * docker-archive one (the same signature). */
+typedef int (*reader_fn)(int dir_fd, const char *ref, const struct img_limits *lim,
+			 const struct img_progress *pr, struct img_source *out,
+			 struct sbx_err *err);
+
+/* Reads dir; on success *src holds it. */
+static int open_with(reader_fn rd, const char *dir, const char *ref, struct img_source *src,
+		     struct sbx_err *err)
 {
 	_cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
 	memset(src, 0, sizeof(*src));
 	if (fd < 0)
 		return sbx_fail_errno(err, "open %s", dir);
-	return img_source_oci_layout(fd, ref, limits(), NULL, src, err);
+	return rd(fd, ref, limits(), NULL, src, err);
+}
+
+static int open_layout(const char *dir, const char *ref, struct img_source *src,
+		       struct sbx_err *err)
+{
+	return open_with(img_source_oci_layout, dir, ref, src, err);
+}
+
+static int open_docker(const char *dir, const char *ref, struct img_source *src,
+		       struct sbx_err *err)
+{
+	return open_with(img_docker_read, dir, ref, src, err);
 }
 
 /* Expects a refusal whose message holds `needle`. */
-static void refused(const char *dir, const char *ref, const char *needle, const char *what)
+static void refused_by(reader_fn rd, const char *dir, const char *ref, const char *needle,
+		       const char *what)
 {
 	struct img_source src;
 	struct sbx_err err = {0};
-	int rc = open_layout(dir, ref, &src, &err);
+	int rc = open_with(rd, dir, ref, &src, &err);
 
 	check(rc < 0 && strstr(err.msg, needle), "%s: refused naming \"%s\" (got: %s)", what,
 	      needle, rc < 0 ? err.msg : "accepted");
 	if (rc == 0)
 		img_source_free(&src);
+}
+
+static void refused(const char *dir, const char *ref, const char *needle, const char *what)
+{
+	refused_by(img_source_oci_layout, dir, ref, needle, what);
+}
+
+static void docker_refused(const char *dir, const char *ref, const char *needle, const char *what)
+{
+	refused_by(img_docker_read, dir, ref, needle, what);
 }
 
 static void index1(const char *dir, const struct made *m, const char *annotations)
@@ -212,6 +248,49 @@ static void test_good(void)
 	if (check(open_layout(dir, "v1", &src, &err) == 0, "--ref v1 picks it (%s)", err.msg))
 		img_source_free(&src);
 	refused(dir, "v2", "no manifest has ref v2", "--ref of a ref the index lacks");
+}
+
+/* Docker's media types in a layout (what skopeo copy docker://... oci:
+ * keeps), a docker manifest list naming it, and a non-distributable
+ * layer, which is accepted when its blob is there. */
+static void test_other_types(void)
+{
+	char dir[256], list[1024], ldigest[IMG_DIGEST_LEN + 1];
+	struct made m;
+	struct img_source src;
+	struct sbx_err err = {0};
+	int n;
+
+	new_layout(dir);
+	image_typed(dir, img_host_arch(), "null", IMG_MT_DOCKER_LAYER, IMG_MT_DOCKER_MANIFEST,
+		    IMG_MT_DOCKER_CONFIG, &m);
+	n = snprintf(list, sizeof(list),
+		     "{\"schemaVersion\":2,\"mediaType\":\"%s\",\"manifests\":[{\"mediaType\":"
+		     "\"%s\",\"digest\":\"%s\",\"size\":%zu,\"platform\":{\"os\":\"linux\","
+		     "\"architecture\":\"%s\"}}]}",
+		     IMG_MT_DOCKER_LIST, IMG_MT_DOCKER_MANIFEST, m.digest, m.size, img_host_arch());
+	blob(dir, list, (size_t)n, ldigest);
+	index_json(dir,
+		   "{\"schemaVersion\":2,\"manifests\":[{\"mediaType\":\"%s\",\"digest\":\"%s\","
+		   "\"size\":%d}]}",
+		   IMG_MT_DOCKER_LIST, ldigest, n);
+	if (check(open_layout(dir, NULL, &src, &err) == 0,
+		  "a docker manifest list and v2s2 manifest open (%s)", err.msg)) {
+		check(!strcmp(src.digest, m.digest) && src.n_layers == 2,
+		      "the docker manifest is the image");
+		check(json_is_null(json_object_get(json_object_get(src.meta, "config"), "Env")),
+		      "Env null stays null");
+		img_source_free(&src);
+	}
+	new_layout(dir);
+	image(dir, img_host_arch(), "[]",
+	      "application/vnd.oci.image.layer.nondistributable.v1.tar+zstd", &m);
+	index1(dir, &m, "");
+	if (check(open_layout(dir, NULL, &src, &err) == 0,
+		  "a non-distributable layer whose blob is there is accepted (%s)", err.msg)) {
+		check(src.layers[0].compression == IMG_TAR_ZSTD, "its compression is zstd");
+		img_source_free(&src);
+	}
 }
 
 static void test_broken_blobs(void)
@@ -501,29 +580,6 @@ static void test_wrong_types(void)
 
 /* ---- docker-archive (unpacked) ---- */
 
-static int open_docker(const char *dir, const char *ref, struct img_source *src,
-		       struct sbx_err *err)
-{
-	_cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-
-	memset(src, 0, sizeof(*src));
-	if (fd < 0)
-		return sbx_fail_errno(err, "open %s", dir);
-	return img_docker_read(fd, ref, limits(), NULL, src, err);
-}
-
-static void docker_refused(const char *dir, const char *ref, const char *needle, const char *what)
-{
-	struct img_source src;
-	struct sbx_err err = {0};
-	int rc = open_docker(dir, ref, &src, &err);
-
-	check(rc < 0 && strstr(err.msg, needle), "%s: refused naming \"%s\" (got: %s)", what,
-	      needle, rc < 0 ? err.msg : "accepted");
-	if (rc == 0)
-		img_source_free(&src);
-}
-
 /* gzip of buf, through libarchive's raw writer. */
 static size_t gzip_of(const char *buf, size_t len, char *out, size_t cap)
 {
@@ -704,6 +760,7 @@ int main(void)
 		return 2;
 	}
 	test_good();
+	test_other_types();
 	test_broken_blobs();
 	test_index_choice();
 	test_wrong_types();
