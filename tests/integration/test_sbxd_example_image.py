@@ -46,6 +46,9 @@ class ExampleImage(unittest.TestCase):
                 raise RuntimeError("%s is not set to the built binary (run through ctest)" % what)
         build = os.path.dirname(os.path.dirname(os.path.realpath(CLI)))
         cls.tmp = tempfile.mkdtemp(prefix="sbx-test-example-image-", dir="/tmp")
+        # mmdebstrap --mode=unshare enters its temporary root (under TMPDIR) as
+        # a subordinate id: the directory must let others search it.
+        os.chmod(cls.tmp, 0o711)
         cls.srv = Server()
         env = {k: v for k, v in os.environ.items() if not k.startswith("SBX_")}
         env["TMPDIR"] = cls.tmp

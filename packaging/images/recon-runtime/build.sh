@@ -105,6 +105,15 @@ else
         || why="unprivileged user namespaces are not allowed"
     [ -z "$why" ] || die "cannot build unprivileged: $why; run as root, or run packaging/setup.sh as root (it gives sbx-test a range)"
     MODE=unshare
+    # mmdebstrap's temporary root is entered by the namespace's root, which is
+    # a subordinate id: every directory down to it must let others search it.
+    d=$(realpath "${TMPDIR:-/tmp}")
+    while :; do
+        [ "$(( 0$(stat -c %a "$d") & 01 ))" -ne 0 ] \
+            || die "--mode=unshare needs TMPDIR (${TMPDIR:-/tmp}) searchable by others; $d is $(stat -c %a "$d")"
+        [ "$d" = / ] && break
+        d=$(dirname "$d")
+    done
 fi
 
 # ------------------------------------------------------------ sources
