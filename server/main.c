@@ -21,6 +21,7 @@
 #include "audit.h"
 #include "config.h"
 #include "egress.h"
+#include "image_cmd.h"
 #include "listen_url.h"
 #include "nng_epipe.h"
 #include "rpc.h"
@@ -31,6 +32,7 @@
 static const char usage[] =
 	"usage: sbxd [--config FILE] [--listen URL]... [--state-dir DIR] [--cgroup-root PATH]\n"
 	"            [--log FILE] [--allow-root]\n"
+	"       sbxd image [--config FILE] [--state-dir DIR] import|list|inspect|rm ...\n"
 	"\n"
 	"The sbx Sandbox service: runs untrusted commands in sandboxes for callers on\n"
 	"this host (ipc://) and others (tls+tcp://, mutual TLS plus a bearer token).\n"
@@ -45,7 +47,10 @@ static const char usage[] =
 	"  --log FILE          the audit log, JSON lines (default: stderr)\n"
 	"  --allow-root        run even as real root (every guarantee is weaker)\n"
 	"  -h, --help          this text\n"
-	"  --version           print the version\n";
+	"  --version           print the version\n"
+	"\n"
+	"sbxd image manages the image store policies pin their images in (see\n"
+	"sbxd image --help).\n";
 /* clang-format on */
 
 enum {
@@ -256,6 +261,9 @@ int main(int argc, char **argv)
 	sigset_t stop;
 	int rc;
 
+	/* A command of its own, with its own flags: before sbxd's. */
+	if (argc > 1 && !strcmp(argv[1], "image"))
+		return sbxd_image_main(argc - 1, argv + 1);
 	sbx_malloc_reuse_chunks();
 	/* But a request's message (up to max_message_bytes, 4 MiB) gets its own
 	 * mmap, so the memory partial ones held goes back to the system when
