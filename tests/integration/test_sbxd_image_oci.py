@@ -210,19 +210,23 @@ class ImageOciTest(unittest.TestCase):
         self.assertTrue(pinned.startswith(name + "@sha256:"), pinned)
         return pinned.split("@", 1)[1]
 
+    def store_state(self):
+        trees = os.path.join(self.store, "sha256")
+        refs = os.path.join(self.store, "refs.json")
+        state = sorted(os.listdir(trees)) if os.path.isdir(trees) else []
+        if os.path.exists(refs):
+            with open(refs) as f:
+                state.append(f.read())
+        return state
+
     def refused(self, source, needle):
+        before = self.store_state()
         r = self.sbxd_image("import", "bad:1", *source)
         self.assertEqual(r.returncode, 1, r)
         self.assertEqual(r.stdout, "", r)
         self.assertIn("sbxd image: error: ", r.stderr)
         self.assertIn(needle, r.stderr)
-        # Nothing was tagged, nothing committed.
-        self.assertFalse(os.path.isdir(os.path.join(self.store, "sha256")) and
-                         os.listdir(os.path.join(self.store, "sha256")), r)
-        refs = os.path.join(self.store, "refs.json")
-        if os.path.exists(refs):
-            with open(refs) as f:
-                self.assertNotIn("bad:1", json.load(f))
+        self.assertEqual(self.store_state(), before, "nothing tagged, nothing committed")
         return r
 
     def skopeo_digest(self, transport):
@@ -253,7 +257,9 @@ class ImageOciTest(unittest.TestCase):
     def test_tree_is_umocis(self):
         digest = self.imported("bb:1", "--oci-layout", self.layout.path)
         ours = tree(self.rootfs(digest))
-        theirs = self.umoci_tree(self.layout.path, "v1")
+        # umoci 0.4.7 reads no zstd layer: its tree is made from the gzip
+        # copy of the same tars.
+        theirs = self.umoci_tree(self.gzip_layout(), "v1")
         self.assertEqual(ours, theirs)
         # What the layers meant, said once more by hand.
         self.assertNotIn("etc/gone", ours)
@@ -318,20 +324,37 @@ class ImageOciTest(unittest.TestCase):
         self.assertEqual(digest, self.mdesc["digest"])
 
     def test_image_made_by_umoci(self):
+        """umoci's own workflow: new, unpack, change, repack, change again
+        (a file removed: umoci writes the whiteout), repack, config. (Not
+        `umoci insert`: 0.4.7 writes its layer without the tar's padding
+        and end blocks, which GNU tar refuses as well.)"""
         layout = os.path.join(self.dir, "umoci-layout")
-        src = os.path.join(self.dir, "umoci-src")
-        os.makedirs(os.path.join(src, "bin"))
-        shutil.copy(BUSYBOX, os.path.join(src, "bin", "busybox"))
-        os.symlink("busybox", os.path.join(src, "bin", "sh"))
-        with open(os.path.join(src, "hello"), "w") as f:
-            f.write("made by umoci\n")
-        for cmd in (["init", "--layout", layout], ["new", "--image", layout + ":u"],
-                    ["insert", "--rootless", "--image", layout + ":u", src, "/"],
-                    ["config", "--image", layout + ":u", "--config.env", "A=1"]):
-            subprocess.run(["umoci", *cmd], check=True, capture_output=True, timeout=120)
+        bundle = os.path.join(self.dir, "umoci-bundle")
+        image = layout + ":u"
+        umoci = ["umoci", "--log", "error"]
+        for cmd in (["init", "--layout", layout], ["new", "--image", image],
+                    ["unpack", "--rootless", "--image", image, bundle]):
+            subprocess.run(umoci + cmd, check=True, capture_output=True, timeout=120)
+        rootfs = os.path.join(bundle, "rootfs")
+        os.makedirs(os.path.join(rootfs, "bin"))
+        shutil.copy(BUSYBOX, os.path.join(rootfs, "bin", "busybox"))
+        os.symlink("busybox", os.path.join(rootfs, "bin", "sh"))
+        for name in ("hello", "goodbye"):
+            with open(os.path.join(rootfs, name), "w") as f:
+                f.write(name + ", by umoci\n")
+        subprocess.run(umoci + ["repack", "--image", image, bundle], check=True,
+                       capture_output=True, timeout=120)
+        os.unlink(os.path.join(rootfs, "goodbye"))
+        os.chmod(os.path.join(rootfs, "hello"), 0o600)
+        for cmd in (["repack", "--image", image, bundle],
+                    ["config", "--image", image, "--config.env", "A=1"]):
+            subprocess.run(umoci + cmd, check=True, capture_output=True, timeout=120)
         digest = self.imported("u:1", "--oci-layout", layout, "--ref", "u")
         self.assertEqual(digest, self.skopeo_digest("oci:%s:u" % layout))
-        self.assertEqual(tree(self.rootfs(digest)), self.umoci_tree(layout, "u"))
+        ours = tree(self.rootfs(digest))
+        self.assertEqual(ours, self.umoci_tree(layout, "u"))
+        self.assertEqual(ours["hello"][:2], ("f", 0o600))
+        self.assertNotIn("goodbye", ours)
 
     # -- refusals
     def broken(self, name):
