@@ -29,15 +29,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <jansson.h>
 
+#include "bench_sbxd.h"
 #include "bench_scratch.h"
 #include "bench_util.h"
 #include "sbxclient.h"
-#include "sleep.h"
 #include "util.h"
 
 #define PROG		 "sbx-bench-image"
@@ -244,32 +243,7 @@ static void start_sbxd(const char *sbxd, const char *helper, const char *state, 
 	char *argv[] = {(char *)sbxd, "--config", config, NULL};
 	bench_note("starting %s --config %s", sbxd, config);
 	sbxd_pid = bench_spawn(argv, child_env, log);
-	struct sbx_client_opts o = {.endpoint = endpoint, .timeout_ms = 1000, .retries = -1};
-	struct sbx_rpc_status st = {0};
-	sbx_client *c = sbx_client_open(&o, &st.err);
-	if (!c)
-		bench_die("libsbxclient: %s", st.err.msg);
-	sbx_client_set_interrupt(c, &bench_interrupted);
-	for (int waited = 0;; waited += 50) {
-		Sbx__V1__HealthResponse *h = sbx_health(c, &st);
-		int status;
-
-		if (h) {
-			sbx__v1__health_response__free_unpacked(h, NULL);
-			break;
-		}
-		if (waitpid(sbxd_pid, &status, WNOHANG) == sbxd_pid) {
-			sbxd_pid = -1;
-			bench_die("sbxd exited (%s): %s", bench_status_str(status),
-				  bench_tail_of(log));
-		}
-		bench_check_interrupt();
-		if (waited >= START_TIMEOUT_MS)
-			bench_die("sbxd did not answer Health within %d s: %s",
-				  START_TIMEOUT_MS / 1000, bench_tail_of(log));
-		sbx_sleep_ms(50);
-	}
-	sbx_client_close(c);
+	bench_sbxd_wait(endpoint, &sbxd_pid, log, START_TIMEOUT_MS);
 }
 
 static void call_failed(const char *call, const char *image, const struct sbx_rpc_status *st)
@@ -324,13 +298,8 @@ static double cycle(sbx_client *c, const char *image)
 static void bench_startup(const char *endpoint, const char *pin, long n, struct series *img,
 			  struct series *host)
 {
-	struct sbx_client_opts o = {.endpoint = endpoint, .timeout_ms = CALL_TIMEOUT_MS};
-	struct sbx_err err;
-	sbx_client *c = sbx_client_open(&o, &err);
+	sbx_client *c = bench_client_open(endpoint, CALL_TIMEOUT_MS, 0);
 
-	if (!c)
-		bench_die("libsbxclient: %s", err.msg);
-	sbx_client_set_interrupt(c, &bench_interrupted);
 	series_init(img, (size_t)n);
 	series_init(host, (size_t)n);
 	bench_note("CreateRun+Exec(/bin/true)+Wait+Teardown x %ld in %s and in host, alternating",
