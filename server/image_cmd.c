@@ -105,6 +105,7 @@ enum {
 	OPT_JSON,
 };
 
+/* In the enum's order: long_opts[c - OPT_CONFIG] is option c. */
 /* clang-format off */
 static const struct option long_opts[] = {
 	{"config", required_argument, NULL, OPT_CONFIG},
@@ -125,12 +126,18 @@ static const struct option long_opts[] = {
 };
 /* clang-format on */
 
+/* In the order of OPT_OCI_LAYOUT..OPT_ROOTFS_TAR. */
+static const enum img_source_kind source_kinds[] = {
+    IMG_FROM_OCI_LAYOUT, IMG_FROM_OCI_ARCHIVE, IMG_FROM_DOCKER_ARCHIVE,
+    IMG_FROM_ROOTFS_DIR, IMG_FROM_ROOTFS_TAR,
+};
+
 struct args {
 	const char *config, *state_dir, *images_dir;
 	const char *source, *ref;
 	int kind; /* enum img_source_kind, -1: none given */
 	int n_sources;
-	uint64_t max_entries, max_bytes, max_file_bytes; /* 0: not given */
+	uint64_t max[3]; /* --max-entries, --max-bytes, --max-file-bytes; 0: not given */
 	bool json, help, import_only;
 	const char *pos[4];
 	int n_pos;
@@ -163,7 +170,7 @@ static int parse_count(const char *flag, const char *s, uint64_t *out)
 	errno = 0;
 	v = strtoull(s, &end, 10);
 	if (errno || end == s || *end || s[0] == '-' || v == 0)
-		return usage_error("%s %s: must be a positive integer", flag, s);
+		return usage_error("--%s %s: must be a positive integer", flag, s);
 	*out = v;
 	return 0;
 }
@@ -196,37 +203,22 @@ static int parse_args(int argc, char **argv, struct args *a)
 			a->images_dir = optarg;
 			break;
 		case OPT_OCI_LAYOUT:
-			set_source(a, IMG_FROM_OCI_LAYOUT, optarg);
-			break;
 		case OPT_OCI_ARCHIVE:
-			set_source(a, IMG_FROM_OCI_ARCHIVE, optarg);
-			break;
 		case OPT_DOCKER_ARCHIVE:
-			set_source(a, IMG_FROM_DOCKER_ARCHIVE, optarg);
-			break;
 		case OPT_ROOTFS:
-			set_source(a, IMG_FROM_ROOTFS_DIR, optarg);
-			break;
 		case OPT_ROOTFS_TAR:
-			set_source(a, IMG_FROM_ROOTFS_TAR, optarg);
+			set_source(a, source_kinds[c - OPT_OCI_LAYOUT], optarg);
 			break;
 		case OPT_REF:
 			a->ref = optarg;
 			a->import_only = true;
 			break;
 		case OPT_MAX_ENTRIES:
-			a->import_only = true;
-			if (parse_count("--max-entries", optarg, &a->max_entries))
-				return 2;
-			break;
 		case OPT_MAX_BYTES:
-			a->import_only = true;
-			if (parse_count("--max-bytes", optarg, &a->max_bytes))
-				return 2;
-			break;
 		case OPT_MAX_FILE_BYTES:
 			a->import_only = true;
-			if (parse_count("--max-file-bytes", optarg, &a->max_file_bytes))
+			if (parse_count(long_opts[c - OPT_CONFIG].name, optarg,
+					&a->max[c - OPT_MAX_ENTRIES]))
 				return 2;
 			break;
 		case OPT_JSON:
@@ -250,38 +242,39 @@ static int parse_args(int argc, char **argv, struct args *a)
 }
 
 /* The command's own checks; the text of its usage in *usage. */
+static const struct command {
+	const char *name, *usage;
+	int n_pos;	  /* the command and its arguments */
+	const char *args; /* what they are, for a usage error */
+} commands[] = {
+    {"import", usage_import, 2, "NAME:TAG and a SOURCE flag"},
+    {"list", usage_list, 1, "no argument"},
+    {"inspect", usage_inspect, 2, "one REF"},
+    {"rm", usage_rm, 2, "one REF"},
+};
+
 static int check_args(const struct args *a, const char **usage)
 {
-	const char *cmd = a->n_pos ? a->pos[0] : NULL;
-	int want;
+	const struct command *c = NULL;
 
 	*usage = usage_main;
-	if (!cmd)
+	if (!a->n_pos)
 		return a->help ? 0 : usage_error("a command is needed (import, list, inspect, rm)");
-	if (!strcmp(cmd, "import"))
-		*usage = usage_import, want = 2;
-	else if (!strcmp(cmd, "list"))
-		*usage = usage_list, want = 1;
-	else if (!strcmp(cmd, "inspect"))
-		*usage = usage_inspect, want = 2;
-	else if (!strcmp(cmd, "rm"))
-		*usage = usage_rm, want = 2;
-	else
-		return usage_error("unknown command '%s'", cmd);
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(commands); i++)
+		if (!strcmp(a->pos[0], commands[i].name))
+			c = &commands[i];
+	if (!c)
+		return usage_error("unknown command '%s'", a->pos[0]);
+	*usage = c->usage;
 	if (a->help)
 		return 0;
-	if (a->n_pos != want)
-		return usage_error("%s takes %s", cmd,
-				   want == 1		   ? "no argument"
-				   : strcmp(cmd, "import") ? "one REF"
-							   : "NAME:TAG and a SOURCE flag");
-	if (a->json && strcmp(cmd, "list"))
+	if (a->n_pos != c->n_pos)
+		return usage_error("%s takes %s", c->name, c->args);
+	if (a->json && strcmp(c->name, "list"))
 		return usage_error("--json is a flag of list");
-	if (strcmp(cmd, "import")) {
-		if (a->import_only)
-			return usage_error("source, --ref and limit flags are import's");
-		return 0;
-	}
+	if (strcmp(c->name, "import"))
+		return a->import_only ? usage_error("source, --ref and limit flags are import's")
+				      : 0;
 	if (a->n_sources != 1)
 		return usage_error("import takes exactly one of --oci-layout, --oci-archive, "
 				   "--docker-archive, --rootfs, --rootfs-tar");
@@ -313,12 +306,12 @@ static int settings(const struct args *a, char **dir, struct img_limits *lim)
 		lim->max_bytes = cfg.images.max_bytes;
 	if (cfg.images.max_file_bytes)
 		lim->max_file_bytes = cfg.images.max_file_bytes;
-	if (a->max_entries)
-		lim->max_entries = a->max_entries;
-	if (a->max_bytes)
-		lim->max_bytes = a->max_bytes;
-	if (a->max_file_bytes)
-		lim->max_file_bytes = a->max_file_bytes;
+	if (a->max[0])
+		lim->max_entries = a->max[0];
+	if (a->max[1])
+		lim->max_bytes = a->max[1];
+	if (a->max[2])
+		lim->max_file_bytes = a->max[2];
 	if (rc == 0 && a->images_dir)
 		*dir = strdup(a->images_dir);
 	else if (rc == 0 && cfg.images.dir)

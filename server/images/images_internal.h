@@ -2,6 +2,8 @@
 /* The import pipeline, between the files of server/images/:
  *   images_store.c    the store's layout, locks, refs.json, staging,
  *                     commit by rename, list/inspect/rm, resolve (images.h)
+ *                     (with images_commit.c, images_refs.c, images_resolve.c;
+ *                     what they share: images_store_private.h)
  *   images_source.c   OCI layout / OCI archive / docker archive: the index,
  *                     the platform, the manifest, the config, every blob's
  *                     digest and size verified before anything is unpacked

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "image_ref.h"
+#include "images_source.h"
 #include "images_store_private.h"
 #include "util.h"
 
@@ -23,37 +24,16 @@ const char *img_digest_hex(const char *digest)
 
 int img_json_read_at(int dirfd, const char *name, json_t **out, struct sbx_err *err)
 {
-	_cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	_cleanup_free_ char *buf = NULL;
 	json_error_t jerr;
-	struct stat st;
-	size_t got = 0;
+	size_t len = 0;
 
 	*out = NULL;
-	if (fd < 0)
-		return sbx_fail_errno(err, "%s", name);
-	if (fstat(fd, &st) < 0)
-		return sbx_fail_errno(err, "%s", name);
-	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > IMG_STORE_JSON_MAX)
-		return sbx_fail(err, "%s: not a regular file of at most %u bytes", name,
-				IMG_STORE_JSON_MAX);
-	buf = malloc((size_t)st.st_size + 1);
-	if (!buf)
-		return sbx_fail_errnum(err, ENOMEM, "%s", name);
-	/* st_size bounds the read: the file is replaced by rename, never
-	 * rewritten in place, so it does not grow under us. */
-	while (got < (size_t)st.st_size) {
-		ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return sbx_fail_errno(err, "read %s", name);
-		if (n == 0)
-			break;
-		got += (size_t)n;
-	}
-	*out = json_loadb(buf, got, JSON_REJECT_DUPLICATES, &jerr);
+	/* The file is replaced by rename, never rewritten in place: what is
+	 * read is one whole version of it. */
+	if (img_read_file(dirfd, name, IMG_STORE_JSON_MAX, &buf, &len, err) < 0)
+		return -1;
+	*out = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!*out)
 		return sbx_fail(err, "%s: line %d: %s", name, jerr.line, jerr.text);
 	if (!json_is_object(*out)) {
@@ -95,12 +75,16 @@ int img_refs_read(struct img_store *s, json_t **refs, struct sbx_err *err)
 	const char *key;
 	json_t *v;
 
-	if (img_json_read_at(s->dir_fd, "refs.json", refs, err) < 0) {
-		if (err->errnum != ENOENT)
-			return sbx_err_prefix(err, "%s", s->dir);
+	struct stat st;
+
+	/* None yet: an empty store (refs.json is only ever replaced, never
+	 * removed, so it cannot go between this and the read). */
+	if (fstatat(s->dir_fd, "refs.json", &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT) {
 		*refs = json_object();
 		return *refs ? 0 : sbx_fail_errnum(err, ENOMEM, "%s/refs.json", s->dir);
 	}
+	if (img_json_read_at(s->dir_fd, "refs.json", refs, err) < 0)
+		return sbx_err_prefix(err, "%s", s->dir);
 	/* Only the store writes it, but a run trusts what it names: hold it
 	 * to the same rules as a policy's reference. */
 	json_object_foreach(*refs, key, v)

@@ -110,17 +110,17 @@ int img_store_resolve(struct img_store *s, const char *ref, bool allow_unpinned,
 		      struct img_hold *out, struct sbx_err *err)
 {
 	struct sbx_image_ref r;
-	int rc;
+	int rc, lk;
 
 	*out = (struct img_hold)IMG_HOLD_INIT;
 	if (sbx_image_ref_parse(ref, false, &r, err) < 0) {
 		sbx_err_prefix(err, "image");
 		return IMG_REFUSED;
 	}
-	if (img_store_lock(s, LOCK_SH, err) < 0)
+	if ((lk = img_store_lock(s, LOCK_SH, err)) < 0)
 		return -1;
 	rc = resolve_locked(s, &r, ref, allow_unpinned, out, err);
-	img_store_unlock(s);
+	img_store_unlock(lk);
 	if (rc < 0)
 		img_hold_release(out);
 	return rc;
@@ -153,14 +153,14 @@ int img_store_pins(struct img_store *s, size_t max, char ***pins, size_t *n, siz
 	const char *key;
 	json_t *v;
 	size_t i = 0;
-	int rc;
+	int rc, lk;
 
 	*pins = NULL;
 	*n = *total = 0;
-	if (img_store_lock(s, LOCK_SH, err) < 0)
+	if ((lk = img_store_lock(s, LOCK_SH, err)) < 0)
 		return -1;
 	rc = img_refs_read(s, &refs, err);
-	img_store_unlock(s);
+	img_store_unlock(lk);
 	if (rc < 0)
 		return -1;
 	all = calloc(json_object_size(refs) + 1, sizeof(*all));
@@ -281,15 +281,15 @@ static int list_locked(struct img_store *s, json_t *list, struct sbx_err *err)
 int img_store_list(struct img_store *s, json_t **out, struct sbx_err *err)
 {
 	json_auto_t *list = json_array();
-	int rc;
+	int rc, lk;
 
 	*out = NULL;
 	if (!list)
 		return sbx_fail_errnum(err, ENOMEM, "image list");
-	if (img_store_lock(s, LOCK_SH, err) < 0)
+	if ((lk = img_store_lock(s, LOCK_SH, err)) < 0)
 		return -1;
 	rc = list_locked(s, list, err);
-	img_store_unlock(s);
+	img_store_unlock(lk);
 	if (rc == 0)
 		*out = sbx_steal_ptr(list);
 	return rc;
@@ -351,12 +351,12 @@ static int inspect_locked(struct img_store *s, const char *ref, json_t **out, st
 
 int img_store_inspect(struct img_store *s, const char *ref, json_t **out, struct sbx_err *err)
 {
-	int rc;
+	int rc, lk;
 
 	*out = NULL;
-	if (img_store_lock(s, LOCK_SH, err) < 0)
+	if ((lk = img_store_lock(s, LOCK_SH, err)) < 0)
 		return -1;
 	rc = inspect_locked(s, ref, out, err);
-	img_store_unlock(s);
+	img_store_unlock(lk);
 	return rc;
 }

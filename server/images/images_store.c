@@ -35,17 +35,22 @@ void img_limits_default(struct img_limits *lim)
 
 int img_store_lock(struct img_store *s, int op, struct sbx_err *err)
 {
-	while (flock(s->lock_fd, op) < 0)
+	/* An open file description of its own for every holder: flocks on one
+	 * description are one lock, so sbxd's threads sharing the store's fd
+	 * would release each other's. */
+	_cleanup_close_ int fd = openat(s->dir_fd, "lock", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0)
+		return sbx_fail_errno(err, "%s/lock", s->dir);
+	while (flock(fd, op) < 0)
 		if (errno != EINTR)
 			return sbx_fail_errno(err, "%s/lock", s->dir);
-	return 0;
+	return sbx_steal_fd(fd);
 }
 
-void img_store_unlock(struct img_store *s)
+void img_store_unlock(int lock_fd)
 {
-	/* Closing the store releases it anyway; an unlock cannot fail on a
-	 * valid fd we locked. */
-	(void)flock(s->lock_fd, LOCK_UN);
+	sbx_closep(&lock_fd); /* closing the description releases its flock */
 }
 
 /* ---- opening ---- */
@@ -201,16 +206,7 @@ bool img_store_has(struct img_store *s, const char *digest)
 
 /* ---- directories of tmp/: stages, and trees on their way out ---- */
 
-/* A directory of tmp/ this process holds (its flock), to be removed once
- * the store lock is released: removing a tree takes as long as the tree
- * is big, and nobody else touches a tmp/ entry whose flock is held. */
-struct doomed {
-	int lock_fd;
-	char name[64];
-};
-#define DOOMED_MAX 16
-
-static void doomed_remove(struct img_store *s, struct doomed *d, size_t n)
+void img_doomed_remove(struct img_store *s, struct img_doomed *d, size_t n)
 {
 	struct sbx_err ignored;
 
@@ -224,7 +220,7 @@ static void doomed_remove(struct img_store *s, struct doomed *d, size_t n)
 
 /* Under the exclusive store lock (so that no cleaner can see it before its
  * flock is taken): a new tmp/<random>/, flock'ed. */
-static int new_tmp_dir(struct img_store *s, char name[64], int *lock_fd, struct sbx_err *err)
+int img_tmp_dir_new(struct img_store *s, char name[64], int *lock_fd, struct sbx_err *err)
 {
 	unsigned char rnd[8];
 	_cleanup_close_ int fd = -1;
@@ -244,7 +240,7 @@ static int new_tmp_dir(struct img_store *s, char name[64], int *lock_fd, struct 
 
 /* Under the exclusive store lock: every tmp/ entry whose holder is gone (an
  * import or rm that died), taken over (its flock) for doomed_remove. */
-static int collect_stale(struct img_store *s, struct doomed *d, size_t *n, struct sbx_err *err)
+int img_collect_stale(struct img_store *s, struct img_doomed *d, size_t *n, struct sbx_err *err)
 {
 	_cleanup_close_ int list_fd = fcntl(s->tmp_fd, F_DUPFD_CLOEXEC, 3);
 	_cleanup_closedir_ DIR *dir = NULL;
@@ -255,7 +251,7 @@ static int collect_stale(struct img_store *s, struct doomed *d, size_t *n, struc
 		return sbx_fail_errno(err, "%s/tmp", s->dir);
 	list_fd = -1; /* the DIR's now */
 	rewinddir(dir);
-	while (*n < DOOMED_MAX && (de = readdir(dir))) {
+	while (*n < IMG_DOOMED_MAX && (de = readdir(dir))) {
 		_cleanup_close_ int fd = -1;
 
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
@@ -285,7 +281,7 @@ static int collect_stale(struct img_store *s, struct doomed *d, size_t *n, struc
  * flock, or IMG_REFUSED when a run holds it (its shared flock). Runs take
  * theirs under the shared store lock, so none can come while this is kept
  * and the store lock is. */
-static int take_tree(struct img_store *s, const char *hex, const char *ref, struct sbx_err *err)
+int img_take_tree(struct img_store *s, const char *hex, const char *ref, struct sbx_err *err)
 {
 	_cleanup_close_ int fd =
 	    openat(s->sha_fd, hex, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -303,12 +299,12 @@ static int take_tree(struct img_store *s, const char *hex, const char *ref, stru
 
 /* Under the exclusive store lock, with take_tree's fd held: sha256/<hex>
  * renamed into a new tmp/ entry, for doomed_remove. */
-static int doom_tree(struct img_store *s, const char *hex, struct doomed *d, struct sbx_err *err)
+int img_doom_tree(struct img_store *s, const char *hex, struct img_doomed *d, struct sbx_err *err)
 {
 	_cleanup_close_ int lock_fd = -1, dir_fd = -1;
 	char name[64];
 
-	if (new_tmp_dir(s, name, &lock_fd, err) < 0)
+	if (img_tmp_dir_new(s, name, &lock_fd, err) < 0)
 		return -1;
 	dir_fd = openat(s->tmp_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dir_fd < 0 || renameat(s->sha_fd, hex, dir_fd, "tree") < 0) {
@@ -323,203 +319,11 @@ static int doom_tree(struct img_store *s, const char *hex, struct doomed *d, str
 	return 0;
 }
 
-/* ---- stages ---- */
-
-static void stage_close_fds(struct img_stage *st)
-{
-	sbx_closep(&st->rootfs_fd);
-	sbx_closep(&st->scratch_fd);
-	sbx_closep(&st->dir_fd);
-	st->rootfs_fd = st->scratch_fd = st->dir_fd = -1;
-}
-
-int img_stage_begin(struct img_store *s, struct img_stage *st, struct sbx_err *err)
-{
-	struct doomed stale[DOOMED_MAX];
-	size_t n_stale = 0;
-	int rc;
-
-	*st = (struct img_stage)IMG_STAGE_INIT;
-	if (img_store_lock(s, LOCK_EX, err) < 0)
-		return -1;
-	rc = collect_stale(s, stale, &n_stale, err);
-	if (rc == 0)
-		rc = new_tmp_dir(s, st->name, &st->lock_fd, err);
-	img_store_unlock(s);
-	doomed_remove(s, stale, n_stale);
-	if (rc < 0)
-		return -1;
-	st->dir_fd = openat(s->tmp_fd, st->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (st->dir_fd < 0 || mkdirat(st->dir_fd, "rootfs", 0700) < 0 ||
-	    mkdirat(st->dir_fd, "scratch", 0700) < 0 ||
-	    (st->rootfs_fd = openat(st->dir_fd, "rootfs",
-				    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
-	    (st->scratch_fd = openat(st->dir_fd, "scratch",
-				     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-		sbx_fail_errno(err, "staging directory %s/tmp/%s", s->dir, st->name);
-		img_stage_abort(s, st);
-		return -1;
-	}
-	return 0;
-}
-
-void img_stage_abort(struct img_store *s, struct img_stage *st)
-{
-	struct doomed d;
-
-	stage_close_fds(st);
-	if (!st->name[0] || st->lock_fd < 0)
-		return;
-	d.lock_fd = st->lock_fd;
-	snprintf(d.name, sizeof(d.name), "%s", st->name);
-	doomed_remove(s, &d, 1);
-	st->lock_fd = -1;
-	st->name[0] = '\0';
-}
-
-/* Under the exclusive store lock: name_tag -> digest in refs.json. The
- * tree it named before, if no other tag names it and no run holds it, is
- * doomed (*n_doomed 1): an untagged tree is only disk space. */
-static int retag_locked(struct img_store *s, const char *name_tag, const char *digest,
-			struct doomed *d, size_t *n_doomed, struct sbx_err *err)
-{
-	json_auto_t *refs = NULL;
-	char old[IMG_DIGEST_LEN + 1] = "";
-	_cleanup_close_ int held = -1;
-	struct sbx_err why;
-	json_t *v;
-
-	*n_doomed = 0;
-	if (img_refs_read(s, &refs, err) < 0)
-		return -1;
-	v = json_object_get(refs, name_tag);
-	if (v && strcmp(json_string_value(v), digest))
-		snprintf(old, sizeof(old), "%s", json_string_value(v));
-	if (json_object_set_new(refs, name_tag, json_string(digest)) < 0)
-		return sbx_fail_errnum(err, ENOMEM, "refs");
-	if (img_refs_write(s, refs, err) < 0)
-		return -1;
-	/* Held by a run (or not movable): it stays, untagged, for rm. */
-	if (old[0] && !img_refs_name(refs, old, NULL) && img_tree_present(s, old + 7) &&
-	    (held = take_tree(s, old + 7, old, &why)) >= 0 && doom_tree(s, old + 7, d, &why) == 0)
-		*n_doomed = 1;
-	return 0;
-}
-
-static int check_name_tag(const char *name_tag, struct sbx_err *err)
-{
-	struct sbx_image_ref r;
-
-	if (sbx_image_ref_parse(name_tag, false, &r, err) < 0)
-		return -1;
-	if (r.digest[0])
-		return sbx_fail(err, "%s: must be name:tag without @sha256:", name_tag);
-	return 0;
-}
-
-int img_store_tag(struct img_store *s, const char *name_tag, const char *digest,
-		  struct sbx_err *err)
-{
-	struct doomed d;
-	size_t n_doomed = 0;
-	int rc;
-
-	if (check_name_tag(name_tag, err) < 0)
-		return -1;
-	if (!img_digest_hex(digest))
-		return sbx_fail(err, "%.80s: not a sha256:<hex> digest", digest);
-	if (img_store_lock(s, LOCK_EX, err) < 0)
-		return -1;
-	if (!img_store_has(s, digest))
-		rc = sbx_fail(err, "%s: not in the image store %s", digest, s->dir);
-	else
-		rc = retag_locked(s, name_tag, digest, &d, &n_doomed, err);
-	img_store_unlock(s);
-	doomed_remove(s, &d, n_doomed);
-	return rc;
-}
-
-/* image.json: what the import said (meta) and the store's own fields. */
-static int write_image_json(struct img_stage *st, const char *digest, json_t *meta,
-			    struct sbx_err *err)
-{
-	json_t *doc = meta ? json_deep_copy(meta) : json_object();
-	int rc;
-
-	if (!doc || !json_is_object(doc) ||
-	    json_object_set_new(doc, "digest", json_string(digest)) < 0 ||
-	    json_object_set_new(doc, "imported_unix_ms", json_integer(sbx_unix_ms())) < 0) {
-		json_decref(doc);
-		return sbx_fail_errnum(err, ENOMEM, "image.json");
-	}
-	rc = img_json_write_at(st->dir_fd, "image.json", doc, err);
-	json_decref(doc);
-	return rc;
-}
-
-/* Before the store lock: the stage made ready to become sha256/<hex>. */
-static int stage_ready(struct img_store *s, struct img_stage *st, const char *digest, json_t *meta,
-		       struct sbx_err *err)
-{
-	/* The stage becomes sha256/<hex> itself: rootfs/ is never moved (a
-	 * read-only rootfs directory could not be), only its parent. */
-	sbx_closep(&st->scratch_fd);
-	sbx_closep(&st->rootfs_fd);
-	st->scratch_fd = st->rootfs_fd = -1;
-	if (sbx_remove_tree_at(st->dir_fd, "scratch", err) < 0 ||
-	    write_image_json(st, digest, meta, err) < 0)
-		return sbx_err_prefix(err, "%s/tmp/%s", s->dir, st->name);
-	/* The tree's data on disk before a ref can name it (a crash of the
-	 * host, not only of this process, keeps the invariant). */
-	if (syncfs(st->dir_fd) < 0)
-		return sbx_fail_errno(err, "syncfs %s/tmp/%s", s->dir, st->name);
-	return 0;
-}
-
-int img_stage_commit(struct img_store *s, struct img_stage *st, const char *digest,
-		     const char *name_tag, json_t *meta, bool *reused, struct sbx_err *err)
-{
-	const char *hex = img_digest_hex(digest);
-	struct doomed d;
-	size_t n_doomed = 0;
-	int rc = 0;
-
-	*reused = false;
-	if (!hex)
-		rc = sbx_fail(err, "%.80s: not a sha256:<hex> digest", digest);
-	else if (check_name_tag(name_tag, err) < 0 || stage_ready(s, st, digest, meta, err) < 0 ||
-		 img_store_lock(s, LOCK_EX, err) < 0)
-		rc = -1;
-	if (rc < 0) {
-		img_stage_abort(s, st);
-		return -1;
-	}
-	if (img_tree_present(s, hex))
-		*reused = true;
-	else if (renameat(s->tmp_fd, st->name, s->sha_fd, hex) < 0 || fsync(s->sha_fd) < 0)
-		rc = sbx_fail_errno(err, "move %s/tmp/%s to sha256/%s", s->dir, st->name, hex);
-	if (rc == 0 && !*reused) {
-		/* The stage is the image's directory now: its flock goes before
-		 * the store lock does, or the first run's hold would find it
-		 * taken. */
-		stage_close_fds(st);
-		sbx_closep(&st->lock_fd);
-		st->lock_fd = -1;
-		st->name[0] = '\0';
-	}
-	if (rc == 0)
-		rc = retag_locked(s, name_tag, digest, &d, &n_doomed, err);
-	img_store_unlock(s);
-	doomed_remove(s, &d, n_doomed);
-	img_stage_abort(s, st); /* the reused (or failed) case's stage; else nothing is left */
-	return rc;
-}
-
 /* ---- rm ---- */
 
 /* Under the exclusive store lock: removes ref from refs.json (and the
  * tree once no ref names it, *n_doomed 1). */
-static int rm_locked(struct img_store *s, const char *ref, struct doomed *d, size_t *n_doomed,
+static int rm_locked(struct img_store *s, const char *ref, struct img_doomed *d, size_t *n_doomed,
 		     struct sbx_err *err)
 {
 	json_auto_t *refs = NULL;
@@ -554,14 +358,14 @@ static int rm_locked(struct img_store *s, const char *ref, struct doomed *d, siz
 		return sbx_fail(err, "%s: not in the image store %s", ref, s->dir);
 	/* The tree goes with its last ref: a run's hold refuses it before
 	 * anything changes, and none can be taken while `held` is. */
-	if (img_tree_present(s, digest + 7) && (held = take_tree(s, digest + 7, ref, err)) < 0)
+	if (img_tree_present(s, digest + 7) && (held = img_take_tree(s, digest + 7, ref, err)) < 0)
 		return held;
 	json_object_foreach_safe(refs, tmp, key, v) if (!strcmp(json_string_value(v), digest))
 	    json_object_del(refs, key);
 	if (img_refs_write(s, refs, err) < 0)
 		return -1;
 	if (held >= 0) {
-		if (doom_tree(s, digest + 7, d, err) < 0)
+		if (img_doom_tree(s, digest + 7, d, err) < 0)
 			return -1;
 		*n_doomed = 1;
 	}
@@ -570,16 +374,16 @@ static int rm_locked(struct img_store *s, const char *ref, struct doomed *d, siz
 
 int img_store_rm(struct img_store *s, const char *ref, struct sbx_err *err)
 {
-	struct doomed stale[DOOMED_MAX + 1];
+	struct img_doomed stale[IMG_DOOMED_MAX + 1];
 	size_t n_stale = 0, n_doomed = 0;
-	int rc;
+	int rc, lk;
 
-	if (img_store_lock(s, LOCK_EX, err) < 0)
+	if ((lk = img_store_lock(s, LOCK_EX, err)) < 0)
 		return -1;
-	rc = collect_stale(s, stale, &n_stale, err);
+	rc = img_collect_stale(s, stale, &n_stale, err);
 	if (rc == 0)
 		rc = rm_locked(s, ref, &stale[n_stale], &n_doomed, err);
-	img_store_unlock(s);
-	doomed_remove(s, stale, n_stale + n_doomed);
+	img_store_unlock(lk);
+	img_doomed_remove(s, stale, n_stale + n_doomed);
 	return rc;
 }

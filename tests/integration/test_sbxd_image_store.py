@@ -4,6 +4,7 @@ a busybox-static rootfs imported as a directory and as tars (python's
 tarfile, GNU tar) to one digest, reuse, list/inspect/rm, an import killed
 with SIGKILL half-way, two imports of one name:tag at once, the store's
 config and permissions, and usage errors."""
+import fcntl
 import json
 import os
 import re
@@ -193,6 +194,29 @@ class ImageStoreTest(unittest.TestCase):
         self.assertEqual(self.trees(), [], "the last tag took the tree")
         self.assertEqual(self.tmp_entries(), [])
         self.assertEqual(json.loads(self.ok("list", "--json").stdout), [])
+
+    def test_rm_of_a_held_image_is_refused(self):
+        """sbxd holds a run's image as a shared flock on its sha256/<hex>
+        directory (images.h); this test takes the same flock."""
+        digest, _ = self.import_ok("busy:1", "--rootfs", self.tree)
+        with open(os.path.join(self.store, "refs.json")) as f:
+            before = f.read()
+        fd = os.open(os.path.join(self.store, "sha256", digest[7:]), os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            for ref in ("busy:1", digest):
+                r = self.image("rm", ref)
+                self.assertEqual(r.returncode, 1, r)
+                self.assertIn("in use by a live run", r.stderr)
+                self.assertIn("nothing was removed", r.stderr)
+            with open(os.path.join(self.store, "refs.json")) as f:
+                self.assertEqual(f.read(), before)
+            self.assertEqual(self.trees(), [digest[7:]])
+            self.assertEqual(self.tmp_entries(), [])
+        finally:
+            os.close(fd)
+        self.ok("rm", "busy:1")
+        self.assertEqual(self.trees(), [])
 
     # -- SIGKILL half-way
     def big_tree(self):
