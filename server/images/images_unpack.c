@@ -122,7 +122,7 @@ static int tar_content(void *arg, struct unpack_out *out, struct sbx_err *err)
 
 		if (r == ARCHIVE_EOF)
 			return 0;
-		if (r < ARCHIVE_WARN)
+		if (r != ARCHIVE_OK && r != ARCHIVE_WARN)
 			return sbx_fail(err, "read: %s", archive_error_string(a));
 		if (off < 0)
 			return sbx_fail(err, "read: a negative offset");
@@ -228,7 +228,9 @@ int img_unpack_tar(struct img_unpack *u, int fd, bool whiteouts, const char *exp
 		 * stream is something else (a bomb of pax headers). */
 		const uint64_t meta_max = (n + 16) * (64u * 1024) + (1u << 20);
 
-		if (r < ARCHIVE_WARN)
+		/* ARCHIVE_RETRY too: libarchive's "damaged archive, skip
+		 * to the next header" is a refusal here. */
+		if (r != ARCHIVE_OK && r != ARCHIVE_WARN)
 			return sbx_fail(err, "after %llu entries: %s", (unsigned long long)n,
 					archive_error_string(a));
 		n++;

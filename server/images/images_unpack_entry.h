@@ -14,6 +14,7 @@
 
 #include "err.h"
 #include "images_internal.h"
+#include "inode_set.h"
 
 enum unpack_kind { UE_FILE, UE_DIR, UE_SYMLINK, UE_HARDLINK, UE_SPECIAL };
 
@@ -62,5 +63,67 @@ int unpack_state_new(struct img_unpack *u, struct sbx_err *err);
 void unpack_state_free(struct img_unpack *u);
 /* Applies the deferred directory modes and times (img_unpack_finish). */
 int unpack_apply_dir_modes(struct img_unpack *u, struct sbx_err *err);
+
+/* ---- between the writer's files (images_unpack_entry.c, _state.c,
+ * _whiteout.c) ---- */
+
+#define WH_PREFIX ".wh."
+#define WH_META	  ".wh..wh."
+#define WH_OPAQUE ".wh..wh..opq"
+
+struct dir_mode {
+	mode_t mode;
+	struct timespec mtime;
+};
+
+struct unpack_state { /* u->priv */
+	/* Deferred directory modes, by inode: a directory removed and made
+	 * again gets its own record (an inode number reused by a later
+	 * directory is overwritten by that directory's record). */
+	struct sbx_inode_set dir_index;
+	struct dir_mode *modes;
+	size_t n_modes, cap_modes;
+	/* The paths this layer wrote (and their parents), as 128 bits of
+	 * the sha256 of the path: an opaque directory or a whiteout keeps
+	 * them and removes what the layers below left. The set takes the
+	 * two halves as its (dev, ino) pair. */
+	struct sbx_inode_set layer;
+	uint64_t implicit; /* parent directories made without an entry */
+	uint64_t declared; /* data bytes every entry declared, all layers */
+	uint64_t next_say;
+};
+
+/* Every refusal names the entry the same way: 'entry "<name>": why'. */
+int unpack_refuse(struct sbx_err *err, int errnum, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Names the entry in an error a callee already set. */
+int unpack_entry_failed(struct sbx_err *err, const char *name);
+
+/* Whether this layer wrote `path` (its first len bytes); adding a path
+ * adds its parents. */
+bool unpack_layer_has(struct unpack_state *s, const char *path, size_t len);
+int unpack_layer_add(struct img_unpack *u, const char *path, struct sbx_err *err);
+/* The mode and time the directory open at fd gets at finish. */
+int unpack_record_dir(struct img_unpack *u, int fd, const char *name, mode_t mode,
+		      const struct timespec *mtime, struct sbx_err *err);
+
+/* Opens the directory holding `path` (normalized, not "") beneath the
+ * root into *out; *last gets the final component. create: missing parents
+ * are made (0700 now, 0755 at finish unless an entry says otherwise), one
+ * component at a time, each opened beneath the one before. Without create,
+ * a missing parent is 1 (nothing there). A parent that is a symlink or not
+ * a directory is refused, naming the entry and the component. */
+int unpack_open_parent(struct img_unpack *u, const char *name, const char *path, bool create,
+		       int *out, const char **last, struct sbx_err *err);
+/* Whatever is at `last` in dir goes (a directory with all in it, unless
+ * keep_dir, which keeps a directory and says so in *is_dir). */
+int unpack_remove_existing(int dir, const char *last, const char *name, bool keep_dir, bool *is_dir,
+			   struct sbx_err *err);
+/* ".wh.<x>" and ".wh..wh..opq" (path: the entry's normalized name, base:
+ * its last component). */
+int unpack_whiteout(struct img_unpack *u, const struct unpack_entry *e, const char *path,
+		    const char *base, struct sbx_err *err);
+int unpack_opaque(struct img_unpack *u, const struct unpack_entry *e, const char *path,
+		  const char *base, struct sbx_err *err);
 
 #endif
