@@ -20,6 +20,7 @@
 
 #include <openssl/evp.h>
 
+#include "images_cleanup.h"
 #include "images_source.h"
 #include "strict_json.h"
 #include "tree.h"
@@ -60,27 +61,30 @@ static la_ssize_t raw_read_cb(struct archive *a, void *arg, const void **out)
 	return n;
 }
 
-static void archive_freep(struct archive **a)
-{
-	if (*a)
-		archive_read_free(*a);
-}
-static void md_freep(EVP_MD_CTX **c)
-{
-	EVP_MD_CTX_free(*c);
-}
-
 /* One pass over a layer file: the sha256 of its bytes (what unpacking
  * checks again) and of its uncompressed tar (its diff_id) with that
  * tar's size, through libarchive's filters (none, gzip, zstd: what
  * images_unpack.c reads) and its "raw" format. */
-static int layer_hashes(int fd, const char *what, char file_digest[IMG_DIGEST_LEN + 1],
-			uint64_t *file_size, char diff_id[IMG_DIGEST_LEN + 1], uint64_t *tar_size,
+static const char *archive_why(struct archive *a)
+{
+	const char *why = archive_error_string(a);
+
+	return why ? why : "not a tar, or empty";
+}
+
+static int layer_hashes(int fd, const char *what, const struct img_limits *lim,
+			char file_digest[IMG_DIGEST_LEN + 1], uint64_t *file_size,
+			char diff_id[IMG_DIGEST_LEN + 1], uint64_t *tar_size,
 			enum img_compression *c, struct sbx_err *err)
 {
-	_cleanup_(archive_freep) struct archive *a = archive_read_new();
-	_cleanup_(md_freep) EVP_MD_CTX *tar_sha = EVP_MD_CTX_new();
-	_cleanup_(md_freep) EVP_MD_CTX *file_sha = EVP_MD_CTX_new();
+	/* A gzip bomb is refused here, not after hashing terabytes: the tar
+	 * can hold no more than the content unpacking allows plus headers
+	 * (a 512-byte header, padding and pax records: 4 KiB an entry is
+	 * generous). */
+	uint64_t max_tar = lim->max_bytes + lim->max_entries * 4096 + 1024 * 1024;
+	_cleanup_archive_ struct archive *a = archive_read_new();
+	_cleanup_md_ EVP_MD_CTX *tar_sha = EVP_MD_CTX_new();
+	_cleanup_md_ EVP_MD_CTX *file_sha = EVP_MD_CTX_new();
 	_cleanup_free_ struct raw_read *r = calloc(1, sizeof(*r));
 	_cleanup_free_ char *buf = malloc(64 * 1024);
 	struct archive_entry *e;
@@ -97,14 +101,19 @@ static int layer_hashes(int fd, const char *what, char file_digest[IMG_DIGEST_LE
 	    archive_read_support_format_raw(a) != ARCHIVE_OK ||
 	    archive_read_open(a, r, NULL, raw_read_cb, NULL) != ARCHIVE_OK ||
 	    archive_read_next_header(a, &e) != ARCHIVE_OK)
-		return sbx_fail(err, "%s: %s", what, archive_error_string(a));
+		return sbx_fail(err, "%s: %s", what, archive_why(a));
 	*tar_size = 0;
 	while ((n = archive_read_data(a, buf, 64 * 1024)) > 0) {
 		EVP_DigestUpdate(tar_sha, buf, (size_t)n);
 		*tar_size += (uint64_t)n;
+		if (*tar_size > max_tar)
+			return sbx_fail(err,
+					"%s: uncompressed, more than %" PRIu64
+					" bytes (images.max_bytes and max_entries)",
+					what, max_tar);
 	}
 	if (n < 0)
-		return sbx_fail(err, "%s: %s", what, archive_error_string(a));
+		return sbx_fail(err, "%s: %s", what, archive_why(a));
 	switch (archive_filter_code(a, 0)) {
 	case ARCHIVE_FILTER_GZIP:
 		*c = IMG_TAR_GZIP;
@@ -146,19 +155,6 @@ static int config_name_digest(const char *path, char digest[IMG_DIGEST_LEN + 1])
 			return -1;
 	snprintf(digest, IMG_DIGEST_LEN + 1, "sha256:%.64s", base);
 	return 0;
-}
-
-/* What --ref is matched against: a RepoTags entry as written
- * ("docker.io/library/busybox:1"), or the short forms docker prints
- * ("busybox:1", "me/app:1"). */
-static bool repo_tag_matches(const char *tag, const char *ref)
-{
-	char full[600];
-
-	if (!strcmp(tag, ref))
-		return true;
-	snprintf(full, sizeof(full), "docker.io/%s%s", strchr(ref, '/') ? "" : "library/", ref);
-	return !strcmp(tag, full);
 }
 
 struct sbuf {
@@ -231,7 +227,7 @@ static int pick_entry(json_t *list, const char *ref, json_t **out, struct sbx_er
 			if (strlen(offers) + strlen(shown) + 8 < sizeof(offers))
 				snprintf(offers + strlen(offers), sizeof(offers) - strlen(offers),
 					 "%s%s", offers[0] ? ", " : "", shown);
-			if (ref && repo_tag_matches(tag, ref) && (!found || *out != e)) {
+			if (ref && img_docker_name_matches(tag, ref) && (!found || *out != e)) {
 				found++;
 				*out = e;
 			}
@@ -362,7 +358,8 @@ static int read_manifest_json(int dir_fd, const char *ref, const struct img_limi
 			return -1;
 		img_human_size((uint64_t)st.st_size, hs);
 		img_say(pr, "verifying blob %zu/%zu %.19s… %s", i + 2, n + 1, want, hs);
-		if (layer_hashes(fd, lw, file_digest, &file_size, diff_id, &tar_size, &c, err) < 0)
+		if (layer_hashes(fd, lw, lim, file_digest, &file_size, diff_id, &tar_size, &c,
+				 err) < 0)
 			return -1;
 		if (strcmp(diff_id, want) != 0)
 			return sbx_fail(err,

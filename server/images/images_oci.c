@@ -117,7 +117,7 @@ static void offer_append(char *offers, size_t size, const struct img_desc *d, co
 		 plat[0] ? ")" : "");
 	if (used + strlen(one) + 4 < size)
 		memcpy(offers + used, one, strlen(one) + 1);
-	else if (used + 4 < size && strcmp(offers + used - 3, "...") != 0)
+	else if (used >= 3 && used + 4 < size && strcmp(offers + used - 3, "...") != 0)
 		memcpy(offers + used, "...", 4);
 }
 
@@ -162,7 +162,8 @@ static int pick(json_t *index, const char *where, const char *ref, struct picked
 		if (fit < 0)
 			return -1;
 		offer_append(offers, sizeof(offers), &d, name, plat);
-		if (ref && !(name && !strcmp(name, ref)) && !(cname && !strcmp(cname, ref)))
+		if (ref && !(name && !strcmp(name, ref)) &&
+		    !(cname && img_docker_name_matches(cname, ref)))
 			continue;
 		n_ref++, i_ref = i;
 		if (fit == 1)

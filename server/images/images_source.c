@@ -109,6 +109,20 @@ static bool hex64(const char *s)
 	return s[64] == '\0';
 }
 
+/* What --ref is matched against: a RepoTags entry as written
+ * ("docker.io/library/busybox:1"), or the short forms docker prints
+ * ("busybox:1", "me/app:1"). */
+bool img_docker_name_matches(const char *tag, const char *ref)
+{
+	char full[600];
+	int n;
+
+	if (!strcmp(tag, ref))
+		return true;
+	n = snprintf(full, sizeof(full), "docker.io/%s%s", strchr(ref, '/') ? "" : "library/", ref);
+	return n > 0 && (size_t)n < sizeof(full) && !strcmp(tag, full);
+}
+
 int img_desc_parse(json_t *v, const char *where, struct img_desc *d, struct sbx_err *err)
 {
 	char w[256], shown[IMG_SHOW_MAX];

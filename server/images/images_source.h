@@ -40,6 +40,12 @@ void img_human_size(uint64_t n, char buf[32]);
 /* The OCI name of the host's architecture (uname: x86_64 -> amd64). */
 const char *img_host_arch(void);
 
+/* Whether --ref names a docker image name (a docker-archive's RepoTags
+ * entry, containerd's io.containerd.image.name annotation): as written
+ * ("docker.io/library/busybox:1") or in docker's short forms ("busybox:1",
+ * "me/app:1"). */
+bool img_docker_name_matches(const char *name, const char *ref);
+
 /* A descriptor {mediaType, digest, size, ...}; strings borrowed from the
  * JSON. Only sha256 digests are accepted: the store names trees by them. */
 struct img_desc {

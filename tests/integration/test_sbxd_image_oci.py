@@ -300,7 +300,14 @@ class ImageOciTest(unittest.TestCase):
         src = os.path.join(self.dir, "docker25")
         shutil.copytree(self.gzip_layout(), src)
         with open(os.path.join(src, "index.json")) as f:
-            mdesc = json.load(f)["manifests"][0]
+            index = json.load(f)
+        mdesc = index["manifests"][0]
+        # What docker 25 writes: the full name for containerd, the tag alone
+        # as the OCI ref.
+        mdesc["annotations"] = {"io.containerd.image.name": "docker.io/library/bb:1",
+                                REF_NAME: "1"}
+        with open(os.path.join(src, "index.json"), "w") as f:
+            json.dump(index, f)
         with open(os.path.join(src, "blobs", "sha256", mdesc["digest"][7:])) as f:
             manifest = json.load(f)
         with open(os.path.join(src, "manifest.json"), "w") as f:
@@ -313,6 +320,47 @@ class ImageOciTest(unittest.TestCase):
             for name in sorted(os.listdir(src)):
                 t.add(os.path.join(src, name), name)
         self.assertEqual(self.imported("bb25:1", "--docker-archive", archive), mdesc["digest"])
+        for ref in ("bb:1", "docker.io/library/bb:1", "1"):
+            self.assertEqual(self.imported("bb25:1", "--docker-archive", archive, "--ref", ref),
+                             mdesc["digest"])
+        self.refused(["--docker-archive", archive, "--ref", "bb:2"], "no manifest has ref bb:2")
+
+    def hand_archive(self, name, corrupt=False):
+        """A docker-archive as skopeo reads but does not write: a gzip'ed
+        layer (its manifest entry has the uncompressed size) and a layer
+        repeated as a symlink to the first copy (as docker save writes
+        it). corrupt: the gzip'ed layer is not its diff_id."""
+        src = os.path.join(self.dir, name)
+        os.makedirs(src)
+        l0 = tar_of([("a", "file", 0o644, b"a\n")])
+        l1 = tar_of([("b", "file", 0o600, b"b\n" * 1000), ("a", "file", 0o640, b"a2\n")])
+        with open(os.path.join(src, "l0.tar"), "wb") as f:
+            f.write(l0)
+        with open(os.path.join(src, "l1.tar.gz"), "wb") as f:
+            f.write(gzip.compress(l1 + (b"\0" * 512 if corrupt else b""), mtime=0))
+        os.symlink("l0.tar", os.path.join(src, "l2.tar"))
+        config = json.dumps({"architecture": ARCH, "os": "linux", "rootfs": {
+            "type": "layers", "diff_ids": [sha(l0), sha(l1), sha(l0)]}}).encode()
+        with open(os.path.join(src, sha(config)[7:] + ".json"), "wb") as f:
+            f.write(config)
+        with open(os.path.join(src, "manifest.json"), "w") as f:
+            json.dump([{"Config": sha(config)[7:] + ".json", "RepoTags": ["hand:1"],
+                        "Layers": ["l0.tar", "l1.tar.gz", "l2.tar"]}], f)
+        archive = src + ".tar"
+        with tarfile.open(archive, "w") as t:
+            for entry in sorted(os.listdir(src)):
+                t.add(os.path.join(src, entry), entry)
+        return archive, sha(l1)
+
+    def test_docker_archive_by_hand_is_skopeos(self):
+        archive, _ = self.hand_archive("docker-hand")
+        digest = self.imported("hand:1", "--docker-archive", archive)
+        self.assertEqual(digest, self.skopeo_digest("docker-archive:" + archive))
+        ours = tree(self.rootfs(digest))
+        self.assertEqual(ours["a"], ("f", 0o644, hashlib.sha256(b"a\n").hexdigest()))
+        self.assertEqual(ours["b"][:2], ("f", 0o600))
+        bad, diff_id = self.hand_archive("docker-corrupt", corrupt=True)
+        self.refused(["--docker-archive", bad], "the config's diff_id is " + diff_id)
 
     def test_oci_archive_digest_is_skopeos(self):
         archive = os.path.join(self.dir, "oci.tar")

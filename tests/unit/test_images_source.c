@@ -750,6 +750,30 @@ static void test_docker(void)
 	docker_refused(dir, NULL, "RepoTags: must be an array", "RepoTags a string");
 	write_file(dir, "manifest.json", "[{\"Config\":\"config.json\"}]", 26);
 	docker_refused(dir, NULL, "names no sha256", "a config not named by its digest");
+
+	/* A gzip bomb: refused while hashing, once past what unpacking could
+	 * ever write (max_bytes + headers for max_entries + 1 MiB). */
+	snprintf(dir, sizeof(dir), "%s/d5", root);
+	docker_dir(dir, "[]", NULL, &dm);
+	{
+		enum { ZEROS = 3 << 20 };
+		char *zeros = calloc(1, ZEROS), gz[64 * 1024];
+		size_t gzlen = zeros ? gzip_of(zeros, ZEROS, gz, sizeof(gz)) : 0;
+		struct img_limits tiny = {
+		    .max_entries = 1, .max_bytes = 1, .max_file_bytes = 1, .max_blob_bytes = 4096};
+		_cleanup_close_ int dfd;
+
+		free(zeros);
+		write_file(dir, "l1/layer.tar", gz, gzlen);
+		dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		memset(&src, 0, sizeof(src));
+		int rc = img_docker_read(dfd, NULL, &tiny, NULL, &src, &err);
+		check(rc < 0 && strstr(err.msg, "uncompressed, more than"),
+		      "a gzip bomb is refused while hashing (got: %s)",
+		      rc < 0 ? err.msg : "accepted");
+		if (rc == 0)
+			img_source_free(&src);
+	}
 }
 
 int main(void)
