@@ -279,7 +279,7 @@ class ImageRun(ServerTestCase):
     def test_rm_of_an_image_in_use_is_refused(self):
         pin = import_image(self.srv, self.tmp, "sbxtest:rm", "image rm")
         run = self.create(pin).run_id
-        r = self.image_cmd(self.srv, "rm", "sbxtest:rm")
+        r = self.image_cmd("rm", "sbxtest:rm")
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertIn("in use", r.stderr)
         # Nothing changed: the run still sees its image, and a new run of
@@ -288,7 +288,7 @@ class ImageRun(ServerTestCase):
         h = self.ok("Health", pb.HealthRequest(), pb.HealthResponse)
         self.assertIn(pin, list(h.images))
         self.teardown(run)
-        r = self.image_cmd(self.srv, "rm", "sbxtest:rm")
+        r = self.image_cmd("rm", "sbxtest:rm")
         self.assertEqual(r.returncode, 0, r.stderr)
         h = self.ok("Health", pb.HealthRequest(), pb.HealthResponse)
         self.assertNotIn(pin, list(h.images))
