@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import subprocess
+import tarfile
 import tempfile
 import unittest
 
@@ -89,6 +90,23 @@ class ExampleImage(unittest.TestCase):
                            capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn(PIN.match(pin).group(1), r.stdout)
+
+    def test_what_a_reviewer_checks(self):
+        """REVIEW.md's checks on what build.sh left: dpkg -l beside the tar
+        names python3 and no network tool, and no file in the tar is set-id."""
+        self.pin()
+        m = re.search(r"their dpkg -l is in (\S+)\n", self.build.stderr)
+        self.assertTrue(m, self.build.stderr)
+        with open(m.group(1)) as f:
+            installed = [line.split()[1].split(":")[0] for line in f if line.startswith("ii ")]
+        self.assertIn("python3", installed)
+        self.assertIn("libpython3.11-stdlib", installed)
+        net = re.compile(r"^(curl|wget|iproute2|iputils-.*|netcat.*|ncat|openssh-.*|dnsutils|"
+                         r"bind9.*|socat|apt)$")
+        self.assertEqual([p for p in installed if net.match(p)], [])
+        with tarfile.open(m.group(1)[:-len(".dpkg-l")]) as t:
+            setid = [e.name for e in t if e.isfile() and e.mode & 0o6000]
+        self.assertEqual(setid, [])
 
     def test_report_in_the_image_equals_host(self):
         pin = self.pin()
