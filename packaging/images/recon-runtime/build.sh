@@ -49,7 +49,7 @@ say() { printf '%s: %s\n' "$PROG" "$*" >&2; }
 die() { printf '%s: error: %s\n' "$PROG" "$*" >&2; exit 1; }
 usage_die() { usage >&2; printf '%s: error: %s\n' "$PROG" "$*" >&2; exit 2; }
 
-STATE_DIR= CONFIG= SBXD=${SBX_SBXD:-} TAG= MIRROR= KEEP_TAR= CACHE_DIR=
+STATE_DIR='' CONFIG='' SBXD=${SBX_SBXD:-} TAG='' MIRROR='' KEEP_TAR='' CACHE_DIR=''
 need() { [ $# -ge 2 ] && [ -n "$2" ] || usage_die "$1 needs a value"; }
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -177,6 +177,7 @@ DPKGOPTS=(
     'path-exclude=/usr/share/man/*' 'path-exclude=/usr/share/info/*'
     'path-exclude=/usr/share/locale/*' 'path-include=/usr/share/locale/locale.alias'
 )
+# shellcheck disable=SC2016 # expanded by mmdebstrap's shell, $1 = the chroot
 CLEAN='set -e; r=$1
 rm -f "$r/etc/hostname" "$r/etc/resolv.conf" "$r"/var/cache/debconf/*-old "$r"/var/lib/dpkg/*-old \
       "$r/var/cache/ldconfig/aux-cache"
@@ -213,6 +214,10 @@ else
         mv -f "$TAR" "$CACHED.part"
         mv -f "$CACHED.part" "$CACHED"
         TAR=$CACHED
+        # older keys' tars are never read again
+        for old in "$CACHE_DIR/$NAME"-*.tar; do
+            [ "$old" = "$CACHED" ] || rm -f "$old" "$old.dpkg-l"
+        done
     fi
 fi
 if [ -n "$KEEP_TAR" ]; then
