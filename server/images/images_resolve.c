@@ -243,8 +243,10 @@ static int append_untagged(struct img_store *s, json_t *refs, json_t *list, stru
 		}
 		memcpy(names + n++ * (IMG_DIGEST_LEN + 1), digest, sizeof(digest));
 	}
-	/* readdir's order is the file system's: list reads the same twice. */
-	qsort(names, n, IMG_DIGEST_LEN + 1, cmp_digest);
+	/* readdir's order is the file system's: list reads the same twice.
+	 * (No names: no array, which qsort must not be given.) */
+	if (n)
+		qsort(names, n, IMG_DIGEST_LEN + 1, cmp_digest);
 	for (size_t i = 0; i < n; i++) {
 		const char *digest = names + i * (IMG_DIGEST_LEN + 1);
 
