@@ -333,6 +333,52 @@ class Unpinned(unittest.TestCase):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+class HealthBound(unittest.TestCase):
+    """Health lists at most 256 pins and at most a quarter of
+    max_message_bytes of them, and counts the rest."""
+    TAGS = 270
+
+    def health(self, srv):
+        with srv.conn() as c:
+            code, msg, h = c.call("Health", pb.HealthRequest(), pb.HealthResponse)
+        self.assertEqual(code, "OK", msg)
+        return h
+
+    def test_the_list_is_bounded(self):
+        srv = Server()
+        try:
+            root = os.path.join(srv.dir, "tiny")
+            os.makedirs(os.path.join(root, "bin"))
+            with open(os.path.join(root, "bin", "x"), "w") as f:
+                f.write("x\n")
+            pins = []
+            for i in range(self.TAGS):
+                r = image_cmd(srv, "import", "bound:t%03d" % i, "--rootfs", root)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                pins.append(r.stdout.strip())
+            pins.sort()
+            h = self.health(srv)
+            self.assertEqual(list(h.images), pins[:256])
+            self.assertEqual(h.images_not_listed, self.TAGS - 256)
+            # The smallest answer sbxd may be given: 16 KiB for the list.
+            self.assertEqual(srv.stop(), 0, srv.log_tail())
+            with open(srv.config) as f:
+                cfg = json.load(f)
+            cfg["max_message_bytes"] = 65536
+            with open(srv.config, "w") as f:
+                json.dump(cfg, f)
+            srv.start()
+            h = self.health(srv)
+            listed = list(h.images)
+            self.assertEqual(listed, pins[:len(listed)])
+            self.assertLess(len(listed), 256)
+            self.assertLessEqual(sum(len(p) + 3 for p in listed), 65536 // 4)
+            self.assertEqual(len(listed) + h.images_not_listed, self.TAGS)
+            self.assertEqual(srv.stop(), 0, srv.log_tail())
+        finally:
+            srv.cleanup()
+
+
 class HelperImageRoot(unittest.TestCase):
     """sbx-helper's side: --image-root goes with a pin and only with one,
     for serve only, and never names the host's root."""
