@@ -123,3 +123,26 @@ void bench_sha256_hex_of(const char *s, char hex[65])
 	for (unsigned i = 0; i < 32; i++)
 		snprintf(hex + 2 * i, 3, "%02x", md[i]);
 }
+
+double bench_run_ok(const char *what, char *const *argv, char *const *env, const char *dir,
+		    const char *outfile)
+{
+	char errfile[PATH_MAX];
+	_cleanup_close_ int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	_cleanup_close_ int out =
+	    outfile ? open(outfile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600) : -1;
+	int status;
+
+	bench_scratch_path(errfile, sizeof(errfile), "child.stderr");
+	_cleanup_close_ int err = open(errfile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (null < 0 || err < 0 || (outfile && out < 0))
+		bench_die_errno("open %s", outfile && out < 0 ? outfile : errfile);
+	double ms =
+	    bench_run(argv, env, dir, null, outfile ? out : null, err, &bench_interrupted, &status);
+	if (status != 0) {
+		const char *tail = bench_tail_of(errfile);
+		bench_die("%s failed: %s\n  command: %s%s%s", what, bench_status_str(status),
+			  bench_argv_str(argv), *tail ? "\n  its stderr: " : "", tail);
+	}
+	return ms;
+}

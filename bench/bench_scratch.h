@@ -26,6 +26,12 @@ const char *bench_scratch_dir(void);
 void bench_scratch_path(char *buf, size_t size, const char *name);
 /* The last bytes of a file, as one line without trailing newlines. */
 const char *bench_tail_of(const char *path);
+/* Runs argv (on env's PATH) in dir (NULL: here), stdin on /dev/null,
+ * stdout into outfile (NULL: /dev/null), stderr into <scratch>/child.stderr;
+ * dies naming what, the command and that stderr's tail unless it exits 0.
+ * Returns the wall time in ms (bench_run's). */
+double bench_run_ok(const char *what, char *const *argv, char *const *env, const char *dir,
+		    const char *outfile);
 /* A TCP port on 127.0.0.1 that was free a moment ago. */
 int bench_free_port(void);
 /* sha256 of s as 64 lowercase hex digits. */

@@ -43,6 +43,7 @@
 #include <arpa/inet.h>
 #include <jansson.h>
 
+#include "bench_sbxd.h"
 #include "bench_scratch.h"
 #include "bench_util.h"
 #include "egress_origin.h"
@@ -221,19 +222,6 @@ struct server {
 	sbx_client *c;
 };
 
-static sbx_client *open_client(const char *endpoint, uint32_t timeout_ms, int retries)
-{
-	struct sbx_client_opts o = {
-	    .endpoint = endpoint, .timeout_ms = timeout_ms, .retries = retries};
-	struct sbx_err err;
-	sbx_client *c = sbx_client_open(&o, &err);
-
-	if (!c)
-		bench_die("libsbxclient for %s: %s", endpoint, err.msg);
-	sbx_client_set_interrupt(c, &bench_interrupted);
-	return c;
-}
-
 /* sbxd with an ipc listener, its egress resolver reading a hosts file of
  * ours (ORIGIN_NAME -> 127.0.0.1) and no nameserver. */
 static void start_sbxd(struct server *s, const char *sbxd, const char *helper)
@@ -264,31 +252,8 @@ static void start_sbxd(struct server *s, const char *sbxd, const char *helper)
 	char *argv[] = {(char *)sbxd, "--config", config, NULL};
 	bench_note("starting %s --config %s", sbxd, config);
 	sbxd_pid = bench_spawn(argv, child_env, s->log);
-	sbx_client *c = open_client(s->ipc, 1000, -1);
-	struct sbx_rpc_status st = {0};
-	for (int waited = 0;; waited += 50) {
-		Sbx__V1__HealthResponse *h = sbx_health(c, &st);
-		int status;
-
-		if (h) {
-			bench_note("sbxd %s answers (pid %d)", h->version, (int)sbxd_pid);
-			sbx__v1__health_response__free_unpacked(h, NULL);
-			break;
-		}
-		if (waitpid(sbxd_pid, &status, WNOHANG) == sbxd_pid) {
-			sbxd_pid = -1;
-			bench_die("sbxd exited (%s): %s", bench_status_str(status),
-				  bench_tail_of(s->log));
-		}
-		bench_check_interrupt();
-		if (waited >= START_TIMEOUT_MS)
-			bench_die("sbxd did not answer Health within %d s (%s: %s): %s",
-				  START_TIMEOUT_MS / 1000, sbx_code_name(st.code), st.err.msg,
-				  bench_tail_of(s->log));
-		sbx_sleep_ms(50);
-	}
-	sbx_client_close(c);
-	s->c = open_client(s->ipc, CALL_TIMEOUT_MS, 0);
+	bench_sbxd_wait(s->ipc, &sbxd_pid, s->log, START_TIMEOUT_MS);
+	s->c = bench_client_open(s->ipc, CALL_TIMEOUT_MS, 0);
 }
 
 static void call_failed(const struct server *s, const char *call, const struct sbx_rpc_status *st)

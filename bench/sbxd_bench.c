@@ -82,37 +82,10 @@ static void *xcalloc(size_t n, size_t size)
 
 /* ------------------------------------------------------------ children */
 
-/* Runs argv (looked up in child_env's PATH) in dir (NULL: here), stdin and
- * stdout on /dev/null, stderr into errfile (NULL: /dev/null). Returns the
- * wall time in ms around fork+exec+waitpid; *status is the wait status. */
-static double run_cmd(char *const *argv, const char *dir, const char *errfile, int *status)
-{
-	_cleanup_close_ int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-	_cleanup_close_ int err =
-	    errfile ? open(errfile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600) : -1;
-
-	if (devnull < 0)
-		bench_die_errno("open /dev/null");
-	if (errfile && err < 0)
-		bench_die_errno("open %s", errfile);
-	return bench_run(argv, child_env, dir, devnull, devnull, errfile ? err : devnull,
-			 &bench_interrupted, status);
-}
-
-/* Runs argv and dies naming it unless it exits 0. */
+/* Runs argv (on child_env's PATH) in dir and dies naming it unless it exits 0. */
 static double run_ok(const char *what, char *const *argv, const char *dir)
 {
-	char errfile[PATH_MAX];
-	int status;
-
-	bench_scratch_path(errfile, sizeof(errfile), "child.stderr");
-	double ms = run_cmd(argv, dir, errfile, &status);
-	if (status != 0) {
-		const char *tail = bench_tail_of(errfile);
-		bench_die("%s failed: %s\n  command: %s%s%s", what, bench_status_str(status),
-			  bench_argv_str(argv), *tail ? "\n  its stderr: " : "", tail);
-	}
-	return ms;
+	return bench_run_ok(what, argv, child_env, dir, NULL);
 }
 
 /* ------------------------------------------------------------ set-up */

@@ -15,10 +15,11 @@ TEST_HOME=/var/lib/sbx-test
 CGROUP_MNT=/sys/fs/cgroup
 EXAMPLE=packaging/examples/reconcile
 EXAMPLES="reconcile ticket-analysis"
+RUNNER=run.sh   # in the example's directory; --image runtime: the runtime's script
 
 usage() {
     cat <<EOF
-Usage: packaging/run-example.sh [--example NAME] [--build-dir DIR] [--help]
+Usage: packaging/run-example.sh [--example NAME] [--image host|runtime] [--build-dir DIR] [--help]
 
 Runs packaging/setup.sh, then packaging/examples/NAME/run.sh. reconcile (the
 default): reconcile.py in a sandbox with read-only /data, writable /out, an
@@ -28,6 +29,10 @@ internal API (a stand-in on 127.0.0.1); prints what the API stored and the
 run's egress records.
 
   --example NAME   one of: $EXAMPLES
+  --image IMAGE    host (the default: the host's /usr), or runtime: build the
+                   pinned recon-runtime image (packaging/images/recon-runtime/
+                   build.sh, mmdebstrap) into a private sbxd's store and run
+                   reconcile in it with the design's policy (run-reconcile.sh)
   --build-dir DIR  build directory when not root (default: <repo>/build)
   -h, --help       this text
 EOF
@@ -43,10 +48,22 @@ while [ $# -gt 0 ]; do
         --example)   [ $# -ge 2 ] || die "--example needs a name"
                      case " $EXAMPLES " in *" $2 "*) ;; *) die "no example $2 (one of: $EXAMPLES)" ;; esac
                      EXAMPLE=packaging/examples/$2; shift 2 ;;
+        --image)     [ $# -ge 2 ] || die "--image needs host or runtime"
+                     case "$2" in
+                         host)    RUNNER=run.sh ;;
+                         runtime) RUNNER=runtime ;;
+                         *)       die "no image $2 (host or runtime)" ;;
+                     esac
+                     shift 2 ;;
         -h|--help)   usage; exit 0 ;;
         *)           usage >&2; die "unknown argument: $1" ;;
     esac
 done
+
+if [ "$RUNNER" = runtime ]; then
+    [ "$EXAMPLE" = packaging/examples/reconcile ] || die "--image runtime runs the reconcile example only"
+    RUNNER=../../images/recon-runtime/run-reconcile.sh
+fi
 
 # ------------------------------------------------------------ not root
 if [ "$(id -u)" != 0 ]; then
@@ -54,7 +71,7 @@ if [ "$(id -u)" != 0 ]; then
     bash "$REPO/packaging/setup.sh" --build-dir "$BUILD_DIR"
     OUT=$(mktemp -d "${TMPDIR:-/tmp}/sbx-example.XXXXXX")
     say "running the example; /out is $OUT"
-    exec bash "$REPO/$EXAMPLE/run.sh" --build-dir "$BUILD_DIR" "$OUT"
+    exec bash "$REPO/$EXAMPLE/$RUNNER" --build-dir "$BUILD_DIR" "$OUT"
 fi
 
 # ------------------------------------------------------------ root
@@ -97,6 +114,6 @@ OUT=$(mktemp -d /tmp/sbx-example.XXXXXX)
 chown "$TEST_USER:$TEST_USER" "$OUT"
 say "running the example as $TEST_USER; /out is $OUT"
 rc=0
-as_user bash "$SRC/$EXAMPLE/run.sh" --build-dir "$BUILD_DIR" "$OUT" || rc=$?
+as_user bash "$SRC/$EXAMPLE/$RUNNER" --build-dir "$BUILD_DIR" "$OUT" || rc=$?
 say "report and summary are in $OUT"
 exit "$rc"

@@ -5,8 +5,9 @@
 # Idempotent: every step checks before it acts, and prints one line per action.
 #   1. install the missing Debian packages (root), or print the command (not root)
 #   2. configure and build with cmake (unless --no-build)
-#   3. as root only: create the unprivileged user sbx-test, delegate a cgroup
-#      subtree (memory, pids, cpu) to it, and record its path in /etc/sbx/cgroup-root
+#   3. as root only: create the unprivileged user sbx-test, give it subordinate
+#      ids (/etc/subuid, /etc/subgid), delegate a cgroup subtree (memory, pids,
+#      cpu) to it, and record its path in /etc/sbx/cgroup-root
 set -euo pipefail
 
 PROG=setup
@@ -15,6 +16,7 @@ TEST_USER=sbx-test
 TEST_HOME=/var/lib/sbx-test
 CGROUP_MNT=/sys/fs/cgroup
 CGROUP_RECORD=/etc/sbx/cgroup-root
+SUBID_COUNT=65536   # ids per subordinate range (mmdebstrap --mode=unshare maps 65536)
 CONTROLLERS=(memory pids cpu)
 CTRL_LIST=$(IFS=,; printf '%s' "${CONTROLLERS[*]}")
 PACKAGES=(build-essential cmake pkg-config gcc clang clang-format libseccomp-dev libcap-dev
@@ -34,7 +36,9 @@ Prepares this host for building and testing sbx. Safe to run again.
      (apt-get update + install; not root: prints the command and exits 1).
   2. Builds: cmake -S $REPO -B DIR -DCMAKE_BUILD_TYPE=RelWithDebInfo
              cmake --build DIR -j2
-  3. As root only: creates the system user $TEST_USER (home $TEST_HOME), delegates a
+  3. As root only: creates the system user $TEST_USER (home $TEST_HOME), gives it
+     a range of $SUBID_COUNT ids in /etc/subuid and /etc/subgid (for mmdebstrap
+     --mode=unshare, packaging/images/recon-runtime/build.sh), delegates a
      cgroup subtree (memory, pids, cpu) to it, and writes the subtree's path relative
      to the cgroup mount to $CGROUP_RECORD (read by sbx-helper when no
      --cgroup-root is given).
@@ -136,7 +140,31 @@ step_user() {
     note "user: $TEST_USER (uid $(id -u "$TEST_USER"), home $TEST_HOME)"
 }
 
-# ---------------------------------------------------------------- 3. cgroups
+# ---------------------------------------------------------------- 3. subordinate ids
+# mmdebstrap --mode=unshare (packaging/images/recon-runtime/build.sh, run by the
+# tests as this user) maps 65536 ids into its user namespace: it needs a range
+# in /etc/subuid and /etc/subgid. A system user gets none from useradd.
+step_subids() {
+    local f start
+    for f in /etc/subuid /etc/subgid; do
+        if grep -q "^$TEST_USER:" "$f" 2>/dev/null; then
+            say "$f has a range for $TEST_USER"
+            continue
+        fi
+        # the first id past every range in the file, and never below 100000
+        start=$(awk -F: 'BEGIN { m = 100000 } NF == 3 && $2 + $3 > m { m = $2 + $3 } END { print m }' \
+                "$f" 2>/dev/null || echo 100000)
+        if [ "$f" = /etc/subuid ]; then
+            usermod --add-subuids "$start-$((start + SUBID_COUNT - 1))" "$TEST_USER"
+        else
+            usermod --add-subgids "$start-$((start + SUBID_COUNT - 1))" "$TEST_USER"
+        fi
+        say "gave $TEST_USER the ids $start..$((start + SUBID_COUNT - 1)) in $f"
+    done
+    note "subids: $TEST_USER has ranges in /etc/subuid and /etc/subgid (mmdebstrap --mode=unshare)"
+}
+
+# ---------------------------------------------------------------- 4. cgroups
 # cg_write FILE VALUE: one write to a cgroup control file (errors go to the caller).
 cg_write() { printf '%s\n' "$2" > "$1"; }
 
@@ -253,6 +281,7 @@ step_packages
 step_build
 if [ "$IS_ROOT" = 1 ]; then
     step_user
+    step_subids
     step_cgroup
 else
     say "not root: skipping user $TEST_USER and cgroup delegation"
