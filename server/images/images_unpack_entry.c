@@ -48,7 +48,9 @@ static int normalize(const char *name, char out[PATH_MAX], int *depth, struct sb
 	*depth = 0;
 	if (!name[0])
 		return sbx_fail(err, "an empty name");
-	if (name[0] == '/')
+	/* A name of slashes alone is the root, as "./" is (umoci's insert
+	 * writes "/"); any other leading slash is an absolute name. */
+	if (name[0] == '/' && name[strspn(name, "/")] != '\0')
 		return sbx_fail(err, "an absolute name is refused");
 	while (*p) {
 		const char *end = strchrnul(p, '/');

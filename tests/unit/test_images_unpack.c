@@ -345,6 +345,7 @@ static void test_layers_in_order(void)
 	stage_new(&s);
 	tar_open(&t1, GZIP);
 	t_dir(&t1, "./", 0755);
+	t_dir(&t1, "/", 0755); /* the root, as umoci's insert names it */
 	t_dir(&t1, "./etc/", 0755);
 	t_file(&t1, "./etc/os-release", 0644, "one\n");
 	t_file(&t1, "./etc/old", 0644, "old\n");
