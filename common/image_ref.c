@@ -54,8 +54,10 @@ int sbx_image_ref_parse(const char *s, bool allow_bare_digest, struct sbx_image_
 		return sbx_fail(err, "%.200s: must be name:tag or name:tag@sha256:<64 hex>", s);
 	name_len = (size_t)(colon - s);
 	if (name_len == 0 || name_len > SBX_IMAGE_NAME_MAX || !is_name_start(s[0]))
-		return sbx_fail(err, "%.200s: the name must be 1..%d characters starting with "
-				     "[a-z0-9]", s, SBX_IMAGE_NAME_MAX);
+		return sbx_fail(err,
+				"%.200s: the name must be 1..%d characters starting with "
+				"[a-z0-9]",
+				s, SBX_IMAGE_NAME_MAX);
 	for (const char *c = s; c < colon; c++)
 		if (!is_name_char(*c))
 			return sbx_fail(err, "%.200s: the name may hold only [a-z0-9._/-]", s);

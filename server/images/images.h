@@ -65,7 +65,10 @@ struct img_hold {
 	char pinned[512];		 /* "name:tag@sha256:<hex>" */
 	char *rootfs;			 /* <dir>/sha256/<hex>/rootfs */
 };
-#define IMG_HOLD_INIT {.lock_fd = -1}
+#define IMG_HOLD_INIT                                                                              \
+	{                                                                                          \
+		.lock_fd = -1                                                                      \
+	}
 void img_hold_release(struct img_hold *h);
 
 /* What a policy's image reference resolves to. IMG_REFUSED: the reference

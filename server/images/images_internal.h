@@ -43,9 +43,9 @@ void img_say(const struct img_progress *p, const char *fmt, ...)
 enum img_compression { IMG_TAR, IMG_TAR_GZIP, IMG_TAR_ZSTD };
 
 struct img_layer {
-	int fd;			  /* the blob, open read-only, at offset 0 */
+	int fd;				 /* the blob, open read-only, at offset 0 */
 	char digest[IMG_DIGEST_LEN + 1]; /* what the manifest says the blob is */
-	uint64_t size;		  /* its size, likewise */
+	uint64_t size;			 /* its size, likewise */
 	enum img_compression compression;
 };
 
@@ -146,7 +146,10 @@ struct img_stage {
 	int dir_fd, rootfs_fd, scratch_fd, lock_fd;
 	char name[64];
 };
-#define IMG_STAGE_INIT {.dir_fd = -1, .rootfs_fd = -1, .scratch_fd = -1, .lock_fd = -1}
+#define IMG_STAGE_INIT                                                                             \
+	{                                                                                          \
+		.dir_fd = -1, .rootfs_fd = -1, .scratch_fd = -1, .lock_fd = -1                     \
+	}
 /* Removes stale stages (no holder) first. */
 int img_stage_begin(struct img_store *s, struct img_stage *st, struct sbx_err *err);
 /* Under the store lock: moves the stage's rootfs to sha256/<hex>/ with
@@ -192,7 +195,7 @@ struct img_import_result {
 	bool reused;
 	struct img_unpack_stats stats;
 };
-int img_import(struct img_store *s, const struct img_import_req *req,
-	       const struct img_progress *pr, struct img_import_result *res, struct sbx_err *err);
+int img_import(struct img_store *s, const struct img_import_req *req, const struct img_progress *pr,
+	       struct img_import_result *res, struct sbx_err *err);
 
 #endif
