@@ -7,6 +7,9 @@
  *     of 500,000 of each, within the default limits, days). The layer runs
  *     in a child under alarm(): the fixed unpacker takes well under a
  *     second, the quadratic one minutes.
+ *   - the tree hash read a file again under each of its hard links: a
+ *     rootfs tar of one 4 GiB (sparse) file and a million links to it
+ *     meant 4 PiB of reading.
  *   - img_import's SOURCE followed symlinks: a source path through a
  *     directory another user owns could be swapped for a link to the
  *     importer's private files, which then became the image's content; a
@@ -172,6 +175,116 @@ static void test_repeated_markers(void)
 	close(root);
 }
 
+/* ---- the tree hash of hard links ---- */
+
+static void add_link(struct archive *a, const char *name, const char *target)
+{
+	struct archive_entry *e = archive_entry_new();
+
+	archive_entry_set_pathname(e, name);
+	archive_entry_set_filetype(e, AE_IFREG);
+	archive_entry_set_perm(e, 0644);
+	archive_entry_set_hardlink(e, target);
+	if (archive_write_header(a, e) != ARCHIVE_OK)
+		die(archive_error_string(a));
+	archive_entry_free(e);
+}
+
+/* Unpacks one plain layer and hashes the tree in a child under alarm():
+ * 0 and the digest through a pipe, else what ended it. */
+static int hash_bounded(const char *tar, int root_fd, unsigned seconds,
+			char digest[IMG_DIGEST_LEN + 1])
+{
+	int p[2], status;
+	pid_t pid;
+
+	if (pipe(p) < 0 || (pid = fork()) < 0)
+		die("pipe/fork");
+	if (pid == 0) {
+		struct img_limits lim;
+		struct img_unpack u;
+		struct sbx_err err;
+		char d[IMG_DIGEST_LEN + 1];
+		int fd = open(tar, O_RDONLY | O_CLOEXEC);
+
+		img_limits_default(&lim);
+		alarm(seconds);
+		if (fd < 0 || img_unpack_begin(&u, root_fd, &lim, NULL, &err) < 0 ||
+		    img_unpack_tar(&u, fd, false, NULL, 0, &err) < 0 ||
+		    img_unpack_finish(&u, &err) < 0 || img_tree_hash(root_fd, d, &err) < 0) {
+			fprintf(stderr, "%s: %s\n", tar, err.msg);
+			_exit(1);
+		}
+		_exit(write(p[1], d, sizeof(d)) == (ssize_t)sizeof(d) ? 0 : 1);
+	}
+	close(p[1]);
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			die("waitpid");
+	if (read(p[0], digest, IMG_DIGEST_LEN + 1) != IMG_DIGEST_LEN + 1)
+		digest[0] = '\0';
+	close(p[0]);
+	return WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status);
+}
+
+enum { BIG = 64 << 20, LINKS = 3000 };
+
+static void test_hardlink_hash(void)
+{
+	char path[PATH_MAX], name[64], d1[IMG_DIGEST_LEN + 1], d2[IMG_DIGEST_LEN + 1];
+	char *zeros = calloc(1, BIG);
+	struct archive *a;
+
+	if (!zeros)
+		die("calloc");
+	/* One 64 MiB file and LINKS names for it: hashed once, not 3000
+	 * times (192 GiB of reading before). */
+	snprintf(path, sizeof(path), "%s/links.tar.gz", top);
+	a = tar_new(path);
+	struct archive_entry *e = archive_entry_new();
+	archive_entry_set_pathname(e, "big");
+	archive_entry_set_filetype(e, AE_IFREG);
+	archive_entry_set_perm(e, 0644);
+	archive_entry_set_size(e, BIG);
+	if (archive_write_header(a, e) != ARCHIVE_OK ||
+	    archive_write_data(a, zeros, BIG) != (la_ssize_t)BIG)
+		die("big");
+	archive_entry_free(e);
+	free(zeros);
+	for (int i = 0; i < LINKS; i++) {
+		snprintf(name, sizeof(name), "l%d", i);
+		add_link(a, name, "big");
+	}
+	tar_end(a);
+	int root = new_root("links");
+	int rc = hash_bounded(path, root, 30, d1);
+	check(rc == 0, "a file with %d hard links is hashed once (child: %s %d)", LINKS,
+	      rc == SIGALRM ? "killed by SIGALRM after 30 s, rc" : "rc", rc);
+	close(root);
+
+	/* The canonical hash is unchanged: a hard link is a regular file
+	 * under each of its names. */
+	snprintf(path, sizeof(path), "%s/linked.tar.gz", top);
+	a = tar_new(path);
+	add(a, "a", AE_IFREG, "same\n");
+	add_link(a, "b", "a");
+	add_link(a, "c", "a");
+	tar_end(a);
+	root = new_root("linked");
+	rc = hash_bounded(path, root, 30, d1);
+	close(root);
+	snprintf(path, sizeof(path), "%s/copies.tar.gz", top);
+	a = tar_new(path);
+	add(a, "a", AE_IFREG, "same\n");
+	add(a, "b", AE_IFREG, "same\n");
+	add(a, "c", AE_IFREG, "same\n");
+	tar_end(a);
+	root = new_root("copies");
+	check(rc == 0 && hash_bounded(path, root, 30, d2) == 0 && !strcmp(d1, d2),
+	      "three names of one file hash as three copies (%s, %s)", d1, d2);
+	close(root);
+}
+
 /* ---- the source path ---- */
 
 static int import_from(struct img_store *s, enum img_source_kind kind, const char *path,
@@ -262,6 +375,7 @@ int main(void)
 	if (!mkdtemp(top))
 		die("mkdtemp");
 	test_repeated_markers();
+	test_hardlink_hash();
 	test_source_links();
 
 	struct sbx_err err;
