@@ -154,6 +154,47 @@ class ImageReviewTest(unittest.TestCase):
         self.assertIn("layer 3/8", r.stderr)
         self.assertIn("the limits leave for the image's layers", r.stderr)
 
+    def test_inspect_escapes_the_image_config(self):
+        """An image's Env and User with a C1 CSI (U+009B) and a bidi
+        override (U+202E): inspect prints them as \\uXXXX, never as the
+        raw bytes a terminal acts on (jansson wrote UTF-8 as it was)."""
+        layer = empty_tar()
+        hexd = sha_hex(layer)
+
+        def write(path):
+            with open(path, "wb") as f:
+                f.write(layer)
+
+        lay = self.oci_layout([(hexd, len(layer), write)])
+        # the config written by oci_layout has no config section: add one
+        with open(os.path.join(lay, "index.json")) as f:
+            index = json.load(f)
+        blobs = os.path.join(lay, "blobs", "sha256")
+        mhex = index["manifests"][0]["digest"][7:]
+        with open(os.path.join(blobs, mhex)) as f:
+            manifest = json.load(f)
+        config = json.dumps({"os": "linux", "architecture": ARCH,
+                             "config": {"Env": ["PS1=\u009b31m\u202eevil"],
+                                        "User": "\u202eroot"},
+                             "rootfs": {"type": "layers", "diff_ids": []}}).encode()
+        with open(os.path.join(blobs, sha_hex(config)), "wb") as f:
+            f.write(config)
+        manifest["config"].update(digest="sha256:" + sha_hex(config), size=len(config))
+        mb = json.dumps(manifest).encode()
+        with open(os.path.join(blobs, sha_hex(mb)), "wb") as f:
+            f.write(mb)
+        index["manifests"][0].update(digest="sha256:" + sha_hex(mb), size=len(mb))
+        with open(os.path.join(lay, "index.json"), "w") as f:
+            json.dump(index, f)
+        r = self.image("import", "esc:1", "--oci-layout", lay)
+        self.assertEqual(r.returncode, 0, r)
+        r = subprocess.run([SBXD, "image", "--images-dir", self.store, "inspect", "esc:1"],
+                           capture_output=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r)
+        self.assertTrue(all(b < 0x80 for b in r.stdout), "inspect prints ASCII only")
+        doc = json.loads(r.stdout)
+        self.assertEqual(doc["config"]["User"], "\u202eroot", "the same text, escaped")
+
 
 if __name__ == "__main__":
     unittest.main()
