@@ -112,7 +112,7 @@ static int unpack_bounded(const char *const *layers, int root_fd, unsigned secon
 static int new_root(const char *name)
 {
 	char path[PATH_MAX];
-	int fd;
+	int fd = -1;
 
 	snprintf(path, sizeof(path), "%s/%s", top, name);
 	if (mkdir(path, 0700) < 0 || (fd = open(path, O_RDONLY | O_DIRECTORY)) < 0)
@@ -196,7 +196,7 @@ static int hash_bounded(const char *tar, int root_fd, unsigned seconds,
 			char digest[IMG_DIGEST_LEN + 1])
 {
 	int p[2], status;
-	pid_t pid;
+	pid_t pid = -1;
 
 	if (pipe(p) < 0 || (pid = fork()) < 0)
 		die("pipe/fork");
