@@ -90,6 +90,34 @@ int sbx_open_beneath(int dirfd, const char *path, int flags, mode_t mode, struct
 	return fd;
 }
 
+int sbx_open_no_symlinks(const char *path, int flags, struct sbx_err *err)
+{
+	struct open_how how = {
+	    .flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW),
+	    .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
+	int fd, tries = 0;
+
+	do /* EAGAIN: a rename raced the lookup, worth a few more tries */
+		fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
+	while (fd < 0 && errno == EAGAIN && ++tries < 3);
+	/* Without openat2 only the last component is checked. */
+	if (fd < 0 && errno == ENOSYS)
+		fd = open(path, flags | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0 && errno == ENOTDIR && (flags & O_DIRECTORY)) {
+		/* O_DIRECTORY | O_NOFOLLOW on a link says ENOTDIR: say ELOOP
+		 * when the last component is the link. */
+		struct stat st;
+		how.flags = O_PATH | O_CLOEXEC | O_NOFOLLOW;
+		_cleanup_close_ int lnk =
+		    (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
+		errno = lnk >= 0 && fstat(lnk, &st) == 0 && S_ISLNK(st.st_mode) ? ELOOP : ENOTDIR;
+	}
+	if (fd < 0)
+		return sbx_fail_errno(err, "%s", path);
+	return fd;
+}
+
 /* ---- listing with sizes, modes and digests ---- */
 
 struct list_walk {

@@ -28,6 +28,13 @@ int sbx_open_beneath(int dirfd, const char *path, int flags, mode_t mode, struct
  * component-by-component walk with the same refusals. Exposed for tests. */
 int sbx_open_beneath_walk(int dirfd, const char *path, int flags, mode_t mode, struct sbx_err *err);
 
+/* path (absolute, or relative to the cwd) opened with no symlink or
+ * magic link anywhere on the way (openat2 RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS). For a path
+ * an operator names that may run through a directory another user can
+ * write: a component there swapped for a link would redirect the open to
+ * whatever the caller can read. A link on the way fails with ELOOP. */
+int sbx_open_no_symlinks(const char *path, int flags, struct sbx_err *err);
+
 /* Copies regular files and directories from src_dirfd into dst_dirfd
  * (which must exist). Never fails on one entry: links, special files,
  * unreadable entries, hard links to a file already copied and files past

@@ -422,7 +422,8 @@ static int cmd_list(struct img_store *s, const struct args *a)
 		return 1;
 	}
 	if (a->json) {
-		if (json_dumpf(list, stdout, JSON_INDENT(2)) < 0) {
+		/* ASCII (\uXXXX past it), like inspect's */
+		if (json_dumpf(list, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII) < 0) {
 			(void)finish_stdout(); /* says why */
 			return 1;
 		}
@@ -439,7 +440,11 @@ static int cmd_inspect(struct img_store *s, const char *ref)
 
 	if (img_store_inspect(s, ref, &doc, &err) < 0)
 		return error_exit(&err);
-	if (json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_SORT_KEYS) < 0) {
+	/* The image's config is its author's text, shown to a reviewer:
+	 * ASCII only, so a C1 control (U+009B is CSI to some terminals) or a
+	 * bidi override (U+202E) in Env or User shows as \uXXXX instead of
+	 * acting on the terminal or reordering what the reviewer reads. */
+	if (json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_ENSURE_ASCII) < 0) {
 		(void)finish_stdout(); /* says why */
 		return 1;
 	}

@@ -72,16 +72,16 @@ static const char *archive_why(struct archive *a)
 	return why ? why : "not a tar, or empty";
 }
 
-static int layer_hashes(int fd, const char *what, const struct img_limits *lim,
+static int layer_hashes(int fd, const char *what, uint64_t max_tar,
 			char file_digest[IMG_DIGEST_LEN + 1], uint64_t *file_size,
 			char diff_id[IMG_DIGEST_LEN + 1], uint64_t *tar_size,
 			enum img_compression *c, struct sbx_err *err)
 {
 	/* A gzip bomb is refused here, not after hashing terabytes: the tar
-	 * can hold no more than the content unpacking allows plus headers
-	 * (a 512-byte header, padding and pax records: 4 KiB an entry is
+	 * can hold no more than what the image's layers have left of
+	 * img_layers_budget (the content unpacking allows plus headers: a
+	 * 512-byte header, padding and pax records, 4 KiB an entry, is
 	 * generous). */
-	uint64_t max_tar = lim->max_bytes + lim->max_entries * 4096 + 1024 * 1024;
 	_cleanup_archive_ struct archive *a = archive_read_new();
 	_cleanup_md_ EVP_MD_CTX *tar_sha = EVP_MD_CTX_new();
 	_cleanup_md_ EVP_MD_CTX *file_sha = EVP_MD_CTX_new();
@@ -108,8 +108,9 @@ static int layer_hashes(int fd, const char *what, const struct img_limits *lim,
 		*tar_size += (uint64_t)n;
 		if (*tar_size > max_tar)
 			return sbx_fail(err,
-					"%s: uncompressed, more than %" PRIu64
-					" bytes (images.max_bytes and max_entries)",
+					"%s: uncompressed, more than the %" PRIu64
+					" bytes the limits leave for the image's layers "
+					"(images.max_bytes and max_entries)",
 					what, max_tar);
 	}
 	if (n < 0)
@@ -261,6 +262,7 @@ static int read_manifest_json(int dir_fd, const char *ref, const struct img_limi
 	json_t *entry = NULL, *layers, *rootfs, *diff_ids;
 	_cleanup_(sbuf_freep) struct sbuf m = {0};
 	size_t len, clen, i, n;
+	uint64_t left;
 
 	if (img_read_file(dir_fd, "manifest.json", lim->max_blob_bytes, &buf, &len, err) < 0)
 		return sbx_err_prefix(err, "not a docker archive");
@@ -312,6 +314,7 @@ static int read_manifest_json(int dir_fd, const char *ref, const struct img_limi
 				json_array_size(diff_ids));
 	if (n > IMG_MAX_LAYERS)
 		return sbx_fail(err, "%s: %zu layers, more than %d", w, n, IMG_MAX_LAYERS);
+	left = img_layers_budget(lim, n);
 
 	/* The manifest skopeo (containers/image docker/internal/tarfile,
 	 * Source.GetManifest) generates for a docker-archive, byte for byte:
@@ -356,11 +359,20 @@ static int read_manifest_json(int dir_fd, const char *ref, const struct img_limi
 		_cleanup_close_ int fd = img_open_regular(dir_fd, lpath, lw, &st, err);
 		if (fd < 0)
 			return -1;
+		/* Every layer is charged, a repeat too (it is read, and
+		 * unpacked, again). */
+		if ((uint64_t)st.st_size > left)
+			return sbx_fail(err,
+					"%s: %" PRIu64 " bytes, past the %" PRIu64
+					" the limits leave for the image's layers "
+					"(images.max_bytes and max_entries)",
+					lw, (uint64_t)st.st_size, left);
 		img_human_size((uint64_t)st.st_size, hs);
 		img_say(pr, "verifying blob %zu/%zu %.19s… %s", i + 2, n + 1, want, hs);
-		if (layer_hashes(fd, lw, lim, file_digest, &file_size, diff_id, &tar_size, &c,
+		if (layer_hashes(fd, lw, left, file_digest, &file_size, diff_id, &tar_size, &c,
 				 err) < 0)
 			return -1;
+		left -= tar_size > file_size ? tar_size : file_size;
 		if (strcmp(diff_id, want) != 0)
 			return sbx_fail(err,
 					"%s: its tar hashes to %s, the config's diff_id is %s "

@@ -15,6 +15,7 @@
 
 #include "image_ref.h"
 #include "images_internal.h"
+#include "tree.h"
 #include "util.h"
 
 #define MIB(b) ((double)(b) / (1024.0 * 1024.0))
@@ -175,6 +176,7 @@ int img_import(struct img_store *s, const struct img_import_req *req, const stru
 	struct sbx_image_ref r;
 	_cleanup_close_ int src_fd = -1;
 	bool dir = req->kind == IMG_FROM_OCI_LAYOUT || req->kind == IMG_FROM_ROOTFS_DIR;
+	struct stat st;
 	int rc;
 
 	memset(res, 0, sizeof(*res));
@@ -185,9 +187,25 @@ int img_import(struct img_store *s, const struct img_import_req *req, const stru
 				req->name_tag);
 	if ((unsigned)req->kind >= SBX_ARRAY_SIZE(kind_names))
 		return sbx_fail(err, "unknown source kind %d", (int)req->kind);
-	src_fd = open(req->path, (dir ? O_RDONLY | O_DIRECTORY : O_RDONLY | O_NOCTTY) | O_CLOEXEC);
+	/* The source is often someone else's (a layout or rootfs handed
+	 * over): no link anywhere on its path, or whoever can write a
+	 * directory on it could point the import at the importer's own
+	 * files (sbxd's TLS key) and have them become an image any run may
+	 * name. O_NONBLOCK: a FIFO planted as the archive cannot hang the
+	 * import; it is refused below. */
+	src_fd = sbx_open_no_symlinks(
+	    req->path, dir ? O_RDONLY | O_DIRECTORY : O_RDONLY | O_NOCTTY | O_NONBLOCK, err);
+	if (src_fd < 0 && err->errnum == ELOOP)
+		return sbx_fail(err,
+				"%s: a symlink on the way is refused (a directory someone else "
+				"can write could swap one in); name the path it resolves to",
+				req->path);
 	if (src_fd < 0)
+		return -1;
+	if (fstat(src_fd, &st) < 0)
 		return sbx_fail_errno(err, "%s", req->path);
+	if (!dir && !S_ISREG(st.st_mode))
+		return sbx_fail(err, "%s: not a regular file", req->path);
 	if (img_stage_begin(s, &stage, err) < 0)
 		return -1;
 	img_say(pr, "importing %s from %s %s (staging in %s/tmp/%s)", req->name_tag,

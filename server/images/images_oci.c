@@ -221,11 +221,12 @@ static int layer_compression(const char *mt, enum img_compression *c)
 }
 
 static int read_layers(int layout_fd, json_t *manifest, const char *mwhat, const char *cdigest,
-		       uint64_t csize, const struct img_progress *pr, struct img_source *out,
-		       struct sbx_err *err)
+		       uint64_t csize, const struct img_limits *lim, const struct img_progress *pr,
+		       struct img_source *out, struct sbx_err *err)
 {
 	json_t *layers = json_object_get(manifest, "layers"), *e;
 	char w[300], what[400], shown[IMG_SHOW_MAX], hs[32];
+	uint64_t left;
 	size_t i, n;
 
 	if (!json_is_array(layers))
@@ -233,6 +234,7 @@ static int read_layers(int layout_fd, json_t *manifest, const char *mwhat, const
 	n = json_array_size(layers);
 	if (n > IMG_MAX_LAYERS)
 		return sbx_fail(err, "%s: %zu layers, more than %d", mwhat, n, IMG_MAX_LAYERS);
+	left = img_layers_budget(lim, n);
 	img_human_size(csize, hs);
 	img_say(pr, "verified blob 1/%zu %.19s… %s (config)", n + 1, cdigest, hs);
 	json_array_foreach(layers, i, e)
@@ -248,9 +250,18 @@ static int read_layers(int layout_fd, json_t *manifest, const char *mwhat, const
 			img_show(shown, d.media_type);
 			return sbx_fail(err, "%s: unknown layer media type %s", w, shown);
 		}
+		img_where(what, sizeof(what), "layer %zu/%zu of %s", i + 1, n, mwhat);
+		/* Before a byte is hashed: a descriptor may name a sparse
+		 * terabyte, and the same blob may be every layer. */
+		if (d.size > left)
+			return sbx_fail(err,
+					"%s: %" PRIu64 " bytes, past the %" PRIu64
+					" the limits leave for the image's layers "
+					"(--max-bytes, --max-entries)",
+					what, d.size, left);
+		left -= d.size;
 		img_human_size(d.size, hs);
 		img_say(pr, "verifying blob %zu/%zu %.19s… %s", i + 2, n + 1, d.digest, hs);
-		img_where(what, sizeof(what), "layer %zu/%zu of %s", i + 1, n, mwhat);
 		fd = img_blob_open(layout_fd, &d, what, err);
 		if (fd < 0)
 			return -1;
@@ -311,7 +322,7 @@ static int read_manifest(int layout_fd, const struct picked *p, const struct img
 	    json_object_set_new(out->meta, "config_digest", json_string(cd.digest)) < 0 ||
 	    json_object_set_new(out->meta, "layers", json_array()) < 0)
 		return sbx_fail(err, "%s: out of memory", mwhat);
-	if (read_layers(layout_fd, m, mwhat, cd.digest, cd.size, pr, out, err) < 0)
+	if (read_layers(layout_fd, m, mwhat, cd.digest, cd.size, lim, pr, out, err) < 0)
 		return -1;
 	snprintf(out->digest, sizeof(out->digest), "%s", p->d.digest);
 	return 0;

@@ -432,6 +432,18 @@ int img_config_meta(json_t *config, const char *what, json_t *meta, struct sbx_e
 	return 0;
 }
 
+uint64_t img_layers_budget(const struct img_limits *lim, size_t n_layers)
+{
+	uint64_t headers =
+	    lim->max_entries > UINT64_MAX / 4096 ? UINT64_MAX : lim->max_entries * 4096;
+	uint64_t fixed = (uint64_t)n_layers * (16 * 1024) + (1u << 20); /* n <= IMG_MAX_LAYERS */
+	uint64_t sum = lim->max_bytes + headers;
+
+	if (sum < headers) /* saturating: flags may be as large as they like */
+		return UINT64_MAX;
+	return sum + fixed < sum ? UINT64_MAX : sum + fixed;
+}
+
 int img_source_add_layer(struct img_source *src, int fd, const char *digest, uint64_t size,
 			 enum img_compression c, const char *meta_digest, uint64_t meta_size,
 			 const char *media_type, struct sbx_err *err)

@@ -83,6 +83,14 @@ json_t *img_json_parse(const char *buf, size_t len, const char *what, bool array
  * "config" {Env, WorkingDir, User, Entrypoint, Cmd} to meta. */
 int img_config_meta(json_t *config, const char *what, json_t *meta, struct sbx_err *err);
 
+/* What all the n_layers layers of one image may hold, compressed or not,
+ * in total: the content the limits allow, 4 KiB of headers an entry,
+ * 1 MiB, and 16 KiB of tar padding a layer. The readers charge each layer's blob (and a
+ * docker layer's uncompressed tar) against it before and while they hash
+ * it, so a descriptor naming a sparse terabyte, or one bomb repeated as
+ * each of IMG_MAX_LAYERS layers, costs no more than the limits. */
+uint64_t img_layers_budget(const struct img_limits *lim, size_t n_layers);
+
 /* Adds one layer to src (and to meta "layers"): fd is taken. */
 int img_source_add_layer(struct img_source *src, int fd, const char *digest, uint64_t size,
 			 enum img_compression c, const char *meta_digest, uint64_t meta_size,

@@ -51,6 +51,7 @@
 #include <openssl/evp.h>
 
 #include "images_internal.h"
+#include "inode_set.h"
 #include "tree.h"
 #include "util.h"
 
@@ -64,6 +65,7 @@ struct item_stat { /* what the hash needs of an lstat: a big directory holds man
 	dev_t st_dev;
 	ino_t st_ino;
 	off_t st_size;
+	nlink_t st_nlink;
 };
 struct item {
 	char *key; /* the name, plus "/" for a block */
@@ -74,6 +76,13 @@ struct item {
 struct hash_walk {
 	EVP_MD_CTX *md;
 	struct sbx_err *err;
+	/* The content digest of every file with more than one name, by
+	 * inode: a hard link's record is its file's, and hashing the file
+	 * again under each name let a tar of one 4 GiB (sparse) file and a
+	 * million links to it cost 4 PiB of reading. */
+	struct sbx_inode_set linked;
+	char (*linked_hex)[65];
+	size_t n_linked, cap_linked;
 };
 
 static int item_cmp(const void *a, const void *b)
@@ -110,7 +119,15 @@ static int hash_file(struct hash_walk *w, int dir, const char *name, const char 
 	uint64_t bytes = 0;
 	struct stat now;
 	mode_t was;
+	long seen = st->st_nlink > 1 ? sbx_inode_get(&w->linked, st->st_dev, st->st_ino) : -1;
 
+	if (seen >= 0) {
+		/* the same inode (the tree is the stage's: nobody changes it) */
+		snprintf(size, sizeof(size), "%llu", (unsigned long long)st->st_size);
+		if (record_head(w, 'f', st->st_mode, path) < 0 || feed_str(w, size) < 0)
+			return -1;
+		return feed_str(w, w->linked_hex[seen]);
+	}
 	_cleanup_close_ int fd =
 	    sbx_open_beneath_owned(dir, name, O_RDONLY | O_NONBLOCK, 0400, &was, w->err);
 	if (fd < 0)
@@ -125,6 +142,20 @@ static int hash_file(struct hash_walk *w, int dir, const char *name, const char 
 		return sbx_err_prefix(w->err, "tree hash: %s", path);
 	if (bytes != (uint64_t)st->st_size)
 		return sbx_fail(w->err, "tree hash: %s changed while hashed", path);
+	if (now.st_nlink > 1) {
+		if (w->n_linked == w->cap_linked) {
+			size_t cap = w->cap_linked ? 2 * w->cap_linked : 64;
+			char(*m)[65] = realloc(w->linked_hex, cap * sizeof(*m));
+
+			if (!m)
+				return sbx_fail_errnum(w->err, ENOMEM, "tree hash");
+			w->linked_hex = m;
+			w->cap_linked = cap;
+		}
+		memcpy(w->linked_hex[w->n_linked], hex, sizeof(hex));
+		if (!sbx_inode_put(&w->linked, st->st_dev, st->st_ino, (long)w->n_linked++))
+			return sbx_fail_errnum(w->err, ENOMEM, "tree hash");
+	}
 	snprintf(size, sizeof(size), "%llu", (unsigned long long)bytes);
 	if (record_head(w, 'f', st->st_mode, path) < 0 || feed_str(w, size) < 0)
 		return -1;
@@ -191,7 +222,7 @@ static int list_items(struct hash_walk *w, int dir, const char *prefix, struct i
 			}
 			items[n] = (struct item){
 			    .block = twice == 1,
-			    .st = {st.st_mode, st.st_dev, st.st_ino, st.st_size},
+			    .st = {st.st_mode, st.st_dev, st.st_ino, st.st_size, st.st_nlink},
 			};
 			if (asprintf(&items[n].key, "%s%s", de->d_name, twice ? "/" : "") < 0) {
 				items_free(items, n);
@@ -286,6 +317,8 @@ int img_tree_hash(int root_fd, char digest[IMG_DIGEST_LEN + 1], struct sbx_err *
 	if (rc == 0 && (!EVP_DigestFinal_ex(w.md, md, &mdlen) || mdlen != 32))
 		rc = sbx_fail(err, "tree hash: sha256 failed");
 	EVP_MD_CTX_free(w.md);
+	sbx_inode_set_free(&w.linked);
+	free(w.linked_hex);
 	if (rc < 0)
 		return -1;
 	sbx_sha256_hex(md, hex);

@@ -88,6 +88,11 @@ struct unpack_state { /* u->priv */
 	 * them and removes what the layers below left. The set takes the
 	 * two halves as its (dev, ino) pair. */
 	struct sbx_inode_set layer;
+	/* The paths a whiteout or an opaque marker of this layer cleared of
+	 * the lower layers (same keys): what is left below them is this
+	 * layer's, so the same marker again has nothing to remove, and is not
+	 * let rescan the directory (M markers over N entries: M * N). */
+	struct sbx_inode_set cleared;
 	uint64_t implicit; /* parent directories made without an entry */
 	uint64_t declared; /* data bytes every entry declared, all layers */
 	uint64_t next_say;
@@ -103,6 +108,10 @@ int unpack_entry_failed(struct sbx_err *err, const char *name);
  * adds its parents. */
 bool unpack_layer_has(struct unpack_state *s, const char *path, size_t len);
 int unpack_layer_add(struct img_unpack *u, const char *path, struct sbx_err *err);
+/* Whether a whiteout or opaque marker of this layer cleared `path`
+ * already; marking it says it has. */
+bool unpack_cleared(struct unpack_state *s, const char *path);
+int unpack_mark_cleared(struct img_unpack *u, const char *path, struct sbx_err *err);
 /* The mode and time the directory open at fd gets at finish. */
 int unpack_record_dir(struct img_unpack *u, int fd, const char *name, mode_t mode,
 		      const struct timespec *mtime, struct sbx_err *err);

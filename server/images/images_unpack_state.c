@@ -73,6 +73,7 @@ void unpack_state_free(struct img_unpack *u)
 		return;
 	sbx_inode_set_free(&s->dir_index);
 	sbx_inode_set_free(&s->layer);
+	sbx_inode_set_free(&s->cleared);
 	free(s->modes);
 	free(s);
 	u->priv = NULL;
@@ -83,6 +84,7 @@ void unpack_layer_begin(struct img_unpack *u)
 	struct unpack_state *s = u->priv;
 
 	sbx_inode_set_free(&s->layer);
+	sbx_inode_set_free(&s->cleared);
 }
 
 /* ---- the layer's own paths ---- */
@@ -136,6 +138,29 @@ int unpack_layer_add(struct img_unpack *u, const char *path, struct sbx_err *err
 		if (len)
 			len--; /* the slash */
 	}
+	return 0;
+}
+
+bool unpack_cleared(struct unpack_state *s, const char *path)
+{
+	dev_t hi;
+	ino_t lo;
+
+	return path_key(path, strlen(path), &hi, &lo) && sbx_inode_get(&s->cleared, hi, lo) >= 0;
+}
+
+int unpack_mark_cleared(struct img_unpack *u, const char *path, struct sbx_err *err)
+{
+	struct unpack_state *s = u->priv;
+	dev_t hi;
+	ino_t lo;
+
+	if (!path_key(path, strlen(path), &hi, &lo))
+		return sbx_fail(err, "sha256 failed");
+	/* One key per whiteout or opaque entry at most: bounded by the
+	 * entries limit like the layer's own paths. */
+	if (!sbx_inode_put(&s->cleared, hi, lo, 0))
+		return sbx_fail_errnum(err, ENOMEM, "unpack");
 	return 0;
 }
 

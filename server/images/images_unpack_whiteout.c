@@ -83,12 +83,18 @@ int unpack_whiteout(struct img_unpack *u, const struct unpack_entry *e, const ch
 				     target);
 	/* The same length as the whiteout's own name, less ".wh.". */
 	snprintf(victim, sizeof(victim), "%.*s%s", (int)(base - path), path, target);
+	if (unpack_cleared(u->priv, victim)) {
+		u->stats.whiteouts++;
+		return 0; /* done once in this layer: nothing lower is left there */
+	}
 	rc = unpack_open_parent(u, e->name, victim, false, &dir, &last, err);
 	if (rc != 0)
 		return rc < 0 ? -1 : 0; /* its parent is not there: nothing to remove */
 	_cleanup_close_ int dir_fd = dir;
 	if (remove_lower(u, dir_fd, last, victim, strlen(victim), 0, err) < 0)
 		return sbx_err_prefix(err, "whiteout"), unpack_entry_failed(err, e->name);
+	if (unpack_mark_cleared(u, victim, err) < 0)
+		return unpack_entry_failed(err, e->name);
 	u->stats.whiteouts++;
 	return 0;
 }
@@ -114,6 +120,10 @@ int unpack_opaque(struct img_unpack *u, const struct unpack_entry *e, const char
 	/* D is this layer's: the marker says so. */
 	if (len && unpack_layer_add(u, child, err) < 0)
 		return -1;
+	if (unpack_cleared(u->priv, child)) {
+		u->stats.opaque++;
+		return 0; /* D holds only this layer's entries since its first marker */
+	}
 	if (!(d = sbx_dir_list(dir_fd)))
 		return unpack_refuse(err, errno, e->name, "open its directory: %s",
 				     strerror(errno));
@@ -138,6 +148,9 @@ int unpack_opaque(struct img_unpack *u, const struct unpack_entry *e, const char
 		rc = sbx_fail_errno(err, "read its directory");
 	if (rc < 0)
 		return sbx_err_prefix(err, "opaque directory"), unpack_entry_failed(err, e->name);
+	child[len] = '\0';
+	if (unpack_mark_cleared(u, child, err) < 0)
+		return unpack_entry_failed(err, e->name);
 	u->stats.opaque++;
 	return 0;
 }

@@ -13,3 +13,8 @@ add_test(NAME unit.images.store COMMAND test_images_store)
 add_executable(test_images_source test_images_source.c)
 target_link_libraries(test_images_source PRIVATE sbx_images sbx_check)
 add_test(NAME unit.images.source COMMAND test_images_source)
+
+# Review findings (each case failed before its fix).
+add_executable(test_images_review test_images_review.c)
+target_link_libraries(test_images_review PRIVATE sbx_images sbx_check)
+add_test(NAME unit.images.review COMMAND test_images_review)
