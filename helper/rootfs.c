@@ -13,6 +13,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "tree.h"
 #include "util.h"
 
 /* Mount-point flags for everything we make: set-id bits and device nodes
@@ -519,9 +520,12 @@ static int open_source_dir(const char *path, bool no_symlinks)
 {
 	if (!no_symlinks)
 		return open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
-			       .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
-	return (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
+	/* The callers word the error; errno carries the cause to them. */
+	struct sbx_err why;
+	int fd = sbx_open_no_symlinks(path, O_PATH | O_DIRECTORY, &why);
+	if (fd < 0)
+		errno = why.errnum;
+	return fd;
 }
 
 /* An image tree must not be the host's own root: that would be "host"
