@@ -117,8 +117,8 @@ int img_store_resolve(struct img_store *s, const char *ref, bool allow_unpinned,
 		sbx_err_prefix(err, "image");
 		return IMG_REFUSED;
 	}
-	if ((lk = img_store_lock(s, LOCK_SH, err)) < 0)
-		return -1;
+	if ((lk = img_store_lock_read(s, err)) < 0)
+		return lk;
 	rc = resolve_locked(s, &r, ref, allow_unpinned, out, err);
 	img_store_unlock(lk);
 	if (rc < 0)
@@ -157,7 +157,7 @@ int img_store_pins(struct img_store *s, size_t max, char ***pins, size_t *n, siz
 
 	*pins = NULL;
 	*n = *total = 0;
-	if ((lk = img_store_lock(s, LOCK_SH, err)) < 0)
+	if ((lk = img_store_lock_read(s, err)) < 0)
 		return -1;
 	rc = img_refs_read(s, &refs, err);
 	img_store_unlock(lk);

@@ -48,6 +48,30 @@ int img_store_lock(struct img_store *s, int op, struct sbx_err *err)
 	return sbx_steal_fd(fd);
 }
 
+int img_store_lock_read(struct img_store *s, struct sbx_err *err)
+{
+	_cleanup_close_ int fd = openat(s->dir_fd, "lock", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	int64_t until = sbx_mono_ms() + IMG_READ_WAIT_MS;
+
+	if (fd < 0)
+		return sbx_fail_errno(err, "%s/lock", s->dir);
+	/* Writers keep it for a rename and an fsync; one that keeps it longer
+	 * is stopped or stuck, and sbxd's RPC workers must not wait for it. */
+	while (flock(fd, LOCK_SH | LOCK_NB) < 0) {
+		if (errno != EWOULDBLOCK && errno != EINTR)
+			return sbx_fail_errno(err, "%s/lock", s->dir);
+		if (sbx_mono_ms() >= until) {
+			sbx_fail(err,
+				 "%s/lock: the image store is locked by an sbxd image import or rm "
+				 "for over %d ms; try again",
+				 s->dir, IMG_READ_WAIT_MS);
+			return IMG_BUSY;
+		}
+		usleep(10 * 1000);
+	}
+	return sbx_steal_fd(fd);
+}
+
 void img_store_unlock(int lock_fd)
 {
 	sbx_closep(&lock_fd); /* closing the description releases its flock */
