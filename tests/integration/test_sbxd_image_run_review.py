@@ -365,6 +365,16 @@ class Review(unittest.TestCase):
             r = self.rm(pin_a.split("@")[1])
             self.assertEqual(r.returncode, 1, r.stderr)
             self.assertIn("in use", r.stderr)
+            # Bob cannot tell that a run still holds the old tree: a pin of
+            # it is answered as one of a digest the store never had.
+            absent = "sha256:" + "0" * 64
+            for name in ("retag:1@", "other:1@"):
+                answers = []
+                for d in (pin_a.split("@")[1], absent):
+                    code, msg, _ = self.call("CreateRun", self.create_req(name + d),
+                                             pb.CreateRunResponse, bob=True)
+                    answers.append((code, msg.replace(d, "D")))
+                self.assertEqual(answers[0], answers[1])
         finally:
             self.teardown(run)
         r = self.rm(pin_a.split("@")[1])
