@@ -30,6 +30,7 @@ PROBE_C = r"""
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/inotify.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -68,6 +69,15 @@ int main(int argc, char **argv)
 {
 	if (argc == 4 && !strcmp(argv[1], "watch"))
 		return watch(argv[2], atoi(argv[3]));
+	if (argc == 4 && !strcmp(argv[1], "hold")) { /* flock PATH, SECONDS */
+		int fd = open(argv[2], O_RDONLY);
+		if (fd < 0 || flock(fd, LOCK_EX) < 0)
+			return 1;
+		printf("HELD\n");
+		fflush(stdout);
+		sleep((unsigned)atoi(argv[3]));
+		return 0;
+	}
 	for (int i = 1; i < argc; i++) {
 		const char *p = argv[i];
 		char buf[4096], pp[64];
@@ -293,6 +303,26 @@ class Review(unittest.TestCase):
             self.assertNotIn("SAW marker", seen,
                              "bob's sandbox watched alice's run open /usr/share/marker")
             self.assertEqual(seen, "NOWATCH\n")  # the filter refuses inotify
+        finally:
+            self.teardown(mine)
+            self.teardown(bobs, bob=True)
+
+    def test_bob_cannot_see_alices_locks(self):
+        """/proc/locks lists locks by device and inode; alice's flock on a
+        file of the image both runs share must not show in bob's (the
+        kernel lists only locks of processes in the reader's pid
+        namespace: this holds, and must keep holding)."""
+        mine = self.create(self.pin)
+        bobs = self.create(self.pin, bob=True)
+        try:
+            ino = self.run_cmd(mine, ["/bin/stat", "-c", "%i", "/usr/share/marker"]).strip()
+            ex = self.start(mine, ["/bin/probe", "hold", "/usr/share/marker", "3"])
+            time.sleep(1.0)
+            locks = self.run_cmd(bobs, ["/bin/cat", "/proc/locks"], bob=True)
+            self.finish(mine, ex)
+            self.assertFalse([ln for ln in locks.splitlines() if ln.endswith(":" + ino + " 0 EOF")],
+                             locks)
+            self.assertEqual(locks, "")
         finally:
             self.teardown(mine)
             self.teardown(bobs, bob=True)
