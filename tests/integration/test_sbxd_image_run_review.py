@@ -17,7 +17,7 @@ import tempfile
 import time
 import unittest
 
-from sbxdfix import POLICY, Server, processes_with
+from sbxdfix import POLICY, SBXD, Server, processes_with
 from sbxrpc import sandbox_pb2 as pb
 from test_sbxd_image_run import image_cmd, make_rootfs
 
@@ -603,6 +603,63 @@ class UnpinnedRace(unittest.TestCase):
         finally:
             srv.cleanup()
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+class SwappedStore(unittest.TestCase):
+    """sbx-helper opens a run's tree by its path, <store>/sha256/<hex>/rootfs.
+    A store in a directory another local user may write in (no sticky bit)
+    can be renamed away by that user and replaced with a tree of theirs at
+    the same path: sbxd resolves and holds the real tree by its fd, the
+    helper mounts the attacker's. Such a store must be refused."""
+
+    def test_a_store_whose_parent_others_can_write_is_refused(self):
+        srv = Server()
+        try:
+            shared = os.path.join(srv.dir, "shared")
+            os.mkdir(shared)
+            os.chmod(shared, 0o777)  # another user may rename in here
+            store = os.path.join(shared, "images")
+            try:
+                srv.restart_with(images={"dir": store})
+            except RuntimeError as e:
+                self.assertIn("writable by group or others", str(e))
+                r = subprocess.run([SBXD, "image", "--images-dir", store, "list"],
+                                   capture_output=True, text=True, timeout=60)
+                self.assertNotEqual(r.returncode, 0, r.stdout)
+                self.assertIn("writable by group or others", r.stderr)
+                return
+            root = os.path.join(srv.dir, "real")
+            os.mkdir(root)
+            make_rootfs(root, "real")
+            r = subprocess.run([SBXD, "image", "--config", srv.config, "import", "swap:1",
+                                "--rootfs", root], capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            pin = r.stdout.strip()
+            # The other user: the store moved aside, a tree of theirs put
+            # where the helper will look.
+            os.rename(store, os.path.join(shared, "moved"))
+            evil = os.path.join(store, "sha256", pin[-64:], "rootfs")
+            os.makedirs(os.path.dirname(evil))
+            shutil.copytree(root, evil, symlinks=True)
+            with open(os.path.join(evil, "usr/share/marker"), "w") as f:
+                f.write("evil\n")
+            with srv.conn() as c:
+                code, msg, cr = c.call("CreateRun", pb.CreateRunRequest(
+                    policy_json=json.dumps(dict(POLICY, image=pin))), pb.CreateRunResponse)
+                if code == "OK":
+                    code, msg, ex = c.call("Exec", pb.ExecRequest(
+                        run_id=cr.run_id, argv=["/bin/cat", "/usr/share/marker"]),
+                        pb.ExecResponse)
+                    c.call("Wait", pb.WaitRequest(run_id=cr.run_id, exec_id=ex.exec_id,
+                                                  timeout_ms=30000), pb.WaitResponse)
+                    _, _, out = c.call("ReadOutput", pb.ReadOutputRequest(
+                        run_id=cr.run_id, exec_id=ex.exec_id, stream=pb.STDOUT,
+                        timeout_ms=5000), pb.ReadOutputResponse)
+                    c.call("Teardown", pb.TeardownRequest(run_id=cr.run_id),
+                           pb.TeardownResponse)
+                    self.assertEqual(out.data, b"real\n", "the run mounted another tree")
+        finally:
+            srv.cleanup()
 
 
 class Crash(unittest.TestCase):
