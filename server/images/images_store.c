@@ -104,6 +104,44 @@ static int check_owned(int fd, const char *path, struct sbx_err *err)
 	return 0;
 }
 
+/* Every directory above the store, as the path resolves: sbx-helper opens a
+ * run's tree by its path (<dir>/sha256/<hex>/rootfs), so a directory on
+ * the way that another user may write in (without the sticky bit), or
+ * that another user owns, would let them rename the store aside and put a
+ * tree of theirs where the helper looks, while sbxd holds the real one. */
+static int check_parents(const char *dir, struct sbx_err *err)
+{
+	_cleanup_free_ char *path = realpath(dir, NULL);
+	char *slash;
+
+	if (!path)
+		return sbx_fail_errno(err, "%s", dir);
+	while ((slash = strrchr(path, '/'))) {
+		struct stat st;
+		bool top = slash == path;
+
+		slash[top] = '\0'; /* "/a/b" -> "/a", "/a" -> "/" */
+		if (stat(path, &st) < 0)
+			return sbx_fail_errno(err, "%s", path);
+		if (st.st_uid != 0 && st.st_uid != geteuid())
+			return sbx_fail(
+			    err,
+			    "%s: the image store %s is inside %s, which uid %u owns: it "
+			    "could replace the store's trees",
+			    dir, dir, path, (unsigned)st.st_uid);
+		if ((st.st_mode & 022) && !(st.st_mode & S_ISVTX))
+			return sbx_fail(
+			    err,
+			    "%s: the image store is inside %s (mode %04o), writable by "
+			    "group or others without the sticky bit: they could replace "
+			    "the store's trees",
+			    dir, path, (unsigned)(st.st_mode & 07777));
+		if (top)
+			break;
+	}
+	return 0;
+}
+
 /* Root making a store inside a directory of another user would leave one
  * that user's sbxd refuses; say so before making it. */
 static int check_parent_for_root(const char *dir, struct sbx_err *err)
@@ -180,7 +218,7 @@ int img_store_open(const char *dir, bool create, struct img_store **out, struct 
 	s->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (s->dir_fd < 0)
 		return sbx_fail_errno(err, "image store %s", dir);
-	if (check_owned(s->dir_fd, dir, err) < 0)
+	if (check_owned(s->dir_fd, dir, err) < 0 || check_parents(dir, err) < 0)
 		return -1;
 	if ((s->sha_fd = open_subdir(s->dir_fd, dir, "sha256", err)) < 0 ||
 	    (s->tmp_fd = open_subdir(s->dir_fd, dir, "tmp", err)) < 0)
