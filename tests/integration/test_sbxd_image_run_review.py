@@ -286,6 +286,41 @@ class Review(unittest.TestCase):
         finally:
             self.teardown(run)
 
+    def test_an_etc_that_is_a_link_or_a_file_gives_sbx_etc_alone(self):
+        for kind in ("link", "file", "many"):
+            root = os.path.join(self.tmp, "etc-" + kind)
+            os.mkdir(root)
+            make_rootfs(root, kind)
+            shutil.rmtree(os.path.join(root, "etc"))
+            if kind == "link":
+                os.mkdir(os.path.join(root, "hostetc"))
+                with open(os.path.join(root, "hostetc/passwd"), "w") as f:
+                    f.write("evil:x:0:0::/:/bin/sh\n")
+                os.symlink("hostetc", os.path.join(root, "etc"))
+            elif kind == "file":
+                with open(os.path.join(root, "etc"), "w") as f:
+                    f.write("evil\n")
+            else:
+                os.mkdir(os.path.join(root, "etc"))
+                for i in range(2100):  # past the helper's 2048 etc entries
+                    os.symlink("x", os.path.join(root, "etc", "e%04d" % i))
+            pin = self.import_dir("etc%s:1" % kind, root)
+            if kind == "many":
+                code, msg, _ = self.call("CreateRun", self.create_req(pin),
+                                         pb.CreateRunResponse)
+                self.assertEqual(code, "FAILED_PRECONDITION", msg)
+                self.assertIn("image/etc: more than 2048 entries", msg)
+            else:
+                run = self.create(pin)
+                try:
+                    self.assertEqual(self.run_cmd(run, ["/bin/ls", "/etc"]).split(),
+                                     ["group", "hostname", "hosts", "nsswitch.conf", "passwd",
+                                      "resolv.conf"])
+                    self.assertNotIn("evil", self.run_cmd(run, ["/bin/cat", "/etc/passwd"]))
+                finally:
+                    self.teardown(run)
+            self.assertEqual(self.rm(pin).returncode, 0)
+
     # -- invariant 8: another identity cannot watch a caller's image
 
     def test_bob_cannot_watch_alices_opens_in_a_shared_image(self):
