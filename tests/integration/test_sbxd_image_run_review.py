@@ -362,6 +362,28 @@ class Review(unittest.TestCase):
             self.teardown(mine)
             self.teardown(bobs, bob=True)
 
+    # Open: every run of an image mounts the same inodes, so a lock on one
+    # (flock, a read lease) is shared across runs and identities. The fix
+    # is per-run inodes (a read-only overlay instance per run over the
+    # store's tree), not a filter (flock is legitimate on /tmp and /out).
+    @unittest.expectedFailure
+    def test_bob_cannot_block_alices_flock(self):
+        """flock needs only a read-only fd: bob's LOCK_EX on a file of the
+        image alice's run shares blocks her flock of it."""
+        mine = self.create(self.pin)
+        bobs = self.create(self.pin, bob=True)
+        try:
+            ex = self.start(bobs, ["/bin/probe", "hold", "/usr/share/marker", "4"], bob=True)
+            time.sleep(1.0)
+            t0 = time.monotonic()
+            self.run_cmd(mine, ["/bin/probe", "hold", "/usr/share/marker", "0"])
+            waited = time.monotonic() - t0
+            self.finish(bobs, ex, bob=True)
+            self.assertLess(waited, 2, "alice's flock waited for bob's")
+        finally:
+            self.teardown(mine)
+            self.teardown(bobs, bob=True)
+
     # -- invariants 6 and 10: every way out of CreateRun drops the hold
 
     def test_a_refused_create_after_resolve_leaves_no_hold(self):
