@@ -306,6 +306,8 @@ int cmd_health(struct cli *cli)
 	       h->cgroup);
 	for (size_t i = 0; i < h->n_images; i++)
 		printf("image %s\n", h->images[i]);
+	if (h->images_error && h->images_error[0])
+		printf("images: not listed: %s\n", h->images_error);
 	if (h->images_not_listed)
 		printf("images: %" PRIu32 " more not listed (sbxd image list on the host shows "
 		       "them)\n",

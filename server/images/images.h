@@ -75,8 +75,12 @@ void img_hold_release(struct img_hold *h);
  * is well formed but this store cannot honour it (digest not in the
  * store, name:tag pointing at another digest -- the message names both --,
  * an unpinned reference while allow_unpinned is false): the caller's
- * FAILED_PRECONDITION. -1: the store itself failed (INTERNAL). */
-enum { IMG_REFUSED = -2 };
+ * FAILED_PRECONDITION. IMG_BUSY: the store lock stayed taken (an `sbxd
+ * image` stopped in its exclusive section) past IMG_READ_WAIT_MS: sbxd's
+ * readers give up rather than hold an RPC worker (UNAVAILABLE). -1: the
+ * store itself failed (INTERNAL). */
+enum { IMG_REFUSED = -2, IMG_BUSY = -3 };
+#define IMG_READ_WAIT_MS 2000
 int img_store_resolve(struct img_store *s, const char *ref, bool allow_unpinned,
 		      struct img_hold *out, struct sbx_err *err);
 

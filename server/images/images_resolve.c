@@ -91,13 +91,18 @@ static int resolve_locked(struct img_store *s, const struct sbx_image_ref *r, co
 			return refuse(err, "image: %s: not in this host's image store", ref);
 		return hold_tree(s, name_tag, tagged, out, err);
 	}
+	/* A tree no ref names is one a live run still holds (an rm or a retag
+	 * found it held): every caller may ask, so its presence must not show,
+	 * or any identity could learn that someone still runs an old pin.
+	 * Only what Health lists (trees a ref names) counts as present. */
+	bool listed = img_refs_name(refs, r->digest, NULL) && img_tree_present(s, r->digest + 7);
+
 	if (tagged && strcmp(tagged, r->digest))
 		return refuse(err, "image: %s: the store's %s is %s (re-import or fix the pin)%s",
 			      ref, name_tag, tagged,
-			      img_tree_present(s, r->digest + 7)
-				  ? ""
-				  : "; the pinned digest is not in this host's image store");
-	if (!img_tree_present(s, r->digest + 7))
+			      listed ? ""
+				     : "; the pinned digest is not in this host's image store");
+	if (!listed)
 		return refuse(err, "image: %s: not in this host's image store", ref);
 	if (!tagged)
 		return refuse(err,
@@ -117,8 +122,8 @@ int img_store_resolve(struct img_store *s, const char *ref, bool allow_unpinned,
 		sbx_err_prefix(err, "image");
 		return IMG_REFUSED;
 	}
-	if ((lk = img_store_lock(s, LOCK_SH, err)) < 0)
-		return -1;
+	if ((lk = img_store_lock_read(s, err)) < 0)
+		return lk;
 	rc = resolve_locked(s, &r, ref, allow_unpinned, out, err);
 	img_store_unlock(lk);
 	if (rc < 0)
@@ -157,7 +162,7 @@ int img_store_pins(struct img_store *s, size_t max, char ***pins, size_t *n, siz
 
 	*pins = NULL;
 	*n = *total = 0;
-	if ((lk = img_store_lock(s, LOCK_SH, err)) < 0)
+	if ((lk = img_store_lock_read(s, err)) < 0)
 		return -1;
 	rc = img_refs_read(s, &refs, err);
 	img_store_unlock(lk);

@@ -48,6 +48,30 @@ int img_store_lock(struct img_store *s, int op, struct sbx_err *err)
 	return sbx_steal_fd(fd);
 }
 
+int img_store_lock_read(struct img_store *s, struct sbx_err *err)
+{
+	_cleanup_close_ int fd = openat(s->dir_fd, "lock", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	int64_t until = sbx_mono_ms() + IMG_READ_WAIT_MS;
+
+	if (fd < 0)
+		return sbx_fail_errno(err, "%s/lock", s->dir);
+	/* Writers keep it for a rename and an fsync; one that keeps it longer
+	 * is stopped or stuck, and sbxd's RPC workers must not wait for it. */
+	while (flock(fd, LOCK_SH | LOCK_NB) < 0) {
+		if (errno != EWOULDBLOCK && errno != EINTR)
+			return sbx_fail_errno(err, "%s/lock", s->dir);
+		if (sbx_mono_ms() >= until) {
+			sbx_fail(err,
+				 "%s/lock: the image store is locked by an sbxd image import or rm "
+				 "for over %d ms; try again",
+				 s->dir, IMG_READ_WAIT_MS);
+			return IMG_BUSY;
+		}
+		usleep(10 * 1000);
+	}
+	return sbx_steal_fd(fd);
+}
+
 void img_store_unlock(int lock_fd)
 {
 	sbx_closep(&lock_fd); /* closing the description releases its flock */
@@ -77,6 +101,44 @@ static int check_owned(int fd, const char *path, struct sbx_err *err)
 				"%s: mode %04o lets group or others write it; the image store must "
 				"be writable by its owner alone (chmod 0700 %s)",
 				path, (unsigned)(st.st_mode & 07777), path);
+	return 0;
+}
+
+/* Every directory above the store, as the path resolves: sbx-helper opens a
+ * run's tree by its path (<dir>/sha256/<hex>/rootfs), so a directory on
+ * the way that another user may write in (without the sticky bit), or
+ * that another user owns, would let them rename the store aside and put a
+ * tree of theirs where the helper looks, while sbxd holds the real one. */
+static int check_parents(const char *dir, struct sbx_err *err)
+{
+	_cleanup_free_ char *path = realpath(dir, NULL);
+	char *slash;
+
+	if (!path)
+		return sbx_fail_errno(err, "%s", dir);
+	while ((slash = strrchr(path, '/'))) {
+		struct stat st;
+		bool top = slash == path;
+
+		slash[top] = '\0'; /* "/a/b" -> "/a", "/a" -> "/" */
+		if (stat(path, &st) < 0)
+			return sbx_fail_errno(err, "%s", path);
+		if (st.st_uid != 0 && st.st_uid != geteuid())
+			return sbx_fail(
+			    err,
+			    "%s: the image store %s is inside %s, which uid %u owns: it "
+			    "could replace the store's trees",
+			    dir, dir, path, (unsigned)st.st_uid);
+		if ((st.st_mode & 022) && !(st.st_mode & S_ISVTX))
+			return sbx_fail(
+			    err,
+			    "%s: the image store is inside %s (mode %04o), writable by "
+			    "group or others without the sticky bit: they could replace "
+			    "the store's trees",
+			    dir, path, (unsigned)(st.st_mode & 07777));
+		if (top)
+			break;
+	}
 	return 0;
 }
 
@@ -156,7 +218,7 @@ int img_store_open(const char *dir, bool create, struct img_store **out, struct 
 	s->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (s->dir_fd < 0)
 		return sbx_fail_errno(err, "image store %s", dir);
-	if (check_owned(s->dir_fd, dir, err) < 0)
+	if (check_owned(s->dir_fd, dir, err) < 0 || check_parents(dir, err) < 0)
 		return -1;
 	if ((s->sha_fd = open_subdir(s->dir_fd, dir, "sha256", err)) < 0 ||
 	    (s->tmp_fd = open_subdir(s->dir_fd, dir, "tmp", err)) < 0)

@@ -31,6 +31,9 @@ struct img_store {
  * inspect), LOCK_EX to change refs or move a tree. Never held long: trees
  * are unpacked and removed outside it. */
 int img_store_lock(struct img_store *s, int op, struct sbx_err *err); /* the lock's fd */
+/* The shared lock for sbxd's readers, waited for at most IMG_READ_WAIT_MS:
+ * the lock's fd, or IMG_BUSY. */
+int img_store_lock_read(struct img_store *s, struct sbx_err *err);
 void img_store_unlock(int lock_fd);
 
 /* refs.json as a JSON object {"name:tag": "sha256:<hex>"}, every key and

@@ -144,6 +144,8 @@ static int resolve_image(struct sbx_run *r, struct sbx_rpc_status *st)
 			       &st->err);
 	if (rc == IMG_REFUSED)
 		return sbx_rpc_code(st, SBX__V1__CODE__FAILED_PRECONDITION);
+	if (rc == IMG_BUSY)
+		return sbx_rpc_code(st, SBX__V1__CODE__UNAVAILABLE);
 	if (rc < 0)
 		return sbx_rpc_code(st, SBX__V1__CODE__INTERNAL);
 	snprintf(r->image_digest, sizeof(r->image_digest), "%s", r->image.digest);

@@ -252,9 +252,14 @@ static int health_images(struct sbx_runs *runs, Sbx__V1__HealthResponse *h,
 
 	if (!runs->images)
 		return 0;
+	/* The store's trouble (a damaged refs.json, a lock kept by a stopped
+	 * `sbxd image`) is the list's, said in images_error: Health still
+	 * tells a parent that sbxd lives and what it enforces. */
 	if (img_store_pins(runs->images, HEALTH_IMAGES_MAX, &pins, &n, &total, &st->err) < 0) {
-		sbx_rpc_code(st, SBX__V1__CODE__INTERNAL);
-		return sbx_rpc_prefix(st, "images");
+		if (!(h->images_error = strdup(st->err.msg)))
+			return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
+		st->err.msg[0] = '\0';
+		return 0;
 	}
 	if (!(h->images = calloc(n ? n : 1, sizeof(char *))))
 		rc = sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");

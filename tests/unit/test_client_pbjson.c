@@ -159,7 +159,8 @@ static void test_defaults_and_utf8(void)
 	const char *want =
 	    "{\"version\":\"\",\"runsActive\":0,\"runsMax\":0,\"runsMaxPerIdentity\":0,"
 	    "\"userns\":false,\"seccomp\":false,\"cgroup\":\"\",\"images\":[],"
-	    "\"identity\":\"\",\"imagesNotListed\":0,\"auditLinesLost\":\"0\"}";
+	    "\"identity\":\"\",\"imagesNotListed\":0,\"imagesError\":\"\","
+	    "\"auditLinesLost\":\"0\"}";
 	if (!check(got && !strcmp(got, want), "empty HealthResponse with defaults"))
 		printf("#   want: %s\n#    got: %s\n", want, got);
 	free(got);
