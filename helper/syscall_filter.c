@@ -137,14 +137,6 @@ const char *const sbx_seccomp_denied[] = {
     "nfsservctl",
     "fanotify_init",
 
-    /* inotify: a watch is on an inode, and a sandbox's image is inodes it
-     * shares with other runs (a store image) and with the host (the host
-     * image's /usr): a watch would show, live, every file another
-     * identity's run or a host process opens there. tail -f and the like
-     * fall back to polling. */
-    "inotify_init",
-    "inotify_init1",
-    "inotify_add_watch",
     NULL,
 };
 
