@@ -19,7 +19,7 @@ import unittest
 
 from sbxdfix import POLICY, SBXD, Server, processes_with
 from sbxrpc import sandbox_pb2 as pb
-from test_sbxd_image_run import image_cmd, make_rootfs
+from test_sbxd_image_run import image_cmd, import_image, make_rootfs
 
 # A static probe (the image has no libc): for each path, every way of
 # changing it; "watch DIR SECONDS" prints each file opened in DIR (inotify).
@@ -643,12 +643,7 @@ class BigRefs(unittest.TestCase):
         tmp = tempfile.mkdtemp(prefix="sbx-test-image-run-review-")
         srv = Server()
         try:
-            root = os.path.join(tmp, "root")
-            os.mkdir(root)
-            make_rootfs(root, "big")
-            r = image_cmd(srv, "import", "big:1", "--rootfs", root)
-            self.assertEqual(r.returncode, 0, r.stderr)
-            pin = r.stdout.strip()
+            pin = import_image(srv, tmp, "big:1", "big")
             digest = pin.split("@")[1]
             store = os.path.join(srv.state, "images")
             refs = {"big:1": digest}
