@@ -71,7 +71,8 @@ static const char usage_list[] =
 	"usage: sbxd image [OPTIONS] list [--json]\n"
 	"\n"
 	"The store's images, one a line: REF, DIGEST (short), SIZE, IMPORTED (UTC).\n"
-	"A tree no tag names shows as sha256:<hex> (rm it by that name).\n"
+	"A tree no tag names shows as sha256:<hex>: live runs still hold it, or the\n"
+	"next import or rm removes it.\n"
 	"  --json   a JSON array of {ref, digest, size_bytes, imported_unix_ms, kind}\n";
 
 static const char usage_inspect[] =
