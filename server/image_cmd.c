@@ -34,7 +34,7 @@ static const char usage_main[] =
 	"  import NAME:TAG SOURCE   unpack an image into the store; prints its pin\n"
 	"  list [--json]            the store's images\n"
 	"  inspect REF              an image's record (JSON)\n"
-	"  rm REF                   remove a tag (and the tree once no tag names it)\n"
+	"  rm [--untag] REF         remove a tag (and the tree once no tag names it)\n"
 	"\n"
 	"  --config FILE      sbxd's configuration (state_dir, images.*)\n"
 	"  --state-dir DIR    sbxd's state directory (the store is DIR/images)\n"
@@ -71,7 +71,8 @@ static const char usage_list[] =
 	"usage: sbxd image [OPTIONS] list [--json]\n"
 	"\n"
 	"The store's images, one a line: REF, DIGEST (short), SIZE, IMPORTED (UTC).\n"
-	"A tree no tag names shows as sha256:<hex> (rm it by that name).\n"
+	"A tree no tag names shows as sha256:<hex>: live runs still hold it, or the\n"
+	"next import or rm removes it.\n"
 	"  --json   a JSON array of {ref, digest, size_bytes, imported_unix_ms, kind}\n";
 
 static const char usage_inspect[] =
@@ -82,11 +83,17 @@ static const char usage_inspect[] =
 	"what unpacking did, every tag naming it, and its rootfs path.\n";
 
 static const char usage_rm[] =
-	"usage: sbxd image [OPTIONS] rm REF\n"
+	"usage: sbxd image [OPTIONS] rm [--untag] REF\n"
 	"\n"
 	"Removes name:tag (or, given sha256:<hex>, every tag naming that digest);\n"
 	"the tree goes once no tag names it. An image a live run uses is refused\n"
-	"and nothing changes.\n";
+	"and nothing changes.\n"
+	"  --untag   remove the tag(s) even while live runs use the image: no new\n"
+	"            run can take it from then on, the runs that hold it keep it,\n"
+	"            and its tree is removed by the first import or rm after the\n"
+	"            last of them has ended\n"
+	"Every import and rm removes the trees no tag names that no run holds\n"
+	"(left by --untag, by a retag while a run held the old tree, or by a crash).\n";
 /* clang-format on */
 
 enum {
@@ -103,6 +110,7 @@ enum {
 	OPT_MAX_BYTES,
 	OPT_MAX_FILE_BYTES,
 	OPT_JSON,
+	OPT_UNTAG,
 };
 
 /* In the enum's order: long_opts[c - OPT_CONFIG] is option c. */
@@ -121,6 +129,7 @@ static const struct option long_opts[] = {
 	{"max-bytes", required_argument, NULL, OPT_MAX_BYTES},
 	{"max-file-bytes", required_argument, NULL, OPT_MAX_FILE_BYTES},
 	{"json", no_argument, NULL, OPT_JSON},
+	{"untag", no_argument, NULL, OPT_UNTAG},
 	{"help", no_argument, NULL, 'h'},
 	{0},
 };
@@ -138,7 +147,7 @@ struct args {
 	int kind; /* enum img_source_kind, -1: none given */
 	int n_sources;
 	uint64_t max[3]; /* --max-entries, --max-bytes, --max-file-bytes; 0: not given */
-	bool json, help, import_only;
+	bool json, untag, help, import_only;
 	const char *pos[4];
 	int n_pos;
 };
@@ -224,6 +233,9 @@ static int parse_args(int argc, char **argv, struct args *a)
 		case OPT_JSON:
 			a->json = true;
 			break;
+		case OPT_UNTAG:
+			a->untag = true;
+			break;
 		case 'h':
 			a->help = true;
 			break;
@@ -272,6 +284,8 @@ static int check_args(const struct args *a, const char **usage)
 		return usage_error("%s takes %s", c->name, c->args);
 	if (a->json && strcmp(c->name, "list"))
 		return usage_error("--json is a flag of list");
+	if (a->untag && strcmp(c->name, "rm"))
+		return usage_error("--untag is a flag of rm");
 	if (strcmp(c->name, "import"))
 		return a->import_only ? usage_error("source, --ref and limit flags are import's")
 				      : 0;
@@ -452,13 +466,21 @@ static int cmd_inspect(struct img_store *s, const char *ref)
 	return finish_stdout();
 }
 
-static int cmd_rm(struct img_store *s, const char *ref)
+static int cmd_rm(struct img_store *s, const char *ref, bool untag)
 {
+	char kept[IMG_DIGEST_LEN + 1] = "";
 	struct sbx_err err;
 
-	if (img_store_rm(s, ref, &err) < 0)
+	if ((untag ? img_store_untag(s, ref, kept, &err) : img_store_rm(s, ref, &err)) < 0)
 		return error_exit(&err);
-	fprintf(stderr, "sbxd image: removed %s\n", ref);
+	if (kept[0])
+		fprintf(stderr,
+			"sbxd image: removed the tags of %s; %s stays while live runs use it (no "
+			"new run can take it) and is removed by the first import or rm after "
+			"they end\n",
+			ref, kept);
+	else
+		fprintf(stderr, "sbxd image: removed %s\n", ref);
 	return 0;
 }
 
@@ -499,5 +521,5 @@ int sbxd_image_main(int argc, char **argv)
 		return cmd_list(s, &a);
 	if (!strcmp(cmd, "inspect"))
 		return cmd_inspect(s, a.pos[1]);
-	return cmd_rm(s, a.pos[1]);
+	return cmd_rm(s, a.pos[1], a.untag);
 }

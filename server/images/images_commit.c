@@ -30,18 +30,22 @@ static void stage_close_fds(struct img_stage *st)
 
 int img_stage_begin(struct img_store *s, struct img_stage *st, struct sbx_err *err)
 {
-	struct img_doomed stale[IMG_DOOMED_MAX];
-	size_t n_stale = 0;
+	/* Stale stages, and trees no tag names that no run holds any more. */
+	struct img_doomed doomed[2 * IMG_DOOMED_MAX];
+	size_t n = 0, swept = 0;
 	int rc, lk;
 
 	*st = (struct img_stage)IMG_STAGE_INIT;
 	if ((lk = img_store_lock(s, LOCK_EX, err)) < 0)
 		return -1;
-	rc = img_collect_stale(s, stale, &n_stale, err);
-	if (rc == 0)
+	rc = img_collect_stale(s, doomed, &n, err);
+	if (rc == 0) {
+		img_sweep_unnamed(s, &doomed[n], IMG_DOOMED_MAX, &swept);
+		n += swept;
 		rc = img_tmp_dir_new(s, st->name, &st->lock_fd, err);
+	}
 	img_store_unlock(lk);
-	img_doomed_remove(s, stale, n_stale);
+	img_doomed_remove(s, doomed, n);
 	if (rc < 0)
 		return -1;
 	st->dir_fd = openat(s->tmp_fd, st->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -96,7 +100,7 @@ static int retag_locked(struct img_store *s, const char *name_tag, const char *d
 		return -1;
 	/* Held by a run (or not movable): it stays, untagged, for rm. */
 	if (old[0] && !img_refs_name(refs, old, NULL) && img_tree_present(s, old + 7) &&
-	    (held = img_take_tree(s, old + 7, old, &why)) >= 0 &&
+	    (held = img_take_tree(s, old + 7, &why)) >= 0 &&
 	    img_doom_tree(s, old + 7, d, &why) == 0)
 		*n_doomed = 1;
 	return 0;
@@ -176,7 +180,7 @@ int img_stage_commit(struct img_store *s, struct img_stage *st, const char *dige
 		     const char *name_tag, json_t *meta, bool *reused, struct sbx_err *err)
 {
 	const char *hex = img_digest_hex(digest);
-	struct img_doomed d;
+	struct img_doomed d[1 + IMG_DOOMED_MAX];
 	size_t n_doomed = 0;
 	int rc = 0, lk = -1;
 
@@ -203,10 +207,17 @@ int img_stage_commit(struct img_store *s, struct img_stage *st, const char *dige
 		st->lock_fd = -1;
 		st->name[0] = '\0';
 	}
-	if (rc == 0)
-		rc = retag_locked(s, name_tag, digest, &d, &n_doomed, err);
+	if (rc == 0) {
+		rc = retag_locked(s, name_tag, digest, d, &n_doomed, err);
+		/* The tag refused (refs.json would pass its bound): the tree
+		 * just moved in goes again, so that nothing changed. The sweep
+		 * goes by refs.json as it is on disk, so a write that failed
+		 * after its rename keeps the tree it names. */
+		if (rc < 0 && !*reused)
+			img_sweep_unnamed(s, d, IMG_DOOMED_MAX, &n_doomed);
+	}
 	img_store_unlock(lk);
-	img_doomed_remove(s, &d, n_doomed);
+	img_doomed_remove(s, d, n_doomed);
 	img_stage_abort(s, st); /* the reused (or failed) case's stage; else nothing is left */
 	return rc;
 }

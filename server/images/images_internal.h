@@ -169,10 +169,16 @@ int img_store_tag(struct img_store *s, const char *name_tag, const char *digest,
 /* `list`: [{"ref": "name:tag@sha256:..", "digest", "size_bytes",
  * "imported_unix_ms", "kind"}], `inspect`: image.json plus "refs"; `rm`
  * removes name:tag (or every tag of a digest given as sha256:<hex>) and the
- * tree once no tag names it. IMG_REFUSED when a live run holds it. */
+ * tree once no tag names it. IMG_REFUSED when a live run holds it (nothing
+ * changed). `rm --untag` (img_store_untag) removes the tags all the same:
+ * no new run can take the tree, and *kept gets its digest ("" when it went
+ * too or another tag keeps it); the first import or rm after the last run
+ * holding it has ended removes it. Both sweep such trees (images_store.c). */
 int img_store_list(struct img_store *s, json_t **out, struct sbx_err *err);
 int img_store_inspect(struct img_store *s, const char *ref, json_t **out, struct sbx_err *err);
 int img_store_rm(struct img_store *s, const char *ref, struct sbx_err *err);
+int img_store_untag(struct img_store *s, const char *ref, char kept[IMG_DIGEST_LEN + 1],
+		    struct sbx_err *err);
 
 /* ---- the driver (images_import.c) ---- */
 

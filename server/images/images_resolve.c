@@ -5,6 +5,7 @@
  * that names it and the open (and the flock) that holds it. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,17 +66,37 @@ static int refuse(struct sbx_err *err, const char *fmt, ...)
 	return IMG_REFUSED;
 }
 
+/* Under the shared store lock: what refs.json says of name_tag (tagged: its
+ * digest, "" for none) and of digest (whether a tag names it), from the
+ * parsed copy sbxd keeps while the file is unchanged. */
+static int refs_lookup(struct img_store *s, const char *name_tag, const char *digest,
+		       char tagged[IMG_DIGEST_LEN + 1], bool *named, struct sbx_err *err)
+{
+	int rc;
+
+	pthread_mutex_lock(&s->refs_mu);
+	rc = img_refs_load(s, err);
+	if (rc == 0) {
+		const char *t = json_string_value(json_object_get(s->refs.refs, name_tag));
+
+		snprintf(tagged, IMG_DIGEST_LEN + 1, "%s", t ? t : "");
+		*named = digest[0] && json_object_get(s->refs.named, digest);
+	}
+	pthread_mutex_unlock(&s->refs_mu);
+	return rc;
+}
+
 static int resolve_locked(struct img_store *s, const struct sbx_image_ref *r, const char *ref,
 			  bool allow_unpinned, struct img_hold *out, struct sbx_err *err)
 {
-	char name_tag[SBX_IMAGE_NAME_MAX + SBX_IMAGE_TAG_MAX + 2];
-	json_auto_t *refs = NULL;
+	char name_tag[SBX_IMAGE_NAME_MAX + SBX_IMAGE_TAG_MAX + 2], tag_digest[IMG_DIGEST_LEN + 1];
 	const char *tagged;
+	bool named = false;
 
 	snprintf(name_tag, sizeof(name_tag), "%s:%s", r->name, r->tag);
-	if (img_refs_read(s, &refs, err) < 0)
+	if (refs_lookup(s, name_tag, r->digest, tag_digest, &named, err) < 0)
 		return -1;
-	tagged = json_string_value(json_object_get(refs, name_tag)); /* NULL: no such tag */
+	tagged = tag_digest[0] ? tag_digest : NULL; /* NULL: no such tag */
 	if (!r->digest[0]) {
 		if (!allow_unpinned)
 			return tagged
@@ -95,7 +116,7 @@ static int resolve_locked(struct img_store *s, const struct sbx_image_ref *r, co
 	 * found it held): every caller may ask, so its presence must not show,
 	 * or any identity could learn that someone still runs an old pin.
 	 * Only what Health lists (trees a ref names) counts as present. */
-	bool listed = img_refs_name(refs, r->digest, NULL) && img_tree_present(s, r->digest + 7);
+	bool listed = named && img_tree_present(s, r->digest + 7);
 
 	if (tagged && strcmp(tagged, r->digest))
 		return refuse(err, "image: %s: the store's %s is %s (re-import or fix the pin)%s",
@@ -133,16 +154,6 @@ int img_store_resolve(struct img_store *s, const char *ref, bool allow_unpinned,
 
 /* ---- pins (Health) ---- */
 
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static int cmp_digest(const void *a, const void *b)
-{
-	return strcmp(a, b);
-}
-
 void img_pins_free(char **pins, size_t n)
 {
 	for (size_t i = 0; pins && i < n; i++)
@@ -150,47 +161,48 @@ void img_pins_free(char **pins, size_t n)
 	free(pins);
 }
 
+/* With refs_mu held and s->refs loaded: the first max pins (the keys are
+ * sorted already), so that Health costs what it answers, not the store. */
+static int pins_copy(struct img_store *s, size_t max, char ***pins, size_t *n, struct sbx_err *err)
+{
+	size_t want = s->refs.n < max ? s->refs.n : max;
+	char **all = calloc(want + 1, sizeof(*all));
+
+	if (!all)
+		return sbx_fail_errnum(err, ENOMEM, "image pins");
+	for (size_t i = 0; i < want; i++) {
+		const char *key = s->refs.keys[i];
+		const char *digest = json_string_value(json_object_get(s->refs.refs, key));
+
+		if (asprintf(&all[i], "%s@%s", key, digest) < 0) {
+			all[i] = NULL;
+			img_pins_free(all, i);
+			return sbx_fail_errnum(err, ENOMEM, "image pins");
+		}
+	}
+	*pins = all;
+	*n = want;
+	return 0;
+}
+
 int img_store_pins(struct img_store *s, size_t max, char ***pins, size_t *n, size_t *total,
 		   struct sbx_err *err)
 {
-	json_auto_t *refs = NULL;
-	char **all;
-	const char *key;
-	json_t *v;
-	size_t i = 0;
 	int rc, lk;
 
 	*pins = NULL;
 	*n = *total = 0;
 	if ((lk = img_store_lock_read(s, err)) < 0)
 		return -1;
-	rc = img_refs_read(s, &refs, err);
+	pthread_mutex_lock(&s->refs_mu);
+	rc = img_refs_load(s, err);
+	if (rc == 0)
+		rc = pins_copy(s, max, pins, n, err);
+	if (rc == 0)
+		*total = s->refs.n;
+	pthread_mutex_unlock(&s->refs_mu);
 	img_store_unlock(lk);
-	if (rc < 0)
-		return -1;
-	all = calloc(json_object_size(refs) + 1, sizeof(*all));
-	if (!all)
-		return sbx_fail_errnum(err, ENOMEM, "image pins");
-	json_object_foreach(refs, key, v)
-	{
-		size_t len = strlen(key) + 1 + strlen(json_string_value(v)) + 1;
-
-		if (!(all[i] = malloc(len))) {
-			img_pins_free(all, i);
-			return sbx_fail_errnum(err, ENOMEM, "image pins");
-		}
-		snprintf(all[i++], len, "%s@%s", key, json_string_value(v));
-	}
-	qsort(all, i, sizeof(*all), cmp_str);
-	*total = i;
-	/* The first max of them, sorted; the rest are only counted. */
-	for (size_t j = max; j < i; j++) {
-		free(all[j]);
-		all[j] = NULL;
-	}
-	*n = i < max ? i : max;
-	*pins = all;
-	return 0;
+	return rc;
 }
 
 /* ---- list, inspect ---- */
@@ -217,72 +229,33 @@ static json_t *list_entry(struct img_store *s, const char *ref, const char *hex)
 	return e;
 }
 
-/* Trees no ref names (an rm or retag that found one held, or an import
- * killed between its rename and its ref), as "sha256:<hex>", sorted. */
-static int append_untagged(struct img_store *s, json_t *refs, json_t *list, struct sbx_err *err)
+/* Under the shared store lock, with refs_mu held: every tag's entry in
+ * order, then the trees no tag names (an rm --untag or retag that found one
+ * held, until the sweep takes it, or an import killed between its rename
+ * and its tag) as "sha256:<hex>", sorted. */
+static int list_locked(struct img_store *s, json_t *list, struct sbx_err *err)
 {
-	_cleanup_close_ int list_fd = fcntl(s->sha_fd, F_DUPFD_CLOEXEC, 3);
-	_cleanup_closedir_ DIR *dir = NULL;
-	_cleanup_free_ char *names = NULL; /* n digests of IMG_DIGEST_LEN + 1 */
-	size_t n = 0, cap = 0;
-	struct dirent *de;
+	_cleanup_free_ char *names = NULL;
+	size_t n = 0;
 
-	if (list_fd < 0 || !(dir = fdopendir(list_fd)))
-		return sbx_fail_errno(err, "%s/sha256", s->dir);
-	list_fd = -1; /* the DIR's now */
-	rewinddir(dir);
-	while ((de = readdir(dir))) {
-		char digest[IMG_DIGEST_LEN + 1];
+	if (img_refs_load(s, err) < 0)
+		return -1;
+	for (size_t i = 0; i < s->refs.n; i++) {
+		const char *key = s->refs.keys[i];
+		const char *digest = json_string_value(json_object_get(s->refs.refs, key));
+		char pinned[512];
 
-		snprintf(digest, sizeof(digest), "sha256:%.64s", de->d_name);
-		if (strlen(de->d_name) != 64 || !sbx_image_digest_valid(digest) ||
-		    img_refs_name(refs, digest, NULL))
-			continue;
-		if (n == cap) {
-			char *more =
-			    realloc(names, (cap = cap ? 2 * cap : 8) * (IMG_DIGEST_LEN + 1));
-
-			if (!more)
-				return sbx_fail_errnum(err, ENOMEM, "image list");
-			names = more;
-		}
-		memcpy(names + n++ * (IMG_DIGEST_LEN + 1), digest, sizeof(digest));
+		snprintf(pinned, sizeof(pinned), "%s@%s", key, digest);
+		json_array_append_new(list, list_entry(s, pinned, digest + 7));
 	}
-	/* readdir's order is the file system's: list reads the same twice.
-	 * (No names: no array, which qsort must not be given.) */
-	if (n)
-		qsort(names, n, IMG_DIGEST_LEN + 1, cmp_digest);
+	if (img_unnamed_trees(s, &names, &n, err) < 0)
+		return -1;
 	for (size_t i = 0; i < n; i++) {
 		const char *digest = names + i * (IMG_DIGEST_LEN + 1);
 
 		json_array_append_new(list, list_entry(s, digest, digest + 7));
 	}
 	return 0;
-}
-
-static int list_locked(struct img_store *s, json_t *list, struct sbx_err *err)
-{
-	json_auto_t *refs = NULL;
-	_cleanup_free_ const char **keys = NULL;
-	const char *key;
-	json_t *v;
-	size_t n = 0;
-
-	if (img_refs_read(s, &refs, err) < 0)
-		return -1;
-	keys = calloc(json_object_size(refs) + 1, sizeof(*keys));
-	if (!keys)
-		return sbx_fail_errnum(err, ENOMEM, "image list");
-	json_object_foreach(refs, key, v) keys[n++] = key;
-	qsort(keys, n, sizeof(*keys), cmp_str);
-	for (size_t i = 0; i < n; i++) {
-		const char *digest = json_string_value(json_object_get(refs, keys[i]));
-		char pinned[512];
-
-		snprintf(pinned, sizeof(pinned), "%s@%s", keys[i], digest);
-		json_array_append_new(list, list_entry(s, pinned, digest + 7));
-	}
-	return append_untagged(s, refs, list, err);
 }
 
 int img_store_list(struct img_store *s, json_t **out, struct sbx_err *err)
@@ -295,7 +268,9 @@ int img_store_list(struct img_store *s, json_t **out, struct sbx_err *err)
 		return sbx_fail_errnum(err, ENOMEM, "image list");
 	if ((lk = img_store_lock(s, LOCK_SH, err)) < 0)
 		return -1;
+	pthread_mutex_lock(&s->refs_mu);
 	rc = list_locked(s, list, err);
+	pthread_mutex_unlock(&s->refs_mu);
 	img_store_unlock(lk);
 	if (rc == 0)
 		*out = sbx_steal_ptr(list);

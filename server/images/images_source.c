@@ -238,8 +238,8 @@ int img_blob_open(int layout_fd, const struct img_desc *d, const char *what, str
 	return sbx_steal_fd(fd);
 }
 
-static int read_fd(int fd, const char *what, uint64_t max, char **out, size_t *len,
-		   struct sbx_err *err)
+int img_read_fd(int fd, const char *what, uint64_t max, char **out, size_t *len,
+		struct sbx_err *err)
 {
 	_cleanup_free_ char *buf = malloc(max + 1);
 	size_t have = 0;
@@ -279,7 +279,7 @@ int img_read_file(int dirfd, const char *path, uint64_t max, char **buf, size_t 
 		return sbx_fail(
 		    err, "%s: %" PRIu64 " bytes, more than %" PRIu64 " (images.max_blob_bytes)",
 		    path, (uint64_t)st.st_size, max);
-	return read_fd(fd, path, max, buf, len, err);
+	return img_read_fd(fd, path, max, buf, len, err);
 }
 
 json_t *img_json_parse(const char *buf, size_t len, const char *what, bool array_ok,
@@ -325,7 +325,7 @@ json_t *img_blob_json(int layout_fd, const struct img_desc *d, const char *what,
 		size_mismatch(what, d, (uint64_t)st.st_size, err);
 		return NULL;
 	}
-	if (read_fd(fd, what, d->size, &buf, &len, err) < 0)
+	if (img_read_fd(fd, what, d->size, &buf, &len, err) < 0)
 		return NULL;
 	if (len != d->size) {
 		size_mismatch(what, d, len, err);

@@ -74,6 +74,10 @@ int img_open_regular(int dirfd, const char *path, const char *what, struct stat 
  * *buf is NUL-terminated and the caller's. */
 int img_read_file(int dirfd, const char *path, uint64_t max, char **buf, size_t *len,
 		  struct sbx_err *err);
+/* An open file read whole, at most max bytes (`what` names it in errors);
+ * *buf is NUL-terminated and the caller's. */
+int img_read_fd(int fd, const char *what, uint64_t max, char **buf, size_t *len,
+		struct sbx_err *err);
 /* Parses a JSON document that must be an object (or, array_ok, an array). */
 json_t *img_json_parse(const char *buf, size_t len, const char *what, bool array_ok,
 		       struct sbx_err *err);

@@ -7,9 +7,12 @@
  * from its stage) before a ref names it; a ref goes before its tree is
  * renamed away into tmp/ to be deleted. A SIGKILL between the two steps
  * leaves a tree no ref names (list shows it as sha256:<hex>), never a ref
- * without its tree. */
+ * without its tree; such a tree, like one rm --untag or a retag left to
+ * the runs holding it, is swept by the next import or rm once no run
+ * holds it (img_sweep_unnamed). */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,9 +213,12 @@ int img_store_open(const char *dir, bool create, struct img_store **out, struct 
 	_cleanup_img_store_ struct img_store *s = calloc(1, sizeof(*s));
 
 	*out = NULL;
-	if (!s || !(s->dir = strdup(dir)))
+	if (!s)
 		return sbx_fail_errnum(err, ENOMEM, "image store");
 	s->dir_fd = s->lock_fd = s->sha_fd = s->tmp_fd = -1;
+	pthread_mutex_init(&s->refs_mu, NULL);
+	if (!(s->dir = strdup(dir)))
+		return sbx_fail_errnum(err, ENOMEM, "image store");
 	if (create && make_store_dir(dir, err) < 0)
 		return -1;
 	s->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -238,6 +244,8 @@ void img_store_close(struct img_store *s)
 	sbx_closep(&s->lock_fd);
 	sbx_closep(&s->sha_fd);
 	sbx_closep(&s->tmp_fd);
+	img_refs_cache_free(&s->refs);
+	pthread_mutex_destroy(&s->refs_mu);
 	free(s->dir);
 	free(s);
 }
@@ -343,7 +351,7 @@ int img_collect_stale(struct img_store *s, struct img_doomed *d, size_t *n, stru
  * flock, or IMG_REFUSED when a run holds it (its shared flock). Runs take
  * theirs under the shared store lock, so none can come while this is kept
  * and the store lock is. */
-int img_take_tree(struct img_store *s, const char *hex, const char *ref, struct sbx_err *err)
+int img_take_tree(struct img_store *s, const char *hex, struct sbx_err *err)
 {
 	_cleanup_close_ int fd =
 	    openat(s->sha_fd, hex, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -354,8 +362,7 @@ int img_take_tree(struct img_store *s, const char *hex, const char *ref, struct 
 		return sbx_steal_fd(fd);
 	if (errno != EWOULDBLOCK)
 		return sbx_fail_errno(err, "%s/sha256/%s: flock", s->dir, hex);
-	sbx_fail(err, "%s: sha256:%s is in use by a live run (sbxd holds it); nothing was removed",
-		 ref, hex);
+	sbx_fail(err, "%s/sha256/%s: in use by a live run (sbxd holds it)", s->dir, hex);
 	return IMG_REFUSED;
 }
 
@@ -381,12 +388,84 @@ int img_doom_tree(struct img_store *s, const char *hex, struct img_doomed *d, st
 	return 0;
 }
 
+static int cmp_digest(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
+int img_unnamed_trees(struct img_store *s, char **out, size_t *n, struct sbx_err *err)
+{
+	_cleanup_close_ int list_fd = fcntl(s->sha_fd, F_DUPFD_CLOEXEC, 3);
+	_cleanup_closedir_ DIR *dir = NULL;
+	_cleanup_free_ char *names = NULL; /* *n digests of IMG_DIGEST_LEN + 1 */
+	size_t cap = 0;
+	struct dirent *de;
+
+	*out = NULL;
+	*n = 0;
+	if (list_fd < 0 || !(dir = fdopendir(list_fd)))
+		return sbx_fail_errno(err, "%s/sha256", s->dir);
+	list_fd = -1; /* the DIR's now */
+	rewinddir(dir);
+	while ((de = readdir(dir))) {
+		char digest[IMG_DIGEST_LEN + 1];
+
+		snprintf(digest, sizeof(digest), "sha256:%.64s", de->d_name);
+		if (strlen(de->d_name) != 64 || !sbx_image_digest_valid(digest) ||
+		    json_object_get(s->refs.named, digest))
+			continue;
+		if (*n == cap) {
+			char *more =
+			    realloc(names, (cap = cap ? 2 * cap : 8) * (IMG_DIGEST_LEN + 1));
+
+			if (!more)
+				return sbx_fail_errnum(err, ENOMEM, "%s/sha256", s->dir);
+			names = more;
+		}
+		memcpy(names + (*n)++ * (IMG_DIGEST_LEN + 1), digest, sizeof(digest));
+	}
+	/* readdir's order is the file system's: list reads the same twice.
+	 * (No names: no array, which qsort must not be given.) */
+	if (*n)
+		qsort(names, *n, IMG_DIGEST_LEN + 1, cmp_digest);
+	*out = sbx_steal_ptr(names);
+	return 0;
+}
+
+void img_sweep_unnamed(struct img_store *s, struct img_doomed *d, size_t max, size_t *n)
+{
+	_cleanup_free_ char *names = NULL;
+	struct sbx_err ignored;
+	size_t n_names = 0;
+	int rc;
+
+	*n = 0;
+	pthread_mutex_lock(&s->refs_mu);
+	rc = img_refs_load(s, &ignored);
+	if (rc == 0)
+		rc = img_unnamed_trees(s, &names, &n_names, &ignored);
+	pthread_mutex_unlock(&s->refs_mu);
+	/* A refs.json that cannot be read could name any tree: nothing goes,
+	 * and the command itself says what is wrong with it. */
+	for (size_t i = 0; rc == 0 && i < n_names && *n < max; i++) {
+		const char *hex = names + i * (IMG_DIGEST_LEN + 1) + 7;
+		_cleanup_close_ int held = img_take_tree(s, hex, &ignored);
+
+		/* Held by a run: it goes with a command after the run's end. */
+		if (held >= 0 && img_doom_tree(s, hex, &d[*n], &ignored) == 0)
+			(*n)++;
+	}
+}
+
 /* ---- rm ---- */
 
 /* Under the exclusive store lock: removes ref from refs.json (and the
- * tree once no ref names it, *n_doomed 1). */
-static int rm_locked(struct img_store *s, const char *ref, struct img_doomed *d, size_t *n_doomed,
-		     struct sbx_err *err)
+ * tree once no ref names it, *n_doomed 1). A tree a run holds refuses it,
+ * nothing changed; with untag its tags go all the same (no new run can take
+ * a tree no tag names) and kept gets its digest: the sweep of a later
+ * command removes it once the last run holding it has ended. */
+static int rm_locked(struct img_store *s, const char *ref, bool untag, struct img_doomed *d,
+		     size_t *n_doomed, char kept[IMG_DIGEST_LEN + 1], struct sbx_err *err)
 {
 	json_auto_t *refs = NULL;
 	struct sbx_image_ref r;
@@ -394,8 +473,10 @@ static int rm_locked(struct img_store *s, const char *ref, struct img_doomed *d,
 	_cleanup_close_ int held = -1;
 	const char *key;
 	json_t *v, *tmp;
+	size_t removed = 0;
 
 	*n_doomed = 0;
+	kept[0] = '\0';
 	if (sbx_image_ref_parse(ref, true, &r, err) < 0 || img_refs_read(s, &refs, err) < 0)
 		return -1;
 	if (r.name[0]) {
@@ -420,11 +501,27 @@ static int rm_locked(struct img_store *s, const char *ref, struct img_doomed *d,
 		return sbx_fail(err, "%s: not in the image store %s", ref, s->dir);
 	/* The tree goes with its last ref: a run's hold refuses it before
 	 * anything changes, and none can be taken while `held` is. */
-	if (img_tree_present(s, digest + 7) && (held = img_take_tree(s, digest + 7, ref, err)) < 0)
-		return held;
+	if (img_tree_present(s, digest + 7)) {
+		held = img_take_tree(s, digest + 7, err);
+		if (held == IMG_REFUSED && !untag) {
+			sbx_fail(err,
+				 "%s: %s is in use by a live run (sbxd holds it); nothing was "
+				 "removed (sbxd image rm --untag %s removes its tags now, so that "
+				 "no new run takes it, and the tree once no run holds it)",
+				 ref, digest, ref);
+			return IMG_REFUSED;
+		}
+		if (held == IMG_REFUSED)
+			snprintf(kept, IMG_DIGEST_LEN + 1, "%s", digest);
+		else if (held < 0)
+			return -1;
+	}
 	json_object_foreach_safe(refs, tmp, key, v) if (!strcmp(json_string_value(v), digest))
-	    json_object_del(refs, key);
-	if (img_refs_write(s, refs, err) < 0)
+	{
+		json_object_del(refs, key);
+		removed++;
+	}
+	if (removed && img_refs_write(s, refs, err) < 0)
 		return -1;
 	if (held >= 0) {
 		if (img_doom_tree(s, digest + 7, d, err) < 0)
@@ -434,18 +531,38 @@ static int rm_locked(struct img_store *s, const char *ref, struct img_doomed *d,
 	return 0;
 }
 
-int img_store_rm(struct img_store *s, const char *ref, struct sbx_err *err)
+static int rm_common(struct img_store *s, const char *ref, bool untag,
+		     char kept[IMG_DIGEST_LEN + 1], struct sbx_err *err)
 {
-	struct img_doomed stale[IMG_DOOMED_MAX + 1];
-	size_t n_stale = 0, n_doomed = 0;
+	/* Stale stages, this ref's tree, the sweep's trees. */
+	struct img_doomed d[2 * IMG_DOOMED_MAX + 1];
+	size_t n = 0, more = 0;
 	int rc, lk;
 
 	if ((lk = img_store_lock(s, LOCK_EX, err)) < 0)
 		return -1;
-	rc = img_collect_stale(s, stale, &n_stale, err);
+	rc = img_collect_stale(s, d, &n, err);
 	if (rc == 0)
-		rc = rm_locked(s, ref, &stale[n_stale], &n_doomed, err);
+		rc = rm_locked(s, ref, untag, &d[n], &more, kept, err);
+	n += more;
+	/* After the ref's own removal: rm sha256:<hex> of an unnamed tree
+	 * removes it, and says so, rather than finding it swept. */
+	img_sweep_unnamed(s, &d[n], IMG_DOOMED_MAX, &more);
+	n += more;
 	img_store_unlock(lk);
-	img_doomed_remove(s, stale, n_stale + n_doomed);
+	img_doomed_remove(s, d, n);
 	return rc;
+}
+
+int img_store_rm(struct img_store *s, const char *ref, struct sbx_err *err)
+{
+	char kept[IMG_DIGEST_LEN + 1];
+
+	return rm_common(s, ref, false, kept, err);
+}
+
+int img_store_untag(struct img_store *s, const char *ref, char kept[IMG_DIGEST_LEN + 1],
+		    struct sbx_err *err)
+{
+	return rm_common(s, ref, true, kept, err);
 }

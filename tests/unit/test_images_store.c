@@ -4,7 +4,9 @@
  * digest already there, refs.json replaced by rename, what a policy's
  * reference resolves to, a run's hold refusing rm, the tree going with its
  * last tag, stages of a killed import cleaned (and a live one left alone),
- * and a store directory someone else could write refused. The trees are
+ * a store directory someone else could write refused, rm --untag and the
+ * sweep of unnamed trees, and refs.json parsed once per version and
+ * bounded. The trees are
  * written by hand: the store never looks inside them. */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,8 +29,12 @@
 #define D1 "sha256:1111111111111111111111111111111111111111111111111111111111111111"
 #define D2 "sha256:2222222222222222222222222222222222222222222222222222222222222222"
 #define D3 "sha256:3333333333333333333333333333333333333333333333333333333333333333"
+#define D4 "sha256:4444444444444444444444444444444444444444444444444444444444444444"
+#define D5 "sha256:5555555555555555555555555555555555555555555555555555555555555555"
 #define D9 "sha256:9999999999999999999999999999999999999999999999999999999999999999"
 #define H1 "1111111111111111111111111111111111111111111111111111111111111111"
+#define H4 "4444444444444444444444444444444444444444444444444444444444444444"
+#define H5 "5555555555555555555555555555555555555555555555555555555555555555"
 
 static char top[] = "/tmp/sbx-test-images-store-XXXXXX";
 static char store_dir[256];
@@ -400,6 +406,138 @@ static void test_stale(struct img_store *s)
 	close(ready[0]);
 }
 
+/* rm --untag of a held image: its tags go at once (no new run), the run's
+ * hold keeps the tree, and the first import or rm after the hold is gone
+ * sweeps it; a tree a crash left unnamed goes the same way, and nothing
+ * goes while refs.json cannot be read. */
+static void test_untag_and_sweep(struct img_store *s)
+{
+	struct img_hold h = IMG_HOLD_INIT, h2 = IMG_HOLD_INIT;
+	char kept[IMG_DIGEST_LEN + 1], path[512], *text;
+	struct img_stage st;
+	struct sbx_err err;
+	bool reused;
+	int rc;
+
+	check(import_fake(s, "u:1", D4, "four", &reused, &err) == 0 &&
+		  import_fake(s, "u:2", D4, "four", &reused, &err) == 0,
+	      "u:1 and u:2 name D4: %s", err.msg);
+	check(img_store_resolve(s, "u:1@" D4, false, &h, &err) == 0, "a run holds D4: %s", err.msg);
+	rc = img_store_rm(s, "u:1", &err);
+	check(rc == 0 && img_store_has(s, D4), "rm of one of two tags needs no --untag: %s",
+	      err.msg);
+	rc = img_store_rm(s, "u:2", &err);
+	check(rc == IMG_REFUSED && strstr(err.msg, "in use by a live run") &&
+		  strstr(err.msg, "rm --untag u:2"),
+	      "rm of its last tag is refused, naming --untag: %s", err.msg);
+	rc = img_store_untag(s, "u:2", kept, &err);
+	text = read_file("refs.json");
+	check(rc == 0 && !strcmp(kept, D4) && text && !strstr(text, "u:2") &&
+		  exists("sha256/" H4 "/rootfs/file"),
+	      "--untag removes the tag, keeps the held tree and says so: %s", rc ? err.msg : kept);
+	rc = img_store_resolve(s, "u:2@" D4, false, &h2, &err);
+	check(rc == IMG_REFUSED && strstr(err.msg, "not in this host's image store"),
+	      "no new run takes it: %s", err.msg);
+	check(img_stage_begin(s, &st, &err) == 0, "an import begins: %s", err.msg);
+	img_stage_abort(s, &st);
+	check(exists("sha256/" H4) && h.lock_fd >= 0, "and passes the held tree by");
+	img_hold_release(&h);
+	check(exists("sha256/" H4), "the hold's end alone removes nothing");
+	check(img_stage_begin(s, &st, &err) == 0, "the next import begins: %s", err.msg);
+	img_stage_abort(s, &st);
+	check(!exists("sha256/" H4) && count_entries("tmp") == 0,
+	      "and removes the unnamed tree nobody holds, through tmp/");
+
+	check(import_fake(s, "u:3", D5, "five", &reused, &err) == 0, "u:3: %s", err.msg);
+	rc = img_store_untag(s, "u:3", kept, &err);
+	check(rc == 0 && !kept[0] && !img_store_has(s, D5),
+	      "--untag of an image nobody holds removes the tree at once: %s", err.msg);
+
+	/* A crash between a commit's rename and its tag: a tree no tag names. */
+	snprintf(path, sizeof(path), "%s/sha256/" H5, store_dir);
+	check(mkdir(path, 0700) == 0, "an unnamed tree made by hand");
+	snprintf(path, sizeof(path), "%s/refs.json", store_dir);
+	text = read_file("refs.json");
+	{
+		_cleanup_free_ char *good = text ? strdup(text) : NULL;
+		_cleanup_fclose_ FILE *f = fopen(path, "w");
+
+		/* refs.json damaged: the sweep cannot tell what is named. */
+		if (f && fputs("{", f) >= 0 && fflush(f) == 0)
+			check(img_store_rm(s, "zz:1", &err) < 0 && strstr(err.msg, "refs.json") &&
+				  exists("sha256/" H5),
+			      "a damaged refs.json fails rm and removes no tree: %s", err.msg);
+		if (f && good && freopen(path, "w", f) && fputs(good, f) >= 0)
+			fflush(f);
+	}
+	check(img_store_rm(s, "zz:1", &err) < 0 && strstr(err.msg, "not in the image store") &&
+		  !exists("sha256/" H5),
+	      "any rm sweeps it (even one that finds nothing to remove): %s", err.msg);
+}
+
+/* sbxd parses refs.json once per version of the file: Health and
+ * CreateRun reuse the parsed copy until the file is replaced. A file past
+ * the bound is refused, and so is a write that would pass it. */
+static void test_refs_cache(struct img_store *s)
+{
+	char **pins = NULL, path[512];
+	size_t n = 0, total = 0;
+	json_auto_t *big = NULL;
+	struct sbx_err err;
+	char *text;
+	int rc;
+
+	check(img_store_pins(s, 10, &pins, &n, &total, &err) == 0, "pins: %s", err.msg);
+	img_pins_free(pins, n);
+	/* A mark in the kept copy: a parse would not have it. */
+	json_object_set_new(s->refs.named, "test-mark", json_true());
+	check(img_store_pins(s, 10, &pins, &n, &total, &err) == 0 &&
+		  json_object_get(s->refs.named, "test-mark"),
+	      "an unchanged refs.json is not parsed again");
+	img_pins_free(pins, n);
+	check(img_store_tag(s, "c:1", D2, &err) == 0, "c:1 tagged: %s", err.msg);
+	check(img_store_pins(s, 1000, &pins, &n, &total, &err) == 0 &&
+		  !json_object_get(s->refs.named, "test-mark") && total == n && n >= 1 &&
+		  strstr(pins[n - 1], "c:1@" D2) == pins[n - 1],
+	      "a replaced one is: the new tag shows, sorted last");
+	img_pins_free(pins, n);
+
+	/* A write that would pass 4 MiB: refused, the file as it was. */
+	text = read_file("refs.json");
+	{
+		_cleanup_free_ char *was = text ? strdup(text) : NULL;
+
+		big = json_object();
+		for (int i = 0; big && i < 50000; i++) {
+			char key[64];
+
+			snprintf(key, sizeof(key), "big%06d:v1", i);
+			json_object_set_new(big, key, json_string(D1));
+		}
+		rc = img_refs_write(s, big, &err);
+		text = read_file("refs.json");
+		check(rc < 0 && strstr(err.msg, "more than the store's bound of 4194304 bytes") &&
+			  was && text && !strcmp(was, text),
+		      "a refs.json past the bound is not written: %s", err.msg);
+	}
+	/* One written past it by hand: refused, without parsing it. */
+	snprintf(path, sizeof(path), "%s/refs.json", store_dir);
+	{
+		_cleanup_fclose_ FILE *f = fopen(path, "r+");
+
+		if (f && fseek(f, (4 << 20) + 1, SEEK_SET) == 0 && fputc(' ', f) != EOF)
+			fflush(f);
+	}
+	rc = img_store_pins(s, 10, &pins, &n, &total, &err);
+	check(rc < 0 && strstr(err.msg, "more than the store's bound") && !pins,
+	      "sbxd refuses a refs.json past the bound: %s", err.msg);
+	check(truncate(path, (off_t)strlen(read_file("refs.json"))) == 0 &&
+		  img_store_pins(s, 10, &pins, &n, &total, &err) == 0,
+	      "and reads it again once it is back: %s", err.msg);
+	img_pins_free(pins, n);
+	check(img_store_rm(s, "c:1", &err) == 0, "c:1 removed: %s", err.msg);
+}
+
 int main(void)
 {
 	struct img_store *s = NULL;
@@ -418,6 +556,8 @@ int main(void)
 	test_retag_and_list(s);
 	test_stale(s);
 	test_lock_per_holder(s);
+	test_untag_and_sweep(s);
+	test_refs_cache(s);
 	img_store_close(s);
 	{
 		_cleanup_close_ int tmp = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
