@@ -49,25 +49,41 @@ static int bind_fd(int src_fd, int root_fd, const char *target, uint64_t attrs, 
 	return 0;
 }
 
-/* A new filesystem instance attached at root_fd/target. `opts` is a
- * NULL-terminated key, value list. */
-static int mount_new(const char *fstype, const char *const *opts, int root_fd, const char *target,
-		     uint64_t attrs, struct sbx_err *err)
+/* A new filesystem instance, configured but attached nowhere: the fd of
+ * its detached mount. `opts` is a NULL-terminated key, value list (a NULL
+ * value sets a flag); `fds` a -1-terminated list of directories given to
+ * the fd-taking key `fd_key`, in order. */
+static int mount_detached(const char *fstype, const char *fd_key, const int *fds,
+			  const char *const *opts, uint64_t attrs, struct sbx_err *err)
 {
 	_cleanup_close_ int fs = fsopen(fstype, FSOPEN_CLOEXEC);
 	if (fs < 0)
-		return sbx_fail_errno(err, "fsopen %s for %s", fstype, target);
+		return sbx_fail_errno(err, "fsopen %s", fstype);
+	for (const int *f = fds; f && *f >= 0; f++)
+		if (fsconfig(fs, FSCONFIG_SET_FD, fd_key, NULL, *f) < 0)
+			return sbx_fail_errno(err, "%s option %s", fstype, fd_key);
 	for (const char *const *o = opts; o && o[0]; o += 2) {
 		int rc = o[1] ? fsconfig(fs, FSCONFIG_SET_STRING, o[0], o[1], 0)
 			      : fsconfig(fs, FSCONFIG_SET_FLAG, o[0], NULL, 0);
 		if (rc < 0)
-			return sbx_fail_errno(err, "%s option %s for %s", fstype, o[0], target);
+			return sbx_fail_errno(err, "%s option %s", fstype, o[0]);
 	}
 	if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
-		return sbx_fail_errno(err, "create %s for %s", fstype, target);
-	_cleanup_close_ int mnt = fsmount(fs, FSMOUNT_CLOEXEC, (unsigned)attrs);
+		return sbx_fail_errno(err, "create %s", fstype);
+	int mnt = fsmount(fs, FSMOUNT_CLOEXEC, (unsigned)attrs);
 	if (mnt < 0)
-		return sbx_fail_errno(err, "fsmount %s for %s", fstype, target);
+		return sbx_fail_errno(err, "fsmount %s", fstype);
+	return mnt;
+}
+
+/* A new filesystem instance attached at root_fd/target (opts as for
+ * mount_detached). */
+static int mount_new(const char *fstype, const char *const *opts, int root_fd, const char *target,
+		     uint64_t attrs, struct sbx_err *err)
+{
+	_cleanup_close_ int mnt = mount_detached(fstype, NULL, NULL, opts, attrs, err);
+	if (mnt < 0)
+		return sbx_err_prefix(err, "%s", target);
 	if (move_mount(mnt, "", root_fd, target, MOVE_MOUNT_F_EMPTY_PATH) < 0)
 		return sbx_fail_errno(err, "mount %s on %s", fstype, target);
 	return 0;
@@ -274,31 +290,8 @@ static bool sandbox_owned(const char *name)
 	return false;
 }
 
-/* A new filesystem instance, configured but attached nowhere: the fd of
- * its detached mount. `opts` as for mount_new; `fds` a -1-terminated list
- * of directories given to the fd-taking key `fd_key`, in order. */
-static int mount_detached(const char *fstype, const char *fd_key, const int *fds,
-			  const char *const *opts, uint64_t attrs, struct sbx_err *err)
-{
-	_cleanup_close_ int fs = fsopen(fstype, FSOPEN_CLOEXEC);
-	if (fs < 0)
-		return sbx_fail_errno(err, "fsopen %s", fstype);
-	for (const int *f = fds; f && *f >= 0; f++)
-		if (fsconfig(fs, FSCONFIG_SET_FD, fd_key, NULL, *f) < 0)
-			return sbx_fail_errno(err, "%s option %s", fstype, fd_key);
-	for (const char *const *o = opts; o && o[0]; o += 2)
-		if (fsconfig(fs, FSCONFIG_SET_STRING, o[0], o[1], 0) < 0)
-			return sbx_fail_errno(err, "%s option %s=%s", fstype, o[0], o[1]);
-	if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
-		return sbx_fail_errno(err, "create %s", fstype);
-	int mnt = fsmount(fs, FSMOUNT_CLOEXEC, (unsigned)attrs);
-	if (mnt < 0)
-		return sbx_fail_errno(err, "fsmount %s", fstype);
-	return mnt;
-}
-
-/* This run's own read-only view of a store image: an overlay whose upper
- * lower layer is the tree sbxd verified (the fd opened from --image-root,
+/* This run's own read-only view of a store image: an overlay whose top
+ * layer is the tree sbxd verified (the fd opened from --image-root,
  * never a path resolved again). Binds of the store tree itself would give
  * every run of the image the same inodes, so an inotify/dnotify watch in
  * one run saw another's opens, and a flock in one blocked another's; the
