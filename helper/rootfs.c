@@ -49,25 +49,41 @@ static int bind_fd(int src_fd, int root_fd, const char *target, uint64_t attrs, 
 	return 0;
 }
 
-/* A new filesystem instance attached at root_fd/target. `opts` is a
- * NULL-terminated key, value list. */
-static int mount_new(const char *fstype, const char *const *opts, int root_fd, const char *target,
-		     uint64_t attrs, struct sbx_err *err)
+/* A new filesystem instance, configured but attached nowhere: the fd of
+ * its detached mount. `opts` is a NULL-terminated key, value list (a NULL
+ * value sets a flag); `fds` a -1-terminated list of directories given to
+ * the fd-taking key `fd_key`, in order. */
+static int mount_detached(const char *fstype, const char *fd_key, const int *fds,
+			  const char *const *opts, uint64_t attrs, struct sbx_err *err)
 {
 	_cleanup_close_ int fs = fsopen(fstype, FSOPEN_CLOEXEC);
 	if (fs < 0)
-		return sbx_fail_errno(err, "fsopen %s for %s", fstype, target);
+		return sbx_fail_errno(err, "fsopen %s", fstype);
+	for (const int *f = fds; f && *f >= 0; f++)
+		if (fsconfig(fs, FSCONFIG_SET_FD, fd_key, NULL, *f) < 0)
+			return sbx_fail_errno(err, "%s option %s", fstype, fd_key);
 	for (const char *const *o = opts; o && o[0]; o += 2) {
 		int rc = o[1] ? fsconfig(fs, FSCONFIG_SET_STRING, o[0], o[1], 0)
 			      : fsconfig(fs, FSCONFIG_SET_FLAG, o[0], NULL, 0);
 		if (rc < 0)
-			return sbx_fail_errno(err, "%s option %s for %s", fstype, o[0], target);
+			return sbx_fail_errno(err, "%s option %s", fstype, o[0]);
 	}
 	if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
-		return sbx_fail_errno(err, "create %s for %s", fstype, target);
-	_cleanup_close_ int mnt = fsmount(fs, FSMOUNT_CLOEXEC, (unsigned)attrs);
+		return sbx_fail_errno(err, "create %s", fstype);
+	int mnt = fsmount(fs, FSMOUNT_CLOEXEC, (unsigned)attrs);
 	if (mnt < 0)
-		return sbx_fail_errno(err, "fsmount %s for %s", fstype, target);
+		return sbx_fail_errno(err, "fsmount %s", fstype);
+	return mnt;
+}
+
+/* A new filesystem instance attached at root_fd/target (opts as for
+ * mount_detached). */
+static int mount_new(const char *fstype, const char *const *opts, int root_fd, const char *target,
+		     uint64_t attrs, struct sbx_err *err)
+{
+	_cleanup_close_ int mnt = mount_detached(fstype, NULL, NULL, opts, attrs, err);
+	if (mnt < 0)
+		return sbx_err_prefix(err, "%s", target);
 	if (move_mount(mnt, "", root_fd, target, MOVE_MOUNT_F_EMPTY_PATH) < 0)
 		return sbx_fail_errno(err, "mount %s on %s", fstype, target);
 	return 0;
@@ -274,11 +290,53 @@ static bool sandbox_owned(const char *name)
 	return false;
 }
 
+/* This run's own read-only view of a store image: an overlay whose top
+ * layer is the tree sbxd verified (the fd opened from --image-root,
+ * never a path resolved again). Binds of the store tree itself would give
+ * every run of the image the same inodes, so an inotify/dnotify watch in
+ * one run saw another's opens, and a flock in one blocked another's; the
+ * overlay's inodes are this superblock's alone.
+ *
+ * overlayfs refuses a single lower layer without an upper one ("at least 2
+ * lowerdir are needed"), so the bottom layer is an empty tmpfs of one
+ * inode, attached nowhere (nothing of it shows in the sandbox).
+ *
+ * Options: no upperdir (nothing can be written; the mount is read-only
+ * too). redirect_dir=nofollow and metacopy=off: an image's redirect or
+ * metacopy xattr must never send a lookup elsewhere. No userxattr: the
+ * image's user.overlay.* xattrs stay plain data; the trusted.overlay.*
+ * ones overlayfs would read need CAP_SYS_ADMIN in the host's namespace,
+ * which this mounter lacks, so they read as absent (the import writes no
+ * xattrs at all). xino=off: inode numbers stay the image's own, nothing
+ * folded into high bits; index and nfs_export off (both need an upper). */
+static int image_overlay(int img, struct sbx_err *err)
+{
+	static const char *const empty_opts[] = {"mode",      "0555", "size", "4k",
+						 "nr_inodes", "1",    NULL};
+	static const char *const ovl_opts[] = {"redirect_dir", "nofollow", "metacopy", "off",
+					       "xino",	       "off",	   "index",    "off",
+					       "nfs_export",   "off",	   NULL};
+	const uint64_t ro = MOUNT_ATTR_RDONLY | ATTR_SAFE;
+	_cleanup_close_ int empty =
+	    mount_detached("tmpfs", NULL, NULL, empty_opts, ro | MOUNT_ATTR_NOEXEC, err);
+	if (empty < 0)
+		return sbx_err_prefix(err, "the image overlay's empty layer");
+	const int layers[] = {img, empty, -1};
+	int ovl = mount_detached("overlay", "lowerdir+", layers, ovl_opts, ro, err);
+	if (ovl < 0)
+		return sbx_err_prefix(err, "the image overlay");
+	return ovl;
+}
+
 /* A store image (--image-root, which sbxd resolved, verified and holds):
  * every top-level entry but what the sandbox makes itself, and an /etc of
- * sbx's own files with the image's other entries bound beside them. */
-static int populate_store_image(int img, int root_fd, struct sbx_err *err)
+ * sbx's own files with the image's other entries bound beside them, all
+ * from this run's own overlay of the tree. */
+static int populate_store_image(int tree, int root_fd, struct sbx_err *err)
 {
+	_cleanup_close_ int img = image_overlay(tree, err);
+	if (img < 0)
+		return -1;
 	if (bind_entries(img, "image", root_fd, sandbox_owned, STORE_TOP_MAX, err) < 0)
 		return -1;
 	_cleanup_close_ int etc = make_sbx_etc(root_fd, err);

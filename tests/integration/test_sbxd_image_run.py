@@ -213,6 +213,38 @@ class ImageRun(ServerTestCase):
         self.assertEqual(len(created_lines), 1, created_lines)
         self.assertEqual(created_lines[0].get("image_digest"), self.digest_a, created_lines[0])
 
+    def test_each_run_mounts_its_own_read_only_overlay(self):
+        """The image's entries come from an overlay instance of this run's
+        own (its inodes are no other run's), read-only with nosuid and
+        nodev, no upper layer, and no xattr of the image interpreted (no
+        userxattr, redirects not followed, no metacopy)."""
+        first = self.create(self.pin_a).run_id
+        second = self.create(self.pin_a).run_id
+        try:
+            devs = []
+            for run in (first, second):
+                mounts = {}
+                for ln in self.run_cmd(run, ["/bin/cat", "/proc/self/mountinfo"]).splitlines():
+                    f = ln.split(" ")
+                    sep = f.index("-")
+                    mounts[f[4]] = (f[2], f[5].split(","), f[sep + 1], f[sep + 3].split(","))
+                for point in ("/bin", "/usr", "/etc/os-release", "/etc/extra.d"):
+                    _, opts, fstype, sopts = mounts[point]
+                    self.assertEqual(fstype, "overlay", (point, mounts[point]))
+                    for o in ("ro", "nosuid", "nodev"):
+                        self.assertIn(o, opts, (point, mounts[point]))
+                    self.assertIn("ro", sopts, (point, mounts[point]))
+                    self.assertNotIn("userxattr", sopts, (point, mounts[point]))
+                    self.assertIn("redirect_dir=nofollow", sopts, (point, mounts[point]))
+                    self.assertFalse([o for o in sopts if o.startswith("metacopy=on")], sopts)
+                    self.assertFalse([o for o in sopts if o.startswith("upperdir")], sopts)
+                devs.append({mounts[p][0] for p in ("/bin", "/usr", "/etc/os-release")})
+                self.assertEqual(len(devs[-1]), 1, devs)
+            self.assertNotEqual(devs[0], devs[1], "two runs share one overlay")
+        finally:
+            self.teardown(first)
+            self.teardown(second)
+
     def test_policy_env_is_the_only_environment(self):
         run = self.create(self.pin_b, env={"ONLY": "this"}).run_id
         self.assertEqual(self.run_cmd(run, ["/bin/env"]), "ONLY=this\n")

@@ -323,10 +323,9 @@ class Review(unittest.TestCase):
 
     # -- invariant 8: another identity cannot watch a caller's image
 
-    # Expected to fail until each run has inodes of its own: denying inotify
-    # in the filter closed this but broke sbxd.out's attacks on /out (which
-    # time their moves by inotify) and left dnotify (F_NOTIFY) open anyway.
-    @unittest.expectedFailure
+    # Each run has inodes of its own (a read-only overlay of the tree per
+    # run). Denying inotify in the filter instead broke sbxd.out's attacks
+    # on /out (which time their moves by inotify) and left dnotify open.
     def test_bob_cannot_watch_alices_opens_in_a_shared_image(self):
         """Both runs mount the same inodes of the store: an inotify watch
         in bob's sandbox sees every file alice's opens, live (which of her
@@ -365,11 +364,9 @@ class Review(unittest.TestCase):
             self.teardown(mine)
             self.teardown(bobs, bob=True)
 
-    # Open: every run of an image mounts the same inodes, so a lock on one
-    # (flock, a read lease) is shared across runs and identities. The fix
-    # is per-run inodes (a read-only overlay instance per run over the
-    # store's tree), not a filter (flock is legitimate on /tmp and /out).
-    @unittest.expectedFailure
+    # Each run mounts its own read-only overlay of the store's tree, so
+    # a lock on one of its files (flock, a read lease) is that run's alone;
+    # a filter would be wrong (flock is legitimate on /tmp and /out).
     def test_bob_cannot_block_alices_flock(self):
         """flock needs only a read-only fd: bob's LOCK_EX on a file of the
         image alice's run shares blocks her flock of it."""
