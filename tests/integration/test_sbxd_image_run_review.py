@@ -11,14 +11,16 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tarfile
 import tempfile
 import time
 import unittest
 
-from sbxdfix import POLICY, SBXD, Server, processes_with
+from sbxdfix import HELPER, POLICY, SBXD, Server, processes_with
 from sbxrpc import sandbox_pb2 as pb
+from sbx.v1 import helper_pb2  # noqa: E402  (sbxrpc put the generated code on the path)
 from test_sbxd_image_run import image_cmd, make_rootfs
 
 # A static probe (the image has no libc): for each path, every way of
@@ -670,7 +672,9 @@ class SwappedStore(unittest.TestCase):
     A store in a directory another local user may write in (no sticky bit)
     can be renamed away by that user and replaced with a tree of theirs at
     the same path: sbxd resolves and holds the real tree by its fd, the
-    helper mounts the attacker's. Such a store must be refused."""
+    helper mounts the attacker's. Such a store must be refused, and the
+    helper must refuse a tree at the path that is not the one sbxd holds
+    (--image-root-id)."""
 
     def test_a_store_whose_parent_others_can_write_is_refused(self):
         srv = Server()
@@ -718,6 +722,94 @@ class SwappedStore(unittest.TestCase):
                     c.call("Teardown", pb.TeardownRequest(run_id=cr.run_id),
                            pb.TeardownResponse)
                     self.assertEqual(out.data, b"real\n", "the run mounted another tree")
+        finally:
+            srv.cleanup()
+
+    @staticmethod
+    def serve(policy, image_root, image_id):
+        """`sbx-helper serve` as sbxd starts it for an image run: pid 1's
+        first message on the control socket (a HelperMessage), and the
+        helper's stderr. The socket is closed after it: a Ready sandbox
+        ends on that EOF."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        with ours:
+            with theirs:
+                p = subprocess.Popen(
+                    [HELPER, "serve", "--policy", policy, "--control-fd", str(theirs.fileno()),
+                     "--image-root", image_root, "--image-root-id", image_id],
+                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE, pass_fds=(theirs.fileno(),))
+            ours.settimeout(30)
+            try:
+                said = helper_pb2.HelperMessage.FromString(ours.recv(65536))
+            except OSError:
+                said = helper_pb2.HelperMessage()
+        _, err = p.communicate(timeout=30)
+        return said, err.decode(errors="replace")
+
+    def test_a_tree_swapped_after_resolve_is_refused(self):
+        """The store's parents are fine here (the test owns them), so the
+        swap is the owner's own: the rootfs renamed aside and another tree
+        put at its path after CreateRun resolved and held it. The race
+        between sbxd's hold and the helper's open cannot be timed from
+        outside; the helper is given what sbxd sent for the live run (read
+        from its command line) with the swapped path, as a helper started
+        just after the swap would be."""
+        srv = Server()
+        try:
+            root = os.path.join(srv.dir, "real")
+            os.mkdir(root)
+            make_rootfs(root, "real")
+            r = image_cmd(srv, "import", "swap:2", "--rootfs", root)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            pin = r.stdout.strip()
+            rootfs = os.path.join(srv.state, "images", "sha256", pin[-64:], "rootfs")
+            st = os.lstat(rootfs)
+            with srv.conn() as c:
+                code, msg, cr = c.call("CreateRun", pb.CreateRunRequest(
+                    policy_json=json.dumps(dict(POLICY, image=pin))), pb.CreateRunResponse)
+                self.assertEqual(code, "OK", msg)
+                helpers = processes_with(rootfs)
+                self.assertTrue(helpers)
+                with open("/proc/%d/cmdline" % helpers[0][0], "rb") as f:
+                    argv = f.read().decode().split("\0")
+                sent = argv[argv.index("--image-root-id") + 1]
+                self.assertEqual(argv[argv.index("--image-root") + 1], rootfs)
+                self.assertEqual(sent, "%d:%d" % (st.st_dev, st.st_ino))
+                # The swap: the held tree renamed aside, another at its path.
+                os.rename(rootfs, rootfs + ".aside")
+                shutil.copytree(root, rootfs, symlinks=True)
+                with open(os.path.join(rootfs, "usr/share/marker"), "w") as f:
+                    f.write("evil\n")
+                policy = os.path.join(srv.dir, "swap-policy.json")
+                with open(policy, "w") as f:
+                    json.dump(dict(POLICY, image=pin), f)
+                said, err = self.serve(policy, rootfs, sent)
+                self.assertEqual(said.WhichOneof("msg"), "failure", err)
+                self.assertIn("--image-root %s: not the tree sbxd holds" % rootfs,
+                              said.failure.message)
+                self.assertIn("--image-root-id " + sent, said.failure.message)
+                # The path alone would have served the other tree: with its
+                # own id the same helper gets as far as Ready.
+                evil = os.lstat(rootfs)
+                said, err = self.serve(policy, rootfs, "%d:%d" % (evil.st_dev, evil.st_ino))
+                self.assertEqual(said.WhichOneof("msg"), "ready", err)
+                # The live run keeps the tree its hold found.
+                code, msg, ex = c.call("Exec", pb.ExecRequest(
+                    run_id=cr.run_id, argv=["/bin/cat", "/usr/share/marker"]), pb.ExecResponse)
+                self.assertEqual(code, "OK", msg)
+                c.call("Wait", pb.WaitRequest(run_id=cr.run_id, exec_id=ex.exec_id,
+                                              timeout_ms=30000), pb.WaitResponse)
+                _, _, out = c.call("ReadOutput", pb.ReadOutputRequest(
+                    run_id=cr.run_id, exec_id=ex.exec_id, stream=pb.STDOUT, timeout_ms=5000),
+                    pb.ReadOutputResponse)
+                self.assertEqual(out.data, b"real\n")
+                code, msg, _ = c.call("Teardown", pb.TeardownRequest(run_id=cr.run_id),
+                                      pb.TeardownResponse)
+                self.assertEqual(code, "OK", msg)
+            shutil.rmtree(rootfs)
+            os.rename(rootfs + ".aside", rootfs)
+            self.assertEqual(srv.stop(), 0, srv.log_tail())
         finally:
             srv.cleanup()
 
