@@ -750,11 +750,10 @@ class SwappedStore(unittest.TestCase):
     def test_a_tree_swapped_after_resolve_is_refused(self):
         """The store's parents are fine here (the test owns them), so the
         swap is the owner's own: the rootfs renamed aside and another tree
-        put at its path after CreateRun resolved and held it. The race
-        between sbxd's hold and the helper's open cannot be timed from
-        outside; the helper is given what sbxd sent for the live run (read
-        from its command line) with the swapped path, as a helper started
-        just after the swap would be."""
+        put at its path after CreateRun resolved and held it. The helper is
+        given what sbxd sent for the live run (read from its command line)
+        with the swapped path, as a helper started just after the swap
+        would be (the next test puts the swap inside CreateRun itself)."""
         srv = Server()
         try:
             root = os.path.join(srv.dir, "real")
@@ -812,6 +811,76 @@ class SwappedStore(unittest.TestCase):
             self.assertEqual(srv.stop(), 0, srv.log_tail())
         finally:
             srv.cleanup()
+
+    def test_createrun_refuses_a_tree_swapped_before_the_helper_opens_it(self):
+        """The race made exact: sbxd's helper is a wrapper that, once, swaps
+        the tree at --image-root (the held rootfs renamed aside, another
+        copied to its path) and then execs the real sbx-helper, at the
+        moment an attacker able to rename on the path would act. CreateRun
+        must refuse, naming the mismatch; the same wrapper with nothing to
+        swap runs the real tree."""
+        tmp = tempfile.mkdtemp(prefix="sbx-test-image-run-review-")
+        srv = None
+        try:
+            evil = os.path.join(tmp, "evil")
+            os.mkdir(evil)
+            make_rootfs(evil, "evil")
+            flag = os.path.join(tmp, "swap-once")
+            wrapper = os.path.join(tmp, "swapping-helper")
+            with open(wrapper, "w") as f:
+                f.write("#!/bin/sh\n"
+                        "prev=\n"
+                        "for a in \"$@\"; do\n"
+                        "  if [ \"$prev\" = --image-root ] && /bin/rm %s 2>/dev/null; then\n"
+                        "    /bin/mv \"$a\" \"$a.aside\" && /bin/cp -a %s \"$a\" || exit 99\n"
+                        "  fi\n"
+                        "  prev=$a\n"
+                        "done\n"
+                        "exec %s \"$@\"\n" % (flag, evil, HELPER))
+            os.chmod(wrapper, 0o755)
+            srv = Server(helper=wrapper)
+            root = os.path.join(tmp, "real")
+            os.mkdir(root)
+            make_rootfs(root, "real")
+            r = image_cmd(srv, "import", "swap:3", "--rootfs", root)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            pin = r.stdout.strip()
+            rootfs = os.path.join(srv.state, "images", "sha256", pin[-64:], "rootfs")
+            req = pb.CreateRunRequest(policy_json=json.dumps(dict(POLICY, image=pin)))
+            with srv.conn() as c:
+                open(flag, "w").close()
+                code, msg, _ = c.call("CreateRun", req, pb.CreateRunResponse)
+                self.assertFalse(os.path.exists(flag), "the wrapper did not swap")
+                with open(os.path.join(rootfs, "usr/share/marker")) as f:
+                    self.assertEqual(f.read(), "evil\n")
+                self.assertEqual(code, "FAILED_PRECONDITION", msg)
+                self.assertIn("--image-root %s: not the tree sbxd holds" % rootfs, msg)
+                self.assertIn("--image-root-id", msg)
+                # The store put right, the same wrapper passes straight through.
+                shutil.rmtree(rootfs)
+                os.rename(rootfs + ".aside", rootfs)
+                code, msg, cr = c.call("CreateRun", req, pb.CreateRunResponse)
+                self.assertEqual(code, "OK", msg)
+                code, msg, ex = c.call("Exec", pb.ExecRequest(
+                    run_id=cr.run_id, argv=["/bin/cat", "/usr/share/marker"]), pb.ExecResponse)
+                self.assertEqual(code, "OK", msg)
+                c.call("Wait", pb.WaitRequest(run_id=cr.run_id, exec_id=ex.exec_id,
+                                              timeout_ms=30000), pb.WaitResponse)
+                _, _, out = c.call("ReadOutput", pb.ReadOutputRequest(
+                    run_id=cr.run_id, exec_id=ex.exec_id, stream=pb.STDOUT, timeout_ms=5000),
+                    pb.ReadOutputResponse)
+                self.assertEqual(out.data, b"real\n")
+                code, msg, _ = c.call("Teardown", pb.TeardownRequest(run_id=cr.run_id),
+                                      pb.TeardownResponse)
+                self.assertEqual(code, "OK", msg)
+            # The refused CreateRun left no hold.
+            r = image_cmd(srv, "rm", pin)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(srv.stop(), 0, srv.log_tail())
+        finally:
+            if srv:
+                srv.cleanup()
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 class Crash(unittest.TestCase):
