@@ -725,6 +725,34 @@ class SwappedStore(unittest.TestCase):
         finally:
             srv.cleanup()
 
+    def import_real(self, srv, tmp, name_tag):
+        """A rootfs with marker "real" made under tmp and imported into
+        srv's store as name_tag: (its directory, its pin, its tree in the
+        store)."""
+        root = os.path.join(tmp, "real")
+        os.mkdir(root)
+        make_rootfs(root, "real")
+        r = image_cmd(srv, "import", name_tag, "--rootfs", root)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        pin = r.stdout.strip()
+        return root, pin, os.path.join(srv.state, "images", "sha256", pin[-64:], "rootfs")
+
+    def marker_then_teardown(self, c, run_id):
+        """The run's /usr/share/marker (which tree it mounted); then its
+        Teardown."""
+        code, msg, ex = c.call("Exec", pb.ExecRequest(
+            run_id=run_id, argv=["/bin/cat", "/usr/share/marker"]), pb.ExecResponse)
+        self.assertEqual(code, "OK", msg)
+        c.call("Wait", pb.WaitRequest(run_id=run_id, exec_id=ex.exec_id, timeout_ms=30000),
+               pb.WaitResponse)
+        _, _, out = c.call("ReadOutput", pb.ReadOutputRequest(
+            run_id=run_id, exec_id=ex.exec_id, stream=pb.STDOUT, timeout_ms=5000),
+            pb.ReadOutputResponse)
+        code, msg, _ = c.call("Teardown", pb.TeardownRequest(run_id=run_id),
+                              pb.TeardownResponse)
+        self.assertEqual(code, "OK", msg)
+        return out.data
+
     @staticmethod
     def serve(policy, image_root, image_id):
         """`sbx-helper serve` as sbxd starts it for an image run: pid 1's
@@ -756,13 +784,7 @@ class SwappedStore(unittest.TestCase):
         would be (the next test puts the swap inside CreateRun itself)."""
         srv = Server()
         try:
-            root = os.path.join(srv.dir, "real")
-            os.mkdir(root)
-            make_rootfs(root, "real")
-            r = image_cmd(srv, "import", "swap:2", "--rootfs", root)
-            self.assertEqual(r.returncode, 0, r.stderr)
-            pin = r.stdout.strip()
-            rootfs = os.path.join(srv.state, "images", "sha256", pin[-64:], "rootfs")
+            root, pin, rootfs = self.import_real(srv, srv.dir, "swap:2")
             st = os.lstat(rootfs)
             with srv.conn() as c:
                 code, msg, cr = c.call("CreateRun", pb.CreateRunRequest(
@@ -794,18 +816,7 @@ class SwappedStore(unittest.TestCase):
                 said, err = self.serve(policy, rootfs, "%d:%d" % (evil.st_dev, evil.st_ino))
                 self.assertEqual(said.WhichOneof("msg"), "ready", err)
                 # The live run keeps the tree its hold found.
-                code, msg, ex = c.call("Exec", pb.ExecRequest(
-                    run_id=cr.run_id, argv=["/bin/cat", "/usr/share/marker"]), pb.ExecResponse)
-                self.assertEqual(code, "OK", msg)
-                c.call("Wait", pb.WaitRequest(run_id=cr.run_id, exec_id=ex.exec_id,
-                                              timeout_ms=30000), pb.WaitResponse)
-                _, _, out = c.call("ReadOutput", pb.ReadOutputRequest(
-                    run_id=cr.run_id, exec_id=ex.exec_id, stream=pb.STDOUT, timeout_ms=5000),
-                    pb.ReadOutputResponse)
-                self.assertEqual(out.data, b"real\n")
-                code, msg, _ = c.call("Teardown", pb.TeardownRequest(run_id=cr.run_id),
-                                      pb.TeardownResponse)
-                self.assertEqual(code, "OK", msg)
+                self.assertEqual(self.marker_then_teardown(c, cr.run_id), b"real\n")
             shutil.rmtree(rootfs)
             os.rename(rootfs + ".aside", rootfs)
             self.assertEqual(srv.stop(), 0, srv.log_tail())
@@ -839,13 +850,7 @@ class SwappedStore(unittest.TestCase):
                         "exec %s \"$@\"\n" % (flag, evil, HELPER))
             os.chmod(wrapper, 0o755)
             srv = Server(helper=wrapper)
-            root = os.path.join(tmp, "real")
-            os.mkdir(root)
-            make_rootfs(root, "real")
-            r = image_cmd(srv, "import", "swap:3", "--rootfs", root)
-            self.assertEqual(r.returncode, 0, r.stderr)
-            pin = r.stdout.strip()
-            rootfs = os.path.join(srv.state, "images", "sha256", pin[-64:], "rootfs")
+            _, pin, rootfs = self.import_real(srv, tmp, "swap:3")
             req = pb.CreateRunRequest(policy_json=json.dumps(dict(POLICY, image=pin)))
             with srv.conn() as c:
                 open(flag, "w").close()
@@ -861,18 +866,7 @@ class SwappedStore(unittest.TestCase):
                 os.rename(rootfs + ".aside", rootfs)
                 code, msg, cr = c.call("CreateRun", req, pb.CreateRunResponse)
                 self.assertEqual(code, "OK", msg)
-                code, msg, ex = c.call("Exec", pb.ExecRequest(
-                    run_id=cr.run_id, argv=["/bin/cat", "/usr/share/marker"]), pb.ExecResponse)
-                self.assertEqual(code, "OK", msg)
-                c.call("Wait", pb.WaitRequest(run_id=cr.run_id, exec_id=ex.exec_id,
-                                              timeout_ms=30000), pb.WaitResponse)
-                _, _, out = c.call("ReadOutput", pb.ReadOutputRequest(
-                    run_id=cr.run_id, exec_id=ex.exec_id, stream=pb.STDOUT, timeout_ms=5000),
-                    pb.ReadOutputResponse)
-                self.assertEqual(out.data, b"real\n")
-                code, msg, _ = c.call("Teardown", pb.TeardownRequest(run_id=cr.run_id),
-                                      pb.TeardownResponse)
-                self.assertEqual(code, "OK", msg)
+                self.assertEqual(self.marker_then_teardown(c, cr.run_id), b"real\n")
             # The refused CreateRun left no hold.
             r = image_cmd(srv, "rm", pin)
             self.assertEqual(r.returncode, 0, r.stderr)
