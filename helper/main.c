@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -23,7 +24,8 @@
 static const char usage[] =
     "usage: sbx-helper run --policy FILE [--data DIR] [--out DIR] [--result FILE]\n"
     "                      [--cgroup-root PATH] [--allow-rlimit-fallback] -- CMD [ARG...]\n"
-    "       sbx-helper serve --policy FILE --control-fd N [--data DIR] [--image-root DIR]\n"
+    "       sbx-helper serve --policy FILE --control-fd N [--data DIR]\n"
+    "                      [--image-root DIR --image-root-id DEV:INO]\n"
     "                      [--cgroup-root PATH] [--allow-rlimit-fallback]\n"
     "       sbx-helper check [--json] [--cgroup-root PATH]\n"
     "       sbx-helper cleanup [--cgroup-root PATH]\n"
@@ -45,6 +47,10 @@ static const char usage[] =
     "  --image-root DIR         serve: the pinned image's tree (sbxd's store passes\n"
     "                           it), read-only as the root's content; opened\n"
     "                           without following links\n"
+    "  --image-root-id DEV:INO  serve, with --image-root (required): the st_dev and\n"
+    "                           st_ino (decimal) sbxd found for that tree beneath its\n"
+    "                           hold; a directory at the path that is not this one\n"
+    "                           is refused and nothing is mounted\n"
     "  --out DIR                where /out is copied at the end (regular files and\n"
     "                           directories only; links are never followed)\n"
     "  --result FILE            write what happened as JSON\n"
@@ -61,6 +67,7 @@ enum {
 	OPT_DATA,
 	OPT_DATA_NO_SYMLINKS,
 	OPT_IMAGE_ROOT,
+	OPT_IMAGE_ROOT_ID,
 	OPT_OUT,
 	OPT_RESULT,
 	OPT_CGROUP_ROOT,
@@ -76,6 +83,7 @@ static const struct option long_opts[] = {
     {"data", required_argument, NULL, OPT_DATA},
     {"data-no-symlinks", no_argument, NULL, OPT_DATA_NO_SYMLINKS},
     {"image-root", required_argument, NULL, OPT_IMAGE_ROOT},
+    {"image-root-id", required_argument, NULL, OPT_IMAGE_ROOT_ID},
     {"out", required_argument, NULL, OPT_OUT},
     {"result", required_argument, NULL, OPT_RESULT},
     {"cgroup-root", required_argument, NULL, OPT_CGROUP_ROOT},
@@ -103,6 +111,38 @@ static bool is_dir(const char *path)
 {
 	struct stat st;
 	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* One decimal number of DEV:INO, up to `stop` (':' or the end): no sign,
+ * no blanks, nothing past the type's range. */
+static bool parse_id_part(const char *s, char stop, const char **end, uintmax_t max, uintmax_t *out)
+{
+	uintmax_t v = 0;
+	const char *p = s;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		unsigned d = (unsigned)(*p - '0');
+		if (v > (max - d) / 10)
+			return false;
+		v = v * 10 + d;
+	}
+	if (p == s || *p != stop)
+		return false;
+	*end = p;
+	*out = v;
+	return true;
+}
+
+/* --image-root-id DEV:INO, as sbxd formats it ("%ju:%ju"). */
+static bool parse_image_id(const char *s, struct sbx_image_root *img)
+{
+	uintmax_t dev, ino;
+	const char *p;
+	if (!parse_id_part(s, ':', &p, (dev_t)-1, &dev) ||
+	    !parse_id_part(p + 1, '\0', &p, (ino_t)-1, &ino))
+		return false;
+	img->dev = (dev_t)dev;
+	img->ino = (ino_t)ino;
+	return true;
 }
 
 static int policy_cmd(int argc, char **argv)
@@ -148,7 +188,7 @@ int main(int argc, char **argv)
 	int usage_exit = run ? EXIT_SETUP : 2;
 
 	struct sbx_helper_opts o = {.control_fd = -1};
-	bool allow_root = false, json = false;
+	bool allow_root = false, json = false, image_id = false;
 	int c;
 	optind = 2;
 	while ((c = getopt_long(argc, argv, "+h", long_opts, NULL)) != -1) {
@@ -163,7 +203,15 @@ int main(int argc, char **argv)
 			o.data_no_symlinks = true;
 			break;
 		case OPT_IMAGE_ROOT:
-			o.image_root = optarg;
+			o.image_root.path = optarg;
+			break;
+		case OPT_IMAGE_ROOT_ID:
+			if (!parse_image_id(optarg, &o.image_root))
+				return fail(usage_exit,
+					    "--image-root-id %s: must be DEV:INO (two decimal "
+					    "numbers)",
+					    optarg);
+			image_id = true;
 			break;
 		case OPT_OUT:
 			o.out_dir = optarg;
@@ -213,11 +261,16 @@ int main(int argc, char **argv)
 		return fail(usage_exit, "%s", "missing --policy FILE");
 	/* A store's tree is sbxd's to name: `run` takes "host" or a rootfs
 	 * directory in the policy itself. */
-	if (run && o.image_root)
+	if (run && (o.image_root.path || image_id))
 		return fail(usage_exit, "%s", "--image-root is for serve (sbxd's image store)");
-	if (o.image_root && (o.image_root[0] != '/' || !is_dir(o.image_root)))
+	/* The path alone is not the tree sbxd holds (README, Images): the
+	 * identity goes with it, always. */
+	if (!o.image_root.path != !image_id)
+		return fail(usage_exit, "%s",
+			    "serve: --image-root and --image-root-id DEV:INO go together");
+	if (o.image_root.path && (o.image_root.path[0] != '/' || !is_dir(o.image_root.path)))
 		return fail(usage_exit, "--image-root %s: not an absolute path to a directory",
-			    o.image_root);
+			    o.image_root.path);
 	if (o.data_dir && !is_dir(o.data_dir))
 		return fail(usage_exit, "--data %s: not a directory", o.data_dir);
 	if (o.out_dir) {

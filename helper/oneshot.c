@@ -405,7 +405,7 @@ int sbx_serve(const struct sbx_helper_opts *o, SbxPolicy *policy)
 {
 	struct sbx_err err;
 	struct sbx_sandbox sb;
-	if (sbx_policy_supported(policy, false, o->image_root, &err) < 0) {
+	if (sbx_policy_supported(policy, false, o->image_root.path, &err) < 0) {
 		fprintf(stderr, "sbx-helper: %s\n", err.msg);
 		return EXIT_SETUP;
 	}

@@ -7,12 +7,14 @@
 #include <stdbool.h>
 
 #include "policy.h"
+#include "rootfs.h"
 
 struct sbx_helper_opts {
 	const char *policy_path;
 	const char *data_dir;
 	bool data_no_symlinks;
-	const char *image_root; /* serve: a store image's tree (the policy names its pin) */
+	/* serve: a store image's tree and its identity (the policy names its pin) */
+	struct sbx_image_root image_root;
 	const char *out_dir;
 	const char *result_path;
 	const char *cgroup_root;

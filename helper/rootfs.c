@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <linux/openat2.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -599,9 +600,28 @@ static int refuse_host_root(int img, int host_root, const char *what, const char
 	return 0;
 }
 
-int sbx_rootfs_build(const SbxPolicy *p, const char *data_dir, bool data_no_symlinks,
-		     const char *image_root, int *sysctl_dir, struct sbx_err *err)
+/* The store tree opened must be the one sbxd holds: its path runs through
+ * directories that someone able to rename them could have changed between
+ * sbxd's check and this open (README, Images). */
+static int check_image_identity(int img, const struct sbx_image_root *want, struct sbx_err *err)
 {
+	struct stat st;
+	if (fstat(img, &st) < 0)
+		return sbx_fail_errno(err, "--image-root %s", want->path);
+	if (st.st_dev != want->dev || st.st_ino != want->ino)
+		return sbx_fail(err,
+				"--image-root %s: not the tree sbxd holds (found device:inode "
+				"%ju:%ju, --image-root-id %ju:%ju): the store's path was changed "
+				"since sbxd resolved it; nothing was mounted",
+				want->path, (uintmax_t)st.st_dev, (uintmax_t)st.st_ino,
+				(uintmax_t)want->dev, (uintmax_t)want->ino);
+	return 0;
+}
+
+int sbx_rootfs_build(const SbxPolicy *p, const char *data_dir, bool data_no_symlinks,
+		     const struct sbx_image_root *image, int *sysctl_dir, struct sbx_err *err)
+{
+	const char *image_root = image ? image->path : NULL;
 	/* Nothing we mount may propagate back to the host. */
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		return sbx_fail_errno(err, "make mounts private");
@@ -621,7 +641,8 @@ int sbx_rootfs_build(const SbxPolicy *p, const char *data_dir, bool data_no_syml
 		image_src = open_source_dir(image_root, true);
 		if (image_src < 0)
 			return sbx_fail_errno(err, "--image-root %s", image_root);
-		if (refuse_host_root(image_src, host_root, "--image-root", image_root, err) < 0)
+		if (refuse_host_root(image_src, host_root, "--image-root", image_root, err) < 0 ||
+		    check_image_identity(image_src, image, err) < 0)
 			return -1;
 	} else if (strcmp(p->image, "host") != 0) {
 		image_src = open_source_dir(p->image, false);

@@ -5,6 +5,7 @@
 #define SBX_ROOTFS_H
 
 #include <stdbool.h>
+#include <sys/types.h>
 
 #include "err.h"
 #include "policy.h"
@@ -21,17 +22,28 @@
 	    "modules", "vmallocinfo", "sys/kernel/random/boot_id"
 #define SBX_PROC_MASKED_DIRS "acpi", "scsi", "asound", "driver", "fs", "bus"
 
+/* serve's store image: the tree sbxd resolved and holds (--image-root), and
+ * the identity (--image-root-id DEV:INO) sbxd found for it beneath its
+ * hold. The helper opens the path again; whoever can rename a directory on
+ * it could have put another tree there since, so the directory opened must
+ * be this one (st_dev and st_ino), or nothing is mounted. */
+struct sbx_image_root {
+	const char *path; /* NULL: none */
+	dev_t dev;
+	ino_t ino;
+};
+
 /* Run in a fresh mount namespace before anything was mounted in it: opens
  * every source (image, --data, host files the image needs), builds the tree
  * on a new tmpfs, pivots into it and detaches the host. On return cwd is /
  * and the root is read-only. data_dir may be NULL (an empty /data).
- * image_root: a store image's tree (serve --image-root), which is the
- * image then, whatever the policy's image string says (its pin); NULL: the
- * policy's "host" or rootfs directory.
+ * image_root->path: a store image's tree (serve --image-root), which is
+ * the image then, whatever the policy's image string says (its pin); NULL:
+ * the policy's "host" or rootfs directory.
  * *sysctl_dir gets an O_PATH fd of /proc/sys beneath the read-only bind
  * that covers it, for exec init's per-namespace sysctls (netns.h). */
 int sbx_rootfs_build(const SbxPolicy *policy, const char *data_dir, bool data_no_symlinks,
-		     const char *image_root, int *sysctl_dir, struct sbx_err *err);
+		     const struct sbx_image_root *image_root, int *sysctl_dir, struct sbx_err *err);
 
 /* In an exec's own mount namespace, while it holds its capabilities there:
  * covers the sandbox's /dev/pts with a devpts instance of the exec's own. */

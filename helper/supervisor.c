@@ -92,7 +92,7 @@ __attribute__((noreturn)) static void sandbox_child(const struct sbx_sandbox_opt
 	}
 	/* pid 1's own network namespace holds nothing: each exec gets a
 	 * fresh one with its loopback (netns.h). */
-	if (sbx_rootfs_build(o->policy, o->data_dir, o->data_no_symlinks, o->image_root,
+	if (sbx_rootfs_build(o->policy, o->data_dir, o->data_no_symlinks, &o->image_root,
 			     &sysctl_dir, &err) < 0)
 		goto fail;
 	if (sbx_policy_mount(o->policy, "/out")) {

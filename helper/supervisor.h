@@ -9,15 +9,18 @@
 #include "cgroup.h"
 #include "err.h"
 #include "policy.h"
+#include "rootfs.h"
 
 struct sbx_sandbox_opts {
 	const SbxPolicy *policy;
 	const char *data_dir;	 /* NULL: empty /data */
 	bool data_no_symlinks;	 /* resolve data_dir without following links */
-	const char *image_root;	 /* a store image's tree (the policy names its pin); NULL */
 	const char *cgroup_root; /* NULL: the default delegated root */
 	bool rlimit_fallback;	 /* no cgroup: rlimits instead of failing */
 	int ctl;		 /* the sandbox's end of the control socket */
+	/* A store image's tree and its identity (the policy names its pin);
+	 * path NULL: none. */
+	struct sbx_image_root image_root;
 };
 
 struct sbx_sandbox {

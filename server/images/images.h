@@ -27,6 +27,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <jansson.h>
 
@@ -58,12 +59,19 @@ const char *img_store_dir(const struct img_store *s);
 
 /* A run's hold on its image: the tree's path (for sbx-helper --image-root)
  * and an fd with a shared flock on the image's directory, so that `rm`
- * refuses it while the run lives. img_hold_release closes it. */
+ * refuses it while the run lives. img_hold_release closes it.
+ * rootfs_dev/rootfs_ino: the identity of the rootfs directory found beneath
+ * that held fd (sbx-helper --image-root-id): the helper opens the tree
+ * again by its path, and whoever could rename a directory on that path
+ * could put another tree there; the helper refuses a tree that is not
+ * this one. */
 struct img_hold {
 	int lock_fd;			 /* -1 when nothing is held */
 	char digest[IMG_DIGEST_LEN + 1]; /* "sha256:<hex>" */
 	char pinned[512];		 /* "name:tag@sha256:<hex>" */
 	char *rootfs;			 /* <dir>/sha256/<hex>/rootfs */
+	dev_t rootfs_dev;
+	ino_t rootfs_ino;
 };
 #define IMG_HOLD_INIT                                                                              \
 	{                                                                                          \

@@ -34,6 +34,7 @@ static int hold_tree(struct img_store *s, const char *name_tag, const char *dige
 	const char *hex = digest + 7;
 	_cleanup_close_ int fd =
 	    openat(s->sha_fd, hex, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	_cleanup_close_ int root = -1;
 	struct stat st;
 	size_t len;
 
@@ -41,9 +42,14 @@ static int hold_tree(struct img_store *s, const char *name_tag, const char *dige
 		return sbx_fail_errno(err, "%s/sha256/%s", s->dir, hex);
 	if (flock(fd, LOCK_SH | LOCK_NB) < 0)
 		return sbx_fail_errno(err, "%s/sha256/%s: flock", s->dir, hex);
-	if (fstatat(fd, "rootfs", &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
+	/* The tree this flock holds, by fd beneath the held directory (not by
+	 * path): its identity is what the helper must find at the path. */
+	root = openat(fd, "rootfs", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (root < 0 || fstat(root, &st) < 0)
 		return sbx_fail(err, "%s/sha256/%s/rootfs: missing or not a directory", s->dir,
 				hex);
+	out->rootfs_dev = st.st_dev;
+	out->rootfs_ino = st.st_ino;
 	len = strlen(s->dir) + strlen("/sha256//rootfs") + 64 + 1;
 	if (!(out->rootfs = malloc(len)))
 		return sbx_fail_errnum(err, ENOMEM, "image hold");

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -432,12 +433,12 @@ static int start_helper(struct sbx_run *r, int64_t *spawned, struct sbx_rpc_stat
 {
 	const struct runs_settings *set = &r->runs->cfg;
 	_cleanup_free_ char *policy = NULL;
-	const char *argv[16];
+	const char *argv[20]; /* 16 at most, and the NULL */
 	size_t n = 0;
 	_cleanup_close_pair_ int sv[2] = SBX_PAIR_INIT;
 	_cleanup_close_pair_ int ep[2] = SBX_PAIR_INIT;
 	struct ctl_event ready;
-	char errtext[4096];
+	char errtext[4096], image_id[48];
 	int rc;
 
 	if (asprintf(&policy, "%s/policy.json", r->dir) < 0) {
@@ -459,9 +460,15 @@ static int start_helper(struct sbx_run *r, int64_t *spawned, struct sbx_rpc_stat
 	}
 	if (r->image.rootfs) {
 		/* The store's tree, held for the run: the helper opens it
-		 * without following links, as it opens --data. */
+		 * without following links, as it opens --data, and refuses it
+		 * unless it is the very directory the hold found (a rename
+		 * above the store could have put another at the path). */
+		snprintf(image_id, sizeof(image_id), "%ju:%ju", (uintmax_t)r->image.rootfs_dev,
+			 (uintmax_t)r->image.rootfs_ino);
 		argv[n++] = "--image-root";
 		argv[n++] = r->image.rootfs;
+		argv[n++] = "--image-root-id";
+		argv[n++] = image_id;
 	}
 	if (set->cgroup_root) {
 		argv[n++] = "--cgroup-root";

@@ -447,9 +447,17 @@ class HealthBound(unittest.TestCase):
             srv.cleanup()
 
 
+def tree_id(path):
+    """What sbxd passes as --image-root-id: the directory's st_dev:st_ino."""
+    st = os.lstat(path)
+    return "%d:%d" % (st.st_dev, st.st_ino)
+
+
 class HelperImageRoot(unittest.TestCase):
     """sbx-helper's side: --image-root goes with a pin and only with one,
-    for serve only, and never names the host's root."""
+    for serve only, never names the host's root, and always comes with the
+    identity (--image-root-id) of the tree sbxd holds: another directory at
+    the path is refused."""
     PIN = "sbxtest:1@sha256:" + "ab" * 32
 
     def setUp(self):
@@ -461,14 +469,20 @@ class HelperImageRoot(unittest.TestCase):
     def tearDown(self):
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-    def helper(self, mode, image, image_root, *args):
-        """(exit status, stderr, what pid 1 said on the control socket)."""
+    def helper(self, mode, image, image_root, *args, image_id=None):
+        """(exit status, stderr, what pid 1 said on the control socket).
+        image_id: --image-root-id (default: image_root's own; "" leaves it
+        out)."""
         policy = os.path.join(self.tmp, "policy.json")
         with open(policy, "w") as f:
             json.dump(dict(POLICY, image=image), f)
+        if image_id is None:
+            image_id = tree_id(image_root)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         with ours:
             cmd = [HELPER, mode, "--policy", policy, "--image-root", image_root]
+            if image_id:
+                cmd += ["--image-root-id", image_id]
             if mode == "serve":
                 cmd += ["--control-fd", str(theirs.fileno())]
             with theirs:
@@ -505,6 +519,31 @@ class HelperImageRoot(unittest.TestCase):
         _, err, said = self.helper("serve", self.PIN, link)
         self.assertIn(b"--image-root " + link.encode(), said, err)
         self.assertIn(b"Too many levels of symbolic links", said, err)
+
+    def test_image_root_goes_with_its_id(self):
+        rc, err, _ = self.helper("serve", self.PIN, self.root, image_id="")
+        self.assertEqual(rc, 2, err)
+        self.assertIn("--image-root and --image-root-id DEV:INO go together", err)
+        policy = os.path.join(self.tmp, "policy.json")
+        r = subprocess.run([HELPER, "serve", "--policy", policy, "--control-fd", "3",
+                            "--image-root-id", tree_id(self.root)],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("go together", r.stderr)
+        for bad in ("1", "1:", ":1", "a:1", "1:b", "-1:2", "1:-2", "+1:2", "1: 2", "1:2:3",
+                    "1:18446744073709551616", "18446744073709551616:1"):
+            rc, err, _ = self.helper("serve", self.PIN, self.root, image_id=bad)
+            self.assertEqual(rc, 2, bad + ": " + err)
+            self.assertIn("--image-root-id %s: must be DEV:INO" % bad, err)
+
+    def test_another_tree_at_the_path_is_refused(self):
+        # The id of another directory (the one above): what a tree put at
+        # the path since sbxd's hold would look like to the helper.
+        _, err, said = self.helper("serve", self.PIN, self.root, image_id=tree_id(self.tmp))
+        self.assertIn(b"--image-root " + self.root.encode() + b": not the tree sbxd holds",
+                      said, err)
+        self.assertIn(("--image-root-id %s" % tree_id(self.tmp)).encode(), said, err)
+        self.assertIn(b"nothing was mounted", said, err)
 
 
 if __name__ == "__main__":

@@ -11,14 +11,16 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tarfile
 import tempfile
 import time
 import unittest
 
-from sbxdfix import POLICY, SBXD, Server, processes_with
+from sbxdfix import HELPER, POLICY, SBXD, Server, processes_with
 from sbxrpc import sandbox_pb2 as pb
+from sbx.v1 import helper_pb2  # noqa: E402  (sbxrpc put the generated code on the path)
 from test_sbxd_image_run import image_cmd, import_image, make_rootfs
 
 # A static probe (the image has no libc): for each path, every way of
@@ -800,7 +802,9 @@ class SwappedStore(unittest.TestCase):
     A store in a directory another local user may write in (no sticky bit)
     can be renamed away by that user and replaced with a tree of theirs at
     the same path: sbxd resolves and holds the real tree by its fd, the
-    helper mounts the attacker's. Such a store must be refused."""
+    helper mounts the attacker's. Such a store must be refused, and the
+    helper must refuse a tree at the path that is not the one sbxd holds
+    (--image-root-id)."""
 
     def test_a_store_whose_parent_others_can_write_is_refused(self):
         srv = Server()
@@ -850,6 +854,157 @@ class SwappedStore(unittest.TestCase):
                     self.assertEqual(out.data, b"real\n", "the run mounted another tree")
         finally:
             srv.cleanup()
+
+    def import_real(self, srv, tmp, name_tag):
+        """A rootfs with marker "real" made under tmp and imported into
+        srv's store as name_tag: (its directory, its pin, its tree in the
+        store)."""
+        root = os.path.join(tmp, "real")
+        os.mkdir(root)
+        make_rootfs(root, "real")
+        r = image_cmd(srv, "import", name_tag, "--rootfs", root)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        pin = r.stdout.strip()
+        return root, pin, os.path.join(srv.state, "images", "sha256", pin[-64:], "rootfs")
+
+    def marker_then_teardown(self, c, run_id):
+        """The run's /usr/share/marker (which tree it mounted); then its
+        Teardown."""
+        code, msg, ex = c.call("Exec", pb.ExecRequest(
+            run_id=run_id, argv=["/bin/cat", "/usr/share/marker"]), pb.ExecResponse)
+        self.assertEqual(code, "OK", msg)
+        c.call("Wait", pb.WaitRequest(run_id=run_id, exec_id=ex.exec_id, timeout_ms=30000),
+               pb.WaitResponse)
+        _, _, out = c.call("ReadOutput", pb.ReadOutputRequest(
+            run_id=run_id, exec_id=ex.exec_id, stream=pb.STDOUT, timeout_ms=5000),
+            pb.ReadOutputResponse)
+        code, msg, _ = c.call("Teardown", pb.TeardownRequest(run_id=run_id),
+                              pb.TeardownResponse)
+        self.assertEqual(code, "OK", msg)
+        return out.data
+
+    @staticmethod
+    def serve(policy, image_root, image_id):
+        """`sbx-helper serve` as sbxd starts it for an image run: pid 1's
+        first message on the control socket (a HelperMessage), and the
+        helper's stderr. The socket is closed after it: a Ready sandbox
+        ends on that EOF."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        with ours:
+            with theirs:
+                p = subprocess.Popen(
+                    [HELPER, "serve", "--policy", policy, "--control-fd", str(theirs.fileno()),
+                     "--image-root", image_root, "--image-root-id", image_id],
+                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE, pass_fds=(theirs.fileno(),))
+            ours.settimeout(30)
+            try:
+                said = helper_pb2.HelperMessage.FromString(ours.recv(65536))
+            except OSError:
+                said = helper_pb2.HelperMessage()
+        _, err = p.communicate(timeout=30)
+        return said, err.decode(errors="replace")
+
+    def test_a_tree_swapped_after_resolve_is_refused(self):
+        """The store's parents are fine here (the test owns them), so the
+        swap is the owner's own: the rootfs renamed aside and another tree
+        put at its path after CreateRun resolved and held it. The helper is
+        given what sbxd sent for the live run (read from its command line)
+        with the swapped path, as a helper started just after the swap
+        would be (the next test puts the swap inside CreateRun itself)."""
+        srv = Server()
+        try:
+            root, pin, rootfs = self.import_real(srv, srv.dir, "swap:2")
+            st = os.lstat(rootfs)
+            with srv.conn() as c:
+                code, msg, cr = c.call("CreateRun", pb.CreateRunRequest(
+                    policy_json=json.dumps(dict(POLICY, image=pin))), pb.CreateRunResponse)
+                self.assertEqual(code, "OK", msg)
+                helpers = processes_with(rootfs)
+                self.assertTrue(helpers)
+                with open("/proc/%d/cmdline" % helpers[0][0], "rb") as f:
+                    argv = f.read().decode().split("\0")
+                sent = argv[argv.index("--image-root-id") + 1]
+                self.assertEqual(argv[argv.index("--image-root") + 1], rootfs)
+                self.assertEqual(sent, "%d:%d" % (st.st_dev, st.st_ino))
+                # The swap: the held tree renamed aside, another at its path.
+                os.rename(rootfs, rootfs + ".aside")
+                shutil.copytree(root, rootfs, symlinks=True)
+                with open(os.path.join(rootfs, "usr/share/marker"), "w") as f:
+                    f.write("evil\n")
+                policy = os.path.join(srv.dir, "swap-policy.json")
+                with open(policy, "w") as f:
+                    json.dump(dict(POLICY, image=pin), f)
+                said, err = self.serve(policy, rootfs, sent)
+                self.assertEqual(said.WhichOneof("msg"), "failure", err)
+                self.assertIn("--image-root %s: not the tree sbxd holds" % rootfs,
+                              said.failure.message)
+                self.assertIn("--image-root-id " + sent, said.failure.message)
+                # The path alone would have served the other tree: with its
+                # own id the same helper gets as far as Ready.
+                evil = os.lstat(rootfs)
+                said, err = self.serve(policy, rootfs, "%d:%d" % (evil.st_dev, evil.st_ino))
+                self.assertEqual(said.WhichOneof("msg"), "ready", err)
+                # The live run keeps the tree its hold found.
+                self.assertEqual(self.marker_then_teardown(c, cr.run_id), b"real\n")
+            shutil.rmtree(rootfs)
+            os.rename(rootfs + ".aside", rootfs)
+            self.assertEqual(srv.stop(), 0, srv.log_tail())
+        finally:
+            srv.cleanup()
+
+    def test_createrun_refuses_a_tree_swapped_before_the_helper_opens_it(self):
+        """The race made exact: sbxd's helper is a wrapper that, once, swaps
+        the tree at --image-root (the held rootfs renamed aside, another
+        copied to its path) and then execs the real sbx-helper, at the
+        moment an attacker able to rename on the path would act. CreateRun
+        must refuse, naming the mismatch; the same wrapper with nothing to
+        swap runs the real tree."""
+        tmp = tempfile.mkdtemp(prefix="sbx-test-image-run-review-")
+        srv = None
+        try:
+            evil = os.path.join(tmp, "evil")
+            os.mkdir(evil)
+            make_rootfs(evil, "evil")
+            flag = os.path.join(tmp, "swap-once")
+            wrapper = os.path.join(tmp, "swapping-helper")
+            with open(wrapper, "w") as f:
+                f.write("#!/bin/sh\n"
+                        "prev=\n"
+                        "for a in \"$@\"; do\n"
+                        "  if [ \"$prev\" = --image-root ] && /bin/rm %s 2>/dev/null; then\n"
+                        "    /bin/mv \"$a\" \"$a.aside\" && /bin/cp -a %s \"$a\" || exit 99\n"
+                        "  fi\n"
+                        "  prev=$a\n"
+                        "done\n"
+                        "exec %s \"$@\"\n" % (flag, evil, HELPER))
+            os.chmod(wrapper, 0o755)
+            srv = Server(helper=wrapper)
+            _, pin, rootfs = self.import_real(srv, tmp, "swap:3")
+            req = pb.CreateRunRequest(policy_json=json.dumps(dict(POLICY, image=pin)))
+            with srv.conn() as c:
+                open(flag, "w").close()
+                code, msg, _ = c.call("CreateRun", req, pb.CreateRunResponse)
+                self.assertFalse(os.path.exists(flag), "the wrapper did not swap")
+                with open(os.path.join(rootfs, "usr/share/marker")) as f:
+                    self.assertEqual(f.read(), "evil\n")
+                self.assertEqual(code, "FAILED_PRECONDITION", msg)
+                self.assertIn("--image-root %s: not the tree sbxd holds" % rootfs, msg)
+                self.assertIn("--image-root-id", msg)
+                # The store put right, the same wrapper passes straight through.
+                shutil.rmtree(rootfs)
+                os.rename(rootfs + ".aside", rootfs)
+                code, msg, cr = c.call("CreateRun", req, pb.CreateRunResponse)
+                self.assertEqual(code, "OK", msg)
+                self.assertEqual(self.marker_then_teardown(c, cr.run_id), b"real\n")
+            # The refused CreateRun left no hold.
+            r = image_cmd(srv, "rm", pin)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(srv.stop(), 0, srv.log_tail())
+        finally:
+            if srv:
+                srv.cleanup()
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 class Crash(unittest.TestCase):

@@ -204,13 +204,21 @@ static void test_resolve(struct img_store *s)
 	struct img_hold h = IMG_HOLD_INIT;
 	struct sbx_err err;
 	char want[512];
+	const char *got;
+	struct stat st;
 	int rc;
 
 	rc = img_store_resolve(s, "a:1@" D1, false, &h, &err);
 	snprintf(want, sizeof(want), "%s/sha256/" H1 "/rootfs", store_dir);
+	/* (gcc's format check cannot tell that rc == 0 means a rootfs) */
+	got = h.rootfs ? h.rootfs : "(none)";
 	check(rc == 0 && h.lock_fd >= 0 && h.rootfs && !strcmp(h.rootfs, want) &&
 		  !strcmp(h.digest, D1) && !strcmp(h.pinned, "a:1@" D1),
-	      "a pinned reference the store has resolves to its tree: %s", rc ? err.msg : h.rootfs);
+	      "a pinned reference the store has resolves to its tree: %s", rc ? err.msg : got);
+	/* The identity sbx-helper --image-root-id checks: the tree's own. */
+	check(rc == 0 && lstat(want, &st) == 0 && h.rootfs_dev == st.st_dev &&
+		  h.rootfs_ino == st.st_ino,
+	      "the hold records the rootfs directory's st_dev and st_ino");
 	img_hold_release(&h);
 	check(h.lock_fd == -1 && !h.rootfs, "release empties the hold");
 
