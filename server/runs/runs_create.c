@@ -136,11 +136,11 @@ static int resolve_image(struct sbx_run *r, struct sbx_rpc_status *st)
 	int rc;
 
 	if (!runs->images)
-		return sbx_rpc_fail(
-		    st, SBX__V1__CODE__FAILED_PRECONDITION,
-		    "image: %.200s: this sbxd has no image store; only \"host\" can "
-		    "be used",
-		    r->policy->image);
+		return sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
+				    "image: %.200s: this sbxd has no image store%s%.600s; only "
+				    "\"host\" can be used",
+				    r->policy->image, runs->images_down[0] ? ": " : "",
+				    runs->images_down);
 	rc = img_store_resolve(runs->images, r->policy->image, runs->cfg.allow_unpinned, &r->image,
 			       &st->err);
 	if (rc == IMG_REFUSED)

@@ -70,6 +70,10 @@ struct sbx_runs {
 	 * call it at once: each of its lock holders takes its own open file
 	 * description of the store's lock. */
 	struct img_store *images;
+	/* Why images is NULL when the store could not be opened (its owner,
+	 * its mode or a parent's let someone else change it): store images
+	 * are refused saying so, Health's images_error says it, host runs. */
+	char images_down[SBX_ERR_MAX];
 	/* sbxd's egress proxy (server/egress/egress.h), which the runs with an
 	 * allowlist use; NULL when it did not start (egress_down says why, ""
 	 * when nobody said: unit tests), and then allowlists are refused. */

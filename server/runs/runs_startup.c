@@ -184,8 +184,17 @@ static int open_images(struct sbx_runs *runs, const struct sbx_config *cfg, stru
 
 	if (!dir)
 		return sbx_fail_errnum(err, ENOMEM, "store directory");
-	if (img_store_open(dir, true, &made, err) < 0)
-		return -1;
+	if (img_store_open(dir, true, &made, err) < 0) {
+		/* A store others could change is refused, but it is no reason
+		 * to refuse the host image too: sbxd starts, says why, and
+		 * refuses store images (fail closed for them alone). */
+		snprintf(runs->images_down, sizeof(runs->images_down), "%s", err->msg);
+		fprintf(stderr, "sbxd: images: %s: runs of store images are refused until it is "
+				"fixed; \"host\" runs\n",
+			runs->images_down);
+		sbx_err_clear(err);
+		return 0;
+	}
 	/* The helper opens a run's tree without following any link: the
 	 * store is named by the path a link in images.dir leads to. */
 	if (!(real = realpath(dir, NULL)) || !(runs_real = realpath(runs->cfg.runs_dir, NULL)))

@@ -250,8 +250,11 @@ static int health_images(struct sbx_runs *runs, Sbx__V1__HealthResponse *h,
 	char **pins = NULL;
 	int rc = 0;
 
-	if (!runs->images)
+	if (!runs->images) {
+		if (runs->images_down[0] && !(h->images_error = strdup(runs->images_down)))
+			return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 		return 0;
+	}
 	/* The store's trouble (a damaged refs.json, a lock kept by a stopped
 	 * `sbxd image`) is the list's, said in images_error: Health still
 	 * tells a parent that sbxd lives and what it enforces. */
