@@ -189,8 +189,9 @@ static int open_images(struct sbx_runs *runs, const struct sbx_config *cfg, stru
 		 * to refuse the host image too: sbxd starts, says why, and
 		 * refuses store images (fail closed for them alone). */
 		snprintf(runs->images_down, sizeof(runs->images_down), "%s", err->msg);
-		fprintf(stderr, "sbxd: images: %s: runs of store images are refused until it is "
-				"fixed; \"host\" runs\n",
+		fprintf(stderr,
+			"sbxd: images: %s: runs of store images are refused until it is "
+			"fixed; \"host\" runs\n",
 			runs->images_down);
 		sbx_err_clear(err);
 		return 0;
