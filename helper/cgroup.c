@@ -16,11 +16,14 @@
 #include "path.h"
 #include "util.h"
 
-#define CG_MOUNT       "/sys/fs/cgroup"
-#define CG_ROOT_CONFIG "/etc/sbx/cgroup-root"
-#define CPU_PERIOD_US  100000
+#define CPU_PERIOD_US 100000
 
 static const char *const v1_ctrl_name[SBX_CG_NCTRL] = {"memory", "pids", "cpu"};
+
+const char *sbx_cg_v1_name(int ctrl)
+{
+	return v1_ctrl_name[ctrl];
+}
 
 const char *sbx_cg_mode_name(enum sbx_cg_mode mode)
 {
@@ -64,143 +67,15 @@ static bool is_fs(const char *path, unsigned long magic)
 
 enum sbx_cg_mode sbx_cgroup_detect(void)
 {
-	if (is_fs(CG_MOUNT, CGROUP2_SUPER_MAGIC))
+	if (is_fs(SBX_CG_MOUNT, CGROUP2_SUPER_MAGIC))
 		return SBX_CG_V2;
 	for (int i = 0; i < SBX_CG_NCTRL; i++) {
 		char p[64];
-		snprintf(p, sizeof(p), CG_MOUNT "/%s", v1_ctrl_name[i]);
+		snprintf(p, sizeof(p), SBX_CG_MOUNT "/%s", v1_ctrl_name[i]);
 		if (!is_fs(p, CGROUP_SUPER_MAGIC))
 			return SBX_CG_NONE;
 	}
 	return SBX_CG_V1;
-}
-
-static int read_at(int dirfd, const char *file, char *buf, size_t size)
-{
-	_cleanup_close_ int fd = openat(dirfd, file, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t n = read(fd, buf, size - 1);
-	if (n < 0)
-		return -1;
-	buf[n] = '\0';
-	return 0;
-}
-
-/* The caller's own cgroup for one hierarchy, from /proc/self/cgroup:
- * "0::/path" for v2, "N:memory:/path" (or "N:cpu,cpuacct:/path") for v1. */
-static int own_cgroup(const char *ctrl, char *out, size_t size)
-{
-	_cleanup_fclose_ FILE *f = fopen("/proc/self/cgroup", "re");
-	char line[4096];
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f)) {
-		line[strcspn(line, "\n")] = '\0';
-		char *c1 = strchr(line, ':');
-		char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-		if (!c2)
-			continue;
-		*c2 = '\0';
-		const char *list = c1 + 1;
-		bool match = false;
-		if (!ctrl) {
-			match = strcmp(line, "0") == 0 && *list == '\0';
-		} else {
-			char copy[256];
-			snprintf(copy, sizeof(copy), "%s", list);
-			for (char *save, *t = strtok_r(copy, ",", &save); t;
-			     t = strtok_r(NULL, ",", &save))
-				match |= strcmp(t, ctrl) == 0;
-		}
-		if (match) {
-			snprintf(out, size, "%s", c2 + 1);
-			return 0;
-		}
-	}
-	return -1;
-}
-
-static int configured_root(char *out, size_t size)
-{
-	_cleanup_fclose_ FILE *f = fopen(CG_ROOT_CONFIG, "re");
-	if (!f || !fgets(out, (int)size, f))
-		return -1;
-	out[strcspn(out, "\n")] = '\0';
-	return out[0] ? 0 : -1;
-}
-
-static bool rel_is_safe(const char *rel)
-{
-	/* The path is joined under /sys/fs/cgroup: no ".." component, no way
-	 * out of it (the tree's one path rule, common/path.h). */
-	return !sbx_path_has_dotdot(rel) && strlen(rel) < 2048;
-}
-
-static int open_dir(const char *path, int *fd, struct sbx_err *err)
-{
-	*fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (*fd < 0)
-		return sbx_fail_errno(err, "cgroup %s", path);
-	/* Writability of the directory and of cgroup.procs is what delegation
-	 * means; checking both gives the fix in the message, not a late EACCES. */
-	if (faccessat(*fd, ".", W_OK, AT_EACCESS) < 0 ||
-	    faccessat(*fd, "cgroup.procs", W_OK, AT_EACCESS) < 0)
-		return sbx_fail(err,
-				"cgroup %s is not delegated to uid %u (not writable); run "
-				"packaging/setup.sh as root, pass --cgroup-root, or accept rlimits "
-				"with --allow-rlimit-fallback",
-				path, (unsigned)geteuid());
-	return 0;
-}
-
-static int open_root_at(enum sbx_cg_mode mode, const char *rel, bool per_ctrl_own,
-			struct sbx_cgroup *root, struct sbx_err *err)
-{
-	root->mode = mode;
-	for (int i = 0; i < nctrl(root); i++) {
-		char own[2048];
-		const char *r = rel;
-		if (per_ctrl_own) {
-			if (own_cgroup(mode == SBX_CG_V2 ? NULL : v1_ctrl_name[i], own,
-				       sizeof(own)) < 0)
-				return sbx_fail(err, "cannot find own cgroup in /proc/self/cgroup");
-			r = own;
-		}
-		char path[4096];
-		if (mode == SBX_CG_V2)
-			snprintf(path, sizeof(path), CG_MOUNT "/%s", r);
-		else
-			snprintf(path, sizeof(path), CG_MOUNT "/%s/%s", v1_ctrl_name[i], r);
-		if (i == 0)
-			snprintf(root->path, sizeof(root->path), "%s", path);
-		if (open_dir(path, &root->fd[i], err) < 0) {
-			sbx_cgroup_close(root);
-			return -1;
-		}
-	}
-	return 0;
-}
-
-int sbx_cgroup_open_root(const char *rel, struct sbx_cgroup *root, struct sbx_err *err)
-{
-	sbx_cgroup_init(root);
-	enum sbx_cg_mode mode = sbx_cgroup_detect();
-	if (mode == SBX_CG_NONE)
-		return sbx_fail(err, "no cgroup v2 and no cgroup v1 memory+pids+cpu hierarchies "
-				     "are mounted under " CG_MOUNT);
-	if (rel) {
-		if (!rel_is_safe(rel))
-			return sbx_fail(err, "--cgroup-root %s: must not contain '..'", rel);
-		return open_root_at(mode, rel, false, root, err);
-	}
-	char conf[2048];
-	if (configured_root(conf, sizeof(conf)) == 0 && rel_is_safe(conf)) {
-		struct sbx_err ignored;
-		if (open_root_at(mode, conf, false, root, &ignored) == 0)
-			return 0;
-	}
-	return open_root_at(mode, NULL, true, root, err);
 }
 
 int sbx_cgroup_create(const struct sbx_cgroup *parent, const char *name, bool controllers,
@@ -310,8 +185,16 @@ int sbx_cgroup_set_run_limits(const struct sbx_cgroup *cg, uint64_t bytes, uint6
 {
 	char val[32];
 	snprintf(val, sizeof(val), "%llu", (unsigned long long)bytes);
-	if (cg->mode == SBX_CG_V2)
-		return sbx_write_at(cg->fd[0], "memory.max", val, err);
+	if (cg->mode == SBX_CG_V2) {
+		/* What ended execs left in tmpfs is charged here, not to a leaf:
+		 * without this it could be swapped out past the run's bound.
+		 * (Socket buffers need nothing: v2 charges them to memory.max.) */
+		if (sbx_write_at(cg->fd[0], "memory.max", val, err) < 0)
+			return -1;
+		if (faccessat(cg->fd[0], "memory.swap.max", F_OK, 0) == 0)
+			return sbx_write_at(cg->fd[0], "memory.swap.max", "0", err);
+		return 0;
+	}
 	if (cg->mode != SBX_CG_V1)
 		return 0;
 	if (sbx_write_at(cg->fd[SBX_CG_MEMORY], "memory.limit_in_bytes", val, err) < 0)
@@ -366,7 +249,7 @@ static uint64_t keyed_value(const char *text, const char *key)
 static uint64_t number_at(int dirfd, const char *file)
 {
 	char buf[64];
-	return read_at(dirfd, file, buf, sizeof(buf)) == 0 ? strtoull(buf, NULL, 10) : 0;
+	return sbx_read_at(dirfd, file, buf, sizeof(buf)) == 0 ? strtoull(buf, NULL, 10) : 0;
 }
 
 /* How far below its limit a v1 cgroup's peak may stay when the limit
@@ -380,7 +263,7 @@ void sbx_cgroup_usage(const struct sbx_cgroup *cg, struct sbx_cg_usage *u)
 	*u = (struct sbx_cg_usage){0};
 	if (cg->mode == SBX_CG_V2) {
 		u->peak_bytes = number_at(cg->fd[0], "memory.peak");
-		if (read_at(cg->fd[0], "memory.events", buf, sizeof(buf)) == 0) {
+		if (sbx_read_at(cg->fd[0], "memory.events", buf, sizeof(buf)) == 0) {
 			u->oom_kills = keyed_value(buf, "oom_kill");
 			/* Counted in the cgroup whose memory.max was hit, not
 			 * in the one the OOM killer then picked from. */
@@ -389,7 +272,7 @@ void sbx_cgroup_usage(const struct sbx_cgroup *cg, struct sbx_cg_usage *u)
 	} else if (cg->mode == SBX_CG_V1) {
 		int fd = cg->fd[SBX_CG_MEMORY];
 		u->peak_bytes = number_at(fd, "memory.max_usage_in_bytes");
-		if (read_at(fd, "memory.oom_control", buf, sizeof(buf)) == 0)
+		if (sbx_read_at(fd, "memory.oom_control", buf, sizeof(buf)) == 0)
 			u->oom_kills = keyed_value(buf, "oom_kill");
 		/* v1 counts no failed charge of memory+swap (memory.memsw.failcnt
 		 * stays 0 on 6.x, and that limit, equal to memory's, is the one
@@ -407,7 +290,7 @@ static void kill_members(int dirfd)
 {
 	for (int round = 0; round < 1000; round++) {
 		char buf[65536];
-		if (read_at(dirfd, "cgroup.procs", buf, sizeof(buf)) < 0 || !buf[0])
+		if (sbx_read_at(dirfd, "cgroup.procs", buf, sizeof(buf)) < 0 || !buf[0])
 			return;
 		for (char *save, *t = strtok_r(buf, "\n", &save); t;
 		     t = strtok_r(NULL, "\n", &save))

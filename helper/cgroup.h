@@ -24,6 +24,11 @@ enum sbx_cg_mode {
 
 enum { SBX_CG_MEMORY, SBX_CG_PIDS, SBX_CG_CPU, SBX_CG_NCTRL };
 
+#define SBX_CG_MOUNT "/sys/fs/cgroup"
+
+/* v1's hierarchy name of a controller: "memory", "pids", "cpu". */
+const char *sbx_cg_v1_name(int ctrl);
+
 /* cgroup v1's limit on TCP socket buffers: memory_mb per exec, and
  * memory_mb for all of a run's execs together. */
 #define SBX_CG_V1_TCP_LIMIT "memory.kmem.tcp.limit_in_bytes"
@@ -40,11 +45,35 @@ const char *sbx_cg_mode_name(enum sbx_cg_mode mode);
  * cpu hierarchies all mounted) or none. */
 enum sbx_cg_mode sbx_cgroup_detect(void);
 
+/* How sbx_cgroup_open_root may get a root. */
+enum {
+	/* On cgroup v2, when no root is named and the caller's own cgroup is
+	 * not delegated to it: start a transient systemd scope with
+	 * Delegate=yes on the user's manager and move this process into it. */
+	SBX_CG_ROOT_MAY_START_SCOPE = 1 << 0,
+};
+
 /* Opens the delegated root: `rel` relative to the cgroup mount(s); NULL means
  * /etc/sbx/cgroup-root when it names a subtree this user can write, else the
- * caller's own cgroup. Fails (naming the directory and the fix) when it is
- * not writable by this user. */
-int sbx_cgroup_open_root(const char *rel, struct sbx_cgroup *root, struct sbx_err *err);
+ * caller's own cgroup when it is delegated (cgroup_root.c says how that is
+ * told), else (with SBX_CG_ROOT_MAY_START_SCOPE) a new systemd scope. Fails
+ * (naming the directory and the fix) when none is this user's; with
+ * err->errnum EPERM when only a scope could have given one (v2, none
+ * named, the own cgroup not delegated, no SBX_CG_ROOT_MAY_START_SCOPE).
+ *
+ * On v2 the root is also made ready for run cgroups: the processes in it
+ * (this one, and sbxd when sbxd's unit's cgroup is the root) move to its
+ * leaf SBX_CG_SELF_LEAF, and memory, pids and cpu are enabled for its
+ * children (v2 lets a cgroup either hold processes or hand controllers
+ * down, not both). */
+int sbx_cgroup_open_root(const char *rel, unsigned flags, struct sbx_cgroup *root,
+			 struct sbx_err *err);
+
+/* The leaf of a v2 root that holds the processes that were in the root. */
+#define SBX_CG_SELF_LEAF "sbx-self"
+
+/* This process's v2 cgroup ("/a/b"), from /proc/self/cgroup's "0::" line. */
+int sbx_cgroup_own_v2(char *out, size_t size);
 
 /* Creates child `name` of `parent` (every controller) and opens it. With
  * `controllers`, also enables memory, pids and cpu for its own children (v2). */

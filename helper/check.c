@@ -140,12 +140,19 @@ static void check_cgroup(struct item *it, struct item *sockets, struct sock_boun
 	snprintf(mode, mode_size, "%s", sbx_cg_mode_name(sbx_cgroup_detect()));
 	*has_kill = false;
 	sbx_cgroup_init(&root);
-	if (sbx_cgroup_open_root(rel, &root, &err) < 0) {
+	if (sbx_cgroup_open_root(rel, SBX_CG_ROOT_MAY_START_SCOPE, &root, &err) < 0) {
 		check_sockets(sockets, &root, sock_bound);
 		it->ok = false;
 		snprintf(it->detail, sizeof(it->detail), "%s", err.msg);
-		it->fix = "run packaging/setup.sh as root (delegates a subtree to the test user), "
-			  "or pass --cgroup-root PATH naming a subtree this user owns";
+		/* On v2 the message names the fix it found (a user manager to
+		 * ask for a scope, or the command that starts one). */
+		it->fix = root.mode == SBX_CG_V2 || sbx_cgroup_detect() == SBX_CG_V2
+			      ? "run it in a delegated cgroup: under a systemd unit with "
+				"Delegate=yes, in a session whose systemd user manager gives "
+				"sbx-helper a scope, or with --cgroup-root PATH naming a subtree "
+				"this user owns"
+			      : "run packaging/setup.sh as root (delegates a subtree to the test "
+				"user), or pass --cgroup-root PATH naming a subtree this user owns";
 		return;
 	}
 	bool mem = sbx_cgroup_has_file(

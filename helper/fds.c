@@ -29,6 +29,22 @@ int sbx_close_fds_except(int *keep, size_t n, struct sbx_err *err)
 	return 0;
 }
 
+int sbx_read_at(int dirfd, const char *file, char *buf, size_t size)
+{
+	int fd = openat(dirfd, file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, size - 1);
+	int saved = errno;
+	close(fd);
+	if (n < 0) {
+		errno = saved;
+		return -1;
+	}
+	buf[n] = '\0';
+	return 0;
+}
+
 int sbx_write_at(int dirfd, const char *file, const char *text, struct sbx_err *err)
 {
 	int fd = openat(dirfd, file, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);

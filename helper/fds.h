@@ -18,6 +18,10 @@ int sbx_close_fds_except(int *keep, size_t n, struct sbx_err *err);
 /* Writes text to /proc/PID/FILE (uid_map, setgroups, gid_map). */
 int sbx_write_proc(pid_t pid, const char *file, const char *text, struct sbx_err *err);
 
+/* Reads at most size-1 bytes of dirfd/file into buf, NUL-terminated; -1 with
+ * errno set when it cannot be opened or read. */
+int sbx_read_at(int dirfd, const char *file, char *buf, size_t size);
+
 /* Writes text to dirfd/file (not following a last-component link). */
 int sbx_write_at(int dirfd, const char *file, const char *text, struct sbx_err *err);
 
