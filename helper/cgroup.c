@@ -263,6 +263,8 @@ void sbx_cgroup_usage(const struct sbx_cgroup *cg, struct sbx_cg_usage *u)
 	*u = (struct sbx_cg_usage){0};
 	if (cg->mode == SBX_CG_V2) {
 		u->peak_bytes = number_at(cg->fd[0], "memory.peak");
+		if (sbx_read_at(cg->fd[0], "cpu.stat", buf, sizeof(buf)) == 0)
+			u->cpu_usec = keyed_value(buf, "usage_usec");
 		if (sbx_read_at(cg->fd[0], "memory.events", buf, sizeof(buf)) == 0) {
 			u->oom_kills = keyed_value(buf, "oom_kill");
 			/* Counted in the cgroup whose memory.max was hit, not

@@ -97,6 +97,7 @@ struct sbx_cg_usage {
 	uint64_t peak_bytes;
 	uint64_t oom_kills; /* processes of it the OOM killer killed */
 	bool reached_limit; /* its own limit (not an ancestor's) refused memory */
+	uint64_t cpu_usec;  /* v2's cpu.stat usage_usec: every process it held */
 };
 void sbx_cgroup_usage(const struct sbx_cgroup *cg, struct sbx_cg_usage *usage);
 /* SIGKILLs every process in cg until it is empty (cgroup.kill on v2). */
