@@ -13,6 +13,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tarfile
 import tempfile
 import time
@@ -672,9 +673,15 @@ class BigRefs(unittest.TestCase):
 
             pid = srv.proc.pid
             rss0 = srv.rss_kb()
+            # The first Health after the rename parses the new refs.json:
+            # what one parse costs here, now (the peer the flood is held
+            # to, rather than a budget in seconds that a slower machine
+            # would miss).
+            cpu0 = sbxd_cpu_seconds(pid)
             with srv.conn(tls=True) as c:
                 code, msg, h = c.call("Health", pb.HealthRequest(), pb.HealthResponse,
                                       token=srv.tokens["bob"])
+            parse = sbxd_cpu_seconds(pid) - cpu0
             self.assertEqual(code, "OK", msg)
             self.assertEqual(h.images_error, "")
             self.assertEqual(len(h.images) + h.images_not_listed, len(refs))
@@ -695,9 +702,15 @@ class BigRefs(unittest.TestCase):
                 t.join()
             cpu = sbxd_cpu_seconds(pid) - cpu0
             self.assertEqual(errors, [])
-            # Parsed each time, 60 Healths cost ~8 s here; from the
-            # kept copy, a few hundredths.
-            self.assertLess(cpu, 2.0, "60 Healths took %.2f s of sbxd's CPU" % cpu)
+            # Parsed each time, 60 Healths cost 60 parses (~8 s here); from
+            # the kept copy, a few hundredths: under 10 parses (plus two
+            # ticks of the clock that measures them).
+            tick = 1 / os.sysconf("SC_CLK_TCK")
+            sys.stderr.write("one parse of refs.json %.2f s of sbxd's CPU, 60 Healths %.2f s\n"
+                             % (parse, cpu))
+            self.assertLess(cpu, 10 * parse + 2 * tick,
+                            "60 Healths took %.2f s of sbxd's CPU, one parse %.2f s: refs.json "
+                            "was parsed again" % (cpu, parse))
             # One parsed copy: ~14 MB here (a sanitizer's shadow memory
             # makes it more); parsed each time, 56 MB.
             grew = (srv.rss_kb() - rss0) // 1024
