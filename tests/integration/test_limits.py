@@ -244,8 +244,10 @@ class Limits(SandboxTest):
         r = self.sh("while :; do :; done", pol=policy(limits={"script_seconds": 2}))
         self.assertEqual(r.rc, 124, r)
         self.assertEqual(r.result["exit_reason"], "timeout", r)
+        # At script_seconds: not before it, and ended by it rather than by
+        # anything later (twice it; the overshoot is ~0.1 s here).
         self.assertGreaterEqual(r.result["wall_ms"], 2000, r)
-        self.assertLessEqual(r.result["wall_ms"], 3000, r)
+        self.assertLess(r.result["wall_ms"], 4000, r)
 
     def _busy(self, cpu, nproc):
         script = self.write_data("busy.py", BUSY)
