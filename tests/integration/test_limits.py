@@ -6,7 +6,6 @@ and that the result says so."""
 import json
 import os
 import subprocess
-import time
 
 from sbxtest import HELPER, PYTHON, SandboxTest, policy, run_tests, procs_with
 
@@ -148,9 +147,7 @@ class Limits(SandboxTest):
 
     def test_fork_bomb_stops_at_the_pids_limit(self):
         script = self.write_data("forkbomb_7c1e.py", FORK_BOMB)
-        t0 = time.monotonic()
         r = self.run_sandbox([PYTHON, script], pol=policy(limits={"pids": 32, "script_seconds": 20}))
-        elapsed = time.monotonic() - t0
         self.assertEqual(r.rc, 0, r)
         words = r.stdout.split()
         self.assertEqual(words[0], "FAILED", r)
@@ -160,10 +157,9 @@ class Limits(SandboxTest):
         self.assertGreaterEqual(made, 20, r)
         self.assertEqual(words[2:], ["BlockingIOError", "EAGAIN"], r)
         self.assertEqual(r.result["exit_reason"], "exited", r)
-        # It ended when python did: the sleeping children went with it,
-        # long before script_seconds.
-        self.assertLess(r.result["wall_ms"], 10000, r)
-        self.assertLess(elapsed, 10, r)
+        # It ended when python did: the sleeping children (60 s) went with
+        # it, before script_seconds (20 s) that waiting for them would hit.
+        self.assertLess(r.result["wall_ms"], 20000, r)
         self.assertEqual(procs_with("forkbomb_7c1e"), [])
         # The host (this uid) can still fork.
         self.assertEqual(subprocess.run(["/bin/true"]).returncode, 0)
@@ -248,8 +244,10 @@ class Limits(SandboxTest):
         r = self.sh("while :; do :; done", pol=policy(limits={"script_seconds": 2}))
         self.assertEqual(r.rc, 124, r)
         self.assertEqual(r.result["exit_reason"], "timeout", r)
+        # At script_seconds: not before it, and ended by it rather than by
+        # anything later (twice it; the overshoot is ~0.1 s here).
         self.assertGreaterEqual(r.result["wall_ms"], 2000, r)
-        self.assertLessEqual(r.result["wall_ms"], 3000, r)
+        self.assertLess(r.result["wall_ms"], 4000, r)
 
     def _busy(self, cpu, nproc):
         script = self.write_data("busy.py", BUSY)
@@ -257,24 +255,25 @@ class Limits(SandboxTest):
                              pol=policy(limits={"cpu": cpu, "script_seconds": 5}))
         self.assertEqual(r.rc, 0, r)
         self.assertEqual(r.result["exit_reason"], "exited", r)
-        self.assertLess(r.result["wall_ms"], 4000, r)
         # The command's own accounting agrees with the result's.
         self.assertAlmostEqual(r.result["cpu_ms"], int(r.stdout), delta=150)
-        return r.result["cpu_ms"]
+        return r.result["cpu_ms"], r.result["wall_ms"]
 
-    # The quota is a ceiling: what a busy machine leaves below it is not the
-    # sandbox's doing, so only the ceiling (plus one scheduling period of
-    # slack) is asserted, and that the spinners ran at all.
+    # The quota is a ceiling over the command's own wall time: what a busy
+    # machine leaves below it is not the sandbox's doing, and a slow start
+    # lengthens the time the quota applies to. So only the ceiling, quota x
+    # (wall time + 600 ms of scheduling slack), is asserted, and that the
+    # spinners ran at all.
     def test_cpu_quota_half_a_cpu(self):
         # Two spinning processes would take ~4000 ms of CPU in 2 s unlimited.
-        cpu_ms = self._busy(0.5, 2)
+        cpu_ms, wall_ms = self._busy(0.5, 2)
         self.assertGreater(cpu_ms, 100)
-        self.assertLessEqual(cpu_ms, 1300)
+        self.assertLessEqual(cpu_ms, 0.5 * (wall_ms + 600), wall_ms)
 
     def test_cpu_quota_one_cpu(self):
-        cpu_ms = self._busy(1, 2)
+        cpu_ms, wall_ms = self._busy(1, 2)
         self.assertGreater(cpu_ms, 100)
-        self.assertLessEqual(cpu_ms, 2600)
+        self.assertLessEqual(cpu_ms, 1 * (wall_ms + 600), wall_ms)
 
     # ---- processes left behind ----
 
@@ -283,7 +282,10 @@ class Limits(SandboxTest):
         r = self.sh("sleep %s & echo $!" % marker)
         self.assertEqual(r.rc, 0, r)
         self.assertRegex(r.stdout, r"^\d+\n$")
-        self.assertLess(r.result["wall_ms"], 5000, r)
+        # Ended with the command, not by script_seconds (30 s), which
+        # waiting for the 1000 s sleep would hit.
+        self.assertEqual(r.result["exit_reason"], "exited", r)
+        self.assertLess(r.result["wall_ms"], 30000, r)
         self.assertEqual(procs_with("sleep " + marker), [])
 
     def test_daemonized_children_do_not_outlive_the_command(self):
@@ -299,7 +301,8 @@ class Limits(SandboxTest):
                     % (marker, marker, marker, PYTHON, marker, marker))
         self.assertEqual(r.rc, 0, r)
         self.assertEqual(r.stdout, "4\n", r)  # all four were running inside
-        self.assertLess(r.result["wall_ms"], 5000, r)
+        self.assertEqual(r.result["exit_reason"], "exited", r)
+        self.assertLess(r.result["wall_ms"], 30000, r)  # before script_seconds
         self.assertEqual(procs_with("sleep " + marker), [])
 
     # ---- output ----
@@ -348,8 +351,7 @@ class Limits(SandboxTest):
         words = r.stdout.split()
         self.assertEqual(words[0], "FAILED", r)
         self.assertEqual(words[2], "ENOSPC", r)
-        self.assertLess(int(words[1]), 100000, r)
-        self.assertLess(float(words[3]), 5.0, r)
+        self.assertLess(int(words[1]), 100000, r)  # a count of inodes stopped it
         self.assertEqual(r.result["exit_reason"], "exited", r)
 
     def test_tmp_big_file_hits_enospc_at_tmp_mb(self):
@@ -381,8 +383,8 @@ class Limits(SandboxTest):
                 words = r.stdout.split()
                 self.assertEqual(words[0], "FAILED", r)
                 self.assertEqual(words[2], "ENOSPC", r)
+                # Stopped by a count of inodes, not by time or memory.
                 self.assertLess(int(words[1]), 100000, r)
-                self.assertLess(float(words[3]), 5.0, r)
 
 
     # ---- socket buffers ----

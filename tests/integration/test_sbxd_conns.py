@@ -138,7 +138,7 @@ class Caps(unittest.TestCase):
         127.0.0.1 still connects (the oldest silent connection is shut down
         for it) and calls Health; the silent ones are closed
         first_request_seconds after accept, long before idle_seconds."""
-        srv = server(self, {"per_listener": 40, "per_peer": 8, "first_request_seconds": 2,
+        srv = server(self, {"per_listener": 40, "per_peer": 8, "first_request_seconds": 4,
                             "new_per_peer_per_second": 1000})
         held = []
         self.addCleanup(lambda: [s.close() for s in held])
@@ -152,32 +152,42 @@ class Caps(unittest.TestCase):
                 code, _, _ = c.call("Health", pb.HealthRequest(), pb.HealthResponse,
                                     token=srv.tokens["alice"])
             self.assertEqual(code, "OK", "a caller gets in beside 40 silent connections")
-        self.assertLess(time.monotonic() - t0, 1.5)
-        deadline = t0 + 2 + 3
+        # Beside them, not after them: each caller's connection shut down
+        # one silent connection, the rest are still open (their
+        # first_request_seconds has not closed them all).
+        gone = [s for s in held if closed_by_server(s, 0.01)]
+        self.assertLessEqual(len(gone), 3, "silent connections closed before the callers got in")
+        deadline = t0 + 4 + 3
         for s in held:
-            self.assertTrue(closed_by_server(s, max(0.1, deadline - time.monotonic())),
-                            "a connection with no request is closed after 2 s")
+            if s not in gone:
+                self.assertTrue(closed_by_server(s, max(0.1, deadline - time.monotonic())),
+                                "a connection with no request is closed after 4 s")
 
     def test_new_connections_per_peer_per_second(self):
         srv = server(self, {"new_per_peer_per_second": 5})
         admitted = refused = 0
         t0 = time.monotonic()
-        for _ in range(20):  # well within a second
+        for _ in range(20):
             s = sbxraw.connect(target(srv.tcp))
             if sbxraw.refused(s):
                 refused += 1
             else:
                 admitted += 1
             s.close()
-        self.assertLess(time.monotonic() - t0, 1.0)
-        self.assertEqual((admitted, refused), (5, 15), "a burst of 5, then refused")
-        # Meanwhile another peer connects at once.
-        t0 = time.monotonic()
+        took = time.monotonic() - t0
+        # A burst of 5, then refused; however long the 20 took, the budget
+        # refilled by at most 5 a second of it (usually they take a few
+        # hundredths: 5 admitted, 15 refused).
+        self.assertGreaterEqual(admitted, 5, (admitted, refused, took))
+        self.assertLessEqual(admitted, 5 + 5 * took + 1, (admitted, refused, took))
+        # Meanwhile another peer (127.0.0.1) is not refused, and is served.
+        s = sbxraw.connect(target(srv.tcp), source=None)
+        self.assertFalse(sbxraw.refused(s), "another peer's connection was refused")
+        s.close()
         with sbxrpc.Conn(srv.tcp, timeout_ms=5000) as c:
             code, _, _ = c.call("Health", pb.HealthRequest(), pb.HealthResponse,
                                 token=srv.tokens["alice"])
         self.assertEqual(code, "OK")
-        self.assertLess(time.monotonic() - t0, 1.0)
         # And the budget refills: 5 a second.
         time.sleep(0.5)
         s = sbxraw.connect(target(srv.tcp))
@@ -422,10 +432,11 @@ class Contexts(unittest.TestCase):
         self.assert_health_at_once(srv)
 
     def assert_health_at_once(self, srv):
+        # Each within its 5 s receive timeout: held contexts would keep it
+        # waiting for their 30 s send timeout (an answer takes milliseconds).
         for _ in range(3):
-            t0 = time.monotonic()
-            self.assertEqual(health(srv, timeout_ms=5000), "OK")
-            self.assertLess(time.monotonic() - t0, 2.0, "another caller gets a context at once")
+            self.assertEqual(health(srv, timeout_ms=5000), "OK",
+                             "another caller gets a context")
 
 
 if __name__ == "__main__":

@@ -250,9 +250,11 @@ class EgressHostileTest(EgressCase):
         lines = [json.loads(line) for line in self.output(run, hx).splitlines()]
         self.wait(victim, vx, conn=self.bob)
         summary = json.loads(self.output(victim, vx, conn=self.bob))
+        # Served all along: every request answered within urllib's 5 s
+        # timeout (a hang bound; unattacked, one takes milliseconds), and
+        # not just one or two of them.
         self.assertEqual(summary["fail"], [], summary)
         self.assertGreaterEqual(summary["ok"], 3, summary)
-        self.assertLess(summary["worst"], 2.0, summary)
         # Every victim request is on record under the victim, allowed.
         decisions = self.wait_audit(victim, "egress_decision", summary["ok"])
         self.assertEqual(len(decisions), summary["ok"])
@@ -282,7 +284,8 @@ class EgressHostileTest(EgressCase):
         for name, status in expected:
             self.assertEqual((got[name]["status"], got[name]["reason"]), (status, "bad_request"),
                              got[name])
-            self.assertLess(got[name]["took"], 1.5, got[name])
+            # Refused on its bytes, not at head_seconds.
+            self.assertLess(got[name]["took"], HEAD_SECONDS, got[name])
         self.assert_on_record(run, [(status, "bad_request") for _, status in expected])
         for d in self.decisions(run)[:2]:
             self.assertEqual(d["host"], "", d)
@@ -601,11 +604,13 @@ except OSError as e:
         # The close records are written before Teardown returns.
         closes = self.closes(run)
         self.assertEqual([c["connection"] for c in closes], [1, 2, 3], closes)
-        while time.monotonic() < returned + 1.0 and any(c.closed is None for c in conns):
+        # The relays carry data (no idle timeout would end them): closed
+        # at all means closed by the Teardown. 5 s is a hang bound; it
+        # takes milliseconds.
+        while time.monotonic() < returned + 5.0 and any(c.closed is None for c in conns):
             time.sleep(0.01)
         for c in conns:
-            self.assertIsNotNone(c.closed, "the server saw the connection close within 1 s")
-            self.assertLess(c.closed - returned, 1.0)
+            self.assertIsNotNone(c.closed, "the server never saw the connection close")
         by_port = {int(c["address"].rsplit(":", 1)[1]): c for c in closes}
         self.assertEqual(sorted((d.host, d.port, d.connections, d.bytes_in) for d in m.egress),
                          sorted([("api.test", port, 1, by_port[port]["bytes_in"])

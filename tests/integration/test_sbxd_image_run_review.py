@@ -13,6 +13,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tarfile
 import tempfile
 import time
@@ -599,12 +600,14 @@ class Review(unittest.TestCase):
         holder = subprocess.Popen(["flock", "-x", lock, "sleep", "8"])
         try:
             time.sleep(0.5)
+            # sbxd waits IMG_READ_WAIT_MS (2 s) for the lock, then answers
+            # without the store. Answered within the connection's 4 s, the
+            # holder's 8 s not over, and saying the store is locked: Health
+            # did not wait for the lock (no stopwatch over sbxd's own 2 s).
             with self.srv.conn(timeout_ms=4000) as c:
-                t0 = time.monotonic()
                 code, msg, h = c.call("Health", pb.HealthRequest(), pb.HealthResponse)
-                took = time.monotonic() - t0
             self.assertEqual(code, "OK", msg)
-            self.assertLess(took, 3, "Health waited for the store lock")
+            self.assertIsNone(holder.poll(), "the lock's holder ended before Health answered")
             self.assertIn("locked by an sbxd image", h.images_error)
             # A run of a store image is refused for now, not left waiting;
             # one of the host image does not touch the store.
@@ -672,9 +675,15 @@ class BigRefs(unittest.TestCase):
 
             pid = srv.proc.pid
             rss0 = srv.rss_kb()
+            # The first Health after the rename parses the new refs.json:
+            # what one parse costs here, now (the peer the flood is held
+            # to, rather than a budget in seconds that a slower machine
+            # would miss).
+            cpu0 = sbxd_cpu_seconds(pid)
             with srv.conn(tls=True) as c:
                 code, msg, h = c.call("Health", pb.HealthRequest(), pb.HealthResponse,
                                       token=srv.tokens["bob"])
+            parse = sbxd_cpu_seconds(pid) - cpu0
             self.assertEqual(code, "OK", msg)
             self.assertEqual(h.images_error, "")
             self.assertEqual(len(h.images) + h.images_not_listed, len(refs))
@@ -695,9 +704,15 @@ class BigRefs(unittest.TestCase):
                 t.join()
             cpu = sbxd_cpu_seconds(pid) - cpu0
             self.assertEqual(errors, [])
-            # Parsed each time, 60 Healths cost ~8 s here; from the
-            # kept copy, a few hundredths.
-            self.assertLess(cpu, 2.0, "60 Healths took %.2f s of sbxd's CPU" % cpu)
+            # Parsed each time, 60 Healths cost 60 parses (~8 s here); from
+            # the kept copy, a few hundredths: under 10 parses (plus two
+            # ticks of the clock that measures them).
+            tick = 1 / os.sysconf("SC_CLK_TCK")
+            sys.stderr.write("one parse of refs.json %.2f s of sbxd's CPU, 60 Healths %.2f s\n"
+                             % (parse, cpu))
+            self.assertLess(cpu, 10 * parse + 2 * tick,
+                            "60 Healths took %.2f s of sbxd's CPU, one parse %.2f s: refs.json "
+                            "was parsed again" % (cpu, parse))
             # One parsed copy: ~14 MB here (a sanitizer's shadow memory
             # makes it more); parsed each time, 56 MB.
             grew = (srv.rss_kb() - rss0) // 1024

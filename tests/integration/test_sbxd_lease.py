@@ -153,9 +153,11 @@ class Lease(LeaseTestCase):
         self.assertEqual(idle[0]["idle_seconds"], 3)
         # The lease ran out no earlier than idle_seconds after the last
         # call (CLOCK_MONOTONIC is the host's, the child's and sbxd's), and
-        # the monitor noticed within about a second.
+        # it was the lease: before twice idle_seconds (the monitor notices
+        # within about a second; a stopwatch on that second is the
+        # machine's load, not the lease).
         self.assertGreaterEqual(ended - float(call_started), 3.0)
-        self.assertLess(ended - float(call_ended), 3 + 2.0)
+        self.assertLess(ended - float(call_ended), 2 * 3)
         self.assertTrue(wait_for(lambda: not processes_with("sleep 4242.5"), 6),
                         "the sandbox outlived its lease")
         # expired_keep_seconds later it is torn down by sbxd itself.

@@ -109,14 +109,16 @@ class HungPid1(Base):
         # not at run_seconds (120 s).
         def left():
             return [p for p in run_procs if alive(p)] + processes_with(marker)
-        while left() and time.time() - started < 10:
+        # Gone within 30 s: an ordering against run_seconds (120 s), the
+        # next thing that would end them, not a stopwatch on the ~4.5 s
+        # that deadline and grace take.
+        while left() and time.time() - started < 30:
             time.sleep(0.05)
         waited = time.time() - started
         print("\n# pid 1 stopped to the run's last process gone: %.2f s" % waited,
               file=sys.stderr)
         self.assertEqual(left(), [], "processes of the run outlived its deadline by "
                          "%.1f s" % waited)
-        self.assertLess(waited, 7.5)
         self.assertFalse(alive(pid1[0]))
         self.assertFalse(alive(helpers[0]))
         st = self.ok("Status", pb.StatusRequest(run_id=run), pb.StatusResponse)
