@@ -16,16 +16,6 @@
 /* Where the empty layer is attached while the overlay is made. */
 #define EMPTY_DIR ".sbx-overlay-empty"
 
-/* /proc/thread-self/fd/N: the magic link the kernel resolves to the open
- * file's own mount and dentry (nd_jump_link), not to a name. thread-self,
- * not self: self is the thread group leader's fd table. */
-#define FD_LINK_MAX sizeof("/proc/thread-self/fd/-2147483648")
-
-static void fd_link(char *buf, int fd)
-{
-	snprintf(buf, FD_LINK_MAX, "/proc/thread-self/fd/%d", fd);
-}
-
 /* The kernel resolves the link itself; this makes sure /proc is a procfs
  * and that the link leads to the fd's directory, so a /proc that is not
  * one (or another file mounted over it) fails here rather than giving the
@@ -46,41 +36,6 @@ static int check_fd_link(int fd, const char *link, const char *what, struct sbx_
 	return 0;
 }
 
-/* The empty bottom layer while it is attached at scratch/EMPTY_DIR. */
-struct empty_layer {
-	int scratch, mnt;
-	bool made_dir, attached;
-};
-
-static int empty_layer_remove(struct empty_layer *e, struct sbx_err *err)
-{
-	if (e->attached) {
-		char link[FD_LINK_MAX];
-		fd_link(link, e->mnt);
-		/* The overlay holds its own private clone of the mount
-		 * (clone_private_mount): this only takes it out of the tree. */
-		if (umount2(link, MNT_DETACH) < 0)
-			return sbx_fail_errno(err, "detach the image overlay's empty layer");
-		e->attached = false;
-	}
-	if (e->made_dir) {
-		if (unlinkat(e->scratch, EMPTY_DIR, AT_REMOVEDIR) < 0)
-			return sbx_fail_errno(err, "remove %s", EMPTY_DIR);
-		e->made_dir = false;
-	}
-	return 0;
-}
-
-static void empty_layer_removep(struct empty_layer *e)
-{
-	struct sbx_err ignored;
-	/* A failure here follows another one, which is what is reported; the
-	 * sandbox is not built. */
-	(void)empty_layer_remove(e, &ignored);
-	if (e->mnt >= 0)
-		close(e->mnt);
-}
-
 /* One construction on every kernel: overlayfs's `lowerdir` string, naming
  * the held fds through /proc/thread-self/fd magic links.
  *
@@ -98,7 +53,7 @@ static void empty_layer_removep(struct empty_layer *e)
  * privately (clone_private_mount), which before Linux 6.15 takes only a
  * mount of the caller's mount namespace, never a detached one. It stays
  * attached, inside the new root not yet pivoted into, only while the
- * overlay is created.
+ * overlay is created; the overlay itself only while its entries are bound.
  *
  * overlayfs refuses a single lower layer without an upper one ("at least 2
  * lowerdir are needed"), hence the empty tmpfs of one inode below the tree.
@@ -112,25 +67,19 @@ static void empty_layer_removep(struct empty_layer *e)
  * xattrs at all). xino=off: inode numbers stay the image's own, nothing
  * folded into high bits; index and nfs_export off (both need an upper).
  * Every one of them exists since Linux 4.19. */
-int sbx_image_overlay(int img, int scratch, struct sbx_err *err)
+int sbx_image_overlay(int img, int scratch, struct sbx_attached *view, struct sbx_err *err)
 {
 	static const char *const empty_opts[] = {"mode",      "0555", "size", "4k",
 						 "nr_inodes", "1",    NULL};
 	const uint64_t ro = MOUNT_ATTR_RDONLY | SBX_ATTR_SAFE;
-	_cleanup_(empty_layer_removep) struct empty_layer empty = {.scratch = scratch, .mnt = -1};
-	if (mkdirat(scratch, EMPTY_DIR, 0500) < 0)
-		return sbx_fail_errno(err, "the image overlay's empty layer: mkdir");
-	empty.made_dir = true;
-	empty.mnt = sbx_mount_detached("tmpfs", empty_opts, ro | MOUNT_ATTR_NOEXEC, err);
-	if (empty.mnt < 0)
+	_cleanup_attached_ struct sbx_attached empty = SBX_ATTACHED_INIT;
+	int empty_mnt = sbx_mount_detached("tmpfs", empty_opts, ro | MOUNT_ATTR_NOEXEC, err);
+	if (empty_mnt < 0 || sbx_attach_for_now(empty_mnt, scratch, EMPTY_DIR, &empty, err) < 0)
 		return sbx_err_prefix(err, "the image overlay's empty layer");
-	if (move_mount(empty.mnt, "", scratch, EMPTY_DIR, MOVE_MOUNT_F_EMPTY_PATH) < 0)
-		return sbx_fail_errno(err, "the image overlay's empty layer: attach");
-	empty.attached = true;
 
-	char img_link[FD_LINK_MAX], empty_link[FD_LINK_MAX], lower[2 * FD_LINK_MAX];
-	fd_link(img_link, img);
-	fd_link(empty_link, empty.mnt);
+	char img_link[SBX_FD_LINK_MAX], empty_link[SBX_FD_LINK_MAX], lower[2 * SBX_FD_LINK_MAX];
+	sbx_fd_link(img_link, img);
+	sbx_fd_link(empty_link, empty.mnt);
 	if (check_fd_link(img, img_link, "the image overlay's tree", err) < 0 ||
 	    check_fd_link(empty.mnt, empty_link, "the image overlay's empty layer", err) < 0)
 		return -1;
@@ -150,7 +99,12 @@ int sbx_image_overlay(int img, int scratch, struct sbx_err *err)
 						   "namespace need Linux 5.11)");
 		return sbx_err_prefix(err, "the image overlay");
 	}
-	if (empty_layer_remove(&empty, err) < 0)
-		return -1;
-	return sbx_steal_fd(ovl);
+	if (sbx_attach_end(&empty, err) < 0)
+		return sbx_err_prefix(err, "the image overlay's empty layer");
+	/* Attached too, for its binds: Debian 12's 6.1 clones nothing of a
+	 * detached mount (open_tree refused every bind with EINVAL; 6.18
+	 * does clone). */
+	if (sbx_attach_for_now(sbx_steal_fd(ovl), scratch, SBX_IMAGE_OVERLAY_DIR, view, err) < 0)
+		return sbx_err_prefix(err, "the image overlay");
+	return 0;
 }

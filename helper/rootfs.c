@@ -253,29 +253,23 @@ static int bind_entries(int from, const char *where, int to, bool (*skip)(const 
 	return 0;
 }
 
-/* What the sandbox makes itself at the top: never the image's. */
+/* What the sandbox makes itself at the top: never the image's (nor the
+ * directory the image's overlay is attached at while it is bound from). */
 static bool sandbox_owned(const char *name)
 {
-	static const char *const own[] = {"proc", "dev", "sys", "tmp", "data", "out", "etc"};
+	static const char *const own[] = {"proc", "dev", "sys", "tmp",
+					  "data", "out", "etc", SBX_IMAGE_OVERLAY_DIR};
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(own); i++)
 		if (!strcmp(name, own[i]))
 			return true;
 	return false;
 }
 
-/* A store image (--image-root, which sbxd resolved, verified and holds):
- * every top-level entry but what the sandbox makes itself, and an /etc of
- * sbx's own files with the image's other entries bound beside them, all
- * from this run's own overlay of the tree. */
-static int populate_store_image(int tree, int root_fd, struct sbx_err *err)
+/* A store image's entries from `img`, its overlay: every top-level entry
+ * but what the sandbox makes itself, and an /etc of sbx's own files with
+ * the image's other entries bound beside them. */
+static int bind_store_image(int img, int root_fd, struct sbx_err *err)
 {
-	/* Binds of the store tree itself would give every run of the image
-	 * the same inodes, so an inotify/dnotify watch in one run saw
-	 * another's opens, and a flock in one blocked another's; the
-	 * overlay's inodes are its own superblock's alone. */
-	_cleanup_close_ int img = sbx_image_overlay(tree, root_fd, err);
-	if (img < 0)
-		return -1;
 	if (bind_entries(img, "image", root_fd, sandbox_owned, STORE_TOP_MAX, err) < 0)
 		return -1;
 	_cleanup_close_ int etc = make_sbx_etc(root_fd, err);
@@ -290,6 +284,21 @@ static int populate_store_image(int tree, int root_fd, struct sbx_err *err)
 			   ? 0
 			   : sbx_fail_errno(err, "image/etc");
 	return bind_entries(img_etc, "image/etc", etc, is_sbx_etc_file, STORE_ETC_MAX, err);
+}
+
+/* A store image (--image-root, which sbxd resolved, verified and holds),
+ * bound from this run's own overlay of the tree. Binds of the store tree
+ * itself would give every run of the image the same inodes, so an
+ * inotify/dnotify watch in one run saw another's opens, and a flock in one
+ * blocked another's; the overlay's inodes are its own superblock's alone. */
+static int populate_store_image(int tree, int root_fd, struct sbx_err *err)
+{
+	_cleanup_attached_ struct sbx_attached view = SBX_ATTACHED_INIT;
+	if (sbx_image_overlay(tree, root_fd, &view, err) < 0 ||
+	    bind_store_image(view.mnt, root_fd, err) < 0)
+		return -1;
+	/* Of the overlay, only its binds stay in the root. */
+	return sbx_attach_end(&view, err);
 }
 
 /* A rootfs directory image: the top-level entries a root file system is

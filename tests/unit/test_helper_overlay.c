@@ -89,12 +89,14 @@ int main(void)
 {
 	struct sbx_err err = {0};
 	char text[64], opts[2048];
-	if (!check(enter_namespaces() == 0, "a user and mount namespace of our own (%s)",
-		   strerror(errno)))
+	text[0] = '\0';
+	int rc = enter_namespaces();
+	if (!check(rc == 0, "a user and mount namespace of our own (%s)",
+		   rc < 0 ? strerror(errno) : "ok"))
 		return check_done();
 	check(mkdir("/tmp/store", 0755) == 0 && mkdir("/tmp/store/img", 0755) == 0 &&
 		  write_file("/tmp/store/img/marker", "held\n") == 0 &&
-		  mkdir("/tmp/root", 0755) == 0 && mkdir("/tmp/view", 0755) == 0,
+		  mkdir("/tmp/root", 0755) == 0,
 	      "the store's tree and the new root");
 	_cleanup_close_ int img = open("/tmp/store/img", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	_cleanup_close_ int scratch = open("/tmp/root", O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -107,40 +109,63 @@ int main(void)
 	      "the path now names another tree");
 	int mounts = count_mounts();
 
-	_cleanup_close_ int first = sbx_image_overlay(img, scratch, &err);
-	if (!check(first >= 0, "an overlay of the tree held: %s", first < 0 ? err.msg : "ok"))
+	_cleanup_attached_ struct sbx_attached first = SBX_ATTACHED_INIT;
+	rc = sbx_image_overlay(img, scratch, &first, &err);
+	if (!check(rc == 0, "an overlay of the tree held: %s", rc < 0 ? err.msg : "ok"))
 		return check_done();
-	read_marker(first, text, sizeof(text));
+	read_marker(first.mnt, text, sizeof(text));
 	check(!strcmp(text, "held\n"), "the overlay shows the tree held, not the swapped path: %s",
 	      text);
-	_cleanup_close_ int second = sbx_image_overlay(img, scratch, &err);
-	if (!check(second >= 0, "a second overlay: %s", second < 0 ? err.msg : "ok"))
+	_cleanup_attached_ struct sbx_attached second = SBX_ATTACHED_INIT;
+	_cleanup_close_ int scratch2 = -1;
+	check(mkdir("/tmp/root2", 0755) == 0 &&
+		  (scratch2 = open("/tmp/root2", O_PATH | O_DIRECTORY | O_CLOEXEC)) >= 0,
+	      "a second new root");
+	rc = sbx_image_overlay(img, scratch2, &second, &err);
+	if (!check(rc == 0, "a second overlay: %s", rc < 0 ? err.msg : "ok"))
 		return check_done();
 	struct stat a, b, t;
-	check(fstat(first, &a) == 0 && fstat(second, &b) == 0 && fstat(img, &t) == 0,
+	check(fstat(first.mnt, &a) == 0 && fstat(second.mnt, &b) == 0 && fstat(img, &t) == 0,
 	      "stat both overlays and the tree");
 	check(a.st_dev != b.st_dev, "two overlays have different st_dev (%ju, %ju)",
 	      (uintmax_t)a.st_dev, (uintmax_t)b.st_dev);
 	check(a.st_dev != t.st_dev && b.st_dev != t.st_dev, "neither is the tree's own device");
 
-	int e = openat(first, "marker", O_WRONLY | O_CLOEXEC) < 0 ? errno : 0;
+	int e = openat(first.mnt, "marker", O_WRONLY | O_CLOEXEC) < 0 ? errno : 0;
 	check(e == EROFS, "a file cannot be opened for writing (%s)", strerror(e));
-	e = openat(first, "new", O_WRONLY | O_CREAT | O_CLOEXEC, 0600) < 0 ? errno : 0;
+	e = openat(first.mnt, "new", O_WRONLY | O_CREAT | O_CLOEXEC, 0600) < 0 ? errno : 0;
 	check(e == EROFS, "no file can be made (%s)", strerror(e));
-	e = mkdirat(first, "dir", 0700) < 0 ? errno : 0;
+	e = mkdirat(first.mnt, "dir", 0700) < 0 ? errno : 0;
 	check(e == EROFS, "no directory can be made (%s)", strerror(e));
-	check(count_entries("/tmp/root") == 0, "nothing is left in the new root");
-	check(count_mounts() == mounts, "no mount is left attached (%d, was %d)", count_mounts(),
-	      mounts);
 
-	check(move_mount(first, "", AT_FDCWD, "/tmp/view", MOVE_MOUNT_F_EMPTY_PATH) == 0,
-	      "attach the first overlay to read its options");
-	super_options("/tmp/view", opts, sizeof(opts));
+	super_options("/tmp/root/" SBX_IMAGE_OVERLAY_DIR, opts, sizeof(opts));
 	check(strstr(opts, "ro,") == opts, "read-only superblock (%s)", opts);
 	check(strstr(opts, "redirect_dir=nofollow") != NULL, "redirects not followed");
 	check(!strstr(opts, "upperdir") && !strstr(opts, "workdir"), "no upper layer");
 	check(!strstr(opts, "userxattr"), "no userxattr");
 	check(!strstr(opts, "metacopy=on"), "no metacopy");
 	check(!strstr(opts, "/tmp/store"), "the layer is named by no path of the store");
+
+	/* What rootfs.c does with it: bind an entry (a clone of the overlay's
+	 * mount, which Linux 6.1 makes only of an attached one), then end. */
+	_cleanup_close_ int entry = openat(first.mnt, "marker", O_PATH | O_CLOEXEC);
+	_cleanup_close_ int bind =
+	    entry < 0 ? -1
+		      : open_tree(entry, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+	rc = bind >= 0 && write_file("/tmp/view", "") == 0 &&
+		     move_mount(bind, "", AT_FDCWD, "/tmp/view", MOVE_MOUNT_F_EMPTY_PATH) == 0
+		 ? 0
+		 : errno;
+	check(rc == 0, "an entry of the overlay bound (%s)", rc ? strerror(rc) : "ok");
+	check(sbx_attach_end(&first, &err) == 0 && sbx_attach_end(&second, &err) == 0,
+	      "both overlays taken out: %s", err.msg);
+	check(count_entries("/tmp/root") == 0 && count_entries("/tmp/root2") == 0,
+	      "nothing is left in the new roots");
+	check(count_mounts() == mounts + 1, "only the bind is left attached (%d, was %d)",
+	      count_mounts(), mounts);
+	_cleanup_close_ int vf = open("/tmp/view", O_RDONLY | O_CLOEXEC);
+	ssize_t n = vf < 0 ? -1 : read(vf, text, sizeof(text) - 1);
+	text[n > 0 ? n : 0] = '\0';
+	check(!strcmp(text, "held\n"), "the bind stays: %s", text);
 	return check_done();
 }
