@@ -60,9 +60,9 @@ static void check_userns(struct item *it)
 	read_sysctl("/proc/sys/kernel/unprivileged_userns_clone", clone_ok, sizeof(clone_ok));
 	read_sysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns", apparmor,
 		    sizeof(apparmor));
+	/* AppArmor's own file (Linux 5.8+, as every kernel with the
+	 * restriction): attr/current would be SELinux's context elsewhere. */
 	read_sysctl("/proc/self/attr/apparmor/current", label, sizeof(label));
-	if (!label[0])
-		read_sysctl("/proc/self/attr/current", label, sizeof(label));
 	struct sbx_userns_host host = {
 	    .works = made && mount_errno == 0,
 	    .max_user_namespaces = max,
