@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/pidfd.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "cgroup.h"
+#include "userns_diag.h"
 #include "util.h"
 
 struct item {
@@ -25,6 +27,7 @@ struct item {
 	bool ok;
 	char detail[5120];
 	const char *fix;
+	const char *reason; /* userns only: sbx_userns_diagnose's reason */
 };
 
 static void read_sysctl(const char *path, char *out, size_t size)
@@ -35,7 +38,10 @@ static void read_sysctl(const char *path, char *out, size_t size)
 	out[strcspn(out, "\n")] = '\0';
 }
 
-/* The real test: can this user make the namespaces a sandbox needs? */
+/* The real test: can this user make the namespaces a sandbox needs, and
+ * mount in them? The mount matters: under Ubuntu's AppArmor restriction
+ * the clone may succeed into the unprivileged_userns profile, which denies
+ * every capability, so the sandbox fails at its first mount instead. */
 static void check_userns(struct item *it)
 {
 	pid_t pid = (pid_t)syscall(SYS_clone,
@@ -43,35 +49,46 @@ static void check_userns(struct item *it)
 				       CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP | SIGCHLD,
 				   NULL, NULL, NULL, NULL);
 	if (pid == 0)
-		_exit(0);
+		_exit(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ? errno & 0xff : 0);
 	int e = errno, status = 0;
 	if (pid > 0)
 		waitpid(pid, &status, 0);
-	it->ok = pid > 0 && WIFEXITED(status);
-	char max[32], clone_ok[32], apparmor[32];
+	bool made = pid > 0 && WIFEXITED(status);
+	int mount_errno = made ? WEXITSTATUS(status) : 0;
+	char max[32], clone_ok[32], apparmor[32], label[256];
 	read_sysctl("/proc/sys/user/max_user_namespaces", max, sizeof(max));
 	read_sysctl("/proc/sys/kernel/unprivileged_userns_clone", clone_ok, sizeof(clone_ok));
 	read_sysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns", apparmor,
 		    sizeof(apparmor));
+	/* AppArmor's own file (Linux 5.8+, as every kernel with the
+	 * restriction): attr/current would be SELinux's context elsewhere. */
+	read_sysctl("/proc/self/attr/apparmor/current", label, sizeof(label));
+	struct sbx_userns_host host = {
+	    .works = made && mount_errno == 0,
+	    .max_user_namespaces = max,
+	    .unprivileged_clone = clone_ok,
+	    .apparmor_restrict = apparmor,
+	    .apparmor_label = label,
+	};
+	struct sbx_userns_verdict v = sbx_userns_diagnose(&host);
+	char what[160];
+	if (host.works)
+		snprintf(what, sizeof(what), "%s",
+			 "user, mount, pid, net, ipc, uts and cgroup namespaces can be created");
+	else if (made)
+		snprintf(what, sizeof(what),
+			 "the namespaces were made but a mount in them failed: %s",
+			 strerror(mount_errno));
+	else
+		snprintf(what, sizeof(what), "the namespaces cannot be created: %s", strerror(e));
+	it->ok = host.works;
 	snprintf(it->detail, sizeof(it->detail),
 		 "%s; user.max_user_namespaces=%s kernel.unprivileged_userns_clone=%s "
-		 "kernel.apparmor_restrict_unprivileged_userns=%s",
-		 it->ok ? "user, mount, pid, net, ipc, uts and cgroup namespaces can be created"
-			: strerror(e),
-		 max[0] ? max : "absent", clone_ok[0] ? clone_ok : "absent",
-		 apparmor[0] ? apparmor : "absent");
-	if (!it->ok) {
-		if (!strcmp(max, "0"))
-			it->fix = "sysctl -w user.max_user_namespaces=15000";
-		else if (!strcmp(clone_ok, "0"))
-			it->fix = "sysctl -w kernel.unprivileged_userns_clone=1";
-		else if (!strcmp(apparmor, "1"))
-			it->fix = "sysctl -w kernel.apparmor_restrict_unprivileged_userns=0, or an "
-				  "AppArmor profile granting userns to sbx-helper";
-		else
-			it->fix = "a kernel with user namespaces (CONFIG_USER_NS) that lets this "
-				  "user create them";
-	}
+		 "kernel.apparmor_restrict_unprivileged_userns=%s apparmor_label=%s",
+		 what, max[0] ? max : "absent", clone_ok[0] ? clone_ok : "absent",
+		 apparmor[0] ? apparmor : "absent", label[0] ? label : "none");
+	it->reason = v.reason;
+	it->fix = v.fix;
 }
 
 static void check_seccomp(struct item *it)
@@ -242,11 +259,14 @@ int sbx_check_main(const char *cgroup_root, bool json)
 		json_object_set_new(doc, "socket_memory_run_bound", json_string(sock_bound.run));
 		json_object_set_new(doc, "legacy_tiocsti",
 				    json_string(tiocsti[0] ? tiocsti : "absent"));
-		for (size_t i = 0; i < SBX_ARRAY_SIZE(items); i++)
-			json_object_set_new(doc, items[i].name,
-					    json_pack("{s:b, s:b, s:s, s:s?}", "ok", items[i].ok,
-						      "required", items[i].required, "detail",
-						      items[i].detail, "fix", items[i].fix));
+		for (size_t i = 0; i < SBX_ARRAY_SIZE(items); i++) {
+			json_t *item = json_pack("{s:b, s:b, s:s, s:s?}", "ok", items[i].ok,
+						 "required", items[i].required, "detail",
+						 items[i].detail, "fix", items[i].fix);
+			if (item && items[i].reason)
+				json_object_set_new(item, "reason", json_string(items[i].reason));
+			json_object_set_new(doc, items[i].name, item);
+		}
 		char *s = json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS);
 		if (s)
 			puts(s);

@@ -14,12 +14,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "mount.h"
+#include "overlay.h"
 #include "tree.h"
 #include "util.h"
-
-/* Mount-point flags for everything we make: set-id bits and device nodes
- * never mean anything inside. */
-#define ATTR_SAFE (MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)
 
 /* A store image's entries at its top and in its etc/: the root tmpfs
  * (4096 inodes) holds one inode for each, beside what sbx makes. A Debian
@@ -50,39 +48,12 @@ static int bind_fd(int src_fd, int root_fd, const char *target, uint64_t attrs, 
 	return 0;
 }
 
-/* A new filesystem instance, configured but attached nowhere: the fd of
- * its detached mount. `opts` is a NULL-terminated key, value list (a NULL
- * value sets a flag); `fds` a -1-terminated list of directories given to
- * the fd-taking key `fd_key`, in order. */
-static int mount_detached(const char *fstype, const char *fd_key, const int *fds,
-			  const char *const *opts, uint64_t attrs, struct sbx_err *err)
-{
-	_cleanup_close_ int fs = fsopen(fstype, FSOPEN_CLOEXEC);
-	if (fs < 0)
-		return sbx_fail_errno(err, "fsopen %s", fstype);
-	for (const int *f = fds; f && *f >= 0; f++)
-		if (fsconfig(fs, FSCONFIG_SET_FD, fd_key, NULL, *f) < 0)
-			return sbx_fail_errno(err, "%s option %s", fstype, fd_key);
-	for (const char *const *o = opts; o && o[0]; o += 2) {
-		int rc = o[1] ? fsconfig(fs, FSCONFIG_SET_STRING, o[0], o[1], 0)
-			      : fsconfig(fs, FSCONFIG_SET_FLAG, o[0], NULL, 0);
-		if (rc < 0)
-			return sbx_fail_errno(err, "%s option %s", fstype, o[0]);
-	}
-	if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
-		return sbx_fail_errno(err, "create %s", fstype);
-	int mnt = fsmount(fs, FSMOUNT_CLOEXEC, (unsigned)attrs);
-	if (mnt < 0)
-		return sbx_fail_errno(err, "fsmount %s", fstype);
-	return mnt;
-}
-
 /* A new filesystem instance attached at root_fd/target (opts as for
- * mount_detached). */
+ * sbx_mount_detached). */
 static int mount_new(const char *fstype, const char *const *opts, int root_fd, const char *target,
 		     uint64_t attrs, struct sbx_err *err)
 {
-	_cleanup_close_ int mnt = mount_detached(fstype, NULL, NULL, opts, attrs, err);
+	_cleanup_close_ int mnt = sbx_mount_detached(fstype, opts, attrs, err);
 	if (mnt < 0)
 		return sbx_err_prefix(err, "%s", target);
 	if (move_mount(mnt, "", root_fd, target, MOVE_MOUNT_F_EMPTY_PATH) < 0)
@@ -140,7 +111,7 @@ static int bind_host_optional(const char *host_path, int root_fd, const char *ta
 	if (S_ISDIR(st.st_mode) ? mkdir_at(root_fd, target, 0755, err) < 0
 				: touch_at(root_fd, target, err) < 0)
 		return -1;
-	return bind_fd(src, root_fd, target, MOUNT_ATTR_RDONLY | ATTR_SAFE, true, err);
+	return bind_fd(src, root_fd, target, MOUNT_ATTR_RDONLY | SBX_ATTR_SAFE, true, err);
 }
 
 /* The sandbox's own /etc files, whatever the image: who the sandbox user
@@ -191,7 +162,8 @@ static int populate_host_image(int root_fd, struct sbx_err *err)
 	if (mkdir_at(root_fd, "usr", 0755, err) < 0)
 		return -1;
 	_cleanup_close_ int usr = open_path("/usr", err);
-	if (usr < 0 || bind_fd(usr, root_fd, "usr", MOUNT_ATTR_RDONLY | ATTR_SAFE, true, err) < 0)
+	if (usr < 0 ||
+	    bind_fd(usr, root_fd, "usr", MOUNT_ATTR_RDONLY | SBX_ATTR_SAFE, true, err) < 0)
 		return -1;
 	static const char *const top[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32"};
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(top); i++) {
@@ -273,7 +245,7 @@ static int bind_entries(int from, const char *where, int to, bool (*skip)(const 
 			return sbx_fail_errno(err, "%s/%s", where, name);
 		if ((S_ISDIR(st.st_mode) ? mkdir_at(to, name, 0755, err)
 					 : touch_at(to, name, err)) < 0 ||
-		    bind_fd(src, to, name, MOUNT_ATTR_RDONLY | ATTR_SAFE, false, err) < 0)
+		    bind_fd(src, to, name, MOUNT_ATTR_RDONLY | SBX_ATTR_SAFE, false, err) < 0)
 			return sbx_err_prefix(err, "%s/%s", where, name);
 	}
 	if (errno)
@@ -281,63 +253,23 @@ static int bind_entries(int from, const char *where, int to, bool (*skip)(const 
 	return 0;
 }
 
-/* What the sandbox makes itself at the top: never the image's. */
+/* What the sandbox makes itself at the top: never the image's (nor the
+ * directory the image's overlay is attached at while it is bound from). */
 static bool sandbox_owned(const char *name)
 {
-	static const char *const own[] = {"proc", "dev", "sys", "tmp", "data", "out", "etc"};
+	static const char *const own[] = {"proc", "dev", "sys", "tmp",
+					  "data", "out", "etc", SBX_IMAGE_OVERLAY_DIR};
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(own); i++)
 		if (!strcmp(name, own[i]))
 			return true;
 	return false;
 }
 
-/* This run's own read-only view of a store image: an overlay whose top
- * layer is the tree sbxd verified (the fd opened from --image-root,
- * never a path resolved again). Binds of the store tree itself would give
- * every run of the image the same inodes, so an inotify/dnotify watch in
- * one run saw another's opens, and a flock in one blocked another's; the
- * overlay's inodes are this superblock's alone.
- *
- * overlayfs refuses a single lower layer without an upper one ("at least 2
- * lowerdir are needed"), so the bottom layer is an empty tmpfs of one
- * inode, attached nowhere (nothing of it shows in the sandbox).
- *
- * Options: no upperdir (nothing can be written; the mount is read-only
- * too). redirect_dir=nofollow and metacopy=off: an image's redirect or
- * metacopy xattr must never send a lookup elsewhere. No userxattr: the
- * image's user.overlay.* xattrs stay plain data; the trusted.overlay.*
- * ones overlayfs would read need CAP_SYS_ADMIN in the host's namespace,
- * which this mounter lacks, so they read as absent (the import writes no
- * xattrs at all). xino=off: inode numbers stay the image's own, nothing
- * folded into high bits; index and nfs_export off (both need an upper). */
-static int image_overlay(int img, struct sbx_err *err)
+/* A store image's entries from `img`, its overlay: every top-level entry
+ * but what the sandbox makes itself, and an /etc of sbx's own files with
+ * the image's other entries bound beside them. */
+static int bind_store_image(int img, int root_fd, struct sbx_err *err)
 {
-	static const char *const empty_opts[] = {"mode",      "0555", "size", "4k",
-						 "nr_inodes", "1",    NULL};
-	static const char *const ovl_opts[] = {"redirect_dir", "nofollow", "metacopy", "off",
-					       "xino",	       "off",	   "index",    "off",
-					       "nfs_export",   "off",	   NULL};
-	const uint64_t ro = MOUNT_ATTR_RDONLY | ATTR_SAFE;
-	_cleanup_close_ int empty =
-	    mount_detached("tmpfs", NULL, NULL, empty_opts, ro | MOUNT_ATTR_NOEXEC, err);
-	if (empty < 0)
-		return sbx_err_prefix(err, "the image overlay's empty layer");
-	const int layers[] = {img, empty, -1};
-	int ovl = mount_detached("overlay", "lowerdir+", layers, ovl_opts, ro, err);
-	if (ovl < 0)
-		return sbx_err_prefix(err, "the image overlay");
-	return ovl;
-}
-
-/* A store image (--image-root, which sbxd resolved, verified and holds):
- * every top-level entry but what the sandbox makes itself, and an /etc of
- * sbx's own files with the image's other entries bound beside them, all
- * from this run's own overlay of the tree. */
-static int populate_store_image(int tree, int root_fd, struct sbx_err *err)
-{
-	_cleanup_close_ int img = image_overlay(tree, err);
-	if (img < 0)
-		return -1;
 	if (bind_entries(img, "image", root_fd, sandbox_owned, STORE_TOP_MAX, err) < 0)
 		return -1;
 	_cleanup_close_ int etc = make_sbx_etc(root_fd, err);
@@ -352,6 +284,21 @@ static int populate_store_image(int tree, int root_fd, struct sbx_err *err)
 			   ? 0
 			   : sbx_fail_errno(err, "image/etc");
 	return bind_entries(img_etc, "image/etc", etc, is_sbx_etc_file, STORE_ETC_MAX, err);
+}
+
+/* A store image (--image-root, which sbxd resolved, verified and holds),
+ * bound from this run's own overlay of the tree. Binds of the store tree
+ * itself would give every run of the image the same inodes, so an
+ * inotify/dnotify watch in one run saw another's opens, and a flock in one
+ * blocked another's; the overlay's inodes are its own superblock's alone. */
+static int populate_store_image(int tree, int root_fd, struct sbx_err *err)
+{
+	_cleanup_attached_ struct sbx_attached view = SBX_ATTACHED_INIT;
+	if (sbx_image_overlay(tree, root_fd, &view, err) < 0 ||
+	    bind_store_image(view.mnt, root_fd, err) < 0)
+		return -1;
+	/* Of the overlay, only its binds stay in the root. */
+	return sbx_attach_end(&view, err);
 }
 
 /* A rootfs directory image: the top-level entries a root file system is
@@ -385,7 +332,7 @@ static int populate_dir_image(int img, const char *image, int root_fd, struct sb
 		if (src < 0)
 			return sbx_fail_errno(err, "image %s/%s", image, name);
 		if (mkdir_at(root_fd, name, 0755, err) < 0 ||
-		    bind_fd(src, root_fd, name, MOUNT_ATTR_RDONLY | ATTR_SAFE, true, err) < 0)
+		    bind_fd(src, root_fd, name, MOUNT_ATTR_RDONLY | SBX_ATTR_SAFE, true, err) < 0)
 			return -1;
 	}
 	return 0;
@@ -422,7 +369,8 @@ static int populate_dev(int root_fd, uint64_t shm_mb, struct sbx_err *err)
 {
 	static const char *const dev_opts[] = {"mode", "0755", "size", "64k", NULL};
 	if (mkdir_at(root_fd, "dev", 0755, err) < 0 ||
-	    mount_new("tmpfs", dev_opts, root_fd, "dev", ATTR_SAFE | MOUNT_ATTR_NOEXEC, err) < 0)
+	    mount_new("tmpfs", dev_opts, root_fd, "dev", SBX_ATTR_SAFE | MOUNT_ATTR_NOEXEC, err) <
+		0)
 		return -1;
 	_cleanup_close_ int dev = openat(root_fd, "dev", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (dev < 0)
@@ -450,7 +398,7 @@ static int populate_dev(int root_fd, uint64_t shm_mb, struct sbx_err *err)
 	const char *const shm_opts[] = {"mode",	     "1777",	 "size", shm_size,
 					"nr_inodes", shm_inodes, NULL};
 	if (mkdir_at(dev, "shm", 01777, err) < 0 ||
-	    mount_new("tmpfs", shm_opts, dev, "shm", ATTR_SAFE, err) < 0)
+	    mount_new("tmpfs", shm_opts, dev, "shm", SBX_ATTR_SAFE, err) < 0)
 		return -1;
 	static const struct {
 		const char *name, *target;
@@ -480,7 +428,7 @@ static int populate_writable(const SbxPolicy *p, int root_fd, struct sbx_err *er
 		 (unsigned long long)inode_limit(p->limits->tmp_mb));
 	const char *const tmp_opts[] = {"mode", "1777", "size", size, "nr_inodes", inodes, NULL};
 	if (mkdir_at(root_fd, "tmp", 01777, err) < 0 ||
-	    mount_new("tmpfs", tmp_opts, root_fd, "tmp", ATTR_SAFE, err) < 0)
+	    mount_new("tmpfs", tmp_opts, root_fd, "tmp", SBX_ATTR_SAFE, err) < 0)
 		return -1;
 
 	if (sbx_policy_mount(p, "/out")) {
@@ -490,7 +438,7 @@ static int populate_writable(const SbxPolicy *p, int root_fd, struct sbx_err *er
 		const char *const out_opts[] = {"mode", "0755", "size", size, "nr_inodes", inodes,
 						"uid",	uid,	"gid",	gid,  NULL};
 		if (mkdir_at(root_fd, "out", 0755, err) < 0 ||
-		    mount_new("tmpfs", out_opts, root_fd, "out", ATTR_SAFE, err) < 0)
+		    mount_new("tmpfs", out_opts, root_fd, "out", SBX_ATTR_SAFE, err) < 0)
 			return -1;
 	}
 	return 0;
@@ -504,7 +452,7 @@ static int populate_data(const SbxPolicy *p, int data_src, int root_fd, struct s
 		return -1;
 	if (data_src < 0)
 		return 0; /* an empty directory of the read-only root */
-	return bind_fd(data_src, root_fd, "data", MOUNT_ATTR_RDONLY | ATTR_SAFE, true, err);
+	return bind_fd(data_src, root_fd, "data", MOUNT_ATTR_RDONLY | SBX_ATTR_SAFE, true, err);
 }
 
 /* `base` is where proc goes, `null` a /dev/null to mask files with; both
@@ -654,7 +602,7 @@ int sbx_rootfs_build(const SbxPolicy *p, const char *data_dir, bool data_no_syml
 	_cleanup_close_ int data_src = -1;
 	if (data_dir && (data_src = open_source_dir(data_dir, data_no_symlinks)) < 0)
 		return sbx_fail_errno(err, "--data %s", data_dir);
-	if (mount_new("tmpfs", root_opts, host_root, "tmp", ATTR_SAFE, err) < 0)
+	if (mount_new("tmpfs", root_opts, host_root, "tmp", SBX_ATTR_SAFE, err) < 0)
 		return -1;
 	_cleanup_close_ int root_fd = open("/tmp", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (root_fd < 0)

@@ -91,7 +91,15 @@ __attribute__((noreturn)) static void sandbox_child(const struct sbx_sandbox_opt
 
 	int out_fd = -1, sysctl_dir = -1;
 	if (sethostname("sbx", 3) < 0 || setdomainname("sbx", 3) < 0) {
-		sbx_fail_errno(&err, "hostname");
+		/* The first act that needs a capability in the new namespaces:
+		 * where Ubuntu's AppArmor restriction let the clone through into
+		 * its unprivileged_userns profile, which denies them all, this is
+		 * where a sandbox fails. */
+		if (errno == EPERM)
+			sbx_fail_errno(&err, "hostname: no capabilities in the sandbox's new user "
+					     "namespace; `sbx-helper check` names the fix");
+		else
+			sbx_fail_errno(&err, "hostname");
 		goto fail;
 	}
 	/* pid 1's own network namespace holds nothing: each exec gets a

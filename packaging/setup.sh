@@ -24,7 +24,7 @@ PACKAGES=(build-essential cmake pkg-config gcc clang clang-format libseccomp-dev
           libevent-dev libidn2-dev
           libarchive-dev libssl-dev openssl bubblewrap tinyproxy python3 iproute2
           curl valgrind ca-certificates python3-protobuf protobuf-compiler time
-          umoci skopeo mmdebstrap busybox-static zstd uidmap libsystemd-dev)
+          umoci skopeo mmdebstrap busybox-static zstd uidmap libsystemd-dev apparmor)
 
 usage() {
     cat <<EOF

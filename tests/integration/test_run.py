@@ -184,6 +184,9 @@ class RunBasics(SandboxTest):
                          {"v1": "2 x memory_mb", "v2": "memory_mb"}[doc["cgroup_mode"]], doc)
         # The suite runs on hosts prepared by packaging/setup.sh: all there.
         self.assertTrue(doc["ok"], doc)
+        # Why user namespaces work or not (unit.helper.userns_diag feeds
+        # the decision every host it knows).
+        self.assertEqual(doc["userns"]["reason"], "ok", doc["userns"])
 
     def test_check_names_the_fix_when_cgroup_is_missing(self):
         p = subprocess.run([HELPER, "check", "--cgroup-root", "no/such/cgroup"],

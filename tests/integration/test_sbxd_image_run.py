@@ -224,10 +224,19 @@ class ImageRun(ServerTestCase):
             devs = []
             for run in (first, second):
                 mounts = {}
-                for ln in self.run_cmd(run, ["/bin/cat", "/proc/self/mountinfo"]).splitlines():
+                lines = self.run_cmd(run, ["/bin/cat", "/proc/self/mountinfo"]).splitlines()
+                for ln in lines:
                     f = ln.split(" ")
                     sep = f.index("-")
                     mounts[f[4]] = (f[2], f[5].split(","), f[sep + 1], f[sep + 3].split(","))
+                # The layers are named as /proc/thread-self/fd links
+                # (helper/overlay.c): the overlay's options and the binds'
+                # roots name no path of the store.
+                ovl = [ln for ln in lines if " - overlay " in ln]
+                self.assertTrue(ovl, lines)
+                self.assertFalse([ln for ln in ovl if self.srv.state in ln], ovl)
+                self.assertFalse([ln for ln in ovl if "lowerdir=/proc/thread-self/fd/" not in ln],
+                                 ovl)
                 for point in ("/bin", "/usr", "/etc/os-release", "/etc/extra.d"):
                     _, opts, fstype, sopts = mounts[point]
                     self.assertEqual(fstype, "overlay", (point, mounts[point]))

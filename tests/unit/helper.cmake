@@ -1,0 +1,9 @@
+# SPDX-License-Identifier: Apache-2.0
+# helper/: the pieces of sbx-helper a test can drive directly.
+add_executable(test_helper_overlay test_helper_overlay.c)
+target_link_libraries(test_helper_overlay PRIVATE sbx_helper_parts sbx_check)
+add_test(NAME unit.helper.overlay COMMAND test_helper_overlay)
+
+add_executable(test_helper_userns_diag test_helper_userns_diag.c)
+target_link_libraries(test_helper_userns_diag PRIVATE sbx_helper_parts sbx_check)
+add_test(NAME unit.helper.userns_diag COMMAND test_helper_userns_diag)
