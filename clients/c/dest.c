@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "client_internal.h"
+#include "text.h"
 #include "tree.h"
 #include "util.h"
 
@@ -122,34 +123,40 @@ int sbx_dest_open(const char *dir, struct sbx_err *err)
 int sbx_dest_subdir(int top, const char *rel, const char **base, struct sbx_err *err)
 {
 	char path[PATH_MAX];
+	/* A sandbox chose the names: escaped in messages (common/text.h). */
+	char shown[256];
 
+	sbx_escape(shown, sizeof(shown), rel);
 	if (snprintf(path, sizeof(path), "%s", rel) >= (int)sizeof(path))
-		return sbx_fail_errnum(err, ENAMETOOLONG, "a path of %zu bytes", strlen(rel));
+		return sbx_fail_errnum(err, ENAMETOOLONG, "%s: too long", shown);
 	_cleanup_close_ int cur = fcntl(top, F_DUPFD_CLOEXEC, 3);
 	if (cur < 0)
 		return sbx_fail_errno(err, "dup");
 	char *s = path;
 	for (char *slash; (slash = strchr(s, '/')); s = slash + 1) {
 		*slash = '\0';
+		sbx_escape(shown, sizeof(shown), path);
 		if (!*s || !strcmp(s, ".") || !strcmp(s, ".."))
-			return sbx_fail_errnum(err, EXDEV, "%s: would leave the directory", path);
+			return sbx_fail_errnum(err, EXDEV, "%s: would leave the directory", shown);
 		/* 0755 less the umask: never writable by others, which a later
 		 * fetch into the same directory would refuse. */
 		if (mkdirat(cur, s, 0755) < 0 && errno != EEXIST)
-			return sbx_fail_errno(err, "%s", path);
+			return sbx_fail_errno(err, "%s", shown);
 		int next = sbx_open_beneath(cur, s, O_RDONLY | O_DIRECTORY, 0, err);
 		if (next < 0)
-			return refuse_entry(cur, s, path, "a directory", err);
+			return refuse_entry(cur, s, shown, "a directory", err);
 		close(cur);
 		cur = next;
 		/* One made before us (or by someone else) is held to the
 		 * destination's rule. */
-		if (check_own_dir(cur, path, err) < 0)
+		if (check_own_dir(cur, shown, err) < 0)
 			return -1;
 		*slash = '/';
 	}
-	if (!*s || !strcmp(s, ".") || !strcmp(s, ".."))
-		return sbx_fail_errnum(err, EXDEV, "%s: not a file name", rel);
+	if (!*s || !strcmp(s, ".") || !strcmp(s, "..")) {
+		sbx_escape(shown, sizeof(shown), rel);
+		return sbx_fail_errnum(err, EXDEV, "%s: not a file name", shown);
+	}
 	*base = rel + (s - path);
 	return sbx_steal_fd(cur);
 }
