@@ -382,7 +382,8 @@ int fetch_all(sbx_client *c, const char *run_id, int dirfd, const char *dir,
 		mode_t mode = (a->mode & 0777 ? a->mode & 0777 : 0666) & ~mask;
 		rc = sbx_fetch_at(c, run_id, a->path, dirfd, a->path, mode, a->sha256, live,
 				  cli_progress, NULL, NULL, st);
-		if (rc < 0)
+		/* A refusal names what is in the way relative to dir: say dir. */
+		if (rc < 0 && st->code == SBX__V1__CODE__FAILED_PRECONDITION)
 			sbx_rpc_prefix(st, "%s", dir);
 	}
 	sbx__v1__list_artifacts_response__free_unpacked(r, NULL);

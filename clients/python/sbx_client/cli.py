@@ -94,8 +94,9 @@ def fetch_all(run, out_fd, out):
         try:
             run.fetch_at(out_fd, a.path, (a.mode & 0o777 or 0o666) & ~mask, sha256=a.sha256,
                          live=listing.live)
-        except errors.SbxError as e:
-            raise type(e)("%s: %s" % (out, e.message)) from None
+        except errors.FailedPrecondition as e:
+            # A refusal names what is in the way relative to out: say out.
+            raise errors.FailedPrecondition("%s: %s" % (out, e.message)) from None
 
 
 def cmd_run(a):
