@@ -47,17 +47,16 @@ static int check_own_dir(int fd, const char *what, struct sbx_err *err)
 	if (!S_ISDIR(st.st_mode))
 		return sbx_fail(err, "%s: not a directory: refused", what);
 	if (st.st_uid != geteuid())
-		return sbx_fail_errnum(
-		    err, EPERM,
-		    "%s: owned by uid %u, not by you (uid %u): refused, since its "
-		    "owner could plant links in it",
-		    what, (unsigned)st.st_uid, (unsigned)geteuid());
+		return sbx_fail(err,
+				"%s: owned by uid %u, not by you (uid %u): refused, since its "
+				"owner could plant links in it",
+				what, (unsigned)st.st_uid, (unsigned)geteuid());
 	if (st.st_mode & (S_IWGRP | S_IWOTH))
-		return sbx_fail_errnum(err, EPERM,
-				       "%s: writable by %s (mode %04o): refused, since they could "
-				       "plant links in it (chmod go-w it)",
-				       what, st.st_mode & S_IWOTH ? "others" : "its group",
-				       (unsigned)(st.st_mode & 07777));
+		return sbx_fail(err,
+				"%s: writable by %s (mode %04o): refused, since they could "
+				"plant links in it (chmod go-w it)",
+				what, st.st_mode & S_IWOTH ? "others" : "its group",
+				(unsigned)(st.st_mode & 07777));
 	return 0;
 }
 
@@ -69,9 +68,8 @@ static int refuse_entry(int dir, const char *name, const char *what, const char 
 
 	if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 	    (S_ISLNK(st.st_mode) || strcmp(kind_of(st.st_mode), want)))
-		return sbx_fail_errnum(err, EEXIST,
-				       "%s: %s is in the way: refused (never followed or replaced)",
-				       what, kind_of(st.st_mode));
+		return sbx_fail(err, "%s: %s is in the way: refused (never followed or replaced)",
+				what, kind_of(st.st_mode));
 	return sbx_err_prefix(err, "%s", what);
 }
 
@@ -137,7 +135,7 @@ int sbx_dest_subdir(int top, const char *rel, const char **base, struct sbx_err 
 		*slash = '\0';
 		sbx_escape(shown, sizeof(shown), path);
 		if (!*s || !strcmp(s, ".") || !strcmp(s, ".."))
-			return sbx_fail_errnum(err, EXDEV, "%s: would leave the directory", shown);
+			return sbx_fail(err, "%s: would leave the directory: refused", shown);
 		/* 0755 less the umask: never writable by others, which a later
 		 * fetch into the same directory would refuse. */
 		if (mkdirat(cur, s, 0755) < 0 && errno != EEXIST)
@@ -155,7 +153,7 @@ int sbx_dest_subdir(int top, const char *rel, const char **base, struct sbx_err 
 	}
 	if (!*s || !strcmp(s, ".") || !strcmp(s, "..")) {
 		sbx_escape(shown, sizeof(shown), rel);
-		return sbx_fail_errnum(err, EXDEV, "%s: not a file name", shown);
+		return sbx_fail(err, "%s: not a file name: refused", shown);
 	}
 	*base = rel + (s - path);
 	return sbx_steal_fd(cur);
@@ -171,8 +169,7 @@ int sbx_dest_check_slot(int dir, const char *name, const char *rel, struct sbx_e
 	 * (it may be a hard link to something else); anything else was put
 	 * there by someone, and the caller should see it. */
 	if (!S_ISREG(st.st_mode))
-		return sbx_fail_errnum(err, EEXIST,
-				       "%s: %s is in the way: refused (never followed or replaced)",
-				       rel, kind_of(st.st_mode));
+		return sbx_fail(err, "%s: %s is in the way: refused (never followed or replaced)",
+				rel, kind_of(st.st_mode));
 	return 0;
 }
