@@ -8,12 +8,16 @@
 #   3. as root only: create the unprivileged user sbx-test, give it subordinate
 #      ids (/etc/subuid, /etc/subgid), delegate a cgroup subtree (memory, pids,
 #      cpu) to it, and record its path in /etc/sbx/cgroup-root
+#   4. as root only: create a second local user sbx-test2 owning a directory
+#      sbx-test may write (the other user of the clients' destination tests)
 set -euo pipefail
 
 PROG=setup
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TEST_USER=sbx-test
 TEST_HOME=/var/lib/sbx-test
+OTHER_USER=sbx-test2
+OTHER_DROP=/var/lib/sbx-test2/drop
 CGROUP_MNT=/sys/fs/cgroup
 CGROUP_RECORD=/etc/sbx/cgroup-root
 SUBID_COUNT=65536   # ids per subordinate range (mmdebstrap --mode=unshare maps 65536)
@@ -41,7 +45,9 @@ Prepares this host for building and testing sbx. Safe to run again.
      --mode=unshare, packaging/images/recon-runtime/build.sh), delegates a
      cgroup subtree (memory, pids, cpu) to it, and writes the subtree's path relative
      to the cgroup mount to $CGROUP_RECORD (read by sbx-helper when no
-     --cgroup-root is given).
+     --cgroup-root is given). Also creates the system user $OTHER_USER owning
+     $OTHER_DROP (mode 0770, group $TEST_USER): the other local user of the
+     clients' destination tests.
 
 Options:
   --build-dir DIR  build directory (default: <repo>/build, or <repo>/build-asan
@@ -164,6 +170,25 @@ step_subids() {
     note "subids: $TEST_USER has ranges in /etc/subuid and /etc/subgid (mmdebstrap --mode=unshare)"
 }
 
+# ---------------------------------------------------------------- 3. a second user
+# The clients' destination tests (tests/integration/test_sbxd_cli_dest.py)
+# play a second local user who pre-created the victim's results directory:
+# $OTHER_DROP is owned by $OTHER_USER and writable by $TEST_USER's group, so
+# the test can plant a link in it; a client must refuse to write there.
+step_other_user() {
+    if id -u "$OTHER_USER" >/dev/null 2>&1; then
+        say "user $OTHER_USER exists"
+    else
+        useradd --system --user-group --no-create-home --home-dir /nonexistent \
+                --shell /usr/sbin/nologin --comment "sbx tests, another local user" "$OTHER_USER"
+        say "created system user $OTHER_USER"
+    fi
+    install -d -m 0755 -o "$OTHER_USER" -g "$OTHER_USER" "$(dirname "$OTHER_DROP")"
+    install -d -m 0770 -o "$OTHER_USER" -g "$TEST_USER" "$OTHER_DROP"
+    say "$OTHER_DROP: owned by $OTHER_USER, writable by group $TEST_USER"
+    note "other user: $OTHER_USER (uid $(id -u "$OTHER_USER")) owns $OTHER_DROP"
+}
+
 # ---------------------------------------------------------------- 4. cgroups
 # cg_write FILE VALUE: one write to a cgroup control file (errors go to the caller).
 cg_write() { printf '%s\n' "$2" > "$1"; }
@@ -282,6 +307,7 @@ step_build
 if [ "$IS_ROOT" = 1 ]; then
     step_user
     step_subids
+    step_other_user
     step_cgroup
 else
     say "not root: skipping user $TEST_USER and cgroup delegation"

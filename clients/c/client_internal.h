@@ -16,4 +16,15 @@ int sbx_request_id(char out[33], struct sbx_err *err);
 /* Bytes as lowercase hex; out holds 2*n+1. */
 void sbx_hex(const unsigned char *in, size_t n, char *out);
 
+/* Beneath the destination top (sbx_dest_open), the directories of the
+ * relative path rel made (0755 less the umask) or opened, each without
+ * following a link and held to the destination's rule (ours, not writable
+ * by others); returns the last one's fd, *base pointing into rel at the
+ * file's name. "", "." and ".." components are refused. */
+int sbx_dest_subdir(int top, const char *rel, const char **base, struct sbx_err *err);
+/* Whether name in dir may be replaced by a rename: nothing there or a
+ * regular file; anything else (a link, a directory, a FIFO) is refused,
+ * named as rel. */
+int sbx_dest_check_slot(int dir, const char *name, const char *rel, struct sbx_err *err);
+
 #endif

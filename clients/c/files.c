@@ -15,6 +15,7 @@
 
 #include "client_internal.h"
 #include "text.h"
+#include "tree.h"
 #include "util.h"
 
 static void md_freep(EVP_MD_CTX **md)
@@ -359,5 +360,66 @@ int sbx_fetch_file_ex(sbx_client *c, const char *run_id, const char *remote_path
 	if (rename(tmp.path, local_path) < 0)
 		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "%s", local_path);
 	free(sbx_steal_ptr(tmp.path)); /* renamed: nothing to remove */
+	return 0;
+}
+
+/* A temporary file in a directory fd: removed on scope exit unless
+ * renamed into place (then name is empty). */
+struct temp_at {
+	int dir;
+	int fd;
+	char name[40];
+};
+
+static void temp_at_freep(struct temp_at *t)
+{
+	sbx_closep(&t->fd);
+	if (t->name[0])
+		(void)unlinkat(t->dir, t->name, 0); /* already gone is what we want */
+}
+
+int sbx_fetch_at(sbx_client *c, const char *run_id, const char *remote_path, int dirfd,
+		 const char *rel, mode_t mode, const char *expect_sha256, bool expect_live,
+		 sbx_progress_fn progress, void *progress_arg, struct sbx_fetch_info *info,
+		 struct sbx_rpc_status *st)
+{
+	char shown[256];
+	const char *base;
+
+	sbx_escape(shown, sizeof(shown), rel);
+	_cleanup_close_ int dir = sbx_dest_subdir(dirfd, rel, &base, &st->err);
+	/* Asked before the bytes are fetched, and again before the rename. */
+	if (dir < 0 || sbx_dest_check_slot(dir, base, shown, &st->err) < 0)
+		return sbx_rpc_code(st, SBX__V1__CODE__FAILED_PRECONDITION);
+	/* After dir: removed while dir is still open. */
+	_cleanup_(temp_at_freep) struct temp_at tmp = {.dir = dir, .fd = -1};
+	for (int tries = 0; tmp.fd < 0; tries++) {
+		char id[33];
+		if (tries == 16)
+			return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL,
+					    "%s: no free temporary name", shown);
+		if (sbx_request_id(id, &st->err) < 0)
+			return sbx_rpc_code(st, SBX__V1__CODE__INTERNAL);
+		snprintf(tmp.name, sizeof(tmp.name), ".sbx-fetch-%.12s.tmp", id);
+		/* 0600 until the bytes are verified and the mode set on the fd. */
+		tmp.fd =
+		    sbx_open_beneath(dir, tmp.name, O_WRONLY | O_CREAT | O_EXCL, 0600, &st->err);
+		if (tmp.fd < 0)
+			tmp.name[0] = '\0';
+		if (tmp.fd < 0 && st->err.errnum != EEXIST)
+			return sbx_rpc_code(st, SBX__V1__CODE__FAILED_PRECONDITION);
+	}
+	if (fetch_into(c, run_id, remote_path, tmp.fd, expect_sha256, expect_live, progress,
+		       progress_arg, info, st) < 0)
+		return -1;
+	/* The mode on the fd, never on a name someone could have swapped. */
+	if (fchmod(tmp.fd, mode & 07777) < 0 || fsync(tmp.fd) < 0 ||
+	    close(sbx_steal_fd(tmp.fd)) < 0)
+		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "%s", shown);
+	if (sbx_dest_check_slot(dir, base, shown, &st->err) < 0)
+		return sbx_rpc_code(st, SBX__V1__CODE__FAILED_PRECONDITION);
+	if (renameat(dir, tmp.name, dir, base) < 0)
+		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "%s", shown);
+	tmp.name[0] = '\0'; /* renamed: nothing to remove */
 	return 0;
 }

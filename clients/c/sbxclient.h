@@ -49,6 +49,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <sbx/v1/sandbox.pb-c.h>
 
@@ -205,6 +206,29 @@ int sbx_fetch_file_ex(sbx_client *c, const char *run_id, const char *remote_path
 		      const char *local_path, const char *expect_sha256, bool expect_live,
 		      sbx_progress_fn progress, void *progress_arg, struct sbx_fetch_info *info,
 		      struct sbx_rpc_status *st);
+
+/* A directory to fetch artifacts into (`sbxctl run --out`, `fetch --all`):
+ * opened once, its last component never followed (a link there is
+ * refused), made (0700) beneath its parent when missing, and refused unless
+ * the caller's euid owns it and neither its group nor others can write it:
+ * whoever can write a directory can plant a link in it (keys -> ~/.ssh)
+ * between our steps. Returns an O_DIRECTORY fd for sbx_fetch_at, or -1
+ * with err naming the path and the reason. */
+int sbx_dest_open(const char *dir, struct sbx_err *err);
+
+/* sbx_fetch_file_ex into rel (a relative path, e.g. the artifact's) beneath
+ * dirfd (sbx_dest_open's): every directory on the way made or opened
+ * without following a link and held to sbx_dest_open's rule, the bytes
+ * written to a new temporary file there (O_EXCL, never through a link),
+ * given `mode` with fchmod once verified (the caller applies its umask) and
+ * renamed over rel. What is in the way -- a link, a directory where the
+ * file goes, a file where a directory goes, a FIFO -- is refused
+ * (FAILED_PRECONDITION naming it), never followed or removed; an existing
+ * regular file is replaced. */
+int sbx_fetch_at(sbx_client *c, const char *run_id, const char *remote_path, int dirfd,
+		 const char *rel, mode_t mode, const char *expect_sha256, bool expect_live,
+		 sbx_progress_fn progress, void *progress_arg, struct sbx_fetch_info *info,
+		 struct sbx_rpc_status *st);
 
 /* The artifact's bytes written to fd as they arrive (a pipe, a terminal:
  * `sbxctl fetch RUN PATH -`), with the same checks as sbx_fetch_file_ex; the

@@ -113,8 +113,11 @@ static const char *const cmd_help[CMD_COUNT] = {
 	"else on PATH) and stopped at the end.\n"
 	"\n"
 	"  --data DIR      files for /data (read-only inside)\n"
-	"  --out DIR       where /out is copied at the end (created if missing; one that\n"
-	"                  cannot be written is refused before the run is created)\n"
+	"  --out DIR       where /out is copied at the end (made 0700 if missing); refused\n"
+	"                  before the run is created when it is a link, is not yours, or\n"
+	"                  its group or others can write it (they could plant links in\n"
+	"                  it), or cannot be written; a link or other non-file in the\n"
+	"                  way beneath it is refused, never followed\n"
 	"  --label K=V     a label of the run (repeatable)\n"
 	"  --stdin FILE    CMD's standard input ('-': ours; at most 1 MiB); default "
 	"empty\n" POLICY_HELP "\n"
@@ -176,7 +179,8 @@ static const char *const cmd_help[CMD_COUNT] = {
 		  "here; into DEST if that is a directory; '-': to stdout), or every artifact\n"
 		  "into DIR. Each file is checked against the sha256 sbxd reports before it is\n"
 		  "put in place; to stdout the bytes go out as they come, and a failed check\n"
-		  "says that what was written is not the artifact (exit 1).\n",
+		  "says that what was written is not the artifact (exit 1). DIR is held to run\n"
+		  "--out's rules: yours, not writable by group or others, never through a link.\n",
     [CMD_TEARDOWN] = "usage: sbxctl teardown RUN\n"
 		     "\n"
 		     "Kills everything in the run, destroys its sandbox, and prints the run's\n"

@@ -224,7 +224,8 @@ int start_exec(sbx_client *c, const struct cli *cli, const char *run_id, char **
  * ExecStatus (free with free_unpacked of the WaitResponse it came in, via *wait). */
 int live_exec(sbx_client *c, const char *run_id, const char *exec_id, int stdout_fd,
 	      Sbx__V1__WaitResponse **wait, struct sbx_rpc_status *st);
-/* --out DIR: made if missing, and a file can be written in it. */
+/* --out DIR opened (sbx_dest_open: ours, not writable by others, made if
+ * missing), and a file can be written in it; returns its fd. */
 int check_out_dir(const char *dir, struct sbx_err *err);
 /* run --json, exec --json: the result object (result.c); NULL with st. */
 json_t *cli_exec_result(const char *run_id, const Sbx__V1__ExecStatus *s, int exit_status,
@@ -232,8 +233,10 @@ json_t *cli_exec_result(const char *run_id, const Sbx__V1__ExecStatus *s, int ex
 /* Adds the run's artifacts now (ListArtifacts) to a result object. */
 int cli_result_add_artifacts(json_t *r, sbx_client *c, const char *run_id,
 			     struct sbx_rpc_status *st);
-/* Fetches every artifact of the run into dir, verified. */
-int fetch_all(sbx_client *c, const char *run_id, const char *dir, struct sbx_rpc_status *st);
+/* Fetches every artifact of the run beneath dirfd (sbx_dest_open's, dir
+ * its name for messages), verified, never through a link (sbx_fetch_at). */
+int fetch_all(sbx_client *c, const char *run_id, int dirfd, const char *dir,
+	      struct sbx_rpc_status *st);
 /* Checks that an artifact path from the server stays inside a directory. */
 bool safe_relative_path(const char *p);
 

@@ -160,7 +160,11 @@ int cmd_fetch(struct cli *cli)
 		return EXIT_FAILURE_RPC;
 	cli_install_signals();
 	if (cli->all_dir) {
-		if (fetch_all(c, cli->run_id, cli->all_dir, &st) < 0)
+		_cleanup_close_ int dirfd = sbx_dest_open(cli->all_dir, &st.err);
+		if (dirfd < 0)
+			return cli_err_error(SBX__V1__CODE__INVALID_ARGUMENT, &st.err),
+			       EXIT_FAILURE_RPC;
+		if (fetch_all(c, cli->run_id, dirfd, cli->all_dir, &st) < 0)
 			return cli_status_error(&st), EXIT_FAILURE_RPC;
 		if (!cli->json)
 			return 0;

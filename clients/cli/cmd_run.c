@@ -163,8 +163,10 @@ int cmd_run(struct cli *cli)
 
 	if (cli->print_policy)
 		return cli_print_policy(cli);
-	/* Refused now, not after the run's work is lost. */
-	if (cli->out && check_out_dir(cli->out, &st.err) < 0)
+	/* Refused now, not after the run's work is lost; opened once, so the
+	 * directory fetched into is the one checked. */
+	_cleanup_close_ int out_fd = cli->out ? check_out_dir(cli->out, &st.err) : -1;
+	if (cli->out && out_fd < 0)
 		return cli_err_error(SBX__V1__CODE__INVALID_ARGUMENT, &st.err), EXIT_SETUP;
 	cli_install_signals();
 	sbx_client *c = connect_for_run(cli, &priv, &st);
@@ -184,7 +186,7 @@ int cmd_run(struct cli *cli)
 			cli_put_name(stderr, cli->out);
 			fputs(" before the teardown\n", stderr);
 		}
-		if (fetch_all(c, run_id, cli->out, &st) < 0) {
+		if (fetch_all(c, run_id, out_fd, cli->out, &st) < 0) {
 			cli_status_error(&st);
 			status = EXIT_SETUP;
 		}

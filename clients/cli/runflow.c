@@ -332,48 +332,36 @@ bool safe_relative_path(const char *p)
 	return true;
 }
 
-/* mkdir -p of dir/rel's parent directories. */
-static int make_parents(const char *dir, const char *rel, struct sbx_rpc_status *st)
-{
-	_cleanup_free_ char *path = NULL;
-
-	if (asprintf(&path, "%s/%s", dir, rel) < 0)
-		return sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
-	for (char *s = path + strlen(dir) + 1; (s = strchr(s, '/')); s++) {
-		*s = '\0';
-		if (mkdir(path, 0777) < 0 && errno != EEXIST)
-			return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "%s", path);
-		*s = '/';
-	}
-	return 0;
-}
-
 int check_out_dir(const char *dir, struct sbx_err *err)
 {
-	_cleanup_free_ char *probe = NULL;
+	_cleanup_close_ int fd = sbx_dest_open(dir, err);
 
-	if (mkdir(dir, 0777) < 0 && errno != EEXIST)
-		return sbx_fail_errno(err, "--out %s", dir);
+	if (fd < 0)
+		return sbx_err_prefix(err, "--out");
 	/* access(W_OK) would miss a read-only mount or a full quota of inodes:
 	 * a file made and removed is the real question. */
-	if (asprintf(&probe, "%s/.sbx-probe-XXXXXX", dir) < 0)
-		return sbx_fail(err, "out of memory");
-	int fd = mkstemp(probe);
-	if (fd < 0)
-		return sbx_fail_errno(err, "--out %s: cannot write there", dir);
-	close(fd);
-	if (unlink(probe) < 0)
-		return sbx_fail_errno(err, "--out %s: cannot remove a probe file", dir);
-	return 0;
+	for (unsigned n = 0;; n++) {
+		char probe[64];
+		snprintf(probe, sizeof(probe), ".sbx-probe-%d-%u", (int)getpid(), n);
+		_cleanup_close_ int p =
+		    openat(fd, probe, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (p < 0 && errno == EEXIST && n < 16)
+			continue;
+		if (p < 0)
+			return sbx_fail_errno(err, "--out %s: cannot write there", dir);
+		if (unlinkat(fd, probe, 0) < 0)
+			return sbx_fail_errno(err, "--out %s: cannot remove a probe file", dir);
+		break;
+	}
+	return sbx_steal_fd(fd);
 }
 
-int fetch_all(sbx_client *c, const char *run_id, const char *dir, struct sbx_rpc_status *st)
+int fetch_all(sbx_client *c, const char *run_id, int dirfd, const char *dir,
+	      struct sbx_rpc_status *st)
 {
 	mode_t mask = umask(0);
 
 	umask(mask);
-	if (mkdir(dir, 0777) < 0 && errno != EEXIST)
-		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INVALID_ARGUMENT, "%s", dir);
 	Sbx__V1__ListArtifactsResponse *r = sbx_list_artifacts(c, run_id, st);
 	if (!r)
 		return sbx_rpc_prefix(st, "ListArtifacts");
@@ -383,7 +371,6 @@ int fetch_all(sbx_client *c, const char *run_id, const char *dir, struct sbx_rpc
 	cli_note_listing(r->listing, r->skipped, "artifacts");
 	for (size_t i = 0; rc == 0 && i < r->n_artifacts; i++) {
 		const Sbx__V1__Artifact *a = r->artifacts[i];
-		_cleanup_free_ char *dest = NULL;
 		/* The server names the files; it does not get to name one outside dir. */
 		if (!safe_relative_path(a->path)) {
 			char name[256];
@@ -392,16 +379,12 @@ int fetch_all(sbx_client *c, const char *run_id, const char *dir, struct sbx_rpc
 					  "artifact path '%s' would leave %s: refused", name, dir);
 			break;
 		}
-		if (asprintf(&dest, "%s/%s", dir, a->path) < 0) {
-			rc = sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
-			break;
-		}
-		rc = make_parents(dir, a->path, st);
-		if (rc == 0)
-			rc = sbx_fetch_file_ex(c, run_id, a->path, dest, a->sha256, live,
-					       cli_progress, NULL, NULL, st);
-		if (rc == 0 && chmod(dest, (a->mode & 0777 ? a->mode & 0777 : 0666) & ~mask) < 0)
-			rc = sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "%s", dest);
+		mode_t mode = (a->mode & 0777 ? a->mode & 0777 : 0666) & ~mask;
+		rc = sbx_fetch_at(c, run_id, a->path, dirfd, a->path, mode, a->sha256, live,
+				  cli_progress, NULL, NULL, st);
+		/* A refusal names what is in the way relative to dir: say dir. */
+		if (rc < 0 && st->code == SBX__V1__CODE__FAILED_PRECONDITION)
+			sbx_rpc_prefix(st, "%s", dir);
 	}
 	sbx__v1__list_artifacts_response__free_unpacked(r, NULL);
 	return rc;

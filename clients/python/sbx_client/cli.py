@@ -10,7 +10,7 @@ import os
 import signal
 import sys
 
-from . import errors, files
+from . import dest, errors, files
 from .client import connect
 from .wire import DEFAULT_ENDPOINT
 
@@ -81,8 +81,8 @@ def _note_listing(a):
             % (a.not_listed, " (%s)" % a.note if a.note else ""))
 
 
-def fetch_all(run, out):
-    os.makedirs(out, exist_ok=True)
+def fetch_all(run, out_fd, out):
+    """Every artifact beneath out_fd (dest.open_dest's), never through a link."""
     listing = run.artifacts()
     _note_listing(listing)
     mask = os.umask(0)
@@ -91,10 +91,12 @@ def fetch_all(run, out):
         # The server names the files; it does not get to name one outside out.
         if not files.safe_relative(a.path):
             raise errors.DataLoss("artifact path %r would leave %s: refused" % (a.path, out))
-        dest = os.path.join(out, a.path)
-        os.makedirs(os.path.dirname(dest), exist_ok=True)
-        run.fetch(a.path, dest, sha256=a.sha256, live=listing.live)
-        os.chmod(dest, (a.mode & 0o777 or 0o666) & ~mask)
+        try:
+            run.fetch_at(out_fd, a.path, (a.mode & 0o777 or 0o666) & ~mask, sha256=a.sha256,
+                         live=listing.live)
+        except errors.FailedPrecondition as e:
+            # A refusal names what is in the way relative to out: say out.
+            raise errors.FailedPrecondition("%s: %s" % (out, e.message)) from None
 
 
 def cmd_run(a):
@@ -121,6 +123,7 @@ def cmd_run(a):
         raise KeyboardInterrupt
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     status = EXIT_SETUP
+    out_fd = None
     try:
         if a.stdin:
             f = sys.stdin.buffer if a.stdin == "-" else open(a.stdin, "rb")
@@ -134,6 +137,13 @@ def cmd_run(a):
             for p in skipped:
                 say("%s: not a regular file or directory, not uploaded" % p)
             inputs = found
+        if a.out:
+            # Refused now, not after the run's work is lost; opened once, so
+            # the directory fetched into is the one checked.
+            try:
+                out_fd = dest.open_dest(a.out)
+            except errors.SbxError as e:
+                raise type(e)("--out: %s" % e.message) from None
         with connect(a.endpoint, token=a.token, tls=tls, timeout=a.timeout) as c:
             run = c.create_run(a.policy, inputs=inputs, labels=labels)
             try:
@@ -157,7 +167,7 @@ def cmd_run(a):
                 _note_end(res)
                 status = res.returncode
                 if a.out:
-                    fetch_all(run, a.out)
+                    fetch_all(run, out_fd, a.out)
             finally:
                 for sig in old:  # teardown must not be skipped
                     signal.signal(sig, signal.SIG_IGN)
@@ -174,6 +184,8 @@ def cmd_run(a):
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)
+        if out_fd is not None:
+            os.close(out_fd)
     return status
 
 

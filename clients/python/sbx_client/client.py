@@ -11,7 +11,7 @@ import time
 
 from google.protobuf.message import DecodeError
 
-from . import errors, files, wire
+from . import dest, errors, files, wire
 from .proto import SERVICE, policy_pb2, sandbox_pb2 as pb
 from .results import (Artifacts, ExecResult, Fetched, Health, Manifest, RunStatus, RunSummary)
 
@@ -294,17 +294,29 @@ class Run:
             with os.fdopen(fd, "wb") as out:
                 got = self._fetch_into(rel, out, sha256, live)
                 out.flush()
+                # mkstemp makes 0600; a fetched file gets what the umask
+                # says, set on the fd (the name could have been swapped).
+                mask = os.umask(0)
+                os.umask(mask)
+                os.fchmod(out.fileno(), 0o666 & ~mask)
                 os.fsync(out.fileno())
-            # mkstemp makes 0600; a fetched file gets what the umask says.
-            mask = os.umask(0)
-            os.umask(mask)
-            os.chmod(tmp, 0o666 & ~mask)
             os.replace(tmp, dest)
             tmp = None
             return got
         finally:
             if tmp is not None:
                 os.unlink(tmp)
+
+    def fetch_at(self, dir_fd, path, mode, sha256=None, live=False):
+        """Fetches /out/<path> to the same relative path beneath dir_fd (from
+        dest.open_dest), as fetch does, but never through a link: every
+        directory on the way made or opened by fd and held to open_dest's
+        rule, the file made under a temporary name, given mode (the caller
+        applies its umask) with fchmod and renamed into place once verified.
+        A link, a directory or a FIFO in the way is FailedPrecondition."""
+        rel = files.out_path(path)
+        return dest.write_file(dir_fd, rel, mode,
+                               lambda out: self._fetch_into(rel, out, sha256, live))
 
     def _fetch_into(self, rel, out, expected, expect_live):
         h = hashlib.sha256()

@@ -1,0 +1,177 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A local directory that artifacts are written into, as libsbxclient's
+sbx_dest_open and sbx_fetch_at do it (clients/c/dest.c): opened once,
+refused unless it is the caller's own and no one else can write it, and
+every directory and file beneath it made or opened by fd (dir_fd=) without
+following a link. Whoever can write a directory can plant a link in it
+(keys -> ~/.ssh), and a client that follows it writes a sandbox's bytes
+wherever the link points."""
+import os
+import secrets
+import stat
+
+from . import errors
+
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+_REFUSED = "is in the way: refused (never followed or replaced)"
+
+
+def _kind(mode):
+    for test, name in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"),
+                       (stat.S_ISREG, "a regular file"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "a device"
+
+
+def _check_own(fd, what):
+    """Only the owner may add or swap names in a directory written through; a
+    sticky bit stops others removing our names, not adding their own."""
+    st = os.fstat(fd)
+    if not stat.S_ISDIR(st.st_mode):
+        raise errors.FailedPrecondition("%s: not a directory: refused" % what)
+    if st.st_uid != os.geteuid():
+        raise errors.FailedPrecondition(
+            "%s: owned by uid %d, not by you (uid %d): refused, since its owner could plant "
+            "links in it" % (what, st.st_uid, os.geteuid()))
+    if st.st_mode & 0o022:
+        raise errors.FailedPrecondition(
+            "%s: writable by %s (mode %04o): refused, since they could plant links in it "
+            "(chmod go-w it)" % (what, "others" if st.st_mode & 0o002 else "its group",
+                                 stat.S_IMODE(st.st_mode)))
+
+
+def _open_dir_at(parent, name, what):
+    """name (one component) beneath parent as a directory, never through a link."""
+    try:
+        return os.open(name, _DIR | os.O_NOFOLLOW, dir_fd=parent)
+    except OSError as e:
+        try:
+            st = os.stat(name, dir_fd=parent, follow_symlinks=False)
+        except OSError:
+            st = None
+        if st is not None and not stat.S_ISDIR(st.st_mode):
+            raise errors.FailedPrecondition("%s: %s %s" % (what, _kind(st.st_mode), _REFUSED)) \
+                from None
+        raise errors.FailedPrecondition("%s: %s" % (what, e.strerror)) from None
+
+
+def open_dest(path):
+    """The destination directory's fd: its last component never followed,
+    made (0700: what a sandbox left is the caller's until they share it)
+    beneath its parent when missing, and held to _check_own."""
+    p = os.fspath(path)
+    if not p:
+        raise errors.InvalidArgument("an empty directory name")
+    # "out/" would follow a link named out: the slash asks for what it points to.
+    trimmed = p.rstrip("/") or "/"
+    parent, base = os.path.split(trimmed)
+    if trimmed == "/" or base in (".", ".."):
+        try:
+            fd = os.open(trimmed, _DIR)
+        except OSError as e:
+            raise errors.FailedPrecondition("%s: %s" % (p, e.strerror)) from None
+    else:
+        # The parents are the caller's words, followed as any tool does.
+        try:
+            pfd = os.open(parent or ".", _DIR)
+        except OSError as e:
+            raise errors.FailedPrecondition("%s: %s" % (p, e.strerror)) from None
+        try:
+            try:
+                os.mkdir(base, 0o700, dir_fd=pfd)
+            except FileExistsError:
+                pass
+            except OSError as e:
+                raise errors.FailedPrecondition("%s: %s" % (p, e.strerror)) from None
+            fd = _open_dir_at(pfd, base, p)
+        finally:
+            os.close(pfd)
+    try:
+        _check_own(fd, p)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _subdir(top, rel):
+    """The directory of rel beneath top, each component made (0755 less the
+    umask, never writable by others) or opened without following a link and
+    held to _check_own: (its fd, the file's name)."""
+    parts = rel.split("/")
+    if any(c in ("", ".", "..") for c in parts):
+        raise errors.DataLoss("%s: would leave the directory: refused" % rel)
+    cur = os.dup(top)
+    try:
+        for i, name in enumerate(parts[:-1]):
+            what = "/".join(parts[:i + 1])
+            try:
+                os.mkdir(name, 0o755, dir_fd=cur)
+            except FileExistsError:
+                pass
+            except OSError as e:
+                raise errors.FailedPrecondition("%s: %s" % (what, e.strerror)) from None
+            nxt = _open_dir_at(cur, name, what)
+            os.close(cur)
+            cur = nxt
+            _check_own(cur, what)
+        return cur, parts[-1]
+    except BaseException:
+        os.close(cur)
+        raise
+
+
+def _check_slot(d, name, rel):
+    """A regular file is replaced by the rename, never written through (it may
+    be a hard link to something else); anything else was put there by
+    someone, and the caller should see it."""
+    try:
+        st = os.stat(name, dir_fd=d, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(st.st_mode):
+        raise errors.FailedPrecondition("%s: %s %s" % (rel, _kind(st.st_mode), _REFUSED))
+
+
+def write_file(top, rel, mode, fill):
+    """Writes rel beneath top (open_dest's fd): fill(binary file) writes and
+    verifies the bytes and returns what write_file returns; the file is made
+    under a new temporary name (O_EXCL, never through a link), given mode with
+    fchmod and renamed over rel only then. A link, a directory, a FIFO where
+    the file goes is refused, never followed or removed; a regular file is
+    replaced."""
+    d, base = _subdir(top, rel)
+    tmp = None
+    try:
+        # Asked before the bytes are fetched, and again before the rename.
+        _check_slot(d, base, rel)
+        for _ in range(16):
+            name = ".sbx-fetch-%s.tmp" % secrets.token_hex(6)
+            try:
+                fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                             | os.O_CLOEXEC, 0o600, dir_fd=d)
+            except FileExistsError:
+                continue
+            tmp = name
+            break
+        else:
+            raise errors.Internal("%s: no free temporary name" % rel)
+        with os.fdopen(fd, "wb") as out:
+            got = fill(out)
+            out.flush()
+            # The mode on the fd, never on a name someone could have swapped.
+            os.fchmod(out.fileno(), mode & 0o7777)
+            os.fsync(out.fileno())
+        _check_slot(d, base, rel)
+        os.rename(tmp, base, src_dir_fd=d, dst_dir_fd=d)
+        tmp = None
+        return got
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp, dir_fd=d)
+            except OSError:
+                pass  # already gone is what we want
+        os.close(d)
