@@ -93,6 +93,52 @@ class KernelPools(ServerTestCase):
         self.assertEqual((pb.ExitReason.Name(st.reason), st.exit_code), ("EXITED", 0), st)
         self.assertEqual(self.first_line(run, other), "pty ok")
 
+    # -- NUL inside a request's strings (finding 7)
+    def refused(self, name, req, resp_type, field):
+        code, msg, _ = self.c.call(name, req, resp_type)
+        self.assertEqual(code, "INVALID_ARGUMENT", "%s: %s" % (name, msg))
+        self.assertTrue(msg.startswith(field + ":"), msg)
+        self.assertIn("NUL", msg)
+
+    def test_put_input_with_a_nul_in_its_path_writes_nothing(self):
+        run = self.create()
+        data = b"id,amount\n1,10\n"
+        self.refused("PutInput", pb.PutInputRequest(run_id=run, path="report.csv\0.sig",
+                                                    data=data, size=len(data), last=True,
+                                                    sha256=hashlib.sha256(data).hexdigest()),
+                     pb.PutInputResponse, "path")
+        st = self.ok("Status", pb.StatusRequest(run_id=run), pb.StatusResponse)
+        self.assertEqual(list(st.execs), [])
+        found = [os.path.join(d, f) for d, _, fs in os.walk(self.srv.state) for f in fs
+                 if f.startswith("report.csv")]
+        self.assertEqual(found, [])
+        ex = self.exec(run, ["/bin/sh", "-c", "ls -A /data; echo end"])
+        self.wait(run, ex)
+        self.assertEqual(self.first_line(run, ex), "end")
+
+    def test_create_run_with_a_nul_in_an_input_path_is_refused(self):
+        req = pb.CreateRunRequest(policy_json=policy_json())
+        req.inputs.add(path="a.csv\0.sig", size=1, sha256=hashlib.sha256(b"x").hexdigest())
+        self.refused("CreateRun", req, pb.CreateRunResponse, "inputs[0].path")
+
+    def test_exec_with_a_nul_in_an_argument_or_cwd_is_refused(self):
+        run = self.create()
+        self.refused("Exec", pb.ExecRequest(run_id=run, argv=["/bin/echo", "ok", "rm\0-rf"]),
+                     pb.ExecResponse, "argv[2]")
+        self.refused("Exec", pb.ExecRequest(run_id=run, argv=["/bin/pwd"], cwd="/tmp\0/x"),
+                     pb.ExecResponse, "cwd")
+        st = self.ok("Status", pb.StatusRequest(run_id=run), pb.StatusResponse)
+        self.assertEqual(list(st.execs), [])
+
+    def test_fetch_artifact_with_a_nul_in_its_path_is_refused(self):
+        run = self.create()
+        ex = self.exec(run, ["/bin/sh", "-c", "echo secret > /out/a"])
+        self.wait(run, ex)
+        self.ok("FetchArtifact", pb.FetchArtifactRequest(run_id=run, path="a"),
+                pb.FetchArtifactResponse)
+        self.refused("FetchArtifact", pb.FetchArtifactRequest(run_id=run, path="a\0.public"),
+                     pb.FetchArtifactResponse, "path")
+
 
 if __name__ == "__main__":
     import unittest
