@@ -41,6 +41,32 @@ print("pty ok", flush=True)
 """
 
 
+def cgroup_root_dirs():
+    try:
+        with open("/etc/sbx/cgroup-root") as f:
+            rel = f.read().strip()
+    except OSError:
+        return []
+    return [d for d in (os.path.join("/sys/fs/cgroup", c, rel) for c in ("", "memory", "pids",
+                                                                            "cpu"))
+            if os.path.isdir(d)]
+
+
+def children_of(pid):
+    kids = []
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % p) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            kids.append(int(p))
+    return kids
+
+
 class KernelPools(ServerTestCase):
     def setUp(self):
         self.c = self.srv.conn()
@@ -138,6 +164,30 @@ class KernelPools(ServerTestCase):
                 pb.FetchArtifactResponse)
         self.refused("FetchArtifact", pb.FetchArtifactRequest(run_id=run, path="a\0.public"),
                      pb.FetchArtifactResponse, "path")
+
+    # -- the run's cgroups (finding 3)
+    def test_the_runs_cgroups_are_closed_to_other_users(self):
+        roots = cgroup_root_dirs()
+        if not roots:
+            self.skipTest("no delegated cgroup root (/etc/sbx/cgroup-root)")
+        run = self.create()
+        ex = self.exec(run, ["/bin/sh", "-c", "echo up; sleep 30"])
+        self.assertEqual(self.first_line(run, ex), "up")
+        helpers = children_of(self.srv.proc.pid)
+        seen = []
+        for root in roots:
+            for name in os.listdir(root):
+                parts = name.split("-")
+                if len(parts) == 3 and parts[0] == "sbx" and parts[1].isdigit() and \
+                        int(parts[1]) in helpers:
+                    run_dir = os.path.join(root, name)
+                    seen.append(run_dir)
+                    dirs = [run_dir] + [os.path.join(run_dir, e) for e in os.listdir(run_dir)
+                                        if os.path.isdir(os.path.join(run_dir, e))]
+                    for d in dirs:
+                        mode = stat.S_IMODE(os.stat(d).st_mode)
+                        self.assertEqual(mode & 0o077, 0, "%s is %o" % (d, mode))
+        self.assertTrue(seen, (roots, helpers))
 
 
 if __name__ == "__main__":
