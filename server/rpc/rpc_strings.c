@@ -4,13 +4,15 @@
  * Why the wire and not the unpacked message: comparing strlen with a length
  * needs the length, which protobuf-c drops. Re-encoding the message and
  * comparing its size with the body's is not exact: a caller controls the
- * encoding, and an overlong varint, a repeated singular field (the last one
- * wins), a zero-valued field sent explicitly or a packed field sent unpacked
- * each change the size by as much as a cut string does, so the two can be
- * made to cancel. Reading the length-delimited fields where protobuf-c reads
- * them, by the same descriptors, sees exactly the bytes it copied. A singular
- * field sent twice is checked in both copies: the first one is discarded by
- * protobuf-c, and refusing it costs an honest caller nothing. */
+ * encoding. Overlong varints, a singular field sent twice (the last one
+ * wins) or a zero sent explicitly shrink the re-encoding, so honest
+ * non-canonical bodies would be refused, naming no field; and an int32 sent
+ * as a 5-byte varint grows it (a negative one is re-encoded in 10), which
+ * cancels a cut string: SignalRequest{run_id "a\0bcde", signal -1 in 5
+ * bytes} re-encodes to its own size (tests/unit/test_rpc_strings.c). Reading the length-delimited
+ * fields where protobuf-c reads them, by the same descriptors, sees exactly the bytes it copied. A
+ * singular field sent twice is checked in both copies: the first one is discarded by protobuf-c,
+ * and refusing it costs an honest caller nothing. */
 #include "rpc_strings.h"
 
 #include <stdio.h>
