@@ -7,13 +7,16 @@
   field, and nothing acts on the part before the NUL (PutInput wrote
   `report.csv` for `report.csv\\0.sig`);
 - the run's cgroups are closed to other local users (0700), seen from the
-  host while the run lives."""
+  host while the run lives;
+- a run's open files: RLIMIT_NOFILE per process is the run's budget
+  (limits_max.files) over its pids, and sbxd refuses a budget that runs_max
+  full runs would take more than half of fs.file-max with."""
 import hashlib
 import os
 import stat
 import time
 
-from sbxdfix import ServerTestCase, policy_json
+from sbxdfix import Server, ServerTestCase, policy_json
 from sbxrpc import sandbox_pb2 as pb
 
 PTYS_PER_EXEC = 16  # helper/rootfs.h SBX_PTYS_PER_DEVPTS
@@ -188,6 +191,29 @@ class KernelPools(ServerTestCase):
                         mode = stat.S_IMODE(os.stat(d).st_mode)
                         self.assertEqual(mode & 0o077, 0, "%s is %o" % (d, mode))
         self.assertTrue(seen, (roots, helpers))
+
+    # -- the host's file table (finding 2)
+    def test_an_execs_open_files_are_the_runs_budget_over_its_pids(self):
+        with open("/proc/sys/fs/file-max") as f:
+            share = int(f.read()) // 2
+        # sbxdfix: runs_max 32; the default budget is 262144 per run, less
+        # where 32 runs of it would pass half of fs.file-max.
+        budget = min(262144, share // 32)
+        run = self.create()
+        ex = self.exec(run, ["/usr/bin/python3", "-c", "import resource; "
+                             "print(resource.getrlimit(resource.RLIMIT_NOFILE)[0])"])
+        self.wait(run, ex)
+        self.assertEqual(self.first_line(run, ex), str(min(4096, budget // 64)))
+
+    def test_a_files_budget_past_half_the_hosts_file_max_is_refused(self):
+        with open("/proc/sys/fs/file-max") as f:
+            file_max = int(f.read())
+        if file_max // 32 >= 1 << 40:
+            self.skipTest("fs.file-max %d: no budget sbxd accepts is past it" % file_max)
+        with self.assertRaises(RuntimeError) as e:
+            Server(limits_max={"files": min(file_max // 32 + 1, 1 << 40)})
+        self.assertIn("limits_max.files", str(e.exception))
+        self.assertIn("fs.file-max", str(e.exception))
 
 
 if __name__ == "__main__":
