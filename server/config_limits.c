@@ -62,26 +62,48 @@ static uint64_t host_file_max(void)
 	return n;
 }
 
+/* A run's files are divided among its pids (run_files.h): the pids ceiling
+ * must leave each at least SBX_NOFILE_MIN. An unwritten ceiling follows the
+ * budget down, as an unwritten default follows a lower ceiling elsewhere. */
+static int fit_pids(struct sbx_limits_max *l, bool written, struct sbx_err *err)
+{
+	uint64_t most = l->files / SBX_NOFILE_MIN;
+
+	if (l->pids <= most)
+		return 0;
+	if (written)
+		return sbx_fail(err,
+				"limits_max.pids: %u processes at %d open files each need %llu, "
+				"more than limits_max.files %llu; lower pids or raise files",
+				l->pids, SBX_NOFILE_MIN,
+				(unsigned long long)l->pids * SBX_NOFILE_MIN,
+				(unsigned long long)l->files);
+	l->pids = (uint32_t)most;
+	return 0;
+}
+
 /* Runs at their budget, all of them at once (runs_max), may take at most
  * half of fs.file-max: the rest is the host's (sbxd itself, logins,
  * services), which otherwise get ENFILE. An unwritten budget shrinks to fit;
  * a written one that does not fit is refused. */
-static int check_files(struct sbx_config *cfg, bool written, struct sbx_err *err)
+static int check_files(struct sbx_config *cfg, bool written, bool pids_written, struct sbx_err *err)
 {
 	uint64_t share = host_file_max() / 2;
 	uint64_t *files = &cfg->limits_max.files;
 
 	if (share == 0)
-		return 0; /* no /proc/sys: nothing to measure against */
+		return fit_pids(&cfg->limits_max, pids_written, err);
 	if (!written) {
 		if (*files * cfg->runs_max <= share)
-			return 0;
+			return fit_pids(&cfg->limits_max, pids_written, err);
 		*files = share / cfg->runs_max;
 		fprintf(stderr,
-			"sbxd: limits_max.files is %llu open files per run: runs_max %u runs "
-			"of %llu would pass half of this host's fs.file-max %llu\n",
-			(unsigned long long)*files, cfg->runs_max,
-			(unsigned long long)SBX_RUN_FILES_DEFAULT, (unsigned long long)share * 2);
+			"sbxd: limits_max.files is %llu open files per run (and an unwritten "
+			"limits_max.pids at most %llu): runs_max %u runs of %llu would pass "
+			"half of this host's fs.file-max %llu\n",
+			(unsigned long long)*files, (unsigned long long)(*files / SBX_NOFILE_MIN),
+			cfg->runs_max, (unsigned long long)SBX_RUN_FILES_DEFAULT,
+			(unsigned long long)share * 2);
 		if (*files < (uint64_t)SBX_PIDS_MIN * SBX_NOFILE_MIN)
 			return sbx_fail(
 			    err,
@@ -90,7 +112,7 @@ static int check_files(struct sbx_config *cfg, bool written, struct sbx_err *err
 			    "run; lower runs_max or raise fs.file-max",
 			    (unsigned long long)share * 2, cfg->runs_max,
 			    (unsigned long long)*files);
-		return 0;
+		return fit_pids(&cfg->limits_max, pids_written, err);
 	}
 	if (*files > share / cfg->runs_max)
 		return sbx_fail(err,
@@ -100,7 +122,7 @@ static int check_files(struct sbx_config *cfg, bool written, struct sbx_err *err
 				cfg->runs_max, (unsigned long long)*files,
 				(unsigned long long)*files * cfg->runs_max,
 				(unsigned long long)share * 2);
-	return 0;
+	return fit_pids(&cfg->limits_max, pids_written, err);
 }
 
 void sbx_config_limits_defaults(struct sbx_config *cfg)
@@ -205,7 +227,8 @@ int sbx_config_parse_limits(struct sbx_config *cfg, void *root, struct sbx_err *
 	if ((v = json_object_get(root, "quotas")) && parse_quotas(&cfg->quotas, v, err) < 0)
 		return -1;
 	v = json_object_get(root, "limits_max");
-	if (check_files(cfg, v && json_object_get(v, "files"), err) < 0)
+	if (check_files(cfg, v && json_object_get(v, "files"), v && json_object_get(v, "pids"),
+			err) < 0)
 		return -1;
 	/* limits.pids bounds a run (its execs share it), so runs_max full runs
 	 * may take runs_max times the ceiling. A warning, not a refusal: the
