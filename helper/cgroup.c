@@ -84,7 +84,10 @@ int sbx_cgroup_create(const struct sbx_cgroup *parent, const char *name, bool co
 	sbx_cgroup_init(child);
 	child->mode = parent->mode;
 	for (int i = 0; i < nctrl(parent); i++) {
-		if (mkdirat(parent->fd[i], name, 0755) < 0 && errno != EEXIST) {
+		/* 0700: a run's cgroups show its host pids and memory use; a
+		 * directory no other user may enter hides its files whatever
+		 * their modes. */
+		if (mkdirat(parent->fd[i], name, 0700) < 0 && errno != EEXIST) {
 			sbx_fail_errno(err, "cgroup mkdir %s/%s", parent->path, name);
 			goto fail;
 		}

@@ -219,13 +219,70 @@ static void check_openat2(struct item *it)
 	it->fix = it->ok ? NULL : "Linux 5.6 or newer";
 }
 
+/* Whether /proc (the last mount there wins) hides other users'
+ * processes: the super block options of its mountinfo line. */
+static bool proc_hides_processes(char *opts, size_t size)
+{
+	_cleanup_fclose_ FILE *f = fopen("/proc/self/mountinfo", "re");
+	char line[4096];
+	bool hidden = false;
+
+	snprintf(opts, size, "%s", "/proc not found in mountinfo");
+	while (f && fgets(line, sizeof(line), f)) {
+		/* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPTIONAL...] - TYPE SOURCE SUPEROPTS */
+		char *sep = strstr(line, " - "), *save, *mnt;
+		if (!sep)
+			continue;
+		*sep = '\0';
+		strtok_r(line, " ", &save);
+		for (int i = 0; i < 3; i++)
+			strtok_r(NULL, " ", &save);
+		mnt = strtok_r(NULL, " ", &save);
+		char *type = strtok_r(sep + 3, " ", &save);
+		strtok_r(NULL, " ", &save);
+		char *super = strtok_r(NULL, " \n", &save);
+		if (!mnt || strcmp(mnt, "/proc") || !type || strcmp(type, "proc") || !super)
+			continue;
+		snprintf(opts, size, "%s", super);
+		/* Older kernels print the number: 2 is invisible, 4 ptraceable. */
+		hidden = false;
+		for (char *o = strtok_r(super, ",", &save); o; o = strtok_r(NULL, ",", &save))
+			hidden |= !strcmp(o, "hidepid=invisible") || !strcmp(o, "hidepid=2") ||
+				  !strcmp(o, "hidepid=ptraceable") || !strcmp(o, "hidepid=4");
+	}
+	return hidden;
+}
+
+/* Optional: sbx's sandboxes run as the caller's (or sbxd's) uid, and a
+ * host /proc without hidepid shows every local user their processes'
+ * argv (a script's data, a token on a command line), status and limits. */
+static void check_proc_hidepid(struct item *it)
+{
+	char opts[1024];
+
+	it->ok = proc_hides_processes(opts, sizeof(opts));
+	snprintf(it->detail, sizeof(it->detail), "%s (/proc: %.900s)",
+		 it->ok ? "other users cannot see sandboxes' processes"
+			: "every local user sees sandboxes' processes, their argv included",
+		 opts);
+	it->fix = it->ok ? NULL
+			 : "mount -o remount,hidepid=invisible,gid=GROUP /proc (GROUP: who may "
+			   "still see all, e.g. a monitoring group); to keep it, /etc/fstab: "
+			   "\"proc /proc proc defaults,hidepid=invisible,gid=GROUP 0 0\" "
+			   "(systemd-remount-fs applies it at boot); README, Known limits";
+}
+
 int sbx_check_main(const char *cgroup_root, bool json)
 {
-	struct item items[7] = {
-	    {.name = "userns", .required = true},	 {.name = "seccomp", .required = true},
-	    {.name = "cgroup", .required = true},	 {.name = "openat2", .required = true},
-	    {.name = "pidfd", .required = false},	 {.name = "cgroup.kill", .required = false},
+	struct item items[8] = {
+	    {.name = "userns", .required = true},
+	    {.name = "seccomp", .required = true},
+	    {.name = "cgroup", .required = true},
+	    {.name = "openat2", .required = true},
+	    {.name = "pidfd", .required = false},
+	    {.name = "cgroup.kill", .required = false},
 	    {.name = "socket_memory", .required = true},
+	    {.name = "proc_hidepid", .required = false},
 	};
 	struct sock_bounds sock_bound = {"none", "none"};
 	char mode[8];
@@ -234,6 +291,7 @@ int sbx_check_main(const char *cgroup_root, bool json)
 	check_seccomp(&items[1]);
 	check_cgroup(&items[2], &items[6], &sock_bound, cgroup_root, mode, sizeof(mode), &has_kill);
 	check_openat2(&items[3]);
+	check_proc_hidepid(&items[7]);
 	int pfd = pidfd_open(getpid(), 0);
 	items[4].ok = pfd >= 0;
 	snprintf(items[4].detail, sizeof(items[4].detail), "%s",

@@ -131,7 +131,7 @@ static void run_command(const struct sbx_exec_spec *s, char **envp, int errpipe)
 	/* Here rather than in exec init: the limits must bind the command, not
 	 * the process that waits for it. */
 	bool fallback = s->cgroup->mode == SBX_CG_NONE;
-	if (sbx_rlimits_apply(s->policy->limits, fallback, &err) < 0)
+	if (sbx_rlimits_apply(s->policy->limits, s->nofile, fallback, &err) < 0)
 		e = -(err.errnum ? err.errnum : EINVAL);
 	if (!e && chdir(s->cwd) < 0)
 		e = -errno;

@@ -67,6 +67,7 @@ struct sbx_exec_spec {
 	const char *cwd;
 	int stdio[3];
 	const SbxPolicy *policy;
+	uint64_t nofile;		 /* the command's RLIMIT_NOFILE (run_files.h) */
 	const struct sbx_cgroup *cgroup; /* mode NONE: rlimits instead */
 	int report_fd;			 /* exec init's end of the report socket */
 	const struct sock_fprog *filter; /* the seccomp program, compiled once */

@@ -260,6 +260,7 @@ static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, i
 	    .cwd = cwd,
 	    .stdio = {fds[0], fds[1], fds[2]},
 	    .policy = p,
+	    .nofile = st->ctx->nofile,
 	    .cgroup = &slot->cg,
 	    .report_fd = report[1],
 	    .filter = st->ctx->filter,

@@ -7,12 +7,14 @@
 
 #include <linux/filter.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "cgroup.h"
 #include "policy.h"
 
 struct sbx_init_ctx {
 	const SbxPolicy *policy;
+	uint64_t nofile;		 /* each command process's RLIMIT_NOFILE */
 	int ctl;			 /* SOCK_SEQPACKET to the server */
 	struct sbx_cgroup *run;		 /* the run's cgroup; mode NONE: rlimit fallback */
 	int out_fd;			 /* /out, passed to the server in Ready; -1 without /out */

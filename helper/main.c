@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* sbx-helper: builds one sandbox and runs untrusted commands in it, as an
  * ordinary user: user namespaces, no setuid, no PAM. */
+#include <errno.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,16 +19,18 @@
 #include "policy.h"
 #include "realroot.h"
 #include "result.h"
+#include "run_files.h"
 #include "util.h"
 
 #define EXIT_SETUP 125
 
 static const char usage[] =
     "usage: sbx-helper run --policy FILE [--data DIR] [--out DIR] [--result FILE]\n"
-    "                      [--cgroup-root PATH] [--allow-rlimit-fallback] -- CMD [ARG...]\n"
+    "                      [--cgroup-root PATH] [--allow-rlimit-fallback] [--run-files N]\n"
+    "                      -- CMD [ARG...]\n"
     "       sbx-helper serve --policy FILE --control-fd N [--data DIR]\n"
     "                      [--image-root DIR --image-root-id DEV:INO]\n"
-    "                      [--cgroup-root PATH] [--allow-rlimit-fallback]\n"
+    "                      [--cgroup-root PATH] [--allow-rlimit-fallback] [--run-files N]\n"
     "       sbx-helper check [--json] [--cgroup-root PATH]\n"
     "       sbx-helper cleanup [--cgroup-root PATH]\n"
     "       sbx-helper policy FILE\n"
@@ -58,6 +62,9 @@ static const char usage[] =
     "                           (default: /etc/sbx/cgroup-root, else the caller's own)\n"
     "  --allow-rlimit-fallback  without a delegated cgroup, use rlimits (weaker) instead\n"
     "                           of refusing; the result says so\n"
+    "  --run-files N            the run's open files (default 262144): each process of\n"
+    "                           the command gets RLIMIT_NOFILE N / limits.pids, at\n"
+    "                           most 4096; refused when that is under 16\n"
     "  --allow-root             run even as real root (every guarantee is weaker)\n"
     "  -h, --help               this text\n"
     "  --version                print the version\n";
@@ -72,6 +79,7 @@ enum {
 	OPT_RESULT,
 	OPT_CGROUP_ROOT,
 	OPT_FALLBACK,
+	OPT_RUN_FILES,
 	OPT_ALLOW_ROOT,
 	OPT_CONTROL_FD,
 	OPT_JSON,
@@ -88,6 +96,7 @@ static const struct option long_opts[] = {
     {"result", required_argument, NULL, OPT_RESULT},
     {"cgroup-root", required_argument, NULL, OPT_CGROUP_ROOT},
     {"allow-rlimit-fallback", no_argument, NULL, OPT_FALLBACK},
+    {"run-files", required_argument, NULL, OPT_RUN_FILES},
     {"allow-root", no_argument, NULL, OPT_ALLOW_ROOT},
     {"control-fd", required_argument, NULL, OPT_CONTROL_FD},
     {"json", no_argument, NULL, OPT_JSON},
@@ -189,6 +198,7 @@ int main(int argc, char **argv)
 
 	struct sbx_helper_opts o = {.control_fd = -1};
 	bool allow_root = false, json = false, image_id = false;
+	uint64_t run_files = SBX_RUN_FILES_DEFAULT;
 	int c;
 	optind = 2;
 	while ((c = getopt_long(argc, argv, "+h", long_opts, NULL)) != -1) {
@@ -225,6 +235,15 @@ int main(int argc, char **argv)
 		case OPT_FALLBACK:
 			o.rlimit_fallback = true;
 			break;
+		case OPT_RUN_FILES: {
+			char *end;
+			errno = 0;
+			unsigned long long n = strtoull(optarg, &end, 10);
+			if (errno || end == optarg || *end || optarg[0] == '-')
+				return fail(usage_exit, "--run-files %s: must be a number", optarg);
+			run_files = n;
+			break;
+		}
 		case OPT_ALLOW_ROOT:
 			allow_root = true;
 			break;
@@ -298,6 +317,17 @@ int main(int argc, char **argv)
 				fputs(rerr.msg, stderr);
 		}
 		return fail(usage_exit, "%s", err.msg);
+	}
+	/* RLIMIT_NOFILE is per process and a run has up to pids of them: the
+	 * run's budget of the host's file table, divided. */
+	o.nofile = sbx_nofile_per_process(run_files, policy->limits->pids);
+	if (!o.nofile) {
+		uint32_t pids = policy->limits->pids;
+		sbx_policy_free(policy);
+		return fail(usage_exit,
+			    "--run-files %llu: limits.pids %u processes would get fewer than %d "
+			    "open files each; lower pids or raise the run's files",
+			    (unsigned long long)run_files, pids, SBX_NOFILE_MIN);
 	}
 	int rc = run ? sbx_oneshot_run(&o, policy) : sbx_serve(&o, policy);
 	sbx_policy_free(policy);

@@ -254,6 +254,7 @@ static struct sbx_sandbox_opts sandbox_opts(const struct sbx_helper_opts *o, Sbx
 	    .image_root = o->image_root,
 	    .cgroup_root = o->cgroup_root,
 	    .rlimit_fallback = o->rlimit_fallback,
+	    .nofile = o->nofile,
 	    .ctl = ctl,
 	};
 }

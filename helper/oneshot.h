@@ -5,6 +5,7 @@
 #define SBX_ONESHOT_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "policy.h"
 #include "rootfs.h"
@@ -19,6 +20,7 @@ struct sbx_helper_opts {
 	const char *result_path;
 	const char *cgroup_root;
 	bool rlimit_fallback;
+	uint64_t nofile; /* each command process's RLIMIT_NOFILE (run_files.h) */
 	int control_fd;
 	char **argv;
 };

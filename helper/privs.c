@@ -7,7 +7,6 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 
-#define NOFILE_LIMIT	 4096
 #define SIGPENDING_LIMIT 256
 #define MEMLOCK_LIMIT	 (64 * 1024)
 
@@ -59,11 +58,13 @@ static int set_limit(int resource, rlim_t value, const char *name, struct sbx_er
 	return 0;
 }
 
-int sbx_rlimits_apply(const Sbx__V1__Limits *l, bool fallback, struct sbx_err *err)
+int sbx_rlimits_apply(const Sbx__V1__Limits *l, uint64_t nofile, bool fallback, struct sbx_err *err)
 {
 	if (set_limit(RLIMIT_CORE, 0, "RLIMIT_CORE", err) < 0)
 		return -1;
-	if (set_limit(RLIMIT_NOFILE, NOFILE_LIMIT, "RLIMIT_NOFILE", err) < 0)
+	/* The run's share of the host's file table over its pids (run_files.h):
+	 * per process, so pids x nofile is what the run's descriptors hold. */
+	if (set_limit(RLIMIT_NOFILE, (rlim_t)nofile, "RLIMIT_NOFILE", err) < 0)
 		return -1;
 	/* These are counted per user across user namespaces, so the sandbox
 	 * shares them with every process of the caller on the host: a sandbox

@@ -4,6 +4,7 @@
 #define SBX_PRIVS_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "err.h"
 #include "sbx/v1/policy.pb-c.h"
@@ -17,7 +18,8 @@ int sbx_privs_drop(struct sbx_err *err);
 /* RLIMIT_CORE 0, bounded RLIMIT_NOFILE, and the per-user limits the host
  * shares, always; with `fallback` (no cgroup) also RLIMIT_CPU and
  * RLIMIT_NPROC from the policy. */
-int sbx_rlimits_apply(const Sbx__V1__Limits *limits, bool fallback, struct sbx_err *err);
+int sbx_rlimits_apply(const Sbx__V1__Limits *limits, uint64_t nofile, bool fallback,
+		      struct sbx_err *err);
 /* The fallback's RLIMIT_AS, applied right before execve. */
 int sbx_rlimit_address_space(const Sbx__V1__Limits *limits, struct sbx_err *err);
 

@@ -346,11 +346,13 @@ static uint64_t inode_limit(uint64_t mb)
 	return mb * 64 + 1024;
 }
 
-/* A new devpts instance on dev_fd/pts; /dev/ptmx is a link to its ptmx. */
+/* A new devpts instance on dev_fd/pts; /dev/ptmx is a link to its ptmx.
+ * Bounded: past SBX_PTYS_PER_DEVPTS, opening /dev/ptmx fails ENOSPC. */
 static int mount_pts(int dev_fd, struct sbx_err *err)
 {
-	static const char *const pts_opts[] = {"newinstance", NULL,   "ptmxmode", "0666",
-					       "mode",	      "0620", NULL};
+	static const char *const pts_opts[] = {
+	    "newinstance", NULL,  "ptmxmode",	       "0666", "mode",
+	    "0620",	   "max", SBX_PTYS_PER_DEVPTS, NULL};
 	return mount_new("devpts", pts_opts, dev_fd, "pts", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC,
 			 err);
 }

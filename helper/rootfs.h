@@ -22,6 +22,16 @@
 	    "modules", "vmallocinfo", "sys/kernel/random/boot_id"
 #define SBX_PROC_MASKED_DIRS "acpi", "scsi", "asound", "driver", "fs", "bus"
 
+/* Terminals of one devpts instance (its `max=`), as a string for
+ * fsconfig. Every devpts but the host's initial one draws on one pool,
+ * kernel.pty.max - kernel.pty.reserve (4096 - 1024 by default), shared with
+ * containers and other users' sandboxes; without a max one exec held 768 of
+ * it and nothing stopped it taking all. 16 is plenty for a script (a shell,
+ * `script`, pexpect children), and a run of 64 execs at once (init.c's
+ * MAX_EXECS) plus pid 1's instance holds at most 65 x 16 = 1040: a third of
+ * the default pool. */
+#define SBX_PTYS_PER_DEVPTS "16"
+
 /* serve's store image: the tree sbxd resolved and holds (--image-root), and
  * the identity (--image-root-id DEV:INO) sbxd found for it beneath its
  * hold. The helper opens the path again; whoever can rename a directory on

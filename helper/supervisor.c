@@ -121,6 +121,7 @@ __attribute__((noreturn)) static void sandbox_child(const struct sbx_sandbox_opt
 	close(bpf_fd);
 	struct sbx_init_ctx ctx = {
 	    .policy = o->policy,
+	    .nofile = o->nofile,
 	    .ctl = o->ctl,
 	    .run = &sb->run,
 	    .out_fd = out_fd,

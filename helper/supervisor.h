@@ -4,6 +4,7 @@
 #define SBX_SUPERVISOR_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "cgroup.h"
@@ -17,6 +18,7 @@ struct sbx_sandbox_opts {
 	bool data_no_symlinks;	 /* resolve data_dir without following links */
 	const char *cgroup_root; /* NULL: the default delegated root */
 	bool rlimit_fallback;	 /* no cgroup: rlimits instead of failing */
+	uint64_t nofile;	 /* each command process's RLIMIT_NOFILE */
 	int ctl;		 /* the sandbox's end of the control socket */
 	/* A store image's tree and its identity (the policy names its pin);
 	 * path NULL: none. */

@@ -94,6 +94,22 @@ const char *const sbx_seccomp_denied[] = {
     "io_uring_enter",
     "io_uring_register",
 
+    /* Native AIO: io_setup reserves slots of fs.aio-nr, one pool for the
+     * whole host (fs.aio-max-nr, 65536 by default) kept until the context is
+     * destroyed or the process exits: one call took half of it, two take all
+     * that databases and qemu's aio=native need. No user namespace or cgroup
+     * bounds it. EPERM like io_uring, for the same reason: a program with a
+     * fallback (libaio users, glibc's POSIX AIO is threads anyway) takes it
+     * on any error, and one answer for both async interfaces says "refused
+     * by policy", not "this kernel lacks it". The rest of the family goes
+     * too, so no context can be used however it was obtained. */
+    "io_setup",
+    "io_destroy",
+    "io_submit",
+    "io_cancel",
+    "io_getevents",
+    "io_pgetevents",
+
     /* Replacing the running kernel or loading code into it. */
     "kexec_load",
     "kexec_file_load",

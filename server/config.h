@@ -36,6 +36,11 @@ struct sbx_limits_max {
 	uint64_t output_kb;
 	uint64_t input_bytes; /* the sum of CreateRun.inputs[].size */
 	uint32_t inputs;      /* entries in CreateRun.inputs */
+	/* Open files a run may hold: each of its processes gets RLIMIT_NOFILE
+	 * files / limits.pids (at most 4096; run_files.h). Default
+	 * min(262144, half of fs.file-max / runs_max); written, runs_max of it
+	 * must fit in half of fs.file-max. */
+	uint64_t files;
 };
 
 /* What callers' uploads and kept output may take of state_dir (config

@@ -16,9 +16,11 @@
 #include "config.h"
 #include "config_rules.h"
 #include "policy.h"
+#include "run_files.h"
 #include "strict_json.h"
 
 #define PID_MAX_PATH	    "/proc/sys/kernel/pid_max"
+#define FILE_MAX_PATH	    "/proc/sys/fs/file-max"
 #define DEFAULT_PIDS_MAX    4096
 #define DEFAULT_INPUT_BYTES (64ull << 30) /* 64 GiB per run */
 #define INPUTS_MAX	    10000	  /* the most a CreateRun may list at all */
@@ -45,6 +47,84 @@ static json_int_t host_pid_max(void)
 	return n > 0 ? (json_int_t)n : SBX_PIDS_MAX;
 }
 
+/* The host's fs.file-max (one file table for the whole host), or 0 when it
+ * cannot be read. */
+static uint64_t host_file_max(void)
+{
+	FILE *f = fopen(FILE_MAX_PATH, "re");
+	unsigned long long n = 0;
+
+	if (f) {
+		if (fscanf(f, "%llu", &n) != 1)
+			n = 0;
+		fclose(f);
+	}
+	return n;
+}
+
+/* A run's files are divided among its pids (run_files.h): the pids ceiling
+ * must leave each at least SBX_NOFILE_MIN. An unwritten ceiling follows the
+ * budget down, as an unwritten default follows a lower ceiling elsewhere. */
+static int fit_pids(struct sbx_limits_max *l, bool written, struct sbx_err *err)
+{
+	uint64_t most = l->files / SBX_NOFILE_MIN;
+
+	if (l->pids <= most)
+		return 0;
+	if (written)
+		return sbx_fail(err,
+				"limits_max.pids: %u processes at %d open files each need %llu, "
+				"more than limits_max.files %llu; lower pids or raise files",
+				l->pids, SBX_NOFILE_MIN,
+				(unsigned long long)l->pids * SBX_NOFILE_MIN,
+				(unsigned long long)l->files);
+	l->pids = (uint32_t)most;
+	return 0;
+}
+
+/* Runs at their budget, all of them at once (runs_max), may take at most
+ * half of fs.file-max: the rest is the host's (sbxd itself, logins,
+ * services), which otherwise get ENFILE. An unwritten budget shrinks to fit;
+ * a written one that does not fit is refused. */
+static int check_files(struct sbx_config *cfg, bool written, bool pids_written, struct sbx_err *err)
+{
+	uint64_t share = host_file_max() / 2;
+	uint64_t *files = &cfg->limits_max.files;
+
+	if (share == 0)
+		return fit_pids(&cfg->limits_max, pids_written, err);
+	if (!written) {
+		if (*files * cfg->runs_max <= share)
+			return fit_pids(&cfg->limits_max, pids_written, err);
+		*files = share / cfg->runs_max;
+		fprintf(stderr,
+			"sbxd: limits_max.files is %llu open files per run (and an unwritten "
+			"limits_max.pids at most %llu): runs_max %u runs of %llu would pass "
+			"half of this host's fs.file-max %llu\n",
+			(unsigned long long)*files, (unsigned long long)(*files / SBX_NOFILE_MIN),
+			cfg->runs_max, (unsigned long long)SBX_RUN_FILES_DEFAULT,
+			(unsigned long long)share * 2);
+		if (*files < (uint64_t)SBX_PIDS_MIN * SBX_NOFILE_MIN)
+			return sbx_fail(
+			    err,
+			    "limits_max.files: half of this host's fs.file-max %llu over "
+			    "runs_max %u leaves %llu open files per run, too few for any "
+			    "run; lower runs_max or raise fs.file-max",
+			    (unsigned long long)share * 2, cfg->runs_max,
+			    (unsigned long long)*files);
+		return fit_pids(&cfg->limits_max, pids_written, err);
+	}
+	if (*files > share / cfg->runs_max)
+		return sbx_fail(err,
+				"limits_max.files: runs_max %u runs of %llu open files would take "
+				"%llu, more than half of this host's fs.file-max %llu; lower "
+				"limits_max.files or runs_max",
+				cfg->runs_max, (unsigned long long)*files,
+				(unsigned long long)*files * cfg->runs_max,
+				(unsigned long long)share * 2);
+	return fit_pids(&cfg->limits_max, pids_written, err);
+}
+
 void sbx_config_limits_defaults(struct sbx_config *cfg)
 {
 	json_int_t pid_max = host_pid_max();
@@ -61,6 +141,7 @@ void sbx_config_limits_defaults(struct sbx_config *cfg)
 	    .output_kb = SBX_OUTPUT_KB_MAX,
 	    .input_bytes = DEFAULT_INPUT_BYTES,
 	    .inputs = INPUTS_MAX,
+	    .files = SBX_RUN_FILES_DEFAULT,
 	};
 	cfg->quotas = (struct sbx_quotas){
 	    .identity_mb = DEFAULT_IDENTITY_MB,
@@ -74,8 +155,8 @@ void sbx_config_limits_defaults(struct sbx_config *cfg)
 #define GET(obj, where, key, min, max, field) CONFIG_GET(obj, where, key, min, max, field, err)
 
 static const char *const limits_keys[] = {
-    "cpu",    "memory_mb", "script_seconds", "run_seconds", "pids",	    "out_mb",
-    "tmp_mb", "output_kb", "input_bytes",    "inputs",	    "idle_seconds", NULL};
+    "cpu",	 "memory_mb",	"script_seconds", "run_seconds",  "pids",  "out_mb", "tmp_mb",
+    "output_kb", "input_bytes", "inputs",	  "idle_seconds", "files", NULL};
 
 static int parse_limits_max(struct sbx_limits_max *l, json_t *v, struct sbx_err *err)
 {
@@ -103,7 +184,8 @@ static int parse_limits_max(struct sbx_limits_max *l, json_t *v, struct sbx_err 
 	    GET(v, w, "tmp_mb", 1, SBX_TMP_MB_MAX, l->tmp_mb) < 0 ||
 	    GET(v, w, "output_kb", 1, SBX_OUTPUT_KB_MAX, l->output_kb) < 0 ||
 	    GET(v, w, "input_bytes", 0, BYTES_MAX, l->input_bytes) < 0 ||
-	    GET(v, w, "inputs", 0, INPUTS_MAX, l->inputs) < 0)
+	    GET(v, w, "inputs", 0, INPUTS_MAX, l->inputs) < 0 ||
+	    GET(v, w, "files", (json_int_t)SBX_PIDS_MIN * SBX_NOFILE_MIN, MB_MAX, l->files) < 0)
 		return -1;
 	if (GET(v, w, "pids", SBX_PIDS_MIN, SBX_PIDS_MAX, l->pids) < 0)
 		return -1;
@@ -143,6 +225,10 @@ int sbx_config_parse_limits(struct sbx_config *cfg, void *root, struct sbx_err *
 	    parse_limits_max(&cfg->limits_max, v, err) < 0)
 		return -1;
 	if ((v = json_object_get(root, "quotas")) && parse_quotas(&cfg->quotas, v, err) < 0)
+		return -1;
+	v = json_object_get(root, "limits_max");
+	if (check_files(cfg, v && json_object_get(v, "files"), v && json_object_get(v, "pids"),
+			err) < 0)
 		return -1;
 	/* limits.pids bounds a run (its execs share it), so runs_max full runs
 	 * may take runs_max times the ceiling. A warning, not a refusal: the

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "rpc_alloc.h"
+#include "rpc_strings.h"
 #include "text.h"
 #include "util.h"
 
@@ -108,6 +109,17 @@ int rpc_method_run(const struct rpc_method *m, struct sbx_runs *runs,
 						: "body: not a valid %s (%zu bytes)",
 				    m->request->name, len);
 	memset(st, 0, sizeof(*st));
+	/* Before anything reads a string protobuf-c cut at its first NUL. */
+	{
+		char where[256];
+
+		if (rpc_wire_nul_string(m->request, body, len, where, sizeof(where))) {
+			protobuf_c_message_free_unpacked(req, NULL);
+			return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
+					    "%s: contains a NUL byte",
+					    where[1] ? where + 1 : "body");
+		}
+	}
 	/* proto3 strings are UTF-8: a strict parser refuses the body, and what
 	 * a request names comes back in answers (Status, manifests) and logs. */
 	{

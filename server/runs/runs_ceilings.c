@@ -6,6 +6,7 @@
  * every refusal names the limit, the ceiling and the config key. */
 #include <stdio.h>
 
+#include "run_files.h"
 #include "runs_ceilings.h"
 
 static int over(struct sbx_rpc_status *st, const char *what, unsigned long long asked,
@@ -46,6 +47,15 @@ int ceilings_check(const struct sbx_limits_max *max, const SbxPolicy *p,
 		if (limits[i].asked > limits[i].ceiling)
 			return over(st, what, limits[i].asked, limits[i].ceiling, limits[i].key);
 	}
+	/* The run's open files are divided among its processes: too many
+	 * processes would each get fewer than a program needs to start. */
+	if (!sbx_nofile_per_process(max->files, l->pids))
+		return sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
+				    "limits.pids: %u processes would get fewer than %d open files "
+				    "each of this host's %llu per run (config limits_max.files); "
+				    "at most %llu",
+				    l->pids, SBX_NOFILE_MIN, (unsigned long long)max->files,
+				    (unsigned long long)(max->files / SBX_NOFILE_MIN));
 	if (req->n_inputs > max->inputs)
 		return over(st, "inputs", req->n_inputs, max->inputs, "inputs");
 	for (size_t i = 0; i < req->n_inputs; i++) {

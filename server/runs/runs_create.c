@@ -433,12 +433,12 @@ static int start_helper(struct sbx_run *r, int64_t *spawned, struct sbx_rpc_stat
 {
 	const struct runs_settings *set = &r->runs->cfg;
 	_cleanup_free_ char *policy = NULL;
-	const char *argv[20]; /* 16 at most, and the NULL */
+	const char *argv[20]; /* 18 at most, and the NULL */
 	size_t n = 0;
 	_cleanup_close_pair_ int sv[2] = SBX_PAIR_INIT;
 	_cleanup_close_pair_ int ep[2] = SBX_PAIR_INIT;
 	struct ctl_event ready;
-	char errtext[4096], image_id[48];
+	char errtext[4096], image_id[48], files[24];
 	int rc;
 
 	if (asprintf(&policy, "%s/policy.json", r->dir) < 0) {
@@ -476,6 +476,10 @@ static int start_helper(struct sbx_run *r, int64_t *spawned, struct sbx_rpc_stat
 	}
 	if (set->rlimit_fallback)
 		argv[n++] = "--allow-rlimit-fallback";
+	/* The run's share of the host's file table (config limits_max.files). */
+	snprintf(files, sizeof(files), "%llu", (unsigned long long)set->limits_max.files);
+	argv[n++] = "--run-files";
+	argv[n++] = files;
 	argv[n] = NULL;
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0 ||

@@ -137,6 +137,35 @@ print(len(socks), tcp, udp)
 """
 
 
+# Four children one after another, each opening /dev/null until refused:
+# the most one process could hold, beside the soft RLIMIT_NOFILE.
+OPEN_FILES = r"""
+import os, resource
+soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+most = 0
+for _ in range(4):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        n = 0
+        try:
+            while True:
+                os.open("/dev/null", os.O_RDONLY)
+                n += 1
+        except OSError:
+            pass
+        os.write(w, b"%d" % n)
+        os._exit(0)
+    os.close(w)
+    most = max(most, int(os.read(r, 64)))
+    os.waitpid(pid, 0)
+    os.close(r)
+print(soft, most)
+"""
+RUN_FILES_DEFAULT = 262144  # common/run_files.h
+
+
 class Limits(SandboxTest):
     def write_data(self, name, text):
         with open(os.path.join(self.data, name), "w") as f:
@@ -413,6 +442,26 @@ class Limits(SandboxTest):
         self.assertEqual(doc["socket_memory_run_bound"],
                          {"v1": "2 x memory_mb + out_mb + 2 x tmp_mb",
                           "v2": "memory_mb + out_mb + 2 x tmp_mb"}[doc["cgroup_mode"]], doc)
+
+    def test_open_files_per_process_shrink_as_pids_grow_within_the_runs_budget(self):
+        # Issue 16, finding 2: RLIMIT_NOFILE 4096 per process times `pids`
+        # processes let one run hold a million open files of the host's
+        # fs.file-max. Now each process gets the run's budget over pids
+        # (at most 4096), so pids x RLIMIT_NOFILE stays within the budget.
+        r = self.py(OPEN_FILES, pol=policy(limits={"pids": 512}))
+        self.assertEqual(r.rc, 0, r)
+        soft, most = map(int, r.stdout.split())
+        self.assertEqual(soft, RUN_FILES_DEFAULT // 512, r)
+        self.assertLessEqual(most, soft, r)
+        # sbxd passes its own budget (config limits_max.files).
+        r = self.py(OPEN_FILES, pol=policy(limits={"pids": 64}), extra=["--run-files", "8192"])
+        self.assertEqual(r.rc, 0, r)
+        soft, most = map(int, r.stdout.split())
+        self.assertEqual((soft, most <= 128), (128, True), r)
+        # A budget that leaves a process fewer than 16 is refused, naming it.
+        r = self.py("print(1)", pol=policy(limits={"pids": 64}), extra=["--run-files", "512"])
+        self.assertEqual(r.rc, 125, r)
+        self.assertIn("--run-files 512", r.stderr)
 
 
 if __name__ == "__main__":

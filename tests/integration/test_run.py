@@ -188,6 +188,28 @@ class RunBasics(SandboxTest):
         # the decision every host it knows).
         self.assertEqual(doc["userns"]["reason"], "ok", doc["userns"])
 
+    def test_check_reports_a_proc_that_shows_every_users_processes(self):
+        # Without hidepid, every local user reads a sandbox's argv and
+        # environment-free /proc/PID/* of sbxd's uid (issue 16, finding 3):
+        # check says so, optional, naming the remount and its group.
+        opts = None
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                fields = line.split()
+                sep = fields.index("-")
+                if fields[4] == "/proc" and fields[sep + 1] == "proc":
+                    opts = fields[sep + 3].split(",")
+        hidden = any(o in ("hidepid=invisible", "hidepid=2", "hidepid=ptraceable",
+                           "hidepid=4") for o in opts or [])
+        p = subprocess.run([HELPER, "check", "--json"], capture_output=True, text=True)
+        item = json.loads(p.stdout)["proc_hidepid"]
+        self.assertFalse(item["required"], item)
+        self.assertEqual(item["ok"], hidden, (opts, item))
+        if not hidden:
+            self.assertIn("hidepid=invisible,gid=", item["fix"])
+        p = subprocess.run([HELPER, "check"], capture_output=True, text=True)
+        self.assertIn("proc_hidepid", p.stdout)
+
     def test_check_names_the_fix_when_cgroup_is_missing(self):
         p = subprocess.run([HELPER, "check", "--cgroup-root", "no/such/cgroup"],
                            capture_output=True, text=True)

@@ -228,9 +228,13 @@ class Ceilings(unittest.TestCase):
     def test_the_default_pids_ceiling_is_below_pid_max(self):
         with open("/proc/sys/kernel/pid_max") as f:
             pid_max = int(f.read())
+        with open("/proc/sys/fs/file-max") as f:
+            file_max = int(f.read())
         srv = Server()
         self.addCleanup(srv.cleanup)
-        ceiling = min(4096, pid_max)
+        # And at most the run's open files (limits_max.files, shrunk to fit
+        # runs_max 32 runs in half of fs.file-max) at 16 per process.
+        ceiling = min(4096, pid_max, min(262144, file_max // 2 // 32) // 16)
         self.refused(srv, "limits.pids: 65536 is above this host's ceiling %d (config "
                      "limits_max.pids)" % ceiling, pids=65536)
         with srv.conn() as c:

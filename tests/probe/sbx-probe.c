@@ -403,6 +403,17 @@ static int a_io_uring(const char *path)
 	return allowed("io_uring_setup returned fd %ld", fd);
 }
 
+static int a_io_setup(const char *path)
+{
+	/* Half of the default fs.aio-max-nr: allowed, the context holds that
+	 * share of the host-wide pool until this process exits. */
+	unsigned long ctx = 0;
+	long rc = syscall(SYS_io_setup, 32768, &ctx);
+	if (rc < 0)
+		return blocked(errno);
+	return allowed("io_setup(32768) returned context %#lx", ctx);
+}
+
 static int a_kexec(const char *path)
 {
 	/* A foreign architecture in flags: EINVAL only after the
@@ -810,6 +821,7 @@ static const struct {
     {"perf", a_perf},
     {"userfaultfd", a_userfaultfd},
     {"io-uring", a_io_uring},
+    {"io-setup", a_io_setup},
     {"tiocsti", a_tiocsti},
     {"tiocsti-highbits", a_tiocsti_highbits},
     {"tioclinux", a_tioclinux},

@@ -1,0 +1,221 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Issue 16's host-wide pools and hostile strings, through a real sbxd:
+- a run's ptys: each exec's devpts has its own `max=` (the non-initial
+  devpts instances of the whole host share kernel.pty.max - reserve), and a
+  second exec still gets one while the first holds all of its own;
+- a request string with a NUL inside is refused INVALID_ARGUMENT naming the
+  field, and nothing acts on the part before the NUL (PutInput wrote
+  `report.csv` for `report.csv\\0.sig`);
+- the run's cgroups are closed to other local users (0700), seen from the
+  host while the run lives;
+- a run's open files: RLIMIT_NOFILE per process is the run's budget
+  (limits_max.files) over its pids, and sbxd refuses a budget that runs_max
+  full runs would take more than half of fs.file-max with."""
+import hashlib
+import os
+import stat
+import time
+
+from sbxdfix import Server, ServerTestCase, policy_json
+from sbxrpc import sandbox_pb2 as pb
+
+PTYS_PER_EXEC = 16  # helper/rootfs.h SBX_PTYS_PER_DEVPTS
+
+# Opens ptys until refused (at most a few past the bound, so that an
+# unbounded tree does not take the host's pool), says how many and why it
+# stopped, then holds them.
+HOLD_PTYS = r"""
+import errno, os, time
+fds, why = [], "none"
+for _ in range(%d):
+    try:
+        fds.append(os.open("/dev/ptmx", os.O_RDWR | os.O_NOCTTY))
+    except OSError as e:
+        why = errno.errorcode[e.errno]
+        break
+print(len(fds), why, flush=True)
+time.sleep(60)
+"""
+
+ONE_PTY = r"""
+import os
+fd = os.open("/dev/ptmx", os.O_RDWR | os.O_NOCTTY)
+print("pty ok", flush=True)
+"""
+
+
+def cgroup_root_dirs():
+    try:
+        with open("/etc/sbx/cgroup-root") as f:
+            rel = f.read().strip()
+    except OSError:
+        return []
+    return [d for d in (os.path.join("/sys/fs/cgroup", c, rel) for c in ("", "memory", "pids",
+                                                                            "cpu"))
+            if os.path.isdir(d)]
+
+
+def children_of(pid):
+    kids = []
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % p) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            kids.append(int(p))
+    return kids
+
+
+class KernelPools(ServerTestCase):
+    def setUp(self):
+        self.c = self.srv.conn()
+        # First in, last out: the runs' Teardowns go before the connection.
+        self.addCleanup(self.c.close)
+
+    def ok(self, name, req, resp_type):
+        code, msg, resp = self.c.call(name, req, resp_type)
+        self.assertEqual(code, "OK", "%s: %s" % (name, msg))
+        return resp
+
+    def create(self, inputs=()):
+        req = pb.CreateRunRequest(policy_json=policy_json())
+        for path, data in inputs:
+            req.inputs.add(path=path, size=len(data), sha256=hashlib.sha256(data).hexdigest())
+        run = self.ok("CreateRun", req, pb.CreateRunResponse).run_id
+        self.addCleanup(self.c.call, "Teardown", pb.TeardownRequest(run_id=run),
+                        pb.TeardownResponse)
+        return run
+
+    def exec(self, run, argv):
+        return self.ok("Exec", pb.ExecRequest(run_id=run, argv=argv), pb.ExecResponse).exec_id
+
+    def first_line(self, run, ex, timeout=30):
+        data, off, deadline = b"", 0, time.monotonic() + timeout
+        while b"\n" not in data and time.monotonic() < deadline:
+            r = self.ok("ReadOutput", pb.ReadOutputRequest(run_id=run, exec_id=ex,
+                                                           stream=pb.STDOUT, offset=off,
+                                                           timeout_ms=1000),
+                        pb.ReadOutputResponse)
+            data += r.data
+            off = r.next_offset
+            if r.eof:
+                break
+        return data.decode(errors="replace").split("\n")[0]
+
+    def wait(self, run, ex):
+        return self.ok("Wait", pb.WaitRequest(run_id=run, exec_id=ex, timeout_ms=30000),
+                       pb.WaitResponse).status
+
+    # -- ptys (finding 6)
+    def test_an_exec_gets_its_own_bounded_ptys_and_leaves_the_next_exec_some(self):
+        run = self.create()
+        hog = self.exec(run, ["/usr/bin/python3", "-c", HOLD_PTYS % (PTYS_PER_EXEC + 8)])
+        # Before max=, all PTYS_PER_EXEC + 8 were granted: only the host's
+        # shared pool (kernel.pty.max - kernel.pty.reserve) stopped an exec.
+        self.assertEqual(self.first_line(run, hog), "%d ENOSPC" % PTYS_PER_EXEC)
+        other = self.exec(run, ["/usr/bin/python3", "-c", ONE_PTY])
+        st = self.wait(run, other)
+        self.assertEqual((pb.ExitReason.Name(st.reason), st.exit_code), ("EXITED", 0), st)
+        self.assertEqual(self.first_line(run, other), "pty ok")
+
+    # -- NUL inside a request's strings (finding 7)
+    def refused(self, name, req, resp_type, field):
+        code, msg, _ = self.c.call(name, req, resp_type)
+        self.assertEqual(code, "INVALID_ARGUMENT", "%s: %s" % (name, msg))
+        self.assertTrue(msg.startswith(field + ":"), msg)
+        self.assertIn("NUL", msg)
+
+    def test_put_input_with_a_nul_in_its_path_writes_nothing(self):
+        run = self.create()
+        data = b"id,amount\n1,10\n"
+        self.refused("PutInput", pb.PutInputRequest(run_id=run, path="report.csv\0.sig",
+                                                    data=data, size=len(data), last=True,
+                                                    sha256=hashlib.sha256(data).hexdigest()),
+                     pb.PutInputResponse, "path")
+        st = self.ok("Status", pb.StatusRequest(run_id=run), pb.StatusResponse)
+        self.assertEqual(list(st.execs), [])
+        found = [os.path.join(d, f) for d, _, fs in os.walk(self.srv.state) for f in fs
+                 if f.startswith("report.csv")]
+        self.assertEqual(found, [])
+        ex = self.exec(run, ["/bin/sh", "-c", "ls -A /data; echo end"])
+        self.wait(run, ex)
+        self.assertEqual(self.first_line(run, ex), "end")
+
+    def test_create_run_with_a_nul_in_an_input_path_is_refused(self):
+        req = pb.CreateRunRequest(policy_json=policy_json())
+        req.inputs.add(path="a.csv\0.sig", size=1, sha256=hashlib.sha256(b"x").hexdigest())
+        self.refused("CreateRun", req, pb.CreateRunResponse, "inputs[0].path")
+
+    def test_exec_with_a_nul_in_an_argument_or_cwd_is_refused(self):
+        run = self.create()
+        self.refused("Exec", pb.ExecRequest(run_id=run, argv=["/bin/echo", "ok", "rm\0-rf"]),
+                     pb.ExecResponse, "argv[2]")
+        self.refused("Exec", pb.ExecRequest(run_id=run, argv=["/bin/pwd"], cwd="/tmp\0/x"),
+                     pb.ExecResponse, "cwd")
+        st = self.ok("Status", pb.StatusRequest(run_id=run), pb.StatusResponse)
+        self.assertEqual(list(st.execs), [])
+
+    def test_fetch_artifact_with_a_nul_in_its_path_is_refused(self):
+        run = self.create()
+        ex = self.exec(run, ["/bin/sh", "-c", "echo secret > /out/a"])
+        self.wait(run, ex)
+        self.ok("FetchArtifact", pb.FetchArtifactRequest(run_id=run, path="a"),
+                pb.FetchArtifactResponse)
+        self.refused("FetchArtifact", pb.FetchArtifactRequest(run_id=run, path="a\0.public"),
+                     pb.FetchArtifactResponse, "path")
+
+    # -- the run's cgroups (finding 3)
+    def test_the_runs_cgroups_are_closed_to_other_users(self):
+        roots = cgroup_root_dirs()
+        if not roots:
+            self.skipTest("no delegated cgroup root (/etc/sbx/cgroup-root)")
+        run = self.create()
+        ex = self.exec(run, ["/bin/sh", "-c", "echo up; sleep 30"])
+        self.assertEqual(self.first_line(run, ex), "up")
+        helpers = children_of(self.srv.proc.pid)
+        seen = []
+        for root in roots:
+            for name in os.listdir(root):
+                parts = name.split("-")
+                if len(parts) == 3 and parts[0] == "sbx" and parts[1].isdigit() and \
+                        int(parts[1]) in helpers:
+                    run_dir = os.path.join(root, name)
+                    seen.append(run_dir)
+                    dirs = [run_dir] + [os.path.join(run_dir, e) for e in os.listdir(run_dir)
+                                        if os.path.isdir(os.path.join(run_dir, e))]
+                    for d in dirs:
+                        mode = stat.S_IMODE(os.stat(d).st_mode)
+                        self.assertEqual(mode & 0o077, 0, "%s is %o" % (d, mode))
+        self.assertTrue(seen, (roots, helpers))
+
+    # -- the host's file table (finding 2)
+    def test_an_execs_open_files_are_the_runs_budget_over_its_pids(self):
+        with open("/proc/sys/fs/file-max") as f:
+            share = int(f.read()) // 2
+        # sbxdfix: runs_max 32; the default budget is 262144 per run, less
+        # where 32 runs of it would pass half of fs.file-max.
+        budget = min(262144, share // 32)
+        run = self.create()
+        ex = self.exec(run, ["/usr/bin/python3", "-c", "import resource; "
+                             "print(resource.getrlimit(resource.RLIMIT_NOFILE)[0])"])
+        self.wait(run, ex)
+        self.assertEqual(self.first_line(run, ex), str(min(4096, budget // 64)))
+
+    def test_a_files_budget_past_half_the_hosts_file_max_is_refused(self):
+        with open("/proc/sys/fs/file-max") as f:
+            file_max = int(f.read())
+        if file_max // 32 >= 1 << 40:
+            self.skipTest("fs.file-max %d: no budget sbxd accepts is past it" % file_max)
+        with self.assertRaises(RuntimeError) as e:
+            Server(limits_max={"files": min(file_max // 32 + 1, 1 << 40)})
+        self.assertIn("limits_max.files", str(e.exception))
+        self.assertIn("fs.file-max", str(e.exception))
+
+
+if __name__ == "__main__":
+    import unittest
+    unittest.main(verbosity=2)
