@@ -194,9 +194,10 @@ static int prepare_v2_root(const struct sbx_cgroup *root, struct sbx_err *err)
 /* A writable cgroup is a delegated one, except under a systemd user
  * manager: there every cgroup is the user's own, and the manager keeps the
  * ones it did not delegate for itself (moving a terminal's processes into a
- * leaf of its cgroup would upset the manager and the terminal). systemd
- * marks the ones it delegated with user.delegate=1. */
-static bool v2_own_is_delegated(int fd, const char *own)
+ * leaf of its cgroup would upset the manager and the terminal). Newer
+ * systemd marks the ones it delegated with user.delegate=1; 252 does not,
+ * and then the manager is asked. */
+static bool v2_own_is_delegated(int fd, const char *own, unsigned flags)
 {
 	if (!writable(fd))
 		return false;
@@ -204,7 +205,13 @@ static bool v2_own_is_delegated(int fd, const char *own)
 		return true;
 	char val[8] = "";
 	ssize_t n = fgetxattr(fd, "user.delegate", val, sizeof(val) - 1);
-	return n == 1 && val[0] == '1';
+	if (n == 1 && val[0] == '1')
+		return true;
+	/* systemd 252 (Debian 12) sets no user.delegate: ask the manager,
+	 * where the caller lets this process talk to it. Without that the
+	 * helper left a delegated scope for one of its own, and the limits
+	 * the user put on that scope with it. */
+	return (flags & SBX_CG_ROOT_MAY_START_SCOPE) && sbx_systemd_unit_delegates();
 }
 
 /* The v2 root when none is named: this process's own cgroup when it is
@@ -223,7 +230,7 @@ static int open_v2_own(unsigned flags, struct sbx_cgroup *root, struct sbx_err *
 	root->mode = SBX_CG_V2;
 	snprintf(root->path, sizeof(root->path), "%s", path);
 	root->fd[0] = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (root->fd[0] >= 0 && v2_own_is_delegated(root->fd[0], own))
+	if (root->fd[0] >= 0 && v2_own_is_delegated(root->fd[0], own, flags))
 		return 0;
 	sbx_cgroup_close(root);
 	if (!(flags & SBX_CG_ROOT_MAY_START_SCOPE))

@@ -29,6 +29,9 @@ static struct {
 	__typeof__(sd_bus_message_open_container) *open_container;
 	__typeof__(sd_bus_message_close_container) *close_container;
 	__typeof__(sd_bus_call) *call;
+	__typeof__(sd_bus_call_method) *call_method;
+	__typeof__(sd_bus_message_read) *read;
+	__typeof__(sd_bus_get_property_trivial) *get_trivial;
 	__typeof__(sd_bus_message_unref) *message_unref;
 	__typeof__(sd_bus_error_free) *error_free;
 } sd;
@@ -58,6 +61,9 @@ static int load_libsystemd(struct sbx_err *err)
 	SYM(open_container, "sd_bus_message_open_container");
 	SYM(close_container, "sd_bus_message_close_container");
 	SYM(call, "sd_bus_call");
+	SYM(call_method, "sd_bus_call_method");
+	SYM(read, "sd_bus_message_read");
+	SYM(get_trivial, "sd_bus_get_property_trivial");
 	SYM(message_unref, "sd_bus_message_unref");
 	SYM(error_free, "sd_bus_error_free");
 #undef SYM
@@ -190,4 +196,43 @@ int sbx_systemd_scope_start(char *unit, size_t size, struct sbx_err *err)
 	if (rc < 0)
 		return -1;
 	return wait_until_inside(unit, where, err);
+}
+
+/* Delegate= of the unit that holds this process, as its manager says. */
+static bool unit_delegates(sd_bus *bus)
+{
+	static const char *const iface[] = {"org.freedesktop.systemd1.Scope",
+					    "org.freedesktop.systemd1.Service"};
+	sd_bus_message *reply = NULL;
+	sd_bus_error e = SD_BUS_ERROR_NULL;
+	const char *path = NULL;
+	int yes = 0;
+	int r = sd.call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+			       "org.freedesktop.systemd1.Manager", "GetUnitByPID", &e, &reply, "u",
+			       (uint32_t)getpid());
+	if (r >= 0)
+		r = sd.read(reply, "o", &path);
+	sd.error_free(&e);
+	/* A scope's or a service's property; any other kind delegates nothing. */
+	for (size_t i = 0; r >= 0 && i < SBX_ARRAY_SIZE(iface) && !yes; i++) {
+		if (sd.get_trivial(bus, "org.freedesktop.systemd1", path, iface[i], "Delegate", &e,
+				   'b', &yes) < 0)
+			yes = 0;
+		sd.error_free(&e);
+	}
+	sd.message_unref(reply);
+	return yes != 0;
+}
+
+bool sbx_systemd_unit_delegates(void)
+{
+	struct sbx_err ignored;
+	sd_bus *bus = NULL;
+	char where[320];
+	if (load_libsystemd(&ignored) < 0 ||
+	    connect_user_manager(&bus, where, sizeof(where), &ignored) < 0)
+		return false;
+	bool yes = unit_delegates(bus);
+	sd.close_unref(bus);
+	return yes;
 }
