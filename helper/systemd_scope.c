@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <systemd/sd-bus.h>
 #include <time.h>
 #include <unistd.h>
@@ -22,8 +23,10 @@ static struct {
 	__typeof__(sd_bus_new) *bus_new;
 	__typeof__(sd_bus_set_address) *set_address;
 	__typeof__(sd_bus_start) *start;
+	__typeof__(sd_bus_get_fd) *get_fd;
 	__typeof__(sd_bus_open_user) *open_user;
 	__typeof__(sd_bus_flush_close_unref) *close_unref;
+	__typeof__(sd_bus_close_unref) *drop;
 	__typeof__(sd_bus_message_new_method_call) *new_method_call;
 	__typeof__(sd_bus_message_append) *append;
 	__typeof__(sd_bus_message_open_container) *open_container;
@@ -54,8 +57,10 @@ static int load_libsystemd(struct sbx_err *err)
 	SYM(bus_new, "sd_bus_new");
 	SYM(set_address, "sd_bus_set_address");
 	SYM(start, "sd_bus_start");
+	SYM(get_fd, "sd_bus_get_fd");
 	SYM(open_user, "sd_bus_open_user");
 	SYM(close_unref, "sd_bus_flush_close_unref");
+	SYM(drop, "sd_bus_close_unref");
 	SYM(new_method_call, "sd_bus_message_new_method_call");
 	SYM(append, "sd_bus_message_append");
 	SYM(open_container, "sd_bus_message_open_container");
@@ -88,6 +93,26 @@ static void private_address(char *addr, size_t size)
 	snprintf(addr, size, "unix:path=%s/systemd/private", dir);
 }
 
+/* The user's own manager and bus run as the user: a socket another
+ * account listens on (an XDG_RUNTIME_DIR or DBUS_SESSION_BUS_ADDRESS that
+ * names a directory it can write) would be asked where this process's
+ * delegated cgroup is, and answer. */
+static int peer_is_self(sd_bus *bus, const char *where, struct sbx_err *err)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	int fd = sd.get_fd(bus);
+	if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+		return sbx_fail(err, "%s: not a unix socket whose owner can be told", where);
+	if (cred.uid != geteuid())
+		return sbx_fail(
+		    err,
+		    "%s is served by uid %u, not by this user's (%u) systemd manager: "
+		    "XDG_RUNTIME_DIR or DBUS_SESSION_BUS_ADDRESS names another user's socket",
+		    where, (unsigned)cred.uid, (unsigned)geteuid());
+	return 0;
+}
+
 static int connect_user_manager(sd_bus **bus, char *where, size_t size, struct sbx_err *err)
 {
 	private_address(where, size);
@@ -96,15 +121,24 @@ static int connect_user_manager(sd_bus **bus, char *where, size_t size, struct s
 		r = sd.set_address(*bus, where);
 	if (r >= 0)
 		r = sd.start(*bus);
-	if (r >= 0)
-		return 0;
+	if (r >= 0) {
+		if (peer_is_self(*bus, where, err) == 0)
+			return 0;
+		/* Not flushed: a flush waits for the stranger to finish the
+		 * authentication, as long as it likes. */
+		*bus = sd.drop(*bus);
+		return -1;
+	}
 	int first = -r;
 	if (*bus)
 		*bus = sd.close_unref(*bus);
 	r = sd.open_user(bus);
 	if (r >= 0) {
 		snprintf(where, size, "the session bus");
-		return 0;
+		if (peer_is_self(*bus, where, err) == 0)
+			return 0;
+		*bus = sd.drop(*bus);
+		return -1;
 	}
 	return sbx_fail(err,
 			"no systemd user manager answers (%s: %s; session bus: %s): `sudo "
