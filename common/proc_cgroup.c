@@ -42,3 +42,17 @@ int sbx_proc_cgroup_find(const char *text, const char *ctrl, char *out, size_t s
 	}
 	return -1;
 }
+
+bool sbx_proc_cgroup_within(const char *path, const char *root)
+{
+	while (*root == '/')
+		root++;
+	size_t rlen = strlen(root);
+	while (rlen > 0 && root[rlen - 1] == '/')
+		rlen--;
+	while (*path == '/')
+		path++;
+	if (rlen == 0)
+		return true;
+	return strncmp(path, root, rlen) == 0 && (path[rlen] == '\0' || path[rlen] == '/');
+}

@@ -51,6 +51,11 @@ enum {
 	 * not delegated to it: start a transient systemd scope with
 	 * Delegate=yes on the user's manager and move this process into it. */
 	SBX_CG_ROOT_MAY_START_SCOPE = 1 << 0,
+	/* The caller will start sandboxes from this process: on cgroup v2 a
+	 * root named with `rel` that does not hold it is joined (this process
+	 * moves to its SBX_CG_SELF_LEAF) or refused, since the sandbox's
+	 * processes could not move from here into leaves under it. */
+	SBX_CG_ROOT_FOR_SANDBOX = 1 << 1,
 };
 
 /* Opens the delegated root: `rel` relative to the cgroup mount(s); NULL means

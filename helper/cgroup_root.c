@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Finding the cgroup subtree delegated to this user, and on cgroup v2
  * making it ready to hold run cgroups. */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -193,9 +194,10 @@ static int prepare_v2_root(const struct sbx_cgroup *root, struct sbx_err *err)
 /* A writable cgroup is a delegated one, except under a systemd user
  * manager: there every cgroup is the user's own, and the manager keeps the
  * ones it did not delegate for itself (moving a terminal's processes into a
- * leaf of its cgroup would upset the manager and the terminal). systemd
- * marks the ones it delegated with user.delegate=1. */
-static bool v2_own_is_delegated(int fd, const char *own)
+ * leaf of its cgroup would upset the manager and the terminal). Newer
+ * systemd marks the ones it delegated with user.delegate=1; 252 does not,
+ * and then the manager is asked. */
+static bool v2_own_is_delegated(int fd, const char *own, unsigned flags)
 {
 	if (!writable(fd))
 		return false;
@@ -203,7 +205,13 @@ static bool v2_own_is_delegated(int fd, const char *own)
 		return true;
 	char val[8] = "";
 	ssize_t n = fgetxattr(fd, "user.delegate", val, sizeof(val) - 1);
-	return n == 1 && val[0] == '1';
+	if (n == 1 && val[0] == '1')
+		return true;
+	/* systemd 252 (Debian 12) sets no user.delegate: ask the manager,
+	 * where the caller lets this process talk to it. Without that the
+	 * helper left a delegated scope for one of its own, and the limits
+	 * the user put on that scope with it. */
+	return (flags & SBX_CG_ROOT_MAY_START_SCOPE) && sbx_systemd_unit_delegates();
 }
 
 /* The v2 root when none is named: this process's own cgroup when it is
@@ -222,7 +230,7 @@ static int open_v2_own(unsigned flags, struct sbx_cgroup *root, struct sbx_err *
 	root->mode = SBX_CG_V2;
 	snprintf(root->path, sizeof(root->path), "%s", path);
 	root->fd[0] = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (root->fd[0] >= 0 && v2_own_is_delegated(root->fd[0], own))
+	if (root->fd[0] >= 0 && v2_own_is_delegated(root->fd[0], own, flags))
 		return 0;
 	sbx_cgroup_close(root);
 	if (!(flags & SBX_CG_ROOT_MAY_START_SCOPE))
@@ -243,6 +251,49 @@ static int open_v2_own(unsigned flags, struct sbx_cgroup *root, struct sbx_err *
 	return open_root_at(SBX_CG_V2, own, false, root, err);
 }
 
+/* Whether the v2 cgroup rel (relative to the mount) is this process's own
+ * or an ancestor of it. */
+static bool holds_self(const char *rel)
+{
+	char own[2048];
+	return sbx_cgroup_own_v2(own, sizeof(own)) == 0 && sbx_proc_cgroup_within(own, rel);
+}
+
+/* v2 moves a process only when whoever moves it can write cgroup.procs of
+ * the common ancestor of its old and new cgroups. The sandbox's pid 1
+ * stays in this process's cgroup and each exec moves from there into its
+ * leaf under the root: a root that does not hold this process would make
+ * that common ancestor something above both, usually the hierarchy's root,
+ * and every exec would fail with EACCES after the sandbox was built. So a
+ * root named with --cgroup-root that does not hold this process is joined
+ * (this process moves to its SBX_CG_SELF_LEAF) or refused now, when this
+ * process will start sandboxes (cleanup only removes cgroups). */
+static int join_v2_root(const struct sbx_cgroup *root, const char *rel, struct sbx_err *err)
+{
+	char own[2048];
+	if (sbx_cgroup_own_v2(own, sizeof(own)) < 0)
+		return sbx_fail(err,
+				"cannot find own cgroup (no \"0::\" line in /proc/self/cgroup)");
+	if (sbx_proc_cgroup_within(own, rel))
+		return 0;
+	if (mkdirat(root->fd[0], SBX_CG_SELF_LEAF, 0755) < 0 && errno != EEXIST)
+		return sbx_fail_errno(err, "cgroup mkdir %s/" SBX_CG_SELF_LEAF, root->path);
+	_cleanup_close_ int leaf =
+	    openat(root->fd[0], SBX_CG_SELF_LEAF, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (leaf < 0)
+		return sbx_fail_errno(err, "cgroup open %s/" SBX_CG_SELF_LEAF, root->path);
+	if (sbx_write_at(leaf, "cgroup.procs", "0", err) == 0)
+		return 0;
+	int why = err->errnum;
+	return sbx_fail(err,
+			"cgroup %s does not hold this process (it is in %s), and it cannot move "
+			"there (%s): on cgroup v2 a process moves only below a cgroup this user "
+			"can write, so the sandbox's processes could not enter it either. Run "
+			"sbx-helper inside it (a unit with Delegate=yes whose cgroup it is), or "
+			"omit --cgroup-root",
+			root->path, own, strerror(why));
+}
+
 static int open_root(enum sbx_cg_mode mode, const char *rel, unsigned flags,
 		     struct sbx_cgroup *root, struct sbx_err *err)
 {
@@ -252,7 +303,11 @@ static int open_root(enum sbx_cg_mode mode, const char *rel, unsigned flags,
 		return open_root_at(mode, rel, false, root, err);
 	}
 	char conf[2048];
-	if (configured_root(conf, sizeof(conf)) == 0 && rel_is_safe(conf)) {
+	/* On v2 a configured root that does not hold this process is of no
+	 * use from here (join_v2_root says why): the own cgroup, or a scope,
+	 * is. packaging/setup.sh records one whatever the host. */
+	if (configured_root(conf, sizeof(conf)) == 0 && rel_is_safe(conf) &&
+	    (mode != SBX_CG_V2 || holds_self(conf))) {
 		struct sbx_err ignored;
 		if (open_root_at(mode, conf, false, root, &ignored) == 0)
 			return 0;
@@ -272,7 +327,9 @@ int sbx_cgroup_open_root(const char *rel, unsigned flags, struct sbx_cgroup *roo
 				     "are mounted under " SBX_CG_MOUNT);
 	if (open_root(mode, rel, flags, root, err) < 0)
 		return -1;
-	if (mode == SBX_CG_V2 && prepare_v2_root(root, err) < 0) {
+	if (mode == SBX_CG_V2 &&
+	    (prepare_v2_root(root, err) < 0 ||
+	     (rel && (flags & SBX_CG_ROOT_FOR_SANDBOX) && join_v2_root(root, rel, err) < 0))) {
 		sbx_cgroup_close(root);
 		return -1;
 	}

@@ -157,7 +157,8 @@ static void check_cgroup(struct item *it, struct item *sockets, struct sock_boun
 	snprintf(mode, mode_size, "%s", sbx_cg_mode_name(sbx_cgroup_detect()));
 	*has_kill = false;
 	sbx_cgroup_init(&root);
-	if (sbx_cgroup_open_root(rel, SBX_CG_ROOT_MAY_START_SCOPE, &root, &err) < 0) {
+	if (sbx_cgroup_open_root(rel, SBX_CG_ROOT_MAY_START_SCOPE | SBX_CG_ROOT_FOR_SANDBOX, &root,
+				 &err) < 0) {
 		check_sockets(sockets, &root, sock_bound);
 		it->ok = false;
 		snprintf(it->detail, sizeof(it->detail), "%s", err.msg);

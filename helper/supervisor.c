@@ -140,7 +140,9 @@ static int make_run_cgroup(const struct sbx_sandbox_opts *o, struct sbx_sandbox 
 {
 	sbx_cgroup_init(&sb->root);
 	sbx_cgroup_init(&sb->run);
-	if (sbx_cgroup_open_root(o->cgroup_root, SBX_CG_ROOT_MAY_START_SCOPE, &sb->root, err) < 0) {
+	if (sbx_cgroup_open_root(o->cgroup_root,
+				 SBX_CG_ROOT_MAY_START_SCOPE | SBX_CG_ROOT_FOR_SANDBOX, &sb->root,
+				 err) < 0) {
 		if (!o->rlimit_fallback)
 			return -1;
 		return 0; /* mode NONE everywhere: rlimits, and the result says so */

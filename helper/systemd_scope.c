@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <systemd/sd-bus.h>
 #include <time.h>
 #include <unistd.h>
@@ -22,13 +23,18 @@ static struct {
 	__typeof__(sd_bus_new) *bus_new;
 	__typeof__(sd_bus_set_address) *set_address;
 	__typeof__(sd_bus_start) *start;
+	__typeof__(sd_bus_get_fd) *get_fd;
 	__typeof__(sd_bus_open_user) *open_user;
 	__typeof__(sd_bus_flush_close_unref) *close_unref;
+	__typeof__(sd_bus_close_unref) *drop;
 	__typeof__(sd_bus_message_new_method_call) *new_method_call;
 	__typeof__(sd_bus_message_append) *append;
 	__typeof__(sd_bus_message_open_container) *open_container;
 	__typeof__(sd_bus_message_close_container) *close_container;
 	__typeof__(sd_bus_call) *call;
+	__typeof__(sd_bus_call_method) *call_method;
+	__typeof__(sd_bus_message_read) *read;
+	__typeof__(sd_bus_get_property_trivial) *get_trivial;
 	__typeof__(sd_bus_message_unref) *message_unref;
 	__typeof__(sd_bus_error_free) *error_free;
 } sd;
@@ -51,13 +57,18 @@ static int load_libsystemd(struct sbx_err *err)
 	SYM(bus_new, "sd_bus_new");
 	SYM(set_address, "sd_bus_set_address");
 	SYM(start, "sd_bus_start");
+	SYM(get_fd, "sd_bus_get_fd");
 	SYM(open_user, "sd_bus_open_user");
 	SYM(close_unref, "sd_bus_flush_close_unref");
+	SYM(drop, "sd_bus_close_unref");
 	SYM(new_method_call, "sd_bus_message_new_method_call");
 	SYM(append, "sd_bus_message_append");
 	SYM(open_container, "sd_bus_message_open_container");
 	SYM(close_container, "sd_bus_message_close_container");
 	SYM(call, "sd_bus_call");
+	SYM(call_method, "sd_bus_call_method");
+	SYM(read, "sd_bus_message_read");
+	SYM(get_trivial, "sd_bus_get_property_trivial");
 	SYM(message_unref, "sd_bus_message_unref");
 	SYM(error_free, "sd_bus_error_free");
 #undef SYM
@@ -82,6 +93,26 @@ static void private_address(char *addr, size_t size)
 	snprintf(addr, size, "unix:path=%s/systemd/private", dir);
 }
 
+/* The user's own manager and bus run as the user: a socket another
+ * account listens on (an XDG_RUNTIME_DIR or DBUS_SESSION_BUS_ADDRESS that
+ * names a directory it can write) would be asked where this process's
+ * delegated cgroup is, and answer. */
+static int peer_is_self(sd_bus *bus, const char *where, struct sbx_err *err)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	int fd = sd.get_fd(bus);
+	if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+		return sbx_fail(err, "%s: not a unix socket whose owner can be told", where);
+	if (cred.uid != geteuid())
+		return sbx_fail(
+		    err,
+		    "%s is served by uid %u, not by this user's (%u) systemd manager: "
+		    "XDG_RUNTIME_DIR or DBUS_SESSION_BUS_ADDRESS names another user's socket",
+		    where, (unsigned)cred.uid, (unsigned)geteuid());
+	return 0;
+}
+
 static int connect_user_manager(sd_bus **bus, char *where, size_t size, struct sbx_err *err)
 {
 	private_address(where, size);
@@ -90,15 +121,24 @@ static int connect_user_manager(sd_bus **bus, char *where, size_t size, struct s
 		r = sd.set_address(*bus, where);
 	if (r >= 0)
 		r = sd.start(*bus);
-	if (r >= 0)
-		return 0;
+	if (r >= 0) {
+		if (peer_is_self(*bus, where, err) == 0)
+			return 0;
+		/* Not flushed: a flush waits for the stranger to finish the
+		 * authentication, as long as it likes. */
+		*bus = sd.drop(*bus);
+		return -1;
+	}
 	int first = -r;
 	if (*bus)
 		*bus = sd.close_unref(*bus);
 	r = sd.open_user(bus);
 	if (r >= 0) {
 		snprintf(where, size, "the session bus");
-		return 0;
+		if (peer_is_self(*bus, where, err) == 0)
+			return 0;
+		*bus = sd.drop(*bus);
+		return -1;
 	}
 	return sbx_fail(err,
 			"no systemd user manager answers (%s: %s; session bus: %s): `sudo "
@@ -190,4 +230,43 @@ int sbx_systemd_scope_start(char *unit, size_t size, struct sbx_err *err)
 	if (rc < 0)
 		return -1;
 	return wait_until_inside(unit, where, err);
+}
+
+/* Delegate= of the unit that holds this process, as its manager says. */
+static bool unit_delegates(sd_bus *bus)
+{
+	static const char *const iface[] = {"org.freedesktop.systemd1.Scope",
+					    "org.freedesktop.systemd1.Service"};
+	sd_bus_message *reply = NULL;
+	sd_bus_error e = SD_BUS_ERROR_NULL;
+	const char *path = NULL;
+	int yes = 0;
+	int r = sd.call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+			       "org.freedesktop.systemd1.Manager", "GetUnitByPID", &e, &reply, "u",
+			       (uint32_t)getpid());
+	if (r >= 0)
+		r = sd.read(reply, "o", &path);
+	sd.error_free(&e);
+	/* A scope's or a service's property; any other kind delegates nothing. */
+	for (size_t i = 0; r >= 0 && i < SBX_ARRAY_SIZE(iface) && !yes; i++) {
+		if (sd.get_trivial(bus, "org.freedesktop.systemd1", path, iface[i], "Delegate", &e,
+				   'b', &yes) < 0)
+			yes = 0;
+		sd.error_free(&e);
+	}
+	sd.message_unref(reply);
+	return yes != 0;
+}
+
+bool sbx_systemd_unit_delegates(void)
+{
+	struct sbx_err ignored;
+	sd_bus *bus = NULL;
+	char where[320];
+	if (load_libsystemd(&ignored) < 0 ||
+	    connect_user_manager(&bus, where, sizeof(where), &ignored) < 0)
+		return false;
+	bool yes = unit_delegates(bus);
+	sd.close_unref(bus);
+	return yes;
 }

@@ -50,6 +50,19 @@ int main(void)
 	expect("empty path", "0::\n", NULL, NULL);
 	expect("empty text", "", NULL, NULL);
 
+	/* Which named roots hold the helper's own cgroup (cgroup_root.c). */
+	const char *own = "/user.slice/user-1000.slice/user@1000.service/app.slice/x.scope";
+	check(sbx_proc_cgroup_within(own, "user.slice/user-1000.slice"), "an ancestor holds it");
+	check(sbx_proc_cgroup_within(own, "/user.slice/user-1000.slice/"), "written with slashes");
+	check(sbx_proc_cgroup_within(own, own), "its own cgroup holds it");
+	check(sbx_proc_cgroup_within(own, "/") && sbx_proc_cgroup_within(own, ""),
+	      "the mount's root holds everything");
+	check(!sbx_proc_cgroup_within(own, "sbx-test"), "a subtree beside it does not");
+	check(!sbx_proc_cgroup_within("/sbx-testing/a", "sbx-test"), "whole components only");
+	check(!sbx_proc_cgroup_within("/user.slice", "user.slice/user-1000.slice"),
+	      "a child does not hold its parent");
+	check(sbx_proc_cgroup_within("/sbx-test/sbx-self", "sbx-test"), "the root's own leaf");
+
 	char small[4];
 	check(sbx_proc_cgroup_find("0::/toolong\n", NULL, small, sizeof(small)) < 0,
 	      "a path that does not fit is refused, not cut");
