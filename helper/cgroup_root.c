@@ -135,6 +135,15 @@ static int move_members(int root, int leaf, const char *path, struct sbx_err *er
 	if (sbx_read_at(root, "cgroup.procs", buf, sizeof(buf)) < 0)
 		return sbx_fail_errno(err, "cgroup %s: reading cgroup.procs", path);
 	for (char *save, *t = strtok_r(buf, "\n", &save); t; t = strtok_r(NULL, "\n", &save)) {
+		/* A process of another pid namespace reads as 0, and writing 0
+		 * would move the writer: one this helper cannot see, it cannot
+		 * move, and the root cannot be prepared. */
+		if (strcmp(t, "0") == 0)
+			return sbx_fail(err,
+					"cgroup %s holds a process outside this helper's pid "
+					"namespace, which it cannot move to " SBX_CG_SELF_LEAF
+					": give the helper a root of its own (--cgroup-root)",
+					path);
 		if (sbx_write_at(leaf, "cgroup.procs", t, err) < 0) {
 			if (err->errnum == ESRCH)
 				continue;
@@ -236,6 +245,21 @@ static int open_v2_own(unsigned flags, struct sbx_cgroup *root, struct sbx_err *
 	if (!(flags & SBX_CG_ROOT_MAY_START_SCOPE))
 		return sbx_fail_errnum(err, EPERM, "cgroup %s is not delegated to uid %u", path,
 				       (unsigned)geteuid());
+	/* Only from the user's own tree (a login session, the user manager):
+	 * a process a system unit started is that unit's, bound by its limits
+	 * and ended by its stop, and a scope of the user's would take the run
+	 * out of both. */
+	char user_slice[64];
+	snprintf(user_slice, sizeof(user_slice), "/user.slice/user-%u.slice", (unsigned)geteuid());
+	if (!sbx_proc_cgroup_within(own, user_slice))
+		return sbx_fail(
+		    err,
+		    "no delegated cgroup: this process is in %s, which is not delegated "
+		    "to uid %u and not in this user's sessions (%s), so it must not "
+		    "leave it for a scope of its own: give the unit that started it "
+		    "Delegate=yes (with User=), pass --cgroup-root, or accept rlimits "
+		    "with --allow-rlimit-fallback",
+		    path, (unsigned)geteuid(), user_slice);
 	char unit[128];
 	struct sbx_err why;
 	if (sbx_systemd_scope_start(unit, sizeof(unit), &why) < 0)

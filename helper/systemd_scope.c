@@ -2,6 +2,7 @@
 #include "systemd_scope.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "cgroup.h"
+#include "fds.h"
 #include "util.h"
 
 /* libsystemd is opened only on this path: every sandbox starts with an exec
@@ -213,9 +215,34 @@ static int wait_until_inside(const char *unit, const char *where, struct sbx_err
 			where, unit, SBX_SCOPE_WAIT_MS);
 }
 
+/* Whether this process has one pid only: the manager reads PIDs in its own
+ * pid namespace, so a helper in a nested one (a toolbox-style container
+ * sharing the user's manager) would name an unrelated process of the user. */
+static bool pid_is_managers(void)
+{
+	char buf[8192];
+	if (sbx_read_at(AT_FDCWD, "/proc/self/status", buf, sizeof(buf)) < 0)
+		return false;
+	const char *p = strstr(buf, "\nNSpid:");
+	if (!p)
+		return true; /* before Linux 4.1: no nesting to tell */
+	p += strlen("\nNSpid:");
+	unsigned pids = 0;
+	for (const char *end = strchr(p, '\n'); p < end && *p; pids++) {
+		p += strspn(p, " \t");
+		if (p >= end)
+			break;
+		p += strcspn(p, " \t\n");
+	}
+	return pids == 1;
+}
+
 int sbx_systemd_scope_start(char *unit, size_t size, struct sbx_err *err)
 {
 	uint32_t rnd = 0;
+	if (!pid_is_managers())
+		return sbx_fail(err, "this process is in a nested pid namespace, whose pids the "
+				     "systemd user manager cannot name");
 	if (load_libsystemd(err) < 0)
 		return sbx_err_prefix(err, "a delegated systemd scope");
 	if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
