@@ -75,9 +75,11 @@ def _mine(d, keep):
 
 def host_entries():
     """This uid's sbx* entries in /tmp (but the harness's own sbx-test-* temp
-    dirs) and all of its entries in /dev/shm. Only this uid's: builds running
-    next to the suite leave their own sbx-* temporaries in /tmp."""
-    tmp = _mine("/tmp", lambda e: e.startswith("sbx") and not e.startswith("sbx-test-"))
+    dirs, and sbxdfix's sbxd-test-* of sbxd tests ctest runs beside this one)
+    and all of its entries in /dev/shm. Only this uid's: builds running next
+    to the suite leave their own sbx-* temporaries in /tmp."""
+    tmp = _mine("/tmp", lambda e: e.startswith("sbx") and not e.startswith("sbx-test-")
+                and not e.startswith("sbxd-test-"))
     shm = _mine("/dev/shm", lambda e: True)
     return tmp, shm
 
