@@ -89,11 +89,15 @@ rm -rf "$TMP"
 # The cleanup of a killed build's leftovers: any tmp.* here is dead (we hold the lock).
 rm -rf "$CACHE"/tmp.*
 trap 'rm -rf "$TMP"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 mkdir -p "$TMP/root"
 t0=$(date +%s)
 say "building the guest image (key $KEY): mmdebstrap $SUITE, ${#PKGS[@]} packages, from ${sources[*]}"
 inc=$(IFS=,; printf '%s' "${PKGS[*]}")
-mmdebstrap --mode=root --variant=apt --include="$inc" \
+# force-unsafe-io: no fsync per unpacked file (an interrupted build is thrown
+# away whole anyway); it saves about a minute on a busy disk.
+mmdebstrap --mode=root --variant=apt --include="$inc" --dpkgopt=force-unsafe-io \
     --customize-hook="bash '$HERE/customize.sh' \"\$1\"" \
     --customize-hook='chroot "$1" dpkg-query -W -f "\${Package} \${Version}\n" > "$1/../packages.lst"' \
     "$SUITE" "$TMP/root" "${sources[@]}" 2> >(sed -u 's/^/  /' >&2) \

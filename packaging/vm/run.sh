@@ -105,6 +105,9 @@ cleanup() {
     if [ "$rc" = 0 ]; then rm -rf "$WORK"; else say "the VM's logs stay in $WORK"; fi
 }
 trap cleanup EXIT
+# A signal ends the script through exit, so cleanup stops qemu too.
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 # ---- the stage disk: /opt/sbx in the guest
 STAGE=$WORK/stage
