@@ -10,11 +10,8 @@ ROOT=$1
 
 echo sbx-vm > "$ROOT/etc/hostname"
 printf '127.0.0.1 localhost\n127.0.1.1 sbx-vm\n::1 localhost\n' > "$ROOT/etc/hosts"
-# No fsck at boot: the root is a snapshot of a file made fresh, the stage disk too.
-cat > "$ROOT/etc/fstab" <<'EOF'
-/dev/vda        /         ext4  rw,errors=remount-ro               0 0
-LABEL=sbxstage  /opt/sbx  ext4  rw,nofail,x-systemd.device-timeout=30s  0 0
-EOF
+# No fsck at boot: the root is a snapshot of a file made fresh.
+echo '/dev/vda / ext4 rw,errors=remount-ro 0 0' > "$ROOT/etc/fstab"
 mkdir -p "$ROOT/opt/sbx"
 
 # A developer with a systemd user manager started at boot (linger), as
@@ -44,17 +41,36 @@ After=multi-user.target
 Wants=sbx-vm-checks.service
 AllowIsolate=yes
 EOF
+# The unit mounts the stage disk itself (not through fstab): a disk that is
+# late on a loaded host, or missing, must still end in a line on the results
+# port and a power-off, never in a dependency failure that leaves the VM up
+# until the host's timeout.
+cat > "$ROOT/usr/local/sbin/sbx-vm-entry" <<'EOF'
+#!/bin/sh
+# The results go to the second serial port, which the host captures alone.
+out=/dev/ttyS1
+i=0
+while [ ! -b /dev/vdb ]; do
+    i=$((i + 1))
+    if [ "$i" -ge 300 ]; then echo "SBXVM-ERROR no stage disk /dev/vdb after 300 s" > "$out"; exit 1; fi
+    sleep 1
+done
+if ! mountpoint -q /opt/sbx && ! mount -t ext4 -o rw /dev/vdb /opt/sbx; then
+    echo "SBXVM-ERROR cannot mount the stage disk /dev/vdb on /opt/sbx" > "$out"
+    exit 1
+fi
+exec /bin/bash /opt/sbx/tests/vm/guest.sh > "$out" 2>&1
+EOF
+chmod 0755 "$ROOT/usr/local/sbin/sbx-vm-entry"
 cat > "$ROOT/etc/systemd/system/sbx-vm-checks.service" <<'EOF'
 [Unit]
 Description=sbx VM stage checks (/opt/sbx/tests/vm/guest.sh)
 After=multi-user.target user@1000.service
-RequiresMountsFor=/opt/sbx
 SuccessAction=poweroff-force
 FailureAction=poweroff-force
 
 [Service]
 Type=oneshot
-# The results go to the second serial port, which the host captures alone.
-ExecStart=/bin/sh -c 'exec /bin/bash /opt/sbx/tests/vm/guest.sh >/dev/ttyS1 2>&1'
+ExecStart=/usr/local/sbin/sbx-vm-entry
 TimeoutStartSec=infinity
 EOF

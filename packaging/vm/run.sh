@@ -126,6 +126,7 @@ printf 'CHECKS=%q\nCHECK_TIMEOUT=%q\n' "$CHECKS" "$CHECK_TIMEOUT" > "$STAGE/vm.c
 chmod -R a+rX "$STAGE"
 chmod 0755 "$STAGE/logs"
 stage_mb=$(( $(du -sm "$STAGE" | cut -f1) + 256 ))
+# The guest mounts it as /dev/vdb: the second -drive below.
 mke2fs -q -t ext4 -L sbxstage -d "$STAGE" "$WORK/stage.img" "${stage_mb}M" >&2 \
     || die "mke2fs -d of the stage disk failed"
 
@@ -180,7 +181,10 @@ tr -d '\r' < "$WORK/results.log" | grep -E '^(PASS|FAIL|INFO) ' || true
 done_line=$(tr -d '\r' < "$WORK/results.log" | grep -m1 '^SBXVM-DONE ' || true)
 say "times: image $(( t_image - t_start )) s, VM $(( t_end - t_boot )) s, total $(( t_end - t_start )) s"
 if [ -z "$done_line" ]; then
-    if [ "$qrc" = 124 ] || [ "$qrc" = 137 ]; then
+    err=$(tr -d '\r' < "$WORK/results.log" | grep -m1 '^SBXVM-ERROR ' || true)
+    if [ -n "$err" ]; then
+        say "the guest could not run the checks: ${err#SBXVM-ERROR }; the console's last lines:"
+    elif [ "$qrc" = 124 ] || [ "$qrc" = 137 ]; then
         say "the VM did not finish within $TIMEOUT s (qemu killed); the console's last lines:"
     else
         say "the guest stopped before its summary (qemu exit status $qrc); the console's last lines:"
