@@ -79,11 +79,11 @@ check_sbxd_unit_memory() {
 while True: b.append(bytearray(1 << 20)); b[-1][::4096] = b"\1" * 256' > "$log" 2>&1 < /dev/null || rc=$?
     { echo "== sbxctl run --memory 64m (memory bomb): exit $rc"; cat "$log"; } >> "$LOG"
     sbxd_journal
-    if [ "$rc" != 137 ] || ! grep -q '^sbxctl: oom' "$log"; then
-        printf 'memory_mb 64 bomb through sbxd: exit %s (want 137 and "sbxctl: oom"): %s' "$rc" "$(why "$log")"
+    if [ "$rc" != 137 ] || ! grep -qi '^sbxctl: oom' "$log"; then
+        printf 'memory_mb 64 bomb through sbxd: exit %s (want 137 and "sbxctl: OOM"): %s' "$rc" "$(why "$log")"
         rm -f "$log"; return 1
     fi
-    printf 'exit 137, %s' "$(grep -m1 '^sbxctl: oom' "$log" | cut -c1-200)"
+    printf 'exit 137, %s' "$(grep -m1 -i '^sbxctl: oom' "$log" | cut -c1-200)"
     rm -f "$log"
 }
 
