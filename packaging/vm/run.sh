@@ -101,7 +101,7 @@ QEMU_PID=
 cleanup() {
     local rc=$?
     if [ -n "$QEMU_PID" ]; then kill "$QEMU_PID" 2>/dev/null || true; fi
-    rm -f "$WORK/stage.img"
+    rm -rf "$WORK/stage.img" "$WORK/stage"   # the build's copy: only the logs are worth keeping
     if [ "$rc" = 0 ]; then rm -rf "$WORK"; else say "the VM's logs stay in $WORK"; fi
 }
 trap cleanup EXIT
