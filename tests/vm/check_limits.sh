@@ -5,6 +5,9 @@
 # cpu (a ceiling) and no cgroup left after the runs. The developer runs
 # sbx-helper in a delegated scope.
 
+# The bombs are test_limits.py's MEMORY_BOMB and FORK_BOMB, copied on purpose:
+# the guest has no ctest tree, and the same script on v2 as on v1 is what
+# makes the two results comparable. A change to one belongs in both.
 MEMORY_BOMB='
 chunks = []
 for i in range(1, 4097):
