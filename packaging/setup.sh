@@ -28,7 +28,8 @@ PACKAGES=(build-essential cmake pkg-config gcc clang clang-format libseccomp-dev
           libevent-dev libidn2-dev
           libarchive-dev libssl-dev openssl bubblewrap tinyproxy python3 iproute2
           curl valgrind ca-certificates python3-protobuf protobuf-compiler time
-          umoci skopeo mmdebstrap busybox-static zstd uidmap libsystemd-dev apparmor)
+          umoci skopeo mmdebstrap busybox-static zstd uidmap libsystemd-dev apparmor
+          qemu-system-x86 e2fsprogs)
 
 usage() {
     cat <<EOF

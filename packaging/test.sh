@@ -10,7 +10,9 @@
 # ctest in the build directory.
 # A whole run (no -R) also checks the formatting first (clang-format, the tree's
 # .clang-format), runs the fuzz targets after ctest (packaging/fuzz.sh) and the
-# sbxd tests once more under ThreadSanitizer (this script with --sanitize=thread).
+# sbxd tests once more under ThreadSanitizer (this script with --sanitize=thread)
+# and, as root, the VM stage (packaging/vm/run.sh: Debian 12's kernel, systemd
+# and cgroup v2 under qemu, with this build's binaries).
 # The exit status is the first failing stage's (0 when every stage passed).
 set -euo pipefail
 
@@ -23,12 +25,15 @@ CGROUP_MNT=/sys/fs/cgroup
 usage() {
     cat <<EOF
 Usage: packaging/test.sh [--sanitize[=address|thread]] [--no-fuzz|--fuzz] [--no-tsan]
-                         [--no-format] [-R REGEX] [-j N] [--help] [-- CTEST_ARGS...]
+                         [--no-vm|--vm] [--no-format] [-R REGEX] [-j N] [--help]
+                         [-- CTEST_ARGS...]
 
 Checks the C sources' formatting (clang-format --dry-run against .clang-format),
 builds sbx with packaging/setup.sh and runs ctest (--timeout 300 --output-on-failure),
 then the fuzz targets for a minute (packaging/fuzz.sh, build directory build-fuzz),
-then the sbxd tests under ThreadSanitizer (build-tsan). With -R only ctest runs.
+then the sbxd tests under ThreadSanitizer (build-tsan), then (as root) the VM
+stage: packaging/vm/run.sh boots Debian 12 (kernel 6.1, systemd, cgroup v2)
+under qemu and runs tests/vm there with this build. With -R only ctest runs.
 As root, the builds, the tests and the fuzzers run as the unprivileged user $TEST_USER.
 
   --sanitize, --sanitize=address
@@ -40,6 +45,8 @@ As root, the builds, the tests and the fuzzers run as the unprivileged user $TES
   --no-fuzz    do not run the fuzz targets after ctest
   --fuzz       run them even with -R (which otherwise skips them)
   --no-tsan    do not run the sbxd tests under ThreadSanitizer after the fuzzers
+  --no-vm      do not run the VM stage
+  --vm         run it even with -R (which otherwise skips it); needs root
   --no-format  do not check the formatting
   -R REGEX     only the tests matching REGEX (passed to ctest)
   -j N         tests in parallel (default 2)
@@ -54,6 +61,7 @@ die() { printf '%s: error: %s\n' "$PROG" "$*" >&2; exit 1; }
 SANITIZE=0
 FUZZ=auto
 TSAN=auto
+VM=auto
 FORMAT=auto
 REGEX=
 JOBS=2
@@ -65,6 +73,8 @@ while [ $# -gt 0 ]; do
         --no-fuzz)  FUZZ=0; shift ;;
         --fuzz)     FUZZ=1; shift ;;
         --no-tsan)  TSAN=0; shift ;;
+        --no-vm)    VM=0; shift ;;
+        --vm)       VM=1; shift ;;
         --no-format) FORMAT=0; shift ;;
         -R)         [ $# -ge 2 ] || die "-R needs a regex"; REGEX=$2; shift 2 ;;
         -R*)        REGEX=${1#-R}; shift ;;
@@ -96,6 +106,7 @@ whole=1
 if [ -n "$REGEX" ] || [ "$SANITIZE" != 0 ]; then whole=0; fi
 [ "$FUZZ" != auto ] || FUZZ=$whole
 [ "$TSAN" != auto ] || TSAN=$whole
+[ "$VM" != auto ] || VM=$whole
 [ "$FORMAT" != auto ] || FORMAT=$whole
 
 # The C sources as clang-format would write them (generated code is not in
@@ -115,11 +126,12 @@ check_format() {
     fi
     say "formatting: ${#files[@]} C files as .clang-format says"
 }
-# After ctest: the fuzzers (RUNNER runs them: as_user when root) and the sbxd
-# tests again in a ThreadSanitizer build. Exits with the first failing
-# stage's status. finish RC FUZZ_DIR SRC_DIR RUNNER...
+# After ctest: the fuzzers (RUNNER runs them: as_user when root), the sbxd
+# tests again in a ThreadSanitizer build, and the VM stage with BUILD_DIR's
+# binaries. Exits with the first failing stage's status.
+# finish RC FUZZ_DIR SRC_DIR RUNNER...
 finish() {
-    local rc=$1 fuzz_dir=$2 src=$3 frc=0 trc=0
+    local rc=$1 fuzz_dir=$2 src=$3 frc=0 trc=0 vrc=0 t0
     shift 3
     if [ "$FUZZ" = 1 ]; then
         (cd "$fuzz_dir" && "$@" bash "$src/packaging/fuzz.sh" --build-dir "$fuzz_dir") || frc=$?
@@ -130,6 +142,18 @@ finish() {
         bash "$REPO/packaging/test.sh" --sanitize=thread -R '^(sbxd\.(calls|lifecycle|egress_wire|lease|image_run)|unit\.egress\.proxy)$' -j "$JOBS" || trc=$?
         say "thread sanitizer run exit status $trc"
         [ "$rc" != 0 ] || rc=$trc
+    fi
+    if [ "$VM" = 1 ]; then
+        # qemu and the image need root (the image's owners, mmdebstrap); a
+        # developer without root runs the rest and is told.
+        if [ "$(id -u)" = 0 ]; then
+            t0=$(date +%s)
+            bash "$REPO/packaging/vm/run.sh" --build-dir "$BUILD_DIR" || vrc=$?
+            say "VM stage exit status $vrc ($(( $(date +%s) - t0 )) s)"
+            [ "$rc" != 0 ] || rc=$vrc
+        else
+            say "VM stage skipped: it needs root (sudo bash packaging/vm/run.sh --build-dir $BUILD_DIR)"
+        fi
     fi
     exit "$rc"
 }

@@ -1,0 +1,34 @@
+# SPDX-License-Identifier: Apache-2.0
+# shellcheck shell=bash
+# check_env.sh — the guest is the host the stage claims: Debian 12's cloud
+# kernel 6.1, systemd as pid 1, cgroup v2 alone with nsdelegate, the
+# developer's user manager up, sbx's binaries loadable. A FAIL here is the
+# stage's own fault, not sbx's.
+
+check_env_guest() {
+    local k pid1 mnt
+    k=$(uname -r)
+    pid1=$(cat /proc/1/comm)
+    mnt=$(awk '$2 == "/sys/fs/cgroup" { print $3, $4 }' /proc/mounts)
+    {
+        echo "kernel $k; pid 1 $pid1; /sys/fs/cgroup: $mnt"
+        systemctl --version | head -n 1
+        echo "root controllers: $(cat /sys/fs/cgroup/cgroup.controllers)"
+        echo "user@$DEV_UID delegated: $(cat /sys/fs/cgroup/user.slice/user-$DEV_UID.slice/user@$DEV_UID.service/cgroup.controllers 2>&1)"
+    } >> "$LOG"
+    [[ $k == 6.1.* && $k == *-cloud-amd64 ]] || { echo "kernel $k is not Debian 12's 6.1 cloud kernel"; return 1; }
+    [ "$pid1" = systemd ] || { echo "pid 1 is $pid1, not systemd"; return 1; }
+    [[ $mnt == cgroup2\ * ]] || { echo "/sys/fs/cgroup is '$mnt', not cgroup2"; return 1; }
+    [[ $mnt == *nsdelegate* ]] || { echo "cgroup2 mounted without nsdelegate: $mnt"; return 1; }
+    if grep -q ' cgroup ' /proc/mounts; then echo "a cgroup v1 hierarchy is mounted too"; return 1; fi
+    systemctl is-active --quiet "user@$DEV_UID.service" \
+        || { echo "user@$DEV_UID.service (the developer's user manager) is not active"; return 1; }
+    [ -S /run/user/$DEV_UID/bus ] || { echo "no user bus at /run/user/$DEV_UID/bus"; return 1; }
+    local b missing
+    for b in "$HELPER" "$SBXD" "$SBXCTL"; do
+        [ -x "$b" ] || { echo "$b is missing from the stage disk"; return 1; }
+        missing=$(ldd "$b" 2>&1 | grep 'not found' | tr -s ' \t' ' ' || true)
+        [ -z "$missing" ] || { echo "${b##*/} needs libraries the guest lacks (add them to packaging/vm/packages.txt):$missing"; return 1; }
+    done
+    echo "kernel $k, systemd pid 1, $mnt"
+}

@@ -1,0 +1,147 @@
+# SPDX-License-Identifier: Apache-2.0
+# shellcheck shell=bash
+# check_sbxd.sh — sbxd as a host runs it: a system unit with Delegate=yes,
+# User= a service user, no cgroup_root anywhere; the reconciliation example
+# and a memory bomb through it; a pinned busybox image on this 6.1 kernel;
+# and after stop, no process of the service user and no cgroup left.
+
+# The unit and its config, written at first use (the image holds none: a new
+# sbxd option needs no new image).
+sbxd_unit_install() {
+    [ -f /run/systemd/system/$UNIT ] && return 0
+    mkdir -p /etc/sbx-vm
+    cat > "$SBXD_CONF" <<JSON
+{"listen": ["$SBXD_ENDPOINT"], "state_dir": "/var/lib/sbxd-vm",
+ "helper": "$HELPER", "idle_seconds_default": 300}
+JSON
+    chmod 0644 "$SBXD_CONF"
+    cat > /run/systemd/system/$UNIT <<UNIT
+[Unit]
+Description=sbxd for the VM stage (Delegate=yes, no cgroup_root)
+
+[Service]
+User=$SVC
+Group=$SVC
+Delegate=yes
+RuntimeDirectory=sbxd-vm
+StateDirectory=sbxd-vm
+ExecStart=$SBXD --config $SBXD_CONF
+UNIT
+    systemctl daemon-reload
+}
+
+# Starts the unit (if it is not running) and waits for Health; prints why not.
+sbxd_unit_up() {
+    sbxd_unit_install
+    if ! systemctl is-active --quiet $UNIT; then
+        systemctl start $UNIT || { echo "systemctl start $UNIT failed"; return 1; }
+    fi
+    for _ in $(seq 1 60); do
+        if as_svc "$SBXCTL" --endpoint "$SBXD_ENDPOINT" health >> "$LOG" 2>&1; then return 0; fi
+        if ! systemctl is-active --quiet $UNIT; then
+            journalctl -u $UNIT --no-pager -n 50 >> "$LOG" 2>&1 || true
+            printf '%s exited: %s' "$UNIT" "$(journalctl -u $UNIT --no-pager -o cat -n 20 2>/dev/null \
+                | grep -m1 -E 'sbxd|error' | cut -c1-300)"
+            return 1
+        fi
+        sleep 1
+    done
+    echo "sbxd did not answer Health at $SBXD_ENDPOINT within 60 s"
+    return 1
+}
+sbxd_journal() { journalctl -u $UNIT --no-pager -o cat 2>/dev/null | tail -n 40 >> "$LOG" || true; }
+
+check_sbxd_unit_reconcile() {
+    local out rc=0 o
+    sbxd_unit_up || return 1
+    out=$(mktemp -d /tmp/sbxvm-recon.XXXXXX)
+    chown "$SVC:$SVC" "$out"
+    as_svc env SBX_ENDPOINT="$SBXD_ENDPOINT" bash "$EXAMPLE/run.sh" --build-dir "$BIN" "$out/out" \
+        > "$out/log" 2>&1 < /dev/null || rc=$?
+    cat "$out/log" >> "$LOG"
+    sbxd_journal
+    if [ "$rc" != 0 ] || [ ! -s "$out/out/report.csv" ] || [ ! -s "$out/out/summary.json" ]; then
+        o=$(grep -m1 -E 'sbxctl: |error' "$out/log" | cut -c1-300)
+        printf 'run.sh exit %s: %s' "$rc" "${o:-$(tail -n 1 "$out/log")}"
+        rm -rf "$out"; return 1
+    fi
+    printf 'report.csv %s lines, summary %s' "$(wc -l < "$out/out/report.csv")" \
+        "$(tr -d '\n ' < "$out/out/summary.json" | cut -c1-120)"
+    rm -rf "$out"
+}
+
+check_sbxd_unit_memory() {
+    local log rc=0
+    sbxd_unit_up || return 1
+    log=$(mktemp)
+    as_svc "$SBXCTL" --endpoint "$SBXD_ENDPOINT" run --memory 64m --timeout 120 \
+        -- "$PY" -c 'b = []
+while True: b.append(bytearray(1 << 20)); b[-1][::4096] = b"\1" * 256' > "$log" 2>&1 < /dev/null || rc=$?
+    { echo "== sbxctl run --memory 64m (memory bomb): exit $rc"; cat "$log"; } >> "$LOG"
+    sbxd_journal
+    if [ "$rc" != 137 ] || ! grep -qi '^sbxctl: oom' "$log"; then
+        printf 'memory_mb 64 bomb through sbxd: exit %s (want 137 and "sbxctl: OOM"): %s' "$rc" "$(why "$log")"
+        rm -f "$log"; return 1
+    fi
+    printf 'exit 137, %s' "$(grep -m1 -i '^sbxctl: oom' "$log" | cut -c1-200)"
+    rm -f "$log"
+}
+
+# A busybox-static tree imported into the unit's store as its user, run by
+# pin: a per-run read-only overlay of a store image on Linux 6.1.
+check_image_pinned() {
+    local src=/var/lib/$SVC/bbroot pin log rc=0
+    sbxd_unit_up || return 1
+    rm -rf "$src"
+    install -d -o "$SVC" -g "$SVC" "$src" "$src/bin"
+    install -o "$SVC" -g "$SVC" -m 0755 /bin/busybox "$src/bin/busybox"
+    ln -s busybox "$src/bin/sh"
+    chown -h "$SVC:$SVC" "$src/bin/sh"
+    log=$(mktemp)
+    pin=$(as_svc "$SBXD" image --config "$SBXD_CONF" import vmbox:1 --rootfs "$src" 2> "$log") || rc=$?
+    { echo "== sbxd image import vmbox:1: exit $rc, pin $pin"; cat "$log"; } >> "$LOG"
+    if [ "$rc" != 0 ] || [ -z "$pin" ]; then
+        printf 'sbxd image import: exit %s: %s' "$rc" "$(why "$log")"; rm -f "$log"; return 1
+    fi
+    as_svc "$SBXCTL" --endpoint "$SBXD_ENDPOINT" run --image "$pin" \
+        -- /bin/busybox sh -c 'echo pinned-ok; cat /proc/version' > "$log" 2>&1 < /dev/null || rc=$?
+    { echo "== sbxctl run --image $pin: exit $rc"; cat "$log"; } >> "$LOG"
+    sbxd_journal
+    if [ "$rc" != 0 ] || ! grep -q '^pinned-ok$' "$log"; then
+        printf 'run of %s: exit %s: %s' "${pin%%@*}" "$rc" "$(why "$log")"; rm -f "$log"; return 1
+    fi
+    printf '%s ran on %s' "${pin:0:30}…" "$(uname -r)"
+    rm -f "$log"
+}
+
+# A run live in sbxd (an exec sleeping), then systemctl stop: nothing of the
+# service user and no cgroup of the unit may remain.
+check_sbxd_stop_clean() {
+    local run live=no rc=0 log left cg new
+    sbxd_unit_up || return 1
+    log=$(mktemp)
+    if run=$(as_svc "$SBXCTL" --endpoint "$SBXD_ENDPOINT" create 2>> "$log") && [ -n "$run" ] &&
+        as_svc "$SBXCTL" --endpoint "$SBXD_ENDPOINT" exec --no-wait "$run" -- /bin/sleep 300 >> "$log" 2>&1; then
+        live=yes
+        sleep 2
+    fi
+    { echo "== live run before stop: $live ($run)"; cat "$log"; ps -u "$SVC" -o pid,args; } >> "$LOG"
+    systemctl stop $UNIT || rc=$?
+    sleep 1
+    left=$(procs_of "$SVC" | paste -sd ' ' | cut -c1-300)
+    cg=""
+    [ -d /sys/fs/cgroup/system.slice/$UNIT ] && cg=system.slice/$UNIT
+    new=$(cgroup_new_since "$LOGS/cgroups.start" | paste -sd ' ')
+    { echo "== after stop (exit $rc): processes: $left; cgroup: $cg; new cgroups: $new"; } >> "$LOG"
+    sbxd_journal
+    if [ -n "$left" ] || [ -n "$cg" ] || [ -n "$new" ] || [ "$rc" != 0 ]; then
+        printf 'after stop (exit %s): processes [%s], unit cgroup [%s], new cgroups [%s]' "$rc" "$left" "$cg" "$new"
+        rm -f "$log"; return 1
+    fi
+    if [ "$live" != yes ]; then
+        printf 'nothing left, but no run was live to end (create/exec: %s)' "$(why "$log")"
+        rm -f "$log"; return 1
+    fi
+    echo "a live run ended by stop, no process of $SVC, no cgroup left"
+    rm -f "$log"
+}

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# guest.sh — the VM stage inside the guest (started at boot by
+# sbx-vm-checks.service, packaging/vm/customize.sh): runs the checks in
+# order, each under a timeout, prints one line per check and then
+# "SBXVM-DONE N passed, N failed" on the second serial port, which
+# packaging/vm/run.sh reads; the unit then powers the VM off.
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=tests/vm/lib.sh
+. "$HERE/lib.sh"
+
+# Written by run.sh: CHECKS (an extended regex of names), CHECK_TIMEOUT.
+CHECKS=.
+CHECK_TIMEOUT=240
+# shellcheck disable=SC1091
+[ -f "$SBX/vm.conf" ] && . "$SBX/vm.conf"
+
+# The order matters: the developer's checks before sbxd's unit exists, the
+# stop after sbxd's, the benchmark last on a quiet system.
+ALL=(env_guest
+     helper_check_scope helper_run_scope helper_check_plain helper_run_plain
+     limits_memory limits_pids limits_cpu limits_no_cgroup_left
+     sbxctl_private_scope sbxctl_private_plain dev_clean
+     sbxd_unit_reconcile sbxd_unit_memory image_pinned sbxd_stop_clean
+     perf_ratio)
+# Informational: printed, never counted as passed or failed.
+INFO=" perf_ratio "
+
+mkdir -p "$LOGS"
+cgroup_tree > "$LOGS/cgroups.start"
+echo "SBXVM-START $(uname -r), $(systemctl --version | head -n 1), uptime $(cut -d' ' -f1 /proc/uptime) s"
+
+# The developer's user manager comes up with logind (linger); checks that
+# use it would otherwise race it.
+for _ in $(seq 1 60); do
+    systemctl is-active --quiet "user@$DEV_UID.service" && break
+    sleep 1
+done
+
+passed=0
+failed=0
+for name in "${ALL[@]}"; do
+    [[ $name =~ $CHECKS ]] || continue
+    t0=$(date +%s)
+    rc=0
+    line=$(timeout -k 10 "$CHECK_TIMEOUT" bash "$HERE/run-check.sh" "$name" 2>> "$LOGS/guest.err") || rc=$?
+    if [ "$rc" = 124 ] || [ "$rc" = 137 ] || [ -z "$line" ]; then
+        line="FAIL $name: timed out after $CHECK_TIMEOUT s (or died: status $rc)"
+    fi
+    line="$line [$(( $(date +%s) - t0 )) s]"
+    if [[ $INFO == *" $name "* ]]; then
+        line="INFO ${line#* }"
+    elif [[ $line == PASS* ]]; then
+        passed=$((passed + 1))
+    else
+        failed=$((failed + 1))
+    fi
+    printf '%s\n' "$line" | tee -a "$LOGS/results.txt"
+done
+
+journalctl -b --no-pager > "$LOGS/journal.txt" 2>&1 || true
+sync
+echo "SBXVM-DONE $passed passed, $failed failed"
+sync
