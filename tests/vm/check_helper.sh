@@ -38,6 +38,31 @@ helper_true() {   # helper_true scope|plain
 
 check_helper_check_scope() { helper_check scope; }
 check_helper_run_scope() { helper_true scope; }
-# Expected to fail until sbx-helper creates its own scope through sd-bus.
 check_helper_check_plain() { helper_check plain; }
 check_helper_run_plain() { helper_true plain; }
+
+# A helper a system unit started (as dev, dev's manager lingering) belongs to
+# that unit: it must not leave the unit's TasksMax and stop for a scope of
+# dev's own (the review's 101 processes under TasksMax=40), and says so.
+check_helper_unit_refused() {
+    local d rc=0 scopes_before scopes_after
+    d=$(dev_tmp)
+    put_policy "$d/policy.json" "$TRUE_POLICY"
+    scopes_before=$(cgroup_tree | grep -c 'sbx-helper-' || true)
+    systemd-run --quiet --wait --pipe --uid="$DEV" -p TasksMax=40 \
+        --setenv=XDG_RUNTIME_DIR=/run/user/$DEV_UID \
+        "$HELPER" run --policy "$d/policy.json" -- true \
+        > "$d/stdout" 2> "$d/stderr" < /dev/null || rc=$?
+    scopes_after=$(cgroup_tree | grep -c 'sbx-helper-' || true)
+    { echo "== run from a system unit: exit $rc"; cat "$d/stderr"; } >> "$LOG"
+    if [ "$rc" != 125 ] || ! grep -q 'Delegate=yes' "$d/stderr"; then
+        printf 'want exit 125 naming Delegate=yes, got exit %s: %s' "$rc" "$(why "$d/stderr")"
+        rm -rf "$d"; return 1
+    fi
+    if [ "$scopes_after" != "$scopes_before" ]; then
+        printf 'refused, but a scope was made (%s before, %s after)' "$scopes_before" "$scopes_after"
+        rm -rf "$d"; return 1
+    fi
+    printf 'exit 125: %s' "$(why "$d/stderr")"
+    rm -rf "$d"
+}

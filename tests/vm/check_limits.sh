@@ -104,6 +104,26 @@ check_limits_cpu() {
     rm -rf "$d"
 }
 
+# An exec killed at its deadline loses its init's report (and with it the
+# rusage v1 has to go on); v2's cpu_ms is the leaf's cpu.stat, which still
+# counts the killed spinner. Only "more than nothing" is asserted.
+check_limits_deadline_cpu() {
+    local d rc=0 ms
+    d=$(dev_tmp)
+    helper_run scope "$d" '{"image": "host", "limits": {"script_seconds": 2}}' \
+        "$PY" -c "$BUSY" 1 600 || rc=$?
+    ms=$(json_get "$d/result.json" cpu_ms)
+    if [ "$rc" != 124 ] || ! [[ $ms =~ ^[0-9]+$ ]]; then
+        fail_run "a spinner past script_seconds 2 (want 124)" "$d" "$rc"; rm -rf "$d"; return 1
+    fi
+    if [ "$ms" -le 0 ]; then
+        printf 'a spinner killed at its 2 s deadline reported cpu_ms %s (want > 0)' "$ms"
+        rm -rf "$d"; return 1
+    fi
+    printf 'timeout 124 at script_seconds 2, cpu_ms %s from the leaf' "$ms"
+    rm -rf "$d"
+}
+
 check_limits_no_cgroup_left() {
     local d before new rc
     d=$(dev_tmp)

@@ -20,7 +20,8 @@ CHECK_TIMEOUT=240
 # stop after sbxd's, the benchmark last on a quiet system.
 ALL=(env_guest
      helper_check_scope helper_run_scope helper_check_plain helper_run_plain
-     limits_memory limits_pids limits_cpu limits_no_cgroup_left
+     helper_unit_refused
+     limits_memory limits_pids limits_cpu limits_deadline_cpu limits_no_cgroup_left
      sbxctl_private_scope sbxctl_private_plain dev_clean
      sbxd_unit_reconcile sbxd_unit_memory image_pinned sbxd_stop_clean
      perf_ratio)

@@ -21,13 +21,21 @@ SBXD_ENDPOINT=ipc:///run/sbxd-vm/sbxd.sock
 SBXD_CONF=/etc/sbx-vm/sbxd.json
 PY=/usr/bin/python3
 
-# The environment a developer's login has: pam_systemd's XDG_RUNTIME_DIR and
-# the user bus, and nothing of root's.
+# A developer's login: `runuser -l` goes through PAM's runuser-l, whose
+# pam_systemd registers a logind session, so the command runs in a
+# session-*.scope under user-UID.slice as after an ssh login (the only place
+# from which sbx-helper asks the user manager for a scope: a process of a
+# system unit, such as the one running these checks, belongs to that unit).
+# The environment is the login's own (pam_systemd's XDG_RUNTIME_DIR, the user
+# bus) and nothing of root's; the caller's directory is kept.
 as_dev() {
-    runuser -u "$DEV" -- env -i HOME=/home/$DEV USER=$DEV LOGNAME=$DEV SHELL=/bin/bash \
+    local cmd
+    cmd=$(printf '%q ' "$@")
+    runuser -l "$DEV" -c "cd $(printf '%q' "$PWD") 2>/dev/null; exec env -i \
+        HOME=/home/$DEV USER=$DEV LOGNAME=$DEV SHELL=/bin/bash \
         PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8 TMPDIR=/tmp \
         XDG_RUNTIME_DIR=/run/user/$DEV_UID \
-        DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/$DEV_UID/bus "$@"
+        DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/$DEV_UID/bus $cmd"
 }
 # The same inside a transient scope of the developer's user manager with
 # Delegate=yes: what a user does by hand before sbx creates its own scope.
