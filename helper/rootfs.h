@@ -15,11 +15,14 @@
 
 /* Under the sandbox's /proc: files bound over by a read-only /dev/null,
  * directories covered by an empty read-only tmpfs (absent ones skipped).
- * What stays readable and why: README, The sandbox. */
+ * What stays readable and why: README, The sandbox. `locks` lists every
+ * open file description lock on the host (OFD locks carry no pid, so the
+ * pid namespace filter that hides other processes' locks keeps them): the
+ * device and inode of files sbxd, other runs and other users hold locked. */
 #define SBX_PROC_MASKED_FILES                                                                      \
 	"kcore", "keys", "key-users", "timer_list", "sched_debug", "latency_stats", "kallsyms",    \
 	    "kmsg", "sysrq-trigger", "cmdline", "config.gz", "diskstats", "partitions", "swaps",   \
-	    "modules", "vmallocinfo", "sys/kernel/random/boot_id"
+	    "modules", "vmallocinfo", "sys/kernel/random/boot_id", "locks"
 #define SBX_PROC_MASKED_DIRS "acpi", "scsi", "asound", "driver", "fs", "bus"
 
 /* Terminals of one devpts instance (its `max=`), as a string for

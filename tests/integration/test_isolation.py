@@ -146,7 +146,7 @@ class FileSystem(SandboxTest):
         # and a bind over are refused (seccomp, and no capabilities).
         files = ["cmdline", "config.gz", "diskstats", "partitions", "swaps", "modules",
                  "vmallocinfo", "sys/kernel/random/boot_id", "kallsyms", "kcore", "keys",
-                 "timer_list", "sched_debug", "sysrq-trigger", "kmsg"]
+                 "timer_list", "sched_debug", "sysrq-trigger", "kmsg", "locks"]
         # fs/ names the host's disks (ext4/<disk>/mb_groups), bus/ holds
         # PCI configuration space.
         dirs = ["acpi", "scsi", "asound", "driver", "fs", "bus"]
@@ -177,6 +177,24 @@ class FileSystem(SandboxTest):
         self.assertNotEqual(lines["sys/kernel/random/boot_id"], "absent")
         self.assertNotEqual(lines["fs"], "absent")
         self.assertGreater(len(os.listdir("/proc/fs")), 0)
+
+    def test_proc_locks_shows_no_host_ofd_lock(self):
+        # An open file description lock carries no pid, so the pid
+        # namespace's filter of /proc/locks kept the host's: a sandbox read
+        # the device and inode of what sbxd, other runs and other users held
+        # locked (the VM stage's qemu disk images among them).
+        import fcntl
+        import struct
+        with tempfile.NamedTemporaryFile(dir=self.tmp) as f:
+            lock = struct.pack("hhqqi4x", fcntl.F_WRLCK, 0, 0, 0, 0)
+            fcntl.fcntl(f.fileno(), fcntl.F_OFD_SETLK, lock)
+            ino = os.fstat(f.fileno()).st_ino
+            with open("/proc/locks") as host:
+                self.assertIn(":%d " % ino, host.read())
+            r = self.sh("cat /proc/locks; echo end")
+        self.assertEqual(r.rc, 0, r)
+        self.assertNotIn(":%d " % ino, r.stdout, r)
+        self.assertEqual(r.stdout.strip(), "end", r)
 
     def test_proc_pressure_is_read_only(self):
         # Host-wide, and its files take PSI triggers (kernel work per
