@@ -30,9 +30,10 @@
  * kernel.pty.max - kernel.pty.reserve (4096 - 1024 by default), shared with
  * containers and other users' sandboxes; without a max one exec held 768 of
  * it and nothing stopped it taking all. 16 is plenty for a script (a shell,
- * `script`, pexpect children), and a run of 64 execs at once (init.c's
- * MAX_EXECS) plus pid 1's instance holds at most 65 x 16 = 1040: a third of
- * the default pool. */
+ * `script`, pexpect children). It bounds an instance, not a run: an ended
+ * exec's instance lives on while another exec holds its masters (passed
+ * over a unix socket), so a run's share is bounded only by its descriptors
+ * (README, Known limits). */
 #define SBX_PTYS_PER_DEVPTS "16"
 
 /* serve's store image: the tree sbxd resolved and holds (--image-root), and

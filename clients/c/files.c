@@ -412,9 +412,10 @@ int sbx_fetch_at(sbx_client *c, const char *run_id, const char *remote_path, int
 	if (fetch_into(c, run_id, remote_path, tmp.fd, expect_sha256, expect_live, progress,
 		       progress_arg, info, st) < 0)
 		return -1;
-	/* The mode on the fd, never on a name someone could have swapped. */
-	if (fchmod(tmp.fd, mode & 07777) < 0 || fsync(tmp.fd) < 0 ||
-	    close(sbx_steal_fd(tmp.fd)) < 0)
+	/* The mode on the fd, never on a name someone could have swapped; the
+	 * permission bits only: a caller that passes on what a server listed
+	 * must not get a set-id file of its own from a hostile server. */
+	if (fchmod(tmp.fd, mode & 0777) < 0 || fsync(tmp.fd) < 0 || close(sbx_steal_fd(tmp.fd)) < 0)
 		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "%s", shown);
 	if (sbx_dest_check_slot(dir, base, shown, &st->err) < 0)
 		return sbx_rpc_code(st, SBX__V1__CODE__FAILED_PRECONDITION);

@@ -220,11 +220,11 @@ int sbx_dest_open(const char *dir, struct sbx_err *err);
  * dirfd (sbx_dest_open's): every directory on the way made or opened
  * without following a link and held to sbx_dest_open's rule, the bytes
  * written to a new temporary file there (O_EXCL, never through a link),
- * given `mode` with fchmod once verified (the caller applies its umask) and
- * renamed over rel. What is in the way -- a link, a directory where the
- * file goes, a file where a directory goes, a FIFO -- is refused
- * (FAILED_PRECONDITION naming it), never followed or removed; an existing
- * regular file is replaced. */
+ * given `mode` & 0777 (never set-id or sticky) with fchmod once verified
+ * (the caller applies its umask) and renamed over rel. What is in the
+ * way -- a link, a directory where the file goes, a file where a directory
+ * goes, a FIFO -- is refused (FAILED_PRECONDITION naming it), never
+ * followed or removed; an existing regular file is replaced. */
 int sbx_fetch_at(sbx_client *c, const char *run_id, const char *remote_path, int dirfd,
 		 const char *rel, mode_t mode, const char *expect_sha256, bool expect_live,
 		 sbx_progress_fn progress, void *progress_arg, struct sbx_fetch_info *info,

@@ -94,43 +94,66 @@ static size_t index_of(const uint8_t *data, const uint8_t *at, uint32_t number)
 	return k;
 }
 
-static bool walk(const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len,
-		 char *where, size_t size, unsigned depth)
+/* Puts text into where at `at`, the rest moved after it, cut to size. */
+static void insert_at(char *where, size_t size, size_t at, const char *text)
+{
+	size_t n = strlen(text), tail = strlen(where + at);
+
+	if (at + n >= size) {
+		n = size - 1 - at;
+		tail = 0;
+	} else if (at + n + tail >= size) {
+		tail = size - 1 - at - n;
+	}
+	memmove(where + at + n, where + at, tail);
+	memcpy(where + at, text, n);
+	where[at + n + tail] = '\0';
+}
+
+enum walk_result { WALK_CLEAN, WALK_NUL, WALK_UNREADABLE };
+
+static enum walk_result walk(const ProtobufCMessageDescriptor *desc, const uint8_t *data,
+			     size_t len, char *where, size_t size, unsigned depth)
 {
 	const uint8_t *p = data, *end = data + len;
 	size_t base = strlen(where);
 
-	if (depth > DEPTH_MAX) {
-		snprintf(where, size, ".");
-		return true;
-	}
+	if (depth > DEPTH_MAX)
+		return WALK_UNREADABLE;
 	while (p < end) {
 		const uint8_t *at = p, *v;
 		uint32_t number;
 		unsigned wire;
-		size_t vlen;
+		size_t vlen, name_end;
 		const ProtobufCFieldDescriptor *f;
+		enum walk_result r;
 
-		if (!next_field(&p, end, &number, &wire, &v, &vlen)) {
-			snprintf(where, size, ".");
-			return true;
-		}
+		if (!next_field(&p, end, &number, &wire, &v, &vlen))
+			return WALK_UNREADABLE;
 		f = protobuf_c_message_descriptor_get_field(desc, number);
 		if (!f || wire != WIRE_LEN ||
 		    (f->type != PROTOBUF_C_TYPE_STRING && f->type != PROTOBUF_C_TYPE_MESSAGE))
 			continue;
-		if (f->label == PROTOBUF_C_LABEL_REPEATED)
-			snprintf(where + base, size - base, ".%s[%zu]", f->name,
-				 index_of(data, at, number));
-		else
-			snprintf(where + base, size - base, ".%s", f->name);
-		if (f->type == PROTOBUF_C_TYPE_STRING
-			? memchr(v, '\0', vlen) != NULL
-			: walk(f->descriptor, v, vlen, where, size, depth + 1))
-			return true;
+		snprintf(where + base, size - base, ".%s", f->name);
+		name_end = strlen(where);
+		r = f->type == PROTOBUF_C_TYPE_STRING
+			? (memchr(v, '\0', vlen) ? WALK_NUL : WALK_CLEAN)
+			: walk(f->descriptor, v, vlen, where, size, depth + 1);
+		if (r == WALK_NUL && f->label == PROTOBUF_C_LABEL_REPEATED) {
+			/* The index only for the field named: index_of reads the
+			 * message from its start, and asking it for every entry
+			 * made the walk quadratic (an Exec of 2 M empty argv
+			 * entries, 4 MiB, held a worker for hours). */
+			char index[32];
+
+			snprintf(index, sizeof(index), "[%zu]", index_of(data, at, number));
+			insert_at(where, size, name_end, index);
+		}
+		if (r != WALK_CLEAN)
+			return r;
 		where[base] = '\0';
 	}
-	return false;
+	return WALK_CLEAN;
 }
 
 bool rpc_wire_nul_string(const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len,
@@ -139,5 +162,13 @@ bool rpc_wire_nul_string(const ProtobufCMessageDescriptor *desc, const uint8_t *
 	if (size == 0)
 		return true;
 	where[0] = '\0';
-	return walk(desc, data, len, where, size, 0);
+	switch (walk(desc, data, len, where, size, 0)) {
+	case WALK_CLEAN:
+		return false;
+	case WALK_NUL:
+		return true;
+	default:
+		snprintf(where, size, ".");
+		return true;
+	}
 }

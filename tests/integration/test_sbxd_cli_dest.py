@@ -224,6 +224,24 @@ class Dest(ServerTestCase):
         finally:
             os.umask(old)
 
+    def test_set_id_bits_passed_to_fetch_at_are_dropped(self):
+        """A hostile server lists an artifact 06755; a caller that hands
+        Run.fetch_at the listed mode must not get a set-id file of its own
+        (before: fchmod with mode & 0o7777 kept both bits)."""
+        out = os.path.join(self.home, "setid")
+        os.mkdir(out, 0o700)
+        with sbx_client.connect(self.srv.ipc) as c:
+            with c.create_run(self.policy) as run:
+                run.exec(["/bin/sh", "-c", "echo x > /out/tool && chmod 0755 /out/tool"],
+                         check=True)
+                fd = sbx_client.dest.open_dest(out)
+                try:
+                    for a in run.artifacts():
+                        run.fetch_at(fd, a.path, a.mode | 0o6000, sha256=a.sha256)
+                finally:
+                    os.close(fd)
+        self.assertEqual(stat.S_IMODE(os.stat(os.path.join(out, "tool")).st_mode), 0o755)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

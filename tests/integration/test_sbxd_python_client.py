@@ -154,6 +154,28 @@ class ClientCalls:
             with self.assertRaises(sbx_client.SbxError):
                 run.fetch("link")  # never follows a link
 
+    def test_fetch_to_a_path_never_opens_the_umask_to_others(self):
+        """The umask is per process: fetch used to read it as os.umask(0) and
+        back, and another thread making a file in between got it
+        world-writable (review 2). Every umask fetch sets must keep o+w."""
+        set_to = []
+        real = os.umask
+
+        def spy(mask):
+            set_to.append(mask)
+            return real(mask)
+        with self.connect() as c, c.create_run(POLICY) as run:
+            run.exec(sh("echo hi > /out/h"), check=True)
+            dest = os.path.join(self.srv.dir, "umask-%s.txt" % self.NAME)
+            os.umask = spy
+            try:
+                run.fetch("h", dest)
+            finally:
+                os.umask = real
+            self.assertEqual([m for m in set_to if not m & 0o002], [])
+            with open(dest) as got:
+                self.assertEqual(got.read(), "hi\n")
+
     def test_put_declared_inputs_and_what_sbxd_refuses(self):
         data = b"late input\n"
         with self.connect() as c, c.create_run(POLICY, inputs={"/data/late.txt": data},

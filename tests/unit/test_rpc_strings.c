@@ -3,7 +3,11 @@
  * (server/rpc/rpc_strings.c), on hand-made bodies: what a caller controls
  * (a singular field sent twice, an overlong length, unknown fields) cannot
  * hide a NUL from it, and each hit is named by its field's path. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <sbx/v1/sandbox.pb-c.h>
 
@@ -25,6 +29,38 @@
 					   w, sizeof(w)),                                          \
 		      what);                                                                       \
 	} while (0)
+
+static void walk_hung(int sig)
+{
+	(void)sig;
+	static const char msg[] = "FAIL: the walk of a 4 MiB body of empty argv entries was still "
+				  "going after 10 s (quadratic: one index_of per entry)\n";
+	(void)!write(2, msg, sizeof(msg) - 1);
+	_exit(1);
+}
+
+/* ExecRequest{run_id "r", argv ""} x n, the smallest entries a body can hold:
+ * sbxd's largest body (max_message_bytes, 4 MiB + 64 KiB) holds 2 M of them,
+ * and protobuf-c unpacks them within rpc_alloc's budget before the walk. */
+static void many_empty_argv(size_t n)
+{
+	uint8_t *b = malloc(3 + 2 * n + 5), *p = b;
+	char w[64];
+
+	*p++ = 0x0a, *p++ = 1, *p++ = 'r';
+	for (size_t i = 0; i < n; i++)
+		*p++ = 0x12, *p++ = 0;
+	check(!rpc_wire_nul_string(&sbx__v1__exec_request__descriptor, b, (size_t)(p - b), w,
+				   sizeof(w)),
+	      "many empty argv entries are clean");
+	/* and the last entry, cut, is still named by its index */
+	*p++ = 0x12, *p++ = 1, *p++ = 0;
+	check(rpc_wire_nul_string(&sbx__v1__exec_request__descriptor, b, (size_t)(p - b), w,
+				  sizeof(w)) &&
+		  w[0] == '.' && strtoul(w + strlen(".argv["), NULL, 10) == n,
+	      "the last of many argv entries is named by its index");
+	free(b);
+}
 
 int main(void)
 {
@@ -73,6 +109,22 @@ int main(void)
 		char w[16];
 		check(rpc_wire_nul_string(&put, (const uint8_t *)"\x12\x09short", 7, w, sizeof(w)),
 		      "a length past the end is refused");
+	}
+	/* Linear in the body: a time bound only against hanging (10 s for what
+	 * takes milliseconds; quadratic, this body took hours). */
+	signal(SIGALRM, walk_hung);
+	alarm(10);
+	many_empty_argv((size_t)2 << 20);
+	alarm(0);
+	HIT(create, "\x1a\x03\x0a\x01\x61\x1a\x03\x0a\x01\x62\x1a\x04\x0a\x02\x63\0",
+	    ".inputs[2].path");
+	{
+		/* A name cut to the caller's buffer stays a C string. */
+		char w[8];
+		check(rpc_wire_nul_string(&create, (const uint8_t *)"\x22\x07\x0a\x01k\x12\x02v\0",
+					  9, w, sizeof(w)) &&
+			  strlen(w) == 7 && !strncmp(w, ".labels", 7),
+		      "a name longer than where is cut, terminated");
 	}
 	return check_done();
 }

@@ -85,8 +85,7 @@ def fetch_all(run, out_fd, out):
     """Every artifact beneath out_fd (dest.open_dest's), never through a link."""
     listing = run.artifacts()
     _note_listing(listing)
-    mask = os.umask(0)
-    os.umask(mask)
+    mask = files.current_umask()
     for a in listing:
         # The server names the files; it does not get to name one outside out.
         if not files.safe_relative(a.path):

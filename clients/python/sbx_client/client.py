@@ -296,8 +296,7 @@ class Run:
                 out.flush()
                 # mkstemp makes 0600; a fetched file gets what the umask
                 # says, set on the fd (the name could have been swapped).
-                mask = os.umask(0)
-                os.umask(mask)
+                mask = files.current_umask()
                 os.fchmod(out.fileno(), 0o666 & ~mask)
                 os.fsync(out.fileno())
             os.replace(tmp, dest)

@@ -161,8 +161,10 @@ def write_file(top, rel, mode, fill):
         with os.fdopen(fd, "wb") as out:
             got = fill(out)
             out.flush()
-            # The mode on the fd, never on a name someone could have swapped.
-            os.fchmod(out.fileno(), mode & 0o7777)
+            # The mode on the fd, never on a name someone could have swapped;
+            # the permission bits only: a caller that passes on what a server
+            # listed must not get a set-id file of its own from a hostile one.
+            os.fchmod(out.fileno(), mode & 0o777)
             os.fsync(out.fileno())
         _check_slot(d, base, rel)
         os.rename(tmp, base, src_dir_fd=d, dst_dir_fd=d)

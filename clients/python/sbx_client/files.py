@@ -12,6 +12,23 @@ _CHANGED = ("an exec is running, so the file can change and digests are not fina
             "again when the run's execs have ended")
 
 
+def current_umask():
+    """The process's umask, read without setting it: os.umask(0) then back
+    leaves every other thread of the process (a Client is shared between
+    threads, the asyncio API runs each call on one) making world-writable
+    files for that moment. /proc/self/status says it since Linux 4.7."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o077)  # the fallback's window makes files private, not public
+    os.umask(mask)
+    return mask
+
+
 def sha256_file(path):
     h = hashlib.sha256()
     size = 0
