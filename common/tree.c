@@ -121,6 +121,7 @@ int sbx_open_no_symlinks(const char *path, int flags, struct sbx_err *err)
 /* ---- listing with sizes, modes and digests ---- */
 
 struct list_walk {
+	const struct sbx_tree_src *src;
 	uint64_t max;
 	uint64_t seen;
 	struct sbx_tree_skips *skipped;
@@ -141,29 +142,35 @@ static bool skippable(int errnum)
 
 static int list_dir(int dir, const char *prefix, int depth, struct list_walk *w);
 
-static int list_entry(int dir, const char *name, const char *rel, int depth, struct list_walk *w)
+int sbx_tree_src_open(const struct sbx_tree_src *src, const char *rel, int flags,
+		      struct sbx_err *err)
+{
+	if (src->open)
+		return src->open(src->ctx, rel, flags, err);
+	return sbx_open_beneath(src->top, rel[0] ? rel : ".", flags, 0, err);
+}
+
+/* `rel` from the top, `type` what readdir said. Nothing here looks at the
+ * entry by name from this process but the open: through a reader, a stat
+ * by name would need the search right on its directory that only the
+ * reader has. */
+static int list_entry(const char *rel, unsigned char type, int depth, struct list_walk *w)
 {
 	struct stat st;
-	int fd, rc;
+	int fd;
 
-	if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-		if (errno == ENOENT)
-			return 0; /* gone since readdir */
-		return sbx_fail_errno(w->err, "stat %s", rel);
-	}
-	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
+	if (type != DT_DIR && type != DT_REG && type != DT_UNKNOWN) {
 		w->skipped->other++;
 		return 0;
 	}
-	if (S_ISDIR(st.st_mode) && depth >= SBX_TREE_MAX_DEPTH) {
+	if (type == DT_DIR && depth >= SBX_TREE_MAX_DEPTH) {
 		w->skipped->other++;
 		return 0;
 	}
-	/* O_NONBLOCK: an entry swapped for a FIFO since fstatat cannot hang
+	/* O_NONBLOCK: an entry swapped for a FIFO since readdir cannot hang
 	 * the open; the fstat below notices. */
-	fd = sbx_open_beneath(dir, name,
-			      S_ISDIR(st.st_mode) ? O_RDONLY | O_DIRECTORY : O_RDONLY | O_NONBLOCK,
-			      0, w->err);
+	fd = sbx_tree_src_open(w->src, rel, type == DT_DIR ? O_RDONLY | O_DIRECTORY : O_RDONLY | O_NONBLOCK,
+			       w->err);
 	if (fd < 0 && w->err->errnum == EAGAIN) {
 		w->skipped->busy++;
 		return 0;
@@ -175,34 +182,36 @@ static int list_entry(int dir, const char *name, const char *rel, int depth, str
 		return 0;
 	}
 	if (fstat(fd, &st) < 0) {
-		rc = sbx_fail_errno(w->err, "stat %s", rel);
-	} else if (S_ISDIR(st.st_mode)) {
-		rc = list_dir(fd, rel, depth + 1, w);
-	} else if (S_ISREG(st.st_mode)) {
-		rc = w->fn(rel, fd, &st, w->arg, w->err);
-	} else {
-		w->skipped->other++;
-		rc = 0;
+		close(fd);
+		return sbx_fail_errno(w->err, "stat %s", rel);
 	}
+	if (S_ISDIR(st.st_mode)) {
+		if (depth >= SBX_TREE_MAX_DEPTH) {
+			close(fd);
+			w->skipped->other++;
+			return 0;
+		}
+		return list_dir(fd, rel, depth + 1, w);
+	}
+	int rc = 0;
+	if (S_ISREG(st.st_mode))
+		rc = w->fn(rel, fd, &st, w->arg, w->err);
+	else
+		w->skipped->other++;
 	close(fd);
 	return rc;
 }
 
+/* Lists `dir`, a fresh open of its own (never a dup: a dup shares the
+ * directory offset with every other reader), which it takes. */
 static int list_dir(int dir, const char *prefix, int depth, struct list_walk *w)
 {
-	/* A new open of ".", not a dup: a dup shares the directory offset, so
-	 * a second listing through the same fd (or a concurrent one) would
-	 * start where the last one stopped. */
-	int dup_fd = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *d;
+	DIR *d = fdopendir(dir);
 	struct dirent *de;
 	int rc = 0;
 
-	if (dup_fd < 0)
-		return sbx_fail_errno(w->err, "open %s", prefix[0] ? prefix : ".");
-	d = fdopendir(dup_fd);
 	if (!d) {
-		close(dup_fd);
+		close(dir);
 		return sbx_fail_errno(w->err, "opendir %s", prefix[0] ? prefix : ".");
 	}
 	while (rc == 0 && !w->stopped && (de = readdir(d))) {
@@ -228,16 +237,17 @@ static int list_dir(int dir, const char *prefix, int depth, struct list_walk *w)
 			w->skipped->other++;
 			continue;
 		}
-		rc = list_entry(dir, de->d_name, rel, depth, w);
+		rc = list_entry(rel, de->d_type, depth, w);
 	}
 	closedir(d);
 	return rc;
 }
 
-int sbx_tree_list(int dirfd, uint64_t max_entries, sbx_tree_file_fn fn, void *arg,
-		  struct sbx_tree_skips *skipped, struct sbx_err *err)
+int sbx_tree_list(const struct sbx_tree_src *src, uint64_t max_entries, sbx_tree_file_fn fn,
+		  void *arg, struct sbx_tree_skips *skipped, struct sbx_err *err)
 {
 	struct list_walk w = {
+	    .src = src,
 	    .max = max_entries,
 	    .skipped = skipped,
 	    .fn = fn,
@@ -246,7 +256,10 @@ int sbx_tree_list(int dirfd, uint64_t max_entries, sbx_tree_file_fn fn, void *ar
 	};
 
 	*skipped = (struct sbx_tree_skips){0};
-	if (list_dir(dirfd, "", 0, &w) < 0)
+	int top = sbx_tree_src_open(src, "", O_RDONLY | O_DIRECTORY, err);
+	if (top < 0)
+		return sbx_err_prefix(err, "open /out");
+	if (list_dir(top, "", 0, &w) < 0)
 		return -1;
 	return w.stopped ? 1 : 0;
 }

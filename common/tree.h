@@ -46,8 +46,8 @@ int sbx_open_no_symlinks(const char *path, int flags, struct sbx_err *err);
 int sbx_tree_copy(int src_dirfd, int dst_dirfd, uint64_t max_bytes, struct sbx_tree_stats *stats,
 		  void (*on_skip)(const char *relpath, const char *why), struct sbx_err *err);
 
-/* Lists dirfd's tree the same way: `fn` gets every regular file (its path
- * relative to dirfd, an fd opened read-only and non-blocking on it, and its
+/* Lists the source's tree the same way: `fn` gets every regular file (its
+ * path relative to the top, an fd opened read-only and non-blocking on it, and its
  * fstat), directories are descended into, and everything else -- links,
  * FIFOs, sockets, devices, files or directories that cannot be opened,
  * anything deeper than SBX_TREE_MAX_DEPTH or with a path beyond PATH_MAX --
@@ -60,10 +60,22 @@ struct sbx_tree_skips {
 	uint64_t busy;	    /* opens refused with EAGAIN: a lease is held on the file */
 	uint64_t bad_names; /* names that are not UTF-8 (with all beneath them) */
 };
+/* Where a listing opens what it reads: beneath `top` in this process, or
+ * (open non-NULL) through `open`, e.g. a run's /out reader (out_reader.h)
+ * when the tree's files belong to a uid this process has no rights over. */
+struct sbx_tree_src {
+	int top;
+	int (*open)(void *ctx, const char *rel, int flags, struct sbx_err *err);
+	void *ctx;
+};
+/* `rel` beneath the source's top ("" is the top itself). */
+int sbx_tree_src_open(const struct sbx_tree_src *src, const char *rel, int flags,
+		      struct sbx_err *err);
+
 typedef int (*sbx_tree_file_fn)(const char *relpath, int fd, const struct stat *st, void *arg,
 				struct sbx_err *err);
-int sbx_tree_list(int dirfd, uint64_t max_entries, sbx_tree_file_fn fn, void *arg,
-		  struct sbx_tree_skips *skipped, struct sbx_err *err);
+int sbx_tree_list(const struct sbx_tree_src *src, uint64_t max_entries, sbx_tree_file_fn fn,
+		  void *arg, struct sbx_tree_skips *skipped, struct sbx_err *err);
 
 /* A listing of dirfd's directory through a new open of "." (a dup would
  * share the directory's offset with every other reader of dirfd), or NULL

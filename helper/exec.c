@@ -262,6 +262,17 @@ static void exec_init(const struct sbx_exec_spec *s)
 		sbx_fail_errno(&err, "pipe");
 		setup_failed(rfd, &err);
 	}
+	/* The sandbox user from here on: with a host uid of the run's own
+	 * (host_ids.h) exec init was still its caller until now (the run's
+	 * uid 0, which this namespace does not map), and every per-uid kernel
+	 * counter of the command is charged to the run's uid alone. Where the
+	 * sandbox user is the caller (shared) this changes nothing. gid
+	 * first: after the uid changes, the right to change it may be gone. */
+	if (setresgid(SBX_SANDBOX_GID, SBX_SANDBOX_GID, SBX_SANDBOX_GID) < 0 ||
+	    setresuid(SBX_SANDBOX_UID, SBX_SANDBOX_UID, SBX_SANDBOX_UID) < 0) {
+		sbx_fail_errno(&err, "becoming the sandbox user");
+		setup_failed(rfd, &err);
+	}
 	if (sbx_privs_drop(&err) < 0 || sbx_seccomp_load_bpf(s->filter, &err) < 0)
 		setup_failed(rfd, &err);
 

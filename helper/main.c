@@ -27,10 +27,13 @@
 static const char usage[] =
     "usage: sbx-helper run --policy FILE [--data DIR] [--out DIR] [--result FILE]\n"
     "                      [--cgroup-root PATH] [--allow-rlimit-fallback] [--run-files N]\n"
+    "                      [--host-uids subordinate|shared] [--host-id-dir DIR]\n"
     "                      -- CMD [ARG...]\n"
     "       sbx-helper serve --policy FILE --control-fd N [--data DIR]\n"
     "                      [--image-root DIR --image-root-id DEV:INO]\n"
     "                      [--cgroup-root PATH] [--allow-rlimit-fallback] [--run-files N]\n"
+    "                      [--host-uids subordinate|shared] [--host-id-dir DIR]\n"
+    "                      [--reader-fd N]\n"
     "       sbx-helper check [--json] [--cgroup-root PATH]\n"
     "       sbx-helper cleanup [--cgroup-root PATH]\n"
     "       sbx-helper policy FILE\n"
@@ -65,6 +68,15 @@ static const char usage[] =
     "  --run-files N            the run's open files (default 262144): each process of\n"
     "                           the command gets RLIMIT_NOFILE N / limits.pids, at\n"
     "                           most 4096; refused when that is under 16\n"
+    "  --host-uids MODE         the host uid the sandbox user runs as: subordinate\n"
+    "                           (default) takes one of /etc/subuid's ids for this\n"
+    "                           run alone (newuidmap), refused without a range;\n"
+    "                           shared is this uid (weaker: every per-uid kernel\n"
+    "                           counter is shared with it and its other sandboxes)\n"
+    "  --host-id-dir DIR        where the subordinate slots' locks live (default\n"
+    "                           ~/.local/state/sbx/host-ids); every helper of one\n"
+    "                           user must use the same\n"
+    "  --reader-fd N            serve: answer sbxd's opens beneath /out on socket N\n"
     "  --allow-root             run even as real root (every guarantee is weaker)\n"
     "  -h, --help               this text\n"
     "  --version                print the version\n";
@@ -83,6 +95,9 @@ enum {
 	OPT_ALLOW_ROOT,
 	OPT_CONTROL_FD,
 	OPT_JSON,
+	OPT_HOST_UIDS,
+	OPT_HOST_ID_DIR,
+	OPT_READER_FD,
 	OPT_VERSION
 };
 
@@ -100,6 +115,9 @@ static const struct option long_opts[] = {
     {"allow-root", no_argument, NULL, OPT_ALLOW_ROOT},
     {"control-fd", required_argument, NULL, OPT_CONTROL_FD},
     {"json", no_argument, NULL, OPT_JSON},
+    {"host-uids", required_argument, NULL, OPT_HOST_UIDS},
+    {"host-id-dir", required_argument, NULL, OPT_HOST_ID_DIR},
+    {"reader-fd", required_argument, NULL, OPT_READER_FD},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, OPT_VERSION},
     {0},
@@ -196,7 +214,7 @@ int main(int argc, char **argv)
 		return fail(2, "unknown command '%s'; see sbx-helper --help", cmd);
 	int usage_exit = run ? EXIT_SETUP : 2;
 
-	struct sbx_helper_opts o = {.control_fd = -1};
+	struct sbx_helper_opts o = {.control_fd = -1, .reader_fd = -1};
 	bool allow_root = false, json = false, image_id = false;
 	uint64_t run_files = SBX_RUN_FILES_DEFAULT;
 	int c;
@@ -247,15 +265,28 @@ int main(int argc, char **argv)
 		case OPT_ALLOW_ROOT:
 			allow_root = true;
 			break;
-		case OPT_CONTROL_FD: {
+		case OPT_CONTROL_FD:
+		case OPT_READER_FD: {
 			char *end;
 			long fd = strtol(optarg, &end, 10);
+			const char *name = c == OPT_CONTROL_FD ? "control-fd" : "reader-fd";
 			if (*end || fd < 3 || fd > 65535)
-				return fail(usage_exit,
-					    "--control-fd %s: must be an fd number >= 3", optarg);
-			o.control_fd = (int)fd;
+				return fail(usage_exit, "--%s %s: must be an fd number >= 3", name,
+					    optarg);
+			*(c == OPT_CONTROL_FD ? &o.control_fd : &o.reader_fd) = (int)fd;
 			break;
 		}
+		case OPT_HOST_UIDS: {
+			int m = sbx_host_ids_mode_parse(optarg);
+			if (m < 0)
+				return fail(usage_exit,
+					    "--host-uids %s: must be subordinate or shared", optarg);
+			o.host_ids = (enum sbx_host_ids_mode)m;
+			break;
+		}
+		case OPT_HOST_ID_DIR:
+			o.host_id_dir = optarg;
+			break;
 		case OPT_JSON:
 			json = true;
 			break;
@@ -276,6 +307,8 @@ int main(int argc, char **argv)
 		return fail(usage_exit, "%s", "run: missing command after --");
 	if (serve && (o.argv[0] || o.control_fd < 0))
 		return fail(usage_exit, "%s", "serve: needs --control-fd N and no command");
+	if (run && o.reader_fd >= 0)
+		return fail(usage_exit, "%s", "--reader-fd is for serve (sbxd's /out reader)");
 	if (!o.policy_path)
 		return fail(usage_exit, "%s", "missing --policy FILE");
 	/* A store's tree is sbxd's to name: `run` takes "host" or a rootfs

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "oneshot.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -10,10 +12,13 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "clock.h"
+#include "fds.h"
 #include "helper_client.h"
+#include "out_reader.h"
 #include "result.h"
 #include "supervisor.h"
 #include "tree.h"
@@ -147,6 +152,55 @@ static int copy_out(int out_fd, const char *dir, uint64_t max_bytes, struct sbx_
 	return 0;
 }
 
+/* What the copying child reports back. */
+struct copy_report {
+	int rc;
+	struct sbx_tree_stats st;
+	struct sbx_err err;
+};
+
+/* The sandbox's files belong to the run's own uid (host_ids.h), with the
+ * modes it chose: the copy is made by a child that joined the run's user
+ * namespace, where we hold every capability (we made it), so that no mode
+ * keeps a file from its caller. What it writes to `dir` is still ours, and
+ * the walk is the same no-links walk as ever. */
+static int copy_out_joined(int userns_fd, int out_fd, const char *dir, uint64_t max_bytes,
+			   struct sbx_tree_stats *st, struct sbx_err *err)
+{
+	_cleanup_close_pair_ int p[2] = SBX_PAIR_INIT;
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return sbx_fail_errno(err, "pipe");
+	pid_t child = fork();
+	if (child < 0)
+		return sbx_fail_errno(err, "fork");
+	if (child == 0) {
+		struct copy_report r = {0};
+		if (setns(userns_fd, CLONE_NEWUSER) < 0)
+			r.rc = sbx_fail_errno(&r.err, "joining the sandbox's user namespace");
+		else
+			r.rc = copy_out(out_fd, dir, max_bytes, &r.st, &r.err);
+		ssize_t n = write(p[1], &r, sizeof(r));
+		_exit(n == (ssize_t)sizeof(r) ? 0 : 1);
+	}
+	close(sbx_steal_fd(p[1]));
+	struct copy_report r;
+	ssize_t n;
+	do
+		n = read(p[0], &r, sizeof(r));
+	while (n < 0 && errno == EINTR);
+	int status;
+	while (waitpid(child, &status, 0) < 0 && errno == EINTR)
+		;
+	if (n != (ssize_t)sizeof(r))
+		return sbx_fail(err, "copying /out to %s: the copying process died", dir);
+	*st = r.st;
+	if (r.rc < 0) {
+		*err = r.err;
+		return -1;
+	}
+	return 0;
+}
+
 static const char *reason_name(enum ctl_end end)
 {
 	switch (end) {
@@ -256,6 +310,8 @@ static struct sbx_sandbox_opts sandbox_opts(const struct sbx_helper_opts *o, Sbx
 	    .rlimit_fallback = o->rlimit_fallback,
 	    .nofile = o->nofile,
 	    .ctl = ctl,
+	    .host_ids = o->host_ids,
+	    .host_id_dir = o->host_id_dir,
 	};
 }
 
@@ -360,8 +416,8 @@ int sbx_oneshot_run(const struct sbx_helper_opts *o, SbxPolicy *policy)
 		struct sbx_tree_stats st = {0};
 		/* /out holds at most out_mb; a copy that comes to more is made of
 		 * sparse or linked files, and stops there. */
-		if (copy_out(ready.out_fd, o->out_dir, policy->limits->out_mb << 20, &st, &err) <
-		    0) {
+		if (copy_out_joined(sb.userns_fd, ready.out_fd, o->out_dir,
+				    policy->limits->out_mb << 20, &st, &err) < 0) {
 			fprintf(stderr, "sbx-helper: %s\n", err.msg);
 			if (status == 0)
 				status = 1;
@@ -402,6 +458,35 @@ out:
 	return status;
 }
 
+/* sbxd's /out reader (out_reader.h): a child of ours that outlives us, as
+ * artifacts outlive the sandbox, until sbxd closes its end. Forked before
+ * it joins the run's user namespace, since we must not: we still remove
+ * the run's cgroups as ourselves when pid 1 is gone. */
+static int start_reader(int reader_fd, int userns_fd, struct sbx_err *err)
+{
+	pid_t child = fork();
+	if (child < 0)
+		return sbx_fail_errno(err, "fork the /out reader");
+	if (child == 0) {
+		struct sbx_err rerr;
+		int keep[2] = {reader_fd, userns_fd};
+		/* Its own process group: sbxd's signals to the helper's group
+		 * are for the sandbox, not for a reader of what it left. */
+		setpgid(0, 0);
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		if (sbx_close_fds_except(keep, 2, &rerr) < 0 ||
+		    sbx_out_reader_serve(reader_fd, userns_fd, &rerr) < 0) {
+			fprintf(stderr, "sbx-helper: %s\n", rerr.msg);
+			_exit(1);
+		}
+		_exit(0);
+	}
+	close(reader_fd);
+	return 0;
+}
+
 int sbx_serve(const struct sbx_helper_opts *o, SbxPolicy *policy)
 {
 	struct sbx_err err;
@@ -424,6 +509,11 @@ int sbx_serve(const struct sbx_helper_opts *o, SbxPolicy *policy)
 	/* Only pid 1 holds the control socket now: when the server goes away,
 	 * pid 1 sees the end of it and the sandbox ends. */
 	close(o->control_fd);
+	if (o->reader_fd >= 0 && start_reader(o->reader_fd, sb.userns_fd, &err) < 0) {
+		fprintf(stderr, "sbx-helper: %s\n", err.msg);
+		sbx_sandbox_finish(&sb, true);
+		return EXIT_SETUP;
+	}
 	_cleanup_close_ int pidfd = pidfd_open(sb.pid, 0);
 	bool kill_first = false;
 	/* Without pidfd (Linux < 5.3) wait for pid 1 directly: SIGTERM then

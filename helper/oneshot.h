@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "host_ids.h"
 #include "policy.h"
 #include "rootfs.h"
 
@@ -22,6 +23,10 @@ struct sbx_helper_opts {
 	bool rlimit_fallback;
 	uint64_t nofile; /* each command process's RLIMIT_NOFILE (run_files.h) */
 	int control_fd;
+	/* serve: sbxd's end of the /out reader's socket (sbx_out_reader), or -1 */
+	int reader_fd;
+	enum sbx_host_ids_mode host_ids;
+	const char *host_id_dir;
 	char **argv;
 };
 

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <grp.h>
 #include <unistd.h>
 
 #include "fds.h"
@@ -30,20 +31,6 @@
 	(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)
 
 extern char **environ;
-
-/* One uid and one gid: the sandbox user is us, and nobody else exists.
- * setgroups is denied so the sandbox cannot drop supplementary groups that
- * a host ACL might deny on. */
-static int map_ids(pid_t pid, struct sbx_err *err)
-{
-	char map[64];
-	snprintf(map, sizeof(map), "%d %u 1\n", SBX_SANDBOX_UID, (unsigned)geteuid());
-	if (sbx_write_proc(pid, "uid_map", map, err) < 0 ||
-	    sbx_write_proc(pid, "setgroups", "deny", err) < 0)
-		return -1;
-	snprintf(map, sizeof(map), "%d %u 1\n", SBX_SANDBOX_GID, (unsigned)getegid());
-	return sbx_write_proc(pid, "gid_map", map, err);
-}
 
 /* The helper's own environment is copied into pid 1's memory by fork and
  * would stay readable there; zero it so no credential can be found. */
@@ -67,6 +54,14 @@ __attribute__((noreturn)) static void sandbox_child(const struct sbx_sandbox_opt
 	if (read(sync_fd, &byte, 1) != 1)
 		_exit(1);
 	close(sync_fd);
+	/* With a host uid of the run's own, newgidmap allowed setgroups: the
+	 * caller's supplementary groups would otherwise follow the sandbox
+	 * user to the host (a group the caller is in is no business of a
+	 * uid that is not the caller). */
+	if (o->host_ids == SBX_HOST_IDS_SUBORDINATE && setgroups(0, NULL) < 0) {
+		sbx_fail_errno(&err, "dropping supplementary groups");
+		goto fail;
+	}
 	scrub_environment();
 	/* pid 1 keeps only its control socket and the run's cgroup: whatever
 	 * else the helper held (the other end of the socket in `run`, fds
@@ -179,6 +174,10 @@ int sbx_sandbox_start(const struct sbx_sandbox_opts *o, struct sbx_sandbox *sb, 
 
 	memset(sb, 0, sizeof(*sb));
 	sb->pid = -1;
+	sb->userns_fd = -1;
+	sb->ids.lock_fd = -1;
+	if (sbx_host_ids_take(o->host_ids, o->host_id_dir, &sb->ids, err) < 0)
+		goto fail;
 	if (make_run_cgroup(o, sb, err) < 0)
 		goto fail;
 	if (pipe2(sync, O_CLOEXEC) < 0 || pipe2(bpf, O_CLOEXEC) < 0) {
@@ -199,7 +198,17 @@ int sbx_sandbox_start(const struct sbx_sandbox_opts *o, struct sbx_sandbox *sb, 
 	sb->pid = pid;
 	close(sbx_steal_fd(sync[0]));
 	close(sbx_steal_fd(bpf[0]));
-	if (map_ids(pid, err) < 0)
+	/* Opened while pid 1 is still a plain copy of us (dumpable, our
+	 * credentials): later it may not be. */
+	char ns[64];
+	snprintf(ns, sizeof(ns), "/proc/%d/ns/user", (int)pid);
+	sb->userns_fd = open(ns, O_RDONLY | O_CLOEXEC);
+	if (sb->userns_fd < 0) {
+		sbx_fail_errno(err, "open %s", ns);
+		goto fail;
+	}
+	_Static_assert(SBX_SANDBOX_UID == SBX_SANDBOX_GID, "one id maps both");
+	if (sbx_host_ids_map(pid, &sb->ids, SBX_SANDBOX_UID, err) < 0)
 		goto fail;
 	if (write(sync[1], "g", 1) != 1) {
 		sbx_fail_errno(err, "start sandbox");
@@ -277,5 +286,11 @@ int sbx_sandbox_finish(struct sbx_sandbox *sb, bool kill_first)
 		sb->run.mode = SBX_CG_NONE;
 	}
 	sbx_cgroup_close(&sb->root);
+	/* pid 1 is reaped, and the kernel ended every process of its pid
+	 * namespace before that: nothing runs as the slot's uid any more. */
+	sbx_host_ids_release(&sb->ids);
+	if (sb->userns_fd >= 0)
+		close(sb->userns_fd);
+	sb->userns_fd = -1;
 	return status;
 }

@@ -9,6 +9,7 @@
 
 #include "cgroup.h"
 #include "err.h"
+#include "host_ids.h"
 #include "policy.h"
 #include "rootfs.h"
 
@@ -23,6 +24,8 @@ struct sbx_sandbox_opts {
 	/* A store image's tree and its identity (the policy names its pin);
 	 * path NULL: none. */
 	struct sbx_image_root image_root;
+	enum sbx_host_ids_mode host_ids; /* the sandbox user's host uid (host_ids.h) */
+	const char *host_id_dir;	 /* NULL: the default lock directory */
 };
 
 struct sbx_sandbox {
@@ -30,6 +33,11 @@ struct sbx_sandbox {
 	struct sbx_cgroup root;
 	struct sbx_cgroup run;
 	char run_name[64];
+	struct sbx_host_ids ids; /* held until pid 1 is gone */
+	/* pid 1's user namespace: whoever reads /out from outside joins it
+	 * (a process of its own), since the sandbox's files belong to a uid
+	 * the caller has no rights over elsewhere. -1: none. */
+	int userns_fd;
 };
 
 /* Builds the namespaces, maps the sandbox user, places pid 1 in the run's

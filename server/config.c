@@ -385,6 +385,18 @@ static int parse_connections(struct sbx_config *cfg, json_t *v, struct sbx_err *
 			     "connections.per_listener", err);
 }
 
+/* "subordinate" or "shared" (helper/host_ids.h); whether runs_max runs fit
+ * in the subordinate range is checked at start (config_limits.c). */
+static int parse_host_uids(struct sbx_config *cfg, json_t *v, struct sbx_err *err)
+{
+	const char *s = json_string_value(v);
+	if (!s || (strcmp(s, "subordinate") && strcmp(s, "shared")))
+		return sbx_fail(err, "config: host_uids: must be \"subordinate\" (a host uid of "
+				     "its own for each run) or \"shared\" (sbxd's own uid; weaker)");
+	cfg->host_uids_shared = !strcmp(s, "shared");
+	return 0;
+}
+
 /* ---- the document ---- */
 
 static const char *const top_keys[] = {"listen",
@@ -392,6 +404,7 @@ static const char *const top_keys[] = {"listen",
 				       "helper",
 				       "cgroup_root",
 				       "rlimit_fallback",
+				       "host_uids",
 				       "log",
 				       "tls",
 				       "tokens",
@@ -460,6 +473,8 @@ static int parse_root(struct sbx_config *cfg, json_t *root, struct sbx_err *err)
 		return -1;
 	if ((v = json_object_get(root, "rlimit_fallback")) &&
 	    sbx_json_bool(v, "rlimit_fallback", &cfg->rlimit_fallback, err) < 0)
+		return -1;
+	if ((v = json_object_get(root, "host_uids")) && parse_host_uids(cfg, v, err) < 0)
 		return -1;
 	if ((v = json_object_get(root, "log")) &&
 	    dup_path(v, "log", ANY_PATH, &cfg->log_path, err) < 0)

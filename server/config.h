@@ -119,6 +119,9 @@ struct sbx_config {
 	char *helper;	      /* sbx-helper; default: next to sbxd, ../helper/sbx-helper, PATH */
 	char *cgroup_root;    /* passed to sbx-helper --cgroup-root; NULL: its default */
 	bool rlimit_fallback; /* passed as --allow-rlimit-fallback; default false */
+	/* "host_uids": "shared" (true) runs every sandbox as sbxd's own uid;
+	 * default "subordinate": a uid of /etc/subuid's for each run. */
+	bool host_uids_shared;
 	char *log_path;	      /* the audit log (JSON lines); NULL: stderr */
 	char *tls_cert;	      /* server certificate + key (PEM) */
 	char *tls_key;

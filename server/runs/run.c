@@ -41,6 +41,7 @@ struct sbx_run *run_alloc(struct sbx_runs *runs)
 	r->runs = runs;
 	r->dir_fd = r->data_fd = r->staging_fd = r->spill_fd = -1;
 	r->ctl = r->out_fd = r->err_pipe = r->wake = r->pidfd = -1;
+	r->reader.sock = -1;
 	r->pid = -1;
 	r->image = (struct img_hold)IMG_HOLD_INIT;
 	r->exec_tail = &r->execs;
@@ -108,6 +109,8 @@ static void run_free(struct sbx_run *r)
 	close_fd(&r->spill_fd);
 	close_fd(&r->ctl);
 	close_fd(&r->out_fd);
+	if (r->reader.sock >= 0)
+		sbx_out_reader_close(&r->reader);
 	close_fd(&r->err_pipe);
 	close_fd(&r->wake);
 	close_fd(&r->pidfd);

@@ -32,6 +32,7 @@
 #include <sys/types.h>
 
 #include "images.h"
+#include "out_reader.h"
 #include "policy.h"
 #include "run_state.h"
 #include "service.h"
@@ -210,6 +211,9 @@ struct sbx_run {
 	int ctl;		     /* -1 once the helper's pid 1 is gone; written by
 				      * [mon] under mu, which reads it without mu */
 	int out_fd;		     /* /out from Ready: artifacts stay readable until teardown */
+	/* Opens beneath /out on our behalf (out_reader.h): its socket is -1
+	 * until Ready, shut down at teardown, closed with the run. */
+	struct sbx_out_reader reader;
 	int err_pipe;		     /* [mon] under mu */
 	bool reaped;		     /* the helper was waited for: its pid may be reused */
 	bool killed;	      /* sbxd SIGKILLed the helper's group: its cgroups need cleanup */

@@ -433,10 +433,27 @@ static int cmp_artifact(const void *a, const void *b)
 		      (*(Sbx__V1__Artifact *const *)b)->path);
 }
 
+/* Opens beneath /out go through the run's reader (out_reader.h): the
+ * sandbox's files are the run's uid's, not ours. A run without one (Ready
+ * carried no /out) has no out_fd either. */
+static int open_through_reader(void *reader, const char *rel, int flags, struct sbx_err *err)
+{
+	return sbx_out_reader_open(reader, rel, flags, err);
+}
+
+static struct sbx_tree_src out_src(struct sbx_run *r, int out_fd)
+{
+	bool reader = r->reader.sock >= 0;
+	return (struct sbx_tree_src){.top = out_fd,
+				     .open = reader ? open_through_reader : NULL,
+				     .ctx = reader ? &r->reader : NULL};
+}
+
 static int list(struct sbx_run *r, int out_fd, size_t max_bytes, const char *no_hash,
 		struct artifact_list *al, struct sbx_err *err)
 {
 	struct list_ctx c = {.al = al, .max_bytes = max_bytes};
+	struct sbx_tree_src src = out_src(r, out_fd);
 	struct sbx_tree_skips skipped;
 	uint64_t n;
 	int rc;
@@ -444,7 +461,7 @@ static int list(struct sbx_run *r, int out_fd, size_t max_bytes, const char *no_
 	memset(al, 0, sizeof(*al));
 	pass_begin(&c.pass, r, out_fd, RUN_OUT_PASS_MS);
 	c.pass.no_hash = no_hash;
-	rc = sbx_tree_list(out_fd, RUN_ARTIFACTS_MAX, add_artifact, &c, &skipped, err);
+	rc = sbx_tree_list(&src, RUN_ARTIFACTS_MAX, add_artifact, &c, &skipped, err);
 	sbx_inode_set_free(&c.links);
 	run_lock(r);
 	pass_note_state(&c.pass);
@@ -611,10 +628,10 @@ SBX_HANDLER(list_artifacts, Sbx__V1__ListArtifactsRequest, Sbx__V1__ListArtifact
 
 /* ---- fetching ---- */
 
-static int open_artifact(int out_fd, const char *path, struct stat *st, struct sbx_rpc_status *st_)
+static int open_artifact(const struct sbx_tree_src *src, const char *path, struct stat *st,
+			 struct sbx_rpc_status *st_)
 {
-	_cleanup_close_ int fd =
-	    sbx_open_beneath(out_fd, path, O_RDONLY | O_NONBLOCK, 0, &st_->err);
+	_cleanup_close_ int fd = sbx_tree_src_open(src, path, O_RDONLY | O_NONBLOCK, &st_->err);
 
 	if (fd < 0) {
 		switch (st_->err.errnum) {
@@ -781,7 +798,8 @@ static int fetch(struct sbx_run *r, int out_fd, const Sbx__V1__FetchArtifactRequ
 	int rc;
 	char sha256[65];
 
-	fd = open_artifact(out_fd, req->path, &sb, st);
+	struct sbx_tree_src src = out_src(r, out_fd);
+	fd = open_artifact(&src, req->path, &sb, st);
 	if (fd < 0)
 		return -1;
 	/* As in a listing: more than /out can hold is a sparse file. */

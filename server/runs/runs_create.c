@@ -433,10 +433,11 @@ static int start_helper(struct sbx_run *r, int64_t *spawned, struct sbx_rpc_stat
 {
 	const struct runs_settings *set = &r->runs->cfg;
 	_cleanup_free_ char *policy = NULL;
-	const char *argv[20]; /* 18 at most, and the NULL */
+	const char *argv[26]; /* 24 at most, and the NULL */
 	size_t n = 0;
 	_cleanup_close_pair_ int sv[2] = SBX_PAIR_INIT;
 	_cleanup_close_pair_ int ep[2] = SBX_PAIR_INIT;
+	_cleanup_close_pair_ int rv[2] = SBX_PAIR_INIT;
 	struct ctl_event ready;
 	char errtext[4096], image_id[48], files[24];
 	int rc;
@@ -451,6 +452,10 @@ static int start_helper(struct sbx_run *r, int64_t *spawned, struct sbx_rpc_stat
 	argv[n++] = policy;
 	argv[n++] = "--control-fd";
 	argv[n++] = "3";
+	argv[n++] = "--reader-fd";
+	argv[n++] = "4";
+	argv[n++] = "--host-uids";
+	argv[n++] = set->host_uids_shared ? "shared" : "subordinate";
 	if (r->data_path) {
 		argv[n++] = "--data";
 		argv[n++] = r->data_path;
@@ -483,16 +488,19 @@ static int start_helper(struct sbx_run *r, int64_t *spawned, struct sbx_rpc_stat
 	argv[n] = NULL;
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0 ||
+	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, rv) < 0 ||
 	    pipe2(ep, O_CLOEXEC) < 0) {
-		sbx_fail_errno(&st->err, "the helper's control socket and stderr pipe");
+		sbx_fail_errno(&st->err, "the helper's control and /out reader sockets and "
+					 "stderr pipe");
 		return sbx_rpc_code_unless_short(st, SBX__V1__CODE__INTERNAL);
 	}
 	r->ctl = sbx_steal_fd(sv[0]);
 	r->err_pipe = sbx_steal_fd(ep[0]);
 	*spawned = sbx_mono_ms();
-	rc = proc_spawn(argv, set->helper_env, sv[1], ep[1], ep[1], &r->pid, &st->err);
+	rc = proc_spawn(argv, set->helper_env, sv[1], rv[1], ep[1], ep[1], &r->pid, &st->err);
 	/* Our copies of the helper's ends go now: its exit must show as EOF. */
 	close(sbx_steal_fd(sv[1]));
+	close(sbx_steal_fd(rv[1]));
 	close(sbx_steal_fd(ep[1]));
 	if (rc < 0) {
 		r->pid = -1;
@@ -510,6 +518,11 @@ static int start_helper(struct sbx_run *r, int64_t *spawned, struct sbx_rpc_stat
 		return sbx_rpc_prefix(st, "the sandbox could not be built");
 	}
 	r->out_fd = ready.out_fd;
+	/* The reader takes /out from us now: every open beneath it goes
+	 * through the reader (out_reader.h). */
+	if (r->out_fd >= 0 && sbx_out_reader_init(&r->reader, sbx_steal_fd(rv[0]), r->out_fd,
+						  &st->err) < 0)
+		return sbx_rpc_code_unless_short(st, SBX__V1__CODE__INTERNAL);
 	r->cgroups = strcmp(ready.cgroup, "none") != 0;
 	alerts_from_text(r, errtext);
 	if (!strcmp(ready.cgroup, "none"))

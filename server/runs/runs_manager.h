@@ -41,6 +41,7 @@ struct runs_settings {
 	char *helper;
 	char *cgroup_root;
 	bool rlimit_fallback;
+	bool host_uids_shared; /* --host-uids shared (config host_uids) */
 	char *input_dirs[SBX_CONFIG_MAX_INPUT_DIRS]; /* realpath'd */
 	size_t n_input_dirs;
 	uint32_t runs_max;

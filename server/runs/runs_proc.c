@@ -33,18 +33,19 @@ static int high_dup(int fd)
 	return fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 10);
 }
 
-int proc_spawn(const char *const *argv, char *const *env, int fd3, int outfd, int errfd, pid_t *pid,
-	       struct sbx_err *err)
+int proc_spawn(const char *const *argv, char *const *env, int fd3, int fd4, int outfd, int errfd,
+	       pid_t *pid, struct sbx_err *err)
 {
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t attr;
 	sigset_t none, all;
 	_cleanup_close_ int h3 = high_dup(fd3);
+	_cleanup_close_ int h4 = high_dup(fd4);
 	_cleanup_close_ int hout = high_dup(outfd);
 	_cleanup_close_ int herr = high_dup(errfd);
 	int rc;
 
-	if ((fd3 >= 0 && h3 < 0) || (outfd >= 0 && hout < 0) || (errfd >= 0 && herr < 0))
+	if ((fd3 >= 0 && h3 < 0) || (fd4 >= 0 && h4 < 0) || (outfd >= 0 && hout < 0) || (errfd >= 0 && herr < 0))
 		return sbx_fail_errno(err, "spawn %s: dup", argv[0]);
 	sigemptyset(&none);
 	sigfillset(&all);
@@ -63,8 +64,10 @@ int proc_spawn(const char *const *argv, char *const *env, int fd3, int outfd, in
 			       : posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
 	if (!rc && h3 >= 0)
 		rc = posix_spawn_file_actions_adddup2(&fa, h3, 3);
+	if (!rc && h4 >= 0)
+		rc = posix_spawn_file_actions_adddup2(&fa, h4, 4);
 	if (!rc)
-		rc = posix_spawn_file_actions_addclosefrom_np(&fa, h3 >= 0 ? 4 : 3);
+		rc = posix_spawn_file_actions_addclosefrom_np(&fa, h4 >= 0 ? 5 : h3 >= 0 ? 4 : 3);
 	if (!rc)
 		rc = posix_spawnattr_setflags(
 		    &attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
@@ -165,7 +168,7 @@ int proc_run_helper(const char *helper, char *const *env, const char *const *arg
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return sbx_fail_errno(err, "pipe");
 	/* stdout and stderr together: either may say what went wrong. */
-	if (proc_spawn(argv, env, -1, p[1], p[1], &pid, err) < 0) {
+	if (proc_spawn(argv, env, -1, -1, p[1], p[1], &pid, err) < 0) {
 		pid = -1;
 		return -1;
 	}

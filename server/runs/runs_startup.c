@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 #include "images.h"
 #include "runs_manager.h"
 #include "runs_proc.h"
+#include "subids.h"
 #include "tree.h"
 #include "util.h"
 
@@ -122,9 +124,40 @@ static int build_helper_env(struct runs_settings *cfg, struct sbx_err *err)
 	return 0;
 }
 
+/* Each live run takes a host uid of its own (helper/host_ids.h): runs_max
+ * of them must fit in sbxd's subordinate range, or runs would be refused
+ * one by one at CreateRun for a reason that was known at start. */
+static int check_host_ids(const struct sbx_config *cfg, struct sbx_err *err)
+{
+	uint64_t slots;
+	uint32_t runs_max = cfg->runs_max ? cfg->runs_max : 64;
+	if (cfg->host_uids_shared)
+		return 0;
+	if (sbx_subids_slots(&slots, err) < 0)
+		return -1;
+	if (slots >= runs_max)
+		return 0;
+	struct passwd *pw = getpwuid(geteuid());
+	const char *user = pw ? pw->pw_name : "?";
+	if (slots == 0)
+		return sbx_fail(err,
+				"user %s has no subordinate uids and gids (%s, %s), and each run "
+				"takes a host uid of its own: give it a range (`sudo usermod "
+				"--add-subuids 100000-165535 --add-subgids 100000-165535 %s`, any "
+				"range no other user has), or set \"host_uids\": \"shared\" in "
+				"the config (weaker: every run shares sbxd's per-uid kernel counters)",
+				user, SBX_SUBUID_FILE, SBX_SUBGID_FILE, user);
+	return sbx_fail(err,
+			"runs_max %u: user %s has only %llu subordinate uids and gids for the "
+			"%u runs' host uids; lower runs_max or give it a larger range",
+			runs_max, user, (unsigned long long)slots, runs_max);
+}
+
 static int copy_settings(struct runs_settings *set, const struct sbx_config *cfg,
 			 struct sbx_err *err)
 {
+	if (check_host_ids(cfg, err) < 0)
+		return -1;
 	set->state_dir = strdup(cfg->state_dir ? cfg->state_dir : "/var/lib/sbx");
 	set->runs_dir = set->state_dir ? path_join(set->state_dir, "runs") : NULL;
 	if (!set->runs_dir)
@@ -139,6 +172,7 @@ static int copy_settings(struct runs_settings *set, const struct sbx_config *cfg
 	if (cfg->cgroup_root && !(set->cgroup_root = strdup(cfg->cgroup_root)))
 		return sbx_fail_errno(err, "settings");
 	set->rlimit_fallback = cfg->rlimit_fallback;
+	set->host_uids_shared = cfg->host_uids_shared;
 	set->runs_max = cfg->runs_max ? cfg->runs_max : 64;
 	set->runs_max_per_identity = cfg->runs_max_per_identity ? cfg->runs_max_per_identity : 16;
 	set->limits_max = cfg->limits_max;

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -283,6 +284,11 @@ static int teardown_finish(struct sbx_run *r, Sbx__V1__RunManifest **manifest,
 	}
 	run_lock(r);
 	r->out_fd = -1;
+	/* The reader holds /out too: it ends now (EOF), and with it the
+	 * last hold on the sandbox's files. The fd itself goes with the run,
+	 * after any fetch still in it has failed. */
+	if (r->reader.sock >= 0)
+		shutdown(r->reader.sock, SHUT_RDWR);
 	run_unlock(r);
 	if (out_fd >= 0)
 		close(out_fd);

@@ -1,0 +1,247 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "host_ids.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fds.h"
+#include "util.h"
+
+#define LOCK_SUBDIR ".local/state/sbx/host-ids"
+/* The fix an error names: what useradd does for a new login user. */
+#define SUBIDS_FIX                                                                                 \
+	"give it a range (`sudo usermod --add-subuids 100000-165535 --add-subgids "               \
+	"100000-165535 %s`, any range no other user has), or run every sandbox as this uid "       \
+	"(--host-uids shared; sbxd: \"host_uids\": \"shared\"), which shares the per-uid kernel "  \
+	"counters with it"
+
+int sbx_host_ids_mode_parse(const char *s)
+{
+	if (!strcmp(s, "subordinate"))
+		return SBX_HOST_IDS_SUBORDINATE;
+	if (!strcmp(s, "shared"))
+		return SBX_HOST_IDS_SHARED;
+	return -1;
+}
+
+const char *sbx_host_ids_mode_name(enum sbx_host_ids_mode m)
+{
+	return m == SBX_HOST_IDS_SHARED ? "shared" : "subordinate";
+}
+
+int sbx_host_ids_lock_dir(const char *dir, char *out, size_t size, struct sbx_err *err)
+{
+	if (dir) {
+		if (snprintf(out, size, "%s", dir) >= (int)size)
+			return sbx_fail(err, "--host-id-dir: too long");
+		return 0;
+	}
+	struct passwd *pw = getpwuid(geteuid());
+	if (!pw || pw->pw_dir[0] != '/')
+		return sbx_fail(err, "uid %u has no home directory for its host-id locks; name "
+				     "one with --host-id-dir",
+				(unsigned)geteuid());
+	if (snprintf(out, size, "%s/%s", strcmp(pw->pw_dir, "/") ? pw->pw_dir : "", LOCK_SUBDIR) >=
+	    (int)size)
+		return sbx_fail(err, "home directory %s: too long", pw->pw_dir);
+	return 0;
+}
+
+/* Each component made if missing and opened without following a link; the
+ * last must be ours and writable by nobody else: another user who could
+ * add or swap a lock file could make two runs share a uid. */
+static int open_lock_dir(const char *path, struct sbx_err *err)
+{
+	char buf[4096];
+	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
+		return sbx_fail(err, "%s: too long", path);
+	if (buf[0] != '/')
+		return sbx_fail(err, "host-id locks: %s is not an absolute path", path);
+	_cleanup_close_ int cur = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (cur < 0)
+		return sbx_fail_errno(err, "open /");
+	for (char *comp = buf + 1; *comp;) {
+		char *slash = strchr(comp, '/');
+		if (slash)
+			*slash = '\0';
+		if (*comp) {
+			if (mkdirat(cur, comp, 0700) < 0 && errno != EEXIST && errno != EACCES)
+				return sbx_fail_errno(err, "host-id locks: mkdir %s", buf);
+			int next = openat(cur, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (next < 0)
+				return sbx_fail_errno(err, "host-id locks: %s", buf);
+			close(cur);
+			cur = next;
+		}
+		if (!slash)
+			break;
+		*slash = '/';
+		comp = slash + 1;
+	}
+	struct stat st;
+	if (fstat(cur, &st) < 0)
+		return sbx_fail_errno(err, "host-id locks: %s", path);
+	if (st.st_uid != geteuid() || (st.st_mode & 022))
+		return sbx_fail(err, "host-id locks: %s is %s; it must be this user's and writable "
+				     "by no one else",
+				path, st.st_uid != geteuid() ? "another user's" : "writable by others");
+	return sbx_steal_fd(cur);
+}
+
+int sbx_host_ids_take(enum sbx_host_ids_mode mode, const char *lock_dir, struct sbx_host_ids *ids,
+		      struct sbx_err *err)
+{
+	memset(ids, 0, sizeof(*ids));
+	ids->mode = mode;
+	ids->lock_fd = -1;
+	if (mode == SBX_HOST_IDS_SHARED) {
+		ids->uid = geteuid();
+		ids->gid = getegid();
+		return 0;
+	}
+	struct sbx_subids uids, gids;
+	const char *user;
+	if (sbx_subids_own(&uids, &gids, &user, err) < 0)
+		return -1;
+	if (!uids.total || !gids.total)
+		return sbx_fail(err,
+				"user %s has no subordinate %s in %s, and each sandbox runs as a "
+				"host uid of its own: " SUBIDS_FIX,
+				user, uids.total ? "gids" : "uids",
+				uids.total ? SBX_SUBGID_FILE : SBX_SUBUID_FILE, user);
+	char path[4096];
+	if (sbx_host_ids_lock_dir(lock_dir, path, sizeof(path), err) < 0)
+		return -1;
+	_cleanup_close_ int dir = open_lock_dir(path, err);
+	if (dir < 0)
+		return -1;
+	uint64_t slots = uids.total < gids.total ? uids.total : gids.total;
+	/* Lowest free slot first: the lock files stay as many as the most
+	 * runs that were ever alive at once. They are never removed, since
+	 * a file unlinked while another helper waits to lock it would let two
+	 * helpers hold "the same" slot. */
+	for (uint64_t i = 0; i < slots; i++) {
+		uint64_t uid = sbx_subids_nth(&uids, i), gid = sbx_subids_nth(&gids, i);
+		char name[24];
+		snprintf(name, sizeof(name), "%" PRIu64, uid);
+		_cleanup_close_ int fd =
+		    openat(dir, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0)
+			return sbx_fail_errno(err, "host-id lock %s/%s", path, name);
+		if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+			if (errno == EWOULDBLOCK)
+				continue;
+			return sbx_fail_errno(err, "host-id lock %s/%s", path, name);
+		}
+		ids->uid = (uid_t)uid;
+		ids->gid = (gid_t)gid;
+		ids->lock_fd = sbx_steal_fd(fd);
+		return 0;
+	}
+	errno = EAGAIN;
+	return sbx_fail_errno(err,
+			      "all %" PRIu64 " subordinate ids of user %s are held by live runs "
+			      "(locks in %s); give it a larger range or run fewer at once",
+			      slots, user, path);
+}
+
+/* newuidmap/newgidmap PID INSIDE OUTSIDE COUNT ..., with their complaint in
+ * the error when they refuse. */
+static int run_idmap(const char *tool, pid_t pid, const char *const maps[6], struct sbx_err *err)
+{
+	static const char *const dirs[] = {"/usr/bin", "/bin", "/usr/sbin", "/sbin"};
+	char prog[64] = "", pidtext[16];
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(dirs) && !prog[0]; i++) {
+		snprintf(prog, sizeof(prog), "%s/%s", dirs[i], tool);
+		if (access(prog, X_OK) < 0)
+			prog[0] = '\0';
+	}
+	if (!prog[0])
+		return sbx_fail(err, "%s is not installed (Debian and Ubuntu: `sudo apt install "
+				     "uidmap`; Fedora: shadow-utils)",
+				tool);
+	snprintf(pidtext, sizeof(pidtext), "%d", (int)pid);
+	const char *argv[] = {prog,    pidtext, maps[0], maps[1], maps[2],
+			      maps[3], maps[4], maps[5], NULL};
+	int pipefd[2];
+	if (pipe2(pipefd, O_CLOEXEC) < 0)
+		return sbx_fail_errno(err, "pipe");
+	pid_t child = fork();
+	if (child < 0) {
+		close(pipefd[0]);
+		close(pipefd[1]);
+		return sbx_fail_errno(err, "fork %s", tool);
+	}
+	if (child == 0) {
+		char *const envp[] = {NULL};
+		int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (null < 0 || dup2(null, 0) < 0 || dup2(pipefd[1], 1) < 0 ||
+		    dup2(pipefd[1], 2) < 0)
+			_exit(127);
+		execve(prog, (char *const *)argv, envp);
+		_exit(127);
+	}
+	close(pipefd[1]);
+	char said[256] = "";
+	size_t len = 0;
+	ssize_t n;
+	while ((n = read(pipefd[0], said + len, sizeof(said) - 1 - len)) > 0 ||
+	       (n < 0 && errno == EINTR))
+		if (n > 0 && (len += (size_t)n) == sizeof(said) - 1)
+			break;
+	said[len] = '\0';
+	close(pipefd[0]);
+	int status;
+	while (waitpid(child, &status, 0) < 0)
+		if (errno != EINTR)
+			return sbx_fail_errno(err, "wait for %s", tool);
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return 0;
+	said[strcspn(said, "\n")] = '\0';
+	return sbx_fail(err, "%s %s %s %s %s %s %s refused%s%s", prog, maps[0], maps[1], maps[2],
+			maps[3], maps[4], maps[5], said[0] ? ": " : "", said);
+}
+
+int sbx_host_ids_map(pid_t pid, const struct sbx_host_ids *ids, unsigned sandbox_id,
+		     struct sbx_err *err)
+{
+	char map[64];
+	if (ids->mode == SBX_HOST_IDS_SHARED) {
+		/* One uid and one gid: the sandbox user is us. setgroups is
+		 * denied so the sandbox cannot drop supplementary groups that
+		 * a host ACL might deny on. */
+		snprintf(map, sizeof(map), "%u %u 1\n", sandbox_id, (unsigned)geteuid());
+		if (sbx_write_proc(pid, "uid_map", map, err) < 0 ||
+		    sbx_write_proc(pid, "setgroups", "deny", err) < 0)
+			return -1;
+		snprintf(map, sizeof(map), "%u %u 1\n", sandbox_id, (unsigned)getegid());
+		return sbx_write_proc(pid, "gid_map", map, err);
+	}
+	char self[16], slot[16], inside[16];
+	snprintf(inside, sizeof(inside), "%u", sandbox_id);
+	snprintf(self, sizeof(self), "%u", (unsigned)geteuid());
+	snprintf(slot, sizeof(slot), "%u", (unsigned)ids->uid);
+	const char *const umap[6] = {"0", self, "1", inside, slot, "1"};
+	if (run_idmap("newuidmap", pid, umap, err) < 0)
+		return -1;
+	snprintf(self, sizeof(self), "%u", (unsigned)getegid());
+	snprintf(slot, sizeof(slot), "%u", (unsigned)ids->gid);
+	const char *const gmap[6] = {"0", self, "1", inside, slot, "1"};
+	return run_idmap("newgidmap", pid, gmap, err);
+}
+
+void sbx_host_ids_release(struct sbx_host_ids *ids)
+{
+	if (ids->lock_fd >= 0)
+		close(ids->lock_fd);
+	ids->lock_fd = -1;
+}
