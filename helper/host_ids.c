@@ -97,6 +97,19 @@ static int open_lock_dir(const char *path, struct sbx_err *err)
 	return sbx_steal_fd(cur);
 }
 
+/* newuidmap maps from the helper's own user namespace: the subordinate ids
+ * are host ids only in the initial one. Inside another (a container,
+ * `unshare -U`) they are usually not mapped at all, and newuidmap would
+ * fail with a bare EPERM. */
+static bool in_initial_userns(void)
+{
+	_cleanup_fclose_ FILE *f = fopen("/proc/self/uid_map", "re");
+	unsigned long long inside, outside, count;
+	if (!f || fscanf(f, "%llu %llu %llu", &inside, &outside, &count) != 3)
+		return false;
+	return inside == 0 && outside == 0 && count == 4294967295ULL;
+}
+
 int sbx_host_ids_take(enum sbx_host_ids_mode mode, const char *lock_dir, struct sbx_host_ids *ids,
 		      struct sbx_err *err)
 {
@@ -110,6 +123,12 @@ int sbx_host_ids_take(enum sbx_host_ids_mode mode, const char *lock_dir, struct 
 	}
 	struct sbx_subids uids, gids;
 	const char *user;
+	if (!in_initial_userns())
+		return sbx_fail(err, "a host uid of the run's own needs the initial user namespace, "
+				     "and this helper runs in another one (a container, `unshare "
+				     "-U`), where /etc/subuid's ids mean nothing: run it on the host, "
+				     "or run every sandbox as this uid (--host-uids shared; sbxd: "
+				     "\"host_uids\": \"shared\"; weaker)");
 	if (sbx_subids_own(&uids, &gids, &user, err) < 0)
 		return -1;
 	if (!uids.total || !gids.total)

@@ -13,6 +13,8 @@ import tempfile
 import time
 import unittest
 
+import sbxtest
+
 import sbxrpc
 from sbxrpc import sandbox_pb2 as pb
 
@@ -230,15 +232,14 @@ class ServerTestCase(unittest.TestCase):
 
 
 def processes_with(needle):
-    """(pid, command line) of this uid's processes whose command line
-    contains needle."""
+    """(pid, command line) of processes of this uid or of its sandboxes
+    (subordinate uids) whose command line contains needle."""
     found = []
-    me = os.getuid()
     for p in os.listdir("/proc"):
         if not p.isdigit():
             continue
         try:
-            if os.stat("/proc/" + p).st_uid != me:
+            if not sbxtest.is_ours(os.stat("/proc/" + p).st_uid):
                 continue
             with open("/proc/%s/cmdline" % p, "rb") as f:
                 cmdline = f.read().replace(b"\0", b" ")

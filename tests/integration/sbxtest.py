@@ -24,15 +24,42 @@ BASE_POLICY = {
 }
 
 
+def subordinate_uids(user_uid=None):
+    """The host uids /etc/subuid gives this user (or user_uid): the ones its
+    sandboxes run as, one per live run (helper/host_ids.h)."""
+    import pwd
+    uid = os.getuid() if user_uid is None else user_uid
+    names = {str(uid)}
+    try:
+        names.add(pwd.getpwuid(uid).pw_name)
+    except KeyError:
+        pass
+    ranges = []
+    try:
+        with open("/etc/subuid") as f:
+            for line in f:
+                parts = line.strip().split(":")
+                if len(parts) == 3 and parts[0] in names:
+                    ranges.append(range(int(parts[1]), int(parts[1]) + int(parts[2])))
+    except OSError:
+        pass
+    return ranges
+
+
+def is_ours(uid):
+    """This uid, or one its sandboxes run as."""
+    return uid == os.getuid() or any(uid in r for r in subordinate_uids())
+
+
 def procs_with(marker):
-    """Processes of this uid whose command line contains `marker`."""
+    """Processes of this uid or of its sandboxes (subordinate uids) whose
+    command line contains `marker`."""
     found = []
-    me = os.getuid()
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
         try:
-            if os.stat("/proc/" + pid).st_uid != me:
+            if not is_ours(os.stat("/proc/" + pid).st_uid):
                 continue
             with open("/proc/%s/cmdline" % pid, "rb") as f:
                 cmd = f.read().replace(b"\0", b" ").decode(errors="replace")

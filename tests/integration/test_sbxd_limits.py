@@ -18,6 +18,18 @@ from sbxdfix import Server, policy_json, processes_with
 from sbxrpc import sandbox_pb2 as pb
 
 
+def pid_levels(pid):
+    """How many pid namespaces pid is in (NSpid's entries)."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("NSpid:"):
+                    return len(line.split()) - 1
+    except OSError:
+        pass
+    return 0
+
+
 def children(pid):
     """Children of every thread of pid (sbxd spawns from its workers)."""
     found = []
@@ -93,7 +105,8 @@ class HungPid1(Base):
         self.assertTrue(cmd, "the exec did not start")
         helpers = [p for p in children(self.srv.proc.pid) if alive(p)]
         self.assertEqual(len(helpers), 1, helpers)
-        pid1 = [p for p in children(helpers[0]) if alive(p)]
+        # pid 1, not the /out reader (in no pid namespace of its own)
+        pid1 = [p for p in children(helpers[0]) if alive(p) and pid_levels(p) > 1]
         self.assertEqual(len(pid1), 1, pid1)
         run_procs = tree(pid1[0])
         self.assertIn(cmd[0][0], run_procs)
@@ -580,6 +593,12 @@ class TmpfsServer(Server):
     namespace mounts it (as root there), and a second user namespace gives
     sbxd back our uid, so its callers, cgroups and helper are as usual."""
     tmpfs = "size=64m,nr_inodes=3000,mode=0700"
+
+    def __init__(self, **config):
+        # Inside these user namespaces only our own uid is mapped, so no
+        # subordinate uid can be (newuidmap maps from the parent
+        # namespace): the sandboxes share sbxd's uid, as configured.
+        super().__init__(**dict({"host_uids": "shared"}, **config))
 
     def wrap(self, cmd):
         script = ('mkdir -p "$1" && mount -t tmpfs -o "$2" sbx-test "$1" && shift 2 && '

@@ -16,7 +16,8 @@ import unittest
 import sbxrpc
 from sbxdfix import ServerTestCase, policy_json
 from sbxrpc import sandbox_pb2 as pb
-from test_sbxd_limits import children
+from test_sbxd_limits import children, pid_levels
+
 
 PY = "/usr/bin/python3"
 
@@ -106,7 +107,9 @@ class OutTest(ServerTestCase):
         self.start(run, ["/bin/sh", "-c", "while :; do echo x >> /out/tick; sleep 0.02; done"])
         self.wait_for(run, "tick")
         helper, = children(self.srv.proc.pid)
-        pid1, = children(helper)
+        # The helper's children: pid 1, and the /out reader (its own
+        # process group, no pid namespace of its own).
+        pid1, = [c for c in children(helper) if pid_levels(c) > 1]
         os.kill(pid1, signal.SIGSTOP)  # hung: it ends no exec at script_seconds
         deadline = time.monotonic() + 15
         while os.path.exists("/proc/%d" % helper) and time.monotonic() < deadline:
