@@ -13,6 +13,7 @@ import sys
 
 ROOT = os.environ.get("SBX_SOURCE_DIR") or os.path.dirname(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+README_MAX = 12 * 1024
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
@@ -71,11 +72,15 @@ def main():
     unreachable = [os.path.relpath(p, ROOT) for p in pages
                    if p not in seen and "/docs/" in p]
     print("%d pages, %d reachable from README.md" % (len(pages), len(seen & set(pages))))
+    size = os.path.getsize(os.path.join(ROOT, "README.md"))
+    too_big = size > README_MAX
+    if too_big:
+        print("README.md is %d bytes, over %d: move the detail to docs/" % (size, README_MAX))
     for b in broken:
         print("broken link: " + b)
     for u in unreachable:
         print("not reachable from README.md: " + u)
-    return 1 if broken or unreachable else 0
+    return 1 if broken or unreachable or too_big else 0
 
 
 if __name__ == "__main__":
