@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # Documentation drift tests (tests/docs/): the man pages against the
-# programs' --help, and the docs' links. Python, as the integration tests;
-# they start no sandbox, so they run beside anything.
+# programs' --help, the tests table against ctest, and the docs' links.
+# Python, as the integration tests; they start no sandbox, so they run
+# beside anything.
 set(SBX_DOCS_TEST_DIR ${CMAKE_CURRENT_SOURCE_DIR}/docs)
 
 # One test per page whose program prints --help: docs.man_options.<page>.
@@ -15,6 +16,11 @@ foreach(page ${SBX_MAN_CHECKED})
   set_tests_properties(docs.man_options.${page} PROPERTIES ENVIRONMENT "${SBX_TEST_ENV}"
                        TIMEOUT 60)
 endforeach()
+
+# docs/dev/testing.md's table covers every test ctest knows.
+add_test(NAME docs.tests_table
+         COMMAND ${SBX_PYTHON} ${SBX_DOCS_TEST_DIR}/tests_table.py ${PROJECT_BINARY_DIR})
+set_tests_properties(docs.tests_table PROPERTIES ENVIRONMENT "${SBX_TEST_ENV}" TIMEOUT 60)
 
 add_test(NAME docs.links COMMAND ${SBX_PYTHON} ${SBX_DOCS_TEST_DIR}/links.py)
 set_tests_properties(docs.links PROPERTIES ENVIRONMENT "${SBX_TEST_ENV}" TIMEOUT 60)
