@@ -2,8 +2,8 @@
 /* PutInput and FetchArtifact move files in 1 MiB chunks, and each chunk
  * passes through a few 1 MiB buffers. glibc serves blocks that size with a
  * fresh mmap and unmaps them on free, so every chunk costs page faults and
- * TLB shootdowns, which are expensive on virtual machines (README.md,
- * Benchmarks: FetchArtifact over ipc went from ~70 to ~300 MiB/s). Raising
+ * TLB shootdowns, which are expensive on virtual machines (docs/dev/
+ * benchmarks.md: FetchArtifact over ipc went from ~70 to ~300 MiB/s). Raising
  * the thresholds keeps such buffers in the heap, to be reused; the price is
  * a few MiB that stay resident. For programs (sbxd, sbx, benchmarks), never
  * for the library. */

@@ -16,7 +16,7 @@
 
 typedef Sbx__V1__Policy SbxPolicy;
 
-/* Ranges and defaults; README documents the same numbers. */
+/* Ranges and defaults; docs/reference/policy.md and sbx-policy(5) document the same numbers. */
 #define SBX_CPU_MILLIS_MIN	   10
 #define SBX_CPU_MILLIS_MAX	   1024000
 #define SBX_CPU_MILLIS_DEFAULT	   1000

@@ -176,7 +176,7 @@ static int prepare_v2_root(const struct sbx_cgroup *root, struct sbx_err *err)
 				"cgroup %s has controllers \"%s\", not memory, pids and cpu: its "
 				"parent does not delegate them (a systemd unit: Delegate=yes; a "
 				"user's manager: Delegate=memory pids cpu in a drop-in for "
-				"user@.service, README \"Hosts\")",
+				"user@.service, docs/operator/hosts.md)",
 				root->path, buf);
 	if (mkdirat(fd, SBX_CG_SELF_LEAF, 0755) < 0 && errno != EEXIST)
 		return sbx_fail_errno(err, "cgroup mkdir %s/" SBX_CG_SELF_LEAF, root->path);

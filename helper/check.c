@@ -270,7 +270,7 @@ static void check_proc_hidepid(struct item *it)
 			 : "mount -o remount,hidepid=invisible,gid=GROUP /proc (GROUP: who may "
 			   "still see all, e.g. a monitoring group); to keep it, /etc/fstab: "
 			   "\"proc /proc proc defaults,hidepid=invisible,gid=GROUP 0 0\" "
-			   "(systemd-remount-fs applies it at boot); README, Known limits";
+			   "(systemd-remount-fs applies it at boot); docs/operator/known-limits.md";
 }
 
 int sbx_check_main(const char *cgroup_root, bool json)

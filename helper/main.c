@@ -47,7 +47,7 @@ static const char usage[] =
     "cleanup  remove run cgroups left by helpers that were killed (sbxd runs it at start).\n"
     "policy   validate a policy; print the effective policy and its digest.\n"
     "\n"
-    "  --policy FILE            the run policy (JSON; see README)\n"
+    "  --policy FILE            the run policy (JSON; see sbx-policy(5))\n"
     "  --data DIR               mounted read-only at /data (default: empty)\n"
     "  --data-no-symlinks       fail if any component of --data is a symlink (sbxd\n"
     "                           passes a path it checked)\n"
@@ -315,7 +315,7 @@ int main(int argc, char **argv)
 	 * directory in the policy itself. */
 	if (run && (o.image_root.path || image_id))
 		return fail(usage_exit, "%s", "--image-root is for serve (sbxd's image store)");
-	/* The path alone is not the tree sbxd holds (README, Images): the
+	/* The path alone is not the tree sbxd holds (docs/operator/images.md): the
 	 * identity goes with it, always. */
 	if (!o.image_root.path != !image_id)
 		return fail(usage_exit, "%s",

@@ -44,7 +44,7 @@ int sbx_netns_setup(int sysctl_dir, struct sbx_err *err)
 	 * 6.x (tried: net.core.rmem_max, wmem_max, rmem_default, wmem_default,
 	 * tcp_mem and udp_mem are host-wide and refused here). They bound what
 	 * autotuning gives a TCP socket; SO_RCVBUF/SO_SNDBUF still reach twice
-	 * the host's net.core.rmem_max/wmem_max (README, Known limits). */
+	 * the host's net.core.rmem_max/wmem_max (docs/operator/known-limits.md). */
 	char buf[64];
 	snprintf(buf, sizeof(buf), "4096 131072 %d", SBX_TCP_BUF_MAX);
 	if (write_sysctl(sysctl_dir, "net/ipv4/tcp_rmem", buf, err) < 0)

@@ -8,7 +8,7 @@
  * kernel does not charge socket buffers to the exec's memory cgroup unless
  * memory.kmem.tcp.limit_in_bytes is set (cgroup.c sets it; then UDP too):
  * the per-namespace sysctls below also bound what TCP autotuning gives one
- * socket. README (The sandbox) says what bound holds on v1 and v2. */
+ * socket. docs/design/sandbox.md says what bound holds on v1 and v2. */
 #ifndef SBX_NETNS_H
 #define SBX_NETNS_H
 
@@ -17,11 +17,11 @@
 /* The most a TCP socket's autotuning may grow its receive or send buffer
  * to inside an exec (net.ipv4.tcp_rmem / tcp_wmem, third field). 4 MiB, not
  * 1: at 1 MiB a download through the egress proxy reached a median 0.72 of
- * direct loopback, at 4 MiB 0.78 (sbx-bench-egress, README). The exec's own
+ * direct loopback, at 4 MiB 0.78 (sbx-bench-egress, docs/dev/benchmarks.md). The exec's own
  * sockets are still charged to its memory cgroup (memory_mb in all); what
  * this also bounds is sbxd's end of each relayed connection, which lives in
  * this namespace but is charged to sbxd: its send queue, when the sandbox
- * stops reading, may hold up to 4 MiB rather than 1 (README, Known limits). */
+ * stops reading, may hold up to 4 MiB rather than 1 (docs/operator/known-limits.md). */
 #define SBX_TCP_BUF_MAX (4 << 20)
 
 /* Run by exec init, with its capabilities, in the exec's fresh network

@@ -552,7 +552,7 @@ static int refuse_host_root(int img, int host_root, const char *what, const char
 
 /* The store tree opened must be the one sbxd holds: its path runs through
  * directories that someone able to rename them could have changed between
- * sbxd's check and this open (README, Images). */
+ * sbxd's check and this open (docs/operator/images.md). */
 static int check_image_identity(int img, const struct sbx_image_root *want, struct sbx_err *err)
 {
 	struct stat st;

@@ -15,7 +15,7 @@
 
 /* Under the sandbox's /proc: files bound over by a read-only /dev/null,
  * directories covered by an empty read-only tmpfs (absent ones skipped).
- * What stays readable and why: README, The sandbox. `locks` lists every
+ * What stays readable and why: docs/design/sandbox.md. `locks` lists every
  * open file description lock on the host (OFD locks carry no pid, so the
  * pid namespace filter that hides other processes' locks keeps them): the
  * device and inode of files sbxd, other runs and other users hold locked. */
@@ -33,7 +33,7 @@
  * `script`, pexpect children). It bounds an instance, not a run: an ended
  * exec's instance lives on while another exec holds its masters (passed
  * over a unix socket), so a run's share is bounded only by its descriptors
- * (README, Known limits). */
+ * (docs/operator/known-limits.md). */
 #define SBX_PTYS_PER_DEVPTS "16"
 
 /* serve's store image: the tree sbxd resolved and holds (--image-root), and

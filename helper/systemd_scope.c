@@ -18,7 +18,7 @@
 
 /* libsystemd is opened only on this path: every sandbox starts with an exec
  * of sbx-helper, and the library (with its own dependencies) would be mapped
- * into each one whether or not it needs a scope (README, Benchmarks). The
+ * into each one whether or not it needs a scope (docs/dev/benchmarks.md). The
  * names are the library's own, so the calls read as sd-bus code. */
 static struct {
 	void *lib;

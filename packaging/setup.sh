@@ -29,7 +29,7 @@ PACKAGES=(build-essential cmake pkg-config gcc clang clang-format libseccomp-dev
           libarchive-dev libssl-dev openssl bubblewrap tinyproxy python3 iproute2
           curl valgrind ca-certificates python3-protobuf protobuf-compiler time
           umoci skopeo mmdebstrap busybox-static zstd uidmap libsystemd-dev apparmor
-          qemu-system-x86 e2fsprogs)
+          qemu-system-x86 e2fsprogs go-md2man)
 
 usage() {
     cat <<EOF

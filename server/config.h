@@ -53,7 +53,7 @@ struct sbx_quotas {
 	uint64_t audit_identity_kb_per_s; /* an identity's audit log lines */
 };
 
-/* Bounds on connections (rpc/conn_guard.c); README says what each costs. */
+/* Bounds on connections (rpc/conn_guard.c); docs/operator/connections.md says what each costs. */
 struct sbx_config_connections {
 	uint32_t per_listener; /* open connections, pending ones included; default 1024 */
 	uint32_t per_peer;     /* across listeners (uid on ipc, address on tcp); 64 */

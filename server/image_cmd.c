@@ -59,7 +59,7 @@ static const char usage_import[] =
 	"  --rootfs DIR                      a root file system directory\n"
 	"  --rootfs-tar FILE                 a tar of one (plain, gzip or zstd)\n"
 	"The digest of an OCI or docker image is its manifest's sha256 (what skopeo\n"
-	"inspect shows); that of a rootfs is its canonical tree hash (README). --ref\n"
+	"inspect shows); that of a rootfs is its canonical tree hash (sbxd-image(8)). --ref\n"
 	"picks a manifest of an index by its ref.name annotation.\n"
 	"\n"
 	"LIMITS (default: config images.max_*, else the built-in bounds):\n"

@@ -38,7 +38,7 @@ static const char usage[] =
 	"this host (ipc://) and others (tls+tcp://, mutual TLS plus a bearer token).\n"
 	"Flags override the configuration file. SIGTERM or SIGINT drains and exits.\n"
 	"\n"
-	"  --config FILE       JSON configuration (see README)\n"
+	"  --config FILE       JSON configuration (see sbxd.json(5))\n"
 	"  --listen URL        ipc://PATH, tls+tcp://HOST:PORT or tcp://HOST:PORT (needs\n"
 	"                      insecure: true); repeatable; replaces the file's list\n"
 	"                      (default: ipc:///run/sbx/sbxd.sock)\n"

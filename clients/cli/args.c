@@ -151,7 +151,7 @@ static const char *const cmd_help[CMD_COUNT] = {
 	"('sbxctl wait' and 'sbxctl logs' follow it). The first SIGINT or SIGTERM goes to\n"
 	"CMD's process group, a second SIGINT kills CMD; sbxctl then exits 128+N.\n"
 	"With --json the result is one object on stdout (as sbxctl run --json) and\n"
-	"CMD's stdout is written to stderr. --tty is refused: README says why.\n",
+	"CMD's stdout is written to stderr. --tty is refused: sbxctl(1) says why.\n",
     [CMD_WAIT] = "usage: sbxctl wait RUN EXEC [--json]\n"
 		 "\n"
 		 "Waits until the exec has ended and exits with its status, as sbxctl exec would\n"
@@ -425,7 +425,7 @@ static int take_opt(int c, const char *arg, const char *optname, struct cli *cli
 		cli->logs_stderr = true;
 		return 0;
 	case OPT_TTY:
-		/* README (Clients) says why, and what to do meanwhile. */
+		/* docs/user/cli.md ("Not yet") says why, and what to do meanwhile. */
 		return sbx_fail(err,
 				"%s: not supported yet: sbxd keeps an exec's stdout and stderr "
 				"as two pipes (no pseudo-terminal inside the sandbox); for "

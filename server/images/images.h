@@ -11,7 +11,7 @@
  * these functions; nothing in it is reachable from a sandbox but the
  * read-only bind of one image's rootfs.
  *
- * Layout (images_store.c owns it; README "Images" documents it):
+ * Layout (images_store.c owns it; docs/operator/images.md documents it):
  *   <dir>/lock                 flock: exclusive while refs or trees change
  *   <dir>/refs.json            {"name:tag": "sha256:<hex>", ...}, replaced
  *                              by rename, so a reader never sees half of it

@@ -132,7 +132,7 @@ int img_unpack_dir(struct img_unpack *u, int src_dirfd, struct sbx_err *err);
 
 /* ---- the canonical tree hash (images_treehash.c) ---- */
 
-/* sha256 over a canonical listing of the tree at root_fd (README "The
+/* sha256 over a canonical listing of the tree at root_fd (docs/design/rootfs-hash.md, "The
  * canonical rootfs hash"): every entry in byte order of its path, with
  * its type, permission bits, link target or content digest; not times,
  * owners or the order entries were written in. digest: "sha256:<hex>". */

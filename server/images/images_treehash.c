@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The canonical rootfs hash: the digest of an image imported from a rootfs
- * directory or tar (README "The canonical rootfs hash" is written from this
+ * directory or tar (docs/design/rootfs-hash.md, "The canonical rootfs hash", is written from this
  * comment; keep the two the same).
  *
  *   Entries: every directory, regular file and symbolic link below the

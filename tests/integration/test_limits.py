@@ -227,7 +227,7 @@ class Limits(SandboxTest):
     def test_oom_of_a_child_ends_the_exec_as_oom_137_even_if_the_command_exits_0(self):
         # On v1 the OOM killer picks one process (the biggest: the child),
         # and the command may go on to exit 0. The exec's end is "oom" and
-        # its status 137 (README), as `sbxctl exec` says too: it was 0 here.
+        # its status 137 (docs/design/sandbox.md), as `sbxctl exec` says too: it was 0 here.
         code = ("import os, sys\n"
                 "pid = os.fork()\n"
                 "if pid == 0:\n"

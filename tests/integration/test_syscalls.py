@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Invariant 4 from inside: each escape syscall through sbx-probe, run in the
 sandbox, must fail for the filter's reason (its errno, or SIGSYS for a
-foreign ABI). The same probe reports ALLOWED outside a filter (see README), so
+foreign ABI). The same probe reports ALLOWED outside a filter (see docs/design/sandbox.md), so
 these tests can fail."""
 import platform
 import threading

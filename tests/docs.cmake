@@ -1,0 +1,26 @@
+# SPDX-License-Identifier: Apache-2.0
+# Documentation drift tests (tests/docs/): the man pages against the
+# programs' --help, the tests table against ctest, and the docs' links.
+# Python, as the integration tests; they start no sandbox, so they run
+# beside anything.
+set(SBX_DOCS_TEST_DIR ${CMAKE_CURRENT_SOURCE_DIR}/docs)
+
+# One test per page whose program prints --help: docs.man_options.<page>.
+set(SBX_MAN_CHECKED sbx-helper.1)
+if(SBX_WITH_SERVER)
+  list(APPEND SBX_MAN_CHECKED sbxctl.1 sbxd.8 sbxd-image.8)
+endif()
+foreach(page ${SBX_MAN_CHECKED})
+  add_test(NAME docs.man_options.${page}
+           COMMAND ${SBX_PYTHON} ${SBX_DOCS_TEST_DIR}/man_options.py ${page})
+  set_tests_properties(docs.man_options.${page} PROPERTIES ENVIRONMENT "${SBX_TEST_ENV}"
+                       TIMEOUT 60)
+endforeach()
+
+# docs/dev/testing.md's table covers every test ctest knows.
+add_test(NAME docs.tests_table
+         COMMAND ${SBX_PYTHON} ${SBX_DOCS_TEST_DIR}/tests_table.py ${PROJECT_BINARY_DIR})
+set_tests_properties(docs.tests_table PROPERTIES ENVIRONMENT "${SBX_TEST_ENV}" TIMEOUT 60)
+
+add_test(NAME docs.links COMMAND ${SBX_PYTHON} ${SBX_DOCS_TEST_DIR}/links.py)
+set_tests_properties(docs.links PROPERTIES ENVIRONMENT "${SBX_TEST_ENV}" TIMEOUT 60)
