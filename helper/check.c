@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "check.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <linux/filter.h>
@@ -13,11 +14,14 @@
 #include <sys/mount.h>
 #include <sys/pidfd.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "cgroup.h"
+#include "subids.h"
 #include "userns_diag.h"
 #include "util.h"
 
@@ -273,9 +277,56 @@ static void check_proc_hidepid(struct item *it)
 			   "(systemd-remount-fs applies it at boot); docs/operator/known-limits.md";
 }
 
+/* What --host-uids subordinate (the default) needs: a range in both files,
+ * the newuidmap/newgidmap that may write it (setuid root, or file
+ * capabilities), and the initial user namespace. */
+static void check_host_uids(struct item *it)
+{
+	it->fix = "sudo apt install uidmap; sudo usermod --add-subuids 100000-165535 "
+		  "--add-subgids 100000-165535 USER (a range no other user has), or "
+		  "--host-uids shared (sbxd: \"host_uids\": \"shared\"; weaker: every run "
+		  "shares the caller's per-uid kernel counters)";
+	struct sbx_subids uids, gids;
+	const char *user = "?";
+	struct sbx_err err;
+	if (sbx_subids_own(&uids, &gids, &user, &err) < 0) {
+		snprintf(it->detail, sizeof(it->detail), "%s", err.msg);
+		return;
+	}
+	static const char *const tools[] = {"/usr/bin/newuidmap", "/usr/bin/newgidmap"};
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(tools); i++) {
+		struct stat st;
+		if (stat(tools[i], &st) < 0) {
+			snprintf(it->detail, sizeof(it->detail), "%s: %s", tools[i],
+				 strerror(errno));
+			return;
+		}
+		bool setuid_root = st.st_uid == 0 && (st.st_mode & S_ISUID);
+		if (!setuid_root &&
+		    getxattr(tools[i], "security.capability", NULL, 0) < 0) {
+			snprintf(it->detail, sizeof(it->detail),
+				 "%s is neither setuid root nor has file capabilities", tools[i]);
+			return;
+		}
+	}
+	uint64_t slots = uids.total < gids.total ? uids.total : gids.total;
+	int n = snprintf(it->detail, sizeof(it->detail),
+			 "user %s: %llu subordinate uids, %llu gids: %llu runs at once can each "
+			 "have a host uid of their own",
+			 user, (unsigned long long)uids.total, (unsigned long long)gids.total,
+			 (unsigned long long)slots);
+	(void)n;
+	it->ok = slots > 0;
+	if (!it->ok)
+		snprintf(it->detail, sizeof(it->detail),
+			 "user %s has no subordinate %s: sandboxes cannot have host uids of "
+			 "their own",
+			 user, uids.total ? "gids (/etc/subgid)" : "uids (/etc/subuid)");
+}
+
 int sbx_check_main(const char *cgroup_root, bool json)
 {
-	struct item items[8] = {
+	struct item items[9] = {
 	    {.name = "userns", .required = true},
 	    {.name = "seccomp", .required = true},
 	    {.name = "cgroup", .required = true},
@@ -284,6 +335,7 @@ int sbx_check_main(const char *cgroup_root, bool json)
 	    {.name = "cgroup.kill", .required = false},
 	    {.name = "socket_memory", .required = true},
 	    {.name = "proc_hidepid", .required = false},
+	    {.name = "host_uids", .required = true},
 	};
 	struct sock_bounds sock_bound = {"none", "none"};
 	char mode[8];
@@ -293,6 +345,7 @@ int sbx_check_main(const char *cgroup_root, bool json)
 	check_cgroup(&items[2], &items[6], &sock_bound, cgroup_root, mode, sizeof(mode), &has_kill);
 	check_openat2(&items[3]);
 	check_proc_hidepid(&items[7]);
+	check_host_uids(&items[8]);
 	int pfd = pidfd_open(getpid(), 0);
 	items[4].ok = pfd >= 0;
 	snprintf(items[4].detail, sizeof(items[4].detail), "%s",

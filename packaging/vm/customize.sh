@@ -19,6 +19,14 @@ mkdir -p "$ROOT/opt/sbx"
 chroot "$ROOT" useradd --create-home --uid 1000 --shell /bin/bash dev
 chroot "$ROOT" useradd --system --create-home --home-dir /var/lib/sbxsvc \
     --shell /usr/sbin/nologin sbxsvc
+# Each with a range of subordinate ids, as useradd gives a login user and
+# the Debian package gives sbxd's: every sandbox runs as a host uid of its
+# own (helper/host_ids.h). Ranges no other user has.
+for u in "dev 100000-165535" "sbxsvc 165536-231071"; do
+    set -- $u
+    grep -qs "^$1:" "$ROOT/etc/subuid" ||
+        chroot "$ROOT" usermod --add-subuids "$2" --add-subgids "$2" "$1"
+done
 mkdir -p "$ROOT/var/lib/systemd/linger"
 touch "$ROOT/var/lib/systemd/linger/dev"
 

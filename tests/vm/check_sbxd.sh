@@ -87,6 +87,62 @@ while True: b.append(bytearray(1 << 20)); b[-1][::4096] = b"\1" * 256' > "$log" 
     rm -f "$log"
 }
 
+# Issue 16, finding 1, as it was found: a sandbox registers epoll watches
+# until its uid's fs.epoll.max_user_watches is spent (lowered here, a VM of
+# our own, so that it takes seconds and little memory) and holds them. sbxd
+# must still take a new connection (which it adds to its own epoll: the
+# watches of sbxd's uid) and run another sandbox, and sbxd's user can still
+# add watches: the sandbox's host uid is its own.
+HOG_EPOLL='import errno, os, select, sys, time
+fds = [os.pipe()[0] for _ in range(64)]
+eps, n, why = [], 0, "none"
+try:
+    for _ in range(int(sys.argv[1])):
+        ep = select.epoll()
+        eps.append(ep)
+        for fd in fds:
+            ep.register(fd, select.EPOLLIN)
+            n += 1
+except OSError as e:
+    why = errno.errorcode[e.errno]
+print(n, why, flush=True)
+time.sleep(90)'
+check_sbxd_unit_epoll() {
+    local old log hog rc=0 line ok=yes detail=""
+    sbxd_unit_up || return 1
+    old=$(cat /proc/sys/fs/epoll/max_user_watches)
+    log=$(mktemp); hog=$(mktemp)
+    chmod 0644 "$log" "$hog"
+    sysctl -qw fs.epoll.max_user_watches=20000
+    as_svc "$SBXCTL" --endpoint "$SBXD_ENDPOINT" run --timeout 120 \
+        -- "$PY" -c "$HOG_EPOLL" 1000 > "$hog" 2>&1 < /dev/null &
+    local pid=$!
+    for _ in $(seq 1 60); do grep -q ' ' "$hog" && break; sleep 1; done
+    line=$(head -n 1 "$hog")
+    # The attack happened: the sandbox's uid has no watches left.
+    [[ $line == *" ENOSPC" ]] || { ok=no; detail="sandbox: '$line' (want N ENOSPC)"; }
+    # sbxd takes a new connection and runs a second sandbox meanwhile...
+    if [ $ok = yes ] && ! timeout 60 as_svc "$SBXCTL" --endpoint "$SBXD_ENDPOINT" run \
+            --timeout 30 -- /bin/echo second-run-ok > "$log" 2>&1 < /dev/null; then
+        ok=no; detail="a second run while the watches were held: $(why "$log")"
+    fi
+    [ $ok = no ] || grep -q '^second-run-ok$' "$log" || { ok=no; detail="second run: $(why "$log")"; }
+    # ...and a process of sbxd's user can still add a watch.
+    if [ $ok = yes ] && ! as_svc "$PY" -c 'import os, select
+select.epoll().register(os.pipe()[0], select.EPOLLIN)' >> "$log" 2>&1; then
+        ok=no; detail="sbxd's user cannot add an epoll watch: $(why "$log")"
+    fi
+    sysctl -qw fs.epoll.max_user_watches="$old"
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || rc=$?
+    { echo "== epoll hog (max_user_watches 20000): $line; second run and sbxd's user: $ok"
+      cat "$hog" "$log"; } >> "$LOG"
+    sbxd_journal
+    rm -f "$log" "$hog"
+    [ $ok = yes ] || { printf '%s' "$detail"; return 1; }
+    printf 'sandbox held %s watches (ENOSPC); sbxd ran a second sandbox and its uid added a watch' "${line%% *}"
+}
+
 # A busybox-static tree imported into the unit's store as its user, run by
 # pin: a per-run read-only overlay of a store image on Linux 6.1.
 check_image_pinned() {

@@ -90,9 +90,14 @@ cgroup_new_since() {
         | awk -F/ '$0 ~ /sbx/ || $NF !~ /(\.service|\.socket|\.slice|^init\.scope)$/' || true
 }
 
-# Processes of a user other than its systemd user manager.
+# Processes of a user other than its systemd user manager, and of the host
+# uids its sandboxes run as (its ranges in /etc/subuid).
 procs_of() {
+    local uids
+    uids=$(awk -F: -v u="$1" -v id="$(id -u "$1")" '($1 == u || $1 == id) && NF == 3 {
+        for (i = $2; i < $2 + $3 && i < $2 + 4096; i++) printf ",%d", i }' /etc/subuid)
     ps -u "$1" -o pid=,args= 2>/dev/null | grep -v -E 'systemd --user|\(sd-pam\)|dbus-daemon' || true
+    [ -z "$uids" ] || ps -u "${uids#,}" -o pid=,args= 2>/dev/null || true
 }
 
 # helper_run WHERE DIR POLICY_JSON CMD...: `sbx-helper run` as the developer,
