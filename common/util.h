@@ -13,6 +13,10 @@
 
 #define _cleanup_(f) __attribute__((cleanup(f)))
 
+/* A macro's value as a string literal. */
+#define SBX_STR_(x) #x
+#define SBX_STR(x)  SBX_STR_(x)
+
 static inline void sbx_freep(void *p)
 {
 	free(*(void **)p);

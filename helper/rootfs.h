@@ -13,6 +13,16 @@
 #define SBX_SANDBOX_UID 1000
 #define SBX_SANDBOX_GID 1000
 
+/* A run's share of the counters charged to sbxd's uid at the initial user
+ * namespace whatever the sandbox's host uid (supervisor.c says why): its
+ * user namespace's /proc/sys/user limits. */
+#define SBX_RUN_INOTIFY_INSTANCES 16
+#define SBX_RUN_INOTIFY_WATCHES	  8192
+#define SBX_RUN_UCOUNTS                                                                            \
+	{"max_inotify_instances", SBX_STR(SBX_RUN_INOTIFY_INSTANCES)},                             \
+	    {"max_inotify_watches", SBX_STR(SBX_RUN_INOTIFY_WATCHES)},                             \
+	    {"max_fanotify_groups", "0"}, {"max_fanotify_marks", "0"}
+
 /* Under the sandbox's /proc: files bound over by a read-only /dev/null,
  * directories covered by an empty read-only tmpfs (absent ones skipped).
  * What stays readable and why: docs/design/sandbox.md. `locks` lists every

@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -13,7 +14,6 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <grp.h>
 #include <unistd.h>
 
 #include "fds.h"
@@ -31,6 +31,32 @@
 	(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)
 
 extern char **environ;
+
+/* Counters the kernel keeps per (user namespace, uid) and charges up the
+ * chain of namespaces to the initial one, where they belong to the uid that
+ * made the sandbox's user namespace: sbxd's, whatever uid the sandbox runs
+ * as (the host uid of the run's own only moves what is kept per host uid).
+ * Without a bound of the run's own, one run could take all of sbxd's uid's
+ * inotify instances (fs.inotify.max_user_instances, 128 by default), and
+ * every other run's and sbxd's user's inotify_init would fail. The run's
+ * namespace is ours to limit: each of its limits bounds the run as a whole,
+ * since every exec's namespace is a child of it. The numbers are in
+ * SBX_RUN_UCOUNTS (rootfs.h) and docs/operator/host-pools.md. */
+static int bound_run_ucounts(struct sbx_err *err)
+{
+	static const struct {
+		const char *name;
+		const char *value;
+	} limits[] = {SBX_RUN_UCOUNTS};
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(limits); i++) {
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/sys/user/%s", limits[i].name);
+		if (sbx_write_at(AT_FDCWD, path, limits[i].value, err) < 0 &&
+		    err->errnum != ENOENT)
+			return -1;
+	}
+	return 0;
+}
 
 /* The helper's own environment is copied into pid 1's memory by fork and
  * would stay readable there; zero it so no credential can be found. */
@@ -62,6 +88,10 @@ __attribute__((noreturn)) static void sandbox_child(const struct sbx_sandbox_opt
 		sbx_fail_errno(&err, "dropping supplementary groups");
 		goto fail;
 	}
+	/* Before anything of the sandbox runs, through the host's /proc
+	 * (user sysctls are the writer's user namespace's). */
+	if (bound_run_ucounts(&err) < 0)
+		goto fail;
 	scrub_environment();
 	/* pid 1 keeps only its control socket and the run's cgroup: whatever
 	 * else the helper held (the other end of the socket in `run`, fds
