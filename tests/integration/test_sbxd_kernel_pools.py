@@ -17,10 +17,11 @@
 import hashlib
 import os
 import stat
+import subprocess
 import threading
 import time
 
-from sbxdfix import Server, ServerTestCase, policy_json
+from sbxdfix import CLI, Server, ServerTestCase, policy_json
 from sbxrpc import sandbox_pb2 as pb
 
 PTYS_PER_EXEC = 16  # helper/rootfs.h SBX_PTYS_PER_DEVPTS
@@ -299,6 +300,28 @@ class KernelPools(ServerTestCase):
         self.assertNotIn("ENFILE", stopped, out)
         self.assertGreater(rose, 4 * 4096, (base, peak[0], out))
         self.assertLessEqual(rose, bound, (base, peak[0], out))
+
+    def test_health_reports_the_file_table_and_a_runs_share(self):
+        def proc_sys(name):
+            with open("/proc/sys/" + name) as f:
+                return int(f.read())
+
+        h = self.ok("Health", pb.HealthRequest(), pb.HealthResponse)
+        file_max, maps = proc_sys("fs/file-max"), proc_sys("vm/max_map_count")
+        # sbxdfix writes no limits_max: memory_mb 1 TiB, pids min(4096,
+        # pid_max), files 262144 unless 32 runs of it would not fit.
+        pids = min(4096, proc_sys("kernel/pid_max"))
+        pinned = min((1 << 40) // PINNED_FILE_BYTES, pids * maps)
+        self.assertEqual((h.file_max, h.run_pinned_files), (file_max, pinned))
+        self.assertEqual(h.run_files, min(262144, file_max // 2 // 32 - pinned))
+        self.assertEqual(h.runs_fit, file_max // 2 // (h.run_files + pinned))
+        self.assertGreaterEqual(h.runs_fit, h.runs_max)
+        if CLI:
+            out = subprocess.run([CLI, "--endpoint", self.srv.ipc, "health"], check=True,
+                                 capture_output=True, text=True, timeout=60).stdout
+            self.assertIn("files %d per run, %d more pinned by mappings; %d runs fit in half "
+                          "of fs.file-max %d\n" % (h.run_files, pinned, h.runs_fit, file_max),
+                          out)
 
     def test_a_files_budget_past_half_the_hosts_file_max_is_refused(self):
         with open("/proc/sys/fs/file-max") as f:
