@@ -35,11 +35,18 @@ uint64_t sbx_nofile_per_process(uint64_t run_files, uint32_t pids);
  * file instead, more. */
 #define SBX_PINNED_FILE_BYTES 384
 
-/* Files a run of memory_mb and pids processes may pin through mappings:
- * pids * max_map_count, and memory_mb / SBX_PINNED_FILE_BYTES when the
- * run's memory cgroup is charged for them (memory_counts; not under the
- * rlimit fallback, whose RLIMIT_AS counts no kernel memory). */
-uint64_t sbx_run_pinned_files(uint64_t memory_mb, uint32_t pids, uint64_t max_map_count,
+/* The bound of a run's memory cgroup, in MiB: one exec's memory_mb plus
+ * full /out and tmpfs mounts (/tmp, /dev/shm), which stay charged to the
+ * run after the exec that wrote them; execs running at once share it (as
+ * helper/supervisor.c sets it). Each at most 2^20: no overflow. */
+uint64_t sbx_run_memory_mb(uint64_t memory_mb, uint64_t out_mb, uint64_t tmp_mb);
+
+/* Files a run of run_mb (sbx_run_memory_mb) and pids processes may pin
+ * through mappings: pids * max_map_count, and run_mb /
+ * SBX_PINNED_FILE_BYTES when the run's memory cgroup is charged for them
+ * (memory_counts; not under the rlimit fallback, whose RLIMIT_AS counts no
+ * kernel memory). */
+uint64_t sbx_run_pinned_files(uint64_t run_mb, uint32_t pids, uint64_t max_map_count,
 			      bool memory_counts);
 
 /* How many runs, each holding run_files descriptors and pinning

@@ -42,9 +42,10 @@ struct sbx_limits_max {
 	 * written, runs_max of it and of pinned_files must fit in half of
 	 * fs.file-max. */
 	uint64_t files;
-	/* Not a key: the files a run at memory_mb and pids may pin through
-	 * mappings besides (run_files.h), set when the config is checked
-	 * against the host's fs.file-max. */
+	/* Not a key: the files a run at these ceilings (its memory cgroup's
+	 * memory_mb + out_mb + 2 x tmp_mb, pids) may pin through mappings
+	 * besides (run_files.h), set when the config is checked against the
+	 * host's fs.file-max. */
 	uint64_t pinned_files;
 };
 

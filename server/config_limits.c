@@ -67,11 +67,17 @@ static int fit_pids(struct sbx_limits_max *l, bool written, struct sbx_err *err)
 	return 0;
 }
 
+/* A run's memory cgroup at the ceilings (run_files.h). */
+static uint64_t run_mb(const struct sbx_limits_max *l)
+{
+	return sbx_run_memory_mb(l->memory_mb, l->out_mb, l->tmp_mb);
+}
+
 /* What a run at its ceilings may pin through mappings (run_files.h): the
  * memory cgroup bounds it unless the runs may fall back to rlimits. */
 static uint64_t pinned_files(const struct sbx_config *cfg, uint64_t max_map_count)
 {
-	return sbx_run_pinned_files(cfg->limits_max.memory_mb, cfg->limits_max.pids, max_map_count,
+	return sbx_run_pinned_files(run_mb(&cfg->limits_max), cfg->limits_max.pids, max_map_count,
 				    !cfg->rlimit_fallback);
 }
 
@@ -104,12 +110,13 @@ int sbx_config_fit_files(struct sbx_config *cfg, uint64_t file_max, uint64_t max
 		goto fit;
 	if (pinned > share / cfg->runs_max)
 		return sbx_fail(err,
-				"limits_max.memory_mb: runs_max %u runs of %llu MiB may each pin "
-				"%llu files through mappings (one per %d bytes of kernel memory, "
-				"at most vm.max_map_count %llu per process), more than half of "
-				"this host's fs.file-max %llu holds; " FILE_MAX_FIX
-				", or lower limits_max.memory_mb or runs_max",
-				cfg->runs_max, (unsigned long long)cfg->limits_max.memory_mb,
+				"limits_max.memory_mb: runs_max %u runs of %llu MiB (memory_mb + "
+				"out_mb + 2 x tmp_mb) may each pin %llu files through mappings "
+				"(one per %d bytes of kernel memory, at most vm.max_map_count %llu "
+				"per process), more than half of this host's fs.file-max %llu "
+				"holds; " FILE_MAX_FIX
+				", or lower limits_max.memory_mb, out_mb, tmp_mb or runs_max",
+				cfg->runs_max, (unsigned long long)run_mb(&cfg->limits_max),
 				(unsigned long long)pinned, SBX_PINNED_FILE_BYTES,
 				(unsigned long long)max_map_count, (unsigned long long)file_max,
 				file_max_needed(cfg, pinned + *files));

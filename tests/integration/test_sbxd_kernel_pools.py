@@ -256,12 +256,15 @@ class KernelPools(ServerTestCase):
         h = self.ok("Health", pb.HealthRequest(), pb.HealthResponse)
         if h.cgroup == "none":
             self.skipTest("no memory cgroup: the rlimit fallback does not bound kernel memory")
-        memory_mb, pids, procs, per_proc = 64, 16, 6, 60000
-        # sbxdfix: limits_max.files 262144 over 16 pids is 4096 each.
-        bound = pids * 4096 + (memory_mb << 20) // PINNED_FILE_BYTES
+        memory_mb, out_mb, tmp_mb, pids, procs, per_proc = 64, 1, 1, 16, 6, 60000
+        # sbxdfix: limits_max.files 262144 over 16 pids is 4096 each; the
+        # run's memory cgroup holds memory_mb + out_mb + 2 x tmp_mb.
+        run_mb = memory_mb + out_mb + 2 * tmp_mb
+        bound = pids * 4096 + (run_mb << 20) // PINNED_FILE_BYTES
         # Unbounded, the attack pins more than that: a run that could would fail.
         self.assertGreater(procs * per_proc, bound)
-        req = pb.CreateRunRequest(policy_json=policy_json(memory_mb=memory_mb, pids=pids))
+        req = pb.CreateRunRequest(policy_json=policy_json(memory_mb=memory_mb, out_mb=out_mb,
+                                                          tmp_mb=tmp_mb, pids=pids))
         run = self.ok("CreateRun", req, pb.CreateRunResponse).run_id
         self.addCleanup(self.c.call, "Teardown", pb.TeardownRequest(run_id=run),
                         pb.TeardownResponse)
@@ -308,10 +311,11 @@ class KernelPools(ServerTestCase):
 
         h = self.ok("Health", pb.HealthRequest(), pb.HealthResponse)
         file_max, maps = proc_sys("fs/file-max"), proc_sys("vm/max_map_count")
-        # sbxdfix writes no limits_max: memory_mb 1 TiB, pids min(4096,
+        # sbxdfix writes no limits_max: memory_mb, out_mb and tmp_mb 1 TiB
+        # (a run's cgroup holds memory + out + 2 x tmp), pids min(4096,
         # pid_max), files 262144 unless 32 runs of it would not fit.
         pids = min(4096, proc_sys("kernel/pid_max"))
-        pinned = min((1 << 40) // PINNED_FILE_BYTES, pids * maps)
+        pinned = min((4 << 40) // PINNED_FILE_BYTES, pids * maps)
         self.assertEqual((h.file_max, h.run_pinned_files), (file_max, pinned))
         self.assertEqual(h.run_files, min(262144, file_max // 2 // 32 - pinned))
         self.assertEqual(h.runs_fit, file_max // 2 // (h.run_files + pinned))

@@ -26,6 +26,8 @@ static struct sbx_config config(uint32_t runs_max, uint64_t memory_mb, uint32_t 
 
 static void test_pinned(void)
 {
+	check(sbx_run_memory_mb(1024, 1024, 256) == 2560,
+	      "a run's memory cgroup holds an exec's memory, a full /out and two tmpfs");
 	check(sbx_run_pinned_files(1024, 256, MAP_COUNT, true) == (1ull << 30) / 384,
 	      "1 GiB pins 2796202 files: one per 384 bytes");
 	check(sbx_run_pinned_files(1048576, 4096, MAP_COUNT, true) == 4096 * MAP_COUNT,
@@ -60,7 +62,7 @@ static void test_fit(void)
 		  strstr(err.msg, "packaging/sysctl.d/50-sbx.conf"),
 	      "the kernel's fs.file-max: refused, naming the sysctl and the drop-in (%s)", err.msg);
 
-	/* 2 runs of 160 MiB pin 436906 each; 616528 is each one's half share:
+	/* 2 runs of 160 MiB (no /out, no tmpfs) pin 436906 each; 616528 is each one's half share:
 	 * 179622 descriptors are left. */
 	cfg = config(2, 160, 256);
 	rc = sbx_config_fit_files(&cfg, FILE_MAX_KERNEL, MAP_COUNT, false, false, &err);
@@ -81,6 +83,15 @@ static void test_fit(void)
 	check(rc < 0 && strstr(err.msg, "2796202 files through mappings"),
 	      "the memory path is counted: 1 GiB runs are refused where descriptors fit (%s)",
 	      err.msg);
+
+	/* /out and the tmpfs mounts are the run's memory too: 96 + 32 + 2 x 16
+	 * is the 160 MiB above. */
+	cfg = config(2, 96, 256);
+	cfg.limits_max.out_mb = 32;
+	cfg.limits_max.tmp_mb = 16;
+	rc = sbx_config_fit_files(&cfg, FILE_MAX_KERNEL, MAP_COUNT, false, false, &err);
+	check(rc == 0 && cfg.limits_max.pinned_files == 436906,
+	      "out_mb and tmp_mb count in what a run may pin");
 
 	cfg = config(2, 1024, 256);
 	cfg.rlimit_fallback = true;
