@@ -169,7 +169,9 @@ class Dest(ServerTestCase):
         self.assertEqual(r.returncode, 125, r)
         self.assertNotIn("never", r.stdout)
 
-    def test_a_directory_another_local_user_made_is_refused(self):
+    def other_user(self):
+        """The second local user's uid, once its drop directory (theirs, which
+        we may write through its group) is there; else the test is skipped."""
         try:
             other = pwd.getpwnam(OTHER_USER).pw_uid
         except KeyError:
@@ -178,6 +180,10 @@ class Dest(ServerTestCase):
         if not os.access(OTHER_DROP, os.W_OK | os.X_OK):
             self.skipTest("%s is missing or not writable by uid %d: run packaging/setup.sh "
                           "as root" % (OTHER_DROP, os.geteuid()))
+        return other
+
+    def test_a_directory_another_local_user_made_is_refused(self):
+        other = self.other_user()
         self.assertEqual(os.stat(OTHER_DROP).st_uid, other)
         for client in self.CLIENTS:
             with self.subTest(client=client):
@@ -203,14 +209,7 @@ class Dest(ServerTestCase):
 
     # -- the directories above the destination (OpenSSH's rule)
     def test_a_destination_beneath_another_users_writable_directory_is_refused(self):
-        try:
-            other = pwd.getpwnam(OTHER_USER).pw_uid
-        except KeyError:
-            self.skipTest("no second local user %s: run packaging/setup.sh as root"
-                          % OTHER_USER)
-        if not os.access(OTHER_DROP, os.W_OK | os.X_OK):
-            self.skipTest("%s is missing or not writable by uid %d: run packaging/setup.sh "
-                          "as root" % (OTHER_DROP, os.geteuid()))
+        other = self.other_user()
         for client in self.CLIENTS:
             for made in (False, True):
                 with self.subTest(client=client, made=made):
