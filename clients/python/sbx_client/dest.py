@@ -66,7 +66,10 @@ def check_ancestors(fd, what):
     go, not the words of the path."""
     me = os.geteuid()
     # O_PATH: a parent we may only search (0711) is still walked through.
-    cur = os.open(".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
+    try:
+        cur = os.open(".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
+    except OSError as e:
+        raise errors.FailedPrecondition("%s: %s" % (what, e.strerror)) from None
     try:
         st = os.fstat(cur)
         for depth in range(1, _ANCESTORS_MAX + 1):
@@ -83,7 +86,11 @@ def check_ancestors(fd, what):
                              "others" if st.st_mode & 0o002 else "its group",
                              stat.S_IMODE(st.st_mode)))
             up = os.open("..", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=cur)
-            up_st = os.fstat(up)
+            try:
+                up_st = os.fstat(up)
+            except OSError:
+                os.close(up)
+                raise
             # The root (of the file system, or of a chroot) is its own parent.
             if (up_st.st_dev, up_st.st_ino) == (st.st_dev, st.st_ino):
                 os.close(up)
