@@ -10,6 +10,8 @@
 #      cpu) to it, and record its path in /etc/sbx/cgroup-root
 #   4. as root only: create a second local user sbx-test2 owning a directory
 #      sbx-test may write (the other user of the clients' destination tests)
+#   5. as root only: install packaging/sysctl.d/50-sbx.conf (fs.file-max as
+#      systemd sets it) in /etc/sysctl.d and apply it
 set -euo pipefail
 
 PROG=setup
@@ -20,6 +22,7 @@ OTHER_USER=sbx-test2
 OTHER_DROP=/var/lib/sbx-test2/drop
 CGROUP_MNT=/sys/fs/cgroup
 CGROUP_RECORD=/etc/sbx/cgroup-root
+SYSCTL_FILE=/etc/sysctl.d/50-sbx.conf
 SUBID_COUNT=65536   # ids per subordinate range (mmdebstrap --mode=unshare maps 65536)
 CONTROLLERS=(memory pids cpu)
 CTRL_LIST=$(IFS=,; printf '%s' "${CONTROLLERS[*]}")
@@ -48,7 +51,9 @@ Prepares this host for building and testing sbx. Safe to run again.
      to the cgroup mount to $CGROUP_RECORD (read by sbx-helper when no
      --cgroup-root is given). Also creates the system user $OTHER_USER owning
      $OTHER_DROP (mode 0770, group $TEST_USER): the other local user of the
-     clients' destination tests.
+     clients' destination tests. Installs packaging/sysctl.d/50-sbx.conf as
+     $SYSCTL_FILE and applies it: fs.file-max raised as systemd >= 240 raises
+     it at boot, which sbxd needs to start where systemd is not PID 1.
 
 Options:
   --build-dir DIR  build directory (default: <repo>/build, or <repo>/build-asan
@@ -190,6 +195,29 @@ step_other_user() {
     note "other user: $OTHER_USER (uid $(id -u "$OTHER_USER")) owns $OTHER_DROP"
 }
 
+# sbxd refuses to start when runs_max runs at their ceilings would take more
+# than half of fs.file-max (server/config_limits.c): a file pinned by a
+# mapping is bounded by the run's memory, not by RLIMIT_NOFILE, and the
+# kernel's default file-max (RAM / 10 KiB) holds few such runs. The value is
+# the sysctl's maximum: applying it never lowers what a host set.
+step_sysctl() {
+    local want have
+    if ! cmp -s "$REPO/packaging/sysctl.d/50-sbx.conf" "$SYSCTL_FILE"; then
+        install -D -m 0644 "$REPO/packaging/sysctl.d/50-sbx.conf" "$SYSCTL_FILE"
+        say "installed $SYSCTL_FILE"
+    fi
+    want=$(sed -n 's/^fs\.file-max *= *//p' "$SYSCTL_FILE")
+    have=$(cat /proc/sys/fs/file-max)
+    if [ "$have" = "$want" ]; then
+        say "fs.file-max is $have"
+    elif printf '%s\n' "$want" > /proc/sys/fs/file-max 2>/dev/null; then
+        say "fs.file-max raised from $have to $want"
+    else
+        say "could not set fs.file-max (read-only /proc/sys?): it stays $have"
+    fi
+    note "fs.file-max: $(cat /proc/sys/fs/file-max) ($SYSCTL_FILE)"
+}
+
 # ---------------------------------------------------------------- 4. cgroups
 # cg_write FILE VALUE: one write to a cgroup control file (errors go to the caller).
 cg_write() { printf '%s\n' "$2" > "$1"; }
@@ -309,6 +337,7 @@ if [ "$IS_ROOT" = 1 ]; then
     step_user
     step_subids
     step_other_user
+    step_sysctl
     step_cgroup
 else
     say "not root: skipping user $TEST_USER and cgroup delegation"

@@ -578,6 +578,10 @@ int sbx_config_load(const char *path, struct sbx_config *cfg, struct sbx_err *er
 {
 	if (set_defaults(cfg, err) < 0 || (path && load_file(path, cfg, err) < 0))
 		goto fail;
+	/* A file's limits were checked as they were parsed; the defaults
+	 * alone must fit the host as well. */
+	if (!path && sbx_config_check_files(cfg, false, false, err) < 0)
+		goto fail;
 	if (cfg->n_listen == 0) {
 		cfg->listen[0] = strdup(DEFAULT_LISTEN);
 		if (!cfg->listen[0]) {

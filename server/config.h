@@ -38,9 +38,15 @@ struct sbx_limits_max {
 	uint32_t inputs;      /* entries in CreateRun.inputs */
 	/* Open files a run may hold: each of its processes gets RLIMIT_NOFILE
 	 * files / limits.pids (at most 4096; run_files.h). Default
-	 * min(262144, half of fs.file-max / runs_max); written, runs_max of it
-	 * must fit in half of fs.file-max. */
+	 * min(262144, half of fs.file-max / runs_max less pinned_files);
+	 * written, runs_max of it and of pinned_files must fit in half of
+	 * fs.file-max. */
 	uint64_t files;
+	/* Not a key: the files a run at these ceilings (its memory cgroup's
+	 * memory_mb + out_mb + 2 x tmp_mb, pids) may pin through mappings
+	 * besides (run_files.h), set when the config is checked against the
+	 * host's fs.file-max. */
+	uint64_t pinned_files;
 };
 
 /* What callers' uploads and kept output may take of state_dir (config
@@ -169,6 +175,15 @@ int sbx_config_apply_flags(struct sbx_config *cfg, const struct sbx_config_flags
 int sbx_config_check_listen(const struct sbx_config *cfg, const char *url, const char *where,
 			    struct sbx_err *err);
 void sbx_config_free(struct sbx_config *cfg);
+/* Whether runs_max runs at their ceilings (descriptors and the files their
+ * memory may pin) fit in half of fs.file-max, and vm.max_map_count: shrinks
+ * an unwritten limits_max.files (and pids) to fit, refuses otherwise naming
+ * the sysctl; sets limits_max.pinned_files. sbx_config_load calls it with
+ * this host's values; the unit tests with others. */
+int sbx_config_fit_files(struct sbx_config *cfg, uint64_t file_max, uint64_t max_map_count,
+			 bool files_written, bool pids_written, struct sbx_err *err);
+int sbx_config_check_files(struct sbx_config *cfg, bool files_written, bool pids_written,
+			   struct sbx_err *err);
 
 /* config_limits.c: the defaults of limits_max and quotas, and their keys
  * read from the document's root. */

@@ -15,12 +15,12 @@
 
 #include "config.h"
 #include "config_rules.h"
+#include "host_files.h"
 #include "policy.h"
 #include "run_files.h"
 #include "strict_json.h"
 
 #define PID_MAX_PATH	    "/proc/sys/kernel/pid_max"
-#define FILE_MAX_PATH	    "/proc/sys/fs/file-max"
 #define DEFAULT_PIDS_MAX    4096
 #define DEFAULT_INPUT_BYTES (64ull << 30) /* 64 GiB per run */
 #define INPUTS_MAX	    10000	  /* the most a CreateRun may list at all */
@@ -47,21 +47,6 @@ static json_int_t host_pid_max(void)
 	return n > 0 ? (json_int_t)n : SBX_PIDS_MAX;
 }
 
-/* The host's fs.file-max (one file table for the whole host), or 0 when it
- * cannot be read. */
-static uint64_t host_file_max(void)
-{
-	FILE *f = fopen(FILE_MAX_PATH, "re");
-	unsigned long long n = 0;
-
-	if (f) {
-		if (fscanf(f, "%llu", &n) != 1)
-			n = 0;
-		fclose(f);
-	}
-	return n;
-}
-
 /* A run's files are divided among its pids (run_files.h): the pids ceiling
  * must leave each at least SBX_NOFILE_MIN. An unwritten ceiling follows the
  * budget down, as an unwritten default follows a lower ceiling elsewhere. */
@@ -82,47 +67,105 @@ static int fit_pids(struct sbx_limits_max *l, bool written, struct sbx_err *err)
 	return 0;
 }
 
-/* Runs at their budget, all of them at once (runs_max), may take at most
- * half of fs.file-max: the rest is the host's (sbxd itself, logins,
- * services), which otherwise get ENFILE. An unwritten budget shrinks to fit;
- * a written one that does not fit is refused. */
-static int check_files(struct sbx_config *cfg, bool written, bool pids_written, struct sbx_err *err)
+/* A run's memory cgroup at the ceilings (run_files.h). */
+static uint64_t run_mb(const struct sbx_limits_max *l)
 {
-	uint64_t share = host_file_max() / 2;
+	return sbx_run_memory_mb(l->memory_mb, l->out_mb, l->tmp_mb);
+}
+
+/* What a run at its ceilings may pin through mappings (run_files.h): the
+ * memory cgroup bounds it unless the runs may fall back to rlimits. */
+static uint64_t pinned_files(const struct sbx_config *cfg, uint64_t max_map_count)
+{
+	return sbx_run_pinned_files(run_mb(&cfg->limits_max), cfg->limits_max.pids, max_map_count,
+				    !cfg->rlimit_fallback);
+}
+
+/* The fix for a file table too small, the same in every refusal: the value
+ * runs_max runs of `each` need, and the drop-in that keeps it. */
+#define FILE_MAX_FIX                                                                               \
+	"raise fs.file-max (sysctl -w fs.file-max=%llu, kept across boots by "                     \
+	"packaging/sysctl.d/50-sbx.conf in /etc/sysctl.d/, as systemd does)"
+
+static unsigned long long file_max_needed(const struct sbx_config *cfg, uint64_t each)
+{
+	return 2ull * cfg->runs_max * each;
+}
+
+/* Runs at their ceilings, all of them at once (runs_max), may take at most
+ * half of fs.file-max: the rest is the host's (sbxd itself, logins,
+ * services), which otherwise get ENFILE. A run takes its descriptors
+ * (limits_max.files) and the files its memory may pin through mappings.
+ * The memory path is refused when it does not fit; an unwritten descriptor
+ * budget then shrinks to what is left, a written one that does not fit is
+ * refused. */
+int sbx_config_fit_files(struct sbx_config *cfg, uint64_t file_max, uint64_t max_map_count,
+			 bool written, bool pids_written, struct sbx_err *err)
+{
+	uint64_t share = file_max / 2, pinned = pinned_files(cfg, max_map_count), room;
 	uint64_t *files = &cfg->limits_max.files;
 
+	cfg->limits_max.pinned_files = pinned;
 	if (share == 0)
-		return fit_pids(&cfg->limits_max, pids_written, err);
-	if (!written) {
-		if (*files * cfg->runs_max <= share)
-			return fit_pids(&cfg->limits_max, pids_written, err);
-		*files = share / cfg->runs_max;
+		goto fit;
+	if (pinned > share / cfg->runs_max)
+		return sbx_fail(err,
+				"limits_max.memory_mb: runs_max %u runs of %llu MiB (memory_mb + "
+				"out_mb + 2 x tmp_mb) may each pin %llu files through mappings "
+				"(one per %d bytes of kernel memory, at most vm.max_map_count %llu "
+				"per process), more than half of this host's fs.file-max %llu "
+				"holds; " FILE_MAX_FIX
+				", or lower limits_max.memory_mb, out_mb, tmp_mb or runs_max",
+				cfg->runs_max, (unsigned long long)run_mb(&cfg->limits_max),
+				(unsigned long long)pinned, SBX_PINNED_FILE_BYTES,
+				(unsigned long long)max_map_count, (unsigned long long)file_max,
+				file_max_needed(cfg, pinned + *files));
+	room = share / cfg->runs_max - pinned;
+	if (!written && *files > room) {
+		uint64_t asked = *files;
+
+		*files = room;
 		fprintf(stderr,
 			"sbxd: limits_max.files is %llu open files per run (and an unwritten "
-			"limits_max.pids at most %llu): runs_max %u runs of %llu would pass "
-			"half of this host's fs.file-max %llu\n",
+			"limits_max.pids at most %llu): runs_max %u runs of %llu and of the %llu "
+			"files each may pin through mappings would pass half of this host's "
+			"fs.file-max %llu\n",
 			(unsigned long long)*files, (unsigned long long)(*files / SBX_NOFILE_MIN),
-			cfg->runs_max, (unsigned long long)SBX_RUN_FILES_DEFAULT,
-			(unsigned long long)share * 2);
+			cfg->runs_max, (unsigned long long)asked, (unsigned long long)pinned,
+			(unsigned long long)file_max);
 		if (*files < (uint64_t)SBX_PIDS_MIN * SBX_NOFILE_MIN)
-			return sbx_fail(
-			    err,
-			    "limits_max.files: half of this host's fs.file-max %llu over "
-			    "runs_max %u leaves %llu open files per run, too few for any "
-			    "run; lower runs_max or raise fs.file-max",
-			    (unsigned long long)share * 2, cfg->runs_max,
-			    (unsigned long long)*files);
-		return fit_pids(&cfg->limits_max, pids_written, err);
+			return sbx_fail(err,
+					"limits_max.files: half of this host's fs.file-max %llu "
+					"over runs_max %u, less the %llu files each run may pin "
+					"through mappings, leaves %llu open files per run, too few "
+					"for any run; " FILE_MAX_FIX ", or lower runs_max",
+					(unsigned long long)file_max, cfg->runs_max,
+					(unsigned long long)pinned, (unsigned long long)*files,
+					file_max_needed(cfg, pinned + asked));
 	}
-	if (*files > share / cfg->runs_max)
-		return sbx_fail(err,
-				"limits_max.files: runs_max %u runs of %llu open files would take "
-				"%llu, more than half of this host's fs.file-max %llu; lower "
-				"limits_max.files or runs_max",
-				cfg->runs_max, (unsigned long long)*files,
-				(unsigned long long)*files * cfg->runs_max,
-				(unsigned long long)share * 2);
-	return fit_pids(&cfg->limits_max, pids_written, err);
+	if (*files > room)
+		return sbx_fail(
+		    err,
+		    "limits_max.files: runs_max %u runs of %llu open files and of the "
+		    "%llu files each may pin through mappings would take %llu, more "
+		    "than half of this host's fs.file-max %llu; " FILE_MAX_FIX
+		    ", or lower limits_max.files or runs_max",
+		    cfg->runs_max, (unsigned long long)*files, (unsigned long long)pinned,
+		    (unsigned long long)(*files + pinned) * cfg->runs_max,
+		    (unsigned long long)file_max, file_max_needed(cfg, pinned + *files));
+fit:
+	if (fit_pids(&cfg->limits_max, pids_written, err) < 0)
+		return -1;
+	/* Fewer pids pin fewer files: what Health reports is the final figure. */
+	cfg->limits_max.pinned_files = pinned_files(cfg, max_map_count);
+	return 0;
+}
+
+int sbx_config_check_files(struct sbx_config *cfg, bool written, bool pids_written,
+			   struct sbx_err *err)
+{
+	return sbx_config_fit_files(cfg, sbx_host_file_max(), sbx_host_max_map_count(), written,
+				    pids_written, err);
 }
 
 void sbx_config_limits_defaults(struct sbx_config *cfg)
@@ -227,8 +270,8 @@ int sbx_config_parse_limits(struct sbx_config *cfg, void *root, struct sbx_err *
 	if ((v = json_object_get(root, "quotas")) && parse_quotas(&cfg->quotas, v, err) < 0)
 		return -1;
 	v = json_object_get(root, "limits_max");
-	if (check_files(cfg, v && json_object_get(v, "files"), v && json_object_get(v, "pids"),
-			err) < 0)
+	if (sbx_config_check_files(cfg, v && json_object_get(v, "files"),
+				   v && json_object_get(v, "pids"), err) < 0)
 		return -1;
 	/* limits.pids bounds a run (its execs share it), so runs_max full runs
 	 * may take runs_max times the ceiling. A warning, not a refusal: the

@@ -22,6 +22,10 @@ void sbx_hex(const unsigned char *in, size_t n, char *out);
  * by others); returns the last one's fd, *base pointing into rel at the
  * file's name. "", "." and ".." components are refused. */
 int sbx_dest_subdir(int top, const char *rel, const char **base, struct sbx_err *err);
+/* dir and every directory above it, up to the root: each owned by root or
+ * the caller and writable by no one else unless sticky (OpenSSH's rule), or
+ * refused naming the first that is not; dest names the destination. */
+int sbx_dest_check_ancestors(int dir, const char *dest, struct sbx_err *err);
 /* Whether name in dir may be replaced by a rename: nothing there or a
  * regular file; anything else (a link, a directory, a FIFO) is refused,
  * named as rel. */

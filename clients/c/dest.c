@@ -4,10 +4,12 @@
  * directory and file beneath it made or opened without following a link
  * (common/tree.h's sbx_open_beneath). Whoever can write a directory can
  * plant a link in it (keys -> ~/.ssh), and a client that follows it writes a
- * sandbox's bytes wherever the link points. */
+ * sandbox's bytes wherever the link points. The directories above it are
+ * held to OpenSSH's rule (dest_ancestors.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,6 +106,13 @@ int sbx_dest_open(const char *dir, struct sbx_err *err)
 		_cleanup_close_ int pfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (pfd < 0)
 			return sbx_fail_errno(err, "%s", dir);
+		struct stat st;
+		bool missing = fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0;
+		if (missing && errno != ENOENT)
+			return sbx_fail_errno(err, "%s", dir);
+		/* Nothing is made where others could swap it away. */
+		if (missing && sbx_dest_check_ancestors(pfd, dir, err) < 0)
+			return -1;
 		/* 0700: what a sandbox left is the caller's until they share
 		 * it (its inputs may have been private); never group- or
 		 * world-writable, which the check below would refuse. */
@@ -112,8 +121,15 @@ int sbx_dest_open(const char *dir, struct sbx_err *err)
 		fd = sbx_open_beneath(pfd, base, O_RDONLY | O_DIRECTORY, 0, err);
 		if (fd < 0)
 			return refuse_entry(pfd, base, dir, "a directory", err);
+		/* One that was there is named for what it is first (another
+		 * user's, a shared one), then its parents. */
+		if (check_own_dir(fd, dir, err) < 0 ||
+		    (!missing && sbx_dest_check_ancestors(pfd, dir, err) < 0))
+			return -1;
+		return sbx_steal_fd(fd);
 	}
-	if (check_own_dir(fd, dir, err) < 0)
+	/* Its parents are walked from it, which check_own holds to more. */
+	if (check_own_dir(fd, dir, err) < 0 || sbx_dest_check_ancestors(fd, dir, err) < 0)
 		return -1;
 	return sbx_steal_fd(fd);
 }

@@ -212,7 +212,10 @@ int sbx_fetch_file_ex(sbx_client *c, const char *run_id, const char *remote_path
  * refused), made (0700) beneath its parent when missing, and refused unless
  * the caller's euid owns it and neither its group nor others can write it:
  * whoever can write a directory can plant a link in it (keys -> ~/.ssh)
- * between our steps. Returns an O_DIRECTORY fd for sbx_fetch_at, or -1
+ * between our steps. Every directory above it must be owned by root or the
+ * caller and writable by no one else unless sticky (/tmp), as OpenSSH asks
+ * of the paths it trusts: else its owner could swap a link in on the way.
+ * Returns an O_DIRECTORY fd for sbx_fetch_at, or -1
  * with err naming the path and the reason. */
 int sbx_dest_open(const char *dir, struct sbx_err *err);
 

@@ -308,6 +308,11 @@ int cmd_health(struct cli *cli)
 	       sbx_client_endpoint(c), h->version, h->identity, h->runs_active, h->runs_max,
 	       h->runs_max_per_identity, h->userns ? "yes" : "no", h->seccomp ? "yes" : "no",
 	       h->cgroup);
+	/* Said only by an sbxd that knows it (older ones send no fields). */
+	if (h->file_max)
+		printf("files %" PRIu64 " per run, %" PRIu64 " more pinned by mappings; %" PRIu64
+		       " runs fit in half of fs.file-max %" PRIu64 "\n",
+		       h->run_files, h->run_pinned_files, h->runs_fit, h->file_max);
 	for (size_t i = 0; i < h->n_images; i++)
 		printf("image %s\n", h->images[i]);
 	if (h->images_error && h->images_error[0])

@@ -8,7 +8,9 @@
 
 #include "audit.h"
 #include "egress.h"
+#include "host_files.h"
 #include "images.h"
+#include "run_files.h"
 #include "runs_artifacts.h"
 #include "runs_manager.h"
 #include "runs_registry.h"
@@ -300,6 +302,11 @@ SBX_HANDLER(health, Sbx__V1__HealthRequest, Sbx__V1__HealthResponse)
 	h->userns = runs->host.userns;
 	h->seccomp = runs->host.seccomp;
 	h->audit_lines_lost = sbx_audit_lost();
+	/* Read now: an administrator may have raised it since sbxd started. */
+	h->file_max = sbx_host_file_max();
+	h->run_files = runs->cfg.limits_max.files;
+	h->run_pinned_files = runs->cfg.limits_max.pinned_files;
+	h->runs_fit = sbx_runs_fit(h->file_max, h->run_files, h->run_pinned_files);
 	if (!h->version || !h->cgroup || !h->identity) {
 		sbx__v1__health_response__free_unpacked(h, NULL);
 		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");

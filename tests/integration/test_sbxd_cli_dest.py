@@ -6,8 +6,12 @@ API's Run.fetch_at never write through a link planted in the destination
 /out/keys/authorized_keys), and refuse a destination that is not the
 caller's own or that others can write: /tmp, a 0777 or 0770 directory, and
 one a second local user (sbx-test2, made by packaging/setup.sh) pre-created
-for the victim. Also: a missing destination is made 0700, and the files'
-modes are the artifacts' less the umask."""
+for the victim. The directories above the destination are held to OpenSSH's
+rule (owned by root or the caller, writable by no one else unless sticky): a
+destination of the caller's own beneath the second user's writable directory
+is refused naming that directory, since its owner can rename the caller's
+away and swap a link in. Also: a missing destination is made 0700, and the
+files' modes are the artifacts' less the umask."""
 import json
 import os
 import pwd
@@ -165,7 +169,9 @@ class Dest(ServerTestCase):
         self.assertEqual(r.returncode, 125, r)
         self.assertNotIn("never", r.stdout)
 
-    def test_a_directory_another_local_user_made_is_refused(self):
+    def other_user(self):
+        """The second local user's uid, once its drop directory (theirs, which
+        we may write through its group) is there; else the test is skipped."""
         try:
             other = pwd.getpwnam(OTHER_USER).pw_uid
         except KeyError:
@@ -174,6 +180,10 @@ class Dest(ServerTestCase):
         if not os.access(OTHER_DROP, os.W_OK | os.X_OK):
             self.skipTest("%s is missing or not writable by uid %d: run packaging/setup.sh "
                           "as root" % (OTHER_DROP, os.geteuid()))
+        return other
+
+    def test_a_directory_another_local_user_made_is_refused(self):
+        other = self.other_user()
         self.assertEqual(os.stat(OTHER_DROP).st_uid, other)
         for client in self.CLIENTS:
             with self.subTest(client=client):
@@ -196,6 +206,49 @@ class Dest(ServerTestCase):
                 self.assertKeysIntact(client)
                 self.refused(r, "owned by uid %d, not by you (uid %d): refused"
                              % (other, os.geteuid()))
+
+    # -- the directories above the destination (OpenSSH's rule)
+    def test_a_destination_beneath_another_users_writable_directory_is_refused(self):
+        other = self.other_user()
+        for client in self.CLIENTS:
+            for made in (False, True):
+                with self.subTest(client=client, made=made):
+                    # Ours, 0700, and so is the destination: only the
+                    # directory above, the other user's, is not.
+                    mine = os.path.join(OTHER_DROP, "mine-%d-%s-%d" % (os.getpid(), client,
+                                                                         made))
+                    os.mkdir(mine, 0o700)
+                    self.addCleanup(shutil.rmtree, mine, True)
+                    out = os.path.join(mine, "results")
+                    if made:
+                        os.mkdir(out, 0o700)
+                    r = getattr(self, client)(out, "echo x > /out/x")
+                    self.refused(r, "its ancestor %s is owned by uid %d, neither root nor you "
+                                 "(uid %d): refused" % (OTHER_DROP, other, os.geteuid()))
+                    self.assertEqual(os.listdir(mine), ["results"] if made else [])
+                    if made:
+                        self.assertEqual(os.listdir(out), [])
+
+    def test_a_group_writable_ancestor_is_refused_a_sticky_one_is_not(self):
+        shared, sticky = os.path.join(self.home, "shared"), os.path.join(self.home, "sticky")
+        for d, m in ((shared, 0o770), (sticky, 0o1777)):
+            os.mkdir(d)
+            os.chmod(d, m)
+        for client in self.CLIENTS:
+            with self.subTest(client=client):
+                below = os.path.join(shared, client)
+                os.mkdir(below, 0o700)
+                r = getattr(self, client)(os.path.join(below, "out"), "echo x > /out/x")
+                self.refused(r, "its ancestor %s is writable by its group (mode 0770) and not "
+                             "sticky: refused" % shared)
+                self.assertEqual(os.listdir(below), [])
+                # As in /tmp: a sticky directory lets no one rename our names.
+                below = os.path.join(sticky, client)
+                os.mkdir(below, 0o700)
+                r = getattr(self, client)(os.path.join(below, "out"), "echo x > /out/x")
+                self.assertEqual(r.returncode, 0, r)
+                with open(os.path.join(below, "out", "x")) as f:
+                    self.assertEqual(f.read(), "x\n")
 
     # -- what is made
     def test_a_missing_destination_is_made_0700_and_modes_are_kept(self):

@@ -10,16 +10,63 @@
   host while the run lives;
 - a run's open files: RLIMIT_NOFILE per process is the run's budget
   (limits_max.files) over its pids, and sbxd refuses a budget that runs_max
-  full runs would take more than half of fs.file-max with."""
+  full runs would take more than half of fs.file-max with;
+- a run's files pinned through mappings (open, mmap, close, again: no
+  descriptor stays, RLIMIT_NOFILE counts none): the run's memory limit
+  stops them, and the host's fs.file-nr stays within the run's bound."""
 import hashlib
 import os
 import stat
+import subprocess
+import threading
 import time
 
-from sbxdfix import Server, ServerTestCase, policy_json
+from sbxdfix import CLI, Server, ServerTestCase, policy_json
 from sbxrpc import sandbox_pb2 as pb
 
 PTYS_PER_EXEC = 16  # helper/rootfs.h SBX_PTYS_PER_DEVPTS
+PINNED_FILE_BYTES = 384  # common/run_files.h SBX_PINNED_FILE_BYTES
+
+# Each of PROCS processes opens a file, maps a page of it and closes the
+# descriptor, PER_PROC times at most (below vm.max_map_count), or until
+# refused; says how many and why it stopped, then holds its mappings for a
+# while so that the host's fs.file-nr can be read at the peak. libc's mmap
+# through ctypes: python's mmap module keeps a descriptor of its own.
+PIN_FILES = r"""
+import ctypes, errno, os, sys, time
+PROCS, PER_PROC, HOLD = %d, %d, %d
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                      ctypes.c_int, ctypes.c_long]
+FAILED = ctypes.c_void_p(-1).value
+path = os.path.realpath(sys.executable)
+kids = []
+for _ in range(PROCS):
+    pid = os.fork()
+    if pid:
+        kids.append(pid)
+        continue
+    n, why = 0, "none"
+    while n < PER_PROC:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError as e:
+            why = errno.errorcode[e.errno]
+            break
+        if libc.mmap(None, 4096, 1, 2, fd, 0) == FAILED:  # PROT_READ, MAP_PRIVATE
+            why = errno.errorcode[ctypes.get_errno()]
+            os.close(fd)
+            break
+        os.close(fd)
+        n += 1
+    print("pinned", n, why, flush=True)
+    time.sleep(HOLD)
+    os._exit(0)
+for pid in kids:
+    os.waitpid(pid, 0)
+print("done", flush=True)
+"""
 
 # Opens ptys until refused (at most a few past the bound, so that an
 # unbounded tree does not take the host's pool), says how many and why it
@@ -204,6 +251,81 @@ class KernelPools(ServerTestCase):
                              "print(resource.getrlimit(resource.RLIMIT_NOFILE)[0])"])
         self.wait(run, ex)
         self.assertEqual(self.first_line(run, ex), str(min(4096, budget // 64)))
+
+    def test_files_pinned_through_mappings_stop_at_the_runs_memory(self):
+        h = self.ok("Health", pb.HealthRequest(), pb.HealthResponse)
+        if h.cgroup == "none":
+            self.skipTest("no memory cgroup: the rlimit fallback does not bound kernel memory")
+        memory_mb, out_mb, tmp_mb, pids, procs, per_proc = 64, 1, 1, 16, 6, 60000
+        # sbxdfix: limits_max.files 262144 over 16 pids is 4096 each; the
+        # run's memory cgroup holds memory_mb + out_mb + 2 x tmp_mb.
+        run_mb = memory_mb + out_mb + 2 * tmp_mb
+        bound = pids * 4096 + (run_mb << 20) // PINNED_FILE_BYTES
+        # Unbounded, the attack pins more than that: a run that could would fail.
+        self.assertGreater(procs * per_proc, bound)
+        req = pb.CreateRunRequest(policy_json=policy_json(memory_mb=memory_mb, out_mb=out_mb,
+                                                          tmp_mb=tmp_mb, pids=pids))
+        run = self.ok("CreateRun", req, pb.CreateRunResponse).run_id
+        self.addCleanup(self.c.call, "Teardown", pb.TeardownRequest(run_id=run),
+                        pb.TeardownResponse)
+
+        def file_nr():
+            with open("/proc/sys/fs/file-nr") as f:
+                return int(f.read().split()[0])
+
+        base, peak, stop = file_nr(), [0], threading.Event()
+
+        def sample():
+            while not stop.is_set():
+                peak[0] = max(peak[0], file_nr())
+                time.sleep(0.01)
+
+        poller = threading.Thread(target=sample)
+        poller.start()
+        try:
+            ex = self.exec(run, ["/usr/bin/python3", "-c", PIN_FILES % (procs, per_proc, 3)])
+            st = self.wait(run, ex)
+        finally:
+            stop.set()
+            poller.join()
+        out = self.ok("ReadOutput", pb.ReadOutputRequest(run_id=run, exec_id=ex,
+                                                         stream=pb.STDOUT, offset=0),
+                      pb.ReadOutputResponse).data.decode()
+        lines = [ln.split() for ln in out.splitlines() if ln.startswith("pinned")]
+        rose = peak[0] - base
+        # The run's memory, not its descriptors, stopped it: the OOM killer
+        # (reported as such) or a refused allocation, and far past what
+        # RLIMIT_NOFILE would have let one process hold.
+        stopped = [ln[2] for ln in lines if ln[2] != "none"]
+        self.assertTrue(pb.ExitReason.Name(st.reason) == "OOM" or
+                        set(stopped) & {"ENOMEM"}, (st, out))
+        self.assertNotIn("EMFILE", stopped, out)
+        self.assertNotIn("ENFILE", stopped, out)
+        self.assertGreater(rose, 4 * 4096, (base, peak[0], out))
+        self.assertLessEqual(rose, bound, (base, peak[0], out))
+
+    def test_health_reports_the_file_table_and_a_runs_share(self):
+        def proc_sys(name):
+            with open("/proc/sys/" + name) as f:
+                return int(f.read())
+
+        h = self.ok("Health", pb.HealthRequest(), pb.HealthResponse)
+        file_max, maps = proc_sys("fs/file-max"), proc_sys("vm/max_map_count")
+        # sbxdfix writes no limits_max: memory_mb, out_mb and tmp_mb 1 TiB
+        # (a run's cgroup holds memory + out + 2 x tmp), pids min(4096,
+        # pid_max), files 262144 unless 32 runs of it would not fit.
+        pids = min(4096, proc_sys("kernel/pid_max"))
+        pinned = min((4 << 40) // PINNED_FILE_BYTES, pids * maps)
+        self.assertEqual((h.file_max, h.run_pinned_files), (file_max, pinned))
+        self.assertEqual(h.run_files, min(262144, file_max // 2 // 32 - pinned))
+        self.assertEqual(h.runs_fit, file_max // 2 // (h.run_files + pinned))
+        self.assertGreaterEqual(h.runs_fit, h.runs_max)
+        if CLI:
+            out = subprocess.run([CLI, "--endpoint", self.srv.ipc, "health"], check=True,
+                                 capture_output=True, text=True, timeout=60).stdout
+            self.assertIn("files %d per run, %d more pinned by mappings; %d runs fit in half "
+                          "of fs.file-max %d\n" % (h.run_files, pinned, h.runs_fit, file_max),
+                          out)
 
     def test_a_files_budget_past_half_the_hosts_file_max_is_refused(self):
         with open("/proc/sys/fs/file-max") as f:

@@ -3,6 +3,9 @@
 add_executable(test_config test_config.c)
 target_link_libraries(test_config PRIVATE sbxd_base sbx_check)
 add_test(NAME unit.config COMMAND test_config)
+add_executable(test_config_files test_config_files.c)
+target_link_libraries(test_config_files PRIVATE sbxd_base sbx_check)
+add_test(NAME unit.config_files COMMAND test_config_files)
 
 # The listener URL rules live in sbxd_base (config and rpc/ both follow them).
 add_executable(test_rpc_url test_rpc_url.c)

@@ -5,7 +5,8 @@ refused unless it is the caller's own and no one else can write it, and
 every directory and file beneath it made or opened by fd (dir_fd=) without
 following a link. Whoever can write a directory can plant a link in it
 (keys -> ~/.ssh), and a client that follows it writes a sandbox's bytes
-wherever the link points."""
+wherever the link points. The directories above it are held to OpenSSH's
+rule (check_ancestors)."""
 import os
 import secrets
 import stat
@@ -40,6 +41,68 @@ def _check_own(fd, what):
             "%s: writable by %s (mode %04o): refused, since they could plant links in it "
             "(chmod go-w it)" % (what, "others" if st.st_mode & 0o002 else "its group",
                                  stat.S_IMODE(st.st_mode)))
+
+
+_ANCESTORS_MAX = 2048  # deeper than any path a caller could have named
+
+
+def _name_of(fd, depth):
+    try:
+        name = os.readlink("/proc/self/fd/%d" % fd)
+        if name.startswith("/"):
+            return name
+    except OSError:
+        pass
+    return "the directory %d levels up" % depth
+
+
+def check_ancestors(fd, what):
+    """fd's directory and every one above it, up to the root, held to
+    OpenSSH's rule for the paths it trusts (misc.c safe_path), as
+    clients/c/dest_ancestors.c does: owned by root or the caller, writable by
+    no one else unless sticky (/tmp lets no one rename a name they do not
+    own). Whoever can write one could rename our directory beneath it away
+    and swap a link in. Walked up by "..": what is checked is where the files
+    go, not the words of the path."""
+    me = os.geteuid()
+    # O_PATH: a parent we may only search (0711) is still walked through.
+    try:
+        cur = os.open(".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
+    except OSError as e:
+        raise errors.FailedPrecondition("%s: %s" % (what, e.strerror)) from None
+    try:
+        st = os.fstat(cur)
+        for depth in range(1, _ANCESTORS_MAX + 1):
+            if st.st_uid not in (0, me):
+                raise errors.FailedPrecondition(
+                    "%s: its ancestor %s is owned by uid %d, neither root nor you (uid %d): "
+                    "refused, since its owner could swap a link in on the way"
+                    % (what, _name_of(cur, depth), st.st_uid, me))
+            if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+                raise errors.FailedPrecondition(
+                    "%s: its ancestor %s is writable by %s (mode %04o) and not sticky: "
+                    "refused, since they could swap a link in on the way (chmod go-w or +t "
+                    "it)" % (what, _name_of(cur, depth),
+                             "others" if st.st_mode & 0o002 else "its group",
+                             stat.S_IMODE(st.st_mode)))
+            up = os.open("..", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=cur)
+            try:
+                up_st = os.fstat(up)
+            except OSError:
+                os.close(up)
+                raise
+            # The root (of the file system, or of a chroot) is its own parent.
+            if (up_st.st_dev, up_st.st_ino) == (st.st_dev, st.st_ino):
+                os.close(up)
+                return
+            os.close(cur)
+            cur, st = up, up_st
+        raise errors.FailedPrecondition("%s: more than %d directories deep: refused"
+                                        % (what, _ANCESTORS_MAX))
+    except OSError as e:
+        raise errors.FailedPrecondition("%s: %s" % (what, e.strerror)) from None
+    finally:
+        os.close(cur)
 
 
 def _open_dir_at(parent, name, what):
@@ -80,16 +143,35 @@ def open_dest(path):
             raise errors.FailedPrecondition("%s: %s" % (p, e.strerror)) from None
         try:
             try:
+                os.stat(base, dir_fd=pfd, follow_symlinks=False)
+                missing = False
+            except FileNotFoundError:
+                missing = True
+            except OSError as e:
+                raise errors.FailedPrecondition("%s: %s" % (p, e.strerror)) from None
+            if missing:  # nothing is made where others could swap it away
+                check_ancestors(pfd, p)
+            try:
                 os.mkdir(base, 0o700, dir_fd=pfd)
             except FileExistsError:
                 pass
             except OSError as e:
                 raise errors.FailedPrecondition("%s: %s" % (p, e.strerror)) from None
             fd = _open_dir_at(pfd, base, p)
+            try:
+                # One that was there is named for what it is first, then its parents.
+                _check_own(fd, p)
+                if not missing:
+                    check_ancestors(pfd, p)
+            except BaseException:
+                os.close(fd)
+                raise
+            return fd
         finally:
             os.close(pfd)
     try:
         _check_own(fd, p)
+        check_ancestors(fd, p)  # its parents, walked from it
     except BaseException:
         os.close(fd)
         raise

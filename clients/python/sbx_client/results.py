@@ -145,12 +145,18 @@ class Health:
     cgroup: str
     images: list
     audit_lines_lost: int
+    # The host's file table and a run's share of it (HealthResponse says how).
+    file_max: int = 0
+    run_files: int = 0
+    run_pinned_files: int = 0
+    runs_fit: int = 0
     raw: object = dataclasses.field(default=None, repr=False)
 
     @classmethod
     def of(cls, h):
         return cls(h.version, h.identity, h.runs_active, h.runs_max, h.runs_max_per_identity,
-                   h.userns, h.seccomp, h.cgroup, list(h.images), h.audit_lines_lost, raw=h)
+                   h.userns, h.seccomp, h.cgroup, list(h.images), h.audit_lines_lost,
+                   h.file_max, h.run_files, h.run_pinned_files, h.runs_fit, raw=h)
 
 
 @dataclasses.dataclass
