@@ -19,6 +19,7 @@
 #include "fds.h"
 #include "init.h"
 #include "rootfs.h"
+#include "run_files.h"
 #include "syscall_filter.h"
 #include "util.h"
 
@@ -188,7 +189,7 @@ static int make_run_cgroup(const struct sbx_sandbox_opts *o, struct sbx_sandbox 
 	 * this bound causes is reported as such, init.c). Socket buffers of
 	 * all execs together (v1's separate counter): one exec's worth. */
 	const Sbx__V1__Limits *l = o->policy->limits;
-	uint64_t run_mb = l->memory_mb + l->out_mb + 2 * l->tmp_mb;
+	uint64_t run_mb = sbx_run_memory_mb(l->memory_mb, l->out_mb, l->tmp_mb);
 	if (sbx_cgroup_set_run_limits(&sb->run, run_mb << 20, l->memory_mb << 20, err) < 0)
 		return sbx_err_prefix(err, "cgroup %s", sb->run.path);
 	/* limits.pids and limits.cpu bound the run, not each of its execs. */
