@@ -61,8 +61,8 @@ int sbx_out_reader_open(struct sbx_out_reader *r, const char *rel, int flags, st
 	int saved = errno;
 	pthread_mutex_unlock(&r->lock);
 	if (n < 0)
-		return sbx_fail_errnum(err, saved == EAGAIN ? ETIMEDOUT : saved,
-				       "/out reader: %s", rel);
+		return sbx_fail_errnum(err, saved == EAGAIN ? ETIMEDOUT : saved, "/out reader: %s",
+				       rel);
 	if (n != (ssize_t)sizeof(a) || (mflags & (MSG_TRUNC | MSG_CTRUNC)) ||
 	    nfds != (a.errnum ? 0u : 1u)) {
 		sbx_close_fds(fds, nfds);
@@ -118,7 +118,8 @@ int sbx_out_reader_serve(int sock, int userns_fd, struct sbx_err *err)
 			a.errnum = EINVAL;
 		} else {
 			struct sbx_err oerr;
-			int flags = (q.flags & SBX_OUT_READER_FLAGS) | O_RDONLY | O_NONBLOCK | O_NOCTTY;
+			int flags =
+			    (q.flags & SBX_OUT_READER_FLAGS) | O_RDONLY | O_NONBLOCK | O_NOCTTY;
 			fd = sbx_open_beneath(top, q.path[0] ? q.path : ".", flags, 0, &oerr);
 			if (fd < 0)
 				a.errnum = oerr.errnum ? oerr.errnum : EIO;
@@ -127,6 +128,8 @@ int sbx_out_reader_serve(int sock, int userns_fd, struct sbx_err *err)
 		if (fd >= 0)
 			close(fd);
 		if (sent != (ssize_t)sizeof(a))
-			return sent < 0 && errno == EPIPE ? 0 : sbx_fail_errno(err, "/out reader: send");
+			return sent < 0 && errno == EPIPE
+				   ? 0
+				   : sbx_fail_errno(err, "/out reader: send");
 	}
 }

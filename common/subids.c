@@ -65,12 +65,13 @@ uint64_t sbx_subids_nth(const struct sbx_subids *s, uint64_t idx)
 }
 
 int sbx_subids_own(struct sbx_subids *uids, struct sbx_subids *gids, const char **user,
-		     struct sbx_err *err)
+		   struct sbx_err *err)
 {
 	struct passwd *pw = getpwuid(geteuid());
 	if (!pw)
-		return sbx_fail(err, "uid %u has no name in the password database, so no "
-				     "subordinate ids",
+		return sbx_fail(err,
+				"uid %u has no name in the password database, so no "
+				"subordinate ids",
 				(unsigned)geteuid());
 	*user = pw->pw_name;
 	if (sbx_subids_read(SBX_SUBUID_FILE, pw->pw_name, geteuid(), uids, err) < 0 ||
@@ -88,4 +89,3 @@ int sbx_subids_slots(uint64_t *slots, struct sbx_err *err)
 	*slots = uids.total < gids.total ? uids.total : gids.total;
 	return 0;
 }
-

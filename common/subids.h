@@ -11,8 +11,8 @@
 
 #include "err.h"
 
-#define SBX_SUBUID_FILE "/etc/subuid"
-#define SBX_SUBGID_FILE "/etc/subgid"
+#define SBX_SUBUID_FILE	      "/etc/subuid"
+#define SBX_SUBGID_FILE	      "/etc/subgid"
 #define SBX_SUBIDS_MAX_RANGES 16
 
 struct sbx_subid_range {

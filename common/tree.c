@@ -169,8 +169,8 @@ static int list_entry(const char *rel, unsigned char type, int depth, struct lis
 	}
 	/* O_NONBLOCK: an entry swapped for a FIFO since readdir cannot hang
 	 * the open; the fstat below notices. */
-	fd = sbx_tree_src_open(w->src, rel, type == DT_DIR ? O_RDONLY | O_DIRECTORY : O_RDONLY | O_NONBLOCK,
-			       w->err);
+	fd = sbx_tree_src_open(
+	    w->src, rel, type == DT_DIR ? O_RDONLY | O_DIRECTORY : O_RDONLY | O_NONBLOCK, w->err);
 	if (fd < 0 && w->err->errnum == EAGAIN) {
 		w->skipped->busy++;
 		return 0;

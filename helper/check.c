@@ -15,9 +15,9 @@
 #include <sys/pidfd.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/xattr.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "cgroup.h"
@@ -302,8 +302,7 @@ static void check_host_uids(struct item *it)
 			return;
 		}
 		bool setuid_root = st.st_uid == 0 && (st.st_mode & S_ISUID);
-		if (!setuid_root &&
-		    getxattr(tools[i], "security.capability", NULL, 0) < 0) {
+		if (!setuid_root && getxattr(tools[i], "security.capability", NULL, 0) < 0) {
 			snprintf(it->detail, sizeof(it->detail),
 				 "%s is neither setuid root nor has file capabilities", tools[i]);
 			return;

@@ -19,7 +19,7 @@
 #define LOCK_SUBDIR ".local/state/sbx/host-ids"
 /* The fix an error names: what useradd does for a new login user. */
 #define SUBIDS_FIX                                                                                 \
-	"give it a range (`sudo usermod --add-subuids 100000-165535 --add-subgids "               \
+	"give it a range (`sudo usermod --add-subuids 100000-165535 --add-subgids "                \
 	"100000-165535 %s`, any range no other user has), or run every sandbox as this uid "       \
 	"(--host-uids shared; sbxd: \"host_uids\": \"shared\"), which shares the per-uid kernel "  \
 	"counters with it"
@@ -47,8 +47,9 @@ int sbx_host_ids_lock_dir(const char *dir, char *out, size_t size, struct sbx_er
 	}
 	struct passwd *pw = getpwuid(geteuid());
 	if (!pw || pw->pw_dir[0] != '/')
-		return sbx_fail(err, "uid %u has no home directory for its host-id locks; name "
-				     "one with --host-id-dir",
+		return sbx_fail(err,
+				"uid %u has no home directory for its host-id locks; name "
+				"one with --host-id-dir",
 				(unsigned)geteuid());
 	if (snprintf(out, size, "%s/%s", strcmp(pw->pw_dir, "/") ? pw->pw_dir : "", LOCK_SUBDIR) >=
 	    (int)size)
@@ -76,7 +77,8 @@ static int open_lock_dir(const char *path, struct sbx_err *err)
 		if (*comp) {
 			if (mkdirat(cur, comp, 0700) < 0 && errno != EEXIST && errno != EACCES)
 				return sbx_fail_errno(err, "host-id locks: mkdir %s", buf);
-			int next = openat(cur, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			int next =
+			    openat(cur, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 			if (next < 0)
 				return sbx_fail_errno(err, "host-id locks: %s", buf);
 			close(cur);
@@ -91,9 +93,11 @@ static int open_lock_dir(const char *path, struct sbx_err *err)
 	if (fstat(cur, &st) < 0)
 		return sbx_fail_errno(err, "host-id locks: %s", path);
 	if (st.st_uid != geteuid() || (st.st_mode & 022))
-		return sbx_fail(err, "host-id locks: %s is %s; it must be this user's and writable "
-				     "by no one else",
-				path, st.st_uid != geteuid() ? "another user's" : "writable by others");
+		return sbx_fail(err,
+				"host-id locks: %s is %s; it must be this user's and writable "
+				"by no one else",
+				path,
+				st.st_uid != geteuid() ? "another user's" : "writable by others");
 	return sbx_steal_fd(cur);
 }
 
@@ -124,11 +128,12 @@ int sbx_host_ids_take(enum sbx_host_ids_mode mode, const char *lock_dir, struct 
 	struct sbx_subids uids, gids;
 	const char *user;
 	if (!in_initial_userns())
-		return sbx_fail(err, "a host uid of the run's own needs the initial user namespace, "
-				     "and this helper runs in another one (a container, `unshare "
-				     "-U`), where /etc/subuid's ids mean nothing: run it on the host, "
-				     "or run every sandbox as this uid (--host-uids shared; sbxd: "
-				     "\"host_uids\": \"shared\"; weaker)");
+		return sbx_fail(err,
+				"a host uid of the run's own needs the initial user namespace, "
+				"and this helper runs in another one (a container, `unshare "
+				"-U`), where /etc/subuid's ids mean nothing: run it on the host, "
+				"or run every sandbox as this uid (--host-uids shared; sbxd: "
+				"\"host_uids\": \"shared\"; weaker)");
 	if (sbx_subids_own(&uids, &gids, &user, err) < 0)
 		return -1;
 	if (!uids.total || !gids.total)
@@ -185,8 +190,9 @@ static int run_idmap(const char *tool, pid_t pid, const char *const maps[6], str
 			prog[0] = '\0';
 	}
 	if (!prog[0])
-		return sbx_fail(err, "%s is not installed (Debian and Ubuntu: `sudo apt install "
-				     "uidmap`; Fedora: shadow-utils)",
+		return sbx_fail(err,
+				"%s is not installed (Debian and Ubuntu: `sudo apt install "
+				"uidmap`; Fedora: shadow-utils)",
 				tool);
 	snprintf(pidtext, sizeof(pidtext), "%d", (int)pid);
 	const char *argv[] = {prog,    pidtext, maps[0], maps[1], maps[2],

@@ -280,7 +280,8 @@ int main(int argc, char **argv)
 			int m = sbx_host_ids_mode_parse(optarg);
 			if (m < 0)
 				return fail(usage_exit,
-					    "--host-uids %s: must be subordinate or shared", optarg);
+					    "--host-uids %s: must be subordinate or shared",
+					    optarg);
 			o.host_ids = (enum sbx_host_ids_mode)m;
 			break;
 		}

@@ -21,7 +21,10 @@
 #define SBX_RUN_UCOUNTS                                                                            \
 	{"max_inotify_instances", SBX_STR(SBX_RUN_INOTIFY_INSTANCES)},                             \
 	    {"max_inotify_watches", SBX_STR(SBX_RUN_INOTIFY_WATCHES)},                             \
-	    {"max_fanotify_groups", "0"}, {"max_fanotify_marks", "0"}
+	    {"max_fanotify_groups", "0"},                                                          \
+	{                                                                                          \
+		"max_fanotify_marks", "0"                                                          \
+	}
 
 /* Under the sandbox's /proc: files bound over by a read-only /dev/null,
  * directories covered by an empty read-only tmpfs (absent ones skipped).

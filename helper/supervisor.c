@@ -52,8 +52,7 @@ static int bound_run_ucounts(struct sbx_err *err)
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(limits); i++) {
 		char path[64];
 		snprintf(path, sizeof(path), "/proc/sys/user/%s", limits[i].name);
-		if (sbx_write_at(AT_FDCWD, path, limits[i].value, err) < 0 &&
-		    err->errnum != ENOENT)
+		if (sbx_write_at(AT_FDCWD, path, limits[i].value, err) < 0 && err->errnum != ENOENT)
 			return -1;
 	}
 	return 0;

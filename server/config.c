@@ -391,8 +391,9 @@ static int parse_host_uids(struct sbx_config *cfg, json_t *v, struct sbx_err *er
 {
 	const char *s = json_string_value(v);
 	if (!s || (strcmp(s, "subordinate") && strcmp(s, "shared")))
-		return sbx_fail(err, "config: host_uids: must be \"subordinate\" (a host uid of "
-				     "its own for each run) or \"shared\" (sbxd's own uid; weaker)");
+		return sbx_fail(err,
+				"config: host_uids: must be \"subordinate\" (a host uid of "
+				"its own for each run) or \"shared\" (sbxd's own uid; weaker)");
 	cfg->host_uids_shared = !strcmp(s, "shared");
 	return 0;
 }

@@ -313,6 +313,12 @@ int cmd_health(struct cli *cli)
 		printf("files %" PRIu64 " per run, %" PRIu64 " more pinned by mappings; %" PRIu64
 		       " runs fit in half of fs.file-max %" PRIu64 "\n",
 		       h->run_files, h->run_pinned_files, h->runs_fit, h->file_max);
+	if (h->host_uids && h->host_uids[0])
+		printf("host uids %s%s", h->host_uids,
+		       strcmp(h->host_uids, "subordinate") ? " (every sandbox as sbxd's uid)\n"
+							   : "");
+	if (h->host_uids && !strcmp(h->host_uids, "subordinate"))
+		printf(": %" PRIu64 " runs at once, each its own\n", h->host_uid_slots);
 	for (size_t i = 0; i < h->n_images; i++)
 		printf("image %s\n", h->images[i]);
 	if (h->images_error && h->images_error[0])

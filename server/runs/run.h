@@ -214,8 +214,8 @@ struct sbx_run {
 	/* Opens beneath /out on our behalf (out_reader.h): its socket is -1
 	 * until Ready, shut down at teardown, closed with the run. */
 	struct sbx_out_reader reader;
-	int err_pipe;		     /* [mon] under mu */
-	bool reaped;		     /* the helper was waited for: its pid may be reused */
+	int err_pipe;	      /* [mon] under mu */
+	bool reaped;	      /* the helper was waited for: its pid may be reused */
 	bool killed;	      /* sbxd SIGKILLed the helper's group: its cgroups need cleanup */
 	bool cgroups;	      /* the sandbox has run cgroups (Ready said so) */
 	bool sandbox_gone;    /* no process of the sandbox is left (monitor_reaped) */

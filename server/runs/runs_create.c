@@ -520,8 +520,8 @@ static int start_helper(struct sbx_run *r, int64_t *spawned, struct sbx_rpc_stat
 	r->out_fd = ready.out_fd;
 	/* The reader takes /out from us now: every open beneath it goes
 	 * through the reader (out_reader.h). */
-	if (r->out_fd >= 0 && sbx_out_reader_init(&r->reader, sbx_steal_fd(rv[0]), r->out_fd,
-						  &st->err) < 0)
+	if (r->out_fd >= 0 &&
+	    sbx_out_reader_init(&r->reader, sbx_steal_fd(rv[0]), r->out_fd, &st->err) < 0)
 		return sbx_rpc_code_unless_short(st, SBX__V1__CODE__INTERNAL);
 	r->cgroups = strcmp(ready.cgroup, "none") != 0;
 	alerts_from_text(r, errtext);

@@ -41,7 +41,8 @@ struct runs_settings {
 	char *helper;
 	char *cgroup_root;
 	bool rlimit_fallback;
-	bool host_uids_shared; /* --host-uids shared (config host_uids) */
+	bool host_uids_shared;	 /* --host-uids shared (config host_uids) */
+	uint64_t host_uid_slots; /* subordinate: runs that can have one at once */
 	char *input_dirs[SBX_CONFIG_MAX_INPUT_DIRS]; /* realpath'd */
 	size_t n_input_dirs;
 	uint32_t runs_max;

@@ -45,7 +45,8 @@ int proc_spawn(const char *const *argv, char *const *env, int fd3, int fd4, int 
 	_cleanup_close_ int herr = high_dup(errfd);
 	int rc;
 
-	if ((fd3 >= 0 && h3 < 0) || (fd4 >= 0 && h4 < 0) || (outfd >= 0 && hout < 0) || (errfd >= 0 && herr < 0))
+	if ((fd3 >= 0 && h3 < 0) || (fd4 >= 0 && h4 < 0) || (outfd >= 0 && hout < 0) ||
+	    (errfd >= 0 && herr < 0))
 		return sbx_fail_errno(err, "spawn %s: dup", argv[0]);
 	sigemptyset(&none);
 	sigfillset(&all);

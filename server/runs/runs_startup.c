@@ -127,7 +127,7 @@ static int build_helper_env(struct runs_settings *cfg, struct sbx_err *err)
 /* Each live run takes a host uid of its own (helper/host_ids.h): runs_max
  * of them must fit in sbxd's subordinate range, or runs would be refused
  * one by one at CreateRun for a reason that was known at start. */
-static int check_host_ids(const struct sbx_config *cfg, struct sbx_err *err)
+static int check_host_ids(const struct sbx_config *cfg, uint64_t *slots_out, struct sbx_err *err)
 {
 	uint64_t slots;
 	uint32_t runs_max = cfg->runs_max ? cfg->runs_max : 64;
@@ -135,18 +135,20 @@ static int check_host_ids(const struct sbx_config *cfg, struct sbx_err *err)
 		return 0;
 	if (sbx_subids_slots(&slots, err) < 0)
 		return -1;
+	*slots_out = slots;
 	if (slots >= runs_max)
 		return 0;
 	struct passwd *pw = getpwuid(geteuid());
 	const char *user = pw ? pw->pw_name : "?";
 	if (slots == 0)
-		return sbx_fail(err,
-				"user %s has no subordinate uids and gids (%s, %s), and each run "
-				"takes a host uid of its own: give it a range (`sudo usermod "
-				"--add-subuids 100000-165535 --add-subgids 100000-165535 %s`, any "
-				"range no other user has), or set \"host_uids\": \"shared\" in "
-				"the config (weaker: every run shares sbxd's per-uid kernel counters)",
-				user, SBX_SUBUID_FILE, SBX_SUBGID_FILE, user);
+		return sbx_fail(
+		    err,
+		    "user %s has no subordinate uids and gids (%s, %s), and each run "
+		    "takes a host uid of its own: give it a range (`sudo usermod "
+		    "--add-subuids 100000-165535 --add-subgids 100000-165535 %s`, any "
+		    "range no other user has), or set \"host_uids\": \"shared\" in "
+		    "the config (weaker: every run shares sbxd's per-uid kernel counters)",
+		    user, SBX_SUBUID_FILE, SBX_SUBGID_FILE, user);
 	return sbx_fail(err,
 			"runs_max %u: user %s has only %llu subordinate uids and gids for the "
 			"%u runs' host uids; lower runs_max or give it a larger range",
@@ -156,7 +158,7 @@ static int check_host_ids(const struct sbx_config *cfg, struct sbx_err *err)
 static int copy_settings(struct runs_settings *set, const struct sbx_config *cfg,
 			 struct sbx_err *err)
 {
-	if (check_host_ids(cfg, err) < 0)
+	if (check_host_ids(cfg, &set->host_uid_slots, err) < 0)
 		return -1;
 	set->state_dir = strdup(cfg->state_dir ? cfg->state_dir : "/var/lib/sbx");
 	set->runs_dir = set->state_dir ? path_join(set->state_dir, "runs") : NULL;

@@ -307,7 +307,9 @@ SBX_HANDLER(health, Sbx__V1__HealthRequest, Sbx__V1__HealthResponse)
 	h->run_files = runs->cfg.limits_max.files;
 	h->run_pinned_files = runs->cfg.limits_max.pinned_files;
 	h->runs_fit = sbx_runs_fit(h->file_max, h->run_files, h->run_pinned_files);
-	if (!h->version || !h->cgroup || !h->identity) {
+	h->host_uids = xstrdup(runs->cfg.host_uids_shared ? "shared" : "subordinate");
+	h->host_uid_slots = runs->cfg.host_uid_slots;
+	if (!h->version || !h->cgroup || !h->identity || !h->host_uids) {
 		sbx__v1__health_response__free_unpacked(h, NULL);
 		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	}

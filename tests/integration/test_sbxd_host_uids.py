@@ -107,9 +107,13 @@ class HostUids(unittest.TestCase):
     def create(self, c, token):
         run = self.call(c, "CreateRun", pb.CreateRunRequest(policy_json=policy_json()),
                         pb.CreateRunResponse, token).run_id
-        self.addCleanup(c.call, "Teardown", pb.TeardownRequest(run_id=run),
-                        pb.TeardownResponse, token=token)
+        self.addCleanup(self.teardown, run, token)
         return run
+
+    def teardown(self, run, token):
+        # A connection of its own: the test's has closed by now.
+        with self.srv.conn(tls=True) as c:
+            c.call("Teardown", pb.TeardownRequest(run_id=run), pb.TeardownResponse, token=token)
 
     def exec(self, c, run, argv, token):
         return self.call(c, "Exec", pb.ExecRequest(run_id=run, argv=argv), pb.ExecResponse,
@@ -129,11 +133,11 @@ class HostUids(unittest.TestCase):
         return data.decode(errors="replace").split("\n")[0]
 
     def host_uids_of(self, marker, want, timeout=20):
-        """The host uids of processes running `sleep <marker>`."""
+        """The host uids of processes whose command line holds `marker`."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             uids = {}
-            for pid, _ in sbxtest.procs_with("sleep " + marker):
+            for pid, _ in sbxtest.procs_with(marker):
                 try:
                     uids[pid] = os.stat("/proc/%d" % pid).st_uid
                 except OSError:
@@ -141,7 +145,7 @@ class HostUids(unittest.TestCase):
             if len(uids) >= want:
                 return uids
             time.sleep(0.05)
-        self.fail("%d processes with sleep %s never showed" % (want, marker))
+        self.fail("%d processes with %s never showed" % (want, marker))
 
     def attack(self):
         """Fills the run's uid's pipe pages from inside a run of alice's;
@@ -181,13 +185,21 @@ class Subordinate(HostUids):
         marker = "%d.%s" % (os.getpid(), os.urandom(3).hex())
         with self.srv.conn(tls=True) as c:
             a, b = self.create(c, alice), self.create(c, alice)
-            self.exec(c, a, ["/bin/sleep", "31." + marker], alice)
-            self.exec(c, b, ["/bin/sleep", "32." + marker], alice)
+            for run in (a, b):
+                self.exec(c, run, ["/usr/bin/python3", "-c", "import time; time.sleep(30)",
+                                   marker], alice)
             uids = self.host_uids_of(marker, 2)
         self.assertEqual(len(set(uids.values())), 2, uids)
         for pid, uid in uids.items():
             self.assertNotEqual(uid, os.getuid(), "pid %d runs as sbxd's uid" % pid)
             self.assertTrue(any(uid in r for r in ours), "pid %d: uid %d" % (pid, uid))
+
+    def test_health_says_each_run_has_its_own(self):
+        with self.srv.conn(tls=True) as c:
+            h = self.call(c, "Health", pb.HealthRequest(), pb.HealthResponse,
+                          self.srv.tokens["alice"])
+        self.assertEqual(h.host_uids, "subordinate")
+        self.assertEqual(h.host_uid_slots, sum(len(r) for r in sbxtest.subordinate_uids()))
 
     def test_a_run_filling_its_uids_pipe_pages_leaves_sbxd_and_others_theirs(self):
         self.assertEqual(self.attack(), FULL_PIPE,
@@ -198,6 +210,12 @@ class Subordinate(HostUids):
 class Shared(HostUids):
     """The documented weaker choice: the same attack reaches sbxd's uid."""
     SERVER_CONFIG = {"host_uids": "shared"}
+
+    def test_health_says_shared(self):
+        with self.srv.conn(tls=True) as c:
+            h = self.call(c, "Health", pb.HealthRequest(), pb.HealthResponse,
+                          self.srv.tokens["alice"])
+        self.assertEqual((h.host_uids, h.host_uid_slots), ("shared", 0))
 
     def test_shared_uids_let_a_run_shrink_sbxds_pipes(self):
         self.assertLess(self.attack(), FULL_PIPE)

@@ -150,13 +150,18 @@ class Health:
     run_files: int = 0
     run_pinned_files: int = 0
     runs_fit: int = 0
+    # Whose host uid sandboxes run as: "subordinate" (host_uid_slots runs at
+    # once, each its own) or "shared" (sbxd's; weaker).
+    host_uids: str = ""
+    host_uid_slots: int = 0
     raw: object = dataclasses.field(default=None, repr=False)
 
     @classmethod
     def of(cls, h):
         return cls(h.version, h.identity, h.runs_active, h.runs_max, h.runs_max_per_identity,
                    h.userns, h.seccomp, h.cgroup, list(h.images), h.audit_lines_lost,
-                   h.file_max, h.run_files, h.run_pinned_files, h.runs_fit, raw=h)
+                   h.file_max, h.run_files, h.run_pinned_files, h.runs_fit, h.host_uids,
+                   h.host_uid_slots, raw=h)
 
 
 @dataclasses.dataclass
