@@ -122,7 +122,7 @@ check_sbxd_unit_epoll() {
     # The attack happened: the sandbox's uid has no watches left.
     [[ $line == *" ENOSPC" ]] || { ok=no; detail="sandbox: '$line' (want N ENOSPC)"; }
     # sbxd takes a new connection and runs a second sandbox meanwhile...
-    if [ $ok = yes ] && ! timeout 60 as_svc "$SBXCTL" --endpoint "$SBXD_ENDPOINT" run \
+    if [ $ok = yes ] && ! as_svc timeout 60 "$SBXCTL" --endpoint "$SBXD_ENDPOINT" run \
             --timeout 30 -- /bin/echo second-run-ok > "$log" 2>&1 < /dev/null; then
         ok=no; detail="a second run while the watches were held: $(why "$log")"
     fi
