@@ -160,7 +160,8 @@ static void test_defaults_and_utf8(void)
 	    "{\"version\":\"\",\"runsActive\":0,\"runsMax\":0,\"runsMaxPerIdentity\":0,"
 	    "\"userns\":false,\"seccomp\":false,\"cgroup\":\"\",\"images\":[],"
 	    "\"identity\":\"\",\"imagesNotListed\":0,\"imagesError\":\"\","
-	    "\"auditLinesLost\":\"0\"}";
+	    "\"auditLinesLost\":\"0\",\"fileMax\":\"0\",\"runFiles\":\"0\","
+	    "\"runPinnedFiles\":\"0\",\"runsFit\":\"0\",\"hostUids\":\"\",\"hostUidSlots\":\"0\"}";
 	if (!check(got && !strcmp(got, want), "empty HealthResponse with defaults"))
 		printf("#   want: %s\n#    got: %s\n", want, got);
 	free(got);
