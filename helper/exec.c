@@ -262,6 +262,22 @@ static void exec_init(const struct sbx_exec_spec *s)
 		sbx_fail_errno(&err, "pipe");
 		setup_failed(rfd, &err);
 	}
+	/* Our stdio pipes were made by the caller (sbxd, the one-shot driver)
+	 * and are 0600 its: the command, another uid, could write to them but
+	 * not open them again through /dev/stdout or /proc/self/fd/N (`echo x
+	 * > /dev/stderr`, `curl -D /dev/stderr`, which crashes on it). Only
+	 * pipes: their only way in is a descriptor, and /proc/PID/fd/N only to
+	 * whoever may read PID's fds, so the mode opens nothing to anyone
+	 * else. Still the owner here, so no capability is needed (a pipe of
+	 * someone else's stays as it is: EPERM). */
+	for (int i = 0; i < 3; i++) {
+		struct stat st;
+		if (fstat(s->stdio[i], &st) == 0 && S_ISFIFO(st.st_mode) &&
+		    fchmod(s->stdio[i], 0666) < 0 && errno != EPERM) {
+			sbx_fail_errno(&err, "stdio pipe %d", i);
+			setup_failed(rfd, &err);
+		}
+	}
 	/* The sandbox user from here on: with a host uid of the run's own
 	 * (host_ids.h) exec init was still its caller until now (the run's
 	 * uid 0, which this namespace does not map), and every per-uid kernel

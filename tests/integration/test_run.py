@@ -24,6 +24,16 @@ class RunBasics(SandboxTest):
         self.assertEqual(p.stdout, b"from-stdin\nout\n")
         self.assertEqual(p.stderr, b"err\n")
 
+    def test_stdio_reopens_by_name(self):
+        # The command runs as a host uid of the run's own, and its stdio
+        # pipes are the caller's: opened again by name (/dev/stdout is
+        # /proc/self/fd/1) they must still be the command's.
+        p = subprocess.run([HELPER, "run", "--policy", self.write_policy(policy()), "--",
+                            "/bin/sh", "-c", "cat /dev/stdin > /dev/stdout; echo err > /dev/stderr"],
+                           input=b"from-stdin\n", capture_output=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p)
+        self.assertEqual((p.stdout, p.stderr), (b"from-stdin\n", b"err\n"))
+
     def test_result_json_fields(self):
         r = self.sh("printf 12345")
         self.assertEqual(r.rc, 0, r)
