@@ -107,6 +107,35 @@ class Review(ServerTestCase):
         if code == "OK":
             self.assertEqual(resp.data, b"AAAA\n", "a fetch of a was served another file")
 
+    def test_the_reader_holds_no_fd_per_open_and_ends_at_teardown(self):
+        run = self.create()
+        st, _ = self.sh(run, "mkdir -p /out/d/e; for i in 1 2 3 4 5 6 7 8; do "
+                             "echo $i > /out/d/e/f$i; done; mkfifo /out/fifo; chmod 000 /out/d")
+        self.assertEqual(st.exit_code, 0, st)
+        reader = self.reader_of_latest_run()
+        before = len(os.listdir("/proc/%d/fd" % reader))
+        for _ in range(3):
+            ls = self.ok("ListArtifacts", pb.ListArtifactsRequest(run_id=run),
+                         pb.ListArtifactsResponse)
+            # A mode of 000 keeps nothing from the reader; the FIFO is skipped.
+            self.assertEqual(sorted(a.path for a in ls.artifacts),
+                             ["d/e/f%d" % i for i in range(1, 9)])
+            code, msg, _ = self.fetch(run, "fifo")
+            self.assertEqual(code, "FAILED_PRECONDITION", msg)
+        self.assertEqual(len(os.listdir("/proc/%d/fd" % reader)), before)
+        self.ok("Teardown", pb.TeardownRequest(run_id=run), pb.TeardownResponse)
+        deadline = time.monotonic() + 10
+        while os.path.exists("/proc/%d" % reader) and time.monotonic() < deadline:
+            with open("/proc/%d/stat" % reader) as f:
+                if f.read().split(")")[-1].split()[0] == "Z":
+                    break
+            time.sleep(0.05)
+        alive = os.path.exists("/proc/%d" % reader)
+        if alive:
+            with open("/proc/%d/stat" % reader) as f:
+                alive = f.read().split(")")[-1].split()[0] != "Z"
+        self.assertFalse(alive, "the /out reader outlived Teardown")
+
 
 if __name__ == "__main__":
     unittest.main()
