@@ -262,6 +262,19 @@ static void exec_init(const struct sbx_exec_spec *s)
 		sbx_fail_errno(&err, "pipe");
 		setup_failed(rfd, &err);
 	}
+	/* The command's stdin, stdout and stderr are pipes its caller made
+	 * (sbxd or the helper): the caller's, 0600. With a host uid of the
+	 * run's own the command could use the fds but not open them again
+	 * (/dev/stderr, /dev/stdin, /proc/self/fd/N: `echo x > /dev/stderr`
+	 * failed, `curl -D /dev/stderr` crashed). Opened to others, as when
+	 * they were the sandbox user's own: only a process that may ptrace one
+	 * holding them reaches them through /proc. Best effort: no pipe of
+	 * ours, nothing to do. */
+	for (int i = 0; i < 3; i++) {
+		struct stat st;
+		if (fstat(s->stdio[i], &st) == 0 && S_ISFIFO(st.st_mode))
+			(void)fchmod(s->stdio[i], 0666);
+	}
 	/* The sandbox user from here on: with a host uid of the run's own
 	 * (host_ids.h) exec init was still its caller until now (the run's
 	 * uid 0, which this namespace does not map), and every per-uid kernel

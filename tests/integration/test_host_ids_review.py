@@ -10,6 +10,7 @@ next helper makes a fresh, empty one (its own, so it passes), and takes a
 slot a live run holds. Such a path is refused, naming the directory."""
 import os
 import stat
+import subprocess
 
 import sbxtest
 
@@ -40,6 +41,23 @@ class LockDirAncestors(sbxtest.SandboxTest):
         self.assertEqual(r.stdout.strip(), "ran", r)
         st = os.stat(os.path.join(sticky, "locks"))
         self.assertEqual(stat.S_IMODE(st.st_mode), 0o700)
+
+
+class Stdio(sbxtest.SandboxTest):
+    """The command's stdio are pipes its caller made (the helper, sbxd): the
+    caller's, 0600, and the sandbox user is another uid. Opening them again
+    by name is what scripts do (`> /dev/stderr`, `cat /dev/stdin`, curl's
+    `-D /dev/stderr`, which crashed on EACCES: sbxd.egress_review2)."""
+
+    def test_dev_stdin_stdout_stderr_open_again(self):
+        pol = self.write_policy(sbxtest.policy())
+        p = subprocess.run([sbxtest.HELPER, "run", "--policy", pol, "--", "/bin/sh", "-c",
+                            "cat /dev/stdin && echo out > /dev/stdout && "
+                            "echo err > /dev/stderr && echo fd > /proc/self/fd/1"],
+                           input=b"in\n", capture_output=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p)
+        self.assertEqual(p.stdout, b"in\nout\nfd\n", p)
+        self.assertEqual(p.stderr, b"err\n", p)
 
 
 if __name__ == "__main__":
