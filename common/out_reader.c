@@ -59,6 +59,13 @@ int sbx_out_reader_open(struct sbx_out_reader *r, const char *rel, int flags, st
 	else
 		n = sbx_fd_recvmsg(r->sock, &a, sizeof(a), fds, &nfds, &mflags);
 	int saved = errno;
+	/* Answers carry no id: after one that did not come in time, the next
+	 * request would read this one's answer when it comes, and be handed
+	 * another file than it named. The reader ends instead, and every later
+	 * open fails. (An answer that came, even with its fd dropped for want
+	 * of room, MSG_CTRUNC, leaves the two in step.) */
+	if (n < 0)
+		shutdown(r->sock, SHUT_RDWR);
 	pthread_mutex_unlock(&r->lock);
 	if (n < 0)
 		return sbx_fail_errnum(err, saved == EAGAIN ? ETIMEDOUT : saved, "/out reader: %s",

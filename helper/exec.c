@@ -289,6 +289,13 @@ static void exec_init(const struct sbx_exec_spec *s)
 		sbx_fail_errno(&err, "becoming the sandbox user");
 		setup_failed(rfd, &err);
 	}
+	/* A change of uid clears the death signal (commit_creds): armed again,
+	 * as promised at the clone. (Were pid 1 gone already, its pid
+	 * namespace, which holds this one, would take the exec with it.) */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) {
+		sbx_fail_errno(&err, "death signal");
+		setup_failed(rfd, &err);
+	}
 	if (sbx_privs_drop(&err) < 0 || sbx_seccomp_load_bpf(s->filter, &err) < 0)
 		setup_failed(rfd, &err);
 

@@ -57,6 +57,31 @@ int sbx_host_ids_lock_dir(const char *dir, char *out, size_t size, struct sbx_er
 	return 0;
 }
 
+/* A directory on the way to the locks: root's or ours, and writable by no
+ * one else unless sticky (where the next component, checked the same way,
+ * is root's or ours and so cannot be renamed by another user). Another user
+ * who could rename a component could hand the next helper a fresh, empty
+ * lock directory (made by that helper itself, so ours), and two live runs
+ * would take the same slot. */
+static int check_lock_ancestor(int fd, const char *path, struct sbx_err *err)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return sbx_fail_errno(err, "host-id locks: %s", path);
+	if (st.st_uid != 0 && st.st_uid != geteuid())
+		return sbx_fail(err,
+				"host-id locks: %s is another user's (uid %u), who could swap "
+				"the lock directory; name one whose every ancestor is root's or "
+				"this user's (--host-id-dir)",
+				path[0] ? path : "/", (unsigned)st.st_uid);
+	if ((st.st_mode & 022) && !(st.st_mode & S_ISVTX))
+		return sbx_fail(err,
+				"host-id locks: %s is writable by others and not sticky, so they "
+				"could swap the lock directory; name another (--host-id-dir)",
+				path[0] ? path : "/");
+	return 0;
+}
+
 /* Each component made if missing and opened without following a link; the
  * last must be ours and writable by nobody else: another user who could
  * add or swap a lock file could make two runs share a uid. */
@@ -75,6 +100,12 @@ static int open_lock_dir(const char *path, struct sbx_err *err)
 		if (slash)
 			*slash = '\0';
 		if (*comp) {
+			/* `cur` is the parent of comp: buf up to comp's slash. */
+			comp[-1] = '\0';
+			int bad = check_lock_ancestor(cur, buf, err);
+			comp[-1] = '/';
+			if (bad < 0)
+				return -1;
 			if (mkdirat(cur, comp, 0700) < 0 && errno != EEXIST && errno != EACCES)
 				return sbx_fail_errno(err, "host-id locks: mkdir %s", buf);
 			int next =

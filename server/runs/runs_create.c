@@ -370,7 +370,8 @@ static int make_run_dir(struct sbx_run *r, struct sbx_err *err)
 		return sbx_fail_errno(err, "mkdir %s/output", r->dir);
 	if (r->caller_data || !sbx_policy_mount(r->policy, "/data"))
 		return 0;
-	/* 0755: the sandbox user is our uid, but /data is read-only to it. */
+	/* 0755: the sandbox user is another uid (helper/host_ids.h), or ours
+	 * ("shared"); /data is read-only to it either way. */
 	if (mkdirat(r->dir_fd, "data", 0755) < 0 ||
 	    (r->data_fd = openat(r->dir_fd, "data", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
 		return sbx_fail_errno(err, "mkdir %s/data", r->dir);

@@ -260,6 +260,17 @@ static int open_input(struct sbx_run *r, struct run_input *in, bool first, struc
 	return fd < 0 ? sbx_fail_errno(err, "%s", in->path) : fd;
 }
 
+/* The bits an upload of `mode` gets in /data. It is our uid's file, and the
+ * sandbox user is another uid (a host uid of the run's own,
+ * helper/host_ids.h): others get the owner's read and execute bits, so that
+ * a private upload (0600, 0700) is still the sandbox's to read and run, as
+ * when the sandbox ran as our uid. No other user reaches it: the run's
+ * directory is 0700. /data is read-only to the sandbox whatever the bits. */
+static uint32_t input_data_mode(uint32_t mode)
+{
+	return mode | ((mode >> 6) & 05);
+}
+
 /* The verified upload into /data, whole, with its mode; never over a file
  * that is there (RENAME_NOREPLACE). */
 static int publish(struct sbx_run *r, struct run_input *in, uint32_t mode, struct sbx_err *err)
@@ -271,7 +282,7 @@ static int publish(struct sbx_run *r, struct run_input *in, uint32_t mode, struc
 
 	staging_name(in, name);
 	fd = openat(r->staging_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0 || fchmod(fd, mode) < 0)
+	if (fd < 0 || fchmod(fd, input_data_mode(mode)) < 0)
 		return sbx_fail_errno(err, "%s: mode", in->path);
 	/* A failed upload of another input never removes a directory in
 	 * /data any more: what is there stays. */
