@@ -186,6 +186,10 @@ int sbx_host_ids_take(enum sbx_host_ids_mode mode, const char *lock_dir, struct 
 	 * helpers hold "the same" slot. */
 	for (uint64_t i = 0; i < slots; i++) {
 		uint64_t uid = sbx_subids_nth(&uids, i), gid = sbx_subids_nth(&gids, i);
+		/* A range written over root's or our own ids would run the
+		 * sandbox as host root's kuid or as its caller: never a slot. */
+		if (uid == 0 || gid == 0 || uid == geteuid() || gid == getegid())
+			continue;
 		char name[24];
 		snprintf(name, sizeof(name), "%" PRIu64, uid);
 		_cleanup_close_ int fd =
