@@ -27,7 +27,7 @@ set_tests_properties(docs.links PROPERTIES ENVIRONMENT "${SBX_TEST_ENV}" TIMEOUT
 
 # Generated reference pages against their sources (tests/docs/generated.py):
 # the config key tables, the policy's ranges, sandbox.proto's comments.
-set(SBX_GENERATED_PAGES policy)
+set(SBX_GENERATED_PAGES policy api)
 if(SBX_WITH_SERVER)
   list(APPEND SBX_GENERATED_PAGES config)
 endif()

@@ -38,12 +38,13 @@ def rows(text):
     """{(heading, first cell): line} of every table row, and the other
     lines in order: a row names its key, a heading its section."""
     out, other, heading = {}, [], ""
-    for line in text.splitlines():
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        header = i + 1 < len(lines) and lines[i + 1].startswith("|---")
         if line.startswith("#"):
             heading = line.lstrip("#").strip()
             other.append(line)
-        elif line.startswith("| ") and not line.startswith("| key |") and \
-                not line.startswith("| field |") and not line.startswith("| name |"):
+        elif line.startswith("| ") and not header:
             cell = line.split("|")[1].strip().strip("`")
             out[(heading, cell)] = line
         else:
@@ -91,7 +92,12 @@ def main():
         return 2
     name, build = args
     page, cmd = pages(build)[name]
-    want = subprocess.run(cmd, check=True, stdout=subprocess.PIPE).stdout.decode("utf-8")
+    run = subprocess.run(cmd, stdout=subprocess.PIPE)
+    if run.returncode != 0:
+        # The generator said why on stderr (an rpc without its comment).
+        print("%s: its generator failed (exit %d): %s" % (page, run.returncode, " ".join(cmd)))
+        return 1
+    want = run.stdout.decode("utf-8")
     path = os.path.join(ROOT, page)
     if write:
         with open(path, "w", encoding="utf-8") as f:
