@@ -9,7 +9,11 @@
  * in one is refused as unknown.
  *
  * What a row cannot say (a listen URL's rules, a token's hash, a bound
- * that follows another) is a parse or check callback of the row. */
+ * that follows another) is a parse or check callback of the row.
+ *
+ * A new key: its field in config.h's struct, a row in its section's table
+ * (in the order keys are read: a check may use the rows above it), then
+ * tests/docs/generated.py --write config BUILD_DIR and commit the page. */
 #ifndef SBX_CONFIG_KEYS_H
 #define SBX_CONFIG_KEYS_H
 
