@@ -48,7 +48,11 @@ int sbx_config_check_section(const struct sbx_config_section *s, json_t *obj, co
 
 	if (!json_is_object(obj))
 		return sbx_fail(err, "%s: must be an object", where);
-	for (; n < s->n_keys && n < KEYS_MAX; n++)
+	/* A table outgrowing the list would refuse its last keys as unknown. */
+	if (s->n_keys > KEYS_MAX)
+		return sbx_fail(err, "%s: %zu keys, more than config_keys.c's %d", where, s->n_keys,
+				KEYS_MAX);
+	for (; n < s->n_keys; n++)
 		keys[n] = s->keys[n].key;
 	keys[n] = NULL;
 	return sbx_json_check_keys(obj, where, keys, err);
