@@ -315,8 +315,7 @@ static int follow_per_listener(struct sbx_config *cfg, void *base, json_t *obj, 
 #define CONN(field) .offset = offsetof(struct sbx_config_connections, field)
 static const struct sbx_config_key connection_keys[] = {
     {"per_listener", SBX_CONFIG_U32, 1, CONN_MAX, 1024, CONN(per_listener),
-     .check = note_per_listener,
-     .def_doc = "1024, less when RLIMIT_NOFILE is short and the key unwritten",
+     .check = note_per_listener, .def_note = "less when unwritten and RLIMIT_NOFILE is short",
      .doc = "open connections on one listener, pending ones included"},
     {"per_peer", SBX_CONFIG_U32, 1, CONN_MAX, 64, CONN(per_peer), .check = follow_per_listener,
      .doc = "open connections of one peer across listeners (a uid on ipc, an address on "

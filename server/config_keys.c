@@ -204,15 +204,19 @@ static void print_range(FILE *out, const struct sbx_config_key *k)
 		fputc(')', out);
 	} else
 		fputs("any", out);
+	if (k->range_note)
+		fprintf(out, " (%s)", k->range_note);
 }
 
 static void print_default(FILE *out, const struct sbx_config_key *k)
 {
 	if (k->def_doc)
 		fputs(k->def_doc, out);
-	else if (k->type == SBX_CONFIG_U32 || k->type == SBX_CONFIG_U64)
+	else if (k->type == SBX_CONFIG_U32 || k->type == SBX_CONFIG_U64) {
 		fprintf(out, "%lld", k->def);
-	else if (k->type == SBX_CONFIG_BOOL)
+		if (k->def_note)
+			fprintf(out, " (%s)", k->def_note);
+	} else if (k->type == SBX_CONFIG_BOOL)
 		fputs(k->def ? "true" : "false", out);
 	else if (k->def_str)
 		fprintf(out, "`\"%s\"`", k->def_str);

@@ -59,6 +59,9 @@ struct sbx_config_key {
 	/* The doc's words where the row's numbers do not say it (NULL: from
 	 * the numbers): the type, the range and the default. */
 	const char *type_doc, *range_doc, *def_doc;
+	/* Said after the row's own range or default, in parentheses: when
+	 * the number is not the whole story (the host may lower it). */
+	const char *range_note, *def_note;
 	const char *doc; /* one line */
 };
 

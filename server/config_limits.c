@@ -234,18 +234,16 @@ static const struct sbx_config_key limits_keys[] = {
      .doc = "entries in a CreateRun's `inputs`"},
     {"files", SBX_CONFIG_U64, (long long)SBX_PIDS_MIN *SBX_NOFILE_MIN, MB_MAX,
      SBX_RUN_FILES_DEFAULT, LIM(files),
-     .def_doc = "262144, less when unwritten and half of fs.file-max is short",
+     .def_note = "less when unwritten and half of fs.file-max is short",
      .doc = "open files a run may hold, divided among its processes; `runs_max` runs of "
 	    "it must fit in half of fs.file-max"},
     {"pids", SBX_CONFIG_U32, SBX_PIDS_MIN, SBX_PIDS_MAX, DEFAULT_PIDS_MAX, LIM(pids),
-     .host_def = default_pids, .check = check_pids, .range_doc = "8..65536, at most kernel.pid_max",
-     .def_doc = "4096 or kernel.pid_max, less when unwritten and `files` is short",
+     .host_def = default_pids, .check = check_pids, .range_note = "at most kernel.pid_max",
+     .def_note = "or kernel.pid_max if lower; less when unwritten and `files` is short",
      .doc = "`limits.pids`; each process gets at least 16 of `files`"},
 };
 #undef LIM
-_Static_assert(SBX_RUN_FILES_DEFAULT == 262144 && SBX_PIDS_MIN == 8 && SBX_PIDS_MAX == 65536 &&
-		   DEFAULT_PIDS_MAX == 4096 && SBX_NOFILE_MIN == 16,
-	       "limits_max.files's and pids's def_doc and range_doc say these numbers");
+_Static_assert(SBX_NOFILE_MIN == 16, "limits_max.pids's doc says 16 files per process");
 
 const struct sbx_config_section sbx_config_limits_section = {
     "limits_max",
