@@ -25,6 +25,7 @@
 #include "hostname.h"
 #include "image_ref.h"
 #include "path.h"
+#include "policy_ranges.h"
 #include "strict_json.h"
 #include "util.h"
 
@@ -35,6 +36,8 @@
 /* Paths we build: "egress.allow[255]" (WHERE_MAX) and one key below it. */
 #define WHERE_MAX	64
 #define FIELD_WHERE_MAX (WHERE_MAX + 32)
+/* A row of the range table (policy_ranges.h). */
+#define RANGE(id) (&sbx_policy_ranges[SBX_RANGE_##id])
 
 void sbx_policy_freep(SbxPolicy **p)
 {
@@ -261,8 +264,8 @@ static int parse_env(SbxPolicy *p, json_t *v, struct sbx_err *err)
 		return 0;
 	if (!json_is_object(v))
 		return sbx_fail(err, "env: must be an object");
-	if (json_object_size(v) > SBX_ENV_MAX)
-		return sbx_fail(err, "env: at most %d entries", SBX_ENV_MAX);
+	if ((long long)json_object_size(v) > RANGE(ENV)->max)
+		return sbx_fail(err, "env: at most %lld entries", RANGE(ENV)->max);
 	if (json_object_size(v) == 0)
 		return 0;
 	p->env = calloc(json_object_size(v), sizeof(*p->env));
@@ -330,30 +333,31 @@ static int parse_rule_string(Sbx__V1__EgressRule *r, const char *s, size_t len, 
 	if (set_rule_host(r, s, (size_t)(colon - s), at, err) < 0)
 		return -1;
 	n = is_digits(port, plen) && plen <= 5 ? strtoul(port, NULL, 10) : 0;
-	if (n < 1 || n > 65535)
-		return sbx_fail(err, "%s: port must be 1..65535", where);
+	if ((long long)n < RANGE(RULE_PORT)->min || (long long)n > RANGE(RULE_PORT)->max)
+		return sbx_fail(err, "%s: port must be %lld..%lld", where, RANGE(RULE_PORT)->min,
+				RANGE(RULE_PORT)->max);
 	r->port = (uint32_t)n;
-	r->connections_per_minute = SBX_EGRESS_CONNECTIONS_PER_MINUTE_DEFAULT;
-	r->max_concurrent = SBX_EGRESS_MAX_CONCURRENT_DEFAULT;
+	r->connections_per_minute = (uint32_t)RANGE(RULE_CONNECTIONS_PER_MINUTE)->def;
+	r->max_concurrent = (uint32_t)RANGE(RULE_MAX_CONCURRENT)->def;
 	return 0;
 }
 
-/* An integer field of an entry object: min..max when written, def when not
- * (required: no default). */
-static int rule_field_int(json_t *o, const char *key, const char *where, json_int_t min,
-			  json_int_t max, json_int_t def, bool required, json_int_t *out,
-			  struct sbx_err *err)
+/* An integer field of an entry object: the row's min..max when written,
+ * its default when not (required: no default). */
+static int rule_field_int(json_t *o, const struct sbx_policy_range *row, const char *where,
+			  bool required, json_int_t *out, struct sbx_err *err)
 {
+	const char *key = sbx_policy_range_key(row);
 	char at[FIELD_WHERE_MAX];
 	json_t *v = json_object_get(o, key);
 
 	snprintf(at, sizeof(at), "%s.%s", where, key);
-	*out = def;
+	*out = row->def;
 	if (!v && required)
 		return sbx_fail(err, "%s: missing", at);
 	if (!v)
 		return 0;
-	return sbx_json_int(v, at, min, max, out, err);
+	return sbx_json_int(v, at, row->min, row->max, out, err);
 }
 
 static int parse_rule_object(Sbx__V1__EgressRule *r, json_t *o, const char *where,
@@ -374,14 +378,10 @@ static int parse_rule_object(Sbx__V1__EgressRule *r, json_t *o, const char *wher
 	if (sbx_json_string(v, at, &host, &len, err) < 0 ||
 	    set_rule_host(r, host, len, at, err) < 0)
 		return -1;
-	if (rule_field_int(o, "port", where, 1, 65535, 0, true, &port, err) < 0 ||
-	    rule_field_int(o, "connections_per_minute", where, 1,
-			   SBX_EGRESS_CONNECTIONS_PER_MINUTE_MAX,
-			   SBX_EGRESS_CONNECTIONS_PER_MINUTE_DEFAULT, false, &cpm, err) < 0 ||
-	    rule_field_int(o, "bytes_per_second", where, 0, SBX_EGRESS_BYTES_PER_SECOND_MAX, 0,
-			   false, &bps, err) < 0 ||
-	    rule_field_int(o, "max_concurrent", where, 1, SBX_EGRESS_MAX_CONCURRENT_MAX,
-			   SBX_EGRESS_MAX_CONCURRENT_DEFAULT, false, &conc, err) < 0)
+	if (rule_field_int(o, RANGE(RULE_PORT), where, true, &port, err) < 0 ||
+	    rule_field_int(o, RANGE(RULE_CONNECTIONS_PER_MINUTE), where, false, &cpm, err) < 0 ||
+	    rule_field_int(o, RANGE(RULE_BYTES_PER_SECOND), where, false, &bps, err) < 0 ||
+	    rule_field_int(o, RANGE(RULE_MAX_CONCURRENT), where, false, &conc, err) < 0)
 		return -1;
 	v = json_object_get(o, "allow_private");
 	if (v && !json_is_boolean(v))
@@ -460,15 +460,14 @@ static int parse_egress_policy(Sbx__V1__Egress *eg, json_t *v, struct sbx_err *e
 /* A run's byte budget through the proxy (0: none). Only a proxy counts
  * bytes, so a non-zero budget under "deny" would promise what nothing
  * enforces; 0 stays valid there, as the effective policy prints it. */
-static int parse_egress_bytes(json_t *eg_obj, const char *key, Sbx__V1__Egress__Policy pol,
-			      uint64_t *out, struct sbx_err *err)
+static int parse_egress_bytes(json_t *eg_obj, const struct sbx_policy_range *row,
+			      Sbx__V1__Egress__Policy pol, uint64_t *out, struct sbx_err *err)
 {
-	char at[FIELD_WHERE_MAX];
-	json_t *v = json_object_get(eg_obj, key);
-	json_int_t n = 0;
+	const char *at = row->field;
+	json_t *v = json_object_get(eg_obj, sbx_policy_range_key(row));
+	json_int_t n = row->def;
 
-	snprintf(at, sizeof(at), "egress.%s", key);
-	if (v && sbx_json_int(v, at, 0, SBX_EGRESS_BYTES_MAX, &n, err) < 0)
+	if (v && sbx_json_int(v, at, row->min, row->max, &n, err) < 0)
 		return -1;
 	if (n > 0 && pol != SBX__V1__EGRESS__POLICY__ALLOWLIST)
 		return sbx_fail(err, "%s: only with policy allowlist", at);
@@ -498,10 +497,12 @@ static int parse_egress(SbxPolicy *p, json_t *v, struct sbx_err *err)
 		return sbx_fail(err, "egress.allow: must be empty when policy is deny");
 	if (eg->policy == SBX__V1__EGRESS__POLICY__ALLOWLIST && n == 0)
 		return sbx_fail(err, "egress.allow: must not be empty when policy is allowlist");
-	if (n > SBX_EGRESS_RULES_MAX)
-		return sbx_fail(err, "egress.allow: at most %d entries", SBX_EGRESS_RULES_MAX);
-	if (parse_egress_bytes(v, "alert_bytes", eg->policy, &eg->alert_bytes, err) < 0 ||
-	    parse_egress_bytes(v, "max_bytes", eg->policy, &eg->max_bytes, err) < 0)
+	if ((long long)n > RANGE(EGRESS_ALLOW)->max)
+		return sbx_fail(err, "egress.allow: at most %lld entries",
+				RANGE(EGRESS_ALLOW)->max);
+	if (parse_egress_bytes(v, RANGE(EGRESS_ALERT_BYTES), eg->policy, &eg->alert_bytes, err) <
+		0 ||
+	    parse_egress_bytes(v, RANGE(EGRESS_MAX_BYTES), eg->policy, &eg->max_bytes, err) < 0)
 		return -1;
 	if (n == 0)
 		return 0;
@@ -517,42 +518,13 @@ static int parse_egress(SbxPolicy *p, json_t *v, struct sbx_err *err)
 
 /* ---- limits ---- */
 
-struct limit {
-	const char *key;
-	json_int_t min, max, def;
-	size_t off, size; /* of the field in Sbx__V1__Limits: uint32_t or uint64_t */
-};
-
-/* clang-format off */
-#define LIMIT(name, lo, hi, dflt) {						\
-	.key = #name, .min = (lo), .max = (hi), .def = (dflt),			\
-	.off = offsetof(Sbx__V1__Limits, name),					\
-	.size = sizeof(((Sbx__V1__Limits *)0)->name),				\
-}
-
-static const struct limit limits[] = {
-	LIMIT(memory_mb, SBX_MEMORY_MB_MIN, SBX_MEMORY_MB_MAX, SBX_MEMORY_MB_DEFAULT),
-	LIMIT(script_seconds, 1, SBX_SCRIPT_SECONDS_MAX, SBX_SCRIPT_SECONDS_DEFAULT),
-	LIMIT(run_seconds, 1, SBX_RUN_SECONDS_MAX, SBX_RUN_SECONDS_DEFAULT),
-	LIMIT(pids, SBX_PIDS_MIN, SBX_PIDS_MAX, SBX_PIDS_DEFAULT),
-	LIMIT(out_mb, 1, SBX_OUT_MB_MAX, SBX_OUT_MB_DEFAULT),
-	LIMIT(tmp_mb, 1, SBX_TMP_MB_MAX, SBX_TMP_MB_DEFAULT),
-	LIMIT(output_kb, 1, SBX_OUTPUT_KB_MAX, SBX_OUTPUT_KB_DEFAULT),
-	/* 0: sbxd's default (its config), which CreateRun writes into the
-	 * effective policy; the codec has no host to ask. */
-	LIMIT(idle_seconds, 0, SBX_RUN_SECONDS_MAX, 0),
-};
-/* clang-format on */
-
-static const char *const limit_keys[] = {
-    "cpu",    "memory_mb", "script_seconds", "run_seconds",  "pids",
-    "out_mb", "tmp_mb",	   "output_kb",	     "idle_seconds", NULL};
-
-static void limit_set(Sbx__V1__Limits *l, const struct limit *lim, json_int_t v)
+/* The integer rows of the range table, SBX_RANGE_LIMITS_FIRST..LAST, each
+ * a field of Sbx__V1__Limits. */
+static void limit_set(Sbx__V1__Limits *l, const struct sbx_policy_range *row, json_int_t v)
 {
-	char *field = (char *)l + lim->off;
+	char *field = (char *)l + row->offset;
 
-	if (lim->size == sizeof(uint32_t))
+	if (row->size == sizeof(uint32_t))
 		*(uint32_t *)(void *)field = (uint32_t)v;
 	else
 		*(uint64_t *)(void *)field = (uint64_t)v;
@@ -563,17 +535,19 @@ static int parse_cpu(Sbx__V1__Limits *l, json_t *v, struct sbx_err *err)
 {
 	double m;
 
+	const struct sbx_policy_range *row = RANGE(CPU);
+
 	if (!v) {
-		l->cpu_millis = SBX_CPU_MILLIS_DEFAULT;
+		l->cpu_millis = (uint32_t)row->def;
 		return 0;
 	}
 	if (!json_is_number(v))
 		return sbx_fail(err, "limits.cpu: must be a number");
-	m = json_number_value(v) * 1000.0;
+	m = json_number_value(v) * row->scale;
 	/* Rounds half up without libm; m is known non-negative below. */
-	if (!(m >= SBX_CPU_MILLIS_MIN - 0.5 && m < SBX_CPU_MILLIS_MAX + 0.5))
-		return sbx_fail(err, "limits.cpu: must be %g..%g", SBX_CPU_MILLIS_MIN / 1000.0,
-				SBX_CPU_MILLIS_MAX / 1000.0);
+	if (!(m >= (double)row->min - 0.5 && m < (double)row->max + 0.5))
+		return sbx_fail(err, "limits.cpu: must be %g..%g", (double)row->min / row->scale,
+				(double)row->max / row->scale);
 	l->cpu_millis = (uint32_t)(m + 0.5);
 	return 0;
 }
@@ -581,23 +555,28 @@ static int parse_cpu(Sbx__V1__Limits *l, json_t *v, struct sbx_err *err)
 static int parse_limits(SbxPolicy *p, json_t *v, struct sbx_err *err)
 {
 	Sbx__V1__Limits *l = p->limits;
-	char where[WHERE_MAX];
+	/* The keys are the rows': "cpu" and the integer ones. */
+	const char *keys[SBX_RANGE_LIMITS_LAST - SBX_RANGE_LIMITS_FIRST + 3] = {
+	    sbx_policy_range_key(RANGE(CPU))};
+	size_t n_keys = 1;
 	json_int_t n;
 
+	for (int i = SBX_RANGE_LIMITS_FIRST; i <= SBX_RANGE_LIMITS_LAST; i++)
+		keys[n_keys++] = sbx_policy_range_key(&sbx_policy_ranges[i]);
 	if (v && !json_is_object(v))
 		return sbx_fail(err, "limits: must be an object");
-	if (v && sbx_json_check_keys(v, "limits", limit_keys, err) < 0)
+	if (v && sbx_json_check_keys(v, "limits", keys, err) < 0)
 		return -1;
 	if (parse_cpu(l, v ? json_object_get(v, "cpu") : NULL, err) < 0)
 		return -1;
-	for (size_t i = 0; i < SBX_ARRAY_SIZE(limits); i++) {
-		json_t *f = v ? json_object_get(v, limits[i].key) : NULL;
+	for (int i = SBX_RANGE_LIMITS_FIRST; i <= SBX_RANGE_LIMITS_LAST; i++) {
+		const struct sbx_policy_range *row = &sbx_policy_ranges[i];
+		json_t *f = v ? json_object_get(v, sbx_policy_range_key(row)) : NULL;
 
-		n = limits[i].def;
-		snprintf(where, sizeof(where), "limits.%s", limits[i].key);
-		if (f && sbx_json_int(f, where, limits[i].min, limits[i].max, &n, err) < 0)
+		n = row->def;
+		if (f && sbx_json_int(f, row->field, row->min, row->max, &n, err) < 0)
 			return -1;
-		limit_set(l, &limits[i], n);
+		limit_set(l, row, n);
 	}
 	/* An unwritten script_seconds follows a shorter run_seconds instead
 	 * of failing on a number the author never wrote. */
@@ -674,8 +653,8 @@ SbxPolicy *sbx_policy_parse(const char *json, size_t len, struct sbx_err *err)
 	json_auto_t *root = NULL;
 	json_error_t jerr;
 
-	if (len > SBX_POLICY_BYTES_MAX) {
-		sbx_fail(err, "policy: larger than %d bytes", SBX_POLICY_BYTES_MAX);
+	if ((long long)len > RANGE(POLICY_BYTES)->max) {
+		sbx_fail(err, "policy: larger than %lld bytes", RANGE(POLICY_BYTES)->max);
 		return NULL;
 	}
 	root = json_loadb(json, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);

@@ -16,7 +16,9 @@
 
 typedef Sbx__V1__Policy SbxPolicy;
 
-/* Ranges and defaults; docs/reference/policy.md and sbx-policy(5) document the same numbers. */
+/* Ranges and defaults: the numbers. Which field each bounds, and its doc,
+ * is the range table's (policy_ranges.h), which the parser checks with and
+ * docs/reference/policy-ranges.md is generated from. */
 #define SBX_CPU_MILLIS_MIN	   10
 #define SBX_CPU_MILLIS_MAX	   1024000
 #define SBX_CPU_MILLIS_DEFAULT	   1000

@@ -18,6 +18,7 @@
 
 #include <jansson.h>
 
+#include "config_keys.h"
 #include "config_rules.h"
 #include "listen_url.h"
 #include "path.h"
@@ -28,24 +29,12 @@
 #define PATH_LEN_MAX	 4095
 #define WHERE_MAX	 64
 
-#define DEFAULT_LISTEN		      "ipc:///run/sbx/sbxd.sock"
-#define DEFAULT_STATE_DIR	      "/var/lib/sbx"
-#define DEFAULT_RUNS_MAX	      64
-#define DEFAULT_RUNS_MAX_PER_IDENTITY 16
-#define DEFAULT_WORKERS		      16
-#define DEFAULT_IPC_MODE	      0660
-#define DEFAULT_MAX_MESSAGE_BYTES     (4u * 1024 * 1024 + 64 * 1024)
-#define DEFAULT_CONN_PER_LISTENER     1024
-#define DEFAULT_CONN_PER_PEER	      64
-#define DEFAULT_CONN_NEW_PER_SECOND   50
-#define DEFAULT_CONN_IDLE_SECONDS     300
-#define DEFAULT_CONN_MESSAGE_SECONDS  30
-#define DEFAULT_CONN_FIRST_SECONDS    10
-#define DEFAULT_CONN_PENDING_PEER_MB  16
-#define DEFAULT_CONN_PENDING_MB	      256
-#define CONN_MAX		      (1 << 20)
-#define RUNS_MAX_MAX		      4096
-#define WORKERS_MAX		      256
+/* Not a table row's default: the list stays empty until the whole file
+ * is read, then this is the one listener when none was written. */
+#define DEFAULT_LISTEN "ipc:///run/sbx/sbxd.sock"
+#define CONN_MAX       (1 << 20)
+#define RUNS_MAX_MAX   4096
+#define WORKERS_MAX    256
 /* A FetchArtifact or PutInput chunk (1 MiB) must fit; the upper end keeps
  * the byte-budgeted decoder (16x) within reason. */
 #define MESSAGE_BYTES_MIN (64 * 1024)
@@ -68,59 +57,25 @@ static int want_string(json_t *v, const char *where, const char **s, struct sbx_
 	return 0;
 }
 
-/* How a path setting is checked (common/path.h has the rules). Absolute
- * paths are compared by prefix by the run manager, so they are spelled one
- * way; the cgroup root is joined under /sys/fs/cgroup. */
-enum path_rule { ANY_PATH, ABS_PATH, NO_DOTDOT };
-
-static const char *path_problem(const char *s, enum path_rule rule)
-{
-	switch (rule) {
-	case ABS_PATH:
-		return sbx_path_problem(s, PATH_LEN_MAX, SBX_PATH_ABSOLUTE);
-	case NO_DOTDOT:
-		return sbx_path_problem(s, PATH_LEN_MAX, SBX_PATH_NO_DOTDOT);
-	default:
-		return NULL;
-	}
-}
-
-/* The one check of a path setting, from the file or from a flag. */
-static int set_path(const char *s, const char *where, enum path_rule rule, char **out,
-		    struct sbx_err *err)
-{
-	const char *problem;
-	char *copy;
-
-	if (!*s)
-		return sbx_fail(err, "%s: must not be empty", where);
-	if (strlen(s) > PATH_LEN_MAX)
-		return sbx_fail(err, "%s: longer than %d bytes", where, PATH_LEN_MAX);
-	if ((problem = path_problem(s, rule)))
-		return sbx_fail(err, "%s: %s", where, problem);
-	if (!(copy = strdup(s)))
-		return oom(err);
-	free(*out);
-	*out = copy;
-	return 0;
-}
-
-static int dup_path(json_t *v, const char *where, enum path_rule rule, char **out,
+static int dup_path(json_t *v, const char *where, enum sbx_config_type rule, char **out,
 		    struct sbx_err *err)
 {
 	const char *s;
 
 	if (want_string(v, where, &s, err) < 0)
 		return -1;
-	return set_path(s, where, rule, out, err);
+	return sbx_config_set_path(s, where, rule, out, err);
 }
 
 /* ---- listen ---- */
 
-static int parse_listen(struct sbx_config *cfg, json_t *v, struct sbx_err *err)
+static int parse_listen(struct sbx_config *cfg, void *field, json_t *v, const char *key,
+			struct sbx_err *err)
 {
 	char where[WHERE_MAX];
 	size_t n;
+
+	(void)field, (void)key;
 
 	if (!json_is_array(v))
 		return sbx_fail(err, "listen: must be an array");
@@ -151,31 +106,44 @@ static int parse_listen(struct sbx_config *cfg, json_t *v, struct sbx_err *err)
 
 /* ---- tls ---- */
 
-static const char *const tls_keys[] = {"cert", "key", "client_ca", NULL};
+static const struct sbx_config_key tls_keys[] = {
+    {"cert", SBX_CONFIG_PATH, .offset = offsetof(struct sbx_config, tls_cert),
+     .doc = "the server's certificate chain (PEM), for `tls+tcp://` listeners"},
+    {"key", SBX_CONFIG_PATH, .offset = offsetof(struct sbx_config, tls_key),
+     .doc = "its private key (PEM)"},
+    {"client_ca", SBX_CONFIG_PATH, .offset = offsetof(struct sbx_config, tls_client_ca),
+     .doc = "the CA that client certificates must chain to"},
+};
 
-static int parse_tls(struct sbx_config *cfg, json_t *v, struct sbx_err *err)
-{
-	json_t *f;
-
-	if (!json_is_object(v))
-		return sbx_fail(err, "tls: must be an object");
-	if (sbx_json_check_keys(v, "tls", tls_keys, err) < 0)
-		return -1;
-	if ((f = json_object_get(v, "cert")) &&
-	    dup_path(f, "tls.cert", ANY_PATH, &cfg->tls_cert, err) < 0)
-		return -1;
-	if ((f = json_object_get(v, "key")) &&
-	    dup_path(f, "tls.key", ANY_PATH, &cfg->tls_key, err) < 0)
-		return -1;
-	if ((f = json_object_get(v, "client_ca")) &&
-	    dup_path(f, "tls.client_ca", ANY_PATH, &cfg->tls_client_ca, err) < 0)
-		return -1;
-	return 0;
-}
+const struct sbx_config_section sbx_config_tls_section = {
+    "tls",
+    "The files of `tls+tcp://` listeners, which need all three "
+    "([TLS and identities](../operator/tls-and-identities.md)).",
+    tls_keys,
+    SBX_CONFIG_N(tls_keys),
+};
 
 /* ---- tokens: a name and the sha256 of the secret, never the secret ---- */
 
-static const char *const token_keys[] = {"name", "sha256", NULL};
+static const struct sbx_config_key token_keys[] = {
+    {"name", SBX_CONFIG_OTHER, .type_doc = "string", .range_doc = "1..63 of `A-Z a-z 0-9 . _ -`",
+     .def_doc = "required", .doc = "the identity the token grants, `token:<name>`; unique"},
+    {"sha256", SBX_CONFIG_OTHER, .type_doc = "string", .range_doc = "64 lowercase hex",
+     .def_doc = "required",
+     .doc = "sha256 of the token's bytes (`sha256sum`); the token itself is never stored"},
+};
+
+_Static_assert(sizeof(((struct sbx_token *)0)->name) == 64, "tokens[].name's range_doc says 63");
+
+/* parse_token reads the rows itself (a missing key is an error, names and
+ * hashes must be unique); the table checks the keys and documents them. */
+const struct sbx_config_section sbx_config_token_section = {
+    "tokens[]",
+    "Each entry of `tokens`: a bearer token callers may present on "
+    "`tls+tcp://` and `tcp://` listeners.",
+    token_keys,
+    SBX_CONFIG_N(token_keys),
+};
 
 static bool is_token_name(const char *s)
 {
@@ -222,9 +190,7 @@ static int parse_token(struct sbx_config *cfg, json_t *v, size_t i, struct sbx_e
 	json_t *f;
 
 	snprintf(where, sizeof(where), "tokens[%zu]", i);
-	if (!json_is_object(v))
-		return sbx_fail(err, "%s: must be an object", where);
-	if (sbx_json_check_keys(v, where, token_keys, err) < 0)
+	if (sbx_config_check_section(&sbx_config_token_section, v, where, err) < 0)
 		return -1;
 
 	snprintf(where, sizeof(where), "tokens[%zu].name", i);
@@ -253,8 +219,10 @@ static int parse_token(struct sbx_config *cfg, json_t *v, size_t i, struct sbx_e
 	return 0;
 }
 
-static int parse_tokens(struct sbx_config *cfg, json_t *v, struct sbx_err *err)
+static int parse_tokens(struct sbx_config *cfg, void *field, json_t *v, const char *key,
+			struct sbx_err *err)
 {
+	(void)field, (void)key;
 	if (!json_is_array(v))
 		return sbx_fail(err, "tokens: must be an array");
 	if (json_array_size(v) > SBX_CONFIG_MAX_TOKENS)
@@ -267,9 +235,12 @@ static int parse_tokens(struct sbx_config *cfg, json_t *v, struct sbx_err *err)
 
 /* ---- input_dirs ---- */
 
-static int parse_input_dirs(struct sbx_config *cfg, json_t *v, struct sbx_err *err)
+static int parse_input_dirs(struct sbx_config *cfg, void *field, json_t *v, const char *key,
+			    struct sbx_err *err)
 {
 	char where[WHERE_MAX];
+
+	(void)field, (void)key;
 
 	if (!json_is_array(v))
 		return sbx_fail(err, "input_dirs: must be an array");
@@ -277,7 +248,8 @@ static int parse_input_dirs(struct sbx_config *cfg, json_t *v, struct sbx_err *e
 		return sbx_fail(err, "input_dirs: at most %d entries", SBX_CONFIG_MAX_INPUT_DIRS);
 	for (size_t i = 0; i < json_array_size(v); i++) {
 		snprintf(where, sizeof(where), "input_dirs[%zu]", i);
-		if (dup_path(json_array_get(v, i), where, ABS_PATH, &cfg->input_dirs[i], err) < 0)
+		if (dup_path(json_array_get(v, i), where, SBX_CONFIG_ABS_PATH, &cfg->input_dirs[i],
+			     err) < 0)
 			return -1;
 		cfg->n_input_dirs = i + 1;
 	}
@@ -286,224 +258,194 @@ static int parse_input_dirs(struct sbx_config *cfg, json_t *v, struct sbx_err *e
 
 /* ---- numbers ---- */
 
-static int parse_u32(json_t *root, const char *key, json_int_t min, json_int_t max, uint32_t *out,
-		     struct sbx_err *err)
+/* JSON has no octal: 0660 is written 432. The message says both. */
+static int parse_ipc_mode(struct sbx_config *cfg, void *field, json_t *v, const char *where,
+			  struct sbx_err *err)
 {
-	json_t *v = json_object_get(root, key);
-	json_int_t n = 0;
-
-	if (!v)
-		return 0;
-	if (sbx_json_int(v, key, min, max, &n, err) < 0)
-		return -1;
-	*out = (uint32_t)n;
+	(void)cfg, (void)where;
+	if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 0777)
+		return sbx_fail(err, "ipc_mode: must be an integer 0..511 (octal 0..0777; "
+				     "0660 is 432)");
+	*(uint32_t *)field = (uint32_t)json_integer_value(v);
 	return 0;
 }
 
-static int parse_numbers(struct sbx_config *cfg, json_t *root, struct sbx_err *err)
+/* An unwritten per-identity cap follows a smaller host-wide one instead of
+ * failing on a number the operator never wrote. */
+static int follow_runs_max(struct sbx_config *cfg, void *base, json_t *root, struct sbx_err *err)
 {
-	json_t *v;
-	json_int_t n = 0;
-
-	if (parse_u32(root, "runs_max", 1, RUNS_MAX_MAX, &cfg->runs_max, err) < 0 ||
-	    parse_u32(root, "runs_max_per_identity", 1, RUNS_MAX_MAX, &cfg->runs_max_per_identity,
-		      err) < 0 ||
-	    parse_u32(root, "workers", 1, WORKERS_MAX, &cfg->workers, err) < 0 ||
-	    parse_u32(root, "idle_seconds_default", 1, SBX_RUN_SECONDS_MAX,
-		      &cfg->idle_seconds_default, err) < 0 ||
-	    parse_u32(root, "expired_keep_seconds", 0, SBX_RUN_SECONDS_MAX,
-		      &cfg->expired_keep_seconds, err) < 0)
-		return -1;
-	/* JSON has no octal: 0660 is written 432. The message says both. */
-	if ((v = json_object_get(root, "ipc_mode"))) {
-		if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-		    json_integer_value(v) > 0777)
-			return sbx_fail(err, "ipc_mode: must be an integer 0..511 (octal 0..0777; "
-					     "0660 is 432)");
-		cfg->ipc_mode = (uint32_t)json_integer_value(v);
-	}
-	if ((v = json_object_get(root, "max_message_bytes"))) {
-		if (sbx_json_int(v, "max_message_bytes", MESSAGE_BYTES_MIN, MESSAGE_BYTES_MAX, &n,
-				 err) < 0)
-			return -1;
-		cfg->max_message_bytes = (uint64_t)n;
-	}
-	/* An unwritten per-identity cap follows a smaller host-wide one
-	 * instead of failing on a number the operator never wrote. */
+	(void)base;
 	return config_follow(root, "runs_max_per_identity", "runs_max_per_identity",
 			     &cfg->runs_max_per_identity, cfg->runs_max, "runs_max", err);
 }
 
+/* The ceilings against the host (config_limits.c), then, as
+ * runs_max_per_identity follows runs_max, an unwritten default lease
+ * follows a lower ceiling. */
+static int check_limits(struct sbx_config *cfg, void *base, json_t *root, struct sbx_err *err)
+{
+	if (sbx_config_limits_check(cfg, base, root, err) < 0)
+		return -1;
+	return config_follow(root, "idle_seconds_default", "idle_seconds_default",
+			     &cfg->idle_seconds_default, cfg->limits_max.idle_seconds,
+			     "limits_max.idle_seconds", err);
+}
+
 /* ---- connections ---- */
 
-static const char *const connection_keys[] = {"per_listener",
-					      "per_peer",
-					      "new_per_peer_per_second",
-					      "idle_seconds",
-					      "message_seconds",
-					      "first_request_seconds",
-					      "pending_bytes_per_peer_mb",
-					      "pending_bytes_mb",
-					      NULL};
-
-static int parse_connections(struct sbx_config *cfg, json_t *v, struct sbx_err *err)
+/* Written or not: an unwritten one shrinks to fit RLIMIT_NOFILE. */
+static int note_per_listener(struct sbx_config *cfg, void *base, json_t *obj, struct sbx_err *err)
 {
-	struct sbx_config_connections *c = &cfg->connections;
-	struct {
-		const char *key;
-		json_int_t max;
-		uint32_t *out;
-	} fields[] = {
-	    {"per_listener", CONN_MAX, &c->per_listener},
-	    {"per_peer", CONN_MAX, &c->per_peer},
-	    {"new_per_peer_per_second", 1000000, &c->new_per_peer_per_second},
-	    {"idle_seconds", 86400, &c->idle_seconds},
-	    {"message_seconds", 3600, &c->message_seconds},
-	    {"first_request_seconds", 3600, &c->first_request_seconds},
-	    {"pending_bytes_per_peer_mb", 1 << 20, &c->pending_bytes_per_peer_mb},
-	    {"pending_bytes_mb", 1 << 20, &c->pending_bytes_mb},
-	};
-	char where[WHERE_MAX];
-	json_int_t n = 0;
-	json_t *f;
+	(void)cfg, (void)err;
+	((struct sbx_config_connections *)base)->per_listener_given =
+	    json_object_get(obj, "per_listener") != NULL;
+	return 0;
+}
 
-	if (!json_is_object(v))
-		return sbx_fail(err, "connections: must be an object");
-	if (sbx_json_check_keys(v, "connections", connection_keys, err) < 0)
-		return -1;
-	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
-		if (!(f = json_object_get(v, fields[i].key)))
-			continue;
-		snprintf(where, sizeof(where), "connections.%s", fields[i].key);
-		if (sbx_json_int(f, where, 1, fields[i].max, &n, err) < 0)
-			return -1;
-		*fields[i].out = (uint32_t)n;
-	}
-	c->per_listener_given = json_object_get(v, "per_listener") != NULL;
-	/* As runs_max_per_identity follows runs_max. */
-	return config_follow(v, "per_peer", "connections.per_peer", &c->per_peer, c->per_listener,
+/* As runs_max_per_identity follows runs_max. */
+static int follow_per_listener(struct sbx_config *cfg, void *base, json_t *obj, struct sbx_err *err)
+{
+	struct sbx_config_connections *c = base;
+
+	(void)cfg;
+	return config_follow(obj, "per_peer", "connections.per_peer", &c->per_peer, c->per_listener,
 			     "connections.per_listener", err);
 }
 
+#define CONN(field) .offset = offsetof(struct sbx_config_connections, field)
+static const struct sbx_config_key connection_keys[] = {
+    {"per_listener", SBX_CONFIG_U32, 1, CONN_MAX, 1024, CONN(per_listener),
+     .check = note_per_listener, .def_note = "less when unwritten and RLIMIT_NOFILE is short",
+     .doc = "open connections on one listener, pending ones included"},
+    {"per_peer", SBX_CONFIG_U32, 1, CONN_MAX, 64, CONN(per_peer), .check = follow_per_listener,
+     .doc = "open connections of one peer across listeners (a uid on ipc, an address on "
+	    "tcp); at most `per_listener`"},
+    {"new_per_peer_per_second", SBX_CONFIG_U32, 1, 1000000, 50, CONN(new_per_peer_per_second),
+     .doc = "new connections a peer may open a second, as many in a burst"},
+    {"idle_seconds", SBX_CONFIG_U32, 1, 86400, 300, CONN(idle_seconds),
+     .doc = "a connection with no request in hand is closed after this"},
+    {"message_seconds", SBX_CONFIG_U32, 1, 3600, 30, CONN(message_seconds),
+     .doc = "a request arriving on ipc or tcp must be whole within this"},
+    {"first_request_seconds", SBX_CONFIG_U32, 1, 3600, 10, CONN(first_request_seconds),
+     .doc = "ipc, tcp: from accept to a whole first request"},
+    {"pending_bytes_per_peer_mb", SBX_CONFIG_U32, 1, 1 << 20, 16, CONN(pending_bytes_per_peer_mb),
+     .doc = "announced, incomplete messages of one peer"},
+    {"pending_bytes_mb", SBX_CONFIG_U32, 1, 1 << 20, 256, CONN(pending_bytes_mb),
+     .doc = "announced, incomplete messages of every peer together"},
+};
+#undef CONN
+
+const struct sbx_config_section sbx_config_connections_section = {
+    "connections",
+    "Bounds on connections (server/rpc/conn_guard.c); [connections](../operator/connections.md) "
+    "says what each costs.",
+    connection_keys,
+    SBX_CONFIG_N(connection_keys),
+};
+
 /* "subordinate" or "shared" (helper/host_ids.h); whether runs_max runs fit
  * in the subordinate range is checked at start (config_limits.c). */
-static int parse_host_uids(struct sbx_config *cfg, json_t *v, struct sbx_err *err)
+static int parse_host_uids(struct sbx_config *cfg, void *field, json_t *v, const char *where,
+			   struct sbx_err *err)
 {
 	const char *s = json_string_value(v);
+
+	(void)cfg, (void)where;
 	if (!s || (strcmp(s, "subordinate") && strcmp(s, "shared")))
 		return sbx_fail(err,
 				"config: host_uids: must be \"subordinate\" (a host uid of "
 				"its own for each run) or \"shared\" (sbxd's own uid; weaker)");
-	cfg->host_uids_shared = !strcmp(s, "shared");
+	*(bool *)field = !strcmp(s, "shared");
 	return 0;
 }
 
 /* ---- the document ---- */
 
-static const char *const top_keys[] = {"listen",
-				       "state_dir",
-				       "helper",
-				       "cgroup_root",
-				       "rlimit_fallback",
-				       "host_uids",
-				       "log",
-				       "tls",
-				       "tokens",
-				       "input_dirs",
-				       "insecure",
-				       "runs_max",
-				       "runs_max_per_identity",
-				       "workers",
-				       "ipc_mode",
-				       "max_message_bytes",
-				       "limits_max",
-				       "quotas",
-				       "log_group",
-				       "connections",
-				       "egress",
-				       "images",
-				       "idle_seconds_default",
-				       "expired_keep_seconds",
-				       NULL};
+#define ROOT(field) .offset = offsetof(struct sbx_config, field)
+/* In the order they are read: a row's check may use the rows above it. */
+static const struct sbx_config_key root_keys[] = {
+    {"listen", SBX_CONFIG_OTHER, .parse = parse_listen, .type_doc = "array of 1..8 strings",
+     .range_doc = "`ipc://PATH`, `tls+tcp://HOST:PORT`, `tcp://HOST:PORT`",
+     .def_doc = "`[\"" DEFAULT_LISTEN "\"]`",
+     .doc = "where sbxd listens; `tls+tcp://` needs `tls`, `tcp://` needs `insecure`"},
+    {"state_dir", SBX_CONFIG_ABS_PATH, ROOT(state_dir), .def_str = "/var/lib/sbx",
+     .doc = "per-run directories (inputs, output spill) and the image store's default home"},
+    {"helper", SBX_CONFIG_ABS_PATH, ROOT(helper),
+     .def_doc = "next to sbxd, then `../helper/sbx-helper`, then PATH",
+     .doc = "the sbx-helper sbxd runs sandboxes with"},
+    {"cgroup_root", SBX_CONFIG_SUB_PATH, ROOT(cgroup_root), .def_doc = "sbx-helper's",
+     .doc = "passed to sbx-helper `--cgroup-root`, under /sys/fs/cgroup"},
+    {"rlimit_fallback", SBX_CONFIG_BOOL, ROOT(rlimit_fallback),
+     .doc = "passed as `--allow-rlimit-fallback`: rlimits where no cgroup can be had"},
+    {"host_uids", SBX_CONFIG_BOOL, ROOT(host_uids_shared), .parse = parse_host_uids,
+     .type_doc = "string", .range_doc = "`\"subordinate\"`, `\"shared\"`",
+     .def_doc = "`\"subordinate\"`",
+     .doc = "a host uid of /etc/subuid's for each run, or sbxd's own uid for all (weaker)"},
+    {"log", SBX_CONFIG_PATH, ROOT(log_path), .def_doc = "stderr",
+     .doc = "the audit log, JSON lines"},
+    {"log_group", SBX_CONFIG_PATH, ROOT(log_group), .def_doc = "none: sbxd alone (0600)",
+     .doc = "a group that may read the audit log (0640)"},
+    {"tls", SBX_CONFIG_OBJECT, .section = &sbx_config_tls_section,
+     .doc = "the certificate, key and client CA of `tls+tcp://` listeners"},
+    {"tokens", SBX_CONFIG_OTHER, .parse = parse_tokens, .section = &sbx_config_token_section,
+     .type_doc = "array of at most 256 objects", .def_doc = "none",
+     .doc = "bearer tokens, each an identity"},
+    {"input_dirs", SBX_CONFIG_OTHER, .parse = parse_input_dirs,
+     .type_doc = "array of absolute paths", .range_doc = "at most 32", .def_doc = "none",
+     .doc = "a same-host CreateRun.input_dir must be under one of these"},
+    {"insecure", SBX_CONFIG_BOOL, ROOT(insecure),
+     .doc = "allows plain `tcp://` listeners (with a warning)"},
+    {"runs_max", SBX_CONFIG_U32, 1, RUNS_MAX_MAX, 64, ROOT(runs_max),
+     .doc = "runs at once, host-wide"},
+    {"runs_max_per_identity", SBX_CONFIG_U32, 1, RUNS_MAX_MAX, 16, ROOT(runs_max_per_identity),
+     .check = follow_runs_max,
+     .doc = "runs at once of one identity (stopped ones do not count); at most `runs_max`"},
+    {"workers", SBX_CONFIG_U32, 1, WORKERS_MAX, 16, ROOT(workers), .doc = "worker threads"},
+    {"idle_seconds_default", SBX_CONFIG_U32, 1, SBX_RUN_SECONDS_MAX, SBX_IDLE_SECONDS_DEFAULT,
+     ROOT(idle_seconds_default),
+     .doc = "a run's lease when its policy says 0 or nothing; at most "
+	    "`limits_max.idle_seconds`"},
+    {"expired_keep_seconds", SBX_CONFIG_U32, 0, SBX_RUN_SECONDS_MAX,
+     SBX_EXPIRED_KEEP_SECONDS_DEFAULT, ROOT(expired_keep_seconds),
+     .doc = "an expired or failed run keeps its artifacts this long, then sbxd tears it down"},
+    {"ipc_mode", SBX_CONFIG_U32, 0, 0777, 0660, ROOT(ipc_mode), .parse = parse_ipc_mode,
+     .range_doc = "0..511 (octal 0..0777)", .def_doc = "432 (octal 0660)",
+     .doc = "the mode of `ipc://` socket files; JSON has no octal"},
+    {"max_message_bytes", SBX_CONFIG_U64, MESSAGE_BYTES_MIN, MESSAGE_BYTES_MAX,
+     4 * 1024 * 1024 + 64 * 1024, ROOT(max_message_bytes),
+     .doc = "the largest request a listener takes (4 MiB + 64 KiB: a 1 MiB chunk fits)"},
+    {"limits_max", SBX_CONFIG_OBJECT, ROOT(limits_max), .section = &sbx_config_limits_section,
+     .check = check_limits, .doc = "ceilings on what a CreateRun's policy may ask"},
+    {"quotas", SBX_CONFIG_OBJECT, ROOT(quotas), .section = &sbx_config_quotas_section,
+     .doc = "what uploads, kept output and the audit log may take"},
+    {"connections", SBX_CONFIG_OBJECT, ROOT(connections),
+     .section = &sbx_config_connections_section, .doc = "bounds on connections"},
+    {"egress", SBX_CONFIG_OBJECT, ROOT(egress), .section = &sbx_config_egress_section,
+     .doc = "the egress proxy"},
+    {"images", SBX_CONFIG_OBJECT, ROOT(images), .section = &sbx_config_images_section,
+     .doc = "the image store"},
+};
+#undef ROOT
+
+const struct sbx_config_section sbx_config_root_section = {
+    "",
+    "The file is one JSON object; every key is optional.",
+    root_keys,
+    SBX_CONFIG_N(root_keys),
+};
 
 static int set_defaults(struct sbx_config *cfg, struct sbx_err *err)
 {
 	memset(cfg, 0, sizeof(*cfg));
-	cfg->runs_max = DEFAULT_RUNS_MAX;
-	cfg->runs_max_per_identity = DEFAULT_RUNS_MAX_PER_IDENTITY;
-	cfg->workers = DEFAULT_WORKERS;
-	cfg->idle_seconds_default = SBX_IDLE_SECONDS_DEFAULT;
-	cfg->expired_keep_seconds = SBX_EXPIRED_KEEP_SECONDS_DEFAULT;
-	cfg->ipc_mode = DEFAULT_IPC_MODE;
-	cfg->max_message_bytes = DEFAULT_MAX_MESSAGE_BYTES;
-	sbx_config_limits_defaults(cfg);
-	cfg->connections = (struct sbx_config_connections){
-	    .per_listener = DEFAULT_CONN_PER_LISTENER,
-	    .per_peer = DEFAULT_CONN_PER_PEER,
-	    .new_per_peer_per_second = DEFAULT_CONN_NEW_PER_SECOND,
-	    .idle_seconds = DEFAULT_CONN_IDLE_SECONDS,
-	    .message_seconds = DEFAULT_CONN_MESSAGE_SECONDS,
-	    .first_request_seconds = DEFAULT_CONN_FIRST_SECONDS,
-	    .pending_bytes_per_peer_mb = DEFAULT_CONN_PENDING_PEER_MB,
-	    .pending_bytes_mb = DEFAULT_CONN_PENDING_MB,
-	};
-	cfg->state_dir = strdup(DEFAULT_STATE_DIR);
-	if (!cfg->state_dir)
-		return oom(err);
-	return sbx_config_egress_defaults(&cfg->egress, err);
+	return sbx_config_section_defaults(&sbx_config_root_section, cfg, err);
 }
 
 static int parse_root(struct sbx_config *cfg, json_t *root, struct sbx_err *err)
 {
-	json_t *v;
-
 	if (!json_is_object(root))
 		return sbx_fail(err, "config: must be a JSON object");
-	if (sbx_json_check_keys(root, "", top_keys, err) < 0)
-		return -1;
-	if ((v = json_object_get(root, "listen")) && parse_listen(cfg, v, err) < 0)
-		return -1;
-	if ((v = json_object_get(root, "state_dir")) &&
-	    dup_path(v, "state_dir", ABS_PATH, &cfg->state_dir, err) < 0)
-		return -1;
-	if ((v = json_object_get(root, "helper")) &&
-	    dup_path(v, "helper", ABS_PATH, &cfg->helper, err) < 0)
-		return -1;
-	if ((v = json_object_get(root, "cgroup_root")) &&
-	    dup_path(v, "cgroup_root", NO_DOTDOT, &cfg->cgroup_root, err) < 0)
-		return -1;
-	if ((v = json_object_get(root, "rlimit_fallback")) &&
-	    sbx_json_bool(v, "rlimit_fallback", &cfg->rlimit_fallback, err) < 0)
-		return -1;
-	if ((v = json_object_get(root, "host_uids")) && parse_host_uids(cfg, v, err) < 0)
-		return -1;
-	if ((v = json_object_get(root, "log")) &&
-	    dup_path(v, "log", ANY_PATH, &cfg->log_path, err) < 0)
-		return -1;
-	if ((v = json_object_get(root, "log_group")) &&
-	    dup_path(v, "log_group", ANY_PATH, &cfg->log_group, err) < 0)
-		return -1;
-	if ((v = json_object_get(root, "tls")) && parse_tls(cfg, v, err) < 0)
-		return -1;
-	if ((v = json_object_get(root, "tokens")) && parse_tokens(cfg, v, err) < 0)
-		return -1;
-	if ((v = json_object_get(root, "input_dirs")) && parse_input_dirs(cfg, v, err) < 0)
-		return -1;
-	if ((v = json_object_get(root, "insecure")) &&
-	    sbx_json_bool(v, "insecure", &cfg->insecure, err) < 0)
-		return -1;
-	if (parse_numbers(cfg, root, err) < 0 || sbx_config_parse_limits(cfg, root, err) < 0)
-		return -1;
-	/* As runs_max_per_identity follows runs_max: an unwritten default
-	 * follows a lower ceiling. */
-	if (config_follow(root, "idle_seconds_default", "idle_seconds_default",
-			  &cfg->idle_seconds_default, cfg->limits_max.idle_seconds,
-			  "limits_max.idle_seconds", err) < 0)
-		return -1;
-	if ((v = json_object_get(root, "connections")) && parse_connections(cfg, v, err) < 0)
-		return -1;
-	if (sbx_config_parse_egress(cfg, root, err) < 0 ||
-	    sbx_config_parse_images(cfg, root, err) < 0)
+	if (sbx_config_check_section(&sbx_config_root_section, root, "", err) < 0 ||
+	    sbx_config_parse_keys(&sbx_config_root_section, cfg, cfg, root, "", err) < 0)
 		return -1;
 	/* Across keys, now that all of them are known. */
 	for (size_t i = 0; i < cfg->n_listen; i++) {
@@ -640,16 +582,17 @@ int sbx_config_apply_flags(struct sbx_config *cfg, const struct sbx_config_flags
 	if (f->n_listen && apply_listen_flags(cfg, f, err) < 0)
 		return -1;
 	if (f->state_dir &&
-	    set_path(f->state_dir, flag_where(where, sizeof(where), "--state-dir", f->state_dir),
-		     ABS_PATH, &cfg->state_dir, err) < 0)
+	    sbx_config_set_path(f->state_dir,
+				flag_where(where, sizeof(where), "--state-dir", f->state_dir),
+				SBX_CONFIG_ABS_PATH, &cfg->state_dir, err) < 0)
 		return -1;
 	if (f->cgroup_root &&
-	    set_path(f->cgroup_root,
-		     flag_where(where, sizeof(where), "--cgroup-root", f->cgroup_root), NO_DOTDOT,
-		     &cfg->cgroup_root, err) < 0)
+	    sbx_config_set_path(f->cgroup_root,
+				flag_where(where, sizeof(where), "--cgroup-root", f->cgroup_root),
+				SBX_CONFIG_SUB_PATH, &cfg->cgroup_root, err) < 0)
 		return -1;
-	if (f->log && set_path(f->log, flag_where(where, sizeof(where), "--log", f->log), ANY_PATH,
-			       &cfg->log_path, err) < 0)
+	if (f->log && sbx_config_set_path(f->log, flag_where(where, sizeof(where), "--log", f->log),
+					  SBX_CONFIG_PATH, &cfg->log_path, err) < 0)
 		return -1;
 	return 0;
 }

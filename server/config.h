@@ -185,21 +185,16 @@ int sbx_config_fit_files(struct sbx_config *cfg, uint64_t file_max, uint64_t max
 int sbx_config_check_files(struct sbx_config *cfg, bool files_written, bool pids_written,
 			   struct sbx_err *err);
 
-/* config_limits.c: the defaults of limits_max and quotas, and their keys
- * read from the document's root. */
+/* config_limits.c: the defaults of limits_max and quotas (their tables'
+ * rows, config_keys.h). */
 void sbx_config_limits_defaults(struct sbx_config *cfg);
-int sbx_config_parse_limits(struct sbx_config *cfg, void *root /* json_t */, struct sbx_err *err);
 
-/* config_egress.c: the "egress" section's defaults, the section read from
- * the document's root, and what it holds freed. */
-int sbx_config_egress_defaults(struct sbx_config_egress *eg, struct sbx_err *err);
-int sbx_config_parse_egress(struct sbx_config *cfg, void *root /* json_t */, struct sbx_err *err);
+/* config_egress.c: what the "egress" section holds freed. */
 void sbx_config_egress_free(struct sbx_config_egress *eg);
 
-/* config_images.c: the "images" section read from the document's root,
- * the store's directory (images.dir, else <state_dir>/images; malloc'd,
- * NULL without memory), and what the section holds freed. */
-int sbx_config_parse_images(struct sbx_config *cfg, void *root /* json_t */, struct sbx_err *err);
+/* config_images.c: the store's directory (images.dir, else
+ * <state_dir>/images; malloc'd, NULL without memory), and what the
+ * section holds freed. */
 char *sbx_config_images_dir(const struct sbx_config *cfg);
 void sbx_config_images_free(struct sbx_config_images *im);
 

@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "config.h"
+#include "config_keys.h"
 #include "config_rules.h"
 #include "hostname.h"
 #include "path.h"
@@ -21,19 +22,8 @@
 #include "strict_json.h"
 #include "text.h"
 
-#define DEFAULT_HOSTS_FILE		   "/etc/hosts"
-#define DEFAULT_RESOLV_CONF		   "/etc/resolv.conf"
-#define DEFAULT_HEAD_SECONDS		   10
-#define DEFAULT_LOOKUP_SECONDS		   5
-#define DEFAULT_CONNECT_SECONDS		   10
-#define DEFAULT_IDLE_SECONDS		   300
-#define DEFAULT_CONNECTIONS_PER_RUN	   256
-#define DEFAULT_CONNECTIONS_MAX		   4096
-#define DEFAULT_RECORDS_PER_RUN		   256
-#define DEFAULT_ACCEPTS_PER_RUN_PER_S	   50
-#define DEFAULT_ACCEPTS_PER_IDENTITY_PER_S 100
-#define PATH_LEN_MAX			   4095
-#define CONNECTIONS_MAX			   (1 << 20)
+#define PATH_LEN_MAX	4095
+#define CONNECTIONS_MAX (1 << 20)
 /* Every kept record goes out in each Status: 4096 of them (a host name of
  * up to 253 bytes each) stay well inside a default 4 MiB message. */
 #define RECORDS_PER_RUN_MAX 4096
@@ -47,24 +37,6 @@ static int oom(struct sbx_err *err)
 	return sbx_fail_errnum(err, ENOMEM, "config");
 }
 
-int sbx_config_egress_defaults(struct sbx_config_egress *eg, struct sbx_err *err)
-{
-	*eg = (struct sbx_config_egress){
-	    .head_seconds = DEFAULT_HEAD_SECONDS,
-	    .lookup_seconds = DEFAULT_LOOKUP_SECONDS,
-	    .connect_seconds = DEFAULT_CONNECT_SECONDS,
-	    .idle_seconds = DEFAULT_IDLE_SECONDS,
-	    .connections_per_run = DEFAULT_CONNECTIONS_PER_RUN,
-	    .connections_max = DEFAULT_CONNECTIONS_MAX,
-	    .records_per_run = DEFAULT_RECORDS_PER_RUN,
-	    .accepts_per_run_per_second = DEFAULT_ACCEPTS_PER_RUN_PER_S,
-	    .accepts_per_identity_per_second = DEFAULT_ACCEPTS_PER_IDENTITY_PER_S,
-	};
-	eg->hosts_file = strdup(DEFAULT_HOSTS_FILE);
-	eg->resolv_conf = strdup(DEFAULT_RESOLV_CONF);
-	return eg->hosts_file && eg->resolv_conf ? 0 : oom(err);
-}
-
 void sbx_config_egress_free(struct sbx_config_egress *eg)
 {
 	free(eg->hosts_file);
@@ -76,10 +48,14 @@ void sbx_config_egress_free(struct sbx_config_egress *eg)
 
 /* An absolute path, or "" for none (no hosts file: every name goes to the
  * nameservers; no resolv.conf: no nameserver, only the hosts file). */
-static int set_file(json_t *v, const char *where, char **out, struct sbx_err *err)
+static int set_file(struct sbx_config *cfg, void *field, json_t *v, const char *where,
+		    struct sbx_err *err)
 {
+	char **out = field;
 	const char *s, *problem;
 	char *copy;
+
+	(void)cfg;
 
 	if (sbx_json_string(v, where, &s, NULL, err) < 0)
 		return -1;
@@ -94,14 +70,27 @@ static int set_file(json_t *v, const char *where, char **out, struct sbx_err *er
 	return 0;
 }
 
-/* Every number of this section is a uint32_t (config_rules.h). */
-#define get_u32(obj, where, key, min, max, out, err)                                               \
-	config_get_int(obj, where, key, min, max, out, sizeof(uint32_t), err)
-
 /* ---- destinations: "host:port" -> {limits}; 0 turns a limit off ---- */
 
-static const char *const destination_keys[] = {"bytes_per_second", "connections_per_minute",
-					       "max_concurrent", NULL};
+#define DEST(field) .offset = offsetof(struct sbx_egress_destination, field)
+static const struct sbx_config_key destination_keys[] = {
+    {"connections_per_minute", SBX_CONFIG_U32, 0, SBX_EGRESS_CONNECTIONS_PER_MINUTE_MAX, 0,
+     DEST(connections_per_minute), .doc = "new connections a minute, every run together"},
+    {"max_concurrent", SBX_CONFIG_U32, 0, CONNECTIONS_MAX, 0, DEST(max_concurrent),
+     .doc = "connections open at once, every run together"},
+    {"bytes_per_second", SBX_CONFIG_U64, 0, SBX_EGRESS_BYTES_PER_SECOND_MAX, 0,
+     DEST(bytes_per_second), .doc = "both directions together, every run together"},
+};
+#undef DEST
+
+const struct sbx_config_section sbx_config_destination_section = {
+    "egress.destinations[\"host:port\"]",
+    "`egress.destinations` maps \"host:port\" (normalized as a policy's allowlist "
+    "entry, a wildcard `*.suffix` allowed; at most 256) to host-wide limits on that "
+    "destination, across every run; 0 turns a limit off.",
+    destination_keys,
+    SBX_CONFIG_N(destination_keys),
+};
 
 /* "host:port" as an allowlist entry is written (a wildcard allowed); the
  * key's len bytes, since a JSON key may hold a NUL. */
@@ -132,35 +121,21 @@ static int parse_destination(struct sbx_config_egress *eg, const char *key, size
 {
 	struct sbx_egress_destination *d = &eg->destinations[eg->n_destinations];
 	char quoted[SBX_ESCAPE_SIZE(KEY_QUOTE_MAX)], cut[KEY_QUOTE_MAX + 1], where[WHERE_MAX];
-	json_t *f;
-	json_int_t n = 0;
 
 	/* The key is the operator's, but it is quoted in a message that
 	 * reaches a terminal: escaped, and cut short. */
 	snprintf(cut, sizeof(cut), "%s", key);
 	sbx_escape(quoted, sizeof(quoted), cut);
 	snprintf(where, sizeof(where), "egress.destinations[\"%s\"]", quoted);
-	if (!json_is_object(v))
-		return sbx_fail(err, "%s: must be an object", where);
-	if (sbx_json_check_keys(v, where, destination_keys, err) < 0)
+	if (sbx_config_check_section(&sbx_config_destination_section, v, where, err) < 0)
 		return -1;
 	/* The slot is counted before it is filled, so that a failure below
 	 * leaves nothing that sbx_config_egress_free would not free. */
 	eg->n_destinations++;
 	if (parse_destination_key(d, key, len, where, err) < 0)
 		return -1;
-	if (get_u32(v, where, "connections_per_minute", 0, SBX_EGRESS_CONNECTIONS_PER_MINUTE_MAX,
-		    &d->connections_per_minute, err) < 0 ||
-	    get_u32(v, where, "max_concurrent", 0, CONNECTIONS_MAX, &d->max_concurrent, err) < 0)
+	if (sbx_config_parse_keys(&sbx_config_destination_section, NULL, d, v, where, err) < 0)
 		return -1;
-	if ((f = json_object_get(v, "bytes_per_second"))) {
-		char at[WHERE_MAX + 32];
-
-		snprintf(at, sizeof(at), "%s.bytes_per_second", where);
-		if (sbx_json_int(f, at, 0, SBX_EGRESS_BYTES_PER_SECOND_MAX, &n, err) < 0)
-			return -1;
-		d->bytes_per_second = (uint64_t)n;
-	}
 	/* Two spellings of one destination ("A.example:443" and
 	 * "a.example.:443") would give it two host-wide budgets. */
 	for (size_t j = 0; j + 1 < eg->n_destinations; j++)
@@ -181,12 +156,15 @@ static int cmp_destination(const void *a, const void *b)
 	return (x->port > y->port) - (x->port < y->port);
 }
 
-static int parse_destinations(struct sbx_config_egress *eg, json_t *v, struct sbx_err *err)
+static int parse_destinations(struct sbx_config *cfg, void *field, json_t *v, const char *where,
+			      struct sbx_err *err)
 {
+	struct sbx_config_egress *eg = &cfg->egress;
 	const char *key;
 	size_t len;
 	json_t *d;
 
+	(void)field, (void)where;
 	if (!json_is_object(v))
 		return sbx_fail(err, "egress.destinations: must be an object");
 	if (json_object_size(v) > SBX_CONFIG_MAX_EGRESS_DESTINATIONS)
@@ -205,63 +183,55 @@ static int parse_destinations(struct sbx_config_egress *eg, json_t *v, struct sb
 
 /* ---- the section ---- */
 
-static const char *const egress_keys[] = {"hosts_file",
-					  "resolv_conf",
-					  "head_seconds",
-					  "lookup_seconds",
-					  "connect_seconds",
-					  "idle_seconds",
-					  "connections_per_run",
-					  "connections_max",
-					  "records_per_run",
-					  "accepts_per_run_per_second",
-					  "accepts_per_identity_per_second",
-					  "destinations",
-					  NULL};
-
-static int parse_egress(struct sbx_config_egress *eg, json_t *v, struct sbx_err *err)
+/* As runs_max_per_identity follows runs_max: an unwritten per-run bound
+ * follows a smaller host-wide one. */
+static int follow_connections_max(struct sbx_config *cfg, void *base, json_t *obj,
+				  struct sbx_err *err)
 {
-	const char *w = "egress";
-	json_t *f;
+	struct sbx_config_egress *eg = base;
 
-	if (!json_is_object(v))
-		return sbx_fail(err, "egress: must be an object");
-	if (sbx_json_check_keys(v, w, egress_keys, err) < 0)
-		return -1;
-	if ((f = json_object_get(v, "hosts_file")) &&
-	    set_file(f, "egress.hosts_file", &eg->hosts_file, err) < 0)
-		return -1;
-	if ((f = json_object_get(v, "resolv_conf")) &&
-	    set_file(f, "egress.resolv_conf", &eg->resolv_conf, err) < 0)
-		return -1;
-	if (get_u32(v, w, "head_seconds", 1, 3600, &eg->head_seconds, err) < 0 ||
-	    get_u32(v, w, "lookup_seconds", 1, 300, &eg->lookup_seconds, err) < 0 ||
-	    get_u32(v, w, "connect_seconds", 1, 300, &eg->connect_seconds, err) < 0 ||
-	    get_u32(v, w, "idle_seconds", 1, 86400, &eg->idle_seconds, err) < 0 ||
-	    get_u32(v, w, "connections_per_run", 1, CONNECTIONS_MAX, &eg->connections_per_run,
-		    err) < 0 ||
-	    get_u32(v, w, "connections_max", 1, CONNECTIONS_MAX, &eg->connections_max, err) < 0 ||
-	    get_u32(v, w, "records_per_run", 1, RECORDS_PER_RUN_MAX, &eg->records_per_run, err) <
-		0 ||
-	    get_u32(v, w, "accepts_per_run_per_second", 1, 1000000, &eg->accepts_per_run_per_second,
-		    err) < 0 ||
-	    get_u32(v, w, "accepts_per_identity_per_second", 1, 1000000,
-		    &eg->accepts_per_identity_per_second, err) < 0)
-		return -1;
-	/* As runs_max_per_identity follows runs_max: an unwritten per-run
-	 * bound follows a smaller host-wide one. */
-	if (config_follow(v, "connections_per_run", "egress.connections_per_run",
-			  &eg->connections_per_run, eg->connections_max, "egress.connections_max",
-			  err) < 0)
-		return -1;
-	if ((f = json_object_get(v, "destinations")) && parse_destinations(eg, f, err) < 0)
-		return -1;
-	return 0;
+	(void)cfg;
+	return config_follow(obj, "connections_per_run", "egress.connections_per_run",
+			     &eg->connections_per_run, eg->connections_max,
+			     "egress.connections_max", err);
 }
 
-int sbx_config_parse_egress(struct sbx_config *cfg, void *root, struct sbx_err *err)
-{
-	json_t *v = json_object_get(root, "egress");
+#define EG(field) .offset = offsetof(struct sbx_config_egress, field)
+static const struct sbx_config_key egress_keys[] = {
+    {"hosts_file", SBX_CONFIG_ABS_PATH, EG(hosts_file), .def_str = "/etc/hosts", .parse = set_file,
+     .type_doc = "absolute path or `\"\"`",
+     .doc = "names are looked up here first; `\"\"`: no hosts file"},
+    {"resolv_conf", SBX_CONFIG_ABS_PATH, EG(resolv_conf), .def_str = "/etc/resolv.conf",
+     .parse = set_file, .type_doc = "absolute path or `\"\"`",
+     .doc = "the nameservers; `\"\"`: none, the hosts file alone"},
+    {"head_seconds", SBX_CONFIG_U32, 1, 3600, 10, EG(head_seconds),
+     .doc = "from accept to a whole request head"},
+    {"lookup_seconds", SBX_CONFIG_U32, 1, 300, 5, EG(lookup_seconds), .doc = "a name lookup"},
+    {"connect_seconds", SBX_CONFIG_U32, 1, 300, 10, EG(connect_seconds),
+     .doc = "a TCP connect to the destination"},
+    {"idle_seconds", SBX_CONFIG_U32, 1, 86400, 300, EG(idle_seconds),
+     .doc = "a relayed connection with no byte either way is closed after this"},
+    {"connections_per_run", SBX_CONFIG_U32, 1, CONNECTIONS_MAX, 256, EG(connections_per_run),
+     .doc = "open at once per run, heads included; at most `connections_max`"},
+    {"connections_max", SBX_CONFIG_U32, 1, CONNECTIONS_MAX, 4096, EG(connections_max),
+     .check = follow_connections_max, .doc = "open at once, every run together"},
+    {"records_per_run", SBX_CONFIG_U32, 1, RECORDS_PER_RUN_MAX, 256, EG(records_per_run),
+     .doc = "connection records kept for Status, the oldest summarized"},
+    {"accepts_per_run_per_second", SBX_CONFIG_U32, 1, 1000000, 50, EG(accepts_per_run_per_second),
+     .doc = "a run's new connections, bursts of twice as many"},
+    {"accepts_per_identity_per_second", SBX_CONFIG_U32, 1, 1000000, 100,
+     EG(accepts_per_identity_per_second),
+     .doc = "an identity's runs' new connections together, bursts of twice as many"},
+    {"destinations", SBX_CONFIG_OTHER, .parse = parse_destinations,
+     .section = &sbx_config_destination_section, .type_doc = "object", .def_doc = "none",
+     .doc = "host-wide limits on destinations"},
+};
+#undef EG
 
-	return v ? parse_egress(&cfg->egress, v, err) : 0;
-}
+const struct sbx_config_section sbx_config_egress_section = {
+    "egress",
+    "sbxd's egress proxy (server/egress/, [egress](../operator/egress.md)): where names "
+    "are looked up, its timers, its bounds per run and host-wide.",
+    egress_keys,
+    SBX_CONFIG_N(egress_keys),
+};

@@ -13,6 +13,7 @@
 #include <jansson.h>
 
 #include "config.h"
+#include "config_keys.h"
 #include "config_rules.h"
 #include "path.h"
 #include "strict_json.h"
@@ -23,14 +24,14 @@
 #define ENTRIES_MAX (100 * 1000 * 1000)
 #define BYTES_MAX   ((json_int_t)1 << 44) /* 16 TiB */
 
-static const char *const images_keys[] = {"dir",       "allow_unpinned", "max_entries",
-					  "max_bytes", "max_file_bytes", NULL};
-
-static int set_dir(struct sbx_config_images *im, json_t *v, struct sbx_err *err)
+static int set_dir(struct sbx_config *cfg, void *field, json_t *v, const char *where,
+		   struct sbx_err *err)
 {
+	char **dir = field;
 	const char *s, *problem;
 	char *copy;
 
+	(void)cfg, (void)where;
 	if (sbx_json_string(v, "images.dir", &s, NULL, err) < 0)
 		return -1;
 	/* The store is trusted by every run: one spelling, no "..", so that
@@ -41,32 +42,19 @@ static int set_dir(struct sbx_config_images *im, json_t *v, struct sbx_err *err)
 		return sbx_fail(err, "images.dir: must not be /");
 	if (!(copy = strdup(s)))
 		return sbx_fail_errnum(err, ENOMEM, "config");
-	free(im->dir);
-	im->dir = copy;
+	free(*dir);
+	*dir = copy;
 	return 0;
 }
 
-static int parse_images(struct sbx_config_images *im, json_t *v, struct sbx_err *err)
+/* Both written: one file larger than all of them together is a typo. One
+ * of them left to its default is the store's business (the total bound
+ * still holds). */
+static int check_file_bytes(struct sbx_config *cfg, void *base, json_t *obj, struct sbx_err *err)
 {
-	const char *w = "images";
-	json_t *f;
+	const struct sbx_config_images *im = base;
 
-	if (!json_is_object(v))
-		return sbx_fail(err, "images: must be an object");
-	if (sbx_json_check_keys(v, w, images_keys, err) < 0)
-		return -1;
-	if ((f = json_object_get(v, "dir")) && set_dir(im, f, err) < 0)
-		return -1;
-	if ((f = json_object_get(v, "allow_unpinned")) &&
-	    sbx_json_bool(f, "images.allow_unpinned", &im->allow_unpinned, err) < 0)
-		return -1;
-	if (CONFIG_GET(v, w, "max_entries", 1, ENTRIES_MAX, im->max_entries, err) < 0 ||
-	    CONFIG_GET(v, w, "max_bytes", 1, BYTES_MAX, im->max_bytes, err) < 0 ||
-	    CONFIG_GET(v, w, "max_file_bytes", 1, BYTES_MAX, im->max_file_bytes, err) < 0)
-		return -1;
-	/* Both written: one file larger than all of them together is a typo.
-	 * One of them left to its default is the store's business (the total
-	 * bound still holds). */
+	(void)cfg, (void)obj;
 	if (im->max_bytes && im->max_file_bytes > im->max_bytes)
 		return sbx_fail(err,
 				"images.max_file_bytes: must not exceed images.max_bytes (%llu)",
@@ -74,12 +62,30 @@ static int parse_images(struct sbx_config_images *im, json_t *v, struct sbx_err 
 	return 0;
 }
 
-int sbx_config_parse_images(struct sbx_config *cfg, void *root, struct sbx_err *err)
-{
-	json_t *v = json_object_get(root, "images");
+#define IM(field) .offset = offsetof(struct sbx_config_images, field)
+static const struct sbx_config_key images_keys[] = {
+    {"dir", SBX_CONFIG_ABS_PATH, IM(dir), .parse = set_dir, .range_doc = "not `/`",
+     .def_doc = "`<state_dir>/images`", .doc = "the image store"},
+    {"allow_unpinned", SBX_CONFIG_BOOL, IM(allow_unpinned),
+     .doc = "a policy's `name:tag` without `@sha256:` may run"},
+    {"max_entries", SBX_CONFIG_U64, 1, ENTRIES_MAX, 0, IM(max_entries),
+     .def_doc = "the store's (server/images/)",
+     .doc = "files, directories and links one import may write"},
+    {"max_bytes", SBX_CONFIG_U64, 1, BYTES_MAX, 0, IM(max_bytes),
+     .def_doc = "the store's (server/images/)", .doc = "bytes one import may write"},
+    {"max_file_bytes", SBX_CONFIG_U64, 1, BYTES_MAX, 0, IM(max_file_bytes),
+     .check = check_file_bytes, .def_doc = "the store's (server/images/)",
+     .doc = "one file of an import; at most `max_bytes`"},
+};
+#undef IM
 
-	return v ? parse_images(&cfg->images, v, err) : 0;
-}
+const struct sbx_config_section sbx_config_images_section = {
+    "images",
+    "The image store ([images](../operator/images.md)): where it is, whether a policy may "
+    "name an image by name:tag alone, and what one `sbxd image import` may write.",
+    images_keys,
+    SBX_CONFIG_N(images_keys),
+};
 
 char *sbx_config_images_dir(const struct sbx_config *cfg)
 {

@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "config.h"
+#include "config_keys.h"
 #include "config_rules.h"
 #include "host_files.h"
 #include "policy.h"
@@ -168,108 +169,126 @@ int sbx_config_check_files(struct sbx_config *cfg, bool written, bool pids_writt
 				    pids_written, err);
 }
 
-void sbx_config_limits_defaults(struct sbx_config *cfg)
+/* The host's pid_max bounds the default: a ceiling above it is none. */
+static long long default_pids(long long def)
 {
 	json_int_t pid_max = host_pid_max();
 
-	cfg->limits_max = (struct sbx_limits_max){
-	    .cpu_millis = SBX_CPU_MILLIS_MAX,
-	    .memory_mb = SBX_MEMORY_MB_MAX,
-	    .script_seconds = SBX_SCRIPT_SECONDS_MAX,
-	    .run_seconds = SBX_RUN_SECONDS_MAX,
-	    .idle_seconds = SBX_RUN_SECONDS_MAX,
-	    .pids = (uint32_t)(pid_max < DEFAULT_PIDS_MAX ? pid_max : DEFAULT_PIDS_MAX),
-	    .out_mb = SBX_OUT_MB_MAX,
-	    .tmp_mb = SBX_TMP_MB_MAX,
-	    .output_kb = SBX_OUTPUT_KB_MAX,
-	    .input_bytes = DEFAULT_INPUT_BYTES,
-	    .inputs = INPUTS_MAX,
-	    .files = SBX_RUN_FILES_DEFAULT,
-	};
-	cfg->quotas = (struct sbx_quotas){
-	    .identity_mb = DEFAULT_IDENTITY_MB,
-	    .host_mb = 0,
-	    .reserve_mb = DEFAULT_RESERVE_MB,
-	    .reserve_inodes = DEFAULT_RESERVE_INODES,
-	    .audit_identity_kb_per_s = DEFAULT_AUDIT_KB_PER_S,
-	};
+	return pid_max < def ? pid_max : def;
 }
 
-#define GET(obj, where, key, min, max, field) CONFIG_GET(obj, where, key, min, max, field, err)
-
-static const char *const limits_keys[] = {
-    "cpu",	 "memory_mb",	"script_seconds", "run_seconds",  "pids",  "out_mb", "tmp_mb",
-    "output_kb", "input_bytes", "inputs",	  "idle_seconds", "files", NULL};
-
-static int parse_limits_max(struct sbx_limits_max *l, json_t *v, struct sbx_err *err)
+/* Cores, as a policy writes them, kept as millis. */
+static int parse_cpu(struct sbx_config *cfg, void *field, json_t *v, const char *where,
+		     struct sbx_err *err)
 {
-	const char *w = "limits_max";
+	double m = json_is_number(v) ? json_number_value(v) * 1000.0 : -1;
+
+	(void)cfg, (void)where;
+	if (!(m >= SBX_CPU_MILLIS_MIN - 0.5 && m < SBX_CPU_MILLIS_MAX + 0.5))
+		return sbx_fail(err, "limits_max.cpu: must be a number %g..%g",
+				SBX_CPU_MILLIS_MIN / 1000.0, SBX_CPU_MILLIS_MAX / 1000.0);
+	*(uint32_t *)field = (uint32_t)(m + 0.5);
+	return 0;
+}
+/* The cpu row's words say the policy's numbers in cores. */
+_Static_assert(SBX_CPU_MILLIS_MIN == 10 && SBX_CPU_MILLIS_MAX == 1024000,
+	       "limits_max.cpu's range_doc and def_doc say 0.01..1024");
+
+/* More pids than the host has is no ceiling at all. */
+static int check_pids(struct sbx_config *cfg, void *base, json_t *obj, struct sbx_err *err)
+{
+	const struct sbx_limits_max *l = base;
 	json_int_t pid_max = host_pid_max();
-	json_t *cpu;
 
-	if (!json_is_object(v))
-		return sbx_fail(err, "limits_max: must be an object");
-	if (sbx_json_check_keys(v, w, limits_keys, err) < 0)
-		return -1;
-	if ((cpu = json_object_get(v, "cpu"))) {
-		double m = json_is_number(cpu) ? json_number_value(cpu) * 1000.0 : -1;
-
-		if (!(m >= SBX_CPU_MILLIS_MIN - 0.5 && m < SBX_CPU_MILLIS_MAX + 0.5))
-			return sbx_fail(err, "limits_max.cpu: must be a number %g..%g",
-					SBX_CPU_MILLIS_MIN / 1000.0, SBX_CPU_MILLIS_MAX / 1000.0);
-		l->cpu_millis = (uint32_t)(m + 0.5);
-	}
-	if (GET(v, w, "memory_mb", SBX_MEMORY_MB_MIN, SBX_MEMORY_MB_MAX, l->memory_mb) < 0 ||
-	    GET(v, w, "script_seconds", 1, SBX_SCRIPT_SECONDS_MAX, l->script_seconds) < 0 ||
-	    GET(v, w, "run_seconds", 1, SBX_RUN_SECONDS_MAX, l->run_seconds) < 0 ||
-	    GET(v, w, "idle_seconds", 1, SBX_RUN_SECONDS_MAX, l->idle_seconds) < 0 ||
-	    GET(v, w, "out_mb", 1, SBX_OUT_MB_MAX, l->out_mb) < 0 ||
-	    GET(v, w, "tmp_mb", 1, SBX_TMP_MB_MAX, l->tmp_mb) < 0 ||
-	    GET(v, w, "output_kb", 1, SBX_OUTPUT_KB_MAX, l->output_kb) < 0 ||
-	    GET(v, w, "input_bytes", 0, BYTES_MAX, l->input_bytes) < 0 ||
-	    GET(v, w, "inputs", 0, INPUTS_MAX, l->inputs) < 0 ||
-	    GET(v, w, "files", (json_int_t)SBX_PIDS_MIN * SBX_NOFILE_MIN, MB_MAX, l->files) < 0)
-		return -1;
-	if (GET(v, w, "pids", SBX_PIDS_MIN, SBX_PIDS_MAX, l->pids) < 0)
-		return -1;
-	/* More pids than the host has is no ceiling at all. */
+	(void)cfg, (void)obj;
 	if ((json_int_t)l->pids > pid_max)
 		return sbx_fail(err, "limits_max.pids: %u is above this host's pid_max %lld",
 				l->pids, (long long)pid_max);
 	return 0;
 }
 
-static const char *const quota_keys[] = {
-    "identity_mb", "host_mb", "reserve_mb", "reserve_inodes", "audit_identity_kb_per_s", NULL};
+#define LIM(field) .offset = offsetof(struct sbx_limits_max, field)
+/* The policy's own maxima are the defaults: a host that says nothing
+ * allows what the format allows, but pids, files and uploads. */
+static const struct sbx_config_key limits_keys[] = {
+    {"cpu", SBX_CONFIG_U32, SBX_CPU_MILLIS_MIN, SBX_CPU_MILLIS_MAX, SBX_CPU_MILLIS_MAX,
+     LIM(cpu_millis), .parse = parse_cpu, .type_doc = "number", .range_doc = "0.01..1024",
+     .def_doc = "1024", .doc = "cores a policy's `limits.cpu` may ask"},
+    {"memory_mb", SBX_CONFIG_U64, SBX_MEMORY_MB_MIN, SBX_MEMORY_MB_MAX, SBX_MEMORY_MB_MAX,
+     LIM(memory_mb), .doc = "`limits.memory_mb`"},
+    {"script_seconds", SBX_CONFIG_U32, 1, SBX_SCRIPT_SECONDS_MAX, SBX_SCRIPT_SECONDS_MAX,
+     LIM(script_seconds), .doc = "`limits.script_seconds`"},
+    {"run_seconds", SBX_CONFIG_U32, 1, SBX_RUN_SECONDS_MAX, SBX_RUN_SECONDS_MAX, LIM(run_seconds),
+     .doc = "`limits.run_seconds`"},
+    {"idle_seconds", SBX_CONFIG_U32, 1, SBX_RUN_SECONDS_MAX, SBX_RUN_SECONDS_MAX, LIM(idle_seconds),
+     .doc = "`limits.idle_seconds`, a run's lease"},
+    {"out_mb", SBX_CONFIG_U64, 1, SBX_OUT_MB_MAX, SBX_OUT_MB_MAX, LIM(out_mb),
+     .doc = "`limits.out_mb`"},
+    {"tmp_mb", SBX_CONFIG_U64, 1, SBX_TMP_MB_MAX, SBX_TMP_MB_MAX, LIM(tmp_mb),
+     .doc = "`limits.tmp_mb`"},
+    {"output_kb", SBX_CONFIG_U64, 1, SBX_OUTPUT_KB_MAX, SBX_OUTPUT_KB_MAX, LIM(output_kb),
+     .doc = "`limits.output_kb`"},
+    {"input_bytes", SBX_CONFIG_U64, 0, BYTES_MAX, DEFAULT_INPUT_BYTES, LIM(input_bytes),
+     .doc = "the sum of a CreateRun's `inputs[].size`"},
+    {"inputs", SBX_CONFIG_U32, 0, INPUTS_MAX, INPUTS_MAX, LIM(inputs),
+     .doc = "entries in a CreateRun's `inputs`"},
+    {"files", SBX_CONFIG_U64, (long long)SBX_PIDS_MIN *SBX_NOFILE_MIN, MB_MAX,
+     SBX_RUN_FILES_DEFAULT, LIM(files),
+     .def_note = "less when unwritten and half of fs.file-max is short",
+     .doc = "open files a run may hold, divided among its processes; `runs_max` runs of "
+	    "it must fit in half of fs.file-max"},
+    {"pids", SBX_CONFIG_U32, SBX_PIDS_MIN, SBX_PIDS_MAX, DEFAULT_PIDS_MAX, LIM(pids),
+     .host_def = default_pids, .check = check_pids, .range_note = "at most kernel.pid_max",
+     .def_note = "or kernel.pid_max if lower; less when unwritten and `files` is short",
+     .doc = "`limits.pids`; each process gets at least 16 of `files`"},
+};
+#undef LIM
+_Static_assert(SBX_NOFILE_MIN == 16, "limits_max.pids's doc says 16 files per process");
 
-static int parse_quotas(struct sbx_quotas *q, json_t *v, struct sbx_err *err)
+const struct sbx_config_section sbx_config_limits_section = {
+    "limits_max",
+    "The administrator's ceilings on what a CreateRun's policy may ask "
+    "([the policy](policy.md)), checked at CreateRun.",
+    limits_keys,
+    SBX_CONFIG_N(limits_keys),
+};
+
+#define QUOTA(field) .offset = offsetof(struct sbx_quotas, field)
+static const struct sbx_config_key quota_keys[] = {
+    {"identity_mb", SBX_CONFIG_U64, 0, MB_MAX, DEFAULT_IDENTITY_MB, QUOTA(identity_mb),
+     .doc = "one identity's inputs and output spill together"},
+    {"host_mb", SBX_CONFIG_U64, 0, MB_MAX, 0, QUOTA(host_mb), .doc = "every identity's together"},
+    {"reserve_mb", SBX_CONFIG_U64, 0, MB_MAX, DEFAULT_RESERVE_MB, QUOTA(reserve_mb),
+     .doc = "free space on state_dir that no write may take"},
+    {"reserve_inodes", SBX_CONFIG_U64, 0, BYTES_MAX, DEFAULT_RESERVE_INODES, QUOTA(reserve_inodes),
+     .doc = "free inodes on state_dir that no CreateRun may take"},
+    {"audit_identity_kb_per_s", SBX_CONFIG_U64, 0, MB_MAX, DEFAULT_AUDIT_KB_PER_S,
+     QUOTA(audit_identity_kb_per_s), .doc = "an identity's audit log lines"},
+};
+#undef QUOTA
+
+const struct sbx_config_section sbx_config_quotas_section = {
+    "quotas",
+    "What callers' uploads and kept output may take of state_dir, and of the "
+    "audit log; 0 turns a quota off.",
+    quota_keys,
+    SBX_CONFIG_N(quota_keys),
+};
+
+void sbx_config_limits_defaults(struct sbx_config *cfg)
 {
-	const char *w = "quotas";
+	struct sbx_err err;
 
-	if (!json_is_object(v))
-		return sbx_fail(err, "quotas: must be an object");
-	if (sbx_json_check_keys(v, w, quota_keys, err) < 0)
-		return -1;
-	return GET(v, w, "identity_mb", 0, MB_MAX, q->identity_mb) < 0 ||
-		       GET(v, w, "host_mb", 0, MB_MAX, q->host_mb) < 0 ||
-		       GET(v, w, "reserve_mb", 0, MB_MAX, q->reserve_mb) < 0 ||
-		       GET(v, w, "reserve_inodes", 0, BYTES_MAX, q->reserve_inodes) < 0 ||
-		       GET(v, w, "audit_identity_kb_per_s", 0, MB_MAX, q->audit_identity_kb_per_s) <
-			   0
-		   ? -1
-		   : 0;
+	/* Numbers alone: nothing to allocate, nothing to fail. */
+	sbx_config_section_defaults(&sbx_config_limits_section, &cfg->limits_max, &err);
+	sbx_config_section_defaults(&sbx_config_quotas_section, &cfg->quotas, &err);
 }
 
-int sbx_config_parse_limits(struct sbx_config *cfg, void *root, struct sbx_err *err)
+int sbx_config_limits_check(struct sbx_config *cfg, void *base, json_t *root, struct sbx_err *err)
 {
-	json_t *v;
+	json_t *v = json_object_get(root, "limits_max");
 
-	if ((v = json_object_get(root, "limits_max")) &&
-	    parse_limits_max(&cfg->limits_max, v, err) < 0)
-		return -1;
-	if ((v = json_object_get(root, "quotas")) && parse_quotas(&cfg->quotas, v, err) < 0)
-		return -1;
-	v = json_object_get(root, "limits_max");
+	(void)base;
 	if (sbx_config_check_files(cfg, v && json_object_get(v, "files"),
 				   v && json_object_get(v, "pids"), err) < 0)
 		return -1;

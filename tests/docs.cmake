@@ -24,3 +24,15 @@ set_tests_properties(docs.tests_table PROPERTIES ENVIRONMENT "${SBX_TEST_ENV}" T
 
 add_test(NAME docs.links COMMAND ${SBX_PYTHON} ${SBX_DOCS_TEST_DIR}/links.py)
 set_tests_properties(docs.links PROPERTIES ENVIRONMENT "${SBX_TEST_ENV}" TIMEOUT 60)
+
+# Generated reference pages against their sources (tests/docs/generated.py):
+# the config key tables, the policy's ranges, sandbox.proto's comments.
+set(SBX_GENERATED_PAGES policy api)
+if(SBX_WITH_SERVER)
+  list(APPEND SBX_GENERATED_PAGES config)
+endif()
+foreach(page ${SBX_GENERATED_PAGES})
+  add_test(NAME docs.${page}_reference
+           COMMAND ${SBX_PYTHON} ${SBX_DOCS_TEST_DIR}/generated.py ${page} ${PROJECT_BINARY_DIR})
+  set_tests_properties(docs.${page}_reference PROPERTIES ENVIRONMENT "${SBX_TEST_ENV}" TIMEOUT 60)
+endforeach()
