@@ -21,7 +21,7 @@
 #include "audit.h"
 #include "config.h"
 #include "egress.h"
-#include "image_cmd.h"
+#include "sbxd_image.h"
 #include "listen_url.h"
 #include "nng_epipe.h"
 #include "rpc.h"

@@ -4,7 +4,7 @@
  * store sbxd resolves policies in is the one written here). stdout carries
  * only the result (the pinned reference, the list, the JSON); progress and
  * errors go to stderr. */
-#include "image_cmd.h"
+#include "sbxd_image.h"
 
 #include <errno.h>
 #include <getopt.h>
