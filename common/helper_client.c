@@ -81,6 +81,15 @@ int ctl_recv(int ctl, struct ctl_event *ev, struct sbx_err *err)
 	}
 	switch (m->msg_case) {
 	case SBX__V1__HELPER_MESSAGE__MSG_READY:
+		if (m->ready->protocol_version != SBX_HELPER_PROTOCOL_VERSION) {
+			sbx_fail(err,
+				 "pid 1 speaks helper protocol version %u, this program %u: sbxd "
+				 "and sbx-helper must come from the same build",
+				 m->ready->protocol_version, SBX_HELPER_PROTOCOL_VERSION);
+			sbx_close_fds(fds, nfds);
+			sbx__v1__helper_message__free_unpacked(m, NULL);
+			return -1;
+		}
 		ev->kind = CTL_READY;
 		snprintf(ev->cgroup, sizeof(ev->cgroup), "%s", m->ready->cgroup);
 		if (nfds == 1) {
