@@ -15,6 +15,6 @@ target_link_libraries(test_images_source PRIVATE sbx_images_import sbx_check)
 add_test(NAME unit.images.source COMMAND test_images_source)
 
 # Review findings (each case failed before its fix).
-add_executable(test_images_review test_images_review.c)
-target_link_libraries(test_images_review PRIVATE sbx_images_import sbx_check)
-add_test(NAME unit.images.review COMMAND test_images_review)
+add_executable(test_images_import_bounds test_images_import_bounds.c)
+target_link_libraries(test_images_import_bounds PRIVATE sbx_images_import sbx_check)
+add_test(NAME unit.images.import_bounds COMMAND test_images_import_bounds)
