@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* One HelperMessage per SOCK_SEQPACKET packet, fds alongside by SCM_RIGHTS.
- * Shared by sbx-helper and sbxd, the two ends of the helper protocol. */
+ * Shared by sbx-helper and sbxd, the two ends of the helper protocol; the
+ * framing half of its module (helper_client.h is the client half; both
+ * name everything sbx_ctl_ / SBX_CTL_). */
 #ifndef SBX_CTLMSG_H
 #define SBX_CTLMSG_H
 
@@ -17,7 +19,7 @@
  * sbx-helper's one-shot driver) refuses a pid 1 of another version rather
  * than misreading it: bump it with any change to what a message means or
  * to how many fds it carries. */
-#define SBX_HELPER_PROTOCOL_VERSION 1
+#define SBX_CTL_PROTOCOL_VERSION 1
 
 /* How many fds msg carries alongside (SCM_RIGHTS), from the one table
  * (ctlmsg.c) that sbx_ctl_send and sbx_ctl_recv both hold packets to. */

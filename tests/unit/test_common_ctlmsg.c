@@ -42,7 +42,7 @@ int main(void)
 	Sbx__V1__HelperExecRequest exec = SBX__V1__HELPER_EXEC_REQUEST__INIT;
 	Sbx__V1__HelperMessage m = SBX__V1__HELPER_MESSAGE__INIT;
 	Sbx__V1__HelperMessage *got = NULL;
-	struct ctl_event ev;
+	struct sbx_ctl_event ev;
 	struct sbx_err err = {0};
 	int sv[2], fds[SBX_CTL_MAX_FDS], two[2] = {0, 0};
 	size_t nfds, len;
@@ -53,14 +53,14 @@ int main(void)
 		return 1;
 	before = lowest_free_fd();
 
-	check(send_ready(sv[0], SBX_HELPER_PROTOCOL_VERSION, 0) == 0,
-	      "a Ready of this version sent");
-	check(ctl_recv(sv[1], &ev, &err) == 1 && ev.kind == CTL_READY && ev.out_fd >= 0,
+	check(send_ready(sv[0], SBX_CTL_PROTOCOL_VERSION, 0) == 0, "a Ready of this version sent");
+	check(sbx_ctl_recv_event(sv[1], &ev, &err) == 1 && ev.kind == SBX_CTL_READY &&
+		  ev.out_fd >= 0,
 	      "taken, with its /out fd");
-	ctl_event_close(&ev);
+	sbx_ctl_event_close(&ev);
 
 	check(send_ready(sv[0], 0, 0) == 0, "a Ready of version 0 sent");
-	check(ctl_recv(sv[1], &ev, &err) == -1 && strstr(err.msg, "protocol version 0") &&
+	check(sbx_ctl_recv_event(sv[1], &ev, &err) == -1 && strstr(err.msg, "protocol version 0") &&
 		  strstr(err.msg, "same build"),
 	      "refused: %s", err.msg);
 	check(lowest_free_fd() == before, "its fd closed");
