@@ -127,7 +127,8 @@ int main(void)
 	 * down, which its peer sees as end of file. */
 	s2 = connect_one(&c2, &ok2);
 	conn_guard_sweep(sbx_mono_ms() + 31 * 1000);
-	check(ok2 && recv(c2, &byte, 1, MSG_DONTWAIT) == 0, "the sweeper shut down a connection with no request");
+	check(ok2 && recv(c2, &byte, 1, MSG_DONTWAIT) == 0,
+	      "the sweeper shut down a connection with no request");
 	check(recv(c1, &byte, 1, MSG_DONTWAIT) == 0, "and the one whose 600 KiB message stalled");
 	hang_up(s2, c2);
 	hang_up(s1, c1);
