@@ -17,7 +17,7 @@
  * server echoing every request, started afresh for each cell (a storm can
  * stop nng 1.5.2's listener for good, nng #1518, and the next cell would
  * measure that instead). The caller links plain libnng: no
- * common/nng_epipe.c, so both servers see the same client. */
+ * common/nngfix/nng_epipe.c, so both servers see the same client. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif

@@ -78,6 +78,42 @@ ssize_t sbx_fd_recvmsg(int sock, void *buf, size_t len, int fds[SBX_CTL_MAX_FDS]
 	return n;
 }
 
+/* The fds each message carries, by msg_case; a case not listed (none set,
+ * or one this build does not know) carries none. helper.proto's comments
+ * say what each fd is. */
+static const struct {
+	uint8_t min, max;
+} fd_table[] = {
+    [SBX__V1__HELPER_MESSAGE__MSG_EXEC] = {3, 3},    /* stdin, stdout, stderr */
+    [SBX__V1__HELPER_MESSAGE__MSG_READY] = {0, 1},   /* /out, when the run has one */
+    [SBX__V1__HELPER_MESSAGE__MSG_STARTED] = {0, 1}, /* the egress listener: below */
+};
+
+void sbx_ctl_fds_expected(const Sbx__V1__HelperMessage *msg, size_t *min, size_t *max)
+{
+	size_t c = (size_t)msg->msg_case;
+
+	*min = *max = 0;
+	if (c < SBX_ARRAY_SIZE(fd_table)) {
+		*min = fd_table[c].min;
+		*max = fd_table[c].max;
+	}
+	/* ExecStarted says whether its one fd is there. */
+	if (msg->msg_case == SBX__V1__HELPER_MESSAGE__MSG_STARTED && msg->started)
+		*min = *max = msg->started->egress_listener ? 1 : 0;
+}
+
+static int check_fds(const Sbx__V1__HelperMessage *msg, size_t nfds, struct sbx_err *err)
+{
+	size_t min, max;
+
+	sbx_ctl_fds_expected(msg, &min, &max);
+	if (nfds >= min && nfds <= max)
+		return 0;
+	return sbx_fail(err, "control message %d with %zu fds (it carries %zu to %zu)",
+			(int)msg->msg_case, nfds, min, max);
+}
+
 int sbx_ctl_send(int sock, const Sbx__V1__HelperMessage *msg, const int *fds, size_t nfds,
 		 struct sbx_err *err)
 {
@@ -88,6 +124,8 @@ int sbx_ctl_send(int sock, const Sbx__V1__HelperMessage *msg, const int *fds, si
 	if (nfds > SBX_CTL_MAX_FDS)
 		return sbx_fail(err, "control message with %zu fds exceeds %d", nfds,
 				SBX_CTL_MAX_FDS);
+	if (check_fds(msg, nfds, err) < 0)
+		return -1;
 	_cleanup_free_ uint8_t *buf = malloc(len ? len : 1);
 	if (!buf)
 		return sbx_fail_errno(err, "control message");
@@ -129,6 +167,12 @@ int sbx_ctl_recv(int sock, Sbx__V1__HelperMessage **msg, int *fds, size_t *nfds,
 	if (!*msg) {
 		sbx_close_fds(got, ngot);
 		return sbx_fail(err, "control message of %zd bytes does not parse", n);
+	}
+	if (check_fds(*msg, ngot, err) < 0) {
+		sbx_close_fds(got, ngot);
+		sbx__v1__helper_message__free_unpacked(*msg, NULL);
+		*msg = NULL;
+		return -1;
 	}
 	memcpy(fds, got, ngot * sizeof(int));
 	*nfds = ngot;

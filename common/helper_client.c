@@ -19,11 +19,11 @@
 
 /* Large enough for the biggest ExecRequest (SBX_CTL_MAX_BYTES); the kernel
  * caps it at wmem_max, and a send that does not fit fails cleanly. */
-#define CTL_SNDBUF (2 * SBX_CTL_MAX_BYTES)
+#define SBX_CTL_SNDBUF (2 * SBX_CTL_MAX_BYTES)
 
-int ctl_prepare(int ctl, struct sbx_err *err)
+int sbx_ctl_prepare(int ctl, struct sbx_err *err)
 {
-	int size = CTL_SNDBUF;
+	int size = SBX_CTL_SNDBUF;
 	int fl = fcntl(ctl, F_GETFL);
 
 	if (fl < 0 || fcntl(ctl, F_SETFL, fl | O_NONBLOCK) < 0)
@@ -33,28 +33,28 @@ int ctl_prepare(int ctl, struct sbx_err *err)
 	return 0;
 }
 
-static enum ctl_end map_end(Sbx__V1__ExecEnded__Reason r)
+static enum sbx_ctl_end map_end(Sbx__V1__ExecEnded__Reason r)
 {
 	switch (r) {
 	case SBX__V1__EXEC_ENDED__REASON__EXITED:
-		return CTL_END_EXITED;
+		return SBX_CTL_END_EXITED;
 	case SBX__V1__EXEC_ENDED__REASON__SIGNALED:
-		return CTL_END_SIGNALED;
+		return SBX_CTL_END_SIGNALED;
 	case SBX__V1__EXEC_ENDED__REASON__KILLED:
-		return CTL_END_KILLED;
+		return SBX_CTL_END_KILLED;
 	case SBX__V1__EXEC_ENDED__REASON__TIMEOUT:
-		return CTL_END_TIMEOUT;
+		return SBX_CTL_END_TIMEOUT;
 	case SBX__V1__EXEC_ENDED__REASON__OOM:
-		return CTL_END_OOM;
+		return SBX_CTL_END_OOM;
 	case SBX__V1__EXEC_ENDED__REASON__RUN_EXPIRED:
-		return CTL_END_RUN_EXPIRED;
+		return SBX_CTL_END_RUN_EXPIRED;
 	default:
 		/* Unknown to this sbxd: the exec did not end the way it should. */
-		return CTL_END_SETUP_FAILED;
+		return SBX_CTL_END_SETUP_FAILED;
 	}
 }
 
-int ctl_recv(int ctl, struct ctl_event *ev, struct sbx_err *err)
+int sbx_ctl_recv_event(int ctl, struct sbx_ctl_event *ev, struct sbx_err *err)
 {
 	Sbx__V1__HelperMessage *m = NULL;
 	int fds[SBX_CTL_MAX_FDS];
@@ -76,12 +76,21 @@ int ctl_recv(int ctl, struct ctl_event *ev, struct sbx_err *err)
 	if (rc < 0)
 		return -1;
 	if (rc == 0) {
-		ev->kind = CTL_EOF;
+		ev->kind = SBX_CTL_EOF;
 		return 1;
 	}
 	switch (m->msg_case) {
 	case SBX__V1__HELPER_MESSAGE__MSG_READY:
-		ev->kind = CTL_READY;
+		if (m->ready->protocol_version != SBX_CTL_PROTOCOL_VERSION) {
+			sbx_fail(err,
+				 "pid 1 speaks helper protocol version %u, this program %u: sbxd "
+				 "and sbx-helper must come from the same build",
+				 m->ready->protocol_version, SBX_CTL_PROTOCOL_VERSION);
+			sbx_close_fds(fds, nfds);
+			sbx__v1__helper_message__free_unpacked(m, NULL);
+			return -1;
+		}
+		ev->kind = SBX_CTL_READY;
 		snprintf(ev->cgroup, sizeof(ev->cgroup), "%s", m->ready->cgroup);
 		if (nfds == 1) {
 			ev->out_fd = fds[0];
@@ -89,7 +98,7 @@ int ctl_recv(int ctl, struct ctl_event *ev, struct sbx_err *err)
 		}
 		break;
 	case SBX__V1__HELPER_MESSAGE__MSG_STARTED:
-		ev->kind = CTL_STARTED;
+		ev->kind = SBX_CTL_STARTED;
 		ev->exec_id = m->started->exec_id;
 		if (m->started->egress_listener && nfds == 1) {
 			ev->listen_fd = fds[0];
@@ -97,7 +106,7 @@ int ctl_recv(int ctl, struct ctl_event *ev, struct sbx_err *err)
 		}
 		break;
 	case SBX__V1__HELPER_MESSAGE__MSG_ENDED:
-		ev->kind = CTL_ENDED;
+		ev->kind = SBX_CTL_ENDED;
 		ev->exec_id = m->ended->exec_id;
 		ev->end = map_end(m->ended->reason);
 		ev->exit_code = m->ended->exit_code;
@@ -107,11 +116,11 @@ int ctl_recv(int ctl, struct ctl_event *ev, struct sbx_err *err)
 		snprintf(ev->message, sizeof(ev->message), "%s", m->ended->message);
 		break;
 	case SBX__V1__HELPER_MESSAGE__MSG_FAILURE:
-		ev->kind = CTL_FAILURE;
+		ev->kind = SBX_CTL_FAILURE;
 		snprintf(ev->message, sizeof(ev->message), "%s", m->failure->message);
 		break;
 	default:
-		ev->kind = CTL_OTHER;
+		ev->kind = SBX_CTL_OTHER;
 		break;
 	}
 	sbx_close_fds(fds, nfds);
@@ -119,7 +128,7 @@ int ctl_recv(int ctl, struct ctl_event *ev, struct sbx_err *err)
 	return 1;
 }
 
-void ctl_event_close(struct ctl_event *ev)
+void sbx_ctl_event_close(struct sbx_ctl_event *ev)
 {
 	if (ev->out_fd >= 0)
 		close(ev->out_fd);
@@ -128,7 +137,7 @@ void ctl_event_close(struct ctl_event *ev)
 	ev->out_fd = ev->listen_fd = -1;
 }
 
-int ctl_next(int ctl, int timeout_ms, struct ctl_event *ev, struct sbx_err *err)
+int sbx_ctl_next(int ctl, int timeout_ms, struct sbx_ctl_event *ev, struct sbx_err *err)
 {
 	int64_t deadline = sbx_mono_ms() + timeout_ms;
 
@@ -149,30 +158,30 @@ int ctl_next(int ctl, int timeout_ms, struct ctl_event *ev, struct sbx_err *err)
 			return sbx_fail_errno(err, "poll");
 		if (n == 0)
 			return 0;
-		rc = ctl_recv(ctl, ev, err);
+		rc = sbx_ctl_recv_event(ctl, ev, err);
 		if (rc != 0)
 			return rc;
 	}
 }
 
-int ctl_await_ready(int ctl, int timeout_ms, struct ctl_event *ready, struct sbx_err *err)
+int sbx_ctl_await_ready(int ctl, int timeout_ms, struct sbx_ctl_event *ready, struct sbx_err *err)
 {
-	struct ctl_event ev;
-	int rc = ctl_next(ctl, timeout_ms, &ev, err);
+	struct sbx_ctl_event ev;
+	int rc = sbx_ctl_next(ctl, timeout_ms, &ev, err);
 
 	if (rc < 0)
 		return -1;
 	if (rc == 0)
 		return sbx_fail(err, "the sandbox was not ready within %d ms", timeout_ms);
-	if (ev.kind != CTL_READY)
-		ctl_event_close(&ev);
+	if (ev.kind != SBX_CTL_READY)
+		sbx_ctl_event_close(&ev);
 	switch (ev.kind) {
-	case CTL_READY:
+	case SBX_CTL_READY:
 		*ready = ev;
 		return 0;
-	case CTL_FAILURE:
+	case SBX_CTL_FAILURE:
 		return sbx_fail(err, "%s", ev.message);
-	case CTL_EOF:
+	case SBX_CTL_EOF:
 		return sbx_fail(err, "the sandbox ended before it was ready");
 	default:
 		/* pid 1 says nothing before Ready: this is not our sandbox. */
@@ -180,13 +189,13 @@ int ctl_await_ready(int ctl, int timeout_ms, struct ctl_event *ready, struct sbx
 	}
 }
 
-int ctl_exit_status(const struct ctl_event *ended)
+int sbx_ctl_exit_status(const struct sbx_ctl_event *ended)
 {
 	switch (ended->end) {
-	case CTL_END_TIMEOUT:
-	case CTL_END_RUN_EXPIRED:
+	case SBX_CTL_END_TIMEOUT:
+	case SBX_CTL_END_RUN_EXPIRED:
 		return 124;
-	case CTL_END_SETUP_FAILED:
+	case SBX_CTL_END_SETUP_FAILED:
 		return 125;
 	default:
 		return ended->exit_code;
@@ -207,7 +216,7 @@ static void exec_message(Sbx__V1__HelperMessage *m, Sbx__V1__HelperExecRequest *
 	m->exec = req;
 }
 
-bool ctl_exec_fits(char *const *argv, size_t argc, const char *cwd)
+bool sbx_ctl_exec_fits(char *const *argv, size_t argc, const char *cwd)
 {
 	Sbx__V1__HelperExecRequest req;
 	Sbx__V1__HelperMessage m;
@@ -216,8 +225,8 @@ bool ctl_exec_fits(char *const *argv, size_t argc, const char *cwd)
 	return sbx__v1__helper_message__get_packed_size(&m) <= SBX_CTL_MAX_BYTES;
 }
 
-int ctl_send_exec(int ctl, uint64_t exec_id, char *const *argv, size_t argc, const char *cwd,
-		  const int stdio[3], struct sbx_err *err)
+int sbx_ctl_send_exec(int ctl, uint64_t exec_id, char *const *argv, size_t argc, const char *cwd,
+		      const int stdio[3], struct sbx_err *err)
 {
 	Sbx__V1__HelperExecRequest req;
 	Sbx__V1__HelperMessage m;
@@ -226,7 +235,7 @@ int ctl_send_exec(int ctl, uint64_t exec_id, char *const *argv, size_t argc, con
 	return sbx_ctl_send(ctl, &m, stdio, 3, err);
 }
 
-int ctl_send_signal(int ctl, uint64_t exec_id, int sig, struct sbx_err *err)
+int sbx_ctl_send_signal(int ctl, uint64_t exec_id, int sig, struct sbx_err *err)
 {
 	Sbx__V1__HelperSignalRequest req = SBX__V1__HELPER_SIGNAL_REQUEST__INIT;
 	Sbx__V1__HelperMessage m = SBX__V1__HELPER_MESSAGE__INIT;
@@ -238,7 +247,7 @@ int ctl_send_signal(int ctl, uint64_t exec_id, int sig, struct sbx_err *err)
 	return sbx_ctl_send(ctl, &m, NULL, 0, err);
 }
 
-int ctl_send_destroy(int ctl, struct sbx_err *err)
+int sbx_ctl_send_destroy(int ctl, struct sbx_err *err)
 {
 	Sbx__V1__HelperDestroyRequest req = SBX__V1__HELPER_DESTROY_REQUEST__INIT;
 	Sbx__V1__HelperMessage m = SBX__V1__HELPER_MESSAGE__INIT;
@@ -263,8 +272,8 @@ static void last_line(const char *text, char *out, size_t size)
 	snprintf(out, size, "%.*s", (int)(end - start), text + start);
 }
 
-int ctl_wait_ready(int ctl, int errfd, int timeout_ms, struct ctl_event *ready, char *errtext,
-		   size_t errsize, struct sbx_err *err)
+int sbx_ctl_wait_ready(int ctl, int errfd, int timeout_ms, struct sbx_ctl_event *ready,
+		       char *errtext, size_t errsize, struct sbx_err *err)
 {
 	int64_t deadline = sbx_mono_ms() + timeout_ms;
 	size_t errlen = 0;
@@ -302,21 +311,21 @@ int ctl_wait_ready(int ctl, int errfd, int timeout_ms, struct ctl_event *ready, 
 		}
 		if (eof || !pfd[0].revents)
 			continue;
-		struct ctl_event ev;
-		int rc = ctl_recv(ctl, &ev, err);
+		struct sbx_ctl_event ev;
+		int rc = sbx_ctl_recv_event(ctl, &ev, err);
 
 		if (rc < 0)
 			return sbx_err_prefix(err, "sbx-helper");
 		if (rc == 0)
 			continue;
-		if (ev.kind == CTL_READY) {
+		if (ev.kind == SBX_CTL_READY) {
 			*ready = ev;
 			return 0;
 		}
-		ctl_event_close(&ev); /* nothing but Ready comes first from pid 1 */
-		if (ev.kind == CTL_FAILURE)
+		sbx_ctl_event_close(&ev); /* nothing but Ready comes first from pid 1 */
+		if (ev.kind == SBX_CTL_FAILURE)
 			return sbx_fail(err, "sbx-helper: %s", ev.message);
-		if (ev.kind == CTL_EOF)
+		if (ev.kind == SBX_CTL_EOF)
 			eof = true; /* read stderr to its end for the reason */
 	}
 	char why[512];

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The client end of the helper protocol (proto/sbx/v1/helper.proto): what
  * sbxd's run manager, `sbx-helper run` and the tests send to a sandbox's
- * pid 1 and what they make of its answers, behind types of its own.
+ * pid 1 and what they make of its answers, behind types of its own. One
+ * module with ctlmsg.h (the framing, the fd table, the version), under one
+ * prefix: sbx_ctl_ (SBX_CTL_ for constants).
  * helper_client.c is the only client file that includes the protocol's
  * generated header, so sbxd's run manager sees only the public API's
  * messages (both .proto files live in package sbx.v1). */
@@ -15,29 +17,29 @@
 #include "err.h"
 
 /* How pid 1 says an exec ended (helper.proto ExecEnded.Reason). */
-enum ctl_end {
-	CTL_END_EXITED,
-	CTL_END_SIGNALED,
-	CTL_END_KILLED,
-	CTL_END_TIMEOUT,
-	CTL_END_OOM,
-	CTL_END_RUN_EXPIRED,
-	CTL_END_SETUP_FAILED,
+enum sbx_ctl_end {
+	SBX_CTL_END_EXITED,
+	SBX_CTL_END_SIGNALED,
+	SBX_CTL_END_KILLED,
+	SBX_CTL_END_TIMEOUT,
+	SBX_CTL_END_OOM,
+	SBX_CTL_END_RUN_EXPIRED,
+	SBX_CTL_END_SETUP_FAILED,
 };
 
-enum ctl_kind {
-	CTL_OTHER, /* a message sbxd has no use for (ignored) */
-	CTL_READY,
-	CTL_STARTED,
-	CTL_ENDED,
-	CTL_FAILURE,
-	CTL_EOF, /* the control socket closed: pid 1 is gone */
+enum sbx_ctl_kind {
+	SBX_CTL_OTHER, /* a message sbxd has no use for (ignored) */
+	SBX_CTL_READY,
+	SBX_CTL_STARTED,
+	SBX_CTL_ENDED,
+	SBX_CTL_FAILURE,
+	SBX_CTL_EOF, /* the control socket closed: pid 1 is gone */
 };
 
-struct ctl_event {
-	enum ctl_kind kind;
+struct sbx_ctl_event {
+	enum sbx_ctl_kind kind;
 	uint64_t exec_id;
-	enum ctl_end end;
+	enum sbx_ctl_end end;
 	int32_t exit_code;
 	int32_t signal;
 	uint64_t cpu_ms;
@@ -53,46 +55,46 @@ struct ctl_event {
 /* Makes our end of a fresh control socket non-blocking (a helper that stops
  * reading must never stall a handler) with a send buffer that holds the
  * largest request. */
-int ctl_prepare(int ctl, struct sbx_err *err);
+int sbx_ctl_prepare(int ctl, struct sbx_err *err);
 
 /* One event from a non-blocking control socket: 1 with *ev filled, 0 when
  * nothing is pending, -1 on error. Fds that arrive with anything but Ready
  * (its /out) or an ExecStarted that says it carries the egress listener
  * are closed. On a blocking socket it waits for the next event. */
-int ctl_recv(int ctl, struct ctl_event *ev, struct sbx_err *err);
+int sbx_ctl_recv_event(int ctl, struct sbx_ctl_event *ev, struct sbx_err *err);
 /* Closes the fds an event holds (out_fd, listen_fd): for a receiver that
  * has no use for them. */
-void ctl_event_close(struct ctl_event *ev);
+void sbx_ctl_event_close(struct sbx_ctl_event *ev);
 /* The next event within timeout_ms (-1: no limit): 1 with *ev filled, 0
  * when none came in time, -1 on error. */
-int ctl_next(int ctl, int timeout_ms, struct ctl_event *ev, struct sbx_err *err);
+int sbx_ctl_next(int ctl, int timeout_ms, struct sbx_ctl_event *ev, struct sbx_err *err);
 /* Waits (timeout_ms, -1: no limit) for Ready alone: 0 with *ready filled
  * (ready->out_fd is the caller's), or -1 with err saying why: pid 1's
  * Failure message, "the sandbox ended before it was ready", or the
  * timeout. */
-int ctl_await_ready(int ctl, int timeout_ms, struct ctl_event *ready, struct sbx_err *err);
+int sbx_ctl_await_ready(int ctl, int timeout_ms, struct sbx_ctl_event *ready, struct sbx_err *err);
 
 /* The exit status an ended exec stands for, as `sbx-helper run` exits with
  * it: 124 when a deadline (script_seconds or run_seconds) ended it, 125
  * when it could not be set up, else the exit code pid 1 reported (128+N
  * for signal N). */
-int ctl_exit_status(const struct ctl_event *ended);
+int sbx_ctl_exit_status(const struct sbx_ctl_event *ended);
 
 /* Whether an ExecRequest fits one control message (SBX_CTL_MAX_BYTES). An
  * ExecRequest passes the command's stdin, stdout and stderr (stdio[0..2])
  * along; the caller keeps its copies. cwd NULL: the policy's default. */
-bool ctl_exec_fits(char *const *argv, size_t argc, const char *cwd);
-int ctl_send_exec(int ctl, uint64_t exec_id, char *const *argv, size_t argc, const char *cwd,
-		  const int stdio[3], struct sbx_err *err);
-int ctl_send_signal(int ctl, uint64_t exec_id, int sig, struct sbx_err *err);
-int ctl_send_destroy(int ctl, struct sbx_err *err);
+bool sbx_ctl_exec_fits(char *const *argv, size_t argc, const char *cwd);
+int sbx_ctl_send_exec(int ctl, uint64_t exec_id, char *const *argv, size_t argc, const char *cwd,
+		      const int stdio[3], struct sbx_err *err);
+int sbx_ctl_send_signal(int ctl, uint64_t exec_id, int sig, struct sbx_err *err);
+int sbx_ctl_send_destroy(int ctl, struct sbx_err *err);
 
 /* sbxd's start of a run: waits (at most timeout_ms) for Ready on `ctl`
  * while collecting what the helper writes on `errfd` into errtext
  * (NUL-terminated, truncated to errsize). Returns 0 with *ready filled (ready->out_fd is the
  * caller's), or -1 with err saying why the sandbox could not be built: the helper's Failure
  * message, or its last stderr line when it exited first. */
-int ctl_wait_ready(int ctl, int errfd, int timeout_ms, struct ctl_event *ready, char *errtext,
-		   size_t errsize, struct sbx_err *err);
+int sbx_ctl_wait_ready(int ctl, int errfd, int timeout_ms, struct sbx_ctl_event *ready,
+		       char *errtext, size_t errsize, struct sbx_err *err);
 
 #endif

@@ -612,6 +612,7 @@ void sbx_init_main(struct sbx_init_ctx *ctx)
 	ready.cgroup = (char *)sbx_cg_mode_name(ctx->run->mode);
 	ready.seccomp = ctx->seccomp;
 	ready.userns = true;
+	ready.protocol_version = SBX_CTL_PROTOCOL_VERSION;
 	m.msg_case = SBX__V1__HELPER_MESSAGE__MSG_READY;
 	m.ready = &ready;
 	send_msg(&st, &m, &ctx->out_fd, ctx->out_fd >= 0 ? 1 : 0);

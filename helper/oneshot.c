@@ -201,18 +201,18 @@ static int copy_out_joined(int userns_fd, int out_fd, const char *dir, uint64_t 
 	return 0;
 }
 
-static const char *reason_name(enum ctl_end end)
+static const char *reason_name(enum sbx_ctl_end end)
 {
 	switch (end) {
-	case CTL_END_EXITED:
+	case SBX_CTL_END_EXITED:
 		return "exited";
-	case CTL_END_SIGNALED:
-	case CTL_END_KILLED:
+	case SBX_CTL_END_SIGNALED:
+	case SBX_CTL_END_KILLED:
 		return "signaled";
-	case CTL_END_TIMEOUT:
-	case CTL_END_RUN_EXPIRED:
+	case SBX_CTL_END_TIMEOUT:
+	case SBX_CTL_END_RUN_EXPIRED:
 		return "timeout";
-	case CTL_END_OOM:
+	case SBX_CTL_END_OOM:
 		return "oom";
 	default:
 		return "setup_failed";
@@ -235,7 +235,7 @@ static int block_signals(void)
 /* Relays output until the exec has ended and both pipes are drained.
  * Returns 0 with *ended filled, or -1 when the sandbox had to be killed. */
 static int drive_exec(int ctl, int sigfd, struct relay rel[2], struct feed *in, int64_t deadline,
-		      struct ctl_event *ended, int *interrupted, struct sbx_err *err)
+		      struct sbx_ctl_event *ended, int *interrupted, struct sbx_err *err)
 {
 	bool done = false;
 	while (!done || rel[0].fd >= 0 || rel[1].fd >= 0) {
@@ -272,12 +272,12 @@ static int drive_exec(int ctl, int sigfd, struct relay rel[2], struct feed *in, 
 			if (pfd[2 + i].revents)
 				relay_once(&rel[i]);
 		if (!done && pfd[0].revents) {
-			if (ctl_recv(ctl, ended, err) < 0)
+			if (sbx_ctl_recv_event(ctl, ended, err) < 0)
 				return -1;
-			ctl_event_close(ended); /* an ExecStarted's listener: no proxy here */
-			if (ended->kind == CTL_EOF)
+			sbx_ctl_event_close(ended); /* an ExecStarted's listener: no proxy here */
+			if (ended->kind == SBX_CTL_EOF)
 				return sbx_fail(err, "the sandbox ended unexpectedly");
-			done = ended->kind == CTL_ENDED;
+			done = ended->kind == SBX_CTL_ENDED;
 		}
 	}
 	return 0;
@@ -328,7 +328,7 @@ int sbx_oneshot_run(const struct sbx_helper_opts *o, SbxPolicy *policy)
 	int status = EXIT_SETUP;
 	int interrupted = 0;
 	int64_t started = sbx_mono_ms();
-	struct ctl_event ready = {.out_fd = -1}, ended = {0};
+	struct sbx_ctl_event ready = {.out_fd = -1}, ended = {0};
 	bool exec_ended = false;
 	struct sbx_sandbox sb = {.pid = -1};
 	bool have_sandbox = false;
@@ -366,8 +366,8 @@ int sbx_oneshot_run(const struct sbx_helper_opts *o, SbxPolicy *policy)
 	size_t argc = 0;
 	while (o->argv[argc])
 		argc++;
-	int rc = ctl_send_exec(ctl[0], 1, o->argv, argc, NULL,
-			       (const int[3]){pin[0], pout[1], perr[1]}, &err);
+	int rc = sbx_ctl_send_exec(ctl[0], 1, o->argv, argc, NULL,
+				   (const int[3]){pin[0], pout[1], perr[1]}, &err);
 	/* pid 1 holds them now; ours would keep the pipes from ending. */
 	close(sbx_steal_fd(pin[0]));
 	close(sbx_steal_fd(pout[1]));
@@ -376,11 +376,11 @@ int sbx_oneshot_run(const struct sbx_helper_opts *o, SbxPolicy *policy)
 		/* pid 1 may have failed before it read anything: its own
 		 * Failure says why better than our broken pipe. */
 		struct sbx_err why;
-		if (ctl_await_ready(ctl[0], -1, &ready, &why) < 0)
+		if (sbx_ctl_await_ready(ctl[0], -1, &ready, &why) < 0)
 			err = why;
 		goto out;
 	}
-	if (ctl_await_ready(ctl[0], -1, &ready, &err) < 0)
+	if (sbx_ctl_await_ready(ctl[0], -1, &ready, &err) < 0)
 		goto out;
 	res.cgroup = ready.cgroup;
 	res.rlimit_fallback = strcmp(ready.cgroup, "none") == 0;
@@ -400,15 +400,16 @@ int sbx_oneshot_run(const struct sbx_helper_opts *o, SbxPolicy *policy)
 	res.signal = ended.signal;
 	res.cpu_ms = ended.cpu_ms;
 	res.peak_memory_bytes = ended.peak_memory_bytes;
-	status = ctl_exit_status(&ended);
-	if (ended.end == CTL_END_SETUP_FAILED) {
+	status = sbx_ctl_exit_status(&ended);
+	if (ended.end == SBX_CTL_END_SETUP_FAILED) {
 		sbx_fail(&err, "%s", ended.message);
 		goto out;
 	}
-	if (ended.end == CTL_END_EXITED && ended.message[0] && (status == 126 || status == 127))
+	if (ended.end == SBX_CTL_END_EXITED && ended.message[0] && (status == 126 || status == 127))
 		fprintf(stderr, "sbx-helper: %s: %s\n", o->argv[0], ended.message);
 	/* What an oom, or an exec init killed under the command, adds. */
-	if ((ended.end == CTL_END_OOM || ended.end == CTL_END_SIGNALED) && ended.message[0]) {
+	if ((ended.end == SBX_CTL_END_OOM || ended.end == SBX_CTL_END_SIGNALED) &&
+	    ended.message[0]) {
 		res.message = ended.message;
 		fprintf(stderr, "sbx-helper: %s\n", ended.message);
 	}
@@ -434,7 +435,7 @@ out:
 		res.message = err.msg;
 	/* Best effort: pid 1 also ends when our end of the socket closes. */
 	if (ctl[0] >= 0)
-		ctl_send_destroy(ctl[0], &(struct sbx_err){0});
+		sbx_ctl_send_destroy(ctl[0], &(struct sbx_err){0});
 	for (int i = 0; i < 2; i++)
 		if (rel[i].fd >= 0)
 			close(rel[i].fd);

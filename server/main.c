@@ -6,6 +6,7 @@
 #include "realroot.h"
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -21,7 +22,6 @@
 #include "audit.h"
 #include "config.h"
 #include "egress.h"
-#include "image_cmd.h"
 #include "listen_url.h"
 #include "nng_epipe.h"
 #include "rpc.h"
@@ -252,6 +252,31 @@ static int serve(struct sbx_config *cfg, const sigset_t *stop)
 	return 0;
 }
 
+/* `sbxd image ...` is sbxd-image, installed (and built) next to sbxd: it
+ * links libarchive and what that pulls in (libxml2, ICU, libstdc++), which
+ * the service never needs. argv[1] ("image") becomes its argv[0]. */
+static int exec_image(char **argv)
+{
+	char self[PATH_MAX], path[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	char *slash;
+
+	if (n < 0)
+		return fail(1, "image: finding sbxd's own directory: readlink /proc/self/exe: %s",
+			    strerror(errno));
+	self[n] = '\0';
+	slash = strrchr(self, '/');
+	if (!slash)
+		return fail(1, "image: /proc/self/exe is not a path: %s", self);
+	*slash = '\0';
+	if (snprintf(path, sizeof(path), "%s/sbxd-image", self) >= (int)sizeof(path))
+		return fail(1, "image: %s/sbxd-image: path too long", self);
+	argv[1] = path;
+	execv(path, argv + 1);
+	return fail(1, "image: running %s: %s (sbxd image is sbxd-image, installed next to sbxd)",
+		    path, strerror(errno));
+}
+
 int main(int argc, char **argv)
 {
 	struct flags f = {0};
@@ -263,7 +288,7 @@ int main(int argc, char **argv)
 
 	/* A command of its own, with its own flags: before sbxd's. */
 	if (argc > 1 && !strcmp(argv[1], "image"))
-		return sbxd_image_main(argc - 1, argv + 1);
+		return exec_image(argv);
 	sbx_malloc_reuse_chunks();
 	/* But a request's message (up to max_message_bytes, 4 MiB) gets its own
 	 * mmap, so the memory partial ones held goes back to the system when

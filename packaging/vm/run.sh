@@ -18,7 +18,7 @@ Usage: packaging/vm/run.sh [--build-dir DIR] [--checks REGEX] [--keep DIR]
 
 Boots the cached Debian 12 guest (packaging/vm/build-image.sh builds it when
 its inputs changed) under qemu-system-x86_64 (TCG, -smp 2, -m 2G, no network),
-with a second disk holding DIR's sbx-helper, sbxd, sbxctl and
+with a second disk holding DIR's sbx-helper, sbxd (and sbxd-image), sbxctl and
 sbx-bench-helper, tests/vm and the reconciliation example. The guest runs
 tests/vm/guest.sh at boot; each check prints PASS or FAIL with its reason, the
 guest prints "N passed, N failed" and powers off. Progress goes to stderr, the
@@ -84,9 +84,11 @@ done
 declare -A BINS
 if [ -x "$BUILD/helper/sbx-helper" ]; then
     BINS=([helper/sbx-helper]=helper/sbx-helper [server/sbxd]=server/sbxd
+          [server/sbxd-image]=server/sbxd-image
           [clients/sbxctl]=clients/sbxctl [bench/sbx-bench-helper]=bench/sbx-bench-helper)
 elif [ -x "$BUILD/libexec/sbx/sbx-helper" ]; then
     BINS=([helper/sbx-helper]=libexec/sbx/sbx-helper [server/sbxd]=sbin/sbxd
+          [server/sbxd-image]=sbin/sbxd-image
           [clients/sbxctl]=bin/sbxctl [bench/sbx-bench-helper]=bench/sbx-bench-helper)
 else
     die "no sbx-helper in $BUILD (neither a build tree's helper/sbx-helper nor a prefix's libexec/sbx/sbx-helper): build first, or pass --build-dir"

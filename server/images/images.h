@@ -5,7 +5,7 @@
  *   - sbxd's side: resolving a policy's reference to a verified tree and
  *     holding it (a shared flock) for the life of a run, and the list that
  *     Health reports;
- *   - `sbxd image`'s side (server/image_cmd.c): import, list, inspect, rm
+ *   - sbxd-image's side (server/images/sbxd_image.c): import, list, inspect, rm
  *     (images_internal.h has the import pipeline).
  * The store is written only by its owner (sbxd's user) and only through
  * these functions; nothing in it is reachable from a sandbox but the

@@ -2,12 +2,10 @@
 /* The connection guard: bounds on what sbxd's listeners accept, enforced
  * where sbxd can see a connection before nng spends anything on it.
  *
- * nng 1.5.2 gives no hook between the kernel's accept and its own SP
- * negotiation, but libnng takes every connection with a plain accept()
- * through its PLT (posix_ipclisten.c, posix_tcplisten.c) and reads with
- * readv() and closes with close() through it too. sbxd defines those three
- * functions (the same interposition as common/nng_epipe.c's sendmsg), acts
- * only when the caller is libnng, and otherwise passes the call through:
+ * nng gives no hook between the kernel's accept and its own SP
+ * negotiation, so common/nngfix/nng_interpose.c defines accept(), readv()
+ * and close() in sbxd and hands libnng's own calls to the hooks below (this
+ * file is their accounting; a unit test drives it without interposing):
  *
  *  - accept: the new connection is counted per listener and per peer (uid
  *    by SO_PEERCRED on ipc, the address on tcp and tls+tcp), pending ones
@@ -37,17 +35,13 @@
  *    the negotiation is done (ECONNSHUT; on tls+tcp, whose phase the guard
  *    cannot see, any end of file: for a pipe the two mean the same). A
  *    peer that sends garbage then costs every other caller nothing.
- *  - listen: nng 1.5.2 asks for a backlog of 128, which a storm fills
- *    while the listener is busy or paused, and then a caller's connect
- *    fails (EAGAIN on ipc; a dropped SYN, a 1 s retransmit, on tcp). The
- *    guard asks for LISTEN_BACKLOG (the kernel caps it at somaxconn).
  *  - close: the connection's counts are given back. The fd's entry is
  *    cleared under the lock before the real close, so the sweeper never
  *    shuts down a number that already names something else.
  *
- * listen() too (below). libnng never forks, so the lock is never taken in a child. On an nng that
+ * libnng never forks, so the lock is never taken in a child. On an nng that
  * stops calling these functions the guard simply sees nothing; sbxd checks
- * at start-up that accept binds here (conn_guard_start). */
+ * at start-up that they bind to the interposers (conn_guard_start). */
 #include "conn_guard.h"
 
 #include <errno.h>
@@ -58,17 +52,13 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <dlfcn.h>
-
 #include "clock.h"
-#include "nng_epipe.h"
+#include "nngfix.h"
 
-#define LISTEN_BACKLOG 4096
 /* Connections of one listener shut down to make room for a newcomer and
  * not yet closed by nng: the listener may hold this many over its cap. */
 #define EVICTING_MAX 8
@@ -110,11 +100,6 @@ struct peer {
 	int64_t last_ms;
 };
 
-typedef int (*accept_fn)(int, struct sockaddr *, socklen_t *);
-typedef ssize_t (*readv_fn)(int, const struct iovec *, int);
-typedef int (*close_fn)(int);
-typedef int (*listen_fn)(int, int);
-
 static struct {
 	pthread_mutex_t mu;
 	bool on;
@@ -127,19 +112,6 @@ static struct {
 	size_t npeers;
 	uint64_t pending; /* every peer's pending bytes */
 } g = {.mu = PTHREAD_MUTEX_INITIALIZER};
-
-static accept_fn real_accept;
-static readv_fn real_readv;
-static close_fn real_close;
-static listen_fn real_listen;
-
-__attribute__((constructor)) static void conn_guard_init(void)
-{
-	real_accept = (accept_fn)sbx_nng_next_symbol("accept");
-	real_readv = (readv_fn)sbx_nng_next_symbol("readv");
-	real_close = (close_fn)sbx_nng_next_symbol("close");
-	real_listen = (listen_fn)sbx_nng_next_symbol("listen");
-}
 
 /* ---- peers ---- */
 
@@ -341,23 +313,14 @@ static bool admit(int fd)
 	return true;
 }
 
-__attribute__((visibility("default"), noinline)) int accept(int fd, struct sockaddr *addr,
-							    socklen_t *alen)
+bool conn_guard_accepted(int fd)
 {
-	int nfd =
-	    real_accept ? real_accept(fd, addr, alen) : (int)syscall(SYS_accept, fd, addr, alen);
 	bool ok;
 
-	if (nfd < 0 || !sbx_nng_is_caller(__builtin_return_address(0)))
-		return nfd;
 	pthread_mutex_lock(&g.mu);
-	ok = !g.on || admit(nfd);
+	ok = !g.on || admit(fd);
 	pthread_mutex_unlock(&g.mu);
-	if (ok)
-		return nfd;
-	close(nfd);
-	errno = ECONNABORTED; /* libnng drops it and accepts the next */
-	return -1;
+	return ok;
 }
 
 /* ---- readv: where each message starts and ends ---- */
@@ -440,16 +403,12 @@ static void feed(struct conn *c, const uint8_t *p, size_t n, int64_t now)
 	}
 }
 
-__attribute__((visibility("default"), noinline)) ssize_t readv(int fd, const struct iovec *iov,
-							       int iovcnt)
+bool conn_guard_read(int fd, const struct iovec *iov, int iovcnt, ssize_t n)
 {
-	ssize_t n = real_readv ? real_readv(fd, iov, iovcnt) : syscall(SYS_readv, fd, iov, iovcnt);
-	int saved = errno;
-
 	bool reset = false;
 
-	if (n < 0 || !sbx_nng_is_caller(__builtin_return_address(0)))
-		return n;
+	if (n < 0 || fd < 0)
+		return false;
 	pthread_mutex_lock(&g.mu);
 	if (g.on && (size_t)fd < g.nfds && g.conns[fd].used) {
 		struct conn *c = &g.conns[fd];
@@ -465,12 +424,7 @@ __attribute__((visibility("default"), noinline)) ssize_t readv(int fd, const str
 		reset = c->bad_header || c->over || (n == 0 && (!c->sp_done || !c->framing));
 	}
 	pthread_mutex_unlock(&g.mu);
-	if (reset) {
-		errno = ECONNRESET;
-		return -1;
-	}
-	errno = saved;
-	return n;
+	return reset;
 }
 
 /* ---- close ---- */
@@ -488,24 +442,14 @@ static void untrack(int fd)
 	memset(c, 0, sizeof(*c));
 }
 
-__attribute__((visibility("default"), noinline)) int close(int fd)
+void conn_guard_closing(int fd)
 {
-	if (fd >= 0 && sbx_nng_is_caller(__builtin_return_address(0))) {
-		pthread_mutex_lock(&g.mu);
-		if (g.conns && (size_t)fd < g.nfds)
-			untrack(fd);
-		pthread_mutex_unlock(&g.mu);
-	}
-	return real_close ? real_close(fd) : (int)syscall(SYS_close, fd);
-}
-
-/* ---- listen ---- */
-
-__attribute__((visibility("default"), noinline)) int listen(int fd, int backlog)
-{
-	if (sbx_nng_is_caller(__builtin_return_address(0)) && backlog < LISTEN_BACKLOG)
-		backlog = LISTEN_BACKLOG;
-	return real_listen ? real_listen(fd, backlog) : (int)syscall(SYS_listen, fd, backlog);
+	if (fd < 0)
+		return;
+	pthread_mutex_lock(&g.mu);
+	if (g.conns && (size_t)fd < g.nfds)
+		untrack(fd);
+	pthread_mutex_unlock(&g.mu);
 }
 
 /* ---- life cycle ---- */
@@ -517,22 +461,13 @@ size_t conn_guard_fds(const struct sbx_config_connections *lim, size_t nlistener
 	return ((size_t)lim->per_listener + 1 + EVICTING_MAX) * nlisteners;
 }
 
-int conn_guard_start(const struct sbx_config_connections *lim, size_t nlisteners, size_t reserve,
-		     struct sbx_err *err)
+int conn_guard_arm(const struct sbx_config_connections *lim, size_t nlisteners, size_t reserve,
+		   struct sbx_err *err)
 {
 	struct rlimit rl;
 	size_t need;
 	int rc = 0;
 
-	if (!real_accept || !real_readv || !real_close || !real_listen)
-		return sbx_fail(err, "connection guard: the real accept, readv, close or listen "
-				     "is missing");
-	if (dlsym(RTLD_DEFAULT, "accept") != (void *)accept ||
-	    dlsym(RTLD_DEFAULT, "readv") != (void *)readv ||
-	    dlsym(RTLD_DEFAULT, "close") != (void *)close ||
-	    dlsym(RTLD_DEFAULT, "listen") != (void *)listen)
-		return sbx_fail(err, "connection guard: libnng's accept, readv, close and listen "
-				     "do not bind to sbxd's");
 	if (nlisteners > sizeof(g.listeners) / sizeof(g.listeners[0]))
 		return sbx_fail(err, "connection guard: at most %zu listeners",
 				sizeof(g.listeners) / sizeof(g.listeners[0]));
@@ -561,7 +496,7 @@ int conn_guard_start(const struct sbx_config_connections *lim, size_t nlisteners
 			"workers\n",
 			lim->per_listener, fit.per_listener, lim->per_peer, fit.per_peer,
 			(unsigned long long)rl.rlim_cur, reserve);
-		return conn_guard_start(&fit, nlisteners, reserve, err);
+		return conn_guard_arm(&fit, nlisteners, reserve, err);
 	}
 	if (need > rl.rlim_cur)
 		return sbx_fail(
@@ -592,6 +527,23 @@ int conn_guard_start(const struct sbx_config_connections *lim, size_t nlisteners
 	}
 	pthread_mutex_unlock(&g.mu);
 	return rc;
+}
+
+int conn_guard_start(const struct sbx_config_connections *lim, size_t nlisteners, size_t reserve,
+		     struct sbx_err *err)
+{
+	static const struct sbx_nngfix_hooks hooks = {
+	    .accepted = conn_guard_accepted,
+	    .read = conn_guard_read,
+	    .closing = conn_guard_closing,
+	};
+
+	if (sbx_nngfix_check(err) < 0)
+		return sbx_err_prefix(err, "connection guard");
+	if (conn_guard_arm(lim, nlisteners, reserve, err) < 0)
+		return -1;
+	sbx_nngfix_set_hooks(&hooks);
+	return 0;
 }
 
 void conn_guard_listener(size_t i, enum sbx_scheme scheme, const char *ipc_path, int port)

@@ -7,6 +7,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
 
 #include <nng/nng.h>
 
@@ -20,13 +22,25 @@ struct conn_peer_key {
 	uint8_t b[17]; /* family byte, then the uid or the address */
 };
 
-/* Arms the guard for nlisteners listeners; until then (and in programs
- * that never call it) accept, readv and close pass straight through. Fails
- * unless libnng's calls bind here, and unless the caps on every listener,
- * plus reserve descriptors that connections never take (runs, files),
- * fit under RLIMIT_NOFILE. */
+/* Arms the guard for nlisteners listeners and hands it libnng's accept,
+ * readv and close (common/nngfix); until then (and in programs that never
+ * call it) they pass straight through. Fails unless libnng's calls bind to
+ * the interposers, and unless the caps on every listener, plus reserve
+ * descriptors that connections never take (runs, files), fit under
+ * RLIMIT_NOFILE. */
 int conn_guard_start(const struct sbx_config_connections *lim, size_t nlisteners, size_t reserve,
 		     struct sbx_err *err);
+/* conn_guard_start without the interposers: the accounting alone, which
+ * a unit test then drives through the three calls below. */
+int conn_guard_arm(const struct sbx_config_connections *lim, size_t nlisteners, size_t reserve,
+		   struct sbx_err *err);
+/* What the interposers report of libnng's own calls: a connection it
+ * accepted (false: refuse it), n >= 0 bytes it read into iov (true: fail
+ * the read with ECONNRESET, so that nng drops the pipe before it acts on
+ * them), an fd it is about to close (its counts are given back). */
+bool conn_guard_accepted(int fd);
+bool conn_guard_read(int fd, const struct iovec *iov, int iovcnt, ssize_t n);
+void conn_guard_closing(int fd);
 /* The descriptors nlisteners listeners with caps lim may hold at once (what
  * conn_guard_start checks beside its reserve). */
 size_t conn_guard_fds(const struct sbx_config_connections *lim, size_t nlisteners);

@@ -439,7 +439,7 @@ static int start_helper(struct sbx_run *r, int64_t *spawned, struct sbx_rpc_stat
 	_cleanup_close_pair_ int sv[2] = SBX_PAIR_INIT;
 	_cleanup_close_pair_ int ep[2] = SBX_PAIR_INIT;
 	_cleanup_close_pair_ int rv[2] = SBX_PAIR_INIT;
-	struct ctl_event ready;
+	struct sbx_ctl_event ready;
 	char errtext[4096], image_id[48], files[24];
 	int rc;
 
@@ -509,12 +509,12 @@ static int start_helper(struct sbx_run *r, int64_t *spawned, struct sbx_rpc_stat
 	}
 	/* Without a pidfd (-1) the monitor and proc_reap poll for the exit. */
 	r->pidfd = pidfd_open(r->pid, 0);
-	if (ctl_prepare(r->ctl, &st->err) < 0)
+	if (sbx_ctl_prepare(r->ctl, &st->err) < 0)
 		return sbx_rpc_code(st, SBX__V1__CODE__INTERNAL);
 	if (fcntl(r->err_pipe, F_SETFL, O_NONBLOCK) < 0)
 		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "helper stderr");
-	if (ctl_wait_ready(r->ctl, r->err_pipe, RUN_READY_TIMEOUT_MS, &ready, errtext,
-			   sizeof(errtext), &st->err) < 0) {
+	if (sbx_ctl_wait_ready(r->ctl, r->err_pipe, RUN_READY_TIMEOUT_MS, &ready, errtext,
+			       sizeof(errtext), &st->err) < 0) {
 		sbx_rpc_code(st, SBX__V1__CODE__FAILED_PRECONDITION);
 		return sbx_rpc_prefix(st, "the sandbox could not be built");
 	}

@@ -47,7 +47,7 @@ static int validate(const Sbx__V1__ExecRequest *req, struct sbx_rpc_status *st)
 	if (req->stdin.len > STDIN_MAX)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 				    "stdin: %zu bytes, at most %d", req->stdin.len, STDIN_MAX);
-	if (!ctl_exec_fits(req->argv, req->n_argv, req->cwd))
+	if (!sbx_ctl_exec_fits(req->argv, req->n_argv, req->cwd))
 		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 				    "argv: too large for one request to the sandbox; pass "
 				    "large data by stdin or /data");
@@ -167,7 +167,8 @@ static int send_exec(struct sbx_run *r, struct run_exec *e, const Sbx__V1__ExecR
 	/* Non-blocking: a helper that stopped reading is an error, never a
 	 * stalled worker. Sent under the lock so the ExecEnded cannot be
 	 * processed before the exec is on the list. */
-	if (ctl_send_exec(r->ctl, e->num, req->argv, req->n_argv, req->cwd, stdio, &st->err) < 0) {
+	if (sbx_ctl_send_exec(r->ctl, e->num, req->argv, req->n_argv, req->cwd, stdio, &st->err) <
+	    0) {
 		sbx_rpc_code(st, st->err.errnum == EAGAIN ? SBX__V1__CODE__UNAVAILABLE
 							  : SBX__V1__CODE__FAILED_PRECONDITION);
 		return sbx_rpc_prefix(st, "run %s: the sandbox did not take the exec", r->id);
@@ -291,7 +292,7 @@ SBX_HANDLER(signal, Sbx__V1__SignalRequest, Sbx__V1__SignalResponse)
 	else if (r->ctl < 0)
 		rc = sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
 				  "run %s: its sandbox is gone", r->id);
-	else if (ctl_send_signal(r->ctl, e->num, sig, &st->err) < 0) {
+	else if (sbx_ctl_send_signal(r->ctl, e->num, sig, &st->err) < 0) {
 		sbx_rpc_code(st, SBX__V1__CODE__UNAVAILABLE);
 		rc = sbx_rpc_prefix(st, "run %s: the sandbox did not take the signal", r->id);
 	}

@@ -51,19 +51,19 @@ struct monitor {
 	bool egress_closed; /* the sandbox is over: so is the run's egress */
 };
 
-static Sbx__V1__ExitReason public_reason(enum ctl_end end)
+static Sbx__V1__ExitReason public_reason(enum sbx_ctl_end end)
 {
 	switch (end) {
-	case CTL_END_EXITED:
+	case SBX_CTL_END_EXITED:
 		return SBX__V1__EXIT_REASON__EXITED;
-	case CTL_END_SIGNALED:
-	case CTL_END_KILLED: /* stopped by a Signal call: signaled, with its signal */
+	case SBX_CTL_END_SIGNALED:
+	case SBX_CTL_END_KILLED: /* stopped by a Signal call: signaled, with its signal */
 		return SBX__V1__EXIT_REASON__SIGNALED;
-	case CTL_END_TIMEOUT:
+	case SBX_CTL_END_TIMEOUT:
 		return SBX__V1__EXIT_REASON__TIMEOUT;
-	case CTL_END_OOM:
+	case SBX_CTL_END_OOM:
 		return SBX__V1__EXIT_REASON__OOM;
-	case CTL_END_RUN_EXPIRED:
+	case SBX_CTL_END_RUN_EXPIRED:
 		return SBX__V1__EXIT_REASON__RUN_EXPIRED;
 	default:
 		return SBX__V1__EXIT_REASON__SETUP_FAILED;
@@ -105,12 +105,12 @@ static void sandbox_ended(struct sbx_run *r)
 }
 
 /* mu held. */
-static void apply(struct sbx_run *r, const struct ctl_event *ev)
+static void apply(struct sbx_run *r, const struct sbx_ctl_event *ev)
 {
 	struct run_exec *e;
 
 	switch (ev->kind) {
-	case CTL_ENDED:
+	case SBX_CTL_ENDED:
 		e = run_exec_by_num(r, ev->exec_id);
 		if (!e || e->ended)
 			return; /* already ended by sbxd's watchdog */
@@ -123,13 +123,13 @@ static void apply(struct sbx_run *r, const struct ctl_event *ev)
 			e->message = strdup(ev->message);
 		exec_mark_ended(r, e);
 		return;
-	case CTL_FAILURE:
+	case SBX_CTL_FAILURE:
 		run_alert(r, "sbx-helper: %s", ev->message);
 		return;
-	case CTL_EOF:
+	case SBX_CTL_EOF:
 		sandbox_ended(r);
 		return;
-	case CTL_READY:
+	case SBX_CTL_READY:
 		if (ev->out_fd >= 0)
 			close(ev->out_fd);
 		return;
@@ -143,18 +143,18 @@ static void apply(struct sbx_run *r, const struct ctl_event *ev)
  * a run with an allowlist that sbxd started and that has none yet; any
  * other is closed: a helper must not be able to make sbxd hold
  * descriptors. */
-static void egress_event(struct sbx_run *r, struct ctl_event *ev)
+static void egress_event(struct sbx_run *r, struct sbx_ctl_event *ev)
 {
 	struct run_exec *e;
 	struct sbx_err err;
 	bool take = false;
 	int fd;
 
-	if (ev->kind == CTL_ENDED && r->egress) {
+	if (ev->kind == SBX_CTL_ENDED && r->egress) {
 		sbx_egress_run_unlisten(r->egress, ev->exec_id);
 		return;
 	}
-	if (ev->kind != CTL_STARTED || ev->listen_fd < 0)
+	if (ev->kind != SBX_CTL_STARTED || ev->listen_fd < 0)
 		return;
 	fd = sbx_steal_fd(ev->listen_fd);
 	run_lock(r);
@@ -181,9 +181,9 @@ static void read_ctl(struct monitor *m)
 	struct sbx_run *r = m->r;
 
 	for (int i = 0; i < CTL_BATCH && r->ctl >= 0; i++) {
-		struct ctl_event ev;
+		struct sbx_ctl_event ev;
 		struct sbx_err err;
-		int rc = ctl_recv(r->ctl, &ev, &err);
+		int rc = sbx_ctl_recv_event(r->ctl, &ev, &err);
 
 		if (rc == 0)
 			return;
@@ -196,11 +196,11 @@ static void read_ctl(struct monitor *m)
 			run_alert(r, "sbxd: control socket: %s", err.msg);
 			proc_kill_group(r->reaped ? -1 : r->pid);
 			r->killed = true;
-			ev.kind = CTL_EOF;
+			ev.kind = SBX_CTL_EOF;
 		}
 		apply(r, &ev);
 		run_unlock(r);
-		if (ev.kind == CTL_EOF)
+		if (ev.kind == SBX_CTL_EOF)
 			return;
 	}
 }
@@ -331,7 +331,7 @@ static void end_idle(struct sbx_run *r, int64_t now)
 	run_end_execs(r, SBX__V1__EXIT_REASON__IDLE, why);
 	run_alert(r, "sbxd: %s", why);
 	run_queue_audit(r, "run_idle", json_pack("{s:i}", "idle_seconds", (int)idle));
-	if (ctl_send_destroy(r->ctl, &err) < 0) {
+	if (sbx_ctl_send_destroy(r->ctl, &err) < 0) {
 		/* A pid 1 that cannot be asked is ended the hard way. */
 		proc_kill_group(r->pid);
 		r->killed = true;

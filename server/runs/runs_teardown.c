@@ -363,7 +363,7 @@ int run_teardown(struct sbx_run *r, Sbx__V1__RunManifest **manifest, struct sbx_
 	 * finishes before the data directory is removed under it. */
 	while (input_busy(r))
 		run_wait(r);
-	if (r->ctl >= 0 && ctl_send_destroy(r->ctl, &err) < 0 && err.errnum != EPIPE &&
+	if (r->ctl >= 0 && sbx_ctl_send_destroy(r->ctl, &err) < 0 && err.errnum != EPIPE &&
 	    err.errnum != ECONNRESET)
 		run_alert(r, "sbxd: DestroyRequest: %s", err.msg);
 	run_unlock(r);

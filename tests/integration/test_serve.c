@@ -61,9 +61,9 @@ static bool start_helper(struct helper *h, const char *policy_json)
 	close(sv[1]);
 	h->ctl = sv[0];
 	h->out_fd = -1;
-	struct ctl_event ready;
+	struct sbx_ctl_event ready;
 	struct sbx_err err;
-	bool ok = ctl_await_ready(h->ctl, -1, &ready, &err) == 0;
+	bool ok = sbx_ctl_await_ready(h->ctl, -1, &ready, &err) == 0;
 	unlink(pol); /* read by now; leave nothing in /tmp */
 	if (ok) {
 		h->out_fd = ready.out_fd;
@@ -80,8 +80,8 @@ static int exec_argv(struct helper *h, uint64_t id, char **argv, size_t argc)
 		return -1;
 	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 	struct sbx_err err;
-	int rc = ctl_send_exec(h->ctl, id, argv, argc, NULL, (const int[3]){devnull, p[1], devnull},
-			       &err);
+	int rc = sbx_ctl_send_exec(h->ctl, id, argv, argc, NULL,
+				   (const int[3]){devnull, p[1], devnull}, &err);
 	close(p[1]);
 	close(devnull);
 	if (rc < 0) {
@@ -219,31 +219,32 @@ static const char modest[] = "b = bytearray(52 << 20)\n"
 static void send_signal(struct helper *h, uint64_t id, int sig)
 {
 	struct sbx_err err;
-	ctl_send_signal(h->ctl, id, sig, &err);
+	sbx_ctl_send_signal(h->ctl, id, sig, &err);
 }
 
 /* Next ExecEnded into *ev (ExecStarted messages are skipped); NULL on EOF
  * or when none came within timeout_ms. */
-static const struct ctl_event *wait_ended(struct helper *h, int timeout_ms, struct ctl_event *ev)
+static const struct sbx_ctl_event *wait_ended(struct helper *h, int timeout_ms,
+					      struct sbx_ctl_event *ev)
 {
 	struct sbx_err err;
-	while (ctl_next(h->ctl, timeout_ms, ev, &err) == 1 && ev->kind != CTL_EOF) {
-		if (ev->kind == CTL_ENDED)
+	while (sbx_ctl_next(h->ctl, timeout_ms, ev, &err) == 1 && ev->kind != SBX_CTL_EOF) {
+		if (ev->kind == SBX_CTL_ENDED)
 			return ev;
-		ctl_event_close(ev); /* an ExecStarted's egress listener */
+		sbx_ctl_event_close(ev); /* an ExecStarted's egress listener */
 	}
 	return NULL;
 }
 
 /* The ExecStarted of exec `id` into *ev (its listen_fd the caller's);
  * false when none came within timeout_ms. */
-static bool wait_started(struct helper *h, uint64_t id, int timeout_ms, struct ctl_event *ev)
+static bool wait_started(struct helper *h, uint64_t id, int timeout_ms, struct sbx_ctl_event *ev)
 {
 	struct sbx_err err;
-	while (ctl_next(h->ctl, timeout_ms, ev, &err) == 1 && ev->kind != CTL_EOF) {
-		if (ev->kind == CTL_STARTED && ev->exec_id == id)
+	while (sbx_ctl_next(h->ctl, timeout_ms, ev, &err) == 1 && ev->kind != SBX_CTL_EOF) {
+		if (ev->kind == SBX_CTL_STARTED && ev->exec_id == id)
 			return true;
-		ctl_event_close(ev);
+		sbx_ctl_event_close(ev);
 	}
 	return false;
 }
@@ -266,11 +267,11 @@ static char *read_all(int fd)
 static char *seek_while_held(struct helper *h, uint64_t id, const char *holder, const char *seeker,
 			     int *holder_fd, char *first, size_t size)
 {
-	struct ctl_event ev;
+	struct sbx_ctl_event ev;
 	*holder_fd = exec_py(h, id, holder);
 	snprintf(first, size, "%s", read_some(*holder_fd, 10000));
 	int fd = exec_py(h, id + 1, seeker);
-	const struct ctl_event *e = wait_ended(h, 10000, &ev);
+	const struct sbx_ctl_event *e = wait_ended(h, 10000, &ev);
 	char *out = read_all(fd);
 	return e && e->exec_id == id + 1 ? out : NULL;
 }
@@ -278,7 +279,7 @@ static char *seek_while_held(struct helper *h, uint64_t id, const char *holder, 
 /* SIGKILLs exec `id` and waits for its end. */
 static void stop_exec(struct helper *h, uint64_t id, int fd)
 {
-	struct ctl_event ev;
+	struct sbx_ctl_event ev;
 	send_signal(h, id, SIGKILL);
 	wait_ended(h, 10000, &ev);
 	close(fd);
@@ -332,7 +333,7 @@ static bool helper_exits_within(struct helper *h, int ms)
 static void egress_checks(void)
 {
 	struct helper h;
-	struct ctl_event ev;
+	struct sbx_ctl_event ev;
 	char *env_argv[] = {"/usr/bin/env"};
 
 	CHECK(start_helper(&h,
@@ -342,8 +343,8 @@ static void egress_checks(void)
 	int fd = exec_py(&h, 1, egress_client);
 	CHECK(wait_started(&h, 1, 10000, &ev) && ev.listen_fd == -1,
 	      "egress deny: ExecStarted carries no listener");
-	ctl_event_close(&ev);
-	const struct ctl_event *e = wait_ended(&h, 20000, &ev);
+	sbx_ctl_event_close(&ev);
+	const struct sbx_ctl_event *e = wait_ended(&h, 20000, &ev);
 	char *out = read_all(fd);
 	CHECK(e && e->exit_code == 0 && strcmp(out, "ECONNREFUSED\n") == 0,
 	      "egress deny: nothing listens on 127.0.0.1:3128 inside (got '%s')", out);
@@ -393,7 +394,7 @@ static void egress_checks(void)
 	fd = exec_argv(&h, 2, env_argv, 1);
 	started = wait_started(&h, 2, 10000, &ev);
 	CHECK(started && ev.listen_fd >= 0, "egress allowlist: every exec gets a listener");
-	ctl_event_close(&ev);
+	sbx_ctl_event_close(&ev);
 	e = wait_ended(&h, 10000, &ev);
 	out = read_all(fd);
 	CHECK(e && strcmp(out,
@@ -432,7 +433,7 @@ static pid_t sandbox_pid1(pid_t helper)
 static void listener_wait_checks(void)
 {
 	struct helper h;
-	struct ctl_event ev;
+	struct sbx_ctl_event ev;
 	int status;
 	unsigned long child = 0;
 
@@ -444,7 +445,7 @@ static void listener_wait_checks(void)
 	int64_t t0 = sbx_mono_ms();
 	int f1 = exec_sh(&h, 1, "sleep 100");
 	CHECK(wait_started(&h, 1, 10000, &ev), "listener wait: exec 1 started");
-	ctl_event_close(&ev);
+	sbx_ctl_event_close(&ev);
 	pid_t init = sandbox_pid1(h.pid);
 	bool traced = init > 0 &&
 		      ptrace(PTRACE_SEIZE, init, 0, PTRACE_O_TRACEFORK | PTRACE_O_TRACECLONE) == 0;
@@ -459,10 +460,10 @@ static void listener_wait_checks(void)
 		waitpid((pid_t)child, &status, __WALL); /* its first stop */
 	}
 	CHECK(child > 0, "listener wait: exec 2's init is held at birth");
-	const struct ctl_event *e = wait_ended(&h, 15000, &ev);
+	const struct sbx_ctl_event *e = wait_ended(&h, 15000, &ev);
 	int64_t took = sbx_mono_ms() - t0;
 	/* Before twice script_seconds: held by pid 1's wait, it would never end. */
-	CHECK(e && e->exec_id == 1 && e->end == CTL_END_TIMEOUT && took < 4000,
+	CHECK(e && e->exec_id == 1 && e->end == SBX_CTL_END_TIMEOUT && took < 4000,
 	      "listener wait: exec 1 ends at its deadline while pid 1 waits for exec 2's listener "
 	      "(exec %llu ended after %lld ms)",
 	      e ? (unsigned long long)e->exec_id : 0ULL, (long long)took);
@@ -499,9 +500,9 @@ int main(void)
 	/* Files are shared between a run's execs... */
 	int fd = exec_sh(
 	    &h, 1, "echo one > /out/a; echo t > /tmp/t; (sleep 997 &) ; sleep 996 & echo started");
-	struct ctl_event ev;
-	const struct ctl_event *e = wait_ended(&h, 10000, &ev);
-	CHECK(e && e->exec_id == 1 && e->end == CTL_END_EXITED && e->exit_code == 0,
+	struct sbx_ctl_event ev;
+	const struct sbx_ctl_event *e = wait_ended(&h, 10000, &ev);
+	CHECK(e && e->exec_id == 1 && e->end == SBX_CTL_END_EXITED && e->exit_code == 0,
 	      "exec 1 exits 0");
 	CHECK(strcmp(read_all(fd), "started\n") == 0, "exec 1 output arrives on its pipe");
 	/* ...processes never are: exec 1's background sleeps died with it. */
@@ -511,7 +512,7 @@ int main(void)
 	fd = exec_sh(&h, 2, "cat /out/a /tmp/t; ls /proc | grep -c '^[0-9]'");
 	e = wait_ended(&h, 10000, &ev);
 	char *out = read_all(fd);
-	CHECK(e && e->end == CTL_END_EXITED && e->exit_code == 0, "exec 2 exits 0");
+	CHECK(e && e->end == SBX_CTL_END_EXITED && e->exit_code == 0, "exec 2 exits 0");
 	CHECK(strncmp(out, "one\nt\n", 6) == 0, "exec 2 sees exec 1's /out and /tmp files");
 	/* sh, ls and grep: neither pid 1 nor exec inits are visible. */
 	CHECK(atoi(out + 6) <= 3, "exec 2 sees only its own processes in /proc (%d)",
@@ -526,7 +527,7 @@ int main(void)
 	fd = exec_sh(&h, 3, "sleep 100");
 	e = wait_ended(&h, 10000, &ev);
 	int64_t took = sbx_mono_ms() - t0;
-	CHECK(e && e->end == CTL_END_TIMEOUT && e->exit_code == 124,
+	CHECK(e && e->end == SBX_CTL_END_TIMEOUT && e->exit_code == 124,
 	      "a sleeping exec ends as timeout");
 	/* Not before script_seconds, and ended by it rather than by anything
 	 * later: before twice it (the overshoot is ~0.1 s here, and grows with
@@ -540,7 +541,7 @@ int main(void)
 	usleep(200000);
 	send_signal(&h, 4, SIGKILL);
 	e = wait_ended(&h, 10000, &ev);
-	CHECK(e && e->end == CTL_END_KILLED, "SIGKILL ends an exec as killed");
+	CHECK(e && e->end == SBX_CTL_END_KILLED, "SIGKILL ends an exec as killed");
 	CHECK(count_processes("sleep 995") == 0 && count_processes("sleep 994") == 0,
 	      "and its whole process tree");
 	close(fd);
@@ -551,15 +552,16 @@ int main(void)
 	send_signal(&h, 5, SIGTERM);
 	e = wait_ended(&h, 10000, &ev);
 	out = read_all(fd);
-	CHECK(e && e->end == CTL_END_EXITED && e->exit_code == 7 && strstr(out, "got-term"),
+	CHECK(e && e->end == SBX_CTL_END_EXITED && e->exit_code == 7 && strstr(out, "got-term"),
 	      "SIGTERM is forwarded to the command, which handles it (reason %d code %d out %s)",
 	      e ? (int)e->end : -1, e ? e->exit_code : -1, out);
 
 	/* Two execs at once. */
 	int f1 = exec_sh(&h, 6, "sleep 0.3; echo six");
 	int f2 = exec_sh(&h, 7, "echo seven");
-	struct ctl_event ev1, ev2;
-	const struct ctl_event *e1 = wait_ended(&h, 10000, &ev1), *e2 = wait_ended(&h, 10000, &ev2);
+	struct sbx_ctl_event ev1, ev2;
+	const struct sbx_ctl_event *e1 = wait_ended(&h, 10000, &ev1),
+				   *e2 = wait_ended(&h, 10000, &ev2);
 	CHECK(e1 && e2 && e1->exec_id == 7 && e2->exec_id == 6,
 	      "concurrent execs end in their own order");
 	CHECK(strcmp(read_all(f1), "six\n") == 0 && strcmp(read_all(f2), "seven\n") == 0,
@@ -614,7 +616,7 @@ int main(void)
 	fd = exec_sh(&h, 8, "sleep 992");
 	int fd2 = exec_sh(&h, 8, "echo dup");
 	e = wait_ended(&h, 10000, &ev);
-	CHECK(e && e->exec_id == 8 && e->end == CTL_END_SETUP_FAILED &&
+	CHECK(e && e->exec_id == 8 && e->end == SBX_CTL_END_SETUP_FAILED &&
 		  strstr(e->message, "already in use"),
 	      "a duplicate exec id is refused");
 	close(fd2);
@@ -631,7 +633,7 @@ int main(void)
 	      "second sandbox ready");
 	fd = exec_sh(&h, 1, "sleep 991");
 	e = wait_ended(&h, 10000, &ev);
-	CHECK(e && (e->end == CTL_END_RUN_EXPIRED || e->end == CTL_END_TIMEOUT),
+	CHECK(e && (e->end == SBX_CTL_END_RUN_EXPIRED || e->end == SBX_CTL_END_TIMEOUT),
 	      "an exec running when run_seconds ends is stopped");
 	CHECK(helper_exits_within(&h, 3000), "the sandbox ends when run_seconds ends");
 	close(fd);
@@ -695,7 +697,7 @@ int main(void)
 	CHECK(strncmp(out, "ready", 5) == 0, "exec A holds 54 MiB (%s)", out);
 	fd = exec_py(&h, 61, modest);
 	e = wait_ended(&h, 20000, &ev);
-	CHECK(e && e->exec_id == 61 && e->end == CTL_END_OOM && e->exit_code == 137 &&
+	CHECK(e && e->exec_id == 61 && e->end == SBX_CTL_END_OOM && e->exit_code == 137 &&
 		  strstr(e->message, "the run's memory"),
 	      "exec B ends as oom of the run's memory, not of its own (end %d, message '%s')",
 	      e ? (int)e->end : -1, e ? e->message : "");

@@ -17,12 +17,13 @@ target_link_libraries(test_egress_proxy PRIVATE sbx_egress_harness sbx_check)
 add_test(NAME unit.egress.proxy COMMAND test_egress_proxy)
 set_tests_properties(unit.egress.proxy PROPERTIES TIMEOUT 60)
 
-# Adversarial review: each case an attack that must fail (see the file).
-add_executable(test_egress_review test_egress_review.c)
-target_link_libraries(test_egress_review PRIVATE sbx_egress_harness sbx_check)
+# What a run's traffic costs the proxy stays bounded: each case an attack
+# that must fail (see the file).
+add_executable(test_egress_bounded test_egress_bounded.c)
+target_link_libraries(test_egress_bounded PRIVATE sbx_egress_harness sbx_check)
 foreach(c oob pipes early share hostwide audit lookups)
-  add_test(NAME unit.egress.review_${c} COMMAND test_egress_review ${c})
-  set_tests_properties(unit.egress.review_${c} PROPERTIES TIMEOUT 60)
+  add_test(NAME unit.egress.bounded_${c} COMMAND test_egress_bounded ${c})
+  set_tests_properties(unit.egress.bounded_${c} PROPERTIES TIMEOUT 60)
 endforeach()
 
 # The proxy's fair shares between identities and its descriptor budget.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* What the egress proxy's unit tests (test_egress_proxy.c,
- * test_egress_review.c, test_egress_share.c) share: a scratch directory
+ * test_egress_bounded.c, test_egress_share.c) share: a scratch directory
  * with a hosts file and the audit log, destination servers on 127.0.0.1,
  * the proxy and its runs, the sandbox's side of a connection and the
  * run's Status. Every helper that cannot do its part exits 2: the test's

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The egress proxy's fair shares and descriptor budget (egress_limits.c,
  * egress.c), against the real proxy on real sockets, as
- * test_egress_review.c does; each case beside the review's share, hostwide
+ * test_egress_bounded.c does; each case beside the review's share, hostwide
  * and audit ones:
  *
  *   test_egress_share perminute  one identity drains a host-wide

@@ -5,22 +5,22 @@
  * Each case asserts what the design promises (DESIGN.md invariants 2 and
  * 10, the egress brief) and fails while the hole is open.
  *
- *   test_egress_review oob        a TCP urgent byte stalls the relay and
- *                                 spins the proxy's thread
- *   test_egress_review pipes      one run's grown pipes use up the
- *                                 service user's pipe-user-pages-soft
- *   test_egress_review early      bytes sent with the head bypass the
- *                                 entry's bytes_per_second
- *   test_egress_review share      one identity's runs fill connections_max:
- *                                 another identity's run gets 429
- *   test_egress_review hostwide   one run holds a host-wide destination's
- *                                 max_concurrent: every other run gets 429
- *   test_egress_review audit      one identity's runs write exempt audit
- *                                 lines far past its audit byte rate
- *   test_egress_review lookups    teardown and stop with lookups in flight
- *                                 and answers racing them (run it under
- *                                 valgrind: it passes when nothing is
- *                                 touched after it is freed) */
+ *   test_egress_bounded oob        a TCP urgent byte stalls the relay and
+ *                                  spins the proxy's thread
+ *   test_egress_bounded pipes      one run's grown pipes use up the
+ *                                  service user's pipe-user-pages-soft
+ *   test_egress_bounded early      bytes sent with the head bypass the
+ *                                  entry's bytes_per_second
+ *   test_egress_bounded share      one identity's runs fill connections_max:
+ *                                  another identity's run gets 429
+ *   test_egress_bounded hostwide   one run holds a host-wide destination's
+ *                                  max_concurrent: every other run gets 429
+ *   test_egress_bounded audit      one identity's runs write exempt audit
+ *                                  lines far past its audit byte rate
+ *   test_egress_bounded lookups    teardown and stop with lookups in flight
+ *                                  and answers racing them (run it under
+ *                                  valgrind: it passes when nothing is
+ *                                  touched after it is freed) */
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>

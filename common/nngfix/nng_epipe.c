@@ -32,67 +32,27 @@
  * HUP into NNG_ECONNSHUT; mbedTLS's CONN_EOF mapping is unreachable).
  *
  * On nng >= 1.6 the transports turn NNG_ECLOSED into NNG_ECONNSHUT
- * themselves; this shim then only makes it NNG_ECONNRESET, which the
- * listener also survives (without ECONNSHUT's 100 ms pause). If a later nng
- * stops calling sendmsg, nothing here is reached. nni_plat_errno itself
- * cannot be replaced: libnng exports no nni_* symbol. */
+ * themselves, so this file is built only for an older nng (CMakeLists.txt
+ * checks nng's version); if a later nng stops calling sendmsg, nothing here
+ * is reached. nni_plat_errno itself cannot be replaced: libnng exports no
+ * nni_* symbol. */
 #include "nng_epipe.h"
 
 #include <dlfcn.h>
 #include <errno.h>
-#include <link.h>
-#include <stdint.h>
-#include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define NNG_SEGMENTS_MAX 4
+#include "nngfix.h"
 
 typedef ssize_t (*sendmsg_fn)(int, const struct msghdr *, int);
 
 static sendmsg_fn real_sendmsg;
-/* libnng's executable PT_LOAD ranges, found once before main. */
-static uintptr_t nng_lo[NNG_SEGMENTS_MAX], nng_hi[NNG_SEGMENTS_MAX];
-static int nng_segments;
-
-static int find_libnng(struct dl_phdr_info *info, size_t size, void *arg)
-{
-	(void)size;
-	(void)arg;
-	if (!info->dlpi_name || !strstr(info->dlpi_name, "/libnng.so"))
-		return 0;
-	for (int i = 0; i < info->dlpi_phnum && nng_segments < NNG_SEGMENTS_MAX; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-
-		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
-			nng_lo[nng_segments] = info->dlpi_addr + ph->p_vaddr;
-			nng_hi[nng_segments] = nng_lo[nng_segments] + ph->p_memsz;
-			nng_segments++;
-		}
-	}
-	return 1;
-}
 
 __attribute__((constructor)) static void nng_epipe_init(void)
 {
 	real_sendmsg = (sendmsg_fn)sbx_nng_next_symbol("sendmsg");
-	dl_iterate_phdr(find_libnng, NULL);
-}
-
-void *sbx_nng_next_symbol(const char *name)
-{
-	return dlsym(RTLD_NEXT, name);
-}
-
-bool sbx_nng_is_caller(const void *return_address)
-{
-	uintptr_t ra = (uintptr_t)return_address;
-
-	for (int i = 0; i < nng_segments; i++)
-		if (ra >= nng_lo[i] && ra < nng_hi[i])
-			return true;
-	return false;
 }
 
 __attribute__((visibility("default"), noinline)) ssize_t sendmsg(int fd, const struct msghdr *msg,
@@ -120,7 +80,7 @@ __attribute__((visibility("default"), noinline)) ssize_t sendmsg(int fd, const s
  * binds to (dlvsym would not: it wants an exact version and skips ours). */
 int sbx_nng_epipe_check(struct sbx_err *err)
 {
-	if (nng_segments == 0)
+	if (!sbx_nng_loaded())
 		return sbx_fail(err, "nng bug #1518 fix: libnng.so is not loaded dynamically");
 	if (dlsym(RTLD_DEFAULT, "sendmsg") != (void *)sendmsg)
 		return sbx_fail(err, "nng bug #1518 fix: libnng's sendmsg does not bind to the "

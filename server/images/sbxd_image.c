@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* `sbxd image`: import, list, inspect and rm on the image store, with the
- * store's place and bounds taken from sbxd's own configuration (so that the
- * store sbxd resolves policies in is the one written here). stdout carries
- * only the result (the pinned reference, the list, the JSON); progress and
- * errors go to stderr. */
-#include "image_cmd.h"
+/* sbxd-image, which `sbxd image` runs: import, list, inspect and rm on the
+ * image store, with the store's place and bounds taken from sbxd's own
+ * configuration (so that the store sbxd resolves policies in is the one
+ * written here). stdout carries only the result (the pinned reference, the
+ * list, the JSON); progress and errors go to stderr. There is no RPC for
+ * it: import needs the files on this host anyway, and the RPC has no
+ * administrator identity to allow it to (Health lists the store's pins).
+ * A program of its own so that sbxd does not link libarchive. */
 
 #include <errno.h>
 #include <getopt.h>
@@ -484,7 +486,9 @@ static int cmd_rm(struct img_store *s, const char *ref, bool untag)
 	return 0;
 }
 
-int sbxd_image_main(int argc, char **argv)
+/* argv[0] is "sbxd-image" or whatever `sbxd image` passed; exit status 0,
+ * 1 (an error) or 2 (usage). */
+int main(int argc, char **argv)
 {
 	struct args a = {.kind = -1};
 	_cleanup_free_ char *dir = NULL;

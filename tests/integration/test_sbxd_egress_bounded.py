@@ -3,7 +3,7 @@
 sandbox: what a script in a run can do to sbxd and to the other runs. Each
 test attacks, and asserts what DESIGN.md invariant 10 promises (nothing a
 sandbox sends costs sbxd more than a bounded amount, no run can deny
-service to another). See tests/unit/test_egress_review.c for the same
+service to another). See tests/unit/test_egress_bounded.c for the same
 holes at the proxy's own level, with their root causes."""
 import fcntl
 import json
