@@ -48,11 +48,6 @@ struct sbx_host_ids {
 int sbx_host_ids_mode_parse(const char *s);
 const char *sbx_host_ids_mode_name(enum sbx_host_ids_mode m);
 
-/* The directory the slot locks live in: DIR when given, else
- * ~/.local/state/sbx/host-ids under the user's home from the password
- * database (not $HOME, so that every helper of one user agrees). */
-int sbx_host_ids_lock_dir(const char *dir, char *out, size_t size, struct sbx_err *err);
-
 /* Takes a free slot (mode SUBORDINATE) or records the caller's ids
  * (SHARED). lock_dir: NULL for the default. */
 int sbx_host_ids_take(enum sbx_host_ids_mode mode, const char *lock_dir, struct sbx_host_ids *ids,

@@ -381,6 +381,10 @@ static const struct sbx_config_key root_keys[] = {
      .type_doc = "string", .range_doc = "`\"subordinate\"`, `\"shared\"`",
      .def_doc = "`\"subordinate\"`",
      .doc = "a host uid of /etc/subuid's for each run, or sbxd's own uid for all (weaker)"},
+    {"host_id_dir", SBX_CONFIG_ABS_PATH, ROOT(host_id_dir),
+     .def_doc = "`~/.local/state/sbx/host-ids` of sbxd's user",
+     .doc = "where the run host uids' locks live, for a user without a usable home; every "
+	    "sbx of that user must use the same (sbx-helper `--host-id-dir`)"},
     {"log", SBX_CONFIG_PATH, ROOT(log_path), .def_doc = "stderr",
      .doc = "the audit log, JSON lines"},
     {"log_group", SBX_CONFIG_PATH, ROOT(log_group), .def_doc = "none: sbxd alone (0600)",
@@ -606,6 +610,7 @@ void sbx_config_free(struct sbx_config *cfg)
 	free(cfg->state_dir);
 	free(cfg->helper);
 	free(cfg->cgroup_root);
+	free(cfg->host_id_dir);
 	free(cfg->log_path);
 	free(cfg->log_group);
 	free(cfg->tls_cert);

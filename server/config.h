@@ -128,8 +128,9 @@ struct sbx_config {
 	/* "host_uids": "shared" (true) runs every sandbox as sbxd's own uid;
 	 * default "subordinate": a uid of /etc/subuid's for each run. */
 	bool host_uids_shared;
-	char *log_path; /* the audit log (JSON lines); NULL: stderr */
-	char *tls_cert; /* server certificate + key (PEM) */
+	char *host_id_dir; /* --host-id-dir for every helper; NULL: the helper's default */
+	char *log_path;	   /* the audit log (JSON lines); NULL: stderr */
+	char *tls_cert;	   /* server certificate + key (PEM) */
 	char *tls_key;
 	char *tls_client_ca; /* CA that client certificates must chain to */
 	struct sbx_token tokens[SBX_CONFIG_MAX_TOKENS];

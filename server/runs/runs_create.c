@@ -434,7 +434,7 @@ static int start_helper(struct sbx_run *r, int64_t *spawned, struct sbx_rpc_stat
 {
 	const struct runs_settings *set = &r->runs->cfg;
 	_cleanup_free_ char *policy = NULL;
-	const char *argv[26]; /* 24 at most, and the NULL */
+	const char *argv[28]; /* 26 at most, and the NULL */
 	size_t n = 0;
 	_cleanup_close_pair_ int sv[2] = SBX_PAIR_INIT;
 	_cleanup_close_pair_ int ep[2] = SBX_PAIR_INIT;
@@ -457,6 +457,10 @@ static int start_helper(struct sbx_run *r, int64_t *spawned, struct sbx_rpc_stat
 	argv[n++] = "4";
 	argv[n++] = "--host-uids";
 	argv[n++] = set->host_uids_shared ? "shared" : "subordinate";
+	if (set->host_id_dir) {
+		argv[n++] = "--host-id-dir";
+		argv[n++] = set->host_id_dir;
+	}
 	if (r->data_path) {
 		argv[n++] = "--data";
 		argv[n++] = r->data_path;

@@ -20,6 +20,7 @@
 #include <jansson.h>
 
 #include "audit.h"
+#include "host_id_dir.h"
 #include "images.h"
 #include "runs_manager.h"
 #include "runs_proc.h"
@@ -136,6 +137,15 @@ static int check_host_ids(const struct sbx_config *cfg, uint64_t *slots_out, str
 	if (sbx_subids_slots(&slots, err) < 0)
 		return -1;
 	*slots_out = slots;
+	/* The locks' directory, made and checked now: a service user with no
+	 * usable home would otherwise fail every CreateRun. */
+	char dir[4096];
+	int fd = sbx_host_id_dir_path(cfg->host_id_dir, dir, sizeof(dir), err) < 0
+		     ? -1
+		     : sbx_host_id_dir_open(dir, err);
+	if (fd < 0)
+		return sbx_err_prefix(err, "the run host uids' locks (config host_id_dir)");
+	close(fd);
 	if (slots >= runs_max)
 		return 0;
 	struct passwd *pw = getpwuid(geteuid());
@@ -175,6 +185,8 @@ static int copy_settings(struct runs_settings *set, const struct sbx_config *cfg
 		return sbx_fail_errno(err, "settings");
 	set->rlimit_fallback = cfg->rlimit_fallback;
 	set->host_uids_shared = cfg->host_uids_shared;
+	if (cfg->host_id_dir && !(set->host_id_dir = strdup(cfg->host_id_dir)))
+		return sbx_fail_errno(err, "settings");
 	set->runs_max = cfg->runs_max ? cfg->runs_max : 64;
 	set->runs_max_per_identity = cfg->runs_max_per_identity ? cfg->runs_max_per_identity : 16;
 	set->limits_max = cfg->limits_max;
@@ -396,6 +408,7 @@ void runs_settings_free(struct sbx_runs *runs)
 	free(runs->cfg.runs_dir);
 	free(runs->cfg.helper);
 	free(runs->cfg.cgroup_root);
+	free(runs->cfg.host_id_dir);
 	for (size_t i = 0; i < runs->cfg.n_input_dirs; i++)
 		free(runs->cfg.input_dirs[i]);
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(runs->cfg.helper_env); i++)

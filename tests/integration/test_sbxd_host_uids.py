@@ -221,6 +221,44 @@ class Shared(HostUids):
         self.assertLess(self.attack(), FULL_PIPE)
 
 
+class LockDir(unittest.TestCase):
+    """config host_id_dir: sbxd makes and checks it at start, and its
+    helpers take their slots there."""
+
+    def test_a_lock_dir_others_could_swap_stops_sbxd_at_start(self):
+        import tempfile
+        tmp = tempfile.mkdtemp(prefix="sbx-test-hostid-")
+        self.addCleanup(lambda: __import__("shutil").rmtree(tmp, ignore_errors=True))
+        open_dir = os.path.join(tmp, "open")
+        os.mkdir(open_dir)
+        os.chmod(open_dir, 0o777)  # writable by others, not sticky
+        with self.assertRaises(RuntimeError) as e:
+            Server(host_id_dir=os.path.join(open_dir, "locks"))
+        self.assertIn("config host_id_dir", str(e.exception))
+        self.assertIn("writable by others", str(e.exception))
+
+    def test_runs_take_their_slots_in_the_configured_dir(self):
+        import tempfile
+        tmp = tempfile.mkdtemp(prefix="sbx-test-hostid-")
+        self.addCleanup(lambda: __import__("shutil").rmtree(tmp, ignore_errors=True))
+        locks = os.path.join(tmp, "locks")
+        srv = Server(host_id_dir=locks)
+        self.addCleanup(srv.cleanup)
+        self.addCleanup(srv.stop)
+        with srv.conn() as c:
+            code, msg, r = c.call("CreateRun", pb.CreateRunRequest(policy_json=policy_json()),
+                                  pb.CreateRunResponse)
+            self.assertEqual(code, "OK", msg)
+            code, msg, _ = c.call("Exec", pb.ExecRequest(run_id=r.run_id, argv=["/bin/true"]),
+                                  pb.ExecResponse)
+            self.assertEqual(code, "OK", msg)
+            c.call("Teardown", pb.TeardownRequest(run_id=r.run_id), pb.TeardownResponse)
+        names = os.listdir(locks)
+        ours = sbxtest.subordinate_uids()
+        self.assertTrue(names and all(any(int(n) in rg for rg in ours) for n in names), names)
+        self.assertEqual(os.stat(locks).st_mode & 0o777, 0o700)
+
+
 RUN_INOTIFY_INSTANCES = 16  # helper/rootfs.h
 
 # inotify instances until refused; says how many and why, then holds them.
