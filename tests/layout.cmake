@@ -1,0 +1,8 @@
+# SPDX-License-Identifier: Apache-2.0
+# The arrows between rooms (HACKING.md), checked from the sources'
+# #include lines (tests/layout/): the build's include paths enforce them for
+# what compiles, this names the file and header that break one. Python and
+# no sandbox, so it runs beside anything.
+add_test(NAME layout.includes
+         COMMAND ${SBX_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/layout/includes.py)
+set_tests_properties(layout.includes PROPERTIES ENVIRONMENT "${SBX_TEST_ENV}" TIMEOUT 60)
