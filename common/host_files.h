@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The host's file-table settings, read from /proc/sys: sbxd sizes its runs'
- * file budgets by them at start (server/config_limits.c) and Health reports
+ * file budgets by them at start (server/config/config_limits.c) and Health reports
  * them live. */
 #ifndef SBX_HOST_FILES_H
 #define SBX_HOST_FILES_H

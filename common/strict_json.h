@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The strict-JSON helpers that policies (common/policy.c) and sbxd's
- * configuration (server/config.c) share: errors name the JSON path. */
+ * configuration (server/config/config.c) share: errors name the JSON path. */
 #ifndef SBX_STRICT_JSON_H
 #define SBX_STRICT_JSON_H
 

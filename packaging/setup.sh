@@ -196,7 +196,7 @@ step_other_user() {
 }
 
 # sbxd refuses to start when runs_max runs at their ceilings would take more
-# than half of fs.file-max (server/config_limits.c): a file pinned by a
+# than half of fs.file-max (server/config/config_limits.c): a file pinned by a
 # mapping is bounded by the run's memory, not by RLIMIT_NOFILE, and the
 # kernel's default file-max (RAM / 10 KiB) holds few such runs. The value is
 # the sysctl's maximum: applying it never lowers what a host set.

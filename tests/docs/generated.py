@@ -9,7 +9,7 @@ command that brings the page back in line.
     generated.py --write NAME BUILD_DIR   rewrite the page from its source
 
 NAME is one of:
-    config  docs/reference/config.md  from sbxd-config-reference (server/config_keys.h)
+    config  docs/reference/config.md  from sbxd-config-reference (server/config/config_keys.h)
     policy  docs/reference/policy-ranges.md  from sbx-policy-reference (common/policy_ranges.h)
     api     docs/reference/api.md  from proto/sbx/v1/sandbox.proto (docs/gen/api_reference.py)
 """

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* sbxd's config file parser (server/config.h). sbx_config_load reads a
+/* sbxd's config file parser (server/config/config.h). sbx_config_load reads a
  * path, so the input goes into a memfd named by /proc/self/fd. Properties:
  * a config that loads has at least one listener; a failure says why and
  * leaves nothing allocated (sbx_config_free is safe either way). */

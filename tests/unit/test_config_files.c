@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit test of sbxd's file-table check (server/config_limits.c,
+/* Unit test of sbxd's file-table check (server/config/config_limits.c,
  * common/run_files.c): runs_max runs at their ceilings, descriptors and the
  * files their memory may pin through mappings, within half of fs.file-max,
  * checked against the values of hosts other than this one. */

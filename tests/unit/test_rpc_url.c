@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit test of the listener URL rules (server/listen_url.c), which the
+/* Unit test of the listener URL rules (server/config/listen_url.c), which the
  * config file, the --listen flags and the RPC layer's listeners all follow:
  * schemes, HOST:PORT and socket path syntax, and what each scheme needs
  * from the rest of the configuration. */
