@@ -32,20 +32,24 @@
 #ifndef SBX_EGRESS_H
 #define SBX_EGRESS_H
 
+#include <netinet/in.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "config.h"
 #include "egress_port.h" /* SBX_EGRESS_PORT */
 #include "err.h"
-#include "sbx/v1/sandbox.pb-c.h"
+#include "hostname.h"
+#include "sbx/v1/policy.pb-c.h" /* Sbx__V1__Egress, the policy's allowlist */
 
 struct sbx_egress;
 struct sbx_egress_run;
 
-/* What an "(other)" destination row takes packed at most (host, four
- * 64-bit counters, tag and length): a byte budget keeps room for it. */
-#define EGRESS_OTHER_ROW_MAX 64
+/* The destination row that sums every host:port past a run's first 1023
+ * (port 0); the run manager folds rows that do not fit an answer into it
+ * too. */
+#define SBX_EGRESS_OTHER_HOST "(other)"
 
 /* Starts the proxy's thread with the config's "egress" settings (copied).
  * -1 with err when the resolver's files cannot be read or the thread cannot
@@ -96,41 +100,65 @@ void sbx_egress_run_close(struct sbx_egress_run *er);
 /* Closes (if not yet) and frees. NULL is fine. The proxy keeps no pointer
  * to a closed run (its listeners, connections and lookups are gone), and
  * a run may outlive the proxy: after sbx_egress_stop, sbx_egress_run_close,
- * _status, _destinations and _free still work (what they share with the
+ * _report and _free still work (what they share with the
  * proxy is reference counted; listening is refused). */
 void sbx_egress_run_free(struct sbx_egress_run *er);
 
-/* Status: fills resp->egress (the newest records, at most the config's
- * records_per_run), resp->egress_records_dropped, resp->egress_destinations
- * (and _folded), and appends the run's egress alerts to resp->alerts.
- * Records and destinations take at most max_bytes of the packed answer,
- * whatever the sandbox asked for (hosts are its to choose): the
- * destinations at most half of it (rows past it folded into "(other)",
- * as sbx_egress_run_destinations does with that half), the records what
- * they leave (the oldest left out, counted in egress_records_dropped). The
- * alerts (two lines at most) are outside it. Every member is malloc'd (the
- * response is freed with free_unpacked). -1 only when out of memory (err
- * says so; resp may hold part, which free_unpacked frees).
- *
- * What the records say beyond the proto's comments: a connection appears
- * once decided (not while its head, lookup or connect is under way); an
- * allowed plain HTTP request has status 0 (the destination answered, not
- * the proxy); a refused one keeps its refusal as reason (its audit close
- * line says the same); connections whose head was unreadable are summed
- * under host "" port 0, and past 1023 distinct host:port a run's further
- * ones under host "(other)" port 0. */
-int sbx_egress_run_status(struct sbx_egress_run *er, Sbx__V1__StatusResponse *resp,
-			  size_t max_bytes, struct sbx_err *err);
-/* The manifest: one EgressDestination per host:port the run asked for
- * (allowed or not), malloc'd into *out (n in *n), in at most max_bytes
- * packed (each element with its tag and length): when they do not fit,
- * the rows with allowed connections are kept before those only denied,
- * each in the order first asked, and the rest are summed into the
- * "(other)" row (host "(other)", port 0, last), their number in *folded.
- * A max_bytes below EGRESS_OTHER_ROW_MAX (64) still gives that one row.
+/* One connection as the proxy keeps it. What the records say beyond the
+ * proto's comments (EgressRecord, which runs/runs_egress.c fills from
+ * this): a connection appears once decided (not while its head, lookup or
+ * connect is under way); an allowed plain HTTP request has status 0 (the
+ * destination answered, not the proxy); a refused one keeps its refusal as
+ * reason (its audit close line says the same). */
+struct sbx_egress_record {
+	int64_t time_unix_ms;
+	char host[SBX_HOSTNAME_BUF];
+	uint16_t port;
+	bool allowed;
+	bool open; /* still relaying: bytes and duration so far */
+	uint64_t bytes_out, bytes_in;
+	char reason[24];
+	uint64_t connection; /* the run's connection number, from 1 */
+	char address[INET6_ADDRSTRLEN + 8];
+	uint32_t lookup_ms, connect_ms;
+	uint64_t duration_ms;
+	char method[16];
+	uint32_t status;
+};
+
+/* A run's totals for one host:port it asked for (allowed or not).
+ * Connections whose head was unreadable are summed under host "" port 0,
+ * and past 1023 distinct host:port a run's further ones under
+ * SBX_EGRESS_OTHER_HOST port 0. */
+struct sbx_egress_total {
+	char host[SBX_HOSTNAME_BUF];
+	uint16_t port;
+	uint64_t connections, denied, bytes_out, bytes_in;
+};
+
+/* The alert_bytes one and the max_bytes one. */
+#define SBX_EGRESS_ALERTS_MAX 2
+
+/* What the proxy knows of a run, in its own records: the run manager puts
+ * them on the wire (runs/runs_egress.h), within its byte budgets. */
+struct sbx_egress_report {
+	/* The newest records (at most the config's records_per_run), oldest
+	 * first; older ones only counted in records_dropped. */
+	struct sbx_egress_record *records;
+	size_t n_records;
+	uint64_t records_dropped;
+	/* Every host:port the run asked for, in the order first asked, open
+	 * connections' bytes so far included. */
+	struct sbx_egress_total *totals;
+	size_t n_totals;
+	char *alerts[SBX_EGRESS_ALERTS_MAX]; /* the run's egress alerts */
+	size_t n_alerts;
+};
+
+/* Fills *out (freed with sbx_egress_report_free, also after a failure).
  * -1 only when out of memory. */
-int sbx_egress_run_destinations(struct sbx_egress_run *er, size_t max_bytes,
-				Sbx__V1__EgressDestination ***out, size_t *n, uint32_t *folded,
-				struct sbx_err *err);
+int sbx_egress_run_report(struct sbx_egress_run *er, struct sbx_egress_report *out,
+			  struct sbx_err *err);
+void sbx_egress_report_free(struct sbx_egress_report *r);
 
 #endif

@@ -49,7 +49,7 @@
  * summed in one row (host "(other)", port 0), so a run asking for a
  * million names costs a bounded amount of memory. */
 #define EGRESS_TOTALS_MAX  1024
-#define EGRESS_OTHER_HOST  "(other)"
+#define EGRESS_OTHER_HOST  SBX_EGRESS_OTHER_HOST
 #define EGRESS_ADDRS_MAX   16	     /* vetted addresses tried per connection */
 #define EGRESS_LINGER_MS   1000	     /* a refused client's time to read its answer */
 #define EGRESS_LINGER_MAX  (1 << 16) /* bytes read and dropped meanwhile */

@@ -235,167 +235,7 @@ void egress_record_free(struct sbx_egress_run *run)
 	run->n_alerts = 0;
 }
 
-/* ---- snapshots ---- */
-
-static char *str_or_empty(const char *s)
-{
-	return strdup(s ? s : "");
-}
-
-static Sbx__V1__EgressRecord *record_message(const struct egress_record *r, int64_t now_ms,
-					     int64_t accept_ms)
-{
-	Sbx__V1__EgressRecord *m = malloc(sizeof(*m));
-
-	if (!m)
-		return NULL;
-	sbx__v1__egress_record__init(m);
-	m->time_unix_ms = r->time_unix_ms;
-	m->port = r->port;
-	m->allowed = r->allowed;
-	m->bytes_out = r->bytes_out;
-	m->bytes_in = r->bytes_in;
-	m->connection = r->connection;
-	m->lookup_ms = r->lookup_ms;
-	m->connect_ms = r->connect_ms;
-	m->duration_ms = r->open ? (uint64_t)(now_ms - accept_ms) : r->duration_ms;
-	m->open = r->open;
-	m->status = r->status;
-	m->host = str_or_empty(r->host);
-	m->reason = str_or_empty(r->reason);
-	m->address = str_or_empty(r->address);
-	m->method = str_or_empty(r->method);
-	if (!m->host || !m->reason || !m->address || !m->method) {
-		sbx__v1__egress_record__free_unpacked(m, NULL);
-		return NULL;
-	}
-	return m;
-}
-
-static int by_connection(const void *a, const void *b)
-{
-	const struct egress_record *x = *(const struct egress_record *const *)a;
-	const struct egress_record *y = *(const struct egress_record *const *)b;
-
-	return x->connection < y->connection ? -1 : x->connection > y->connection;
-}
-
-/* What one element of a repeated message field takes on the wire at most:
- * its tag (2 bytes covers field numbers up to 2047), its length, its body. */
-static size_t element_bytes(const ProtobufCMessage *m)
-{
-	size_t len = protobuf_c_message_get_packed_size(m), n = 1;
-
-	for (size_t v = len; v >= 0x80; v >>= 7)
-		n++;
-	return 2 + n + len;
-}
-
-static void fold_into(Sbx__V1__EgressDestination *other, const Sbx__V1__EgressDestination *m)
-{
-	other->connections += m->connections;
-	other->denied += m->denied;
-	other->bytes_out += m->bytes_out;
-	other->bytes_in += m->bytes_in;
-}
-
-/* Keeps the rows of v that fit in budget bytes (those with allowed
- * connections first: what left the box before what was only asked for,
- * each in the order asked) and sums the others into the "(other)" row,
- * made at the end if the run had none. rec_mu need not be held. */
-static int destinations_fit(Sbx__V1__EgressDestination **v, size_t *n, size_t budget,
-			    uint32_t *folded)
-{
-	/* One more: the "(other)" row it may add. */
-	_cleanup_free_ bool *keep = calloc(*n + 1, sizeof(*keep));
-	size_t total = 0, used = 0, k = 0;
-	Sbx__V1__EgressDestination *other = NULL;
-
-	*folded = 0;
-	if (!keep)
-		return -1;
-	for (size_t i = 0; i < *n; i++)
-		total += element_bytes(&v[i]->base);
-	if (total <= budget)
-		return 0;
-	/* Room for the "(other)" row, whatever it sums. */
-	budget = budget > EGRESS_OTHER_ROW_MAX ? budget - EGRESS_OTHER_ROW_MAX : 0;
-	for (int pass = 0; pass < 2; pass++)
-		for (size_t i = 0; i < *n; i++) {
-			size_t b = element_bytes(&v[i]->base);
-
-			if ((v[i]->connections > 0) != (pass == 0) || used + b > budget)
-				continue;
-			if (!strcmp(v[i]->host, EGRESS_OTHER_HOST) && v[i]->port == 0)
-				continue;
-			keep[i] = true;
-			used += b;
-		}
-	for (size_t i = 0; i < *n; i++)
-		if (!keep[i] && !strcmp(v[i]->host, EGRESS_OTHER_HOST) && v[i]->port == 0)
-			other = v[i];
-	if (!other) {
-		/* v has a slot past *n for it (destinations). */
-		if (!(other = malloc(sizeof(*other))))
-			return -1;
-		sbx__v1__egress_destination__init(other);
-		if (!(other->host = strdup(EGRESS_OTHER_HOST))) {
-			free(other);
-			return -1;
-		}
-		v[(*n)++] = other;
-	}
-	for (size_t i = 0; i < *n; i++) {
-		if (keep[i] || v[i] == other)
-			continue;
-		fold_into(other, v[i]);
-		sbx__v1__egress_destination__free_unpacked(v[i], NULL);
-		(*folded)++;
-	}
-	for (size_t i = 0; i < *n; i++)
-		if (keep[i] && v[i] != other)
-			v[k++] = v[i];
-	v[k++] = other;
-	*n = k;
-	return 0;
-}
-
-/* rec_mu held: the totals with the open connections' bytes so far, in at
- * most max_bytes (destinations_fit). */
-static int destinations(struct sbx_egress_run *run, size_t max_bytes,
-			Sbx__V1__EgressDestination ***out, size_t *n, uint32_t *folded)
-{
-	/* One slot more: an "(other)" row made by folding. */
-	Sbx__V1__EgressDestination **v = calloc(run->n_totals + 1, sizeof(*v));
-
-	*out = v;
-	*n = 0;
-	*folded = 0;
-	if (!v)
-		return -1;
-	for (size_t i = 0; i < run->n_totals; i++) {
-		const struct egress_total *t = &run->totals[i];
-		Sbx__V1__EgressDestination *m = malloc(sizeof(*m));
-
-		if (!m)
-			return -1;
-		sbx__v1__egress_destination__init(m);
-		v[(*n)++] = m;
-		if (!(m->host = strdup(t->host)))
-			return -1;
-		m->port = t->port;
-		m->connections = t->connections;
-		m->denied = t->denied;
-		m->bytes_out = t->bytes_out;
-		m->bytes_in = t->bytes_in;
-	}
-	for (struct egress_conn *c = run->open_head; c; c = c->open_next)
-		if (c->total_row >= 0 && (size_t)c->total_row < *n) {
-			v[c->total_row]->bytes_out += c->rec.bytes_out;
-			v[c->total_row]->bytes_in += c->rec.bytes_in;
-		}
-	return destinations_fit(v, n, max_bytes, folded);
-}
+/* ---- reports ---- */
 
 /* rec_mu held: an open record's connection knows its start. */
 static int64_t record_accept_ms(struct sbx_egress_run *er, const struct egress_record *r,
@@ -408,20 +248,79 @@ static int64_t record_accept_ms(struct sbx_egress_run *er, const struct egress_r
 	return now_ms - (int64_t)r->duration_ms;
 }
 
-static int status_locked(struct sbx_egress_run *er, Sbx__V1__StatusResponse *resp, size_t max_bytes)
-{
-	size_t n_open = 0, total, show, k = 0, used = 0;
-	struct egress_record **all;
-	int64_t now_ms = egress_now_us() / 1000;
-	char **alerts;
+/* The copies below lose nothing: the report's fields are as wide as the
+ * proxy's own. */
+_Static_assert(sizeof(((struct sbx_egress_record *)0)->reason) == EGRESS_REASON_MAX,
+	       "reason as wide as the proxy's");
+_Static_assert(sizeof(((struct sbx_egress_record *)0)->address) ==
+		   sizeof(((struct egress_record *)0)->address),
+	       "address as wide as the proxy's");
+_Static_assert(sizeof(((struct sbx_egress_record *)0)->method) ==
+		   sizeof(((struct egress_record *)0)->method),
+	       "method as wide as the proxy's");
 
-	/* The destinations first, in half of the budget; the records in
-	 * what they leave. */
-	if (destinations(er, max_bytes / 2, &resp->egress_destinations,
-			 &resp->n_egress_destinations, &resp->egress_destinations_folded) < 0)
+static void record_copy(struct sbx_egress_record *d, const struct egress_record *r, int64_t now_ms,
+			int64_t accept_ms)
+{
+	d->time_unix_ms = r->time_unix_ms;
+	snprintf(d->host, sizeof(d->host), "%s", r->host);
+	d->port = r->port;
+	d->allowed = r->allowed;
+	d->open = r->open;
+	d->bytes_out = r->bytes_out;
+	d->bytes_in = r->bytes_in;
+	snprintf(d->reason, sizeof(d->reason), "%s", r->reason);
+	d->connection = r->connection;
+	snprintf(d->address, sizeof(d->address), "%s", r->address);
+	d->lookup_ms = r->lookup_ms;
+	d->connect_ms = r->connect_ms;
+	d->duration_ms = r->open ? (uint64_t)(now_ms - accept_ms) : r->duration_ms;
+	snprintf(d->method, sizeof(d->method), "%s", r->method);
+	d->status = r->status;
+}
+
+static int by_connection(const void *a, const void *b)
+{
+	const struct egress_record *x = *(const struct egress_record *const *)a;
+	const struct egress_record *y = *(const struct egress_record *const *)b;
+
+	return x->connection < y->connection ? -1 : x->connection > y->connection;
+}
+
+/* rec_mu held: the totals with the open connections' bytes so far. */
+static int report_totals(struct sbx_egress_run *er, struct sbx_egress_report *out)
+{
+	out->totals = calloc(er->n_totals ? er->n_totals : 1, sizeof(*out->totals));
+	if (!out->totals)
 		return -1;
-	for (size_t i = 0; i < resp->n_egress_destinations; i++)
-		used += element_bytes(&resp->egress_destinations[i]->base);
+	for (size_t i = 0; i < er->n_totals; i++) {
+		const struct egress_total *t = &er->totals[i];
+		struct sbx_egress_total *d = &out->totals[i];
+
+		snprintf(d->host, sizeof(d->host), "%s", t->host);
+		d->port = t->port;
+		d->connections = t->connections;
+		d->denied = t->denied;
+		d->bytes_out = t->bytes_out;
+		d->bytes_in = t->bytes_in;
+	}
+	out->n_totals = er->n_totals;
+	for (struct egress_conn *c = er->open_head; c; c = c->open_next)
+		if (c->total_row >= 0 && (size_t)c->total_row < out->n_totals) {
+			out->totals[c->total_row].bytes_out += c->rec.bytes_out;
+			out->totals[c->total_row].bytes_in += c->rec.bytes_in;
+		}
+	return 0;
+}
+
+/* rec_mu held: the newest records_per_run records (closed, refused and
+ * still open), oldest first; the older ones only counted. */
+static int report_records(struct sbx_egress_run *er, struct sbx_egress_report *out)
+{
+	size_t n_open = 0, total, show, k = 0;
+	_cleanup_free_ struct egress_record **all = NULL;
+	int64_t now_ms = egress_now_us() / 1000;
+
 	for (struct egress_conn *c = er->open_head; c; c = c->open_next)
 		n_open++;
 	total = er->ring_len + n_open;
@@ -433,75 +332,53 @@ static int status_locked(struct sbx_egress_run *er, Sbx__V1__StatusResponse *res
 	for (struct egress_conn *c = er->open_head; c; c = c->open_next)
 		all[k++] = &c->rec;
 	qsort(all, total, sizeof(*all), by_connection);
-	resp->egress = calloc(show ? show : 1, sizeof(*resp->egress));
-	/* The newest first, while they fit; placed oldest first below. */
-	for (size_t i = 0; resp->egress && i < show; i++) {
-		const struct egress_record *r = all[total - 1 - i];
-		Sbx__V1__EgressRecord *m =
-		    record_message(r, now_ms, record_accept_ms(er, r, now_ms));
-		size_t b;
-
-		if (!m) {
-			free(all);
-			return -1;
-		}
-		b = element_bytes(&m->base);
-		if (used + b > max_bytes) {
-			sbx__v1__egress_record__free_unpacked(m, NULL);
-			break;
-		}
-		used += b;
-		resp->egress[resp->n_egress++] = m;
-	}
-	free(all);
-	if (!resp->egress)
+	if (!(out->records = calloc(show ? show : 1, sizeof(*out->records))))
 		return -1;
-	for (size_t i = 0; i < resp->n_egress / 2; i++) {
-		Sbx__V1__EgressRecord *t = resp->egress[i];
+	for (size_t i = 0; i < show; i++) {
+		const struct egress_record *r = all[total - show + i];
 
-		resp->egress[i] = resp->egress[resp->n_egress - 1 - i];
-		resp->egress[resp->n_egress - 1 - i] = t;
+		record_copy(&out->records[i], r, now_ms, record_accept_ms(er, r, now_ms));
 	}
-	resp->egress_records_dropped = er->dropped + (total - resp->n_egress);
-	alerts = realloc(resp->alerts, (resp->n_alerts + er->n_alerts + 1) * sizeof(char *));
-	if (!alerts)
+	out->n_records = show;
+	out->records_dropped = er->dropped + (total - show);
+	return 0;
+}
+
+static int report_locked(struct sbx_egress_run *er, struct sbx_egress_report *out)
+{
+	if (report_totals(er, out) < 0 || report_records(er, out) < 0)
 		return -1;
-	resp->alerts = alerts;
-	for (size_t i = 0; i < er->n_alerts; i++) {
-		if (!(alerts[resp->n_alerts] = strdup(er->alerts[i])))
+	for (size_t i = 0; i < er->n_alerts && i < SBX_EGRESS_ALERTS_MAX; i++) {
+		if (!(out->alerts[i] = strdup(er->alerts[i])))
 			return -1;
-		resp->n_alerts++;
+		out->n_alerts++;
 	}
 	return 0;
 }
 
-int sbx_egress_run_status(struct sbx_egress_run *er, Sbx__V1__StatusResponse *resp,
-			  size_t max_bytes, struct sbx_err *err)
+int sbx_egress_run_report(struct sbx_egress_run *er, struct sbx_egress_report *out,
+			  struct sbx_err *err)
 {
 	int rc;
 
+	memset(out, 0, sizeof(*out));
 	pthread_mutex_lock(&er->rec_mu);
-	rc = status_locked(er, resp, max_bytes);
-	pthread_mutex_unlock(&er->rec_mu);
-	return rc < 0 ? sbx_fail_errnum(err, ENOMEM, "egress status") : 0;
-}
-
-int sbx_egress_run_destinations(struct sbx_egress_run *er, size_t max_bytes,
-				Sbx__V1__EgressDestination ***out, size_t *n, uint32_t *folded,
-				struct sbx_err *err)
-{
-	int rc;
-
-	pthread_mutex_lock(&er->rec_mu);
-	rc = destinations(er, max_bytes, out, n, folded);
+	rc = report_locked(er, out);
 	pthread_mutex_unlock(&er->rec_mu);
 	if (rc < 0) {
-		for (size_t i = 0; *out && i < *n; i++)
-			sbx__v1__egress_destination__free_unpacked((*out)[i], NULL);
-		free(*out);
-		*out = NULL;
-		*n = 0;
-		return sbx_fail_errnum(err, ENOMEM, "egress destinations");
+		sbx_egress_report_free(out);
+		return sbx_fail_errnum(err, ENOMEM, "egress report");
 	}
 	return 0;
+}
+
+void sbx_egress_report_free(struct sbx_egress_report *r)
+{
+	if (!r)
+		return;
+	free(r->records);
+	free(r->totals);
+	for (size_t i = 0; i < r->n_alerts; i++)
+		free(r->alerts[i]);
+	memset(r, 0, sizeof(*r));
 }

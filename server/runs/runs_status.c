@@ -7,11 +7,11 @@
 #include <string.h>
 
 #include "audit.h"
-#include "egress.h"
 #include "host_files.h"
 #include "images.h"
 #include "run_files.h"
 #include "runs_artifacts.h"
+#include "runs_egress.h"
 #include "runs_manager.h"
 #include "runs_registry.h"
 #include "runs_status.h"
@@ -160,9 +160,9 @@ static int fill_status(struct sbx_run *r, Sbx__V1__StatusResponse *s)
 	}
 	run_unlock(r);
 	/* Records, destinations and egress alerts: the proxy's, asked
-	 * outside the run's lock (egress.h), in their share of the answer. */
+	 * outside the run's lock (runs_egress.h), in their share of the answer. */
 	if (rc == 0 && r->egress &&
-	    sbx_egress_run_status(r->egress, s, 2 * egress_reply_bytes(r->runs), &err) < 0)
+	    runs_egress_status(r->egress, s, 2 * egress_reply_bytes(r->runs), &err) < 0)
 		rc = -1;
 	return rc;
 }

@@ -26,6 +26,7 @@
 #include "helper_client.h"
 #include "run_exec.h"
 #include "runs_artifacts.h"
+#include "runs_egress.h"
 #include "runs_manager.h"
 #include "runs_monitor.h"
 #include "runs_output.h"
@@ -249,10 +250,10 @@ static int teardown_finish(struct sbx_run *r, Sbx__V1__RunManifest **manifest,
 		 * They take their share (egress_reply_bytes) of the listing's
 		 * half: the record and the execs keep theirs. */
 		if (*manifest && r->egress &&
-		    sbx_egress_run_destinations(r->egress, egress_reply_bytes(r->runs),
-						&(*manifest)->egress, &(*manifest)->n_egress,
-						&(*manifest)->egress_destinations_folded,
-						&st->err) < 0) {
+		    runs_egress_destinations(r->egress, egress_reply_bytes(r->runs),
+					     &(*manifest)->egress, &(*manifest)->n_egress,
+					     &(*manifest)->egress_destinations_folded,
+					     &st->err) < 0) {
 			sbx__v1__run_manifest__free_unpacked(*manifest, NULL);
 			*manifest = NULL;
 		}

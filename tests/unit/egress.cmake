@@ -9,8 +9,10 @@ endforeach()
 # What the three proxy tests below share: servers, sockets, runs, Status.
 add_library(sbx_egress_harness STATIC egress_harness.c)
 target_include_directories(sbx_egress_harness PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
-# The harness and the tests read the audit lines the proxy writes.
-target_link_libraries(sbx_egress_harness PUBLIC sbx_egress sbx_audit)
+# The harness and the tests read the audit lines the proxy writes, and
+# Status and the manifest as the run manager puts the records on the wire
+# (runs/runs_egress.c).
+target_link_libraries(sbx_egress_harness PUBLIC sbx_egress sbx_audit sbx_runs)
 
 # The proxy itself against real sockets and a real local TCP server.
 add_executable(test_egress_proxy test_egress_proxy.c)

@@ -355,7 +355,7 @@ Sbx__V1__StatusResponse *status_fit(struct sbx_egress_run *run, size_t max_bytes
 		exit(2);
 	}
 	sbx__v1__status_response__init(resp);
-	if (sbx_egress_run_status(run, resp, max_bytes, &err) < 0) {
+	if (runs_egress_status(run, resp, max_bytes, &err) < 0) {
 		fprintf(stderr, "status: %s\n", err.msg);
 		exit(2);
 	}

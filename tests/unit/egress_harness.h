@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "egress.h"
+#include "runs_egress.h" /* Status as the run manager answers it */
 
 /* ---- the scratch directory ---- */
 

@@ -32,6 +32,7 @@
 #include "egress.h"
 #include "egress_harness.h"
 #include "egress_head.h"
+#include "runs_egress.h"
 #include "util.h"
 
 #define SERVER_CONNS 128
@@ -481,7 +482,7 @@ static void test_status(struct sandbox *sb, struct sbx_egress_run *run)
 	check(nope, "Status totals: nope.test:443, 1 denied");
 	sbx__v1__status_response__free_unpacked(resp, NULL);
 	uint32_t folded;
-	int rc = sbx_egress_run_destinations(run, SIZE_MAX, &d, &n, &folded, &err);
+	int rc = runs_egress_destinations(run, SIZE_MAX, &d, &n, &folded, &err);
 
 	/* api.test twice (its port, another), the two literals, nope,
 	 * loop, unknown, rate, conc, thr, hw, and "" for the unreadable
@@ -808,7 +809,7 @@ static void test_budget(struct sandbox *sb, struct sbx_egress_run *run)
 		  fit->egress[fit->n_egress - 1]->connection ==
 		      all->egress[all->n_egress - 1]->connection,
 	      "Status: the newest %zu records, the older counted", fit->n_egress);
-	if (sbx_egress_run_destinations(run, 2048, &d, &n, &folded, &err) < 0)
+	if (runs_egress_destinations(run, 2048, &d, &n, &folded, &err) < 0)
 		exit(2);
 	check(elements_bytes((ProtobufCMessage *const *)d, n) <= 2048 && folded > 0,
 	      "the manifest's destinations in 2048 bytes (%zu rows, %u folded)", n, folded);
