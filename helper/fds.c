@@ -3,9 +3,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 static int cmp_int(const void *a, const void *b)
@@ -64,4 +66,9 @@ int sbx_write_proc(pid_t pid, const char *file, const char *text, struct sbx_err
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
 	return sbx_write_at(AT_FDCWD, path, text, err);
+}
+
+pid_t sbx_fork_single(void)
+{
+	return (pid_t)syscall(SYS_clone, SIGCHLD, NULL, NULL, NULL, NULL);
 }

@@ -18,6 +18,12 @@ int sbx_close_fds_except(int *keep, size_t n, struct sbx_err *err);
 /* Writes text to /proc/PID/FILE (uid_map, setgroups, gid_map). */
 int sbx_write_proc(pid_t pid, const char *file, const char *text, struct sbx_err *err);
 
+/* fork() for a child that must join a namespace with setns(), which the
+ * kernel allows a single-threaded process only: the raw clone system call,
+ * as for the sandbox's own processes, since a sanitizer's fork() (TSan's)
+ * starts its background thread again in the child. Same results as fork(). */
+pid_t sbx_fork_single(void);
+
 /* Reads at most size-1 bytes of dirfd/file into buf, NUL-terminated; -1 with
  * errno set when it cannot be opened or read. */
 int sbx_read_at(int dirfd, const char *file, char *buf, size_t size);

@@ -170,7 +170,7 @@ static int copy_out_joined(int userns_fd, int out_fd, const char *dir, uint64_t 
 	_cleanup_close_pair_ int p[2] = SBX_PAIR_INIT;
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return sbx_fail_errno(err, "pipe");
-	pid_t child = fork();
+	pid_t child = sbx_fork_single();
 	if (child < 0)
 		return sbx_fail_errno(err, "fork");
 	if (child == 0) {
@@ -465,7 +465,7 @@ out:
  * the run's cgroups as ourselves when pid 1 is gone. */
 static int start_reader(int reader_fd, int userns_fd, struct sbx_err *err)
 {
-	pid_t child = fork();
+	pid_t child = sbx_fork_single();
 	if (child < 0)
 		return sbx_fail_errno(err, "fork the /out reader");
 	if (child == 0) {
