@@ -36,6 +36,7 @@
 #include "policy.h"
 #include "run_state.h"
 #include "service.h"
+#include "thread_safety.h"
 
 #define RUN_ID_BUF	      24    /* "run-" + 16 hex + NUL */
 #define RUN_EXECS_RUNNING_MAX 64    /* at once, as sbx-helper's pid 1 allows */
@@ -129,20 +130,33 @@ struct run_event {
 	void *fields; /* json_t * */
 };
 
+/* The run's lock: a pthread mutex that clang's thread-safety analysis
+ * knows as a capability (thread_safety.h). Taken and released only by
+ * run_lock() and run_unlock(). */
+typedef pthread_mutex_t run_mutex_t CAPABILITY("mutex");
+
+/* Its fields in one block per owner (the tags above). */
 struct sbx_run {
-	struct sbx_run *next; /* [reg] registry list */
-	/* [reg] TORN, but its teardown ran short before listing /out or
-	 * removing its directory: still registered for a later Teardown. */
+	/* [reg] */
+	struct sbx_run *next; /* registry list */
+	/* TORN, but its teardown ran short before listing /out or removing
+	 * its directory: still registered for a later Teardown. */
 	bool unfinished;
-	/* [reg] with unfinished: when the sweeper tries it again (monotonic),
-	 * and the wait before the next try (5 s, doubling to 60 s). */
+	/* With unfinished: when the sweeper tries it again (monotonic), and
+	 * the wait before the next try (5 s, doubling to 60 s). */
 	int64_t retry_at;
 	int64_t retry_ms;
+	uint64_t disk_charged; /* bytes of state_dir charged to the caller */
+
+	/* Atomics, read and written without a lock. */
 	atomic_int refs;
-	atomic_uint out_gen;   /* bumped by Teardown: listings and digest passes stop */
-	struct sbx_runs *runs; /* [once] the manager it belongs to */
+	atomic_uint out_gen; /* bumped by Teardown: listings and digest passes stop */
+	/* The lease (runs_lease.c): monotonic ms of the owner's last call on
+	 * the run (run_lookup), written without a lock by every handler. */
+	_Atomic int64_t last_call;
 
 	/* [once] */
+	struct sbx_runs *runs; /* the manager it belongs to */
 	char id[RUN_ID_BUF];
 	char identity[sizeof(((struct sbx_identity *)0)->name)];
 	SbxPolicy *policy;
@@ -155,13 +169,6 @@ struct sbx_run {
 	char **label_values;
 	struct run_input *inputs; /* sorted by path */
 	size_t n_inputs;
-	struct run_input *added;       /* [mu] declared by PutInput, oldest first */
-	struct run_input **added_tail; /* [mu] */
-	size_t n_added;		       /* [mu] */
-	uint64_t added_bytes;	       /* [mu] their sizes summed */
-	/* [mu] what the policy, labels and inputs take of a manifest packed,
-	 * at most half of an answer (runs_create.c, runs_inputs.c) */
-	size_t record_bytes;
 	size_t n_input_dirs; /* the directories the inputs' paths make */
 	char *dir;	     /* state_dir/runs/<id> */
 	int dir_fd;
@@ -170,7 +177,6 @@ struct sbx_run {
 	int staging_fd;	 /* dir/staging: inputs being uploaded, outside /data's tree */
 	bool caller_data;
 	int spill_fd;		 /* dir/output: the execs' kept output */
-	uint64_t disk_charged;	 /* [reg] bytes of state_dir charged to the caller */
 	int64_t created_ms;	 /* unix */
 	int64_t deadline_ms;	 /* unix: run_seconds after the sandbox was ready */
 	int64_t deadline;	 /* the same, monotonic */
@@ -185,13 +191,12 @@ struct sbx_run {
 	int pidfd; /* -1 without pidfd_open: the monitor polls */
 	int wake;  /* eventfd: tells the monitor the exec list changed */
 
-	/* [owner] A store image's hold (images.h): its shared flock keeps
-	 * `sbxd image rm` off the tree while the sandbox may still see it.
-	 * Taken by CreateRun, released by run_release_image once the
-	 * teardown finished (or CreateRun failed); lock_fd -1 for host. */
-	struct img_hold image;
-
 	/* [owner] */
+	/* A store image's hold (images.h): its shared flock keeps `sbxd image
+	 * rm` off the tree while the sandbox may still see it. Taken by
+	 * CreateRun, released by run_release_image once the teardown
+	 * finished (or CreateRun failed); lock_fd -1 for host. */
+	struct img_hold image;
 	pthread_t monitor;
 	bool monitor_started;
 	/* Why it is torn down, for the audit line: NULL for the owner's
@@ -199,13 +204,18 @@ struct sbx_run {
 	 * ("expired_keep", "stopped_runs_max") writes the manifest there. */
 	const char *teardown_why;
 
-	/* The lease (runs_lease.c): monotonic ms of the owner's last call on
-	 * the run (run_lookup), written without a lock by every handler. */
-	_Atomic int64_t last_call;
-
-	pthread_mutex_t mu;
+	/* The lock and its condvar. */
+	run_mutex_t mu;
 	pthread_cond_t cv; /* broadcast on every change a handler may wait for */
-	/* [mu] from here */
+
+	/* [mu] */
+	struct run_input *added; /* declared by PutInput, oldest first */
+	struct run_input **added_tail;
+	size_t n_added;
+	uint64_t added_bytes; /* their sizes summed */
+	/* What the policy, labels and inputs take of a manifest packed, at
+	 * most half of an answer (runs_create.c, runs_inputs.c) */
+	size_t record_bytes;
 	enum run_state state;	     /* run_state.c alone assigns it */
 	enum run_state claimed_from; /* run_state.c: the state a Teardown found */
 	int ctl;		     /* -1 once the helper's pid 1 is gone; written by
@@ -253,26 +263,27 @@ struct sbx_run *run_alloc(struct sbx_runs *runs);
 void run_ref(struct sbx_run *r);
 void run_unref(struct sbx_run *r); /* frees it with the last reference */
 
-void run_lock(struct sbx_run *r);
+void run_lock(struct sbx_run *r) ACQUIRE(r->mu);
 /* Releases the run's lock, then writes the audit lines queued under it, so
  * the log is never written under a run's lock. */
-void run_unlock(struct sbx_run *r);
+void run_unlock(struct sbx_run *r) RELEASE(r->mu);
 /* mu held: waits on r->cv (releasing mu while waiting). */
-void run_wait(struct sbx_run *r);
+void run_wait(struct sbx_run *r) REQUIRES(r->mu);
 /* mu held: waits on r->cv until the monotonic deadline; false once it passed.
  * A long poll: while it waits, and when it wakes, it counts as a call on
  * the run (the lease). */
-bool run_wait_until(struct sbx_run *r, int64_t deadline);
+bool run_wait_until(struct sbx_run *r, int64_t deadline) REQUIRES(r->mu);
 /* mu held: broadcasts r->cv. */
-void run_changed(struct sbx_run *r);
+void run_changed(struct sbx_run *r) REQUIRES(r->mu);
 /* Tells the run's monitor to look again (the exec list changed, or stop). */
 void run_wake(struct sbx_run *r);
 
 /* mu held. */
-void run_alert(struct sbx_run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void run_alert(struct sbx_run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)))
+REQUIRES(r->mu);
 /* Writes an audit line about r now (fields: json_t *, taken); never under mu. */
-void run_audit(struct sbx_run *r, const char *event, void *fields);
+void run_audit(struct sbx_run *r, const char *event, void *fields) EXCLUDES(r->mu);
 /* mu held: queues one for run_unlock to write. */
-void run_queue_audit(struct sbx_run *r, const char *event, void *fields);
+void run_queue_audit(struct sbx_run *r, const char *event, void *fields) REQUIRES(r->mu);
 
 #endif

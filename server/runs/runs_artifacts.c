@@ -112,7 +112,7 @@ static bool same_file(const struct file_id *a, const struct file_id *b)
 }
 
 /* mu held: no process of the run can change /out. */
-static bool out_settled(const struct sbx_run *r)
+static bool out_settled(const struct sbx_run *r) REQUIRES(r->mu)
 {
 	return r->sandbox_gone || (r->running == 0 && !r->out_unsettled);
 }
@@ -130,10 +130,10 @@ struct out_pass {
 	const char *no_hash;  /* set: only cached digests, for this reason */
 };
 
-/* mu held. */
-static void pass_note_state(struct out_pass *p)
+/* mu held: r is p->r (named for the analysis). */
+static void pass_note_state(struct sbx_run *r, struct out_pass *p) REQUIRES(r->mu)
 {
-	if (!out_settled(p->r) || p->r->out_epoch != p->epoch)
+	if (!out_settled(r) || r->out_epoch != p->epoch)
 		p->live = true;
 }
 
@@ -154,7 +154,7 @@ static void pass_begin(struct out_pass *p, struct sbx_run *r, int out_fd, int64_
 	p->gen = atomic_load(&r->out_gen);
 	run_lock(r);
 	p->epoch = r->out_epoch;
-	pass_note_state(p);
+	pass_note_state(r, p);
 	run_unlock(r);
 }
 
@@ -244,7 +244,7 @@ static void cache_free(struct run_hash_cache *c)
 }
 
 /* mu held. Only while /out is settled, and only digests of this epoch. */
-static bool cache_get(struct sbx_run *r, const struct file_id *id, char sha256[65])
+static bool cache_get(struct sbx_run *r, const struct file_id *id, char sha256[65]) REQUIRES(r->mu)
 {
 	long i;
 
@@ -260,12 +260,12 @@ static bool cache_get(struct sbx_run *r, const struct file_id *id, char sha256[6
 /* mu held. Best effort: a digest that is not cached is computed again. A
  * digest read while an exec could change the file is never cached. */
 static void cache_put(struct sbx_run *r, struct out_pass *p, const struct file_id *id,
-		      const char sha256[65])
+		      const char sha256[65]) REQUIRES(r->mu)
 {
 	struct run_hash_cache *c = r->hashes;
 	long i;
 
-	pass_note_state(p);
+	pass_note_state(r, p);
 	if (p->live)
 		return;
 	if (c && c->epoch != r->out_epoch) {
@@ -464,7 +464,7 @@ static int list(struct sbx_run *r, int out_fd, size_t max_bytes, const char *no_
 	rc = sbx_tree_list(&src, RUN_ARTIFACTS_MAX, add_artifact, &c, &skipped, err);
 	sbx_inode_set_free(&c.links);
 	run_lock(r);
-	pass_note_state(&c.pass);
+	pass_note_state(r, &c.pass);
 	run_unlock(r);
 	al->live = c.pass.live;
 	al->busy = skipped.busy;

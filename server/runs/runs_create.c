@@ -392,12 +392,15 @@ static void remove_run_dir(struct sbx_run *r)
 	_cleanup_close_ int runs = open(r->runs->cfg.runs_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	struct sbx_err err;
 
-	if (runs >= 0 && r->id[0] && sbx_remove_tree_at(runs, r->id, &err) < 0)
+	if (runs >= 0 && r->id[0] && sbx_remove_tree_at(runs, r->id, &err) < 0) {
+		run_lock(r);
 		run_alert(r, "sbxd: could not remove the run directory: %s", err.msg);
+		run_unlock(r);
+	}
 }
 
-/* Every stderr line the helper wrote before Ready becomes an alert. */
-static void alerts_from_text(struct sbx_run *r, const char *text)
+/* mu held: every stderr line the helper wrote before Ready becomes an alert. */
+static void alerts_from_text(struct sbx_run *r, const char *text) REQUIRES(r->mu)
 {
 	while (*text) {
 		size_t n = strcspn(text, "\n");
@@ -529,10 +532,14 @@ static int start_helper(struct sbx_run *r, int64_t *spawned, struct sbx_rpc_stat
 	    sbx_out_reader_init(&r->reader, sbx_steal_fd(rv[0]), r->out_fd, &st->err) < 0)
 		return sbx_rpc_code_unless_short(st, SBX__V1__CODE__INTERNAL);
 	r->cgroups = strcmp(ready.cgroup, "none") != 0;
+	/* The lock no other thread contends for yet (the run is STARTING,
+	 * its monitor not started): alerts are [mu]. */
+	run_lock(r);
 	alerts_from_text(r, errtext);
 	if (!strcmp(ready.cgroup, "none"))
 		run_alert(r, "sbxd: no delegated cgroup: limits are enforced by rlimits "
 			     "(allowed by rlimit_fallback in sbxd's config)");
+	run_unlock(r);
 	return 0;
 }
 

@@ -96,7 +96,7 @@ static int output_pipe(int fds[2], struct sbx_err *err)
 }
 
 /* mu held: why this run cannot take an exec now, or 0. */
-static int check_run(struct sbx_run *r, struct sbx_rpc_status *st)
+static int check_run(struct sbx_run *r, struct sbx_rpc_status *st) REQUIRES(r->mu)
 {
 	const char *missing;
 
@@ -135,7 +135,7 @@ static int check_run(struct sbx_run *r, struct sbx_rpc_status *st)
 
 /* mu held: the exec is on the run's list, its deadline running. */
 static void exec_started(struct sbx_run *r, struct run_exec *e, const Sbx__V1__ExecRequest *req,
-			 int out, int err)
+			 int out, int err) REQUIRES(r->mu)
 {
 	char id[32];
 
@@ -159,7 +159,7 @@ static void exec_started(struct sbx_run *r, struct run_exec *e, const Sbx__V1__E
 
 /* mu held: hands the exec to the sandbox's pid 1. */
 static int send_exec(struct sbx_run *r, struct run_exec *e, const Sbx__V1__ExecRequest *req,
-		     const int stdio[3], struct sbx_rpc_status *st)
+		     const int stdio[3], struct sbx_rpc_status *st) REQUIRES(r->mu)
 {
 	if (check_run(r, st) < 0)
 		return -1;

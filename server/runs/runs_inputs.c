@@ -50,7 +50,7 @@ static int cmp_input(const void *a, const void *b)
 }
 
 /* mu held (r->added); r->inputs alone while STARTING. */
-static struct run_input *find_input(struct sbx_run *r, const char *path)
+static struct run_input *find_input(struct sbx_run *r, const char *path) REQUIRES(r->mu)
 {
 	struct run_input key = {.path = (char *)path};
 	struct run_input *in;
@@ -108,8 +108,8 @@ uint64_t inputs_inodes(const struct sbx_run *r)
 	return r->n_inputs + r->n_input_dirs;
 }
 
-/* "a" and "a/b" cannot both be files. */
-static const char *conflict(struct sbx_run *r, const char *path)
+/* mu held: "a" and "a/b" cannot both be files. */
+static const char *conflict(struct sbx_run *r, const char *path) REQUIRES(r->mu)
 {
 	char buf[RUN_PATH_MAX + 1];
 	struct run_input *in;
@@ -123,6 +123,14 @@ static const char *conflict(struct sbx_run *r, const char *path)
 			return in->path;
 	}
 	return NULL;
+}
+
+/* conflict() for the inputs CreateRun declares, without the lock: the run
+ * is STARTING, so no other thread can reach it (run.h), and r->added, the
+ * [mu] half of what find_input reads, is still empty. */
+static const char *starting_conflict(struct sbx_run *r, const char *path) NO_THREAD_SAFETY_ANALYSIS
+{
+	return conflict(r, path);
 }
 
 int inputs_from_request(struct sbx_run *r, const Sbx__V1__CreateRunRequest *req,
@@ -181,7 +189,7 @@ int inputs_from_request(struct sbx_run *r, const Sbx__V1__CreateRunRequest *req,
 		if (i > 0 && !strcmp(r->inputs[i - 1].path, r->inputs[i].path))
 			return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 					    "inputs: %.200s is listed twice", r->inputs[i].path);
-		if ((other = conflict(r, r->inputs[i].path)))
+		if ((other = starting_conflict(r, r->inputs[i].path)))
 			return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 					    "inputs: %.200s cannot be a file and the directory of "
 					    "%.200s",
@@ -318,7 +326,7 @@ static int write_chunk(struct sbx_run *r, struct run_input *in, uint64_t offset,
 
 /* mu held: may this chunk be written? */
 static int check_chunk(struct sbx_run *r, struct run_input *in, const Sbx__V1__PutInputRequest *req,
-		       struct sbx_rpc_status *st)
+		       struct sbx_rpc_status *st) REQUIRES(r->mu)
 {
 	if (in->complete)
 		return sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
@@ -381,7 +389,7 @@ static struct charge declare_charge(const Sbx__V1__PutInputRequest *req)
 /* mu held: a Teardown's manifest holds the inputs whole, and must still
  * fit an answer with the new one (as CreateRun checked for its own). */
 static int record_grows_too_much(struct sbx_run *r, const Sbx__V1__PutInputRequest *req,
-				 size_t *record, struct sbx_rpc_status *st)
+				 size_t *record, struct sbx_rpc_status *st) REQUIRES(r->mu)
 {
 	Sbx__V1__InputFile f = SBX__V1__INPUT_FILE__INIT;
 	size_t bound = artifacts_reply_bytes(r->runs) / 2;
@@ -406,7 +414,7 @@ static int record_grows_too_much(struct sbx_run *r, const Sbx__V1__PutInputReque
  * that passes every rule returns NULL with st untouched, for the caller to
  * charge declare_charge() and come back. */
 static struct run_input *declare(struct sbx_run *r, const Sbx__V1__PutInputRequest *req,
-				 bool charged, struct sbx_rpc_status *st)
+				 bool charged, struct sbx_rpc_status *st) REQUIRES(r->mu)
 {
 	const struct sbx_limits_max *max = &r->runs->cfg.limits_max;
 	size_t len = strlen(req->path), n = r->n_inputs + r->n_added;
@@ -496,7 +504,7 @@ static int check_declared(const struct run_input *in, const Sbx__V1__PutInputReq
  * the call declared it. */
 static struct run_input *check_run(struct sbx_run *r, const Sbx__V1__PutInputRequest *req,
 				   bool charged, bool *declaring, bool *added,
-				   struct sbx_rpc_status *st)
+				   struct sbx_rpc_status *st) REQUIRES(r->mu)
 {
 	struct run_input *in;
 	const char *why;

@@ -23,6 +23,6 @@ uint64_t inputs_inodes(const struct sbx_run *r);
 const char *input_mode_problem(uint32_t mode);
 /* mu held: NULL when every input declared at CreateRun is complete (the
  * first exec waits for those), else the first missing path. */
-const char *inputs_missing(struct sbx_run *r);
+const char *inputs_missing(struct sbx_run *r) REQUIRES(r->mu);
 
 #endif

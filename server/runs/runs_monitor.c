@@ -73,7 +73,7 @@ static Sbx__V1__ExitReason public_reason(enum sbx_ctl_end end)
 /* mu held: the sandbox is gone (r->ctl closed); a run that was still live
  * expired or failed. One still STARTING is booked once CreateRun published
  * it: check_deadlines calls this every round. */
-static void book_sandbox_end(struct sbx_run *r)
+static void book_sandbox_end(struct sbx_run *r) REQUIRES(r->mu)
 {
 	bool expired;
 
@@ -94,7 +94,7 @@ static void book_sandbox_end(struct sbx_run *r)
 }
 
 /* mu held. */
-static void sandbox_ended(struct sbx_run *r)
+static void sandbox_ended(struct sbx_run *r) REQUIRES(r->mu)
 {
 	if (r->ctl >= 0)
 		close(r->ctl);
@@ -105,7 +105,7 @@ static void sandbox_ended(struct sbx_run *r)
 }
 
 /* mu held. */
-static void apply(struct sbx_run *r, const struct sbx_ctl_event *ev)
+static void apply(struct sbx_run *r, const struct sbx_ctl_event *ev) REQUIRES(r->mu)
 {
 	struct run_exec *e;
 
@@ -205,11 +205,11 @@ static void read_ctl(struct monitor *m)
 	}
 }
 
-/* mu held. */
-static void flush_line(struct monitor *m)
+/* mu held: r is m->r (named for the analysis). */
+static void flush_line(struct sbx_run *r, struct monitor *m) REQUIRES(r->mu)
 {
 	if (m->line_len)
-		run_alert(m->r, "%.*s", (int)m->line_len, m->line);
+		run_alert(r, "%.*s", (int)m->line_len, m->line);
 	m->line_len = 0;
 }
 
@@ -223,17 +223,17 @@ static void read_stderr(struct monitor *m)
 		return;
 	run_lock(r);
 	if (n <= 0) {
-		flush_line(m);
+		flush_line(r, m);
 		close(r->err_pipe);
 		r->err_pipe = -1;
 	}
 	for (ssize_t i = 0; i < n; i++) {
 		if (buf[i] == '\n') {
-			flush_line(m);
+			flush_line(r, m);
 			continue;
 		}
 		if (m->line_len == sizeof(m->line) - 1)
-			flush_line(m);
+			flush_line(r, m);
 		m->line[m->line_len++] = buf[i];
 	}
 	run_unlock(r);
@@ -289,7 +289,7 @@ static void reap(struct sbx_run *r)
  * cgroups are then swept and removed by `sbx-helper cleanup` as soon as
  * the helper is reaped (reap). The run is over: a pid 1 that misses one
  * deadline cannot be trusted with the next. */
-static void kill_hung_sandbox(struct sbx_run *r, const struct run_exec *e)
+static void kill_hung_sandbox(struct sbx_run *r, const struct run_exec *e) REQUIRES(r->mu)
 {
 	char why[160];
 
@@ -314,7 +314,7 @@ static void kill_hung_sandbox(struct sbx_run *r, const struct run_exec *e)
  * expired_keep_seconds. pid 1 is asked to end the sandbox (it kills every
  * process and exits, as at teardown); one that does not is killed by
  * check_deadlines after RUN_HELPER_EXIT_MS. */
-static void end_idle(struct sbx_run *r, int64_t now)
+static void end_idle(struct sbx_run *r, int64_t now) REQUIRES(r->mu)
 {
 	uint32_t idle = r->policy->limits->idle_seconds;
 	struct sbx_err err;
@@ -341,7 +341,7 @@ static void end_idle(struct sbx_run *r, int64_t now)
 }
 
 /* mu held: the watchdog. */
-static void check_deadlines(struct sbx_run *r)
+static void check_deadlines(struct sbx_run *r) REQUIRES(r->mu)
 {
 	int64_t now = sbx_mono_ms();
 	struct run_exec *overran = NULL;
@@ -394,7 +394,7 @@ static void check_deadlines(struct sbx_run *r)
 }
 
 /* mu held: milliseconds until check_deadlines has something to do. */
-static int next_tick(struct sbx_run *r)
+static int next_tick(struct sbx_run *r) REQUIRES(r->mu)
 {
 	int64_t now = sbx_mono_ms(), next = now + TICK_MAX_MS;
 
@@ -440,10 +440,9 @@ static bool grow(struct monitor *m, size_t need)
 	return true;
 }
 
-/* mu held: the fds to watch this round. */
-static size_t build(struct monitor *m)
+/* mu held: the fds to watch this round (r is m->r, named for the analysis). */
+static size_t build(struct sbx_run *r, struct monitor *m) REQUIRES(r->mu)
 {
-	struct sbx_run *r = m->r;
 	size_t n = FIXED_FDS, streams = 0;
 
 	for (struct run_exec *e = r->execs; e; e = e->next)
@@ -464,7 +463,7 @@ static size_t build(struct monitor *m)
 }
 
 /* mu held: nothing left to watch, the thread may end. */
-static bool finished(struct sbx_run *r)
+static bool finished(struct sbx_run *r) REQUIRES(r->mu)
 {
 	/* A STARTING run's end is booked once it is published. */
 	if (r->state == RUN_STARTING || r->ctl >= 0 || !r->reaped || r->err_pipe >= 0)
@@ -487,11 +486,11 @@ static void *monitor_main(void *arg)
 
 		run_lock(r);
 		if (run_is_claimed(r)) {
-			flush_line(&m);
+			flush_line(r, &m);
 			run_unlock(r);
 			break;
 		}
-		n = build(&m);
+		n = build(r, &m);
 		tick = next_tick(r);
 		run_unlock(r);
 

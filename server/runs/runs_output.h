@@ -8,6 +8,6 @@
 /* The monitor's half: moves what the pipe holds into the spill file. */
 void stream_pump(struct sbx_run *r, struct run_exec *e, int which);
 /* mu held: no byte will come any more. */
-void stream_close(struct sbx_run *r, struct run_exec *e, int which);
+void stream_close(struct sbx_run *r, struct run_exec *e, int which) REQUIRES(r->mu);
 
 #endif

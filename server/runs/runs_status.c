@@ -83,7 +83,7 @@ oom:
 }
 
 /* mu held. */
-static int all_exec_status(struct sbx_run *r, Sbx__V1__ExecStatus ***out, size_t *n)
+static int all_exec_status(struct sbx_run *r, Sbx__V1__ExecStatus ***out, size_t *n) REQUIRES(r->mu)
 {
 	size_t count = 0;
 

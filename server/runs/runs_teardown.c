@@ -78,7 +78,7 @@ static void stop_helper(struct sbx_run *r)
 }
 
 /* mu held. */
-static bool input_busy(struct sbx_run *r)
+static bool input_busy(struct sbx_run *r) REQUIRES(r->mu)
 {
 	for (size_t i = 0; i < r->n_inputs; i++)
 		if (r->inputs[i].busy)
@@ -101,6 +101,7 @@ static int remove_run_dir(struct sbx_run *r, struct sbx_err *err)
 
 /* mu held: the record of the run, as the manifest (its artifacts come later). */
 static Sbx__V1__RunManifest *manifest_new(struct sbx_run *r, Sbx__V1__RunState final)
+    REQUIRES(r->mu)
 {
 	Sbx__V1__RunManifest *m = malloc(sizeof(*m));
 	const struct run_input *added = r->added;
