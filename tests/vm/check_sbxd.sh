@@ -133,7 +133,14 @@ select.epoll().register(os.pipe()[0], select.EPOLLIN)' >> "$log" 2>&1; then
         ok=no; detail="sbxd's user cannot add an epoll watch: $(why "$log")"
     fi
     sysctl -qw fs.epoll.max_user_watches="$old"
-    kill "$pid" 2>/dev/null || true
+    # The hog's sbxctl, not the runuser in front of it: on SIGTERM it tears
+    # its run down and exits (a later check counts the service user's
+    # processes).
+    pkill -TERM -u "$SVC" -f 'import errno, os, select' 2>/dev/null || true
+    for _ in $(seq 1 30); do
+        pgrep -u "$SVC" -f 'import errno, os, select' > /dev/null || break
+        sleep 1
+    done
     wait "$pid" 2>/dev/null || rc=$?
     { echo "== epoll hog (max_user_watches 20000): $line; second run and sbxd's user: $ok"
       cat "$hog" "$log"; } >> "$LOG"
