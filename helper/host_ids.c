@@ -153,6 +153,9 @@ static int run_idmap(const char *tool, pid_t pid, const char *const maps[6], str
 		if (null < 0 || dup2(null, 0) < 0 || dup2(pipefd[1], 1) < 0 ||
 		    dup2(pipefd[1], 2) < 0)
 			_exit(127);
+		/* A setuid program gets nothing of ours but its stdio: not the
+		 * control or reader socket serve was handed (fds 3 and 4). */
+		close_range(3, ~0U, 0);
 		execve(prog, (char *const *)argv, envp);
 		_exit(127);
 	}
