@@ -428,6 +428,8 @@ static const struct sbx_config_key root_keys[] = {
      .doc = "the egress proxy"},
     {"images", SBX_CONFIG_OBJECT, ROOT(images), .section = &sbx_config_images_section,
      .doc = "the image store"},
+    {"metrics", SBX_CONFIG_OBJECT, ROOT(metrics), .section = &sbx_config_metrics_section,
+     .doc = "the Prometheus metrics listener"},
 };
 #undef ROOT
 
@@ -618,6 +620,7 @@ void sbx_config_free(struct sbx_config *cfg)
 	free(cfg->tls_client_ca);
 	sbx_config_egress_free(&cfg->egress);
 	sbx_config_images_free(&cfg->images);
+	sbx_config_metrics_free(&cfg->metrics);
 	/* The token hashes are not secrets, but nothing needs them after. */
 	memset(cfg, 0, sizeof(*cfg));
 }

@@ -117,6 +117,12 @@ struct sbx_config_images {
 	uint64_t max_entries, max_bytes, max_file_bytes;
 };
 
+/* The "metrics" section (config_metrics.c): the Prometheus listener. */
+struct sbx_config_metrics {
+	char *listen;	   /* "127.0.0.1:9464", "[::1]:9464"; NULL (default): off */
+	bool allow_remote; /* listen may be a non-loopback address; default false */
+};
+
 struct sbx_config {
 	/* ipc://PATH, tls+tcp://HOST:PORT, tcp:// (insecure) */
 	char *listen[SBX_CONFIG_MAX_LISTEN];
@@ -156,6 +162,7 @@ struct sbx_config {
 	struct sbx_config_connections connections;
 	struct sbx_config_egress egress;
 	struct sbx_config_images images;
+	struct sbx_config_metrics metrics;
 };
 
 /* What the command line sets; NULL (or n_listen 0) leaves the file's. */
@@ -198,5 +205,11 @@ void sbx_config_egress_free(struct sbx_config_egress *eg);
  * section holds freed. */
 char *sbx_config_images_dir(const struct sbx_config *cfg);
 void sbx_config_images_free(struct sbx_config_images *im);
+
+/* config_metrics.c: whether s is "IPv4:port" or "[IPv6]:port" (an error
+ * naming metrics.listen otherwise) and whether its address is loopback;
+ * what the "metrics" section holds freed. */
+int sbx_config_metrics_address(const char *s, bool *loopback, struct sbx_err *err);
+void sbx_config_metrics_free(struct sbx_config_metrics *m);
 
 #endif
