@@ -23,6 +23,7 @@
 #include "config.h"
 #include "egress.h"
 #include "listen_url.h"
+#include "metrics.h"
 #include "nng_epipe.h"
 #include "rpc.h"
 #include "runs.h"
@@ -190,8 +191,41 @@ static struct sbx_egress *start_egress(const struct sbx_config *cfg, struct sbx_
 	return NULL;
 }
 
+static void collect_audit(void *arg)
+{
+	(void)arg;
+	sbx_metrics_set(SBX_M_AUDIT_LOST, 0, (int64_t)sbx_audit_lost());
+}
+
+/* The metrics listener (config metrics.listen), after the RPC side, whose
+ * connection guard bounds its connections too; *out stays NULL when the
+ * config has none. A listener asked for that cannot start stops sbxd. */
+static int start_metrics(const struct sbx_config *cfg, struct sbx_rpc *rpc,
+			 struct sbx_metrics_http **out, struct sbx_err *err)
+{
+	*out = NULL;
+	if (!cfg->metrics.listen)
+		return 0;
+	if (sbx_metrics_collector(collect_audit, NULL) < 0 ||
+	    sbx_metrics_collector(sbx_rpc_collect, rpc) < 0)
+		return sbx_fail(err, "metrics: too many collectors");
+	if (sbx_metrics_http_start(cfg->metrics.listen, out, err) < 0)
+		return -1;
+	sbx_rpc_guard_metrics(sbx_metrics_http_port(*out));
+	fprintf(stderr, "sbxd: metrics on %s%s\n", sbx_metrics_http_url(*out),
+		cfg->metrics.allow_remote ? " (allow_remote: plain HTTP, no authentication)" : "");
+	return 0;
+}
+
+static void stop_metrics(struct sbx_metrics_http *m)
+{
+	sbx_metrics_http_stop(m);
+	sbx_metrics_collectors_clear();
+}
+
 static int serve(struct sbx_config *cfg, const sigset_t *stop)
 {
+	struct sbx_metrics_http *metrics;
 	struct sbx_err err, egress_why = {0};
 	struct sbx_egress *egress;
 	struct sbx_rpc *rpc;
@@ -200,6 +234,7 @@ static int serve(struct sbx_config *cfg, const sigset_t *stop)
 
 	if (sbx_audit_open(cfg->log_path, cfg->log_group, &err) < 0)
 		return fail_with(&err);
+	sbx_metrics_init(SBX_VERSION);
 	sbx_audit_set_identity_rate(cfg->quotas.audit_identity_kb_per_s * 1024);
 	/* Before the listeners: no run can ask for it before it is there. Its
 	 * descriptors are what the RPC side and the runs leave (rpc.h). */
@@ -214,6 +249,14 @@ static int serve(struct sbx_config *cfg, const sigset_t *stop)
 	sbx_runs_set_egress(runs, egress, egress_why.msg);
 	rpc = sbx_rpc_start(cfg, runs, &err);
 	if (!rpc) {
+		sbx_runs_shutdown(runs);
+		sbx_egress_stop(egress);
+		sbx_audit_close();
+		return fail_with(&err);
+	}
+	if (start_metrics(cfg, rpc, &metrics, &err) < 0) {
+		stop_metrics(metrics);
+		sbx_rpc_stop(rpc); /* no run yet: nothing to drain */
 		sbx_runs_shutdown(runs);
 		sbx_egress_stop(egress);
 		sbx_audit_close();
@@ -234,6 +277,10 @@ static int serve(struct sbx_config *cfg, const sigset_t *stop)
 	sig = wait_for_stop(stop);
 	fprintf(stderr, "sbxd: %s: draining\n", sigabbrev_np(sig));
 	audit_lifecycle("sbxd_draining", NULL, sig);
+	/* Before the runs go: a scrape never sees a half torn-down sbxd (a
+	 * reload leaves the listener as it is: a new metrics.listen needs a
+	 * restart). */
+	stop_metrics(metrics);
 	/* Callers keep being answered while the runs go (CreateRun with
 	 * UNAVAILABLE); then the socket closes and the handlers still running
 	 * finish before their state is freed. */

@@ -28,6 +28,7 @@
 #include "audit.h"
 #include "clock.h"
 #include "egress_internal.h"
+#include "metrics.h"
 #include "util.h"
 
 /* rec_mu held: the row of host:port, or -1 (out of memory). */
@@ -102,6 +103,19 @@ static void audit(struct sbx_egress_run *run, const char *event, json_t *fields)
 	    run, sbx_audit_exempt(event, run->run_id, run->identity, run->policy_digest, fields));
 }
 
+/* The metrics' decision of a refusal's reason (egress_conn.c's names). */
+static enum sbx_metrics_egress decision_of(bool allowed, const char *reason)
+{
+	if (allowed)
+		return SBX_EGRESS_ALLOWED;
+	if (!strcmp(reason, "not_allowed") || !strcmp(reason, "private_address") ||
+	    !strcmp(reason, "max_bytes"))
+		return SBX_EGRESS_DENIED;
+	if (!strcmp(reason, "rate_limited") || !strcmp(reason, "too_many_connections"))
+		return SBX_EGRESS_LIMITED;
+	return SBX_EGRESS_FAILED;
+}
+
 void egress_record_decision(struct egress_conn *c, bool allowed, const char *reason,
 			    unsigned status)
 {
@@ -110,6 +124,7 @@ void egress_record_decision(struct egress_conn *c, bool allowed, const char *rea
 	int64_t now = egress_now_us();
 
 	c->decided = true;
+	sbx_metrics_add(SBX_M_EGRESS_CONNS, decision_of(allowed, reason), 1);
 	pthread_mutex_lock(&run->rec_mu);
 	r->time_unix_ms = sbx_unix_ms();
 	r->allowed = allowed;
@@ -171,6 +186,8 @@ void egress_record_close(struct egress_conn *c, const char *reason)
 		r->open = false;
 		r->duration_ms = duration;
 		snprintf(r->reason, sizeof(r->reason), "%s", why);
+		sbx_metrics_add(SBX_M_EGRESS_BYTES, SBX_EGRESS_OUT, r->bytes_out);
+		sbx_metrics_add(SBX_M_EGRESS_BYTES, SBX_EGRESS_IN, r->bytes_in);
 		if (c->total_row >= 0) {
 			run->totals[c->total_row].bytes_out += r->bytes_out;
 			run->totals[c->total_row].bytes_in += r->bytes_in;

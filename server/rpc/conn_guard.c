@@ -57,6 +57,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "metrics.h"
 #include "nngfix.h"
 
 /* Connections of one listener shut down to make room for a newcomer and
@@ -76,6 +77,7 @@ struct guarded_listener {
 /* One accepted connection, indexed by its fd. */
 struct conn {
 	bool used, shut;
+	bool http;	 /* the metrics listener's: counted in g.http_conns alone */
 	bool evicted;	 /* shut for a newcomer: counted in its listener's evicting */
 	bool first_done; /* a whole request has arrived (ipc, tcp) */
 	int64_t accepted_ms;
@@ -111,6 +113,8 @@ static struct {
 	struct peer *peers; /* [npeers]: every live peer holds a connection */
 	size_t npeers;
 	uint64_t pending; /* every peer's pending bytes */
+	int http_port;	  /* the metrics listener (conn_guard_http_listener); 0: none */
+	uint32_t http_conns;
 } g = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 /* ---- peers ---- */
@@ -269,8 +273,39 @@ static bool evict_for(int li)
 		return false;
 	/* As the sweeper: nng closes it as a peer that hung up. */
 	shutdown((int)fd, SHUT_RDWR);
+	sbx_metrics_add(SBX_M_CONN_REFUSED, SBX_REFUSED_EVICTED, 1);
 	oldest->shut = oldest->evicted = true;
 	g.listeners[li].evicting++;
+	return true;
+}
+
+static bool refused(enum sbx_metrics_refusal why)
+{
+	sbx_metrics_add(SBX_M_CONN_REFUSED, why, 1);
+	return false;
+}
+
+static bool is_http(const struct sockaddr_storage *local)
+{
+	int port =
+	    local->ss_family == AF_INET	   ? ntohs(((const struct sockaddr_in *)local)->sin_port)
+	    : local->ss_family == AF_INET6 ? ntohs(((const struct sockaddr_in6 *)local)->sin6_port)
+					   : 0;
+
+	return g.http_port && port == g.http_port;
+}
+
+/* The metrics listener's connections: CONN_GUARD_HTTP_MAX at once, with no
+ * peer's share, so that they take nothing from the RPC listeners' caps or
+ * any peer's budgets (a local flood of scrapers fills only its own). */
+static bool admit_http(int fd, int64_t now)
+{
+	if (g.http_conns >= CONN_GUARD_HTTP_MAX)
+		return refused(SBX_REFUSED_METRICS_FULL);
+	g.http_conns++;
+	g.conns[fd] = (struct conn){.used = true, .http = true, .accepted_ms = now};
+	if ((size_t)fd >= g.high)
+		g.high = (size_t)fd + 1;
 	return true;
 }
 
@@ -284,15 +319,21 @@ static bool admit(int fd)
 	int li;
 
 	if (fd < 0 || (size_t)fd >= g.nfds || !key_of_fd(fd, &key, &local))
-		return false;
+		return refused(SBX_REFUSED_UNKNOWN);
+	if (is_http(&local))
+		return admit_http(fd, now);
 	li = listener_of(&local);
 	if (li < 0)
-		return false;
-	if (!(p = find_peer(&key, now)) || p->conns >= g.lim.per_peer || !take_token(p, now))
-		return false;
+		return refused(SBX_REFUSED_UNKNOWN);
+	if (!(p = find_peer(&key, now)))
+		return refused(SBX_REFUSED_PEERS_FULL);
+	if (p->conns >= g.lim.per_peer)
+		return refused(SBX_REFUSED_PEER_CONNS);
+	if (!take_token(p, now))
+		return refused(SBX_REFUSED_PEER_RATE);
 	if (g.listeners[li].conns - g.listeners[li].evicting >= g.lim.per_listener &&
 	    !evict_for(li))
-		return false;
+		return refused(SBX_REFUSED_LISTENER_FULL);
 	g.listeners[li].conns++;
 	p->conns++;
 	g.conns[fd] = (struct conn){
@@ -385,6 +426,8 @@ static void feed(struct conn *c, const uint8_t *p, size_t n, int64_t now)
 			/* nng's own test (ipc_pipe_neg_cb, tcptran_pipe_nego_cb) */
 			c->bad_header =
 			    memcmp(c->head, "\0SP\0", 4) != 0 || c->head[6] || c->head[7];
+			if (c->bad_header)
+				sbx_metrics_add(SBX_M_CONN_REFUSED, SBX_REFUSED_BAD_HEADER, 1);
 			c->sp_done = true;
 			c->started_ms = 0;
 			continue;
@@ -392,6 +435,7 @@ static void feed(struct conn *c, const uint8_t *p, size_t n, int64_t now)
 		for (size_t i = need - 8; i < need; i++)
 			len = len << 8 | c->head[i];
 		if (!charge(c, len)) {
+			sbx_metrics_add(SBX_M_CONN_REFUSED, SBX_REFUSED_PENDING_BYTES, 1);
 			c->over = true;
 			return;
 		}
@@ -410,7 +454,7 @@ bool conn_guard_read(int fd, const struct iovec *iov, int iovcnt, ssize_t n)
 	if (n < 0 || fd < 0)
 		return false;
 	pthread_mutex_lock(&g.mu);
-	if (g.on && (size_t)fd < g.nfds && g.conns[fd].used) {
+	if (g.on && (size_t)fd < g.nfds && g.conns[fd].used && !g.conns[fd].http) {
 		struct conn *c = &g.conns[fd];
 		int64_t now = sbx_mono_ms();
 		size_t left = (size_t)n;
@@ -435,6 +479,11 @@ static void untrack(int fd)
 
 	if (!c->used)
 		return;
+	if (c->http) {
+		g.http_conns--;
+		memset(c, 0, sizeof(*c));
+		return;
+	}
 	release(c);
 	g.listeners[c->listener].evicting -= c->evicted;
 	g.listeners[c->listener].conns--;
@@ -568,9 +617,15 @@ void conn_guard_sweep(int64_t now_ms)
 	for (size_t fd = 0; g.on && fd < g.high; fd++) {
 		struct conn *c = &g.conns[fd];
 
-		if (c->used && !c->shut &&
-		    ((c->started_ms && now_ms - c->started_ms > limit_ms) ||
-		     (c->framing && !c->first_done && now_ms - c->accepted_ms > first_ms))) {
+		bool slow = c->started_ms && now_ms - c->started_ms > limit_ms;
+		bool silent = c->framing && !c->first_done && now_ms - c->accepted_ms > first_ms;
+		bool aged = c->http && now_ms - c->accepted_ms > CONN_GUARD_HTTP_SECONDS * 1000;
+
+		if (c->used && !c->shut && (slow || silent || aged)) {
+			if (!c->http)
+				sbx_metrics_add(
+				    SBX_M_CONN_REFUSED,
+				    slow ? SBX_REFUSED_SLOW_MESSAGE : SBX_REFUSED_NO_REQUEST, 1);
 			/* The fd is still nng's (its close would have cleared
 			 * the entry first); shutdown leaves it open for nng to
 			 * close. */
@@ -591,5 +646,14 @@ void conn_guard_stop(void)
 	g.peers = NULL;
 	g.nfds = g.npeers = g.high = 0;
 	g.pending = 0;
+	g.http_port = 0;
+	g.http_conns = 0;
+	pthread_mutex_unlock(&g.mu);
+}
+
+void conn_guard_http_listener(int port)
+{
+	pthread_mutex_lock(&g.mu);
+	g.http_port = port;
 	pthread_mutex_unlock(&g.mu);
 }

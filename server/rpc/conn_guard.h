@@ -53,6 +53,16 @@ void conn_guard_listener(size_t i, enum sbx_scheme scheme, const char *ipc_path,
  * first_request_seconds after accept; nng then closes them as a peer that
  * hung up. */
 void conn_guard_sweep(int64_t now_ms);
+/* The metrics listener (server/metrics/metrics_http.c, nng's HTTP server)
+ * on tcp port `port` (0: none): at most CONN_GUARD_HTTP_MAX connections
+ * at once, over them refused at accept, each shut down
+ * CONN_GUARD_HTTP_SECONDS after it was accepted (nng's HTTP server has no
+ * bound of its own on either). They count against no RPC listener and no
+ * peer. */
+#define CONN_GUARD_HTTP_MAX	8
+#define CONN_GUARD_HTTP_SECONDS 30
+void conn_guard_http_listener(int port);
+
 /* Back to passing everything through (after the listeners are closed). */
 void conn_guard_stop(void);
 

@@ -25,6 +25,12 @@ struct sbx_rpc *sbx_rpc_start(const struct sbx_config *cfg, struct sbx_runs *run
  * the listeners' caps beside FD_RESERVE alone, which fits by construction
  * (and shrinks them, leaving the proxy nothing, when even they do not). */
 size_t sbx_rpc_fd_need(const struct sbx_config *cfg);
+/* A metrics collector (server/metrics/metrics.h): the worker pools' use. */
+void sbx_rpc_collect(void *rpc);
+/* The metrics listener's tcp port, for the connection guard's bounds on
+ * it (conn_guard.h, CONN_GUARD_HTTP_MAX); 0: none. Until it is called a
+ * connection to that port is refused as one to an unknown listener. */
+void sbx_rpc_guard_metrics(int port);
 /* Listener i's URL as bound (a tcp port 0 replaced by the real one), or
  * NULL past the last. */
 const char *sbx_rpc_listener_url(const struct sbx_rpc *rpc, size_t i);

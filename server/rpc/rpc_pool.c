@@ -77,6 +77,16 @@ static struct rpc_pool_share *share_of(struct rpc_pool *p, const char *owner)
 	return free_slot;
 }
 
+void rpc_pool_load(struct rpc_pool *p, size_t *busy, size_t *queued)
+{
+	*busy = 0;
+	pthread_mutex_lock(&p->lock);
+	for (size_t i = 0; i < p->n_shares; i++)
+		*busy += p->shares[i].running;
+	*queued = p->queued;
+	pthread_mutex_unlock(&p->lock);
+}
+
 int rpc_pool_start(struct rpc_pool *p, const char *name, size_t n_threads, size_t queue_max,
 		   struct sbx_err *err)
 {

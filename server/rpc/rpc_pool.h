@@ -61,6 +61,8 @@ enum rpc_pool_verdict {
 /* Starts n_threads workers; at most queue_max jobs wait for one. */
 int rpc_pool_start(struct rpc_pool *p, const char *name, size_t n_threads, size_t queue_max,
 		   struct sbx_err *err);
+/* How many workers run a job and how many jobs wait (the metrics). */
+void rpc_pool_load(struct rpc_pool *p, size_t *busy, size_t *queued);
 /* RPC_POOL_TAKEN: the job is the pool's until it has run; otherwise it was
  * not taken, and the verdict says why. */
 enum rpc_pool_verdict rpc_pool_submit(struct rpc_pool *p, struct rpc_job *job);

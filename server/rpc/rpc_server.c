@@ -42,6 +42,7 @@
 
 #include "clock.h"
 #include "conn_guard.h"
+#include "metrics.h"
 #include "nng_close.h"
 #include "nng_err.h"
 #include "rpc_alloc.h"
@@ -92,7 +93,9 @@
  * where the proxy takes only what the first two leave (sbx_rpc_fd_need is
  * its fd_reserve), so the guard's check below, FD_RESERVE + caps <= N,
  * holds with the proxy's part counted. */
-#define FD_RESERVE(cfg) (64 + 16 * (size_t)(cfg)->runs_max + 16 * (size_t)(cfg)->workers)
+#define FD_RESERVE(cfg)                                                                            \
+	(64 + 16 * (size_t)(cfg)->runs_max + 16 * (size_t)(cfg)->workers +                         \
+	 ((cfg)->metrics.listen ? CONN_GUARD_HTTP_MAX + 2 : 0))
 
 size_t sbx_rpc_fd_need(const struct sbx_config *cfg)
 {
@@ -130,6 +133,7 @@ struct rpc_call {
 	const struct rpc_method *method;
 	struct sbx_identity who;
 	int64_t received_ms; /* sbx_mono_ms() */
+	int64_t received_ns; /* sbx_mono_ns(): the answer's latency (metrics) */
 	uint32_t pipe_id;    /* the connection of the request in hand; 0: none */
 	char holder[sizeof(((struct sbx_identity *)0)->name)]; /* who, once known; "" */
 	struct conn_peer_key peer_key;			       /* who is at its other end */
@@ -306,9 +310,17 @@ static void send_bytes(struct rpc_call *c, const uint8_t *bytes, size_t len)
 	send_msg(c, m);
 }
 
+/* An answer in the metrics: its method (NULL before it is known) and code. */
+static void count_answer(const struct rpc_call *c, Sbx__V1__Code code)
+{
+	sbx_metrics_rpc(c->method ? c->method->name : NULL, code,
+			(double)(sbx_mono_ns() - c->received_ns) / 1e9);
+}
+
 /* Answers the request in hand with an error status. */
 static void answer_status(struct rpc_call *c, const struct sbx_rpc_status *st)
 {
+	count_answer(c, st->code);
 	send_msg(c, rpc_reply(st->code, st->err.msg, NULL, c->rpc->cfg->max_message_bytes));
 }
 
@@ -336,6 +348,7 @@ static nng_msg *run_method(struct rpc_call *c, Sbx__V1__Code *code)
 	rc = rpc_method_run(c->method, c->rpc->runs, &c->who, c->env.body, c->env.body_len, &resp,
 			    &st);
 	*code = rc < 0 ? st.code : SBX__V1__CODE__OK;
+	count_answer(c, *code);
 	m = rpc_reply(*code, rc < 0 ? st.err.msg : "", resp, c->rpc->cfg->max_message_bytes);
 	if (resp)
 		protobuf_c_message_free_unpacked(resp, NULL);
@@ -449,7 +462,8 @@ static void on_request(struct rpc_call *c, nng_msg *msg)
 	nng_pipe pipe = nng_msg_get_pipe(msg);
 	int pool;
 
-	c->received_ms = sbx_mono_ms();
+	c->received_ns = sbx_mono_ns();
+	c->received_ms = c->received_ns / 1000000;
 	if (refused_check(rpc, nng_pipe_id(pipe))) {
 		/* Its last request was refused unauthenticated: this one is
 		 * not looked at, and the connection goes. */
@@ -828,4 +842,24 @@ int sbx_rpc_stop(struct sbx_rpc *rpc)
 	/* nng's task threads and globals, so valgrind sees nothing left. */
 	nng_fini();
 	return 0;
+}
+
+void sbx_rpc_collect(void *arg)
+{
+	struct sbx_rpc *rpc = arg;
+
+	for (size_t i = 0; i < N_POOLS; i++) {
+		size_t busy = 0, queued = 0;
+
+		if (rpc->pool_started[i])
+			rpc_pool_load(&rpc->pools[i], &busy, &queued);
+		sbx_metrics_set(SBX_M_WORKERS, i, (int64_t)rpc->pools[i].n_threads);
+		sbx_metrics_set(SBX_M_WORKERS_BUSY, i, (int64_t)busy);
+		sbx_metrics_set(SBX_M_WORKERS_QUEUED, i, (int64_t)queued);
+	}
+}
+
+void sbx_rpc_guard_metrics(int port)
+{
+	conn_guard_http_listener(port);
 }

@@ -75,6 +75,7 @@ static void run_free(struct sbx_run *r)
 {
 	struct run_exec *e, *next;
 
+	run_state_count(r->state, -1);
 	for (e = r->execs; e; e = next) {
 		next = e->next;
 		exec_free(e);

@@ -11,6 +11,7 @@
 #include <jansson.h>
 
 #include "clock.h"
+#include "metrics.h"
 
 /* What Status keeps of argv: all of it up to RUN_EXEC_ARGV_RECORD bytes,
  * then a marker, so a run of many large execs cannot grow sbxd without
@@ -122,6 +123,7 @@ void exec_mark_ended(struct sbx_run *r, struct run_exec *e)
 	e->ended = true;
 	e->ended_at = sbx_mono_ms();
 	e->ended_ms = sbx_unix_ms();
+	sbx_metrics_exec_ended(e->reason, (double)(e->ended_ms - e->started_ms) / 1000.0);
 	r->running--;
 	exec_update_done(e);
 	run_changed(r);

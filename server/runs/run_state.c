@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "clock.h"
+#include "metrics.h"
 #include "run.h"
 #include "util.h"
 
@@ -29,9 +30,21 @@ bool run_state_allowed(enum run_state from, enum run_state to)
 	       (allowed[from] & BIT(to)) != 0;
 }
 
+/* sbx_runs{state}: the metrics' state list is run_state's order up to
+ * TEARING; a TORN run is gone and counts nowhere. */
+_Static_assert(RUN_TEARING == (int)SBX_RUNS_TEARING && RUN_TORN == RUN_TEARING + 1,
+	       "metrics.h's run states follow enum run_state");
+
+void run_state_count(enum run_state s, int d)
+{
+	if (s < RUN_TORN)
+		sbx_metrics_gauge_add(SBX_M_RUNS, s, d);
+}
+
 void run_state_init(struct sbx_run *r)
 {
 	r->state = r->claimed_from = RUN_STARTING;
+	run_state_count(RUN_STARTING, 1);
 }
 
 void run_state_move(struct sbx_run *r, enum run_state to)
@@ -47,6 +60,8 @@ void run_state_move(struct sbx_run *r, enum run_state to)
 		r->claimed_from = r->state;
 	if (to == RUN_EXPIRED || to == RUN_FAILED)
 		r->stopped_at = sbx_mono_ms(); /* expired_keep_seconds count from here */
+	run_state_count(r->state, -1);
+	run_state_count(to, 1);
 	r->state = to;
 }
 

@@ -52,6 +52,9 @@ enum run_state {
 
 /* A new run is STARTING. */
 void run_state_init(struct sbx_run *r);
+/* The runs in memory by state (the metrics' sbx_runs): d to state s's
+ * count; init and each move do it, run_free takes a run's state away. */
+void run_state_count(enum run_state s, int d);
 /* Whether the table allows from -> to. */
 bool run_state_allowed(enum run_state from, enum run_state to);
 /* Run lock held (and the registry lock for CREATED and TEARING): moves r

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "metrics.h"
 #include "runs_manager.h"
 #include "runs_registry.h"
 #include "runs_sweeper.h"
@@ -48,6 +49,25 @@ void runs_free(struct sbx_runs *runs)
 	free(runs);
 }
 
+/* The metrics that are settings, and the store's images as found now
+ * (Health counts them again). */
+static void metrics_at_start(struct sbx_runs *runs)
+{
+	char **pins = NULL;
+	size_t n = 0, total = 0;
+	struct sbx_err ignored;
+
+	sbx_metrics_set(SBX_M_RUNS_MAX, 0, runs->cfg.runs_max);
+	sbx_metrics_set(SBX_M_DISK_QUOTA, 0, (int64_t)(runs->cfg.quotas.host_mb << 20));
+	sbx_metrics_set(SBX_M_HOST_UID_SLOTS, 0,
+			runs->cfg.host_uids_shared ? 0 : (int64_t)runs->cfg.host_uid_slots);
+	/* A store that cannot be read now leaves the gauge at 0; Health says why. */
+	if (runs->images && img_store_pins(runs->images, 0, &pins, &n, &total, &ignored) == 0) {
+		sbx_metrics_set(SBX_M_IMAGES, 0, (int64_t)total);
+		img_pins_free(pins, n);
+	}
+}
+
 struct sbx_runs *sbx_runs_init(const struct sbx_config *cfg, struct sbx_err *err)
 {
 	struct sbx_runs *runs = runs_new();
@@ -60,6 +80,7 @@ struct sbx_runs *sbx_runs_init(const struct sbx_config *cfg, struct sbx_err *err
 		runs_free(runs);
 		return NULL;
 	}
+	metrics_at_start(runs);
 	return runs;
 }
 

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/statvfs.h>
 
+#include "metrics.h"
 #include "runs_manager.h"
 #include "runs_quota.h"
 
@@ -112,6 +113,7 @@ int quota_charge(struct sbx_run *r, uint64_t bytes, uint64_t inodes, const char 
 	if (!rc) {
 		r->disk_charged += bytes;
 		runs->disk_charged += bytes;
+		sbx_metrics_set(SBX_M_DISK_CHARGED, 0, (int64_t)runs->disk_charged);
 	}
 	pthread_mutex_unlock(&runs->mu);
 	return rc;
@@ -126,6 +128,7 @@ void quota_uncharge(struct sbx_run *r, uint64_t bytes)
 		bytes = r->disk_charged;
 	r->disk_charged -= bytes;
 	runs->disk_charged -= bytes;
+	sbx_metrics_set(SBX_M_DISK_CHARGED, 0, (int64_t)runs->disk_charged);
 	pthread_mutex_unlock(&runs->mu);
 }
 

@@ -9,6 +9,7 @@
 #include "audit.h"
 #include "host_files.h"
 #include "images.h"
+#include "metrics.h"
 #include "run_files.h"
 #include "runs_artifacts.h"
 #include "runs_egress.h"
@@ -282,6 +283,7 @@ static int health_images(struct sbx_runs *runs, Sbx__V1__HealthResponse *h,
 		used += len;
 	}
 	img_pins_free(pins, n);
+	sbx_metrics_set(SBX_M_IMAGES, 0, (int64_t)total);
 	h->images_not_listed = total > h->n_images ? (uint32_t)(total - h->n_images) : 0;
 	return rc;
 }
