@@ -29,7 +29,7 @@ set_tests_properties(docs.links PROPERTIES ENVIRONMENT "${SBX_TEST_ENV}" TIMEOUT
 # the config key tables, the policy's ranges, sandbox.proto's comments.
 set(SBX_GENERATED_PAGES policy api)
 if(SBX_WITH_SERVER)
-  list(APPEND SBX_GENERATED_PAGES config)
+  list(APPEND SBX_GENERATED_PAGES config metrics)
 endif()
 foreach(page ${SBX_GENERATED_PAGES})
   add_test(NAME docs.${page}_reference

@@ -730,6 +730,53 @@ static void test_images(void)
 	    "images.max_file_bytes: must not exceed images.max_bytes (100)");
 }
 
+static void test_metrics(void)
+{
+	static const char *const loopback[] = {"127.0.0.1:9464", "127.1.2.3:0", "[::1]:65535"};
+	struct sbx_config cfg;
+	struct sbx_err err;
+	char doc[256];
+	int rc = load("{}", &cfg, &err);
+
+	check(rc == 0 && !cfg.metrics.listen && !cfg.metrics.allow_remote,
+	      "default metrics: no listener, loopback only");
+	sbx_config_free(&cfg);
+	for (size_t i = 0; i < sizeof(loopback) / sizeof(loopback[0]); i++) {
+		snprintf(doc, sizeof(doc), "{'metrics': {'listen': '%s'}}", loopback[i]);
+		rc = load(doc, &cfg, &err);
+		check(rc == 0 && cfg.metrics.listen && !strcmp(cfg.metrics.listen, loopback[i]),
+		      "metrics.listen %s: a loopback address needs nothing more", loopback[i]);
+		sbx_config_free(&cfg);
+	}
+	rc = load("{'metrics': {'listen': '192.0.2.1:9464', 'allow_remote': true}}", &cfg, &err);
+	check(rc == 0 && cfg.metrics.allow_remote && !strcmp(cfg.metrics.listen, "192.0.2.1:9464"),
+	      "metrics.listen on another address with allow_remote");
+	sbx_config_free(&cfg);
+	check(!cfg.metrics.listen, "sbx_config_free releases the metrics section");
+
+	bad("metrics on 0.0.0.0 without allow_remote", "{'metrics': {'listen': '0.0.0.0:9464'}}",
+	    "metrics.listen: \"0.0.0.0:9464\" is not a loopback address");
+	bad("metrics on [::] without allow_remote",
+	    "{'metrics': {'listen': '[::]:9464', 'allow_remote': false}}",
+	    "metrics.listen: \"[::]:9464\" is not a loopback address");
+	bad("metrics by host name", "{'metrics': {'listen': 'localhost:9464'}}",
+	    "metrics.listen: \"localhost:9464\" is not an IP address and port");
+	bad("metrics without a port", "{'metrics': {'listen': '127.0.0.1'}}",
+	    "metrics.listen: \"127.0.0.1\" is not an IP address and port");
+	bad("metrics port out of range", "{'metrics': {'listen': '127.0.0.1:65536'}}",
+	    "metrics.listen: \"127.0.0.1:65536\" is not an IP address and port");
+	bad("metrics IPv6 without brackets", "{'metrics': {'listen': '::1:9464'}}",
+	    "metrics.listen: \"::1:9464\" is not an IP address and port");
+	bad("metrics as a URL", "{'metrics': {'listen': 'http://127.0.0.1:9464'}}",
+	    "metrics.listen: \"http://127.0.0.1:9464\" is not an IP address and port");
+	bad("metrics listen not a string", "{'metrics': {'listen': 9464}}",
+	    "metrics.listen: must be a string");
+	bad("allow_remote not a bool", "{'metrics': {'allow_remote': 'yes'}}",
+	    "metrics.allow_remote: must be true or false");
+	bad("an unknown metrics key", "{'metrics': {'path': '/metrics'}}",
+	    "metrics.path: unknown key");
+}
+
 int main(void)
 {
 	if (!mkdtemp(dir)) {
@@ -746,6 +793,7 @@ int main(void)
 	test_flags();
 	test_egress();
 	test_images();
+	test_metrics();
 	unlink(path);
 	rmdir(dir);
 	return check_done();
