@@ -64,7 +64,7 @@ static const char *const pool_values[] = {"short", "long"};
 
 #define LIST(v) .values = (v), .n = sizeof(v) / sizeof((v)[0])
 static const struct label labels[] = {
-    [L_NONE] = {NULL},
+    [L_NONE] = {.name = NULL},
     [L_VERSION] = {"version", LIST(version_values), .doc = "sbxd's version"},
     [L_STATE] = {"state", LIST(state_values),
 		 .doc = "a run's life cycle stage (server/runs/run_state.h); a torn run is gone"},
