@@ -211,7 +211,8 @@ static int start_metrics(const struct sbx_config *cfg, struct sbx_rpc *rpc,
 		return sbx_fail(err, "metrics: too many collectors");
 	if (sbx_metrics_http_start(cfg->metrics.listen, out, err) < 0)
 		return -1;
-	sbx_rpc_guard_metrics(sbx_metrics_http_port(*out));
+	if (sbx_rpc_guard_metrics(sbx_metrics_http_port(*out), err) < 0)
+		return -1;
 	fprintf(stderr, "sbxd: metrics on %s%s\n", sbx_metrics_http_url(*out),
 		cfg->metrics.allow_remote ? " (allow_remote: plain HTTP, no authentication)" : "");
 	return 0;

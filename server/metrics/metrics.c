@@ -253,6 +253,8 @@ void sbx_metrics_observe(enum sbx_metric id, size_t label, double seconds)
 
 	if (!c || m->type != HISTOGRAM || !(seconds >= 0))
 		return;
+	if (seconds > 1e9) /* a clock gone wrong: +Inf, and a sum that stays exact */
+		seconds = 1e9;
 	while (b < m->nb && seconds > m->buckets[b])
 		b++;
 	if (b < m->nb)

@@ -651,9 +651,18 @@ void conn_guard_stop(void)
 	pthread_mutex_unlock(&g.mu);
 }
 
-void conn_guard_http_listener(int port)
+int conn_guard_http_listener(int port)
 {
+	int rc = 0;
+
 	pthread_mutex_lock(&g.mu);
-	g.http_port = port;
+	/* Listeners are told apart by their port: one port on two addresses
+	 * would hand RPC connections the metrics listener's bounds. */
+	for (size_t i = 0; port && i < g.nlisteners; i++)
+		if (g.listeners[i].scheme != SBX_SCHEME_IPC && g.listeners[i].port == port)
+			rc = -1;
+	if (rc == 0)
+		g.http_port = port;
 	pthread_mutex_unlock(&g.mu);
+	return rc;
 }

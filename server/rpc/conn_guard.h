@@ -61,7 +61,7 @@ void conn_guard_sweep(int64_t now_ms);
  * peer. */
 #define CONN_GUARD_HTTP_MAX	8
 #define CONN_GUARD_HTTP_SECONDS 30
-void conn_guard_http_listener(int port);
+int conn_guard_http_listener(int port); /* -1: an RPC listener has that port */
 
 /* Back to passing everything through (after the listeners are closed). */
 void conn_guard_stop(void);

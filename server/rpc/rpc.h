@@ -29,8 +29,10 @@ size_t sbx_rpc_fd_need(const struct sbx_config *cfg);
 void sbx_rpc_collect(void *rpc);
 /* The metrics listener's tcp port, for the connection guard's bounds on
  * it (conn_guard.h, CONN_GUARD_HTTP_MAX); 0: none. Until it is called a
- * connection to that port is refused as one to an unknown listener. */
-void sbx_rpc_guard_metrics(int port);
+ * connection to that port is refused as one to an unknown listener. -1
+ * (naming metrics.listen) when an RPC listener has that port too, on
+ * another address: the guard tells listeners apart by their port. */
+int sbx_rpc_guard_metrics(int port, struct sbx_err *err);
 /* Listener i's URL as bound (a tcp port 0 replaced by the real one), or
  * NULL past the last. */
 const char *sbx_rpc_listener_url(const struct sbx_rpc *rpc, size_t i);

@@ -859,7 +859,9 @@ void sbx_rpc_collect(void *arg)
 	}
 }
 
-void sbx_rpc_guard_metrics(int port)
+int sbx_rpc_guard_metrics(int port, struct sbx_err *err)
 {
-	conn_guard_http_listener(port);
+	if (conn_guard_http_listener(port) < 0)
+		return sbx_fail(err, "metrics.listen: port %d is an RPC listener's too", port);
+	return 0;
 }

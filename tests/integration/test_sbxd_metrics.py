@@ -199,6 +199,22 @@ class MetricsTest(sbxdfix.ServerTestCase):
             self.assertIn("allow_remote", p.stderr)
             self.assertFalse(os.path.exists(os.path.join(self.tmp, "r.sock")))
 
+    def test_metrics_port_apart_from_rpc_ports(self):
+        # The connection guard tells listeners apart by their port: the
+        # same port on another loopback address is refused at start.
+        port = sbxdfix.free_port()
+        cfg = os.path.join(self.tmp, "shared-port.json")
+        with open(cfg, "w") as f:
+            json.dump({"listen": ["tcp://127.0.0.1:%d" % port], "insecure": True,
+                       "state_dir": os.path.join(self.tmp, "state2"),
+                       "tokens": [{"name": "t", "sha256": "0" * 64}],
+                       "helper": sbxdfix.HELPER,
+                       "metrics": {"listen": "127.0.0.2:%d" % port}}, f)
+        p = subprocess.run([sbxdfix.SBXD, "--config", cfg], capture_output=True, text=True,
+                           timeout=60, stdin=subprocess.DEVNULL)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("metrics.listen: port %d is an RPC listener's too" % port, p.stderr)
+
     def test_connection_storm_leaves_rpc_answering(self):
         before = parse(self.scrape())
         storm = []
