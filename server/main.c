@@ -257,7 +257,9 @@ static int serve(struct sbx_config *cfg, const sigset_t *stop)
 	}
 	if (start_metrics(cfg, rpc, &metrics, &err) < 0) {
 		stop_metrics(metrics);
-		sbx_rpc_stop(rpc); /* no run yet: nothing to drain */
+		/* No run yet, nothing to drain; sbxd exits either way, so a
+		 * close that hung (-1) changes nothing. */
+		(void)sbx_rpc_stop(rpc);
 		sbx_runs_shutdown(runs);
 		sbx_egress_stop(egress);
 		sbx_audit_close();

@@ -69,10 +69,17 @@ class MetricsTest(sbxdfix.ServerTestCase):
 
     @staticmethod
     def metrics_port(srv):
-        with open(srv.path("sbxd.stderr"), errors="replace") as f:
-            m = re.search(r"sbxd: metrics on http://127\.0\.0\.1:(\d+)/metrics", f.read())
-        assert m, "sbxd did not say where its metrics are: " + srv.log_tail()
-        return int(m.group(1))
+        # Health may answer a moment before the metrics listener is up
+        # (it starts after the RPC listeners): wait for its line.
+        deadline = time.time() + 60
+        while True:
+            with open(srv.path("sbxd.stderr"), errors="replace") as f:
+                m = re.search(r"sbxd: metrics on http://127\.0\.0\.1:(\d+)/metrics", f.read())
+            if m:
+                return int(m.group(1))
+            assert time.time() < deadline, "sbxd did not say where its metrics are: " + \
+                srv.log_tail()
+            time.sleep(0.05)
 
     def request(self, method="GET", path="/metrics"):
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
@@ -244,9 +251,13 @@ class MetricsTest(sbxdfix.ServerTestCase):
                     except ConnectionError:
                         closed.add(s)
             closed = len(closed)
-            # Exactly the slots past HTTP_MAX: the held ones stay open
-            # until their lifetime (30 s) ends, long after these.
-            self.assertEqual(closed, 3 * HTTP_MAX)
+            # The slots past HTTP_MAX were closed, the held ones stay open
+            # until their lifetime (30 s) ends, long after these; one or two
+            # slots may still have been held by the scrape before the storm
+            # (its close not yet seen by nng).
+            self.assertGreaterEqual(closed, 3 * HTTP_MAX)
+            self.assertTrue(HTTP_MAX - 2 <= len(storm) - closed <= HTTP_MAX,
+                            "%d of %d held open" % (len(storm) - closed, len(storm)))
         finally:
             for s in storm:
                 s.close()
