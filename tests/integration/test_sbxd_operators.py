@@ -5,10 +5,17 @@ any run's Status, tears any run down (its owner is then told who did, not
 NOT_FOUND), drains and undrains; each such call is in the audit log naming
 the operator and the owner. A caller that is not an operator is refused
 each of these and never learns another identity's run ids."""
+import os
+import sys
 import unittest
 
 from sbxdfix import Server, policy_json
 from sbxrpc import sandbox_pb2 as pb
+
+SOURCE = os.environ.get("SBX_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.path.dirname(os.environ.get("SBX_PYTHON_PROTO", "").rstrip("/"))
+sys.path[:0] = [os.path.join(SOURCE, "clients", "python"), os.path.join(BUILD, "clients", "python")]
+import sbx_client  # noqa: E402
 
 
 class TokenCaller:
@@ -201,6 +208,60 @@ class Operators(unittest.TestCase):
         self.assertEqual((after.committed_cpu_millis, after.committed_memory_mb), (1000, 304))
         self.assertEqual(after.run_slots_free, 31)
         self.assertEqual(after.identity_run_slots_free, 8, "alice's own: she has none")
+
+
+    def test_the_clis_and_the_python_clients_operator_commands(self):
+        run = self.create()
+        owner = self.owner_name()
+        alice, bob = self.srv.tokens["alice"], self.srv.tokens["bob"]
+
+        r = self.srv.cli("runs", "--all", token=alice)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        head, *rows = r.stdout.splitlines()
+        self.assertEqual(head.split(), ["RUN", "OWNER", "STATE", "AGE", "CPU", "MEM", "EXECS"])
+        self.assertEqual([row.split()[:3] for row in rows], [[run, owner, "CREATED"]])
+        r = self.srv.cli("runs", "--all", token=bob)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("PERMISSION_DENIED", r.stderr)
+        self.assertNotIn(run, r.stdout + r.stderr)
+
+        r = self.srv.cli("drain", token=bob)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("PERMISSION_DENIED", r.stderr)
+        r = self.srv.cli("drain", token=alice)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("state DRAINING", r.stdout)
+        r = self.srv.cli("health", token=alice)
+        self.assertIn("state DRAINING", r.stdout)
+        self.assertIn("drains operator yes, shutdown no", r.stdout)
+        self.assertIn("committed", r.stdout)
+        r = self.srv.cli("health", token=bob)
+        self.assertIn("state DRAINING", r.stdout)
+        self.assertNotIn("committed", r.stdout, "capacity is for operators")
+        r = self.srv.cli("undrain", token=alice)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("state SERVING", r.stdout)
+
+        with sbx_client.connect(self.srv.ipc, token=alice) as op, \
+                sbx_client.connect(self.srv.ipc, token=bob) as other:
+            rows = op.list_runs(all=True)
+            self.assertEqual([(x.run_id, x.owner, x.state) for x in rows],
+                             [(run, owner, "created")])
+            with self.assertRaises(sbx_client.PermissionDenied):
+                other.list_runs(all=True)
+            with self.assertRaises(sbx_client.PermissionDenied):
+                other.drain()
+            d = op.drain()
+            self.assertEqual((d.state, d.operator_drain, d.runs_active), ("draining", True, 1))
+            h = op.health()
+            self.assertEqual((h.state, h.operator), ("draining", True))
+            self.assertEqual(h.committed_memory_mb, 304)
+            self.assertEqual(other.health().state, "draining")
+            self.assertEqual(op.drain(undrain=True).state, "serving")
+            m = op.run(run).teardown()
+            self.assertEqual(m.identity, owner)
+        code, msg, _ = self.owner_call("Status", pb.StatusRequest(run_id=run), pb.StatusResponse)
+        self.assertEqual(code, "FAILED_PRECONDITION", msg)
 
 
 if __name__ == "__main__":
