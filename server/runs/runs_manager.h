@@ -10,7 +10,9 @@
  *   egress, egress_down: written by sbx_runs_set_egress before any handler
  *     runs, constant after: read without a lock;
  *   the registry (head ... draining): the registry lock `mu`, which may be
- *     taken before a run's lock, never after it (runs_registry.c). */
+ *     taken before a run's lock, never after it (runs_registry.c);
+ *   cfg.capacity: read under `mu` (runs_registry.c, runs_operator.c), so
+ *     that a reload may replace it under `mu` while runs are created. */
 #ifndef SBX_RUNS_MANAGER_H
 #define SBX_RUNS_MANAGER_H
 

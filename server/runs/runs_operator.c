@@ -45,8 +45,9 @@ void operator_audit(const struct sbx_identity *who, struct sbx_run *r, const cha
 int operator_health(struct sbx_runs *runs, const struct sbx_identity *who,
 		    Sbx__V1__HealthResponse *h)
 {
-	const struct sbx_config_capacity *c = &runs->cfg.capacity;
-	struct capacity_view v = capacity_view_of(c, &runs->host);
+	struct sbx_config_capacity cfg;
+	const struct sbx_config_capacity *c = &cfg;
+	struct capacity_view v;
 	struct run_cost committed;
 	unsigned host_slots, own_slots;
 	char source[256];
@@ -63,6 +64,8 @@ int operator_health(struct sbx_runs *runs, const struct sbx_identity *who,
 	}
 	h->operator_drain = runs->operator_drain;
 	h->shutdown_drain = runs->draining;
+	cfg = runs->cfg.capacity; /* a reload replaces it under mu */
+	v = capacity_view_of(c, &runs->host);
 	committed = capacity_committed(runs);
 	pthread_mutex_unlock(&runs->mu);
 	h->capacity_cpu_millis = v.capacity.cpu_millis;

@@ -62,14 +62,19 @@ static bool capacity_fits(struct sbx_runs *runs, struct sbx_run *r, const struct
 int run_register(struct sbx_run *r, struct sbx_rpc_status *st)
 {
 	struct sbx_runs *runs = r->runs;
-	struct capacity_view cap = capacity_view_of(&runs->cfg.capacity, &runs->host);
+	struct sbx_config_capacity cfg;
+	struct capacity_view cap;
 	struct sbx_rpc_status probe = {0};
 	int rc = 0;
 
-	/* What the host can never give is the policy's fault, whatever runs. */
-	if (capacity_check_ever(&cap, &runs->cfg.capacity, capacity_cost(r->policy), st) < 0)
-		return -1;
 	pthread_mutex_lock(&runs->mu);
+	cfg = runs->cfg.capacity; /* a reload replaces it under mu */
+	cap = capacity_view_of(&cfg, &runs->host);
+	/* What the host can never give is the policy's fault, whatever runs. */
+	if (capacity_check_ever(&cap, &cfg, capacity_cost(r->policy), st) < 0) {
+		pthread_mutex_unlock(&runs->mu);
+		return -1;
+	}
 	if (!runs->draining && !runs->operator_drain &&
 	    (runs->count >= runs->cfg.runs_max || !capacity_fits(runs, r, &cap, &probe)) &&
 	    count_identity(runs, r->identity) < runs->cfg.runs_max_per_identity) {
