@@ -185,52 +185,56 @@ static uint64_t lowest_up(const char *mount, const char *path, uint64_t (*limit)
 	return low;
 }
 
+/* The first numbers of dir/name (a cgroup file): how many were read. */
+static int numbers_at(const char *dir, const char *name, long long *a, long long *b)
+{
+	char path[4300], buf[64];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	if (!read_small(path, buf, sizeof(buf)))
+		return 0;
+	return sscanf(buf, "%lld %lld", a, b);
+}
+
 static uint64_t v2_cpu(const char *dir)
 {
-	char path[4300], buf[64];
-	unsigned long long quota, period;
-
-	snprintf(path, sizeof(path), "%s/cpu.max", dir);
-	if (!read_small(path, buf, sizeof(buf)) || sscanf(buf, "%llu %llu", &quota, &period) != 2 ||
-	    !period)
-		return UINT64_MAX; /* "max 100000", or no cpu controller */
-	return quota * 1000 / period;
-}
-
-static uint64_t v2_memory(const char *dir)
-{
-	char path[4300], buf[64];
-	unsigned long long bytes;
-
-	snprintf(path, sizeof(path), "%s/memory.max", dir);
-	if (!read_small(path, buf, sizeof(buf)) || sscanf(buf, "%llu", &bytes) != 1)
-		return UINT64_MAX;
-	return bytes >> 20;
-}
-
-static uint64_t v1_cpu(const char *dir)
-{
-	char path[4300], buf[64];
 	long long quota, period;
 
-	snprintf(path, sizeof(path), "%s/cpu.cfs_quota_us", dir);
-	if (!read_small(path, buf, sizeof(buf)) || sscanf(buf, "%lld", &quota) != 1 || quota <= 0)
-		return UINT64_MAX;
-	snprintf(path, sizeof(path), "%s/cpu.cfs_period_us", dir);
-	if (!read_small(path, buf, sizeof(buf)) || sscanf(buf, "%lld", &period) != 1 || period <= 0)
+	/* "max 100000" reads no number: no limit (nor without a controller). */
+	if (numbers_at(dir, "cpu.max", &quota, &period) != 2 || quota <= 0 || period <= 0)
 		return UINT64_MAX;
 	return (uint64_t)quota * 1000 / (uint64_t)period;
 }
 
+static uint64_t v1_cpu(const char *dir)
+{
+	long long quota, period, unused;
+
+	if (numbers_at(dir, "cpu.cfs_quota_us", &quota, &unused) < 1 || quota <= 0 ||
+	    numbers_at(dir, "cpu.cfs_period_us", &period, &unused) < 1 || period <= 0)
+		return UINT64_MAX;
+	return (uint64_t)quota * 1000 / (uint64_t)period;
+}
+
+/* memory.max (v2) or memory.limit_in_bytes (v1), in MiB; "max", or v1's
+ * huge "no limit", is never the lowest. */
+static uint64_t memory_in(const char *dir, const char *name)
+{
+	long long bytes, unused;
+
+	if (numbers_at(dir, name, &bytes, &unused) < 1 || bytes <= 0)
+		return UINT64_MAX;
+	return (uint64_t)bytes >> 20;
+}
+
+static uint64_t v2_memory(const char *dir)
+{
+	return memory_in(dir, "memory.max");
+}
+
 static uint64_t v1_memory(const char *dir)
 {
-	char path[4300], buf[64];
-	unsigned long long bytes;
-
-	snprintf(path, sizeof(path), "%s/memory.limit_in_bytes", dir);
-	if (!read_small(path, buf, sizeof(buf)) || sscanf(buf, "%llu", &bytes) != 1)
-		return UINT64_MAX;
-	return bytes >> 20; /* "no limit" is a huge number: never the lowest */
+	return memory_in(dir, "memory.limit_in_bytes");
 }
 
 static uint64_t mem_total_mb(void)
