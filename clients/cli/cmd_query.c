@@ -297,6 +297,9 @@ int cmd_runs(struct cli *cli)
 	if (cli->json)
 		return cli_print_json(m) < 0 ? EXIT_FAILURE_RPC : 0;
 	const Sbx__V1__ListRunsResponse *r = (const Sbx__V1__ListRunsResponse *)m;
+	if (r->runs_not_listed)
+		fprintf(stderr, "sbxctl: %u newer runs not listed (to fit max_message_bytes)\n",
+			r->runs_not_listed);
 	if (cli->runs_all) {
 		print_all_runs(r);
 		return 0;

@@ -253,11 +253,22 @@ SBX_HANDLER(list_runs, Sbx__V1__ListRunsRequest, Sbx__V1__ListRunsResponse)
 		if (!l->runs)
 			rc = -1;
 	}
-	for (size_t i = 0; i < n; i++) {
-		if (rc == 0 && !(l->runs[l->n_runs] = summary_new(v[i])))
+	/* Every run of the host can be more than an answer holds (64
+	 * labels of 256-byte keys and values each): the newest that do not
+	 * fit are counted instead. */
+	for (size_t i = 0, used = 0; i < n; i++) {
+		Sbx__V1__RunSummary *sum = rc == 0 ? summary_new(v[i]) : NULL;
+		size_t size = sum ? protobuf_c_message_get_packed_size(&sum->base) + 6 : 0;
+
+		if (rc == 0 && !sum) {
 			rc = -1;
-		else if (rc == 0)
-			l->n_runs++;
+		} else if (sum && used + size > artifacts_reply_bytes(runs)) {
+			sbx__v1__run_summary__free_unpacked(sum, NULL);
+			l->runs_not_listed++;
+		} else if (sum) {
+			l->runs[l->n_runs++] = sum;
+			used += size;
+		}
 		run_unref(v[i]);
 	}
 	free(v);

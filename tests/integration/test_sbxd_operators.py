@@ -264,5 +264,32 @@ class Operators(unittest.TestCase):
         self.assertEqual(code, "FAILED_PRECONDITION", msg)
 
 
+class ListingBounded(unittest.TestCase):
+    def test_every_run_listed_fits_an_answer_the_rest_counted(self):
+        """Every run of the host with its labels can be more than an answer
+        holds (max_message_bytes): the newest are counted, not sent, and
+        the call still answers."""
+        srv = Server(operators=["token:alice"], max_message_bytes=65536)
+        try:
+            with srv.conn() as c:
+                made = []
+                for i in range(4):
+                    req = pb.CreateRunRequest(policy_json=policy_json())
+                    for k in range(28):
+                        req.labels["k%03d" % k + "x" * 250] = "v" * 256
+                    code, msg, r = c.call("CreateRun", req, pb.CreateRunResponse)
+                    self.assertEqual(code, "OK", msg)
+                    made.append(r.run_id)
+                code, msg, l = c.call("ListRuns", pb.ListRunsRequest(all=True),
+                                      pb.ListRunsResponse, token=srv.tokens["alice"])
+                self.assertEqual(code, "OK", msg)
+                self.assertGreater(l.runs_not_listed, 0)
+                self.assertEqual([r.run_id for r in l.runs] + made[len(l.runs):], made,
+                                 "the oldest listed, the newest counted")
+                self.assertLessEqual(l.ByteSize(), 65536)
+        finally:
+            srv.cleanup()
+
+
 if __name__ == "__main__":
     unittest.main()
