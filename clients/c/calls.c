@@ -153,6 +153,24 @@ Sbx__V1__ListRunsResponse *sbx_list_runs(sbx_client *c, struct sbx_rpc_status *s
 		    sbx__v1__list_runs_response__descriptor, 0, st);
 }
 
+Sbx__V1__ListRunsResponse *sbx_list_all_runs(sbx_client *c, struct sbx_rpc_status *st)
+{
+	Sbx__V1__ListRunsRequest req = SBX__V1__LIST_RUNS_REQUEST__INIT;
+
+	req.all = true;
+	return CALL(c, "ListRuns", &req, Sbx__V1__ListRunsResponse,
+		    sbx__v1__list_runs_response__descriptor, 0, st);
+}
+
+Sbx__V1__DrainResponse *sbx_drain(sbx_client *c, bool undrain, struct sbx_rpc_status *st)
+{
+	Sbx__V1__DrainRequest req = SBX__V1__DRAIN_REQUEST__INIT;
+
+	req.undrain = undrain;
+	return CALL(c, "Drain", &req, Sbx__V1__DrainResponse, sbx__v1__drain_response__descriptor,
+		    0, st);
+}
+
 /* ---- names ---- */
 
 static const char *enum_name(const ProtobufCEnumDescriptor *d, int value, const char *prefix)
@@ -179,4 +197,9 @@ const char *sbx_exit_reason_name(Sbx__V1__ExitReason r)
 const char *sbx_run_state_name(Sbx__V1__RunState s)
 {
 	return enum_name(&sbx__v1__run_state__descriptor, (int)s, "RUN_STATE");
+}
+
+const char *sbx_serving_state_name(Sbx__V1__ServingState s)
+{
+	return enum_name(&sbx__v1__serving_state__descriptor, (int)s, "SERVING_STATE");
 }

@@ -132,6 +132,7 @@ const char *sbx_code_name(Sbx__V1__Code code);
 /* The name of an enum value of sandbox.proto ("EXITED", "ACTIVE"...). */
 const char *sbx_exit_reason_name(Sbx__V1__ExitReason r);
 const char *sbx_run_state_name(Sbx__V1__RunState s);
+const char *sbx_serving_state_name(Sbx__V1__ServingState s);
 
 /* Typed calls: NULL on failure with st filled; the response otherwise.
  * Wait and ReadOutput give the call timeout_ms plus the client's timeout, so
@@ -158,6 +159,12 @@ Sbx__V1__FetchArtifactResponse *sbx_fetch_artifact(sbx_client *c,
 Sbx__V1__TeardownResponse *sbx_teardown(sbx_client *c, const char *run_id,
 					struct sbx_rpc_status *st);
 Sbx__V1__ListRunsResponse *sbx_list_runs(sbx_client *c, struct sbx_rpc_status *st);
+/* Operators (sbxd's config `operators`) only: every identity's runs, each
+ * with its owner; PERMISSION_DENIED for anyone else. */
+Sbx__V1__ListRunsResponse *sbx_list_all_runs(sbx_client *c, struct sbx_rpc_status *st);
+/* Operators only: stop taking new runs (undrain false) or take them again
+ * (true; a drain by SIGTERM stays). */
+Sbx__V1__DrainResponse *sbx_drain(sbx_client *c, bool undrain, struct sbx_rpc_status *st);
 
 /* Waits (long-polling, as often as needed) until the exec has ended; NULL
  * on failure. The returned status's reason is never RUNNING. */

@@ -20,7 +20,7 @@ static const char *const names[CMD_COUNT] = {
     [CMD_EXEC] = "exec",     [CMD_STATUS] = "status",	  [CMD_ARTIFACTS] = "artifacts",
     [CMD_FETCH] = "fetch",   [CMD_TEARDOWN] = "teardown", [CMD_RUNS] = "runs",
     [CMD_HEALTH] = "health", [CMD_POLICY] = "policy",	  [CMD_WAIT] = "wait",
-    [CMD_LOGS] = "logs",
+    [CMD_LOGS] = "logs",     [CMD_DRAIN] = "drain",	  [CMD_UNDRAIN] = "undrain",
 };
 
 #define GLOBAL_HELP                                                                                \
@@ -88,9 +88,10 @@ static const char tool_help[] =
     "  fetch RUN PATH [DEST]  download (and verify) one artifact ('-': to stdout); --all DIR\n"
     "                         for every one\n"
     "  teardown RUN           destroy the run; prints its manifest (JSON)\n"
-    "  runs                   this caller's runs\n"
+    "  runs [--all]           this caller's runs (--all: every identity's; operators)\n"
     "  health                 the server's version, capacity and what it can enforce\n"
     "  policy check FILE      validate a policy here; print the effective policy and digest\n"
+    "  drain, undrain         operators: stop taking new runs, or take them again\n"
     "\n" GLOBAL_HELP "\n"
     "Exit status: 0 on success; 1 when a call fails (\"sbxctl: CODE: message\" on stderr);\n"
     "2 for usage errors; run and exec exit with the command's status (128+N for signal N,\n"
@@ -185,11 +186,26 @@ static const char *const cmd_help[CMD_COUNT] = {
 		     "\n"
 		     "Kills everything in the run, destroys its sandbox, and prints the run's\n"
 		     "manifest as JSON (inputs, execs, artifacts with sha256, digests, times).\n",
-    [CMD_RUNS] = "usage: sbxctl runs [--json]\n\nThe runs of this caller.\n",
+    [CMD_RUNS] = "usage: sbxctl runs [--all] [--json]\n"
+		 "\n"
+		 "The runs of this caller: id, state, creation time, execs, labels. --all\n"
+		 "(operators, sbxd's config `operators`): every identity's runs, with columns\n"
+		 "RUN, OWNER, STATE, AGE, CPU (seconds of the ended execs), MEM (the highest\n"
+		 "peak of one), EXECS (running/all); the listing is in sbxd's audit log.\n",
     [CMD_HEALTH] = "usage: sbxctl health [--json]\n"
 		   "\n"
-		   "sbxd's version, capacity, what this host can enforce, the images it holds,\n"
-		   "and the identity it sees for this caller.\n",
+		   "sbxd's version, state (SERVING or DRAINING), run slots, what this host can\n"
+		   "enforce, the images it holds, and the identity it sees for this caller; for\n"
+		   "an operator also the drains in force and the capacity: CPUs and memory, what\n"
+		   "runs commit of them, and what they may commit (config capacity).\n",
+    [CMD_DRAIN] = "usage: sbxctl drain [--json]\n"
+		  "\n"
+		  "Operators only: sbxd stops taking new runs (CreateRun answers UNAVAILABLE);\n"
+		  "runs already there go on. 'sbxctl undrain' lifts it. Audited.\n",
+    [CMD_UNDRAIN] = "usage: sbxctl undrain [--json]\n"
+		    "\n"
+		    "Operators only: lifts an operator's drain (not the drain of a SIGTERM, which\n"
+		    "ends in sbxd's exit). Audited.\n",
     [CMD_POLICY] = "usage: sbxctl policy check FILE\n"
 		   "\n"
 		   "Validates a policy here, without a server: prints the effective policy\n"
@@ -228,6 +244,7 @@ enum {
 	OPT_ALL,
 	OPT_PRINT_POLICY,
 	OPT_FOLLOW,
+	OPT_RUNS_ALL,
 	OPT_STDERR,
 	OPT_TTY,
 };
@@ -297,6 +314,11 @@ static const struct option logs_opts[] = {
     {"stderr", no_argument, NULL, OPT_STDERR},
     {0},
 };
+static const struct option runs_opts[] = {
+    GLOBAL_OPTS,
+    {"all", no_argument, NULL, OPT_RUNS_ALL},
+    {0},
+};
 static const struct option fetch_opts[] = {
     GLOBAL_OPTS,
     {"all", required_argument, NULL, OPT_ALL},
@@ -316,6 +338,8 @@ static const struct option *cmd_opts(enum cli_cmd cmd)
 		return fetch_opts;
 	case CMD_LOGS:
 		return logs_opts;
+	case CMD_RUNS:
+		return runs_opts;
 	default:
 		return global_opts;
 	}
@@ -420,6 +444,9 @@ static int take_opt(int c, const char *arg, const char *optname, struct cli *cli
 		return 0;
 	case OPT_FOLLOW:
 		cli->follow = true;
+		return 0;
+	case OPT_RUNS_ALL:
+		cli->runs_all = true;
 		return 0;
 	case OPT_STDERR:
 		cli->logs_stderr = true;
@@ -536,6 +563,8 @@ static int operands(struct cli *cli, char **op, int n, struct sbx_err *err)
 		return 0;
 	case CMD_RUNS:
 	case CMD_HEALTH:
+	case CMD_DRAIN:
+	case CMD_UNDRAIN:
 		return need_operands(cli, n, 0, 0, err);
 	case CMD_WAIT:
 	case CMD_LOGS:

@@ -71,6 +71,8 @@ enum cli_cmd {
 	CMD_POLICY,
 	CMD_WAIT,
 	CMD_LOGS,
+	CMD_DRAIN,
+	CMD_UNDRAIN,
 	CMD_COUNT,
 };
 
@@ -95,6 +97,7 @@ struct cli {
 	bool no_wait, no_upload;
 	bool follow, logs_stderr; /* logs */
 	const char *exec_id;	  /* wait, logs */
+	bool runs_all;		  /* runs --all: every identity's (operators) */
 	const char *run_id, *local, *remote, *path, *dest, *all_dir;
 	char **argv; /* run/exec: the command for the sandbox, NULL-terminated */
 	int argc;
@@ -194,6 +197,7 @@ int cmd_fetch(struct cli *cli);
 int cmd_teardown(struct cli *cli);
 int cmd_runs(struct cli *cli);
 int cmd_health(struct cli *cli);
+int cmd_drain(struct cli *cli);
 int cmd_policy(struct cli *cli);
 int cmd_wait(struct cli *cli);
 int cmd_logs(struct cli *cli);

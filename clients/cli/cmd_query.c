@@ -265,6 +265,23 @@ int cmd_teardown(struct cli *cli)
 	return 0;
 }
 
+/* runs --all: an operator's table, one run a line. */
+static void print_all_runs(const Sbx__V1__ListRunsResponse *r)
+{
+	printf("%-20s  %-24s  %-8s  %10s  %9s  %9s  %s\n", "RUN", "OWNER", "STATE", "AGE", "CPU",
+	       "MEM", "EXECS");
+	for (size_t i = 0; i < r->n_runs; i++) {
+		const Sbx__V1__RunSummary *s = r->runs[i];
+		char cpu[32], mem[32];
+
+		snprintf(cpu, sizeof(cpu), "%.1fs", (double)s->cpu_ms / 1000);
+		snprintf(mem, sizeof(mem), "%.1fM", (double)s->peak_memory_bytes / (1 << 20));
+		printf("%-20s  %-24s  %-8s  %9llds  %9s  %9s  %u/%u\n", s->run_id,
+		       s->owner ? s->owner : "", sbx_run_state_name(s->state),
+		       (long long)(s->age_ms / 1000), cpu, mem, s->execs_running, s->execs);
+	}
+}
+
 int cmd_runs(struct cli *cli)
 {
 	_cleanup_client_ sbx_client *c = cli_connect(cli, NULL);
@@ -273,12 +290,20 @@ int cmd_runs(struct cli *cli)
 
 	if (!c)
 		return EXIT_FAILURE_RPC;
-	_cleanup_msg_ ProtobufCMessage *m = (ProtobufCMessage *)sbx_list_runs(c, &st);
+	_cleanup_msg_ ProtobufCMessage *m =
+	    (ProtobufCMessage *)(cli->runs_all ? sbx_list_all_runs(c, &st) : sbx_list_runs(c, &st));
 	if (!m)
 		return cli_status_error(&st), EXIT_FAILURE_RPC;
 	if (cli->json)
 		return cli_print_json(m) < 0 ? EXIT_FAILURE_RPC : 0;
 	const Sbx__V1__ListRunsResponse *r = (const Sbx__V1__ListRunsResponse *)m;
+	if (r->runs_not_listed)
+		fprintf(stderr, "sbxctl: %u newer runs not listed (to fit max_message_bytes)\n",
+			r->runs_not_listed);
+	if (cli->runs_all) {
+		print_all_runs(r);
+		return 0;
+	}
 	for (size_t i = 0; i < r->n_runs; i++) {
 		const Sbx__V1__RunSummary *s = r->runs[i];
 		printf("%s  %-8s  %s  execs %u", s->run_id, sbx_run_state_name(s->state),
@@ -288,6 +313,42 @@ int cmd_runs(struct cli *cli)
 		putchar('\n');
 	}
 	return 0;
+}
+
+int cmd_drain(struct cli *cli)
+{
+	_cleanup_client_ sbx_client *c = cli_connect(cli, NULL);
+	struct sbx_rpc_status st;
+
+	if (!c)
+		return EXIT_FAILURE_RPC;
+	_cleanup_msg_ ProtobufCMessage *m =
+	    (ProtobufCMessage *)sbx_drain(c, cli->cmd == CMD_UNDRAIN, &st);
+	if (!m)
+		return cli_status_error(&st), EXIT_FAILURE_RPC;
+	if (cli->json)
+		return cli_print_json(m) < 0 ? EXIT_FAILURE_RPC : 0;
+	const Sbx__V1__DrainResponse *d = (const Sbx__V1__DrainResponse *)m;
+	printf("state %s\noperator drain %s\nshutdown drain %s\nruns %u go on\n",
+	       sbx_serving_state_name(d->state), d->operator_drain ? "yes" : "no",
+	       d->shutdown_drain ? "yes (SIGTERM: sbxd is stopping)" : "no", d->runs_active);
+	return 0;
+}
+
+/* Health's capacity: operators only (an older sbxd, or another caller,
+ * sends none). */
+static void print_capacity(const Sbx__V1__HealthResponse *h)
+{
+	printf("drains operator %s, shutdown %s\n", h->operator_drain ? "yes" : "no",
+	       h->shutdown_drain ? "yes" : "no");
+	printf("cpu: %.2f CPUs, %.2f committed of %.2f allowed (overcommit %u%%)\n",
+	       (double)h->capacity_cpu_millis / 1000, (double)h->committed_cpu_millis / 1000,
+	       (double)h->allowed_cpu_millis / 1000, h->cpu_overcommit_percent);
+	printf("memory: %" PRIu64 " MiB, %" PRIu64 " committed of %" PRIu64
+	       " allowed (overcommit %u%%, reserve %" PRIu64 " MiB)\n",
+	       h->capacity_memory_mb, h->committed_memory_mb, h->allowed_memory_mb,
+	       h->memory_overcommit_percent, h->memory_reserve_mb);
+	printf("capacity from %s\nrun slots free %u\n", h->capacity_source, h->run_slots_free);
 }
 
 int cmd_health(struct cli *cli)
@@ -308,6 +369,11 @@ int cmd_health(struct cli *cli)
 	       sbx_client_endpoint(c), h->version, h->identity, h->runs_active, h->runs_max,
 	       h->runs_max_per_identity, h->userns ? "yes" : "no", h->seccomp ? "yes" : "no",
 	       h->cgroup);
+	if (h->state)
+		printf("state %s\nyour run slots free %u\n", sbx_serving_state_name(h->state),
+		       h->identity_run_slots_free);
+	if (h->operator_)
+		print_capacity(h);
 	/* Said only by an sbxd that knows it (older ones send no fields). */
 	if (h->file_max)
 		printf("files %" PRIu64 " per run, %" PRIu64 " more pinned by mappings; %" PRIu64

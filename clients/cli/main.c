@@ -11,7 +11,7 @@ static int (*const commands[CMD_COUNT])(struct cli *) = {
     [CMD_EXEC] = cmd_exec,     [CMD_STATUS] = cmd_status,     [CMD_ARTIFACTS] = cmd_artifacts,
     [CMD_FETCH] = cmd_fetch,   [CMD_TEARDOWN] = cmd_teardown, [CMD_RUNS] = cmd_runs,
     [CMD_HEALTH] = cmd_health, [CMD_POLICY] = cmd_policy,     [CMD_WAIT] = cmd_wait,
-    [CMD_LOGS] = cmd_logs,
+    [CMD_LOGS] = cmd_logs,     [CMD_DRAIN] = cmd_drain,	      [CMD_UNDRAIN] = cmd_drain,
 };
 
 int main(int argc, char **argv)

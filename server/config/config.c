@@ -233,6 +233,81 @@ static int parse_tokens(struct sbx_config *cfg, void *field, json_t *v, const ch
 	return 0;
 }
 
+/* ---- operators: identities that see and end every run ---- */
+
+/* "uid:N" (N a uid, 0..4294967294), "token:NAME" (NAME in tokens) or
+ * "tls:NAME" (a name as a token's); where names the entry. */
+static int parse_operator(struct sbx_config *cfg, json_t *v, size_t i, struct sbx_err *err)
+{
+	char where[WHERE_MAX];
+	const char *s, *name;
+
+	snprintf(where, sizeof(where), "operators[%zu]", i);
+	if (want_string(v, where, &s, err) < 0)
+		return -1;
+	if (!strncmp(s, "uid:", 4)) {
+		char *end;
+		unsigned long long uid;
+
+		name = s + 4;
+		errno = 0;
+		uid = strtoull(name, &end, 10);
+		if (!*name || *end || errno || *name < '0' || *name > '9' ||
+		    (name[0] == '0' && name[1]) || uid > 4294967294ull)
+			return sbx_fail(err,
+					"%s: \"%.64s\": a uid must be a decimal number "
+					"0..4294967294 (\"uid:1000\")",
+					where, s);
+	} else if (!strncmp(s, "token:", 6)) {
+		size_t j;
+
+		name = s + 6;
+		for (j = 0; j < cfg->n_tokens; j++)
+			if (!strcmp(cfg->tokens[j].name, name))
+				break;
+		if (j == cfg->n_tokens)
+			return sbx_fail(err, "%s: \"%.80s\": no token of that name in tokens",
+					where, s);
+	} else if (!strncmp(s, "tls:", 4)) {
+		if (!is_token_name(s + 4))
+			return sbx_fail(err,
+					"%s: \"%.80s\": a tls name must be 1..63 characters of "
+					"A-Z a-z 0-9 . _ -",
+					where, s);
+		/* nng 1.5.2 does not tell which client certificate connected:
+		 * TLS callers are known by their token, so this names nobody yet. */
+		fprintf(stderr,
+			"sbxd: config: %s: \"%s\": no caller is identified by its "
+			"certificate yet (TLS callers are \"token:NAME\"), so it matches nobody\n",
+			where, s);
+	} else {
+		return sbx_fail(err,
+				"%s: \"%.80s\": must be \"uid:N\", \"token:NAME\" or "
+				"\"tls:NAME\"",
+				where, s);
+	}
+	for (size_t j = 0; j < i; j++)
+		if (!strcmp(cfg->operators[j], s))
+			return sbx_fail(err, "%s: duplicate of operators[%zu]", where, j);
+	snprintf(cfg->operators[i], sizeof(cfg->operators[i]), "%s", s);
+	cfg->n_operators = i + 1;
+	return 0;
+}
+
+static int parse_operators(struct sbx_config *cfg, void *field, json_t *v, const char *key,
+			   struct sbx_err *err)
+{
+	(void)field, (void)key;
+	if (!json_is_array(v))
+		return sbx_fail(err, "operators: must be an array");
+	if (json_array_size(v) > SBX_CONFIG_MAX_OPERATORS)
+		return sbx_fail(err, "operators: at most %d entries", SBX_CONFIG_MAX_OPERATORS);
+	for (size_t i = 0; i < json_array_size(v); i++)
+		if (parse_operator(cfg, json_array_get(v, i), i, err) < 0)
+			return -1;
+	return 0;
+}
+
 /* ---- input_dirs ---- */
 
 static int parse_input_dirs(struct sbx_config *cfg, void *field, json_t *v, const char *key,
@@ -430,6 +505,12 @@ static const struct sbx_config_key root_keys[] = {
      .doc = "the image store"},
     {"metrics", SBX_CONFIG_OBJECT, ROOT(metrics), .section = &sbx_config_metrics_section,
      .doc = "the Prometheus metrics listener"},
+    {"operators", SBX_CONFIG_OTHER, .parse = parse_operators,
+     .type_doc = "array of at most 64 strings",
+     .range_doc = "`\"uid:N\"`, `\"token:NAME\"` (in `tokens`), `\"tls:NAME\"`", .def_doc = "none",
+     .doc = "identities that may list, read and tear down every run, and drain and undrain"},
+    {"capacity", SBX_CONFIG_OBJECT, ROOT(capacity), .section = &sbx_config_capacity_section,
+     .doc = "the CPUs and memory runs may commit"},
 };
 #undef ROOT
 

@@ -13,6 +13,8 @@
 #define SBX_CONFIG_MAX_LISTEN	  8
 #define SBX_CONFIG_MAX_TOKENS	  256
 #define SBX_CONFIG_MAX_INPUT_DIRS 32
+#define SBX_CONFIG_MAX_OPERATORS  64
+#define SBX_CONFIG_IDENTITY_MAX	  128 /* struct sbx_identity's name, NUL included */
 
 #define SBX_IDLE_SECONDS_DEFAULT	 600 /* idle_seconds_default */
 #define SBX_EXPIRED_KEEP_SECONDS_DEFAULT 600 /* expired_keep_seconds */
@@ -57,6 +59,17 @@ struct sbx_quotas {
 	uint64_t reserve_mb;		  /* free space on state_dir no write may take */
 	uint64_t reserve_inodes;	  /* free inodes on state_dir no CreateRun may take */
 	uint64_t audit_identity_kb_per_s; /* an identity's audit log lines */
+};
+
+/* What the host can give runs (config "capacity"; runs_capacity.c): a
+ * CreateRun whose policy can never fit is INVALID_ARGUMENT, one that does
+ * not fit beside the runs committed now RESOURCE_EXHAUSTED. */
+struct sbx_config_capacity {
+	uint64_t cpu_millis; /* the host's CPUs x 1000; 0: measured (CPUs sbxd may use) */
+	uint64_t memory_mb;  /* the host's memory; 0: measured (MemTotal or sbxd's cgroup) */
+	uint32_t cpu_overcommit_percent;    /* allowed = capacity x this / 100; default 400 */
+	uint32_t memory_overcommit_percent; /* default 100 */
+	uint64_t memory_reserve_mb;	    /* kept for the host and sbxd; default 1024 */
 };
 
 /* Bounds on connections (rpc/conn_guard.c); docs/operator/connections.md says what each costs. */
@@ -163,6 +176,11 @@ struct sbx_config {
 	struct sbx_config_egress egress;
 	struct sbx_config_images images;
 	struct sbx_config_metrics metrics;
+	/* Identities that may see and end every run, drain and undrain
+	 * ("uid:N", "token:NAME", "tls:NAME"); rpc_auth.c marks them. */
+	char operators[SBX_CONFIG_MAX_OPERATORS][SBX_CONFIG_IDENTITY_MAX];
+	size_t n_operators;
+	struct sbx_config_capacity capacity;
 };
 
 /* What the command line sets; NULL (or n_listen 0) leaves the file's. */

@@ -78,7 +78,7 @@ struct sbx_config_section {
 extern const struct sbx_config_section sbx_config_root_section, sbx_config_tls_section,
     sbx_config_token_section, sbx_config_limits_section, sbx_config_quotas_section,
     sbx_config_connections_section, sbx_config_egress_section, sbx_config_destination_section,
-    sbx_config_images_section, sbx_config_metrics_section;
+    sbx_config_images_section, sbx_config_metrics_section, sbx_config_capacity_section;
 
 /* obj must be an object whose keys are all the section's ("<where>: must
  * be an object", "<where>.<key>: unknown key"). */

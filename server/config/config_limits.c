@@ -275,6 +275,36 @@ const struct sbx_config_section sbx_config_quotas_section = {
     SBX_CONFIG_N(quota_keys),
 };
 
+#define CAP(field) .offset = offsetof(struct sbx_config_capacity, field)
+static const struct sbx_config_key capacity_keys[] = {
+    {"cpu_millis", SBX_CONFIG_U64, 0, 1ll << 30, 0, CAP(cpu_millis),
+     .def_doc = "0: measured, the CPUs sbxd may use (its affinity, its cgroup's cpu.max)",
+     .doc = "the CPUs runs share, x 1000 (policies' `limits.cpu_millis`)"},
+    {"memory_mb", SBX_CONFIG_U64, 0, MB_MAX, 0, CAP(memory_mb),
+     .def_doc = "0: measured, MemTotal or sbxd's cgroup's memory.max if lower",
+     .doc = "the memory runs share"},
+    {"cpu_overcommit_percent", SBX_CONFIG_U32, 10, 10000, 400, CAP(cpu_overcommit_percent),
+     .doc = "CPU runs may commit, in percent of `cpu_millis`: CPU is throttled, never "
+	    "exhausted, so more than 100 only slows runs down"},
+    {"memory_overcommit_percent", SBX_CONFIG_U32, 10, 1000, 100, CAP(memory_overcommit_percent),
+     .doc = "memory runs may commit, in percent of `memory_mb`: past 100 the host's OOM "
+	    "killer may end any process, sbxd's too"},
+    {"memory_reserve_mb", SBX_CONFIG_U64, 0, MB_MAX, 1024, CAP(memory_reserve_mb),
+     .doc = "memory no run may commit: the host's and sbxd's own"},
+};
+#undef CAP
+
+const struct sbx_config_section sbx_config_capacity_section = {
+    "capacity",
+    "What runs may commit of this host (server/runs/runs_capacity.c): a run commits its "
+    "policy's `limits.cpu_millis` while its sandbox lives, and its memory bound "
+    "(`memory_mb + out_mb + 2 x tmp_mb`) until it is torn down. A policy that can never "
+    "fit is refused with INVALID_ARGUMENT, one that does not fit beside the runs "
+    "committed now with RESOURCE_EXHAUSTED ([sbxd](../operator/sbxd.md#capacity)).",
+    capacity_keys,
+    SBX_CONFIG_N(capacity_keys),
+};
+
 void sbx_config_limits_defaults(struct sbx_config *cfg)
 {
 	struct sbx_err err;
@@ -282,6 +312,7 @@ void sbx_config_limits_defaults(struct sbx_config *cfg)
 	/* Numbers alone: nothing to allocate, nothing to fail. */
 	sbx_config_section_defaults(&sbx_config_limits_section, &cfg->limits_max, &err);
 	sbx_config_section_defaults(&sbx_config_quotas_section, &cfg->quotas, &err);
+	sbx_config_section_defaults(&sbx_config_capacity_section, &cfg->capacity, &err);
 }
 
 int sbx_config_limits_check(struct sbx_config *cfg, void *base, json_t *root, struct sbx_err *err)

@@ -103,6 +103,16 @@ static long find_token(const struct sbx_config *cfg, const char *token)
 	return any ? (long)found : -1;
 }
 
+/* The operators are the config's, in the same table as the tokens, so a
+ * reload swaps both at once. */
+static bool is_operator(const struct sbx_config *cfg, const char *name)
+{
+	for (size_t i = 0; i < cfg->n_operators; i++)
+		if (!strcmp(cfg->operators[i], name))
+			return true;
+	return false;
+}
+
 int rpc_auth(const struct sbx_config *cfg, const struct rpc_peer *peer, const char *credentials,
 	     const char *method, struct sbx_identity *who, struct sbx_rpc_status *st)
 {
@@ -110,6 +120,7 @@ int rpc_auth(const struct sbx_config *cfg, const struct rpc_peer *peer, const ch
 	long t;
 
 	who->name[0] = '\0';
+	who->operator= false;
 	if (peer->scheme == SBX_SCHEME_TLS_TCP && !peer->tls_verified) {
 		/* The handshake already requires it; this is the belt to those
 		 * braces, should the TLS configuration ever be loosened. */
@@ -125,10 +136,12 @@ int rpc_auth(const struct sbx_config *cfg, const struct rpc_peer *peer, const ch
 					    "invalid token in Request.credentials");
 		}
 		snprintf(who->name, sizeof(who->name), "token:%s", cfg->tokens[t].name);
+		who->operator= is_operator(cfg, who->name);
 		return 0;
 	}
 	if (peer->scheme == SBX_SCHEME_IPC && peer->have_uid) {
 		snprintf(who->name, sizeof(who->name), "uid:%llu", (unsigned long long)peer->uid);
+		who->operator= is_operator(cfg, who->name);
 		return 0;
 	}
 	audit_failure(peer, method, "missing token");

@@ -41,6 +41,7 @@ WRAP(list_artifacts, Sbx__V1__ListArtifactsRequest, Sbx__V1__ListArtifactsRespon
 WRAP(fetch_artifact, Sbx__V1__FetchArtifactRequest, Sbx__V1__FetchArtifactResponse)
 WRAP(teardown, Sbx__V1__TeardownRequest, Sbx__V1__TeardownResponse)
 WRAP(list_runs, Sbx__V1__ListRunsRequest, Sbx__V1__ListRunsResponse)
+WRAP(drain, Sbx__V1__DrainRequest, Sbx__V1__DrainResponse)
 
 #define METHOD(Name, fn, lower, lane_, dedupe_) {				\
 	.name = PREFIX #Name,							\
@@ -62,6 +63,8 @@ static const struct rpc_method methods[] = {
 	METHOD(FetchArtifact, fetch_artifact, fetch_artifact, RPC_LONG,   false),
 	METHOD(Teardown,      teardown,       teardown,       RPC_SHORT,  true),
 	METHOD(ListRuns,      list_runs,      list_runs,      RPC_SHORT,  false),
+	/* Idempotent: a retried Drain finds the flag as the first left it. */
+	METHOD(Drain,         drain,          drain,          RPC_SHORT,  false),
 };
 /* clang-format on */
 

@@ -10,7 +10,9 @@
  *   egress, egress_down: written by sbx_runs_set_egress before any handler
  *     runs, constant after: read without a lock;
  *   the registry (head ... draining): the registry lock `mu`, which may be
- *     taken before a run's lock, never after it (runs_registry.c). */
+ *     taken before a run's lock, never after it (runs_registry.c);
+ *   cfg.capacity: read under `mu` (runs_registry.c, runs_operator.c), so
+ *     that a reload may replace it under `mu` while runs are created. */
 #ifndef SBX_RUNS_MANAGER_H
 #define SBX_RUNS_MANAGER_H
 
@@ -52,9 +54,10 @@ struct runs_settings {
 	uint32_t expired_keep_seconds;	/* a stopped run is kept, then swept */
 	struct sbx_limits_max limits_max;
 	struct sbx_quotas quotas;
-	uint64_t max_message_bytes; /* a listing and a manifest fit in it */
-	bool allow_unpinned;	    /* images.allow_unpinned: a name:tag alone runs */
-	char *helper_env[8];	    /* NULL-terminated: what sbx-helper runs with */
+	uint64_t max_message_bytes;	     /* a listing and a manifest fit in it */
+	bool allow_unpinned;		     /* images.allow_unpinned: a name:tag alone runs */
+	char *helper_env[8];		     /* NULL-terminated: what sbx-helper runs with */
+	struct sbx_config_capacity capacity; /* config capacity (runs_capacity.c) */
 };
 
 /* What the host can enforce (`sbx-helper check --json`, asked at start-up). */
@@ -62,6 +65,25 @@ struct runs_host {
 	bool userns;
 	bool seccomp;
 	char cgroup[8]; /* "v2", "v1" or "none" */
+	/* Measured at start (runs_capacity.c): CPUs x 1000 and MiB sbxd may
+	 * use; 0 unknown. config capacity.cpu_millis / memory_mb win. */
+	uint64_t cpu_millis;
+	uint64_t memory_mb;
+	char capacity_source[160]; /* where they come from, for Health */
+};
+
+/* Runs torn down by someone other than their owner (an operator), kept so
+ * the owner is told so rather than NOT_FOUND: at most RUNS_TOMBSTONES,
+ * each for RUNS_TOMBSTONE_MS, the oldest overwritten (runs_registry.c). */
+#define RUNS_TOMBSTONES	  256
+#define RUNS_TOMBSTONE_MS (3600 * 1000)
+
+struct runs_tombstone {
+	char id[24]; /* RUN_ID_BUF */
+	char owner[128];
+	char why[192]; /* "torn down by operator token:ops" */
+	int64_t at;    /* monotonic ms; 0: empty */
+	int64_t at_unix_ms;
 };
 
 struct sbx_runs {
@@ -88,8 +110,11 @@ struct sbx_runs {
 	struct sbx_run *head;
 	unsigned count;	       /* every registered run, STARTING or not */
 	unsigned creating;     /* registered and still STARTING */
-	bool draining;	       /* CreateRun answers UNAVAILABLE */
+	bool draining;	       /* SIGTERM's drain: CreateRun answers UNAVAILABLE */
+	bool operator_drain;   /* an operator's Drain: the same, until undrained */
 	uint64_t disk_charged; /* the runs' disk_charged summed (runs_quota.c) */
+	struct runs_tombstone tombstones[RUNS_TOMBSTONES];
+	unsigned tombstone_next; /* the slot the next one takes */
 	/* Listings of /out and digest passes in progress, per identity
 	 * (runs_artifacts.c): each is bounded in time, and these bound how
 	 * many workers they hold at once. */

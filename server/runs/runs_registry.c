@@ -6,11 +6,13 @@
  * state), never the other way round. */
 #include "runs_registry.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "clock.h"
+#include "runs_capacity.h"
 #include "runs_manager.h"
 #include "runs_sweeper.h"
 
@@ -50,19 +52,38 @@ static bool listed(struct sbx_run *r)
 	return yes;
 }
 
+/* Registry lock held: whether r's cost fits beside what the runs commit. */
+static bool capacity_fits(struct sbx_runs *runs, struct sbx_run *r, const struct capacity_view *cap,
+			  struct sbx_rpc_status *st)
+{
+	return capacity_check_now(cap, capacity_committed(runs), capacity_cost(r->policy), st) == 0;
+}
+
 int run_register(struct sbx_run *r, struct sbx_rpc_status *st)
 {
 	struct sbx_runs *runs = r->runs;
+	struct sbx_config_capacity cfg;
+	struct capacity_view cap;
+	struct sbx_rpc_status probe = {0};
 	int rc = 0;
 
 	pthread_mutex_lock(&runs->mu);
-	if (!runs->draining && runs->count >= runs->cfg.runs_max &&
+	cfg = runs->cfg.capacity; /* a reload replaces it under mu */
+	cap = capacity_view_of(&cfg, &runs->host);
+	/* What the host can never give is the policy's fault, whatever runs. */
+	if (capacity_check_ever(&cap, &cfg, capacity_cost(r->policy), st) < 0) {
+		pthread_mutex_unlock(&runs->mu);
+		return -1;
+	}
+	if (!runs->draining && !runs->operator_drain &&
+	    (runs->count >= runs->cfg.runs_max || !capacity_fits(runs, r, &cap, &probe)) &&
 	    count_identity(runs, r->identity) < runs->cfg.runs_max_per_identity) {
-		/* Stopped runs hold registry slots that no live run needs: one
-		 * goes now (one teardown at most, in this thread), so that one
-		 * identity's stopped runs never lock another out; never for a
-		 * caller its own cap refuses anyway. Then the checks as before:
-		 * another CreateRun may have taken the slot. */
+		/* Stopped runs hold registry slots (and their memory, capacity)
+		 * that no live run needs: one goes now (one teardown at most, in
+		 * this thread), so that one identity's stopped runs never lock
+		 * another out; never for a caller its own cap refuses anyway.
+		 * Then the checks as before: another CreateRun may have taken
+		 * the slot. */
 		pthread_mutex_unlock(&runs->mu);
 		(void)sweeper_make_room(runs); /* none stopped: refused below */
 		pthread_mutex_lock(&runs->mu);
@@ -70,6 +91,10 @@ int run_register(struct sbx_run *r, struct sbx_rpc_status *st)
 	if (runs->draining)
 		rc = sbx_rpc_fail(st, SBX__V1__CODE__UNAVAILABLE,
 				  "sbxd is draining: it takes no new runs");
+	else if (runs->operator_drain)
+		rc = sbx_rpc_fail(st, SBX__V1__CODE__UNAVAILABLE,
+				  "sbxd is draining (an operator's drain): it takes no new runs; "
+				  "place the run on another host");
 	else if (runs->count >= runs->cfg.runs_max)
 		rc = sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED,
 				  "this host already has %u runs, the maximum (runs_max); tear "
@@ -80,6 +105,8 @@ int run_register(struct sbx_run *r, struct sbx_rpc_status *st)
 				  "%s already has %u runs, the maximum per identity "
 				  "(runs_max_per_identity); tear one down first",
 				  r->identity, runs->cfg.runs_max_per_identity);
+	else if (!capacity_fits(runs, r, &cap, st))
+		rc = -1; /* charged with the count, under this lock: never past it */
 	if (rc == 0) {
 		r->next = runs->head;
 		runs->head = r;
@@ -126,26 +153,91 @@ void run_unregister(struct sbx_run *r)
 	run_unref(r);
 }
 
-struct sbx_run *run_lookup(struct sbx_runs *runs, const struct sbx_identity *who, const char *id,
-			   struct sbx_rpc_status *st)
+/* Registry lock held: why who's run id is gone, when someone else tore
+ * it down lately (a tombstone); NULL. */
+static const struct runs_tombstone *tombstone_of(struct sbx_runs *runs, const char *owner,
+						 const char *id)
+{
+	int64_t now = sbx_mono_ms();
+
+	for (size_t i = 0; i < RUNS_TOMBSTONES; i++) {
+		const struct runs_tombstone *t = &runs->tombstones[i];
+
+		if (t->at && now - t->at < RUNS_TOMBSTONE_MS && !strcmp(t->id, id) &&
+		    !strcmp(t->owner, owner))
+			return t;
+	}
+	return NULL;
+}
+
+void runs_tombstone(struct sbx_run *r, const char *why)
+{
+	struct sbx_runs *runs = r->runs;
+	struct runs_tombstone *t;
+
+	pthread_mutex_lock(&runs->mu);
+	t = &runs->tombstones[runs->tombstone_next];
+	runs->tombstone_next = (runs->tombstone_next + 1) % RUNS_TOMBSTONES;
+	snprintf(t->id, sizeof(t->id), "%s", r->id);
+	snprintf(t->owner, sizeof(t->owner), "%s", r->identity);
+	snprintf(t->why, sizeof(t->why), "%s", why);
+	t->at = sbx_mono_ms();
+	t->at_unix_ms = sbx_unix_ms();
+	pthread_mutex_unlock(&runs->mu);
+}
+
+/* Registry lock held: NOT_FOUND, or what the owner's tombstone says. */
+static void not_found(struct sbx_runs *runs, const struct sbx_identity *who, const char *id,
+		      struct sbx_rpc_status *st)
+{
+	const struct runs_tombstone *t = tombstone_of(runs, who->name, id);
+
+	if (t)
+		sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
+			     "run %.64s was %s at unix ms %lld; it is gone (its manifest is in "
+			     "the audit log)",
+			     id, t->why, (long long)t->at_unix_ms);
+	else
+		sbx_rpc_fail(st, SBX__V1__CODE__NOT_FOUND, "run %.64s not found", id);
+}
+
+static struct sbx_run *lookup(struct sbx_runs *runs, const struct sbx_identity *who, const char *id,
+			      bool any_owner, struct sbx_rpc_status *st)
 {
 	struct sbx_run *found = NULL;
 
 	if (!id)
 		id = "";
 	pthread_mutex_lock(&runs->mu);
-	for (struct sbx_run *r = runs->head; r; r = r->next)
-		if (strcmp(r->id, id) == 0 && strcmp(r->identity, who->name) == 0 && listed(r)) {
-			/* Every call of its owner on a run renews its lease. */
-			atomic_store(&r->last_call, sbx_mono_ms());
+	for (struct sbx_run *r = runs->head; r; r = r->next) {
+		bool own = strcmp(r->identity, who->name) == 0;
+
+		if (strcmp(r->id, id) == 0 && (own || any_owner) && listed(r)) {
+			/* Every call of its owner on a run renews its lease
+			 * (an operator's does not). */
+			if (own)
+				atomic_store(&r->last_call, sbx_mono_ms());
 			run_ref(r);
 			found = r;
 			break;
 		}
-	pthread_mutex_unlock(&runs->mu);
+	}
 	if (!found)
-		sbx_rpc_fail(st, SBX__V1__CODE__NOT_FOUND, "run %.64s not found", id);
+		not_found(runs, who, id, st);
+	pthread_mutex_unlock(&runs->mu);
 	return found;
+}
+
+struct sbx_run *run_lookup(struct sbx_runs *runs, const struct sbx_identity *who, const char *id,
+			   struct sbx_rpc_status *st)
+{
+	return lookup(runs, who, id, false, st);
+}
+
+struct sbx_run *run_lookup_operator(struct sbx_runs *runs, const struct sbx_identity *who,
+				    const char *id, struct sbx_rpc_status *st)
+{
+	return lookup(runs, who, id, who->operator, st);
 }
 
 struct sbx_run *run_take_unfinished(struct sbx_runs *runs, const struct sbx_identity *who,
@@ -203,14 +295,14 @@ static void reverse(struct sbx_run **v, size_t n)
 	}
 }
 
-size_t runs_of(struct sbx_runs *runs, const struct sbx_identity *who, struct sbx_run ***out)
+size_t runs_of(struct sbx_runs *runs, const char *owner, struct sbx_run ***out)
 {
 	size_t n = 0, cap = 0;
 	struct sbx_run **v = NULL;
 
 	pthread_mutex_lock(&runs->mu);
 	for (struct sbx_run *r = runs->head; r; r = r->next) {
-		if (strcmp(r->identity, who->name) != 0 || !listed(r))
+		if ((owner && strcmp(r->identity, owner) != 0) || !listed(r))
 			continue;
 		if (n == cap) {
 			size_t ncap = cap ? cap * 2 : 16;
@@ -239,6 +331,15 @@ unsigned runs_listed(struct sbx_runs *runs)
 		n += listed(r);
 	pthread_mutex_unlock(&runs->mu);
 	return n;
+}
+
+void runs_slots(struct sbx_runs *runs, const char *identity, unsigned *host, unsigned *own)
+{
+	pthread_mutex_lock(&runs->mu);
+	*host = runs->count < runs->cfg.runs_max ? runs->cfg.runs_max - runs->count : 0;
+	*own = count_identity(runs, identity);
+	*own = *own < runs->cfg.runs_max_per_identity ? runs->cfg.runs_max_per_identity - *own : 0;
+	pthread_mutex_unlock(&runs->mu);
 }
 
 void runs_stop_taking(struct sbx_runs *runs)

@@ -22,9 +22,22 @@ void run_publish(struct sbx_run *r);
 /* Drops the registry's reference: the run is gone for every caller. */
 void run_unregister(struct sbx_run *r);
 /* The caller's run, referenced; NULL with NOT_FOUND otherwise (the same
- * answer for someone else's run as for none, so existence is not revealed). */
+ * answer for someone else's run as for none, so existence is not revealed),
+ * or FAILED_PRECONDITION saying who tore the caller's run down when it was
+ * not the caller (a tombstone, runs_tombstone). */
 struct sbx_run *run_lookup(struct sbx_runs *runs, const struct sbx_identity *who, const char *id,
 			   struct sbx_rpc_status *st);
+/* The same, but an operator (who->operator) finds any identity's run; it
+ * renews the run's lease only for its owner. */
+struct sbx_run *run_lookup_operator(struct sbx_runs *runs, const struct sbx_identity *who,
+				    const char *id, struct sbx_rpc_status *st);
+/* r was torn down by someone other than its owner (why: "torn down by
+ * operator token:ops"): for RUNS_TOMBSTONE_MS its owner's lookups say so
+ * rather than NOT_FOUND (at most RUNS_TOMBSTONES kept, oldest dropped). */
+void runs_tombstone(struct sbx_run *r, const char *why);
+/* Registry slots free host-wide (runs_max less every registered run) and
+ * for identity (runs_max_per_identity less its live runs). */
+void runs_slots(struct sbx_runs *runs, const char *identity, unsigned *host, unsigned *own);
 /* A TORN run of who's (any run, with who NULL) whose teardown could not
  * finish, referenced and taken (one retry at a time), or NULL. */
 struct sbx_run *run_take_unfinished(struct sbx_runs *runs, const struct sbx_identity *who,
@@ -32,9 +45,9 @@ struct sbx_run *run_take_unfinished(struct sbx_runs *runs, const struct sbx_iden
 /* Teardown: moves the run to TEARING (0), or answers NOT_FOUND when another
  * Teardown already owns it. */
 int run_claim(struct sbx_run *r, struct sbx_rpc_status *st);
-/* The caller's listed runs, each referenced, oldest first; *out is the
- * caller's to free (and each run to unref). */
-size_t runs_of(struct sbx_runs *runs, const struct sbx_identity *who, struct sbx_run ***out);
+/* owner's listed runs (every identity's with owner NULL), each referenced,
+ * oldest first; *out is the caller's to free (and each run to unref). */
+size_t runs_of(struct sbx_runs *runs, const char *owner, struct sbx_run ***out);
 /* How many runs callers can find now. */
 unsigned runs_listed(struct sbx_runs *runs);
 /* Stops taking runs, waits (until the monotonic deadline_ms) for every

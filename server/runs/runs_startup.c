@@ -22,6 +22,7 @@
 #include "audit.h"
 #include "host_id_dir.h"
 #include "images.h"
+#include "runs_capacity.h"
 #include "runs_manager.h"
 #include "runs_proc.h"
 #include "subids.h"
@@ -193,6 +194,7 @@ static int copy_settings(struct runs_settings *set, const struct sbx_config *cfg
 	set->idle_seconds_default = cfg->idle_seconds_default;
 	set->expired_keep_seconds = cfg->expired_keep_seconds;
 	set->quotas = cfg->quotas;
+	set->capacity = cfg->capacity;
 	set->max_message_bytes = cfg->max_message_bytes ? cfg->max_message_bytes : (4u << 20);
 	set->allow_unpinned = cfg->images.allow_unpinned;
 	for (size_t i = 0; i < cfg->n_input_dirs && i < SBX_CONFIG_MAX_INPUT_DIRS; i++) {
@@ -395,6 +397,7 @@ int runs_startup(struct sbx_runs *runs, const struct sbx_config *cfg, struct sbx
 		return sbx_err_prefix(err, "start-up clean-up");
 	cgroups = cleanup_cgroups(runs);
 	check_host(runs);
+	capacity_measure(&runs->host);
 	sbx_audit("startup_cleanup", NULL, NULL, NULL,
 		  json_pack("{s:o, s:o, s:s, s:s, s:b, s:b}", "run_dirs_removed", dirs, "cgroups",
 			    cgroups, "helper", runs->cfg.helper, "cgroup", runs->host.cgroup,

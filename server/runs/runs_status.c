@@ -6,7 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "audit.h"
+#include "clock.h"
 #include "host_files.h"
 #include "images.h"
 #include "metrics.h"
@@ -14,6 +17,7 @@
 #include "runs_artifacts.h"
 #include "runs_egress.h"
 #include "runs_manager.h"
+#include "runs_operator.h"
 #include "runs_registry.h"
 #include "runs_status.h"
 #include "util.h"
@@ -170,12 +174,13 @@ static int fill_status(struct sbx_run *r, Sbx__V1__StatusResponse *s)
 
 SBX_HANDLER(status, Sbx__V1__StatusRequest, Sbx__V1__StatusResponse)
 {
-	struct sbx_run *r = run_lookup(runs, who, req->run_id, st);
+	struct sbx_run *r = run_lookup_operator(runs, who, req->run_id, st);
 	Sbx__V1__StatusResponse *s;
 	int rc;
 
 	if (!r)
 		return -1;
+	operator_audit(who, r, "status", false);
 	s = malloc(sizeof(*s));
 	if (!s) {
 		run_unref(r);
@@ -200,11 +205,22 @@ static Sbx__V1__RunSummary *summary_new(struct sbx_run *r)
 		return NULL;
 	sbx__v1__run_summary__init(s);
 	s->created_unix_ms = r->created_ms;
+	s->age_ms = sbx_unix_ms() - r->created_ms;
 	run_lock(r);
 	s->state = run_state_public(r);
 	s->execs = (uint32_t)r->n_execs;
+	s->execs_running = r->running;
+	/* The helper's word on each ended exec (ExecStatus): sbxd does not
+	 * read the run's cgroup, whose path only the helper knows. */
+	for (const struct run_exec *e = r->execs; e; e = e->next)
+		if (e->ended) {
+			s->cpu_ms += e->cpu_ms;
+			if (e->peak_memory_bytes > s->peak_memory_bytes)
+				s->peak_memory_bytes = e->peak_memory_bytes;
+		}
 	run_unlock(r);
 	if (!(s->run_id = xstrdup(r->id)) || !(s->policy_digest = xstrdup(r->policy_digest)) ||
+	    !(s->owner = xstrdup(r->identity)) ||
 	    COPY_LABELS(r, s, Sbx__V1__RunSummary__LabelsEntry,
 			sbx__v1__run_summary__labels_entry__init) < 0) {
 		sbx__v1__run_summary__free_unpacked(s, NULL);
@@ -215,10 +231,22 @@ static Sbx__V1__RunSummary *summary_new(struct sbx_run *r)
 
 SBX_HANDLER(list_runs, Sbx__V1__ListRunsRequest, Sbx__V1__ListRunsResponse)
 {
-	Sbx__V1__ListRunsResponse *l = malloc(sizeof(*l));
+	Sbx__V1__ListRunsResponse *l;
 	struct sbx_run **v = NULL;
-	size_t n = runs_of(runs, who, &v);
-	int rc = l ? 0 : -1;
+	size_t n;
+	int rc;
+
+	if (req->all && !who->operator)
+		return sbx_rpc_fail(st, SBX__V1__CODE__PERMISSION_DENIED,
+				    "ListRuns.all: %s is not an operator (config operators); "
+				    "without all, ListRuns lists the caller's own runs",
+				    who->name);
+	l = malloc(sizeof(*l));
+	n = runs_of(runs, req->all ? NULL : who->name, &v);
+	rc = l ? 0 : -1;
+	if (req->all)
+		sbx_audit("operator_list_runs", NULL, who->name, NULL,
+			  json_pack("{s:s, s:i}", "operator", who->name, "runs", (int)n));
 
 	if (l) {
 		sbx__v1__list_runs_response__init(l);
@@ -226,11 +254,22 @@ SBX_HANDLER(list_runs, Sbx__V1__ListRunsRequest, Sbx__V1__ListRunsResponse)
 		if (!l->runs)
 			rc = -1;
 	}
-	for (size_t i = 0; i < n; i++) {
-		if (rc == 0 && !(l->runs[l->n_runs] = summary_new(v[i])))
+	/* Every run of the host can be more than an answer holds (64
+	 * labels of 256-byte keys and values each): the newest that do not
+	 * fit are counted instead. */
+	for (size_t i = 0, used = 0; i < n; i++) {
+		Sbx__V1__RunSummary *sum = rc == 0 ? summary_new(v[i]) : NULL;
+		size_t size = sum ? protobuf_c_message_get_packed_size(&sum->base) + 6 : 0;
+
+		if (rc == 0 && !sum) {
 			rc = -1;
-		else if (rc == 0)
-			l->n_runs++;
+		} else if (sum && used + size > artifacts_reply_bytes(runs)) {
+			sbx__v1__run_summary__free_unpacked(sum, NULL);
+			l->runs_not_listed++;
+		} else if (sum) {
+			l->runs[l->n_runs++] = sum;
+			used += size;
+		}
 		run_unref(v[i]);
 	}
 	free(v);
@@ -312,6 +351,10 @@ SBX_HANDLER(health, Sbx__V1__HealthRequest, Sbx__V1__HealthResponse)
 	h->host_uids = xstrdup(runs->cfg.host_uids_shared ? "shared" : "subordinate");
 	h->host_uid_slots = runs->cfg.host_uid_slots;
 	if (!h->version || !h->cgroup || !h->identity || !h->host_uids) {
+		sbx__v1__health_response__free_unpacked(h, NULL);
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
+	}
+	if (operator_health(runs, who, h) < 0) {
 		sbx__v1__health_response__free_unpacked(h, NULL);
 		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	}

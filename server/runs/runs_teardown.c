@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -29,6 +30,7 @@
 #include "runs_egress.h"
 #include "runs_manager.h"
 #include "runs_monitor.h"
+#include "runs_operator.h"
 #include "runs_output.h"
 #include "runs_proc.h"
 #include "runs_quota.h"
@@ -409,11 +411,21 @@ SBX_HANDLER(teardown, Sbx__V1__TeardownRequest, Sbx__V1__TeardownResponse)
 		/* An earlier Teardown of it ran short: finish it now. */
 		rc = run_teardown_unfinished(r, &m, st);
 	} else {
-		if (!(r = run_lookup(runs, who, req->run_id, st)))
+		if (!(r = run_lookup_operator(runs, who, req->run_id, st)))
 			return -1;
 		if (run_claim(r, st) < 0) {
 			run_unref(r);
 			return -1;
+		}
+		if (strcmp(r->identity, who->name) != 0) {
+			/* An operator's: the manifest goes to the audit log too
+			 * (its owner never sees it), and the owner is told. */
+			char why[192];
+
+			operator_audit(who, r, "teardown", true);
+			snprintf(why, sizeof(why), "torn down by operator %.150s", who->name);
+			runs_tombstone(r, why);
+			r->teardown_why = "operator"; /* [owner]: claimed above */
 		}
 		rc = run_teardown(r, &m, st);
 	}

@@ -22,9 +22,12 @@
 
 /* Who is calling: "uid:1000" on ipc, "token:<name>" with a bearer token,
  * "tls:<config name>" when the transport alone identifies the caller.
- * Runs belong to the identity that created them. */
+ * Runs belong to the identity that created them. An operator (config
+ * `operators`, decided by rpc_auth.c) may also list, read the Status of
+ * and tear down every identity's runs, and drain and undrain. */
 struct sbx_identity {
 	char name[128];
+	bool operator;
 };
 
 /* The run manager (runs/runs.h makes one); handlers work on it alone. */
@@ -46,5 +49,6 @@ SBX_HANDLER(list_artifacts, Sbx__V1__ListArtifactsRequest, Sbx__V1__ListArtifact
 SBX_HANDLER(fetch_artifact, Sbx__V1__FetchArtifactRequest, Sbx__V1__FetchArtifactResponse);
 SBX_HANDLER(teardown, Sbx__V1__TeardownRequest, Sbx__V1__TeardownResponse);
 SBX_HANDLER(list_runs, Sbx__V1__ListRunsRequest, Sbx__V1__ListRunsResponse);
+SBX_HANDLER(drain, Sbx__V1__DrainRequest, Sbx__V1__DrainResponse);
 
 #endif

@@ -15,3 +15,7 @@ add_test(NAME unit.runs_util COMMAND test_runs_util)
 add_executable(test_runs_lease test_runs_lease.c)
 target_link_libraries(test_runs_lease PRIVATE sbx_runs sbx_check)
 add_test(NAME unit.runs_lease COMMAND test_runs_lease)
+
+add_executable(test_runs_capacity test_runs_capacity.c)
+target_link_libraries(test_runs_capacity PRIVATE sbx_runs sbx_check)
+add_test(NAME unit.runs_capacity COMMAND test_runs_capacity)

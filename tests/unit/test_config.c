@@ -777,6 +777,64 @@ static void test_metrics(void)
 	    "metrics.path: unknown key");
 }
 
+/* config operators: identity names, a token's name must exist. */
+static void test_operators(void)
+{
+	struct sbx_config cfg;
+	struct sbx_err err = {0};
+	int rc;
+	const char *tok = "'tokens': [{'name': 'ops', 'sha256': "
+			  "'2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae'}]";
+	char doc[512];
+
+	rc = load("{}", &cfg, &err);
+	check(rc == 0 && cfg.n_operators == 0, "no operators by default");
+	sbx_config_free(&cfg);
+	snprintf(doc, sizeof(doc), "{%s, 'operators': ['uid:0', 'token:ops', 'uid:1000']}", tok);
+	rc = load(doc, &cfg, &err);
+	check(rc == 0 && cfg.n_operators == 3 && !strcmp(cfg.operators[1], "token:ops"),
+	      "uid:N and token:NAME operators load: %s", err.msg);
+	sbx_config_free(&cfg);
+	bad("a token that is not configured", "{'operators': ['token:ops']}",
+	    "operators[0]: \"token:ops\": no token of that name in tokens");
+	bad("a uid that is not a number", "{'operators': ['uid:root']}",
+	    "operators[0]: \"uid:root\": a uid must be a decimal number");
+	bad("a uid out of range", "{'operators': ['uid:4294967295']}",
+	    "operators[0]: \"uid:4294967295\": a uid must be");
+	bad("another kind of name", "{'operators': ['alice']}",
+	    "operators[0]: \"alice\": must be \"uid:N\", \"token:NAME\" or \"tls:NAME\"");
+	bad("a duplicate", "{'operators': ['uid:1', 'uid:1']}",
+	    "operators[1]: duplicate of operators[0]");
+	bad("not an array", "{'operators': 'uid:1'}", "operators: must be an array");
+	bad("not a string", "{'operators': [1000]}", "operators[0]: must be a string");
+}
+
+/* config capacity: defaults and ranges naming the key. */
+static void test_capacity(void)
+{
+	struct sbx_config cfg;
+	struct sbx_err err = {0};
+	int rc = load("{}", &cfg, &err);
+
+	check(rc == 0 && cfg.capacity.cpu_millis == 0 && cfg.capacity.memory_mb == 0 &&
+		  cfg.capacity.cpu_overcommit_percent == 400 &&
+		  cfg.capacity.memory_overcommit_percent == 100 &&
+		  cfg.capacity.memory_reserve_mb == 1024,
+	      "capacity defaults: measured, CPU 400 %%, memory 100 %% less 1024 MiB");
+	sbx_config_free(&cfg);
+	rc = load("{'capacity': {'cpu_millis': 8000, 'memory_mb': 16384, 'memory_reserve_mb': 0}}",
+		  &cfg, &err);
+	check(rc == 0 && cfg.capacity.cpu_millis == 8000 && cfg.capacity.memory_mb == 16384 &&
+		  cfg.capacity.memory_reserve_mb == 0,
+	      "capacity numbers load: %s", err.msg);
+	sbx_config_free(&cfg);
+	bad("memory overcommit too high", "{'capacity': {'memory_overcommit_percent': 1001}}",
+	    "capacity.memory_overcommit_percent: must be 10..1000");
+	bad("cpu overcommit too low", "{'capacity': {'cpu_overcommit_percent': 9}}",
+	    "capacity.cpu_overcommit_percent: must be 10..10000");
+	bad("an unknown capacity key", "{'capacity': {'cpus': 2}}", "capacity.cpus: unknown key");
+}
+
 int main(void)
 {
 	if (!mkdtemp(dir)) {
@@ -794,6 +852,8 @@ int main(void)
 	test_egress();
 	test_images();
 	test_metrics();
+	test_operators();
+	test_capacity();
 	unlink(path);
 	rmdir(dir);
 	return check_done();

@@ -84,6 +84,35 @@ static void test_identities(void)
 		"client certificate not verified");
 }
 
+static bool operator_of(const struct rpc_peer *peer, const char *token)
+{
+	struct sbx_identity who = {"stale", true};
+	struct sbx_rpc_status st = {0};
+
+	/* A refusal must leave it false too. */
+	(void)rpc_auth(&cfg, peer, token, "/sbx.v1.Sandbox/Drain", &who, &st);
+	return who.operator;
+}
+
+/* The operator bit comes from the config's operators, by identity name,
+ * whatever the transport; a refused caller never has it. */
+static void test_operators(void)
+{
+	snprintf(cfg.operators[0], sizeof(cfg.operators[0]), "token:bob");
+	snprintf(cfg.operators[1], sizeof(cfg.operators[1]), "uid:1000");
+	cfg.n_operators = 2;
+	check(operator_of(&tls_ok, "secret-bob"), "token:bob over TLS is an operator");
+	check(operator_of(&ipc_uid, "secret-bob"), "token:bob over ipc too");
+	check(operator_of(&ipc_uid, ""), "uid:1000 is an operator");
+	check(!operator_of(&ipc_uid, "secret-alice"),
+	      "uid:1000 presenting alice's token is alice, not an operator");
+	check(!operator_of(&tls_ok, "secret-carol"), "token:carol is not an operator");
+	check(!operator_of(&tls_ok, "secret-bobx"), "an invalid token never is");
+	check(!operator_of(&tls_unverified, "secret-bob"), "nor an unverified TLS client");
+	cfg.n_operators = 0;
+	check(!operator_of(&tls_ok, "secret-bob"), "without operators nobody is one");
+}
+
 /* A hash one bit off must not match: every byte is compared. */
 static void test_one_bit_off(void)
 {
@@ -161,6 +190,7 @@ int main(void)
 	test_audit(log);
 	test_identities();
 	test_one_bit_off();
+	test_operators();
 	sbx_audit_close();
 	unlink(log);
 	rmdir(dir);

@@ -14,7 +14,7 @@
 #include "runs_registry.h"
 #include "service.h"
 
-static const struct sbx_identity alice = {"uid:1000"}, bob = {"uid:2000"};
+static const struct sbx_identity alice = {"uid:1000", false}, bob = {"uid:2000", false};
 
 static struct sbx_run *new_run(struct sbx_runs *runs, const struct sbx_identity *who,
 			       const char *id)
@@ -85,7 +85,7 @@ static void caps_and_owners(void)
 
 	run_publish(a2);
 	run_publish(b1);
-	n = runs_of(runs, &alice, &v);
+	n = runs_of(runs, alice.name, &v);
 	check(n == 2 && v[0] == a1 && v[1] == a2, "ListRuns: the caller's runs, oldest first");
 	for (size_t i = 0; i < n; i++)
 		run_unref(v[i]);
@@ -198,7 +198,8 @@ static void create_run_refusals(void)
 	req.inputs = NULL;
 	req.n_inputs = 0;
 	req.input_dir = "/tmp";
-	rc = sbx_handle_create_run(runs, &(struct sbx_identity){"token:ci"}, &req, &resp, &st);
+	rc = sbx_handle_create_run(runs, &(struct sbx_identity){"token:ci", false}, &req, &resp,
+				   &st);
 	check(rc < 0 && st.code == SBX__V1__CODE__PERMISSION_DENIED,
 	      "input_dir from a caller not on this host is PERMISSION_DENIED: %s", st.err.msg);
 	check(runs->count == 0, "and nothing was registered");

@@ -25,7 +25,8 @@ from .wire import TLS, DEFAULT_ENDPOINT  # noqa: E402
 from .proto import policy_pb2, sandbox_pb2  # noqa: E402
 from .files import check_digest  # noqa: E402
 from .results import (  # noqa: E402
-    Artifact, Artifacts, ExecResult, Fetched, Health, Manifest, RunStatus, RunSummary, Usage)
+    Artifact, Artifacts, Drained, ExecResult, Fetched, Health, Manifest, RunStatus, RunSummary,
+    Usage)
 from .client import Client, ExecStream, Process, Run, connect  # noqa: E402
 from . import aio  # noqa: E402,F401
 
@@ -33,7 +34,7 @@ __version__ = "0.1.0"
 __all__ = [
     "connect", "Client", "Run", "Process", "ExecStream", "TLS", "DEFAULT_ENDPOINT",
     "ExecResult", "Usage", "Artifact", "Artifacts", "Fetched", "Health", "Manifest",
-    "RunStatus", "RunSummary", "check_digest", "policy_pb2", "sandbox_pb2",
+    "RunStatus", "RunSummary", "Drained", "check_digest", "policy_pb2", "sandbox_pb2",
     "SbxError", "CommandError", "Cancelled", "Unknown", "InvalidArgument", "DeadlineExceeded",
     "NotFound", "AlreadyExists", "PermissionDenied", "ResourceExhausted", "FailedPrecondition",
     "Aborted", "OutOfRange", "Unimplemented", "Internal", "Unavailable", "DataLoss",

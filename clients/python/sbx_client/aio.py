@@ -35,8 +35,11 @@ class AsyncClient:
     async def health(self):
         return await asyncio.to_thread(self.sync.health)
 
-    async def list_runs(self):
-        return await asyncio.to_thread(self.sync.list_runs)
+    async def list_runs(self, all=False):
+        return await asyncio.to_thread(self.sync.list_runs, all)
+
+    async def drain(self, undrain=False):
+        return await asyncio.to_thread(self.sync.drain, undrain)
 
     def run(self, run_id):
         return AsyncRun(self.sync.run(run_id))

@@ -13,7 +13,8 @@ from google.protobuf.message import DecodeError
 
 from . import dest, errors, files, wire
 from .proto import SERVICE, policy_pb2, sandbox_pb2 as pb
-from .results import (Artifacts, ExecResult, Fetched, Health, Manifest, RunStatus, RunSummary)
+from .results import (Artifacts, Drained, ExecResult, Fetched, Health, Manifest, RunStatus,
+                      RunSummary)
 
 DEFAULT_TIMEOUT = 30.0   # seconds per call (as libsbxclient)
 POLL_MS = 5000           # long polls (Wait, ReadOutput) while the caller waits
@@ -22,7 +23,7 @@ DEFAULT_RETRIES = 2      # UNAVAILABLE answers retried (same request id)
 # Calls that only read: safe to repeat as they are. The others carry a
 # request_id, so that a retried one happens once.
 _READS = {"Health", "Wait", "ReadOutput", "Status", "ListArtifacts", "FetchArtifact",
-          "ListRuns"}
+          "ListRuns", "Drain"}  # Drain sets a flag: repeated, it finds it set
 
 
 def connect(endpoint=None, token=None, tls=None, timeout=DEFAULT_TIMEOUT, **options):
@@ -103,9 +104,17 @@ class Client:
     def health(self):
         return Health.of(self.call("Health", pb.HealthRequest(), pb.HealthResponse))
 
-    def list_runs(self):
-        r = self.call("ListRuns", pb.ListRunsRequest(), pb.ListRunsResponse)
+    def list_runs(self, all=False):
+        """This caller's runs; all=True: every identity's, each with its
+        owner (operators only: PERMISSION_DENIED otherwise)."""
+        r = self.call("ListRuns", pb.ListRunsRequest(all=all), pb.ListRunsResponse)
         return [RunSummary.of(s) for s in r.runs]
+
+    def drain(self, undrain=False):
+        """Operators only: sbxd stops taking new runs (undrain=True: takes
+        them again; SIGTERM's drain stays). Returns a Drained."""
+        return Drained.of(self.call("Drain", pb.DrainRequest(undrain=undrain),
+                                    pb.DrainResponse))
 
     def run(self, run_id):
         """A handle on an existing run of this caller (no call is made)."""

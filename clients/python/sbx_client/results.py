@@ -154,6 +154,22 @@ class Health:
     # once, each its own) or "shared" (sbxd's; weaker).
     host_uids: str = ""
     host_uid_slots: int = 0
+    # "serving" or "draining" (SIGTERM's drain or an operator's).
+    state: str = ""
+    identity_run_slots_free: int = 0
+    # Operators only (0 and "" for others): the drains in force and the
+    # capacity (CPU in millis, memory in MiB; HealthResponse says how).
+    operator: bool = False
+    operator_drain: bool = False
+    shutdown_drain: bool = False
+    capacity_cpu_millis: int = 0
+    capacity_memory_mb: int = 0
+    capacity_source: str = ""
+    committed_cpu_millis: int = 0
+    committed_memory_mb: int = 0
+    allowed_cpu_millis: int = 0
+    allowed_memory_mb: int = 0
+    run_slots_free: int = 0
     raw: object = dataclasses.field(default=None, repr=False)
 
     @classmethod
@@ -161,7 +177,12 @@ class Health:
         return cls(h.version, h.identity, h.runs_active, h.runs_max, h.runs_max_per_identity,
                    h.userns, h.seccomp, h.cgroup, list(h.images), h.audit_lines_lost,
                    h.file_max, h.run_files, h.run_pinned_files, h.runs_fit, h.host_uids,
-                   h.host_uid_slots, raw=h)
+                   h.host_uid_slots,
+                   enum_name(sandbox_pb2.ServingState, h.state) if h.state else "",
+                   h.identity_run_slots_free, h.operator, h.operator_drain, h.shutdown_drain,
+                   h.capacity_cpu_millis, h.capacity_memory_mb, h.capacity_source,
+                   h.committed_cpu_millis, h.committed_memory_mb, h.allowed_cpu_millis,
+                   h.allowed_memory_mb, h.run_slots_free, raw=h)
 
 
 @dataclasses.dataclass
@@ -195,11 +216,31 @@ class RunSummary:
     created_unix_ms: int
     execs: int
     labels: dict
+    owner: str = ""          # the identity the run belongs to
+    age_ms: int = 0
+    cpu_ms: int = 0          # of the ended execs, as the helper reported them
+    peak_memory_bytes: int = 0
+    execs_running: int = 0
 
     @classmethod
     def of(cls, r):
         return cls(r.run_id, enum_name(sandbox_pb2.RunState, r.state), r.policy_digest,
-                   r.created_unix_ms, r.execs, dict(r.labels))
+                   r.created_unix_ms, r.execs, dict(r.labels), r.owner, r.age_ms, r.cpu_ms,
+                   r.peak_memory_bytes, r.execs_running)
+
+
+@dataclasses.dataclass
+class Drained:
+    """What Drain returns: the state after the call."""
+    state: str           # "serving" or "draining"
+    operator_drain: bool
+    shutdown_drain: bool
+    runs_active: int
+
+    @classmethod
+    def of(cls, d):
+        return cls(enum_name(sandbox_pb2.ServingState, d.state), d.operator_drain,
+                   d.shutdown_drain, d.runs_active)
 
 
 @dataclasses.dataclass
