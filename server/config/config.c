@@ -428,6 +428,10 @@ static const struct sbx_config_key root_keys[] = {
      .doc = "the egress proxy"},
     {"images", SBX_CONFIG_OBJECT, ROOT(images), .section = &sbx_config_images_section,
      .doc = "the image store"},
+    {"drain_seconds", SBX_CONFIG_U32, 0, SBX_DRAIN_SECONDS_MAX, SBX_DRAIN_SECONDS_DEFAULT,
+     ROOT(drain_seconds),
+     .doc = "after SIGTERM, how long runs already there may go on before sbxd tears the "
+	    "rest down and exits"},
 };
 #undef ROOT
 

@@ -136,7 +136,13 @@ struct rpc_call {
 };
 
 struct sbx_rpc {
+	/* What a reload does not change (listeners, sizes, connection caps):
+	 * the config sbxd started with. */
 	const struct sbx_config *cfg;
+	/* What it does: the auth table, swapped whole under auth_mu's write
+	 * lock (sbx_rpc_reload), read under its read lock by every request. */
+	pthread_rwlock_t auth_mu;
+	struct rpc_auth_table *auth;
 	struct sbx_runs *runs; /* what the handlers work on */
 	atomic_int phase;
 	nng_socket sock;
@@ -147,6 +153,7 @@ struct sbx_rpc {
 	struct rpc_dedupe *dedupe;
 	struct rpc_call *calls;
 	size_t n_calls;
+	bool auth_mu_init;
 	pthread_mutex_t pipes_mu; /* every call's pipe_id and peer_key, pipes, refused[] */
 	struct rpc_pipes *pipes;  /* when each connection was last active */
 	uint32_t refused[REFUSED_PIPES];
@@ -479,7 +486,11 @@ static void on_request(struct rpc_call *c, nng_msg *msg)
 		return;
 	}
 	rpc_text_clean(shown, sizeof(shown), req->method);
-	int auth = rpc_auth(rpc->cfg, &peer, req->credentials, shown, &c->who, &st);
+	int auth;
+
+	pthread_rwlock_rdlock(&rpc->auth_mu);
+	auth = rpc_auth(rpc->auth, &peer, req->credentials, shown, &c->who, &st);
+	pthread_rwlock_unlock(&rpc->auth_mu);
 
 	/* The token has done its job; it need not linger in the heap. */
 	OPENSSL_cleanse((uint8_t *)nng_msg_body(msg) + req->credentials_at,
@@ -730,6 +741,12 @@ struct sbx_rpc *sbx_rpc_start(const struct sbx_config *cfg, struct sbx_runs *run
 	rpc->cfg = cfg;
 	rpc->runs = runs;
 	pthread_mutex_init(&rpc->pipes_mu, NULL);
+	pthread_rwlock_init(&rpc->auth_mu, NULL);
+	rpc->auth_mu_init = true;
+	if (!(rpc->auth = rpc_auth_table_new(cfg))) {
+		sbx_fail_errnum(err, ENOMEM, "token table");
+		return NULL;
+	}
 	if (!(rpc->pipes = rpc_pipes_new())) {
 		sbx_fail_errnum(err, ENOMEM, "connection table");
 		return NULL;
@@ -782,6 +799,32 @@ struct sbx_rpc *sbx_rpc_start(const struct sbx_config *cfg, struct sbx_runs *run
 	return sbx_steal_ptr(rpc);
 }
 
+int sbx_rpc_reload(struct sbx_rpc *rpc, const struct sbx_config *next, char *changed, size_t size,
+		   struct sbx_err *err)
+{
+	struct rpc_auth_table *tab = rpc_auth_table_new(next), *old;
+	size_t n, len;
+
+	if (!tab)
+		return sbx_fail_errnum(err, ENOMEM, "token table");
+	/* The step that can fail first: a bad certificate refuses the whole
+	 * reload with nothing changed. */
+	if (rpc_listen_tls_reload(&rpc->listeners, next, changed, size, err) < 0) {
+		free(tab);
+		return -1;
+	}
+	pthread_rwlock_wrlock(&rpc->auth_mu);
+	old = rpc->auth;
+	n = rpc_auth_table_changes(old, tab);
+	rpc->auth = tab;
+	pthread_rwlock_unlock(&rpc->auth_mu);
+	free(old);
+	len = strlen(changed);
+	if (n && len < size)
+		snprintf(changed + len, size - len, "%stokens (%zu changed)", len ? ", " : "", n);
+	return 0;
+}
+
 int sbx_rpc_stop(struct sbx_rpc *rpc)
 {
 	if (!rpc)
@@ -824,6 +867,9 @@ int sbx_rpc_stop(struct sbx_rpc *rpc)
 		if (rpc->pool_started[i])
 			rpc_pool_destroy(&rpc->pools[i]);
 	pthread_mutex_destroy(&rpc->pipes_mu);
+	if (rpc->auth_mu_init)
+		pthread_rwlock_destroy(&rpc->auth_mu);
+	free(rpc->auth);
 	free(rpc);
 	/* nng's task threads and globals, so valgrind sees nothing left. */
 	nng_fini();

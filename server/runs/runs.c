@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "clock.h"
@@ -25,11 +26,13 @@ struct sbx_runs *runs_new(void)
 		return NULL;
 	/* The config's default ceilings; quotas stay 0 (off) without settings. */
 	sbx_config_limits_defaults(&defaults);
-	runs->cfg.limits_max = defaults.limits_max;
-	runs->cfg.idle_seconds_default = SBX_IDLE_SECONDS_DEFAULT;
-	runs->cfg.expired_keep_seconds = SBX_EXPIRED_KEEP_SECONDS_DEFAULT;
+	runs->live.limits_max = defaults.limits_max;
+	runs->live.idle_seconds_default = SBX_IDLE_SECONDS_DEFAULT;
+	runs->live.expired_keep_seconds = SBX_EXPIRED_KEEP_SECONDS_DEFAULT;
 	runs->lock_fd = -1;
 	snprintf(runs->host.cgroup, sizeof(runs->host.cgroup), "none");
+	pthread_mutex_init(&runs->live_mu, NULL);
+	pthread_mutex_init(&runs->drained_mu, NULL);
 	pthread_mutex_init(&runs->mu, NULL);
 	cond_init_monotonic(&runs->cv);
 	cond_init_monotonic(&runs->sweeper_cv);
@@ -45,6 +48,9 @@ void runs_free(struct sbx_runs *runs)
 	pthread_cond_destroy(&runs->sweeper_cv);
 	pthread_cond_destroy(&runs->cv);
 	pthread_mutex_destroy(&runs->mu);
+	pthread_mutex_destroy(&runs->drained_mu);
+	pthread_mutex_destroy(&runs->live_mu);
+	free(runs->drained);
 	free(runs);
 }
 
@@ -74,17 +80,50 @@ void sbx_runs_stop_accepting(struct sbx_runs *runs)
 	runs_stop_taking(runs);
 }
 
+unsigned sbx_runs_count(struct sbx_runs *runs)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&runs->mu);
+	n = runs->count;
+	pthread_mutex_unlock(&runs->mu);
+	return n;
+}
+
 static void *teardown_thread(void *arg)
 {
 	struct sbx_run *r = arg;
+	Sbx__V1__RunManifest *m = NULL;
 	struct sbx_rpc_status st;
 
-	r->teardown_why = "shutdown"; /* [owner]: claimed by runs_claim_all */
-	run_teardown(r, NULL, &st);
+	/* [owner]: claimed by runs_claim_all, teardown_why set by it. A
+	 * drain's teardown writes the manifest to the audit log (nobody is
+	 * there to take it); a second signal's does not hash /out. */
+	run_teardown(r, strcmp(r->teardown_why, "drain") == 0 ? &m : NULL, &st);
+	sbx__v1__run_manifest__free_unpacked(m, NULL);
 	return NULL;
 }
 
-void sbx_runs_teardown_all(struct sbx_runs *runs)
+/* Before their teardown starts: a caller of one of them hears from now on
+ * that the drain took it. Bounded by the runs claimed (at most runs_max). */
+static void remember_drained(struct sbx_runs *runs, struct sbx_run **v, size_t n)
+{
+	struct runs_drained *d = calloc(n ? n : 1, sizeof(*d));
+
+	if (!d)
+		return; /* their callers get NOT_FOUND, as before */
+	for (size_t i = 0; i < n; i++) {
+		snprintf(d[i].id, sizeof(d[i].id), "%s", v[i]->id);
+		snprintf(d[i].identity, sizeof(d[i].identity), "%s", v[i]->identity);
+	}
+	pthread_mutex_lock(&runs->drained_mu);
+	free(runs->drained);
+	runs->drained = d;
+	runs->n_drained = n;
+	pthread_mutex_unlock(&runs->drained_mu);
+}
+
+void sbx_runs_teardown_all(struct sbx_runs *runs, const char *why)
 {
 	struct sbx_run **v = NULL;
 	pthread_t *tids;
@@ -93,6 +132,10 @@ void sbx_runs_teardown_all(struct sbx_runs *runs)
 	/* Nothing is swept behind the drain's back from here on. */
 	sweeper_stop(runs);
 	n = runs_claim_all(runs, sbx_mono_ms() + DRAIN_WAIT_MS, &v);
+	if (v && strcmp(why, "drain") == 0)
+		remember_drained(runs, v, n);
+	for (size_t i = 0; v && i < n; i++)
+		v[i]->teardown_why = why; /* [owner]: claimed above */
 	tids = calloc(n ? n : 1, sizeof(*tids));
 
 	/* In parallel: each may wait seconds for its helper. */
@@ -122,6 +165,6 @@ void sbx_runs_teardown_all(struct sbx_runs *runs)
 
 void sbx_runs_shutdown(struct sbx_runs *runs)
 {
-	sbx_runs_teardown_all(runs);
+	sbx_runs_teardown_all(runs, "shutdown");
 	runs_free(runs);
 }

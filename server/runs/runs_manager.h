@@ -9,6 +9,12 @@
  *     without a lock (the store locks what it changes itself);
  *   egress, egress_down: written by sbx_runs_set_egress before any handler
  *     runs, constant after: read without a lock;
+ *   live: what a reload may change (sbx_runs_reload), under live_mu, a
+ *     leaf lock (nothing is taken while it is held, so it may be taken
+ *     under any other): read only as a copy, runs_live(), so that one
+ *     decision (a CreateRun) uses one consistent set of values;
+ *   drained: the runs the SIGTERM drain tore down, under drained_mu (a
+ *     leaf lock too), so that their owners learn why (runs_not_found);
  *   the registry (head ... draining): the registry lock `mu`, which may be
  *     taken before a run's lock, never after it (runs_registry.c). */
 #ifndef SBX_RUNS_MANAGER_H
@@ -47,14 +53,25 @@ struct runs_settings {
 	char *input_dirs[SBX_CONFIG_MAX_INPUT_DIRS]; /* realpath'd */
 	size_t n_input_dirs;
 	uint32_t runs_max;
+	uint64_t max_message_bytes; /* a listing and a manifest fit in it */
+	bool allow_unpinned;	    /* images.allow_unpinned: a name:tag alone runs */
+	char *helper_env[8];	    /* NULL-terminated: what sbx-helper runs with */
+};
+
+/* The settings a reload may change (sbx_runs_reload): runs already there
+ * keep what they were created with; the next decision uses the new ones. */
+struct runs_live {
 	uint32_t runs_max_per_identity; /* live runs: one that stopped does not count */
 	uint32_t idle_seconds_default;	/* a policy's idle_seconds 0 (runs_lease.c) */
 	uint32_t expired_keep_seconds;	/* a stopped run is kept, then swept */
 	struct sbx_limits_max limits_max;
 	struct sbx_quotas quotas;
-	uint64_t max_message_bytes; /* a listing and a manifest fit in it */
-	bool allow_unpinned;	    /* images.allow_unpinned: a name:tag alone runs */
-	char *helper_env[8];	    /* NULL-terminated: what sbx-helper runs with */
+};
+
+/* A run the drain tore down: its owner is told so, anyone else NOT_FOUND. */
+struct runs_drained {
+	char id[24];
+	char identity[128];
 };
 
 /* What the host can enforce (`sbx-helper check --json`, asked at start-up). */
@@ -82,6 +99,12 @@ struct sbx_runs {
 	 * when nobody said: unit tests), and then allowlists are refused. */
 	struct sbx_egress *egress;
 	char egress_down[SBX_ERR_MAX];
+
+	pthread_mutex_t live_mu; /* leaf: live */
+	struct runs_live live;
+	pthread_mutex_t drained_mu; /* leaf: drained, n_drained */
+	struct runs_drained *drained;
+	size_t n_drained;
 
 	pthread_mutex_t mu; /* the registry lock */
 	pthread_cond_t cv;  /* creating dropped to 0 (CLOCK_MONOTONIC) */
@@ -111,6 +134,11 @@ struct sbx_runs {
 struct sbx_runs *runs_new(void);
 /* Frees an empty manager (every run torn down) and its settings. */
 void runs_free(struct sbx_runs *runs);
+/* ---- runs_reload.c ---- */
+/* A copy of the settings a reload may change, as they are now. */
+struct runs_live runs_live(struct sbx_runs *runs);
+/* The settings a reload may change, from sbxd's config. */
+void runs_live_from(struct runs_live *live, const struct sbx_config *cfg);
 
 /* ---- runs_startup.c ---- */
 /* Settings from sbxd's config, the state directory locked and cleaned,

@@ -53,11 +53,12 @@ static bool listed(struct sbx_run *r)
 int run_register(struct sbx_run *r, struct sbx_rpc_status *st)
 {
 	struct sbx_runs *runs = r->runs;
+	uint32_t per_identity = runs_live(runs).runs_max_per_identity;
 	int rc = 0;
 
 	pthread_mutex_lock(&runs->mu);
 	if (!runs->draining && runs->count >= runs->cfg.runs_max &&
-	    count_identity(runs, r->identity) < runs->cfg.runs_max_per_identity) {
+	    count_identity(runs, r->identity) < per_identity) {
 		/* Stopped runs hold registry slots that no live run needs: one
 		 * goes now (one teardown at most, in this thread), so that one
 		 * identity's stopped runs never lock another out; never for a
@@ -75,11 +76,11 @@ int run_register(struct sbx_run *r, struct sbx_rpc_status *st)
 				  "this host already has %u runs, the maximum (runs_max); tear "
 				  "one down first",
 				  runs->count);
-	else if (count_identity(runs, r->identity) >= runs->cfg.runs_max_per_identity)
+	else if (count_identity(runs, r->identity) >= per_identity)
 		rc = sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED,
 				  "%s already has %u runs, the maximum per identity "
 				  "(runs_max_per_identity); tear one down first",
-				  r->identity, runs->cfg.runs_max_per_identity);
+				  r->identity, per_identity);
 	if (rc == 0) {
 		r->next = runs->head;
 		runs->head = r;
@@ -144,8 +145,27 @@ struct sbx_run *run_lookup(struct sbx_runs *runs, const struct sbx_identity *who
 		}
 	pthread_mutex_unlock(&runs->mu);
 	if (!found)
-		sbx_rpc_fail(st, SBX__V1__CODE__NOT_FOUND, "run %.64s not found", id);
+		runs_not_found(runs, who->name, id, st);
 	return found;
+}
+
+int runs_not_found(struct sbx_runs *runs, const char *identity, const char *id,
+		   struct sbx_rpc_status *st)
+{
+	bool drained = false;
+
+	pthread_mutex_lock(&runs->drained_mu);
+	for (size_t i = 0; i < runs->n_drained && !drained; i++)
+		drained = !strcmp(runs->drained[i].id, id) &&
+			  !strcmp(runs->drained[i].identity, identity);
+	pthread_mutex_unlock(&runs->drained_mu);
+	if (drained)
+		return sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
+				    "run %s was torn down by sbxd's drain: sbxd is stopping and "
+				    "its drain_seconds passed; the run's manifest is in sbxd's "
+				    "audit log",
+				    id);
+	return sbx_rpc_fail(st, SBX__V1__CODE__NOT_FOUND, "run %.64s not found", id);
 }
 
 struct sbx_run *run_take_unfinished(struct sbx_runs *runs, const struct sbx_identity *who,
@@ -189,7 +209,7 @@ int run_claim(struct sbx_run *r, struct sbx_rpc_status *st)
 	ok = claim(r);
 	pthread_mutex_unlock(&runs->mu);
 	if (!ok)
-		return sbx_rpc_fail(st, SBX__V1__CODE__NOT_FOUND, "run %s not found", r->id);
+		return runs_not_found(runs, r->identity, r->id, st);
 	return 0;
 }
 

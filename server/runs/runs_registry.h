@@ -25,6 +25,13 @@ void run_unregister(struct sbx_run *r);
  * answer for someone else's run as for none, so existence is not revealed). */
 struct sbx_run *run_lookup(struct sbx_runs *runs, const struct sbx_identity *who, const char *id,
 			   struct sbx_rpc_status *st);
+/* The answer for a run id its caller (identity) cannot reach: NOT_FOUND
+ * ("run ID not found"), or, for a run of that identity's that the SIGTERM
+ * drain tore down, FAILED_PRECONDITION saying so (nobody else learns that
+ * the id existed). Returns -1. Takes only a leaf lock: callable under a
+ * run's lock. */
+int runs_not_found(struct sbx_runs *runs, const char *identity, const char *id,
+		   struct sbx_rpc_status *st);
 /* A TORN run of who's (any run, with who NULL) whose teardown could not
  * finish, referenced and taken (one retry at a time), or NULL. */
 struct sbx_run *run_take_unfinished(struct sbx_runs *runs, const struct sbx_identity *who,
