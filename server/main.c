@@ -219,7 +219,7 @@ struct daemon {
 /* After a drain's timeout tore runs down, callers woken by it may still
  * ask about them: they are answered (FAILED_PRECONDITION naming the drain)
  * this long before the socket closes. */
-#define DRAIN_LINGER_MS 2000
+#define DRAIN_LINGER_MS 1000
 /* A drain says how many runs are left at most this often, and when it
  * changes. */
 #define DRAIN_REPORT_MS 30000
@@ -337,8 +337,8 @@ static const char *drain(struct daemon *d, const sigset_t *sigs, int sig)
 
 	sbx_runs_stop_accepting(d->runs);
 	fprintf(stderr,
-		"sbxd: %s: draining: CreateRun is refused; %u runs left, waiting up to %u s "
-		"(drain_seconds) for them to end; %s again stops at once\n",
+		"sbxd: SIG%s: draining: CreateRun is refused; %u runs left, waiting up to %u s "
+		"(drain_seconds) for them to end; SIG%s again stops at once\n",
 		sigabbrev_np(sig), n, d->drain_seconds, sigabbrev_np(sig));
 	sbx_audit("sbxd_draining", NULL, NULL, NULL,
 		  json_pack("{s:s, s:s, s:I, s:I}", "version", SBX_VERSION, "signal",
@@ -374,7 +374,7 @@ static const char *drain(struct daemon *d, const sigset_t *sigs, int sig)
 			reload(d);
 		} else if (sig) {
 			fprintf(stderr,
-				"sbxd: %s during the drain: tearing down the %u runs left now\n",
+				"sbxd: SIG%s during the drain: tearing down the %u runs left now\n",
 				sigabbrev_np(sig), n);
 			sbx_audit("sbxd_drain_cut", NULL, NULL, NULL,
 				  json_pack("{s:s, s:I}", "signal", sigabbrev_np(sig), "runs",

@@ -99,6 +99,9 @@ class Server:
                        for n, t in self.tokens.items()],
             "runs_max": 32,
             "runs_max_per_identity": 8,
+            # SIGTERM tears what is left down at once (as before drains
+            # existed); test_sbxd_drain.py sets its own.
+            "drain_seconds": 0,
         }
         cfg.update(config)
         self.config = self.path("sbxd.json")
