@@ -43,39 +43,19 @@
 
 #include "audit.h"
 #include "clock.h"
+#include "rpc_ratelimit.h"
 
 /* An unauthenticated flood must not become an audit-log flood: at most this
  * many auth_failure lines per second, the rest counted in the next one. */
 #define AUDIT_FAILURES_PER_SECOND 20
 
-static struct {
-	pthread_mutex_t lock;
-	int64_t second; /* sbx_mono_ms() / 1000 */
-	unsigned in_second;
-	unsigned long suppressed;
-} failures = {.lock = PTHREAD_MUTEX_INITIALIZER};
+static struct rpc_ratelimit failures = RPC_RATELIMIT_INIT(AUDIT_FAILURES_PER_SECOND);
 
 static void audit_failure(const struct rpc_peer *peer, const char *method, const char *reason)
 {
-	unsigned long suppressed = 0;
-	int64_t now = sbx_mono_ms() / 1000;
-	bool emit;
+	unsigned long suppressed;
 
-	pthread_mutex_lock(&failures.lock);
-	if (now != failures.second) {
-		failures.second = now;
-		failures.in_second = 0;
-	}
-	emit = failures.in_second < AUDIT_FAILURES_PER_SECOND;
-	if (emit) {
-		failures.in_second++;
-		suppressed = failures.suppressed;
-		failures.suppressed = 0;
-	} else {
-		failures.suppressed++;
-	}
-	pthread_mutex_unlock(&failures.lock);
-	if (!emit)
+	if (!rpc_ratelimit_take(&failures, sbx_mono_ms(), &suppressed))
 		return;
 	sbx_audit("auth_failure", NULL, NULL, NULL,
 		  json_pack("{s:s, s:s, s:s, s:s, s:I}", "listener",

@@ -591,7 +591,10 @@ static void call_cb(void *arg)
 static void pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
 	struct sbx_rpc *rpc = arg;
+	nng_sockaddr sa;
 
+	if (ev == NNG_PIPE_EV_ADD_POST && nng_pipe_get_addr(p, NNG_OPT_REMADDR, &sa) == 0)
+		conn_guard_pipe_added(&sa);
 	pthread_mutex_lock(&rpc->pipes_mu);
 	if (ev == NNG_PIPE_EV_ADD_POST)
 		rpc_pipes_touch(rpc->pipes, nng_pipe_id(p), sbx_mono_ms());
