@@ -732,6 +732,7 @@ struct sbx_rpc *sbx_rpc_start(const struct sbx_config *cfg, struct sbx_runs *run
 	size_t n_short = workers / 2 ? workers / 2 : 1;
 	size_t n_long = workers > n_short ? workers - n_short : 1;
 	_cleanup_(rpc_stopp) struct sbx_rpc *rpc = NULL;
+	pthread_rwlockattr_t rwattr;
 	int rv;
 
 	if (rpc_methods_check(err) < 0)
@@ -744,7 +745,12 @@ struct sbx_rpc *sbx_rpc_start(const struct sbx_config *cfg, struct sbx_runs *run
 	rpc->cfg = cfg;
 	rpc->runs = runs;
 	pthread_mutex_init(&rpc->pipes_mu, NULL);
-	pthread_rwlock_init(&rpc->auth_mu, NULL);
+	/* Writer first: a steady stream of requests must not hold a reload
+	 * off (glibc's default prefers readers). */
+	pthread_rwlockattr_init(&rwattr);
+	pthread_rwlockattr_setkind_np(&rwattr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&rpc->auth_mu, &rwattr);
+	pthread_rwlockattr_destroy(&rwattr);
 	rpc->auth_mu_init = true;
 	if (!(rpc->auth = rpc_auth_table_new(cfg))) {
 		sbx_fail_errnum(err, ENOMEM, "token table");
