@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* sbxd: the Sandbox RPC service. Reads its configuration, cleans up after a
- * crashed predecessor, listens, and on SIGTERM or SIGINT drains: refuses new
- * runs, tears every run down, closes the socket, exits 0. */
+ * crashed predecessor, listens. SIGHUP reloads the configuration (what can
+ * change without touching a run) and reopens the audit log. SIGTERM or
+ * SIGINT drains: new runs are refused, the runs already there go on until
+ * their callers tear them down, they are swept, or drain_seconds pass; then
+ * what is left is torn down, the socket closes and sbxd exits 0. A second
+ * SIGTERM or SIGINT tears every run down at once. */
 #include "chunk_malloc.h"
 #include "realroot.h"
 #include <errno.h>
@@ -15,11 +19,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
 
 #include "audit.h"
+#include "clock.h"
 #include "config.h"
 #include "egress.h"
 #include "listen_url.h"
@@ -37,7 +43,12 @@ static const char usage[] =
 	"\n"
 	"The sbx Sandbox service: runs untrusted commands in sandboxes for callers on\n"
 	"this host (ipc://) and others (tls+tcp://, mutual TLS plus a bearer token).\n"
-	"Flags override the configuration file. SIGTERM or SIGINT drains and exits.\n"
+	"Flags override the configuration file.\n"
+	"\n"
+	"Signals: SIGTERM or SIGINT drains (no new runs; runs already there go on\n"
+	"until they end or drain_seconds pass, then are torn down) and exits 0; a\n"
+	"second one stops at once. SIGHUP re-reads the configuration file (tokens,\n"
+	"TLS files, limits, quotas; other keys need a restart) and reopens the log.\n"
 	"\n"
 	"  --config FILE       JSON configuration (see sbxd.json(5))\n"
 	"  --listen URL        ipc://PATH, tls+tcp://HOST:PORT or tcp://HOST:PORT (needs\n"
@@ -150,18 +161,25 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 	return 0;
 }
 
-/* Blocks until SIGTERM or SIGINT. They are blocked in every thread (the
- * mask was set before any was created), so only this sigwait sees them. */
-static int wait_for_stop(const sigset_t *stop)
+/* Waits up to ms (-1: for ever) for SIGTERM, SIGINT or SIGHUP; 0 when
+ * none came. They are blocked in every thread (the mask was set before any
+ * was created), so only this thread sees them. */
+static int wait_signal(const sigset_t *sigs, int64_t ms)
 {
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
 	int sig;
 
-	while (sigwait(stop, &sig) != 0)
-		;
-	return sig;
+	for (;;) {
+		sig = ms < 0 ? sigwaitinfo(sigs, NULL) : sigtimedwait(sigs, NULL, &ts);
+		if (sig > 0)
+			return sig;
+		if (errno == EAGAIN)
+			return 0;
+		/* EINTR: again (a whole new wait: a few of them only stretch it) */
+	}
 }
 
-static void audit_lifecycle(const char *event, struct sbx_rpc *rpc, int sig)
+static void audit_lifecycle(const char *event, struct sbx_rpc *rpc)
 {
 	json_t *fields = json_pack("{s:s}", "version", SBX_VERSION);
 	json_t *urls = json_array();
@@ -170,8 +188,6 @@ static void audit_lifecycle(const char *event, struct sbx_rpc *rpc, int sig)
 		json_array_append_new(urls, json_string(sbx_rpc_listener_url(rpc, i)));
 	if (fields && rpc)
 		json_object_set(fields, "listen", urls);
-	if (fields && sig)
-		json_object_set_new(fields, "signal", json_string(sigabbrev_np(sig)));
 	json_decref(urls);
 	sbx_audit(event, NULL, NULL, NULL, fields);
 }
@@ -224,49 +240,230 @@ static void stop_metrics(struct sbx_metrics_http *m)
 	sbx_metrics_collectors_clear();
 }
 
-static int serve(struct sbx_config *cfg, const sigset_t *stop)
-{
-	struct sbx_metrics_http *metrics;
-	struct sbx_err err, egress_why = {0};
-	struct sbx_egress *egress;
+/* What a running sbxd is made of, for the signals to act on. */
+struct daemon {
+	const struct sbx_config *cfg; /* as started: what rpc and runs were built from */
+	const struct flags *f;	      /* the same file and flags are read on SIGHUP */
 	struct sbx_rpc *rpc;
 	struct sbx_runs *runs;
+	char *log_path, *log_group; /* the audit log in force (a reload may move it) */
+	uint32_t drain_seconds;
+};
+
+/* After a drain's timeout tore runs down, callers woken by it may still
+ * ask about them: they are answered (FAILED_PRECONDITION naming the drain)
+ * this long before the socket closes. */
+#define DRAIN_LINGER_MS 1000
+/* A drain says how many runs are left at most this often, and when it
+ * changes. */
+#define DRAIN_REPORT_MS 30000
+
+static bool same_str(const char *a, const char *b)
+{
+	return a == b || (a && b && !strcmp(a, b));
+}
+
+/* The audit log opened again, at next's path when a reload moves it: after
+ * logrotate renamed it, lines go to a new file. Appends "log" to changed
+ * when it moved. */
+static void reopen_log(struct daemon *d, const struct sbx_config *next, char *changed, size_t size)
+{
+	const char *path = next ? next->log_path : d->log_path;
+	const char *group = next ? next->log_group : d->log_group;
+	bool moved = !same_str(path, d->log_path) || !same_str(group, d->log_group);
+	char *p = NULL, *g = NULL;
+	struct sbx_err err;
+	size_t len;
+
+	if (moved && ((path && !(p = strdup(path))) || (group && !(g = strdup(group))))) {
+		free(p);
+		fprintf(stderr, "sbxd: reload: log %s: out of memory; the log stays at %s\n",
+			path ? path : "stderr", d->log_path ? d->log_path : "stderr");
+		moved = false;
+		path = d->log_path;
+		group = d->log_group;
+	}
+	if (sbx_audit_open(path, group, &err) < 0) {
+		fprintf(stderr, "sbxd: reload: reopening the audit log: %s; it stays as it was\n",
+			err.msg);
+		free(p);
+		free(g);
+		return;
+	}
+	if (!moved)
+		return;
+	free(d->log_path);
+	free(d->log_group);
+	d->log_path = p;
+	d->log_group = g;
+	len = strlen(changed);
+	if (len < size)
+		snprintf(changed + len, size - len, "%slog", len ? ", " : "");
+}
+
+/* SIGHUP: the config file read again with the same flags on top. An
+ * invalid one changes nothing (but the audit log is still reopened, as
+ * log rotation needs); a valid one is applied where it can be without
+ * touching a run, and what needs a restart is named. Runs are never
+ * touched. Each reload is bounded work (a file, the TLS files); signals
+ * that arrive during one are one pending SIGHUP, so a flood of them is a
+ * few reloads in a row, each answering every caller meanwhile. */
+static void reload(struct daemon *d)
+{
+	const char *file = d->f->config ? d->f->config : "(no file: defaults and flags)";
+	char changed[1024] = "", restart[512];
+	struct sbx_config next;
+	struct sbx_err err;
+	size_t n;
+
+	if (sbx_config_load(d->f->config, &next, &err) < 0 ||
+	    sbx_config_apply_flags(&next, &d->f->settings, &err) < 0) {
+		reopen_log(d, NULL, changed, sizeof(changed));
+		fprintf(stderr,
+			"sbxd: SIGHUP: reload of %s refused, the running config stays: %s\n", file,
+			err.msg);
+		sbx_audit("config_reload_refused", NULL, NULL, NULL,
+			  json_pack("{s:s, s:s}", "config", file, "error", err.msg));
+		return;
+	}
+	reopen_log(d, &next, changed, sizeof(changed));
+	if (sbx_rpc_reload(d->rpc, &next, changed, sizeof(changed), &err) < 0) {
+		fprintf(stderr,
+			"sbxd: SIGHUP: reload of %s refused, the running config stays: %s\n", file,
+			err.msg);
+		sbx_audit("config_reload_refused", NULL, NULL, NULL,
+			  json_pack("{s:s, s:s}", "config", file, "error", err.msg));
+		sbx_config_free(&next);
+		return;
+	}
+	sbx_runs_reload(d->runs, &next, changed, sizeof(changed));
+	sbx_audit_set_identity_rate(next.quotas.audit_identity_kb_per_s * 1024);
+	if (next.drain_seconds != d->drain_seconds) {
+		size_t len = strlen(changed);
+
+		d->drain_seconds = next.drain_seconds;
+		if (len < sizeof(changed))
+			snprintf(changed + len, sizeof(changed) - len, "%sdrain_seconds",
+				 len ? ", " : "");
+	}
+	n = sbx_config_restart_keys(d->cfg, &next, restart, sizeof(restart));
+	if (n)
+		fprintf(stderr,
+			"sbxd: SIGHUP: %s changed in %s but need%s a restart; sbxd keeps them as "
+			"it started\n",
+			restart, file, n == 1 ? "s" : "");
+	fprintf(stderr, "sbxd: SIGHUP: reloaded %s: %s\n", file,
+		changed[0] ? changed : "nothing changed");
+	sbx_audit("config_reloaded", NULL, NULL, NULL,
+		  json_pack("{s:s, s:s, s:s}", "config", file, "changed", changed, "needs_restart",
+			    restart));
+	sbx_config_free(&next);
+}
+
+/* SIGTERM or SIGINT came: no new runs; those there go on until they are
+ * gone or drain_seconds pass, SIGHUP still reloads, and another SIGTERM
+ * or SIGINT ends it at once. Returns how it ended: "complete", "timeout"
+ * (the rest torn down, their owners told why) or "signal". */
+static const char *drain(struct daemon *d, const sigset_t *sigs, int sig)
+{
+	int64_t start = sbx_mono_ms(), last_report = start;
+	unsigned n = sbx_runs_count(d->runs), reported = n;
+
+	sbx_runs_stop_accepting(d->runs);
+	fprintf(stderr,
+		"sbxd: SIG%s: draining: CreateRun is refused; %u runs left, waiting up to %u s "
+		"(drain_seconds) for them to end; SIG%s again stops at once\n",
+		sigabbrev_np(sig), n, d->drain_seconds, sigabbrev_np(sig));
+	sbx_audit("sbxd_draining", NULL, NULL, NULL,
+		  json_pack("{s:s, s:s, s:I, s:I}", "version", SBX_VERSION, "signal",
+			    sigabbrev_np(sig), "runs", (json_int_t)n, "drain_seconds",
+			    (json_int_t)d->drain_seconds));
+	while ((n = sbx_runs_count(d->runs)) > 0) {
+		int64_t now = sbx_mono_ms(), left = start + (int64_t)d->drain_seconds * 1000 - now;
+
+		if (n != reported || now - last_report >= DRAIN_REPORT_MS) {
+			fprintf(stderr, "sbxd: draining: %u runs left, %lld s to go\n", n,
+				(long long)(left > 0 ? (left + 999) / 1000 : 0));
+			reported = n;
+			last_report = now;
+		}
+		if (left <= 0) {
+			fprintf(stderr,
+				"sbxd: draining: drain_seconds (%u s) passed; tearing down the %u "
+				"runs left (their manifests go to the audit log)\n",
+				d->drain_seconds, n);
+			sbx_audit("sbxd_drain_timeout", NULL, NULL, NULL,
+				  json_pack("{s:I, s:I}", "drain_seconds",
+					    (json_int_t)d->drain_seconds, "runs", (json_int_t)n));
+			sbx_runs_teardown_all(d->runs, "drain");
+			/* Their callers, woken by the teardown, learn why. */
+			for (int64_t until = sbx_mono_ms() + DRAIN_LINGER_MS;
+			     (left = until - sbx_mono_ms()) > 0;)
+				if ((sig = wait_signal(sigs, left)) != 0 && sig != SIGHUP)
+					break;
+			return "timeout";
+		}
+		sig = wait_signal(sigs, left < 1000 ? left : 1000);
+		if (sig == SIGHUP) {
+			reload(d);
+		} else if (sig) {
+			fprintf(stderr,
+				"sbxd: SIG%s during the drain: tearing down the %u runs left now\n",
+				sigabbrev_np(sig), n);
+			sbx_audit("sbxd_drain_cut", NULL, NULL, NULL,
+				  json_pack("{s:s, s:I}", "signal", sigabbrev_np(sig), "runs",
+					    (json_int_t)n));
+			sbx_runs_teardown_all(d->runs, "shutdown");
+			return "signal";
+		}
+	}
+	fprintf(stderr, "sbxd: draining: no runs left\n");
+	return "complete";
+}
+
+static int serve(struct sbx_config *cfg, const struct flags *f, const sigset_t *sigs)
+{
+	struct sbx_err err, egress_why = {0};
+	struct daemon d = {.cfg = cfg, .f = f, .drain_seconds = cfg->drain_seconds};
+	struct sbx_metrics_http *metrics;
+	struct sbx_egress *egress;
+	const char *how;
 	int sig;
 
+	sbx_metrics_init(SBX_VERSION);
 	if (sbx_audit_open(cfg->log_path, cfg->log_group, &err) < 0)
 		return fail_with(&err);
-	sbx_metrics_init(SBX_VERSION);
+	if ((cfg->log_path && !(d.log_path = strdup(cfg->log_path))) ||
+	    (cfg->log_group && !(d.log_group = strdup(cfg->log_group)))) {
+		free(d.log_path);
+		sbx_audit_close();
+		return fail(1, "out of memory");
+	}
 	sbx_audit_set_identity_rate(cfg->quotas.audit_identity_kb_per_s * 1024);
 	/* Before the listeners: no run can ask for it before it is there. Its
 	 * descriptors are what the RPC side and the runs leave (rpc.h). */
 	cfg->egress.fd_reserve = sbx_rpc_fd_need(cfg);
 	egress = start_egress(cfg, &egress_why);
-	runs = sbx_runs_init(cfg, &err);
-	if (!runs) {
+	d.runs = sbx_runs_init(cfg, &err);
+	if (!d.runs) {
 		sbx_egress_stop(egress);
 		sbx_audit_close();
+		free(d.log_path);
+		free(d.log_group);
 		return fail_with(&err);
 	}
-	sbx_runs_set_egress(runs, egress, egress_why.msg);
-	rpc = sbx_rpc_start(cfg, runs, &err);
-	if (!rpc) {
-		sbx_runs_shutdown(runs);
+	sbx_runs_set_egress(d.runs, egress, egress_why.msg);
+	d.rpc = sbx_rpc_start(cfg, d.runs, &err);
+	if (!d.rpc) {
+		sbx_runs_shutdown(d.runs);
 		sbx_egress_stop(egress);
 		sbx_audit_close();
+		free(d.log_path);
+		free(d.log_group);
 		return fail_with(&err);
 	}
-	if (start_metrics(cfg, rpc, &metrics, &err) < 0) {
-		stop_metrics(metrics);
-		/* No run yet, nothing to drain; sbxd exits either way, so a
-		 * close that hung (-1) changes nothing. */
-		(void)sbx_rpc_stop(rpc);
-		sbx_runs_shutdown(runs);
-		sbx_egress_stop(egress);
-		sbx_audit_close();
-		return fail_with(&err);
-	}
-	for (size_t i = 0; sbx_rpc_listener_url(rpc, i); i++) {
-		const char *url = sbx_rpc_listener_url(rpc, i);
+	for (size_t i = 0; sbx_rpc_listener_url(d.rpc, i); i++) {
+		const char *url = sbx_rpc_listener_url(d.rpc, i);
 
 		fprintf(stderr, "sbxd: listening on %s\n", url);
 		if (sbx_listen_url_scheme(url, NULL) == SBX_SCHEME_TCP)
@@ -275,30 +472,43 @@ static int serve(struct sbx_config *cfg, const sigset_t *stop)
 				"tokens and data cross the network unencrypted\n",
 				url);
 	}
-	audit_lifecycle("sbxd_started", rpc, 0);
+	if (start_metrics(cfg, d.rpc, &metrics, &err) < 0) {
+		stop_metrics(metrics);
+		/* No run yet, nothing to drain; sbxd exits either way, so a
+		 * close that hung (-1) changes nothing. */
+		(void)sbx_rpc_stop(d.rpc);
+		sbx_runs_shutdown(d.runs);
+		sbx_egress_stop(egress);
+		sbx_audit_close();
+		free(d.log_path);
+		free(d.log_group);
+		return fail_with(&err);
+	}
+	audit_lifecycle("sbxd_started", d.rpc);
 
-	sig = wait_for_stop(stop);
-	fprintf(stderr, "sbxd: %s: draining\n", sigabbrev_np(sig));
-	audit_lifecycle("sbxd_draining", NULL, sig);
-	/* Before the runs go: a scrape never sees a half torn-down sbxd (a
-	 * reload leaves the listener as it is: a new metrics.listen needs a
-	 * restart). */
-	stop_metrics(metrics);
+	while ((sig = wait_signal(sigs, -1)) == SIGHUP)
+		reload(&d);
 	/* Callers keep being answered while the runs go (CreateRun with
 	 * UNAVAILABLE); then the socket closes and the handlers still running
 	 * finish before their state is freed. */
-	sbx_runs_stop_accepting(runs);
-	sbx_runs_teardown_all(runs);
-	if (sbx_rpc_stop(rpc) < 0)
+	how = drain(&d, sigs, sig);
+	/* Scraped through the drain (operators watch it), stopped before the
+	 * RPC side its collector reads goes (a reload leaves the listener as
+	 * it is: a new metrics.listen needs a restart). */
+	stop_metrics(metrics);
+	if (sbx_rpc_stop(d.rpc) < 0)
 		fprintf(stderr, "sbxd: closing the RPC socket hung (a known nng 1.5.2 bug); every "
 				"run is gone, exiting without freeing it\n");
-	sbx_runs_shutdown(runs);
+	sbx_runs_shutdown(d.runs);
 	/* After the runs: each closed its egress in its teardown, and the last
 	 * reference to a run (which frees its place in the proxy) is gone. */
 	sbx_egress_stop(egress);
-	audit_lifecycle("sbxd_stopped", NULL, 0);
+	sbx_audit("sbxd_stopped", NULL, NULL, NULL,
+		  json_pack("{s:s, s:s}", "version", SBX_VERSION, "drain", how));
 	sbx_audit_close();
-	fprintf(stderr, "sbxd: stopped\n");
+	free(d.log_path);
+	free(d.log_group);
+	fprintf(stderr, "sbxd: stopped (drain %s)\n", how);
 	return 0;
 }
 
@@ -352,11 +562,12 @@ int main(int argc, char **argv)
 			       "sandbox; run as an unprivileged user (or pass --allow-root)");
 
 	/* Before any thread exists, so that every thread inherits it: the
-	 * stop signals are taken only by sigwait, and a peer that hangs up
+	 * stop and reload signals are taken only by serve's waits, and a peer that hangs up
 	 * is an EPIPE, not a death. */
 	sigemptyset(&stop);
 	sigaddset(&stop, SIGTERM);
 	sigaddset(&stop, SIGINT);
+	sigaddset(&stop, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &stop, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	/* A file size limit (RLIMIT_FSIZE) fails the write with EFBIG, as a
@@ -380,7 +591,7 @@ int main(int argc, char **argv)
 		sbx_config_free(&cfg);
 		return fail_with(&err);
 	}
-	rc = serve(&cfg, &stop);
+	rc = serve(&cfg, &f, &stop);
 	sbx_config_free(&cfg);
 	return rc;
 }

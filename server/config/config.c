@@ -511,6 +511,10 @@ static const struct sbx_config_key root_keys[] = {
      .doc = "identities that may list, read and tear down every run, and drain and undrain"},
     {"capacity", SBX_CONFIG_OBJECT, ROOT(capacity), .section = &sbx_config_capacity_section,
      .doc = "the CPUs and memory runs may commit"},
+    {"drain_seconds", SBX_CONFIG_U32, 0, SBX_DRAIN_SECONDS_MAX, SBX_DRAIN_SECONDS_DEFAULT,
+     ROOT(drain_seconds),
+     .doc = "after SIGTERM, how long runs already there may go on before sbxd tears the "
+	    "rest down and exits"},
 };
 #undef ROOT
 

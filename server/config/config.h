@@ -18,6 +18,8 @@
 
 #define SBX_IDLE_SECONDS_DEFAULT	 600 /* idle_seconds_default */
 #define SBX_EXPIRED_KEEP_SECONDS_DEFAULT 600 /* expired_keep_seconds */
+#define SBX_DRAIN_SECONDS_DEFAULT	 300 /* drain_seconds */
+#define SBX_DRAIN_SECONDS_MAX		 86400
 
 struct sbx_token {
 	char name[64];	    /* the identity it grants: "token:<name>" */
@@ -181,6 +183,10 @@ struct sbx_config {
 	char operators[SBX_CONFIG_MAX_OPERATORS][SBX_CONFIG_IDENTITY_MAX];
 	size_t n_operators;
 	struct sbx_config_capacity capacity;
+	/* After SIGTERM, runs already there go on this long at most (their
+	 * callers tear them down, or they expire), then sbxd tears the rest
+	 * down and exits; default 300 (the unit's TimeoutStopSec is 330). */
+	uint32_t drain_seconds;
 };
 
 /* What the command line sets; NULL (or n_listen 0) leaves the file's. */
@@ -210,6 +216,17 @@ int sbx_config_fit_files(struct sbx_config *cfg, uint64_t file_max, uint64_t max
 			 bool files_written, bool pids_written, struct sbx_err *err);
 int sbx_config_check_files(struct sbx_config *cfg, bool files_written, bool pids_written,
 			   struct sbx_err *err);
+
+/* config_reload.c: the keys that differ between now and next and that a
+ * reload (SIGHUP) cannot apply (listen, state_dir, helper, cgroup_root,
+ * rlimit_fallback, host_uids, host_id_dir, input_dirs, insecure, runs_max,
+ * workers, ipc_mode, max_message_bytes, connections, egress, images), named
+ * in out (", "-separated, cut at size); returns how many. The rest (tokens,
+ * tls files, runs_max_per_identity, idle_seconds_default,
+ * expired_keep_seconds, limits_max, quotas, log, log_group, drain_seconds)
+ * a reload applies. */
+size_t sbx_config_restart_keys(const struct sbx_config *now, const struct sbx_config *next,
+			       char *out, size_t size);
 
 /* config_limits.c: the defaults of limits_max and quotas (their tables'
  * rows, config_keys.h). */

@@ -37,13 +37,19 @@
  *    peer that sends garbage then costs every other caller nothing.
  *  - close: the connection's counts are given back. The fd's entry is
  *    cleared under the lock before the real close, so the sweeper never
- *    shuts down a number that already names something else.
+ *    shuts down a number that already names something else. nng says
+ *    nothing of a TLS handshake that failed: a tls+tcp connection closed
+ *    before the RPC layer saw it become a pipe (conn_guard_pipe_added,
+ *    matched by the peer's address and port) is one, or a peer that left
+ *    before it was done; it is logged with the peer's address, at most
+ *    HANDSHAKE_LINES_PER_SECOND lines a second (the rest counted).
  *
  * libnng never forks, so the lock is never taken in a child. On an nng that
  * stops calling these functions the guard simply sees nothing; sbxd checks
  * at start-up that they bind to the interposers (conn_guard_start). */
 #include "conn_guard.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -59,6 +65,7 @@
 #include "clock.h"
 #include "metrics.h"
 #include "nngfix.h"
+#include "rpc_ratelimit.h"
 
 /* Connections of one listener shut down to make room for a newcomer and
  * not yet closed by nng: the listener may hold this many over its cap. */
@@ -92,6 +99,11 @@ struct conn {
 	int64_t started_ms; /* when the current message began; 0: between messages */
 	uint64_t charged;   /* the current message's length, charged to its peer and g */
 	bool over;	    /* a length over the pending budget: reset before nng allocates */
+	/* tls+tcp: the peer's address, and whether it became a pipe */
+	bool tls, piped;
+	uint8_t rfamily; /* AF_INET, AF_INET6 */
+	uint16_t rport;	 /* host order */
+	uint8_t raddr[16];
 };
 
 struct peer {
@@ -134,7 +146,8 @@ static void key_of_in6(struct conn_peer_key *key, const uint8_t a[16])
 	memcpy(key->b + 1, a, 8);
 }
 
-static bool key_of_fd(int fd, struct conn_peer_key *key, struct sockaddr_storage *local)
+static bool key_of_fd(int fd, struct conn_peer_key *key, struct sockaddr_storage *local,
+		      struct sockaddr_storage *remote)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(*local);
@@ -162,6 +175,8 @@ static bool key_of_fd(int fd, struct conn_peer_key *key, struct sockaddr_storage
 		key_of_in6(key, ((struct sockaddr_in6 *)&ss)->sin6_addr.s6_addr);
 	else
 		return false;
+	if (remote)
+		*remote = ss;
 	return true;
 }
 
@@ -309,16 +324,88 @@ static bool admit_http(int fd, int64_t now)
 	return true;
 }
 
+/* ---- TLS handshakes nng does not report ---- */
+
+#define HANDSHAKE_LINES_PER_SECOND 5
+
+static struct rpc_ratelimit handshake_lines = RPC_RATELIMIT_INIT(HANDSHAKE_LINES_PER_SECOND);
+
+static void remember_remote(struct conn *c, const struct sockaddr_storage *ss)
+{
+	c->tls = true;
+	c->rfamily = (uint8_t)ss->ss_family;
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)ss;
+
+		memcpy(c->raddr, &in->sin_addr, 4);
+		c->rport = ntohs(in->sin_port);
+	} else if (ss->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
+
+		memcpy(c->raddr, in6->sin6_addr.s6_addr, 16);
+		c->rport = ntohs(in6->sin6_port);
+	}
+}
+
+void conn_guard_pipe_added(const nng_sockaddr *sa)
+{
+	uint8_t family, addr[16] = {0};
+	uint16_t port;
+
+	if (sa->s_family == NNG_AF_INET) {
+		family = AF_INET;
+		memcpy(addr, &sa->s_in.sa_addr, 4);
+		port = ntohs(sa->s_in.sa_port);
+	} else if (sa->s_family == NNG_AF_INET6) {
+		family = AF_INET6;
+		memcpy(addr, sa->s_in6.sa_addr, 16);
+		port = ntohs(sa->s_in6.sa_port);
+	} else {
+		return;
+	}
+	pthread_mutex_lock(&g.mu);
+	for (size_t fd = 0; g.on && fd < g.high; fd++) {
+		struct conn *c = &g.conns[fd];
+
+		if (c->used && c->tls && !c->piped && c->rfamily == family && c->rport == port &&
+		    !memcmp(c->raddr, addr, family == AF_INET ? 4 : 16)) {
+			c->piped = true;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&g.mu);
+}
+
+/* One line per connection that ended before its handshake did, within
+ * the rate; not under g.mu (stderr may block). */
+static void handshake_failed(uint8_t family, const uint8_t addr[16], uint16_t port, int64_t ms)
+{
+	char ip[INET6_ADDRSTRLEN] = "?", more[64] = "";
+	unsigned long suppressed;
+
+	if (!rpc_ratelimit_take(&handshake_lines, sbx_mono_ms(), &suppressed))
+		return;
+	inet_ntop(family, addr, ip, sizeof(ip));
+	if (suppressed)
+		snprintf(more, sizeof(more), " (%lu more suppressed)", suppressed);
+	fprintf(stderr,
+		"sbxd: tls+tcp: connection from %s%s%s:%u closed %lld ms after accept before its "
+		"TLS handshake completed: the handshake failed (no or a bad client certificate, "
+		"not TLS) or the peer left%s\n",
+		family == AF_INET6 ? "[" : "", ip, family == AF_INET6 ? "]" : "", (unsigned)port,
+		(long long)ms, more);
+}
+
 /* Counts fd in, or false: refuse it. Under g.mu. */
 static bool admit(int fd)
 {
-	struct sockaddr_storage local;
+	struct sockaddr_storage local, remote = {0};
 	struct conn_peer_key key;
 	int64_t now = sbx_mono_ms();
 	struct peer *p;
 	int li;
 
-	if (fd < 0 || (size_t)fd >= g.nfds || !key_of_fd(fd, &key, &local))
+	if (fd < 0 || (size_t)fd >= g.nfds || !key_of_fd(fd, &key, &local, &remote))
 		return refused(SBX_REFUSED_UNKNOWN);
 	if (is_http(&local))
 		return admit_http(fd, now);
@@ -349,6 +436,8 @@ static bool admit(int fd)
 	 * timed from now (tls: nng's handshake timeout does it). */
 	if (g.conns[fd].framing != FRAMING_NONE)
 		g.conns[fd].started_ms = now;
+	if (g.listeners[li].scheme == SBX_SCHEME_TLS_TCP)
+		remember_remote(&g.conns[fd], &remote);
 	if ((size_t)fd >= g.high)
 		g.high = (size_t)fd + 1;
 	return true;
@@ -493,12 +582,19 @@ static void untrack(int fd)
 
 void conn_guard_closing(int fd)
 {
+	struct conn ended = {0};
+
 	if (fd < 0)
 		return;
 	pthread_mutex_lock(&g.mu);
-	if (g.conns && (size_t)fd < g.nfds)
+	if (g.conns && (size_t)fd < g.nfds) {
+		ended = g.conns[fd];
 		untrack(fd);
+	}
 	pthread_mutex_unlock(&g.mu);
+	if (ended.used && ended.tls && !ended.piped)
+		handshake_failed(ended.rfamily, ended.raddr, ended.rport,
+				 sbx_mono_ms() - ended.accepted_ms);
 }
 
 /* ---- life cycle ---- */
@@ -610,6 +706,13 @@ void conn_guard_listener(size_t i, enum sbx_scheme scheme, const char *ipc_path,
 
 void conn_guard_sweep(int64_t now_ms)
 {
+	unsigned long untold = rpc_ratelimit_flush(&handshake_lines, now_ms);
+
+	if (untold)
+		fprintf(stderr,
+			"sbxd: tls+tcp: %lu more connections closed before their TLS handshake "
+			"completed (suppressed)\n",
+			untold);
 	int64_t limit_ms = (int64_t)g.lim.message_seconds * 1000;
 	int64_t first_ms = (int64_t)g.lim.first_request_seconds * 1000;
 

@@ -48,6 +48,10 @@ size_t conn_guard_fds(const struct sbx_config_connections *lim, size_t nlistener
  * port, 0 until it is bound). Before nng_listener_start and again once the
  * port is known; a connection to an address not registered is refused. */
 void conn_guard_listener(size_t i, enum sbx_scheme scheme, const char *ipc_path, int port);
+/* The RPC layer saw a pipe added whose peer is at sa: its connection is
+ * past its handshake (a tls+tcp connection closed before this is logged
+ * as a failed handshake). */
+void conn_guard_pipe_added(const nng_sockaddr *sa);
 /* Shuts down connections whose message has been arriving for longer than
  * message_seconds, and (ipc, tcp) those with no whole request
  * first_request_seconds after accept; nng then closes them as a peer that

@@ -36,6 +36,15 @@ int sbx_rpc_guard_metrics(int port, struct sbx_err *err);
 /* Listener i's URL as bound (a tcp port 0 replaced by the real one), or
  * NULL past the last. */
 const char *sbx_rpc_listener_url(const struct sbx_rpc *rpc, size_t i);
+/* A reload (SIGHUP) with next, a config already checked whole: swaps the
+ * auth table (tokens) as one, and gives tls+tcp listeners a TLS config
+ * read anew from next's tls files when their bytes changed (new
+ * connections get it; open ones keep the session they have). Names what
+ * changed in changed (appended, ", "-separated). -1 (nothing changed): a
+ * TLS file could not be read or used. Listeners, connection caps, sizes
+ * and workers stay as started. */
+int sbx_rpc_reload(struct sbx_rpc *rpc, const struct sbx_config *next, char *changed, size_t size,
+		   struct sbx_err *err);
 /* Closes the listeners (removing ipc socket files), lets running handlers
  * finish and send their answers, closes the socket and frees everything,
  * nng's globals included. NULL is fine. -1: nng_close did not return in

@@ -24,7 +24,7 @@
  *   reversed, salt or not); timing (the comparison reads every entry).
  * Does not hold against: someone with both a client certificate and a
  *   stolen token (that is the identity; rotate the token: remove it from
- *   the config and restart sbxd); low-entropy tokens (their unsalted hash
+ *   the config and reload sbxd, SIGHUP); low-entropy tokens (their unsalted hash
  *   can be brute-forced from a leaked config); anyone who can read traffic
  *   on tcp://, or a TLS-terminating proxy in between (both see tokens);
  *   revoked client certificates (no CRL is configured: rotate client_ca).
@@ -34,6 +34,7 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
@@ -42,39 +43,19 @@
 
 #include "audit.h"
 #include "clock.h"
+#include "rpc_ratelimit.h"
 
 /* An unauthenticated flood must not become an audit-log flood: at most this
  * many auth_failure lines per second, the rest counted in the next one. */
 #define AUDIT_FAILURES_PER_SECOND 20
 
-static struct {
-	pthread_mutex_t lock;
-	int64_t second; /* sbx_mono_ms() / 1000 */
-	unsigned in_second;
-	unsigned long suppressed;
-} failures = {.lock = PTHREAD_MUTEX_INITIALIZER};
+static struct rpc_ratelimit failures = RPC_RATELIMIT_INIT(AUDIT_FAILURES_PER_SECOND);
 
 static void audit_failure(const struct rpc_peer *peer, const char *method, const char *reason)
 {
-	unsigned long suppressed = 0;
-	int64_t now = sbx_mono_ms() / 1000;
-	bool emit;
+	unsigned long suppressed;
 
-	pthread_mutex_lock(&failures.lock);
-	if (now != failures.second) {
-		failures.second = now;
-		failures.in_second = 0;
-	}
-	emit = failures.in_second < AUDIT_FAILURES_PER_SECOND;
-	if (emit) {
-		failures.in_second++;
-		suppressed = failures.suppressed;
-		failures.suppressed = 0;
-	} else {
-		failures.suppressed++;
-	}
-	pthread_mutex_unlock(&failures.lock);
-	if (!emit)
+	if (!rpc_ratelimit_take(&failures, sbx_mono_ms(), &suppressed))
 		return;
 	sbx_audit("auth_failure", NULL, NULL, NULL,
 		  json_pack("{s:s, s:s, s:s, s:s, s:I}", "listener",
@@ -84,7 +65,7 @@ static void audit_failure(const struct rpc_peer *peer, const char *method, const
 
 /* The index of the token whose hash matches, or -1. Every entry is compared
  * whatever the outcome, and without branching on any single comparison. */
-static long find_token(const struct sbx_config *cfg, const char *token)
+static long find_token(const struct rpc_auth_table *cfg, const char *token)
 {
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int mdlen = 0;
@@ -103,17 +84,54 @@ static long find_token(const struct sbx_config *cfg, const char *token)
 	return any ? (long)found : -1;
 }
 
-/* The operators are the config's, in the same table as the tokens, so a
- * reload swaps both at once. */
-static bool is_operator(const struct sbx_config *cfg, const char *name)
+/* The operators are in the same table as the tokens, so a reload swaps
+ * both at once. */
+static bool is_operator(const struct rpc_auth_table *tab, const char *name)
 {
-	for (size_t i = 0; i < cfg->n_operators; i++)
-		if (!strcmp(cfg->operators[i], name))
+	for (size_t i = 0; i < tab->n_operators; i++)
+		if (!strcmp(tab->operators[i], name))
 			return true;
 	return false;
 }
 
-int rpc_auth(const struct sbx_config *cfg, const struct rpc_peer *peer, const char *credentials,
+struct rpc_auth_table *rpc_auth_table_new(const struct sbx_config *cfg)
+{
+	struct rpc_auth_table *tab = calloc(1, sizeof(*tab));
+
+	if (!tab)
+		return NULL;
+	tab->n_tokens = cfg->n_tokens;
+	memcpy(tab->tokens, cfg->tokens, cfg->n_tokens * sizeof(cfg->tokens[0]));
+	tab->n_operators = cfg->n_operators;
+	memcpy(tab->operators, cfg->operators, cfg->n_operators * sizeof(cfg->operators[0]));
+	return tab;
+}
+
+static bool has_token(const struct rpc_auth_table *tab, const struct sbx_token *t)
+{
+	for (size_t i = 0; i < tab->n_tokens; i++)
+		if (!strcmp(tab->tokens[i].name, t->name) &&
+		    !memcmp(tab->tokens[i].sha256, t->sha256, sizeof(t->sha256)))
+			return true;
+	return false;
+}
+
+size_t rpc_auth_table_changes(const struct rpc_auth_table *a, const struct rpc_auth_table *b)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < a->n_tokens; i++)
+		n += !has_token(b, &a->tokens[i]);
+	for (size_t i = 0; i < b->n_tokens; i++)
+		n += !has_token(a, &b->tokens[i]);
+	for (size_t i = 0; i < a->n_operators; i++)
+		n += !is_operator(b, a->operators[i]);
+	for (size_t i = 0; i < b->n_operators; i++)
+		n += !is_operator(a, b->operators[i]);
+	return n;
+}
+
+int rpc_auth(const struct rpc_auth_table *cfg, const struct rpc_peer *peer, const char *credentials,
 	     const char *method, struct sbx_identity *who, struct sbx_rpc_status *st)
 {
 	const char *scheme = sbx_listen_scheme_name(peer->scheme);

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
 
 #include "conn_guard.h"
 #include "nng_err.h"
@@ -83,16 +84,31 @@ static char *read_pem(const char *path, const char *key, struct sbx_err *err)
 	return sbx_steal_ptr(buf);
 }
 
-static int tls_setup(const struct sbx_config *cfg, nng_tls_config **out, struct sbx_err *err)
+/* The server's TLS config from cfg's files, and the sha256 of what they
+ * held (a reload swaps only when it changed). */
+static int tls_setup(const struct sbx_config *cfg, nng_tls_config **out, unsigned char digest[32],
+		     struct sbx_err *err)
 {
 	_cleanup_pem_ char *cert = NULL, *ca = NULL, *key = NULL;
 	_cleanup_(tls_config_freep) nng_tls_config *tls = NULL;
-	int rv;
+	EVP_MD_CTX *md;
+	unsigned int mdlen = 0;
+	int rv, ok;
 
 	if (!(cert = read_pem(cfg->tls_cert, "tls.cert", err)) ||
 	    !(ca = read_pem(cfg->tls_client_ca, "tls.client_ca", err)) ||
 	    !(key = read_pem(cfg->tls_key, "tls.key", err)))
 		return -1;
+	/* Each with its NUL, so that bytes moved between files differ. */
+	md = EVP_MD_CTX_new();
+	ok = md && EVP_DigestInit_ex(md, EVP_sha256(), NULL) &&
+	     EVP_DigestUpdate(md, cert, strlen(cert) + 1) &&
+	     EVP_DigestUpdate(md, ca, strlen(ca) + 1) &&
+	     EVP_DigestUpdate(md, key, strlen(key) + 1) && EVP_DigestFinal_ex(md, digest, &mdlen) &&
+	     mdlen == 32;
+	EVP_MD_CTX_free(md);
+	if (!ok)
+		return sbx_fail(err, "TLS: sha256 of the tls files failed");
 	if ((rv = nng_tls_config_alloc(&tls, NNG_TLS_MODE_SERVER)) != 0)
 		return sbx_fail_nng(err, rv, "TLS");
 	/* TLS 1.2 at least; 1.3 where the engine has it (mbedTLS 2.28 does
@@ -160,7 +176,8 @@ static int listen_one(nng_socket sock, const struct sbx_config *cfg, const char 
 	snprintf(li->url, sizeof(li->url), "%s", url);
 	if (li->scheme == SBX_SCHEME_IPC && ipc_prepare(rest, err) < 0)
 		return -1;
-	if (li->scheme == SBX_SCHEME_TLS_TCP && !ls->tls && tls_setup(cfg, &ls->tls, err) < 0)
+	if (li->scheme == SBX_SCHEME_TLS_TCP && !ls->tls &&
+	    tls_setup(cfg, &ls->tls, ls->tls_digest, err) < 0)
 		return -1;
 
 	if ((rv = nng_listener_create(&l, sock, url)) != 0)
@@ -214,11 +231,61 @@ int rpc_listen(nng_socket sock, const struct sbx_config *cfg, struct rpc_listene
 	return 0;
 }
 
+/* nng 1.5.2 (src/supplemental/tls/tls_common.c): nng_tls_config_own_cert
+ * and its kin on a config in use are not refused (its `busy` flag is never
+ * set) but change what handshakes under way read, so a config is never
+ * changed once given. NNG_OPT_TLS_CONFIG on a started listener is allowed:
+ * it swaps the listener's config under its lock and drops the listener's
+ * hold on the old one; every connection holds its own config from accept
+ * to close, so open connections go on with the old certificate and new
+ * ones get the new. One race is left: accept reads the listener's config
+ * before it takes its hold, without the lock; our own reference to the
+ * previous config (tls_prev) keeps it alive across that read until the
+ * next reload. A listener is never re-created: its port stays bound. */
+int rpc_listen_tls_reload(struct rpc_listeners *ls, const struct sbx_config *cfg, char *changed,
+			  size_t size, struct sbx_err *err)
+{
+	_cleanup_(tls_config_freep) nng_tls_config *tls = NULL;
+	unsigned char digest[32];
+	size_t len;
+	int rv;
+
+	if (!ls->tls)
+		return 0; /* no tls+tcp listener */
+	if (!cfg->tls_cert || !cfg->tls_key || !cfg->tls_client_ca)
+		return sbx_fail(err, "tls: the tls+tcp listeners need tls.cert, tls.key and "
+				     "tls.client_ca");
+	if (tls_setup(cfg, &tls, digest, err) < 0)
+		return -1;
+	if (!memcmp(digest, ls->tls_digest, sizeof(digest)))
+		return 0;
+	for (size_t i = 0; i < ls->n; i++)
+		if (ls->items[i].scheme == SBX_SCHEME_TLS_TCP &&
+		    (rv = nng_listener_set_ptr(ls->items[i].l, NNG_OPT_TLS_CONFIG, tls)) != 0) {
+			/* Those before it serve the new one: the file is fine, so
+			 * the next reload (with the same bytes) tries again. */
+			memset(ls->tls_digest, 0, sizeof(ls->tls_digest));
+			return sbx_fail_nng(err, rv, "tls: new certificate on %s",
+					    ls->items[i].url);
+		}
+	if (ls->tls_prev)
+		nng_tls_config_free(ls->tls_prev);
+	ls->tls_prev = ls->tls;
+	ls->tls = sbx_steal_ptr(tls);
+	memcpy(ls->tls_digest, digest, sizeof(digest));
+	len = strlen(changed);
+	if (len < size)
+		snprintf(changed + len, size - len, "%stls", len ? ", " : "");
+	return 0;
+}
+
 void rpc_listeners_free(struct rpc_listeners *ls)
 {
 	if (ls->tls)
 		nng_tls_config_free(ls->tls);
-	ls->tls = NULL;
+	if (ls->tls_prev)
+		nng_tls_config_free(ls->tls_prev);
+	ls->tls = ls->tls_prev = NULL;
 	ls->n = 0;
 }
 

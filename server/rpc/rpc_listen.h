@@ -24,6 +24,11 @@ struct rpc_listeners {
 	struct rpc_listener items[SBX_CONFIG_MAX_LISTEN];
 	size_t n;
 	nng_tls_config *tls; /* shared by every tls+tcp listener */
+	/* The one a reload replaced: kept until the next replaces it, because
+	 * nng 1.5.2's accept reads the listener's config without its lock
+	 * before taking a hold on it (rpc_listen_tls_reload). */
+	nng_tls_config *tls_prev;
+	unsigned char tls_digest[32]; /* sha256 of cert, client CA and key as read */
 };
 
 /* Starts one listener per cfg->listen URL on sock: RECVMAXSZ on each; ipc:
@@ -31,6 +36,11 @@ struct rpc_listeners {
  * tls+tcp: server certificate, client certificate required. */
 int rpc_listen(nng_socket sock, const struct sbx_config *cfg, struct rpc_listeners *ls,
 	       struct sbx_err *err);
+/* SIGHUP: when cfg's tls files (read now) differ from what the tls+tcp
+ * listeners serve, a new TLS config for every one of them; appends "tls"
+ * to changed. Nothing changes on an error. */
+int rpc_listen_tls_reload(struct rpc_listeners *ls, const struct sbx_config *cfg, char *changed,
+			  size_t size, struct sbx_err *err);
 /* After nng_close of the socket (which closes the listeners). */
 void rpc_listeners_free(struct rpc_listeners *ls);
 

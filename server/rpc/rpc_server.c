@@ -140,7 +140,13 @@ struct rpc_call {
 };
 
 struct sbx_rpc {
+	/* What a reload does not change (listeners, sizes, connection caps):
+	 * the config sbxd started with. */
 	const struct sbx_config *cfg;
+	/* What it does: the auth table, swapped whole under auth_mu's write
+	 * lock (sbx_rpc_reload), read under its read lock by every request. */
+	pthread_rwlock_t auth_mu;
+	struct rpc_auth_table *auth;
 	struct sbx_runs *runs; /* what the handlers work on */
 	atomic_int phase;
 	nng_socket sock;
@@ -151,6 +157,7 @@ struct sbx_rpc {
 	struct rpc_dedupe *dedupe;
 	struct rpc_call *calls;
 	size_t n_calls;
+	bool auth_mu_init;
 	pthread_mutex_t pipes_mu; /* every call's pipe_id and peer_key, pipes, refused[] */
 	struct rpc_pipes *pipes;  /* when each connection was last active */
 	uint32_t refused[REFUSED_PIPES];
@@ -493,7 +500,11 @@ static void on_request(struct rpc_call *c, nng_msg *msg)
 		return;
 	}
 	rpc_text_clean(shown, sizeof(shown), req->method);
-	int auth = rpc_auth(rpc->cfg, &peer, req->credentials, shown, &c->who, &st);
+	int auth;
+
+	pthread_rwlock_rdlock(&rpc->auth_mu);
+	auth = rpc_auth(rpc->auth, &peer, req->credentials, shown, &c->who, &st);
+	pthread_rwlock_unlock(&rpc->auth_mu);
 
 	/* The token has done its job; it need not linger in the heap. */
 	OPENSSL_cleanse((uint8_t *)nng_msg_body(msg) + req->credentials_at,
@@ -594,7 +605,10 @@ static void call_cb(void *arg)
 static void pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
 	struct sbx_rpc *rpc = arg;
+	nng_sockaddr sa;
 
+	if (ev == NNG_PIPE_EV_ADD_POST && nng_pipe_get_addr(p, NNG_OPT_REMADDR, &sa) == 0)
+		conn_guard_pipe_added(&sa);
 	pthread_mutex_lock(&rpc->pipes_mu);
 	if (ev == NNG_PIPE_EV_ADD_POST)
 		rpc_pipes_touch(rpc->pipes, nng_pipe_id(p), sbx_mono_ms());
@@ -732,6 +746,7 @@ struct sbx_rpc *sbx_rpc_start(const struct sbx_config *cfg, struct sbx_runs *run
 	size_t n_short = workers / 2 ? workers / 2 : 1;
 	size_t n_long = workers > n_short ? workers - n_short : 1;
 	_cleanup_(rpc_stopp) struct sbx_rpc *rpc = NULL;
+	pthread_rwlockattr_t rwattr;
 	int rv;
 
 	if (rpc_methods_check(err) < 0)
@@ -744,6 +759,17 @@ struct sbx_rpc *sbx_rpc_start(const struct sbx_config *cfg, struct sbx_runs *run
 	rpc->cfg = cfg;
 	rpc->runs = runs;
 	pthread_mutex_init(&rpc->pipes_mu, NULL);
+	/* Writer first: a steady stream of requests must not hold a reload
+	 * off (glibc's default prefers readers). */
+	pthread_rwlockattr_init(&rwattr);
+	pthread_rwlockattr_setkind_np(&rwattr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&rpc->auth_mu, &rwattr);
+	pthread_rwlockattr_destroy(&rwattr);
+	rpc->auth_mu_init = true;
+	if (!(rpc->auth = rpc_auth_table_new(cfg))) {
+		sbx_fail_errnum(err, ENOMEM, "token table");
+		return NULL;
+	}
 	if (!(rpc->pipes = rpc_pipes_new())) {
 		sbx_fail_errnum(err, ENOMEM, "connection table");
 		return NULL;
@@ -796,6 +822,32 @@ struct sbx_rpc *sbx_rpc_start(const struct sbx_config *cfg, struct sbx_runs *run
 	return sbx_steal_ptr(rpc);
 }
 
+int sbx_rpc_reload(struct sbx_rpc *rpc, const struct sbx_config *next, char *changed, size_t size,
+		   struct sbx_err *err)
+{
+	struct rpc_auth_table *tab = rpc_auth_table_new(next), *old;
+	size_t n, len;
+
+	if (!tab)
+		return sbx_fail_errnum(err, ENOMEM, "token table");
+	/* The step that can fail first: a bad certificate refuses the whole
+	 * reload with nothing changed. */
+	if (rpc_listen_tls_reload(&rpc->listeners, next, changed, size, err) < 0) {
+		free(tab);
+		return -1;
+	}
+	pthread_rwlock_wrlock(&rpc->auth_mu);
+	old = rpc->auth;
+	n = rpc_auth_table_changes(old, tab);
+	rpc->auth = tab;
+	pthread_rwlock_unlock(&rpc->auth_mu);
+	free(old);
+	len = strlen(changed);
+	if (n && len < size)
+		snprintf(changed + len, size - len, "%stokens (%zu changed)", len ? ", " : "", n);
+	return 0;
+}
+
 int sbx_rpc_stop(struct sbx_rpc *rpc)
 {
 	if (!rpc)
@@ -838,6 +890,9 @@ int sbx_rpc_stop(struct sbx_rpc *rpc)
 		if (rpc->pool_started[i])
 			rpc_pool_destroy(&rpc->pools[i]);
 	pthread_mutex_destroy(&rpc->pipes_mu);
+	if (rpc->auth_mu_init)
+		pthread_rwlock_destroy(&rpc->auth_mu);
+	free(rpc->auth);
 	free(rpc);
 	/* nng's task threads and globals, so valgrind sees nothing left. */
 	nng_fini();

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "clock.h"
@@ -26,11 +27,13 @@ struct sbx_runs *runs_new(void)
 		return NULL;
 	/* The config's default ceilings; quotas stay 0 (off) without settings. */
 	sbx_config_limits_defaults(&defaults);
-	runs->cfg.limits_max = defaults.limits_max;
-	runs->cfg.idle_seconds_default = SBX_IDLE_SECONDS_DEFAULT;
-	runs->cfg.expired_keep_seconds = SBX_EXPIRED_KEEP_SECONDS_DEFAULT;
+	runs->live.limits_max = defaults.limits_max;
+	runs->live.idle_seconds_default = SBX_IDLE_SECONDS_DEFAULT;
+	runs->live.expired_keep_seconds = SBX_EXPIRED_KEEP_SECONDS_DEFAULT;
 	runs->lock_fd = -1;
 	snprintf(runs->host.cgroup, sizeof(runs->host.cgroup), "none");
+	pthread_mutex_init(&runs->live_mu, NULL);
+	pthread_mutex_init(&runs->tomb_mu, NULL);
 	pthread_mutex_init(&runs->mu, NULL);
 	cond_init_monotonic(&runs->cv);
 	cond_init_monotonic(&runs->sweeper_cv);
@@ -46,6 +49,8 @@ void runs_free(struct sbx_runs *runs)
 	pthread_cond_destroy(&runs->sweeper_cv);
 	pthread_cond_destroy(&runs->cv);
 	pthread_mutex_destroy(&runs->mu);
+	pthread_mutex_destroy(&runs->tomb_mu);
+	pthread_mutex_destroy(&runs->live_mu);
 	free(runs);
 }
 
@@ -58,7 +63,7 @@ static void metrics_at_start(struct sbx_runs *runs)
 	struct sbx_err ignored;
 
 	sbx_metrics_set(SBX_M_RUNS_MAX, 0, runs->cfg.runs_max);
-	sbx_metrics_set(SBX_M_DISK_QUOTA, 0, (int64_t)(runs->cfg.quotas.host_mb << 20));
+	sbx_metrics_set(SBX_M_DISK_QUOTA, 0, (int64_t)(runs_live(runs).quotas.host_mb << 20));
 	sbx_metrics_set(SBX_M_HOST_UID_SLOTS, 0,
 			runs->cfg.host_uids_shared ? 0 : (int64_t)runs->cfg.host_uid_slots);
 	/* A store that cannot be read now leaves the gauge at 0; Health says why. */
@@ -95,17 +100,40 @@ void sbx_runs_stop_accepting(struct sbx_runs *runs)
 	runs_stop_taking(runs);
 }
 
+unsigned sbx_runs_count(struct sbx_runs *runs)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&runs->mu);
+	n = runs->count;
+	pthread_mutex_unlock(&runs->mu);
+	return n;
+}
+
 static void *teardown_thread(void *arg)
 {
 	struct sbx_run *r = arg;
+	Sbx__V1__RunManifest *m = NULL;
 	struct sbx_rpc_status st;
 
-	r->teardown_why = "shutdown"; /* [owner]: claimed by runs_claim_all */
-	run_teardown(r, NULL, &st);
+	/* [owner]: claimed by runs_claim_all, teardown_why set by it. A
+	 * drain's teardown writes the manifest to the audit log (nobody is
+	 * there to take it); a second signal's does not hash /out. */
+	run_teardown(r, strcmp(r->teardown_why, "drain") == 0 ? &m : NULL, &st);
+	sbx__v1__run_manifest__free_unpacked(m, NULL);
 	return NULL;
 }
 
-void sbx_runs_teardown_all(struct sbx_runs *runs)
+/* Before their teardown starts: a caller of one of them hears from now on
+ * that the drain took it (a tombstone each, runs_registry.h). */
+static void remember_drained(struct sbx_run **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		runs_tombstone(v[i], "torn down by sbxd's drain (sbxd is stopping and its "
+				     "drain_seconds passed)");
+}
+
+void sbx_runs_teardown_all(struct sbx_runs *runs, const char *why)
 {
 	struct sbx_run **v = NULL;
 	pthread_t *tids;
@@ -114,6 +142,10 @@ void sbx_runs_teardown_all(struct sbx_runs *runs)
 	/* Nothing is swept behind the drain's back from here on. */
 	sweeper_stop(runs);
 	n = runs_claim_all(runs, sbx_mono_ms() + DRAIN_WAIT_MS, &v);
+	if (v && strcmp(why, "drain") == 0)
+		remember_drained(v, n);
+	for (size_t i = 0; v && i < n; i++)
+		v[i]->teardown_why = why; /* [owner]: claimed above */
 	tids = calloc(n ? n : 1, sizeof(*tids));
 
 	/* In parallel: each may wait seconds for its helper. */
@@ -143,6 +175,6 @@ void sbx_runs_teardown_all(struct sbx_runs *runs)
 
 void sbx_runs_shutdown(struct sbx_runs *runs)
 {
-	sbx_runs_teardown_all(runs);
+	sbx_runs_teardown_all(runs, "shutdown");
 	runs_free(runs);
 }

@@ -583,7 +583,7 @@ static int out_dup(struct sbx_run *r, struct sbx_rpc_status *st)
 	if (!sbx_policy_mount(r->policy, "/out"))
 		return sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
 				    "run %s has no /out (the policy mounts none)", r->id);
-	return sbx_rpc_fail(st, SBX__V1__CODE__NOT_FOUND, "run %s not found", r->id);
+	return runs_not_found(r->runs, r->identity, r->id, st);
 }
 
 size_t artifacts_reply_bytes(const struct sbx_runs *runs)

@@ -277,7 +277,7 @@ static int check_input_dir(struct sbx_run *r, const char *dir, struct sbx_rpc_st
 }
 
 static int validate(struct sbx_run *r, const Sbx__V1__CreateRunRequest *req,
-		    struct sbx_rpc_status *st)
+		    const struct sbx_limits_max *max, struct sbx_rpc_status *st)
 {
 	bool has_data = sbx_policy_mount(r->policy, "/data") != NULL;
 	bool has_dir = req->input_dir && req->input_dir[0];
@@ -292,8 +292,7 @@ static int validate(struct sbx_run *r, const Sbx__V1__CreateRunRequest *req,
 		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 				    "inputs: a run with input_dir takes no uploads; give one or "
 				    "the other");
-	if (ceilings_check(&r->runs->cfg.limits_max, r->policy, req, st) < 0 ||
-	    inputs_from_request(r, req, st) < 0)
+	if (ceilings_check(max, r->policy, req, st) < 0 || inputs_from_request(r, req, st) < 0)
 		return -1;
 	if (has_dir && check_input_dir(r, req->input_dir, st) < 0)
 		return -1;
@@ -432,8 +431,10 @@ static int open_egress(struct sbx_run *r, struct sbx_rpc_status *st)
 	return 0;
 }
 
-/* Starts `sbx-helper serve` and waits for its Ready. */
-static int start_helper(struct sbx_run *r, int64_t *spawned, struct sbx_rpc_status *st)
+/* Starts `sbx-helper serve` and waits for its Ready; run_files is the
+ * run's share of the host's file table (config limits_max.files). */
+static int start_helper(struct sbx_run *r, uint64_t run_files, int64_t *spawned,
+			struct sbx_rpc_status *st)
 {
 	const struct runs_settings *set = &r->runs->cfg;
 	_cleanup_free_ char *policy = NULL;
@@ -489,8 +490,7 @@ static int start_helper(struct sbx_run *r, int64_t *spawned, struct sbx_rpc_stat
 	}
 	if (set->rlimit_fallback)
 		argv[n++] = "--allow-rlimit-fallback";
-	/* The run's share of the host's file table (config limits_max.files). */
-	snprintf(files, sizeof(files), "%llu", (unsigned long long)set->limits_max.files);
+	snprintf(files, sizeof(files), "%llu", (unsigned long long)run_files);
 	argv[n++] = "--run-files";
 	argv[n++] = files;
 	argv[n] = NULL;
@@ -632,6 +632,9 @@ static int respond(struct sbx_run *r, Sbx__V1__CreateRunResponse **resp, struct 
 SBX_HANDLER(create_run, Sbx__V1__CreateRunRequest, Sbx__V1__CreateRunResponse)
 {
 	struct sbx_run *r = run_alloc(runs);
+	/* One set of settings for the whole decision, whatever a reload does
+	 * meanwhile (runs_reload.c). */
+	const struct runs_live live = runs_live(runs);
 	char hex[65];
 	int64_t spawned = 0;
 	uint64_t run_ms;
@@ -640,8 +643,8 @@ SBX_HANDLER(create_run, Sbx__V1__CreateRunRequest, Sbx__V1__CreateRunResponse)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	snprintf(r->identity, sizeof(r->identity), "%s", who->name);
 	r->policy = request_policy(req, st);
-	lease_fill_default(r->policy, runs->cfg.idle_seconds_default);
-	if (!r->policy || validate(r, req, st) < 0) {
+	lease_fill_default(r->policy, live.idle_seconds_default);
+	if (!r->policy || validate(r, req, &live.limits_max, st) < 0) {
 		run_unref(r);
 		return -1;
 	}
@@ -671,7 +674,7 @@ SBX_HANDLER(create_run, Sbx__V1__CreateRunRequest, Sbx__V1__CreateRunResponse)
 		abandon(r);
 		return -1;
 	}
-	if (open_egress(r, st) < 0 || start_helper(r, &spawned, st) < 0) {
+	if (open_egress(r, st) < 0 || start_helper(r, live.limits_max.files, &spawned, st) < 0) {
 		abandon(r);
 		return -1;
 	}

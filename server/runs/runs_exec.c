@@ -101,7 +101,7 @@ static int check_run(struct sbx_run *r, struct sbx_rpc_status *st) REQUIRES(r->m
 	const char *missing;
 
 	if (run_is_claimed(r))
-		return sbx_rpc_fail(st, SBX__V1__CODE__NOT_FOUND, "run %s not found", r->id);
+		return runs_not_found(r->runs, r->identity, r->id, st);
 	if (r->state == RUN_EXPIRED)
 		return sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
 				    "run %s has expired (%s ran out); its artifacts stay "

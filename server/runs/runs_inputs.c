@@ -416,7 +416,8 @@ static int record_grows_too_much(struct sbx_run *r, const Sbx__V1__PutInputReque
 static struct run_input *declare(struct sbx_run *r, const Sbx__V1__PutInputRequest *req,
 				 bool charged, struct sbx_rpc_status *st) REQUIRES(r->mu)
 {
-	const struct sbx_limits_max *max = &r->runs->cfg.limits_max;
+	const struct runs_live live = runs_live(r->runs);
+	const struct sbx_limits_max *max = &live.limits_max;
 	size_t len = strlen(req->path), n = r->n_inputs + r->n_added;
 	uint64_t bytes = r->added_bytes, depth = components(req->path);
 	const char *why, *other;
@@ -510,7 +511,7 @@ static struct run_input *check_run(struct sbx_run *r, const Sbx__V1__PutInputReq
 	const char *why;
 
 	if (run_is_claimed(r)) {
-		sbx_rpc_fail(st, SBX__V1__CODE__NOT_FOUND, "run %s not found", r->id);
+		runs_not_found(r->runs, r->identity, r->id, st);
 		return NULL;
 	}
 	if (r->caller_data) {

@@ -9,10 +9,15 @@
  *     without a lock (the store locks what it changes itself);
  *   egress, egress_down: written by sbx_runs_set_egress before any handler
  *     runs, constant after: read without a lock;
+ *   live: what a reload may change (sbx_runs_reload), under live_mu, a
+ *     leaf lock (nothing is taken while it is held, so it may be taken
+ *     under any other): read only as a copy, runs_live(), so that one
+ *     decision (a CreateRun) uses one consistent set of values;
+ *   tombstones: runs someone other than their owner tore down (an
+ *     operator, the drain), under tomb_mu (a leaf lock too), so that their
+ *     owners learn why (runs_not_found);
  *   the registry (head ... draining): the registry lock `mu`, which may be
- *     taken before a run's lock, never after it (runs_registry.c);
- *   cfg.capacity: read under `mu` (runs_registry.c, runs_operator.c), so
- *     that a reload may replace it under `mu` while runs are created. */
+ *     taken before a run's lock, never after it (runs_registry.c). */
 #ifndef SBX_RUNS_MANAGER_H
 #define SBX_RUNS_MANAGER_H
 
@@ -49,14 +54,19 @@ struct runs_settings {
 	char *input_dirs[SBX_CONFIG_MAX_INPUT_DIRS]; /* realpath'd */
 	size_t n_input_dirs;
 	uint32_t runs_max;
+	uint64_t max_message_bytes; /* a listing and a manifest fit in it */
+	bool allow_unpinned;	    /* images.allow_unpinned: a name:tag alone runs */
+	char *helper_env[8];	    /* NULL-terminated: what sbx-helper runs with */
+};
+
+/* The settings a reload may change (sbx_runs_reload): runs already there
+ * keep what they were created with; the next decision uses the new ones. */
+struct runs_live {
 	uint32_t runs_max_per_identity; /* live runs: one that stopped does not count */
 	uint32_t idle_seconds_default;	/* a policy's idle_seconds 0 (runs_lease.c) */
 	uint32_t expired_keep_seconds;	/* a stopped run is kept, then swept */
 	struct sbx_limits_max limits_max;
 	struct sbx_quotas quotas;
-	uint64_t max_message_bytes;	     /* a listing and a manifest fit in it */
-	bool allow_unpinned;		     /* images.allow_unpinned: a name:tag alone runs */
-	char *helper_env[8];		     /* NULL-terminated: what sbx-helper runs with */
 	struct sbx_config_capacity capacity; /* config capacity (runs_capacity.c) */
 };
 
@@ -72,8 +82,9 @@ struct runs_host {
 	char capacity_source[160]; /* where they come from, for Health */
 };
 
-/* Runs torn down by someone other than their owner (an operator), kept so
- * the owner is told so rather than NOT_FOUND: at most RUNS_TOMBSTONES,
+/* Runs torn down by someone other than their owner (an operator, the
+ * SIGTERM drain), kept so the owner is told so rather than NOT_FOUND (and
+ * nobody else learns the id existed): at most RUNS_TOMBSTONES,
  * each for RUNS_TOMBSTONE_MS, the oldest overwritten (runs_registry.c). */
 #define RUNS_TOMBSTONES	  256
 #define RUNS_TOMBSTONE_MS (3600 * 1000)
@@ -105,6 +116,12 @@ struct sbx_runs {
 	struct sbx_egress *egress;
 	char egress_down[SBX_ERR_MAX];
 
+	pthread_mutex_t live_mu; /* leaf: live */
+	struct runs_live live;
+	pthread_mutex_t tomb_mu; /* leaf: tombstones, tombstone_next */
+	struct runs_tombstone tombstones[RUNS_TOMBSTONES];
+	unsigned tombstone_next; /* the slot the next one takes */
+
 	pthread_mutex_t mu; /* the registry lock */
 	pthread_cond_t cv;  /* creating dropped to 0 (CLOCK_MONOTONIC) */
 	struct sbx_run *head;
@@ -113,8 +130,6 @@ struct sbx_runs {
 	bool draining;	       /* SIGTERM's drain: CreateRun answers UNAVAILABLE */
 	bool operator_drain;   /* an operator's Drain: the same, until undrained */
 	uint64_t disk_charged; /* the runs' disk_charged summed (runs_quota.c) */
-	struct runs_tombstone tombstones[RUNS_TOMBSTONES];
-	unsigned tombstone_next; /* the slot the next one takes */
 	/* Listings of /out and digest passes in progress, per identity
 	 * (runs_artifacts.c): each is bounded in time, and these bound how
 	 * many workers they hold at once. */
@@ -136,6 +151,11 @@ struct sbx_runs {
 struct sbx_runs *runs_new(void);
 /* Frees an empty manager (every run torn down) and its settings. */
 void runs_free(struct sbx_runs *runs);
+/* ---- runs_reload.c ---- */
+/* A copy of the settings a reload may change, as they are now. */
+struct runs_live runs_live(struct sbx_runs *runs);
+/* The settings a reload may change, from sbxd's config. */
+void runs_live_from(struct runs_live *live, const struct sbx_config *cfg);
 
 /* ---- runs_startup.c ---- */
 /* Settings from sbxd's config, the state directory locked and cleaned,

@@ -45,7 +45,8 @@ void operator_audit(const struct sbx_identity *who, struct sbx_run *r, const cha
 int operator_health(struct sbx_runs *runs, const struct sbx_identity *who,
 		    Sbx__V1__HealthResponse *h)
 {
-	struct sbx_config_capacity cfg;
+	/* One copy of what a reload may change. */
+	struct sbx_config_capacity cfg = runs_live(runs).capacity;
 	const struct sbx_config_capacity *c = &cfg;
 	struct capacity_view v;
 	struct run_cost committed;
@@ -64,7 +65,6 @@ int operator_health(struct sbx_runs *runs, const struct sbx_identity *who,
 	}
 	h->operator_drain = runs->operator_drain;
 	h->shutdown_drain = runs->draining;
-	cfg = runs->cfg.capacity; /* a reload replaces it under mu */
 	v = capacity_view_of(c, &runs->host);
 	committed = capacity_committed(runs);
 	pthread_mutex_unlock(&runs->mu);

@@ -154,7 +154,7 @@ static int read_kept(struct sbx_run *r, struct run_exec *e, int which, uint64_t 
 	spill_name(e, which, name, sizeof(name));
 	fd = openat(r->spill_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0 && errno == ENOENT) /* the run directory went with a teardown */
-		return sbx_rpc_fail(st, SBX__V1__CODE__NOT_FOUND, "run %s not found", r->id);
+		return runs_not_found(r->runs, r->identity, r->id, st);
 	if (fd < 0)
 		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "output of exec-%llu",
 					  (unsigned long long)e->num);

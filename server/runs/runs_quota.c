@@ -53,7 +53,8 @@ static int below_reserve(struct sbx_rpc_status *st, const char *what, uint64_t a
 int quota_reserve_check(struct sbx_runs *runs, uint64_t bytes, uint64_t inodes, const char *what,
 			struct sbx_rpc_status *st)
 {
-	const struct sbx_quotas *q = &runs->cfg.quotas;
+	const struct runs_live live = runs_live(runs);
+	const struct sbx_quotas *q = &live.quotas;
 	uint64_t reserve = q->reserve_mb * MIB;
 	struct disk_free avail = disk_free(runs);
 
@@ -85,7 +86,8 @@ int quota_charge(struct sbx_run *r, uint64_t bytes, uint64_t inodes, const char 
 		 struct sbx_rpc_status *st)
 {
 	struct sbx_runs *runs = r->runs;
-	const struct sbx_quotas *q = &runs->cfg.quotas;
+	const struct runs_live live = runs_live(runs);
+	const struct sbx_quotas *q = &live.quotas;
 	int rc = 0;
 
 	if (quota_reserve_check(runs, bytes, inodes, what, st) < 0)

@@ -62,22 +62,20 @@ static bool capacity_fits(struct sbx_runs *runs, struct sbx_run *r, const struct
 int run_register(struct sbx_run *r, struct sbx_rpc_status *st)
 {
 	struct sbx_runs *runs = r->runs;
-	struct sbx_config_capacity cfg;
-	struct capacity_view cap;
+	/* One copy of what a reload may change: this decision uses it all. */
+	struct runs_live live = runs_live(runs);
+	uint32_t per_identity = live.runs_max_per_identity;
+	struct capacity_view cap = capacity_view_of(&live.capacity, &runs->host);
 	struct sbx_rpc_status probe = {0};
 	int rc = 0;
 
-	pthread_mutex_lock(&runs->mu);
-	cfg = runs->cfg.capacity; /* a reload replaces it under mu */
-	cap = capacity_view_of(&cfg, &runs->host);
 	/* What the host can never give is the policy's fault, whatever runs. */
-	if (capacity_check_ever(&cap, &cfg, capacity_cost(r->policy), st) < 0) {
-		pthread_mutex_unlock(&runs->mu);
+	if (capacity_check_ever(&cap, &live.capacity, capacity_cost(r->policy), st) < 0)
 		return -1;
-	}
+	pthread_mutex_lock(&runs->mu);
 	if (!runs->draining && !runs->operator_drain &&
 	    (runs->count >= runs->cfg.runs_max || !capacity_fits(runs, r, &cap, &probe)) &&
-	    count_identity(runs, r->identity) < runs->cfg.runs_max_per_identity) {
+	    count_identity(runs, r->identity) < per_identity) {
 		/* Stopped runs hold registry slots (and their memory, capacity)
 		 * that no live run needs: one goes now (one teardown at most, in
 		 * this thread), so that one identity's stopped runs never lock
@@ -100,11 +98,11 @@ int run_register(struct sbx_run *r, struct sbx_rpc_status *st)
 				  "this host already has %u runs, the maximum (runs_max); tear "
 				  "one down first",
 				  runs->count);
-	else if (count_identity(runs, r->identity) >= runs->cfg.runs_max_per_identity)
+	else if (count_identity(runs, r->identity) >= per_identity)
 		rc = sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED,
 				  "%s already has %u runs, the maximum per identity "
 				  "(runs_max_per_identity); tear one down first",
-				  r->identity, runs->cfg.runs_max_per_identity);
+				  r->identity, per_identity);
 	else if (!capacity_fits(runs, r, &cap, st))
 		rc = -1; /* charged with the count, under this lock: never past it */
 	if (rc == 0) {
@@ -153,7 +151,7 @@ void run_unregister(struct sbx_run *r)
 	run_unref(r);
 }
 
-/* Registry lock held: why who's run id is gone, when someone else tore
+/* tomb_mu held: why who's run id is gone, when someone else tore
  * it down lately (a tombstone); NULL. */
 static const struct runs_tombstone *tombstone_of(struct sbx_runs *runs, const char *owner,
 						 const char *id)
@@ -175,7 +173,7 @@ void runs_tombstone(struct sbx_run *r, const char *why)
 	struct sbx_runs *runs = r->runs;
 	struct runs_tombstone *t;
 
-	pthread_mutex_lock(&runs->mu);
+	pthread_mutex_lock(&runs->tomb_mu);
 	t = &runs->tombstones[runs->tombstone_next];
 	runs->tombstone_next = (runs->tombstone_next + 1) % RUNS_TOMBSTONES;
 	snprintf(t->id, sizeof(t->id), "%s", r->id);
@@ -183,22 +181,7 @@ void runs_tombstone(struct sbx_run *r, const char *why)
 	snprintf(t->why, sizeof(t->why), "%s", why);
 	t->at = sbx_mono_ms();
 	t->at_unix_ms = sbx_unix_ms();
-	pthread_mutex_unlock(&runs->mu);
-}
-
-/* Registry lock held: NOT_FOUND, or what the owner's tombstone says. */
-static void not_found(struct sbx_runs *runs, const struct sbx_identity *who, const char *id,
-		      struct sbx_rpc_status *st)
-{
-	const struct runs_tombstone *t = tombstone_of(runs, who->name, id);
-
-	if (t)
-		sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
-			     "run %.64s was %s at unix ms %lld; it is gone (its manifest is in "
-			     "the audit log)",
-			     id, t->why, (long long)t->at_unix_ms);
-	else
-		sbx_rpc_fail(st, SBX__V1__CODE__NOT_FOUND, "run %.64s not found", id);
+	pthread_mutex_unlock(&runs->tomb_mu);
 }
 
 static struct sbx_run *lookup(struct sbx_runs *runs, const struct sbx_identity *who, const char *id,
@@ -222,9 +205,9 @@ static struct sbx_run *lookup(struct sbx_runs *runs, const struct sbx_identity *
 			break;
 		}
 	}
-	if (!found)
-		not_found(runs, who, id, st);
 	pthread_mutex_unlock(&runs->mu);
+	if (!found)
+		runs_not_found(runs, who->name, id, st);
 	return found;
 }
 
@@ -238,6 +221,28 @@ struct sbx_run *run_lookup_operator(struct sbx_runs *runs, const struct sbx_iden
 				    const char *id, struct sbx_rpc_status *st)
 {
 	return lookup(runs, who, id, who->operator, st);
+}
+
+int runs_not_found(struct sbx_runs *runs, const char *identity, const char *id,
+		   struct sbx_rpc_status *st)
+{
+	const struct runs_tombstone *t;
+	char why[sizeof(t->why)];
+	int64_t at_unix_ms = 0;
+
+	pthread_mutex_lock(&runs->tomb_mu);
+	t = tombstone_of(runs, identity, id);
+	if (t) {
+		memcpy(why, t->why, sizeof(why));
+		at_unix_ms = t->at_unix_ms;
+	}
+	pthread_mutex_unlock(&runs->tomb_mu);
+	if (t)
+		return sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
+				    "run %.64s was %s at unix ms %lld; it is gone (its manifest is "
+				    "in the audit log)",
+				    id, why, (long long)at_unix_ms);
+	return sbx_rpc_fail(st, SBX__V1__CODE__NOT_FOUND, "run %.64s not found", id);
 }
 
 struct sbx_run *run_take_unfinished(struct sbx_runs *runs, const struct sbx_identity *who,
@@ -281,7 +286,7 @@ int run_claim(struct sbx_run *r, struct sbx_rpc_status *st)
 	ok = claim(r);
 	pthread_mutex_unlock(&runs->mu);
 	if (!ok)
-		return sbx_rpc_fail(st, SBX__V1__CODE__NOT_FOUND, "run %s not found", r->id);
+		return runs_not_found(runs, r->identity, r->id, st);
 	return 0;
 }
 
@@ -335,10 +340,12 @@ unsigned runs_listed(struct sbx_runs *runs)
 
 void runs_slots(struct sbx_runs *runs, const char *identity, unsigned *host, unsigned *own)
 {
+	uint32_t per_identity = runs_live(runs).runs_max_per_identity;
+
 	pthread_mutex_lock(&runs->mu);
 	*host = runs->count < runs->cfg.runs_max ? runs->cfg.runs_max - runs->count : 0;
 	*own = count_identity(runs, identity);
-	*own = *own < runs->cfg.runs_max_per_identity ? runs->cfg.runs_max_per_identity - *own : 0;
+	*own = *own < per_identity ? per_identity - *own : 0;
 	pthread_mutex_unlock(&runs->mu);
 }
 

@@ -38,6 +38,13 @@ void runs_tombstone(struct sbx_run *r, const char *why);
 /* Registry slots free host-wide (runs_max less every registered run) and
  * for identity (runs_max_per_identity less its live runs). */
 void runs_slots(struct sbx_runs *runs, const char *identity, unsigned *host, unsigned *own);
+/* The answer for a run id its caller (identity) cannot reach: NOT_FOUND
+ * ("run ID not found"), or, for a run of that identity's that the SIGTERM
+ * drain tore down, FAILED_PRECONDITION saying so (nobody else learns that
+ * the id existed). Returns -1. Takes only a leaf lock: callable under a
+ * run's lock. */
+int runs_not_found(struct sbx_runs *runs, const char *identity, const char *id,
+		   struct sbx_rpc_status *st);
 /* A TORN run of who's (any run, with who NULL) whose teardown could not
  * finish, referenced and taken (one retry at a time), or NULL. */
 struct sbx_run *run_take_unfinished(struct sbx_runs *runs, const struct sbx_identity *who,

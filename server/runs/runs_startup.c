@@ -189,12 +189,6 @@ static int copy_settings(struct runs_settings *set, const struct sbx_config *cfg
 	if (cfg->host_id_dir && !(set->host_id_dir = strdup(cfg->host_id_dir)))
 		return sbx_fail_errno(err, "settings");
 	set->runs_max = cfg->runs_max ? cfg->runs_max : 64;
-	set->runs_max_per_identity = cfg->runs_max_per_identity ? cfg->runs_max_per_identity : 16;
-	set->limits_max = cfg->limits_max;
-	set->idle_seconds_default = cfg->idle_seconds_default;
-	set->expired_keep_seconds = cfg->expired_keep_seconds;
-	set->quotas = cfg->quotas;
-	set->capacity = cfg->capacity;
 	set->max_message_bytes = cfg->max_message_bytes ? cfg->max_message_bytes : (4u << 20);
 	set->allow_unpinned = cfg->images.allow_unpinned;
 	for (size_t i = 0; i < cfg->n_input_dirs && i < SBX_CONFIG_MAX_INPUT_DIRS; i++) {
@@ -369,6 +363,7 @@ int runs_startup(struct sbx_runs *runs, const struct sbx_config *cfg, struct sbx
 	struct rlimit rl;
 	json_t *dirs, *cgroups;
 
+	runs_live_from(&runs->live, cfg);
 	if (copy_settings(&runs->cfg, cfg, err) < 0)
 		return sbx_err_prefix(err, "runs");
 	/* Each run holds a handful of fds and each running exec four: the

@@ -330,6 +330,7 @@ static int health_images(struct sbx_runs *runs, Sbx__V1__HealthResponse *h,
 SBX_HANDLER(health, Sbx__V1__HealthRequest, Sbx__V1__HealthResponse)
 {
 	Sbx__V1__HealthResponse *h = malloc(sizeof(*h));
+	const struct runs_live live = runs_live(runs);
 
 	if (!h)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
@@ -339,14 +340,14 @@ SBX_HANDLER(health, Sbx__V1__HealthRequest, Sbx__V1__HealthResponse)
 	h->identity = xstrdup(who->name);
 	h->runs_active = runs_listed(runs);
 	h->runs_max = runs->cfg.runs_max;
-	h->runs_max_per_identity = runs->cfg.runs_max_per_identity;
+	h->runs_max_per_identity = live.runs_max_per_identity;
 	h->userns = runs->host.userns;
 	h->seccomp = runs->host.seccomp;
 	h->audit_lines_lost = sbx_audit_lost();
 	/* Read now: an administrator may have raised it since sbxd started. */
 	h->file_max = sbx_host_file_max();
-	h->run_files = runs->cfg.limits_max.files;
-	h->run_pinned_files = runs->cfg.limits_max.pinned_files;
+	h->run_files = live.limits_max.files;
+	h->run_pinned_files = live.limits_max.pinned_files;
 	h->runs_fit = sbx_runs_fit(h->file_max, h->run_files, h->run_pinned_files);
 	h->host_uids = xstrdup(runs->cfg.host_uids_shared ? "shared" : "subordinate");
 	h->host_uid_slots = runs->cfg.host_uid_slots;

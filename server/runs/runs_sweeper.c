@@ -93,12 +93,12 @@ static struct sbx_run *pick(struct sbx_runs *runs, const char **why)
 	struct sbx_run *found = NULL;
 	size_t n;
 	struct stopped *v = collect(runs, &n);
+	const struct runs_live live = runs_live(runs);
 
 	if (!v)
 		return NULL; /* the next round tries again */
 	for (size_t i = 0; i < n && !found; i++)
-		if (v[i].sweepable &&
-		    now >= keep_ends_at(v[i].at, runs->cfg.expired_keep_seconds)) {
+		if (v[i].sweepable && now >= keep_ends_at(v[i].at, live.expired_keep_seconds)) {
 			found = v[i].r;
 			*why = "expired_keep";
 		}
@@ -112,7 +112,7 @@ static struct sbx_run *pick(struct sbx_runs *runs, const char **why)
 			if (v[j].sweepable && first == n)
 				first = j;
 		}
-		if (stopped > runs->cfg.runs_max_per_identity && first < n) {
+		if (stopped > live.runs_max_per_identity && first < n) {
 			found = v[first].r;
 			*why = "stopped_runs_max";
 		}

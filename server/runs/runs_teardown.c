@@ -379,7 +379,10 @@ int run_teardown(struct sbx_run *r, Sbx__V1__RunManifest **manifest, struct sbx_
 		for (int w = 0; w < 2; w++)
 			if (!e->out[w].closed)
 				stream_close(r, e, w);
-	run_end_execs(r, SBX__V1__EXIT_REASON__TORN_DOWN, "the run was torn down");
+	run_end_execs(r, SBX__V1__EXIT_REASON__TORN_DOWN,
+		      r->teardown_why && !strcmp(r->teardown_why, "drain")
+			  ? "the run was torn down by sbxd's drain (sbxd is stopping)"
+			  : "the run was torn down");
 	run_state_move(r, RUN_TORN);
 	if (!r->ended_ms)
 		r->ended_ms = sbx_unix_ms();

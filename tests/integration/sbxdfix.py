@@ -102,6 +102,9 @@ class Server:
             # Admission by capacity is test_sbxd_capacity.py's: elsewhere
             # the runs of a test never wait for this machine's few CPUs.
             "capacity": {"cpu_overcommit_percent": 10000, "memory_overcommit_percent": 1000},
+            # SIGTERM tears what is left down at once (as before drains
+            # existed); test_sbxd_drain.py sets its own.
+            "drain_seconds": 0,
         }
         cfg.update(config)
         self.config = self.path("sbxd.json")

@@ -13,7 +13,7 @@ target_link_libraries(test_rpc_url PRIVATE sbx_config sbx_check)
 add_test(NAME unit.rpc_url COMMAND test_rpc_url)
 
 # One program per module of the RPC library.
-foreach(module alloc auth conn_guard dedupe envelope pool reply strings)
+foreach(module alloc auth conn_guard dedupe envelope pool ratelimit reply strings)
   add_executable(test_rpc_${module} test_rpc_${module}.c)
   target_link_libraries(test_rpc_${module} PRIVATE sbx_rpc sbx_check)
   add_test(NAME unit.rpc_${module} COMMAND test_rpc_${module})

@@ -134,6 +134,13 @@ static void test_leases(void)
 	    "idle_seconds_default: must be 1..604800");
 	bad("keep negative", "{'expired_keep_seconds': -1}",
 	    "expired_keep_seconds: must be 0..604800");
+	rc = load("{}", &cfg, &err);
+	check(rc == 0 && cfg.drain_seconds == 300, "drain_seconds defaults to 300");
+	sbx_config_free(&cfg);
+	rc = load("{'drain_seconds': 0}", &cfg, &err);
+	check(rc == 0 && cfg.drain_seconds == 0, "drain_seconds 0: tear down at once");
+	sbx_config_free(&cfg);
+	bad("drain too long", "{'drain_seconds': 86401}", "drain_seconds: must be 0..86400");
 }
 
 static void test_connections(void)
@@ -835,6 +842,46 @@ static void test_capacity(void)
 	bad("an unknown capacity key", "{'capacity': {'cpus': 2}}", "capacity.cpus: unknown key");
 }
 
+/* A reload names the keys it cannot apply, and only those. */
+static void test_restart_keys(void)
+{
+	struct sbx_config a, b;
+	struct sbx_err err = {0};
+	char out[256];
+	size_t n;
+
+	if (!check(load("{'runs_max': 8, 'runs_max_per_identity': 4, 'state_dir': '/var/x'}", &a,
+			&err) == 0,
+		   "restart keys: first config loads"))
+		return;
+	if (!check(load("{'runs_max': 8, 'runs_max_per_identity': 2, 'state_dir': '/var/x', "
+			"'quotas': {'identity_mb': 5}, 'drain_seconds': 9, "
+			"'limits_max': {'memory_mb': 64}}",
+			&b, &err) == 0,
+		   "restart keys: second config loads")) {
+		sbx_config_free(&a);
+		return;
+	}
+	n = sbx_config_restart_keys(&a, &b, out, sizeof(out));
+	check(n == 0 && !strcmp(out, ""),
+	      "runs_max_per_identity, quotas, limits_max, drain_seconds reload: none needs a "
+	      "restart ('%s')",
+	      out);
+	sbx_config_free(&b);
+	if (load("{'runs_max': 9, 'state_dir': '/var/y', 'workers': 3, "
+		 "'connections': {'per_peer': 5}, 'listen': ['ipc:///tmp/other.sock']}",
+		 &b, &err) == 0) {
+		n = sbx_config_restart_keys(&a, &b, out, sizeof(out));
+		check(n == 5 && !strcmp(out, "listen, state_dir, runs_max, workers, connections"),
+		      "listen, state_dir, runs_max, workers, connections need a restart ('%s')",
+		      out);
+		n = sbx_config_restart_keys(&a, &b, out, 12);
+		check(n == 5 && strlen(out) < 12, "cut at its size, still counted");
+		sbx_config_free(&b);
+	}
+	sbx_config_free(&a);
+}
+
 int main(void)
 {
 	if (!mkdtemp(dir)) {
@@ -854,6 +901,7 @@ int main(void)
 	test_metrics();
 	test_operators();
 	test_capacity();
+	test_restart_keys();
 	unlink(path);
 	rmdir(dir);
 	return check_done();

@@ -15,7 +15,7 @@
 #include "config.h"
 #include "rpc_auth.h"
 
-static struct sbx_config cfg;
+static struct rpc_auth_table cfg;
 
 static void add_token(const char *name, const char *secret)
 {
@@ -116,7 +116,7 @@ static void test_operators(void)
 /* A hash one bit off must not match: every byte is compared. */
 static void test_one_bit_off(void)
 {
-	struct sbx_config saved = cfg;
+	struct rpc_auth_table saved = cfg;
 
 	for (size_t i = 0; i < 32; i += 31) {
 		cfg = saved;
@@ -168,6 +168,37 @@ static void test_audit(const char *log)
 	check(n >= 20 && n <= 60, "a flood of 200 refusals is rate-limited (%zu lines)", n);
 }
 
+/* A reload builds the table from the new config: a rotated token's old
+ * secret is refused by it, the new one accepted, and the changes counted. */
+static void test_rotation(void)
+{
+	struct sbx_config next = {0};
+	struct rpc_auth_table *tab;
+	struct sbx_identity who;
+	struct sbx_rpc_status st = {0};
+	unsigned int len = 0;
+
+	next.n_tokens = 2;
+	snprintf(next.tokens[0].name, sizeof(next.tokens[0].name), "alice");
+	EVP_Digest("secret-alice-2", 14, next.tokens[0].sha256, &len, EVP_sha256(), NULL);
+	next.tokens[1] = cfg.tokens[1]; /* bob unchanged; carol removed */
+	tab = rpc_auth_table_new(&next);
+	if (!check(tab != NULL, "a table from a config"))
+		return;
+	check(rpc_auth_table_changes(&cfg, tab) == 3,
+	      "alice's hash changed (2) and carol removed (1): 3 changes");
+	check(rpc_auth_table_changes(tab, tab) == 0, "a table against itself: no change");
+	check(rpc_auth(tab, &tls_ok, "secret-alice", "m", &who, &st) < 0 &&
+		  st.code == SBX__V1__CODE__UNAUTHENTICATED,
+	      "the rotated token's old secret is refused");
+	check(rpc_auth(tab, &tls_ok, "secret-alice-2", "m", &who, &st) == 0 &&
+		  !strcmp(who.name, "token:alice"),
+	      "its new secret is the same identity");
+	check(rpc_auth(tab, &tls_ok, "secret-carol", "m", &who, &st) < 0,
+	      "a removed token is refused");
+	free(tab);
+}
+
 int main(void)
 {
 	char dir[] = "/tmp/sbx-test-auth-XXXXXX";
@@ -191,6 +222,7 @@ int main(void)
 	test_identities();
 	test_one_bit_off();
 	test_operators();
+	test_rotation();
 	sbx_audit_close();
 	unlink(log);
 	rmdir(dir);

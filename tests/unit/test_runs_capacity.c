@@ -138,8 +138,8 @@ static void registry(void)
 	struct run_cost c;
 
 	runs->cfg.runs_max = 8;
-	runs->cfg.runs_max_per_identity = 8;
-	runs->cfg.capacity = (struct sbx_config_capacity){2000, 1000, 100, 100, 0};
+	runs->live.runs_max_per_identity = 8;
+	runs->live.capacity = (struct sbx_config_capacity){2000, 1000, 100, 100, 0};
 	a = registered(runs, "run-a", policy(1000, 400), &st); /* 448 MiB */
 	check(a != NULL, "a first run fits: %s", st.err.msg);
 	c = committed(runs);

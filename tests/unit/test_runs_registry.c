@@ -56,7 +56,7 @@ static void caps_and_owners(void)
 	size_t n;
 
 	runs->cfg.runs_max = 3;
-	runs->cfg.runs_max_per_identity = 2;
+	runs->live.runs_max_per_identity = 2;
 	a1 = registered(runs, &alice, "run-a1", &st);
 	check(a1 != NULL, "a first run registers");
 	check(!found(runs, &alice, "run-a1", &st) && st.code == SBX__V1__CODE__NOT_FOUND,
@@ -123,7 +123,7 @@ static void handlers_not_found(void)
 	struct sbx_run *r;
 	int rc;
 
-	runs->cfg.runs_max = runs->cfg.runs_max_per_identity = 4;
+	runs->cfg.runs_max = runs->live.runs_max_per_identity = 4;
 	r = registered(runs, &alice, "run-a1", &st);
 	run_publish(r);
 
@@ -177,7 +177,7 @@ static void create_run_refusals(void)
 	Sbx__V1__CreateRunResponse *resp = NULL;
 	int rc;
 
-	runs->cfg.runs_max = runs->cfg.runs_max_per_identity = 4;
+	runs->cfg.runs_max = runs->live.runs_max_per_identity = 4;
 	req.policy_json = "{";
 	rc = sbx_handle_create_run(runs, &alice, &req, &resp, &st);
 	check(rc < 0 && st.code == SBX__V1__CODE__INVALID_ARGUMENT && !resp,

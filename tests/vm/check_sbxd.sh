@@ -12,7 +12,7 @@ sbxd_unit_install() {
     mkdir -p /etc/sbx-vm
     cat > "$SBXD_CONF" <<JSON
 {"listen": ["$SBXD_ENDPOINT"], "state_dir": "/var/lib/sbxd-vm",
- "helper": "$HELPER", "idle_seconds_default": 300}
+ "helper": "$HELPER", "idle_seconds_default": 300, "drain_seconds": 5}
 JSON
     chmod 0644 "$SBXD_CONF"
     cat > /run/systemd/system/$UNIT <<UNIT
