@@ -24,10 +24,12 @@ as_caller() {
     runuser -u "$PKG_CALLER" -- env -i HOME=/home/$PKG_CALLER PATH=/usr/bin:/bin LANG=C.UTF-8 \
         TMPDIR=/tmp "$@"
 }
-pkg_journal() { journalctl -u $PKG_UNIT --no-pager -o cat 2>/dev/null | tail -n 60 >> "$LOG" || true; }
-# The first line of sbxd's journal that says why it stopped or refused.
+pkg_journal() {
+    journalctl -u $PKG_UNIT -u sbxd-check.service --no-pager -o cat 2>/dev/null | tail -n 60 >> "$LOG" || true
+}
+# The first line of sbxd's (or its check's) journal that says why it stopped or refused.
 pkg_journal_why() {
-    journalctl -u $PKG_UNIT --no-pager -o cat -n 40 2>/dev/null \
+    journalctl -u $PKG_UNIT -u sbxd-check.service --no-pager -o cat -n 40 2>/dev/null \
         | grep -m1 -E 'sbxd|sbx-helper|error|refus' | cut -c1-300
 }
 
@@ -297,7 +299,8 @@ check_package_purge() {
     DEBIAN_FRONTEND=noninteractive dpkg --purge python3-sbx-client sbxctl libsbxclient0 sbxd >> "$LOG" 2>&1 \
         || { echo "dpkg --purge failed: $(grep -m1 -E 'dpkg: |error' "$LOG" | cut -c1-300)"; return 1; }
     for p in /etc/sbx /var/lib/sbx /var/log/sbx /run/sbx /usr/sbin/sbxd /usr/libexec/sbx \
-             /lib/systemd/system/sbxd.service /etc/systemd/system/multi-user.target.wants/sbxd.service; do
+             /lib/systemd/system/sbxd.service /lib/systemd/system/sbxd-check.service \
+             /etc/systemd/system/multi-user.target.wants/sbxd.service; do
         [ ! -e "$p" ] || left="$left $p"
     done
     [ -z "$left" ] || { echo "left after purge:$left"; return 1; }
