@@ -123,7 +123,7 @@ check_package_install() {
     fi
     { echo "== systemd-analyze security $PKG_UNIT"; systemd-analyze security --no-pager $PKG_UNIT; } >> "$LOG" 2>&1
     score=$(systemd-analyze security --no-pager $PKG_UNIT 2>/dev/null | grep -m1 'Overall exposure level' \
-        | sed -E 's/.*: *//' | tr -d '\033' | sed -E 's/\[[0-9;]*m//g')
+        | sed -E 's/.*sbxd.service: *//; s/\x1b\[[0-9;]*m//g; s/ *:-?[|()]*$//')
     printf 'dpkg -i of 4 packages, sbxd.service active as sbx (NoNewPrivs 0), socket sbx 0660, subuid %s; INFO systemd-analyze security: %s' \
         "$(grep '^sbx:' /etc/subuid)" "${score:-?}"
 }
