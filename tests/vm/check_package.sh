@@ -257,11 +257,16 @@ check_package_reload() {
     pkg_set_config "c['tokens'] = [{'name': 'ci', 'sha256': '$sha_new'}]"
     systemctl reload $PKG_UNIT >> "$LOG" 2>&1 || { echo "systemctl reload failed: $(pkg_journal_why)"; return 1; }
     o=
+    # The reload is asynchronous: the old token is refused within 30 s.
     for _ in $(seq 1 30); do
-        as_caller "$PKG_CTL" --endpoint "$PKG_SOCK" --token-file "$d/old" health > "$d/oldh" 2>&1 || break
+        if ! as_caller "$PKG_CTL" --endpoint "$PKG_SOCK" --token-file "$d/old" health > "$d/oldh" 2>&1 \
+            && grep -q 'UNAUTHENTICATED' "$d/oldh"; then
+            break
+        fi
         sleep 1
     done
-    grep -q 'UNAUTHENTICATED' "$d/oldh" || o="the old token still works after the reload: $(why "$d/oldh")"
+    grep -q 'UNAUTHENTICATED' "$d/oldh" \
+        || o="the old token after the reload: want UNAUTHENTICATED, got: $(why "$d/oldh")"
     [ -n "$o" ] || as_caller "$PKG_CTL" --endpoint "$PKG_SOCK" --token-file "$d/new" status "$run" > "$d/st" 2>&1 \
         || o="the new token: $(why "$d/st")"
     [ -n "$o" ] || [ "$(systemctl show -p MainPID --value $PKG_UNIT)" = "$pid" ] || o="sbxd restarted instead of reloading"
