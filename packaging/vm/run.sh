@@ -33,7 +33,7 @@ results to stdout.
                      systemd), results.log (the checks' serial port) and
                      logs/ (each check's log, the journal); failed runs keep
                      them in the work directory anyway, which is printed
-  --timeout S        hard limit on the VM, boot included (default 720)
+  --timeout S        hard limit on the VM, boot included (default 1080: the package_* checks add about 4 minutes)
   --check-timeout S  limit on one check inside the guest (default 240)
   --cache DIR        the image cache (default /var/cache/sbx-vm)
   --rebuild-image    build the guest image even if it is cached
@@ -57,7 +57,7 @@ die() { printf '%s: error: %s\n' "$PROG" "$*" >&2; exit 1; }
 BUILD=$REPO/build
 CHECKS=.
 KEEP=
-TIMEOUT=720
+TIMEOUT=1080
 CHECK_TIMEOUT=240
 CACHE=${SBX_VM_CACHE:-/var/cache/sbx-vm}
 REBUILD=()
