@@ -32,7 +32,8 @@ PACKAGES=(build-essential cmake pkg-config gcc clang clang-format libseccomp-dev
           libarchive-dev libssl-dev openssl bubblewrap tinyproxy python3 iproute2
           curl valgrind ca-certificates python3-protobuf protobuf-compiler time
           umoci skopeo mmdebstrap busybox-static zstd uidmap libsystemd-dev apparmor
-          qemu-system-x86 e2fsprogs go-md2man
+          qemu-system-x86 e2fsprogs go-md2man libmbedtls-dev
+          debhelper dh-python dh-apparmor lintian fakeroot dpkg-dev
           prometheus)  # promtool: tests/integration/test_sbxd_metrics.py checks a scrape
 
 usage() {

@@ -148,7 +148,9 @@ finish() {
         # developer without root runs the rest and is told.
         if [ "$(id -u)" = 0 ]; then
             t0=$(date +%s)
-            bash "$REPO/packaging/vm/run.sh" --build-dir "$BUILD_DIR" || vrc=$?
+            # --debs build: the package_* checks install the .debs built
+            # from this tree (packaging/build-debs.sh).
+            bash "$REPO/packaging/vm/run.sh" --build-dir "$BUILD_DIR" --debs build || vrc=$?
             say "VM stage exit status $vrc ($(( $(date +%s) - t0 )) s)"
             [ "$rc" != 0 ] || rc=$vrc
         else

@@ -21,6 +21,7 @@
 #include "nng_err.h"
 #include "sleep.h"
 #include "text.h"
+#include "tls_names.h"
 #include "util.h"
 
 /* A server that answers nothing because no connection exists (it died, or
@@ -40,7 +41,9 @@ struct sbx_client {
 	int retries;
 	size_t max_message;
 	nng_socket sock;
-	nng_tls_config *tls; /* NULL unless tls+tcp */
+	nng_tls_config *tls;	     /* NULL unless tls+tcp */
+	char tls_name[256];	     /* the name the server's certificate must carry */
+	unsigned long name_failures; /* sbx_tls_name_failures() when a dial began */
 	pthread_mutex_t dial_lock;
 	bool dialed; /* a dialer holds (or is re-establishing) a connection */
 	nng_dialer dialer;
@@ -174,6 +177,9 @@ static int tls_setup(sbx_client *c, const struct sbx_client_opts *o, struct sbx_
 					c->endpoint);
 		name = host;
 	}
+	if (snprintf(c->tls_name, sizeof(c->tls_name), "%s", name) >= (int)sizeof(c->tls_name))
+		return sbx_fail(err, "%s: server name longer than %zu bytes", c->endpoint,
+				sizeof(c->tls_name) - 1);
 	if ((rv = nng_tls_config_alloc(&c->tls, NNG_TLS_MODE_CLIENT)) != 0)
 		return sbx_fail_nng(err, rv, "TLS");
 	if ((rv = nng_tls_config_auth_mode(c->tls, NNG_TLS_AUTH_MODE_REQUIRED)) != 0 ||
@@ -366,11 +372,42 @@ static void *dial_thread(void *arg)
 	return NULL;
 }
 
+/* What tls_names.c saw of the server certificate's names (nothing where
+ * it is not built: the error then stays nng's). */
+static unsigned long tls_name_failures(void)
+{
+#ifdef SBX_TLS_NAMES
+	return sbx_tls_name_failures();
+#else
+	return 0;
+#endif
+}
+
+static bool tls_name_failed(const sbx_client *c, char *sans, size_t size)
+{
+#ifdef SBX_TLS_NAMES
+	return sbx_tls_name_failed(c->name_failures, c->tls_name, sans, size);
+#else
+	(void)c, (void)sans, (void)size;
+	return false;
+#endif
+}
+
 static int dial_error(sbx_client *c, int rv, struct sbx_rpc_status *st)
 {
 	switch (rv) {
 	case NNG_EPEERAUTH:
-	case NNG_ECRYPTO:
+	case NNG_ECRYPTO: {
+		char sans[512];
+
+		if (c->tls && tls_name_failed(c, sans, sizeof(sans)))
+			return sbx_rpc_fail(
+			    st, SBX__V1__CODE__UNAVAILABLE,
+			    "TLS handshake with %s failed: the server's certificate "
+			    "does not name %s (it names %s); dial a name or address "
+			    "it carries, or give --tls-server-name",
+			    c->endpoint, c->tls_name, sans);
+	}
 		return sbx_rpc_fail_nng(st, SBX__V1__CODE__UNAVAILABLE, rv,
 					"TLS handshake with %s failed (check the CA, the client "
 					"certificate and the server name)",
@@ -414,6 +451,7 @@ static int dial_locked(sbx_client *c, uint32_t timeout_ms, struct sbx_rpc_status
 	    (rv = dialer_options(c, d)) != 0)
 		return dial_error(c, rv, st);
 	job.dialer = d;
+	c->name_failures = tls_name_failures();
 	waiter_init(&job.w);
 	if (pthread_create(&thread, NULL, dial_thread, &job) != 0) {
 		waiter_destroy(&job.w);

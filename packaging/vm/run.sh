@@ -14,7 +14,7 @@ usage() {
     cat <<EOF
 Usage: packaging/vm/run.sh [--build-dir DIR] [--checks REGEX] [--keep DIR]
                            [--timeout S] [--check-timeout S] [--cache DIR]
-                           [--rebuild-image] [--list] [--help]
+                           [--rebuild-image] [--debs DIR] [--list] [--help]
 
 Boots the cached Debian 12 guest (packaging/vm/build-image.sh builds it when
 its inputs changed) under qemu-system-x86_64 (TCG, -smp 2, -m 2G, no network),
@@ -33,10 +33,14 @@ results to stdout.
                      systemd), results.log (the checks' serial port) and
                      logs/ (each check's log, the journal); failed runs keep
                      them in the work directory anyway, which is printed
-  --timeout S        hard limit on the VM, boot included (default 720)
+  --timeout S        hard limit on the VM, boot included (default 1080: the package_* checks add about 4 minutes)
   --check-timeout S  limit on one check inside the guest (default 240)
   --cache DIR        the image cache (default /var/cache/sbx-vm)
   --rebuild-image    build the guest image even if it is cached
+  --debs DIR         put DIR's .deb files on the second disk (/opt/sbx/debs in
+                     the guest) for the package_* checks; DIR "build"
+                     builds them first with packaging/build-debs.sh into the
+                     work directory (without it, the package_* checks fail saying so)
   --list             print the checks' names and exit
   -h, --help         this text
 
@@ -53,10 +57,11 @@ die() { printf '%s: error: %s\n' "$PROG" "$*" >&2; exit 1; }
 BUILD=$REPO/build
 CHECKS=.
 KEEP=
-TIMEOUT=720
+TIMEOUT=1080
 CHECK_TIMEOUT=240
 CACHE=${SBX_VM_CACHE:-/var/cache/sbx-vm}
 REBUILD=()
+DEBS=
 while [ $# -gt 0 ]; do
     case "$1" in
         --build-dir)     [ $# -ge 2 ] || die "--build-dir needs a directory"; BUILD=$2; shift 2 ;;
@@ -66,6 +71,7 @@ while [ $# -gt 0 ]; do
         --check-timeout) [ $# -ge 2 ] || die "--check-timeout needs seconds"; CHECK_TIMEOUT=$2; shift 2 ;;
         --cache)         [ $# -ge 2 ] || die "--cache needs a directory"; CACHE=$2; shift 2 ;;
         --rebuild-image) REBUILD=(--rebuild); shift ;;
+        --debs)          [ $# -ge 2 ] || die "--debs needs a directory (or \"build\")"; DEBS=$2; shift 2 ;;
         --list)          sed -n '/^ALL=(/,/)/p' "$REPO/tests/vm/guest.sh" | tr -d '()' \
                              | sed 's/^ALL=//' | tr -s ' ' '\n' | grep -v '^$'; exit 0 ;;
         -h|--help)       usage; exit 0 ;;
@@ -124,6 +130,16 @@ for dst in "${!BINS[@]}"; do
 done
 cp -r "$REPO/tests/vm" "$STAGE/tests/vm"
 cp -r "$REPO/packaging/examples/reconcile" "$STAGE/packaging/examples/reconcile"
+if [ -n "$DEBS" ]; then
+    if [ "$DEBS" = build ]; then
+        DEBS=$WORK/debs
+        say "building the Debian packages (packaging/build-debs.sh $DEBS)"
+        bash "$REPO/packaging/build-debs.sh" --no-lintian "$DEBS" >&2 || die "the Debian packages could not be built"
+    fi
+    compgen -G "$DEBS/*.deb" >/dev/null || die "--debs $DEBS: no .deb files there"
+    mkdir -p "$STAGE/debs"
+    cp "$DEBS"/*.deb "$STAGE/debs/"
+fi
 printf 'CHECKS=%q\nCHECK_TIMEOUT=%q\n' "$CHECKS" "$CHECK_TIMEOUT" > "$STAGE/vm.conf"
 chmod -R a+rX "$STAGE"
 chmod 0755 "$STAGE/logs"

@@ -446,7 +446,8 @@ static const struct sbx_config_key root_keys[] = {
     {"state_dir", SBX_CONFIG_ABS_PATH, ROOT(state_dir), .def_str = "/var/lib/sbx",
      .doc = "per-run directories (inputs, output spill) and the image store's default home"},
     {"helper", SBX_CONFIG_ABS_PATH, ROOT(helper),
-     .def_doc = "next to sbxd, then `../helper/sbx-helper`, then PATH",
+     .def_doc = "next to sbxd, then `../helper/sbx-helper` (a build tree), then "
+		"`../libexec/sbx/sbx-helper` (an install), then PATH",
      .doc = "the sbx-helper sbxd runs sandboxes with"},
     {"cgroup_root", SBX_CONFIG_SUB_PATH, ROOT(cgroup_root), .def_doc = "sbx-helper's",
      .doc = "passed to sbx-helper `--cgroup-root`, under /sys/fs/cgroup"},

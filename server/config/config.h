@@ -143,7 +143,8 @@ struct sbx_config {
 	char *listen[SBX_CONFIG_MAX_LISTEN];
 	size_t n_listen;
 	char *state_dir;      /* per-run directories (inputs, output spill); default /var/lib/sbx */
-	char *helper;	      /* sbx-helper; default: next to sbxd, ../helper/sbx-helper, PATH */
+	char *helper;	      /* sbx-helper; default: next to sbxd, ../helper/sbx-helper,
+				 ../libexec/sbx/sbx-helper, PATH */
 	char *cgroup_root;    /* passed to sbx-helper --cgroup-root; NULL: its default */
 	bool rlimit_fallback; /* passed as --allow-rlimit-fallback; default false */
 	/* "host_uids": "shared" (true) runs every sandbox as sbxd's own uid;

@@ -66,7 +66,10 @@ static bool executable(const char *path)
 	return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
 }
 
-/* Config, else next to sbxd, else the build tree's ../helper, else PATH. */
+/* Config, else next to sbxd, else the build tree's ../helper, else the
+ * installed tree's (SBX_HELPER_FROM_SBXD: the libexec directory relative to
+ * the sbin one, as `cmake --install` and the Debian package lay them out),
+ * else PATH. */
 static char *find_helper(const char *configured)
 {
 	char self[PATH_MAX], *slash, *p;
@@ -81,7 +84,8 @@ static char *find_helper(const char *configured)
 		slash = strrchr(self, '/');
 		if (slash) {
 			*slash = '\0';
-			const char *tries[] = {"sbx-helper", "../helper/sbx-helper"};
+			const char *tries[] = {"sbx-helper", "../helper/sbx-helper",
+					       SBX_HELPER_FROM_SBXD};
 
 			for (size_t i = 0; i < SBX_ARRAY_SIZE(tries); i++) {
 				p = path_join(self, tries[i]);
@@ -179,9 +183,9 @@ static int copy_settings(struct runs_settings *set, const struct sbx_config *cfg
 	if (!set->helper || !executable(set->helper))
 		return sbx_fail(err,
 				"sbx-helper not found%s%s (set \"helper\" in the config, or "
-				"install it next to sbxd)",
+				"install it next to sbxd or at <sbxd's directory>/%s)",
 				set->helper ? " or not executable at " : "",
-				set->helper ? set->helper : "");
+				set->helper ? set->helper : "", SBX_HELPER_FROM_SBXD);
 	if (cfg->cgroup_root && !(set->cgroup_root = strdup(cfg->cgroup_root)))
 		return sbx_fail_errno(err, "settings");
 	set->rlimit_fallback = cfg->rlimit_fallback;

@@ -17,13 +17,15 @@ CHECK_TIMEOUT=240
 [ -f "$SBX/vm.conf" ] && . "$SBX/vm.conf"
 
 # The order matters: the developer's checks before sbxd's unit exists, the
-# stop after sbxd's, the benchmark last on a quiet system.
+# stop after sbxd's, the packages after both (install to purge, in order),
+# the benchmark last on a quiet system.
 ALL=(env_guest
      helper_check_scope helper_run_scope helper_check_plain helper_run_plain
      helper_unit_refused
      limits_memory limits_pids limits_cpu limits_deadline_cpu limits_no_cgroup_left
      sbxctl_private_scope sbxctl_private_plain dev_clean
      sbxd_unit_reconcile sbxd_unit_memory sbxd_unit_epoll image_pinned sbxd_stop_clean
+     package_install package_reconcile package_metrics package_drain package_reload package_purge
      perf_ratio)
 # Informational: printed, never counted as passed or failed.
 INFO=" perf_ratio "
