@@ -115,11 +115,11 @@ void idem_remember_locked(struct sbx_run *r)
 				free_slot = g;
 			continue;
 		}
-		if (!oldest || g->at < oldest->at)
+		if (!oldest || g->seq < oldest->seq)
 			oldest = g;
 		if (!strcmp(g->owner, r->identity)) {
 			own++;
-			if (!own_oldest || g->at < own_oldest->at)
+			if (!own_oldest || g->seq < own_oldest->seq)
 				own_oldest = g;
 		}
 	}
@@ -130,6 +130,7 @@ void idem_remember_locked(struct sbx_run *r)
 	snprintf(slot->id, sizeof(slot->id), "%s", r->id);
 	slot->at = now;
 	slot->at_unix_ms = sbx_unix_ms();
+	slot->seq = ++runs->idem_seq;
 }
 
 static int different(struct sbx_rpc_status *st, const char *key, const char *id)

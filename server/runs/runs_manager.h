@@ -112,6 +112,7 @@ struct runs_idem_gone {
 	char id[40]; /* RUN_ID_BUF */
 	int64_t at;  /* monotonic ms; 0: empty */
 	int64_t at_unix_ms;
+	uint64_t seq; /* the order they came in (at may tie) */
 };
 
 struct sbx_runs {
@@ -149,6 +150,7 @@ struct sbx_runs {
 	/* Torn-down runs' idempotency keys (runs_idem.c): under mu, so that a
 	 * run leaves the registry and its key enters these at once. */
 	struct runs_idem_gone idem_gone[RUNS_IDEM_GONE];
+	uint64_t idem_seq;
 	uint64_t disk_charged; /* the runs' disk_charged summed (runs_quota.c) */
 	/* Listings of /out and digest passes in progress, per identity
 	 * (runs_artifacts.c): each is bounded in time, and these bound how
