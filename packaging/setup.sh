@@ -33,7 +33,8 @@ PACKAGES=(build-essential cmake pkg-config gcc clang clang-format libseccomp-dev
           curl valgrind ca-certificates python3-protobuf protobuf-compiler time
           umoci skopeo mmdebstrap busybox-static zstd uidmap libsystemd-dev apparmor
           qemu-system-x86 e2fsprogs go-md2man
-          prometheus)  # promtool: tests/integration/test_sbxd_metrics.py checks a scrape
+          prometheus   # promtool: tests/integration/test_sbxd_metrics.py checks a scrape
+          python3-yaml)  # tests/packaging/deployment.py parses the Kubernetes manifests
 
 usage() {
     cat <<EOF
