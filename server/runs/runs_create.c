@@ -714,11 +714,12 @@ static int create(struct sbx_runs *runs, const struct sbx_identity *who,
 	}
 	run_publish(r);
 	run_audit(r, "run_created",
-		  json_pack("{s:s, s:s, s:I, s:s?, s:i, s:i}", "image", r->policy->image,
+		  json_pack("{s:s, s:s, s:I, s:s?, s:i, s:i, s:s?}", "image", r->policy->image,
 			    "image_digest", r->image_digest, "deadline_unix_ms",
 			    (json_int_t)r->deadline_ms, "input_dir",
 			    r->caller_data ? r->data_path : NULL, "inputs", (int)r->n_inputs,
-			    "labels", (int)r->n_labels));
+			    "labels", (int)r->n_labels, "idempotency_key",
+			    r->idem_key[0] ? r->idem_key : NULL));
 	return 0;
 }
 
@@ -740,6 +741,9 @@ SBX_HANDLER(create_run, Sbx__V1__CreateRunRequest, Sbx__V1__CreateRunResponse)
 
 		if (rc == 1) {
 			rc = respond(first, resp, st);
+			if (rc == 0)
+				run_audit(first, "run_create_repeated",
+					  json_pack("{s:s}", "idempotency_key", key));
 			run_unref(first);
 			return rc;
 		}

@@ -58,6 +58,10 @@ class Idempotency(ServerTestCase):
             self.assertEqual(again.SerializeToString(deterministic=True),
                              first.SerializeToString(deterministic=True))
         self.assertEqual([r.run_id for r in self.runs()], [first.run_id])
+        ev = [(e["event"], e.get("idempotency_key")) for e in self.srv.audit_events()
+              if e.get("run_id") == first.run_id and e["event"].startswith("run_create")]
+        self.assertEqual(ev, [("run_created", "job-1:attempt")] +
+                         [("run_create_repeated", "job-1:attempt")] * 3)
         # Without a key every create is a new run.
         code, msg, other = self.call("CreateRun", pb.CreateRunRequest(
             policy_json=policy_json()), pb.CreateRunResponse)
