@@ -15,7 +15,7 @@ from sbxrpc import sandbox_pb2 as pb
 
 
 class Idempotency(ServerTestCase):
-    SERVER_CONFIG = {"runs_max_per_identity": 3}
+    SERVER_CONFIG = {"runs_max_per_identity": 3, "operators": ["token:alice"]}
 
     def setUp(self):
         self.conns = []
@@ -94,6 +94,25 @@ class Idempotency(ServerTestCase):
             self.assertEqual(code, "UNAVAILABLE", msg)
             self.assertIn("idempotency_key together", msg)
         self.assertEqual(len(self.runs()), 1)
+        run = self.runs()[0].run_id
+        repeated = [e for e in self.srv.audit_events()
+                    if e["event"] == "run_create_repeated" and e.get("run_id") == run]
+        self.assertEqual(len(repeated), len(ok) - 1, "every other OK came from the key")
+
+    def test_a_repeat_during_a_drain_gets_its_run(self):
+        code, msg, first = self.create("k-drain")
+        self.assertEqual(code, "OK", msg)
+        code, msg, _ = self.call("Drain", pb.DrainRequest(), pb.DrainResponse, token="alice")
+        self.assertEqual(code, "OK", msg)
+        try:
+            code, msg, again = self.create("k-drain")
+            self.assertEqual((code, again.run_id), ("OK", first.run_id), msg)
+            code, msg, _ = self.create("k-drain-new")
+            self.assertEqual(code, "UNAVAILABLE", msg)
+        finally:
+            code, msg, _ = self.call("Drain", pb.DrainRequest(undrain=True), pb.DrainResponse,
+                                     token="alice")
+            self.assertEqual(code, "OK", msg)
 
     def test_a_different_request_with_the_key_is_refused_naming_it(self):
         code, msg, first = self.create("k-policy")
