@@ -34,7 +34,8 @@ PACKAGES=(build-essential cmake pkg-config gcc clang clang-format libseccomp-dev
           umoci skopeo mmdebstrap busybox-static zstd uidmap libsystemd-dev apparmor
           qemu-system-x86 e2fsprogs go-md2man libmbedtls-dev
           debhelper dh-python dh-apparmor lintian fakeroot dpkg-dev
-          prometheus)  # promtool: tests/integration/test_sbxd_metrics.py checks a scrape
+          prometheus   # promtool: tests/integration/test_sbxd_metrics.py checks a scrape
+          python3-yaml)  # tests/packaging/deployment.py parses the Kubernetes manifests
 
 usage() {
     cat <<EOF

@@ -36,3 +36,9 @@ foreach(page ${SBX_GENERATED_PAGES})
            COMMAND ${SBX_PYTHON} ${SBX_DOCS_TEST_DIR}/generated.py ${page} ${PROJECT_BINARY_DIR})
   set_tests_properties(docs.${page}_reference PROPERTIES ENVIRONMENT "${SBX_TEST_ENV}" TIMEOUT 60)
 endforeach()
+
+# The Kubernetes manifests and the Nomad job, parsed and checked offline
+# (tests/packaging/deployment.py; python3-yaml).
+add_test(NAME packaging.deployment
+         COMMAND ${SBX_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/packaging/deployment.py)
+set_tests_properties(packaging.deployment PROPERTIES ENVIRONMENT "${SBX_TEST_ENV}" TIMEOUT 60)

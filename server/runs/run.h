@@ -38,7 +38,8 @@
 #include "service.h"
 #include "thread_safety.h"
 
-#define RUN_ID_BUF	      24    /* "run-" + 16 hex + NUL */
+#define RUN_ID_BUF	      40    /* "run-" + 32 hex + NUL */
+#define RUN_IDEM_KEY_MAX      128   /* CreateRunRequest.idempotency_key, bytes */
 #define RUN_EXECS_RUNNING_MAX 64    /* at once, as sbx-helper's pid 1 allows */
 #define RUN_EXECS_MAX	      10000 /* over a run's life: bounds its records */
 #define RUN_EXEC_ARGV_RECORD  8192  /* argv bytes kept per exec for Status */
@@ -147,6 +148,9 @@ struct sbx_run {
 	int64_t retry_at;
 	int64_t retry_ms;
 	uint64_t disk_charged; /* bytes of state_dir charged to the caller */
+	/* CreateRuns with this run's idempotency_key waiting for it to leave
+	 * STARTING (runs_idem.c): at most RUNS_IDEM_WAITERS. */
+	unsigned idem_waiters;
 
 	/* Atomics, read and written without a lock. */
 	atomic_int refs;
@@ -161,6 +165,10 @@ struct sbx_run {
 	char identity[sizeof(((struct sbx_identity *)0)->name)];
 	SbxPolicy *policy;
 	char policy_digest[72]; /* "sha256:<hex>" */
+	/* CreateRun's idempotency_key ("" without one) and the sha256 of the
+	 * request it came with (runs_idem.c). */
+	char idem_key[RUN_IDEM_KEY_MAX + 1];
+	uint8_t idem_digest[32];
 	/* "sha256:<hex>" of a store image, "unpinned" for host: a copy of
 	 * image.digest, which outlives the hold's release. */
 	char image_digest[IMG_DIGEST_LEN + 1];

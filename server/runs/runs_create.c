@@ -26,6 +26,7 @@
 #include "helper_client.h"
 #include "runs_artifacts.h"
 #include "runs_ceilings.h"
+#include "runs_idem.h"
 #include "runs_inputs.h"
 #include "runs_lease.h"
 #include "runs_manager.h"
@@ -299,9 +300,13 @@ static int validate(struct sbx_run *r, const Sbx__V1__CreateRunRequest *req,
 	return check_enforceable(r, st);
 }
 
+/* 128 random bits: unique across hosts as well as on this one (where the
+ * mkdir below also refuses a repeat), with no coordination between hosts:
+ * among a billion runs of a fleet, a collision is about 1 in 10^20
+ * (docs/reference/calls.md, Run ids). */
 static void new_run_id(char id[RUN_ID_BUF])
 {
-	uint8_t b[8] = {0};
+	uint8_t b[16] = {0};
 	size_t got = 0;
 
 	while (got < sizeof(b)) {
@@ -312,8 +317,9 @@ static void new_run_id(char id[RUN_ID_BUF])
 		else if (errno != EINTR)
 			abort(); /* no entropy source at all: nothing sane to do */
 	}
-	snprintf(id, RUN_ID_BUF, "run-%02x%02x%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3],
-		 b[4], b[5], b[6], b[7]);
+	memcpy(id, "run-", 4);
+	for (size_t i = 0; i < sizeof(b); i++)
+		snprintf(id + 4 + 2 * i, RUN_ID_BUF - 4 - 2 * i, "%02x", b[i]);
 }
 
 static int write_file_at(int dirfd, const char *name, const char *text, struct sbx_err *err)
@@ -629,7 +635,11 @@ static int respond(struct sbx_run *r, Sbx__V1__CreateRunResponse **resp, struct 
 	return 0;
 }
 
-SBX_HANDLER(create_run, Sbx__V1__CreateRunRequest, Sbx__V1__CreateRunResponse)
+/* A new run; RUN_REGISTER_REPEAT when its idempotency key (digest with
+ * it, NULL without one) was taken meanwhile. */
+static int create(struct sbx_runs *runs, const struct sbx_identity *who,
+		  const Sbx__V1__CreateRunRequest *req, const uint8_t *digest,
+		  Sbx__V1__CreateRunResponse **resp, struct sbx_rpc_status *st)
 {
 	struct sbx_run *r = run_alloc(runs);
 	/* One set of settings for the whole decision, whatever a reload does
@@ -638,10 +648,15 @@ SBX_HANDLER(create_run, Sbx__V1__CreateRunRequest, Sbx__V1__CreateRunResponse)
 	char hex[65];
 	int64_t spawned = 0;
 	uint64_t run_ms;
+	int rc;
 
 	if (!r)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	snprintf(r->identity, sizeof(r->identity), "%s", who->name);
+	if (digest) {
+		snprintf(r->idem_key, sizeof(r->idem_key), "%s", req->idempotency_key);
+		memcpy(r->idem_digest, digest, sizeof(r->idem_digest));
+	}
 	r->policy = request_policy(req, st);
 	lease_fill_default(r->policy, live.idle_seconds_default);
 	if (!r->policy || validate(r, req, &live.limits_max, st) < 0) {
@@ -659,9 +674,9 @@ SBX_HANDLER(create_run, Sbx__V1__CreateRunRequest, Sbx__V1__CreateRunResponse)
 	snprintf(r->policy_digest, sizeof(r->policy_digest), "sha256:%s", hex);
 	r->output_cap = r->policy->limits->output_kb * 1024;
 	r->created_ms = sbx_unix_ms();
-	if (run_register(r, st) < 0) {
+	if ((rc = run_register(r, st)) != 0) {
 		run_unref(r);
-		return -1;
+		return rc;
 	}
 	if (charge_inputs(r, st) < 0) {
 		abandon(r);
@@ -699,10 +714,44 @@ SBX_HANDLER(create_run, Sbx__V1__CreateRunRequest, Sbx__V1__CreateRunResponse)
 	}
 	run_publish(r);
 	run_audit(r, "run_created",
-		  json_pack("{s:s, s:s, s:I, s:s?, s:i, s:i}", "image", r->policy->image,
+		  json_pack("{s:s, s:s, s:I, s:s?, s:i, s:i, s:s?}", "image", r->policy->image,
 			    "image_digest", r->image_digest, "deadline_unix_ms",
 			    (json_int_t)r->deadline_ms, "input_dir",
 			    r->caller_data ? r->data_path : NULL, "inputs", (int)r->n_inputs,
-			    "labels", (int)r->n_labels));
+			    "labels", (int)r->n_labels, "idempotency_key",
+			    r->idem_key[0] ? r->idem_key : NULL));
 	return 0;
+}
+
+/* With an idempotency_key: the key's run if there is one (the answer its
+ * CreateRun had), else a new run; a repeat that registered first while
+ * this one was being validated is found the next time round. */
+SBX_HANDLER(create_run, Sbx__V1__CreateRunRequest, Sbx__V1__CreateRunResponse)
+{
+	const char *key = req->idempotency_key ? req->idempotency_key : "";
+	uint8_t digest[32];
+
+	if (!key[0])
+		return create(runs, who, req, NULL, resp, st);
+	if (idem_key_check(key, st) < 0 || idem_request_digest(req, digest, st) < 0)
+		return -1;
+	for (int round = 0; round < 3; round++) {
+		struct sbx_run *first;
+		int rc = idem_repeat(runs, who->name, key, digest, &first, st);
+
+		if (rc == 1) {
+			rc = respond(first, resp, st);
+			if (rc == 0)
+				run_audit(first, "run_create_repeated",
+					  json_pack("{s:s}", "idempotency_key", key));
+			run_unref(first);
+			return rc;
+		}
+		if (rc < 0 ||
+		    (rc = create(runs, who, req, digest, resp, st)) != RUN_REGISTER_REPEAT)
+			return rc;
+	}
+	return sbx_rpc_fail(
+	    st, SBX__V1__CODE__UNAVAILABLE,
+	    "idempotency_key %s: its run is still changing; retry with the same key", key);
 }

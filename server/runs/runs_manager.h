@@ -16,7 +16,7 @@
  *   tombstones: runs someone other than their owner tore down (an
  *     operator, the drain), under tomb_mu (a leaf lock too), so that their
  *     owners learn why (runs_not_found);
- *   the registry (head ... draining): the registry lock `mu`, which may be
+ *   the registry (head ... idem_gone): the registry lock `mu`, which may be
  *     taken before a run's lock, never after it (runs_registry.c). */
 #ifndef SBX_RUNS_MANAGER_H
 #define SBX_RUNS_MANAGER_H
@@ -90,11 +90,29 @@ struct runs_host {
 #define RUNS_TOMBSTONE_MS (3600 * 1000)
 
 struct runs_tombstone {
-	char id[24]; /* RUN_ID_BUF */
+	char id[40]; /* RUN_ID_BUF */
 	char owner[128];
 	char why[192]; /* "torn down by operator token:ops" */
 	int64_t at;    /* monotonic ms; 0: empty */
 	int64_t at_unix_ms;
+};
+
+/* Idempotency keys whose run was torn down (runs_idem.c), so that a late
+ * repeat is told so rather than making a second run: at most
+ * RUNS_IDEM_GONE host-wide and RUNS_IDEM_GONE_PER_IDENTITY of one
+ * identity (its oldest goes first), each for RUNS_IDEM_GONE_MS. */
+#define RUNS_IDEM_GONE		    2048
+#define RUNS_IDEM_GONE_PER_IDENTITY 128
+#define RUNS_IDEM_GONE_MS	    (24 * 3600 * 1000)
+
+struct runs_idem_gone {
+	char owner[128];
+	char key[129]; /* RUN_IDEM_KEY_MAX + 1 */
+	uint8_t digest[32];
+	char id[40]; /* RUN_ID_BUF */
+	int64_t at;  /* monotonic ms; 0: empty */
+	int64_t at_unix_ms;
+	uint64_t seq; /* the order they came in (at may tie) */
 };
 
 struct sbx_runs {
@@ -125,10 +143,14 @@ struct sbx_runs {
 	pthread_mutex_t mu; /* the registry lock */
 	pthread_cond_t cv;  /* creating dropped to 0 (CLOCK_MONOTONIC) */
 	struct sbx_run *head;
-	unsigned count;	       /* every registered run, STARTING or not */
-	unsigned creating;     /* registered and still STARTING */
-	bool draining;	       /* SIGTERM's drain: CreateRun answers UNAVAILABLE */
-	bool operator_drain;   /* an operator's Drain: the same, until undrained */
+	unsigned count;	     /* every registered run, STARTING or not */
+	unsigned creating;   /* registered and still STARTING */
+	bool draining;	     /* SIGTERM's drain: CreateRun answers UNAVAILABLE */
+	bool operator_drain; /* an operator's Drain: the same, until undrained */
+	/* Torn-down runs' idempotency keys (runs_idem.c): under mu, so that a
+	 * run leaves the registry and its key enters these at once. */
+	struct runs_idem_gone idem_gone[RUNS_IDEM_GONE];
+	uint64_t idem_seq;
 	uint64_t disk_charged; /* the runs' disk_charged summed (runs_quota.c) */
 	/* Listings of /out and digest passes in progress, per identity
 	 * (runs_artifacts.c): each is bounded in time, and these bound how

@@ -13,6 +13,7 @@
 
 #include "clock.h"
 #include "runs_capacity.h"
+#include "runs_idem.h"
 #include "runs_manager.h"
 #include "runs_sweeper.h"
 
@@ -86,7 +87,11 @@ int run_register(struct sbx_run *r, struct sbx_rpc_status *st)
 		(void)sweeper_make_room(runs); /* none stopped: refused below */
 		pthread_mutex_lock(&runs->mu);
 	}
-	if (runs->draining)
+	/* A key taken meanwhile (a concurrent repeat registered first): its
+	 * run is the answer, drained or full host or not (runs_idem.c). */
+	if (idem_taken_locked(runs, r->identity, r->idem_key))
+		rc = RUN_REGISTER_REPEAT;
+	else if (runs->draining)
 		rc = sbx_rpc_fail(st, SBX__V1__CODE__UNAVAILABLE,
 				  "sbxd is draining: it takes no new runs");
 	else if (runs->operator_drain)
@@ -137,6 +142,7 @@ void run_unregister(struct sbx_run *r)
 	pthread_mutex_lock(&runs->mu);
 	for (struct sbx_run **p = &runs->head; *p; p = &(*p)->next)
 		if (*p == r) {
+			idem_remember_locked(r); /* as it leaves: no repeat in between */
 			*p = r->next;
 			runs->count--;
 			run_lock(r);

@@ -15,7 +15,10 @@
 struct sbx_runs;
 
 /* CreateRun: checks the caps and the drain flag and adds the STARTING run;
- * the caller's reference becomes the registry's. */
+ * the caller's reference becomes the registry's. RUN_REGISTER_REPEAT (and
+ * nothing added, st untouched) when r's idempotency key is taken by then:
+ * idem_repeat has the answer. */
+#define RUN_REGISTER_REPEAT 1
 int run_register(struct sbx_run *r, struct sbx_rpc_status *st);
 /* STARTING -> CREATED: lookups find it from now on. */
 void run_publish(struct sbx_run *r);

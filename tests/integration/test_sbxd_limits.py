@@ -667,7 +667,7 @@ class Inodes(unittest.TestCase):
             code, msg, _ = c.call("CreateRun", pb.CreateRunRequest(policy_json=policy_json()),
                                   pb.CreateRunResponse)
         self.assertEqual(code, "RESOURCE_EXHAUSTED", msg)
-        self.assertRegex(msg, r"^mkdir .*/runs/run-[0-9a-f]{16}: No space left on device$")
+        self.assertRegex(msg, r"^mkdir .*/runs/run-[0-9a-f]{32}: No space left on device$")
         shutil.rmtree(fill)
         self.assertEqual(os.listdir(srv.state_path("runs")), [])
         self.assertEqual(srv.stop(), 0)

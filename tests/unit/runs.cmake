@@ -19,3 +19,7 @@ add_test(NAME unit.runs_lease COMMAND test_runs_lease)
 add_executable(test_runs_capacity test_runs_capacity.c)
 target_link_libraries(test_runs_capacity PRIVATE sbx_runs sbx_check)
 add_test(NAME unit.runs_capacity COMMAND test_runs_capacity)
+
+add_executable(test_runs_idem test_runs_idem.c)
+target_link_libraries(test_runs_idem PRIVATE sbx_runs sbx_check)
+add_test(NAME unit.runs_idem COMMAND test_runs_idem)

@@ -1,0 +1,202 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Idempotent creates through the real sbxd: a CreateRun repeated with its
+idempotency_key makes one run and gets the first answer (also when the
+repeats arrive together, while the first is still starting, when the
+identity is at its cap, and for the run's whole life); the same key with
+another request is refused naming the key; the same key from another
+identity is that identity's own create and reveals nothing of the first;
+after the run is torn down a repeat is told so and makes no second run."""
+import threading
+import time
+import unittest
+
+from sbxdfix import ServerTestCase, policy_json
+from sbxrpc import sandbox_pb2 as pb
+
+
+class Idempotency(ServerTestCase):
+    SERVER_CONFIG = {"runs_max_per_identity": 3, "operators": ["token:alice"]}
+
+    def setUp(self):
+        self.conns = []
+
+    def tearDown(self):
+        for token in (None, "alice", "bob"):
+            for run in self.runs(token):
+                self.call("Teardown", pb.TeardownRequest(run_id=run.run_id),
+                          pb.TeardownResponse, token=token)
+        for c in self.conns:
+            c.close()
+
+    def conn(self):
+        c = self.srv.conn()
+        self.conns.append(c)
+        return c
+
+    def call(self, name, req, resp_type, token=None, conn=None):
+        tok = self.srv.tokens[token] if token else None
+        return (conn or self.conn()).call(name, req, resp_type, token=tok)
+
+    def create(self, key, token=None, conn=None, **limits):
+        req = pb.CreateRunRequest(policy_json=policy_json(**limits), idempotency_key=key)
+        req.labels["job"] = "idem"
+        return self.call("CreateRun", req, pb.CreateRunResponse, token=token, conn=conn)
+
+    def runs(self, token=None):
+        code, msg, resp = self.call("ListRuns", pb.ListRunsRequest(), pb.ListRunsResponse,
+                                    token=token)
+        self.assertEqual(code, "OK", msg)
+        return list(resp.runs)
+
+    def test_a_repeat_gets_the_first_answer_and_no_second_run(self):
+        code, msg, first = self.create("job-1:attempt")
+        self.assertEqual(code, "OK", msg)
+        self.assertRegex(first.run_id, r"^run-[0-9a-f]{32}$")
+        for _ in range(3):
+            code, msg, again = self.create("job-1:attempt")
+            self.assertEqual(code, "OK", msg)
+            self.assertEqual(again.SerializeToString(deterministic=True),
+                             first.SerializeToString(deterministic=True))
+        self.assertEqual([r.run_id for r in self.runs()], [first.run_id])
+        ev = [(e["event"], e.get("idempotency_key")) for e in self.srv.audit_events()
+              if e.get("run_id") == first.run_id and e["event"].startswith("run_create")]
+        self.assertEqual(ev, [("run_created", "job-1:attempt")] +
+                         [("run_create_repeated", "job-1:attempt")] * 3)
+        # Without a key every create is a new run.
+        code, msg, other = self.call("CreateRun", pb.CreateRunRequest(
+            policy_json=policy_json()), pb.CreateRunResponse)
+        self.assertEqual(code, "OK", msg)
+        self.assertNotEqual(other.run_id, first.run_id)
+
+    def test_concurrent_repeats_make_one_run(self):
+        answers, lock = [], threading.Lock()
+        conns = [self.conn() for _ in range(5)]
+        go = threading.Barrier(len(conns))
+
+        def one(c):
+            go.wait()
+            a = self.create("together", conn=c)
+            with lock:
+                answers.append(a)
+
+        threads = [threading.Thread(target=one, args=(c,)) for c in conns]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        ok = [a[2].SerializeToString(deterministic=True) for a in answers if a[0] == "OK"]
+        others = [a for a in answers if a[0] != "OK"]
+        self.assertEqual(len(answers), len(conns))
+        self.assertTrue(ok, answers)
+        self.assertEqual(len(set(ok)), 1, "every OK is the first answer")
+        # More repeats than may wait are told to retry, never given a run.
+        for code, msg, _ in others:
+            self.assertEqual(code, "UNAVAILABLE", msg)
+            self.assertIn("idempotency_key together", msg)
+        self.assertEqual(len(self.runs()), 1)
+        run = self.runs()[0].run_id
+        repeated = [e for e in self.srv.audit_events()
+                    if e["event"] == "run_create_repeated" and e.get("run_id") == run]
+        self.assertEqual(len(repeated), len(ok) - 1, "every other OK came from the key")
+
+    def test_a_repeat_during_a_drain_gets_its_run(self):
+        code, msg, first = self.create("k-drain")
+        self.assertEqual(code, "OK", msg)
+        code, msg, _ = self.call("Drain", pb.DrainRequest(), pb.DrainResponse, token="alice")
+        self.assertEqual(code, "OK", msg)
+        try:
+            code, msg, again = self.create("k-drain")
+            self.assertEqual((code, again.run_id), ("OK", first.run_id), msg)
+            code, msg, _ = self.create("k-drain-new")
+            self.assertEqual(code, "UNAVAILABLE", msg)
+        finally:
+            code, msg, _ = self.call("Drain", pb.DrainRequest(undrain=True), pb.DrainResponse,
+                                     token="alice")
+            self.assertEqual(code, "OK", msg)
+
+    def test_a_different_request_with_the_key_is_refused_naming_it(self):
+        code, msg, first = self.create("k-policy")
+        self.assertEqual(code, "OK", msg)
+        code, msg, _ = self.create("k-policy", memory_mb=128)
+        self.assertEqual(code, "INVALID_ARGUMENT")
+        self.assertIn("idempotency_key k-policy", msg)
+        self.assertIn("different request", msg)
+        self.assertIn(first.run_id, msg)
+        self.assertEqual(len(self.runs()), 1)
+
+    def test_another_identity_with_the_key_gets_its_own_run(self):
+        code, msg, alice = self.create("shared-key", token="alice")
+        self.assertEqual(code, "OK", msg)
+        # Bob's create with Alice's key, and another request: his own run,
+        # never Alice's answer nor a hint that the key was used.
+        code, msg, bob = self.create("shared-key", token="bob", memory_mb=128)
+        self.assertEqual(code, "OK", msg)
+        self.assertNotEqual(bob.run_id, alice.run_id)
+        code, msg, bob2 = self.create("shared-key", token="bob", memory_mb=128)
+        self.assertEqual((code, bob2.run_id), ("OK", bob.run_id), msg)
+        self.assertEqual([r.run_id for r in self.runs("alice")], [alice.run_id])
+        self.assertEqual([r.run_id for r in self.runs("bob")], [bob.run_id])
+        # Bob tearing his run down leaves Alice's key alone.
+        code, msg, _ = self.call("Teardown", pb.TeardownRequest(run_id=bob.run_id),
+                                 pb.TeardownResponse, token="bob")
+        self.assertEqual(code, "OK", msg)
+        code, msg, again = self.create("shared-key", token="alice")
+        self.assertEqual((code, again.run_id), ("OK", alice.run_id), msg)
+
+    def test_a_repeat_after_teardown_is_told_so_and_makes_nothing(self):
+        code, msg, first = self.create("k-gone")
+        self.assertEqual(code, "OK", msg)
+        code, msg, _ = self.call("Teardown", pb.TeardownRequest(run_id=first.run_id),
+                                 pb.TeardownResponse)
+        self.assertEqual(code, "OK", msg)
+        code, msg, _ = self.create("k-gone")
+        self.assertEqual(code, "FAILED_PRECONDITION", msg)
+        self.assertIn("idempotency_key k-gone", msg)
+        self.assertIn("the run this key created (%s) was torn down" % first.run_id, msg)
+        self.assertEqual(self.runs(), [])
+        # Another request with it is still a misuse of the key.
+        code, msg, _ = self.create("k-gone", memory_mb=128)
+        self.assertEqual(code, "INVALID_ARGUMENT", msg)
+
+    def test_the_key_lasts_the_runs_life(self):
+        code, msg, first = self.create("k-life", run_seconds=2, script_seconds=2)
+        self.assertEqual(code, "OK", msg)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            states = [r.state for r in self.runs()]
+            if states != [pb.CREATED]:
+                break
+            time.sleep(0.2)
+        self.assertEqual(states, [pb.EXPIRED])
+        # Stopped but not torn down: still the first answer, still one run.
+        code, msg, again = self.create("k-life", run_seconds=2, script_seconds=2)
+        self.assertEqual((code, again.run_id, again.deadline_unix_ms),
+                         ("OK", first.run_id, first.deadline_unix_ms), msg)
+        self.assertEqual(len(self.runs()), 1)
+
+    def test_a_repeat_at_the_identitys_cap_gets_its_run(self):
+        made = []
+        for i in range(3):
+            code, msg, r = self.create("k-cap-%d" % i)
+            self.assertEqual(code, "OK", msg)
+            made.append(r.run_id)
+        code, msg, _ = self.create("k-cap-new")
+        self.assertEqual(code, "RESOURCE_EXHAUSTED", msg)
+        code, msg, again = self.create("k-cap-1")
+        self.assertEqual((code, again.run_id), ("OK", made[1]), msg)
+
+    def test_malformed_keys_are_refused_naming_the_field(self):
+        for key, why in (("x" * 129, "129 bytes, must be 1..128"),
+                         ("a b", "byte 1 (0x20)"), ("k/../x", "byte 1 (0x2f)"),
+                         ("é", "byte 0 (0xc3)")):
+            code, msg, _ = self.create(key)
+            self.assertEqual(code, "INVALID_ARGUMENT", key)
+            self.assertIn("idempotency_key", msg)
+            self.assertIn(why, msg)
+        code, msg, _ = self.create("A-z_0.9:" + "x" * 120)
+        self.assertEqual(code, "OK", msg)
+        self.assertEqual(len(self.runs()), 1)
+
+
+if __name__ == "__main__":
+    unittest.main()
