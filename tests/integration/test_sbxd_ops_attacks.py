@@ -15,7 +15,12 @@ sbxd, each asserting the property held for the right reason:
   call finishes (it was judged by the table it arrived under), the next one
   with the token is UNAUTHENTICATED;
 - a drain whose caller keeps calling on its run: drain_seconds still ends
-  it (the calls renew the run's lease, not the drain)."""
+  it (the calls renew the run's lease, not the drain);
+- a reload that moves the audit log into a directory others can rename in
+  (mode 0777, no sticky bit), or to a name that is a symlink to a file
+  elsewhere, is refused naming why and the log stays where it was; sbxd
+  does not start with such a log either."""
+
 import hashlib
 import json
 import os
@@ -250,6 +255,44 @@ class DrainCaller(Base):
         torn = [e for e in srv.audit_events()
                 if e["event"] == "teardown" and e.get("run_id") == run]
         self.assertEqual([e["reason"] for e in torn], ["drain"])
+
+
+class AuditLogPlace(Base):
+    def test_a_log_moved_where_another_user_could_replace_it(self):
+        srv = self.srv
+        open_dir = srv.path("anyone")
+        os.mkdir(open_dir)
+        os.chmod(open_dir, 0o777)  # no sticky bit: anyone may rename in it
+        victim = srv.path("victim")
+        with open(victim, "w") as f:
+            f.write("not a log\n")
+        os.chmod(victim, 0o600)
+        link = srv.path("link.log")
+        os.symlink(victim, link)
+        for path, says in ((os.path.join(open_dir, "audit.log"), "lets another user"),
+                           (link, "symbolic links")):
+            self.edit(log=path)
+            before = self.reloads()
+            srv.proc.send_signal(signal.SIGHUP)
+            deadline = time.monotonic() + 30
+            while self.reloads() == before:
+                self.assertLess(time.monotonic(), deadline, srv.log_tail())
+                time.sleep(0.02)
+            self.assertIn("reopening the audit log: audit log %s" % path, srv.log_tail())
+            self.assertIn(says, srv.log_tail())
+            self.assertFalse(os.path.exists(os.path.join(open_dir, "audit.log")))
+            with open(victim) as f:
+                self.assertEqual(f.read(), "not a log\n")
+        # The log stayed where it was: the reloads are in it.
+        self.assertEqual(len([e for e in srv.audit_events()
+                              if e["event"] == "config_reloaded"]), 2)
+        rc = srv.stop()
+        self.assertEqual(rc, 0)
+        with self.assertRaises(RuntimeError) as e:
+            srv.restart_with(log=os.path.join(open_dir, "audit.log"))
+        self.assertIn("lets another user", str(e.exception))
+        self.edit(log=srv.audit)
+        srv.start()  # for tearDown's clean stop
 
 
 if __name__ == "__main__":
