@@ -15,7 +15,9 @@ sbxd, each asserting the property held for the right reason:
   call finishes (it was judged by the table it arrived under), the next one
   with the token is UNAUTHENTICATED;
 - a drain whose caller keeps calling on its run: drain_seconds still ends
-  it (the calls renew the run's lease, not the drain);
+  it (the calls renew the run's lease, not the drain); an operator's
+  undrain during SIGTERM's drain lifts nothing (CreateRun stays
+  UNAVAILABLE);
 - a reload that moves the audit log into a directory others can rename in
   (mode 0777, no sticky bit), or to a name that is a symlink to a file
   elsewhere, is refused naming why and the log stays where it was; sbxd
@@ -255,6 +257,34 @@ class DrainCaller(Base):
         torn = [e for e in srv.audit_events()
                 if e["event"] == "teardown" and e.get("run_id") == run]
         self.assertEqual([e["reason"] for e in torn], ["drain"])
+
+
+class UndrainDuringShutdown(Base):
+    CONFIG = {"drain_seconds": 120, "operators": ["token:alice"]}
+
+    def test_an_operators_undrain_never_lifts_sigterms_drain(self):
+        srv = self.srv
+        alice = srv.tokens["alice"]
+        with srv.conn() as c, srv.conn(tls=True) as op:
+            run = ok(c, "CreateRun", pb.CreateRunRequest(policy_json=policy_json()),
+                     pb.CreateRunResponse).run_id
+            srv.proc.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + 30
+            while "SIGTERM: draining" not in srv.log_tail():
+                self.assertLess(time.monotonic(), deadline, srv.log_tail())
+                time.sleep(0.02)
+            d = ok(op, "Drain", pb.DrainRequest(undrain=True), pb.DrainResponse, token=alice)
+            self.assertEqual((d.state, d.operator_drain, d.shutdown_drain),
+                             (pb.DRAINING, False, True))
+            for caller, token in ((c, None), (op, alice)):
+                code, msg, _ = caller.call("CreateRun", pb.CreateRunRequest(
+                    policy_json=policy_json()), pb.CreateRunResponse, token=token)
+                self.assertEqual((code, msg), ("UNAVAILABLE",
+                                               "sbxd is draining: it takes no new runs"))
+            ok(c, "Teardown", pb.TeardownRequest(run_id=run), pb.TeardownResponse)
+        srv.proc.wait(60)
+        self.assertEqual(srv.proc.returncode, 0, srv.log_tail())
+        self.assertIn("draining: no runs left", srv.log_tail())
 
 
 class AuditLogPlace(Base):
