@@ -21,7 +21,11 @@ sbxd, each asserting the property held for the right reason:
 - a reload that moves the audit log into a directory others can rename in
   (mode 0777, no sticky bit), or to a name that is a symlink to a file
   elsewhere, is refused naming why and the log stays where it was; sbxd
-  does not start with such a log either."""
+  does not start with such a log either;
+- a reload that replaces tls.client_ca (the documented way to shut out a
+  revoked client certificate) ends the connections made under the old
+  one, the one nng 1.5.2 had armed with it included: a client of the old
+  CA never gets another call answered, one of the new CA does."""
 
 import hashlib
 import json
@@ -323,6 +327,41 @@ class AuditLogPlace(Base):
         self.assertIn("lets another user", str(e.exception))
         self.edit(log=srv.audit)
         srv.start()  # for tearDown's clean stop
+
+
+class ClientCaRotation(Base):
+    def test_a_rotated_client_ca_ends_the_old_cas_connections(self):
+        srv = self.srv
+        bob = srv.tokens["bob"]
+        old = srv.conn(tls=True, timeout_ms=3000)
+        self.addCleanup(old.close)
+        ok(old, "Health", pb.HealthRequest(), pb.HealthResponse, token=bob)
+        self.edit(tls={"cert": srv.path("server.pem"), "key": srv.path("server.key"),
+                       "client_ca": srv.path("rogue-ca.pem")})
+        self.sighup()
+        self.assertIn("tls (client_ca: its connections closed)", srv.log_tail())
+        # The old CA's client: its connection ends, and its redials (the
+        # first of which may meet the accept nng armed before the reload)
+        # never get an answer again.
+        answered = []
+        for _ in range(5):
+            try:
+                code, msg, _ = old.call("Health", pb.HealthRequest(), pb.HealthResponse,
+                                        token=bob)
+                answered.append((code, msg))
+            except sbxrpc.NngError:
+                pass
+        for _ in range(3):
+            try:
+                with srv.conn(tls=True, timeout_ms=3000) as fresh:
+                    code, msg, _ = fresh.call("Health", pb.HealthRequest(),
+                                              pb.HealthResponse, token=bob)
+                    answered.append((code, msg))
+            except sbxrpc.NngError:
+                pass
+        self.assertEqual(answered, [], "a client of the replaced CA was answered")
+        with srv.conn(tls=True, cert="rogue") as new:
+            ok(new, "Health", pb.HealthRequest(), pb.HealthResponse, token=bob)
 
 
 if __name__ == "__main__":
