@@ -659,7 +659,7 @@ SBX_HANDLER(create_run, Sbx__V1__CreateRunRequest, Sbx__V1__CreateRunResponse)
 	snprintf(r->policy_digest, sizeof(r->policy_digest), "sha256:%s", hex);
 	r->output_cap = r->policy->limits->output_kb * 1024;
 	r->created_ms = sbx_unix_ms();
-	if (run_register(r, st) < 0) {
+	if (run_register(r, &live, st) < 0) {
 		run_unref(r);
 		return -1;
 	}

@@ -77,17 +77,18 @@ static bool room_helps(struct sbx_runs *runs, struct sbx_run *r, const struct ca
 	       capacity_check_now(cap, committed, capacity_cost(r->policy), &probe) < 0;
 }
 
-int run_register(struct sbx_run *r, struct sbx_rpc_status *st)
+int run_register(struct sbx_run *r, const struct runs_live *live, struct sbx_rpc_status *st)
 {
 	struct sbx_runs *runs = r->runs;
-	/* One copy of what a reload may change: this decision uses it all. */
-	struct runs_live live = runs_live(runs);
-	uint32_t per_identity = live.runs_max_per_identity;
-	struct capacity_view cap = capacity_view_of(&live.capacity, &runs->host);
+	/* The CreateRun's copy of what a reload may change, not a second
+	 * one: a reload between the two would have judged one run by old
+	 * limits_max and new caps and capacity. */
+	uint32_t per_identity = live->runs_max_per_identity;
+	struct capacity_view cap = capacity_view_of(&live->capacity, &runs->host);
 	int rc = 0;
 
 	/* What the host can never give is the policy's fault, whatever runs. */
-	if (capacity_check_ever(&cap, &live.capacity, capacity_cost(r->policy), st) < 0)
+	if (capacity_check_ever(&cap, &live->capacity, capacity_cost(r->policy), st) < 0)
 		return -1;
 	pthread_mutex_lock(&runs->mu);
 	/* Stopped runs hold registry slots (and their memory, capacity) that

@@ -13,10 +13,13 @@
 #include "run.h"
 
 struct sbx_runs;
+struct runs_live;
 
 /* CreateRun: checks the caps and the drain flag and adds the STARTING run;
- * the caller's reference becomes the registry's. */
-int run_register(struct sbx_run *r, struct sbx_rpc_status *st);
+ * the caller's reference becomes the registry's. live is the CreateRun's
+ * one copy of the reloadable settings (runs_live), the same it validated
+ * the policy by. */
+int run_register(struct sbx_run *r, const struct runs_live *live, struct sbx_rpc_status *st);
 /* STARTING -> CREATED: lookups find it from now on. */
 void run_publish(struct sbx_run *r);
 /* Drops the registry's reference: the run is gone for every caller. */
