@@ -31,6 +31,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -105,13 +106,48 @@ static const char *too_open(const struct stat *sb, mode_t want, gid_t gid)
 	return NULL;
 }
 
-/* An existing log at path, or -1 (ENOENT: there is none). Never follows a
- * link; a FIFO (which would block the open, then take the lines) or any
- * other non-regular file is refused. */
-static int open_existing(const char *path, struct stat *sb, struct sbx_err *err)
+/* The log's directory, opened, and *base the log's name in it; or -1. The
+ * log is opened relative to this descriptor, so the directory checked is
+ * the one used. A directory another user can rename in (one of theirs, or
+ * writable by all without the sticky bit) is refused: they could remove
+ * or replace the log under sbxd, or point a name in it elsewhere; a
+ * reload (SIGHUP) may move the log to any path the config names, so the
+ * check is made at every open, not only at start. */
+static int open_log_dir(const char *path, const char **base, struct sbx_err *err)
+{
+	const char *slash = strrchr(path, '/');
+	char dir[PATH_MAX];
+	struct stat sb;
+	_cleanup_close_ int fd = -1;
+
+	*base = slash ? slash + 1 : path;
+	if (!**base)
+		return sbx_fail(err, "audit log %s: names a directory, not a file", path);
+	if ((size_t)(slash ? slash - path : 1) >= sizeof(dir))
+		return sbx_fail(err, "audit log %.64s...: path too long", path);
+	snprintf(dir, sizeof(dir), "%.*s", slash ? (slash == path ? 1 : (int)(slash - path)) : 1,
+		 slash ? path : ".");
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &sb) < 0)
+		return sbx_fail_errno(err, "audit log %s: its directory %s", path, dir);
+	if ((sb.st_uid != 0 && sb.st_uid != geteuid()) ||
+	    ((sb.st_mode & S_IWOTH) && !(sb.st_mode & S_ISVTX)))
+		return sbx_fail(err,
+				"audit log %s: its directory %s (mode %o, uid %u) lets another "
+				"user remove or replace the log: use a directory of root's or "
+				"sbxd's user that others cannot write",
+				path, dir, (unsigned)(sb.st_mode & 07777), (unsigned)sb.st_uid);
+	return sbx_steal_fd(fd);
+}
+
+/* An existing log, name in dir, or -1 (ENOENT: there is none). Never
+ * follows a link; a FIFO (which would block the open, then take the
+ * lines) or any other non-regular file is refused. path is for errors. */
+static int open_existing(int dir, const char *name, const char *path, struct stat *sb,
+			 struct sbx_err *err)
 {
 	_cleanup_close_ int fd =
-	    open(path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK);
+	    openat(dir, name, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK);
 
 	if (fd < 0 && errno == ENXIO)
 		return sbx_fail(err, "audit log %s: not a regular file (a FIFO or socket)", path);
@@ -132,33 +168,36 @@ static int open_log(const char *path, const char *group, struct sbx_err *err)
 	mode_t want = group ? 0640 : 0600;
 	gid_t gid = (gid_t)-1;
 	struct stat sb;
-	const char *why;
-	_cleanup_close_ int fd = -1;
+	const char *why, *name;
+	_cleanup_close_ int fd = -1, dir = -1;
 
 	if (group && group_id(group, &gid, err) < 0)
 		return -1;
-	fd = open_existing(path, &sb, err);
+	if ((dir = open_log_dir(path, &name, err)) < 0)
+		return -1;
+	fd = open_existing(dir, name, path, &sb, err);
 	if (fd < 0 && err->errnum != ENOENT)
 		return -1;
 	if (fd >= 0 && (why = too_open(&sb, want, gid))) {
-		char aside[PATH_MAX];
+		char aside[NAME_MAX + 1];
 
 		close(sbx_steal_fd(fd));
-		snprintf(aside, sizeof(aside), "%s.unsafe-%lld", path, (long long)sbx_unix_ms());
-		if (rename(path, aside) < 0)
+		snprintf(aside, sizeof(aside), "%.200s.unsafe-%lld", name,
+			 (long long)sbx_unix_ms());
+		if (renameat(dir, name, dir, aside) < 0)
 			return sbx_fail_errno(err, "audit log %s was %s; moving it aside", path,
 					      why);
 		fprintf(stderr,
 			"sbxd: audit log %s was %s (mode %o, uid %u, gid %u): moved aside to %s "
-			"and started anew\n",
+			"(beside it) and started anew\n",
 			path, why, (unsigned)(sb.st_mode & 07777), (unsigned)sb.st_uid,
 			(unsigned)sb.st_gid, aside);
 	}
 	if (fd < 0) {
-		fd =
-		    open(path,
-			 O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW,
-			 0600);
+		fd = openat(dir, name,
+			    O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY |
+				O_NOFOLLOW,
+			    0600);
 		if (fd < 0 || fstat(fd, &sb) < 0)
 			return sbx_fail_errno(err, "audit log %s", path);
 	}

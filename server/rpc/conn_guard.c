@@ -79,6 +79,7 @@ struct guarded_listener {
 	int port;
 	uint32_t conns;
 	uint32_t evicting; /* of conns: shut down for a newcomer, not yet closed */
+	bool revoke_next;  /* tls+tcp: shut the next accepted (conn_guard_tls_revoke) */
 };
 
 /* One accepted connection, indexed by its fd. */
@@ -101,6 +102,7 @@ struct conn {
 	bool over;	    /* a length over the pending budget: reset before nng allocates */
 	/* tls+tcp: the peer's address, and whether it became a pipe */
 	bool tls, piped;
+	bool revoked;	 /* shut by conn_guard_tls_revoke: not a failed handshake */
 	uint8_t rfamily; /* AF_INET, AF_INET6 */
 	uint16_t rport;	 /* host order */
 	uint8_t raddr[16];
@@ -438,6 +440,14 @@ static bool admit(int fd)
 		g.conns[fd].started_ms = now;
 	if (g.listeners[li].scheme == SBX_SCHEME_TLS_TCP)
 		remember_remote(&g.conns[fd], &remote);
+	if (g.listeners[li].revoke_next) {
+		/* The accept nng armed before the client CA changed: it hands
+		 * this connection the old config. Counted in, shut at once (nng
+		 * closes it as a peer that hung up). */
+		g.listeners[li].revoke_next = false;
+		shutdown(fd, SHUT_RDWR);
+		g.conns[fd].shut = g.conns[fd].revoked = true;
+	}
 	if ((size_t)fd >= g.high)
 		g.high = (size_t)fd + 1;
 	return true;
@@ -592,7 +602,7 @@ void conn_guard_closing(int fd)
 		untrack(fd);
 	}
 	pthread_mutex_unlock(&g.mu);
-	if (ended.used && ended.tls && !ended.piped)
+	if (ended.used && ended.tls && !ended.piped && !ended.revoked)
 		handshake_failed(ended.rfamily, ended.raddr, ended.rport,
 				 sbx_mono_ms() - ended.accepted_ms);
 }
@@ -734,6 +744,24 @@ void conn_guard_sweep(int64_t now_ms)
 			 * close. */
 			shutdown((int)fd, SHUT_RDWR);
 			c->shut = true;
+		}
+	}
+	pthread_mutex_unlock(&g.mu);
+}
+
+void conn_guard_tls_revoke(void)
+{
+	pthread_mutex_lock(&g.mu);
+	for (size_t i = 0; g.on && i < g.nlisteners; i++)
+		if (g.listeners[i].scheme == SBX_SCHEME_TLS_TCP)
+			g.listeners[i].revoke_next = true;
+	for (size_t fd = 0; g.on && fd < g.high; fd++) {
+		struct conn *c = &g.conns[fd];
+
+		if (c->used && c->tls && !c->shut) {
+			/* The fd is still nng's: shutdown leaves it for nng to close. */
+			shutdown((int)fd, SHUT_RDWR);
+			c->shut = c->revoked = true;
 		}
 	}
 	pthread_mutex_unlock(&g.mu);

@@ -57,6 +57,12 @@ void conn_guard_pipe_added(const nng_sockaddr *sa);
  * first_request_seconds after accept; nng then closes them as a peer that
  * hung up. */
 void conn_guard_sweep(int64_t now_ms);
+/* The tls+tcp listeners' client CA was replaced (a reload): every tls+tcp
+ * connection open now is shut down, and so is the next one each tls+tcp
+ * listener accepts (nng 1.5.2 arms each accept ahead with the config of
+ * that moment: that one was verified by the old CA). Clients of the new
+ * CA redial; those of the old one are refused at their handshake. */
+void conn_guard_tls_revoke(void);
 /* The metrics listener (server/metrics/metrics_http.c, nng's HTTP server)
  * on tcp port `port` (0: none): at most CONN_GUARD_HTTP_MAX connections
  * at once, over them refused at accept, each shut down

@@ -27,7 +27,8 @@
  *   the config and reload sbxd, SIGHUP); low-entropy tokens (their unsalted hash
  *   can be brute-forced from a leaked config); anyone who can read traffic
  *   on tcp://, or a TLS-terminating proxy in between (both see tokens);
- *   revoked client certificates (no CRL is configured: rotate client_ca).
+ *   revoked client certificates (no CRL is configured: rotate client_ca;
+ *   a reload then ends the connections the old CA verified).
  *   Tokens are per caller and not bound to a request, so a captured one can
  *   be replayed for as long as it is configured. */
 #include "rpc_auth.h"

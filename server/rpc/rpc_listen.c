@@ -87,7 +87,7 @@ static char *read_pem(const char *path, const char *key, struct sbx_err *err)
 /* The server's TLS config from cfg's files, and the sha256 of what they
  * held (a reload swaps only when it changed). */
 static int tls_setup(const struct sbx_config *cfg, nng_tls_config **out, unsigned char digest[32],
-		     struct sbx_err *err)
+		     unsigned char ca_digest[32], struct sbx_err *err)
 {
 	_cleanup_pem_ char *cert = NULL, *ca = NULL, *key = NULL;
 	_cleanup_(tls_config_freep) nng_tls_config *tls = NULL;
@@ -105,6 +105,7 @@ static int tls_setup(const struct sbx_config *cfg, nng_tls_config **out, unsigne
 	     EVP_DigestUpdate(md, cert, strlen(cert) + 1) &&
 	     EVP_DigestUpdate(md, ca, strlen(ca) + 1) &&
 	     EVP_DigestUpdate(md, key, strlen(key) + 1) && EVP_DigestFinal_ex(md, digest, &mdlen) &&
+	     mdlen == 32 && EVP_Digest(ca, strlen(ca), ca_digest, &mdlen, EVP_sha256(), NULL) &&
 	     mdlen == 32;
 	EVP_MD_CTX_free(md);
 	if (!ok)
@@ -177,7 +178,7 @@ static int listen_one(nng_socket sock, const struct sbx_config *cfg, const char 
 	if (li->scheme == SBX_SCHEME_IPC && ipc_prepare(rest, err) < 0)
 		return -1;
 	if (li->scheme == SBX_SCHEME_TLS_TCP && !ls->tls &&
-	    tls_setup(cfg, &ls->tls, ls->tls_digest, err) < 0)
+	    tls_setup(cfg, &ls->tls, ls->tls_digest, ls->ca_digest, err) < 0)
 		return -1;
 
 	if ((rv = nng_listener_create(&l, sock, url)) != 0)
@@ -246,7 +247,7 @@ int rpc_listen_tls_reload(struct rpc_listeners *ls, const struct sbx_config *cfg
 			  size_t size, struct sbx_err *err)
 {
 	_cleanup_(tls_config_freep) nng_tls_config *tls = NULL;
-	unsigned char digest[32];
+	unsigned char digest[32], ca_digest[32];
 	size_t len;
 	int rv;
 
@@ -255,7 +256,7 @@ int rpc_listen_tls_reload(struct rpc_listeners *ls, const struct sbx_config *cfg
 	if (!cfg->tls_cert || !cfg->tls_key || !cfg->tls_client_ca)
 		return sbx_fail(err, "tls: the tls+tcp listeners need tls.cert, tls.key and "
 				     "tls.client_ca");
-	if (tls_setup(cfg, &tls, digest, err) < 0)
+	if (tls_setup(cfg, &tls, digest, ca_digest, err) < 0)
 		return -1;
 	if (!memcmp(digest, ls->tls_digest, sizeof(digest)))
 		return 0;
@@ -274,6 +275,18 @@ int rpc_listen_tls_reload(struct rpc_listeners *ls, const struct sbx_config *cfg
 	ls->tls = sbx_steal_ptr(tls);
 	memcpy(ls->tls_digest, digest, sizeof(digest));
 	len = strlen(changed);
+	if (memcmp(ca_digest, ls->ca_digest, sizeof(ca_digest)) != 0) {
+		/* A new client_ca is how a revoked client certificate is shut
+		 * out (there is no CRL): connections verified by the old one,
+		 * and the accept nng armed with the old config, must not go on
+		 * for as long as their clients keep them. */
+		memcpy(ls->ca_digest, ca_digest, sizeof(ca_digest));
+		conn_guard_tls_revoke();
+		if (len < size)
+			snprintf(changed + len, size - len,
+				 "%stls (client_ca: its connections closed)", len ? ", " : "");
+		return 0;
+	}
 	if (len < size)
 		snprintf(changed + len, size - len, "%stls", len ? ", " : "");
 	return 0;

@@ -29,6 +29,7 @@ struct rpc_listeners {
 	 * before taking a hold on it (rpc_listen_tls_reload). */
 	nng_tls_config *tls_prev;
 	unsigned char tls_digest[32]; /* sha256 of cert, client CA and key as read */
+	unsigned char ca_digest[32];  /* sha256 of the client CA alone */
 };
 
 /* Starts one listener per cfg->listen URL on sock: RECVMAXSZ on each; ipc:
@@ -38,7 +39,9 @@ int rpc_listen(nng_socket sock, const struct sbx_config *cfg, struct rpc_listene
 	       struct sbx_err *err);
 /* SIGHUP: when cfg's tls files (read now) differ from what the tls+tcp
  * listeners serve, a new TLS config for every one of them; appends "tls"
- * to changed. Nothing changes on an error. */
+ * to changed. When the client CA changed, every connection made under
+ * the old one is ended (conn_guard_tls_revoke). Nothing changes on an
+ * error. */
 int rpc_listen_tls_reload(struct rpc_listeners *ls, const struct sbx_config *cfg, char *changed,
 			  size_t size, struct sbx_err *err);
 /* After nng_close of the socket (which closes the listeners). */

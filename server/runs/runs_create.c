@@ -674,7 +674,7 @@ static int create(struct sbx_runs *runs, const struct sbx_identity *who,
 	snprintf(r->policy_digest, sizeof(r->policy_digest), "sha256:%s", hex);
 	r->output_cap = r->policy->limits->output_kb * 1024;
 	r->created_ms = sbx_unix_ms();
-	if ((rc = run_register(r, st)) != 0) {
+	if ((rc = run_register(r, &live, st)) != 0) {
 		run_unref(r);
 		return rc;
 	}

@@ -60,32 +60,58 @@ static bool capacity_fits(struct sbx_runs *runs, struct sbx_run *r, const struct
 	return capacity_check_now(cap, capacity_committed(runs), capacity_cost(r->policy), st) == 0;
 }
 
-int run_register(struct sbx_run *r, struct sbx_rpc_status *st)
+/* Registry lock held: whether sweeping a stopped run could let r in: the
+ * registry is full, or r's memory does not fit beside what the runs commit
+ * while its CPU does (a stopped run commits its memory, its /out, until
+ * its teardown, never CPU: sweeping for CPU would end runs for nothing). */
+static bool room_helps(struct sbx_runs *runs, struct sbx_run *r, const struct capacity_view *cap)
+{
+	struct capacity_view cpu_only = *cap;
+	struct sbx_rpc_status probe = {0};
+	struct run_cost committed;
+
+	if (runs->count >= runs->cfg.runs_max)
+		return true;
+	committed = capacity_committed(runs);
+	cpu_only.capacity.memory_mb = 0; /* a row without capacity is not checked */
+	return capacity_check_now(&cpu_only, committed, capacity_cost(r->policy), &probe) == 0 &&
+	       capacity_check_now(cap, committed, capacity_cost(r->policy), &probe) < 0;
+}
+
+int run_register(struct sbx_run *r, const struct runs_live *live, struct sbx_rpc_status *st)
 {
 	struct sbx_runs *runs = r->runs;
-	/* One copy of what a reload may change: this decision uses it all. */
-	struct runs_live live = runs_live(runs);
-	uint32_t per_identity = live.runs_max_per_identity;
-	struct capacity_view cap = capacity_view_of(&live.capacity, &runs->host);
-	struct sbx_rpc_status probe = {0};
+	/* The CreateRun's copy of what a reload may change, not a second
+	 * one: a reload between the two would have judged one run by old
+	 * limits_max and new caps and capacity. */
+	uint32_t per_identity = live->runs_max_per_identity;
+	struct capacity_view cap = capacity_view_of(&live->capacity, &runs->host);
 	int rc = 0;
 
 	/* What the host can never give is the policy's fault, whatever runs. */
-	if (capacity_check_ever(&cap, &live.capacity, capacity_cost(r->policy), st) < 0)
+	if (capacity_check_ever(&cap, &live->capacity, capacity_cost(r->policy), st) < 0)
 		return -1;
 	pthread_mutex_lock(&runs->mu);
-	if (!runs->draining && !runs->operator_drain &&
-	    (runs->count >= runs->cfg.runs_max || !capacity_fits(runs, r, &cap, &probe)) &&
-	    count_identity(runs, r->identity) < per_identity) {
-		/* Stopped runs hold registry slots (and their memory, capacity)
-		 * that no live run needs: one goes now (one teardown at most, in
-		 * this thread), so that one identity's stopped runs never lock
-		 * another out; never for a caller its own cap refuses anyway.
-		 * Then the checks as before: another CreateRun may have taken
-		 * the slot. */
+	/* Stopped runs hold registry slots (and their memory, capacity) that
+	 * no live run needs: they go now, in this thread, so that one
+	 * identity's stopped runs never lock another out; never for a caller
+	 * its own cap refuses anyway. One is enough for a slot; memory may
+	 * take several (each stopped run holds its own), so sweeping goes on
+	 * while it helps and a stopped run is left, at most runs_max of them
+	 * (a CreateRun that swept one only was refused "place it elsewhere"
+	 * while dead runs held the memory). Then the checks as before:
+	 * another CreateRun may have taken the room. */
+	for (uint32_t swept = 0;
+	     swept < runs->cfg.runs_max && !runs->draining && !runs->operator_drain &&
+	     count_identity(runs, r->identity) < per_identity && room_helps(runs, r, &cap);
+	     swept++) {
+		bool any;
+
 		pthread_mutex_unlock(&runs->mu);
-		(void)sweeper_make_room(runs); /* none stopped: refused below */
+		any = sweeper_make_room(runs);
 		pthread_mutex_lock(&runs->mu);
+		if (!any)
+			break; /* none stopped: refused below */
 	}
 	/* A key taken meanwhile (a concurrent repeat registered first): its
 	 * run is the answer, drained or full host or not (runs_idem.c). */

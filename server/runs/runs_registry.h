@@ -13,13 +13,15 @@
 #include "run.h"
 
 struct sbx_runs;
+struct runs_live;
 
 /* CreateRun: checks the caps and the drain flag and adds the STARTING run;
- * the caller's reference becomes the registry's. RUN_REGISTER_REPEAT (and
- * nothing added, st untouched) when r's idempotency key is taken by then:
- * idem_repeat has the answer. */
+ * the caller's reference becomes the registry's. live is the CreateRun's
+ * one copy of the reloadable settings (runs_live), the same it validated
+ * the policy by. RUN_REGISTER_REPEAT (and nothing added, st untouched)
+ * when r's idempotency key is taken by then: idem_repeat has the answer. */
 #define RUN_REGISTER_REPEAT 1
-int run_register(struct sbx_run *r, struct sbx_rpc_status *st);
+int run_register(struct sbx_run *r, const struct runs_live *live, struct sbx_rpc_status *st);
 /* STARTING -> CREATED: lookups find it from now on. */
 void run_publish(struct sbx_run *r);
 /* Drops the registry's reference: the run is gone for every caller. */

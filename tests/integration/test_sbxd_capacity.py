@@ -6,7 +6,8 @@ naming the limit and the number; one that does not fit beside the runs
 committed now is RESOURCE_EXHAUSTED naming what is committed, and fits once
 a run is torn down; concurrent CreateRuns never commit past the allowed
 total; a run stopped keeps its memory committed until its teardown, but
-not its CPU."""
+not its CPU; one identity's stopped runs holding the memory another's
+CreateRun needs are swept for it, as many as it takes, and not one more."""
 import threading
 import time
 import unittest
@@ -140,6 +141,38 @@ class Capacity(unittest.TestCase):
         self.teardown(other.run_id)
         h = self.health()
         self.assertEqual((h.committed_cpu_millis, h.committed_memory_mb), (0, 0))
+
+    def test_stopped_runs_of_one_identity_never_hold_anothers_createrun(self):
+        # bob's four runs commit 4 x 448 of the 2000 MiB, then stop (their
+        # run_seconds end): memory nobody uses but their /out.
+        bob = self.srv.conn(tls=True)
+        self.addCleanup(bob.close)
+        runs = []
+        for _ in range(4):
+            code, msg, r = bob.call("CreateRun", pb.CreateRunRequest(policy_json=policy_json(
+                memory_mb=400, cpu=0.1, run_seconds=1, script_seconds=1)),
+                pb.CreateRunResponse, token=self.srv.tokens["bob"])
+            self.assertEqual(code, "OK", msg)
+            runs.append(r.run_id)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            states = [bob.call("Status", pb.StatusRequest(run_id=r), pb.StatusResponse,
+                               token=self.srv.tokens["bob"])[2].state for r in runs]
+            if all(s == pb.EXPIRED for s in states):
+                break
+            time.sleep(0.2)
+        self.assertEqual(self.health().committed_memory_mb, 4 * run_mb(400))
+        # Another identity's run needs three of them gone (1248 + 448 fits
+        # 2000; 1248 + 2 x 448 does not): its first CreateRun gets it.
+        code, msg, r = self.create(memory_mb=1200, cpu=0.5)
+        self.assertEqual(code, "OK", "bob's stopped runs held it off: %s" % msg)
+        h = self.health()
+        self.assertEqual(h.committed_memory_mb, run_mb(1200) + run_mb(400),
+                         "as many swept as it took, no more")
+        swept = [e for e in self.srv.audit_events() if e["event"] == "teardown" and
+                 e.get("run_id") in runs]
+        self.assertEqual(len(swept), 3)
+        self.teardown(r.run_id)
 
 
 if __name__ == "__main__":

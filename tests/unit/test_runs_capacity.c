@@ -111,8 +111,10 @@ static struct sbx_run *registered(struct sbx_runs *runs, const char *id, SbxPoli
 
 	snprintf(r->identity, sizeof(r->identity), "%s", alice.name);
 	snprintf(r->id, sizeof(r->id), "%s", id);
+	const struct runs_live live = runs_live(runs);
+
 	r->policy = p;
-	if (run_register(r, st) < 0) {
+	if (run_register(r, &live, st) < 0) {
 		r->policy = NULL;
 		run_unref(r);
 		return NULL;

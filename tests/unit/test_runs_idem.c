@@ -64,12 +64,13 @@ static struct sbx_run *keyed(struct sbx_runs *runs, const struct sbx_identity *w
 			     int *rc)
 {
 	struct sbx_run *r = run_alloc(runs);
+	const struct runs_live live = runs_live(runs);
 
 	snprintf(r->identity, sizeof(r->identity), "%s", who->name);
 	snprintf(r->id, sizeof(r->id), "%s", id);
 	snprintf(r->idem_key, sizeof(r->idem_key), "%s", key);
 	memcpy(r->idem_digest, digest, 32);
-	if ((*rc = run_register(r, st)) != 0) {
+	if ((*rc = run_register(r, &live, st)) != 0) {
 		run_unref(r);
 		return NULL;
 	}

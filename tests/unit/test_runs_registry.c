@@ -30,8 +30,9 @@ static struct sbx_run *registered(struct sbx_runs *runs, const struct sbx_identi
 				  const char *id, struct sbx_rpc_status *st)
 {
 	struct sbx_run *r = new_run(runs, who, id);
+	const struct runs_live live = runs_live(runs);
 
-	if (run_register(r, st) < 0) {
+	if (run_register(r, &live, st) < 0) {
 		run_unref(r);
 		return NULL;
 	}
