@@ -60,9 +60,18 @@ int sbx_endpoint_check(const char *e, struct sbx_err *err)
 			e);
 }
 
+/* On failure, what this call added is freed and *n is as it was. */
+static int split_fail(char **out, size_t start, size_t *n)
+{
+	sbx_endpoints_free(out + start, *n - start);
+	*n = start;
+	return -1;
+}
+
 int sbx_endpoints_split(const char *list, char **out, size_t max, size_t *n, struct sbx_err *err)
 {
 	const char *p = list;
+	size_t start = *n;
 
 	if (!list || !*list)
 		return sbx_fail(err, "endpoints: empty list");
@@ -74,21 +83,19 @@ int sbx_endpoints_split(const char *list, char **out, size_t max, size_t *n, str
 		while (len && isspace((unsigned char)p[len - 1]))
 			len--;
 		if (!len) {
-			sbx_endpoints_free(out, *n);
-			return sbx_fail(err, "endpoints %s: an empty entry", list);
+			sbx_fail(err, "endpoints %s: an empty entry", list);
+			return split_fail(out, start, n);
 		}
 		if (*n >= max) {
-			sbx_endpoints_free(out, *n);
-			return sbx_fail(err, "endpoints: more than %zu", max);
+			sbx_fail(err, "endpoints: more than %zu", max);
+			return split_fail(out, start, n);
 		}
 		if (!(out[*n] = strndup(p, len))) {
-			sbx_endpoints_free(out, *n);
-			return sbx_fail(err, "out of memory");
+			sbx_fail(err, "out of memory");
+			return split_fail(out, start, n);
 		}
-		if (sbx_endpoint_check(out[(*n)++], err) < 0) {
-			sbx_endpoints_free(out, *n);
-			return -1;
-		}
+		if (sbx_endpoint_check(out[(*n)++], err) < 0)
+			return split_fail(out, start, n);
 		if (!comma)
 			return 0;
 		p = comma + 1;

@@ -302,7 +302,8 @@ struct sbx_run_ref {
 
 /* Splits a comma list of endpoints (spaces around entries ignored) into
  * out[*n...] (malloc'd, free with sbx_endpoints_free), each checked by
- * sbx_endpoint_check; *n counts on from its value. */
+ * sbx_endpoint_check; *n counts on from its value (and is left as it was
+ * on failure, what this call added freed). */
 int sbx_endpoints_split(const char *list, char **out, size_t max, size_t *n, struct sbx_err *err);
 void sbx_endpoints_free(char **v, size_t n);
 int sbx_endpoint_check(const char *endpoint, struct sbx_err *err);
