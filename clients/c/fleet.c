@@ -332,6 +332,19 @@ sbx_client *sbx_fleet_client(sbx_fleet *f, const char *host, struct sbx_rpc_stat
 	return c;
 }
 
+bool sbx_fleet_owns(sbx_fleet *f, const sbx_client *c)
+{
+	bool owns = false;
+
+	pthread_mutex_lock(&f->mu);
+	for (size_t i = 0; i < f->n_hosts && !owns; i++)
+		owns = f->hosts[i]->client == c;
+	for (size_t i = 0; i < f->n_retired && !owns; i++)
+		owns = f->retired[i] == c;
+	pthread_mutex_unlock(&f->mu);
+	return owns;
+}
+
 size_t sbx_fleet_hosts(sbx_fleet *f, const char **names, size_t max, struct sbx_rpc_status *st)
 {
 	size_t n = 0;

@@ -351,6 +351,8 @@ Sbx__V1__CreateRunResponse *sbx_fleet_create_run(sbx_fleet *f, const Sbx__V1__Cr
  * as tls+tcp://HOST (or as the URL it is). Its calls fail UNAVAILABLE
  * when the host does not answer: never another host. */
 sbx_client *sbx_fleet_client(sbx_fleet *f, const char *host, struct sbx_rpc_status *st);
+/* Whether c is one of f's clients (which sbx_fleet_close closes). */
+bool sbx_fleet_owns(sbx_fleet *f, const sbx_client *c);
 /* The names of the hosts listed now (looked up again if due); returns
  * how many, at most max; names valid until sbx_fleet_close. */
 size_t sbx_fleet_hosts(sbx_fleet *f, const char **names, size_t max, struct sbx_rpc_status *st);
