@@ -14,6 +14,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -21,7 +22,12 @@ import unittest
 import sbxtest  # noqa: F401  (sys.path for the generated protos)
 
 import sbxdfix
-from sbxdfix import pb
+
+SOURCE = os.environ.get("SBX_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.path.dirname(os.environ.get("SBX_PYTHON_PROTO", "").rstrip("/"))
+sys.path[:0] = [os.path.join(SOURCE, "clients", "python"), os.path.join(BUILD, "clients", "python")]
+import sbx_client  # noqa: E402
+from sbx_client import placement as sbx_fleet  # noqa: E402
 
 DNSMASQ = shutil.which("dnsmasq") or "/usr/sbin/dnsmasq"
 SRV = "_sbx._tcp.sbx.test"
@@ -196,6 +202,74 @@ class Fleet(unittest.TestCase):
         for h in back:
             r = self.run_cli("teardown", h)
             self.assertEqual(r.returncode, 0, h + ": " + r.stderr)
+
+
+    def test_python_pure_parts(self):
+        f = sbx_fleet
+        self.assertEqual(f.split_endpoints(" tls+tcp://a:1, tls+tcp://b:2"),
+                         ["tls+tcp://a:1", "tls+tcp://b:2"])
+        self.assertEqual(f.split_endpoints(["ipc:///x", "dns+srv://_sbx._tcp.a"]),
+                         ["ipc:///x", "dns+srv://_sbx._tcp.a"])
+        for bad in ("tls+tcp://a:1,,tls+tcp://b:2", "http://a:1", "dns+srv://sbx.test"):
+            with self.assertRaises(sbx_client.InvalidArgument, msg=bad):
+                f.split_endpoints(bad)
+        self.assertEqual(f.parse_handle("r-1@h1.test:7443"), ("r-1", "h1.test:7443"))
+        self.assertEqual(f.parse_handle("r-1"), ("r-1", None))
+        for bad in ("@h:1", "r@", "r@a@b"):
+            with self.assertRaises(sbx_client.InvalidArgument, msg=bad):
+                f.parse_handle(bad)
+        self.assertEqual(f.srv_targets([(1, 10, 7444, "h2.t.", 5), (0, 10, 7443, "h1.t.", 30),
+                                        (0, 10, 0, "h3.t.", 30), (0, 10, 7445, ".", 30)]),
+                         [(0, "h1.t", 7443, 30), (1, "h2.t", 7444, 5)])
+        idle = sbx_client.Health("v", "i", 0, 10, 8, True, True, "v2", [], 0, state="serving",
+                                 identity_run_slots_free=8, allowed_cpu_millis=4000,
+                                 allowed_memory_mb=4000, run_slots_free=10)
+        busy = sbx_client.Health("v", "i", 3, 10, 8, True, True, "v2", [], 0, state="serving",
+                                 identity_run_slots_free=8, allowed_cpu_millis=4000,
+                                 allowed_memory_mb=4000, run_slots_free=7,
+                                 committed_cpu_millis=3000, committed_memory_mb=1000)
+        self.assertLess(f.score(idle), f.score(busy))
+        self.assertGreater(f.score(idle, pending=5), f.score(idle))
+        draining = sbx_client.Health("v", "i", 0, 10, 8, True, True, "v2", [], 0,
+                                     state="draining", run_slots_free=10,
+                                     identity_run_slots_free=8)
+        self.assertLess(f.score(draining), 0)
+
+    def test_python_fleet(self):
+        p = lambda name: os.path.join(self.dir, name)  # noqa: E731
+        os.environ["SBX_DNS_SERVER"] = "127.0.0.1:%d" % self.dns_port
+        try:
+            self.python_fleet(p)
+        finally:
+            del os.environ["SBX_DNS_SERVER"]
+
+    def python_fleet(self, p):
+        tls = {"ca": p("ca.pem"), "cert": p("client.pem"), "key": p("client.key")}
+        policy = sbxdfix.policy_json(memory_mb=64)
+        with sbx_client.fleet("dns+srv://" + SRV, token=self.tokens["alice"], tls=tls) as f:
+            self.assertEqual(sorted(f.hosts()), sorted(self.name.values()))
+            runs = [f.create_run(policy) for _ in range(12)]
+            spread = collections.Counter(r.host for r in runs)
+            self.assertEqual(set(spread), set(self.name.values()), spread)
+            self.assertLessEqual(max(spread.values()), 6, spread)
+            for r in runs:
+                self.assertEqual(r.handle, "%s@%s" % (r.id, r.host))
+            # The handle goes to its host.
+            self.assertEqual(f.run(runs[0].handle).status().run_id, runs[0].id)
+            # A killed host: its runs Unavailable naming it, new runs elsewhere.
+            dead = "h3"
+            self.srv[dead].proc.kill()
+            self.srv[dead].proc.wait()
+            mine = [r for r in runs if r.host == self.name[dead]][0]
+            with self.assertRaises(sbx_client.Unavailable) as cm:
+                f.run(mine.handle).status()
+            self.assertIn("host " + self.name[dead], str(cm.exception))
+            more = [f.create_run(policy) for _ in range(4)]
+            self.assertNotIn(self.name[dead], {r.host for r in more})
+            for r in runs + more:
+                if r.host != self.name[dead]:
+                    f.run(r.handle).teardown()
+        self.srv[dead].start()
 
 
 if __name__ == "__main__":
