@@ -282,6 +282,22 @@ static void print_all_runs(const Sbx__V1__ListRunsResponse *r)
 	}
 }
 
+/* --json over several hosts: the host's answer as one row, with "host". */
+static int add_host_row(json_t *rows, const ProtobufCMessage *m, const char *host)
+{
+	json_t *j = cli_json_of(m);
+
+	if (j && json_object_set_new(j, "host", json_string(host)) < 0) {
+		json_decref(j);
+		j = NULL;
+	}
+	/* The row is the array's even when appending fails (jansson). */
+	if (!j || json_array_append_new(rows, j) < 0)
+		return cli_error(SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory"),
+		       EXIT_FAILURE_RPC;
+	return 0;
+}
+
 /* One host's runs; host: its name with a fleet (ids printed as RUN@HOST,
  * JSON rows appended to rows), else NULL. */
 static int runs_one(struct cli *cli, sbx_client *c, const char *host, json_t *rows)
@@ -295,14 +311,8 @@ static int runs_one(struct cli *cli, sbx_client *c, const char *host, json_t *ro
 		return cli_status_error(&st), EXIT_FAILURE_RPC;
 	if (cli->json && !host)
 		return cli_print_json(m) < 0 ? EXIT_FAILURE_RPC : 0;
-	if (cli->json) {
-		json_t *j = cli_json_of(m);
-		if (!j || json_object_set_new(j, "host", json_string(host)) < 0 ||
-		    json_array_append_new(rows, j) < 0)
-			return cli_error(SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory"),
-			       EXIT_FAILURE_RPC;
-		return 0;
-	}
+	if (cli->json)
+		return add_host_row(rows, m, host);
 	const Sbx__V1__ListRunsResponse *r = (const Sbx__V1__ListRunsResponse *)m;
 	if (r->runs_not_listed)
 		fprintf(stderr, "sbxctl: %s%s%u newer runs not listed (to fit max_message_bytes)\n",
@@ -409,14 +419,8 @@ static int health_one(struct cli *cli, sbx_client *c, const char *host, json_t *
 		return cli_status_error(&st), EXIT_FAILURE_RPC;
 	if (cli->json && !host)
 		return cli_print_json(m) < 0 ? EXIT_FAILURE_RPC : 0;
-	if (cli->json) {
-		json_t *j = cli_json_of(m);
-		if (!j || json_object_set_new(j, "host", json_string(host)) < 0 ||
-		    json_array_append_new(rows, j) < 0)
-			return cli_error(SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory"),
-			       EXIT_FAILURE_RPC;
-		return 0;
-	}
+	if (cli->json)
+		return add_host_row(rows, m, host);
 	if (host)
 		printf("host %s\n", host);
 	const Sbx__V1__HealthResponse *h = (const Sbx__V1__HealthResponse *)m;
