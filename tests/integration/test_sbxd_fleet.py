@@ -70,15 +70,8 @@ class Fleet(unittest.TestCase):
                 tokens=tokens, operators=["token:ops"], runs_max=40,
                 runs_max_per_identity=40)
         cls.dns_port = sbxdfix.free_port()
-        args = [DNSMASQ, "--keep-in-foreground", "--log-facility=-", "--port=%d" % cls.dns_port,
-                "--listen-address=127.0.0.1", "--bind-interfaces", "--no-resolv", "--no-hosts",
-                "--conf-file=/dev/null", "--pid-file=", "--local-ttl=1"]
-        for h in HOSTS:
-            args += ["--srv-host=%s,%s.sbx.test,%d,0,10" % (SRV, h, cls.srv[h].port),
-                     "--host-record=%s.sbx.test,127.0.0.1" % h]
         cls.dns_log = open(os.path.join(cls.dir, "dnsmasq.log"), "wb")
-        cls.dns = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                   stderr=cls.dns_log)
+        cls.start_dns(HOSTS)
         cls.name = {h: "%s.sbx.test:%d" % (h, cls.srv[h].port) for h in HOSTS}
         deadline = time.time() + 15
         while cls.run_cli("health").returncode != 0:
@@ -86,6 +79,24 @@ class Fleet(unittest.TestCase):
                 raise RuntimeError("no fleet health through dnsmasq: " +
                                    cls.run_cli("health").stderr)
             time.sleep(0.2)
+
+    @classmethod
+    def start_dns(cls, hosts):
+        """dnsmasq publishing these hosts (TTL 1 s), on cls.dns_port."""
+        args = [DNSMASQ, "--keep-in-foreground", "--log-facility=-", "--port=%d" % cls.dns_port,
+                "--listen-address=127.0.0.1", "--bind-interfaces", "--no-resolv", "--no-hosts",
+                "--conf-file=/dev/null", "--pid-file=", "--local-ttl=1"]
+        for h in hosts:
+            args += ["--srv-host=%s,%s.sbx.test,%d,0,10" % (SRV, h, cls.srv[h].port),
+                     "--host-record=%s.sbx.test,127.0.0.1" % h]
+        cls.dns = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=cls.dns_log)
+
+    @classmethod
+    def restart_dns(cls, hosts):
+        cls.dns.terminate()
+        cls.dns.wait()
+        cls.start_dns(hosts)
 
     @classmethod
     def tearDownClass(cls):
@@ -270,6 +281,37 @@ class Fleet(unittest.TestCase):
                 if r.host != self.name[dead]:
                     f.run(r.handle).teardown()
         self.srv[dead].start()
+
+    def test_srv_records_are_looked_up_again_after_their_ttl(self):
+        p = lambda name: os.path.join(self.dir, name)  # noqa: E731
+        tls = {"ca": p("ca.pem"), "cert": p("client.pem"), "key": p("client.key")}
+        os.environ["SBX_DNS_SERVER"] = "127.0.0.1:%d" % self.dns_port
+        try:
+            with sbx_client.fleet("dns+srv://" + SRV, token=self.tokens["alice"],
+                                  tls=tls) as f:
+                self.assertEqual(len(f.hosts()), 3)
+                self.restart_dns(("h1", "h2"))
+                deadline = time.time() + 20
+                while len(f.hosts()) != 2 and time.time() < deadline:
+                    time.sleep(0.3)
+                self.assertEqual(sorted(f.hosts()), [self.name["h1"], self.name["h2"]])
+                self.assertNotEqual(f.create_run(sbxdfix.policy_json()).host, self.name["h3"])
+                # The DNS server gone: the hosts of the last answer stay.
+                self.dns.terminate()
+                self.dns.wait()
+                time.sleep(1.5)
+                self.assertEqual(len(f.hosts()), 2)
+                for name in f.hosts():
+                    for r in f.client(name).list_runs():
+                        f.run("%s@%s" % (r.run_id, name)).teardown()
+        finally:
+            del os.environ["SBX_DNS_SERVER"]
+            self.start_dns(HOSTS)
+        # sbxctl too: a new process, the records as they are now.
+        deadline = time.time() + 15
+        while self.run_cli("health").stdout.count("state SERVING") != 3:
+            self.assertLess(time.time(), deadline, "dnsmasq did not come back")
+            time.sleep(0.3)
 
 
 if __name__ == "__main__":
