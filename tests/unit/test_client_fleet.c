@@ -3,9 +3,13 @@
  * list's syntax, run handles, DNS SRV answers (built here byte by byte,
  * with name compression, and broken ones), the placement score, and a
  * fleet of hosts that do not answer (each named in the error). */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "sbxclient.h"
@@ -242,11 +246,48 @@ static void dead_hosts(void)
 	sbx_fleet_close(f);
 }
 
+/* A black hole on loopback: a listener that never accepts, whose backlog
+ * is full, so that the kernel drops further SYNs and a connect hangs. */
+static void black_hole(void)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(a);
+	int l = socket(AF_INET, SOCK_STREAM, 0), fill[4];
+	char url[64];
+
+	if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(l, 0) < 0 ||
+	    getsockname(l, (struct sockaddr *)&a, &len) < 0) {
+		check(false, "a listener for the black hole");
+		return;
+	}
+	for (int i = 0; i < 4; i++) { /* fills the backlog; later SYNs are dropped */
+		fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		(void)connect(fill[i], (struct sockaddr *)&a, sizeof(a));
+	}
+	snprintf(url, sizeof(url), "tcp://127.0.0.1:%u", ntohs(a.sin_port));
+	struct sbx_client_opts o = {
+	    .endpoint = url, .timeout_ms = 60000, .connect_timeout_ms = 300, .retries = 2};
+	struct sbx_err err;
+	struct sbx_rpc_status st;
+	sbx_client *c = sbx_client_open(&o, &err);
+	Sbx__V1__HealthResponse *h = c ? sbx_health(c, &st) : NULL;
+	check(!h && st.code == SBX__V1__CODE__UNAVAILABLE && strstr(st.err.msg, "within 300 ms") &&
+		  strstr(st.err.msg, "connect timeout"),
+	      "a host that never completes a connect is UNAVAILABLE after the connect timeout, "
+	      "not the call's: %s",
+	      st.err.msg);
+	sbx_client_close(c);
+	for (int i = 0; i < 4; i++)
+		close(fill[i]);
+	close(l);
+}
+
 int main(void)
 {
 	endpoints();
 	srv_answers();
 	scores();
 	dead_hosts();
+	black_hole();
 	return check_done();
 }
