@@ -28,12 +28,13 @@ CONTROLLERS=(memory pids cpu)
 CTRL_LIST=$(IFS=,; printf '%s' "${CONTROLLERS[*]}")
 PACKAGES=(build-essential cmake pkg-config gcc clang clang-format libseccomp-dev libcap-dev
           libnng-dev nng-utils libprotobuf-c-dev protobuf-c-compiler libjansson-dev
-          libevent-dev libidn2-dev
+          libevent-dev libidn2-dev libc-ares-dev
           libarchive-dev libssl-dev openssl bubblewrap tinyproxy python3 iproute2
           curl valgrind ca-certificates python3-protobuf protobuf-compiler time
           umoci skopeo mmdebstrap busybox-static zstd uidmap libsystemd-dev apparmor
           qemu-system-x86 e2fsprogs go-md2man libmbedtls-dev
           debhelper dh-python dh-apparmor lintian fakeroot dpkg-dev
+          dnsmasq-base python3-dnspython  # tests/integration/test_fleet.py: SRV discovery
           prometheus   # promtool: tests/integration/test_sbxd_metrics.py checks a scrape
           python3-yaml)  # tests/packaging/deployment.py parses the Kubernetes manifests
 

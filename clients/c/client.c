@@ -38,6 +38,7 @@ struct sbx_client {
 	char *endpoint;
 	char *token;
 	uint32_t timeout_ms;
+	uint32_t connect_timeout_ms;
 	int retries;
 	size_t max_message;
 	nng_socket sock;
@@ -275,6 +276,8 @@ sbx_client *sbx_client_open(const struct sbx_client_opts *o, struct sbx_err *err
 	}
 	pthread_mutex_init(&c->dial_lock, NULL);
 	c->timeout_ms = o->timeout_ms ? o->timeout_ms : SBX_DEFAULT_TIMEOUT_MS;
+	c->connect_timeout_ms =
+	    o->connect_timeout_ms ? o->connect_timeout_ms : SBX_DEFAULT_CONNECT_TIMEOUT_MS;
 	c->retries = o->retries == 0 ? SBX_DEFAULT_RETRIES : o->retries < 0 ? 0 : o->retries;
 	c->max_message = o->max_message ? o->max_message : SBX_DEFAULT_MAX_MESSAGE;
 	c->endpoint = strdup(url);
@@ -440,7 +443,8 @@ static int dialer_options(sbx_client *c, nng_dialer d)
  * blocking, so that "nobody listens" (ENOENT, ECONNREFUSED) and a refused
  * TLS handshake are reported at once with their reason; it runs on a
  * thread so that a connect into a black hole is bounded by timeout_ms. */
-static int dial_locked(sbx_client *c, uint32_t timeout_ms, struct sbx_rpc_status *st)
+static int dial_locked(sbx_client *c, uint32_t timeout_ms, bool connect_bound,
+		       struct sbx_rpc_status *st)
 {
 	_cleanup_(dialer_closep) nng_dialer d = NNG_DIALER_INITIALIZER;
 	struct dial_job job = {.rv = NNG_ETIMEDOUT};
@@ -475,7 +479,13 @@ static int dial_locked(sbx_client *c, uint32_t timeout_ms, struct sbx_rpc_status
 	waiter_destroy(&job.w);
 	if (cancelled)
 		return sbx_rpc_fail(st, SBX__V1__CODE__CANCELLED, "interrupted");
-	/* The whole call's time went into connecting: not worth a retry. */
+	/* The whole call's time went into connecting: not worth a retry. The
+	 * connect bound (shorter than the call's timeout) is the host being
+	 * unreachable: UNAVAILABLE, and not retried either (errnum ETIMEDOUT). */
+	if (!done && connect_bound)
+		return sbx_rpc_fail_errnum(st, SBX__V1__CODE__UNAVAILABLE, ETIMEDOUT,
+					   "cannot connect to %s within %u ms (connect timeout)",
+					   c->endpoint, timeout_ms);
 	if (!done)
 		return sbx_rpc_fail(st, SBX__V1__CODE__DEADLINE_EXCEEDED,
 				    "cannot connect to %s within %u ms", c->endpoint, timeout_ms);
@@ -489,10 +499,10 @@ static int dial_locked(sbx_client *c, uint32_t timeout_ms, struct sbx_rpc_status
 }
 
 /* Makes sure a dialer is running. */
-static int dial(sbx_client *c, uint32_t timeout_ms, struct sbx_rpc_status *st)
+static int dial(sbx_client *c, uint32_t timeout_ms, bool connect_bound, struct sbx_rpc_status *st)
 {
 	pthread_mutex_lock(&c->dial_lock);
-	int rc = c->dialed ? 0 : dial_locked(c, timeout_ms, st);
+	int rc = c->dialed ? 0 : dial_locked(c, timeout_ms, connect_bound, st);
 	pthread_mutex_unlock(&c->dial_lock);
 	return rc;
 }
@@ -676,7 +686,9 @@ static int call_once(sbx_client *c, const uint8_t *req, size_t len, uint32_t tim
 	int64_t deadline = sbx_mono_ms() + timeout_ms;
 	int rv;
 
-	if (dial(c, timeout_ms, st) < 0)
+	/* A dead host costs at most connect_timeout_ms per try, not the call's. */
+	bool bound = c->connect_timeout_ms < timeout_ms;
+	if (dial(c, bound ? c->connect_timeout_ms : timeout_ms, bound, st) < 0)
 		return -1;
 	pthread_mutex_lock(&c->dial_lock);
 	unsigned generation = c->generation;
@@ -777,7 +789,8 @@ int sbx_client_call_opts(sbx_client *c, const char *method, const ProtobufCMessa
 		if (interrupted(c))
 			return sbx_rpc_fail(st, SBX__V1__CODE__CANCELLED, "interrupted");
 		rc = call_once(c, buf.data, buf.len, timeout, resp_desc, resp, st);
-		if (rc == 0 || st->code != SBX__V1__CODE__UNAVAILABLE || attempt >= c->retries)
+		if (rc == 0 || st->code != SBX__V1__CODE__UNAVAILABLE || attempt >= c->retries ||
+		    st->err.errnum == ETIMEDOUT)
 			break;
 		/* 100 ms, 200 ms, ...: enough for a restarting server, short
 		 * enough that "nobody there" is still answered at once. */

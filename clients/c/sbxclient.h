@@ -63,10 +63,11 @@ extern "C" {
 #define SBX_CLIENT_VERSION "0.1.0"
 
 /* Where sbxd listens on this host unless told otherwise. */
-#define SBX_DEFAULT_ENDPOINT	"ipc:///run/sbx/sbxd.sock"
-#define SBX_DEFAULT_TIMEOUT_MS	30000
-#define SBX_DEFAULT_RETRIES	2
-#define SBX_DEFAULT_MAX_MESSAGE (8u << 20)
+#define SBX_DEFAULT_ENDPOINT	       "ipc:///run/sbx/sbxd.sock"
+#define SBX_DEFAULT_TIMEOUT_MS	       30000
+#define SBX_DEFAULT_RETRIES	       2
+#define SBX_DEFAULT_CONNECT_TIMEOUT_MS 3000
+#define SBX_DEFAULT_MAX_MESSAGE	       (8u << 20)
 /* PutInput and FetchArtifact move files in chunks of this size (the API's cap). */
 #define SBX_CHUNK_BYTES (1u << 20)
 
@@ -86,6 +87,9 @@ struct sbx_client_opts {
 	uint32_t timeout_ms;	     /* per call; 0: SBX_DEFAULT_TIMEOUT_MS */
 	int retries;	    /* extra tries after UNAVAILABLE: 0 = default (2), < 0 = none */
 	size_t max_message; /* largest response accepted; 0: SBX_DEFAULT_MAX_MESSAGE */
+	/* Longest a dial may take (a black-holed address), within the call's
+	   timeout; 0: SBX_DEFAULT_CONNECT_TIMEOUT_MS. */
+	uint32_t connect_timeout_ms;
 };
 
 /* Per-call overrides for sbx_client_call_opts. */
@@ -247,6 +251,111 @@ int sbx_fetch_at(sbx_client *c, const char *run_id, const char *remote_path, int
 int sbx_fetch_fd(sbx_client *c, const char *run_id, const char *remote_path, int fd,
 		 sbx_progress_fn progress, void *progress_arg, struct sbx_fetch_info *info,
 		 struct sbx_rpc_status *st);
+
+/* ---- Several hosts (issue 19; discovery.c, fleet.c) ----
+ *
+ * An sbx_fleet holds several endpoints: tls+tcp:// (or ipc://, tcp://)
+ * URLs, and dns+srv://_sbx._tcp.NAME, whose SRV records (a Kubernetes
+ * headless Service's, Consul's) name the hosts: each target's address is
+ * looked up too (A, else AAAA), the host dialed as tls+tcp://ADDR:PORT and
+ * its certificate checked against the target's name; the records are
+ * looked up again once their least TTL (at least 1 s) has passed. Lookups
+ * go through c-ares to the servers of /etc/resolv.conf, or to
+ * $SBX_DNS_SERVER ("127.0.0.1:5353", a test and debug knob).
+ *
+ * Placement (sbx_fleet_create_run): among the hosts not excluded, up to
+ * `sample` (3) whose Health says SERVING, the one whose fullest resource
+ * (committed CPU and memory of allowed, used run slots of all) would be
+ * the least full with this client's creates in flight and made since that
+ * Health (cached health_ttl_ms, 2 s, so placement costs no round trip per
+ * create). RESOURCE_EXHAUSTED or a draining refusal: another host, this one
+ * not excluded; a connection failure: the host excluded for backoff_ms
+ * (doubling to 60 s while it stays down); DEADLINE_EXCEEDED: the same host
+ * again with the same idempotency key and request id (at most 3 times)
+ * until it answers or cannot be reached, only then another. At most
+ * `attempts` (3) hosts; the final error names each. Every create carries
+ * an idempotency key (CreateRunRequest.idempotency_key, made here unless
+ * the request has one). A client's dials are bounded by connect_timeout_ms,
+ * so a dead host costs at most that per try. Thread-safe. */
+#define SBX_HOST_MAX			280 /* a host's name ("target:port") + NUL */
+#define SBX_FLEET_MAX_HOSTS		64
+#define SBX_FLEET_DEFAULT_SAMPLE	3
+#define SBX_FLEET_DEFAULT_ATTEMPTS	3
+#define SBX_FLEET_DEFAULT_HEALTH_TTL_MS 2000
+#define SBX_FLEET_DEFAULT_BACKOFF_MS	5000
+#define SBX_SRV_SCHEME			"dns+srv://"
+
+typedef struct sbx_fleet sbx_fleet;
+
+struct sbx_fleet_opts {
+	unsigned sample;	/* 0: SBX_FLEET_DEFAULT_SAMPLE */
+	unsigned attempts;	/* 0: SBX_FLEET_DEFAULT_ATTEMPTS */
+	uint32_t health_ttl_ms; /* 0: SBX_FLEET_DEFAULT_HEALTH_TTL_MS */
+	uint32_t backoff_ms;	/* 0: SBX_FLEET_DEFAULT_BACKOFF_MS */
+};
+
+/* A run and the host it lives on: "RUN_ID@HOST" as text. */
+struct sbx_run_ref {
+	char run_id[129];
+	char host[SBX_HOST_MAX]; /* "" when the handle named none */
+};
+
+/* Splits a comma list of endpoints (spaces around entries ignored) into
+ * out[*n...] (malloc'd, free with sbx_endpoints_free), each checked by
+ * sbx_endpoint_check; *n counts on from its value (and is left as it was
+ * on failure, what this call added freed). */
+int sbx_endpoints_split(const char *list, char **out, size_t max, size_t *n, struct sbx_err *err);
+void sbx_endpoints_free(char **v, size_t n);
+int sbx_endpoint_check(const char *endpoint, struct sbx_err *err);
+/* The name a URL's host goes by ("HOST:PORT"; an ipc:// URL as itself). */
+void sbx_host_name_of(const char *url, char *name, size_t size);
+/* "RUN_ID" or "RUN_ID@HOST" (the first '@' splits). */
+int sbx_run_ref_parse(const char *handle, struct sbx_run_ref *ref, struct sbx_err *err);
+
+/* An SRV record of a DNS answer. */
+struct sbx_srv_record {
+	uint16_t priority, weight, port;
+	uint32_t ttl;
+	char target[254]; /* without the trailing dot */
+};
+/* The SRV records (class IN) of a DNS answer message; records with port 0
+ * or the target "." (no service) left out. */
+int sbx_srv_parse(const unsigned char *msg, size_t len, struct sbx_srv_record *out, size_t max,
+		  size_t *n, struct sbx_err *err);
+
+/* What placement knows of a host: Health's numbers, and this client's own. */
+struct sbx_host_load {
+	bool serving;
+	uint64_t committed_cpu_millis, allowed_cpu_millis;
+	uint64_t committed_memory_mb, allowed_memory_mb;
+	uint32_t runs_max, run_slots_free, identity_run_slots_free;
+	uint32_t pending; /* this client's creates in flight or made since that Health */
+};
+/* How full the host would be with one more run: the largest of committed
+ * CPU and memory over allowed (when known) and used slots over runs_max;
+ * lower is better. < 0: it cannot take one (draining, no slot left). */
+double sbx_placement_score(const struct sbx_host_load *l);
+
+/* endpoints: n strings, each an endpoint or a comma list of them. opts is
+ * each host's client options (its endpoint ignored); fo may be NULL. */
+sbx_fleet *sbx_fleet_open(const char *const *endpoints, size_t n,
+			  const struct sbx_client_opts *opts, const struct sbx_fleet_opts *fo,
+			  struct sbx_err *err);
+void sbx_fleet_close(sbx_fleet *f);
+/* Places and creates the run (see above); ref gets its id and host. */
+Sbx__V1__CreateRunResponse *sbx_fleet_create_run(sbx_fleet *f, const Sbx__V1__CreateRunRequest *req,
+						 struct sbx_run_ref *ref,
+						 struct sbx_rpc_status *st);
+/* The client of a host by name (as a sbx_run_ref's), the fleet's own
+ * (valid until sbx_fleet_close); a name the fleet does not list is dialed
+ * as tls+tcp://HOST (or as the URL it is). Its calls fail UNAVAILABLE
+ * when the host does not answer: never another host. */
+sbx_client *sbx_fleet_client(sbx_fleet *f, const char *host, struct sbx_rpc_status *st);
+/* Whether c is one of f's clients (which sbx_fleet_close closes). */
+bool sbx_fleet_owns(sbx_fleet *f, const sbx_client *c);
+/* The names of the hosts listed now (looked up again if due); returns
+ * how many, at most max; names valid until sbx_fleet_close. */
+size_t sbx_fleet_hosts(sbx_fleet *f, const char **names, size_t max, struct sbx_rpc_status *st);
 
 #ifdef __cplusplus
 }

@@ -27,7 +27,12 @@ static const char *const names[CMD_COUNT] = {
 	"Global options (before or after the command):\n"                                          \
 	"  --endpoint URL         sbxd's address: ipc://PATH, tls+tcp://HOST:PORT, "               \
 	"tcp://HOST:PORT\n"                                                                        \
-	"                         (default: $SBX_ENDPOINT, else " SBX_DEFAULT_ENDPOINT ")\n"       \
+	"                         (default: $SBX_ENDPOINTS, $SBX_ENDPOINT, else\n"                 \
+	"                         " SBX_DEFAULT_ENDPOINT ");\n"                                    \
+	"                         several hosts: repeat it, a comma list, or\n"                    \
+	"                         dns+srv://_sbx._tcp.NAME (SRV records); create and run then\n"   \
+	"                         place the run and print RUN_ID@HOST:PORT, which every\n"         \
+	"                         command taking RUN accepts and sends to that host only\n"        \
 	"  --tls-cert FILE        client certificate for tls+tcp (default: $SBX_TLS_CERT)\n"       \
 	"  --tls-key FILE         its private key (default: $SBX_TLS_KEY)\n"                       \
 	"  --tls-ca FILE          CA of the server's certificate (default: $SBX_TLS_CA)\n"         \
@@ -375,7 +380,11 @@ static int take_opt(int c, const char *arg, const char *optname, struct cli *cli
 {
 	switch (c) {
 	case OPT_ENDPOINT:
-		cli->endpoint = arg;
+		if (cli->n_endpoints >= CLI_MAX_ENDPOINTS)
+			return sbx_fail(err, "--endpoint: at most %d", CLI_MAX_ENDPOINTS);
+		cli->endpoints[cli->n_endpoints++] = arg;
+		if (!cli->endpoint)
+			cli->endpoint = arg;
 		cli->endpoint_given = true;
 		return 0;
 	case OPT_TLS_CERT:
@@ -674,10 +683,36 @@ static const char *env(const char *name)
 
 int cli_resolve(struct cli *cli, struct sbx_err *err)
 {
+	if (!cli->endpoint && (cli->endpoint = env("SBX_ENDPOINTS")))
+		cli->endpoint_given = true;
 	if (!cli->endpoint && (cli->endpoint = env("SBX_ENDPOINT")))
 		cli->endpoint_given = true;
 	if (!cli->endpoint)
 		cli->endpoint = SBX_DEFAULT_ENDPOINT;
+	if (!cli->n_endpoints)
+		cli->endpoints[cli->n_endpoints++] = cli->endpoint;
+	/* Several hosts: a list, or discovery. One plain endpoint stays as it was. */
+	cli->fleet = cli->n_endpoints > 1;
+	for (unsigned i = 0; i < cli->n_endpoints; i++)
+		if (strchr(cli->endpoints[i], ',') ||
+		    !strncmp(cli->endpoints[i], SBX_SRV_SCHEME, strlen(SBX_SRV_SCHEME)))
+			cli->fleet = true;
+	if (cli->fleet)
+		for (unsigned i = 0; i < cli->n_endpoints; i++) {
+			char *v[SBX_FLEET_MAX_HOSTS];
+			size_t n = 0;
+			if (sbx_endpoints_split(cli->endpoints[i], v, SBX_ARRAY_SIZE(v), &n, err) <
+			    0)
+				return sbx_err_prefix(err, "--endpoint");
+			sbx_endpoints_free(v, n);
+		}
+	/* RUN_ID@HOST:PORT: the id for sbxd, the host to ask. */
+	if (cli->run_id) {
+		if (sbx_run_ref_parse(cli->run_id, &cli->run_ref, err) < 0)
+			return -1;
+		cli->run_id = cli->run_ref.run_id;
+		cli->run_host = cli->run_ref.host[0] ? cli->run_ref.host : NULL;
+	}
 	if (!cli->tls_cert)
 		cli->tls_cert = env("SBX_TLS_CERT");
 	if (!cli->tls_key)

@@ -25,6 +25,7 @@
 #define CLI_MAX_ENV	  256
 #define CLI_MAX_ENV_FILES 16
 #define CLI_MAX_ALLOW	  256
+#define CLI_MAX_ENDPOINTS 64
 
 /* Options of run and create that write over the policy (policy_args.c, policy_doc.c). */
 enum {
@@ -78,8 +79,11 @@ enum cli_cmd {
 
 struct cli {
 	/* Global options (also accepted after the command). */
-	const char *endpoint;
-	bool endpoint_given; /* by --endpoint or SBX_ENDPOINT: never start a private sbxd */
+	const char *endpoint; /* the first of endpoints (or the default) */
+	bool endpoint_given;  /* by --endpoint or SBX_ENDPOINT(S): never start a private sbxd */
+	const char *endpoints[CLI_MAX_ENDPOINTS]; /* --endpoint, repeated (each may be a list) */
+	unsigned n_endpoints;
+	bool fleet; /* several endpoints or dns+srv://: runs are placed, handles RUN@HOST */
 	const char *tls_cert, *tls_key, *tls_ca, *tls_server_name;
 	const char *token, *token_file;
 	uint32_t timeout_ms; /* 0: the library's default */
@@ -103,6 +107,9 @@ struct cli {
 	int argc;
 
 	char token_buf[CLI_TOKEN_MAX + 2];
+	/* RUN_ID@HOST given as RUN: run_id points at the id, run_host at the host. */
+	struct sbx_run_ref run_ref;
+	const char *run_host; /* NULL: the endpoint's (or, with a fleet, refused) */
 };
 
 /* Parses argv (argv[0] is the program). Returns 0, or -1 with a usage error
@@ -140,7 +147,16 @@ json_t *cli_json_of(const ProtobufCMessage *m);
 /* Prints j (taken) on stdout, terminal-safe (cli_json_safe). */
 int cli_print_json_value(json_t *j);
 int cli_print_json(const ProtobufCMessage *m);
+/* The client for the command: endpoint if given, else the run's host
+ * (RUN@HOST, through the fleet, never another host), else the endpoint.
+ * With a fleet and no run host, NULL with an error unless the command
+ * places runs (create, run: create_with_inputs picks the host). */
 sbx_client *cli_connect(const struct cli *cli, const char *endpoint);
+/* The fleet of the endpoints (opened at first use; NULL with the error
+ * printed). Its clients are its own: cli_client_closep leaves them. */
+sbx_fleet *cli_fleet(const struct cli *cli);
+/* A host's client from the fleet (NULL with the error printed). */
+sbx_client *cli_connect_host(const struct cli *cli, const char *host);
 /* A client closed on scope exit. */
 void cli_client_closep(sbx_client **c);
 #define _cleanup_client_ __attribute__((cleanup(cli_client_closep)))
@@ -216,8 +232,11 @@ int manifest_upload(sbx_client *c, const char *run_id, const struct manifest *m,
  * told not to); *run_id is malloc'd; image_digest gets what the image
  * resolved to ("sha256:<hex>", or "unpinned" for host). */
 #define CLI_DIGEST_BUF 72
-int create_with_inputs(sbx_client *c, const struct cli *cli, bool upload, char **run_id,
-		       char image_digest[CLI_DIGEST_BUF], struct sbx_rpc_status *st);
+/* With a fleet (cli->fleet), the host is placed (sbx_fleet_create_run), *c
+ * becomes its client (the fleet's own) and host[] its name; else host is "". */
+int create_with_inputs(sbx_client **c, const struct cli *cli, bool upload, char **run_id,
+		       char image_digest[CLI_DIGEST_BUF], char host[SBX_HOST_MAX],
+		       struct sbx_rpc_status *st);
 /* Starts argv in the run; *exec_id is malloc'd. */
 int start_exec(sbx_client *c, const struct cli *cli, const char *run_id, char **exec_id,
 	       struct sbx_rpc_status *st);

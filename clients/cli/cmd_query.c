@@ -282,37 +282,96 @@ static void print_all_runs(const Sbx__V1__ListRunsResponse *r)
 	}
 }
 
-int cmd_runs(struct cli *cli)
+/* --json over several hosts: the host's answer as one row, with "host". */
+static int add_host_row(json_t *rows, const ProtobufCMessage *m, const char *host)
 {
-	_cleanup_client_ sbx_client *c = cli_connect(cli, NULL);
+	json_t *j = cli_json_of(m);
+
+	if (j && json_object_set_new(j, "host", json_string(host)) < 0) {
+		json_decref(j);
+		j = NULL;
+	}
+	/* The row is the array's even when appending fails (jansson). */
+	if (!j || json_array_append_new(rows, j) < 0)
+		return cli_error(SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory"),
+		       EXIT_FAILURE_RPC;
+	return 0;
+}
+
+/* One host's runs; host: its name with a fleet (ids printed as RUN@HOST,
+ * JSON rows appended to rows), else NULL. */
+static int runs_one(struct cli *cli, sbx_client *c, const char *host, json_t *rows)
+{
 	struct sbx_rpc_status st;
 	char a[32];
 
-	if (!c)
-		return EXIT_FAILURE_RPC;
 	_cleanup_msg_ ProtobufCMessage *m =
 	    (ProtobufCMessage *)(cli->runs_all ? sbx_list_all_runs(c, &st) : sbx_list_runs(c, &st));
 	if (!m)
 		return cli_status_error(&st), EXIT_FAILURE_RPC;
-	if (cli->json)
+	if (cli->json && !host)
 		return cli_print_json(m) < 0 ? EXIT_FAILURE_RPC : 0;
+	if (cli->json)
+		return add_host_row(rows, m, host);
 	const Sbx__V1__ListRunsResponse *r = (const Sbx__V1__ListRunsResponse *)m;
 	if (r->runs_not_listed)
-		fprintf(stderr, "sbxctl: %u newer runs not listed (to fit max_message_bytes)\n",
-			r->runs_not_listed);
+		fprintf(stderr, "sbxctl: %s%s%u newer runs not listed (to fit max_message_bytes)\n",
+			host ? host : "", host ? ": " : "", r->runs_not_listed);
 	if (cli->runs_all) {
+		if (host)
+			printf("host %s\n", host);
 		print_all_runs(r);
 		return 0;
 	}
 	for (size_t i = 0; i < r->n_runs; i++) {
 		const Sbx__V1__RunSummary *s = r->runs[i];
-		printf("%s  %-8s  %s  execs %u", s->run_id, sbx_run_state_name(s->state),
-		       cli_time(s->created_unix_ms, a, sizeof(a)), s->execs);
+		printf("%s%s%s  %-8s  %s  execs %u", s->run_id, host ? "@" : "", host ? host : "",
+		       sbx_run_state_name(s->state), cli_time(s->created_unix_ms, a, sizeof(a)),
+		       s->execs);
 		for (size_t k = 0; k < s->n_labels; k++)
 			print_label("  ", s->labels[k]->key, s->labels[k]->value, "");
 		putchar('\n');
 	}
 	return 0;
+}
+
+/* A command over every host of the fleet: each one's status, the worst
+ * returned; a host that does not answer is said and the others go on. */
+static int each_host(struct cli *cli,
+		     int (*one)(struct cli *, sbx_client *, const char *, json_t *))
+{
+	struct sbx_rpc_status st;
+	const char *names[SBX_FLEET_MAX_HOSTS];
+	sbx_fleet *f = cli_fleet(cli);
+	int status = 0;
+
+	if (!f)
+		return EXIT_FAILURE_RPC;
+	size_t n = sbx_fleet_hosts(f, names, SBX_ARRAY_SIZE(names), &st);
+	if (st.code != SBX__V1__CODE__OK)
+		return cli_status_error(&st), EXIT_FAILURE_RPC;
+	json_auto_t *rows = json_array();
+	if (!rows)
+		return cli_error(SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory"),
+		       EXIT_FAILURE_RPC;
+	for (size_t i = 0; i < n; i++) {
+		sbx_client *c = cli_connect_host(cli, names[i]);
+		int rc = c ? one(cli, c, names[i], rows) : EXIT_FAILURE_RPC;
+		status = rc > status ? rc : status;
+	}
+	if (cli->json && cli_print_json_value(json_incref(rows)) < 0)
+		return EXIT_FAILURE_RPC;
+	return status;
+}
+
+int cmd_runs(struct cli *cli)
+{
+	if (cli->fleet)
+		return each_host(cli, runs_one);
+	_cleanup_client_ sbx_client *c = cli_connect(cli, NULL);
+	if (!c)
+		return EXIT_FAILURE_RPC;
+	return runs_one(cli, c, NULL, NULL);
 }
 
 int cmd_drain(struct cli *cli)
@@ -351,18 +410,19 @@ static void print_capacity(const Sbx__V1__HealthResponse *h)
 	printf("capacity from %s\nrun slots free %u\n", h->capacity_source, h->run_slots_free);
 }
 
-int cmd_health(struct cli *cli)
+static int health_one(struct cli *cli, sbx_client *c, const char *host, json_t *rows)
 {
-	_cleanup_client_ sbx_client *c = cli_connect(cli, NULL);
 	struct sbx_rpc_status st;
 
-	if (!c)
-		return EXIT_FAILURE_RPC;
 	_cleanup_msg_ ProtobufCMessage *m = (ProtobufCMessage *)sbx_health(c, &st);
 	if (!m)
 		return cli_status_error(&st), EXIT_FAILURE_RPC;
-	if (cli->json)
+	if (cli->json && !host)
 		return cli_print_json(m) < 0 ? EXIT_FAILURE_RPC : 0;
+	if (cli->json)
+		return add_host_row(rows, m, host);
+	if (host)
+		printf("host %s\n", host);
 	const Sbx__V1__HealthResponse *h = (const Sbx__V1__HealthResponse *)m;
 	printf("endpoint %s\nversion %s\nidentity %s\nruns %u of %u (%u per identity)\n"
 	       "userns %s\nseccomp %s\ncgroup %s\n",
@@ -374,6 +434,11 @@ int cmd_health(struct cli *cli)
 		       h->identity_run_slots_free);
 	if (h->operator_)
 		print_capacity(h);
+	else if (h->capacity_memory_mb) /* every caller's since issue 19 */
+		printf("cpu: %.2f committed of %.2f allowed\nmemory: %" PRIu64
+		       " MiB committed of %" PRIu64 " allowed\nrun slots free %u\n",
+		       (double)h->committed_cpu_millis / 1000, (double)h->allowed_cpu_millis / 1000,
+		       h->committed_memory_mb, h->allowed_memory_mb, h->run_slots_free);
 	/* Said only by an sbxd that knows it (older ones send no fields). */
 	if (h->file_max)
 		printf("files %" PRIu64 " per run, %" PRIu64 " more pinned by mappings; %" PRIu64
@@ -394,4 +459,14 @@ int cmd_health(struct cli *cli)
 		       "them)\n",
 		       h->images_not_listed);
 	return 0;
+}
+
+int cmd_health(struct cli *cli)
+{
+	if (cli->fleet && !cli->run_host)
+		return each_host(cli, health_one);
+	_cleanup_client_ sbx_client *c = cli_connect(cli, NULL);
+	if (!c)
+		return EXIT_FAILURE_RPC;
+	return health_one(cli, c, NULL, NULL);
 }

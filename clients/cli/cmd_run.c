@@ -169,12 +169,14 @@ int cmd_run(struct cli *cli)
 	if (cli->out && out_fd < 0)
 		return cli_err_error(SBX__V1__CODE__INVALID_ARGUMENT, &st.err), EXIT_SETUP;
 	cli_install_signals();
-	sbx_client *c = connect_for_run(cli, &priv, &st);
-	if (!c) {
+	char host[SBX_HOST_MAX];
+	/* Several hosts: create_with_inputs places the run and gives its client. */
+	_cleanup_client_ sbx_client *c = cli->fleet ? NULL : connect_for_run(cli, &priv, &st);
+	if (!c && !cli->fleet) {
 		private_sbxd_stop(&priv);
 		return EXIT_SETUP;
 	}
-	if (create_with_inputs(c, cli, true, &run_id, image_digest, &st) < 0) {
+	if (create_with_inputs(&c, cli, true, &run_id, image_digest, host, &st) < 0) {
 		cli_status_error(&st);
 	} else if ((status = exec_and_wait(c, cli, run_id, &result, &st)) < 0) {
 		cli_status_error(&st);
@@ -205,7 +207,8 @@ int cmd_run(struct cli *cli)
 	}
 	if (run_id && teardown_quiet(c, run_id, 0) < 0)
 		status = EXIT_SETUP;
-	sbx_client_close(c);
+	cli_client_closep(&c);
+	c = NULL;
 	private_sbxd_stop(&priv);
 	/* As a shell reports an interrupted script, whatever the command did
 	 * with the signal. */
@@ -219,21 +222,29 @@ int cmd_create(struct cli *cli)
 	char image_digest[CLI_DIGEST_BUF] = "";
 	if (cli->print_policy)
 		return cli_print_policy(cli);
-	_cleanup_client_ sbx_client *c = cli_connect(cli, NULL);
+	/* Several hosts: create_with_inputs places the run and gives its client. */
+	_cleanup_client_ sbx_client *c = cli->fleet ? NULL : cli_connect(cli, NULL);
+	char host[SBX_HOST_MAX];
 
-	if (!c)
+	if (!c && !cli->fleet)
 		return EXIT_FAILURE_RPC;
 	cli_install_signals();
-	int rc = create_with_inputs(c, cli, !cli->no_upload, &run_id, image_digest, &st);
+	int rc = create_with_inputs(&c, cli, !cli->no_upload, &run_id, image_digest, host, &st);
 	if (rc < 0) {
 		cli_status_error(&st);
 		/* A run whose inputs did not arrive is of no use: do not leave it. */
-		if (run_id)
+		if (run_id && c)
 			teardown_quiet(c, run_id, -1);
+	} else if (!cli->json && host[0]) {
+		printf("%s@%s\n", run_id, host); /* the handle every later command takes */
 	} else if (!cli->json) {
 		puts(run_id);
-	} else if (cli_print_json_value(json_pack("{s:s, s:s}", "run_id", run_id, "image_digest",
-						  image_digest)) < 0) {
+	} else if (cli_print_json_value(host[0]
+					    ? json_pack("{s:s, s:s, s:s, s:s++}", "run_id", run_id,
+							"image_digest", image_digest, "host", host,
+							"handle", run_id, "@", host)
+					    : json_pack("{s:s, s:s}", "run_id", run_id,
+							"image_digest", image_digest)) < 0) {
 		rc = -1;
 	}
 	return rc < 0 ? EXIT_FAILURE_RPC : 0;

@@ -36,10 +36,17 @@ int cli_err_error(Sbx__V1__Code code, const struct sbx_err *err)
 
 /* The endpoint of the last connection made, for the hint below. */
 static const char *connected_to;
+/* The host a run handle named, for errors ("host H: ..."). */
+static const char *asked_host;
 
 int cli_status_error(const struct sbx_rpc_status *st)
 {
-	cli_err_error(st->code, &st->err);
+	/* A run's host that does not answer is named: the call went there only. */
+	if (asked_host && (st->code == SBX__V1__CODE__UNAVAILABLE ||
+			   st->code == SBX__V1__CODE__DEADLINE_EXCEEDED))
+		cli_error(st->code, "host %s: %s", asked_host, st->err.msg);
+	else
+		cli_err_error(st->code, &st->err);
 	/* Nobody listens: say how to get somebody to. */
 	if (st->code == SBX__V1__CODE__UNAVAILABLE && connected_to &&
 	    strstr(st->err.msg, "cannot connect to ")) {
@@ -100,9 +107,9 @@ int cli_print_json(const ProtobufCMessage *m)
 	return cli_print_json_value(cli_json_of(m));
 }
 
-sbx_client *cli_connect(const struct cli *cli, const char *endpoint)
+static struct sbx_client_opts client_opts(const struct cli *cli, const char *endpoint)
 {
-	struct sbx_client_opts o = {
+	return (struct sbx_client_opts){
 	    .endpoint = endpoint ? endpoint : cli->endpoint,
 	    .tls_cert = cli->tls_cert,
 	    .tls_key = cli->tls_key,
@@ -111,6 +118,67 @@ sbx_client *cli_connect(const struct cli *cli, const char *endpoint)
 	    .token = cli->token,
 	    .timeout_ms = cli->timeout_ms,
 	};
+}
+
+static sbx_fleet *fleet;
+
+static void fleet_close(void)
+{
+	sbx_fleet_close(fleet);
+	fleet = NULL;
+}
+
+sbx_fleet *cli_fleet(const struct cli *cli)
+{
+	struct sbx_client_opts o = client_opts(cli, NULL);
+	struct sbx_err err;
+
+	if (fleet)
+		return fleet;
+	if (!(fleet = sbx_fleet_open(cli->endpoints, cli->n_endpoints, &o, NULL, &err))) {
+		cli_err_error(SBX__V1__CODE__INVALID_ARGUMENT, &err);
+		return NULL;
+	}
+	atexit(fleet_close);
+	return fleet;
+}
+
+/* A fleet's clients are its own. */
+static bool fleet_owns(const sbx_client *c)
+{
+	return fleet && c && sbx_fleet_owns(fleet, c);
+}
+
+sbx_client *cli_connect_host(const struct cli *cli, const char *host)
+{
+	struct sbx_rpc_status st;
+	sbx_fleet *f = cli_fleet(cli);
+	sbx_client *c = f ? sbx_fleet_client(f, host, &st) : NULL;
+
+	if (!f)
+		return NULL;
+	if (!c) {
+		cli_status_error(&st);
+		return NULL;
+	}
+	asked_host = host;
+	connected_to = NULL; /* no "start an sbxd here" hint for a remote host */
+	sbx_client_set_interrupt(c, &cli_interrupted);
+	return c;
+}
+
+sbx_client *cli_connect(const struct cli *cli, const char *endpoint)
+{
+	if (!endpoint && cli->run_host)
+		return cli_connect_host(cli, cli->run_host);
+	if (!endpoint && cli->fleet) {
+		cli_error(SBX__V1__CODE__INVALID_ARGUMENT,
+			  "%s: several endpoints: give RUN as RUN_ID@HOST:PORT (as create "
+			  "printed it), or one --endpoint",
+			  cli_cmd_name(cli->cmd));
+		return NULL;
+	}
+	struct sbx_client_opts o = client_opts(cli, endpoint);
 	struct sbx_err err;
 	sbx_client *c = sbx_client_open(&o, &err);
 
@@ -125,7 +193,8 @@ sbx_client *cli_connect(const struct cli *cli, const char *endpoint)
 
 void cli_client_closep(sbx_client **c)
 {
-	sbx_client_close(*c);
+	if (!fleet_owns(*c))
+		sbx_client_close(*c);
 }
 
 /* Big transfers show a progress line on a terminal; anything else (a log,

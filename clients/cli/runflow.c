@@ -89,15 +89,22 @@ static Sbx__V1__CreateRunRequest__LabelsEntry **make_labels(const struct cli *cl
 	return l;
 }
 
-int create_with_inputs(sbx_client *c, const struct cli *cli, bool upload, char **run_id,
-		       char image_digest[CLI_DIGEST_BUF], struct sbx_rpc_status *st)
+int create_with_inputs(sbx_client **c, const struct cli *cli, bool upload, char **run_id,
+		       char image_digest[CLI_DIGEST_BUF], char host[SBX_HOST_MAX],
+		       struct sbx_rpc_status *st)
 {
+	struct sbx_run_ref ref;
+	sbx_fleet *f = NULL;
+
 	Sbx__V1__CreateRunRequest req = SBX__V1__CREATE_RUN_REQUEST__INIT;
 	struct manifest m = {0};
 	size_t len;
 	int rc = -1;
 
 	*run_id = NULL;
+	host[0] = '\0';
+	if (cli->fleet && !(f = cli_fleet(cli)))
+		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT, "the endpoints");
 	_cleanup_free_ char *policy = cli_policy_document(cli, &len, st);
 	if (!policy)
 		return -1;
@@ -113,10 +120,21 @@ int create_with_inputs(sbx_client *c, const struct cli *cli, bool upload, char *
 	req.n_inputs = m.n;
 	req.labels = labels;
 	req.n_labels = cli->n_labels;
-	Sbx__V1__CreateRunResponse *r = sbx_create_run(c, &req, st);
+	Sbx__V1__CreateRunResponse *r =
+	    f ? sbx_fleet_create_run(f, &req, &ref, st) : sbx_create_run(*c, &req, st);
 	if (!r) {
-		sbx_rpc_prefix(st, "CreateRun");
+		if (!f)
+			sbx_rpc_prefix(st, "CreateRun");
 		goto out;
+	}
+	if (f) {
+		snprintf(host, SBX_HOST_MAX, "%s", ref.host);
+		/* The rest goes to the run's host: the fleet's client for it. */
+		if (!(*c = sbx_fleet_client(f, ref.host, st))) {
+			sbx__v1__create_run_response__free_unpacked(r, NULL);
+			goto out;
+		}
+		sbx_client_set_interrupt(*c, &cli_interrupted);
 	}
 	*run_id = strdup(r->run_id);
 	snprintf(image_digest, CLI_DIGEST_BUF, "%s", r->image_digest);
@@ -125,7 +143,7 @@ int create_with_inputs(sbx_client *c, const struct cli *cli, bool upload, char *
 		sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
 		goto out;
 	}
-	rc = upload ? manifest_upload(c, *run_id, &m, st) : 0;
+	rc = upload ? manifest_upload(*c, *run_id, &m, st) : 0;
 out:
 	free_labels(labels, cli->n_labels);
 	manifest_free(&m);

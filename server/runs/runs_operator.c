@@ -3,7 +3,8 @@
  * (rpc_auth.c marks it on the caller) may list every run (ListRuns.all),
  * read any run's Status, tear any run down (its owner is then told who did,
  * runs_tombstone, rather than NOT_FOUND), drain and undrain (Drain), and
- * sees the host's capacity in Health. Every such call on another
+ * sees how the host's capacity is configured in Health (every caller sees
+ * the host-wide capacity, committed and allowed numbers: placement). Every such call on another
  * identity's run, and every Drain, is written to the audit log naming the
  * operator and the run's owner. A caller that is not an operator gets
  * PERMISSION_DENIED for the operator's calls, and never learns another
@@ -59,25 +60,31 @@ int operator_health(struct sbx_runs *runs, const struct sbx_identity *who,
 	h->state = runs->draining || runs->operator_drain ? SBX__V1__SERVING_STATE__DRAINING
 							  : SBX__V1__SERVING_STATE__SERVING;
 	h->operator_ = who->operator;
-	if (!who->operator) {
-		pthread_mutex_unlock(&runs->mu);
-		return 0;
+	h->run_slots_free = host_slots;
+	if (who->operator) {
+		h->operator_drain = runs->operator_drain;
+		h->shutdown_drain = runs->draining;
 	}
-	h->operator_drain = runs->operator_drain;
-	h->shutdown_drain = runs->draining;
 	v = capacity_view_of(c, &runs->host);
 	committed = capacity_committed(runs);
 	pthread_mutex_unlock(&runs->mu);
+	/* Every caller: clients place runs across hosts from these (issue 19).
+	 * They are host-wide sums (what the host has, what all runs together
+	 * commit, what they may commit, free slots): no other identity's run,
+	 * id, owner or count can be told from them beyond what a refused
+	 * CreateRun says anyway. */
 	h->capacity_cpu_millis = v.capacity.cpu_millis;
 	h->capacity_memory_mb = v.capacity.memory_mb;
 	h->committed_cpu_millis = committed.cpu_millis;
 	h->committed_memory_mb = committed.memory_mb;
 	h->allowed_cpu_millis = v.allowed.cpu_millis;
 	h->allowed_memory_mb = v.allowed.memory_mb;
+	if (!who->operator)
+		return 0;
+	/* Operators only: how the host is configured. */
 	h->cpu_overcommit_percent = c->cpu_overcommit_percent;
 	h->memory_overcommit_percent = c->memory_overcommit_percent;
 	h->memory_reserve_mb = c->memory_reserve_mb;
-	h->run_slots_free = host_slots;
 	snprintf(source, sizeof(source), "%s%s%s",
 		 c->cpu_millis ? "cpu: config capacity.cpu_millis; " : "",
 		 c->memory_mb ? "memory: config capacity.memory_mb; " : "",

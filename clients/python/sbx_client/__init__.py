@@ -28,11 +28,12 @@ from .results import (  # noqa: E402
     Artifact, Artifacts, Drained, ExecResult, Fetched, Health, Manifest, RunStatus, RunSummary,
     Usage)
 from .client import Client, ExecStream, Process, Run, connect  # noqa: E402
+from .placement import Fleet, fleet  # noqa: E402
 from . import aio  # noqa: E402,F401
 
 __version__ = "0.1.0"
 __all__ = [
-    "connect", "Client", "Run", "Process", "ExecStream", "TLS", "DEFAULT_ENDPOINT",
+    "connect", "fleet", "Fleet", "Client", "Run", "Process", "ExecStream", "TLS", "DEFAULT_ENDPOINT",
     "ExecResult", "Usage", "Artifact", "Artifacts", "Fetched", "Health", "Manifest",
     "RunStatus", "RunSummary", "Drained", "check_digest", "policy_pb2", "sandbox_pb2",
     "SbxError", "CommandError", "Cancelled", "Unknown", "InvalidArgument", "DeadlineExceeded",

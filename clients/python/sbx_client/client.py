@@ -59,10 +59,22 @@ class Client:
         self.transport.close()
 
     # ---- one call
+    # The host's name when a Fleet made this client ("h1.example:7443"):
+    # a host that does not answer is named in the error.
+    host_name = None
+
     def call(self, name, request, response_type, request_id=None, timeout=None):
         """Calls /sbx.v1.Sandbox/<name> with a request message; returns the
         response message or raises the status code's SbxError. Non-idempotent
         calls get a fresh request_id unless given one; retries reuse it."""
+        try:
+            return self._call(name, request, response_type, request_id, timeout)
+        except (errors.Unavailable, errors.DeadlineExceeded) as e:
+            if not self.host_name:
+                raise
+            raise type(e)("host %s: %s" % (self.host_name, e.message)) from None
+
+    def _call(self, name, request, response_type, request_id, timeout):
         timeout = timeout or self.timeout
         env = pb.Request(method=SERVICE + name, body=request.SerializeToString(),
                          deadline_ms=int(timeout * 1000))
@@ -121,13 +133,14 @@ class Client:
         return Run(self, run_id)
 
     def create_run(self, policy, inputs=None, labels=None, upload=True, request_id=None,
-                   input_dir=None):
+                   input_dir=None, idempotency_key=None):
         """Creates a run from policy (a dict, a JSON string, a path to a JSON
         file, or a sbx_client.policy_pb2.Policy). inputs: {"/data/x.csv":
         local path or bytes}, declared with size and sha256 in CreateRun's
         manifest and uploaded with PutInput in 1 MiB chunks (upload=False:
         declared only, sent later with run.put()). labels: {str: str}.
-        request_id: makes a retried CreateRun create one run."""
+        request_id: makes a retried CreateRun create one run. idempotency_key:
+        CreateRunRequest.idempotency_key (sbx_client.Fleet makes one per create)."""
         req = pb.CreateRunRequest()
         if isinstance(policy, policy_pb2.Policy):
             req.policy.CopyFrom(policy)
@@ -140,6 +153,8 @@ class Client:
             req.labels[k] = v
         if input_dir:
             req.input_dir = os.fspath(input_dir)
+        if idempotency_key:
+            req.idempotency_key = idempotency_key
         r = self.call("CreateRun", req, pb.CreateRunResponse, request_id=request_id)
         run = Run(self, r.run_id, r)
         run._declared = {i.path: i for i in declared}
@@ -180,6 +195,7 @@ class Run:
     def __init__(self, client, run_id, created=None):
         self.client = client
         self.id = run_id
+        self.host = None  # the host's name when a Fleet placed or named it
         self.manifest = None
         self._declared = {}
         self.effective_policy = created.effective_policy if created else None
@@ -187,8 +203,13 @@ class Run:
         self.image_digest = created.image_digest if created else None
         self.deadline_unix_ms = created.deadline_unix_ms if created else None
 
+    @property
+    def handle(self):
+        """RUN_ID@HOST:PORT with a host (sbxctl takes it), else the id."""
+        return "%s@%s" % (self.id, self.host) if self.host else self.id
+
     def __repr__(self):
-        return "Run(%r)" % self.id
+        return "Run(%r)" % self.handle
 
     def __enter__(self):
         return self
