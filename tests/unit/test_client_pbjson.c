@@ -161,7 +161,13 @@ static void test_defaults_and_utf8(void)
 	    "\"userns\":false,\"seccomp\":false,\"cgroup\":\"\",\"images\":[],"
 	    "\"identity\":\"\",\"imagesNotListed\":0,\"imagesError\":\"\","
 	    "\"auditLinesLost\":\"0\",\"fileMax\":\"0\",\"runFiles\":\"0\","
-	    "\"runPinnedFiles\":\"0\",\"runsFit\":\"0\",\"hostUids\":\"\",\"hostUidSlots\":\"0\"}";
+	    "\"runPinnedFiles\":\"0\",\"runsFit\":\"0\",\"hostUids\":\"\",\"hostUidSlots\":\"0\","
+	    "\"state\":\"SERVING_STATE_UNSPECIFIED\",\"operator\":false,\"operatorDrain\":false,"
+	    "\"shutdownDrain\":false,\"capacityCpuMillis\":\"0\",\"capacityMemoryMb\":\"0\","
+	    "\"capacitySource\":\"\",\"committedCpuMillis\":\"0\",\"committedMemoryMb\":\"0\","
+	    "\"allowedCpuMillis\":\"0\",\"allowedMemoryMb\":\"0\",\"cpuOvercommitPercent\":0,"
+	    "\"memoryOvercommitPercent\":0,\"memoryReserveMb\":\"0\",\"runSlotsFree\":0,"
+	    "\"identityRunSlotsFree\":0}";
 	if (!check(got && !strcmp(got, want), "empty HealthResponse with defaults"))
 		printf("#   want: %s\n#    got: %s\n", want, got);
 	free(got);
