@@ -244,11 +244,11 @@ static void print_section(FILE *out, const struct sbx_config_section *s)
 void sbx_config_print_reference(FILE *out)
 {
 	const struct sbx_config_section *sections[] = {
-	    &sbx_config_root_section,	&sbx_config_tls_section,
-	    &sbx_config_token_section,	&sbx_config_limits_section,
-	    &sbx_config_quotas_section, &sbx_config_connections_section,
-	    &sbx_config_egress_section, &sbx_config_destination_section,
-	    &sbx_config_images_section, &sbx_config_metrics_section,
+	    &sbx_config_root_section,	  &sbx_config_tls_section,
+	    &sbx_config_token_section,	  &sbx_config_limits_section,
+	    &sbx_config_quotas_section,	  &sbx_config_connections_section,
+	    &sbx_config_egress_section,	  &sbx_config_destination_section,
+	    &sbx_config_images_section,	  &sbx_config_metrics_section,
 	    &sbx_config_capacity_section,
 	};
 
