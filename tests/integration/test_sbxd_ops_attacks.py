@@ -100,13 +100,16 @@ class OperatorBit(Base):
                 code, msg, _ = c.call(name, req, resp, token=bob)
                 self.assertEqual(code, "PERMISSION_DENIED", msg)
                 self.assertIn("token:bob is not an operator", msg)
+            # (Every caller gets the host-wide capacity numbers, for
+            # placement; the configuration behind them is operators' only.)
             h = ok(c, "Health", pb.HealthRequest(), pb.HealthResponse, token=bob)
-            self.assertEqual((h.identity, h.operator, h.capacity_memory_mb, h.run_slots_free),
-                             ("token:bob", False, 0, 0))
+            self.assertEqual((h.identity, h.operator, h.capacity_source, h.memory_reserve_mb,
+                              h.cpu_overcommit_percent), ("token:bob", False, "", 0, 0))
             # Its next call without a token is the operator uid again.
             h = ok(c, "Health", pb.HealthRequest(), pb.HealthResponse)
             self.assertTrue(h.operator)
-            self.assertGreater(h.capacity_memory_mb, 0)
+            self.assertNotEqual(h.capacity_source, "")
+            self.assertGreater(h.cpu_overcommit_percent, 0)
             # A reload that drops it from operators: the next call on the
             # connection opened before is refused.
             self.edit(operators=[])
@@ -117,7 +120,8 @@ class OperatorBit(Base):
             code, msg, _ = c.call("Status", pb.StatusRequest(run_id=bobs), pb.StatusResponse)
             self.assertEqual((code, msg), ("NOT_FOUND", "run %s not found" % bobs))
             h = ok(c, "Health", pb.HealthRequest(), pb.HealthResponse)
-            self.assertEqual((h.operator, h.capacity_memory_mb), (False, 0))
+            self.assertEqual((h.operator, h.capacity_source, h.cpu_overcommit_percent),
+                             (False, "", 0))
         self.assertEqual([e for e in srv.audit_events() if e["event"] == "operator_drain"], [])
 
     def test_an_operators_status_never_renews_the_owners_lease(self):
