@@ -17,7 +17,7 @@ Usage: packaging/vm/run.sh [--build-dir DIR] [--checks REGEX] [--keep DIR]
                            [--rebuild-image] [--debs DIR] [--list] [--help]
 
 Boots the cached Debian 12 guest (packaging/vm/build-image.sh builds it when
-its inputs changed) under qemu-system-x86_64 (TCG, -smp 2, -m 2G, no network),
+its inputs changed) under qemu-system-x86_64 (TCG, -smp 2, -m 4G, no network),
 with a second disk holding DIR's sbx-helper, sbxd (and sbxd-image), sbxctl and
 sbx-bench-helper, tests/vm and the reconciliation example. The guest runs
 tests/vm/guest.sh at boot; each check prints PASS or FAIL with its reason, the
@@ -149,13 +149,13 @@ mke2fs -q -t ext4 -L sbxstage -d "$STAGE" "$WORK/stage.img" "${stage_mb}M" >&2 \
     || die "mke2fs -d of the stage disk failed"
 
 # ---- boot
-say "booting $(cat "$IMAGE/kernel-version") under TCG (-smp 2 -m 2G, no network), timeout ${TIMEOUT} s; checks '$CHECKS'"
+say "booting $(cat "$IMAGE/kernel-version") under TCG (-smp 2 -m 4G, no network), timeout ${TIMEOUT} s; checks '$CHECKS'"
 : > "$WORK/console.log"
 : > "$WORK/results.log"
 t_boot=$(date +%s)
 timeout -k 10 "$TIMEOUT" qemu-system-x86_64 \
     -nodefaults -display none -no-reboot \
-    -machine pc -accel tcg,thread=multi -cpu max -smp 2 -m 2048 \
+    -machine pc -accel tcg,thread=multi -cpu max -smp 2 -m 4096 \
     -kernel "$IMAGE/vmlinuz" -initrd "$IMAGE/initrd.img" \
     -append "root=/dev/vda rw console=ttyS0,115200 systemd.unit=sbx-vm.target panic=-1 loglevel=4 systemd.show_status=auto" \
     -drive "file=$IMAGE/rootfs.img,format=raw,if=virtio,snapshot=on" \

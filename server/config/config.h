@@ -66,12 +66,19 @@ struct sbx_quotas {
 /* What the host can give runs (config "capacity"; runs_capacity.c): a
  * CreateRun whose policy can never fit is INVALID_ARGUMENT, one that does
  * not fit beside the runs committed now RESOURCE_EXHAUSTED. */
+/* capacity.memory_reserve_mb not written: 1024 MiB, or an eighth of the
+ * memory if that is less, so that a small host (a 2 GiB VM, a laptop's
+ * private sbxd) still runs a default policy (runs_capacity.c). */
+#define SBX_MEMORY_RESERVE_AUTO UINT64_MAX
+#define SBX_MEMORY_RESERVE_MB	1024
+
 struct sbx_config_capacity {
 	uint64_t cpu_millis; /* the host's CPUs x 1000; 0: measured (CPUs sbxd may use) */
 	uint64_t memory_mb;  /* the host's memory; 0: measured (MemTotal or sbxd's cgroup) */
 	uint32_t cpu_overcommit_percent;    /* allowed = capacity x this / 100; default 400 */
 	uint32_t memory_overcommit_percent; /* default 100 */
-	uint64_t memory_reserve_mb;	    /* kept for the host and sbxd; default 1024 */
+	/* kept for the host and sbxd; default SBX_MEMORY_RESERVE_AUTO */
+	uint64_t memory_reserve_mb;
 };
 
 /* Bounds on connections (rpc/conn_guard.c); docs/operator/connections.md says what each costs. */

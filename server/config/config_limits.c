@@ -289,7 +289,10 @@ static const struct sbx_config_key capacity_keys[] = {
     {"memory_overcommit_percent", SBX_CONFIG_U32, 10, 1000, 100, CAP(memory_overcommit_percent),
      .doc = "memory runs may commit, in percent of `memory_mb`: past 100 the host's OOM "
 	    "killer may end any process, sbxd's too"},
-    {"memory_reserve_mb", SBX_CONFIG_U64, 0, MB_MAX, 1024, CAP(memory_reserve_mb),
+    {"memory_reserve_mb", SBX_CONFIG_U64, 0, MB_MAX, SBX_MEMORY_RESERVE_AUTO,
+     CAP(memory_reserve_mb),
+     .def_doc = "1024, or an eighth of the memory if that is less (a small host still runs a "
+		"default policy)",
      .doc = "memory no run may commit: the host's and sbxd's own"},
 };
 #undef CAP

@@ -12,7 +12,8 @@
  *
  * CPU is compressible (cpu.max throttles a run, it never fails one), so
  * its overcommit defaults to 400 %; memory is not (past it the host's OOM
- * killer picks any process, sbxd included): 100 %, less 1 GiB. */
+ * killer picks any process, sbxd included): 100 %, less 1 GiB (or an
+ * eighth of a smaller host's memory). */
 #include "runs_capacity.h"
 
 #include <sched.h>
@@ -57,8 +58,13 @@ struct capacity_view capacity_view_of(const struct sbx_config_capacity *cfg,
 	v.capacity.memory_mb = cfg->memory_mb ? cfg->memory_mb : host->memory_mb;
 	v.allowed.cpu_millis =
 	    capacity_allowed(v.capacity.cpu_millis, cfg->cpu_overcommit_percent, 0);
-	v.allowed.memory_mb = capacity_allowed(v.capacity.memory_mb, cfg->memory_overcommit_percent,
-					       cfg->memory_reserve_mb);
+	v.reserve_mb = cfg->memory_reserve_mb;
+	if (v.reserve_mb == SBX_MEMORY_RESERVE_AUTO)
+		v.reserve_mb = v.capacity.memory_mb / 8 < SBX_MEMORY_RESERVE_MB
+				   ? v.capacity.memory_mb / 8
+				   : SBX_MEMORY_RESERVE_MB;
+	v.allowed.memory_mb =
+	    capacity_allowed(v.capacity.memory_mb, cfg->memory_overcommit_percent, v.reserve_mb);
 	/* A reserve that takes everything leaves runs nothing: 1 MiB, so
 	 * that every run is refused saying so, rather than none checked. */
 	if (v.capacity.memory_mb && !v.allowed.memory_mb)
@@ -85,7 +91,7 @@ int capacity_check_ever(const struct capacity_view *v, const struct sbx_config_c
 		    "capacity.memory_reserve_mb %llu)",
 		    (unsigned long long)cost.memory_mb, (unsigned long long)v->allowed.memory_mb,
 		    (unsigned long long)v->capacity.memory_mb, cfg->memory_overcommit_percent,
-		    (unsigned long long)cfg->memory_reserve_mb);
+		    (unsigned long long)v->reserve_mb);
 	return 0;
 }
 

@@ -24,6 +24,7 @@ struct run_cost {
 struct capacity_view {
 	struct run_cost capacity;
 	struct run_cost allowed; /* capacity x overcommit, memory less the reserve */
+	uint64_t reserve_mb;	 /* the reserve in force (SBX_MEMORY_RESERVE_AUTO resolved) */
 };
 
 /* A policy's cost (0 for a run without a policy: unit tests). */

@@ -84,7 +84,7 @@ int operator_health(struct sbx_runs *runs, const struct sbx_identity *who,
 	/* Operators only: how the host is configured. */
 	h->cpu_overcommit_percent = c->cpu_overcommit_percent;
 	h->memory_overcommit_percent = c->memory_overcommit_percent;
-	h->memory_reserve_mb = c->memory_reserve_mb;
+	h->memory_reserve_mb = v.reserve_mb;
 	snprintf(source, sizeof(source), "%s%s%s",
 		 c->cpu_millis ? "cpu: config capacity.cpu_millis; " : "",
 		 c->memory_mb ? "memory: config capacity.memory_mb; " : "",

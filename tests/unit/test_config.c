@@ -826,7 +826,7 @@ static void test_capacity(void)
 	check(rc == 0 && cfg.capacity.cpu_millis == 0 && cfg.capacity.memory_mb == 0 &&
 		  cfg.capacity.cpu_overcommit_percent == 400 &&
 		  cfg.capacity.memory_overcommit_percent == 100 &&
-		  cfg.capacity.memory_reserve_mb == 1024,
+		  cfg.capacity.memory_reserve_mb == SBX_MEMORY_RESERVE_AUTO,
 	      "capacity defaults: measured, CPU 400 %%, memory 100 %% less 1024 MiB");
 	sbx_config_free(&cfg);
 	rc = load("{'capacity': {'cpu_millis': 8000, 'memory_mb': 16384, 'memory_reserve_mb': 0}}",

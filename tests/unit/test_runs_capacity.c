@@ -67,6 +67,15 @@ static void arithmetic(void)
 	cfg.memory_reserve_mb = 8192;
 	v = capacity_view_of(&cfg, &host);
 	check(v.allowed.memory_mb == 1, "a reserve above capacity leaves 1 MiB, not 'unknown'");
+	cfg = (struct sbx_config_capacity){0, 0, 100, 100, SBX_MEMORY_RESERVE_AUTO};
+	v = capacity_view_of(&cfg, &host);
+	check(v.reserve_mb == 1024 && v.allowed.memory_mb == 22976,
+	      "the unwritten reserve on a 24000 MiB host: 1024 MiB");
+	host.memory_mb = 2000;
+	v = capacity_view_of(&cfg, &host);
+	check(v.reserve_mb == 250 && v.allowed.memory_mb == 1750,
+	      "on a 2000 MiB host: an eighth, 250 MiB (a default run's 1040 MiB still fits)");
+	host.memory_mb = 24000;
 
 	cfg = (struct sbx_config_capacity){0, 0, 100, 100, 0};
 	host = (struct runs_host){.cpu_millis = 2000, .memory_mb = 1000};

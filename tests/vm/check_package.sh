@@ -121,10 +121,9 @@ check_package_install() {
     if runuser -u "$DEV" -- "$PKG_CTL" --endpoint "$PKG_SOCK" --call-timeout 5 health >> "$LOG" 2>&1; then
         echo "user $DEV (not in group sbx) reached /run/sbx/sbxd.sock"; return 1
     fi
-    # The VM has 2 GiB: the packaged config's 1 GiB capacity.memory_reserve_mb
-    # leaves less than the example's memory bound (memory_mb 512 + out_mb 16
-    # + 2 x tmp_mb 256), which CreateRun rightly refuses as INVALID_ARGUMENT.
-    # An operator of a small host lowers it as here: edit, reload, no restart.
+    # An operator changes capacity as here: edit, reload, no restart (the
+    # reserve the packaged config leaves unwritten is min(1024 MiB, an
+    # eighth of the memory); 256 MiB on this small guest).
     pkg_set_config 'c.setdefault("capacity", {})["memory_reserve_mb"] = 256' \
         || { echo "editing $PKG_CONF failed"; return 1; }
     systemctl reload $PKG_UNIT >> "$LOG" 2>&1 || { echo "systemctl reload failed: $(pkg_journal_why)"; return 1; }
