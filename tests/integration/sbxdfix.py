@@ -157,6 +157,14 @@ class Server:
             json.dump(cfg, f)
         self.start()
 
+    def edit_config(self, **keys):
+        """Sets keys in the config file (a reload or a restart reads it)."""
+        with open(self.config) as f:
+            cfg = json.load(f)
+        cfg.update(keys)
+        with open(self.config, "w") as f:
+            json.dump(cfg, f)
+
     def log_tail(self):
         text = b""
         for name in sorted(os.listdir(self.dir)):

@@ -28,7 +28,6 @@ sbxd, each asserting the property held for the right reason:
   CA never gets another call answered, one of the new CA does."""
 
 import hashlib
-import json
 import os
 import signal
 import threading
@@ -59,11 +58,7 @@ class Base(unittest.TestCase):
         self.assertEqual(rc, 0, log)
 
     def edit(self, **keys):
-        with open(self.srv.config) as f:
-            cfg = json.load(f)
-        cfg.update(keys)
-        with open(self.srv.config, "w") as f:
-            json.dump(cfg, f)
+        self.srv.edit_config(**keys)
 
     def reloads(self):
         """How many reloads sbxd has logged (its whole stderr)."""

@@ -7,7 +7,6 @@ log reopened after a rename (rotation); an invalid config is refused,
 logged and audited, and the running one kept; keys that need a restart
 are named."""
 import hashlib
-import json
 import os
 import signal
 import socket
@@ -36,11 +35,7 @@ class Reload(unittest.TestCase):
         self.assertEqual(rc, 0, log)
 
     def edit(self, **keys):
-        with open(self.srv.config) as f:
-            cfg = json.load(f)
-        cfg.update(keys)
-        with open(self.srv.config, "w") as f:
-            json.dump(cfg, f)
+        self.srv.edit_config(**keys)
 
     def sighup(self, want="SIGHUP: reloaded"):
         """Sends SIGHUP and waits for the reload's last line (or want)."""
