@@ -11,8 +11,10 @@
 # A whole run (no -R) also checks the formatting first (clang-format, the tree's
 # .clang-format), runs the fuzz targets after ctest (packaging/fuzz.sh) and the
 # sbxd tests once more under ThreadSanitizer (this script with --sanitize=thread)
-# and, as root, the VM stage (packaging/vm/run.sh: Debian 12's kernel, systemd
-# and cgroup v2 under qemu, with this build's binaries).
+# and, as root, the fleet stage (tests/fleet/netns.sh: three sbxd hosts, a DNS
+# server and a parent in network namespaces) and the VM stage
+# (packaging/vm/run.sh: Debian 12's kernel, systemd and cgroup v2 under qemu,
+# with this build's binaries).
 # The exit status is the first failing stage's (0 when every stage passed).
 set -euo pipefail
 
@@ -25,13 +27,16 @@ CGROUP_MNT=/sys/fs/cgroup
 usage() {
     cat <<EOF
 Usage: packaging/test.sh [--sanitize[=address|thread]] [--no-fuzz|--fuzz] [--no-tsan]
-                         [--no-vm|--vm] [--no-format] [-R REGEX] [-j N] [--help]
+                         [--no-netns|--netns] [--no-vm|--vm] [--no-format] [-R REGEX]
+                         [-j N] [--help]
                          [-- CTEST_ARGS...]
 
 Checks the C sources' formatting (clang-format --dry-run against .clang-format),
 builds sbx with packaging/setup.sh and runs ctest (--timeout 300 --output-on-failure),
 then the fuzz targets for a minute (packaging/fuzz.sh, build directory build-fuzz),
-then the sbxd tests under ThreadSanitizer (build-tsan), then (as root) the VM
+then the sbxd tests under ThreadSanitizer (build-tsan), then (as root) the
+fleet stage: tests/fleet/netns.sh makes three sbxd hosts, dnsmasq and a parent
+in network namespaces (issue 19's test, about a minute), then the VM
 stage: packaging/vm/run.sh boots Debian 12 (kernel 6.1, systemd, cgroup v2)
 under qemu and runs tests/vm there with this build. With -R only ctest runs.
 As root, the builds, the tests and the fuzzers run as the unprivileged user $TEST_USER.
@@ -45,6 +50,8 @@ As root, the builds, the tests and the fuzzers run as the unprivileged user $TES
   --no-fuzz    do not run the fuzz targets after ctest
   --fuzz       run them even with -R (which otherwise skips them)
   --no-tsan    do not run the sbxd tests under ThreadSanitizer after the fuzzers
+  --no-netns   do not run the fleet stage (network namespaces)
+  --netns      run it even with -R (which otherwise skips it); needs root
   --no-vm      do not run the VM stage
   --vm         run it even with -R (which otherwise skips it); needs root
   --no-format  do not check the formatting
@@ -62,6 +69,7 @@ SANITIZE=0
 FUZZ=auto
 TSAN=auto
 VM=auto
+NETNS=auto
 FORMAT=auto
 REGEX=
 JOBS=2
@@ -73,6 +81,8 @@ while [ $# -gt 0 ]; do
         --no-fuzz)  FUZZ=0; shift ;;
         --fuzz)     FUZZ=1; shift ;;
         --no-tsan)  TSAN=0; shift ;;
+        --no-netns) NETNS=0; shift ;;
+        --netns)    NETNS=1; shift ;;
         --no-vm)    VM=0; shift ;;
         --vm)       VM=1; shift ;;
         --no-format) FORMAT=0; shift ;;
@@ -107,6 +117,7 @@ if [ -n "$REGEX" ] || [ "$SANITIZE" != 0 ]; then whole=0; fi
 [ "$FUZZ" != auto ] || FUZZ=$whole
 [ "$TSAN" != auto ] || TSAN=$whole
 [ "$VM" != auto ] || VM=$whole
+[ "$NETNS" != auto ] || NETNS=$whole
 [ "$FORMAT" != auto ] || FORMAT=$whole
 
 # The C sources as clang-format would write them (generated code is not in
@@ -131,7 +142,7 @@ check_format() {
 # binaries. Exits with the first failing stage's status.
 # finish RC FUZZ_DIR SRC_DIR RUNNER...
 finish() {
-    local rc=$1 fuzz_dir=$2 src=$3 frc=0 trc=0 vrc=0 t0
+    local rc=$1 fuzz_dir=$2 src=$3 frc=0 trc=0 nrc=0 vrc=0 t0
     shift 3
     if [ "$FUZZ" = 1 ]; then
         (cd "$fuzz_dir" && "$@" bash "$src/packaging/fuzz.sh" --build-dir "$fuzz_dir") || frc=$?
@@ -142,6 +153,18 @@ finish() {
         bash "$REPO/packaging/test.sh" --sanitize=thread -R '^(sbxd\.(calls|lifecycle|egress_wire|lease|image_run)|unit\.egress\.proxy)$' -j "$JOBS" || trc=$?
         say "thread sanitizer run exit status $trc"
         [ "$rc" != 0 ] || rc=$trc
+    fi
+    if [ "$NETNS" = 1 ]; then
+        # ip netns needs root; the hosts and the clients run as $TEST_USER
+        # in its delegated cgroup (netns.sh moves itself there).
+        if [ "$(id -u)" = 0 ]; then
+            t0=$(date +%s)
+            bash "$src/tests/fleet/netns.sh" --build-dir "$BUILD_DIR" --time-limit 600 || nrc=$?
+            say "fleet stage exit status $nrc ($(( $(date +%s) - t0 )) s)"
+            [ "$rc" != 0 ] || rc=$nrc
+        else
+            say "fleet stage skipped: it needs root (sudo bash tests/fleet/netns.sh --build-dir $BUILD_DIR)"
+        fi
     fi
     if [ "$VM" = 1 ]; then
         # qemu and the image need root (the image's owners, mmdebstrap); a
