@@ -291,20 +291,33 @@ sbx_fleet *sbx_fleet_open(const char *const *endpoints, size_t n,
 	return sbx_steal_ptr(f);
 }
 
-/* The host's client, opened now if need be, with f->mu held. */
-static sbx_client *host_client(sbx_fleet *f, struct host *h, struct sbx_rpc_status *st)
+/* A new client of h (its own connection, dialed at its first call), with
+ * f->mu held. */
+static sbx_client *open_host_client(sbx_fleet *f, struct host *h, struct sbx_rpc_status *st)
 {
 	struct sbx_client_opts o = f->copts;
+	sbx_client *c;
 
-	if (h->client)
-		return h->client;
 	o.endpoint = h->r.url;
 	if (h->r.server_name[0] && !f->copts.tls_server_name)
 		o.tls_server_name = h->r.server_name;
-	if (!(h->client = sbx_client_open(&o, &st->err))) {
+	if (!(c = sbx_client_open(&o, &st->err))) {
 		sbx_rpc_code(st, SBX__V1__CODE__INVALID_ARGUMENT);
 		sbx_rpc_prefix(st, "host %s", h->r.name);
 	}
+	return c;
+}
+
+static void client_closep(sbx_client **c)
+{
+	sbx_client_close(*c);
+}
+
+/* The host's client, opened now if need be, with f->mu held. */
+static sbx_client *host_client(sbx_fleet *f, struct host *h, struct sbx_rpc_status *st)
+{
+	if (!h->client)
+		h->client = open_host_client(f, h, st);
 	return h->client;
 }
 
@@ -503,6 +516,40 @@ static bool refused_for_now(const struct sbx_rpc_status *st)
 	       (st->code == SBX__V1__CODE__UNAVAILABLE && strstr(st->err.msg, "draining"));
 }
 
+/* CreateRun on h, one request id (its tries are one call to sbxd) and the
+ * request's idempotency key, until h answers, cannot be connected
+ * (UNAVAILABLE: unreachable, only then another host), or TIMEOUT_RETRIES
+ * more tries timed out. After a timeout the tries go on a connection of
+ * their own, not behind the one the network may have left stuck (a reply
+ * lost in a partition, TCP backing off its retransmissions). */
+static int create_on_host(sbx_fleet *f, struct host *h, sbx_client *c,
+			  const Sbx__V1__CreateRunRequest *req, ProtobufCMessage **m,
+			  struct sbx_rpc_status *st)
+{
+	char rid[33];
+	struct sbx_call_opts o = {.request_id = rid};
+	_cleanup_(client_closep) sbx_client *fresh = NULL;
+
+	if (sbx_request_id(rid, &st->err) < 0)
+		return sbx_rpc_code(st, SBX__V1__CODE__INTERNAL);
+	for (int t = 0;; t++) {
+		if (sbx_client_call_opts(fresh ? fresh : c, SBX_METHOD_PREFIX "CreateRun",
+					 &req->base, &sbx__v1__create_run_response__descriptor, m,
+					 &o, st) == 0)
+			return 0;
+		if (st->code != SBX__V1__CODE__DEADLINE_EXCEEDED || t == TIMEOUT_RETRIES)
+			return -1;
+		if (!fresh) {
+			struct sbx_rpc_status ost;
+			pthread_mutex_lock(&f->mu);
+			fresh = open_host_client(f, h, &ost);
+			pthread_mutex_unlock(&f->mu);
+			if (!fresh)
+				return -1; /* st: the timeout */
+		}
+	}
+}
+
 Sbx__V1__CreateRunResponse *sbx_fleet_create_run(sbx_fleet *f, const Sbx__V1__CreateRunRequest *req,
 						 struct sbx_run_ref *ref, struct sbx_rpc_status *st)
 {
@@ -537,18 +584,8 @@ Sbx__V1__CreateRunResponse *sbx_fleet_create_run(sbx_fleet *f, const Sbx__V1__Cr
 			break;
 		h->inflight++;
 		pthread_mutex_unlock(&f->mu);
-		/* One request id for this host: its tries are one call to sbxd. */
-		char rid[33];
-		struct sbx_call_opts o = {.request_id = rid};
 		ProtobufCMessage *m = NULL;
-		int rc = sbx_request_id(rid, &st->err);
-		for (int t = 0; rc == 0 && t <= TIMEOUT_RETRIES; t++) {
-			rc = sbx_client_call_opts(c, SBX_METHOD_PREFIX "CreateRun", &copy.base,
-						  &sbx__v1__create_run_response__descriptor, &m, &o,
-						  st);
-			if (rc == 0 || st->code != SBX__V1__CODE__DEADLINE_EXCEEDED)
-				break;
-		}
+		int rc = create_on_host(f, h, c, &copy, &m, st);
 		pthread_mutex_lock(&f->mu);
 		h->inflight--;
 		if (rc == 0) {
