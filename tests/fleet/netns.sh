@@ -116,7 +116,7 @@ fi
 
 say "namespaces $PREFIX-{sw,h1,h2,h3,dns,par}, files in $DIR, at most $TIME_LIMIT s"
 rc=0
-timeout --kill-after=10 "$TIME_LIMIT" python3 "${NETNS_FLEET_PY:-$HERE/netns_fleet.py}" --build-dir "$BUILD_DIR" \
+timeout --kill-after=10 "$TIME_LIMIT" python3 "$HERE/netns_fleet.py" --build-dir "$BUILD_DIR" \
     --prefix "$PREFIX" --dir "$DIR" || rc=$?
 [ "$rc" != 124 ] || say "stopped after $TIME_LIMIT s"
 exit "$rc"

@@ -1,0 +1,125 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A CreateRun that times out is tried again on the same host with the same
+idempotency key (issue 19), on loopback: of two serving sbxd, the one that
+got the request is stopped (SIGSTOP) as its sbx-helper for the run appears,
+so sbxctl's first try times out (--call-timeout 1); it is let go on while
+the client's next try waits. The client must get the run that host made,
+and no host may have made a second one (a client that went to the other
+host after the timeout would leave two runs, one orphaned). The netns
+version, with the reply dropped by the network, is tests/fleet/netns.sh."""
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+
+import sbxdfix
+
+
+def children(pid):
+    """Pids of pid's children."""
+    found = []
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                with open("/proc/%s/stat" % p) as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        found.append(int(p))
+            except (OSError, IndexError, ValueError):
+                pass
+    return found
+
+
+def exe(pid):
+    try:
+        return os.readlink("/proc/%d/exe" % pid)
+    except OSError:
+        return ""
+
+
+class FleetRetry(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="sbx-fleet-retry-")
+        os.chmod(cls.dir, 0o755)
+        sbxdfix.make_certs(cls.dir)  # one CA, a server certificate for localhost
+        cls.token = "a" + os.urandom(16).hex()
+        cls.ops = "o" + os.urandom(16).hex()
+        tokens = [{"name": n, "sha256": hashlib.sha256(t.encode()).hexdigest()}
+                  for n, t in (("alice", cls.token), ("ops", cls.ops))]
+        p = lambda name: os.path.join(cls.dir, name)  # noqa: E731
+        cls.srv = [sbxdfix.Server(tls={"cert": p("server.pem"), "key": p("server.key"),
+                                       "client_ca": p("ca.pem")},
+                                  tokens=tokens, operators=["token:ops"]) for _ in range(2)]
+
+    @classmethod
+    def tearDownClass(cls):
+        for s in cls.srv:
+            s.cleanup()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def runs(self, s):
+        r = s.cli("--json", "runs", "--all", token=self.ops)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return {x["run_id"] for x in json.loads(r.stdout or "{}").get("runs", [])}
+
+    def test_a_timed_out_create_is_retried_on_its_host_into_one_run(self):
+        p = lambda name: os.path.join(self.dir, name)  # noqa: E731
+        policy = p("policy.json")
+        with open(policy, "w") as f:
+            f.write(sbxdfix.policy_json(memory_mb=64))
+        before = [self.runs(s) for s in self.srv]
+        known = {s.proc.pid: set(children(s.proc.pid)) for s in self.srv}
+        eps = ",".join("tls+tcp://localhost:%d" % s.port for s in self.srv)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SBX_")}
+        client = subprocess.Popen(
+            [sbxdfix.CLI, "--endpoint", eps, "--tls-cert", p("client.pem"), "--tls-key",
+             p("client.key"), "--tls-ca", p("ca.pem"), "--token", self.token,
+             "--call-timeout", "1", "create", "--policy", policy],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        stopped = None
+        try:
+            deadline = time.monotonic() + 30
+            while stopped is None and time.monotonic() < deadline and client.poll() is None:
+                for s in self.srv:
+                    new = set(children(s.proc.pid)) - known[s.proc.pid]
+                    if any(exe(c) == sbxdfix.HELPER or
+                           os.path.realpath(exe(c)) == os.path.realpath(sbxdfix.HELPER)
+                           for c in new):
+                        s.proc.send_signal(signal.SIGSTOP)
+                        stopped = s
+                        break
+                time.sleep(0.002)
+            if stopped is None:
+                out, err = client.communicate(timeout=60)
+                self.skipTest("the create was answered before its host could be stopped: "
+                              + out + err)
+            # Past the first try's 1 s: the client's next try is waiting.
+            time.sleep(1.6)
+            self.assertIsNone(client.poll(), "the client still waits for its host (it did not "
+                              "give it up after one timeout)")
+        finally:
+            for s in self.srv:
+                s.proc.send_signal(signal.SIGCONT)
+        out, err = client.communicate(timeout=60)
+        self.assertEqual(client.returncode, 0, err)
+        handle = out.strip()
+        run_id, _, host = handle.partition("@")
+        self.assertEqual(host, "localhost:%d" % stopped.port, "the retry went to the same host")
+        made = [self.runs(s) - b for s, b in zip(self.srv, before)]
+        self.assertEqual(sorted(len(m) for m in made), [0, 1],
+                         "exactly one run on the two hosts: %s" % made)
+        self.assertEqual(made[self.srv.index(stopped)], {run_id})
+        r = subprocess.run([sbxdfix.CLI, "--endpoint", eps, "--tls-cert", p("client.pem"),
+                            "--tls-key", p("client.key"), "--tls-ca", p("ca.pem"), "--token",
+                            self.token, "teardown", handle],
+                           capture_output=True, text=True, timeout=60, env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
