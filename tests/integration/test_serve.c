@@ -80,7 +80,7 @@ static int exec_argv(struct helper *h, uint64_t id, char **argv, size_t argc)
 		return -1;
 	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 	struct sbx_err err;
-	int rc = sbx_ctl_send_exec(h->ctl, id, argv, argc, NULL,
+	int rc = sbx_ctl_send_exec(h->ctl, id, argv, argc, NULL, NULL,
 				   (const int[3]){devnull, p[1], devnull}, &err);
 	close(p[1]);
 	close(devnull);
