@@ -10,11 +10,12 @@ the one gap counted exactly."""
 import hashlib
 import json
 import os
+import subprocess
 import threading
 import time
 import unittest
 
-from sbxdfix import POLICY, ServerTestCase
+from sbxdfix import CLI, POLICY, ServerTestCase
 from sbxrpc import policy_pb2
 from sbxrpc import sandbox_pb2 as pb
 
@@ -29,7 +30,7 @@ def policy(env=None, **limits):
     return json.dumps(p)
 
 
-class ExecOptions(ServerTestCase):
+class Fixture(ServerTestCase):
     def setUp(self):
         self.c = self.srv.conn()
         self.runs = []
@@ -85,6 +86,9 @@ class ExecOptions(ServerTestCase):
         st = self.ok("Status", pb.StatusRequest(run_id=run), pb.StatusResponse)
         return len(st.execs)
 
+
+
+class ExecOptions(Fixture):
     # -- env, HOME, cwd --
 
     def test_env_reaches_the_program_and_the_manifest(self):
@@ -299,6 +303,62 @@ class ExecOptions(ServerTestCase):
         self.assertEqual(len(data), 1 << 20)
         self.assertGreater(st.stdout_dropped, 0)  # sbxd kept only 256 KiB of it
 
+
+class CliExecOptions(Fixture):
+    """sbxctl exec's flags for the same options, its streamed stdin, and the
+    gap's notice on a line of its own."""
+
+    def sbxctl(self, *args, input=None, merged=False):
+        e = {k: v for k, v in os.environ.items() if not k.startswith("SBX_")}
+        return subprocess.run([CLI, "--endpoint", self.srv.ipc, *args], input=input,
+                              stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT if merged else subprocess.PIPE,
+                              timeout=300, env=e)
+
+    def test_sbxctl_exec_env_cwd_timeout(self):
+        run = self.create(env={"A": "policy"}, script_seconds=30)
+        r = self.sbxctl("exec", "--env", "A=exec", "-e", "B=2", "--cwd", "/tmp", run,
+                        "/bin/sh", "-c", 'echo "$A $B $HOME"; pwd')
+        self.assertEqual(r.returncode, 0, r)
+        self.assertEqual(r.stdout, b"exec 2 /tmp\n/tmp\n")
+        r = self.sbxctl("exec", "--timeout", "1", run, "/bin/sleep", "20")
+        self.assertEqual(r.returncode, 124, r)
+        r = self.sbxctl("exec", "--timeout", "31", run, "/bin/true")
+        self.assertNotEqual(r.returncode, 0, r)
+        self.assertIn(b"script_seconds (30)", r.stderr)
+
+    def test_sbxctl_streams_its_stdin(self):
+        run = self.create()
+        data = os.urandom(5 << 20)
+        r = self.sbxctl("exec", run, PY, "-c", "import hashlib, sys; "
+                        "print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())", input=data)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.decode().strip(), hashlib.sha256(data).hexdigest())
+
+    def test_sbxctl_shows_the_gap_on_a_line_of_its_own(self):
+        run = self.create(output_kb=64)
+        job = [PY, "-c", "import sys\n"
+               "for i in range(100000): sys.stdout.write('progress %d\\n' % i)\n"
+               "sys.stdout.write('progres')"]
+        produced = sum(len(b"progress %d\n" % i) for i in range(100000)) + len(b"progres")
+        # Where a terminal shows both: every notice is a line of its own.
+        r = self.sbxctl("exec", run, *job, merged=True)
+        self.assertEqual(r.returncode, 0, r.stdout[-500:])
+        self.assertTrue(r.stdout.endswith(b"progress 99999\nprogres"), r.stdout[-100:])
+        for line in r.stdout.split(b"\n"):
+            if b"sbxctl" in line:
+                self.assertRegex(line, rb"^sbxctl: \d+ bytes of the exec's stdout dropped here "
+                                 rb"\(policy limits.output_kb keeps its head and its tail\)$")
+        # Apart: what was shown and the gaps it says it skipped are all
+        # the job wrote (a follower that fell behind may skip more than
+        # one stretch; sbxd's record has one gap).
+        r = self.sbxctl("exec", run, *job)
+        self.assertEqual(r.returncode, 0, r)
+        gaps = [int(line.split()[1]) for line in r.stderr.split(b"\n")
+                if line.startswith(b"sbxctl: ")]
+        self.assertGreaterEqual(len(gaps), 1, r.stderr)
+        self.assertEqual(len(r.stdout) + sum(gaps), produced)
+        self.assertTrue(r.stdout.endswith(b"progress 99999\nprogres"))
 
 if __name__ == "__main__":
     unittest.main()
