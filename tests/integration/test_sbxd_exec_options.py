@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import subprocess
+import sys
 import threading
 import time
 import unittest
@@ -359,6 +360,35 @@ class CliExecOptions(Fixture):
         self.assertGreaterEqual(len(gaps), 1, r.stderr)
         self.assertEqual(len(r.stdout) + sum(gaps), produced)
         self.assertTrue(r.stdout.endswith(b"progress 99999\nprogres"))
+
+class PythonPassThrough(Fixture):
+    """The raw Python client's pass-throughs: start(env=, cwd=, timeout=,
+    stdin_stream=), write_stdin, and a stream's dropped counts."""
+
+    def client(self):
+        source = os.environ.get("SBX_SOURCE_DIR",
+                                os.path.join(os.path.dirname(__file__), "..", ".."))
+        build = os.path.dirname(os.environ.get("SBX_PYTHON_PROTO", "").rstrip("/"))
+        sys.path[:0] = [os.path.join(source, "clients", "python"),
+                        os.path.join(build, "clients", "python")]
+        import sbx_client
+        return sbx_client.connect(self.srv.ipc)
+
+    def test_start_env_cwd_timeout_and_write_stdin(self):
+        with self.client() as c, c.create_run(policy(output_kb=64)) as run:
+            p = run.start(["/bin/sh", "-c", 'echo "$X $HOME"; pwd; wc -c'], cwd="/tmp",
+                          env={"X": "1"}, timeout=20, stdin_stream=True)
+            self.assertEqual(p.write_stdin(b"abc", 0), 3)
+            self.assertEqual(p.write_stdin(b"de", 3, eof=True), 5)
+            res = p.wait()
+            self.assertEqual(res.stdout, b"1 /tmp\n/tmp\n5\n")
+            self.assertEqual(res.raw.timeout_seconds, 20)
+            self.assertEqual([(e.name, e.value) for e in res.raw.env], [("X", "1")])
+            s = run.stream([PY, "-c", "print('x' * 200000)"])
+            got = b"".join(d for n, d in s if n == "stdout")
+            self.assertEqual(len(got) + s.dropped["stdout"], 200001)
+            self.assertEqual(s.result.raw.stdout_dropped, 200001 - (64 << 10))
+
 
 if __name__ == "__main__":
     unittest.main()
