@@ -310,7 +310,13 @@ SBX_HANDLER(read_output, Sbx__V1__ReadOutputRequest, Sbx__V1__ReadOutputResponse
 	while (req->offset >= s->end && !(s->closed && e->ended) && r->state != RUN_TORN &&
 	       run_wait_until(r, deadline))
 		;
-	snap = *s;
+	/* The counts only: pipe and file are the monitor's alone. */
+	snap = (struct run_stream){.head = s->head,
+				   .tail = s->tail,
+				   .end = s->end,
+				   .lo = s->lo,
+				   .kept = s->kept,
+				   .truncated = s->truncated};
 	closed = s->closed && e->ended;
 	cut = s->cut[0] ? strdup(s->cut) : NULL;
 	run_unlock(r);
