@@ -351,7 +351,8 @@ static void egress_checks(void)
 	fd = exec_argv(&h, 2, env_argv, 1);
 	e = wait_ended(&h, 10000, &ev);
 	out = read_all(fd);
-	CHECK(e && strcmp(out, "A=b\n") == 0, "egress deny: no proxy variables (got '%s')", out);
+	CHECK(e && strcmp(out, "A=b\nHOME=/tmp\n") == 0,
+	      "egress deny: no proxy variables, HOME=/tmp as the policy sets none (got '%s')", out);
 	close(h.ctl);
 	CHECK(helper_exits_within(&h, 5000), "egress deny: the sandbox ends");
 	close(h.out_fd);
@@ -398,7 +399,7 @@ static void egress_checks(void)
 	e = wait_ended(&h, 10000, &ev);
 	out = read_all(fd);
 	CHECK(e && strcmp(out,
-			  "A=b\nno_proxy=x\nHTTP_PROXY=http://127.0.0.1:3128\n"
+			  "A=b\nno_proxy=x\nHOME=/tmp\nHTTP_PROXY=http://127.0.0.1:3128\n"
 			  "HTTPS_PROXY=http://127.0.0.1:3128\nhttp_proxy=http://127.0.0.1:3128\n"
 			  "https_proxy=http://127.0.0.1:3128\nALL_PROXY=http://127.0.0.1:3128\n"
 			  "NO_PROXY=\n") == 0,
