@@ -156,7 +156,7 @@ class EgressWire(ServerTestCase, Calls):
 
         st, out, err = self.run_argv(run, ["env"])
         self.assertEqual((pb.ExitReason.Name(st.reason), st.exit_code), ("EXITED", 0), err)
-        self.assertEqual(sorted(out.splitlines()), sorted(["GREETING=hi"] + PROXY_VARS))
+        self.assertEqual(sorted(out.splitlines()), sorted(["GREETING=hi", "HOME=/tmp"] + PROXY_VARS))
 
         st, out, err = self.run_argv(run, ["curl", "-sS", "http://api.test:%d/x" % port])
         self.assertEqual((pb.ExitReason.Name(st.reason), st.exit_code), ("EXITED", 0), err)
