@@ -291,9 +291,9 @@ class ExecOptions(Fixture):
         self.assertEqual(st.stdout_cut, "")
 
     def test_a_follower_that_keeps_up_gets_every_byte(self):
-        run = self.create(output_kb=256)
-        # 1 MiB in pieces the reader can follow: the ring (128 KiB) holds
-        # 16 of them, 0.8 s of slack for the reader.
+        run = self.create(output_kb=512)
+        # 1 MiB in pieces the reader can follow: the ring (256 KiB) holds
+        # 32 of them, 1.6 s of slack for the reader.
         ex = self.start(run, [PY, "-c", "import sys, time\n"
                               "for i in range(128):\n"
                               "    sys.stdout.write(str(i % 10) * 8192); sys.stdout.flush()\n"
@@ -301,8 +301,8 @@ class ExecOptions(Fixture):
         data, dropped, _ = self.output(run, ex)
         st = self.wait(run, ex)
         self.assertEqual(dropped, 0)
-        self.assertEqual(len(data), 1 << 20)
-        self.assertGreater(st.stdout_dropped, 0)  # sbxd kept only 256 KiB of it
+        self.assertEqual(data, b"".join(b"%d" % (i % 10) * 8192 for i in range(128)))
+        self.assertEqual(st.stdout_dropped, (1 << 20) - (512 << 10))  # sbxd kept 512 KiB
 
 
 class CliExecOptions(Fixture):
