@@ -123,6 +123,7 @@ struct run_exec {
 	int stdin_fd;
 	uint64_t stdin_accepted;
 	bool stdin_eof;
+	bool stdin_enlarged; /* its pipe counts in RUN_STDIN_HOST_BYTES */
 };
 
 /* An input file: declared at CreateRun (r->inputs, [once]) or by a

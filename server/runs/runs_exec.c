@@ -284,7 +284,7 @@ static int exec_stdin(const Sbx__V1__ExecRequest *req, struct run_exec *e, struc
 
 	if (!req->stdin_stream)
 		return stdin_fd(&req->stdin, err);
-	if (stdin_stream_pipe(p, err) < 0)
+	if (stdin_stream_pipe(e, p, err) < 0)
 		return -1;
 	e->stdin_fd = sbx_steal_fd(p[1]);
 	return sbx_steal_fd(p[0]);

@@ -1,15 +1,19 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* WriteStdin: a streamed stdin (ExecRequest.stdin_stream), chunk by chunk.
  *
- * The only buffer is the exec's stdin pipe (RUN_STDIN_PIPE bytes, as the
- * kernel allows: its per-user pipe limits bound every run's pipes
- * together); sbxd itself keeps no byte of stdin past the call. A call
+ * The only buffer is the exec's stdin pipe: RUN_STDIN_PIPE bytes while all
+ * the enlarged pipes of the host together stay within RUN_STDIN_HOST_BYTES
+ * (and the kernel's per-user pipe limits allow it), else the pipe's default
+ * size (64 KiB), so streamed stdins cost the host a bounded amount of
+ * memory whoever asks for them; sbxd itself keeps no byte of stdin past the
+ * call. A call
  * writes what the pipe has room for without waiting and answers with the
  * bytes taken so far: a sandbox that does not read its stdin fills the
  * pipe, and the calls after take nothing (the client sends the rest
  * again later), so no sbxd thread ever waits on a sandbox. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -18,16 +22,23 @@
 #include "runs_stdin.h"
 #include "util.h"
 
-int stdin_stream_pipe(int fds[2], struct sbx_err *err)
+/* Bytes of the enlarged stdin pipes open on the host. */
+static _Atomic uint64_t enlarged;
+
+int stdin_stream_pipe(struct run_exec *e, int fds[2], struct sbx_err *err)
 {
 	if (pipe2(fds, O_CLOEXEC) < 0)
 		return sbx_fail_errno(err, "stdin pipe");
 	if (fcntl(fds[1], F_SETFL, O_NONBLOCK) < 0)
 		return sbx_fail_errno(err, "stdin pipe: O_NONBLOCK");
-	/* Best effort: past the kernel's per-user limits (pipe-user-pages-
-	 * soft) the pipe keeps its default size, and WriteStdin takes less
-	 * per call. */
-	(void)fcntl(fds[1], F_SETPIPE_SZ, RUN_STDIN_PIPE);
+	/* Best effort: past the host's budget, or the kernel's per-user
+	 * limits (pipe-user-pages-soft), the pipe keeps its default size and
+	 * WriteStdin takes less per call. */
+	if (atomic_fetch_add(&enlarged, RUN_STDIN_PIPE) + RUN_STDIN_PIPE <= RUN_STDIN_HOST_BYTES &&
+	    fcntl(fds[1], F_SETPIPE_SZ, RUN_STDIN_PIPE) >= 0)
+		e->stdin_enlarged = true;
+	else
+		atomic_fetch_sub(&enlarged, RUN_STDIN_PIPE);
 	return 0;
 }
 
@@ -36,6 +47,9 @@ void stdin_close(struct run_exec *e)
 	if (e->stdin_fd >= 0)
 		close(e->stdin_fd);
 	e->stdin_fd = -1;
+	if (e->stdin_enlarged) /* the command's end may live on a moment */
+		atomic_fetch_sub(&enlarged, RUN_STDIN_PIPE);
+	e->stdin_enlarged = false;
 }
 
 /* mu held: writes what fits of data into the exec's stdin; the bytes
