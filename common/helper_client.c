@@ -204,7 +204,8 @@ int sbx_ctl_exit_status(const struct sbx_ctl_event *ended)
 
 /* An ExecRequest in its envelope; both point into the caller's storage. */
 static void exec_message(Sbx__V1__HelperMessage *m, Sbx__V1__HelperExecRequest *req,
-			 uint64_t exec_id, char *const *argv, size_t argc, const char *cwd)
+			 uint64_t exec_id, char *const *argv, size_t argc, const char *cwd,
+			 const struct sbx_ctl_exec_opts *o)
 {
 	sbx__v1__helper_exec_request__init(req);
 	sbx__v1__helper_message__init(m);
@@ -212,26 +213,32 @@ static void exec_message(Sbx__V1__HelperMessage *m, Sbx__V1__HelperExecRequest *
 	req->argv = (char **)argv;
 	req->n_argv = argc;
 	req->cwd = (char *)(cwd ? cwd : "");
+	if (o) {
+		req->env = (char **)o->env;
+		req->n_env = o->n_env;
+		req->timeout_seconds = o->timeout_seconds;
+	}
 	m->msg_case = SBX__V1__HELPER_MESSAGE__MSG_EXEC;
 	m->exec = req;
 }
 
-bool sbx_ctl_exec_fits(char *const *argv, size_t argc, const char *cwd)
+bool sbx_ctl_exec_fits(char *const *argv, size_t argc, const char *cwd,
+		       const struct sbx_ctl_exec_opts *o)
 {
 	Sbx__V1__HelperExecRequest req;
 	Sbx__V1__HelperMessage m;
 
-	exec_message(&m, &req, UINT64_MAX, argv, argc, cwd);
+	exec_message(&m, &req, UINT64_MAX, argv, argc, cwd, o);
 	return sbx__v1__helper_message__get_packed_size(&m) <= SBX_CTL_MAX_BYTES;
 }
 
 int sbx_ctl_send_exec(int ctl, uint64_t exec_id, char *const *argv, size_t argc, const char *cwd,
-		      const int stdio[3], struct sbx_err *err)
+		      const struct sbx_ctl_exec_opts *o, const int stdio[3], struct sbx_err *err)
 {
 	Sbx__V1__HelperExecRequest req;
 	Sbx__V1__HelperMessage m;
 
-	exec_message(&m, &req, exec_id, argv, argc, cwd);
+	exec_message(&m, &req, exec_id, argv, argc, cwd, o);
 	return sbx_ctl_send(ctl, &m, stdio, 3, err);
 }
 

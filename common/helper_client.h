@@ -83,9 +83,17 @@ int sbx_ctl_exit_status(const struct sbx_ctl_event *ended);
 /* Whether an ExecRequest fits one control message (SBX_CTL_MAX_BYTES). An
  * ExecRequest passes the command's stdin, stdout and stderr (stdio[0..2])
  * along; the caller keeps its copies. cwd NULL: the policy's default. */
-bool sbx_ctl_exec_fits(char *const *argv, size_t argc, const char *cwd);
+/* An exec's own options (NULL: none): env entries "NAME=value" set over
+ * the policy's env by name, and its wall clock (0: script_seconds). */
+struct sbx_ctl_exec_opts {
+	char *const *env;
+	size_t n_env;
+	uint32_t timeout_seconds;
+};
+bool sbx_ctl_exec_fits(char *const *argv, size_t argc, const char *cwd,
+		       const struct sbx_ctl_exec_opts *o);
 int sbx_ctl_send_exec(int ctl, uint64_t exec_id, char *const *argv, size_t argc, const char *cwd,
-		      const int stdio[3], struct sbx_err *err);
+		      const struct sbx_ctl_exec_opts *o, const int stdio[3], struct sbx_err *err);
 int sbx_ctl_send_signal(int ctl, uint64_t exec_id, int sig, struct sbx_err *err);
 int sbx_ctl_send_destroy(int ctl, struct sbx_err *err);
 

@@ -234,6 +234,18 @@ static int check_env_value(const char *name, json_t *v, struct sbx_err *err)
 	return 0;
 }
 
+int sbx_policy_env_check(const char *name, size_t name_len, const char *value, size_t value_len,
+			 struct sbx_err *err)
+{
+	if (check_env_name(name, name_len, err) < 0)
+		return -1;
+	if (strlen(value) != value_len)
+		return sbx_fail(err, "env.%s: value must not contain NUL", name);
+	if (value_len > ENV_VALUE_MAX)
+		return sbx_fail(err, "env.%s: value must be at most %d bytes", name, ENV_VALUE_MAX);
+	return 0;
+}
+
 static int add_env(SbxPolicy *p, const char *name, const char *value, struct sbx_err *err)
 {
 	Sbx__V1__EnvVar *e = malloc(sizeof(*e));

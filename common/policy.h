@@ -64,6 +64,13 @@ int sbx_policy_digest(const SbxPolicy *p, char hex[65], struct sbx_err *err);
  * defaults filled in). Caller frees. NULL only when out of memory. */
 char *sbx_policy_to_json(const SbxPolicy *p);
 
+/* Whether an env entry is one the policy's env could hold: a non-empty
+ * name without '=' or NUL, a value without NUL, both within their sizes
+ * (len: the bytes the caller had, so that an embedded NUL shows). The
+ * message names the entry ("env.NAME: ..."). */
+int sbx_policy_env_check(const char *name, size_t name_len, const char *value, size_t value_len,
+			 struct sbx_err *err);
+
 /* Convenience lookups. */
 const Sbx__V1__Mount *sbx_policy_mount(const SbxPolicy *p, const char *path);
 

@@ -110,6 +110,12 @@ static int arrange_fds(const int stdio[3], int errpipe)
 	return 0;
 }
 
+/* What the command's child writes to fd 3 when it cannot start. */
+struct setup_error {
+	int errnum;  /* > 0: execve's errno (126/127); < 0: a setup failure */
+	bool in_cwd; /* the setup failure was the chdir to the exec's cwd */
+};
+
 /* The child that becomes the command. What goes wrong before execve is
  * written to fd 3 (close-on-exec): a positive errno decides 126 or 127, a
  * negative one is a setup failure. */
@@ -133,8 +139,11 @@ static void run_command(const struct sbx_exec_spec *s, char **envp, int errpipe)
 	bool fallback = s->cgroup->mode == SBX_CG_NONE;
 	if (sbx_rlimits_apply(s->policy->limits, s->nofile, fallback, &err) < 0)
 		e = -(err.errnum ? err.errnum : EINVAL);
-	if (!e && chdir(s->cwd) < 0)
+	bool in_cwd = false;
+	if (!e && chdir(s->cwd) < 0) {
 		e = -errno;
+		in_cwd = true;
+	}
 	char full[PATH_MAX];
 	char **argv = (char **)s->argv;
 	if (!e)
@@ -150,7 +159,8 @@ static void run_command(const struct sbx_exec_spec *s, char **envp, int errpipe)
 		if (!e)
 			e = errno;
 	}
-	ssize_t n = write(3, &e, sizeof(e));
+	struct setup_error why = {.errnum = e, .in_cwd = in_cwd};
+	ssize_t n = write(3, &why, sizeof(why));
 	(void)n;
 	_exit(127);
 }
@@ -169,32 +179,62 @@ static const struct {
     {"no_proxy", ""},
 };
 
-static bool policy_sets(const SbxPolicy *p, const char *name)
+/* Whether envp[0..n) sets `name`; its index, or -1. */
+static ssize_t env_index(char *const *envp, size_t n, const char *name, size_t len)
 {
-	for (size_t i = 0; i < p->n_env; i++)
-		if (strcmp(p->env[i]->name, name) == 0)
-			return true;
-	return false;
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(envp[i], name, len) == 0 && envp[i][len] == '=')
+			return (ssize_t)i;
+	return -1;
 }
 
-/* The policy's env, and with an allowlist the proxy variables it does not
- * set itself (a policy's own value is what its author asked for; the
+/* Adds "NAME=value" (entry) to envp[0..*n), over an entry of the same name. */
+static int env_set(char **envp, size_t *n, const char *entry)
+{
+	const char *eq = strchr(entry, '=');
+	size_t len = eq ? (size_t)(eq - entry) : strlen(entry);
+	ssize_t at = env_index(envp, *n, entry, len);
+	char *copy = eq ? strdup(entry) : NULL;
+
+	if (!copy)
+		return -1; /* sbxd sends only NAME=value: anything else is refused */
+	if (at >= 0) {
+		free(envp[at]);
+		envp[at] = copy;
+	} else {
+		envp[(*n)++] = copy;
+	}
+	return 0;
+}
+
+/* The policy's env, the exec's own entries over it (by name), HOME=/tmp
+ * when neither sets HOME, and with an allowlist the proxy variables
+ * neither sets (a policy's own value is what its author asked for; the
  * variables are a convenience, never the enforcement). */
-static char **build_env(const SbxPolicy *p)
+static char **build_env(const SbxPolicy *p, char *const *env, size_t n_env)
 {
 	bool proxy = sbx_exec_wants_listener(p);
-	char **envp =
-	    calloc(p->n_env + (proxy ? SBX_ARRAY_SIZE(proxy_env) : 0) + 1, sizeof(char *));
+	char **envp = calloc(p->n_env + n_env + 1 + (proxy ? SBX_ARRAY_SIZE(proxy_env) : 0) + 1,
+			     sizeof(char *));
+	char *entry = NULL;
 	size_t n = 0;
 	if (!envp)
 		return NULL;
 	for (size_t i = 0; i < p->n_env; i++)
 		if (asprintf(&envp[n++], "%s=%s", p->env[i]->name, p->env[i]->value) < 0)
 			return NULL;
-	for (size_t i = 0; proxy && i < SBX_ARRAY_SIZE(proxy_env); i++)
-		if (!policy_sets(p, proxy_env[i].name) &&
-		    asprintf(&envp[n++], "%s=%s", proxy_env[i].name, proxy_env[i].value) < 0)
+	for (size_t i = 0; i < n_env; i++)
+		if (env_set(envp, &n, env[i]) < 0)
 			return NULL;
+	if (env_index(envp, n, "HOME", 4) < 0 && !(envp[n++] = strdup("HOME=/tmp")))
+		return NULL;
+	for (size_t i = 0; proxy && i < SBX_ARRAY_SIZE(proxy_env); i++) {
+		if (env_index(envp, n, proxy_env[i].name, strlen(proxy_env[i].name)) >= 0)
+			continue;
+		if (asprintf(&entry, "%s=%s", proxy_env[i].name, proxy_env[i].value) < 0)
+			return NULL;
+		envp[n++] = entry;
+	}
 	return envp;
 }
 
@@ -252,7 +292,7 @@ static void exec_init(const struct sbx_exec_spec *s)
 	for (int i = 0; i < SBX_CG_NCTRL; i++)
 		if (s->cgroup->fd[i] >= 0)
 			close(s->cgroup->fd[i]);
-	char **envp = build_env(s->policy);
+	char **envp = build_env(s->policy, s->env, s->n_env);
 	if (!envp) {
 		sbx_fail_errno(&err, "environment");
 		setup_failed(rfd, &err);
@@ -328,18 +368,21 @@ static void exec_init(const struct sbx_exec_spec *s)
 		close(s->stdio[i]);
 
 	struct sbx_exec_report r = {.kind = SBX_EXEC_RAN};
-	int e;
+	struct setup_error why;
 	ssize_t n;
 	do
-		n = read(errpipe[0], &e, sizeof(e));
+		n = read(errpipe[0], &why, sizeof(why));
 	while (n < 0 && errno == EINTR);
-	if (n == (ssize_t)sizeof(e) && e > 0) {
+	if (n == (ssize_t)sizeof(why) && why.errnum > 0) {
 		r.kind = SBX_EXEC_NOT_STARTED;
-		r.errnum = e;
-	} else if (n == (ssize_t)sizeof(e)) {
+		r.errnum = why.errnum;
+	} else if (n == (ssize_t)sizeof(why) && why.in_cwd) {
 		r.kind = SBX_EXEC_SETUP_FAILED;
-		snprintf(r.msg, sizeof(r.msg), "preparing the command (rlimits, cwd): %s",
-			 strerror(-e));
+		snprintf(r.msg, sizeof(r.msg), "cwd %.400s: %s", s->cwd, strerror(-why.errnum));
+	} else if (n == (ssize_t)sizeof(why)) {
+		r.kind = SBX_EXEC_SETUP_FAILED;
+		snprintf(r.msg, sizeof(r.msg), "preparing the command (rlimits): %s",
+			 strerror(-why.errnum));
 	}
 	close(errpipe[0]);
 

@@ -65,6 +65,8 @@ static inline bool sbx_exec_wants_listener(const SbxPolicy *p)
 struct sbx_exec_spec {
 	char *const *argv;
 	const char *cwd;
+	char *const *env; /* "NAME=value", set over the policy's env by name */
+	size_t n_env;
 	int stdio[3];
 	const SbxPolicy *policy;
 	uint64_t nofile;		 /* the command's RLIMIT_NOFILE (run_files.h) */

@@ -258,6 +258,8 @@ static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, i
 	struct sbx_exec_spec spec = {
 	    .argv = argv,
 	    .cwd = cwd,
+	    .env = req->env,
+	    .n_env = req->n_env,
 	    .stdio = {fds[0], fds[1], fds[2]},
 	    .policy = p,
 	    .nofile = st->ctx->nofile,
@@ -275,7 +277,12 @@ static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, i
 	slot->used = true;
 	slot->id = req->exec_id;
 	slot->report_fd = sbx_steal_fd(report[0]);
-	slot->deadline_ms = slot->start_ms + (int64_t)p->limits->script_seconds * 1000;
+	/* The exec's own wall clock, never past script_seconds (sbxd refuses
+	 * more; a request that asks more gets script_seconds here). */
+	uint32_t seconds = req->timeout_seconds && req->timeout_seconds < p->limits->script_seconds
+			       ? req->timeout_seconds
+			       : p->limits->script_seconds;
+	slot->deadline_ms = slot->start_ms + (int64_t)seconds * 1000;
 	/* With an allowlist ExecStarted waits for the listener, in the main
 	 * loop: pid 1 goes on serving every other exec meanwhile. */
 	if (sbx_exec_wants_listener(p)) {

@@ -366,7 +366,7 @@ int sbx_oneshot_run(const struct sbx_helper_opts *o, SbxPolicy *policy)
 	size_t argc = 0;
 	while (o->argv[argc])
 		argc++;
-	int rc = sbx_ctl_send_exec(ctl[0], 1, o->argv, argc, NULL,
+	int rc = sbx_ctl_send_exec(ctl[0], 1, o->argv, argc, NULL, NULL,
 				   (const int[3]){pin[0], pout[1], perr[1]}, &err);
 	/* pid 1 holds them now; ours would keep the pipes from ending. */
 	close(sbx_steal_fd(pin[0]));

@@ -96,6 +96,22 @@ Sbx__V1__ReadOutputResponse *sbx_read_output(sbx_client *c, const Sbx__V1__ReadO
 		    st);
 }
 
+Sbx__V1__WriteStdinResponse *sbx_write_stdin(sbx_client *c, const char *run_id, const char *exec_id,
+					     uint64_t offset, const void *data, size_t len,
+					     bool eof, struct sbx_rpc_status *st)
+{
+	Sbx__V1__WriteStdinRequest req = SBX__V1__WRITE_STDIN_REQUEST__INIT;
+
+	req.run_id = (char *)run_id;
+	req.exec_id = (char *)exec_id;
+	req.offset = offset;
+	req.data.data = (uint8_t *)data;
+	req.data.len = len;
+	req.eof = eof;
+	return CALL(c, "WriteStdin", &req, Sbx__V1__WriteStdinResponse,
+		    sbx__v1__write_stdin_response__descriptor, 0, st);
+}
+
 Sbx__V1__SignalResponse *sbx_signal(sbx_client *c, const char *run_id, const char *exec_id,
 				    int signal, struct sbx_rpc_status *st)
 {

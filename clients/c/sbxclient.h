@@ -154,6 +154,16 @@ Sbx__V1__ReadOutputResponse *sbx_read_output(sbx_client *c, const Sbx__V1__ReadO
 					     struct sbx_rpc_status *st);
 Sbx__V1__SignalResponse *sbx_signal(sbx_client *c, const char *run_id, const char *exec_id,
 				    int signal, struct sbx_rpc_status *st);
+/* One chunk (at most SBX_CHUNK_BYTES) of a streamed stdin (an exec started
+ * with ExecRequest.stdin_stream) at offset, which must be the bytes taken
+ * so far; eof ends it after data. sbxd never waits for the command: the
+ * response's `accepted` says how much it has taken in all, and what it did
+ * not take (its pipe was full) is sent again, from `accepted`, later.
+ * ExecRequest.env, .cwd and .timeout_seconds are an exec's other options;
+ * ReadOutputResponse.dropped the bytes of the one gap past output_kb. */
+Sbx__V1__WriteStdinResponse *sbx_write_stdin(sbx_client *c, const char *run_id, const char *exec_id,
+					     uint64_t offset, const void *data, size_t len,
+					     bool eof, struct sbx_rpc_status *st);
 Sbx__V1__StatusResponse *sbx_status(sbx_client *c, const char *run_id, struct sbx_rpc_status *st);
 Sbx__V1__ListArtifactsResponse *sbx_list_artifacts(sbx_client *c, const char *run_id,
 						   struct sbx_rpc_status *st);

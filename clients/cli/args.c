@@ -125,8 +125,10 @@ static const char *const cmd_help[CMD_COUNT] = {
 	"                  it), or cannot be written; a link or other non-file in the\n"
 	"                  way beneath it is refused, never followed\n"
 	"  --label K=V     a label of the run (repeatable)\n"
-	"  --stdin FILE    CMD's standard input ('-': ours; at most 1 MiB); default "
-	"empty\n" POLICY_HELP "\n"
+	"  --stdin FILE    CMD's standard input, streamed ('-': ours); default: ours\n"
+	"                  streamed when it is not a terminal, else empty\n"
+	"  --cwd DIR       CMD's working directory (default /out); a missing one ends\n"
+	"                  the exec setup_failed, naming it\n" POLICY_HELP "\n"
 	"Interrupts: the first SIGINT or SIGTERM is passed to CMD's process group in the\n"
 	"sandbox; a second SIGINT kills it. What it left in /out is still fetched (said on\n"
 	"stderr), the run is torn down, and sbxctl exits 128+N (130 for SIGINT, 143 for\n"
@@ -149,13 +151,23 @@ static const char *const cmd_help[CMD_COUNT] = {
 		"Uploads the local file as /data/REMOTE. The run's manifest (sbxctl create --data\n"
 		"DIR --no-upload) must declare REMOTE with this file's size and sha256.\n",
     [CMD_EXEC] =
-	"usage: sbxctl exec [--no-wait] [--stdin FILE] RUN CMD [ARG...]\n"
+	"usage: sbxctl exec [OPTIONS] RUN CMD [ARG...]\n"
 	"\n"
 	"Runs CMD in the run's sandbox with live output, and exits with its status\n"
 	"(as sbxctl run). Options may come before or after RUN and end at CMD ('--'\n"
 	"before CMD works too). --no-wait prints the exec id and returns at once\n"
 	"('sbxctl wait' and 'sbxctl logs' follow it). The first SIGINT or SIGTERM goes to\n"
 	"CMD's process group, a second SIGINT kills CMD; sbxctl then exits 128+N.\n"
+	"\n"
+	"  -e, --env NAME=VALUE  set over the policy's env for this exec (repeatable;\n"
+	"                  NAME alone: this shell's value, left out when unset)\n"
+	"  --cwd DIR       CMD's working directory (default /out)\n"
+	"  --timeout T     this exec's wall clock (seconds, or with s, m, h), at most\n"
+	"                  the policy's script_seconds (its default)\n"
+	"  --stdin FILE    CMD's standard input, streamed ('-': ours); default: ours\n"
+	"                  streamed when it is not a terminal, else empty; with\n"
+	"                  --no-wait FILE is sent whole (at most 1 MiB)\n"
+	"  --no-wait       print the exec id and return\n"
 	"With --json the result is one object on stdout (as sbxctl run --json) and\n"
 	"CMD's stdout is written to stderr. --tty is refused: sbxctl(1) says why.\n",
     [CMD_WAIT] = "usage: sbxctl wait RUN EXEC [--json]\n"
@@ -252,6 +264,7 @@ enum {
 	OPT_RUNS_ALL,
 	OPT_STDERR,
 	OPT_TTY,
+	OPT_CWD,
 };
 
 #define GLOBAL_OPTS                                                                                \
@@ -296,6 +309,7 @@ static const struct option run_opts[] = {
     {"label", required_argument, NULL, OPT_LABEL},
     {"stdin", required_argument, NULL, OPT_STDIN},
     {"tty", no_argument, NULL, OPT_TTY},
+    {"cwd", required_argument, NULL, OPT_CWD},
     {0},
 };
 static const struct option create_opts[] = {
@@ -311,6 +325,9 @@ static const struct option exec_opts[] = {
     {"no-wait", no_argument, NULL, OPT_NO_WAIT},
     {"stdin", required_argument, NULL, OPT_STDIN},
     {"tty", no_argument, NULL, OPT_TTY},
+    {"env", required_argument, NULL, CLI_OPT_ENV},
+    {"cwd", required_argument, NULL, OPT_CWD},
+    {"timeout", required_argument, NULL, CLI_OPT_SCRIPT_TIMEOUT},
     {0},
 };
 static const struct option logs_opts[] = {
@@ -431,6 +448,11 @@ static int take_opt(int c, const char *arg, const char *optname, struct cli *cli
 		return 0;
 	case OPT_STDIN:
 		cli->stdin_file = arg;
+		return 0;
+	case OPT_CWD:
+		if (arg[0] != '/')
+			return sbx_fail(err, "--cwd %s: must be an absolute path", arg);
+		cli->cwd = arg;
 		return 0;
 	case OPT_LABEL:
 		if (cli->n_labels >= CLI_MAX_LABELS)
@@ -626,7 +648,7 @@ int cli_parse(int argc, char **argv, struct cli *cli, struct sbx_err *err)
 	int sub_argc = argc - i;
 	char **sub_argv = argv + i;
 	const char *shortopts = cli->cmd == CMD_RUN	 ? "+:he:t"
-				: cli->cmd == CMD_EXEC	 ? "+:ht"
+				: cli->cmd == CMD_EXEC	 ? "+:he:t"
 				: cli->cmd == CMD_CREATE ? ":he:"
 							 : ":h";
 	int j = parse_opts(sub_argc, sub_argv, shortopts, cmd_opts(cli->cmd), cli, err);

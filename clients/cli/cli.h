@@ -94,6 +94,7 @@ struct cli {
 	enum cli_cmd cmd;
 	/* The command's options and operands. */
 	const char *policy, *data, *out, *stdin_file;
+	const char *cwd; /* run, exec: ExecRequest.cwd */
 	struct cli_policy_flags pf;
 	bool print_policy;
 	const char *labels[CLI_MAX_LABELS];
@@ -189,7 +190,20 @@ void cli_print_egress(FILE *f, Sbx__V1__EgressRecord *const *records, size_t n_r
 void cli_print_egress_destinations(FILE *f, Sbx__V1__EgressDestination *const *d, size_t n);
 /* On stderr, that an exec's stream ends early: cut (sbxd stopped keeping
  * it at kept_bytes, and why) or truncated (output_kb). */
-void cli_note_cut(const char *stream, const char *cut, uint64_t kept_bytes, bool truncated);
+/* Where an exec's stream went and how its output there ended, so that a
+ * notice starts on a line of its own. */
+struct cli_out_tail {
+	int fd;
+	bool written;
+	uint8_t last;
+};
+void cli_out_wrote(struct cli_out_tail *t, const uint8_t *p, size_t n);
+/* The one gap past output_kb, at the place in the output where it is. */
+void cli_note_gap(const char *stream, uint64_t dropped, const struct cli_out_tail *t);
+/* At the end: the stream was cut (the disk or a quota), or truncated
+ * without a gap shown. */
+void cli_note_cut(const char *stream, const char *cut, uint64_t kept_bytes, bool truncated,
+		  bool gap_noted, const struct cli_out_tail *t);
 
 /* The number of the SIGINT, SIGTERM or SIGHUP that arrived outside an
  * exec (0: none), once cli_install_signals ran: calls in progress end
@@ -237,15 +251,19 @@ int manifest_upload(sbx_client *c, const char *run_id, const struct manifest *m,
 int create_with_inputs(sbx_client **c, const struct cli *cli, bool upload, char **run_id,
 		       char image_digest[CLI_DIGEST_BUF], char host[SBX_HOST_MAX],
 		       struct sbx_rpc_status *st);
-/* Starts argv in the run; *exec_id is malloc'd. */
+/* Starts argv in the run; *exec_id is malloc'd. With stdin_fd non-NULL
+ * the command's stdin is streamed (WriteStdin, by live_exec) from *stdin_fd
+ * (ours, or --stdin's file; -1: not streamed, the caller closes it);
+ * without, --stdin's file is sent whole (at most 1 MiB). exec's --env and
+ * --timeout are the exec's own, run's are the policy's; --cwd both. */
 int start_exec(sbx_client *c, const struct cli *cli, const char *run_id, char **exec_id,
-	       struct sbx_rpc_status *st);
+	       int *stdin_fd, struct sbx_rpc_status *st);
 /* Streams the exec's stdout and stderr to ours while it runs, and waits for
  * its end, passing an interrupt on to the command (see cli_forwarding);
  * the exec's stdout goes to stdout_fd (stderr with --json, whose object
  * alone is on stdout); *status is the final
  * ExecStatus (free with free_unpacked of the WaitResponse it came in, via *wait). */
-int live_exec(sbx_client *c, const char *run_id, const char *exec_id, int stdout_fd,
+int live_exec(sbx_client *c, const char *run_id, const char *exec_id, int stdout_fd, int stdin_fd,
 	      Sbx__V1__WaitResponse **wait, struct sbx_rpc_status *st);
 /* --out DIR opened (sbx_dest_open: ours, not writable by others, made if
  * missing), and a file can be written in it; returns its fd. */

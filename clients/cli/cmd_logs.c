@@ -59,8 +59,9 @@ int cmd_logs(struct cli *cli)
 	_cleanup_client_ sbx_client *c = cli_connect(cli, NULL);
 	struct sbx_rpc_status st;
 	const char *name = cli->logs_stderr ? "stderr" : "stdout";
-	uint64_t offset = 0, kept = 0;
+	uint64_t offset = 0, kept = 0, dropped = 0, dropped_at = 0;
 	bool truncated = false, eof = false;
+	struct cli_out_tail tail = {.fd = STDOUT_FILENO};
 	_cleanup_free_ char *cut = NULL;
 	_cleanup_free_ uint8_t *all = NULL; /* --json: the bytes, for one object */
 	size_t all_len = 0;
@@ -82,8 +83,14 @@ int cmd_logs(struct cli *cli)
 		if (!r)
 			return failed(&st);
 		int wrc = 0;
+		if (r->dropped && !cli->json)
+			cli_note_gap(name, r->dropped, &tail);
+		if (r->dropped && !dropped)
+			dropped_at = all_len;
+		dropped += r->dropped;
 		if (r->data.len && !cli->json) {
 			wrc = cli_write_all(STDOUT_FILENO, r->data.data, r->data.len);
+			cli_out_wrote(&tail, r->data.data, r->data.len);
 		} else if (r->data.len) {
 			uint8_t *grown = realloc(all, all_len + r->data.len);
 			if (grown) {
@@ -120,13 +127,18 @@ int cmd_logs(struct cli *cli)
 		one.truncated = truncated;
 		one.cut = cut ? cut : "";
 		one.kept_bytes = kept;
+		one.dropped = dropped;
 		json_t *j = cli_json_of(&one.base);
-		if (j && json_object_set_new(j, "stream", json_string(name)) < 0) {
+		/* dropped_at: where in data the gap is. */
+		if (j &&
+		    (json_object_set_new(j, "stream", json_string(name)) < 0 ||
+		     (dropped && json_object_set_new(j, "dropped_at",
+						     json_integer((json_int_t)dropped_at)) < 0))) {
 			json_decref(j);
 			j = NULL;
 		}
 		return cli_print_json_value(j) < 0 ? EXIT_FAILURE_RPC : 0;
 	}
-	cli_note_cut(name, cut, kept, truncated);
+	cli_note_cut(name, cut, kept, truncated, dropped > 0, &tail);
 	return 0;
 }

@@ -32,14 +32,17 @@ static void print_argv(char **argv, size_t n)
 	}
 }
 
-static void print_stream(const char *name, uint64_t bytes, bool truncated, const char *cut)
+static void print_stream(const char *name, uint64_t bytes, bool truncated, const char *cut,
+			 uint64_t dropped)
 {
 	printf("  %s %" PRIu64, name, bytes);
+	if (dropped)
+		printf(" (%" PRIu64 " dropped between head and tail)", dropped);
 	if (cut && *cut) {
 		fputs(" (cut: ", stdout);
 		cli_put_text(stdout, cut);
 		putchar(')');
-	} else if (truncated) {
+	} else if (truncated && !dropped) {
 		fputs(" (truncated)", stdout);
 	}
 }
@@ -66,8 +69,8 @@ static void print_exec(const Sbx__V1__ExecStatus *e)
 	if (e->ended_unix_ms > 0 && e->started_unix_ms > 0)
 		printf("  wall %" PRId64 " ms", e->ended_unix_ms - e->started_unix_ms);
 	printf("  cpu %" PRIu64 " ms  peak %" PRIu64 " KiB", e->cpu_ms, e->peak_memory_bytes >> 10);
-	print_stream("out", e->stdout_bytes, e->stdout_truncated, e->stdout_cut);
-	print_stream("err", e->stderr_bytes, e->stderr_truncated, e->stderr_cut);
+	print_stream("out", e->stdout_bytes, e->stdout_truncated, e->stdout_cut, e->stdout_dropped);
+	print_stream("err", e->stderr_bytes, e->stderr_truncated, e->stderr_cut, e->stderr_dropped);
 	printf("\n     ");
 	print_argv(e->argv, e->n_argv);
 	putchar('\n');

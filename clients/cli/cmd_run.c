@@ -79,11 +79,13 @@ static int exec_and_wait(sbx_client *c, const struct cli *cli, const char *run_i
 			 struct sbx_rpc_status *st)
 {
 	_cleanup_free_ char *exec_id = NULL;
+	_cleanup_close_ int in = -1;
 	Sbx__V1__WaitResponse *w = NULL;
 
-	if (start_exec(c, cli, run_id, &exec_id, st) < 0)
+	if (start_exec(c, cli, run_id, &exec_id, &in, st) < 0)
 		return -1;
-	if (live_exec(c, run_id, exec_id, cli->json ? STDERR_FILENO : STDOUT_FILENO, &w, st) < 0) {
+	if (live_exec(c, run_id, exec_id, cli->json ? STDERR_FILENO : STDOUT_FILENO, in, &w, st) <
+	    0) {
 		/* Given up on (the connection, an interrupt between calls): the
 		 * command must not run on unwatched. */
 		struct sbx_rpc_status ignored;
@@ -287,7 +289,8 @@ int cmd_exec(struct cli *cli)
 	cli_install_signals();
 	if (cli->no_wait) {
 		_cleanup_free_ char *exec_id = NULL;
-		status = start_exec(c, cli, cli->run_id, &exec_id, &st) < 0 ? EXIT_FAILURE_RPC : 0;
+		status =
+		    start_exec(c, cli, cli->run_id, &exec_id, NULL, &st) < 0 ? EXIT_FAILURE_RPC : 0;
 		if (status)
 			cli_status_error(&st);
 		else if (!cli->json)

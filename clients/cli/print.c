@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "text.h"
@@ -110,16 +112,50 @@ void cli_note_listing(const Sbx__V1__ArtifactListing *l, uint32_t skipped, const
 			what, other);
 }
 
-void cli_note_cut(const char *stream, const char *cut, uint64_t kept_bytes, bool truncated)
+/* Whether a notice on stderr must start with a newline: the stream's
+ * output went to fd, did not end with one, and lands where stderr does
+ * (the same file, or both terminals). */
+static bool notice_needs_newline(const struct cli_out_tail *t)
 {
+	struct stat a, b;
+
+	if (!t || !t->written || t->last == '\n')
+		return false;
+	if (t->fd == STDERR_FILENO || (isatty(t->fd) && isatty(STDERR_FILENO)))
+		return true;
+	return fstat(t->fd, &a) == 0 && fstat(STDERR_FILENO, &b) == 0 && a.st_dev == b.st_dev &&
+	       a.st_ino == b.st_ino;
+}
+
+void cli_out_wrote(struct cli_out_tail *t, const uint8_t *p, size_t n)
+{
+	if (n) {
+		t->written = true;
+		t->last = p[n - 1];
+	}
+}
+
+void cli_note_gap(const char *stream, uint64_t dropped, const struct cli_out_tail *t)
+{
+	fprintf(stderr,
+		"%ssbxctl: %" PRIu64 " bytes of the exec's %s dropped here (policy "
+		"limits.output_kb keeps its head and its tail)\n",
+		notice_needs_newline(t) ? "\n" : "", dropped, stream);
+}
+
+void cli_note_cut(const char *stream, const char *cut, uint64_t kept_bytes, bool truncated,
+		  bool gap_noted, const struct cli_out_tail *t)
+{
+	const char *nl = notice_needs_newline(t) ? "\n" : "";
+
 	if (cut && *cut) {
-		fprintf(stderr, "sbxctl: the exec's %s was cut after %" PRIu64 " bytes: ", stream,
-			kept_bytes);
+		fprintf(stderr, "%ssbxctl: the exec's %s was cut after %" PRIu64 " bytes: ", nl,
+			stream, kept_bytes);
 		cli_put_text(stderr, cut);
 		fputc('\n', stderr);
-	} else if (truncated) {
-		fprintf(stderr, "sbxctl: the exec's %s was truncated (policy limits.output_kb)\n",
-			stream);
+	} else if (truncated && !gap_noted) {
+		fprintf(stderr, "%ssbxctl: the exec's %s was truncated (policy limits.output_kb)\n",
+			nl, stream);
 	}
 }
 

@@ -3,6 +3,7 @@
  * output, fetch every artifact. */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -150,28 +151,176 @@ out:
 	return rc;
 }
 
+/* exec's -e NAME=VALUE (NAME alone: this shell's value, left out when
+ * unset) as the request's env; n in *n. */
+static Sbx__V1__EnvVar **exec_env(const struct cli *cli, size_t *n)
+{
+	Sbx__V1__EnvVar **env = calloc(cli->pf.n_env + 1, sizeof(*env));
+
+	*n = 0;
+	for (unsigned i = 0; env && i < cli->pf.n_env; i++) {
+		const char *eq = strchr(cli->pf.env[i], '=');
+		const char *value = eq ? eq + 1 : getenv(cli->pf.env[i]);
+		if (!value)
+			continue;
+		if (!(env[*n] = malloc(sizeof(**env))))
+			return env; /* the caller sees fewer than asked: out of memory */
+		sbx__v1__env_var__init(env[*n]);
+		env[*n]->name = eq ? strndup(cli->pf.env[i], (size_t)(eq - cli->pf.env[i]))
+				   : strdup(cli->pf.env[i]);
+		env[*n]->value = strdup(value);
+		++*n;
+	}
+	return env;
+}
+
+static void free_env(Sbx__V1__EnvVar **env, size_t n)
+{
+	for (size_t i = 0; env && i < n; i++)
+		protobuf_c_message_free_unpacked(&env[i]->base, NULL);
+	free(env);
+}
+
+/* Which stdin is streamed: --stdin's file, or ours when it is not a
+ * terminal (and open); -2: none (the exec's stdin is empty); -1 with st. */
+static int stdin_source(const struct cli *cli, struct sbx_rpc_status *st)
+{
+	int fd;
+
+	if (!cli->stdin_file) {
+		if (isatty(STDIN_FILENO) || fcntl(STDIN_FILENO, F_GETFD) < 0)
+			return -2;
+		fd = fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3);
+	} else {
+		fd = strcmp(cli->stdin_file, "-") ? open(cli->stdin_file, O_RDONLY | O_CLOEXEC)
+						  : fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3);
+	}
+	if (fd < 0)
+		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INVALID_ARGUMENT, "--stdin %s",
+					  cli->stdin_file);
+	return fd;
+}
+
 int start_exec(sbx_client *c, const struct cli *cli, const char *run_id, char **exec_id,
-	       struct sbx_rpc_status *st)
+	       int *stdin_fd, struct sbx_rpc_status *st)
 {
 	Sbx__V1__ExecRequest req = SBX__V1__EXEC_REQUEST__INIT;
 	_cleanup_free_ char *in = NULL;
-	size_t in_len = 0;
+	_cleanup_close_ int stream = -1;
+	size_t in_len = 0, n_env = 0;
+	Sbx__V1__EnvVar **env = NULL;
 
 	*exec_id = NULL;
-	if (cli->stdin_file &&
-	    !(in = cli_read_file("--stdin", cli->stdin_file, STDIN_MAX, &in_len, st)))
+	if (stdin_fd) {
+		*stdin_fd = -1;
+		if ((stream = stdin_source(cli, st)) == -1)
+			return -1;
+	} else if (cli->stdin_file &&
+		   !(in = cli_read_file("--stdin", cli->stdin_file, STDIN_MAX, &in_len, st))) {
 		return -1;
+	}
+	if (cli->cmd == CMD_EXEC) {
+		if (!(env = exec_env(cli, &n_env)))
+			return sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
+		req.env = env;
+		req.n_env = n_env;
+		req.timeout_seconds = cli->pf.script_seconds;
+	}
 	req.run_id = (char *)run_id;
 	req.argv = cli->argv;
 	req.n_argv = (size_t)cli->argc;
+	req.cwd = (char *)(cli->cwd ? cli->cwd : "");
 	req.stdin.data = (uint8_t *)in;
 	req.stdin.len = in_len;
+	req.stdin_stream = stream >= 0;
+	if (stream == -2)
+		stream = -1;
 	Sbx__V1__ExecResponse *r = sbx_exec(c, &req, st);
+	free_env(env, n_env);
 	if (!r)
 		return sbx_rpc_prefix(st, "Exec");
 	*exec_id = strdup(r->exec_id);
 	sbx__v1__exec_response__free_unpacked(r, NULL);
-	return *exec_id ? 0 : sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
+	if (!*exec_id)
+		return sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
+	if (stdin_fd)
+		*stdin_fd = sbx_steal_fd(stream);
+	return 0;
+}
+
+/* ---- streamed stdin ---- */
+
+/* Polls of our stdin, and waits while the exec's pipe is full: short
+ * enough that the feeder notices the exec's end. */
+#define FEED_POLL_MS 100
+
+struct feeder {
+	sbx_client *c;
+	const char *run_id, *exec_id;
+	int fd;
+	atomic_bool stop;
+};
+
+/* Reads at most size bytes of fd into buf, waiting for them no longer than
+ * FEED_POLL_MS at a time while f is not stopped: the bytes read (0 at end of
+ * file), or -1 when stopped or on an error. */
+static ssize_t feed_read(struct feeder *f, uint8_t *buf, size_t size)
+{
+	while (!atomic_load(&f->stop)) {
+		struct pollfd pfd = {.fd = f->fd, .events = POLLIN};
+		int n = poll(&pfd, 1, FEED_POLL_MS);
+		if (n < 0 && errno != EINTR)
+			return -1;
+		if (n <= 0)
+			continue;
+		ssize_t r = read(f->fd, buf, size);
+		if (r < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		return r;
+	}
+	return -1;
+}
+
+/* Sends our stdin chunk by chunk, each again from what sbxd took until it
+ * took all of it (sbxd never waits for the command: a full pipe takes
+ * nothing, and we try again a moment later). The exec's end closes its
+ * stdin: then the rest is not wanted, and that is no error. */
+static void *feeder_main(void *arg)
+{
+	struct feeder *f = arg;
+	_cleanup_free_ uint8_t *buf = malloc(SBX_CHUNK_BYTES);
+	uint64_t sent = 0; /* bytes sbxd took */
+	size_t have = 0, from = 0;
+	bool eof = false;
+
+	while (buf && !atomic_load(&f->stop)) {
+		if (from == have && !eof) {
+			ssize_t n = feed_read(f, buf, SBX_CHUNK_BYTES);
+			if (n < 0)
+				break;
+			have = (size_t)n;
+			from = 0;
+			eof = n == 0;
+		}
+		struct sbx_rpc_status st;
+		Sbx__V1__WriteStdinResponse *r = sbx_write_stdin(f->c, f->run_id, f->exec_id, sent,
+								 buf + from, have - from, eof, &st);
+		if (!r) {
+			if (st.code != SBX__V1__CODE__FAILED_PRECONDITION &&
+			    st.code != SBX__V1__CODE__CANCELLED)
+				cli_status_error(&st);
+			break;
+		}
+		uint64_t took = r->accepted - sent;
+		sbx__v1__write_stdin_response__free_unpacked(r, NULL);
+		sent += took;
+		from += (size_t)took;
+		if (eof && from == have)
+			break;
+		if (took == 0 && from < have)
+			poll(NULL, 0, FEED_POLL_MS / 5); /* full: the command reads slowly */
+	}
+	return NULL;
 }
 
 /* ---- live output ---- */
@@ -185,6 +334,8 @@ struct pump {
 	bool truncated;
 	char *cut; /* the last non-empty ReadOutputResponse.cut (malloc'd) */
 	uint64_t kept_bytes;
+	bool gap_noted;
+	struct cli_out_tail tail;
 	int rc;
 	struct sbx_rpc_status st;
 };
@@ -222,9 +373,15 @@ static void *pump_main(void *arg)
 			p->rc = -1;
 			break;
 		}
+		if (r->dropped) {
+			cli_note_gap(p->stream == SBX__V1__STREAM__STDOUT ? "stdout" : "stderr",
+				     r->dropped, &p->tail);
+			p->gap_noted = true;
+		}
 		/* A reader that went away (| head) stops our writing, not the run. */
 		if (writable && r->data.len && cli_write_all(p->fd, r->data.data, r->data.len) < 0)
 			writable = false;
+		cli_out_wrote(&p->tail, r->data.data, r->data.len);
 		p->truncated |= r->truncated;
 		if (r->cut && *r->cut) {
 			free(p->cut);
@@ -284,20 +441,25 @@ static Sbx__V1__WaitResponse *wait_forwarding(sbx_client *c, const char *run_id,
 	}
 }
 
-int live_exec(sbx_client *c, const char *run_id, const char *exec_id, int stdout_fd,
+int live_exec(sbx_client *c, const char *run_id, const char *exec_id, int stdout_fd, int stdin_fd,
 	      Sbx__V1__WaitResponse **wait, struct sbx_rpc_status *st)
 {
+	struct feeder feeder = {.c = c, .run_id = run_id, .exec_id = exec_id, .fd = stdin_fd};
+	pthread_t feeder_thread;
+	bool feeding = false;
 	struct pump pumps[2] = {
 	    {.c = c,
 	     .run_id = run_id,
 	     .exec_id = exec_id,
 	     .stream = SBX__V1__STREAM__STDOUT,
-	     .fd = stdout_fd},
+	     .fd = stdout_fd,
+	     .tail = {.fd = stdout_fd}},
 	    {.c = c,
 	     .run_id = run_id,
 	     .exec_id = exec_id,
 	     .stream = SBX__V1__STREAM__STDERR,
-	     .fd = STDERR_FILENO},
+	     .fd = STDERR_FILENO,
+	     .tail = {.fd = STDERR_FILENO}},
 	};
 	pthread_t threads[2];
 	int started = 0;
@@ -306,13 +468,20 @@ int live_exec(sbx_client *c, const char *run_id, const char *exec_id, int stdout
 	for (; started < 2; started++)
 		if (pthread_create(&threads[started], NULL, pump_main, &pumps[started]) != 0)
 			break;
+	if (started == 2 && stdin_fd >= 0)
+		feeding = pthread_create(&feeder_thread, NULL, feeder_main, &feeder) == 0;
+	bool all_started = started == 2 && (stdin_fd < 0 || feeding);
 	cli_forwarding = 1;
-	*wait = started == 2 ? wait_forwarding(c, run_id, exec_id, st) : NULL;
-	if (started != 2)
+	*wait = all_started ? wait_forwarding(c, run_id, exec_id, st) : NULL;
+	if (!all_started)
 		sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "cannot start a thread");
 	if (!*wait) /* the output of an exec we gave up on is not worth waiting for */
 		for (int i = 0; i < started; i++)
 			atomic_store(&pumps[i].stop, true);
+	if (feeding) { /* the exec has ended, or we gave up on it */
+		atomic_store(&feeder.stop, true);
+		pthread_join(feeder_thread, NULL);
+	}
 	for (int i = 0; i < started; i++)
 		pthread_join(threads[i], NULL);
 	cli_forwarding = 0;
@@ -325,7 +494,8 @@ int live_exec(sbx_client *c, const char *run_id, const char *exec_id, int stdout
 		}
 		/* The output ends early: say so, never just stop. */
 		if (rc == 0)
-			cli_note_cut(name, pumps[i].cut, pumps[i].kept_bytes, pumps[i].truncated);
+			cli_note_cut(name, pumps[i].cut, pumps[i].kept_bytes, pumps[i].truncated,
+				     pumps[i].gap_noted, &pumps[i].tail);
 		free(pumps[i].cut);
 	}
 	return rc;

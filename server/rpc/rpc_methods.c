@@ -42,6 +42,7 @@ WRAP(fetch_artifact, Sbx__V1__FetchArtifactRequest, Sbx__V1__FetchArtifactRespon
 WRAP(teardown, Sbx__V1__TeardownRequest, Sbx__V1__TeardownResponse)
 WRAP(list_runs, Sbx__V1__ListRunsRequest, Sbx__V1__ListRunsResponse)
 WRAP(drain, Sbx__V1__DrainRequest, Sbx__V1__DrainResponse)
+WRAP(write_stdin, Sbx__V1__WriteStdinRequest, Sbx__V1__WriteStdinResponse)
 
 #define METHOD(Name, fn, lower, lane_, dedupe_) {				\
 	.name = PREFIX #Name,							\
@@ -65,6 +66,8 @@ static const struct rpc_method methods[] = {
 	METHOD(ListRuns,      list_runs,      list_runs,      RPC_SHORT,  false),
 	/* Idempotent: a retried Drain finds the flag as the first left it. */
 	METHOD(Drain,         drain,          drain,          RPC_SHORT,  false),
+	/* Never waits: takes what the exec's stdin pipe has room for. */
+	METHOD(WriteStdin,    write_stdin,    write_stdin,    RPC_SHORT,  true),
 };
 /* clang-format on */
 

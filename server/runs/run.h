@@ -64,13 +64,22 @@ struct run_hash_cache;
 struct run_fetch;
 
 /* One output stream of one exec: kept bytes spill to a file in the run's
- * directory, so sbxd's memory does not grow with output (at most
- * output_kb KiB per stream are kept, the rest only counted). */
+ * directory, so sbxd's memory does not grow with output. At most
+ * output_kb KiB per stream are kept: the head (the first half) and the
+ * tail (the last half, a ring in the file after the head), with one gap
+ * between them that is only counted (runs_output.c). Positions count the
+ * bytes the command wrote; all of these are written by the monitor alone,
+ * which reads them without mu. */
 struct run_stream {
 	int pipe;	/* [mon] read end; -1 once closed */
 	int file;	/* [mon] spill file being written; -1 */
-	uint64_t kept;	/* [mu] bytes in the spill file, readable below this;
-			 * written by the monitor alone, which reads it without mu */
+	uint64_t head;	/* set by Exec, then constant: bytes of the head */
+	uint64_t tail;	/* the same: bytes of the tail's ring */
+	uint64_t end;	/* [mu] positions below this are kept, or in the gap */
+	uint64_t lo;	/* [mu] the first position of the tail still in the
+			 * ring (> head: the gap is [head, lo)); raised before
+			 * the ring's bytes below it are overwritten */
+	uint64_t kept;	/* [mu] bytes kept: head + tail */
 	uint64_t total; /* [mu] bytes the command wrote */
 	bool truncated; /* [mu] */
 	bool closed;	/* [mu] no byte will come any more */
@@ -100,6 +109,21 @@ struct run_exec {
 	char *message;
 	bool egress_listener; /* its listener went to the proxy (at most one) */
 	struct run_stream out[2];
+	/* Set by Exec before the exec is on the run's list, then constant:
+	 * what the ExecRequest set over the policy's env ("NAME=value", at
+	 * most RUN_EXEC_ARGV_RECORD bytes of it recorded), where it ran and
+	 * the wall clock it had (seconds). */
+	char **env;
+	size_t n_env;
+	char *cwd;
+	uint32_t timeout_seconds;
+	bool stdin_stream; /* stdin comes by WriteStdin (runs_stdin.c) */
+	/* [mu] a streamed stdin: the pipe's write end (non-blocking; -1 once
+	 * closed: eof, the exec's end), the bytes taken, whether eof came. */
+	int stdin_fd;
+	uint64_t stdin_accepted;
+	bool stdin_eof;
+	bool stdin_enlarged; /* its pipe counts in RUN_STDIN_HOST_BYTES */
 };
 
 /* An input file: declared at CreateRun (r->inputs, [once]) or by a

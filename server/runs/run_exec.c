@@ -12,6 +12,7 @@
 
 #include "clock.h"
 #include "metrics.h"
+#include "runs_stdin.h"
 
 /* What Status keeps of argv: all of it up to RUN_EXEC_ARGV_RECORD bytes,
  * then a marker, so a run of many large execs cannot grow sbxd without
@@ -41,12 +42,38 @@ static int record_argv(struct run_exec *e, char *const *argv, size_t argc)
 	return 0;
 }
 
+int exec_record_env(struct run_exec *e, char *const *env, size_t n)
+{
+	size_t budget = RUN_EXEC_ARGV_RECORD, i;
+
+	e->env = calloc(n + 1, sizeof(char *));
+	if (!e->env)
+		return -1;
+	for (i = 0; i < n; i++) {
+		size_t len = strlen(env[i]);
+
+		if (len > budget)
+			break;
+		if (!(e->env[i] = strdup(env[i])))
+			return -1;
+		e->n_env = i + 1;
+		budget -= len;
+	}
+	if (i < n) {
+		if (asprintf(&e->env[i], "...=(%zu more env entries not recorded)", n - i) < 0)
+			return -1;
+		e->n_env = i + 1;
+	}
+	return 0;
+}
+
 struct run_exec *exec_new(char *const *argv, size_t argc)
 {
 	struct run_exec *e = calloc(1, sizeof(*e));
 
 	if (!e)
 		return NULL;
+	e->stdin_fd = -1;
 	for (int w = 0; w < 2; w++)
 		e->out[w].pipe = e->out[w].file = -1;
 	e->reason = SBX__V1__EXIT_REASON__RUNNING;
@@ -64,7 +91,12 @@ void exec_free(struct run_exec *e)
 	for (size_t i = 0; i < e->argc; i++)
 		free(e->argv[i]);
 	free(e->argv);
+	for (size_t i = 0; i < e->n_env; i++)
+		free(e->env[i]);
+	free(e->env);
+	free(e->cwd);
 	free(e->message);
+	stdin_close(e);
 	for (int w = 0; w < 2; w++) {
 		if (e->out[w].pipe >= 0)
 			close(e->out[w].pipe);
@@ -121,6 +153,7 @@ void exec_mark_ended(struct sbx_run *r, struct run_exec *e)
 	if (e->ended)
 		return;
 	e->ended = true;
+	stdin_close(e); /* nobody reads it any more */
 	e->ended_at = sbx_mono_ms();
 	e->ended_ms = sbx_unix_ms();
 	sbx_metrics_exec_ended(e->reason, (double)(e->ended_ms - e->started_ms) / 1000.0);

@@ -10,6 +10,9 @@
 /* A record for argv (at most RUN_EXEC_ARGV_RECORD bytes of it), or NULL. */
 struct run_exec *exec_new(char *const *argv, size_t argc);
 void exec_free(struct run_exec *e);
+/* Records env ("NAME=value", n of them) as the exec's, at most
+ * RUN_EXEC_ARGV_RECORD bytes of it, then a marker entry. -1: out of memory. */
+int exec_record_env(struct run_exec *e, char *const *env, size_t n);
 /* mu held: the exec named "exec-<n>" in r, or NULL. */
 struct run_exec *run_find_exec(struct sbx_run *r, const char *exec_id) REQUIRES(r->mu);
 /* mu held: the same, or NULL with NOT_FOUND naming the exec and the run. */

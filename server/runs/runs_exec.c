@@ -16,14 +16,18 @@
 #include "helper_client.h"
 #include "run_exec.h"
 #include "runs_inputs.h"
+#include "runs_output.h"
 #include "runs_registry.h"
 #include "runs_status.h"
+#include "runs_stdin.h"
 #include "util.h"
 
 #define ARGV_MAX	4096
 #define ARGV_BYTES_MAX	(256 * 1024)
 #define STDIN_MAX	(1024 * 1024)
 #define CWD_MAX		4096
+#define ENV_MAX		256
+#define ENV_BYTES_MAX	(64 * 1024)
 #define WAIT_DEFAULT_MS 30000
 
 static int validate(const Sbx__V1__ExecRequest *req, struct sbx_rpc_status *st)
@@ -47,10 +51,101 @@ static int validate(const Sbx__V1__ExecRequest *req, struct sbx_rpc_status *st)
 	if (req->stdin.len > STDIN_MAX)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 				    "stdin: %zu bytes, at most %d", req->stdin.len, STDIN_MAX);
-	if (!sbx_ctl_exec_fits(req->argv, req->n_argv, req->cwd))
+	if (req->stdin_stream && req->stdin.len)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
-				    "argv: too large for one request to the sandbox; pass "
+				    "stdin: must be empty with stdin_stream (the bytes come by "
+				    "WriteStdin)");
+	return 0;
+}
+
+static void strv_free(char **v)
+{
+	for (size_t i = 0; v && v[i]; i++)
+		free(v[i]);
+	free(v);
+}
+
+static void strv_freep(char ***v)
+{
+	strv_free(*v);
+}
+
+/* The request's env as "NAME=value" entries for the sandbox, each one
+ * checked as the policy's env is (policy.h); NULL with st naming the
+ * entry that is wrong. */
+static char **exec_env(const Sbx__V1__ExecRequest *req, struct sbx_rpc_status *st)
+{
+	size_t total = 0;
+	char **env;
+
+	if (req->n_env > ENV_MAX) {
+		sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT, "env: %zu entries, at most %d",
+			     req->n_env, ENV_MAX);
+		return NULL;
+	}
+	if (!(env = calloc(req->n_env + 1, sizeof(*env)))) {
+		sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
+		return NULL;
+	}
+	for (size_t i = 0; i < req->n_env; i++) {
+		const Sbx__V1__EnvVar *v = req->env[i];
+		const char *name = v->name ? v->name : "", *value = v->value ? v->value : "";
+
+		total += strlen(name) + strlen(value) + 2;
+		if (sbx_policy_env_check(name, strlen(name), value, strlen(value), &st->err) < 0) {
+			sbx_rpc_code(st, SBX__V1__CODE__INVALID_ARGUMENT);
+			sbx_rpc_prefix(st, "env[%zu]", i);
+			goto fail;
+		}
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(req->env[j]->name, name) == 0) {
+				sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
+					     "env[%zu]: %.256s is set twice", i, name);
+				goto fail;
+			}
+		if (total > ENV_BYTES_MAX) {
+			sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
+				     "env: more than %d bytes in all (at env[%zu], %.256s)",
+				     ENV_BYTES_MAX, i, name);
+			goto fail;
+		}
+		if (asprintf(&env[i], "%s=%s", name, value) < 0) {
+			env[i] = NULL;
+			sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
+			goto fail;
+		}
+	}
+	return env;
+fail:
+	strv_free(env);
+	return NULL;
+}
+
+/* What the exec will have (run's policy, [once]): the wall clock, the
+ * working directory; or -1 with st. */
+static int exec_options(struct sbx_run *r, const Sbx__V1__ExecRequest *req, char *const *env,
+			struct run_exec *e, struct sbx_rpc_status *st)
+{
+	const SbxPolicy *p = r->policy;
+	const char *cwd = req->cwd && req->cwd[0]	? req->cwd
+			  : sbx_policy_mount(p, "/out") ? "/out"
+							: "/tmp";
+	struct sbx_ctl_exec_opts o = {.env = env, .n_env = req->n_env};
+
+	if (req->timeout_seconds > p->limits->script_seconds)
+		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
+				    "timeout_seconds: %u, more than the policy's script_seconds "
+				    "(%u)",
+				    req->timeout_seconds, p->limits->script_seconds);
+	if (!sbx_ctl_exec_fits(req->argv, req->n_argv, cwd, &o))
+		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
+				    "argv and env: too large for one request to the sandbox; pass "
 				    "large data by stdin or /data");
+	e->timeout_seconds =
+	    req->timeout_seconds ? req->timeout_seconds : p->limits->script_seconds;
+	e->stdin_stream = req->stdin_stream;
+	if (!(e->cwd = strdup(cwd)) || exec_record_env(e, env, req->n_env) < 0)
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	return 0;
 }
 
@@ -145,10 +240,11 @@ static void exec_started(struct sbx_run *r, struct run_exec *e, const Sbx__V1__E
 	if (r->state == RUN_CREATED)
 		run_state_move(r, RUN_ACTIVE); /* /data is sealed from now on */
 	e->started_ms = sbx_unix_ms();
-	e->deadline =
-	    sbx_mono_ms() + (int64_t)r->policy->limits->script_seconds * 1000 + RUN_GRACE_MS;
+	e->deadline = sbx_mono_ms() + (int64_t)e->timeout_seconds * 1000 + RUN_GRACE_MS;
 	e->out[RUN_STDOUT].pipe = out;
 	e->out[RUN_STDERR].pipe = err;
+	stream_init(&e->out[RUN_STDOUT], r->output_cap);
+	stream_init(&e->out[RUN_STDERR], r->output_cap);
 	*r->exec_tail = e;
 	r->exec_tail = &e->next;
 	snprintf(id, sizeof(id), "exec-%llu", (unsigned long long)e->num);
@@ -159,21 +255,39 @@ static void exec_started(struct sbx_run *r, struct run_exec *e, const Sbx__V1__E
 
 /* mu held: hands the exec to the sandbox's pid 1. */
 static int send_exec(struct sbx_run *r, struct run_exec *e, const Sbx__V1__ExecRequest *req,
-		     const int stdio[3], struct sbx_rpc_status *st) REQUIRES(r->mu)
+		     char *const *env, const int stdio[3], struct sbx_rpc_status *st)
+    REQUIRES(r->mu)
 {
+	struct sbx_ctl_exec_opts o = {
+	    .env = env, .n_env = req->n_env, .timeout_seconds = e->timeout_seconds};
+
 	if (check_run(r, st) < 0)
 		return -1;
 	e->num = r->n_execs + 1;
 	/* Non-blocking: a helper that stopped reading is an error, never a
 	 * stalled worker. Sent under the lock so the ExecEnded cannot be
 	 * processed before the exec is on the list. */
-	if (sbx_ctl_send_exec(r->ctl, e->num, req->argv, req->n_argv, req->cwd, stdio, &st->err) <
+	if (sbx_ctl_send_exec(r->ctl, e->num, req->argv, req->n_argv, e->cwd, &o, stdio, &st->err) <
 	    0) {
 		sbx_rpc_code(st, st->err.errnum == EAGAIN ? SBX__V1__CODE__UNAVAILABLE
 							  : SBX__V1__CODE__FAILED_PRECONDITION);
 		return sbx_rpc_prefix(st, "run %s: the sandbox did not take the exec", r->id);
 	}
 	return 0;
+}
+
+/* The command's stdin: the request's bytes, or with stdin_stream a pipe
+ * whose write end the exec keeps for WriteStdin. */
+static int exec_stdin(const Sbx__V1__ExecRequest *req, struct run_exec *e, struct sbx_err *err)
+{
+	_cleanup_close_pair_ int p[2] = SBX_PAIR_INIT;
+
+	if (!req->stdin_stream)
+		return stdin_fd(&req->stdin, err);
+	if (stdin_stream_pipe(e, p, err) < 0)
+		return -1;
+	e->stdin_fd = sbx_steal_fd(p[1]);
+	return sbx_steal_fd(p[0]);
 }
 
 SBX_HANDLER(exec, Sbx__V1__ExecRequest, Sbx__V1__ExecResponse)
@@ -183,10 +297,11 @@ SBX_HANDLER(exec, Sbx__V1__ExecRequest, Sbx__V1__ExecResponse)
 	_cleanup_close_ int in = -1;
 	_cleanup_close_pair_ int out[2] = SBX_PAIR_INIT;
 	_cleanup_close_pair_ int err[2] = SBX_PAIR_INIT;
+	_cleanup_(strv_freep) char **env = NULL;
 	Sbx__V1__ExecResponse *x;
 	int rc;
 
-	if (validate(req, st) < 0)
+	if (validate(req, st) < 0 || !(env = exec_env(req, st)))
 		return -1;
 	if (!(r = run_lookup(runs, who, req->run_id, st)))
 		return -1;
@@ -194,7 +309,12 @@ SBX_HANDLER(exec, Sbx__V1__ExecRequest, Sbx__V1__ExecResponse)
 		run_unref(r);
 		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	}
-	if ((in = stdin_fd(&req->stdin, &st->err)) < 0 || output_pipe(out, &st->err) < 0 ||
+	if (exec_options(r, req, env, e, st) < 0) {
+		exec_free(e);
+		run_unref(r);
+		return -1;
+	}
+	if ((in = exec_stdin(req, e, &st->err)) < 0 || output_pipe(out, &st->err) < 0 ||
 	    output_pipe(err, &st->err) < 0) {
 		exec_free(e);
 		run_unref(r);
@@ -202,7 +322,7 @@ SBX_HANDLER(exec, Sbx__V1__ExecRequest, Sbx__V1__ExecResponse)
 	}
 
 	run_lock(r);
-	rc = send_exec(r, e, req, (const int[3]){in, out[1], err[1]}, st);
+	rc = send_exec(r, e, req, env, (const int[3]){in, out[1], err[1]}, st);
 	if (rc == 0)
 		exec_started(r, e, req, sbx_steal_fd(out[0]), sbx_steal_fd(err[0]));
 	run_unlock(r);

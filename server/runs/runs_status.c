@@ -18,6 +18,7 @@
 #include "runs_egress.h"
 #include "runs_manager.h"
 #include "runs_operator.h"
+#include "runs_output.h"
 #include "runs_registry.h"
 #include "runs_status.h"
 #include "util.h"
@@ -44,6 +45,28 @@ Sbx__V1__Policy *policy_copy(const SbxPolicy *p)
 	sbx__v1__policy__pack(p, buf);
 	/* Unpacked with the default allocator: freed by free_unpacked. */
 	return sbx__v1__policy__unpack(NULL, len, buf);
+}
+
+/* The env the exec's request set, as EnvVar entries. */
+static int exec_status_env(Sbx__V1__ExecStatus *s, const struct run_exec *e)
+{
+	s->env = calloc(e->n_env ? e->n_env : 1, sizeof(*s->env));
+	if (!s->env)
+		return -1;
+	for (size_t i = 0; i < e->n_env; i++) {
+		const char *eq = strchr(e->env[i], '=');
+		Sbx__V1__EnvVar *v = malloc(sizeof(*v));
+
+		if (!v)
+			return -1;
+		sbx__v1__env_var__init(v);
+		s->env[s->n_env++] = v;
+		v->name = strndup(e->env[i], eq ? (size_t)(eq - e->env[i]) : strlen(e->env[i]));
+		v->value = strdup(eq ? eq + 1 : "");
+		if (!v->name || !v->value)
+			return -1;
+	}
+	return 0;
 }
 
 Sbx__V1__ExecStatus *exec_status_new(struct run_exec *e)
@@ -80,6 +103,13 @@ Sbx__V1__ExecStatus *exec_status_new(struct run_exec *e)
 		goto oom;
 	if ((e->out[RUN_STDOUT].cut[0] && !(s->stdout_cut = strdup(e->out[RUN_STDOUT].cut))) ||
 	    (e->out[RUN_STDERR].cut[0] && !(s->stderr_cut = strdup(e->out[RUN_STDERR].cut))))
+		goto oom;
+	s->stdout_dropped = stream_dropped(&e->out[RUN_STDOUT]);
+	s->stderr_dropped = stream_dropped(&e->out[RUN_STDERR]);
+	s->timeout_seconds = e->timeout_seconds;
+	if (e->cwd && !(s->cwd = strdup(e->cwd)))
+		goto oom;
+	if (exec_status_env(s, e) < 0)
 		goto oom;
 	return s;
 oom:

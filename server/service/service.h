@@ -50,5 +50,6 @@ SBX_HANDLER(fetch_artifact, Sbx__V1__FetchArtifactRequest, Sbx__V1__FetchArtifac
 SBX_HANDLER(teardown, Sbx__V1__TeardownRequest, Sbx__V1__TeardownResponse);
 SBX_HANDLER(list_runs, Sbx__V1__ListRunsRequest, Sbx__V1__ListRunsResponse);
 SBX_HANDLER(drain, Sbx__V1__DrainRequest, Sbx__V1__DrainResponse);
+SBX_HANDLER(write_stdin, Sbx__V1__WriteStdinRequest, Sbx__V1__WriteStdinResponse);
 
 #endif

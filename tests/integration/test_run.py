@@ -136,20 +136,21 @@ class RunBasics(SandboxTest):
         self.assertEqual(r.rc, 0, r)
         self.assertEqual(read_text(os.path.join(out, "c")), "c\n")
 
-    def test_cwd_is_out_and_env_is_empty(self):
+    def test_cwd_is_out_and_env_is_empty_but_home(self):
         r = self.sh("pwd; env")
         self.assertEqual(r.rc, 0, r)
         lines = r.stdout.split("\n")
         self.assertEqual(lines[0], "/out")
-        # sh itself sets PWD (and may set SHLVL/_): nothing else is there.
+        # sh itself sets PWD (and may set SHLVL/_): nothing else is there
+        # but HOME=/tmp, which sbx sets when the policy does not.
         extra = [l for l in lines[1:] if l and not l.startswith(("PWD=", "SHLVL=", "_=", "OLDPWD="))]
-        self.assertEqual(extra, [], r)
+        self.assertEqual(extra, ["HOME=/tmp"], r)
 
     def test_policy_env_is_exactly_what_the_command_sees(self):
         r = self.run_sandbox([PYTHON, "-c", "import os,json; print(json.dumps(dict(os.environ)))"],
                              pol=policy(env={"LANG": "C.UTF-8", "A_B": "x=y z"}))
         self.assertEqual(r.rc, 0, r)
-        self.assertEqual(json.loads(r.stdout), {"LANG": "C.UTF-8", "A_B": "x=y z"})
+        self.assertEqual(json.loads(r.stdout), {"LANG": "C.UTF-8", "A_B": "x=y z", "HOME": "/tmp"})
 
     def test_identity_inside(self):
         r = self.sh("id -u; id -g; hostname; cat /proc/self/uid_map; cat /proc/self/setgroups")

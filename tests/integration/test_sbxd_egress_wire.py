@@ -156,7 +156,7 @@ class EgressWire(ServerTestCase, Calls):
 
         st, out, err = self.run_argv(run, ["env"])
         self.assertEqual((pb.ExitReason.Name(st.reason), st.exit_code), ("EXITED", 0), err)
-        self.assertEqual(sorted(out.splitlines()), sorted(["GREETING=hi"] + PROXY_VARS))
+        self.assertEqual(sorted(out.splitlines()), sorted(["GREETING=hi", "HOME=/tmp"] + PROXY_VARS))
 
         st, out, err = self.run_argv(run, ["curl", "-sS", "http://api.test:%d/x" % port])
         self.assertEqual((pb.ExitReason.Name(st.reason), st.exit_code), ("EXITED", 0), err)
@@ -301,7 +301,7 @@ class EgressWire(ServerTestCase, Calls):
         run = self.ok("CreateRun", pb.CreateRunRequest(policy_json=json.dumps(p)),
                       pb.CreateRunResponse).run_id
         st, out, err = self.run_argv(run, ["env"])
-        self.assertEqual(out, "GREETING=hi\n", err)
+        self.assertEqual(out, "GREETING=hi\nHOME=/tmp\n", err)
         probe = ("import errno, socket\n"
                  "try: socket.create_connection(('127.0.0.1', 3128), timeout=5); print('OPEN')\n"
                  "except OSError as e: print(errno.errorcode[e.errno])\n")

@@ -187,8 +187,9 @@ class ImageRun(ServerTestCase):
         self.assertEqual(self.run_cmd(run, ["/bin/id", "-un"]), "sbx\n")
         # The image's /tmp is the sandbox's tmpfs.
         self.assertEqual(self.run_cmd(run, ["/bin/ls", "-A", "/tmp"]), "")
-        # Exactly the policy's environment: nothing of the image's.
-        self.assertEqual(self.run_cmd(run, ["/bin/env"]), "")
+        # Exactly the policy's environment (and HOME=/tmp, as it sets no
+        # HOME): nothing of the image's.
+        self.assertEqual(self.run_cmd(run, ["/bin/env"]), "HOME=/tmp\n")
 
         lines = self.run_cmd(run, ["/bin/sh", "-c", PROBE]).splitlines()
         for p in WRITES + ("os-release", "chmod"):
@@ -256,7 +257,7 @@ class ImageRun(ServerTestCase):
 
     def test_policy_env_is_the_only_environment(self):
         run = self.create(self.pin_b, env={"ONLY": "this"}).run_id
-        self.assertEqual(self.run_cmd(run, ["/bin/env"]), "ONLY=this\n")
+        self.assertEqual(self.run_cmd(run, ["/bin/env"]), "ONLY=this\nHOME=/tmp\n")
         self.assertEqual(self.run_cmd(run, ["/bin/cat", "/usr/share/marker"]), "image b\n")
         self.teardown(run)
 

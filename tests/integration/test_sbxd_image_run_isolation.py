@@ -282,8 +282,9 @@ class Review(unittest.TestCase):
             self.assertIn("top\n", out)
             self.assertIn("Permission denied", out)
             self.assertNotIn("LOCKED-SECRET", out)
-            # A link to /proc/self/environ reads the policy's (empty) env.
-            self.assertEqual(self.run_cmd(run, ["/bin/cat", "/etc/envlink"]), "")
+            # A link to /proc/self/environ reads the policy's (empty) env
+            # and the HOME sbx sets when the policy sets none.
+            self.assertEqual(self.run_cmd(run, ["/bin/cat", "/etc/envlink"]), "HOME=/tmp\x00")
             self.assertNotIn("evil", out)
             self.assertIn("/dev/null\n/proc/self\n", out)
         finally:

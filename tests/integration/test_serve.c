@@ -80,7 +80,7 @@ static int exec_argv(struct helper *h, uint64_t id, char **argv, size_t argc)
 		return -1;
 	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 	struct sbx_err err;
-	int rc = sbx_ctl_send_exec(h->ctl, id, argv, argc, NULL,
+	int rc = sbx_ctl_send_exec(h->ctl, id, argv, argc, NULL, NULL,
 				   (const int[3]){devnull, p[1], devnull}, &err);
 	close(p[1]);
 	close(devnull);
@@ -351,7 +351,8 @@ static void egress_checks(void)
 	fd = exec_argv(&h, 2, env_argv, 1);
 	e = wait_ended(&h, 10000, &ev);
 	out = read_all(fd);
-	CHECK(e && strcmp(out, "A=b\n") == 0, "egress deny: no proxy variables (got '%s')", out);
+	CHECK(e && strcmp(out, "A=b\nHOME=/tmp\n") == 0,
+	      "egress deny: no proxy variables, HOME=/tmp as the policy sets none (got '%s')", out);
 	close(h.ctl);
 	CHECK(helper_exits_within(&h, 5000), "egress deny: the sandbox ends");
 	close(h.out_fd);
@@ -398,7 +399,7 @@ static void egress_checks(void)
 	e = wait_ended(&h, 10000, &ev);
 	out = read_all(fd);
 	CHECK(e && strcmp(out,
-			  "A=b\nno_proxy=x\nHTTP_PROXY=http://127.0.0.1:3128\n"
+			  "A=b\nno_proxy=x\nHOME=/tmp\nHTTP_PROXY=http://127.0.0.1:3128\n"
 			  "HTTPS_PROXY=http://127.0.0.1:3128\nhttp_proxy=http://127.0.0.1:3128\n"
 			  "https_proxy=http://127.0.0.1:3128\nALL_PROXY=http://127.0.0.1:3128\n"
 			  "NO_PROXY=\n") == 0,

@@ -137,7 +137,8 @@ int main(void)
 	refuses("run --cpus -1 true", "--cpus -1: not a positive number");
 	refuses("run --pids 0 true", "--pids 0: must be a whole number");
 	refuses("run -e =x true", "--env =x: must be NAME=VALUE or NAME");
-	refuses("exec run-1 -e A=1 true", "unknown option -e");
+	refuses("exec run-1 --cwd out true", "--cwd out: must be an absolute path");
+	refuses("exec run-1 --timeout 0 true", "--timeout 0");
 	refuses("run --policy", "--policy needs a value");
 	refuses("status", "status: missing operand");
 	refuses("status a b", "status: too many operands");

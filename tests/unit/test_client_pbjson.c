@@ -104,7 +104,9 @@ static void test_status(void)
 	    "\"exitCode\":0,\"signal\":0,\"startedUnixMs\":\"0\",\"endedUnixMs\":\"0\","
 	    "\"cpuMs\":\"0\",\"peakMemoryBytes\":\"3645440\",\"stdoutBytes\":\"0\","
 	    "\"stderrBytes\":\"0\",\"stdoutTruncated\":true,\"stderrTruncated\":false,"
-	    "\"message\":\"\",\"stdoutCut\":\"\",\"stderrCut\":\"\"}";
+	    "\"message\":\"\",\"stdoutCut\":\"\",\"stderrCut\":\"\",\"env\":[],\"cwd\":\"\","
+	    "\"timeoutSeconds\":0,\"stdoutDropped\":\"0\",\"stderrDropped\":\"0\","
+	    "\"networkDeniedAttempts\":0,\"networkDeniedNames\":[]}";
 	if (!check(got && !strcmp(got, want), "ExecStatus with defaults"))
 		printf("#   want: %s\n#    got: %s\n", want, got);
 	free(got);

@@ -57,7 +57,16 @@ static void note_listing(void *arg)
 
 static void note_cut(void *arg)
 {
-	cli_note_cut("stdout", arg, 1048576, true);
+	cli_note_cut("stdout", arg, 1048576, true, false, NULL);
+}
+
+/* A gap in output that went where stderr goes and ended mid-line. */
+static void note_gap_mid_line(void *arg)
+{
+	struct cli_out_tail t = {.fd = STDERR_FILENO};
+
+	cli_out_wrote(&t, (const uint8_t *)arg, strlen(arg));
+	cli_note_gap("stdout", 123, &t);
 }
 
 static int lines(const char *s)
@@ -277,5 +286,11 @@ int main(void)
 	      "a cut stream says where and why");
 	n = stderr_of(note_cut, "");
 	check(strstr(n, "truncated (policy limits.output_kb)") != NULL, "no cut: truncated");
+	n = stderr_of(note_gap_mid_line, "progres");
+	check(strcmp(n, "\nsbxctl: 123 bytes of the exec's stdout dropped here (policy "
+			"limits.output_kb keeps its head and its tail)\n") == 0,
+	      "a gap after a partial line starts a line of its own and counts the bytes");
+	n = stderr_of(note_gap_mid_line, "line\n");
+	check(n[0] == 's', "after a whole line: no empty line");
 	return check_done();
 }

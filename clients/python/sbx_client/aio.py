@@ -67,6 +67,9 @@ class AsyncRun:
     async def exec(self, argv, **kw):
         return await asyncio.to_thread(self.sync.exec, argv, **kw)
 
+    async def write_stdin(self, exec_id, data, offset, eof=False):
+        return await asyncio.to_thread(self.sync.write_stdin, exec_id, data, offset, eof)
+
     async def put(self, path, data):
         return await asyncio.to_thread(self.sync.put, path, data)
 

@@ -55,6 +55,15 @@ def _parser():
     return ap
 
 
+def _same_sink():
+    """Whether our stdout and stderr land in one place (a terminal, 2>&1)."""
+    try:
+        a, b = os.fstat(sys.stdout.fileno()), os.fstat(sys.stderr.fileno())
+    except (OSError, ValueError):
+        return False
+    return (sys.stdout.isatty() and sys.stderr.isatty()) or (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
 def say(*parts):
     print("sbx:", *parts, file=sys.stderr, flush=True)
 
@@ -147,18 +156,27 @@ def cmd_run(a):
             run = c.create_run(a.policy, inputs=inputs, labels=labels)
             try:
                 s = run.stream(argv, stdin=stdin)
+                ends = {}
                 try:
                     for name, data in s:
                         out = sys.stdout if name == "stdout" else sys.stderr
                         out.buffer.write(data)
                         out.flush()
+                        ends[name] = data[-1:]
                 except KeyboardInterrupt:
                     run.signal(s.exec_id, signal.SIGKILL)
                     raise
                 res = s.result
                 for name, cut, trunc in (("stdout", res.stdout_cut, res.stdout_truncated),
                                          ("stderr", res.stderr_cut, res.stderr_truncated)):
-                    if cut:
+                    # A notice is a line of its own, also after a partial one.
+                    if (cut or trunc) and ends.get(name, b"\n") != b"\n" and (
+                            name == "stderr" or _same_sink()):
+                        sys.stderr.write("\n")
+                    if s.dropped[name] and not cut:
+                        say("%d bytes of the exec's %s were dropped (limits.output_kb keeps "
+                            "its head and its tail)" % (s.dropped[name], name))
+                    elif cut:
                         say("the exec's %s was cut after %d bytes: %s"
                             % (name, len(getattr(res, name)), cut))
                     elif trunc:

@@ -261,31 +261,57 @@ class Run:
         self._upload(inp, mode)
 
     # ---- execs
-    def start(self, argv, stdin=b"", cwd=None, request_id=None):
+    def start(self, argv, stdin=b"", cwd=None, request_id=None, env=None, timeout=None,
+              stdin_stream=False):
         """Starts argv in the run; returns a Process (exec_id, wait(),
-        signal())."""
+        signal(), write_stdin()). env: a dict set over the policy's env for
+        this exec (recorded in its status and the manifest); timeout: sbxd's
+        wall clock for it in whole seconds (ends it "timeout"; at most the
+        policy's script_seconds, its default); stdin_stream: stdin comes by
+        write_stdin (then stdin must be empty)."""
         if isinstance(argv, str):
             raise errors.InvalidArgument("argv: a list of strings (e.g. ['/bin/sh', '-c', cmd])")
-        req = pb.ExecRequest(run_id=self.id, argv=list(argv), stdin=stdin or b"")
+        req = pb.ExecRequest(run_id=self.id, argv=list(argv), stdin=stdin or b"",
+                             stdin_stream=bool(stdin_stream))
         if cwd:
             req.cwd = cwd
+        for name, value in (env or {}).items():
+            req.env.add(name=name, value=value)
+        if timeout:
+            req.timeout_seconds = int(timeout)
         r = self.client.call("Exec", req, pb.ExecResponse, request_id=request_id)
         return Process(self, r.exec_id)
 
-    def exec(self, argv, stdin=b"", timeout=None, cwd=None, check=False, request_id=None):
+    def exec(self, argv, stdin=b"", timeout=None, cwd=None, check=False, request_id=None,
+             env=None, exec_timeout=None):
         """Runs argv to its end and returns an ExecResult. A non-zero exit is
         not an error unless check=True (CommandError). timeout (seconds): the
         exec is killed when it runs longer and DeadlineExceeded is raised
         (its .result says how it ended); the policy's script_seconds holds
-        anyway (reason "timeout")."""
-        p = self.start(argv, stdin=stdin, cwd=cwd, request_id=request_id)
+        anyway (reason "timeout"). env, exec_timeout: start's env and
+        timeout (sbxd's own clock for the exec)."""
+        p = self.start(argv, stdin=stdin, cwd=cwd, request_id=request_id, env=env,
+                       timeout=exec_timeout)
         res = p.wait(timeout=timeout)
         return res.check() if check else res
 
-    def stream(self, argv, stdin=b"", timeout=None, cwd=None):
+    def stream(self, argv, stdin=b"", timeout=None, cwd=None, env=None, exec_timeout=None,
+               stdin_stream=False):
         """Starts argv; iterate the returned ExecStream for ("stdout" |
-        "stderr", bytes) while it runs; its .result is the ExecResult after."""
-        return ExecStream(self.start(argv, stdin=stdin, cwd=cwd), timeout)
+        "stderr", bytes) while it runs; its .result is the ExecResult after.
+        Past output_kb a stream skips its middle: .dropped counts, per
+        stream, the bytes this iteration did not get."""
+        return ExecStream(self.start(argv, stdin=stdin, cwd=cwd, env=env, timeout=exec_timeout,
+                                     stdin_stream=stdin_stream), timeout)
+
+    def write_stdin(self, exec_id, data, offset, eof=False):
+        """One chunk (at most 1 MiB) of a streamed stdin at offset (the bytes
+        taken so far); eof ends it after data. Returns the bytes sbxd has
+        taken in all: less than offset + len(data) when the exec's pipe was
+        full (sbxd never waits for the command): send the rest again."""
+        return self.client.call("WriteStdin", pb.WriteStdinRequest(
+            run_id=self.id, exec_id=exec_id, offset=offset, data=data, eof=eof),
+            pb.WriteStdinResponse).accepted
 
     def signal(self, exec_id, sig=_signal.SIGKILL):
         self.client.call("Signal", pb.SignalRequest(run_id=self.id, exec_id=exec_id,
@@ -412,6 +438,10 @@ class Process:
     def signal(self, sig=_signal.SIGKILL):
         self.run.signal(self.exec_id, sig)
 
+    def write_stdin(self, data, offset, eof=False):
+        """Run.write_stdin for this exec."""
+        return self.run.write_stdin(self.exec_id, data, offset, eof)
+
     def poll(self, timeout_ms):
         """The exec's status after waiting at most timeout_ms for its end."""
         c = self.run.client
@@ -488,6 +518,7 @@ class ExecStream:
         self._threads = [threading.Thread(target=self._pump, args=(s, n), daemon=True)
                          for s, n in ((pb.STDOUT, "stdout"), (pb.STDERR, "stderr"))]
         self._kept = {"stdout": [], "stderr": []}
+        self.dropped = {"stdout": 0, "stderr": 0}
         for t in self._threads:
             t.start()
 
@@ -496,6 +527,7 @@ class ExecStream:
         try:
             while not self._stop.is_set():
                 r = self.process.read(stream, off, timeout_ms=STREAM_POLL_MS)
+                self.dropped[name] += r.dropped
                 if r.data:
                     self._q.put((name, r.data))
                 off = max(r.next_offset, off + len(r.data))
