@@ -104,6 +104,35 @@ void stream_close(struct sbx_run *r, struct run_exec *e, int which)
 	run_changed(r);
 }
 
+/* The monitor's append path: n bytes more of the stream (mu not held). */
+static void stream_append(struct sbx_run *r, struct run_exec *e, int which, const char *buf,
+			  size_t n)
+{
+	struct run_stream *s = &e->out[which];
+	size_t keep = 0, kept = 0;
+	char cut[sizeof(s->cut)] = "";
+
+	if (!n)
+		return;
+	/* s->kept and s->cut are written only by this thread: reading
+	 * them here without the lock is safe. */
+	if (s->kept < r->output_cap && !s->cut[0])
+		keep =
+		    r->output_cap - s->kept < (uint64_t)n ? (size_t)(r->output_cap - s->kept) : n;
+	if (keep)
+		kept = keep_bytes(r, e, which, buf, keep, cut, sizeof(cut));
+	s->midline = buf[n - 1] != '\n';
+	run_lock(r);
+	s->kept += kept;
+	s->total += (uint64_t)n;
+	if (kept < n)
+		s->truncated = true;
+	if (cut[0])
+		memcpy(s->cut, cut, sizeof(cut));
+	run_changed(r);
+	run_unlock(r);
+}
+
 void stream_pump(struct sbx_run *r, struct run_exec *e, int which)
 {
 	struct run_stream *s = &e->out[which];
@@ -111,8 +140,6 @@ void stream_pump(struct sbx_run *r, struct run_exec *e, int which)
 
 	for (int round = 0; round < PUMP_ROUNDS; round++) {
 		ssize_t n = read(s->pipe, buf, sizeof(buf));
-		size_t keep = 0, kept = 0;
-		char cut[sizeof(s->cut)] = "";
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -124,24 +151,25 @@ void stream_pump(struct sbx_run *r, struct run_exec *e, int which)
 			run_unlock(r);
 			return;
 		}
-		/* s->kept and s->cut are written only by this thread: reading
-		 * them here without the lock is safe. */
-		if (s->kept < r->output_cap && !s->cut[0])
-			keep = r->output_cap - s->kept < (uint64_t)n
-				   ? (size_t)(r->output_cap - s->kept)
-				   : (size_t)n;
-		if (keep)
-			kept = keep_bytes(r, e, which, buf, keep, cut, sizeof(cut));
-		run_lock(r);
-		s->kept += kept;
-		s->total += (uint64_t)n;
-		if (kept < (size_t)n)
-			s->truncated = true;
-		if (cut[0])
-			memcpy(s->cut, cut, sizeof(cut));
-		run_changed(r);
-		run_unlock(r);
+		stream_append(r, e, which, buf, (size_t)n);
 	}
+}
+
+void stream_note(struct sbx_run *r, struct run_exec *e, int which, const char *line)
+{
+	struct run_stream *s = &e->out[which];
+	char buf[1024];
+	int n;
+
+	/* What the command already wrote goes first, so the note follows it. */
+	if (s->pipe >= 0)
+		stream_pump(r, e, which);
+	if (s->closed)
+		return;
+	n = snprintf(buf, sizeof(buf), "%s%s\n", s->midline ? "\n" : "", line);
+	if (n > 0)
+		stream_append(r, e, which, buf,
+			      (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
 }
 
 static int read_kept(struct sbx_run *r, struct run_exec *e, int which, uint64_t offset,
