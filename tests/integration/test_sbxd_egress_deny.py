@@ -171,6 +171,11 @@ class EgressDeny(ServerTestCase):
         by_id = {e.exec_id: e for e in s.execs}
         self.assertEqual(by_id[st.exec_id].network_denied_attempts, 2)
         m = self.teardown(run)
+        # What the run ended as (it was ACTIVE when torn down), not "active".
+        self.assertEqual(pb.RunState.Name(m.final_state), "TORN")
+        td = [e for e in self.srv.audit_events()
+              if e.get("event") == "teardown" and e.get("run_id") == run]
+        self.assertEqual(td[0]["final_state"], "torn", td)
         me = {e.exec_id: e for e in m.execs}
         self.assertEqual(me[st.exec_id].network_denied_attempts, 2)
         self.assertEqual(list(me[st.exec_id].network_denied_names),
