@@ -13,5 +13,11 @@
 #define SBX_EGRESS_STR(x)  SBX_EGRESS_STR_(x)
 /* What the command's proxy variables say (exec.c build_env). */
 #define SBX_EGRESS_PROXY_URL "http://127.0.0.1:" SBX_EGRESS_STR(SBX_EGRESS_PORT)
+/* With egress deny: the exec's resolver, a UDP socket on 127.0.0.1:53 that
+ * exec init makes in the exec's network namespace and hands to sbxd like
+ * the listener above; sbxd refuses every query on it at once and records
+ * the name (server/runs/runs_deny.c). The sandbox's /etc/resolv.conf
+ * points there with one try and a 1 s timeout (helper/rootfs.c). */
+#define SBX_DENY_DNS_PORT 53
 
 #endif

@@ -39,6 +39,97 @@
 /* A row of the range table (policy_ranges.h). */
 #define RANGE(id) (&sbx_policy_ranges[SBX_RANGE_##id])
 
+/* Every problem of a document is reported, one line each with its JSON
+ * path, up to PROBLEMS_MAX lines and what fits an sbx_err; a section (or an
+ * item of a list) that fails is recorded and parsing goes on with the
+ * next. A section's parser returns RECORDED when it recorded its items'
+ * problems itself. */
+#define PROBLEMS_MAX 20
+#define RECORDED     (-2)
+
+struct problems {
+	struct sbx_err *err; /* the report so far */
+	unsigned n, left_out;
+};
+
+static void problem(struct problems *pr, const struct sbx_err *one)
+{
+	size_t used = strlen(pr->err->msg), len = strlen(one->msg);
+
+	if (pr->n == 0) {
+		*pr->err = *one;
+	} else if (pr->n < PROBLEMS_MAX && used + 1 + len < sizeof(pr->err->msg)) {
+		pr->err->msg[used] = '\n';
+		memcpy(pr->err->msg + used + 1, one->msg, len + 1);
+	} else {
+		pr->left_out++;
+	}
+	pr->n++;
+}
+
+/* A section's outcome into pr: -1 (its one problem in one), RECORDED or 0. */
+static void section(struct problems *pr, int rc, const struct sbx_err *one)
+{
+	if (rc == -1)
+		problem(pr, one);
+}
+
+/* More than one: a first line that says how many, and how many were left out. */
+static int problems_done(struct problems *pr)
+{
+	char head[64], tail[64] = "";
+	size_t hl, tl, used;
+
+	if (pr->n <= 1)
+		return pr->n ? -1 : 0;
+	snprintf(head, sizeof(head), "policy: %u problems:\n", pr->n);
+	if (pr->left_out)
+		snprintf(tail, sizeof(tail), "\n(%u more not listed)", pr->left_out);
+	hl = strlen(head);
+	tl = strlen(tail);
+	used = strlen(pr->err->msg);
+	/* The lines that fit beside the head and tail: whole ones. */
+	while (used + hl + tl >= sizeof(pr->err->msg)) {
+		char *nl = strrchr(pr->err->msg, '\n');
+
+		if (!nl)
+			break;
+		*nl = '\0';
+		used = strlen(pr->err->msg);
+		pr->left_out++;
+		snprintf(tail, sizeof(tail), "\n(%u more not listed)", pr->left_out);
+		tl = strlen(tail);
+	}
+	if (used + hl >= sizeof(pr->err->msg)) { /* one long line: cut */
+		used = sizeof(pr->err->msg) - hl - 1;
+		pr->err->msg[used] = '\0';
+	}
+	memmove(pr->err->msg + hl, pr->err->msg, used + 1);
+	memcpy(pr->err->msg, head, hl);
+	if (hl + used + tl < sizeof(pr->err->msg))
+		memcpy(pr->err->msg + hl + used, tail, tl + 1);
+	pr->err->errnum = 0;
+	return -1;
+}
+
+void sbx_policy_problems_one_line(struct sbx_err *err)
+{
+	char out[sizeof(err->msg)];
+	size_t o = 0;
+
+	for (const char *s = err->msg; *s && o + 2 < sizeof(out); s++) {
+		if (*s != '\n') {
+			out[o++] = *s;
+			continue;
+		}
+		if (o && out[o - 1] != ':')
+			out[o++] = ';';
+		out[o++] = ' ';
+	}
+	out[o] = '\0';
+	memcpy(err->msg, out, o + 1);
+}
+
 void sbx_policy_freep(SbxPolicy **p)
 {
 	sbx_policy_free(*p);
@@ -185,9 +276,10 @@ static int default_mounts(SbxPolicy *p, struct sbx_err *err)
 	return 0;
 }
 
-static int parse_mounts(SbxPolicy *p, json_t *v, struct sbx_err *err)
+static int parse_mounts(SbxPolicy *p, json_t *v, struct problems *pr, struct sbx_err *err)
 {
 	size_t n;
+	int rc = 0;
 
 	if (!v)
 		return default_mounts(p, err);
@@ -202,10 +294,12 @@ static int parse_mounts(SbxPolicy *p, json_t *v, struct sbx_err *err)
 	if (!p->mounts)
 		return oom(err);
 	for (size_t i = 0; i < n; i++)
-		if (parse_mount(p, json_array_get(v, i), i, err) < 0)
-			return -1;
+		if (parse_mount(p, json_array_get(v, i), i, err) < 0) {
+			problem(pr, err);
+			rc = RECORDED;
+		}
 	qsort(p->mounts, p->n_mounts, sizeof(*p->mounts), cmp_mount);
-	return 0;
+	return rc;
 }
 
 /* ---- env ---- */
@@ -270,8 +364,10 @@ static int cmp_env(const void *a, const void *b)
 	return strcmp((*x)->name, (*y)->name);
 }
 
-static int parse_env(SbxPolicy *p, json_t *v, struct sbx_err *err)
+static int parse_env(SbxPolicy *p, json_t *v, struct problems *pr, struct sbx_err *err)
 {
+	int rc = 0;
+
 	if (!v)
 		return 0;
 	if (!json_is_object(v))
@@ -289,12 +385,14 @@ static int parse_env(SbxPolicy *p, json_t *v, struct sbx_err *err)
 
 		if (check_env_name(name, json_object_iter_key_len(it), err) < 0 ||
 		    check_env_value(name, val, err) < 0 ||
-		    add_env(p, name, json_string_value(val), err) < 0)
-			return -1;
+		    add_env(p, name, json_string_value(val), err) < 0) {
+			problem(pr, err);
+			rc = RECORDED;
+		}
 	}
 	/* Duplicate names were already refused by the parser. */
 	qsort(p->env, p->n_env, sizeof(*p->env), cmp_env);
-	return 0;
+	return rc;
 }
 
 /* ---- egress ---- */
@@ -487,11 +585,12 @@ static int parse_egress_bytes(json_t *eg_obj, const struct sbx_policy_range *row
 	return 0;
 }
 
-static int parse_egress(SbxPolicy *p, json_t *v, struct sbx_err *err)
+static int parse_egress(SbxPolicy *p, json_t *v, struct problems *pr, struct sbx_err *err)
 {
 	Sbx__V1__Egress *eg = p->egress;
 	json_t *allow;
 	size_t n;
+	int rc = 0;
 
 	eg->policy = SBX__V1__EGRESS__POLICY__DENY;
 	if (!v)
@@ -522,10 +621,12 @@ static int parse_egress(SbxPolicy *p, json_t *v, struct sbx_err *err)
 	if (!eg->allow)
 		return oom(err);
 	for (size_t i = 0; i < n; i++)
-		if (parse_rule(eg, json_array_get(allow, i), i, err) < 0)
-			return -1;
+		if (parse_rule(eg, json_array_get(allow, i), i, err) < 0) {
+			problem(pr, err);
+			rc = RECORDED;
+		}
 	qsort(eg->allow, eg->n_allow, sizeof(*eg->allow), cmp_rule);
-	return 0;
+	return rc;
 }
 
 /* ---- limits ---- */
@@ -564,8 +665,10 @@ static int parse_cpu(Sbx__V1__Limits *l, json_t *v, struct sbx_err *err)
 	return 0;
 }
 
-static int parse_limits(SbxPolicy *p, json_t *v, struct sbx_err *err)
+static int parse_limits(SbxPolicy *p, json_t *v, struct problems *pr, struct sbx_err *err)
 {
+	int rc = 0;
+
 	Sbx__V1__Limits *l = p->limits;
 	/* The keys are the rows': "cpu" and the integer ones. */
 	const char *keys[SBX_RANGE_LIMITS_LAST - SBX_RANGE_LIMITS_FIRST + 3] = {
@@ -579,17 +682,24 @@ static int parse_limits(SbxPolicy *p, json_t *v, struct sbx_err *err)
 		return sbx_fail(err, "limits: must be an object");
 	if (v && sbx_json_check_keys(v, "limits", keys, err) < 0)
 		return -1;
-	if (parse_cpu(l, v ? json_object_get(v, "cpu") : NULL, err) < 0)
-		return -1;
+	if (parse_cpu(l, v ? json_object_get(v, "cpu") : NULL, err) < 0) {
+		problem(pr, err);
+		rc = RECORDED;
+	}
 	for (int i = SBX_RANGE_LIMITS_FIRST; i <= SBX_RANGE_LIMITS_LAST; i++) {
 		const struct sbx_policy_range *row = &sbx_policy_ranges[i];
 		json_t *f = v ? json_object_get(v, sbx_policy_range_key(row)) : NULL;
 
 		n = row->def;
-		if (f && sbx_json_int(f, row->field, row->min, row->max, &n, err) < 0)
-			return -1;
+		if (f && sbx_json_int(f, row->field, row->min, row->max, &n, err) < 0) {
+			problem(pr, err);
+			rc = RECORDED;
+		}
 		limit_set(l, row, n);
 	}
+	/* The limits' relation only between values that parsed. */
+	if (rc)
+		return rc;
 	/* An unwritten script_seconds follows a shorter run_seconds instead
 	 * of failing on a number the author never wrote. */
 	if (!(v && json_object_get(v, "script_seconds")) && l->script_seconds > l->run_seconds)
@@ -645,18 +755,20 @@ static SbxPolicy *policy_new(void)
 
 static int parse_root(SbxPolicy *p, json_t *root, struct sbx_err *err)
 {
+	struct problems pr = {.err = err};
+	struct sbx_err one = {0};
+
 	if (!json_is_object(root))
 		return sbx_fail(err, "policy: must be a JSON object");
-	if (sbx_json_check_keys(root, "", top_keys, err) < 0)
-		return -1;
-	if (parse_image(p, json_object_get(root, "image"), err) < 0 ||
-	    parse_mounts(p, json_object_get(root, "mounts"), err) < 0 ||
-	    parse_env(p, json_object_get(root, "env"), err) < 0 ||
-	    parse_egress(p, json_object_get(root, "egress"), err) < 0 ||
-	    parse_limits(p, json_object_get(root, "limits"), err) < 0 ||
-	    parse_lifetime(p, json_object_get(root, "lifetime"), err) < 0)
-		return -1;
-	return 0;
+	/* Each section on its own: every problem is listed at once. */
+	section(&pr, sbx_json_check_keys(root, "", top_keys, &one), &one);
+	section(&pr, parse_image(p, json_object_get(root, "image"), &one), &one);
+	section(&pr, parse_mounts(p, json_object_get(root, "mounts"), &pr, &one), &one);
+	section(&pr, parse_env(p, json_object_get(root, "env"), &pr, &one), &one);
+	section(&pr, parse_egress(p, json_object_get(root, "egress"), &pr, &one), &one);
+	section(&pr, parse_limits(p, json_object_get(root, "limits"), &pr, &one), &one);
+	section(&pr, parse_lifetime(p, json_object_get(root, "lifetime"), &one), &one);
+	return problems_done(&pr);
 }
 
 SbxPolicy *sbx_policy_parse(const char *json, size_t len, struct sbx_err *err)

@@ -52,6 +52,10 @@ typedef Sbx__V1__Policy SbxPolicy;
 
 /* Parses a JSON policy document. Returns NULL and fills err on any error. */
 SbxPolicy *sbx_policy_parse(const char *json, size_t len, struct sbx_err *err);
+/* A parse error lists every problem of the document (at most 20 and what
+ * fits), one per line below a first "policy: N problems:" line. This makes
+ * it one line ("policy: N problems: a; b"), for an RPC status message. */
+void sbx_policy_problems_one_line(struct sbx_err *err);
 /* Reads and parses a file; errors are prefixed with the file name. */
 SbxPolicy *sbx_policy_load(const char *path, struct sbx_err *err);
 void sbx_policy_free(SbxPolicy *p);

@@ -241,9 +241,9 @@ static char **build_env(const SbxPolicy *p, char *const *env, size_t n_env)
 /* Makes the egress listener and hands it to pid 1 as the first packet on
  * the report socket; exec init keeps no copy (its command must not be able
  * to accept the connections meant for sbxd's proxy). */
-static int send_listener(int rfd, struct sbx_err *err)
+static int send_listener(int rfd, bool deny, struct sbx_err *err)
 {
-	_cleanup_close_ int lfd = sbx_netns_egress_listener(err);
+	_cleanup_close_ int lfd = deny ? sbx_netns_deny_dns(err) : sbx_netns_egress_listener(err);
 	struct sbx_exec_report r = {.kind = SBX_EXEC_LISTENER};
 	if (lfd < 0)
 		return -1;
@@ -281,7 +281,11 @@ static void exec_init(const struct sbx_exec_spec *s)
 	/* Before anything of the command exists, so that the proxy is there
 	 * from its first instruction on (a connection made before sbxd
 	 * accepts waits in the listener's backlog). */
-	if (sbx_exec_wants_listener(s->policy) && send_listener(rfd, &err) < 0)
+	if (sbx_exec_wants_listener(s->policy) && send_listener(rfd, false, &err) < 0)
+		setup_failed(rfd, &err);
+	/* With egress deny, the resolver sbxd refuses every name on: the same
+	 * way to sbxd, and likewise kept by nobody inside. */
+	if (s->deny_dns && send_listener(rfd, true, &err) < 0)
 		setup_failed(rfd, &err);
 	/* The exec's own terminals, over the sandbox's: with one devpts
 	 * shared, another exec could open this one's /dev/pts/N (same uid),

@@ -50,7 +50,8 @@ enum sbx_exec_report_kind {
 	 * command could act, which is not a setup failure. */
 	SBX_EXEC_STARTING,
 	/* The egress listener (netns.h), the first packet of an exec whose
-	 * policy has an allowlist; its fields are unused. */
+	 * policy has an allowlist, or with egress deny under sbxd the deny
+	 * resolver; its fields are unused. */
 	SBX_EXEC_LISTENER,
 };
 
@@ -60,6 +61,13 @@ enum sbx_exec_report_kind {
 static inline bool sbx_exec_wants_listener(const SbxPolicy *p)
 {
 	return p->egress->policy == SBX__V1__EGRESS__POLICY__ALLOWLIST;
+}
+
+/* Whether an exec of this policy, when sbxd drives it, hands sbxd the deny
+ * resolver (netns.h) in the listener's place: egress deny. */
+static inline bool sbx_exec_wants_deny_dns(const SbxPolicy *p)
+{
+	return p->egress->policy == SBX__V1__EGRESS__POLICY__DENY;
 }
 
 struct sbx_exec_spec {
@@ -74,6 +82,9 @@ struct sbx_exec_spec {
 	int report_fd;			 /* exec init's end of the report socket */
 	const struct sock_fprog *filter; /* the seccomp program, compiled once */
 	int sysctl_dir;			 /* netns.h: closed before the command runs */
+	/* sbxd drives the exec (not the one-shot driver): with egress deny
+	 * exec init hands it the deny resolver (netns.h) as its listener. */
+	bool deny_dns;
 };
 
 /* Returns exec init's pid, or -1. */

@@ -267,6 +267,7 @@ static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, i
 	    .report_fd = report[1],
 	    .filter = st->ctx->filter,
 	    .sysctl_dir = st->ctx->sysctl_dir,
+	    .deny_dns = sbx_exec_wants_deny_dns(p),
 	};
 	slot->start_ms = sbx_mono_ms();
 	slot->pid = sbx_exec_spawn(&spec, &err);
@@ -285,7 +286,7 @@ static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, i
 	slot->deadline_ms = slot->start_ms + (int64_t)seconds * 1000;
 	/* With an allowlist ExecStarted waits for the listener, in the main
 	 * loop: pid 1 goes on serving every other exec meanwhile. */
-	if (sbx_exec_wants_listener(p)) {
+	if (sbx_exec_wants_listener(p) || spec.deny_dns) {
 		slot->awaiting_listener = true;
 		slot->listener_deadline_ms = slot->start_ms + LISTENER_WAIT_MS;
 		if (slot->deadline_ms < slot->listener_deadline_ms)

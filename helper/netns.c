@@ -69,3 +69,17 @@ int sbx_netns_egress_listener(struct sbx_err *err)
 		return sbx_fail_errno(err, "egress listener: listen");
 	return sbx_steal_fd(s);
 }
+
+int sbx_netns_deny_dns(struct sbx_err *err)
+{
+	_cleanup_close_ int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_port = htons(SBX_DENY_DNS_PORT),
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+
+	if (s < 0)
+		return sbx_fail_errno(err, "deny resolver");
+	if (bind(s, (struct sockaddr *)&a, sizeof(a)) < 0)
+		return sbx_fail_errno(err, "deny resolver: bind 127.0.0.1:%d", SBX_DENY_DNS_PORT);
+	return sbx_steal_fd(s);
+}

@@ -36,4 +36,10 @@ int sbx_netns_setup(int sysctl_dir, struct sbx_err *err);
  * it may stall on accept). Returns the fd, or -1. */
 int sbx_netns_egress_listener(struct sbx_err *err);
 
+/* With egress deny, after sbx_netns_setup: a UDP socket bound to
+ * 127.0.0.1:SBX_DENY_DNS_PORT (egress_port.h) for sbxd to refuse the
+ * command's DNS queries on (and record them), so a lookup fails at once
+ * and says why. Close-on-exec and non-blocking. Returns the fd, or -1. */
+int sbx_netns_deny_dns(struct sbx_err *err);
+
 #endif

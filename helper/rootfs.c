@@ -129,8 +129,13 @@ static const struct {
     {"nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\n"
 		      "hosts: files dns\nnetworks: files\nprotocols: files\n"
 		      "services: files\n"},
-    /* No resolver: with egress deny there is nothing to ask. */
-    {"resolv.conf", "# sbx: no DNS inside the sandbox\n"},
+    /* No real resolver: with egress deny sbxd refuses every name on
+     * 127.0.0.1:53 at once (egress_port.h) and says so in the exec's
+     * stderr; with an allowlist the proxy resolves (nothing listens on 53
+     * here: refused at once). One try, so no resolver waits for retries. */
+    {"resolv.conf", "# sbx: no DNS inside the sandbox (sbxd refuses every name)\n"
+		    "nameserver 127.0.0.1\n"
+		    "options attempts:1 timeout:1\n"},
 };
 
 static bool is_sbx_etc_file(const char *name)

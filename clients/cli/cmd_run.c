@@ -170,6 +170,12 @@ int cmd_run(struct cli *cli)
 	_cleanup_close_ int out_fd = cli->out ? check_out_dir(cli->out, &st.err) : -1;
 	if (cli->out && out_fd < 0)
 		return cli_err_error(SBX__V1__CODE__INVALID_ARGUMENT, &st.err), EXIT_SETUP;
+	/* Said before the run, once: its work would otherwise go unnoticed
+	 * (the Python CLI says the same words). */
+	if (!cli->out)
+		fputs("sbxctl: warning: no --out given: the run's /out is dropped at teardown "
+		      "(give --out DIR to keep it)\n",
+		      stderr);
 	cli_install_signals();
 	char host[SBX_HOST_MAX];
 	/* Several hosts: create_with_inputs places the run and gives its client. */

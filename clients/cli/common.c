@@ -22,10 +22,19 @@ int cli_error(Sbx__V1__Code code, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	/* It may quote sbxd, which may quote a sandbox: one line, shown as is. */
+	/* It may quote sbxd, which may quote a sandbox: shown as is, escaped,
+	 * its lines (a policy's problems, one per line) each indented below
+	 * the first, so that no line of it can pass for one of sbxctl's. */
 	fprintf(stderr, "sbxctl: %s: ", sbx_code_name(code));
-	cli_put_text(stderr, msg);
-	fputc('\n', stderr);
+	for (char *line = msg, *nl; line; line = nl ? nl + 1 : NULL) {
+		nl = strchr(line, '\n');
+		if (nl)
+			*nl = '\0';
+		if (line != msg)
+			fputs("  ", stderr);
+		cli_put_text(stderr, line);
+		fputc('\n', stderr);
+	}
 	return -1;
 }
 

@@ -109,6 +109,11 @@ int create_with_inputs(sbx_client **c, const struct cli *cli, bool upload, char 
 	_cleanup_free_ char *policy = cli_policy_document(cli, &len, st);
 	if (!policy)
 		return -1;
+	/* Checked here too, where its problems can be shown one per line
+	 * (sbxd's status message has them on one). */
+	_cleanup_(sbx_policy_freep) SbxPolicy *checked = sbx_policy_parse(policy, len, &st->err);
+	if (!checked)
+		return sbx_rpc_code(st, SBX__V1__CODE__INVALID_ARGUMENT);
 	if (cli->data && manifest_build(cli->data, &m, &st->err) < 0)
 		return sbx_rpc_code(st, SBX__V1__CODE__INVALID_ARGUMENT);
 	Sbx__V1__CreateRunRequest__LabelsEntry **labels = make_labels(cli);

@@ -42,6 +42,7 @@
 #define RUN_IDEM_KEY_MAX      128   /* CreateRunRequest.idempotency_key, bytes */
 #define RUN_EXECS_RUNNING_MAX 64    /* at once, as sbx-helper's pid 1 allows */
 #define RUN_EXECS_MAX	      10000 /* over a run's life: bounds its records */
+#define RUN_DENIED_NAMES      16    /* ExecStatus.network_denied_names, distinct, first */
 #define RUN_EXEC_ARGV_RECORD  8192  /* argv bytes kept per exec for Status */
 #define RUN_ALERTS_MAX	      100
 #define RUN_ALERT_BYTES	      1024
@@ -83,6 +84,7 @@ struct run_stream {
 	uint64_t total; /* [mu] bytes the command wrote */
 	bool truncated; /* [mu] */
 	bool closed;	/* [mu] no byte will come any more */
+	bool midline;	/* [mon] its last byte so far is not a newline */
 	/* [mu] non-empty: nothing is kept past `kept` any more, and why (the
 	 * disk or a quota was full); written by the monitor alone. */
 	char cut[256];
@@ -124,6 +126,14 @@ struct run_exec {
 	uint64_t stdin_accepted;
 	bool stdin_eof;
 	bool stdin_enlarged; /* its pipe counts in RUN_STDIN_HOST_BYTES */
+	/* Egress deny (runs_deny.c): the exec's deny resolver ([mon], -1: none
+	 * or closed), its answer budget ([mon]) and what it recorded ([mu]). */
+	int deny_fd;
+	uint32_t deny_tokens;
+	int64_t deny_refill_ms; /* monotonic */
+	uint32_t denied_attempts;
+	char *denied_names[RUN_DENIED_NAMES];
+	size_t n_denied_names;
 };
 
 /* An input file: declared at CreateRun (r->inputs, [once]) or by a

@@ -13,6 +13,7 @@
 #include "clock.h"
 #include "metrics.h"
 #include "runs_stdin.h"
+#include "runs_deny.h"
 
 /* What Status keeps of argv: all of it up to RUN_EXEC_ARGV_RECORD bytes,
  * then a marker, so a run of many large execs cannot grow sbxd without
@@ -76,6 +77,7 @@ struct run_exec *exec_new(char *const *argv, size_t argc)
 	e->stdin_fd = -1;
 	for (int w = 0; w < 2; w++)
 		e->out[w].pipe = e->out[w].file = -1;
+	e->deny_fd = -1;
 	e->reason = SBX__V1__EXIT_REASON__RUNNING;
 	if (record_argv(e, argv, argc) < 0) {
 		exec_free(e);
@@ -97,6 +99,10 @@ void exec_free(struct run_exec *e)
 	free(e->cwd);
 	free(e->message);
 	stdin_close(e);
+	if (e->deny_fd >= 0)
+		close(e->deny_fd);
+	for (size_t i = 0; i < e->n_denied_names; i++)
+		free(e->denied_names[i]);
 	for (int w = 0; w < 2; w++) {
 		if (e->out[w].pipe >= 0)
 			close(e->out[w].pipe);
@@ -148,6 +154,7 @@ void exec_update_done(struct run_exec *e)
 
 void exec_mark_ended(struct sbx_run *r, struct run_exec *e)
 {
+	json_t *fields, *denied;
 	char id[32];
 
 	if (e->ended)
@@ -161,11 +168,16 @@ void exec_mark_ended(struct sbx_run *r, struct run_exec *e)
 	exec_update_done(e);
 	run_changed(r);
 	snprintf(id, sizeof(id), "exec-%llu", (unsigned long long)e->num);
-	run_queue_audit(r, "exec_ended",
-			json_pack("{s:s, s:s, s:i, s:i, s:I, s:I, s:s?}", "exec_id", id, "reason",
-				  exit_reason_name(e->reason), "exit_code", e->exit_code, "signal",
-				  e->signal, "cpu_ms", (json_int_t)e->cpu_ms, "peak_memory_bytes",
-				  (json_int_t)e->peak_memory_bytes, "message", e->message));
+	fields = json_pack("{s:s, s:s, s:i, s:i, s:I, s:I, s:s?}", "exec_id", id, "reason",
+			   exit_reason_name(e->reason), "exit_code", e->exit_code, "signal",
+			   e->signal, "cpu_ms", (json_int_t)e->cpu_ms, "peak_memory_bytes",
+			   (json_int_t)e->peak_memory_bytes, "message", e->message);
+	/* Egress deny: what the program tried (runs_deny.c). */
+	denied = deny_audit(e);
+	if (fields && denied)
+		json_object_update(fields, denied);
+	json_decref(denied);
+	run_queue_audit(r, "exec_ended", fields);
 }
 
 void run_end_execs(struct sbx_run *r, Sbx__V1__ExitReason reason, const char *message)

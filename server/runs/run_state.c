@@ -113,8 +113,16 @@ Sbx__V1__RunState run_state_public(const struct sbx_run *r)
 
 Sbx__V1__RunState run_final_state(const struct sbx_run *r)
 {
-	return public_of(r->state == RUN_TEARING || r->state == RUN_TORN ? r->claimed_from
-									 : r->state);
+	Sbx__V1__RunState s =
+	    public_of(r->state == RUN_TEARING || r->state == RUN_TORN ? r->claimed_from : r->state);
+
+	/* What the run ended as: a live run claimed by a Teardown (the
+	 * caller's, the sweeper's, a drain's) ended torn down; one that had
+	 * already expired or failed ended so. */
+	if (run_is_claimed(r) &&
+	    (s == SBX__V1__RUN_STATE__CREATED || s == SBX__V1__RUN_STATE__ACTIVE))
+		return SBX__V1__RUN_STATE__TORN;
+	return s;
 }
 
 bool run_is_listed(const struct sbx_run *r)

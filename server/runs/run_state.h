@@ -19,8 +19,9 @@
  * - `tearing` (registry lock) and `stop` (run lock) said one thing twice, that
  *   a Teardown owns the run: from then on lookups miss it, PutInput and Exec
  *   answer NOT_FOUND and the monitor returns. That is TEARING. The state the
- *   run was in when it was claimed is kept (run_final_state) as the state
- *   its manifest records and Status still reports until TORN.
+ *   run was in when it was claimed is kept: Status still reports it until
+ *   TORN, and its manifest records what the run ended as (run_final_state:
+ *   EXPIRED or FAILED as it was, TORN for a run still live when claimed).
  * - `reaped` (the helper was waited for) and `killed` (sbxd SIGKILLed its
  *   process group, so its cgroups need `sbx-helper cleanup`) stay facts
  *   about the helper process: either can be true in several states (a
@@ -65,7 +66,7 @@ const char *run_state_name(enum run_state s);
 /* What the API calls the state (Status, ListRuns, manifests). */
 Sbx__V1__RunState run_state_public(const struct sbx_run *r);
 const char *run_public_state_name(Sbx__V1__RunState s);
-/* Run lock held: the public state the run had when a Teardown claimed it. */
+/* Run lock held: what the run ended as, for its manifest (see above). */
 Sbx__V1__RunState run_final_state(const struct sbx_run *r);
 
 /* Run lock held, each of them. */

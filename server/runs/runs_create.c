@@ -121,8 +121,11 @@ static SbxPolicy *request_policy(const Sbx__V1__CreateRunRequest *req, struct sb
 		}
 		p = sbx_policy_parse(json, strlen(json), &st->err);
 	}
-	if (!p)
+	if (!p) {
+		/* Every problem, on the one line a status message has. */
+		sbx_policy_problems_one_line(&st->err);
 		sbx_rpc_code(st, SBX__V1__CODE__INVALID_ARGUMENT);
+	}
 	return p;
 }
 

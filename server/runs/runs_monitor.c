@@ -25,6 +25,7 @@
 #include "egress.h"
 #include "helper_client.h"
 #include "run_exec.h"
+#include "runs_deny.h"
 #include "runs_lease.h"
 #include "runs_manager.h"
 #include "runs_monitor.h"
@@ -35,6 +36,8 @@
 #define FIXED_FDS   4 /* wake, ctl, helper stderr, pidfd */
 #define TICK_MAX_MS 1000
 #define CTL_BATCH   64
+
+#define SLOT_DENY 2 /* an exec's deny resolver (runs_deny.h), beside its two streams */
 
 struct slot {
 	struct run_exec *e;
@@ -49,6 +52,7 @@ struct monitor {
 	char line[RUN_ALERT_BYTES]; /* a stderr line not yet ended */
 	size_t line_len;
 	bool egress_closed; /* the sandbox is over: so is the run's egress */
+	int64_t deny_next;  /* monotonic: when a spent deny budget refills */
 };
 
 static Sbx__V1__ExitReason public_reason(enum sbx_ctl_end end)
@@ -158,12 +162,17 @@ static void egress_event(struct sbx_run *r, struct sbx_ctl_event *ev)
 		return;
 	fd = sbx_steal_fd(ev->listen_fd);
 	run_lock(r);
-	e = r->egress ? run_exec_by_num(r, ev->exec_id) : NULL;
-	if (e && !e->ended && !e->egress_listener)
+	e = run_exec_by_num(r, ev->exec_id);
+	if (e && !e->ended && !e->egress_listener && r->egress)
 		take = e->egress_listener = true;
+	/* Egress deny: the exec's deny resolver, for the monitor (this thread). */
+	else if (e && !e->ended && !e->egress_listener && !r->egress &&
+		 r->policy->egress->policy == SBX__V1__EGRESS__POLICY__DENY && deny_take(r, e, fd))
+		e->egress_listener = true, fd = -1;
 	run_unlock(r);
 	if (!take) {
-		close(fd);
+		if (fd >= 0)
+			close(fd);
 		return;
 	}
 	/* The proxy owns fd from here, also when it refuses it (the run's
@@ -445,8 +454,15 @@ static size_t build(struct sbx_run *r, struct monitor *m) REQUIRES(r->mu)
 {
 	size_t n = FIXED_FDS, streams = 0;
 
-	for (struct run_exec *e = r->execs; e; e = e->next)
-		streams += (e->out[0].pipe >= 0) + (e->out[1].pipe >= 0);
+	int64_t now = sbx_mono_ms();
+
+	m->deny_next = INT64_MAX;
+	for (struct run_exec *e = r->execs; e; e = e->next) {
+		/* Done: whatever could ask is gone. */
+		if (e->done)
+			deny_close(e);
+		streams += (e->out[0].pipe >= 0) + (e->out[1].pipe >= 0) + (e->deny_fd >= 0);
+	}
 	if (!grow(m, FIXED_FDS + streams))
 		streams = 0; /* out of memory: watch the rest, retry next round */
 	m->pfd[0] = (struct pollfd){.fd = r->wake, .events = POLLIN};
@@ -459,6 +475,11 @@ static size_t build(struct sbx_run *r, struct monitor *m) REQUIRES(r->mu)
 				m->pfd[n] = (struct pollfd){.fd = e->out[w].pipe, .events = POLLIN};
 				m->slot[n++] = (struct slot){e, w};
 			}
+	for (struct run_exec *e = r->execs; e && streams; e = e->next)
+		if (deny_watch(e, now, &m->deny_next)) {
+			m->pfd[n] = (struct pollfd){.fd = e->deny_fd, .events = POLLIN};
+			m->slot[n++] = (struct slot){e, SLOT_DENY};
+		}
 	return n;
 }
 
@@ -493,6 +514,12 @@ static void *monitor_main(void *arg)
 		n = build(r, &m);
 		tick = next_tick(r);
 		run_unlock(r);
+		if (m.deny_next != INT64_MAX) {
+			int64_t until = m.deny_next - sbx_mono_ms();
+
+			if (until < tick)
+				tick = until < 0 ? 0 : (int)until;
+		}
 
 		if (poll(m.pfd, n, tick) < 0 && errno != EINTR)
 			usleep(10000); /* ENOMEM: back off, never spin */
@@ -506,7 +533,9 @@ static void *monitor_main(void *arg)
 		/* Output before the control socket: an exec's last bytes are
 		 * usually in its pipe when its ExecEnded arrives. */
 		for (size_t i = FIXED_FDS; i < n; i++)
-			if (m.pfd[i].revents)
+			if (m.pfd[i].revents && m.slot[i].which == SLOT_DENY)
+				deny_pump(r, m.slot[i].e);
+			else if (m.pfd[i].revents)
 				stream_pump(r, m.slot[i].e, m.slot[i].which);
 		if (m.pfd[2].revents)
 			read_stderr(&m);

@@ -177,6 +177,34 @@ void stream_close(struct sbx_run *r, struct run_exec *e, int which)
 	run_changed(r);
 }
 
+/* The monitor's append path, the one way bytes enter a kept stream (the
+ * command's, and sbxd's notes): n bytes more of the stream (mu not held). */
+static void stream_append(struct sbx_run *r, struct run_exec *e, int which, const char *buf,
+			  size_t n)
+{
+	struct run_stream *s = &e->out[which];
+	uint64_t end = 0;
+	char cut[sizeof(s->cut)] = "";
+
+	if (!n)
+		return;
+	/* s's counts and s->cut are written only by this thread: reading
+	 * them here without the lock is safe. */
+	if (!s->cut[0])
+		end = keep_bytes(r, e, which, buf, n, cut, sizeof(cut));
+	s->midline = buf[n - 1] != '\n';
+	run_lock(r);
+	if (!s->cut[0])
+		s->end = end;
+	s->total += (uint64_t)n;
+	if (cut[0])
+		memcpy(s->cut, cut, sizeof(cut));
+	s->kept = stream_kept(s);
+	s->truncated = s->cut[0] || stream_dropped(s) > 0;
+	run_changed(r);
+	run_unlock(r);
+}
+
 void stream_pump(struct sbx_run *r, struct run_exec *e, int which)
 {
 	struct run_stream *s = &e->out[which];
@@ -184,8 +212,6 @@ void stream_pump(struct sbx_run *r, struct run_exec *e, int which)
 
 	for (int round = 0; round < PUMP_ROUNDS; round++) {
 		ssize_t n = read(s->pipe, buf, sizeof(buf));
-		uint64_t end = 0;
-		char cut[sizeof(s->cut)] = "";
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -197,21 +223,25 @@ void stream_pump(struct sbx_run *r, struct run_exec *e, int which)
 			run_unlock(r);
 			return;
 		}
-		/* s's counts and s->cut are written only by this thread:
-		 * reading them here without the lock is safe. */
-		if (!s->cut[0])
-			end = keep_bytes(r, e, which, buf, (size_t)n, cut, sizeof(cut));
-		run_lock(r);
-		if (!s->cut[0])
-			s->end = end;
-		s->total += (uint64_t)n;
-		if (cut[0])
-			memcpy(s->cut, cut, sizeof(cut));
-		s->kept = stream_kept(s);
-		s->truncated = s->cut[0] || stream_dropped(s) > 0;
-		run_changed(r);
-		run_unlock(r);
+		stream_append(r, e, which, buf, (size_t)n);
 	}
+}
+
+void stream_note(struct sbx_run *r, struct run_exec *e, int which, const char *line)
+{
+	struct run_stream *s = &e->out[which];
+	char buf[1024];
+	int n;
+
+	/* What the command already wrote goes first, so the note follows it. */
+	if (s->pipe >= 0)
+		stream_pump(r, e, which);
+	if (s->closed)
+		return;
+	n = snprintf(buf, sizeof(buf), "%s%s\n", s->midline ? "\n" : "", line);
+	if (n > 0)
+		stream_append(r, e, which, buf,
+			      (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
 }
 
 /* Reads the kept bytes of positions [p, p + n) (in the head, or all in

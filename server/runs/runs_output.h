@@ -12,6 +12,12 @@ void stream_init(struct run_stream *s, uint64_t cap);
 uint64_t stream_dropped(const struct run_stream *s);
 /* The monitor's half: moves what the pipe holds into the spill file. */
 void stream_pump(struct sbx_run *r, struct run_exec *e, int which);
+/* The monitor, mu not held: sbxd's own line (no newline in it) into the
+ * exec's stream `which`, after what the command wrote so far and on a line
+ * of its own (a newline first when the command's last line is open). It
+ * counts as the stream's bytes, like the command's. Nothing once the
+ * stream is closed. */
+void stream_note(struct sbx_run *r, struct run_exec *e, int which, const char *line);
 /* mu held: no byte will come any more. */
 void stream_close(struct sbx_run *r, struct run_exec *e, int which) REQUIRES(r->mu);
 

@@ -101,6 +101,15 @@ Sbx__V1__ExecStatus *exec_status_new(struct run_exec *e)
 	s->stderr_truncated = e->out[RUN_STDERR].truncated;
 	if (e->message && !(s->message = strdup(e->message)))
 		goto oom;
+	s->network_denied_attempts = e->denied_attempts;
+	if (e->n_denied_names &&
+	    !(s->network_denied_names = calloc(e->n_denied_names, sizeof(char *))))
+		goto oom;
+	for (size_t i = 0; i < e->n_denied_names; i++) {
+		if (!(s->network_denied_names[i] = strdup(e->denied_names[i])))
+			goto oom;
+		s->n_network_denied_names = i + 1;
+	}
 	if ((e->out[RUN_STDOUT].cut[0] && !(s->stdout_cut = strdup(e->out[RUN_STDOUT].cut))) ||
 	    (e->out[RUN_STDERR].cut[0] && !(s->stderr_cut = strdup(e->out[RUN_STDERR].cut))))
 		goto oom;

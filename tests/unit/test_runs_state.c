@@ -114,8 +114,18 @@ int main(void)
 	      "Status still says active while it is torn down");
 	run_state_move(r, RUN_TORN);
 	check(run_state_public(r) == SBX__V1__RUN_STATE__TORN, "then torn");
-	check(run_final_state(r) == SBX__V1__RUN_STATE__ACTIVE,
-	      "the manifest's final state is the one the Teardown found");
+	check(run_final_state(r) == SBX__V1__RUN_STATE__TORN,
+	      "the manifest's final state of a live run torn down is torn, not active");
+	run_unref(r);
+	/* One that had ended before its Teardown ended as it had. */
+	r = run_in(RUN_EXPIRED);
+	run_state_move(r, RUN_TEARING);
+	check(run_final_state(r) == SBX__V1__RUN_STATE__EXPIRED, "an expired run ended expired");
+	run_unref(r);
+	r = run_in(RUN_FAILED);
+	run_state_move(r, RUN_TEARING);
+	run_state_move(r, RUN_TORN);
+	check(run_final_state(r) == SBX__V1__RUN_STATE__FAILED, "a failed run ended failed");
 	run_unref(r);
 
 	r = run_in(RUN_STARTING);

@@ -1,0 +1,243 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Egress deny said loudly (issue 20, item 5), through the real sbxd and
+sbx-helper: a DNS lookup from a deny run fails at once (sbxd refuses it on
+the exec's 127.0.0.1:53, one query per try: no resolver retry), a connect
+to a non-loopback address fails at once with ENETUNREACH, the exec's stderr
+gets one notice line naming the policy, the name and the image-build
+advice, and ExecStatus (Wait, Status) and the teardown manifest and audit
+log count the attempts and name the first 16 distinct names. A flood of
+queries costs sbxd bounded memory and another caller's calls are answered
+meanwhile; hostile queries (long, binary, NUL, compression pointers and
+their loops, garbage) are answered or dropped, never recorded as garbage."""
+import json
+import os
+import threading
+import unittest
+
+from sbxdfix import POLICY, ServerTestCase
+from sbxrpc import sandbox_pb2 as pb
+
+NOTICE = "sbx: network egress is denied by this run's policy (egress: deny)"
+
+# One AF_INET lookup per name: exactly one A query each (one try).
+LOOKUP = r"""
+import socket, sys
+for name in sys.argv[1:]:
+    try:
+        socket.getaddrinfo(name, 443, socket.AF_INET, socket.SOCK_STREAM)
+        print(name, "RESOLVED")
+    except socket.gaierror as e:
+        print(name, "gaierror", e.errno)
+"""
+
+CONNECT = r"""
+import errno, socket
+try:
+    socket.create_connection(("93.184.216.34", 443), timeout=20)
+    print("CONNECTED")
+except OSError as e:
+    print(errno.errorcode.get(e.errno, e.errno))
+"""
+
+# Raw queries to 127.0.0.1:53: (label, datagram) each, and what came back:
+# "label rcode=N qd=N len=N" or "label none".
+RAW = r"""
+import socket, struct, sys
+def q(name_wire, qd=1, flags=0x0100, extra=b"\x00\x01\x00\x01"):
+    return struct.pack(">HHHHHH", 0x1234, flags, qd, 0, 0, 0) + name_wire + extra
+def label(s):
+    return bytes([len(s)]) + s
+cases = [
+    ("ok", q(label(b"ok") + label(b"test") + b"\x00")),
+    ("binary", q(label(b"a\x00b\xff.") + label(b"test") + b"\x00")),
+    ("long", q(b"".join(label(b"x" * 63) for _ in range(5)) + b"\x00")),
+    ("pointer_loop", q(b"\xc0\x0c")),
+    ("pointer_fwd", q(label(b"a") + b"\xc0\x12" + b"\x00")),
+    ("no_end", q(label(b"abc"), extra=b"")),
+    ("two_qd", q(label(b"a") + b"\x00", qd=2)),
+    ("answer", q(label(b"a") + b"\x00", flags=0x8100)),
+    ("short", b"\x00\x01\x02"),
+    ("empty", b""),
+]
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(5)
+for name, d in cases:
+    s.sendto(d, ("127.0.0.1", 53))
+    try:
+        a, _ = s.recvfrom(4096)
+        print(name, "rcode=%d" % (a[3] & 15), "qd=%d" % a[5], "len=%d" % len(a),
+              "id=%d" % struct.unpack(">H", a[:2])[0])
+    except socket.timeout:
+        print(name, "none")
+"""
+
+FLOOD = r"""
+import socket, struct, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setblocking(False)
+q = struct.pack(">HHHHHH", 1, 0x0100, 1, 0, 0, 0) + b"\x05flood\x04test\x00\x00\x01\x00\x01"
+sent = 0
+end = time.time() + 4
+while time.time() < end:
+    try:
+        s.sendto(q, ("127.0.0.1", 53)); sent += 1
+    except BlockingIOError:
+        pass
+    try:
+        while True: s.recv(512)
+    except BlockingIOError:
+        pass
+print("sent", sent)
+"""
+
+
+class EgressDeny(ServerTestCase):
+    def ok(self, name, req, resp_type, conn=None):
+        code, msg, resp = (conn or self.c).call(name, req, resp_type)
+        self.assertEqual(code, "OK", "%s: %s" % (name, msg))
+        return resp
+
+    def setUp(self):
+        self.c = self.srv.conn(timeout_ms=90000)
+        self.addCleanup(self.c.close)
+
+    def create(self, policy=None):
+        p = json.loads(json.dumps(policy or POLICY))
+        return self.ok("CreateRun", pb.CreateRunRequest(policy_json=json.dumps(p)),
+                       pb.CreateRunResponse).run_id
+
+    def start(self, run, argv):
+        return self.ok("Exec", pb.ExecRequest(run_id=run, argv=argv), pb.ExecResponse).exec_id
+
+    def wait(self, run, ex):
+        return self.ok("Wait", pb.WaitRequest(run_id=run, exec_id=ex, timeout_ms=60000),
+                       pb.WaitResponse).status
+
+    def output(self, run, ex, stream):
+        data, off = b"", 0
+        while True:
+            r = self.ok("ReadOutput", pb.ReadOutputRequest(
+                run_id=run, exec_id=ex, stream=stream, offset=off, timeout_ms=5000),
+                pb.ReadOutputResponse)
+            data += r.data
+            off = r.next_offset
+            if r.eof:
+                return data.decode(errors="replace")
+
+    def run_argv(self, run, argv):
+        ex = self.start(run, argv)
+        st = self.wait(run, ex)
+        return st, self.output(run, ex, pb.STDOUT), self.output(run, ex, pb.STDERR)
+
+    def teardown(self, run):
+        return self.ok("Teardown", pb.TeardownRequest(run_id=run), pb.TeardownResponse).manifest
+
+    def exec_events(self, run):
+        return [e for e in self.srv.audit_events()
+                if e.get("event") == "exec_ended" and e.get("run_id") == run]
+
+    # -- the cases
+    def test_lookup_and_connect_fail_at_once_and_say_why(self):
+        run = self.create()
+        st, out, err = self.run_argv(run, ["python3", "-c", LOOKUP, "pypi.org",
+                                           "files.pythonhosted.org"])
+        # Refused at once by sbxd: EAI_AGAIN (-3), not a timeout's wait.
+        self.assertEqual(out, "pypi.org gaierror -3\nfiles.pythonhosted.org gaierror -3\n", err)
+        # One query per lookup (attempts:1, AF_INET: one A query): no retry.
+        self.assertEqual(st.network_denied_attempts, 2, st)
+        self.assertEqual(list(st.network_denied_names), ["pypi.org", "files.pythonhosted.org"])
+        lines = [line for line in err.splitlines() if NOTICE in line]
+        self.assertEqual(len(lines), 1, err)
+        self.assertTrue(lines[0].startswith(NOTICE), lines)  # on a line of its own
+        self.assertIn("tried to reach pypi.org.", lines[0])
+        self.assertIn("Install what it needs into the image", lines[0])
+        self.assertIn("docs/operator/images.md", lines[0])
+        # getent (glibc's gethostbyname2 over both families) fails too.
+        st2, out, err = self.run_argv(run, ["getent", "hosts", "pypi.org"])
+        self.assertEqual((st2.exit_code, out), (2, ""), err)
+        self.assertGreaterEqual(st2.network_denied_attempts, 1)
+        self.assertEqual(list(st2.network_denied_names), ["pypi.org"])
+        self.assertEqual(sum(NOTICE in line for line in err.splitlines()), 1, err)
+        # A connect to an address has no route: at once, ENETUNREACH.
+        st3, out, err = self.run_argv(run, ["python3", "-c", CONNECT])
+        self.assertEqual(out, "ENETUNREACH\n", err)
+        self.assertEqual(st3.network_denied_attempts, 0)
+        # curl by name: the lookup fails at once (curl's "Could not resolve").
+        st4, out, err = self.run_argv(run, ["curl", "-sS", "-m", "20", "https://pypi.org/simple/"])
+        self.assertEqual(st4.exit_code, 6, err)
+        self.assertIn(NOTICE, err)
+        # Status says the same; the manifest and the audit log keep it.
+        s = self.ok("Status", pb.StatusRequest(run_id=run), pb.StatusResponse)
+        by_id = {e.exec_id: e for e in s.execs}
+        self.assertEqual(by_id[st.exec_id].network_denied_attempts, 2)
+        m = self.teardown(run)
+        # What the run ended as (it was ACTIVE when torn down), not "active".
+        self.assertEqual(pb.RunState.Name(m.final_state), "TORN")
+        td = [e for e in self.srv.audit_events()
+              if e.get("event") == "teardown" and e.get("run_id") == run]
+        self.assertEqual(td[0]["final_state"], "torn", td)
+        me = {e.exec_id: e for e in m.execs}
+        self.assertEqual(me[st.exec_id].network_denied_attempts, 2)
+        self.assertEqual(list(me[st.exec_id].network_denied_names),
+                         ["pypi.org", "files.pythonhosted.org"])
+        ev = {e["exec_id"]: e for e in self.exec_events(run)}
+        self.assertEqual(ev[st.exec_id]["network_denied_attempts"], 2)
+        self.assertEqual(ev[st.exec_id]["network_denied_names"],
+                         ["pypi.org", "files.pythonhosted.org"])
+        self.assertNotIn("network_denied_attempts", ev[st3.exec_id])
+
+    def test_names_capped_at_16_distinct(self):
+        run = self.create()
+        names = ["n%02d.test" % i for i in range(20)]
+        st, out, err = self.run_argv(run, ["python3", "-c", LOOKUP] + names + ["n00.test"])
+        self.assertEqual(out.count("gaierror -3"), 21, err)
+        self.assertEqual(st.network_denied_attempts, 21)
+        self.assertEqual(list(st.network_denied_names), names[:16])
+        self.assertEqual(sum(NOTICE in line for line in err.splitlines()), 1, err)
+        self.teardown(run)
+
+    def test_hostile_queries(self):
+        run = self.create()
+        st, out, err = self.run_argv(run, ["python3", "-c", RAW])
+        got = dict(line.split(" ", 1) for line in out.splitlines())
+        self.assertEqual(got["ok"], "rcode=5 qd=1 len=%d id=4660" % (12 + 9 + 4), out)
+        self.assertTrue(got["binary"].startswith("rcode=5 qd=1"), out)
+        # 5 labels of 63: 320 bytes on the wire, over 255: malformed.
+        for bad in ("long", "pointer_loop", "pointer_fwd", "no_end", "two_qd"):
+            self.assertEqual(got[bad], "rcode=1 qd=0 len=12 id=4660", (bad, out))
+        for dropped in ("answer", "short", "empty"):
+            self.assertEqual(got[dropped], "none", (dropped, out))
+        self.assertEqual(st.network_denied_attempts, 10, st)
+        self.assertEqual(list(st.network_denied_names), ["ok.test", "a\\000b\\255\\..test"])
+        self.teardown(run)
+
+    def test_flood_is_bounded_and_others_are_answered(self):
+        run = self.create()
+        other = self.create()
+        before = self.srv.rss_kb()
+        ex = self.start(run, ["python3", "-c", FLOOD])
+        # Another caller's calls are answered while the flood goes on.
+        answered = []
+        with self.srv.conn(tls=True) as bob:
+            for _ in range(5):
+                code, msg, r = bob.call("ListRuns", pb.ListRunsRequest(), pb.ListRunsResponse,
+                                        token=self.srv.tokens["bob"])
+                answered.append(code)
+        st2, out, err = self.run_argv(other, ["echo", "served"])
+        self.assertEqual(out, "served\n", err)
+        st = self.wait(run, ex)
+        sent = int(self.output(run, ex, pb.STDOUT).split()[1])
+        self.assertEqual(answered, ["OK"] * 5)
+        # Past its budget an exec's queries wait in its own socket: counted
+        # up to the budget (128 a second, and a burst), never all of a flood.
+        self.assertGreater(sent, 1000)
+        self.assertGreater(st.network_denied_attempts, 0)
+        self.assertLess(st.network_denied_attempts, min(sent, 128 * 7))
+        self.assertEqual(list(st.network_denied_names), ["flood.test"])
+        self.assertLess(self.srv.rss_kb() - before, 16 * 1024)
+        self.teardown(run)
+        self.teardown(other)
+
+
+if __name__ == "__main__":
+    unittest.main()
