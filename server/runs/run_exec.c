@@ -12,8 +12,8 @@
 
 #include "clock.h"
 #include "metrics.h"
-#include "runs_stdin.h"
 #include "runs_deny.h"
+#include "runs_stdin.h"
 
 /* What Status keeps of argv: all of it up to RUN_EXEC_ARGV_RECORD bytes,
  * then a marker, so a run of many large execs cannot grow sbxd without
