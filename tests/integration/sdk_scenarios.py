@@ -56,7 +56,7 @@ def basics():
         try:
             sbx.files.write("late.bin", b"again")
             report["rewrite"] = "allowed"
-        except sbx_client.FailedPrecondition as e:
+        except (sbx_client.FailedPrecondition, sbx_client.InvalidArgument) as e:
             report["rewrite"] = e.code
         try:
             sbx.files.write("/out/x", b"no")
@@ -77,7 +77,7 @@ def basics():
                 local[n] = hashlib.sha256(f.read()).hexdigest()
         report["download_local"] = local
         report["listed_digests"] = {e.name: e.sha256 for e in sbx.files.list("/out/d")}
-    report["killed"] = sbx.manifest is not None and sbx.manifest.final_state
+    report["killed"] = sbx.manifest is not None and sbx.manifest.run_id == sbx.run.id
     report["manifest_inputs"] = sorted(i.path for i in sbx.manifest.inputs)
     report["is_running_after"] = sbx.is_running()
 
@@ -137,7 +137,7 @@ async def asyncio_twin():
         await sbx.commands.run("echo made > /out/m.txt")
         report["async_read"] = await sbx.files.read("m.txt")
         report["async_list"] = [e.path for e in await sbx.files.list()]
-    report["async_killed"] = sbx.manifest.final_state
+    report["async_killed"] = sbx.manifest is not None and sbx.manifest.run_id == sbx.sync.run.id
 
 
 {"basics": basics, "reconcile": reconcile, "three_steps": three_steps, "per_exec": per_exec,

@@ -334,10 +334,11 @@ def _note_end(res, argv):
     why = _NOTES.get(res.reason)
     if why is None:
         return
+    name = res.reason.upper()  # as sbxctl names the reason
     if res.reason == "oom" and res.message:
-        say("%s: %s" % (res.reason, res.message))
+        say("%s: %s" % (name, res.message))
     else:
-        say("%s: %s" % (res.reason, why + (": " + res.message if res.message else "")))
+        say("%s: %s" % (name, why + (": " + res.message if res.message else "")))
 
 
 def _note_listing(a):
