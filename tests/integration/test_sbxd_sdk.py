@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 import time
 import unittest
 import zipfile
@@ -208,9 +209,14 @@ class Cli(SdkCase):
         p = subprocess.Popen(self.module("--out", out, "--", "/bin/sh", "-c", script),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              env=SHARED["env-wheel"], cwd=SHARED["home"])
-        # ctest's timeout guards against a CLI that never says it.
-        line = p.stdout.readline()
-        self.assertEqual(line, b"ready\n", "the CLI ended early: %r" % p.stderr.read())
+        got = []
+        t = threading.Thread(target=lambda: got.append(p.stdout.readline()), daemon=True)
+        t.start()
+        t.join(120)  # a guard against hanging, far above the second it takes
+        if got != [b"ready\n"]:
+            p.kill()
+            _, err = p.communicate()
+            self.fail("the script never said ready: %r %r" % (got, err.decode()))
         return p
 
     def test_first_ctrl_c_reaches_the_script_and_out_is_fetched(self):
