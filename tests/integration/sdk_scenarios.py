@@ -9,6 +9,7 @@ import io
 import json
 import os
 import sys
+import threading
 
 import sbx_client
 from sbx_client import AsyncSandbox, Sandbox
@@ -38,8 +39,11 @@ def basics():
                                "".join(x[2:] for x in seen if x.startswith("E:")), r.stdout]
         r = sbx.commands.run("pwd; cat", cwd="/tmp", stdin="from stdin")
         report["cwd_stdin"] = r.stdout
-        h = sbx.commands.run("echo started; sleep 60", background=True)
+        started = threading.Event()
+        h = sbx.commands.run("echo started; sleep 60", background=True,
+                             on_stdout=lambda t: started.set())
         report["background_running"] = h.is_running()
+        started.wait(60)  # killed once it said so (a guard, not a duration)
         h.kill()
         r = h.wait(timeout=60)
         report["background"] = [r.exit_reason, r.exit_code, r.stdout]

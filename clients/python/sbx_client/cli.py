@@ -552,7 +552,12 @@ def cmd_run(a):
                             tls=tls if eps[0].startswith("tls+tcp://") else None,
                             timeout=a.call_timeout)
         with owner as c:
-            run = c.create_run(doc, inputs=inputs, labels=labels)
+            try:
+                run = c.create_run(doc, inputs=inputs, labels=labels)
+            except errors.SbxError as e:
+                if several:
+                    raise
+                raise type(e)("CreateRun: %s" % e.message) from None  # as sbxctl says it
             try:
                 status = _exec(a, run, argv, stdin, sigs, out_fd)
             finally:
