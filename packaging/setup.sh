@@ -36,7 +36,9 @@ PACKAGES=(build-essential cmake pkg-config gcc clang clang-format libseccomp-dev
           debhelper dh-python dh-apparmor lintian fakeroot dpkg-dev
           dnsmasq-base python3-dnspython  # tests/integration/test_fleet.py: SRV discovery
           prometheus   # promtool: tests/integration/test_sbxd_metrics.py checks a scrape
-          python3-yaml)  # tests/packaging/deployment.py parses the Kubernetes manifests
+          python3-yaml  # tests/packaging/deployment.py parses the Kubernetes manifests
+          # packaging/build-python.sh (wheel, sdist); sbxd.sdk's venvs and wheelhouse
+          python3-setuptools python3-wheel python3-venv python3-pip python3-setuptools-whl)
 
 usage() {
     cat <<EOF

@@ -31,6 +31,10 @@ set(SBX_GENERATED_PAGES policy api)
 if(SBX_WITH_SERVER)
   list(APPEND SBX_GENERATED_PAGES config metrics)
 endif()
+# The Python client's reference, from its docstrings (needs its generated classes).
+if(TARGET sbx_python_client)
+  list(APPEND SBX_GENERATED_PAGES python)
+endif()
 foreach(page ${SBX_GENERATED_PAGES})
   add_test(NAME docs.${page}_reference
            COMMAND ${SBX_PYTHON} ${SBX_DOCS_TEST_DIR}/generated.py ${page} ${PROJECT_BINARY_DIR})

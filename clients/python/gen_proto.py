@@ -21,9 +21,14 @@ IMPORT = re.compile(r"^from sbx\.v1 import (\w+_pb2) as ", re.M)
 
 
 def default_proto_dir():
-    """The repository's proto/ next to clients/python, or $SBX_PROTO_DIR."""
+    """$SBX_PROTO_DIR, else proto/ beside this file (an sdist carries its
+    protos there), else the repository's proto/ (clients/python in the tree)."""
     here = os.path.dirname(os.path.abspath(__file__))
-    return os.environ.get("SBX_PROTO_DIR") or os.path.join(here, "..", "..", "proto")
+    if os.environ.get("SBX_PROTO_DIR"):
+        return os.environ["SBX_PROTO_DIR"]
+    if os.path.isfile(os.path.join(here, "proto", PROTOS[1])):
+        return os.path.join(here, "proto")
+    return os.path.join(here, "..", "..", "proto")
 
 
 def generate(out_pkg_dir, proto_dir=None, protoc=None):

@@ -1,23 +1,33 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The build step pyproject.toml cannot say: protoc writes sbx_client/_pb
-(the classes of proto/sbx/v1) into the build, never into the source tree.
-The protos are found at ../../proto (this directory inside the sbx tree) or
-at $SBX_PROTO_DIR; protoc on PATH or $PROTOC."""
+"""The build step pyproject.toml cannot say: the generated protobuf classes
+(sbx_client/_pb) of proto/sbx/v1.
+
+- From an sdist (packaging/build-python.sh makes it): sbx_client/_pb is in
+  it, generated when the sdist was made; it is packaged as it is and no
+  protoc is needed (the sdist carries its protos too, in proto/).
+- From the sbx tree (pip install clients/python): protoc writes _pb into
+  the build, never into the source tree; the protos are found at
+  ../../proto or $SBX_PROTO_DIR, protoc on PATH or $PROTOC."""
 import os
 import sys
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 import gen_proto  # noqa: E402
+
+PREBUILT = os.path.isfile(os.path.join(HERE, "sbx_client", "_pb", "sandbox_pb2.py"))
 
 
 class BuildWithProto(build_py):
     def run(self):
         super().run()
-        if not self.dry_run:
+        if not self.dry_run and not PREBUILT:
             gen_proto.generate(os.path.join(self.build_lib, "sbx_client"))
 
 
-setup(cmdclass={"build_py": BuildWithProto})
+setup(cmdclass={"build_py": BuildWithProto},
+      packages=["sbx_client"] + (["sbx_client._pb"] if PREBUILT else []),
+      package_data={"sbx_client": ["py.typed"]})

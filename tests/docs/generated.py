@@ -12,6 +12,8 @@ NAME is one of:
     config  docs/reference/config.md  from sbxd-config-reference (server/config/config_keys.h)
     policy  docs/reference/policy-ranges.md  from sbx-policy-reference (common/policy_ranges.h)
     api     docs/reference/api.md  from proto/sbx/v1/sandbox.proto (docs/gen/api_reference.py)
+    python  docs/reference/python.md  from the docstrings of clients/python's sbx_client
+            (docs/gen/python_reference.py; the build's generated sbx_client/_pb)
     metrics docs/operator/metrics.md's table (between its MARKERS) from
             sbxd-metrics-reference (server/metrics/metrics.c); the rest of
             that page is prose, written by hand
@@ -39,6 +41,10 @@ def pages(build):
         "api": ("docs/reference/api.md",
                 [sys.executable, os.path.join(ROOT, "docs", "gen", "api_reference.py"),
                  os.path.join(ROOT, "proto", "sbx", "v1", "sandbox.proto")]),
+        "python": ("docs/reference/python.md",
+                   [sys.executable, os.path.join(ROOT, "docs", "gen", "python_reference.py"),
+                    os.path.join(ROOT, "clients", "python"),
+                    os.path.join(build, "clients", "python")]),
         "metrics": ("docs/operator/metrics.md",
                     [os.path.join(build, "server", "sbxd-metrics-reference")]),
     }

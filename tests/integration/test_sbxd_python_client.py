@@ -490,7 +490,9 @@ class Reconcile(ServerTestCase):
                         input=b"piped")
         self.assertEqual(r.returncode, 5, r)
         self.assertEqual(r.stdout, b"")  # no --stdin: the command reads nothing
-        self.assertEqual(r.stderr, b"e\n")
+        # Without --out, the warning sbxctl gives, then the command's stderr.
+        self.assertEqual(r.stderr, b"sbx: warning: no --out given: the run's /out is dropped at "
+                                   b"teardown (give --out DIR to keep it)\ne\n")
         stdin = os.path.join(self.srv.dir, "stdin.txt")
         with open(stdin, "wb") as f:
             f.write(b"given")
@@ -498,12 +500,12 @@ class Reconcile(ServerTestCase):
         self.assertEqual((r.returncode, r.stdout), (0, b"given"), r)
         r = self.module("--policy", pol, "--", "sleep", "10")
         self.assertEqual(r.returncode, 124, r)
-        self.assertIn(b"sbx: timeout: script_seconds ran out", r.stderr)
+        self.assertIn(b"sbx: TIMEOUT: script_seconds ran out", r.stderr)
         with open(pol, "w") as f:
             f.write(policy_json(memory_mb=1))
         r = self.module("--policy", pol, "--", "true")
         self.assertEqual(r.returncode, 125, r)
-        self.assertRegex(r.stderr.decode(), r"^sbx: INVALID_ARGUMENT: .*limits\.memory_mb")
+        self.assertRegex(r.stderr.decode(), r"(?m)^sbx: INVALID_ARGUMENT: .*limits\.memory_mb")
         r = subprocess.run([PY, "-m", "sbx_client", "run", "--help"], capture_output=True,
                            env={**os.environ, "PYTHONPATH": os.pathsep.join([PKG_SRC, PKG_GEN])})
         self.assertEqual(r.returncode, 0, r)

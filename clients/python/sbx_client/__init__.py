@@ -1,6 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """sbx_client: the Python client of sbxd (sbx's sandbox service).
 
+    from sbx_client import Sandbox
+    with Sandbox.create() as sbx:          # sbxctl run's default policy
+        r = sbx.commands.run("echo hi; echo made > /out/r.txt")
+        print(r.exit_code, r.stdout, sbx.files.read("/out/r.txt"))
+
+The run-level API beneath it:
+
     import sbx_client
     with sbx_client.connect("ipc:///run/sbx/sbxd.sock") as c:
         with c.create_run("policy.json", inputs={"/data/x.csv": "x.csv"}) as run:
@@ -30,9 +37,13 @@ from .results import (  # noqa: E402
 from .client import Client, ExecStream, Process, Run, connect  # noqa: E402
 from .placement import Fleet, fleet  # noqa: E402
 from . import aio  # noqa: E402,F401
+from .sandbox import (CommandHandle, CommandResult, EntryInfo, Sandbox,  # noqa: E402
+                      DEFAULT_POLICY)
+from .aio_sandbox import AsyncSandbox  # noqa: E402
 
 __version__ = "0.1.0"
 __all__ = [
+    "Sandbox", "AsyncSandbox", "CommandResult", "CommandHandle", "EntryInfo", "DEFAULT_POLICY",
     "connect", "fleet", "Fleet", "Client", "Run", "Process", "ExecStream", "TLS", "DEFAULT_ENDPOINT",
     "ExecResult", "Usage", "Artifact", "Artifacts", "Fetched", "Health", "Manifest",
     "RunStatus", "RunSummary", "Drained", "check_digest", "policy_pb2", "sandbox_pb2",

@@ -16,10 +16,12 @@ from .client import DEFAULT_TIMEOUT, Client
 
 
 def connect(endpoint=None, token=None, tls=None, timeout=DEFAULT_TIMEOUT, **options):
+    """An AsyncClient: connect()'s arguments."""
     return AsyncClient(Client(endpoint, token=token, tls=tls, timeout=timeout, **options))
 
 
 class AsyncClient:
+    """Client for asyncio: the same calls, awaited."""
     def __init__(self, client):
         self.sync = client
 
@@ -30,25 +32,32 @@ class AsyncClient:
         self.close()
 
     def close(self):
+        """Closes the connections."""
         self.sync.close()
 
     async def health(self):
+        """As Client.health."""
         return await asyncio.to_thread(self.sync.health)
 
     async def list_runs(self, all=False):
+        """As Client.list_runs."""
         return await asyncio.to_thread(self.sync.list_runs, all)
 
     async def drain(self, undrain=False):
+        """As Client.drain."""
         return await asyncio.to_thread(self.sync.drain, undrain)
 
     def run(self, run_id):
+        """An AsyncRun for an existing run (no call is made)."""
         return AsyncRun(self.sync.run(run_id))
 
     async def create_run(self, policy, **kw):
+        """As Client.create_run; an AsyncRun."""
         return AsyncRun(await asyncio.to_thread(self.sync.create_run, policy, **kw))
 
 
 class AsyncRun:
+    """Run for asyncio: the same calls, awaited; `async with` tears it down."""
     def __init__(self, run):
         self.sync = run
         self.id = run.id
@@ -62,33 +71,42 @@ class AsyncRun:
 
     @property
     def manifest(self):
+        """The Manifest once torn down (None before)."""
         return self.sync.manifest
 
     async def exec(self, argv, **kw):
+        """As Run.exec."""
         return await asyncio.to_thread(self.sync.exec, argv, **kw)
 
     async def write_stdin(self, exec_id, data, offset, eof=False):
         return await asyncio.to_thread(self.sync.write_stdin, exec_id, data, offset, eof)
 
     async def put(self, path, data):
+        """As Run.put."""
         return await asyncio.to_thread(self.sync.put, path, data)
 
     async def signal(self, exec_id, *sig):
+        """As Run.signal."""
         return await asyncio.to_thread(self.sync.signal, exec_id, *sig)
 
     async def status(self):
+        """As Run.status."""
         return await asyncio.to_thread(self.sync.status)
 
     async def artifacts(self):
+        """As Run.artifacts."""
         return await asyncio.to_thread(self.sync.artifacts)
 
     async def fetch(self, path, dest=None, **kw):
+        """As Run.fetch."""
         return await asyncio.to_thread(self.sync.fetch, path, dest, **kw)
 
     async def teardown(self):
+        """As Run.teardown."""
         return await asyncio.to_thread(self.sync.teardown)
 
     def stream(self, argv, **kw):
+        """An AsyncExecStream: `async for (name, bytes) in run.stream(argv)`."""
         return AsyncExecStream(self.sync, argv, kw)
 
 

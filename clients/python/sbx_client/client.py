@@ -36,6 +36,8 @@ def connect(endpoint=None, token=None, tls=None, timeout=DEFAULT_TIMEOUT, **opti
 
 
 class Client:
+    """A connection to one sbxd (a pool of them, shared safely between threads); connect() makes
+    one. Use it as a context manager, or close() it."""
     def __init__(self, endpoint=None, token=None, tls=None, timeout=DEFAULT_TIMEOUT,
                  retries=DEFAULT_RETRIES, max_message_bytes=wire.DEFAULT_MAX_MESSAGE,
                  resend_interval=wire.DEFAULT_RESEND_SECONDS, pool_size=4):
@@ -56,6 +58,7 @@ class Client:
         self.close()
 
     def close(self):
+        """Closes every pooled connection."""
         self.transport.close()
 
     # ---- one call
@@ -114,6 +117,7 @@ class Client:
 
     # ---- the host
     def health(self):
+        """The host's Health: version, capacity, what it can enforce, the caller's identity."""
         return Health.of(self.call("Health", pb.HealthRequest(), pb.HealthResponse))
 
     def list_runs(self, all=False):
@@ -314,11 +318,13 @@ class Run:
             pb.WriteStdinResponse).accepted
 
     def signal(self, exec_id, sig=_signal.SIGKILL):
+        """Sends sig (default SIGKILL) to an exec's process group."""
         self.client.call("Signal", pb.SignalRequest(run_id=self.id, exec_id=exec_id,
                                                     signal=int(sig)), pb.SignalResponse)
 
     # ---- state
     def status(self):
+        """The run's RunStatus: state, digests, every exec, egress records."""
         return RunStatus.of(self.client.call("Status", pb.StatusRequest(run_id=self.id),
                                              pb.StatusResponse))
 
@@ -436,6 +442,7 @@ class Process:
         return "Process(%r, %r)" % (self.run.id, self.exec_id)
 
     def signal(self, sig=_signal.SIGKILL):
+        """Sends sig (default SIGKILL) to this exec's process group."""
         self.run.signal(self.exec_id, sig)
 
     def write_stdin(self, data, offset, eof=False):
@@ -484,6 +491,8 @@ class Process:
         return ExecResult.of(status, out, err)
 
     def read(self, stream, offset, timeout_ms=0, max_bytes=files.CHUNK):
+        """One ReadOutput call: up to max_bytes of stream (pb.STDOUT or pb.STDERR) from offset,
+        waiting up to timeout_ms for new bytes."""
         c = self.run.client
         return c.call("ReadOutput", pb.ReadOutputRequest(
             run_id=self.run.id, exec_id=self.exec_id, stream=stream, offset=offset,
@@ -491,6 +500,7 @@ class Process:
             timeout=c.timeout + timeout_ms / 1000)
 
     def read_all(self, stream):
+        """(every byte sbxd kept of stream, truncated) once the exec ended."""
         parts, off, truncated = [], 0, False
         while True:
             r = self.read(stream, off, timeout_ms=POLL_MS)
@@ -538,6 +548,7 @@ class ExecStream:
         self._q.put((None, self._END))
 
     def signal(self, sig=_signal.SIGKILL):
+        """Sends sig (default SIGKILL) to the exec."""
         self.process.signal(sig)
 
     def __iter__(self):
@@ -573,6 +584,7 @@ class ExecStream:
             self.close()
 
     def close(self):
+        """Stops reading (the exec goes on)."""
         self._stop.set()
 
     def wait(self):

@@ -46,14 +46,15 @@ DeadlineExceeded = _typed("DeadlineExceeded", 4, doc="No answer (or no end) in t
 NotFound = _typed("NotFound", 5,
                   doc="No such run or exec, or it belongs to another identity.")
 AlreadyExists = _typed("AlreadyExists", 6)
-PermissionDenied = _typed("PermissionDenied", 7)
+PermissionDenied = _typed("PermissionDenied", 7,
+                          doc="Not allowed to this caller (an operator's call).")
 ResourceExhausted = _typed("ResourceExhausted", 8, doc="A cap or quota; the message names it.")
 FailedPrecondition = _typed("FailedPrecondition", 9,
                             doc="Not in this state, or the host cannot enforce the policy.")
 Aborted = _typed("Aborted", 10, doc="Changed meanwhile (a live artifact): try again later.")
 OutOfRange = _typed("OutOfRange", 11)
 Unimplemented = _typed("Unimplemented", 12)
-Internal = _typed("Internal", 13)
+Internal = _typed("Internal", 13, doc="sbxd's own fault (or a reply that is not what the wire says).")
 Unavailable = _typed("Unavailable", 14, doc="No server, a lost connection, a short shortage.")
 DataLoss = _typed("DataLoss", 15, doc="Bytes received do not match their sha256.")
 Unauthenticated = _typed("Unauthenticated", 16, doc="No or a wrong token.")

@@ -191,6 +191,7 @@ class Fleet:
         self.close()
 
     def close(self):
+        """Closes every host's connections."""
         with self._lock:
             hosts = list(self._hosts.values())
         for h in hosts:

@@ -49,6 +49,7 @@ class ExecResult:
 
     @classmethod
     def of(cls, s, stdout=None, stderr=None):
+        """The ExecResult of an ExecStatus message and the output read."""
         wall = s.ended_unix_ms - s.started_unix_ms if s.ended_unix_ms and s.started_unix_ms else 0
         return cls(exec_id=s.exec_id, argv=list(s.argv),
                    reason=enum_name(sandbox_pb2.ExitReason, s.reason), exit_code=s.exit_code,
@@ -61,6 +62,7 @@ class ExecResult:
 
     @property
     def ok(self):
+        """True when the command exited 0."""
         return self.reason == "exited" and self.exit_code == 0
 
     @property
@@ -79,6 +81,7 @@ class ExecResult:
         return 125
 
     def describe(self):
+        """How it ended in words: "exited with 3", "killed by signal 9", "timeout: ..."."""
         if self.reason == "exited":
             what = "exited with %d" % self.exit_code
         elif self.reason == "signaled":
@@ -121,6 +124,7 @@ class Artifacts(list):
         self.raw = resp
 
     def by_path(self):
+        """{path: Artifact}."""
         return {a.path: a for a in self}
 
 
@@ -174,6 +178,7 @@ class Health:
 
     @classmethod
     def of(cls, h):
+        """The Health of a HealthResponse."""
         return cls(h.version, h.identity, h.runs_active, h.runs_max, h.runs_max_per_identity,
                    h.userns, h.seccomp, h.cgroup, list(h.images), h.audit_lines_lost,
                    h.file_max, h.run_files, h.run_pinned_files, h.runs_fit, h.host_uids,
@@ -202,6 +207,7 @@ class RunStatus:
 
     @classmethod
     def of(cls, s):
+        """The RunStatus of a StatusResponse."""
         return cls(s.run_id, enum_name(sandbox_pb2.RunState, s.state), s.policy_digest,
                    s.image_digest, s.policy, [ExecResult.of(e) for e in s.execs],
                    list(s.alerts), dict(s.labels), s.created_unix_ms, s.deadline_unix_ms,
@@ -224,6 +230,7 @@ class RunSummary:
 
     @classmethod
     def of(cls, r):
+        """The RunSummary of a ListRunsResponse entry."""
         return cls(r.run_id, enum_name(sandbox_pb2.RunState, r.state), r.policy_digest,
                    r.created_unix_ms, r.execs, dict(r.labels), r.owner, r.age_ms, r.cpu_ms,
                    r.peak_memory_bytes, r.execs_running)
@@ -239,6 +246,7 @@ class Drained:
 
     @classmethod
     def of(cls, d):
+        """The Drained of a DrainResponse."""
         return cls(enum_name(sandbox_pb2.ServingState, d.state), d.operator_drain,
                    d.shutdown_drain, d.runs_active)
 
@@ -262,6 +270,7 @@ class Manifest:
 
     @classmethod
     def of(cls, m):
+        """The Manifest of a RunManifest message."""
         return cls(m.run_id, m.identity, enum_name(sandbox_pb2.RunState, m.final_state),
                    m.policy, m.policy_digest, m.image_digest, list(m.inputs),
                    [ExecResult.of(e) for e in m.execs],

@@ -48,6 +48,7 @@ class TLS:
 
     @classmethod
     def of(cls, value):
+        """A TLS from a TLS, a dict (ca, cert, key, server_name) or None."""
         if value is None or isinstance(value, cls):
             return value
         if isinstance(value, dict):
