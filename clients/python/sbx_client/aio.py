@@ -79,6 +79,8 @@ class AsyncRun:
         return await asyncio.to_thread(self.sync.exec, argv, **kw)
 
     async def write_stdin(self, exec_id, data, offset, eof=False):
+        """Run.write_stdin: one chunk of a streamed stdin; returns the bytes
+        sbxd has taken in all (send the rest again when fewer)."""
         return await asyncio.to_thread(self.sync.write_stdin, exec_id, data, offset, eof)
 
     async def put(self, path, data):

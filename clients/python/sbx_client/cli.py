@@ -325,12 +325,30 @@ def say(*parts):
     print("sbx:", *parts, file=sys.stderr, flush=True)
 
 
+# A policy document's problems as sbxd names them: by the policy's key, or
+# all of them under "policy: N problems:" (sbxd joins them with "; ").
+_POLICY_PROBLEM = re.compile(r"^(policy|image|mounts|env|egress|limits|lifetime)\b")
+_PROBLEMS_HEAD = re.compile(r"^(policy: \d+ problems:) (.*)$", re.S)
+
+
+def policy_problems(message):
+    """sbxd's one-line list of a policy's problems as sbxctl shows its own
+    check's: one problem per line below the first."""
+    m = _PROBLEMS_HEAD.match(message)
+    return m.group(1) + "\n" + m.group(2).replace("; ", "\n") if m else message
+
+
 def fail(e):
-    """An error as sbxctl prints it: "sbx: CODE: message"."""
+    """An error as sbxctl prints it: "sbx: CODE: message", a message's later
+    lines indented below the first (as sbxctl's cli_error)."""
     if isinstance(e, errors.SbxError) and e.code:
-        say("%s: %s" % (e.code, e.message))
+        text = "%s: %s" % (e.code, e.message)
     else:
-        say(str(e))
+        text = str(e)
+    first, *rest = text.split("\n")
+    say(first)
+    for line in rest:
+        print("  " + line, file=sys.stderr, flush=True)
 
 
 def _note_end(res, argv):
@@ -567,6 +585,9 @@ def cmd_run(a):
             try:
                 run = c.create_run(doc, inputs=inputs, labels=labels)
             except errors.SbxError as e:
+                if e.code == "INVALID_ARGUMENT" and _POLICY_PROBLEM.match(e.message):
+                    # sbxctl finds these in its own check, before any call
+                    raise type(e)(policy_problems(e.message)) from None
                 if several:
                     raise
                 raise type(e)("CreateRun: %s" % e.message) from None  # as sbxctl says it
