@@ -3,7 +3,8 @@
  *
  * The only buffer is the exec's stdin pipe: RUN_STDIN_PIPE bytes while all
  * the enlarged pipes of the host together stay within RUN_STDIN_HOST_BYTES
- * (and the kernel's per-user pipe limits allow it), else the pipe's default
+ * and half of the kernel's per-user soft limit on pipe pages (the other
+ * half stays for sbxd's other pipes), else the pipe's default
  * size (64 KiB), so streamed stdins cost the host a bounded amount of
  * memory whoever asks for them; sbxd itself keeps no byte of stdin past the
  * call. A call
@@ -14,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -25,6 +27,24 @@
 /* Bytes of the enlarged stdin pipes open on the host. */
 static _Atomic uint64_t enlarged;
 
+/* The enlarged pipes' budget: RUN_STDIN_HOST_BYTES, and at most half of
+ * the kernel's per-user soft limit on pipe pages (fs.pipe-user-pages-soft,
+ * 0: none), which counts every pipe sbxd makes: past that limit each new
+ * pipe gets 2 pages, so a caller holding the whole of it would shrink the
+ * output pipes of everyone else's execs. */
+static uint64_t host_budget(void)
+{
+	_cleanup_fclose_ FILE *f = fopen("/proc/sys/fs/pipe-user-pages-soft", "re");
+	unsigned long long pages = 0;
+	long page = sysconf(_SC_PAGESIZE);
+
+	if (!f || fscanf(f, "%llu", &pages) != 1 || page <= 0)
+		return 0; /* unknown: no enlarged pipe */
+	if (!pages || pages / 2 > RUN_STDIN_HOST_BYTES / (uint64_t)page)
+		return RUN_STDIN_HOST_BYTES;
+	return pages / 2 * (uint64_t)page;
+}
+
 int stdin_stream_pipe(struct run_exec *e, int fds[2], struct sbx_err *err)
 {
 	if (pipe2(fds, O_CLOEXEC) < 0)
@@ -34,7 +54,7 @@ int stdin_stream_pipe(struct run_exec *e, int fds[2], struct sbx_err *err)
 	/* Best effort: past the host's budget, or the kernel's per-user
 	 * limits (pipe-user-pages-soft), the pipe keeps its default size and
 	 * WriteStdin takes less per call. */
-	if (atomic_fetch_add(&enlarged, RUN_STDIN_PIPE) + RUN_STDIN_PIPE <= RUN_STDIN_HOST_BYTES &&
+	if (atomic_fetch_add(&enlarged, RUN_STDIN_PIPE) + RUN_STDIN_PIPE <= host_budget() &&
 	    fcntl(fds[1], F_SETPIPE_SZ, RUN_STDIN_PIPE) >= 0)
 		e->stdin_enlarged = true;
 	else

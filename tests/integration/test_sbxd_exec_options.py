@@ -390,5 +390,42 @@ class PythonPassThrough(Fixture):
             self.assertEqual(s.result.raw.stdout_dropped, 200001 - (64 << 10))
 
 
+class StdinPipeBound(Fixture):
+    """The host-wide bound on streamed stdins' enlarged pipes
+    (RUN_STDIN_HOST_BYTES) against a caller that takes all of it: the
+    kernel counts every pipe sbxd makes against one per-user soft limit
+    (fs.pipe-user-pages-soft, 64 MiB by default), past which each new pipe
+    gets 2 pages; the budget must leave the rest of sbxd's pipes theirs."""
+
+    def hold_the_budget(self):
+        # 64 streamed stdins: more than the host's budget of enlarged pipes.
+        for _ in range(4):
+            run = self.create()
+            for _ in range(16):
+                self.start(run, ["/bin/sleep", "60"], stdin_stream=True)
+
+    def first_line(self, run, ex, conn=None, token=None):
+        r = self.ok("ReadOutput", pb.ReadOutputRequest(run_id=run, exec_id=ex, stream=pb.STDOUT,
+                                                       timeout_ms=20000), pb.ReadOutputResponse,
+                    conn=conn, token=token)
+        return r.data
+
+    def test_one_callers_stdins_leave_another_callers_pipes_whole(self):
+        self.hold_the_budget()
+        with self.srv.conn(tls=True) as other:
+            tok = self.srv.tokens["bob"]
+            run = self.ok("CreateRun", pb.CreateRunRequest(policy_json=policy()),
+                          pb.CreateRunResponse, conn=other, token=tok).run_id
+            try:
+                ex = self.ok("Exec", pb.ExecRequest(run_id=run, argv=[
+                    PY, "-c", "import fcntl; print(fcntl.fcntl(1, 1032), flush=True)"]),
+                    pb.ExecResponse, conn=other, token=tok).exec_id
+                # bob's stdout pipe has the kernel's default size (64 KiB)
+                self.assertEqual(self.first_line(run, ex, other, tok), b"65536\n")
+            finally:
+                self.ok("Teardown", pb.TeardownRequest(run_id=run), pb.TeardownResponse,
+                        conn=other, token=tok)
+
+
 if __name__ == "__main__":
     unittest.main()
