@@ -14,15 +14,20 @@
  * again later), so no sbxd thread ever waits on a sandbox. */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "run_exec.h"
 #include "runs_registry.h"
 #include "runs_stdin.h"
 #include "util.h"
+
+/* What a pipe not enlarged is granted: the kernel's default size. */
+#define STDIN_PIPE_DEFAULT (64 * 1024)
 
 /* Bytes of the enlarged stdin pipes open on the host. */
 static _Atomic uint64_t enlarged;
@@ -72,27 +77,52 @@ void stdin_close(struct run_exec *e)
 	e->stdin_enlarged = false;
 }
 
+static size_t min_size(size_t a, size_t b)
+{
+	return a < b ? a : b;
+}
+
+/* The command closed its end: no byte more. */
+static int stdin_gone(struct run_exec *e, const char *exec_id, struct sbx_rpc_status *st)
+{
+	stdin_close(e);
+	return sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
+			    "exec %s: the command closed its stdin after %llu bytes", exec_id,
+			    (unsigned long long)e->stdin_accepted);
+}
+
 /* mu held: writes what fits of data into the exec's stdin; the bytes
  * taken, or -1 with st. */
 static int stdin_take(struct sbx_run *r, struct run_exec *e, const char *exec_id,
 		      const ProtobufCBinaryData *data, size_t *took, struct sbx_rpc_status *st)
     REQUIRES(r->mu)
 {
+	size_t granted = e->stdin_enlarged ? RUN_STDIN_PIPE : STDIN_PIPE_DEFAULT, room;
+	int queued = 0;
+
 	*took = 0;
-	while (*took < data->len) {
-		ssize_t n = write(e->stdin_fd, data->data + *took, data->len - *took);
+	/* The pipe's pages are the writer's, sbxd's: the command may enlarge
+	 * its end (F_SETPIPE_SZ) but sbxd queues no more than it granted. */
+	if (ioctl(e->stdin_fd, FIONREAD, &queued) < 0 || queued < 0)
+		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "exec %s: stdin", exec_id);
+	room = min_size(data->len, granted - min_size((size_t)queued, granted));
+	if (!room && data->len) {
+		/* Full as granted: nothing written, but a command that closed
+		 * its end is told as a write's EPIPE would. */
+		struct pollfd p = {.fd = e->stdin_fd, .events = POLLOUT};
+
+		if (poll(&p, 1, 0) == 1 && (p.revents & POLLERR))
+			return stdin_gone(e, exec_id, st);
+	}
+	while (*took < room) {
+		ssize_t n = write(e->stdin_fd, data->data + *took, room - *took);
 
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN)
 			break; /* full: the client sends the rest again */
-		if (n < 0 && errno == EPIPE) {
-			stdin_close(e);
-			return sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
-					    "exec %s: the command closed its stdin after %llu "
-					    "bytes",
-					    exec_id, (unsigned long long)e->stdin_accepted);
-		}
+		if (n < 0 && errno == EPIPE)
+			return stdin_gone(e, exec_id, st);
 		if (n <= 0)
 			return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "exec %s: stdin",
 						  exec_id);

@@ -427,5 +427,25 @@ class StdinPipeBound(Fixture):
                         conn=other, token=tok)
 
 
+    def test_a_sandbox_enlarging_its_stdin_pipe_gets_no_more_queued(self):
+        # The pipe's pages are the writer's (sbxd's): a sandbox that
+        # enlarges its end (F_SETPIPE_SZ on fd 0) must not make sbxd queue
+        # more than the size it granted, or the budget means nothing.
+        self.hold_the_budget()
+        run = self.create()
+        ex = self.start(run, [PY, "-c", "import fcntl, time\n"
+                              "print(fcntl.fcntl(0, 1031, 1 << 20), flush=True)\n"
+                              "time.sleep(60)\n"], stdin_stream=True)
+        self.assertEqual(self.first_line(run, ex), b"%d\n" % (1 << 20))  # it did enlarge it
+        off = 0
+        for _ in range(4):
+            off = self.ok("WriteStdin", pb.WriteStdinRequest(
+                run_id=run, exec_id=ex, offset=off, data=os.urandom(1 << 20)),
+                pb.WriteStdinResponse).accepted
+        # past the budget a pipe is granted the kernel's default (64 KiB)
+        self.assertGreater(off, 0)
+        self.assertLessEqual(off, 64 << 10)
+
+
 if __name__ == "__main__":
     unittest.main()
