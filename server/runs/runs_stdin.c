@@ -67,11 +67,17 @@ int stdin_stream_pipe(struct run_exec *e, int fds[2], struct sbx_err *err)
 	return 0;
 }
 
-void stdin_close(struct run_exec *e)
+/* sbxd's end closed; an enlarged pipe still counts in the budget. */
+static void stdin_shut(struct run_exec *e)
 {
 	if (e->stdin_fd >= 0)
 		close(e->stdin_fd);
 	e->stdin_fd = -1;
+}
+
+void stdin_close(struct run_exec *e)
+{
+	stdin_shut(e);
 	if (e->stdin_enlarged) /* the command's end may live on a moment */
 		atomic_fetch_sub(&enlarged, RUN_STDIN_PIPE);
 	e->stdin_enlarged = false;
@@ -178,8 +184,10 @@ SBX_HANDLER(write_stdin, Sbx__V1__WriteStdinRequest, Sbx__V1__WriteStdinResponse
 	} else {
 		e->stdin_accepted += took;
 		if (req->eof && took == req->data.len) {
+			/* The pipe lives on with the command's end, its pages
+			 * sbxd's: its budget is freed when the exec ends. */
 			e->stdin_eof = true;
-			stdin_close(e);
+			stdin_shut(e);
 		}
 		accepted = e->stdin_accepted;
 	}

@@ -15,7 +15,8 @@
 /* A pipe for e's streamed stdin: fds[0] for the command, fds[1] (ours)
  * never blocks. */
 int stdin_stream_pipe(struct run_exec *e, int fds[2], struct sbx_err *err);
-/* mu held (or the exec not yet on its run's list): no byte more. */
+/* mu held (or the exec not yet on its run's list): no byte more, and the
+ * pipe's budget freed (the exec ended: nobody reads it any more). */
 void stdin_close(struct run_exec *e);
 
 #endif

@@ -397,12 +397,15 @@ class StdinPipeBound(Fixture):
     (fs.pipe-user-pages-soft, 64 MiB by default), past which each new pipe
     gets 2 pages; the budget must leave the rest of sbxd's pipes theirs."""
 
-    def hold_the_budget(self):
+    def hold_the_budget(self, eof=False):
         # 64 streamed stdins: more than the host's budget of enlarged pipes.
         for _ in range(4):
             run = self.create()
             for _ in range(16):
-                self.start(run, ["/bin/sleep", "60"], stdin_stream=True)
+                ex = self.start(run, ["/bin/sleep", "60"], stdin_stream=True)
+                if eof:
+                    self.ok("WriteStdin", pb.WriteStdinRequest(run_id=run, exec_id=ex, eof=True),
+                            pb.WriteStdinResponse)
 
     def first_line(self, run, ex, conn=None, token=None):
         r = self.ok("ReadOutput", pb.ReadOutputRequest(run_id=run, exec_id=ex, stream=pb.STDOUT,
@@ -411,7 +414,15 @@ class StdinPipeBound(Fixture):
         return r.data
 
     def test_one_callers_stdins_leave_another_callers_pipes_whole(self):
-        self.hold_the_budget()
+        self.check_another_callers_pipes(eof=False)
+
+    def test_stdins_ended_by_eof_still_count_while_their_command_lives(self):
+        # eof closes sbxd's end, but the pipe (its pages sbxd's) lives on
+        # with the command's end until the exec ends.
+        self.check_another_callers_pipes(eof=True)
+
+    def check_another_callers_pipes(self, eof):
+        self.hold_the_budget(eof)
         with self.srv.conn(tls=True) as other:
             tok = self.srv.tokens["bob"]
             run = self.ok("CreateRun", pb.CreateRunRequest(policy_json=policy()),
