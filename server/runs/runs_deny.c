@@ -95,11 +95,13 @@ bool deny_watch(struct run_exec *e, int64_t now, int64_t *next)
 
 /* The question's name in presentation form (RFC 1035 5.1: a byte other
  * than a letter, digit, '-' or '_' as \DDD, a '.' in a label as "\."),
- * cut at out_size; *end is the byte after it on the wire. -1: not a name
+ * cut at out_size before the first piece that does not fit (a prefix of
+ * the whole: nothing skipped); *end is the byte after it on the wire. -1: not a name
  * (a pointer, an unknown label type, past the datagram or 255 bytes). */
 static int parse_name(const uint8_t *q, size_t n, size_t *end, char *out, size_t out_size)
 {
 	size_t off = DNS_HEADER, o = 0;
+	bool full = false; /* cut: a later piece that fits would not be what was asked */
 
 	out[0] = '\0';
 	for (;;) {
@@ -114,7 +116,7 @@ static int parse_name(const uint8_t *q, size_t n, size_t *end, char *out, size_t
 			return -1;
 		if (off + len > n || off + len - DNS_HEADER > DNS_NAME_MAX)
 			return -1;
-		if (o && o + 1 < out_size)
+		if (o && !(full = full || o + 1 >= out_size))
 			out[o++] = '.';
 		for (uint8_t i = 0; i < len; i++) {
 			uint8_t c = q[off + i];
@@ -128,7 +130,7 @@ static int parse_name(const uint8_t *q, size_t n, size_t *end, char *out, size_t
 				snprintf(tmp, sizeof(tmp), "\\%c", c);
 			else
 				snprintf(tmp, sizeof(tmp), "\\%03u", c);
-			if (o + strlen(tmp) < out_size) {
+			if (!(full = full || o + strlen(tmp) >= out_size)) {
 				memcpy(out + o, tmp, strlen(tmp));
 				o += strlen(tmp);
 			}

@@ -3,7 +3,8 @@
  *
  * The only buffer is the exec's stdin pipe: RUN_STDIN_PIPE bytes while all
  * the enlarged pipes of the host together stay within RUN_STDIN_HOST_BYTES
- * (and the kernel's per-user pipe limits allow it), else the pipe's default
+ * and half of the kernel's per-user soft limit on pipe pages (the other
+ * half stays for sbxd's other pipes), else the pipe's default
  * size (64 KiB), so streamed stdins cost the host a bounded amount of
  * memory whoever asks for them; sbxd itself keeps no byte of stdin past the
  * call. A call
@@ -13,8 +14,11 @@
  * again later), so no sbxd thread ever waits on a sandbox. */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "run_exec.h"
@@ -22,8 +26,29 @@
 #include "runs_stdin.h"
 #include "util.h"
 
+/* What a pipe not enlarged is granted: the kernel's default size. */
+#define STDIN_PIPE_DEFAULT (64 * 1024)
+
 /* Bytes of the enlarged stdin pipes open on the host. */
 static _Atomic uint64_t enlarged;
+
+/* The enlarged pipes' budget: RUN_STDIN_HOST_BYTES, and at most half of
+ * the kernel's per-user soft limit on pipe pages (fs.pipe-user-pages-soft,
+ * 0: none), which counts every pipe sbxd makes: past that limit each new
+ * pipe gets 2 pages, so a caller holding the whole of it would shrink the
+ * output pipes of everyone else's execs. */
+static uint64_t host_budget(void)
+{
+	_cleanup_fclose_ FILE *f = fopen("/proc/sys/fs/pipe-user-pages-soft", "re");
+	unsigned long long pages = 0;
+	long page = sysconf(_SC_PAGESIZE);
+
+	if (!f || fscanf(f, "%llu", &pages) != 1 || page <= 0)
+		return 0; /* unknown: no enlarged pipe */
+	if (!pages || pages / 2 > RUN_STDIN_HOST_BYTES / (uint64_t)page)
+		return RUN_STDIN_HOST_BYTES;
+	return pages / 2 * (uint64_t)page;
+}
 
 int stdin_stream_pipe(struct run_exec *e, int fds[2], struct sbx_err *err)
 {
@@ -34,7 +59,7 @@ int stdin_stream_pipe(struct run_exec *e, int fds[2], struct sbx_err *err)
 	/* Best effort: past the host's budget, or the kernel's per-user
 	 * limits (pipe-user-pages-soft), the pipe keeps its default size and
 	 * WriteStdin takes less per call. */
-	if (atomic_fetch_add(&enlarged, RUN_STDIN_PIPE) + RUN_STDIN_PIPE <= RUN_STDIN_HOST_BYTES &&
+	if (atomic_fetch_add(&enlarged, RUN_STDIN_PIPE) + RUN_STDIN_PIPE <= host_budget() &&
 	    fcntl(fds[1], F_SETPIPE_SZ, RUN_STDIN_PIPE) >= 0)
 		e->stdin_enlarged = true;
 	else
@@ -42,14 +67,34 @@ int stdin_stream_pipe(struct run_exec *e, int fds[2], struct sbx_err *err)
 	return 0;
 }
 
-void stdin_close(struct run_exec *e)
+/* sbxd's end closed; an enlarged pipe still counts in the budget. */
+static void stdin_shut(struct run_exec *e)
 {
 	if (e->stdin_fd >= 0)
 		close(e->stdin_fd);
 	e->stdin_fd = -1;
+}
+
+void stdin_close(struct run_exec *e)
+{
+	stdin_shut(e);
 	if (e->stdin_enlarged) /* the command's end may live on a moment */
 		atomic_fetch_sub(&enlarged, RUN_STDIN_PIPE);
 	e->stdin_enlarged = false;
+}
+
+static size_t min_size(size_t a, size_t b)
+{
+	return a < b ? a : b;
+}
+
+/* The command closed its end: no byte more. */
+static int stdin_gone(struct run_exec *e, const char *exec_id, struct sbx_rpc_status *st)
+{
+	stdin_close(e);
+	return sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
+			    "exec %s: the command closed its stdin after %llu bytes", exec_id,
+			    (unsigned long long)e->stdin_accepted);
 }
 
 /* mu held: writes what fits of data into the exec's stdin; the bytes
@@ -58,21 +103,32 @@ static int stdin_take(struct sbx_run *r, struct run_exec *e, const char *exec_id
 		      const ProtobufCBinaryData *data, size_t *took, struct sbx_rpc_status *st)
     REQUIRES(r->mu)
 {
+	size_t granted = e->stdin_enlarged ? RUN_STDIN_PIPE : STDIN_PIPE_DEFAULT, room;
+	int queued = 0;
+
 	*took = 0;
-	while (*took < data->len) {
-		ssize_t n = write(e->stdin_fd, data->data + *took, data->len - *took);
+	/* The pipe's pages are the writer's, sbxd's: the command may enlarge
+	 * its end (F_SETPIPE_SZ) but sbxd queues no more than it granted. */
+	if (ioctl(e->stdin_fd, FIONREAD, &queued) < 0 || queued < 0)
+		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "exec %s: stdin", exec_id);
+	room = min_size(data->len, granted - min_size((size_t)queued, granted));
+	if (!room && data->len) {
+		/* Full as granted: nothing written, but a command that closed
+		 * its end is told as a write's EPIPE would. */
+		struct pollfd p = {.fd = e->stdin_fd, .events = POLLOUT};
+
+		if (poll(&p, 1, 0) == 1 && (p.revents & POLLERR))
+			return stdin_gone(e, exec_id, st);
+	}
+	while (*took < room) {
+		ssize_t n = write(e->stdin_fd, data->data + *took, room - *took);
 
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN)
 			break; /* full: the client sends the rest again */
-		if (n < 0 && errno == EPIPE) {
-			stdin_close(e);
-			return sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
-					    "exec %s: the command closed its stdin after %llu "
-					    "bytes",
-					    exec_id, (unsigned long long)e->stdin_accepted);
-		}
+		if (n < 0 && errno == EPIPE)
+			return stdin_gone(e, exec_id, st);
 		if (n <= 0)
 			return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "exec %s: stdin",
 						  exec_id);
@@ -128,8 +184,10 @@ SBX_HANDLER(write_stdin, Sbx__V1__WriteStdinRequest, Sbx__V1__WriteStdinResponse
 	} else {
 		e->stdin_accepted += took;
 		if (req->eof && took == req->data.len) {
+			/* The pipe lives on with the command's end, its pages
+			 * sbxd's: its budget is freed when the exec ends. */
 			e->stdin_eof = true;
-			stdin_close(e);
+			stdin_shut(e);
 		}
 		accepted = e->stdin_accepted;
 	}

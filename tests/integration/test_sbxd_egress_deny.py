@@ -58,6 +58,8 @@ cases = [
     ("answer", q(label(b"a") + b"\x00", flags=0x8100)),
     ("short", b"\x00\x01\x02"),
     ("empty", b""),
+    # A name whose presentation form is longer than what is recorded.
+    ("cut", q(label(b"\xff" * 63) + label(b"\xffzz") + b"\x00")),
 ]
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.settimeout(5)
@@ -207,8 +209,13 @@ class EgressDeny(ServerTestCase):
             self.assertEqual(got[bad], "rcode=1 qd=0 len=12 id=4660", (bad, out))
         for dropped in ("answer", "short", "empty"):
             self.assertEqual(got[dropped], "none", (dropped, out))
-        self.assertEqual(st.network_denied_attempts, 10, st)
-        self.assertEqual(list(st.network_denied_names), ["ok.test", "a\\000b\\255\\..test"])
+        self.assertEqual(got["cut"], "rcode=5 qd=1 len=%d id=4660" % (12 + 69 + 4), out)
+        self.assertEqual(st.network_denied_attempts, 11, st)
+        # A name cut to fit is a prefix of what was asked: no byte of it is
+        # skipped and a later one kept (the record never shows "...zz" for
+        # a name that was "...\\255zz").
+        self.assertEqual(list(st.network_denied_names),
+                         ["ok.test", "a\\000b\\255\\..test", "\\255" * 63 + "."])
         self.teardown(run)
 
     def test_flood_is_bounded_and_others_are_answered(self):

@@ -390,5 +390,73 @@ class PythonPassThrough(Fixture):
             self.assertEqual(s.result.raw.stdout_dropped, 200001 - (64 << 10))
 
 
+class StdinPipeBound(Fixture):
+    """The host-wide bound on streamed stdins' enlarged pipes
+    (RUN_STDIN_HOST_BYTES) against a caller that takes all of it: the
+    kernel counts every pipe sbxd makes against one per-user soft limit
+    (fs.pipe-user-pages-soft, 64 MiB by default), past which each new pipe
+    gets 2 pages; the budget must leave the rest of sbxd's pipes theirs."""
+
+    def hold_the_budget(self, eof=False):
+        # 64 streamed stdins: more than the host's budget of enlarged pipes.
+        for _ in range(4):
+            run = self.create()
+            for _ in range(16):
+                ex = self.start(run, ["/bin/sleep", "60"], stdin_stream=True)
+                if eof:
+                    self.ok("WriteStdin", pb.WriteStdinRequest(run_id=run, exec_id=ex, eof=True),
+                            pb.WriteStdinResponse)
+
+    def first_line(self, run, ex, conn=None, token=None):
+        r = self.ok("ReadOutput", pb.ReadOutputRequest(run_id=run, exec_id=ex, stream=pb.STDOUT,
+                                                       timeout_ms=20000), pb.ReadOutputResponse,
+                    conn=conn, token=token)
+        return r.data
+
+    def test_one_callers_stdins_leave_another_callers_pipes_whole(self):
+        self.check_another_callers_pipes(eof=False)
+
+    def test_stdins_ended_by_eof_still_count_while_their_command_lives(self):
+        # eof closes sbxd's end, but the pipe (its pages sbxd's) lives on
+        # with the command's end until the exec ends.
+        self.check_another_callers_pipes(eof=True)
+
+    def check_another_callers_pipes(self, eof):
+        self.hold_the_budget(eof)
+        with self.srv.conn(tls=True) as other:
+            tok = self.srv.tokens["bob"]
+            run = self.ok("CreateRun", pb.CreateRunRequest(policy_json=policy()),
+                          pb.CreateRunResponse, conn=other, token=tok).run_id
+            try:
+                ex = self.ok("Exec", pb.ExecRequest(run_id=run, argv=[
+                    PY, "-c", "import fcntl; print(fcntl.fcntl(1, 1032), flush=True)"]),
+                    pb.ExecResponse, conn=other, token=tok).exec_id
+                # bob's stdout pipe has the kernel's default size (64 KiB)
+                self.assertEqual(self.first_line(run, ex, other, tok), b"65536\n")
+            finally:
+                self.ok("Teardown", pb.TeardownRequest(run_id=run), pb.TeardownResponse,
+                        conn=other, token=tok)
+
+
+    def test_a_sandbox_enlarging_its_stdin_pipe_gets_no_more_queued(self):
+        # The pipe's pages are the writer's (sbxd's): a sandbox that
+        # enlarges its end (F_SETPIPE_SZ on fd 0) must not make sbxd queue
+        # more than the size it granted, or the budget means nothing.
+        self.hold_the_budget()
+        run = self.create()
+        ex = self.start(run, [PY, "-c", "import fcntl, time\n"
+                              "print(fcntl.fcntl(0, 1031, 1 << 20), flush=True)\n"
+                              "time.sleep(60)\n"], stdin_stream=True)
+        self.assertEqual(self.first_line(run, ex), b"%d\n" % (1 << 20))  # it did enlarge it
+        off = 0
+        for _ in range(4):
+            off = self.ok("WriteStdin", pb.WriteStdinRequest(
+                run_id=run, exec_id=ex, offset=off, data=os.urandom(1 << 20)),
+                pb.WriteStdinResponse).accepted
+        # past the budget a pipe is granted the kernel's default (64 KiB)
+        self.assertGreater(off, 0)
+        self.assertLessEqual(off, 64 << 10)
+
+
 if __name__ == "__main__":
     unittest.main()
