@@ -68,16 +68,21 @@ bool deny_take(struct sbx_run *r, struct run_exec *e, int fd)
 	return true;
 }
 
-/* The budget refilled to now; whether there is a query's worth. */
+/* The budget refilled to now; whether there is a query's worth. Only the
+ * time the added tokens stand for is used up: the monitor wakes every few
+ * ms, and a wake-up adding less than a token must not lose its time. */
 static bool deny_budget(struct run_exec *e, int64_t now)
 {
-	if (now - e->deny_refill_ms >= 1000 / DENY_RATE) {
-		int64_t add = (now - e->deny_refill_ms) * DENY_RATE / 1000;
+	int64_t add = (now - e->deny_refill_ms) * DENY_RATE / 1000;
 
-		e->deny_tokens = add >= DENY_RATE - (int64_t)e->deny_tokens
-				     ? DENY_RATE
-				     : e->deny_tokens + (uint32_t)add;
+	if (add <= 0)
+		return e->deny_tokens > 0;
+	if (add >= DENY_RATE - (int64_t)e->deny_tokens) {
+		e->deny_tokens = DENY_RATE;
 		e->deny_refill_ms = now;
+	} else {
+		e->deny_tokens += (uint32_t)add;
+		e->deny_refill_ms += add * 1000 / DENY_RATE;
 	}
 	return e->deny_tokens > 0;
 }
