@@ -42,7 +42,7 @@ PACKAGES=(build-essential cmake pkg-config gcc clang clang-format libseccomp-dev
 
 usage() {
     cat <<EOF
-Usage: packaging/setup.sh [--build-dir DIR] [--no-build] [--sanitize] [--help]
+Usage: packaging/setup.sh [--build-dir DIR] [--no-build] [--no-tests] [--sanitize] [--help]
 
 Prepares this host for building and testing sbx. Safe to run again.
 
@@ -65,6 +65,9 @@ Options:
   --build-dir DIR  build directory (default: <repo>/build, or <repo>/build-asan
                    with --sanitize)
   --no-build       skip step 2
+  --no-tests       build sbx only, without its tests and benchmarks
+                   (-DSBX_BUILD_TESTS=OFF): about a third of the build, enough
+                   for sbxd, sbxctl, sbx-helper and the Python package
   --sanitize       build with AddressSanitizer+UBSan (-DSBX_SANITIZE=ON)
   -h, --help       this text
 EOF
@@ -76,12 +79,14 @@ die() { printf '%s: error: %s\n' "$PROG" "$*" >&2; exit 1; }
 BUILD_DIR=
 DO_BUILD=1
 SANITIZE=0
+BUILD_TESTS=ON
 while [ $# -gt 0 ]; do
     case "$1" in
         --build-dir)   [ $# -ge 2 ] || die "--build-dir needs a directory"
                        BUILD_DIR=$2; shift 2 ;;
         --build-dir=*) BUILD_DIR=${1#--build-dir=}; shift ;;
         --no-build)    DO_BUILD=0; shift ;;
+        --no-tests)    BUILD_TESTS=OFF; shift ;;
         --sanitize)    SANITIZE=1; shift ;;
         -h|--help)     usage; exit 0 ;;
         *)             usage >&2; die "unknown argument: $1" ;;
@@ -131,6 +136,7 @@ step_build() {
     fi
     local args=(-S "$REPO" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo)
     [ "$SANITIZE" = 1 ] && args+=(-DSBX_SANITIZE=ON)
+    args+=(-DSBX_BUILD_TESTS="$BUILD_TESTS")
     say "configuring: cmake ${args[*]}"
     cmake "${args[@]}"
     say "building: cmake --build $BUILD_DIR -j2"
