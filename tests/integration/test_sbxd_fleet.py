@@ -376,7 +376,8 @@ class Fleet(unittest.TestCase):
                         return seen
                     seen = seen or b"\x04_sbx\x04_tcp\x03sbx\x04test" in q
 
-            for who, listed in (("libsbxclient", c_hosts), ("sbx_client", lambda: sorted(py.hosts()))):
+            for who, listed in (("libsbxclient", c_hosts),
+                                ("sbx_client", lambda: sorted(py.hosts()))):
                 asked()
                 deadline = time.time() + 20  # the TTL, then a lookup timing out
                 while True:
