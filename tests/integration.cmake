@@ -11,7 +11,9 @@ set(SBX_TEST_ENV
   "PYTHONDONTWRITEBYTECODE=1"
   "SBX_BUILD_DIR=${PROJECT_BINARY_DIR}")
 if(SBX_WITH_SERVER)
-  list(APPEND SBX_TEST_ENV "SBX_SBXD=$<TARGET_FILE:sbxd>" "SBX_CLI=$<TARGET_FILE:sbxctl>")
+  list(APPEND SBX_TEST_ENV "SBX_SBXD=$<TARGET_FILE:sbxd>" "SBX_CLI=$<TARGET_FILE:sbxctl>"
+       # one long-lived libsbxclient fleet handle, driven over a pipe (sbxd.fleet)
+       "SBX_CLIENT_FLEET=$<TARGET_FILE:test_client_fleet>")
 endif()
 if(SBX_SANITIZE)
   list(APPEND SBX_TEST_ENV "SBX_SANITIZE=1")

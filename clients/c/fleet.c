@@ -327,8 +327,14 @@ sbx_client *sbx_fleet_client(sbx_fleet *f, const char *host, struct sbx_rpc_stat
 	sbx_client *c = NULL;
 
 	pthread_mutex_lock(&f->mu);
-	(void)refresh_locked(f, &st->err); /* a failed lookup: the hosts known so far */
 	struct host *h = find_host(f, host);
+	if (!h) {
+		/* Not known yet: maybe a target of the SRV records, to be
+		 * dialed at its address. A known host's calls do not wait on
+		 * DNS (a silent server costs a lookup's timeout). */
+		(void)refresh_locked(f, &st->err); /* failed: the hosts known so far */
+		h = find_host(f, host);
+	}
 	if (!h) {
 		char url[SBX_HOST_MAX + 16];
 		snprintf(url, sizeof(url), "%s%s", strstr(host, "://") ? "" : "tls+tcp://", host);

@@ -359,7 +359,9 @@ Sbx__V1__CreateRunResponse *sbx_fleet_create_run(sbx_fleet *f, const Sbx__V1__Cr
 /* The client of a host by name (as a sbx_run_ref's), the fleet's own
  * (valid until sbx_fleet_close); a name the fleet does not list is dialed
  * as tls+tcp://HOST (or as the URL it is). Its calls fail UNAVAILABLE
- * when the host does not answer: never another host. */
+ * when the host does not answer: never another host. A host the fleet
+ * knows is returned without a DNS lookup (only an unknown name waits for
+ * the SRV records, when they are due). */
 sbx_client *sbx_fleet_client(sbx_fleet *f, const char *host, struct sbx_rpc_status *st);
 /* Whether c is one of f's clients (which sbx_fleet_close closes). */
 bool sbx_fleet_owns(sbx_fleet *f, const sbx_client *c);

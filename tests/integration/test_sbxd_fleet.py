@@ -12,7 +12,9 @@ issue 19's "Done when"; see docs/dev/testing.md.)"""
 import collections
 import hashlib
 import os
+import select
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -282,37 +284,128 @@ class Fleet(unittest.TestCase):
                     f.run(r.handle).teardown()
         self.srv[dead].start()
 
-    def test_srv_records_are_looked_up_again_after_their_ttl(self):
+    def test_srv_records_followed_by_long_lived_clients(self):
+        """One libsbxclient fleet handle (test_client_fleet --drive, over a
+        pipe) and one sbx_client Fleet live while dnsmasq publishes h1 only,
+        then h2 only, then both, then stops answering: each follows the
+        records once their TTL has passed, h1's runs stay reachable by their
+        handles after h1 left DNS, and a silent DNS server leaves the hosts
+        of the last answer."""
         p = lambda name: os.path.join(self.dir, name)  # noqa: E731
         tls = {"ca": p("ca.pem"), "cert": p("client.pem"), "key": p("client.key")}
-        os.environ["SBX_DNS_SERVER"] = "127.0.0.1:%d" % self.dns_port
+        policy = sbxdfix.policy_json(memory_mb=64)
+        a, b = self.name["h1"], self.name["h2"]
+        self.restart_dns(("h1",))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SBX_")}
+        env.update(SBX_DNS_SERVER="127.0.0.1:%d" % self.dns_port, SBX_TOKEN=self.tokens["alice"])
+        c = subprocess.Popen([os.environ["SBX_CLIENT_FLEET"], "--drive", "dns+srv://" + SRV,
+                              p("ca.pem"), p("client.pem"), p("client.key")], env=env,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        os.environ["SBX_DNS_SERVER"] = env["SBX_DNS_SERVER"]
+        py = sbx_client.fleet("dns+srv://" + SRV, token=self.tokens["alice"], tls=tls)
+        silent = None
         try:
-            with sbx_client.fleet("dns+srv://" + SRV, token=self.tokens["alice"],
-                                  tls=tls) as f:
-                self.assertEqual(len(f.hosts()), 3)
-                self.restart_dns(("h1", "h2"))
-                deadline = time.time() + 20
-                while len(f.hosts()) != 2 and time.time() < deadline:
+            def ask(line):
+                c.stdin.write(line + "\n")
+                c.stdin.flush()
+                ready, _, _ = select.select([c.stdout], [], [], 60)
+                self.assertTrue(ready, "test_client_fleet answers %r" % line.split()[0])
+                return c.stdout.readline().rstrip("\n")
+
+            def c_hosts():
+                out = ask("hosts").split()
+                self.assertEqual(out[:1], ["hosts"], "the driver answers")
+                return sorted(out[1:])
+
+            def hosts():
+                return c_hosts(), sorted(py.hosts())
+
+            def create():
+                """A run made by each client: its two handles."""
+                out = ask("create " + policy)
+                self.assertTrue(out.startswith("run "), out)
+                return out[4:], py.create_run(policy).handle
+
+            def follow(want):
+                deadline = time.time() + 20  # TTL 1 s, a failed lookup tried after 5 s
+                while hosts() != (sorted(want), sorted(want)):
+                    self.assertLess(time.time(), deadline, "hosts %r, want %r" % (hosts(), want))
                     time.sleep(0.3)
-                self.assertEqual(sorted(f.hosts()), [self.name["h1"], self.name["h2"]])
-                self.assertNotEqual(f.create_run(sbxdfix.policy_json()).host, self.name["h3"])
-                # The DNS server gone: the hosts of the last answer stay.
+
+            def host(handle):
+                return handle.partition("@")[2]
+
+            follow([a])
+            on_a = [h for _ in range(2) for h in create()]
+            self.assertEqual({host(h) for h in on_a}, {a})
+
+            # h1 leaves DNS, h2 comes: past the TTL no run on h1, h2 used.
+            self.restart_dns(("h2",))
+            follow([b])
+            on_b = [h for _ in range(2) for h in create()]
+            self.assertEqual({host(h) for h in on_b}, {b}, "h1 no longer published")
+            # h1's runs, made before, are still reached by their handles.
+            for h in on_a:
+                self.assertEqual(ask("status " + h), "ok " + h.partition("@")[0])
+                self.assertEqual(py.run(h).status().run_id, h.partition("@")[0])
+
+            # Both published again: both listed, h1 taken again (it holds
+            # fewer of these runs than h2 and placement fills the emptier).
+            self.restart_dns(("h1", "h2"))
+            follow([a, b])
+            both = [h for _ in range(3) for h in create()]
+            self.assertEqual({host(h) for h in both} - {a, b}, set())
+            self.assertIn(a, {host(h) for h in both})
+
+            # The DNS server stops answering (a socket that reads queries
+            # and never replies): each client's lookup after the TTL fails,
+            # and it keeps the hosts of the last answer and places on them.
+            self.dns.terminate()
+            self.dns.wait()
+            silent = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            silent.bind(("127.0.0.1", self.dns_port))
+            silent.setblocking(False)
+
+            def asked():
+                """Whether the silent server got an SRV query since last time."""
+                seen = False
+                while True:
+                    try:
+                        q = silent.recv(512)
+                    except BlockingIOError:
+                        return seen
+                    seen = seen or b"\x04_sbx\x04_tcp\x03sbx\x04test" in q
+
+            for who, listed in (("libsbxclient", c_hosts),
+                                ("sbx_client", lambda: sorted(py.hosts()))):
+                asked()
+                deadline = time.time() + 20  # the TTL, then a lookup timing out
+                while True:
+                    self.assertEqual(listed(), sorted([a, b]), who + ": the last answer's hosts")
+                    if asked():
+                        break
+                    self.assertLess(time.time(), deadline, who + " never asked the DNS server")
+                    time.sleep(0.2)
+            last = create()
+            self.assertEqual({host(h) for h in last} - {a, b}, set())
+            for h in on_a + on_b + both + list(last):
+                self.assertEqual(ask("teardown " + h), "ok " + h.partition("@")[0])
+        finally:
+            py.close()
+            c.stdin.close()
+            self.assertEqual(c.wait(timeout=30), 0)
+            del os.environ["SBX_DNS_SERVER"]
+            if silent:
+                silent.close()
+            else:
                 self.dns.terminate()
                 self.dns.wait()
-                time.sleep(1.5)
-                self.assertEqual(len(f.hosts()), 2)
-                for name in f.hosts():
-                    for r in f.client(name).list_runs():
-                        f.run("%s@%s" % (r.run_id, name)).teardown()
-        finally:
-            del os.environ["SBX_DNS_SERVER"]
             self.start_dns(HOSTS)
         # sbxctl too: a new process, the records as they are now.
         deadline = time.time() + 15
         while self.run_cli("health").stdout.count("state SERVING") != 3:
             self.assertLess(time.time(), deadline, "dnsmasq did not come back")
             time.sleep(0.3)
-
 
 if __name__ == "__main__":
     unittest.main()

@@ -2,7 +2,10 @@
 /* libsbxclient's several-host parts that need no server: the endpoint
  * list's syntax, run handles, DNS SRV answers (built here byte by byte,
  * with name compression, and broken ones), the placement score, and a
- * fleet of hosts that do not answer (each named in the error). */
+ * fleet of hosts that do not answer (each named in the error).
+ *
+ * With --drive it is instead one long-lived fleet handle that sbxd.fleet
+ * drives over a pipe while it changes the DNS records (see drive()). */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -282,8 +285,83 @@ static void black_hole(void)
 	close(l);
 }
 
-int main(void)
+/* One sbx_fleet for the process's life, driven a line at a time from
+ * stdin, one answer line each on stdout:
+ *   hosts            -> "hosts NAME..." (sbx_fleet_hosts)
+ *   create POLICY    -> "run RUN_ID@HOST" (sbx_fleet_create_run)
+ *   status HANDLE    -> "ok RUN_ID" (Status on the handle's host)
+ *   teardown HANDLE  -> "ok RUN_ID" (Teardown there)
+ * a failure as "error CODE MESSAGE". The token comes from $SBX_TOKEN. */
+static int drive(const char *endpoint, const char *ca, const char *cert, const char *key)
 {
+	struct sbx_client_opts o = {
+	    .tls_ca = ca, .tls_cert = cert, .tls_key = key, .token = getenv("SBX_TOKEN")};
+	struct sbx_err err;
+	sbx_fleet *f = sbx_fleet_open(&endpoint, 1, &o, NULL, &err);
+	char line[8192];
+
+	if (!f) {
+		fprintf(stderr, "test_client_fleet: %s\n", err.msg);
+		return 2;
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	while (fgets(line, sizeof(line), stdin)) {
+		struct sbx_rpc_status st = {0};
+		struct sbx_run_ref ref = {0};
+		char *arg = strchr(line, ' ');
+
+		line[strcspn(line, "\n")] = '\0';
+		if (arg)
+			*arg++ = '\0';
+		if (!strcmp(line, "hosts")) {
+			const char *names[SBX_FLEET_MAX_HOSTS];
+			size_t n = sbx_fleet_hosts(f, names, SBX_FLEET_MAX_HOSTS, &st);
+			printf("hosts");
+			for (size_t i = 0; i < n; i++)
+				printf(" %s", names[i]);
+			printf("\n");
+			continue;
+		}
+		if (!strcmp(line, "create") && arg) {
+			Sbx__V1__CreateRunRequest cr = SBX__V1__CREATE_RUN_REQUEST__INIT;
+			cr.policy_json = arg;
+			Sbx__V1__CreateRunResponse *r = sbx_fleet_create_run(f, &cr, &ref, &st);
+			if (r) {
+				printf("run %s@%s\n", ref.run_id, ref.host);
+				sbx__v1__create_run_response__free_unpacked(r, NULL);
+			} else {
+				printf("error %s %s\n", sbx_code_name(st.code), st.err.msg);
+			}
+			continue;
+		}
+		bool status = !strcmp(line, "status");
+		if ((!status && strcmp(line, "teardown")) || !arg ||
+		    sbx_run_ref_parse(arg, &ref, &st.err) < 0 || !ref.host[0]) {
+			printf("error INVALID_ARGUMENT %s: hosts, create POLICY, status HANDLE "
+			       "or teardown HANDLE expected\n",
+			       line);
+			continue;
+		}
+		sbx_client *c = sbx_fleet_client(f, ref.host, &st);
+		ProtobufCMessage *m = NULL;
+		if (c)
+			m = status ? (ProtobufCMessage *)sbx_status(c, ref.run_id, &st)
+				   : (ProtobufCMessage *)sbx_teardown(c, ref.run_id, &st);
+		if (m) {
+			printf("ok %s\n", ref.run_id);
+			protobuf_c_message_free_unpacked(m, NULL);
+		} else {
+			printf("error %s %s\n", sbx_code_name(st.code), st.err.msg);
+		}
+	}
+	sbx_fleet_close(f);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 6 && !strcmp(argv[1], "--drive"))
+		return drive(argv[2], argv[3], argv[4], argv[5]);
 	endpoints();
 	srv_answers();
 	scores();

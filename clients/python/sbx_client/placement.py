@@ -255,11 +255,15 @@ class Fleet:
         """The Client of a host by name (a run handle's); a name not listed
         is dialed as tls+tcp://HOST. It asks that host only."""
         with self._lock:
-            try:
-                self._refresh()
-            except errors.SbxError:
-                pass
             h = self._hosts.get(host)
+            if h is None:
+                # Not known yet: maybe an SRV target, dialed at its address.
+                # A known host's calls do not wait on DNS.
+                try:
+                    self._refresh()
+                except errors.SbxError:
+                    pass
+                h = self._hosts.get(host)
             if h is None:
                 url = host if "://" in host else "tls+tcp://" + host
                 check_endpoint(url)
