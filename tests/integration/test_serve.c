@@ -20,6 +20,7 @@
 
 #include "check.h"
 #include "clock.h"
+#include "egress_port.h"
 #include "helper_client.h"
 
 /* check() with where it was, for the log of a failing run. */
@@ -326,10 +327,23 @@ static bool helper_exits_within(struct helper *h, int ms)
 }
 
 /* Egress, served as sbxd serves it. Denied: nothing listens on 3128 in an
- * exec and ExecStarted carries no fd. With an allowlist ExecStarted carries
- * the exec's listener on 127.0.0.1:3128, whoever holds it gets what the
- * command sends there, nothing else holds it, and the command has the
- * proxy variables beside the policy's env. */
+ * exec and ExecStarted carries the exec's deny resolver only: a UDP socket
+ * on 127.0.0.1:53 (sbxd refuses every name there and counts it). With an allowlist ExecStarted
+ * carries the exec's listener on 127.0.0.1:3128, whoever holds it gets what the command sends
+ * there, nothing else holds it, and the command has the proxy variables beside the policy's env. */
+static bool deny_resolver(int fd)
+{
+	struct sockaddr_in a;
+	socklen_t alen = sizeof(a);
+	int type = 0;
+	socklen_t tlen = sizeof(type);
+
+	return fd >= 0 && getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) == 0 &&
+	       type == SOCK_DGRAM && getsockname(fd, (struct sockaddr *)&a, &alen) == 0 &&
+	       a.sin_family == AF_INET && a.sin_addr.s_addr == htonl(INADDR_LOOPBACK) &&
+	       ntohs(a.sin_port) == SBX_DENY_DNS_PORT;
+}
+
 static void egress_checks(void)
 {
 	struct helper h;
@@ -341,8 +355,8 @@ static void egress_checks(void)
 			   "256,\"pids\":64}}"),
 	      "egress deny: the sandbox is ready");
 	int fd = exec_py(&h, 1, egress_client);
-	CHECK(wait_started(&h, 1, 10000, &ev) && ev.listen_fd == -1,
-	      "egress deny: ExecStarted carries no listener");
+	CHECK(wait_started(&h, 1, 10000, &ev) && deny_resolver(ev.listen_fd),
+	      "egress deny: ExecStarted carries the deny resolver, a UDP socket on 127.0.0.1:53");
 	sbx_ctl_event_close(&ev);
 	const struct sbx_ctl_event *e = wait_ended(&h, 20000, &ev);
 	char *out = read_all(fd);
