@@ -38,7 +38,8 @@ then the sbxd tests under ThreadSanitizer (build-tsan), then (as root) the
 fleet stage: tests/fleet/netns.sh makes three sbxd hosts, dnsmasq and a parent
 in network namespaces (issue 19's test, about a minute), then the VM
 stage: packaging/vm/run.sh boots Debian 12 (kernel 6.1, systemd, cgroup v2)
-under qemu and runs tests/vm there with this build. With -R only ctest runs.
+under qemu and runs tests/vm there with this build (its .debs are built at
+nice 19 in the background from the end of ctest on). With -R only ctest runs.
 As root, the builds, the tests and the fuzzers run as the unprivileged user $TEST_USER.
 
   --sanitize, --sanitize=address
@@ -142,8 +143,23 @@ check_format() {
 # binaries. Exits with the first failing stage's status.
 # finish RC FUZZ_DIR SRC_DIR RUNNER...
 finish() {
-    local rc=$1 fuzz_dir=$2 src=$3 frc=0 trc=0 nrc=0 vrc=0 t0
+    local rc=$1 fuzz_dir=$2 src=$3 frc=0 trc=0 nrc=0 vrc=0 t0 debs=build debs_pid=
     shift 3
+    # The VM stage's .debs (packaging/build-debs.sh, a build of its own in a
+    # scratch copy, about a minute) are built now, behind the fuzzers (one
+    # core each, one after the other) and the TSan stage, at nice 19: they
+    # take the core those leave idle, not the tests' or the fuzzers' time.
+    # The same script and the same packages as run.sh's --debs build.
+    if [ "$VM" = 1 ] && [ "$(id -u)" = 0 ]; then
+        debs=$(mktemp -d /var/tmp/sbx-debs-ci.XXXXXX)
+        # setsid: its own process group, which an interrupted test.sh ends.
+        setsid -w nice -n 19 bash "$REPO/packaging/build-debs.sh" --no-lintian "$debs" \
+            > "$debs.log" 2>&1 &
+        debs_pid=$!
+        # shellcheck disable=SC2064 # the values now
+        trap "kill -- -$debs_pid 2>/dev/null || true; rm -rf '$debs' '$debs.log'" EXIT
+        say "building the Debian packages in the background ($debs, log $debs.log)"
+    fi
     if [ "$FUZZ" = 1 ]; then
         (cd "$fuzz_dir" && "$@" bash "$src/packaging/fuzz.sh" --build-dir "$fuzz_dir") || frc=$?
         say "fuzz exit status $frc"
@@ -171,9 +187,18 @@ finish() {
         # developer without root runs the rest and is told.
         if [ "$(id -u)" = 0 ]; then
             t0=$(date +%s)
-            # --debs build: the package_* checks install the .debs built
-            # from this tree (packaging/build-debs.sh).
-            bash "$REPO/packaging/vm/run.sh" --build-dir "$BUILD_DIR" --debs build || vrc=$?
+            # The package_* checks install the .debs built from this tree
+            # (packaging/build-debs.sh): those built in the background, or
+            # (if that failed) run.sh's own build, which shows why.
+            if [ -n "$debs_pid" ]; then
+                if wait "$debs_pid"; then
+                    say "the Debian packages were built in the background"
+                else
+                    say "the background build of the Debian packages failed ($debs.log); run.sh builds them"
+                    debs=build
+                fi
+            fi
+            bash "$REPO/packaging/vm/run.sh" --build-dir "$BUILD_DIR" --debs "$debs" || vrc=$?
             say "VM stage exit status $vrc ($(( $(date +%s) - t0 )) s)"
             [ "$rc" != 0 ] || rc=$vrc
         else
