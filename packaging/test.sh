@@ -38,8 +38,8 @@ then the sbxd tests under ThreadSanitizer (build-tsan), then (as root) the
 fleet stage: tests/fleet/netns.sh makes three sbxd hosts, dnsmasq and a parent
 in network namespaces (issue 19's test, about a minute), then the VM
 stage: packaging/vm/run.sh boots Debian 12 (kernel 6.1, systemd, cgroup v2)
-under qemu and runs tests/vm there with this build (its .debs are built at
-nice 19 in the background from the end of ctest on). With -R only ctest runs.
+under qemu and runs tests/vm there with this build. The later stages' builds
+(fuzz, TSan, .debs) run at nice 19 beside ctest. With -R only ctest runs.
 As root, the builds, the tests and the fuzzers run as the unprivileged user $TEST_USER.
 
   --sanitize, --sanitize=address
@@ -143,22 +143,13 @@ check_format() {
 # binaries. Exits with the first failing stage's status.
 # finish RC FUZZ_DIR SRC_DIR RUNNER...
 finish() {
-    local rc=$1 fuzz_dir=$2 src=$3 frc=0 trc=0 nrc=0 vrc=0 t0 debs=build debs_pid=
+    local rc=$1 fuzz_dir=$2 src=$3 frc=0 trc=0 nrc=0 vrc=0 t0 debs=build
     shift 3
-    # The VM stage's .debs (packaging/build-debs.sh, a build of its own in a
-    # scratch copy, about a minute) are built now, behind the fuzzers (one
-    # core each, one after the other) and the TSan stage, at nice 19: they
-    # take the core those leave idle, not the tests' or the fuzzers' time.
-    # The same script and the same packages as run.sh's --debs build.
-    if [ "$VM" = 1 ] && [ "$(id -u)" = 0 ]; then
-        debs=$(mktemp -d /var/tmp/sbx-debs-ci.XXXXXX)
-        # setsid: its own process group, which an interrupted test.sh ends.
-        setsid -w nice -n 19 bash "$REPO/packaging/build-debs.sh" --no-lintian "$debs" \
-            > "$debs.log" 2>&1 &
-        debs_pid=$!
-        # shellcheck disable=SC2064 # the values now
-        trap "kill -- -$debs_pid 2>/dev/null || true; rm -rf '$debs' '$debs.log'" EXIT
-        say "building the Debian packages in the background ($debs, log $debs.log)"
+    # The later stages' builds, started before ctest (prebuild), are done
+    # before the first of those stages runs.
+    if [ -n "${PREBUILD_PID:-}" ]; then
+        wait "$PREBUILD_PID" || say "a background build failed ($PREBUILD_LOG): the stages build again and show why"
+        PREBUILD_PID=
     fi
     if [ "$FUZZ" = 1 ]; then
         (cd "$fuzz_dir" && "$@" bash "$src/packaging/fuzz.sh" --build-dir "$fuzz_dir") || frc=$?
@@ -188,15 +179,10 @@ finish() {
         if [ "$(id -u)" = 0 ]; then
             t0=$(date +%s)
             # The package_* checks install the .debs built from this tree
-            # (packaging/build-debs.sh): those built in the background, or
-            # (if that failed) run.sh's own build, which shows why.
-            if [ -n "$debs_pid" ]; then
-                if wait "$debs_pid"; then
-                    say "the Debian packages were built in the background"
-                else
-                    say "the background build of the Debian packages failed ($debs.log); run.sh builds them"
-                    debs=build
-                fi
+            # (packaging/build-debs.sh): those prebuild made, or (if that
+            # failed) run.sh's own build, which shows why.
+            if [ -n "${PREBUILD_DEBS:-}" ] && compgen -G "$PREBUILD_DEBS/*.deb" >/dev/null; then
+                debs=$PREBUILD_DEBS
             fi
             bash "$REPO/packaging/vm/run.sh" --build-dir "$BUILD_DIR" --debs "$debs" || vrc=$?
             say "VM stage exit status $vrc ($(( $(date +%s) - t0 )) s)"
@@ -287,12 +273,55 @@ if [ "$SANITIZE" = thread ]; then
     tsan_env "$SRC"
 fi
 as_user bash "$SRC/packaging/setup.sh" --build-dir "$BUILD_DIR" "${SETUP_ARGS[@]}"
+FUZZ_DIR=$(dirname "$BUILD_DIR")/build-fuzz
+mkdir -p "$FUZZ_DIR"
+chown -R "$TEST_USER:$TEST_USER" "$FUZZ_DIR"
+
+# prebuild: the builds of the stages after ctest (the fuzz targets, the TSan
+# tree, the VM stage's .debs), one after the other at nice 19 while ctest
+# runs: the tests leave most of a core idle and the builds take that, not
+# the tests' time. Each is the command its stage runs (fuzz.sh's cmake
+# lines, test.sh --sanitize=thread's, run.sh's build-debs.sh), so the stage
+# then finds its build done; if one failed, the stage builds again and
+# shows why. finish waits for it first. Its own process group (set -m),
+# which an interrupted test.sh ends.
+PREBUILD_PID=
+PREBUILD_DEBS=
+PREBUILD_LOG=
+prebuild() {
+    local tsan_dir
+    renice -n 19 -p "$BASHPID" >/dev/null
+    if [ "$FUZZ" = 1 ]; then
+        as_user cmake -S "$SRC" -B "$FUZZ_DIR" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+            -DSBX_SANITIZE=address -DSBX_FUZZ=ON >/dev/null
+        as_user cmake --build "$FUZZ_DIR" -j2 --target sbx_fuzz
+    fi
+    if [ "$TSAN" = 1 ]; then
+        tsan_dir=$(dirname "$BUILD_DIR")/build-tsan
+        mkdir -p "$tsan_dir"
+        chown -R "$TEST_USER:$TEST_USER" "$tsan_dir"
+        as_user cmake -S "$SRC" -B "$tsan_dir" -DSBX_SANITIZE=thread
+        as_user bash "$SRC/packaging/setup.sh" --build-dir "$tsan_dir"
+    fi
+    if [ -n "$PREBUILD_DEBS" ]; then
+        bash "$REPO/packaging/build-debs.sh" --no-lintian "$PREBUILD_DEBS"
+    fi
+}
+if [ -z "$REGEX" ] && [ "$SANITIZE" = 0 ] && { [ "$FUZZ" = 1 ] || [ "$TSAN" = 1 ] || [ "$VM" = 1 ]; }; then
+    PREBUILD_LOG=$(mktemp /var/tmp/sbx-prebuild.XXXXXX.log)
+    if [ "$VM" = 1 ]; then PREBUILD_DEBS=$(mktemp -d /var/tmp/sbx-debs-ci.XXXXXX); fi
+    set -m
+    prebuild > "$PREBUILD_LOG" 2>&1 &
+    PREBUILD_PID=$!
+    set +m
+    # shellcheck disable=SC2064 # the values now
+    trap "kill -- -$PREBUILD_PID 2>/dev/null || true; rm -rf '$PREBUILD_DEBS' '$PREBUILD_LOG'" EXIT
+    say "building the later stages' trees at nice 19 beside ctest (log $PREBUILD_LOG)"
+fi
+
 mapfile -t CARGS < <(ctest_args "$BUILD_DIR")
 say "as $TEST_USER: ctest ${CARGS[*]}"
 rc=0
 (cd "$BUILD_DIR" && as_user ctest "${CARGS[@]}") || rc=$?
 say "ctest exit status $rc"
-FUZZ_DIR=$(dirname "$BUILD_DIR")/build-fuzz
-mkdir -p "$FUZZ_DIR"
-chown -R "$TEST_USER:$TEST_USER" "$FUZZ_DIR"
 finish "$rc" "$FUZZ_DIR" "$SRC" as_user
