@@ -18,15 +18,15 @@ if(SBX_SANITIZE)
 endif()
 
 # The tests that run alone (see RUN_SERIAL below), and why:
-# - a scan of this user's processes, mounts or run cgroups (any that are
-#   left, not only the test's own): cleanup (helper), sbxd_calls,
-#   sbxd_lifecycle (stale_run_cgroups(), /proc/self/mountinfo),
-#   sbxd_kernel_pools, sbxd_limits (the delegated cgroup root);
+# - a scan of this user's processes, mounts, /tmp or run cgroups (any that
+#   are left, not only the test's own): cleanup (helper), sbxd_calls,
+#   sbxd_lifecycle (stale_run_cgroups(), /proc/self/mountinfo);
 # - an attack that fills or measures something the user or the machine
-#   shares (connections, descriptors, per-uid kernel counters, CPU shares,
-#   RSS under a storm), where a neighbour would change what is measured:
-#   sbxd_conns, sbxd_storm, sbxd_shortage, sbxd_metrics_hostile,
-#   sbxd_egress_fair_share, sbxd_egress_bounded, sbxd_host_uids.
+#   shares (connections, descriptors, fs.file-max, per-uid kernel counters,
+#   CPU quotas and shares, RSS under a storm), where a neighbour would
+#   change what is measured: sbxd_conns, sbxd_storm, sbxd_shortage,
+#   sbxd_metrics_hostile, sbxd_egress_fair_share, sbxd_egress_bounded,
+#   sbxd_host_uids, sbxd_kernel_pools, sbxd_limits.
 # The valgrind runs of sbxd_calls and sbxd_lifecycle below, too.
 set(SBX_SERIAL_TESTS cleanup sbxd_calls sbxd_lifecycle sbxd_kernel_pools sbxd_limits
   sbxd_conns sbxd_storm sbxd_shortage sbxd_metrics_hostile sbxd_egress_fair_share
