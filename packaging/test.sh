@@ -38,7 +38,8 @@ then the sbxd tests under ThreadSanitizer (build-tsan), then (as root) the
 fleet stage: tests/fleet/netns.sh makes three sbxd hosts, dnsmasq and a parent
 in network namespaces (issue 19's test, about a minute), then the VM
 stage: packaging/vm/run.sh boots Debian 12 (kernel 6.1, systemd, cgroup v2)
-under qemu and runs tests/vm there with this build. With -R only ctest runs.
+under qemu and runs tests/vm there with this build. The later stages' builds
+(fuzz, TSan, .debs) run at nice 19 beside ctest. With -R only ctest runs.
 As root, the builds, the tests and the fuzzers run as the unprivileged user $TEST_USER.
 
   --sanitize, --sanitize=address
@@ -142,8 +143,14 @@ check_format() {
 # binaries. Exits with the first failing stage's status.
 # finish RC FUZZ_DIR SRC_DIR RUNNER...
 finish() {
-    local rc=$1 fuzz_dir=$2 src=$3 frc=0 trc=0 nrc=0 vrc=0 t0
+    local rc=$1 fuzz_dir=$2 src=$3 frc=0 trc=0 nrc=0 vrc=0 t0 debs=build
     shift 3
+    # The later stages' builds, started before ctest (prebuild), are done
+    # before the first of those stages runs.
+    if [ -n "${PREBUILD_PID:-}" ]; then
+        wait "$PREBUILD_PID" || say "a background build failed ($PREBUILD_LOG): the stages build again and show why"
+        PREBUILD_PID=
+    fi
     if [ "$FUZZ" = 1 ]; then
         (cd "$fuzz_dir" && "$@" bash "$src/packaging/fuzz.sh" --build-dir "$fuzz_dir") || frc=$?
         say "fuzz exit status $frc"
@@ -171,9 +178,13 @@ finish() {
         # developer without root runs the rest and is told.
         if [ "$(id -u)" = 0 ]; then
             t0=$(date +%s)
-            # --debs build: the package_* checks install the .debs built
-            # from this tree (packaging/build-debs.sh).
-            bash "$REPO/packaging/vm/run.sh" --build-dir "$BUILD_DIR" --debs build || vrc=$?
+            # The package_* checks install the .debs built from this tree
+            # (packaging/build-debs.sh): those prebuild made, or (if that
+            # failed) run.sh's own build, which shows why.
+            if [ -n "${PREBUILD_DEBS:-}" ] && compgen -G "$PREBUILD_DEBS/*.deb" >/dev/null; then
+                debs=$PREBUILD_DEBS
+            fi
+            bash "$REPO/packaging/vm/run.sh" --build-dir "$BUILD_DIR" --debs "$debs" || vrc=$?
             say "VM stage exit status $vrc ($(( $(date +%s) - t0 )) s)"
             [ "$rc" != 0 ] || rc=$vrc
         else
@@ -262,12 +273,55 @@ if [ "$SANITIZE" = thread ]; then
     tsan_env "$SRC"
 fi
 as_user bash "$SRC/packaging/setup.sh" --build-dir "$BUILD_DIR" "${SETUP_ARGS[@]}"
+FUZZ_DIR=$(dirname "$BUILD_DIR")/build-fuzz
+mkdir -p "$FUZZ_DIR"
+chown -R "$TEST_USER:$TEST_USER" "$FUZZ_DIR"
+
+# prebuild: the builds of the stages after ctest (the fuzz targets, the TSan
+# tree, the VM stage's .debs), one after the other at nice 19 while ctest
+# runs: the tests leave most of a core idle and the builds take that, not
+# the tests' time. Each is the command its stage runs (fuzz.sh's cmake
+# lines, test.sh --sanitize=thread's, run.sh's build-debs.sh), so the stage
+# then finds its build done; if one failed, the stage builds again and
+# shows why. finish waits for it first. Its own process group (set -m),
+# which an interrupted test.sh ends.
+PREBUILD_PID=
+PREBUILD_DEBS=
+PREBUILD_LOG=
+prebuild() {
+    local tsan_dir
+    renice -n 19 -p "$BASHPID" >/dev/null
+    if [ "$FUZZ" = 1 ]; then
+        as_user cmake -S "$SRC" -B "$FUZZ_DIR" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+            -DSBX_SANITIZE=address -DSBX_FUZZ=ON >/dev/null
+        as_user cmake --build "$FUZZ_DIR" -j2 --target sbx_fuzz
+    fi
+    if [ "$TSAN" = 1 ]; then
+        tsan_dir=$(dirname "$BUILD_DIR")/build-tsan
+        mkdir -p "$tsan_dir"
+        chown -R "$TEST_USER:$TEST_USER" "$tsan_dir"
+        as_user cmake -S "$SRC" -B "$tsan_dir" -DSBX_SANITIZE=thread
+        as_user bash "$SRC/packaging/setup.sh" --build-dir "$tsan_dir"
+    fi
+    if [ -n "$PREBUILD_DEBS" ]; then
+        bash "$REPO/packaging/build-debs.sh" --no-lintian "$PREBUILD_DEBS"
+    fi
+}
+if [ -z "$REGEX" ] && [ "$SANITIZE" = 0 ] && { [ "$FUZZ" = 1 ] || [ "$TSAN" = 1 ] || [ "$VM" = 1 ]; }; then
+    PREBUILD_LOG=$(mktemp /var/tmp/sbx-prebuild.XXXXXX.log)
+    if [ "$VM" = 1 ]; then PREBUILD_DEBS=$(mktemp -d /var/tmp/sbx-debs-ci.XXXXXX); fi
+    set -m
+    prebuild > "$PREBUILD_LOG" 2>&1 &
+    PREBUILD_PID=$!
+    set +m
+    # shellcheck disable=SC2064 # the values now
+    trap "kill -- -$PREBUILD_PID 2>/dev/null || true; rm -rf '$PREBUILD_DEBS' '$PREBUILD_LOG'" EXIT
+    say "building the later stages' trees at nice 19 beside ctest (log $PREBUILD_LOG)"
+fi
+
 mapfile -t CARGS < <(ctest_args "$BUILD_DIR")
 say "as $TEST_USER: ctest ${CARGS[*]}"
 rc=0
 (cd "$BUILD_DIR" && as_user ctest "${CARGS[@]}") || rc=$?
 say "ctest exit status $rc"
-FUZZ_DIR=$(dirname "$BUILD_DIR")/build-fuzz
-mkdir -p "$FUZZ_DIR"
-chown -R "$TEST_USER:$TEST_USER" "$FUZZ_DIR"
 finish "$rc" "$FUZZ_DIR" "$SRC" as_user
