@@ -28,11 +28,12 @@ endif()
 #   CPU quotas and shares, RSS under a storm), where a neighbour would
 #   change what is measured: sbxd_conns, sbxd_storm, sbxd_shortage,
 #   sbxd_metrics_hostile, sbxd_egress_fair_share, sbxd_egress_bounded,
-#   sbxd_host_uids, sbxd_kernel_pools, sbxd_limits.
+#   sbxd_host_uids, sbxd_kernel_pools, sbxd_limits, sbxd_exec_options (the
+#   pipe sizes a caller gets under the user's fs.pipe-user-pages-soft).
 # The valgrind runs of sbxd_calls and sbxd_lifecycle below, too.
 set(SBX_SERIAL_TESTS cleanup sbxd_calls sbxd_lifecycle sbxd_kernel_pools sbxd_limits
   sbxd_conns sbxd_storm sbxd_shortage sbxd_metrics_hostile sbxd_egress_fair_share
-  sbxd_egress_bounded sbxd_host_uids)
+  sbxd_egress_bounded sbxd_host_uids sbxd_exec_options)
 
 file(GLOB SBX_PY_TESTS ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_*.py)
 foreach(t ${SBX_PY_TESTS})
