@@ -186,19 +186,6 @@ static void usage(FILE *f)
 		PROG, MAX_ROUNDS, MAX_CREATORS);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-static double median(double *v, long n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 int main(int argc, char **argv)
 {
 	enum { OPT_SBXD = 256, OPT_HELPER, OPT_ROUNDS, OPT_CREATES, OPT_CREATORS, OPT_QUICK };
@@ -281,7 +268,7 @@ int main(int argc, char **argv)
 		       one[i], three[i]);
 		fflush(stdout);
 	}
-	double m1 = median(one, rounds), m3 = median(three, rounds);
+	double m1 = bench_pct(one, (size_t)rounds, 50), m3 = bench_pct(three, (size_t)rounds, 50);
 	printf("median: one host %.1f creates/s, three hosts %.1f creates/s, ratio three/one "
 	       "%.2f\n",
 	       m1, m3, m3 / m1);
