@@ -26,6 +26,7 @@ import os
 import signal as _signal
 import tempfile
 import threading
+import time
 from typing import (IO, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional,
                     Sequence, Union)
 
@@ -39,6 +40,9 @@ from .results import ExecResult, Fetched, Manifest
 #: The policy `sbxctl run` sends when given none: every other key takes
 #: its documented default (image host, egress deny, the default limits).
 DEFAULT_POLICY: Dict[str, Any] = {"image": "host"}
+#: Pauses between WriteStdin calls while the command's stdin pipe is full
+#: (seconds, doubling).
+_STDIN_PAUSE_MIN, _STDIN_PAUSE_MAX = 0.002, 0.1
 #: A WriteStdin chunk (WriteStdinRequest.data: at most 1 MiB).
 STDIN_CHUNK = 1 << 20
 
@@ -369,17 +373,23 @@ class Commands:
     @staticmethod
     def _feed(process: Process, stdin: Any) -> None:
         """WriteStdin in order: each chunk at the offset accepted so far, eof
-        after the last."""
+        after the last. sbxd takes what fits in the command's pipe and says
+        how much (it never waits for the command): the rest of a chunk is
+        sent again, after a pause while the command reads nothing."""
         run = process.run
         off = 0
         try:
             for chunk in _stdin_chunks(stdin):
-                if not chunk:
-                    continue
-                r = run.client.call("WriteStdin", pb.WriteStdinRequest(
-                    run_id=run.id, exec_id=process.exec_id, offset=off, data=chunk),
-                    pb.WriteStdinResponse)
-                off = r.accepted
+                start, pause = off, _STDIN_PAUSE_MIN
+                while off < start + len(chunk):
+                    r = run.client.call("WriteStdin", pb.WriteStdinRequest(
+                        run_id=run.id, exec_id=process.exec_id, offset=off,
+                        data=chunk[off - start:]), pb.WriteStdinResponse)
+                    if r.accepted > off:
+                        off, pause = r.accepted, _STDIN_PAUSE_MIN
+                    else:  # the pipe is full: the command has not read yet
+                        time.sleep(pause)
+                        pause = min(pause * 2, _STDIN_PAUSE_MAX)
             run.client.call("WriteStdin", pb.WriteStdinRequest(
                 run_id=run.id, exec_id=process.exec_id, offset=off, eof=True),
                 pb.WriteStdinResponse)
