@@ -119,8 +119,10 @@ check_sbxd_unit_epoll() {
     # policy (2560 MiB each) do not fit this guest's memory together, and
     # capacity admission would refuse the second for that, not the watches.
     as_svc "$SBXCTL" --endpoint "$SBXD_ENDPOINT" run --timeout 120 "${SMALL_RUN[@]}" \
-        -- "$PY" -c "$HOG_EPOLL" 1000 > "$hog" 2>&1 < /dev/null &
+        -- "$PY" -c "$HOG_EPOLL" 1000 > "$hog" 2> "$hog.err" < /dev/null &
     local pid=$!
+    # The hog's stdout only: sbxctl's own lines (the no --out warning) go
+    # to its stderr.
     for _ in $(seq 1 60); do grep -q ' ' "$hog" && break; sleep 1; done
     line=$(head -n 1 "$hog")
     # The attack happened: the sandbox's uid has no watches left.
@@ -147,9 +149,9 @@ select.epoll().register(os.pipe()[0], select.EPOLLIN)' >> "$log" 2>&1; then
     done
     wait "$pid" 2>/dev/null || rc=$?
     { echo "== epoll hog (max_user_watches 20000): $line; second run and sbxd's user: $ok"
-      cat "$hog" "$log"; } >> "$LOG"
+      cat "$hog" "$hog.err" "$log"; } >> "$LOG"
     sbxd_journal
-    rm -f "$log" "$hog"
+    rm -f "$log" "$hog" "$hog.err"
     [ $ok = yes ] || { printf '%s' "$detail"; return 1; }
     printf 'sandbox held %s watches (ENOSPC); sbxd ran a second sandbox and its uid added a watch' "${line%% *}"
 }
