@@ -86,7 +86,7 @@ static const struct {
 } fd_table[] = {
     [SBX__V1__HELPER_MESSAGE__MSG_EXEC] = {3, 3},    /* stdin, stdout, stderr */
     [SBX__V1__HELPER_MESSAGE__MSG_READY] = {0, 1},   /* /out, when the run has one */
-    [SBX__V1__HELPER_MESSAGE__MSG_STARTED] = {0, 1}, /* the egress listener: below */
+    [SBX__V1__HELPER_MESSAGE__MSG_STARTED] = {0, 2}, /* the egress listener: below */
 };
 
 void sbx_ctl_fds_expected(const Sbx__V1__HelperMessage *msg, size_t *min, size_t *max)
@@ -98,9 +98,10 @@ void sbx_ctl_fds_expected(const Sbx__V1__HelperMessage *msg, size_t *min, size_t
 		*min = fd_table[c].min;
 		*max = fd_table[c].max;
 	}
-	/* ExecStarted says whether its one fd is there. */
+	/* ExecStarted says which of its fds are there, in this order: the
+	 * listener (or deny resolver), the deny connect watch. */
 	if (msg->msg_case == SBX__V1__HELPER_MESSAGE__MSG_STARTED && msg->started)
-		*min = *max = msg->started->egress_listener ? 1 : 0;
+		*min = *max = (size_t)msg->started->egress_listener + msg->started->deny_watch;
 }
 
 static int check_fds(const Sbx__V1__HelperMessage *msg, size_t nfds, struct sbx_err *err)

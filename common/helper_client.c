@@ -62,7 +62,7 @@ int sbx_ctl_recv_event(int ctl, struct sbx_ctl_event *ev, struct sbx_err *err)
 	int rc;
 
 	memset(ev, 0, sizeof(*ev));
-	ev->out_fd = ev->listen_fd = -1;
+	ev->out_fd = ev->listen_fd = ev->watch_fd = -1;
 	rc = sbx_ctl_recv(ctl, &m, fds, &nfds, SBX_CTL_MAX_FDS, err);
 	/* pid 1 died with our packets unread. The kernel reports that reset
 	 * before the messages pid 1 sent last (its Failure says why it died),
@@ -100,7 +100,12 @@ int sbx_ctl_recv_event(int ctl, struct sbx_ctl_event *ev, struct sbx_err *err)
 	case SBX__V1__HELPER_MESSAGE__MSG_STARTED:
 		ev->kind = SBX_CTL_STARTED;
 		ev->exec_id = m->started->exec_id;
-		if (m->started->egress_listener && nfds == 1) {
+		/* The table held the count: one fd per flag, in order. */
+		if (m->started->egress_listener && m->started->deny_watch && nfds == 2) {
+			ev->listen_fd = fds[0];
+			ev->watch_fd = fds[1];
+			nfds = 0;
+		} else if (m->started->egress_listener && !m->started->deny_watch && nfds == 1) {
 			ev->listen_fd = fds[0];
 			nfds = 0;
 		}
@@ -134,7 +139,9 @@ void sbx_ctl_event_close(struct sbx_ctl_event *ev)
 		close(ev->out_fd);
 	if (ev->listen_fd >= 0)
 		close(ev->listen_fd);
-	ev->out_fd = ev->listen_fd = -1;
+	if (ev->watch_fd >= 0)
+		close(ev->watch_fd);
+	ev->out_fd = ev->listen_fd = ev->watch_fd = -1;
 }
 
 int sbx_ctl_next(int ctl, int timeout_ms, struct sbx_ctl_event *ev, struct sbx_err *err)

@@ -49,6 +49,9 @@ struct sbx_ctl_event {
 	/* STARTED: the exec's egress listener (helper.proto ExecStarted,
 	 * egress_listener), the receiver's to close or hand on; else -1. */
 	int listen_fd;
+	/* STARTED with egress deny: the exec's connect watch (ExecStarted
+	 * deny_watch), likewise; else -1. */
+	int watch_fd;
 	char cgroup[8]; /* READY: "v2", "v1" or "none" */
 };
 
@@ -60,9 +63,9 @@ int sbx_ctl_prepare(int ctl, struct sbx_err *err);
 /* One event from a non-blocking control socket: 1 with *ev filled, 0 when
  * nothing is pending, -1 on error. Fds that arrive with anything but Ready
  * (its /out) or an ExecStarted that says it carries the egress listener
- * are closed. On a blocking socket it waits for the next event. */
+ * (and the deny connect watch) are closed. On a blocking socket it waits for the next event. */
 int sbx_ctl_recv_event(int ctl, struct sbx_ctl_event *ev, struct sbx_err *err);
-/* Closes the fds an event holds (out_fd, listen_fd): for a receiver that
+/* Closes the fds an event holds (out_fd, listen_fd, watch_fd): for a receiver that
  * has no use for them. */
 void sbx_ctl_event_close(struct sbx_ctl_event *ev);
 /* The next event within timeout_ms (-1: no limit): 1 with *ev filled, 0

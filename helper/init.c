@@ -132,19 +132,20 @@ static struct exec_slot *find_exec(struct init_state *st, uint64_t id)
 	return NULL;
 }
 
-/* One packet from exec init's report socket into *r, the fds that came
- * with it closed but a lone one, returned in *got_fd (else -1). The
- * packet's size, or -1 (errno), or 0 at its end. */
-static ssize_t recv_report(int fd, struct sbx_exec_report *r, int *got_fd)
+/* One packet from exec init's report socket into *r; the fds that came
+ * with it go to got[0..want) if exactly want came, else are closed (got
+ * stays -1). The packet's size, or -1 (errno), or 0 at its end. */
+static ssize_t recv_report(int fd, struct sbx_exec_report *r, int got[2], size_t want)
 {
 	int fds[SBX_CTL_MAX_FDS];
 	size_t nfds;
 	int flags;
 	ssize_t n = sbx_fd_recvmsg(fd, r, sizeof(*r), fds, &nfds, &flags);
 
-	*got_fd = -1;
-	if (n >= 0 && nfds == 1 && !(flags & MSG_CTRUNC)) {
-		*got_fd = fds[0];
+	got[0] = got[1] = -1;
+	if (n >= 0 && want && nfds == want && want <= 2 && !(flags & MSG_CTRUNC)) {
+		for (size_t i = 0; i < want; i++)
+			got[i] = fds[i];
 		nfds = 0;
 	}
 	if (n >= 0)
@@ -152,18 +153,20 @@ static ssize_t recv_report(int fd, struct sbx_exec_report *r, int *got_fd)
 	return n;
 }
 
-/* ExecStarted, with the exec's egress listener when there is one (the
- * server gets its own copy; the caller closes ours). */
-static void send_started(struct init_state *st, uint64_t id, int listener)
+/* ExecStarted, with the exec's egress listener when there is one, and
+ * with egress deny the deny resolver and the connect watch (the server
+ * gets its own copies; the caller closes ours). */
+static void send_started(struct init_state *st, uint64_t id, const int got[2])
 {
 	Sbx__V1__ExecStarted started = SBX__V1__EXEC_STARTED__INIT;
 	Sbx__V1__HelperMessage m = SBX__V1__HELPER_MESSAGE__INIT;
 
 	started.exec_id = id;
-	started.egress_listener = listener >= 0;
+	started.egress_listener = got[0] >= 0;
+	started.deny_watch = got[0] >= 0 && got[1] >= 0;
 	m.msg_case = SBX__V1__HELPER_MESSAGE__MSG_STARTED;
 	m.started = &started;
-	send_msg(st, &m, &listener, listener >= 0 ? 1 : 0);
+	send_msg(st, &m, got, (size_t)started.egress_listener + started.deny_watch);
 }
 
 /* An exec awaiting its listener: takes exec init's first packet if it is
@@ -175,21 +178,23 @@ static void send_started(struct init_state *st, uint64_t id, int listener)
 static void take_listener(struct init_state *st, struct exec_slot *slot)
 {
 	struct sbx_exec_report r;
-	_cleanup_close_ int fd = -1;
-	ssize_t n = recv_report(slot->report_fd, &r, &fd);
+	_cleanup_close_pair_ int got[2] = SBX_PAIR_INIT;
+	/* With egress deny: the resolver and the connect watch. */
+	size_t want = sbx_exec_wants_deny_dns(st->ctx->policy) ? 2 : 1;
+	ssize_t n = recv_report(slot->report_fd, &r, got, want);
 
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 		return;
 	slot->awaiting_listener = false;
-	if (n == (ssize_t)sizeof(r) && r.kind == SBX_EXEC_LISTENER && fd >= 0) {
-		send_started(st, slot->id, fd);
+	if (n == (ssize_t)sizeof(r) && r.kind == SBX_EXEC_LISTENER && got[0] >= 0) {
+		send_started(st, slot->id, got);
 		return;
 	}
 	if (n == (ssize_t)sizeof(r) && r.kind != SBX_EXEC_LISTENER) {
 		slot->early = r;
 		slot->have_early = true;
 	}
-	send_started(st, slot->id, -1);
+	send_started(st, slot->id, (const int[2]){-1, -1});
 }
 
 static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, int *fds,
@@ -293,7 +298,7 @@ static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, i
 			slot->listener_deadline_ms = slot->deadline_ms;
 		return;
 	}
-	send_started(st, slot->id, -1);
+	send_started(st, slot->id, (const int[2]){-1, -1});
 	return;
 fail:
 	sbx_cgroup_close(&slot->cg);
@@ -471,7 +476,7 @@ static void end_unstarted(struct init_state *st, struct exec_slot *slot)
 
 	if (slot->awaiting_listener) {
 		slot->awaiting_listener = false;
-		send_started(st, slot->id, -1);
+		send_started(st, slot->id, (const int[2]){-1, -1});
 	}
 	e.exec_id = slot->id;
 	e.wall_ms = (uint64_t)(sbx_mono_ms() - slot->start_ms);

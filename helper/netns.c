@@ -1,7 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "netns.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/if_ether.h>
+#include <linux/if_packet.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -81,5 +87,136 @@ int sbx_netns_deny_dns(struct sbx_err *err)
 		return sbx_fail_errno(err, "deny resolver");
 	if (bind(s, (struct sockaddr *)&a, sizeof(a)) < 0)
 		return sbx_fail_errno(err, "deny resolver: bind 127.0.0.1:%d", SBX_DENY_DNS_PORT);
+	return sbx_steal_fd(s);
+}
+
+/* One RTM_NEWROUTE: every address of family as a local one, on lo, in the
+ * local table (what `ip route add local 0.0.0.0/0 dev lo table local`
+ * does), and the kernel's answer to it. */
+static int route_all_local(int family, struct sbx_err *err)
+{
+	_cleanup_close_ int nl = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+	struct {
+		struct nlmsghdr h;
+		struct rtmsg rt;
+		struct rtattr oif_attr;
+		int oif;
+	} req = {
+	    .h = {.nlmsg_len = sizeof(req),
+		  .nlmsg_type = RTM_NEWROUTE,
+		  .nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
+		  .nlmsg_seq = 1},
+	    .rt = {.rtm_family = (unsigned char)family,
+		   .rtm_table = RT_TABLE_LOCAL,
+		   .rtm_protocol = RTPROT_BOOT,
+		   .rtm_scope = RT_SCOPE_HOST,
+		   .rtm_type = RTN_LOCAL},
+	    .oif_attr = {.rta_len = RTA_LENGTH(sizeof(int)), .rta_type = RTA_OIF},
+	};
+	struct {
+		struct nlmsghdr h;
+		struct nlmsgerr e;
+	} ack;
+	const char *what = family == AF_INET ? "0.0.0.0/0" : "::/0";
+	ssize_t n;
+
+	req.oif = (int)if_nametoindex("lo");
+	if (nl < 0 || !req.oif)
+		return sbx_fail_errno(err, "egress deny: route %s to loopback", what);
+	if (send(nl, &req, sizeof(req), 0) != (ssize_t)sizeof(req))
+		return sbx_fail_errno(err, "egress deny: route %s to loopback", what);
+	do
+		n = recv(nl, &ack, sizeof(ack), 0);
+	while (n < 0 && errno == EINTR);
+	if (n < (ssize_t)sizeof(ack.h) || ack.h.nlmsg_type != NLMSG_ERROR)
+		return sbx_fail_errnum(err, EPROTO, "egress deny: route %s to loopback", what);
+	if (ack.e.error)
+		return sbx_fail_errnum(err, -ack.e.error, "egress deny: route %s to loopback",
+				       what);
+	return 0;
+}
+
+int sbx_netns_deny_routes(struct sbx_err *err)
+{
+	_cleanup_close_ int v6 = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	if (route_all_local(AF_INET, err) < 0)
+		return -1;
+	/* A kernel without IPv6 (ipv6.disable=1) has no IPv6 to route: an
+	 * IPv6 connect fails there with EAFNOSUPPORT, unseen but at once. */
+	if (v6 < 0 && errno == EAFNOSUPPORT)
+		return 0;
+	return route_all_local(AF_INET6, err);
+}
+
+/* The connect watch's filter, run by the kernel on each packet lo
+ * receives (the frame: lo's 14-byte Ethernet header, then IP). It keeps
+ * SBX_DENY_WATCH_SNAP bytes of a packet received (not the copy lo sends)
+ * that is an IPv4 or IPv6 TCP SYN without ACK, or a UDP datagram, to an
+ * address that is not loopback (the exec's own traffic, its resolver's
+ * queries included, stays unseen), and drops everything else: the
+ * answers (RST, ICMP), IPv4 fragments after the first, IPv6 packets with
+ * extension headers. */
+/* One instruction a line, numbered for the jumps. */
+/* clang-format off */
+static const struct sock_filter watch_code[] = {
+    /* 0 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, SKF_AD_OFF + SKF_AD_PKTTYPE),
+    /* 1 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PACKET_HOST, 0, 29), /* else drop */
+    /* 2 */ BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 12),
+    /* 3 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ETH_P_IP, 0, 12), /* else 16 */
+    /* IPv4 */
+    /* 4 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 16), /* destination */
+    /* 5 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xff000000),
+    /* 6 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x7f000000, 24, 0), /* 127/8: drop */
+    /* 7 */ BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 14 + 6),
+    /* 8 */ BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x1fff, 22, 0), /* a later fragment: drop */
+    /* 9 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 14 + 9),
+    /* 10 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_UDP, 21, 0), /* keep */
+    /* 11 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_TCP, 0, 19), /* else drop */
+    /* 12 */ BPF_STMT(BPF_LDX | BPF_B | BPF_MSH, 14), /* X: the IPv4 header's length */
+    /* 13 */ BPF_STMT(BPF_LD | BPF_B | BPF_IND, 14 + 13), /* TCP flags */
+    /* 14 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0x12), /* SYN | ACK */
+    /* 15 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x02, 16, 15), /* SYN alone: keep */
+    /* IPv6 */
+    /* 16 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ETH_P_IPV6, 0, 14), /* else drop */
+    /* 17 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 24), /* destination, 4 words */
+    /* 18 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 6),
+    /* 19 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 28),
+    /* 20 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 4),
+    /* 21 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 32),
+    /* 22 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 2),
+    /* 23 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 36),
+    /* 24 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 1, 6, 0), /* ::1: drop */
+    /* 25 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 14 + 6), /* next header */
+    /* 26 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_UDP, 5, 0), /* keep */
+    /* 27 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_TCP, 0, 3), /* else drop */
+    /* 28 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 14 + 40 + 13), /* TCP flags */
+    /* 29 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0x12),
+    /* 30 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x02, 1, 0), /* SYN alone: keep */
+    /* 31 */ BPF_STMT(BPF_RET | BPF_K, 0),
+    /* 32 */ BPF_STMT(BPF_RET | BPF_K, SBX_DENY_WATCH_SNAP),
+};
+/* clang-format on */
+
+int sbx_netns_deny_watch(struct sbx_err *err)
+{
+	/* Protocol 0: nothing is queued before the filter is on; bind then
+	 * starts the capture, filtered from its first packet. */
+	_cleanup_close_ int s = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	struct sock_fprog prog = {.len = SBX_ARRAY_SIZE(watch_code),
+				  .filter = (struct sock_filter *)watch_code};
+	struct sockaddr_ll lo = {.sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_ALL)};
+	int one = 1, rcvbuf = SBX_DENY_WATCH_RCVBUF;
+
+	if (s < 0)
+		return sbx_fail_errno(err, "egress deny: connect watch");
+	lo.sll_ifindex = (int)if_nametoindex("lo");
+	/* Locked: nobody who ever holds the socket may widen what it sees. */
+	if (setsockopt(s, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog)) < 0 ||
+	    setsockopt(s, SOL_SOCKET, SO_LOCK_FILTER, &one, sizeof(one)) < 0 ||
+	    setsockopt(s, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf)) < 0)
+		return sbx_fail_errno(err, "egress deny: connect watch: filter");
+	if (!lo.sll_ifindex || bind(s, (struct sockaddr *)&lo, sizeof(lo)) < 0)
+		return sbx_fail_errno(err, "egress deny: connect watch: bind to lo");
 	return sbx_steal_fd(s);
 }

@@ -42,4 +42,22 @@ int sbx_netns_egress_listener(struct sbx_err *err);
  * and says why. Close-on-exec and non-blocking. Returns the fd, or -1. */
 int sbx_netns_deny_dns(struct sbx_err *err);
 
+/* With egress deny, before anything of the command exists: routes every
+ * IPv4 and IPv6 address to the namespace's own loopback, so that a
+ * connect to a literal address is refused at once (ECONNREFUSED) and its
+ * SYN is seen by the connect watch below. Nothing leaves either way: the
+ * namespace has no other interface. */
+int sbx_netns_deny_routes(struct sbx_err *err);
+
+/* The receive buffer of the connect watch: what a flood of SYNs can queue
+ * for sbxd (the rest the kernel drops; sbxd reads at its own pace). */
+#define SBX_DENY_WATCH_RCVBUF (64 << 10)
+
+/* With egress deny, after sbx_netns_deny_routes: the connect watch
+ * (egress_port.h), an AF_PACKET socket on lo whose locked filter keeps
+ * the first SBX_DENY_WATCH_SNAP bytes of each TCP SYN or UDP datagram to a
+ * non-loopback address. Close-on-exec and non-blocking. Returns the fd,
+ * or -1. */
+int sbx_netns_deny_watch(struct sbx_err *err);
+
 #endif

@@ -126,9 +126,11 @@ struct run_exec {
 	uint64_t stdin_accepted;
 	bool stdin_eof;
 	bool stdin_enlarged; /* its pipe counts in RUN_STDIN_HOST_BYTES */
-	/* Egress deny (runs_deny.c): the exec's deny resolver ([mon], -1: none
-	 * or closed), its answer budget ([mon]) and what it recorded ([mu]). */
+	/* Egress deny (runs_deny.c): the exec's deny resolver and connect
+	 * watch ([mon], -1: none or closed; both or neither), its answer
+	 * budget ([mon]) and what it recorded ([mu]). */
 	int deny_fd;
+	int watch_fd;
 	uint32_t deny_tokens;
 	int64_t deny_refill_ms; /* monotonic */
 	uint32_t denied_attempts;

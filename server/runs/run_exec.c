@@ -78,6 +78,7 @@ struct run_exec *exec_new(char *const *argv, size_t argc)
 	for (int w = 0; w < 2; w++)
 		e->out[w].pipe = e->out[w].file = -1;
 	e->deny_fd = -1;
+	e->watch_fd = -1;
 	e->reason = SBX__V1__EXIT_REASON__RUNNING;
 	if (record_argv(e, argv, argc) < 0) {
 		exec_free(e);
@@ -101,6 +102,8 @@ void exec_free(struct run_exec *e)
 	stdin_close(e);
 	if (e->deny_fd >= 0)
 		close(e->deny_fd);
+	if (e->watch_fd >= 0)
+		close(e->watch_fd);
 	for (size_t i = 0; i < e->n_denied_names; i++)
 		free(e->denied_names[i]);
 	for (int w = 0; w < 2; w++) {

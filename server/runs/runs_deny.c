@@ -10,8 +10,17 @@
  * log's exec_ended) and, at the first, writes one notice line into the
  * exec's stderr naming the policy and the image-build advice.
  *
- * What is counted: DNS queries only. A connect to a non-loopback address
- * already fails at once (ENETUNREACH: no route) and is not seen by sbxd.
+ * Connects to a literal address are counted too: exec init routes every
+ * address to the namespace's own loopback, so a TCP connect is refused at
+ * once (ECONNREFUSED) and a UDP datagram's sender gets port unreachable,
+ * and hands sbxd beside the resolver the connect watch, an AF_PACKET
+ * socket on lo whose filter (locked, made by exec init before the command
+ * existed: helper/netns.c) passes only the first SBX_DENY_WATCH_SNAP bytes
+ * of a TCP SYN or a UDP datagram to a non-loopback address. Each is
+ * recorded as "ADDRESS:PORT" (TCP) or "ADDRESS:PORT/udp", IPv6 addresses
+ * in brackets. What is not counted: a connect to loopback (the exec's own
+ * servers), ICMP (no program of the sandbox may open a raw or ping
+ * socket), IPv6 packets with extension headers.
  *
  * Bounds: a query is read into a fixed buffer and answered with at most
  * the bytes it came with; a name is parsed without following compression
@@ -20,10 +29,14 @@
  * exec reads DENY_RATE queries a second (a burst of as many), past that
  * its socket is not watched until the budget refills, so a flood waits
  * in the socket's receive queue (charged to the exec's memory cgroup,
- * where the kernel drops what does not fit) and costs sbxd nothing; at
- * most RUN_DENIED_NAMES distinct names are kept per exec. */
+ * where the kernel drops what does not fit) and costs sbxd nothing; the
+ * connect watch shares the budget, and its queue holds at most
+ * SBX_DENY_WATCH_RCVBUF bytes (helper/netns.h); at most RUN_DENIED_NAMES
+ * distinct names are kept per exec. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <linux/if_ether.h>
+#include <linux/if_packet.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,22 +60,33 @@
 #define RUN_DENIED_NAME	 256 /* a recorded name's bytes, NUL included */
 #define DENY_NOTICE_DOCS "docs/operator/images.md#a-program-that-needs-the-network"
 
-bool deny_take(struct sbx_run *r, struct run_exec *e, int fd)
+/* Whether fd is a socket of this domain and type. */
+static bool socket_is(int fd, int domain, int type)
+{
+	int d = 0, t = 0;
+	socklen_t dlen = sizeof(d), tlen = sizeof(t);
+
+	return getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &d, &dlen) == 0 && d == domain &&
+	       getsockopt(fd, SOL_SOCKET, SO_TYPE, &t, &tlen) == 0 && t == type;
+}
+
+bool deny_take(struct sbx_run *r, struct run_exec *e, int fd, int watch)
 {
 	struct sockaddr_in a;
 	socklen_t alen = sizeof(a);
-	int type = 0;
-	socklen_t tlen = sizeof(type);
 
-	/* Only what exec init makes: a UDP socket bound to 127.0.0.1:53 (a
-	 * helper must not make sbxd read from anything else). */
-	if (e->deny_fd >= 0 || getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) < 0 ||
-	    type != SOCK_DGRAM || getsockname(fd, (struct sockaddr *)&a, &alen) < 0 ||
-	    alen != sizeof(a) || a.sin_family != AF_INET ||
-	    a.sin_addr.s_addr != htonl(INADDR_LOOPBACK) || ntohs(a.sin_port) != SBX_DENY_DNS_PORT)
+	/* Only what exec init makes: a UDP socket bound to 127.0.0.1:53 and
+	 * a packet socket (a helper must not make sbxd read from anything
+	 * else). */
+	if (e->deny_fd >= 0 || !socket_is(fd, AF_INET, SOCK_DGRAM) ||
+	    getsockname(fd, (struct sockaddr *)&a, &alen) < 0 || alen != sizeof(a) ||
+	    a.sin_family != AF_INET || a.sin_addr.s_addr != htonl(INADDR_LOOPBACK) ||
+	    ntohs(a.sin_port) != SBX_DENY_DNS_PORT || watch < 0 ||
+	    !socket_is(watch, AF_PACKET, SOCK_RAW))
 		return false;
 	(void)r;
 	e->deny_fd = fd;
+	e->watch_fd = watch;
 	e->deny_tokens = DENY_RATE;
 	e->deny_refill_ms = sbx_mono_ms();
 	return true;
@@ -244,11 +268,80 @@ void deny_pump(struct sbx_run *r, struct run_exec *e)
 	}
 }
 
+/* One packet of the connect watch, pkt[0..n) from lo's link header on:
+ * its destination as "ADDRESS:PORT" or "ADDRESS:PORT/udp" into name, or
+ * false when it is not one the filter passes (read as hostile bytes:
+ * every offset is checked against n). */
+static bool watch_name(const uint8_t *pkt, size_t n, char *name, size_t name_size)
+{
+	char addr[INET6_ADDRSTRLEN];
+	size_t l4;
+	uint8_t proto;
+	uint16_t type;
+
+	if (n < ETH_HLEN)
+		return false;
+	type = (uint16_t)(pkt[12] << 8 | pkt[13]);
+	if (type == ETH_P_IP && n >= ETH_HLEN + 20) {
+		l4 = ETH_HLEN + (size_t)(pkt[ETH_HLEN] & 0x0f) * 4;
+		proto = pkt[ETH_HLEN + 9];
+		if (l4 < ETH_HLEN + 20 ||
+		    !inet_ntop(AF_INET, pkt + ETH_HLEN + 16, addr, sizeof(addr)))
+			return false;
+	} else if (type == ETH_P_IPV6 && n >= ETH_HLEN + 40) {
+		l4 = ETH_HLEN + 40;
+		proto = pkt[ETH_HLEN + 6];
+		if (!inet_ntop(AF_INET6, pkt + ETH_HLEN + 24, addr, sizeof(addr)))
+			return false;
+	} else {
+		return false;
+	}
+	if (n < l4 + 4 || (proto != IPPROTO_TCP && proto != IPPROTO_UDP))
+		return false;
+	snprintf(name, name_size, "%s%s%s:%u%s", type == ETH_P_IPV6 ? "[" : "", addr,
+		 type == ETH_P_IPV6 ? "]" : "", (unsigned)(pkt[l4 + 2] << 8 | pkt[l4 + 3]),
+		 proto == IPPROTO_UDP ? "/udp" : "");
+	return true;
+}
+
+void watch_pump(struct sbx_run *r, struct run_exec *e)
+{
+	int64_t now = sbx_mono_ms();
+
+	while (deny_budget(e, now)) {
+		uint8_t pkt[SBX_DENY_WATCH_SNAP];
+		char name[RUN_DENIED_NAME];
+		struct sockaddr_ll from;
+		socklen_t flen = sizeof(from);
+		ssize_t n = recvfrom(e->watch_fd, pkt, sizeof(pkt), MSG_DONTWAIT,
+				     (struct sockaddr *)&from, &flen);
+		bool first;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return; /* EAGAIN: all read */
+		e->deny_tokens--;
+		/* The filter passed only packets lo received; what is not one
+		 * of those is not an attempt. */
+		if (flen < sizeof(from) || from.sll_pkttype != PACKET_HOST ||
+		    !watch_name(pkt, (size_t)n, name, sizeof(name)))
+			continue;
+		run_lock(r);
+		first = deny_record(r, e, name);
+		run_unlock(r);
+		if (first)
+			deny_notice(r, e, name);
+	}
+}
+
 void deny_close(struct run_exec *e)
 {
 	if (e->deny_fd >= 0)
 		close(e->deny_fd);
-	e->deny_fd = -1;
+	if (e->watch_fd >= 0)
+		close(e->watch_fd);
+	e->deny_fd = e->watch_fd = -1;
 }
 
 void *deny_audit(const struct run_exec *e)

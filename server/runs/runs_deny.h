@@ -9,17 +9,21 @@
 
 #include "run.h"
 
-/* mu held: fd (from ExecStarted of an exec of a deny run) becomes e's deny
- * resolver if it is one (a UDP socket bound to 127.0.0.1:53) and e has
- * none yet; false: the caller closes it. */
-bool deny_take(struct sbx_run *r, struct run_exec *e, int fd) REQUIRES(r->mu);
+/* mu held: fd and watch (from ExecStarted of an exec of a deny run)
+ * become e's deny resolver and connect watch if they are ones (a UDP
+ * socket bound to 127.0.0.1:53, a packet socket) and e has none yet;
+ * false: the caller closes both. */
+bool deny_take(struct sbx_run *r, struct run_exec *e, int fd, int watch) REQUIRES(r->mu);
 /* mu held: whether to poll e's resolver now; when its budget is spent,
  * false, with *next (monotonic ms) lowered to when it refills. */
 bool deny_watch(struct run_exec *e, int64_t now, int64_t *next);
 /* mu not held: answers and records what waits on e's resolver, within its
  * budget; the first attempt writes the notice into the exec's stderr. */
 void deny_pump(struct sbx_run *r, struct run_exec *e);
-/* mu held: the exec is done; its resolver is closed. */
+/* mu not held: records what waits on e's connect watch, within the same
+ * budget; the first attempt writes the notice. */
+void watch_pump(struct sbx_run *r, struct run_exec *e);
+/* mu held: the exec is done; its resolver and connect watch are closed. */
 void deny_close(struct run_exec *e);
 /* The audit fields of e's attempts (a json_t object), NULL if none. */
 void *deny_audit(const struct run_exec *e);

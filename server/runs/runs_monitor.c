@@ -37,7 +37,8 @@
 #define TICK_MAX_MS 1000
 #define CTL_BATCH   64
 
-#define SLOT_DENY 2 /* an exec's deny resolver (runs_deny.h), beside its two streams */
+#define SLOT_DENY  2 /* an exec's deny resolver (runs_deny.h), beside its two streams */
+#define SLOT_WATCH 3 /* and its connect watch */
 
 struct slot {
 	struct run_exec *e;
@@ -153,6 +154,8 @@ static void egress_event(struct sbx_run *r, struct sbx_ctl_event *ev)
 	struct sbx_err err;
 	bool take = false;
 	int fd;
+	/* Egress deny's connect watch, beside its resolver; -1 else. */
+	_cleanup_close_ int watch = sbx_steal_fd(ev->watch_fd);
 
 	if (ev->kind == SBX_CTL_ENDED && r->egress) {
 		sbx_egress_run_unlisten(r->egress, ev->exec_id);
@@ -165,10 +168,12 @@ static void egress_event(struct sbx_run *r, struct sbx_ctl_event *ev)
 	e = run_exec_by_num(r, ev->exec_id);
 	if (e && !e->ended && !e->egress_listener && r->egress)
 		take = e->egress_listener = true;
-	/* Egress deny: the exec's deny resolver, for the monitor (this thread). */
+	/* Egress deny: the exec's deny resolver and connect watch, for the
+	 * monitor (this thread). */
 	else if (e && !e->ended && !e->egress_listener && !r->egress &&
-		 r->policy->egress->policy == SBX__V1__EGRESS__POLICY__DENY && deny_take(r, e, fd))
-		e->egress_listener = true, fd = -1;
+		 r->policy->egress->policy == SBX__V1__EGRESS__POLICY__DENY &&
+		 deny_take(r, e, fd, watch))
+		e->egress_listener = true, fd = -1, watch = -1;
 	run_unlock(r);
 	if (!take) {
 		if (fd >= 0)
@@ -461,7 +466,8 @@ static size_t build(struct sbx_run *r, struct monitor *m) REQUIRES(r->mu)
 		/* Done: whatever could ask is gone. */
 		if (e->done)
 			deny_close(e);
-		streams += (e->out[0].pipe >= 0) + (e->out[1].pipe >= 0) + (e->deny_fd >= 0);
+		streams += (e->out[0].pipe >= 0) + (e->out[1].pipe >= 0) + (e->deny_fd >= 0) +
+			   (e->watch_fd >= 0);
 	}
 	if (!grow(m, FIXED_FDS + streams))
 		streams = 0; /* out of memory: watch the rest, retry next round */
@@ -479,6 +485,8 @@ static size_t build(struct sbx_run *r, struct monitor *m) REQUIRES(r->mu)
 		if (deny_watch(e, now, &m->deny_next)) {
 			m->pfd[n] = (struct pollfd){.fd = e->deny_fd, .events = POLLIN};
 			m->slot[n++] = (struct slot){e, SLOT_DENY};
+			m->pfd[n] = (struct pollfd){.fd = e->watch_fd, .events = POLLIN};
+			m->slot[n++] = (struct slot){e, SLOT_WATCH};
 		}
 	return n;
 }
@@ -535,6 +543,8 @@ static void *monitor_main(void *arg)
 		for (size_t i = FIXED_FDS; i < n; i++)
 			if (m.pfd[i].revents && m.slot[i].which == SLOT_DENY)
 				deny_pump(r, m.slot[i].e);
+			else if (m.pfd[i].revents && m.slot[i].which == SLOT_WATCH)
+				watch_pump(r, m.slot[i].e);
 			else if (m.pfd[i].revents)
 				stream_pump(r, m.slot[i].e, m.slot[i].which);
 		if (m.pfd[2].revents)

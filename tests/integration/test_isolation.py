@@ -275,15 +275,22 @@ class Network(SandboxTest):
         self.assertIn("GAIERROR", r.stdout, r)
 
     def test_no_route_outside(self):
-        # 192.0.2.1 is TEST-NET-1: with no interface but lo there is no route,
-        # so the connect fails before any packet could be sent anywhere.
+        # 192.0.2.1 is TEST-NET-1. With egress deny every address is routed
+        # to the exec's own loopback (so sbxd's connect watch sees attempts):
+        # a connect is refused at once by the sandbox itself, and a listener
+        # of the sandbox's own on 0.0.0.0 is what answers "192.0.2.1", i.e.
+        # the packet never had anywhere else to go.
         r = self.py("import socket,errno\ns=socket.socket()\ns.settimeout(3)\n"
                     "try:\n    s.connect(('192.0.2.1', 80)); print('CONNECTED')\n"
                     "except OSError as e: print(errno.errorcode.get(e.errno, e))\n"
-                    "s6=socket.socket(socket.AF_INET6)\n"
+                    "s6=socket.socket(socket.AF_INET6)\ns6.settimeout(3)\n"
                     "try:\n    s6.connect(('2001:db8::1', 80)); print('CONNECTED')\n"
-                    "except OSError as e: print(errno.errorcode.get(e.errno, e))\n")
-        self.assertEqual(r.stdout.split(), ["ENETUNREACH", "ENETUNREACH"], r)
+                    "except OSError as e: print(errno.errorcode.get(e.errno, e))\n"
+                    "srv=socket.socket(); srv.bind(('0.0.0.0', 8080)); srv.listen(1)\n"
+                    "c=socket.create_connection(('192.0.2.1', 8080), timeout=3)\n"
+                    "a,peer=srv.accept(); print(a.getsockname()[0], peer[0])\n")
+        self.assertEqual(r.stdout.split(),
+                         ["ECONNREFUSED", "ECONNREFUSED", "192.0.2.1", "192.0.2.1"], r)
 
     def test_only_loopback_exists(self):
         r = self.sh("cat /proc/net/dev | tail -n +3 | cut -d: -f1; cat /proc/net/route | wc -l")

@@ -2,11 +2,13 @@
 """Egress deny said loudly (issue 20, item 5), through the real sbxd and
 sbx-helper: a DNS lookup from a deny run fails at once (sbxd refuses it on
 the exec's 127.0.0.1:53, one query per try: no resolver retry), a connect
-to a non-loopback address fails at once with ENETUNREACH, the exec's stderr
-gets one notice line naming the policy, the name and the image-build
-advice, and ExecStatus (Wait, Status) and the teardown manifest and audit
-log count the attempts and name the first 16 distinct names. A flood of
-queries costs sbxd bounded memory and another caller's calls are answered
+to a literal non-loopback address (TCP, UDP, IPv4, IPv6) fails at once
+with ECONNREFUSED and is seen by sbxd's connect watch, the exec's stderr
+gets one notice line naming the policy, the name or address and the
+image-build advice, and ExecStatus (Wait, Status) and the teardown
+manifest and audit log count the attempts and name the first 16 distinct
+names; the exec's own loopback traffic is not counted. A flood of queries
+or SYNs costs sbxd bounded memory and another caller's calls are answered
 meanwhile; hostile queries (long, binary, NUL, compression pointers and
 their loops, garbage) are answered or dropped, never recorded as garbage."""
 import json
@@ -37,6 +39,59 @@ try:
     print("CONNECTED")
 except OSError as e:
     print(errno.errorcode.get(e.errno, e.errno))
+"""
+
+# The exec's own loopback server, and a datagram to 127.0.0.2: no attempt.
+LOOPBACK = r"""
+import socket
+srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
+c = socket.create_connection(srv.getsockname()); a, _ = srv.accept()
+c.sendall(b"x" * 100000); c.close()
+got = 0
+while True:
+    d = a.recv(65536)
+    if not d: break
+    got += len(d)
+u6 = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u6.sendto(b"x", ("127.0.0.2", 9))
+print("loopback", got)
+"""
+
+# Literal addresses, one attempt each, then LOOPBACK: "ADDRESS ERRNO" lines.
+CONNECTS = r"""
+import errno, socket, time
+def name(e): return errno.errorcode.get(e.errno, e.errno)
+def tcp(fam, addr):
+    t = time.monotonic()
+    try:
+        socket.socket(fam).connect(addr); r = "CONNECTED"
+    except OSError as e:
+        r = name(e)
+    print(addr[0], r, "fast" if time.monotonic() - t < 5 else "slow")
+tcp(socket.AF_INET, ("192.0.2.1", 443))
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+u.settimeout(10)
+u.connect(("198.51.100.7", 123)); u.send(b"ntp?")
+try:
+    u.recv(64); print("198.51.100.7 ANSWERED")
+except OSError as e:
+    print("198.51.100.7", name(e))
+if socket.has_ipv6:
+    tcp(socket.AF_INET6, ("2001:db8::1", 80))
+""" + LOOPBACK
+
+
+SYN_FLOOD = r"""
+import socket, time
+sent = 0
+end = time.time() + 4
+while time.time() < end:
+    s = socket.socket(); s.setblocking(False)
+    try:
+        s.connect(("203.0.113.%d" % (sent % 250 + 1), 443))
+    except OSError:
+        pass
+    s.close(); sent += 1
+print("sent", sent)
 """
 
 # Raw queries to 127.0.0.1:53: (label, datagram) each, and what came back:
@@ -160,10 +215,12 @@ class EgressDeny(ServerTestCase):
         self.assertGreaterEqual(st2.network_denied_attempts, 1)
         self.assertEqual(list(st2.network_denied_names), ["pypi.org"])
         self.assertEqual(sum(NOTICE in line for line in err.splitlines()), 1, err)
-        # A connect to an address has no route: at once, ENETUNREACH.
+        # A connect to an address is refused at once, and counted.
         st3, out, err = self.run_argv(run, ["python3", "-c", CONNECT])
-        self.assertEqual(out, "ENETUNREACH\n", err)
-        self.assertEqual(st3.network_denied_attempts, 0)
+        self.assertEqual(out, "ECONNREFUSED\n", err)
+        self.assertEqual(st3.network_denied_attempts, 1)
+        self.assertEqual(list(st3.network_denied_names), ["93.184.216.34:443"])
+        self.assertIn("tried to reach 93.184.216.34:443.", err)
         # curl by name: the lookup fails at once (curl's "Could not resolve").
         st4, out, err = self.run_argv(run, ["curl", "-sS", "-m", "20", "https://pypi.org/simple/"])
         self.assertEqual(st4.exit_code, 6, err)
@@ -186,7 +243,50 @@ class EgressDeny(ServerTestCase):
         self.assertEqual(ev[st.exec_id]["network_denied_attempts"], 2)
         self.assertEqual(ev[st.exec_id]["network_denied_names"],
                          ["pypi.org", "files.pythonhosted.org"])
-        self.assertNotIn("network_denied_attempts", ev[st3.exec_id])
+        self.assertEqual(ev[st3.exec_id]["network_denied_names"], ["93.184.216.34:443"])
+
+    def test_connects_to_addresses_counted_loopback_not(self):
+        run = self.create()
+        st, out, err = self.run_argv(run, ["python3", "-c", CONNECTS])
+        lines = out.splitlines()
+        self.assertEqual(lines[0], "192.0.2.1 ECONNREFUSED fast", out + err)
+        # The datagram was seen; its sender learns at once (port unreachable).
+        self.assertEqual(lines[1], "198.51.100.7 ECONNREFUSED", out + err)
+        want = ["192.0.2.1:443", "198.51.100.7:123/udp"]
+        if os.path.exists("/proc/net/if_inet6"):  # the host has IPv6
+            self.assertEqual(lines[2], "2001:db8::1 ECONNREFUSED fast", out + err)
+            want.append("[2001:db8::1]:80")
+        # The exec's own loopback server works and is no attempt.
+        self.assertEqual(lines[-1], "loopback 100000", out + err)
+        self.assertEqual(list(st.network_denied_names), want, err)
+        self.assertEqual(st.network_denied_attempts, len(want), st)
+        lines = [line for line in err.splitlines() if NOTICE in line]
+        self.assertEqual(len(lines), 1, err)
+        self.assertIn("tried to reach 192.0.2.1:443.", lines[0])
+        # An exec that only talks to itself is not an attempt at all.
+        st2, out, err = self.run_argv(run, ["python3", "-c", LOOPBACK])
+        self.assertEqual(out, "loopback 100000\n", err)
+        self.assertEqual(st2.network_denied_attempts, 0, err)
+        self.assertNotIn(NOTICE, err)
+        self.teardown(run)
+
+    def test_syn_flood_is_bounded(self):
+        run = self.create()
+        before = self.srv.rss_kb()
+        ex = self.start(run, ["python3", "-c", SYN_FLOOD])
+        with self.srv.conn(tls=True) as bob:
+            for _ in range(5):
+                code, msg, r = bob.call("ListRuns", pb.ListRunsRequest(), pb.ListRunsResponse,
+                                        token=self.srv.tokens["bob"])
+                self.assertEqual(code, "OK", msg)
+        st = self.wait(run, ex)
+        sent = int(self.output(run, ex, pb.STDOUT).split()[1])
+        self.assertGreater(sent, 1000)
+        self.assertGreater(st.network_denied_attempts, 0)
+        self.assertLess(st.network_denied_attempts, min(sent, 128 * 7))
+        self.assertEqual(len(st.network_denied_names), 16)
+        self.assertLess(self.srv.rss_kb() - before, 16 * 1024)
+        self.teardown(run)
 
     def test_names_capped_at_16_distinct(self):
         run = self.create()

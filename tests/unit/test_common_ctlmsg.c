@@ -78,6 +78,19 @@ int main(void)
 	sbx_close_fds(fds, nfds);
 	sbx__v1__helper_message__free_unpacked(got, NULL);
 
+	/* With egress deny a second fd, the connect watch, follows the
+	 * resolver: ExecStarted says so, and carries exactly two. */
+	started.deny_watch = true;
+	check(sbx_ctl_send(sv[0], &m, two, 1, &err) == -1, "the watch's fd missing: refused: %s",
+	      err.msg);
+	check(sbx_ctl_send(sv[0], &m, two, 2, &err) == 0, "resolver and watch go");
+	check(sbx_ctl_recv_event(sv[1], &ev, &err) == 1 && ev.kind == SBX_CTL_STARTED &&
+		  ev.listen_fd >= 0 && ev.watch_fd >= 0 && ev.listen_fd != ev.watch_fd,
+	      "and arrive as the event's listen_fd and watch_fd");
+	sbx_ctl_event_close(&ev);
+	check(lowest_free_fd() == before, "both closed with the event");
+	started.deny_watch = false;
+
 	/* An ExecRequest carries exactly three fds: two, sent past the
 	 * sender's check, are refused by the receiver and closed. */
 	m.msg_case = SBX__V1__HELPER_MESSAGE__MSG_EXEC;
