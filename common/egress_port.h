@@ -19,14 +19,15 @@
  * the name (server/runs/runs_deny.c). The sandbox's /etc/resolv.conf
  * points there with one try and a 1 s timeout (helper/rootfs.c). */
 #define SBX_DENY_DNS_PORT 53
-/* With egress deny, also the exec's connect watch: every address but
- * loopback is routed to the namespace's own loopback (so a connect to a
- * literal address is refused at once, ECONNREFUSED, instead of failing
- * unseen with ENETUNREACH), and a packet socket on lo, filtered in the
- * kernel to a TCP SYN or a UDP datagram to a non-loopback address, is
+/* With egress deny, also the exec's connect watch: every address is
+ * routed to the namespace's own loopback (so a connect to a literal
+ * address is refused at once, ECONNREFUSED, instead of failing unseen with
+ * ENETUNREACH), and a packet socket on lo, filtered in the kernel to the
+ * refusals (a TCP RST answering a SYN, an ICMP port unreachable), is
  * handed to sbxd beside the resolver; sbxd reads each such packet's first
- * SBX_DENY_WATCH_SNAP bytes (the link header, the IP header and the ports)
- * and records the destination (helper/netns.c, server/runs/runs_deny.c). */
+ * SBX_DENY_WATCH_SNAP bytes (the link and IP headers, and the ports or the
+ * quoted datagram's headers) and records what was tried
+ * (helper/netns.c, server/runs/runs_deny.c). */
 #define SBX_DENY_WATCH_SNAP 128
 
 #endif

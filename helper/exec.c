@@ -241,22 +241,26 @@ static char **build_env(const SbxPolicy *p, char *const *env, size_t n_env)
 /* Makes the egress listener and hands it to pid 1 as the first packet on
  * the report socket; exec init keeps no copy (its command must not be able
  * to accept the connections meant for sbxd's proxy). With egress deny the
- * packet carries the deny resolver and the connect watch instead, made
- * after every address was routed to loopback (netns.h). */
+ * packet carries the deny resolver and, when it could be made, the
+ * connect watch, made after every address was routed to loopback
+ * (netns.h): the watch only records attempts, which fail at once either
+ * way, so a kernel that refuses it (no AF_PACKET, a security module) costs
+ * the record, not the exec; sbxd says so in the run's alerts. */
 static int send_listener(int rfd, bool deny, struct sbx_err *err)
 {
 	_cleanup_close_ int lfd = -1, wfd = -1;
 	struct sbx_exec_report r = {.kind = SBX_EXEC_LISTENER};
+	struct sbx_err ignored;
 	int fds[2];
 
-	if (deny && sbx_netns_deny_routes(err) < 0)
-		return -1;
 	lfd = deny ? sbx_netns_deny_dns(err) : sbx_netns_egress_listener(err);
-	if (lfd < 0 || (deny && (wfd = sbx_netns_deny_watch(err)) < 0))
+	if (lfd < 0)
 		return -1;
+	if (deny && sbx_netns_deny_routes(&ignored) == 0)
+		wfd = sbx_netns_deny_watch(&ignored);
 	fds[0] = lfd;
 	fds[1] = wfd;
-	if (sbx_fd_sendmsg(rfd, &r, sizeof(r), fds, deny ? 2 : 1) != (ssize_t)sizeof(r))
+	if (sbx_fd_sendmsg(rfd, &r, sizeof(r), fds, wfd >= 0 ? 2 : 1) != (ssize_t)sizeof(r))
 		return sbx_fail_errno(err, "egress listener: handing it to pid 1");
 	return 0;
 }

@@ -133,9 +133,9 @@ static struct exec_slot *find_exec(struct init_state *st, uint64_t id)
 }
 
 /* One packet from exec init's report socket into *r; the fds that came
- * with it go to got[0..want) if exactly want came, else are closed (got
- * stays -1). The packet's size, or -1 (errno), or 0 at its end. */
-static ssize_t recv_report(int fd, struct sbx_exec_report *r, int got[2], size_t want)
+ * with it go to got[] if one to max (at most 2) came, else are closed
+ * (got stays -1). The packet's size, or -1 (errno), or 0 at its end. */
+static ssize_t recv_report(int fd, struct sbx_exec_report *r, int got[2], size_t max)
 {
 	int fds[SBX_CTL_MAX_FDS];
 	size_t nfds;
@@ -143,8 +143,8 @@ static ssize_t recv_report(int fd, struct sbx_exec_report *r, int got[2], size_t
 	ssize_t n = sbx_fd_recvmsg(fd, r, sizeof(*r), fds, &nfds, &flags);
 
 	got[0] = got[1] = -1;
-	if (n >= 0 && want && nfds == want && want <= 2 && !(flags & MSG_CTRUNC)) {
-		for (size_t i = 0; i < want; i++)
+	if (n >= 0 && nfds >= 1 && nfds <= max && max <= 2 && !(flags & MSG_CTRUNC)) {
+		for (size_t i = 0; i < nfds; i++)
 			got[i] = fds[i];
 		nfds = 0;
 	}
@@ -179,9 +179,10 @@ static void take_listener(struct init_state *st, struct exec_slot *slot)
 {
 	struct sbx_exec_report r;
 	_cleanup_close_pair_ int got[2] = SBX_PAIR_INIT;
-	/* With egress deny: the resolver and the connect watch. */
-	size_t want = sbx_exec_wants_deny_dns(st->ctx->policy) ? 2 : 1;
-	ssize_t n = recv_report(slot->report_fd, &r, got, want);
+	/* With egress deny: the resolver, and the connect watch if it could
+	 * be made. */
+	size_t max = sbx_exec_wants_deny_dns(st->ctx->policy) ? 2 : 1;
+	ssize_t n = recv_report(slot->report_fd, &r, got, max);
 
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 		return;

@@ -138,63 +138,82 @@ static int route_all_local(int family, struct sbx_err *err)
 
 int sbx_netns_deny_routes(struct sbx_err *err)
 {
-	_cleanup_close_ int v6 = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct sbx_err ignored;
 
 	if (route_all_local(AF_INET, err) < 0)
 		return -1;
-	/* A kernel without IPv6 (ipv6.disable=1) has no IPv6 to route: an
-	 * IPv6 connect fails there with EAFNOSUPPORT, unseen but at once. */
-	if (v6 < 0 && errno == EAFNOSUPPORT)
-		return 0;
-	return route_all_local(AF_INET6, err);
+	/* Without IPv6 (ipv6.disable=1: EAFNOSUPPORT; disabled on the
+	 * namespace's lo, as disable_ipv6 copies it into every new one:
+	 * EACCES) there is nothing to route: an IPv6 connect fails there at
+	 * once all the same (no route), only unseen. */
+	(void)route_all_local(AF_INET6, &ignored);
+	return 0;
 }
 
 /* The connect watch's filter, run by the kernel on each packet lo
- * receives (the frame: lo's 14-byte Ethernet header, then IP). It keeps
- * SBX_DENY_WATCH_SNAP bytes of a packet received (not the copy lo sends)
- * that is an IPv4 or IPv6 TCP SYN without ACK, or a UDP datagram, to an
- * address that is not loopback (the exec's own traffic, its resolver's
- * queries included, stays unseen), and drops everything else: the
- * answers (RST, ICMP), IPv4 fragments after the first, IPv6 packets with
- * extension headers. */
+ * receives (the frame: lo's 14-byte Ethernet header, then IP). An attempt
+ * is counted by the refusal the exec's own kernel sends back, not by what
+ * the exec sent: a connect that the exec's own listener answers (every
+ * address is local here) or a UDP "which address am I" connect is no
+ * attempt. It keeps SBX_DENY_WATCH_SNAP bytes of a packet received (not
+ * the copy lo sends) that is
+ *   - a TCP RST|ACK with sequence number 0 from a non-loopback address:
+ *     what a SYN to a port nobody listens on gets back (its source is the
+ *     address and port that were tried), or
+ *   - an ICMP port or protocol unreachable (ICMPv6 port unreachable or
+ *     unknown next header): what a datagram to a closed port gets back,
+ *     quoting the datagram (sbxd reads its destination there and drops
+ *     the ones to loopback and those of its own resolver's answers),
+ * and drops everything else, IPv4 fragments after the first, and IPv6
+ * packets with extension headers. */
 /* One instruction a line, numbered for the jumps. */
 /* clang-format off */
 static const struct sock_filter watch_code[] = {
     /* 0 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, SKF_AD_OFF + SKF_AD_PKTTYPE),
-    /* 1 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PACKET_HOST, 0, 29), /* else drop */
+    /* 1 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PACKET_HOST, 0, 39), /* else drop */
     /* 2 */ BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 12),
-    /* 3 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ETH_P_IP, 0, 12), /* else 16 */
+    /* 3 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ETH_P_IP, 0, 17), /* else 21 */
     /* IPv4 */
-    /* 4 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 16), /* destination */
-    /* 5 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xff000000),
-    /* 6 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x7f000000, 24, 0), /* 127/8: drop */
-    /* 7 */ BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 14 + 6),
-    /* 8 */ BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x1fff, 22, 0), /* a later fragment: drop */
-    /* 9 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 14 + 9),
-    /* 10 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_UDP, 21, 0), /* keep */
-    /* 11 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_TCP, 0, 19), /* else drop */
-    /* 12 */ BPF_STMT(BPF_LDX | BPF_B | BPF_MSH, 14), /* X: the IPv4 header's length */
-    /* 13 */ BPF_STMT(BPF_LD | BPF_B | BPF_IND, 14 + 13), /* TCP flags */
-    /* 14 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0x12), /* SYN | ACK */
-    /* 15 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x02, 16, 15), /* SYN alone: keep */
+    /* 4 */ BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 14 + 6),
+    /* 5 */ BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x1fff, 35, 0), /* a later fragment: drop */
+    /* 6 */ BPF_STMT(BPF_LDX | BPF_B | BPF_MSH, 14), /* X: the IPv4 header's length */
+    /* 7 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 14 + 9),
+    /* 8 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_ICMP, 0, 3), /* else 12 */
+    /* 9 */ BPF_STMT(BPF_LD | BPF_H | BPF_IND, 14), /* type, code */
+    /* 10 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0303, 31, 0), /* port unreachable: keep */
+    /* 11 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0302, 30, 29), /* protocol unreachable */
+    /* 12 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_TCP, 0, 28), /* else drop */
+    /* 13 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 12), /* source */
+    /* 14 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xff000000),
+    /* 15 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x7f000000, 25, 0), /* 127/8: drop */
+    /* 16 */ BPF_STMT(BPF_LD | BPF_B | BPF_IND, 14 + 13), /* TCP flags */
+    /* 17 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0x17), /* FIN SYN RST ACK */
+    /* 18 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x14, 0, 22), /* RST|ACK, else drop */
+    /* 19 */ BPF_STMT(BPF_LD | BPF_W | BPF_IND, 14 + 4), /* sequence number */
+    /* 20 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 21, 20), /* 0: keep */
     /* IPv6 */
-    /* 16 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ETH_P_IPV6, 0, 14), /* else drop */
-    /* 17 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 24), /* destination, 4 words */
-    /* 18 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 6),
-    /* 19 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 28),
-    /* 20 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 4),
-    /* 21 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 32),
-    /* 22 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 2),
-    /* 23 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 36),
-    /* 24 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 1, 6, 0), /* ::1: drop */
-    /* 25 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 14 + 6), /* next header */
-    /* 26 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_UDP, 5, 0), /* keep */
-    /* 27 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_TCP, 0, 3), /* else drop */
-    /* 28 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 14 + 40 + 13), /* TCP flags */
-    /* 29 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0x12),
-    /* 30 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x02, 1, 0), /* SYN alone: keep */
-    /* 31 */ BPF_STMT(BPF_RET | BPF_K, 0),
-    /* 32 */ BPF_STMT(BPF_RET | BPF_K, SBX_DENY_WATCH_SNAP),
+    /* 21 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ETH_P_IPV6, 0, 19), /* else drop */
+    /* 22 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 14 + 6), /* next header */
+    /* 23 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_ICMPV6, 0, 3), /* else 27 */
+    /* 24 */ BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 14 + 40), /* type, code */
+    /* 25 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0104, 16, 0), /* port unreachable: keep */
+    /* 26 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0401, 15, 14), /* unknown next header */
+    /* 27 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_TCP, 0, 13), /* else drop */
+    /* 28 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 8), /* source, 4 words */
+    /* 29 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 6),
+    /* 30 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 12),
+    /* 31 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 4),
+    /* 32 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 16),
+    /* 33 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 2),
+    /* 34 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 20),
+    /* 35 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 1, 5, 0), /* ::1: drop */
+    /* 36 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 14 + 40 + 13), /* TCP flags */
+    /* 37 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0x17),
+    /* 38 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x14, 0, 2), /* RST|ACK, else drop */
+    /* 39 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 40 + 4), /* sequence number */
+    /* 40 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 1, 0), /* 0: keep */
+    /* 41 */ BPF_STMT(BPF_RET | BPF_K, 0),
+    /* 42 */ BPF_STMT(BPF_RET | BPF_K, SBX_DENY_WATCH_SNAP),
 };
 /* clang-format on */
 

@@ -44,9 +44,11 @@ int sbx_netns_deny_dns(struct sbx_err *err);
 
 /* With egress deny, before anything of the command exists: routes every
  * IPv4 and IPv6 address to the namespace's own loopback, so that a
- * connect to a literal address is refused at once (ECONNREFUSED) and its
- * SYN is seen by the connect watch below. Nothing leaves either way: the
- * namespace has no other interface. */
+ * connect to a literal address is refused at once (ECONNREFUSED) and the
+ * refusal is seen by the connect watch below. Nothing leaves either way:
+ * the namespace has no other interface. IPv6 is routed where the
+ * namespace has it (else an IPv6 connect fails at once with no route,
+ * unseen); -1 only when the IPv4 route could not be made. */
 int sbx_netns_deny_routes(struct sbx_err *err);
 
 /* The receive buffer of the connect watch: what a flood of SYNs can queue
@@ -55,9 +57,10 @@ int sbx_netns_deny_routes(struct sbx_err *err);
 
 /* With egress deny, after sbx_netns_deny_routes: the connect watch
  * (egress_port.h), an AF_PACKET socket on lo whose locked filter keeps
- * the first SBX_DENY_WATCH_SNAP bytes of each TCP SYN or UDP datagram to a
- * non-loopback address. Close-on-exec and non-blocking. Returns the fd,
- * or -1. */
+ * the first SBX_DENY_WATCH_SNAP bytes of each refusal of an attempt: a
+ * TCP RST answering a SYN to a non-loopback address, an ICMP or ICMPv6
+ * port unreachable. Close-on-exec and non-blocking. Returns the fd, or
+ * -1. */
 int sbx_netns_deny_watch(struct sbx_err *err);
 
 #endif

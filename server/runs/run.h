@@ -268,16 +268,17 @@ struct sbx_run {
 	/* Opens beneath /out on our behalf (out_reader.h): its socket is -1
 	 * until Ready, shut down at teardown, closed with the run. */
 	struct sbx_out_reader reader;
-	int err_pipe;	      /* [mon] under mu */
-	bool reaped;	      /* the helper was waited for: its pid may be reused */
-	bool killed;	      /* sbxd SIGKILLed the helper's group: its cgroups need cleanup */
-	bool cgroups;	      /* the sandbox has run cgroups (Ready said so) */
-	bool sandbox_gone;    /* no process of the sandbox is left (monitor_reaped) */
-	int64_t ended_ms;     /* unix, when the sandbox ended */
-	unsigned pollers;     /* long polls waiting on cv now: each counts as a call */
-	int64_t stopped_at;   /* monotonic: it became EXPIRED or FAILED (run_state.c) */
-	int64_t destroy_sent; /* monotonic: the lease ran out and sbxd asked pid 1 to end */
-	bool idle_ended;      /* the lease ran out: EXPIRED by idle_seconds */
+	int err_pipe;		 /* [mon] under mu */
+	bool reaped;		 /* the helper was waited for: its pid may be reused */
+	bool killed;		 /* sbxd SIGKILLed the helper's group: its cgroups need cleanup */
+	bool cgroups;		 /* the sandbox has run cgroups (Ready said so) */
+	bool sandbox_gone;	 /* no process of the sandbox is left (monitor_reaped) */
+	int64_t ended_ms;	 /* unix, when the sandbox ended */
+	unsigned pollers;	 /* long polls waiting on cv now: each counts as a call */
+	int64_t stopped_at;	 /* monotonic: it became EXPIRED or FAILED (run_state.c) */
+	int64_t destroy_sent;	 /* monotonic: the lease ran out and sbxd asked pid 1 to end */
+	bool idle_ended;	 /* the lease ran out: EXPIRED by idle_seconds */
+	bool deny_watch_missing; /* [mu] an exec had no connect watch: alerted once */
 	struct run_exec *execs;
 	struct run_exec **exec_tail;
 	uint64_t n_execs;

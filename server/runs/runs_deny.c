@@ -16,11 +16,16 @@
  * and hands sbxd beside the resolver the connect watch, an AF_PACKET
  * socket on lo whose filter (locked, made by exec init before the command
  * existed: helper/netns.c) passes only the first SBX_DENY_WATCH_SNAP bytes
- * of a TCP SYN or a UDP datagram to a non-loopback address. Each is
- * recorded as "ADDRESS:PORT" (TCP) or "ADDRESS:PORT/udp", IPv6 addresses
- * in brackets. What is not counted: a connect to loopback (the exec's own
- * servers), ICMP (no program of the sandbox may open a raw or ping
- * socket), IPv6 packets with extension headers.
+ * of those refusals: a TCP RST answering a SYN, an ICMP port unreachable
+ * quoting the datagram. A refusal, not the attempt, is what counts: every
+ * address is the exec's own, so a server it runs on 0.0.0.0 answers a
+ * connect to any address, and that is no attempt. Each is recorded as
+ * "ADDRESS:PORT" (TCP), "ADDRESS:PORT/udp" or "/udplite", IPv6 addresses
+ * in brackets. What is not counted: loopback (the exec's own servers and
+ * closed ports, the answers of the resolver below), ICMP (no program of
+ * the sandbox may open a raw or ping socket), IPv6 packets with extension
+ * headers. An exec without a watch (the kernel refused it: exec.c) is
+ * said once in the run's alerts.
  *
  * Bounds: a query is read into a fixed buffer and answered with at most
  * the bytes it came with; a name is parsed without following compression
@@ -81,10 +86,19 @@ bool deny_take(struct sbx_run *r, struct run_exec *e, int fd, int watch)
 	if (e->deny_fd >= 0 || !socket_is(fd, AF_INET, SOCK_DGRAM) ||
 	    getsockname(fd, (struct sockaddr *)&a, &alen) < 0 || alen != sizeof(a) ||
 	    a.sin_family != AF_INET || a.sin_addr.s_addr != htonl(INADDR_LOOPBACK) ||
-	    ntohs(a.sin_port) != SBX_DENY_DNS_PORT || watch < 0 ||
-	    !socket_is(watch, AF_PACKET, SOCK_RAW))
+	    ntohs(a.sin_port) != SBX_DENY_DNS_PORT ||
+	    (watch >= 0 && !socket_is(watch, AF_PACKET, SOCK_RAW)))
 		return false;
-	(void)r;
+	/* Without a watch (the kernel refused exec init one: helper/exec.c)
+	 * connects still fail at once, only unrecorded: said once a run. */
+	if (watch < 0 && !r->deny_watch_missing) {
+		r->deny_watch_missing = true;
+		run_alert(r,
+			  "sbxd: egress deny: exec-%llu has no connect watch (the kernel "
+			  "refused exec init a packet socket on lo); connects to addresses "
+			  "are refused but not recorded",
+			  (unsigned long long)e->num);
+	}
 	e->deny_fd = fd;
 	e->watch_fd = watch;
 	e->deny_tokens = DENY_RATE;
@@ -268,40 +282,105 @@ void deny_pump(struct sbx_run *r, struct run_exec *e)
 	}
 }
 
-/* One packet of the connect watch, pkt[0..n) from lo's link header on:
- * its destination as "ADDRESS:PORT" or "ADDRESS:PORT/udp" into name, or
- * false when it is not one the filter passes (read as hostile bytes:
- * every offset is checked against n). */
+/* Whether a[0..len) is a loopback address (127/8, ::1, ::ffff:127/104). */
+static bool loopback(const uint8_t *a, size_t len)
+{
+	static const uint8_t v6_loop[16] = {[15] = 1};
+	static const uint8_t v4_mapped[12] = {[10] = 0xff, [11] = 0xff};
+
+	if (len == 4)
+		return a[0] == 127;
+	return !memcmp(a, v6_loop, 16) || (!memcmp(a, v4_mapped, 12) && a[12] == 127);
+}
+
+/* The 16-bit number at p, network order. */
+static unsigned be16(const uint8_t *p)
+{
+	return (unsigned)(p[0] << 8 | p[1]);
+}
+
+/* "ADDRESS:PORT" for TCP, "ADDRESS:PORT/udp" (or /udplite), IPv6 in
+ * brackets; "ADDRESS (protocol N)" for another protocol (port < 0). */
+static bool name_of(int family, const uint8_t *addr, uint8_t proto, int port, char *name,
+		    size_t name_size)
+{
+	char a[INET6_ADDRSTRLEN];
+	bool v6 = family == AF_INET6;
+
+	if (!inet_ntop(family, addr, a, sizeof(a)))
+		return false;
+	if (port < 0)
+		snprintf(name, name_size, "%s (protocol %u)", a, proto);
+	else
+		snprintf(name, name_size, "%s%s%s:%d%s", v6 ? "[" : "", a, v6 ? "]" : "", port,
+			 proto == IPPROTO_UDP	    ? "/udp"
+			 : proto == IPPROTO_UDPLITE ? "/udplite"
+						    : "");
+	return true;
+}
+
+/* The datagram an ICMP error quotes, q[0..n) from its IP header on: what
+ * it was sent to. Those to loopback (a closed port of the exec's own) and
+ * the answers of sbxd's resolver (from 127.0.0.1:53 to a client that left)
+ * are no attempts: false. */
+static bool quoted_name(int family, const uint8_t *q, size_t n, char *name, size_t name_size)
+{
+	size_t hl = family == AF_INET ? (size_t)(q[0] & 0x0f) * 4 : 40;
+	size_t alen = family == AF_INET ? 4 : 16;
+	const uint8_t *src, *dst;
+	uint8_t proto;
+	bool ports;
+
+	if (n < (family == AF_INET ? 20u : 40u) || hl < (family == AF_INET ? 20u : 40u))
+		return false;
+	proto = family == AF_INET ? q[9] : q[6];
+	src = q + (family == AF_INET ? 12 : 8);
+	dst = q + (family == AF_INET ? 16 : 24);
+	ports = proto == IPPROTO_TCP || proto == IPPROTO_UDP || proto == IPPROTO_UDPLITE;
+	if (loopback(dst, alen) || (ports && n < hl + 4))
+		return false;
+	if (ports && loopback(src, alen) && be16(q + hl) == SBX_DENY_DNS_PORT)
+		return false;
+	return name_of(family, dst, proto, ports ? (int)be16(q + hl + 2) : -1, name, name_size);
+}
+
+/* One packet of the connect watch, pkt[0..n) from lo's link header on
+ * (helper/netns.c says which pass the kernel's filter): what was tried,
+ * into name, or false when it is not an attempt. Read as hostile bytes:
+ * every offset is checked against n. */
 static bool watch_name(const uint8_t *pkt, size_t n, char *name, size_t name_size)
 {
-	char addr[INET6_ADDRSTRLEN];
-	size_t l4;
+	const uint8_t *ip = pkt + ETH_HLEN;
+	size_t len = n > ETH_HLEN ? n - ETH_HLEN : 0, hl;
+	int family;
 	uint8_t proto;
-	uint16_t type;
 
 	if (n < ETH_HLEN)
 		return false;
-	type = (uint16_t)(pkt[12] << 8 | pkt[13]);
-	if (type == ETH_P_IP && n >= ETH_HLEN + 20) {
-		l4 = ETH_HLEN + (size_t)(pkt[ETH_HLEN] & 0x0f) * 4;
-		proto = pkt[ETH_HLEN + 9];
-		if (l4 < ETH_HLEN + 20 ||
-		    !inet_ntop(AF_INET, pkt + ETH_HLEN + 16, addr, sizeof(addr)))
-			return false;
-	} else if (type == ETH_P_IPV6 && n >= ETH_HLEN + 40) {
-		l4 = ETH_HLEN + 40;
-		proto = pkt[ETH_HLEN + 6];
-		if (!inet_ntop(AF_INET6, pkt + ETH_HLEN + 24, addr, sizeof(addr)))
-			return false;
+	if (be16(pkt + 12) == ETH_P_IP && len >= 20) {
+		family = AF_INET;
+		hl = (size_t)(ip[0] & 0x0f) * 4;
+		proto = ip[9];
+	} else if (be16(pkt + 12) == ETH_P_IPV6 && len >= 40) {
+		family = AF_INET6;
+		hl = 40;
+		proto = ip[6];
 	} else {
 		return false;
 	}
-	if (n < l4 + 4 || (proto != IPPROTO_TCP && proto != IPPROTO_UDP))
+	if (hl < (family == AF_INET ? 20u : 40u) || len < hl + 8)
 		return false;
-	snprintf(name, name_size, "%s%s%s:%u%s", type == ETH_P_IPV6 ? "[" : "", addr,
-		 type == ETH_P_IPV6 ? "]" : "", (unsigned)(pkt[l4 + 2] << 8 | pkt[l4 + 3]),
-		 proto == IPPROTO_UDP ? "/udp" : "");
-	return true;
+	/* A RST answering a SYN comes from the address and port tried. */
+	if (proto == IPPROTO_TCP) {
+		const uint8_t *src = ip + (family == AF_INET ? 12 : 8);
+
+		return !loopback(src, family == AF_INET ? 4 : 16) &&
+		       name_of(family, src, proto, (int)be16(ip + hl), name, name_size);
+	}
+	/* An ICMP error: 8 bytes of its own, then the datagram it refuses. */
+	if (proto == (family == AF_INET ? IPPROTO_ICMP : IPPROTO_ICMPV6))
+		return quoted_name(family, ip + hl + 8, len - hl - 8, name, name_size);
+	return false;
 }
 
 void watch_pump(struct sbx_run *r, struct run_exec *e)

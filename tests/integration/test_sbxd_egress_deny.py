@@ -41,9 +41,15 @@ except OSError as e:
     print(errno.errorcode.get(e.errno, e.errno))
 """
 
-# The exec's own loopback server, and a datagram to 127.0.0.2: no attempt.
+# The exec's own servers, a datagram to a closed loopback port, and "which
+# address am I" (a UDP connect that sends nothing): no attempt. Every
+# address is the exec's own, so its listener on 0.0.0.0 answers 192.0.2.1.
 LOOPBACK = r"""
-import socket
+import socket, time
+me = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); me.connect(("8.8.8.8", 53))
+print("me", me.getsockname()[0])
+own = socket.socket(); own.bind(("0.0.0.0", 8080)); own.listen(1)
+c = socket.create_connection(("192.0.2.1", 8080), timeout=5); print("own", own.accept()[1][0])
 srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
 c = socket.create_connection(srv.getsockname()); a, _ = srv.accept()
 c.sendall(b"x" * 100000); c.close()
@@ -53,6 +59,7 @@ while True:
     if not d: break
     got += len(d)
 u6 = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u6.sendto(b"x", ("127.0.0.2", 9))
+time.sleep(0.2)  # its port unreachable reaches the watch before the exec ends
 print("loopback", got)
 """
 
@@ -77,6 +84,15 @@ except OSError as e:
     print("198.51.100.7", name(e))
 if socket.has_ipv6:
     tcp(socket.AF_INET6, ("2001:db8::1", 80))
+    u = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    u.settimeout(10)
+    u.connect(("2001:db8::7", 53)); u.send(b"dns?")
+    try:
+        u.recv(64); print("2001:db8::7 ANSWERED")
+    except OSError as e:
+        print("2001:db8::7", name(e))
+ul = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, 136)  # UDP-Lite
+ul.sendto(b"lite", ("203.0.113.5", 7))
 """ + LOOPBACK
 
 
@@ -255,9 +271,12 @@ class EgressDeny(ServerTestCase):
         want = ["192.0.2.1:443", "198.51.100.7:123/udp"]
         if os.path.exists("/proc/net/if_inet6"):  # the host has IPv6
             self.assertEqual(lines[2], "2001:db8::1 ECONNREFUSED fast", out + err)
-            want.append("[2001:db8::1]:80")
-        # The exec's own loopback server works and is no attempt.
-        self.assertEqual(lines[-1], "loopback 100000", out + err)
+            self.assertEqual(lines[3], "2001:db8::7 ECONNREFUSED", out + err)
+            want += ["[2001:db8::1]:80", "[2001:db8::7]:53/udp"]
+        want.append("203.0.113.5:7/udplite")
+        # The exec's own servers work and are no attempt.
+        self.assertEqual(lines[-3:], ["me 8.8.8.8", "own 192.0.2.1", "loopback 100000"],
+                         out + err)
         self.assertEqual(list(st.network_denied_names), want, err)
         self.assertEqual(st.network_denied_attempts, len(want), st)
         lines = [line for line in err.splitlines() if NOTICE in line]
@@ -265,7 +284,7 @@ class EgressDeny(ServerTestCase):
         self.assertIn("tried to reach 192.0.2.1:443.", lines[0])
         # An exec that only talks to itself is not an attempt at all.
         st2, out, err = self.run_argv(run, ["python3", "-c", LOOPBACK])
-        self.assertEqual(out, "loopback 100000\n", err)
+        self.assertEqual(out, "me 8.8.8.8\nown 192.0.2.1\nloopback 100000\n", err)
         self.assertEqual(st2.network_denied_attempts, 0, err)
         self.assertNotIn(NOTICE, err)
         self.teardown(run)

@@ -7,3 +7,7 @@ add_test(NAME unit.helper.overlay COMMAND test_helper_overlay)
 add_executable(test_helper_userns_diag test_helper_userns_diag.c)
 target_link_libraries(test_helper_userns_diag PRIVATE sbx_helper_parts sbx_check)
 add_test(NAME unit.helper.userns_diag COMMAND test_helper_userns_diag)
+
+add_executable(test_helper_netns test_helper_netns.c)
+target_link_libraries(test_helper_netns PRIVATE sbx_helper_parts sbx_check)
+add_test(NAME unit.helper.netns COMMAND test_helper_netns)
