@@ -587,7 +587,7 @@ static json_t *jnum(double v)
 	return isnan(v) ? json_null() : json_real(v);
 }
 
-static void print_json(const struct cell *cells, const struct bench_host *h, bool quick)
+static void print_json(FILE *f, const struct cell *cells, const struct bench_host *h, bool quick)
 {
 	json_t *rs = json_array(), *st = json_object();
 
@@ -627,9 +627,9 @@ static void print_json(const struct cell *cells, const struct bench_host *h, boo
 				"kernel", h->kernel, "cgroup", h->cgroup, "cgroup_hybrid",
 				h->hybrid, "cpus", (json_int_t)h->cpus, "loadavg", h->load[0],
 				h->load[1], h->load[2], "quick", quick, "rows", rs, "stages", st);
-	if (json_dumpf(out, stdout, JSON_INDENT(1) | JSON_REAL_PRECISION(6)) < 0)
+	if (json_dumpf(out, f, JSON_INDENT(1) | JSON_REAL_PRECISION(6)) < 0)
 		bench_die("writing JSON failed");
-	putchar('\n');
+	fputc('\n', f);
 	json_decref(out);
 }
 
@@ -637,8 +637,8 @@ static void print_json(const struct cell *cells, const struct bench_host *h, boo
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: " PROG " [--quick] [--json] [--only STAGE,...] [--sbxd PATH]\n"
-		   "                 [--helper PATH] [--bwrap PATH] [--runsc PATH]\n"
+	fprintf(f, "usage: " PROG " [--quick] [--json] [--json-file FILE] [--only STAGE,...]\n"
+		   "                 [--sbxd PATH] [--helper PATH] [--bwrap PATH] [--runsc PATH]\n"
 		   "                 [--pool-config JSON]\n"
 		   "\n"
 		   "Every figure of issue 21 with its peer and ratio, in one run: runs the\n"
@@ -668,10 +668,21 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-	enum { O_QUICK = 256, O_JSON, O_ONLY, O_SBXD, O_HELPER, O_BWRAP, O_RUNSC, O_POOL };
+	enum {
+		O_QUICK = 256,
+		O_JSON,
+		O_JSON_FILE,
+		O_ONLY,
+		O_SBXD,
+		O_HELPER,
+		O_BWRAP,
+		O_RUNSC,
+		O_POOL
+	};
 	static const struct option opts[] = {
 	    {"quick", no_argument, NULL, O_QUICK},
 	    {"json", no_argument, NULL, O_JSON},
+	    {"json-file", required_argument, NULL, O_JSON_FILE},
 	    {"only", required_argument, NULL, O_ONLY},
 	    {"sbxd", required_argument, NULL, O_SBXD},
 	    {"helper", required_argument, NULL, O_HELPER},
@@ -682,7 +693,7 @@ int main(int argc, char **argv)
 	    {NULL, 0, NULL, 0},
 	};
 	bool quick = false, json = false;
-	const char *only = NULL;
+	const char *only = NULL, *json_file = NULL;
 	int c;
 
 	bench_prog = PROG;
@@ -693,6 +704,9 @@ int main(int argc, char **argv)
 			break;
 		case O_JSON:
 			json = true;
+			break;
+		case O_JSON_FILE:
+			json_file = optarg;
 			break;
 		case O_ONLY:
 			only = optarg;
@@ -762,9 +776,17 @@ int main(int argc, char **argv)
 	struct bench_host h;
 	bench_probe_host(&h);
 	if (json)
-		print_json(cells, &h, quick);
+		print_json(stdout, cells, &h, quick);
 	else
 		print_table(cells, &h, quick);
+	if (json_file) {
+		_cleanup_fclose_ FILE *f = fopen(json_file, "we");
+		if (!f)
+			bench_die_errno("open %s", json_file);
+		print_json(f, cells, &h, quick);
+		if (fflush(f) != 0 || ferror(f))
+			bench_die_errno("write %s", json_file);
+	}
 	if (fflush(stdout) != 0 || ferror(stdout))
 		bench_die_errno("write output");
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(stages); i++)
