@@ -720,6 +720,12 @@ static void print_table(const struct figures *f, const struct bench_host *h)
 
 /* ------------------------------------------------------------ main */
 
+/* An option's value when given (non-zero), else its --quick or full default. */
+static long pick(long given, bool quick, long quick_default, long full_default)
+{
+	return given ? given : quick ? quick_default : full_default;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -846,18 +852,10 @@ int main(int argc, char **argv)
 	struct bench_host host;
 	bench_probe_host(&host);
 	struct figures f = {
-	    .want = runs    ? runs
-		    : quick ? 20
-			    : 500,
-	    .health_n = health	? health
-			: quick ? 200
-				: 2000,
-	    .seconds = seconds ? seconds
-		       : quick ? 2
-			       : 10,
-	    .rounds = rounds  ? rounds
-		      : quick ? 1
-			      : 3,
+	    .want = pick(runs, quick, 20, 500),
+	    .health_n = pick(health, quick, 200, 2000),
+	    .seconds = pick(seconds, quick, 2, 10),
+	    .rounds = pick(rounds, quick, 1, 3),
 	    .threads = (int)(flight		       ? flight
 			     : host.cpus > MAX_THREADS ? MAX_THREADS
 			     : host.cpus > 0	       ? host.cpus
