@@ -20,12 +20,15 @@
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -243,6 +246,44 @@ static double num(json_t *o, const char *key)
 
 /* ------------------------------------------------------------ running */
 
+/* The stage program running now, which a signal to us is passed on to. */
+static volatile pid_t stage_pid = -1;
+
+/* SIGINT, SIGTERM, SIGHUP: passed on as SIGTERM to the stage program, so
+ * that it stops its sbxd and tears its runs down before we go. */
+static void on_signal(int sig)
+{
+	bench_on_signal(sig);
+	if (stage_pid > 0)
+		kill(stage_pid, SIGTERM);
+}
+
+/* bench_run's fork+exec+wait, except that an interrupt does not kill the
+ * program: it gets SIGTERM (on_signal) and we wait for it to clean up. */
+static double run_program(char *const *argv, int in, int out, int *status)
+{
+	fflush(NULL);
+	double t0 = bench_now_ms();
+	pid_t pid = fork();
+	if (pid < 0)
+		bench_die_errno("fork");
+	if (pid == 0) {
+		if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0)
+			_exit(127);
+		execv(argv[0], argv);
+		dprintf(STDERR_FILENO, "%s: exec %s: %s\n", PROG, argv[0], strerror(errno));
+		_exit(127);
+	}
+	stage_pid = pid;
+	if (bench_interrupted) /* a signal before stage_pid was set */
+		kill(pid, SIGTERM);
+	while (waitpid(pid, status, 0) < 0)
+		if (errno != EINTR)
+			bench_die_errno("waitpid");
+	stage_pid = -1;
+	return bench_now_ms() - t0;
+}
+
 /* Runs a stage's program with --json; its stdout is parsed, its stderr
  * (progress) is ours. */
 static void run_stage(struct stage *s, bool quick)
@@ -293,9 +334,9 @@ static void run_stage(struct stage *s, bool quick)
 		bench_die_errno("memfd_create");
 	bench_note("== %s: %s", s->name, bench_argv_str(argv));
 	int status;
-	double ms =
-	    bench_run(argv, NULL, NULL, null, out, STDERR_FILENO, &bench_interrupted, &status);
+	double ms = run_program(argv, null, out, &status);
 	s->ran = true;
+	bench_check_interrupt();
 	if (status != 0) {
 		snprintf(s->why, sizeof(s->why), "%s: %s (its stderr above)", s->prog,
 			 bench_status_str(status));
@@ -434,7 +475,8 @@ struct cell {
 	const char *peer_name;
 	double ratio;
 	char target[48];
-	int met; /* -1: no target */
+	int met;	  /* -1: no target */
+	const char *note; /* the result's "note", printed under its row */
 };
 
 static struct stage *stage_named(const char *name)
@@ -469,6 +511,8 @@ static struct cell evaluate(const struct row *r)
 		return c;
 	}
 	c.state = "measured";
+	json_t *note = json_object_get(o, "note");
+	c.note = json_is_string(note) ? json_string_value(note) : NULL;
 	c.p50 = num(o, field);
 	c.p90 = r->field ? NAN : num(o, "p90");
 	c.p99 = r->field ? NAN : num(o, "p99");
@@ -571,6 +615,8 @@ static void print_table(const struct cell *cells, const struct bench_host *h, bo
 		       fmt(a, sizeof(a), c->p50, r->unit), fmt(b, sizeof(b), c->p90, r->unit),
 		       fmt(d, sizeof(d), c->p99, r->unit), p, q, c->target[0] ? c->target : "-",
 		       met_word(c->met));
+		if (c->note)
+			printf("  %s\n", c->note);
 	}
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(stages); i++)
 		if (stages[i].failed)
@@ -607,6 +653,8 @@ static void print_json(FILE *f, const struct cell *cells, const struct bench_hos
 						    json_pack("{s:s, s:o}", "name", c->peer_name,
 							      "p50", jnum(c->peer)));
 			json_object_set_new(o, "ratio", jnum(c->ratio));
+			if (c->note)
+				json_object_set_new(o, "note", json_string(c->note));
 			if (c->met >= 0) {
 				json_object_set_new(o, "target", json_string(c->target));
 				json_object_set_new(o, "met", json_boolean(c->met));
@@ -753,7 +801,7 @@ int main(int argc, char **argv)
 	}
 	bench_refuse_root(argv[0], "sbxd and sbx-helper refuse root");
 
-	bench_on_signals(bench_on_signal);
+	bench_on_signals(on_signal);
 	bench_scratch_make();
 	if (atexit(bench_scratch_remove) != 0)
 		bench_die("atexit failed");
