@@ -49,7 +49,7 @@ class BenchCommand(unittest.TestCase):
         out = os.path.join(self.tmp, "rows.json")
         p = subprocess.run([BENCH, "--quick", "--json-file", out] + list(args),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           env=self.env, timeout=1200)
+                           env=self.env, timeout=500)
         rows = None
         if os.path.exists(out):
             with open(out) as f:
