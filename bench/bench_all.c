@@ -218,15 +218,12 @@ static json_t *lookup(json_t *root, const char *path)
 		}
 		if (*p == '[') {
 			const char *end = strchr(p, ']');
-			size_t i;
-			json_t *e, *hit = NULL;
+			json_t *hit = NULL;
 			if (!end || !json_is_array(cur))
 				return NULL;
-			json_array_foreach(cur, i, e) if (matches(e, p + 1, (size_t)(end - p - 1)))
-			{
-				hit = e;
-				break;
-			}
+			for (size_t i = 0; !hit && i < json_array_size(cur); i++)
+				if (matches(json_array_get(cur, i), p + 1, (size_t)(end - p - 1)))
+					hit = json_array_get(cur, i);
 			cur = hit;
 			p = end + 1;
 		}
