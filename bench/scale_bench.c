@@ -727,6 +727,21 @@ static void print_table(const struct figures *f, const struct bench_host *h)
 
 /* ------------------------------------------------------------ main */
 
+/* Dies unless text (when given) is a JSON object, naming opt. */
+static void check_config_json(const char *opt, const char *text)
+{
+	json_error_t je;
+
+	if (!text)
+		return;
+	json_t *x = json_loads(text, 0, &je);
+	if (!x)
+		bench_die("%s: not JSON: %s (column %d)", opt, je.text, je.column);
+	if (!json_is_object(x))
+		bench_die("%s: must be a JSON object of sbxd config keys", opt);
+	json_decref(x);
+}
+
 /* An option's value when given (non-zero), else its --quick or full default. */
 static long pick(long given, bool quick, long quick_default, long full_default)
 {
@@ -735,45 +750,49 @@ static long pick(long given, bool quick, long quick_default, long full_default)
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: " PROG " [--sbxd PATH] [--helper PATH] [--bwrap PATH] [--runs N]\n"
-		"                       [--health N] [--seconds S] [--rounds R] [--in-flight N]\n"
-		"                       [--pool-config JSON] [--quick] [--json]\n"
-		"\n"
-		"sbxd at scale (issue 21, item 5), its own private sbxd (runs_max and the\n"
-		"identity's cap raised to --runs, capacity overcommitted):\n"
-		"  - N idle runs at once (default 500); if the host cannot hold them, how many\n"
-		"    it reached and the refusal that stopped it (naming the limit);\n"
-		"  - memory per run: PSS and RSS (smaps_rollup) of sbxd and of every helper\n"
-		"    process below it, divided by the runs (target <= 2 MiB each);\n"
-		"  - Health p50/p90/p99 with the runs idle, against the same sbxd with none\n"
-		"    (target p99 < 5 ms);\n"
-		"  - creates per second (CreateRun + Teardown, --in-flight at once, default the\n"
-		"    number of CPUs) for S seconds, alternating with bwrap one-shots of\n"
-		"    /bin/true per second on the same cores; medians of R rounds;\n"
-		"  - the same with a warm pool: a second sbxd whose config gets --pool-config\n"
-		"    merged in (without it: \"pool: not configured\").\n"
-		"Every run is torn down and every sbxd stopped at the end, and on an error.\n"
-		"\n"
-		"  --sbxd PATH, --helper PATH   (default ../server/sbxd, ../helper/sbx-helper\n"
-		"                  next to this program)\n"
-		"  --bwrap PATH    bubblewrap (default /usr/bin/bwrap)\n"
-		"  --runs N        idle runs to hold (default 500; 1..%d)\n"
-		"  --health N      Health calls each way (default 2000)\n"
-		"  --seconds S     length of a creates/s round (default 10)\n"
-		"  --rounds R      rounds of each (default 3; at most %d)\n"
-		"  --in-flight N   creators at once (default the CPUs; at most %d)\n"
-		"  --pool-config JSON  a JSON object merged into the pool sbxd's config\n"
-		"  --quick         small counts for a smoke run (20 runs, 200 Health calls,\n"
-		"                  1 round of 2 s)\n"
-		"  --json          machine-readable output, with every sample\n"
-		"  -h, --help      this text\n"
-		"\n"
-		"Must run as an unprivileged user with a subordinate id range of at least\n"
-		"--runs ids (sbxd's host_uids). Exit status: 0 measured (a missed target is\n"
-		"said, not an error; so are fewer runs than asked); 1 a call or bwrap failed\n"
-		"or bad set-up; 2 usage.\n",
-		RUNS_MAX, MAX_ROUNDS, MAX_THREADS);
+	fprintf(
+	    f,
+	    "usage: " PROG " [--sbxd PATH] [--helper PATH] [--bwrap PATH] [--runs N]\n"
+	    "                       [--health N] [--seconds S] [--rounds R] [--in-flight N]\n"
+	    "                       [--pool-config JSON] [--sbxd-config JSON] [--quick]\n"
+	    "                       [--json]\n"
+	    "\n"
+	    "sbxd at scale (issue 21, item 5), its own private sbxd (runs_max and the\n"
+	    "identity's cap raised to --runs, capacity overcommitted):\n"
+	    "  - N idle runs at once (default 500); if the host cannot hold them, how many\n"
+	    "    it reached and the refusal that stopped it (naming the limit);\n"
+	    "  - memory per run: PSS and RSS (smaps_rollup) of sbxd and of every helper\n"
+	    "    process below it, divided by the runs (target <= 2 MiB each);\n"
+	    "  - Health p50/p90/p99 with the runs idle, against the same sbxd with none\n"
+	    "    (target p99 < 5 ms);\n"
+	    "  - creates per second (CreateRun + Teardown, --in-flight at once, default the\n"
+	    "    number of CPUs) for S seconds, alternating with bwrap one-shots of\n"
+	    "    /bin/true per second on the same cores; medians of R rounds;\n"
+	    "  - the same with a warm pool: a second sbxd whose config gets --pool-config\n"
+	    "    merged in (without it: \"pool: not configured\").\n"
+	    "Every run is torn down and every sbxd stopped at the end, and on an error.\n"
+	    "\n"
+	    "  --sbxd PATH, --helper PATH   (default ../server/sbxd, ../helper/sbx-helper\n"
+	    "                  next to this program)\n"
+	    "  --bwrap PATH    bubblewrap (default /usr/bin/bwrap)\n"
+	    "  --runs N        idle runs to hold (default 500; 1..%d)\n"
+	    "  --health N      Health calls each way (default 2000)\n"
+	    "  --seconds S     length of a creates/s round (default 10)\n"
+	    "  --rounds R      rounds of each (default 3; at most %d)\n"
+	    "  --in-flight N   creators at once (default the CPUs; at most %d)\n"
+	    "  --pool-config JSON  a JSON object merged into the pool sbxd's config\n"
+	    "  --sbxd-config JSON  a JSON object merged into the first sbxd's config, after\n"
+	    "                  the keys above (e.g. {\"runs_max\": 100}: how many a config holds)\n"
+	    "  --quick         small counts for a smoke run (20 runs, 200 Health calls,\n"
+	    "                  1 round of 2 s)\n"
+	    "  --json          machine-readable output, with every sample\n"
+	    "  -h, --help      this text\n"
+	    "\n"
+	    "Must run as an unprivileged user with a subordinate id range of at least\n"
+	    "--runs ids (sbxd's host_uids). Exit status: 0 measured (a missed target is\n"
+	    "said, not an error; so are fewer runs than asked); 1 a call or bwrap failed\n"
+	    "or bad set-up; 2 usage.\n",
+	    RUNS_MAX, MAX_ROUNDS, MAX_THREADS);
 }
 
 int main(int argc, char **argv)
@@ -788,6 +807,7 @@ int main(int argc, char **argv)
 		O_ROUNDS,
 		O_FLIGHT,
 		O_POOL,
+		O_SBXD_CONFIG,
 		O_QUICK,
 		O_JSON
 	};
@@ -801,13 +821,15 @@ int main(int argc, char **argv)
 	    {"rounds", required_argument, NULL, O_ROUNDS},
 	    {"in-flight", required_argument, NULL, O_FLIGHT},
 	    {"pool-config", required_argument, NULL, O_POOL},
+	    {"sbxd-config", required_argument, NULL, O_SBXD_CONFIG},
 	    {"quick", no_argument, NULL, O_QUICK},
 	    {"json", no_argument, NULL, O_JSON},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
 	char sbxd_buf[PATH_MAX], helper_buf[PATH_MAX];
-	const char *sbxd = NULL, *helper = NULL, *bwrap = "/usr/bin/bwrap", *pool_cfg = NULL;
+	const char *sbxd = NULL, *helper = NULL, *bwrap = "/usr/bin/bwrap", *pool_cfg = NULL,
+		   *sbxd_cfg = NULL;
 	long runs = 0, health = 0, seconds = 0, rounds = 0, flight = 0;
 	bool quick = false, json = false;
 	int c;
@@ -842,6 +864,9 @@ int main(int argc, char **argv)
 		case O_POOL:
 			pool_cfg = optarg;
 			break;
+		case O_SBXD_CONFIG:
+			sbxd_cfg = optarg;
+			break;
 		case O_QUICK:
 			quick = true;
 			break;
@@ -870,15 +895,8 @@ int main(int argc, char **argv)
 	    .pool_on = pool_cfg != NULL,
 	};
 
-	if (pool_cfg) {
-		json_error_t je;
-		json_t *x = json_loads(pool_cfg, 0, &je);
-		if (!x)
-			bench_die("--pool-config: not JSON: %s (column %d)", je.text, je.column);
-		if (!json_is_object(x))
-			bench_die("--pool-config: must be a JSON object of sbxd config keys");
-		json_decref(x);
-	}
+	check_config_json("--pool-config", pool_cfg);
+	check_config_json("--sbxd-config", sbxd_cfg);
 	bench_find_sbxd_helper(&sbxd, sbxd_buf, &helper, helper_buf, sizeof(helper_buf));
 	bench_make_absolute(&sbxd, sbxd_buf, sizeof(sbxd_buf));
 	bench_make_absolute(&helper, helper_buf, sizeof(helper_buf));
@@ -898,7 +916,7 @@ int main(int argc, char **argv)
 
 	/* runs_max leaves room for the creators' runs beside the idle ones
 	 * only in the rates' phase, which starts after the teardown. */
-	start_sbxd(&plain, "sbxd", sbxd, helper, f.want + f.threads, NULL);
+	start_sbxd(&plain, "sbxd", sbxd, helper, f.want + f.threads, sbxd_cfg);
 	f.idle = measure_memory(plain.pid);
 	bench_note("Health x %ld with no run", f.health_n);
 	health_samples(plain.endpoint, f.health0, f.health_n);

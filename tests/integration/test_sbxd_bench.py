@@ -14,6 +14,7 @@ import unittest
 
 BUILD = os.environ.get("SBX_BUILD_DIR", "")
 BENCH = os.path.join(BUILD, "bench", "sbx-bench")
+SCALE = os.path.join(BUILD, "bench", "sbx-bench-scale")
 # A row is either measured or says why not; "missing" (its path is not in
 # its stage's output) and "failed" are the benchmark's own faults.
 FINE = {"measured", "absent", "skipped"}
@@ -108,6 +109,23 @@ class BenchCommand(unittest.TestCase):
         # The others were not chosen, and say so.
         self.assertTrue(all(r["state"] == "not run" for r in doc["rows"]
                             if r["stage"] != "helper"))
+
+    def test_scale_says_how_many_runs_and_which_limit_stopped_it(self):
+        # A config that holds 4 of the 6 idle runs asked for: the benchmark
+        # measures the 4, says so and names the refusal, exits 0.
+        p = subprocess.run([SCALE, "--quick", "--json", "--runs", "6", "--sbxd-config",
+                            '{"runs_max": 4, "runs_max_per_identity": 4}'],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env=self.env, timeout=500)
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        doc = json.loads(p.stdout)
+        self.assertEqual((doc["counts"]["runs"], doc["counts"]["reached"]), (6, 4))
+        idle = [r for r in doc["results"] if r["measure"] == "idle_runs"][0]
+        self.assertFalse(idle["met"])
+        self.assertIn("RESOURCE_EXHAUSTED", idle["note"])
+        self.assertIn("(runs_max)", idle["note"])
+        self.assertEqual(processes_mentioning(self.tmp), [])
+        self.assertEqual(os.listdir(self.tmp), [])
 
     def test_an_unknown_stage_is_a_usage_error(self):
         p = subprocess.run([BENCH, "--only", "helper,nosuch"], stdout=subprocess.PIPE,
