@@ -15,6 +15,7 @@
 #include "clock.h"
 #include "ctlmsg.h"
 #include "exec.h"
+#include "phases.h"
 #include "util.h"
 
 #define MAX_EXECS 64
@@ -237,6 +238,7 @@ static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, i
 		send_setup_failed(st, req->exec_id, err.msg);
 		return;
 	}
+	sbx_phase_mark(SBX_PHASE_LEAF);
 	/* A socket, not a pipe: the egress listener comes over it. Our end
 	 * never blocks (finish_exec reads what is there); exec init's does,
 	 * as its few packets always fit. */
@@ -275,6 +277,7 @@ static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, i
 	close(sbx_steal_fd(report[1]));
 	if (slot->pid < 0)
 		goto fail;
+	sbx_phase_mark(SBX_PHASE_EXEC_NS);
 	slot->used = true;
 	slot->id = req->exec_id;
 	slot->report_fd = sbx_steal_fd(report[0]);
@@ -626,6 +629,7 @@ void sbx_init_main(struct sbx_init_ctx *ctx)
 	send_msg(&st, &m, &ctx->out_fd, ctx->out_fd >= 0 ? 1 : 0);
 	if (ctx->out_fd >= 0)
 		close(ctx->out_fd);
+	sbx_phase_mark(SBX_PHASE_READY);
 
 	for (;;) {
 		struct pollfd pfd[2 + MAX_EXECS] = {{.fd = ctx->ctl, .events = POLLIN},
