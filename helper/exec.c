@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -299,7 +300,10 @@ static int send_listener(int rfd, bool deny, struct sbx_err *err)
 	return 0;
 }
 
-static void exec_init(const struct sbx_exec_spec *s)
+/* What makes an exec's confinement and needs nothing of its request: the
+ * fds, the cgroup leaf and namespace, the network, the listener, the
+ * terminals. A prepared exec init does it before its claim. */
+static void exec_init_confine(const struct sbx_exec_spec *s)
 {
 	struct sbx_err err;
 	int rfd = s->report_fd;
@@ -344,6 +348,15 @@ static void exec_init(const struct sbx_exec_spec *s)
 	for (int i = 0; i < SBX_CG_NCTRL; i++)
 		if (s->cgroup->fd[i] >= 0)
 			close(s->cgroup->fd[i]);
+}
+
+/* The rest, with the request: the environment, the sandbox user, the
+ * privileges and the filter, then the command; exec init's report and
+ * end. */
+__attribute__((noreturn)) static void exec_init_command(const struct sbx_exec_spec *s)
+{
+	struct sbx_err err;
+	int rfd = s->report_fd;
 	char **envp = build_env(s->policy, s->env, s->n_env);
 	if (!envp) {
 		sbx_fail_errno(&err, "environment");
@@ -459,6 +472,113 @@ static void exec_init(const struct sbx_exec_spec *s)
 		r.maxrss_kb = (uint64_t)ru.ru_maxrss;
 	}
 	report_and_exit(rfd, &r);
+	__builtin_unreachable();
+}
+
+/* A prepared exec init's claim (sbx_exec_claim): the header, then the
+ * request's strings in the memfd that comes with it, cwd first, NUL after
+ * each. */
+#define CLAIM_MAGIC 0x5342584bu
+struct claim_header {
+	uint32_t magic;
+	uint32_t argc, envc;
+	uint32_t len; /* of the strings in the memfd */
+};
+
+/* Waits for the claim and fills the request's part of *c from it; exits
+ * when pid 1 lets the prepared exec init go unclaimed. */
+static void await_claim(struct sbx_exec_spec *c)
+{
+	struct sbx_err err = {0};
+	struct claim_header h;
+	int fds[SBX_CTL_MAX_FDS];
+	size_t nfds = 0;
+	int flags = 0;
+	ssize_t n;
+	do
+		n = sbx_fd_recvmsg(c->report_fd, &h, sizeof(h), fds, &nfds, &flags);
+	while (n < 0 && errno == EINTR);
+	if (n == 0)
+		_exit(0); /* pid 1 closed its end: never claimed */
+	if (n != (ssize_t)sizeof(h) || nfds != 4 || (flags & MSG_CTRUNC) ||
+	    h.magic != CLAIM_MAGIC || h.argc == 0 || h.len > SBX_CLAIM_MAX_BYTES) {
+		sbx_fail(&err, "prepared exec: a malformed claim from pid 1");
+		setup_failed(c->report_fd, &err);
+	}
+	char *buf = malloc((size_t)h.len + 1);
+	char **argv = calloc((size_t)h.argc + 1, sizeof(char *));
+	char **env = calloc((size_t)h.envc + 1, sizeof(char *));
+	if (!buf || !argv || !env || pread(fds[0], buf, h.len, 0) != (ssize_t)h.len) {
+		sbx_fail_errno(&err, "prepared exec: reading the claim");
+		setup_failed(c->report_fd, &err);
+	}
+	close(fds[0]);
+	buf[h.len] = '\0';
+	/* cwd, argc args, envc entries: each ends in a NUL within len. */
+	char *p = buf, *end = buf + h.len;
+	size_t want = 1 + (size_t)h.argc + h.envc;
+	for (size_t i = 0; i < want; i++) {
+		char *nul = p < end ? memchr(p, '\0', (size_t)(end - p)) : NULL;
+		if (!nul) {
+			sbx_fail(&err, "prepared exec: a truncated claim from pid 1");
+			setup_failed(c->report_fd, &err);
+		}
+		if (i == 0)
+			c->cwd = p;
+		else if (i <= h.argc)
+			argv[i - 1] = p;
+		else
+			env[i - 1 - h.argc] = p;
+		p = nul + 1;
+	}
+	c->argv = argv;
+	c->env = env;
+	c->n_env = h.envc;
+	for (int i = 0; i < 3; i++)
+		c->stdio[i] = fds[1 + i];
+}
+
+int sbx_exec_claim(int report_fd, char *const *argv, size_t argc, const char *cwd, char *const *env,
+		   size_t n_env, const int stdio[3], struct sbx_err *err)
+{
+	size_t len = strlen(cwd) + 1;
+	for (size_t i = 0; i < argc; i++)
+		len += strlen(argv[i]) + 1;
+	for (size_t i = 0; i < n_env; i++)
+		len += strlen(env[i]) + 1;
+	if (len > SBX_CLAIM_MAX_BYTES)
+		return sbx_fail(err, "exec request too large (%zu bytes of argv, env and cwd)",
+				len);
+	_cleanup_free_ char *buf = malloc(len);
+	if (!buf)
+		return sbx_fail_errno(err, "claim");
+	char *p = stpcpy(buf, cwd) + 1;
+	for (size_t i = 0; i < argc; i++)
+		p = stpcpy(p, argv[i]) + 1;
+	for (size_t i = 0; i < n_env; i++)
+		p = stpcpy(p, env[i]) + 1;
+	_cleanup_close_ int mfd = memfd_create("sbx-claim", MFD_CLOEXEC);
+	if (mfd < 0 || write(mfd, buf, len) != (ssize_t)len)
+		return sbx_fail_errno(err, "claim: memfd");
+	struct claim_header h = {.magic = CLAIM_MAGIC,
+				 .argc = (uint32_t)argc,
+				 .envc = (uint32_t)n_env,
+				 .len = (uint32_t)len};
+	int fds[4] = {mfd, stdio[0], stdio[1], stdio[2]};
+	if (sbx_fd_sendmsg(report_fd, &h, sizeof(h), fds, 4) != (ssize_t)sizeof(h))
+		return sbx_fail_errno(err, "claim: handing the request to the prepared exec init");
+	return 0;
+}
+
+static void exec_init(const struct sbx_exec_spec *s)
+{
+	exec_init_confine(s);
+	if (s->prepared) {
+		struct sbx_exec_spec c = *s;
+		await_claim(&c);
+		exec_init_command(&c);
+	}
+	exec_init_command(s);
 }
 
 /* The exec's user namespace maps the sandbox user to itself: same uid, but

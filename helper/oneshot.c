@@ -513,6 +513,9 @@ int sbx_serve(const struct sbx_helper_opts *o, SbxPolicy *policy)
 		return EXIT_SETUP;
 	}
 	struct sbx_sandbox_opts so = sandbox_opts(o, policy, o->control_fd);
+	/* Execs come one by one over the run's life: the next one's init is
+	 * made while the run is idle (init.c). A one-shot has one exec. */
+	so.prepare_execs = true;
 	if (sbx_sandbox_start(&so, &sb, &err) < 0) {
 		fprintf(stderr, "sbx-helper: %s\n", err.msg);
 		return EXIT_SETUP;

@@ -155,6 +155,7 @@ __attribute__((noreturn)) static void sandbox_child(const struct sbx_sandbox_opt
 	    .sysctl_dir = sysctl_dir,
 	    .seccomp = true,
 	    .filter = &filter,
+	    .prepare_execs = o->prepare_execs,
 	};
 	sbx_init_main(&ctx);
 fail:
