@@ -491,6 +491,14 @@ static void end_as_forced(Sbx__V1__ExecEnded *e, const struct exec_slot *slot)
 	e->message = slot->why[0] ? (char *)slot->why : NULL;
 }
 
+/* The slot's cgroup leaf (its fds closed already), and the slot with it. */
+static void remove_leaf(struct init_state *st, struct exec_slot *slot)
+{
+	if (st->ctx->run->mode != SBX_CG_NONE)
+		sbx_cgroup_remove(st->ctx->run, slot->cg_name, &(struct sbx_err){0});
+	slot->used = false;
+}
+
 static void finish_exec(struct init_state *st, struct exec_slot *slot, int init_status)
 {
 	/* Reaped before its first packet was looked at: ExecStarted still
@@ -505,10 +513,8 @@ static void finish_exec(struct init_state *st, struct exec_slot *slot, int init_
 	struct sbx_cg_usage u;
 	sbx_cgroup_usage(&slot->cg, &u);
 	sbx_cgroup_close(&slot->cg);
-	if (st->ctx->run->mode != SBX_CG_NONE)
-		sbx_cgroup_remove(st->ctx->run, slot->cg_name, &(struct sbx_err){0});
 	if (slot->ended_sent) {
-		slot->used = false;
+		remove_leaf(st, slot);
 		return;
 	}
 
@@ -565,8 +571,10 @@ static void finish_exec(struct init_state *st, struct exec_slot *slot, int init_
 		e.reason = SBX__V1__EXEC_ENDED__REASON__EXITED;
 		e.exit_code = WEXITSTATUS(status);
 	}
-	slot->used = false;
+	/* The leaf goes after the report: its rmdir (several hierarchies on
+	 * v1) is none of the caller's wait. */
 	send_ended(st, &e);
+	remove_leaf(st, slot);
 }
 
 static void reap(struct init_state *st)
