@@ -42,13 +42,6 @@ enum runner { RUN_SBX, RUN_BWRAP, RUNNERS };
 
 static const char *const runner_name[RUNNERS] = {"sbx", "bwrap"};
 
-struct workload {
-	const char *name;
-	const char *const *cmd; /* NULL-terminated, absolute path first */
-	char *argv[RUNNERS][BENCH_MAX_ARGS];
-	double *ms[RUNNERS]; /* samples, `runs` of each */
-};
-
 static const char *const cmd_true[] = {"/bin/true", NULL};
 static const char *const cmd_python[] = {"/usr/bin/python3", "-c", PY_SCRIPT, NULL};
 
@@ -56,21 +49,63 @@ static const char *const cmd_python[] = {"/usr/bin/python3", "-c", PY_SCRIPT, NU
  * sandboxed process an empty one, bwrap passes its own through. */
 static char *const child_env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
 
-/* A temporary policy we wrote, removed on every way out. */
+/* A temporary policy we wrote and the helper's --timings file, removed
+ * on every way out. */
 static char tmp_policy[PATH_MAX];
+static char tmp_timings[PATH_MAX];
 
 static void cleanup(void)
 {
 	if (tmp_policy[0])
 		unlink(tmp_policy);
+	if (tmp_timings[0])
+		unlink(tmp_timings);
 }
 
 static void on_signal(int sig)
 {
-	if (tmp_policy[0])
-		unlink(tmp_policy);
+	cleanup();
 	_exit(128 + sig);
 }
+
+/* The per-phase breakdown of a one-shot through sbx-helper: each phase is
+ * the time from the mark before it to its own (`sbx-helper run --timings`,
+ * helper/phases.h), on the path of the command; the first starts at our
+ * fork, the last ends at our waitpid. Phases that overlap another process's
+ * work (the seccomp filter is compiled while newuidmap runs) count where
+ * the path waited for them. */
+static const struct {
+	const char *mark; /* the helper's mark that ends the phase; NULL: waitpid */
+	const char *name;
+	const char *what;
+} phases[] = {
+    {"main", "spawn", "fork+exec of sbx-helper, its libraries"},
+    {"prepared", "prepare", "policy read, host uid slot locked"},
+    {"cgroup", "cgroup", "the run's cgroups made, limits written"},
+    {"cloned", "namespaces", "pid 1 cloned (user, mount, pid, net, ipc, uts)"},
+    {"mapped", "idmap", "newuidmap+newgidmap (filter compiled meanwhile)"},
+    {"mounts", "mounts", "pid 1 builds the root (tmpfs, binds, /proc, pivot)"},
+    {"ready", "ready", "filter handed over, Ready sent"},
+    {"leaf", "exec leaf", "the exec's cgroup leaf made, limits written"},
+    {"exec_ns", "exec ns", "exec init cloned (user, mount, pid, net, ipc), mapped"},
+    {"joined", "exec cgroup", "exec init joins its leaf (v1: a migration)"},
+    {"confined", "confine", "loopback, devpts, uid, caps, seccomp loaded"},
+    {"execve", "cmd spawn", "the command's process forked, fds, rlimits"},
+    {"reaped", "command", "execve of the command, its run and exit"},
+    {"ended", "report", "exec init exits, pid 1 reaps, leaf removed, Ended"},
+    {"done", "teardown", "Destroy, pid 1 and its namespaces end, cgroups removed"},
+    {NULL, "exit", "the helper exits, we reap it"},
+};
+#define NPHASES SBX_ARRAY_SIZE(phases)
+
+struct workload {
+	const char *name;
+	const char *const *cmd; /* NULL-terminated, absolute path first */
+	char *argv[RUNNERS][BENCH_MAX_ARGS];
+	double *ms[RUNNERS];	   /* samples, `runs` of each */
+	double *phase_ms[NPHASES]; /* sbx's, per phase, `runs` of each */
+	size_t phase_runs;	   /* runs whose marks were all there */
+};
 
 static void usage(FILE *f)
 {
@@ -85,7 +120,10 @@ static void usage(FILE *f)
 		"swapped every other iteration). Each sample is CLOCK_MONOTONIC around\n"
 		"fork+exec+waitpid; the children's stdout and stderr go to /dev/null\n"
 		"and their environment is only PATH.\n"
-		"Prints median, p10 and p90 in ms and the ratio of medians sbx/bwrap.\n"
+		"Prints median, p10 and p90 in ms and the ratio of medians sbx/bwrap,\n"
+		"then sbx's time per phase (spawn, cgroup, namespaces, idmap, mounts,\n"
+		"exec namespaces and cgroup, seccomp, command, teardown...) from the\n"
+		"marks `sbx-helper run --timings FILE` writes, next to bwrap's total.\n"
 		"\n"
 		"  --helper PATH  sbx-helper (default: <dir of this binary>/../helper/sbx-helper)\n"
 		"  --policy FILE  run policy (default: a temporary one,\n"
@@ -164,17 +202,63 @@ static void build_sbx_argv(char **argv, const char *helper, const char *policy,
 	bench_add_arg(argv, &n, "run");
 	bench_add_arg(argv, &n, "--policy");
 	bench_add_arg(argv, &n, policy);
+	bench_add_arg(argv, &n, "--timings");
+	bench_add_arg(argv, &n, tmp_timings);
 	bench_add_arg(argv, &n, "--");
 	for (size_t i = 0; cmd[i]; i++)
 		bench_add_arg(argv, &n, cmd[i]);
 }
 
-static const char *write_default_policy(void)
+static const char *tmp_dir(void)
 {
 	const char *dir = getenv("TMPDIR");
 
-	if (!dir || !*dir)
-		dir = "/tmp";
+	return dir && *dir ? dir : "/tmp";
+}
+
+/* The file sbx-helper writes its marks to (--timings), ours. */
+static void make_timings_file(void)
+{
+	if ((size_t)snprintf(tmp_timings, sizeof(tmp_timings), "%s/sbx-bench-timings-XXXXXX",
+			     tmp_dir()) >= sizeof(tmp_timings))
+		bench_die("TMPDIR too long");
+	int fd = mkstemp(tmp_timings);
+	if (fd < 0) {
+		tmp_timings[0] = '\0';
+		bench_die_errno("create temporary file in %s", tmp_dir());
+	}
+	close(fd);
+}
+
+/* One sbx run's phases from the marks in tmp_timings, t0 our fork and t1
+ * our waitpid; false when a mark is missing (the sample is left out). */
+static bool read_phases(double t0, double t1, double out[NPHASES])
+{
+	_cleanup_fclose_ FILE *f = fopen(tmp_timings, "re");
+	double at[NPHASES];
+	char name[32];
+	long long ns;
+
+	for (size_t i = 0; i < NPHASES; i++)
+		at[i] = phases[i].mark ? -1 : t1;
+	while (f && fscanf(f, "%31s %lld", name, &ns) == 2)
+		for (size_t i = 0; i < NPHASES; i++)
+			if (phases[i].mark && strcmp(name, phases[i].mark) == 0)
+				at[i] = (double)ns / 1e6;
+	double prev = t0;
+	for (size_t i = 0; i < NPHASES; i++) {
+		if (at[i] < 0)
+			return false;
+		out[i] = at[i] - prev;
+		prev = at[i];
+	}
+	return true;
+}
+
+static const char *write_default_policy(void)
+{
+	const char *dir = tmp_dir();
+
 	if ((size_t)snprintf(tmp_policy, sizeof(tmp_policy), "%s/sbx-bench-policy-XXXXXX.json",
 			     dir) >= sizeof(tmp_policy))
 		bench_die("TMPDIR too long");
@@ -248,9 +332,46 @@ static void print_json(const struct bench_host *h, struct workload *w, size_t nw
 				printf("%s%.3f", k ? "," : "", w[i].ms[r][k]);
 			printf("]}");
 		}
-		printf(",\"ratio_p50\":%.4f}", s[RUN_SBX].p50 / s[RUN_BWRAP].p50);
+		printf(",\"ratio_p50\":%.4f,\"sbx_phases\":{\"runs\":%zu",
+		       s[RUN_SBX].p50 / s[RUN_BWRAP].p50, w[i].phase_runs);
+		for (size_t k = 0; k < NPHASES; k++) {
+			struct stats ph = summarize(w[i].phase_ms[k], w[i].phase_runs);
+			printf(",");
+			json_str(phases[k].name);
+			printf(":{\"p50\":%.3f,\"p90\":%.3f}", ph.p50, ph.p90);
+		}
+		printf("}}");
 	}
 	printf("]}\n");
+}
+
+/* sbx's phases of one workload, next to bwrap's whole run. */
+static void print_phases(const struct workload *w, size_t runs)
+{
+	struct stats s = summarize(w->ms[RUN_SBX], runs);
+	struct stats b = summarize(w->ms[RUN_BWRAP], runs);
+	double sum = 0;
+
+	if (!w->phase_runs)
+		return;
+	printf("\nsbx phases of '%s' (%zu runs; ms; p50s add up to about the total):\n", w->name,
+	       w->phase_runs);
+	printf("  %-12s %7s %7s %6s  %s\n", "phase", "p50", "p90", "share", "what");
+	for (size_t k = 0; k < NPHASES; k++) {
+		struct stats ph = summarize(w->phase_ms[k], w->phase_runs);
+		sum += ph.p50;
+		printf("  %-12s %7.2f %7.2f %5.0f%%  %s\n", phases[k].name, ph.p50, ph.p90,
+		       100.0 * ph.p50 / s.p50, phases[k].what);
+	}
+	printf("  %-12s %7.2f                 (sum of the p50s)\n", "sbx phases", sum);
+	printf("  %-12s %7.2f %7.2f         ratio sbx/bwrap %.2f", "sbx total", s.p50, s.p90,
+	       s.p50 / b.p50);
+	/* Issue 21's target is the one-shot of `true`. */
+	if (strcmp(w->name, "true") == 0)
+		printf(" (target <= 1.00: %s)", s.p50 <= b.p50 ? "met" : "missed");
+	printf("\n");
+	printf("  %-12s %7.2f %7.2f         --unshare-all --die-with-parent --new-session\n",
+	       "bwrap total", b.p50, b.p90);
 }
 
 static void print_table(const struct bench_host *h, struct workload *w, size_t nw, size_t runs)
@@ -265,6 +386,8 @@ static void print_table(const struct bench_host *h, struct workload *w, size_t n
 		       s.p50, s.p10, s.p90, b.p50, b.p10, b.p90, s.p50 / b.p50);
 	}
 	printf("(wall ms per run: CLOCK_MONOTONIC around fork+exec+waitpid)\n");
+	for (size_t i = 0; i < nw; i++)
+		print_phases(&w[i], runs);
 	printf("host: %s, cgroup %s%s\n", h->kernel, h->cgroup,
 	       h->hybrid ? " (hybrid: cgroup2 also at /sys/fs/cgroup/unified)" : "");
 }
@@ -328,11 +451,12 @@ int main(int argc, char **argv)
 	if (policy) {
 		if (access(policy, R_OK) < 0)
 			bench_die_errno("policy %s", policy);
-	} else {
-		atexit(cleanup);
-		bench_on_signals(on_signal);
-		policy = write_default_policy();
 	}
+	atexit(cleanup);
+	bench_on_signals(on_signal);
+	make_timings_file();
+	if (!policy)
+		policy = write_default_policy();
 
 	_cleanup_close_ int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (devnull < 0)
@@ -349,6 +473,9 @@ int main(int argc, char **argv)
 			if (!w[i].ms[r])
 				bench_die("out of memory");
 		}
+		for (size_t k = 0; k < NPHASES; k++)
+			if (!(w[i].phase_ms[k] = calloc((size_t)runs, sizeof(double))))
+				bench_die("out of memory");
 	}
 	bench_note("sbx:   %s", bench_argv_str(w[0].argv[RUN_SBX]));
 	bench_note("bwrap: %s", bench_argv_str(w[0].argv[RUN_BWRAP]));
@@ -394,10 +521,20 @@ int main(int argc, char **argv)
 				 * runs on the other's warm caches. */
 				enum runner r = (enum runner)((k + it) % RUNNERS);
 				int status;
+				double ph[NPHASES];
 
+				if (r == RUN_SBX && truncate(tmp_timings, 0) < 0)
+					bench_die_errno("truncate %s", tmp_timings);
+				double t0 = bench_now_ms();
 				w[i].ms[r][it] = run_once(w[i].argv[r], devnull, NULL, &status);
+				double t1 = bench_now_ms();
 				if (status != 0)
 					fail("measured run", &w[i], r, status, NULL);
+				if (r == RUN_SBX && read_phases(t0, t1, ph)) {
+					for (size_t q = 0; q < NPHASES; q++)
+						w[i].phase_ms[q][w[i].phase_runs] = ph[q];
+					w[i].phase_runs++;
+				}
 			}
 		}
 		if ((it + 1) % 10 == 0 || it + 1 == runs)
@@ -410,9 +547,12 @@ int main(int argc, char **argv)
 		print_json(&h, w, nw, (size_t)runs, warmup);
 	else
 		print_table(&h, w, nw, (size_t)runs);
-	for (size_t i = 0; i < nw; i++)
+	for (size_t i = 0; i < nw; i++) {
 		for (int r = 0; r < RUNNERS; r++)
 			free(w[i].ms[r]);
+		for (size_t k = 0; k < NPHASES; k++)
+			free(w[i].phase_ms[k]);
+	}
 	if (fflush(stdout) != 0 || ferror(stdout))
 		bench_die_errno("write output");
 	return 0;

@@ -7,8 +7,10 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -18,6 +20,7 @@
 #include "egress_port.h"
 #include "fds.h"
 #include "netns.h"
+#include "phases.h"
 #include "privs.h"
 #include "rootfs.h"
 #include "syscall_filter.h"
@@ -154,8 +157,10 @@ static void run_command(const struct sbx_exec_spec *s, char **envp, int errpipe)
 		 * after it: a sanitizer runtime cannot live under it. */
 		if (fallback && sbx_rlimit_address_space(s->policy->limits, &err) < 0)
 			e = -(err.errnum ? err.errnum : EINVAL);
-		else
+		else {
+			sbx_phase_mark(SBX_PHASE_EXECVE);
 			execve(full, argv, envp);
+		}
 		if (!e)
 			e = errno;
 	}
@@ -163,6 +168,49 @@ static void run_command(const struct sbx_exec_spec *s, char **envp, int errpipe)
 	ssize_t n = write(3, &why, sizeof(why));
 	(void)n;
 	_exit(127);
+}
+
+struct command_args {
+	const struct sbx_exec_spec *spec;
+	char **envp;
+	int errpipe;
+};
+
+static int command_main(void *arg)
+{
+	const struct command_args *a = arg;
+	run_command(a->spec, a->envp, a->errpipe);
+	return 127;
+}
+
+/* The command's process shares exec init's memory until its execve
+ * (CLONE_VM | CLONE_VFORK, as posix_spawn does), on a stack of its own:
+ * no copy of exec init's page tables and no copy-on-write faults, which
+ * on a virtual machine cost more than the rest of the spawn. Exec init is
+ * suspended meanwhile, with every signal blocked so that none of its
+ * handlers runs in the child (run_command resets them before it unblocks).
+ * The child has its own files, credentials, limits, cwd and signal
+ * handlers (no CLONE_FILES, CLONE_FS, CLONE_SIGHAND, CLONE_THREAD); what it
+ * writes to shared memory before execve is only argv[0] (the resolved
+ * path), which exec init does not read again. The seccomp filter allows
+ * clone without namespace flags, as it does fork. */
+static pid_t spawn_command(const struct sbx_exec_spec *s, char **envp, int errpipe)
+{
+	const size_t size = 256 * 1024;
+	void *stack = mmap(NULL, size, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	if (stack == MAP_FAILED)
+		return -1;
+	struct command_args a = {.spec = s, .envp = envp, .errpipe = errpipe};
+	sigset_t all, old;
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, &old);
+	pid_t pid = clone(command_main, (char *)stack + size, CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
+	int e = errno;
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	munmap(stack, size);
+	errno = e;
+	return pid;
 }
 
 /* With an allowlist, where clients find the proxy; the NO_PROXY pair is
@@ -265,7 +313,10 @@ static int send_listener(int rfd, bool deny, struct sbx_err *err)
 	return 0;
 }
 
-static void exec_init(const struct sbx_exec_spec *s)
+/* What makes an exec's confinement and needs nothing of its request: the
+ * fds, the cgroup leaf and namespace, the network, the listener, the
+ * terminals. A prepared exec init does it before its claim. */
+static void exec_init_confine(const struct sbx_exec_spec *s)
 {
 	struct sbx_err err;
 	int rfd = s->report_fd;
@@ -286,6 +337,7 @@ static void exec_init(const struct sbx_exec_spec *s)
 			setup_failed(rfd, &err);
 		}
 	}
+	sbx_phase_mark(SBX_PHASE_JOINED);
 	/* While exec init still has its capabilities over its own network
 	 * namespace; then the fd goes, like the cgroup's. */
 	if (sbx_netns_setup(s->sysctl_dir, &err) < 0)
@@ -309,6 +361,15 @@ static void exec_init(const struct sbx_exec_spec *s)
 	for (int i = 0; i < SBX_CG_NCTRL; i++)
 		if (s->cgroup->fd[i] >= 0)
 			close(s->cgroup->fd[i]);
+}
+
+/* The rest, with the request: the environment, the sandbox user, the
+ * privileges and the filter, then the command; exec init's report and
+ * end. */
+__attribute__((noreturn)) static void exec_init_command(const struct sbx_exec_spec *s)
+{
+	struct sbx_err err;
+	int rfd = s->report_fd;
 	char **envp = build_env(s->policy, s->env, s->n_env);
 	if (!envp) {
 		sbx_fail_errno(&err, "environment");
@@ -355,6 +416,7 @@ static void exec_init(const struct sbx_exec_spec *s)
 	}
 	if (sbx_privs_drop(&err) < 0 || sbx_seccomp_load_bpf(s->filter, &err) < 0)
 		setup_failed(rfd, &err);
+	sbx_phase_mark(SBX_PHASE_CONFINED);
 
 	struct sigaction sa = {.sa_handler = forward_signal, .sa_flags = SA_RESTART};
 	static const int forwarded[] = {SBX_FORWARDED_SIGNALS};
@@ -372,13 +434,11 @@ static void exec_init(const struct sbx_exec_spec *s)
 		sbx_fail_errno(&err, "report socket");
 		setup_failed(rfd, &err);
 	}
-	pid_t cmd = fork();
+	pid_t cmd = spawn_command(s, envp, errpipe[1]);
 	if (cmd < 0) {
 		sbx_fail_errno(&err, "fork");
 		setup_failed(rfd, &err);
 	}
-	if (cmd == 0)
-		run_command(s, envp, errpipe[1]);
 	command_pgid = cmd;
 	close(errpipe[1]);
 	for (int i = 0; i < 3; i++)
@@ -413,6 +473,7 @@ static void exec_init(const struct sbx_exec_spec *s)
 		if (pid < 0)
 			break;
 		if (pid == cmd) {
+			sbx_phase_mark(SBX_PHASE_REAPED);
 			r.status = status;
 			break;
 		}
@@ -424,6 +485,113 @@ static void exec_init(const struct sbx_exec_spec *s)
 		r.maxrss_kb = (uint64_t)ru.ru_maxrss;
 	}
 	report_and_exit(rfd, &r);
+	__builtin_unreachable();
+}
+
+/* A prepared exec init's claim (sbx_exec_claim): the header, then the
+ * request's strings in the memfd that comes with it, cwd first, NUL after
+ * each. */
+#define CLAIM_MAGIC 0x5342584bu
+struct claim_header {
+	uint32_t magic;
+	uint32_t argc, envc;
+	uint32_t len; /* of the strings in the memfd */
+};
+
+/* Waits for the claim and fills the request's part of *c from it; exits
+ * when pid 1 lets the prepared exec init go unclaimed. */
+static void await_claim(struct sbx_exec_spec *c)
+{
+	struct sbx_err err = {0};
+	struct claim_header h;
+	int fds[SBX_CTL_MAX_FDS];
+	size_t nfds = 0;
+	int flags = 0;
+	ssize_t n;
+	do
+		n = sbx_fd_recvmsg(c->report_fd, &h, sizeof(h), fds, &nfds, &flags);
+	while (n < 0 && errno == EINTR);
+	if (n == 0)
+		_exit(0); /* pid 1 closed its end: never claimed */
+	if (n != (ssize_t)sizeof(h) || nfds != 4 || (flags & MSG_CTRUNC) ||
+	    h.magic != CLAIM_MAGIC || h.argc == 0 || h.len > SBX_CLAIM_MAX_BYTES) {
+		sbx_fail(&err, "prepared exec: a malformed claim from pid 1");
+		setup_failed(c->report_fd, &err);
+	}
+	char *buf = malloc((size_t)h.len + 1);
+	char **argv = calloc((size_t)h.argc + 1, sizeof(char *));
+	char **env = calloc((size_t)h.envc + 1, sizeof(char *));
+	if (!buf || !argv || !env || pread(fds[0], buf, h.len, 0) != (ssize_t)h.len) {
+		sbx_fail_errno(&err, "prepared exec: reading the claim");
+		setup_failed(c->report_fd, &err);
+	}
+	close(fds[0]);
+	buf[h.len] = '\0';
+	/* cwd, argc args, envc entries: each ends in a NUL within len. */
+	char *p = buf, *end = buf + h.len;
+	size_t want = 1 + (size_t)h.argc + h.envc;
+	for (size_t i = 0; i < want; i++) {
+		char *nul = p < end ? memchr(p, '\0', (size_t)(end - p)) : NULL;
+		if (!nul) {
+			sbx_fail(&err, "prepared exec: a truncated claim from pid 1");
+			setup_failed(c->report_fd, &err);
+		}
+		if (i == 0)
+			c->cwd = p;
+		else if (i <= h.argc)
+			argv[i - 1] = p;
+		else
+			env[i - 1 - h.argc] = p;
+		p = nul + 1;
+	}
+	c->argv = argv;
+	c->env = env;
+	c->n_env = h.envc;
+	for (int i = 0; i < 3; i++)
+		c->stdio[i] = fds[1 + i];
+}
+
+int sbx_exec_claim(int report_fd, char *const *argv, size_t argc, const char *cwd, char *const *env,
+		   size_t n_env, const int stdio[3], struct sbx_err *err)
+{
+	size_t len = strlen(cwd) + 1;
+	for (size_t i = 0; i < argc; i++)
+		len += strlen(argv[i]) + 1;
+	for (size_t i = 0; i < n_env; i++)
+		len += strlen(env[i]) + 1;
+	if (len > SBX_CLAIM_MAX_BYTES)
+		return sbx_fail(err, "exec request too large (%zu bytes of argv, env and cwd)",
+				len);
+	_cleanup_free_ char *buf = malloc(len);
+	if (!buf)
+		return sbx_fail_errno(err, "claim");
+	char *p = stpcpy(buf, cwd) + 1;
+	for (size_t i = 0; i < argc; i++)
+		p = stpcpy(p, argv[i]) + 1;
+	for (size_t i = 0; i < n_env; i++)
+		p = stpcpy(p, env[i]) + 1;
+	_cleanup_close_ int mfd = memfd_create("sbx-claim", MFD_CLOEXEC);
+	if (mfd < 0 || write(mfd, buf, len) != (ssize_t)len)
+		return sbx_fail_errno(err, "claim: memfd");
+	struct claim_header h = {.magic = CLAIM_MAGIC,
+				 .argc = (uint32_t)argc,
+				 .envc = (uint32_t)n_env,
+				 .len = (uint32_t)len};
+	int fds[4] = {mfd, stdio[0], stdio[1], stdio[2]};
+	if (sbx_fd_sendmsg(report_fd, &h, sizeof(h), fds, 4) != (ssize_t)sizeof(h))
+		return sbx_fail_errno(err, "claim: handing the request to the prepared exec init");
+	return 0;
+}
+
+static void exec_init(const struct sbx_exec_spec *s)
+{
+	exec_init_confine(s);
+	if (s->prepared) {
+		struct sbx_exec_spec c = *s;
+		await_claim(&c);
+		exec_init_command(&c);
+	}
+	exec_init_command(s);
 }
 
 /* The exec's user namespace maps the sandbox user to itself: same uid, but

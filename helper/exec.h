@@ -20,6 +20,7 @@
 #include <sys/types.h>
 
 #include "cgroup.h"
+#include "ctlmsg.h"
 #include "err.h"
 #include "policy.h"
 
@@ -85,7 +86,21 @@ struct sbx_exec_spec {
 	/* sbxd drives the exec (not the one-shot driver): with egress deny
 	 * exec init hands it the deny resolver (netns.h) as its listener. */
 	bool deny_dns;
+	/* Prepared ahead (argv, cwd, env and stdio unset): exec init makes
+	 * everything of the exec that needs nothing of its request, then
+	 * waits on report_fd for sbx_exec_claim. */
+	bool prepared;
 };
+
+/* The most a claim's argv, env and cwd may come to: what one control
+ * message can carry. */
+#define SBX_CLAIM_MAX_BYTES SBX_CTL_MAX_BYTES
+
+/* Hands a prepared exec init (its pid 1 end of the report socket) its
+ * request: argv[0..argc), cwd, env[0..n_env) ("NAME=value"), stdio. It
+ * then goes on as an exec spawned with them would. */
+int sbx_exec_claim(int report_fd, char *const *argv, size_t argc, const char *cwd, char *const *env,
+		   size_t n_env, const int stdio[3], struct sbx_err *err);
 
 /* Returns exec init's pid, or -1. */
 pid_t sbx_exec_spawn(const struct sbx_exec_spec *spec, struct sbx_err *err);

@@ -119,35 +119,37 @@ int sbx_host_ids_take(enum sbx_host_ids_mode mode, const char *lock_dir, struct 
 			      slots, user, path);
 }
 
-/* newuidmap/newgidmap PID INSIDE OUTSIDE COUNT ..., with their complaint in
- * the error when they refuse. */
-static int run_idmap(const char *tool, pid_t pid, const char *const maps[6], struct sbx_err *err)
+/* newuidmap/newgidmap PID INSIDE OUTSIDE COUNT ..., started: the two run
+ * at once (each a setuid program's exec, the larger part of a one-shot's
+ * setup on a slow host), and idmap_collect waits for each. */
+static int idmap_spawn(struct sbx_idmap_tool *t, const char *tool, pid_t pid, struct sbx_err *err)
 {
 	static const char *const dirs[] = {"/usr/bin", "/bin", "/usr/sbin", "/sbin"};
-	char prog[64] = "", pidtext[16];
-	for (size_t i = 0; i < SBX_ARRAY_SIZE(dirs) && !prog[0]; i++) {
-		snprintf(prog, sizeof(prog), "%s/%s", dirs[i], tool);
-		if (access(prog, X_OK) < 0)
-			prog[0] = '\0';
+	char pidtext[16];
+	t->prog[0] = '\0';
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(dirs) && !t->prog[0]; i++) {
+		snprintf(t->prog, sizeof(t->prog), "%s/%s", dirs[i], tool);
+		if (access(t->prog, X_OK) < 0)
+			t->prog[0] = '\0';
 	}
-	if (!prog[0])
+	if (!t->prog[0])
 		return sbx_fail(err,
 				"%s is not installed (Debian and Ubuntu: `sudo apt install "
 				"uidmap`; Fedora: shadow-utils)",
 				tool);
 	snprintf(pidtext, sizeof(pidtext), "%d", (int)pid);
-	const char *argv[] = {prog,    pidtext, maps[0], maps[1], maps[2],
-			      maps[3], maps[4], maps[5], NULL};
+	const char *argv[] = {t->prog,	 pidtext,   t->map[0], t->map[1], t->map[2],
+			      t->map[3], t->map[4], t->map[5], NULL};
 	int pipefd[2];
 	if (pipe2(pipefd, O_CLOEXEC) < 0)
 		return sbx_fail_errno(err, "pipe");
-	pid_t child = fork();
-	if (child < 0) {
+	t->child = fork();
+	if (t->child < 0) {
 		close(pipefd[0]);
 		close(pipefd[1]);
 		return sbx_fail_errno(err, "fork %s", tool);
 	}
-	if (child == 0) {
+	if (t->child == 0) {
 		char *const envp[] = {NULL};
 		int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
 		if (null < 0 || dup2(null, 0) < 0 || dup2(pipefd[1], 1) < 0 ||
@@ -156,34 +158,61 @@ static int run_idmap(const char *tool, pid_t pid, const char *const maps[6], str
 		/* A setuid program gets nothing of ours but its stdio: not the
 		 * control or reader socket serve was handed (fds 3 and 4). */
 		close_range(3, ~0U, 0);
-		execve(prog, (char *const *)argv, envp);
+		execve(t->prog, (char *const *)argv, envp);
 		_exit(127);
 	}
 	close(pipefd[1]);
+	t->said_fd = pipefd[0];
+	return 0;
+}
+
+/* Waits for a tool idmap_spawn started, with its complaint in the error
+ * when it refused. */
+static int idmap_collect(struct sbx_idmap_tool *t, struct sbx_err *err)
+{
 	char said[256] = "";
 	size_t len = 0;
 	ssize_t n;
-	while ((n = read(pipefd[0], said + len, sizeof(said) - 1 - len)) > 0 ||
+	if (t->child <= 0)
+		return 0;
+	while ((n = read(t->said_fd, said + len, sizeof(said) - 1 - len)) > 0 ||
 	       (n < 0 && errno == EINTR))
 		if (n > 0 && (len += (size_t)n) == sizeof(said) - 1)
 			break;
 	said[len] = '\0';
-	close(pipefd[0]);
+	close(t->said_fd);
+	t->said_fd = -1;
 	int status;
+	pid_t child = t->child;
+	t->child = 0;
 	while (waitpid(child, &status, 0) < 0)
 		if (errno != EINTR)
-			return sbx_fail_errno(err, "wait for %s", tool);
+			return sbx_fail_errno(err, "wait for %s", t->prog);
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
 		return 0;
 	said[strcspn(said, "\n")] = '\0';
-	return sbx_fail(err, "%s %s %s %s %s %s %s refused%s%s", prog, maps[0], maps[1], maps[2],
-			maps[3], maps[4], maps[5], said[0] ? ": " : "", said);
+	return sbx_fail(err, "%s %s %s %s %s %s %s refused%s%s", t->prog, t->map[0], t->map[1],
+			t->map[2], t->map[3], t->map[4], t->map[5], said[0] ? ": " : "", said);
 }
 
-int sbx_host_ids_map(pid_t pid, const struct sbx_host_ids *ids, unsigned sandbox_id,
-		     struct sbx_err *err)
+/* "0 SELF 1 INSIDE SLOT 1": the run's uid 0 is the caller, the sandbox
+ * user the slot's id. */
+static void idmap_args(struct sbx_idmap_tool *t, unsigned self, unsigned inside, unsigned slot)
+{
+	snprintf(t->map[0], sizeof(t->map[0]), "0");
+	snprintf(t->map[1], sizeof(t->map[1]), "%u", self);
+	snprintf(t->map[2], sizeof(t->map[2]), "1");
+	snprintf(t->map[3], sizeof(t->map[3]), "%u", inside);
+	snprintf(t->map[4], sizeof(t->map[4]), "%u", slot);
+	snprintf(t->map[5], sizeof(t->map[5]), "1");
+}
+
+int sbx_host_ids_map_start(pid_t pid, const struct sbx_host_ids *ids, unsigned sandbox_id,
+			   struct sbx_idmap_job *job, struct sbx_err *err)
 {
 	char map[64];
+	memset(job, 0, sizeof(*job));
+	job->tool[0].said_fd = job->tool[1].said_fd = -1;
 	if (ids->mode == SBX_HOST_IDS_SHARED) {
 		/* One uid and one gid: the sandbox user is us. setgroups is
 		 * denied so the sandbox cannot drop supplementary groups that
@@ -195,17 +224,36 @@ int sbx_host_ids_map(pid_t pid, const struct sbx_host_ids *ids, unsigned sandbox
 		snprintf(map, sizeof(map), "%u %u 1\n", sandbox_id, (unsigned)getegid());
 		return sbx_write_proc(pid, "gid_map", map, err);
 	}
-	char self[16], slot[16], inside[16];
-	snprintf(inside, sizeof(inside), "%u", sandbox_id);
-	snprintf(self, sizeof(self), "%u", (unsigned)geteuid());
-	snprintf(slot, sizeof(slot), "%u", (unsigned)ids->uid);
-	const char *const umap[6] = {"0", self, "1", inside, slot, "1"};
-	if (run_idmap("newuidmap", pid, umap, err) < 0)
+	idmap_args(&job->tool[0], (unsigned)geteuid(), sandbox_id, (unsigned)ids->uid);
+	idmap_args(&job->tool[1], (unsigned)getegid(), sandbox_id, (unsigned)ids->gid);
+	if (idmap_spawn(&job->tool[0], "newuidmap", pid, err) < 0)
 		return -1;
-	snprintf(self, sizeof(self), "%u", (unsigned)getegid());
-	snprintf(slot, sizeof(slot), "%u", (unsigned)ids->gid);
-	const char *const gmap[6] = {"0", self, "1", inside, slot, "1"};
-	return run_idmap("newgidmap", pid, gmap, err);
+	if (idmap_spawn(&job->tool[1], "newgidmap", pid, err) < 0) {
+		sbx_host_ids_map_finish(job, &(struct sbx_err){0});
+		return -1;
+	}
+	return 0;
+}
+
+int sbx_host_ids_map_finish(struct sbx_idmap_job *job, struct sbx_err *err)
+{
+	/* Both are waited for, whatever the first said: no child is left. */
+	int rc = idmap_collect(&job->tool[0], err);
+	struct sbx_err gerr;
+	if (idmap_collect(&job->tool[1], &gerr) < 0 && rc == 0) {
+		*err = gerr;
+		rc = -1;
+	}
+	return rc;
+}
+
+int sbx_host_ids_map(pid_t pid, const struct sbx_host_ids *ids, unsigned sandbox_id,
+		     struct sbx_err *err)
+{
+	struct sbx_idmap_job job;
+	if (sbx_host_ids_map_start(pid, ids, sandbox_id, &job, err) < 0)
+		return -1;
+	return sbx_host_ids_map_finish(&job, err);
 }
 
 void sbx_host_ids_release(struct sbx_host_ids *ids)

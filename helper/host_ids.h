@@ -60,6 +60,23 @@ int sbx_host_ids_take(enum sbx_host_ids_mode mode, const char *lock_dir, struct 
 int sbx_host_ids_map(pid_t pid, const struct sbx_host_ids *ids, unsigned sandbox_id,
 		     struct sbx_err *err);
 
+/* The same in two steps: _start writes the maps itself (SHARED) or starts
+ * newuidmap and newgidmap side by side (SUBORDINATE), so the caller can do
+ * other work while they run; _finish waits for both (always call it after
+ * a _start that returned 0). */
+struct sbx_idmap_tool {
+	pid_t child; /* 0: nothing to wait for */
+	int said_fd; /* its stdout and stderr */
+	char prog[64];
+	char map[6][16];
+};
+struct sbx_idmap_job {
+	struct sbx_idmap_tool tool[2]; /* newuidmap, newgidmap */
+};
+int sbx_host_ids_map_start(pid_t pid, const struct sbx_host_ids *ids, unsigned sandbox_id,
+			   struct sbx_idmap_job *job, struct sbx_err *err);
+int sbx_host_ids_map_finish(struct sbx_idmap_job *job, struct sbx_err *err);
+
 /* Releases the slot (after the run's processes are gone). */
 void sbx_host_ids_release(struct sbx_host_ids *ids);
 

@@ -15,6 +15,7 @@
 #include "clock.h"
 #include "ctlmsg.h"
 #include "exec.h"
+#include "phases.h"
 #include "util.h"
 
 #define MAX_EXECS 64
@@ -66,10 +67,28 @@ struct exec_slot {
 	char why[128];
 };
 
+/* The next exec's init, made ahead while the run is idle (serve only):
+ * its namespaces, cgroup leaf, network and listener are ready, and a claim
+ * hands it the request (sbx_exec_claim). Used by one exec only, never
+ * shared; nothing of an earlier exec is in it but what pid 1's memory
+ * held when it was cloned, as with any exec init; pid 1's end ends it. */
+struct prepared {
+	pid_t pid;    /* 0: none */
+	bool dropped; /* killed by pid 1 (a claim that failed): reap, no more */
+	int report_fd;
+	struct sbx_cgroup cg;
+	char cg_name[48];
+	uint64_t n;
+};
+
 struct init_state {
 	struct sbx_init_ctx *ctx;
 	struct exec_slot execs[MAX_EXECS];
 	int64_t run_deadline_ms;
+	struct prepared prep;
+	/* A prepared exec init failed or died unclaimed: none is made again
+	 * until an exec has been started the usual way. */
+	bool prep_off;
 };
 
 static void send_msg(struct init_state *st, Sbx__V1__HelperMessage *m, const int *fds, size_t nfds)
@@ -198,10 +217,138 @@ static void take_listener(struct init_state *st, struct exec_slot *slot)
 	send_started(st, slot->id, (const int[2]){-1, -1});
 }
 
+/* What every exec of the run shares; the request's part is left unset. */
+static struct sbx_exec_spec base_spec(const struct init_state *st)
+{
+	const SbxPolicy *p = st->ctx->policy;
+	return (struct sbx_exec_spec){
+	    .stdio = {-1, -1, -1},
+	    .policy = p,
+	    .nofile = st->ctx->nofile,
+	    .filter = st->ctx->filter,
+	    .sysctl_dir = st->ctx->sysctl_dir,
+	    .deny_dns = sbx_exec_wants_deny_dns(p),
+	};
+}
+
+/* Exec init in a cgroup leaf of its own, `name` (made here, with the
+ * exec's limits), its end of the report socket in *report_fd; spec has
+ * the rest. Returns its pid, or -1 with nothing left behind. */
+static pid_t spawn_exec_init(struct init_state *st, struct sbx_exec_spec *spec, const char *name,
+			     struct sbx_cgroup *cg, int *report_fd, struct sbx_err *err)
+{
+	_cleanup_close_pair_ int report[2] = SBX_PAIR_INIT;
+	pid_t pid = -1;
+	sbx_cgroup_init(cg);
+	if (st->ctx->run->mode != SBX_CG_NONE &&
+	    (sbx_cgroup_create(st->ctx->run, name, false, cg, err) < 0 ||
+	     sbx_cgroup_set_limits(cg, st->ctx->policy->limits, err) < 0))
+		goto fail;
+	sbx_phase_mark(SBX_PHASE_LEAF);
+	/* A socket, not a pipe: the egress listener comes over it. Our end
+	 * never blocks (finish_exec reads what is there); exec init's does,
+	 * as its few packets always fit. */
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, report) < 0 ||
+	    fcntl(report[0], F_SETFL, O_NONBLOCK) < 0) {
+		sbx_fail_errno(err, "report socket");
+		goto fail;
+	}
+	spec->cgroup = cg;
+	spec->report_fd = report[1];
+	pid = sbx_exec_spawn(spec, err);
+	/* Exec init holds the write end; ours would hide its end. */
+	close(sbx_steal_fd(report[1]));
+	if (pid < 0)
+		goto fail;
+	*report_fd = sbx_steal_fd(report[0]);
+	return pid;
+fail:
+	sbx_cgroup_close(cg);
+	if (st->ctx->run->mode != SBX_CG_NONE)
+		sbx_cgroup_remove(st->ctx->run, name, &(struct sbx_err){0});
+	return -1;
+}
+
+static void prepare_exec(struct init_state *st)
+{
+	struct prepared *pr = &st->prep;
+	struct sbx_exec_spec spec = base_spec(st);
+	struct sbx_err err;
+	spec.prepared = true;
+	snprintf(pr->cg_name, sizeof(pr->cg_name), "prep-%llu", (unsigned long long)++pr->n);
+	pid_t pid = spawn_exec_init(st, &spec, pr->cg_name, &pr->cg, &pr->report_fd, &err);
+	if (pid < 0) {
+		st->prep_off = true;
+		return;
+	}
+	pr->pid = pid;
+	pr->dropped = false;
+}
+
+/* The prepared exec init takes the request: it becomes the slot's. False
+ * when there is none or it could not take it (then it is killed, and the
+ * exec starts the usual way). */
+static bool claim_prepared(struct init_state *st, struct exec_slot *slot,
+			   const Sbx__V1__HelperExecRequest *req, char *const *argv,
+			   const char *cwd, const int *fds)
+{
+	struct prepared *pr = &st->prep;
+	struct sbx_err err;
+	if (pr->pid <= 0 || pr->dropped)
+		return false;
+	if (sbx_exec_claim(pr->report_fd, argv, req->n_argv, cwd, req->env, req->n_env, fds, &err) <
+	    0) {
+		kill(pr->pid, SIGKILL);
+		close(sbx_steal_fd(pr->report_fd));
+		pr->dropped = true; /* its leaf goes at its reap */
+		st->prep_off = true;
+		return false;
+	}
+	slot->pid = pr->pid;
+	slot->report_fd = sbx_steal_fd(pr->report_fd);
+	slot->cg = pr->cg;
+	snprintf(slot->cg_name, sizeof(slot->cg_name), "%s", pr->cg_name);
+	pr->pid = 0;
+	return true;
+}
+
+/* A prepared exec init reaped before its claim: it failed (or was
+ * dropped); its leaf goes, and no other is made for now. */
+static bool reap_prepared(struct init_state *st, pid_t pid)
+{
+	struct prepared *pr = &st->prep;
+	if (pr->pid <= 0 || pid != pr->pid)
+		return false;
+	if (pr->report_fd >= 0)
+		close(sbx_steal_fd(pr->report_fd));
+	sbx_cgroup_close(&pr->cg);
+	if (st->ctx->run->mode != SBX_CG_NONE)
+		sbx_cgroup_remove(st->ctx->run, pr->cg_name, &(struct sbx_err){0});
+	pr->pid = 0;
+	st->prep_off = true;
+	return true;
+}
+
+/* Whether a request waits on the control socket. */
+static bool ctl_pending(int ctl)
+{
+	struct pollfd pfd = {.fd = ctl, .events = POLLIN};
+	return poll(&pfd, 1, 0) != 0;
+}
+
+/* Made while nothing else goes on: no exec running (its reap and report
+ * go first), no request waiting, the run not ending. */
+static void maybe_prepare(struct init_state *st, bool any)
+{
+	if (!st->ctx->prepare_execs || st->prep.pid > 0 || st->prep_off || any ||
+	    sbx_mono_ms() >= st->run_deadline_ms || ctl_pending(st->ctx->ctl))
+		return;
+	prepare_exec(st);
+}
+
 static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, int *fds,
 		       size_t nfds)
 {
-	_cleanup_close_pair_ int report[2] = SBX_PAIR_INIT;
 	_cleanup_free_ char **argv = NULL;
 	struct sbx_err err;
 	const SbxPolicy *p = st->ctx->policy;
@@ -233,57 +380,39 @@ static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, i
 	}
 	memset(slot, 0, sizeof(*slot));
 	sbx_cgroup_init(&slot->cg);
-	snprintf(slot->cg_name, sizeof(slot->cg_name), "exec-%llu",
-		 (unsigned long long)req->exec_id);
-	if (st->ctx->run->mode != SBX_CG_NONE &&
-	    (sbx_cgroup_create(st->ctx->run, slot->cg_name, false, &slot->cg, &err) < 0 ||
-	     sbx_cgroup_set_limits(&slot->cg, p->limits, &err) < 0)) {
-		sbx_cgroup_close(&slot->cg);
-		sbx_cgroup_remove(st->ctx->run, slot->cg_name, &(struct sbx_err){0});
-		send_setup_failed(st, req->exec_id, err.msg);
-		return;
-	}
-	/* A socket, not a pipe: the egress listener comes over it. Our end
-	 * never blocks (finish_exec reads what is there); exec init's does,
-	 * as its few packets always fit. */
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, report) < 0 ||
-	    fcntl(report[0], F_SETFL, O_NONBLOCK) < 0) {
-		sbx_fail_errno(&err, "report socket");
-		goto fail;
-	}
+	slot->report_fd = -1;
 	/* argv must be NULL-terminated for execve: protobuf-c's array is not. */
 	argv = calloc(req->n_argv + 1, sizeof(char *));
 	if (!argv) {
 		sbx_fail_errno(&err, "argv");
-		goto fail;
+		send_setup_failed(st, req->exec_id, err.msg);
+		return;
 	}
 	memcpy(argv, req->argv, req->n_argv * sizeof(char *));
 	const char *cwd = req->cwd && req->cwd[0]	? req->cwd
 			  : sbx_policy_mount(p, "/out") ? "/out"
 							: "/tmp";
-	struct sbx_exec_spec spec = {
-	    .argv = argv,
-	    .cwd = cwd,
-	    .env = req->env,
-	    .n_env = req->n_env,
-	    .stdio = {fds[0], fds[1], fds[2]},
-	    .policy = p,
-	    .nofile = st->ctx->nofile,
-	    .cgroup = &slot->cg,
-	    .report_fd = report[1],
-	    .filter = st->ctx->filter,
-	    .sysctl_dir = st->ctx->sysctl_dir,
-	    .deny_dns = sbx_exec_wants_deny_dns(p),
-	};
 	slot->start_ms = sbx_mono_ms();
-	slot->pid = sbx_exec_spawn(&spec, &err);
-	/* Exec init holds the write end; ours would hide its end. */
-	close(sbx_steal_fd(report[1]));
-	if (slot->pid < 0)
-		goto fail;
+	if (!claim_prepared(st, slot, req, argv, cwd, fds)) {
+		struct sbx_exec_spec spec = base_spec(st);
+		spec.argv = argv;
+		spec.cwd = cwd;
+		spec.env = req->env;
+		spec.n_env = req->n_env;
+		memcpy(spec.stdio, fds, sizeof(spec.stdio));
+		snprintf(slot->cg_name, sizeof(slot->cg_name), "exec-%llu",
+			 (unsigned long long)req->exec_id);
+		slot->pid =
+		    spawn_exec_init(st, &spec, slot->cg_name, &slot->cg, &slot->report_fd, &err);
+		if (slot->pid < 0) {
+			send_setup_failed(st, req->exec_id, err.msg);
+			return;
+		}
+		st->prep_off = false;
+	}
+	sbx_phase_mark(SBX_PHASE_EXEC_NS);
 	slot->used = true;
 	slot->id = req->exec_id;
-	slot->report_fd = sbx_steal_fd(report[0]);
 	/* The exec's own wall clock, never past script_seconds (sbxd refuses
 	 * more; a request that asks more gets script_seconds here). */
 	uint32_t seconds = req->timeout_seconds && req->timeout_seconds < p->limits->script_seconds
@@ -292,7 +421,7 @@ static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, i
 	slot->deadline_ms = slot->start_ms + (int64_t)seconds * 1000;
 	/* With an allowlist ExecStarted waits for the listener, in the main
 	 * loop: pid 1 goes on serving every other exec meanwhile. */
-	if (sbx_exec_wants_listener(p) || spec.deny_dns) {
+	if (sbx_exec_wants_listener(p) || sbx_exec_wants_deny_dns(p)) {
 		slot->awaiting_listener = true;
 		slot->listener_deadline_ms = slot->start_ms + LISTENER_WAIT_MS;
 		if (slot->deadline_ms < slot->listener_deadline_ms)
@@ -300,12 +429,6 @@ static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, i
 		return;
 	}
 	send_started(st, slot->id, (const int[2]){-1, -1});
-	return;
-fail:
-	sbx_cgroup_close(&slot->cg);
-	if (st->ctx->run->mode != SBX_CG_NONE)
-		sbx_cgroup_remove(st->ctx->run, slot->cg_name, &(struct sbx_err){0});
-	send_setup_failed(st, req->exec_id, err.msg);
 }
 
 /* One packet of exec init's into the report so far. */
@@ -374,6 +497,14 @@ static void end_as_forced(Sbx__V1__ExecEnded *e, const struct exec_slot *slot)
 	e->message = slot->why[0] ? (char *)slot->why : NULL;
 }
 
+/* The slot's cgroup leaf (its fds closed already), and the slot with it. */
+static void remove_leaf(struct init_state *st, struct exec_slot *slot)
+{
+	if (st->ctx->run->mode != SBX_CG_NONE)
+		sbx_cgroup_remove(st->ctx->run, slot->cg_name, &(struct sbx_err){0});
+	slot->used = false;
+}
+
 static void finish_exec(struct init_state *st, struct exec_slot *slot, int init_status)
 {
 	/* Reaped before its first packet was looked at: ExecStarted still
@@ -388,10 +519,8 @@ static void finish_exec(struct init_state *st, struct exec_slot *slot, int init_
 	struct sbx_cg_usage u;
 	sbx_cgroup_usage(&slot->cg, &u);
 	sbx_cgroup_close(&slot->cg);
-	if (st->ctx->run->mode != SBX_CG_NONE)
-		sbx_cgroup_remove(st->ctx->run, slot->cg_name, &(struct sbx_err){0});
 	if (slot->ended_sent) {
-		slot->used = false;
+		remove_leaf(st, slot);
 		return;
 	}
 
@@ -448,8 +577,10 @@ static void finish_exec(struct init_state *st, struct exec_slot *slot, int init_
 		e.reason = SBX__V1__EXEC_ENDED__REASON__EXITED;
 		e.exit_code = WEXITSTATUS(status);
 	}
-	slot->used = false;
+	/* The leaf goes after the report: its rmdir (several hierarchies on
+	 * v1) is none of the caller's wait. */
 	send_ended(st, &e);
+	remove_leaf(st, slot);
 }
 
 static void reap(struct init_state *st)
@@ -459,6 +590,8 @@ static void reap(struct init_state *st)
 		pid_t pid = waitpid(-1, &status, WNOHANG | __WALL);
 		if (pid <= 0)
 			return;
+		if (reap_prepared(st, pid))
+			continue;
 		for (int i = 0; i < MAX_EXECS; i++)
 			if (st->execs[i].used && st->execs[i].pid == pid)
 				finish_exec(st, &st->execs[i], status);
@@ -632,8 +765,10 @@ void sbx_init_main(struct sbx_init_ctx *ctx)
 	send_msg(&st, &m, &ctx->out_fd, ctx->out_fd >= 0 ? 1 : 0);
 	if (ctx->out_fd >= 0)
 		close(ctx->out_fd);
+	sbx_phase_mark(SBX_PHASE_READY);
 
 	for (;;) {
+		maybe_prepare(&st, any_running(&st));
 		struct pollfd pfd[2 + MAX_EXECS] = {{.fd = ctx->ctl, .events = POLLIN},
 						    {.fd = sfd, .events = POLLIN}};
 		struct exec_slot *awaiting[MAX_EXECS];

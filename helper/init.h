@@ -21,6 +21,7 @@ struct sbx_init_ctx {
 	int sysctl_dir;			 /* /proc/sys, writable beneath its read-only bind */
 	bool seccomp;			 /* for Ready: what is enforced */
 	const struct sock_fprog *filter; /* loaded by every exec */
+	bool prepare_execs;		 /* serve: the next exec init made ahead */
 };
 
 __attribute__((noreturn)) void sbx_init_main(struct sbx_init_ctx *ctx);

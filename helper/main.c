@@ -16,6 +16,7 @@
 #include "check.h"
 #include "cleanup.h"
 #include "oneshot.h"
+#include "phases.h"
 #include "policy.h"
 #include "realroot.h"
 #include "result.h"
@@ -28,7 +29,7 @@ static const char usage[] =
     "usage: sbx-helper run --policy FILE [--data DIR] [--out DIR] [--result FILE]\n"
     "                      [--cgroup-root PATH] [--allow-rlimit-fallback] [--run-files N]\n"
     "                      [--host-uids subordinate|shared] [--host-id-dir DIR]\n"
-    "                      -- CMD [ARG...]\n"
+    "                      [--timings FILE] -- CMD [ARG...]\n"
     "       sbx-helper serve --policy FILE --control-fd N [--data DIR]\n"
     "                      [--image-root DIR --image-root-id DEV:INO]\n"
     "                      [--cgroup-root PATH] [--allow-rlimit-fallback] [--run-files N]\n"
@@ -61,6 +62,8 @@ static const char usage[] =
     "  --out DIR                where /out is copied at the end (regular files and\n"
     "                           directories only; links are never followed)\n"
     "  --result FILE            write what happened as JSON\n"
+    "  --timings FILE           run: write when each step of the sandbox happened\n"
+    "                           (\"NAME NS\" lines, CLOCK_MONOTONIC; sbx-bench-helper)\n"
     "  --cgroup-root PATH       delegated cgroup subtree, relative to the cgroup mount\n"
     "                           (default: /etc/sbx/cgroup-root, else the caller's own)\n"
     "  --allow-rlimit-fallback  without a delegated cgroup, use rlimits (weaker) instead\n"
@@ -98,7 +101,8 @@ enum {
 	OPT_HOST_UIDS,
 	OPT_HOST_ID_DIR,
 	OPT_READER_FD,
-	OPT_VERSION
+	OPT_VERSION,
+	OPT_TIMINGS
 };
 
 static const struct option long_opts[] = {
@@ -120,6 +124,7 @@ static const struct option long_opts[] = {
     {"reader-fd", required_argument, NULL, OPT_READER_FD},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, OPT_VERSION},
+    {"timings", required_argument, NULL, OPT_TIMINGS},
     {0},
 };
 
@@ -192,6 +197,7 @@ static int policy_cmd(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+	sbx_phase_mark(SBX_PHASE_MAIN);
 	/* A peer that went away (pid 1, a closed stdout) is an error to
 	 * handle where it happens, never a reason to die. */
 	signal(SIGPIPE, SIG_IGN);
@@ -246,6 +252,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_RESULT:
 			o.result_path = optarg;
+			break;
+		case OPT_TIMINGS:
+			o.timings_path = optarg;
 			break;
 		case OPT_CGROUP_ROOT:
 			o.cgroup_root = optarg;
@@ -308,6 +317,8 @@ int main(int argc, char **argv)
 		return fail(usage_exit, "%s", "run: missing command after --");
 	if (serve && (o.argv[0] || o.control_fd < 0))
 		return fail(usage_exit, "%s", "serve: needs --control-fd N and no command");
+	if (!run && o.timings_path)
+		return fail(usage_exit, "%s", "--timings is for run");
 	if (run && o.reader_fd >= 0)
 		return fail(usage_exit, "%s", "--reader-fd is for serve (sbxd's /out reader)");
 	if (!o.policy_path)

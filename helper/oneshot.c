@@ -19,6 +19,7 @@
 #include "fds.h"
 #include "helper_client.h"
 #include "out_reader.h"
+#include "phases.h"
 #include "result.h"
 #include "supervisor.h"
 #include "tree.h"
@@ -346,6 +347,8 @@ int sbx_oneshot_run(const struct sbx_helper_opts *o, SbxPolicy *policy)
 	}
 	if (sbx_policy_supported(policy, true, NULL, &err) < 0)
 		goto out;
+	if (o->timings_path && sbx_phases_enable(&err) < 0)
+		goto out;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) < 0) {
 		sbx_fail_errno(&err, "socketpair");
 		goto out;
@@ -395,6 +398,7 @@ int sbx_oneshot_run(const struct sbx_helper_opts *o, SbxPolicy *policy)
 		goto out;
 	}
 	exec_ended = true;
+	sbx_phase_mark(SBX_PHASE_ENDED);
 	res.exit_reason = reason_name(ended.end);
 	res.exit_code = ended.exit_code;
 	res.signal = ended.signal;
@@ -444,7 +448,13 @@ out:
 		close(ready.out_fd);
 	if (have_sandbox)
 		sbx_sandbox_finish(&sb, !exec_ended);
+	sbx_phase_mark(SBX_PHASE_DONE);
 	res.wall_ms = (uint64_t)(sbx_mono_ms() - started);
+	if (o->timings_path) {
+		struct sbx_err terr;
+		if (sbx_phases_write(o->timings_path, &terr) < 0)
+			fprintf(stderr, "sbx-helper: %s\n", terr.msg);
+	}
 	res.stdout_bytes = rel[0].bytes;
 	res.stderr_bytes = rel[1].bytes;
 	if (o->result_path) {
@@ -503,6 +513,9 @@ int sbx_serve(const struct sbx_helper_opts *o, SbxPolicy *policy)
 		return EXIT_SETUP;
 	}
 	struct sbx_sandbox_opts so = sandbox_opts(o, policy, o->control_fd);
+	/* Execs come one by one over the run's life: the next one's init is
+	 * made while the run is idle (init.c). A one-shot has one exec. */
+	so.prepare_execs = true;
 	if (sbx_sandbox_start(&so, &sb, &err) < 0) {
 		fprintf(stderr, "sbx-helper: %s\n", err.msg);
 		return EXIT_SETUP;

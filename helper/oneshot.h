@@ -19,6 +19,7 @@ struct sbx_helper_opts {
 	struct sbx_image_root image_root;
 	const char *out_dir;
 	const char *result_path;
+	const char *timings_path; /* run: phases.h */
 	const char *cgroup_root;
 	bool rlimit_fallback;
 	uint64_t nofile; /* each command process's RLIMIT_NOFILE (run_files.h) */

@@ -18,6 +18,7 @@
 
 #include "fds.h"
 #include "init.h"
+#include "phases.h"
 #include "rootfs.h"
 #include "run_files.h"
 #include "syscall_filter.h"
@@ -132,6 +133,7 @@ __attribute__((noreturn)) static void sandbox_child(const struct sbx_sandbox_opt
 	if (sbx_rootfs_build(o->policy, o->data_dir, o->data_no_symlinks, &o->image_root,
 			     &sysctl_dir, &err) < 0)
 		goto fail;
+	sbx_phase_mark(SBX_PHASE_MOUNTS);
 	if (sbx_policy_mount(o->policy, "/out")) {
 		out_fd = open("/out", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (out_fd < 0) {
@@ -153,6 +155,7 @@ __attribute__((noreturn)) static void sandbox_child(const struct sbx_sandbox_opt
 	    .sysctl_dir = sysctl_dir,
 	    .seccomp = true,
 	    .filter = &filter,
+	    .prepare_execs = o->prepare_execs,
 	};
 	sbx_init_main(&ctx);
 fail:
@@ -208,8 +211,10 @@ int sbx_sandbox_start(const struct sbx_sandbox_opts *o, struct sbx_sandbox *sb, 
 	sb->ids.lock_fd = -1;
 	if (sbx_host_ids_take(o->host_ids, o->host_id_dir, &sb->ids, err) < 0)
 		goto fail;
+	sbx_phase_mark(SBX_PHASE_PREPARED);
 	if (make_run_cgroup(o, sb, err) < 0)
 		goto fail;
+	sbx_phase_mark(SBX_PHASE_CGROUP);
 	if (pipe2(sync, O_CLOEXEC) < 0 || pipe2(bpf, O_CLOEXEC) < 0) {
 		sbx_fail_errno(err, "pipe");
 		goto fail;
@@ -226,6 +231,7 @@ int sbx_sandbox_start(const struct sbx_sandbox_opts *o, struct sbx_sandbox *sb, 
 		sandbox_child(o, sb, sync[0], bpf[0]);
 	}
 	sb->pid = pid;
+	sbx_phase_mark(SBX_PHASE_CLONED);
 	close(sbx_steal_fd(sync[0]));
 	close(sbx_steal_fd(bpf[0]));
 	/* Opened while pid 1 is still a plain copy of us (dumpable, our
@@ -238,17 +244,29 @@ int sbx_sandbox_start(const struct sbx_sandbox_opts *o, struct sbx_sandbox *sb, 
 		goto fail;
 	}
 	_Static_assert(SBX_SANDBOX_UID == SBX_SANDBOX_GID, "one id maps both");
-	if (sbx_host_ids_map(pid, &sb->ids, SBX_SANDBOX_UID, err) < 0)
+	struct sbx_idmap_job job;
+	if (sbx_host_ids_map_start(pid, &sb->ids, SBX_SANDBOX_UID, &job, err) < 0)
 		goto fail;
+	/* The filter is compiled while something else runs: newuidmap and
+	 * newgidmap when they do (pid 1 waits for them), else pid 1 building
+	 * the root file system. A few KiB, so the pipe takes it without pid 1
+	 * reading yet. On failure pid 1 reads a short program and fails
+	 * closed. */
+	bool tools_run = job.tool[0].child > 0;
+	int rc = tools_run ? sbx_seccomp_export_bpf(bpf[1], err) : 0;
+	struct sbx_err map_err;
+	if (sbx_host_ids_map_finish(&job, &map_err) < 0) {
+		*err = map_err;
+		goto fail;
+	}
+	sbx_phase_mark(SBX_PHASE_MAPPED);
 	if (write(sync[1], "g", 1) != 1) {
 		sbx_fail_errno(err, "start sandbox");
 		goto fail;
 	}
 	close(sbx_steal_fd(sync[1]));
-	/* Compiled while pid 1 builds the root file system; a few KiB, so the
-	 * pipe takes it without pid 1 reading yet. On failure pid 1 reads a
-	 * short program and fails closed. */
-	int rc = sbx_seccomp_export_bpf(bpf[1], err);
+	if (!tools_run)
+		rc = sbx_seccomp_export_bpf(bpf[1], err);
 	close(sbx_steal_fd(bpf[1]));
 	/* EPIPE: pid 1 already failed and said why on the control socket. */
 	if (rc < 0 && err->errnum != EPIPE)

@@ -74,14 +74,15 @@ static bool start_helper(struct helper *h, const char *policy_json)
 }
 
 /* Starts an exec with its stdout on a pipe; returns the pipe's read end. */
-static int exec_argv(struct helper *h, uint64_t id, char **argv, size_t argc)
+static int exec_argv_opts(struct helper *h, uint64_t id, char **argv, size_t argc, const char *cwd,
+			  const struct sbx_ctl_exec_opts *o)
 {
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return -1;
 	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 	struct sbx_err err;
-	int rc = sbx_ctl_send_exec(h->ctl, id, argv, argc, NULL, NULL,
+	int rc = sbx_ctl_send_exec(h->ctl, id, argv, argc, cwd, o,
 				   (const int[3]){devnull, p[1], devnull}, &err);
 	close(p[1]);
 	close(devnull);
@@ -90,6 +91,11 @@ static int exec_argv(struct helper *h, uint64_t id, char **argv, size_t argc)
 		return -1;
 	}
 	return p[0];
+}
+
+static int exec_argv(struct helper *h, uint64_t id, char **argv, size_t argc)
+{
+	return exec_argv_opts(h, id, argv, argc, NULL, NULL);
 }
 
 static int exec_sh(struct helper *h, uint64_t id, const char *script)
@@ -626,6 +632,30 @@ int main(void)
 	CHECK(out && strcmp(out, "0 ENOENT\n") == 0,
 	      "another exec cannot see, read or type into exec 40's pty (got %s)", out);
 	stop_exec(&h, 40, f_pty);
+
+	/* While nothing runs pid 1 makes the next exec's init ahead, and the
+	 * next exec claims it: still that exec's alone. Exec 46 (after exec 45
+	 * ended, the run idle) gets none of 45's env or cwd, and its command is
+	 * pid 2 of a pid namespace of its own (45's, had it been reused, would
+	 * count 45's command). */
+	static const char id_script[] = "echo \"env=$SBX_PREV cwd=$(pwd) pid=$$\"";
+	char *id_argv[] = {"/bin/sh", "-c", (char *)id_script};
+	char *prev_env[] = {"SBX_PREV=secret45"};
+	fd = exec_argv_opts(&h, 45, id_argv, 3, "/dev",
+			    &(struct sbx_ctl_exec_opts){.env = prev_env, .n_env = 1});
+	e = wait_ended(&h, 10000, &ev);
+	out = read_all(fd);
+	CHECK(e && e->exec_id == 45 && strcmp(out, "env=secret45 cwd=/dev pid=2\n") == 0,
+	      "exec 45 runs with its env and cwd (got %s)", out);
+	usleep(300000); /* the run idle: exec 46's init is made meanwhile */
+	fd = exec_argv(&h, 46, id_argv, 3);
+	e = wait_ended(&h, 10000, &ev);
+	out = read_all(fd);
+	CHECK(e && e->exec_id == 46 && strncmp(out, "env= cwd=", 9) == 0 &&
+		  strncmp(out + 9, "/dev", 4) != 0 && strstr(out, " pid=2\n"),
+	      "the next exec (its init made ahead) has nothing of the last one's env or cwd, "
+	      "and a pid namespace of its own (got %s)",
+	      out);
 
 	/* A duplicate exec id is refused, not run. */
 	fd = exec_sh(&h, 8, "sleep 992");

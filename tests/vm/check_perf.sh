@@ -3,13 +3,14 @@
 # check_perf.sh — informational, never a failure on time: a one-shot
 # `sbx-helper run -- true` against `bwrap --unshare-all --die-with-parent
 # --new-session` in this same VM (bench/helper_vs_bwrap.c, alternating), as
-# the developer in a delegated scope. Prints the ratio; fails only when the
+# the developer in a delegated scope. Prints the ratio and sbx's six largest
+# phases (the benchmark's per-phase breakdown, whole in the log); fails only when the
 # benchmark could not run at all (which a failing helper causes).
 
 PERF_RUNS=${PERF_RUNS:-10}
 
 check_perf_ratio() {
-    local bench=$BIN/bench/sbx-bench-helper out rc=0 line
+    local bench=$BIN/bench/sbx-bench-helper out rc=0 line phases
     [ -x "$bench" ] || { echo "no $bench on the stage disk"; return 1; }
     out=$(mktemp)
     chmod 0644 "$out"
@@ -19,6 +20,15 @@ check_perf_ratio() {
         printf 'sbx-bench-helper exit %s: %s' "$rc" "$(why "$out")"; rm -f "$out"; return 1
     fi
     line=$(awk '$1 == "true" { printf "true: sbx p50 %s ms, bwrap p50 %s ms, ratio sbx/bwrap %s", $3, $6, $NF }' "$out")
-    printf '%s (%s runs each, TCG)' "${line:-$(tail -n 1 "$out")}" "$PERF_RUNS"
+    # sbx's phases of `true` (the benchmark's breakdown), largest first:
+    # where a one-shot's time goes on cgroup v2.
+    phases=$(awk '/^sbx phases of .true./ { on = 1; next }
+                  on && /^$/ { on = 0 }
+                  on && $1 != "phase" && $1 != "sbx" && $1 != "bwrap" && NF > 3 {
+                      name = $1; if ($2 !~ /^[0-9.]+$/) { name = $1 " " $2; $2 = $3 }
+                      printf "%s %s\n", $2, name }' "$out" |
+             sort -rn | head -n 6 | awk '{ v = $1; $1 = ""; printf "%s%s %s", (NR > 1 ? ", " : ""), substr($0, 2), v }')
+    printf '%s (%s runs each, TCG)%s' "${line:-$(tail -n 1 "$out")}" "$PERF_RUNS" \
+        "${phases:+; sbx phases p50 ms: $phases}"
     rm -f "$out"
 }
