@@ -108,6 +108,8 @@ struct run_fetch {
 	uint64_t epoch;
 	bool live; /* a chunk was read while /out was not settled */
 	bool busy; /* [mu] a worker is hashing with it (it stays in r->fetches) */
+	int fd;	   /* [mu] the file, opened while /out was settled in fd_epoch, or -1 */
+	uint64_t fd_epoch;
 	uint64_t next_offset;
 	EVP_MD_CTX *md;
 };
@@ -560,6 +562,8 @@ static void fetch_free(struct run_fetch *f)
 		return;
 	free(f->path);
 	EVP_MD_CTX_free(f->md);
+	if (f->fd >= 0)
+		close(f->fd);
 	free(f);
 }
 
@@ -743,6 +747,8 @@ static struct run_fetch *cursor_take(struct sbx_run *r, const char *path, const 
 	if (f || offset != 0)
 		return f;
 	f = calloc(1, sizeof(*f));
+	if (f)
+		f->fd = -1;
 	if (!f || !(f->path = strdup(path)) || !(f->md = EVP_MD_CTX_new()) ||
 	    !EVP_DigestInit_ex(f->md, EVP_sha256(), NULL)) {
 		fetch_free(f);
@@ -751,6 +757,7 @@ static struct run_fetch *cursor_take(struct sbx_run *r, const char *path, const 
 	f->id = *id;
 	f->epoch = epoch;
 	f->busy = true;
+	f->fd = -1;
 	/* In the list from now on; the oldest idle ones beyond FETCH_CURSORS go. */
 	run_lock(r);
 	f->next = r->fetches;
@@ -874,6 +881,34 @@ static int final_sha256(struct sbx_run *r, const char *path, int fd, const struc
 	return 0;
 }
 
+/* The file a fetch in progress opened, while nothing of the run can have
+ * renamed or replaced it since (/out settled, no exec began): the next
+ * chunks skip the reader's round trip. A dup, or -1. */
+static int open_cached(struct sbx_run *r, const char *path)
+{
+	int fd = -1;
+
+	run_lock(r);
+	if (out_settled(r))
+		for (struct run_fetch *f = r->fetches; f; f = f->next)
+			if (f->fd >= 0 && f->fd_epoch == r->out_epoch && !strcmp(f->path, path)) {
+				fd = fcntl(f->fd, F_DUPFD_CLOEXEC, 3);
+				break;
+			}
+	run_unlock(r);
+	return fd;
+}
+
+/* f (held) keeps fd for the next chunks, if /out is still settled in epoch. */
+static void open_remember(struct sbx_run *r, struct run_fetch *f, int fd, uint64_t epoch)
+{
+	run_lock(r);
+	if (f->fd < 0 && out_settled(r) && r->out_epoch == epoch &&
+	    (f->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3)) >= 0)
+		f->fd_epoch = epoch;
+	run_unlock(r);
+}
+
 static int fetch(struct sbx_run *r, int out_fd, const Sbx__V1__FetchArtifactRequest *req,
 		 size_t max, Sbx__V1__FetchArtifactResponse *o, struct sbx_rpc_status *st)
 {
@@ -888,7 +923,10 @@ static int fetch(struct sbx_run *r, int out_fd, const Sbx__V1__FetchArtifactRequ
 	char sha256[65];
 
 	struct sbx_tree_src src = out_src(r, out_fd);
-	fd = open_artifact(&src, req->path, &sb, st);
+	if ((fd = open_cached(r, req->path)) < 0 || fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
+		sbx_closep(&fd);
+		fd = open_artifact(&src, req->path, &sb, st);
+	}
 	if (fd < 0)
 		return -1;
 	/* As in a listing: more than /out can hold is a sparse file. */
@@ -925,22 +963,25 @@ static int fetch(struct sbx_run *r, int out_fd, const Sbx__V1__FetchArtifactRequ
 	o->eof = req->offset + got >= (uint64_t)sb.st_size || got < n;
 
 	id = file_id(&sb);
-	if (cached) {
+	f = cursor_take(r, req->path, &id, req->offset, epoch, o->eof && !cached);
+	if (f && settled)
+		open_remember(r, f, fd, epoch);
+	if (cached && o->eof) {
 		/* Served as the cached digest says, if nothing could change the
 		 * file since (no exec began, it is the same file). */
-		if (!o->eof)
-			return 0;
 		struct file_id after;
 		run_lock(r);
 		bool still = out_settled(r) && r->out_epoch == epoch;
 		run_unlock(r);
-		if (still && fstat(fd, &sb) == 0 && (after = file_id(&sb), same_file(&id, &after)))
+		if (still && fstat(fd, &sb) == 0 &&
+		    (after = file_id(&sb), same_file(&id, &after))) {
+			cursor_end(r, f);
 			return (o->sha256 = strdup(sha256))
 				   ? 0
 				   : sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
+		}
 	}
-	f = cursor_take(r, req->path, &id, req->offset, epoch, o->eof);
-	if (f) {
+	if (f && !cached) {
 		/* And an exec started during the read (or since the cursor's
 		 * first chunk) changes the epoch. */
 		run_lock(r);
