@@ -6,7 +6,11 @@
  *   CreateRun + Exec(/bin/true) + Wait + Teardown  next to a one-shot
  *                                              `bwrap ... /bin/true`, alternating
  *   Exec(/bin/true) + Wait in one live run     p50, p90 (ms)
- *   FetchArtifact of a 256 MiB file            next to `cp` of a 256 MiB file
+ *   FetchArtifact of a 256 MiB file            next to a raw nng REQ/REP peer
+ *     (sbx_fetch_fd, SBX_FETCH_WINDOW chunks     carrying the same bytes at the
+ *     in flight)                                 same chunk size and window
+ *                                                (bench_nng_peer.c)
+ *   sbx_fetch_file of it                       next to `cp` of a 256 MiB file
  *
  * It starts its own sbxd in a temporary directory (ipc listener, and a
  * tls+tcp listener on 127.0.0.1 with certificates made by the openssl CLI
@@ -821,10 +825,11 @@ static void usage(FILE *f)
 		"          alternating with a one-shot `bwrap --unshare-all ... /bin/true`:\n"
 		"          p50, p90 and the ratio cycle/bwrap (target <= 1.0)\n"
 		"  exec    Exec(/bin/true) + Wait in one live run, N (100): p50, p90\n"
-		"  fetch   a 256 MiB artifact fetched K times (3) by 1 MiB FetchArtifact\n"
-		"          chunks (sha256 checked, no fsync) and by sbx_fetch_file (which\n"
-		"          fsyncs), rotating with `cp` of a local 256 MiB file: MiB/s and\n"
-		"          the ratio fetch/cp (target >= 0.5 over ipc)\n"
+		"  fetch   a 256 MiB artifact fetched K times (3) by sbx_fetch_fd (1 MiB\n"
+		"          FetchArtifact chunks, 4 in flight, sha256 checked, no fsync) next\n"
+		"          to a raw nng REQ/REP peer carrying the same bytes at the same\n"
+		"          chunk size and window (target >= 0.8), and by sbx_fetch_file\n"
+		"          (which fsyncs) next to `cp` of a local 256 MiB file, rotating\n"
 		"Tables go to stdout, progress to stderr.\n"
 		"\n"
 		"  --sbxd PATH     sbxd (default <dir of this binary>/../server/sbxd)\n"
