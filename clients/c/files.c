@@ -534,8 +534,9 @@ static int fetch_into(sbx_client *c, const char *run_id, const char *remote_path
 		chunk_clear(&k);
 		return -1;
 	}
-	/* The last chunk, with the digest. */
+	/* The last chunk, with the digest: its message freed on the way out. */
 	_cleanup_(nng_msg_freep) nng_msg *last = k.msg;
+	(void)last;
 	if (f.offset != f.size)
 		return sbx_rpc_fail(st, k.live ? SBX__V1__CODE__ABORTED : SBX__V1__CODE__DATA_LOSS,
 				    "%s: got %llu bytes of %llu%s", name,
