@@ -72,6 +72,21 @@ static ssize_t read_full(int fd, uint8_t *buf, size_t len)
 	return (ssize_t)got;
 }
 
+static int pwrite_full(int fd, const uint8_t *buf, size_t len, uint64_t offset)
+{
+	while (len) {
+		ssize_t n = pwrite(fd, buf, len, (off_t)offset);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		buf += n;
+		len -= (size_t)n;
+		offset += (uint64_t)n;
+	}
+	return 0;
+}
+
 static int write_full(int fd, const uint8_t *buf, size_t len)
 {
 	while (len) {
@@ -245,6 +260,7 @@ struct chunk {
 	char sha256[65];
 	int rc;
 	bool ready;
+	bool written; /* already at its offset in the file (pipeline.out) */
 	struct sbx_rpc_status st;
 };
 
@@ -329,6 +345,9 @@ struct pipeline {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	uint64_t n;	   /* chunks of the file */
+	uint64_t size;	   /* as the first chunk said */
+	int out;	   /* a temporary file of ours: each worker writes its chunk
+			      there at its offset (pwrite), or -1 */
 	uint64_t next;	   /* the next to ask for */
 	uint64_t consumed; /* taken by the writer */
 	bool stop;
@@ -365,6 +384,19 @@ static void *pipeline_worker(void *arg)
 			    tries >= SHARE_RETRIES || p->stop)
 				break;
 			sbx_sleep_ms(SHARE_WAIT_MS);
+		}
+		/* Written here, beside the other workers, so that the thread
+		 * taking the chunks in order only hashes; what it then refuses
+		 * goes with the temporary file. */
+		if (k.rc == 0 && p->out >= 0 && k.size == p->size && k.len <= SBX_CHUNK_BYTES &&
+		    i * SBX_CHUNK_BYTES + k.len <= p->size) {
+			if (pwrite_full(p->out, k.data, k.len, i * SBX_CHUNK_BYTES) < 0) {
+				sbx_rpc_fail_errno(&k.st, SBX__V1__CODE__INTERNAL, "writing");
+				chunk_clear(&k);
+				k.rc = -1;
+			} else {
+				k.written = true;
+			}
 		}
 		pthread_mutex_lock(&p->mu);
 		if (p->stop) {
@@ -404,7 +436,7 @@ static void pipeline_freep(struct pipeline **pp)
 }
 
 static struct pipeline *pipeline_start(sbx_client *c, const char *run_id, const char *path,
-				       uint64_t size, struct sbx_rpc_status *st)
+				       uint64_t size, int out, struct sbx_rpc_status *st)
 {
 	struct pipeline *p = calloc(1, sizeof(*p));
 	uint64_t want;
@@ -413,7 +445,13 @@ static struct pipeline *pipeline_start(sbx_client *c, const char *run_id, const 
 		sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
 		return NULL;
 	}
-	*p = (struct pipeline){.c = c, .run_id = run_id, .path = path, .next = 1, .consumed = 1};
+	*p = (struct pipeline){.c = c,
+			       .run_id = run_id,
+			       .path = path,
+			       .size = size,
+			       .out = out,
+			       .next = 1,
+			       .consumed = 1};
 	p->n = size / SBX_CHUNK_BYTES + (size % SBX_CHUNK_BYTES != 0);
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->cv, NULL);
@@ -471,7 +509,7 @@ static int take_chunk(struct fetch_state *f, const struct chunk *k, struct sbx_r
 				    "at %llu): " CHANGED_BY_AN_EXEC,
 				    f->name, (unsigned long long)f->size,
 				    (unsigned long long)k->size, (unsigned long long)f->offset);
-	if (k->len && (write_full(f->fd, k->data, k->len) < 0))
+	if (k->len && !k->written && (write_full(f->fd, k->data, k->len) < 0))
 		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "writing %s", f->name);
 	if (!EVP_DigestUpdate(f->md, k->data, k->len))
 		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "sha256 failed");
@@ -488,7 +526,9 @@ static int take_chunk(struct fetch_state *f, const struct chunk *k, struct sbx_r
 	return 0;
 }
 
-static int fetch_into(sbx_client *c, const char *run_id, const char *remote_path, int fd,
+/* fd: where the bytes go in order; temp: it is a new temporary file of
+ * ours, which the workers may write at each chunk's offset. */
+static int fetch_into(sbx_client *c, const char *run_id, const char *remote_path, int fd, bool temp,
 		      const char *expect_sha256, bool expect_live, sbx_progress_fn progress,
 		      void *progress_arg, struct sbx_fetch_info *info, struct sbx_rpc_status *st)
 {
@@ -527,7 +567,8 @@ static int fetch_into(sbx_client *c, const char *run_id, const char *remote_path
 		if (rc != 0)
 			break;
 		chunk_clear(&k);
-		if (i == 0 && !(p = pipeline_start(c, run_id, remote_path, f.size, st)))
+		if (i == 0 &&
+		    !(p = pipeline_start(c, run_id, remote_path, f.size, temp ? fd : -1, st)))
 			return -1;
 	}
 	if (rc < 0) {
@@ -580,8 +621,8 @@ int sbx_fetch_fd(sbx_client *c, const char *run_id, const char *remote_path, int
 		 sbx_progress_fn progress, void *progress_arg, struct sbx_fetch_info *info,
 		 struct sbx_rpc_status *st)
 {
-	return fetch_into(c, run_id, remote_path, fd, NULL, false, progress, progress_arg, info,
-			  st);
+	return fetch_into(c, run_id, remote_path, fd, false, NULL, false, progress, progress_arg,
+			  info, st);
 }
 
 int sbx_fetch_file(sbx_client *c, const char *run_id, const char *remote_path,
@@ -600,7 +641,7 @@ int sbx_fetch_file_ex(sbx_client *c, const char *run_id, const char *remote_path
 	_cleanup_(temp_file_freep) struct temp_file tmp = {.fd = -1};
 
 	if (open_temp(local_path, &tmp, st) < 0 ||
-	    fetch_into(c, run_id, remote_path, tmp.fd, expect_sha256, expect_live, progress,
+	    fetch_into(c, run_id, remote_path, tmp.fd, true, expect_sha256, expect_live, progress,
 		       progress_arg, info, st) < 0)
 		return -1;
 	if (fsync(tmp.fd) < 0 || close(sbx_steal_fd(tmp.fd)) < 0)
@@ -657,7 +698,7 @@ int sbx_fetch_at(sbx_client *c, const char *run_id, const char *remote_path, int
 		if (tmp.fd < 0 && st->err.errnum != EEXIST)
 			return sbx_rpc_code(st, SBX__V1__CODE__FAILED_PRECONDITION);
 	}
-	if (fetch_into(c, run_id, remote_path, tmp.fd, expect_sha256, expect_live, progress,
+	if (fetch_into(c, run_id, remote_path, tmp.fd, true, expect_sha256, expect_live, progress,
 		       progress_arg, info, st) < 0)
 		return -1;
 	/* The mode on the fd, never on a name someone could have swapped; the
