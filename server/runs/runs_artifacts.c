@@ -580,6 +580,14 @@ void artifacts_forget(struct sbx_run *r)
 	r->fetches = NULL;
 }
 
+void artifacts_drop_files(struct sbx_run *r) REQUIRES(r->mu)
+{
+	for (struct run_fetch *f = r->fetches; f; f = f->next) {
+		sbx_closep(&f->fd);
+		f->fd = -1;
+	}
+}
+
 /* A dup of /out's fd, so a Teardown closing the run's copy cannot pull it
  * away from under a listing or a fetch. */
 static int out_dup(struct sbx_run *r, struct sbx_rpc_status *st)
@@ -903,7 +911,7 @@ static int open_cached(struct sbx_run *r, const char *path)
 static void open_remember(struct sbx_run *r, struct run_fetch *f, int fd, uint64_t epoch)
 {
 	run_lock(r);
-	if (f->fd < 0 && out_settled(r) && r->out_epoch == epoch &&
+	if (f->fd < 0 && r->out_fd >= 0 && out_settled(r) && r->out_epoch == epoch &&
 	    (f->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3)) >= 0)
 		f->fd_epoch = epoch;
 	run_unlock(r);

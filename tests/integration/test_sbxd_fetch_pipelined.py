@@ -132,6 +132,30 @@ class Pipelined(ServerTestCase):
         self.assertEqual(sha, hashlib.sha256(b"\0" * SIZE).hexdigest())
         self.assertNotEqual(sha, hashlib.sha256(head + rest).hexdigest())
 
+    def sbxd_holds(self, name):
+        d = "/proc/%d/fd" % self.srv.proc.pid
+        held = []
+        for fd in os.listdir(d):
+            try:
+                t = os.readlink(os.path.join(d, fd))
+            except OSError:
+                continue
+            if t.split(" (deleted)")[0].endswith("/" + name):
+                held.append(t)
+        return held
+
+    def test_teardown_leaves_no_file_of_a_fetch_in_progress(self):
+        # Chunks after the first reuse the file sbxd opened: a Teardown in
+        # the middle of a fetch closes it, and the next chunk is refused.
+        run, _ = self.made()
+        self.chunk(run, 0)
+        self.chunk(run, MIB)
+        self.ok("Teardown", pb.TeardownRequest(run_id=run), pb.TeardownResponse)
+        code, msg, _ = self.c.call("FetchArtifact", pb.FetchArtifactRequest(
+            run_id=run, path="f.bin", offset=2 * MIB, max_bytes=MIB), pb.FetchArtifactResponse)
+        self.assertEqual(code, "NOT_FOUND", msg)
+        self.assertEqual(self.sbxd_holds("f.bin"), [])
+
 
 if __name__ == "__main__":
     unittest.main()
