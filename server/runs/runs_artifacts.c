@@ -41,9 +41,9 @@
  * hashed that way already, and a chunk that finds the cursor in another
  * worker's hands leaves it to that one (the last chunk waits for it, at
  * most CURSOR_WAIT_MS). A file whose final digest is cached (a listing
- * hashed it since the last exec began) is served without a cursor: the
- * last chunk carries the cached digest if /out stayed settled and the file
- * unchanged throughout. */
+ * hashed it since the last exec began) is served without hashing: the
+ * last chunk carries the cached digest if /out stayed settled since the
+ * fetch's first chunk (the cursor's epoch) and the file is unchanged. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -971,15 +971,16 @@ static int fetch(struct sbx_run *r, int out_fd, const Sbx__V1__FetchArtifactRequ
 	o->eof = req->offset + got >= (uint64_t)sb.st_size || got < n;
 
 	id = file_id(&sb);
-	f = cursor_take(r, req->path, &id, req->offset, epoch, o->eof && !cached);
+	f = cursor_take(r, req->path, &id, req->offset, epoch, o->eof);
 	if (f && settled)
 		open_remember(r, f, fd, epoch);
-	if (cached && o->eof) {
+	if (cached && o->eof && f) {
 		/* Served as the cached digest says, if nothing could change the
-		 * file since (no exec began, it is the same file). */
+		 * file since the fetch's first chunk (no exec began: the cursor's
+		 * epoch, and it is the same file). */
 		struct file_id after;
 		run_lock(r);
-		bool still = out_settled(r) && r->out_epoch == epoch;
+		bool still = out_settled(r) && r->out_epoch == epoch && f->epoch == epoch;
 		run_unlock(r);
 		if (still && fstat(fd, &sb) == 0 &&
 		    (after = file_id(&sb), same_file(&id, &after))) {
