@@ -6,7 +6,11 @@
  *   CreateRun + Exec(/bin/true) + Wait + Teardown  next to a one-shot
  *                                              `bwrap ... /bin/true`, alternating
  *   Exec(/bin/true) + Wait in one live run     p50, p90 (ms)
- *   FetchArtifact of a 256 MiB file            next to `cp` of a 256 MiB file
+ *   FetchArtifact of a 256 MiB file            next to a raw nng REQ/REP peer
+ *     (sbx_fetch_fd, SBX_FETCH_WINDOW chunks     carrying the same bytes at the
+ *     in flight)                                 same chunk size and window
+ *                                                (bench_nng_peer.c)
+ *   sbx_fetch_file of it                       next to `cp` of a 256 MiB file
  *
  * It starts its own sbxd in a temporary directory (ipc listener, and a
  * tls+tcp listener on 127.0.0.1 with certificates made by the openssl CLI
@@ -29,8 +33,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -40,6 +46,7 @@
 #include <jansson.h>
 #include <openssl/evp.h>
 
+#include "bench_nng_peer.h"
 #include "bench_scratch.h"
 #include "bench_util.h"
 #include "bwrap_baseline.h"
@@ -296,12 +303,12 @@ struct result {
 	double *v; /* us, ms, or seconds (U_RATE) */
 	size_t n;
 	double bytes;	  /* U_RATE: per sample */
-	double *in_calls; /* U_RATE, by chunks: seconds of each sample spent in the calls */
 	const char *peer; /* NULL, "bwrap" or "cp" */
 	char **peer_argv;
 	double *pv; /* the peer's samples, same unit (ms for bwrap, seconds for cp) */
 	size_t pn;
 	const char *target;
+	double min_ratio; /* a throughput target: ratio >= min_ratio (0: none) */
 };
 
 static struct result results[16];
@@ -378,22 +385,16 @@ static void print_table(const struct bench_host *h, const char *counts)
 		       ratio(r));
 	}
 	printf("(p90/p99: p99 for Health, p90 otherwise; FetchArtifact: MiB/s of the median time,\n"
-	       " ratios of p50: cycle/bwrap, target <= 1.0; fetch/cp, target >= 0.5 over ipc)\n");
+	       " ratios of p50: cycle/bwrap, target <= 1.0; FetchArtifact/raw nng, target >= 0.8;\n"
+	       " sbx_fetch_file/cp for reference)\n");
 	for (size_t i = 0; i < n_results; i++) {
 		const struct result *r = &results[i];
-		double in = 0, all = 0;
+		double x = ratio(r);
 
-		if (!r->in_calls)
+		if (!r->peer || !r->target || !r->min_ratio)
 			continue;
-		for (size_t k = 0; k < r->n; k++) {
-			in += r->in_calls[k];
-			all += r->v[k];
-		}
-		printf(
-		    "%s FetchArtifact by chunks: %.0f%% of the time in the calls, %.0f%% writing "
-		    "and hashing here\n",
-		    r->transport, all > 0 ? 100 * in / all : 0,
-		    all > 0 ? 100 * (all - in) / all : 0);
+		printf("%s %s: %.2f of %s, target %s: %s\n", r->transport, r->label, x, r->peer,
+		       r->target, x >= r->min_ratio ? "met" : "MISSED");
 	}
 	printf("counts: %s\n", counts);
 	printf("host: %s, cgroup %s%s, %ld CPUs, load %.2f %.2f %.2f\n", h->kernel, h->cgroup,
@@ -439,9 +440,6 @@ static void print_json(const struct bench_host *h, json_t *counts)
 			json_object_set_new(o, "bytes", json_integer((json_int_t)r->bytes));
 			json_object_set_new(o, "mib_per_s_p50",
 					    json_real(rate(r->bytes, bench_pct(r->v, r->n, 50))));
-			if (r->in_calls)
-				json_object_set_new(o, "seconds_in_calls",
-						    json_samples(r->in_calls, r->n));
 		}
 		if (r->peer) {
 			json_t *p = json_pack("{s:s, s:o, s:I, s:f, s:f, s:o}", "name", r->peer,
@@ -627,84 +625,24 @@ static void bench_exec(const struct transport *t, long n)
 	free(id);
 }
 
-static void sha256_final_hex(EVP_MD_CTX *md, char hex[65])
+/* sbx_fetch_fd into a new file (no fsync, as cp): SBX_FETCH_WINDOW chunks in
+ * flight, the sha256 of what arrived checked against the server's (by the
+ * library) and against the listing's. */
+static void fetch_fd(const struct transport *t, const char *run_id, const char *dest,
+		     const char *expect)
 {
-	unsigned char out[EVP_MAX_MD_SIZE];
-	unsigned int n = 0;
-
-	if (!EVP_DigestFinal_ex(md, out, &n) || n != 32)
-		bench_die("sha256 failed");
-	for (unsigned i = 0; i < 32; i++)
-		snprintf(hex + 2 * i, 3, "%02x", out[i]);
-}
-
-/* FetchArtifact in 1 MiB chunks by hand, into a new file (no fsync, as cp),
- * checking the sha256 of what arrived against the server's and expect.
- * Returns the ms spent in the calls themselves (the rest is writing and
- * hashing here). */
-static double fetch_by_chunks(const struct transport *t, const char *run_id, const char *dest,
-			      const char *expect)
-{
-	double in_calls = 0;
-	int fd = open(dest, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	_cleanup_close_ int fd = open(dest, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	struct sbx_fetch_info info;
 	struct sbx_rpc_status st;
-	uint64_t offset = 0;
-	char got[65];
 
 	if (fd < 0)
 		bench_die_errno("create %s", dest);
-	if (!md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL))
-		bench_die("sha256 failed");
-	for (;;) {
-		Sbx__V1__FetchArtifactRequest req = SBX__V1__FETCH_ARTIFACT_REQUEST__INIT;
-		req.run_id = (char *)run_id;
-		req.path = FETCH_NAME;
-		req.offset = offset;
-		req.max_bytes = SBX_CHUNK_BYTES;
-		double t0 = bench_now_ms();
-		Sbx__V1__FetchArtifactResponse *r = sbx_fetch_artifact(t->c, &req, &st);
-		in_calls += bench_now_ms() - t0;
-		if (!r) {
-			char what[96];
-			snprintf(what, sizeof(what), "FetchArtifact %s at %llu", FETCH_NAME,
-				 (unsigned long long)offset);
-			call_failed(t, what, &st);
-		}
-		for (size_t done = 0; done < r->data.len;) {
-			ssize_t k = write(fd, r->data.data + done, r->data.len - done);
-			if (k < 0 && errno == EINTR)
-				continue;
-			if (k < 0)
-				bench_die_errno("write %s", dest);
-			done += (size_t)k;
-		}
-		if (!EVP_DigestUpdate(md, r->data.data, r->data.len))
-			bench_die("sha256 failed");
-		offset += r->data.len;
-		bool eof = r->eof, empty = r->data.len == 0;
-		if (eof) {
-			sha256_final_hex(md, got);
-			if (offset != FETCH_BYTES || !r->sha256 || strcmp(r->sha256, got) ||
-			    strcmp(expect, got))
-				bench_die(
-				    "%s: FetchArtifact %s: got %llu bytes with sha256 %s; the "
-				    "server "
-				    "says %s, ListArtifacts said %s",
-				    t->name, FETCH_NAME, (unsigned long long)offset, got,
-				    r->sha256 ? r->sha256 : "nothing", expect);
-		}
-		sbx__v1__fetch_artifact_response__free_unpacked(r, NULL);
-		if (eof)
-			break;
-		if (empty)
-			bench_die("%s: FetchArtifact %s: no bytes at %llu", t->name, FETCH_NAME,
-				  (unsigned long long)offset);
-	}
-	EVP_MD_CTX_free(md);
-	if (close(fd) < 0)
-		bench_die_errno("close %s", dest);
-	return in_calls;
+	if (sbx_fetch_fd(t->c, run_id, FETCH_NAME, fd, NULL, NULL, &info, &st) < 0)
+		call_failed(t, "sbx_fetch_fd (FetchArtifact)", &st);
+	if (info.size != FETCH_BYTES || strcmp(info.sha256, expect))
+		bench_die("%s: FetchArtifact %s: got %llu bytes with sha256 %s; ListArtifacts said "
+			  "%s",
+			  t->name, FETCH_NAME, (unsigned long long)info.size, info.sha256, expect);
 }
 
 static void fetch_file(const struct transport *t, const char *run_id, const char *dest,
@@ -726,15 +664,33 @@ static void unlink_quiet(const char *path)
 static char cp_src[PATH_MAX], cp_dst[PATH_MAX];
 static char *cp_argv[] = {"cp", cp_src, cp_dst, NULL};
 
-static void bench_fetch(const struct transport *t, long k)
+/* The raw nng peer serves a memfd holding the same 256 MiB. */
+static int memfd_of(const char *src)
 {
-	char d_loop[PATH_MAX], d_file[PATH_MAX];
+	_cleanup_close_ int in = open(src, O_RDONLY | O_CLOEXEC);
+	int fd = memfd_create("sbx-bench-raw-nng", MFD_CLOEXEC);
+	off_t off = 0;
+
+	if (in < 0 || fd < 0)
+		bench_die_errno("memfd of %s", src);
+	while (off < (off_t)FETCH_BYTES) {
+		ssize_t k = sendfile(fd, in, &off, FETCH_BYTES - (size_t)off);
+		if (k <= 0)
+			bench_die_errno("copy %s into a memfd", src);
+	}
+	return fd;
+}
+
+static void bench_fetch(const struct server *s, const struct transport *t, long k)
+{
+	char d_fd[PATH_MAX], d_file[PATH_MAX], raw_url[PATH_MAX + 16];
 	const char *src = cp_src, *d_cp = cp_dst;
 	struct sbx_rpc_status st;
 	char expect[65] = "";
+	bool tls = !strcmp(t->name, "tls");
 
 	bench_scratch_path(cp_src, sizeof(cp_src), "local-256m");
-	bench_scratch_path(d_loop, sizeof(d_loop), "fetched-chunks");
+	bench_scratch_path(d_fd, sizeof(d_fd), "fetched-fd");
 	bench_scratch_path(d_file, sizeof(d_file), "fetched-file");
 	bench_scratch_path(cp_dst, sizeof(cp_dst), "copied");
 
@@ -763,58 +719,90 @@ static void bench_fetch(const struct transport *t, long k)
 		fetch_file(t, id, src, expect);
 	} else {
 		bench_note("%s: fetching once (warm-up)", t->name);
-		fetch_by_chunks(t, id, d_loop, expect);
-		unlink_quiet(d_loop);
+		fetch_fd(t, id, d_fd, expect);
+		unlink_quiet(d_fd);
 	}
 	run_ok("cp", cp_argv, NULL);
 	unlink_quiet(d_cp);
+
+	/* The raw nng peer: same transport, chunk size and window. */
+	struct bench_nng_tls peer_tls = {0};
+	if (tls) {
+		static char scert[PATH_MAX], skey[PATH_MAX];
+		bench_scratch_path(scert, sizeof(scert), "server.pem");
+		bench_scratch_path(skey, sizeof(skey), "server.key");
+		peer_tls = (struct bench_nng_tls){.server_cert = scert,
+						  .server_key = skey,
+						  .client_cert = s->cert,
+						  .client_key = s->key,
+						  .ca = s->ca,
+						  .server_name = "localhost"};
+		snprintf(raw_url, sizeof(raw_url), "tls+tcp://127.0.0.1:%d", bench_free_port());
+	} else {
+		snprintf(raw_url, sizeof(raw_url), "ipc://%s/raw-nng.sock", bench_scratch_dir());
+	}
+	_cleanup_close_ int mfd = memfd_of(src);
+	struct bench_nng_peer *peer = bench_nng_peer_start(
+	    raw_url, tls ? &peer_tls : NULL, mfd, FETCH_BYTES, SBX_CHUNK_BYTES, SBX_FETCH_WINDOW);
+	bench_nng_peer_fetch(raw_url, tls ? &peer_tls : NULL, FETCH_BYTES, SBX_CHUNK_BYTES,
+			     SBX_FETCH_WINDOW); /* warm-up */
 
 	struct result *r =
 	    new_result(t->name, "fetch", "FetchArtifact 256 MiB", U_RATE, 90, (size_t)k);
 	struct result *f =
 	    new_result(t->name, "fetch_file", "sbx_fetch_file 256 MiB", U_RATE, 90, (size_t)k);
 	r->bytes = f->bytes = (double)FETCH_BYTES;
-	r->peer = f->peer = "cp";
-	r->peer_argv = f->peer_argv = cp_argv;
+	r->peer = "raw nng";
+	r->peer_argv = NULL;
 	r->pv = xcalloc((size_t)k, sizeof(double));
-	r->in_calls = xcalloc((size_t)k, sizeof(double));
-	f->pv = r->pv; /* the same cp samples */
-	r->target = f->target = ">= 0.5 over ipc";
+	r->target = ">= 0.8";
+	r->min_ratio = 0.8;
+	f->peer = "cp";
+	f->peer_argv = cp_argv;
+	f->pv = xcalloc((size_t)k, sizeof(double));
+	f->target = "none (the same-host export's peer)";
 
-	bench_note("%s: FetchArtifact by chunks, sbx_fetch_file and cp, %ld each, rotating",
-		   t->name, k);
+	bench_note("%s: FetchArtifact (sbx_fetch_fd, %d chunks in flight), raw nng (%d in "
+		   "flight), sbx_fetch_file and cp, %ld each, rotating",
+		   t->name, SBX_FETCH_WINDOW, SBX_FETCH_WINDOW, k);
 	for (long i = 0; i < k; i++) {
-		for (long j = 0; j < 3; j++) {
+		for (long j = 0; j < 4; j++) {
 			bench_check_interrupt();
-			double t0 = bench_now_ms(), t1, calls;
-			switch ((i + j) % 3) {
+			double t0 = bench_now_ms(), t1;
+			switch ((i + j) % 4) {
 			case 0:
-				calls = fetch_by_chunks(t, id, d_loop, expect);
+				fetch_fd(t, id, d_fd, expect);
 				t1 = bench_now_ms();
-				r->in_calls[r->n] = calls / 1e3;
 				r->v[r->n++] = (t1 - t0) / 1e3;
-				unlink_quiet(d_loop);
+				unlink_quiet(d_fd);
 				break;
 			case 1:
+				r->pv[r->pn++] = bench_nng_peer_fetch(
+				    raw_url, tls ? &peer_tls : NULL, FETCH_BYTES, SBX_CHUNK_BYTES,
+				    SBX_FETCH_WINDOW);
+				break;
+			case 2:
 				fetch_file(t, id, d_file, expect);
 				t1 = bench_now_ms();
 				f->v[f->n++] = (t1 - t0) / 1e3;
 				unlink_quiet(d_file);
 				break;
 			default:
-				r->pv[r->pn++] = run_ok("cp", cp_argv, NULL) / 1e3;
+				f->pv[f->pn++] = run_ok("cp", cp_argv, NULL) / 1e3;
 				unlink_quiet(d_cp);
 				break;
 			}
+			/* What one sample left dirty is written back now, not
+			 * during the next one's time. */
+			sync();
 		}
-		bench_note("%s: fetch %ld/%ld: chunks %.0f MiB/s (%.0f%% of it in the calls), "
+		bench_note("%s: fetch %ld/%ld: FetchArtifact %.0f MiB/s, raw nng %.0f MiB/s, "
 			   "sbx_fetch_file %.0f MiB/s, cp %.0f MiB/s",
 			   t->name, i + 1, k, rate(r->bytes, r->v[r->n - 1]),
-			   100 * r->in_calls[r->n - 1] / r->v[r->n - 1],
-			   rate(f->bytes, f->v[f->n - 1]), rate(r->bytes, r->pv[r->pn - 1]));
+			   rate(r->bytes, r->pv[r->pn - 1]), rate(f->bytes, f->v[f->n - 1]),
+			   rate(f->bytes, f->pv[f->pn - 1]));
 	}
-	f->pn = r->pn;
-
+	bench_nng_peer_stop(peer);
 	teardown(t, id);
 	free(id);
 }
@@ -837,10 +825,11 @@ static void usage(FILE *f)
 		"          alternating with a one-shot `bwrap --unshare-all ... /bin/true`:\n"
 		"          p50, p90 and the ratio cycle/bwrap (target <= 1.0)\n"
 		"  exec    Exec(/bin/true) + Wait in one live run, N (100): p50, p90\n"
-		"  fetch   a 256 MiB artifact fetched K times (3) by 1 MiB FetchArtifact\n"
-		"          chunks (sha256 checked, no fsync) and by sbx_fetch_file (which\n"
-		"          fsyncs), rotating with `cp` of a local 256 MiB file: MiB/s and\n"
-		"          the ratio fetch/cp (target >= 0.5 over ipc)\n"
+		"  fetch   a 256 MiB artifact fetched K times (3) by sbx_fetch_fd (1 MiB\n"
+		"          FetchArtifact chunks, 4 in flight, sha256 checked, no fsync) next\n"
+		"          to a raw nng REQ/REP peer carrying the same bytes at the same\n"
+		"          chunk size and window (target >= 0.8), and by sbx_fetch_file\n"
+		"          (which fsyncs) next to `cp` of a local 256 MiB file, rotating\n"
 		"Tables go to stdout, progress to stderr.\n"
 		"\n"
 		"  --sbxd PATH     sbxd (default <dir of this binary>/../server/sbxd)\n"
@@ -1004,7 +993,7 @@ int main(int argc, char **argv)
 		if (only & ONLY_EXEC)
 			bench_exec(t, n.execs);
 		if (only & ONLY_FETCH)
-			bench_fetch(t, n.fetches);
+			bench_fetch(&srv, t, n.fetches);
 	}
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(tps); i++)
 		sbx_client_close(tps[i].c);

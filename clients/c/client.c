@@ -626,15 +626,55 @@ static int exchange_step(sbx_client *c, struct exchange *x, nng_ctx ctx, bool se
 	return sbx_rpc_fail_nng(st, SBX__V1__CODE__UNAVAILABLE, rv, "%s", c->endpoint);
 }
 
-/* Parses a reply into the caller's message, or the server's error. */
-static int take_reply(sbx_client *c, nng_msg *m, const ProtobufCMessageDescriptor *resp_desc,
-		      ProtobufCMessage **resp, struct sbx_rpc_status *st)
+/* Where a reply goes: unpacked into *resp (desc), or kept as it arrived
+ * (desc NULL: *msg, with the body's place in it). */
+struct reply_to {
+	const ProtobufCMessageDescriptor *desc;
+	ProtobufCMessage **resp;
+	nng_msg **msg;
+	const uint8_t **body;
+	size_t *len;
+};
+
+/* An OK Response's body found where it lies: 1, or 0 when the reply is
+ * not OK (or not plainly one), left to the unpack below. */
+static int body_in_place(nng_msg *m, const uint8_t **body, size_t *len)
 {
-	size_t budget = c->max_message * 16 > (64u << 20) ? c->max_message * 16 : (64u << 20);
-	Sbx__V1__Response *r = (Sbx__V1__Response *)unpack_bounded(
-	    &sbx__v1__response__descriptor, budget, nng_msg_len(m), nng_msg_body(m));
+	const uint8_t *p = nng_msg_body(m), *end = p + nng_msg_len(m);
+	struct sbx_pb_field f;
 	int rc;
 
+	*body = p;
+	*len = 0;
+	while ((rc = sbx_pb_next(&p, end, &f)) == 1) {
+		if (f.num == 1 && (f.wt != 0 || f.v != SBX__V1__CODE__OK))
+			return 0;
+		if (f.num == 3) {
+			if (f.wt != 2)
+				return 0;
+			*body = f.data;
+			*len = f.len;
+		}
+	}
+	return rc == 0;
+}
+
+/* Parses a reply into the caller's message, or the server's error. */
+static int take_reply(sbx_client *c, nng_msg **mp, const struct reply_to *to,
+		      struct sbx_rpc_status *st)
+{
+	size_t budget = c->max_message * 16 > (64u << 20) ? c->max_message * 16 : (64u << 20);
+	nng_msg *m = *mp;
+	int rc;
+
+	if (!to->desc && body_in_place(m, to->body, to->len)) {
+		*to->msg = m;
+		*mp = NULL;
+		sbx_rpc_ok(st);
+		return 0;
+	}
+	Sbx__V1__Response *r = (Sbx__V1__Response *)unpack_bounded(
+	    &sbx__v1__response__descriptor, budget, nng_msg_len(m), nng_msg_body(m));
 	if (!r)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL,
 				    "%s sent a reply that is not an sbx.v1.Response", c->endpoint);
@@ -647,9 +687,12 @@ static int take_reply(sbx_client *c, nng_msg *m, const ProtobufCMessageDescripto
 				 r->message && *r->message ? r->message : sbx_code_name(r->code),
 				 SBX_ESCAPE_KEEP_BACKSLASH);
 		rc = sbx_rpc_fail(st, r->code, "%s", msg);
-	} else if (!(*resp = unpack_bounded(resp_desc, budget, r->body.len, r->body.data))) {
+	} else if (!to->desc) {
+		rc = sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL,
+				  "%s sent a reply that is not an sbx.v1.Response", c->endpoint);
+	} else if (!(*to->resp = unpack_bounded(to->desc, budget, r->body.len, r->body.data))) {
 		rc = sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "%s sent a body that is not an %s",
-				  c->endpoint, resp_desc->name);
+				  c->endpoint, to->desc->name);
 	} else {
 		sbx_rpc_ok(st);
 		rc = 0;
@@ -680,8 +723,7 @@ static void exchange_freep(struct exchange *x)
 }
 
 static int call_once(sbx_client *c, const uint8_t *req, size_t len, uint32_t timeout_ms,
-		     const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
-		     struct sbx_rpc_status *st)
+		     const struct reply_to *to, struct sbx_rpc_status *st)
 {
 	int64_t deadline = sbx_mono_ms() + timeout_ms;
 	int rv;
@@ -711,7 +753,7 @@ static int call_once(sbx_client *c, const uint8_t *req, size_t len, uint32_t tim
 	if (exchange_step(c, &x, ctx, false, deadline, generation, drops0, st) < 0)
 		return -1;
 	m = nng_aio_get_msg(x.aio);
-	return take_reply(c, m, resp_desc, resp, st);
+	return take_reply(c, &m, to, st);
 }
 
 /* Calls that only read are safe to repeat as they are; the others carry a
@@ -743,16 +785,18 @@ static void secret_freep(struct secret *s)
 	free(s->data);
 }
 
-int sbx_client_call_opts(sbx_client *c, const char *method, const ProtobufCMessage *req,
-			 const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
-			 const struct sbx_call_opts *o, struct sbx_rpc_status *st)
+static int call(sbx_client *c, const char *method, const ProtobufCMessage *req,
+		const struct reply_to *to, const struct sbx_call_opts *o, struct sbx_rpc_status *st)
 {
 	Sbx__V1__Request env = SBX__V1__REQUEST__INIT;
 	uint32_t timeout = o && o->timeout_ms ? o->timeout_ms : c->timeout_ms;
 	char id[33];
 	int rc = -1;
 
-	*resp = NULL;
+	if (to->resp)
+		*to->resp = NULL;
+	if (to->msg)
+		*to->msg = NULL;
 	if (!method || strlen(method) > 128)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 				    "method: must be 1..128 bytes");
@@ -788,7 +832,7 @@ int sbx_client_call_opts(sbx_client *c, const char *method, const ProtobufCMessa
 	for (int attempt = 0;; attempt++) {
 		if (interrupted(c))
 			return sbx_rpc_fail(st, SBX__V1__CODE__CANCELLED, "interrupted");
-		rc = call_once(c, buf.data, buf.len, timeout, resp_desc, resp, st);
+		rc = call_once(c, buf.data, buf.len, timeout, to, st);
 		if (rc == 0 || st->code != SBX__V1__CODE__UNAVAILABLE || attempt >= c->retries ||
 		    st->err.errnum == ETIMEDOUT)
 			break;
@@ -799,6 +843,24 @@ int sbx_client_call_opts(sbx_client *c, const char *method, const ProtobufCMessa
 			sbx_sleep_ms(20);
 	}
 	return rc;
+}
+
+int sbx_client_call_opts(sbx_client *c, const char *method, const ProtobufCMessage *req,
+			 const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
+			 const struct sbx_call_opts *o, struct sbx_rpc_status *st)
+{
+	struct reply_to to = {.desc = resp_desc, .resp = resp};
+
+	return call(c, method, req, &to, o, st);
+}
+
+int sbx_client_call_msg(sbx_client *c, const char *method, const ProtobufCMessage *req,
+			nng_msg **reply, const uint8_t **body, size_t *len,
+			struct sbx_rpc_status *st)
+{
+	struct reply_to to = {.msg = reply, .body = body, .len = len};
+
+	return call(c, method, req, &to, NULL, st);
 }
 
 int sbx_client_call(sbx_client *c, const char *method, const ProtobufCMessage *req,

@@ -4,6 +4,9 @@
 #define SBX_CLIENT_INTERNAL_H
 
 #include <stddef.h>
+#include <stdint.h>
+
+#include <nng/nng.h>
 
 #include "err.h"
 #include "sbxclient.h"
@@ -30,5 +33,26 @@ int sbx_dest_check_ancestors(int dir, const char *dest, struct sbx_err *err);
  * regular file; anything else (a link, a directory, a FIFO) is refused,
  * named as rel. */
 int sbx_dest_check_slot(int dir, const char *name, const char *rel, struct sbx_err *err);
+
+/* One protobuf field as it lies in a buffer (pbwire.c): its number and
+ * wire type, a varint's value, or where a length-delimited (or fixed)
+ * field's bytes are. */
+struct sbx_pb_field {
+	uint32_t num;
+	int wt;
+	uint64_t v;
+	const uint8_t *data;
+	size_t len;
+};
+/* The field at *p (before end), *p moved past it: 1, or 0 at end, -1 when
+ * the bytes are not protobuf. */
+int sbx_pb_next(const uint8_t **p, const uint8_t *end, struct sbx_pb_field *f);
+
+/* sbx_client_call_opts (without options), but an OK reply's body is left
+ * where it arrived: *reply is the nng message (the caller frees it with
+ * nng_msg_free) and *body, *len point into it. */
+int sbx_client_call_msg(sbx_client *c, const char *method, const ProtobufCMessage *req,
+			nng_msg **reply, const uint8_t **body, size_t *len,
+			struct sbx_rpc_status *st);
 
 #endif

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include <openssl/evp.h>
 
 #include "client_internal.h"
+#include "sleep.h"
 #include "text.h"
 #include "tree.h"
 #include "util.h"
@@ -23,10 +25,10 @@ static void md_freep(EVP_MD_CTX **md)
 	EVP_MD_CTX_free(*md);
 }
 
-static void sbx_fetch_resp_freep(Sbx__V1__FetchArtifactResponse **r)
+static void nng_msg_freep(nng_msg **m)
 {
-	if (*r)
-		sbx__v1__fetch_artifact_response__free_unpacked(*r, NULL);
+	if (*m)
+		nng_msg_free(*m);
 }
 
 static EVP_MD_CTX *sha256_new(void)
@@ -68,6 +70,21 @@ static ssize_t read_full(int fd, uint8_t *buf, size_t len)
 		got += (size_t)n;
 	}
 	return (ssize_t)got;
+}
+
+static int pwrite_full(int fd, const uint8_t *buf, size_t len, uint64_t offset)
+{
+	while (len) {
+		ssize_t n = pwrite(fd, buf, len, (off_t)offset);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		buf += n;
+		len -= (size_t)n;
+		offset += (uint64_t)n;
+	}
+	return 0;
 }
 
 static int write_full(int fd, const uint8_t *buf, size_t len)
@@ -231,109 +248,381 @@ static int open_temp(const char *dest, struct temp_file *t, struct sbx_rpc_statu
 	"an exec is running, so the file can change and digests are not final; fetch it "          \
 	"again when the run's execs have ended"
 
-static int fetch_into(sbx_client *c, const char *run_id, const char *remote_path, int fd,
+/* ---- fetching: several chunks in flight ---- */
+
+/* One FetchArtifactResponse, decoded where it lies in the reply. */
+struct chunk {
+	nng_msg *msg; /* data points into it */
+	const uint8_t *data;
+	size_t len;
+	uint64_t size;
+	bool eof, live, has_sha256;
+	char sha256[65];
+	int rc;
+	bool ready;
+	bool written; /* already at its offset in the file (pipeline.out) */
+	struct sbx_rpc_status st;
+};
+
+static void chunk_clear(struct chunk *k)
+{
+	if (k->msg)
+		nng_msg_free(k->msg);
+	k->msg = NULL;
+	k->ready = false;
+}
+
+static int decode_chunk(const uint8_t *p, size_t n, struct chunk *k)
+{
+	const uint8_t *end = p + n;
+	struct sbx_pb_field f;
+	int rc;
+
+	while ((rc = sbx_pb_next(&p, end, &f)) == 1) {
+		int want = f.num == 1 || f.num == 4 ? 2 : 0;
+		if (f.num > 5)
+			continue; /* a field of a newer sbxd */
+		if (f.wt != want)
+			return -1;
+		switch (f.num) {
+		case 1:
+			k->data = f.data;
+			k->len = f.len;
+			break;
+		case 2:
+			k->size = f.v;
+			break;
+		case 3:
+			k->eof = f.v != 0;
+			break;
+		case 4:
+			if (f.len > 64)
+				return -1;
+			memcpy(k->sha256, f.data, f.len);
+			k->sha256[f.len] = '\0';
+			k->has_sha256 = true;
+			break;
+		case 5:
+			k->live = f.v != 0;
+			break;
+		}
+	}
+	return rc;
+}
+
+/* FetchArtifact of the chunk at offset into k; k->rc and k->st say how it went. */
+static int fetch_chunk(sbx_client *c, const char *run_id, const char *path, uint64_t offset,
+		       struct chunk *k)
+{
+	Sbx__V1__FetchArtifactRequest req = SBX__V1__FETCH_ARTIFACT_REQUEST__INIT;
+	const uint8_t *body;
+	size_t len;
+
+	memset(k, 0, sizeof(*k));
+	req.run_id = (char *)run_id;
+	req.path = (char *)path;
+	req.offset = offset;
+	req.max_bytes = SBX_CHUNK_BYTES;
+	if (sbx_client_call_msg(c, SBX_METHOD_PREFIX "FetchArtifact", &req.base, &k->msg, &body,
+				&len, &k->st) < 0)
+		return k->rc = -1;
+	if (decode_chunk(body, len, k) < 0) {
+		chunk_clear(k);
+		sbx_rpc_fail(&k->st, SBX__V1__CODE__INTERNAL,
+			     "%s sent a body that is not an sbx.v1.FetchArtifactResponse",
+			     sbx_client_endpoint(c));
+		return k->rc = -1;
+	}
+	return k->rc = 0;
+}
+
+/* Chunks after the first, asked by up to SBX_FETCH_WINDOW threads at once
+ * (one REQ context each), taken in order: slot[i % window] holds chunk i,
+ * and chunk i is asked only once chunk i - window was taken. */
+struct pipeline {
+	sbx_client *c;
+	const char *run_id, *path;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	uint64_t n;	   /* chunks of the file */
+	uint64_t size;	   /* as the first chunk said */
+	int out;	   /* a temporary file of ours: each worker writes its chunk
+			      there at its offset (pwrite), or -1 */
+	uint64_t next;	   /* the next to ask for */
+	uint64_t consumed; /* taken by the writer */
+	bool stop;
+	struct chunk slot[SBX_FETCH_WINDOW];
+	pthread_t threads[SBX_FETCH_WINDOW];
+	int nthreads;
+};
+
+/* A chunk refused for the identity's share of sbxd's workers (the window
+ * is within it unless sbxd runs with very few) is asked again. */
+#define SHARE_RETRIES 50
+#define SHARE_WAIT_MS 20
+
+static void *pipeline_worker(void *arg)
+{
+	struct pipeline *p = arg;
+
+	for (;;) {
+		struct chunk k;
+		uint64_t i;
+
+		pthread_mutex_lock(&p->mu);
+		while (!p->stop && p->next < p->n && p->next - p->consumed >= SBX_FETCH_WINDOW)
+			pthread_cond_wait(&p->cv, &p->mu);
+		if (p->stop || p->next >= p->n) {
+			pthread_mutex_unlock(&p->mu);
+			return NULL;
+		}
+		i = p->next++;
+		pthread_mutex_unlock(&p->mu);
+		for (int tries = 0;; tries++) {
+			fetch_chunk(p->c, p->run_id, p->path, i * SBX_CHUNK_BYTES, &k);
+			if (k.rc == 0 || k.st.code != SBX__V1__CODE__RESOURCE_EXHAUSTED ||
+			    tries >= SHARE_RETRIES || p->stop)
+				break;
+			sbx_sleep_ms(SHARE_WAIT_MS);
+		}
+		/* Written here, beside the other workers, so that the thread
+		 * taking the chunks in order only hashes; what it then refuses
+		 * goes with the temporary file. */
+		if (k.rc == 0 && p->out >= 0 && k.size == p->size && k.len <= SBX_CHUNK_BYTES &&
+		    i * SBX_CHUNK_BYTES + k.len <= p->size) {
+			if (pwrite_full(p->out, k.data, k.len, i * SBX_CHUNK_BYTES) < 0) {
+				sbx_rpc_fail_errno(&k.st, SBX__V1__CODE__INTERNAL, "writing");
+				chunk_clear(&k);
+				k.rc = -1;
+			} else {
+				k.written = true;
+			}
+		}
+		pthread_mutex_lock(&p->mu);
+		if (p->stop) {
+			chunk_clear(&k);
+		} else {
+			k.ready = true;
+			p->slot[i % SBX_FETCH_WINDOW] = k;
+			pthread_cond_broadcast(&p->cv);
+		}
+		pthread_mutex_unlock(&p->mu);
+	}
+}
+
+static void pipeline_stop(struct pipeline *p)
+{
+	pthread_mutex_lock(&p->mu);
+	p->stop = true;
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+	for (int i = 0; i < p->nthreads; i++)
+		pthread_join(p->threads[i], NULL);
+	p->nthreads = 0;
+	for (size_t i = 0; i < SBX_FETCH_WINDOW; i++)
+		chunk_clear(&p->slot[i]);
+}
+
+static void pipeline_freep(struct pipeline **pp)
+{
+	struct pipeline *p = *pp;
+
+	if (!p)
+		return;
+	pipeline_stop(p);
+	pthread_cond_destroy(&p->cv);
+	pthread_mutex_destroy(&p->mu);
+	free(p);
+}
+
+static struct pipeline *pipeline_start(sbx_client *c, const char *run_id, const char *path,
+				       uint64_t size, int out, struct sbx_rpc_status *st)
+{
+	struct pipeline *p = calloc(1, sizeof(*p));
+	uint64_t want;
+
+	if (!p) {
+		sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
+		return NULL;
+	}
+	*p = (struct pipeline){.c = c,
+			       .run_id = run_id,
+			       .path = path,
+			       .size = size,
+			       .out = out,
+			       .next = 1,
+			       .consumed = 1};
+	p->n = size / SBX_CHUNK_BYTES + (size % SBX_CHUNK_BYTES != 0);
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->cv, NULL);
+	want = p->n - 1 < SBX_FETCH_WINDOW ? p->n - 1 : SBX_FETCH_WINDOW;
+	for (uint64_t i = 0; i < want; i++) {
+		if (pthread_create(&p->threads[p->nthreads], NULL, pipeline_worker, p) != 0)
+			break;
+		p->nthreads++;
+	}
+	if (!p->nthreads) {
+		pipeline_freep(&p);
+		sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "no thread for the fetch");
+		return NULL;
+	}
+	return p;
+}
+
+/* Chunk i, when it has arrived: the caller owns it. */
+static void pipeline_take(struct pipeline *p, uint64_t i, struct chunk *k)
+{
+	struct chunk *s = &p->slot[i % SBX_FETCH_WINDOW];
+
+	pthread_mutex_lock(&p->mu);
+	while (!s->ready)
+		pthread_cond_wait(&p->cv, &p->mu);
+	*k = *s;
+	s->msg = NULL;
+	s->ready = false;
+	p->consumed = i + 1;
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+}
+
+struct fetch_state {
+	const char *remote_path;
+	const char *name; /* escaped */
+	int fd;
+	EVP_MD_CTX *md;
+	uint64_t offset, size;
+	sbx_progress_fn progress;
+	void *progress_arg;
+};
+
+/* Writes and hashes chunk k (at f->offset): 1 when it was the last, 0 when
+ * more follow, -1 with st filled. */
+static int take_chunk(struct fetch_state *f, const struct chunk *k, struct sbx_rpc_status *st)
+{
+	if (k->len > SBX_CHUNK_BYTES || (k->size == f->size && f->offset + k->len > f->size))
+		return sbx_rpc_fail(
+		    st, SBX__V1__CODE__DATA_LOSS, "%s: the server sent %zu bytes at %llu of %llu",
+		    f->name, k->len, (unsigned long long)f->offset, (unsigned long long)f->size);
+	if (k->size != f->size)
+		return sbx_rpc_fail(st, SBX__V1__CODE__ABORTED,
+				    "%s: changed while being fetched (size %llu, then %llu "
+				    "at %llu): " CHANGED_BY_AN_EXEC,
+				    f->name, (unsigned long long)f->size,
+				    (unsigned long long)k->size, (unsigned long long)f->offset);
+	if (k->len && !k->written && (write_full(f->fd, k->data, k->len) < 0))
+		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "writing %s", f->name);
+	if (!EVP_DigestUpdate(f->md, k->data, k->len))
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "sha256 failed");
+	f->offset += k->len;
+	if (f->progress && k->len)
+		f->progress(f->remote_path, f->offset, f->size, f->progress_arg);
+	if (k->eof)
+		return 1;
+	if (!k->len || f->offset >= f->size)
+		return sbx_rpc_fail(st, SBX__V1__CODE__DATA_LOSS,
+				    "%s: the server sent %s at %llu of %llu", f->name,
+				    k->len ? "no end" : "no bytes", (unsigned long long)f->offset,
+				    (unsigned long long)f->size);
+	return 0;
+}
+
+/* fd: where the bytes go in order; temp: it is a new temporary file of
+ * ours, which the workers may write at each chunk's offset. */
+static int fetch_into(sbx_client *c, const char *run_id, const char *remote_path, int fd, bool temp,
 		      const char *expect_sha256, bool expect_live, sbx_progress_fn progress,
 		      void *progress_arg, struct sbx_fetch_info *info, struct sbx_rpc_status *st)
 {
 	_cleanup_(md_freep) EVP_MD_CTX *md = sha256_new();
-	uint64_t offset = 0, size = 0;
+	_cleanup_(pipeline_freep) struct pipeline *p = NULL;
+	struct chunk k;
 	char got[65];
 	/* The path may come from a sandbox's listing: escaped in messages,
 	 * and short enough to leave room for the rest. */
 	char name[256];
+	int rc;
 
 	sbx_escape(name, sizeof(name), remote_path);
-
 	if (!md)
 		return sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
-	for (;;) {
-		Sbx__V1__FetchArtifactRequest req = SBX__V1__FETCH_ARTIFACT_REQUEST__INIT;
-		req.run_id = (char *)run_id;
-		req.path = (char *)remote_path;
-		req.offset = offset;
-		req.max_bytes = SBX_CHUNK_BYTES;
-		_cleanup_(sbx_fetch_resp_freep) Sbx__V1__FetchArtifactResponse *r =
-		    sbx_fetch_artifact(c, &req, st);
-		if (!r)
+	struct fetch_state f = {.remote_path = remote_path,
+				.name = name,
+				.fd = fd,
+				.md = md,
+				.progress = progress,
+				.progress_arg = progress_arg};
+	/* The first chunk says the size; the rest are asked several at once. */
+	for (uint64_t i = 0;; i++) {
+		if (i == 0)
+			fetch_chunk(c, run_id, remote_path, 0, &k);
+		else
+			pipeline_take(p, i, &k);
+		if (k.rc < 0) {
+			*st = k.st;
 			return sbx_rpc_prefix(st, "FetchArtifact %s at %llu", name,
-					      (unsigned long long)offset);
-		if (offset == 0)
-			size = r->size;
-		if (r->data.len > SBX_CHUNK_BYTES ||
-		    (r->size == size && offset + r->data.len > size))
-			return sbx_rpc_fail(st, SBX__V1__CODE__DATA_LOSS,
-					    "%s: the server sent %zu bytes at %llu of %llu", name,
-					    r->data.len, (unsigned long long)offset,
-					    (unsigned long long)size);
-		if (r->size != size)
-			return sbx_rpc_fail(st, SBX__V1__CODE__ABORTED,
-					    "%s: changed while being fetched (size %llu, then %llu "
-					    "at %llu): " CHANGED_BY_AN_EXEC,
-					    name, (unsigned long long)size,
-					    (unsigned long long)r->size,
-					    (unsigned long long)offset);
-		if (r->data.len && (write_full(fd, r->data.data, r->data.len) < 0))
-			return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "writing %s", name);
-		if (!EVP_DigestUpdate(md, r->data.data, r->data.len))
-			return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "sha256 failed");
-		offset += r->data.len;
-		if (progress && r->data.len)
-			progress(remote_path, offset, size, progress_arg);
-		if (!r->eof) {
-			if (!r->data.len)
-				return sbx_rpc_fail(st, SBX__V1__CODE__DATA_LOSS,
-						    "%s: the server sent no bytes at %llu of %llu",
-						    name, (unsigned long long)offset,
-						    (unsigned long long)size);
-			continue;
+					      (unsigned long long)f.offset);
 		}
-		if (offset != size)
-			return sbx_rpc_fail(
-			    st, r->live ? SBX__V1__CODE__ABORTED : SBX__V1__CODE__DATA_LOSS,
-			    "%s: got %llu bytes of %llu%s", name, (unsigned long long)offset,
-			    (unsigned long long)size, r->live ? ": " CHANGED_BY_AN_EXEC : "");
-		if (sha256_hex(md, got) < 0)
-			return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "sha256 failed");
-		/* sbxd hashes the file afresh when it changed between chunks:
-		 * then the bytes received are of no one version of it. */
-		if (!r->sha256 || strcmp(r->sha256, got)) {
-			if (r->live && r->sha256 && *r->sha256)
-				return sbx_rpc_fail(
-				    st, SBX__V1__CODE__ABORTED,
-				    "%s: changed while being fetched (the bytes "
-				    "received hash to %s, the file now to %s): " CHANGED_BY_AN_EXEC,
-				    name, got, r->sha256);
-			return sbx_rpc_fail(st, SBX__V1__CODE__DATA_LOSS,
-					    "%s: sha256 of the bytes received is %s, the server "
-					    "says %s",
-					    name, got,
-					    r->sha256 && *r->sha256 ? r->sha256 : "nothing");
-		}
-		if (expect_sha256 && strcmp(expect_sha256, got)) {
-			if (r->live || expect_live)
-				return sbx_rpc_fail(st, SBX__V1__CODE__ABORTED,
-						    "%s: changed since it was listed (sha256 %s, "
-						    "listed as %s): " CHANGED_BY_AN_EXEC,
-						    name, got, expect_sha256);
-			return sbx_rpc_fail(st, SBX__V1__CODE__DATA_LOSS,
-					    "%s: sha256 of the bytes received is %s, expected %s",
-					    name, got, expect_sha256);
-		}
-		if (info) {
-			info->size = size;
-			memcpy(info->sha256, got, sizeof(got));
-			info->live = r->live;
-		}
-		return 0;
+		if (i == 0)
+			f.size = k.size;
+		rc = take_chunk(&f, &k, st);
+		if (rc != 0)
+			break;
+		chunk_clear(&k);
+		if (i == 0 &&
+		    !(p = pipeline_start(c, run_id, remote_path, f.size, temp ? fd : -1, st)))
+			return -1;
 	}
+	if (rc < 0) {
+		chunk_clear(&k);
+		return -1;
+	}
+	/* The last chunk, with the digest: its message freed on the way out. */
+	_cleanup_(nng_msg_freep) nng_msg *last = k.msg;
+	(void)last;
+	if (f.offset != f.size)
+		return sbx_rpc_fail(st, k.live ? SBX__V1__CODE__ABORTED : SBX__V1__CODE__DATA_LOSS,
+				    "%s: got %llu bytes of %llu%s", name,
+				    (unsigned long long)f.offset, (unsigned long long)f.size,
+				    k.live ? ": " CHANGED_BY_AN_EXEC : "");
+	if (sha256_hex(md, got) < 0)
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "sha256 failed");
+	/* sbxd hashes the file afresh when it changed between chunks:
+	 * then the bytes received are of no one version of it. */
+	if (!k.has_sha256 || strcmp(k.sha256, got)) {
+		if (k.live && k.has_sha256 && *k.sha256)
+			return sbx_rpc_fail(
+			    st, SBX__V1__CODE__ABORTED,
+			    "%s: changed while being fetched (the bytes "
+			    "received hash to %s, the file now to %s): " CHANGED_BY_AN_EXEC,
+			    name, got, k.sha256);
+		return sbx_rpc_fail(st, SBX__V1__CODE__DATA_LOSS,
+				    "%s: sha256 of the bytes received is %s, the server "
+				    "says %s",
+				    name, got, k.has_sha256 && *k.sha256 ? k.sha256 : "nothing");
+	}
+	if (expect_sha256 && strcmp(expect_sha256, got)) {
+		if (k.live || expect_live)
+			return sbx_rpc_fail(st, SBX__V1__CODE__ABORTED,
+					    "%s: changed since it was listed (sha256 %s, "
+					    "listed as %s): " CHANGED_BY_AN_EXEC,
+					    name, got, expect_sha256);
+		return sbx_rpc_fail(st, SBX__V1__CODE__DATA_LOSS,
+				    "%s: sha256 of the bytes received is %s, expected %s", name,
+				    got, expect_sha256);
+	}
+	if (info) {
+		info->size = f.size;
+		memcpy(info->sha256, got, sizeof(got));
+		info->live = k.live;
+	}
+	return 0;
 }
 
 int sbx_fetch_fd(sbx_client *c, const char *run_id, const char *remote_path, int fd,
 		 sbx_progress_fn progress, void *progress_arg, struct sbx_fetch_info *info,
 		 struct sbx_rpc_status *st)
 {
-	return fetch_into(c, run_id, remote_path, fd, NULL, false, progress, progress_arg, info,
-			  st);
+	return fetch_into(c, run_id, remote_path, fd, false, NULL, false, progress, progress_arg,
+			  info, st);
 }
 
 int sbx_fetch_file(sbx_client *c, const char *run_id, const char *remote_path,
@@ -352,7 +641,7 @@ int sbx_fetch_file_ex(sbx_client *c, const char *run_id, const char *remote_path
 	_cleanup_(temp_file_freep) struct temp_file tmp = {.fd = -1};
 
 	if (open_temp(local_path, &tmp, st) < 0 ||
-	    fetch_into(c, run_id, remote_path, tmp.fd, expect_sha256, expect_live, progress,
+	    fetch_into(c, run_id, remote_path, tmp.fd, true, expect_sha256, expect_live, progress,
 		       progress_arg, info, st) < 0)
 		return -1;
 	if (fsync(tmp.fd) < 0 || close(sbx_steal_fd(tmp.fd)) < 0)
@@ -409,7 +698,7 @@ int sbx_fetch_at(sbx_client *c, const char *run_id, const char *remote_path, int
 		if (tmp.fd < 0 && st->err.errnum != EEXIST)
 			return sbx_rpc_code(st, SBX__V1__CODE__FAILED_PRECONDITION);
 	}
-	if (fetch_into(c, run_id, remote_path, tmp.fd, expect_sha256, expect_live, progress,
+	if (fetch_into(c, run_id, remote_path, tmp.fd, true, expect_sha256, expect_live, progress,
 		       progress_arg, info, st) < 0)
 		return -1;
 	/* The mode on the fd, never on a name someone could have swapped; the

@@ -70,6 +70,8 @@ extern "C" {
 #define SBX_DEFAULT_MAX_MESSAGE	       (8u << 20)
 /* PutInput and FetchArtifact move files in chunks of this size (the API's cap). */
 #define SBX_CHUNK_BYTES (1u << 20)
+/* sbx_fetch_* ask for this many chunks at once (each a call of its own). */
+#define SBX_FETCH_WINDOW 4
 
 typedef struct sbx_client sbx_client;
 

@@ -34,7 +34,16 @@
  * A fetch read in order from offset 0 hashes the chunks it serves (a
  * "cursor"), so the sha256 on its last chunk is free and is the digest of
  * exactly the bytes the caller got, provided the file did not change
- * between chunks (else the last chunk hashes the file afresh). */
+ * between chunks (else the last chunk hashes the file afresh). A client
+ * keeps several chunks in flight, so they may arrive out of order: a chunk
+ * ahead of the cursor first hashes the gap from the file (at most
+ * CURSOR_GAP_MAX bytes, else the cursor is given up), one behind it was
+ * hashed that way already, and a chunk that finds the cursor in another
+ * worker's hands leaves it to that one (the last chunk waits for it, at
+ * most CURSOR_WAIT_MS). A file whose final digest is cached (a listing
+ * hashed it since the last exec began) is served without hashing: the
+ * last chunk carries the cached digest if /out stayed settled since the
+ * fetch's first chunk (the cursor's epoch) and the file is unchanged. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -55,12 +64,15 @@
 #include "runs_artifacts.h"
 #include "runs_manager.h"
 #include "runs_registry.h"
+#include "sleep.h"
 #include "text.h"
 #include "tree.h"
 #include "util.h"
 
 #define FETCH_DEFAULT	  RUN_CHUNK_MAX
 #define FETCH_CURSORS	  8
+#define CURSOR_GAP_MAX	  (8u << 20) /* hashed from the file for a chunk ahead */
+#define CURSOR_WAIT_MS	  2000	     /* the last chunk waits for a busy cursor */
 #define CACHE_MAX	  RUN_LIST_MAX
 #define ARTIFACT_PATH_MAX 4095
 #define ARTIFACT_WIRE	  100 /* bytes an Artifact costs on the wire besides its path */
@@ -95,6 +107,9 @@ struct run_fetch {
 	struct file_id id;
 	uint64_t epoch;
 	bool live; /* a chunk was read while /out was not settled */
+	bool busy; /* [mu] a worker is hashing with it (it stays in r->fetches) */
+	int fd;	   /* [mu] the file, opened while /out was settled in fd_epoch, or -1 */
+	uint64_t fd_epoch;
 	uint64_t next_offset;
 	EVP_MD_CTX *md;
 };
@@ -547,6 +562,8 @@ static void fetch_free(struct run_fetch *f)
 		return;
 	free(f->path);
 	EVP_MD_CTX_free(f->md);
+	if (f->fd >= 0)
+		close(f->fd);
 	free(f);
 }
 
@@ -561,6 +578,14 @@ void artifacts_forget(struct sbx_run *r)
 		fetch_free(f);
 	}
 	r->fetches = NULL;
+}
+
+void artifacts_drop_files(struct sbx_run *r) REQUIRES(r->mu)
+{
+	for (struct run_fetch *f = r->fetches; f; f = f->next) {
+		sbx_closep(&f->fd);
+		f->fd = -1;
+	}
 }
 
 /* A dup of /out's fd, so a Teardown closing the run's copy cannot pull it
@@ -692,28 +717,46 @@ static int read_chunk(int fd, uint8_t *buf, size_t n, uint64_t offset, size_t *g
 	return 0;
 }
 
-/* Takes the cursor of a fetch of this file in progress at `offset`, or
- * starts one at offset 0 (in `epoch`); NULL when neither applies. */
+/* Takes the cursor of a fetch of this file in progress (marked busy, left
+ * in the list), or starts one at offset 0 (in `epoch`), which also starts
+ * over one in progress; NULL when neither applies, or when another worker
+ * holds it (`wait`: for at most CURSOR_WAIT_MS). */
 static struct run_fetch *cursor_take(struct sbx_run *r, const char *path, const struct file_id *id,
-				     uint64_t offset, uint64_t epoch)
+				     uint64_t offset, uint64_t epoch, bool wait)
 {
-	struct run_fetch *f = NULL;
+	struct run_fetch *f = NULL, *drop = NULL;
+	int64_t until = sbx_mono_ms() + CURSOR_WAIT_MS;
 
-	run_lock(r);
-	for (struct run_fetch **p = &r->fetches; *p; p = &(*p)->next)
-		if (!strcmp((*p)->path, path)) {
-			f = *p;
-			*p = f->next;
+	for (;;) {
+		bool busy = false;
+
+		run_lock(r);
+		for (struct run_fetch **p = &r->fetches; *p; p = &(*p)->next) {
+			if (strcmp((*p)->path, path))
+				continue;
+			if ((*p)->busy) {
+				busy = true;
+			} else if (offset == 0 || !same_file(&(*p)->id, id)) {
+				drop = *p; /* started over, or of another file */
+				*p = drop->next;
+			} else {
+				f = *p;
+				f->busy = true;
+			}
 			break;
 		}
-	run_unlock(r);
-	if (f && (f->next_offset != offset || !same_file(&f->id, id))) {
-		fetch_free(f);
-		f = NULL;
+		run_unlock(r);
+		fetch_free(drop);
+		drop = NULL;
+		if (!busy || !wait || sbx_mono_ms() > until)
+			break;
+		sbx_sleep_ms(1);
 	}
 	if (f || offset != 0)
 		return f;
 	f = calloc(1, sizeof(*f));
+	if (f)
+		f->fd = -1;
 	if (!f || !(f->path = strdup(path)) || !(f->md = EVP_MD_CTX_new()) ||
 	    !EVP_DigestInit_ex(f->md, EVP_sha256(), NULL)) {
 		fetch_free(f);
@@ -721,24 +764,23 @@ static struct run_fetch *cursor_take(struct sbx_run *r, const char *path, const 
 	}
 	f->id = *id;
 	f->epoch = epoch;
-	return f;
-}
-
-/* Keeps the cursor for the next chunk; the oldest beyond FETCH_CURSORS go. */
-static void cursor_put(struct sbx_run *r, struct run_fetch *f)
-{
-	struct run_fetch *drop = NULL;
-	size_t n = 1;
-
+	f->busy = true;
+	f->fd = -1;
+	/* In the list from now on; the oldest idle ones beyond FETCH_CURSORS go. */
 	run_lock(r);
 	f->next = r->fetches;
 	r->fetches = f;
-	for (struct run_fetch *p = f; p->next; p = p->next)
-		if (++n > FETCH_CURSORS) {
-			drop = p->next;
-			p->next = NULL;
-			break;
+	size_t n = 0;
+	for (struct run_fetch **p = &r->fetches; *p;) {
+		if (++n > FETCH_CURSORS && !(*p)->busy) {
+			struct run_fetch *d = *p;
+			*p = d->next;
+			d->next = drop;
+			drop = d;
+		} else {
+			p = &(*p)->next;
 		}
+	}
 	run_unlock(r);
 	while (drop) {
 		struct run_fetch *next = drop->next;
@@ -746,6 +788,68 @@ static void cursor_put(struct sbx_run *r, struct run_fetch *f)
 		fetch_free(drop);
 		drop = next;
 	}
+	return f;
+}
+
+/* Gives the cursor back for the next chunk. */
+static void cursor_put(struct sbx_run *r, struct run_fetch *f)
+{
+	run_lock(r);
+	f->busy = false;
+	run_unlock(r);
+}
+
+/* Takes the cursor out of the list for good (its last chunk). */
+static void cursor_end(struct sbx_run *r, struct run_fetch *f)
+{
+	if (!f)
+		return;
+	run_lock(r);
+	for (struct run_fetch **p = &r->fetches; *p; p = &(*p)->next)
+		if (*p == f) {
+			*p = f->next;
+			break;
+		}
+	run_unlock(r);
+	fetch_free(f);
+}
+
+/* The cursor moved over the chunk [offset, offset + got) in data: the gap
+ * before it hashed from the file (bounded), what it already hashed skipped. */
+static void cursor_advance(struct run_fetch *f, int fd, const uint8_t *data, uint64_t offset,
+			   size_t got)
+{
+	uint8_t buf[64 * 1024];
+
+	if (f->next_offset == UINT64_MAX)
+		return; /* given up: a fresh pass at the end */
+	if (offset > f->next_offset) {
+		if (offset - f->next_offset > CURSOR_GAP_MAX) {
+			f->next_offset = UINT64_MAX;
+			return;
+		}
+		while (f->next_offset < offset) {
+			size_t want = offset - f->next_offset < sizeof(buf)
+					  ? (size_t)(offset - f->next_offset)
+					  : sizeof(buf);
+			ssize_t k = pread(fd, buf, want, (off_t)f->next_offset);
+
+			if (k < 0 && errno == EINTR)
+				continue;
+			if (k <= 0 || !EVP_DigestUpdate(f->md, buf, (size_t)k)) {
+				f->next_offset = UINT64_MAX;
+				return;
+			}
+			f->next_offset += (uint64_t)k;
+		}
+	}
+	if (offset + got <= f->next_offset)
+		return;
+	size_t skip = (size_t)(f->next_offset - offset);
+	if (EVP_DigestUpdate(f->md, data + skip, got - skip))
+		f->next_offset = offset + got;
+	else
+		f->next_offset = UINT64_MAX;
 }
 
 /* The sha256 for the last chunk: the cursor's if it saw every byte of an
@@ -785,6 +889,34 @@ static int final_sha256(struct sbx_run *r, const char *path, int fd, const struc
 	return 0;
 }
 
+/* The file a fetch in progress opened, while nothing of the run can have
+ * renamed or replaced it since (/out settled, no exec began): the next
+ * chunks skip the reader's round trip. A dup, or -1. */
+static int open_cached(struct sbx_run *r, const char *path)
+{
+	int fd = -1;
+
+	run_lock(r);
+	if (out_settled(r))
+		for (struct run_fetch *f = r->fetches; f; f = f->next)
+			if (f->fd >= 0 && f->fd_epoch == r->out_epoch && !strcmp(f->path, path)) {
+				fd = fcntl(f->fd, F_DUPFD_CLOEXEC, 3);
+				break;
+			}
+	run_unlock(r);
+	return fd;
+}
+
+/* f (held) keeps fd for the next chunks, if /out is still settled in epoch. */
+static void open_remember(struct sbx_run *r, struct run_fetch *f, int fd, uint64_t epoch)
+{
+	run_lock(r);
+	if (f->fd < 0 && r->out_fd >= 0 && out_settled(r) && r->out_epoch == epoch &&
+	    (f->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3)) >= 0)
+		f->fd_epoch = epoch;
+	run_unlock(r);
+}
+
 static int fetch(struct sbx_run *r, int out_fd, const Sbx__V1__FetchArtifactRequest *req,
 		 size_t max, Sbx__V1__FetchArtifactResponse *o, struct sbx_rpc_status *st)
 {
@@ -793,13 +925,16 @@ static int fetch(struct sbx_run *r, int out_fd, const Sbx__V1__FetchArtifactRequ
 	struct file_id id;
 	struct stat sb;
 	size_t n, got;
-	bool live = false, settled;
+	bool live = false, settled, cached;
 	uint64_t epoch;
 	int rc;
 	char sha256[65];
 
 	struct sbx_tree_src src = out_src(r, out_fd);
-	fd = open_artifact(&src, req->path, &sb, st);
+	if ((fd = open_cached(r, req->path)) < 0 || fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
+		sbx_closep(&fd);
+		fd = open_artifact(&src, req->path, &sb, st);
+	}
 	if (fd < 0)
 		return -1;
 	/* As in a listing: more than /out can hold is a sparse file. */
@@ -822,9 +957,11 @@ static int fetch(struct sbx_run *r, int out_fd, const Sbx__V1__FetchArtifactRequ
 	 * before the read: one that writes through a shared mapping during it
 	 * and exits before a check after it would leave /out settled, and the
 	 * digest of the bytes read before the write would be cached as final. */
+	id = file_id(&sb);
 	run_lock(r);
 	settled = out_settled(r);
 	epoch = r->out_epoch;
+	cached = cache_get(r, &id, sha256);
 	run_unlock(r);
 	if (read_chunk(fd, o->data.data, n, req->offset, &got) < 0)
 		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "artifact %.200s",
@@ -834,17 +971,32 @@ static int fetch(struct sbx_run *r, int out_fd, const Sbx__V1__FetchArtifactRequ
 	o->eof = req->offset + got >= (uint64_t)sb.st_size || got < n;
 
 	id = file_id(&sb);
-	f = cursor_take(r, req->path, &id, req->offset, epoch);
-	if (f) {
+	f = cursor_take(r, req->path, &id, req->offset, epoch, o->eof);
+	if (f && settled)
+		open_remember(r, f, fd, epoch);
+	if (cached && o->eof && f) {
+		/* Served as the cached digest says, if nothing could change the
+		 * file since the fetch's first chunk (no exec began: the cursor's
+		 * epoch, and it is the same file). */
+		struct file_id after;
+		run_lock(r);
+		bool still = out_settled(r) && r->out_epoch == epoch && f->epoch == epoch;
+		run_unlock(r);
+		if (still && fstat(fd, &sb) == 0 &&
+		    (after = file_id(&sb), same_file(&id, &after))) {
+			cursor_end(r, f);
+			return (o->sha256 = strdup(sha256))
+				   ? 0
+				   : sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
+		}
+	}
+	if (f && !cached) {
 		/* And an exec started during the read (or since the cursor's
 		 * first chunk) changes the epoch. */
 		run_lock(r);
 		f->live |= !settled || r->out_epoch != epoch || epoch != f->epoch;
 		run_unlock(r);
-		if (EVP_DigestUpdate(f->md, o->data.data, got))
-			f->next_offset += got;
-		else
-			f->next_offset = UINT64_MAX; /* poisoned: a fresh pass at the end */
+		cursor_advance(f, fd, o->data.data, req->offset, got);
 	}
 	if (!o->eof) {
 		if (f)
@@ -852,13 +1004,13 @@ static int fetch(struct sbx_run *r, int out_fd, const Sbx__V1__FetchArtifactRequ
 		return 0;
 	}
 	if (fstat(fd, &sb) < 0) {
-		fetch_free(f);
+		cursor_end(r, f);
 		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "artifact %.200s: fstat",
 					  req->path);
 	}
 	rc = final_sha256(r, req->path, fd, &sb, f, sha256, &live, st);
 	o->live = live;
-	fetch_free(f);
+	cursor_end(r, f);
 	if (rc < 0)
 		return -1;
 	o->sha256 = strdup(sha256);

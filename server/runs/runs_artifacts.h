@@ -38,5 +38,9 @@ Sbx__V1__ArtifactListing *artifacts_listing_new(const struct artifact_list *al);
  * the envelope and the rest of the answer. */
 size_t artifacts_reply_bytes(const struct sbx_runs *runs);
 void artifacts_forget(struct sbx_run *r); /* frees hash cache and fetch cursors */
+/* mu held, at teardown: closes the files fetches in progress keep open
+ * (the next chunks then fail as the run is gone), so that nothing of
+ * sbxd holds the sandbox's files after it. */
+void artifacts_drop_files(struct sbx_run *r) REQUIRES(r->mu);
 
 #endif

@@ -288,6 +288,7 @@ static int teardown_finish(struct sbx_run *r, Sbx__V1__RunManifest **manifest,
 	}
 	run_lock(r);
 	r->out_fd = -1;
+	artifacts_drop_files(r);
 	/* The reader holds /out too: it ends now (EOF), and with it the
 	 * last hold on the sandbox's files. The fd itself goes with the run,
 	 * after any fetch still in it has failed. */

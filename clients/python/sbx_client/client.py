@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The client: connect(), runs, execs, files."""
+import collections
+import concurrent.futures
 import hashlib
 import json
 import os
@@ -379,13 +381,37 @@ class Run:
         return dest.write_file(dir_fd, rel, mode,
                                lambda out: self._fetch_into(rel, out, sha256, live))
 
+    def _fetch_chunk(self, rel, offset):
+        return self.client.call("FetchArtifact", pb.FetchArtifactRequest(
+            run_id=self.id, path=rel, offset=offset, max_bytes=files.CHUNK),
+            pb.FetchArtifactResponse)
+
+    def _chunks(self, rel):
+        """The file's chunks in order: the first alone (it says the size),
+        then files.FETCH_WINDOW at once, each on a connection of its own
+        from the client's pool (sbxd answers them in any order)."""
+        first = self._fetch_chunk(rel, 0)
+        yield first
+        if first.eof:
+            return
+        offsets = iter(range(files.CHUNK, first.size, files.CHUNK))
+        with concurrent.futures.ThreadPoolExecutor(max_workers=files.FETCH_WINDOW) as ex:
+            ahead = collections.deque()
+            try:
+                for off in offsets:
+                    ahead.append(ex.submit(self._fetch_chunk, rel, off))
+                    if len(ahead) >= files.FETCH_WINDOW:
+                        yield ahead.popleft().result()
+                while ahead:
+                    yield ahead.popleft().result()
+            finally:
+                for f in ahead:
+                    f.cancel()
+
     def _fetch_into(self, rel, out, expected, expect_live):
         h = hashlib.sha256()
         offset, size = 0, None
-        while True:
-            r = self.client.call("FetchArtifact", pb.FetchArtifactRequest(
-                run_id=self.id, path=rel, offset=offset, max_bytes=files.CHUNK),
-                pb.FetchArtifactResponse)
+        for r in self._chunks(rel):
             if size is None:
                 size = r.size
             if len(r.data) > files.CHUNK or (r.size == size and offset + len(r.data) > size):
@@ -398,9 +424,10 @@ class Run:
             h.update(r.data)
             offset += len(r.data)
             if not r.eof:
-                if not r.data:
-                    raise errors.DataLoss("%s: the server sent no bytes at %d of %d"
-                                          % (rel, offset, size))
+                if not r.data or offset >= size:
+                    raise errors.DataLoss("%s: the server sent %s at %d of %d"
+                                          % (rel, "no end" if r.data else "no bytes",
+                                             offset, size))
                 continue
             if offset != size:
                 cls = errors.Aborted if r.live else errors.DataLoss
@@ -408,6 +435,7 @@ class Run:
             got = h.hexdigest()
             files.check_digest(rel, got, r.sha256, expected, r.live or expect_live)
             return Fetched(rel, size, got, r.live)
+        raise errors.DataLoss("%s: the server sent no end at %d of %d" % (rel, offset, size))
 
     def teardown(self, request_id=None):
         """Kills everything, destroys the sandbox and returns its Manifest

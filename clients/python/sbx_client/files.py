@@ -7,6 +7,7 @@ import os
 from . import errors
 
 CHUNK = 1 << 20  # PutInput.data and FetchArtifact.max_bytes: at most 1 MiB
+FETCH_WINDOW = 4  # FetchArtifact chunks asked at once (libsbxclient's SBX_FETCH_WINDOW)
 MAX_INPUTS = 10000
 _CHANGED = ("an exec is running, so the file can change and digests are not final; fetch it "
             "again when the run's execs have ended")
