@@ -19,7 +19,7 @@
  * sbx-helper's one-shot driver) refuses a pid 1 of another version rather
  * than misreading it: bump it with any change to what a message means or
  * to how many fds it carries. */
-#define SBX_CTL_PROTOCOL_VERSION 1
+#define SBX_CTL_PROTOCOL_VERSION 2
 
 /* How many fds msg carries alongside (SCM_RIGHTS), from the one table
  * (ctlmsg.c) that sbx_ctl_send and sbx_ctl_recv both hold packets to. */

@@ -18,4 +18,8 @@
 int config_follow(json_t *obj, const char *key, const char *name, uint32_t *value, uint32_t bound,
 		  const char *bound_name, struct sbx_err *err);
 
+/* A file of at most max bytes, whole, into *out (malloc'd, not
+ * terminated) and *len; an error names the path. */
+int config_read_file(const char *path, size_t max, char **out, size_t *len, struct sbx_err *err);
+
 #endif
