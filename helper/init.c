@@ -676,7 +676,8 @@ void sbx_init_main(struct sbx_init_ctx *ctx)
 			 * the claim. Once, and never after an exec. */
 			if (!st.clock_fixed)
 				st.run_deadline_ms =
-				    sbx_mono_ms() + (int64_t)ctx->policy->limits->run_seconds * 1000;
+				    sbx_mono_ms() +
+				    (int64_t)ctx->policy->limits->run_seconds * 1000;
 			st.clock_fixed = true;
 			break;
 		case SBX__V1__HELPER_MESSAGE__MSG_DESTROY:

@@ -147,7 +147,7 @@ struct sbx_config_metrics {
 
 /* One shape of the warm pool (config_pool.c): a policy and how many
  * sandboxes built from it sbxd keeps ready (docs/operator/pool.md). */
-#define SBX_CONFIG_MAX_POOL	  16
+#define SBX_CONFIG_MAX_POOL	 16
 #define SBX_CONFIG_POOL_SIZE_MAX 256
 struct sbx_config_pool_shape {
 	char name[64];	   /* unique, 1..63 of A-Z a-z 0-9 . _ - */

@@ -66,7 +66,8 @@ static bool is_name(const char *s)
 static int shape_policy(struct sbx_config_pool_shape *sh, json_t *v, const char *where,
 			struct sbx_err *err)
 {
-	json_t *inline_doc = json_object_get(v, "policy"), *file = json_object_get(v, "policy_file");
+	json_t *inline_doc = json_object_get(v, "policy"),
+	       *file = json_object_get(v, "policy_file");
 	_cleanup_free_ char *text = NULL;
 	size_t len = 0;
 	SbxPolicy *p;
@@ -125,7 +126,8 @@ static int parse_shape(struct sbx_config *cfg, json_t *v, size_t i, struct sbx_e
 	if (sbx_json_string(f, where, &s, NULL, err) < 0)
 		return -1;
 	if (!is_name(s))
-		return sbx_fail(err, "%s.name: must be 1..63 characters of A-Z a-z 0-9 . _ -", where);
+		return sbx_fail(err, "%s.name: must be 1..63 characters of A-Z a-z 0-9 . _ -",
+				where);
 	for (size_t j = 0; j < i; j++)
 		if (!strcmp(cfg->pool[j].name, s))
 			return sbx_fail(err, "%s.name: duplicate of pool[%zu].name", where, j);

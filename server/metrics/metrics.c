@@ -63,7 +63,7 @@ static const char *const refusal_values[] = {
 static const char *const decision_values[] = {"allowed", "denied", "limited", "failed"};
 static const char *const direction_values[] = {"out", "in"};
 static const char *const pool_values[] = {"short", "long"};
-static const char *const shape_values[] = {"0", "1", "2",  "3",  "4",  "5",  "6",  "7",
+static const char *const shape_values[] = {"0", "1", "2",  "3",	 "4",  "5",  "6",  "7",
 					   "8", "9", "10", "11", "12", "13", "14", "15"};
 _Static_assert(sizeof(shape_values) / sizeof(shape_values[0]) == SBX_METRICS_POOL_SHAPES,
 	       "one value per pool entry the config allows");

@@ -22,9 +22,9 @@
 #include <jansson.h>
 
 #include "clock.h"
-#include "metrics.h"
 #include "egress.h"
 #include "helper_client.h"
+#include "metrics.h"
 #include "runs_artifacts.h"
 #include "runs_ceilings.h"
 #include "runs_create.h"

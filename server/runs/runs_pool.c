@@ -23,10 +23,10 @@
 #include "runs_quota.h"
 #include "util.h"
 
-#define POOL_WAIT_MAX_MS   1000	     /* the thread looks again at least this often */
-#define POOL_BACKOFF_MIN_MS 1000     /* after a failed build, doubling ... */
-#define POOL_BACKOFF_MAX_MS 60000    /* ... up to this */
-#define POOL_RUN_DIR_INODES 5	     /* runs_create.c's RUN_DIR_INODES */
+#define POOL_WAIT_MAX_MS    1000  /* the thread looks again at least this often */
+#define POOL_BACKOFF_MIN_MS 1000  /* after a failed build, doubling ... */
+#define POOL_BACKOFF_MAX_MS 60000 /* ... up to this */
+#define POOL_RUN_DIR_INODES 5	  /* runs_create.c's RUN_DIR_INODES */
 
 struct pool_shape {
 	char name[64];
@@ -168,7 +168,8 @@ static bool doom(struct runs_pool *p, struct sbx_run *m)
  * (a Ready's sandbox says nothing until asked). */
 static bool alive(const struct sbx_run *m)
 {
-	struct pollfd pfd[2] = {{.fd = m->ctl, .events = POLLIN}, {.fd = m->pidfd, .events = POLLIN}};
+	struct pollfd pfd[2] = {{.fd = m->ctl, .events = POLLIN},
+				{.fd = m->pidfd, .events = POLLIN}};
 
 	return poll(pfd, m->pidfd >= 0 ? 2 : 1, 0) == 0;
 }
