@@ -876,7 +876,7 @@ static void test_pool(void)
 	    "pool[0].size: must be an integer 0..256");
 	bad("a pool policy the parser refuses",
 	    "{'pool': [{'name': 'a', 'policy': {'image': 'host', 'limits': {'memory_mb': 1}}}]}",
-	    "pool[0]: policy: limits.memory_mb: must be 16..1048576");
+	    "pool[0]: limits.memory_mb: must be 16..1048576");
 	bad("pool sizes past runs_max",
 	    "{'runs_max': 4, 'pool': [{'name': 'a', 'policy': {'image': 'host'}, 'size': 5}]}",
 	    "pool: sizes add up to 5, more than runs_max (4)");
