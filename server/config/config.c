@@ -145,11 +145,11 @@ const struct sbx_config_section sbx_config_token_section = {
     SBX_CONFIG_N(token_keys),
 };
 
-static bool is_token_name(const char *s)
+bool config_is_name(const char *s, size_t max)
 {
 	size_t len = strlen(s);
 
-	if (len == 0 || len >= sizeof(((struct sbx_token *)0)->name))
+	if (len == 0 || len > max)
 		return false;
 	for (; *s; s++)
 		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
@@ -198,7 +198,7 @@ static int parse_token(struct sbx_config *cfg, json_t *v, size_t i, struct sbx_e
 		return sbx_fail(err, "%s: missing", where);
 	if (want_string(f, where, &s, err) < 0)
 		return -1;
-	if (!is_token_name(s))
+	if (!config_is_name(s, sizeof(t->name) - 1))
 		return sbx_fail(err, "%s: must be 1..%zu characters of A-Z a-z 0-9 . _ -", where,
 				sizeof(t->name) - 1);
 	for (size_t j = 0; j < i; j++)
@@ -269,7 +269,7 @@ static int parse_operator(struct sbx_config *cfg, json_t *v, size_t i, struct sb
 			return sbx_fail(err, "%s: \"%.80s\": no token of that name in tokens",
 					where, s);
 	} else if (!strncmp(s, "tls:", 4)) {
-		if (!is_token_name(s + 4))
+		if (!config_is_name(s + 4, sizeof(((struct sbx_token *)0)->name) - 1))
 			return sbx_fail(err,
 					"%s: \"%.80s\": a tls name must be 1..63 characters of "
 					"A-Z a-z 0-9 . _ -",

@@ -48,19 +48,6 @@ const struct sbx_config_section sbx_config_pool_section = {
     SBX_CONFIG_N(pool_keys),
 };
 
-static bool is_name(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n > 63)
-		return false;
-	for (; *s; s++)
-		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
-		      (*s >= '0' && *s <= '9') || *s == '.' || *s == '_' || *s == '-'))
-			return false;
-	return true;
-}
-
 /* The policy's text, inline or from its file, checked by the policy's own
  * parser (every problem on one line). */
 static int shape_policy(struct sbx_config_pool_shape *sh, json_t *v, const char *where,
@@ -125,7 +112,7 @@ static int parse_shape(struct sbx_config *cfg, json_t *v, size_t i, struct sbx_e
 		return sbx_fail(err, "%s.name: missing", where);
 	if (sbx_json_string(f, where, &s, NULL, err) < 0)
 		return -1;
-	if (!is_name(s))
+	if (!config_is_name(s, sizeof(sh->name) - 1))
 		return sbx_fail(err, "%s.name: must be 1..63 characters of A-Z a-z 0-9 . _ -",
 				where);
 	for (size_t j = 0; j < i; j++)
