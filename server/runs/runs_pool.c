@@ -27,6 +27,12 @@
 #define POOL_BACKOFF_MIN_MS 1000  /* after a failed build, doubling ... */
 #define POOL_BACKOFF_MAX_MS 60000 /* ... up to this */
 #define POOL_RUN_DIR_INODES 5	  /* runs_create.c's RUN_DIR_INODES */
+/* A refill waits this long after the last claim, so that it does not take
+ * the CPU from the run that was just claimed (its first execs), unless
+ * the shape has been short for POOL_SHORT_MAX_MS: under a steady stream of
+ * claims the pool still refills. */
+#define POOL_QUIET_MS	  200
+#define POOL_SHORT_MAX_MS 1000
 
 struct pool_shape {
 	char name[64];
@@ -36,7 +42,8 @@ struct pool_shape {
 	unsigned ready, building;
 	uint64_t built, failed, claimed;
 	unsigned failures_in_row;
-	int64_t retry_at; /* monotonic: no build before (backoff, or no room) */
+	int64_t short_since; /* monotonic: ready + building fell below size; 0: full */
+	int64_t retry_at;    /* monotonic: no build before (backoff, or no room) */
 	char error[SBX_ERR_MAX];
 };
 
@@ -60,6 +67,7 @@ struct runs_pool {
 	uint32_t max_age_s, rate;
 	double tokens;
 	int64_t tokens_at;
+	int64_t last_claim; /* monotonic */
 	pthread_t thread;
 	bool started, stop;
 };
@@ -209,17 +217,31 @@ static void refill(struct runs_pool *p, int64_t now)
 }
 
 /* The first shape short of its size and not waiting; SIZE_MAX: none. */
-static size_t wanted(const struct runs_pool *p, int64_t now, int64_t *next)
+static size_t wanted(struct runs_pool *p, int64_t now, int64_t *next)
 {
 	for (size_t i = 0; i < p->n_shapes; i++) {
-		const struct pool_shape *sh = &p->shapes[i];
+		struct pool_shape *sh = &p->shapes[i];
+		int64_t at;
 
-		if (sh->ready + sh->building >= sh->size)
+		if (sh->ready + sh->building >= sh->size) {
+			sh->short_since = 0;
 			continue;
-		if (now >= sh->retry_at)
+		}
+		if (!sh->short_since)
+			sh->short_since = now;
+		at = sh->retry_at;
+		/* Quiet after a claim, unless short for long. */
+		if (at < p->last_claim + POOL_QUIET_MS) {
+			at = p->last_claim + POOL_QUIET_MS;
+			if (at > sh->short_since + POOL_SHORT_MAX_MS)
+				at = sh->short_since + POOL_SHORT_MAX_MS;
+			if (at < sh->retry_at)
+				at = sh->retry_at;
+		}
+		if (now >= at)
 			return i;
-		if (sh->retry_at < *next)
-			*next = sh->retry_at;
+		if (at < *next)
+			*next = at;
 	}
 	return SIZE_MAX;
 }
@@ -597,6 +619,7 @@ struct sbx_run *pool_claim(struct sbx_runs *runs, struct sbx_run *r)
 		if (!dead && now < mb->expires) {
 			m = mb->r;
 			sh->claimed++;
+			p->last_claim = now;
 		} else {
 			if (dead)
 				fail_shape(p, mb->shape,
