@@ -261,6 +261,30 @@ class Pool(unittest.TestCase):
         self.addCleanup(self.c.close)
         self.assertEqual(self.create().launch, COLD)
 
+    def test_a_reload_resizes_and_replaces_the_pool(self):
+        srv = self.start(pool=[shape(size=0)])
+        srv.edit_config(pool=[shape(size=2)])
+        srv.proc.send_signal(signal.SIGHUP)
+        self.wait_ready(2)
+        self.assertEqual(len(sandboxes(srv.state)), 2)
+        # Another policy under the same name: the old members go.
+        srv.edit_config(pool=[shape(size=1, memory_mb=200)])
+        srv.proc.send_signal(signal.SIGHUP)
+        deadline = time.time() + 30
+        while len(sandboxes(srv.state)) != 1 and time.time() < deadline:
+            time.sleep(0.05)
+        h = self.wait_ready(1)
+        self.assertEqual(len(sandboxes(srv.state)), 1)
+        self.assertEqual(self.create(memory_mb=200).launch, WARM)
+        self.assertEqual(self.create().launch, COLD)
+        self.assertTrue(h.pool[0].shape_digest)
+        srv.edit_config(pool=[])
+        srv.proc.send_signal(signal.SIGHUP)
+        deadline = time.time() + 30
+        while self.health().pool and time.time() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(list(self.health().pool), [])
+
     def test_a_drain_destroys_the_members(self):
         srv = self.start(pool=[shape(size=2)])
         self.wait_ready(2)
