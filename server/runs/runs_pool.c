@@ -534,7 +534,9 @@ bool pool_reload(struct sbx_runs *runs, const struct sbx_config *cfg)
 void pool_stop(struct sbx_runs *runs)
 {
 	struct runs_pool *p = runs->pool;
-	struct pool_member *mb;
+	struct pool_member *left;
+	struct sbx_run *doomed[SBX_ARRAY_SIZE(p->doomed)];
+	size_t n_doomed;
 	bool join;
 
 	if (!p)
@@ -546,17 +548,28 @@ void pool_stop(struct sbx_runs *runs)
 	pthread_mutex_unlock(&p->mu);
 	if (join)
 		pthread_join(p->thread, NULL);
-	/* The thread is gone: what it left is ours. */
-	while ((mb = p->ready)) {
-		p->ready = mb->next;
+	/* The thread is gone: what it left is ours, taken under the lock (a
+	 * CreateRun already past its checks may still be claiming). */
+	pthread_mutex_lock(&p->mu);
+	left = p->ready;
+	p->ready = NULL;
+	for (struct pool_member *mb = left; mb; mb = mb->next) {
 		p->shapes[mb->shape].ready--;
 		publish_ready(p, mb->shape);
+	}
+	n_doomed = p->n_doomed;
+	memcpy(doomed, p->doomed, n_doomed * sizeof(*doomed));
+	p->n_doomed = 0;
+	pthread_mutex_unlock(&p->mu);
+	while (left) {
+		struct pool_member *mb = left;
+
+		left = mb->next;
 		destroy(mb->r);
 		free(mb);
 	}
-	for (size_t k = 0; k < p->n_doomed; k++)
-		destroy(p->doomed[k]);
-	p->n_doomed = 0;
+	for (size_t k = 0; k < n_doomed; k++)
+		destroy(doomed[k]);
 }
 
 void pool_free(struct sbx_runs *runs)
