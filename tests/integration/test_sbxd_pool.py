@@ -8,8 +8,10 @@ shape mismatch (or the caller's own /data) is cold, another identity's
 warm run sees nothing of the first's, and a restart reclaims what a
 killed sbxd's pool left."""
 import hashlib
+import http.client
 import json
 import os
+import re
 import signal
 import tempfile
 import time
@@ -83,10 +85,25 @@ class Pool(unittest.TestCase):
         return self.ok("Teardown", pb.TeardownRequest(run_id=run), pb.TeardownResponse,
                        conn=conn, token=token).manifest
 
+    def scrape(self, srv):
+        deadline = time.time() + 30
+        while True:
+            with open(srv.path("sbxd.stderr"), errors="replace") as f:
+                m = re.search(r"sbxd: metrics on http://127\.0\.0\.1:(\d+)/metrics", f.read())
+            if m:
+                c = http.client.HTTPConnection("127.0.0.1", int(m.group(1)), timeout=30)
+                try:
+                    c.request("GET", "/metrics")
+                    return c.getresponse().read().decode()
+                finally:
+                    c.close()
+            self.assertLess(time.time(), deadline, srv.log_tail())
+            time.sleep(0.05)
+
     def test_a_warm_create_says_warm_and_works_like_a_cold_one(self):
         d = tempfile.mkdtemp(prefix="pool-in-")
         self.addCleanup(os.rmdir, d)
-        srv = self.start(pool=[shape()], input_dirs=[d])
+        srv = self.start(pool=[shape()], input_dirs=[d], metrics={"listen": "127.0.0.1:0"})
         self.wait_ready(2)
         data = b"id,amount\n1,10\n"
         created = self.create(inputs=[("in/ledger.csv", data)])
@@ -124,6 +141,10 @@ class Pool(unittest.TestCase):
         self.assertEqual([e["launch"] for e in created], ["warm", "cold", "cold"])
         # The pool refilled the member it gave.
         h = self.wait_ready(2)
+        text = self.scrape(srv)
+        self.assertIn('sbx_runs_created_total{launch="LAUNCH_WARM"} 1', text)
+        self.assertIn('sbx_runs_created_total{launch="LAUNCH_COLD"} 2', text)
+        self.assertIn('sbx_pool_ready{shape="0"} 2', text)
         self.assertEqual((h.pool[0].name, h.pool[0].size, h.pool[0].claimed), ("std", 2, 1))
         self.assertGreaterEqual(h.pool[0].built, 3)
         self.assertTrue(h.pool[0].shape_digest.startswith("sha256:"))
