@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <jansson.h>
+
 #include "sbxclient.h"
 
 /* A client for endpoint whose calls end once bench_interrupted is set;
@@ -17,5 +19,27 @@ sbx_client *bench_client_open(const char *endpoint, uint32_t timeout_ms, int ret
  * version and pid); dies naming log's tail if *pid exits first (*pid
  * becomes -1), or after timeout_ms. */
 void bench_sbxd_wait(const char *endpoint, pid_t *pid, const char *log, int timeout_ms);
+
+/* ---- the warm pool (docs/operator/pool.md) ---- */
+
+/* A policy sbx-bench-sbxd keeps a pool shape of, and the config entry for
+ * it: {"name": "bench", "policy": BENCH_POOL_POLICY, "size": size}. Any
+ * other policy (memory_mb 256: BENCH_COLD_POLICY) creates cold. */
+#define BENCH_POOL_POLICY                                                                          \
+	"{\"image\":\"host\",\"limits\":{\"script_seconds\":30,\"memory_mb\":255}}"
+#define BENCH_COLD_POLICY                                                                          \
+	"{\"image\":\"host\",\"limits\":{\"script_seconds\":30,\"memory_mb\":256}}"
+json_t *bench_pool_config(size_t size);
+
+/* Health every 5 ms until the pool's first shape has `ready` members;
+ * dies naming the shape's error after timeout_ms. Untimed: call it before
+ * a sample, so that a refill does not run under the next measure. */
+void bench_pool_wait_ready(sbx_client *c, uint32_t ready, int timeout_ms);
+
+/* One CreateRun + Exec(/bin/true) + Wait + Teardown of policy: the whole
+ * cycle's ms, the CreateRun's alone into *create_ms and its launch into
+ * *launch. Dies naming the call that failed. */
+double bench_cycle_timed(sbx_client *c, const char *policy, double *create_ms,
+			 Sbx__V1__Launch *launch);
 
 #endif

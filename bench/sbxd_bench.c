@@ -11,6 +11,8 @@
  *     in flight)                                 same chunk size and window
  *                                                (bench_nng_peer.c)
  *   sbx_fetch_file of it                       next to `cp` of a 256 MiB file
+ *   CreateRun from the warm pool               next to a cold CreateRun
+ *   the cycle with a warm CreateRun            next to the one-shot bwrap
  *
  * It starts its own sbxd in a temporary directory (ipc listener, and a
  * tls+tcp listener on 127.0.0.1 with certificates made by the openssl CLI
@@ -47,6 +49,7 @@
 #include <openssl/evp.h>
 
 #include "bench_nng_peer.h"
+#include "bench_sbxd.h"
 #include "bench_scratch.h"
 #include "bench_util.h"
 #include "bwrap_baseline.h"
@@ -63,7 +66,7 @@
 #define STOP_TIMEOUT_MS	 30000
 #define CALL_TIMEOUT_MS	 60000
 
-#define CYCLE_POLICY "{\"image\":\"host\",\"limits\":{\"script_seconds\":30,\"memory_mb\":256}}"
+#define CYCLE_POLICY BENCH_COLD_POLICY
 #define FETCH_POLICY                                                                               \
 	"{\"image\":\"host\",\"limits\":{\"memory_mb\":512,\"out_mb\":300,\"tmp_mb\":16}}"
 #define FETCH_SCRIPT "head -c 268435456 /dev/urandom > /out/" FETCH_NAME
@@ -177,10 +180,13 @@ static void write_config(struct server *s, const char *helper, const char *path)
 	bench_scratch_path(scert, sizeof(scert), "server.pem");
 	bench_scratch_path(skey, sizeof(skey), "server.key");
 	bench_sha256_hex_of(s->token, hash);
-	json_t *cfg = json_pack("{s:[s,s], s:s, s:s, s:s, s:{s:s, s:s, s:s}, s:[{s:s, s:s}]}",
-				"listen", s->ipc, s->tls, "state_dir", state, "helper", helper,
-				"log", audit, "tls", "cert", scert, "key", skey, "client_ca", s->ca,
-				"tokens", "name", "bench", "sha256", hash);
+	/* One pool member of BENCH_POOL_POLICY (the warm rows), refilled at
+	 * once; the other rows use another policy, so they stay cold. */
+	json_t *cfg = json_pack(
+	    "{s:[s,s], s:s, s:s, s:s, s:{s:s, s:s, s:s}, s:[{s:s, s:s}], s:o, s:i}", "listen",
+	    s->ipc, s->tls, "state_dir", state, "helper", helper, "log", audit, "tls", "cert",
+	    scert, "key", skey, "client_ca", s->ca, "tokens", "name", "bench", "sha256", hash,
+	    "pool", bench_pool_config(1), "pool_builds_per_second", 100);
 	if (!cfg)
 		bench_die("building the config failed");
 	if (json_dump_file(cfg, path, JSON_INDENT(2)) < 0)
@@ -555,7 +561,7 @@ static double bwrap_once(char **bwrap_argv)
 /* ------------------------------------------------------------ measures */
 
 struct counts {
-	long health_ipc, health_tls, cycles, execs, fetches;
+	long health_ipc, health_tls, cycles, execs, fetches, warm;
 };
 
 static void bench_health(const struct transport *t, long n)
@@ -623,6 +629,81 @@ static void bench_exec(const struct transport *t, long n)
 	}
 	teardown(t, id);
 	free(id);
+}
+
+/* The warm pool: CreateRun warm next to cold, and the warm cycle next to
+ * bwrap, alternating; before each sample the pool is full again (its
+ * refill is not under a measure). */
+static void bench_warm(const struct transport *t, long n, char **bwrap_argv)
+{
+	struct result *create =
+	    new_result(t->name, "create_warm", "CreateRun warm", U_MS, 90, (size_t)n);
+	struct result *cycle =
+	    new_result(t->name, "cycle_warm", "warm CreateRun..Teardown", U_MS, 90, (size_t)n);
+	Sbx__V1__Launch launch;
+
+	create->peer = "cold";
+	create->pv = xcalloc((size_t)n, sizeof(double));
+	create->target = "p50 <= 3 ms";
+	cycle->peer = "bwrap";
+	cycle->peer_argv = bwrap_argv;
+	cycle->pv = xcalloc((size_t)n, sizeof(double));
+	cycle->target = "<= 0.5";
+	bench_note("%s: warm pool: CreateRun warm vs cold and the warm cycle vs bwrap x %ld",
+		   t->name, n);
+	bench_pool_wait_ready(t->c, 1, START_TIMEOUT_MS);
+	for (long i = -2; i < n; i++) { /* 2 unmeasured first */
+		double warm = 0, warm_create = 0, cold_create = 0, bw = 0;
+
+		bench_check_interrupt();
+		for (int k = 0; k < 3; k++) {
+			int which = (int)((k + (i & 1 ? 1 : 0)) % 3); /* rotate the order */
+
+			bench_pool_wait_ready(t->c, 1, START_TIMEOUT_MS);
+			if (which == 0) {
+				warm = bench_cycle_timed(t->c, BENCH_POOL_POLICY, &warm_create,
+							 &launch);
+				if (launch != SBX__V1__LAUNCH__LAUNCH_WARM)
+					bench_die("%s: a CreateRun of the pool's policy was cold",
+						  t->name);
+			} else if (which == 1) {
+				bench_cycle_timed(t->c, BENCH_COLD_POLICY, &cold_create, &launch);
+				if (launch != SBX__V1__LAUNCH__LAUNCH_COLD)
+					bench_die("%s: a CreateRun of another policy was warm",
+						  t->name);
+			} else {
+				bw = bwrap_once(bwrap_argv);
+			}
+		}
+		if (i < 0)
+			continue;
+		create->v[create->n++] = warm_create;
+		create->pv[create->pn++] = cold_create;
+		cycle->v[cycle->n++] = warm;
+		cycle->pv[cycle->pn++] = bw;
+		if ((i + 1) % 10 == 0 || i + 1 == n)
+			bench_note("%s: warm %ld/%ld", t->name, i + 1, n);
+	}
+}
+
+/* The warm rows' targets, said plainly. */
+static void print_warm_verdicts(void)
+{
+	for (size_t i = 0; i < n_results; i++) {
+		const struct result *r = &results[i];
+		double p50 = bench_pct(r->v, r->n, 50);
+
+		if (!strcmp(r->key, "create_warm"))
+			printf("%s warm CreateRun p50 %.2f ms (cold %.2f ms): target <= 3 ms %s\n",
+			       r->transport, p50, bench_pct(r->pv, r->pn, 50),
+			       p50 <= 3 ? "met" : "MISSED");
+		else if (!strcmp(r->key, "cycle_warm"))
+			printf("%s warm cycle / bwrap %.2f: target <= 0.5 %s\n", r->transport,
+			       ratio(r), ratio(r) <= 0.5 ? "met" : "MISSED");
+		else if (!strcmp(r->key, "cycle"))
+			printf("%s cold cycle / bwrap %.2f: target <= 1.0 %s\n", r->transport,
+			       ratio(r), ratio(r) <= 1.0 ? "met" : "MISSED");
+	}
 }
 
 /* sbx_fetch_fd into a new file (no fsync, as cp): SBX_FETCH_WINDOW chunks in
@@ -809,14 +890,22 @@ static void bench_fetch(const struct server *s, const struct transport *t, long 
 
 /* ------------------------------------------------------------ main */
 
-enum only { ONLY_HEALTH = 1, ONLY_CYCLE = 2, ONLY_EXEC = 4, ONLY_FETCH = 8, ONLY_ALL = 15 };
+enum only {
+	ONLY_HEALTH = 1,
+	ONLY_CYCLE = 2,
+	ONLY_EXEC = 4,
+	ONLY_FETCH = 8,
+	ONLY_WARM = 16,
+	ONLY_ALL = 31
+};
 
 static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: " PROG " [--sbxd PATH] [--helper PATH] [--bwrap PATH] [-n|--quick]\n"
-		"                      [--only health|cycle|exec|fetch] [--json]\n"
+		"                      [--only health|cycle|exec|fetch|warm] [--json]\n"
 		"                      [--health N] [--cycles N] [--execs N] [--fetches K]\n"
+		"                      [--warm N]\n"
 		"\n"
 		"Starts a private sbxd (ipc and tls+tcp://127.0.0.1 listeners, certificates\n"
 		"made with openssl, a bearer token) and measures, over ipc then over TLS:\n"
@@ -830,15 +919,19 @@ static void usage(FILE *f)
 		"          to a raw nng REQ/REP peer carrying the same bytes at the same\n"
 		"          chunk size and window (target >= 0.8), and by sbx_fetch_file\n"
 		"          (which fsyncs) next to `cp` of a local 256 MiB file, rotating\n"
+		"  warm    the warm pool (config pool, one member of its own policy), N (50):\n"
+		"          CreateRun warm next to cold (target p50 <= 3 ms) and the warm\n"
+		"          cycle next to the one-shot bwrap (target <= 0.5), rotating the\n"
+		"          three, the pool full again before each\n"
 		"Tables go to stdout, progress to stderr.\n"
 		"\n"
 		"  --sbxd PATH     sbxd (default <dir of this binary>/../server/sbxd)\n"
 		"  --helper PATH   sbx-helper (default <dir of this binary>/../helper/sbx-helper)\n"
 		"  --bwrap PATH    bubblewrap (default /usr/bin/bwrap)\n"
 		"  -n, --quick     small counts for a smoke run (health 200/50, cycles 5,\n"
-		"                  execs 10, fetches 1)\n"
-		"  --only WHAT     one measure: health, cycle, exec or fetch\n"
-		"  --health N, --cycles N, --execs N, --fetches K   override the counts\n"
+		"                  execs 10, fetches 1, warm 5)\n"
+		"  --only WHAT     one measure: health, cycle, exec, fetch or warm\n"
+		"  --health N, --cycles N, --execs N, --fetches K, --warm N   override the counts\n"
 		"  --json          machine-readable output, with every sample\n"
 		"  -h, --help      this text\n"
 		"\n"
@@ -859,7 +952,8 @@ int main(int argc, char **argv)
 		O_HEALTH,
 		O_CYCLES,
 		O_EXECS,
-		O_FETCHES
+		O_FETCHES,
+		O_WARM
 	};
 	static const struct option opts[] = {
 	    {"sbxd", required_argument, NULL, O_SBXD},
@@ -872,13 +966,14 @@ int main(int argc, char **argv)
 	    {"cycles", required_argument, NULL, O_CYCLES},
 	    {"execs", required_argument, NULL, O_EXECS},
 	    {"fetches", required_argument, NULL, O_FETCHES},
+	    {"warm", required_argument, NULL, O_WARM},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
 	char sbxd_buf[PATH_MAX], helper_buf[PATH_MAX];
 	const char *sbxd = NULL, *helper = NULL, *bwrap = "/usr/bin/bwrap";
-	struct counts n = {2000, 500, 50, 100, 3};
-	long health_n = 0, cycles_n = 0, execs_n = 0, fetches_n = 0;
+	struct counts n = {2000, 500, 50, 100, 3, 50};
+	long health_n = 0, cycles_n = 0, execs_n = 0, fetches_n = 0, warm_n = 0;
 	unsigned only = ONLY_ALL;
 	bool json = false, quick = false;
 	int c;
@@ -910,9 +1005,11 @@ int main(int argc, char **argv)
 				only = ONLY_EXEC;
 			else if (!strcmp(optarg, "fetch"))
 				only = ONLY_FETCH;
+			else if (!strcmp(optarg, "warm"))
+				only = ONLY_WARM;
 			else {
 				bench_note(
-				    "--only: expected health, cycle, exec or fetch, got '%s'",
+				    "--only: expected health, cycle, exec, fetch or warm, got '%s'",
 				    optarg);
 				return 2;
 			}
@@ -932,6 +1029,9 @@ int main(int argc, char **argv)
 		case O_FETCHES:
 			fetches_n = bench_parse_count("--fetches", optarg, 1, 1000);
 			break;
+		case O_WARM:
+			warm_n = bench_parse_count("--warm", optarg, 1, 100000);
+			break;
 		default:
 			return bench_option_other(c, usage);
 		}
@@ -940,7 +1040,7 @@ int main(int argc, char **argv)
 		return 2;
 	bench_refuse_root(argv[0], "sbxd and sbx-helper refuse root");
 	if (quick)
-		n = (struct counts){200, 50, 5, 10, 1};
+		n = (struct counts){200, 50, 5, 10, 1, 5};
 	if (health_n)
 		n.health_ipc = n.health_tls = health_n;
 	if (cycles_n)
@@ -949,9 +1049,11 @@ int main(int argc, char **argv)
 		n.execs = execs_n;
 	if (fetches_n)
 		n.fetches = fetches_n;
+	if (warm_n)
+		n.warm = warm_n;
 
 	bench_find_sbxd_helper(&sbxd, sbxd_buf, &helper, helper_buf, sizeof(helper_buf));
-	if (only & ONLY_CYCLE)
+	if (only & (ONLY_CYCLE | ONLY_WARM))
 		bench_check_exec("bwrap", bwrap, " (pass --bwrap PATH)");
 	bench_make_absolute(&helper, helper_buf, sizeof(helper_buf));
 
@@ -965,7 +1067,7 @@ int main(int argc, char **argv)
 	static const char *const cmd_true[] = {"/bin/true", NULL};
 	char *bwrap_argv[BENCH_MAX_ARGS];
 	bwrap_baseline_argv(bwrap_argv, bwrap, cmd_true);
-	if (only & ONLY_CYCLE)
+	if (only & (ONLY_CYCLE | ONLY_WARM))
 		bench_note("bwrap: %s", bench_argv_str(bwrap_argv));
 
 	struct transport tps[] = {
@@ -994,6 +1096,8 @@ int main(int argc, char **argv)
 			bench_exec(t, n.execs);
 		if (only & ONLY_FETCH)
 			bench_fetch(&srv, t, n.fetches);
+		if (only & ONLY_WARM)
+			bench_warm(t, n.warm, bwrap_argv);
 	}
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(tps); i++)
 		sbx_client_close(tps[i].c);
@@ -1016,16 +1120,22 @@ int main(int argc, char **argv)
 		len += (size_t)snprintf(counts + len, sizeof(counts) - len, "%s%ld execs",
 					len ? ", " : "", n.execs);
 	if (only & ONLY_FETCH)
-		snprintf(counts + len, sizeof(counts) - len, "%s%ld fetches of %llu bytes",
-			 len ? ", " : "", n.fetches, FETCH_BYTES);
+		len += (size_t)snprintf(counts + len, sizeof(counts) - len,
+					"%s%ld fetches of %llu bytes", len ? ", " : "", n.fetches,
+					FETCH_BYTES);
+	if (only & ONLY_WARM)
+		snprintf(counts + len, sizeof(counts) - len, "%s%ld warm rounds", len ? ", " : "",
+			 n.warm);
 	if (json)
-		print_json(&h,
-			   json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "health_ipc",
-				     (json_int_t)n.health_ipc, "health_tls",
-				     (json_int_t)n.health_tls, "cycles", (json_int_t)n.cycles,
-				     "execs", (json_int_t)n.execs, "fetches", (json_int_t)n.fetches,
-				     "fetch_bytes", (json_int_t)FETCH_BYTES));
-	else
+		print_json(&h, json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "health_ipc",
+					 (json_int_t)n.health_ipc, "health_tls",
+					 (json_int_t)n.health_tls, "cycles", (json_int_t)n.cycles,
+					 "execs", (json_int_t)n.execs, "fetches",
+					 (json_int_t)n.fetches, "fetch_bytes",
+					 (json_int_t)FETCH_BYTES, "warm", (json_int_t)n.warm));
+	else {
 		print_table(&h, counts);
+		print_warm_verdicts();
+	}
 	return 0;
 }

@@ -271,6 +271,16 @@ int sbx_ctl_send_destroy(int ctl, struct sbx_err *err)
 	return sbx_ctl_send(ctl, &m, NULL, 0, err);
 }
 
+int sbx_ctl_send_claim(int ctl, struct sbx_err *err)
+{
+	Sbx__V1__HelperClaimRequest req = SBX__V1__HELPER_CLAIM_REQUEST__INIT;
+	Sbx__V1__HelperMessage m = SBX__V1__HELPER_MESSAGE__INIT;
+
+	m.msg_case = SBX__V1__HELPER_MESSAGE__MSG_CLAIM;
+	m.claim = &req;
+	return sbx_ctl_send(ctl, &m, NULL, 0, err);
+}
+
 /* The helper reports a setup failure as "sbx-helper: <why>" on stderr before
  * it exits; the last non-empty line is the one that says why. */
 static void last_line(const char *text, char *out, size_t size)

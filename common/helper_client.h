@@ -99,6 +99,9 @@ int sbx_ctl_send_exec(int ctl, uint64_t exec_id, char *const *argv, size_t argc,
 		      const struct sbx_ctl_exec_opts *o, const int stdio[3], struct sbx_err *err);
 int sbx_ctl_send_signal(int ctl, uint64_t exec_id, int sig, struct sbx_err *err);
 int sbx_ctl_send_destroy(int ctl, struct sbx_err *err);
+/* A sandbox built ahead (sbxd's warm pool) is now a run's: pid 1 restarts
+ * its run_seconds clock (once, before any exec). */
+int sbx_ctl_send_claim(int ctl, struct sbx_err *err);
 
 /* sbxd's start of a run: waits (at most timeout_ms) for Ready on `ctl`
  * while collecting what the helper writes on `errfd` into errtext

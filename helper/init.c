@@ -89,6 +89,9 @@ struct init_state {
 	/* A prepared exec init failed or died unclaimed: none is made again
 	 * until an exec has been started the usual way. */
 	bool prep_off;
+	/* A HelperClaimRequest was taken, or an exec was asked for: the run
+	 * clock is the run's from then on and never restarts. */
+	bool clock_fixed;
 };
 
 static void send_msg(struct init_state *st, Sbx__V1__HelperMessage *m, const int *fds, size_t nfds)
@@ -800,6 +803,7 @@ void sbx_init_main(struct sbx_init_ctx *ctx)
 			shut_down(); /* the server is gone: so is the sandbox */
 		switch (req->msg_case) {
 		case SBX__V1__HELPER_MESSAGE__MSG_EXEC:
+			st.clock_fixed = true;
 			if (sbx_mono_ms() >= st.run_deadline_ms)
 				send_setup_failed(&st, req->exec->exec_id, "run_seconds ran out");
 			else
@@ -807,6 +811,15 @@ void sbx_init_main(struct sbx_init_ctx *ctx)
 			break;
 		case SBX__V1__HELPER_MESSAGE__MSG_SIGNAL:
 			handle_signal_request(&st, req->signal);
+			break;
+		case SBX__V1__HELPER_MESSAGE__MSG_CLAIM:
+			/* Built ahead (sbxd's warm pool): run_seconds counts from
+			 * the claim. Once, and never after an exec. */
+			if (!st.clock_fixed)
+				st.run_deadline_ms =
+				    sbx_mono_ms() +
+				    (int64_t)ctx->policy->limits->run_seconds * 1000;
+			st.clock_fixed = true;
 			break;
 		case SBX__V1__HELPER_MESSAGE__MSG_DESTROY:
 			shut_down();

@@ -47,6 +47,12 @@ static void print_stream(const char *name, uint64_t bytes, bool truncated, const
 	}
 }
 
+/* CreateRun's launch as sbxctl prints it. */
+static const char *launch_name(Sbx__V1__Launch l)
+{
+	return l == SBX__V1__LAUNCH__LAUNCH_WARM ? "warm" : "cold";
+}
+
 static void print_label(const char *before, const char *key, const char *value, const char *after)
 {
 	fputs(before, stdout);
@@ -99,6 +105,9 @@ int cmd_status(struct cli *cli)
 	       sbx_run_state_name(r->state), r->policy_digest, r->image_digest,
 	       cli_time(r->created_unix_ms, a, sizeof(a)),
 	       cli_time(r->deadline_unix_ms, b, sizeof(b)));
+	/* Said only by an sbxd that knows it (an older one sends 0). */
+	if (r->launch)
+		printf("launch %s\n", launch_name(r->launch));
 	for (size_t i = 0; i < r->n_labels; i++)
 		print_label("label ", r->labels[i]->key, r->labels[i]->value, "\n");
 	for (size_t i = 0; i < r->n_execs; i++)
@@ -331,6 +340,8 @@ static int runs_one(struct cli *cli, sbx_client *c, const char *host, json_t *ro
 		printf("%s%s%s  %-8s  %s  execs %u", s->run_id, host ? "@" : "", host ? host : "",
 		       sbx_run_state_name(s->state), cli_time(s->created_unix_ms, a, sizeof(a)),
 		       s->execs);
+		if (s->launch)
+			printf("  %s", launch_name(s->launch));
 		for (size_t k = 0; k < s->n_labels; k++)
 			print_label("  ", s->labels[k]->key, s->labels[k]->value, "");
 		putchar('\n');
@@ -453,6 +464,12 @@ static int health_one(struct cli *cli, sbx_client *c, const char *host, json_t *
 							   : "");
 	if (h->host_uids && !strcmp(h->host_uids, "subordinate"))
 		printf(": %" PRIu64 " runs at once, each its own\n", h->host_uid_slots);
+	for (size_t i = 0; i < h->n_pool; i++)
+		printf("pool %s: %u of %u ready, %" PRIu64 " built, %" PRIu64 " failed, %" PRIu64
+		       " claimed%s%s\n",
+		       h->pool[i]->name, h->pool[i]->ready, h->pool[i]->size, h->pool[i]->built,
+		       h->pool[i]->failed, h->pool[i]->claimed,
+		       h->pool[i]->error[0] ? "; last error: " : "", h->pool[i]->error);
 	for (size_t i = 0; i < h->n_images; i++)
 		printf("image %s\n", h->images[i]);
 	if (h->images_error && h->images_error[0])

@@ -145,11 +145,11 @@ const struct sbx_config_section sbx_config_token_section = {
     SBX_CONFIG_N(token_keys),
 };
 
-static bool is_token_name(const char *s)
+bool config_is_name(const char *s, size_t max)
 {
 	size_t len = strlen(s);
 
-	if (len == 0 || len >= sizeof(((struct sbx_token *)0)->name))
+	if (len == 0 || len > max)
 		return false;
 	for (; *s; s++)
 		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
@@ -198,7 +198,7 @@ static int parse_token(struct sbx_config *cfg, json_t *v, size_t i, struct sbx_e
 		return sbx_fail(err, "%s: missing", where);
 	if (want_string(f, where, &s, err) < 0)
 		return -1;
-	if (!is_token_name(s))
+	if (!config_is_name(s, sizeof(t->name) - 1))
 		return sbx_fail(err, "%s: must be 1..%zu characters of A-Z a-z 0-9 . _ -", where,
 				sizeof(t->name) - 1);
 	for (size_t j = 0; j < i; j++)
@@ -269,7 +269,7 @@ static int parse_operator(struct sbx_config *cfg, json_t *v, size_t i, struct sb
 			return sbx_fail(err, "%s: \"%.80s\": no token of that name in tokens",
 					where, s);
 	} else if (!strncmp(s, "tls:", 4)) {
-		if (!is_token_name(s + 4))
+		if (!config_is_name(s + 4, sizeof(((struct sbx_token *)0)->name) - 1))
 			return sbx_fail(err,
 					"%s: \"%.80s\": a tls name must be 1..63 characters of "
 					"A-Z a-z 0-9 . _ -",
@@ -516,6 +516,16 @@ static const struct sbx_config_key root_keys[] = {
      ROOT(drain_seconds),
      .doc = "after SIGTERM, how long runs already there may go on before sbxd tears the "
 	    "rest down and exits"},
+    {"pool", SBX_CONFIG_OTHER, .parse = sbx_config_parse_pool, .section = &sbx_config_pool_section,
+     .type_doc = "array of at most 16 objects", .def_doc = "none: no sandbox is built ahead",
+     .doc = "the warm pool: sandboxes built ahead for a policy's shape "
+	    "([pool.md](../operator/pool.md)); sizes together at most `runs_max`"},
+    {"pool_max_age_seconds", SBX_CONFIG_U32, 10, 86400, 600, ROOT(pool_max_age_seconds),
+     .doc = "a ready pool member older than this (or than half its policy's `run_seconds`) "
+	    "is destroyed and built again"},
+    {"pool_builds_per_second", SBX_CONFIG_U32, 1, 100, 4, ROOT(pool_builds_per_second),
+     .doc = "the pool's refill: at most this many builds started per second (a token "
+	    "bucket of as many), one at a time, never in a caller's thread"},
 };
 #undef ROOT
 
@@ -550,9 +560,9 @@ static int parse_root(struct sbx_config *cfg, json_t *root, struct sbx_err *err)
 	return 0;
 }
 
-static int read_file(const char *path, char **out, size_t *len, struct sbx_err *err)
+int config_read_file(const char *path, size_t max, char **out, size_t *len, struct sbx_err *err)
 {
-	_cleanup_free_ char *buf = malloc(CONFIG_BYTES_MAX + 1);
+	_cleanup_free_ char *buf = malloc(max + 1);
 	_cleanup_close_ int fd = -1;
 
 	*len = 0;
@@ -562,8 +572,8 @@ static int read_file(const char *path, char **out, size_t *len, struct sbx_err *
 	if (fd < 0)
 		return sbx_fail_errno(err, "%s", path);
 	/* One byte past the limit is enough to know the file is too large. */
-	while (*len < CONFIG_BYTES_MAX + 1) {
-		ssize_t n = read(fd, buf + *len, CONFIG_BYTES_MAX + 1 - *len);
+	while (*len < max + 1) {
+		ssize_t n = read(fd, buf + *len, max + 1 - *len);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -573,8 +583,8 @@ static int read_file(const char *path, char **out, size_t *len, struct sbx_err *
 			break;
 		*len += (size_t)n;
 	}
-	if (*len > CONFIG_BYTES_MAX)
-		return sbx_fail(err, "%s: larger than %d bytes", path, CONFIG_BYTES_MAX);
+	if (*len > max)
+		return sbx_fail(err, "%s: larger than %zu bytes", path, max);
 	*out = sbx_steal_ptr(buf);
 	return 0;
 }
@@ -586,7 +596,7 @@ static int load_file(const char *path, struct sbx_config *cfg, struct sbx_err *e
 	json_error_t jerr;
 	size_t len;
 
-	if (read_file(path, &buf, &len, err) < 0)
+	if (config_read_file(path, CONFIG_BYTES_MAX, &buf, &len, err) < 0)
 		return -1;
 	root = json_loadb(buf, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
 	if (!root)
@@ -705,6 +715,7 @@ void sbx_config_free(struct sbx_config *cfg)
 	free(cfg->tls_key);
 	free(cfg->tls_client_ca);
 	sbx_config_egress_free(&cfg->egress);
+	sbx_config_pool_free(cfg);
 	sbx_config_images_free(&cfg->images);
 	sbx_config_metrics_free(&cfg->metrics);
 	/* The token hashes are not secrets, but nothing needs them after. */

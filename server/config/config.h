@@ -145,6 +145,17 @@ struct sbx_config_metrics {
 	bool allow_remote; /* listen may be a non-loopback address; default false */
 };
 
+/* One shape of the warm pool (config_pool.c): a policy and how many
+ * sandboxes built from it sbxd keeps ready (docs/operator/pool.md). */
+#define SBX_CONFIG_MAX_POOL	 16
+#define SBX_CONFIG_POOL_SIZE_MAX 256
+struct sbx_config_pool_shape {
+	char name[64];	   /* unique, 1..63 of A-Z a-z 0-9 . _ - */
+	char *policy_json; /* the policy document (inline, or policy_file's bytes) */
+	char *policy_file; /* where it came from; NULL when inline */
+	uint32_t size;	   /* members kept ready; 0 (default): none, nothing spent */
+};
+
 struct sbx_config {
 	/* ipc://PATH, tls+tcp://HOST:PORT, tcp:// (insecure) */
 	char *listen[SBX_CONFIG_MAX_LISTEN];
@@ -195,6 +206,13 @@ struct sbx_config {
 	 * callers tear them down, or they expire), then sbxd tears the rest
 	 * down and exits; default 300 (the unit's TimeoutStopSec is 330). */
 	uint32_t drain_seconds;
+	/* The warm pool (config_pool.c): shapes, the age after which a ready
+	 * member is rebuilt (seconds, default 600) and the builds per second
+	 * its refill may start (a token bucket, default 4). */
+	struct sbx_config_pool_shape pool[SBX_CONFIG_MAX_POOL];
+	size_t n_pool;
+	uint32_t pool_max_age_seconds;
+	uint32_t pool_builds_per_second;
 };
 
 /* What the command line sets; NULL (or n_listen 0) leaves the file's. */
@@ -248,6 +266,9 @@ void sbx_config_egress_free(struct sbx_config_egress *eg);
  * section holds freed. */
 char *sbx_config_images_dir(const struct sbx_config *cfg);
 void sbx_config_images_free(struct sbx_config_images *im);
+
+/* config_pool.c: what the "pool" list holds freed. */
+void sbx_config_pool_free(struct sbx_config *cfg);
 
 /* config_metrics.c: whether s is "IPv4:port" or "[IPv6]:port" (an error
  * naming metrics.listen otherwise) and whether its address is loopback;

@@ -78,7 +78,12 @@ struct sbx_config_section {
 extern const struct sbx_config_section sbx_config_root_section, sbx_config_tls_section,
     sbx_config_token_section, sbx_config_limits_section, sbx_config_quotas_section,
     sbx_config_connections_section, sbx_config_egress_section, sbx_config_destination_section,
-    sbx_config_images_section, sbx_config_metrics_section, sbx_config_capacity_section;
+    sbx_config_images_section, sbx_config_metrics_section, sbx_config_capacity_section,
+    sbx_config_pool_section;
+
+/* config_pool.c: the "pool" list (a row's parse). */
+int sbx_config_parse_pool(struct sbx_config *cfg, void *field, json_t *v, const char *where,
+			  struct sbx_err *err);
 
 /* obj must be an object whose keys are all the section's ("<where>: must
  * be an object", "<where>.<key>: unknown key"). */

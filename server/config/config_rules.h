@@ -4,6 +4,7 @@
 #ifndef SBX_CONFIG_RULES_H
 #define SBX_CONFIG_RULES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -17,5 +18,13 @@
  * number the operator never wrote. */
 int config_follow(json_t *obj, const char *key, const char *name, uint32_t *value, uint32_t bound,
 		  const char *bound_name, struct sbx_err *err);
+
+/* A name of 1..max characters of A-Z a-z 0-9 . _ - (tokens[].name,
+ * pool[].name). */
+bool config_is_name(const char *s, size_t max);
+
+/* A file of at most max bytes, whole, into *out (malloc'd, not
+ * terminated) and *len; an error names the path. */
+int config_read_file(const char *path, size_t max, char **out, size_t *len, struct sbx_err *err);
 
 #endif

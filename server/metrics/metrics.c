@@ -34,6 +34,8 @@ enum label_kind {
 	L_DECISION,
 	L_DIRECTION,
 	L_POOL,
+	L_LAUNCH,
+	L_SHAPE,
 };
 
 /* At most this many values per label: more of a list are counted under
@@ -61,6 +63,10 @@ static const char *const refusal_values[] = {
 static const char *const decision_values[] = {"allowed", "denied", "limited", "failed"};
 static const char *const direction_values[] = {"out", "in"};
 static const char *const pool_values[] = {"short", "long"};
+static const char *const shape_values[] = {"0", "1", "2",  "3",	 "4",  "5",  "6",  "7",
+					   "8", "9", "10", "11", "12", "13", "14", "15"};
+_Static_assert(sizeof(shape_values) / sizeof(shape_values[0]) == SBX_METRICS_POOL_SHAPES,
+	       "one value per pool entry the config allows");
 
 #define LIST(v) .values = (v), .n = sizeof(v) / sizeof((v)[0])
 static const struct label labels[] = {
@@ -83,6 +89,12 @@ static const struct label labels[] = {
     [L_POOL] = {"pool", LIST(pool_values),
 		.doc = "the RPC workers' pool: `short` calls or `long` ones (Wait, ReadOutput, "
 		       "FetchArtifact)"},
+    [L_LAUNCH] = {"launch", .en = &sbx__v1__launch__descriptor,
+		  .doc = "how the run's sandbox came to be: `LAUNCH_WARM` (the warm pool) or "
+			 "`LAUNCH_COLD`"},
+    [L_SHAPE] = {"shape", LIST(shape_values),
+		 .doc = "the warm pool's entry, by its index in the config's `pool` (Health names "
+			"it)"},
 };
 #undef LIST
 
@@ -149,6 +161,13 @@ static const struct metric table[SBX_M_COUNT] = {
 			  .help = "Audit log lines that could not be written."},
     [SBX_M_SCRAPE_REFUSED] = {"sbx_metrics_scrapes_failed_total", COUNTER,
 			      .help = "Scrapes answered 503: the exposition could not be made."},
+    [SBX_M_CREATES] = {"sbx_runs_created_total", COUNTER, L_LAUNCH,
+		       .help = "Runs created, by launch: warm (a pool member) or cold."},
+    [SBX_M_POOL_READY] = {"sbx_pool_ready", GAUGE, L_SHAPE,
+			  .help = "Members of the warm pool ready to be claimed, by shape."},
+    [SBX_M_POOL_FAILED] = {"sbx_pool_failed_total", COUNTER, L_SHAPE,
+			   .help = "Warm pool members that failed to become ready or died "
+				   "waiting (destroyed), by shape."},
 };
 #undef BUCKETS
 

@@ -41,6 +41,9 @@ enum sbx_metric {
 	SBX_M_IMAGES,	      /* gauge: pinned images in the store */
 	SBX_M_AUDIT_LOST,     /* counter: audit lines lost */
 	SBX_M_SCRAPE_REFUSED, /* counter: scrapes answered 503 (render failed) */
+	SBX_M_CREATES,	      /* counter {launch}: runs created, warm or cold */
+	SBX_M_POOL_READY,     /* gauge {shape}: ready members of the warm pool */
+	SBX_M_POOL_FAILED,    /* counter {shape}: members that failed or died waiting */
 	SBX_M_COUNT
 };
 
@@ -68,6 +71,8 @@ enum sbx_metrics_egress {
 
 enum sbx_metrics_direction { SBX_EGRESS_OUT, SBX_EGRESS_IN };
 enum sbx_metrics_pool { SBX_POOL_SHORT, SBX_POOL_LONG };
+/* The shape label: the pool entry's index in the config, "0".."15". */
+#define SBX_METRICS_POOL_SHAPES 16
 
 /* The run states as sbx_runs counts them (run_state.h's order, TORN not
  * counted: a torn run is gone). */

@@ -184,6 +184,10 @@ struct sbx_run {
 	int64_t retry_at;
 	int64_t retry_ms;
 	uint64_t disk_charged; /* bytes of state_dir charged to the caller */
+	/* A warm pool member whose run slot and capacity are counted in
+	 * runs->pool_members and pool_cost (runs_pool.c) until a CreateRun's
+	 * run_register moves them to the registry, or it is destroyed. */
+	bool pool_reserved;
 	/* CreateRuns with this run's idempotency_key waiting for it to leave
 	 * STARTING (runs_idem.c): at most RUNS_IDEM_WAITERS. */
 	unsigned idem_waiters;
@@ -226,6 +230,9 @@ struct sbx_run {
 	int64_t deadline;	 /* the same, monotonic */
 	int64_t earliest_expiry; /* monotonic: the helper's own deadline is later */
 	uint64_t output_cap;	 /* bytes kept per stream */
+	/* COLD: built for its CreateRun; WARM: a member of the warm pool,
+	 * claimed by it (runs_pool.h) */
+	Sbx__V1__Launch launch;
 	/* The run's place in the egress proxy (egress.h), NULL without an
 	 * allowlist. Its calls are never made under mu (they may wait for the
 	 * proxy's loop); closed at expiry, failure and teardown, freed with

@@ -12,6 +12,7 @@
 #include "clock.h"
 #include "metrics.h"
 #include "runs_manager.h"
+#include "runs_pool.h"
 #include "runs_registry.h"
 #include "runs_sweeper.h"
 #include "runs_teardown.h"
@@ -45,6 +46,7 @@ void runs_free(struct sbx_runs *runs)
 	if (!runs)
 		return;
 	sweeper_stop(runs);
+	pool_free(runs);
 	runs_settings_free(runs);
 	pthread_cond_destroy(&runs->sweeper_cv);
 	pthread_cond_destroy(&runs->cv);
@@ -81,7 +83,8 @@ struct sbx_runs *sbx_runs_init(const struct sbx_config *cfg, struct sbx_err *err
 		sbx_fail_errno(err, "runs");
 		return NULL;
 	}
-	if (runs_startup(runs, cfg, err) < 0 || sweeper_start(runs, err) < 0) {
+	if (runs_startup(runs, cfg, err) < 0 || pool_init(runs, cfg, err) < 0 ||
+	    sweeper_start(runs, err) < 0) {
 		runs_free(runs);
 		return NULL;
 	}
@@ -93,11 +96,16 @@ void sbx_runs_set_egress(struct sbx_runs *runs, struct sbx_egress *eg, const cha
 {
 	runs->egress = eg;
 	snprintf(runs->egress_down, sizeof(runs->egress_down), "%s", eg || !why_not ? "" : why_not);
+	/* The last setting before handlers run: the warm pool may build now
+	 * (a shape with an allowlist needs to know whether the proxy is up). */
+	pool_start(runs);
 }
 
 void sbx_runs_stop_accepting(struct sbx_runs *runs)
 {
 	runs_stop_taking(runs);
+	/* Members nobody will claim give their slots and memory back now. */
+	pool_stop(runs);
 }
 
 unsigned sbx_runs_count(struct sbx_runs *runs)
@@ -141,6 +149,7 @@ void sbx_runs_teardown_all(struct sbx_runs *runs, const char *why)
 
 	/* Nothing is swept behind the drain's back from here on. */
 	sweeper_stop(runs);
+	pool_stop(runs);
 	n = runs_claim_all(runs, sbx_mono_ms() + DRAIN_WAIT_MS, &v);
 	if (v && strcmp(why, "drain") == 0)
 		remember_drained(v, n);

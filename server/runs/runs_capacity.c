@@ -128,7 +128,8 @@ int capacity_check_now(const struct capacity_view *v, struct run_cost committed,
 
 struct run_cost capacity_committed(struct sbx_runs *runs)
 {
-	struct run_cost sum = {0, 0};
+	/* The warm pool's members commit what a run of their policy does. */
+	struct run_cost sum = {runs->pool_cpu_millis, runs->pool_memory_mb};
 
 	for (struct sbx_run *r = runs->head; r; r = r->next) {
 		struct run_cost c = capacity_cost(r->policy);

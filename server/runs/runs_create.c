@@ -24,13 +24,16 @@
 #include "clock.h"
 #include "egress.h"
 #include "helper_client.h"
+#include "metrics.h"
 #include "runs_artifacts.h"
 #include "runs_ceilings.h"
+#include "runs_create.h"
 #include "runs_idem.h"
 #include "runs_inputs.h"
 #include "runs_lease.h"
 #include "runs_manager.h"
 #include "runs_monitor.h"
+#include "runs_pool.h"
 #include "runs_proc.h"
 #include "runs_quota.h"
 #include "runs_registry.h"
@@ -552,8 +555,7 @@ static int start_helper(struct sbx_run *r, uint64_t run_files, int64_t *spawned,
 	return 0;
 }
 
-/* Undoes a CreateRun that failed after the run was registered. */
-static void abandon(struct sbx_run *r)
+void create_destroy_sandbox(struct sbx_run *r)
 {
 	/* Its listeners (if the sandbox got as far as an exec: never, before
 	 * Ready) close with it; the run's place goes with the run. */
@@ -573,9 +575,15 @@ static void abandon(struct sbx_run *r)
 		r->pid = -1;
 	}
 	remove_run_dir(r);
-	quota_release_run(r);
 	/* The sandbox (the only user of the tree) is gone. */
 	run_release_image(r);
+}
+
+/* Undoes a CreateRun that failed after the run was registered. */
+static void abandon(struct sbx_run *r)
+{
+	create_destroy_sandbox(r);
+	quota_release_run(r);
 	run_unregister(r);
 }
 
@@ -618,6 +626,38 @@ static int check_record_size(struct sbx_run *r, const Sbx__V1__CreateRunRequest 
 			    (unsigned long long)r->runs->cfg.max_message_bytes);
 }
 
+int create_prepare(struct sbx_run *r, const char *json, const struct runs_live *live,
+		   struct sbx_rpc_status *st)
+{
+	const Sbx__V1__CreateRunRequest none = SBX__V1__CREATE_RUN_REQUEST__INIT;
+	char hex[65];
+
+	if (!(r->policy = sbx_policy_parse(json, strlen(json), &st->err))) {
+		sbx_policy_problems_one_line(&st->err);
+		return sbx_rpc_code(st, SBX__V1__CODE__INVALID_ARGUMENT);
+	}
+	lease_fill_default(r->policy, live->idle_seconds_default);
+	if (ceilings_check(&live->limits_max, r->policy, &none, st) < 0 ||
+	    check_enforceable(r, st) < 0)
+		return -1;
+	if (sbx_policy_digest(r->policy, hex, &st->err) < 0)
+		return sbx_rpc_code(st, SBX__V1__CODE__INTERNAL);
+	snprintf(r->policy_digest, sizeof(r->policy_digest), "sha256:%s", hex);
+	r->output_cap = r->policy->limits->output_kb * 1024;
+	return 0;
+}
+
+int create_build(struct sbx_run *r, uint64_t run_files, struct sbx_rpc_status *st)
+{
+	int64_t spawned;
+
+	if (make_run_dir(r, &st->err) < 0)
+		return sbx_rpc_code_unless_short(st, quota_disk_full(st->err.errnum)
+							 ? SBX__V1__CODE__RESOURCE_EXHAUSTED
+							 : SBX__V1__CODE__INTERNAL);
+	return start_helper(r, run_files, &spawned, st);
+}
+
 static int respond(struct sbx_run *r, Sbx__V1__CreateRunResponse **resp, struct sbx_rpc_status *st)
 {
 	Sbx__V1__CreateRunResponse *c = malloc(sizeof(*c));
@@ -630,6 +670,7 @@ static int respond(struct sbx_run *r, Sbx__V1__CreateRunResponse **resp, struct 
 	c->image_digest = xstrdup(r->image_digest);
 	c->effective_policy = policy_copy(r->policy);
 	c->deadline_unix_ms = r->deadline_ms;
+	c->launch = r->launch;
 	if (!c->run_id || !c->policy_digest || !c->image_digest || !c->effective_policy) {
 		sbx__v1__create_run_response__free_unpacked(c, NULL);
 		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
@@ -677,27 +718,45 @@ static int create(struct sbx_runs *runs, const struct sbx_identity *who,
 	snprintf(r->policy_digest, sizeof(r->policy_digest), "sha256:%s", hex);
 	r->output_cap = r->policy->limits->output_kb * 1024;
 	r->created_ms = sbx_unix_ms();
+	r->launch = SBX__V1__LAUNCH__LAUNCH_COLD;
+	/* A sandbox of the warm pool built from this very policy (the same
+	 * digest: the same image, limits, mounts, network and allowlist),
+	 * unless /data is the caller's own directory (runs_pool.h). From here
+	 * r is the member, with the request's per-run parts. */
+	if (!r->caller_data)
+		r = pool_claim(runs, r);
 	if ((rc = run_register(r, &live, st)) != 0) {
-		run_unref(r);
+		if (r->launch == SBX__V1__LAUNCH__LAUNCH_WARM)
+			pool_discard(r);
+		else
+			run_unref(r);
 		return rc;
 	}
 	if (charge_inputs(r, st) < 0) {
 		abandon(r);
 		return -1;
 	}
-	if (make_run_dir(r, &st->err) < 0) {
+	if (r->launch == SBX__V1__LAUNCH__LAUNCH_WARM) {
+		/* The helper's clock restarts at the claim, after `spawned`. */
+		spawned = sbx_mono_ms();
+		if (open_egress(r, st) < 0 || pool_start_run(r, st) < 0) {
+			abandon(r);
+			return -1;
+		}
+	} else if (make_run_dir(r, &st->err) < 0) {
 		sbx_rpc_code_unless_short(st, quota_disk_full(st->err.errnum)
 						  ? SBX__V1__CODE__RESOURCE_EXHAUSTED
 						  : SBX__V1__CODE__INTERNAL);
 		abandon(r);
 		return -1;
-	}
-	if (open_egress(r, st) < 0 || start_helper(r, live.limits_max.files, &spawned, st) < 0) {
+	} else if (open_egress(r, st) < 0 ||
+		   start_helper(r, live.limits_max.files, &spawned, st) < 0) {
 		abandon(r);
 		return -1;
 	}
-	/* run_seconds counts from Ready here; the helper's own clock started a
-	 * little earlier, somewhere after `spawned`. */
+	/* run_seconds counts from Ready here (from the claim for a warm run);
+	 * the helper's own clock started a little earlier, somewhere after
+	 * `spawned`. */
 	run_ms = (uint64_t)r->policy->limits->run_seconds * 1000;
 	r->deadline = sbx_mono_ms() + (int64_t)run_ms;
 	r->deadline_ms = sbx_unix_ms() + (int64_t)run_ms;
@@ -717,12 +776,14 @@ static int create(struct sbx_runs *runs, const struct sbx_identity *who,
 	}
 	run_publish(r);
 	run_audit(r, "run_created",
-		  json_pack("{s:s, s:s, s:I, s:s?, s:i, s:i, s:s?}", "image", r->policy->image,
+		  json_pack("{s:s, s:s, s:I, s:s?, s:i, s:i, s:s?, s:s}", "image", r->policy->image,
 			    "image_digest", r->image_digest, "deadline_unix_ms",
 			    (json_int_t)r->deadline_ms, "input_dir",
 			    r->caller_data ? r->data_path : NULL, "inputs", (int)r->n_inputs,
 			    "labels", (int)r->n_labels, "idempotency_key",
-			    r->idem_key[0] ? r->idem_key : NULL));
+			    r->idem_key[0] ? r->idem_key : NULL, "launch",
+			    r->launch == SBX__V1__LAUNCH__LAUNCH_WARM ? "warm" : "cold"));
+	sbx_metrics_add(SBX_M_CREATES, (size_t)r->launch, 1);
 	return 0;
 }
 

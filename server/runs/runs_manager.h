@@ -152,6 +152,14 @@ struct sbx_runs {
 	struct runs_idem_gone idem_gone[RUNS_IDEM_GONE];
 	uint64_t idem_seq;
 	uint64_t disk_charged; /* the runs' disk_charged summed (runs_quota.c) */
+	/* The warm pool's members (built, being built, or ready), which hold
+	 * run slots (runs_max) and capacity as runs do: how many and what
+	 * they commit (runs_pool.c). A CreateRun that claims one moves its
+	 * share into the registry under this lock. */
+	unsigned pool_members;
+	uint64_t pool_cpu_millis, pool_memory_mb;
+	/* The warm pool (runs_pool.c, its own lock); NULL without one. */
+	struct runs_pool *pool;
 	/* Listings of /out and digest passes in progress, per identity
 	 * (runs_artifacts.c): each is bounded in time, and these bound how
 	 * many workers they hold at once. */

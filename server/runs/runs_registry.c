@@ -15,6 +15,7 @@
 #include "runs_capacity.h"
 #include "runs_idem.h"
 #include "runs_manager.h"
+#include "runs_pool.h"
 #include "runs_sweeper.h"
 
 /* Registry lock held: the identity's runs that still hold a sandbox (or
@@ -70,7 +71,7 @@ static bool room_helps(struct sbx_runs *runs, struct sbx_run *r, const struct ca
 	struct sbx_rpc_status probe = {0};
 	struct run_cost committed;
 
-	if (runs->count >= runs->cfg.runs_max)
+	if (runs->count + runs->pool_members >= runs->cfg.runs_max)
 		return true;
 	committed = capacity_committed(runs);
 	cpu_only.capacity.memory_mb = 0; /* a row without capacity is not checked */
@@ -92,6 +93,9 @@ int run_register(struct sbx_run *r, const struct runs_live *live, struct sbx_rpc
 	if (capacity_check_ever(&cap, &live->capacity, capacity_cost(r->policy), st) < 0)
 		return -1;
 	pthread_mutex_lock(&runs->mu);
+	/* A warm pool member's slot and capacity become the run's: checked
+	 * below as the run's, and never given back to the pool. */
+	pool_unreserve_locked(r);
 	/* Stopped runs hold registry slots (and their memory, capacity) that
 	 * no live run needs: they go now, in this thread, so that one
 	 * identity's stopped runs never lock another out; never for a caller
@@ -124,11 +128,11 @@ int run_register(struct sbx_run *r, const struct runs_live *live, struct sbx_rpc
 		rc = sbx_rpc_fail(st, SBX__V1__CODE__UNAVAILABLE,
 				  "sbxd is draining (an operator's drain): it takes no new runs; "
 				  "place the run on another host");
-	else if (runs->count >= runs->cfg.runs_max)
+	else if (runs->count + runs->pool_members >= runs->cfg.runs_max)
 		rc = sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED,
-				  "this host already has %u runs, the maximum (runs_max); tear "
-				  "one down first",
-				  runs->count);
+				  "this host already has %u runs and %u warm pool members, the "
+				  "maximum (runs_max); tear one down first",
+				  runs->count, runs->pool_members);
 	else if (count_identity(runs, r->identity) >= per_identity)
 		rc = sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED,
 				  "%s already has %u runs, the maximum per identity "
@@ -375,7 +379,9 @@ void runs_slots(struct sbx_runs *runs, const char *identity, unsigned *host, uns
 	uint32_t per_identity = runs_live(runs).runs_max_per_identity;
 
 	pthread_mutex_lock(&runs->mu);
-	*host = runs->count < runs->cfg.runs_max ? runs->cfg.runs_max - runs->count : 0;
+	*host = runs->count + runs->pool_members < runs->cfg.runs_max
+		    ? runs->cfg.runs_max - runs->count - runs->pool_members
+		    : 0;
 	*own = count_identity(runs, identity);
 	*own = *own < per_identity ? per_identity - *own : 0;
 	pthread_mutex_unlock(&runs->mu);

@@ -11,6 +11,7 @@
 
 #include "metrics.h"
 #include "runs_manager.h"
+#include "runs_pool.h"
 
 void runs_live_from(struct runs_live *live, const struct sbx_config *cfg)
 {
@@ -70,6 +71,8 @@ void sbx_runs_reload(struct sbx_runs *runs, const struct sbx_config *cfg, char *
 	pthread_mutex_lock(&runs->live_mu);
 	runs->live = next;
 	pthread_mutex_unlock(&runs->live_mu);
+	if (pool_reload(runs, cfg))
+		note(changed, size, "pool");
 	sbx_metrics_set(SBX_M_DISK_QUOTA, 0, (int64_t)(next.quotas.host_mb << 20));
 	/* A shorter expired_keep_seconds or cap applies at the next sweep. */
 	pthread_mutex_lock(&runs->mu);

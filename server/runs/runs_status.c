@@ -19,6 +19,7 @@
 #include "runs_manager.h"
 #include "runs_operator.h"
 #include "runs_output.h"
+#include "runs_pool.h"
 #include "runs_registry.h"
 #include "runs_status.h"
 #include "util.h"
@@ -177,6 +178,7 @@ static int fill_status(struct sbx_run *r, Sbx__V1__StatusResponse *s)
 	    !(s->image_digest = xstrdup(r->image_digest)) || !(s->policy = policy_copy(r->policy)))
 		return -1;
 	s->created_unix_ms = r->created_ms;
+	s->launch = r->launch;
 	s->deadline_unix_ms = r->deadline_ms;
 	if (COPY_LABELS(r, s, Sbx__V1__StatusResponse__LabelsEntry,
 			sbx__v1__status_response__labels_entry__init) < 0)
@@ -244,6 +246,7 @@ static Sbx__V1__RunSummary *summary_new(struct sbx_run *r)
 		return NULL;
 	sbx__v1__run_summary__init(s);
 	s->created_unix_ms = r->created_ms;
+	s->launch = r->launch;
 	s->age_ms = sbx_unix_ms() - r->created_ms;
 	run_lock(r);
 	s->state = run_state_public(r);
@@ -395,6 +398,10 @@ SBX_HANDLER(health, Sbx__V1__HealthRequest, Sbx__V1__HealthResponse)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	}
 	if (operator_health(runs, who, h) < 0) {
+		sbx__v1__health_response__free_unpacked(h, NULL);
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
+	}
+	if (pool_health(runs, h) < 0) {
 		sbx__v1__health_response__free_unpacked(h, NULL);
 		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	}

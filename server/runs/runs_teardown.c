@@ -113,6 +113,7 @@ static Sbx__V1__RunManifest *manifest_new(struct sbx_run *r, Sbx__V1__RunState f
 		return NULL;
 	sbx__v1__run_manifest__init(m);
 	m->created_unix_ms = r->created_ms;
+	m->launch = r->launch;
 	m->ended_unix_ms = r->ended_ms ? r->ended_ms : sbx_unix_ms();
 	m->final_state = final;
 	if (!(m->run_id = xstrdup(r->id)) || !(m->identity = xstrdup(r->identity)) ||

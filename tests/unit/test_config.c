@@ -842,6 +842,54 @@ static void test_capacity(void)
 	bad("an unknown capacity key", "{'capacity': {'cpus': 2}}", "capacity.cpus: unknown key");
 }
 
+static void test_pool(void)
+{
+	struct sbx_config cfg;
+	struct sbx_err err = {0};
+	int rc = load("{}", &cfg, &err);
+
+	check(rc == 0 && cfg.n_pool == 0 && cfg.pool_max_age_seconds == 600 &&
+		  cfg.pool_builds_per_second == 4,
+	      "pool defaults: none, 600 s, 4 builds/s");
+	sbx_config_free(&cfg);
+	rc = load("{'pool': [{'name': 'py', 'policy': {'image': 'host'}, 'size': 3}, "
+		  "{'name': 'none', 'policy': {'image': 'host', 'limits': {'memory_mb': 64}}}]}",
+		  &cfg, &err);
+	check(rc == 0 && cfg.n_pool == 2 && cfg.pool[0].size == 3 && cfg.pool[1].size == 0 &&
+		  !strcmp(cfg.pool[0].name, "py") && strstr(cfg.pool[0].policy_json, "host") &&
+		  !cfg.pool[0].policy_file,
+	      "pool entries load, size defaults to 0: %s", err.msg);
+	sbx_config_free(&cfg);
+	bad("a pool that is not a list", "{'pool': {}}", "pool: must be an array");
+	bad("a pool entry without a name", "{'pool': [{'policy': {'image': 'host'}}]}",
+	    "pool[0].name: missing");
+	bad("a duplicate pool name",
+	    "{'pool': [{'name': 'a', 'policy': {'image': 'host'}}, {'name': 'a', 'policy': "
+	    "{'image': 'host'}}]}",
+	    "pool[1].name: duplicate of pool[0].name");
+	bad("a pool entry with both policies",
+	    "{'pool': [{'name': 'a', 'policy': {'image': 'host'}, 'policy_file': '/x'}]}",
+	    "pool[0]: give exactly one of policy and policy_file");
+	bad("a pool entry with neither", "{'pool': [{'name': 'a'}]}",
+	    "pool[0]: give exactly one of policy and policy_file");
+	bad("a pool size too large", "{'pool': [{'name': 'a', 'policy': {}, 'size': 257}]}",
+	    "pool[0].size: must be an integer 0..256");
+	bad("a pool policy the parser refuses",
+	    "{'pool': [{'name': 'a', 'policy': {'image': 'host', 'limits': {'memory_mb': 1}}}]}",
+	    "pool[0]: limits.memory_mb: must be 16..1048576");
+	bad("pool sizes past runs_max",
+	    "{'runs_max': 4, 'pool': [{'name': 'a', 'policy': {'image': 'host'}, 'size': 5}]}",
+	    "pool: sizes add up to 5, more than runs_max (4)");
+	bad("a missing policy_file", "{'pool': [{'name': 'a', 'policy_file': '/nonexistent/p'}]}",
+	    "pool[0].policy_file: /nonexistent/p");
+	bad("an unknown pool key", "{'pool': [{'name': 'a', 'policy': {}, 'sz': 1}]}",
+	    "pool[0].sz: unknown key");
+	bad("a pool max age too small", "{'pool_max_age_seconds': 9}",
+	    "pool_max_age_seconds: must be 10..86400");
+	bad("no builds per second", "{'pool_builds_per_second': 0}",
+	    "pool_builds_per_second: must be 1..100");
+}
+
 /* A reload names the keys it cannot apply, and only those. */
 static void test_restart_keys(void)
 {
@@ -901,6 +949,7 @@ int main(void)
 	test_metrics();
 	test_operators();
 	test_capacity();
+	test_pool();
 	test_restart_keys();
 	unlink(path);
 	rmdir(dir);

@@ -311,6 +311,49 @@ check_package_reload() {
     echo "old token UNAUTHENTICATED, new token sees the run, its exec ended and its result fetched, same pid; an invalid config refused and the old one kept"
 }
 
+# The warm pool under the packaged unit (systemd, cgroup v2): a reload that
+# adds a pool of 2 fills it, a CreateRun of its policy is warm and runs, and
+# a reload back to the packaged config (no pool) leaves no row.
+check_package_pool() {
+    local d run o= i
+    pkg_installed || return 1
+    pkg_up || return 1
+    pkg_policy
+    d=$(mktemp -d /tmp/sbxvm-pkgpool.XXXXXX)
+    cp "$PKG_CONF" "$d/conf.orig"
+    pkg_set_config "c['pool'] = [{'name': 'vm', 'policy': json.load(open('$PKG_POLICY')), 'size': 2}]" \
+        || { rm -rf "$d"; echo "cannot edit $PKG_CONF"; return 1; }
+    systemctl reload $PKG_UNIT >> "$LOG" 2>&1 || { rm -rf "$d"; echo "systemctl reload failed: $(pkg_journal_why)"; return 1; }
+    for i in $(seq 1 60); do
+        as_caller "$PKG_CTL" --endpoint "$PKG_SOCK" health > "$d/h" 2>&1 && grep -q '^pool vm: 2 of 2 ready' "$d/h" && break
+        sleep 1
+    done
+    cat "$d/h" >> "$LOG"
+    grep -q '^pool vm: 2 of 2 ready' "$d/h" || o="the pool did not fill after the reload: $(grep -m1 '^pool' "$d/h" || why "$d/h")"
+    if [ -z "$o" ]; then
+        run=$(as_caller "$PKG_CTL" --endpoint "$PKG_SOCK" create --policy "$PKG_POLICY" 2>> "$LOG")
+        as_caller "$PKG_CTL" --endpoint "$PKG_SOCK" status "$run" > "$d/st" 2>&1
+        cat "$d/st" >> "$LOG"
+        grep -q '^launch warm' "$d/st" || o="a CreateRun of the pool's policy is not warm: $(why "$d/st")"
+        [ -n "$o" ] || [ "$(as_caller "$PKG_CTL" --endpoint "$PKG_SOCK" exec "$run" -- /bin/sh -c 'echo warm-ok' 2>> "$LOG")" = warm-ok ] \
+            || o="an exec in the warm run did not print warm-ok"
+        as_caller "$PKG_CTL" --endpoint "$PKG_SOCK" teardown "$run" >> "$LOG" 2>&1 || true
+    fi
+    cp "$d/conf.orig" "$PKG_CONF"; chmod 0644 "$PKG_CONF"
+    systemctl reload $PKG_UNIT >> "$LOG" 2>&1 || true
+    if [ -z "$o" ]; then
+        for i in $(seq 1 30); do
+            as_caller "$PKG_CTL" --endpoint "$PKG_SOCK" health > "$d/h" 2>&1 && ! grep -q '^pool ' "$d/h" && break
+            sleep 1
+        done
+        grep -q '^pool ' "$d/h" && o="a reload to no pool left its row: $(grep -m1 '^pool' "$d/h")"
+    fi
+    pkg_journal
+    rm -rf "$d"
+    [ -z "$o" ] || { echo "$o"; return 1; }
+    printf 'a reload filled a pool of 2; a CreateRun of its policy was warm and ran; the next reload emptied it'
+}
+
 check_package_purge() {
     local left="" p ranges
     pkg_installed || return 1

@@ -25,7 +25,7 @@ ALL=(env_guest
      limits_memory limits_pids limits_cpu limits_deadline_cpu limits_no_cgroup_left
      sbxctl_private_scope sbxctl_private_plain dev_clean
      sbxd_unit_reconcile sbxd_unit_memory sbxd_unit_epoll image_pinned sbxd_stop_clean
-     package_install package_reconcile package_metrics package_drain package_reload package_purge
+     package_install package_reconcile package_metrics package_drain package_reload package_pool package_purge
      perf_ratio)
 # Informational: printed, never counted as passed or failed.
 INFO=" perf_ratio "
