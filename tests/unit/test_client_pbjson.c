@@ -169,7 +169,7 @@ static void test_defaults_and_utf8(void)
 	    "\"capacitySource\":\"\",\"committedCpuMillis\":\"0\",\"committedMemoryMb\":\"0\","
 	    "\"allowedCpuMillis\":\"0\",\"allowedMemoryMb\":\"0\",\"cpuOvercommitPercent\":0,"
 	    "\"memoryOvercommitPercent\":0,\"memoryReserveMb\":\"0\",\"runSlotsFree\":0,"
-	    "\"identityRunSlotsFree\":0}";
+	    "\"identityRunSlotsFree\":0,\"pool\":[]}";
 	if (!check(got && !strcmp(got, want), "empty HealthResponse with defaults"))
 		printf("#   want: %s\n#    got: %s\n", want, got);
 	free(got);
