@@ -59,7 +59,14 @@ struct stage {
 static json_t *stage_runsc(bool quick);
 
 /* The programs' options that sbx-bench passes on (when given). */
-static const char *opt_sbxd, *opt_helper, *opt_bwrap, *opt_pool;
+/* The scale stage's warm-pool row: a pool of sbx-bench-scale's creates'
+ * own policy (its CREATE_POLICY), refilled as fast as the pool allows, so
+ * that the row is measured unless --pool-config says otherwise. */
+#define DEFAULT_POOL                                                                               \
+	"{\"pool\":[{\"name\":\"bench\",\"size\":4,\"policy\":{\"image\":\"host\","                \
+	"\"limits\":{\"script_seconds\":30,\"memory_mb\":256}}}],\"pool_builds_per_second\":100}"
+
+static const char *opt_sbxd, *opt_helper, *opt_bwrap, *opt_pool = DEFAULT_POOL;
 static const char *opt_runsc = "runsc";
 
 static struct stage stages[] = {
@@ -703,7 +710,9 @@ static void usage(FILE *f)
 		   "  --sbxd PATH, --helper PATH, --bwrap PATH   passed on to the stages\n"
 		   "  --runsc PATH     gVisor's runsc (default: runsc on PATH; the stage is\n"
 		   "                   skipped, saying so, where it is not installed)\n"
-		   "  --pool-config JSON  passed on to sbx-bench-scale (its warm-pool row)\n"
+		   "  --pool-config JSON  passed on to sbx-bench-scale (its warm-pool row);\n"
+		   "                   default: a pool of 4 of the creates' own policy, built\n"
+		   "                   at up to 100 a second (DEFAULT_POOL)\n"
 		   "  -h, --help       this text\n"
 		   "\n"
 		   "Must run as an unprivileged user (sbxd and sbx-helper refuse root), e.g.\n"
