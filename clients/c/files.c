@@ -489,17 +489,25 @@ struct fetch_state {
 	const char *remote_path;
 	const char *name; /* escaped */
 	int fd;
+	/* fd is our temporary file, which the workers write at their chunks'
+	 * offsets: what this thread writes goes at its offset too (pwrite),
+	 * never at the file position the workers' writes do not move. */
+	bool positioned;
 	EVP_MD_CTX *md;
 	uint64_t offset, size;
 	sbx_progress_fn progress;
 	void *progress_arg;
 };
 
-/* Writes and hashes chunk k (at f->offset): 1 when it was the last, 0 when
- * more follow, -1 with st filled. */
-static int take_chunk(struct fetch_state *f, const struct chunk *k, struct sbx_rpc_status *st)
+/* Writes and hashes chunk k, the i-th (at f->offset): 1 when it was the
+ * last, 0 when more follow, -1 with st filled. Every chunk but the last is
+ * whole, so chunk i is at i * SBX_CHUNK_BYTES, where a worker wrote it:
+ * what is hashed is what the file holds. */
+static int take_chunk(struct fetch_state *f, uint64_t i, const struct chunk *k,
+		      struct sbx_rpc_status *st)
 {
-	if (k->len > SBX_CHUNK_BYTES || (k->size == f->size && f->offset + k->len > f->size))
+	if (k->len > SBX_CHUNK_BYTES || (k->size == f->size && f->offset + k->len > f->size) ||
+	    f->offset != i * SBX_CHUNK_BYTES || (!k->eof && k->len != SBX_CHUNK_BYTES))
 		return sbx_rpc_fail(
 		    st, SBX__V1__CODE__DATA_LOSS, "%s: the server sent %zu bytes at %llu of %llu",
 		    f->name, k->len, (unsigned long long)f->offset, (unsigned long long)f->size);
@@ -509,7 +517,9 @@ static int take_chunk(struct fetch_state *f, const struct chunk *k, struct sbx_r
 				    "at %llu): " CHANGED_BY_AN_EXEC,
 				    f->name, (unsigned long long)f->size,
 				    (unsigned long long)k->size, (unsigned long long)f->offset);
-	if (k->len && !k->written && (write_full(f->fd, k->data, k->len) < 0))
+	if (k->len && !k->written &&
+	    (f->positioned ? pwrite_full(f->fd, k->data, k->len, f->offset)
+			   : write_full(f->fd, k->data, k->len)) < 0)
 		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "writing %s", f->name);
 	if (!EVP_DigestUpdate(f->md, k->data, k->len))
 		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "sha256 failed");
@@ -547,6 +557,7 @@ static int fetch_into(sbx_client *c, const char *run_id, const char *remote_path
 	struct fetch_state f = {.remote_path = remote_path,
 				.name = name,
 				.fd = fd,
+				.positioned = temp,
 				.md = md,
 				.progress = progress,
 				.progress_arg = progress_arg};
@@ -563,7 +574,7 @@ static int fetch_into(sbx_client *c, const char *run_id, const char *remote_path
 		}
 		if (i == 0)
 			f.size = k.size;
-		rc = take_chunk(&f, &k, st);
+		rc = take_chunk(&f, i, &k, st);
 		if (rc != 0)
 			break;
 		chunk_clear(&k);
@@ -585,6 +596,12 @@ static int fetch_into(sbx_client *c, const char *run_id, const char *remote_path
 				    k.live ? ": " CHANGED_BY_AN_EXEC : "");
 	if (sha256_hex(md, got) < 0)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "sha256 failed");
+	/* Our temporary file holds exactly the bytes hashed: no more. */
+	struct stat tst = {0};
+	if (temp && (fstat(fd, &tst) < 0 || (uint64_t)tst.st_size != f.size))
+		return sbx_rpc_fail(st, SBX__V1__CODE__DATA_LOSS,
+				    "%s: the file written has %lld bytes, not %llu", name,
+				    (long long)tst.st_size, (unsigned long long)f.size);
 	/* sbxd hashes the file afresh when it changed between chunks:
 	 * then the bytes received are of no one version of it. */
 	if (!k.has_sha256 || strcmp(k.sha256, got)) {
