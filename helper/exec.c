@@ -38,6 +38,16 @@ static void forward_signal(int sig)
 		kill(-command_pgid, sig);
 }
 
+/* The signals a SignalRequest forwards (SBX_FORWARDED_SIGNALS) as a set. */
+static void forwarded_set(sigset_t *set)
+{
+	static const int forwarded[] = {SBX_FORWARDED_SIGNALS};
+
+	sigemptyset(set);
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(forwarded); i++)
+		sigaddset(set, forwarded[i]);
+}
+
 static const char *env_path(const SbxPolicy *p)
 {
 	for (size_t i = 0; i < p->n_env; i++)
@@ -424,10 +434,16 @@ __attribute__((noreturn)) static void exec_init_command(const struct sbx_exec_sp
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(forwarded); i++)
 		sigaction(forwarded[i], &sa, NULL);
 	/* The mask is inherited from whoever started the helper (and the
-	 * helper blocks a few for its signalfd): start from nothing blocked. */
-	sigset_t none;
+	 * helper blocks a few for its signalfd): nothing blocked but the
+	 * forwarded signals, which stay blocked, as they were from this
+	 * process's birth (sbx_exec_spawn), until the command's process group
+	 * exists: one sent meanwhile waits pending instead of being lost (the
+	 * kernel drops an unhandled, unblocked signal to a namespace's init,
+	 * and forward_signal had no group to pass it to). */
+	sigset_t none, held;
 	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
+	forwarded_set(&held);
+	sigprocmask(SIG_SETMASK, &held, NULL);
 
 	struct sbx_exec_report starting = {.kind = SBX_EXEC_STARTING};
 	if (write(rfd, &starting, sizeof(starting)) != (ssize_t)sizeof(starting)) {
@@ -440,6 +456,9 @@ __attribute__((noreturn)) static void exec_init_command(const struct sbx_exec_sp
 		setup_failed(rfd, &err);
 	}
 	command_pgid = cmd;
+	/* The command is a session leader by now (CLONE_VFORK: its execve
+	 * came first): what waited is passed on. */
+	sigprocmask(SIG_SETMASK, &none, NULL);
 	close(errpipe[1]);
 	for (int i = 0; i < 3; i++)
 		close(s->stdio[i]);
@@ -514,7 +533,10 @@ static void await_claim(struct sbx_exec_spec *c)
 	if (n == 0)
 		_exit(0); /* pid 1 closed its end: never claimed */
 	if (n != (ssize_t)sizeof(h) || nfds != 4 || (flags & MSG_CTRUNC) ||
-	    h.magic != CLAIM_MAGIC || h.argc == 0 || h.len > SBX_CLAIM_MAX_BYTES) {
+	    h.magic != CLAIM_MAGIC || h.argc == 0 || h.len > SBX_CLAIM_MAX_BYTES ||
+	    /* each of cwd, the args and the entries takes a byte at least:
+	     * counts past that are refused before anything is sized by them */
+	    (uint64_t)h.argc + h.envc + 1 > h.len) {
 		sbx_fail(&err, "prepared exec: a malformed claim from pid 1");
 		setup_failed(c->report_fd, &err);
 	}
@@ -612,12 +634,20 @@ static int map_exec_ids(pid_t pid, struct sbx_err *err)
 pid_t sbx_exec_spawn(const struct sbx_exec_spec *s, struct sbx_err *err)
 {
 	_cleanup_close_pair_ int sync[2] = SBX_PAIR_INIT;
+	sigset_t held, old;
 	if (pipe2(sync, O_CLOEXEC) < 0)
 		return sbx_fail_errno(err, "pipe");
+	/* Exec init is born with the forwarded signals blocked (exec_init
+	 * says until when): a SignalRequest right after the exec's request
+	 * must wait for the command, not vanish. */
+	forwarded_set(&held);
+	sigprocmask(SIG_BLOCK, &held, &old);
 	_cleanup_kill_reap_ pid_t pid = (pid_t)syscall(SYS_clone,
 						       CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID |
 							   CLONE_NEWNET | CLONE_NEWIPC | SIGCHLD,
 						       NULL, NULL, NULL, NULL);
+	if (pid != 0)
+		sigprocmask(SIG_SETMASK, &old, NULL);
 	if (pid < 0)
 		return sbx_fail_errno(err, "clone exec namespaces");
 	if (pid == 0) {

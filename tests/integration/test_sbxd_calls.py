@@ -163,6 +163,33 @@ class SbxdTest(ServerTestCase):
         self.assertEqual((pb.ExitReason.Name(st.reason), st.signal), ("SIGNALED", 9), st)
         self.teardown(run)
 
+    def test_signal_right_after_exec_is_not_lost(self):
+        # Exec answers once pid 1 has the request, before the command
+        # exists: a forwarded signal sent then waits for the command (it
+        # was dropped by the kernel, or by exec init with no group to pass
+        # it to, and the command ran to its end). Both ways an exec
+        # starts: from the init pid 1 prepared while the run was idle, and
+        # fresh, beside a running exec.
+        run = self.create()
+        for fresh in (False, True):
+            bg = self.ok("Exec", pb.ExecRequest(run_id=run, argv=["/bin/sleep", "60"]),
+                         pb.ExecResponse).exec_id if fresh else None
+            for i in range(8):
+                if not fresh:
+                    time.sleep(0.3)  # idle: pid 1 prepares the next exec's init
+                ex = self.ok("Exec", pb.ExecRequest(run_id=run, argv=["/bin/sleep", "5"]),
+                             pb.ExecResponse).exec_id
+                time.sleep(0.001 * i)
+                self.ok("Signal", pb.SignalRequest(run_id=run, exec_id=ex, signal=15),
+                        pb.SignalResponse)
+                st = self.wait(run, ex)
+                self.assertEqual((pb.ExitReason.Name(st.reason), st.signal),
+                                 ("SIGNALED", 15), (fresh, i, st))
+            if bg:
+                self.ok("Signal", pb.SignalRequest(run_id=run, exec_id=bg), pb.SignalResponse)
+                self.wait(run, bg)
+        self.teardown(run)
+
     def test_run_expiry_keeps_artifacts_until_teardown(self):
         run = self.create(run_seconds=2, script_seconds=2)
         ex = self.exec(run, "echo kept > /out/result.txt; sleep 60")
