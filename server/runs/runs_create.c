@@ -723,7 +723,7 @@ static int create(struct sbx_runs *runs, const struct sbx_identity *who,
 	 * digest: the same image, limits, mounts, network and allowlist),
 	 * unless /data is the caller's own directory (runs_pool.h). From here
 	 * r is the member, with the request's per-run parts. */
-	if (!r->caller_data)
+	if (!r->caller_data && run_register_likely(r, &live, inputs_disk_bytes(r)))
 		r = pool_claim(runs, r);
 	if ((rc = run_register(r, &live, st)) != 0) {
 		if (r->launch == SBX__V1__LAUNCH__LAUNCH_WARM)

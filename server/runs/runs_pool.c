@@ -60,10 +60,11 @@ struct runs_pool {
 	struct pool_shape *shapes;
 	size_t n_shapes;
 	struct pool_member *ready; /* newest first */
-	/* Members to destroy (dead, expired, surplus, a failed claim): the
-	 * thread's work, never a caller's. */
-	struct sbx_run *doomed[64];
-	size_t n_doomed;
+	/* Members to destroy (dead, expired, surplus, a failed claim, a
+	 * shape a reload dropped): the thread's work, never a caller's. A
+	 * list, never full: a member must never stay on `ready` with the
+	 * index of a shape that is gone. */
+	struct pool_member *doomed;
 	uint32_t max_age_s, rate;
 	double tokens;
 	int64_t tokens_at;
@@ -165,11 +166,27 @@ static void fail_shape(struct runs_pool *p, size_t i, const char *why)
  * caller destroys it itself. */
 static bool doom(struct runs_pool *p, struct sbx_run *m)
 {
-	if (!p->started || p->stop || p->n_doomed == SBX_ARRAY_SIZE(p->doomed))
+	struct pool_member *d;
+
+	if (!p->started || p->stop || !(d = calloc(1, sizeof(*d))))
 		return false;
-	p->doomed[p->n_doomed++] = m;
+	d->r = m;
+	d->next = p->doomed;
+	p->doomed = d;
 	pthread_cond_broadcast(&p->cv);
 	return true;
+}
+
+/* Destroys every member of the list and frees it (no lock held). */
+static void destroy_all(struct pool_member *list)
+{
+	while (list) {
+		struct pool_member *mb = list;
+
+		list = mb->next;
+		destroy(mb->r);
+		free(mb);
+	}
 }
 
 /* pid 1 still waits for its claim: no exit, nothing said on the socket
@@ -340,15 +357,12 @@ static void *pool_thread(void *arg)
 		struct pool_member *stale = take_stale(p, now);
 		size_t i;
 
-		if (stale || p->n_doomed) {
-			struct sbx_run *doomed[SBX_ARRAY_SIZE(p->doomed)];
-			size_t n = p->n_doomed;
+		if (stale || p->doomed) {
+			struct pool_member *doomed = p->doomed;
 
-			memcpy(doomed, p->doomed, n * sizeof(*doomed));
-			p->n_doomed = 0;
+			p->doomed = NULL;
 			pthread_mutex_unlock(&p->mu);
-			for (size_t k = 0; k < n; k++)
-				destroy(doomed[k]);
+			destroy_all(doomed);
 			while (stale) {
 				struct pool_member *mb = stale;
 
@@ -505,12 +519,14 @@ bool pool_reload(struct sbx_runs *runs, const struct sbx_config *cfg)
 		if (mb->shape >= SBX_CONFIG_MAX_POOL) {
 			mb->shape -= SBX_CONFIG_MAX_POOL;
 			pp = &mb->next;
-		} else if (doom(p, mb->r)) {
+		} else {
+			/* Its shape is gone: onto the doomed list as it is (the
+			 * thread, or pool_stop, destroys it), never left here. */
 			changed = true;
 			*pp = mb->next;
-			free(mb);
-		} else {
-			pp = &mb->next; /* no thread: destroyed by pool_stop */
+			mb->next = p->doomed;
+			p->doomed = mb;
+			pthread_cond_broadcast(&p->cv);
 		}
 	}
 	for (size_t j = 0; j < p->n_shapes; j++) {
@@ -535,8 +551,7 @@ void pool_stop(struct sbx_runs *runs)
 {
 	struct runs_pool *p = runs->pool;
 	struct pool_member *left;
-	struct sbx_run *doomed[SBX_ARRAY_SIZE(p->doomed)];
-	size_t n_doomed;
+	struct pool_member *doomed;
 	bool join;
 
 	if (!p)
@@ -557,9 +572,8 @@ void pool_stop(struct sbx_runs *runs)
 		p->shapes[mb->shape].ready--;
 		publish_ready(p, mb->shape);
 	}
-	n_doomed = p->n_doomed;
-	memcpy(doomed, p->doomed, n_doomed * sizeof(*doomed));
-	p->n_doomed = 0;
+	doomed = p->doomed;
+	p->doomed = NULL;
 	pthread_mutex_unlock(&p->mu);
 	while (left) {
 		struct pool_member *mb = left;
@@ -568,8 +582,7 @@ void pool_stop(struct sbx_runs *runs)
 		destroy(mb->r);
 		free(mb);
 	}
-	for (size_t k = 0; k < n_doomed; k++)
-		destroy(doomed[k]);
+	destroy_all(doomed);
 }
 
 void pool_free(struct sbx_runs *runs)
@@ -678,7 +691,7 @@ int pool_start_run(struct sbx_run *r, struct sbx_rpc_status *st)
 	return 0;
 }
 
-int pool_health(struct sbx_runs *runs, Sbx__V1__HealthResponse *h)
+int pool_health(struct sbx_runs *runs, bool operator_, Sbx__V1__HealthResponse *h)
 {
 	struct runs_pool *p = runs->pool;
 	int rc = 0;
@@ -698,12 +711,15 @@ int pool_health(struct sbx_runs *runs, Sbx__V1__HealthResponse *h)
 		h->n_pool = i + 1;
 		row->name = strdup(sh->name);
 		row->shape_digest = strdup(sh->digest);
-		row->error = strdup(sh->error);
+		/* The counts over time and the last error (which may name
+		 * this host's ceilings) are operators': claimed would tell
+		 * another identity, by timing, when others create runs. */
+		row->error = strdup(operator_ ? sh->error : "");
 		row->ready = sh->ready;
 		row->size = sh->size;
-		row->built = sh->built;
-		row->failed = sh->failed;
-		row->claimed = sh->claimed;
+		row->built = operator_ ? sh->built : 0;
+		row->failed = operator_ ? sh->failed : 0;
+		row->claimed = operator_ ? sh->claimed : 0;
 		if (!row->name || !row->shape_digest || !row->error)
 			break;
 	}

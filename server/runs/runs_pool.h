@@ -56,7 +56,7 @@ int pool_start_run(struct sbx_run *r, struct sbx_rpc_status *st);
 /* Registry lock held: r's slot and capacity leave the pool's count (a
  * claim, or a member destroyed). */
 void pool_unreserve_locked(struct sbx_run *r);
-/* Health's rows, one per shape. */
-int pool_health(struct sbx_runs *runs, Sbx__V1__HealthResponse *h);
+/* Health's rows, one per shape; the counts and the error for operators only. */
+int pool_health(struct sbx_runs *runs, bool operator_, Sbx__V1__HealthResponse *h);
 
 #endif

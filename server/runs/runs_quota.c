@@ -82,6 +82,17 @@ static uint64_t identity_use(const struct sbx_runs *runs, const char *identity)
 	return sum;
 }
 
+bool quota_fits_locked(struct sbx_runs *runs, const char *identity, uint64_t bytes,
+		       const struct sbx_quotas *q)
+{
+	uint64_t use = q->identity_mb ? identity_use(runs, identity) : 0;
+
+	return (!q->identity_mb ||
+		(use <= q->identity_mb * MIB && q->identity_mb * MIB - use >= bytes)) &&
+	       (!q->host_mb || (runs->disk_charged <= q->host_mb * MIB &&
+				q->host_mb * MIB - runs->disk_charged >= bytes));
+}
+
 int quota_charge(struct sbx_run *r, uint64_t bytes, uint64_t inodes, const char *what,
 		 struct sbx_rpc_status *st)
 {

@@ -16,6 +16,7 @@
 #include "runs_idem.h"
 #include "runs_manager.h"
 #include "runs_pool.h"
+#include "runs_quota.h"
 #include "runs_sweeper.h"
 
 /* Registry lock held: the identity's runs that still hold a sandbox (or
@@ -77,6 +78,20 @@ static bool room_helps(struct sbx_runs *runs, struct sbx_run *r, const struct ca
 	cpu_only.capacity.memory_mb = 0; /* a row without capacity is not checked */
 	return capacity_check_now(&cpu_only, committed, capacity_cost(r->policy), &probe) == 0 &&
 	       capacity_check_now(cap, committed, capacity_cost(r->policy), &probe) < 0;
+}
+
+bool run_register_likely(struct sbx_run *r, const struct runs_live *live, uint64_t disk_bytes)
+{
+	struct sbx_runs *runs = r->runs;
+	bool ok;
+
+	pthread_mutex_lock(&runs->mu);
+	ok = !runs->draining && !runs->operator_drain &&
+	     !idem_taken_locked(runs, r->identity, r->idem_key) &&
+	     count_identity(runs, r->identity) < live->runs_max_per_identity &&
+	     quota_fits_locked(runs, r->identity, disk_bytes, &live->quotas);
+	pthread_mutex_unlock(&runs->mu);
+	return ok;
 }
 
 int run_register(struct sbx_run *r, const struct runs_live *live, struct sbx_rpc_status *st)

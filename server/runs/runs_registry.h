@@ -22,6 +22,14 @@ struct runs_live;
  * when r's idempotency key is taken by then: idem_repeat has the answer. */
 #define RUN_REGISTER_REPEAT 1
 int run_register(struct sbx_run *r, const struct runs_live *live, struct sbx_rpc_status *st);
+/* Whether run_register would take r as far as its caller decides: no
+ * drain, no earlier run of its idempotency key, its identity below its
+ * cap and disk_bytes of inputs within the identity's and the host's disk
+ * quotas. A CreateRun asks before it takes a warm pool member, so that a
+ * caller whose create is refused anyway costs the pool nothing (one that
+ * loops refused creates emptied it for everyone); the host-wide checks
+ * a member passes by its own reservation are run_register's. */
+bool run_register_likely(struct sbx_run *r, const struct runs_live *live, uint64_t disk_bytes);
 /* STARTING -> CREATED: lookups find it from now on. */
 void run_publish(struct sbx_run *r);
 /* Drops the registry's reference: the run is gone for every caller. */

@@ -401,7 +401,7 @@ SBX_HANDLER(health, Sbx__V1__HealthRequest, Sbx__V1__HealthResponse)
 		sbx__v1__health_response__free_unpacked(h, NULL);
 		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	}
-	if (pool_health(runs, h) < 0) {
+	if (pool_health(runs, who->operator, h) < 0) {
 		sbx__v1__health_response__free_unpacked(h, NULL);
 		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	}

@@ -42,6 +42,9 @@ def sandboxes(state):
 
 class Pool(unittest.TestCase):
     def start(self, **config):
+        # The test's own uid (its ipc calls) is an operator: Health's pool
+        # counts are operators' only.
+        config.setdefault("operators", ["uid:%d" % os.getuid()])
         self.srv = Server(**config)
         self.addCleanup(self.srv.cleanup)
         self.c = self.srv.conn()
@@ -146,6 +149,14 @@ class Pool(unittest.TestCase):
         self.assertIn('sbx_runs_created_total{launch="LAUNCH_COLD"} 2', text)
         self.assertIn('sbx_pool_ready{shape="0"} 2', text)
         self.assertEqual((h.pool[0].name, h.pool[0].size, h.pool[0].claimed), ("std", 2, 1))
+        # Another identity sees the shape and what is ready, not the counts
+        # that would tell it when others create runs.
+        with self.srv.conn(tls=True) as bob:
+            code, msg, hb = bob.call("Health", pb.HealthRequest(), pb.HealthResponse,
+                                     token=self.srv.tokens["bob"])
+        self.assertEqual(code, "OK", msg)
+        self.assertEqual((hb.pool[0].name, hb.pool[0].size, hb.pool[0].claimed,
+                          hb.pool[0].built, hb.pool[0].error), ("std", 2, 0, 0, ""))
         self.assertGreaterEqual(h.pool[0].built, 3)
         self.assertTrue(h.pool[0].shape_digest.startswith("sha256:"))
 
@@ -199,6 +210,29 @@ class Pool(unittest.TestCase):
         self.assertGreater(time.time() - seen, 3.4)
         st, out = self.run_sh(created.run_id, "sleep 7.5; echo lived")
         self.assertEqual((pb.ExitReason.Name(st.reason), out), ("EXITED", b"lived\n"), st)
+
+    def test_refused_creates_leave_the_pool_alone(self):
+        # A caller at its cap (or whose create is refused for its own
+        # reasons) loops CreateRun of the pool's policy: refused before
+        # the pool is looked at, so no member is taken and destroyed and
+        # another caller's create is still warm (review: a loop of refused
+        # creates emptied the pool for everyone).
+        self.start(pool=[shape(size=2)], runs_max_per_identity=1)
+        self.wait_ready(2)
+        tls = self.srv.conn(tls=True)
+        self.addCleanup(tls.close)
+        held = self.create(conn=tls, token=self.srv.tokens["bob"], memory_mb=64)
+        refused = 0
+        for _ in range(40):
+            code, msg, _ = tls.call("CreateRun", pb.CreateRunRequest(policy_json=policy_json()),
+                                    pb.CreateRunResponse, token=self.srv.tokens["bob"])
+            refused += code == "RESOURCE_EXHAUSTED"
+        self.assertEqual(refused, 40)
+        h = self.health()
+        self.assertEqual((h.pool[0].ready, h.pool[0].claimed), (2, 0), h.pool)
+        r = self.create(conn=tls, token=self.srv.tokens["alice"])
+        self.assertEqual(r.launch, WARM)
+        self.assertEqual(held.launch, COLD)
 
     def test_size_0_spends_nothing(self):
         srv = self.start(pool=[shape(size=0)])
