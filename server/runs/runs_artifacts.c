@@ -71,6 +71,7 @@
 
 #define FETCH_DEFAULT	  RUN_CHUNK_MAX
 #define FETCH_CURSORS	  8
+#define FETCH_FDS	  2	     /* of them holding their file open (open_remember) */
 #define CURSOR_GAP_MAX	  (8u << 20) /* hashed from the file for a chunk ahead */
 #define CURSOR_WAIT_MS	  2000	     /* the last chunk waits for a busy cursor */
 #define CACHE_MAX	  RUN_LIST_MAX
@@ -907,12 +908,26 @@ static int open_cached(struct sbx_run *r, const char *path)
 	return fd;
 }
 
-/* f (held) keeps fd for the next chunks, if /out is still settled in epoch. */
+/* f (held) keeps fd for the next chunks, if /out is still settled in epoch
+ * and the run's cursors hold fewer than FETCH_FDS files: sbxd's descriptor
+ * budget keeps 16 a run (server/rpc/rpc_server.c, FD_RESERVE), and a
+ * caller that starts fetches and abandons them must not hold more (review:
+ * 8 per run stayed open until teardown). Files of an older epoch, which
+ * no chunk will be served from again, are closed here. */
 static void open_remember(struct sbx_run *r, struct run_fetch *f, int fd, uint64_t epoch)
 {
+	size_t held = 0;
+
 	run_lock(r);
-	if (f->fd < 0 && r->out_fd >= 0 && out_settled(r) && r->out_epoch == epoch &&
-	    (f->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3)) >= 0)
+	for (struct run_fetch *o = r->fetches; o; o = o->next) {
+		if (o->fd >= 0 && o->fd_epoch != r->out_epoch && !o->busy) {
+			close(o->fd);
+			o->fd = -1;
+		}
+		held += o->fd >= 0;
+	}
+	if (f->fd < 0 && held < FETCH_FDS && r->out_fd >= 0 && out_settled(r) &&
+	    r->out_epoch == epoch && (f->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3)) >= 0)
 		f->fd_epoch = epoch;
 	run_unlock(r);
 }

@@ -144,6 +144,24 @@ class Pipelined(ServerTestCase):
                 held.append(t)
         return held
 
+    def test_abandoned_fetches_hold_at_most_two_files(self):
+        # A caller that asks the first chunk of many files and never the
+        # rest: sbxd keeps at most 2 of them open for the run (its budget
+        # of descriptors keeps 16 a run), not one per fetch (review: 8 per
+        # run stayed open until teardown).
+        run = self.ok("CreateRun", pb.CreateRunRequest(
+            policy_json=policy_json(out_mb=64, memory_mb=256)), pb.CreateRunResponse).run_id
+        ex = self.ok("Exec", pb.ExecRequest(run_id=run, argv=[PY, "-c", (
+            "for i in range(12): open('/out/a%02d' % i, 'wb').write(b'y' * (3 << 20))")]),
+            pb.ExecResponse).exec_id
+        self.ok("Wait", pb.WaitRequest(run_id=run, exec_id=ex, timeout_ms=60000),
+                pb.WaitResponse)
+        for i in range(12):
+            self.chunk(run, 0, path="a%02d" % i)
+        held = [t for t in (self.sbxd_holds("a%02d" % i) for i in range(12)) if t]
+        self.assertLessEqual(len(held), 2, held)
+        self.ok("Teardown", pb.TeardownRequest(run_id=run), pb.TeardownResponse)
+
     def test_teardown_leaves_no_file_of_a_fetch_in_progress(self):
         # Chunks after the first reuse the file sbxd opened: a Teardown in
         # the middle of a fetch closes it, and the next chunk is refused.
