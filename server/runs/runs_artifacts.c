@@ -108,6 +108,10 @@ struct run_fetch {
 	struct file_id id;
 	uint64_t epoch;
 	bool live; /* a chunk was read while /out was not settled */
+	/* The file changed under this fetch (another file at a later chunk):
+	 * kept, never advanced again, so that its last chunk says live
+	 * rather than pass off a fresh digest as the bytes sent. */
+	bool changed;
 	bool busy; /* [mu] a worker is hashing with it (it stays in r->fetches) */
 	int fd;	   /* [mu] the file, opened while /out was settled in fd_epoch, or -1 */
 	uint64_t fd_epoch;
@@ -721,9 +725,11 @@ static int read_chunk(int fd, uint8_t *buf, size_t n, uint64_t offset, size_t *g
 /* Takes the cursor of a fetch of this file in progress (marked busy, left
  * in the list), or starts one at offset 0 (in `epoch`), which also starts
  * over one in progress; NULL when neither applies, or when another worker
- * holds it (`wait`: for at most CURSOR_WAIT_MS). */
+ * holds it (`wait`: for at most CURSOR_WAIT_MS). *changed: the fetch in
+ * progress was of another version of the file (its earlier chunks are not
+ * of the file there now). */
 static struct run_fetch *cursor_take(struct sbx_run *r, const char *path, const struct file_id *id,
-				     uint64_t offset, uint64_t epoch, bool wait)
+				     uint64_t offset, uint64_t epoch, bool wait, bool *changed)
 {
 	struct run_fetch *f = NULL, *drop = NULL;
 	int64_t until = sbx_mono_ms() + CURSOR_WAIT_MS;
@@ -737,9 +743,14 @@ static struct run_fetch *cursor_take(struct sbx_run *r, const char *path, const 
 				continue;
 			if ((*p)->busy) {
 				busy = true;
-			} else if (offset == 0 || !same_file(&(*p)->id, id)) {
-				drop = *p; /* started over, or of another file */
+			} else if (offset == 0) {
+				drop = *p; /* started over */
 				*p = drop->next;
+			} else if ((*p)->changed || !same_file(&(*p)->id, id)) {
+				(*p)->changed = *changed = true; /* of another version */
+				if ((*p)->fd >= 0)
+					close((*p)->fd);
+				(*p)->fd = -1;
 			} else {
 				f = *p;
 				f->busy = true;
@@ -940,7 +951,7 @@ static int fetch(struct sbx_run *r, int out_fd, const Sbx__V1__FetchArtifactRequ
 	struct file_id id;
 	struct stat sb;
 	size_t n, got;
-	bool live = false, settled, cached;
+	bool live = false, settled, cached, changed = false;
 	uint64_t epoch;
 	int rc;
 	char sha256[65];
@@ -986,7 +997,7 @@ static int fetch(struct sbx_run *r, int out_fd, const Sbx__V1__FetchArtifactRequ
 	o->eof = req->offset + got >= (uint64_t)sb.st_size || got < n;
 
 	id = file_id(&sb);
-	f = cursor_take(r, req->path, &id, req->offset, epoch, o->eof);
+	f = cursor_take(r, req->path, &id, req->offset, epoch, o->eof, &changed);
 	if (f && settled)
 		open_remember(r, f, fd, epoch);
 	if (cached && o->eof && f) {
@@ -1024,7 +1035,7 @@ static int fetch(struct sbx_run *r, int out_fd, const Sbx__V1__FetchArtifactRequ
 					  req->path);
 	}
 	rc = final_sha256(r, req->path, fd, &sb, f, sha256, &live, st);
-	o->live = live;
+	o->live = live || changed;
 	cursor_end(r, f);
 	if (rc < 0)
 		return -1;
