@@ -139,7 +139,7 @@ class Pipelined(ServerTestCase):
         # the client is told "changed by an exec" (live), not corruption
         # (review: the cursor was dropped and the last chunk said live
         # false).
-        self.assertTrue(last.live, last)
+        self.assertTrue(last.live, "the last chunk says live false")
 
     def sbxd_holds(self, name):
         d = "/proc/%d/fd" % self.srv.proc.pid
