@@ -68,12 +68,12 @@ CONNECTS = r"""
 import errno, socket, time
 def name(e): return errno.errorcode.get(e.errno, e.errno)
 def tcp(fam, addr):
-    t = time.monotonic()
+    # No timeout: refused (ECONNREFUSED) is the answer, not a wait.
     try:
         socket.socket(fam).connect(addr); r = "CONNECTED"
     except OSError as e:
         r = name(e)
-    print(addr[0], r, "fast" if time.monotonic() - t < 5 else "slow")
+    print(addr[0], r)
 tcp(socket.AF_INET, ("192.0.2.1", 443))
 u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 u.settimeout(10)
@@ -265,12 +265,12 @@ class EgressDeny(ServerTestCase):
         run = self.create()
         st, out, err = self.run_argv(run, ["python3", "-c", CONNECTS])
         lines = out.splitlines()
-        self.assertEqual(lines[0], "192.0.2.1 ECONNREFUSED fast", out + err)
+        self.assertEqual(lines[0], "192.0.2.1 ECONNREFUSED", out + err)
         # The datagram was seen; its sender learns at once (port unreachable).
         self.assertEqual(lines[1], "198.51.100.7 ECONNREFUSED", out + err)
         want = ["192.0.2.1:443", "198.51.100.7:123/udp"]
         if os.path.exists("/proc/net/if_inet6"):  # the host has IPv6
-            self.assertEqual(lines[2], "2001:db8::1 ECONNREFUSED fast", out + err)
+            self.assertEqual(lines[2], "2001:db8::1 ECONNREFUSED", out + err)
             self.assertEqual(lines[3], "2001:db8::7 ECONNREFUSED", out + err)
             want += ["[2001:db8::1]:80", "[2001:db8::7]:53/udp"]
         want.append("203.0.113.5:7/udplite")
