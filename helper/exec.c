@@ -129,6 +129,24 @@ struct setup_error {
 	bool in_cwd; /* the setup failure was the chdir to the exec's cwd */
 };
 
+/* Every handler of the command's child back to the default, by the
+ * system call itself: the child shares exec init's memory (CLONE_VM,
+ * spawn_command), and a sanitizer's signal() records the handler in a
+ * table in that memory, so exec init's own table would say SIG_DFL and
+ * its forwarded signals would be dropped. The kernel's sigaction: handler,
+ * flags, restorer, mask (8 bytes). */
+static void default_handlers(void)
+{
+	struct {
+		void (*handler)(int);
+		unsigned long flags;
+		void (*restorer)(void);
+		uint64_t mask;
+	} dfl = {.handler = SIG_DFL};
+	for (int sig = 1; sig < NSIG; sig++)
+		syscall(SYS_rt_sigaction, sig, &dfl, NULL, sizeof(dfl.mask));
+}
+
 /* The child that becomes the command. What goes wrong before execve is
  * written to fd 3 (close-on-exec): a positive errno decides 126 or 127, a
  * negative one is a setup failure. */
@@ -136,8 +154,7 @@ static void run_command(const struct sbx_exec_spec *s, char **envp, int errpipe)
 {
 	sigset_t none;
 	sigemptyset(&none);
-	for (int sig = 1; sig < NSIG; sig++)
-		signal(sig, SIG_DFL);
+	default_handlers();
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	/* A new session: no controlling terminal, so no TIOCSTI into anyone's
 	 * (which the seccomp filter refuses as well). setsid fails only for a
@@ -202,7 +219,8 @@ static int command_main(void *arg)
  * The child has its own files, credentials, limits, cwd and signal
  * handlers (no CLONE_FILES, CLONE_FS, CLONE_SIGHAND, CLONE_THREAD); what it
  * writes to shared memory before execve is only argv[0] (the resolved
- * path), which exec init does not read again. The seccomp filter allows
+ * path), which exec init does not read again (its signal handlers are
+ * reset by system call, default_handlers says why). The seccomp filter allows
  * clone without namespace flags, as it does fork. */
 static pid_t spawn_command(const struct sbx_exec_spec *s, char **envp, int errpipe)
 {
