@@ -769,12 +769,16 @@ static int create(struct sbx_runs *runs, const struct sbx_identity *who,
 	if (respond(r, resp, st) < 0) {
 		struct sbx_rpc_status ignored;
 
+		/* Held: once published, the drain may take and free it first. */
+		run_ref(r);
 		run_publish(r);
 		if (run_claim(r, &ignored) == 0)
 			run_teardown(r, NULL, &ignored);
+		run_unref(r);
 		return -1;
 	}
-	run_publish(r);
+	/* Written before the run is published: from then on a teardown or the
+	 * drain on another thread may free it. */
 	run_audit(r, "run_created",
 		  json_pack("{s:s, s:s, s:I, s:s?, s:i, s:i, s:s?, s:s}", "image", r->policy->image,
 			    "image_digest", r->image_digest, "deadline_unix_ms",
@@ -784,6 +788,7 @@ static int create(struct sbx_runs *runs, const struct sbx_identity *who,
 			    r->idem_key[0] ? r->idem_key : NULL, "launch",
 			    r->launch == SBX__V1__LAUNCH__LAUNCH_WARM ? "warm" : "cold"));
 	sbx_metrics_add(SBX_M_CREATES, (size_t)r->launch, 1);
+	run_publish(r);
 	return 0;
 }
 
