@@ -70,6 +70,13 @@ int sbx_out_reader_open(struct sbx_out_reader *r, const char *rel, int flags, st
 	if (n < 0)
 		return sbx_fail_errnum(err, saved == EAGAIN ? ETIMEDOUT : saved, "/out reader: %s",
 				       rel);
+	/* The open worked, but the kernel had no free descriptor of ours to
+	 * put its file in (MSG_CTRUNC, none came): a shortage of ours, to be
+	 * retried, not a reader gone wrong. */
+	if (n == (ssize_t)sizeof(a) && a.errnum == 0 && nfds == 0 && (mflags & MSG_CTRUNC) &&
+	    !(mflags & MSG_TRUNC))
+		return sbx_fail_errnum(err, EMFILE, "/out/%s: no descriptor free to receive it",
+				       rel);
 	if (n != (ssize_t)sizeof(a) || (mflags & (MSG_TRUNC | MSG_CTRUNC)) ||
 	    nfds != (a.errnum ? 0u : 1u)) {
 		sbx_close_fds(fds, nfds);
