@@ -496,7 +496,8 @@ class SbxdTest(ServerTestCase):
         self.assertTrue(processes_with("sleep 999.5"))
         self.teardown(run)
         self.assertEqual(processes_with("sleep 999.5"), [])
-        self.assertEqual(processes_with(self.srv.state), [])
+        # This run's: a run another test left behind is not this one's.
+        self.assertEqual(processes_with(os.path.join(self.srv.state, "runs", run) + "/"), [])
         self.assertFalse(os.path.exists(os.path.join(self.srv.state, "runs", run)))
         if cg is not None:
             self.assertEqual(stale_run_cgroups(), cg)
