@@ -210,6 +210,22 @@ static int command_main(void *arg)
 	return 127;
 }
 
+/* ThreadSanitizer's clone() takes every clone for a fork and does its
+ * fork bookkeeping in the child: in a child sharing exec init's memory
+ * that bookkeeping is exec init's, which then never ran a deferred signal
+ * handler again (a forwarded signal was lost). Under it the child gets a
+ * copy of the memory instead, as fork's. */
+#if defined(__SANITIZE_THREAD__)
+#define SPAWN_CLONE_VM 0
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SPAWN_CLONE_VM 0
+#endif
+#endif
+#ifndef SPAWN_CLONE_VM
+#define SPAWN_CLONE_VM CLONE_VM
+#endif
+
 /* The command's process shares exec init's memory until its execve
  * (CLONE_VM | CLONE_VFORK, as posix_spawn does), on a stack of its own:
  * no copy of exec init's page tables and no copy-on-write faults, which
@@ -233,7 +249,8 @@ static pid_t spawn_command(const struct sbx_exec_spec *s, char **envp, int errpi
 	sigset_t all, old;
 	sigfillset(&all);
 	sigprocmask(SIG_SETMASK, &all, &old);
-	pid_t pid = clone(command_main, (char *)stack + size, CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
+	pid_t pid =
+	    clone(command_main, (char *)stack + size, SPAWN_CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
 	int e = errno;
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	munmap(stack, size);
