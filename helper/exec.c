@@ -464,10 +464,12 @@ __attribute__((noreturn)) static void exec_init_command(const struct sbx_exec_sp
 	sbx_phase_mark(SBX_PHASE_CONFINED);
 
 	struct sigaction sa = {.sa_handler = forward_signal, .sa_flags = SA_RESTART};
-	static const int forwarded[] = {SBX_FORWARDED_SIGNALS};
+	sigset_t none, held;
 	sigfillset(&sa.sa_mask);
-	for (size_t i = 0; i < SBX_ARRAY_SIZE(forwarded); i++)
-		sigaction(forwarded[i], &sa, NULL);
+	forwarded_set(&held);
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sigismember(&held, sig) == 1)
+			sigaction(sig, &sa, NULL);
 	/* The mask is inherited from whoever started the helper (and the
 	 * helper blocks a few for its signalfd): nothing blocked but the
 	 * forwarded signals, which stay blocked, as they were from this
@@ -475,9 +477,7 @@ __attribute__((noreturn)) static void exec_init_command(const struct sbx_exec_sp
 	 * exists: one sent meanwhile waits pending instead of being lost (the
 	 * kernel drops an unhandled, unblocked signal to a namespace's init,
 	 * and forward_signal had no group to pass it to). */
-	sigset_t none, held;
 	sigemptyset(&none);
-	forwarded_set(&held);
 	sigprocmask(SIG_SETMASK, &held, NULL);
 
 	struct sbx_exec_report starting = {.kind = SBX_EXEC_STARTING};

@@ -82,15 +82,19 @@ static uint64_t identity_use(const struct sbx_runs *runs, const char *identity)
 	return sum;
 }
 
+/* Whether bytes more fit under a limit of max_mb (0: none) with used in use. */
+static bool under_limit(uint64_t used, uint64_t max_mb, uint64_t bytes)
+{
+	return !max_mb || (used <= max_mb * MIB && max_mb * MIB - used >= bytes);
+}
+
 bool quota_fits_locked(struct sbx_runs *runs, const char *identity, uint64_t bytes,
 		       const struct sbx_quotas *q)
 {
 	uint64_t use = q->identity_mb ? identity_use(runs, identity) : 0;
 
-	return (!q->identity_mb ||
-		(use <= q->identity_mb * MIB && q->identity_mb * MIB - use >= bytes)) &&
-	       (!q->host_mb || (runs->disk_charged <= q->host_mb * MIB &&
-				q->host_mb * MIB - runs->disk_charged >= bytes));
+	return under_limit(use, q->identity_mb, bytes) &&
+	       under_limit(runs->disk_charged, q->host_mb, bytes);
 }
 
 int quota_charge(struct sbx_run *r, uint64_t bytes, uint64_t inodes, const char *what,
@@ -105,9 +109,9 @@ int quota_charge(struct sbx_run *r, uint64_t bytes, uint64_t inodes, const char 
 		return -1;
 	pthread_mutex_lock(&runs->mu);
 	if (q->identity_mb) {
-		uint64_t use = identity_use(runs, r->identity), max = q->identity_mb * MIB;
+		uint64_t use = identity_use(runs, r->identity);
 
-		if (use > max || max - use < bytes)
+		if (!under_limit(use, q->identity_mb, bytes))
 			rc = sbx_rpc_fail(
 			    st, SBX__V1__CODE__RESOURCE_EXHAUSTED,
 			    "%s: %llu bytes would take %s over its disk quota of %llu "
@@ -115,9 +119,7 @@ int quota_charge(struct sbx_run *r, uint64_t bytes, uint64_t inodes, const char 
 			    what, (unsigned long long)bytes, r->identity,
 			    (unsigned long long)q->identity_mb, (unsigned long long)use);
 	}
-	if (!rc && q->host_mb &&
-	    (runs->disk_charged > q->host_mb * MIB ||
-	     q->host_mb * MIB - runs->disk_charged < bytes))
+	if (!rc && !under_limit(runs->disk_charged, q->host_mb, bytes))
 		rc = sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED,
 				  "%s: %llu bytes would take this host over its disk quota of "
 				  "%llu MiB (config quotas.host_mb; %llu bytes in use)",
