@@ -264,32 +264,6 @@ static void on_signal(int sig)
 		kill(stage_pid, SIGTERM);
 }
 
-/* bench_run's fork+exec+wait, except that an interrupt does not kill the
- * program: it gets SIGTERM (on_signal) and we wait for it to clean up. */
-static double run_program(char *const *argv, int in, int out, int *status)
-{
-	fflush(NULL);
-	double t0 = bench_now_ms();
-	pid_t pid = fork();
-	if (pid < 0)
-		bench_die_errno("fork");
-	if (pid == 0) {
-		if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0)
-			_exit(127);
-		execv(argv[0], argv);
-		dprintf(STDERR_FILENO, "%s: exec %s: %s\n", PROG, argv[0], strerror(errno));
-		_exit(127);
-	}
-	stage_pid = pid;
-	if (bench_interrupted) /* a signal before stage_pid was set */
-		kill(pid, SIGTERM);
-	while (waitpid(pid, status, 0) < 0)
-		if (errno != EINTR)
-			bench_die_errno("waitpid");
-	stage_pid = -1;
-	return bench_now_ms() - t0;
-}
-
 /* Runs a stage's program with --json; its stdout is parsed, its stderr
  * (progress) is ours. */
 static void run_stage(struct stage *s, bool quick)
@@ -340,7 +314,7 @@ static void run_stage(struct stage *s, bool quick)
 		bench_die_errno("memfd_create");
 	bench_note("== %s: %s", s->name, bench_argv_str(argv));
 	int status;
-	double ms = run_program(argv, null, out, &status);
+	double ms = bench_run_stage(argv, null, out, &bench_interrupted, &stage_pid, &status);
 	s->ran = true;
 	bench_check_interrupt();
 	if (status != 0) {

@@ -129,8 +129,12 @@ void bench_add_arg(char **argv, size_t *n, const char *a)
 	argv[*n] = NULL;
 }
 
-double bench_run(char *const *argv, char *const *env, const char *dir, int in, int out, int err,
-		 volatile sig_atomic_t *stop, int *status)
+/* bench_run and bench_run_stage: with running, the child dies by SIGTERM
+ * with us (it cleans up), its pid is in *running while it runs, and an
+ * interrupt does not kill it (the caller's handler passes SIGTERM on; we
+ * wait). Without, an interrupt (*stop) kills it. */
+static double run_child(char *const *argv, char *const *env, const char *dir, int in, int out,
+			int err, volatile sig_atomic_t *stop, volatile pid_t *running, int *status)
 {
 	_cleanup_close_pair_ int ep[2] = SBX_PAIR_INIT; /* the child's exec errno */
 
@@ -144,8 +148,8 @@ double bench_run(char *const *argv, char *const *env, const char *dir, int in, i
 	if (pid == 0) {
 		int e = 0;
 
-		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 ||
-		    dup2(err, 2) < 0 || (dir && chdir(dir) < 0)) {
+		if (prctl(PR_SET_PDEATHSIG, running ? SIGTERM : SIGKILL) < 0 || dup2(in, 0) < 0 ||
+		    dup2(out, 1) < 0 || dup2(err, 2) < 0 || (dir && chdir(dir) < 0)) {
 			e = errno;
 		} else {
 			execvpe(argv[0], argv, env);
@@ -157,25 +161,48 @@ double bench_run(char *const *argv, char *const *env, const char *dir, int in, i
 	}
 	sbx_closep(&ep[1]);
 	ep[1] = -1;
-	while (waitpid(pid, status, 0) < 0) {
-		if (errno != EINTR || (stop && *stop)) {
-			int e = errno;
-			kill(pid, SIGKILL);
-			waitpid(pid, NULL, 0);
-			if (e != EINTR) {
-				errno = e;
-				bench_die_errno("waitpid");
-			}
-			bench_die("interrupted");
-		}
+	if (running) {
+		*running = pid;
+		if (stop && *stop) /* a signal before *running was set */
+			kill(pid, SIGTERM);
 	}
+	while (waitpid(pid, status, 0) < 0) {
+		if (errno == EINTR && (running || !stop || !*stop))
+			continue;
+		int e = errno;
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		if (e != EINTR) {
+			errno = e;
+			bench_die_errno("waitpid");
+		}
+		bench_die("interrupted");
+	}
+	if (running)
+		*running = -1;
 	double t1 = bench_now_ms();
 	int e;
 	if (read(ep[0], &e, sizeof(e)) == (ssize_t)sizeof(e)) {
 		errno = e;
-		bench_die_errno("cannot execute %s (command: %s)", argv[0], bench_argv_str(argv));
+		if (!running)
+			bench_die_errno("cannot execute %s (command: %s)", argv[0],
+					bench_argv_str(argv));
+		/* A stage that cannot start is that stage's failure (exit 127). */
+		fprintf(stderr, "cannot execute %s: %s\n", argv[0], strerror(e));
 	}
 	return t1 - t0;
+}
+
+double bench_run(char *const *argv, char *const *env, const char *dir, int in, int out, int err,
+		 volatile sig_atomic_t *stop, int *status)
+{
+	return run_child(argv, env, dir, in, out, err, stop, NULL, status);
+}
+
+double bench_run_stage(char *const *argv, int in, int out, volatile sig_atomic_t *stop,
+		       volatile pid_t *running, int *status)
+{
+	return run_child(argv, environ, NULL, in, out, STDERR_FILENO, stop, running, status);
 }
 
 /* Appends to buf[size], truncating; *len counts what would have been written. */

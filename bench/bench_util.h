@@ -62,6 +62,13 @@ void bench_on_signals(void (*handler)(int));
 double bench_run(char *const *argv, char *const *env, const char *dir, int in, int out, int err,
 		 volatile sig_atomic_t *stop, int *status);
 
+/* bench_run for a program that cleans up after itself (a stage of
+ * sbx-bench): stderr is ours, it gets SIGTERM rather than SIGKILL if we
+ * die, *running holds its pid while it runs (for a signal handler to pass
+ * SIGTERM on), and an interrupt (*stop) does not kill it: we wait for it. */
+double bench_run_stage(char *const *argv, int in, int out, volatile sig_atomic_t *stop,
+		       volatile pid_t *running, int *status);
+
 /* Forks argv[0] with argv (and env; NULL: ours), stdin on /dev/null,
  * stdout and stderr into logfile, in its own process group (a ^C reaches
  * us, and we stop it); it gets SIGTERM if we die. For the daemons a
