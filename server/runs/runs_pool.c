@@ -71,6 +71,10 @@ struct runs_pool {
 	int64_t last_claim; /* monotonic */
 	pthread_t thread;
 	bool started, stop;
+	/* Set by a reload: the thread compares every member's digest with
+	 * what a CreateRun of its shape has now (idle_seconds_default and
+	 * limits_max are part of it). */
+	bool recheck;
 };
 
 /* ---- accounting (registry lock) ---- */
@@ -346,6 +350,60 @@ static void build_one(struct sbx_runs *runs, size_t i, const char *name, const c
 	pthread_mutex_unlock(&p->mu);
 }
 
+/* The effective digest a CreateRun of json has under the settings now
+ * ("" when it is refused: the shape's next build says why). */
+static void digest_now(struct sbx_runs *runs, const char *json, char *out, size_t size)
+{
+	const struct runs_live live = runs_live(runs);
+	struct sbx_run *m = run_alloc(runs);
+	struct sbx_rpc_status st = {0};
+
+	out[0] = '\0';
+	if (m && create_prepare(m, json, &live, &st) == 0)
+		snprintf(out, size, "%s", m->policy_digest);
+	if (m)
+		destroy(m);
+}
+
+/* The pool's lock held, dropped while digests are computed: members whose
+ * digest a reload changed (no CreateRun would match them) go to the
+ * doomed list, and their shape builds anew. */
+static void recheck_digests(struct sbx_runs *runs)
+{
+	struct runs_pool *p = runs->pool;
+
+	p->recheck = false;
+	for (size_t i = 0; i < p->n_shapes && !p->stop && !p->recheck; i++) {
+		_cleanup_free_ char *json = strdup(p->shapes[i].policy_json);
+		char name[sizeof(p->shapes[i].name)], digest[sizeof(p->shapes[i].digest)];
+
+		if (!json || !p->shapes[i].ready)
+			continue;
+		memcpy(name, p->shapes[i].name, sizeof(name));
+		pthread_mutex_unlock(&p->mu);
+		digest_now(runs, json, digest, sizeof(digest));
+		pthread_mutex_lock(&p->mu);
+		/* A reload meanwhile moved or dropped it: it is rechecked again. */
+		if (i >= p->n_shapes || strcmp(p->shapes[i].name, name) ||
+		    strcmp(p->shapes[i].policy_json, json) || !digest[0])
+			continue;
+		snprintf(p->shapes[i].digest, sizeof(p->shapes[i].digest), "%s", digest);
+		for (struct pool_member **pp = &p->ready; *pp;) {
+			struct pool_member *mb = *pp;
+
+			if (mb->shape != i || !strcmp(mb->r->policy_digest, digest)) {
+				pp = &mb->next;
+				continue;
+			}
+			*pp = mb->next;
+			p->shapes[i].ready--;
+			publish_ready(p, i);
+			mb->next = p->doomed;
+			p->doomed = mb;
+		}
+	}
+}
+
 static void *pool_thread(void *arg)
 {
 	struct sbx_runs *runs = arg;
@@ -371,6 +429,10 @@ static void *pool_thread(void *arg)
 				free(mb);
 			}
 			pthread_mutex_lock(&p->mu);
+			continue;
+		}
+		if (p->recheck) {
+			recheck_digests(runs);
 			continue;
 		}
 		refill(p, now);
@@ -539,6 +601,7 @@ bool pool_reload(struct sbx_runs *runs, const struct sbx_config *cfg)
 	p->n_shapes = cfg->n_pool;
 	p->max_age_s = cfg->pool_max_age_seconds;
 	p->rate = cfg->pool_builds_per_second;
+	p->recheck = p->ready != NULL;
 	for (size_t i = 0; i < SBX_METRICS_POOL_SHAPES; i++)
 		sbx_metrics_set(SBX_M_POOL_READY, i, i < p->n_shapes ? p->shapes[i].ready : 0);
 	start_locked(runs);

@@ -340,6 +340,30 @@ class Pool(unittest.TestCase):
             time.sleep(0.05)
         self.assertEqual(list(self.health().pool), [])
 
+    def test_a_reload_that_changes_the_effective_digest_rebuilds_the_members(self):
+        # The shape's policy is the same, but its effective digest holds
+        # the lease sbxd fills in (idle_seconds_default): the member built
+        # before the reload would match no CreateRun, and held its slot
+        # until it aged out.
+        srv = self.start(pool=[shape(size=1)], idle_seconds_default=300)
+        old = self.wait_ready(1).pool[0].shape_digest
+        before = sandboxes(srv.state)
+        srv.edit_config(idle_seconds_default=400)
+        srv.proc.send_signal(signal.SIGHUP)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            h = self.health()
+            if h.pool[0].shape_digest != old and h.pool[0].ready == 1:
+                break
+            time.sleep(0.05)
+        self.assertNotEqual(h.pool[0].shape_digest, old, srv.log_tail())
+        self.assertEqual(h.pool[0].ready, 1)
+        self.assertFalse(before & sandboxes(srv.state), "the stale member is still there")
+        r = self.create()
+        self.assertEqual((r.launch, r.policy_digest), (WARM, h.pool[0].shape_digest))
+        self.assertEqual(r.effective_policy.limits.idle_seconds, 400)
+        self.teardown(r.run_id)
+
     def test_a_drain_destroys_the_members(self):
         srv = self.start(pool=[shape(size=2)])
         self.wait_ready(2)
