@@ -92,6 +92,11 @@ struct init_state {
 	/* A HelperClaimRequest was taken, or an exec was asked for: the run
 	 * clock is the run's from then on and never restarts. */
 	bool clock_fixed;
+	/* Ended execs' leaves, empty, not yet removed: their rmdir (several
+	 * hierarchies on v1, ~20 ms on a loaded host) waits until the next
+	 * exec init is being prepared and no request waits (remove_stale). */
+	char stale[MAX_EXECS][48];
+	size_t n_stale;
 };
 
 static void send_msg(struct init_state *st, Sbx__V1__HelperMessage *m, const int *fds, size_t nfds)
@@ -500,12 +505,27 @@ static void end_as_forced(Sbx__V1__ExecEnded *e, const struct exec_slot *slot)
 	e->message = slot->why[0] ? (char *)slot->why : NULL;
 }
 
-/* The slot's cgroup leaf (its fds closed already), and the slot with it. */
+/* The slot's cgroup leaf (its fds closed already), and the slot with it:
+ * the leaf is empty (exec init reaped, the pid namespace's last process
+ * with it), so it counts nothing and limits nothing any more; its rmdir is
+ * put off (remove_stale), or done here when too many wait. Names are never
+ * reused (exec-N, prep-N count up), and leaves left at pid 1's end go with
+ * the run's cgroup. */
 static void remove_leaf(struct init_state *st, struct exec_slot *slot)
 {
-	if (st->ctx->run->mode != SBX_CG_NONE)
+	if (st->ctx->run->mode != SBX_CG_NONE && st->n_stale < MAX_EXECS)
+		snprintf(st->stale[st->n_stale++], sizeof(st->stale[0]), "%s", slot->cg_name);
+	else if (st->ctx->run->mode != SBX_CG_NONE)
 		sbx_cgroup_remove(st->ctx->run, slot->cg_name, &(struct sbx_err){0});
 	slot->used = false;
+}
+
+/* The put-off rmdirs, one by one, while no request waits: a request that
+ * came meanwhile goes first, the rest wait for the next round. */
+static void remove_stale(struct init_state *st)
+{
+	while (st->n_stale > 0 && !ctl_pending(st->ctx->ctl))
+		sbx_cgroup_remove(st->ctx->run, st->stale[--st->n_stale], &(struct sbx_err){0});
 }
 
 static void finish_exec(struct init_state *st, struct exec_slot *slot, int init_status)
@@ -772,6 +792,7 @@ void sbx_init_main(struct sbx_init_ctx *ctx)
 
 	for (;;) {
 		maybe_prepare(&st, any_running(&st));
+		remove_stale(&st);
 		struct pollfd pfd[2 + MAX_EXECS] = {{.fd = ctx->ctl, .events = POLLIN},
 						    {.fd = sfd, .events = POLLIN}};
 		struct exec_slot *awaiting[MAX_EXECS];
