@@ -57,6 +57,12 @@ struct exec_slot {
 	 * reap only cleans up. */
 	int64_t end_by_ms;
 	bool ended_sent;
+	/* Exec init's mount namespace, held from its spawn: its last
+	 * reference is let go here, off the exec's end (remove_stale), not in
+	 * exec init's exit, where tearing down its mounts waits for an RCU
+	 * grace period before pid 1 can reap it and report the end. -1: not
+	 * held (the open failed; the exit pays it as before). */
+	int mnt_ns;
 	struct sbx_cgroup cg;
 	char cg_name[48];
 	int64_t start_ms;
@@ -76,6 +82,7 @@ struct prepared {
 	pid_t pid;    /* 0: none */
 	bool dropped; /* killed by pid 1 (a claim that failed): reap, no more */
 	int report_fd;
+	int mnt_ns; /* as exec_slot's */
 	struct sbx_cgroup cg;
 	char cg_name[48];
 	uint64_t n;
@@ -92,6 +99,14 @@ struct init_state {
 	/* A HelperClaimRequest was taken, or an exec was asked for: the run
 	 * clock is the run's from then on and never restarts. */
 	bool clock_fixed;
+	/* Ended execs' leaves, empty, not yet removed: their rmdir (several
+	 * hierarchies on v1, ~20 ms on a loaded host) waits until the next
+	 * exec init is being prepared and no request waits (remove_stale). */
+	struct {
+		char leaf[48]; /* "": none (no cgroup) */
+		int mnt_ns;    /* exec_slot's, or -1 */
+	} stale[MAX_EXECS];
+	size_t n_stale;
 };
 
 static void send_msg(struct init_state *st, Sbx__V1__HelperMessage *m, const int *fds, size_t nfds)
@@ -238,7 +253,8 @@ static struct sbx_exec_spec base_spec(const struct init_state *st)
  * exec's limits), its end of the report socket in *report_fd; spec has
  * the rest. Returns its pid, or -1 with nothing left behind. */
 static pid_t spawn_exec_init(struct init_state *st, struct sbx_exec_spec *spec, const char *name,
-			     struct sbx_cgroup *cg, int *report_fd, struct sbx_err *err)
+			     struct sbx_cgroup *cg, int *report_fd, int *mnt_ns,
+			     struct sbx_err *err)
 {
 	_cleanup_close_pair_ int report[2] = SBX_PAIR_INIT;
 	pid_t pid = -1;
@@ -264,6 +280,11 @@ static pid_t spawn_exec_init(struct init_state *st, struct sbx_exec_spec *spec, 
 	if (pid < 0)
 		goto fail;
 	*report_fd = sbx_steal_fd(report[0]);
+	/* Before exec init can be gone (it waits for its claim, or its
+	 * command, at the least): the pid is still exec init's. */
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)pid);
+	*mnt_ns = open(path, O_RDONLY | O_CLOEXEC);
 	return pid;
 fail:
 	sbx_cgroup_close(cg);
@@ -279,7 +300,8 @@ static void prepare_exec(struct init_state *st)
 	struct sbx_err err;
 	spec.prepared = true;
 	snprintf(pr->cg_name, sizeof(pr->cg_name), "prep-%llu", (unsigned long long)++pr->n);
-	pid_t pid = spawn_exec_init(st, &spec, pr->cg_name, &pr->cg, &pr->report_fd, &err);
+	pid_t pid =
+	    spawn_exec_init(st, &spec, pr->cg_name, &pr->cg, &pr->report_fd, &pr->mnt_ns, &err);
 	if (pid < 0) {
 		st->prep_off = true;
 		return;
@@ -309,6 +331,7 @@ static bool claim_prepared(struct init_state *st, struct exec_slot *slot,
 	}
 	slot->pid = pr->pid;
 	slot->report_fd = sbx_steal_fd(pr->report_fd);
+	slot->mnt_ns = sbx_steal_fd(pr->mnt_ns);
 	slot->cg = pr->cg;
 	snprintf(slot->cg_name, sizeof(slot->cg_name), "%s", pr->cg_name);
 	pr->pid = 0;
@@ -324,6 +347,8 @@ static bool reap_prepared(struct init_state *st, pid_t pid)
 		return false;
 	if (pr->report_fd >= 0)
 		close(sbx_steal_fd(pr->report_fd));
+	if (pr->mnt_ns >= 0)
+		close(sbx_steal_fd(pr->mnt_ns));
 	sbx_cgroup_close(&pr->cg);
 	if (st->ctx->run->mode != SBX_CG_NONE)
 		sbx_cgroup_remove(st->ctx->run, pr->cg_name, &(struct sbx_err){0});
@@ -384,6 +409,7 @@ static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, i
 	memset(slot, 0, sizeof(*slot));
 	sbx_cgroup_init(&slot->cg);
 	slot->report_fd = -1;
+	slot->mnt_ns = -1;
 	/* argv must be NULL-terminated for execve: protobuf-c's array is not. */
 	argv = calloc(req->n_argv + 1, sizeof(char *));
 	if (!argv) {
@@ -405,8 +431,8 @@ static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, i
 		memcpy(spec.stdio, fds, sizeof(spec.stdio));
 		snprintf(slot->cg_name, sizeof(slot->cg_name), "exec-%llu",
 			 (unsigned long long)req->exec_id);
-		slot->pid =
-		    spawn_exec_init(st, &spec, slot->cg_name, &slot->cg, &slot->report_fd, &err);
+		slot->pid = spawn_exec_init(st, &spec, slot->cg_name, &slot->cg, &slot->report_fd,
+					    &slot->mnt_ns, &err);
 		if (slot->pid < 0) {
 			send_setup_failed(st, req->exec_id, err.msg);
 			return;
@@ -500,12 +526,41 @@ static void end_as_forced(Sbx__V1__ExecEnded *e, const struct exec_slot *slot)
 	e->message = slot->why[0] ? (char *)slot->why : NULL;
 }
 
-/* The slot's cgroup leaf (its fds closed already), and the slot with it. */
+/* The slot's cgroup leaf (its fds closed already), and the slot with it:
+ * the leaf is empty (exec init reaped, the pid namespace's last process
+ * with it), so it counts nothing and limits nothing any more; its rmdir is
+ * put off (remove_stale), or done here when too many wait. Names are never
+ * reused (exec-N, prep-N count up), and leaves left at pid 1's end go with
+ * the run's cgroup. */
 static void remove_leaf(struct init_state *st, struct exec_slot *slot)
 {
-	if (st->ctx->run->mode != SBX_CG_NONE)
-		sbx_cgroup_remove(st->ctx->run, slot->cg_name, &(struct sbx_err){0});
+	bool leaf = st->ctx->run->mode != SBX_CG_NONE;
+	if (st->n_stale < MAX_EXECS) {
+		snprintf(st->stale[st->n_stale].leaf, sizeof(st->stale[0].leaf), "%s",
+			 leaf ? slot->cg_name : "");
+		st->stale[st->n_stale++].mnt_ns = sbx_steal_fd(slot->mnt_ns);
+	} else {
+		if (leaf)
+			sbx_cgroup_remove(st->ctx->run, slot->cg_name, &(struct sbx_err){0});
+		if (slot->mnt_ns >= 0)
+			close(sbx_steal_fd(slot->mnt_ns));
+	}
 	slot->used = false;
+}
+
+/* The put-off rmdirs and mount namespaces, one exec's at a time, while no
+ * request waits: a request that came meanwhile goes first, the rest wait
+ * for the next round. */
+static void remove_stale(struct init_state *st)
+{
+	while (st->n_stale > 0 && !ctl_pending(st->ctx->ctl)) {
+		st->n_stale--;
+		if (st->stale[st->n_stale].mnt_ns >= 0)
+			close(st->stale[st->n_stale].mnt_ns);
+		if (st->stale[st->n_stale].leaf[0])
+			sbx_cgroup_remove(st->ctx->run, st->stale[st->n_stale].leaf,
+					  &(struct sbx_err){0});
+	}
 }
 
 static void finish_exec(struct init_state *st, struct exec_slot *slot, int init_status)
@@ -772,6 +827,7 @@ void sbx_init_main(struct sbx_init_ctx *ctx)
 
 	for (;;) {
 		maybe_prepare(&st, any_running(&st));
+		remove_stale(&st);
 		struct pollfd pfd[2 + MAX_EXECS] = {{.fd = ctx->ctl, .events = POLLIN},
 						    {.fd = sfd, .events = POLLIN}};
 		struct exec_slot *awaiting[MAX_EXECS];

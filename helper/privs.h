@@ -14,6 +14,11 @@
  * execve, no_new_privs, and not dumpable (no /proc/PID peeking by the
  * exec's own children at the process that set them up). */
 int sbx_privs_drop(struct sbx_err *err);
+/* The bounding set's part, which sbx_privs_drop expects done (it fails
+ * otherwise): every capability out of it. Alone it takes nothing the
+ * process holds, only what an execve could give; exec init does it before
+ * its claim, so that a prepared one has it done ahead. */
+int sbx_privs_drop_bounding(struct sbx_err *err);
 
 /* RLIMIT_CORE 0, bounded RLIMIT_NOFILE, and the per-user limits the host
  * shares, always; with `fallback` (no cgroup) also RLIMIT_CPU and

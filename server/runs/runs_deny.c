@@ -414,12 +414,10 @@ void watch_pump(struct sbx_run *r, struct run_exec *e)
 	}
 }
 
-void deny_close(struct run_exec *e)
+void deny_release(struct run_exec *e, int fds[2])
 {
-	if (e->deny_fd >= 0)
-		close(e->deny_fd);
-	if (e->watch_fd >= 0)
-		close(e->watch_fd);
+	fds[0] = e->deny_fd;
+	fds[1] = e->watch_fd;
 	e->deny_fd = e->watch_fd = -1;
 }
 

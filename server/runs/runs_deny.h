@@ -23,8 +23,12 @@ void deny_pump(struct sbx_run *r, struct run_exec *e);
 /* mu not held: records what waits on e's connect watch, within the same
  * budget; the first attempt writes the notice. */
 void watch_pump(struct sbx_run *r, struct run_exec *e);
-/* mu held: the exec is done; its resolver and connect watch are closed. */
-void deny_close(struct run_exec *e);
+/* mu held: the exec is done; its resolver and connect watch leave it, in
+ * fds[0] and fds[1] (-1 where none), for the caller to close once the lock
+ * is let go: the last close of a packet socket waits for an RCU grace
+ * period (synchronize_net, milliseconds on a loaded host), and an Exec of
+ * the same run would wait on the lock all that while. */
+void deny_release(struct run_exec *e, int fds[2]);
 /* The audit fields of e's attempts (a json_t object), NULL if none. */
 void *deny_audit(const struct run_exec *e);
 

@@ -37,6 +37,8 @@
 #define TICK_MAX_MS 1000
 #define CTL_BATCH   64
 
+#define CLOSING_MAX 16 /* fds of done execs closed per round after the lock */
+
 #define SLOT_DENY  2 /* an exec's deny resolver (runs_deny.h), beside its two streams */
 #define SLOT_WATCH 3 /* and its connect watch */
 
@@ -54,6 +56,10 @@ struct monitor {
 	size_t line_len;
 	bool egress_closed; /* the sandbox is over: so is the run's egress */
 	int64_t deny_next;  /* monotonic: when a spent deny budget refills */
+	/* Done execs' deny resolvers and connect watches, closed once the
+	 * run's lock is let go (deny_release says why). */
+	int closing[CLOSING_MAX];
+	size_t n_closing;
 };
 
 static Sbx__V1__ExitReason public_reason(enum sbx_ctl_end end)
@@ -463,9 +469,18 @@ static size_t build(struct sbx_run *r, struct monitor *m) REQUIRES(r->mu)
 
 	m->deny_next = INT64_MAX;
 	for (struct run_exec *e = r->execs; e; e = e->next) {
-		/* Done: whatever could ask is gone. */
-		if (e->done)
-			deny_close(e);
+		/* Done: whatever could ask is gone. Past what this round
+		 * can hold (many execs done at once), closed right here. */
+		if (e->done && (e->deny_fd >= 0 || e->watch_fd >= 0)) {
+			int fds[2];
+
+			deny_release(e, fds);
+			for (int i = 0; i < 2; i++)
+				if (fds[i] >= 0 && m->n_closing < CLOSING_MAX)
+					m->closing[m->n_closing++] = fds[i];
+				else if (fds[i] >= 0)
+					close(fds[i]);
+		}
 		streams += (e->out[0].pipe >= 0) + (e->out[1].pipe >= 0) + (e->deny_fd >= 0) +
 			   (e->watch_fd >= 0);
 	}
@@ -522,6 +537,9 @@ static void *monitor_main(void *arg)
 		n = build(r, &m);
 		tick = next_tick(r);
 		run_unlock(r);
+		for (size_t i = 0; i < m.n_closing; i++)
+			close(m.closing[i]);
+		m.n_closing = 0;
 		if (m.deny_next != INT64_MAX) {
 			int64_t until = m.deny_next - sbx_mono_ms();
 
