@@ -260,7 +260,9 @@ struct chunk {
 	char sha256[65];
 	int rc;
 	bool ready;
-	bool written; /* already at its offset in the file (pipeline.out) */
+	bool written; /* already in the file: at its offset (pipeline.out) or in
+			 order (pipeline.seq_out) */
+	bool seen;    /* the in-order writer is done with it (pipeline.seq_out) */
 	struct sbx_rpc_status st;
 };
 
@@ -338,7 +340,11 @@ static int fetch_chunk(sbx_client *c, const char *run_id, const char *path, uint
 
 /* Chunks after the first, asked by up to SBX_FETCH_WINDOW threads at once
  * (one REQ context each), taken in order: slot[i % window] holds chunk i,
- * and chunk i is asked only once chunk i - window was taken. */
+ * and chunk i is asked only once chunk i - window was taken. Into a
+ * caller's descriptor (a pipe, a file at its position) a writer thread
+ * writes the chunks in order, so that the thread taking them hashes chunk
+ * i while chunk i + 1 is written: the two cost as much as the slower one,
+ * not as their sum. */
 struct pipeline {
 	sbx_client *c;
 	const char *run_id, *path;
@@ -348,12 +354,15 @@ struct pipeline {
 	uint64_t size;	   /* as the first chunk said */
 	int out;	   /* a temporary file of ours: each worker writes its chunk
 			      there at its offset (pwrite), or -1 */
+	int seq_out;	   /* else the caller's: the writer thread writes there in
+			      order (write), or -1 */
 	uint64_t next;	   /* the next to ask for */
 	uint64_t consumed; /* taken by the writer */
 	bool stop;
 	struct chunk slot[SBX_FETCH_WINDOW];
-	pthread_t threads[SBX_FETCH_WINDOW];
+	pthread_t threads[SBX_FETCH_WINDOW + 1]; /* the workers, then the writer */
 	int nthreads;
+	bool writer; /* the last of threads[] is the writer */
 };
 
 /* A chunk refused for the identity's share of sbxd's workers (the window
@@ -410,6 +419,54 @@ static void *pipeline_worker(void *arg)
 	}
 }
 
+/* Whether chunk i, as it arrived, is one whole piece of the file in order:
+ * what take_chunk accepts. The writer writes no other; take_chunk then
+ * says what was wrong. */
+static bool chunk_fits(const struct pipeline *p, uint64_t i, const struct chunk *k)
+{
+	return k->rc == 0 && k->size == p->size && k->len <= SBX_CHUNK_BYTES &&
+	       i * SBX_CHUNK_BYTES + k->len <= p->size && (k->eof || k->len == SBX_CHUNK_BYTES);
+}
+
+/* The in-order writer (seq_out): chunks 1.. as they arrive, each once the
+ * one before is written. The first chunk that does not fit (or cannot be
+ * written) ends its writing: it and the rest go to the taking thread
+ * unwritten, which writes them itself (in order, after the writer's) or
+ * says what was wrong. The slot it reads is left alone by the workers
+ * (chunk i + window is asked only once chunk i was taken) and by the
+ * taking thread (which waits for `seen`). */
+static void *pipeline_writer(void *arg)
+{
+	struct pipeline *p = arg;
+	bool writing = true;
+
+	for (uint64_t i = 1; i < p->n; i++) {
+		struct chunk *s = &p->slot[i % SBX_FETCH_WINDOW];
+
+		bool stop;
+
+		pthread_mutex_lock(&p->mu);
+		/* Until taken, the slot still holds chunk i - window, seen. */
+		while (!p->stop && (!s->ready || s->seen))
+			pthread_cond_wait(&p->cv, &p->mu);
+		stop = p->stop;
+		pthread_mutex_unlock(&p->mu);
+		if (stop)
+			return NULL;
+		writing = writing && chunk_fits(p, i, s);
+		if (writing && s->len && write_full(p->seq_out, s->data, s->len) < 0) {
+			/* The taking thread writes it again and says why. */
+			writing = false;
+		}
+		pthread_mutex_lock(&p->mu);
+		s->written = writing;
+		s->seen = true;
+		pthread_cond_broadcast(&p->cv);
+		pthread_mutex_unlock(&p->mu);
+	}
+	return NULL;
+}
+
 static void pipeline_stop(struct pipeline *p)
 {
 	pthread_mutex_lock(&p->mu);
@@ -436,7 +493,8 @@ static void pipeline_freep(struct pipeline **pp)
 }
 
 static struct pipeline *pipeline_start(sbx_client *c, const char *run_id, const char *path,
-				       uint64_t size, int out, struct sbx_rpc_status *st)
+				       uint64_t size, int out, int seq_out,
+				       struct sbx_rpc_status *st)
 {
 	struct pipeline *p = calloc(1, sizeof(*p));
 	uint64_t want;
@@ -450,6 +508,7 @@ static struct pipeline *pipeline_start(sbx_client *c, const char *run_id, const 
 			       .path = path,
 			       .size = size,
 			       .out = out,
+			       .seq_out = seq_out,
 			       .next = 1,
 			       .consumed = 1};
 	p->n = size / SBX_CHUNK_BYTES + (size % SBX_CHUNK_BYTES != 0);
@@ -466,6 +525,12 @@ static struct pipeline *pipeline_start(sbx_client *c, const char *run_id, const 
 		sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "no thread for the fetch");
 		return NULL;
 	}
+	/* Without a writer thread the taking thread writes, as it can. */
+	if (seq_out >= 0 &&
+	    pthread_create(&p->threads[p->nthreads], NULL, pipeline_writer, p) == 0) {
+		p->nthreads++;
+		p->writer = true;
+	}
 	return p;
 }
 
@@ -475,11 +540,12 @@ static void pipeline_take(struct pipeline *p, uint64_t i, struct chunk *k)
 	struct chunk *s = &p->slot[i % SBX_FETCH_WINDOW];
 
 	pthread_mutex_lock(&p->mu);
-	while (!s->ready)
+	while (!s->ready || (p->writer && !s->seen))
 		pthread_cond_wait(&p->cv, &p->mu);
 	*k = *s;
 	s->msg = NULL;
 	s->ready = false;
+	s->seen = false;
 	p->consumed = i + 1;
 	pthread_cond_broadcast(&p->cv);
 	pthread_mutex_unlock(&p->mu);
@@ -578,8 +644,8 @@ static int fetch_into(sbx_client *c, const char *run_id, const char *remote_path
 		if (rc != 0)
 			break;
 		chunk_clear(&k);
-		if (i == 0 &&
-		    !(p = pipeline_start(c, run_id, remote_path, f.size, temp ? fd : -1, st)))
+		if (i == 0 && !(p = pipeline_start(c, run_id, remote_path, f.size, temp ? fd : -1,
+						   temp ? -1 : fd, st)))
 			return -1;
 	}
 	if (rc < 0) {

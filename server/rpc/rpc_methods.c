@@ -21,10 +21,27 @@
 	static int call_##fn(struct sbx_runs *runs,				\
 			     const struct sbx_identity *who,			\
 			     const ProtobufCMessage *req,			\
-			     ProtobufCMessage **resp, struct sbx_rpc_status *st)	\
+			     ProtobufCMessage **resp, struct sbx_bulk *bulk,	\
+			     struct sbx_rpc_status *st)				\
 	{									\
 		resp_t *r = NULL;						\
+		(void)bulk; /* bytes of its own response only */		\
 		int rc = sbx_handle_##fn(runs, who, (const req_t *)req, &r, st);\
+		*resp = r ? &r->base : NULL;					\
+		return rc;							\
+	}
+
+/* A handler that may read its bulk bytes into the answer's message. */
+#define WRAP_BULK(fn, req_t, resp_t)						\
+	static int call_##fn(struct sbx_runs *runs,				\
+			     const struct sbx_identity *who,			\
+			     const ProtobufCMessage *req,			\
+			     ProtobufCMessage **resp, struct sbx_bulk *bulk,	\
+			     struct sbx_rpc_status *st)				\
+	{									\
+		resp_t *r = NULL;						\
+		int rc = sbx_handle_##fn(runs, who, (const req_t *)req, &r,	\
+					 bulk, st);				\
 		*resp = r ? &r->base : NULL;					\
 		return rc;							\
 	}
@@ -38,7 +55,7 @@ WRAP(read_output, Sbx__V1__ReadOutputRequest, Sbx__V1__ReadOutputResponse)
 WRAP(signal, Sbx__V1__SignalRequest, Sbx__V1__SignalResponse)
 WRAP(status, Sbx__V1__StatusRequest, Sbx__V1__StatusResponse)
 WRAP(list_artifacts, Sbx__V1__ListArtifactsRequest, Sbx__V1__ListArtifactsResponse)
-WRAP(fetch_artifact, Sbx__V1__FetchArtifactRequest, Sbx__V1__FetchArtifactResponse)
+WRAP_BULK(fetch_artifact, Sbx__V1__FetchArtifactRequest, Sbx__V1__FetchArtifactResponse)
 WRAP(teardown, Sbx__V1__TeardownRequest, Sbx__V1__TeardownResponse)
 WRAP(list_runs, Sbx__V1__ListRunsRequest, Sbx__V1__ListRunsResponse)
 WRAP(drain, Sbx__V1__DrainRequest, Sbx__V1__DrainResponse)
@@ -101,7 +118,7 @@ int rpc_methods_check(struct sbx_err *err)
 
 int rpc_method_run(const struct rpc_method *m, struct sbx_runs *runs,
 		   const struct sbx_identity *who, const uint8_t *body, size_t len,
-		   ProtobufCMessage **resp, struct sbx_rpc_status *st)
+		   ProtobufCMessage **resp, struct sbx_bulk *bulk, struct sbx_rpc_status *st)
 {
 	ProtobufCMessage *req;
 	bool too_complex;
@@ -137,7 +154,7 @@ int rpc_method_run(const struct rpc_method *m, struct sbx_runs *runs,
 					    where + 1);
 		}
 	}
-	rc = m->call(runs, who, req, resp, st);
+	rc = m->call(runs, who, req, resp, bulk, st);
 	protobuf_c_message_free_unpacked(req, NULL);
 	if (rc < 0) {
 		if (*resp)

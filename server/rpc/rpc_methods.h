@@ -22,7 +22,7 @@ struct rpc_method {
 	const char *name; /* "/sbx.v1.Sandbox/CreateRun" */
 	const ProtobufCMessageDescriptor *request, *response;
 	int (*call)(struct sbx_runs *runs, const struct sbx_identity *who,
-		    const ProtobufCMessage *req, ProtobufCMessage **resp,
+		    const ProtobufCMessage *req, ProtobufCMessage **resp, struct sbx_bulk *bulk,
 		    struct sbx_rpc_status *st);
 	enum rpc_lane lane;
 	bool dedupe; /* changes something: a request_id makes a retry happen once */
@@ -37,9 +37,11 @@ int rpc_methods_check(struct sbx_err *err);
 
 /* Decodes body as m's request (byte-budgeted) and runs the handler. 0: *resp
  * is the response message (NULL means an empty one); free it with
- * protobuf_c_message_free_unpacked(*resp, NULL). -1: st says why. */
+ * protobuf_c_message_free_unpacked(*resp, NULL). -1: st says why. bulk
+ * (may be NULL) goes to a handler declared with SBX_BULK_HANDLER; what it
+ * put there is the caller's to pack (rpc_reply_bulk) or drop. */
 int rpc_method_run(const struct rpc_method *m, struct sbx_runs *runs,
 		   const struct sbx_identity *who, const uint8_t *body, size_t len,
-		   ProtobufCMessage **resp, struct sbx_rpc_status *st);
+		   ProtobufCMessage **resp, struct sbx_bulk *bulk, struct sbx_rpc_status *st);
 
 #endif

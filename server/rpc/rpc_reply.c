@@ -9,7 +9,9 @@
 #include "text.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define BODY_TAG 0x1a /* field 3, wire type 2 (length-delimited) */
@@ -104,16 +106,133 @@ static nng_msg *pack(Sbx__V1__Code code, const char *message, const ProtobufCMes
 	return m;
 }
 
+/* The answer to send instead of one larger than max_bytes. */
+static nng_msg *too_big_reply(const ProtobufCMessage *body, size_t max_bytes)
+{
+	char why[128];
+	bool too_big;
+
+	snprintf(why, sizeof(why), "response of %s larger than max_message_bytes (%zu)",
+		 body->descriptor->name, max_bytes);
+	return pack(SBX__V1__CODE__INTERNAL, why, NULL, max_bytes, &too_big);
+}
+
 nng_msg *rpc_reply(Sbx__V1__Code code, const char *message, const ProtobufCMessage *body,
 		   size_t max_bytes)
 {
-	char why[128];
 	bool too_big;
 	nng_msg *m = pack(code, message, body, max_bytes, &too_big);
 
 	if (m || !too_big)
 		return m;
-	snprintf(why, sizeof(why), "response of %s larger than max_message_bytes (%zu)",
-		 body->descriptor->name, max_bytes);
-	return pack(SBX__V1__CODE__INTERNAL, why, NULL, max_bytes, &too_big);
+	return too_big_reply(body, max_bytes);
+}
+
+/* ---- bulk bytes read straight into the answer ---- */
+
+/* Before the bytes: the OK envelope (which packs to nothing), the body's
+ * tag and length, field 1's tag and length: at most 22. */
+#define BULK_HEAD 32
+/* After them: the response's other fields (a size, flags, a digest), so
+ * that appending them moves nothing. More is still appended, by a copy. */
+#define BULK_TAIL  128
+#define FIELD1_TAG 0x0a /* field 1, wire type 2 */
+
+static uint8_t *bulk_room(struct sbx_bulk *b, size_t n)
+{
+	struct rpc_bulk *rb = (struct rpc_bulk *)(void *)b; /* b is its first member */
+	nng_msg *m;
+
+	if (rb->msg || n > SIZE_MAX - BULK_HEAD - BULK_TAIL ||
+	    nng_msg_alloc(&m, BULK_HEAD + n + BULK_TAIL) != 0)
+		return NULL;
+	/* The head and tail become room nng fills in place (insert, append). */
+	if (nng_msg_trim(m, BULK_HEAD) != 0 || nng_msg_chop(m, BULK_TAIL) != 0) {
+		nng_msg_free(m);
+		return NULL;
+	}
+	rb->msg = m;
+	rb->room = n;
+	return nng_msg_body(m);
+}
+
+void rpc_bulk_init(struct rpc_bulk *rb)
+{
+	*rb = (struct rpc_bulk){.b = {.room = bulk_room}};
+}
+
+void rpc_bulk_drop(struct rpc_bulk *rb)
+{
+	if (rb->msg)
+		nng_msg_free(rb->msg);
+	rb->msg = NULL;
+	rb->room = rb->b.len = 0;
+}
+
+static nng_msg *bulk_fail(nng_msg *m, const char *why)
+{
+	bool too_big;
+
+	nng_msg_free(m);
+	return pack(SBX__V1__CODE__INTERNAL, why, NULL, SIZE_MAX, &too_big);
+}
+
+nng_msg *rpc_reply_bulk(const ProtobufCMessage *body, struct rpc_bulk *rb, size_t max_bytes)
+{
+	Sbx__V1__Response head = SBX__V1__RESPONSE__INIT;
+	nng_msg *m = rb->msg;
+	size_t len = rb->b.len, tail_len, body_len, head_len, total, n = 0;
+	uint8_t small[BULK_TAIL], pre[BULK_HEAD];
+	uint8_t *tail = small;
+
+	rb->msg = NULL;
+	if (!m)
+		return rpc_reply(SBX__V1__CODE__OK, "", body, max_bytes);
+	if (!body || len > rb->room)
+		return bulk_fail(m, "bulk bytes without a response, or beyond their room");
+	tail_len = protobuf_c_message_get_packed_size(body);
+	if (tail_len > sizeof(small) && !(tail = malloc(tail_len))) {
+		nng_msg_free(m);
+		return NULL;
+	}
+	if (protobuf_c_message_pack(body, tail) != tail_len ||
+	    (tail_len && tail[0] == FIELD1_TAG)) {
+		/* Field 1 twice: a handler's bug, never worth sending. */
+		if (tail != small)
+			free(tail);
+		return bulk_fail(m, "bulk bytes and the response's own field 1 both set");
+	}
+	/* Fields in number order, as protobuf-c packs them: 1 (the bytes,
+	 * left out when empty, as proto3 does), then the rest. */
+	body_len = (len ? 1 + varint_len(len) + len : 0) + tail_len;
+	head.message = "";
+	head_len = sbx__v1__response__get_packed_size(&head);
+	total = head_len + (body_len ? 1 + varint_len(body_len) + body_len : 0);
+	if (total > max_bytes || head_len > sizeof(pre) - 22) {
+		if (tail != small)
+			free(tail);
+		nng_msg_free(m);
+		return too_big_reply(body, max_bytes);
+	}
+	n += sbx__v1__response__pack(&head, pre);
+	if (body_len) {
+		pre[n++] = BODY_TAG;
+		n += put_varint(pre + n, body_len);
+	}
+	if (len) {
+		pre[n++] = FIELD1_TAG;
+		n += put_varint(pre + n, len);
+	}
+	int rv = nng_msg_chop(m, rb->room - len);
+	if (rv == 0 && tail_len)
+		rv = nng_msg_append(m, tail, tail_len);
+	if (rv == 0)
+		rv = nng_msg_insert(m, pre, n);
+	if (tail != small)
+		free(tail);
+	if (rv != 0 || nng_msg_len(m) != total) {
+		nng_msg_free(m);
+		return NULL;
+	}
+	return m;
 }

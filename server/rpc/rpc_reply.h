@@ -18,6 +18,26 @@
 nng_msg *rpc_reply(Sbx__V1__Code code, const char *message, const ProtobufCMessage *body,
 		   size_t max_bytes);
 
+/* The room a handler reads its bulk bytes into (service.h, struct
+ * sbx_bulk): an nng message with space before it for the envelope and the
+ * field's tag, and after it for the response's other fields. */
+struct rpc_bulk {
+	struct sbx_bulk b;
+	nng_msg *msg; /* NULL until the handler asks for room */
+	size_t room;
+};
+
+void rpc_bulk_init(struct rpc_bulk *rb);
+/* Drops the room if it is still there (an error, or not used). */
+void rpc_bulk_drop(struct rpc_bulk *rb);
+
+/* The OK answer whose body is body with field 1 the rb->b.len bytes the
+ * handler read into rb (body's own field 1 left empty): byte for byte
+ * what rpc_reply packs with the bytes in body, without copying them. Takes
+ * the room. Too large for max_bytes: INTERNAL, as rpc_reply; NULL only when
+ * out of memory. */
+nng_msg *rpc_reply_bulk(const ProtobufCMessage *body, struct rpc_bulk *rb, size_t max_bytes);
+
 /* Copies src into dst (always terminated), keeping valid UTF-8 and
  * replacing control characters and invalid bytes with '?'. */
 void rpc_text_clean(char *dst, size_t dst_size, const char *src);

@@ -349,14 +349,21 @@ static nng_msg *run_method(struct rpc_call *c, Sbx__V1__Code *code)
 {
 	ProtobufCMessage *resp = NULL;
 	struct sbx_rpc_status st = {0};
+	struct rpc_bulk bulk;
 	nng_msg *m;
 	int rc;
 
+	rpc_bulk_init(&bulk);
 	rc = rpc_method_run(c->method, c->rpc->runs, &c->who, c->env.body, c->env.body_len, &resp,
-			    &st);
+			    &bulk.b, &st);
 	*code = rc < 0 ? st.code : SBX__V1__CODE__OK;
 	count_answer(c, *code);
-	m = rpc_reply(*code, rc < 0 ? st.err.msg : "", resp, c->rpc->cfg->max_message_bytes);
+	if (rc == 0 && bulk.msg)
+		m = rpc_reply_bulk(resp, &bulk, c->rpc->cfg->max_message_bytes);
+	else
+		m = rpc_reply(*code, rc < 0 ? st.err.msg : "", resp,
+			      c->rpc->cfg->max_message_bytes);
+	rpc_bulk_drop(&bulk);
 	if (resp)
 		protobuf_c_message_free_unpacked(resp, NULL);
 	return m;

@@ -944,8 +944,10 @@ static void open_remember(struct sbx_run *r, struct run_fetch *f, int fd, uint64
 }
 
 static int fetch(struct sbx_run *r, int out_fd, const Sbx__V1__FetchArtifactRequest *req,
-		 size_t max, Sbx__V1__FetchArtifactResponse *o, struct sbx_rpc_status *st)
+		 size_t max, Sbx__V1__FetchArtifactResponse *o, struct sbx_bulk *bulk,
+		 struct sbx_rpc_status *st)
 {
+	uint8_t *data;
 	_cleanup_close_ int fd = -1;
 	struct run_fetch *f;
 	struct file_id id;
@@ -976,8 +978,12 @@ static int fetch(struct sbx_run *r, int out_fd, const Sbx__V1__FetchArtifactRequ
 				    (long long)sb.st_size);
 	n = (uint64_t)sb.st_size - req->offset < max ? (size_t)((uint64_t)sb.st_size - req->offset)
 						     : max;
-	o->data.data = malloc(n ? n : 1);
-	if (!o->data.data)
+	/* Read straight into the answer's message when the RPC layer has room
+	 * for it (no copy of the chunk into the reply), else into the response. */
+	data = bulk ? bulk->room(bulk, n) : NULL;
+	if (!data)
+		bulk = NULL;
+	if (!data && !(data = o->data.data = malloc(n ? n : 1)))
 		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	/* Whether an exec could write while the chunk is read is known only
 	 * before the read: one that writes through a shared mapping during it
@@ -989,10 +995,13 @@ static int fetch(struct sbx_run *r, int out_fd, const Sbx__V1__FetchArtifactRequ
 	epoch = r->out_epoch;
 	cached = cache_get(r, &id, sha256);
 	run_unlock(r);
-	if (read_chunk(fd, o->data.data, n, req->offset, &got) < 0)
+	if (read_chunk(fd, data, n, req->offset, &got) < 0)
 		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "artifact %.200s",
 					  req->path);
-	o->data.len = got;
+	if (bulk)
+		bulk->len = got;
+	else
+		o->data.len = got;
 	o->size = (uint64_t)sb.st_size;
 	o->eof = req->offset + got >= (uint64_t)sb.st_size || got < n;
 
@@ -1022,7 +1031,7 @@ static int fetch(struct sbx_run *r, int out_fd, const Sbx__V1__FetchArtifactRequ
 		run_lock(r);
 		f->live |= !settled || r->out_epoch != epoch || epoch != f->epoch;
 		run_unlock(r);
-		cursor_advance(f, fd, o->data.data, req->offset, got);
+		cursor_advance(f, fd, data, req->offset, got);
 	}
 	if (!o->eof) {
 		if (f)
@@ -1045,7 +1054,7 @@ static int fetch(struct sbx_run *r, int out_fd, const Sbx__V1__FetchArtifactRequ
 	return 0;
 }
 
-SBX_HANDLER(fetch_artifact, Sbx__V1__FetchArtifactRequest, Sbx__V1__FetchArtifactResponse)
+SBX_BULK_HANDLER(fetch_artifact, Sbx__V1__FetchArtifactRequest, Sbx__V1__FetchArtifactResponse)
 {
 	size_t max = req->max_bytes ? req->max_bytes : FETCH_DEFAULT;
 	const char *why = sbx_path_problem(req->path, ARTIFACT_PATH_MAX, SBX_PATH_RELATIVE);
@@ -1072,7 +1081,7 @@ SBX_HANDLER(fetch_artifact, Sbx__V1__FetchArtifactRequest, Sbx__V1__FetchArtifac
 		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	}
 	sbx__v1__fetch_artifact_response__init(o);
-	rc = fetch(r, out_fd, req, max, o, st);
+	rc = fetch(r, out_fd, req, max, o, bulk, st);
 	/* The first chunk and the last one: a fetch that starts past 0 is
 	 * still on record when it completes. */
 	if (rc == 0 && (req->offset == 0 || o->eof))

@@ -99,6 +99,16 @@ class Pipelined(ServerTestCase):
                            capture_output=True, timeout=60)
         self.assertEqual((r.returncode, r.stdout), (0, b"x" * 100), r.stderr)
 
+    def test_fetch_into_a_pipe_is_the_file_in_order(self):
+        # Into a pipe (sbx_fetch_fd) a writer thread writes the chunks in
+        # order while the taking thread hashes: every chunk once, in its
+        # place, whatever order they arrived in.
+        run, digest = self.made()
+        r = subprocess.run([CLI, "--endpoint", self.srv.ipc, "fetch", run, "f.bin", "-"],
+                           capture_output=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual((len(r.stdout), hashlib.sha256(r.stdout).hexdigest()), (SIZE, digest))
+
     def test_chunks_out_of_order_give_the_files_digest(self):
         run, _ = self.made(listing=False)  # nothing cached: the cursor hashes
         n = (SIZE + MIB - 1) // MIB

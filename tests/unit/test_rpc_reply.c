@@ -104,6 +104,106 @@ static void test_envelope(void)
 	nng_msg_free(m);
 }
 
+/* FetchArtifact's reply with its chunk read straight into the message
+ * (rpc_reply_bulk): byte for byte what rpc_reply packs with the chunk in
+ * the response. */
+static bool bulk_is(const char *desc, size_t n, size_t len, size_t max_bytes)
+{
+	Sbx__V1__FetchArtifactResponse o = SBX__V1__FETCH_ARTIFACT_RESPONSE__INIT;
+	struct rpc_bulk rb;
+	uint8_t *room;
+	nng_msg *m;
+	bool ok;
+
+	rpc_bulk_init(&rb);
+	room = rb.b.room(&rb.b, n);
+	if (!check(room != NULL, "bulk %s: room for %zu bytes", desc, n))
+		return false;
+	for (size_t i = 0; i < len; i++)
+		room[i] = (uint8_t)(i * 7 + 3);
+	rb.b.len = len;
+	o.size = 300000;
+	o.eof = true;
+	o.sha256 = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+	o.live = true;
+	m = rpc_reply_bulk(&o.base, &rb, max_bytes);
+	check(rb.msg == NULL, "bulk %s: the room is the answer's now", desc);
+	/* The reference: the same bytes in the response itself. */
+	uint8_t *copy = malloc(len + 1);
+	for (size_t i = 0; i < len; i++)
+		copy[i] = (uint8_t)(i * 7 + 3);
+	o.data.data = copy;
+	o.data.len = len;
+	ok = check(packs_as(m, SBX__V1__CODE__OK, "", &o.base), "bulk %s: as rpc_reply packs it",
+		   desc);
+	free(copy);
+	if (m)
+		nng_msg_free(m);
+	rpc_bulk_drop(&rb);
+	return ok;
+}
+
+static void test_bulk(void)
+{
+	Sbx__V1__FetchArtifactResponse o = SBX__V1__FETCH_ARTIFACT_RESPONSE__INIT;
+	Sbx__V1__Response *r;
+	struct rpc_bulk rb;
+	uint8_t one = 1;
+	nng_msg *m;
+
+	bulk_is("a whole chunk (a three-byte length)", 1 << 20, 1 << 20, 2 << 20);
+	bulk_is("fewer bytes than the room (a short last chunk)", 1 << 20, 200000, 2 << 20);
+	bulk_is("one byte", 1, 1, 1 << 20);
+	bulk_is("no bytes: field 1 left out", 16, 0, 1 << 20);
+
+	rpc_bulk_init(&rb);
+	check(rb.b.room(&rb.b, 4096) != NULL && rb.b.room(&rb.b, 4096) == NULL,
+	      "bulk: room is given once");
+	rb.b.len = 4096;
+	o.size = 4096;
+	m = rpc_reply_bulk(&o.base, &rb, 1000);
+	r = unpacked(m);
+	check(r && r->code == SBX__V1__CODE__INTERNAL && r->body.len == 0 &&
+		  strstr(r->message, "larger than max_message_bytes (1000)"),
+	      "bulk: an answer past max_bytes becomes INTERNAL, saying why");
+	if (r)
+		sbx__v1__response__free_unpacked(r, NULL);
+	if (m)
+		nng_msg_free(m);
+
+	rpc_bulk_init(&rb);
+	rb.b.room(&rb.b, 16);
+	rb.b.len = 16;
+	o.data.data = &one;
+	o.data.len = 1;
+	m = rpc_reply_bulk(&o.base, &rb, 1 << 20);
+	r = unpacked(m);
+	check(r && r->code == SBX__V1__CODE__INTERNAL && r->body.len == 0,
+	      "bulk: field 1 both in the room and in the response is refused, not sent twice");
+	if (r)
+		sbx__v1__response__free_unpacked(r, NULL);
+	if (m)
+		nng_msg_free(m);
+
+	rpc_bulk_init(&rb);
+	rb.b.room(&rb.b, 16);
+	rb.b.len = 17;
+	o.data.len = 0;
+	m = rpc_reply_bulk(&o.base, &rb, 1 << 20);
+	r = unpacked(m);
+	check(r && r->code == SBX__V1__CODE__INTERNAL,
+	      "bulk: more bytes than the room is refused, not read past it");
+	if (r)
+		sbx__v1__response__free_unpacked(r, NULL);
+	if (m)
+		nng_msg_free(m);
+
+	rpc_bulk_init(&rb);
+	rb.b.room(&rb.b, 1 << 20);
+	rpc_bulk_drop(&rb);
+	check(rb.msg == NULL, "bulk: an unused room is dropped (an error answer)");
+}
+
 static void clean_is(const char *desc, size_t size, const char *src, const char *want)
 {
 	char dst[64];
@@ -144,6 +244,7 @@ static void test_text_clean(void)
 int main(void)
 {
 	test_envelope();
+	test_bulk();
 	test_text_clean();
 	nng_fini();
 	return check_done();
