@@ -8,7 +8,7 @@
  * request; sbxd connects, checks that the listener's uid (SO_PEERCRED) is
  * the ipc caller's, and sends one record per path, in order, each with the
  * file's descriptor (SCM_RIGHTS). The caller answers each with one byte
- * once it holds the descriptor, so at most one descriptor of sbxd is ever
+ * once it has copied the file, so at most one descriptor of sbxd is ever
  * in flight (in-flight descriptors count against the sender's limits) and
  * none is left queued once the call ends. The caller accepts a record only
  * from a peer of sbxd's uid that repeats the request's nonce. */
@@ -23,10 +23,14 @@
 #define SBX_EXPORT_NAME_MAX  100 /* the abstract name, without its NUL */
 #define SBX_EXPORT_NONCE_MIN 16
 #define SBX_EXPORT_NONCE_MAX 64
-/* sbxd's whole side of one call: connect, every open and send, every
- * acknowledgement. A caller that stops reading costs a worker this long. */
-#define SBX_EXPORT_DEADLINE_MS 10000
-#define SBX_EXPORT_ACK	       'k'
+/* The caller acknowledges a record once it has copied the file (so that
+ * sbxd can vouch for its cached digest): each record within
+ * SBX_EXPORT_RECORD_MS of its open, the whole call within
+ * SBX_EXPORT_CALL_MS. A caller that stops reading costs its own worker
+ * that long. 30 s copies out_mb's largest file to a slow disk. */
+#define SBX_EXPORT_RECORD_MS 30000
+#define SBX_EXPORT_CALL_MS   120000
+#define SBX_EXPORT_ACK	     'k'
 
 /* magic[8] "sbxexp1", index u32, pad u32, size u64, nonce_len u8, nonce */
 #define SBX_EXPORT_RECORD_HEAD 25

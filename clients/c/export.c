@@ -7,12 +7,14 @@
  * ipc socket (SO_PEERCRED: another local user who connects first is
  * closed unread) and only records that repeat the call's random nonce, in
  * order, one descriptor each, and acknowledges each once it holds it.
- * Each file is then copied in the kernel (copy_file_range, else sendfile)
- * into a new temporary file beneath the destination (sbx_dest_subdir's
- * rules: no link followed, O_EXCL), exactly the size sbxd saw when it
- * opened it; the digest is of that copy, read back from our own file, so
- * it is the digest of the bytes we hold even if an exec wrote the source
- * meanwhile. Only then is it renamed into place. */
+ * Each file is copied, before its record is acknowledged, in the kernel
+ * (copy_file_range, else sendfile) into a new temporary file beneath the
+ * destination (sbx_dest_subdir's rules: no link followed, O_EXCL), exactly
+ * the size sbxd saw when it opened it. The digest is sbxd's final one when
+ * its answer vouches that nothing of the run could write the file until
+ * our acknowledgement (runs_export.c), else our copy's, read back from our
+ * own file: either way the digest of the bytes we hold. Only then is it
+ * renamed into place. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -21,7 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
@@ -39,6 +40,17 @@
 #include "tree.h"
 #include "util.h"
 
+/* One file, copied before its record is acknowledged. */
+struct staged {
+	int dir;	  /* its directory beneath the destination */
+	const char *base; /* its name there (in rel) */
+	int fd;		  /* the temporary copy */
+	char name[40];	  /* the temporary name; "" when there is none to remove */
+	uint64_t size;
+	mode_t mode; /* in /out */
+	char shown[256];
+};
+
 /* What the receiving thread shares with the caller's thread. */
 struct receiver {
 	int listener;
@@ -46,11 +58,12 @@ struct receiver {
 	uid_t sbxd_uid;
 	uint8_t nonce[SBX_EXPORT_NONCE_MIN];
 	size_t n;
-	int *fds; /* n of them, -1 until received */
-	uint64_t *sizes;
+	int dirfd;
+	const char *const *rels;
+	struct staged *files; /* n of them */
 	size_t got;
 	int64_t deadline_ms;
-	struct sbx_err err; /* why it stopped before n records */
+	struct sbx_rpc_status st; /* why it stopped before n records */
 };
 
 /* 1: the call ended (wake), 0: fd is ready, -1: past the deadline. */
@@ -85,14 +98,14 @@ static int accept_sbxd(struct receiver *rv)
 		socklen_t cl = sizeof(cred);
 
 		if (w != 0) {
-			sbx_fail(&rv->err, "export: sbxd did not connect to the export socket");
+			sbx_fail(&rv->st.err, "export: sbxd did not connect to the export socket");
 			return w > 0 ? -2 : -1;
 		}
 		_cleanup_close_ int s = accept4(rv->listener, NULL, NULL, SOCK_CLOEXEC);
 		if (s < 0) {
 			if (errno == EINTR || errno == EAGAIN || errno == ECONNABORTED)
 				continue;
-			return sbx_fail_errno(&rv->err, "export: accept");
+			return sbx_fail_errno(&rv->st.err, "export: accept");
 		}
 		/* Anyone local may connect to an abstract name; only sbxd's uid
 		 * is heard. */
@@ -123,6 +136,8 @@ static int take_fds(struct msghdr *m)
 	return first;
 }
 
+static int stage(struct receiver *rv, struct staged *f, int src, uint64_t size);
+
 static int receive_one(struct receiver *rv, int s)
 {
 	uint8_t buf[SBX_EXPORT_RECORD_MAX + 1];
@@ -141,28 +156,34 @@ static int receive_one(struct receiver *rv, int s)
 	int w = wait_ready(rv, s);
 
 	if (w != 0)
-		return sbx_fail(&rv->err, "export: record %zu of %zu did not arrive", rv->got,
-				rv->n);
+		return sbx_rpc_fail(&rv->st, SBX__V1__CODE__ABORTED,
+				    "export: record %zu of %zu did not arrive", rv->got, rv->n);
 	k = recvmsg(s, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
 	if (k < 0 && (errno == EINTR || errno == EAGAIN))
 		return 0;
 	if (k < 0)
-		return sbx_fail_errno(&rv->err, "export: receiving record %zu", rv->got);
+		return sbx_rpc_fail_errno(&rv->st, SBX__V1__CODE__ABORTED,
+					  "export: receiving record %zu", rv->got);
 	_cleanup_close_ int fd = take_fds(&m);
 	if (k == 0)
-		return sbx_fail(&rv->err, "export: sbxd closed the socket after %zu of %zu records",
-				rv->got, rv->n);
+		return sbx_rpc_fail(&rv->st, SBX__V1__CODE__ABORTED,
+				    "export: sbxd closed the socket after %zu of %zu records",
+				    rv->got, rv->n);
 	if ((m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || fd < 0 ||
 	    !sbx_export_record_unpack(buf, (size_t)k, &rec) || rec.index != rv->got ||
 	    rec.nonce_len != sizeof(rv->nonce) ||
 	    CRYPTO_memcmp(rec.nonce, rv->nonce, rec.nonce_len))
-		return sbx_fail(&rv->err, "export: record %zu is not the one this call asked for",
-				rv->got);
-	rv->fds[rv->got] = sbx_steal_fd(fd);
-	rv->sizes[rv->got] = rec.size;
+		return sbx_rpc_fail(&rv->st, SBX__V1__CODE__ABORTED,
+				    "export: record %zu is not the one this call asked for",
+				    rv->got);
+	/* Copied before the acknowledgement: sbxd's digest, if it vouches for
+	 * one, covers the time of the copy. */
+	if (stage(rv, &rv->files[rv->got], fd, rec.size) < 0)
+		return -1;
 	rv->got++;
 	if (send(s, &ack, 1, MSG_NOSIGNAL) != 1)
-		return sbx_fail_errno(&rv->err, "export: acknowledging record %zu", rv->got - 1);
+		return sbx_rpc_fail_errno(&rv->st, SBX__V1__CODE__ABORTED,
+					  "export: acknowledging record %zu", rv->got - 1);
 	return 0;
 }
 
@@ -187,11 +208,14 @@ static void receiver_clear(struct receiver *rv)
 	sbx_closep(&rv->listener);
 	sbx_closep(&rv->wake[0]);
 	sbx_closep(&rv->wake[1]);
-	if (rv->fds)
-		for (size_t i = 0; i < rv->n; i++)
-			sbx_closep(&rv->fds[i]);
-	free(rv->fds);
-	free(rv->sizes);
+	for (size_t i = 0; rv->files && i < rv->n; i++) {
+		struct staged *f = &rv->files[i];
+		sbx_closep(&f->fd);
+		if (f->name[0])
+			(void)unlinkat(f->dir, f->name, 0); /* already gone is what we want */
+		sbx_closep(&f->dir);
+	}
+	free(rv->files);
 }
 
 /* The uid that owns sbxd's ipc socket: the peer whose records count. */
@@ -236,13 +260,14 @@ static int listen_abstract(struct receiver *rv, char name[SBX_EXPORT_NAME_MAX + 
 	return 0;
 }
 
-/* The call, with the thread receiving meanwhile; rv->fds filled on success. */
+/* The call, with the thread receiving (and copying) meanwhile. */
 static int receive_all(sbx_client *c, const char *run_id, size_t n, const char *const *paths,
-		       struct receiver *rv, struct sbx_rpc_status *st)
+		       struct receiver *rv, Sbx__V1__ExportArtifactsResponse **resp,
+		       struct sbx_rpc_status *st)
 {
 	Sbx__V1__ExportArtifactsRequest req = SBX__V1__EXPORT_ARTIFACTS_REQUEST__INIT;
-	struct sbx_call_opts o = {.timeout_ms = sbx_client_timeout_ms(c) + SBX_EXPORT_DEADLINE_MS};
-	ProtobufCMessage *resp = NULL;
+	struct sbx_call_opts o = {.timeout_ms = sbx_client_timeout_ms(c) + SBX_EXPORT_CALL_MS};
+	ProtobufCMessage *r = NULL;
 	char name[SBX_EXPORT_NAME_MAX + 1];
 	pthread_t t;
 	int rc, e;
@@ -250,12 +275,11 @@ static int receive_all(sbx_client *c, const char *run_id, size_t n, const char *
 	if (sbxd_uid(c, &rv->sbxd_uid, st) < 0 || listen_abstract(rv, name, st) < 0)
 		return -1;
 	rv->n = n;
-	rv->fds = malloc(n * sizeof(*rv->fds));
-	rv->sizes = calloc(n, sizeof(*rv->sizes));
-	if (!rv->fds || !rv->sizes)
+	rv->files = calloc(n, sizeof(*rv->files));
+	if (!rv->files)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	for (size_t i = 0; i < n; i++)
-		rv->fds[i] = -1;
+		rv->files[i].dir = rv->files[i].fd = -1;
 	rv->deadline_ms = sbx_mono_ms() + o.timeout_ms;
 	req.run_id = (char *)run_id;
 	req.n_paths = n;
@@ -266,17 +290,27 @@ static int receive_all(sbx_client *c, const char *run_id, size_t n, const char *
 	if ((e = pthread_create(&t, NULL, receive, rv)) != 0)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "export: thread: %s", strerror(e));
 	rc = sbx_client_call_opts(c, SBX_METHOD_PREFIX "ExportArtifacts", &req.base,
-				  &sbx__v1__export_artifacts_response__descriptor, &resp, &o, st);
+				  &sbx__v1__export_artifacts_response__descriptor, &r, &o, st);
 	/* sbxd is done with the socket either way; a thread still waiting
 	 * (the call failed) stops now. */
 	if (write(rv->wake[1], "x", 1) != 1)
 		abort(); /* a pipe with nothing in it takes one byte */
 	pthread_join(t, NULL);
+	/* Our own failure (a copy, what is in the way) says more than the
+	 * ABORTED sbxd answered when we stopped acknowledging. */
+	if (rv->st.code != SBX__V1__CODE__OK) {
+		if (r)
+			protobuf_c_message_free_unpacked(r, NULL);
+		*st = rv->st;
+		return -1;
+	}
 	if (rc < 0)
 		return -1;
-	protobuf_c_message_free_unpacked(resp, NULL);
+	*resp = (Sbx__V1__ExportArtifactsResponse *)r;
 	if (rv->got != n)
-		return sbx_rpc_fail(st, SBX__V1__CODE__ABORTED, "%s", rv->err.msg);
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL,
+				    "export: sbxd answered OK after %zu of %zu records", rv->got,
+				    n);
 	return 0;
 }
 
@@ -319,90 +353,106 @@ static int copy_exact(int src, int dst, uint64_t size, const char *shown, struct
 	return 0;
 }
 
-/* The sha256 of our own copy, read back through a mapping of it. */
+static void md_free(EVP_MD_CTX **md)
+{
+	EVP_MD_CTX_free(*md);
+}
+
+/* The sha256 of our own copy, read back from it (the page cache: the
+ * bytes were just written), in 1 MiB reads rather than a mapping, whose
+ * page faults cost more than the reads. */
 static int copy_sha256(int fd, uint64_t size, char hex[65], const char *shown,
 		       struct sbx_rpc_status *st)
 {
+	enum { CHUNK = 1 << 20 };
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int len = 0;
-	void *p = NULL;
-	int ok;
+	uint64_t off = 0;
 
 	OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG, NULL);
-	if (size && (p = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0)) == MAP_FAILED)
-		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "%s: mapping the copy",
-					  shown);
-	if (p)
-		(void)madvise(p, size, MADV_SEQUENTIAL); /* a hint; reading works without it */
-	ok = EVP_Digest(p ? p : "", size, md, &len, EVP_sha256(), NULL) && len == 32;
-	if (p)
-		munmap(p, size);
-	if (!ok)
+	_cleanup_(md_free) EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	_cleanup_free_ uint8_t *buf = malloc(CHUNK);
+	if (!ctx || !buf || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL))
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "%s: sha256: out of memory",
+				    shown);
+	while (off < size) {
+		size_t want = size - off < CHUNK ? (size_t)(size - off) : CHUNK;
+		ssize_t k = pread(fd, buf, want, (off_t)off);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL,
+						  "%s: reading the copy back", shown);
+		if (!EVP_DigestUpdate(ctx, buf, (size_t)k))
+			return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "%s: sha256", shown);
+		off += (uint64_t)k;
+	}
+	if (!EVP_DigestFinal_ex(ctx, md, &len) || len != 32)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "%s: sha256", shown);
 	sbx_hex(md, 32, hex);
 	return 0;
 }
 
-struct temp_export {
-	int dir;
-	int fd;
-	char name[40];
-};
-
-static void temp_export_freep(struct temp_export *t)
+/* A file's temporary copy beneath the destination, made from src. */
+static int stage(struct receiver *rv, struct staged *f, int src, uint64_t size)
 {
-	sbx_closep(&t->fd);
-	if (t->name[0])
-		(void)unlinkat(t->dir, t->name, 0); /* already gone is what we want */
-}
-
-static int place_one(int src, uint64_t size, int dirfd, const char *rel, mode_t mode_mask,
-		     const char *expect_sha256, bool expect_live, struct sbx_export_info *info,
-		     struct sbx_rpc_status *st)
-{
-	char shown[256];
-	const char *base;
+	const char *rel = rv->rels[rv->got];
+	struct sbx_rpc_status *st = &rv->st;
 	struct stat sb;
 
-	sbx_escape(shown, sizeof(shown), rel);
+	sbx_escape(f->shown, sizeof(f->shown), rel);
 	if (fstat(src, &sb) < 0 || !S_ISREG(sb.st_mode))
 		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL,
-				    "%s: sbxd passed something other than a regular file", shown);
-	_cleanup_close_ int dir = sbx_dest_subdir(dirfd, rel, &base, &st->err);
-	if (dir < 0 || sbx_dest_check_slot(dir, base, shown, &st->err) < 0)
+				    "%s: sbxd passed something other than a regular file",
+				    f->shown);
+	f->size = size;
+	f->mode = sb.st_mode;
+	f->dir = sbx_dest_subdir(rv->dirfd, rel, &f->base, &st->err);
+	if (f->dir < 0 || sbx_dest_check_slot(f->dir, f->base, f->shown, &st->err) < 0)
 		return sbx_rpc_code(st, SBX__V1__CODE__FAILED_PRECONDITION);
-	_cleanup_(temp_export_freep) struct temp_export tmp = {.dir = dir, .fd = -1};
-	for (int tries = 0; tmp.fd < 0; tries++) {
+	for (int tries = 0; f->fd < 0; tries++) {
 		char id[33];
 		if (tries == 16)
 			return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL,
-					    "%s: no free temporary name", shown);
+					    "%s: no free temporary name", f->shown);
 		if (sbx_request_id(id, &st->err) < 0)
 			return sbx_rpc_code(st, SBX__V1__CODE__INTERNAL);
-		snprintf(tmp.name, sizeof(tmp.name), ".sbx-export-%.12s.tmp", id);
-		/* O_RDWR: the digest is read back from this very file. */
-		tmp.fd = sbx_open_beneath(dir, tmp.name, O_RDWR | O_CREAT | O_EXCL, 0600, &st->err);
-		if (tmp.fd < 0)
-			tmp.name[0] = '\0';
-		if (tmp.fd < 0 && st->err.errnum != EEXIST)
+		snprintf(f->name, sizeof(f->name), ".sbx-export-%.12s.tmp", id);
+		/* O_RDWR: the digest may be read back from this very file. */
+		f->fd =
+		    sbx_open_beneath(f->dir, f->name, O_RDWR | O_CREAT | O_EXCL, 0600, &st->err);
+		if (f->fd < 0)
+			f->name[0] = '\0';
+		if (f->fd < 0 && st->err.errnum != EEXIST)
 			return sbx_rpc_code(st, SBX__V1__CODE__FAILED_PRECONDITION);
 	}
-	if (copy_exact(src, tmp.fd, size, shown, st) < 0 ||
-	    copy_sha256(tmp.fd, size, info->sha256, shown, st) < 0)
+	return copy_exact(src, f->fd, size, f->shown, st);
+}
+
+/* Verified and renamed into place. */
+static int place(struct staged *f, const char *final_sha256, mode_t mode_mask,
+		 const char *expect_sha256, bool expect_live, struct sbx_export_info *info,
+		 struct sbx_rpc_status *st)
+{
+	if (final_sha256 && strlen(final_sha256) == 64)
+		memcpy(info->sha256, final_sha256, 65);
+	else if (copy_sha256(f->fd, f->size, info->sha256, f->shown, st) < 0)
 		return -1;
-	info->size = size;
+	info->size = f->size;
 	if (expect_sha256 && strcmp(expect_sha256, info->sha256) != 0)
 		return sbx_rpc_fail(
 		    st, expect_live ? SBX__V1__CODE__ABORTED : SBX__V1__CODE__DATA_LOSS,
-		    "%s: sha256 %s, not the listing's %.64s%s", shown, info->sha256, expect_sha256,
+		    "%s: sha256 %s, not the listing's %.64s%s", f->shown, info->sha256,
+		    expect_sha256,
 		    expect_live ? " (an exec is running and changed it): not kept" : ": not kept");
-	if (fchmod(tmp.fd, sb.st_mode & mode_mask & 0777) < 0 || close(sbx_steal_fd(tmp.fd)) < 0)
-		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "%s", shown);
-	if (sbx_dest_check_slot(dir, base, shown, &st->err) < 0)
+	if (fchmod(f->fd, f->mode & mode_mask & 0777) < 0 || close(sbx_steal_fd(f->fd)) < 0)
+		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "%s", f->shown);
+	f->fd = -1;
+	if (sbx_dest_check_slot(f->dir, f->base, f->shown, &st->err) < 0)
 		return sbx_rpc_code(st, SBX__V1__CODE__FAILED_PRECONDITION);
-	if (renameat(dir, tmp.name, dir, base) < 0)
-		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "%s", shown);
-	tmp.name[0] = '\0'; /* renamed: nothing to remove */
+	if (renameat(f->dir, f->name, f->dir, f->base) < 0)
+		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "%s", f->shown);
+	f->name[0] = '\0'; /* renamed: nothing to remove */
 	return 0;
 }
 
@@ -411,7 +461,10 @@ int sbx_export_at(sbx_client *c, const char *run_id, size_t n, const char *const
 		  const char *const *expect_sha256, bool expect_live, struct sbx_export_info *info,
 		  struct sbx_rpc_status *st)
 {
-	_cleanup_(receiver_clear) struct receiver rv = {.listener = -1, .wake = {-1, -1}};
+	_cleanup_(receiver_clear) struct receiver rv = {
+	    .listener = -1, .wake = {-1, -1}, .dirfd = dirfd, .rels = rels ? rels : paths};
+	Sbx__V1__ExportArtifactsResponse *resp = NULL;
+	int rc = 0;
 
 	memset(st, 0, sizeof(*st));
 	if (n == 0)
@@ -420,15 +473,11 @@ int sbx_export_at(sbx_client *c, const char *run_id, size_t n, const char *const
 		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 				    "export: %zu paths, at most %d per call", n,
 				    SBX_EXPORT_MAX_PATHS);
-	if (receive_all(c, run_id, n, paths, &rv, st) < 0)
+	if (receive_all(c, run_id, n, paths, &rv, &resp, st) < 0)
 		return -1;
-	for (size_t i = 0; i < n; i++) {
-		if (place_one(rv.fds[i], rv.sizes[i], dirfd, rels ? rels[i] : paths[i], mode_mask,
-			      expect_sha256 ? expect_sha256[i] : NULL, expect_live, &info[i],
-			      st) < 0)
-			return -1;
-		sbx_closep(&rv.fds[i]);
-		rv.fds[i] = -1;
-	}
-	return 0;
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		rc = place(&rv.files[i], resp->n_sha256 == n ? resp->sha256[i] : NULL, mode_mask,
+			   expect_sha256 ? expect_sha256[i] : NULL, expect_live, &info[i], st);
+	sbx__v1__export_artifacts_response__free_unpacked(resp, NULL);
+	return rc;
 }

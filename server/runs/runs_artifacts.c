@@ -1114,3 +1114,22 @@ int artifacts_open(struct sbx_run *r, int out_fd, const char *path, struct stat 
 				    path, (long long)sb->st_size);
 	return sbx_steal_fd(fd);
 }
+
+void artifacts_out_state(struct sbx_run *r, bool *settled, uint64_t *epoch)
+{
+	run_lock(r);
+	*settled = out_settled(r);
+	*epoch = r->out_epoch;
+	run_unlock(r);
+}
+
+bool artifacts_final_sha256(struct sbx_run *r, const struct stat *sb, char sha256[65])
+{
+	struct file_id id = file_id(sb);
+	bool hit;
+
+	run_lock(r);
+	hit = cache_get(r, &id, sha256);
+	run_unlock(r);
+	return hit;
+}

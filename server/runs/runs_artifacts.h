@@ -46,6 +46,13 @@ int artifacts_out_dup(struct sbx_run *r, struct sbx_rpc_status *st);
  * larger one is sparse): the fd with *sb, or -1 with st naming the path. */
 int artifacts_open(struct sbx_run *r, int out_fd, const char *path, struct stat *sb,
 		   struct sbx_rpc_status *st);
+/* Whether /out is settled (no process of the run can change it) and the
+ * run's exec epoch (execs started so far): equal before and after some
+ * work, and settled both times, nothing of the run wrote /out meanwhile. */
+void artifacts_out_state(struct sbx_run *r, bool *settled, uint64_t *epoch);
+/* The file's final digest if a listing or fetch of this epoch cached it for
+ * this very file (inode, size, times) while /out was settled; else false. */
+bool artifacts_final_sha256(struct sbx_run *r, const struct stat *sb, char sha256[65]);
 void artifacts_forget(struct sbx_run *r); /* frees hash cache and fetch cursors */
 /* mu held, at teardown: closes the files fetches in progress keep open
  * (the next chunks then fail as the run is gone), so that nothing of

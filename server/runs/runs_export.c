@@ -18,19 +18,27 @@
  *   nothing;
  * - the name is abstract: no path walk for sbxd through anyone's links
  *   or mounts, and connect never blocks (a full backlog is EAGAIN);
- * - every send and acknowledgement waits at most until one deadline
- *   (SBX_EXPORT_DEADLINE_MS): a caller that stops reading holds its own
- *   worker that long, then the call fails; one descriptor at a time is
- *   in flight, and none once the call returns.
+ * - each record is acknowledged within SBX_EXPORT_RECORD_MS, the whole
+ *   call within SBX_EXPORT_CALL_MS: a caller that stops reading holds its
+ *   own worker (its share of the long lane) that long, then the call
+ *   fails; one descriptor at a time is in flight, and none once the call
+ *   returns.
  *
  * Each file is opened now, by the run's /out reader, beneath /out without
  * following a link, read-only and non-blocking, and kept only if it is a
  * regular file no larger than out_mb (runs_artifacts.c's artifacts_open):
  * what the sandbox renames, links or swaps in meanwhile is what that open
- * finds, and a FIFO, device or link is refused by name. sbxd sends no
- * digest: the sandbox may write the file while the caller copies it, so
- * the caller hashes its own copy, which is then the digest of the bytes it
- * holds. */
+ * finds, and a FIFO, device or link is refused by name.
+ *
+ * The digest the caller reports must be of the bytes it holds. The caller
+ * copies each file before it acknowledges the record; sbxd answers with a
+ * file's cached final digest only if /out was settled (no process of the
+ * run alive) and no exec began from before the first open until after the
+ * last acknowledgement: then nothing could write the file while it was
+ * copied (the descriptor is read-only, and writes through a shared mapping
+ * of an exec are excluded by the epoch, not by times, which such writes do
+ * not change on tmpfs). Otherwise it answers "" and the caller hashes its
+ * own copy. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -87,8 +95,9 @@ static int wait_for(int sock, short events, int64_t deadline_ms, const char *wha
 
 		if (left <= 0)
 			return sbx_rpc_fail(st, SBX__V1__CODE__DEADLINE_EXCEEDED,
-					    "export: the caller's socket did not %s within %d ms",
-					    what, SBX_EXPORT_DEADLINE_MS);
+					    "export: the caller's socket did not %s in time (%d ms "
+					    "per record, %d ms per call)",
+					    what, SBX_EXPORT_RECORD_MS, SBX_EXPORT_CALL_MS);
 		n = poll(&p, 1, (int)left);
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -182,22 +191,45 @@ static int send_one(int sock, const Sbx__V1__ExportArtifactsRequest *req, uint32
 	return 0;
 }
 
+/* Each record waits for its acknowledgement, which the caller sends once
+ * it has copied the file: a record's deadline is its own, the call's is
+ * the sum's bound. */
 static int export_files(struct sbx_run *r, int out_fd, int sock,
-			const Sbx__V1__ExportArtifactsRequest *req, uint64_t *bytes,
+			const Sbx__V1__ExportArtifactsRequest *req, char **sha256, uint64_t *bytes,
 			struct sbx_rpc_status *st)
 {
-	int64_t deadline_ms = sbx_mono_ms() + SBX_EXPORT_DEADLINE_MS;
+	int64_t call_deadline = sbx_mono_ms() + SBX_EXPORT_CALL_MS;
+	bool settled, settled_after;
+	uint64_t epoch, epoch_after;
 
+	artifacts_out_state(r, &settled, &epoch);
 	for (size_t i = 0; i < req->n_paths; i++) {
+		int64_t deadline = sbx_mono_ms() + SBX_EXPORT_RECORD_MS;
 		struct stat sb;
+		char digest[65];
 		_cleanup_close_ int fd = artifacts_open(r, out_fd, req->paths[i], &sb, st);
 
 		if (fd < 0)
 			return -1;
-		if (send_one(sock, req, (uint32_t)i, fd, (uint64_t)sb.st_size, deadline_ms, st) < 0)
+		if (settled && artifacts_final_sha256(r, &sb, digest) &&
+		    !(sha256[i] = strdup(digest)))
+			return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
+		if (send_one(sock, req, (uint32_t)i, fd, (uint64_t)sb.st_size,
+			     deadline < call_deadline ? deadline : call_deadline, st) < 0)
 			return -1;
 		*bytes += (uint64_t)sb.st_size;
 	}
+	/* The caller copied every file before its acknowledgement: if no exec
+	 * began since the first open, the cached digests are of its copies. */
+	artifacts_out_state(r, &settled_after, &epoch_after);
+	if (!settled_after || epoch_after != epoch)
+		for (size_t i = 0; i < req->n_paths; i++) {
+			free(sha256[i]);
+			sha256[i] = NULL;
+		}
+	for (size_t i = 0; i < req->n_paths; i++)
+		if (!sha256[i] && !(sha256[i] = strdup("")))
+			return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	return 0;
 }
 
@@ -210,22 +242,33 @@ SBX_HANDLER(export_artifacts, Sbx__V1__ExportArtifactsRequest, Sbx__V1__ExportAr
 
 	if (check_request(who, req, st) < 0)
 		return -1;
-	if (!(r = run_lookup(runs, who, req->run_id, st)))
+	o = malloc(sizeof(*o));
+	if (!o)
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
+	sbx__v1__export_artifacts_response__init(o);
+	o->sha256 = calloc(req->n_paths, sizeof(*o->sha256));
+	o->n_sha256 = req->n_paths;
+	if (!o->sha256) {
+		sbx__v1__export_artifacts_response__free_unpacked(o, NULL);
+		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
+	}
+	if (!(r = run_lookup(runs, who, req->run_id, st))) {
+		sbx__v1__export_artifacts_response__free_unpacked(o, NULL);
 		return -1;
+	}
 	_cleanup_close_ int out_fd = artifacts_out_dup(r, st);
 	_cleanup_close_ int sock = out_fd < 0 ? -1 : connect_caller(who, req->socket_name, st);
-	rc = sock < 0 ? -1 : export_files(r, out_fd, sock, req, &bytes, st);
+	rc = sock < 0 ? -1 : export_files(r, out_fd, sock, req, o->sha256, &bytes, st);
 	if (rc == 0)
 		run_audit(r, "artifacts_exported",
 			  json_pack("{s:I, s:I, s:I}", "files", (json_int_t)req->n_paths, "bytes",
 				    (json_int_t)bytes, "uid", (json_int_t)who->local_uid));
 	run_unref(r);
-	if (rc < 0)
+	if (rc < 0) {
+		/* free_unpacked skips the NULL entries a failure left. */
+		sbx__v1__export_artifacts_response__free_unpacked(o, NULL);
 		return -1;
-	o = malloc(sizeof(*o));
-	if (!o)
-		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
-	sbx__v1__export_artifacts_response__init(o);
+	}
 	o->files_sent = (uint32_t)req->n_paths;
 	*resp = o;
 	return 0;
