@@ -762,19 +762,14 @@ static int memfd_of(const char *src)
 	return fd;
 }
 
-static void bench_fetch(const struct server *s, const struct transport *t, long k)
+/* A run whose /out holds FETCH_BYTES of random bytes as FETCH_NAME, listed
+ * (so hashed, and /out settled: the digest is final): its id, and the
+ * listing's sha256 in expect. */
+static char *big_artifact_run(const struct transport *t, char expect[65])
 {
-	char d_fd[PATH_MAX], d_file[PATH_MAX], raw_url[PATH_MAX + 16];
-	const char *src = cp_src, *d_cp = cp_dst;
 	struct sbx_rpc_status st;
-	char expect[65] = "";
-	bool tls = !strcmp(t->name, "tls");
 
-	bench_scratch_path(cp_src, sizeof(cp_src), "local-256m");
-	bench_scratch_path(d_fd, sizeof(d_fd), "fetched-fd");
-	bench_scratch_path(d_file, sizeof(d_file), "fetched-file");
-	bench_scratch_path(cp_dst, sizeof(cp_dst), "copied");
-
+	expect[0] = '\0';
 	bench_note("%s: a run writing 256 MiB to /out/%s", t->name, FETCH_NAME);
 	char *id = create_run(t, FETCH_POLICY);
 	char *script[] = {"/bin/sh", "-c", FETCH_SCRIPT, NULL};
@@ -785,11 +780,27 @@ static void bench_fetch(const struct server *s, const struct transport *t, long 
 	for (size_t i = 0; i < l->n_artifacts; i++)
 		if (!strcmp(l->artifacts[i]->path, FETCH_NAME) &&
 		    l->artifacts[i]->size == FETCH_BYTES)
-			snprintf(expect, sizeof(expect), "%s", l->artifacts[i]->sha256);
+			snprintf(expect, 65, "%s", l->artifacts[i]->sha256);
 	sbx__v1__list_artifacts_response__free_unpacked(l, NULL);
 	if (!*expect)
 		bench_die("%s: ListArtifacts does not list %s with %llu bytes", t->name, FETCH_NAME,
 			  FETCH_BYTES);
+	return id;
+}
+
+static void bench_fetch(const struct server *s, const struct transport *t, long k)
+{
+	char d_fd[PATH_MAX], d_file[PATH_MAX], raw_url[PATH_MAX + 16];
+	const char *src = cp_src, *d_cp = cp_dst;
+	char expect[65] = "";
+	bool tls = !strcmp(t->name, "tls");
+
+	bench_scratch_path(cp_src, sizeof(cp_src), "local-256m");
+	bench_scratch_path(d_fd, sizeof(d_fd), "fetched-fd");
+	bench_scratch_path(d_file, sizeof(d_file), "fetched-file");
+	bench_scratch_path(cp_dst, sizeof(cp_dst), "copied");
+
+	char *id = big_artifact_run(t, expect);
 
 	/* Warm-up: one fetch; the first one also makes the local file cp
 	 * copies (the same kind of bytes, in the page cache as the artifact
@@ -920,21 +931,7 @@ static void bench_export(const struct transport *t, long k)
 	bench_scratch_path(cp_dst, sizeof(cp_dst), "copied");
 	bench_scratch_path(dir, sizeof(dir), "exported");
 	snprintf(exported, sizeof(exported), "%s/" FETCH_NAME, dir);
-	bench_note("%s: a run writing 256 MiB to /out/%s", t->name, FETCH_NAME);
-	char *id = create_run(t, FETCH_POLICY);
-	char *script[] = {"/bin/sh", "-c", FETCH_SCRIPT, NULL};
-	exec_wait(t, id, script, 3);
-	Sbx__V1__ListArtifactsResponse *l = sbx_list_artifacts(t->c, id, &st);
-	if (!l)
-		call_failed(t, "ListArtifacts", &st);
-	for (size_t i = 0; i < l->n_artifacts; i++)
-		if (!strcmp(l->artifacts[i]->path, FETCH_NAME) &&
-		    l->artifacts[i]->size == FETCH_BYTES)
-			snprintf(expect, sizeof(expect), "%s", l->artifacts[i]->sha256);
-	sbx__v1__list_artifacts_response__free_unpacked(l, NULL);
-	if (!*expect)
-		bench_die("%s: ListArtifacts does not list %s with %llu bytes", t->name, FETCH_NAME,
-			  FETCH_BYTES);
+	char *id = big_artifact_run(t, expect);
 	_cleanup_close_ int dirfd = sbx_dest_open(dir, &st.err);
 	if (dirfd < 0)
 		bench_die("%s: %s", dir, st.err.msg);

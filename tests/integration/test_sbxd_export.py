@@ -17,8 +17,9 @@ import threading
 import time
 import unittest
 
-from sbxdfix import ServerTestCase, policy_json
+from sbxdfix import policy_json
 from sbxrpc import sandbox_pb2 as pb
+from test_sbxd_out import OutTest
 
 PY = "/usr/bin/python3"
 MAGIC = b"sbxexp1\0"
@@ -90,34 +91,8 @@ class Receiver:
                                          nonce=self.nonce)
 
 
-class ExportTest(ServerTestCase):
-    def setUp(self):
-        self.c = self.srv.conn(timeout_ms=40000)
-
-    def tearDown(self):
-        self.c.close()
-
-    def ok(self, name, req, resp_type, conn=None):
-        code, msg, resp = (conn or self.c).call(name, req, resp_type)
-        self.assertEqual(code, "OK", "%s: %s" % (name, msg))
-        return resp
-
-    def create(self, **limits):
-        return self.ok("CreateRun", pb.CreateRunRequest(policy_json=policy_json(**limits)),
-                       pb.CreateRunResponse).run_id
-
-    def start(self, run, code):
-        return self.ok("Exec", pb.ExecRequest(run_id=run, argv=[PY, "-c", code]),
-                       pb.ExecResponse).exec_id
-
-    def run_py(self, run, code):
-        ex = self.start(run, code)
-        st = self.ok("Wait", pb.WaitRequest(run_id=run, exec_id=ex, timeout_ms=30000),
-                     pb.WaitResponse).status
-        self.assertEqual((pb.ExitReason.Name(st.reason), st.exit_code), ("EXITED", 0), st)
-
-    def teardown(self, run):
-        self.ok("Teardown", pb.TeardownRequest(run_id=run), pb.TeardownResponse)
+class ExportTest(OutTest):
+    """OutTest's calls (ok, create, start, run_py, teardown) on one sbxd."""
 
     def export(self, run, paths, ack=True, conn=None, token=None):
         rv = Receiver(ack=ack)
@@ -197,7 +172,7 @@ class ExportTest(ServerTestCase):
         run = self.create(script_seconds=60, run_seconds=120)
         self.run_py(run, "open('/out/a','w').write('alpha')\n")
         self.ok("ListArtifacts", pb.ListArtifactsRequest(run_id=run), pb.ListArtifactsResponse)
-        self.start(run, "import time\ntime.sleep(30)\n")
+        self.start(run, [PY, "-c", "import time\ntime.sleep(30)\n"])
         code, msg, resp, rv = self.export(run, ["a"])
         self.assertEqual(code, "OK", msg)
         self.assertEqual(list(resp.sha256), [""])
@@ -314,22 +289,16 @@ class ExportTest(ServerTestCase):
     def test_a_swapped_name_never_yields_anything_but_the_regular_file(self):
         run = self.create(script_seconds=60, run_seconds=120)
         body = b"the regular file\n"
-        self.start(run, "import os\nopen('/out/f.real','wb').write(%r)\n"
-                        "os.symlink('/etc/passwd','/out/f.link')\nos.mkfifo('/out/f.fifo')\n"
-                        "open('/out/ready','w').close()\n"
-                        "while True:\n"
-                        "    for src in ('/out/f.link','/out/f.fifo','/out/f.real'):\n"
-                        "        os.link(src, '/out/tmp') if src == '/out/f.real' else "
-                        "os.symlink('/etc/passwd','/out/tmp') if src == '/out/f.link' else "
-                        "os.mkfifo('/out/tmp')\n"
-                        "        os.rename('/out/tmp','/out/f')\n" % body)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            ls = self.ok("ListArtifacts", pb.ListArtifactsRequest(run_id=run),
-                         pb.ListArtifactsResponse)
-            if "ready" in [a.path for a in ls.artifacts]:
-                break
-            time.sleep(0.1)
+        swap = ("import os\nopen('/out/f.real','wb').write(%r)\n"
+                "open('/out/ready','w').close()\n"
+                "while True:\n"
+                "    for kind in ('link', 'fifo', 'real'):\n"
+                "        if kind == 'real': os.link('/out/f.real', '/out/tmp')\n"
+                "        elif kind == 'link': os.symlink('/etc/passwd', '/out/tmp')\n"
+                "        else: os.mkfifo('/out/tmp')\n"
+                "        os.rename('/out/tmp', '/out/f')\n" % body)
+        self.start(run, [PY, "-c", swap])
+        self.wait_for(run, "ready")
         kinds = {"OK": 0, "FAILED_PRECONDITION": 0}
         for _ in range(60):
             code, msg, _, rv = self.export(run, ["f"])
@@ -353,13 +322,14 @@ class ExportTest(ServerTestCase):
         # between two pieces, and a copy the same state: that is kept, as
         # listed, and said to be live.)
         run = self.create(out_mb=64, script_seconds=60, run_seconds=120)
-        self.start(run, "import os, time\nf = os.open('/out/w', os.O_WRONLY|os.O_CREAT)\n"
-                        "while True:\n"
-                        "    for c in b'ab':\n"
-                        "        for i in range(8):\n"
-                        "            os.pwrite(f, bytes([c]) * (1 << 20), i << 20)\n"
-                        "            time.sleep(0.01)\n"
-                        "        time.sleep(0.3)\n")
+        writer = ("import os, time\nf = os.open('/out/w', os.O_WRONLY|os.O_CREAT)\n"
+                  "while True:\n"
+                  "    for c in b'ab':\n"
+                  "        for i in range(8):\n"
+                  "            os.pwrite(f, bytes([c]) * (1 << 20), i << 20)\n"
+                  "            time.sleep(0.01)\n"
+                  "        time.sleep(0.3)\n")
+        self.start(run, [PY, "-c", writer])
         whole = {sha(c * (8 << 20)) for c in (b"a", b"b")}
         time.sleep(1)
         outcomes = []
