@@ -54,7 +54,7 @@ class Receiver:
     """The caller's side of the export socket, in a thread: takes every
     record (acknowledging it unless ack is False) and keeps the fds."""
 
-    def __init__(self, ack=True):
+    def __init__(self, ack=True, before_ack=None):
         self.name = "sbx-export-test-" + secrets.token_hex(8)
         self.nonce = secrets.token_bytes(16)
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -62,6 +62,7 @@ class Receiver:
         self.sock.listen(4)
         self.sock.settimeout(50)
         self.ack, self.records, self.error = ack, [], None
+        self.before_ack = before_ack  # called with the record's index (the caller "copies")
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
 
@@ -77,6 +78,8 @@ class Receiver:
                     index = int.from_bytes(msg[8:12], "little")
                     size = int.from_bytes(msg[16:24], "little")
                     self.records.append((msg[:8], index, size, msg[25:], fds))
+                    if self.before_ack:
+                        self.before_ack(index)
                     if self.ack:
                         c.send(b"k")
         except OSError as e:
@@ -94,8 +97,8 @@ class Receiver:
 class ExportTest(OutTest):
     """OutTest's calls (ok, create, start, run_py, teardown) on one sbxd."""
 
-    def export(self, run, paths, ack=True, conn=None, token=None):
-        rv = Receiver(ack=ack)
+    def export(self, run, paths, ack=True, conn=None, token=None, before_ack=None):
+        rv = Receiver(ack=ack, before_ack=before_ack)
         try:
             code, msg, resp = (conn or self.c).call("ExportArtifacts", rv.request(run, paths),
                                                     pb.ExportArtifactsResponse, token=token)
@@ -179,6 +182,32 @@ class ExportTest(OutTest):
         for r in rv.records:
             os.close(r[4][0])
         self.teardown(run)
+
+    def test_no_digest_is_vouched_for_when_an_exec_ran_during_the_copy(self):
+        # The digest sbxd cached is of the file before the exec; an exec
+        # that ran (and ended) between the open and the acknowledgement
+        # could have changed the bytes the caller copied.
+        run = self.create()
+        self.run_py(run, "open('/out/a','w').write('alpha')\n")
+        self.ok("ListArtifacts", pb.ListArtifactsRequest(run_id=run), pb.ListArtifactsResponse)
+
+        def exec_meanwhile(_index):
+            with self.srv.conn(timeout_ms=30000) as c:
+                self.run_py_on(c, run, "open('/out/a','w').write('other')\n")
+
+        code, msg, resp, rv = self.export(run, ["a"], before_ack=exec_meanwhile)
+        self.assertEqual(code, "OK", msg)
+        self.assertEqual(list(resp.sha256), [""])
+        for r in rv.records:
+            os.close(r[4][0])
+        self.teardown(run)
+
+    def run_py_on(self, conn, run, code):
+        ex = self.ok("Exec", pb.ExecRequest(run_id=run, argv=[PY, "-c", code]), pb.ExecResponse,
+                     conn=conn).exec_id
+        st = self.ok("Wait", pb.WaitRequest(run_id=run, exec_id=ex, timeout_ms=20000),
+                     pb.WaitResponse, conn=conn).status
+        self.assertEqual(pb.ExitReason.Name(st.reason), "EXITED", st)
 
     # ---- who may ask ----
 
