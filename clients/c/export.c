@@ -64,6 +64,7 @@ struct receiver {
 	size_t got;
 	int64_t deadline_ms;
 	struct sbx_rpc_status st; /* why it stopped before n records */
+	bool ours;		  /* st is our own failure (a copy, the destination) */
 };
 
 /* 1: the call ended (wake), 0: fd is ready, -1: past the deadline. */
@@ -178,8 +179,10 @@ static int receive_one(struct receiver *rv, int s)
 				    rv->got);
 	/* Copied before the acknowledgement: sbxd's digest, if it vouches for
 	 * one, covers the time of the copy. */
-	if (stage(rv, &rv->files[rv->got], fd, rec.size) < 0)
+	if (stage(rv, &rv->files[rv->got], fd, rec.size) < 0) {
+		rv->ours = true;
 		return -1;
+	}
 	rv->got++;
 	if (send(s, &ack, 1, MSG_NOSIGNAL) != 1)
 		return sbx_rpc_fail_errno(&rv->st, SBX__V1__CODE__ABORTED,
@@ -297,8 +300,9 @@ static int receive_all(sbx_client *c, const char *run_id, size_t n, const char *
 		abort(); /* a pipe with nothing in it takes one byte */
 	pthread_join(t, NULL);
 	/* Our own failure (a copy, what is in the way) says more than the
-	 * ABORTED sbxd answered when we stopped acknowledging. */
-	if (rv->st.code != SBX__V1__CODE__OK) {
+	 * ABORTED sbxd answered when we stopped acknowledging; sbxd's own
+	 * failure (a FIFO in /out) more than the closed socket we saw. */
+	if (rv->ours) {
 		if (r)
 			protobuf_c_message_free_unpacked(r, NULL);
 		*st = rv->st;
@@ -309,8 +313,8 @@ static int receive_all(sbx_client *c, const char *run_id, size_t n, const char *
 	*resp = (Sbx__V1__ExportArtifactsResponse *)r;
 	if (rv->got != n)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL,
-				    "export: sbxd answered OK after %zu of %zu records", rv->got,
-				    n);
+				    "export: sbxd answered OK after %zu of %zu records (%s)",
+				    rv->got, n, rv->st.err.msg[0] ? rv->st.err.msg : "no reason");
 	return 0;
 }
 

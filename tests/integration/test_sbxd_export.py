@@ -340,6 +340,18 @@ class ExportTest(OutTest):
                     self.assertEqual(f.read(), body)
                 self.assertTrue(st.st_mode & 0o170000 == 0o100000)
         self.assertGreater(kinds["FAILED_PRECONDITION"], 0, kinds)
+        # sbxctl says why sbxd refused (not that the socket closed on it).
+        said = set()
+        for _ in range(8):
+            with tempfile.TemporaryDirectory() as top:
+                r = self.srv.cli("fetch", run, "--all", os.path.join(top, "o"))
+            if r.returncode:
+                self.assertNotIn("closed the socket", r.stderr)
+                why = [w for w in ("not a regular file", "symbolic link", "an exec", "not found")
+                       if w in r.stderr]
+                self.assertTrue(why, r.stderr)
+                said.update(why)
+        sys.stderr.write("sbxctl refusals: %s\n" % sorted(said))
         self.teardown(run)
 
     def test_a_file_written_during_the_copy_is_kept_only_as_listed(self):
