@@ -762,19 +762,14 @@ static int memfd_of(const char *src)
 	return fd;
 }
 
-static void bench_fetch(const struct server *s, const struct transport *t, long k)
+/* A run whose /out holds FETCH_BYTES of random bytes as FETCH_NAME, listed
+ * (so hashed, and /out settled: the digest is final): its id, and the
+ * listing's sha256 in expect. */
+static char *big_artifact_run(const struct transport *t, char expect[65])
 {
-	char d_fd[PATH_MAX], d_file[PATH_MAX], raw_url[PATH_MAX + 16];
-	const char *src = cp_src, *d_cp = cp_dst;
 	struct sbx_rpc_status st;
-	char expect[65] = "";
-	bool tls = !strcmp(t->name, "tls");
 
-	bench_scratch_path(cp_src, sizeof(cp_src), "local-256m");
-	bench_scratch_path(d_fd, sizeof(d_fd), "fetched-fd");
-	bench_scratch_path(d_file, sizeof(d_file), "fetched-file");
-	bench_scratch_path(cp_dst, sizeof(cp_dst), "copied");
-
+	expect[0] = '\0';
 	bench_note("%s: a run writing 256 MiB to /out/%s", t->name, FETCH_NAME);
 	char *id = create_run(t, FETCH_POLICY);
 	char *script[] = {"/bin/sh", "-c", FETCH_SCRIPT, NULL};
@@ -785,11 +780,27 @@ static void bench_fetch(const struct server *s, const struct transport *t, long 
 	for (size_t i = 0; i < l->n_artifacts; i++)
 		if (!strcmp(l->artifacts[i]->path, FETCH_NAME) &&
 		    l->artifacts[i]->size == FETCH_BYTES)
-			snprintf(expect, sizeof(expect), "%s", l->artifacts[i]->sha256);
+			snprintf(expect, 65, "%s", l->artifacts[i]->sha256);
 	sbx__v1__list_artifacts_response__free_unpacked(l, NULL);
 	if (!*expect)
 		bench_die("%s: ListArtifacts does not list %s with %llu bytes", t->name, FETCH_NAME,
 			  FETCH_BYTES);
+	return id;
+}
+
+static void bench_fetch(const struct server *s, const struct transport *t, long k)
+{
+	char d_fd[PATH_MAX], d_file[PATH_MAX], raw_url[PATH_MAX + 16];
+	const char *src = cp_src, *d_cp = cp_dst;
+	char expect[65] = "";
+	bool tls = !strcmp(t->name, "tls");
+
+	bench_scratch_path(cp_src, sizeof(cp_src), "local-256m");
+	bench_scratch_path(d_fd, sizeof(d_fd), "fetched-fd");
+	bench_scratch_path(d_file, sizeof(d_file), "fetched-file");
+	bench_scratch_path(cp_dst, sizeof(cp_dst), "copied");
+
+	char *id = big_artifact_run(t, expect);
 
 	/* Warm-up: one fetch; the first one also makes the local file cp
 	 * copies (the same kind of bytes, in the page cache as the artifact
@@ -888,6 +899,87 @@ static void bench_fetch(const struct server *s, const struct transport *t, long 
 	free(id);
 }
 
+/* ------------------------------------------------------------ export */
+
+/* sbx_export_at of the 256 MiB artifact into a directory of ours (the
+ * descriptor passed over a unix socket, copy_file_range, the copy hashed),
+ * its sha256 checked against the listing's. */
+static void export_once(const struct transport *t, const char *run_id, int dirfd,
+			const char *expect)
+{
+	const char *paths[] = {FETCH_NAME};
+	struct sbx_export_info info;
+	struct sbx_rpc_status st;
+
+	if (sbx_export_at(t->c, run_id, 1, paths, NULL, dirfd, 0777, NULL, false, &info, &st) < 0)
+		call_failed(t, "sbx_export_at (ExportArtifacts)", &st);
+	if (info.size != FETCH_BYTES || strcmp(info.sha256, expect))
+		bench_die("%s: ExportArtifacts %s: got %llu bytes with sha256 %s; ListArtifacts "
+			  "said %s",
+			  t->name, FETCH_NAME, (unsigned long long)info.size, info.sha256, expect);
+}
+
+/* The same-host export next to `cp` of a local file of the same size,
+ * rotating, K each; ipc only (ExportArtifacts refuses other transports). */
+static void bench_export(const struct transport *t, long k)
+{
+	char dir[PATH_MAX], exported[PATH_MAX + 8];
+	struct sbx_rpc_status st;
+	char expect[65] = "";
+
+	bench_scratch_path(cp_src, sizeof(cp_src), "local-256m");
+	bench_scratch_path(cp_dst, sizeof(cp_dst), "copied");
+	bench_scratch_path(dir, sizeof(dir), "exported");
+	snprintf(exported, sizeof(exported), "%s/" FETCH_NAME, dir);
+	char *id = big_artifact_run(t, expect);
+	_cleanup_close_ int dirfd = sbx_dest_open(dir, &st.err);
+	if (dirfd < 0)
+		bench_die("%s: %s", dir, st.err.msg);
+
+	/* Warm-up: one export, which also makes the local file cp copies
+	 * when the fetch measure did not (the same bytes, in the page cache
+	 * as the artifact is in the run's tmpfs). */
+	export_once(t, id, dirfd, expect);
+	struct stat sb;
+	if (stat(cp_src, &sb) < 0 && rename(exported, cp_src) < 0)
+		bench_die_errno("rename %s to %s", exported, cp_src);
+	unlink_quiet(exported);
+	run_ok("cp", cp_argv, NULL);
+	unlink_quiet(cp_dst);
+
+	struct result *r =
+	    new_result(t->name, "export", "ExportArtifacts 256 MiB", U_RATE, 90, (size_t)k);
+	r->bytes = (double)FETCH_BYTES;
+	r->peer = "cp";
+	r->peer_argv = cp_argv;
+	r->pv = xcalloc((size_t)k, sizeof(double));
+	r->target = ">= 0.5";
+	r->min_ratio = 0.5;
+	bench_note("%s: ExportArtifacts (sbx_export_at: descriptor, copy_file_range, sha256 of "
+		   "the copy) and cp, %ld each, rotating",
+		   t->name, k);
+	for (long i = 0; i < k; i++) {
+		for (long j = 0; j < 2; j++) {
+			bench_check_interrupt();
+			double t0 = bench_now_ms();
+			if ((i + j) % 2 == 0) {
+				export_once(t, id, dirfd, expect);
+				r->v[r->n++] = (bench_now_ms() - t0) / 1e3;
+				unlink_quiet(exported);
+			} else {
+				r->pv[r->pn++] = run_ok("cp", cp_argv, NULL) / 1e3;
+				unlink_quiet(cp_dst);
+			}
+			sync(); /* what one sample left dirty is not the next one's */
+		}
+		bench_note("%s: export %ld/%ld: ExportArtifacts %.0f MiB/s, cp %.0f MiB/s", t->name,
+			   i + 1, k, rate(r->bytes, r->v[r->n - 1]),
+			   rate(r->bytes, r->pv[r->pn - 1]));
+	}
+	teardown(t, id);
+	free(id);
+}
+
 /* ------------------------------------------------------------ main */
 
 enum only {
@@ -896,14 +988,15 @@ enum only {
 	ONLY_EXEC = 4,
 	ONLY_FETCH = 8,
 	ONLY_WARM = 16,
-	ONLY_ALL = 31
+	ONLY_EXPORT = 32,
+	ONLY_ALL = 63
 };
 
 static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: " PROG " [--sbxd PATH] [--helper PATH] [--bwrap PATH] [-n|--quick]\n"
-		"                      [--only health|cycle|exec|fetch|warm] [--json]\n"
+		"                      [--only health|cycle|exec|fetch|warm|export] [--json]\n"
 		"                      [--health N] [--cycles N] [--execs N] [--fetches K]\n"
 		"                      [--warm N]\n"
 		"\n"
@@ -923,6 +1016,10 @@ static void usage(FILE *f)
 		"          CreateRun warm next to cold (target p50 <= 3 ms) and the warm\n"
 		"          cycle next to the one-shot bwrap (target <= 0.5), rotating the\n"
 		"          three, the pool full again before each\n"
+		"  export  (ipc only) the 256 MiB artifact exported K times (--fetches) by\n"
+		"          sbx_export_at (ExportArtifacts: the descriptor over a unix socket,\n"
+		"          copy_file_range, sha256 of the copy) next to `cp` of a local\n"
+		"          256 MiB file, rotating (target >= 0.5)\n"
 		"Tables go to stdout, progress to stderr.\n"
 		"\n"
 		"  --sbxd PATH     sbxd (default <dir of this binary>/../server/sbxd)\n"
@@ -930,7 +1027,7 @@ static void usage(FILE *f)
 		"  --bwrap PATH    bubblewrap (default /usr/bin/bwrap)\n"
 		"  -n, --quick     small counts for a smoke run (health 200/50, cycles 5,\n"
 		"                  execs 10, fetches 1, warm 5)\n"
-		"  --only WHAT     one measure: health, cycle, exec, fetch or warm\n"
+		"  --only WHAT     one measure: health, cycle, exec, fetch, warm or export\n"
 		"  --health N, --cycles N, --execs N, --fetches K, --warm N   override the counts\n"
 		"  --json          machine-readable output, with every sample\n"
 		"  -h, --help      this text\n"
@@ -1007,9 +1104,12 @@ int main(int argc, char **argv)
 				only = ONLY_FETCH;
 			else if (!strcmp(optarg, "warm"))
 				only = ONLY_WARM;
+			else if (!strcmp(optarg, "export"))
+				only = ONLY_EXPORT;
 			else {
 				bench_note(
-				    "--only: expected health, cycle, exec, fetch or warm, got '%s'",
+				    "--only: expected health, cycle, exec, fetch, warm or export, "
+				    "got '%s'",
 				    optarg);
 				return 2;
 			}
@@ -1098,6 +1198,8 @@ int main(int argc, char **argv)
 			bench_fetch(&srv, t, n.fetches);
 		if (only & ONLY_WARM)
 			bench_warm(t, n.warm, bwrap_argv);
+		if ((only & ONLY_EXPORT) && i == 0)
+			bench_export(t, n.fetches);
 	}
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(tps); i++)
 		sbx_client_close(tps[i].c);
@@ -1124,8 +1226,11 @@ int main(int argc, char **argv)
 					"%s%ld fetches of %llu bytes", len ? ", " : "", n.fetches,
 					FETCH_BYTES);
 	if (only & ONLY_WARM)
-		snprintf(counts + len, sizeof(counts) - len, "%s%ld warm rounds", len ? ", " : "",
-			 n.warm);
+		len += (size_t)snprintf(counts + len, sizeof(counts) - len, "%s%ld warm rounds",
+					len ? ", " : "", n.warm);
+	if (only & ONLY_EXPORT)
+		snprintf(counts + len, sizeof(counts) - len, "%s%ld exports (ipc)", len ? ", " : "",
+			 n.fetches);
 	if (json)
 		print_json(&h, json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "health_ipc",
 					 (json_int_t)n.health_ipc, "health_tls",

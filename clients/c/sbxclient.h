@@ -256,6 +256,32 @@ int sbx_fetch_at(sbx_client *c, const char *run_id, const char *remote_path, int
 		 sbx_progress_fn progress, void *progress_arg, struct sbx_fetch_info *info,
 		 struct sbx_rpc_status *st);
 
+/* What sbx_export_at exported, per path. */
+struct sbx_export_info {
+	uint64_t size;
+	char sha256[65]; /* of our copy: the bytes now in the destination */
+};
+
+/* On sbxd's own host (an ipc:// endpoint) only: the artifacts paths[0..n)
+ * (at most 256) of /out copied into rels[i] (NULL: the same paths) beneath
+ * dirfd (sbx_dest_open's, with sbx_fetch_at's rules for what is on the
+ * way), without chunks over the RPC: sbxd opens each file beneath /out
+ * (no link, regular files only) and passes its descriptor over a unix
+ * socket only this uid listens on (ExportArtifacts); the copy is made in
+ * the kernel (copy_file_range) before sbxd is told it arrived, and its
+ * sha256 is sbxd's final digest when sbxd vouches that nothing of the run
+ * could write the file until then, else read back from the copy: either
+ * way of the bytes written. Each file gets its mode in /out & mode_mask
+ * & 0777. expect_sha256 (NULL, or n entries, each NULL or a digest, e.g.
+ * ListArtifacts'): a copy that differs is not kept, DATA_LOSS (ABORTED
+ * with expect_live: an exec changed it). A file that shrinks while it is
+ * copied is ABORTED. On tls+tcp:// or tcp://, FAILED_PRECONDITION: use
+ * sbx_fetch_at. info gets n entries. */
+int sbx_export_at(sbx_client *c, const char *run_id, size_t n, const char *const *paths,
+		  const char *const *rels, int dirfd, mode_t mode_mask,
+		  const char *const *expect_sha256, bool expect_live, struct sbx_export_info *info,
+		  struct sbx_rpc_status *st);
+
 /* The artifact's bytes written to fd as they arrive (a pipe, a terminal:
  * `sbxctl fetch RUN PATH -`), with the same checks as sbx_fetch_file_ex; the
  * bytes are out before the last check, so a failure (DATA_LOSS, ABORTED)

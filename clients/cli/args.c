@@ -128,7 +128,10 @@ static const char *const cmd_help[CMD_COUNT] = {
 	"  --stdin FILE    CMD's standard input, streamed ('-': ours); default: ours\n"
 	"                  streamed when it is not a terminal, else empty\n"
 	"  --cwd DIR       CMD's working directory (default /out); a missing one ends\n"
-	"                  the exec setup_failed, naming it\n" POLICY_HELP "\n"
+	"                  the exec setup_failed, naming it\n"
+	"  --no-export     with --out on an ipc:// endpoint: fetch /out in chunks over the\n"
+	"                  RPC instead of copying descriptors sbxd passes (the "
+	"default)\n" POLICY_HELP "\n"
 	"Interrupts: the first SIGINT or SIGTERM is passed to CMD's process group in the\n"
 	"sandbox; a second SIGINT kills it. What it left in /out is still fetched (said on\n"
 	"stderr), the run is torn down, and sbxctl exits 128+N (130 for SIGINT, 143 for\n"
@@ -198,7 +201,12 @@ static const char *const cmd_help[CMD_COUNT] = {
 		  "into DIR. Each file is checked against the sha256 sbxd reports before it is\n"
 		  "put in place; to stdout the bytes go out as they come, and a failed check\n"
 		  "says that what was written is not the artifact (exit 1). DIR is held to run\n"
-		  "--out's rules: yours, not writable by group or others, never through a link.\n",
+		  "--out's rules: yours, not writable by group or others, never through a link.\n"
+		  "\n"
+		  "--all on an ipc:// endpoint (sbxd on this host) exports: sbxd passes each\n"
+		  "file's descriptor and sbxctl copies it in the kernel, hashing its copy\n"
+		  "(ExportArtifacts); a copy whose sha256 is not the listing's is not kept.\n"
+		  "  --no-export     fetch in chunks over the RPC instead\n",
     [CMD_TEARDOWN] = "usage: sbxctl teardown RUN\n"
 		     "\n"
 		     "Kills everything in the run, destroys its sandbox, and prints the run's\n"
@@ -259,6 +267,7 @@ enum {
 	OPT_NO_WAIT,
 	OPT_NO_UPLOAD,
 	OPT_ALL,
+	OPT_NO_EXPORT,
 	OPT_PRINT_POLICY,
 	OPT_FOLLOW,
 	OPT_RUNS_ALL,
@@ -310,6 +319,7 @@ static const struct option run_opts[] = {
     {"stdin", required_argument, NULL, OPT_STDIN},
     {"tty", no_argument, NULL, OPT_TTY},
     {"cwd", required_argument, NULL, OPT_CWD},
+    {"no-export", no_argument, NULL, OPT_NO_EXPORT},
     {0},
 };
 static const struct option create_opts[] = {
@@ -344,6 +354,7 @@ static const struct option runs_opts[] = {
 static const struct option fetch_opts[] = {
     GLOBAL_OPTS,
     {"all", required_argument, NULL, OPT_ALL},
+    {"no-export", no_argument, NULL, OPT_NO_EXPORT},
     {0},
 };
 
@@ -469,6 +480,9 @@ static int take_opt(int c, const char *arg, const char *optname, struct cli *cli
 		return 0;
 	case OPT_ALL:
 		cli->all_dir = arg;
+		return 0;
+	case OPT_NO_EXPORT:
+		cli->no_export = true;
 		return 0;
 	case OPT_PRINT_POLICY:
 		cli->print_policy = true;

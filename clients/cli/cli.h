@@ -100,6 +100,7 @@ struct cli {
 	const char *labels[CLI_MAX_LABELS];
 	unsigned n_labels;
 	bool no_wait, no_upload;
+	bool no_export;		  /* run --out, fetch --all: chunks even on ipc:// */
 	bool follow, logs_stderr; /* logs */
 	const char *exec_id;	  /* wait, logs */
 	bool runs_all;		  /* runs --all: every identity's (operators) */
@@ -276,7 +277,7 @@ int cli_result_add_artifacts(json_t *r, sbx_client *c, const char *run_id,
 			     struct sbx_rpc_status *st);
 /* Fetches every artifact of the run beneath dirfd (sbx_dest_open's, dir
  * its name for messages), verified, never through a link (sbx_fetch_at). */
-int fetch_all(sbx_client *c, const char *run_id, int dirfd, const char *dir,
+int fetch_all(sbx_client *c, const char *run_id, int dirfd, const char *dir, bool export,
 	      struct sbx_rpc_status *st);
 /* Checks that an artifact path from the server stays inside a directory. */
 bool safe_relative_path(const char *p);

@@ -176,7 +176,7 @@ int cmd_fetch(struct cli *cli)
 		if (dirfd < 0)
 			return cli_err_error(SBX__V1__CODE__INVALID_ARGUMENT, &st.err),
 			       EXIT_FAILURE_RPC;
-		if (fetch_all(c, cli->run_id, dirfd, cli->all_dir, &st) < 0)
+		if (fetch_all(c, cli->run_id, dirfd, cli->all_dir, !cli->no_export, &st) < 0)
 			return cli_status_error(&st), EXIT_FAILURE_RPC;
 		if (!cli->json)
 			return 0;

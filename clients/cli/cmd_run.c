@@ -196,7 +196,7 @@ int cmd_run(struct cli *cli)
 			cli_put_name(stderr, cli->out);
 			fputs(" before the teardown\n", stderr);
 		}
-		if (fetch_all(c, run_id, out_fd, cli->out, &st) < 0) {
+		if (fetch_all(c, run_id, out_fd, cli->out, !cli->no_export, &st) < 0) {
 			cli_status_error(&st);
 			status = EXIT_SETUP;
 		}

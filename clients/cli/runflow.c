@@ -549,7 +549,25 @@ int check_out_dir(const char *dir, struct sbx_err *err)
 	return sbx_steal_fd(fd);
 }
 
-int fetch_all(sbx_client *c, const char *run_id, int dirfd, const char *dir,
+/* Up to SBX_EXPORT_BATCH listed artifacts from first on, exported
+ * (sbx_export_at): the listing's digests are what the copies must hash to. */
+#define SBX_EXPORT_BATCH 256
+
+static int export_batch(sbx_client *c, const char *run_id, int dirfd,
+			const Sbx__V1__ListArtifactsResponse *r, size_t first, size_t n, bool live,
+			mode_t mask, struct sbx_rpc_status *st)
+{
+	const char *paths[SBX_EXPORT_BATCH], *sums[SBX_EXPORT_BATCH];
+	struct sbx_export_info info[SBX_EXPORT_BATCH];
+
+	for (size_t i = 0; i < n; i++) {
+		paths[i] = r->artifacts[first + i]->path;
+		sums[i] = r->artifacts[first + i]->sha256;
+	}
+	return sbx_export_at(c, run_id, n, paths, NULL, dirfd, ~mask, sums, live, info, st);
+}
+
+int fetch_all(sbx_client *c, const char *run_id, int dirfd, const char *dir, bool export,
 	      struct sbx_rpc_status *st)
 {
 	mode_t mask = umask(0);
@@ -560,18 +578,33 @@ int fetch_all(sbx_client *c, const char *run_id, int dirfd, const char *dir,
 		return sbx_rpc_prefix(st, "ListArtifacts");
 	int rc = 0;
 	bool live = r->listing && r->listing->live;
+	/* On sbxd's own host the files come as descriptors (ExportArtifacts);
+	 * an sbxd older than that says UNIMPLEMENTED and gets chunks. */
+	export = export && !strncmp(sbx_client_endpoint(c), "ipc://", 6);
 	/* Said first, so that a failure below is read knowing it. */
 	cli_note_listing(r->listing, r->skipped, "artifacts");
 	for (size_t i = 0; rc == 0 && i < r->n_artifacts; i++) {
-		const Sbx__V1__Artifact *a = r->artifacts[i];
 		/* The server names the files; it does not get to name one outside dir. */
-		if (!safe_relative_path(a->path)) {
+		if (!safe_relative_path(r->artifacts[i]->path)) {
 			char name[256];
-			sbx_escape(name, sizeof(name), a->path);
+			sbx_escape(name, sizeof(name), r->artifacts[i]->path);
 			rc = sbx_rpc_fail(st, SBX__V1__CODE__DATA_LOSS,
 					  "artifact path '%s' would leave %s: refused", name, dir);
-			break;
 		}
+	}
+	for (size_t i = 0; rc == 0 && export && i < r->n_artifacts; i += SBX_EXPORT_BATCH) {
+		size_t n =
+		    r->n_artifacts - i < SBX_EXPORT_BATCH ? r->n_artifacts - i : SBX_EXPORT_BATCH;
+		rc = export_batch(c, run_id, dirfd, r, i, n, live, mask, st);
+		if (rc < 0 && st->code == SBX__V1__CODE__UNIMPLEMENTED && i == 0) {
+			export = false;
+			rc = 0;
+		}
+		if (rc < 0 && st->code == SBX__V1__CODE__FAILED_PRECONDITION)
+			sbx_rpc_prefix(st, "%s", dir);
+	}
+	for (size_t i = 0; rc == 0 && !export && i < r->n_artifacts; i++) {
+		const Sbx__V1__Artifact *a = r->artifacts[i];
 		mode_t mode = (a->mode & 0777 ? a->mode & 0777 : 0666) & ~mask;
 		rc = sbx_fetch_at(c, run_id, a->path, dirfd, a->path, mode, a->sha256, live,
 				  cli_progress, NULL, NULL, st);

@@ -140,6 +140,10 @@ int rpc_auth(const struct rpc_auth_table *cfg, const struct rpc_peer *peer, cons
 
 	who->name[0] = '\0';
 	who->operator= false;
+	/* Set before the token decides the name: a token caller on ipc is
+	 * still the uid the kernel saw. */
+	who->local = peer->scheme == SBX_SCHEME_IPC && peer->have_uid && peer->uid <= UINT32_MAX;
+	who->local_uid = who->local ? (uint32_t)peer->uid : 0;
 	if (peer->scheme == SBX_SCHEME_TLS_TCP && !peer->tls_verified) {
 		/* The handshake already requires it; this is the belt to those
 		 * braces, should the TLS configuration ever be loosened. */

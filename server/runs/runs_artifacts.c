@@ -1097,3 +1097,48 @@ SBX_BULK_HANDLER(fetch_artifact, Sbx__V1__FetchArtifactRequest, Sbx__V1__FetchAr
 	*resp = o;
 	return 0;
 }
+
+int artifacts_out_dup(struct sbx_run *r, struct sbx_rpc_status *st)
+{
+	return out_dup(r, st);
+}
+
+int artifacts_open(struct sbx_run *r, int out_fd, const char *path, struct stat *sb,
+		   struct sbx_rpc_status *st)
+{
+	const char *why = sbx_path_problem(path, ARTIFACT_PATH_MAX, SBX_PATH_RELATIVE);
+	struct sbx_tree_src src = out_src(r, out_fd);
+
+	if (why)
+		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT, "path %.200s: %s", path,
+				    why);
+	_cleanup_close_ int fd = open_artifact(&src, path, sb, st);
+	if (fd < 0)
+		return -1;
+	/* As in a listing: more than /out can hold is a sparse file. */
+	if ((uint64_t)sb->st_size > (r->policy->limits->out_mb << 20))
+		return sbx_rpc_fail(st, SBX__V1__CODE__FAILED_PRECONDITION,
+				    "artifact %.200s: %lld bytes, more than out_mb holds (a sparse "
+				    "file): not served",
+				    path, (long long)sb->st_size);
+	return sbx_steal_fd(fd);
+}
+
+void artifacts_out_state(struct sbx_run *r, bool *settled, uint64_t *epoch)
+{
+	run_lock(r);
+	*settled = out_settled(r);
+	*epoch = r->out_epoch;
+	run_unlock(r);
+}
+
+bool artifacts_final_sha256(struct sbx_run *r, const struct stat *sb, char sha256[65])
+{
+	struct file_id id = file_id(sb);
+	bool hit;
+
+	run_lock(r);
+	hit = cache_get(r, &id, sha256);
+	run_unlock(r);
+	return hit;
+}

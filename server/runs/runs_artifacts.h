@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "err.h"
 #include "run.h"
@@ -37,6 +38,21 @@ Sbx__V1__ArtifactListing *artifacts_listing_new(const struct artifact_list *al);
 /* The bytes an answer's artifacts may take: max_message_bytes less room for
  * the envelope and the rest of the answer. */
 size_t artifacts_reply_bytes(const struct sbx_runs *runs);
+/* A dup of the run's /out fd (a Teardown cannot pull it away), or -1 with
+ * st: NOT_FOUND once torn down, FAILED_PRECONDITION without /out. */
+int artifacts_out_dup(struct sbx_run *r, struct sbx_rpc_status *st);
+/* One artifact opened read-only beneath /out by the run's reader (no link,
+ * never leaving /out), refused unless a regular file of at most out_mb (a
+ * larger one is sparse): the fd with *sb, or -1 with st naming the path. */
+int artifacts_open(struct sbx_run *r, int out_fd, const char *path, struct stat *sb,
+		   struct sbx_rpc_status *st);
+/* Whether /out is settled (no process of the run can change it) and the
+ * run's exec epoch (execs started so far): equal before and after some
+ * work, and settled both times, nothing of the run wrote /out meanwhile. */
+void artifacts_out_state(struct sbx_run *r, bool *settled, uint64_t *epoch);
+/* The file's final digest if a listing or fetch of this epoch cached it for
+ * this very file (inode, size, times) while /out was settled; else false. */
+bool artifacts_final_sha256(struct sbx_run *r, const struct stat *sb, char sha256[65]);
 void artifacts_forget(struct sbx_run *r); /* frees hash cache and fetch cursors */
 /* mu held, at teardown: closes the files fetches in progress keep open
  * (the next chunks then fail as the run is gone), so that nothing of

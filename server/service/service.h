@@ -29,6 +29,11 @@
 struct sbx_identity {
 	char name[128];
 	bool operator;
+	/* ipc:// only: the kernel's word (SO_PEERCRED) on the calling uid,
+	 * whatever name a token gave the caller. ExportArtifacts hands
+	 * descriptors to this uid alone; false on every other transport. */
+	bool local;
+	uint32_t local_uid;
 };
 
 /* The run manager (runs/runs.h makes one); handlers work on it alone. */
@@ -69,6 +74,7 @@ SBX_HANDLER(signal, Sbx__V1__SignalRequest, Sbx__V1__SignalResponse);
 SBX_HANDLER(status, Sbx__V1__StatusRequest, Sbx__V1__StatusResponse);
 SBX_HANDLER(list_artifacts, Sbx__V1__ListArtifactsRequest, Sbx__V1__ListArtifactsResponse);
 SBX_BULK_HANDLER(fetch_artifact, Sbx__V1__FetchArtifactRequest, Sbx__V1__FetchArtifactResponse);
+SBX_HANDLER(export_artifacts, Sbx__V1__ExportArtifactsRequest, Sbx__V1__ExportArtifactsResponse);
 SBX_HANDLER(teardown, Sbx__V1__TeardownRequest, Sbx__V1__TeardownResponse);
 SBX_HANDLER(list_runs, Sbx__V1__ListRunsRequest, Sbx__V1__ListRunsResponse);
 SBX_HANDLER(drain, Sbx__V1__DrainRequest, Sbx__V1__DrainResponse);

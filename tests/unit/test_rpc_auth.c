@@ -86,7 +86,7 @@ static void test_identities(void)
 
 static bool operator_of(const struct rpc_peer *peer, const char *token)
 {
-	struct sbx_identity who = {"stale", true};
+	struct sbx_identity who = {.name = "stale", .operator= true };
 	struct sbx_rpc_status st = {0};
 
 	/* A refusal must leave it false too. */
@@ -96,6 +96,30 @@ static bool operator_of(const struct rpc_peer *peer, const char *token)
 
 /* The operator bit comes from the config's operators, by identity name,
  * whatever the transport; a refused caller never has it. */
+/* ExportArtifacts hands descriptors to who->local_uid: set on ipc from
+ * the kernel's word alone (a token there names the caller, not the uid),
+ * never on a transport that may cross hosts. */
+static void local_is(const char *desc, const struct rpc_peer *peer, const char *token, bool local,
+		     uint32_t uid)
+{
+	struct sbx_identity who = {.local = !local, .local_uid = 77};
+	struct sbx_rpc_status st = {0};
+
+	(void)rpc_auth(&cfg, peer, token, "/sbx.v1.Sandbox/ExportArtifacts", &who, &st);
+	check(who.local == local && who.local_uid == uid, "%s: local %d uid %u", desc, local,
+	      (unsigned)uid);
+}
+
+static void test_local(void)
+{
+	local_is("ipc, by its uid", &ipc_uid, "", true, 1000);
+	local_is("ipc with a token: still the uid the kernel saw", &ipc_uid, "secret-bob", true,
+		 1000);
+	local_is("ipc without a peer uid", &ipc_nouid, "secret-bob", false, 0);
+	local_is("tls with a token", &tls_ok, "secret-bob", false, 0);
+	local_is("tcp with a token", &tcp, "secret-bob", false, 0);
+}
+
 static void test_operators(void)
 {
 	snprintf(cfg.operators[0], sizeof(cfg.operators[0]), "token:bob");
@@ -217,6 +241,7 @@ int main(void)
 		fprintf(stderr, "%s\n", err.msg);
 		return 1;
 	}
+	test_local();
 	/* First, while the rate limit has seen nothing. */
 	test_audit(log);
 	test_identities();

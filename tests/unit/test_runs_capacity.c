@@ -15,7 +15,7 @@
 #include "runs_manager.h"
 #include "runs_registry.h"
 
-static const struct sbx_identity alice = {"uid:1000", false};
+static const struct sbx_identity alice = {.name = "uid:1000"};
 
 static SbxPolicy *policy(unsigned cpu_millis, unsigned memory_mb)
 {

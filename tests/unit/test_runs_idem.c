@@ -15,7 +15,7 @@
 #include "runs_registry.h"
 #include "service.h"
 
-static const struct sbx_identity alice = {"uid:1000", false}, bob = {"token:bob", false};
+static const struct sbx_identity alice = {.name = "uid:1000"}, bob = {.name = "token:bob"};
 static const uint8_t d1[32] = {1}, d2[32] = {2};
 
 static void keys(void)

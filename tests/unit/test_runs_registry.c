@@ -14,7 +14,7 @@
 #include "runs_registry.h"
 #include "service.h"
 
-static const struct sbx_identity alice = {"uid:1000", false}, bob = {"uid:2000", false};
+static const struct sbx_identity alice = {.name = "uid:1000"}, bob = {.name = "uid:2000"};
 
 static struct sbx_run *new_run(struct sbx_runs *runs, const struct sbx_identity *who,
 			       const char *id)
@@ -199,7 +199,7 @@ static void create_run_refusals(void)
 	req.inputs = NULL;
 	req.n_inputs = 0;
 	req.input_dir = "/tmp";
-	rc = sbx_handle_create_run(runs, &(struct sbx_identity){"token:ci", false}, &req, &resp,
+	rc = sbx_handle_create_run(runs, &(struct sbx_identity){.name = "token:ci"}, &req, &resp,
 				   &st);
 	check(rc < 0 && st.code == SBX__V1__CODE__PERMISSION_DENIED,
 	      "input_dir from a caller not on this host is PERMISSION_DENIED: %s", st.err.msg);

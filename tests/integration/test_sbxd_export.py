@@ -1,0 +1,442 @@
+# SPDX-License-Identifier: Apache-2.0
+"""ExportArtifacts (the same-host export of /out, runs_export.c) against a real
+sbxd, by an attacker who holds the sandbox's code or a second local identity:
+the descriptors sbxd passes are of regular files beneath /out only, whatever
+the sandbox swaps in; they go only to a socket of the calling uid; a caller
+that stops reading holds its own call for a bounded time; tls+tcp is
+refused; and what sbxctl keeps hashes as the bytes it holds."""
+import hashlib
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+from sbxdfix import policy_json
+from sbxrpc import sandbox_pb2 as pb
+from test_sbxd_out import OutTest
+
+PY = "/usr/bin/python3"
+MAGIC = b"sbxexp1\0"
+
+# A listener of another uid: a subordinate uid of ours (unshare maps it;
+# it shares our network namespace, so the abstract name is the same one).
+OTHER = """if 1:
+    import json, os, socket, sys
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.bind(b"\\0" + sys.argv[1].encode()); s.listen(4)
+    print(os.getuid(), flush=True)
+    s.settimeout(20)
+    got = {"fds": 0, "bytes": 0}
+    try:
+        c, _ = s.accept(); c.settimeout(5)
+        while True:
+            msg, fds, _, _ = socket.recv_fds(c, 256, 8)
+            got["fds"] += len(fds); got["bytes"] += len(msg)
+            if not msg:
+                break
+    except OSError as e:
+        got["error"] = str(e)
+    print(json.dumps(got), flush=True)
+    """
+
+
+def sha(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+class Receiver:
+    """The caller's side of the export socket, in a thread: takes every
+    record (acknowledging it unless ack is False) and keeps the fds."""
+
+    def __init__(self, ack=True, before_ack=None):
+        self.name = "sbx-export-test-" + secrets.token_hex(8)
+        self.nonce = secrets.token_bytes(16)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.sock.bind(b"\0" + self.name.encode())
+        self.sock.listen(4)
+        self.sock.settimeout(50)
+        self.ack, self.records, self.error = ack, [], None
+        self.before_ack = before_ack  # called with the record's index (the caller "copies")
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        try:
+            c, _ = self.sock.accept()
+            c.settimeout(50)
+            with c:
+                while True:
+                    msg, fds, _, _ = socket.recv_fds(c, 256, 4)
+                    if not msg:
+                        return
+                    index = int.from_bytes(msg[8:12], "little")
+                    size = int.from_bytes(msg[16:24], "little")
+                    self.records.append((msg[:8], index, size, msg[25:], fds))
+                    if self.before_ack:
+                        self.before_ack(index)
+                    if self.ack:
+                        c.send(b"k")
+        except OSError as e:
+            self.error = e
+
+    def done(self):
+        self.thread.join(60)
+        self.sock.close()
+
+    def request(self, run, paths):
+        return pb.ExportArtifactsRequest(run_id=run, paths=paths, socket_name=self.name,
+                                         nonce=self.nonce)
+
+
+class ExportTest(OutTest):
+    """OutTest's calls (ok, create, start, run_py, teardown) on one sbxd."""
+
+    def export(self, run, paths, ack=True, conn=None, token=None, before_ack=None):
+        rv = Receiver(ack=ack, before_ack=before_ack)
+        try:
+            code, msg, resp = (conn or self.c).call("ExportArtifacts", rv.request(run, paths),
+                                                    pb.ExportArtifactsResponse, token=token)
+        finally:
+            rv.done()
+        return code, msg, resp, rv
+
+    def exported_events(self, run):
+        return [e for e in self.srv.audit_events()
+                if e.get("event") == "artifacts_exported" and e.get("run_id") == run]
+
+    # ---- what a caller gets ----
+
+    def test_sbxctl_exports_on_ipc_and_the_copies_hash_as_listed(self):
+        run = self.create(out_mb=64)
+        self.run_py(run, "import os\nos.makedirs('/out/d/e')\n"
+                         "open('/out/big','wb').write(os.urandom(5<<20)+b'x')\n"
+                         "open('/out/d/e/small','w').write('hi')\nopen('/out/empty','w')\n"
+                         "os.chmod('/out/d/e/small', 0o640)\n")
+        ls = self.ok("ListArtifacts", pb.ListArtifactsRequest(run_id=run),
+                     pb.ListArtifactsResponse)
+        want = {a.path: a.sha256 for a in ls.artifacts}
+        with tempfile.TemporaryDirectory() as top:
+            out = os.path.join(top, "o")
+            r = self.srv.cli("fetch", run, "--all", out)
+            self.assertEqual(r.returncode, 0, r)
+            for path, digest in want.items():
+                with open(os.path.join(out, path), "rb") as f:
+                    self.assertEqual(sha(f.read()), digest, path)
+            self.assertEqual(os.stat(os.path.join(out, "d/e/small")).st_mode & 0o777,
+                             0o640 & ~self.umask())
+            self.assertEqual(sorted(os.listdir(out)), ["big", "d", "empty"])  # no temp left
+        # By export: audited as such, with every byte.
+        ev = self.exported_events(run)
+        self.assertEqual(len(ev), 1, ev)
+        self.assertEqual((ev[0]["files"], ev[0]["bytes"], ev[0]["uid"]),
+                         (3, (5 << 20) + 3, os.getuid()))
+        # --no-export: chunks, no export on record.
+        with tempfile.TemporaryDirectory() as top:
+            r = self.srv.cli("fetch", run, "--all", os.path.join(top, "o"), "--no-export")
+            self.assertEqual(r.returncode, 0, r)
+        self.assertEqual(len(self.exported_events(run)), 1)
+        self.teardown(run)
+
+    def umask(self):
+        m = os.umask(0)
+        os.umask(m)
+        return m
+
+    def test_records_carry_the_nonce_and_regular_file_descriptors(self):
+        run = self.create()
+        self.run_py(run, "open('/out/a','w').write('alpha')\nopen('/out/b','w').write('b')\n")
+        # Not hashed yet in this epoch: no digest vouched for.
+        code, msg, resp, rv = self.export(run, ["a", "b"])
+        self.assertEqual(code, "OK", msg)
+        self.assertEqual(list(resp.sha256), ["", ""])
+        for r in rv.records:
+            os.close(r[4][0])
+        # Listed (hashed, settled): the cached final digests come back.
+        self.ok("ListArtifacts", pb.ListArtifactsRequest(run_id=run), pb.ListArtifactsResponse)
+        code, msg, resp, rv = self.export(run, ["a", "b"])
+        self.assertEqual(code, "OK", msg)
+        self.assertEqual(list(resp.sha256), [sha(b"alpha"), sha(b"b")])
+        self.assertEqual(resp.files_sent, 2)
+        self.assertEqual([(r[0], r[1], r[2], r[3]) for r in rv.records],
+                         [(MAGIC, 0, 5, rv.nonce), (MAGIC, 1, 1, rv.nonce)])
+        for (_, _, _, _, fds), body in zip(rv.records, [b"alpha", b"b"]):
+            self.assertEqual(len(fds), 1)
+            with os.fdopen(fds[0], "rb") as f:
+                self.assertEqual(f.read(), body)
+        self.teardown(run)
+
+    def test_no_digest_is_vouched_for_while_an_exec_runs(self):
+        run = self.create(script_seconds=60, run_seconds=120)
+        self.run_py(run, "open('/out/a','w').write('alpha')\n")
+        self.ok("ListArtifacts", pb.ListArtifactsRequest(run_id=run), pb.ListArtifactsResponse)
+        self.start(run, [PY, "-c", "import time\ntime.sleep(30)\n"])
+        code, msg, resp, rv = self.export(run, ["a"])
+        self.assertEqual(code, "OK", msg)
+        self.assertEqual(list(resp.sha256), [""])
+        for r in rv.records:
+            os.close(r[4][0])
+        self.teardown(run)
+
+    def test_no_digest_is_vouched_for_when_an_exec_ran_during_the_copy(self):
+        # The digest sbxd cached is of the file before the exec; an exec
+        # that ran (and ended) between the open and the acknowledgement
+        # could have changed the bytes the caller copied.
+        run = self.create()
+        self.run_py(run, "open('/out/a','w').write('alpha')\n")
+        self.ok("ListArtifacts", pb.ListArtifactsRequest(run_id=run), pb.ListArtifactsResponse)
+
+        def exec_meanwhile(_index):
+            with self.srv.conn(timeout_ms=30000) as c:
+                self.run_py_on(c, run, "open('/out/a','w').write('other')\n")
+
+        code, msg, resp, rv = self.export(run, ["a"], before_ack=exec_meanwhile)
+        self.assertEqual(code, "OK", msg)
+        self.assertEqual(list(resp.sha256), [""])
+        for r in rv.records:
+            os.close(r[4][0])
+        self.teardown(run)
+
+    def run_py_on(self, conn, run, code):
+        ex = self.ok("Exec", pb.ExecRequest(run_id=run, argv=[PY, "-c", code]), pb.ExecResponse,
+                     conn=conn).exec_id
+        st = self.ok("Wait", pb.WaitRequest(run_id=run, exec_id=ex, timeout_ms=20000),
+                     pb.WaitResponse, conn=conn).status
+        self.assertEqual(pb.ExitReason.Name(st.reason), "EXITED", st)
+
+    # ---- who may ask ----
+
+    def test_tls_is_refused_saying_why(self):
+        run = self.create()
+        self.run_py(run, "open('/out/a','w').write('alpha')\n")
+        tok = self.srv.tokens["alice"]
+        alice = self.ok("CreateRun", pb.CreateRunRequest(policy_json=policy_json()),
+                        pb.CreateRunResponse, conn=TokConn(self.srv.conn(tls=True), tok))
+        with self.srv.conn(tls=True) as t:
+            code, msg, _, rv = self.export(alice.run_id, ["a"], conn=t, token=tok)
+        self.assertEqual(code, "FAILED_PRECONDITION", msg)
+        self.assertIn("only over ipc://", msg)
+        self.assertEqual(rv.records, [])
+        # sbxctl over TLS still fetches (chunks), nothing exported.
+        with tempfile.TemporaryDirectory() as top:
+            r = self.srv.cli("fetch", alice.run_id, "--all", os.path.join(top, "o"), tls=True,
+                             token=tok)
+            self.assertEqual(r.returncode, 0, r)
+        self.assertEqual(self.exported_events(alice.run_id), [])
+        with self.srv.conn(tls=True) as t:
+            t.call("Teardown", pb.TeardownRequest(run_id=alice.run_id), pb.TeardownResponse,
+                   token=tok)
+        self.teardown(run)
+
+    def test_another_identitys_run_is_not_found(self):
+        run = self.create()
+        self.run_py(run, "open('/out/a','w').write('alpha')\n")
+        code, msg, _, rv = self.export(run, ["a"], token=self.srv.tokens["bob"])
+        self.assertEqual(code, "NOT_FOUND", msg)
+        self.assertEqual(rv.records, [])
+        self.teardown(run)
+
+    def test_a_socket_of_another_uid_gets_nothing(self):
+        run = self.create()
+        self.run_py(run, "open('/out/a','w').write('alpha')\n")
+        name = "sbx-export-other-" + secrets.token_hex(8)
+        other = subprocess.Popen(["unshare", "--user", "--map-users=auto", "--map-groups=auto",
+                                  "--setuid", "0", "--setgid", "0", PY, "-c", OTHER, name],
+                                 stdout=subprocess.PIPE, text=True)
+        try:
+            if not other.stdout.readline():
+                self.skipTest("unshare --map-users=auto: no subordinate uids for this user")
+            req = pb.ExportArtifactsRequest(run_id=run, paths=["a"], socket_name=name,
+                                            nonce=secrets.token_bytes(16))
+            code, msg, _ = self.c.call("ExportArtifacts", req, pb.ExportArtifactsResponse)
+            self.assertEqual(code, "PERMISSION_DENIED", msg)
+            self.assertIn("not by the calling uid %d" % os.getuid(), msg)
+            got = json.loads(other.communicate(timeout=30)[0])
+        finally:
+            other.kill()
+            other.wait()
+        self.assertEqual((got["fds"], got["bytes"]), (0, 0), got)
+        self.teardown(run)
+
+    def test_bad_requests_are_refused_by_field(self):
+        run = self.create()
+        cases = [
+            (dict(paths=[]), "INVALID_ARGUMENT", "paths: 0 given"),
+            (dict(paths=["a"] * 257), "INVALID_ARGUMENT", "paths: 257 given"),
+            (dict(paths=["../etc/passwd"]), "INVALID_ARGUMENT", "path ../etc/passwd"),
+            (dict(paths=["/etc/passwd"]), "INVALID_ARGUMENT", "path /etc/passwd"),
+            (dict(nonce=b"short"), "INVALID_ARGUMENT", "nonce: 5 bytes"),
+            (dict(socket_name=""), "INVALID_ARGUMENT", "socket_name: 0 bytes"),
+            (dict(socket_name="x" * 101), "INVALID_ARGUMENT", "socket_name: 101 bytes"),
+            (dict(socket_name="nobody-listens-" + secrets.token_hex(8)), "FAILED_PRECONDITION",
+             "connecting to the caller's socket_name"),
+        ]
+        for fields, want, words in cases:
+            rv = Receiver()
+            req = rv.request(run, ["a"])
+            for k, v in fields.items():
+                if k == "paths":
+                    del req.paths[:]
+                    req.paths.extend(v)
+                else:
+                    setattr(req, k, v)
+            code, msg, _ = self.c.call("ExportArtifacts", req, pb.ExportArtifactsResponse)
+            rv.sock.close()
+            self.assertEqual(code, want, (fields, msg))
+            self.assertIn(words, msg)
+        self.teardown(run)
+
+    # ---- what the sandbox can do to /out ----
+
+    def test_links_fifos_and_sparse_files_are_refused_by_name(self):
+        run = self.create(out_mb=16)
+        self.run_py(run, "import os\nopen('/out/real','w').write('r')\n"
+                         "os.symlink('/etc/passwd', '/out/link')\nos.mkfifo('/out/fifo')\n"
+                         "os.symlink('/etc', '/out/dirlink')\nos.mkdir('/out/dir')\n"
+                         "f = open('/out/sparse','wb'); f.truncate(1 << 40)\n")
+        for path, words in [("link", "a symbolic link is on its path"),
+                            ("dirlink/passwd", "a symbolic link is on its path"),
+                            ("fifo", "not a regular file"), ("dir", "not a regular file"),
+                            ("sparse", "more than out_mb holds"), ("gone", "not found")]:
+            t0 = time.monotonic()
+            code, msg, _, rv = self.export(run, ["real", path])
+            self.assertIn(code, ("FAILED_PRECONDITION", "NOT_FOUND"), (path, msg))
+            self.assertIn(words, msg, path)
+            self.assertLess(time.monotonic() - t0, 8, "%s: sbxd blocked" % path)
+            # The regular file before it went; nothing for the refused one.
+            self.assertEqual(len(rv.records), 1, path)
+            for r in rv.records:
+                for fd in r[4]:
+                    os.close(fd)
+        self.teardown(run)
+
+    def test_a_swapped_name_never_yields_anything_but_the_regular_file(self):
+        run = self.create(script_seconds=60, run_seconds=120)
+        body = b"the regular file\n"
+        swap = ("import os\nopen('/out/f.real','wb').write(%r)\n"
+                "open('/out/ready','w').close()\n"
+                "while True:\n"
+                "    for kind in ('link', 'fifo', 'real'):\n"
+                "        if kind == 'real': os.link('/out/f.real', '/out/tmp')\n"
+                "        elif kind == 'link': os.symlink('/etc/passwd', '/out/tmp')\n"
+                "        else: os.mkfifo('/out/tmp')\n"
+                "        os.rename('/out/tmp', '/out/f')\n" % body)
+        self.start(run, [PY, "-c", swap])
+        self.wait_for(run, "ready")
+        kinds = {"OK": 0, "FAILED_PRECONDITION": 0}
+        for _ in range(60):
+            code, msg, _, rv = self.export(run, ["f"])
+            self.assertIn(code, kinds, msg)
+            kinds[code] += 1
+            for r in rv.records:
+                fd, = r[4]
+                st = os.fstat(fd)
+                with os.fdopen(fd, "rb") as f:
+                    self.assertEqual(f.read(), body)
+                self.assertTrue(st.st_mode & 0o170000 == 0o100000)
+        self.assertGreater(kinds["FAILED_PRECONDITION"], 0, kinds)
+        # sbxctl says why sbxd refused (not that the socket closed on it).
+        said = set()
+        for _ in range(8):
+            with tempfile.TemporaryDirectory() as top:
+                r = self.srv.cli("fetch", run, "--all", os.path.join(top, "o"))
+            if r.returncode:
+                self.assertNotIn("closed the socket", r.stderr)
+                why = [w for w in ("not a regular file", "symbolic link", "an exec", "not found")
+                       if w in r.stderr]
+                self.assertTrue(why, r.stderr)
+                said.update(why)
+        sys.stderr.write("sbxctl refusals: %s\n" % sorted(said))
+        self.teardown(run)
+
+    def test_a_file_written_during_the_copy_is_kept_only_as_listed(self):
+        # A live exec rewrites /out/w now as 8 MiB of 'a', now of 'b', a MiB
+        # at a time. sbxd vouches for no digest while it runs, so sbxctl
+        # hashes each copy and keeps it only if it hashes as the (live)
+        # listing said; a copy that does not is refused, ABORTED, naming
+        # the exec, and leaves nothing behind. (A listing may catch the file
+        # between two pieces, and a copy the same state: that is kept, as
+        # listed, and said to be live.)
+        run = self.create(out_mb=64, script_seconds=60, run_seconds=120)
+        writer = ("import os, time\nf = os.open('/out/w', os.O_WRONLY|os.O_CREAT)\n"
+                  "while True:\n"
+                  "    for c in b'ab':\n"
+                  "        for i in range(8):\n"
+                  "            os.pwrite(f, bytes([c]) * (1 << 20), i << 20)\n"
+                  "            time.sleep(0.01)\n"
+                  "        time.sleep(0.3)\n")
+        self.start(run, [PY, "-c", writer])
+        whole = {sha(c * (8 << 20)) for c in (b"a", b"b")}
+        time.sleep(1)
+        outcomes = []
+        for _ in range(8):
+            with tempfile.TemporaryDirectory() as top:
+                out = os.path.join(top, "o")
+                r = self.srv.cli("fetch", run, "--all", out)
+                if r.returncode == 0 and os.path.exists(os.path.join(out, "w")):
+                    with open(os.path.join(out, "w"), "rb") as f:
+                        data = f.read()
+                    self.assertEqual(len(data), 8 << 20)
+                    self.assertEqual(data.strip(b"ab"), b"")
+                    self.assertIn("live", r.stderr)
+                    outcomes.append("kept" if sha(data) in whole else "kept as listed, torn")
+                elif r.returncode == 0:
+                    outcomes.append("not listed")  # it changed while listed
+                else:
+                    outcomes.append("refused")
+                    self.assertIn("ABORTED", r.stderr)
+                    self.assertIn("an exec", r.stderr)
+                    self.assertFalse(os.path.exists(os.path.join(out, "w")))
+                    self.assertEqual([n for n in os.listdir(out) if n.startswith(".sbx")], [])
+        sys.stderr.write("outcomes: %s\n" % outcomes)
+        self.teardown(run)
+
+    # ---- what a caller that stops reading costs ----
+
+    def test_a_caller_that_never_acknowledges_costs_its_own_call_a_bounded_time(self):
+        run = self.create()
+        self.run_py(run, "open('/out/a','w').write('a')\nopen('/out/b','w').write('b')\n")
+        t0 = time.monotonic()
+        result = {}
+
+        def stalled():
+            with self.srv.conn(timeout_ms=60000) as c:
+                result["r"] = self.export(run, ["a", "b"], ack=False, conn=c)
+
+        th = threading.Thread(target=stalled)
+        th.start()
+        time.sleep(1)
+        # Meanwhile sbxd answers everyone, this caller too.
+        self.ok("Health", pb.HealthRequest(), pb.HealthResponse)
+        self.ok("Status", pb.StatusRequest(run_id=run), pb.StatusResponse)
+        th.join(60)
+        code, msg, _, rv = result["r"]
+        self.assertEqual(code, "DEADLINE_EXCEEDED", msg)
+        self.assertIn("did not acknowledge a record in time", msg)
+        self.assertLess(time.monotonic() - t0, 50)
+        # One record was in flight, the second never sent.
+        self.assertEqual(len(rv.records), 1)
+        for fd in rv.records[0][4]:
+            os.close(fd)
+        # And the export fds sbxd held are gone (it is not holding /out files).
+        self.teardown(run)
+
+
+class TokConn:
+    def __init__(self, conn, token):
+        self.conn, self.token = conn, token
+
+    def call(self, name, req, resp_type):
+        try:
+            return self.conn.call(name, req, resp_type, token=self.token)
+        finally:
+            self.conn.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
