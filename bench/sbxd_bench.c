@@ -183,10 +183,10 @@ static void write_config(struct server *s, const char *helper, const char *path)
 	/* One pool member of BENCH_POOL_POLICY (the warm rows), refilled at
 	 * once; the other rows use another policy, so they stay cold. */
 	json_t *cfg = json_pack(
-	    "{s:[s,s], s:s, s:s, s:s, s:{s:s, s:s, s:s}, s:[{s:s, s:s}], s:o, s:i}", "listen",
+	    "{s:[s,s], s:s, s:s, s:s, s:{s:s, s:s, s:s}, s:[{s:s, s:s}], s:o, s:i, s:b}", "listen",
 	    s->ipc, s->tls, "state_dir", state, "helper", helper, "log", audit, "tls", "cert",
 	    scert, "key", skey, "client_ca", s->ca, "tokens", "name", "bench", "sha256", hash,
-	    "pool", bench_pool_config(1), "pool_builds_per_second", 100);
+	    "pool", bench_pool_config(1), "pool_builds_per_second", 100, "same_host_export", 1);
 	if (!cfg)
 		bench_die("building the config failed");
 	if (json_dump_file(cfg, path, JSON_INDENT(2)) < 0)

@@ -11,7 +11,7 @@
 #include "strict_json.h"
 
 #define PATH_LEN_MAX 4095
-#define KEYS_MAX     32 /* rows in the largest section, and room */
+#define KEYS_MAX     40 /* rows in the largest section, and room */
 /* A JSON path in an error: a quoted destination key is the longest. */
 #define WHERE_MAX 1536
 

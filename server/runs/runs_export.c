@@ -56,6 +56,7 @@
 #include "export_wire.h"
 #include "run.h"
 #include "runs_artifacts.h"
+#include "runs_manager.h"
 #include "runs_registry.h"
 #include "service.h"
 #include "util.h"
@@ -240,6 +241,14 @@ SBX_HANDLER(export_artifacts, Sbx__V1__ExportArtifactsRequest, Sbx__V1__ExportAr
 	uint64_t bytes = 0;
 	int rc;
 
+	/* Off unless the operator trusts local callers with descriptors of
+	 * /out (a kept one keeps its file's memory after Teardown): callers
+	 * take UNIMPLEMENTED as "fetch instead". */
+	if (!runs->cfg.same_host_export)
+		return sbx_rpc_fail(
+		    st, SBX__V1__CODE__UNIMPLEMENTED,
+		    "same-host export is off on this sbxd (config same_host_export); "
+		    "fetch the artifacts instead");
 	if (check_request(who, req, st) < 0)
 		return -1;
 	o = malloc(sizeof(*o));

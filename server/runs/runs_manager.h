@@ -56,6 +56,7 @@ struct runs_settings {
 	uint32_t runs_max;
 	uint64_t max_message_bytes; /* a listing and a manifest fit in it */
 	bool allow_unpinned;	    /* images.allow_unpinned: a name:tag alone runs */
+	bool same_host_export;	    /* config same_host_export: ExportArtifacts answers */
 	char *helper_env[8];	    /* NULL-terminated: what sbx-helper runs with */
 };
 

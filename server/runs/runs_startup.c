@@ -195,6 +195,7 @@ static int copy_settings(struct runs_settings *set, const struct sbx_config *cfg
 	set->runs_max = cfg->runs_max ? cfg->runs_max : 64;
 	set->max_message_bytes = cfg->max_message_bytes ? cfg->max_message_bytes : (4u << 20);
 	set->allow_unpinned = cfg->images.allow_unpinned;
+	set->same_host_export = cfg->same_host_export;
 	for (size_t i = 0; i < cfg->n_input_dirs && i < SBX_CONFIG_MAX_INPUT_DIRS; i++) {
 		/* Resolved once, so a later check compares canonical paths. */
 		char *real = realpath(cfg->input_dirs[i], NULL);

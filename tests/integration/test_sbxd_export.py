@@ -97,6 +97,10 @@ class Receiver:
 class ExportTest(OutTest):
     """OutTest's calls (ok, create, start, run_py, teardown) on one sbxd."""
 
+    # Off by default: the operator turns it on (a kept descriptor keeps its
+    # file's memory after Teardown).
+    SERVER_CONFIG = {"same_host_export": True}
+
     def export(self, run, paths, ack=True, conn=None, token=None, before_ack=None):
         rv = Receiver(ack=ack, before_ack=before_ack)
         try:
@@ -424,6 +428,36 @@ class ExportTest(OutTest):
         for fd in rv.records[0][4]:
             os.close(fd)
         # And the export fds sbxd held are gone (it is not holding /out files).
+        self.teardown(run)
+
+
+class ExportOff(OutTest):
+    """An sbxd without same_host_export: the call is UNIMPLEMENTED naming
+    the key, sbxd connects to nothing, and sbxctl fetches instead."""
+
+    def test_off_by_default_and_sbxctl_fetches_instead(self):
+        run = self.create()
+        self.run_py(run, "open('/out/a','w').write('kept')\n")
+        name = "sbx-export-test-" + secrets.token_hex(8)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as ls:
+            ls.bind(b"\0" + name.encode())
+            ls.listen(1)
+            ls.setblocking(False)
+            code, msg, _ = self.c.call(
+                "ExportArtifacts", pb.ExportArtifactsRequest(
+                    run_id=run, paths=["a"], socket_name=name, nonce=secrets.token_bytes(16)),
+                pb.ExportArtifactsResponse)
+            self.assertEqual(code, "UNIMPLEMENTED", msg)
+            self.assertIn("same_host_export", msg)
+            self.assertRaises(BlockingIOError, ls.accept)  # nobody connected
+        with tempfile.TemporaryDirectory() as top:
+            out = os.path.join(top, "o")
+            r = self.srv.cli("fetch", run, "--all", out)
+            self.assertEqual(r.returncode, 0, r)
+            with open(os.path.join(out, "a")) as f:
+                self.assertEqual(f.read(), "kept")
+        self.assertFalse([e for e in self.srv.audit_events()
+                          if e.get("event") == "artifacts_exported"])
         self.teardown(run)
 
 
