@@ -1,0 +1,333 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What the execlat change puts off, attacked through the real sbxd and
+sbx-helper (review of execlat): a done exec's deny resolver and connect
+watch closed after the run's lock (sbxd's descriptors), an ended exec's
+cgroup leaf and mount namespace let go later by pid 1 (its descriptors, the
+run's cgroup, teardown), and the bounding set dropped before a prepared
+exec init's claim (the command's credentials on the prepared and the fresh
+path alike)."""
+import os
+import re
+import threading
+import time
+import unittest
+
+from sbxdfix import ServerTestCase, policy_json, processes_with
+from sbxrpc import sandbox_pb2 as pb
+
+STATUS_KEYS = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp",
+               "Uid", "Gid")
+
+
+def status_fields(text):
+    got = {}
+    for line in text.splitlines():
+        k, _, v = line.partition(":")
+        if k in STATUS_KEYS:
+            got[k] = v.split()
+    return got
+
+
+def ns_pids(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("NSpid:"):
+                return line.split()[1:]
+    return []
+
+
+def leaf_of(pid):
+    """The pids hierarchy's cgroup path of host pid (v1), or v2's."""
+    with open("/proc/%d/cgroup" % pid) as f:
+        lines = f.read().splitlines()
+    for line in lines:
+        _, ctrl, path = line.split(":", 2)
+        if "pids" in ctrl.split(","):
+            return os.path.join("/sys/fs/cgroup/pids", path.lstrip("/"))
+    for line in lines:
+        if line.startswith("0::"):
+            return os.path.join("/sys/fs/cgroup", line[3:].lstrip("/"))
+    return None
+
+
+def mnt_fds(pid):
+    """How many of pid's descriptors are mount namespaces; None if its
+    fds cannot be read."""
+    try:
+        names = os.listdir("/proc/%d/fd" % pid)
+    except OSError:
+        return None
+    n = 0
+    for fd in names:
+        try:
+            if os.readlink("/proc/%d/fd/%s" % (pid, fd)).startswith("mnt:["):
+                n += 1
+        except OSError:
+            pass
+    return n
+
+
+class ExecReleaseTest(ServerTestCase):
+    def setUp(self):
+        self.c = self.srv.conn()
+
+    def tearDown(self):
+        self.c.close()
+
+    def ok(self, name, req, resp_type, conn=None):
+        code, msg, resp = (conn or self.c).call(name, req, resp_type)
+        self.assertEqual(code, "OK", "%s: %s" % (name, msg))
+        return resp
+
+    def create(self, **limits):
+        return self.ok("CreateRun", pb.CreateRunRequest(policy_json=policy_json(**limits)),
+                       pb.CreateRunResponse).run_id
+
+    def exec(self, run, script, conn=None):
+        return self.ok("Exec", pb.ExecRequest(run_id=run, argv=["/bin/sh", "-c", script]),
+                       pb.ExecResponse, conn=conn).exec_id
+
+    def wait(self, run, ex, conn=None):
+        st = self.ok("Wait", pb.WaitRequest(run_id=run, exec_id=ex, timeout_ms=30000),
+                     pb.WaitResponse, conn=conn).status
+        self.assertNotEqual(st.reason, pb.RUNNING, st)
+        return st
+
+    def output(self, run, ex):
+        data, off = b"", 0
+        while True:
+            r = self.ok("ReadOutput", pb.ReadOutputRequest(run_id=run, exec_id=ex,
+                                                           stream=pb.STDOUT, offset=off,
+                                                           timeout_ms=5000),
+                        pb.ReadOutputResponse)
+            data += r.data
+            off = r.next_offset
+            if r.eof:
+                return data.decode()
+
+    def teardown(self, run):
+        self.ok("Teardown", pb.TeardownRequest(run_id=run), pb.TeardownResponse)
+
+    def helper_procs(self, run):
+        """(pid 1, [exec inits]) of run, by their namespace depth."""
+        pid1, inits = None, []
+        for pid, _ in processes_with(os.path.join(self.srv.state, "runs", run) + "/"):
+            try:
+                ns = ns_pids(pid)
+            except OSError:
+                continue
+            if len(ns) == 2 and ns[-1] == "1":
+                pid1 = pid
+            elif len(ns) == 3 and ns[-1] == "1":
+                inits.append(pid)
+        return pid1, inits
+
+    # -- item 3: no capability in any set, on the prepared and the fresh path
+    def assert_confined(self, text, where):
+        f = status_fields(text)
+        for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+            self.assertIn(k, f, "%s: %r" % (where, text))
+            self.assertEqual(int(f[k][0], 16), 0, "%s: %s %s" % (where, k, f[k]))
+        self.assertEqual(f["NoNewPrivs"], ["1"], where)
+        self.assertEqual(f["Seccomp"], ["2"], where)
+        self.assertEqual(set(f["Uid"]), {"1000"}, where)
+        self.assertEqual(set(f["Gid"]), {"1000"}, where)
+
+    def test_command_has_no_capability_prepared_or_fresh(self):
+        run = self.create()
+        try:
+            script = "cat /proc/self/status; sleep %s"
+            # One at a time: every exec but perhaps the first claims a
+            # prepared exec init (prep-N); several at once: the ones that
+            # find none prepared start fresh (exec-N). Both must be seen.
+            leaves = set()
+            for i in range(4):
+                ex = self.exec(run, script % ("1.%d25" % i))
+                for _ in range(100):
+                    found = processes_with("sleep 1.%d25" % i)
+                    if found:
+                        break
+                    time.sleep(0.02)
+                self.assertTrue(found)
+                leaves.add(os.path.basename(leaf_of(found[0][0])).split("-")[0])
+                self.wait(run, ex)
+                self.assert_confined(self.output(run, ex), "sequential exec %d" % i)
+            at_once = [self.exec(run, script % "1.875") for _ in range(4)]
+            time.sleep(0.3)
+            for pid, _ in processes_with("sleep 1.875"):
+                try:
+                    leaves.add(os.path.basename(leaf_of(pid)).split("-")[0])
+                except OSError:
+                    pass
+            for ex in at_once:
+                self.wait(run, ex)
+                self.assert_confined(self.output(run, ex), "concurrent " + ex)
+            self.assertEqual(leaves, {"prep", "exec"},
+                             "both the prepared and the fresh path must have been taken")
+        finally:
+            self.teardown(run)
+
+    # -- item 4 and 2: what pid 1 holds, and what exec inits inherit
+    def test_pid1_holds_no_more_than_the_prepared_exec_mount_namespace(self):
+        run = self.create()
+        try:
+            for _ in range(3):
+                self.wait(run, self.exec(run, "true"))
+            time.sleep(0.5)
+            pid1, _ = self.helper_procs(run)
+            self.assertIsNotNone(pid1)
+            if mnt_fds(pid1) is None:
+                self.skipTest("pid 1's descriptors are not readable from the host")
+            base = len(os.listdir("/proc/%d/fd" % pid1))
+            # More than the 64 leaves pid 1 puts off, some of them at once.
+            for i in range(70):
+                self.wait(run, self.exec(run, "exit %d" % (i % 3)))
+            exs = [self.exec(run, "sleep 0.3") for _ in range(16)]
+            for ex in exs:
+                self.wait(run, ex)
+            deadline = time.time() + 5
+            while time.time() < deadline:
+                pid1, inits = self.helper_procs(run)
+                held = mnt_fds(pid1)
+                if held <= 1 and len(os.listdir("/proc/%d/fd" % pid1)) <= base:
+                    break
+                time.sleep(0.1)
+            self.assertLessEqual(held, 1, "pid 1 holds ended execs' mount namespaces")
+            self.assertLessEqual(len(os.listdir("/proc/%d/fd" % pid1)), base)
+            # The prepared exec init, waiting for its claim: nothing of
+            # pid 1's namespaces came along.
+            seen = [mnt_fds(pid) for pid in inits]
+            self.assertTrue(all(n in (0, None) for n in seen),
+                            "an exec init holds a mount namespace: %s" % seen)
+            self.assertIn(0, seen, "no exec init's descriptors were looked at")
+            # And its leaves: the run's cgroup holds the prepared one only.
+            ex = self.exec(run, "sleep 2.4375")
+            time.sleep(0.3)
+            found = processes_with("sleep 2.4375")
+            self.assertTrue(found)
+            run_cg = os.path.dirname(leaf_of(found[0][0]))
+            self.wait(run, ex)
+            deadline = time.time() + 5
+            while time.time() < deadline:
+                kids = [d for d in os.listdir(run_cg)
+                        if os.path.isdir(os.path.join(run_cg, d))]
+                if len(kids) <= 1:
+                    break
+                time.sleep(0.1)
+            self.assertLessEqual(len(kids), 1, kids)
+        finally:
+            self.teardown(run)
+
+    def test_command_reaches_no_other_mount_namespace(self):
+        run = self.create()
+        try:
+            # An earlier exec that opened a terminal and ended; one that
+            # runs beside: neither's namespaces, terminals or pid 1's fds.
+            self.wait(run, self.exec(run, "exec 3<>/dev/ptmx; ls /dev/pts > /out/pts1"))
+            other = self.exec(run, "sleep 3.8125")
+            time.sleep(0.3)
+            ex = self.exec(run, r"""
+                own=$(readlink /proc/self/ns/mnt)
+                ls /proc/1/fd >/dev/null 2>&1 && echo "PID1_FD_VISIBLE"
+                readlink /proc/1/ns/mnt >/dev/null 2>&1 && echo "PID1_NS_VISIBLE"
+                for p in /proc/[0-9]*; do
+                    m=$(readlink $p/ns/mnt 2>/dev/null) || continue
+                    [ "$m" = "$own" ] || echo "FOREIGN_NS $p $m"
+                    for f in $p/fd/*; do
+                        l=$(readlink $f 2>/dev/null) || continue
+                        case "$l" in mnt:*|*ns:*) echo "NS_FD $f $l";; esac
+                    done
+                done
+                ls /dev/pts
+            """)
+            self.wait(run, ex)
+            out = self.output(run, ex)
+            self.assertNotIn("VISIBLE", out)
+            self.assertNotIn("FOREIGN_NS", out)
+            self.assertNotIn("NS_FD", out)
+            self.assertEqual(out.split(), ["ptmx"], out)
+            self.ok("Signal", pb.SignalRequest(run_id=run, exec_id=other, signal=9),
+                    pb.SignalResponse)
+        finally:
+            self.teardown(run)
+
+    # -- item 1: the deny resolver and connect watch of done execs
+    def test_done_execs_deny_sockets_are_closed_while_the_run_lives(self):
+        run = self.create()
+        try:
+            lookup = ("getent hosts example.invalid; "
+                      "(exec 3<>/dev/tcp/192.0.2.1/80) 2>/dev/null; "
+                      "python3 -c 'import socket; socket.socket().connect_ex((\"192.0.2.1\", 81))'"
+                      " 2>/dev/null; true")
+            self.wait(run, self.exec(run, lookup))
+            time.sleep(1.5)
+            base = self.srv.fd_count()
+            for _ in range(24):
+                self.wait(run, self.exec(run, lookup))
+            # Many done at once (beyond one round's 16 put-off closes),
+            # while new Execs come from another connection.
+            c2 = self.srv.conn()
+            try:
+                exs = [self.exec(run, "sleep 0.5; " + lookup) for _ in range(20)]
+                more = []
+                for _ in range(20):
+                    more.append(self.exec(run, lookup, conn=c2))
+                for ex in exs:
+                    self.wait(run, ex)
+                for ex in more:
+                    self.wait(run, ex, conn=c2)
+            finally:
+                c2.close()
+            st = self.ok("Status", pb.StatusRequest(run_id=run), pb.StatusResponse)
+            denied = [e for e in st.execs if e.network_denied_attempts]
+            self.assertTrue(denied, "no exec recorded its attempts: the watch never read")
+            deadline = time.time() + 5
+            while self.srv.fd_count() > base + 2 and time.time() < deadline:
+                time.sleep(0.1)
+            self.assertLessEqual(self.srv.fd_count(), base + 2,
+                                 "done execs' deny sockets stay open in sbxd")
+        finally:
+            self.teardown(run)
+
+    def test_teardown_amid_put_off_leaves_leaves_nothing(self):
+        run = self.create()
+        ex = self.exec(run, "sleep 3.6875")
+        time.sleep(0.3)
+        found = processes_with("sleep 3.6875")
+        self.assertTrue(found)
+        run_cg = os.path.dirname(leaf_of(found[0][0]))
+        self.ok("Signal", pb.SignalRequest(run_id=run, exec_id=ex, signal=9), pb.SignalResponse)
+        self.wait(run, ex)
+        exs = [self.exec(run, "sleep 0.2") for _ in range(24)]
+        # Requests that keep pid 1's control socket busy: its put-off
+        # rmdirs wait for a quiet moment that this never gives.
+        stop = threading.Event()
+
+        def flood():
+            c = self.srv.conn()
+            try:
+                while not stop.is_set():
+                    c.call("Signal", pb.SignalRequest(run_id=run, exec_id=exs[0], signal=15),
+                           pb.SignalResponse)
+            finally:
+                c.close()
+
+        t = threading.Thread(target=flood)
+        t.start()
+        try:
+            for e in exs:
+                self.wait(run, e)
+        finally:
+            stop.set()
+            t.join()
+        self.teardown(run)
+        deadline = time.time() + 5
+        while os.path.exists(run_cg) and time.time() < deadline:
+            time.sleep(0.1)
+        self.assertFalse(os.path.exists(run_cg), os.listdir(run_cg) if os.path.exists(run_cg)
+                         else None)
+        self.assertEqual(processes_with(os.path.join(self.srv.state, "runs", run) + "/"), [])
+
+
+if __name__ == "__main__":
+    unittest.main()
