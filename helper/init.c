@@ -374,6 +374,19 @@ static void maybe_prepare(struct init_state *st, bool any)
 	prepare_exec(st);
 }
 
+/* Whether an ended exec's leaf of that id waits for its removal: an id
+ * used again would find it (mkdir takes an existing leaf) with its old
+ * OOM count. sbxd never repeats an id; pid 1 does not count on that. */
+static bool leaf_waits(const struct init_state *st, uint64_t exec_id)
+{
+	char leaf[sizeof(st->stale[0].leaf)];
+	snprintf(leaf, sizeof(leaf), "exec-%llu", (unsigned long long)exec_id);
+	for (size_t i = 0; i < st->n_stale; i++)
+		if (strcmp(st->stale[i].leaf, leaf) == 0)
+			return true;
+	return false;
+}
+
 static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, int *fds,
 		       size_t nfds)
 {
@@ -394,7 +407,7 @@ static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, i
 			    "/proc/self/fd");
 			return;
 		}
-	if (find_exec(st, req->exec_id)) {
+	if (find_exec(st, req->exec_id) || leaf_waits(st, req->exec_id)) {
 		send_setup_failed(st, req->exec_id, "exec id already in use");
 		return;
 	}
