@@ -470,6 +470,10 @@ static void *pipeline_writer(void *arg)
 		pthread_mutex_lock(&p->mu);
 		s->written = writing;
 		s->werr = werr;
+		/* The taking thread takes nothing after a chunk that says eof
+		 * (an early one is DATA_LOSS): neither is anything written. */
+		if (s->eof)
+			writing = false;
 		s->seen = true;
 		pthread_cond_broadcast(&p->cv);
 		pthread_mutex_unlock(&p->mu);
