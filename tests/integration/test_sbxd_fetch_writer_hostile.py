@@ -14,7 +14,9 @@ import ctypes
 import os
 import subprocess
 import tempfile
+import signal
 import threading
+import time
 import unittest
 
 from sbxdfix import CLI
@@ -51,6 +53,8 @@ def serve(sock, bad, how):
                     r.eof, r.sha256 = True, "0" * 64
                 elif how == "size":
                     r.size = SIZE + 1
+            if i == bad and how == "stall":
+                time.sleep(20)  # the client is interrupted meanwhile
             if i == bad and how == "error":
                 code = 13  # INTERNAL
             else:
@@ -75,6 +79,51 @@ class WriterHostile(unittest.TestCase):
         finally:
             _nng.nng_close(sock)
         return r
+
+    def test_an_interrupt_while_the_writer_waits(self):
+        # SIGINT (sbx_client_set_interrupt's flag) while chunk 3 never
+        # comes: the workers' calls are cancelled, the writer and the
+        # taking thread see it, and sbxctl exits promptly with whole
+        # chunks before it written, in order, not hung on the writer thread.
+        d = tempfile.mkdtemp()
+        url = "ipc://%s/fake.sock" % d
+        sock = ctypes.c_uint32()
+        self.assertEqual(_nng.nng_rep0_open(ctypes.byref(sock)), 0)
+        self.assertEqual(_nng.nng_listen(sock, url.encode(), None, 0), 0)
+        threading.Thread(target=serve, args=(sock, 3, "stall"), daemon=True).start()
+        p = subprocess.Popen([CLI, "--endpoint", url, "fetch", "run-x", "f.bin", "-"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        got = bytearray()
+
+        def read():
+            while True:
+                b = p.stdout.read(1 << 16)
+                if not b:
+                    return
+                got.extend(b)
+        t = threading.Thread(target=read, daemon=True)
+        t.start()
+        time.sleep(2)
+        start = time.time()
+        p.send_signal(signal.SIGINT)
+        try:
+            p.wait(timeout=10)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            _nng.nng_close(sock)
+        t.join(10)
+        err = p.stderr.read()
+        self.assertLess(time.time() - start, 10)
+        self.assertNotEqual(p.returncode, 0, err)
+        self.assertIn(b"CANCELLED", err, err)
+        # The chunks answered before the stall (the fake server answers
+        # in the order asked, so which is not fixed), whole and in order.
+        k = len(got) // CH
+        self.assertEqual((len(got) % CH, bytes(got) == b"".join(chunk(i) for i in range(k))),
+                         (0, True), "%d bytes" % len(got))
+        self.assertLessEqual(k, 3)
 
     def check(self, bad, how, word):
         for attempt in range(6):
