@@ -90,7 +90,10 @@ static bool interrupted(const sbx_client *c)
 {
 	volatile sig_atomic_t *flag = atomic_load(&c->interrupt);
 
-	return flag && *flag;
+	/* Set by a signal handler of whichever thread, read by the fetch's
+	 * workers on theirs: an atomic load (sig_atomic_t is lock-free), not
+	 * a plain one, which ThreadSanitizer rightly calls a data race. */
+	return flag && __atomic_load_n(flag, __ATOMIC_RELAXED);
 }
 
 const char *sbx_client_endpoint(const sbx_client *c)

@@ -263,6 +263,8 @@ struct chunk {
 	bool written; /* already in the file: at its offset (pipeline.out) or in
 			 order (pipeline.seq_out) */
 	bool seen;    /* the in-order writer is done with it (pipeline.seq_out) */
+	int werr;     /* the in-order writer's write of it failed (errno): part of
+			 it may be out, so it must not be written again */
 	struct sbx_rpc_status st;
 };
 
@@ -429,10 +431,12 @@ static bool chunk_fits(const struct pipeline *p, uint64_t i, const struct chunk 
 }
 
 /* The in-order writer (seq_out): chunks 1.. as they arrive, each once the
- * one before is written. The first chunk that does not fit (or cannot be
- * written) ends its writing: it and the rest go to the taking thread
- * unwritten, which writes them itself (in order, after the writer's) or
- * says what was wrong. The slot it reads is left alone by the workers
+ * one before is written. The first chunk that does not fit ends its
+ * writing: it and the rest go to the taking thread unwritten, which writes
+ * them itself (in order, after the writer's) or says what was wrong. One
+ * it cannot write (werr) fails the fetch, as the taking thread's own write
+ * would: part of it may be out, and writing it again would put bytes in
+ * the output that were not hashed (review: a short write, then EAGAIN). The slot it reads is left alone by the workers
  * (chunk i + window is asked only once chunk i was taken) and by the
  * taking thread (which waits for `seen`). */
 static void *pipeline_writer(void *arg)
@@ -453,13 +457,23 @@ static void *pipeline_writer(void *arg)
 		pthread_mutex_unlock(&p->mu);
 		if (stop)
 			return NULL;
+		int werr = 0;
+
 		writing = writing && chunk_fits(p, i, s);
 		if (writing && s->len && write_full(p->seq_out, s->data, s->len) < 0) {
-			/* The taking thread writes it again and says why. */
+			/* Part of it may be out already (a short write, then
+			 * EAGAIN or a timeout): the taking thread must not write
+			 * it again, but fail as its own write would have. */
+			werr = errno ? errno : EIO;
 			writing = false;
 		}
 		pthread_mutex_lock(&p->mu);
 		s->written = writing;
+		s->werr = werr;
+		/* The taking thread takes nothing after a chunk that says eof
+		 * (an early one is DATA_LOSS): neither is anything written. */
+		if (s->eof)
+			writing = false;
 		s->seen = true;
 		pthread_cond_broadcast(&p->cv);
 		pthread_mutex_unlock(&p->mu);
@@ -583,6 +597,10 @@ static int take_chunk(struct fetch_state *f, uint64_t i, const struct chunk *k,
 				    "at %llu): " CHANGED_BY_AN_EXEC,
 				    f->name, (unsigned long long)f->size,
 				    (unsigned long long)k->size, (unsigned long long)f->offset);
+	if (k->werr) {
+		errno = k->werr;
+		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "writing %s", f->name);
+	}
 	if (k->len && !k->written &&
 	    (f->positioned ? pwrite_full(f->fd, k->data, k->len, f->offset)
 			   : write_full(f->fd, k->data, k->len)) < 0)

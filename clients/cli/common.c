@@ -236,8 +236,8 @@ static void on_signal(int sig)
 	 * passes it on); otherwise it cancels the calls in progress. */
 	if (cli_forwarding)
 		cli_signals++;
-	else
-		cli_interrupted = sig;
+	else /* atomic: a fetch's worker threads read it (libsbxclient) */
+		__atomic_store_n(&cli_interrupted, sig, __ATOMIC_RELAXED);
 }
 
 void cli_install_signals(void)

@@ -3,6 +3,7 @@
  * packed in place is byte for byte what protobuf-c packs, errors carry no
  * body, messages are cleaned to printable UTF-8, and an answer too large for
  * the caller becomes INTERNAL. Real nng messages, no sockets needed. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,6 +144,83 @@ static bool bulk_is(const char *desc, size_t n, size_t len, size_t max_bytes)
 	return ok;
 }
 
+/* rpc_reply_bulk's size limit is rpc_reply's: an answer of exactly
+ * max_bytes goes, one byte more becomes INTERNAL (review of fetchipc), and
+ * a tail longer than the room kept for it (BULK_TAIL) is still appended. */
+static void test_bulk_edges(void)
+{
+	static const size_t lens[] = {0, 1, 127, 128, 16383, 16384, 1 << 20};
+	char long_sha[300];
+
+	memset(long_sha, 'f', sizeof(long_sha) - 1);
+	long_sha[sizeof(long_sha) - 1] = '\0';
+	for (size_t t = 0; t < 2; t++)
+		for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+			Sbx__V1__FetchArtifactResponse o = SBX__V1__FETCH_ARTIFACT_RESPONSE__INIT;
+			size_t len = lens[i], exact;
+			uint8_t *copy = malloc(len + 1);
+			nng_msg *ref;
+
+			for (size_t j = 0; j < len; j++)
+				copy[j] = (uint8_t)(j * 13 + 1);
+			o.size = 1ULL << 40;
+			o.eof = true;
+			o.live = true;
+			o.sha256 = t ? long_sha : "ab";
+			o.data.data = copy;
+			o.data.len = len;
+			ref = rpc_reply(SBX__V1__CODE__OK, "", &o.base, SIZE_MAX);
+			exact = nng_msg_len(ref);
+			o.data.data = NULL;
+			o.data.len = 0;
+			for (size_t slack = 0; slack < 2; slack++) {
+				struct rpc_bulk rb;
+				Sbx__V1__Response *r;
+				uint8_t *room;
+				nng_msg *m;
+
+				rpc_bulk_init(&rb);
+				room = rb.b.room(&rb.b, len + 7);
+				memcpy(room, copy, len);
+				memset(room + len, 0xEE, 7); /* never sent */
+				rb.b.len = len;
+				m = rpc_reply_bulk(&o.base, &rb, exact - 1 + slack);
+				if (slack) {
+					check(m && nng_msg_len(m) == exact &&
+						  memcmp(nng_msg_body(m), nng_msg_body(ref), exact) == 0,
+					      "bulk edge: %zu bytes (tail %zu) at exactly max_bytes is "
+					      "rpc_reply's answer",
+					      len, t);
+				} else {
+					/* rpc_reply's answer for the same limit: INTERNAL, or
+					 * nothing when even that does not fit. */
+					o.data.data = copy;
+					o.data.len = len;
+					nng_msg *want = rpc_reply(SBX__V1__CODE__OK, "", &o.base, exact - 1);
+					o.data.data = NULL;
+					o.data.len = 0;
+					r = unpacked(m);
+					check((!m && !want) ||
+						  (m && want && r && r->code == SBX__V1__CODE__INTERNAL &&
+						   r->body.len == 0 && nng_msg_len(m) == nng_msg_len(want) &&
+						   !memcmp(nng_msg_body(m), nng_msg_body(want), nng_msg_len(m))),
+					      "bulk edge: %zu bytes (tail %zu), one byte past max_bytes: "
+					      "rpc_reply's INTERNAL (or nothing)",
+					      len, t);
+					if (r)
+						sbx__v1__response__free_unpacked(r, NULL);
+					if (want)
+						nng_msg_free(want);
+				}
+				if (m)
+					nng_msg_free(m);
+				rpc_bulk_drop(&rb);
+			}
+			nng_msg_free(ref);
+			free(copy);
+		}
+}
+
 static void test_bulk(void)
 {
 	Sbx__V1__FetchArtifactResponse o = SBX__V1__FETCH_ARTIFACT_RESPONSE__INIT;
@@ -245,6 +323,7 @@ int main(void)
 {
 	test_envelope();
 	test_bulk();
+	test_bulk_edges();
 	test_text_clean();
 	nng_fini();
 	return check_done();
