@@ -17,34 +17,25 @@
 #define PREFIX "/sbx.v1.Sandbox/"
 
 /* clang-format off */
-#define WRAP(fn, req_t, resp_t)							\
+/* call_<fn>: the typed handler behind the method table's one signature; a
+ * bulk handler (WRAP_BULK) also gets the answer's message to read its
+ * bytes into, the others answer with bytes of their own response only. */
+#define WRAP_WITH(fn, req_t, resp_t, ...)					\
 	static int call_##fn(struct sbx_runs *runs,				\
 			     const struct sbx_identity *who,			\
 			     const ProtobufCMessage *req,			\
-			     ProtobufCMessage **resp, struct sbx_bulk *bulk,	\
-			     struct sbx_rpc_status *st)				\
-	{									\
-		resp_t *r = NULL;						\
-		(void)bulk; /* bytes of its own response only */		\
-		int rc = sbx_handle_##fn(runs, who, (const req_t *)req, &r, st);\
-		*resp = r ? &r->base : NULL;					\
-		return rc;							\
-	}
-
-/* A handler that may read its bulk bytes into the answer's message. */
-#define WRAP_BULK(fn, req_t, resp_t)						\
-	static int call_##fn(struct sbx_runs *runs,				\
-			     const struct sbx_identity *who,			\
-			     const ProtobufCMessage *req,			\
-			     ProtobufCMessage **resp, struct sbx_bulk *bulk,	\
+			     ProtobufCMessage **resp,				\
+			     struct sbx_bulk *bulk __attribute__((unused)),	\
 			     struct sbx_rpc_status *st)				\
 	{									\
 		resp_t *r = NULL;						\
 		int rc = sbx_handle_##fn(runs, who, (const req_t *)req, &r,	\
-					 bulk, st);				\
+					 __VA_ARGS__ st);			\
 		*resp = r ? &r->base : NULL;					\
 		return rc;							\
 	}
+#define WRAP(fn, req_t, resp_t) WRAP_WITH(fn, req_t, resp_t, )
+#define WRAP_BULK(fn, req_t, resp_t) WRAP_WITH(fn, req_t, resp_t, bulk, )
 
 WRAP(health, Sbx__V1__HealthRequest, Sbx__V1__HealthResponse)
 WRAP(create_run, Sbx__V1__CreateRunRequest, Sbx__V1__CreateRunResponse)

@@ -12,8 +12,9 @@ import threading
 import time
 import unittest
 
-from sbxdfix import ServerTestCase, policy_json, processes_with
+from sbxdfix import processes_with
 from sbxrpc import sandbox_pb2 as pb
+from test_sbxd_out import OutTest
 
 STATUS_KEYS = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp",
                "Uid", "Gid")
@@ -67,21 +68,8 @@ def mnt_fds(pid):
     return n
 
 
-class ExecReleaseTest(ServerTestCase):
-    def setUp(self):
-        self.c = self.srv.conn()
-
-    def tearDown(self):
-        self.c.close()
-
-    def ok(self, name, req, resp_type, conn=None):
-        code, msg, resp = (conn or self.c).call(name, req, resp_type)
-        self.assertEqual(code, "OK", "%s: %s" % (name, msg))
-        return resp
-
-    def create(self, **limits):
-        return self.ok("CreateRun", pb.CreateRunRequest(policy_json=policy_json(**limits)),
-                       pb.CreateRunResponse).run_id
+class ExecReleaseTest(OutTest):
+    """OutTest's calls (ok, create) on one sbxd."""
 
     def exec(self, run, script, conn=None):
         return self.ok("Exec", pb.ExecRequest(run_id=run, argv=["/bin/sh", "-c", script]),
