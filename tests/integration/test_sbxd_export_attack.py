@@ -290,11 +290,39 @@ class ParkedByAnotherUser(te.ExportTest):
             self.teardown(run)
 
 
+class ExportFds(te.ExportTest):
+    def test_no_descriptor_of_sbxd_outlives_a_failed_export(self):
+        run = self.create()
+        self.run_py(run, "import os\nopen('/out/a','w').write('a')\nos.mkfifo('/out/fifo')\n"
+                         "os.symlink('/etc/passwd', '/out/link')\n")
+        # Warm: the run's reader and caches exist before the count.
+        code, msg, _, rv = self.export(run, ["a"])
+        self.assertEqual(code, "OK", msg)
+        for r in rv.records:
+            os.close(r[4][0])
+        time.sleep(0.5)
+        before = self.srv.fd_count()
+        for _ in range(20):
+            for paths in (["a", "fifo"], ["a", "link"], ["gone"], ["a", "a", "../x"]):
+                code, msg, _, rv = self.export(run, paths)
+                for r in rv.records:
+                    for fd in r[4]:
+                        os.close(fd)
+            req = pb.ExportArtifactsRequest(run_id=run, paths=["a"],
+                                            socket_name="nobody-" + secrets.token_hex(8),
+                                            nonce=secrets.token_bytes(16))
+            self.c.call("ExportArtifacts", req, pb.ExportArtifactsResponse)
+        time.sleep(0.5)
+        self.assertLessEqual(self.srv.fd_count(), before)
+        self.teardown(run)
+
+
 # Only this file's attacks here; test_sbxd_export.py runs its own.
 for _n in dir(te.ExportTest):
     if _n.startswith("test_"):
         setattr(PreAckTest, _n, None)
         setattr(ParkedByAnotherUser, _n, None)
+        setattr(ExportFds, _n, None)
 
 
 if __name__ == "__main__":
