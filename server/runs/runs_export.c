@@ -45,6 +45,8 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -189,6 +191,31 @@ static int send_one(int sock, const Sbx__V1__ExportArtifactsRequest *req, uint32
 				    "export: the caller closed its socket or answered record %u "
 				    "with something other than an acknowledgement",
 				    index);
+	/* An acknowledgement counts only once the record is off the caller's
+	 * queue (a unix socket's SIOCOUTQ is what the peer has not dequeued):
+	 * one sent ahead would have sbxd queue the next records, and a call
+	 * that ended with its record still queued would leave it there. Each
+	 * descriptor in flight is charged to sbxd's uid (past its
+	 * RLIMIT_NOFILE every SCM_RIGHTS of that uid fails, its helpers' and
+	 * /out readers' too) for as long as the caller keeps the socket; so a
+	 * caller that does not take its record holds its own worker until the
+	 * record's deadline, and the call fails. */
+	for (;;) {
+		int queued = 0;
+		int64_t left = deadline_ms - sbx_mono_ms();
+
+		if (ioctl(sock, SIOCOUTQ, &queued) < 0)
+			return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "export: SIOCOUTQ");
+		if (queued == 0)
+			break;
+		if (left <= 0)
+			return sbx_rpc_fail(st, SBX__V1__CODE__DEADLINE_EXCEEDED,
+					    "export: the caller acknowledged record %u but did not "
+					    "take it in time",
+					    index);
+		/* No poll event says "dequeued": look again in a while. */
+		(void)poll(NULL, 0, left < 20 ? (int)left : 20);
+	}
 	return 0;
 }
 
