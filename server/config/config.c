@@ -478,7 +478,8 @@ static const struct sbx_config_key root_keys[] = {
     {"same_host_export", SBX_CONFIG_BOOL, ROOT(same_host_export),
      .doc = "allows ExportArtifacts: an ipc caller on this host gets its runs' `/out` files "
 	    "as read-only descriptors; a descriptor it keeps keeps that file's memory after "
-	    "Teardown (docs/operator/known-limits.md), so only for callers trusted with that"},
+	    "Teardown and one it never takes is charged to sbxd's uid in flight "
+	    "(docs/operator/known-limits.md): only for callers trusted with that"},
     {"runs_max", SBX_CONFIG_U32, 1, RUNS_MAX_MAX, 64, ROOT(runs_max),
      .doc = "runs at once, host-wide"},
     {"runs_max_per_identity", SBX_CONFIG_U32, 1, RUNS_MAX_MAX, 16, ROOT(runs_max_per_identity),
