@@ -436,9 +436,9 @@ static bool chunk_fits(const struct pipeline *p, uint64_t i, const struct chunk 
  * them itself (in order, after the writer's) or says what was wrong. One
  * it cannot write (werr) fails the fetch, as the taking thread's own write
  * would: part of it may be out, and writing it again would put bytes in
- * the output that were not hashed (review: a short write, then EAGAIN). The slot it reads is left alone by the workers
- * (chunk i + window is asked only once chunk i was taken) and by the
- * taking thread (which waits for `seen`). */
+ * the output that were not hashed (review: a short write, then EAGAIN). The slot it reads is left
+ * alone by the workers (chunk i + window is asked only once chunk i was taken) and by the taking
+ * thread (which waits for `seen`). */
 static void *pipeline_writer(void *arg)
 {
 	struct pipeline *p = arg;

@@ -187,8 +187,10 @@ static void test_bulk_edges(void)
 				m = rpc_reply_bulk(&o.base, &rb, exact - 1 + slack);
 				if (slack) {
 					check(m && nng_msg_len(m) == exact &&
-						  memcmp(nng_msg_body(m), nng_msg_body(ref), exact) == 0,
-					      "bulk edge: %zu bytes (tail %zu) at exactly max_bytes is "
+						  memcmp(nng_msg_body(m), nng_msg_body(ref),
+							 exact) == 0,
+					      "bulk edge: %zu bytes (tail %zu) at exactly "
+					      "max_bytes is "
 					      "rpc_reply's answer",
 					      len, t);
 				} else {
@@ -196,15 +198,20 @@ static void test_bulk_edges(void)
 					 * nothing when even that does not fit. */
 					o.data.data = copy;
 					o.data.len = len;
-					nng_msg *want = rpc_reply(SBX__V1__CODE__OK, "", &o.base, exact - 1);
+					nng_msg *want =
+					    rpc_reply(SBX__V1__CODE__OK, "", &o.base, exact - 1);
 					o.data.data = NULL;
 					o.data.len = 0;
 					r = unpacked(m);
 					check((!m && !want) ||
-						  (m && want && r && r->code == SBX__V1__CODE__INTERNAL &&
-						   r->body.len == 0 && nng_msg_len(m) == nng_msg_len(want) &&
-						   !memcmp(nng_msg_body(m), nng_msg_body(want), nng_msg_len(m))),
-					      "bulk edge: %zu bytes (tail %zu), one byte past max_bytes: "
+						  (m && want && r &&
+						   r->code == SBX__V1__CODE__INTERNAL &&
+						   r->body.len == 0 &&
+						   nng_msg_len(m) == nng_msg_len(want) &&
+						   !memcmp(nng_msg_body(m), nng_msg_body(want),
+							   nng_msg_len(m))),
+					      "bulk edge: %zu bytes (tail %zu), one byte past "
+					      "max_bytes: "
 					      "rpc_reply's INTERNAL (or nothing)",
 					      len, t);
 					if (r)
