@@ -190,6 +190,9 @@ def _parser():
                    help="where /out is copied at the end (made 0700 if missing); refused before "
                         "the run is created when it is a link, is not yours, or others can "
                         "write it")
+    o.add_argument("--no-export", action="store_true",
+                   help="accepted as sbxctl takes it: this client always fetches /out in "
+                        "chunks over the RPC (no same-host export)")
     o.add_argument("--label", action="append", default=[], metavar="K=V", type=_label,
                    help="a label of the run (repeatable)")
     o.add_argument("--stdin", metavar="FILE",
