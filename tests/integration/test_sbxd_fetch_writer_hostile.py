@@ -104,10 +104,9 @@ class WriterHostile(unittest.TestCase):
         t = threading.Thread(target=read, daemon=True)
         t.start()
         time.sleep(2)
-        start = time.time()
         p.send_signal(signal.SIGINT)
         try:
-            p.wait(timeout=10)
+            p.wait(timeout=10)  # a hang is the failure, not a slow exit
         finally:
             if p.poll() is None:
                 p.kill()
@@ -115,7 +114,6 @@ class WriterHostile(unittest.TestCase):
             _nng.nng_close(sock)
         t.join(10)
         err = p.stderr.read()
-        self.assertLess(time.time() - start, 10)
         self.assertNotEqual(p.returncode, 0, err)
         self.assertIn(b"CANCELLED", err, err)
         # The chunks answered before the stall (the fake server answers
