@@ -10,17 +10,15 @@ first one it refused or after the one that said eof.
   chunks after it (which the taking thread never takes) are not written;
 - a chunk whose size differs: ABORTED, nothing from it on is written;
 - a chunk answered with an error: that error, nothing from it on."""
-import ctypes
-import os
 import subprocess
-import tempfile
 import signal
 import threading
 import time
 import unittest
 
 from sbxdfix import CLI
-from sbxrpc import _nng, sandbox_pb2 as pb
+from fakefetch import FakeFetchServer
+from sbxrpc import sandbox_pb2 as pb
 
 CH = 1 << 20
 N = 8
@@ -31,87 +29,59 @@ def chunk(i):
     return bytes([0x41 + i]) * CH
 
 
-def serve(sock, bad, how):
-    while True:
-        buf, size = ctypes.c_void_p(), ctypes.c_size_t()
-        if _nng.nng_recv(sock, ctypes.byref(buf), ctypes.byref(size), 1) != 0:
-            return  # closed
-        data = ctypes.string_at(buf, size.value)
-        _nng.nng_free(buf, size)
-        req = pb.Request()
-        req.ParseFromString(data)
-        code, body = 0, b""
-        if req.method.endswith("FetchArtifact"):
-            fr = pb.FetchArtifactRequest()
-            fr.ParseFromString(req.body)
-            i = fr.offset // CH
-            r = pb.FetchArtifactResponse(size=SIZE, data=chunk(i), eof=(i == N - 1))
-            if i == N - 1:
-                r.sha256 = "0" * 64
-            if i == bad:
-                if how == "eof":
-                    r.eof, r.sha256 = True, "0" * 64
-                elif how == "size":
-                    r.size = SIZE + 1
-            if i == bad and how == "stall":
-                time.sleep(20)  # the client is interrupted meanwhile
-            if i == bad and how == "error":
-                code = 13  # INTERNAL
-            else:
-                body = r.SerializeToString()
-        out = pb.Response(code=code, message="no" if code else "",
-                          body=body).SerializeToString()
-        _nng.nng_send(sock, out, len(out), 0)
+def answering(bad, how):
+    """The FakeFetchServer answer: chunk i of N, chunk `bad` spoiled `how`."""
+    def answer(fr):
+        i = fr.offset // CH
+        r = pb.FetchArtifactResponse(size=SIZE, data=chunk(i), eof=(i == N - 1))
+        if i == N - 1:
+            r.sha256 = "0" * 64
+        if i != bad:
+            return 0, "", r
+        if how == "eof":
+            r.eof, r.sha256 = True, "0" * 64
+        elif how == "size":
+            r.size = SIZE + 1
+        elif how == "stall":
+            time.sleep(20)  # the client is interrupted meanwhile
+        elif how == "error":
+            return 13, "no", None  # INTERNAL
+        return 0, "", r
+    return answer
 
 
 class WriterHostile(unittest.TestCase):
     def fetch(self, bad, how):
-        d = tempfile.mkdtemp()
-        url = "ipc://%s/fake.sock" % d
-        sock = ctypes.c_uint32()
-        self.assertEqual(_nng.nng_rep0_open(ctypes.byref(sock)), 0)
-        self.assertEqual(_nng.nng_listen(sock, url.encode(), None, 0), 0)
-        t = threading.Thread(target=serve, args=(sock, bad, how), daemon=True)
-        t.start()
-        try:
-            r = subprocess.run([CLI, "--endpoint", url, "fetch", "run-x", "f.bin", "-"],
-                               capture_output=True, timeout=60)
-        finally:
-            _nng.nng_close(sock)
-        return r
+        with FakeFetchServer(answering(bad, how)) as srv:
+            return subprocess.run([CLI, "--endpoint", srv.url, "fetch", "run-x", "f.bin", "-"],
+                                  capture_output=True, timeout=60)
 
     def test_an_interrupt_while_the_writer_waits(self):
         # SIGINT (sbx_client_set_interrupt's flag) while chunk 3 never
         # comes: the workers' calls are cancelled, the writer and the
         # taking thread see it, and sbxctl exits promptly with whole
         # chunks before it written, in order, not hung on the writer thread.
-        d = tempfile.mkdtemp()
-        url = "ipc://%s/fake.sock" % d
-        sock = ctypes.c_uint32()
-        self.assertEqual(_nng.nng_rep0_open(ctypes.byref(sock)), 0)
-        self.assertEqual(_nng.nng_listen(sock, url.encode(), None, 0), 0)
-        threading.Thread(target=serve, args=(sock, 3, "stall"), daemon=True).start()
-        p = subprocess.Popen([CLI, "--endpoint", url, "fetch", "run-x", "f.bin", "-"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        got = bytearray()
+        with FakeFetchServer(answering(3, "stall")) as srv:
+            p = subprocess.Popen([CLI, "--endpoint", srv.url, "fetch", "run-x", "f.bin", "-"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            got = bytearray()
 
-        def read():
-            while True:
-                b = p.stdout.read(1 << 16)
-                if not b:
-                    return
-                got.extend(b)
-        t = threading.Thread(target=read, daemon=True)
-        t.start()
-        time.sleep(2)
-        p.send_signal(signal.SIGINT)
-        try:
-            p.wait(timeout=10)  # a hang is the failure, not a slow exit
-        finally:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-            _nng.nng_close(sock)
+            def read():
+                while True:
+                    b = p.stdout.read(1 << 16)
+                    if not b:
+                        return
+                    got.extend(b)
+            t = threading.Thread(target=read, daemon=True)
+            t.start()
+            time.sleep(2)
+            p.send_signal(signal.SIGINT)
+            try:
+                p.wait(timeout=10)  # a hang is the failure, not a slow exit
+            finally:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
         t.join(10)
         err = p.stderr.read()
         self.assertNotEqual(p.returncode, 0, err)
