@@ -228,13 +228,38 @@ static void test_bulk_edges(void)
 		}
 }
 
-static void test_bulk(void)
+/* An answer rpc_reply_bulk must refuse with INTERNAL and no body: a room of
+ * `room` bytes said to hold `len`, field 1 also set in the response
+ * (`field1_len` bytes) or not, the answer's limit `max_bytes`. */
+static void bulk_refused(const char *desc, size_t room, size_t len, size_t field1_len,
+			 size_t max_bytes, const char *want_message)
 {
 	Sbx__V1__FetchArtifactResponse o = SBX__V1__FETCH_ARTIFACT_RESPONSE__INIT;
+	static uint8_t field1[16];
 	Sbx__V1__Response *r;
 	struct rpc_bulk rb;
-	uint8_t one = 1;
 	nng_msg *m;
+
+	rpc_bulk_init(&rb);
+	rb.b.room(&rb.b, room);
+	rb.b.len = len;
+	o.size = 4096;
+	o.data.data = field1_len ? field1 : NULL;
+	o.data.len = field1_len;
+	m = rpc_reply_bulk(&o.base, &rb, max_bytes);
+	r = unpacked(m);
+	check(r && r->code == SBX__V1__CODE__INTERNAL && r->body.len == 0 &&
+		  (!want_message || strstr(r->message, want_message)),
+	      "bulk: %s", desc);
+	if (r)
+		sbx__v1__response__free_unpacked(r, NULL);
+	if (m)
+		nng_msg_free(m);
+}
+
+static void test_bulk(void)
+{
+	struct rpc_bulk rb;
 
 	bulk_is("a whole chunk (a three-byte length)", 1 << 20, 1 << 20, 2 << 20);
 	bulk_is("fewer bytes than the room (a short last chunk)", 1 << 20, 200000, 2 << 20);
@@ -244,44 +269,14 @@ static void test_bulk(void)
 	rpc_bulk_init(&rb);
 	check(rb.b.room(&rb.b, 4096) != NULL && rb.b.room(&rb.b, 4096) == NULL,
 	      "bulk: room is given once");
-	rb.b.len = 4096;
-	o.size = 4096;
-	m = rpc_reply_bulk(&o.base, &rb, 1000);
-	r = unpacked(m);
-	check(r && r->code == SBX__V1__CODE__INTERNAL && r->body.len == 0 &&
-		  strstr(r->message, "larger than max_message_bytes (1000)"),
-	      "bulk: an answer past max_bytes becomes INTERNAL, saying why");
-	if (r)
-		sbx__v1__response__free_unpacked(r, NULL);
-	if (m)
-		nng_msg_free(m);
+	rpc_bulk_drop(&rb);
 
-	rpc_bulk_init(&rb);
-	rb.b.room(&rb.b, 16);
-	rb.b.len = 16;
-	o.data.data = &one;
-	o.data.len = 1;
-	m = rpc_reply_bulk(&o.base, &rb, 1 << 20);
-	r = unpacked(m);
-	check(r && r->code == SBX__V1__CODE__INTERNAL && r->body.len == 0,
-	      "bulk: field 1 both in the room and in the response is refused, not sent twice");
-	if (r)
-		sbx__v1__response__free_unpacked(r, NULL);
-	if (m)
-		nng_msg_free(m);
-
-	rpc_bulk_init(&rb);
-	rb.b.room(&rb.b, 16);
-	rb.b.len = 17;
-	o.data.len = 0;
-	m = rpc_reply_bulk(&o.base, &rb, 1 << 20);
-	r = unpacked(m);
-	check(r && r->code == SBX__V1__CODE__INTERNAL,
-	      "bulk: more bytes than the room is refused, not read past it");
-	if (r)
-		sbx__v1__response__free_unpacked(r, NULL);
-	if (m)
-		nng_msg_free(m);
+	bulk_refused("an answer past max_bytes becomes INTERNAL, saying why", 4096, 4096, 0, 1000,
+		     "larger than max_message_bytes (1000)");
+	bulk_refused("field 1 both in the room and in the response is refused, not sent twice", 16,
+		     16, 1, 1 << 20, NULL);
+	bulk_refused("more bytes than the room is refused, not read past it", 16, 17, 0, 1 << 20,
+		     NULL);
 
 	rpc_bulk_init(&rb);
 	rb.b.room(&rb.b, 1 << 20);
