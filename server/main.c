@@ -442,6 +442,7 @@ static int serve(struct sbx_config *cfg, const struct flags *f, const sigset_t *
 	sbx_audit_set_identity_rate(cfg->quotas.audit_identity_kb_per_s * 1024);
 	/* Before the listeners: no run can ask for it before it is there. Its
 	 * descriptors are what the RPC side and the runs leave (rpc.h). */
+	sbx_rpc_fit_exec_fds(cfg);
 	cfg->egress.fd_reserve = sbx_rpc_fd_need(cfg);
 	egress = start_egress(cfg, &egress_why);
 	d.runs = sbx_runs_init(cfg, &err);

@@ -112,6 +112,10 @@ int cmd_status(struct cli *cli)
 		print_label("label ", r->labels[i]->key, r->labels[i]->value, "\n");
 	for (size_t i = 0; i < r->n_execs; i++)
 		print_exec(r->execs[i]);
+	if (r->execs_not_listed)
+		printf("execs: %" PRIu32 " more not listed (to fit max_message_bytes; "
+		       "the first and the last are)\n",
+		       r->execs_not_listed);
 	cli_print_egress(stdout, r->egress, r->n_egress, r->egress_records_dropped);
 	cli_print_egress_destinations(stdout, r->egress_destinations, r->n_egress_destinations);
 	if (r->egress_destinations_folded)

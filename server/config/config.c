@@ -354,6 +354,21 @@ static int follow_runs_max(struct sbx_config *cfg, void *base, json_t *root, str
 			     &cfg->runs_max_per_identity, cfg->runs_max, "runs_max", err);
 }
 
+/* exec_fds_per_run's doc says these numbers. */
+_Static_assert(SBX_EXEC_FDS == 7 && SBX_EXEC_FDS_PER_RUN_MAX == 448, "exec_fds_per_run's doc");
+
+/* A share smaller than one exec's would refuse every Exec. */
+static int check_exec_fds(struct sbx_config *cfg, void *base, json_t *root, struct sbx_err *err)
+{
+	(void)base, (void)root;
+	if (cfg->exec_fds_per_run && cfg->exec_fds_per_run < SBX_EXEC_FDS)
+		return sbx_fail(err,
+				"exec_fds_per_run: %u is less than one exec's %d descriptors "
+				"(0: fit RLIMIT_NOFILE)",
+				cfg->exec_fds_per_run, SBX_EXEC_FDS);
+	return 0;
+}
+
 /* The ceilings against the host (config_limits.c), then, as
  * runs_max_per_identity follows runs_max, an unwritten default lease
  * follows a lower ceiling. */
@@ -486,6 +501,13 @@ static const struct sbx_config_key root_keys[] = {
      .check = follow_runs_max,
      .doc = "runs at once of one identity (stopped ones do not count); at most `runs_max`"},
     {"workers", SBX_CONFIG_U32, 1, WORKERS_MAX, 16, ROOT(workers), .doc = "worker threads"},
+    {"exec_fds_per_run", SBX_CONFIG_U32, 0, SBX_EXEC_FDS_PER_RUN_MAX, 0, ROOT(exec_fds_per_run),
+     .check = check_exec_fds, .def_doc = "0: fit `RLIMIT_NOFILE`",
+     .doc = "descriptors of sbxd's that one run's running execs may hold between them ("
+	    "7 an exec; kept for each of `runs_max` runs); an Exec past "
+	    "its run's share is refused RESOURCE_EXHAUSTED. 0: half of what the rest of "
+	    "sbxd's reserve leaves of `RLIMIT_NOFILE`, over `runs_max`, in whole execs, "
+	    "at least one exec's and at most 64 execs' (448)"},
     {"idle_seconds_default", SBX_CONFIG_U32, 1, SBX_RUN_SECONDS_MAX, SBX_IDLE_SECONDS_DEFAULT,
      ROOT(idle_seconds_default),
      .doc = "a run's lease when its policy says 0 or nothing; at most "

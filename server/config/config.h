@@ -10,6 +10,19 @@
 
 #include "err.h"
 
+/* The most of sbxd's own descriptors one running exec holds: its stdout
+ * and stderr pipes' read ends and their two spill files (runs_output.c),
+ * a streamed stdin's write end (runs_stdin.c), and egress deny's resolver
+ * socket and connect watch (runs_deny.c). The descriptors an Exec opens
+ * only while it is answered (the command's ends of those pipes, a stdin
+ * memfd) are its worker's (16 each in the reserve), and an egress exec's
+ * listener is the proxy's (its listeners_max, egress.c). An Exec is
+ * charged this many at admission, within its run's exec_fds_share, and
+ * gives them back once every one of them is closed (runs_monitor.c). */
+#define SBX_EXEC_FDS 7
+/* exec_fds_per_run at most: RUN_EXECS_RUNNING_MAX (64) execs' worth. */
+#define SBX_EXEC_FDS_PER_RUN_MAX (64 * SBX_EXEC_FDS)
+
 #define SBX_CONFIG_MAX_LISTEN	  8
 #define SBX_CONFIG_MAX_TOKENS	  256
 #define SBX_CONFIG_MAX_INPUT_DIRS 32
@@ -189,6 +202,12 @@ struct sbx_config {
 	/* An expired or failed run keeps its artifacts this long, then sbxd
 	 * tears it down itself; default 600. */
 	uint32_t expired_keep_seconds;
+	/* Descriptors of sbxd's that one run's running execs may hold between
+	 * them (SBX_EXEC_FDS an exec): as written, 0 for "fit RLIMIT_NOFILE";
+	 * exec_fds_share is what sbxd uses, set at start by
+	 * sbx_rpc_fit_exec_fds (rpc.h), never by the config file. */
+	uint32_t exec_fds_per_run;
+	uint32_t exec_fds_share;
 	uint32_t workers;	    /* worker threads; default 16 */
 	uint32_t ipc_mode;	    /* socket file mode; default 0660 */
 	uint64_t max_message_bytes; /* RECVMAXSZ per listener; default 4 MiB + 64 KiB */

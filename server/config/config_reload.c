@@ -99,6 +99,8 @@ size_t sbx_config_restart_keys(const struct sbx_config *now, const struct sbx_co
 		add(out, size, &n, "runs_max");
 	if (now->workers != next->workers)
 		add(out, size, &n, "workers");
+	if (now->exec_fds_per_run != next->exec_fds_per_run)
+		add(out, size, &n, "exec_fds_per_run");
 	if (now->ipc_mode != next->ipc_mode)
 		add(out, size, &n, "ipc_mode");
 	if (now->max_message_bytes != next->max_message_bytes)

@@ -629,8 +629,9 @@ int conn_guard_arm(const struct sbx_config_connections *lim, size_t nlisteners, 
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
 		return sbx_fail_errno(err, "connection guard: RLIMIT_NOFILE");
 	need = conn_guard_fds(lim, nlisteners) + reserve;
+	/* Shrunk only to a cap of one connection at least: less would wrap. */
 	if (need > rl.rlim_cur && !lim->per_listener_given &&
-	    rl.rlim_cur > reserve + 2 * nlisteners) {
+	    rl.rlim_cur >= reserve + (2 + EVICTING_MAX) * nlisteners) {
 		/* The default is what shrinks to fit (a low hard limit, or
 		 * valgrind's); a number the operator wrote is refused below. */
 		struct sbx_config_connections fit = *lim;
@@ -658,8 +659,8 @@ int conn_guard_arm(const struct sbx_config_connections *lim, size_t nlisteners, 
 		    err,
 		    "connections.per_listener %u on %zu listeners and %zu descriptors "
 		    "kept for runs and workers need %zu descriptors, over RLIMIT_NOFILE "
-		    "%llu: lower connections.per_listener (or runs_max, workers), or "
-		    "raise the hard limit (ulimit -Hn)",
+		    "%llu: lower connections.per_listener (or runs_max, workers, "
+		    "exec_fds_per_run), or raise the hard limit (ulimit -Hn)",
 		    lim->per_listener, nlisteners, reserve, need, (unsigned long long)rl.rlim_cur);
 	pthread_mutex_lock(&g.mu);
 	g.lim = *lim;

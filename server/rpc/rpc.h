@@ -19,12 +19,17 @@ struct sbx_rpc *sbx_rpc_start(const struct sbx_config *cfg, struct sbx_runs *run
 			      struct sbx_err *err);
 /* The descriptors sbxd's RPC side and runs need (RLIMIT_NOFILE's part that
  * the egress proxy leaves alone, config egress fd_reserve): FD_RESERVE
- * (sbxd's own, each run's helper and execs' pipes, each worker's files)
+ * (sbxd's own, each run's helper and its execs' share, each worker's files)
  * plus every listener's connection caps as configured (conn_guard_fds).
  * The proxy takes at most what is left (egress.c); the guard then sizes
  * the listeners' caps beside FD_RESERVE alone, which fits by construction
  * (and shrinks them, leaving the proxy nothing, when even they do not). */
 size_t sbx_rpc_fd_need(const struct sbx_config *cfg);
+/* Sets cfg->exec_fds_share, each run's share of FD_RESERVE for its execs:
+ * exec_fds_per_run as written, or (0) what fits RLIMIT_NOFILE, said on
+ * stderr when it is less than 64 execs' worth. Before sbx_rpc_fd_need
+ * and sbx_runs_init, which size by it. */
+void sbx_rpc_fit_exec_fds(struct sbx_config *cfg);
 /* A metrics collector (server/metrics/metrics.h): the worker pools' use. */
 void sbx_rpc_collect(void *rpc);
 /* The metrics listener's tcp port, for the connection guard's bounds on

@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/rep.h>
@@ -86,20 +87,54 @@
 #define IDENTITY_INFLIGHT_MAX(n_calls) (((n_calls)-SPARE_CALLS) / 2)
 /* Descriptors that connections never take (conn_guard_start checks the
  * caps fit beside them): sbxd's own (log, state, nng's pollers), each run's
- * helper and its execs' pipes, and each worker's open files and walks.
- * One budget of RLIMIT_NOFILE (N):
+ * own (its helper's control socket, pidfd, directories, /out, its reader:
+ * 16) and its execs' share (exec_fds_share: what its running execs may
+ * hold, SBX_EXEC_FDS each, charged at Exec admission so that one run's
+ * execs never take another's), and each worker's open files and walks
+ * (with the pipes an Exec opens while it is answered). One budget of
+ * RLIMIT_NOFILE (N):
  *   N = FD_RESERVE + conn_guard_fds (the listeners' caps) + the egress
  *       proxy's part (6 per connection, 1 per exec listener: egress.c),
  * where the proxy takes only what the first two leave (sbx_rpc_fd_need is
  * its fd_reserve), so the guard's check below, FD_RESERVE + caps <= N,
  * holds with the proxy's part counted. */
-#define FD_RESERVE(cfg)                                                                            \
+#define FD_RESERVE_FIXED(cfg)                                                                      \
 	(64 + 16 * (size_t)(cfg)->runs_max + 16 * (size_t)(cfg)->workers +                         \
 	 ((cfg)->metrics.listen ? CONN_GUARD_HTTP_MAX + 2 : 0))
+#define FD_RESERVE(cfg) (FD_RESERVE_FIXED(cfg) + (size_t)(cfg)->runs_max * (cfg)->exec_fds_share)
 
 size_t sbx_rpc_fd_need(const struct sbx_config *cfg)
 {
 	return FD_RESERVE(cfg) + conn_guard_fds(&cfg->connections, cfg->n_listen);
+}
+
+void sbx_rpc_fit_exec_fds(struct sbx_config *cfg)
+{
+	struct rlimit rl = {0};
+	size_t fixed = FD_RESERVE_FIXED(cfg), left = 0, share = cfg->exec_fds_per_run;
+
+	if (!share) {
+		/* Half of what the rest of the reserve leaves; the other half
+		 * is the listeners' (which shrink to fit it, conn_guard_arm)
+		 * and the proxy's. In whole execs, at least one. */
+		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur > fixed)
+			left = rl.rlim_cur - fixed < SIZE_MAX / 2 ? (size_t)(rl.rlim_cur - fixed)
+								  : SIZE_MAX / 2;
+		share = left / 2 / cfg->runs_max;
+		share -= share % SBX_EXEC_FDS;
+		if (share > SBX_EXEC_FDS_PER_RUN_MAX)
+			share = SBX_EXEC_FDS_PER_RUN_MAX;
+		if (share < SBX_EXEC_FDS)
+			share = SBX_EXEC_FDS;
+		if (share < SBX_EXEC_FDS_PER_RUN_MAX)
+			fprintf(stderr,
+				"sbxd: exec_fds_per_run fits %zu descriptors (%zu execs at once a "
+				"run) in RLIMIT_NOFILE %llu beside %zu kept for runs and workers; "
+				"raise the hard limit (ulimit -Hn) or lower runs_max for more\n",
+				share, share / SBX_EXEC_FDS, (unsigned long long)rl.rlim_cur,
+				fixed);
+	}
+	cfg->exec_fds_share = (uint32_t)share;
 }
 /* How often idle connections and stalled messages are looked for. */
 #define SWEEP_MS 500

@@ -131,6 +131,9 @@ struct run_exec {
 	 * budget ([mon]) and what it recorded ([mu]). */
 	int deny_fd;
 	int watch_fd;
+	/* [mu] SBX_EXEC_FDS of the run's exec_fds held for it, from its start
+	 * until every descriptor of sbxd's it held is closed (runs_monitor.c). */
+	bool fds_charged;
 	uint32_t deny_tokens;
 	int64_t deny_refill_ms; /* monotonic */
 	uint32_t denied_attempts;
@@ -290,6 +293,10 @@ struct sbx_run {
 	struct run_exec **exec_tail;
 	uint64_t n_execs;
 	unsigned running;
+	/* Descriptors of sbxd's charged to the execs that hold them (SBX_EXEC_FDS
+	 * each), within runs->cfg.exec_fds_share: one run's execs never take
+	 * what FD_RESERVE keeps for another's run or connection. */
+	uint32_t exec_fds;
 	char *alerts[RUN_ALERTS_MAX];
 	size_t n_alerts;
 	uint64_t alerts_dropped;

@@ -921,7 +921,8 @@ static int open_cached(struct sbx_run *r, const char *path)
 
 /* f (held) keeps fd for the next chunks, if /out is still settled in epoch
  * and the run's cursors hold fewer than FETCH_FDS files: sbxd's descriptor
- * budget keeps 16 a run (server/rpc/rpc_server.c, FD_RESERVE), and a
+ * budget keeps 16 a run for the run itself, its execs' apart
+ * (server/rpc/rpc_server.c, FD_RESERVE), and a
  * caller that starts fetches and abandons them must not hold more (review:
  * 8 per run stayed open until teardown). Files of an older epoch, which
  * no chunk will be served from again, are closed here. */

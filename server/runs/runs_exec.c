@@ -16,6 +16,7 @@
 #include "helper_client.h"
 #include "run_exec.h"
 #include "runs_inputs.h"
+#include "runs_manager.h"
 #include "runs_output.h"
 #include "runs_registry.h"
 #include "runs_status.h"
@@ -190,6 +191,9 @@ static int output_pipe(int fds[2], struct sbx_err *err)
 	return 0;
 }
 
+_Static_assert(SBX_EXEC_FDS_PER_RUN_MAX == RUN_EXECS_RUNNING_MAX * SBX_EXEC_FDS,
+	       "exec_fds_per_run's ceiling is the execs a run may run at once");
+
 /* mu held: why this run cannot take an exec now, or 0. */
 static int check_run(struct sbx_run *r, struct sbx_rpc_status *st) REQUIRES(r->mu)
 {
@@ -217,6 +221,15 @@ static int check_run(struct sbx_run *r, struct sbx_rpc_status *st) REQUIRES(r->m
 		return sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED,
 				    "run %s already has %d execs running, the maximum", r->id,
 				    RUN_EXECS_RUNNING_MAX);
+	if (r->exec_fds + SBX_EXEC_FDS > r->runs->cfg.exec_fds_share)
+		return sbx_rpc_fail(
+		    st, SBX__V1__CODE__RESOURCE_EXHAUSTED,
+		    "run %s: its execs hold its share of sbxd's descriptors "
+		    "(exec_fds_per_run %u, %d an exec: %u execs at once); wait for "
+		    "one to end, or raise exec_fds_per_run in sbxd's config (or, when "
+		    "it is 0, sbxd's RLIMIT_NOFILE hard limit, ulimit -Hn)",
+		    r->id, r->runs->cfg.exec_fds_share, SBX_EXEC_FDS,
+		    r->runs->cfg.exec_fds_share / SBX_EXEC_FDS);
 	if (r->n_execs >= RUN_EXECS_MAX)
 		return sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED,
 				    "run %s has had %d execs, the maximum for one run; create "
@@ -236,6 +249,8 @@ static void exec_started(struct sbx_run *r, struct run_exec *e, const Sbx__V1__E
 
 	r->n_execs = e->num;
 	r->running++;
+	r->exec_fds += SBX_EXEC_FDS; /* given back by the monitor (runs_monitor.c) */
+	e->fds_charged = true;
 	r->out_epoch++; /* digests cached so far may go stale (runs_artifacts.c) */
 	if (r->state == RUN_CREATED)
 		run_state_move(r, RUN_ACTIVE); /* /data is sealed from now on */

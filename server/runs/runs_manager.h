@@ -54,6 +54,7 @@ struct runs_settings {
 	char *input_dirs[SBX_CONFIG_MAX_INPUT_DIRS]; /* realpath'd */
 	size_t n_input_dirs;
 	uint32_t runs_max;
+	uint32_t exec_fds_share;    /* config exec_fds_share: a run's execs' descriptors */
 	uint64_t max_message_bytes; /* a listing and a manifest fit in it */
 	bool allow_unpinned;	    /* images.allow_unpinned: a name:tag alone runs */
 	bool same_host_export;	    /* config same_host_export: ExportArtifacts answers */

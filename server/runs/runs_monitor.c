@@ -481,6 +481,14 @@ static size_t build(struct sbx_run *r, struct monitor *m) REQUIRES(r->mu)
 				else if (fds[i] >= 0)
 					close(fds[i]);
 		}
+		/* Done, its deny fds released above (closed as this round
+		 * begins, before any poll), its stdin closed when it ended, its
+		 * pipes and spill files with its streams: nothing of sbxd's is
+		 * held for it any more, and its run may start another. */
+		if (e->done && e->fds_charged) {
+			e->fds_charged = false;
+			r->exec_fds -= SBX_EXEC_FDS;
+		}
 		streams += (e->out[0].pipe >= 0) + (e->out[1].pipe >= 0) + (e->deny_fd >= 0) +
 			   (e->watch_fd >= 0);
 	}

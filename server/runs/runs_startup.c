@@ -193,6 +193,8 @@ static int copy_settings(struct runs_settings *set, const struct sbx_config *cfg
 	if (cfg->host_id_dir && !(set->host_id_dir = strdup(cfg->host_id_dir)))
 		return sbx_fail_errno(err, "settings");
 	set->runs_max = cfg->runs_max ? cfg->runs_max : 64;
+	/* Set by sbx_rpc_fit_exec_fds, which FD_RESERVE counts (rpc.h). */
+	set->exec_fds_share = cfg->exec_fds_share ? cfg->exec_fds_share : SBX_EXEC_FDS_PER_RUN_MAX;
 	set->max_message_bytes = cfg->max_message_bytes ? cfg->max_message_bytes : (4u << 20);
 	set->allow_unpinned = cfg->images.allow_unpinned;
 	set->same_host_export = cfg->same_host_export;

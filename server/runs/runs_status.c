@@ -127,6 +127,42 @@ oom:
 	return NULL;
 }
 
+/* At least what a repeated message field's element takes on the wire (tag,
+ * length, body; the length counted as one byte), so that trimming by it
+ * never leaves more than it thinks. */
+static size_t element_len(const ProtobufCMessage *m)
+{
+	return 2 + protobuf_c_message_get_packed_size(m);
+}
+
+size_t exec_records_fit(const ProtobufCMessage *whole, Sbx__V1__ExecStatus ***execs, size_t *n,
+			size_t budget, uint32_t *not_listed)
+{
+	Sbx__V1__ExecStatus **e = *execs;
+	size_t total = protobuf_c_message_get_packed_size(whole);
+	size_t lo, hi;
+
+	if (total <= budget || *n <= 2)
+		return total;
+	/* Drop e[lo..hi) growing outwards from the middle. */
+	lo = hi = *n / 2;
+	while (total > budget && (lo > 1 || hi < *n - 1)) {
+		if (hi < *n - 1 && (lo <= 1 || hi - *n / 2 <= *n / 2 - lo)) {
+			total -= element_len(&e[hi]->base);
+			hi++;
+		} else {
+			lo--;
+			total -= element_len(&e[lo]->base);
+		}
+	}
+	for (size_t i = lo; i < hi; i++)
+		sbx__v1__exec_status__free_unpacked(e[i], NULL);
+	memmove(e + lo, e + hi, (*n - hi) * sizeof(*e));
+	*n -= hi - lo;
+	*not_listed = (uint32_t)(hi - lo);
+	return protobuf_c_message_get_packed_size(whole);
+}
+
 /* mu held. */
 static int all_exec_status(struct sbx_run *r, Sbx__V1__ExecStatus ***out, size_t *n) REQUIRES(r->mu)
 {
@@ -210,6 +246,10 @@ static int fill_status(struct sbx_run *r, Sbx__V1__StatusResponse *s)
 	if (rc == 0 && r->egress &&
 	    runs_egress_status(r->egress, s, 2 * egress_reply_bytes(r->runs), &err) < 0)
 		rc = -1;
+	/* The execs take what is left of the answer, as the manifest's do. */
+	if (rc == 0)
+		exec_records_fit(&s->base, &s->execs, &s->n_execs, artifacts_reply_bytes(r->runs),
+				 &s->execs_not_listed);
 	return rc;
 }
 

@@ -159,45 +159,6 @@ oom:
 	return NULL;
 }
 
-/* At least what a repeated message field's element takes on the wire (tag,
- * length, body; the length counted as one byte), so that trimming by it
- * never leaves more than it thinks. */
-static size_t element_len(const ProtobufCMessage *m)
-{
-	return 2 + protobuf_c_message_get_packed_size(m);
-}
-
-/* Leaves out exec records from the middle (the first and the last stay,
- * with how many went) until the manifest takes at most `budget` bytes;
- * returns what it takes then. 10,000 execs with 8 KiB of argv each would
- * not fit any max_message_bytes. */
-static size_t manifest_fit_execs(Sbx__V1__RunManifest *m, size_t budget)
-{
-	size_t total = protobuf_c_message_get_packed_size(&m->base);
-	size_t lo, hi;
-
-	if (total <= budget || m->n_execs <= 2)
-		return total;
-	/* Drop execs[lo..hi) growing outwards from the middle. */
-	lo = hi = m->n_execs / 2;
-	while (total > budget && (lo > 1 || hi < m->n_execs - 1)) {
-		if (hi < m->n_execs - 1 &&
-		    (lo <= 1 || hi - m->n_execs / 2 <= m->n_execs / 2 - lo)) {
-			total -= element_len(&m->execs[hi]->base);
-			hi++;
-		} else {
-			lo--;
-			total -= element_len(&m->execs[lo]->base);
-		}
-	}
-	for (size_t i = lo; i < hi; i++)
-		sbx__v1__exec_status__free_unpacked(m->execs[i], NULL);
-	memmove(m->execs + lo, m->execs + hi, (m->n_execs - hi) * sizeof(*m->execs));
-	m->n_execs -= hi - lo;
-	m->execs_not_listed = (uint32_t)(hi - lo);
-	return protobuf_c_message_get_packed_size(&m->base);
-}
-
 /* A finish that could not be done: the run stays registered (TORN, its
  * /out fd and directory kept) with r->unfinished set, so that its owner's
  * next Teardown finds it and tries again (run_take_unfinished). */
@@ -264,8 +225,10 @@ static int teardown_finish(struct sbx_run *r, Sbx__V1__RunManifest **manifest,
 		if (*manifest)
 			budget = artifacts_reply_bytes(r->runs);
 		if (*manifest)
-			used =
-			    manifest_fit_execs(*manifest, budget / 2 + egress_reply_bytes(r->runs));
+			used = exec_records_fit(&(*manifest)->base, &(*manifest)->execs,
+						&(*manifest)->n_execs,
+						budget / 2 + egress_reply_bytes(r->runs),
+						&(*manifest)->execs_not_listed);
 		if (used > budget)
 			used = budget;
 	}

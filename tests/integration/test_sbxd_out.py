@@ -486,6 +486,31 @@ class Names(OutTest):
                       % m["artifacts_listing"]["not_listed"], r.stderr)
         self.assertIn("sbxctl: manifest: 1 names are not UTF-8", r.stderr)
 
+    def test_status_of_many_large_execs_leaves_middle_execs_out(self):
+        # 40 execs of nearly 8 KiB of argv each (320 KiB kept) outgrew the
+        # 128 KiB an answer may take: Status answered INTERNAL ("response
+        # larger than max_message_bytes"). It leaves out execs of the
+        # middle, as the manifest does, and says how many.
+        run = self.create()
+        n = 40
+        ids = [self.start(run, ["/bin/true", "%02d" % i + "a" * 7900]) for i in range(n)]
+        for ex in ids:
+            self.ok("Wait", pb.WaitRequest(run_id=run, exec_id=ex, timeout_ms=30000),
+                    pb.WaitResponse)
+        st = self.ok("Status", pb.StatusRequest(run_id=run), pb.StatusResponse)
+        self.assertGreater(st.execs_not_listed, 0)
+        self.assertEqual(len(st.execs) + st.execs_not_listed, n)
+        self.assertEqual(st.execs[0].exec_id, ids[0])
+        self.assertEqual(st.execs[-1].exec_id, ids[-1])
+        self.assertEqual(st.execs[-1].argv[1][:2], "%02d" % (n - 1))
+        self.assertLessEqual(len(st.SerializeToString()), 128 * 1024)
+        r = self.srv.cli("status", run)
+        self.assertEqual(r.returncode, 0, r)
+        self.assertIn("execs: %d more not listed" % st.execs_not_listed, r.stdout)
+        m = self.teardown(run)
+        self.assertEqual(len(m.execs) + m.execs_not_listed, n)
+        self.assertEqual((m.execs[0].exec_id, m.execs[-1].exec_id), (ids[0], ids[-1]))
+
     def big_policy(self, env_bytes):
         p = json.loads(policy_json())
         p["env"] = {"V%d" % i: "v" * 8000 for i in range(env_bytes // 8000)}

@@ -204,6 +204,8 @@ class RunStatus:
     deadline_unix_ms: int
     egress: list
     raw: object = dataclasses.field(default=None, repr=False)
+    # Exec records sbxd left out of the middle to fit max_message_bytes.
+    execs_not_listed: int = 0
 
     @classmethod
     def of(cls, s):
@@ -211,7 +213,7 @@ class RunStatus:
         return cls(s.run_id, enum_name(sandbox_pb2.RunState, s.state), s.policy_digest,
                    s.image_digest, s.policy, [ExecResult.of(e) for e in s.execs],
                    list(s.alerts), dict(s.labels), s.created_unix_ms, s.deadline_unix_ms,
-                   list(s.egress), raw=s)
+                   list(s.egress), raw=s, execs_not_listed=s.execs_not_listed)
 
 
 @dataclasses.dataclass
