@@ -506,7 +506,8 @@ static const struct sbx_config_key root_keys[] = {
      .doc = "descriptors of sbxd's that one run's running execs may hold between them ("
 	    "7 an exec; kept for each of `runs_max` runs); an Exec past "
 	    "its run's share is refused RESOURCE_EXHAUSTED. 0: half of what the rest of "
-	    "sbxd's reserve leaves of `RLIMIT_NOFILE`, over `runs_max`, in whole execs, "
+	    "sbxd's reserve (and `connections.per_listener` where the config sets it) "
+	    "leaves of `RLIMIT_NOFILE`, over `runs_max`, in whole execs, "
 	    "at least one exec's and at most 64 execs' (448)"},
     {"idle_seconds_default", SBX_CONFIG_U32, 1, SBX_RUN_SECONDS_MAX, SBX_IDLE_SECONDS_DEFAULT,
      ROOT(idle_seconds_default),

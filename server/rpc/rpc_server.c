@@ -116,7 +116,11 @@ void sbx_rpc_fit_exec_fds(struct sbx_config *cfg)
 	if (!share) {
 		/* Half of what the rest of the reserve leaves; the other half
 		 * is the listeners' (which shrink to fit it, conn_guard_arm)
-		 * and the proxy's. In whole execs, at least one. */
+		 * and the proxy's. Caps the config wrote do not shrink: they
+		 * are kept first, or a sbxd that started before would now be
+		 * refused for its listeners. In whole execs, at least one. */
+		if (cfg->connections.per_listener_given)
+			fixed += conn_guard_fds(&cfg->connections, cfg->n_listen);
 		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur > fixed)
 			left = rl.rlim_cur - fixed < SIZE_MAX / 2 ? (size_t)(rl.rlim_cur - fixed)
 								  : SIZE_MAX / 2;
@@ -129,7 +133,8 @@ void sbx_rpc_fit_exec_fds(struct sbx_config *cfg)
 		if (share < SBX_EXEC_FDS_PER_RUN_MAX)
 			fprintf(stderr,
 				"sbxd: exec_fds_per_run fits %zu descriptors (%zu execs at once a "
-				"run) in RLIMIT_NOFILE %llu beside %zu kept for runs and workers; "
+				"run) in RLIMIT_NOFILE %llu beside %zu kept for runs, workers and "
+				"the listeners' caps; "
 				"raise the hard limit (ulimit -Hn) or lower runs_max for more\n",
 				share, share / SBX_EXEC_FDS, (unsigned long long)rl.rlim_cur,
 				fixed);
