@@ -29,10 +29,12 @@
  * caller hashes its own copy. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/sockios.h>
 #include <poll.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -104,7 +106,12 @@ static int send_bytes(int sock, int fd, uint64_t size, const char *path, uint8_t
 	return 0;
 }
 
-/* The caller's one byte: it wrote every file. */
+/* The caller's one byte, once it wrote every file; and nothing sbxd sent
+ * left on the caller's queue (SIOCOUTQ of a unix socket: what the peer has
+ * not dequeued). A caller that acknowledges first and never reads holds
+ * its own worker to the deadline, like one that stops reading: what it
+ * leaves queued after the call (at most sbxd's send buffer) costs it that
+ * much of its share of the long lane each time. */
 static int await_ack(int sock, const struct side_deadlines *dl, struct sbx_rpc_status *st)
 {
 	uint8_t ack = 0;
@@ -123,7 +130,21 @@ static int await_ack(int sock, const struct side_deadlines *dl, struct sbx_rpc_s
 		return sbx_rpc_fail(st, SBX__V1__CODE__ABORTED,
 				    "export: the caller closed its socket or answered with "
 				    "something other than an acknowledgement");
-	return 0;
+	for (;;) {
+		int queued = 0;
+
+		if (ioctl(sock, SIOCOUTQ, &queued) < 0)
+			return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "export: SIOCOUTQ");
+		if (queued == 0)
+			return 0;
+		if (sbx_mono_ms() >= dl->call_end)
+			return sbx_rpc_fail(st, SBX__V1__CODE__DEADLINE_EXCEEDED,
+					    "export: the caller acknowledged but did not take all "
+					    "that sbxd sent in time (%u ms per call)",
+					    dl->call_ms);
+		/* No poll event says "dequeued": look again in a while. */
+		(void)poll(NULL, 0, 10);
+	}
 }
 
 /* Each record's deadline is its own, the call's is the sum's bound. */

@@ -430,7 +430,7 @@ class ExportTest(OutTest):
         run = self.create(out_mb=64, script_seconds=60, run_seconds=120)
         grow = ("import os, time\nf = os.open('/out/g', os.O_WRONLY|os.O_CREAT|os.O_APPEND)\n"
                 "i = 0\nopen('/out/ready','w').close()\n"
-                "while os.fstat(f).st_size < (48 << 20):\n"
+                "while os.fstat(f).st_size < (16 << 20):\n"
                 "    os.write(f, b'%07d\\n' % i * 1024); i += 1; time.sleep(0.001)\n"
                 "time.sleep(60)\n")
         self.start(run, [PY, "-c", grow])
