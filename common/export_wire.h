@@ -35,8 +35,9 @@
 #define SBX_EXPORT_RECORD_MS 30000
 #define SBX_EXPORT_CALL_MS   120000
 #define SBX_EXPORT_ACK	     'k'
-/* The largest message of a file's bytes (within a default send buffer). */
-#define SBX_EXPORT_CHUNK (128 * 1024)
+/* The largest message of a file's bytes: sbxd asks a 1 MiB send buffer,
+ * and even net.core.wmem_max's default (208 KiB, doubled) holds it. */
+#define SBX_EXPORT_CHUNK (256 * 1024)
 
 /* sbxd's hello: magic[8] "sbxhel2", nonce_len u8, nonce */
 #define SBX_SIDE_HELLO_HEAD 9

@@ -51,7 +51,7 @@
 #define SO_PASSRIGHTS 83
 #endif
 
-/* The send buffer asked for: a whole message of the export's (128 KiB)
+/* The send buffer asked for: a whole message of the export's (256 KiB)
  * and the next, so that the caller's reads and sbxd's overlap. */
 #define SIDE_SNDBUF (1 << 20)
 
