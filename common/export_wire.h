@@ -1,17 +1,21 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The same-host export's side channel (ExportArtifacts), one layout for
- * sbxd and the clients.
+/* The same-host side channel (ExportArtifacts), one layout for sbxd and the
+ * clients.
  *
- * nng cannot carry descriptors, so the caller listens on a SOCK_SEQPACKET
- * unix socket in the abstract namespace (no file, so no path for sbxd to
- * resolve through links or mounts of another user) and names it in the
- * request; sbxd connects, checks that the listener's uid (SO_PEERCRED) is
- * the ipc caller's, and sends one record per path, in order, each with the
- * file's descriptor (SCM_RIGHTS). The caller answers each with one byte
- * once it has copied the file, so at most one descriptor of sbxd is ever
- * in flight (in-flight descriptors count against the sender's limits) and
- * none is left queued once the call ends. The caller accepts a record only
- * from a peer of sbxd's uid that repeats the request's nonce. */
+ * The caller listens on a SOCK_SEQPACKET unix socket in the abstract
+ * namespace (no file, so no path for sbxd to resolve through links or
+ * mounts of another user) and names it in the request with a random nonce.
+ * sbxd connects, checks that the listener's uid (SO_PEERCRED) is the ipc
+ * caller's, and says hello with the nonce; the caller hears only a peer of
+ * sbxd's uid that repeats it. No descriptor goes either way (runs_side.c
+ * says why): the files' bytes travel on this connection.
+ *
+ * Export: per path, in order, sbxd sends a record (index, mode, size), then
+ * exactly size bytes of the file in messages of at most
+ * SBX_EXPORT_CHUNK bytes; after the last file the caller, once it has
+ * written every byte, answers with one byte, SBX_EXPORT_ACK: sbxd answers
+ * the call only then, so nothing it sent is left unread by a call that
+ * succeeded. */
 #ifndef SBX_EXPORT_WIRE_H
 #define SBX_EXPORT_WIRE_H
 
@@ -23,28 +27,36 @@
 #define SBX_EXPORT_NAME_MAX  100 /* the abstract name, without its NUL */
 #define SBX_EXPORT_NONCE_MIN 16
 #define SBX_EXPORT_NONCE_MAX 64
-/* The caller acknowledges a record once it has copied the file (so that
- * sbxd can vouch for its cached digest): each record within
- * SBX_EXPORT_RECORD_MS of its open, the whole call within
- * SBX_EXPORT_CALL_MS. A caller that stops reading costs its own worker
- * that long. 30 s copies out_mb's largest file to a slow disk. */
+/* sbxd's defaults for config same_host_record_ms and same_host_call_ms:
+ * each record's bytes must be taken by the caller within the first of its
+ * open, the whole call (and the caller's acknowledgement) within the
+ * second. A caller that stops reading costs its own worker that long.
+ * 30 s moves out_mb's largest file to a slow disk. */
 #define SBX_EXPORT_RECORD_MS 30000
 #define SBX_EXPORT_CALL_MS   120000
 #define SBX_EXPORT_ACK	     'k'
+/* The largest message of a file's bytes: sbxd asks a 1 MiB send buffer,
+ * and even net.core.wmem_max's default (208 KiB, doubled) holds it. */
+#define SBX_EXPORT_CHUNK (256 * 1024)
 
-/* magic[8] "sbxexp1", index u32, pad u32, size u64, nonce_len u8, nonce */
-#define SBX_EXPORT_RECORD_HEAD 25
-#define SBX_EXPORT_RECORD_MAX  (SBX_EXPORT_RECORD_HEAD + SBX_EXPORT_NONCE_MAX)
+/* sbxd's hello: magic[8] "sbxhel2", nonce_len u8, nonce */
+#define SBX_SIDE_HELLO_HEAD 9
+#define SBX_SIDE_HELLO_MAX  (SBX_SIDE_HELLO_HEAD + SBX_EXPORT_NONCE_MAX)
+/* An export record: magic[8] "sbxexp2", index u32, mode u32, size u64 */
+#define SBX_EXPORT_RECORD_LEN 24
 
 struct sbx_export_record {
 	uint32_t index; /* of the path in the request */
-	uint64_t size;	/* st_size when sbxd opened it */
-	uint8_t nonce[SBX_EXPORT_NONCE_MAX];
-	size_t nonce_len;
+	uint32_t mode;	/* st_mode's permission bits (07777) in /out */
+	uint64_t size;	/* st_size when sbxd opened it: the bytes that follow */
 };
 
-/* The record's bytes into buf (SBX_EXPORT_RECORD_MAX); returns the length. */
-size_t sbx_export_record_pack(const struct sbx_export_record *rec, uint8_t *buf);
+/* Integers go in the host's byte order: both ends are on one host. */
+size_t sbx_side_hello_pack(const uint8_t *nonce, size_t nonce_len, uint8_t *buf);
+/* true if buf[0..len) is a hello repeating nonce */
+bool sbx_side_hello_check(const uint8_t *buf, size_t len, const uint8_t *nonce, size_t nonce_len);
+void sbx_export_record_pack(const struct sbx_export_record *rec,
+			    uint8_t buf[SBX_EXPORT_RECORD_LEN]);
 /* false unless buf[0..len) is a whole record. */
 bool sbx_export_record_unpack(const uint8_t *buf, size_t len, struct sbx_export_record *rec);
 

@@ -7,6 +7,7 @@
  * make sense together (a TLS listener and its certificates) are checked
  * after the whole document is read. */
 #include "config.h"
+#include "export_wire.h"
 #include "strict_json.h"
 
 #include <errno.h>
@@ -345,6 +346,19 @@ static int parse_ipc_mode(struct sbx_config *cfg, void *field, json_t *v, const 
 	return 0;
 }
 
+/* A call's deadline bounds its records': a shorter one would end every
+ * slow record before the record's own deadline says. */
+static int check_same_host_call_ms(struct sbx_config *cfg, void *base, json_t *root,
+				   struct sbx_err *err)
+{
+	(void)base;
+	(void)root;
+	if (cfg->same_host_call_ms < cfg->same_host_record_ms)
+		return sbx_fail(err, "same_host_call_ms: %u is less than same_host_record_ms (%u)",
+				cfg->same_host_call_ms, cfg->same_host_record_ms);
+	return 0;
+}
+
 /* An unwritten per-identity cap follows a smaller host-wide one instead of
  * failing on a number the operator never wrote. */
 static int follow_runs_max(struct sbx_config *cfg, void *base, json_t *root, struct sbx_err *err)
@@ -490,11 +504,17 @@ static const struct sbx_config_key root_keys[] = {
      .doc = "a same-host CreateRun.input_dir must be under one of these"},
     {"insecure", SBX_CONFIG_BOOL, ROOT(insecure),
      .doc = "allows plain `tcp://` listeners (with a warning)"},
-    {"same_host_export", SBX_CONFIG_BOOL, ROOT(same_host_export),
+    {"same_host_export", SBX_CONFIG_BOOL, ROOT(same_host_export), .def = 1,
      .doc = "allows ExportArtifacts: an ipc caller on this host gets its runs' `/out` files "
-	    "as read-only descriptors; a descriptor it keeps keeps that file's memory after "
-	    "Teardown and one it never takes is charged to sbxd's uid in flight "
-	    "(docs/operator/known-limits.md): only for callers trusted with that"},
+	    "sent to a unix socket it listens on (its uid checked), without chunks; no "
+	    "descriptor goes either way (docs/operator/known-limits.md)"},
+    {"same_host_record_ms", SBX_CONFIG_U32, 100, 3600000, SBX_EXPORT_RECORD_MS,
+     ROOT(same_host_record_ms),
+     .doc = "ExportArtifacts: the time a caller has to take one file's bytes; one that "
+	    "stops reading holds its own worker this long"},
+    {"same_host_call_ms", SBX_CONFIG_U32, 100, 3600000, SBX_EXPORT_CALL_MS, ROOT(same_host_call_ms),
+     .check = check_same_host_call_ms,
+     .doc = "ExportArtifacts: the time a whole call has; at least `same_host_record_ms`"},
     {"runs_max", SBX_CONFIG_U32, 1, RUNS_MAX_MAX, 64, ROOT(runs_max),
      .doc = "runs at once, host-wide"},
     {"runs_max_per_identity", SBX_CONFIG_U32, 1, RUNS_MAX_MAX, 16, ROOT(runs_max_per_identity),

@@ -95,6 +95,10 @@ size_t sbx_config_restart_keys(const struct sbx_config *now, const struct sbx_co
 		add(out, size, &n, "insecure");
 	if (now->same_host_export != next->same_host_export)
 		add(out, size, &n, "same_host_export");
+	if (now->same_host_record_ms != next->same_host_record_ms)
+		add(out, size, &n, "same_host_record_ms");
+	if (now->same_host_call_ms != next->same_host_call_ms)
+		add(out, size, &n, "same_host_call_ms");
 	if (now->runs_max != next->runs_max)
 		add(out, size, &n, "runs_max");
 	if (now->workers != next->workers)

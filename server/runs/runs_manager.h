@@ -54,11 +54,13 @@ struct runs_settings {
 	char *input_dirs[SBX_CONFIG_MAX_INPUT_DIRS]; /* realpath'd */
 	size_t n_input_dirs;
 	uint32_t runs_max;
-	uint32_t exec_fds_share;    /* config exec_fds_share: a run's execs' descriptors */
-	uint64_t max_message_bytes; /* a listing and a manifest fit in it */
-	bool allow_unpinned;	    /* images.allow_unpinned: a name:tag alone runs */
-	bool same_host_export;	    /* config same_host_export: ExportArtifacts answers */
-	char *helper_env[8];	    /* NULL-terminated: what sbx-helper runs with */
+	uint32_t exec_fds_share;      /* config exec_fds_share: a run's execs' descriptors */
+	uint64_t max_message_bytes;   /* a listing and a manifest fit in it */
+	bool allow_unpinned;	      /* images.allow_unpinned: a name:tag alone runs */
+	bool same_host_export;	      /* config same_host_export: ExportArtifacts answers */
+	uint32_t same_host_record_ms; /* config same_host_record_ms (runs_side.h) */
+	uint32_t same_host_call_ms;   /* config same_host_call_ms */
+	char *helper_env[8];	      /* NULL-terminated: what sbx-helper runs with */
 };
 
 /* The settings a reload may change (sbx_runs_reload): runs already there

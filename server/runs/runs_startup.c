@@ -198,6 +198,8 @@ static int copy_settings(struct runs_settings *set, const struct sbx_config *cfg
 	set->max_message_bytes = cfg->max_message_bytes ? cfg->max_message_bytes : (4u << 20);
 	set->allow_unpinned = cfg->images.allow_unpinned;
 	set->same_host_export = cfg->same_host_export;
+	set->same_host_record_ms = cfg->same_host_record_ms;
+	set->same_host_call_ms = cfg->same_host_call_ms;
 	for (size_t i = 0; i < cfg->n_input_dirs && i < SBX_CONFIG_MAX_INPUT_DIRS; i++) {
 		/* Resolved once, so a later check compares canonical paths. */
 		char *real = realpath(cfg->input_dirs[i], NULL);

@@ -1,10 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """ExportArtifacts (the same-host export of /out, runs_export.c) against a real
 sbxd, by an attacker who holds the sandbox's code or a second local identity:
-the descriptors sbxd passes are of regular files beneath /out only, whatever
-the sandbox swaps in; they go only to a socket of the calling uid; a caller
-that stops reading holds its own call for a bounded time; tls+tcp is
-refused; and what sbxctl keeps hashes as the bytes it holds."""
+what sbxd sends is the bytes of regular files beneath /out only, whatever the
+sandbox swaps in; it goes only to a socket of the calling uid, which hears
+sbxd's hello with the call's nonce first; sbxd takes no descriptor from it; a
+caller that stops reading holds its own call for a bounded time (the
+deadlines are config keys, short here); tls+tcp is refused; and what sbxctl
+keeps hashes as the bytes it holds."""
 import hashlib
 import json
 import os
@@ -22,7 +24,10 @@ from sbxrpc import sandbox_pb2 as pb
 from test_sbxd_out import OutTest
 
 PY = "/usr/bin/python3"
-MAGIC = b"sbxexp1\0"
+HELLO = b"sbxhel2\0"
+MAGIC = b"sbxexp2\0"
+RECORD_MS = 2000  # same_host_record_ms here (the default is 30 s)
+CALL_MS = 4000
 
 # A listener of another uid: a subordinate uid of ours (unshare maps it;
 # it shares our network namespace, so the abstract name is the same one).
@@ -51,43 +56,69 @@ def sha(data):
 
 
 class Receiver:
-    """The caller's side of the export socket, in a thread: takes every
-    record (acknowledging it unless ack is False) and keeps the fds."""
+    """The caller's side of the export socket, in a thread: checks sbxd's
+    hello, takes n records with their bytes (reading nothing if read is
+    False) and acknowledges them (unless ack is False). on_record(rv, index) runs
+    when a record's head arrived, before its bytes are read (with this
+    receiver, whose conn is sbxd's connection)."""
 
-    def __init__(self, ack=True, before_ack=None):
+    def __init__(self, n=1, ack=True, read=True, on_record=None):
         self.name = "sbx-export-test-" + secrets.token_hex(8)
         self.nonce = secrets.token_bytes(16)
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.sock.bind(b"\0" + self.name.encode())
         self.sock.listen(4)
         self.sock.settimeout(50)
-        self.ack, self.records, self.error = ack, [], None
-        self.before_ack = before_ack  # called with the record's index (the caller "copies")
+        self.n, self.ack, self.read = n, ack, read
+        self.records, self.error, self.hello, self.fds = [], None, None, 0
+        self.on_record = on_record
+        self.conn = None
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
+
+    def recv(self, c):
+        msg, fds, flags, _ = socket.recv_fds(c, 1 << 20, 8)
+        self.fds += len(fds)
+        for fd in fds:
+            os.close(fd)
+        return msg
 
     def run(self):
         try:
             c, _ = self.sock.accept()
+            self.conn = c
             c.settimeout(50)
-            with c:
-                while True:
-                    msg, fds, _, _ = socket.recv_fds(c, 256, 4)
-                    if not msg:
-                        return
-                    index = int.from_bytes(msg[8:12], "little")
-                    size = int.from_bytes(msg[16:24], "little")
-                    self.records.append((msg[:8], index, size, msg[25:], fds))
-                    if self.before_ack:
-                        self.before_ack(index)
-                    if self.ack:
-                        c.send(b"k")
+            self.hello = self.recv(c)
+            if not self.read:
+                return
+            for _ in range(self.n):
+                head = self.recv(c)
+                if not head:
+                    return
+                index = int.from_bytes(head[8:12], "little")
+                mode = int.from_bytes(head[12:16], "little")
+                size = int.from_bytes(head[16:24], "little")
+                if self.on_record:
+                    self.on_record(self, index)
+                data = bytearray()
+                while len(data) < size:
+                    chunk = self.recv(c)
+                    if not chunk:
+                        break
+                    data += chunk
+                self.records.append((head[:8], index, mode, size, bytes(data)))
+            if self.ack:
+                c.send(b"k")
+            while self.recv(c):  # until sbxd closes: nothing more is sent
+                self.error = "a message after the last record"
         except OSError as e:
             self.error = e
 
     def done(self):
         self.thread.join(60)
         self.sock.close()
+        if self.conn:
+            self.conn.close()
 
     def request(self, run, paths):
         return pb.ExportArtifactsRequest(run_id=run, paths=paths, socket_name=self.name,
@@ -97,12 +128,11 @@ class Receiver:
 class ExportTest(OutTest):
     """OutTest's calls (ok, create, start, run_py, teardown) on one sbxd."""
 
-    # Off by default: the operator turns it on (a kept descriptor keeps its
-    # file's memory after Teardown).
-    SERVER_CONFIG = {"same_host_export": True}
+    # On by default (same_host_export is not written here); short deadlines.
+    SERVER_CONFIG = {"same_host_record_ms": RECORD_MS, "same_host_call_ms": CALL_MS}
 
-    def export(self, run, paths, ack=True, conn=None, token=None, before_ack=None):
-        rv = Receiver(ack=ack, before_ack=before_ack)
+    def export(self, run, paths, ack=True, read=True, conn=None, token=None, on_record=None):
+        rv = Receiver(n=len(paths), ack=ack, read=read, on_record=on_record)
         try:
             code, msg, resp = (conn or self.c).call("ExportArtifacts", rv.request(run, paths),
                                                     pb.ExportArtifactsResponse, token=token)
@@ -152,27 +182,66 @@ class ExportTest(OutTest):
         os.umask(m)
         return m
 
-    def test_records_carry_the_nonce_and_regular_file_descriptors(self):
+    def test_sbxd_says_the_nonce_then_sends_each_files_bytes_and_no_descriptor(self):
         run = self.create()
-        self.run_py(run, "open('/out/a','w').write('alpha')\nopen('/out/b','w').write('b')\n")
+        self.run_py(run, "import os\nopen('/out/a','w').write('alpha')\n"
+                         "open('/out/b','w').write('b')\nos.chmod('/out/b', 0o604)\n")
         # Not hashed yet in this epoch: no digest vouched for.
         code, msg, resp, rv = self.export(run, ["a", "b"])
         self.assertEqual(code, "OK", msg)
         self.assertEqual(list(resp.sha256), ["", ""])
-        for r in rv.records:
-            os.close(r[4][0])
         # Listed (hashed, settled): the cached final digests come back.
         self.ok("ListArtifacts", pb.ListArtifactsRequest(run_id=run), pb.ListArtifactsResponse)
         code, msg, resp, rv = self.export(run, ["a", "b"])
         self.assertEqual(code, "OK", msg)
         self.assertEqual(list(resp.sha256), [sha(b"alpha"), sha(b"b")])
         self.assertEqual(resp.files_sent, 2)
-        self.assertEqual([(r[0], r[1], r[2], r[3]) for r in rv.records],
-                         [(MAGIC, 0, 5, rv.nonce), (MAGIC, 1, 1, rv.nonce)])
-        for (_, _, _, _, fds), body in zip(rv.records, [b"alpha", b"b"]):
-            self.assertEqual(len(fds), 1)
-            with os.fdopen(fds[0], "rb") as f:
-                self.assertEqual(f.read(), body)
+        self.assertEqual(rv.hello, HELLO + bytes([16]) + rv.nonce)
+        self.assertEqual(rv.records, [(MAGIC, 0, 0o644, 5, b"alpha"), (MAGIC, 1, 0o604, 1, b"b")])
+        self.assertEqual((rv.fds, rv.error), (0, None))
+        self.teardown(run)
+
+    def test_sbxds_connection_takes_no_descriptor_from_the_caller(self):
+        # Whatever a caller attaches (a file, a FIFO, a socket, either end
+        # of a pipe, several at once), sbxd's socket refuses it: nothing of
+        # the caller's (a FUSE file whose close waits on the caller, a
+        # lingering socket) reaches sbxd's descriptor table.
+        run = self.create()
+        self.run_py(run, "open('/out/a','w').write('alpha')\n")
+        with tempfile.TemporaryDirectory() as top:
+            fifo = os.path.join(top, "fifo")
+            os.mkfifo(fifo)
+            r, w = os.pipe()
+            rw = os.open("/proc/self/fd/%d" % r, os.O_RDWR)
+            reg = os.open(os.path.join(top, "f"), os.O_RDWR | os.O_CREAT)
+            ff = os.open(fifo, os.O_RDWR)
+            s1, s2 = socket.socketpair()
+            kinds = {"regular file": [reg], "FIFO": [ff], "socket": [s1.fileno()],
+                     "pipe's read end": [r], "pipe's write end": [w], "O_RDWR pipe": [rw],
+                     "two descriptors": [r, w]}
+            refused = {}
+            for kind, fds in kinds.items():
+                got = {}
+
+                def send_fds(rv, _index, got=got, fds=fds):
+                    try:
+                        socket.send_fds(rv.conn, [b"k"], fds)
+                        got["sent"] = True
+                    except OSError as e:
+                        got["errno"] = e.errno
+
+                rv = Receiver(n=1, on_record=send_fds)
+                code, msg, _ = self.c.call("ExportArtifacts", rv.request(run, ["a"]),
+                                           pb.ExportArtifactsResponse)
+                rv.done()
+                refused[kind] = got
+                self.assertEqual(got, {"errno": 1}, (kind, code, msg))  # EPERM
+                self.assertEqual(code, "OK", (kind, msg))  # the call itself goes on
+            sys.stderr.write("attached descriptors refused: %s\n" % refused)
+            for fd in (r, w, rw, reg, ff):
+                os.close(fd)
+            s1.close()
+            s2.close()
         self.teardown(run)
 
     def test_no_digest_is_vouched_for_while_an_exec_runs(self):
@@ -183,27 +252,30 @@ class ExportTest(OutTest):
         code, msg, resp, rv = self.export(run, ["a"])
         self.assertEqual(code, "OK", msg)
         self.assertEqual(list(resp.sha256), [""])
-        for r in rv.records:
-            os.close(r[4][0])
         self.teardown(run)
 
     def test_no_digest_is_vouched_for_when_an_exec_ran_during_the_copy(self):
         # The digest sbxd cached is of the file before the exec; an exec
-        # that ran (and ended) between the open and the acknowledgement
-        # could have changed the bytes the caller copied.
-        run = self.create()
-        self.run_py(run, "open('/out/a','w').write('alpha')\n")
+        # that ran (and ended) while sbxd was still reading the file could
+        # have changed the bytes sent. 8 MiB do not fit the socket's
+        # buffers, so sbxd is mid-file when the caller runs the exec.
+        run = self.create(out_mb=64)
+        self.run_py(run, "open('/out/a','wb').write(b'a' * (8 << 20))\n")
         self.ok("ListArtifacts", pb.ListArtifactsRequest(run_id=run), pb.ListArtifactsResponse)
 
-        def exec_meanwhile(_index):
+        def exec_meanwhile(_rv, _index):
             with self.srv.conn(timeout_ms=30000) as c:
-                self.run_py_on(c, run, "open('/out/a','w').write('other')\n")
+                self.run_py_on(c, run, "open('/out/b','w').write('other')\n")
 
-        code, msg, resp, rv = self.export(run, ["a"], before_ack=exec_meanwhile)
+        code, msg, resp, rv = self.export(run, ["a"], on_record=exec_meanwhile)
         self.assertEqual(code, "OK", msg)
         self.assertEqual(list(resp.sha256), [""])
-        for r in rv.records:
-            os.close(r[4][0])
+        self.assertEqual(rv.records[0][4], b"a" * (8 << 20))
+        # Listed again, without an exec meanwhile, the same export is
+        # vouched for.
+        self.ok("ListArtifacts", pb.ListArtifactsRequest(run_id=run), pb.ListArtifactsResponse)
+        code, msg, resp, rv = self.export(run, ["a"])
+        self.assertEqual(list(resp.sha256), [sha(b"a" * (8 << 20))])
         self.teardown(run)
 
     def run_py_on(self, conn, run, code):
@@ -313,10 +385,7 @@ class ExportTest(OutTest):
             self.assertIn(code, ("FAILED_PRECONDITION", "NOT_FOUND"), (path, msg))
             self.assertIn(words, msg, path)
             # The regular file before it went; nothing for the refused one.
-            self.assertEqual(len(rv.records), 1, path)
-            for r in rv.records:
-                for fd in r[4]:
-                    os.close(fd)
+            self.assertEqual([r[4] for r in rv.records], [b"r"], path)
         self.teardown(run)
 
     def test_a_swapped_name_never_yields_anything_but_the_regular_file(self):
@@ -338,11 +407,7 @@ class ExportTest(OutTest):
             self.assertIn(code, kinds, msg)
             kinds[code] += 1
             for r in rv.records:
-                fd, = r[4]
-                st = os.fstat(fd)
-                with os.fdopen(fd, "rb") as f:
-                    self.assertEqual(f.read(), body)
-                self.assertTrue(st.st_mode & 0o170000 == 0o100000)
+                self.assertEqual(r[4], body)
         self.assertGreater(kinds["FAILED_PRECONDITION"], 0, kinds)
         # sbxctl says why sbxd refused (not that the socket closed on it).
         said = set()
@@ -356,6 +421,31 @@ class ExportTest(OutTest):
                 self.assertTrue(why, r.stderr)
                 said.update(why)
         sys.stderr.write("sbxctl refusals: %s\n" % sorted(said))
+        self.teardown(run)
+
+    def test_a_growing_file_yields_exactly_the_size_sbxd_opened(self):
+        # A live exec appends to /out/g all the time: each record says the
+        # size at sbxd's open, and exactly that many bytes follow, the
+        # file's first ones (no more, whatever it grew to meanwhile).
+        run = self.create(out_mb=64, script_seconds=60, run_seconds=120)
+        grow = ("import os, time\nf = os.open('/out/g', os.O_WRONLY|os.O_CREAT|os.O_APPEND)\n"
+                "i = 0\nopen('/out/ready','w').close()\n"
+                "while os.fstat(f).st_size < (16 << 20):\n"
+                "    os.write(f, b'%07d\\n' % i * 1024); i += 1; time.sleep(0.001)\n"
+                "time.sleep(60)\n")
+        self.start(run, [PY, "-c", grow])
+        self.wait_for(run, "ready")
+        sizes = set()
+        for _ in range(5):
+            code, msg, resp, rv = self.export(run, ["g"])
+            self.assertEqual(code, "OK", msg)
+            (_, _, _, size, data), = rv.records
+            self.assertEqual(len(data), size)
+            self.assertEqual(list(resp.sha256), [""])  # live: the caller hashes
+            want = b"".join(b"%07d\n" % i * 1024 for i in range(size // 8192 + 1))[:size]
+            self.assertEqual(data, want)
+            sizes.add(size)
+        sys.stderr.write("sizes exported while it grew: %s\n" % sorted(sizes))
         self.teardown(run)
 
     def test_a_file_written_during_the_copy_is_kept_only_as_listed(self):
@@ -402,38 +492,44 @@ class ExportTest(OutTest):
 
     # ---- what a caller that stops reading costs ----
 
-    def test_a_caller_that_never_acknowledges_costs_its_own_call_a_bounded_time(self):
-        run = self.create()
-        self.run_py(run, "open('/out/a','w').write('a')\nopen('/out/b','w').write('b')\n")
-        result = {}
+    def test_a_caller_that_stops_reading_costs_its_own_call_a_bounded_time(self):
+        run = self.create(out_mb=64)
+        self.run_py(run, "open('/out/a','wb').write(b'a' * (16 << 20))\n"
+                         "open('/out/b','w').write('b')\n")
+        for paths, read, words in [(["a", "b"], False, "did not take what sbxd sent in time"),
+                                   (["b"], True, "did not acknowledge the files in time")]:
+            result = {}
 
-        def stalled():
-            with self.srv.conn(timeout_ms=60000) as c:
-                result["r"] = self.export(run, ["a", "b"], ack=False, conn=c)
+            def stalled():
+                with self.srv.conn(timeout_ms=60000) as c:
+                    result["r"] = self.export(run, paths, read=read, ack=False, conn=c)
 
-        th = threading.Thread(target=stalled)
-        th.start()
-        time.sleep(1)
-        # Meanwhile sbxd answers everyone, this caller too.
-        self.ok("Health", pb.HealthRequest(), pb.HealthResponse)
-        self.ok("Status", pb.StatusRequest(run_id=run), pb.StatusResponse)
-        th.join(60)
-        code, msg, _, rv = result["r"]
-        self.assertEqual(code, "DEADLINE_EXCEEDED", msg)
-        self.assertIn("did not acknowledge a record in time", msg)
-        # One record was in flight, the second never sent.
-        self.assertEqual(len(rv.records), 1)
-        for fd in rv.records[0][4]:
-            os.close(fd)
-        # And the export fds sbxd held are gone (it is not holding /out files).
+            th = threading.Thread(target=stalled)
+            th.start()
+            time.sleep(0.5)
+            # Meanwhile sbxd answers everyone, this caller too, and exports
+            # and creates runs for others.
+            self.ok("Health", pb.HealthRequest(), pb.HealthResponse)
+            self.ok("Status", pb.StatusRequest(run_id=run), pb.StatusResponse)
+            code, msg, resp, rv = self.export(run, ["b"])
+            self.assertEqual((code, rv.records[0][4]), ("OK", b"b"), msg)
+            other = self.create()
+            self.teardown(other)
+            th.join(60)
+            code, msg, _, rv = result["r"]
+            self.assertEqual(code, "DEADLINE_EXCEEDED", msg)
+            self.assertIn(words, msg)
+            self.assertIn("%d ms per record, %d ms per call" % (RECORD_MS, CALL_MS), msg)
         self.teardown(run)
 
 
 class ExportOff(OutTest):
-    """An sbxd without same_host_export: the call is UNIMPLEMENTED naming
+    """An sbxd with same_host_export false: the call is UNIMPLEMENTED naming
     the key, sbxd connects to nothing, and sbxctl fetches instead."""
 
-    def test_off_by_default_and_sbxctl_fetches_instead(self):
+    SERVER_CONFIG = {"same_host_export": False}
+
+    def test_off_when_the_config_says_so_and_sbxctl_fetches_instead(self):
         run = self.create()
         self.run_py(run, "open('/out/a','w').write('kept')\n")
         name = "sbx-export-test-" + secrets.token_hex(8)
