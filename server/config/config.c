@@ -507,7 +507,8 @@ static const struct sbx_config_key root_keys[] = {
     {"same_host_export", SBX_CONFIG_BOOL, ROOT(same_host_export), .def = 1,
      .doc = "allows ExportArtifacts: an ipc caller on this host gets its runs' `/out` files "
 	    "sent to a unix socket it listens on (its uid checked), without chunks; no "
-	    "descriptor goes either way (docs/operator/known-limits.md)"},
+	    "descriptor goes either way; off, said at start, on a kernel before Linux 6.16 "
+	    "(no SO_PASSRIGHTS; docs/operator/known-limits.md)"},
     {"same_host_record_ms", SBX_CONFIG_U32, 100, 3600000, SBX_EXPORT_RECORD_MS,
      ROOT(same_host_record_ms),
      .doc = "ExportArtifacts: the time a caller has to take one file's bytes; one that "

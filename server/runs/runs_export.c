@@ -207,6 +207,11 @@ SBX_HANDLER(export_artifacts, Sbx__V1__ExportArtifactsRequest, Sbx__V1__ExportAr
 
 	/* On unless the operator turned it off: callers take UNIMPLEMENTED as
 	 * "fetch instead". */
+	if (!runs->cfg.same_host_export && runs->cfg.same_host_off)
+		return sbx_rpc_fail(st, SBX__V1__CODE__UNIMPLEMENTED,
+				    "same-host export is off on this sbxd: %s; fetch the "
+				    "artifacts instead",
+				    runs->cfg.same_host_off);
 	if (!runs->cfg.same_host_export)
 		return sbx_rpc_fail(
 		    st, SBX__V1__CODE__UNIMPLEMENTED,

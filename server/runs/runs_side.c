@@ -55,6 +55,36 @@
  * and the next, so that the caller's reads and sbxd's overlap. */
 #define SIDE_SNDBUF (1 << 20)
 
+#define NO_PASSRIGHTS                                                                              \
+	"this kernel cannot make sbxd's socket refuse a caller's descriptors "                     \
+	"(SO_PASSRIGHTS, Linux 6.16)"
+
+/* 0, or -1 where the kernel (or this build's architecture) has no
+ * SO_PASSRIGHTS: then nothing is sent on the socket. */
+static int refuse_rights(int sock)
+{
+#ifdef SO_PASSRIGHTS
+	int no = 0;
+
+	return setsockopt(sock, SOL_SOCKET, SO_PASSRIGHTS, &no, sizeof(no));
+#else
+	(void)sock;
+	errno = ENOPROTOOPT;
+	return -1;
+#endif
+}
+
+const char *side_unavailable(void)
+{
+	_cleanup_close_ int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+	if (s < 0)
+		return "sbxd could not make a unix socket to look for SO_PASSRIGHTS";
+	if (refuse_rights(s) < 0)
+		return NO_PASSRIGHTS;
+	return NULL;
+}
+
 int side_wait(int sock, short events, int64_t deadline_ms, const struct side_deadlines *dl,
 	      const char *what, struct sbx_rpc_status *st)
 {
@@ -113,13 +143,10 @@ int side_connect(const struct sbx_identity *who, const char *name, const uint8_t
 	if (s < 0)
 		return sbx_rpc_fail_errno(st, SBX__V1__CODE__RESOURCE_EXHAUSTED,
 					  "same-host: socket");
-#ifdef SO_PASSRIGHTS
-	/* An older kernel does not know it (ENOPROTOOPT): known-limits.md. */
-	int no = 0;
-	if (setsockopt(s, SOL_SOCKET, SO_PASSRIGHTS, &no, sizeof(no)) < 0 && errno != ENOPROTOOPT &&
-	    errno != EINVAL)
-		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "same-host: SO_PASSRIGHTS");
-#endif
+	if (refuse_rights(s) < 0)
+		return sbx_rpc_fail(st, SBX__V1__CODE__UNIMPLEMENTED,
+				    "same-host transfers are off: %s; fetch the artifacts instead",
+				    NO_PASSRIGHTS);
 	memcpy(a.sun_path + 1, name, len); /* sun_path[0] == 0: abstract */
 	if (connect(s, (struct sockaddr *)&a,
 		    (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + len)) < 0)

@@ -17,6 +17,12 @@ struct side_deadlines {
 	int64_t call_end; /* sbx_mono_ms() */
 };
 
+/* NULL if this kernel lets sbxd's socket refuse descriptors
+ * (SO_PASSRIGHTS, Linux 6.16), else why there is no side channel: a caller
+ * could attach to what it sends sbxd a descriptor whose last close, in
+ * sbxd's thread, waits as long as the caller likes (a TCP socket's
+ * SO_LINGER, a file of its own FUSE mount). */
+const char *side_unavailable(void);
 /* Waits until sock is ready for events or deadline_ms (sbx_mono_ms) passes:
  * 0, or -1 with st DEADLINE_EXCEEDED naming what the caller did not do. */
 int side_wait(int sock, short events, int64_t deadline_ms, const struct side_deadlines *dl,

@@ -167,8 +167,18 @@ check_package_reconcile() {
     if ! cmp -s "$out/ctl/report.csv" "$out/py/report.csv" || ! cmp -s "$out/ctl/summary.json" "$out/py/summary.json"; then
         rm -rf "$out"; echo "sbxctl's and sbx_client's report.csv or summary.json differ"; return 1
     fi
-    printf 'sbxctl and python3 -m sbx_client as %s (group sbx): report.csv %s lines, the same both ways' \
-        "$PKG_CALLER" "$(wc -l < "$out/ctl/report.csv")"
+    # Before Linux 6.16 no socket can refuse descriptors (SO_PASSRIGHTS):
+    # sbxd must have turned the same-host export off (fail closed), and the
+    # --out above was fetched in chunks.
+    local export_note="export on"
+    if [ "$(printf '%s\n' 6.16 "$(uname -r | cut -d- -f1)" | sort -V | head -n1)" != 6.16 ]; then
+        journalctl -u $PKG_UNIT --no-pager -o cat 2>/dev/null \
+            | grep -q 'same_host_export is off: .*SO_PASSRIGHTS' \
+            || { rm -rf "$out"; echo "kernel $(uname -r): sbxd did not turn the same-host export off (no SO_PASSRIGHTS)"; return 1; }
+        export_note="export off on $(uname -r) (no SO_PASSRIGHTS), fetched in chunks"
+    fi
+    printf 'sbxctl and python3 -m sbx_client as %s (group sbx): report.csv %s lines, the same both ways; %s' \
+        "$PKG_CALLER" "$(wc -l < "$out/ctl/report.csv")" "$export_note"
     rm -rf "$out"
 }
 
