@@ -33,6 +33,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -113,13 +114,26 @@ int side_connect(const struct sbx_identity *who, const char *name, const uint8_t
 	if (s < 0)
 		return sbx_rpc_fail_errno(st, SBX__V1__CODE__RESOURCE_EXHAUSTED,
 					  "same-host: socket");
+		/* An older kernel (before 6.16: ENOPROTOOPT) cannot refuse them: a
+		 * descriptor the caller attaches is then dropped in this worker, and
+		 * the last close of a TCP socket with SO_LINGER waits there for the
+		 * linger time the caller chose, past every deadline (two identities
+		 * held the whole long pool that way). So there is no side channel on
+		 * such a kernel: UNIMPLEMENTED, which clients take as "fetch
+		 * instead". */
 #ifdef SO_PASSRIGHTS
-	/* An older kernel does not know it (ENOPROTOOPT): known-limits.md. */
 	int no = 0;
-	if (setsockopt(s, SOL_SOCKET, SO_PASSRIGHTS, &no, sizeof(no)) < 0 && errno != ENOPROTOOPT &&
-	    errno != EINVAL)
+	bool refuses = setsockopt(s, SOL_SOCKET, SO_PASSRIGHTS, &no, sizeof(no)) == 0;
+	if (!refuses && errno != ENOPROTOOPT && errno != EINVAL)
 		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "same-host: SO_PASSRIGHTS");
+#else
+	bool refuses = false;
 #endif
+	if (!refuses)
+		return sbx_rpc_fail(st, SBX__V1__CODE__UNIMPLEMENTED,
+				    "same-host: this kernel cannot refuse descriptors on a unix "
+				    "socket (SO_PASSRIGHTS, Linux 6.16): no side channel; fetch "
+				    "the artifacts instead");
 	memcpy(a.sun_path + 1, name, len); /* sun_path[0] == 0: abstract */
 	if (connect(s, (struct sockaddr *)&a,
 		    (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + len)) < 0)
