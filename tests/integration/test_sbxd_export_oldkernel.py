@@ -197,6 +197,17 @@ class OldKernelExport(te.ExportTest):
                             token=token)
             self.teardown(ours)
 
+    def test_sbxctl_fetches_in_chunks_instead(self):
+        run = self.create()
+        self.run_py(run, "open('/out/a','w').write('alpha')\n")
+        with tempfile.TemporaryDirectory() as top:
+            out = os.path.join(top, "o")
+            r = self.srv.cli("fetch", run, "--all", out)
+            self.assertEqual(r.returncode, 0, r)
+            with open(os.path.join(out, "a")) as f:
+                self.assertEqual(f.read(), "alpha")
+        self.teardown(run)
+
 
 for _n in dir(te.ExportTest):
     if _n.startswith("test_"):
