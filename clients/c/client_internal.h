@@ -55,4 +55,10 @@ int sbx_client_call_msg(sbx_client *c, const char *method, const ProtobufCMessag
 			nng_msg **reply, const uint8_t **body, size_t *len,
 			struct sbx_rpc_status *st);
 
+/* Why a file of a live run (an exec running) differs from its listing, in
+ * every fetch's words (files.c, export.c): not corruption, try later. */
+#define CHANGED_BY_AN_EXEC                                                                         \
+	"an exec is running, so the file can change and digests are not final; fetch it "          \
+	"again when the run's execs have ended"
+
 #endif

@@ -292,12 +292,17 @@ static int place(struct staged *f, const char *final_sha256, mode_t mode_mask,
 	else if (copy_sha256(f->fd, f->size, info->sha256, f->shown, st) < 0)
 		return -1;
 	info->size = f->size;
+	/* Said as a chunked fetch (files.c) says it: the same file, the same words. */
+	if (expect_sha256 && strcmp(expect_sha256, info->sha256) != 0 && expect_live)
+		return sbx_rpc_fail(st, SBX__V1__CODE__ABORTED,
+				    "%s: changed since it was listed (sha256 %s, listed as %.64s): "
+				    "not kept; " CHANGED_BY_AN_EXEC,
+				    f->shown, info->sha256, expect_sha256);
 	if (expect_sha256 && strcmp(expect_sha256, info->sha256) != 0)
 		return sbx_rpc_fail(
-		    st, expect_live ? SBX__V1__CODE__ABORTED : SBX__V1__CODE__DATA_LOSS,
-		    "%s: sha256 %s, not the listing's %.64s%s", f->shown, info->sha256,
-		    expect_sha256,
-		    expect_live ? " (an exec is running and changed it): not kept" : ": not kept");
+		    st, SBX__V1__CODE__DATA_LOSS,
+		    "%s: sha256 of the bytes received is %s, expected %.64s: not kept", f->shown,
+		    info->sha256, expect_sha256);
 	if (fchmod(f->fd, f->mode & mode_mask & 0777) < 0 || close(sbx_steal_fd(f->fd)) < 0)
 		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "%s", f->shown);
 	f->fd = -1;

@@ -244,10 +244,6 @@ static int open_temp(const char *dest, struct temp_file *t, struct sbx_rpc_statu
 /* A file that changed under a fetch was changed by an exec of the run (no
  * other process can write /out): not corruption, so ABORTED, and fetching
  * it again once the exec has ended gives the final file. */
-#define CHANGED_BY_AN_EXEC                                                                         \
-	"an exec is running, so the file can change and digests are not final; fetch it "          \
-	"again when the run's execs have ended"
-
 /* ---- fetching: several chunks in flight ---- */
 
 /* One FetchArtifactResponse, decoded where it lies in the reply. */

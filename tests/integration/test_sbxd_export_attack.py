@@ -301,12 +301,41 @@ class ExportFds(te.ExportTest):
         self.teardown(run)
 
 
+class TruncatedDuringExport(te.ExportTest):
+    def test_a_file_truncated_while_sent_is_a_clear_error(self):
+        # An exec truncates the file after its record left sbxd and before
+        # its bytes did: the call fails naming it, no short copy with a
+        # digest.
+        run = self.create(out_mb=64)
+        self.run_py(run, "open('/out/big','wb').write(b'x' * (16 << 20))\n")
+        ex = self.ok("Exec", pb.ExecRequest(run_id=run, stdin_stream=True, argv=[
+            PY, "-c", "import sys, os\nsys.stdin.readline()\nos.truncate('/out/big', 100)\n"
+            "print('cut', flush=True)\n"]), pb.ExecResponse).exec_id
+
+        def cut(rv, index):
+            c = self.srv.conn()
+            code, msg, _ = c.call("WriteStdin", pb.WriteStdinRequest(
+                run_id=run, exec_id=ex, data=b"go\n", eof=True), pb.WriteStdinResponse)
+            assert code == "OK", msg
+            c.call("Wait", pb.WaitRequest(run_id=run, exec_id=ex, timeout_ms=10000),
+                   pb.WaitResponse)
+            c.close()
+
+        code, msg, resp, rv = self.export(run, ["big"], on_record=cut)
+        sys.stderr.write("export of a file cut while sent: %s %s; got %s bytes\n"
+                         % (code, msg, [len(r[4]) for r in rv.records]))
+        self.assertEqual(code, "ABORTED", msg)
+        self.assertIn("shrank", msg)
+        self.teardown(run)
+
+
 # Only this file's attacks here; test_sbxd_export.py runs its own.
 for _n in dir(te.ExportTest):
     if _n.startswith("test_"):
         setattr(PreAckTest, _n, None)
         setattr(ParkedByAnotherUser, _n, None)
         setattr(ExportFds, _n, None)
+        setattr(TruncatedDuringExport, _n, None)
 
 
 if __name__ == "__main__":
