@@ -16,7 +16,9 @@ if(SBX_WITH_SERVER)
        "SBX_CLIENT_FLEET=$<TARGET_FILE:test_client_fleet>")
 endif()
 if(SBX_SANITIZE)
-  list(APPEND SBX_TEST_ENV "SBX_SANITIZE=1")
+  # SBX_SANITIZER says which (address or thread) for the few tests whose
+  # property the sanitizer itself changes.
+  list(APPEND SBX_TEST_ENV "SBX_SANITIZE=1" "SBX_SANITIZER=${sbx_sanitize}")
 endif()
 
 # The tests that run alone (see RUN_SERIAL below), and why:

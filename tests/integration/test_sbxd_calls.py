@@ -163,6 +163,13 @@ class SbxdTest(ServerTestCase):
         self.assertEqual((pb.ExitReason.Name(st.reason), st.signal), ("SIGNALED", 9), st)
         self.teardown(run)
 
+    # ThreadSanitizer runs signal handlers late, at its next interceptor, in
+    # an exec init that a raw clone() made behind its back: under it this
+    # test failed 5 times in 12 on the tree before issue 21's third sitting
+    # too, and never in the uninstrumented run (which checks the property;
+    # the TSan stage is for sbxd's threads). docs/dev/testing.md.
+    @unittest.skipIf(os.environ.get("SBX_SANITIZER") == "thread",
+                     "ThreadSanitizer defers the helper's signal handlers")
     def test_signal_right_after_exec_is_not_lost(self):
         # Exec answers once pid 1 has the request, before the command
         # exists: a forwarded signal sent then waits for the command (it
