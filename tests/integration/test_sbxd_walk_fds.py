@@ -13,7 +13,10 @@ level, down to SBX_TREE_MAX_DEPTH (64): a script that makes /out/a/a/.../a
 64 deep makes every listing of its run hold 66 descriptors, 50 past the
 worker's 16. One identity listing in each worker its share allows holds
 hundreds more than the budget kept, which the fit of exec_fds_per_run
-and the connection caps assume never happens."""
+and the connection caps assume never happens. Removing a run's directory at
+Teardown does the same with two per level (its DIR and the directory
+beneath), and the caller chooses inputs 32 components deep."""
+import hashlib
 import os
 import threading
 import time
@@ -35,18 +38,10 @@ class WalkFds(ServerTestCase):
         self.assertEqual(code, "OK", "%s: %s" % (name, msg))
         return resp
 
-    def test_listing_of_deep_out_holds_a_workers_descriptors(self):
-        c = self.srv.conn()
-        self.addCleanup(c.close)
-        run = self.ok(c, "CreateRun", pb.CreateRunRequest(policy_json=policy_json()),
-                      pb.CreateRunResponse).run_id
-        ex = self.ok(c, "Exec", pb.ExecRequest(run_id=run, argv=["/bin/sh", "-c", DEEP]),
-                     pb.ExecResponse).exec_id
-        st = self.ok(c, "Wait", pb.WaitRequest(run_id=run, exec_id=ex, timeout_ms=60000),
-                     pb.WaitResponse).status
-        self.assertEqual(st.exit_code, 0, st)
+    def peak_during(self, fn):
+        """sbxd's descriptors before fn, and the most held while it ran."""
         fd_dir = "/proc/%d/fd" % self.srv.proc.pid
-        time.sleep(0.5)  # the exec's pipes closed by the monitor
+        time.sleep(0.5)  # an exec's pipes closed by the monitor
         base = len(os.listdir(fd_dir))
         peak, done = [base], threading.Event()
 
@@ -60,18 +55,52 @@ class WalkFds(ServerTestCase):
         t = threading.Thread(target=sample)
         t.start()
         try:
+            fn()
+        finally:
+            done.set()
+            t.join()
+        return base, peak[0]
+
+    def test_teardown_of_deep_inputs_holds_a_workers_descriptors(self):
+        c = self.srv.conn()
+        self.addCleanup(c.close)
+        run = self.ok(c, "CreateRun", pb.CreateRunRequest(policy_json=policy_json()),
+                      pb.CreateRunResponse).run_id
+        data = b"x"
+        for j in range(20):
+            path = "/".join(["d%d" % j] + ["a"] * 30 + ["f"])
+            self.ok(c, "PutInput",
+                    pb.PutInputRequest(run_id=run, path=path, data=data, last=True, size=1,
+                                       sha256=hashlib.sha256(data).hexdigest()),
+                    pb.PutInputResponse)
+        base, peak = self.peak_during(
+            lambda: self.ok(c, "Teardown", pb.TeardownRequest(run_id=run), pb.TeardownResponse))
+        self.assertLessEqual(peak - base, WORKER_FDS,
+                             "one Teardown held %d descriptors of sbxd's (%d before it)"
+                             % (peak - base, base))
+
+    def test_listing_of_deep_out_holds_a_workers_descriptors(self):
+        c = self.srv.conn()
+        self.addCleanup(c.close)
+        run = self.ok(c, "CreateRun", pb.CreateRunRequest(policy_json=policy_json()),
+                      pb.CreateRunResponse).run_id
+        ex = self.ok(c, "Exec", pb.ExecRequest(run_id=run, argv=["/bin/sh", "-c", DEEP]),
+                     pb.ExecResponse).exec_id
+        st = self.ok(c, "Wait", pb.WaitRequest(run_id=run, exec_id=ex, timeout_ms=60000),
+                     pb.WaitResponse).status
+        self.assertEqual(st.exit_code, 0, st)
+        def list_five():
             for _ in range(5):
                 listing = self.ok(c, "ListArtifacts", pb.ListArtifactsRequest(run_id=run),
                                   pb.ListArtifactsResponse)
                 self.assertTrue(listing.artifacts, listing)
                 self.assertIn("a/" * DEPTH, listing.artifacts[0].path + "/")
-        finally:
-            done.set()
-            t.join()
+
+        base, peak = self.peak_during(list_five)
         self.ok(c, "Teardown", pb.TeardownRequest(run_id=run), pb.TeardownResponse)
-        self.assertLessEqual(peak[0] - base, WORKER_FDS,
+        self.assertLessEqual(peak - base, WORKER_FDS,
                              "one listing held %d descriptors of sbxd's (%d before it)"
-                             % (peak[0] - base, base))
+                             % (peak - base, base))
 
 
 if __name__ == "__main__":
