@@ -3,10 +3,10 @@
 """Status and the manifest fit max_message_bytes whatever the execs' records
 take, the first and the last included.
 
-An exec's record keeps up to 8 KiB of argv strings (each entry, even an
-empty one, 2 bytes more on the wire: 4,000 of them add 8 KiB), 8 KiB of env
-(256 entries add their framing), a cwd of up to 4 KiB and 16 denied DNS
-names of up to 253 bytes: about 33 KiB. Status left out only execs of the
+An exec's record keeps up to 8 KiB of argv and 8 KiB of env (each entry
+with its framing), a cwd of up to 4 KiB and 16 denied DNS names of up to
+253 bytes: over 20 KiB, and labels take up to 16 KiB of a 64 KiB answer.
+Status left out only execs of the
 middle, always keeping the first and the last, so under the smallest
 max_message_bytes (64 KiB) a run whose first and last records and labels
 outgrew it answered Status INTERNAL ("response larger than
@@ -24,8 +24,8 @@ MESSAGE_BYTES = 64 * 1024
 
 
 def big_exec(run, i):
-    # 8 KiB of argv strings, then 4,000 empty entries (2 bytes each on the
-    # wire, nothing against the record's 8 KiB), and 8 KiB of env. Under
+    # 8 KiB of argv strings, then 4,000 empty entries (as many as the
+    # record keeps), and 8 KiB of env. Under
     # egress deny, 16 lookups of distinct names of ~240 bytes: each
     # recorded in network_denied_names.
     look = ("for k in $(seq 10 25); do getent hosts %s$k.%s.%s.%s.example >/dev/null; done; true"
@@ -51,7 +51,7 @@ class StatusFit(ServerTestCase):
 
     def run_execs(self, n):
         # Labels (at most 64 of 256 + 256 bytes) take their part too.
-        labels = {"k%02d" % k + "k" * 240: "v" * 250 for k in range(16)}
+        labels = {"k%02d" % k + "k" * 240: "v" * 250 for k in range(28)}
         run = self.ok("CreateRun", pb.CreateRunRequest(policy_json=policy_json(), labels=labels),
                       pb.CreateRunResponse).run_id
         ids = []
