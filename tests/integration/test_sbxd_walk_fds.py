@@ -13,9 +13,11 @@ level, down to SBX_TREE_MAX_DEPTH (64): a script that makes /out/a/a/.../a
 64 deep makes every listing of its run hold 66 descriptors, 50 past the
 worker's 16. One identity listing in each worker its share allows holds
 hundreds more than the budget kept, which the fit of exec_fds_per_run
-and the connection caps assume never happens. Removing a run's directory at
-Teardown does the same with two per level (its DIR and the directory
-beneath), and the caller chooses inputs 32 components deep."""
+and the connection caps assume never happens. A listing now walks a
+directory's subdirectories after closing it (common/tree.c). Removing a
+run's directory at Teardown still holds two per level (its DIR and the
+directory beneath), and the caller chooses inputs 32 components deep: that
+case fails until common/tree_remove.c walks the same way."""
 import hashlib
 import os
 import threading
