@@ -202,12 +202,45 @@ static int list_entry(const char *rel, unsigned char type, int depth, struct lis
 	return rc;
 }
 
+/* Subdirectories of one directory, listed once it is closed: "<d_type><name>\0"
+ * each. */
+struct later {
+	char *buf;
+	size_t len, cap;
+};
+
+static int later_add(struct later *l, unsigned char type, const char *name)
+{
+	size_t need = strlen(name) + 2;
+
+	if (l->len + need > l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 4096;
+		char *b;
+
+		while (cap < l->len + need)
+			cap *= 2;
+		if (!(b = realloc(l->buf, cap)))
+			return -1;
+		l->buf = b;
+		l->cap = cap;
+	}
+	l->buf[l->len] = (char)type;
+	memcpy(l->buf + l->len + 1, name, need - 1);
+	l->len += need;
+	return 0;
+}
+
 /* Lists `dir`, a fresh open of its own (never a dup: a dup shares the
- * directory offset with every other reader), which it takes. */
+ * directory offset with every other reader), which it takes. Its
+ * subdirectories are walked after it is closed (entries are opened by
+ * their path from the top): a walk holds one directory open at a time,
+ * not one per level (64 deep were 66 of sbxd's descriptors, where its
+ * budget keeps 16 a worker: server/rpc/rpc_server.c, FD_RESERVE). */
 static int list_dir(int dir, const char *prefix, int depth, struct list_walk *w)
 {
 	DIR *d = fdopendir(dir);
 	struct dirent *de;
+	struct later later = {0};
 	int rc = 0;
 
 	if (!d) {
@@ -237,9 +270,23 @@ static int list_dir(int dir, const char *prefix, int depth, struct list_walk *w)
 			w->skipped->other++;
 			continue;
 		}
+		if (de->d_type == DT_DIR || de->d_type == DT_UNKNOWN) {
+			if (later_add(&later, de->d_type, de->d_name) < 0)
+				rc = sbx_fail_errnum(w->err, ENOMEM, "%s", rel);
+			continue;
+		}
 		rc = list_entry(rel, de->d_type, depth, w);
 	}
 	closedir(d);
+	for (size_t at = 0; rc == 0 && at < later.len;) {
+		const char *name = later.buf + at + 1;
+		char rel[PATH_MAX];
+
+		snprintf(rel, sizeof(rel), "%s%s%s", prefix, prefix[0] ? "/" : "", name);
+		rc = list_entry(rel, (unsigned char)later.buf[at], depth, w);
+		at += strlen(name) + 2;
+	}
+	free(later.buf);
 	return rc;
 }
 

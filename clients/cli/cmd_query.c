@@ -114,7 +114,7 @@ int cmd_status(struct cli *cli)
 		print_exec(r->execs[i]);
 	if (r->execs_not_listed)
 		printf("execs: %" PRIu32 " more not listed (to fit max_message_bytes; "
-		       "the first and the last are)\n",
+		       "the first and the last are, when they fit)\n",
 		       r->execs_not_listed);
 	cli_print_egress(stdout, r->egress, r->n_egress, r->egress_records_dropped);
 	cli_print_egress_destinations(stdout, r->egress_destinations, r->n_egress_destinations);
@@ -271,7 +271,7 @@ int cmd_teardown(struct cli *cli)
 	if (mf->execs_not_listed)
 		fprintf(stderr,
 			"sbxctl: manifest: %" PRIu32 " exec records not listed (to fit "
-			"max_message_bytes; the first and the last are)\n",
+			"max_message_bytes; the first and the last are, when they fit)\n",
 			mf->execs_not_listed);
 	if (mf->egress_destinations_folded)
 		fprintf(stderr,

@@ -15,25 +15,41 @@
 #include "runs_deny.h"
 #include "runs_stdin.h"
 
+/* What one recorded entry costs beyond its bytes: its malloc chunk's
+ * overhead and its pointer. Counted against RUN_EXEC_ARGV_RECORD, so that
+ * thousands of empty entries (a few bytes each on the wire) cannot make a
+ * record of 8 KiB hold 160 KiB of sbxd's memory, 10,000 times a run. */
+#define RECORD_ENTRY_COST 32
+
+/* How many of v[0..n) fit in RUN_EXEC_ARGV_RECORD, each with its cost. */
+static size_t record_fits(char *const *v, size_t n)
+{
+	size_t budget = RUN_EXEC_ARGV_RECORD, i;
+
+	for (i = 0; i < n; i++) {
+		size_t cost = strlen(v[i]) + RECORD_ENTRY_COST;
+
+		if (cost > budget)
+			break;
+		budget -= cost;
+	}
+	return i;
+}
+
 /* What Status keeps of argv: all of it up to RUN_EXEC_ARGV_RECORD bytes,
  * then a marker, so a run of many large execs cannot grow sbxd without
  * bound (the caller has the full argv). */
 static int record_argv(struct run_exec *e, char *const *argv, size_t argc)
 {
-	size_t budget = RUN_EXEC_ARGV_RECORD, n;
+	size_t keep = record_fits(argv, argc), n;
 
-	e->argv = calloc(argc + 1, sizeof(char *));
+	e->argv = calloc(keep + 2, sizeof(char *));
 	if (!e->argv)
 		return -1;
-	for (n = 0; n < argc; n++) {
-		size_t len = strlen(argv[n]);
-
-		if (len > budget)
-			break;
+	for (n = 0; n < keep; n++) {
 		if (!(e->argv[n] = strdup(argv[n])))
 			return -1;
 		e->argc = n + 1;
-		budget -= len;
 	}
 	if (n < argc) {
 		if (asprintf(&e->argv[n], "...(%zu more argv entries not recorded)", argc - n) < 0)
@@ -45,20 +61,15 @@ static int record_argv(struct run_exec *e, char *const *argv, size_t argc)
 
 int exec_record_env(struct run_exec *e, char *const *env, size_t n)
 {
-	size_t budget = RUN_EXEC_ARGV_RECORD, i;
+	size_t keep = record_fits(env, n), i;
 
-	e->env = calloc(n + 1, sizeof(char *));
+	e->env = calloc(keep + 2, sizeof(char *));
 	if (!e->env)
 		return -1;
-	for (i = 0; i < n; i++) {
-		size_t len = strlen(env[i]);
-
-		if (len > budget)
-			break;
+	for (i = 0; i < keep; i++) {
 		if (!(e->env[i] = strdup(env[i])))
 			return -1;
 		e->n_env = i + 1;
-		budget -= len;
 	}
 	if (i < n) {
 		if (asprintf(&e->env[i], "...=(%zu more env entries not recorded)", n - i) < 0)

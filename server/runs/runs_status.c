@@ -142,18 +142,30 @@ size_t exec_records_fit(const ProtobufCMessage *whole, Sbx__V1__ExecStatus ***ex
 	size_t total = protobuf_c_message_get_packed_size(whole);
 	size_t lo, hi;
 
-	if (total <= budget || *n <= 2)
+	if (total <= budget || *n == 0)
 		return total;
 	/* Drop e[lo..hi) growing outwards from the middle. */
 	lo = hi = *n / 2;
-	while (total > budget && (lo > 1 || hi < *n - 1)) {
-		if (hi < *n - 1 && (lo <= 1 || hi - *n / 2 <= *n / 2 - lo)) {
+	while (total > budget && (lo > 1 || hi + 1 < *n)) {
+		if (hi + 1 < *n && (lo <= 1 || hi - *n / 2 <= *n / 2 - lo)) {
 			total -= element_len(&e[hi]->base);
 			hi++;
 		} else {
 			lo--;
 			total -= element_len(&e[lo]->base);
 		}
+	}
+	/* Then the last and the first, when even they do not fit beside the
+	 * rest of the answer (a record holds up to ~34 KiB of argv, env, cwd
+	 * and denied names; the answer may take 32 KiB): an answer that
+	 * lists fewer execs, never one sbxd cannot send. */
+	if (total > budget && hi < *n) {
+		total -= element_len(&e[hi]->base);
+		hi++;
+	}
+	if (total > budget && lo > 0) {
+		lo--;
+		total -= element_len(&e[lo]->base);
 	}
 	for (size_t i = lo; i < hi; i++)
 		sbx__v1__exec_status__free_unpacked(e[i], NULL);

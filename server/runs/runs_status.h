@@ -10,8 +10,9 @@ Sbx__V1__ExecStatus *exec_status_new(struct run_exec *e); /* mu held */
 Sbx__V1__Policy *policy_copy(const SbxPolicy *p);
 char *xstrdup(const char *s);
 /* Leaves out exec records (*execs, *n, members of the message `whole`)
- * from the middle, the first and the last kept, until `whole` takes at
- * most `budget` bytes packed; *not_listed says how many went. Returns what
+ * from the middle, the first and the last kept while they fit (then the
+ * last goes, then the first), until `whole` takes at most `budget` bytes
+ * packed; *not_listed says how many went. Returns what
  * `whole` takes then. Status and the manifest fit their execs by it: a run
  * keeps up to 10,000 execs of 8 KiB of argv and env each, which no
  * max_message_bytes holds. */

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,6 +14,41 @@
 #include "err.h"
 #include "runs_util.h"
 #include "tree.h"
+
+/* name/d/d/.../d, depth levels, each with a file, every 7th with a second
+ * subdirectory (a file in it, mode 0500 after), every 11th made 0500:
+ * made by descriptors, as a script in /out could, past PATH_MAX. */
+static int make_deep(int root, const char *name, int depth)
+{
+	int cur = -1, next;
+
+	if (mkdirat(root, name, 0700) < 0 || (cur = openat(root, name, O_RDONLY | O_DIRECTORY)) < 0)
+		return -1;
+	for (int i = 0; i < depth; i++) {
+		int f = openat(cur, "f", O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+
+		if (f < 0 || close(f) < 0 || mkdirat(cur, "d", 0700) < 0)
+			goto fail;
+		if (i % 7 == 0 &&
+		    (mkdirat(cur, "e", 0700) < 0 ||
+		     close(openat(cur, "e/g", O_CREAT | O_WRONLY | O_CLOEXEC, 0600)) < 0 ||
+		     fchmodat(cur, "e", 0500, 0) < 0))
+			goto fail;
+		if ((next = openat(cur, "d", O_RDONLY | O_DIRECTORY)) < 0)
+			goto fail;
+		if (i % 11 == 0 && fchmod(cur, 0500) < 0) {
+			close(next);
+			goto fail;
+		}
+		close(cur);
+		cur = next;
+	}
+	close(cur);
+	return 0;
+fail:
+	close(cur);
+	return -1;
+}
 
 static bool exists_at(int dirfd, const char *path)
 {
@@ -64,6 +100,21 @@ int main(void)
 	check(!exists_at(root, "a"), "and it is gone");
 	check(access("/etc/passwd", F_OK) == 0, "the link's target is untouched");
 	check(sbx_remove_tree_at(root, "a", &err) == 0, "removing what is not there is fine");
+
+	/* 2100 levels (more than PATH_MAX allows by name) under a limit of
+	 * 24 descriptors: the removal holds a few at any depth, where one
+	 * per level was 4200 (FD_RESERVE keeps a worker 16). */
+	struct rlimit was, low = {.rlim_cur = 24, .rlim_max = 0};
+	if (make_deep(root, "deep", 2100) < 0 || getrlimit(RLIMIT_NOFILE, &was) < 0)
+		return 2;
+	low.rlim_max = was.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &low) < 0)
+		return 2;
+	sbx_err_clear(&err);
+	check(sbx_remove_tree_at(root, "deep", &err) == 0,
+	      "a tree 2100 deep is removed within 24 descriptors: %s", err.msg);
+	setrlimit(RLIMIT_NOFILE, &was);
+	check(!exists_at(root, "deep"), "and it is gone, read-only levels and all");
 
 	close(root);
 	rmdir(top);
