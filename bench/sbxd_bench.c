@@ -955,8 +955,8 @@ static void bench_export(const struct transport *t, long k)
 	r->pv = xcalloc((size_t)k, sizeof(double));
 	r->target = ">= 0.5";
 	r->min_ratio = 0.5;
-	bench_note("%s: ExportArtifacts (sbx_export_at: descriptor, copy_file_range, sha256 of "
-		   "the copy) and cp, %ld each, rotating",
+	bench_note("%s: ExportArtifacts (sbx_export_at: bytes over a one-way unix socket, "
+		   "written by the client) and cp, %ld each, rotating",
 		   t->name, k);
 	for (long i = 0; i < k; i++) {
 		for (long j = 0; j < 2; j++) {

@@ -6,8 +6,8 @@
 
 #include <openssl/crypto.h>
 
-static const char hello_magic[8] = "sbxhel2";
-static const char export_magic[8] = "sbxexp2";
+static const char hello_magic[8] = "sbxhel3";
+static const char export_magic[8] = "sbxexp3";
 
 size_t sbx_side_hello_pack(const uint8_t *nonce, size_t nonce_len, uint8_t *buf)
 {

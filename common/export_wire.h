@@ -7,15 +7,26 @@
  * mounts of another user) and names it in the request with a random nonce.
  * sbxd connects, checks that the listener's uid (SO_PEERCRED) is the ipc
  * caller's, and says hello with the nonce; the caller hears only a peer of
- * sbxd's uid that repeats it. No descriptor goes either way (runs_side.c
- * says why): the files' bytes travel on this connection.
+ * sbxd's uid that repeats it. No descriptor goes either way, and nothing
+ * goes from the caller to sbxd at all: sbxd's socket is shut down for
+ * reading before it connects, so whatever the caller sends fails EPIPE in
+ * its own sendmsg (runs_side.c says why). The files' bytes travel on this
+ * connection.
  *
  * Export: per path, in order, sbxd sends a record (index, mode, size), then
- * exactly size bytes of the file in messages of at most
- * SBX_EXPORT_CHUNK bytes; after the last file the caller, once it has
- * written every byte, answers with one byte, SBX_EXPORT_ACK: sbxd answers
- * the call only then, so nothing it sent is left unread by a call that
- * succeeded. */
+ * exactly size bytes of the file in messages of at most SBX_EXPORT_CHUNK
+ * bytes. The caller's acknowledgement is its close, once it has taken and
+ * written every byte. sbxd answers OK only when the caller's end hung up
+ * with every message sbxd sent taken from it (a close that left some
+ * unread frees them and is ABORTED; one that never takes them is
+ * DEADLINE_EXCEEDED), so nothing it sent is left queued by a call that
+ * succeeded. That OK, files_sent included, says what sbxd sent and that
+ * the caller's socket took it, no more: whether the caller kept the bytes
+ * (wrote them, renamed them into place) only the caller knows, and its
+ * library reports its own failure, which a close before the last record
+ * always is. The magics changed (2 to 3) when the caller's one-byte
+ * acknowledgement gave way to its close: a caller of the old channel hears
+ * no hello it knows, and sbxd no acknowledgement. */
 #ifndef SBX_EXPORT_WIRE_H
 #define SBX_EXPORT_WIRE_H
 
@@ -29,20 +40,19 @@
 #define SBX_EXPORT_NONCE_MAX 64
 /* sbxd's defaults for config same_host_record_ms and same_host_call_ms:
  * each record's bytes must be taken by the caller within the first of its
- * open, the whole call (and the caller's acknowledgement) within the
- * second. A caller that stops reading costs its own worker that long.
- * 30 s moves out_mb's largest file to a slow disk. */
+ * open, the whole call (and the caller's close) within the second. A
+ * caller that stops reading costs its own worker that long. 30 s moves
+ * out_mb's largest file to a slow disk. */
 #define SBX_EXPORT_RECORD_MS 30000
 #define SBX_EXPORT_CALL_MS   120000
-#define SBX_EXPORT_ACK	     'k'
 /* The largest message of a file's bytes: sbxd asks a 1 MiB send buffer,
  * and even net.core.wmem_max's default (208 KiB, doubled) holds it. */
 #define SBX_EXPORT_CHUNK (256 * 1024)
 
-/* sbxd's hello: magic[8] "sbxhel2", nonce_len u8, nonce */
+/* sbxd's hello: magic[8] "sbxhel3", nonce_len u8, nonce */
 #define SBX_SIDE_HELLO_HEAD 9
 #define SBX_SIDE_HELLO_MAX  (SBX_SIDE_HELLO_HEAD + SBX_EXPORT_NONCE_MAX)
-/* An export record: magic[8] "sbxexp2", index u32, mode u32, size u64 */
+/* An export record: magic[8] "sbxexp3", index u32, mode u32, size u64 */
 #define SBX_EXPORT_RECORD_LEN 24
 
 struct sbx_export_record {

@@ -58,7 +58,7 @@ struct receiver {
 	size_t got;
 	uint8_t *buf;		  /* SBX_EXPORT_CHUNK + 1 */
 	struct sbx_rpc_status st; /* why it stopped before n records */
-	bool ours;		  /* st is our own failure (a copy, the destination) */
+	bool ours; /* st is ours to report (a copy, the destination, what breaks the wire) */
 };
 
 static int stage(struct receiver *rv, struct staged *f, int s, uint64_t size);
@@ -75,10 +75,12 @@ static int receive_one(struct receiver *rv, int s)
 		return sbx_rpc_fail(&rv->st, SBX__V1__CODE__ABORTED,
 				    "export: sbxd closed the socket after %zu of %zu files",
 				    rv->got, rv->n);
-	if (!sbx_export_record_unpack(buf, (size_t)k, &rec) || rec.index != rv->got)
+	if (!sbx_export_record_unpack(buf, (size_t)k, &rec) || rec.index != rv->got) {
+		rv->ours = true; /* sbxd's answer could only say that we closed early */
 		return sbx_rpc_fail(&rv->st, SBX__V1__CODE__ABORTED,
 				    "export: record %zu is not the one this call asked for",
 				    rv->got);
+	}
 	rv->files[rv->got].mode = (mode_t)rec.mode;
 	if (stage(rv, &rv->files[rv->got], s, rec.size) < 0)
 		return -1;
@@ -86,10 +88,12 @@ static int receive_one(struct receiver *rv, int s)
 	return 0;
 }
 
+/* The connection's close, when this returns, is our acknowledgement
+ * (export_wire.h): after the last byte is written, or on a failure, which
+ * is then ours to report. */
 static void *receive(void *arg)
 {
 	struct receiver *rv = arg;
-	uint8_t ack = SBX_EXPORT_ACK;
 	_cleanup_close_ int s = side_accept(&rv->side, &rv->st);
 
 	if (s < 0)
@@ -97,8 +101,6 @@ static void *receive(void *arg)
 	while (rv->got < rv->n)
 		if (receive_one(rv, s) < 0)
 			return NULL;
-	if (send(s, &ack, 1, MSG_NOSIGNAL) != 1)
-		sbx_rpc_fail_errno(&rv->st, SBX__V1__CODE__ABORTED, "export: acknowledging");
 	return NULL;
 }
 
@@ -153,9 +155,10 @@ static int receive_all(sbx_client *c, const char *run_id, size_t n, const char *
 	 * (the call failed) stops now. */
 	side_wake(&rv->side);
 	pthread_join(t, NULL);
-	/* Our own failure (a write, what is in the way) says more than the
-	 * ABORTED sbxd answered when we stopped reading; sbxd's own failure
-	 * (a FIFO in /out) more than the closed socket we saw. */
+	/* Our own failure (a write, what is in the way, a message that
+	 * breaks the wire) says more than the ABORTED sbxd answered when we
+	 * closed early; sbxd's own failure (a FIFO in /out) more than the
+	 * closed socket we saw. */
 	if (rv->ours) {
 		if (r)
 			protobuf_c_message_free_unpacked(r, NULL);
@@ -165,6 +168,8 @@ static int receive_all(sbx_client *c, const char *run_id, size_t n, const char *
 	if (rc < 0)
 		return -1;
 	*resp = (Sbx__V1__ExportArtifactsResponse *)r;
+	/* sbxd's OK says that our socket took all it sent and hung up, not
+	 * that we kept it (export_wire.h): what we hold is counted here. */
 	if (rv->got != n)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL,
 				    "export: sbxd answered OK after %zu of %zu records (%s)",
@@ -188,10 +193,12 @@ static int recv_exact(struct receiver *rv, int s, int dst, uint64_t size, const 
 			return sbx_rpc_fail(&rv->st, SBX__V1__CODE__ABORTED,
 					    "%s: sbxd stopped after %llu of %llu bytes", shown,
 					    (unsigned long long)got, (unsigned long long)size);
-		if ((uint64_t)k > size - got || k > SBX_EXPORT_CHUNK)
+		if ((uint64_t)k > size - got || k > SBX_EXPORT_CHUNK) {
+			rv->ours = true; /* as in receive_one */
 			return sbx_rpc_fail(&rv->st, SBX__V1__CODE__ABORTED,
 					    "%s: sbxd sent more than the file's %llu bytes", shown,
 					    (unsigned long long)size);
+		}
 		for (ssize_t w = 0; w < k;) {
 			ssize_t n =
 			    pwrite(dst, rv->buf + w, (size_t)(k - w), (off_t)(got + (uint64_t)w));

@@ -266,11 +266,11 @@ struct sbx_export_info {
  * (at most 256) of /out copied into rels[i] (NULL: the same paths) beneath
  * dirfd (sbx_dest_open's, with sbx_fetch_at's rules for what is on the
  * way), without chunks over the RPC: sbxd opens each file beneath /out
- * (no link, regular files only) and passes its descriptor over a unix
- * socket only this uid listens on (ExportArtifacts); the copy is made in
- * the kernel (copy_file_range) before sbxd is told it arrived, and its
- * sha256 is sbxd's final digest when sbxd vouches that nothing of the run
- * could write the file until then, else read back from the copy: either
+ * (no link, regular files only) and sends its bytes over a unix socket
+ * only this uid listens on (ExportArtifacts); the copy is written before
+ * that socket is closed (what tells sbxd it arrived), and its sha256 is
+ * sbxd's final digest when sbxd vouches that nothing of the run could
+ * write the file while it read it, else read back from the copy: either
  * way of the bytes written. Each file gets its mode in /out & mode_mask
  * & 0777. expect_sha256 (NULL, or n entries, each NULL or a digest, e.g.
  * ListArtifacts'): a copy that differs is not kept, DATA_LOSS (ABORTED

@@ -579,9 +579,8 @@ int fetch_all(sbx_client *c, const char *run_id, int dirfd, const char *dir, boo
 	int rc = 0;
 	bool live = r->listing && r->listing->live;
 	/* On sbxd's own host the files come over a unix socket of ours
-	 * (ExportArtifacts); an sbxd older than that, one whose config turned
-	 * it off, or one on a kernel that cannot keep descriptors off that
-	 * socket says UNIMPLEMENTED and gets chunks. */
+	 * (ExportArtifacts); an sbxd older than that or one whose config
+	 * turned it off says UNIMPLEMENTED and gets chunks. */
 	export = export && !strncmp(sbx_client_endpoint(c), "ipc://", 6);
 	/* Said first, so that a failure below is read knowing it. */
 	cli_note_listing(r->listing, r->skipped, "artifacts");

@@ -506,16 +506,17 @@ static const struct sbx_config_key root_keys[] = {
      .doc = "allows plain `tcp://` listeners (with a warning)"},
     {"same_host_export", SBX_CONFIG_BOOL, ROOT(same_host_export), .def = 1,
      .doc = "allows ExportArtifacts: an ipc caller on this host gets its runs' `/out` files "
-	    "sent to a unix socket it listens on (its uid checked), without chunks; no "
-	    "descriptor goes either way; off, said at start, on a kernel before Linux 6.16 "
-	    "(no SO_PASSRIGHTS; docs/operator/known-limits.md)"},
+	    "sent to a unix socket it listens on (its uid checked), without chunks; one way: "
+	    "the caller can send sbxd nothing, no descriptor, on any kernel "
+	    "(docs/operator/known-limits.md)"},
     {"same_host_record_ms", SBX_CONFIG_U32, 100, 3600000, SBX_EXPORT_RECORD_MS,
      ROOT(same_host_record_ms),
      .doc = "ExportArtifacts: the time a caller has to take one file's bytes; one that "
 	    "stops reading holds its own worker this long"},
     {"same_host_call_ms", SBX_CONFIG_U32, 100, 3600000, SBX_EXPORT_CALL_MS, ROOT(same_host_call_ms),
      .check = check_same_host_call_ms,
-     .doc = "ExportArtifacts: the time a whole call has; at least `same_host_record_ms`"},
+     .doc = "ExportArtifacts: the time a whole call has, the caller's close after the last "
+	    "file included; at least `same_host_record_ms`"},
     {"runs_max", SBX_CONFIG_U32, 1, RUNS_MAX_MAX, 64, ROOT(runs_max),
      .doc = "runs at once, host-wide"},
     {"runs_max_per_identity", SBX_CONFIG_U32, 1, RUNS_MAX_MAX, 16, ROOT(runs_max_per_identity),

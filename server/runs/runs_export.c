@@ -8,7 +8,8 @@
  * (who->local); on tls+tcp the call is refused, the caller may be on
  * another host; the listener it names belongs to that uid. Each file's
  * bytes must be taken within same_host_record_ms of its open, the whole
- * call (the caller's acknowledgement included) within same_host_call_ms:
+ * call (the caller's close, its acknowledgement, included) within
+ * same_host_call_ms:
  * a caller that stops reading holds its own worker (its share of the long
  * lane) that long, then the call fails.
  *
@@ -106,45 +107,51 @@ static int send_bytes(int sock, int fd, uint64_t size, const char *path, uint8_t
 	return 0;
 }
 
-/* The caller's one byte, once it wrote every file; and nothing sbxd sent
- * left on the caller's queue (SIOCOUTQ of a unix socket: what the peer has
- * not dequeued). A caller that acknowledges first and never reads holds
- * its own worker to the deadline, like one that stops reading: what it
- * leaves queued after the call (at most sbxd's send buffer) costs it that
- * much of its share of the long lane each time. */
-static int await_ack(int sock, const struct side_deadlines *dl, struct sbx_rpc_status *st)
+/* The caller's answer: its close, once it took and wrote every file
+ * (export_wire.h). The kernel raises POLLHUP on sbxd's socket when the
+ * caller's end is released, or shut down; a release with sbxd's messages
+ * still queued on it frees them and sets SO_ERROR ECONNRESET, so OK means
+ * the caller took every byte and hung up. A caller that shuts its end down
+ * without closing it raises POLLHUP with them still queued: then nothing
+ * counts until SIOCOUTQ (what of sbxd's the peer has not dequeued) is 0,
+ * and one that never takes them holds its own worker to the deadline, like
+ * one that stops reading: what it keeps queued after the call (at most
+ * sbxd's send buffer) costs it that much of its share of the long lane
+ * each time. */
+static int await_close(int sock, const struct side_deadlines *dl, struct sbx_rpc_status *st)
 {
-	uint8_t ack = 0;
-	ssize_t n;
+	int err = 0;
+	socklen_t el = sizeof(err);
 
-	while ((n = recv(sock, &ack, 1, MSG_DONTWAIT)) < 0) {
-		if (errno == EINTR)
-			continue;
-		if (errno != EAGAIN)
-			return sbx_rpc_fail_errno(st, SBX__V1__CODE__ABORTED,
-						  "export: the caller's acknowledgement");
-		if (side_wait(sock, POLLIN, dl->call_end, dl, "acknowledge the files", st) < 0)
-			return -1;
-	}
-	if (n != 1 || ack != SBX_EXPORT_ACK)
-		return sbx_rpc_fail(st, SBX__V1__CODE__ABORTED,
-				    "export: the caller closed its socket or answered with "
-				    "something other than an acknowledgement");
+	if (side_wait(sock, 0, dl->call_end, dl, "hang up after the last file", st) < 0)
+		return -1;
 	for (;;) {
 		int queued = 0;
 
 		if (ioctl(sock, SIOCOUTQ, &queued) < 0)
 			return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "export: SIOCOUTQ");
 		if (queued == 0)
-			return 0;
+			break;
 		if (sbx_mono_ms() >= dl->call_end)
 			return sbx_rpc_fail(st, SBX__V1__CODE__DEADLINE_EXCEEDED,
-					    "export: the caller acknowledged but did not take all "
-					    "that sbxd sent in time (%u ms per call)",
+					    "export: the caller hung up but did not take all that "
+					    "sbxd sent in time (%u ms per call)",
 					    dl->call_ms);
 		/* No poll event says "dequeued": look again in a while. */
 		(void)poll(NULL, 0, 10);
 	}
+	/* Read once the queue is empty: a release sets it before it frees
+	 * what it left unread. */
+	if (getsockopt(sock, SOL_SOCKET, SO_ERROR, &err, &el) < 0)
+		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "export: SO_ERROR");
+	if (err == ECONNRESET)
+		return sbx_rpc_fail(st, SBX__V1__CODE__ABORTED,
+				    "export: the caller closed its socket before it took all that "
+				    "sbxd sent");
+	if (err)
+		return sbx_rpc_fail(st, SBX__V1__CODE__ABORTED, "export: the caller's socket: %s",
+				    strerror(err));
+	return 0;
 }
 
 /* Each record's deadline is its own, the call's is the sum's bound. */
@@ -193,7 +200,7 @@ static int export_files(struct sbx_run *r, int out_fd, int sock,
 	for (size_t i = 0; i < req->n_paths; i++)
 		if (!sha256[i] && !(sha256[i] = strdup("")))
 			return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
-	return await_ack(sock, dl, st);
+	return await_close(sock, dl, st);
 }
 
 SBX_HANDLER(export_artifacts, Sbx__V1__ExportArtifactsRequest, Sbx__V1__ExportArtifactsResponse)
@@ -207,11 +214,6 @@ SBX_HANDLER(export_artifacts, Sbx__V1__ExportArtifactsRequest, Sbx__V1__ExportAr
 
 	/* On unless the operator turned it off: callers take UNIMPLEMENTED as
 	 * "fetch instead". */
-	if (!runs->cfg.same_host_export && runs->cfg.same_host_off)
-		return sbx_rpc_fail(st, SBX__V1__CODE__UNIMPLEMENTED,
-				    "same-host export is off on this sbxd: %s; fetch the "
-				    "artifacts instead",
-				    runs->cfg.same_host_off);
 	if (!runs->cfg.same_host_export)
 		return sbx_rpc_fail(
 		    st, SBX__V1__CODE__UNIMPLEMENTED,

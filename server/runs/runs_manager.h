@@ -58,7 +58,6 @@ struct runs_settings {
 	uint64_t max_message_bytes;   /* a listing and a manifest fit in it */
 	bool allow_unpinned;	      /* images.allow_unpinned: a name:tag alone runs */
 	bool same_host_export;	      /* config same_host_export: ExportArtifacts answers */
-	const char *same_host_off;    /* why it is off though the config says on, or NULL */
 	uint32_t same_host_record_ms; /* config same_host_record_ms (runs_side.h) */
 	uint32_t same_host_call_ms;   /* config same_host_call_ms */
 	char *helper_env[8];	      /* NULL-terminated: what sbx-helper runs with */

@@ -17,12 +17,6 @@ struct side_deadlines {
 	int64_t call_end; /* sbx_mono_ms() */
 };
 
-/* NULL if this kernel lets sbxd's socket refuse descriptors
- * (SO_PASSRIGHTS, Linux 6.16), else why there is no side channel: a caller
- * could attach to what it sends sbxd a descriptor whose last close, in
- * sbxd's thread, waits as long as the caller likes (a TCP socket's
- * SO_LINGER, a file of its own FUSE mount). */
-const char *side_unavailable(void);
 /* Waits until sock is ready for events or deadline_ms (sbx_mono_ms) passes:
  * 0, or -1 with st DEADLINE_EXCEEDED naming what the caller did not do. */
 int side_wait(int sock, short events, int64_t deadline_ms, const struct side_deadlines *dl,
@@ -30,7 +24,9 @@ int side_wait(int sock, short events, int64_t deadline_ms, const struct side_dea
 /* Connected, without blocking, to the caller's abstract SOCK_SEQPACKET
  * socket name, whose listener must be of the calling uid (SO_PEERCRED),
  * with sbxd's hello (the nonce) sent: the socket (non-blocking), or -1
- * with st. */
+ * with st. One way: shut down for reading before it connected, so the
+ * caller can send it nothing (runs_side.c); the caller's close shows as
+ * POLLHUP. */
 int side_connect(const struct sbx_identity *who, const char *name, const uint8_t *nonce,
 		 size_t nonce_len, const struct side_deadlines *dl, struct sbx_rpc_status *st);
 /* Sends all of buf as one message within deadline_ms. */

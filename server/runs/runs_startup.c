@@ -25,7 +25,6 @@
 #include "runs_capacity.h"
 #include "runs_manager.h"
 #include "runs_proc.h"
-#include "runs_side.h"
 #include "subids.h"
 #include "tree.h"
 #include "util.h"
@@ -199,15 +198,6 @@ static int copy_settings(struct runs_settings *set, const struct sbx_config *cfg
 	set->max_message_bytes = cfg->max_message_bytes ? cfg->max_message_bytes : (4u << 20);
 	set->allow_unpinned = cfg->images.allow_unpinned;
 	set->same_host_export = cfg->same_host_export;
-	/* Fail closed where the kernel cannot keep descriptors off the side
-	 * channel (runs_side.h); the callers fetch in chunks instead. */
-	if (set->same_host_export && (set->same_host_off = side_unavailable())) {
-		set->same_host_export = false;
-		fprintf(stderr,
-			"sbxd: same_host_export is off: %s; callers on this host fetch "
-			"artifacts in chunks\n",
-			set->same_host_off);
-	}
 	set->same_host_record_ms = cfg->same_host_record_ms;
 	set->same_host_call_ms = cfg->same_host_call_ms;
 	for (size_t i = 0; i < cfg->n_input_dirs && i < SBX_CONFIG_MAX_INPUT_DIRS; i++) {

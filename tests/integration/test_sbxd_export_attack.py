@@ -1,12 +1,18 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Adversarial review of ExportArtifacts (runs_export.c): callers that
-acknowledge before they have read anything and never read, parking calls;
-what they leave queued holds no descriptor of sbxd's, so every other
-caller's runs (descriptors passed to sbx-helper) go on."""
+"""Adversarial review of ExportArtifacts (runs_export.c): callers that hang
+up in half (shut their socket down, which sbxd sees as a hang-up) or close
+without reading, or never read and never hang up, parking calls; a hang-up
+counts only once the caller took everything, and what they leave queued
+holds no descriptor of sbxd's, so every other caller's runs (descriptors
+passed to sbx-helper) go on."""
+import errno
+import fcntl
 import os
 import secrets
 import socket
+import struct
 import sys
+import termios
 import time
 import unittest
 
@@ -36,28 +42,49 @@ def drain(c):
             os.close(fd)
 
 
-class PreAck:
-    """A caller's export socket that acknowledges up front and never reads:
-    what sbxd sends stays queued on it for as long as it keeps it."""
+def queued(c):
+    """The bytes on c's receive queue (SIOCINQ: every message's)."""
+    return struct.unpack("i", fcntl.ioctl(c.fileno(), termios.FIONREAD, b"\0" * 4))[0]
 
-    def __init__(self, n):
+
+class PreAck:
+    """A caller's export socket that never reads. how: "shutdown" hangs up
+    in half (shutdown(SHUT_RDWR), no close) once all that sbxd sends (want
+    bytes) is queued on it, "close" closes it then, "hold" does nothing.
+    What sbxd sent stays queued on it for as long as it keeps it."""
+
+    def __init__(self, n, how="shutdown", want=None):
         self.name = "sbx-export-preack-" + secrets.token_hex(8)
         self.nonce = secrets.token_bytes(16)
-        self.n = n
+        self.n, self.how, self.want = n, how, want
         self.ls = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.ls.bind(b"\0" + self.name.encode())
         self.ls.listen(4)
         self.conn = None
+        self.sent = None
 
     def request(self, run, paths):
         return pb.ExportArtifactsRequest(run_id=run, paths=paths, socket_name=self.name,
                                          nonce=self.nonce)
 
-    def accept_and_ack(self):
+    def accept_and_hang_up(self):
         self.ls.settimeout(20)
         self.conn, _ = self.ls.accept()
         self.ls.close()
-        self.conn.send(b"k")  # before anything is read
+        try:
+            self.conn.send(b"k")  # the old acknowledgement: nowhere to go
+            self.sent = "sent"
+        except OSError as e:
+            self.sent = e.errno
+        if self.how == "hold":
+            return
+        end = time.monotonic() + 10
+        while queued(self.conn) < self.want and time.monotonic() < end:
+            time.sleep(0.005)
+        if self.how == "shutdown":
+            self.conn.shutdown(socket.SHUT_RDWR)  # before anything is read
+        else:
+            self.conn.close()
 
 
 # Short deadlines: a parked call costs the caller its worker until the
@@ -72,10 +99,10 @@ PARK = 64
 class PreAckTest(te.ExportTest):
     SERVER_CONFIG = SHORT
 
-    def preack_call(self, run, n, conn=None):
+    def preack_call(self, run, n, conn=None, how="shutdown", want=None):
         import threading
-        p = PreAck(n)
-        th = threading.Thread(target=p.accept_and_ack, daemon=True)
+        p = PreAck(n, how, want)
+        th = threading.Thread(target=p.accept_and_hang_up, daemon=True)
         th.start()
         if conn:
             code, msg, _ = conn.call("ExportArtifacts", p.request(run, ["a"] * n),
@@ -90,13 +117,16 @@ class PreAckTest(te.ExportTest):
     def test_nothing_of_sbxd_is_in_flight_after_the_call(self):
         # What a caller leaves unread is bytes: no descriptor (charged to
         # sbxd's uid in flight, pinning a file after Teardown), at most what
-        # the socket's buffers hold; and its early acknowledgement does not
-        # count until it took everything: the call ends at its deadline.
+        # the socket's buffers hold; and its hang-up without a close (sbxd
+        # sees POLLHUP) does not count until it took everything: the call
+        # ends at its deadline.
         run = self.create()
         self.run_py(run, "open('/out/a','w').write('a' * 4096)\n")
-        code, msg, p = self.preack_call(run, 8)
+        sent = 9 + 16 + 8 * (24 + 4096)  # the hello, then 8 records
+        code, msg, p = self.preack_call(run, 8, want=sent)
         self.assertEqual(code, "DEADLINE_EXCEEDED", msg)
-        self.assertIn("acknowledged but did not take all", msg)
+        self.assertIn("hung up but did not take all", msg)
+        self.assertEqual(p.sent, errno.EPIPE)
         self.teardown(run)
         time.sleep(0.5)
         msgs, fds, size = drain(p.conn)
@@ -104,7 +134,17 @@ class PreAckTest(te.ExportTest):
         sys.stderr.write("after the call and Teardown: %d messages, %d fds, %d bytes queued\n"
                          % (msgs, fds, size))
         self.assertEqual(fds, 0)
-        self.assertEqual(size, 9 + 16 + 8 * (24 + 4096))  # the hello, then 8 records
+        self.assertEqual(size, sent)
+
+    def test_a_close_before_everything_was_taken_is_not_success(self):
+        # The close frees what the caller left unread: sbxd sees that it
+        # did (ECONNRESET) and does not answer OK.
+        run = self.create()
+        self.run_py(run, "open('/out/a','w').write('a' * 4096)\n")
+        code, msg, p = self.preack_call(run, 4, how="close", want=9 + 16 + 4 * (24 + 4096))
+        self.assertEqual(code, "ABORTED", msg)
+        self.assertIn("closed its socket before it took all", msg)
+        self.teardown(run)
 
     def test_many_parked_calls_do_not_deny_other_callers(self):
         # The descriptor-passing export's HIGH finding: descriptors in flight
@@ -137,7 +177,7 @@ class PreAckTest(te.ExportTest):
         t0 = time.monotonic()
         try:
             while len(held) < want and time.monotonic() - t0 < 90:
-                code, msg, p = self.preack_call(run, 4, conn=self.c)
+                code, msg, p = self.preack_call(run, 4, conn=self.c, how="hold")
                 if p.conn:
                     held.append(p.conn)
                 if code != "DEADLINE_EXCEEDED":
@@ -209,8 +249,7 @@ PARKER = """if 1:
         ls.bind(b"\\0" + name.encode()); ls.listen(4); ls.settimeout(20)
         box = []
         def acc():
-            s, _ = ls.accept(); box.append(s)
-            s.send(b"k")
+            s, _ = ls.accept(); box.append(s)  # never read, never closed
         t = threading.Thread(target=acc); t.start()
         code, msg, _ = c.call("ExportArtifacts", pb.ExportArtifactsRequest(
             run_id=run, paths=["a"] * n, socket_name=name, nonce=secrets.token_bytes(16)),

@@ -142,14 +142,35 @@ check_package_install() {
         "$(grep '^sbx:' /etc/subuid)" "${score:-?}"
 }
 
+# The audit log's artifacts_exported lines for the caller's uid (the
+# packaged config's "log").
+pkg_exported() {
+    local uid
+    uid=$(id -u "$PKG_CALLER")
+    "$PY" -c 'import json, sys
+n = 0
+try:
+    for line in open(sys.argv[1]):
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue
+        n += e.get("event") == "artifacts_exported" and e.get("uid") == int(sys.argv[2])
+except OSError:
+    pass
+print(n)' /var/log/sbx/audit.log "$uid"
+}
+
 check_package_reconcile() {
-    local out rc=0 o
+    local out rc=0 o exported
     pkg_installed || return 1
     pkg_up || return 1
     out=$(mktemp -d /tmp/sbxvm-pkgrecon.XXXXXX)
     chown "$PKG_CALLER" "$out"
+    exported=$(pkg_exported)
     as_caller "$PKG_CTL" --endpoint "$PKG_SOCK" run --policy "$EXAMPLE/policy.json" --data "$EXAMPLE" \
         --out "$out/ctl" -- /usr/bin/python3 /data/reconcile.py > "$out/ctl.log" 2>&1 < /dev/null || rc=$?
+    exported=$(( $(pkg_exported) - exported ))
     { echo "== /usr/bin/sbxctl run (reconcile): exit $rc"; cat "$out/ctl.log"; } >> "$LOG"
     if [ "$rc" != 0 ] || [ ! -s "$out/ctl/report.csv" ] || [ ! -s "$out/ctl/summary.json" ]; then
         o=$(why "$out/ctl.log"); pkg_journal; rm -rf "$out"
@@ -167,18 +188,19 @@ check_package_reconcile() {
     if ! cmp -s "$out/ctl/report.csv" "$out/py/report.csv" || ! cmp -s "$out/ctl/summary.json" "$out/py/summary.json"; then
         rm -rf "$out"; echo "sbxctl's and sbx_client's report.csv or summary.json differ"; return 1
     fi
-    # Before Linux 6.16 no socket can refuse descriptors (SO_PASSRIGHTS):
-    # sbxd must have turned the same-host export off (fail closed), and the
-    # --out above was fetched in chunks.
-    local export_note="export on"
-    if [ "$(printf '%s\n' 6.16 "$(uname -r | cut -d- -f1)" | sort -V | head -n1)" != 6.16 ]; then
-        journalctl -u $PKG_UNIT --no-pager -o cat 2>/dev/null \
-            | grep -q 'same_host_export is off: .*SO_PASSRIGHTS' \
-            || { rm -rf "$out"; echo "kernel $(uname -r): sbxd did not turn the same-host export off (no SO_PASSRIGHTS)"; return 1; }
-        export_note="export off on $(uname -r) (no SO_PASSRIGHTS), fetched in chunks"
+    # The same-host export is one way (the caller can send sbxd nothing), so
+    # it needs no SO_PASSRIGHTS and is on here too, before Linux 6.16:
+    # sbxctl's --out above was exported, not fetched in chunks.
+    if journalctl -u $PKG_UNIT --no-pager -o cat 2>/dev/null | grep -q 'same_host_export is off'; then
+        rm -rf "$out"; echo "kernel $(uname -r): sbxd turned the same-host export off"; return 1
     fi
-    printf 'sbxctl and python3 -m sbx_client as %s (group sbx): report.csv %s lines, the same both ways; %s' \
-        "$PKG_CALLER" "$(wc -l < "$out/ctl/report.csv")" "$export_note"
+    if [ "$exported" != 1 ]; then
+        rm -rf "$out"
+        echo "kernel $(uname -r): sbxctl run --out made $exported artifacts_exported lines for $PKG_CALLER, not 1 (fetched in chunks?)"
+        return 1
+    fi
+    printf 'sbxctl and python3 -m sbx_client as %s (group sbx): report.csv %s lines, the same both ways; sbxctl'"'"'s --out exported on %s (audited), not chunked' \
+        "$PKG_CALLER" "$(wc -l < "$out/ctl/report.csv")" "$(uname -r)"
     rm -rf "$out"
 }
 
