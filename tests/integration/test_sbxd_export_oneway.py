@@ -124,6 +124,40 @@ class OneWayAttack(te.ExportTest):
         self.assertEqual((got["pipe_held_elsewhere"], got["sbxd_recvq"]), (False, 0), got)
         self.teardown(run)
 
+    def test_the_callers_socket_collected_unread_is_no_success(self):
+        # The caller takes nothing and puts its connection in flight in a
+        # garbage cycle, then closes every copy: the collector frees what
+        # sbxd sent without a read. sbxd must not take the empty queue and
+        # the hang-up for "every message taken" (it sees ECONNRESET).
+        run = self.create()
+        self.run_py(run, "open('/out/a','w').write('a' * 4096)\n")
+        for how in ("cycle", "in_flight_then_closed"):
+            rv = te.Receiver(n=1, read=False)
+            box = {}
+
+            def call():
+                box["r"] = self.c.call("ExportArtifacts", rv.request(run, ["a"]),
+                                       pb.ExportArtifactsResponse)
+
+            th = threading.Thread(target=call, daemon=True)
+            th.start()
+            rv.thread.join(30)
+            time.sleep(0.3)  # the record and its bytes queued on our socket
+            a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+            socket.send_fds(a, [b"x"], [rv.conn.fileno(), b.fileno()])  # queued on b
+            os.close(rv.conn.detach())
+            rv.conn = None
+            os.close(b.detach())
+            if how == "in_flight_then_closed":
+                a.close()  # b (and the skb holding our socket) is garbage now
+            th.join(te.CALL_MS / 1000 + 5)
+            code, msg, _ = box["r"]
+            sys.stderr.write("%s: %s %s\n" % (how, code, msg))
+            self.assertIn(code, ("ABORTED", "DEADLINE_EXCEEDED"), (how, msg))
+            a.close()
+            rv.done()
+        self.teardown(run)
+
     def gc_cycle_at_sbxds_close(self, token, run, results):
         """The caller takes the file, then builds a garbage cycle of in-flight
         unix sockets with a lingering TCP socket (and a pipe's write end) in

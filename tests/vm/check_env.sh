@@ -59,3 +59,13 @@ check_side_gc() {
     [ "$rc" = 0 ] || { printf 'kernel %s: %s' "$(uname -r)" "$(printf '%s' "${out:-no output}" | cut -c1-600)"; return 1; }
     printf 'kernel %s: %s' "$(uname -r)" "$out"
 }
+
+# Every other route from the caller to sbxd's export socket (flags, control
+# messages, an address, splice, sendfile, a forked holder; its name: none).
+check_side_routes() {
+    local out rc=0
+    out=$(as_dev "$PY" "$SBX/tests/vm/side_routes.py" 2>> "$LOG") || rc=$?
+    echo "$out" >> "$LOG"
+    [ "$rc" = 0 ] || { printf 'kernel %s: %s' "$(uname -r)" "$(printf '%s' "${out:-no output}" | cut -c1-600)"; return 1; }
+    printf '%s' "$out"
+}
