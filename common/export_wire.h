@@ -15,8 +15,10 @@
  *
  * Export: per path, in order, sbxd sends a record (index, mode, size), then
  * exactly size bytes of the file in messages of at most SBX_EXPORT_CHUNK
- * bytes. The caller's acknowledgement is its close, once it has taken and
- * written every byte. sbxd answers OK only when the caller's end hung up
+ * bytes. The caller's acknowledgement is its hang-up, once it has taken
+ * and written every byte: shutdown(SHUT_RDWR) then close (a close alone
+ * hangs up only as the last reference, and a process the caller forked
+ * meanwhile holds one: sbxd then waits to its deadline). sbxd answers OK only when the caller's end hung up
  * with every message sbxd sent taken from it (a close that left some
  * unread frees them and is ABORTED; one that never takes them is
  * DEADLINE_EXCEEDED), so nothing it sent is left queued by a call that

@@ -88,9 +88,12 @@ static int receive_one(struct receiver *rv, int s)
 	return 0;
 }
 
-/* The connection's close, when this returns, is our acknowledgement
+/* The connection's hang-up, when this returns, is our acknowledgement
  * (export_wire.h): after the last byte is written, or on a failure, which
- * is then ours to report. */
+ * is then ours to report. A shutdown, not only the close: the close hangs
+ * up only as the socket's last reference, and a process of the program's
+ * forked (without exec) meanwhile holds a copy, so sbxd would wait for it
+ * until same_host_call_ms and fail the call. */
 static void *receive(void *arg)
 {
 	struct receiver *rv = arg;
@@ -100,7 +103,8 @@ static void *receive(void *arg)
 		return NULL;
 	while (rv->got < rv->n)
 		if (receive_one(rv, s) < 0)
-			return NULL;
+			break;
+	(void)shutdown(s, SHUT_RDWR);
 	return NULL;
 }
 

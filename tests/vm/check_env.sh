@@ -46,3 +46,26 @@ check_side_oneway() {
     [ "$rc" = 0 ] || { printf 'kernel %s: %s' "$(uname -r)" "$(printf '%s' "${out:-no output}" | cut -c1-600)"; return 1; }
     printf 'kernel %s: a socket shut for reading before connect refuses bytes and SCM_RIGHTS (EPIPE), nothing queued; the caller'"'"'s close is POLLHUP (ECONNRESET if it left some unread)' "$(uname -r)"
 }
+
+# The af_unix garbage collector: where it runs in the task that releases a
+# unix socket (before Linux 6.8), another user's in-flight garbage -- a
+# lingering TCP socket among it -- is closed in that task. The export's
+# worker closes its side socket at the end of each call
+# (tests/vm/side_gc.py plays that close).
+check_side_gc() {
+    local out rc=0
+    out=$(as_dev "$PY" "$SBX/tests/vm/side_gc.py" 5 2>> "$LOG") || rc=$?
+    echo "$out" >> "$LOG"
+    [ "$rc" = 0 ] || { printf 'kernel %s: %s' "$(uname -r)" "$(printf '%s' "${out:-no output}" | cut -c1-600)"; return 1; }
+    printf 'kernel %s: %s' "$(uname -r)" "$out"
+}
+
+# Every other route from the caller to sbxd's export socket (flags, control
+# messages, an address, splice, sendfile, a forked holder; its name: none).
+check_side_routes() {
+    local out rc=0
+    out=$(as_dev "$PY" "$SBX/tests/vm/side_routes.py" 2>> "$LOG") || rc=$?
+    echo "$out" >> "$LOG"
+    [ "$rc" = 0 ] || { printf 'kernel %s: %s' "$(uname -r)" "$(printf '%s' "${out:-no output}" | cut -c1-600)"; return 1; }
+    printf '%s' "$out"
+}

@@ -19,7 +19,7 @@ CHECK_TIMEOUT=240
 # The order matters: the developer's checks before sbxd's unit exists, the
 # stop after sbxd's, the packages after both (install to purge, in order),
 # the benchmark last on a quiet system.
-ALL=(env_guest side_oneway
+ALL=(env_guest side_oneway side_gc side_routes
      helper_check_scope helper_run_scope helper_check_plain helper_run_plain
      helper_unit_refused
      limits_memory limits_pids limits_cpu limits_deadline_cpu limits_no_cgroup_left
