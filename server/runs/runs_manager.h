@@ -61,6 +61,7 @@ struct runs_settings {
 	const char *same_host_off;    /* why it is off though the config says on, or NULL */
 	uint32_t same_host_record_ms; /* config same_host_record_ms (runs_side.h) */
 	uint32_t same_host_call_ms;   /* config same_host_call_ms */
+	bool same_host_import;	      /* config same_host_import: ImportInputs answers */
 	char *helper_env[8];	      /* NULL-terminated: what sbx-helper runs with */
 };
 

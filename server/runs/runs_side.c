@@ -169,3 +169,48 @@ int side_connect(const struct sbx_identity *who, const char *name, const uint8_t
 		return -1;
 	return sbx_steal_fd(s);
 }
+
+/* ---- Receiving (ImportInputs): the same connection, sbxd reading ---- */
+
+int side_receiving_socket(struct sbx_rpc_status *st)
+{
+	_cleanup_close_ int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+
+	if (s < 0)
+		return sbx_rpc_fail_errno(st, SBX__V1__CODE__RESOURCE_EXHAUSTED,
+					  "same-host: socket");
+	/* Without it, what a caller attaches to its bytes would be closed
+	 * in sbxd's thread when sbxd reads them: no receiving then. */
+	if (refuse_rights(s) < 0)
+		return sbx_rpc_fail(st, SBX__V1__CODE__UNIMPLEMENTED,
+				    "same-host upload is off: %s; upload with PutInput instead",
+				    NO_PASSRIGHTS);
+	return sbx_steal_fd(s);
+}
+
+int side_connect_on(int s, const struct sbx_identity *who, const char *name, const uint8_t *nonce,
+		    size_t nonce_len, const struct side_deadlines *dl, struct sbx_rpc_status *st)
+{
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	size_t len = strlen(name);
+	struct ucred cred;
+	socklen_t cl = sizeof(cred);
+	uint8_t hello[SBX_SIDE_HELLO_MAX];
+
+	memcpy(a.sun_path + 1, name, len); /* sun_path[0] == 0: abstract */
+	if (connect(s, (struct sockaddr *)&a,
+		    (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + len)) < 0)
+		return sbx_rpc_fail_errno(
+		    st, SBX__V1__CODE__FAILED_PRECONDITION,
+		    "same-host: connecting to the caller's socket_name (abstract, "
+		    "SOCK_SEQPACKET, listening)");
+	if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0)
+		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "same-host: SO_PEERCRED");
+	if (cred.uid != who->local_uid)
+		return sbx_rpc_fail(st, SBX__V1__CODE__PERMISSION_DENIED,
+				    "same-host: socket_name is listened on by uid %u, not by the "
+				    "calling uid %u: nothing taken",
+				    (unsigned)cred.uid, (unsigned)who->local_uid);
+	return side_send(s, hello, sbx_side_hello_pack(nonce, nonce_len, hello), dl->call_end, dl,
+			 "the hello", st);
+}
