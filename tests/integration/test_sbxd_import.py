@@ -500,5 +500,39 @@ class ImportOff(OutTest):
                           if e.get("event") == "inputs_imported"])
 
 
+class ImportOldKernel(OutTest):
+    """A kernel before Linux 6.16 (Debian 12's 6.1), played by
+    test_sbxd_export_oldkernel's shim (setsockopt(SO_PASSRIGHTS) answers
+    ENOPROTOOPT): sbxd's socket could not refuse a caller's descriptors, so
+    the call is UNIMPLEMENTED naming SO_PASSRIGHTS before it declares or
+    connects anything, and sbxctl uploads in chunks."""
+
+    @classmethod
+    def setUpClass(cls):
+        import test_sbxd_export_oldkernel as old
+        old.build_shim()
+        cls.srv = old.OldKernelServer()
+
+    def test_unimplemented_naming_so_passrights_and_sbxctl_uploads_chunks(self):
+        run = self.create()
+        s = Sender([b"a"])
+        code, msg, _ = self.c.call("ImportInputs", s.request(run, [("a", b"a", 0)]),
+                                   pb.ImportInputsResponse)
+        s.done()
+        self.assertEqual(code, "UNIMPLEMENTED", msg)
+        self.assertIn("SO_PASSRIGHTS", msg)
+        self.assertIsNone(s.hello)
+        with tempfile.NamedTemporaryFile() as f:
+            f.write(b"kept")
+            f.flush()
+            r = self.srv.cli("put", run, f.name, "b")
+            self.assertEqual(r.returncode, 0, r)
+        m = self.teardown(run)
+        # "a" was never declared; "b" came in chunks.
+        self.assertEqual([(i.path, i.sha256) for i in m.inputs], [("b", sha(b"kept"))])
+        self.assertFalse([e for e in self.srv.audit_events()
+                          if e.get("event") == "inputs_imported"])
+
+
 if __name__ == "__main__":
     unittest.main()
