@@ -980,6 +980,102 @@ static void bench_export(const struct transport *t, long k)
 	free(id);
 }
 
+/* ------------------------------------------------------------ import */
+
+/* FETCH_BYTES of random bytes in src, unless it is there (the fetch and
+ * export measures leave it). */
+static void make_local_file(const char *src)
+{
+	struct stat sb;
+
+	if (stat(src, &sb) == 0 && (uint64_t)sb.st_size == FETCH_BYTES)
+		return;
+	_cleanup_close_ int fd = open(src, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	_cleanup_free_ uint8_t *buf = xcalloc(1, 1 << 20);
+	if (fd < 0)
+		bench_die_errno("%s", src);
+	for (uint64_t off = 0; off < FETCH_BYTES; off += 1 << 20) {
+		for (size_t i = 0; i < (1 << 20); i += 256)
+			if (getrandom(buf + i, 256, 0) != 256)
+				bench_die_errno("getrandom");
+		if (write(fd, buf, 1 << 20) != 1 << 20)
+			bench_die_errno("write %s", src);
+	}
+}
+
+/* sbx_import_files of src into a new run's /data (untimed: the run's
+ * creation and teardown), its sha256 the client's (NULL: hashed first, as
+ * sbxctl put does) and checked by sbxd as the bytes arrive: seconds. */
+static double import_once(const struct transport *t, const char *src, const char *sha256)
+{
+	const char *locals[] = {src}, *remotes[] = {FETCH_NAME}, *sums[] = {sha256};
+	struct sbx_rpc_status st;
+	char *id = create_run(t, FETCH_POLICY);
+	double t0 = bench_now_ms();
+
+	if (sbx_import_files(t->c, id, 1, locals, remotes, sha256 ? sums : NULL, &st) < 0)
+		call_failed(t, "sbx_import_files (ImportInputs)", &st);
+	double s = (bench_now_ms() - t0) / 1e3;
+	teardown(t, id);
+	free(id);
+	return s;
+}
+
+/* The same-host upload next to `cp` of the same local file, rotating, K
+ * each; ipc only (ImportInputs refuses other transports). The row is
+ * sbxctl put's whole cost (the client hashes the file, then sends it);
+ * the note says it with the digest already known (a manifest's). */
+static void bench_import(const struct transport *t, long k)
+{
+	char hex[65];
+	struct sbx_err err;
+
+	bench_scratch_path(cp_src, sizeof(cp_src), "local-256m");
+	bench_scratch_path(cp_dst, sizeof(cp_dst), "copied");
+	make_local_file(cp_src);
+	if (sbx_file_sha256(cp_src, hex, NULL, &err) < 0)
+		bench_die("%s", err.msg);
+	(void)import_once(t, cp_src, hex); /* warm-up: the file in the page cache */
+	run_ok("cp", cp_argv, NULL);
+	unlink_quiet(cp_dst);
+
+	struct result *r = new_result(t->name, "put_input", "ImportInputs 256 MiB (client hashes)",
+				      U_RATE, 90, (size_t)k);
+	r->bytes = (double)FETCH_BYTES;
+	r->peer = "cp";
+	r->peer_argv = cp_argv;
+	r->pv = xcalloc((size_t)k, sizeof(double));
+	r->target = ">= 0.5";
+	r->min_ratio = 0.5;
+	bench_note("%s: ImportInputs (sbx_import_files: sha256 by the client, 256 KiB messages, "
+		   "sbxd writes and hashes), with the digest known, and cp, %ld each, rotating",
+		   t->name, k);
+	for (long i = 0; i < k; i++) {
+		double known = 0;
+
+		for (long j = 0; j < 3; j++) {
+			bench_check_interrupt();
+			switch ((i + j) % 3) {
+			case 0:
+				r->v[r->n++] = import_once(t, cp_src, NULL);
+				break;
+			case 1:
+				known = import_once(t, cp_src, hex);
+				break;
+			default:
+				r->pv[r->pn++] = run_ok("cp", cp_argv, NULL) / 1e3;
+				unlink_quiet(cp_dst);
+				break;
+			}
+			sync(); /* what one sample left dirty is not the next one's */
+		}
+		bench_note("%s: import %ld/%ld: ImportInputs %.0f MiB/s (digest known: %.0f "
+			   "MiB/s), cp %.0f MiB/s",
+			   t->name, i + 1, k, rate(r->bytes, r->v[r->n - 1]), rate(r->bytes, known),
+			   rate(r->bytes, r->pv[r->pn - 1]));
+	}
+}
+
 /* ------------------------------------------------------------ main */
 
 enum only {
@@ -989,53 +1085,60 @@ enum only {
 	ONLY_FETCH = 8,
 	ONLY_WARM = 16,
 	ONLY_EXPORT = 32,
-	ONLY_ALL = 63
+	ONLY_IMPORT = 64,
+	ONLY_ALL = 127
 };
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: " PROG " [--sbxd PATH] [--helper PATH] [--bwrap PATH] [-n|--quick]\n"
-		"                      [--only health|cycle|exec|fetch|warm|export] [--json]\n"
-		"                      [--health N] [--cycles N] [--execs N] [--fetches K]\n"
-		"                      [--warm N]\n"
-		"\n"
-		"Starts a private sbxd (ipc and tls+tcp://127.0.0.1 listeners, certificates\n"
-		"made with openssl, a bearer token) and measures, over ipc then over TLS:\n"
-		"  health  Health round trip, N sequential calls (2000 ipc, 500 tls): p50, p99\n"
-		"  cycle   CreateRun + Exec(/bin/true) + Wait + Teardown, N cycles (50),\n"
-		"          alternating with a one-shot `bwrap --unshare-all ... /bin/true`:\n"
-		"          p50, p90 and the ratio cycle/bwrap (target <= 1.0)\n"
-		"  exec    Exec(/bin/true) + Wait in one live run, N (100): p50, p90\n"
-		"  fetch   a 256 MiB artifact fetched K times (3) by sbx_fetch_fd (1 MiB\n"
-		"          FetchArtifact chunks, 4 in flight, sha256 checked, no fsync) next\n"
-		"          to a raw nng REQ/REP peer carrying the same bytes at the same\n"
-		"          chunk size and window (target >= 0.8), and by sbx_fetch_file\n"
-		"          (which fsyncs) next to `cp` of a local 256 MiB file, rotating\n"
-		"  warm    the warm pool (config pool, one member of its own policy), N (50):\n"
-		"          CreateRun warm next to cold (target p50 <= 3 ms) and the warm\n"
-		"          cycle next to the one-shot bwrap (target <= 0.5), rotating the\n"
-		"          three, the pool full again before each\n"
-		"  export  (ipc only) the 256 MiB artifact exported K times (--fetches) by\n"
-		"          sbx_export_at (ExportArtifacts: the descriptor over a unix socket,\n"
-		"          copy_file_range, sha256 of the copy) next to `cp` of a local\n"
-		"          256 MiB file, rotating (target >= 0.5)\n"
-		"Tables go to stdout, progress to stderr.\n"
-		"\n"
-		"  --sbxd PATH     sbxd (default <dir of this binary>/../server/sbxd)\n"
-		"  --helper PATH   sbx-helper (default <dir of this binary>/../helper/sbx-helper)\n"
-		"  --bwrap PATH    bubblewrap (default /usr/bin/bwrap)\n"
-		"  -n, --quick     small counts for a smoke run (health 200/50, cycles 5,\n"
-		"                  execs 10, fetches 1, warm 5)\n"
-		"  --only WHAT     one measure: health, cycle, exec, fetch, warm or export\n"
-		"  --health N, --cycles N, --execs N, --fetches K, --warm N   override the counts\n"
-		"  --json          machine-readable output, with every sample\n"
-		"  -h, --help      this text\n"
-		"\n"
-		"Must run as an unprivileged user (sbxd and sbx-helper refuse root), e.g.\n"
-		"  runuser -u sbx-test -- " PROG "\n"
-		"Exit status: 0 all calls succeeded; 1 a call or a peer failed (named on\n"
-		"stderr) or bad set-up; 2 usage.\n");
+	fprintf(
+	    f,
+	    "usage: " PROG " [--sbxd PATH] [--helper PATH] [--bwrap PATH] [-n|--quick]\n"
+	    "                      [--only health|cycle|exec|fetch|warm|export|import] [--json]\n"
+	    "                      [--health N] [--cycles N] [--execs N] [--fetches K]\n"
+	    "                      [--warm N]\n"
+	    "\n"
+	    "Starts a private sbxd (ipc and tls+tcp://127.0.0.1 listeners, certificates\n"
+	    "made with openssl, a bearer token) and measures, over ipc then over TLS:\n"
+	    "  health  Health round trip, N sequential calls (2000 ipc, 500 tls): p50, p99\n"
+	    "  cycle   CreateRun + Exec(/bin/true) + Wait + Teardown, N cycles (50),\n"
+	    "          alternating with a one-shot `bwrap --unshare-all ... /bin/true`:\n"
+	    "          p50, p90 and the ratio cycle/bwrap (target <= 1.0)\n"
+	    "  exec    Exec(/bin/true) + Wait in one live run, N (100): p50, p90\n"
+	    "  fetch   a 256 MiB artifact fetched K times (3) by sbx_fetch_fd (1 MiB\n"
+	    "          FetchArtifact chunks, 4 in flight, sha256 checked, no fsync) next\n"
+	    "          to a raw nng REQ/REP peer carrying the same bytes at the same\n"
+	    "          chunk size and window (target >= 0.8), and by sbx_fetch_file\n"
+	    "          (which fsyncs) next to `cp` of a local 256 MiB file, rotating\n"
+	    "  warm    the warm pool (config pool, one member of its own policy), N (50):\n"
+	    "          CreateRun warm next to cold (target p50 <= 3 ms) and the warm\n"
+	    "          cycle next to the one-shot bwrap (target <= 0.5), rotating the\n"
+	    "          three, the pool full again before each\n"
+	    "  export  (ipc only) the 256 MiB artifact exported K times (--fetches) by\n"
+	    "          sbx_export_at (ExportArtifacts: the descriptor over a unix socket,\n"
+	    "          copy_file_range, sha256 of the copy) next to `cp` of a local\n"
+	    "          256 MiB file, rotating (target >= 0.5)\n"
+	    "  import  (ipc only) a local 256 MiB file uploaded K times (--fetches) into\n"
+	    "          new runs' /data by sbx_import_files (ImportInputs: sha256 by the\n"
+	    "          client, the bytes over a unix socket, sbxd writes and hashes)\n"
+	    "          next to `cp` of it, rotating (target >= 0.5)\n"
+	    "Tables go to stdout, progress to stderr.\n"
+	    "\n"
+	    "  --sbxd PATH     sbxd (default <dir of this binary>/../server/sbxd)\n"
+	    "  --helper PATH   sbx-helper (default <dir of this binary>/../helper/sbx-helper)\n"
+	    "  --bwrap PATH    bubblewrap (default /usr/bin/bwrap)\n"
+	    "  -n, --quick     small counts for a smoke run (health 200/50, cycles 5,\n"
+	    "                  execs 10, fetches 1, warm 5)\n"
+	    "  --only WHAT     one measure: health, cycle, exec, fetch, warm, export or\n"
+	    "                  import\n"
+	    "  --health N, --cycles N, --execs N, --fetches K, --warm N   override the counts\n"
+	    "  --json          machine-readable output, with every sample\n"
+	    "  -h, --help      this text\n"
+	    "\n"
+	    "Must run as an unprivileged user (sbxd and sbx-helper refuse root), e.g.\n"
+	    "  runuser -u sbx-test -- " PROG "\n"
+	    "Exit status: 0 all calls succeeded; 1 a call or a peer failed (named on\n"
+	    "stderr) or bad set-up; 2 usage.\n");
 }
 
 int main(int argc, char **argv)
@@ -1106,10 +1209,12 @@ int main(int argc, char **argv)
 				only = ONLY_WARM;
 			else if (!strcmp(optarg, "export"))
 				only = ONLY_EXPORT;
+			else if (!strcmp(optarg, "import"))
+				only = ONLY_IMPORT;
 			else {
 				bench_note(
-				    "--only: expected health, cycle, exec, fetch, warm or export, "
-				    "got '%s'",
+				    "--only: expected health, cycle, exec, fetch, warm, export or "
+				    "import, got '%s'",
 				    optarg);
 				return 2;
 			}
@@ -1200,6 +1305,8 @@ int main(int argc, char **argv)
 			bench_warm(t, n.warm, bwrap_argv);
 		if ((only & ONLY_EXPORT) && i == 0)
 			bench_export(t, n.fetches);
+		if ((only & ONLY_IMPORT) && i == 0)
+			bench_import(t, n.fetches);
 	}
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(tps); i++)
 		sbx_client_close(tps[i].c);
@@ -1229,7 +1336,10 @@ int main(int argc, char **argv)
 		len += (size_t)snprintf(counts + len, sizeof(counts) - len, "%s%ld warm rounds",
 					len ? ", " : "", n.warm);
 	if (only & ONLY_EXPORT)
-		snprintf(counts + len, sizeof(counts) - len, "%s%ld exports (ipc)", len ? ", " : "",
+		len += (size_t)snprintf(counts + len, sizeof(counts) - len, "%s%ld exports (ipc)",
+					len ? ", " : "", n.fetches);
+	if (only & ONLY_IMPORT)
+		snprintf(counts + len, sizeof(counts) - len, "%s%ld imports (ipc)", len ? ", " : "",
 			 n.fetches);
 	if (json)
 		print_json(&h, json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "health_ipc",

@@ -282,6 +282,20 @@ int sbx_export_at(sbx_client *c, const char *run_id, size_t n, const char *const
 		  const char *const *expect_sha256, bool expect_live, struct sbx_export_info *info,
 		  struct sbx_rpc_status *st);
 
+/* On sbxd's own host (an ipc:// endpoint) only: the local regular files
+ * local_paths[0..n) (at most 256) uploaded as remote_paths[i] (relative
+ * to /data) without chunks over the RPC (ImportInputs): each declared as
+ * sbx_put_file's first chunk declares it (size, sha256, permission bits;
+ * sha256 NULL, or n entries each NULL or a digest the caller already has,
+ * e.g. a manifest's), its bytes sent over a unix socket only sbxd's uid
+ * is heard on, checked by sbxd as PutInput checks them, and put in /data
+ * only once every file matched. UNIMPLEMENTED when sbxd has it off or its
+ * kernel cannot refuse descriptors on that socket (before Linux 6.16);
+ * FAILED_PRECONDITION on another transport: use sbx_put_file then. */
+int sbx_import_files(sbx_client *c, const char *run_id, size_t n, const char *const *local_paths,
+		     const char *const *remote_paths, const char *const *sha256,
+		     struct sbx_rpc_status *st);
+
 /* The artifact's bytes written to fd as they arrive (a pipe, a terminal:
  * `sbxctl fetch RUN PATH -`), with the same checks as sbx_fetch_file_ex; the
  * bytes are out before the last check, so a failure (DATA_LOSS, ABORTED)

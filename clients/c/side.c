@@ -155,3 +155,35 @@ void side_listener_clear(struct side_listener *sl)
 	sbx_closep(&sl->wake[0]);
 	sbx_closep(&sl->wake[1]);
 }
+
+int side_send_msg(struct side_listener *sl, int s, const void *buf, size_t len,
+		  struct sbx_rpc_status *st)
+{
+	for (;;) {
+		ssize_t k = send(s, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+		int64_t left = sl->deadline_ms - sbx_mono_ms();
+		struct pollfd p[2] = {{.fd = s, .events = POLLOUT},
+				      {.fd = sl->wake[0], .events = POLLIN}};
+
+		if (k == (ssize_t)len)
+			return 0;
+		if (k >= 0)
+			return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL,
+					    "%s: a message sent in part", sl->what);
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN)
+			return sbx_rpc_fail_errno(st, SBX__V1__CODE__ABORTED, "%s: sending",
+						  sl->what);
+		if (left <= 0)
+			return sbx_rpc_fail(st, SBX__V1__CODE__ABORTED,
+					    "%s: sbxd did not take the bytes in time", sl->what);
+		if (poll(p, 2, (int)left) < 0 && errno != EINTR)
+			return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "%s: poll",
+						  sl->what);
+		if (p[1].revents)
+			return sbx_rpc_fail(st, SBX__V1__CODE__ABORTED,
+					    "%s: the call ended before sbxd took every byte",
+					    sl->what);
+	}
+}

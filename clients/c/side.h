@@ -39,5 +39,9 @@ ssize_t side_recv(struct side_listener *sl, int s, void *buf, size_t len,
 /* The call returned: a thread in side_accept or side_recv stops. */
 void side_wake(struct side_listener *sl);
 void side_listener_clear(struct side_listener *sl);
+/* ImportInputs: all of buf sent on s as one message (s non-blocking),
+ * waiting for room until woken or past the deadline: 0, or -1 with st. */
+int side_send_msg(struct side_listener *sl, int s, const void *buf, size_t len,
+		  struct sbx_rpc_status *st);
 
 #endif

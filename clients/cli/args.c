@@ -131,6 +131,9 @@ static const char *const cmd_help[CMD_COUNT] = {
 	"                  the exec setup_failed, naming it\n"
 	"  --no-export     with --out on an ipc:// endpoint: fetch /out in chunks over the\n"
 	"                  RPC instead of copying descriptors sbxd passes (the "
+	"default)\n"
+	"  --no-import     upload --data's files in chunks over the RPC even on an ipc://\n"
+	"                  endpoint, instead of over a unix socket of ours (the "
 	"default)\n" POLICY_HELP "\n"
 	"Interrupts: the first SIGINT or SIGTERM is passed to CMD's process group in the\n"
 	"sandbox; a second SIGINT kills it. What it left in /out is still fetched (said on\n"
@@ -148,11 +151,16 @@ static const char *const cmd_help[CMD_COUNT] = {
 		   "\n"
 		   "  --data DIR      files for /data\n"
 		   "  --no-upload     declare --data's files, do not upload them\n"
+		   "  --no-import     upload --data's files in chunks even on an ipc:// endpoint\n"
 		   "  --label K=V     a label of the run (repeatable)\n" POLICY_HELP,
-    [CMD_PUT] = "usage: sbxctl put RUN LOCAL REMOTE\n"
+    [CMD_PUT] = "usage: sbxctl put [--no-import] RUN LOCAL REMOTE\n"
 		"\n"
-		"Uploads the local file as /data/REMOTE. The run's manifest (sbxctl create --data\n"
-		"DIR --no-upload) must declare REMOTE with this file's size and sha256.\n",
+		"Uploads the local file as /data/REMOTE, declared with its size, sha256 and mode\n"
+		"bits; a REMOTE the run's manifest (sbxctl create --data DIR --no-upload)\n"
+		"declares must match them. On an ipc:// endpoint (sbxd on this host) the bytes\n"
+		"go over a unix socket of ours (ImportInputs); where sbxd cannot take them\n"
+		"that way (turned off, a kernel before Linux 6.16), in chunks.\n"
+		"  --no-import     upload in chunks over the RPC (PutInput) instead\n",
     [CMD_EXEC] =
 	"usage: sbxctl exec [OPTIONS] RUN CMD [ARG...]\n"
 	"\n"
@@ -268,6 +276,7 @@ enum {
 	OPT_NO_UPLOAD,
 	OPT_ALL,
 	OPT_NO_EXPORT,
+	OPT_NO_IMPORT,
 	OPT_PRINT_POLICY,
 	OPT_FOLLOW,
 	OPT_RUNS_ALL,
@@ -320,6 +329,7 @@ static const struct option run_opts[] = {
     {"tty", no_argument, NULL, OPT_TTY},
     {"cwd", required_argument, NULL, OPT_CWD},
     {"no-export", no_argument, NULL, OPT_NO_EXPORT},
+    {"no-import", no_argument, NULL, OPT_NO_IMPORT},
     {0},
 };
 static const struct option create_opts[] = {
@@ -328,6 +338,12 @@ static const struct option create_opts[] = {
     {"data", required_argument, NULL, OPT_DATA},
     {"label", required_argument, NULL, OPT_LABEL},
     {"no-upload", no_argument, NULL, OPT_NO_UPLOAD},
+    {"no-import", no_argument, NULL, OPT_NO_IMPORT},
+    {0},
+};
+static const struct option put_opts[] = {
+    GLOBAL_OPTS,
+    {"no-import", no_argument, NULL, OPT_NO_IMPORT},
     {0},
 };
 static const struct option exec_opts[] = {
@@ -369,6 +385,8 @@ static const struct option *cmd_opts(enum cli_cmd cmd)
 		return exec_opts;
 	case CMD_FETCH:
 		return fetch_opts;
+	case CMD_PUT:
+		return put_opts;
 	case CMD_LOGS:
 		return logs_opts;
 	case CMD_RUNS:
@@ -480,6 +498,9 @@ static int take_opt(int c, const char *arg, const char *optname, struct cli *cli
 		return 0;
 	case OPT_ALL:
 		cli->all_dir = arg;
+		return 0;
+	case OPT_NO_IMPORT:
+		cli->no_import = true;
 		return 0;
 	case OPT_NO_EXPORT:
 		cli->no_export = true;

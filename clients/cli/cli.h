@@ -101,6 +101,7 @@ struct cli {
 	unsigned n_labels;
 	bool no_wait, no_upload;
 	bool no_export;		  /* run --out, fetch --all: chunks even on ipc:// */
+	bool no_import;		  /* run/create --data, put: PutInput chunks even on ipc:// */
 	bool follow, logs_stderr; /* logs */
 	const char *exec_id;	  /* wait, logs */
 	bool runs_all;		  /* runs --all: every identity's (operators) */
@@ -241,7 +242,14 @@ struct manifest {
 };
 int manifest_build(const char *dir, struct manifest *m, struct sbx_err *err);
 void manifest_free(struct manifest *m);
-int manifest_upload(sbx_client *c, const char *run_id, const struct manifest *m,
+/* The files uploaded: on an ipc:// endpoint, unless no_import, over a
+ * socket (sbx_import_files, 256 at a time), falling back to chunks
+ * (sbx_put_file) when sbxd says UNIMPLEMENTED; sums: NULL or n digests
+ * already known. */
+int put_files(sbx_client *c, const char *run_id, size_t n, const char *const *locals,
+	      const char *const *remotes, const char *const *sums, bool no_import,
+	      struct sbx_rpc_status *st);
+int manifest_upload(sbx_client *c, const char *run_id, const struct manifest *m, bool no_import,
 		    struct sbx_rpc_status *st);
 /* Creates a run from cli's policy, labels and data dir (uploading it unless
  * told not to); *run_id is malloc'd; image_digest gets what the image

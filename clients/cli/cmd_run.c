@@ -266,7 +266,8 @@ int cmd_put(struct cli *cli)
 	if (!c)
 		return EXIT_FAILURE_RPC;
 	cli_install_signals();
-	int rc = sbx_put_file(c, cli->run_id, cli->local, cli->remote, cli_progress, NULL, &st);
+	const char *local = cli->local, *remote = cli->remote;
+	int rc = put_files(c, cli->run_id, 1, &local, &remote, NULL, cli->no_import, &st);
 	if (rc < 0)
 		return cli_status_error(&st), EXIT_FAILURE_RPC;
 	if (!cli->json)

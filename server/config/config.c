@@ -511,12 +511,18 @@ static const struct sbx_config_key root_keys[] = {
 	    "(docs/operator/known-limits.md)"},
     {"same_host_record_ms", SBX_CONFIG_U32, 100, 3600000, SBX_EXPORT_RECORD_MS,
      ROOT(same_host_record_ms),
-     .doc = "ExportArtifacts: the time a caller has to take one file's bytes; one that "
-	    "stops reading holds its own worker this long"},
+     .doc = "ExportArtifacts (ImportInputs): the time a caller has to take (send) one "
+	    "file's bytes; one that stops reading (sending) holds its own worker this long"},
     {"same_host_call_ms", SBX_CONFIG_U32, 100, 3600000, SBX_EXPORT_CALL_MS, ROOT(same_host_call_ms),
      .check = check_same_host_call_ms,
-     .doc = "ExportArtifacts: the time a whole call has, the caller's close after the last "
-	    "file included; at least `same_host_record_ms`"},
+     .doc = "ExportArtifacts and ImportInputs: the time a whole call has, an export's "
+	    "caller's hang-up after the last file included; at least `same_host_record_ms`"},
+    {"same_host_import", SBX_CONFIG_BOOL, ROOT(same_host_import), .def = 1,
+     .doc = "allows ImportInputs: an ipc caller on this host uploads its runs' inputs over a "
+	    "unix socket it listens on (its uid checked), without chunks, checked as PutInput "
+	    "checks them, under the deadlines `same_host_record_ms` (per file) and "
+	    "`same_host_call_ms`; UNIMPLEMENTED (callers upload in chunks) on a kernel before "
+	    "Linux 6.16, whose sockets cannot refuse descriptors (SO_PASSRIGHTS)"},
     {"runs_max", SBX_CONFIG_U32, 1, RUNS_MAX_MAX, 64, ROOT(runs_max),
      .doc = "runs at once, host-wide"},
     {"runs_max_per_identity", SBX_CONFIG_U32, 1, RUNS_MAX_MAX, 16, ROOT(runs_max_per_identity),

@@ -48,6 +48,7 @@ WRAP(status, Sbx__V1__StatusRequest, Sbx__V1__StatusResponse)
 WRAP(list_artifacts, Sbx__V1__ListArtifactsRequest, Sbx__V1__ListArtifactsResponse)
 WRAP_BULK(fetch_artifact, Sbx__V1__FetchArtifactRequest, Sbx__V1__FetchArtifactResponse)
 WRAP(export_artifacts, Sbx__V1__ExportArtifactsRequest, Sbx__V1__ExportArtifactsResponse)
+WRAP(import_inputs, Sbx__V1__ImportInputsRequest, Sbx__V1__ImportInputsResponse)
 WRAP(teardown, Sbx__V1__TeardownRequest, Sbx__V1__TeardownResponse)
 WRAP(list_runs, Sbx__V1__ListRunsRequest, Sbx__V1__ListRunsResponse)
 WRAP(drain, Sbx__V1__DrainRequest, Sbx__V1__DrainResponse)
@@ -74,6 +75,10 @@ static const struct rpc_method methods[] = {
 	/* Waits on the caller's socket (bounded); repeating it passes the
 	 * descriptors again, to the same uid, which harms nothing. */
 	METHOD(ExportArtifacts, export_artifacts, export_artifacts, RPC_LONG, false),
+	/* Waits on the caller's socket (bounded); a repeat finds the files
+	 * complete (FAILED_PRECONDITION), as a repeated last chunk would
+	 * without the request id. */
+	METHOD(ImportInputs,  import_inputs,  import_inputs,  RPC_LONG,   false),
 	METHOD(Teardown,      teardown,       teardown,       RPC_SHORT,  true),
 	METHOD(ListRuns,      list_runs,      list_runs,      RPC_SHORT,  false),
 	/* Idempotent: a retried Drain finds the flag as the first left it. */

@@ -562,6 +562,72 @@ static struct run_input *take(struct run_input *in, uint32_t *mode)
 	return in;
 }
 
+struct run_input *inputs_take(struct sbx_run *r, const Sbx__V1__PutInputRequest *req,
+			      uint32_t *mode, struct sbx_rpc_status *st)
+{
+	struct run_input *in;
+	bool declaring = false, added = false;
+
+	run_lock(r);
+	in = take(check_run(r, req, false, &declaring, &added, st), mode);
+	run_unlock(r);
+	if (declaring) {
+		/* Charged outside the lock, then the checks again: the run may
+		 * have ended, or another PutInput declared the path meanwhile. */
+		struct charge c = declare_charge(req);
+
+		if (quota_charge(r, c.bytes, c.inodes, "inputs", st) < 0)
+			return NULL;
+		run_lock(r);
+		in = take(check_run(r, req, true, &declaring, &added, st), mode);
+		run_unlock(r);
+		if (!added)
+			quota_uncharge(r, c.bytes);
+	}
+	return in;
+}
+
+size_t input_depth(const char *path)
+{
+	return components(path);
+}
+
+int inputs_staging_open(struct sbx_run *r, struct run_input *in, struct sbx_err *err)
+{
+	return open_input(r, in, true, err);
+}
+
+int inputs_publish(struct sbx_run *r, struct run_input *in, uint32_t mode, struct sbx_err *err)
+{
+	return publish(r, in, mode, err);
+}
+
+void inputs_release(struct sbx_run *r, struct run_input *in, bool ok, uint64_t len, bool last,
+		    uint32_t mode) REQUIRES(r->mu)
+{
+	in->busy = false;
+	run_changed(r); /* a teardown may be waiting for this write */
+	if (ok) {
+		in->received += len;
+		in->complete = last;
+		if (in->complete) {
+			in->mode = mode;
+			in->arrived_ms = sbx_unix_ms();
+		}
+	}
+	if (!ok || in->complete) {
+		EVP_MD_CTX_free(in->md);
+		in->md = NULL;
+	}
+	if (!ok) {
+		/* A failed or rejected chunk would leave the hash and the file
+		 * out of step: the file starts over. */
+		in->received = 0;
+		in->upload_mode = 0;
+		discard(r, in);
+	}
+}
+
 SBX_HANDLER(put_input, Sbx__V1__PutInputRequest, Sbx__V1__PutInputResponse)
 {
 	struct sbx_run *r;
@@ -570,7 +636,6 @@ SBX_HANDLER(put_input, Sbx__V1__PutInputRequest, Sbx__V1__PutInputResponse)
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int mdlen = 0;
 	char hex[65] = "";
-	bool declaring = false, added = false;
 	uint32_t mode = 0;
 	int rc = 0;
 
@@ -580,25 +645,7 @@ SBX_HANDLER(put_input, Sbx__V1__PutInputRequest, Sbx__V1__PutInputResponse)
 				    RUN_CHUNK_MAX);
 	if (!(r = run_lookup(runs, who, req->run_id, st)))
 		return -1;
-	run_lock(r);
-	in = take(check_run(r, req, false, &declaring, &added, st), &mode);
-	run_unlock(r);
-	if (declaring) {
-		/* Charged outside the lock, then the checks again: the run may
-		 * have ended, or another PutInput declared the path meanwhile. */
-		struct charge c = declare_charge(req);
-
-		if (quota_charge(r, c.bytes, c.inodes, "inputs", st) < 0) {
-			run_unref(r);
-			return -1;
-		}
-		run_lock(r);
-		in = take(check_run(r, req, true, &declaring, &added, st), &mode);
-		run_unlock(r);
-		if (!added)
-			quota_uncharge(r, c.bytes);
-	}
-	if (!in) {
+	if (!(in = inputs_take(r, req, &mode, st))) {
 		run_unref(r);
 		return -1;
 	}
@@ -633,27 +680,7 @@ SBX_HANDLER(put_input, Sbx__V1__PutInputRequest, Sbx__V1__PutInputResponse)
 	}
 
 	run_lock(r);
-	in->busy = false;
-	run_changed(r); /* a teardown may be waiting for this write */
-	if (rc == 0) {
-		in->received += req->data.len;
-		in->complete = req->last;
-		if (in->complete) {
-			in->mode = mode;
-			in->arrived_ms = sbx_unix_ms();
-		}
-	}
-	if (rc < 0 || in->complete) {
-		EVP_MD_CTX_free(in->md);
-		in->md = NULL;
-	}
-	if (rc < 0) {
-		/* A failed or rejected chunk would leave the hash and the file
-		 * out of step: the file starts over. */
-		in->received = 0;
-		in->upload_mode = 0;
-		discard(r, in);
-	}
+	inputs_release(r, in, rc == 0, req->data.len, req->last, mode);
 	p = rc == 0 ? malloc(sizeof(*p)) : NULL;
 	if (p) {
 		sbx__v1__put_input_response__init(p);

@@ -25,4 +25,22 @@ const char *input_mode_problem(uint32_t mode);
  * first exec waits for those), else the first missing path. */
 const char *inputs_missing(struct sbx_run *r) REQUIRES(r->mu);
 
+/* PutInput's steps, shared with ImportInputs (runs_import.c). */
+/* The checks of one chunk (req; ImportInputs: a whole file's first, offset
+ * 0, no data), a new path declared and its disk charged: the input, taken
+ * (busy) for this call with the mode it will get, or NULL with st. */
+struct run_input *inputs_take(struct sbx_run *r, const Sbx__V1__PutInputRequest *req,
+			      uint32_t *mode, struct sbx_rpc_status *st);
+/* The directories a path makes (the free-space reserve's inodes). */
+size_t input_depth(const char *path);
+/* A taken input's staging file, new and empty, for writing. */
+int inputs_staging_open(struct sbx_run *r, struct run_input *in, struct sbx_err *err);
+/* A taken input's verified staging file into /data with mode. */
+int inputs_publish(struct sbx_run *r, struct run_input *in, uint32_t mode, struct sbx_err *err);
+/* mu held: the input given back. ok: len more bytes received, complete if
+ * last (with mode); else its staging file is removed and its upload starts
+ * over. */
+void inputs_release(struct sbx_run *r, struct run_input *in, bool ok, uint64_t len, bool last,
+		    uint32_t mode) REQUIRES(r->mu);
+
 #endif

@@ -60,6 +60,7 @@ struct runs_settings {
 	bool same_host_export;	      /* config same_host_export: ExportArtifacts answers */
 	uint32_t same_host_record_ms; /* config same_host_record_ms (runs_side.h) */
 	uint32_t same_host_call_ms;   /* config same_host_call_ms */
+	bool same_host_import;	      /* config same_host_import: ImportInputs answers */
 	char *helper_env[8];	      /* NULL-terminated: what sbx-helper runs with */
 };
 

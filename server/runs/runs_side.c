@@ -128,11 +128,6 @@ int side_send(int sock, const void *buf, size_t len, int64_t deadline_ms,
 int side_connect(const struct sbx_identity *who, const char *name, const uint8_t *nonce,
 		 size_t nonce_len, const struct side_deadlines *dl, struct sbx_rpc_status *st)
 {
-	struct sockaddr_un a = {.sun_family = AF_UNIX};
-	size_t len = strlen(name);
-	struct ucred cred;
-	socklen_t cl = sizeof(cred);
-	uint8_t hello[SBX_SIDE_HELLO_MAX];
 	int sndbuf = SIDE_SNDBUF;
 	_cleanup_close_ int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 
@@ -146,6 +141,43 @@ int side_connect(const struct sbx_identity *who, const char *name, const uint8_t
 	/* The second lock, where the kernel has it (6.16): nothing relies
 	 * on it, so a kernel without it is no failure. */
 	(void)refuse_rights(s);
+	/* Best effort: the kernel caps it at wmem_max, and a smaller buffer
+	 * only means more waits. */
+	(void)setsockopt(s, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+	if (side_connect_on(s, who, name, nonce, nonce_len, dl, st) < 0)
+		return -1;
+	return sbx_steal_fd(s);
+}
+
+/* ---- Receiving (ImportInputs): the same connection, sbxd reading ---- */
+
+int side_receiving_socket(struct sbx_rpc_status *st)
+{
+	_cleanup_close_ int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+
+	if (s < 0)
+		return sbx_rpc_fail_errno(st, SBX__V1__CODE__RESOURCE_EXHAUSTED,
+					  "same-host: socket");
+	/* Without it, what a caller attaches to its bytes would be closed
+	 * in sbxd's thread when sbxd reads them: no receiving then. */
+	if (refuse_rights(s) < 0)
+		return sbx_rpc_fail(
+		    st, SBX__V1__CODE__UNIMPLEMENTED,
+		    "same-host upload is off: this kernel cannot make sbxd's socket "
+		    "refuse a caller's descriptors (SO_PASSRIGHTS, Linux 6.16); "
+		    "upload with PutInput instead");
+	return sbx_steal_fd(s);
+}
+
+int side_connect_on(int s, const struct sbx_identity *who, const char *name, const uint8_t *nonce,
+		    size_t nonce_len, const struct side_deadlines *dl, struct sbx_rpc_status *st)
+{
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	size_t len = strlen(name);
+	struct ucred cred;
+	socklen_t cl = sizeof(cred);
+	uint8_t hello[SBX_SIDE_HELLO_MAX];
+
 	memcpy(a.sun_path + 1, name, len); /* sun_path[0] == 0: abstract */
 	if (connect(s, (struct sockaddr *)&a,
 		    (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + len)) < 0)
@@ -158,13 +190,8 @@ int side_connect(const struct sbx_identity *who, const char *name, const uint8_t
 	if (cred.uid != who->local_uid)
 		return sbx_rpc_fail(st, SBX__V1__CODE__PERMISSION_DENIED,
 				    "same-host: socket_name is listened on by uid %u, not by the "
-				    "calling uid %u: nothing sent",
+				    "calling uid %u: nothing exchanged",
 				    (unsigned)cred.uid, (unsigned)who->local_uid);
-	/* Best effort: the kernel caps it at wmem_max, and a smaller buffer
-	 * only means more waits. */
-	(void)setsockopt(s, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
-	if (side_send(s, hello, sbx_side_hello_pack(nonce, nonce_len, hello), dl->call_end, dl,
-		      "the hello", st) < 0)
-		return -1;
-	return sbx_steal_fd(s);
+	return side_send(s, hello, sbx_side_hello_pack(nonce, nonce_len, hello), dl->call_end, dl,
+			 "the hello", st);
 }

@@ -33,4 +33,15 @@ int side_connect(const struct sbx_identity *who, const char *name, const uint8_t
 int side_send(int sock, const void *buf, size_t len, int64_t deadline_ms,
 	      const struct side_deadlines *dl, const char *what, struct sbx_rpc_status *st);
 
+/* ---- Receiving (ImportInputs) ---- */
+/* A new non-blocking socket that refuses descriptors (SO_PASSRIGHTS 0):
+ * sbxd reads from it, and a descriptor the kernel dropped there would be
+ * closed in sbxd's thread. -1 with st UNIMPLEMENTED naming SO_PASSRIGHTS
+ * where the kernel cannot (before Linux 6.16). */
+int side_receiving_socket(struct sbx_rpc_status *st);
+/* The connection on s (side_connect's, or side_receiving_socket's): connected to
+ * the caller's abstract name, its listener's uid checked, the hello sent. */
+int side_connect_on(int s, const struct sbx_identity *who, const char *name, const uint8_t *nonce,
+		    size_t nonce_len, const struct side_deadlines *dl, struct sbx_rpc_status *st);
+
 #endif

@@ -197,6 +197,7 @@ static int copy_settings(struct runs_settings *set, const struct sbx_config *cfg
 	set->exec_fds_share = cfg->exec_fds_share ? cfg->exec_fds_share : SBX_EXEC_FDS_PER_RUN_MAX;
 	set->max_message_bytes = cfg->max_message_bytes ? cfg->max_message_bytes : (4u << 20);
 	set->allow_unpinned = cfg->images.allow_unpinned;
+	set->same_host_import = cfg->same_host_import; /* runs_import.c */
 	set->same_host_export = cfg->same_host_export;
 	set->same_host_record_ms = cfg->same_host_record_ms;
 	set->same_host_call_ms = cfg->same_host_call_ms;

@@ -75,6 +75,7 @@ SBX_HANDLER(status, Sbx__V1__StatusRequest, Sbx__V1__StatusResponse);
 SBX_HANDLER(list_artifacts, Sbx__V1__ListArtifactsRequest, Sbx__V1__ListArtifactsResponse);
 SBX_BULK_HANDLER(fetch_artifact, Sbx__V1__FetchArtifactRequest, Sbx__V1__FetchArtifactResponse);
 SBX_HANDLER(export_artifacts, Sbx__V1__ExportArtifactsRequest, Sbx__V1__ExportArtifactsResponse);
+SBX_HANDLER(import_inputs, Sbx__V1__ImportInputsRequest, Sbx__V1__ImportInputsResponse);
 SBX_HANDLER(teardown, Sbx__V1__TeardownRequest, Sbx__V1__TeardownResponse);
 SBX_HANDLER(list_runs, Sbx__V1__ListRunsRequest, Sbx__V1__ListRunsResponse);
 SBX_HANDLER(drain, Sbx__V1__DrainRequest, Sbx__V1__DrainResponse);
