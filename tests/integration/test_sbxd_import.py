@@ -24,6 +24,11 @@ from sbxdfix import policy_json
 from sbxrpc import sandbox_pb2 as pb
 from test_sbxd_out import OutTest
 
+SOURCE = os.environ.get("SBX_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.path.dirname(os.environ.get("SBX_PYTHON_PROTO", "").rstrip("/"))
+sys.path[:0] = [os.path.join(SOURCE, "clients", "python"), os.path.join(BUILD, "clients", "python")]
+import sbx_client  # noqa: E402
+
 PY = "/usr/bin/python3"
 HELLO = b"sbxhel2\0"
 CHUNK = 256 * 1024
@@ -235,6 +240,24 @@ class ImportTest(OutTest):
         ev = [e for e in self.srv.audit_events() if e.get("event") == "inputs_imported"
               and e.get("files") == 2 and e.get("bytes") == 1003]
         self.assertEqual(len(ev), 1, ev)
+
+    def test_the_python_client_imports_on_ipc(self):
+        with sbx_client.connect(self.srv.ipc) as c, tempfile.TemporaryDirectory() as top:
+            local = os.path.join(top, "l.bin")
+            body = os.urandom(600 << 10)
+            with open(local, "wb") as f:
+                f.write(body)
+            os.chmod(local, 0o700)
+            run = c.create_run(json.loads(policy_json()), inputs={"/data/m.txt": b"manifest"})
+            run.put("/data/p/l.bin", local)
+            self.assertEqual(len(self.imported_events(run.id)), 2)
+            c.same_host_import = False  # chunks
+            run.put("/data/q.txt", b"chunked")
+            self.assertEqual(len(self.imported_events(run.id)), 2)
+            self.assertEqual(self.data_listing(run.id), {
+                "m.txt": (sha(b"manifest"), 0o644), "p/l.bin": (sha(body), 0o705),
+                "q.txt": (sha(b"chunked"), 0o644)})
+            run.teardown()
 
     # ---- what a caller sends ----
 
@@ -494,8 +517,11 @@ class ImportOff(OutTest):
             f.flush()
             r = self.srv.cli("put", run, f.name, "a")
             self.assertEqual(r.returncode, 0, r)
+        with sbx_client.connect(self.srv.ipc) as c:
+            sbx_client.Run(c, run).put("/data/b", b"python")  # chunks, after UNIMPLEMENTED
         m = self.teardown(run)
-        self.assertEqual([(i.path, i.sha256) for i in m.inputs], [("a", sha(b"kept"))])
+        self.assertEqual([(i.path, i.sha256) for i in m.inputs],
+                         [("a", sha(b"kept")), ("b", sha(b"python"))])
         self.assertFalse([e for e in self.srv.audit_events()
                           if e.get("event") == "inputs_imported"])
 
