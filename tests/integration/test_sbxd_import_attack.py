@@ -5,6 +5,7 @@ runs against a real sbxd (sbxdfix) with the short deadlines of that file."""
 import ctypes
 import ctypes.util
 import errno
+import json
 import os
 import socket
 import struct
@@ -152,7 +153,6 @@ class ImportAttack(OutTest):
         self.assertEqual(code, "OK", msg)
         icode, imsg, itook, f = result["r"]
         self.assertEqual(icode, "ABORTED", (imsg, itook, f.flooded))
-        print("teardown took %.2f s, the import %.2f s" % (took, itook), file=sys.stderr)
         self.assertLess(took, 2, (took, imsg, itook))
 
     # ---- what else a caller can attach or send ----
@@ -293,6 +293,34 @@ class ImportAttack(OutTest):
                                    pb.TeardownResponse, token=bob)
         self.assertEqual(code, "OK", msg)
 
+
+    @unittest.skipUnless(os.environ.get("SBX_IMPORT_FINDINGS"),
+                         "a finding left to the engineer (docs or design): an exec running "
+                         "meanwhile sees the call's files appear one by one; "
+                         "SBX_IMPORT_FINDINGS=1 shows it")
+    def test_an_exec_sees_all_of_a_calls_files_or_none(self):
+        # "The files land only together, once all matched" (known-limits),
+        # "The files appear in /data ... only once every one matched"
+        # (calls.md): an exec already running while the call publishes
+        # sees them appear one by one (each whole), e.g. [0, 4, 5, ..., 200].
+        run = self.create()
+        n = 200
+        watch = ("import os, time, json\nseen = set()\nend = time.time() + 8\n"
+                 "while time.time() < end:\n"
+                 "    k = len(os.listdir('/data/d')) if os.path.isdir('/data/d') else 0\n"
+                 "    seen.add(k)\n"
+                 "    if k == %d: break\n"
+                 "open('/out/seen.json', 'w').write(json.dumps(sorted(seen)))\n" % n)
+        ex = self.start(run, [ti.PY, "-c", watch])
+        time.sleep(0.5)
+        code, msg, _, _ = self.imp(run, [("d/f%03d" % i, b"%d" % i, 0) for i in range(n)])
+        self.assertEqual(code, "OK", msg)
+        self.ok("Wait", pb.WaitRequest(run_id=run, exec_id=ex, timeout_ms=30000),
+                pb.WaitResponse)
+        seen = json.loads(self.ok("FetchArtifact", pb.FetchArtifactRequest(
+            run_id=run, path="seen.json"), pb.FetchArtifactResponse).data)
+        self.assertEqual([k for k in seen if k not in (0, n)], [], seen)
+        self.teardown(run)
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--flood"]:
