@@ -146,16 +146,29 @@ static bool claimed(struct sbx_run *r)
 /* One message of the caller's into buf (SBX_IMPORT_CHUNK bytes): its
  * whole length (MSG_TRUNC: a longer one is said, not split), 0 at the
  * caller's end, or -1 with st. No control buffer: nothing but bytes is
- * read, and the socket refuses descriptors before any could be queued. */
+ * read, and the socket refuses descriptors before any could be queued.
+ * The deadline and a Teardown's claim are looked at before every message,
+ * not only when none is queued: a caller that keeps sbxd's queue full
+ * (sendmmsg of 1-byte messages outruns a recv, pwrite and hash of each)
+ * would otherwise keep its worker past both. */
 static ssize_t recv_message(struct sbx_run *r, int sock, uint8_t *buf, int64_t deadline,
 			    const struct side_deadlines *dl, const char *what,
 			    struct sbx_rpc_status *st)
 {
 	for (;;) {
-		ssize_t k = recv(sock, buf, SBX_IMPORT_CHUNK, MSG_DONTWAIT | MSG_TRUNC);
-		int64_t left;
+		int64_t left = deadline - sbx_mono_ms();
 		struct pollfd p = {.fd = sock, .events = POLLIN};
+		ssize_t k;
 
+		if (claimed(r))
+			return sbx_rpc_fail(st, SBX__V1__CODE__ABORTED,
+					    "run %s is being torn down: nothing imported", r->id);
+		if (left <= 0)
+			return sbx_rpc_fail(st, SBX__V1__CODE__DEADLINE_EXCEEDED,
+					    "same-host: the caller's socket did not %s in time "
+					    "(%u ms per record, %u ms per call)",
+					    what, dl->record_ms, dl->call_ms);
+		k = recv(sock, buf, SBX_IMPORT_CHUNK, MSG_DONTWAIT | MSG_TRUNC);
 		if (k >= 0)
 			return k;
 		if (errno == EINTR)
@@ -163,15 +176,6 @@ static ssize_t recv_message(struct sbx_run *r, int sock, uint8_t *buf, int64_t d
 		if (errno != EAGAIN)
 			return sbx_rpc_fail_errno(st, SBX__V1__CODE__ABORTED,
 						  "same-host: receiving from the caller");
-		if (claimed(r))
-			return sbx_rpc_fail(st, SBX__V1__CODE__ABORTED,
-					    "run %s is being torn down: nothing imported", r->id);
-		left = deadline - sbx_mono_ms();
-		if (left <= 0)
-			return sbx_rpc_fail(st, SBX__V1__CODE__DEADLINE_EXCEEDED,
-					    "same-host: the caller's socket did not %s in time "
-					    "(%u ms per record, %u ms per call)",
-					    what, dl->record_ms, dl->call_ms);
 		if (poll(&p, 1, (int)(left < CLAIM_POLL_MS ? left : CLAIM_POLL_MS)) < 0 &&
 		    errno != EINTR)
 			return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "same-host: poll");
