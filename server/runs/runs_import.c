@@ -17,8 +17,12 @@
  * call ends. The bytes are written to staging/ as PutInput's are and
  * hashed as they arrive; every file must match its size and sha256 and
  * the caller must end its sending before any file is published: a failure
- * leaves /data as it was (a path declared by this call stays declared, as
- * a failed first PutInput chunk leaves it) and removes every staging file.
+ * until then leaves /data as it was (a path declared by this call stays
+ * declared, as a failed first PutInput chunk leaves it) and removes every
+ * staging file. Then the files are published one rename at a time, each
+ * whole: paths in different directories cannot appear together, so an exec
+ * running meanwhile may see some before the rest, and a publish that fails
+ * midway (a full disk) leaves those before it published.
  *
  * What a caller can make sbxd do: one worker of its own share of the long
  * lane waits, at most same_host_record_ms per file and same_host_call_ms

@@ -294,32 +294,47 @@ class ImportAttack(OutTest):
         self.assertEqual(code, "OK", msg)
 
 
-    @unittest.skipUnless(os.environ.get("SBX_IMPORT_FINDINGS"),
-                         "a finding left to the engineer (docs or design): an exec running "
-                         "meanwhile sees the call's files appear one by one; "
-                         "SBX_IMPORT_FINDINGS=1 shows it")
-    def test_an_exec_sees_all_of_a_calls_files_or_none(self):
-        # "The files land only together, once all matched" (known-limits),
-        # "The files appear in /data ... only once every one matched"
-        # (calls.md): an exec already running while the call publishes
-        # sees them appear one by one (each whole), e.g. [0, 4, 5, ..., 200].
+    def test_an_exec_sees_a_calls_files_only_after_all_matched_and_each_whole(self):
+        # No file is published before every one matched (the last one
+        # bad: an exec watching sees none of the 200), and once they
+        # are, one rename each (paths cannot move together, calls.md): an
+        # exec may see some before the rest, but never one in part.
         run = self.create()
         n = 200
-        watch = ("import os, time, json\nseen = set()\nend = time.time() + 8\n"
+        watch = ("import os, time, json\nseen = set()\npart = []\nend = time.time() + %d\n"
+                 "d = '/data/%s'\n"
                  "while time.time() < end:\n"
-                 "    k = len(os.listdir('/data/d')) if os.path.isdir('/data/d') else 0\n"
-                 "    seen.add(k)\n"
-                 "    if k == %d: break\n"
-                 "open('/out/seen.json', 'w').write(json.dumps(sorted(seen)))\n" % n)
-        ex = self.start(run, [ti.PY, "-c", watch])
+                 "    names = os.listdir(d) if os.path.isdir(d) else []\n"
+                 "    seen.add(len(names))\n"
+                 "    for f in names:\n"
+                 "        b = open(d + '/' + f, 'rb').read()\n"
+                 "        if b != f.encode() * 64: part.append(f)\n"
+                 "    if len(names) == %d: break\n"
+                 "open('/out/seen.json', 'w').write(json.dumps([sorted(seen), part]))\n")
+        files = [("d/f%03d" % i, b"f%03d" % i * 64, 0) for i in range(n)]
+        ex = self.start(run, [ti.PY, "-c", watch % (4, "c", n)])
         time.sleep(0.5)
-        code, msg, _, _ = self.imp(run, [("d/f%03d" % i, b"%d" % i, 0) for i in range(n)])
+        last, data, _ = files[-1]
+        # In c/ (a path declared stays declared), the last one's digest wrong.
+        bad = [("c" + p[1:], d, m) for p, d, m in files[:-1]] + [
+            ("c" + last[1:], len(data), sha(b"not " + data), 0)]
+        code, msg, _, _ = self.imp(run, bad, messages=[p for f in files for p in ti.pieces(f[1])])
+        self.assertEqual(code, "INVALID_ARGUMENT", msg)
+        self.ok("Wait", pb.WaitRequest(run_id=run, exec_id=ex, timeout_ms=30000),
+                pb.WaitResponse)
+        seen, part = json.loads(self.ok("FetchArtifact", pb.FetchArtifactRequest(
+            run_id=run, path="seen.json"), pb.FetchArtifactResponse).data)
+        self.assertEqual((seen, part), ([0], []), "files of a failed call appeared")
+        ex = self.start(run, [ti.PY, "-c", watch % (20, "d", n)])
+        time.sleep(0.5)
+        code, msg, _, _ = self.imp(run, files)
         self.assertEqual(code, "OK", msg)
         self.ok("Wait", pb.WaitRequest(run_id=run, exec_id=ex, timeout_ms=30000),
                 pb.WaitResponse)
-        seen = json.loads(self.ok("FetchArtifact", pb.FetchArtifactRequest(
+        seen, part = json.loads(self.ok("FetchArtifact", pb.FetchArtifactRequest(
             run_id=run, path="seen.json"), pb.FetchArtifactResponse).data)
-        self.assertEqual([k for k in seen if k not in (0, n)], [], seen)
+        self.assertEqual(part, [], "a file seen in part")
+        self.assertEqual(max(seen), n, seen)
         self.teardown(run)
 
 if __name__ == "__main__":

@@ -193,6 +193,9 @@ def _parser():
     o.add_argument("--no-export", action="store_true",
                    help="accepted as sbxctl takes it: this client always fetches /out in "
                         "chunks over the RPC (no same-host export)")
+    o.add_argument("--no-import", action="store_true",
+                   help="upload --data in chunks over the RPC, not over the same-host "
+                        "upload (ImportInputs) an ipc:// endpoint otherwise uses")
     o.add_argument("--label", action="append", default=[], metavar="K=V", type=_label,
                    help="a label of the run (repeatable)")
     o.add_argument("--stdin", metavar="FILE",
@@ -585,6 +588,8 @@ def cmd_run(a):
                             tls=tls if eps[0].startswith("tls+tcp://") else None,
                             timeout=a.call_timeout)
         with owner as c:
+            if a.no_import and not several:
+                c.same_host_import = False
             try:
                 run = c.create_run(doc, inputs=inputs, labels=labels)
             except errors.SbxError as e:
