@@ -18,17 +18,15 @@
  * bytes. The caller's acknowledgement is its hang-up, once it has taken
  * and written every byte: shutdown(SHUT_RDWR) then close (a close alone
  * hangs up only as the last reference, and a process the caller forked
- * meanwhile holds one: sbxd then waits to its deadline). sbxd answers OK only when the caller's end hung up
- * with every message sbxd sent taken from it (a close that left some
- * unread frees them and is ABORTED; one that never takes them is
- * DEADLINE_EXCEEDED), so nothing it sent is left queued by a call that
- * succeeded. That OK, files_sent included, says what sbxd sent and that
- * the caller's socket took it, no more: whether the caller kept the bytes
- * (wrote them, renamed them into place) only the caller knows, and its
- * library reports its own failure, which a close before the last record
- * always is. The magics changed (2 to 3) when the caller's one-byte
- * acknowledgement gave way to its close: a caller of the old channel hears
- * no hello it knows, and sbxd no acknowledgement. */
+ * meanwhile holds one: sbxd then waits to its deadline). sbxd answers OK only when the caller's end
+ * hung up with every message sbxd sent taken from it (a close that left some unread frees them and
+ * is ABORTED; one that never takes them is DEADLINE_EXCEEDED), so nothing it sent is left queued by
+ * a call that succeeded. That OK, files_sent included, says what sbxd sent and that the caller's
+ * socket took it, no more: whether the caller kept the bytes (wrote them, renamed them into place)
+ * only the caller knows, and its library reports its own failure, which a close before the last
+ * record always is. The magics changed (2 to 3) when the caller's one-byte acknowledgement gave way
+ * to its close: a caller of the old channel hears no hello it knows, and sbxd no acknowledgement.
+ */
 #ifndef SBX_EXPORT_WIRE_H
 #define SBX_EXPORT_WIRE_H
 
