@@ -67,8 +67,6 @@ struct import_file {
 static int check_request(const struct sbx_identity *who, const Sbx__V1__ImportInputsRequest *req,
 			 struct sbx_rpc_status *st)
 {
-	size_t name_len = strlen(req->socket_name);
-
 	if (!who->local)
 		return sbx_rpc_fail(
 		    st, SBX__V1__CODE__FAILED_PRECONDITION,
@@ -78,14 +76,8 @@ static int check_request(const struct sbx_identity *who, const Sbx__V1__ImportIn
 		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 				    "files: %zu given, 1 to %d allowed", req->n_files,
 				    SBX_IMPORT_MAX_FILES);
-	if (name_len == 0 || name_len > SBX_EXPORT_NAME_MAX)
-		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
-				    "socket_name: %zu bytes, 1 to %d allowed", name_len,
-				    SBX_EXPORT_NAME_MAX);
-	if (req->nonce.len < SBX_EXPORT_NONCE_MIN || req->nonce.len > SBX_EXPORT_NONCE_MAX)
-		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
-				    "nonce: %zu bytes, %d to %d allowed", req->nonce.len,
-				    SBX_EXPORT_NONCE_MIN, SBX_EXPORT_NONCE_MAX);
+	if (side_check_address(req->socket_name, req->nonce.len, st) < 0)
+		return -1;
 	for (size_t i = 0; i < req->n_files; i++) {
 		const Sbx__V1__InputFile *f = req->files[i];
 

@@ -81,6 +81,21 @@ static int refuse_rights(int sock)
 #endif
 }
 
+int side_check_address(const char *socket_name, size_t nonce_len, struct sbx_rpc_status *st)
+{
+	size_t name_len = strlen(socket_name);
+
+	if (name_len == 0 || name_len > SBX_EXPORT_NAME_MAX)
+		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
+				    "socket_name: %zu bytes, 1 to %d allowed", name_len,
+				    SBX_EXPORT_NAME_MAX);
+	if (nonce_len < SBX_EXPORT_NONCE_MIN || nonce_len > SBX_EXPORT_NONCE_MAX)
+		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
+				    "nonce: %zu bytes, %d to %d allowed", nonce_len,
+				    SBX_EXPORT_NONCE_MIN, SBX_EXPORT_NONCE_MAX);
+	return 0;
+}
+
 int side_wait(int sock, short events, int64_t deadline_ms, const struct side_deadlines *dl,
 	      const char *what, struct sbx_rpc_status *st)
 {

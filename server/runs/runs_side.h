@@ -21,6 +21,9 @@ struct side_deadlines {
  * 0, or -1 with st DEADLINE_EXCEEDED naming what the caller did not do. */
 int side_wait(int sock, short events, int64_t deadline_ms, const struct side_deadlines *dl,
 	      const char *what, struct sbx_rpc_status *st);
+/* 0 if a request's socket_name and nonce fit the wire (export_wire.h),
+ * else -1 with st INVALID_ARGUMENT naming the field. */
+int side_check_address(const char *socket_name, size_t nonce_len, struct sbx_rpc_status *st);
 /* Connected, without blocking, to the caller's abstract SOCK_SEQPACKET
  * socket name, whose listener must be of the calling uid (SO_PEERCRED),
  * with sbxd's hello (the nonce) sent: the socket (non-blocking), or -1
