@@ -248,6 +248,14 @@ class ServerTestCase(unittest.TestCase):
             cls.srv.cleanup()
 
 
+def preload_env(so):
+    """The environment that preloads the shim so into a program of ours.
+    Under ASan (packaging/test.sh --sanitize) its runtime must come first
+    among the preloads unless told not to check."""
+    asan = ":".join(filter(None, [os.environ.get("ASAN_OPTIONS"), "verify_asan_link_order=0"]))
+    return {"LD_PRELOAD": so, "ASAN_OPTIONS": asan}
+
+
 def processes_with(needle):
     """(pid, command line) of processes of this uid or of its sandboxes
     (subordinate uids) whose command line contains needle."""

@@ -62,11 +62,7 @@ def build_shim():
 
 class OldKernelServer(sbxdfix.Server):
     def wrap(self, cmd):
-        # Under ASan (packaging/test.sh --sanitize) its runtime must come
-        # first among the preloads unless told not to check.
-        asan = ":".join(filter(None, [os.environ.get("ASAN_OPTIONS"),
-                                      "verify_asan_link_order=0"]))
-        return ["env", "LD_PRELOAD=" + SHIM_SO, "ASAN_OPTIONS=" + asan] + cmd
+        return ["env"] + ["%s=%s" % kv for kv in sbxdfix.preload_env(SHIM_SO).items()] + cmd
 
 
 class Lingering:

@@ -14,7 +14,6 @@ task, the last close of a lingering TCP socket in that cycle would be
 sbxd's worker's; tests/vm/side_gc.py checks the kernel's part on 6.1)."""
 import errno
 import os
-import re
 import select
 import socket
 import struct
@@ -294,7 +293,6 @@ class CloseIsNotAHangUp(te.ExportTest):
             holder["pid"] = pid
 
         rv = te.Receiver(n=1, close=False, on_record=fork_holder)
-        box = {}
 
         def hang_up():
             rv.thread.join(30)
@@ -338,7 +336,7 @@ class CloseIsNotAHangUp(te.ExportTest):
         self.run_py(run, "open('/out/a','w').write('alpha')\n")
         out = os.path.join(d, "o")
         t0 = time.monotonic()
-        r = self.srv.cli("fetch", run, "--all", out, env={"LD_PRELOAD": so})
+        r = self.srv.cli("fetch", run, "--all", out, env=sbxdfix.preload_env(so))
         took = time.monotonic() - t0
         sys.stderr.write("sbxctl fetch with a forked copy: rc %d after %.1f s: %s\n"
                          % (r.returncode, took, r.stderr.strip()[-300:]))
