@@ -497,6 +497,24 @@ class ImportTest(OutTest):
         self.assertIn("being torn down", msg)
 
 
+def refused_then_chunks(t, run, named, put_path):
+    """An ImportInputs of "a" is UNIMPLEMENTED naming `named`, sbxd having
+    connected to nothing (no hello); then sbxctl put of b"kept" to
+    put_path succeeds, in chunks."""
+    s = Sender([b"a"])
+    code, msg, _ = t.c.call("ImportInputs", s.request(run, [("a", b"a", 0)]),
+                            pb.ImportInputsResponse)
+    s.done()
+    t.assertEqual(code, "UNIMPLEMENTED", msg)
+    t.assertIn(named, msg)
+    t.assertIsNone(s.hello)
+    with tempfile.NamedTemporaryFile() as f:
+        f.write(b"kept")
+        f.flush()
+        r = t.srv.cli("put", run, f.name, put_path)
+        t.assertEqual(r.returncode, 0, r)
+
+
 class ImportOff(OutTest):
     """An sbxd with same_host_import false: the call is UNIMPLEMENTED naming
     the key, sbxd connects to nothing, and sbxctl uploads in chunks."""
@@ -505,18 +523,7 @@ class ImportOff(OutTest):
 
     def test_off_when_the_config_says_so_and_sbxctl_uploads_chunks(self):
         run = self.create()
-        s = Sender([b"a"])
-        code, msg, _ = self.c.call("ImportInputs", s.request(run, [("a", b"a", 0)]),
-                                   pb.ImportInputsResponse)
-        s.done()
-        self.assertEqual(code, "UNIMPLEMENTED", msg)
-        self.assertIn("same_host_import", msg)
-        self.assertIsNone(s.hello)
-        with tempfile.NamedTemporaryFile() as f:
-            f.write(b"kept")
-            f.flush()
-            r = self.srv.cli("put", run, f.name, "a")
-            self.assertEqual(r.returncode, 0, r)
+        refused_then_chunks(self, run, "same_host_import", "a")
         with sbx_client.connect(self.srv.ipc) as c:
             sbx_client.Run(c, run).put("/data/b", b"python")  # chunks, after UNIMPLEMENTED
         m = self.teardown(run)
@@ -542,18 +549,7 @@ class ImportOldKernel(OutTest):
 
     def test_unimplemented_naming_so_passrights_and_sbxctl_uploads_chunks(self):
         run = self.create()
-        s = Sender([b"a"])
-        code, msg, _ = self.c.call("ImportInputs", s.request(run, [("a", b"a", 0)]),
-                                   pb.ImportInputsResponse)
-        s.done()
-        self.assertEqual(code, "UNIMPLEMENTED", msg)
-        self.assertIn("SO_PASSRIGHTS", msg)
-        self.assertIsNone(s.hello)
-        with tempfile.NamedTemporaryFile() as f:
-            f.write(b"kept")
-            f.flush()
-            r = self.srv.cli("put", run, f.name, "b")
-            self.assertEqual(r.returncode, 0, r)
+        refused_then_chunks(self, run, "SO_PASSRIGHTS", "b")
         m = self.teardown(run)
         # "a" was never declared; "b" came in chunks.
         self.assertEqual([(i.path, i.sha256) for i in m.inputs], [("b", sha(b"kept"))])
