@@ -73,11 +73,14 @@ struct exec_slot {
 	char why[128];
 };
 
-/* The next exec's init, made ahead while the run is idle (serve only):
- * its namespaces, cgroup leaf, network and listener are ready, and a claim
- * hands it the request (sbx_exec_claim). Used by one exec only, never
- * shared; nothing of an earlier exec is in it but what pid 1's memory
- * held when it was cloned, as with any exec init; pid 1's end ends it. */
+/* The next exec's init, made ahead (serve only): as soon as the last one
+ * was claimed and pid 1 has nothing to answer, also while execs run, so
+ * that back-to-back execs find it ready. Its namespaces, cgroup leaf,
+ * network and listener are ready, and a claim hands it the request
+ * (sbx_exec_claim). Used by one exec only, never shared; nothing of an
+ * earlier or a running exec is in it but what pid 1's memory held when it
+ * was cloned, as with any exec init (a fresh one can be started beside a
+ * running exec alike); pid 1's end ends it. */
 struct prepared {
 	pid_t pid;    /* 0: none */
 	bool dropped; /* killed by pid 1 (a claim that failed): reap, no more */
@@ -90,6 +93,7 @@ struct prepared {
 
 struct init_state {
 	struct sbx_init_ctx *ctx;
+	int sfd; /* SIGCHLD's signalfd */
 	struct exec_slot execs[MAX_EXECS];
 	int64_t run_deadline_ms;
 	struct prepared prep;
@@ -100,8 +104,8 @@ struct init_state {
 	 * clock is the run's from then on and never restarts. */
 	bool clock_fixed;
 	/* Ended execs' leaves, empty, not yet removed: their rmdir (several
-	 * hierarchies on v1, ~20 ms on a loaded host) waits until the next
-	 * exec init is being prepared and no request waits (remove_stale). */
+	 * hierarchies on v1, ~20 ms on a loaded host) waits until pid 1 has
+	 * nothing to answer, after the next exec init is made (remove_stale). */
 	struct {
 		char leaf[48]; /* "": none (no cgroup) */
 		int mnt_ns;    /* exec_slot's, or -1 */
@@ -357,19 +361,23 @@ static bool reap_prepared(struct init_state *st, pid_t pid)
 	return true;
 }
 
-/* Whether a request waits on the control socket. */
-static bool ctl_pending(int ctl)
+/* Whether pid 1 has something to answer first: a request on the control
+ * socket, or a child to reap (an ended exec's report). */
+static bool work_waits(const struct init_state *st)
 {
-	struct pollfd pfd = {.fd = ctl, .events = POLLIN};
-	return poll(&pfd, 1, 0) != 0;
+	struct pollfd pfd[2] = {{.fd = st->ctx->ctl, .events = POLLIN},
+				{.fd = st->sfd, .events = POLLIN}};
+	return poll(pfd, 2, 0) != 0;
 }
 
-/* Made while nothing else goes on: no exec running (its reap and report
- * go first), no request waiting, the run not ending. */
-static void maybe_prepare(struct init_state *st, bool any)
+/* Made when nothing waits to be answered (a request, an exec's end: the
+ * prepare takes pid 1 a few ms, cgroup leaf and clone included) and the
+ * run is not ending; whether execs run does not matter, as each holds
+ * its own namespaces and leaf. */
+static void maybe_prepare(struct init_state *st)
 {
-	if (!st->ctx->prepare_execs || st->prep.pid > 0 || st->prep_off || any ||
-	    sbx_mono_ms() >= st->run_deadline_ms || ctl_pending(st->ctx->ctl))
+	if (!st->ctx->prepare_execs || st->prep.pid > 0 || st->prep_off ||
+	    sbx_mono_ms() >= st->run_deadline_ms || work_waits(st))
 		return;
 	prepare_exec(st);
 }
@@ -561,12 +569,12 @@ static void remove_leaf(struct init_state *st, struct exec_slot *slot)
 	slot->used = false;
 }
 
-/* The put-off rmdirs and mount namespaces, one exec's at a time, while no
- * request waits: a request that came meanwhile goes first, the rest wait
- * for the next round. */
+/* The put-off rmdirs and mount namespaces, one exec's at a time, while
+ * nothing waits to be answered: a request or an exec's end that came
+ * meanwhile goes first, the rest wait for the next round. */
 static void remove_stale(struct init_state *st)
 {
-	while (st->n_stale > 0 && !ctl_pending(st->ctx->ctl)) {
+	while (st->n_stale > 0 && !work_waits(st)) {
 		st->n_stale--;
 		if (st->stale[st->n_stale].mnt_ns >= 0)
 			close(st->stale[st->n_stale].mnt_ns);
@@ -820,6 +828,7 @@ void sbx_init_main(struct sbx_init_ctx *ctx)
 	sigaddset(&mask, SIGCHLD);
 	sigprocmask(SIG_SETMASK, &mask, NULL);
 	int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	st.sfd = sfd;
 	if (sfd < 0) {
 		sbx_init_send_failure(ctx->ctl, "signalfd failed");
 		_exit(1);
@@ -839,7 +848,7 @@ void sbx_init_main(struct sbx_init_ctx *ctx)
 	sbx_phase_mark(SBX_PHASE_READY);
 
 	for (;;) {
-		maybe_prepare(&st, any_running(&st));
+		maybe_prepare(&st);
 		remove_stale(&st);
 		struct pollfd pfd[2 + MAX_EXECS] = {{.fd = ctx->ctl, .events = POLLIN},
 						    {.fd = sfd, .events = POLLIN}};

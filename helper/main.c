@@ -34,7 +34,7 @@ static const char usage[] =
     "                      [--image-root DIR --image-root-id DEV:INO]\n"
     "                      [--cgroup-root PATH] [--allow-rlimit-fallback] [--run-files N]\n"
     "                      [--host-uids subordinate|shared] [--host-id-dir DIR]\n"
-    "                      [--reader-fd N]\n"
+    "                      [--reader-fd N] [--no-prepare]\n"
     "       sbx-helper check [--json] [--cgroup-root PATH]\n"
     "       sbx-helper cleanup [--cgroup-root PATH]\n"
     "       sbx-helper policy FILE\n"
@@ -80,6 +80,9 @@ static const char usage[] =
     "                           ~/.local/state/sbx/host-ids); every helper of one\n"
     "                           user must use the same\n"
     "  --reader-fd N            serve: answer sbxd's opens beneath /out on socket N\n"
+    "  --no-prepare             serve: make each exec's init at its request, not\n"
+    "                           ahead (one process and pid fewer per run, slower\n"
+    "                           execs)\n"
     "  --allow-root             run even as real root (every guarantee is weaker)\n"
     "  -h, --help               this text\n"
     "  --version                print the version\n";
@@ -101,6 +104,7 @@ enum {
 	OPT_HOST_UIDS,
 	OPT_HOST_ID_DIR,
 	OPT_READER_FD,
+	OPT_NO_PREPARE,
 	OPT_VERSION,
 	OPT_TIMINGS
 };
@@ -122,6 +126,7 @@ static const struct option long_opts[] = {
     {"host-uids", required_argument, NULL, OPT_HOST_UIDS},
     {"host-id-dir", required_argument, NULL, OPT_HOST_ID_DIR},
     {"reader-fd", required_argument, NULL, OPT_READER_FD},
+    {"no-prepare", no_argument, NULL, OPT_NO_PREPARE},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, OPT_VERSION},
     {"timings", required_argument, NULL, OPT_TIMINGS},
@@ -300,6 +305,9 @@ int main(int argc, char **argv)
 		case OPT_JSON:
 			json = true;
 			break;
+		case OPT_NO_PREPARE:
+			o.no_prepare = true;
+			break;
 		case 'h':
 			fputs(usage, stdout);
 			return 0;
@@ -321,6 +329,8 @@ int main(int argc, char **argv)
 		return fail(usage_exit, "%s", "--timings is for run");
 	if (run && o.reader_fd >= 0)
 		return fail(usage_exit, "%s", "--reader-fd is for serve (sbxd's /out reader)");
+	if (run && o.no_prepare)
+		return fail(usage_exit, "%s", "--no-prepare is for serve (a run has one exec)");
 	if (!o.policy_path)
 		return fail(usage_exit, "%s", "missing --policy FILE");
 	/* A store's tree is sbxd's to name: `run` takes "host" or a rootfs

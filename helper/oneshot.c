@@ -514,8 +514,9 @@ int sbx_serve(const struct sbx_helper_opts *o, SbxPolicy *policy)
 	}
 	struct sbx_sandbox_opts so = sandbox_opts(o, policy, o->control_fd);
 	/* Execs come one by one over the run's life: the next one's init is
-	 * made while the run is idle (init.c). A one-shot has one exec. */
-	so.prepare_execs = true;
+	 * made ahead, once the last was claimed (init.c). A one-shot has one
+	 * exec. */
+	so.prepare_execs = !o->no_prepare;
 	if (sbx_sandbox_start(&so, &sb, &err) < 0) {
 		fprintf(stderr, "sbx-helper: %s\n", err.msg);
 		return EXIT_SETUP;

@@ -28,6 +28,7 @@ struct sbx_helper_opts {
 	int reader_fd;
 	enum sbx_host_ids_mode host_ids;
 	const char *host_id_dir;
+	bool no_prepare; /* serve: every exec's init made at its request */
 	char **argv;
 };
 

@@ -523,6 +523,11 @@ static const struct sbx_config_key root_keys[] = {
 	    "checks them, under the deadlines `same_host_record_ms` (per file) and "
 	    "`same_host_call_ms`; UNIMPLEMENTED (callers upload in chunks) on a kernel before "
 	    "Linux 6.16, whose sockets cannot refuse descriptors (SO_PASSRIGHTS)"},
+    {"exec_prepare", SBX_CONFIG_BOOL, ROOT(exec_prepare), .def = 1,
+     .doc = "each run's pid 1 makes the next exec's init (namespaces, cgroup leaf, network) "
+	    "ahead, once the last one was claimed, so that an Exec finds it ready; false: "
+	    "each at its Exec (one process, one pid of the run's `pids` and some kernel "
+	    "memory fewer per run, slower execs); passed to sbx-helper as `--no-prepare`"},
     {"runs_max", SBX_CONFIG_U32, 1, RUNS_MAX_MAX, 64, ROOT(runs_max),
      .doc = "runs at once, host-wide"},
     {"runs_max_per_identity", SBX_CONFIG_U32, 1, RUNS_MAX_MAX, 16, ROOT(runs_max_per_identity),

@@ -200,6 +200,9 @@ struct sbx_config {
 	/* ImportInputs: same-host callers upload over a socket (its
 	 * deadlines are the two above) */
 	bool same_host_import;
+	/* Each run's next exec init made ahead (sbx-helper serve without
+	 * --no-prepare); default true. */
+	bool exec_prepare;
 	uint32_t runs_max;		/* host-wide; default 64 */
 	uint32_t runs_max_per_identity; /* default 16; runs that stopped do not count */
 	/* A policy's limits.idle_seconds when it says 0 or nothing; default 600
@@ -274,7 +277,7 @@ int sbx_config_check_files(struct sbx_config *cfg, bool files_written, bool pids
  * reload (SIGHUP) cannot apply (listen, state_dir, helper, cgroup_root,
  * rlimit_fallback, host_uids, host_id_dir, input_dirs, insecure,
  * same_host_export, same_host_record_ms, same_host_call_ms, same_host_import,
- * runs_max,
+ * exec_prepare, runs_max,
  * workers, ipc_mode, max_message_bytes, connections, egress, images), named
  * in out (", "-separated, cut at size); returns how many. The rest (tokens,
  * tls files, runs_max_per_identity, idle_seconds_default,

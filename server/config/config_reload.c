@@ -101,6 +101,8 @@ size_t sbx_config_restart_keys(const struct sbx_config *now, const struct sbx_co
 		add(out, size, &n, "same_host_call_ms");
 	if (now->same_host_import != next->same_host_import)
 		add(out, size, &n, "same_host_import");
+	if (now->exec_prepare != next->exec_prepare)
+		add(out, size, &n, "exec_prepare");
 	if (now->runs_max != next->runs_max)
 		add(out, size, &n, "runs_max");
 	if (now->workers != next->workers)

@@ -450,7 +450,7 @@ static int start_helper(struct sbx_run *r, uint64_t run_files, int64_t *spawned,
 {
 	const struct runs_settings *set = &r->runs->cfg;
 	_cleanup_free_ char *policy = NULL;
-	const char *argv[28]; /* 26 at most, and the NULL */
+	const char *argv[29]; /* 27 at most, and the NULL */
 	size_t n = 0;
 	_cleanup_close_pair_ int sv[2] = SBX_PAIR_INIT;
 	_cleanup_close_pair_ int ep[2] = SBX_PAIR_INIT;
@@ -502,6 +502,8 @@ static int start_helper(struct sbx_run *r, uint64_t run_files, int64_t *spawned,
 	}
 	if (set->rlimit_fallback)
 		argv[n++] = "--allow-rlimit-fallback";
+	if (!set->exec_prepare)
+		argv[n++] = "--no-prepare";
 	snprintf(files, sizeof(files), "%llu", (unsigned long long)run_files);
 	argv[n++] = "--run-files";
 	argv[n++] = files;

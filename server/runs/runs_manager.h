@@ -49,6 +49,7 @@ struct runs_settings {
 	char *cgroup_root;
 	bool rlimit_fallback;
 	bool host_uids_shared;	 /* --host-uids shared (config host_uids) */
+	bool exec_prepare;	 /* without --no-prepare (config exec_prepare) */
 	char *host_id_dir;	 /* --host-id-dir (config host_id_dir), or NULL */
 	uint64_t host_uid_slots; /* subordinate: runs that can have one at once */
 	char *input_dirs[SBX_CONFIG_MAX_INPUT_DIRS]; /* realpath'd */

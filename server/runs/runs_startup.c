@@ -190,6 +190,7 @@ static int copy_settings(struct runs_settings *set, const struct sbx_config *cfg
 		return sbx_fail_errno(err, "settings");
 	set->rlimit_fallback = cfg->rlimit_fallback;
 	set->host_uids_shared = cfg->host_uids_shared;
+	set->exec_prepare = cfg->exec_prepare;
 	if (cfg->host_id_dir && !(set->host_id_dir = strdup(cfg->host_id_dir)))
 		return sbx_fail_errno(err, "settings");
 	set->runs_max = cfg->runs_max ? cfg->runs_max : 64;

@@ -12,7 +12,7 @@ import time
 import unittest
 
 import sbxrpc
-from sbxdfix import ServerTestCase, policy_json, processes_with, stale_run_cgroups
+from sbxdfix import Server, ServerTestCase, policy_json, processes_with, stale_run_cgroups
 from sbxrpc import sandbox_pb2 as pb
 
 
@@ -174,28 +174,40 @@ class SbxdTest(ServerTestCase):
         # Exec answers once pid 1 has the request, before the command
         # exists: a forwarded signal sent then waits for the command (it
         # was dropped by the kernel, or by exec init with no group to pass
-        # it to, and the command ran to its end). Both ways an exec
-        # starts: from the init pid 1 prepared while the run was idle, and
-        # fresh, beside a running exec.
-        run = self.create()
-        for fresh in (False, True):
-            bg = self.ok("Exec", pb.ExecRequest(run_id=run, argv=["/bin/sleep", "60"]),
-                         pb.ExecResponse).exec_id if fresh else None
-            for i in range(8):
-                if not fresh:
-                    time.sleep(0.3)  # idle: pid 1 prepares the next exec's init
-                ex = self.ok("Exec", pb.ExecRequest(run_id=run, argv=["/bin/sleep", "5"]),
-                             pb.ExecResponse).exec_id
-                time.sleep(0.001 * i)
-                self.ok("Signal", pb.SignalRequest(run_id=run, exec_id=ex, signal=15),
-                        pb.SignalResponse)
-                st = self.wait(run, ex)
-                self.assertEqual((pb.ExitReason.Name(st.reason), st.signal),
-                                 ("SIGNALED", 15), (fresh, i, st))
-            if bg:
-                self.ok("Signal", pb.SignalRequest(run_id=run, exec_id=bg), pb.SignalResponse)
-                self.wait(run, bg)
-        self.teardown(run)
+        # it to, and the command ran to its end). Every way an exec
+        # starts: from the init pid 1 made ahead while the run was idle,
+        # from the one it made while another exec ran, and fresh (a sbxd
+        # whose config says exec_prepare false).
+        self.signal_each_right_after_exec(self.c, running_beside=False)
+        self.signal_each_right_after_exec(self.c, running_beside=True)
+        srv = Server(exec_prepare=False)
+        try:
+            with srv.conn() as c:
+                self.signal_each_right_after_exec(c, running_beside=True)
+        finally:
+            self.assertEqual(srv.stop(), 0, srv.log_tail())
+            srv.cleanup()
+
+    def signal_each_right_after_exec(self, conn, running_beside):
+        run = self.create(conn=conn)
+        bg = self.ok("Exec", pb.ExecRequest(run_id=run, argv=["/bin/sleep", "60"]),
+                     pb.ExecResponse, conn=conn).exec_id if running_beside else None
+        for i in range(8):
+            if not running_beside:
+                time.sleep(0.3)  # idle: pid 1 prepares the next exec's init
+            ex = self.ok("Exec", pb.ExecRequest(run_id=run, argv=["/bin/sleep", "5"]),
+                         pb.ExecResponse, conn=conn).exec_id
+            time.sleep(0.001 * i)
+            self.ok("Signal", pb.SignalRequest(run_id=run, exec_id=ex, signal=15),
+                    pb.SignalResponse, conn=conn)
+            st = self.wait(run, ex, conn=conn)
+            self.assertEqual((pb.ExitReason.Name(st.reason), st.signal),
+                             ("SIGNALED", 15), (running_beside, i, st))
+        if bg:
+            self.ok("Signal", pb.SignalRequest(run_id=run, exec_id=bg), pb.SignalResponse,
+                    conn=conn)
+            self.wait(run, bg, conn=conn)
+        self.teardown(run, conn=conn)
 
     def test_run_expiry_keeps_artifacts_until_teardown(self):
         run = self.create(run_seconds=2, script_seconds=2)

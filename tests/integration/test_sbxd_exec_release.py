@@ -6,13 +6,13 @@ cgroup leaf and mount namespace let go later by pid 1 (its descriptors, the
 run's cgroup, teardown), and the bounding set dropped before a prepared
 exec init's claim (the command's credentials on the prepared and the fresh
 path alike)."""
+import contextlib
 import os
-import re
 import threading
 import time
 import unittest
 
-from sbxdfix import processes_with
+from sbxdfix import Server, processes_with
 from sbxrpc import sandbox_pb2 as pb
 from test_sbxd_out import OutTest
 
@@ -49,6 +49,24 @@ def leaf_of(pid):
         if line.startswith("0::"):
             return os.path.join("/sys/fs/cgroup", line[3:].lstrip("/"))
     return None
+
+
+def ancestors(pid):
+    """The host pids above pid, up to the host's init."""
+    while pid > 1:
+        with open("/proc/%d/status" % pid) as f:
+            pid = next(int(line.split()[1]) for line in f if line.startswith("PPid:"))
+        yield pid
+
+
+def wait_for(probe, timeout=5):
+    """probe's first true value within timeout seconds, else its last."""
+    deadline = time.time() + timeout
+    while True:
+        got = probe()
+        if got or time.time() >= deadline:
+            return got
+        time.sleep(0.02)
 
 
 def mnt_fds(pid):
@@ -121,37 +139,82 @@ class ExecReleaseTest(OutTest):
         self.assertEqual(set(f["Uid"]), {"1000"}, where)
         self.assertEqual(set(f["Gid"]), {"1000"}, where)
 
+    @contextlib.contextmanager
+    def without_prepare(self):
+        """This test's calls go to a second sbxd whose config says
+        exec_prepare false (sbx-helper --no-prepare): every exec's init is
+        made at its request."""
+        srv, c = self.srv, self.c
+        self.srv = Server(exec_prepare=False)
+        self.c = self.srv.conn(timeout_ms=15000)
+        try:
+            yield
+        finally:
+            self.c.close()
+            rc = self.srv.stop()
+            log = self.srv.log_tail()
+            self.srv.cleanup()
+            self.srv, self.c = srv, c
+            self.assertEqual(rc, 0, log)
+
+    def leaves_of_execs(self, run, scripts):
+        """Each script run one after the other, the command's confinement
+        checked; the kinds of leaf their commands ran in (prep, exec)."""
+        leaves = []
+        for i, script in enumerate(scripts):
+            tag = "1.%d25" % i
+            ex = self.exec(run, "cat /proc/self/status; %s; sleep %s" % (script, tag))
+            found = wait_for(lambda: processes_with("sleep " + tag))
+            self.assertTrue(found)
+            leaves.append(os.path.basename(leaf_of(found[0][0])).split("-")[0])
+            self.wait(run, ex)
+            self.assert_confined(self.output(run, ex), "exec %d" % i)
+        return leaves
+
     def test_command_has_no_capability_prepared_or_fresh(self):
+        # Back to back: every exec but perhaps the first claims an init
+        # pid 1 made ahead (prep-N), also while the last exec still ran;
+        # with exec_prepare false each starts fresh (exec-N). The command
+        # is confined the same on both paths.
         run = self.create()
         try:
-            script = "cat /proc/self/status; sleep %s"
-            # One at a time: every exec but perhaps the first claims a
-            # prepared exec init (prep-N); several at once: the ones that
-            # find none prepared start fresh (exec-N). Both must be seen.
-            leaves = set()
-            for i in range(4):
-                ex = self.exec(run, script % ("1.%d25" % i))
-                for _ in range(100):
-                    found = processes_with("sleep 1.%d25" % i)
-                    if found:
-                        break
-                    time.sleep(0.02)
-                self.assertTrue(found)
-                leaves.add(os.path.basename(leaf_of(found[0][0])).split("-")[0])
-                self.wait(run, ex)
-                self.assert_confined(self.output(run, ex), "sequential exec %d" % i)
-            at_once = [self.exec(run, script % "1.875") for _ in range(4)]
-            time.sleep(0.3)
-            for pid, _ in processes_with("sleep 1.875"):
-                try:
-                    leaves.add(os.path.basename(leaf_of(pid)).split("-")[0])
-                except OSError:
-                    pass
-            for ex in at_once:
-                self.wait(run, ex)
-                self.assert_confined(self.output(run, ex), "concurrent " + ex)
-            self.assertEqual(leaves, {"prep", "exec"},
-                             "both the prepared and the fresh path must have been taken")
+            leaves = self.leaves_of_execs(run, ["true"] * 4)
+            self.assertEqual(leaves[1:], ["prep"] * 3, leaves)
+        finally:
+            self.teardown(run)
+        with self.without_prepare():
+            run = self.create()
+            try:
+                self.assertEqual(self.leaves_of_execs(run, ["true"] * 3), ["exec"] * 3)
+                # Idle, pid 1 holds no exec init: nothing is made ahead.
+                time.sleep(0.5)
+                self.assertEqual(self.helper_procs(run)[1], [])
+            finally:
+                self.teardown(run)
+
+    def test_next_init_is_made_while_an_exec_runs(self):
+        # Once an exec claimed the init made ahead, pid 1 makes the next
+        # one while the command still runs (it runs for the whole test): a
+        # process of its own with a leaf of its own, which the next Exec
+        # claims.
+        run = self.create()
+        try:
+            ex = self.exec(run, "sleep 60.1875")
+            cmd = wait_for(lambda: processes_with("sleep 60.1875"))[0][0]
+            above = set(ancestors(cmd))
+            waiting = wait_for(lambda: [p for p in self.helper_procs(run)[1]
+                                        if p not in above])
+            self.assertEqual(len(waiting), 1, "an exec init beside the running one's")
+            leaf = leaf_of(waiting[0])
+            self.assertTrue(os.path.basename(leaf).startswith("prep-"), leaf)
+            self.assertNotEqual(leaf, leaf_of(cmd))
+            nxt = self.exec(run, "sleep 0.5625")
+            self.assertEqual(leaf_of(wait_for(lambda: processes_with("sleep 0.5625"))[0][0]),
+                             leaf, "the next exec runs in the init made meanwhile")
+            self.assertEqual(self.wait(run, nxt).reason, pb.EXITED)
+            self.ok("Signal", pb.SignalRequest(run_id=run, exec_id=ex, signal=9),
+                    pb.SignalResponse)
+            self.assertEqual(self.wait(run, ex).reason, pb.SIGNALED)
         finally:
             self.teardown(run)
 

@@ -46,7 +46,8 @@ static const char *policy_path(const char *json)
 	return p;
 }
 
-static bool start_helper(struct helper *h, const char *policy_json)
+/* extra: one more serve flag (--no-prepare), or NULL */
+static bool start_helper_with(struct helper *h, const char *policy_json, const char *extra)
 {
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
@@ -56,7 +57,7 @@ static bool start_helper(struct helper *h, const char *policy_json)
 	if (h->pid == 0) {
 		dup2(sv[1], 3);
 		execl(getenv("SBX_HELPER"), "sbx-helper", "serve", "--policy", pol, "--control-fd",
-		      "3", (char *)NULL);
+		      "3", extra, (char *)NULL);
 		_exit(127);
 	}
 	close(sv[1]);
@@ -71,6 +72,11 @@ static bool start_helper(struct helper *h, const char *policy_json)
 		snprintf(h->cgroup, sizeof(h->cgroup), "%s", ready.cgroup);
 	}
 	return ok && h->out_fd >= 0;
+}
+
+static bool start_helper(struct helper *h, const char *policy_json)
+{
+	return start_helper_with(h, policy_json, NULL);
 }
 
 /* Starts an exec with its stdout on a pipe; returns the pipe's read end. */
@@ -450,7 +456,9 @@ static pid_t sandbox_pid1(pid_t helper)
  * kills the whole sandbox as hung, so an exec init that is slow to make
  * its listener (held here from birth by tracing pid 1's forks, as a
  * loaded host or a contended rtnl would) costs the run every other exec.
- * Exec 1 must still end at script_seconds (2 s) + 1 s. */
+ * Exec 1 must still end at script_seconds (2 s) + 1 s. With --no-prepare,
+ * so that pid 1's next clone is exec 2's init (else it may be one made
+ * ahead while exec 1 runs, before the tracer is there). */
 static void listener_wait_checks(void)
 {
 	struct helper h;
@@ -458,10 +466,11 @@ static void listener_wait_checks(void)
 	int status;
 	unsigned long child = 0;
 
-	CHECK(start_helper(&h,
-			   "{\"image\":\"host\",\"egress\":{\"policy\":\"allowlist\",\"allow\":["
-			   "\"api.test:443\"]},\"limits\":{\"memory_mb\":256,\"pids\":64,"
-			   "\"script_seconds\":2,\"run_seconds\":60}}"),
+	CHECK(start_helper_with(&h,
+				"{\"image\":\"host\",\"egress\":{\"policy\":\"allowlist\","
+				"\"allow\":[\"api.test:443\"]},\"limits\":{\"memory_mb\":256,"
+				"\"pids\":64,\"script_seconds\":2,\"run_seconds\":60}}",
+				"--no-prepare"),
 	      "listener wait: the sandbox is ready");
 	int64_t t0 = sbx_mono_ms();
 	int f1 = exec_sh(&h, 1, "sleep 100");
