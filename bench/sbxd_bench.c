@@ -21,8 +21,8 @@
  * tls+tcp listener on 127.0.0.1 with certificates made by the openssl CLI
  * and a bearer token stored as its sha256), drives it through libsbxclient,
  * then stops it with SIGTERM and removes the directory. Each sample is
- * CLOCK_MONOTONIC around the calls (or around fork+exec+waitpid of the
- * peer). */
+ * CLOCK_MONOTONIC around the calls (or around the peer's fork+exec+waitpid,
+ * posix_spawn+waitpid for the floor). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -658,8 +658,9 @@ static double exec_once(const struct transport *t, const char *run_id)
 
 /* Exec(/bin/true)+Wait in one live run next to the floor (floor_once),
  * alternating which goes first. Each Exec comes at least gap_ms after the
- * previous one's Wait (0: back to back, but for a floor sample between
- * every other pair); the floor samples come after the same pause. */
+ * previous one's Wait (0: back to back, but with the order swapped every
+ * other pair of execs has two floor samples between them); the floor
+ * samples come after the same pause. */
 static void bench_exec(const struct transport *t, long n, long gap_ms)
 {
 	struct result *r = new_result(t->name, "exec", "Exec+Wait (live run)", U_MS, 90, (size_t)n);
