@@ -15,6 +15,7 @@ import unittest
 BUILD = os.environ.get("SBX_BUILD_DIR", "")
 BENCH = os.path.join(BUILD, "bench", "sbx-bench")
 SCALE = os.path.join(BUILD, "bench", "sbx-bench-scale")
+SBXD = os.path.join(BUILD, "bench", "sbx-bench-sbxd")
 # A row is either measured or says why not; "missing" (its path is not in
 # its stage's output) and "failed" are the benchmark's own faults.
 FINE = {"measured", "absent", "skipped"}
@@ -126,6 +127,40 @@ class BenchCommand(unittest.TestCase):
         self.assertIn("(runs_max)", idle["note"])
         self.assertEqual(processes_mentioning(self.tmp), [])
         self.assertEqual(os.listdir(self.tmp), [])
+
+    def test_exec_is_measured_next_to_the_floor(self):
+        # sbx-bench-sbxd's exec measure: every Exec+Wait sample has a floor
+        # sample beside it (a bare posix_spawn+waitpid of /bin/true), in
+        # the same shape as the other peers, and the pause asked for is the
+        # one reported.
+        p = subprocess.run([SBXD, "--quick", "--only", "exec", "--json", "--exec-gap-ms", "5"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env=self.env, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        doc = json.loads(p.stdout)
+        self.assertEqual(doc["counts"]["exec_gap_ms"], 5)
+        rows = {r["transport"]: r for r in doc["results"] if r["measure"] == "exec"}
+        self.assertEqual(sorted(rows), ["ipc", "tls"])
+        for r in rows.values():
+            peer = r["peer"]
+            self.assertEqual((peer["name"], peer["argv"]), ("floor", ["/bin/true"]))
+            self.assertEqual(peer["n"], doc["counts"]["execs"])
+            self.assertEqual(len(peer["samples"]), r["n"])
+            self.assertTrue(all(v > 0 for v in peer["samples"]), peer)
+            self.assertLessEqual(peer["p50"], peer["p90"])
+            self.assertAlmostEqual(r["ratio"], r["p50"] / peer["p50"], places=3)
+        self.assertEqual(rows["ipc"]["target"], "p50 <= 2 ms")
+        self.assertEqual(processes_mentioning(self.tmp), [])
+        self.assertEqual(os.listdir(self.tmp), [])
+
+    def test_a_bad_exec_gap_is_a_usage_error(self):
+        for bad in ("-1", "10001", "5ms", ""):
+            p = subprocess.run([SBXD, "--only", "exec", "--exec-gap-ms", bad],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=self.env, timeout=60)
+            self.assertEqual(p.returncode, 2, (bad, p.stderr))
+            self.assertIn("--exec-gap-ms: expected an integer in 0..10000, got '%s'" % bad,
+                          p.stderr)
 
     def test_an_unknown_stage_is_a_usage_error(self):
         p = subprocess.run([BENCH, "--only", "helper,nosuch"], stdout=subprocess.PIPE,
