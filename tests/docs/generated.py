@@ -19,7 +19,6 @@ NAME is one of:
             that page is prose, written by hand
 """
 import os
-import re
 import subprocess
 import sys
 

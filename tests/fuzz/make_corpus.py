@@ -8,7 +8,6 @@ change them). Needs the build's Python protobuf modules:
 Each file is one input in the target's own format (see the target's comment:
 a leading byte picks the method, type or fd count where the target has one).
 """
-import hashlib
 import json
 import os
 import sys

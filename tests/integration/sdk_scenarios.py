@@ -133,7 +133,7 @@ async def asyncio_twin():
         rs = await asyncio.gather(*(sbx.commands.run("cat /data/a.txt; echo %d" % i)
                                     for i in range(3)))
         report["gather"] = [r.stdout for r in rs]
-        r = await sbx.commands.run("echo x; echo y", on_stdout=lines.append)
+        await sbx.commands.run("echo x; echo y", on_stdout=lines.append)
         report["async_callback"] = "".join(lines)
         h = await sbx.commands.run("sleep 60", background=True)
         await h.kill()

@@ -94,7 +94,7 @@ class FileSystem(SandboxTest):
         # An existing file of sbx's /etc belongs to the run's uid 0 (the
         # caller), not to the sandbox user, which runs as a host uid of its
         # own: permission fails before the read-only mount is reached.
-        self.assertTrue(f"EACCES /etc/passwd" in r.stdout or "EROFS /etc/passwd" in r.stdout,
+        self.assertTrue("EACCES /etc/passwd" in r.stdout or "EROFS /etc/passwd" in r.stdout,
                         r.stdout)
 
     def test_read_only_cannot_be_undone(self):

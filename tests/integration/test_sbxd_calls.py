@@ -7,7 +7,6 @@ import json
 import os
 import random
 import re
-import subprocess
 import time
 import unittest
 

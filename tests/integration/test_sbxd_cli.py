@@ -6,10 +6,8 @@ non-executable command, an unwritable --out, no server), Ctrl-C reaching a
 script's KeyboardInterrupt handler, --json, and wait/logs/fetch -/put."""
 import json
 import os
-import re
 import signal
 import subprocess
-import tempfile
 import time
 import unittest
 

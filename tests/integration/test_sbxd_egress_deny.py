@@ -13,7 +13,6 @@ meanwhile; hostile queries (long, binary, NUL, compression pointers and
 their loops, garbage) are answered or dropped, never recorded as garbage."""
 import json
 import os
-import threading
 import unittest
 
 from sbxdfix import POLICY, ServerTestCase

@@ -9,7 +9,6 @@ The record of an exec (Status, the manifest) keeps RUN_EXEC_ARGV_RECORD
 own malloc chunk and pointer, about 160 KiB of sbxd's memory an exec, and a
 run keeps 10,000 execs' records (1.6 GB a run; Status copied them all
 again before trimming). Each entry now counts its overhead too."""
-import os
 import unittest
 
 from sbxdfix import ServerTestCase, policy_json

@@ -13,7 +13,6 @@ then stalls long enough for the writer's write of chunk 1 to go out in
 part and then time out, and reads the rest before the taking thread's
 write would time out too."""
 import hashlib
-import os
 import socket
 import struct
 import subprocess

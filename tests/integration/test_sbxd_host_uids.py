@@ -20,7 +20,6 @@ stopped sbxd and every other run. Here:
   (helper/rootfs.h SBX_RUN_INOTIFY_INSTANCES): a run that takes all it can
   stops at its share and sbxd's uid can still make one."""
 import fcntl
-import hashlib
 import os
 import time
 import unittest

@@ -160,7 +160,7 @@ class Held(LeaseTestCase):
         import threading
         for _ in range(3):
             run = self.c.create(run_seconds=1, script_seconds=1).run_id
-            e = self.c.exec(run, "echo x > /out/a; sleep 5")
+            self.c.exec(run, "echo x > /out/a; sleep 5")
             results, stop = [], threading.Event()
 
             def hammer(kind):

@@ -7,7 +7,6 @@ again), while Health answers on ipc throughout; a request head far past
 nng's 8 KiB buffer costs sbxd that buffer, not the bytes sent (the
 connection is closed, sbxd's memory does not grow by them)."""
 import http.client
-import os
 import re
 import socket
 import time

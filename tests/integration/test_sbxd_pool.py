@@ -17,7 +17,7 @@ import tempfile
 import time
 import unittest
 
-from sbxdfix import HELPER, POLICY, Server, policy_json, processes_with
+from sbxdfix import Server, policy_json, processes_with
 from sbxrpc import sandbox_pb2 as pb
 
 WARM, COLD = pb.LAUNCH_WARM, pb.LAUNCH_COLD
