@@ -34,30 +34,34 @@ FILL_PIDS = """if 1:
     """
 
 # Watches, for as long as it runs, everything of the run an exec can see:
-# every /proc entry's environ (command lines of other
-# execs are visible by design: hidepid=ptraceable, rootfs.c), the terminals in /dev/pts, and
-# signals every pid it can name; what names the marker goes to /out/seen.
+# every /proc entry's cmdline and environ (the marker spelled in two
+# halves, so that this script's own command line does not match; a child
+# of its own does, to show the scan works), the terminals in /dev/pts, and
+# every pid it can signal; what it found goes to /out/seen.
 SNOOP = """if 1:
-    import os, signal, time
+    import os, signal, subprocess, time
     seen = set()
+    # One of its own to find: the scan works.
+    own = subprocess.Popen(['/usr/bin/python3', '-c', 'import time; time.sleep(%f)',
+                            'MARK' + '4711', 'OWN'])
     open('/out/snooping', 'w').close()
     end = time.time() + %f
     while time.time() < end:
         for p in os.listdir('/proc'):
             if not p.isdigit():
                 continue
-            for f in ('environ',):
+            for f in ('cmdline', 'environ'):
                 try:
                     data = open('/proc/%%s/%%s' %% (p, f), 'rb').read()
                 except OSError:
                     continue
-                if b'MARK4711' in data:
-                    seen.add('%%s/%%s' %% (p, f))
+                if b'MARK' + b'4711' in data:
+                    seen.add('own' if b'OWN' in data else '%%s/%%s' %% (p, f))
         for t in os.listdir('/dev/pts'):
             if t != 'ptmx':
                 seen.add('pts/' + t)
         for pid in range(2, 64):
-            if pid == os.getpid():
+            if pid in (os.getpid(), own.pid):
                 continue
             try:
                 os.kill(pid, 0)
@@ -65,6 +69,7 @@ SNOOP = """if 1:
             except OSError:
                 pass
         time.sleep(0.01)
+    own.wait()
     open('/out/seen', 'w').write('\\n'.join(sorted(seen)))
     """
 
@@ -139,7 +144,7 @@ class PrepareAttackTest(OutTest):
     def test_a_running_exec_sees_nothing_of_the_init_made_meanwhile(self):
         run = self.create()
         try:
-            snoop = self.ok("Exec", pb.ExecRequest(run_id=run, argv=[PY, "-c", SNOOP % 3.0]),
+            snoop = self.ok("Exec", pb.ExecRequest(run_id=run, argv=[PY, "-c", SNOOP % (3.0, 3.0)]),
                             pb.ExecResponse).exec_id
             self.wait_for(run, "snooping")
             # Made while the snoop ran, claimed now: argv, env and a
@@ -150,7 +155,7 @@ class PrepareAttackTest(OutTest):
                       "MARK4711"]), pb.ExecResponse).exec_id
             self.assertEqual(self.wait(run, nxt).exit_code, 0)
             self.assertEqual(self.wait(run, snoop).exit_code, 0)
-            self.assertEqual(self.cat(run, "seen"), "")
+            self.assertEqual(self.cat(run, "seen"), "own")
         finally:
             self.teardown(run)
 
