@@ -380,8 +380,8 @@ static bool work_waits(const struct init_state *st)
 	return poll(pfd, n, 0) != 0 || next_timeout(st) == 0;
 }
 
-/* Made when nothing waits to be answered (a request, an exec's end: the
- * prepare takes pid 1 a few ms, cgroup leaf and clone included) and the
+/* Made when nothing waits to be answered (work_waits: the prepare takes
+ * pid 1 a few ms, cgroup leaf and clone included) and the
  * run is not ending; whether execs run does not matter, as each holds
  * its own namespaces and leaf. */
 static void maybe_prepare(struct init_state *st)
