@@ -361,17 +361,27 @@ static bool reap_prepared(struct init_state *st, pid_t pid)
 	return true;
 }
 
+static int next_timeout(const struct init_state *st);
+
 /* Whether pid 1 has something to answer first: a request on the control
- * socket, or a child to reap (an ended exec's report). */
+ * socket, a child to reap (an ended exec's report), an exec's listener or
+ * deny resolver to hand over (its ExecStarted: a claimed init sent it
+ * before its claim, so it is there at once), or a deadline that is due
+ * (a kill, a give-up). Execs run meanwhile now: none of theirs may wait
+ * behind the next one's prepare. */
 static bool work_waits(const struct init_state *st)
 {
-	struct pollfd pfd[2] = {{.fd = st->ctx->ctl, .events = POLLIN},
-				{.fd = st->sfd, .events = POLLIN}};
-	return poll(pfd, 2, 0) != 0;
+	struct pollfd pfd[2 + MAX_EXECS] = {{.fd = st->ctx->ctl, .events = POLLIN},
+					    {.fd = st->sfd, .events = POLLIN}};
+	nfds_t n = 2;
+	for (int i = 0; i < MAX_EXECS; i++)
+		if (st->execs[i].used && st->execs[i].awaiting_listener)
+			pfd[n++] = (struct pollfd){.fd = st->execs[i].report_fd, .events = POLLIN};
+	return poll(pfd, n, 0) != 0 || next_timeout(st) == 0;
 }
 
-/* Made when nothing waits to be answered (a request, an exec's end: the
- * prepare takes pid 1 a few ms, cgroup leaf and clone included) and the
+/* Made when nothing waits to be answered (work_waits: the prepare takes
+ * pid 1 a few ms, cgroup leaf and clone included) and the
  * run is not ending; whether execs run does not matter, as each holds
  * its own namespaces and leaf. */
 static void maybe_prepare(struct init_state *st)
@@ -773,7 +783,7 @@ static void check_deadlines(struct init_state *st)
 	}
 }
 
-static int next_timeout(struct init_state *st)
+static int next_timeout(const struct init_state *st)
 {
 	int64_t next = st->run_deadline_ms;
 	for (int i = 0; i < MAX_EXECS; i++) {

@@ -514,6 +514,81 @@ static void listener_wait_checks(void)
 	close(h.out_fd);
 }
 
+/* How many children pid has. */
+static int count_children(pid_t pid)
+{
+	char path[64], buf[256] = "";
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	int count = 0;
+	for (ssize_t i = 0; i < n; i++)
+		count += buf[i] == ' ';
+	return count;
+}
+
+/* The next exec's init is made ahead also while execs run (review of
+ * cccfd00), but an exec that claimed one gets its ExecStarted (the deny
+ * resolver, or the egress listener: sent by the init before its claim, so
+ * there at once) before pid 1 makes the next: the prepare waits, the
+ * exec's network does not. pid 1 is held (traced) at the clone of the next
+ * exec's init; exec 2's ExecStarted must have come before. */
+static void prepare_order_checks(void)
+{
+	struct helper h;
+	struct sbx_ctl_event ev;
+	int status;
+	unsigned long child = 0;
+
+	CHECK(start_helper(&h, "{\"image\":\"host\",\"egress\":{\"policy\":\"deny\"},"
+			       "\"limits\":{\"memory_mb\":256,\"pids\":64,\"script_seconds\":20,"
+			       "\"run_seconds\":60}}"),
+	      "prepare order: the sandbox is ready");
+	int f1 = exec_sh(&h, 1, "sleep 100");
+	CHECK(wait_started(&h, 1, 10000, &ev), "prepare order: exec 1 started");
+	sbx_ctl_event_close(&ev);
+	pid_t init = sandbox_pid1(h.pid);
+	/* Exec 1's init and the one made ahead meanwhile. */
+	int64_t until = sbx_mono_ms() + 5000;
+	while (count_children(init) < 2 && sbx_mono_ms() < until)
+		usleep(10000);
+	CHECK(count_children(init) == 2, "prepare order: pid 1 made the next init ahead");
+	/* ...and its set-up done (its resolver sent, waiting for a claim):
+	 * a claim that came sooner would wait for the resolver anyway. */
+	usleep(1000 * 1000);
+	bool traced = init > 0 &&
+		      ptrace(PTRACE_SEIZE, init, 0, PTRACE_O_TRACEFORK | PTRACE_O_TRACECLONE) == 0;
+	CHECK(traced, "prepare order: tracing pid 1 (%d)", (int)init);
+	int f2 = exec_sh(&h, 2, "sleep 100");
+	/* Exec 2 claims it; pid 1's next clone is the next prepare: held. */
+	bool held = traced && waitpid(init, &status, __WALL) == init && WIFSTOPPED(status) &&
+		    (status >> 16 == PTRACE_EVENT_FORK || status >> 16 == PTRACE_EVENT_CLONE);
+	if (held)
+		ptrace(PTRACE_GETEVENTMSG, init, 0, &child);
+	CHECK(held, "prepare order: pid 1 makes the next init while exec 2 runs");
+	bool started = wait_started(&h, 2, 1000, &ev);
+	if (started)
+		sbx_ctl_event_close(&ev);
+	CHECK(started, "prepare order: exec 2's ExecStarted came before the next prepare");
+	if (held) {
+		ptrace(PTRACE_CONT, init, 0, 0);
+		if (waitpid((pid_t)child, &status, __WALL) == (pid_t)child)
+			ptrace(PTRACE_DETACH, (pid_t)child, 0, 0);
+	}
+	if (!started)
+		CHECK(wait_started(&h, 2, 5000, &ev), "prepare order: exec 2 started at all");
+	if (traced && ptrace(PTRACE_INTERRUPT, init, 0, 0) == 0 &&
+	    waitpid(init, &status, __WALL) == init)
+		ptrace(PTRACE_DETACH, init, 0, 0);
+	close(h.ctl);
+	CHECK(helper_exits_within(&h, 5000), "prepare order: the sandbox ends");
+	close(f1);
+	close(f2);
+	close(h.out_fd);
+}
+
 #define POLICY(limits) "{\"image\":\"host\",\"limits\":{\"memory_mb\":256,\"pids\":64," limits "}}"
 
 int main(void)
@@ -763,5 +838,6 @@ int main(void)
 
 	egress_checks();
 	listener_wait_checks();
+	prepare_order_checks();
 	return check_done();
 }
