@@ -88,7 +88,7 @@ static const struct {
     {"ready", "ready", "filter handed over, Ready sent"},
     {"leaf", "exec leaf", "the exec's cgroup leaf made, limits written"},
     {"exec_ns", "exec ns", "exec init cloned (user, mount, pid, net, ipc), mapped"},
-    {"joined", "exec cgroup", "exec init joins its leaf (v1: a migration)"},
+    {"joined", "exec cgroup", "exec init in its leaf (v2: born there; else it migrates)"},
     {"confined", "confine", "loopback, devpts, uid, caps, seccomp loaded"},
     {"execve", "cmd spawn", "the command's process forked, fds, rlimits"},
     {"reaped", "command", "execve of the command, its run and exit"},

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/sched.h> /* struct clone_args, CLONE_INTO_CGROUP */
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -361,7 +362,7 @@ static int send_listener(int rfd, bool deny, struct sbx_err *err)
 /* What makes an exec's confinement and needs nothing of its request: the
  * fds, the cgroup leaf and namespace, the network, the listener, the
  * terminals. A prepared exec init does it before its claim. */
-static void exec_init_confine(const struct sbx_exec_spec *s)
+static void exec_init_confine(const struct sbx_exec_spec *s, bool born_in_leaf)
 {
 	struct sbx_err err;
 	int rfd = s->report_fd;
@@ -374,7 +375,8 @@ static void exec_init_confine(const struct sbx_exec_spec *s)
 	if (sbx_close_fds_except(keep, nkeep, &err) < 0)
 		setup_failed(rfd, &err);
 	if (s->cgroup->mode != SBX_CG_NONE) {
-		if (sbx_cgroup_add_pid(s->cgroup, 0, &err) < 0)
+		/* Born there on cgroup v2 (clone_exec_init), else a move. */
+		if (!born_in_leaf && sbx_cgroup_add_pid(s->cgroup, 0, &err) < 0)
 			setup_failed(rfd, &err);
 		/* Rooted at the exec's own cgroup: /proc/self/cgroup reads "/". */
 		if (unshare(CLONE_NEWCGROUP) < 0) {
@@ -646,9 +648,9 @@ int sbx_exec_claim(int report_fd, char *const *argv, size_t argc, const char *cw
 	return 0;
 }
 
-static void exec_init(const struct sbx_exec_spec *s)
+static void exec_init(const struct sbx_exec_spec *s, bool born_in_leaf)
 {
-	exec_init_confine(s);
+	exec_init_confine(s, born_in_leaf);
 	if (s->prepared) {
 		struct sbx_exec_spec c = *s;
 		await_claim(&c);
@@ -672,6 +674,38 @@ static int map_exec_ids(pid_t pid, struct sbx_err *err)
 	return sbx_write_proc(pid, "gid_map", map, err);
 }
 
+#define EXEC_NS_FLAGS (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC)
+
+/* Set once clone3 said ENOSYS (a kernel before 5.3, or a seccomp profile
+ * such as Docker's): pid 1 does not ask again. */
+static bool clone3_missing;
+
+/* Exec init, fork-like (no stack, SIGCHLD), in the exec's namespaces. On
+ * cgroup v2 it is born in its leaf (clone3's CLONE_INTO_CGROUP, Linux
+ * 5.7+), *born_in_leaf true: joining after birth (a write to cgroup.procs)
+ * takes cgroup_threadgroup_rwsem for writing, which waits for an RCU grace
+ * period on every exec; a birth there takes it for reading only. clone3
+ * refused in any way (ENOSYS, EPERM, E2BIG, EINVAL, no right to the leaf)
+ * falls back to clone, and exec init joins its leaf itself, as on v1. */
+static pid_t clone_exec_init(const struct sbx_cgroup *cg, bool *born_in_leaf)
+{
+	*born_in_leaf = false;
+	if (cg->mode == SBX_CG_V2 && !clone3_missing) {
+		struct clone_args args = {
+		    .flags = EXEC_NS_FLAGS | CLONE_INTO_CGROUP,
+		    .exit_signal = SIGCHLD,
+		    .cgroup = (uint64_t)cg->fd[0],
+		};
+		pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+		if (pid >= 0) {
+			*born_in_leaf = true;
+			return pid;
+		}
+		clone3_missing = errno == ENOSYS;
+	}
+	return (pid_t)syscall(SYS_clone, EXEC_NS_FLAGS | SIGCHLD, NULL, NULL, NULL, NULL);
+}
+
 pid_t sbx_exec_spawn(const struct sbx_exec_spec *s, struct sbx_err *err)
 {
 	_cleanup_close_pair_ int sync[2] = SBX_PAIR_INIT;
@@ -683,14 +717,14 @@ pid_t sbx_exec_spawn(const struct sbx_exec_spec *s, struct sbx_err *err)
 	 * must wait for the command, not vanish. */
 	forwarded_set(&held);
 	sigprocmask(SIG_BLOCK, &held, &old);
-	_cleanup_kill_reap_ pid_t pid = (pid_t)syscall(SYS_clone,
-						       CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID |
-							   CLONE_NEWNET | CLONE_NEWIPC | SIGCHLD,
-						       NULL, NULL, NULL, NULL);
+	bool born_in_leaf;
+	_cleanup_kill_reap_ pid_t pid = clone_exec_init(s->cgroup, &born_in_leaf);
 	if (pid != 0)
 		sigprocmask(SIG_SETMASK, &old, NULL);
 	if (pid < 0)
 		return sbx_fail_errno(err, "clone exec namespaces");
+	if (pid > 0 && born_in_leaf)
+		sbx_phase_mark(SBX_PHASE_IN_LEAF);
 	if (pid == 0) {
 		char byte;
 		close(sync[1]);
@@ -701,7 +735,7 @@ pid_t sbx_exec_spawn(const struct sbx_exec_spec *s, struct sbx_err *err)
 		if (read(sync[0], &byte, 1) != 1)
 			_exit(1);
 		close(sync[0]);
-		exec_init(s);
+		exec_init(s, born_in_leaf);
 	}
 	close(sbx_steal_fd(sync[0]));
 	if (map_exec_ids(pid, err) < 0)

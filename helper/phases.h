@@ -25,6 +25,8 @@ enum sbx_phase {
 	SBX_PHASE_MOUNTS,   /* pid 1: the root file system built */
 	SBX_PHASE_READY,    /* pid 1: the seccomp filter read, Ready sent */
 	SBX_PHASE_LEAF,	    /* pid 1: the exec's cgroup leaf made */
+	SBX_PHASE_IN_LEAF,  /* pid 1: exec init cloned straight into it (v2's
+			     * CLONE_INTO_CGROUP); unmarked when it joins later */
 	SBX_PHASE_EXEC_NS,  /* pid 1: exec init cloned into its namespaces, mapped */
 	SBX_PHASE_JOINED,   /* exec init: in its cgroup leaf */
 	SBX_PHASE_CONFINED, /* exec init: network, privileges dropped, seccomp loaded */

@@ -4,13 +4,24 @@
 # `sbx-helper run -- true` against `bwrap --unshare-all --die-with-parent
 # --new-session` in this same VM (bench/helper_vs_bwrap.c, alternating), as
 # the developer in a delegated scope. Prints the ratio and sbx's six largest
-# phases (the benchmark's per-phase breakdown, whole in the log); fails only when the
-# benchmark could not run at all (which a failing helper causes).
+# phases (the benchmark's per-phase breakdown, whole in the log) and its exec
+# cgroup phase; fails only when the benchmark could not run at all (which a
+# failing helper causes). perf_ratio_no_clone3 runs it under no_clone3.py
+# (clone3 refused, as Docker's seccomp profile does): exec init then joins
+# its leaf after birth instead of being born in it (check_exec_leaf.sh).
 
 PERF_RUNS=${PERF_RUNS:-10}
 
+check_perf_ratio_no_clone3() {
+    local rc=0
+    DEV_WRAP=("$PY" "$SBX/tests/vm/no_clone3.py")
+    check_perf_ratio || rc=$?
+    DEV_WRAP=()
+    return "$rc"
+}
+
 check_perf_ratio() {
-    local bench=$BIN/bench/sbx-bench-helper out rc=0 line phases
+    local exec_cg bench=$BIN/bench/sbx-bench-helper out rc=0 line phases
     [ -x "$bench" ] || { echo "no $bench on the stage disk"; return 1; }
     out=$(mktemp)
     chmod 0644 "$out"
@@ -28,7 +39,9 @@ check_perf_ratio() {
                       name = $1; if ($2 !~ /^[0-9.]+$/) { name = $1 " " $2; $2 = $3 }
                       printf "%s %s\n", $2, name }' "$out" |
              sort -rn | head -n 6 | awk '{ v = $1; $1 = ""; printf "%s%s %s", (NR > 1 ? ", " : ""), substr($0, 2), v }')
-    printf '%s (%s runs each, TCG)%s' "${line:-$(tail -n 1 "$out")}" "$PERF_RUNS" \
-        "${phases:+; sbx phases p50 ms: $phases}"
+    exec_cg=$(awk '/^sbx phases of .true./ { on = 1; next }
+                   on && $1 == "exec" && $2 == "cgroup" { print $3; exit }' "$out")
+    printf '%s (%s runs each, TCG)%s%s' "${line:-$(tail -n 1 "$out")}" "$PERF_RUNS" \
+        "${phases:+; sbx phases p50 ms: $phases}" "${exec_cg:+; exec cgroup $exec_cg}"
     rm -f "$out"
 }

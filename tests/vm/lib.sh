@@ -27,11 +27,14 @@ PY=/usr/bin/python3
 # from which sbx-helper asks the user manager for a scope: a process of a
 # system unit, such as the one running these checks, belongs to that unit).
 # The environment is the login's own (pam_systemd's XDG_RUNTIME_DIR, the user
-# bus) and nothing of root's; the caller's directory is kept.
+# bus) and nothing of root's; the caller's directory is kept. DEV_WRAP, when
+# set, is what the login runs under (no_clone3.py: a seccomp filter, as a
+# container runtime's).
+DEV_WRAP=()
 as_dev() {
     local cmd
     cmd=$(printf '%q ' "$@")
-    runuser -l "$DEV" -c "cd $(printf '%q' "$PWD") 2>/dev/null; exec env -i \
+    "${DEV_WRAP[@]}" runuser -l "$DEV" -c "cd $(printf '%q' "$PWD") 2>/dev/null; exec env -i \
         HOME=/home/$DEV USER=$DEV LOGNAME=$DEV SHELL=/bin/bash \
         PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8 TMPDIR=/tmp \
         XDG_RUNTIME_DIR=/run/user/$DEV_UID \
