@@ -136,7 +136,7 @@ struct setup_error {
  * table in that memory, so exec init's own table would say SIG_DFL and
  * its forwarded signals would be dropped. The kernel's sigaction: handler,
  * flags, restorer, mask (8 bytes). */
-static void default_handlers(void)
+static void default_handler(int sig)
 {
 	struct {
 		void (*handler)(int);
@@ -144,8 +144,13 @@ static void default_handlers(void)
 		void (*restorer)(void);
 		uint64_t mask;
 	} dfl = {.handler = SIG_DFL};
+	syscall(SYS_rt_sigaction, sig, &dfl, NULL, sizeof(dfl.mask));
+}
+
+static void default_handlers(void)
+{
 	for (int sig = 1; sig < NSIG; sig++)
-		syscall(SYS_rt_sigaction, sig, &dfl, NULL, sizeof(dfl.mask));
+		default_handler(sig);
 }
 
 /* The child that becomes the command. What goes wrong before execve is
@@ -211,20 +216,22 @@ static int command_main(void *arg)
 	return 127;
 }
 
-/* ThreadSanitizer's clone() takes every clone for a fork and does its
- * fork bookkeeping in the child: in a child sharing exec init's memory
- * that bookkeeping is exec init's, which then never ran a deferred signal
- * handler again (a forwarded signal was lost). Under it the child gets a
- * copy of the memory instead, as fork's. */
-#if defined(__SANITIZE_THREAD__)
-#define SPAWN_CLONE_VM 0
+/* A sanitizer's runtime keeps its bookkeeping in the process's memory and
+ * knows of fork, not of a raw clone: in a child sharing exec init's memory
+ * ThreadSanitizer's clone() did its fork bookkeeping as exec init's (which
+ * then never ran a deferred signal handler again: a forwarded signal was
+ * lost), and AddressSanitizer took the child's own stack for a switch it
+ * cannot follow (a warning on the command's stderr, then exec init's state
+ * broken: a SEGV in its waitpid). Under either the command is forked. */
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define SPAWN_BY_FORK 1
 #elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define SPAWN_CLONE_VM 0
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define SPAWN_BY_FORK 1
 #endif
 #endif
-#ifndef SPAWN_CLONE_VM
-#define SPAWN_CLONE_VM CLONE_VM
+#ifndef SPAWN_BY_FORK
+#define SPAWN_BY_FORK 0
 #endif
 
 /* The command's process shares exec init's memory until its execve
@@ -241,6 +248,18 @@ static int command_main(void *arg)
  * clone without namespace flags, as it does fork. */
 static pid_t spawn_command(const struct sbx_exec_spec *s, char **envp, int errpipe)
 {
+	if (SPAWN_BY_FORK) {
+		sigset_t all, old;
+		sigfillset(&all);
+		sigprocmask(SIG_SETMASK, &all, &old);
+		pid_t pid = fork();
+		if (pid == 0)
+			run_command(s, envp, errpipe); /* does not return */
+		int e = errno;
+		sigprocmask(SIG_SETMASK, &old, NULL);
+		errno = e;
+		return pid;
+	}
 	const size_t size = 256 * 1024;
 	void *stack = mmap(NULL, size, PROT_READ | PROT_WRITE,
 			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
@@ -250,8 +269,7 @@ static pid_t spawn_command(const struct sbx_exec_spec *s, char **envp, int errpi
 	sigset_t all, old;
 	sigfillset(&all);
 	sigprocmask(SIG_SETMASK, &all, &old);
-	pid_t pid =
-	    clone(command_main, (char *)stack + size, SPAWN_CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
+	pid_t pid = clone(command_main, (char *)stack + size, CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
 	int e = errno;
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	munmap(stack, size);
@@ -471,6 +489,14 @@ __attribute__((noreturn)) static void exec_init_command(const struct sbx_exec_sp
 		setup_failed(rfd, &err);
 	sbx_phase_mark(SBX_PHASE_CONFINED);
 
+	/* The kernel drops a signal from inside the exec's pid namespace to
+	 * its init unless init handles it: exec init handles the forwarded
+	 * ones only, whatever a runtime installed before (a sanitizer's
+	 * reporters of faults, which the command could otherwise raise in
+	 * exec init with a kill of pid 1). Its own SIGPIPE stays ignored. */
+	static const int faults[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT};
+	for (size_t i = 0; i < SBX_ARRAY_SIZE(faults); i++)
+		default_handler(faults[i]);
 	struct sigaction sa = {.sa_handler = forward_signal, .sa_flags = SA_RESTART};
 	sigset_t none, held;
 	sigfillset(&sa.sa_mask);
