@@ -214,3 +214,48 @@ check_sbxd_stop_clean() {
     echo "a live run ended by stop, no process of $SVC, no cgroup left"
     rm -f "$log"
 }
+
+# The exec init pid 1 makes ahead (prepare_exec) on cgroup v2: born in its
+# own leaf (prep-N, clone3 CLONE_INTO_CGROUP) with the exec's limits, and
+# the exec that claims it runs there, not in pid 1's cgroup or another's.
+check_sbxd_exec_leaf_prepared() {
+    local run log pid path dir i mem pids leaves=""
+    sbxd_unit_up || return 1
+    log=$(mktemp)
+    run=$(as_svc "$SBXCTL" --endpoint "$SBXD_ENDPOINT" create "${SMALL_RUN[@]}" 2>> "$log") || true
+    if [ -z "$run" ]; then printf 'create: %s' "$(why "$log")"; rm -f "$log"; return 1; fi
+    for i in 1 2 3; do
+        as_svc "$SBXCTL" --endpoint "$SBXD_ENDPOINT" exec --no-wait "$run" -- /bin/sleep "30.42$i" \
+            >> "$log" 2>&1
+        pid=""
+        for _ in $(seq 1 100); do
+            pid=$(pgrep -x -f "/bin/sleep 30.42$i" | head -n 1) || true
+            [ -n "$pid" ] && break
+            sleep 0.1
+        done
+        path=$(awk -F: '$1 == "0" { print $3 }' "/proc/$pid/cgroup" 2> /dev/null)
+        dir=/sys/fs/cgroup$path
+        mem=$(cat "$dir/memory.max" 2> /dev/null)
+        pids=$(cat "$dir/pids.max" 2> /dev/null)
+        { echo "== exec $i: pid $pid cgroup $path memory.max $mem pids.max $pids procs:"
+          cat "$dir/cgroup.procs" 2> /dev/null; } >> "$LOG"
+        leaves="$leaves ${path##*/}"
+        if ! [[ $path =~ /sbx-[0-9]+-[0-9a-f]{8}/(prep|exec)-[0-9]+$ ]] || [ -z "$mem" ] ||
+            [ "$mem" = max ]; then
+            printf 'exec %s: not in a leaf of its own with limits: cgroup "%s" memory.max "%s"' \
+                "$i" "${path:-never seen}" "$mem"
+            as_svc "$SBXCTL" --endpoint "$SBXD_ENDPOINT" teardown "$run" >> "$log" 2>&1 || true
+            cat "$log" >> "$LOG"; rm -f "$log"; return 1
+        fi
+        sleep 1
+    done
+    as_svc "$SBXCTL" --endpoint "$SBXD_ENDPOINT" teardown "$run" >> "$log" 2>&1 || true
+    cat "$log" >> "$LOG"
+    rm -f "$log"
+    # distinct leaves, and at least one claimed from a prepared init
+    if [ "$(tr ' ' '\n' <<< "$leaves" | sed '/^$/d' | sort -u | wc -l)" != 3 ] ||
+        [[ $leaves != *prep-* ]]; then
+        printf 'leaves not distinct or none prepared:%s' "$leaves"; return 1
+    fi
+    printf 'leaves:%s, each with memory.max set' "$leaves"
+}

@@ -24,7 +24,7 @@ ALL=(env_guest side_oneway side_gc side_routes
      helper_unit_refused exec_leaf_born exec_leaf_no_clone3
      limits_memory limits_pids limits_cpu limits_deadline_cpu limits_no_cgroup_left
      sbxctl_private_scope sbxctl_private_plain dev_clean
-     sbxd_unit_reconcile sbxd_unit_memory sbxd_unit_epoll image_pinned sbxd_stop_clean
+     sbxd_unit_reconcile sbxd_unit_memory sbxd_exec_leaf_prepared sbxd_unit_epoll image_pinned sbxd_stop_clean
      package_install package_reconcile package_metrics package_drain package_reload package_pool package_purge
      perf_ratio perf_ratio_no_clone3)
 # Informational: printed, never counted as passed or failed.
