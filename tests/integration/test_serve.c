@@ -437,16 +437,24 @@ static void egress_checks(void)
 	close(h.out_fd);
 }
 
-/* The sandbox's pid 1: the helper's child. */
-static pid_t sandbox_pid1(pid_t helper)
+/* pid's children ("PID PID ... "), "" when unreadable; their length. */
+static ssize_t read_children(pid_t pid, char *buf, size_t size)
 {
-	char path[64], buf[64] = "";
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)helper, (int)helper);
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	ssize_t n = fd >= 0 ? read(fd, buf, size - 1) : -1;
 	if (fd >= 0)
 		close(fd);
 	buf[n > 0 ? n : 0] = '\0';
+	return n > 0 ? n : 0;
+}
+
+/* The sandbox's pid 1: the helper's child. */
+static pid_t sandbox_pid1(pid_t helper)
+{
+	char buf[64];
+	read_children(helper, buf, sizeof(buf));
 	return (pid_t)atoi(buf);
 }
 
@@ -517,12 +525,8 @@ static void listener_wait_checks(void)
 /* How many children pid has. */
 static int count_children(pid_t pid)
 {
-	char path[64], buf[256] = "";
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-	if (fd >= 0)
-		close(fd);
+	char buf[256];
+	ssize_t n = read_children(pid, buf, sizeof(buf));
 	int count = 0;
 	for (ssize_t i = 0; i < n; i++)
 		count += buf[i] == ' ';
