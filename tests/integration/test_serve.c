@@ -458,6 +458,21 @@ static pid_t sandbox_pid1(pid_t helper)
 	return (pid_t)atoi(buf);
 }
 
+/* The end of a check that traced pid 1 (init, 0 if not): detached (which
+ * needs a stopped tracee), the control socket closed, the sandbox gone. */
+static void untrace_and_end(struct helper *h, pid_t init, int f1, int f2, const char *what)
+{
+	int status;
+	if (init > 0 && ptrace(PTRACE_INTERRUPT, init, 0, 0) == 0 &&
+	    waitpid(init, &status, __WALL) == init)
+		ptrace(PTRACE_DETACH, init, 0, 0);
+	close(h->ctl);
+	CHECK(helper_exits_within(h, 5000), "%s: the sandbox ends", what);
+	close(f1);
+	close(f2);
+	close(h->out_fd);
+}
+
 /* pid 1 waits for an exec init's egress listener (LISTENER_WAIT_MS, 5 s)
  * handling nothing else: no SignalRequest, no deadline of another exec.
  * sbxd gives pid 1 RUN_GRACE_MS (2 s) past an exec's deadline before it
@@ -511,15 +526,7 @@ static void listener_wait_checks(void)
 		kill((pid_t)child, SIGKILL);
 		waitpid((pid_t)child, &status, __WALL);
 	}
-	/* Detaching needs a stopped tracee. */
-	if (traced && ptrace(PTRACE_INTERRUPT, init, 0, 0) == 0 &&
-	    waitpid(init, &status, __WALL) == init)
-		ptrace(PTRACE_DETACH, init, 0, 0);
-	close(h.ctl);
-	CHECK(helper_exits_within(&h, 5000), "listener wait: the sandbox ends");
-	close(f1);
-	close(f2);
-	close(h.out_fd);
+	untrace_and_end(&h, traced ? init : 0, f1, f2, "listener wait");
 }
 
 /* How many children pid has. */
@@ -583,14 +590,7 @@ static void prepare_order_checks(void)
 	}
 	if (!started)
 		CHECK(wait_started(&h, 2, 5000, &ev), "prepare order: exec 2 started at all");
-	if (traced && ptrace(PTRACE_INTERRUPT, init, 0, 0) == 0 &&
-	    waitpid(init, &status, __WALL) == init)
-		ptrace(PTRACE_DETACH, init, 0, 0);
-	close(h.ctl);
-	CHECK(helper_exits_within(&h, 5000), "prepare order: the sandbox ends");
-	close(f1);
-	close(f2);
-	close(h.out_fd);
+	untrace_and_end(&h, traced ? init : 0, f1, f2, "prepare order");
 }
 
 #define POLICY(limits) "{\"image\":\"host\",\"limits\":{\"memory_mb\":256,\"pids\":64," limits "}}"
