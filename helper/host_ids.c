@@ -15,6 +15,7 @@
 
 #include "fds.h"
 #include "host_id_dir.h"
+#include "spawn_stdio.h"
 #include "util.h"
 
 /* The fix an error names: what useradd does for a new login user. */
@@ -143,23 +144,14 @@ static int idmap_spawn(struct sbx_idmap_tool *t, const char *tool, pid_t pid, st
 	int pipefd[2];
 	if (pipe2(pipefd, O_CLOEXEC) < 0)
 		return sbx_fail_errno(err, "pipe");
-	t->child = fork();
+	/* A setuid program gets nothing of ours but its stdio: not the
+	 * control or reader socket serve was handed (fds 3 and 4). */
+	t->child = sbx_spawn_stdio(t->prog, (char *const *)argv, pipefd[1], err);
 	if (t->child < 0) {
+		t->child = 0;
 		close(pipefd[0]);
 		close(pipefd[1]);
-		return sbx_fail_errno(err, "fork %s", tool);
-	}
-	if (t->child == 0) {
-		char *const envp[] = {NULL};
-		int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-		if (null < 0 || dup2(null, 0) < 0 || dup2(pipefd[1], 1) < 0 ||
-		    dup2(pipefd[1], 2) < 0)
-			_exit(127);
-		/* A setuid program gets nothing of ours but its stdio: not the
-		 * control or reader socket serve was handed (fds 3 and 4). */
-		close_range(3, ~0U, 0);
-		execve(t->prog, (char *const *)argv, envp);
-		_exit(127);
+		return -1;
 	}
 	close(pipefd[1]);
 	t->said_fd = pipefd[0];
