@@ -19,13 +19,12 @@
 #include <unistd.h>
 
 #include <jansson.h>
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
 
 #include "hostname.h"
 #include "image_ref.h"
 #include "path.h"
 #include "policy_ranges.h"
+#include "sha256.h"
 #include "strict_json.h"
 #include "util.h"
 
@@ -843,19 +842,16 @@ int sbx_policy_digest(const SbxPolicy *p, char hex[65], struct sbx_err *err)
 {
 	size_t len = sbx__v1__policy__get_packed_size(p);
 	_cleanup_free_ uint8_t *buf = malloc(len ? len : 1);
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0;
+	unsigned char md[32];
 
 	if (!buf)
 		return oom(err);
 	if (sbx__v1__policy__pack(p, buf) != len)
 		return sbx_fail(err, "policy: protobuf serialization is inconsistent");
-	/* Reading openssl.cnf costs milliseconds and configures nothing a
-	 * sha256 needs. */
-	OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG, NULL);
-	if (!EVP_Digest(buf, len, md, &mdlen, EVP_sha256(), NULL) || mdlen != 32)
-		return sbx_fail(err, "policy: sha256 failed");
-	for (unsigned int i = 0; i < mdlen; i++)
+	if (sbx_sha256_buf(buf, len, md, err) < 0)
+		return sbx_err_prefix(err, "policy");
+	/* Not sbx_sha256_hex: sbx-helper links this file without sha256.c. */
+	for (int i = 0; i < 32; i++)
 		snprintf(hex + 2 * i, 3, "%02x", md[i]);
 	return 0;
 }

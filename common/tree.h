@@ -95,16 +95,4 @@ int sbx_open_beneath_owned(int dirfd, const char *name, int flags, mode_t need, 
  * Returns -1 with err on the first failure. */
 int sbx_remove_tree_at(int parent, const char *name, struct sbx_err *err);
 
-/* sha256 (OpenSSL EVP) of everything read from fd's current offset to its
- * end, as 64 lowercase hex digits + NUL; *bytes (if non-NULL) gets the
- * length. */
-int sbx_sha256_fd(int fd, char hex[65], uint64_t *bytes, struct sbx_err *err);
-/* The same, reading at most `max` bytes: a file that holds more fails with
- * EFBIG (it grew while read); stop (if non-NULL) is asked before every
- * chunk of 256 KiB and ends the pass with ECANCELED when it says so. */
-int sbx_sha256_fd_max(int fd, uint64_t max, bool (*stop)(void *arg), void *arg, char hex[65],
-		      uint64_t *bytes, struct sbx_err *err);
-/* 32 bytes of digest as 64 lowercase hex digits + NUL. */
-void sbx_sha256_hex(const unsigned char md[32], char hex[65]);
-
 #endif

@@ -22,6 +22,7 @@
 
 #include "images_cleanup.h"
 #include "images_source.h"
+#include "sha256.h"
 #include "strict_json.h"
 #include "tree.h"
 #include "util.h"

@@ -18,6 +18,7 @@
 
 #include <openssl/evp.h>
 
+#include "sha256.h"
 #include "strict_json.h"
 #include "text.h"
 #include "tree.h"

@@ -52,6 +52,7 @@
 
 #include "images_internal.h"
 #include "inode_set.h"
+#include "sha256.h"
 #include "tree.h"
 #include "util.h"
 

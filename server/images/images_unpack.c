@@ -22,6 +22,7 @@
 
 #include "images_internal.h"
 #include "images_unpack_entry.h"
+#include "sha256.h"
 #include "tree.h"
 #include "util.h"
 

@@ -64,6 +64,7 @@
 #include "runs_artifacts.h"
 #include "runs_manager.h"
 #include "runs_registry.h"
+#include "sha256.h"
 #include "sleep.h"
 #include "text.h"
 #include "tree.h"

@@ -51,6 +51,7 @@
 #include "runs_side.h"
 #include "runs_util.h"
 #include "service.h"
+#include "sha256.h"
 #include "tree.h"
 #include "util.h"
 

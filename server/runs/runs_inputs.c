@@ -33,6 +33,7 @@
 #include "runs_quota.h"
 #include "runs_registry.h"
 #include "runs_util.h"
+#include "sha256.h"
 #include "tree.h"
 #include "util.h"
 

@@ -28,6 +28,7 @@
 
 #include "check.h"
 #include "images_internal.h"
+#include "sha256.h"
 #include "tree.h"
 #include "util.h"
 

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* sbx_sha256_buf (common/sha256.h) for sbx-helper: OpenSSL's, from a
+ * libcrypto loaded on first use rather than linked. Every sandbox starts
+ * with an exec of sbx-helper, and mapping and relocating libcrypto costs
+ * that exec about 2 ms and 125 page faults on a VM whose faults are dear
+ * (an empty main linked with -lcrypto against one without: 4.3 against
+ * 2.4 ms, docs/dev/benchmarks.md), while the helper hashes only a
+ * policy's digest, for `sbx-helper policy` and a one-shot's result file.
+ * The helper links with --as-needed and never references libcrypto, so it
+ * has no DT_NEEDED on it (helper.no_libcrypto checks); the soname is the
+ * one the headers built against name, as the dynamic linker would load. */
+#include "sha256.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/opensslv.h>
+
+#define STR_(x)	  #x
+#define STR(x)	  STR_(x)
+#define LIBCRYPTO "libcrypto.so." STR(OPENSSL_VERSION_MAJOR)
+
+static struct {
+	__typeof__(OPENSSL_init_crypto) *init;
+	__typeof__(EVP_sha256) *sha256;
+	__typeof__(EVP_Digest) *digest;
+	char why[200]; /* set when it could not be loaded */
+} crypto;
+
+static void load(void)
+{
+	void *lib = dlopen(LIBCRYPTO, RTLD_NOW | RTLD_LOCAL);
+
+	if (!lib) {
+		snprintf(crypto.why, sizeof(crypto.why), "%s", dlerror());
+		return;
+	}
+	*(void **)&crypto.init = dlsym(lib, "OPENSSL_init_crypto");
+	*(void **)&crypto.sha256 = dlsym(lib, "EVP_sha256");
+	*(void **)&crypto.digest = dlsym(lib, "EVP_Digest");
+	if (!crypto.init || !crypto.sha256 || !crypto.digest) {
+		snprintf(crypto.why, sizeof(crypto.why), "%s lacks EVP_Digest or EVP_sha256",
+			 LIBCRYPTO);
+		dlclose(lib);
+		return;
+	}
+	/* As sha256.c: no openssl.cnf, which configures nothing a sha256 needs. */
+	crypto.init(OPENSSL_INIT_NO_LOAD_CONFIG, NULL);
+}
+
+int sbx_sha256_buf(const void *buf, size_t len, unsigned char md[32], struct sbx_err *err)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	unsigned char out[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+
+	pthread_once(&once, load);
+	if (!crypto.digest)
+		return sbx_fail(err,
+				"sha256: %s cannot be loaded (Debian and Ubuntu: package libssl3): "
+				"%s",
+				LIBCRYPTO, crypto.why);
+	if (!crypto.digest(buf, len, out, &mdlen, crypto.sha256(), NULL) || mdlen != 32)
+		return sbx_fail(err, "sha256 failed");
+	memcpy(md, out, 32);
+	return 0;
+}
