@@ -989,8 +989,9 @@ static void bench_fetch(const struct server *s, const struct transport *t, long 
 
 /* ------------------------------------------------------------ export */
 
-/* sbx_export_at of the 256 MiB artifact into a directory of ours (the
- * descriptor passed over a unix socket, copy_file_range, the copy hashed),
+/* sbx_export_at of the 256 MiB artifact into a directory of ours (its
+ * bytes sent one way over a unix socket of our uid and written here; the
+ * sha256 sbxd vouches for when /out stayed settled, else the copy hashed),
  * its sha256 checked against the listing's. */
 static void export_once(const struct transport *t, const char *run_id, int dirfd,
 			const char *expect)
@@ -1193,9 +1194,9 @@ static void usage(FILE *f)
 	    "          cycle next to the one-shot bwrap (target <= 0.5), rotating the\n"
 	    "          three, the pool full again before each\n"
 	    "  export  (ipc only) the 256 MiB artifact exported K times (--fetches) by\n"
-	    "          sbx_export_at (ExportArtifacts: the descriptor over a unix socket,\n"
-	    "          copy_file_range, sha256 of the copy) next to `cp` of a local\n"
-	    "          256 MiB file, rotating (target >= 0.5)\n"
+	    "          sbx_export_at (ExportArtifacts: the bytes one way over a unix\n"
+	    "          socket of our uid, sha256 vouched for by sbxd or of the copy)\n"
+	    "          next to `cp` of a local 256 MiB file, rotating (target >= 0.5)\n"
 	    "  import  (ipc only) a local 256 MiB file uploaded K times (--fetches) into\n"
 	    "          new runs' /data by sbx_import_files (ImportInputs: sha256 by the\n"
 	    "          client, the bytes over a unix socket, sbxd writes and hashes)\n"
