@@ -655,9 +655,12 @@ int main(void)
 	      "and its whole process tree");
 	close(fd);
 
-	/* Other signals reach the command itself. */
-	fd = exec_sh(&h, 5, "trap 'echo got-term; exit 7' TERM; sleep 993 & wait");
-	usleep(300000);
+	/* Other signals reach the command itself. It says when its trap is
+	 * set: a fixed sleep before the signal lost the race under TSan,
+	 * whose slower start let the default action end sh first. */
+	fd = exec_sh(&h, 5, "trap 'echo got-term; exit 7' TERM; echo armed; sleep 993 & wait");
+	out = read_some(fd, 10000);
+	CHECK(strcmp(out, "armed\n") == 0, "the command set its trap (%s)", out);
 	send_signal(&h, 5, SIGTERM);
 	e = wait_ended(&h, 10000, &ev);
 	out = read_all(fd);
