@@ -15,7 +15,7 @@
 
 #include "fds.h"
 #include "host_id_dir.h"
-#include "spawn_stdio.h"
+#include "spawn_prog.h"
 #include "util.h"
 
 /* The fix an error names: what useradd does for a new login user. */
@@ -146,8 +146,14 @@ static int idmap_spawn(struct sbx_idmap_tool *t, const char *tool, pid_t pid, st
 		return sbx_fail_errno(err, "pipe");
 	/* A setuid program gets nothing of ours but its stdio: not the
 	 * control or reader socket serve was handed (fds 3 and 4). */
-	t->child = sbx_spawn_stdio(t->prog, (char *const *)argv, pipefd[1], err);
-	if (t->child < 0) {
+	char *const no_env[] = {NULL};
+	struct sbx_spawn_prog sp = {.argv = argv,
+				    .env = no_env,
+				    .out_fd = pipefd[1],
+				    .err_fd = pipefd[1],
+				    .fd3 = -1,
+				    .fd4 = -1};
+	if (sbx_spawn_prog(&sp, &t->child, err) < 0) {
 		t->child = 0;
 		close(pipefd[0]);
 		close(pipefd[1]);

@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Starting and ending sbx-helper processes.
  *
- * posix_spawn, not fork: sbxd is multi-threaded, and glibc's posix_spawn
- * neither copies the address space nor runs anything but the file actions
- * between clone and exec. Each helper gets exactly: /dev/null as stdin,
+ * Started by sbx_spawn_prog (common/spawn_prog.c: posix_spawn, safe from
+ * sbxd's threads). Each helper gets exactly: /dev/null as stdin,
  * the given fds as stdout/stderr, its control socket as fd 3, and nothing
  * else (closefrom), an empty signal mask with default dispositions, its own
  * process group (so a hung helper and its sandbox's pid 1 die with one
@@ -12,7 +11,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/pidfd.h>
@@ -22,69 +20,24 @@
 #include "runs_proc.h"
 
 #include "clock.h"
+#include "spawn_prog.h"
 #include "util.h"
 
 #define CAPTURE_MAX    (64 * 1024)
 #define KILLED_EXIT_MS 5000 /* for a SIGKILLed helper to be reaped */
 
-/* Fds at 10 and up cannot collide with the 0..3 they are moved to. */
-static int high_dup(int fd)
-{
-	return fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 10);
-}
-
 int proc_spawn(const char *const *argv, char *const *env, int fd3, int fd4, int outfd, int errfd,
 	       pid_t *pid, struct sbx_err *err)
 {
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t attr;
-	sigset_t none, all;
-	_cleanup_close_ int h3 = high_dup(fd3);
-	_cleanup_close_ int h4 = high_dup(fd4);
-	_cleanup_close_ int hout = high_dup(outfd);
-	_cleanup_close_ int herr = high_dup(errfd);
-	int rc;
+	struct sbx_spawn_prog p = {.argv = argv,
+				   .env = env,
+				   .out_fd = outfd,
+				   .err_fd = errfd,
+				   .fd3 = fd3,
+				   .fd4 = fd4,
+				   .own_group = true};
 
-	if ((fd3 >= 0 && h3 < 0) || (fd4 >= 0 && h4 < 0) || (outfd >= 0 && hout < 0) ||
-	    (errfd >= 0 && herr < 0))
-		return sbx_fail_errno(err, "spawn %s: dup", argv[0]);
-	sigemptyset(&none);
-	sigfillset(&all);
-	if ((rc = posix_spawn_file_actions_init(&fa)) != 0)
-		return sbx_fail_errnum(err, rc, "spawn %s", argv[0]);
-	if ((rc = posix_spawnattr_init(&attr)) != 0) {
-		posix_spawn_file_actions_destroy(&fa);
-		return sbx_fail_errnum(err, rc, "spawn %s", argv[0]);
-	}
-	rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	if (!rc)
-		rc = hout >= 0 ? posix_spawn_file_actions_adddup2(&fa, hout, 1)
-			       : posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-	if (!rc)
-		rc = herr >= 0 ? posix_spawn_file_actions_adddup2(&fa, herr, 2)
-			       : posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-	if (!rc && h3 >= 0)
-		rc = posix_spawn_file_actions_adddup2(&fa, h3, 3);
-	if (!rc && h4 >= 0)
-		rc = posix_spawn_file_actions_adddup2(&fa, h4, 4);
-	if (!rc)
-		rc = posix_spawn_file_actions_addclosefrom_np(&fa, h4 >= 0 ? 5 : h3 >= 0 ? 4 : 3);
-	if (!rc)
-		rc = posix_spawnattr_setflags(
-		    &attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-	if (!rc)
-		rc = posix_spawnattr_setpgroup(&attr, 0);
-	if (!rc)
-		rc = posix_spawnattr_setsigmask(&attr, &none);
-	if (!rc)
-		rc = posix_spawnattr_setsigdefault(&attr, &all);
-	if (!rc)
-		rc = posix_spawn(pid, argv[0], &fa, &attr, (char *const *)argv, env);
-	posix_spawnattr_destroy(&attr);
-	posix_spawn_file_actions_destroy(&fa);
-	if (rc)
-		return sbx_fail_errnum(err, rc, "start %s", argv[0]);
-	return 0;
+	return sbx_spawn_prog(&p, pid, err);
 }
 
 int proc_reap(pid_t pid, int pidfd, int timeout_ms, int *status)

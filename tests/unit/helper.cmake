@@ -11,7 +11,3 @@ add_test(NAME unit.helper.userns_diag COMMAND test_helper_userns_diag)
 add_executable(test_helper_netns test_helper_netns.c)
 target_link_libraries(test_helper_netns PRIVATE sbx_helper_parts sbx_check)
 add_test(NAME unit.helper.netns COMMAND test_helper_netns)
-
-add_executable(test_helper_spawn test_helper_spawn.c)
-target_link_libraries(test_helper_spawn PRIVATE sbx_helper_parts sbx_check)
-add_test(NAME unit.helper.spawn COMMAND test_helper_spawn)
