@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -237,11 +238,14 @@ static int dns_query(const char *name, int type, struct answer *a, struct sbx_er
 	for (;;) {
 		ares_socket_t socks[ARES_GETSOCK_MAXNUM];
 		struct pollfd pf[ARES_GETSOCK_MAXNUM];
-		int bits = ares_getsock(ch, socks, ARES_GETSOCK_MAXNUM);
+		/* c-ares's ARES_GETSOCK_WRITABLE shifts a signed 1 by up to 31
+		 * (undefined; UBSan stops on it): the same bits, unsigned. */
+		unsigned bits = (unsigned)ares_getsock(ch, socks, ARES_GETSOCK_MAXNUM);
 		nfds_t np = 0;
-		for (int i = 0; i < ARES_GETSOCK_MAXNUM; i++) {
-			short ev = (short)((ARES_GETSOCK_READABLE(bits, i) ? POLLIN : 0) |
-					   (ARES_GETSOCK_WRITABLE(bits, i) ? POLLOUT : 0));
+		for (unsigned i = 0; i < (unsigned)ARES_GETSOCK_MAXNUM; i++) {
+			bool readable = bits & (1u << i);
+			bool writable = bits & (1u << (i + ARES_GETSOCK_MAXNUM));
+			short ev = (short)((readable ? POLLIN : 0) | (writable ? POLLOUT : 0));
 			if (ev)
 				pf[np++] = (struct pollfd){.fd = socks[i], .events = ev};
 		}
