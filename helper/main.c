@@ -2,6 +2,7 @@
 /* sbx-helper: builds one sandbox and runs untrusted commands in it, as an
  * ordinary user: user namespaces, no setuid, no PAM. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -200,9 +201,31 @@ static int policy_cmd(int argc, char **argv)
 	return rc == 0 ? 0 : fail(1, "%s", err.msg);
 }
 
+/* Opens /dev/null until descriptors 0, 1 and 2 are all in use. */
+static int stdio_open(void)
+{
+	for (;;) {
+		int fd = open("/dev/null", O_RDWR);
+		if (fd < 0)
+			return -1;
+		if (fd > 2) {
+			close(fd);
+			return 0;
+		}
+	}
+}
+
 int main(int argc, char **argv)
 {
 	sbx_phase_mark(SBX_PHASE_MAIN);
+	/* Started with stdin, stdout or stderr closed, the helper would give
+	 * their numbers to the first descriptors it opens (its signalfd, pid
+	 * 1's control socket), and its relays would write the sandbox's
+	 * output into them (review: a sandbox's stdout reached pid 1's
+	 * control socket). Each closed one is /dev/null instead. */
+	if (stdio_open() < 0)
+		return fail(EXIT_SETUP, "open /dev/null for a closed stdin, stdout or stderr: %s",
+			    strerror(errno));
 	/* A peer that went away (pid 1, a closed stdout) is an error to
 	 * handle where it happens, never a reason to die. */
 	signal(SIGPIPE, SIG_IGN);

@@ -458,11 +458,17 @@ out:
 	res.stdout_bytes = rel[0].bytes;
 	res.stderr_bytes = rel[1].bytes;
 	if (o->result_path) {
-		struct sbx_err rerr;
+		struct sbx_err rerr, derr;
 		/* Computed last: only the result needs it, and a helper that never
-		 * initialised libcrypto forks its sandbox faster. */
-		if (sbx_policy_digest(policy, digest, &rerr) == 0)
+		 * loaded libcrypto starts its sandbox faster (sha256_dl.c). */
+		if (sbx_policy_digest(policy, digest, &derr) == 0) {
 			res.policy_digest = digest;
+		} else {
+			/* Said, not just left out of the result. */
+			fprintf(stderr, "sbx-helper: %s\n", derr.msg);
+			if (!res.message)
+				res.message = derr.msg;
+		}
 		if (sbx_result_write(o->result_path, &res, &rerr) < 0)
 			fprintf(stderr, "sbx-helper: %s\n", rerr.msg);
 	}

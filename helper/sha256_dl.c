@@ -7,8 +7,16 @@
  * 2.4 ms, docs/dev/benchmarks.md), while the helper hashes only a
  * policy's digest, for `sbx-helper policy` and a one-shot's result file.
  * The helper links with --as-needed and never references libcrypto, so it
- * has no DT_NEEDED on it (helper.no_libcrypto checks); the soname is the
- * one the headers built against name, as the dynamic linker would load. */
+ * has no DT_NEEDED on it (helper.sha256_loaded checks).
+ *
+ * Loaded by the absolute path the build found (SBX_LIBCRYPTO_PATH, from
+ * pkg-config's libdir), never by a search: a one-shot loads it after its
+ * sandbox ran and /out was copied into --out, and a search path with an
+ * empty element (the current directory, as `LD_LIBRARY_PATH=/x:` gives)
+ * would then load a libcrypto.so.3 the sandbox wrote there, on the host
+ * (review: shown with a constructor that ran in the host's namespaces).
+ * A path with a slash is opened as it is; its own dependency, libc, is
+ * loaded already. */
 #include "sha256.h"
 
 #include <dlfcn.h>
@@ -20,20 +28,20 @@
 #include <openssl/evp.h>
 #include <openssl/opensslv.h>
 
-#define STR_(x)	  #x
-#define STR(x)	  STR_(x)
-#define LIBCRYPTO "libcrypto.so." STR(OPENSSL_VERSION_MAJOR)
+#if OPENSSL_VERSION_MAJOR != SBX_LIBCRYPTO_MAJOR
+#error "the OpenSSL headers are not of the libcrypto at SBX_LIBCRYPTO_PATH"
+#endif
 
 static struct {
 	__typeof__(OPENSSL_init_crypto) *init;
 	__typeof__(EVP_sha256) *sha256;
 	__typeof__(EVP_Digest) *digest;
-	char why[200]; /* set when it could not be loaded */
+	char why[300]; /* set when it could not be loaded */
 } crypto;
 
 static void load(void)
 {
-	void *lib = dlopen(LIBCRYPTO, RTLD_NOW | RTLD_LOCAL);
+	void *lib = dlopen(SBX_LIBCRYPTO_PATH, RTLD_NOW | RTLD_LOCAL);
 
 	if (!lib) {
 		snprintf(crypto.why, sizeof(crypto.why), "%s", dlerror());
@@ -43,8 +51,12 @@ static void load(void)
 	*(void **)&crypto.sha256 = dlsym(lib, "EVP_sha256");
 	*(void **)&crypto.digest = dlsym(lib, "EVP_Digest");
 	if (!crypto.init || !crypto.sha256 || !crypto.digest) {
-		snprintf(crypto.why, sizeof(crypto.why), "%s lacks EVP_Digest or EVP_sha256",
-			 LIBCRYPTO);
+		/* All or none: a half-found set must not be called. */
+		crypto.init = NULL;
+		crypto.sha256 = NULL;
+		crypto.digest = NULL;
+		snprintf(crypto.why, sizeof(crypto.why),
+			 "it lacks OPENSSL_init_crypto, EVP_sha256 or EVP_Digest");
 		dlclose(lib);
 		return;
 	}
@@ -59,11 +71,11 @@ int sbx_sha256_buf(const void *buf, size_t len, unsigned char md[32], struct sbx
 	unsigned int mdlen = 0;
 
 	pthread_once(&once, load);
-	if (!crypto.digest)
+	if (!crypto.digest || !crypto.sha256)
 		return sbx_fail(err,
 				"sha256: %s cannot be loaded (Debian and Ubuntu: package libssl3): "
 				"%s",
-				LIBCRYPTO, crypto.why);
+				SBX_LIBCRYPTO_PATH, crypto.why);
 	if (!crypto.digest(buf, len, out, &mdlen, crypto.sha256(), NULL) || mdlen != 32)
 		return sbx_fail(err, "sha256 failed");
 	memcpy(md, out, 32);

@@ -33,6 +33,23 @@ class RunBasics(SandboxTest):
         self.assertEqual(p.returncode, 0, p)
         self.assertEqual((p.stdout, p.stderr), (b"from-stdin\n", b"err\n"))
 
+    def test_closed_stdio_is_dev_null(self):
+        # Started with stdin, stdout and stderr closed, the helper must not
+        # hand their numbers to its own sockets, where its relays would
+        # write the sandbox's output (review: the output reached pid 1's
+        # control socket and the run failed with 125).
+        result = os.path.join(self.tmp, "closed.json")
+        pol = self.write_policy(policy())
+        p = subprocess.run(["/bin/sh", "-c", 'exec <&- >&- 2>&-; exec "$@"', "sh", HELPER,
+                            "run", "--policy", pol, "--result", result, "--",
+                            "/bin/sh", "-c", "echo out; echo err >&2; cat"],
+                           capture_output=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p)
+        with open(result) as f:
+            res = json.load(f)
+        self.assertEqual((res["exit_reason"], res["exit_code"]), ("exited", 0), res)
+        self.assertEqual((res["stdout_bytes"], res["stderr_bytes"]), (4, 4), res)
+
     def test_result_json_fields(self):
         r = self.sh("printf 12345")
         self.assertEqual(r.rc, 0, r)

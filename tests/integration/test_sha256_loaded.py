@@ -1,9 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
-"""sbx-helper has no libcrypto in DT_NEEDED (mapping it cost every helper
-exec about 2 ms) and loads it only for a policy's digest
-(helper/sha256_dl.c): the digest is the one sbxctl computes with libcrypto
-linked, in `sbx-helper policy` and in a one-shot's result, and where
-libcrypto cannot be loaded the error names it and its package."""
+"""sbx-helper has no libcrypto in DT_NEEDED nor among what it loads at exec
+(mapping it cost every helper exec about 2 ms) and loads it only for a
+policy's digest (helper/sha256_dl.c), by the absolute path the build found:
+the digest is the one sbxctl computes with libcrypto linked, in `sbx-helper
+policy` and in a one-shot's result; a libcrypto.so.3 the sandbox writes
+into --out, which is the current directory of a caller whose
+LD_LIBRARY_PATH names it, is never loaded; where libcrypto cannot be
+loaded the error names it and its package, also in a one-shot's result."""
 import json
 import os
 import re
@@ -12,6 +15,19 @@ import subprocess
 import unittest
 
 from sbxtest import HELPER, SandboxTest, policy, run_tests
+
+# A libcrypto.so.3 of the sandbox's making: its constructor leaves a mark
+# in the directory it is loaded from (the helper's cwd, --out).
+FAKE_LIBCRYPTO = r"""
+#include <fcntl.h>
+#include <unistd.h>
+__attribute__((constructor)) static void planted(void)
+{
+	int fd = open("LOADED-BY-HELPER", O_WRONLY | O_CREAT, 0644);
+	if (fd >= 0)
+		close(fd);
+}
+"""
 
 CLI = os.environ.get("SBX_CLI", "")
 
@@ -50,6 +66,46 @@ class Sha256Loaded(SandboxTest):
         self.assertFalse([l for l in libs if l.startswith("libcrypto")], libs)
         self.assertFalse([l for l in libs if l.startswith("libssl")], libs)
 
+    def test_nothing_loaded_at_exec_needs_it(self):
+        # What the dynamic linker loads for the helper, its libraries'
+        # own dependencies included.
+        env = dict(os.environ, LD_TRACE_LOADED_OBJECTS="1")
+        p = subprocess.run([HELPER, "--version"], env=env, capture_output=True, text=True,
+                           timeout=30)
+        self.assertEqual(p.returncode, 0, p)
+        self.assertIn("libc.so.6", p.stdout)
+        self.assertNotIn("libcrypto", p.stdout)
+        self.assertNotIn("libssl", p.stdout)
+
+    def test_a_libcrypto_the_sandbox_writes_is_not_loaded(self):
+        cc = shutil.which("cc") or shutil.which("gcc")
+        if not cc:
+            self.skipTest("no C compiler to make the planted library")
+        src = os.path.join(self.tmp, "fake.c")
+        with open(src, "w") as f:
+            f.write(FAKE_LIBCRYPTO)
+        subprocess.run([cc, "-shared", "-fPIC", "-o", os.path.join(self.data, "libcrypto.so.3"),
+                        src], check=True, timeout=60)
+        out = os.path.join(self.tmp, "out")
+        os.mkdir(out)
+        pol = POLICIES["limits"]
+        # An empty element in the search path is the current directory:
+        # the caller runs in --out, where the sandbox's file is copied.
+        env = dict(os.environ, LD_LIBRARY_PATH="/nonexistent:")
+        cwd = os.getcwd()
+        os.chdir(out)
+        try:
+            r = self.run_sandbox(["/bin/cp", "/data/libcrypto.so.3", "/out/libcrypto.so.3"],
+                                 pol=pol, out=out, env=env)
+        finally:
+            os.chdir(cwd)
+        self.assertEqual(r.rc, 0, r)
+        self.assertTrue(os.path.exists(os.path.join(out, "libcrypto.so.3")), r)
+        self.assertFalse(os.path.exists(os.path.join(out, "LOADED-BY-HELPER")),
+                         "the helper loaded the sandbox's libcrypto")
+        self.assertEqual(r.result["policy_digest"],
+                         self.helper_digest(self.write_policy(pol, "again.json")))
+
     def test_digest_is_sbxctls(self):
         if not CLI:
             self.skipTest("sbxctl not built (SBX_WITH_SERVER off)")
@@ -84,6 +140,27 @@ class Sha256Loaded(SandboxTest):
         self.assertIn("libcrypto.so.3 cannot be loaded", p.stderr)
         self.assertIn("libssl3", p.stderr)
         self.assertNotIn("digest", p.stdout)
+
+    def test_a_one_shot_without_libcrypto_says_so(self):
+        lib = libcrypto_path()
+        if not lib or not shutil.which("unshare"):
+            self.skipTest("no libcrypto.so.3 in ld.so.cache, or no unshare")
+        path = self.write_policy(POLICIES["base"])
+        result = os.path.join(self.tmp, "result.json")
+        # In a user namespace of the test's own: its one uid for the
+        # sandbox (--host-uids shared), libcrypto an empty file.
+        script = ('mount --bind /dev/null "$1" && '
+                  'exec "$2" run --host-uids shared --policy "$3" --result "$4" -- /bin/true')
+        p = subprocess.run(["unshare", "-Urm", "sh", "-c", script, "sh", lib, HELPER, path,
+                            result], capture_output=True, text=True, timeout=60)
+        if "mount" in p.stderr and not os.path.exists(result):
+            self.skipTest("cannot mount in a user namespace here: " + p.stderr)
+        self.assertEqual(p.returncode, 0, p)  # the command's status
+        self.assertIn("libcrypto.so.3 cannot be loaded", p.stderr)
+        with open(result) as f:
+            res = json.load(f)
+        self.assertIsNone(res["policy_digest"], res)
+        self.assertIn("libcrypto.so.3 cannot be loaded", res["message"] or "", res)
 
 
 if __name__ == "__main__":
