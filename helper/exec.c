@@ -524,10 +524,6 @@ __attribute__((noreturn)) static void exec_init_command(const struct sbx_exec_sp
 		sbx_fail_errno(&err, "fork");
 		setup_failed(rfd, &err);
 	}
-	command_pgid = cmd;
-	/* The command is a session leader by now (CLONE_VFORK: its execve
-	 * came first): what waited is passed on. */
-	sigprocmask(SIG_SETMASK, &none, NULL);
 	close(errpipe[1]);
 	for (int i = 0; i < 3; i++)
 		close(s->stdio[i]);
@@ -550,6 +546,14 @@ __attribute__((noreturn)) static void exec_init_command(const struct sbx_exec_sp
 			 strerror(-why.errnum));
 	}
 	close(errpipe[0]);
+	/* errpipe closed at the command's execve (or told why there was
+	 * none), so it is a session leader by now: what waited is passed on.
+	 * Not before: a forked command (SPAWN_BY_FORK, under a sanitizer) may
+	 * not have called setsid yet when fork returns, and kill(-pgid) of a
+	 * group not yet made drops the signal (sbxd.calls lost SIGTERM so
+	 * under ASan); under CLONE_VFORK the read returns at once. */
+	command_pgid = cmd;
+	sigprocmask(SIG_SETMASK, &none, NULL);
 
 	/* Reap everything (we are this namespace's init) until the command
 	 * itself is gone; then leaving takes the rest with us. */

@@ -126,6 +126,7 @@ static struct sbx_run *registered(struct sbx_runs *runs, const char *id, SbxPoli
 	if (run_register(r, &live, st) < 0) {
 		r->policy = NULL;
 		run_unref(r);
+		sbx_policy_free(p); /* refused: still ours */
 		return NULL;
 	}
 	return r;
