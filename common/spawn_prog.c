@@ -39,6 +39,8 @@ int sbx_spawn_prog(const struct sbx_spawn_prog *p, pid_t *pid, struct sbx_err *e
 	_cleanup_close_ int herr = high_dup(p->err_fd);
 	int rc;
 
+	if (p->fd4 >= 0 && p->fd3 < 0)
+		return sbx_fail(err, "start %s: an fd 4 without an fd 3", prog);
 	if ((p->fd3 >= 0 && h3 < 0) || (p->fd4 >= 0 && h4 < 0) || (p->out_fd >= 0 && hout < 0) ||
 	    (p->err_fd >= 0 && herr < 0))
 		return sbx_fail_errno(err, "start %s: dup", prog);

@@ -201,18 +201,23 @@ static int policy_cmd(int argc, char **argv)
 	return rc == 0 ? 0 : fail(1, "%s", err.msg);
 }
 
-/* Opens /dev/null until descriptors 0, 1 and 2 are all in use. */
+/* /dev/null on each of descriptors 0, 1 and 2 that is closed; nothing
+ * opened when none is (a host without a usable /dev/null still runs). */
 static int stdio_open(void)
 {
-	for (;;) {
-		int fd = open("/dev/null", O_RDWR);
-		if (fd < 0)
+	for (int fd = 0; fd < 3; fd++) {
+		if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF)
+			continue;
+		int null = open("/dev/null", O_RDWR);
+		if (null < 0)
 			return -1;
-		if (fd > 2) {
-			close(fd);
-			return 0;
+		if (null != fd) { /* a lower one was closed and is taken by now */
+			close(null);
+			errno = EBADF;
+			return -1;
 		}
 	}
+	return 0;
 }
 
 int main(int argc, char **argv)

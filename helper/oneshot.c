@@ -326,6 +326,10 @@ int sbx_oneshot_run(const struct sbx_helper_opts *o, SbxPolicy *policy)
 				 .seccomp = true,
 				 .rlimit_fallback = false};
 	char digest[65] = "";
+	/* The policy's digest, for --result (derr: why not). */
+	bool digest_tried = false;
+	int digest_rc = -1;
+	struct sbx_err derr;
 	int status = EXIT_SETUP;
 	int interrupted = 0;
 	int64_t started = sbx_mono_ms();
@@ -382,6 +386,17 @@ int sbx_oneshot_run(const struct sbx_helper_opts *o, SbxPolicy *policy)
 		if (sbx_ctl_await_ready(ctl[0], -1, &ready, &why) < 0)
 			err = why;
 		goto out;
+	}
+	/* While pid 1 builds the root: the digest loads libcrypto (2 ms,
+	 * sha256_dl.c), off the critical path here, and before anything of
+	 * the sandbox's reaches the host (the copy into --out): a library
+	 * search made after that could find a file the sandbox wrote there
+	 * (review: libcrypto's own dependencies, libz on Fedora, are searched
+	 * for at its dlopen). */
+	if (o->result_path) {
+		digest_rc = sbx_policy_digest(policy, digest, &derr);
+		digest_tried = true;
+		sbx_phase_mark(SBX_PHASE_DIGEST);
 	}
 	if (sbx_ctl_await_ready(ctl[0], -1, &ready, &err) < 0)
 		goto out;
@@ -458,10 +473,13 @@ out:
 	res.stdout_bytes = rel[0].bytes;
 	res.stderr_bytes = rel[1].bytes;
 	if (o->result_path) {
-		struct sbx_err rerr, derr;
-		/* Computed last: only the result needs it, and a helper that never
-		 * loaded libcrypto starts its sandbox faster (sha256_dl.c). */
-		if (sbx_policy_digest(policy, digest, &derr) == 0) {
+		struct sbx_err rerr;
+		/* Not tried yet: the run failed before its command, so nothing
+		 * of the sandbox's reached the host (--out is copied only after
+		 * the command): safe to load libcrypto now. */
+		if (!digest_tried)
+			digest_rc = sbx_policy_digest(policy, digest, &derr);
+		if (digest_rc == 0) {
 			res.policy_digest = digest;
 		} else {
 			/* Said, not just left out of the result. */

@@ -18,6 +18,7 @@ static const char *const phase_name[SBX_PHASE_COUNT] = {
     [SBX_PHASE_CONFINED] = "confined", [SBX_PHASE_EXECVE] = "execve",
     [SBX_PHASE_REAPED] = "reaped",     [SBX_PHASE_ENDED] = "ended",
     [SBX_PHASE_DONE] = "done",	       [SBX_PHASE_IN_LEAF] = "in_leaf",
+    [SBX_PHASE_DIGEST] = "digest",
 };
 
 static int64_t main_ns;		/* SBX_PHASE_MAIN, taken before the page exists */

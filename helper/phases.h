@@ -22,6 +22,8 @@ enum sbx_phase {
 	SBX_PHASE_CLONED,   /* helper: pid 1 cloned into its namespaces */
 	SBX_PHASE_MAPPED,   /* helper: pid 1's uid and gid maps written (with newuidmap:
 			     * and the seccomp filter compiled meanwhile) */
+	SBX_PHASE_DIGEST,   /* helper: the policy's digest computed, for --result
+			     * only (while pid 1 builds the root) */
 	SBX_PHASE_MOUNTS,   /* pid 1: the root file system built */
 	SBX_PHASE_READY,    /* pid 1: the seccomp filter read, Ready sent */
 	SBX_PHASE_LEAF,	    /* pid 1: the exec's cgroup leaf made */

@@ -106,6 +106,27 @@ class Sha256Loaded(SandboxTest):
         self.assertEqual(r.result["policy_digest"],
                          self.helper_digest(self.write_policy(pol, "again.json")))
 
+    def test_libcrypto_is_loaded_before_the_command_runs(self):
+        # Its dependencies are searched for at its dlopen (libz where
+        # OpenSSL has zlib): so the digest is taken while pid 1 builds the
+        # root, before anything of the sandbox's exists on the host. The
+        # --timings marks say when: "digest" before the command's "execve".
+        timings = os.path.join(self.tmp, "timings")
+        r = self.run_sandbox(["/bin/true"], pol=POLICIES["limits"], extra=["--timings", timings])
+        self.assertEqual(r.rc, 0, r)
+        with open(timings) as f:
+            marks = dict((k, int(v)) for k, v in (line.split() for line in f))
+        self.assertIn("digest", marks, marks)
+        self.assertLess(marks["digest"], marks["execve"], marks)
+        self.assertRegex(r.result["policy_digest"], "^[0-9a-f]{64}$")
+        # Without --result there is no digest, and libcrypto is not loaded.
+        p = subprocess.run([HELPER, "run", "--policy", self.write_policy(POLICIES["limits"]),
+                            "--timings", timings, "--", "/bin/true"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p)
+        with open(timings) as f:
+            self.assertNotIn("digest", f.read())
+
     def test_digest_is_sbxctls(self):
         if not CLI:
             self.skipTest("sbxctl not built (SBX_WITH_SERVER off)")
