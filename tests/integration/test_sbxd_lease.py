@@ -228,7 +228,9 @@ class Lease(LeaseTestCase):
         self.assertEqual((f.data, f.eof, f.sha256), (body, True, hashlib.sha256(body).hexdigest()))
         # ... then torn down by sbxd (Status calls do not keep a stopped run).
         self.assertEqual(wait_for(lambda: self.c.state(run)[0] == "NOT_FOUND", 6, 0.3), True)
-        td = events(self.srv, "teardown", run)
+        # Unlisted as its teardown begins, the run's record is written as
+        # it ends (after /out is listed for the manifest): a moment later.
+        td = wait_for(lambda: events(self.srv, "teardown", run), 5) or []
         self.assertEqual(len(td), 1, td)
         self.assertEqual((td[0]["reason"], td[0]["final_state"], td[0]["idle"]),
                          ("expired_keep", "expired", False))
