@@ -106,18 +106,20 @@ class Sha256Loaded(SandboxTest):
         self.assertEqual(r.result["policy_digest"],
                          self.helper_digest(self.write_policy(pol, "again.json")))
 
-    def test_libcrypto_is_loaded_before_the_command_runs(self):
+    def test_libcrypto_is_loaded_before_anything_of_the_command_is_taken(self):
         # Its dependencies are searched for at its dlopen (libz where
         # OpenSSL has zlib): so the digest is taken while pid 1 builds the
-        # root, before anything of the sandbox's exists on the host. The
-        # --timings marks say when: "digest" before the command's "execve".
+        # root, before the helper takes anything of the command's (its
+        # output, its end, /out into --out). The --timings marks say when:
+        # "digest" before "ended" (the helper has the command's end).
         timings = os.path.join(self.tmp, "timings")
         r = self.run_sandbox(["/bin/true"], pol=POLICIES["limits"], extra=["--timings", timings])
         self.assertEqual(r.rc, 0, r)
         with open(timings) as f:
             marks = dict((k, int(v)) for k, v in (line.split() for line in f))
         self.assertIn("digest", marks, marks)
-        self.assertLess(marks["digest"], marks["execve"], marks)
+        self.assertLess(marks["digest"], marks["ended"], marks)
+        self.assertLess(marks["cloned"], marks["digest"], marks)
         self.assertRegex(r.result["policy_digest"], "^[0-9a-f]{64}$")
         # Without --result there is no digest, and libcrypto is not loaded.
         p = subprocess.run([HELPER, "run", "--policy", self.write_policy(POLICIES["limits"]),
