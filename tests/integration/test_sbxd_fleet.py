@@ -58,6 +58,16 @@ def host_certs(d):
 class Fleet(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
+        # A set-up that fails halfway (sbxctl finds no host) leaves no
+        # sbxd or dnsmasq behind: unittest runs no tearDownClass then.
+        try:
+            cls.set_up()
+        except BaseException:
+            cls.tearDownClass()
+            raise
+
+    @classmethod
+    def set_up(cls):
         cls.dir = tempfile.mkdtemp(prefix="sbx-fleet-")
         os.chmod(cls.dir, 0o755)
         host_certs(cls.dir)
@@ -102,12 +112,15 @@ class Fleet(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        cls.dns.terminate()
-        cls.dns.wait()
-        cls.dns_log.close()
-        for s in cls.srv.values():
+        if getattr(cls, "dns", None):
+            cls.dns.terminate()
+            cls.dns.wait()
+        if getattr(cls, "dns_log", None):
+            cls.dns_log.close()
+        for s in getattr(cls, "srv", {}).values():
             s.cleanup()
-        shutil.rmtree(cls.dir, ignore_errors=True)
+        if getattr(cls, "dir", None):
+            shutil.rmtree(cls.dir, ignore_errors=True)
 
     @classmethod
     def run_cli(cls, *args, token="alice", endpoint=None):

@@ -12,7 +12,6 @@ import os
 import re
 import shutil
 import subprocess
-import unittest
 
 from sbxtest import HELPER, SandboxTest, policy, run_tests
 
