@@ -272,7 +272,8 @@ static pid_t spawn_command(const struct sbx_exec_spec *s, char **envp, int errpi
 	pid_t pid = clone(command_main, (char *)stack + size, CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
 	int e = errno;
 	sigprocmask(SIG_SETMASK, &old, NULL);
-	munmap(stack, size);
+	/* The stack is left to exec init's exit: unmapping it now would
+	 * shoot down the TLB of the core the command runs on, while it runs. */
 	errno = e;
 	return pid;
 }
@@ -434,39 +435,35 @@ static void exec_init_confine(const struct sbx_exec_spec *s, bool born_in_leaf)
 		setup_failed(rfd, &err);
 }
 
-/* The rest, with the request: the environment, the sandbox user, the
- * privileges and the filter, then the command; exec init's report and
- * end. */
-__attribute__((noreturn)) static void exec_init_command(const struct sbx_exec_spec *s)
+/* Our stdio pipes were made by the caller (sbxd, the one-shot driver) and
+ * are 0600 its: the command, another uid, could write to them but not open
+ * them again through /dev/stdout or /proc/self/fd/N (`echo x > /dev/stderr`,
+ * `curl -D /dev/stderr`, which crashes on it). Only pipes: their only way in
+ * is a descriptor, and /proc/PID/fd/N only to whoever may read PID's fds,
+ * so the mode opens nothing to anyone else. Done by their owner's uid, so
+ * no capability is needed (a pipe of someone else's stays as it is: EPERM):
+ * exec init before it becomes the sandbox user, or for a prepared one,
+ * which is that user already, pid 1 at the claim. */
+static int share_stdio_pipes(const int stdio[3], struct sbx_err *err)
+{
+	for (int i = 0; i < 3; i++) {
+		struct stat st;
+		if (fstat(stdio[i], &st) == 0 && S_ISFIFO(st.st_mode) &&
+		    fchmod(stdio[i], 0666) < 0 && errno != EPERM)
+			return sbx_fail_errno(err, "stdio pipe %d", i);
+	}
+	return 0;
+}
+
+/* Exec init becomes the sandbox user with no privilege and the seccomp
+ * filter: all the command will have, none of what made the exec. A
+ * prepared exec init does it before its claim, so that what it takes from
+ * pid 1 (the claim's strings and descriptors) is read under the filter, and
+ * the claim costs only the command's spawn. */
+static void exec_init_lock(const struct sbx_exec_spec *s)
 {
 	struct sbx_err err;
 	int rfd = s->report_fd;
-	char **envp = build_env(s->policy, s->env, s->n_env);
-	if (!envp) {
-		sbx_fail_errno(&err, "environment");
-		setup_failed(rfd, &err);
-	}
-	int errpipe[2];
-	if (pipe2(errpipe, O_CLOEXEC) < 0) {
-		sbx_fail_errno(&err, "pipe");
-		setup_failed(rfd, &err);
-	}
-	/* Our stdio pipes were made by the caller (sbxd, the one-shot driver)
-	 * and are 0600 its: the command, another uid, could write to them but
-	 * not open them again through /dev/stdout or /proc/self/fd/N (`echo x
-	 * > /dev/stderr`, `curl -D /dev/stderr`, which crashes on it). Only
-	 * pipes: their only way in is a descriptor, and /proc/PID/fd/N only to
-	 * whoever may read PID's fds, so the mode opens nothing to anyone
-	 * else. Still the owner here, so no capability is needed (a pipe of
-	 * someone else's stays as it is: EPERM). */
-	for (int i = 0; i < 3; i++) {
-		struct stat st;
-		if (fstat(s->stdio[i], &st) == 0 && S_ISFIFO(st.st_mode) &&
-		    fchmod(s->stdio[i], 0666) < 0 && errno != EPERM) {
-			sbx_fail_errno(&err, "stdio pipe %d", i);
-			setup_failed(rfd, &err);
-		}
-	}
 	/* The sandbox user from here on: with a host uid of the run's own
 	 * (host_ids.h) exec init was still its caller until now (the run's
 	 * uid 0, which this namespace does not map), and every per-uid kernel
@@ -488,6 +485,24 @@ __attribute__((noreturn)) static void exec_init_command(const struct sbx_exec_sp
 	if (sbx_privs_drop(&err) < 0 || sbx_seccomp_load_bpf(s->filter, &err) < 0)
 		setup_failed(rfd, &err);
 	sbx_phase_mark(SBX_PHASE_CONFINED);
+}
+
+/* The rest, with the request: the environment, then the command; exec
+ * init's report and end. Locked (exec_init_lock) already. */
+__attribute__((noreturn)) static void exec_init_command(const struct sbx_exec_spec *s)
+{
+	struct sbx_err err;
+	int rfd = s->report_fd;
+	char **envp = build_env(s->policy, s->env, s->n_env);
+	if (!envp) {
+		sbx_fail_errno(&err, "environment");
+		setup_failed(rfd, &err);
+	}
+	int errpipe[2];
+	if (pipe2(errpipe, O_CLOEXEC) < 0) {
+		sbx_fail_errno(&err, "pipe");
+		setup_failed(rfd, &err);
+	}
 
 	/* The kernel drops a signal from inside the exec's pid namespace to
 	 * its init unless init handles it: exec init handles the forwarded
@@ -657,6 +672,10 @@ int sbx_exec_claim(int report_fd, char *const *argv, size_t argc, const char *cw
 	if (len > SBX_CLAIM_MAX_BYTES)
 		return sbx_fail(err, "exec request too large (%zu bytes of argv, env and cwd)",
 				len);
+	/* The prepared exec init is the sandbox user already: pid 1, the
+	 * pipes' owner as exec init was, opens them to it. */
+	if (share_stdio_pipes(stdio, err) < 0)
+		return -1;
 	_cleanup_free_ char *buf = malloc(len);
 	if (!buf)
 		return sbx_fail_errno(err, "claim");
@@ -683,9 +702,14 @@ static void exec_init(const struct sbx_exec_spec *s, bool born_in_leaf)
 	exec_init_confine(s, born_in_leaf);
 	if (s->prepared) {
 		struct sbx_exec_spec c = *s;
+		exec_init_lock(s);
 		await_claim(&c);
 		exec_init_command(&c);
 	}
+	struct sbx_err err;
+	if (share_stdio_pipes(s->stdio, &err) < 0)
+		setup_failed(s->report_fd, &err);
+	exec_init_lock(s);
 	exec_init_command(s);
 }
 
@@ -736,8 +760,9 @@ static pid_t clone_exec_init(const struct sbx_cgroup *cg, bool *born_in_leaf)
 	return (pid_t)syscall(SYS_clone, EXEC_NS_FLAGS | SIGCHLD, NULL, NULL, NULL, NULL);
 }
 
-pid_t sbx_exec_spawn(const struct sbx_exec_spec *s, struct sbx_err *err)
+pid_t sbx_exec_spawn(const struct sbx_exec_spec *s, int *mnt_ns, struct sbx_err *err)
 {
+	*mnt_ns = -1;
 	_cleanup_close_pair_ int sync[2] = SBX_PAIR_INIT;
 	sigset_t held, old;
 	if (pipe2(sync, O_CLOEXEC) < 0)
@@ -770,7 +795,17 @@ pid_t sbx_exec_spawn(const struct sbx_exec_spec *s, struct sbx_err *err)
 	close(sbx_steal_fd(sync[0]));
 	if (map_exec_ids(pid, err) < 0)
 		return -1;
-	if (write(sync[1], "g", 1) != 1)
-		return sbx_fail_errno(err, "start exec");
+	/* While exec init waits for the byte: still our uid and dumpable. A
+	 * prepared one soon is neither (exec_init_lock), and then its
+	 * namespaces are no longer ours to open. */
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)pid);
+	*mnt_ns = open(path, O_RDONLY | O_CLOEXEC);
+	if (write(sync[1], "g", 1) != 1) {
+		sbx_fail_errno(err, "start exec");
+		if (*mnt_ns >= 0)
+			close(sbx_steal_fd(*mnt_ns));
+		return -1;
+	}
 	return sbx_steal_pid(pid);
 }

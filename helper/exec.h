@@ -102,7 +102,8 @@ struct sbx_exec_spec {
 int sbx_exec_claim(int report_fd, char *const *argv, size_t argc, const char *cwd, char *const *env,
 		   size_t n_env, const int stdio[3], struct sbx_err *err);
 
-/* Returns exec init's pid, or -1. */
-pid_t sbx_exec_spawn(const struct sbx_exec_spec *spec, struct sbx_err *err);
+/* Returns exec init's pid, or -1. *mnt_ns: its mount namespace, opened
+ * before it runs (-1 if that failed), for the caller to close. */
+pid_t sbx_exec_spawn(const struct sbx_exec_spec *spec, int *mnt_ns, struct sbx_err *err);
 
 #endif

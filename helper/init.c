@@ -278,17 +278,12 @@ static pid_t spawn_exec_init(struct init_state *st, struct sbx_exec_spec *spec, 
 	}
 	spec->cgroup = cg;
 	spec->report_fd = report[1];
-	pid = sbx_exec_spawn(spec, err);
+	pid = sbx_exec_spawn(spec, mnt_ns, err);
 	/* Exec init holds the write end; ours would hide its end. */
 	close(sbx_steal_fd(report[1]));
 	if (pid < 0)
 		goto fail;
 	*report_fd = sbx_steal_fd(report[0]);
-	/* Before exec init can be gone (it waits for its claim, or its
-	 * command, at the least): the pid is still exec init's. */
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)pid);
-	*mnt_ns = open(path, O_RDONLY | O_CLOEXEC);
 	return pid;
 fail:
 	sbx_cgroup_close(cg);

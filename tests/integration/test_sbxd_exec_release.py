@@ -99,11 +99,11 @@ class ExecReleaseTest(OutTest):
         self.assertNotEqual(st.reason, pb.RUNNING, st)
         return st
 
-    def output(self, run, ex):
+    def output(self, run, ex, stream=pb.STDOUT):
         data, off = b"", 0
         while True:
             r = self.ok("ReadOutput", pb.ReadOutputRequest(run_id=run, exec_id=ex,
-                                                           stream=pb.STDOUT, offset=off,
+                                                           stream=stream, offset=off,
                                                            timeout_ms=5000),
                         pb.ReadOutputResponse)
             data += r.data
@@ -129,23 +129,29 @@ class ExecReleaseTest(OutTest):
         return pid1, inits
 
     # -- item 3: no capability in any set, on the prepared and the fresh path
-    def assert_confined(self, text, where):
+    def assert_confined(self, text, where, ids=("1000", "1000")):
         f = status_fields(text)
         for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
             self.assertIn(k, f, "%s: %r" % (where, text))
             self.assertEqual(int(f[k][0], 16), 0, "%s: %s %s" % (where, k, f[k]))
         self.assertEqual(f["NoNewPrivs"], ["1"], where)
         self.assertEqual(f["Seccomp"], ["2"], where)
-        self.assertEqual(set(f["Uid"]), {"1000"}, where)
-        self.assertEqual(set(f["Gid"]), {"1000"}, where)
+        self.assertEqual(set(f["Uid"]), {ids[0]}, where)
+        self.assertEqual(set(f["Gid"]), {ids[1]}, where)
 
     @contextlib.contextmanager
     def without_prepare(self):
         """This test's calls go to a second sbxd whose config says
         exec_prepare false (sbx-helper --no-prepare): every exec's init is
         made at its request."""
+        with self.other_server(exec_prepare=False):
+            yield
+
+    @contextlib.contextmanager
+    def other_server(self, **config):
+        """This test's calls go to a second sbxd of that config."""
         srv, c = self.srv, self.c
-        self.srv = Server(exec_prepare=False)
+        self.srv = Server(**config)
         self.c = self.srv.conn(timeout_ms=15000)
         try:
             yield
@@ -191,6 +197,58 @@ class ExecReleaseTest(OutTest):
                 self.assertEqual(self.helper_procs(run)[1], [])
             finally:
                 self.teardown(run)
+
+    def test_prepared_init_is_locked_before_its_claim(self):
+        # The init made ahead is the sandbox user already, with no
+        # capability, no_new_privs and the filter: what it then reads of
+        # its claim, it reads confined. pid 1 opened its mount namespace
+        # before that (it could not after): it holds the running exec's
+        # and the prepared one's.
+        run = self.create()
+        try:
+            ex = self.exec(run, "sleep 60.3125")
+            cmd = wait_for(lambda: processes_with("sleep 60.3125"))[0][0]
+            above = set(ancestors(cmd))
+            waiting = wait_for(lambda: [p for p in self.helper_procs(run)[1]
+                                        if p not in above])
+            self.assertEqual(len(waiting), 1, "an exec init beside the running one's")
+            # Seen from the host: the command's host ids, whatever they are.
+            with open("/proc/%d/status" % cmd) as f:
+                c = status_fields(f.read())
+            with open("/proc/%d/status" % waiting[0]) as f:
+                self.assert_confined(f.read(), "the prepared exec init",
+                                     (c["Uid"][0], c["Gid"][0]))
+            pid1, _ = self.helper_procs(run)
+            held = mnt_fds(pid1)
+            if held is not None:
+                self.assertEqual(held, 2, "pid 1's mount namespaces of its exec inits")
+            self.ok("Signal", pb.SignalRequest(run_id=run, exec_id=ex, signal=9),
+                    pb.SignalResponse)
+            self.assertEqual(self.wait(run, ex).reason, pb.SIGNALED)
+        finally:
+            self.teardown(run)
+
+    def test_stdio_opens_again_prepared_or_fresh(self):
+        # The stdio pipes are sbxd's, 0600: opened to the sandbox user by
+        # exec init on the fresh path and by pid 1 at a claim (the
+        # prepared init is that user already). Scripts open them again by
+        # name on both.
+        script = "cat /dev/stdin; echo out > /dev/stdout && echo err > /dev/stderr"
+
+        def check(paths):
+            run = self.create()
+            try:
+                for i in range(3):
+                    ex = self.exec(run, script)
+                    st = self.wait(run, ex)
+                    self.assertEqual((st.reason, st.exit_code), (pb.EXITED, 0), (paths, i, st))
+                    self.assertEqual(self.output(run, ex), "out\n", (paths, i))
+                    self.assertEqual(self.output(run, ex, pb.STDERR), "err\n", (paths, i))
+            finally:
+                self.teardown(run)
+        check("prepared")
+        with self.without_prepare():
+            check("fresh")
 
     def test_next_init_is_made_while_an_exec_runs(self):
         # Once an exec claimed the init made ahead, pid 1 makes the next
@@ -247,10 +305,13 @@ class ExecReleaseTest(OutTest):
             self.assertLessEqual(len(os.listdir("/proc/%d/fd" % pid1)), base)
             # The prepared exec init, waiting for its claim: nothing of
             # pid 1's namespaces came along.
+            # Only root reads them: a prepared exec init is the sandbox
+            # user, not dumpable, before its claim
+            # (test_prepared_init_is_locked_before_its_claim).
+            self.assertTrue(inits, "no exec init waits for its claim")
             seen = [mnt_fds(pid) for pid in inits]
             self.assertTrue(all(n in (0, None) for n in seen),
                             "an exec init holds a mount namespace: %s" % seen)
-            self.assertIn(0, seen, "no exec init's descriptors were looked at")
             # And its leaves: the run's cgroup holds the prepared one only.
             ex = self.exec(run, "sleep 2.4375")
             time.sleep(0.3)
