@@ -571,7 +571,7 @@ __attribute__((noreturn)) static void exec_init_command(const struct sbx_exec_sp
 	sigprocmask(SIG_SETMASK, &none, NULL);
 
 	/* Reap everything (we are this namespace's init) until the command
-	 * itself is gone; then leaving takes the rest with us. */
+	 * itself is gone. */
 	for (;;) {
 		int status;
 		pid_t pid = waitpid(-1, &status, __WALL);
@@ -585,6 +585,18 @@ __attribute__((noreturn)) static void exec_init_command(const struct sbx_exec_sp
 			break;
 		}
 	}
+	/* Then whatever it left behind, killed and reaped here rather than
+	 * by our exit: the report says that nothing of the exec runs any
+	 * more, and pid 1 ends the exec on it (init.c, end_on_report), not on
+	 * our reap, which waits for the teardown of the exec's namespaces and
+	 * of our copy of pid 1's memory. kill(-1) reaches every process of
+	 * this pid namespace (and those below) but its init: all are the
+	 * sandbox user's, which we are, so none is out of reach, and SIGKILL
+	 * is neither blocked nor handled; they are our children by now, so
+	 * waitpid sees them all until ECHILD. */
+	kill(-1, SIGKILL);
+	while (waitpid(-1, NULL, __WALL) > 0 || errno == EINTR)
+		;
 	struct rusage ru;
 	if (getrusage(RUSAGE_CHILDREN, &ru) == 0) {
 		r.cpu_ms = (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +

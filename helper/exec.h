@@ -4,8 +4,9 @@
  * The sandbox's pid 1 clones an "exec init" into new user, mount, pid,
  * network and System V IPC namespaces. It
  * joins the exec's cgroup, gives up every privilege, loads the seccomp
- * filter, then forks the command and reaps. When the command ends, exec init reports and
- * exits, and the kernel kills whatever the command left behind: files in
+ * filter, then forks the command and reaps. When the command ends, exec init
+ * kills and reaps whatever the command left behind, then reports (the
+ * exec's end: nothing of it runs any more) and exits: files in
  * /out, /tmp and /dev/shm are shared between a run's execs (so are unix
  * sockets bound to a path there: they are files); processes, loopback and
  * abstract unix sockets, SysV IPC and terminals (a devpts instance per exec)

@@ -48,10 +48,15 @@ struct exec_slot {
 	 * listener_deadline_ms (LISTENER_WAIT_MS, or its deadline if sooner). */
 	bool awaiting_listener;
 	int64_t listener_deadline_ms;
-	/* A packet exec init sent before its listener (it failed first):
-	 * read by pid 1 while it waited, kept for finish_exec. */
-	struct sbx_exec_report early;
-	bool have_early;
+	/* What exec init reported so far (read_reports): STARTING, and its
+	 * final report (RAN, NOT_STARTED, SETUP_FAILED), which it writes only
+	 * once nothing of the exec runs any more but itself. report_done:
+	 * nothing more to read (the final report, or its end of the socket
+	 * closed). */
+	struct sbx_exec_report report;
+	bool have_report;
+	bool started;
+	bool report_done;
 	/* Killed before its command existed: it ends at its reap, or at
 	 * end_by_ms without it (end_unstarted); then ended_sent, and its
 	 * reap only cleans up. */
@@ -210,10 +215,22 @@ static void send_started(struct init_state *st, uint64_t id, const int got[2])
 	send_msg(st, &m, got, (size_t)started.egress_listener + started.deny_watch);
 }
 
+/* One packet of exec init's into the slot's report so far. */
+static void take_report(struct exec_slot *slot, const struct sbx_exec_report *next)
+{
+	if (next->kind == SBX_EXEC_STARTING) {
+		slot->started = true;
+	} else if (next->kind != SBX_EXEC_LISTENER) {
+		slot->report = *next;
+		slot->have_report = true;
+		slot->report_done = true;
+	}
+}
+
 /* An exec awaiting its listener: takes exec init's first packet if it is
  * there, and then the wait is over and ExecStarted goes out, with the
  * listener, or without it when exec init reported first (kept in
- * slot->early for finish_exec, so its setup failure is not lost), ended
+ * the slot for its end, so its setup failure is not lost), ended
  * or sent garbage (finish_exec says which). Nothing there yet: the wait
  * goes on. */
 static void take_listener(struct init_state *st, struct exec_slot *slot)
@@ -232,10 +249,8 @@ static void take_listener(struct init_state *st, struct exec_slot *slot)
 		send_started(st, slot->id, got);
 		return;
 	}
-	if (n == (ssize_t)sizeof(r) && r.kind != SBX_EXEC_LISTENER) {
-		slot->early = r;
-		slot->have_early = true;
-	}
+	if (n == (ssize_t)sizeof(r) && r.kind != SBX_EXEC_LISTENER)
+		take_report(slot, &r);
 	send_started(st, slot->id, (const int[2]){-1, -1});
 }
 
@@ -356,10 +371,18 @@ static bool reap_prepared(struct init_state *st, pid_t pid)
 	return true;
 }
 
+/* Whether pid 1 waits for a packet on the slot's report socket: its
+ * listener (awaiting_listener), or its final report (end_on_report). */
+static bool report_watched(const struct exec_slot *s)
+{
+	return s->used &&
+	       (s->awaiting_listener || (!s->ended_sent && !s->forced && !s->report_done));
+}
+
 static int next_timeout(const struct init_state *st);
 
 /* Whether pid 1 has something to answer first: a request on the control
- * socket, a child to reap (an ended exec's report), an exec's listener or
+ * socket, an ended exec's report or a child to reap, an exec's listener or
  * deny resolver to hand over (its ExecStarted: a claimed init sent it
  * before its claim, so it is there at once), or a deadline that is due
  * (a kill, a give-up). Execs run meanwhile now: none of theirs may wait
@@ -370,7 +393,7 @@ static bool work_waits(const struct init_state *st)
 					    {.fd = st->sfd, .events = POLLIN}};
 	nfds_t n = 2;
 	for (int i = 0; i < MAX_EXECS; i++)
-		if (st->execs[i].used && st->execs[i].awaiting_listener)
+		if (report_watched(&st->execs[i]))
 			pfd[n++] = (struct pollfd){.fd = st->execs[i].report_fd, .events = POLLIN};
 	return poll(pfd, n, 0) != 0 || next_timeout(st) == 0;
 }
@@ -400,6 +423,31 @@ static bool leaf_waits(const struct init_state *st, uint64_t exec_id)
 	return false;
 }
 
+static void finish_exec(struct init_state *st, struct exec_slot *slot, int init_status);
+
+/* A slot for a new exec, or NULL. An exec that ended on its report holds
+ * its slot until exec init, which has nothing left to do but exit, is
+ * reaped: with none free that reap is waited for, so that a caller that
+ * starts an exec on another's end never finds the slot still taken. */
+static struct exec_slot *free_slot(struct init_state *st)
+{
+	for (int i = 0; i < MAX_EXECS; i++)
+		if (!st->execs[i].used)
+			return &st->execs[i];
+	for (int i = 0; i < MAX_EXECS; i++) {
+		struct exec_slot *s = &st->execs[i];
+		int status;
+		if (!s->ended_sent || !s->have_report || s->forced)
+			continue;
+		while (waitpid(s->pid, &status, __WALL) < 0)
+			if (errno != EINTR)
+				return NULL;
+		finish_exec(st, s, status);
+		return s;
+	}
+	return NULL;
+}
+
 static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, int *fds,
 		       size_t nfds)
 {
@@ -424,10 +472,7 @@ static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, i
 		send_setup_failed(st, req->exec_id, "exec id already in use");
 		return;
 	}
-	struct exec_slot *slot = NULL;
-	for (int i = 0; i < MAX_EXECS && !slot; i++)
-		if (!st->execs[i].used)
-			slot = &st->execs[i];
+	struct exec_slot *slot = free_slot(st);
 	if (!slot) {
 		send_setup_failed(st, req->exec_id, "too many concurrent execs in this run");
 		return;
@@ -486,30 +531,18 @@ static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, i
 	send_started(st, slot->id, (const int[2]){-1, -1});
 }
 
-/* One packet of exec init's into the report so far. */
-static void take_report(const struct sbx_exec_report *next, struct sbx_exec_report *r,
-			bool *have_report, bool *started)
-{
-	if (next->kind == SBX_EXEC_STARTING) {
-		*started = true;
-	} else if (next->kind != SBX_EXEC_LISTENER) {
-		*r = *next;
-		*have_report = true;
-	}
-}
-
-/* What exec init wrote: a listener (already taken, or dropped here: read()
- * closes the fds of a packet), a STARTING marker and the final report. */
-static bool read_report(struct exec_slot *slot, struct sbx_exec_report *r, bool *started)
+/* What exec init wrote and pid 1 has not read: a listener (already taken,
+ * or dropped here: read() closes the fds of a packet), a STARTING marker
+ * and the final report. */
+static void read_reports(struct exec_slot *slot)
 {
 	struct sbx_exec_report next;
-	bool have_report = false;
-	*started = false;
-	if (slot->have_early)
-		take_report(&slot->early, r, &have_report, started);
-	while (read(slot->report_fd, &next, sizeof(next)) == (ssize_t)sizeof(next))
-		take_report(&next, r, &have_report, started);
-	return have_report;
+	ssize_t n = -1;
+	while (!slot->report_done &&
+	       (n = read(slot->report_fd, &next, sizeof(next))) == (ssize_t)sizeof(next))
+		take_report(slot, &next);
+	if (!slot->report_done && n >= 0)
+		slot->report_done = true; /* its end closed, or a packet of no report */
 }
 
 /* An OOM kill makes the exec end as "oom", exit status 137 (the OOM
@@ -589,43 +622,33 @@ static void remove_stale(struct init_state *st)
 	}
 }
 
-static void finish_exec(struct init_state *st, struct exec_slot *slot, int init_status)
+/* ExecEnded of the slot's exec from what exec init reported and the
+ * leaf's usage u; init_status is exec init's wait status, looked at only
+ * without a report (have_report is then false: it was reaped). */
+static void end_exec(struct init_state *st, struct exec_slot *slot, const struct sbx_cg_usage *u,
+		     int init_status)
 {
-	/* Reaped before its first packet was looked at: ExecStarted still
-	 * goes first, so that every spawned exec has one. */
-	if (slot->awaiting_listener)
-		take_listener(st, slot);
-	struct sbx_exec_report r = {0};
-	bool started;
-	bool have_report = read_report(slot, &r, &started);
-	close(slot->report_fd);
-
-	struct sbx_cg_usage u;
-	sbx_cgroup_usage(&slot->cg, &u);
-	sbx_cgroup_close(&slot->cg);
-	if (slot->ended_sent) {
-		remove_leaf(st, slot);
-		return;
-	}
-
+	const struct sbx_exec_report *r = &slot->report;
+	bool have_report = slot->have_report, started = slot->started;
 	Sbx__V1__ExecEnded e = SBX__V1__EXEC_ENDED__INIT;
-	char msg[sizeof(r.msg) + 256] = "";
+	char msg[sizeof(r->msg) + 256] = "";
 	e.exec_id = slot->id;
 	e.wall_ms = (uint64_t)(sbx_mono_ms() - slot->start_ms);
 	/* v2 counts every process the leaf held, also those exec init never
 	 * reaped and an exec killed at its deadline (whose report is lost);
 	 * v1's cpu controller keeps no total, so the report's rusage it is. */
-	e.cpu_ms = u.cpu_usec ? u.cpu_usec / 1000 : (have_report ? r.cpu_ms : 0);
-	e.peak_memory_bytes = u.peak_bytes ? u.peak_bytes : (have_report ? r.maxrss_kb * 1024 : 0);
-	int status = r.status;
+	e.cpu_ms = u->cpu_usec ? u->cpu_usec / 1000 : (have_report ? r->cpu_ms : 0);
+	e.peak_memory_bytes =
+	    u->peak_bytes ? u->peak_bytes : (have_report ? r->maxrss_kb * 1024 : 0);
+	int status = r->status;
 	if (slot->forced) {
 		end_as_forced(&e, slot);
-	} else if (u.oom_kills > 0) {
+	} else if (u->oom_kills > 0) {
 		/* Looked at before the report, which is missing when the OOM
 		 * killer picked exec init itself (the command's memory was
 		 * socket buffers, or files in /tmp and /out, which tmpfs
 		 * charges to the exec). */
-		end_as_oom(&e, &u, have_report && r.kind == SBX_EXEC_RAN, status, msg, sizeof(msg));
+		end_as_oom(&e, u, have_report && r->kind == SBX_EXEC_RAN, status, msg, sizeof(msg));
 	} else if (!have_report && started && WIFSIGNALED(init_status)) {
 		/* Exec init died while the command ran, and not of anything
 		 * sbx did (no deadline, no kill, no OOM): the command had the
@@ -645,14 +668,14 @@ static void finish_exec(struct init_state *st, struct exec_slot *slot, int init_
 		e.message = WIFSIGNALED(init_status)
 				? "exec init was killed before the command started"
 				: "exec init ended without a report";
-	} else if (r.kind == SBX_EXEC_SETUP_FAILED) {
+	} else if (r->kind == SBX_EXEC_SETUP_FAILED) {
 		e.reason = SBX__V1__EXEC_ENDED__REASON__SETUP_FAILED;
 		e.exit_code = 125;
-		e.message = r.msg;
-	} else if (r.kind == SBX_EXEC_NOT_STARTED) {
+		e.message = (char *)r->msg;
+	} else if (r->kind == SBX_EXEC_NOT_STARTED) {
 		e.reason = SBX__V1__EXEC_ENDED__REASON__EXITED;
-		e.exit_code = (r.errnum == ENOENT || r.errnum == ENOTDIR) ? 127 : 126;
-		e.message = strerror(r.errnum);
+		e.exit_code = (r->errnum == ENOENT || r->errnum == ENOTDIR) ? 127 : 126;
+		e.message = strerror(r->errnum);
 	} else if (WIFSIGNALED(status)) {
 		e.reason = SBX__V1__EXEC_ENDED__REASON__SIGNALED;
 		e.signal = WTERMSIG(status);
@@ -661,9 +684,43 @@ static void finish_exec(struct init_state *st, struct exec_slot *slot, int init_
 		e.reason = SBX__V1__EXEC_ENDED__REASON__EXITED;
 		e.exit_code = WEXITSTATUS(status);
 	}
+	slot->ended_sent = true;
+	send_ended(st, &e);
+}
+
+/* The exec's end on exec init's final report, before exec init is gone:
+ * it writes the report once it has killed and reaped everything else of
+ * the exec (exec.c), so nothing of the exec runs any more, and its own
+ * exit (the exec's namespaces, its copy of pid 1's memory) is none of the
+ * caller's wait. Its reap then only cleans up (finish_exec). An exec sbx
+ * killed ends at its reap, as before. */
+static void end_on_report(struct init_state *st, struct exec_slot *slot)
+{
+	read_reports(slot);
+	if (!slot->have_report || slot->forced || slot->ended_sent)
+		return;
+	struct sbx_cg_usage u;
+	sbx_cgroup_usage(&slot->cg, &u);
+	end_exec(st, slot, &u, 0);
+}
+
+/* Exec init reaped (init_status its wait status): the exec's end if it was
+ * not told yet, then its slot and leaf go. */
+static void finish_exec(struct init_state *st, struct exec_slot *slot, int init_status)
+{
+	/* Reaped before its first packet was looked at: ExecStarted still
+	 * goes first, so that every spawned exec has one. */
+	if (slot->awaiting_listener)
+		take_listener(st, slot);
+	read_reports(slot);
+	close(sbx_steal_fd(slot->report_fd));
+	struct sbx_cg_usage u;
+	sbx_cgroup_usage(&slot->cg, &u);
+	sbx_cgroup_close(&slot->cg);
+	if (!slot->ended_sent)
+		end_exec(st, slot, &u, init_status);
 	/* The leaf goes after the report: its rmdir (several hierarchies on
 	 * v1) is none of the caller's wait. */
-	send_ended(st, &e);
 	remove_leaf(st, slot);
 }
 
@@ -767,7 +824,7 @@ static void check_deadlines(struct init_state *st)
 		struct exec_slot *s = &st->execs[i];
 		if (s->used && s->end_by_ms && !s->ended_sent && now >= s->end_by_ms)
 			end_unstarted(st, s);
-		if (!s->used || s->forced)
+		if (!s->used || s->forced || s->ended_sent)
 			continue;
 		if (run_over)
 			kill_exec(st, s, SBX__V1__EXEC_ENDED__REASON__RUN_EXPIRED);
@@ -784,7 +841,7 @@ static int next_timeout(const struct init_state *st)
 	for (int i = 0; i < MAX_EXECS; i++) {
 		const struct exec_slot *s = &st->execs[i];
 		int64_t due = s->awaiting_listener ? s->listener_deadline_ms : s->deadline_ms;
-		if (s->used && !s->forced && due < next)
+		if (s->used && !s->forced && !s->ended_sent && due < next)
 			next = due;
 		if (s->used && s->end_by_ms && !s->ended_sent && s->end_by_ms < next)
 			next = s->end_by_ms;
@@ -803,13 +860,13 @@ static bool any_running(struct init_state *st)
 	return false;
 }
 
-/* The report sockets of the execs awaiting their listener into pfd, their
- * slots into slot; how many. */
-static size_t watch_listeners(struct init_state *st, struct pollfd *pfd, struct exec_slot **slot)
+/* The report sockets pid 1 waits on into pfd, their slots into slot; how
+ * many (at most MAX_EXECS). */
+static size_t watch_reports(struct init_state *st, struct pollfd *pfd, struct exec_slot **slot)
 {
 	size_t n = 0;
 	for (int i = 0; i < MAX_EXECS; i++)
-		if (st->execs[i].used && st->execs[i].awaiting_listener) {
+		if (report_watched(&st->execs[i])) {
 			pfd[n] = (struct pollfd){.fd = st->execs[i].report_fd, .events = POLLIN};
 			slot[n++] = &st->execs[i];
 		}
@@ -857,15 +914,20 @@ void sbx_init_main(struct sbx_init_ctx *ctx)
 		remove_stale(&st);
 		struct pollfd pfd[2 + MAX_EXECS] = {{.fd = ctx->ctl, .events = POLLIN},
 						    {.fd = sfd, .events = POLLIN}};
-		struct exec_slot *awaiting[MAX_EXECS];
-		size_t n_awaiting = watch_listeners(&st, pfd + 2, awaiting);
-		int rc = poll(pfd, 2 + n_awaiting, next_timeout(&st));
+		struct exec_slot *watched[MAX_EXECS];
+		size_t n_watched = watch_reports(&st, pfd + 2, watched);
+		int rc = poll(pfd, 2 + n_watched, next_timeout(&st));
 		if (rc < 0 && errno != EINTR)
 			shut_down();
 		/* Before the reap: an exec's ExecStarted goes before its end. */
-		for (size_t i = 0; i < n_awaiting; i++)
-			if (pfd[2 + i].revents && awaiting[i]->awaiting_listener)
-				take_listener(&st, awaiting[i]);
+		for (size_t i = 0; i < n_watched; i++) {
+			if (!pfd[2 + i].revents)
+				continue;
+			if (watched[i]->awaiting_listener)
+				take_listener(&st, watched[i]);
+			else
+				end_on_report(&st, watched[i]);
+		}
 		if (pfd[1].revents) {
 			struct signalfd_siginfo si;
 			while (read(sfd, &si, sizeof(si)) > 0)

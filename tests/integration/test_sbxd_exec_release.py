@@ -86,6 +86,24 @@ def mnt_fds(pid):
     return n
 
 
+def exec_processes(pid1):
+    """The processes of pid1's execs but their exec inits (host pids),
+    dying ones included: below pid 1, not the init of their namespace."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        pid = int(name)
+        try:
+            ns = ns_pids(pid)
+            if len(ns) < 3 or ns[-1] == "1" or pid1 not in ancestors(pid):
+                continue
+        except (OSError, StopIteration):
+            continue
+        found.append(pid)
+    return found
+
+
 class ExecReleaseTest(OutTest):
     """OutTest's calls (ok, create) on one sbxd."""
 
@@ -327,6 +345,92 @@ class ExecReleaseTest(OutTest):
                     break
                 time.sleep(0.1)
             self.assertLessEqual(len(kids), 1, kids)
+        finally:
+            self.teardown(run)
+
+    # -- the exec's end on exec init's report, before exec init's reap
+    def test_nothing_of_an_exec_runs_once_it_ended(self):
+        # exec init reports only after it killed and reaped what the
+        # command left behind, and pid 1 ends the exec on that report:
+        # the moment Wait answers, no process of the exec is left but
+        # exec init (looked at at once, from the host; a process with
+        # 30000 mappings takes ~75 ms to die here, so a report sent before
+        # the kill is seen) and /out no longer changes. Left behind: a new session writing to /out, a double
+        # fork, SIGHUP/SIGTERM ignored, a child subreaper with children of
+        # its own, the slow one.
+        marker = "7.%d" % os.getpid()
+        script = r"""
+            (setsid sh -c 'while :; do echo x >> /out/bg; done; sleep %(m)s' &)
+            (trap '' HUP TERM; exec sleep %(m)s) &
+            python3 -c '
+import ctypes, os, subprocess
+ctypes.CDLL(None).prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
+for _ in range(3):
+    if os.fork() == 0:
+        subprocess.Popen(["sleep", "%(m)s"]); os._exit(0)
+os.execvp("sleep", ["sleep", "%(m)s"])' &
+            python3 -c '
+import mmap, time
+maps = [mmap.mmap(-1, 4096, prot=mmap.PROT_READ | (i %% 2 and mmap.PROT_WRITE))
+        for i in range(30000)]
+open("/tmp/big", "w").close()
+time.sleep(1000)' &
+            while [ ! -e /tmp/big ] || [ ! -s /out/bg ]; do sleep 0.02; done
+            rm /tmp/big
+            sleep 1.5
+            exit 3
+        """ % {"m": marker}
+        run = self.create(memory_mb=768)
+        try:
+            # What exec_processes sees of a running exec: its command.
+            alive = "sleep 61.%d" % os.getpid()
+            ex = self.exec(run, "exec " + alive)
+            cmd = wait_for(lambda: processes_with(alive))
+            pid1, _ = self.helper_procs(run)
+            self.assertEqual(exec_processes(pid1), [cmd[0][0]])
+            self.ok("Signal", pb.SignalRequest(run_id=run, exec_id=ex, signal=9),
+                    pb.SignalResponse)
+            self.wait(run, ex)
+            for i in range(3):
+                ex = self.exec(run, script)
+                # All of it (sh, the sleep, the writer, the trap, the
+                # subreaper and its 3, the slow one, 2 of its sleeps at least).
+                procs = wait_for(lambda: len(exec_processes(pid1)) >= 10 and
+                                 exec_processes(pid1))
+                self.assertTrue(procs)
+                st = self.wait(run, ex)
+                left = [p for p in procs if os.path.exists("/proc/%d" % p)]
+                self.assertEqual((st.reason, st.exit_code), (pb.EXITED, 3), st)
+                self.assertEqual(left, [], "round %d: running after the exec's end" % i)
+                ex = self.exec(run, "a=$(stat -c %s /out/bg); sleep 0.3; "
+                                    "echo $a $(stat -c %s /out/bg)")
+                self.wait(run, ex)
+                a, b = self.output(run, ex).split()
+                self.assertGreater(int(a), 0)
+                self.assertEqual(a, b, "round %d: /out/bg grew after the exec's end" % i)
+        finally:
+            self.teardown(run)
+
+    def test_an_ended_execs_slot_is_free_for_the_next(self):
+        # The slot of an exec that ended on its report is held until its
+        # exec init is reaped: with every other slot taken (64 execs at
+        # once: sbxd's own share of descriptors raised to allow it), an
+        # Exec right after an end still gets one.
+        with self.other_server(exec_fds_per_run=448):
+            self.check_slot_after_end()
+
+    def check_slot_after_end(self):
+        run = self.create(pids=512)
+        try:
+            sleepers = [self.exec(run, "exec sleep 40.%d" % i) for i in range(63)]
+            for i in range(8):
+                st = self.wait(run, self.exec(run, "exit %d" % i))
+                self.assertEqual((st.reason, st.exit_code), (pb.EXITED, i), st)
+            for ex in sleepers:
+                self.ok("Signal", pb.SignalRequest(run_id=run, exec_id=ex, signal=9),
+                        pb.SignalResponse)
+            for ex in sleepers:
+                self.assertEqual(self.wait(run, ex).reason, pb.SIGNALED)
         finally:
             self.teardown(run)
 
