@@ -9,6 +9,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -427,25 +428,45 @@ static void finish_exec(struct init_state *st, struct exec_slot *slot, int init_
 
 /* A slot for a new exec, or NULL. An exec that ended on its report holds
  * its slot until exec init, which has nothing left to do but exit, is
- * reaped: with none free that reap is waited for, so that a caller that
- * starts an exec on another's end never finds the slot still taken. */
+ * reaped: with none free, such an exec init is reaped here, so that a
+ * caller that starts an exec on another's end does not find every slot
+ * taken. The wait for one still exiting is bounded (its exit runs under
+ * the exec's cpu limit, which may be a sliver): past FREE_SLOT_WAIT_MS the
+ * exec is refused, as it was before an exec could end before its reap. */
+#define FREE_SLOT_WAIT_MS 250
+
+/* The slot's exec init reaped if it is gone: then the slot is free. */
+static bool reap_if_gone(struct init_state *st, struct exec_slot *s)
+{
+	int status;
+	if (waitpid(s->pid, &status, WNOHANG | __WALL) != s->pid)
+		return false;
+	finish_exec(st, s, status);
+	return true;
+}
+
 static struct exec_slot *free_slot(struct init_state *st)
 {
+	struct exec_slot *ended = NULL;
 	for (int i = 0; i < MAX_EXECS; i++)
 		if (!st->execs[i].used)
 			return &st->execs[i];
 	for (int i = 0; i < MAX_EXECS; i++) {
 		struct exec_slot *s = &st->execs[i];
-		int status;
 		if (!s->ended_sent || !s->have_report || s->forced)
 			continue;
-		while (waitpid(s->pid, &status, __WALL) < 0)
-			if (errno != EINTR)
-				return NULL;
-		finish_exec(st, s, status);
-		return s;
+		if (reap_if_gone(st, s))
+			return s;
+		ended = s;
 	}
-	return NULL;
+	if (!ended)
+		return NULL;
+	/* pidfd_open: Linux 5.3; without it, no wait. */
+	_cleanup_close_ int pfd = (int)syscall(SYS_pidfd_open, ended->pid, 0);
+	struct pollfd p = {.fd = pfd, .events = POLLIN};
+	if (pfd < 0 || poll(&p, 1, FREE_SLOT_WAIT_MS) <= 0 || !reap_if_gone(st, ended))
+		return NULL;
+	return ended;
 }
 
 static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, int *fds,
