@@ -89,8 +89,10 @@ static int resolve_command(const char *name, const char *path, char *full, size_
 
 static void report_and_exit(int fd, struct sbx_exec_report *r)
 {
-	ssize_t n = write(fd, r, sizeof(*r));
-	(void)n;
+	ssize_t n;
+	do
+		n = write(fd, r, sizeof(*r));
+	while (n < 0 && errno == EINTR);
 	_exit(0);
 }
 
@@ -512,7 +514,12 @@ __attribute__((noreturn)) static void exec_init_command(const struct sbx_exec_sp
 	static const int faults[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT};
 	for (size_t i = 0; i < SBX_ARRAY_SIZE(faults); i++)
 		default_handler(faults[i]);
-	struct sigaction sa = {.sa_handler = forward_signal, .sa_flags = SA_RESTART};
+	/* No SA_RESTART: every call that can block from here on retries on
+	 * EINTR itself, and a sanitizer's runtime runs a handler only when
+	 * the interrupted call returns (ThreadSanitizer defers it: restarted,
+	 * the waitpid for a command that waits for the signal never did, and
+	 * helper.serve's forwarded SIGTERM was lost). */
+	struct sigaction sa = {.sa_handler = forward_signal};
 	sigset_t none, held;
 	sigfillset(&sa.sa_mask);
 	forwarded_set(&held);
