@@ -466,9 +466,11 @@ static int populate_data(const SbxPolicy *p, int data_src, int root_fd, struct s
  * relative to cwd before pivot_root, absolute after. */
 static int mount_proc_at(const char *base, const char *null, int *sysctl_dir, struct sbx_err *err)
 {
-	/* hidepid=ptraceable: an exec sees its own processes and other execs'
-	 * commands, never pid 1 or an exec init (privileged or not dumpable),
-	 * whose command lines name host paths. */
+	/* hidepid=ptraceable: an exec sees its own processes only: another
+	 * exec's are in another user namespace, which the capability check of
+	 * ptrace access refuses (cap_ptrace_access_check), and pid 1 and exec
+	 * inits (whose command lines name host paths) are privileged or not
+	 * dumpable. */
 	if (mount("proc", base, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=ptraceable") < 0)
 		return sbx_fail_errno(err, "mount /proc");
 	/* Host-wide views a sandbox has no business reading read as empty:
