@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "exec.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/sched.h> /* struct clone_args, CLONE_INTO_CGROUP */
@@ -35,8 +36,12 @@ static volatile sig_atomic_t command_pgid;
  * (SignalRequest) reach it only because it handles them; pass them on. */
 static void forward_signal(int sig)
 {
+	/* What the interrupted call says stays its own (the loops that
+	 * retry on EINTR read errno after it). */
+	int saved = errno;
 	if (command_pgid > 0)
 		kill(-command_pgid, sig);
+	errno = saved;
 }
 
 /* The signals a SignalRequest forwards (SBX_FORWARDED_SIGNALS) as a set. */
@@ -601,6 +606,11 @@ __attribute__((noreturn)) static void exec_init_command(const struct sbx_exec_sp
 	 * sandbox user's, which we are, so none is out of reach, and SIGKILL
 	 * is neither blocked nor handled; they are our children by now, so
 	 * waitpid sees them all until ECHILD. */
+	/* Nothing is left to forward to: blocked again, no handler runs
+	 * and no call of ours returns EINTR from here to the report (review:
+	 * a Signal request's handler, its kill failing ESRCH, once clobbered
+	 * errno between a waitpid's EINTR and the test of it). */
+	sigprocmask(SIG_SETMASK, &held, NULL);
 	kill(-1, SIGKILL);
 	while (waitpid(-1, NULL, __WALL) > 0 || errno == EINTR)
 		;

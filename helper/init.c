@@ -431,8 +431,9 @@ static void finish_exec(struct init_state *st, struct exec_slot *slot, int init_
  * reaped: with none free, such an exec init is reaped here, so that a
  * caller that starts an exec on another's end does not find every slot
  * taken. The wait for one still exiting is bounded (its exit runs under
- * the exec's cpu limit, which may be a sliver): past FREE_SLOT_WAIT_MS the
- * exec is refused, as it was before an exec could end before its reap. */
+ * the exec's cpu limit, which may be a sliver): the first of those to
+ * exit within FREE_SLOT_WAIT_MS, else the exec is refused, as it was
+ * before an exec could end before its reap. */
 #define FREE_SLOT_WAIT_MS 250
 
 /* The slot's exec init reaped if it is gone: then the slot is free. */
@@ -447,7 +448,9 @@ static bool reap_if_gone(struct init_state *st, struct exec_slot *s)
 
 static struct exec_slot *free_slot(struct init_state *st)
 {
-	struct exec_slot *ended = NULL;
+	struct exec_slot *ended[MAX_EXECS];
+	struct pollfd pfd[MAX_EXECS];
+	size_t n = 0;
 	for (int i = 0; i < MAX_EXECS; i++)
 		if (!st->execs[i].used)
 			return &st->execs[i];
@@ -457,16 +460,21 @@ static struct exec_slot *free_slot(struct init_state *st)
 			continue;
 		if (reap_if_gone(st, s))
 			return s;
-		ended = s;
+		/* pidfd_open: Linux 5.3; without it, no wait for this one. */
+		int fd = (int)syscall(SYS_pidfd_open, s->pid, 0);
+		if (fd >= 0) {
+			ended[n] = s;
+			pfd[n++] = (struct pollfd){.fd = fd, .events = POLLIN};
+		}
 	}
-	if (!ended)
-		return NULL;
-	/* pidfd_open: Linux 5.3; without it, no wait. */
-	_cleanup_close_ int pfd = (int)syscall(SYS_pidfd_open, ended->pid, 0);
-	struct pollfd p = {.fd = pfd, .events = POLLIN};
-	if (pfd < 0 || poll(&p, 1, FREE_SLOT_WAIT_MS) <= 0 || !reap_if_gone(st, ended))
-		return NULL;
-	return ended;
+	struct exec_slot *got = NULL;
+	if (n > 0 && poll(pfd, n, FREE_SLOT_WAIT_MS) > 0)
+		for (size_t i = 0; i < n && !got; i++)
+			if (pfd[i].revents && reap_if_gone(st, ended[i]))
+				got = ended[i];
+	for (size_t i = 0; i < n; i++)
+		close(pfd[i].fd);
+	return got;
 }
 
 static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, int *fds,
