@@ -86,6 +86,14 @@ def mnt_fds(pid):
     return n
 
 
+def cmdline(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return None
+
+
 def exec_processes(pid1):
     """The processes of pid1's execs but their exec inits (host pids),
     dying ones included: below pid 1, not the init of their namespace."""
@@ -145,6 +153,22 @@ class ExecReleaseTest(OutTest):
             elif len(ns) == 3 and ns[-1] == "1":
                 inits.append(pid)
         return pid1, inits
+
+    def kill_and_wait(self, run, ex):
+        self.ok("Signal", pb.SignalRequest(run_id=run, exec_id=ex, signal=9),
+                pb.SignalResponse)
+        self.assertEqual(self.wait(run, ex).reason, pb.SIGNALED)
+
+    def running_and_prepared(self, run, script):
+        """An exec of script (a command line of its own), its command's
+        host pid, and the one exec init pid 1 made meanwhile, waiting
+        beside it for its claim ([pid])."""
+        ex = self.exec(run, script)
+        cmd = wait_for(lambda: processes_with(script))[0][0]
+        above = set(ancestors(cmd))
+        waiting = wait_for(lambda: [p for p in self.helper_procs(run)[1] if p not in above])
+        self.assertEqual(len(waiting), 1, "an exec init beside the running one's")
+        return ex, cmd, waiting
 
     # -- item 3: no capability in any set, on the prepared and the fresh path
     def assert_confined(self, text, where, ids=("1000", "1000")):
@@ -228,12 +252,7 @@ class ExecReleaseTest(OutTest):
         # and the prepared one's.
         run = self.create()
         try:
-            ex = self.exec(run, "sleep 60.3125")
-            cmd = wait_for(lambda: processes_with("sleep 60.3125"))[0][0]
-            above = set(ancestors(cmd))
-            waiting = wait_for(lambda: [p for p in self.helper_procs(run)[1]
-                                        if p not in above])
-            self.assertEqual(len(waiting), 1, "an exec init beside the running one's")
+            ex, cmd, waiting = self.running_and_prepared(run, "sleep 60.3125")
             # Seen from the host: the command's host ids, whatever they are.
             with open("/proc/%d/status" % cmd) as f:
                 c = status_fields(f.read())
@@ -244,9 +263,7 @@ class ExecReleaseTest(OutTest):
             held = mnt_fds(pid1)
             if held is not None:
                 self.assertEqual(held, 2, "pid 1's mount namespaces of its exec inits")
-            self.ok("Signal", pb.SignalRequest(run_id=run, exec_id=ex, signal=9),
-                    pb.SignalResponse)
-            self.assertEqual(self.wait(run, ex).reason, pb.SIGNALED)
+            self.kill_and_wait(run, ex)
         finally:
             self.teardown(run)
 
@@ -279,12 +296,7 @@ class ExecReleaseTest(OutTest):
         # claims.
         run = self.create()
         try:
-            ex = self.exec(run, "sleep 60.1875")
-            cmd = wait_for(lambda: processes_with("sleep 60.1875"))[0][0]
-            above = set(ancestors(cmd))
-            waiting = wait_for(lambda: [p for p in self.helper_procs(run)[1]
-                                        if p not in above])
-            self.assertEqual(len(waiting), 1, "an exec init beside the running one's")
+            ex, cmd, waiting = self.running_and_prepared(run, "sleep 60.1875")
             leaf = leaf_of(waiting[0])
             self.assertTrue(os.path.basename(leaf).startswith("prep-"), leaf)
             self.assertNotEqual(leaf, leaf_of(cmd))
@@ -292,9 +304,7 @@ class ExecReleaseTest(OutTest):
             self.assertEqual(leaf_of(wait_for(lambda: processes_with("sleep 0.5625"))[0][0]),
                              leaf, "the next exec runs in the init made meanwhile")
             self.assertEqual(self.wait(run, nxt).reason, pb.EXITED)
-            self.ok("Signal", pb.SignalRequest(run_id=run, exec_id=ex, signal=9),
-                    pb.SignalResponse)
-            self.assertEqual(self.wait(run, ex).reason, pb.SIGNALED)
+            self.kill_and_wait(run, ex)
         finally:
             self.teardown(run)
 
@@ -363,6 +373,10 @@ class ExecReleaseTest(OutTest):
         # fork, SIGHUP/SIGTERM ignored, a child subreaper with children of
         # its own, the slow one.
         marker = "7.%d" % os.getpid()
+        # The last thing the script runs, once all of it is there: the
+        # host's snapshot waits for it (made in the script, so that the
+        # script's own command line does not match).
+        ready = "2.%d5" % os.getpid()
         script = r"""
             (setsid sh -c 'while :; do echo x >> /out/bg; done; sleep %(m)s' &)
             (trap '' HUP TERM; exec sleep %(m)s) &
@@ -381,9 +395,10 @@ open("/tmp/big", "w").close()
 time.sleep(1000)' &
             while [ ! -e /tmp/big ] || [ ! -s /out/bg ]; do sleep 0.02; done
             rm /tmp/big
-            sleep 1.5
+            r=%(ready)s
+            sleep ${r}5
             exit 3
-        """ % {"m": marker}
+        """ % {"m": marker, "ready": ready[:-1]}
         run = self.create(memory_mb=768)
         try:
             # What exec_processes sees of a running exec: its command.
@@ -397,11 +412,11 @@ time.sleep(1000)' &
             self.wait(run, ex)
             for i in range(3):
                 ex = self.exec(run, script)
-                # All of it (sh, the sleep, the writer, the trap, the
-                # subreaper and its 3, the slow one, 2 of its sleeps at least).
-                procs = wait_for(lambda: len(exec_processes(pid1)) >= 10 and
-                                 exec_processes(pid1))
-                self.assertTrue(procs)
+                # All of it: sh, its last sleep, the writer, the trap, the
+                # subreaper (a sleep by now) and its 3 sleeps, the slow one.
+                self.assertTrue(wait_for(lambda: processes_with("sleep " + ready), 30))
+                procs = exec_processes(pid1)
+                self.assertGreaterEqual(len(procs), 9, [cmdline(p) for p in procs])
                 st = self.wait(run, ex)
                 left = [p for p in procs if os.path.exists("/proc/%d" % p)]
                 self.assertEqual((st.reason, st.exit_code), (pb.EXITED, 3), st)
@@ -440,7 +455,7 @@ time.sleep(1000)' &
     def check_slot_after_end(self):
         run = self.create(pids=512)
         try:
-            sleepers = [self.exec(run, "exec sleep 40.%d" % i) for i in range(63)]
+            sleepers = [self.exec(run, "exec sleep 400.%d" % i) for i in range(63)]
             for i in range(8):
                 st = self.wait(run, self.exec_when_sbxd_has_room(run, "exit %d" % i))
                 self.assertEqual((st.reason, st.exit_code), (pb.EXITED, i), st)
