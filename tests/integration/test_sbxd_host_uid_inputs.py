@@ -122,6 +122,12 @@ class Review(ServerTestCase):
                              ["d/e/f%d" % i for i in range(1, 9)])
             code, msg, _ = self.fetch(run, "fifo")
             self.assertEqual(code, "FAILED_PRECONDITION", msg)
+        # The reader closes its copy of an fd just after sending it, so the
+        # last answer can reach us a moment before that close: wait for it.
+        deadline = time.monotonic() + 5
+        while (len(os.listdir("/proc/%d/fd" % reader)) != before and
+               time.monotonic() < deadline):
+            time.sleep(0.02)
         self.assertEqual(len(os.listdir("/proc/%d/fd" % reader)), before)
         self.ok("Teardown", pb.TeardownRequest(run_id=run), pb.TeardownResponse)
         deadline = time.monotonic() + 10
