@@ -425,6 +425,12 @@ static void exec_init_confine(const struct sbx_exec_spec *s, bool born_in_leaf)
 	 * way to sbxd, and likewise kept by nobody inside. */
 	if (s->deny_dns && send_listener(rfd, true, &err) < 0)
 		setup_failed(rfd, &err);
+	/* The one-shot driver has no resolver or watch to read (init.h), but
+	 * its exec is routed as a served one: every address refused at once. */
+	if (!s->deny_dns && sbx_exec_wants_deny_dns(s->policy)) {
+		struct sbx_err ignored;
+		(void)sbx_netns_deny_routes(&ignored);
+	}
 	/* The exec's own terminals, over the sandbox's: with one devpts
 	 * shared, another exec could open this one's /dev/pts/N (same uid),
 	 * read what is typed into it and type into it. */

@@ -228,6 +228,13 @@ static void take_report(struct exec_slot *slot, const struct sbx_exec_report *ne
 	}
 }
 
+/* Whether this run's execs make the deny resolver and the connect watch
+ * (init.h: served only). */
+static bool wants_deny_dns(const struct init_state *st)
+{
+	return st->ctx->served && sbx_exec_wants_deny_dns(st->ctx->policy);
+}
+
 /* An exec awaiting its listener: takes exec init's first packet if it is
  * there, and then the wait is over and ExecStarted goes out, with the
  * listener, or without it when exec init reported first (kept in
@@ -240,7 +247,7 @@ static void take_listener(struct init_state *st, struct exec_slot *slot)
 	_cleanup_close_pair_ int got[2] = SBX_PAIR_INIT;
 	/* With egress deny: the resolver, and the connect watch if it could
 	 * be made. */
-	size_t max = sbx_exec_wants_deny_dns(st->ctx->policy) ? 2 : 1;
+	size_t max = wants_deny_dns(st) ? 2 : 1;
 	ssize_t n = recv_report(slot->report_fd, &r, got, max);
 
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -265,7 +272,7 @@ static struct sbx_exec_spec base_spec(const struct init_state *st)
 	    .nofile = st->ctx->nofile,
 	    .filter = st->ctx->filter,
 	    .sysctl_dir = st->ctx->sysctl_dir,
-	    .deny_dns = sbx_exec_wants_deny_dns(p),
+	    .deny_dns = wants_deny_dns(st),
 	};
 }
 
@@ -550,7 +557,7 @@ static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, i
 	slot->deadline_ms = slot->start_ms + (int64_t)seconds * 1000;
 	/* With an allowlist ExecStarted waits for the listener, in the main
 	 * loop: pid 1 goes on serving every other exec meanwhile. */
-	if (sbx_exec_wants_listener(p) || sbx_exec_wants_deny_dns(p)) {
+	if (sbx_exec_wants_listener(p) || wants_deny_dns(st)) {
 		slot->awaiting_listener = true;
 		slot->listener_deadline_ms = slot->start_ms + LISTENER_WAIT_MS;
 		if (slot->deadline_ms < slot->listener_deadline_ms)

@@ -22,6 +22,12 @@ struct sbx_init_ctx {
 	bool seccomp;			 /* for Ready: what is enforced */
 	const struct sock_fprog *filter; /* loaded by every exec */
 	bool prepare_execs;		 /* serve: the next exec init made ahead */
+	/* serve: sbxd drives the execs, and with egress deny reads each one's
+	 * deny resolver and connect watch. The one-shot driver has no reader
+	 * for them, so its exec makes neither: a resolver nobody answers would
+	 * hold every lookup to its timeout, and the watch's last close waits
+	 * for an RCU grace period (packet_release), ~10 ms on the run's path. */
+	bool served;
 };
 
 __attribute__((noreturn)) void sbx_init_main(struct sbx_init_ctx *ctx);

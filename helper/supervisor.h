@@ -27,6 +27,7 @@ struct sbx_sandbox_opts {
 	enum sbx_host_ids_mode host_ids; /* the sandbox user's host uid (host_ids.h) */
 	const char *host_id_dir;	 /* NULL: the default lock directory */
 	bool prepare_execs;		 /* serve: pid 1 makes the next exec init ahead */
+	bool served;			 /* serve: sbxd reads the execs' deny resolvers */
 };
 
 struct sbx_sandbox {

@@ -274,6 +274,20 @@ class Network(SandboxTest):
                     "except socket.gaierror as e: print('GAIERROR', e.errno)\n")
         self.assertIn("GAIERROR", r.stdout, r)
 
+    def test_one_shot_exec_makes_no_resolver_or_watch(self):
+        # Only sbxd reads egress deny's resolver and connect watch; the
+        # one-shot driver has no reader (helper/init.h), so its exec makes
+        # neither: a resolver bound on 127.0.0.1:53 that nobody answers
+        # would hold a lookup to its timeout, and the watch's close waits
+        # for an RCU grace period on the run's path. Looked at first thing:
+        # the exec's own network namespace, before its driver could have
+        # closed what it was handed.
+        r = self.run_sandbox(["/bin/cat", "/proc/net/udp", "/proc/net/packet"])
+        self.assertEqual(r.rc, 0, r)
+        lines = r.stdout.splitlines()
+        self.assertFalse([l for l in lines if ":0035 " in l], r.stdout)  # port 53
+        self.assertEqual([l for l in lines if l.split()[0] not in ("sl", "sk")], [], r.stdout)
+
     def test_no_route_outside(self):
         # 192.0.2.1 is TEST-NET-1. With egress deny every address is routed
         # to the exec's own loopback (so sbxd's connect watch sees attempts):
