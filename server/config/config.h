@@ -18,8 +18,13 @@
  * memfd) are its worker's (16 each in the reserve), and an egress exec's
  * listener is the proxy's (its listeners_max, egress.c). An Exec is
  * charged this many at admission, within its run's exec_fds_share, and
- * gives them back once every one of them is closed (runs_monitor.c). */
+ * gives them back once every one of them is closed or handed to the closer
+ * (runs_monitor.c). */
 #define SBX_EXEC_FDS 7
+/* Descriptors of ended execs that sbxd's closer threads hold at most,
+ * waiting or being closed (runs_closer.h): in sbxd's own reserve
+ * (rpc_server.c), not in a run's. */
+#define SBX_CLOSER_FDS 16
 /* exec_fds_per_run at most: RUN_EXECS_RUNNING_MAX (64) execs' worth. */
 #define SBX_EXEC_FDS_PER_RUN_MAX (64 * SBX_EXEC_FDS)
 

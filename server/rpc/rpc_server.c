@@ -86,7 +86,8 @@
  * other half and the spare contexts stay for everyone else. */
 #define IDENTITY_INFLIGHT_MAX(n_calls) (((n_calls)-SPARE_CALLS) / 2)
 /* Descriptors that connections never take (conn_guard_start checks the
- * caps fit beside them): sbxd's own (log, state, nng's pollers), each run's
+ * caps fit beside them): sbxd's own (log, state, nng's pollers: 64, and
+ * ended execs' waiting for the closer: SBX_CLOSER_FDS), each run's
  * own (its helper's control socket, pidfd, directories, /out, its reader:
  * 16) and its execs' share (exec_fds_share: what its running execs may
  * hold, SBX_EXEC_FDS each, charged at Exec admission so that one run's
@@ -99,7 +100,7 @@
  * its fd_reserve), so the guard's check below, FD_RESERVE + caps <= N,
  * holds with the proxy's part counted. */
 #define FD_RESERVE_FIXED(cfg)                                                                      \
-	(64 + 16 * (size_t)(cfg)->runs_max + 16 * (size_t)(cfg)->workers +                         \
+	(64 + SBX_CLOSER_FDS + 16 * (size_t)(cfg)->runs_max + 16 * (size_t)(cfg)->workers +        \
 	 ((cfg)->metrics.listen ? CONN_GUARD_HTTP_MAX + 2 : 0))
 #define FD_RESERVE(cfg) (FD_RESERVE_FIXED(cfg) + (size_t)(cfg)->runs_max * (cfg)->exec_fds_share)
 

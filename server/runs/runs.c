@@ -11,6 +11,7 @@
 
 #include "clock.h"
 #include "metrics.h"
+#include "runs_closer.h"
 #include "runs_manager.h"
 #include "runs_pool.h"
 #include "runs_registry.h"
@@ -47,6 +48,8 @@ void runs_free(struct sbx_runs *runs)
 		return;
 	sweeper_stop(runs);
 	pool_free(runs);
+	/* Every run is gone: nothing hands it another descriptor. */
+	closer_stop(runs->closer);
 	runs_settings_free(runs);
 	pthread_cond_destroy(&runs->sweeper_cv);
 	pthread_cond_destroy(&runs->cv);
@@ -83,8 +86,8 @@ struct sbx_runs *sbx_runs_init(const struct sbx_config *cfg, struct sbx_err *err
 		sbx_fail_errno(err, "runs");
 		return NULL;
 	}
-	if (runs_startup(runs, cfg, err) < 0 || pool_init(runs, cfg, err) < 0 ||
-	    sweeper_start(runs, err) < 0) {
+	if (runs_startup(runs, cfg, err) < 0 || !(runs->closer = closer_start(err)) ||
+	    pool_init(runs, cfg, err) < 0 || sweeper_start(runs, err) < 0) {
 		runs_free(runs);
 		return NULL;
 	}

@@ -180,6 +180,9 @@ struct sbx_runs {
 	bool sweeper_started;
 	bool sweeper_stop;
 	pthread_cond_t sweeper_cv; /* CLOCK_MONOTONIC */
+	/* Closes that wait for a grace period (runs_closer.h): sbx_runs_init's
+	 * and runs_free's; NULL (unit tests) closes in place. */
+	struct runs_closer *closer;
 };
 
 /* An empty manager without settings (runs_max 0 takes no runs): what

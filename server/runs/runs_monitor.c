@@ -25,6 +25,7 @@
 #include "egress.h"
 #include "helper_client.h"
 #include "run_exec.h"
+#include "runs_closer.h"
 #include "runs_deny.h"
 #include "runs_lease.h"
 #include "runs_manager.h"
@@ -470,22 +471,23 @@ static size_t build(struct sbx_run *r, struct monitor *m) REQUIRES(r->mu)
 	m->deny_next = INT64_MAX;
 	for (struct run_exec *e = r->execs; e; e = e->next) {
 		/* Done: whatever could ask is gone. Past what this round
-		 * can hold (many execs done at once), closed right here. */
-		if (e->done && (e->deny_fd >= 0 || e->watch_fd >= 0)) {
+		 * can hold (many execs done at once), the next round's: never
+		 * closed under the lock, as a watch's close waits (runs_closer.h). */
+		if (e->done && (e->deny_fd >= 0 || e->watch_fd >= 0) &&
+		    m->n_closing + 2 <= CLOSING_MAX) {
 			int fds[2];
 
 			deny_release(e, fds);
 			for (int i = 0; i < 2; i++)
-				if (fds[i] >= 0 && m->n_closing < CLOSING_MAX)
+				if (fds[i] >= 0)
 					m->closing[m->n_closing++] = fds[i];
-				else if (fds[i] >= 0)
-					close(fds[i]);
 		}
-		/* Done, its deny fds released above (closed as this round
-		 * begins, before any poll), its stdin closed when it ended, its
-		 * pipes and spill files with its streams: nothing of sbxd's is
-		 * held for it any more, and its run may start another. */
-		if (e->done && e->fds_charged) {
+		/* Done, its deny fds released above (handed to the closer as
+		 * this round begins, before any poll: runs_closer.h counts what
+		 * it holds apart), its stdin closed when it ended, its pipes and
+		 * spill files with its streams: nothing of sbxd's is held for it
+		 * any more, and its run may start another. */
+		if (e->done && e->fds_charged && e->deny_fd < 0 && e->watch_fd < 0) {
 			e->fds_charged = false;
 			r->exec_fds -= SBX_EXEC_FDS;
 		}
@@ -546,7 +548,7 @@ static void *monitor_main(void *arg)
 		tick = next_tick(r);
 		run_unlock(r);
 		for (size_t i = 0; i < m.n_closing; i++)
-			close(m.closing[i]);
+			closer_close(r->runs->closer, m.closing[i]);
 		m.n_closing = 0;
 		if (m.deny_next != INT64_MAX) {
 			int64_t until = m.deny_next - sbx_mono_ms();

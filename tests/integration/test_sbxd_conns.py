@@ -281,25 +281,25 @@ class Held(unittest.TestCase):
         self.addCleanup(os.unlink, wrapper)
         real, sbxdfix.SBXD = sbxdfix.SBXD, wrapper
         self.addCleanup(setattr, sbxdfix, "SBXD", real)
-        # 3 x (500 + 1 + 8 evicting) + the reserve (64 + 16 x runs_max 32 + 16 x workers 16
-        # = 832, and each run's execs' share: half of the 1216 left over 32 runs, in whole
+        # 3 x (500 + 1 + 8 evicting) + the reserve (64 + 16 closing + 16 x runs_max 32 + 16 x workers 16
+        # = 848, and each run's execs' share: half of the 1200 left over 32 runs, in whole
         # execs of 7, 14 x 32 = 448) is more than 2048: sbxd says so and does not start.
         with self.assertRaises(RuntimeError) as e:
             server(self, {"per_listener": 500, "per_peer": 500})
         self.assertIn("over RLIMIT_NOFILE 2048", str(e.exception))
         # Unwritten, per_listener shrinks to fit, and per_peer to at most a
-        # quarter of it: (2048 - 1280 kept) / 3 - 1 - 8 = 247, per_peer 61;
-        # at a written per_peer of 500, 61 too.
+        # quarter of it: (2048 - 1296 kept) / 3 - 1 - 8 = 241, per_peer 60;
+        # at a written per_peer of 500, 60 too.
         small = server(self, {})
         with open(small.path("sbxd.stderr")) as f:
             log = f.read()
-        self.assertIn("per_listener lowered from 1024 to 247 and per_peer from 64 to 61", log)
+        self.assertIn("per_listener lowered from 1024 to 241 and per_peer from 64 to 60", log)
         self.assertIn("exec_fds_per_run fits 14 descriptors (2 execs at once a run) in "
-                      "RLIMIT_NOFILE 2048 beside 832 kept", log)
+                      "RLIMIT_NOFILE 2048 beside 848 kept", log)
         small.cleanup()
         small = server(self, {"per_peer": 500})
         with open(small.path("sbxd.stderr")) as f:
-            self.assertIn("per_listener lowered from 1024 to 247 and per_peer from 500 to 61",
+            self.assertIn("per_listener lowered from 1024 to 241 and per_peer from 500 to 60",
                           f.read())
         small.cleanup()
         srv = server(self, {"per_listener": 220, "per_peer": 200, "idle_seconds": 4,

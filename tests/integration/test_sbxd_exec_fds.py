@@ -20,8 +20,8 @@ from sbxdfix import ServerTestCase, policy_json
 from sbxrpc import sandbox_pb2 as pb
 
 NOFILE = 320
-# With runs_max 4 and workers 4, sbxd keeps 64 + 16 x 4 + 16 x 4 = 192 and
-# gives each run's execs half of the 128 left over 4 runs, in whole execs of
+# With runs_max 4 and workers 4, sbxd keeps 64 + 16 + 16 x 4 + 16 x 4 = 208
+# and gives each run's execs half of the 112 left over 4 runs, in whole execs of
 # 7: 14, two execs at once (its stderr says so).
 RUNS_MAX = 4
 EXECS_AT_ONCE = 2

@@ -23,3 +23,7 @@ add_test(NAME unit.runs_capacity COMMAND test_runs_capacity)
 add_executable(test_runs_idem test_runs_idem.c)
 target_link_libraries(test_runs_idem PRIVATE sbx_runs sbx_check)
 add_test(NAME unit.runs_idem COMMAND test_runs_idem)
+
+add_executable(test_runs_closer test_runs_closer.c)
+target_link_libraries(test_runs_closer PRIVATE sbx_runs sbx_check)
+add_test(NAME unit.runs_closer COMMAND test_runs_closer)

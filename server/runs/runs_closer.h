@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Closes that wait for the kernel, off the threads that answer callers.
+ *
+ * The last close of an AF_PACKET socket waits for an RCU grace period
+ * (packet_release calls synchronize_net): measured 8-12 ms on a HZ=250
+ * kernel at rest, for every exec of a run with egress deny, whose connect
+ * watch is one (runs_deny.c). Closed by a run's monitor thread, that wait
+ * held back the run's next exec's events; closed in a run's teardown, the
+ * caller's answer. Such descriptors go to a closer instead: a few threads
+ * that only close, whose waits run side by side (concurrent waiters share
+ * grace periods), so a burst of ended execs costs about one.
+ *
+ * Bounded: at most SBX_CLOSER_FDS descriptors wait or are being closed
+ * (counted in sbxd's descriptor reserve, rpc_server.c); past that, or
+ * without a closer, the close is the caller's, as before. */
+#ifndef SBX_RUNS_CLOSER_H
+#define SBX_RUNS_CLOSER_H
+
+#include "config.h"
+#include "err.h"
+
+#define RUNS_CLOSER_THREADS 4
+/* Each thread holds the one it closes beside those waiting. */
+#define RUNS_CLOSER_QUEUED (SBX_CLOSER_FDS - RUNS_CLOSER_THREADS)
+
+struct runs_closer;
+
+/* The closer threads, started. NULL with err on failure. */
+struct runs_closer *closer_start(struct sbx_err *err);
+
+/* Closes fd (>= 0; -1 is ignored) on a closer thread, or right here when
+ * c is NULL, stopped, or has RUNS_CLOSER_QUEUED waiting already. */
+void closer_close(struct runs_closer *c, int fd);
+
+/* Closes what still waits, joins the threads, frees c (NULL is fine). */
+void closer_stop(struct runs_closer *c);
+
+#endif
