@@ -365,8 +365,10 @@ static char **build_env(const SbxPolicy *p, char *const *env, size_t n_env)
  * connect watch, made after every address was routed to loopback
  * (netns.h): the watch only records attempts, which fail at once either
  * way, so a kernel that refuses it (no AF_PACKET, a security module) costs
- * the record, not the exec; sbxd says so in the run's alerts. */
-static int send_listener(int rfd, bool deny, struct sbx_err *err)
+ * the record, not the exec; sbxd says so in the run's alerts. Without
+ * `watch` (a prepared exec init: pid 1 makes its watch at the claim,
+ * exec.h) the packet carries the resolver only. */
+static int send_listener(int rfd, bool deny, bool watch, struct sbx_err *err)
 {
 	_cleanup_close_ int lfd = -1, wfd = -1;
 	struct sbx_exec_report r = {.kind = SBX_EXEC_LISTENER};
@@ -376,7 +378,7 @@ static int send_listener(int rfd, bool deny, struct sbx_err *err)
 	lfd = deny ? sbx_netns_deny_dns(err) : sbx_netns_egress_listener(err);
 	if (lfd < 0)
 		return -1;
-	if (deny && sbx_netns_deny_routes(&ignored) == 0)
+	if (deny && sbx_netns_deny_routes(&ignored) == 0 && watch)
 		wfd = sbx_netns_deny_watch(&ignored);
 	fds[0] = lfd;
 	fds[1] = wfd;
@@ -419,11 +421,11 @@ static void exec_init_confine(const struct sbx_exec_spec *s, bool born_in_leaf)
 	/* Before anything of the command exists, so that the proxy is there
 	 * from its first instruction on (a connection made before sbxd
 	 * accepts waits in the listener's backlog). */
-	if (sbx_exec_wants_listener(s->policy) && send_listener(rfd, false, &err) < 0)
+	if (sbx_exec_wants_listener(s->policy) && send_listener(rfd, false, false, &err) < 0)
 		setup_failed(rfd, &err);
 	/* With egress deny, the resolver sbxd refuses every name on: the same
 	 * way to sbxd, and likewise kept by nobody inside. */
-	if (s->deny_dns && send_listener(rfd, true, &err) < 0)
+	if (s->deny_dns && send_listener(rfd, true, !s->prepared, &err) < 0)
 		setup_failed(rfd, &err);
 	/* The one-shot driver has no resolver or watch to read (init.h), but
 	 * its exec is routed as a served one: every address refused at once. */
@@ -795,9 +797,11 @@ static pid_t clone_exec_init(const struct sbx_cgroup *cg, bool *born_in_leaf)
 	return (pid_t)syscall(SYS_clone, EXEC_NS_FLAGS | SIGCHLD, NULL, NULL, NULL, NULL);
 }
 
-pid_t sbx_exec_spawn(const struct sbx_exec_spec *s, int *mnt_ns, struct sbx_err *err)
+pid_t sbx_exec_spawn(const struct sbx_exec_spec *s, int *mnt_ns, int *net_ns, struct sbx_err *err)
 {
 	*mnt_ns = -1;
+	if (net_ns)
+		*net_ns = -1;
 	_cleanup_close_pair_ int sync[2] = SBX_PAIR_INIT;
 	sigset_t held, old;
 	if (pipe2(sync, O_CLOEXEC) < 0)
@@ -836,10 +840,16 @@ pid_t sbx_exec_spawn(const struct sbx_exec_spec *s, int *mnt_ns, struct sbx_err 
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)pid);
 	*mnt_ns = open(path, O_RDONLY | O_CLOEXEC);
+	if (net_ns) {
+		snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)pid);
+		*net_ns = open(path, O_RDONLY | O_CLOEXEC);
+	}
 	if (write(sync[1], "g", 1) != 1) {
 		sbx_fail_errno(err, "start exec");
 		if (*mnt_ns >= 0)
 			close(sbx_steal_fd(*mnt_ns));
+		if (net_ns && *net_ns >= 0)
+			close(sbx_steal_fd(*net_ns));
 		return -1;
 	}
 	return sbx_steal_pid(pid);

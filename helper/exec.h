@@ -89,7 +89,13 @@ struct sbx_exec_spec {
 	bool deny_dns;
 	/* Prepared ahead (argv, cwd, env and stdio unset): exec init makes
 	 * everything of the exec that needs nothing of its request, then
-	 * waits on report_fd for sbx_exec_claim. */
+	 * waits on report_fd for sbx_exec_claim. With deny_dns it makes the
+	 * resolver and the routes but not the connect watch: pid 1 makes that
+	 * at the claim, in the exec's network namespace (net_ns of
+	 * sbx_exec_spawn; sbx_netns_deny_watch_in). The watch's last close
+	 * waits for an RCU grace period (packet_release), and a prepared init
+	 * nobody claims (one per run at its end) would have left that wait in
+	 * pid 1's exit, i.e. in every Teardown. */
 	bool prepared;
 };
 
@@ -104,7 +110,9 @@ int sbx_exec_claim(int report_fd, char *const *argv, size_t argc, const char *cw
 		   size_t n_env, const int stdio[3], struct sbx_err *err);
 
 /* Returns exec init's pid, or -1. *mnt_ns: its mount namespace, opened
- * before it runs (-1 if that failed), for the caller to close. */
-pid_t sbx_exec_spawn(const struct sbx_exec_spec *spec, int *mnt_ns, struct sbx_err *err);
+ * before it runs (-1 if that failed), for the caller to close; *net_ns
+ * likewise its network namespace, unless net_ns is NULL. */
+pid_t sbx_exec_spawn(const struct sbx_exec_spec *spec, int *mnt_ns, int *net_ns,
+		     struct sbx_err *err);
 
 #endif

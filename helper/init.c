@@ -16,6 +16,7 @@
 #include "clock.h"
 #include "ctlmsg.h"
 #include "exec.h"
+#include "netns.h"
 #include "phases.h"
 #include "util.h"
 
@@ -69,6 +70,9 @@ struct exec_slot {
 	 * grace period before pid 1 can reap it and report the end. -1: not
 	 * held (the open failed; the exit pays it as before). */
 	int mnt_ns;
+	/* A prepared exec's connect watch, made by pid 1 at the claim, until
+	 * it goes out with exec init's resolver in ExecStarted; -1 else. */
+	int watch_fd;
 	struct sbx_cgroup cg;
 	char cg_name[48];
 	int64_t start_ms;
@@ -92,6 +96,7 @@ struct prepared {
 	bool dropped; /* killed by pid 1 (a claim that failed): reap, no more */
 	int report_fd;
 	int mnt_ns; /* as exec_slot's */
+	int net_ns; /* with egress deny: where its watch is made at the claim */
 	struct sbx_cgroup cg;
 	char cg_name[48];
 	uint64_t n;
@@ -103,6 +108,9 @@ struct init_state {
 	struct exec_slot execs[MAX_EXECS];
 	int64_t run_deadline_ms;
 	struct prepared prep;
+	/* pid 1's own network namespace, to come back to from a prepared
+	 * exec's (sbx_netns_deny_watch_in); -1 without egress deny. */
+	int own_net_ns;
 	/* A prepared exec init failed or died unclaimed: none is made again
 	 * until an exec has been started the usual way. */
 	bool prep_off;
@@ -118,6 +126,13 @@ struct init_state {
 	} stale[MAX_EXECS];
 	size_t n_stale;
 };
+
+__attribute__((noreturn)) static void shut_down(void)
+{
+	/* pid 1 leaving ends the namespace: the kernel kills every process
+	 * left in it before our parent sees us exit. */
+	_exit(0);
+}
 
 static void send_msg(struct init_state *st, Sbx__V1__HelperMessage *m, const int *fds, size_t nfds)
 {
@@ -254,6 +269,8 @@ static void take_listener(struct init_state *st, struct exec_slot *slot)
 		return;
 	slot->awaiting_listener = false;
 	if (n == (ssize_t)sizeof(r) && r.kind == SBX_EXEC_LISTENER && got[0] >= 0) {
+		if (got[1] < 0 && slot->watch_fd >= 0)
+			got[1] = sbx_steal_fd(slot->watch_fd);
 		send_started(st, slot->id, got);
 		return;
 	}
@@ -280,7 +297,7 @@ static struct sbx_exec_spec base_spec(const struct init_state *st)
  * exec's limits), its end of the report socket in *report_fd; spec has
  * the rest. Returns its pid, or -1 with nothing left behind. */
 static pid_t spawn_exec_init(struct init_state *st, struct sbx_exec_spec *spec, const char *name,
-			     struct sbx_cgroup *cg, int *report_fd, int *mnt_ns,
+			     struct sbx_cgroup *cg, int *report_fd, int *mnt_ns, int *net_ns,
 			     struct sbx_err *err)
 {
 	_cleanup_close_pair_ int report[2] = SBX_PAIR_INIT;
@@ -301,7 +318,7 @@ static pid_t spawn_exec_init(struct init_state *st, struct sbx_exec_spec *spec, 
 	}
 	spec->cgroup = cg;
 	spec->report_fd = report[1];
-	pid = sbx_exec_spawn(spec, mnt_ns, err);
+	pid = sbx_exec_spawn(spec, mnt_ns, net_ns, err);
 	/* Exec init holds the write end; ours would hide its end. */
 	close(sbx_steal_fd(report[1]));
 	if (pid < 0)
@@ -321,9 +338,10 @@ static void prepare_exec(struct init_state *st)
 	struct sbx_exec_spec spec = base_spec(st);
 	struct sbx_err err;
 	spec.prepared = true;
+	pr->net_ns = -1;
 	snprintf(pr->cg_name, sizeof(pr->cg_name), "prep-%llu", (unsigned long long)++pr->n);
-	pid_t pid =
-	    spawn_exec_init(st, &spec, pr->cg_name, &pr->cg, &pr->report_fd, &pr->mnt_ns, &err);
+	pid_t pid = spawn_exec_init(st, &spec, pr->cg_name, &pr->cg, &pr->report_fd, &pr->mnt_ns,
+				    spec.deny_dns ? &pr->net_ns : NULL, &err);
 	if (pid < 0) {
 		st->prep_off = true;
 		return;
@@ -343,8 +361,24 @@ static bool claim_prepared(struct init_state *st, struct exec_slot *slot,
 	struct sbx_err err;
 	if (pr->pid <= 0 || pr->dropped)
 		return false;
+	/* Its connect watch, before the claim lets its command start (exec.h:
+	 * why pid 1 makes it). One that cannot be made costs the record, as in
+	 * exec init (send_listener); pid 1 must not go on in the exec's
+	 * network namespace. */
+	if (pr->net_ns >= 0) {
+		bool stranded;
+		struct sbx_err ignored;
+		slot->watch_fd =
+		    sbx_netns_deny_watch_in(pr->net_ns, st->own_net_ns, &stranded, &ignored);
+		close(sbx_steal_fd(pr->net_ns));
+		if (stranded)
+			shut_down();
+	}
 	if (sbx_exec_claim(pr->report_fd, argv, req->n_argv, cwd, req->env, req->n_env, fds, &err) <
 	    0) {
+		/* The exec starts the usual way, its exec init making its own. */
+		if (slot->watch_fd >= 0)
+			close(sbx_steal_fd(slot->watch_fd));
 		kill(pr->pid, SIGKILL);
 		close(sbx_steal_fd(pr->report_fd));
 		pr->dropped = true; /* its leaf goes at its reap */
@@ -371,6 +405,8 @@ static bool reap_prepared(struct init_state *st, pid_t pid)
 		close(sbx_steal_fd(pr->report_fd));
 	if (pr->mnt_ns >= 0)
 		close(sbx_steal_fd(pr->mnt_ns));
+	if (pr->net_ns >= 0)
+		close(sbx_steal_fd(pr->net_ns));
 	sbx_cgroup_close(&pr->cg);
 	if (st->ctx->run->mode != SBX_CG_NONE)
 		sbx_cgroup_remove(st->ctx->run, pr->cg_name, &(struct sbx_err){0});
@@ -517,6 +553,7 @@ static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, i
 	sbx_cgroup_init(&slot->cg);
 	slot->report_fd = -1;
 	slot->mnt_ns = -1;
+	slot->watch_fd = -1;
 	/* argv must be NULL-terminated for execve: protobuf-c's array is not. */
 	argv = calloc(req->n_argv + 1, sizeof(char *));
 	if (!argv) {
@@ -539,7 +576,7 @@ static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, i
 		snprintf(slot->cg_name, sizeof(slot->cg_name), "exec-%llu",
 			 (unsigned long long)req->exec_id);
 		slot->pid = spawn_exec_init(st, &spec, slot->cg_name, &slot->cg, &slot->report_fd,
-					    &slot->mnt_ns, &err);
+					    &slot->mnt_ns, NULL, &err);
 		if (slot->pid < 0) {
 			send_setup_failed(st, req->exec_id, err.msg);
 			return;
@@ -750,6 +787,10 @@ static void finish_exec(struct init_state *st, struct exec_slot *slot, int init_
 		take_listener(st, slot);
 	read_reports(slot);
 	close(sbx_steal_fd(slot->report_fd));
+	/* Never handed over (exec init reported before its resolver): ours
+	 * is the last close, and waits for a grace period (exec.h). */
+	if (slot->watch_fd >= 0)
+		close(sbx_steal_fd(slot->watch_fd));
 	struct sbx_cg_usage u;
 	sbx_cgroup_usage(&slot->cg, &u);
 	sbx_cgroup_close(&slot->cg);
@@ -909,17 +950,16 @@ static size_t watch_reports(struct init_state *st, struct pollfd *pfd, struct ex
 	return n;
 }
 
-__attribute__((noreturn)) static void shut_down(void)
-{
-	/* pid 1 leaving ends the namespace: the kernel kills every process
-	 * left in it before our parent sees us exit. */
-	_exit(0);
-}
-
 void sbx_init_main(struct sbx_init_ctx *ctx)
 {
-	struct init_state st = {.ctx = ctx};
+	struct init_state st = {.ctx = ctx, .own_net_ns = -1};
+	st.prep.report_fd = st.prep.mnt_ns = st.prep.net_ns = -1;
 	st.run_deadline_ms = sbx_mono_ms() + (int64_t)ctx->policy->limits->run_seconds * 1000;
+	/* Without the way back, prepared execs' watches cannot be made at
+	 * their claims: then no exec is prepared (each starts the usual way). */
+	if (ctx->prepare_execs && wants_deny_dns(&st) &&
+	    (st.own_net_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC)) < 0)
+		st.prep_off = true;
 
 	sigset_t mask;
 	sigemptyset(&mask);

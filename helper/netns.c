@@ -10,6 +10,7 @@
 #include <linux/rtnetlink.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -238,4 +239,20 @@ int sbx_netns_deny_watch(struct sbx_err *err)
 	if (!lo.sll_ifindex || bind(s, (struct sockaddr *)&lo, sizeof(lo)) < 0)
 		return sbx_fail_errno(err, "egress deny: connect watch: bind to lo");
 	return sbx_steal_fd(s);
+}
+
+int sbx_netns_deny_watch_in(int net_ns, int own_ns, bool *stranded, struct sbx_err *err)
+{
+	*stranded = false;
+	if (setns(net_ns, CLONE_NEWNET) < 0)
+		return sbx_fail_errno(err,
+				      "egress deny: connect watch: joining the exec's network");
+	int s = sbx_netns_deny_watch(err);
+	if (setns(own_ns, CLONE_NEWNET) < 0) {
+		*stranded = true;
+		if (s >= 0)
+			close(s);
+		return sbx_fail_errno(err, "egress deny: connect watch: back to our own network");
+	}
+	return s;
 }

@@ -12,6 +12,8 @@
 #ifndef SBX_NETNS_H
 #define SBX_NETNS_H
 
+#include <stdbool.h>
+
 #include "err.h"
 
 /* The most a TCP socket's autotuning may grow its receive or send buffer
@@ -62,5 +64,12 @@ int sbx_netns_deny_routes(struct sbx_err *err);
  * port unreachable. Close-on-exec and non-blocking. Returns the fd, or
  * -1. */
 int sbx_netns_deny_watch(struct sbx_err *err);
+
+/* The connect watch of another network namespace, net_ns (an exec's,
+ * routed by its exec init): made there by joining it, and back to own_ns.
+ * Why pid 1 makes a prepared exec's watch at its claim: exec_spec's
+ * prepared. Returns the fd, or -1; *stranded is set when the way back to
+ * own_ns failed (the caller must not go on in another namespace). */
+int sbx_netns_deny_watch_in(int net_ns, int own_ns, bool *stranded, struct sbx_err *err);
 
 #endif

@@ -66,6 +66,8 @@ struct runs_closer *closer_start(struct sbx_err *err)
 			sbx_fail_errnum(err, rc, "closer threads");
 			return NULL;
 		}
+		/* Named, so that a trace shows whose waits these are. */
+		pthread_setname_np(c->threads[i], "sbxd-closer");
 		c->n_threads++;
 	}
 	pthread_attr_destroy(&attr);

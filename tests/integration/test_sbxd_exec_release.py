@@ -289,6 +289,39 @@ class ExecReleaseTest(OutTest):
         with self.without_prepare():
             check("fresh")
 
+    def test_connect_watch_is_the_execs_own_prepared_or_fresh(self):
+        # Egress deny's connect watch: a fresh exec's is made by its exec
+        # init, a prepared exec's by pid 1 at the claim, in the exec's own
+        # network namespace (helper/exec.h: one made ahead would go with
+        # an unclaimed init, its close a grace period in pid 1's exit).
+        # Either way the command finds one packet socket in its namespace,
+        # bound before it ran, and its attempt is recorded.
+        script = ("tail -n +2 /proc/net/packet | wc -l; python3 -c 'import socket; "
+                  "socket.socket().connect_ex((\"192.0.2.1\", 443))'; sleep %s")
+
+        def check(paths):
+            kinds = []
+            ExecReleaseTest.calls = getattr(ExecReleaseTest, "calls", 0) + 1
+            run = self.create()
+            try:
+                for i in range(3):
+                    tag = "1.%d%d75" % (ExecReleaseTest.calls, i)
+                    ex = self.exec(run, script % tag)
+                    found = wait_for(lambda: processes_with("sleep " + tag))
+                    self.assertTrue(found)
+                    kinds.append(os.path.basename(leaf_of(found[0][0])).split("-")[0])
+                    st = self.wait(run, ex)
+                    self.assertEqual((st.reason, st.exit_code), (pb.EXITED, 0), (paths, st))
+                    self.assertEqual(self.output(run, ex).split(), ["1"], (paths, i))
+                    self.assertEqual(list(st.network_denied_names), ["192.0.2.1:443"],
+                                     (paths, i, st))
+            finally:
+                self.teardown(run)
+            return kinds
+        self.assertIn("prep", check("prepared"))
+        with self.without_prepare():
+            self.assertEqual(check("fresh"), ["exec"] * 3)
+
     def test_next_init_is_made_while_an_exec_runs(self):
         # Once an exec claimed the init made ahead, pid 1 makes the next
         # one while the command still runs (it runs for the whole test): a
