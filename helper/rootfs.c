@@ -131,9 +131,10 @@ static const struct {
 		      "services: files\n"},
     /* No real resolver: with egress deny sbxd refuses every name on
      * 127.0.0.1:53 at once (egress_port.h) and says so in the exec's
-     * stderr; with an allowlist the proxy resolves (nothing listens on 53
-     * here: refused at once). One try, so no resolver waits for retries. */
-    {"resolv.conf", "# sbx: no DNS inside the sandbox (sbxd refuses every name)\n"
+     * stderr; with an allowlist the proxy resolves, and the one-shot has
+     * no resolver (nothing listens on 53 there: refused at once). One try,
+     * so no resolver waits for retries. */
+    {"resolv.conf", "# sbx: no DNS inside the sandbox (every name is refused)\n"
 		    "nameserver 127.0.0.1\n"
 		    "options attempts:1 timeout:1\n"},
 };

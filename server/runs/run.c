@@ -17,9 +17,7 @@
 #include "egress.h"
 #include "run_exec.h"
 #include "runs_artifacts.h"
-#include "runs_closer.h"
 #include "runs_inputs.h"
-#include "runs_manager.h"
 #include "text.h"
 
 void cond_init_monotonic(pthread_cond_t *cv)
@@ -80,10 +78,9 @@ static void run_free(struct sbx_run *r)
 	run_state_count(r->state, -1);
 	for (e = r->execs; e; e = next) {
 		next = e->next;
-		/* A watch its monitor did not hand over (the run torn down
-		 * before its exec's end was seen): not on this caller's time. */
-		closer_close(r->runs ? r->runs->closer : NULL, e->watch_fd);
-		e->watch_fd = -1;
+		/* A watch its monitor did not hand over (an exec the run's end
+		 * killed) is closed here, on the time of whoever ends the run,
+		 * not through the closer the other runs' monitors share. */
 		exec_free(e);
 	}
 	for (size_t i = 0; i < r->n_alerts; i++)

@@ -5,10 +5,11 @@
  * (packet_release calls synchronize_net): measured 8-12 ms on a HZ=250
  * kernel at rest, for every exec of a run with egress deny, whose connect
  * watch is one (runs_deny.c). Closed by a run's monitor thread, that wait
- * held back the run's next exec's events; closed in a run's teardown, the
- * caller's answer. Such descriptors go to a closer instead: a few threads
- * that only close, whose waits run side by side (concurrent waiters share
- * grace periods), so a burst of ended execs costs about one.
+ * held back the run's next exec's events. The monitors hand them to a
+ * closer instead: a few threads that only close, whose waits run side by
+ * side (concurrent waiters share grace periods), so a burst of ended execs
+ * costs about one. (A run's end closes what its monitor did not hand over
+ * itself, on the time of whoever ends it: the closer is every run's.)
  *
  * Bounded: at most SBX_CLOSER_FDS descriptors wait or are being closed
  * (counted in sbxd's descriptor reserve, rpc_server.c); past that, or

@@ -38,7 +38,7 @@
 #define TICK_MAX_MS 1000
 #define CTL_BATCH   64
 
-#define CLOSING_MAX 16 /* fds of done execs closed per round after the lock */
+#define CLOSING_MAX 16 /* done execs whose deny fds go per round, after the lock */
 
 #define SLOT_DENY  2 /* an exec's deny resolver (runs_deny.h), beside its two streams */
 #define SLOT_WATCH 3 /* and its connect watch */
@@ -58,9 +58,12 @@ struct monitor {
 	bool egress_closed; /* the sandbox is over: so is the run's egress */
 	int64_t deny_next;  /* monotonic: when a spent deny budget refills */
 	/* Done execs' deny resolvers and connect watches, closed once the
-	 * run's lock is let go (deny_release says why). */
-	int closing[CLOSING_MAX];
+	 * run's lock is let go (deny_release says why): the resolvers here,
+	 * the watches by the closer (runs_closer.h). more_closing: a done
+	 * exec still holds its own, the next round comes at once. */
+	int closing[CLOSING_MAX][2];
 	size_t n_closing;
+	bool more_closing;
 };
 
 static Sbx__V1__ExitReason public_reason(enum sbx_ctl_end end)
@@ -469,18 +472,17 @@ static size_t build(struct sbx_run *r, struct monitor *m) REQUIRES(r->mu)
 	int64_t now = sbx_mono_ms();
 
 	m->deny_next = INT64_MAX;
+	m->more_closing = false;
 	for (struct run_exec *e = r->execs; e; e = e->next) {
 		/* Done: whatever could ask is gone. Past what this round
-		 * can hold (many execs done at once), the next round's: never
-		 * closed under the lock, as a watch's close waits (runs_closer.h). */
-		if (e->done && (e->deny_fd >= 0 || e->watch_fd >= 0) &&
-		    m->n_closing + 2 <= CLOSING_MAX) {
-			int fds[2];
-
-			deny_release(e, fds);
-			for (int i = 0; i < 2; i++)
-				if (fds[i] >= 0)
-					m->closing[m->n_closing++] = fds[i];
+		 * can hold (many execs done at once), the next round's, which
+		 * comes at once: never closed under the lock, as a watch's
+		 * close waits (runs_closer.h). */
+		if (e->done && (e->deny_fd >= 0 || e->watch_fd >= 0)) {
+			if (m->n_closing < CLOSING_MAX)
+				deny_release(e, m->closing[m->n_closing++]);
+			else
+				m->more_closing = true;
 		}
 		/* Done, its deny fds released above (handed to the closer as
 		 * this round begins, before any poll: runs_closer.h counts what
@@ -547,9 +549,14 @@ static void *monitor_main(void *arg)
 		n = build(r, &m);
 		tick = next_tick(r);
 		run_unlock(r);
-		for (size_t i = 0; i < m.n_closing; i++)
-			closer_close(r->runs->closer, m.closing[i]);
+		for (size_t i = 0; i < m.n_closing; i++) {
+			if (m.closing[i][0] >= 0)
+				close(m.closing[i][0]);
+			closer_close(r->runs->closer, m.closing[i][1]);
+		}
 		m.n_closing = 0;
+		if (m.more_closing)
+			tick = 0;
 		if (m.deny_next != INT64_MAX) {
 			int64_t until = m.deny_next - sbx_mono_ms();
 
