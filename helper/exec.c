@@ -378,7 +378,8 @@ static int send_listener(int rfd, bool deny, bool watch, struct sbx_err *err)
 	lfd = deny ? sbx_netns_deny_dns(err) : sbx_netns_egress_listener(err);
 	if (lfd < 0)
 		return -1;
-	if (deny && sbx_netns_deny_routes(&ignored) == 0 && watch)
+	r.routed = deny && sbx_netns_deny_routes(&ignored) == 0;
+	if (r.routed && watch)
 		wfd = sbx_netns_deny_watch(&ignored);
 	fds[0] = lfd;
 	fds[1] = wfd;

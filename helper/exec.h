@@ -40,6 +40,11 @@ struct sbx_exec_report {
 	int errnum; /* SBX_EXEC_NOT_STARTED: why execve failed */
 	uint64_t cpu_ms;
 	uint64_t maxrss_kb;
+	/* SBX_EXEC_LISTENER with egress deny: every address was routed to the
+	 * exec's loopback, so a connect watch sees attempts (pid 1 hands on
+	 * the watch it made for a prepared exec only then, as exec init makes
+	 * its own only then). */
+	bool routed;
 	char msg[512]; /* SBX_EXEC_SETUP_FAILED */
 };
 

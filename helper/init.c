@@ -269,7 +269,10 @@ static void take_listener(struct init_state *st, struct exec_slot *slot)
 		return;
 	slot->awaiting_listener = false;
 	if (n == (ssize_t)sizeof(r) && r.kind == SBX_EXEC_LISTENER && got[0] >= 0) {
-		if (got[1] < 0 && slot->watch_fd >= 0)
+		/* pid 1's watch for a prepared exec: not where nothing was
+		 * routed to be seen (the fresh path makes none then); finish_exec
+		 * closes it. */
+		if (got[1] < 0 && slot->watch_fd >= 0 && r.routed)
 			got[1] = sbx_steal_fd(slot->watch_fd);
 		send_started(st, slot->id, got);
 		return;
@@ -449,7 +452,8 @@ static bool work_waits(const struct init_state *st)
 static void maybe_prepare(struct init_state *st)
 {
 	if (!st->ctx->prepare_execs || st->prep.pid > 0 || st->prep_off ||
-	    sbx_mono_ms() >= st->run_deadline_ms || work_waits(st))
+	    (wants_deny_dns(st) && st->own_net_ns < 0) || sbx_mono_ms() >= st->run_deadline_ms ||
+	    work_waits(st))
 		return;
 	prepare_exec(st);
 }
@@ -787,15 +791,16 @@ static void finish_exec(struct init_state *st, struct exec_slot *slot, int init_
 		take_listener(st, slot);
 	read_reports(slot);
 	close(sbx_steal_fd(slot->report_fd));
-	/* Never handed over (exec init reported before its resolver): ours
-	 * is the last close, and waits for a grace period (exec.h). */
-	if (slot->watch_fd >= 0)
-		close(sbx_steal_fd(slot->watch_fd));
 	struct sbx_cg_usage u;
 	sbx_cgroup_usage(&slot->cg, &u);
 	sbx_cgroup_close(&slot->cg);
 	if (!slot->ended_sent)
 		end_exec(st, slot, &u, init_status);
+	/* Never handed over (exec init reported before its resolver, or had
+	 * nothing routed): ours is the last close, and waits for a grace
+	 * period (exec.h), after the end is told. */
+	if (slot->watch_fd >= 0)
+		close(sbx_steal_fd(slot->watch_fd));
 	/* The leaf goes after the report: its rmdir (several hierarchies on
 	 * v1) is none of the caller's wait. */
 	remove_leaf(st, slot);
@@ -956,10 +961,9 @@ void sbx_init_main(struct sbx_init_ctx *ctx)
 	st.prep.report_fd = st.prep.mnt_ns = st.prep.net_ns = -1;
 	st.run_deadline_ms = sbx_mono_ms() + (int64_t)ctx->policy->limits->run_seconds * 1000;
 	/* Without the way back, prepared execs' watches cannot be made at
-	 * their claims: then no exec is prepared (each starts the usual way). */
-	if (ctx->prepare_execs && wants_deny_dns(&st) &&
-	    (st.own_net_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC)) < 0)
-		st.prep_off = true;
+	 * their claims: then none is prepared (maybe_prepare). */
+	if (ctx->prepare_execs && wants_deny_dns(&st))
+		st.own_net_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
 
 	sigset_t mask;
 	sigemptyset(&mask);

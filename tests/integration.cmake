@@ -7,6 +7,7 @@ set(SBX_TEST_ENV
   "SBX_PROBE=$<TARGET_FILE:sbx-probe>"
   "SBX_SOURCE_DIR=${PROJECT_SOURCE_DIR}"
   "SBX_SERVE_DRIVER=$<TARGET_FILE:test_serve>"
+  "SBX_NO_PACKET=$<TARGET_FILE:sbx-no-packet>"
   "SBX_PYTHON_PROTO=${PROJECT_BINARY_DIR}/python"
   "PYTHONDONTWRITEBYTECODE=1"
   "SBX_BUILD_DIR=${PROJECT_BINARY_DIR}")
@@ -64,6 +65,10 @@ foreach(t ${SBX_PY_TESTS})
     set_tests_properties(${prefix}.${name} PROPERTIES RUN_SERIAL TRUE)
   endif()
 endforeach()
+
+# sbxd.egress_deny runs a sbxd under it: no packet socket anywhere below.
+add_executable(sbx-no-packet integration/no_packet.c)
+target_link_libraries(sbx-no-packet PRIVATE PkgConfig::SECCOMP)
 
 add_executable(test_serve integration/test_serve.c)
 target_link_libraries(test_serve PRIVATE sbx_common sbx_check)

@@ -512,8 +512,12 @@ static size_t build(struct sbx_run *r, struct monitor *m) REQUIRES(r->mu)
 		if (deny_watch(e, now, &m->deny_next)) {
 			m->pfd[n] = (struct pollfd){.fd = e->deny_fd, .events = POLLIN};
 			m->slot[n++] = (struct slot){e, SLOT_DENY};
-			m->pfd[n] = (struct pollfd){.fd = e->watch_fd, .events = POLLIN};
-			m->slot[n++] = (struct slot){e, SLOT_WATCH};
+			/* Counted above only when there is one (an exec whose
+			 * kernel refused it has none): no entry beyond them. */
+			if (e->watch_fd >= 0) {
+				m->pfd[n] = (struct pollfd){.fd = e->watch_fd, .events = POLLIN};
+				m->slot[n++] = (struct slot){e, SLOT_WATCH};
+			}
 		}
 	return n;
 }

@@ -15,6 +15,7 @@ import json
 import os
 import unittest
 
+import sbxdfix
 from sbxdfix import POLICY, ServerTestCase
 from sbxrpc import sandbox_pb2 as pb
 
@@ -163,7 +164,9 @@ print("sent", sent)
 """
 
 
-class EgressDeny(ServerTestCase):
+class DenyCalls:
+    """The calls of this file's tests, on the class's sbxd."""
+
     def ok(self, name, req, resp_type, conn=None):
         code, msg, resp = (conn or self.c).call(name, req, resp_type)
         self.assertEqual(code, "OK", "%s: %s" % (name, msg))
@@ -208,7 +211,8 @@ class EgressDeny(ServerTestCase):
         return [e for e in self.srv.audit_events()
                 if e.get("event") == "exec_ended" and e.get("run_id") == run]
 
-    # -- the cases
+
+class EgressDeny(DenyCalls, ServerTestCase):
     def test_lookup_and_connect_fail_at_once_and_say_why(self):
         run = self.create()
         st, out, err = self.run_argv(run, ["python3", "-c", LOOKUP, "pypi.org",
@@ -363,6 +367,48 @@ class EgressDeny(ServerTestCase):
         self.teardown(run)
         self.teardown(other)
 
+
+
+class NoWatch(DenyCalls, ServerTestCase):
+    """A kernel that refuses packet sockets: sbxd (and every helper below
+    it) under a seccomp filter that fails socket(AF_PACKET) (sbx-no-packet;
+    no_new_privs, so host_uids shared: no setuid mapper). No exec has a
+    connect watch, fresh or prepared (pid 1 makes a prepared one's at its
+    claim): sbxd says so once, lookups are still refused and recorded,
+    connects refused and not recorded, and sbxd polls each exec's resolver
+    alone (its poll set once overflowed by an entry per missing watch)."""
+
+    @classmethod
+    def setUpClass(cls):
+        wrapper = os.path.join(os.environ.get("TMPDIR", "/tmp"),
+                               "sbxd-nopacket-%d.sh" % os.getpid())
+        with open(wrapper, "w") as f:
+            f.write("#!/bin/sh\nexec %s %s \"$@\"\n" % (os.environ["SBX_NO_PACKET"],
+                                                         sbxdfix.SBXD))
+        os.chmod(wrapper, 0o700)
+        real, sbxdfix.SBXD = sbxdfix.SBXD, wrapper
+        try:
+            cls.srv = sbxdfix.Server(host_uids="shared")
+        finally:
+            sbxdfix.SBXD = real
+            os.unlink(wrapper)
+
+    def test_no_watch_is_said_and_lookups_still_counted(self):
+        run = self.create()
+        try:
+            for i in range(6):  # back to back: prepared execs after the first
+                st, out, err = self.run_argv(run, ["python3", "-c", LOOKUP + CONNECT,
+                                                   "n%d.example" % i])
+                self.assertEqual((st.reason, st.exit_code), (pb.EXITED, 0), (i, st, err))
+                self.assertEqual(out.split(), ["n%d.example" % i, "gaierror", "-3",
+                                               "ECONNREFUSED"], (i, out, err))
+                self.assertEqual(list(st.network_denied_names), ["n%d.example" % i], (i, st))
+            st = self.ok("Status", pb.StatusRequest(run_id=run), pb.StatusResponse)
+            said = [a for a in st.alerts if "has no connect watch" in a]
+            self.assertEqual(len(said), 1, list(st.alerts))
+        finally:
+            self.teardown(run)
+        self.assertIsNone(self.srv.proc.poll(), "sbxd ended")
 
 if __name__ == "__main__":
     unittest.main()
