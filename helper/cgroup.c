@@ -230,12 +230,22 @@ int sbx_cgroup_set_run_share(const struct sbx_cgroup *cg, const Sbx__V1__Limits 
 	return rc ? sbx_err_prefix(err, "cgroup %s: setting the run's pids and cpu", cg->path) : 0;
 }
 
-int sbx_cgroup_add_pid(const struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err)
+/* v1 moves a thread through `tasks` and a whole process through
+ * cgroup.procs. A process's move takes cgroup_threadgroup_rwsem for
+ * writing, which waits for an RCU grace period (8-12 ms measured on
+ * HZ=250) while holding the cgroup mutex, so every other run's mkdir and
+ * rmdir wait with it; the caller's own thread moved alone takes no such
+ * lock (Linux elides it for the current thread since the single-thread
+ * migration change; an older kernel takes it either way). For a process of
+ * one thread, that thread is the whole process: its memory is charged
+ * through its mm's owner, which is that thread, and whatever it forks is
+ * born where it is. v2 moves processes only (exec init is born in its leaf
+ * there unless clone3 was refused). */
+int sbx_cgroup_join_single_threaded(const struct sbx_cgroup *cg, struct sbx_err *err)
 {
-	char buf[32];
-	snprintf(buf, sizeof(buf), "%d", (int)pid);
+	const char *file = cg->mode == SBX_CG_V1 ? "tasks" : "cgroup.procs";
 	for (int i = 0; i < nctrl(cg); i++)
-		if (sbx_write_at(cg->fd[i], "cgroup.procs", buf, err) < 0)
+		if (sbx_write_at(cg->fd[i], file, "0", err) < 0)
 			return sbx_err_prefix(err, "cgroup %s: joining", cg->path);
 	return 0;
 }

@@ -95,8 +95,9 @@ int sbx_cgroup_set_run_limits(const struct sbx_cgroup *cg, uint64_t bytes, uint6
  * the run shares them (each exec's leaf has them too). */
 int sbx_cgroup_set_run_share(const struct sbx_cgroup *cg, const Sbx__V1__Limits *limits,
 			     struct sbx_err *err);
-/* Moves pid (0: the caller) into cg. */
-int sbx_cgroup_add_pid(const struct sbx_cgroup *cg, pid_t pid, struct sbx_err *err);
+/* Moves the calling process, which must have one thread only (exec init
+ * before it forks: see cgroup.c for why), into cg. */
+int sbx_cgroup_join_single_threaded(const struct sbx_cgroup *cg, struct sbx_err *err);
 /* What a cgroup's memory did; each 0 when unknown. */
 struct sbx_cg_usage {
 	uint64_t peak_bytes;

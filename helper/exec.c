@@ -404,8 +404,9 @@ static void exec_init_confine(const struct sbx_exec_spec *s, bool born_in_leaf)
 	if (sbx_close_fds_except(keep, nkeep, &err) < 0)
 		setup_failed(rfd, &err);
 	if (s->cgroup->mode != SBX_CG_NONE) {
-		/* Born there on cgroup v2 (clone_exec_init), else a move. */
-		if (!born_in_leaf && sbx_cgroup_add_pid(s->cgroup, 0, &err) < 0)
+		/* Born there on cgroup v2 (clone_exec_init), else a move: exec
+		 * init has one thread (cloned by pid 1, it has made none). */
+		if (!born_in_leaf && sbx_cgroup_join_single_threaded(s->cgroup, &err) < 0)
 			setup_failed(rfd, &err);
 		/* Rooted at the exec's own cgroup: /proc/self/cgroup reads "/". */
 		if (unshare(CLONE_NEWCGROUP) < 0) {
