@@ -6,6 +6,7 @@
 #include <linux/magic.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
@@ -230,23 +231,43 @@ int sbx_cgroup_set_run_share(const struct sbx_cgroup *cg, const Sbx__V1__Limits 
 	return rc ? sbx_err_prefix(err, "cgroup %s: setting the run's pids and cpu", cg->path) : 0;
 }
 
+/* The caller's threads, from /proc/self/status; -1 if unreadable. */
+static long own_threads(void)
+{
+	char buf[4096];
+	if (sbx_read_at(AT_FDCWD, "/proc/self/status", buf, sizeof(buf)) < 0)
+		return -1;
+	const char *t = strstr(buf, "\nThreads:");
+	return t ? strtol(t + strlen("\nThreads:"), NULL, 10) : -1;
+}
+
 /* v1 moves a thread through `tasks` and a whole process through
  * cgroup.procs. A process's move takes cgroup_threadgroup_rwsem for
  * writing, which waits for an RCU grace period (8-12 ms measured on
  * HZ=250) while holding the cgroup mutex, so every other run's mkdir and
- * rmdir wait with it; the caller's own thread moved alone takes no such
- * lock (Linux elides it for the current thread since the single-thread
- * migration change; an older kernel takes it either way). For a process of
- * one thread, that thread is the whole process: its memory is charged
- * through its mm's owner, which is that thread, and whatever it forks is
- * born where it is. v2 moves processes only (exec init is born in its leaf
- * there unless clone3 was refused). */
+ * rmdir wait with it. Only "0" written to `tasks`, the calling thread
+ * itself, takes no such lock (the kernel's single-thread migration change,
+ * upstream 9a3284fad42f; a kernel without it takes the lock either way):
+ * its own pid written there takes it again. For a process of one thread,
+ * that thread is the whole process: its memory is charged through its mm's
+ * owner, which is that thread, and whatever it forks is born where it is.
+ * Counted after the move, so that a thread made before it, which the
+ * kernel would leave where it was, fails the join instead of running
+ * outside the leaf; one made after it is born in the leaf. v2 moves
+ * processes only (exec init is born in its leaf there unless clone3 was
+ * refused). */
 int sbx_cgroup_join_single_threaded(const struct sbx_cgroup *cg, struct sbx_err *err)
 {
 	const char *file = cg->mode == SBX_CG_V1 ? "tasks" : "cgroup.procs";
 	for (int i = 0; i < nctrl(cg); i++)
 		if (sbx_write_at(cg->fd[i], file, "0", err) < 0)
 			return sbx_err_prefix(err, "cgroup %s: joining", cg->path);
+	long threads = cg->mode == SBX_CG_V1 ? own_threads() : 1;
+	if (threads != 1)
+		return sbx_fail(err,
+				"cgroup %s: joining: this process has %ld threads (-1: unknown), "
+				"and v1's `tasks` moved only the calling one",
+				cg->path, threads);
 	return 0;
 }
 

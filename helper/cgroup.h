@@ -96,7 +96,8 @@ int sbx_cgroup_set_run_limits(const struct sbx_cgroup *cg, uint64_t bytes, uint6
 int sbx_cgroup_set_run_share(const struct sbx_cgroup *cg, const Sbx__V1__Limits *limits,
 			     struct sbx_err *err);
 /* Moves the calling process, which must have one thread only (exec init
- * before it forks: see cgroup.c for why), into cg. */
+ * before it forks: see cgroup.c for why), into cg; on v1 fails, after the
+ * move, when /proc/self/status does not say one thread. */
 int sbx_cgroup_join_single_threaded(const struct sbx_cgroup *cg, struct sbx_err *err);
 /* What a cgroup's memory did; each 0 when unknown. */
 struct sbx_cg_usage {

@@ -34,11 +34,12 @@ def command_pid():
     return None
 
 
-def cgroups_of(pid):
-    """{hierarchy: path} from /proc/PID/cgroup: "" for v2's, each
-    controller's name for v1's."""
+def cgroups_of(pid, tid=None):
+    """{hierarchy: path} from /proc/PID/cgroup (or PID's task TID): "" for
+    v2's, each controller's name for v1's."""
     out = {}
-    with open("/proc/%d/cgroup" % pid) as f:
+    where = "/proc/%d/task/%d/cgroup" % (pid, tid) if tid else "/proc/%d/cgroup" % pid
+    with open(where) as f:
         for line in f:
             _, ctrls, path = line.rstrip("\n").split(":", 2)
             for c in ctrls.split(",") if ctrls else [""]:
@@ -46,10 +47,21 @@ def cgroups_of(pid):
     return out
 
 
+def every_task(pid):
+    """{(pid, tid): cgroups} for each thread of the command and of its
+    parent, exec init: v1 moves exec init's one thread (`tasks`), so a
+    thread of either outside the leaf would be a process half in it."""
+    with open("/proc/%d/stat" % pid) as f:
+        ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+    return {(p, int(t)): cgroups_of(p, int(t))
+            for p in (pid, ppid) for t in os.listdir("/proc/%d/task" % p)}
+
+
 class ExecLeaf(SandboxTest):
     def held_run(self, wrapper=(), extra=()):
         """Runs HOLD with --timings; returns (rc, stdout, stderr, the
-        command's cgroups, the timing marks, result)."""
+        cgroups of every thread of the command and of exec init, the timing
+        marks, result)."""
         timings = os.path.join(self.tmp, "timings")
         result = os.path.join(self.tmp, "result.json")
         cmd = list(wrapper) + [HELPER, "run", "--policy", self.write_policy(policy()),
@@ -64,7 +76,7 @@ class ExecLeaf(SandboxTest):
             while cgroups is None and time.monotonic() < deadline and p.poll() is None:
                 pid = command_pid()
                 try:
-                    cgroups = cgroups_of(pid) if pid else None
+                    cgroups = every_task(pid) if pid else None
                 except OSError:
                     pass
                 time.sleep(0.02)
@@ -86,10 +98,11 @@ class ExecLeaf(SandboxTest):
         self.assertIsNotNone(cgroups, "the command was never seen: " + err)
         mode = res["enforced"]["cgroup"]
         hierarchies = {"v2": [""], "v1": ["memory", "pids", "cpu"]}[mode]
-        for h in hierarchies:
-            path = cgroups.get(h, "")
-            self.assertRegex(path, r"/sbx-\d+-[0-9a-f]{8}/exec-\d+$",
-                             "hierarchy %r: %s" % (h, cgroups))
+        self.assertEqual(len({pid for pid, _ in cgroups}), 2, cgroups)
+        for task, groups in cgroups.items():
+            for h in hierarchies:
+                self.assertRegex(groups.get(h, ""), r"/sbx-\d+-[0-9a-f]{8}/exec-\d+$",
+                                 "task %s, hierarchy %r: %s" % (task, h, groups))
         self.assertIn("Seccomp:\t2", out)
         self.assertIn("NoNewPrivs:\t1", out)
         self.assertIn("CapEff:\t0000000000000000", out)

@@ -11,3 +11,8 @@ add_test(NAME unit.helper.userns_diag COMMAND test_helper_userns_diag)
 add_executable(test_helper_netns test_helper_netns.c)
 target_link_libraries(test_helper_netns PRIVATE sbx_helper_parts sbx_check)
 add_test(NAME unit.helper.netns COMMAND test_helper_netns)
+
+add_executable(test_helper_cgroup_join test_helper_cgroup_join.c)
+target_link_libraries(test_helper_cgroup_join PRIVATE sbx_helper_parts sbx_check Threads::Threads)
+add_test(NAME unit.helper.cgroup_join COMMAND test_helper_cgroup_join)
+set_tests_properties(unit.helper.cgroup_join PROPERTIES SKIP_RETURN_CODE 77)
