@@ -23,7 +23,7 @@ int main(int argc, char **argv)
 	scmp_filter_ctx f = seccomp_init(SCMP_ACT_ALLOW);
 	if (!f ||
 	    seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
-			     SCMP_A0(SCMP_CMP_EQ, AF_PACKET)) < 0 ||
+			     SCMP_A0(SCMP_CMP_EQ, AF_PACKET, 0)) < 0 ||
 	    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || seccomp_load(f) < 0) {
 		perror("sbx-no-packet: seccomp");
 		return 1;
