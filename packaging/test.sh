@@ -9,7 +9,8 @@
 # Not root: setup.sh (which fails with instructions if packages are missing), then
 # ctest in the build directory.
 # A whole run (no -R) also checks the formatting first (clang-format, the tree's
-# .clang-format), runs the fuzz targets after ctest (packaging/fuzz.sh) and the
+# .clang-format), builds the tree with clang after ctest (its warnings as
+# errors, -Wthread-safety among them), runs the fuzz targets (packaging/fuzz.sh) and the
 # sbxd tests once more under ThreadSanitizer (this script with --sanitize=thread)
 # and, as root, the fleet stage (tests/fleet/netns.sh: three sbxd hosts, a DNS
 # server and a parent in network namespaces) and the VM stage
@@ -26,13 +27,15 @@ CGROUP_MNT=/sys/fs/cgroup
 
 usage() {
     cat <<EOF
-Usage: packaging/test.sh [--sanitize[=address|thread]] [--no-fuzz|--fuzz] [--no-tsan]
+Usage: packaging/test.sh [--sanitize[=address|thread]] [--no-clang|--clang] [--no-fuzz|--fuzz] [--no-tsan]
                          [--no-netns|--netns] [--no-vm|--vm] [--no-format] [-R REGEX]
                          [-j N] [--help]
                          [-- CTEST_ARGS...]
 
 Checks the C sources' formatting (clang-format --dry-run against .clang-format),
 builds sbx with packaging/setup.sh and runs ctest (--timeout 300 --output-on-failure),
+then builds the tree again with clang (build-clang, -O0: clang's warnings are
+errors too, its -Wthread-safety checks the lock annotations gcc ignores),
 then the fuzz targets for a minute (packaging/fuzz.sh, build directory build-fuzz),
 then the sbxd tests under ThreadSanitizer (build-tsan), then (as root) the
 fleet stage: tests/fleet/netns.sh makes three sbxd hosts, dnsmasq and a parent
@@ -48,6 +51,8 @@ As root, the builds, the tests and the fuzzers run as the unprivileged user $TES
   --sanitize=thread
                ThreadSanitizer build (build-tsan); a data race fails the test
                whose process it is in (TSAN_OPTIONS halt_on_error=1)
+  --no-clang   do not build the tree with clang after ctest
+  --clang      build it even with -R (which otherwise skips it)
   --no-fuzz    do not run the fuzz targets after ctest
   --fuzz       run them even with -R (which otherwise skips them)
   --no-tsan    do not run the sbxd tests under ThreadSanitizer after the fuzzers
@@ -67,6 +72,7 @@ say() { printf '%s: %s\n' "$PROG" "$*"; }
 die() { printf '%s: error: %s\n' "$PROG" "$*" >&2; exit 1; }
 
 SANITIZE=0
+CLANG=auto
 FUZZ=auto
 TSAN=auto
 VM=auto
@@ -79,6 +85,8 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --sanitize|--sanitize=address) SANITIZE=1; shift ;;
         --sanitize=thread) SANITIZE=thread; shift ;;
+        --no-clang) CLANG=0; shift ;;
+        --clang)    CLANG=1; shift ;;
         --no-fuzz)  FUZZ=0; shift ;;
         --fuzz)     FUZZ=1; shift ;;
         --no-tsan)  TSAN=0; shift ;;
@@ -115,6 +123,7 @@ fi
 # stages only when asked.
 whole=1
 if [ -n "$REGEX" ] || [ "$SANITIZE" != 0 ]; then whole=0; fi
+[ "$CLANG" != auto ] || CLANG=$whole
 [ "$FUZZ" != auto ] || FUZZ=$whole
 [ "$TSAN" != auto ] || TSAN=$whole
 [ "$VM" != auto ] || VM=$whole
@@ -138,18 +147,46 @@ check_format() {
     fi
     say "formatting: ${#files[@]} C files as .clang-format says"
 }
-# After ctest: the fuzzers (RUNNER runs them: as_user when root), the sbxd
+# The tree under clang (RUNNER...: as_user when root) in build-clang beside
+# BUILD_DIR, at -O0: the warnings that matter are the front end's (clang's
+# own -Wthread-safety over the REQUIRES annotations, which gcc ignores, and
+# those gcc does not have), and such a build takes seconds. Its output goes
+# to build-clang/build.log; the errors are shown when it fails.
+clang_build() {
+    local src=$1 dir log
+    shift
+    dir=$(dirname "$BUILD_DIR")/build-clang
+    log=$dir/build.log
+    command -v clang >/dev/null || { say "clang is missing (packaging/setup.sh installs it)"; return 1; }
+    mkdir -p "$dir"
+    if [ "$(id -u)" = 0 ]; then chown -R "$TEST_USER:$TEST_USER" "$dir"; fi
+    if "$@" cmake -S "$src" -B "$dir" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug > "$log" 2>&1 &&
+        "$@" cmake --build "$dir" -j "$JOBS" >> "$log" 2>&1; then
+        return 0
+    fi
+    grep -E 'error|warning' "$log" | head -40 >&2 || tail -20 "$log" >&2
+    say "the clang build failed: $log"
+    return 1
+}
+
+# After ctest: the clang build, the fuzzers (RUNNER runs them: as_user when root), the sbxd
 # tests again in a ThreadSanitizer build, and the VM stage with BUILD_DIR's
 # binaries. Exits with the first failing stage's status.
 # finish RC FUZZ_DIR SRC_DIR RUNNER...
 finish() {
-    local rc=$1 fuzz_dir=$2 src=$3 frc=0 trc=0 nrc=0 vrc=0 t0 debs=build
+    local rc=$1 fuzz_dir=$2 src=$3 crc=0 frc=0 trc=0 nrc=0 vrc=0 t0 debs=build
     shift 3
     # The later stages' builds, started before ctest (prebuild), are done
     # before the first of those stages runs.
     if [ -n "${PREBUILD_PID:-}" ]; then
         wait "$PREBUILD_PID" || say "a background build failed ($PREBUILD_LOG): the stages build again and show why"
         PREBUILD_PID=
+    fi
+    if [ "$CLANG" = 1 ]; then
+        t0=$(date +%s)
+        clang_build "$src" "$@" || crc=$?
+        say "clang build exit status $crc ($(( $(date +%s) - t0 )) s)"
+        [ "$rc" != 0 ] || rc=$crc
     fi
     if [ "$FUZZ" = 1 ]; then
         (cd "$fuzz_dir" && "$@" bash "$src/packaging/fuzz.sh" --build-dir "$fuzz_dir") || frc=$?
