@@ -256,9 +256,23 @@ class ExecReleaseTest(OutTest):
             # Seen from the host: the command's host ids, whatever they are.
             with open("/proc/%d/status" % cmd) as f:
                 c = status_fields(f.read())
-            with open("/proc/%d/status" % waiting[0]) as f:
-                self.assert_confined(f.read(), "the prepared exec init",
-                                     (c["Uid"][0], c["Gid"][0]))
+            # Found as soon as it exists, the init locks itself within
+            # milliseconds and then waits for its claim, which this test
+            # never sends: read until the filter is on and no capability
+            # is left (at most 10 s; an init that locks only at its claim
+            # never gets there), then check all of it.
+            def locked():
+                with open("/proc/%d/status" % waiting[0]) as f:
+                    text = f.read()
+                g = status_fields(text)
+                done = g.get("Seccomp") == ["2"] and g.get("CapPrm", ["1"]) == ["0" * 16]
+                return text if done else None
+
+            text = wait_for(locked, timeout=10)
+            if text is None:
+                with open("/proc/%d/status" % waiting[0]) as f:
+                    text = f.read()
+            self.assert_confined(text, "the prepared exec init", (c["Uid"][0], c["Gid"][0]))
             pid1, _ = self.helper_procs(run)
             held = mnt_fds(pid1)
             if held is not None:
