@@ -344,7 +344,13 @@ class ExecReleaseTest(OutTest):
         run = self.create()
         try:
             ex, cmd, waiting = self.running_and_prepared(run, "sleep 60.1875")
-            leaf = leaf_of(waiting[0])
+            # Found as soon as it exists: on v1 it joins its leaf itself,
+            # within a millisecond of its birth (at most 10 s here).
+            def prep_leaf():
+                path = leaf_of(waiting[0])
+                return path if os.path.basename(path).startswith("prep-") else None
+
+            leaf = wait_for(prep_leaf, timeout=10) or leaf_of(waiting[0])
             self.assertTrue(os.path.basename(leaf).startswith("prep-"), leaf)
             self.assertNotEqual(leaf, leaf_of(cmd))
             nxt = self.exec(run, "sleep 0.5625")
