@@ -30,8 +30,8 @@ while [ $# -gt 0 ]; do
 	esac
 done
 [ $# -gt 0 ] || { usage >&2; exit 2; }
-T=/sys/kernel/tracing
-[ -w "$T/trace" ] || { echo "trace-exec.sh: $T is not writable (root, tracefs mounted?)" >&2; exit 1; }
+TRACEFS_WHO=trace-exec.sh
+. "$(dirname "$0")/tracefs.sh"
 
 events=(sched:sched_process_fork sched:sched_process_exec sched:sched_process_exit
 	sched:sched_process_wait signal:signal_generate syscalls:sys_enter_sendmsg
@@ -40,20 +40,9 @@ events=(sched:sched_process_fork sched:sched_process_exec sched:sched_process_ex
 	syscalls:sys_enter_seccomp syscalls:sys_exit_seccomp syscalls:sys_enter_execve
 	syscalls:sys_exit_wait4 syscalls:sys_exit_poll syscalls:sys_exit_ppoll
 	syscalls:sys_exit_epoll_wait)
-stop() {
-	echo 0 >"$T/tracing_on"
-	echo >"$T/set_event"
-}
-trap stop EXIT
-echo 0 >"$T/tracing_on"
-echo >"$T/trace"
-echo 32768 >"$T/buffer_size_kb"
-echo >"$T/set_event"
+tracefs_open 32768
 for e in "${events[@]}"; do echo "$e" >>"$T/set_event"; done
-echo 1 >"$T/tracing_on"
 rc=0
-"$@" || rc=$?
-echo 0 >"$T/tracing_on"
-cat "$T/trace" >"$out"
+tracefs_run "$out" "$@" || rc=$?
 echo "trace-exec.sh: $(grep -vc '^#' "$out") events in $out" >&2
 exit $rc

@@ -36,28 +36,18 @@ while [ $# -gt 0 ]; do
 	esac
 done
 [ $# -gt 0 ] || { usage >&2; exit 2; }
-T=/sys/kernel/tracing
-[ -w "$T/trace" ] || { echo "trace-waits.sh: $T is not writable (root, tracefs mounted?)" >&2; exit 1; }
-
-stop() {
-	echo 0 >"$T/tracing_on"
+TRACEFS_WHO=trace-waits.sh
+. "$(dirname "$0")/tracefs.sh"
+tracefs_undo() {
 	echo '!stacktrace if prev_state != 0' >"$T/events/sched/sched_switch/trigger" 2>/dev/null || true
-	echo >"$T/set_event"
 }
-trap stop EXIT
-echo 0 >"$T/tracing_on"
-echo >"$T/trace"
-echo 65536 >"$T/buffer_size_kb"
-echo >"$T/set_event"
+tracefs_open 65536
 # A stack only where the task leaves the CPU to wait (not when preempted).
 echo 'stacktrace if prev_state != 0' >"$T/events/sched/sched_switch/trigger"
 echo sched:sched_switch >>"$T/set_event"
-echo 1 >"$T/tracing_on"
 rc=0
-"$@" || rc=$?
-echo 0 >"$T/tracing_on"
-cat "$T/trace" >"$out"
-stop
+tracefs_run "$out" "$@" || rc=$?
+tracefs_stop
 trap - EXIT
 
 python3 - "$out" "$top" "$min_ms" "$all" <<'PY'

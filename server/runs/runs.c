@@ -50,6 +50,7 @@ void runs_free(struct sbx_runs *runs)
 	pool_free(runs);
 	/* Every run is gone: nothing hands it another descriptor. */
 	closer_stop(runs->closer);
+	runs->closer = NULL; /* closer_close on NULL closes in place */
 	runs_settings_free(runs);
 	pthread_cond_destroy(&runs->sweeper_cv);
 	pthread_cond_destroy(&runs->cv);
