@@ -154,7 +154,12 @@ void cli_note_cut(const char *stream, const char *cut, uint64_t kept_bytes, bool
 		cli_put_text(stderr, cut);
 		fputc('\n', stderr);
 	} else if (truncated && !gap_noted) {
-		fprintf(stderr, "%ssbxctl: the exec's %s was truncated (policy limits.output_kb)\n",
+		/* Every byte asked for came (no gap): a follower kept up while
+		 * sbxd's record lost its middle. Said as it is, so nobody goes
+		 * looking for output they already saw. */
+		fprintf(stderr,
+			"%ssbxctl: all of the exec's %s was shown here; sbxd's record of it keeps "
+			"its head and its tail (policy limits.output_kb)\n",
 			nl, stream);
 	}
 }

@@ -344,7 +344,8 @@ class CliExecOptions(Fixture):
         produced = sum(len(b"progress %d\n" % i) for i in range(100000)) + len(b"progres")
         # A follower that kept up was shown every byte (sbxd's record
         # still lost its middle): sbxctl then says so last, and no gap.
-        kept_up = b"sbxctl: the exec's stdout was truncated (policy limits.output_kb)"
+        kept_up = (b"sbxctl: all of the exec's stdout was shown here; sbxd's record of it "
+                   b"keeps its head and its tail (policy limits.output_kb)")
         # Where a terminal shows both: every notice is a line of its own.
         r = self.sbxctl("exec", run, *job, merged=True)
         self.assertEqual(r.returncode, 0, r.stdout[-500:])
