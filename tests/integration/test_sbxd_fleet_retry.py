@@ -67,21 +67,23 @@ class FleetRetry(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         return {x["run_id"] for x in json.loads(r.stdout or "{}").get("runs", [])}
 
-    def test_a_timed_out_create_is_retried_on_its_host_into_one_run(self):
+    def cli_args(self, eps):
         p = lambda name: os.path.join(self.dir, name)  # noqa: E731
-        policy = p("policy.json")
-        with open(policy, "w") as f:
-            f.write(sbxdfix.policy_json(memory_mb=64))
-        before = [self.runs(s) for s in self.srv]
+        return [sbxdfix.CLI, "--endpoint", eps, "--tls-cert", p("client.pem"), "--tls-key",
+                p("client.key"), "--tls-ca", p("ca.pem"), "--token", self.token]
+
+    def attempt(self, policy, eps, env):
+        """One create with its host stopped as its helper appears. Returns
+        (client, the stopped server, its stdout, its stderr, waited: the
+        client was still waiting 1.6 s into the stop, too_late): too_late when the answer had left before the stop landed (the
+        client got a run of the stopped host without waiting for a second
+        try), and the scenario did not happen."""
         known = {s.proc.pid: set(children(s.proc.pid)) for s in self.srv}
-        eps = ",".join("tls+tcp://localhost:%d" % s.port for s in self.srv)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SBX_")}
         client = subprocess.Popen(
-            [sbxdfix.CLI, "--endpoint", eps, "--tls-cert", p("client.pem"), "--tls-key",
-             p("client.key"), "--tls-ca", p("ca.pem"), "--token", self.token,
-             "--call-timeout", "1", "create", "--policy", policy],
+            self.cli_args(eps) + ["--call-timeout", "1", "create", "--policy", policy],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         stopped = None
+        waited = False
         try:
             deadline = time.monotonic() + 30
             while stopped is None and time.monotonic() < deadline and client.poll() is None:
@@ -100,12 +102,37 @@ class FleetRetry(unittest.TestCase):
                               + out + err)
             # Past the first try's 1 s: the client's next try is waiting.
             time.sleep(1.6)
-            self.assertIsNone(client.poll(), "the client still waits for its host (it did not "
-                              "give it up after one timeout)")
+            waited = client.poll() is None
         finally:
             for s in self.srv:
                 s.proc.send_signal(signal.SIGCONT)
         out, err = client.communicate(timeout=60)
+        # Answered at once by the host it stopped: the reply was on its
+        # way before SIGSTOP (the helper is seen by a scan of /proc, which
+        # a loaded machine makes slow). A client that gave its host up
+        # after one timeout answers from the other host, or fails.
+        too_late = (not waited and client.returncode == 0 and
+                    out.strip().endswith("@localhost:%d" % stopped.port))
+        return client, stopped, out, err, waited, too_late
+
+    def test_a_timed_out_create_is_retried_on_its_host_into_one_run(self):
+        policy = os.path.join(self.dir, "policy.json")
+        with open(policy, "w") as f:
+            f.write(sbxdfix.policy_json(memory_mb=64))
+        eps = ",".join("tls+tcp://localhost:%d" % s.port for s in self.srv)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SBX_")}
+        for tries in range(5):
+            before = [self.runs(s) for s in self.srv]
+            client, stopped, out, err, waited, too_late = self.attempt(policy, eps, env)
+            if not too_late:
+                break
+            r = subprocess.run(self.cli_args(eps) + ["teardown", out.strip()],
+                               capture_output=True, text=True, timeout=60, env=env)
+            self.assertEqual(r.returncode, 0, r.stderr)
+        else:
+            self.skipTest("5 creates were answered before their host could be stopped")
+        self.assertTrue(waited, "the client still waits for its host (it did not give it up "
+                        "after one timeout): %s %s" % (out, err))
         self.assertEqual(client.returncode, 0, err)
         handle = out.strip()
         run_id, _, host = handle.partition("@")
@@ -114,12 +141,9 @@ class FleetRetry(unittest.TestCase):
         self.assertEqual(sorted(len(m) for m in made), [0, 1],
                          "exactly one run on the two hosts: %s" % made)
         self.assertEqual(made[self.srv.index(stopped)], {run_id})
-        r = subprocess.run([sbxdfix.CLI, "--endpoint", eps, "--tls-cert", p("client.pem"),
-                            "--tls-key", p("client.key"), "--tls-ca", p("ca.pem"), "--token",
-                            self.token, "teardown", handle],
+        r = subprocess.run(self.cli_args(eps) + ["teardown", handle],
                            capture_output=True, text=True, timeout=60, env=env)
         self.assertEqual(r.returncode, 0, r.stderr)
-
 
 if __name__ == "__main__":
     unittest.main()
