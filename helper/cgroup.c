@@ -308,6 +308,10 @@ void sbx_cgroup_usage(const struct sbx_cgroup *cg, struct sbx_cg_usage *u)
 	} else if (cg->mode == SBX_CG_V1) {
 		int fd = cg->fd[SBX_CG_MEMORY];
 		u->peak_bytes = number_at(fd, "memory.max_usage_in_bytes");
+		/* cpuacct mounted with cpu (systemd's hybrid layout: cpu,cpuacct)
+		 * keeps the leaf's total as v2's cpu.stat does, in ns; where it is
+		 * a hierarchy of its own there is none here (0: the report's). */
+		u->cpu_usec = number_at(cg->fd[SBX_CG_CPU], "cpuacct.usage") / 1000;
 		if (sbx_read_at(fd, "memory.oom_control", buf, sizeof(buf)) == 0)
 			u->oom_kills = keyed_value(buf, "oom_kill");
 		/* v1 counts no failed charge of memory+swap (memory.memsw.failcnt

@@ -713,7 +713,8 @@ static void end_exec(struct init_state *st, struct exec_slot *slot, const struct
 	e.wall_ms = (uint64_t)(sbx_mono_ms() - slot->start_ms);
 	/* v2 counts every process the leaf held, also those exec init never
 	 * reaped and an exec killed at its deadline (whose report is lost);
-	 * v1's cpu controller keeps no total, so the report's rusage it is. */
+	 * so does v1's cpuacct where it is mounted with cpu; else (cpuacct a
+	 * hierarchy of its own) the report's rusage it is. */
 	e.cpu_ms = u->cpu_usec ? u->cpu_usec / 1000 : (have_report ? r->cpu_ms : 0);
 	e.peak_memory_bytes =
 	    u->peak_bytes ? u->peak_bytes : (have_report ? r->maxrss_kb * 1024 : 0);

@@ -14,7 +14,8 @@ usage() {
     cat <<EOF
 Usage: packaging/vm/run.sh [--build-dir DIR] [--checks REGEX] [--keep DIR]
                            [--timeout S] [--check-timeout S] [--cache DIR]
-                           [--rebuild-image] [--debs DIR] [--list] [--help]
+                           [--rebuild-image] [--debs DIR] [--kernel-args ARGS]
+                           [--list] [--help]
 
 Boots the cached Debian 12 guest (packaging/vm/build-image.sh builds it when
 its inputs changed) under qemu-system-x86_64 (TCG, -smp 2, -m 4G, no network),
@@ -41,6 +42,10 @@ results to stdout.
                      the guest) for the package_* checks; DIR "build"
                      builds them first with packaging/build-debs.sh into the
                      work directory (without it, the package_* checks fail saying so)
+  --kernel-args ARGS added to the guest kernel's command line (default
+                     \$SBX_VM_KERNEL_ARGS), e.g. 'systemd.unified_cgroup_hierarchy=0'
+                     boots systemd's hybrid layout: cgroup v1 controllers
+                     (run the v1_* checks there, not env_guest)
   --list             print the checks' names and exit
   -h, --help         this text
 
@@ -62,6 +67,7 @@ CHECK_TIMEOUT=240
 CACHE=${SBX_VM_CACHE:-/var/cache/sbx-vm}
 REBUILD=()
 DEBS=
+KARGS=${SBX_VM_KERNEL_ARGS:-}
 while [ $# -gt 0 ]; do
     case "$1" in
         --build-dir)     [ $# -ge 2 ] || die "--build-dir needs a directory"; BUILD=$2; shift 2 ;;
@@ -72,6 +78,7 @@ while [ $# -gt 0 ]; do
         --cache)         [ $# -ge 2 ] || die "--cache needs a directory"; CACHE=$2; shift 2 ;;
         --rebuild-image) REBUILD=(--rebuild); shift ;;
         --debs)          [ $# -ge 2 ] || die "--debs needs a directory (or \"build\")"; DEBS=$2; shift 2 ;;
+        --kernel-args)   [ $# -ge 2 ] || die "--kernel-args needs a string"; KARGS=$2; shift 2 ;;
         --list)          sed -n '/^ALL=(/,/)/p' "$REPO/tests/vm/guest.sh" | tr -d '()' \
                              | sed 's/^ALL=//' | tr -s ' ' '\n' | grep -v '^$'; exit 0 ;;
         -h|--help)       usage; exit 0 ;;
@@ -149,7 +156,8 @@ mke2fs -q -t ext4 -L sbxstage -d "$STAGE" "$WORK/stage.img" "${stage_mb}M" >&2 \
     || die "mke2fs -d of the stage disk failed"
 
 # ---- boot
-say "booting $(cat "$IMAGE/kernel-version") under TCG (-smp 2 -m 4G, no network), timeout ${TIMEOUT} s; checks '$CHECKS'"
+APPEND="root=/dev/vda rw console=ttyS0,115200 systemd.unit=sbx-vm.target panic=-1 loglevel=4 systemd.show_status=auto${KARGS:+ $KARGS}"
+say "booting $(cat "$IMAGE/kernel-version")${KARGS:+ ($KARGS)} under TCG (-smp 2 -m 4G, no network), timeout ${TIMEOUT} s; checks '$CHECKS'"
 : > "$WORK/console.log"
 : > "$WORK/results.log"
 t_boot=$(date +%s)
@@ -157,7 +165,7 @@ timeout -k 10 "$TIMEOUT" qemu-system-x86_64 \
     -nodefaults -display none -no-reboot \
     -machine pc -accel tcg,thread=multi -cpu max -smp 2 -m 4096 \
     -kernel "$IMAGE/vmlinuz" -initrd "$IMAGE/initrd.img" \
-    -append "root=/dev/vda rw console=ttyS0,115200 systemd.unit=sbx-vm.target panic=-1 loglevel=4 systemd.show_status=auto" \
+    -append "$APPEND" \
     -drive "file=$IMAGE/rootfs.img,format=raw,if=virtio,snapshot=on" \
     -drive "file=$WORK/stage.img,format=raw,if=virtio" \
     -nic none \

@@ -19,9 +19,9 @@ CHECK_TIMEOUT=240
 # The order matters: the developer's checks before sbxd's unit exists, the
 # stop after sbxd's, the packages after both (install to purge, in order),
 # the benchmark last on a quiet system.
-ALL=(env_guest side_oneway side_gc side_routes
+ALL=(env_guest v1_delegate v1_oneshot move_cost side_oneway side_gc side_routes
      helper_check_scope helper_run_scope helper_check_plain helper_run_plain
-     helper_unit_refused exec_leaf_born exec_leaf_no_clone3
+     helper_unit_refused exec_leaf_born exec_leaf_no_clone3 v1_exec_leaf
      limits_memory limits_pids limits_cpu limits_deadline_cpu limits_no_cgroup_left
      sbxctl_private_scope sbxctl_private_plain dev_clean
      sbxd_unit_reconcile sbxd_unit_memory sbxd_exec_leaf_prepared sbxd_unit_epoll image_pinned sbxd_stop_clean
