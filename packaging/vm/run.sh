@@ -44,8 +44,9 @@ results to stdout.
                      work directory (without it, the package_* checks fail saying so)
   --kernel-args ARGS added to the guest kernel's command line (default
                      \$SBX_VM_KERNEL_ARGS), e.g. 'systemd.unified_cgroup_hierarchy=0'
-                     boots systemd's hybrid layout: cgroup v1 controllers
-                     (run the v1_* checks there, not env_guest)
+                     boots systemd's hybrid layout: cgroup v1 controllers;
+                     the guest then runs its v1 list (v1_delegate first,
+                     then the checks that hold on v1; --list shows both)
   --list             print the checks' names and exit
   -h, --help         this text
 
@@ -79,8 +80,9 @@ while [ $# -gt 0 ]; do
         --rebuild-image) REBUILD=(--rebuild); shift ;;
         --debs)          [ $# -ge 2 ] || die "--debs needs a directory (or \"build\")"; DEBS=$2; shift 2 ;;
         --kernel-args)   [ $# -ge 2 ] || die "--kernel-args needs a string"; KARGS=$2; shift 2 ;;
-        --list)          sed -n '/^ALL=(/,/)/p' "$REPO/tests/vm/guest.sh" | tr -d '()' \
-                             | sed 's/^ALL=//' | tr -s ' ' '\n' | grep -v '^$'; exit 0 ;;
+        --list)          sed -n '/^\(ALL\|V1\)=(/,/)/p' "$REPO/tests/vm/guest.sh" | tr -d '()' \
+                             | sed 's/^\(ALL\|V1\)=//' | tr -s ' ' '\n' | grep -v '^$' \
+                             | awk '!seen[$0]++'; exit 0 ;;
         -h|--help)       usage; exit 0 ;;
         *)               usage >&2; printf '%s: error: unknown argument: %s\n' "$PROG" "$1" >&2; exit 2 ;;
     esac

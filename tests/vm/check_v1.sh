@@ -4,8 +4,8 @@
 # (packaging/vm/run.sh --kernel-args): systemd's hybrid layout, cgroup v1
 # controllers. v1_delegate does what packaging/setup.sh's step_cgroup_v1
 # does on a v1 host (memory, pids and cpu subtrees owned by the developer,
-# recorded in /etc/sbx/cgroup-root), so that the helper_run_*, limits_* and
-# perf_* checks run on v1; v1_exec_leaf is exec_leaf_* for v1 (exec init
+# recorded in /etc/sbx/cgroup-root), so that the limits_* checks run on
+# v1 (guest.sh's V1 list); v1_exec_leaf is exec_leaf_* for v1 (exec init
 # joins its leaf through `tasks`, never born in it; the leaf is read from
 # the memory, pids and cpu lines of /proc/PID/cgroup, not "0::").
 
