@@ -202,10 +202,10 @@ struct cli_out_tail {
 void cli_out_wrote(struct cli_out_tail *t, const uint8_t *p, size_t n);
 /* The one gap past output_kb, at the place in the output where it is. */
 void cli_note_gap(const char *stream, uint64_t dropped, const struct cli_out_tail *t);
-/* At the end: the stream was cut (the disk or a quota), or truncated
- * without a gap shown. */
+/* At the end: the stream was cut (the disk or a quota), or sbxd's record
+ * of it truncated while all_shown (no gap came, every byte was written). */
 void cli_note_cut(const char *stream, const char *cut, uint64_t kept_bytes, bool truncated,
-		  bool gap_noted, const struct cli_out_tail *t);
+		  bool all_shown, const struct cli_out_tail *t);
 
 /* The number of the SIGINT, SIGTERM or SIGHUP that arrived outside an
  * exec (0: none), once cli_install_signals ran: calls in progress end

@@ -139,6 +139,6 @@ int cmd_logs(struct cli *cli)
 		}
 		return cli_print_json_value(j) < 0 ? EXIT_FAILURE_RPC : 0;
 	}
-	cli_note_cut(name, cut, kept, truncated, dropped > 0, &tail);
+	cli_note_cut(name, cut, kept, truncated, dropped == 0, &tail);
 	return 0;
 }

@@ -144,7 +144,7 @@ void cli_note_gap(const char *stream, uint64_t dropped, const struct cli_out_tai
 }
 
 void cli_note_cut(const char *stream, const char *cut, uint64_t kept_bytes, bool truncated,
-		  bool gap_noted, const struct cli_out_tail *t)
+		  bool all_shown, const struct cli_out_tail *t)
 {
 	const char *nl = notice_needs_newline(t) ? "\n" : "";
 
@@ -153,10 +153,11 @@ void cli_note_cut(const char *stream, const char *cut, uint64_t kept_bytes, bool
 			stream, kept_bytes);
 		cli_put_text(stderr, cut);
 		fputc('\n', stderr);
-	} else if (truncated && !gap_noted) {
-		/* Every byte asked for came (no gap): a follower kept up while
-		 * sbxd's record lost its middle. Said as it is, so nobody goes
-		 * looking for output they already saw. */
+	} else if (truncated && all_shown) {
+		/* Every byte came and was written (no gap, our reader stayed): a
+		 * follower kept up while sbxd's record lost its middle. Said as
+		 * it is, so nobody goes looking for output they already saw. A
+		 * gap was said where it was; a reader that went away is gone. */
 		fprintf(stderr,
 			"%ssbxctl: all of the exec's %s was shown here; sbxd's record of it keeps "
 			"its head and its tail (policy limits.output_kb)\n",

@@ -340,6 +340,7 @@ struct pump {
 	char *cut; /* the last non-empty ReadOutputResponse.cut (malloc'd) */
 	uint64_t kept_bytes;
 	bool gap_noted;
+	bool dropped_here; /* our reader went away: what came after was not shown */
 	struct cli_out_tail tail;
 	int rc;
 	struct sbx_rpc_status st;
@@ -384,8 +385,10 @@ static void *pump_main(void *arg)
 			p->gap_noted = true;
 		}
 		/* A reader that went away (| head) stops our writing, not the run. */
-		if (writable && r->data.len && cli_write_all(p->fd, r->data.data, r->data.len) < 0)
+		if (writable && r->data.len && cli_write_all(p->fd, r->data.data, r->data.len) < 0) {
 			writable = false;
+			p->dropped_here = true;
+		}
 		cli_out_wrote(&p->tail, r->data.data, r->data.len);
 		p->truncated |= r->truncated;
 		if (r->cut && *r->cut) {
@@ -500,7 +503,7 @@ int live_exec(sbx_client *c, const char *run_id, const char *exec_id, int stdout
 		/* The output ends early: say so, never just stop. */
 		if (rc == 0)
 			cli_note_cut(name, pumps[i].cut, pumps[i].kept_bytes, pumps[i].truncated,
-				     pumps[i].gap_noted, &pumps[i].tail);
+				     !pumps[i].gap_noted && !pumps[i].dropped_here, &pumps[i].tail);
 		free(pumps[i].cut);
 	}
 	return rc;

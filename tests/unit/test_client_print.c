@@ -57,7 +57,13 @@ static void note_listing(void *arg)
 
 static void note_cut(void *arg)
 {
-	cli_note_cut("stdout", arg, 1048576, true, false, NULL);
+	cli_note_cut("stdout", arg, 1048576, true, true, NULL);
+}
+
+static void note_cut_unshown(void *arg)
+{
+	(void)arg;
+	cli_note_cut("stdout", "", 1048576, true, false, NULL);
 }
 
 /* A gap in output that went where stderr goes and ended mid-line. */
@@ -288,6 +294,8 @@ int main(void)
 	check(strcmp(n, "sbxctl: all of the exec's stdout was shown here; sbxd's record of it "
 			"keeps its head and its tail (policy limits.output_kb)\n") == 0,
 	      "no cut, no gap: every byte shown, the record truncated");
+	n = stderr_of(note_cut_unshown, NULL);
+	check(strcmp(n, "") == 0, "no cut, not all shown (a gap said, a reader gone): no note");
 	n = stderr_of(note_gap_mid_line, "progres");
 	check(strcmp(n, "\nsbxctl: 123 bytes of the exec's stdout dropped here (policy "
 			"limits.output_kb keeps its head and its tail)\n") == 0,

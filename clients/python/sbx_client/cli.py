@@ -659,18 +659,20 @@ def _exec(a, run, argv, stdin, sigs, out_fd):
     res = s.result
     for name, cut, trunc in (("stdout", res.stdout_cut, res.stdout_truncated),
                              ("stderr", res.stderr_cut, res.stderr_truncated)):
-        # A notice is a line of its own, also after a partial last line.
-        if (cut or trunc) and ends.get(name, b"\n") != b"\n" and (
-                name == "stderr" or _same_sink()):
-            sys.stderr.write("\n")
         if s.dropped[name] and not cut:
-            say("%d bytes of the exec's %s dropped (policy limits.output_kb keeps its head "
-                "and its tail)" % (s.dropped[name], name))
+            note = ("%d bytes of the exec's %s dropped (policy limits.output_kb keeps its head "
+                    "and its tail)" % (s.dropped[name], name))
         elif cut:
-            say("the exec's %s was cut after %d bytes: %s" % (name, len(getattr(res, name)), cut))
-        elif trunc:  # no gap here: every byte was shown, sbxd's record lost its middle
-            say("all of the exec's %s was shown here; sbxd's record of it keeps its head "
-                "and its tail (policy limits.output_kb)" % name)
+            note = "the exec's %s was cut after %d bytes: %s" % (name, len(getattr(res, name)), cut)
+        elif trunc and writable:  # no gap, every byte written: sbxd's record lost its middle
+            note = ("all of the exec's %s was shown here; sbxd's record of it keeps its head "
+                    "and its tail (policy limits.output_kb)" % name)
+        else:
+            continue
+        # A notice is a line of its own, also after a partial last line.
+        if ends.get(name, b"\n") != b"\n" and (name == "stderr" or _same_sink()):
+            sys.stderr.write("\n")
+        say(note)
     status = res.returncode
     _note_end(res, argv)
     if sigs.first:
