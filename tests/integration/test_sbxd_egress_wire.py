@@ -245,9 +245,10 @@ class EgressWire(ServerTestCase, Calls):
         # sbxd told it curl's exec ended (closed), or after (exec_ended:
         # the proxy ends an ended exec's connections, egress.h). Either is
         # a record written before Teardown; torn_down would not be.
-        closes = {e["connection"]: e["reason"] for e in self.srv.audit_events()
-                  if e.get("run_id") == run and e["event"] == "egress_close"}
-        self.assertEqual(sorted(closes), [1, 2], closes)
+        records = [e for e in self.srv.audit_events()
+                   if e.get("run_id") == run and e["event"] == "egress_close"]
+        closes = {e["connection"]: e["reason"] for e in records}
+        self.assertEqual(sorted(e["connection"] for e in records), [1, 2], records)
         self.assertEqual(closes[1], "torn_down", closes)
         self.assertIn(closes[2], ("closed", "exec_ended"), closes)
         deadline = time.time() + 5
