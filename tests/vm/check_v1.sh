@@ -47,7 +47,7 @@ check_v1_delegate() {
 # v1_leaf_check DIR: leaf_run (check_exec_leaf.sh), then the command's
 # memory, pids and cpu cgroups must be its exec leaf under V1_ROOT.
 v1_leaf_check() {
-    local d=$1 rc=0 c path marked=no seen=
+    local d=$1 rc=0 c path first= marked=no seen=
     leaf_run "$d" || rc=$?
     if [ "$rc" != 0 ]; then fail_run "run -- sh (held)" "$d" "$rc"; return 1; fi
     for c in memory pids cpu; do
@@ -57,6 +57,12 @@ v1_leaf_check() {
             printf 'the command is not in its %s exec leaf: "%s"' "$c" "${path:-never seen}"
             return 1
         fi
+        # One leaf, the same in every hierarchy.
+        if [ -n "$first" ] && [ "$path" != "$first" ]; then
+            printf 'the command is in %s for memory but %s for %s' "$first" "$path" "$c"
+            return 1
+        fi
+        first=$path
         seen="$seen $c"
     done
     if ! grep -q '^Seccomp:[[:space:]]*2' "$d/stdout" ||
@@ -89,6 +95,10 @@ check_v1_oneshot() {
     d=$(dev_tmp)
     helper_run plain "$d" '{"image": "host", "limits": {"script_seconds": 60}}' true || rc=$?
     if [ "$rc" != 0 ]; then fail_run "run -- true" "$d" "$rc"; rm -rf "$d"; return 1; fi
+    if [[ $(json_get "$d/result.json" enforced) != *'"cgroup": "v1"'* ]]; then
+        printf 'not enforced through v1 cgroups: %s' "$(json_get "$d/result.json" enforced)"
+        rm -rf "$d"; return 1
+    fi
     printf 'exit 0, enforced %s, cgroup-root %s' "$(json_get "$d/result.json" enforced)" \
         "$(cat /etc/sbx/cgroup-root)"
     rm -rf "$d"
