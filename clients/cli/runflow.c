@@ -385,7 +385,8 @@ static void *pump_main(void *arg)
 			p->gap_noted = true;
 		}
 		/* A reader that went away (| head) stops our writing, not the run. */
-		if (writable && r->data.len && cli_write_all(p->fd, r->data.data, r->data.len) < 0) {
+		if (writable && r->data.len &&
+		    cli_write_all(p->fd, r->data.data, r->data.len) < 0) {
 			writable = false;
 			p->dropped_here = true;
 		}
