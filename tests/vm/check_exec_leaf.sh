@@ -52,6 +52,17 @@ leaf_ms() {
         END { if (x && y) printf "%.2f", (y - x) / 1e6; else printf "?" }' "$1/timings"
 }
 
+# leaf_confined DIR: the held command's status (leaf_run's stdout) says
+# the filter, no_new_privs and no effective capability; else says what.
+leaf_confined() {
+    if ! grep -q '^Seccomp:[[:space:]]*2' "$1/stdout" ||
+        ! grep -q '^NoNewPrivs:[[:space:]]*1' "$1/stdout" ||
+        ! grep -q '^CapEff:[[:space:]]*0*$' "$1/stdout"; then
+        printf 'the command is not confined: %s' "$(paste -sd ' ' "$1/stdout")"
+        return 1
+    fi
+}
+
 # leaf_check DIR WANT_IN_LEAF(yes|no): the run's status, its leaf, its
 # confinement and whether in_leaf was marked; prints what it saw.
 leaf_check() {
@@ -63,12 +74,7 @@ leaf_check() {
         printf 'the command is not in its exec leaf: cgroup "%s"' "${path:-never seen}"
         return 1
     fi
-    if ! grep -q '^Seccomp:[[:space:]]*2' "$d/stdout" ||
-        ! grep -q '^NoNewPrivs:[[:space:]]*1' "$d/stdout" ||
-        ! grep -q '^CapEff:[[:space:]]*0*$' "$d/stdout"; then
-        printf 'the command is not confined: %s' "$(paste -sd ' ' "$d/stdout")"
-        return 1
-    fi
+    leaf_confined "$d" || return 1
     grep -q '^in_leaf ' "$d/timings" && marked=yes
     if ! grep -q '^joined ' "$d/timings" || [ "$marked" != "$want" ]; then
         printf 'want in_leaf marked: %s, got %s (marks: %s)' "$want" "$marked" \

@@ -65,12 +65,7 @@ v1_leaf_check() {
         first=$path
         seen="$seen $c"
     done
-    if ! grep -q '^Seccomp:[[:space:]]*2' "$d/stdout" ||
-        ! grep -q '^NoNewPrivs:[[:space:]]*1' "$d/stdout" ||
-        ! grep -q '^CapEff:[[:space:]]*0*$' "$d/stdout"; then
-        printf 'the command is not confined: %s' "$(paste -sd ' ' "$d/stdout")"
-        return 1
-    fi
+    leaf_confined "$d" || return 1
     grep -q '^in_leaf ' "$d/timings" && marked=yes
     if ! grep -q '^joined ' "$d/timings" || [ "$marked" != no ]; then
         printf 'want joined marked and in_leaf not, got in_leaf %s (marks: %s)' "$marked" \
