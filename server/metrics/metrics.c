@@ -36,6 +36,7 @@ enum label_kind {
 	L_POOL,
 	L_LAUNCH,
 	L_SHAPE,
+	L_REPEAT,
 };
 
 /* At most this many values per label: more of a list are counted under
@@ -63,6 +64,7 @@ static const char *const refusal_values[] = {
 static const char *const decision_values[] = {"allowed", "denied", "limited", "failed"};
 static const char *const direction_values[] = {"out", "in"};
 static const char *const pool_values[] = {"short", "long"};
+static const char *const repeat_values[] = {"replayed", "parked", "mismatched"};
 static const char *const shape_values[] = {"0", "1", "2",  "3",	 "4",  "5",  "6",  "7",
 					   "8", "9", "10", "11", "12", "13", "14", "15"};
 _Static_assert(sizeof(shape_values) / sizeof(shape_values[0]) == SBX_METRICS_POOL_SHAPES,
@@ -95,6 +97,11 @@ static const struct label labels[] = {
     [L_SHAPE] = {"shape", LIST(shape_values),
 		 .doc = "the warm pool's entry, by its index in the config's `pool` (Health names "
 			"it)"},
+    [L_REPEAT] = {"outcome", LIST(repeat_values),
+		  .doc = "`replayed`: the first had answered, its answer was sent again; "
+			 "`parked`: the first was still running, this one got its answer when it "
+			 "ended; `mismatched`: the id came with another method or body, "
+			 "INVALID_ARGUMENT"},
 };
 #undef LIST
 
@@ -168,6 +175,12 @@ static const struct metric table[SBX_M_COUNT] = {
     [SBX_M_POOL_FAILED] = {"sbx_pool_failed_total", COUNTER, L_SHAPE,
 			   .help = "Warm pool members that failed to become ready or died "
 				   "waiting (destroyed), by shape."},
+    [SBX_M_RPC_REPEATS] = {"sbx_rpc_repeats_total", COUNTER, L_REPEAT,
+			   .help = "Requests that came again with a request id sbxd had seen "
+				   "(a client's retry: CreateRun, PutInput, Exec, Signal, "
+				   "Teardown, WriteStdin), by outcome; none acted twice. A repeat "
+				   "refused because too many wait already is an UNAVAILABLE of "
+				   "sbx_rpc_calls_total."},
 };
 #undef BUCKETS
 

@@ -44,6 +44,7 @@ enum sbx_metric {
 	SBX_M_CREATES,	      /* counter {launch}: runs created, warm or cold */
 	SBX_M_POOL_READY,     /* gauge {shape}: ready members of the warm pool */
 	SBX_M_POOL_FAILED,    /* counter {shape}: members that failed or died waiting */
+	SBX_M_RPC_REPEATS,    /* counter {outcome}: requests whose request id was seen */
 	SBX_M_COUNT
 };
 
@@ -70,6 +71,12 @@ enum sbx_metrics_egress {
 };
 
 enum sbx_metrics_direction { SBX_EGRESS_OUT, SBX_EGRESS_IN };
+/* What became of a request whose request id an earlier one had (rpc_dedupe.h). */
+enum sbx_metrics_repeat {
+	SBX_REPEAT_REPLAYED,   /* the first had answered: its answer again */
+	SBX_REPEAT_PARKED,     /* the first was running: this one waited for its answer */
+	SBX_REPEAT_MISMATCHED, /* the id came with another method or body: refused */
+};
 enum sbx_metrics_pool { SBX_POOL_SHORT, SBX_POOL_LONG };
 /* The shape label: the pool entry's index in the config, "0".."15". */
 #define SBX_METRICS_POOL_SHAPES 16

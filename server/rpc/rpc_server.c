@@ -464,12 +464,15 @@ static void work(struct rpc_job *job)
 		case DEDUPE_FIRST:
 			break;
 		case DEDUPE_REPLAY:
+			sbx_metrics_add(SBX_M_RPC_REPEATS, SBX_REPEAT_REPLAYED, 1);
 			send_bytes(c, replay, replay_len);
 			free(replay);
 			return;
 		case DEDUPE_PARKED:
+			sbx_metrics_add(SBX_M_RPC_REPEATS, SBX_REPEAT_PARKED, 1);
 			return; /* c belongs to the dedupe table until answer_parked */
 		case DEDUPE_MISMATCH:
+			sbx_metrics_add(SBX_M_RPC_REPEATS, SBX_REPEAT_MISMATCHED, 1);
 			answer_error(c, SBX__V1__CODE__INVALID_ARGUMENT,
 				     "request_id \"%s\" was already used for a different "
 				     "request (method or body differ)",

@@ -3,8 +3,10 @@
 an ipc and a TLS listener and two bearer tokens, started as the invoking
 user, with helpers to call it raw (sbxrpc) or through the sbxctl CLI."""
 import hashlib
+import http.client
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -203,6 +205,20 @@ class Server:
         with open(self.audit) as f:
             return [json.loads(line) for line in f if line.strip()]
 
+    def metrics_port(self):
+        """The port of metrics.listen (configured with port 0). Health may
+        answer a moment before the metrics listener is up (it starts after
+        the RPC listeners): this waits for sbxd's line saying where."""
+        deadline = time.time() + 60
+        while True:
+            with open(self.path("sbxd.stderr"), errors="replace") as f:
+                m = re.search(r"sbxd: metrics on http://127\.0\.0\.1:(\d+)/metrics", f.read())
+            if m:
+                return int(m.group(1))
+            assert time.time() < deadline, "sbxd did not say where its metrics are: " + \
+                self.log_tail()
+            time.sleep(0.05)
+
     def fd_count(self):
         return len(os.listdir("/proc/%d/fd" % self.proc.pid))
 
@@ -228,6 +244,54 @@ class Server:
         e.update(env or {})
         return subprocess.run(cmd + list(args), input=input, capture_output=True, text=True,
                               timeout=timeout, env=e)
+
+
+METRIC_LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$')
+METRIC_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def metrics_get(port, method="GET", path="/metrics"):
+    """(status, Content-Type, body) of one request to sbxd's metrics listener."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        c.request(method, path)
+        r = c.getresponse()
+        return r.status, r.getheader("Content-Type") or "", r.read().decode()
+    finally:
+        c.close()
+
+
+def metrics_scrape(port):
+    """(status, Content-Type, body) of GET /metrics. The listener has 8
+    slots and gives one back when nng has seen its peer hang up, in its own
+    time: right after a storm (or many scrapes) all 8 may still be held,
+    and the guard then closes a new connection at accept. That refusal is
+    test_sbxd_metrics' storm test's subject; here it only means "not yet"."""
+    deadline = time.time() + 30
+    while True:
+        try:
+            return metrics_get(port)
+        except ConnectionError:
+            if time.time() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def metrics_parse(text):
+    """{(name, ((label, value), ...)): float} of every sample."""
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = METRIC_LINE.match(line)
+        assert m, "not an exposition line: %r" % line
+        labels = tuple(sorted(METRIC_LABEL.findall(m.group(3) or "")))
+        out[(m.group(1), labels)] = float(m.group(4))
+    return out
+
+
+def metric_value(samples, name, **labels):
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
 class ServerTestCase(unittest.TestCase):

@@ -5,9 +5,11 @@ got the request is stopped (SIGSTOP) while its sbx-helper for the run is
 held at a gate (a wrapper that waits for a file before it execs the real
 helper, so the run cannot be Ready before the stop), so sbxctl's first try
 times out (--call-timeout 1); it is let go on while the client's next try
-waits. The client must get the run that host made, and no host may have
+waits. The client must get the run that host made, no host may have
 made a second one (a client that went to the other host after the timeout
-would leave two runs, one orphaned). The netns version, with the reply
+would leave two runs, one orphaned), and that host's sbx_rpc_repeats_total
+must show the retry (a client that only waited longer than --call-timeout
+would send none). The netns version, with the reply
 dropped by the network, is tests/fleet/netns.sh."""
 import hashlib
 import json
@@ -59,7 +61,8 @@ class FleetRetry(unittest.TestCase):
         os.chmod(helper, 0o755)
         cls.srv = [sbxdfix.Server(tls={"cert": p("server.pem"), "key": p("server.key"),
                                        "client_ca": p("ca.pem")},
-                                  tokens=tokens, operators=["token:ops"], helper=helper)
+                                  tokens=tokens, operators=["token:ops"], helper=helper,
+                                  metrics={"listen": "127.0.0.1:0"})
                    for _ in range(2)]
 
     @classmethod
@@ -73,6 +76,15 @@ class FleetRetry(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         return {x["run_id"] for x in json.loads(r.stdout or "{}").get("runs", [])}
 
+    def repeats(self, s):
+        """sbx_rpc_repeats_total of s, parked and replayed: tries that came
+        with a request id s had seen (the first try's)."""
+        status, _, text = sbxdfix.metrics_scrape(s.metrics_port())
+        self.assertEqual(status, 200, text)
+        samples = sbxdfix.metrics_parse(text)
+        return sum(sbxdfix.metric_value(samples, "sbx_rpc_repeats_total", outcome=o)
+                   for o in ("parked", "replayed"))
+
     def cli_args(self, eps):
         p = lambda name: os.path.join(self.dir, name)  # noqa: E731
         return [sbxdfix.CLI, "--endpoint", eps, "--tls-cert", p("client.pem"), "--tls-key",
@@ -85,6 +97,7 @@ class FleetRetry(unittest.TestCase):
         eps = ",".join("tls+tcp://localhost:%d" % s.port for s in self.srv)
         env = {k: v for k, v in os.environ.items() if not k.startswith("SBX_")}
         before = [self.runs(s) for s in self.srv]
+        repeats_before = [self.repeats(s) for s in self.srv]
         known = {s.proc.pid: set(children(s.proc.pid)) for s in self.srv}
         open(self.arm, "w").close()
         client = subprocess.Popen(
@@ -123,6 +136,13 @@ class FleetRetry(unittest.TestCase):
         self.assertEqual(sorted(len(m) for m in made), [0, 1],
                          "exactly one run on the two hosts: %s" % made)
         self.assertEqual(made[self.srv.index(stopped)], {run_id})
+        # The client did not merely wait longer than its --call-timeout: a
+        # second try, with the first one's request id (so one CreateRun
+        # for sbxd), reached the stopped host, and none the other.
+        repeats = [self.repeats(s) - b for s, b in zip(self.srv, repeats_before)]
+        self.assertGreaterEqual(repeats[self.srv.index(stopped)], 1,
+                                "the retry reached the host that had the first try")
+        self.assertEqual(repeats[1 - self.srv.index(stopped)], 0)
         r = subprocess.run(self.cli_args(eps) + ["teardown", handle],
                            capture_output=True, text=True, timeout=60, env=env)
         self.assertEqual(r.returncode, 0, r.stderr)

@@ -12,7 +12,6 @@ listener's own few slots while Health keeps answering on ipc and TLS."""
 import http.client
 import json
 import os
-import re
 import select
 import shutil
 import socket
@@ -24,27 +23,10 @@ import unittest
 import sbxdfix
 from sbxrpc import sandbox_pb2 as pb
 
-LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$')
-LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 # conn_guard.h: CONN_GUARD_HTTP_MAX
 HTTP_MAX = 8
-
-
-def parse(text):
-    """{(name, ((label, value), ...)): float} of every sample."""
-    out = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        m = LINE.match(line)
-        assert m, "not an exposition line: %r" % line
-        labels = tuple(sorted(LABEL.findall(m.group(3) or "")))
-        out[(m.group(1), labels)] = float(m.group(4))
-    return out
-
-
-def value(samples, name, **labels):
-    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+parse = sbxdfix.metrics_parse
+value = sbxdfix.metric_value
 
 
 class MetricsTest(sbxdfix.ServerTestCase):
@@ -58,7 +40,7 @@ class MetricsTest(sbxdfix.ServerTestCase):
         cls.SERVER_CONFIG = {"metrics": {"listen": "127.0.0.1:0"},
                              "egress": {"hosts_file": cls.hosts, "resolv_conf": ""}}
         super().setUpClass()
-        cls.port = cls.metrics_port(cls.srv)
+        cls.port = cls.srv.metrics_port()
 
     @classmethod
     def tearDownClass(cls):
@@ -67,44 +49,11 @@ class MetricsTest(sbxdfix.ServerTestCase):
         finally:
             shutil.rmtree(cls.tmp, ignore_errors=True)
 
-    @staticmethod
-    def metrics_port(srv):
-        # Health may answer a moment before the metrics listener is up
-        # (it starts after the RPC listeners): wait for its line.
-        deadline = time.time() + 60
-        while True:
-            with open(srv.path("sbxd.stderr"), errors="replace") as f:
-                m = re.search(r"sbxd: metrics on http://127\.0\.0\.1:(\d+)/metrics", f.read())
-            if m:
-                return int(m.group(1))
-            assert time.time() < deadline, "sbxd did not say where its metrics are: " + \
-                srv.log_tail()
-            time.sleep(0.05)
-
     def request(self, method="GET", path="/metrics"):
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-        try:
-            c.request(method, path)
-            r = c.getresponse()
-            return r.status, r.getheader("Content-Type") or "", r.read().decode()
-        finally:
-            c.close()
+        return sbxdfix.metrics_get(self.port, method, path)
 
     def scrape(self):
-        # The listener has 8 slots and gives one back when nng has seen its
-        # peer hang up, in its own time: right after the storm test (or
-        # any test's scrapes) all 8 may still be held, and the guard then
-        # closes a new connection at accept. That refusal is the storm
-        # test's subject; here it only means "not yet".
-        deadline = time.time() + 30
-        while True:
-            try:
-                status, ctype, text = self.request()
-                break
-            except ConnectionError:
-                if time.time() > deadline:
-                    raise
-                time.sleep(0.1)
+        status, ctype, text = sbxdfix.metrics_scrape(self.port)
         self.assertEqual(status, 200, text)
         self.assertTrue(ctype.startswith("text/plain; version=0.0.4"), ctype)
         return text
@@ -175,6 +124,36 @@ class MetricsTest(sbxdfix.ServerTestCase):
         self.assertEqual(value(after, "sbx_build_info", version=versions[0]), 1)
         self.assertGreater(value(after, "process_start_time_seconds"), 1.6e9)
         self.assertEqual(value(after, "sbx_runs_max"), 32)
+
+    def test_repeats_are_counted_by_outcome(self):
+        """A request id sent again: the first call is no repeat, the second
+        with the same body is answered from the table (replayed), the same
+        id with another method is refused (mismatched); nothing else
+        moves. The parked outcome is test_sbxd_fleet_retry's."""
+        rid = "metrics-repeat-" + os.urandom(8).hex()
+        gone = pb.TeardownRequest(run_id="run-" + "0" * 32)
+        before = parse(self.scrape())
+        with self.srv.conn() as c:
+            first = c.call("Teardown", gone, pb.TeardownResponse, request_id=rid)
+            mid = parse(self.scrape())
+            again = c.call("Teardown", gone, pb.TeardownResponse, request_id=rid)
+            other = c.call("Signal", pb.SignalRequest(run_id=gone.run_id, exec_id="exec-1"),
+                           pb.SignalResponse, request_id=rid)
+        after = parse(self.scrape())
+        self.assertEqual(first[0], "NOT_FOUND", first)
+        self.assertEqual(again[:2], first[:2], "a repeat gets the first answer")
+        self.assertEqual(other[0], "INVALID_ARGUMENT", other)
+        self.assertIn("already used for a different request", other[1])
+        name = "sbx_rpc_repeats_total"
+        for outcome in ("replayed", "parked", "mismatched"):
+            self.assertEqual(value(mid, name, outcome=outcome),
+                             value(before, name, outcome=outcome), outcome)
+        self.assertEqual(value(after, name, outcome="replayed") -
+                         value(before, name, outcome="replayed"), 1)
+        self.assertEqual(value(after, name, outcome="mismatched") -
+                         value(before, name, outcome="mismatched"), 1)
+        self.assertEqual(value(after, name, outcome="parked"),
+                         value(before, name, outcome="parked"))
 
     def test_no_label_is_a_run_or_a_caller(self):
         with self.srv.conn() as c:
