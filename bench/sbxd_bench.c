@@ -10,9 +10,9 @@
  *                                              and waitpid (no sandbox),
  *                                              alternating
  *   FetchArtifact of a 256 MiB file            next to a raw nng REQ/REP peer
- *     (sbx_fetch_fd, SBX_FETCH_WINDOW chunks     carrying the same bytes at the
- *     in flight)                                 same chunk size and window
- *                                                (bench_nng_peer.c)
+ *     (sbx_fetch_fd into /dev/null, sha256       carrying the same bytes at the
+ *     checked, SBX_FETCH_WINDOW chunks in        same chunk size and window and
+ *     flight)                                    dropping them (bench_nng_peer.c)
  *   sbx_fetch_file of it                       next to `cp` of a 256 MiB file
  *   CreateRun from the warm pool               next to a cold CreateRun
  *   the cycle with a warm CreateRun            next to the one-shot bwrap
@@ -778,18 +778,21 @@ static void print_verdicts(void)
 	}
 }
 
-/* sbx_fetch_fd into a new file (no fsync, as cp): SBX_FETCH_WINDOW chunks in
- * flight, the sha256 of what arrived checked against the server's (by the
- * library) and against the listing's. */
-static void fetch_fd(const struct transport *t, const char *run_id, const char *dest,
-		     const char *expect)
+/* sbx_fetch_fd into /dev/null: SBX_FETCH_WINDOW chunks in flight, the sha256
+ * of what arrived checked against the server's (by the library) and against
+ * the listing's. The sink is /dev/null because the raw nng peer drops what
+ * it receives: the row compares what the two carry and what sbx does to
+ * every byte (the envelope, the verification), not the page cache of a
+ * file only one of them writes (sbx_fetch_file's row has that, next to
+ * cp). */
+static void fetch_fd(const struct transport *t, const char *run_id, const char *expect)
 {
-	_cleanup_close_ int fd = open(dest, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	_cleanup_close_ int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
 	struct sbx_fetch_info info;
 	struct sbx_rpc_status st;
 
 	if (fd < 0)
-		bench_die_errno("create %s", dest);
+		bench_die_errno("open /dev/null");
 	if (sbx_fetch_fd(t->c, run_id, FETCH_NAME, fd, NULL, NULL, &info, &st) < 0)
 		call_failed(t, "sbx_fetch_fd (FetchArtifact)", &st);
 	if (info.size != FETCH_BYTES || strcmp(info.sha256, expect))
@@ -878,13 +881,12 @@ static char *big_artifact_run(const struct transport *t, char expect[65])
 
 static void bench_fetch(const struct server *s, const struct transport *t, long k)
 {
-	char d_fd[PATH_MAX], d_file[PATH_MAX], raw_url[PATH_MAX + 16];
+	char d_file[PATH_MAX], raw_url[PATH_MAX + 16];
 	const char *src = cp_src, *d_cp = cp_dst;
 	char expect[65] = "";
 	bool tls = !strcmp(t->name, "tls");
 
 	bench_scratch_path(cp_src, sizeof(cp_src), "local-256m");
-	bench_scratch_path(d_fd, sizeof(d_fd), "fetched-fd");
 	bench_scratch_path(d_file, sizeof(d_file), "fetched-file");
 	bench_scratch_path(cp_dst, sizeof(cp_dst), "copied");
 
@@ -899,8 +901,7 @@ static void bench_fetch(const struct server *s, const struct transport *t, long 
 		fetch_file(t, id, src, expect);
 	} else {
 		bench_note("%s: fetching once (warm-up)", t->name);
-		fetch_fd(t, id, d_fd, expect);
-		unlink_quiet(d_fd);
+		fetch_fd(t, id, expect);
 	}
 	run_ok("cp", cp_argv, NULL);
 	unlink_quiet(d_cp);
@@ -942,8 +943,8 @@ static void bench_fetch(const struct server *s, const struct transport *t, long 
 	f->pv = xcalloc((size_t)k, sizeof(double));
 	f->target = "none (the same-host export's peer)";
 
-	bench_note("%s: FetchArtifact (sbx_fetch_fd, %d chunks in flight), raw nng (%d in "
-		   "flight), sbx_fetch_file and cp, %ld each, rotating",
+	bench_note("%s: FetchArtifact (sbx_fetch_fd into /dev/null, %d chunks in flight), raw "
+		   "nng (%d in flight), sbx_fetch_file and cp, %ld each, rotating",
 		   t->name, SBX_FETCH_WINDOW, SBX_FETCH_WINDOW, k);
 	for (long i = 0; i < k; i++) {
 		for (long j = 0; j < 4; j++) {
@@ -951,10 +952,9 @@ static void bench_fetch(const struct server *s, const struct transport *t, long 
 			double t0 = bench_now_ms(), t1;
 			switch ((i + j) % 4) {
 			case 0:
-				fetch_fd(t, id, d_fd, expect);
+				fetch_fd(t, id, expect);
 				t1 = bench_now_ms();
 				r->v[r->n++] = (t1 - t0) / 1e3;
-				unlink_quiet(d_fd);
 				break;
 			case 1:
 				r->pv[r->pn++] = bench_nng_peer_fetch(
@@ -1184,11 +1184,12 @@ static void usage(FILE *f)
 	    "          the floor: this process starting /bin/true by posix_spawn and\n"
 	    "          waiting for it (no sandbox), which no exec path beats: p50, p90,\n"
 	    "          the ratio exec/floor; target (ipc) p50 <= 2 ms\n"
-	    "  fetch   a 256 MiB artifact fetched K times (3) by sbx_fetch_fd (1 MiB\n"
-	    "          FetchArtifact chunks, 4 in flight, sha256 checked, no fsync) next\n"
-	    "          to a raw nng REQ/REP peer carrying the same bytes at the same\n"
-	    "          chunk size and window (target >= 0.8), and by sbx_fetch_file\n"
-	    "          (which fsyncs) next to `cp` of a local 256 MiB file, rotating\n"
+	    "  fetch   a 256 MiB artifact fetched K times (3) by sbx_fetch_fd into\n"
+	    "          /dev/null (1 MiB FetchArtifact chunks, 4 in flight, sha256\n"
+	    "          checked) next to a raw nng REQ/REP peer carrying the same bytes\n"
+	    "          at the same chunk size and window and dropping them (target\n"
+	    "          >= 0.8), and by sbx_fetch_file (a new file, fsynced) next to\n"
+	    "          `cp` of a local 256 MiB file, rotating\n"
 	    "  warm    the warm pool (config pool, one member of its own policy), N (50):\n"
 	    "          CreateRun warm next to cold (target p50 <= 3 ms) and the warm\n"
 	    "          cycle next to the one-shot bwrap (target <= 0.5), rotating the\n"
