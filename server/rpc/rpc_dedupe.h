@@ -13,9 +13,11 @@
  *
  * Bounded: entries live ttl_ms after their answer, at most max_entries and
  * max_bytes of answers (oldest finished ones evicted), at most max_parked
- * repeats waiting. One caller holds at most a quarter of the entries and of
- * the bytes, and past that evicts its own oldest answers, never another's;
- * an answer larger than a quarter of max_bytes is not remembered. */
+ * repeats waiting (sbxd sets it to its contexts: a parked repeat holds one,
+ * charged to its caller's share of them, rpc_server.c). One caller holds at
+ * most a quarter of the entries and of the bytes, and past that evicts its
+ * own oldest answers, never another's; an answer larger than a quarter of
+ * max_bytes is not remembered. */
 #ifndef SBX_RPC_DEDUPE_H
 #define SBX_RPC_DEDUPE_H
 

@@ -62,8 +62,9 @@
 #define SEND_TIMEOUT_MS 30000
 /* Contexts beyond what both pools can hold: Health and refusals. */
 #define SPARE_CALLS 16
-/* Repeats parked on a running request, at most; each holds a context. */
-#define MAX_PARKED     8
+/* Contexts in all: each pool's workers and its queue of as many, and the
+ * spare ones. */
+#define N_CALLS(n_short, n_long) (2 * ((size_t)(n_short) + (size_t)(n_long)) + SPARE_CALLS)
 #define DEDUPE_ENTRIES 4096
 #define DEDUPE_BYTES   (64u << 20)
 #define DEDUPE_TTL_MS  (10 * 60 * 1000)
@@ -830,7 +831,12 @@ struct sbx_rpc *sbx_rpc_start(const struct sbx_config *cfg, struct sbx_runs *run
 	 * fits in one caller's quarter of the table. */
 	lim.max_bytes =
 	    DEDUPE_BYTES > 4 * cfg->max_message_bytes ? DEDUPE_BYTES : 4 * cfg->max_message_bytes;
-	lim.max_parked = MAX_PARKED;
+	/* A parked repeat holds its context, which stays counted to its
+	 * identity (IDENTITY_INFLIGHT_MAX): that share is its bound. A cap of
+	 * the table's own, shared by all, let one caller's repeats of its own
+	 * slow request (a Teardown listing a large /out) take every place, and
+	 * another caller's retry was then refused UNAVAILABLE. */
+	lim.max_parked = N_CALLS(n_short, n_long);
 	lim.ttl_ms = DEDUPE_TTL_MS;
 	rpc->dedupe = rpc_dedupe_new(&lim);
 	if (!rpc->dedupe) {
@@ -853,7 +859,7 @@ struct sbx_rpc *sbx_rpc_start(const struct sbx_config *cfg, struct sbx_runs *run
 	rpc->sock_open = true;
 	/* Also set per listener; this covers anything created later. */
 	nng_socket_set_size(rpc->sock, NNG_OPT_RECVMAXSZ, (size_t)cfg->max_message_bytes);
-	if (open_calls(rpc, 2 * (n_short + n_long) + SPARE_CALLS, err) < 0)
+	if (open_calls(rpc, N_CALLS(n_short, n_long), err) < 0)
 		return NULL;
 	if ((rv = nng_pipe_notify(rpc->sock, NNG_PIPE_EV_ADD_POST, pipe_event, rpc)) != 0 ||
 	    (rv = nng_pipe_notify(rpc->sock, NNG_PIPE_EV_REM_POST, pipe_event, rpc)) != 0) {

@@ -246,6 +246,37 @@ class Server:
                               timeout=timeout, env=e)
 
 
+class HelperGate:
+    """An sbx-helper wrapper for sbxd's `helper` key that, while armed,
+    waits for the gate to open before it execs the real sbx-helper: a test
+    holds every CreateRun of that sbxd before its sandbox exists, so no
+    answer can leave until it opens the gate (no race with a fast sbxd)."""
+
+    def __init__(self, dirname):
+        self.arm_file = os.path.join(dirname, "helper-arm")
+        self.gate_file = os.path.join(dirname, "helper-gate")
+        self.helper = os.path.join(dirname, "helper-gate.sh")
+        with open(self.helper, "w") as f:
+            f.write("#!/bin/sh\n"
+                    "if [ -e %s ]; then\n"
+                    "    while [ ! -e %s ]; do /bin/sleep 0.01; done\n"
+                    "fi\n"
+                    "exec %s \"$@\"\n" % (self.arm_file, self.gate_file,
+                                          os.path.realpath(HELPER)))
+        os.chmod(self.helper, 0o755)
+
+    def arm(self):
+        open(self.arm_file, "w").close()
+
+    def open(self):
+        open(self.gate_file, "w").close()
+
+    def reset(self):
+        for f in (self.arm_file, self.gate_file):
+            if os.path.exists(f):
+                os.unlink(f)
+
+
 METRIC_LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$')
 METRIC_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 

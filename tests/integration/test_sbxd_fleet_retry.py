@@ -49,19 +49,11 @@ class FleetRetry(unittest.TestCase):
         tokens = [{"name": n, "sha256": hashlib.sha256(t.encode()).hexdigest()}
                   for n, t in (("alice", cls.token), ("ops", cls.ops))]
         p = lambda name: os.path.join(cls.dir, name)  # noqa: E731
-        # While `arm` exists, a helper either sbxd starts waits for `gate`.
-        cls.arm, cls.gate = p("arm"), p("gate")
-        helper = p("helper-gate.sh")
-        with open(helper, "w") as f:
-            f.write("#!/bin/sh\n"
-                    "if [ -e %s ]; then\n"
-                    "    while [ ! -e %s ]; do /bin/sleep 0.01; done\n"
-                    "fi\n"
-                    "exec %s \"$@\"\n" % (cls.arm, cls.gate, os.path.realpath(sbxdfix.HELPER)))
-        os.chmod(helper, 0o755)
+        # While armed, a helper either sbxd starts waits for the gate.
+        cls.gate = sbxdfix.HelperGate(cls.dir)
         cls.srv = [sbxdfix.Server(tls={"cert": p("server.pem"), "key": p("server.key"),
                                        "client_ca": p("ca.pem")},
-                                  tokens=tokens, operators=["token:ops"], helper=helper,
+                                  tokens=tokens, operators=["token:ops"], helper=cls.gate.helper,
                                   metrics={"listen": "127.0.0.1:0"})
                    for _ in range(2)]
 
@@ -99,7 +91,7 @@ class FleetRetry(unittest.TestCase):
         before = [self.runs(s) for s in self.srv]
         repeats_before = [self.repeats(s) for s in self.srv]
         known = {s.proc.pid: set(children(s.proc.pid)) for s in self.srv}
-        open(self.arm, "w").close()
+        self.gate.arm()
         client = subprocess.Popen(
             self.cli_args(eps) + ["--call-timeout", "1", "create", "--policy", policy],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
@@ -116,7 +108,7 @@ class FleetRetry(unittest.TestCase):
             # The helper waits at the gate: no answer can have left.
             self.assertIsNotNone(stopped, "no sbxd started a helper for the create (client "
                                  "status %s)" % client.poll())
-            open(self.gate, "w").close()
+            self.gate.open()
             # Past the first try's 1 s: the client's next try is waiting.
             time.sleep(1.6)
             self.assertIsNone(client.poll(), "the client still waits for its host (it did not "
@@ -124,9 +116,7 @@ class FleetRetry(unittest.TestCase):
         finally:
             for s in self.srv:
                 s.proc.send_signal(signal.SIGCONT)
-            for f in (self.arm, self.gate):
-                if os.path.exists(f):
-                    os.unlink(f)
+            self.gate.reset()
         out, err = client.communicate(timeout=60)
         self.assertEqual(client.returncode, 0, err)
         handle = out.strip()
