@@ -65,6 +65,7 @@
 /* Contexts in all: each pool's workers and its queue of as many, and the
  * spare ones. */
 #define N_CALLS(n_short, n_long) (2 * ((size_t)(n_short) + (size_t)(n_long)) + SPARE_CALLS)
+
 #define DEDUPE_ENTRIES 4096
 #define DEDUPE_BYTES   (64u << 20)
 #define DEDUPE_TTL_MS  (10 * 60 * 1000)
