@@ -99,9 +99,9 @@ static const struct label labels[] = {
 			"it)"},
     [L_REPEAT] = {"outcome", LIST(repeat_values),
 		  .doc = "`replayed`: the first had answered, its answer was sent again; "
-			 "`parked`: the first was still running, this one got its answer when it "
-			 "ended; `mismatched`: the id came with another method or body, "
-			 "INVALID_ARGUMENT"},
+			 "`parked`: the first was still running, this one waits for its answer "
+			 "(sent when it ends, if the connection is still there); `mismatched`: "
+			 "the id came with another method or body, INVALID_ARGUMENT"},
 };
 #undef LIST
 
@@ -179,8 +179,8 @@ static const struct metric table[SBX_M_COUNT] = {
 			   .help = "Requests that came again with a request id sbxd had seen "
 				   "(a client's retry: CreateRun, PutInput, Exec, Signal, "
 				   "Teardown, WriteStdin), by outcome; none acted twice. A repeat "
-				   "refused because too many wait already is an UNAVAILABLE of "
-				   "sbx_rpc_calls_total."},
+				   "refused because its caller has half its share of requests "
+				   "parked already is an UNAVAILABLE of sbx_rpc_calls_total."},
 };
 #undef BUCKETS
 

@@ -26,6 +26,7 @@ struct rpc_dedupe_entry {
 	uint8_t *answer;
 	size_t answer_len;
 	struct rpc_dedupe_waiter *waiters;
+	size_t n_waiters;
 };
 
 struct rpc_dedupe {
@@ -170,6 +171,17 @@ static struct rpc_dedupe_entry *find(struct rpc_dedupe *d, uint64_t h, const cha
 	return NULL;
 }
 
+/* Repeats of identity's parked now. */
+static size_t parked_of(const struct rpc_dedupe *d, const char *identity)
+{
+	size_t n = 0;
+
+	for (const struct rpc_dedupe_entry *e = d->oldest; e; e = e->next)
+		if (e->n_waiters && strcmp(e->identity, identity) == 0)
+			n += e->n_waiters;
+	return n;
+}
+
 static struct rpc_dedupe_entry *insert(struct rpc_dedupe *d, uint64_t h, const char *identity,
 				       const char *request_id, const uint8_t fingerprint[32])
 {
@@ -224,11 +236,13 @@ enum rpc_dedupe_verdict rpc_dedupe_begin(struct rpc_dedupe *d, const char *ident
 			*replay_len = e->answer_len;
 		}
 		v = *replay ? DEDUPE_REPLAY : DEDUPE_BUSY;
-	} else if (d->parked >= d->lim.max_parked) {
+	} else if (d->parked >= d->lim.max_parked ||
+		   parked_of(d, identity) >= d->lim.max_parked_per_identity) {
 		v = DEDUPE_BUSY;
 	} else {
 		w->next = e->waiters;
 		e->waiters = w;
+		e->n_waiters++;
 		d->parked++;
 		v = DEDUPE_PARKED;
 	}
@@ -265,8 +279,8 @@ void rpc_dedupe_finish(struct rpc_dedupe *d, struct rpc_dedupe_entry *e, const u
 	pthread_mutex_lock(&d->lock);
 	w = e->waiters;
 	e->waiters = NULL;
-	for (struct rpc_dedupe_waiter *c = w; c; c = c->next)
-		d->parked--;
+	d->parked -= e->n_waiters;
+	e->n_waiters = 0;
 	/* Unlinked first, so that making room never counts (or drops) e. */
 	unlink_entry(d, e);
 	if (!keep || !remember(d, e, answer, len)) {

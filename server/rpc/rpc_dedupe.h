@@ -13,11 +13,13 @@
  *
  * Bounded: entries live ttl_ms after their answer, at most max_entries and
  * max_bytes of answers (oldest finished ones evicted), at most max_parked
- * repeats waiting (sbxd sets it to its contexts: a parked repeat holds one,
- * charged to its caller's share of them, rpc_server.c). One caller holds at
- * most a quarter of the entries and of the bytes, and past that evicts its
- * own oldest answers, never another's; an answer larger than a quarter of
- * max_bytes is not remembered. */
+ * repeats waiting in all and max_parked_per_identity of one caller's (sbxd:
+ * its contexts, and half of a caller's share of them, rpc_server.c: a
+ * parked repeat holds one, so one caller's repeats never take another's
+ * place, nor every place of its own). One caller holds at most a quarter of
+ * the entries and of the bytes, and past that evicts its own oldest
+ * answers, never another's; an answer larger than a quarter of max_bytes
+ * is not remembered. */
 #ifndef SBX_RPC_DEDUPE_H
 #define SBX_RPC_DEDUPE_H
 
@@ -37,6 +39,7 @@ struct rpc_dedupe_limits {
 	size_t max_entries;
 	size_t max_bytes;
 	size_t max_parked;
+	size_t max_parked_per_identity;
 	int64_t ttl_ms;
 };
 
@@ -45,7 +48,8 @@ enum rpc_dedupe_verdict {
 	DEDUPE_REPLAY,	 /* answer with *replay (malloc'd copy; caller frees) */
 	DEDUPE_PARKED,	 /* don't answer: notify will, when the first ends */
 	DEDUPE_MISMATCH, /* the id was used for a different request */
-	DEDUPE_BUSY,	 /* too many repeats waiting, or no memory: try later */
+	DEDUPE_BUSY,	 /* too many repeats waiting (all, or the caller's), or no room
+			    or memory for the entry: try later */
 };
 
 struct rpc_dedupe *rpc_dedupe_new(const struct rpc_dedupe_limits *lim);

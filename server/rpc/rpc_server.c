@@ -833,11 +833,14 @@ struct sbx_rpc *sbx_rpc_start(const struct sbx_config *cfg, struct sbx_runs *run
 	lim.max_bytes =
 	    DEDUPE_BYTES > 4 * cfg->max_message_bytes ? DEDUPE_BYTES : 4 * cfg->max_message_bytes;
 	/* A parked repeat holds its context, which stays counted to its
-	 * identity (IDENTITY_INFLIGHT_MAX): that share is its bound. A cap of
-	 * the table's own, shared by all, let one caller's repeats of its own
-	 * slow request (a Teardown listing a large /out) take every place, and
+	 * identity (IDENTITY_INFLIGHT_MAX) until the first request ends, also
+	 * when its connection is gone: its caller may park half its share,
+	 * so that it keeps the other half for its other calls. A cap of the
+	 * table's own, shared by all, let one caller's repeats of its own slow
+	 * request (a Teardown listing a large /out) take every place, and
 	 * another caller's retry was then refused UNAVAILABLE. */
 	lim.max_parked = N_CALLS(n_short, n_long);
+	lim.max_parked_per_identity = IDENTITY_INFLIGHT_MAX(N_CALLS(n_short, n_long)) / 2;
 	lim.ttl_ms = DEDUPE_TTL_MS;
 	rpc->dedupe = rpc_dedupe_new(&lim);
 	if (!rpc->dedupe) {

@@ -128,11 +128,12 @@ class FleetRetry(unittest.TestCase):
         self.assertEqual(made[self.srv.index(stopped)], {run_id})
         # The client did not merely wait longer than its --call-timeout: a
         # second try, with the first one's request id (so one CreateRun
-        # for sbxd), reached the stopped host, and none the other.
+        # for sbxd), reached the stopped host. (A try that went to the other
+        # host instead would be a first there, no repeat: the one run
+        # above is what rules that out.)
         repeats = [self.repeats(s) - b for s, b in zip(self.srv, repeats_before)]
         self.assertGreaterEqual(repeats[self.srv.index(stopped)], 1,
                                 "the retry reached the host that had the first try")
-        self.assertEqual(repeats[1 - self.srv.index(stopped)], 0)
         r = subprocess.run(self.cli_args(eps) + ["teardown", handle],
                            capture_output=True, text=True, timeout=60, env=env)
         self.assertEqual(r.returncode, 0, r.stderr)

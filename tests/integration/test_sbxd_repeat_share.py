@@ -1,18 +1,24 @@
 # SPDX-License-Identifier: Apache-2.0
-"""One caller's repeats of its own slow request cannot take the places
-another caller's retry needs (review of 2026-12-03: the request-id table
-parked at most 8 repeats for everyone together, so a caller holding them
-with repeats of a request it kept slow made every other caller's retry
-UNAVAILABLE, and the fleet client then placed that caller's run on
-another host while the first host made it too).
+"""Repeats of a running request (a retry with its request id) wait on
+their caller's share, never on a place others need (review of
+2026-12-03: the request-id table parked at most 8 repeats for everyone
+together, so a caller holding them with repeats of a request it kept slow
+made every other caller's retry UNAVAILABLE, and the fleet client then
+placed that caller's run on another host while the first host made it
+too; the first fix, no cap but each caller's requests in hand, let a
+caller's repeats from connections long gone take all of its own places).
 
-A real sbxd starts its helper through a gate (sbxdfix.HelperGate), so
-every CreateRun waits, before its sandbox exists, until the test opens
-it. Over TLS, identity alice sends a CreateRun and 8 more with the same
-request id (parked: sbx_rpc_repeats_total says so); then bob sends a
-CreateRun and a repeat of it. bob's repeat must be parked too, not
-refused, and once the gate opens every repeat gets its own first
-request's answer: two runs, one each."""
+A real sbxd (workers 16: each identity has 16 requests in hand at most,
+so it may park 8 repeats) starts its helper through a gate
+(sbxdfix.HelperGate), so every CreateRun waits, before its sandbox
+exists, until the test opens it. Over TLS, identities alice and carol
+each send a CreateRun and park 8 repeats of it (sbx_rpc_repeats_total
+says so: 16 parked, twice the old cap); alice's 9th repeat is refused
+UNAVAILABLE at once and alice still gets Health answered; then bob sends
+a CreateRun and a repeat of it, which must be parked too. Nothing else is
+answered while the gate is shut; opened, every repeat gets its own first
+request's run: three runs, one each."""
+import hashlib
 import os
 import shutil
 import tempfile
@@ -23,8 +29,10 @@ import unittest
 import sbxdfix
 from sbxrpc import sandbox_pb2 as pb
 
-# The old shared cap: alice's repeats fill it.
-ALICE_REPEATS = 8
+WORKERS = 16
+# rpc_server.c: contexts 2 x workers + 16 spare; an identity's requests in
+# hand, half of the non-spare ones; its parked repeats, half of those.
+SHARE = (2 * WORKERS) // 2 // 2
 
 
 class RepeatShare(unittest.TestCase):
@@ -33,7 +41,11 @@ class RepeatShare(unittest.TestCase):
         cls.dir = tempfile.mkdtemp(prefix="sbx-repeat-share-")
         os.chmod(cls.dir, 0o755)
         cls.gate = sbxdfix.HelperGate(cls.dir)
-        cls.srv = sbxdfix.Server(helper=cls.gate.helper, metrics={"listen": "127.0.0.1:0"})
+        cls.tokens = {n: n[0] + os.urandom(16).hex() for n in ("alice", "bob", "carol")}
+        cls.srv = sbxdfix.Server(
+            helper=cls.gate.helper, metrics={"listen": "127.0.0.1:0"}, workers=WORKERS,
+            tokens=[{"name": n, "sha256": hashlib.sha256(t.encode()).hexdigest()}
+                    for n, t in cls.tokens.items()])
 
     @classmethod
     def tearDownClass(cls):
@@ -59,69 +71,83 @@ class RepeatShare(unittest.TestCase):
                             "%d repeats parked, want %d" % (self.parked(), n))
             time.sleep(0.05)
 
-    def test_another_callers_repeats_leave_room_for_mine(self):
+    def call(self, who, name, req, resp_type, request_id=None):
+        with self.srv.conn(tls=True) as c:
+            return c.call(name, req, resp_type, token=self.tokens[who], request_id=request_id)
+
+    def first_and_repeats(self, who, req, n, calls, helpers):
+        """who's CreateRun (its helper at the gate) and n repeats of it,
+        one at a time, each parked before the next is sent (a burst could
+        meet the caller's share of the workers' queue instead)."""
+        group = [Call(self, who, req, who + "-slow")]
+        group[0].start()
+        calls.append(group[0])
+        wait_for_helper(self.srv, helpers)
+        parked = self.parked()
+        for _ in range(n):
+            group.append(Call(self, who, req, who + "-slow"))
+            group[-1].start()
+            calls.append(group[-1])
+            parked += 1
+            self.wait_parked(parked, calls)
+        return group
+
+    def test_each_caller_parks_on_its_own_share(self):
         req = pb.CreateRunRequest(policy_json=sbxdfix.policy_json(memory_mb=64))
         base = self.parked()
         self.srv.kids_before = children(self.srv.proc.pid)
         self.gate.arm()
-        calls = []
+        calls, groups = [], {}
         try:
-            alice = [Call(self.srv, "alice", req, "alice-slow")]
-            alice[0].start()
-            wait_for_helper(self.srv, 1)
-            for _ in range(ALICE_REPEATS):
-                alice.append(Call(self.srv, "alice", req, "alice-slow"))
-                alice[-1].start()
-            calls = list(alice)
-            self.wait_parked(base + ALICE_REPEATS, calls)
-            bob = [Call(self.srv, "bob", req, "bob-own")]
-            bob[0].start()
-            calls += bob
-            wait_for_helper(self.srv, 2)
-            bob.append(Call(self.srv, "bob", req, "bob-own"))
-            bob[-1].start()
-            calls.append(bob[-1])
+            groups["alice"] = self.first_and_repeats("alice", req, SHARE, calls, 1)
+            groups["carol"] = self.first_and_repeats("carol", req, SHARE, calls, 2)
+            self.assertEqual(self.parked(), base + 2 * SHARE)
+            # alice's share is full: her next repeat is refused at once, and
+            # she keeps places for other calls.
+            code, msg, _ = self.call("alice", "CreateRun", req, pb.CreateRunResponse,
+                                     request_id="alice-slow")
+            self.assertEqual(code, "UNAVAILABLE", msg)
+            self.assertIn("still running", msg)
+            code, msg, _ = self.call("alice", "Health", pb.HealthRequest(), pb.HealthResponse)
+            self.assertEqual(code, "OK", msg)
             # Parked, not told UNAVAILABLE "an earlier attempt is still
             # running" (what the shared cap said).
-            self.wait_parked(base + ALICE_REPEATS + 1, calls)
-            self.assertIsNone(bob[-1].result, "bob's repeat was answered before its "
-                              "first request could be: %s" % (bob[-1].result,))
+            groups["bob"] = self.first_and_repeats("bob", req, 1, calls, 3)
+            self.assertEqual(self.parked(), base + 2 * SHARE + 1)
         finally:
             self.gate.open()
             for c in calls:
                 c.join(120)
             self.gate.reset()
-        for who, group in (("alice", alice), ("bob", bob)):
+        runs = set()
+        for who, group in groups.items():
             codes = [c.result[0] for c in group]
             self.assertEqual(codes, ["OK"] * len(group), "%s: %s" % (
                 who, [c.result[:2] for c in group]))
             ids = {c.result[2].run_id for c in group}
             self.assertEqual(len(ids), 1, "%s's repeats got their first request's run: %s"
                              % (who, ids))
-        self.assertNotEqual(alice[0].result[2].run_id, bob[0].result[2].run_id)
-        for who, group in (("alice", alice), ("bob", bob)):
-            with self.srv.conn(tls=True) as c:
-                code, msg, _ = c.call("Teardown", pb.TeardownRequest(
-                    run_id=group[0].result[2].run_id), pb.TeardownResponse,
-                    token=self.srv.tokens[who])
-                self.assertEqual(code, "OK", msg)
+            runs |= ids
+        self.assertEqual(len(runs), 3, runs)
+        for who, group in groups.items():
+            code, msg, _ = self.call(who, "Teardown", pb.TeardownRequest(
+                run_id=group[0].result[2].run_id), pb.TeardownResponse)
+            self.assertEqual(code, "OK", msg)
 
 
 class Call(threading.Thread):
     """A CreateRun over a TLS connection of its own, as `who`, with a request
     id; result: (code, message, response) once answered."""
 
-    def __init__(self, srv, who, req, request_id):
+    def __init__(self, test, who, req, request_id):
         super().__init__(daemon=True)
-        self.srv, self.who, self.req, self.request_id = srv, who, req, request_id
+        self.test, self.who, self.req, self.request_id = test, who, req, request_id
         self.result = None
 
     def run(self):
         try:
-            with self.srv.conn(tls=True, timeout_ms=120000) as c:
-                self.result = c.call("CreateRun", self.req, pb.CreateRunResponse,
-                                     token=self.srv.tokens[self.who],
-                                     request_id=self.request_id)
+            self.result = self.test.call(self.who, "CreateRun", self.req,
+                                         pb.CreateRunResponse, self.request_id)
         except Exception as e:  # shown by the test's assertion on the codes
             self.result = ("no answer", repr(e), None)
 

@@ -2,8 +2,8 @@
 /* Unit test of the request-id table (server/rpc/rpc_dedupe.c): first call,
  * replay byte for byte, repeats parked while the first runs, mismatches,
  * "try again" answers that are not remembered, expiry, and the caps: parked
- * repeats, a caller's quarter of entries and of bytes, never another
- * caller's answers. */
+ * repeats (all, and a caller's own), a caller's quarter of entries and of
+ * bytes, never another caller's answers. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +15,8 @@
 static const struct rpc_dedupe_limits small = {
     .max_entries = 16, /* a caller's quarter: 16 / 4 + 1 = 5 entries */
     .max_bytes = 4096, /* ... and 1024 bytes of answers */
-    .max_parked = 2,
+    .max_parked = 3,
+    .max_parked_per_identity = 2,
     .ttl_ms = 60000,
 };
 
@@ -106,7 +107,7 @@ static void test_first_replay_parked(void)
 	check(rpc_dedupe_begin(d, "uid:1", "r1", fp_a, &w2, &other, &replay, &len) == DEDUPE_PARKED,
 	      "a second repeat is parked too");
 	check(rpc_dedupe_begin(d, "uid:1", "r1", fp_a, &w3, &other, &replay, &len) == DEDUPE_BUSY,
-	      "past max_parked a repeat is told to try later");
+	      "past max_parked_per_identity a repeat is told to try later");
 	check(rpc_dedupe_begin(d, "uid:1", "r1", fp_b, &w3, &other, &replay, &len) ==
 		  DEDUPE_MISMATCH,
 	      "the same id with another fingerprint is a mismatch");
@@ -220,9 +221,49 @@ static void test_refused(void)
 	check(true, "freeing NULL is harmless");
 }
 
+/* One caller's parked repeats stop at its own share, not at another's:
+ * the table-wide cap counts all callers, the share one (review,
+ * 2026-12-03: a shared cap alone let one caller refuse every other's
+ * retry). */
+static void test_parked_share(void)
+{
+	struct rpc_dedupe *d = rpc_dedupe_new(&small);
+	struct rpc_dedupe_waiter w[6];
+	struct rpc_dedupe_entry *a, *b, *c, *none;
+	uint8_t *replay;
+	size_t len;
+
+	check(rpc_dedupe_begin(d, "uid:1", "a", fp_a, &w[0], &a, &replay, &len) == DEDUPE_FIRST &&
+		  rpc_dedupe_begin(d, "uid:2", "b", fp_a, &w[0], &b, &replay, &len) ==
+		      DEDUPE_FIRST &&
+		  rpc_dedupe_begin(d, "uid:3", "c", fp_a, &w[0], &c, &replay, &len) == DEDUPE_FIRST,
+	      "three callers' first requests run");
+	check(rpc_dedupe_begin(d, "uid:1", "a", fp_a, &w[1], &none, &replay, &len) ==
+		      DEDUPE_PARKED &&
+		  rpc_dedupe_begin(d, "uid:1", "a", fp_a, &w[2], &none, &replay, &len) ==
+		      DEDUPE_PARKED,
+	      "a caller parks up to its share");
+	check(rpc_dedupe_begin(d, "uid:1", "a", fp_a, &w[3], &none, &replay, &len) == DEDUPE_BUSY,
+	      "its next repeat is refused: the share is full");
+	check(rpc_dedupe_begin(d, "uid:2", "b", fp_a, &w[4], &none, &replay, &len) == DEDUPE_PARKED,
+	      "another caller's repeat still parks");
+	check(rpc_dedupe_begin(d, "uid:3", "c", fp_a, &w[5], &none, &replay, &len) == DEDUPE_BUSY,
+	      "past max_parked in all, a third caller's repeat is refused");
+	memset(&notified, 0, sizeof(notified));
+	rpc_dedupe_finish(d, a, (const uint8_t *)"a", 1, true, notify);
+	check(notified.calls == 2, "the first caller's two parked repeats are answered (%d)",
+	      notified.calls);
+	check(rpc_dedupe_begin(d, "uid:3", "c", fp_a, &w[5], &none, &replay, &len) == DEDUPE_PARKED,
+	      "their places are free again");
+	rpc_dedupe_finish(d, b, (const uint8_t *)"b", 1, true, notify);
+	rpc_dedupe_finish(d, c, (const uint8_t *)"c", 1, true, notify);
+	rpc_dedupe_free(d);
+}
+
 int main(void)
 {
 	test_first_replay_parked();
+	test_parked_share();
 	test_not_kept();
 	test_expiry();
 	test_entry_share();
