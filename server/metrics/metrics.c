@@ -179,8 +179,8 @@ static const struct metric table[SBX_M_COUNT] = {
 			   .help = "Requests that came again with a request id sbxd had seen "
 				   "(a client's retry: CreateRun, PutInput, Exec, Signal, "
 				   "Teardown, WriteStdin), by outcome; none acted twice. A repeat "
-				   "refused because its caller has half its share of requests "
-				   "parked already is an UNAVAILABLE of sbx_rpc_calls_total."},
+				   "refused (its caller's share of parked repeats full, or no "
+				   "memory) is an UNAVAILABLE of sbx_rpc_calls_total."},
 };
 #undef BUCKETS
 

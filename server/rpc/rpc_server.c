@@ -22,8 +22,10 @@
  * CreateRun; within each, an identity gets at most half the workers and
  * half the queue (rpc_pool.h), so its flood never takes another's worker.
  * Each pool's queue is bounded and a full one (or a full share) is answered
- * with RESOURCE_EXHAUSTED at once; there are more contexts than both pools can
- * hold, so some are always free to answer Health and to refuse. */
+ * with RESOURCE_EXHAUSTED at once. A repeat of a running request waits,
+ * parked, in contexts of its own budget (as many as the pools hold, a
+ * caller a quarter of them); beyond both there are more, so some are always
+ * free to answer Health and to refuse. */
 #include "rpc.h"
 
 #include <errno.h>
@@ -62,9 +64,16 @@
 #define SEND_TIMEOUT_MS 30000
 /* Contexts beyond what both pools can hold: Health and refusals. */
 #define SPARE_CALLS 16
-/* Contexts in all: each pool's workers and its queue of as many, and the
- * spare ones. */
-#define N_CALLS(n_short, n_long) (2 * ((size_t)(n_short) + (size_t)(n_long)) + SPARE_CALLS)
+/* What both pools hold: each pool's workers and its queue of as many. */
+#define POOL_CALLS(n_short, n_long) (2 * ((size_t)(n_short) + (size_t)(n_long)))
+/* Repeats parked on a running request (rpc_dedupe.h) hold their contexts
+ * outside the pools: as many again, one caller a quarter of them, so that
+ * neither one caller's repeats nor a few callers' together take the spare
+ * contexts, and a caller's retry never waits on another's place. */
+#define PARKED_CALLS(n_short, n_long) POOL_CALLS(n_short, n_long)
+/* Contexts in all. */
+#define N_CALLS(n_short, n_long)                                                                   \
+	(POOL_CALLS(n_short, n_long) + PARKED_CALLS(n_short, n_long) + SPARE_CALLS)
 
 #define DEDUPE_ENTRIES 4096
 #define DEDUPE_BYTES   (64u << 20)
@@ -84,9 +93,11 @@
 #define PEER_INFLIGHT_MAX(n_calls) ((n_calls)-SPARE_CALLS / 2)
 /* One identity on several peers (its uid on ipc, addresses on tcp) would
  * get PEER_INFLIGHT_MAX on each: once it is known, its requests in hand
- * stop at half of what the pools hold (about its shares of them), so the
- * other half and the spare contexts stay for everyone else. */
-#define IDENTITY_INFLIGHT_MAX(n_calls) (((n_calls)-SPARE_CALLS) / 2)
+ * stop at half of what the pools hold (about its shares of them; a quarter
+ * of the contexts less the spare ones, which are the pools' and as many
+ * for parked repeats), so the other half and the spare contexts stay for
+ * everyone else. */
+#define IDENTITY_INFLIGHT_MAX(n_calls) (((n_calls)-SPARE_CALLS) / 4)
 /* Descriptors that connections never take (conn_guard_start checks the
  * caps fit beside them): sbxd's own (log, state, nng's pollers: 64, and
  * ended execs' waiting for the closer: SBX_CLOSER_FDS), each run's
@@ -832,15 +843,17 @@ struct sbx_rpc *sbx_rpc_start(const struct sbx_config *cfg, struct sbx_runs *run
 	 * fits in one caller's quarter of the table. */
 	lim.max_bytes =
 	    DEDUPE_BYTES > 4 * cfg->max_message_bytes ? DEDUPE_BYTES : 4 * cfg->max_message_bytes;
-	/* A parked repeat holds its context, which stays counted to its
-	 * identity (IDENTITY_INFLIGHT_MAX) until the first request ends, also
-	 * when its connection is gone: its caller may park half its share,
-	 * so that it keeps the other half for its other calls. A cap of the
-	 * table's own, shared by all, let one caller's repeats of its own slow
-	 * request (a Teardown listing a large /out) take every place, and
-	 * another caller's retry was then refused UNAVAILABLE. */
-	lim.max_parked = N_CALLS(n_short, n_long);
-	lim.max_parked_per_identity = IDENTITY_INFLIGHT_MAX(N_CALLS(n_short, n_long)) / 2;
+	/* A parked repeat holds its context until the first request ends,
+	 * also when its connection is gone, and it stays counted to its
+	 * identity (IDENTITY_INFLIGHT_MAX). The parked budget is contexts of
+	 * its own (PARKED_CALLS), a caller a quarter of it (half its share of
+	 * requests in hand at the default sizes): one caller's repeats of its
+	 * own slow request (a Teardown listing a large /out) neither refuse
+	 * another caller's retry, as a cap of 8 for all once did, nor take
+	 * every place of its own, and no set of callers takes the spare
+	 * contexts Health is answered in. */
+	lim.max_parked = PARKED_CALLS(n_short, n_long);
+	lim.max_parked_per_identity = PARKED_CALLS(n_short, n_long) / 4;
 	lim.ttl_ms = DEDUPE_TTL_MS;
 	rpc->dedupe = rpc_dedupe_new(&lim);
 	if (!rpc->dedupe) {

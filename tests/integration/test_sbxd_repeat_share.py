@@ -8,8 +8,7 @@ placed that caller's run on another host while the first host made it
 too; the first fix, no cap but each caller's requests in hand, let a
 caller's repeats from connections long gone take all of its own places).
 
-A real sbxd (workers 16: each identity has 16 requests in hand at most,
-so it may park 8 repeats) starts its helper through a gate
+A real sbxd (workers 16: 32 contexts for parked repeats, 8 a caller) starts its helper through a gate
 (sbxdfix.HelperGate), so every CreateRun waits, before its sandbox
 exists, until the test opens it. Over TLS, identities alice and carol
 each send a CreateRun and park 8 repeats of it (sbx_rpc_repeats_total
@@ -30,9 +29,9 @@ import sbxdfix
 from sbxrpc import sandbox_pb2 as pb
 
 WORKERS = 16
-# rpc_server.c: contexts 2 x workers + 16 spare; an identity's requests in
-# hand, half of the non-spare ones; its parked repeats, half of those.
-SHARE = (2 * WORKERS) // 2 // 2
+# rpc_server.c: parked repeats have as many contexts as the pools hold
+# (2 x workers), a caller a quarter of them.
+SHARE = (2 * WORKERS) // 4
 
 
 class RepeatShare(unittest.TestCase):
@@ -72,7 +71,9 @@ class RepeatShare(unittest.TestCase):
             time.sleep(0.05)
 
     def call(self, who, name, req, resp_type, request_id=None):
-        with self.srv.conn(tls=True) as c:
+        # Long enough for a first request held at the gate while 17
+        # repeats park one by one on a loaded machine.
+        with self.srv.conn(tls=True, timeout_ms=120000) as c:
             return c.call(name, req, resp_type, token=self.tokens[who], request_id=request_id)
 
     def first_and_repeats(self, who, req, n, calls, helpers):

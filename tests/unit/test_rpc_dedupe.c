@@ -257,6 +257,22 @@ static void test_parked_share(void)
 	      "their places are free again");
 	rpc_dedupe_finish(d, b, (const uint8_t *)"b", 1, true, notify);
 	rpc_dedupe_finish(d, c, (const uint8_t *)"c", 1, true, notify);
+
+	/* The share is the caller's, over all its running requests, and a
+	 * finished one (its answer kept) counts no repeats any more. */
+	struct rpc_dedupe_entry *x, *y;
+	check(rpc_dedupe_begin(d, "uid:1", "x", fp_a, &w[0], &x, &replay, &len) == DEDUPE_FIRST &&
+		  rpc_dedupe_begin(d, "uid:1", "y", fp_a, &w[1], &y, &replay, &len) == DEDUPE_FIRST,
+	      "a caller's two requests run");
+	check(rpc_dedupe_begin(d, "uid:1", "x", fp_a, &w[2], &none, &replay, &len) ==
+		      DEDUPE_PARKED &&
+		  rpc_dedupe_begin(d, "uid:1", "y", fp_a, &w[3], &none, &replay, &len) ==
+		      DEDUPE_PARKED,
+	      "one repeat of each parks, after the first caller's answered ones went");
+	check(rpc_dedupe_begin(d, "uid:1", "x", fp_a, &w[4], &none, &replay, &len) == DEDUPE_BUSY,
+	      "a third is past the caller's share although each request has one");
+	rpc_dedupe_finish(d, x, (const uint8_t *)"x", 1, true, notify);
+	rpc_dedupe_finish(d, y, (const uint8_t *)"y", 1, true, notify);
 	rpc_dedupe_free(d);
 }
 
