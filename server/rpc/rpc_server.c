@@ -850,8 +850,8 @@ struct sbx_rpc *sbx_rpc_start(const struct sbx_config *cfg, struct sbx_runs *run
 	 * requests in hand at the default sizes): one caller's repeats of its
 	 * own slow request (a Teardown listing a large /out) neither refuse
 	 * another caller's retry, as a cap of 8 for all once did, nor take
-	 * every place of its own, and no set of callers takes the spare
-	 * contexts Health is answered in. */
+	 * every place of its own, and no callers' repeats together take the
+	 * spare contexts Health is answered in. */
 	lim.max_parked = PARKED_CALLS(n_short, n_long);
 	lim.max_parked_per_identity = PARKED_CALLS(n_short, n_long) / 4;
 	lim.ttl_ms = DEDUPE_TTL_MS;
