@@ -229,7 +229,7 @@ static void test_parked_share(void)
 {
 	struct rpc_dedupe *d = rpc_dedupe_new(&small);
 	struct rpc_dedupe_waiter w[6];
-	struct rpc_dedupe_entry *a, *b, *c, *none;
+	struct rpc_dedupe_entry *a = NULL, *b = NULL, *c = NULL, *none = NULL;
 	uint8_t *replay;
 	size_t len;
 
@@ -260,7 +260,7 @@ static void test_parked_share(void)
 
 	/* The share is the caller's, over all its running requests, and a
 	 * finished one (its answer kept) counts no repeats any more. */
-	struct rpc_dedupe_entry *x, *y;
+	struct rpc_dedupe_entry *x = NULL, *y = NULL;
 	check(rpc_dedupe_begin(d, "uid:1", "x", fp_a, &w[0], &x, &replay, &len) == DEDUPE_FIRST &&
 		  rpc_dedupe_begin(d, "uid:1", "y", fp_a, &w[1], &y, &replay, &len) == DEDUPE_FIRST,
 	      "a caller's two requests run");
