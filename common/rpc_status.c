@@ -10,6 +10,7 @@ int sbx_rpc_fail(struct sbx_rpc_status *st, Sbx__V1__Code code, const char *fmt,
 	va_list ap;
 
 	st->code = code;
+	st->in_progress = false;
 	va_start(ap, fmt);
 	sbx_failv(&st->err, 0, fmt, ap);
 	va_end(ap);
@@ -22,6 +23,7 @@ int sbx_rpc_fail_errno(struct sbx_rpc_status *st, Sbx__V1__Code code, const char
 	va_list ap;
 
 	st->code = code;
+	st->in_progress = false;
 	va_start(ap, fmt);
 	sbx_failv(&st->err, saved, fmt, ap);
 	va_end(ap);
@@ -35,15 +37,29 @@ int sbx_rpc_fail_errnum(struct sbx_rpc_status *st, Sbx__V1__Code code, int errnu
 	va_list ap;
 
 	st->code = code;
+	st->in_progress = false;
 	va_start(ap, fmt);
 	sbx_failv(&st->err, errnum, fmt, ap);
 	va_end(ap);
 	return -1;
 }
 
+int sbx_rpc_in_progress(struct sbx_rpc_status *st, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	sbx_failv(&st->err, 0, fmt, ap);
+	va_end(ap);
+	st->code = SBX__V1__CODE__UNAVAILABLE;
+	st->in_progress = true;
+	return -1;
+}
+
 int sbx_rpc_code(struct sbx_rpc_status *st, Sbx__V1__Code code)
 {
 	st->code = code;
+	st->in_progress = false;
 	return -1;
 }
 
@@ -61,6 +77,7 @@ int sbx_rpc_prefix(struct sbx_rpc_status *st, const char *fmt, ...)
 void sbx_rpc_ok(struct sbx_rpc_status *st)
 {
 	st->code = SBX__V1__CODE__OK;
+	st->in_progress = false;
 	sbx_err_clear(&st->err);
 }
 
@@ -88,5 +105,6 @@ int sbx_rpc_code_unless_short(struct sbx_rpc_status *st, Sbx__V1__Code code)
 	if (!what)
 		return sbx_rpc_code(st, code);
 	st->code = SBX__V1__CODE__UNAVAILABLE;
+	st->in_progress = false;
 	return sbx_rpc_prefix(st, "sbxd is short of %s for now; retry", what);
 }

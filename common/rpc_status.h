@@ -13,6 +13,8 @@
 #ifndef SBX_RPC_STATUS_H
 #define SBX_RPC_STATUS_H
 
+#include <stdbool.h>
+
 #include <sbx/v1/sandbox.pb-c.h>
 
 #include "err.h"
@@ -20,6 +22,10 @@
 struct sbx_rpc_status {
 	Sbx__V1__Code code; /* SBX__V1__CODE__OK on success */
 	struct sbx_err err; /* err.msg is empty on success */
+	/* With UNAVAILABLE only: an earlier attempt of this request is still
+	 * running where it was sent (Response.in_progress), so only that
+	 * host may be asked again. Every setter below clears it. */
+	bool in_progress;
 };
 
 /* Each sets code and message and returns -1, for `return sbx_rpc_fail(...)`. */
@@ -31,6 +37,10 @@ int sbx_rpc_fail_errno(struct sbx_rpc_status *st, Sbx__V1__Code code, const char
 /* ... appending ": strerror(errnum)". */
 int sbx_rpc_fail_errnum(struct sbx_rpc_status *st, Sbx__V1__Code code, int errnum, const char *fmt,
 			...) __attribute__((format(printf, 4, 5)));
+/* UNAVAILABLE with in_progress: the request's earlier attempt still runs
+ * here ("retry this host, never another"); returns -1. */
+int sbx_rpc_in_progress(struct sbx_rpc_status *st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 /* Sets only the code of an error already in st->err; returns -1. */
 int sbx_rpc_code(struct sbx_rpc_status *st, Sbx__V1__Code code);
 /* Prefixes "context: " to st's message (the code stays); returns -1. */

@@ -14,12 +14,16 @@
 #include "client_internal.h"
 #include "clock.h"
 #include "fleet_internal.h"
+#include "sleep.h"
 #include "util.h"
 
 #define FLEET_MAX_KNOWN	     (4 * SBX_FLEET_MAX_HOSTS)
 #define FLEET_MAX_ENDPOINTS  SBX_FLEET_MAX_HOSTS
 #define FLEET_BACKOFF_MAX_MS 60000
 #define TIMEOUT_RETRIES	     3 /* one host's tries while it times out */
+/* The pauses before asking again a host whose earlier attempt still runs. */
+#define IN_PROGRESS_FIRST_MS 50
+#define IN_PROGRESS_MAX_MS   1000
 #define SRV_RETRY_MS	     5000
 #define HEALTH_TIMEOUT_MS    5000
 
@@ -527,7 +531,11 @@ static bool refused_for_now(const struct sbx_rpc_status *st)
  * (UNAVAILABLE: unreachable, only then another host), or TIMEOUT_RETRIES
  * more tries timed out. After a timeout the tries go on a connection of
  * their own, not behind the one the network may have left stuck (a reply
- * lost in a partition, TCP backing off its retransmissions). */
+ * lost in a partition, TCP backing off its retransmissions). An answer
+ * that an earlier attempt is still running there (in_progress: its share
+ * of parked repeats full, the key's run still creating) is asked again,
+ * backing off, for as long as the timeouts could take: that host may yet
+ * make the run, so its answer is waited for, and never sought elsewhere. */
 static int create_on_host(sbx_fleet *f, struct host *h, sbx_client *c,
 			  const Sbx__V1__CreateRunRequest *req, ProtobufCMessage **m,
 			  struct sbx_rpc_status *st)
@@ -535,15 +543,25 @@ static int create_on_host(sbx_fleet *f, struct host *h, sbx_client *c,
 	char rid[33];
 	struct sbx_call_opts o = {.request_id = rid};
 	_cleanup_(client_closep) sbx_client *fresh = NULL;
+	uint32_t call_ms = f->copts.timeout_ms ? f->copts.timeout_ms : SBX_DEFAULT_TIMEOUT_MS;
+	int64_t give_up = sbx_mono_ms() + (int64_t)call_ms * (TIMEOUT_RETRIES + 1);
+	unsigned pause = IN_PROGRESS_FIRST_MS;
 
 	if (sbx_request_id(rid, &st->err) < 0)
 		return sbx_rpc_code(st, SBX__V1__CODE__INTERNAL);
-	for (int t = 0;; t++) {
+	for (int t = 0;;) {
 		if (sbx_client_call_opts(fresh ? fresh : c, SBX_METHOD_PREFIX "CreateRun",
 					 &req->base, &sbx__v1__create_run_response__descriptor, m,
 					 &o, st) == 0)
 			return 0;
-		if (st->code != SBX__V1__CODE__DEADLINE_EXCEEDED || t == TIMEOUT_RETRIES)
+		if (st->code == SBX__V1__CODE__UNAVAILABLE && st->in_progress) {
+			if (sbx_mono_ms() + pause > give_up)
+				return -1;
+			sbx_sleep_ms(pause);
+			pause = pause * 2 < IN_PROGRESS_MAX_MS ? pause * 2 : IN_PROGRESS_MAX_MS;
+			continue;
+		}
+		if (st->code != SBX__V1__CODE__DEADLINE_EXCEEDED || t++ == TIMEOUT_RETRIES)
 			return -1;
 		if (!fresh) {
 			struct sbx_rpc_status ost;
@@ -607,6 +625,17 @@ Sbx__V1__CreateRunResponse *sbx_fleet_create_run(sbx_fleet *f, const Sbx__V1__Cr
 			 (int)sizeof(what) - 40, st->err.msg);
 		note(tries, sizeof(tries), h->r.name, what);
 		last = st->code;
+		if (st->code == SBX__V1__CODE__UNAVAILABLE && st->in_progress) {
+			/* h may still make the run: another host could make a
+			 * second one. The caller retries with the same key. */
+			pthread_mutex_unlock(&f->mu);
+			sbx_rpc_prefix(st,
+				       "CreateRun on %s, still in progress there (not tried on "
+				       "another host, where it could make a second run; retry "
+				       "with idempotency_key %s)",
+				       h->r.name, copy.idempotency_key);
+			return NULL;
+		}
 		if (refused_for_now(st)) {
 			any_exhausted =
 			    any_exhausted || st->code == SBX__V1__CODE__RESOURCE_EXHAUSTED;

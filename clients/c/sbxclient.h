@@ -324,7 +324,11 @@ int sbx_fetch_fd(sbx_client *c, const char *run_id, const char *remote_path, int
  * not excluded; a connection failure: the host excluded for backoff_ms
  * (doubling to 60 s while it stays down); DEADLINE_EXCEEDED: the same host
  * again with the same idempotency key and request id (at most 3 times)
- * until it answers or cannot be reached, only then another. At most
+ * until it answers or cannot be reached, only then another. UNAVAILABLE
+ * with in_progress (an earlier attempt of the create still runs there):
+ * the same host again, pausing 50 ms doubling to 1 s, for as long as four
+ * call timeouts, then that error (in_progress still set, naming the host
+ * and the key): never another host, which could make a second run. At most
  * `attempts` (3) hosts; the final error names each. Every create carries
  * an idempotency key (CreateRunRequest.idempotency_key, made here unless
  * the request has one). A client's dials are bounded by connect_timeout_ms,

@@ -143,16 +143,21 @@ static const char *const cmd_help[CMD_COUNT] = {
 	"Exit status: CMD's own; 128+N if a signal N killed it or interrupted sbxctl; 124 if\n"
 	"script_seconds or run_seconds ran out; 137 out of memory; 127 if CMD was not\n"
 	"found, 126 if it could not be executed; 125 if sbxctl failed (the reason on stderr).\n",
-    [CMD_CREATE] = "usage: sbxctl create [OPTIONS]\n"
-		   "\n"
-		   "Creates a run and prints its id alone on stdout. With --data, every regular\n"
-		   "file under DIR is declared in the run's manifest (size, sha256) and uploaded;\n"
-		   "--no-upload only declares them, for 'sbxctl put' later.\n"
-		   "\n"
-		   "  --data DIR      files for /data\n"
-		   "  --no-upload     declare --data's files, do not upload them\n"
-		   "  --no-import     upload --data's files in chunks even on an ipc:// endpoint\n"
-		   "  --label K=V     a label of the run (repeatable)\n" POLICY_HELP,
+    [CMD_CREATE] =
+	"usage: sbxctl create [OPTIONS]\n"
+	"\n"
+	"Creates a run and prints its id alone on stdout. With --data, every regular\n"
+	"file under DIR is declared in the run's manifest (size, sha256) and uploaded;\n"
+	"--no-upload only declares them, for 'sbxctl put' later.\n"
+	"\n"
+	"  --data DIR      files for /data\n"
+	"  --no-upload     declare --data's files, do not upload them\n"
+	"  --no-import     upload --data's files in chunks even on an ipc:// endpoint\n"
+	"  --label K=V     a label of the run (repeatable)\n"
+	"  --idempotency-key KEY\n"
+	"                  the create's key (1..128 of [A-Za-z0-9._:-]; default: a\n"
+	"                  new one): sent again with the same request and KEY,\n"
+	"                  the create gets the run KEY made, never a second one\n" POLICY_HELP,
     [CMD_PUT] = "usage: sbxctl put [--no-import] RUN LOCAL REMOTE\n"
 		"\n"
 		"Uploads the local file as /data/REMOTE, declared with its size, sha256 and mode\n"
@@ -283,6 +288,7 @@ enum {
 	OPT_STDERR,
 	OPT_TTY,
 	OPT_CWD,
+	OPT_IDEMPOTENCY_KEY,
 };
 
 #define GLOBAL_OPTS                                                                                \
@@ -339,6 +345,7 @@ static const struct option create_opts[] = {
     {"label", required_argument, NULL, OPT_LABEL},
     {"no-upload", no_argument, NULL, OPT_NO_UPLOAD},
     {"no-import", no_argument, NULL, OPT_NO_IMPORT},
+    {"idempotency-key", required_argument, NULL, OPT_IDEMPOTENCY_KEY},
     {0},
 };
 static const struct option put_opts[] = {
@@ -495,6 +502,10 @@ static int take_opt(int c, const char *arg, const char *optname, struct cli *cli
 		return 0;
 	case OPT_NO_UPLOAD:
 		cli->no_upload = true;
+		return 0;
+	case OPT_IDEMPOTENCY_KEY:
+		/* Its form is sbxd's to check: one rule, named in its answer. */
+		cli->idempotency_key = arg;
 		return 0;
 	case OPT_ALL:
 		cli->all_dir = arg;

@@ -100,11 +100,12 @@ struct cli {
 	const char *labels[CLI_MAX_LABELS];
 	unsigned n_labels;
 	bool no_wait, no_upload;
-	bool no_export;		  /* run --out, fetch --all: chunks even on ipc:// */
-	bool no_import;		  /* run/create --data, put: PutInput chunks even on ipc:// */
-	bool follow, logs_stderr; /* logs */
-	const char *exec_id;	  /* wait, logs */
-	bool runs_all;		  /* runs --all: every identity's (operators) */
+	const char *idempotency_key; /* create: CreateRunRequest.idempotency_key */
+	bool no_export;		     /* run --out, fetch --all: chunks even on ipc:// */
+	bool no_import;		     /* run/create --data, put: PutInput chunks even on ipc:// */
+	bool follow, logs_stderr;    /* logs */
+	const char *exec_id;	     /* wait, logs */
+	bool runs_all;		     /* runs --all: every identity's (operators) */
 	const char *run_id, *local, *remote, *path, *dest, *all_dir;
 	char **argv; /* run/exec: the command for the sandbox, NULL-terminated */
 	int argc;

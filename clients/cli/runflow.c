@@ -126,6 +126,7 @@ int create_with_inputs(sbx_client **c, const struct cli *cli, bool upload, char 
 	req.n_inputs = m.n;
 	req.labels = labels;
 	req.n_labels = cli->n_labels;
+	req.idempotency_key = (char *)cli->idempotency_key;
 	Sbx__V1__CreateRunResponse *r =
 	    f ? sbx_fleet_create_run(f, &req, &ref, st) : sbx_create_run(*c, &req, st);
 	if (!r) {

@@ -67,8 +67,8 @@ static size_t put_varint(uint8_t *p, size_t v)
 	return n;
 }
 
-static nng_msg *pack(Sbx__V1__Code code, const char *message, const ProtobufCMessage *body,
-		     size_t max_bytes, bool *too_big)
+static nng_msg *pack(Sbx__V1__Code code, const char *message, bool in_progress,
+		     const ProtobufCMessage *body, size_t max_bytes, bool *too_big)
 {
 	Sbx__V1__Response head = SBX__V1__RESPONSE__INIT;
 	char clean[1024];
@@ -79,6 +79,7 @@ static nng_msg *pack(Sbx__V1__Code code, const char *message, const ProtobufCMes
 	rpc_text_clean(clean, sizeof(clean), message ? message : "");
 	head.code = code;
 	head.message = clean;
+	head.in_progress = in_progress && code == SBX__V1__CODE__UNAVAILABLE;
 	head_len = sbx__v1__response__get_packed_size(&head);
 	total = head_len;
 	if (body) {
@@ -114,18 +115,27 @@ static nng_msg *too_big_reply(const ProtobufCMessage *body, size_t max_bytes)
 
 	snprintf(why, sizeof(why), "response of %s larger than max_message_bytes (%zu)",
 		 body->descriptor->name, max_bytes);
-	return pack(SBX__V1__CODE__INTERNAL, why, NULL, max_bytes, &too_big);
+	return pack(SBX__V1__CODE__INTERNAL, why, false, NULL, max_bytes, &too_big);
 }
 
 nng_msg *rpc_reply(Sbx__V1__Code code, const char *message, const ProtobufCMessage *body,
 		   size_t max_bytes)
 {
 	bool too_big;
-	nng_msg *m = pack(code, message, body, max_bytes, &too_big);
+	nng_msg *m = pack(code, message, false, body, max_bytes, &too_big);
 
 	if (m || !too_big)
 		return m;
 	return too_big_reply(body, max_bytes);
+}
+
+nng_msg *rpc_reply_status(const struct sbx_rpc_status *st, size_t max_bytes)
+{
+	bool too_big;
+
+	/* An error's message is cut to 1 KiB: never too big for sbxd's own
+	 * bound (at least 64 KiB), so pack's NULL is out of memory. */
+	return pack(st->code, st->err.msg, st->in_progress, NULL, max_bytes, &too_big);
 }
 
 /* ---- bulk bytes read straight into the answer ---- */
@@ -174,7 +184,7 @@ static nng_msg *bulk_fail(nng_msg *m, const char *why)
 	bool too_big;
 
 	nng_msg_free(m);
-	return pack(SBX__V1__CODE__INTERNAL, why, NULL, SIZE_MAX, &too_big);
+	return pack(SBX__V1__CODE__INTERNAL, why, false, NULL, SIZE_MAX, &too_big);
 }
 
 nng_msg *rpc_reply_bulk(const ProtobufCMessage *body, struct rpc_bulk *rb, size_t max_bytes)

@@ -18,6 +18,11 @@
 nng_msg *rpc_reply(Sbx__V1__Code code, const char *message, const ProtobufCMessage *body,
 		   size_t max_bytes);
 
+/* An error's Response (no body): st's code, its message cleaned as above,
+ * and in_progress when st says so (only ever with UNAVAILABLE). NULL only
+ * when out of memory. */
+nng_msg *rpc_reply_status(const struct sbx_rpc_status *st, size_t max_bytes);
+
 /* The room a handler reads its bulk bytes into (service.h, struct
  * sbx_bulk): an nng message with space before it for the envelope and the
  * field's tag, and after it for the response's other fields. */

@@ -382,7 +382,7 @@ static void count_answer(const struct rpc_call *c, Sbx__V1__Code code)
 static void answer_status(struct rpc_call *c, const struct sbx_rpc_status *st)
 {
 	count_answer(c, st->code);
-	send_msg(c, rpc_reply(st->code, st->err.msg, NULL, c->rpc->cfg->max_message_bytes));
+	send_msg(c, rpc_reply_status(st, c->rpc->cfg->max_message_bytes));
 }
 
 __attribute__((format(printf, 3, 4))) static void
@@ -412,11 +412,12 @@ static nng_msg *run_method(struct rpc_call *c, Sbx__V1__Code *code)
 			    &bulk.b, &st);
 	*code = rc < 0 ? st.code : SBX__V1__CODE__OK;
 	count_answer(c, *code);
-	if (rc == 0 && bulk.msg)
+	if (rc < 0)
+		m = rpc_reply_status(&st, c->rpc->cfg->max_message_bytes);
+	else if (bulk.msg)
 		m = rpc_reply_bulk(resp, &bulk, c->rpc->cfg->max_message_bytes);
 	else
-		m = rpc_reply(*code, rc < 0 ? st.err.msg : "", resp,
-			      c->rpc->cfg->max_message_bytes);
+		m = rpc_reply(SBX__V1__CODE__OK, "", resp, c->rpc->cfg->max_message_bytes);
 	rpc_bulk_drop(&bulk);
 	if (resp)
 		protobuf_c_message_free_unpacked(resp, NULL);
@@ -491,12 +492,18 @@ static void work(struct rpc_job *job)
 				     "request (method or body differ)",
 				     shown_id);
 			return;
-		case DEDUPE_BUSY:
-			answer_error(c, SBX__V1__CODE__UNAVAILABLE,
-				     "request_id \"%s\": an earlier attempt is still "
-				     "running; retry",
-				     shown_id);
+		case DEDUPE_BUSY: {
+			/* in_progress: the first attempt may still act, so the
+			 * retry belongs here, never on another host. */
+			struct sbx_rpc_status st;
+
+			sbx_rpc_in_progress(&st,
+					    "request_id \"%s\": an earlier attempt is still "
+					    "running here; retry on this host",
+					    shown_id);
+			answer_status(c, &st);
 			return;
+		}
 		}
 	}
 

@@ -822,7 +822,8 @@ SBX_HANDLER(create_run, Sbx__V1__CreateRunRequest, Sbx__V1__CreateRunResponse)
 		    (rc = create(runs, who, req, digest, resp, st)) != RUN_REGISTER_REPEAT)
 			return rc;
 	}
-	return sbx_rpc_fail(
-	    st, SBX__V1__CODE__UNAVAILABLE,
-	    "idempotency_key %s: its run is still changing; retry with the same key", key);
+	/* Another attempt with the key kept registering first: it is the one
+	 * creating, here. */
+	return sbx_rpc_in_progress(
+	    st, "idempotency_key %s: its run is still changing; retry with the same key", key);
 }

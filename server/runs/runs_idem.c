@@ -191,11 +191,10 @@ int idem_repeat(struct sbx_runs *runs, const char *identity, const char *key,
 			break;
 		}
 		if (r->idem_waiters >= RUNS_IDEM_WAITERS || sbx_mono_ms() >= until) {
-			rc = sbx_rpc_fail(
-			    st, SBX__V1__CODE__UNAVAILABLE,
-			    "idempotency_key %s: its run is still creating; retry with "
-			    "the same key",
-			    key);
+			rc = sbx_rpc_in_progress(st,
+						 "idempotency_key %s: its run is still creating; "
+						 "retry with the same key",
+						 key);
 			break;
 		}
 		/* Published or abandoned, the run broadcasts runs->cv. */

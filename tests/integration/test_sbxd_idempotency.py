@@ -11,6 +11,7 @@ import time
 import unittest
 
 from sbxdfix import ServerTestCase, policy_json
+import sbxrpc
 from sbxrpc import sandbox_pb2 as pb
 
 
@@ -114,8 +115,13 @@ class Idempotency(ServerTestCase):
         try:
             code, msg, again = self.create("k-drain")
             self.assertEqual((code, again.run_id), ("OK", first.run_id), msg)
-            code, msg, _ = self.create("k-drain-new")
-            self.assertEqual(code, "UNAVAILABLE", msg)
+            req = pb.CreateRunRequest(policy_json=policy_json(), idempotency_key="k-drain-new")
+            req.labels["job"] = "idem"
+            self.shared = self.shared or self.conn()
+            resp = self.shared.envelope(sbxrpc.SERVICE + "CreateRun", req.SerializeToString())
+            self.assertEqual(resp.code, pb.UNAVAILABLE, resp.message)
+            # Refused, nothing in progress: another host may take it.
+            self.assertFalse(resp.in_progress, resp.message)
         finally:
             code, msg, _ = self.call("Drain", pb.DrainRequest(undrain=True), pb.DrainResponse,
                                      token="alice")

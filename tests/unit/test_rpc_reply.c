@@ -95,6 +95,42 @@ static void test_envelope(void)
 		sbx__v1__response__free_unpacked(r, NULL);
 	nng_msg_free(m);
 
+	/* in_progress goes out only with UNAVAILABLE (the fleet clients keep
+	 * a create on its host for it), and only when the status says so. */
+	{
+		struct sbx_rpc_status st;
+
+		sbx_rpc_in_progress(&st, "request_id \"x\": an earlier attempt is still running");
+		m = rpc_reply_status(&st, 1 << 20);
+		r = unpacked(m);
+		check(r && r->code == SBX__V1__CODE__UNAVAILABLE && r->in_progress &&
+			  strstr(r->message, "still running") && r->body.len == 0,
+		      "an earlier attempt still running: UNAVAILABLE with in_progress");
+		if (r)
+			sbx__v1__response__free_unpacked(r, NULL);
+		nng_msg_free(m);
+
+		st.code = SBX__V1__CODE__INTERNAL; /* in_progress still set */
+		m = rpc_reply_status(&st, 1 << 20);
+		r = unpacked(m);
+		check(r && r->code == SBX__V1__CODE__INTERNAL && !r->in_progress,
+		      "never in_progress with another code");
+		if (r)
+			sbx__v1__response__free_unpacked(r, NULL);
+		nng_msg_free(m);
+
+		sbx_rpc_in_progress(&st, "again");
+		sbx_rpc_fail(&st, SBX__V1__CODE__UNAVAILABLE, "draining");
+		m = rpc_reply_status(&st, 1 << 20);
+		r = unpacked(m);
+		check(!st.in_progress && r && r->code == SBX__V1__CODE__UNAVAILABLE &&
+			  !r->in_progress && strcmp(r->message, "draining") == 0,
+		      "a plain UNAVAILABLE (a setter clears in_progress) says nothing in progress");
+		if (r)
+			sbx__v1__response__free_unpacked(r, NULL);
+		nng_msg_free(m);
+	}
+
 	m = rpc_reply(SBX__V1__CODE__INVALID_ARGUMENT, "bad \x01 byte \xff in \xc3\xa9t\xc3\xa9",
 		      NULL, 1 << 20);
 	r = unpacked(m);

@@ -80,7 +80,9 @@ class Client:
         except (errors.Unavailable, errors.DeadlineExceeded) as e:
             if not self.host_name:
                 raise
-            raise type(e)("host %s: %s" % (self.host_name, e.message)) from None
+            named = type(e)("host %s: %s" % (self.host_name, e.message))
+            named.in_progress = e.in_progress
+            raise named from None
 
     def _call(self, name, request, response_type, request_id, timeout):
         timeout = timeout or self.timeout
@@ -112,7 +114,8 @@ class Client:
                 time.sleep(0.1 * 2 ** attempt)
                 continue
             if resp.code != pb.OK:
-                raise errors.from_code(resp.code, resp.message or errors.CODE_NAMES.get(resp.code))
+                raise errors.from_code(resp.code, resp.message or errors.CODE_NAMES.get(resp.code),
+                                       resp.in_progress)
             try:
                 return response_type.FromString(resp.body)
             except DecodeError:

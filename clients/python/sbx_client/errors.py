@@ -15,9 +15,12 @@ CODE_NAMES = {
 
 
 class SbxError(Exception):
-    """Base of every sbx_client error."""
+    """Base of every sbx_client error. `.in_progress` (an Unavailable's
+    only): an earlier attempt of the request still runs on the host that
+    answered (Response.in_progress), so retry that host, never another."""
     code = None
     code_value = None
+    in_progress = False
 
     def __init__(self, message, code=None, result=None):
         if code is not None:
@@ -65,12 +68,12 @@ BY_CODE = {cls.code_value: cls for cls in (
     Unimplemented, Internal, Unavailable, DataLoss, Unauthenticated)}
 
 
-def from_code(code, message):
-    """The exception for a Response's code and message."""
+def from_code(code, message, in_progress=False):
+    """The exception for a Response's code, message and in_progress."""
     cls = BY_CODE.get(code)
-    if cls is None:
-        return SbxError(message, code)
-    return cls(message)
+    e = SbxError(message, code) if cls is None else cls(message)
+    e.in_progress = bool(in_progress) and cls is Unavailable
+    return e
 
 
 class CommandError(SbxError):

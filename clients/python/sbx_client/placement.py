@@ -30,6 +30,8 @@ DEFAULT_BACKOFF = 5.0      # seconds a host that cannot be reached is left out (
 BACKOFF_MAX = 60.0
 HEALTH_TIMEOUT = 3.0       # a dead or black-holed host costs at most this per probe
 TIMEOUT_RETRIES = 3        # one host's CreateRun tries while it times out
+IN_PROGRESS_FIRST = 0.05   # pauses before asking again a host whose earlier
+IN_PROGRESS_MAX = 1.0      # attempt of the create still runs (in_progress)
 SRV_RETRY = 5.0            # a failed lookup keeps the last hosts this long
 
 
@@ -367,7 +369,11 @@ class Fleet:
                 rid = wire.new_request_id()
                 try:
                     run, err = None, None
-                    for _t in range(TIMEOUT_RETRIES + 1):
+                    # As long as the timeouts could take, an answer that an
+                    # earlier attempt still runs there is asked again.
+                    give_up = time.monotonic() + self.timeout * (TIMEOUT_RETRIES + 1)
+                    pause, timeouts = IN_PROGRESS_FIRST, 0
+                    while True:
                         try:
                             run = c.create_run(policy, inputs=inputs, labels=labels,
                                                upload=upload, request_id=rid,
@@ -376,6 +382,15 @@ class Fleet:
                             break
                         except errors.DeadlineExceeded as e:
                             err = e  # the same host, the same key, again
+                            timeouts += 1
+                            if timeouts > TIMEOUT_RETRIES:
+                                break
+                        except errors.Unavailable as e:
+                            err = e
+                            if not e.in_progress or time.monotonic() + pause > give_up:
+                                break
+                            time.sleep(pause)
+                            pause = min(pause * 2, IN_PROGRESS_MAX)
                         except errors.SbxError as e:
                             err = e
                             break
@@ -386,6 +401,12 @@ class Fleet:
                     h.made += 1
                     run.host = h.name
                     return run
+                if err.in_progress:
+                    # h may still make the run: another host could make a second.
+                    raise errors.from_code(
+                        err.code_value, "CreateRun on %s, still in progress there (not tried on "
+                        "another host, where it could make a second run; retry with "
+                        "idempotency_key %s): %s" % (h.name, key, err.message), True) from None
                 last = err
                 tries.append("%s: %s" % (h.name, err))
                 exhausted = exhausted or isinstance(err, errors.ResourceExhausted)
