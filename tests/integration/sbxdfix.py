@@ -246,6 +246,20 @@ class Server:
                               timeout=timeout, env=e)
 
 
+def children(pid):
+    """The pids of pid's children (a set): a helper sbxd started, say."""
+    found = set()
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                with open("/proc/%s/stat" % p) as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        found.add(int(p))
+            except (OSError, IndexError, ValueError):
+                pass
+    return found
+
+
 class HelperGate:
     """An sbx-helper wrapper for sbxd's `helper` key that, while armed,
     waits for the gate to open before it execs the real sbx-helper: a test

@@ -36,19 +36,6 @@ import sbx_client  # noqa: E402
 WAITERS = 4  # RUNS_IDEM_WAITERS: repeats of a STARTING run's key that may wait
 
 
-def children(pid):
-    found = set()
-    for p in os.listdir("/proc"):
-        if p.isdigit():
-            try:
-                with open("/proc/%s/stat" % p) as f:
-                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
-                        found.add(int(p))
-            except (OSError, IndexError, ValueError):
-                pass
-    return found
-
-
 class FleetInProgress(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -117,12 +104,12 @@ class FleetInProgress(unittest.TestCase):
         handle whose .result is None until it ends. Returns (the first, every
         repeat) once a repeat was answered at once, which only happens when
         WAITERS are waiting (their 20 s wait is still far from over)."""
-        kids = children(self.a.proc.pid)
+        kids = sbxdfix.children(self.a.proc.pid)
         self.gate.reset()
         self.gate.arm()
         first = start_one()
         deadline = time.monotonic() + 60
-        while not children(self.a.proc.pid) - kids:
+        while not sbxdfix.children(self.a.proc.pid) - kids:
             self.assertLess(time.monotonic(), deadline, "A started no helper for the create")
             self.assertIsNone(first.result, "the first create ended at the gate")
             time.sleep(0.01)

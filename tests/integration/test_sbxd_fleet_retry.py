@@ -24,20 +24,6 @@ import unittest
 import sbxdfix
 
 
-def children(pid):
-    """Pids of pid's children."""
-    found = []
-    for p in os.listdir("/proc"):
-        if p.isdigit():
-            try:
-                with open("/proc/%s/stat" % p) as f:
-                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
-                        found.append(int(p))
-            except (OSError, IndexError, ValueError):
-                pass
-    return found
-
-
 class FleetRetry(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -90,7 +76,7 @@ class FleetRetry(unittest.TestCase):
         env = {k: v for k, v in os.environ.items() if not k.startswith("SBX_")}
         before = [self.runs(s) for s in self.srv]
         repeats_before = [self.repeats(s) for s in self.srv]
-        known = {s.proc.pid: set(children(s.proc.pid)) for s in self.srv}
+        known = {s.proc.pid: sbxdfix.children(s.proc.pid) for s in self.srv}
         self.gate.arm()
         client = subprocess.Popen(
             self.cli_args(eps) + ["--call-timeout", "1", "create", "--policy", policy],
@@ -100,7 +86,7 @@ class FleetRetry(unittest.TestCase):
             deadline = time.monotonic() + 30
             while stopped is None and time.monotonic() < deadline and client.poll() is None:
                 for s in self.srv:
-                    if set(children(s.proc.pid)) - known[s.proc.pid]:
+                    if sbxdfix.children(s.proc.pid) - known[s.proc.pid]:
                         s.proc.send_signal(signal.SIGSTOP)
                         stopped = s
                         break

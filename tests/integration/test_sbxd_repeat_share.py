@@ -97,7 +97,7 @@ class RepeatShare(unittest.TestCase):
     def test_each_caller_parks_on_its_own_share(self):
         req = pb.CreateRunRequest(policy_json=sbxdfix.policy_json(memory_mb=64))
         base = self.parked()
-        self.srv.kids_before = children(self.srv.proc.pid)
+        self.srv.kids_before = sbxdfix.children(self.srv.proc.pid)
         self.gate.arm()
         calls, groups = [], {}
         try:
@@ -158,25 +158,12 @@ class Call(threading.Thread):
             self.result = ("no answer", repr(e), None)
 
 
-def children(pid):
-    """How many processes pid's children are."""
-    n = 0
-    for p in os.listdir("/proc"):
-        if p.isdigit():
-            try:
-                with open("/proc/%s/stat" % p) as f:
-                    n += int(f.read().rsplit(")", 1)[1].split()[1]) == pid
-            except (OSError, IndexError, ValueError):
-                pass
-    return n
-
-
 def wait_for_helper(srv, n):
     """Until sbxd has started n helpers more than it had (each waits at the
     gate): the CreateRun that started the n-th is running, not queued."""
     deadline = time.monotonic() + 60
     while True:
-        kids = children(srv.proc.pid) - srv.kids_before
+        kids = len(sbxdfix.children(srv.proc.pid) - srv.kids_before)
         if kids >= n:
             return
         assert time.monotonic() < deadline, "sbxd started %d helpers, want %d" % (kids, n)
