@@ -174,12 +174,15 @@ class Client:
             try:
                 for i in declared:
                     run._upload(i)
-            except BaseException:
+            except BaseException as e:
                 # A run whose inputs did not arrive is of no use: do not leave it.
                 try:
                     run.teardown()
                 except errors.SbxError:
                     pass
+                if isinstance(e, errors.SbxError):
+                    # An upload's in_progress was its own; the create is over.
+                    e.in_progress = False
                 raise
         return run
 
