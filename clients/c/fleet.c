@@ -51,6 +51,9 @@ struct sbx_fleet {
 	sbx_client *retired[FLEET_MAX_KNOWN]; /* of hosts that moved */
 	size_t n_retired;
 	char *tls_cert, *tls_key, *tls_ca, *tls_server_name, *token;
+	/* sbx_fleet_set_interrupt's flag: every host client gets it, and the
+	 * pauses of a create look at it. */
+	volatile sig_atomic_t *interrupt;
 };
 
 /* ---- pure parts ---- */
@@ -308,8 +311,35 @@ static sbx_client *open_host_client(sbx_fleet *f, struct host *h, struct sbx_rpc
 	if (!(c = sbx_client_open(&o, &st->err))) {
 		sbx_rpc_code(st, SBX__V1__CODE__INVALID_ARGUMENT);
 		sbx_rpc_prefix(st, "host %s", h->r.name);
+	} else if (f->interrupt) {
+		sbx_client_set_interrupt(c, f->interrupt);
 	}
 	return c;
+}
+
+void sbx_fleet_set_interrupt(sbx_fleet *f, volatile sig_atomic_t *flag)
+{
+	pthread_mutex_lock(&f->mu);
+	f->interrupt = flag;
+	for (size_t i = 0; i < f->n_hosts; i++)
+		if (f->hosts[i]->client)
+			sbx_client_set_interrupt(f->hosts[i]->client, flag);
+	pthread_mutex_unlock(&f->mu);
+}
+
+/* Sleeps ms unless the fleet's interrupt flag is set meanwhile; false then. */
+static bool pause_unless_interrupted(sbx_fleet *f, unsigned ms)
+{
+	pthread_mutex_lock(&f->mu);
+	volatile sig_atomic_t *flag = f->interrupt;
+	pthread_mutex_unlock(&f->mu);
+
+	for (unsigned slept = 0; slept < ms; slept += 20) {
+		if (flag && *flag)
+			return false;
+		sbx_sleep_ms(ms - slept < 20 ? ms - slept : 20);
+	}
+	return !(flag && *flag);
 }
 
 static void client_closep(sbx_client **c)
@@ -557,7 +587,8 @@ static int create_on_host(sbx_fleet *f, struct host *h, sbx_client *c,
 		if (st->code == SBX__V1__CODE__UNAVAILABLE && st->in_progress) {
 			if (sbx_mono_ms() + pause > give_up)
 				return -1;
-			sbx_sleep_ms(pause);
+			if (!pause_unless_interrupted(f, pause))
+				return sbx_rpc_fail(st, SBX__V1__CODE__CANCELLED, "interrupted");
 			pause = pause * 2 < IN_PROGRESS_MAX_MS ? pause * 2 : IN_PROGRESS_MAX_MS;
 			continue;
 		}
@@ -627,12 +658,14 @@ Sbx__V1__CreateRunResponse *sbx_fleet_create_run(sbx_fleet *f, const Sbx__V1__Cr
 		last = st->code;
 		if (st->code == SBX__V1__CODE__UNAVAILABLE && st->in_progress) {
 			/* h may still make the run: another host could make a
-			 * second one. The caller retries with the same key. */
+			 * second one. The caller may retry there with the key;
+			 * the next creates go elsewhere for a while. */
+			exclude(f, h);
 			pthread_mutex_unlock(&f->mu);
 			sbx_rpc_prefix(st,
-				       "CreateRun on %s, still in progress there (not tried on "
-				       "another host, where it could make a second run; retry "
-				       "with idempotency_key %s)",
+				       "CreateRun on %s, still in progress there with "
+				       "idempotency_key %s (not tried on another host, where it "
+				       "could make a second run)",
 				       h->r.name, copy.idempotency_key);
 			return NULL;
 		}

@@ -325,10 +325,12 @@ int sbx_fetch_fd(sbx_client *c, const char *run_id, const char *remote_path, int
  * (doubling to 60 s while it stays down); DEADLINE_EXCEEDED: the same host
  * again with the same idempotency key and request id (at most 3 times)
  * until it answers or cannot be reached, only then another. UNAVAILABLE
- * with in_progress (an earlier attempt of the create still runs there):
- * the same host again, pausing 50 ms doubling to 1 s, for as long as four
- * call timeouts, then that error (in_progress still set, naming the host
- * and the key): never another host, which could make a second run. At most
+ * with in_progress (an earlier attempt of the create ran or runs there):
+ * the same host again, pausing 50 ms doubling to 1 s, until four call
+ * timeouts have passed, then that error (in_progress still set, naming the
+ * host and the key; the host left out of placement for backoff_ms): never
+ * another host, which could make a second run. sbx_fleet_set_interrupt
+ * ends the wait. At most
  * `attempts` (3) hosts; the final error names each. Every create carries
  * an idempotency key (CreateRunRequest.idempotency_key, made here unless
  * the request has one). A client's dials are bounded by connect_timeout_ms,
@@ -409,6 +411,10 @@ Sbx__V1__CreateRunResponse *sbx_fleet_create_run(sbx_fleet *f, const Sbx__V1__Cr
  * knows is returned without a DNS lookup (only an unknown name waits for
  * the SRV records, when they are due). */
 sbx_client *sbx_fleet_client(sbx_fleet *f, const char *host, struct sbx_rpc_status *st);
+/* sbx_client_set_interrupt for every client of f, now and later; a
+ * create's pauses (waiting on a host that says in_progress) end with
+ * CANCELLED too once *flag is non-zero. */
+void sbx_fleet_set_interrupt(sbx_fleet *f, volatile sig_atomic_t *flag);
 /* Whether c is one of f's clients (which sbx_fleet_close closes). */
 bool sbx_fleet_owns(sbx_fleet *f, const sbx_client *c);
 /* The names of the hosts listed now (looked up again if due); returns

@@ -504,7 +504,11 @@ static int take_opt(int c, const char *arg, const char *optname, struct cli *cli
 		cli->no_upload = true;
 		return 0;
 	case OPT_IDEMPOTENCY_KEY:
-		/* Its form is sbxd's to check: one rule, named in its answer. */
+		/* Its form is sbxd's to check (one rule, named in its answer);
+		 * but an empty one would be no key at all, and a fresh one
+		 * over several hosts: neither is what was asked for. */
+		if (!*arg)
+			return sbx_fail(err, "--idempotency-key: must not be empty");
 		cli->idempotency_key = arg;
 		return 0;
 	case OPT_ALL:

@@ -250,8 +250,13 @@ void manifest_free(struct manifest *m);
 int put_files(sbx_client *c, const char *run_id, size_t n, const char *const *locals,
 	      const char *const *remotes, const char *const *sums, bool no_import,
 	      struct sbx_rpc_status *st);
+/* The manifest's files, as put_files. repeat: the run may be an earlier
+ * create's with the same idempotency key (create --idempotency-key), so a
+ * file sbxd says is already complete is done, not an error: sbxd checked
+ * its bytes against the sha256 this manifest declares (the key's request
+ * is the same, inputs and all). */
 int manifest_upload(sbx_client *c, const char *run_id, const struct manifest *m, bool no_import,
-		    struct sbx_rpc_status *st);
+		    bool repeat, struct sbx_rpc_status *st);
 /* Creates a run from cli's policy, labels and data dir (uploading it unless
  * told not to); *run_id is malloc'd; image_digest gets what the image
  * resolved to ("sha256:<hex>", or "unpinned" for host). */

@@ -240,9 +240,18 @@ int cmd_create(struct cli *cli)
 	int rc = create_with_inputs(&c, cli, !cli->no_upload, &run_id, image_digest, host, &st);
 	if (rc < 0) {
 		cli_status_error(&st);
-		/* A run whose inputs did not arrive is of no use: do not leave it. */
-		if (run_id && c)
+		/* A run whose inputs did not arrive is of no use: do not leave it.
+		 * With a key it may be an earlier create's, still uploading:
+		 * kept for a retry with the key, and said so. */
+		if (run_id && c && !cli->idempotency_key)
 			teardown_quiet(c, run_id, -1);
+		else if (run_id && c)
+			fprintf(
+			    stderr,
+			    "sbxctl: run %s%s%s is kept (an earlier create with idempotency key "
+			    "%s may still be uploading to it): retry with the same key, or tear "
+			    "it down\n",
+			    run_id, host[0] ? "@" : "", host, cli->idempotency_key);
 	} else if (!cli->json && host[0]) {
 		printf("%s@%s\n", run_id, host); /* the handle every later command takes */
 	} else if (!cli->json) {

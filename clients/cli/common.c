@@ -149,6 +149,7 @@ sbx_fleet *cli_fleet(const struct cli *cli)
 		return NULL;
 	}
 	atexit(fleet_close);
+	sbx_fleet_set_interrupt(fleet, &cli_interrupted);
 	return fleet;
 }
 

@@ -187,8 +187,15 @@ int put_files(sbx_client *c, const char *run_id, size_t n, const char *const *lo
 	return 0;
 }
 
+/* sbxd's answer to a chunk of an input it already has whole. */
+static bool already_complete(const struct sbx_rpc_status *st)
+{
+	return st->code == SBX__V1__CODE__FAILED_PRECONDITION &&
+	       strstr(st->err.msg, "is already complete");
+}
+
 int manifest_upload(sbx_client *c, const char *run_id, const struct manifest *m, bool no_import,
-		    struct sbx_rpc_status *st)
+		    bool repeat, struct sbx_rpc_status *st)
 {
 	_cleanup_free_ const char **remotes = calloc(m->n + 1, sizeof(*remotes));
 	_cleanup_free_ const char **sums = calloc(m->n + 1, sizeof(*sums));
@@ -199,6 +206,17 @@ int manifest_upload(sbx_client *c, const char *run_id, const struct manifest *m,
 		remotes[i] = m->files[i]->path;
 		sums[i] = m->files[i]->sha256;
 	}
-	return put_files(c, run_id, m->n, (const char *const *)m->local, remotes, sums, no_import,
-			 st);
+	if (put_files(c, run_id, m->n, (const char *const *)m->local, remotes, sums, no_import,
+		      st) == 0)
+		return 0;
+	if (!repeat || !already_complete(st))
+		return -1;
+	/* A repeat of a create that uploaded some or all of them: one by one,
+	 * each complete one left as it is. */
+	for (size_t i = 0; i < m->n; i++)
+		if (sbx_put_file(c, run_id, m->local[i], remotes[i], cli_progress, NULL, st) < 0 &&
+		    !already_complete(st))
+			return -1;
+	sbx_rpc_ok(st);
+	return 0;
 }

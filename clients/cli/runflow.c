@@ -150,7 +150,9 @@ int create_with_inputs(sbx_client **c, const struct cli *cli, bool upload, char 
 		sbx_rpc_fail(st, SBX__V1__CODE__RESOURCE_EXHAUSTED, "out of memory");
 		goto out;
 	}
-	rc = upload ? manifest_upload(*c, *run_id, &m, cli->no_import, st) : 0;
+	rc = upload ? manifest_upload(*c, *run_id, &m, cli->no_import, cli->idempotency_key != NULL,
+				      st)
+		    : 0;
 out:
 	free_labels(labels, cli->n_labels);
 	manifest_free(&m);

@@ -226,7 +226,7 @@ enum rpc_dedupe_verdict rpc_dedupe_begin(struct rpc_dedupe *d, const char *ident
 	}
 	if (!e) {
 		*first = insert(d, h, identity, request_id, fingerprint);
-		v = *first ? DEDUPE_FIRST : DEDUPE_BUSY;
+		v = *first ? DEDUPE_FIRST : DEDUPE_FULL;
 	} else if (memcmp(e->fingerprint, fingerprint, sizeof(e->fingerprint)) != 0) {
 		v = DEDUPE_MISMATCH;
 	} else if (e->done) {
@@ -248,6 +248,19 @@ enum rpc_dedupe_verdict rpc_dedupe_begin(struct rpc_dedupe *d, const char *ident
 	}
 	pthread_mutex_unlock(&d->lock);
 	return v;
+}
+
+bool rpc_dedupe_seen(struct rpc_dedupe *d, const char *identity, const char *request_id)
+{
+	uint64_t h = hash_key(d->seed, identity, request_id);
+	struct rpc_dedupe_entry *e;
+	bool seen;
+
+	pthread_mutex_lock(&d->lock);
+	e = find(d, h, identity, request_id);
+	seen = e && (!e->done || e->expires_ms > sbx_mono_ms());
+	pthread_mutex_unlock(&d->lock);
+	return seen;
 }
 
 /* Keeps e's answer for its repeats, relinked as the newest entry (it

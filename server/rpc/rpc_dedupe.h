@@ -48,8 +48,11 @@ enum rpc_dedupe_verdict {
 	DEDUPE_REPLAY,	 /* answer with *replay (malloc'd copy; caller frees) */
 	DEDUPE_PARKED,	 /* don't answer: notify will, when the first ends */
 	DEDUPE_MISMATCH, /* the id was used for a different request */
-	DEDUPE_BUSY,	 /* too many repeats waiting (all, or the caller's), or no room
-			    or memory for the entry: try later */
+	DEDUPE_BUSY,	 /* the first ran or runs, but this repeat can be neither parked
+			    (too many waiting: all, or the caller's) nor answered (no
+			    memory for the copy): retry here */
+	DEDUPE_FULL,	 /* no room or memory for a first's entry: nothing ran, try
+			    later */
 };
 
 struct rpc_dedupe *rpc_dedupe_new(const struct rpc_dedupe_limits *lim);
@@ -61,6 +64,11 @@ enum rpc_dedupe_verdict rpc_dedupe_begin(struct rpc_dedupe *d, const char *ident
 					 struct rpc_dedupe_waiter *w,
 					 struct rpc_dedupe_entry **first, uint8_t **replay,
 					 size_t *replay_len);
+
+/* Whether (identity, request_id) has an entry: its first is running, or
+ * answered and remembered. Costs one lookup under the table's lock (no
+ * fingerprint), for answering a repeat that cannot be given a worker. */
+bool rpc_dedupe_seen(struct rpc_dedupe *d, const char *identity, const char *request_id);
 
 /* The first call's answer. keep: remember it for repeats (false for answers
  * that say "try again", so the retry really runs). Every parked repeat is

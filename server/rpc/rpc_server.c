@@ -504,6 +504,11 @@ static void work(struct rpc_job *job)
 			answer_status(c, &st);
 			return;
 		}
+		case DEDUPE_FULL:
+			answer_error(c, SBX__V1__CODE__UNAVAILABLE,
+				     "request_id \"%s\": no room to remember it now; retry",
+				     shown_id);
+			return;
 		}
 	}
 
@@ -528,6 +533,29 @@ static void refuse(struct rpc_call *c, const struct sbx_rpc_status *st)
 {
 	refused_add(c->rpc, c->pipe_id);
 	answer_status(c, st);
+}
+
+/* A request the pools cannot take now (its caller's share in hand, or
+ * every worker and queue place taken), answered UNAVAILABLE with
+ * in_progress when it repeats a request id whose first ran or runs here:
+ * a resend after a timeout must not read "try elsewhere", or a fleet
+ * client makes a second run on another host while this one makes its
+ * own. A lookup, no fingerprint: a refusal stays cheap. true: answered. */
+static bool repeat_refused_here(struct rpc_call *c)
+{
+	char shown_id[RPC_REQUEST_ID_MAX + 1];
+	struct sbx_rpc_status st;
+
+	if (!c->method->dedupe || !c->env.request_id[0] ||
+	    !rpc_dedupe_seen(c->rpc->dedupe, c->who.name, c->env.request_id))
+		return false;
+	rpc_text_clean(shown_id, sizeof(shown_id), c->env.request_id);
+	sbx_rpc_in_progress(&st,
+			    "request_id \"%s\": an earlier attempt ran or is running here, and "
+			    "no worker is free for this one; retry on this host",
+			    shown_id);
+	answer_status(c, &st);
+	return true;
 }
 
 static void on_request(struct rpc_call *c, nng_msg *msg)
@@ -612,7 +640,13 @@ static void on_request(struct rpc_call *c, nng_msg *msg)
 	c->state = CALL_WORK;
 	c->job.owner = c->who.name;
 	/* From a successful submit on, c is the worker's: touch nothing. */
-	switch (rpc_pool_submit(&rpc->pools[pool], &c->job)) {
+	enum rpc_pool_verdict v = rpc_pool_submit(&rpc->pools[pool], &c->job);
+
+	if (v == RPC_POOL_TAKEN)
+		return;
+	if ((v == RPC_POOL_SHARE || v == RPC_POOL_FULL) && repeat_refused_here(c))
+		return;
+	switch (v) {
 	case RPC_POOL_TAKEN:
 		return;
 	case RPC_POOL_SHARE:

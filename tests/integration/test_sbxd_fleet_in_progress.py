@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -152,6 +153,32 @@ class FleetInProgress(unittest.TestCase):
         self.check_outcome(first, repeats, run_id, host, b_before)
         self.gate.reset()
 
+    def test_sbxctl_is_interrupted_while_it_waits(self):
+        """SIGINT ends sbxctl's wait on a host that says in_progress at once
+        (review of 2026-12-03: it waited out the whole bound, minutes)."""
+        key = "i-" + os.urandom(8).hex()
+        args = ["create", "--policy", self.policy_file, "--idempotency-key", key]
+        b_before = self.runs(self.b)
+        try:
+            first, repeats = self.hold(lambda: Proc(self.cli_args(self.url(self.a)) + args,
+                                                    self.env()))
+            fleet = Proc(self.cli_args("%s,%s" % (self.url(self.a), self.url(self.b))) + args,
+                         self.env())
+            time.sleep(1.5)
+            self.assertIsNone(fleet.result, "the fleet client waits for A")
+            fleet.p.send_signal(signal.SIGINT)
+            fleet.t.join(5)
+            self.assertIsNotNone(fleet.result, "SIGINT ended the wait within 5 s")
+            self.assertEqual(fleet.result[0], "failed", fleet.result)
+            self.assertIn("interrupted", fleet.result[1])
+        finally:
+            self.gate.open()
+        self.assertEqual(first.join()[0], "ok", first.result)
+        for r in repeats:
+            r.join()
+        self.assertEqual(self.runs(self.b), b_before, "no run on B")
+        self.gate.reset()
+
     def test_python_fleet_waits_for_the_host_making_the_run(self):
         key = "p-" + os.urandom(8).hex()
         b_before = self.runs(self.b)
@@ -179,6 +206,20 @@ class FleetInProgress(unittest.TestCase):
         f.close()
         a.close()
         self.gate.reset()
+
+    def test_python_create_again_with_its_key_is_the_same_run(self):
+        """Client.create_run with inputs and a key, sent again, gets the
+        first run, its inputs found whole (not refused "already complete"
+        and the first run torn down)."""
+        self.gate.reset()
+        key = "again-" + os.urandom(8).hex()
+        with sbx_client.Client(self.url(self.a), token=self.token, tls=self.tls()) as a:
+            inputs = {"/data/x.txt": b"hello\n" * 1000}
+            first = a.create_run(self.policy, inputs=inputs, idempotency_key=key)
+            again = a.create_run(self.policy, inputs=inputs, idempotency_key=key)
+            self.assertEqual(again.id, first.id)
+            self.assertEqual(again.exec(["cat", "/data/x.txt"]).stdout, b"hello\n" * 1000)
+            first.teardown()
 
 
 class Proc:

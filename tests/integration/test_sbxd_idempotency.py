@@ -6,6 +6,7 @@ identity is at its cap, and for the run's whole life); the same key with
 another request is refused naming the key; the same key from another
 identity is that identity's own create and reveals nothing of the first;
 after the run is torn down a repeat is told so and makes no second run."""
+import os
 import threading
 import time
 import unittest
@@ -209,6 +210,37 @@ class Idempotency(ServerTestCase):
         code, msg, _ = self.create("A-z_0.9:" + "x" * 120)
         self.assertEqual(code, "OK", msg)
         self.assertEqual(len(self.runs()), 1)
+
+    def test_sbxctl_create_again_with_its_key_is_the_same_run(self):
+        """sbxctl create --idempotency-key, sent again, gets the first run,
+        its inputs found whole rather than refused (review of 2026-12-03:
+        the second command's upload failed "already complete" and it tore
+        the first command's run down), by import and by chunks."""
+        d = self.srv.path("key-inputs")
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "in.txt"), "w") as f:
+            f.write("hello\n" * 1000)
+        policy = self.srv.path("key-policy.json")
+        with open(policy, "w") as f:
+            f.write(policy_json())
+        for extra in ([], ["--no-import"]):
+            key = "cli-" + os.urandom(4).hex()
+            ids = []
+            for _ in range(2):
+                r = self.srv.cli("create", "--policy", policy, "--data", d,
+                                 "--idempotency-key", key, *extra)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                ids.append(r.stdout.strip())
+            self.assertEqual(ids[0], ids[1], extra)
+            self.assertEqual([x.run_id for x in self.runs()], [ids[0]], extra)
+            r = self.srv.cli("exec", ids[0], "--", "cat", "/data/in.txt")
+            self.assertEqual((r.returncode, r.stdout), (0, "hello\n" * 1000), r.stderr)
+            r = self.srv.cli("teardown", ids[0])
+            self.assertEqual(r.returncode, 0, r.stderr)
+        r = self.srv.cli("create", "--policy", policy, "--idempotency-key", "")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--idempotency-key: must not be empty", r.stderr)
+        self.assertEqual(self.runs(), [])
 
 
 if __name__ == "__main__":

@@ -140,6 +140,51 @@ class RepeatShare(unittest.TestCase):
                 run_id=group[0].result[2].run_id), pb.TeardownResponse)
             self.assertEqual(code, "OK", msg)
 
+    def test_a_resend_no_worker_can_take_is_in_progress_here(self):
+        """A resend whose first runs here, met by a full share of the
+        workers, is UNAVAILABLE with in_progress: RESOURCE_EXHAUSTED read
+        "try another host" (review of 2026-12-03: a fleet client's resend
+        after a timeout made a second run elsewhere)."""
+        req = pb.CreateRunRequest(policy_json=sbxdfix.policy_json(memory_mb=64))
+        self.srv.kids_before = sbxdfix.children(self.srv.proc.pid)
+        self.gate.reset()
+        self.gate.arm()
+        calls = []
+        try:
+            first = Call(self, "carol", req, "carol-first")
+            first.start()
+            calls.append(first)
+            wait_for_helper(self.srv, 1)
+            # carol's share of the short-call workers, running and queued,
+            # until a new request of hers is refused at once.
+            deadline = time.monotonic() + 60
+            while True:
+                c = Call(self, "carol", req, "carol-fill-%d" % len(calls))
+                c.start()
+                calls.append(c)
+                c.join(0.3)
+                if c.result is not None:
+                    self.assertEqual(c.result[0], "RESOURCE_EXHAUSTED", c.result[1])
+                    break
+                self.assertLess(time.monotonic(), deadline, "carol's share never filled")
+            with self.srv.conn(tls=True, timeout_ms=120000) as conn:
+                resp = conn.envelope(sbxrpc.SERVICE + "CreateRun", req.SerializeToString(),
+                                     self.tokens["carol"], "carol-first")
+            self.assertEqual(resp.code, pb.UNAVAILABLE, resp.message)
+            self.assertTrue(resp.in_progress, resp.message)
+            self.assertIn("ran or is running here", resp.message)
+        finally:
+            self.gate.open()
+            for c in calls:
+                c.join(120)
+            self.gate.reset()
+            made = [c.result[2].run_id for c in calls if c.result and c.result[0] == "OK"]
+            for run_id in made:  # carol is at her cap now: for the other test
+                self.call("carol", "Teardown", pb.TeardownRequest(run_id=run_id),
+                          pb.TeardownResponse)
+        self.assertEqual(first.result[0], "OK", first.result[1])
+        self.assertIn(first.result[2].run_id, made)
+
 
 class Call(threading.Thread):
     """A CreateRun over a TLS connection of its own, as `who`, with a request

@@ -132,6 +132,30 @@ static void test_first_replay_parked(void)
 	rpc_dedupe_free(d);
 }
 
+/* rpc_dedupe_seen: what sbxd asks of a repeat no worker can take, to say
+ * "in progress here" rather than "busy, try elsewhere". */
+static void test_seen(void)
+{
+	struct rpc_dedupe *d = rpc_dedupe_new(&small);
+	struct rpc_dedupe_waiter w;
+	struct rpc_dedupe_entry *first;
+	uint8_t *replay;
+	size_t len;
+
+	check(!rpc_dedupe_seen(d, "uid:1", "s1"), "an id never sent is not seen");
+	check(rpc_dedupe_begin(d, "uid:1", "s1", fp_a, &w, &first, &replay, &len) == DEDUPE_FIRST,
+	      "its first runs");
+	check(rpc_dedupe_seen(d, "uid:1", "s1"), "a running first is seen");
+	check(!rpc_dedupe_seen(d, "uid:2", "s1"), "... by its own caller only");
+	rpc_dedupe_finish(d, first, (const uint8_t *)"answer", 6, true, notify);
+	check(rpc_dedupe_seen(d, "uid:1", "s1"), "a remembered answer is seen");
+	check(rpc_dedupe_begin(d, "uid:1", "s2", fp_a, &w, &first, &replay, &len) == DEDUPE_FIRST,
+	      "another first runs");
+	rpc_dedupe_finish(d, first, (const uint8_t *)"retry", 5, false, notify);
+	check(!rpc_dedupe_seen(d, "uid:1", "s2"), "an answer not kept (\"retry\") is not seen");
+	rpc_dedupe_free(d);
+}
+
 static void test_not_kept(void)
 {
 	struct rpc_dedupe *d = rpc_dedupe_new(&small);
@@ -211,10 +235,12 @@ static void test_refused(void)
 
 	memset(who, 'u', sizeof(who) - 1);
 	who[sizeof(who) - 1] = '\0';
-	check(repeat(d, who, "r") == DEDUPE_BUSY, "an identity too long for the table is refused");
+	/* FULL, not BUSY: nothing of it ran, so it says nothing is in
+	 * progress (sbxd: UNAVAILABLE without in_progress). */
+	check(repeat(d, who, "r") == DEDUPE_FULL, "an identity too long for the table is refused");
 	check(repeat(d, "uid:1",
 		     "0123456789012345678901234567890123456789012345678901234567890123456789") ==
-		  DEDUPE_BUSY,
+		  DEDUPE_FULL,
 	      "a request id too long for the table is refused");
 	rpc_dedupe_free(d);
 	rpc_dedupe_free(NULL);
@@ -279,6 +305,7 @@ static void test_parked_share(void)
 int main(void)
 {
 	test_first_replay_parked();
+	test_seen();
 	test_parked_share();
 	test_not_kept();
 	test_expiry();

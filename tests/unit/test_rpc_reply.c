@@ -12,6 +12,7 @@
 #include <sbx/v1/sandbox.pb-c.h>
 
 #include "check.h"
+#include "nng_err.h"
 #include "rpc_reply.h"
 
 /* What protobuf-c packs for the whole Response: the reference. */
@@ -129,6 +130,14 @@ static void test_envelope(void)
 		if (r)
 			sbx__v1__response__free_unpacked(r, NULL);
 		nng_msg_free(m);
+
+		sbx_rpc_in_progress(&st, "again");
+		sbx_rpc_fail_nng(&st, SBX__V1__CODE__UNAVAILABLE, NNG_ECONNREFUSED,
+				 "cannot connect");
+		check(!st.in_progress, "sbx_rpc_fail_nng clears in_progress too");
+		sbx_rpc_in_progress(&st, "again");
+		sbx_rpc_ok(&st);
+		check(!st.in_progress, "sbx_rpc_ok clears in_progress");
 	}
 
 	m = rpc_reply(SBX__V1__CODE__INVALID_ARGUMENT, "bad \x01 byte \xff in \xc3\xa9t\xc3\xa9",

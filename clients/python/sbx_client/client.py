@@ -173,7 +173,14 @@ class Client:
         if upload:
             try:
                 for i in declared:
-                    run._upload(i)
+                    try:
+                        run._upload(i)
+                    except errors.FailedPrecondition as e:
+                        # With a key the run may be an earlier create's that
+                        # uploaded it: sbxd checked those bytes against this
+                        # sha256 (the key's request is the same, inputs and all).
+                        if not idempotency_key or "is already complete" not in e.message:
+                            raise
             except BaseException as e:
                 # A run whose inputs did not arrive is of no use: do not leave it.
                 try:

@@ -402,11 +402,14 @@ class Fleet:
                     run.host = h.name
                     return run
                 if err.in_progress:
-                    # h may still make the run: another host could make a second.
+                    # h may still make the run: another host could make a
+                    # second. The caller may retry there with the key; the
+                    # next creates go elsewhere for a while.
+                    self._exclude(h)
                     raise errors.from_code(
-                        err.code_value, "CreateRun on %s, still in progress there (not tried on "
-                        "another host, where it could make a second run; retry with "
-                        "idempotency_key %s): %s" % (h.name, key, err.message), True) from None
+                        err.code_value, "CreateRun on %s, still in progress there with "
+                        "idempotency_key %s (not tried on another host, where it could make a "
+                        "second run): %s" % (h.name, key, err.message), True) from None
                 last = err
                 tries.append("%s: %s" % (h.name, err))
                 exhausted = exhausted or isinstance(err, errors.ResourceExhausted)
