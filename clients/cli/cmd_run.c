@@ -248,9 +248,9 @@ int cmd_create(struct cli *cli)
 		else if (run_id && c)
 			fprintf(
 			    stderr,
-			    "sbxctl: run %s%s%s is kept (an earlier create with idempotency key "
-			    "%s may still be uploading to it): retry with the same key, or tear "
-			    "it down\n",
+			    "sbxctl: run %s%s%s is kept, as it may be an earlier create's with "
+			    "idempotency key %s: the same command again uploads its inputs anew, "
+			    "or tear it down\n",
 			    run_id, host[0] ? "@" : "", host, cli->idempotency_key);
 	} else if (!cli->json && host[0]) {
 		printf("%s@%s\n", run_id, host); /* the handle every later command takes */

@@ -336,6 +336,15 @@ static int check_chunk(struct sbx_run *r, struct run_input *in, const Sbx__V1__P
 		return sbx_rpc_fail(st, SBX__V1__CODE__ABORTED,
 				    "input %.200s: another PutInput for it is in progress",
 				    in->path);
+	if (req->offset == 0 && in->received) {
+		/* Started over (an upload that was cut off, sent again by a
+		 * repeat of its create): nothing received so far is kept, and
+		 * the hash restarts with the file. */
+		in->received = 0;
+		in->upload_mode = 0;
+		EVP_MD_CTX_free(in->md);
+		in->md = NULL;
+	}
 	if (req->offset != in->received)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 				    "input %.200s: offset %llu, expected %llu (chunks arrive in "

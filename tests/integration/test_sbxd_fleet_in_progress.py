@@ -18,6 +18,8 @@ import json
 import os
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -33,6 +35,7 @@ SOURCE = os.environ.get("SBX_SOURCE_DIR", os.path.join(os.path.dirname(__file__)
 BUILD = os.path.dirname(os.environ.get("SBX_PYTHON_PROTO", "").rstrip("/"))
 sys.path[:0] = [os.path.join(SOURCE, "clients", "python"), os.path.join(BUILD, "clients", "python")]
 import sbx_client  # noqa: E402
+from sbxrpc import sandbox_pb2 as pb  # noqa: E402
 
 WAITERS = 4  # RUNS_IDEM_WAITERS: repeats of a STARTING run's key that may wait
 
@@ -171,6 +174,7 @@ class FleetInProgress(unittest.TestCase):
             self.assertIsNotNone(fleet.result, "SIGINT ended the wait within 5 s")
             self.assertEqual(fleet.result[0], "failed", fleet.result)
             self.assertIn("interrupted", fleet.result[1])
+            self.assertIn("idempotency_key " + key, fleet.result[1])
         finally:
             self.gate.open()
         self.assertEqual(first.join()[0], "ok", first.result)
@@ -220,6 +224,171 @@ class FleetInProgress(unittest.TestCase):
             self.assertEqual(again.id, first.id)
             self.assertEqual(again.exec(["cat", "/data/x.txt"]).stdout, b"hello\n" * 1000)
             first.teardown()
+
+    def test_python_keyed_create_keeps_a_run_whose_upload_failed(self):
+        """With a key a run whose upload failed is kept for a retry with
+        the key (it may be an earlier call's); without one it is torn down.
+        The input is /proc/sys/kernel/random/uuid, 37 bytes that differ at
+        every read: hashed once and sent as other bytes, it is refused."""
+        self.gate.reset()
+        uuid = "/proc/sys/kernel/random/uuid"
+        key = "kept-" + os.urandom(8).hex()
+        with sbx_client.Client(self.url(self.a), token=self.token, tls=self.tls()) as a:
+            before = {r.run_id for r in a.list_runs()}
+            for k in (key, None):
+                with self.assertRaises(sbx_client.SbxError) as cm:
+                    a.create_run(self.policy, inputs={"/data/f": uuid}, idempotency_key=k)
+                self.assertIn("sha256", str(cm.exception))
+            kept = {r.run_id for r in a.list_runs()} - before
+            self.assertEqual(len(kept), 1, "the keyed run kept, the other torn down")
+            a.run(kept.pop()).teardown()
+
+
+class ScriptedHost:
+    """An sbx host that answers CreateRun from a script: what a real sbxd
+    says only in a race or a fault (here: a try that times out, then a
+    refusal of the resend, as when the request-id table no longer knows
+    the first because other callers' answers pushed it out) is what the
+    fleet clients must survive. It speaks nng's REP over plain tcp (the SP
+    header, 8-byte lengths, the REQ backtrace) and answers Health SERVING
+    with room to spare, so placement prefers it. script: one action per
+    CreateRun received, the last one repeated: "silent" (no answer),
+    "exhausted" (RESOURCE_EXHAUSTED), "ok" (a run)."""
+
+    def __init__(self, script):
+        self.script, self.creates, self.run_id = list(script), [], "run-" + os.urandom(16).hex()
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.serve, args=(conn,), daemon=True).start()
+
+    @staticmethod
+    def recv(conn, n):
+        b = b""
+        while len(b) < n:
+            chunk = conn.recv(n - len(b))
+            if not chunk:
+                raise EOFError
+            b += chunk
+        return b
+
+    def serve(self, conn):
+        try:
+            self.recv(conn, 8)
+            conn.sendall(b"\x00SP\x00\x00\x31\x00\x00")  # REP, version 0
+            while True:
+                msg = self.recv(conn, struct.unpack(">Q", self.recv(conn, 8))[0])
+                i = 4
+                while not msg[i - 4] & 0x80:  # the backtrace ends at a word with bit 31
+                    i += 4
+                req, resp = pb.Request.FromString(msg[i:]), pb.Response()
+                if req.method.endswith("/Health"):
+                    resp.body = pb.HealthResponse(
+                        version="scripted", runs_max=64, runs_max_per_identity=64,
+                        state=pb.SERVING, run_slots_free=64,
+                        identity_run_slots_free=64).SerializeToString()
+                elif req.method.endswith("/CreateRun"):
+                    self.creates.append(req.request_id)
+                    action = self.script[min(len(self.creates), len(self.script)) - 1]
+                    if action == "silent":
+                        continue
+                    if action == "exhausted":
+                        resp.code, resp.message = pb.RESOURCE_EXHAUSTED, "server busy (scripted)"
+                    else:
+                        resp.body = pb.CreateRunResponse(run_id=self.run_id).SerializeToString()
+                else:
+                    resp.code = pb.UNIMPLEMENTED
+                body = msg[:i] + resp.SerializeToString()
+                conn.sendall(struct.pack(">Q", len(body)) + body)
+        except (OSError, EOFError):
+            conn.close()
+
+    def close(self):
+        self.sock.close()
+
+
+class FleetAfterATimeout(unittest.TestCase):
+    """Once a try timed out, the first may run on there: a refusal of a
+    resend from that host (answered, not a failed connection) is no "made
+    nothing", so the create stays on it (review of 2026-12-03: a refusal
+    read "try elsewhere" and the fleet made a second run on another host)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="sbx-fleet-timeout-")
+        os.chmod(cls.dir, 0o755)
+        sbxdfix.make_certs(cls.dir)
+        cls.token = "a" + os.urandom(16).hex()
+        p = lambda name: os.path.join(cls.dir, name)  # noqa: E731
+        # B holds one run of its two: placement scores the scripted host first.
+        cls.b = sbxdfix.Server(tls={"cert": p("server.pem"), "key": p("server.key"),
+                                    "client_ca": p("ca.pem")},
+                               tokens=[{"name": "alice", "sha256": hashlib.sha256(
+                                   cls.token.encode()).hexdigest()}],
+                               runs_max=2, runs_max_per_identity=2)
+        cls.policy = sbxdfix.policy_json(memory_mb=64)
+        with sbx_client.Client("tls+tcp://localhost:%d" % cls.b.port, token=cls.token,
+                               tls=cls.tls()) as b:
+            cls.b_run = b.create_run(cls.policy).id
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.b.cleanup()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    @classmethod
+    def tls(cls):
+        p = lambda name: os.path.join(cls.dir, name)  # noqa: E731
+        return {"ca": p("ca.pem"), "cert": p("client.pem"), "key": p("client.key")}
+
+    def b_runs(self):
+        with sbx_client.Client("tls+tcp://localhost:%d" % self.b.port, token=self.token,
+                               tls=self.tls()) as b:
+            return {r.run_id for r in b.list_runs()}
+
+    def test_sbxctl_stays_on_the_host_after_a_timeout(self):
+        host = ScriptedHost(["silent", "exhausted", "exhausted", "ok"])
+        p = lambda name: os.path.join(self.dir, name)  # noqa: E731
+        policy = p("policy.json")
+        with open(policy, "w") as f:
+            f.write(self.policy)
+        try:
+            r = subprocess.run(
+                [sbxdfix.CLI, "--endpoint", "tcp://127.0.0.1:%d,tls+tcp://localhost:%d"
+                 % (host.port, self.b.port), "--tls-cert", p("client.pem"), "--tls-key",
+                 p("client.key"), "--tls-ca", p("ca.pem"), "--token", self.token,
+                 "--call-timeout", "1", "create", "--policy", policy],
+                capture_output=True, text=True, timeout=120,
+                env={k: v for k, v in os.environ.items() if not k.startswith("SBX_")})
+        finally:
+            host.close()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.strip(), "%s@127.0.0.1:%d" % (host.run_id, host.port))
+        self.assertEqual(len(host.creates), 4, host.creates)
+        self.assertEqual(len(set(host.creates)), 1, "one request id for every try")
+        self.assertEqual(self.b_runs(), {self.b_run}, "no second run on B")
+
+    def test_python_fleet_stays_on_the_host_after_a_timeout(self):
+        host = ScriptedHost(["silent", "exhausted", "exhausted", "ok"])
+        try:
+            with sbx_client.fleet(["tcp://127.0.0.1:%d" % host.port,
+                                   "tls+tcp://localhost:%d" % self.b.port],
+                                  token=self.token, tls=self.tls(), timeout=1) as f:
+                run = f.create_run(self.policy, upload=False)
+        finally:
+            host.close()
+        self.assertEqual((run.id, run.host), (host.run_id, "127.0.0.1:%d" % host.port))
+        self.assertEqual(len(host.creates), 4, host.creates)
+        self.assertEqual(self.b_runs(), {self.b_run}, "no second run on B")
 
 
 class Proc:

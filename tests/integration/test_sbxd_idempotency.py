@@ -237,6 +237,22 @@ class Idempotency(ServerTestCase):
             self.assertEqual((r.returncode, r.stdout), (0, "hello\n" * 1000), r.stderr)
             r = self.srv.cli("teardown", ids[0])
             self.assertEqual(r.returncode, 0, r.stderr)
+        # Cut off mid-upload: declared (--no-upload sends the same request),
+        # half of it sent; the same command again starts the file over.
+        key = "cli-cut-" + os.urandom(4).hex()
+        r = self.srv.cli("create", "--policy", policy, "--data", d, "--no-upload",
+                         "--idempotency-key", key)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        run = r.stdout.strip()
+        code, msg, _ = self.call("PutInput", pb.PutInputRequest(
+            run_id=run, path="in.txt", offset=0, data=b"hello\n" * 500), pb.PutInputResponse)
+        self.assertEqual(code, "OK", msg)
+        r = self.srv.cli("create", "--policy", policy, "--data", d, "--idempotency-key", key)
+        self.assertEqual((r.returncode, r.stdout.strip()), (0, run), r.stderr)
+        r = self.srv.cli("exec", run, "--", "cat", "/data/in.txt")
+        self.assertEqual((r.returncode, r.stdout), (0, "hello\n" * 1000), r.stderr)
+        r = self.srv.cli("teardown", run)
+        self.assertEqual(r.returncode, 0, r.stderr)
         r = self.srv.cli("create", "--policy", policy, "--idempotency-key", "")
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("--idempotency-key: must not be empty", r.stderr)

@@ -81,7 +81,7 @@ class Client:
             if not self.host_name:
                 raise
             named = type(e)("host %s: %s" % (self.host_name, e.message))
-            named.in_progress = e.in_progress
+            named.in_progress, named.answered = e.in_progress, e.answered
             raise named from None
 
     def _call(self, name, request, response_type, request_id, timeout):
@@ -152,7 +152,18 @@ class Client:
         manifest and uploaded with PutInput in 1 MiB chunks (upload=False:
         declared only, sent later with run.put()). labels: {str: str}.
         request_id: makes a retried CreateRun create one run. idempotency_key:
-        CreateRunRequest.idempotency_key (sbx_client.Fleet makes one per create)."""
+        CreateRunRequest.idempotency_key (sbx_client.Fleet makes one per
+        create): the same call again gets the first run, its inputs sent
+        again from the start unless already whole; with a key a run whose
+        upload failed is kept for that retry (it may be an earlier call's)."""
+        return self._create_run(policy, inputs, labels, upload, request_id, input_dir,
+                                idempotency_key, keep_on_failure=bool(idempotency_key))
+
+    def _create_run(self, policy, inputs, labels, upload, request_id, input_dir,
+                    idempotency_key, keep_on_failure):
+        # keep_on_failure False: a run whose inputs did not arrive is torn
+        # down (the Fleet's way: its key is its own, and it may place the
+        # create on another host next).
         req = pb.CreateRunRequest()
         if isinstance(policy, policy_pb2.Policy):
             req.policy.CopyFrom(policy)
@@ -182,11 +193,13 @@ class Client:
                         if not idempotency_key or "is already complete" not in e.message:
                             raise
             except BaseException as e:
-                # A run whose inputs did not arrive is of no use: do not leave it.
-                try:
-                    run.teardown()
-                except errors.SbxError:
-                    pass
+                # A run whose inputs did not arrive is of no use: do not leave
+                # it, unless a retry with its key is to finish it.
+                if not keep_on_failure:
+                    try:
+                        run.teardown()
+                    except errors.SbxError:
+                        pass
                 if isinstance(e, errors.SbxError):
                     # An upload's in_progress was its own; the create is over.
                     e.in_progress = False

@@ -375,9 +375,8 @@ class Fleet:
                     pause, timeouts = IN_PROGRESS_FIRST, 0
                     while True:
                         try:
-                            run = c.create_run(policy, inputs=inputs, labels=labels,
-                                               upload=upload, request_id=rid,
-                                               idempotency_key=key, input_dir=input_dir)
+                            run = c._create_run(policy, inputs, labels, upload, rid,
+                                                input_dir, key, keep_on_failure=False)
                             err = None
                             break
                         except errors.DeadlineExceeded as e:
@@ -385,9 +384,17 @@ class Fleet:
                             timeouts += 1
                             if timeouts > TIMEOUT_RETRIES:
                                 break
-                        except errors.Unavailable as e:
+                        except (errors.Unavailable, errors.ResourceExhausted) as e:
                             err = e
-                            if not e.in_progress or time.monotonic() + pause > give_up:
+                            # After a timeout the first try may run on there:
+                            # a full pool or a drain met by the resend is no
+                            # "made nothing" (the host answered; it is up).
+                            if timeouts and e.answered and not e.in_progress:
+                                err = errors.Unavailable(
+                                    "a try timed out, so it may still run there: %s"
+                                    % e.message)
+                                err.in_progress = err.answered = True
+                            if not err.in_progress or time.monotonic() + pause > give_up:
                                 break
                             time.sleep(pause)
                             pause = min(pause * 2, IN_PROGRESS_MAX)
