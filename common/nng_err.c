@@ -31,7 +31,6 @@ int sbx_rpc_fail_nng(struct sbx_rpc_status *st, Sbx__V1__Code code, int rv, cons
 
 	st->code = code;
 	st->in_progress = false;
-	st->answered = false;
 	va_start(ap, fmt);
 	fail_nngv(&st->err, rv, fmt, ap);
 	va_end(ap);

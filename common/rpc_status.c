@@ -11,7 +11,6 @@ int sbx_rpc_fail(struct sbx_rpc_status *st, Sbx__V1__Code code, const char *fmt,
 
 	st->code = code;
 	st->in_progress = false;
-	st->answered = false;
 	va_start(ap, fmt);
 	sbx_failv(&st->err, 0, fmt, ap);
 	va_end(ap);
@@ -25,7 +24,6 @@ int sbx_rpc_fail_errno(struct sbx_rpc_status *st, Sbx__V1__Code code, const char
 
 	st->code = code;
 	st->in_progress = false;
-	st->answered = false;
 	va_start(ap, fmt);
 	sbx_failv(&st->err, saved, fmt, ap);
 	va_end(ap);
@@ -40,7 +38,6 @@ int sbx_rpc_fail_errnum(struct sbx_rpc_status *st, Sbx__V1__Code code, int errnu
 
 	st->code = code;
 	st->in_progress = false;
-	st->answered = false;
 	va_start(ap, fmt);
 	sbx_failv(&st->err, errnum, fmt, ap);
 	va_end(ap);
@@ -56,7 +53,6 @@ int sbx_rpc_in_progress(struct sbx_rpc_status *st, const char *fmt, ...)
 	va_end(ap);
 	st->code = SBX__V1__CODE__UNAVAILABLE;
 	st->in_progress = true;
-	st->answered = false;
 	return -1;
 }
 
@@ -64,7 +60,6 @@ int sbx_rpc_code(struct sbx_rpc_status *st, Sbx__V1__Code code)
 {
 	st->code = code;
 	st->in_progress = false;
-	st->answered = false;
 	return -1;
 }
 
@@ -83,7 +78,6 @@ void sbx_rpc_ok(struct sbx_rpc_status *st)
 {
 	st->code = SBX__V1__CODE__OK;
 	st->in_progress = false;
-	st->answered = false;
 	sbx_err_clear(&st->err);
 }
 
@@ -112,6 +106,5 @@ int sbx_rpc_code_unless_short(struct sbx_rpc_status *st, Sbx__V1__Code code)
 		return sbx_rpc_code(st, code);
 	st->code = SBX__V1__CODE__UNAVAILABLE;
 	st->in_progress = false;
-	st->answered = false;
 	return sbx_rpc_prefix(st, "sbxd is short of %s for now; retry", what);
 }

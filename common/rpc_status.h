@@ -26,10 +26,6 @@ struct sbx_rpc_status {
 	 * running where it was sent (Response.in_progress), so only that
 	 * host may be asked again. Every setter below clears it. */
 	bool in_progress;
-	/* Set by libsbxclient when the status is the server's own answer (not
-	 * a connection that failed or a call that timed out): the request
-	 * reached it. Every setter below clears it too. */
-	bool answered;
 };
 
 /* Each sets code and message and returns -1, for `return sbx_rpc_fail(...)`. */

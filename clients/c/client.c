@@ -691,7 +691,6 @@ static int take_reply(sbx_client *c, nng_msg **mp, const struct reply_to *to,
 				 SBX_ESCAPE_KEEP_BACKSLASH);
 		rc = sbx_rpc_fail(st, r->code, "%s", msg);
 		st->in_progress = r->in_progress && r->code == SBX__V1__CODE__UNAVAILABLE;
-		st->answered = true;
 	} else if (!to->desc) {
 		rc = sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL,
 				  "%s sent a reply that is not an sbx.v1.Response", c->endpoint);

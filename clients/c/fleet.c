@@ -562,12 +562,12 @@ static bool refused_for_now(const struct sbx_rpc_status *st)
  * more tries timed out. After a timeout the tries go on a connection of
  * their own, not behind the one the network may have left stuck (a reply
  * lost in a partition, TCP backing off its retransmissions). An answer
- * that an earlier attempt ran or runs there (in_progress), or once a try
- * timed out any answer of h's that is not definite (RESOURCE_EXHAUSTED,
- * UNAVAILABLE: a full pool or a drain met by the resend while the first
- * try runs on), is asked again, backing off, until four call timeouts have
- * passed: that host may yet make the run, so its answer is waited for,
- * and never sought elsewhere (the error then says in_progress). */
+ * that an earlier attempt ran or runs there (in_progress) is asked again,
+ * backing off, until four call timeouts have passed: that host may yet
+ * make the run, so its answer is waited for, and never sought elsewhere.
+ * (A refusal is taken at its word: a resend whose first ran there is
+ * parked, replayed or answered in_progress by sbxd; calls.md says where
+ * that cannot hold.) */
 static int create_on_host(sbx_fleet *f, struct host *h, sbx_client *c,
 			  const Sbx__V1__CreateRunRequest *req, ProtobufCMessage **m,
 			  struct sbx_rpc_status *st)
@@ -578,7 +578,6 @@ static int create_on_host(sbx_fleet *f, struct host *h, sbx_client *c,
 	uint32_t call_ms = f->copts.timeout_ms ? f->copts.timeout_ms : SBX_DEFAULT_TIMEOUT_MS;
 	int64_t give_up = sbx_mono_ms() + (int64_t)call_ms * (TIMEOUT_RETRIES + 1);
 	unsigned pause = IN_PROGRESS_FIRST_MS;
-	bool timed_out = false; /* a try timed out: its first may run on there */
 
 	if (sbx_request_id(rid, &st->err) < 0)
 		return sbx_rpc_code(st, SBX__V1__CODE__INTERNAL);
@@ -587,15 +586,7 @@ static int create_on_host(sbx_fleet *f, struct host *h, sbx_client *c,
 					 &req->base, &sbx__v1__create_run_response__descriptor, m,
 					 &o, st) == 0)
 			return 0;
-		bool in_progress = st->code == SBX__V1__CODE__UNAVAILABLE && st->in_progress;
-		if (!in_progress && timed_out && st->answered &&
-		    (st->code == SBX__V1__CODE__RESOURCE_EXHAUSTED ||
-		     st->code == SBX__V1__CODE__UNAVAILABLE)) {
-			sbx_rpc_code(st, SBX__V1__CODE__UNAVAILABLE);
-			sbx_rpc_prefix(st, "a try timed out, so it may still run there");
-			st->in_progress = in_progress = true;
-		}
-		if (in_progress) {
+		if (st->code == SBX__V1__CODE__UNAVAILABLE && st->in_progress) {
 			if (sbx_mono_ms() + pause > give_up)
 				return -1;
 			if (!pause_unless_interrupted(f, pause))
@@ -605,7 +596,6 @@ static int create_on_host(sbx_fleet *f, struct host *h, sbx_client *c,
 		}
 		if (st->code != SBX__V1__CODE__DEADLINE_EXCEEDED || t++ == TIMEOUT_RETRIES)
 			return -1;
-		timed_out = true;
 		if (!fresh) {
 			struct sbx_rpc_status ost;
 			pthread_mutex_lock(&f->mu);

@@ -249,7 +249,7 @@ int cmd_create(struct cli *cli)
 			fprintf(
 			    stderr,
 			    "sbxctl: run %s%s%s is kept, as it may be an earlier create's with "
-			    "idempotency key %s: the same command again uploads its inputs anew, "
+			    "idempotency key %s: the same command on that host uploads them anew, "
 			    "or tear it down\n",
 			    run_id, host[0] ? "@" : "", host, cli->idempotency_key);
 	} else if (!cli->json && host[0]) {

@@ -14,15 +14,15 @@
  * the path rules, the manifest's size and sha256, the run's input ceilings
  * and disk quota) as a first chunk declaring the whole file, before any
  * byte is read, and stays marked busy (no other upload of it) until the
- * call ends. The bytes are written to staging/ as PutInput's are and
- * hashed as they arrive; every file must match its size and sha256 and
- * the caller must end its sending before any file is published: a failure
- * until then leaves /data as it was (a path declared by this call stays
- * declared, as a failed first PutInput chunk leaves it) and removes every
- * staging file. Then the files are published one rename at a time, each
- * whole: paths in different directories cannot appear together, so an exec
- * running meanwhile may see some before the rest, and a publish that fails
- * midway (a full disk) leaves those before it published.
+ * call ends. As a first chunk it restarts a file a chunked upload left part
+ * way (the caller's own), and a failure here then drops that part too. The bytes are written to
+ * staging/ as PutInput's are and hashed as they arrive; every file must match its size and sha256
+ * and the caller must end its sending before any file is published: a failure until then leaves
+ * /data as it was (a path declared by this call stays declared, as a failed first PutInput chunk
+ * leaves it) and removes every staging file. Then the files are published one rename at a time,
+ * each whole: paths in different directories cannot appear together, so an exec running meanwhile
+ * may see some before the rest, and a publish that fails midway (a full disk) leaves those before
+ * it published.
  *
  * What a caller can make sbxd do: one worker of its own share of the long
  * lane waits, at most same_host_record_ms per file and same_host_call_ms

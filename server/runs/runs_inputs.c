@@ -336,31 +336,28 @@ static int check_chunk(struct sbx_run *r, struct run_input *in, const Sbx__V1__P
 		return sbx_rpc_fail(st, SBX__V1__CODE__ABORTED,
 				    "input %.200s: another PutInput for it is in progress",
 				    in->path);
-	if (req->offset == 0 && in->received) {
-		/* Started over (an upload that was cut off, sent again by a
-		 * repeat of its create): nothing received so far is kept, and
-		 * the hash restarts with the file. */
-		in->received = 0;
-		in->upload_mode = 0;
-		EVP_MD_CTX_free(in->md);
-		in->md = NULL;
-	}
-	if (req->offset != in->received)
-		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
-				    "input %.200s: offset %llu, expected %llu (chunks arrive in "
-				    "order)",
-				    in->path, (unsigned long long)req->offset,
-				    (unsigned long long)in->received);
-	if (req->data.len > in->size - in->received)
+	/* A chunk at 0 of a file not complete starts it over (an upload that
+	 * was cut off, sent again by a repeat of its create): checked as a
+	 * first chunk, and only once it passes is what came before dropped,
+	 * from the file (opened O_TRUNC at 0) and from the hash. */
+	uint64_t received = req->offset == 0 ? 0 : in->received;
+
+	if (req->offset != received)
+		return sbx_rpc_fail(
+		    st, SBX__V1__CODE__INVALID_ARGUMENT,
+		    "input %.200s: offset %llu, expected %llu or 0 (chunks arrive in "
+		    "order; 0 starts the file over)",
+		    in->path, (unsigned long long)req->offset, (unsigned long long)received);
+	if (req->data.len > in->size - received)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 				    "input %.200s: %llu bytes exceed the manifest's size %llu",
-				    in->path, (unsigned long long)(in->received + req->data.len),
+				    in->path, (unsigned long long)(received + req->data.len),
 				    (unsigned long long)in->size);
-	if (req->last && in->received + req->data.len != in->size)
+	if (req->last && received + req->data.len != in->size)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 				    "input %.200s: size mismatch: %llu bytes, the manifest says "
 				    "%llu",
-				    in->path, (unsigned long long)(in->received + req->data.len),
+				    in->path, (unsigned long long)(received + req->data.len),
 				    (unsigned long long)in->size);
 	/* The first chunk says the mode (or leaves the declaration's); later
 	 * ones leave it 0 or repeat it (sandbox.proto). */
@@ -373,8 +370,12 @@ static int check_chunk(struct sbx_run *r, struct run_input *in, const Sbx__V1__P
 				    "input %.200s: mode 0%o, but its first chunk said 0%o (later "
 				    "chunks leave it 0 or repeat it)",
 				    in->path, req->mode, in->upload_mode);
-	if (req->offset == 0)
+	if (req->offset == 0) {
+		in->received = 0;
 		in->upload_mode = req->mode ? req->mode : in->mode;
+		EVP_MD_CTX_free(in->md); /* NULL unless starting over */
+		in->md = NULL;
+	}
 	if (!in->md) {
 		in->md = EVP_MD_CTX_new();
 		if (!in->md || !EVP_DigestInit_ex(in->md, EVP_sha256(), NULL))

@@ -245,15 +245,14 @@ class FleetInProgress(unittest.TestCase):
 
 
 class ScriptedHost:
-    """An sbx host that answers CreateRun from a script: what a real sbxd
-    says only in a race or a fault (here: a try that times out, then a
-    refusal of the resend, as when the request-id table no longer knows
-    the first because other callers' answers pushed it out) is what the
-    fleet clients must survive. It speaks nng's REP over plain tcp (the SP
-    header, 8-byte lengths, the REQ backtrace) and answers Health SERVING
-    with room to spare, so placement prefers it. script: one action per
-    CreateRun received, the last one repeated: "silent" (no answer),
-    "exhausted" (RESOURCE_EXHAUSTED), "ok" (a run)."""
+    """An sbx host that answers CreateRun from a script: what a hostile or
+    broken host could say (in_progress for ever) is what the fleet clients
+    must bound. It speaks nng's REP over plain tcp (the SP header, 8-byte
+    lengths, the REQ backtrace) and answers Health SERVING with room to
+    spare, so placement prefers it. script: one action per CreateRun
+    received, the last one repeated: "silent" (no answer), "exhausted"
+    (RESOURCE_EXHAUSTED), "in_progress" (UNAVAILABLE with in_progress),
+    "ok" (a run)."""
 
     def __init__(self, script):
         self.script, self.creates, self.run_id = list(script), [], "run-" + os.urandom(16).hex()
@@ -303,6 +302,9 @@ class ScriptedHost:
                         continue
                     if action == "exhausted":
                         resp.code, resp.message = pb.RESOURCE_EXHAUSTED, "server busy (scripted)"
+                    elif action == "in_progress":
+                        resp.code, resp.in_progress = pb.UNAVAILABLE, True
+                        resp.message = "still running here (scripted)"
                     else:
                         resp.body = pb.CreateRunResponse(run_id=self.run_id).SerializeToString()
                 else:
@@ -316,15 +318,15 @@ class ScriptedHost:
         self.sock.close()
 
 
-class FleetAfterATimeout(unittest.TestCase):
-    """Once a try timed out, the first may run on there: a refusal of a
-    resend from that host (answered, not a failed connection) is no "made
-    nothing", so the create stays on it (review of 2026-12-03: a refusal
-    read "try elsewhere" and the fleet made a second run on another host)."""
+class FleetInProgressForEver(unittest.TestCase):
+    """A host that says in_progress for ever holds a create for four call
+    timeouts, no more, and never sends it to another host: the error names
+    the host and the key (review of 2026-12-03: the wait was bounded only
+    by reading the code)."""
 
     @classmethod
     def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="sbx-fleet-timeout-")
+        cls.dir = tempfile.mkdtemp(prefix="sbx-fleet-for-ever-")
         os.chmod(cls.dir, 0o755)
         sbxdfix.make_certs(cls.dir)
         cls.token = "a" + os.urandom(16).hex()
@@ -355,40 +357,53 @@ class FleetAfterATimeout(unittest.TestCase):
                                tls=self.tls()) as b:
             return {r.run_id for r in b.list_runs()}
 
-    def test_sbxctl_stays_on_the_host_after_a_timeout(self):
-        host = ScriptedHost(["silent", "exhausted", "exhausted", "ok"])
+    def test_sbxctl_gives_up_after_four_call_timeouts(self):
+        host = ScriptedHost(["in_progress"])
         p = lambda name: os.path.join(self.dir, name)  # noqa: E731
         policy = p("policy.json")
         with open(policy, "w") as f:
             f.write(self.policy)
+        t0 = time.monotonic()
         try:
             r = subprocess.run(
                 [sbxdfix.CLI, "--endpoint", "tcp://127.0.0.1:%d,tls+tcp://localhost:%d"
                  % (host.port, self.b.port), "--tls-cert", p("client.pem"), "--tls-key",
                  p("client.key"), "--tls-ca", p("ca.pem"), "--token", self.token,
-                 "--call-timeout", "1", "create", "--policy", policy],
+                 "--call-timeout", "1", "create", "--policy", policy, "--idempotency-key",
+                 "for-ever"],
                 capture_output=True, text=True, timeout=120,
                 env={k: v for k, v in os.environ.items() if not k.startswith("SBX_")})
         finally:
             host.close()
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(r.stdout.strip(), "%s@127.0.0.1:%d" % (host.run_id, host.port))
-        self.assertEqual(len(host.creates), 4, host.creates)
+        elapsed = time.monotonic() - t0
+        self.assertNotEqual(r.returncode, 0, r.stdout)
+        self.assertIn("CreateRun on 127.0.0.1:%d, still in progress there with "
+                      "idempotency_key for-ever" % host.port, r.stderr)
+        # Asked again and again within the bound (50 ms doubling to 1 s
+        # over 4 s, each call with the client's own two quick retries).
+        self.assertGreaterEqual(len(host.creates), 6, host.creates)
         self.assertEqual(len(set(host.creates)), 1, "one request id for every try")
-        self.assertEqual(self.b_runs(), {self.b_run}, "no second run on B")
+        self.assertLess(elapsed, 30, "bounded by four call timeouts, and a little more")
+        self.assertEqual(self.b_runs(), {self.b_run}, "no run on B")
 
-    def test_python_fleet_stays_on_the_host_after_a_timeout(self):
-        host = ScriptedHost(["silent", "exhausted", "exhausted", "ok"])
+    def test_python_fleet_gives_up_after_four_call_timeouts(self):
+        host = ScriptedHost(["in_progress"])
+        t0 = time.monotonic()
         try:
             with sbx_client.fleet(["tcp://127.0.0.1:%d" % host.port,
                                    "tls+tcp://localhost:%d" % self.b.port],
                                   token=self.token, tls=self.tls(), timeout=1) as f:
-                run = f.create_run(self.policy, upload=False)
+                with self.assertRaises(sbx_client.Unavailable) as cm:
+                    f.create_run(self.policy, idempotency_key="for-ever")
         finally:
             host.close()
-        self.assertEqual((run.id, run.host), (host.run_id, "127.0.0.1:%d" % host.port))
-        self.assertEqual(len(host.creates), 4, host.creates)
-        self.assertEqual(self.b_runs(), {self.b_run}, "no second run on B")
+        self.assertTrue(cm.exception.in_progress)
+        self.assertIn("CreateRun on 127.0.0.1:%d, still in progress there with "
+                      "idempotency_key for-ever" % host.port, str(cm.exception))
+        self.assertGreaterEqual(len(host.creates), 6, host.creates)
+        self.assertEqual(len(set(host.creates)), 1, "one request id for every try")
+        self.assertLess(time.monotonic() - t0, 30)
+        self.assertEqual(self.b_runs(), {self.b_run}, "no run on B")
 
 
 class Proc:

@@ -81,7 +81,7 @@ class Client:
             if not self.host_name:
                 raise
             named = type(e)("host %s: %s" % (self.host_name, e.message))
-            named.in_progress, named.answered = e.in_progress, e.answered
+            named.in_progress = e.in_progress
             raise named from None
 
     def _call(self, name, request, response_type, request_id, timeout):
@@ -182,30 +182,39 @@ class Client:
         run = Run(self, r.run_id, r)
         run._declared = {i.path: i for i in declared}
         if upload:
-            try:
-                for i in declared:
-                    try:
-                        run._upload(i)
-                    except errors.FailedPrecondition as e:
-                        # With a key the run may be an earlier create's that
-                        # uploaded it: sbxd checked those bytes against this
-                        # sha256 (the key's request is the same, inputs and all).
-                        if not idempotency_key or "is already complete" not in e.message:
-                            raise
-            except BaseException as e:
-                # A run whose inputs did not arrive is of no use: do not leave
-                # it, unless a retry with its key is to finish it.
-                if not keep_on_failure:
-                    try:
-                        run.teardown()
-                    except errors.SbxError:
-                        pass
-                if isinstance(e, errors.SbxError):
-                    # An upload's in_progress was its own; the create is over.
-                    e.in_progress = False
-                raise
+            self._upload_declared(run, idempotency_key, keep_on_failure)
         return run
 
+    def _upload_declared(self, run, idempotency_key, keep_on_failure):
+        """Uploads run's declared inputs; on failure the run is torn down
+        unless keep_on_failure (a keyed create's retry is to finish it)."""
+        try:
+            for i in run._declared.values():
+                try:
+                    run._upload(i)
+                except errors.FailedPrecondition as e:
+                    # With a key the run may be an earlier create's that
+                    # uploaded it: sbxd checked those bytes against this
+                    # sha256 (the key's request is the same, inputs and all).
+                    if not idempotency_key or "is already complete" not in e.message:
+                        raise
+        except BaseException as e:
+            # A run whose inputs did not arrive is of no use: do not leave
+            # it, unless a retry with its key is to finish it.
+            if not keep_on_failure:
+                try:
+                    run.teardown()
+                except errors.SbxError:
+                    pass
+            if isinstance(e, errors.SbxError):
+                # An upload's in_progress was its own, not the create's.
+                e.in_progress = False
+                if keep_on_failure:
+                    e.message = ("%s (run %s is kept: the same create_run with "
+                                 "idempotency_key %s on this host finishes it)"
+                                 % (e.message, run.id, idempotency_key))
+                    e.args = ("%s: %s" % (e.code, e.message) if e.code else e.message,)
+            raise
 
 def _policy_json(policy):
     if isinstance(policy, dict):

@@ -21,7 +21,6 @@ class SbxError(Exception):
     code = None
     code_value = None
     in_progress = False
-    answered = False  # the server's own answer, not a failed connection or a timeout
 
     def __init__(self, message, code=None, result=None):
         if code is not None:
@@ -74,7 +73,6 @@ def from_code(code, message, in_progress=False):
     cls = BY_CODE.get(code)
     e = SbxError(message, code) if cls is None else cls(message)
     e.in_progress = bool(in_progress) and cls is Unavailable
-    e.answered = True
     return e
 
 

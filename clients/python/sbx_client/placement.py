@@ -373,9 +373,12 @@ class Fleet:
                     # earlier attempt still runs there is asked again.
                     give_up = time.monotonic() + self.timeout * (TIMEOUT_RETRIES + 1)
                     pause, timeouts = IN_PROGRESS_FIRST, 0
+                    # CreateRun alone: its tries are one call to sbxd. The
+                    # upload comes after, once (its errors are not the
+                    # create's, whatever their code).
                     while True:
                         try:
-                            run = c._create_run(policy, inputs, labels, upload, rid,
+                            run = c._create_run(policy, inputs, labels, False, rid,
                                                 input_dir, key, keep_on_failure=False)
                             err = None
                             break
@@ -384,23 +387,27 @@ class Fleet:
                             timeouts += 1
                             if timeouts > TIMEOUT_RETRIES:
                                 break
-                        except (errors.Unavailable, errors.ResourceExhausted) as e:
+                        except errors.Unavailable as e:
                             err = e
-                            # After a timeout the first try may run on there:
-                            # a full pool or a drain met by the resend is no
-                            # "made nothing" (the host answered; it is up).
-                            if timeouts and e.answered and not e.in_progress:
-                                err = errors.Unavailable(
-                                    "a try timed out, so it may still run there: %s"
-                                    % e.message)
-                                err.in_progress = err.answered = True
-                            if not err.in_progress or time.monotonic() + pause > give_up:
+                            if not e.in_progress or time.monotonic() + pause > give_up:
                                 break
                             time.sleep(pause)
                             pause = min(pause * 2, IN_PROGRESS_MAX)
                         except errors.SbxError as e:
                             err = e
                             break
+                    if err is None and upload:
+                        # A key of the caller's: a run whose upload failed
+                        # is kept for its retry on this host (named in the
+                        # error), never placed again elsewhere. The Fleet's
+                        # own key: torn down, and another host may be tried.
+                        try:
+                            c._upload_declared(run, key, keep_on_failure=bool(idempotency_key))
+                        except errors.SbxError as e:
+                            run, err = None, e
+                            if idempotency_key:
+                                raise type(e)("CreateRun on %s: %s"
+                                              % (h.name, e.message)) from None
                 finally:
                     self._lock.acquire()
                     h.inflight -= 1
