@@ -549,6 +549,13 @@ static size_t host_index(sbx_fleet *f, struct host *h)
 	return 0;
 }
 
+/* An earlier attempt of the create ran or runs on the host that said so:
+ * only that host may be asked again. */
+static bool in_progress_there(const struct sbx_rpc_status *st)
+{
+	return st->code == SBX__V1__CODE__UNAVAILABLE && st->in_progress;
+}
+
 /* A refusal that another host may not give: try elsewhere, keep this one. */
 static bool refused_for_now(const struct sbx_rpc_status *st)
 {
@@ -586,7 +593,7 @@ static int create_on_host(sbx_fleet *f, struct host *h, sbx_client *c,
 					 &req->base, &sbx__v1__create_run_response__descriptor, m,
 					 &o, st) == 0)
 			return 0;
-		if (st->code == SBX__V1__CODE__UNAVAILABLE && st->in_progress) {
+		if (in_progress_there(st)) {
 			if (sbx_mono_ms() + pause > give_up)
 				return -1;
 			if (!pause_unless_interrupted(f, pause))
@@ -658,7 +665,7 @@ Sbx__V1__CreateRunResponse *sbx_fleet_create_run(sbx_fleet *f, const Sbx__V1__Cr
 			 (int)sizeof(what) - 40, st->err.msg);
 		note(tries, sizeof(tries), h->r.name, what);
 		last = st->code;
-		if (st->code == SBX__V1__CODE__UNAVAILABLE && st->in_progress) {
+		if (in_progress_there(st)) {
 			/* h may still make the run: another host could make a
 			 * second one. The caller may retry there with the key;
 			 * the next creates go elsewhere for a while. */

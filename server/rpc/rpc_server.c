@@ -397,6 +397,22 @@ answer_error(struct rpc_call *c, Sbx__V1__Code code, const char *fmt, ...)
 	answer_status(c, &st);
 }
 
+/* Answers UNAVAILABLE with in_progress: the request's earlier attempt ran
+ * or runs here, so its retry belongs here, never on another host. */
+__attribute__((format(printf, 2, 3))) static void answer_in_progress(struct rpc_call *c,
+								     const char *fmt, ...)
+{
+	struct sbx_rpc_status st;
+	char msg[SBX_ERR_MAX];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	sbx_rpc_in_progress(&st, "%s", msg);
+	answer_status(c, &st);
+}
+
 /* Runs the method on the request in hand; the packed Response, or NULL when
  * out of memory. *code is what it says. */
 static nng_msg *run_method(struct rpc_call *c, Sbx__V1__Code *code)
@@ -492,18 +508,12 @@ static void work(struct rpc_job *job)
 				     "request (method or body differ)",
 				     shown_id);
 			return;
-		case DEDUPE_BUSY: {
-			/* in_progress: the first attempt may still act, so the
-			 * retry belongs here, never on another host. */
-			struct sbx_rpc_status st;
-
-			sbx_rpc_in_progress(&st,
-					    "request_id \"%s\": an earlier attempt is still "
-					    "running here; retry on this host",
-					    shown_id);
-			answer_status(c, &st);
+		case DEDUPE_BUSY:
+			answer_in_progress(c,
+					   "request_id \"%s\": an earlier attempt is still running "
+					   "here; retry on this host",
+					   shown_id);
 			return;
-		}
 		case DEDUPE_FULL:
 			answer_error(c, SBX__V1__CODE__UNAVAILABLE,
 				     "request_id \"%s\": no room to remember it now; retry",
@@ -544,17 +554,15 @@ static void refuse(struct rpc_call *c, const struct sbx_rpc_status *st)
 static bool repeat_refused_here(struct rpc_call *c)
 {
 	char shown_id[RPC_REQUEST_ID_MAX + 1];
-	struct sbx_rpc_status st;
 
 	if (!c->method->dedupe || !c->env.request_id[0] ||
 	    !rpc_dedupe_seen(c->rpc->dedupe, c->who.name, c->env.request_id))
 		return false;
 	rpc_text_clean(shown_id, sizeof(shown_id), c->env.request_id);
-	sbx_rpc_in_progress(&st,
-			    "request_id \"%s\": an earlier attempt ran or is running here, and "
-			    "no worker is free for this one; retry on this host",
-			    shown_id);
-	answer_status(c, &st);
+	answer_in_progress(c,
+			   "request_id \"%s\": an earlier attempt ran or is running here, and no "
+			   "worker is free for this one; retry on this host",
+			   shown_id);
 	return true;
 }
 
@@ -647,7 +655,7 @@ static void on_request(struct rpc_call *c, nng_msg *msg)
 	if ((v == RPC_POOL_SHARE || v == RPC_POOL_FULL) && repeat_refused_here(c))
 		return;
 	switch (v) {
-	case RPC_POOL_TAKEN:
+	case RPC_POOL_TAKEN: /* returned above; named for -Wswitch */
 		return;
 	case RPC_POOL_SHARE:
 		answer_error(c, SBX__V1__CODE__RESOURCE_EXHAUSTED,
