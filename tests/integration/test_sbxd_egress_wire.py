@@ -161,6 +161,12 @@ class EgressWire(ServerTestCase, Calls):
         st, out, err = self.run_argv(run, ["curl", "-sS", "http://api.test:%d/x" % port])
         self.assertEqual((pb.ExitReason.Name(st.reason), st.exit_code), ("EXITED", 0), err)
         self.assertEqual(out, BODY.decode())
+        # The origin records a connection once the proxy has closed its
+        # side, which may come after curl's exit is reported (seen under
+        # TSan, 2026-12-04): wait for that, then count.
+        deadline = time.time() + 30
+        while time.time() < deadline and len(self.origin.conns) == before:
+            time.sleep(0.05)
         with self.origin.lock:
             self.assertEqual(len(self.origin.conns), before + 1)
             received, sent, head = self.origin.conns[before]
