@@ -52,6 +52,7 @@
 #include "runs_util.h"
 #include "service.h"
 #include "sha256.h"
+#include "sha256_pipe.h"
 #include "tree.h"
 #include "util.h"
 
@@ -200,9 +201,11 @@ static int write_all(int fd, const uint8_t *buf, size_t len, uint64_t off, const
 }
 
 /* One file's bytes, exactly its declared size, into its staging file,
- * hashed as written, then checked against its sha256. */
-static int receive_file(struct sbx_run *r, int sock, const struct import_file *f, uint8_t *buf,
-			const struct side_deadlines *dl, struct sbx_rpc_status *st)
+ * hashed beside the writes (the pipe's thread), then checked against its
+ * sha256. */
+static int receive_file(struct sbx_run *r, int sock, const struct import_file *f,
+			struct sbx_sha256_pipe *hash, const struct side_deadlines *dl,
+			struct sbx_rpc_status *st)
 {
 	struct run_input *in = f->in;
 	int64_t deadline = sbx_mono_ms() + dl->record_ms;
@@ -222,6 +225,7 @@ static int receive_file(struct sbx_run *r, int sock, const struct import_file *f
 		return sbx_rpc_prefix(st, "input %.200s", in->path);
 	}
 	while (got < in->size) {
+		uint8_t *buf = sbx_sha256_pipe_slot(hash);
 		ssize_t k = recv_message(r, sock, buf, deadline, dl, "send a file's bytes", st);
 
 		if (k < 0)
@@ -245,11 +249,12 @@ static int receive_file(struct sbx_run *r, int sock, const struct import_file *f
 			    in->path, (unsigned long long)in->size, k, (unsigned long long)got);
 		if (write_all(fd, buf, (size_t)k, got, in->path, st) < 0)
 			return -1;
-		if (!EVP_DigestUpdate(in->md, buf, (size_t)k))
-			return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "sha256 of %.200s failed",
-					    in->path);
+		if (sbx_sha256_pipe_push(hash, in->md, (size_t)k, &st->err) < 0)
+			return sbx_rpc_code(st, SBX__V1__CODE__INTERNAL);
 		got += (uint64_t)k;
 	}
+	if (sbx_sha256_pipe_drain(hash, &st->err) < 0)
+		return sbx_rpc_code(st, SBX__V1__CODE__INTERNAL);
 	if (!EVP_DigestFinal_ex(in->md, md, &mdlen) || mdlen != 32)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "sha256 of %.200s failed",
 				    in->path);
@@ -280,19 +285,28 @@ static int await_end(struct sbx_run *r, int sock, uint8_t *buf, const struct sid
 }
 
 /* Every file received and checked, the caller's end seen, then every file
- * published; *published counts those in /data. */
+ * published; *published counts those in /data. The hash has a thread of
+ * its own once the call brings more bytes than its buffers hold (a thread
+ * for a few KiB costs more than it saves); either way the buffers are
+ * SBX_SHA256_PIPE_SLOTS messages at most, freed (and the thread joined)
+ * before the caller's thread touches the inputs' digests again. */
 static int import_files(struct sbx_run *r, int sock, const Sbx__V1__ImportInputsRequest *req,
 			const struct import_file *files, const struct side_deadlines *dl,
 			size_t *published, struct sbx_rpc_status *st)
 {
-	_cleanup_free_ uint8_t *buf = malloc(SBX_IMPORT_CHUNK);
+	uint64_t total = 0;
 
-	if (!buf)
-		return sbx_rpc_fail(st, SBX__V1__CODE__INTERNAL, "out of memory");
 	for (size_t i = 0; i < req->n_files; i++)
-		if (receive_file(r, sock, &files[i], buf, dl, st) < 0)
+		total += files[i].in->size;
+	_cleanup_(sbx_sha256_pipe_freep) struct sbx_sha256_pipe *hash = sbx_sha256_pipe_new(
+	    SBX_IMPORT_CHUNK, total > (uint64_t)SBX_SHA256_PIPE_SLOTS * SBX_IMPORT_CHUNK, &st->err);
+
+	if (!hash)
+		return sbx_rpc_code(st, SBX__V1__CODE__INTERNAL);
+	for (size_t i = 0; i < req->n_files; i++)
+		if (receive_file(r, sock, &files[i], hash, dl, st) < 0)
 			return -1;
-	if (await_end(r, sock, buf, dl, st) < 0)
+	if (await_end(r, sock, sbx_sha256_pipe_slot(hash), dl, st) < 0)
 		return -1;
 	for (size_t i = 0; i < req->n_files; i++) {
 		if (inputs_publish(r, files[i].in, files[i].mode, &st->err) < 0) {

@@ -296,6 +296,27 @@ class ImportTest(OutTest):
         self.assertEqual(self.data_listing(run)["f.txt"], (sha(body), 0o644))
         self.teardown(run)
 
+    def test_a_wrong_byte_in_a_call_hashed_beside_its_writes_lands_nothing(self):
+        # More bytes than the hash's buffers hold (4 x 256 KiB): sbxd
+        # hashes on a thread of its own. One byte changed in the second
+        # file, well past its first messages, is still caught, for that
+        # file, and neither file lands.
+        first, second = os.urandom(3 << 20), os.urandom(3 << 20)
+        bad = second[:(2 << 20) + 5] + bytes([second[(2 << 20) + 5] ^ 1]) + second[(2 << 20) + 6:]
+        run = self.create()
+        files = [("one.bin", first, 0), ("two.bin", second, 0)]
+        code, msg, _, _ = self.imp(run, files, messages=pieces(first) + pieces(bad))
+        self.assertEqual(code, "INVALID_ARGUMENT", msg)
+        self.assertIn("input two.bin: sha256 mismatch: the bytes received hash to " + sha(bad),
+                      msg)
+        listing = self.data_listing(run)
+        self.assertNotIn("one.bin", listing)
+        self.assertNotIn("two.bin", listing)
+        code, msg, _, _ = self.imp(run, files)
+        self.assertEqual(code, "OK", msg)
+        self.assertEqual(self.data_listing(run)["two.bin"], (sha(second), 0o644))
+        self.teardown(run)
+
     def test_declarations_chunked_putinput_refuses_are_refused_alike(self):
         run = self.create_with([("dir/declared", b"abc")])
         self.ok("PutInput", pb.PutInputRequest(run_id=run, path="done", data=b"d", last=True,
