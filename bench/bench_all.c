@@ -166,6 +166,9 @@ static const struct row rows[] = {
     {"PutInput, same host, vs cp", "sbxd", "results[transport=ipc,measure=put_input]",
      "results[transport=ipc,measure=put_input].peer", NULL, "mib_per_s_p50", U_MIBS, T_RATIO_GE,
      0.5, NULL},
+    {"PutInput, a new path, vs cp", "sbxd", "results[transport=ipc,measure=put_input_new]",
+     "results[transport=ipc,measure=put_input_new].peer", NULL, "mib_per_s_p50", U_MIBS, T_NONE, 0,
+     NULL},
     /* 5 */
     {"idle runs at once", "scale", "results[measure=idle_runs]", NULL, NULL, NULL, U_RUNS, T_JSON,
      0, NULL},

@@ -1086,27 +1086,50 @@ static void make_local_file(const char *src)
 }
 
 /* sbx_import_files of src into a new run's /data (untimed: the run's
- * creation and teardown), its sha256 the client's (NULL: hashed first, as
- * sbxctl put does) and checked by sbxd as the bytes arrive: seconds. */
-static double import_once(const struct transport *t, const char *src, const char *sha256)
+ * creation and teardown): seconds. With `declared` (the digest, hex) the
+ * run's CreateRun manifest declares the file, as a parent service's does
+ * and `sbxctl put` expects, and the client sends it with sha256 "" (sbxd
+ * checks the bytes against the manifest as they arrive); without, the
+ * path is new, so the client is refused that, hashes the file and calls
+ * again, as `sbxctl put` of an undeclared path does. */
+static double import_once(const struct transport *t, const char *src, const char *declared)
 {
-	const char *locals[] = {src}, *remotes[] = {FETCH_NAME}, *sums[] = {sha256};
+	const char *locals[] = {src}, *remotes[] = {FETCH_NAME};
+	Sbx__V1__CreateRunRequest req = SBX__V1__CREATE_RUN_REQUEST__INIT;
+	Sbx__V1__InputFile in = SBX__V1__INPUT_FILE__INIT, *inputs[] = {&in};
 	struct sbx_rpc_status st;
-	char *id = create_run(t, FETCH_POLICY);
+
+	req.policy_json = (char *)FETCH_POLICY;
+	if (declared) {
+		in.path = (char *)FETCH_NAME;
+		in.size = FETCH_BYTES;
+		in.sha256 = (char *)declared;
+		req.n_inputs = 1;
+		req.inputs = inputs;
+	}
+	Sbx__V1__CreateRunResponse *r = sbx_create_run(t->c, &req, &st);
+	if (!r)
+		call_failed(t, "CreateRun", &st);
+	char *id = strdup(r->run_id);
+	sbx__v1__create_run_response__free_unpacked(r, NULL);
+	if (!id)
+		bench_die("out of memory");
 	double t0 = bench_now_ms();
 
-	if (sbx_import_files(t->c, id, 1, locals, remotes, sha256 ? sums : NULL, &st) < 0)
+	if (sbx_import_files(t->c, id, 1, locals, remotes, NULL, &st) < 0)
 		call_failed(t, "sbx_import_files (ImportInputs)", &st);
-	double s = (bench_now_ms() - t0) / 1e3;
+	double secs = (bench_now_ms() - t0) / 1e3;
 	teardown(t, id);
 	free(id);
-	return s;
+	return secs;
 }
 
 /* The same-host upload next to `cp` of the same local file, rotating, K
- * each; ipc only (ImportInputs refuses other transports). The row is
- * sbxctl put's whole cost (the client hashes the file, then sends it);
- * the note says it with the digest already known (a manifest's). */
+ * each; ipc only (ImportInputs refuses other transports). Two results,
+ * each next to the same cp samples: the upload of an input the run's
+ * manifest declared (issue 21's row: what PutInput is for), and of a new
+ * path, whose digest the client must declare, so it hashes the file
+ * before sending it. */
 static void bench_import(const struct transport *t, long k)
 {
 	char hex[65];
@@ -1121,34 +1144,36 @@ static void bench_import(const struct transport *t, long k)
 	run_ok("cp", cp_argv, NULL);
 	unlink_quiet(cp_dst);
 
-	struct result *r =
-	    new_same_host_result(t->name, "put_input", "ImportInputs 256 MiB (client hashes)", k);
-	bench_note("%s: ImportInputs (sbx_import_files: sha256 by the client, 256 KiB messages, "
-		   "sbxd writes and hashes), with the digest known, and cp, %ld each, rotating",
+	struct result *d =
+	    new_same_host_result(t->name, "put_input", "ImportInputs 256 MiB (declared input)", k);
+	struct result *n = new_same_host_result(
+	    t->name, "put_input_new", "ImportInputs 256 MiB (new path, client hashes)", k);
+	bench_note("%s: ImportInputs (sbx_import_files, 256 KiB messages, sbxd writes and hashes) "
+		   "of an input the manifest declared and of a new path (the client hashes "
+		   "first), and cp, %ld each, rotating",
 		   t->name, k);
 	for (long i = 0; i < k; i++) {
-		double known = 0;
-
 		for (long j = 0; j < 3; j++) {
 			bench_check_interrupt();
 			switch ((i + j) % 3) {
 			case 0:
-				r->v[r->n++] = import_once(t, cp_src, NULL);
+				d->v[d->n++] = import_once(t, cp_src, hex);
 				break;
 			case 1:
-				known = import_once(t, cp_src, hex);
+				n->v[n->n++] = import_once(t, cp_src, NULL);
 				break;
 			default:
-				r->pv[r->pn++] = run_ok("cp", cp_argv, NULL) / 1e3;
+				d->pv[d->pn++] = run_ok("cp", cp_argv, NULL) / 1e3;
+				n->pv[n->pn++] = d->pv[d->pn - 1];
 				unlink_quiet(cp_dst);
 				break;
 			}
 			sync(); /* what one sample left dirty is not the next one's */
 		}
-		bench_note("%s: import %ld/%ld: ImportInputs %.0f MiB/s (digest known: %.0f "
-			   "MiB/s), cp %.0f MiB/s",
-			   t->name, i + 1, k, rate(r->bytes, r->v[r->n - 1]), rate(r->bytes, known),
-			   rate(r->bytes, r->pv[r->pn - 1]));
+		bench_note("%s: import %ld/%ld: declared input %.0f MiB/s, new path %.0f MiB/s, cp "
+			   "%.0f MiB/s",
+			   t->name, i + 1, k, rate(d->bytes, d->v[d->n - 1]),
+			   rate(n->bytes, n->v[n->n - 1]), rate(d->bytes, d->pv[d->pn - 1]));
 	}
 }
 
@@ -1199,9 +1224,10 @@ static void usage(FILE *f)
 	    "          socket of our uid, sha256 vouched for by sbxd or of the copy)\n"
 	    "          next to `cp` of a local 256 MiB file, rotating (target >= 0.5)\n"
 	    "  import  (ipc only) a local 256 MiB file uploaded K times (--fetches) into\n"
-	    "          new runs' /data by sbx_import_files (ImportInputs: sha256 by the\n"
-	    "          client, the bytes over a unix socket, sbxd writes and hashes)\n"
-	    "          next to `cp` of it, rotating (target >= 0.5)\n"
+	    "          new runs' /data by sbx_import_files (ImportInputs: the bytes over\n"
+	    "          a unix socket, sbxd writes them and hashes beside): as an input\n"
+	    "          the run's manifest declared (target >= 0.5) and as a new path\n"
+	    "          (the client hashes it first), next to `cp` of it, rotating\n"
 	    "Tables go to stdout, progress to stderr.\n"
 	    "\n"
 	    "  --sbxd PATH     sbxd (default <dir of this binary>/../server/sbxd)\n"

@@ -289,7 +289,11 @@ int sbx_export_at(sbx_client *c, const char *run_id, size_t n, const char *const
  * sha256 NULL, or n entries each NULL or a digest the caller already has,
  * e.g. a manifest's), its bytes sent over a unix socket only sbxd's uid
  * is heard on, checked by sbxd as PutInput checks them, and put in /data
- * only once every file matched. UNIMPLEMENTED when sbxd has it off or its
+ * only once every file matched. A file without a digest is declared with
+ * none first, which sbxd takes for a path the run declared (its manifest:
+ * the bytes are checked against that digest, and the file is read once);
+ * when sbxd answers that a path is new, those files are hashed here and
+ * the call made again. UNIMPLEMENTED when sbxd has it off or its
  * kernel cannot refuse descriptors on that socket (before Linux 6.16);
  * FAILED_PRECONDITION on another transport: use sbx_put_file then. */
 int sbx_import_files(sbx_client *c, const char *run_id, size_t n, const char *const *local_paths,

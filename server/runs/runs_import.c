@@ -83,11 +83,16 @@ static int check_request(const struct sbx_identity *who, const Sbx__V1__ImportIn
 	for (size_t i = 0; i < req->n_files; i++) {
 		const Sbx__V1__InputFile *f = req->files[i];
 
-		/* A first PutInput chunk may leave sha256 "" for a path the
-		 * manifest has; here each file says what its bytes hash to. */
-		if (!is_sha256_hex(f->sha256))
+		/* As on a first PutInput chunk: "" for a path the run has
+		 * declared (its manifest's, or an upload's before) means that
+		 * declaration's digest, which the bytes are checked against; a
+		 * new path must say it (inputs_take refuses "" naming why).
+		 * A caller uploading a declared input need not hash it first:
+		 * sbxd does, as the bytes arrive. */
+		if (f->sha256[0] && !is_sha256_hex(f->sha256))
 			return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
-					    "files[%zu].sha256: must be 64 lowercase hex digits",
+					    "files[%zu].sha256: must be 64 lowercase hex digits, "
+					    "or empty for a declared input",
 					    i);
 		if (f->arrived_unix_ms)
 			return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,

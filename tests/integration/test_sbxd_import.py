@@ -225,6 +225,29 @@ class ImportTest(OutTest):
         self.assertEqual(self.data_listing(run), {"d/a": (want, 0o644), "d/b": (want, 0o644)})
         self.teardown(run)
 
+    def test_sbxctl_put_of_a_declared_input_leaves_the_hash_to_sbxd(self):
+        # sbxctl declares the file with sha256 "" and sbxd checks the bytes
+        # against the manifest's digest: a file that differs is refused in
+        # the manifest's words (had sbxctl hashed it and declared that, the
+        # refusal would be "a path is declared once and never replaced").
+        body = b"beta" * 300000
+        run = self.create_with([("in/b.bin", body)])
+        with tempfile.TemporaryDirectory() as top:
+            local = os.path.join(top, "b")
+            with open(local, "wb") as f:
+                f.write(body[:-1] + b"!")
+            r = self.srv.cli("put", run, local, "in/b.bin")
+            self.assertNotEqual(r.returncode, 0, r)
+            self.assertIn("sha256 mismatch: the bytes received hash to %s, the manifest says %s"
+                          % (sha(body[:-1] + b"!"), sha(body)), r.stderr)
+            with open(local, "wb") as f:
+                f.write(body)
+            r = self.srv.cli("put", run, local, "in/b.bin")
+            self.assertEqual(r.returncode, 0, r)
+        self.assertEqual(len(self.imported_events(run)), 1)
+        self.assertEqual(self.data_listing(run), {"in/b.bin": (sha(body), 0o644)})
+        self.teardown(run)
+
     def test_sbxctl_run_data_imports(self):
         with tempfile.TemporaryDirectory() as top:
             data = os.path.join(top, "data")
@@ -296,6 +319,38 @@ class ImportTest(OutTest):
         self.assertEqual(self.data_listing(run)["f.txt"], (sha(body), 0o644))
         self.teardown(run)
 
+    def test_a_declared_input_needs_no_digest_from_the_caller(self):
+        # sha256 "" for an input the manifest (or an earlier upload)
+        # declared: its bytes are checked against that declaration's.
+        body, later = os.urandom(3 << 20), b"later"
+        run = self.create_with([("m.bin", body)])
+        files = [("m.bin", len(body), "", 0)]
+        bad = body[:-1] + bytes([body[-1] ^ 1])
+        code, msg, _, _ = self.imp(run, files, messages=pieces(bad))
+        self.assertEqual(code, "INVALID_ARGUMENT", msg)
+        self.assertIn("input m.bin: sha256 mismatch: the bytes received hash to %s, the "
+                      "manifest says %s" % (sha(bad), sha(body)), msg)
+        # Not in: the first Exec still waits for it.
+        code, msg, _ = self.c.call("Exec", pb.ExecRequest(run_id=run, argv=["/bin/true"]),
+                                   pb.ExecResponse)
+        self.assertEqual(code, "FAILED_PRECONDITION", msg)
+        self.assertIn("input m.bin has not been uploaded completely", msg)
+        code, msg, resp, _ = self.imp(run, files, messages=pieces(body))
+        self.assertEqual(code, "OK", msg)
+        self.assertEqual(list(resp.sha256), [sha(body)])
+        # A path declared by a first chunk that left it incomplete, alike.
+        chunk = pb.PutInputRequest(run_id=run, path="n.txt", size=len(later), sha256=sha(later),
+                                   offset=0, data=later[:2])
+        code, msg, _ = self.c.call("PutInput", chunk, pb.PutInputResponse)
+        self.assertEqual(code, "OK", msg)
+        code, msg, resp, _ = self.imp(run, [("n.txt", len(later), "", 0)],
+                                      messages=pieces(later))
+        self.assertEqual(code, "OK", msg)
+        self.assertEqual(list(resp.sha256), [sha(later)])
+        self.assertEqual(self.data_listing(run), {"m.bin": (sha(body), 0o644),
+                                                  "n.txt": (sha(later), 0o644)})
+        self.teardown(run)
+
     def test_a_wrong_byte_in_a_call_hashed_beside_its_writes_lands_nothing(self):
         # More bytes than the hash's buffers hold (4 x 256 KiB): sbxd
         # hashes on a thread of its own. One byte changed in the second
@@ -353,8 +408,12 @@ class ImportTest(OutTest):
             (dict(files=[]), "INVALID_ARGUMENT", "files: 0 given"),
             (dict(files=[pb.InputFile(path="f%d" % i, size=0, sha256=sha(b""))
                          for i in range(257)]), "INVALID_ARGUMENT", "files: 257 given"),
+            (dict(files=[pb.InputFile(path="a", size=1, sha256="A" * 64)]), "INVALID_ARGUMENT",
+             "files[0].sha256: must be 64 lowercase hex digits, or empty for a declared input"),
+            # "" is the declaration's digest: a new path has none.
             (dict(files=[pb.InputFile(path="a", size=1, sha256="")]), "INVALID_ARGUMENT",
-             "files[0].sha256"),
+             "input a is not in the run's manifest: declare it at CreateRun (inputs) or with "
+             "size and sha256"),
             (dict(files=[pb.InputFile(path="a", size=1, sha256=sha(b"a"),
                                       arrived_unix_ms=1)]), "INVALID_ARGUMENT",
              "files[0].arrived_unix_ms"),
