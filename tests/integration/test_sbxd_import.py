@@ -282,6 +282,37 @@ class ImportTest(OutTest):
                 "q.txt": (sha(b"chunked"), 0o644)})
             run.teardown()
 
+    def test_the_python_client_sends_a_declared_input_without_hashing_it(self):
+        # Run.put of a path declared at create_run(upload=False) sends the
+        # declared digest, not one of its own: a file that changed since
+        # (same size) is refused by sbxd in the manifest's words, which a
+        # client that hashed it again would have refused itself, saying
+        # "not the bytes declared".
+        body = os.urandom(2 << 20)
+        changed = body[:-1] + bytes([body[-1] ^ 1])
+        with sbx_client.connect(self.srv.ipc) as c, tempfile.TemporaryDirectory() as top:
+            local = os.path.join(top, "d.bin")
+            with open(local, "wb") as f:
+                f.write(body)
+            run = c.create_run(json.loads(policy_json()), inputs={"/data/d.bin": local},
+                               upload=False)
+            with open(local, "wb") as f:
+                f.write(changed)
+            with self.assertRaises(sbx_client.InvalidArgument) as e:
+                run.put("/data/d.bin", local)
+            self.assertIn("sha256 mismatch: the bytes received hash to %s, the manifest says "
+                          "%s" % (sha(changed), sha(body)), str(e.exception))
+            with open(local, "wb") as f:
+                f.write(body + b"x")
+            with self.assertRaises(sbx_client.InvalidArgument) as e:
+                run.put("/data/d.bin", local)
+            self.assertIn("not the bytes declared at CreateRun", str(e.exception))
+            with open(local, "wb") as f:
+                f.write(body)
+            run.put("/data/d.bin", local)
+            self.assertEqual(self.data_listing(run.id), {"d.bin": (sha(body), 0o644)})
+            run.teardown()
+
     # ---- what a caller sends ----
 
     def assert_nothing_landed(self, run, path):

@@ -301,15 +301,19 @@ class Run:
     def put(self, path, data, mode=None):
         """Uploads one input (bytes or a local path) with PutInput. A path
         declared at CreateRun (create_run(upload=False)) must get the bytes
-        declared; another one is declared by its first chunk and may be added
-        between execs. The file appears in /data whole, once its sha256
+        declared (not hashed here: sbxd checks them against the declared
+        sha256, and a mismatch lands nothing); another one is declared by its
+        first chunk and may be added between execs. The file appears in /data whole, once its sha256
         matched, with `mode` (permission bits, e.g. 0o755; default: a local
         file's own, else 0644); a path is never replaced."""
-        inp = files.Input(path, data)
-        want = self._declared.get(inp.path)
-        if want is not None and (want.size, want.sha256) != (inp.size, inp.sha256):
+        # A path this client declared at CreateRun is sent with that digest,
+        # not hashed again: sbxd checks the bytes against it as they arrive.
+        want = self._declared.get(files.input_path(path))
+        inp = files.Input(path, data, sha256=want.sha256 if want is not None else None)
+        if want is not None and want.size != inp.size:
             raise errors.InvalidArgument("input %s: not the bytes declared at CreateRun (size %d "
-                                         "sha256 %s)" % (inp.path, want.size, want.sha256))
+                                         "sha256 %s): %d bytes" % (inp.path, want.size,
+                                                                   want.sha256, inp.size))
         if mode is None and inp.local is not None:
             mode = os.stat(inp.local).st_mode & 0o777
         self._upload(inp, mode)
