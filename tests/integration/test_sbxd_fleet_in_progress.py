@@ -244,6 +244,37 @@ class FleetInProgress(unittest.TestCase):
             a.run(kept.pop()).teardown()
 
 
+    def test_python_fleet_keyed_create_keeps_a_run_whose_upload_failed(self):
+        """The Fleet, alike: with the caller's key a run whose upload failed
+        is kept on its host, which the error names (the retry with the key
+        must go there); with the Fleet's own key it is torn down."""
+        self.gate.reset()
+        uuid = "/proc/sys/kernel/random/uuid"
+        key = "fkept-" + os.urandom(8).hex()
+        before_a, before_b = self.runs(self.a), self.runs(self.b)
+        f = sbx_client.fleet([self.url(self.a), self.url(self.b)], token=self.token,
+                             tls=self.tls())
+        try:
+            errs = []
+            for k in (key, None):
+                with self.assertRaises(sbx_client.SbxError) as cm:
+                    f.create_run(self.policy, inputs={"/data/f": uuid}, idempotency_key=k)
+                self.assertIn("sha256", str(cm.exception))
+                errs.append(str(cm.exception))
+        finally:
+            f.close()
+        kept_a, kept_b = self.runs(self.a) - before_a, self.runs(self.b) - before_b
+        self.assertEqual(len(kept_a) + len(kept_b), 1, "the keyed run kept, the other torn "
+                         "down: %s %s" % (kept_a, kept_b))
+        host = self.a if kept_a else self.b
+        kept = (kept_a or kept_b).pop()
+        self.assertIn("CreateRun on %s:" % self.url(host).split("://", 1)[1], errs[0])
+        self.assertIn("run %s is kept" % kept, errs[0])
+        self.assertNotIn("is kept", errs[1])
+        with sbx_client.Client(self.url(host), token=self.token, tls=self.tls()) as c:
+            c.run(kept).teardown()
+
+
 class ScriptedHost:
     """An sbx host that answers CreateRun from a script: what a hostile or
     broken host could say (in_progress for ever) is what the fleet clients
