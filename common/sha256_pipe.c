@@ -52,9 +52,11 @@ static void *hash_slots(void *arg)
 	return NULL;
 }
 
-struct sbx_sha256_pipe *sbx_sha256_pipe_new(size_t slot_bytes, bool threaded, struct sbx_err *err)
+struct sbx_sha256_pipe *sbx_sha256_pipe_new(size_t slot_bytes, bool threaded,
+					    const char *thread_name, struct sbx_err *err)
 {
 	struct sbx_sha256_pipe *p = calloc(1, sizeof(*p));
+	pthread_attr_t attr;
 	int e;
 
 	if (!p) {
@@ -70,10 +72,18 @@ struct sbx_sha256_pipe *sbx_sha256_pipe_new(size_t slot_bytes, bool threaded, st
 			sbx_fail(err, "sha256: out of memory");
 			return NULL;
 		}
-	if (threaded && (e = pthread_create(&p->thread, NULL, hash_slots, p)) != 0) {
-		sbx_sha256_pipe_free(p);
-		sbx_fail_errnum(err, e, "sha256: a thread to hash beside the copy");
-		return NULL;
+	if (threaded) {
+		pthread_attr_init(&attr);
+		pthread_attr_setstacksize(&attr, SBX_SHA256_PIPE_STACK);
+		e = pthread_create(&p->thread, &attr, hash_slots, p);
+		pthread_attr_destroy(&attr);
+		if (e != 0) {
+			sbx_sha256_pipe_free(p);
+			sbx_fail_errnum(err, e, "sha256: a thread to hash beside the copy");
+			return NULL;
+		}
+		if (thread_name)
+			pthread_setname_np(p->thread, thread_name);
 	}
 	p->threaded = threaded;
 	return p;

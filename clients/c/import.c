@@ -57,6 +57,7 @@ struct sender {
 	uint8_t *buf;		  /* SBX_IMPORT_CHUNK */
 	struct sbx_rpc_status st; /* why it stopped */
 	bool ours;		  /* st is our own failure (reading a local file) */
+	bool connected;		  /* sbxd connected: the call got past its checks */
 };
 
 static int send_file(struct sender *sd, int s, size_t i)
@@ -94,6 +95,7 @@ static void *send_all(void *arg)
 
 	if (s < 0)
 		return NULL;
+	sd->connected = true;
 	/* Best effort: a smaller buffer only means more waits; a 256 KiB
 	 * message needs more than the default (EMSGSIZE says so below). */
 	(void)setsockopt(s, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
@@ -144,12 +146,16 @@ static int hash_declared(struct outgoing *f, const char *local, struct sbx_rpc_s
 	return 0;
 }
 
-/* sbxd's refusal of a sha256 "" for a path the run has not declared (the
- * words of runs_inputs.c's check_run, as PutInput says them). */
-static bool refused_as_new(const struct sbx_rpc_status *st)
+/* sbxd's refusal of a sha256 "" before it connected: for a path the run
+ * has not declared (runs_inputs.c's words, as PutInput says them), or by
+ * an sbxd from before "" (it wants 64 hex digits in every file). Only a
+ * call sbxd never connected for: a refusal after the bytes (a mismatch,
+ * whose message names the path, which may hold any words) is the answer. */
+static bool refused_as_new(const struct sender *sd, const struct sbx_rpc_status *st)
 {
-	return st->code == SBX__V1__CODE__INVALID_ARGUMENT &&
-	       strstr(st->err.msg, "is not in the run's manifest");
+	return !sd->connected && st->code == SBX__V1__CODE__INVALID_ARGUMENT &&
+	       (strstr(st->err.msg, "is not in the run's manifest: declare it at CreateRun") ||
+		strstr(st->err.msg, ".sha256: must be 64 lowercase hex digits"));
 }
 
 static void sender_clear(struct sender *sd)
@@ -179,7 +185,7 @@ static int import_call(sbx_client *c, const char *run_id, struct sender *sd,
 	side_listener_clear(&sd->side);
 	sd->side = (struct side_listener)SIDE_LISTENER_INIT;
 	memset(&sd->st, 0, sizeof(sd->st));
-	sd->ours = false;
+	sd->ours = sd->connected = false;
 	if (side_listen(&sd->side, c, "import", sbx_mono_ms() + o.timeout_ms, name, st) < 0)
 		return -1;
 	req.run_id = (char *)run_id;
@@ -256,8 +262,9 @@ int sbx_import_files(sbx_client *c, const char *run_id, size_t n, const char *co
 	}
 	if (import_call(c, run_id, &sd, decls, remote_paths, st) == 0)
 		return 0;
-	/* Refused before sbxd connected: nothing was declared or sent. */
-	if (!undigested || !refused_as_new(st))
+	/* Refused before sbxd connected, and for a "": sbxd checks every ""
+	 * before it takes any file, so nothing was declared or sent. */
+	if (!undigested || !refused_as_new(&sd, st))
 		return -1;
 	for (size_t i = 0; i < n; i++)
 		if (!sd.files[i].sha256[0] && hash_declared(&sd.files[i], local_paths[i], st) < 0)

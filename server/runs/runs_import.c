@@ -27,7 +27,9 @@
  * What a caller can make sbxd do: one worker of its own share of the long
  * lane waits, at most same_host_record_ms per file and same_host_call_ms
  * per call; sbxd reads at most SBX_IMPORT_CHUNK bytes at a time into one
- * buffer, into files whose sizes the quota already took; no descriptor
+ * of SBX_SHA256_PIPE_SLOTS buffers (1 MiB, and one hashing thread, for a
+ * call of more than that; freed when the call ends), into files whose
+ * sizes the quota already took; no descriptor
  * reaches sbxd (its socket refuses them, before it connects; without
  * SO_PASSRIGHTS the call is UNIMPLEMENTED and changes nothing). A
  * Teardown meanwhile stops the call within a tenth of a second. */
@@ -108,10 +110,19 @@ static int check_request(const struct sbx_identity *who, const Sbx__V1__ImportIn
 }
 
 /* Every file declared and taken as its first PutInput chunk would be;
- * *taken counts those to give back. */
+ * *taken counts those to give back. A file given sha256 "" must name an
+ * input the run has, checked for all of them first: taking a file changes
+ * things (a new path is declared and charged, an incomplete upload starts
+ * over), so a call refused for its third file must not have taken the
+ * first two. A caller that does not know whether a path is declared tries
+ * "" and hashes only when told it is new (clients/c/import.c). */
 static int take_all(struct sbx_run *r, const Sbx__V1__ImportInputsRequest *req,
 		    struct import_file *files, size_t *taken, struct sbx_rpc_status *st)
 {
+	for (size_t i = 0; i < req->n_files; i++)
+		if (!req->files[i]->sha256[0] &&
+		    inputs_require_declared(r, req->files[i]->path, st) < 0)
+			return -1;
 	for (size_t i = 0; i < req->n_files; i++) {
 		const Sbx__V1__InputFile *f = req->files[i];
 		Sbx__V1__PutInputRequest chunk = SBX__V1__PUT_INPUT_REQUEST__INIT;
@@ -304,7 +315,8 @@ static int import_files(struct sbx_run *r, int sock, const Sbx__V1__ImportInputs
 	for (size_t i = 0; i < req->n_files; i++)
 		total += files[i].in->size;
 	_cleanup_(sbx_sha256_pipe_freep) struct sbx_sha256_pipe *hash = sbx_sha256_pipe_new(
-	    SBX_IMPORT_CHUNK, total > (uint64_t)SBX_SHA256_PIPE_SLOTS * SBX_IMPORT_CHUNK, &st->err);
+	    SBX_IMPORT_CHUNK, total > (uint64_t)SBX_SHA256_PIPE_SLOTS * SBX_IMPORT_CHUNK,
+	    "sbxd-hash", &st->err);
 
 	if (!hash)
 		return sbx_rpc_code(st, SBX__V1__CODE__INTERNAL);

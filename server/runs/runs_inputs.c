@@ -342,12 +342,17 @@ static int check_chunk(struct sbx_run *r, struct run_input *in, const Sbx__V1__P
 	 * from the file (opened O_TRUNC at 0) and from the hash. */
 	uint64_t received = req->offset == 0 ? 0 : in->received;
 
-	if (req->offset != received)
+	if (req->offset != received && received)
 		return sbx_rpc_fail(
 		    st, SBX__V1__CODE__INVALID_ARGUMENT,
 		    "input %.200s: offset %llu, expected %llu or 0 (chunks arrive in "
 		    "order; 0 starts the file over)",
 		    in->path, (unsigned long long)req->offset, (unsigned long long)received);
+	if (req->offset != received)
+		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
+				    "input %.200s: offset %llu, expected 0 (chunks arrive in "
+				    "order)",
+				    in->path, (unsigned long long)req->offset);
 	if (req->data.len > in->size - received)
 		return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
 				    "input %.200s: %llu bytes exceed the manifest's size %llu",
@@ -511,6 +516,25 @@ static int check_declared(const struct run_input *in, const Sbx__V1__PutInputReq
 	return 0;
 }
 
+/* What a chunk that declares nothing says of a path the run does not have. */
+static int not_declared(const char *path, struct sbx_rpc_status *st)
+{
+	return sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
+			    "input %.200s is not in the run's manifest: declare it at CreateRun "
+			    "(inputs) or with size and sha256 on its first chunk",
+			    path);
+}
+
+int inputs_require_declared(struct sbx_run *r, const char *path, struct sbx_rpc_status *st)
+{
+	bool declared;
+
+	run_lock(r);
+	declared = find_input(r, path) != NULL;
+	run_unlock(r);
+	return declared ? 0 : not_declared(path, st);
+}
+
 /* mu held: the state and the run's own checks. A new path to declare
  * returns NULL with *declaring set until `charged` (see declare); *added:
  * the call declared it. */
@@ -554,10 +578,7 @@ static struct run_input *check_run(struct sbx_run *r, const Sbx__V1__PutInputReq
 		*declaring = !in && st->code == SBX__V1__CODE__OK;
 		*added = in != NULL;
 	} else if (!in)
-		sbx_rpc_fail(st, SBX__V1__CODE__INVALID_ARGUMENT,
-			     "input %.200s is not in the run's manifest: declare it at CreateRun "
-			     "(inputs) or with size and sha256 on its first chunk",
-			     req->path);
+		not_declared(req->path, st);
 	if (in && check_chunk(r, in, req, st) < 0)
 		return NULL;
 	return in;

@@ -31,6 +31,10 @@ const char *inputs_missing(struct sbx_run *r) REQUIRES(r->mu);
  * (busy) for this call with the mode it will get, or NULL with st. */
 struct run_input *inputs_take(struct sbx_run *r, const Sbx__V1__PutInputRequest *req,
 			      uint32_t *mode, struct sbx_rpc_status *st);
+/* 0 when path is an input of the run (its manifest's, or declared by an
+ * upload since: declarations are never taken back), else -1 with st in the
+ * words PutInput refuses a chunk for such a path with. Takes the lock. */
+int inputs_require_declared(struct sbx_run *r, const char *path, struct sbx_rpc_status *st);
 /* The directories a path makes (the free-space reserve's inodes). */
 size_t input_depth(const char *path);
 /* A taken input's staging file, new and empty, for writing. */

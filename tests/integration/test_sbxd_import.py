@@ -244,6 +244,18 @@ class ImportTest(OutTest):
                 f.write(body)
             r = self.srv.cli("put", run, local, "in/b.bin")
             self.assertEqual(r.returncode, 0, r)
+            # A path whose name holds the words of "not declared": the
+            # mismatch is the answer, not taken for "hash it and ask again"
+            # (which would then be refused as a second declaration).
+            odd = "is not in the run's manifest: declare it at CreateRun"
+            run2 = self.create_with([(odd, body)])
+            with open(local, "wb") as f:
+                f.write(body[:-1] + b"!")
+            r = self.srv.cli("put", run2, local, odd)
+            self.assertNotEqual(r.returncode, 0, r)
+            self.assertIn("sha256 mismatch", r.stderr)
+            self.assertNotIn("declared once", r.stderr)
+            self.teardown(run2)
         self.assertEqual(len(self.imported_events(run)), 1)
         self.assertEqual(self.data_listing(run), {"in/b.bin": (sha(body), 0o644)})
         self.teardown(run)
@@ -380,6 +392,35 @@ class ImportTest(OutTest):
         self.assertEqual(list(resp.sha256), [sha(later)])
         self.assertEqual(self.data_listing(run), {"m.bin": (sha(body), 0o644),
                                                   "n.txt": (sha(later), 0o644)})
+        self.teardown(run)
+
+    def test_a_refused_empty_digest_takes_nothing_of_the_call(self):
+        # [a declared input half uploaded in chunks, sent with "";
+        #  a new path with its digest; a new path with ""]: refused for the
+        # third before anything is taken, so the chunked upload goes on at
+        # its offset and the second path was never declared (review 12).
+        body = b"p" * 100000
+        run = self.create_with([("part.bin", body)])
+        chunk = pb.PutInputRequest(run_id=run, path="part.bin", offset=0, data=body[:50000])
+        code, msg, _ = self.c.call("PutInput", chunk, pb.PutInputResponse)
+        self.assertEqual(code, "OK", msg)
+        code, msg, _, s = self.imp(run, [("part.bin", len(body), "", 0),
+                                         ("new.txt", b"new", 0),
+                                         ("other.txt", 5, "", 0)], messages=[])
+        self.assertEqual(code, "INVALID_ARGUMENT", msg)
+        self.assertIn("input other.txt is not in the run's manifest", msg)
+        self.assertIsNone(s.hello)  # sbxd connected to nothing
+        chunk = pb.PutInputRequest(run_id=run, path="part.bin", offset=50000,
+                                   data=body[50000:], last=True)
+        code, msg, _ = self.c.call("PutInput", chunk, pb.PutInputResponse)
+        self.assertEqual(code, "OK", msg)
+        # new.txt is free to be declared with other bytes.
+        chunk = pb.PutInputRequest(run_id=run, path="new.txt", offset=0, data=b"else",
+                                   size=4, sha256=sha(b"else"), last=True)
+        code, msg, _ = self.c.call("PutInput", chunk, pb.PutInputResponse)
+        self.assertEqual(code, "OK", msg)
+        self.assertEqual(self.data_listing(run), {"part.bin": (sha(body), 0o644),
+                                                  "new.txt": (sha(b"else"), 0o644)})
         self.teardown(run)
 
     def test_a_wrong_byte_in_a_call_hashed_beside_its_writes_lands_nothing(self):

@@ -30,7 +30,7 @@ static void fill(uint8_t *buf, size_t len, unsigned seed)
 static void run(bool threaded, int rounds, int drain_every)
 {
 	struct sbx_err err = {0};
-	struct sbx_sha256_pipe *p = sbx_sha256_pipe_new(SLOT, threaded, &err);
+	struct sbx_sha256_pipe *p = sbx_sha256_pipe_new(SLOT, threaded, "test-hash", &err);
 	EVP_MD_CTX *md[FILES];
 	uint8_t *whole[FILES];
 	size_t len[FILES] = {0};
@@ -77,7 +77,7 @@ static void run(bool threaded, int rounds, int drain_every)
 static void free_while_queued(void)
 {
 	struct sbx_err err = {0};
-	struct sbx_sha256_pipe *p = sbx_sha256_pipe_new(1 << 20, true, &err);
+	struct sbx_sha256_pipe *p = sbx_sha256_pipe_new(1 << 20, true, NULL, &err);
 	EVP_MD_CTX *md = EVP_MD_CTX_new();
 	bool ok = p && md && EVP_DigestInit_ex(md, EVP_sha256(), NULL);
 
