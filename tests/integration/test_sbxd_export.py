@@ -25,6 +25,12 @@ from sbxdfix import policy_json
 from sbxrpc import sandbox_pb2 as pb
 from test_sbxd_out import OutTest
 
+SOURCE = os.environ.get("SBX_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.path.dirname(os.environ.get("SBX_PYTHON_PROTO", "").rstrip("/"))
+sys.path[:0] = [os.path.join(SOURCE, "clients", "python"), os.path.join(BUILD, "clients", "python")]
+import sbx_client  # noqa: E402
+from sbx_client import dest as sbx_dest  # noqa: E402
+
 PY = "/usr/bin/python3"
 HELLO = b"sbxhel3\0"
 MAGIC = b"sbxexp3\0"
@@ -188,6 +194,77 @@ class ExportTest(OutTest):
         m = os.umask(0)
         os.umask(m)
         return m
+
+    def test_the_python_client_exports_on_ipc(self):
+        run = self.create(out_mb=64)
+        self.run_py(run, "import os\nos.makedirs('/out/d/e')\n"
+                         "open('/out/big','wb').write(os.urandom(5<<20)+b'x')\n"
+                         "open('/out/d/e/small','w').write('hi')\nopen('/out/empty','w')\n"
+                         "os.chmod('/out/d/e/small', 0o640)\n")
+        with sbx_client.connect(self.srv.ipc) as c, tempfile.TemporaryDirectory() as top:
+            r = c.run(run)
+            listing = r.artifacts()
+            want = {a.path: a.sha256 for a in listing}
+            # The E2B-shaped download: every file, by one export.
+            got = sbx_client.Sandbox(r).files.download("/out", os.path.join(top, "o"))
+            self.assertEqual({f.path: f.sha256 for f in got}, want)
+            for path, digest in want.items():
+                with open(os.path.join(top, "o", path), "rb") as f:
+                    self.assertEqual(sha(f.read()), digest, path)
+            self.assertEqual(os.stat(os.path.join(top, "o", "d/e/small")).st_mode & 0o777,
+                             0o640 & ~self.umask())
+            self.assertEqual(sorted(os.listdir(os.path.join(top, "o"))),
+                             ["big", "d", "empty"])  # no temporary file left
+            ev = self.exported_events(run)
+            self.assertEqual(len(ev), 1, ev)
+            self.assertEqual((ev[0]["files"], ev[0]["bytes"]), (3, (5 << 20) + 3))
+            # A listed digest the bytes do not have: DataLoss, nothing kept.
+            fd = sbx_dest.open_dest(os.path.join(top, "p"))
+            try:
+                with self.assertRaises(sbx_client.DataLoss) as e:
+                    r.fetch_many_at(fd, [("d/e/small", "small", 0o600, sha(b"other"))])
+                self.assertIn("small: sha256 of the bytes received is %s, expected %s"
+                              % (sha(b"hi"), sha(b"other")), str(e.exception))
+                self.assertEqual(os.listdir(os.path.join(top, "p")), [])
+                self.assertEqual(len(self.exported_events(run)), 2)
+                # A link where a file goes is refused, never written through;
+                # the client hangs up early, so sbxd's call fails too.
+                os.symlink(os.path.join(top, "victim"), os.path.join(top, "p", "big"))
+                with self.assertRaises(sbx_client.FailedPrecondition) as e:
+                    r.fetch_many_at(fd, [("big", "big", 0o600, want["big"])])
+                self.assertIn("big: a symbolic link is in the way", str(e.exception))
+                self.assertFalse(os.path.exists(os.path.join(top, "victim")))
+                self.assertEqual(os.listdir(os.path.join(top, "p")), ["big"])
+            finally:
+                os.close(fd)
+            self.assertEqual(len(self.exported_events(run)), 2)
+            # Turned off by the caller: chunks, no export on record.
+            c.same_host_export = False
+            sbx_client.Sandbox(r).files.download("/out/d", os.path.join(top, "q"))
+            with open(os.path.join(top, "q", "e", "small")) as f:
+                self.assertEqual(f.read(), "hi")
+            self.assertEqual(len(self.exported_events(run)), 2)
+        self.teardown(run)
+
+    def test_python_run_out_exports_and_no_export_fetches_chunks(self):
+        env = dict(os.environ, PYTHONPATH=":".join(sys.path[:2]))
+        with tempfile.TemporaryDirectory() as top:
+            before = len([e for e in self.srv.audit_events()
+                          if e.get("event") == "artifacts_exported"])
+            for flags, exported in (([], 1), (["--no-export"], 0)):
+                out = os.path.join(top, "o%d" % exported)
+                r = subprocess.run(
+                    [sys.executable, "-m", "sbx_client", "run", "--endpoint", self.srv.ipc,
+                     "--out", out] + flags + ["--", PY, "-c",
+                                              "open('/out/r.txt','w').write('done')"],
+                    capture_output=True, text=True, timeout=120, env=env)
+                self.assertEqual(r.returncode, 0, r)
+                with open(os.path.join(out, "r.txt")) as f:
+                    self.assertEqual(f.read(), "done")
+                now = len([e for e in self.srv.audit_events()
+                           if e.get("event") == "artifacts_exported"])
+                self.assertEqual(now - before, exported, flags)
+                before = now
 
     def test_sbxd_says_the_nonce_then_sends_each_files_bytes_and_no_descriptor(self):
         run = self.create()
@@ -561,6 +638,13 @@ class ExportOff(OutTest):
                 self.assertEqual(f.read(), "kept")
         self.assertFalse([e for e in self.srv.audit_events()
                           if e.get("event") == "artifacts_exported"])
+        # The Python client alike: UNIMPLEMENTED, then chunks.
+        with sbx_client.connect(self.srv.ipc) as c, tempfile.TemporaryDirectory() as top:
+            got = sbx_client.Sandbox(c.run(run)).files.download("/out", top)
+            self.assertEqual([f.path for f in got], ["a"])
+            with open(os.path.join(top, "a")) as f:
+                self.assertEqual(f.read(), "kept")
+            self.assertTrue(c._export_off)
         self.teardown(run)
 
 

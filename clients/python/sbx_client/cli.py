@@ -191,8 +191,8 @@ def _parser():
                         "the run is created when it is a link, is not yours, or others can "
                         "write it")
     o.add_argument("--no-export", action="store_true",
-                   help="accepted as sbxctl takes it: this client always fetches /out in "
-                        "chunks over the RPC (no same-host export)")
+                   help="fetch /out in chunks over the RPC, not over the same-host export "
+                        "(ExportArtifacts) an ipc:// endpoint otherwise uses")
     o.add_argument("--no-import", action="store_true",
                    help="upload --data in chunks over the RPC, not over the same-host "
                         "upload (ImportInputs) an ipc:// endpoint otherwise uses")
@@ -393,8 +393,9 @@ def _note_listing(a):
         say("artifacts: %d entries are links or special files: never served" % other)
 
 
-def fetch_all(run, out_fd, out):
-    """Every artifact beneath out_fd (dest.open_dest's), never through a link."""
+def fetch_all(run, out_fd, out, export=True):
+    """Every artifact beneath out_fd (dest.open_dest's), never through a link;
+    on sbxd's own host by the same-host export unless export is False."""
     listing = run.artifacts()
     _note_listing(listing)
     mask = files.current_umask()
@@ -402,12 +403,12 @@ def fetch_all(run, out_fd, out):
         # The server names the files; it does not get to name one outside out.
         if not files.safe_relative(a.path):
             raise errors.DataLoss("artifact path %r would leave %s: refused" % (a.path, out))
-        try:
-            run.fetch_at(out_fd, a.path, (a.mode & 0o777 or 0o666) & ~mask, sha256=a.sha256,
-                         live=listing.live)
-        except errors.FailedPrecondition as e:
-            # A refusal names what is in the way relative to out: say out.
-            raise errors.FailedPrecondition("%s: %s" % (out, e.message)) from None
+    try:
+        run.fetch_many_at(out_fd, [(a.path, a.path, (a.mode & 0o777 or 0o666) & ~mask, a.sha256)
+                                   for a in listing], live=listing.live, export=export)
+    except errors.FailedPrecondition as e:
+        # A refusal names what is in the way relative to out: say out.
+        raise errors.FailedPrecondition("%s: %s" % (out, e.message)) from None
 
 
 class _Signals:
@@ -680,7 +681,7 @@ def _exec(a, run, argv, stdin, sigs, out_fd):
     if a.out:
         if sigs.first:
             say("interrupted: fetching what is in /out into %s before the teardown" % a.out)
-        fetch_all(run, out_fd, a.out)
+        fetch_all(run, out_fd, a.out, export=not a.no_export)
     if a.json:
         print(json.dumps(_result_json(run.id, res, status, sigs.first, run.image_digest,
                                       run.artifacts()), indent=2), flush=True)

@@ -50,6 +50,9 @@ class Client:
         # Uploads on ipc:// go over a unix socket (ImportInputs) unless
         # this is False; sbxd saying UNIMPLEMENTED turns it to chunks.
         self.same_host_import = True
+        # Artifacts on ipc:// come over a unix socket (ExportArtifacts)
+        # unless this is False; sbxd saying UNIMPLEMENTED turns it to chunks.
+        self.same_host_export = True
         self.token = token
         self.timeout = timeout
         self.retries = retries
@@ -432,6 +435,34 @@ class Run:
         rel = files.out_path(path)
         return dest.write_file(dir_fd, rel, mode,
                                lambda out: self._fetch_into(rel, out, sha256, live))
+
+    def fetch_many_at(self, dir_fd, items, live=False, export=True):
+        """Fetches artifacts beneath dir_fd (from dest.open_dest), each as
+        fetch_at does: items is [(path in /out, path beneath dir_fd, mode,
+        sha256 or None)]. On sbxd's own host (ipc://) they come over a unix
+        socket of ours (ExportArtifacts, 256 a call; files.export_files)
+        unless export or the client's same_host_export is False; an sbxd that
+        says UNIMPLEMENTED (turned off, older) gets chunks, from then on.
+        Returns [Fetched], in order."""
+        out, i = [], 0
+        if (export and self.client.same_host_export
+                and self.client.endpoint.startswith("ipc://")
+                and not getattr(self.client, "_export_off", False)):
+            try:
+                while i < len(items):
+                    batch = items[i:i + files.EXPORT_MAX_PATHS]
+                    out += files.export_files(self.client, self.id, dir_fd, batch, live)
+                    i += len(batch)
+            except errors.Unimplemented:
+                if i:
+                    raise
+                self.client._export_off = True
+        for path, local, mode, sha256 in items[i:]:
+            rel = files.out_path(path)
+            out.append(dest.write_file(dir_fd, local, mode,
+                                       lambda f, rel=rel, sha256=sha256:
+                                       self._fetch_into(rel, f, sha256, live)))
+        return out
 
     def _fetch_chunk(self, rel, offset):
         return self.client.call("FetchArtifact", pb.FetchArtifactRequest(

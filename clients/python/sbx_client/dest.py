@@ -217,45 +217,72 @@ def _check_slot(d, name, rel):
         raise errors.FailedPrecondition("%s: %s %s" % (rel, _kind(st.st_mode), _REFUSED))
 
 
-def write_file(top, rel, mode, fill):
-    """Writes rel beneath top (open_dest's fd): fill(binary file) writes and
-    verifies the bytes and returns what write_file returns; the file is made
-    under a new temporary name (O_EXCL, never through a link), given mode with
-    fchmod and renamed over rel only then. A link, a directory, a FIFO where
-    the file goes is refused, never followed or removed; a regular file is
-    replaced."""
-    d, base = _subdir(top, rel)
-    tmp = None
-    try:
-        # Asked before the bytes are fetched, and again before the rename.
-        _check_slot(d, base, rel)
-        for _ in range(16):
-            name = ".sbx-fetch-%s.tmp" % secrets.token_hex(6)
-            try:
-                fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-                             | os.O_CLOEXEC, 0o600, dir_fd=d)
-            except FileExistsError:
-                continue
-            tmp = name
-            break
-        else:
+class Staged:
+    """A file being written beneath top (open_dest's fd) at rel: made under a
+    new temporary name in rel's directory (O_EXCL, never through a link;
+    open for reading too, so that its digest can be read back), renamed
+    over rel by commit() only, removed by discard(). A link, a directory, a
+    FIFO where the file goes is refused, never followed or removed (asked
+    now and again before the rename); a regular file is replaced."""
+
+    def __init__(self, top, rel):
+        self.rel, self.fd, self.tmp = rel, -1, None
+        self.dir, self.base = _subdir(top, rel)
+        try:
+            _check_slot(self.dir, self.base, rel)
+            for _ in range(16):
+                name = ".sbx-fetch-%s.tmp" % secrets.token_hex(6)
+                try:
+                    self.fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                                      | os.O_CLOEXEC, 0o600, dir_fd=self.dir)
+                except FileExistsError:
+                    continue
+                self.tmp = name
+                return
             raise errors.Internal("%s: no free temporary name" % rel)
-        with os.fdopen(fd, "wb") as out:
-            got = fill(out)
-            out.flush()
-            # The mode on the fd, never on a name someone could have swapped;
-            # the permission bits only: a caller that passes on what a server
-            # listed must not get a set-id file of its own from a hostile one.
-            os.fchmod(out.fileno(), mode & 0o777)
-            os.fsync(out.fileno())
-        _check_slot(d, base, rel)
-        os.rename(tmp, base, src_dir_fd=d, dst_dir_fd=d)
-        tmp = None
-        return got
-    finally:
-        if tmp is not None:
+        except BaseException:
+            self.discard()
+            raise
+
+    def commit(self, mode):
+        """The mode on the fd, never on a name someone could have swapped;
+        the permission bits only: a caller that passes on what a server
+        listed must not get a set-id file of its own from a hostile one.
+        Synced, then renamed into place."""
+        os.fchmod(self.fd, mode & 0o777)
+        os.fsync(self.fd)
+        os.close(self.fd)
+        self.fd = -1
+        _check_slot(self.dir, self.base, self.rel)
+        os.rename(self.tmp, self.base, src_dir_fd=self.dir, dst_dir_fd=self.dir)
+        self.tmp = None
+        self.discard()
+
+    def discard(self):
+        """The temporary file removed (unless committed) and every fd closed."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        if self.tmp is not None:
             try:
-                os.unlink(tmp, dir_fd=d)
+                os.unlink(self.tmp, dir_fd=self.dir)
             except OSError:
                 pass  # already gone is what we want
-        os.close(d)
+            self.tmp = None
+        if self.dir >= 0:
+            os.close(self.dir)
+            self.dir = -1
+
+
+def write_file(top, rel, mode, fill):
+    """Writes rel beneath top (open_dest's fd) as a Staged file: fill(binary
+    file) writes and verifies the bytes and returns what write_file
+    returns; only then is it given mode and renamed over rel."""
+    f = Staged(top, rel)
+    try:
+        with os.fdopen(os.dup(f.fd), "wb") as out:
+            got = fill(out)
+        f.commit(mode)
+        return got
+    finally:
+        f.discard()

@@ -5,9 +5,11 @@ import hashlib
 import os
 import secrets
 import socket
+import struct
 import threading
 
-from . import errors
+from . import dest, errors
+from .results import Fetched
 
 CHUNK = 1 << 20  # PutInput.data and FetchArtifact.max_bytes: at most 1 MiB
 FETCH_WINDOW = 4  # FetchArtifact chunks asked at once (libsbxclient's SBX_FETCH_WINDOW)
@@ -179,34 +181,20 @@ def import_input(client, run_id, inp, mode):
     from .proto import sandbox_pb2 as pb
 
     sbxd_uid = os.stat(client.endpoint[len("ipc://"):]).st_uid
-    name = "sbx-import-" + secrets.token_hex(16)
-    nonce = secrets.token_bytes(16)
+    ls, name, nonce = _side_listener("sbx-import-")
     done = threading.Event()
     failure = []
-    ls = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    ls.bind(b"\0" + name.encode())
-    ls.listen(4)
-    ls.settimeout(0.1)
 
     def send():
         try:
-            while not done.is_set():
-                try:
-                    c, _ = ls.accept()
-                except socket.timeout:
-                    continue
-                with c:
-                    creds = c.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
-                    if int.from_bytes(creds[4:8], "little") != sbxd_uid:
-                        continue
-                    c.settimeout(client.timeout + 120)
-                    if c.recv(256) != _HELLO + bytes([len(nonce)]) + nonce:
-                        continue
-                    c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
-                    for off, data, _ in inp.chunks():
-                        for i in range(0, len(data), IMPORT_CHUNK):
-                            c.send(data[i:i + IMPORT_CHUNK])
-                    return
+            c = _side_accept(ls, sbxd_uid, nonce, done, client.timeout + 120)
+            if c is None:
+                return
+            with c:
+                c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
+                for off, data, _ in inp.chunks():
+                    for i in range(0, len(data), IMPORT_CHUNK):
+                        c.send(data[i:i + IMPORT_CHUNK])
         except (OSError, errors.SbxError) as e:
             failure.append(e)
 
@@ -233,3 +221,162 @@ def import_input(client, run_id, inp, mode):
     if list(r.sha256) != [inp.sha256]:
         raise errors.DataLoss("ImportInputs %s: sbxd received sha256 %s, sent %s"
                               % (inp.path, list(r.sha256), inp.sha256))
+
+
+EXPORT_CHUNK = 256 * 1024  # ExportArtifacts' largest message (common/export_wire.h)
+EXPORT_MAX_PATHS = 256
+# An export record: magic, index u32, mode u32, size u64, in the host's
+# byte order (both ends are on one host).
+_EXPORT_RECORD = struct.Struct("=8sIIQ")
+_EXPORT_MAGIC = b"sbxexp3\0"
+
+
+def _side_listener(prefix):
+    """An abstract SOCK_SEQPACKET socket of a random name, listening (the
+    caller's side of common/export_wire.h's channel): (socket, name, nonce)."""
+    name = prefix + secrets.token_hex(16)
+    ls = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    ls.bind(b"\0" + name.encode())
+    ls.listen(4)
+    ls.settimeout(0.1)
+    return ls, name, secrets.token_bytes(16)
+
+
+def _side_accept(ls, sbxd_uid, nonce, done, timeout):
+    """sbxd's connection, once a peer of sbxd's uid repeated the nonce in its
+    hello (another local user who connects first is closed unread); None
+    once done is set."""
+    while not done.is_set():
+        try:
+            c, _ = ls.accept()
+        except socket.timeout:
+            continue
+        creds = c.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+        c.settimeout(timeout)
+        if (int.from_bytes(creds[4:8], "little") == sbxd_uid
+                and c.recv(256) == _HELLO + bytes([len(nonce)]) + nonce):
+            return c
+        c.close()
+    return None
+
+
+def _copy_sha256(fd, size):
+    """The sha256 of our own copy, read back from it (the page cache)."""
+    h = hashlib.sha256()
+    off = 0
+    while off < size:
+        b = os.pread(fd, min(CHUNK, size - off), off)
+        if not b:
+            raise errors.Internal("reading the copy back: it shrank")
+        h.update(b)
+        off += len(b)
+    return h.hexdigest()
+
+
+def export_files(client, run_id, top, items, live):
+    """Copies up to 256 artifacts on sbxd's own host over a unix socket of
+    ours (ExportArtifacts), as libsbxclient's sbx_export_at does: sbxd
+    connects (its listener's uid checked), says the call's nonce, and sends
+    per file a record (index, mode, size) and exactly that many bytes, 256
+    KiB a message; our hang-up is the acknowledgement. Each file is written
+    into a dest.Staged file beneath top (no link followed), its digest
+    sbxd's final one when sbxd vouches that nothing of the run could write
+    it while it was read, else our copy's, read back: either way of the
+    bytes we hold; it must be what the listing said (DataLoss, Aborted when
+    live) before it is renamed into place. items: [(path in /out, rel
+    beneath top, mode, listed sha256 or None)]. Returns [Fetched]."""
+    from .proto import sandbox_pb2 as pb
+
+    if not items:
+        return []
+    if len(items) > EXPORT_MAX_PATHS:
+        raise errors.InvalidArgument("export: %d paths, at most %d per call"
+                                     % (len(items), EXPORT_MAX_PATHS))
+    sbxd_uid = os.stat(client.endpoint[len("ipc://"):]).st_uid
+    ls, name, nonce = _side_listener("sbx-export-")
+    done = threading.Event()
+    staged = []  # (Staged, size), in order
+    ours = []  # a reason of ours to stop: it says more than sbxd's ABORTED
+
+    def take(c, buf):
+        view = memoryview(buf)
+        for i, (_, rel, _, _) in enumerate(items):
+            k = c.recv_into(buf, _EXPORT_RECORD.size + 1)
+            if k == 0:
+                return  # sbxd's answer says why
+            magic, index, _, size = (_EXPORT_RECORD.unpack(view[:k])
+                                     if k == _EXPORT_RECORD.size else (b"", -1, 0, 0))
+            if magic != _EXPORT_MAGIC or index != i:
+                raise errors.Aborted("export: record %d is not the one this call asked for" % i)
+            try:
+                f = dest.Staged(top, rel)
+            except OSError as e:
+                raise errors.FailedPrecondition("%s: %s" % (rel, e.strerror)) from None
+            staged.append((f, size))
+            got = 0
+            while got < size:
+                k = c.recv_into(buf)
+                if k == 0:
+                    return
+                if k > size - got or k > EXPORT_CHUNK:
+                    raise errors.Aborted("%s: sbxd sent more than the file's %d bytes"
+                                         % (rel, size))
+                try:
+                    w = 0
+                    while w < k:
+                        w += os.pwrite(f.fd, view[w:k], got + w)
+                except OSError as e:
+                    raise errors.Internal("%s: writing: %s" % (rel, e.strerror)) from None
+                got += k
+
+    def receive():
+        try:
+            c = _side_accept(ls, sbxd_uid, nonce, done, client.timeout + 120)
+            if c is None:
+                return
+            with c:
+                try:
+                    take(c, bytearray(EXPORT_CHUNK + 1))
+                finally:
+                    # The hang-up, after the last byte is written or on a
+                    # failure (then ours to report); a shutdown, not only a
+                    # close: a process forked meanwhile holds a copy.
+                    c.shutdown(socket.SHUT_RDWR)
+        except errors.SbxError as e:
+            ours.append(e)
+        except OSError:
+            pass  # the socket: sbxd's answer says why it stopped
+
+    t = threading.Thread(target=receive, daemon=True)
+    t.start()
+    req = pb.ExportArtifactsRequest(run_id=run_id, paths=[i[0] for i in items],
+                                    socket_name=name, nonce=nonce)
+    r, failed = None, None
+    try:
+        r = client.call("ExportArtifacts", req, pb.ExportArtifactsResponse,
+                        timeout=client.timeout + 120)
+    except errors.SbxError as e:
+        failed = e
+    finally:
+        done.set()
+        t.join()
+        ls.close()
+    try:
+        if ours:
+            raise ours[0]
+        if failed is not None:
+            raise failed
+        if len(staged) != len(items):
+            raise errors.Internal("export: sbxd answered OK after %d of %d records"
+                                  % (len(staged), len(items)))
+        out = []
+        for i, ((path, rel, mode, expected), (f, size)) in enumerate(zip(items, staged)):
+            vouched = r.sha256[i] if len(r.sha256) == len(items) else ""
+            got = vouched if len(vouched) == 64 else _copy_sha256(f.fd, size)
+            check_digest(rel, got, got, expected, live)
+            f.commit(mode)
+            out.append(Fetched(path, size, got, live))
+        return out
+    finally:
+        for f, _ in staged:
+            f.discard()
