@@ -321,7 +321,8 @@ struct result {
 	double min_ratio; /* a throughput target: ratio >= min_ratio (0: none) */
 };
 
-static struct result results[16];
+/* Every measure of every transport: 17 in a whole run; room to add more. */
+static struct result results[32];
 static size_t n_results;
 
 static struct result *new_result(const char *transport, const char *key, const char *label,
