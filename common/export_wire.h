@@ -49,6 +49,14 @@
  * and even net.core.wmem_max's default (208 KiB, doubled) holds it. */
 #define SBX_EXPORT_CHUNK (256 * 1024)
 
+/* How sbxd's refusal begins when it could not connect to the caller's
+ * socket (FAILED_PRECONDITION). Abstract names are listed for every user
+ * in /proc/net/unix, so another local user can keep a listener's backlog
+ * full and sbxd's connect then fails EAGAIN: the clients take this refusal
+ * for "upload or fetch in chunks instead", so that such a user can slow a
+ * caller's transfer but not stop it. */
+#define SBX_SIDE_UNREACHED "same-host: connecting to the caller's socket_name"
+
 /* sbxd's hello: magic[8] "sbxhel3", nonce_len u8, nonce */
 #define SBX_SIDE_HELLO_HEAD 9
 #define SBX_SIDE_HELLO_MAX  (SBX_SIDE_HELLO_HEAD + SBX_EXPORT_NONCE_MAX)

@@ -147,15 +147,32 @@ static int hash_declared(struct outgoing *f, const char *local, struct sbx_rpc_s
 }
 
 /* sbxd's refusal of a sha256 "" before it connected: for a path the run
- * has not declared (runs_inputs.c's words, as PutInput says them), or by
- * an sbxd from before "" (it wants 64 hex digits in every file). Only a
- * call sbxd never connected for: a refusal after the bytes (a mismatch,
- * whose message names the path, which may hold any words) is the answer. */
-static bool refused_as_new(const struct sender *sd, const struct sbx_rpc_status *st)
+ * has not declared (runs_inputs.c's words, as PutInput says them, about
+ * one of our files declared without a digest), or by an sbxd from before
+ * "" (it wants 64 hex digits in every file). Only a call sbxd never
+ * connected for, and only those words at the message's start: a refusal
+ * after the bytes (a mismatch, whose message names the path, which may
+ * hold any words) is the answer. */
+static bool refused_as_new(const struct sender *sd, const char *const *remote_paths,
+			   const struct sbx_rpc_status *st)
 {
-	return !sd->connected && st->code == SBX__V1__CODE__INVALID_ARGUMENT &&
-	       (strstr(st->err.msg, "is not in the run's manifest: declare it at CreateRun") ||
-		strstr(st->err.msg, ".sha256: must be 64 lowercase hex digits"));
+	const char *msg = st->err.msg;
+	char want[300];
+
+	if (sd->connected || st->code != SBX__V1__CODE__INVALID_ARGUMENT)
+		return false;
+	if (!strncmp(msg, "files[", 6) && strstr(msg, "].sha256: must be 64 lowercase hex digits"))
+		return true;
+	for (size_t i = 0; i < sd->n; i++) {
+		int k =
+		    snprintf(want, sizeof(want),
+			     "input %.200s is not in the run's manifest: declare it at CreateRun",
+			     remote_paths[i]);
+		if (!sd->files[i].sha256[0] && k > 0 && (size_t)k < sizeof(want) &&
+		    !strncmp(msg, want, (size_t)k))
+			return true;
+	}
+	return false;
 }
 
 static void sender_clear(struct sender *sd)
@@ -264,7 +281,7 @@ int sbx_import_files(sbx_client *c, const char *run_id, size_t n, const char *co
 		return 0;
 	/* Refused before sbxd connected, and for a "": sbxd checks every ""
 	 * before it takes any file, so nothing was declared or sent. */
-	if (!undigested || !refused_as_new(&sd, st))
+	if (!undigested || !refused_as_new(&sd, remote_paths, st))
 		return -1;
 	for (size_t i = 0; i < n; i++)
 		if (!sd.files[i].sha256[0] && hash_declared(&sd.files[i], local_paths[i], st) < 0)

@@ -165,6 +165,9 @@ sbx_client *cli_connect_host(const struct cli *cli, const char *host);
 void cli_client_closep(sbx_client **c);
 #define _cleanup_client_ __attribute__((cleanup(cli_client_closep)))
 void cli_progress(const char *path, uint64_t done, uint64_t total, void *arg);
+/* sbxd's refusal of a same-host transfer because it could not connect to
+ * our socket (common/export_wire.h, SBX_SIDE_UNREACHED): then chunks. */
+bool cli_same_host_unreached(const struct sbx_rpc_status *st);
 int cli_exit_status(const Sbx__V1__ExecStatus *s);
 
 /* Printing what a sandbox chose (print.c). A name (an artifact path, an

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "export_wire.h"
 #include "pbjson.h"
 #include "policy.h"
 
@@ -210,6 +211,12 @@ void cli_client_closep(sbx_client **c)
 /* Big transfers show a progress line on a terminal; anything else (a log,
  * a test) only ever sees what the sandboxed command wrote. */
 #define PROGRESS_MIN_BYTES (4u << 20)
+
+bool cli_same_host_unreached(const struct sbx_rpc_status *st)
+{
+	return st->code == SBX__V1__CODE__FAILED_PRECONDITION &&
+	       strstr(st->err.msg, SBX_SIDE_UNREACHED) != NULL;
+}
 
 void cli_progress(const char *path, uint64_t done, uint64_t total, void *arg)
 {

@@ -176,7 +176,9 @@ int put_files(sbx_client *c, const char *run_id, size_t n, const char *const *lo
 		if (sbx_import_files(c, run_id, k, locals + done, remotes + done,
 				     sums ? sums + done : NULL, st) == 0)
 			continue;
-		if (st->code != SBX__V1__CODE__UNIMPLEMENTED)
+		/* sbxd could not reach our socket (another local user can keep
+		 * its backlog full): this batch and the rest go in chunks. */
+		if (st->code != SBX__V1__CODE__UNIMPLEMENTED && !cli_same_host_unreached(st))
 			return sbx_rpc_prefix(st, "ImportInputs");
 		import = false;
 		break;

@@ -600,18 +600,24 @@ int fetch_all(sbx_client *c, const char *run_id, int dirfd, const char *dir, boo
 					  "artifact path '%s' would leave %s: refused", name, dir);
 		}
 	}
-	for (size_t i = 0; rc == 0 && export && i < r->n_artifacts; i += SBX_EXPORT_BATCH) {
-		size_t n =
-		    r->n_artifacts - i < SBX_EXPORT_BATCH ? r->n_artifacts - i : SBX_EXPORT_BATCH;
-		rc = export_batch(c, run_id, dirfd, r, i, n, live, mask, st);
-		if (rc < 0 && st->code == SBX__V1__CODE__UNIMPLEMENTED && i == 0) {
+	size_t from = 0; /* artifacts before it are in dir */
+	for (; rc == 0 && export && from < r->n_artifacts; from += SBX_EXPORT_BATCH) {
+		size_t n = r->n_artifacts - from < SBX_EXPORT_BATCH ? r->n_artifacts - from
+								    : SBX_EXPORT_BATCH;
+		rc = export_batch(c, run_id, dirfd, r, from, n, live, mask, st);
+		/* Off (or an older sbxd), or our socket out of sbxd's reach
+		 * (another local user can keep its backlog full): this batch
+		 * and the rest in chunks. */
+		if (rc < 0 && ((st->code == SBX__V1__CODE__UNIMPLEMENTED && from == 0) ||
+			       cli_same_host_unreached(st))) {
 			export = false;
 			rc = 0;
+			break;
 		}
 		if (rc < 0 && st->code == SBX__V1__CODE__FAILED_PRECONDITION)
 			sbx_rpc_prefix(st, "%s", dir);
 	}
-	for (size_t i = 0; rc == 0 && !export && i < r->n_artifacts; i++) {
+	for (size_t i = from; rc == 0 && !export && i < r->n_artifacts; i++) {
 		const Sbx__V1__Artifact *a = r->artifacts[i];
 		mode_t mode = (a->mode & 0777 ? a->mode & 0777 : 0666) & ~mask;
 		rc = sbx_fetch_at(c, run_id, a->path, dirfd, a->path, mode, a->sha256, live,

@@ -196,10 +196,9 @@ int side_connect_on(int s, const struct sbx_identity *who, const char *name, con
 	memcpy(a.sun_path + 1, name, len); /* sun_path[0] == 0: abstract */
 	if (connect(s, (struct sockaddr *)&a,
 		    (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + len)) < 0)
-		return sbx_rpc_fail_errno(
-		    st, SBX__V1__CODE__FAILED_PRECONDITION,
-		    "same-host: connecting to the caller's socket_name (abstract, "
-		    "SOCK_SEQPACKET, listening)");
+		return sbx_rpc_fail_errno(st, SBX__V1__CODE__FAILED_PRECONDITION,
+					  SBX_SIDE_UNREACHED
+					  " (abstract, SOCK_SEQPACKET, listening)");
 	if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0)
 		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "same-host: SO_PEERCRED");
 	if (cred.uid != who->local_uid)

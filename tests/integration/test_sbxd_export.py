@@ -648,6 +648,78 @@ class ExportOff(OutTest):
         self.teardown(run)
 
 
+class PythonExportAgainstAFakeSbxd(unittest.TestCase):
+    """sbx_client.files.export_files against an in-process peer that plays
+    sbxd (our own uid, as the ipc socket's owner): what a broken sbxd or an
+    interrupt does to the files it writes (review 13)."""
+
+    FULL = b"A" * (3 << 20)
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="sbx-export-fake-")
+        self.sock = os.path.join(self.tmp, "ipc")
+        self.s0 = socket.socket(socket.AF_UNIX)
+        self.s0.bind(self.sock)
+        self.c = sbx_client.Client("ipc://" + self.sock)
+        self.top = os.path.join(self.tmp, "dst")
+        self.fd = sbx_dest.open_dest(self.top)
+
+    def tearDown(self):
+        os.close(self.fd)
+        self.c.close()
+        self.s0.close()
+        subprocess.run(["rm", "-rf", self.tmp])
+
+    def peer(self, req, cut):
+        """sbxd's side: hello, a record, cut bytes of FULL, then the end."""
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
+        s.connect(b"\0" + req.socket_name.encode())
+        s.send(HELLO + bytes([len(req.nonce)]) + req.nonce)
+        s.send(MAGIC + (0).to_bytes(4, sys.byteorder) + (0o644).to_bytes(4, sys.byteorder)
+               + len(self.FULL).to_bytes(8, sys.byteorder))
+        for i in range(0, cut, 1 << 18):
+            s.send(self.FULL[i:min(cut, i + (1 << 18))])
+        return s
+
+    def export(self):
+        from sbx_client import files
+        return files.export_files(self.c, "run-x", self.fd,
+                                  [("f", "f", 0o644, sha(self.FULL))], False)
+
+    def test_a_file_cut_short_is_not_kept_whatever_the_answer_says(self):
+        def call(name, req, rtype, **kw):
+            s = self.peer(req, 5)
+            s.shutdown(socket.SHUT_WR)
+            time.sleep(0.2)
+            s.close()
+            return pb.ExportArtifactsResponse(sha256=[sha(self.FULL)], files_sent=1)
+        self.c.call = call
+        with self.assertRaises(sbx_client.Internal) as e:
+            self.export()
+        self.assertIn("sbxd answered OK after 0 of 1 files", str(e.exception))
+        self.assertEqual(os.listdir(self.top), [])
+
+    def test_an_interrupt_during_the_call_leaves_no_file_and_no_thread(self):
+        fds = len(os.listdir("/proc/self/fd"))
+
+        def call(name, req, rtype, **kw):
+            self.held = self.peer(req, 1 << 20)  # part of the file, then nothing
+            deadline = time.time() + 10
+            while not [n for n in os.listdir(self.top) if n.startswith(".sbx-fetch-")]:
+                self.assertLess(time.time(), deadline, "no temporary file was made")
+                time.sleep(0.01)
+            raise KeyboardInterrupt
+        self.c.call = call
+        threads = threading.active_count()
+        with self.assertRaises(KeyboardInterrupt):
+            self.export()
+        self.assertEqual(os.listdir(self.top), [])
+        self.assertEqual(threading.active_count(), threads)
+        self.held.close()
+        self.assertEqual(len(os.listdir("/proc/self/fd")), fds)
+
+
 class TokConn:
     def __init__(self, conn, token):
         self.conn, self.token = conn, token

@@ -285,6 +285,10 @@ class Run:
                 return files.import_input(self.client, self.id, inp, mode)
             except errors.Unimplemented:
                 self.client._import_off = True
+            except errors.FailedPrecondition as e:
+                # Our socket out of sbxd's reach: this file in chunks.
+                if not files.same_host_unreached(e):
+                    raise
         for off, data, last in inp.chunks():
             req = pb.PutInputRequest(run_id=self.id, path=inp.path, offset=off, data=data,
                                      last=last)
@@ -442,7 +446,9 @@ class Run:
         sha256 or None)]. On sbxd's own host (ipc://) they come over a unix
         socket of ours (ExportArtifacts, 256 a call; files.export_files)
         unless export or the client's same_host_export is False; an sbxd that
-        says UNIMPLEMENTED (turned off, older) gets chunks, from then on.
+        says UNIMPLEMENTED (turned off, older) gets chunks, from then on, and
+        one that could not reach our socket (another local user can keep its
+        backlog full) gets them for the rest of this call.
         Returns [Fetched], in order."""
         out, i = [], 0
         if (export and self.client.same_host_export
@@ -457,6 +463,11 @@ class Run:
                 if i:
                     raise
                 self.client._export_off = True
+            except errors.FailedPrecondition as e:
+                # Our socket out of sbxd's reach: this batch and the rest
+                # in chunks.
+                if not files.same_host_unreached(e):
+                    raise
         for path, local, mode, sha256 in items[i:]:
             rel = files.out_path(path)
             out.append(dest.write_file(dir_fd, local, mode,

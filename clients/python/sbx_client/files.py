@@ -169,6 +169,16 @@ def safe_relative(p):
 
 
 IMPORT_CHUNK = 256 * 1024  # ImportInputs' largest message (common/import_wire.h)
+# How sbxd's refusal begins when it could not connect to our socket
+# (common/export_wire.h, SBX_SIDE_UNREACHED): another local user can keep
+# an abstract listener's backlog full (its name is in /proc/net/unix), so
+# the transfer then goes in chunks instead of failing.
+SIDE_UNREACHED = "same-host: connecting to the caller's socket_name"
+
+
+def same_host_unreached(e):
+    """Whether e is sbxd's refusal for a socket of ours it could not reach."""
+    return isinstance(e, errors.FailedPrecondition) and SIDE_UNREACHED in e.message
 _HELLO = b"sbxhel3\0"
 
 
@@ -253,7 +263,7 @@ def _side_accept(ls, sbxd_uid, nonce, done, timeout):
             continue
         creds = c.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
         c.settimeout(timeout)
-        if (int.from_bytes(creds[4:8], "little") == sbxd_uid
+        if (int.from_bytes(creds[4:8], "little") == sbxd_uid and not done.is_set()
                 and c.recv(256) == _HELLO + bytes([len(nonce)]) + nonce):
             return c
         c.close()
@@ -294,16 +304,18 @@ def export_files(client, run_id, top, items, live):
                                      % (len(items), EXPORT_MAX_PATHS))
     sbxd_uid = os.stat(client.endpoint[len("ipc://"):]).st_uid
     ls, name, nonce = _side_listener("sbx-export-")
-    done = threading.Event()
-    staged = []  # (Staged, size), in order
+    done = threading.Event()  # the call returned (or was interrupted): take no more
+    staged = []  # (Staged, size), in order: every one is discarded at the end
+    whole = []  # how many files arrived whole (a file cut short is not counted)
+    conn = []  # sbxd's connection, once accepted: shut down to stop the thread
     ours = []  # a reason of ours to stop: it says more than sbxd's ABORTED
 
     def take(c, buf):
         view = memoryview(buf)
         for i, (_, rel, _, _) in enumerate(items):
             k = c.recv_into(buf, _EXPORT_RECORD.size + 1)
-            if k == 0:
-                return  # sbxd's answer says why
+            if k == 0 or done.is_set():
+                return  # sbxd's answer says why; or the caller is gone
             magic, index, _, size = (_EXPORT_RECORD.unpack(view[:k])
                                      if k == _EXPORT_RECORD.size else (b"", -1, 0, 0))
             if magic != _EXPORT_MAGIC or index != i:
@@ -328,12 +340,14 @@ def export_files(client, run_id, top, items, live):
                 except OSError as e:
                     raise errors.Internal("%s: writing: %s" % (rel, e.strerror)) from None
                 got += k
+            whole.append(i)
 
     def receive():
         try:
             c = _side_accept(ls, sbxd_uid, nonce, done, client.timeout + 120)
             if c is None:
                 return
+            conn.append(c)
             with c:
                 try:
                     take(c, bytearray(EXPORT_CHUNK + 1))
@@ -348,27 +362,42 @@ def export_files(client, run_id, top, items, live):
             pass  # the socket: sbxd's answer says why it stopped
 
     t = threading.Thread(target=receive, daemon=True)
-    t.start()
     req = pb.ExportArtifactsRequest(run_id=run_id, paths=[i[0] for i in items],
                                     socket_name=name, nonce=nonce)
-    r, failed = None, None
+    r, failed, interrupted = None, None, None
     try:
-        r = client.call("ExportArtifacts", req, pb.ExportArtifactsResponse,
-                        timeout=client.timeout + 120)
-    except errors.SbxError as e:
-        failed = e
-    finally:
-        done.set()
-        t.join()
-        ls.close()
-    try:
+        t.start()
+        try:
+            r = client.call("ExportArtifacts", req, pb.ExportArtifactsResponse,
+                            timeout=client.timeout + 120)
+        except errors.SbxError as e:
+            failed = e
+        finally:
+            # Whatever ended the call (an answer, an error, an interrupt),
+            # the thread stops taking files and is joined before they are
+            # looked at or removed: a KeyboardInterrupt in the join is held
+            # until then, so no temporary file outlives this call.
+            done.set()
+            for c in conn:
+                try:
+                    c.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass  # already shut: the thread's own hang-up
+            while t.is_alive():
+                try:
+                    t.join()
+                except KeyboardInterrupt as e:
+                    interrupted = e
+            ls.close()
+        if interrupted is not None:
+            raise interrupted
         if ours:
             raise ours[0]
         if failed is not None:
             raise failed
-        if len(staged) != len(items):
-            raise errors.Internal("export: sbxd answered OK after %d of %d records"
-                                  % (len(staged), len(items)))
+        if len(whole) != len(items):
+            raise errors.Internal("export: sbxd answered OK after %d of %d files"
+                                  % (len(whole), len(items)))
         out = []
         for i, ((path, rel, mode, expected), (f, size)) in enumerate(zip(items, staged)):
             vouched = r.sha256[i] if len(r.sha256) == len(items) else ""
