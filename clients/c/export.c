@@ -58,7 +58,8 @@ struct receiver {
 	size_t got;
 	uint8_t *buf;		  /* SBX_EXPORT_CHUNK + 1 */
 	struct sbx_rpc_status st; /* why it stopped before n records */
-	bool ours; /* st is ours to report (a copy, the destination, what breaks the wire) */
+	bool ours;     /* st is ours to report (a copy, the destination, what breaks the wire) */
+	bool accepted; /* sbxd's connection came */
 };
 
 static int stage(struct receiver *rv, struct staged *f, int s, uint64_t size);
@@ -101,6 +102,7 @@ static void *receive(void *arg)
 
 	if (s < 0)
 		return NULL;
+	rv->accepted = true;
 	while (rv->got < rv->n)
 		if (receive_one(rv, s) < 0)
 			break;
@@ -167,10 +169,10 @@ static int receive_all(sbx_client *c, const char *run_id, size_t n, const char *
 		if (r)
 			protobuf_c_message_free_unpacked(r, NULL);
 		*st = rv->st;
-		return -1;
+		return side_unreached_only_if(st, false);
 	}
 	if (rc < 0)
-		return -1;
+		return side_unreached_only_if(st, !rv->accepted);
 	*resp = (Sbx__V1__ExportArtifactsResponse *)r;
 	/* sbxd's OK says that our socket took all it sent and hung up, not
 	 * that we kept it (export_wire.h): what we hold is counted here. */

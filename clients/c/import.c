@@ -225,10 +225,10 @@ static int import_call(sbx_client *c, const char *run_id, struct sender *sd,
 		if (r)
 			protobuf_c_message_free_unpacked(r, NULL);
 		*st = sd->st;
-		return -1;
+		return side_unreached_only_if(st, false);
 	}
 	if (rc < 0)
-		return -1;
+		return side_unreached_only_if(st, !sd->connected);
 	Sbx__V1__ImportInputsResponse *resp = (Sbx__V1__ImportInputsResponse *)r;
 	rc = 0;
 	if (resp->files_received != sd->n || resp->n_sha256 != sd->n)

@@ -187,3 +187,10 @@ int side_send_msg(struct side_listener *sl, int s, const void *buf, size_t len,
 					    sl->what);
 	}
 }
+
+int side_unreached_only_if(struct sbx_rpc_status *st, bool unreached)
+{
+	if (!unreached && !strncmp(st->err.msg, SBX_SIDE_UNREACHED, strlen(SBX_SIDE_UNREACHED)))
+		sbx_rpc_prefix(st, "same-host");
+	return -1;
+}

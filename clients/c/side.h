@@ -39,6 +39,12 @@ ssize_t side_recv(struct side_listener *sl, int s, void *buf, size_t len,
 /* The call returned: a thread in side_accept or side_recv stops. */
 void side_wake(struct side_listener *sl);
 void side_listener_clear(struct side_listener *sl);
+/* A failed same-host call's status, for callers that take one beginning
+ * with SBX_SIDE_UNREACHED for "do it in chunks": it keeps that beginning
+ * only when it is sbxd's refusal and sbxd never connected (unreached);
+ * otherwise (our own error, which may begin with a name the sandbox chose)
+ * the message gets "same-host: " in front. Returns -1. */
+int side_unreached_only_if(struct sbx_rpc_status *st, bool unreached);
 /* ImportInputs: all of buf sent on s as one message (s non-blocking),
  * waiting for room until woken or past the deadline: 0, or -1 with st. */
 int side_send_msg(struct side_listener *sl, int s, const void *buf, size_t len,

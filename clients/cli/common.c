@@ -214,8 +214,10 @@ void cli_client_closep(sbx_client **c)
 
 bool cli_same_host_unreached(const struct sbx_rpc_status *st)
 {
+	/* At the start only: the libraries' export and import keep it there
+	 * for sbxd's refusal alone (side_unreached_only_if). */
 	return st->code == SBX__V1__CODE__FAILED_PRECONDITION &&
-	       strstr(st->err.msg, SBX_SIDE_UNREACHED) != NULL;
+	       !strncmp(st->err.msg, SBX_SIDE_UNREACHED, strlen(SBX_SIDE_UNREACHED));
 }
 
 void cli_progress(const char *path, uint64_t done, uint64_t total, void *arg)

@@ -246,6 +246,34 @@ class ExportTest(OutTest):
             self.assertEqual(len(self.exported_events(run)), 2)
         self.teardown(run)
 
+    def test_a_name_in_the_words_of_unreached_is_no_fallback(self):
+        # The sandbox names a file with the words that begin sbxd's
+        # "could not reach your socket" refusal, and a directory stands
+        # where it goes: the clients' own refusal of it begins with those
+        # words, and must fail the export, not send the clients to chunks
+        # (which would place "a", then fail on the same file; review 14).
+        words = "same-host: connecting to the caller's socket_name"
+        run = self.create()
+        self.run_py(run, "open('/out/a','w').write('alpha')\n"
+                         "open('/out/' + %r,'w').write('x')\n" % words)
+        with tempfile.TemporaryDirectory() as top:
+            for who in ("sbxctl", "python"):
+                out = os.path.join(top, who)
+                os.makedirs(os.path.join(out, words), mode=0o700)
+                os.chmod(out, 0o700)
+                if who == "sbxctl":
+                    r = self.srv.cli("fetch", run, "--all", out)
+                    self.assertNotEqual(r.returncode, 0, r)
+                    msg = r.stderr
+                else:
+                    with sbx_client.connect(self.srv.ipc) as c:
+                        with self.assertRaises(sbx_client.FailedPrecondition) as e:
+                            sbx_client.Sandbox(c.run(run)).files.download("/out", out)
+                    msg = str(e.exception)
+                self.assertIn("a directory is in the way", msg)
+                self.assertEqual(sorted(os.listdir(out)), [words], who)  # "a" not placed
+        self.teardown(run)
+
     def test_python_run_out_exports_and_no_export_fetches_chunks(self):
         env = dict(os.environ, PYTHONPATH=":".join(sys.path[:2]))
         with tempfile.TemporaryDirectory() as top:

@@ -177,8 +177,32 @@ SIDE_UNREACHED = "same-host: connecting to the caller's socket_name"
 
 
 def same_host_unreached(e):
-    """Whether e is sbxd's refusal for a socket of ours it could not reach."""
-    return isinstance(e, errors.FailedPrecondition) and SIDE_UNREACHED in e.message
+    """Whether e is sbxd's refusal for a socket of ours it could not reach:
+    at the message's start only, where export_files and import_input keep
+    it for that refusal alone (_unreached_only_if)."""
+    return isinstance(e, errors.FailedPrecondition) and e.message.startswith(SIDE_UNREACHED)
+
+
+def _unreached_only_if(e, unreached):
+    """e, or e with "same-host: " in front when it begins as sbxd's refusal
+    for an unreached socket but is not that (our own error naming a file
+    the sandbox named so, or a refusal after sbxd did connect)."""
+    if not unreached and e.message.startswith(SIDE_UNREACHED):
+        return type(e)("same-host: " + e.message)
+    return e
+
+
+def _join(t):
+    """Joins t whatever arrives meanwhile (KeyboardInterrupt, SystemExit
+    from a signal handler): the first such exception is returned, to raise
+    once the thread is gone."""
+    held = None
+    while t.is_alive():
+        try:
+            t.join()
+        except BaseException as e:  # noqa: B036 (held, raised by the caller)
+            held = held or e
+    return held
 _HELLO = b"sbxhel3\0"
 
 
@@ -194,12 +218,14 @@ def import_input(client, run_id, inp, mode):
     ls, name, nonce = _side_listener("sbx-import-")
     done = threading.Event()
     failure = []
+    connected = []
 
     def send():
         try:
             c = _side_accept(ls, sbxd_uid, nonce, done, client.timeout + 120)
             if c is None:
                 return
+            connected.append(c)
             with c:
                 c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
                 for off, data, _ in inp.chunks():
@@ -209,25 +235,28 @@ def import_input(client, run_id, inp, mode):
             failure.append(e)
 
     t = threading.Thread(target=send, daemon=True)
-    t.start()
     req = pb.ImportInputsRequest(run_id=run_id, socket_name=name, nonce=nonce)
     f = req.files.add(path=inp.path, size=inp.size, sha256=inp.sha256)
     if mode:
         f.mode = mode
+    r, failed, held = None, None, None
     try:
+        t.start()
         r = client.call("ImportInputs", req, pb.ImportInputsResponse,
                         timeout=client.timeout + 120)
-    except errors.SbxError:
-        done.set()
-        t.join()
-        # A local file we could not read says more than the end sbxd saw.
-        if failure and isinstance(failure[0], errors.SbxError):
-            raise failure[0] from None
-        raise
+    except errors.SbxError as e:
+        failed = e
     finally:
         done.set()
-        t.join()
+        held = _join(t)
         ls.close()
+    if held is not None:
+        raise held
+    if failed is not None:
+        # A local file we could not read says more than the end sbxd saw.
+        if failure and isinstance(failure[0], errors.SbxError):
+            raise _unreached_only_if(failure[0], False) from None
+        raise _unreached_only_if(failed, not connected) from None
     if list(r.sha256) != [inp.sha256]:
         raise errors.DataLoss("ImportInputs %s: sbxd received sha256 %s, sent %s"
                               % (inp.path, list(r.sha256), inp.sha256))
@@ -364,10 +393,10 @@ def export_files(client, run_id, top, items, live):
     t = threading.Thread(target=receive, daemon=True)
     req = pb.ExportArtifactsRequest(run_id=run_id, paths=[i[0] for i in items],
                                     socket_name=name, nonce=nonce)
-    r, failed, interrupted = None, None, None
+    r, failed, held = None, None, None
     try:
-        t.start()
         try:
+            t.start()
             r = client.call("ExportArtifacts", req, pb.ExportArtifactsResponse,
                             timeout=client.timeout + 120)
         except errors.SbxError as e:
@@ -375,26 +404,22 @@ def export_files(client, run_id, top, items, live):
         finally:
             # Whatever ended the call (an answer, an error, an interrupt),
             # the thread stops taking files and is joined before they are
-            # looked at or removed: a KeyboardInterrupt in the join is held
+            # looked at or removed: what arrives during the join is held
             # until then, so no temporary file outlives this call.
             done.set()
-            for c in conn:
+            for c in list(conn):
                 try:
                     c.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass  # already shut: the thread's own hang-up
-            while t.is_alive():
-                try:
-                    t.join()
-                except KeyboardInterrupt as e:
-                    interrupted = e
+            held = _join(t)
             ls.close()
-        if interrupted is not None:
-            raise interrupted
+        if held is not None:
+            raise held
         if ours:
-            raise ours[0]
+            raise _unreached_only_if(ours[0], False)
         if failed is not None:
-            raise failed
+            raise _unreached_only_if(failed, not conn)
         if len(whole) != len(items):
             raise errors.Internal("export: sbxd answered OK after %d of %d files"
                                   % (len(whole), len(items)))
