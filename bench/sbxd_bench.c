@@ -498,12 +498,16 @@ static void call_failed(const struct transport *t, const char *call,
 	bench_die("%s: %s failed: %s: %s", t->name, call, sbx_code_name(st->code), st->err.msg);
 }
 
-static char *create_run(const struct transport *t, const char *policy)
+/* A new run of policy whose manifest declares inputs[0..n): its id. */
+static char *create_run_with(const struct transport *t, const char *policy,
+			     Sbx__V1__InputFile **inputs, size_t n)
 {
 	Sbx__V1__CreateRunRequest req = SBX__V1__CREATE_RUN_REQUEST__INIT;
 	struct sbx_rpc_status st;
 
 	req.policy_json = (char *)policy;
+	req.inputs = inputs;
+	req.n_inputs = n;
 	Sbx__V1__CreateRunResponse *r = sbx_create_run(t->c, &req, &st);
 	if (!r)
 		call_failed(t, "CreateRun", &st);
@@ -512,6 +516,11 @@ static char *create_run(const struct transport *t, const char *policy)
 	if (!id)
 		bench_die("out of memory");
 	return id;
+}
+
+static char *create_run(const struct transport *t, const char *policy)
+{
+	return create_run_with(t, policy, NULL, 0);
 }
 
 static void teardown(const struct transport *t, const char *run_id)
@@ -1096,25 +1105,13 @@ static void make_local_file(const char *src)
 static double import_once(const struct transport *t, const char *src, const char *declared)
 {
 	const char *locals[] = {src}, *remotes[] = {FETCH_NAME};
-	Sbx__V1__CreateRunRequest req = SBX__V1__CREATE_RUN_REQUEST__INIT;
 	Sbx__V1__InputFile in = SBX__V1__INPUT_FILE__INIT, *inputs[] = {&in};
 	struct sbx_rpc_status st;
 
-	req.policy_json = (char *)FETCH_POLICY;
-	if (declared) {
-		in.path = (char *)FETCH_NAME;
-		in.size = FETCH_BYTES;
-		in.sha256 = (char *)declared;
-		req.n_inputs = 1;
-		req.inputs = inputs;
-	}
-	Sbx__V1__CreateRunResponse *r = sbx_create_run(t->c, &req, &st);
-	if (!r)
-		call_failed(t, "CreateRun", &st);
-	char *id = strdup(r->run_id);
-	sbx__v1__create_run_response__free_unpacked(r, NULL);
-	if (!id)
-		bench_die("out of memory");
+	in.path = (char *)FETCH_NAME;
+	in.size = FETCH_BYTES;
+	in.sha256 = (char *)declared;
+	char *id = create_run_with(t, FETCH_POLICY, inputs, declared ? 1 : 0);
 	double t0 = bench_now_ms();
 
 	if (sbx_import_files(t->c, id, 1, locals, remotes, NULL, &st) < 0)

@@ -365,6 +365,29 @@ def preload_env(so):
     return {"LD_PRELOAD": so, "ASAN_OPTIONS": asan}
 
 
+def build_shim(source, name):
+    """A shim to preload (preload_env), compiled from C source into a new
+    directory others can read: the path of the .so."""
+    d = tempfile.mkdtemp(prefix="sbx-shim-")
+    src, so = os.path.join(d, "shim.c"), os.path.join(d, name)
+    with open(src, "w") as f:
+        f.write(source)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", so, src, "-ldl"], check=True)
+    os.chmod(d, 0o755)
+    return so
+
+
+class PreloadServer(Server):
+    """An sbxd started with the shim shim_so preloaded (build_shim)."""
+
+    def __init__(self, shim_so, **config):
+        self.shim_so = shim_so
+        super().__init__(**config)
+
+    def wrap(self, cmd):
+        return ["env"] + ["%s=%s" % kv for kv in preload_env(self.shim_so).items()] + cmd
+
+
 def processes_with(needle):
     """(pid, command line) of processes of this uid or of its sandboxes
     (subordinate uids) whose command line contains needle."""

@@ -48,21 +48,15 @@ int setsockopt(int fd, int level, int name, const void *v, socklen_t len)
 }
 """
 HERE = os.path.dirname(os.path.abspath(__file__))
-SHIM_DIR = tempfile.mkdtemp(prefix="sbx-oldkernel-")
-SHIM_SO = os.path.join(SHIM_DIR, "no_passrights.so")
+SHIM_SO = None  # built by old_kernel_server
 
 
-def build_shim():
-    src = os.path.join(SHIM_DIR, "shim.c")
-    with open(src, "w") as f:
-        f.write(SHIM)
-    subprocess.run(["cc", "-shared", "-fPIC", "-o", SHIM_SO, src, "-ldl"], check=True)
-    os.chmod(SHIM_DIR, 0o755)
-
-
-class OldKernelServer(sbxdfix.Server):
-    def wrap(self, cmd):
-        return ["env"] + ["%s=%s" % kv for kv in sbxdfix.preload_env(SHIM_SO).items()] + cmd
+def old_kernel_server(**config):
+    """A real sbxd that plays a kernel without SO_PASSRIGHTS (SHIM)."""
+    global SHIM_SO
+    if SHIM_SO is None:
+        SHIM_SO = sbxdfix.build_shim(SHIM, "no_passrights.so")
+    return sbxdfix.PreloadServer(SHIM_SO, **config)
 
 
 class Lingering:
@@ -107,8 +101,7 @@ class OldKernelExport(te.ExportTest):
 
     @classmethod
     def setUpClass(cls):
-        build_shim()
-        cls.srv = OldKernelServer(**cls.SERVER_CONFIG)
+        cls.srv = old_kernel_server(**cls.SERVER_CONFIG)
 
     def test_the_shim_plays_a_kernel_without_so_passrights(self):
         with open("/proc/%d/maps" % self.srv.proc.pid) as f:

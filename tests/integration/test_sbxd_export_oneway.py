@@ -58,8 +58,7 @@ class OneWayAttack(te.ExportTest):
 
     @classmethod
     def setUpClass(cls):
-        old.build_shim()
-        cls.srv = old.OldKernelServer(**cls.SERVER_CONFIG)
+        cls.srv = old.old_kernel_server(**cls.SERVER_CONFIG)
 
     def test_no_route_from_the_caller_reaches_sbxds_socket(self):
         run = self.create()

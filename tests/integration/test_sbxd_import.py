@@ -696,8 +696,7 @@ class ImportOldKernel(OutTest):
     def setUpClass(cls):
         import test_sbxd_export_oldkernel as old
 
-        old.build_shim()
-        cls.srv = old.OldKernelServer()  # ASan's preload order: sbxdfix.preload_env
+        cls.srv = old.old_kernel_server()  # ASan's preload order: sbxdfix.preload_env
 
     def test_unimplemented_naming_so_passrights_and_sbxctl_uploads_chunks(self):
         run = self.create()

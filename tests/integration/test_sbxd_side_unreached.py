@@ -15,8 +15,6 @@ the refusal every time, so that what each client does with it is checked
 every time, not when a race is won."""
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import unittest
 
@@ -48,30 +46,13 @@ int connect(int fd, const struct sockaddr *a, socklen_t len)
 	return real(fd, a, len);
 }
 """
-SHIM_DIR = tempfile.mkdtemp(prefix="sbx-unreached-")
-SHIM_SO = os.path.join(SHIM_DIR, "unreached.so")
-
-
-def build_shim():
-    src = os.path.join(SHIM_DIR, "shim.c")
-    with open(src, "w") as f:
-        f.write(SHIM)
-    subprocess.run(["cc", "-shared", "-fPIC", "-o", SHIM_SO, src, "-ldl"], check=True)
-    os.chmod(SHIM_DIR, 0o755)
-
-
-class UnreachedServer(sbxdfix.Server):
-    def wrap(self, cmd):
-        return ["env"] + ["%s=%s" % kv for kv in sbxdfix.preload_env(SHIM_SO).items()] + cmd
-
-
 class SideUnreached(OutTest):
     SERVER_CONFIG = {}
 
     @classmethod
     def setUpClass(cls):
-        build_shim()
-        cls.srv = UnreachedServer(**cls.SERVER_CONFIG)
+        cls.srv = sbxdfix.PreloadServer(sbxdfix.build_shim(SHIM, "unreached.so"),
+                                        **cls.SERVER_CONFIG)
 
     def events(self, name):
         return [e for e in self.srv.audit_events() if e.get("event") == name]
