@@ -368,7 +368,7 @@ def preload_env(so):
 def build_shim(source, name):
     """A shim to preload (preload_env), compiled from C source into a new
     directory others can read: the path of the .so."""
-    d = tempfile.mkdtemp(prefix="sbx-shim-")
+    d = tempfile.mkdtemp(prefix="sbx-test-shim-")
     src, so = os.path.join(d, "shim.c"), os.path.join(d, name)
     with open(src, "w") as f:
         f.write(source)

@@ -39,7 +39,7 @@ def processes_mentioning(text):
 @unittest.skipUnless(os.access(BENCH, os.X_OK), "sbx-bench not built")
 class BenchCommand(unittest.TestCase):
     def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="sbxbt-")
+        self.tmp = tempfile.mkdtemp(prefix="sbx-test-bench-")
         self.env = dict(os.environ, TMPDIR=self.tmp)
 
     def tearDown(self):

@@ -30,7 +30,7 @@ class Recipe(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="sbx-certs-")
+        cls.dir = tempfile.mkdtemp(prefix="sbx-test-certs-")
         os.chmod(cls.dir, 0o755)
         for args in (["ca"], ["server", "srv", "--dns", "localhost", "--ip", "127.0.0.1"],
                      ["client", "caller"]):

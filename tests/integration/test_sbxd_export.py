@@ -684,7 +684,7 @@ class PythonExportAgainstAFakeSbxd(unittest.TestCase):
     FULL = b"A" * (3 << 20)
 
     def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="sbx-export-fake-")
+        self.tmp = tempfile.mkdtemp(prefix="sbx-test-export-fake-")
         self.sock = os.path.join(self.tmp, "ipc")
         self.s0 = socket.socket(socket.AF_UNIX)
         self.s0.bind(self.sock)

@@ -326,7 +326,7 @@ class CloseIsNotAHangUp(te.ExportTest):
         # sbxctl (the C library's export) with a fork after accept: its
         # close alone is no hang-up; without shutdown the export fails at
         # same_host_call_ms (or sbxctl falls back), with it it is OK at once.
-        d = tempfile.mkdtemp(prefix="sbx-forkshim-")
+        d = tempfile.mkdtemp(prefix="sbx-test-forkshim-")
         src, so = os.path.join(d, "s.c"), os.path.join(d, "fork_accept.so")
         with open(src, "w") as f:
             f.write(FORK_SHIM)

@@ -25,7 +25,7 @@ MAKE = ("import os\nopen('/out/f.bin','wb').write(os.urandom(%d))\n"
 class Pipelined(ServerTestCase):
     def setUp(self):
         self.c = self.srv.conn(timeout_ms=30000)
-        self.tmpdir = tempfile.mkdtemp(prefix="sbx-fetch-")
+        self.tmpdir = tempfile.mkdtemp(prefix="sbx-test-fetch-")
         os.chmod(self.tmpdir, 0o700)
 
     def tearDown(self):

@@ -68,7 +68,7 @@ class Fleet(unittest.TestCase):
 
     @classmethod
     def set_up(cls):
-        cls.dir = tempfile.mkdtemp(prefix="sbx-fleet-")
+        cls.dir = tempfile.mkdtemp(prefix="sbx-test-fleet-")
         os.chmod(cls.dir, 0o755)
         host_certs(cls.dir)
         cls.tokens = {n: n[0] + os.urandom(16).hex() for n in ("alice", "bob", "ops")}

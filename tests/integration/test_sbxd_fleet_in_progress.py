@@ -43,7 +43,7 @@ WAITERS = 4  # RUNS_IDEM_WAITERS: repeats of a STARTING run's key that may wait
 class FleetInProgress(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="sbx-fleet-in-progress-")
+        cls.dir = tempfile.mkdtemp(prefix="sbx-test-fleet-in-progress-")
         os.chmod(cls.dir, 0o755)
         sbxdfix.make_certs(cls.dir)  # one CA, a server certificate for localhost
         cls.token = "a" + os.urandom(16).hex()
@@ -357,7 +357,7 @@ class FleetInProgressForEver(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="sbx-fleet-for-ever-")
+        cls.dir = tempfile.mkdtemp(prefix="sbx-test-fleet-for-ever-")
         os.chmod(cls.dir, 0o755)
         sbxdfix.make_certs(cls.dir)
         cls.token = "a" + os.urandom(16).hex()

@@ -27,7 +27,7 @@ import sbxdfix
 class FleetRetry(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="sbx-fleet-retry-")
+        cls.dir = tempfile.mkdtemp(prefix="sbx-test-fleet-retry-")
         os.chmod(cls.dir, 0o755)
         sbxdfix.make_certs(cls.dir)  # one CA, a server certificate for localhost
         cls.token = "a" + os.urandom(16).hex()

@@ -46,7 +46,7 @@ class CmakeInstall(unittest.TestCase):
     def setUpClass(cls):
         if not BUILD or not os.path.isfile(os.path.join(BUILD, "cmake_install.cmake")):
             raise RuntimeError("SBX_BUILD_DIR is not a build tree (run through ctest)")
-        cls.dir = tempfile.mkdtemp(prefix="sbx-install-")
+        cls.dir = tempfile.mkdtemp(prefix="sbx-test-install-")
         os.chmod(cls.dir, 0o755)
         root = os.path.join(cls.dir, "root")
         cls.prefix = root + "/opt/sbx"

@@ -71,7 +71,7 @@ class InsecureTcp(unittest.TestCase):
 class InputDirs(unittest.TestCase):
     def test_input_dir_must_be_the_callers_own_and_under_an_allowed_root(self):
         import tempfile
-        mine = tempfile.mkdtemp(prefix="sbx-inputs-")
+        mine = tempfile.mkdtemp(prefix="sbx-test-inputs-")
         self.addCleanup(lambda: __import__("shutil").rmtree(mine, ignore_errors=True))
         os.chmod(mine, 0o755)
         job = os.path.join(mine, "job")

@@ -176,7 +176,7 @@ class InputDirOracle(unittest.TestCase):
     def test_existing_and_missing_names_get_one_answer(self):
         import shutil
         import tempfile
-        mine = tempfile.mkdtemp(prefix="sbx-oracle-")
+        mine = tempfile.mkdtemp(prefix="sbx-test-oracle-")
         self.addCleanup(shutil.rmtree, mine, True)
         for name, target in (("to-dir", "/usr/share"), ("to-file", "/usr/bin/env"),
                              ("to-nothing", "/usr/share/no-such-name-%d" % os.getpid())):
@@ -205,7 +205,7 @@ class InputDirOracle(unittest.TestCase):
         the caller's own directory get one answer."""
         import shutil
         import tempfile
-        root = tempfile.mkdtemp(prefix="sbx-dotdot-")
+        root = tempfile.mkdtemp(prefix="sbx-test-dotdot-")
         self.addCleanup(shutil.rmtree, root, True)
         for d in ("private/exists", "mine/d"):
             os.makedirs(os.path.join(root, d))

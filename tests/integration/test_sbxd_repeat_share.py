@@ -38,7 +38,7 @@ SHARE = (2 * WORKERS) // 4
 class RepeatShare(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="sbx-repeat-share-")
+        cls.dir = tempfile.mkdtemp(prefix="sbx-test-repeat-share-")
         os.chmod(cls.dir, 0o755)
         cls.gate = sbxdfix.HelperGate(cls.dir)
         cls.tokens = {n: n[0] + os.urandom(16).hex() for n in ("alice", "bob", "carol")}

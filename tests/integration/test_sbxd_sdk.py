@@ -43,7 +43,7 @@ SHARED = {}
 
 
 def setUpModule():
-    work = tempfile.mkdtemp(prefix="sbx-sdk-")
+    work = tempfile.mkdtemp(prefix="sbx-test-sdk-")
     os.chmod(work, 0o755)
     SHARED["work"] = work
     sdist, wheel = pyvenv.build_dist(os.path.join(work, "dist"))
