@@ -247,7 +247,14 @@ def import_input(client, run_id, inp, mode):
     except errors.SbxError as e:
         failed = e
     finally:
+        # As in export_files: the thread stops sending once the call is
+        # over (or interrupted), and is joined before we return.
         done.set()
+        for c in list(connected):
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # closed already: the thread sent everything
         held = _join(t)
         ls.close()
     if held is not None:
