@@ -192,6 +192,33 @@ def _unreached_only_if(e, unreached):
     return e
 
 
+def _side_call(client, method, req, resp_type, t, done, conns, ls):
+    """The call of a same-host transfer, its side thread t started first:
+    (the answer, the SbxError or None). Whatever ends the call (an answer,
+    an error, an interrupt), the thread is told (done), the connection it
+    accepted (conns) shut down so that it stops sending or receiving, and
+    it is joined before this returns, the listener closed; what arrives
+    during the join (KeyboardInterrupt, SystemExit) is raised after."""
+    r, failed = None, None
+    try:
+        t.start()
+        r = client.call(method, req, resp_type, timeout=client.timeout + 120)
+    except errors.SbxError as e:
+        failed = e
+    finally:
+        done.set()
+        for c in list(conns):
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # shut or closed already: the thread's own end
+        held = _join(t)
+        ls.close()
+    if held is not None:
+        raise held
+    return r, failed
+
+
 def _join(t):
     """Joins t whatever arrives meanwhile (KeyboardInterrupt, SystemExit
     from a signal handler): the first such exception is returned, to raise
@@ -239,26 +266,8 @@ def import_input(client, run_id, inp, mode):
     f = req.files.add(path=inp.path, size=inp.size, sha256=inp.sha256)
     if mode:
         f.mode = mode
-    r, failed, held = None, None, None
-    try:
-        t.start()
-        r = client.call("ImportInputs", req, pb.ImportInputsResponse,
-                        timeout=client.timeout + 120)
-    except errors.SbxError as e:
-        failed = e
-    finally:
-        # As in export_files: the thread stops sending once the call is
-        # over (or interrupted), and is joined before we return.
-        done.set()
-        for c in list(connected):
-            try:
-                c.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass  # closed already: the thread sent everything
-        held = _join(t)
-        ls.close()
-    if held is not None:
-        raise held
+    r, failed = _side_call(client, "ImportInputs", req, pb.ImportInputsResponse, t, done,
+                           connected, ls)
     if failed is not None:
         # A local file we could not read says more than the end sbxd saw.
         if failure and isinstance(failure[0], errors.SbxError):
@@ -400,29 +409,11 @@ def export_files(client, run_id, top, items, live):
     t = threading.Thread(target=receive, daemon=True)
     req = pb.ExportArtifactsRequest(run_id=run_id, paths=[i[0] for i in items],
                                     socket_name=name, nonce=nonce)
-    r, failed, held = None, None, None
     try:
-        try:
-            t.start()
-            r = client.call("ExportArtifacts", req, pb.ExportArtifactsResponse,
-                            timeout=client.timeout + 120)
-        except errors.SbxError as e:
-            failed = e
-        finally:
-            # Whatever ended the call (an answer, an error, an interrupt),
-            # the thread stops taking files and is joined before they are
-            # looked at or removed: what arrives during the join is held
-            # until then, so no temporary file outlives this call.
-            done.set()
-            for c in list(conn):
-                try:
-                    c.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass  # already shut: the thread's own hang-up
-            held = _join(t)
-            ls.close()
-        if held is not None:
-            raise held
+        # The thread is joined before the files are looked at or removed,
+        # so no temporary file outlives this call.
+        r, failed = _side_call(client, "ExportArtifacts", req, pb.ExportArtifactsResponse, t,
+                               done, conn, ls)
         if ours:
             raise _unreached_only_if(ours[0], False)
         if failed is not None:
