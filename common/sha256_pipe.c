@@ -77,16 +77,27 @@ struct sbx_sha256_pipe *sbx_sha256_pipe_new(size_t slot_bytes, bool threaded,
 		pthread_attr_setstacksize(&attr, SBX_SHA256_PIPE_STACK);
 		e = pthread_create(&p->thread, &attr, hash_slots, p);
 		pthread_attr_destroy(&attr);
-		if (e != 0) {
+		/* No thread to be had (EAGAIN: the uid's process limit or the
+		 * host's thread pool spent, perhaps by a sandbox of the same
+		 * uid): the same digests, hashed inline and so slower, rather
+		 * than a failed call. Any other error is a bug of ours. */
+		if (e == EAGAIN) {
+			threaded = false;
+		} else if (e != 0) {
 			sbx_sha256_pipe_free(p);
 			sbx_fail_errnum(err, e, "sha256: a thread to hash beside the copy");
 			return NULL;
-		}
-		if (thread_name)
+		} else if (thread_name) {
 			pthread_setname_np(p->thread, thread_name);
+		}
 	}
 	p->threaded = threaded;
 	return p;
+}
+
+bool sbx_sha256_pipe_threaded(const struct sbx_sha256_pipe *p)
+{
+	return p->threaded;
 }
 
 uint8_t *sbx_sha256_pipe_slot(struct sbx_sha256_pipe *p)

@@ -27,11 +27,15 @@ struct sbx_sha256_pipe;
 
 /* SBX_SHA256_PIPE_SLOTS buffers of slot_bytes each, and the hashing
  * thread when `threaded` (named thread_name, with a stack of
- * SBX_SHA256_PIPE_STACK: a sha256 needs little); NULL with err when out
- * of memory or threads. */
+ * SBX_SHA256_PIPE_STACK: a sha256 needs little); when no thread can be
+ * made (EAGAIN) the pipe hashes inline instead, as if `threaded` were
+ * false (sbx_sha256_pipe_threaded says which). NULL with err when out of
+ * memory. */
 #define SBX_SHA256_PIPE_STACK (256 * 1024)
 struct sbx_sha256_pipe *sbx_sha256_pipe_new(size_t slot_bytes, bool threaded,
 					    const char *thread_name, struct sbx_err *err);
+/* Whether a thread of the pipe's own hashes (false: push hashes). */
+bool sbx_sha256_pipe_threaded(const struct sbx_sha256_pipe *p);
 /* The next buffer to fill (slot_bytes long): waits until the hashing
  * thread is done with it. */
 uint8_t *sbx_sha256_pipe_slot(struct sbx_sha256_pipe *p);

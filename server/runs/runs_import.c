@@ -303,7 +303,8 @@ static int await_end(struct sbx_run *r, int sock, uint8_t *buf, const struct sid
 /* Every file received and checked, the caller's end seen, then every file
  * published; *published counts those in /data. The hash has a thread of
  * its own once the call brings more bytes than its buffers hold (a thread
- * for a few KiB costs more than it saves); either way the buffers are
+ * for a few KiB costs more than it saves) and one can be made (else it
+ * hashes inline: slower, not a failure); either way the buffers are
  * SBX_SHA256_PIPE_SLOTS messages at most, freed (and the thread joined)
  * before the caller's thread touches the inputs' digests again. */
 static int import_files(struct sbx_run *r, int sock, const Sbx__V1__ImportInputsRequest *req,

@@ -4,10 +4,16 @@
  * its bytes gives; a slot is never handed out while the thread still
  * hashes it (each buffer is overwritten as soon as it is handed over the
  * next time round, so a hash of a reused slot would differ); freeing with
- * buffers not yet hashed stops the thread. */
+ * buffers not yet hashed stops the thread; when no thread can be made
+ * (the uid's process limit spent) the pipe hashes inline and the digests
+ * are the same. */
+#include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <openssl/evp.h>
 
@@ -35,6 +41,10 @@ static void run(bool threaded, int rounds, int drain_every)
 	uint8_t *whole[FILES];
 	size_t len[FILES] = {0};
 	bool ok = p != NULL;
+
+	check(p, "a pipe is made, %s (%s)", threaded ? "threaded" : "inline", err.msg);
+	if (p)
+		threaded = sbx_sha256_pipe_threaded(p);
 
 	for (int f = 0; f < FILES; f++) {
 		md[f] = EVP_MD_CTX_new();
@@ -90,6 +100,44 @@ static void free_while_queued(void)
 	EVP_MD_CTX_free(md);
 }
 
+static void *nothing(void *arg)
+{
+	return arg;
+}
+
+/* The soft RLIMIT_NPROC at 1, so that no thread can be made (the test's
+ * own process is the one its uid has: EAGAIN, as a sandbox of sbxd's uid
+ * spending the limit would make it): the pipe asked for a thread hashes
+ * inline, and right. Root is not held by the limit: skipped. */
+static void no_thread(void)
+{
+	struct rlimit was, one;
+	pthread_t t;
+	int e;
+
+	if (geteuid() == 0) {
+		printf("skip: no thread to be had: root ignores RLIMIT_NPROC\n");
+		return;
+	}
+	check(getrlimit(RLIMIT_NPROC, &was) == 0, "getrlimit");
+	one = was;
+	one.rlim_cur = 1;
+	check(setrlimit(RLIMIT_NPROC, &one) == 0, "soft RLIMIT_NPROC set to 1");
+	e = pthread_create(&t, NULL, nothing, NULL);
+	if (e == 0)
+		pthread_join(t, NULL);
+	check(e == EAGAIN, "with the limit spent, pthread_create fails EAGAIN (%d)", e);
+
+	struct sbx_err err = {0};
+	struct sbx_sha256_pipe *p = sbx_sha256_pipe_new(SLOT, true, "test-hash", &err);
+
+	check(p && !sbx_sha256_pipe_threaded(p), "no thread to be had: the pipe hashes inline (%s)",
+	      err.msg);
+	sbx_sha256_pipe_free(p);
+	run(true, 200, 0);
+	check(setrlimit(RLIMIT_NPROC, &was) == 0, "RLIMIT_NPROC restored");
+}
+
 int main(void)
 {
 	run(false, 50, 0);
@@ -97,5 +145,6 @@ int main(void)
 	run(true, 1000, 0);
 	run(true, 1000, 7);
 	free_while_queued();
+	no_thread();
 	return check_done();
 }
