@@ -728,6 +728,36 @@ class PythonExportAgainstAFakeSbxd(unittest.TestCase):
         self.assertIn("sbxd answered OK after 0 of 1 files", str(e.exception))
         self.assertEqual(os.listdir(self.top), [])
 
+    def test_the_listener_is_closed_once_sbxd_connected(self):
+        """Nobody can queue up on the caller's name once sbxd is in (as the
+        C client's listener, closed after its accept)."""
+        refused = []
+
+        def call(name, req, rtype, **kw):
+            s = self.peer(req, len(self.FULL))
+            deadline = time.time() + 10
+            while not refused and time.time() < deadline:
+                other = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+                other.setblocking(False)  # a full backlog: EAGAIN, not a wait
+                try:
+                    other.connect(b"\0" + req.socket_name.encode())
+                except ConnectionRefusedError:
+                    refused.append(True)
+                except BlockingIOError:
+                    pass
+                finally:
+                    other.close()
+                time.sleep(0.01)
+            s.settimeout(10)
+            self.assertEqual(s.recv(1), b"")  # the caller's hang-up: all taken
+            s.close()
+            return pb.ExportArtifactsResponse(sha256=[sha(self.FULL)], files_sent=1)
+        self.c.call = call
+        self.export()
+        self.assertEqual(refused, [True], "a second connect was still taken")
+        with open(os.path.join(self.top, "f"), "rb") as f:
+            self.assertEqual(f.read(), self.FULL)
+
     def test_an_interrupt_during_the_call_leaves_no_file_and_no_thread(self):
         fds = len(os.listdir("/proc/self/fd"))
 

@@ -249,10 +249,9 @@ def import_input(client, run_id, inp, mode):
 
     def send():
         try:
-            c = _side_accept(ls, sbxd_uid, nonce, done, client.timeout + 120)
+            c = _side_accept(ls, sbxd_uid, nonce, done, client.timeout + 120, connected)
             if c is None:
                 return
-            connected.append(c)
             with c:
                 c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
                 for off, data, _ in inp.chunks():
@@ -297,10 +296,12 @@ def _side_listener(prefix):
     return ls, name, secrets.token_bytes(16)
 
 
-def _side_accept(ls, sbxd_uid, nonce, done, timeout):
+def _side_accept(ls, sbxd_uid, nonce, done, timeout, conns):
     """sbxd's connection, once a peer of sbxd's uid repeated the nonce in its
-    hello (another local user who connects first is closed unread); None
-    once done is set."""
+    hello (another local user who connects first is closed unread), added
+    to conns (for _side_call to shut it down) and the listener closed (sbxd
+    connects once: nobody else is let queue up on it); None once done is
+    set."""
     while not done.is_set():
         try:
             c, _ = ls.accept()
@@ -310,6 +311,8 @@ def _side_accept(ls, sbxd_uid, nonce, done, timeout):
         c.settimeout(timeout)
         if (int.from_bytes(creds[4:8], "little") == sbxd_uid and not done.is_set()
                 and c.recv(256) == _HELLO + bytes([len(nonce)]) + nonce):
+            conns.append(c)
+            ls.close()
             return c
         c.close()
     return None
@@ -389,10 +392,9 @@ def export_files(client, run_id, top, items, live):
 
     def receive():
         try:
-            c = _side_accept(ls, sbxd_uid, nonce, done, client.timeout + 120)
+            c = _side_accept(ls, sbxd_uid, nonce, done, client.timeout + 120, conn)
             if c is None:
                 return
-            conn.append(c)
             with c:
                 try:
                     take(c, bytearray(EXPORT_CHUNK + 1))
