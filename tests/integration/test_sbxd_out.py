@@ -86,6 +86,17 @@ class OutTest(ServerTestCase):
                      pb.ListArtifactsResponse, conn=conn)
         return ls, time.monotonic() - t0
 
+    def digests(self, run, conn=None):
+        """{path: sha256} of /out, as ListArtifacts lists it."""
+        ls, _ = self.listing(run, conn)
+        return {a.path: a.sha256 for a in ls.artifacts}
+
+    def assert_copied(self, top, want):
+        """Every file of want ({path: sha256}) is beneath top with that digest."""
+        for path, digest in want.items():
+            with open(os.path.join(top, path), "rb") as f:
+                self.assertEqual(hashlib.sha256(f.read()).hexdigest(), digest, path)
+
     def wait_for(self, run, name, seconds=20, conn=None):
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:

@@ -71,16 +71,12 @@ class SideUnreached(OutTest):
         run = self.create()
         self.run_py(run, "import os\nos.makedirs('/out/d')\nopen('/out/d/a','w').write('alpha')\n"
                          "open('/out/b','wb').write(os.urandom(3<<20))\n")
-        want = {a.path: a.sha256 for a in self.ok(
-            "ListArtifacts", pb.ListArtifactsRequest(run_id=run),
-            pb.ListArtifactsResponse).artifacts}
+        want = self.digests(run)
         with tempfile.TemporaryDirectory() as top:
             out = os.path.join(top, "o")
             r = self.srv.cli("fetch", run, "--all", out)
             self.assertEqual(r.returncode, 0, r)
-            for path, digest in want.items():
-                with open(os.path.join(out, path), "rb") as f:
-                    self.assertEqual(te.sha(f.read()), digest, path)
+            self.assert_copied(out, want)
             local = os.path.join(top, "in")
             with open(local, "wb") as f:
                 f.write(b"input" * 1000)
