@@ -77,10 +77,11 @@ struct sbx_sha256_pipe *sbx_sha256_pipe_new(size_t slot_bytes, bool threaded,
 		pthread_attr_setstacksize(&attr, SBX_SHA256_PIPE_STACK);
 		e = pthread_create(&p->thread, &attr, hash_slots, p);
 		pthread_attr_destroy(&attr);
-		/* No thread to be had (EAGAIN: the uid's process limit or the
-		 * host's thread pool spent, perhaps by a sandbox of the same
-		 * uid): the same digests, hashed inline and so slower, rather
-		 * than a failed call. Any other error is a bug of ours. */
+		/* No thread to be had (EAGAIN: the uid's process limit spent,
+		 * which runs under host_uids "shared" count against, or the
+		 * host's threads): the same digests, hashed inline and so
+		 * slower, rather than a failed call. Any other error is a bug
+		 * of ours. */
 		if (e == EAGAIN) {
 			threaded = false;
 		} else if (e != 0) {
