@@ -24,7 +24,8 @@
  *
  * Retries: a call that fails with UNAVAILABLE is tried again (by default 2
  * more times, after 100 ms and 200 ms). Calls that change something
- * (CreateRun, PutInput, Exec, Signal, Teardown) carry a request id: a
+ * (CreateRun, PutInput, Exec, Signal, WriteStdin, ExportArtifacts,
+ * ImportInputs, Teardown) carry a request id: a
  * random one per call, the same on every try of that call, or
  * sbx_call_opts.request_id. sbxd answers a repeat of an id it has seen from
  * the same caller with the first answer, byte for byte, for 10 minutes

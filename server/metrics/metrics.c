@@ -177,8 +177,9 @@ static const struct metric table[SBX_M_COUNT] = {
 				   "waiting (destroyed), by shape."},
     [SBX_M_RPC_REPEATS] = {"sbx_rpc_repeats_total", COUNTER, L_REPEAT,
 			   .help = "Requests that came again with a request id sbxd had seen "
-				   "(a client's retry: CreateRun, PutInput, Exec, Signal, "
-				   "Teardown, WriteStdin), by outcome; none acted twice. A repeat "
+				   "(a client's retry or REQ's resend: CreateRun, PutInput, Exec, "
+				   "Signal, Teardown, WriteStdin, ExportArtifacts, ImportInputs), "
+				   "by outcome; none acted twice. A repeat "
 				   "refused (its caller's share of parked repeats full, or no "
 				   "memory) is an UNAVAILABLE of sbx_rpc_calls_total."},
 };

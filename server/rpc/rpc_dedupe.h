@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Request-id deduplication: a retried CreateRun, PutInput, Exec, Signal or
- * Teardown happens once (a retried Teardown gets the manifest, not
- * NOT_FOUND for a run that is gone).
+/* Request-id deduplication: a retried CreateRun, PutInput, Exec, Signal,
+ * WriteStdin, ExportArtifacts, ImportInputs or Teardown happens once (a
+ * retried Teardown gets the manifest, not NOT_FOUND for a run that is
+ * gone; a resent export or import waits for the first's answer instead
+ * of connecting to the caller's socket again).
  *
  * REQ re-sends a request after 60 s without an answer and after every
  * reconnect, and clients retry on their own, so the same (identity,

@@ -72,13 +72,16 @@ static const struct rpc_method methods[] = {
 	METHOD(Status,        status,         status,         RPC_SHORT,  false),
 	METHOD(ListArtifacts, list_artifacts, list_artifacts, RPC_SHORT,  false),
 	METHOD(FetchArtifact, fetch_artifact, fetch_artifact, RPC_LONG,   false),
-	/* Waits on the caller's socket (bounded); repeating it passes the
-	 * descriptors again, to the same uid, which harms nothing. */
-	METHOD(ExportArtifacts, export_artifacts, export_artifacts, RPC_LONG, false),
-	/* Waits on the caller's socket (bounded); a repeat finds the files
-	 * complete (FAILED_PRECONDITION), as a repeated last chunk would
-	 * without the request id. */
-	METHOD(ImportInputs,  import_inputs,  import_inputs,  RPC_LONG,   false),
+	/* Both wait on the caller's socket for as long as the bytes take,
+	 * which can outlast REQ's resend (60 s): a repeat run as a call of
+	 * its own would connect again to a listener the client closed after
+	 * the first connection (refused, "unreached") or find the inputs
+	 * being written by the first (ABORTED), and its answer, carrying the
+	 * same REQ id, would reach the client before the first's and end a
+	 * transfer that was going well. A repeat waits for the first's
+	 * answer instead. */
+	METHOD(ExportArtifacts, export_artifacts, export_artifacts, RPC_LONG, true),
+	METHOD(ImportInputs,  import_inputs,  import_inputs,  RPC_LONG,   true),
 	METHOD(Teardown,      teardown,       teardown,       RPC_SHORT,  true),
 	METHOD(ListRuns,      list_runs,      list_runs,      RPC_SHORT,  false),
 	/* Idempotent: a retried Drain finds the flag as the first left it. */

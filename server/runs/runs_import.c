@@ -4,8 +4,8 @@
  *
  * The side channel is the export's (runs_side.c: why sbxd connects to the
  * caller; common/import_wire.h: what goes on it). Why a call of its own
- * rather than a mode of PutInput: PutInput is one chunk on the short lane,
- * deduplicated by request id; this call waits on the caller's socket for
+ * rather than a mode of PutInput: PutInput is one chunk on the short lane;
+ * this call waits on the caller's socket for
  * as long as the files take (bounded), so it belongs on the long lane with
  * ExportArtifacts, whose request shape (socket_name, nonce) it repeats.
  *

@@ -191,6 +191,32 @@ class ExportTest(OutTest):
         os.umask(m)
         return m
 
+    def test_an_export_that_outlasts_reqs_resend_goes_on(self):
+        # REQ resends a request it has no answer to (60 s by default; 0.5 s
+        # here, with the copy slowed to ~2 s). sbxd takes the resent
+        # ExportArtifacts as a repeat of the running one and answers it
+        # with the first's answer: run as a call of its own it connected to
+        # the caller's name again, found the listener closed, and its
+        # "unreached" answer ended the transfer (review 15).
+        run = self.create(out_mb=64)
+        self.run_py(run, "import os\nopen('/out/big','wb').write(os.urandom(16<<20))\n")
+        want = self.digests(run)
+        real = os.pwrite
+
+        def slow(fd, b, off):
+            time.sleep(0.03)  # 64 messages of 256 KiB: ~2 s
+            return real(fd, b, off)
+        with sbx_client.connect(self.srv.ipc, resend_interval=0.5) as c, \
+                tempfile.TemporaryDirectory() as top:
+            os.pwrite = slow
+            try:
+                sbx_client.Sandbox(c.run(run)).files.download("/out", os.path.join(top, "o"))
+            finally:
+                os.pwrite = real
+            self.assertGreater(c.transport.resends, 0, "the test needs a resend")
+            self.assert_copied(os.path.join(top, "o"), want)
+        self.assertEqual(len(self.exported_events(run)), 1)
+
     def test_the_python_client_exports_on_ipc(self):
         run = self.create(out_mb=64)
         self.run_py(run, "import os\nos.makedirs('/out/d/e')\n"

@@ -294,6 +294,31 @@ class ImportTest(OutTest):
                 "q.txt": (sha(b"chunked"), 0o644)})
             run.teardown()
 
+    def test_an_import_that_outlasts_reqs_resend_goes_on(self):
+        # As the export's: REQ resends the ImportInputs (0.5 s here, the
+        # sending slowed to ~2 s); sbxd answers the resend with the first
+        # call's answer. Run as a call of its own it found the input being
+        # written by the first and answered ABORTED, which ended the upload
+        # (review 15).
+        real = socket.socket.send
+
+        def slow(sock, b, *a):
+            if sock.type == socket.SOCK_SEQPACKET:
+                time.sleep(0.04)  # 48 messages of 256 KiB: ~2 s
+            return real(sock, b, *a)
+        body = os.urandom(12 << 20)
+        with sbx_client.connect(self.srv.ipc, resend_interval=0.5) as c:
+            run = c.create_run(json.loads(policy_json()))
+            socket.socket.send = slow
+            try:
+                run.put("/data/big.bin", body)
+            finally:
+                socket.socket.send = real
+            self.assertGreater(c.transport.resends, 0, "the test needs a resend")
+            self.assertEqual(self.data_listing(run.id), {"big.bin": (sha(body), 0o644)})
+            self.assertEqual(len(self.imported_events(run.id)), 1)
+            run.teardown()
+
     def test_the_python_client_sends_a_declared_input_without_hashing_it(self):
         # Run.put of a path declared at create_run(upload=False) sends the
         # declared digest, not one of its own: a file that changed since
