@@ -84,6 +84,10 @@ struct sbx_sha256_pipe *sbx_sha256_pipe_new(size_t slot_bytes, bool threaded,
 		 * of ours. */
 		if (e == EAGAIN) {
 			threaded = false;
+			for (size_t i = 1; i < SBX_SHA256_PIPE_SLOTS; i++) {
+				free(p->slot[i].buf);
+				p->slot[i].buf = NULL;
+			}
 		} else if (e != 0) {
 			sbx_sha256_pipe_free(p);
 			sbx_fail_errnum(err, e, "sha256: a thread to hash beside the copy");

@@ -42,7 +42,7 @@ static void run(bool threaded, int rounds, int drain_every)
 	size_t len[FILES] = {0};
 	bool ok = p != NULL;
 
-	check(p, "a pipe is made, %s (%s)", threaded ? "threaded" : "inline", err.msg);
+	check(p, "a pipe is made, asked %s (%s)", threaded ? "threaded" : "inline", err.msg);
 	if (p)
 		threaded = sbx_sha256_pipe_threaded(p);
 

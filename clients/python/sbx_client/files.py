@@ -307,13 +307,21 @@ def _side_accept(ls, sbxd_uid, nonce, done, timeout, conns):
             c, _ = ls.accept()
         except socket.timeout:
             continue
-        creds = c.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
-        c.settimeout(timeout)
-        if (int.from_bytes(creds[4:8], "little") == sbxd_uid and not done.is_set()
-                and c.recv(256) == _HELLO + bytes([len(nonce)]) + nonce):
+        try:
+            creds = c.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+            c.settimeout(timeout)
+            ok = (int.from_bytes(creds[4:8], "little") == sbxd_uid and not done.is_set()
+                  and c.recv(256) == _HELLO + bytes([len(nonce)]) + nonce)
+        except BaseException:
+            c.close()
+            raise
+        if ok:
             conns.append(c)
             ls.close()
-            return c
+            # Recorded before done is looked at, and _side_call sets done
+            # before it looks at conns: one of the two shuts it down.
+            if not done.is_set():
+                return c
         c.close()
     return None
 
