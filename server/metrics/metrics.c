@@ -64,7 +64,7 @@ static const char *const refusal_values[] = {
 static const char *const decision_values[] = {"allowed", "denied", "limited", "failed"};
 static const char *const direction_values[] = {"out", "in"};
 static const char *const pool_values[] = {"short", "long"};
-static const char *const repeat_values[] = {"replayed", "parked", "mismatched"};
+static const char *const repeat_values[] = {"replayed", "parked", "mismatched", "dropped"};
 static const char *const shape_values[] = {"0", "1", "2",  "3",	 "4",  "5",  "6",  "7",
 					   "8", "9", "10", "11", "12", "13", "14", "15"};
 _Static_assert(sizeof(shape_values) / sizeof(shape_values[0]) == SBX_METRICS_POOL_SHAPES,
@@ -101,7 +101,10 @@ static const struct label labels[] = {
 		  .doc = "`replayed`: the first had answered, its answer was sent again; "
 			 "`parked`: the first was still running, this one waits for its answer "
 			 "(sent when it ends, if the connection is still there); `mismatched`: "
-			 "the id came with another method or body, INVALID_ARGUMENT"},
+			 "the id came with another method or body, INVALID_ARGUMENT; `dropped`: "
+			 "an ExportArtifacts or ImportInputs whose first was still running, with "
+			 "no worker or parking place for it, left unanswered (the first's answer "
+			 "is the caller's)"},
 };
 #undef LIST
 

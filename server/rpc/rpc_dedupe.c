@@ -263,6 +263,19 @@ bool rpc_dedupe_seen(struct rpc_dedupe *d, const char *identity, const char *req
 	return seen;
 }
 
+bool rpc_dedupe_running(struct rpc_dedupe *d, const char *identity, const char *request_id)
+{
+	uint64_t h = hash_key(d->seed, identity, request_id);
+	struct rpc_dedupe_entry *e;
+	bool running;
+
+	pthread_mutex_lock(&d->lock);
+	e = find(d, h, identity, request_id);
+	running = e && !e->done;
+	pthread_mutex_unlock(&d->lock);
+	return running;
+}
+
 /* Keeps e's answer for its repeats, relinked as the newest entry (it
  * expires last); false when the answer does not fit its caller's share or
  * memory. e is unlinked. */

@@ -54,24 +54,29 @@ WRAP(list_runs, Sbx__V1__ListRunsRequest, Sbx__V1__ListRunsResponse)
 WRAP(drain, Sbx__V1__DrainRequest, Sbx__V1__DrainResponse)
 WRAP(write_stdin, Sbx__V1__WriteStdinRequest, Sbx__V1__WriteStdinResponse)
 
-#define METHOD(Name, fn, lower, lane_, dedupe_) {				\
+/* once: NO (reads, or repeats harmlessly), YES (a request_id makes a retry
+ * happen once), WAITS (YES, and a repeat of a running one is never
+ * refused: rpc_methods.h, repeat_waits). */
+enum { NO, YES, WAITS };
+#define METHOD(Name, fn, lower, lane_, once_) {				\
 	.name = PREFIX #Name,							\
 	.request = &sbx__v1__##lower##_request__descriptor,			\
 	.response = &sbx__v1__##lower##_response__descriptor,			\
-	.call = call_##fn, .lane = (lane_), .dedupe = (dedupe_),		\
+	.call = call_##fn, .lane = (lane_), .dedupe = (once_) != NO,		\
+	.repeat_waits = (once_) == WAITS,					\
 }
 
 static const struct rpc_method methods[] = {
-	METHOD(Health,        health,         health,         RPC_INLINE, false),
-	METHOD(CreateRun,     create_run,     create_run,     RPC_SHORT,  true),
-	METHOD(PutInput,      put_input,      put_input,      RPC_SHORT,  true),
-	METHOD(Exec,          exec,           exec,           RPC_SHORT,  true),
-	METHOD(Wait,          wait,           wait,           RPC_LONG,   false),
-	METHOD(ReadOutput,    read_output,    read_output,    RPC_LONG,   false),
-	METHOD(Signal,        signal,         signal,         RPC_SHORT,  true),
-	METHOD(Status,        status,         status,         RPC_SHORT,  false),
-	METHOD(ListArtifacts, list_artifacts, list_artifacts, RPC_SHORT,  false),
-	METHOD(FetchArtifact, fetch_artifact, fetch_artifact, RPC_LONG,   false),
+	METHOD(Health,        health,         health,         RPC_INLINE, NO),
+	METHOD(CreateRun,     create_run,     create_run,     RPC_SHORT,  YES),
+	METHOD(PutInput,      put_input,      put_input,      RPC_SHORT,  YES),
+	METHOD(Exec,          exec,           exec,           RPC_SHORT,  YES),
+	METHOD(Wait,          wait,           wait,           RPC_LONG,   NO),
+	METHOD(ReadOutput,    read_output,    read_output,    RPC_LONG,   NO),
+	METHOD(Signal,        signal,         signal,         RPC_SHORT,  YES),
+	METHOD(Status,        status,         status,         RPC_SHORT,  NO),
+	METHOD(ListArtifacts, list_artifacts, list_artifacts, RPC_SHORT,  NO),
+	METHOD(FetchArtifact, fetch_artifact, fetch_artifact, RPC_LONG,   NO),
 	/* Both wait on the caller's socket for as long as the bytes take,
 	 * which can outlast REQ's resend (60 s): a repeat run as a call of
 	 * its own would connect again to a listener the client closed after
@@ -79,15 +84,15 @@ static const struct rpc_method methods[] = {
 	 * being written by the first (ABORTED), and its answer, carrying the
 	 * same REQ id, would reach the client before the first's and end a
 	 * transfer that was going well. A repeat waits for the first's
-	 * answer instead. */
-	METHOD(ExportArtifacts, export_artifacts, export_artifacts, RPC_LONG, true),
-	METHOD(ImportInputs,  import_inputs,  import_inputs,  RPC_LONG,   true),
-	METHOD(Teardown,      teardown,       teardown,       RPC_SHORT,  true),
-	METHOD(ListRuns,      list_runs,      list_runs,      RPC_SHORT,  false),
+	 * answer instead, also when the pools have no room for it. */
+	METHOD(ExportArtifacts, export_artifacts, export_artifacts, RPC_LONG, WAITS),
+	METHOD(ImportInputs,  import_inputs,  import_inputs,  RPC_LONG,   WAITS),
+	METHOD(Teardown,      teardown,       teardown,       RPC_SHORT,  YES),
+	METHOD(ListRuns,      list_runs,      list_runs,      RPC_SHORT,  NO),
 	/* Idempotent: a retried Drain finds the flag as the first left it. */
-	METHOD(Drain,         drain,          drain,          RPC_SHORT,  false),
+	METHOD(Drain,         drain,          drain,          RPC_SHORT,  NO),
 	/* Never waits: takes what the exec's stdin pipe has room for. */
-	METHOD(WriteStdin,    write_stdin,    write_stdin,    RPC_SHORT,  true),
+	METHOD(WriteStdin,    write_stdin,    write_stdin,    RPC_SHORT,  YES),
 };
 /* clang-format on */
 

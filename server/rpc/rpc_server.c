@@ -25,7 +25,10 @@
  * with RESOURCE_EXHAUSTED at once. A repeat of a running request waits,
  * parked, in contexts of its own budget (as many as the pools hold, a
  * caller a quarter of them); beyond both there are more, so some are always
- * free to answer Health and to refuse. */
+ * free to answer Health and to refuse. A repeat of a running long transfer
+ * (ExportArtifacts, ImportInputs) that can be neither given a worker nor
+ * parked is dropped unanswered instead of refused (rpc_methods.h,
+ * repeat_waits). */
 #include "rpc.h"
 
 #include <errno.h>
@@ -509,6 +512,11 @@ static void work(struct rpc_job *job)
 				     shown_id);
 			return;
 		case DEDUPE_BUSY:
+			if (c->method->repeat_waits) {
+				sbx_metrics_add(SBX_M_RPC_REPEATS, SBX_REPEAT_DROPPED, 1);
+				send_msg(c, NULL); /* as repeat_refused_here */
+				return;
+			}
 			answer_in_progress(c,
 					   "request_id \"%s\": an earlier attempt is still running "
 					   "here; retry on this host",
@@ -555,8 +563,15 @@ static bool repeat_refused_here(struct rpc_call *c)
 {
 	char shown_id[RPC_REQUEST_ID_MAX + 1];
 
-	if (!c->method->dedupe || !c->env.request_id[0] ||
-	    !rpc_dedupe_seen(c->rpc->dedupe, c->who.name, c->env.request_id))
+	if (!c->method->dedupe || !c->env.request_id[0])
+		return false;
+	if (c->method->repeat_waits &&
+	    rpc_dedupe_running(c->rpc->dedupe, c->who.name, c->env.request_id)) {
+		sbx_metrics_add(SBX_M_RPC_REPEATS, SBX_REPEAT_DROPPED, 1);
+		send_msg(c, NULL); /* dropped: the first's answer is the caller's */
+		return true;
+	}
+	if (!rpc_dedupe_seen(c->rpc->dedupe, c->who.name, c->env.request_id))
 		return false;
 	rpc_text_clean(shown_id, sizeof(shown_id), c->env.request_id);
 	answer_in_progress(c,

@@ -21,7 +21,7 @@ import threading
 import time
 import unittest
 
-from sbxdfix import policy_json
+from sbxdfix import metric_value, metrics_parse, metrics_scrape, policy_json
 from sbxrpc import sandbox_pb2 as pb
 from test_sbxd_out import OutTest
 
@@ -77,11 +77,11 @@ class Receiver:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.sock.bind(b"\0" + self.name.encode())
         self.sock.listen(4)
-        self.sock.settimeout(50)
         self.n, self.close, self.read = n, close, read
         self.records, self.error, self.hello, self.fds = [], None, None, 0
         self.on_record = on_record
         self.conn = None
+        self.over = threading.Event()
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
 
@@ -94,7 +94,16 @@ class Receiver:
 
     def run(self):
         try:
-            c, _ = self.sock.accept()
+            # Until sbxd connects or done() says the call is over (a call
+            # refused before sbxd connects: no 50 s wait for nobody).
+            self.sock.settimeout(0.1)
+            while True:
+                try:
+                    c, _ = self.sock.accept()
+                    break
+                except socket.timeout:
+                    if self.over.is_set():
+                        return
             self.conn = c
             c.settimeout(50)
             self.hello = self.recv(c)
@@ -128,6 +137,7 @@ class Receiver:
             self.error = e
 
     def done(self):
+        self.over.set()
         self.thread.join(60)
         self.sock.close()
         if self.conn:
@@ -654,6 +664,71 @@ class ExportTest(OutTest):
             self.assertEqual(code, "DEADLINE_EXCEEDED", msg)
             self.assertIn(words, msg)
             self.assertIn("%d ms per record, %d ms per call" % (RECORD_MS, CALL_MS), msg)
+        self.teardown(run)
+
+
+class ResendWithThePoolFull(OutTest):
+    """REQ's resend of a running export, while two other callers' Waits hold
+    every long-call worker and queue place: the resend gets no worker, and
+    is left unanswered rather than refused (review 16: a refusal, with the
+    first's REQ id, reached the client first and ended the copy)."""
+
+    SERVER_CONFIG = {"workers": 4, "metrics": {"listen": "127.0.0.1:0"}}
+
+    def dropped(self):
+        _, _, body = metrics_scrape(self.srv.metrics_port())
+        return metric_value(metrics_parse(body), "sbx_rpc_repeats_total", outcome="dropped")
+
+    def test_a_resend_finds_no_worker_and_the_copy_goes_on(self):
+        run = self.create(out_mb=64)
+        self.run_py(run, "import os\nopen('/out/big','wb').write(os.urandom(16<<20))\n")
+        want = self.digests(run)
+        hogs = {}
+        for who in ("alice", "bob"):
+            tok = self.srv.tokens[who]
+            r = self.ok("CreateRun", pb.CreateRunRequest(policy_json=policy_json()),
+                        pb.CreateRunResponse, conn=TokConn(self.srv.conn(tls=True), tok)).run_id
+            e = self.ok("Exec", pb.ExecRequest(run_id=r, argv=["/bin/sleep", "100"]),
+                        pb.ExecResponse, conn=TokConn(self.srv.conn(tls=True), tok)).exec_id
+            hogs[who] = (tok, r, e)
+        answers = []
+
+        def hold(who):
+            tok, r, e = hogs[who]
+            with self.srv.conn(tls=True, timeout_ms=60000) as c:
+                answers.append(c.call("Wait", pb.WaitRequest(run_id=r, exec_id=e, timeout_ms=20000),
+                                      pb.WaitResponse, token=tok)[0])
+
+        def fill():
+            time.sleep(0.5)  # the export has its worker
+            for who in ("alice", "bob") * 8:  # beyond both shares: the rest refused
+                threading.Thread(target=hold, args=(who,), daemon=True).start()
+        before = self.dropped()
+        real = os.pwrite
+
+        def slow(fd, b, off):
+            time.sleep(0.05)  # 64 messages: ~3 s
+            return real(fd, b, off)
+        filler = threading.Thread(target=fill)
+        filler.start()
+        with sbx_client.connect(self.srv.ipc, resend_interval=1.0) as c, \
+                tempfile.TemporaryDirectory() as top:
+            os.pwrite = slow
+            try:
+                sbx_client.Sandbox(c.run(run)).files.download("/out", os.path.join(top, "o"))
+            finally:
+                os.pwrite = real
+            self.assertGreater(c.transport.resends, 0, "the test needs a resend")
+            self.assert_copied(os.path.join(top, "o"), want)
+        filler.join()
+        self.assertIn("RESOURCE_EXHAUSTED", answers, "the long pool was never full")
+        self.assertGreater(self.dropped(), before, "no resend was left unanswered")
+        self.assertEqual(len([e for e in self.srv.audit_events()
+                              if e.get("event") == "artifacts_exported"
+                              and e.get("run_id") == run]), 1)
+        for who, (tok, r, _) in hogs.items():
+            self.ok("Teardown", pb.TeardownRequest(run_id=r), pb.TeardownResponse,
+                    conn=TokConn(self.srv.conn(tls=True), tok))
         self.teardown(run)
 
 
