@@ -357,6 +357,19 @@ class ServerTestCase(unittest.TestCase):
             cls.srv.cleanup()
 
 
+def accept_until(sock, over):
+    """sbxd's connection to a test's listening socket, or None once the
+    event over is set (the call ended without sbxd connecting: nobody is
+    waited for)."""
+    sock.settimeout(0.1)
+    while True:
+        try:
+            return sock.accept()[0]
+        except socket.timeout:
+            if over.is_set():
+                return None
+
+
 def preload_env(so):
     """The environment that preloads the shim so into a program of ours.
     Under ASan (packaging/test.sh --sanitize) its runtime must come first

@@ -21,7 +21,7 @@ import threading
 import time
 import unittest
 
-from sbxdfix import metric_value, metrics_parse, metrics_scrape, policy_json
+from sbxdfix import accept_until, metric_value, metrics_parse, metrics_scrape, policy_json
 from sbxrpc import sandbox_pb2 as pb
 from test_sbxd_out import OutTest
 
@@ -63,6 +63,26 @@ def sha(data):
     return hashlib.sha256(data).hexdigest()
 
 
+def slow_download(test, run, want, per_message_s, resend_interval):
+    """The Python download of run's /out by the export, each 256 KiB written
+    per_message_s late, on a client whose REQ resends every resend_interval:
+    every file as want ({path: sha256}) says, and at least one resend."""
+    real = os.pwrite
+
+    def slow(fd, b, off):
+        time.sleep(per_message_s)
+        return real(fd, b, off)
+    with sbx_client.connect(test.srv.ipc, resend_interval=resend_interval) as c, \
+            tempfile.TemporaryDirectory() as top:
+        os.pwrite = slow
+        try:
+            sbx_client.Sandbox(c.run(run)).files.download("/out", os.path.join(top, "o"))
+        finally:
+            os.pwrite = real
+        test.assertGreater(c.transport.resends, 0, "the test needs a resend")
+        test.assert_copied(os.path.join(top, "o"), want)
+
+
 class Receiver:
     """The caller's side of the export socket, in a thread: checks sbxd's
     hello, takes n records with their bytes (reading nothing if read is
@@ -94,16 +114,9 @@ class Receiver:
 
     def run(self):
         try:
-            # Until sbxd connects or done() says the call is over (a call
-            # refused before sbxd connects: no 50 s wait for nobody).
-            self.sock.settimeout(0.1)
-            while True:
-                try:
-                    c, _ = self.sock.accept()
-                    break
-                except socket.timeout:
-                    if self.over.is_set():
-                        return
+            c = accept_until(self.sock, self.over)
+            if c is None:
+                return
             self.conn = c
             c.settimeout(50)
             self.hello = self.recv(c)
@@ -211,20 +224,7 @@ class ExportTest(OutTest):
         run = self.create(out_mb=64)
         self.run_py(run, "import os\nopen('/out/big','wb').write(os.urandom(16<<20))\n")
         want = self.digests(run)
-        real = os.pwrite
-
-        def slow(fd, b, off):
-            time.sleep(0.03)  # 64 messages of 256 KiB: ~2 s
-            return real(fd, b, off)
-        with sbx_client.connect(self.srv.ipc, resend_interval=0.5) as c, \
-                tempfile.TemporaryDirectory() as top:
-            os.pwrite = slow
-            try:
-                sbx_client.Sandbox(c.run(run)).files.download("/out", os.path.join(top, "o"))
-            finally:
-                os.pwrite = real
-            self.assertGreater(c.transport.resends, 0, "the test needs a resend")
-            self.assert_copied(os.path.join(top, "o"), want)
+        slow_download(self, run, want, 0.03, 0.5)  # 64 messages of 256 KiB: ~2 s
         self.assertEqual(len(self.exported_events(run)), 1)
 
     def test_the_python_client_exports_on_ipc(self):
@@ -704,22 +704,9 @@ class ResendWithThePoolFull(OutTest):
             for who in ("alice", "bob") * 8:  # beyond both shares: the rest refused
                 threading.Thread(target=hold, args=(who,), daemon=True).start()
         before = self.dropped()
-        real = os.pwrite
-
-        def slow(fd, b, off):
-            time.sleep(0.05)  # 64 messages: ~3 s
-            return real(fd, b, off)
         filler = threading.Thread(target=fill)
         filler.start()
-        with sbx_client.connect(self.srv.ipc, resend_interval=1.0) as c, \
-                tempfile.TemporaryDirectory() as top:
-            os.pwrite = slow
-            try:
-                sbx_client.Sandbox(c.run(run)).files.download("/out", os.path.join(top, "o"))
-            finally:
-                os.pwrite = real
-            self.assertGreater(c.transport.resends, 0, "the test needs a resend")
-            self.assert_copied(os.path.join(top, "o"), want)
+        slow_download(self, run, want, 0.05, 1.0)  # 64 messages: ~3 s
         filler.join()
         self.assertIn("RESOURCE_EXHAUSTED", answers, "the long pool was never full")
         self.assertGreater(self.dropped(), before, "no resend was left unanswered")

@@ -20,7 +20,7 @@ import threading
 import time
 import unittest
 
-from sbxdfix import policy_json
+from sbxdfix import accept_until, policy_json
 from sbxrpc import sandbox_pb2 as pb
 from test_sbxd_out import OutTest
 
@@ -80,15 +80,9 @@ class Sender:
 
     def run(self):
         try:
-            # Until sbxd connects or done() says the call is over.
-            self.sock.settimeout(0.1)
-            while True:
-                try:
-                    c, _ = self.sock.accept()
-                    break
-                except socket.timeout:
-                    if self.release.is_set():
-                        return
+            c = accept_until(self.sock, self.release)
+            if c is None:
+                return
             self.conn = c
             c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.sndbuf)
             c.settimeout(50)
