@@ -102,9 +102,9 @@ static const struct label labels[] = {
 			 "`parked`: the first was still running, this one waits for its answer "
 			 "(sent when it ends, if the connection is still there); `mismatched`: "
 			 "the id came with another method or body, INVALID_ARGUMENT; `dropped`: "
-			 "an ExportArtifacts or ImportInputs whose first was still running, with "
-			 "no worker or parking place for it, left unanswered (the first's answer "
-			 "is the caller's)"},
+			 "an ExportArtifacts or ImportInputs whose first was still running or "
+			 "queued, with no worker or parking place for it, left unanswered (the "
+			 "first's answer is the caller's)"},
 };
 #undef LIST
 

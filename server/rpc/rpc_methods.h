@@ -26,12 +26,13 @@ struct rpc_method {
 		    struct sbx_rpc_status *st);
 	enum rpc_lane lane;
 	bool dedupe; /* changes something: a request_id makes a retry happen once */
-	/* A long transfer: a repeat that comes while the first still runs is
-	 * never answered with a refusal (its answer would carry the first's
-	 * REQ id, reach the caller first and end the transfer). It is parked,
-	 * or, when it cannot be (no worker for it, no room to park), dropped
-	 * unanswered: the first's answer, or the replay a later resend gets,
-	 * is the caller's. */
+	/* A long transfer: a repeat that comes while the first still runs,
+	 * or waits in the queue for a worker, is never answered with a
+	 * refusal (its answer would carry the first's REQ id, reach the
+	 * caller first and end the transfer). It is parked, or, when it
+	 * cannot be (no worker for it, no room to park), dropped unanswered:
+	 * the first's answer, or the replay a later resend gets, is the
+	 * caller's. */
 	bool repeat_waits;
 };
 

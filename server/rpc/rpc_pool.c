@@ -87,6 +87,19 @@ void rpc_pool_load(struct rpc_pool *p, size_t *busy, size_t *queued)
 	pthread_mutex_unlock(&p->lock);
 }
 
+bool rpc_pool_queued_match(struct rpc_pool *p, const char *owner,
+			   bool (*match)(const struct rpc_job *job, const void *arg),
+			   const void *arg)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&p->lock);
+	for (const struct rpc_job *j = p->head; j && !found; j = j->next)
+		found = strcmp(j->owner, owner) == 0 && match(j, arg);
+	pthread_mutex_unlock(&p->lock);
+	return found;
+}
+
 int rpc_pool_start(struct rpc_pool *p, const char *name, size_t n_threads, size_t queue_max,
 		   struct sbx_err *err)
 {

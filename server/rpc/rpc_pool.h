@@ -63,6 +63,13 @@ int rpc_pool_start(struct rpc_pool *p, const char *name, size_t n_threads, size_
 		   struct sbx_err *err);
 /* How many workers run a job and how many jobs wait (the metrics). */
 void rpc_pool_load(struct rpc_pool *p, size_t *busy, size_t *queued);
+/* Whether a job of owner's waits in the queue that match says is the one
+ * (match runs under the pool's lock, on a job no worker has taken: it may
+ * read what the job is about, and must not block). At most queue_max
+ * jobs are looked at. */
+bool rpc_pool_queued_match(struct rpc_pool *p, const char *owner,
+			   bool (*match)(const struct rpc_job *job, const void *arg),
+			   const void *arg);
 /* RPC_POOL_TAKEN: the job is the pool's until it has run; otherwise it was
  * not taken, and the verdict says why. */
 enum rpc_pool_verdict rpc_pool_submit(struct rpc_pool *p, struct rpc_job *job);

@@ -25,10 +25,10 @@
  * with RESOURCE_EXHAUSTED at once. A repeat of a running request waits,
  * parked, in contexts of its own budget (as many as the pools hold, a
  * caller a quarter of them); beyond both there are more, so some are always
- * free to answer Health and to refuse. A repeat of a running long transfer
- * (ExportArtifacts, ImportInputs) that can be neither given a worker nor
- * parked is dropped unanswered instead of refused (rpc_methods.h,
- * repeat_waits). */
+ * free to answer Health and to refuse. A repeat of a long transfer
+ * (ExportArtifacts, ImportInputs) whose first runs or is queued, and that
+ * can be neither given a worker nor parked, is dropped unanswered instead
+ * of refused (rpc_methods.h, repeat_waits). */
 #include "rpc.h"
 
 #include <errno.h>
@@ -559,14 +559,33 @@ static void refuse(struct rpc_call *c, const struct sbx_rpc_status *st)
  * a resend after a timeout must not read "try elsewhere", or a fleet
  * client makes a second run on another host while this one makes its
  * own. A lookup, no fingerprint: a refusal stays cheap. true: answered. */
-static bool repeat_refused_here(struct rpc_call *c)
+/* A queued call that is the same request as arg's (method and request id;
+ * the body is not compared, as it is not before a drop of a running one:
+ * reusing an id for another request is the client's bug). */
+static bool same_request(const struct rpc_job *job, const void *arg)
+{
+	const struct rpc_call *q = container_of(job, struct rpc_call, job);
+	const struct rpc_call *c = arg;
+
+	return q->method == c->method && strcmp(q->env.request_id, c->env.request_id) == 0;
+}
+
+/* Whether c repeats a request that runs or waits for a worker now: the
+ * first's entry in the dedupe table appears only once a worker takes it,
+ * so a first still queued is looked for in its pool. */
+static bool repeat_pending(struct rpc_call *c, int pool)
+{
+	return rpc_dedupe_running(c->rpc->dedupe, c->who.name, c->env.request_id) ||
+	       rpc_pool_queued_match(&c->rpc->pools[pool], c->who.name, same_request, c);
+}
+
+static bool repeat_refused_here(struct rpc_call *c, int pool)
 {
 	char shown_id[RPC_REQUEST_ID_MAX + 1];
 
 	if (!c->method->dedupe || !c->env.request_id[0])
 		return false;
-	if (c->method->repeat_waits &&
-	    rpc_dedupe_running(c->rpc->dedupe, c->who.name, c->env.request_id)) {
+	if (c->method->repeat_waits && repeat_pending(c, pool)) {
 		sbx_metrics_add(SBX_M_RPC_REPEATS, SBX_REPEAT_DROPPED, 1);
 		send_msg(c, NULL); /* dropped: the first's answer is the caller's */
 		return true;
@@ -667,7 +686,7 @@ static void on_request(struct rpc_call *c, nng_msg *msg)
 
 	if (v == RPC_POOL_TAKEN)
 		return;
-	if ((v == RPC_POOL_SHARE || v == RPC_POOL_FULL) && repeat_refused_here(c))
+	if ((v == RPC_POOL_SHARE || v == RPC_POOL_FULL) && repeat_refused_here(c, pool))
 		return;
 	switch (v) {
 	case RPC_POOL_TAKEN: /* returned above; named for -Wswitch */

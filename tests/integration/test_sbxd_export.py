@@ -30,6 +30,7 @@ BUILD = os.path.dirname(os.environ.get("SBX_PYTHON_PROTO", "").rstrip("/"))
 sys.path[:0] = [os.path.join(SOURCE, "clients", "python"), os.path.join(BUILD, "clients", "python")]
 import sbx_client  # noqa: E402
 from sbx_client import dest as sbx_dest  # noqa: E402
+from sbx_client import wire as sbx_wire  # noqa: E402
 
 PY = "/usr/bin/python3"
 HELLO = b"sbxhel3\0"
@@ -716,6 +717,78 @@ class ResendWithThePoolFull(OutTest):
         for who, (tok, r, _) in hogs.items():
             self.ok("Teardown", pb.TeardownRequest(run_id=r), pb.TeardownResponse,
                     conn=TokConn(self.srv.conn(tls=True), tok))
+        self.teardown(run)
+
+
+    def test_a_resend_of_an_export_still_queued_is_not_refused(self):
+        # One caller's share of the long pool at workers 4 is one running
+        # and one queued: its first export runs (held by the caller), its
+        # second waits for a worker, and REQ resends the second (the same
+        # REQ id, the same bytes). That resend is left unanswered: the
+        # first reply the caller gets for it is the second export's own
+        # answer, once it ran (review 17: the dedupe entry appears only
+        # when a worker takes a call, and the resend was refused
+        # RESOURCE_EXHAUSTED while the export ran later for nobody).
+        run = self.create(out_mb=64)
+        self.run_py(run, "import os\nopen('/out/big','wb').write(os.urandom(4<<20))\n")
+        listeners, envelopes = [], []
+        for i in range(2):
+            name = "sbx-test-queued-%d-%s" % (i, secrets.token_hex(6))
+            ls = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            ls.bind(b"\0" + name.encode())
+            ls.listen(4)
+            ls.settimeout(30)
+            listeners.append(ls)
+            req = pb.ExportArtifactsRequest(run_id=run, paths=["big"], socket_name=name,
+                                            nonce=secrets.token_bytes(16))
+            envelopes.append(pb.Request(method="/sbx.v1.Sandbox/ExportArtifacts",
+                                        body=req.SerializeToString(),
+                                        request_id=secrets.token_hex(16),
+                                        deadline_ms=60000).SerializeToString())
+
+        def raw():
+            return sbx_wire.Connection(sbx_wire.Endpoint.parse(self.srv.ipc), None, None,
+                                       time.monotonic() + 10, 8 << 20)
+
+        def send(conn, req_id, data):
+            conn.send((req_id | 0x80000000).to_bytes(4, "big") + data, time.monotonic() + 5)
+
+        def answer(conn):
+            req_id, body = conn.recv(time.monotonic() + 30, time.monotonic() + 30)
+            return req_id & 0x7fffffff, pb.Response.FromString(body)
+
+        def take(ls):
+            """sbxd's hello, the one record and its bytes; the close acknowledges."""
+            c, _ = ls.accept()
+            with c:
+                c.settimeout(30)
+                c.recv(256)
+                size, got = int.from_bytes(c.recv(64)[16:24], sys.byteorder), 0
+                while got < size:
+                    got += len(c.recv(1 << 20))
+        first, second = raw(), raw()
+        try:
+            send(first, 1, envelopes[0])
+            time.sleep(0.5)  # running, its caller not reading yet
+            send(second, 2, envelopes[1])
+            time.sleep(0.5)  # queued behind its caller's share
+            before = self.dropped()
+            send(second, 2, envelopes[1])  # REQ's resend
+            deadline = time.monotonic() + 10
+            while self.dropped() == before and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self.assertEqual(self.dropped(), before + 1, "the resend was not left unanswered")
+            take(listeners[0])
+            rid, r = answer(first)
+            self.assertEqual((rid, pb.Code.Name(r.code)), (1, "OK"), r.message)
+            take(listeners[1])
+            rid, r = answer(second)
+            self.assertEqual((rid, pb.Code.Name(r.code)), (2, "OK"), r.message)
+        finally:
+            first.close()
+            second.close()
+            for ls in listeners:
+                ls.close()
         self.teardown(run)
 
 

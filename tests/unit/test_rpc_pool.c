@@ -2,8 +2,9 @@
 /* Unit test of the worker pools (server/rpc/rpc_pool.c), with real threads:
  * every job runs once, a full queue refuses at once instead of growing,
  * one owner's flood gets half the workers and half the queue while another
- * owner's job still runs at once, and stopping lets running jobs finish and
- * hands queued ones to drop. */
+ * owner's job still runs at once, stopping lets running jobs finish and
+ * hands queued ones to drop, and rpc_pool_queued_match finds a job only
+ * while it waits in the queue, and only its owner's. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -199,6 +200,33 @@ static void test_shares(void)
 	rpc_pool_destroy(&p);
 }
 
+static bool is_job(const struct rpc_job *job, const void *arg)
+{
+	return job == arg;
+}
+
+static void test_queued_match(void)
+{
+	struct sbx_err err = {0};
+	struct rpc_pool p;
+	struct rpc_job a1 = {.run = blocking, .owner = "a"}, a2 = {.run = blocking, .owner = "a"};
+	struct rpc_job b1 = {.run = blocking, .owner = "b"};
+
+	reset();
+	check(rpc_pool_start(&p, "test", 1, 4, &err) == 0, "pool started (%s)", err.msg);
+	check(submit(&p, &a1) && await(&g.started, 1), "a's first job runs");
+	check(submit(&p, &a2) && submit(&p, &b1), "a's second and b's first wait");
+	check(!rpc_pool_queued_match(&p, "a", is_job, &a1), "a running job is not queued");
+	check(rpc_pool_queued_match(&p, "a", is_job, &a2), "a waiting job is found");
+	check(!rpc_pool_queued_match(&p, "b", is_job, &a2), "... by its own owner only");
+	check(rpc_pool_queued_match(&p, "b", is_job, &b1), "b's waiting job is found");
+	set_open();
+	check(await(&g.ran, 3), "all three ran");
+	check(!rpc_pool_queued_match(&p, "a", is_job, &a2), "a job that ran is not queued");
+	rpc_pool_stop(&p, dropped);
+	rpc_pool_destroy(&p);
+}
+
 int main(void)
 {
 	pthread_condattr_t attr;
@@ -210,5 +238,6 @@ int main(void)
 	test_bounded_queue();
 	test_stop_drops_queued();
 	test_shares();
+	test_queued_match();
 	return check_done();
 }
