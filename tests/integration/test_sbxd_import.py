@@ -289,19 +289,19 @@ class ImportTest(OutTest):
             run.teardown()
 
     def test_an_import_that_outlasts_reqs_resend_goes_on(self):
-        # As the export's: REQ resends the ImportInputs (0.5 s here, the
-        # sending slowed to ~2 s); sbxd answers the resend with the first
-        # call's answer. Run as a call of its own it found the input being
+        # As the export's: REQ resends the ImportInputs (0.25 s here, the
+        # sending slowed to ~1 s, well within same_host_call_ms 4 s also
+        # under TSan); sbxd answers the resend with the first call's answer. Run as a call of its own it found the input being
         # written by the first and answered ABORTED, which ended the upload
         # (review 15).
         real = socket.socket.send
 
         def slow(sock, b, *a):
             if sock.type == socket.SOCK_SEQPACKET:
-                time.sleep(0.04)  # 48 messages of 256 KiB: ~2 s
+                time.sleep(0.06)  # 16 messages of 256 KiB: ~1 s
             return real(sock, b, *a)
-        body = os.urandom(12 << 20)
-        with sbx_client.connect(self.srv.ipc, resend_interval=0.5) as c:
+        body = os.urandom(4 << 20)
+        with sbx_client.connect(self.srv.ipc, resend_interval=0.25) as c:
             run = c.create_run(json.loads(policy_json()))
             socket.socket.send = slow
             try:

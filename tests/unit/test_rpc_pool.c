@@ -68,6 +68,17 @@ static void set_open(void)
 	pthread_mutex_unlock(&g.lock);
 }
 
+/* *counter, read under the lock (workers may be writing it). */
+static int count(const int *counter)
+{
+	int n;
+
+	pthread_mutex_lock(&g.lock);
+	n = *counter;
+	pthread_mutex_unlock(&g.lock);
+	return n;
+}
+
 /* Waits (at most 10 s) until *counter reaches n; false on timeout. */
 static bool await(int *counter, int n)
 {
@@ -112,7 +123,7 @@ static void test_bounded_queue(void)
 	check(taken, "three more wait in the queue (queue_max 3)");
 	check(!submit(&p, &jobs[5]), "a full queue refuses the next job at once");
 	set_open();
-	check(await(&g.ran, 5), "every job taken runs (%d ran)", g.ran);
+	check(await(&g.ran, 5), "every job taken runs (%d ran)", count(&g.ran));
 	check(submit(&p, &jobs[5]) && await(&g.ran, 6),
 	      "with the queue drained, submitting works again");
 	rpc_pool_stop(&p, dropped);
@@ -186,14 +197,15 @@ static void test_shares(void)
 	      "one owner gets half the workers and half the queue (%d taken), then SHARE", taken);
 	check(await(&g.started, 4), "four of its jobs run");
 	nanosleep(&(struct timespec){.tv_nsec = 50000000}, NULL);
-	check(g.started == 4, "and no more: the other four wait though workers are idle (%d)",
-	      g.started);
+	check(count(&g.started) == 4,
+	      "and no more: the other four wait though workers are idle (%d)", count(&g.started));
 	for (size_t i = 0; i < 2; i++)
 		other[i] = (struct rpc_job){.run = quick, .owner = i ? "token:bob" : "token:alice"};
 	check(submit(&p, &other[0]) && submit(&p, &other[1]) && await(&g.quick, 2),
 	      "other owners' jobs run at once, past the queued flood");
 	set_open();
-	check(await(&g.ran, 8), "the flood's queued jobs run as its running ones end (%d)", g.ran);
+	check(await(&g.ran, 8), "the flood's queued jobs run as its running ones end (%d)",
+	      count(&g.ran));
 	check(submit(&p, &flood[8]) && await(&g.ran, 9),
 	      "with its jobs done, the owner submits again");
 	rpc_pool_stop(&p, dropped);
