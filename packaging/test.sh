@@ -195,7 +195,7 @@ finish() {
         [ "$rc" != 0 ] || rc=$frc
     fi
     if [ "$TSAN" = 1 ]; then
-        bash "$REPO/packaging/test.sh" --sanitize=thread -R '^(sbxd\.(calls|lifecycle|egress_wire|lease|image_run|import)|unit\.(egress\.proxy|common\.sha256_pipe))$' -j "$JOBS" || trc=$?
+        bash "$REPO/packaging/test.sh" --sanitize=thread -R '^(sbxd\.(calls|lifecycle|egress_wire|lease|image_run|import)|unit\.(egress\.proxy|common\.sha256_pipe|rpc_pool|rpc_dedupe))$' -j "$JOBS" || trc=$?
         say "thread sanitizer run exit status $trc"
         [ "$rc" != 0 ] || rc=$trc
     fi
