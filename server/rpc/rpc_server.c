@@ -572,11 +572,14 @@ static bool same_request(const struct rpc_job *job, const void *arg)
 
 /* Whether c repeats a request that runs or waits for a worker now: the
  * first's entry in the dedupe table appears only once a worker takes it,
- * so a first still queued is looked for in its pool. */
+ * so a first still queued is looked for in its pool, before the table (a
+ * first taken between the two looks is then found in the table, unless
+ * its worker has not reached rpc_dedupe_begin yet: a window of
+ * microseconds in which the resend is refused as before). */
 static bool repeat_pending(struct rpc_call *c, int pool)
 {
-	return rpc_dedupe_running(c->rpc->dedupe, c->who.name, c->env.request_id) ||
-	       rpc_pool_queued_match(&c->rpc->pools[pool], c->who.name, same_request, c);
+	return rpc_pool_queued_match(&c->rpc->pools[pool], c->who.name, same_request, c) ||
+	       rpc_dedupe_running(c->rpc->dedupe, c->who.name, c->env.request_id);
 }
 
 static bool repeat_refused_here(struct rpc_call *c, int pool)
