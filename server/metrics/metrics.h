@@ -76,7 +76,8 @@ enum sbx_metrics_repeat {
 	SBX_REPEAT_REPLAYED,   /* the first had answered: its answer again */
 	SBX_REPEAT_PARKED,     /* the first was running: this one waited for its answer */
 	SBX_REPEAT_MISMATCHED, /* the id came with another method or body: refused */
-	SBX_REPEAT_DROPPED,    /* a long transfer's, running, no room: left unanswered */
+	SBX_REPEAT_DROPPED,    /* a long transfer's, first running or queued, no room:
+				  left unanswered */
 };
 enum sbx_metrics_pool { SBX_POOL_SHORT, SBX_POOL_LONG };
 /* The shape label: the pool entry's index in the config, "0".."15". */

@@ -553,12 +553,6 @@ static void refuse(struct rpc_call *c, const struct sbx_rpc_status *st)
 	answer_status(c, st);
 }
 
-/* A request the pools cannot take now (its caller's share in hand, or
- * every worker and queue place taken), answered UNAVAILABLE with
- * in_progress when it repeats a request id whose first ran or runs here:
- * a resend after a timeout must not read "try elsewhere", or a fleet
- * client makes a second run on another host while this one makes its
- * own. A lookup, no fingerprint: a refusal stays cheap. true: answered. */
 /* A queued call that is the same request as arg's (method and request id;
  * the body is not compared, as it is not before a drop of a running one:
  * reusing an id for another request is the client's bug). */
@@ -582,6 +576,14 @@ static bool repeat_pending(struct rpc_call *c, int pool)
 	       rpc_dedupe_running(c->rpc->dedupe, c->who.name, c->env.request_id);
 }
 
+/* A request the pools cannot take now (its caller's share in hand, or
+ * every worker and queue place taken), answered UNAVAILABLE with
+ * in_progress when it repeats a request id whose first ran or runs here:
+ * a resend after a timeout must not read "try elsewhere", or a fleet
+ * client makes a second run on another host while this one makes its
+ * own; dropped unanswered instead for a long transfer whose first runs or
+ * is queued (repeat_waits). A lookup, no fingerprint: a refusal stays
+ * cheap. true: answered or dropped. */
 static bool repeat_refused_here(struct rpc_call *c, int pool)
 {
 	char shown_id[RPC_REQUEST_ID_MAX + 1];
