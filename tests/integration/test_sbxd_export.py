@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import secrets
+import select
 import socket
 import subprocess
 import sys
@@ -681,6 +682,10 @@ class ResendWithThePoolFull(OutTest):
         _, _, body = metrics_scrape(self.srv.metrics_port())
         return metric_value(metrics_parse(body), "sbx_rpc_repeats_total", outcome="dropped")
 
+    def long_pool(self, gauge):
+        _, _, body = metrics_scrape(self.srv.metrics_port())
+        return metric_value(metrics_parse(body), gauge, pool="long")
+
     def test_a_resend_finds_no_worker_and_the_copy_goes_on(self):
         run = self.create(out_mb=64)
         self.run_py(run, "import os\nopen('/out/big','wb').write(os.urandom(16<<20))\n")
@@ -702,7 +707,11 @@ class ResendWithThePoolFull(OutTest):
                                       pb.WaitResponse, token=tok)[0])
 
         def fill():
-            time.sleep(0.5)  # the export has its worker
+            deadline = time.monotonic() + 30
+            while self.long_pool("sbx_rpc_workers_busy") < 1:  # the export has its worker
+                if time.monotonic() > deadline:
+                    return  # the assertions below say the pool was never full
+                time.sleep(0.02)
             for who in ("alice", "bob") * 8:  # beyond both shares: the rest refused
                 threading.Thread(target=hold, args=(who,), daemon=True).start()
         before = self.dropped()
@@ -770,9 +779,13 @@ class ResendWithThePoolFull(OutTest):
         first, second = raw(), raw()
         try:
             send(first, 1, envelopes[0])
-            time.sleep(0.5)  # running, its caller not reading yet
+            # Running: sbxd connected to its socket (the caller not reading).
+            self.assertTrue(select.select([listeners[0]], [], [], 30)[0], "the first never ran")
             send(second, 2, envelopes[1])
-            time.sleep(0.5)  # queued behind its caller's share
+            deadline = time.monotonic() + 30
+            while self.long_pool("sbx_rpc_queued_calls") < 1:  # behind its caller's share
+                self.assertLess(time.monotonic(), deadline, "the second was never queued")
+                time.sleep(0.05)
             before = self.dropped()
             send(second, 2, envelopes[1])  # REQ's resend
             deadline = time.monotonic() + 10
