@@ -250,33 +250,17 @@ enum rpc_dedupe_verdict rpc_dedupe_begin(struct rpc_dedupe *d, const char *ident
 	return v;
 }
 
-enum entry_state { ENTRY_NONE, ENTRY_RUNNING, ENTRY_REMEMBERED };
-
-/* One lookup under the lock: what (identity, request_id) has now. */
-static enum entry_state state_of(struct rpc_dedupe *d, const char *identity, const char *request_id)
+bool rpc_dedupe_seen(struct rpc_dedupe *d, const char *identity, const char *request_id)
 {
 	uint64_t h = hash_key(d->seed, identity, request_id);
 	struct rpc_dedupe_entry *e;
-	enum entry_state s = ENTRY_NONE;
+	bool seen;
 
 	pthread_mutex_lock(&d->lock);
 	e = find(d, h, identity, request_id);
-	if (e && !e->done)
-		s = ENTRY_RUNNING;
-	else if (e && e->expires_ms > sbx_mono_ms())
-		s = ENTRY_REMEMBERED;
+	seen = e && (!e->done || e->expires_ms > sbx_mono_ms());
 	pthread_mutex_unlock(&d->lock);
-	return s;
-}
-
-bool rpc_dedupe_seen(struct rpc_dedupe *d, const char *identity, const char *request_id)
-{
-	return state_of(d, identity, request_id) != ENTRY_NONE;
-}
-
-bool rpc_dedupe_running(struct rpc_dedupe *d, const char *identity, const char *request_id)
-{
-	return state_of(d, identity, request_id) == ENTRY_RUNNING;
+	return seen;
 }
 
 /* Keeps e's answer for its repeats, relinked as the newest entry (it

@@ -72,10 +72,6 @@ enum rpc_dedupe_verdict rpc_dedupe_begin(struct rpc_dedupe *d, const char *ident
  * fingerprint), for answering a repeat that cannot be given a worker. */
 bool rpc_dedupe_seen(struct rpc_dedupe *d, const char *identity, const char *request_id);
 
-/* Whether (identity, request_id)'s first is running now (not yet
- * answered). One lookup under the lock, as rpc_dedupe_seen. */
-bool rpc_dedupe_running(struct rpc_dedupe *d, const char *identity, const char *request_id);
-
 /* The first call's answer. keep: remember it for repeats (false for answers
  * that say "try again", so the retry really runs). Every parked repeat is
  * passed to notify with the same bytes, outside the lock; e is gone after. */

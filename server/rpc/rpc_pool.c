@@ -34,7 +34,11 @@ static struct rpc_job *take_eligible(struct rpc_pool *p)
 static void *worker(void *arg)
 {
 	struct rpc_pool *p = arg;
+	size_t slot;
 
+	pthread_mutex_lock(&p->lock);
+	slot = p->next_slot++;
+	pthread_mutex_unlock(&p->lock);
 	for (;;) {
 		struct rpc_pool_share *share;
 		struct rpc_job *job = NULL;
@@ -46,14 +50,32 @@ static void *worker(void *arg)
 			pthread_mutex_unlock(&p->lock);
 			return NULL;
 		}
+		/* Listed from the queue to the taken slot under one lock: a
+		 * pending job is always in one of the two. */
+		job->taken_by = p;
+		job->taken_slot = slot;
+		p->taken[slot] = job;
 		pthread_mutex_unlock(&p->lock);
 		/* Once it has run, job may already be another request's. */
 		share = job->share;
 		job->run(job);
 		pthread_mutex_lock(&p->lock);
 		share->running--;
+		p->taken[slot] = NULL;
 		pthread_mutex_unlock(&p->lock);
 	}
+}
+
+void rpc_pool_unlist(struct rpc_job *job)
+{
+	struct rpc_pool *p = job->taken_by;
+
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->lock);
+	if (job->taken_slot < p->n_slots && p->taken[job->taken_slot] == job)
+		p->taken[job->taken_slot] = NULL;
+	pthread_mutex_unlock(&p->lock);
 }
 
 /* lock held: owner's slot, or a free one for it; NULL cannot happen while
@@ -87,15 +109,20 @@ void rpc_pool_load(struct rpc_pool *p, size_t *busy, size_t *queued)
 	pthread_mutex_unlock(&p->lock);
 }
 
-bool rpc_pool_queued_match(struct rpc_pool *p, const char *owner,
-			   bool (*match)(const struct rpc_job *job, const void *arg),
-			   const void *arg)
+bool rpc_pool_pending_match(struct rpc_pool *p, const char *owner,
+			    bool (*match)(const struct rpc_job *job, const void *arg),
+			    const void *arg)
 {
 	bool found = false;
 
 	pthread_mutex_lock(&p->lock);
 	for (const struct rpc_job *j = p->head; j && !found; j = j->next)
 		found = strcmp(j->owner, owner) == 0 && match(j, arg);
+	for (size_t i = 0; i < p->n_slots && !found; i++) {
+		const struct rpc_job *j = p->taken[i];
+
+		found = j && strcmp(j->owner, owner) == 0 && match(j, arg);
+	}
 	pthread_mutex_unlock(&p->lock);
 	return found;
 }
@@ -117,8 +144,10 @@ int rpc_pool_start(struct rpc_pool *p, const char *name, size_t n_threads, size_
 	if (!p->shares)
 		return sbx_fail_errnum(err, ENOMEM, "%s pool", name);
 	p->threads = calloc(n_threads, sizeof(*p->threads));
-	if (!p->threads)
+	p->taken = calloc(n_threads, sizeof(*p->taken));
+	if (!p->threads || !p->taken)
 		return sbx_fail_errnum(err, ENOMEM, "%s pool", name);
+	p->n_slots = n_threads;
 	for (; p->n_threads < n_threads; p->n_threads++) {
 		char tname[16];
 
@@ -201,6 +230,9 @@ void rpc_pool_destroy(struct rpc_pool *p)
 {
 	free(p->shares);
 	p->shares = NULL;
+	free(p->taken);
+	p->taken = NULL;
+	p->n_slots = 0;
 	pthread_cond_destroy(&p->more);
 	pthread_mutex_destroy(&p->lock);
 }

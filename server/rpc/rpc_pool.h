@@ -35,6 +35,9 @@ struct rpc_job {
 	void (*run)(struct rpc_job *job);
 	const char *owner;	      /* set before submit; lives while the job does */
 	struct rpc_pool_share *share; /* the pool's, while queued */
+	/* Set by the worker that takes it (rpc_pool_unlist's way back). */
+	struct rpc_pool *taken_by;
+	size_t taken_slot;
 };
 
 struct rpc_pool {
@@ -48,6 +51,10 @@ struct rpc_pool {
 	bool stopping;
 	pthread_t *threads;
 	size_t n_threads;
+	/* What each worker has taken and not yet unlisted (NULL: nothing):
+	 * rpc_pool_pending_match looks there as well as in the queue. */
+	struct rpc_job **taken;
+	size_t n_slots, next_slot;
 	char name[16];
 };
 
@@ -63,13 +70,19 @@ int rpc_pool_start(struct rpc_pool *p, const char *name, size_t n_threads, size_
 		   struct sbx_err *err);
 /* How many workers run a job and how many jobs wait (the metrics). */
 void rpc_pool_load(struct rpc_pool *p, size_t *busy, size_t *queued);
-/* Whether a job of owner's waits in the queue that match says is the one
- * (match runs under the pool's lock, on a job no worker has taken: it may
- * read what the job is about, and must not block). At most queue_max
- * jobs are looked at. */
-bool rpc_pool_queued_match(struct rpc_pool *p, const char *owner,
-			   bool (*match)(const struct rpc_job *job, const void *arg),
-			   const void *arg);
+/* Whether a job of owner's that match says is the one is pending: waiting
+ * in the queue, or taken by a worker and not yet unlisted. match runs
+ * under the pool's lock on a job that is not given back meanwhile: it may
+ * read what the job is about, and must not block. At most queue_max +
+ * n_threads jobs are looked at. */
+bool rpc_pool_pending_match(struct rpc_pool *p, const char *owner,
+			    bool (*match)(const struct rpc_job *job, const void *arg),
+			    const void *arg);
+/* Called by a taken job before what it is about can change hands (its
+ * answer sent, its memory given to another job): from then on
+ * rpc_pool_pending_match no longer sees it. Its worker unlists it too once
+ * run returns; a job unlisted already, or never taken, is left alone. */
+void rpc_pool_unlist(struct rpc_job *job);
 /* RPC_POOL_TAKEN: the job is the pool's until it has run; otherwise it was
  * not taken, and the verdict says why. */
 enum rpc_pool_verdict rpc_pool_submit(struct rpc_pool *p, struct rpc_job *job);

@@ -348,6 +348,10 @@ static void release_request(struct rpc_call *c)
  * memory) the request is dropped: the client's REQ sends it again. */
 static void send_msg(struct rpc_call *c, nng_msg *m)
 {
+	/* A worker's call stops being pending before its request goes: from
+	 * here on c may become another request's. */
+	if (c->state == CALL_WORK)
+		rpc_pool_unlist(&c->job);
 	release_request(c);
 	if (m && atomic_load(&c->rpc->phase) == PHASE_STOPPED) {
 		nng_msg_free(m);
@@ -553,9 +557,9 @@ static void refuse(struct rpc_call *c, const struct sbx_rpc_status *st)
 	answer_status(c, st);
 }
 
-/* A queued call that is the same request as arg's (method and request id;
- * the body is not compared, as it is not before a drop of a running one:
- * reusing an id for another request is the client's bug). */
+/* A pending call that is the same request as arg's (method and request
+ * id; the body is not compared, as it is not before a drop of a running
+ * one: reusing an id for another request is the client's bug). */
 static bool same_request(const struct rpc_job *job, const void *arg)
 {
 	const struct rpc_call *q = container_of(job, struct rpc_call, job);
@@ -564,16 +568,15 @@ static bool same_request(const struct rpc_job *job, const void *arg)
 	return q->method == c->method && strcmp(q->env.request_id, c->env.request_id) == 0;
 }
 
-/* Whether c repeats a request that runs or waits for a worker now: the
- * first's entry in the dedupe table appears only once a worker takes it,
- * so a first still queued is looked for in its pool, before the table (a
- * first taken between the two looks is then found in the table, unless
- * its worker has not reached rpc_dedupe_begin yet: a window of
- * microseconds in which the resend is refused as before). */
+/* Whether c repeats a request that waits for a worker or runs now: the
+ * pool lists a call from its submit until its answer is sent (queued, then
+ * taken; send_msg unlists it), so there is no moment, from the queue to
+ * the worker to the dedupe table, in which a pending first is missed.
+ * A first that was answered is not pending, and the dedupe table answers
+ * for it (repeat_refused_here). */
 static bool repeat_pending(struct rpc_call *c, int pool)
 {
-	return rpc_pool_queued_match(&c->rpc->pools[pool], c->who.name, same_request, c) ||
-	       rpc_dedupe_running(c->rpc->dedupe, c->who.name, c->env.request_id);
+	return rpc_pool_pending_match(&c->rpc->pools[pool], c->who.name, same_request, c);
 }
 
 /* A request the pools cannot take now (its caller's share in hand, or
@@ -686,6 +689,7 @@ static void on_request(struct rpc_call *c, nng_msg *msg)
 	pool = c->method->lane == RPC_LONG ? POOL_LONG : POOL_SHORT;
 	c->state = CALL_WORK;
 	c->job.owner = c->who.name;
+	c->job.taken_by = NULL; /* set again by the worker that takes it */
 	/* From a successful submit on, c is the worker's: touch nothing. */
 	enum rpc_pool_verdict v = rpc_pool_submit(&rpc->pools[pool], &c->job);
 

@@ -133,8 +133,7 @@ static void test_first_replay_parked(void)
 }
 
 /* rpc_dedupe_seen: what sbxd asks of a repeat no worker can take, to say
- * "in progress here" rather than "busy, try elsewhere"; rpc_dedupe_running,
- * whether a long transfer's repeat is left unanswered instead. */
+ * "in progress here" rather than "busy, try elsewhere". */
 static void test_seen(void)
 {
 	struct rpc_dedupe *d = rpc_dedupe_new(&small);
@@ -148,12 +147,8 @@ static void test_seen(void)
 	      "its first runs");
 	check(rpc_dedupe_seen(d, "uid:1", "s1"), "a running first is seen");
 	check(!rpc_dedupe_seen(d, "uid:2", "s1"), "... by its own caller only");
-	check(rpc_dedupe_running(d, "uid:1", "s1"), "... and is running");
-	check(!rpc_dedupe_running(d, "uid:2", "s1"), "... for its own caller only");
 	rpc_dedupe_finish(d, first, (const uint8_t *)"answer", 6, true, notify);
 	check(rpc_dedupe_seen(d, "uid:1", "s1"), "a remembered answer is seen");
-	check(!rpc_dedupe_running(d, "uid:1", "s1"), "... and is not running");
-	check(!rpc_dedupe_running(d, "uid:1", "s9"), "an id never sent is not running");
 	check(rpc_dedupe_begin(d, "uid:1", "s2", fp_a, &w, &first, &replay, &len) == DEDUPE_FIRST,
 	      "another first runs");
 	rpc_dedupe_finish(d, first, (const uint8_t *)"retry", 5, false, notify);

@@ -3,11 +3,13 @@
  * every job runs once, a full queue refuses at once instead of growing,
  * one owner's flood gets half the workers and half the queue while another
  * owner's job still runs at once, stopping lets running jobs finish and
- * hands queued ones to drop, and rpc_pool_queued_match finds a job only
- * while it waits in the queue, and only its owner's. */
+ * hands queued ones to drop, and rpc_pool_pending_match finds a job while
+ * it waits in the queue and while a worker has it until it is unlisted,
+ * and only its owner's. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "clock.h"
@@ -94,6 +96,21 @@ static bool await(int *counter, int n)
 	reached = *counter >= n;
 	pthread_mutex_unlock(&g.lock);
 	return reached;
+}
+
+/* Waits (at most 10 s) until no worker of p runs a job: a job counts as
+ * ran inside its run, a little before its worker is done with it. */
+static bool await_idle(struct rpc_pool *p)
+{
+	int64_t deadline = sbx_mono_ms() + 10000;
+	size_t busy = 1, queued = 1;
+
+	while (busy + queued && sbx_mono_ms() < deadline) {
+		rpc_pool_load(p, &busy, &queued);
+		if (busy + queued)
+			usleep(1000);
+	}
+	return busy + queued == 0;
 }
 
 static const char *const owners[] = {"a", "b", "c", "d", "e", "f", "g", "h"};
@@ -217,24 +234,36 @@ static bool is_job(const struct rpc_job *job, const void *arg)
 	return job == arg;
 }
 
-static void test_queued_match(void)
+static void test_pending_match(void)
 {
 	struct sbx_err err = {0};
 	struct rpc_pool p;
 	struct rpc_job a1 = {.run = blocking, .owner = "a"}, a2 = {.run = blocking, .owner = "a"};
-	struct rpc_job b1 = {.run = blocking, .owner = "b"};
+	struct rpc_job b1 = {.run = blocking, .owner = "b"}, never = {.owner = "a"};
 
 	reset();
 	check(rpc_pool_start(&p, "test", 1, 4, &err) == 0, "pool started (%s)", err.msg);
 	check(submit(&p, &a1) && await(&g.started, 1), "a's first job runs");
 	check(submit(&p, &a2) && submit(&p, &b1), "a's second and b's first wait");
-	check(!rpc_pool_queued_match(&p, "a", is_job, &a1), "a running job is not queued");
-	check(rpc_pool_queued_match(&p, "a", is_job, &a2), "a waiting job is found");
-	check(!rpc_pool_queued_match(&p, "b", is_job, &a2), "... by its own owner only");
-	check(rpc_pool_queued_match(&p, "b", is_job, &b1), "b's waiting job is found");
+	check(rpc_pool_pending_match(&p, "a", is_job, &a1),
+	      "a running job not yet unlisted is found (taken off the queue, still pending)");
+	check(rpc_pool_pending_match(&p, "a", is_job, &a2), "a waiting job is found");
+	check(!rpc_pool_pending_match(&p, "b", is_job, &a2), "... by its own owner only");
+	check(!rpc_pool_pending_match(&p, "b", is_job, &a1), "... running or waiting");
+	check(rpc_pool_pending_match(&p, "b", is_job, &b1), "b's waiting job is found");
+	rpc_pool_unlist(&a1);
+	check(!rpc_pool_pending_match(&p, "a", is_job, &a1),
+	      "a running job is no longer found once unlisted (its answer about to go)");
+	rpc_pool_unlist(&a1);
+	rpc_pool_unlist(&never);
+	check(rpc_pool_pending_match(&p, "a", is_job, &a2) &&
+		  rpc_pool_pending_match(&p, "b", is_job, &b1),
+	      "unlisting again, or a job never taken, changes nothing else");
 	set_open();
-	check(await(&g.ran, 3), "all three ran");
-	check(!rpc_pool_queued_match(&p, "a", is_job, &a2), "a job that ran is not queued");
+	check(await(&g.ran, 3) && await_idle(&p), "all three ran");
+	check(!rpc_pool_pending_match(&p, "a", is_job, &a2) &&
+		  !rpc_pool_pending_match(&p, "b", is_job, &b1),
+	      "jobs that ran are not pending, unlisted by their workers");
 	rpc_pool_stop(&p, dropped);
 	rpc_pool_destroy(&p);
 }
@@ -250,6 +279,6 @@ int main(void)
 	test_bounded_queue();
 	test_stop_drops_queued();
 	test_shares();
-	test_queued_match();
+	test_pending_match();
 	return check_done();
 }
