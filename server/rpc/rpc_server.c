@@ -449,6 +449,12 @@ static nng_msg *run_method(struct rpc_call *c, Sbx__V1__Code *code)
 
 /* ---- on a worker ---- */
 
+/* A request id seen with another method or body (a client's bug: both
+ * clients make a new id per call), said the same by a worker and by the
+ * refusal of a repeat no worker can take. */
+#define MISMATCH_FMT                                                                               \
+	"request_id \"%s\" was already used for a different request (method or body differ)"
+
 /* What makes two requests with one id the same request. */
 static void fingerprint(const struct rpc_envelope *req, uint8_t out[32])
 {
@@ -510,10 +516,7 @@ static void work(struct rpc_job *job)
 			return; /* c belongs to the dedupe table until answer_parked */
 		case DEDUPE_MISMATCH:
 			sbx_metrics_add(SBX_M_RPC_REPEATS, SBX_REPEAT_MISMATCHED, 1);
-			answer_error(c, SBX__V1__CODE__INVALID_ARGUMENT,
-				     "request_id \"%s\" was already used for a different "
-				     "request (method or body differ)",
-				     shown_id);
+			answer_error(c, SBX__V1__CODE__INVALID_ARGUMENT, MISMATCH_FMT, shown_id);
 			return;
 		case DEDUPE_BUSY:
 			if (c->method->repeat_waits) {
@@ -557,10 +560,8 @@ static void refuse(struct rpc_call *c, const struct sbx_rpc_status *st)
 	answer_status(c, st);
 }
 
-/* A pending call that is the same request as arg's (method and request
- * id; the body is not compared, as it is not before a drop of a running
- * one: reusing an id for another request is the client's bug). */
-static bool same_request(const struct rpc_job *job, const void *arg)
+/* A pending call with arg's method and request id. */
+static bool same_id(const struct rpc_job *job, const void *arg)
 {
 	const struct rpc_call *q = container_of(job, struct rpc_call, job);
 	const struct rpc_call *c = arg;
@@ -568,15 +569,27 @@ static bool same_request(const struct rpc_job *job, const void *arg)
 	return q->method == c->method && strcmp(q->env.request_id, c->env.request_id) == 0;
 }
 
-/* Whether c repeats a request that waits for a worker or runs now: the
- * pool lists a call from its submit until its answer is sent (queued, then
- * taken; send_msg unlists it), so there is no moment, from the queue to
- * the worker to the dedupe table, in which a pending first is missed.
- * A first that was answered is not pending, and the dedupe table answers
- * for it (repeat_refused_here). */
-static bool repeat_pending(struct rpc_call *c, int pool)
+/* ... and arg's body, byte for byte (what REQ's resend carries): the
+ * bytes, not a fingerprint, so the nng callback hashes nothing. */
+static bool same_request(const struct rpc_job *job, const void *arg)
 {
-	return rpc_pool_pending_match(&c->rpc->pools[pool], c->who.name, same_request, c);
+	const struct rpc_call *q = container_of(job, struct rpc_call, job);
+	const struct rpc_call *c = arg;
+
+	return same_id(job, arg) && q->env.body_len == c->env.body_len &&
+	       (!c->env.body_len || memcmp(q->env.body, c->env.body, c->env.body_len) == 0);
+}
+
+/* Whether a call of c's caller that match says is c's first waits for a
+ * worker or runs now: the pool lists a call from its submit until its
+ * answer is sent (queued, then taken; send_msg unlists it), so there is no
+ * moment, from the queue to the worker to the dedupe table, in which a
+ * pending first is missed. A first that was answered is not pending, and
+ * the dedupe table answers for it. */
+static bool repeat_pending(struct rpc_call *c, int pool,
+			   bool (*match)(const struct rpc_job *job, const void *arg))
+{
+	return rpc_pool_pending_match(&c->rpc->pools[pool], c->who.name, match, c);
 }
 
 /* A request the pools cannot take now (its caller's share in hand, or
@@ -584,23 +597,29 @@ static bool repeat_pending(struct rpc_call *c, int pool)
  * in_progress when it repeats a request id whose first ran or runs here:
  * a resend after a timeout must not read "try elsewhere", or a fleet
  * client makes a second run on another host while this one makes its
- * own; dropped unanswered instead for a long transfer whose first runs or
- * is queued (repeat_waits). A lookup, no fingerprint: a refusal stays
- * cheap. true: answered or dropped. */
+ * own. A long transfer's repeat (repeat_waits) whose first runs or is
+ * queued is dropped unanswered instead, and its id with another body is
+ * INVALID_ARGUMENT, as a worker would say. Lookups, no fingerprint: a
+ * refusal stays cheap. true: answered or dropped. */
 static bool repeat_refused_here(struct rpc_call *c, int pool)
 {
 	char shown_id[RPC_REQUEST_ID_MAX + 1];
 
 	if (!c->method->dedupe || !c->env.request_id[0])
 		return false;
-	if (c->method->repeat_waits && repeat_pending(c, pool)) {
+	rpc_text_clean(shown_id, sizeof(shown_id), c->env.request_id);
+	if (c->method->repeat_waits && repeat_pending(c, pool, same_request)) {
 		sbx_metrics_add(SBX_M_RPC_REPEATS, SBX_REPEAT_DROPPED, 1);
 		send_msg(c, NULL); /* dropped: the first's answer is the caller's */
 		return true;
 	}
+	if (c->method->repeat_waits && repeat_pending(c, pool, same_id)) {
+		sbx_metrics_add(SBX_M_RPC_REPEATS, SBX_REPEAT_MISMATCHED, 1);
+		answer_error(c, SBX__V1__CODE__INVALID_ARGUMENT, MISMATCH_FMT, shown_id);
+		return true;
+	}
 	if (!rpc_dedupe_seen(c->rpc->dedupe, c->who.name, c->env.request_id))
 		return false;
-	rpc_text_clean(shown_id, sizeof(shown_id), c->env.request_id);
 	answer_in_progress(c,
 			   "request_id \"%s\": an earlier attempt ran or is running here, and no "
 			   "worker is free for this one; retry on this host",

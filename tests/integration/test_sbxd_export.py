@@ -678,9 +678,9 @@ class ResendWithThePoolFull(OutTest):
 
     SERVER_CONFIG = {"workers": 4, "metrics": {"listen": "127.0.0.1:0"}}
 
-    def dropped(self):
+    def repeats(self, outcome):
         _, _, body = metrics_scrape(self.srv.metrics_port())
-        return metric_value(metrics_parse(body), "sbx_rpc_repeats_total", outcome="dropped")
+        return metric_value(metrics_parse(body), "sbx_rpc_repeats_total", outcome=outcome)
 
     def long_pool(self, gauge):
         _, _, body = metrics_scrape(self.srv.metrics_port())
@@ -714,13 +714,13 @@ class ResendWithThePoolFull(OutTest):
                 time.sleep(0.02)
             for who in ("alice", "bob") * 8:  # beyond both shares: the rest refused
                 threading.Thread(target=hold, args=(who,), daemon=True).start()
-        before = self.dropped()
+        before = self.repeats("dropped")
         filler = threading.Thread(target=fill)
         filler.start()
         slow_download(self, run, want, 0.05, 1.0)  # 64 messages: ~3 s
         filler.join()
         self.assertIn("RESOURCE_EXHAUSTED", answers, "the long pool was never full")
-        self.assertGreater(self.dropped(), before, "no resend was left unanswered")
+        self.assertGreater(self.repeats("dropped"), before, "no resend was left unanswered")
         self.assertEqual(len([e for e in self.srv.audit_events()
                               if e.get("event") == "artifacts_exported"
                               and e.get("run_id") == run]), 1)
@@ -738,7 +738,8 @@ class ResendWithThePoolFull(OutTest):
         # first reply the caller gets for it is the second export's own
         # answer, once it ran (review 17: the dedupe entry appears only
         # when a worker takes a call, and the resend was refused
-        # RESOURCE_EXHAUSTED while the export ran later for nobody).
+        # RESOURCE_EXHAUSTED while the export ran later for nobody). Its
+        # request id with another body is INVALID_ARGUMENT meanwhile.
         run = self.create(out_mb=64)
         self.run_py(run, "import os\nopen('/out/big','wb').write(os.urandom(4<<20))\n")
         listeners, envelopes = [], []
@@ -786,12 +787,26 @@ class ResendWithThePoolFull(OutTest):
             while self.long_pool("sbx_rpc_queued_calls") < 1:  # behind its caller's share
                 self.assertLess(time.monotonic(), deadline, "the second was never queued")
                 time.sleep(0.05)
-            before = self.dropped()
+            before = self.repeats("dropped")
             send(second, 2, envelopes[1])  # REQ's resend
             deadline = time.monotonic() + 10
-            while self.dropped() == before and time.monotonic() < deadline:
+            while self.repeats("dropped") == before and time.monotonic() < deadline:
                 time.sleep(0.05)
-            self.assertEqual(self.dropped(), before + 1, "the resend was not left unanswered")
+            self.assertEqual(self.repeats("dropped"), before + 1, "the resend was not left unanswered")
+            # The same request id with another body while the second still
+            # waits: not a resend but a client's bug, said at once (a worker
+            # would say the same), not left unanswered.
+            other = pb.Request.FromString(envelopes[1])
+            other.body = pb.ExportArtifactsRequest(
+                run_id=run, paths=["big"], socket_name="sbx-test-other",
+                nonce=secrets.token_bytes(16)).SerializeToString()
+            mismatched = self.repeats("mismatched")
+            send(second, 3, other.SerializeToString())
+            rid, r = answer(second)
+            self.assertEqual((rid, pb.Code.Name(r.code)), (3, "INVALID_ARGUMENT"), r.message)
+            self.assertIn("was already used for a different request", r.message)
+            self.assertEqual(self.repeats("mismatched"), mismatched + 1)
+            self.assertEqual(self.repeats("dropped"), before + 1)
             take(listeners[0])
             rid, r = answer(first)
             self.assertEqual((rid, pb.Code.Name(r.code)), (1, "OK"), r.message)
