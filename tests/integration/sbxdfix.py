@@ -2,6 +2,7 @@
 """A real sbxd for the tests: certificates made with openssl, a config with
 an ipc and a TLS listener and two bearer tokens, started as the invoking
 user, with helpers to call it raw (sbxrpc) or through the sbxctl CLI."""
+import atexit
 import hashlib
 import http.client
 import json
@@ -380,8 +381,10 @@ def preload_env(so):
 
 def build_shim(source, name):
     """A shim to preload (preload_env), compiled from C source into a new
-    directory others can read: the path of the .so."""
+    directory others can read (removed when this process exits): the path
+    of the .so."""
     d = tempfile.mkdtemp(prefix="sbx-test-shim-")
+    atexit.register(shutil.rmtree, d, True)
     src, so = os.path.join(d, "shim.c"), os.path.join(d, name)
     with open(src, "w") as f:
         f.write(source)

@@ -22,7 +22,8 @@ import threading
 import time
 import unittest
 
-from sbxdfix import accept_until, metric_value, metrics_parse, metrics_scrape, policy_json
+from sbxdfix import (accept_until, build_shim, metric_value, metrics_parse, metrics_scrape,
+                     policy_json, preload_env)
 from sbxrpc import sandbox_pb2 as pb
 from test_sbxd_out import OutTest
 
@@ -163,8 +164,22 @@ class Receiver:
                                          nonce=self.nonce)
 
 
-class ExportTest(OutTest):
-    """OutTest's calls (ok, create, start, run_py, teardown) on one sbxd."""
+class ExportCalls(OutTest):
+    """OutTest's calls (ok, create, start, run_py, teardown) and what an
+    export test reads back: the audit's exports, and (with metrics on)
+    sbxd's count of repeated requests."""
+
+    def exported_events(self, run):
+        return [e for e in self.srv.audit_events()
+                if e.get("event") == "artifacts_exported" and e.get("run_id") == run]
+
+    def repeats(self, outcome):
+        _, _, body = metrics_scrape(self.srv.metrics_port())
+        return metric_value(metrics_parse(body), "sbx_rpc_repeats_total", outcome=outcome)
+
+
+class ExportTest(ExportCalls):
+    """The export's calls on one sbxd with short deadlines."""
 
     # On by default (same_host_export is not written here); short deadlines.
     SERVER_CONFIG = {"same_host_record_ms": RECORD_MS, "same_host_call_ms": CALL_MS}
@@ -177,10 +192,6 @@ class ExportTest(OutTest):
         finally:
             rv.done()
         return code, msg, resp, rv
-
-    def exported_events(self, run):
-        return [e for e in self.srv.audit_events()
-                if e.get("event") == "artifacts_exported" and e.get("run_id") == run]
 
     # ---- what a caller gets ----
 
@@ -670,17 +681,13 @@ class ExportTest(OutTest):
         self.teardown(run)
 
 
-class ResendWithThePoolFull(OutTest):
+class ResendWithThePoolFull(ExportCalls):
     """REQ's resend of a running export, while two other callers' Waits hold
     every long-call worker and queue place: the resend gets no worker, and
     is left unanswered rather than refused (review 16: a refusal, with the
     first's REQ id, reached the client first and ended the copy)."""
 
     SERVER_CONFIG = {"workers": 4, "metrics": {"listen": "127.0.0.1:0"}}
-
-    def repeats(self, outcome):
-        _, _, body = metrics_scrape(self.srv.metrics_port())
-        return metric_value(metrics_parse(body), "sbx_rpc_repeats_total", outcome=outcome)
 
     def long_pool(self, gauge):
         _, _, body = metrics_scrape(self.srv.metrics_port())
@@ -818,6 +825,67 @@ class ResendWithThePoolFull(OutTest):
             second.close()
             for ls in listeners:
                 ls.close()
+        self.teardown(run)
+
+
+class ResendFromSbxctl(ExportCalls):
+    """The C client under REQ's resend: `sbxctl fetch --all` with nng's
+    resend time at 20 ms (a preloaded shim sets it where the client opens
+    its socket; nng's default is 60 s) and its reads of the export slowed
+    to ~0.2 s, so the ExportArtifacts is resent several times during the
+    copy. Every resend waits for the first's answer (parked, or dropped
+    with no parking place): one export, every byte (review 16 showed
+    sbxctl failing at 60.5 s against an sbxd without the dedupe)."""
+
+    SERVER_CONFIG = {"metrics": {"listen": "127.0.0.1:0"}}
+    SHIM = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <nng/nng.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+int nng_req0_open(nng_socket *s)
+{
+	int (*open_real)(nng_socket *) = (int (*)(nng_socket *))dlsym(RTLD_NEXT, "nng_req0_open");
+	int (*set_ms)(nng_socket, const char *, nng_duration) =
+	    (int (*)(nng_socket, const char *, nng_duration))dlsym(RTLD_DEFAULT, "nng_socket_set_ms");
+	int rv = open_real(s);
+
+	return rv ? rv : set_ms(*s, "req:resend-time", 20);
+}
+
+/* The export's side channel is the one recv with MSG_TRUNC (clients/c/side.c). */
+ssize_t recv(int fd, void *buf, size_t len, int flags)
+{
+	static ssize_t (*real)(int, void *, size_t, int);
+	ssize_t k;
+
+	if (!real)
+		real = (ssize_t (*)(int, void *, size_t, int))dlsym(RTLD_NEXT, "recv");
+	k = real(fd, buf, len, flags);
+	if (k > 0 && (flags & MSG_TRUNC))
+		usleep(3000);
+	return k;
+}
+"""
+
+    def test_sbxctl_fetch_all_survives_its_resends(self):
+        so = build_shim(self.SHIM, "resend.so")
+        run = self.create(out_mb=64)
+        self.run_py(run, "import os\nopen('/out/big','wb').write(os.urandom(16<<20))\n"
+                         "open('/out/small','w').write('hi')\n")
+        want = self.digests(run)
+        before = self.repeats("parked") + self.repeats("dropped")
+        with tempfile.TemporaryDirectory() as top:
+            out = os.path.join(top, "o")
+            r = self.srv.cli("fetch", run, "--all", out, env=preload_env(so))
+            self.assertEqual(r.returncode, 0, r)
+            self.assert_copied(out, want)
+            self.assertEqual(sorted(os.listdir(out)), ["big", "small"])
+        self.assertGreater(self.repeats("parked") + self.repeats("dropped"), before,
+                           "no ExportArtifacts was resent: the shim did not take")
+        self.assertEqual(len(self.exported_events(run)), 1)
         self.teardown(run)
 
 
