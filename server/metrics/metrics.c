@@ -103,8 +103,9 @@ static const struct label labels[] = {
 			 "(sent when it ends, if the connection is still there); `mismatched`: "
 			 "the id came with another method or body, INVALID_ARGUMENT; `dropped`: "
 			 "an ExportArtifacts or ImportInputs whose first was still running or "
-			 "queued, with no worker or parking place for it, left unanswered (the "
-			 "first's answer is the caller's)"},
+			 "queued on the same connection, with no worker or parking place for "
+			 "it, left unanswered (the first's answer is the caller's; one whose "
+			 "first is on another connection is parked on it instead)"},
 };
 #undef LIST
 

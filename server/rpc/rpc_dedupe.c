@@ -205,11 +205,13 @@ static struct rpc_dedupe_entry *insert(struct rpc_dedupe *d, uint64_t h, const c
 	return e;
 }
 
-enum rpc_dedupe_verdict rpc_dedupe_begin(struct rpc_dedupe *d, const char *identity,
-					 const char *request_id, const uint8_t fingerprint[32],
-					 struct rpc_dedupe_waiter *w,
-					 struct rpc_dedupe_entry **first, uint8_t **replay,
-					 size_t *replay_len)
+/* begin and repeat: may_start says whether a missing first's entry is
+ * made (FIRST) or not (ABSENT). */
+static enum rpc_dedupe_verdict look_up(struct rpc_dedupe *d, const char *identity,
+				       const char *request_id, const uint8_t fingerprint[32],
+				       struct rpc_dedupe_waiter *w, bool may_start,
+				       struct rpc_dedupe_entry **first, uint8_t **replay,
+				       size_t *replay_len)
 {
 	uint64_t h = hash_key(d->seed, identity, request_id);
 	enum rpc_dedupe_verdict v;
@@ -224,7 +226,9 @@ enum rpc_dedupe_verdict rpc_dedupe_begin(struct rpc_dedupe *d, const char *ident
 		drop_entry(d, e);
 		e = NULL;
 	}
-	if (!e) {
+	if (!e && !may_start) {
+		v = DEDUPE_ABSENT;
+	} else if (!e) {
 		*first = insert(d, h, identity, request_id, fingerprint);
 		v = *first ? DEDUPE_FIRST : DEDUPE_FULL;
 	} else if (memcmp(e->fingerprint, fingerprint, sizeof(e->fingerprint)) != 0) {
@@ -235,7 +239,7 @@ enum rpc_dedupe_verdict rpc_dedupe_begin(struct rpc_dedupe *d, const char *ident
 			memcpy(*replay, e->answer, e->answer_len);
 			*replay_len = e->answer_len;
 		}
-		v = *replay ? DEDUPE_REPLAY : DEDUPE_BUSY;
+		v = *replay ? DEDUPE_REPLAY : DEDUPE_NOMEM;
 	} else if (d->parked >= d->lim.max_parked ||
 		   parked_of(d, identity) >= d->lim.max_parked_per_identity) {
 		v = DEDUPE_BUSY;
@@ -248,6 +252,25 @@ enum rpc_dedupe_verdict rpc_dedupe_begin(struct rpc_dedupe *d, const char *ident
 	}
 	pthread_mutex_unlock(&d->lock);
 	return v;
+}
+
+enum rpc_dedupe_verdict rpc_dedupe_begin(struct rpc_dedupe *d, const char *identity,
+					 const char *request_id, const uint8_t fingerprint[32],
+					 struct rpc_dedupe_waiter *w,
+					 struct rpc_dedupe_entry **first, uint8_t **replay,
+					 size_t *replay_len)
+{
+	return look_up(d, identity, request_id, fingerprint, w, true, first, replay, replay_len);
+}
+
+enum rpc_dedupe_verdict rpc_dedupe_repeat(struct rpc_dedupe *d, const char *identity,
+					  const char *request_id, const uint8_t fingerprint[32],
+					  struct rpc_dedupe_waiter *w, uint8_t **replay,
+					  size_t *replay_len)
+{
+	struct rpc_dedupe_entry *none;
+
+	return look_up(d, identity, request_id, fingerprint, w, false, &none, replay, replay_len);
 }
 
 bool rpc_dedupe_seen(struct rpc_dedupe *d, const char *identity, const char *request_id)

@@ -50,11 +50,14 @@ enum rpc_dedupe_verdict {
 	DEDUPE_REPLAY,	 /* answer with *replay (malloc'd copy; caller frees) */
 	DEDUPE_PARKED,	 /* don't answer: notify will, when the first ends */
 	DEDUPE_MISMATCH, /* the id was used for a different request */
-	DEDUPE_BUSY,	 /* the first ran or runs, but this repeat can be neither parked
-			    (too many waiting: all, or the caller's) nor answered (no
-			    memory for the copy): retry here */
+	DEDUPE_BUSY,	 /* the first runs, but this repeat cannot be parked (too
+			    many waiting: all, or the caller's) */
+	DEDUPE_NOMEM,	 /* the first ran, but there was no memory for a copy of its
+			    answer: retry here */
 	DEDUPE_FULL,	 /* no room or memory for a first's entry: nothing ran, try
 			    later */
+	DEDUPE_ABSENT,	 /* rpc_dedupe_repeat only: no first has begun (nothing
+			    was added) */
 };
 
 struct rpc_dedupe *rpc_dedupe_new(const struct rpc_dedupe_limits *lim);
@@ -66,6 +69,16 @@ enum rpc_dedupe_verdict rpc_dedupe_begin(struct rpc_dedupe *d, const char *ident
 					 struct rpc_dedupe_waiter *w,
 					 struct rpc_dedupe_entry **first, uint8_t **replay,
 					 size_t *replay_len);
+
+/* rpc_dedupe_begin for a repeat that must not run: the same verdicts for
+ * a first that began (REPLAY, PARKED, MISMATCH, BUSY, NOMEM), ABSENT where
+ * begin would have made an entry. For a repeat no worker can take whose
+ * first runs for another connection (rpc_server.c): parked, it still gets
+ * that first's answer. */
+enum rpc_dedupe_verdict rpc_dedupe_repeat(struct rpc_dedupe *d, const char *identity,
+					  const char *request_id, const uint8_t fingerprint[32],
+					  struct rpc_dedupe_waiter *w, uint8_t **replay,
+					  size_t *replay_len);
 
 /* Whether (identity, request_id) has an entry: its first is running, or
  * answered and remembered. Costs one lookup under the table's lock (no

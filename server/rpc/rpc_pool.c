@@ -141,12 +141,15 @@ int rpc_pool_start(struct rpc_pool *p, const char *name, size_t n_threads, size_
 	pthread_cond_init(&p->more, NULL);
 	p->n_shares = n_threads + queue_max;
 	p->shares = calloc(p->n_shares, sizeof(*p->shares));
-	if (!p->shares)
-		return sbx_fail_errnum(err, ENOMEM, "%s pool", name);
 	p->threads = calloc(n_threads, sizeof(*p->threads));
 	p->taken = calloc(n_threads, sizeof(*p->taken));
-	if (!p->threads || !p->taken)
-		return sbx_fail_errnum(err, ENOMEM, "%s pool", name);
+	if (!p->shares || !p->threads || !p->taken) {
+		sbx_fail_errnum(err, ENOMEM, "%s pool", name);
+		free(p->threads);
+		p->threads = NULL;
+		rpc_pool_destroy(p);
+		return -1;
+	}
 	p->n_slots = n_threads;
 	for (; p->n_threads < n_threads; p->n_threads++) {
 		char tname[16];
@@ -156,6 +159,7 @@ int rpc_pool_start(struct rpc_pool *p, const char *name, size_t n_threads, size_
 			sbx_fail_errnum(err, rc, "%s pool: starting worker %zu", name,
 					p->n_threads);
 			rpc_pool_stop(p, NULL);
+			rpc_pool_destroy(p);
 			return -1;
 		}
 		/* Names show in top -H and in gdb: which pool is stuck. */

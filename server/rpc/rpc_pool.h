@@ -65,7 +65,8 @@ enum rpc_pool_verdict {
 	RPC_POOL_STOPPING, /* the pool takes nothing any more */
 };
 
-/* Starts n_threads workers; at most queue_max jobs wait for one. */
+/* Starts n_threads workers; at most queue_max jobs wait for one. On
+ * failure nothing of the pool is left: it is neither stopped nor destroyed. */
 int rpc_pool_start(struct rpc_pool *p, const char *name, size_t n_threads, size_t queue_max,
 		   struct sbx_err *err);
 /* How many workers run a job and how many jobs wait (the metrics). */

@@ -322,18 +322,6 @@ static bool refused_check(struct sbx_rpc *rpc, uint32_t pipe_id)
 	return found;
 }
 
-static void start_recv(struct rpc_call *c)
-{
-	pipe_release(c);
-	if (atomic_load(&c->rpc->phase) == PHASE_STOPPED) {
-		c->state = CALL_IDLE;
-		return;
-	}
-	c->state = CALL_RECV;
-	nng_aio_set_timeout(c->aio, NNG_DURATION_INFINITE);
-	nng_ctx_recv(c->ctx, c->aio);
-}
-
 static void release_request(struct rpc_call *c)
 {
 	if (c->msg)
@@ -344,15 +332,41 @@ static void release_request(struct rpc_call *c)
 	c->method = NULL;
 }
 
+/* The request in hand is over: a worker's call stops being pending (its
+ * answer is on its connection's way, or there is none), then what it held
+ * goes. Before this c must not change: a repeat's lookup may read it. */
+static void end_request(struct rpc_call *c)
+{
+	if (c->job.taken_by) {
+		rpc_pool_unlist(&c->job);
+		c->job.taken_by = NULL;
+	}
+	release_request(c);
+}
+
+static void start_recv(struct rpc_call *c)
+{
+	end_request(c);
+	pipe_release(c);
+	if (atomic_load(&c->rpc->phase) == PHASE_STOPPED) {
+		c->state = CALL_IDLE;
+		return;
+	}
+	c->state = CALL_RECV;
+	nng_aio_set_timeout(c->aio, NNG_DURATION_INFINITE);
+	nng_ctx_recv(c->ctx, c->aio);
+}
+
 /* Sends m as the answer to the request in hand. Without a message (out of
- * memory) the request is dropped: the client's REQ sends it again. */
+ * memory) the request is dropped: the client's REQ sends it again. A
+ * worker's call keeps its request, and stays listed as pending, until the
+ * send is done (start_recv): its answer is queued on its connection
+ * before a repeat can stop finding it, so a refusal of the repeat on the
+ * same connection comes after it (review 19). */
 static void send_msg(struct rpc_call *c, nng_msg *m)
 {
-	/* A worker's call stops being pending before its request goes: from
-	 * here on c may become another request's. */
-	if (c->state == CALL_WORK)
-		rpc_pool_unlist(&c->job);
-	release_request(c);
+	if (!c->job.taken_by)
+		release_request(c);
 	if (m && atomic_load(&c->rpc->phase) == PHASE_STOPPED) {
 		nng_msg_free(m);
 		m = NULL;
@@ -475,6 +489,90 @@ static void answer_parked(struct rpc_dedupe_waiter *w, const uint8_t *answer, si
 	send_bytes(container_of(w, struct rpc_call, waiter), answer, len);
 }
 
+/* ---- a repeat's first, pending in a pool (rpc_pool_pending_match) ---- */
+
+/* Another pending call with arg's method and request id. The pool lists a
+ * call from its submit until its answer is sent (end_request), so there is
+ * no moment, from the queue to the worker to the dedupe table, in which a
+ * pending first is missed; what these read of it does not change while
+ * it is listed. */
+static bool same_id(const struct rpc_job *job, const void *arg)
+{
+	const struct rpc_call *q = container_of(job, struct rpc_call, job);
+	const struct rpc_call *c = arg;
+
+	return q != c && q->method == c->method &&
+	       strcmp(q->env.request_id, c->env.request_id) == 0;
+}
+
+/* ... and arg's body, byte for byte (what a resend carries): the bytes,
+ * not a fingerprint, so the nng callback hashes nothing. */
+static bool same_request(const struct rpc_job *job, const void *arg)
+{
+	const struct rpc_call *q = container_of(job, struct rpc_call, job);
+	const struct rpc_call *c = arg;
+
+	return same_id(job, arg) && q->env.body_len == c->env.body_len &&
+	       (!c->env.body_len || memcmp(q->env.body, c->env.body, c->env.body_len) == 0);
+}
+
+/* ... on arg's connection, where its answer will reach arg's caller (REQ
+ * resends on the connection it uses: the same one until it redials). */
+static bool same_request_here(const struct rpc_job *job, const void *arg)
+{
+	const struct rpc_call *q = container_of(job, struct rpc_call, job);
+	const struct rpc_call *c = arg;
+
+	return same_request(job, arg) && q->pipe_id == c->pipe_id;
+}
+
+static bool pending(struct rpc_call *c, bool (*match)(const struct rpc_job *job, const void *arg))
+{
+	int pool = c->method->lane == RPC_LONG ? POOL_LONG : POOL_SHORT;
+
+	return rpc_pool_pending_match(&c->rpc->pools[pool], c->who.name, match, c);
+}
+
+/* A long transfer's repeat (repeat_waits) whose first is pending for
+ * another connection: REQ redialled and resent, and the first's answer
+ * will go to the connection the first came on. Parked on the first's
+ * entry when it has one and there is room, it gets that answer (replayed
+ * if the first just answered); otherwise it is told to retry here. The
+ * rare path, so it may hash the request. */
+static void repeat_elsewhere(struct rpc_call *c, const char *shown_id)
+{
+	uint8_t fp[32], *replay;
+	size_t replay_len;
+
+	fingerprint(&c->env, fp);
+	switch (rpc_dedupe_repeat(c->rpc->dedupe, c->who.name, c->env.request_id, fp, &c->waiter,
+				  &replay, &replay_len)) {
+	case DEDUPE_PARKED:
+		sbx_metrics_add(SBX_M_RPC_REPEATS, SBX_REPEAT_PARKED, 1);
+		return; /* c belongs to the dedupe table until answer_parked */
+	case DEDUPE_REPLAY:
+		sbx_metrics_add(SBX_M_RPC_REPEATS, SBX_REPEAT_REPLAYED, 1);
+		send_bytes(c, replay, replay_len);
+		free(replay);
+		return;
+	case DEDUPE_MISMATCH:
+		sbx_metrics_add(SBX_M_RPC_REPEATS, SBX_REPEAT_MISMATCHED, 1);
+		answer_error(c, SBX__V1__CODE__INVALID_ARGUMENT, MISMATCH_FMT, shown_id);
+		return;
+	case DEDUPE_FIRST: /* rpc_dedupe_repeat starts nothing */
+	case DEDUPE_FULL:
+	case DEDUPE_BUSY:
+	case DEDUPE_NOMEM:
+	case DEDUPE_ABSENT: /* queued, or its worker not yet at rpc_dedupe_begin */
+		break;
+	}
+	answer_in_progress(c,
+			   "request_id \"%s\": an earlier attempt runs here for another "
+			   "connection, and no worker or parking place is free for this one; "
+			   "retry on this host",
+			   shown_id);
+}
+
 static void work(struct rpc_job *job)
 {
 	struct rpc_call *c = container_of(job, struct rpc_call, job);
@@ -519,7 +617,7 @@ static void work(struct rpc_job *job)
 			answer_error(c, SBX__V1__CODE__INVALID_ARGUMENT, MISMATCH_FMT, shown_id);
 			return;
 		case DEDUPE_BUSY:
-			if (c->method->repeat_waits) {
+			if (c->method->repeat_waits && pending(c, same_request_here)) {
 				sbx_metrics_add(SBX_M_RPC_REPEATS, SBX_REPEAT_DROPPED, 1);
 				send_msg(c, NULL); /* as repeat_refused_here */
 				return;
@@ -529,7 +627,15 @@ static void work(struct rpc_job *job)
 					   "here; retry on this host",
 					   shown_id);
 			return;
+		case DEDUPE_NOMEM:
+			answer_in_progress(
+			    c,
+			    "request_id \"%s\": an earlier attempt ran here, and there "
+			    "was no memory for its answer now; retry on this host",
+			    shown_id);
+			return;
 		case DEDUPE_FULL:
+		case DEDUPE_ABSENT: /* rpc_dedupe_begin makes the entry instead */
 			answer_error(c, SBX__V1__CODE__UNAVAILABLE,
 				     "request_id \"%s\": no room to remember it now; retry",
 				     shown_id);
@@ -560,60 +666,35 @@ static void refuse(struct rpc_call *c, const struct sbx_rpc_status *st)
 	answer_status(c, st);
 }
 
-/* A pending call with arg's method and request id. */
-static bool same_id(const struct rpc_job *job, const void *arg)
-{
-	const struct rpc_call *q = container_of(job, struct rpc_call, job);
-	const struct rpc_call *c = arg;
-
-	return q->method == c->method && strcmp(q->env.request_id, c->env.request_id) == 0;
-}
-
-/* ... and arg's body, byte for byte (what REQ's resend carries): the
- * bytes, not a fingerprint, so the nng callback hashes nothing. */
-static bool same_request(const struct rpc_job *job, const void *arg)
-{
-	const struct rpc_call *q = container_of(job, struct rpc_call, job);
-	const struct rpc_call *c = arg;
-
-	return same_id(job, arg) && q->env.body_len == c->env.body_len &&
-	       (!c->env.body_len || memcmp(q->env.body, c->env.body, c->env.body_len) == 0);
-}
-
-/* Whether a call of c's caller that match says is c's first waits for a
- * worker or runs now: the pool lists a call from its submit until its
- * answer is sent (queued, then taken; send_msg unlists it), so there is no
- * moment, from the queue to the worker to the dedupe table, in which a
- * pending first is missed. A first that was answered is not pending, and
- * the dedupe table answers for it. */
-static bool repeat_pending(struct rpc_call *c, int pool,
-			   bool (*match)(const struct rpc_job *job, const void *arg))
-{
-	return rpc_pool_pending_match(&c->rpc->pools[pool], c->who.name, match, c);
-}
-
 /* A request the pools cannot take now (its caller's share in hand, or
  * every worker and queue place taken), answered UNAVAILABLE with
  * in_progress when it repeats a request id whose first ran or runs here:
  * a resend after a timeout must not read "try elsewhere", or a fleet
  * client makes a second run on another host while this one makes its
- * own. A long transfer's repeat (repeat_waits) whose first runs or is
- * queued is dropped unanswered instead, and its id with another body is
- * INVALID_ARGUMENT, as a worker would say. Lookups, no fingerprint: a
- * refusal stays cheap. true: answered or dropped. */
-static bool repeat_refused_here(struct rpc_call *c, int pool)
+ * own. A long transfer's repeat (repeat_waits) whose first is pending on
+ * its own connection is dropped unanswered instead (the first's answer is
+ * its caller's: a refusal would reach the caller first and end the
+ * transfer), one whose first is pending for another connection is
+ * parked on it where it can be (repeat_elsewhere), and its id with
+ * another body is INVALID_ARGUMENT, as a worker would say. true: answered,
+ * parked or dropped. */
+static bool repeat_refused_here(struct rpc_call *c)
 {
 	char shown_id[RPC_REQUEST_ID_MAX + 1];
 
 	if (!c->method->dedupe || !c->env.request_id[0])
 		return false;
 	rpc_text_clean(shown_id, sizeof(shown_id), c->env.request_id);
-	if (c->method->repeat_waits && repeat_pending(c, pool, same_request)) {
+	if (c->method->repeat_waits && pending(c, same_request_here)) {
 		sbx_metrics_add(SBX_M_RPC_REPEATS, SBX_REPEAT_DROPPED, 1);
-		send_msg(c, NULL); /* dropped: the first's answer is the caller's */
+		send_msg(c, NULL);
 		return true;
 	}
-	if (c->method->repeat_waits && repeat_pending(c, pool, same_id)) {
+	if (c->method->repeat_waits && pending(c, same_request)) {
+		repeat_elsewhere(c, shown_id);
+		return true;
+	}
+	if (c->method->repeat_waits && pending(c, same_id)) {
 		sbx_metrics_add(SBX_M_RPC_REPEATS, SBX_REPEAT_MISMATCHED, 1);
 		answer_error(c, SBX__V1__CODE__INVALID_ARGUMENT, MISMATCH_FMT, shown_id);
 		return true;
@@ -708,13 +789,12 @@ static void on_request(struct rpc_call *c, nng_msg *msg)
 	pool = c->method->lane == RPC_LONG ? POOL_LONG : POOL_SHORT;
 	c->state = CALL_WORK;
 	c->job.owner = c->who.name;
-	c->job.taken_by = NULL; /* set again by the worker that takes it */
 	/* From a successful submit on, c is the worker's: touch nothing. */
 	enum rpc_pool_verdict v = rpc_pool_submit(&rpc->pools[pool], &c->job);
 
 	if (v == RPC_POOL_TAKEN)
 		return;
-	if ((v == RPC_POOL_SHARE || v == RPC_POOL_FULL) && repeat_refused_here(c, pool))
+	if ((v == RPC_POOL_SHARE || v == RPC_POOL_FULL) && repeat_refused_here(c))
 		return;
 	switch (v) {
 	case RPC_POOL_TAKEN: /* returned above; named for -Wswitch */
@@ -765,6 +845,7 @@ static void call_cb(void *arg)
 			nng_aio_set_msg(c->aio, NULL);
 		}
 		if (rv == NNG_ECLOSED || rv == NNG_ECANCELED) {
+			end_request(c);
 			c->state = CALL_IDLE;
 			return;
 		}

@@ -681,6 +681,35 @@ class ExportTest(ExportCalls):
         self.teardown(run)
 
 
+def raw_conn(srv):
+    """A connection of the Python wire to srv's ipc listener, for requests
+    sent and answered by hand (REQ ids of the test's choosing)."""
+    return sbx_wire.Connection(sbx_wire.Endpoint.parse(srv.ipc), None, None,
+                               time.monotonic() + 10, 8 << 20)
+
+
+def raw_send(conn, req_id, data):
+    conn.send((req_id | 0x80000000).to_bytes(4, "big") + data, time.monotonic() + 5)
+
+
+def raw_answer(conn, seconds=30):
+    """(REQ id, Response) of the next answer on conn."""
+    req_id, body = conn.recv(time.monotonic() + seconds, time.monotonic() + seconds)
+    return req_id & 0x7fffffff, pb.Response.FromString(body)
+
+
+def take_export(ls):
+    """sbxd's hello, the one record and its bytes on a test's listener; the
+    close acknowledges."""
+    c, _ = ls.accept()
+    with c:
+        c.settimeout(30)
+        c.recv(256)
+        size, got = int.from_bytes(c.recv(64)[16:24], sys.byteorder), 0
+        while got < size:
+            got += len(c.recv(1 << 20))
+
+
 class ResendWithThePoolFull(ExportCalls):
     """REQ's resend of a running export, while two other callers' Waits hold
     every long-call worker and queue place: the resend gets no worker, and
@@ -764,38 +793,18 @@ class ResendWithThePoolFull(ExportCalls):
                                         request_id=secrets.token_hex(16),
                                         deadline_ms=60000).SerializeToString())
 
-        def raw():
-            return sbx_wire.Connection(sbx_wire.Endpoint.parse(self.srv.ipc), None, None,
-                                       time.monotonic() + 10, 8 << 20)
-
-        def send(conn, req_id, data):
-            conn.send((req_id | 0x80000000).to_bytes(4, "big") + data, time.monotonic() + 5)
-
-        def answer(conn):
-            req_id, body = conn.recv(time.monotonic() + 30, time.monotonic() + 30)
-            return req_id & 0x7fffffff, pb.Response.FromString(body)
-
-        def take(ls):
-            """sbxd's hello, the one record and its bytes; the close acknowledges."""
-            c, _ = ls.accept()
-            with c:
-                c.settimeout(30)
-                c.recv(256)
-                size, got = int.from_bytes(c.recv(64)[16:24], sys.byteorder), 0
-                while got < size:
-                    got += len(c.recv(1 << 20))
-        first, second = raw(), raw()
+        first, second = raw_conn(self.srv), raw_conn(self.srv)
         try:
-            send(first, 1, envelopes[0])
+            raw_send(first, 1, envelopes[0])
             # Running: sbxd connected to its socket (the caller not reading).
             self.assertTrue(select.select([listeners[0]], [], [], 30)[0], "the first never ran")
-            send(second, 2, envelopes[1])
+            raw_send(second, 2, envelopes[1])
             deadline = time.monotonic() + 30
             while self.long_pool("sbx_rpc_queued_calls") < 1:  # behind its caller's share
                 self.assertLess(time.monotonic(), deadline, "the second was never queued")
                 time.sleep(0.05)
             before = self.repeats("dropped")
-            send(second, 2, envelopes[1])  # REQ's resend
+            raw_send(second, 2, envelopes[1])  # REQ's resend
             deadline = time.monotonic() + 10
             while self.repeats("dropped") == before and time.monotonic() < deadline:
                 time.sleep(0.05)
@@ -808,23 +817,81 @@ class ResendWithThePoolFull(ExportCalls):
                 run_id=run, paths=["big"], socket_name="sbx-test-other",
                 nonce=secrets.token_bytes(16)).SerializeToString()
             mismatched = self.repeats("mismatched")
-            send(second, 3, other.SerializeToString())
-            rid, r = answer(second)
+            raw_send(second, 3, other.SerializeToString())
+            rid, r = raw_answer(second)
             self.assertEqual((rid, pb.Code.Name(r.code)), (3, "INVALID_ARGUMENT"), r.message)
             self.assertIn("was already used for a different request", r.message)
             self.assertEqual(self.repeats("mismatched"), mismatched + 1)
             self.assertEqual(self.repeats("dropped"), before + 1)
-            take(listeners[0])
-            rid, r = answer(first)
+            take_export(listeners[0])
+            rid, r = raw_answer(first)
             self.assertEqual((rid, pb.Code.Name(r.code)), (1, "OK"), r.message)
-            take(listeners[1])
-            rid, r = answer(second)
+            take_export(listeners[1])
+            rid, r = raw_answer(second)
             self.assertEqual((rid, pb.Code.Name(r.code)), (2, "OK"), r.message)
         finally:
             first.close()
             second.close()
             for ls in listeners:
                 ls.close()
+        self.teardown(run)
+
+
+    def test_a_resend_after_a_reconnect_gets_the_first_answer(self):
+        # REQ redials when its connection breaks and resends there (the
+        # same REQ id and bytes). The first export still runs (held by the
+        # caller) and its answer will go to the old connection; the
+        # caller's share is in hand (a second export queued). The resend
+        # is parked on the first, not dropped (review 19: dropped, the
+        # caller heard nothing until its next resend 60 s later), and gets
+        # the first's answer once it ran; nothing is exported twice.
+        run = self.create(out_mb=64)
+        self.run_py(run, "import os\nopen('/out/big','wb').write(os.urandom(4<<20))\n")
+        listeners, envelopes = [], []
+        for i in range(2):
+            name = "sbx-test-redial-%d-%s" % (i, secrets.token_hex(6))
+            ls = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            ls.bind(b"\0" + name.encode())
+            ls.listen(4)
+            ls.settimeout(30)
+            listeners.append(ls)
+            req = pb.ExportArtifactsRequest(run_id=run, paths=["big"], socket_name=name,
+                                            nonce=secrets.token_bytes(16))
+            envelopes.append(pb.Request(method="/sbx.v1.Sandbox/ExportArtifacts",
+                                        body=req.SerializeToString(),
+                                        request_id=secrets.token_hex(16),
+                                        deadline_ms=60000).SerializeToString())
+        first, second, third = raw_conn(self.srv), raw_conn(self.srv), None
+        try:
+            raw_send(first, 7, envelopes[0])
+            self.assertTrue(select.select([listeners[0]], [], [], 30)[0], "the first never ran")
+            raw_send(second, 8, envelopes[1])
+            deadline = time.monotonic() + 30
+            while self.long_pool("sbx_rpc_queued_calls") < 1:  # the caller's share in hand
+                self.assertLess(time.monotonic(), deadline, "the second was never queued")
+                time.sleep(0.05)
+            parked, dropped = self.repeats("parked"), self.repeats("dropped")
+            first.close()  # the connection breaks; REQ redials and resends
+            third = raw_conn(self.srv)
+            raw_send(third, 7, envelopes[0])
+            deadline = time.monotonic() + 10
+            while self.repeats("parked") == parked and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self.assertEqual((self.repeats("parked"), self.repeats("dropped")),
+                             (parked + 1, dropped), "the resend was not parked on the first")
+            take_export(listeners[0])  # the first runs to its end
+            rid, r = raw_answer(third, 10)
+            self.assertEqual((rid, pb.Code.Name(r.code)), (7, "OK"), r.message)
+            take_export(listeners[1])
+            rid, r = raw_answer(second, 30)
+            self.assertEqual((rid, pb.Code.Name(r.code)), (8, "OK"), r.message)
+        finally:
+            for c in (first, second, third):
+                if c:
+                    c.close()
+            for ls in listeners:
+                ls.close()
+        self.assertEqual(len(self.exported_events(run)), 2)
         self.teardown(run)
 
 

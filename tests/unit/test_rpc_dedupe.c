@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Unit test of the request-id table (server/rpc/rpc_dedupe.c): first call,
  * replay byte for byte, repeats parked while the first runs, mismatches,
- * "try again" answers that are not remembered, expiry, and the caps: parked
+ * "try again" answers that are not remembered, expiry, a repeat that must
+ * not run (rpc_dedupe_repeat), and the caps: parked
  * repeats (all, and a caller's own), a caller's quarter of entries and of
  * bytes, never another caller's answers. */
 #include <stdio.h>
@@ -302,10 +303,48 @@ static void test_parked_share(void)
 	rpc_dedupe_free(d);
 }
 
+/* rpc_dedupe_repeat: a repeat that must not run (its first runs for
+ * another connection) is parked, replayed or refused as begin would, and
+ * where begin would make an entry it says ABSENT and makes none. */
+static void test_repeat(void)
+{
+	struct rpc_dedupe *d = rpc_dedupe_new(&small);
+	struct rpc_dedupe_waiter w1, w2, w3;
+	struct rpc_dedupe_entry *first;
+	uint8_t *replay;
+	size_t len;
+
+	check(rpc_dedupe_repeat(d, "uid:1", "p1", fp_a, &w1, &replay, &len) == DEDUPE_ABSENT,
+	      "a repeat of a first that has not begun is ABSENT");
+	check(!rpc_dedupe_seen(d, "uid:1", "p1"), "... and nothing was added for it");
+	check(rpc_dedupe_begin(d, "uid:1", "p1", fp_a, &w1, &first, &replay, &len) == DEDUPE_FIRST,
+	      "the first begins after it");
+	check(rpc_dedupe_repeat(d, "uid:1", "p1", fp_b, &w2, &replay, &len) == DEDUPE_MISMATCH,
+	      "a repeat with another body is MISMATCH");
+	check(rpc_dedupe_repeat(d, "uid:2", "p1", fp_a, &w2, &replay, &len) == DEDUPE_ABSENT,
+	      "another caller's id is its own");
+	check(rpc_dedupe_repeat(d, "uid:1", "p1", fp_a, &w2, &replay, &len) == DEDUPE_PARKED,
+	      "a repeat of a running first is parked");
+	check(rpc_dedupe_repeat(d, "uid:1", "p1", fp_a, &w3, &replay, &len) == DEDUPE_PARKED,
+	      "... up to the caller's share (2)");
+	check(rpc_dedupe_repeat(d, "uid:1", "p1", fp_a, &w1, &replay, &len) == DEDUPE_BUSY,
+	      "past it, BUSY");
+	memset(&notified, 0, sizeof(notified));
+	rpc_dedupe_finish(d, first, (const uint8_t *)"done", 4, true, notify);
+	check(notified.calls == 2 && notified.len == 4 && memcmp(notified.bytes, "done", 4) == 0,
+	      "both parked repeats get the first's answer");
+	check(rpc_dedupe_repeat(d, "uid:1", "p1", fp_a, &w1, &replay, &len) == DEDUPE_REPLAY &&
+		  len == 4 && memcmp(replay, "done", 4) == 0,
+	      "once it answered, a repeat is replayed");
+	free(replay);
+	rpc_dedupe_free(d);
+}
+
 int main(void)
 {
 	test_first_replay_parked();
 	test_seen();
+	test_repeat();
 	test_parked_share();
 	test_not_kept();
 	test_expiry();
