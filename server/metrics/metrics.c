@@ -105,7 +105,7 @@ static const struct label labels[] = {
 			 "an ExportArtifacts or ImportInputs whose first was still running or "
 			 "queued on the same connection, with no worker or parking place for "
 			 "it, left unanswered (the first's answer is the caller's; one whose "
-			 "first is on another connection is parked on it instead)"},
+			 "first is on another connection is parked on it where there is room)"},
 };
 #undef LIST
 

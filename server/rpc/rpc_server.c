@@ -537,8 +537,9 @@ static bool pending(struct rpc_call *c, bool (*match)(const struct rpc_job *job,
  * another connection: REQ redialled and resent, and the first's answer
  * will go to the connection the first came on. Parked on the first's
  * entry when it has one and there is room, it gets that answer (replayed
- * if the first just answered); otherwise it is told to retry here. The
- * rare path, so it may hash the request. */
+ * if the first just answered); otherwise it is dropped, and a parked copy
+ * or its next resend's replay answers it. It may hash the request: only
+ * the caller's own repeats come here, at its own bytes' cost. */
 static void repeat_elsewhere(struct rpc_call *c, const char *shown_id)
 {
 	uint8_t fp[32], *replay;
@@ -566,11 +567,13 @@ static void repeat_elsewhere(struct rpc_call *c, const char *shown_id)
 	case DEDUPE_ABSENT: /* queued, or its worker not yet at rpc_dedupe_begin */
 		break;
 	}
-	answer_in_progress(c,
-			   "request_id \"%s\": an earlier attempt runs here for another "
-			   "connection, and no worker or parking place is free for this one; "
-			   "retry on this host",
-			   shown_id);
+	/* Dropped, as before parking here existed: an in_progress answer
+	 * would end the caller's transfer while its first still runs or
+	 * waits (review 20), and a parked copy of it, or its next resend's
+	 * replay, answers it. */
+	(void)shown_id;
+	sbx_metrics_add(SBX_M_RPC_REPEATS, SBX_REPEAT_DROPPED, 1);
+	send_msg(c, NULL);
 }
 
 static void work(struct rpc_job *job)
@@ -617,7 +620,10 @@ static void work(struct rpc_job *job)
 			answer_error(c, SBX__V1__CODE__INVALID_ARGUMENT, MISMATCH_FMT, shown_id);
 			return;
 		case DEDUPE_BUSY:
-			if (c->method->repeat_waits && pending(c, same_request_here)) {
+			/* A long transfer's repeat is never refused while its
+			 * first runs (a refusal ends the transfer): a parked
+			 * copy, or the first on this connection, answers it. */
+			if (c->method->repeat_waits) {
 				sbx_metrics_add(SBX_M_RPC_REPEATS, SBX_REPEAT_DROPPED, 1);
 				send_msg(c, NULL); /* as repeat_refused_here */
 				return;
