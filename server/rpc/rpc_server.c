@@ -359,10 +359,11 @@ static void start_recv(struct rpc_call *c)
 
 /* Sends m as the answer to the request in hand. Without a message (out of
  * memory) the request is dropped: the client's REQ sends it again. A
- * worker's call keeps its request, and stays listed as pending, until the
- * send is done (start_recv): its answer is queued on its connection
- * before a repeat can stop finding it, so a refusal of the repeat on the
- * same connection comes after it (review 19). */
+ * worker's call keeps its request until the send is done (start_recv),
+ * and stays listed as pending until its worker's run returns, after this
+ * send: nng's REP nng_ctx_send puts the answer on its connection's FIFO
+ * send queue before it returns, so a refusal of a repeat on the same
+ * connection comes after it (review 19). */
 static void send_msg(struct rpc_call *c, nng_msg *m)
 {
 	if (!c->job.taken_by)

@@ -718,6 +718,28 @@ class ResendWithThePoolFull(ExportCalls):
 
     SERVER_CONFIG = {"workers": 4, "metrics": {"listen": "127.0.0.1:0"}}
 
+    def two_raw_exports(self, tag):
+        """A run with a 4 MiB /out/big, two listeners of the test's and two
+        ExportArtifacts envelopes of it, one to each (each its own request
+        id): (run, listeners, envelopes), for REQ frames sent by hand."""
+        run = self.create(out_mb=64)
+        self.run_py(run, "import os\nopen('/out/big','wb').write(os.urandom(4<<20))\n")
+        listeners, envelopes = [], []
+        for i in range(2):
+            name = "sbx-test-%s-%d-%s" % (tag, i, secrets.token_hex(6))
+            ls = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            ls.bind(b"\0" + name.encode())
+            ls.listen(4)
+            ls.settimeout(30)
+            listeners.append(ls)
+            req = pb.ExportArtifactsRequest(run_id=run, paths=["big"], socket_name=name,
+                                            nonce=secrets.token_bytes(16))
+            envelopes.append(pb.Request(method="/sbx.v1.Sandbox/ExportArtifacts",
+                                        body=req.SerializeToString(),
+                                        request_id=secrets.token_hex(16),
+                                        deadline_ms=60000).SerializeToString())
+        return run, listeners, envelopes
+
     def long_pool(self, gauge):
         _, _, body = metrics_scrape(self.srv.metrics_port())
         return metric_value(metrics_parse(body), gauge, pool="long")
@@ -776,22 +798,7 @@ class ResendWithThePoolFull(ExportCalls):
         # when a worker takes a call, and the resend was refused
         # RESOURCE_EXHAUSTED while the export ran later for nobody). Its
         # request id with another body is INVALID_ARGUMENT meanwhile.
-        run = self.create(out_mb=64)
-        self.run_py(run, "import os\nopen('/out/big','wb').write(os.urandom(4<<20))\n")
-        listeners, envelopes = [], []
-        for i in range(2):
-            name = "sbx-test-queued-%d-%s" % (i, secrets.token_hex(6))
-            ls = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            ls.bind(b"\0" + name.encode())
-            ls.listen(4)
-            ls.settimeout(30)
-            listeners.append(ls)
-            req = pb.ExportArtifactsRequest(run_id=run, paths=["big"], socket_name=name,
-                                            nonce=secrets.token_bytes(16))
-            envelopes.append(pb.Request(method="/sbx.v1.Sandbox/ExportArtifacts",
-                                        body=req.SerializeToString(),
-                                        request_id=secrets.token_hex(16),
-                                        deadline_ms=60000).SerializeToString())
+        run, listeners, envelopes = self.two_raw_exports("queued")
 
         first, second = raw_conn(self.srv), raw_conn(self.srv)
         try:
@@ -845,22 +852,7 @@ class ResendWithThePoolFull(ExportCalls):
         # is parked on the first, not dropped (review 19: dropped, the
         # caller heard nothing until its next resend 60 s later), and gets
         # the first's answer once it ran; nothing is exported twice.
-        run = self.create(out_mb=64)
-        self.run_py(run, "import os\nopen('/out/big','wb').write(os.urandom(4<<20))\n")
-        listeners, envelopes = [], []
-        for i in range(2):
-            name = "sbx-test-redial-%d-%s" % (i, secrets.token_hex(6))
-            ls = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            ls.bind(b"\0" + name.encode())
-            ls.listen(4)
-            ls.settimeout(30)
-            listeners.append(ls)
-            req = pb.ExportArtifactsRequest(run_id=run, paths=["big"], socket_name=name,
-                                            nonce=secrets.token_bytes(16))
-            envelopes.append(pb.Request(method="/sbx.v1.Sandbox/ExportArtifacts",
-                                        body=req.SerializeToString(),
-                                        request_id=secrets.token_hex(16),
-                                        deadline_ms=60000).SerializeToString())
+        run, listeners, envelopes = self.two_raw_exports("redial")
         first, second, third = raw_conn(self.srv), raw_conn(self.srv), None
         try:
             raw_send(first, 7, envelopes[0])
