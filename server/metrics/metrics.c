@@ -103,9 +103,11 @@ static const struct label labels[] = {
 			 "(sent when it ends, if the connection is still there); `mismatched`: "
 			 "the id came with another method or body, INVALID_ARGUMENT; `dropped`: "
 			 "an ExportArtifacts or ImportInputs whose first was still running or "
-			 "queued on the same connection, with no worker or parking place for "
-			 "it, left unanswered (the first's answer is the caller's; one whose "
-			 "first is on another connection is parked on it where there is room)"},
+			 "queued, with no worker for it and no parking place (its first on the "
+			 "same connection, whose answer is the caller's; or still queued; or "
+			 "the caller's share of parked repeats spent), left unanswered: a "
+			 "parked copy, the first's answer or the next resend's replay answers "
+			 "the caller"},
 };
 #undef LIST
 

@@ -744,11 +744,12 @@ class ResendWithThePoolFull(ExportCalls):
         _, _, body = metrics_scrape(self.srv.metrics_port())
         return metric_value(metrics_parse(body), gauge, pool="long")
 
-    def test_a_resend_finds_no_worker_and_the_copy_goes_on(self):
-        run = self.create(out_mb=64)
-        self.run_py(run, "import os\nopen('/out/big','wb').write(os.urandom(16<<20))\n")
-        want = self.digests(run)
-        hogs = {}
+    def hogs(self):
+        """alice's and bob's runs, each with a `sleep 100`, and hold(who):
+        a Wait on it (20 s, over TLS) that takes a long-call worker or
+        queue place of theirs; its code goes to the list returned. Torn
+        down by drop_hogs. (hogs, hold, answers)"""
+        hogs, answers = {}, []
         for who in ("alice", "bob"):
             tok = self.srv.tokens[who]
             r = self.ok("CreateRun", pb.CreateRunRequest(policy_json=policy_json()),
@@ -756,13 +757,24 @@ class ResendWithThePoolFull(ExportCalls):
             e = self.ok("Exec", pb.ExecRequest(run_id=r, argv=["/bin/sleep", "100"]),
                         pb.ExecResponse, conn=TokConn(self.srv.conn(tls=True), tok)).exec_id
             hogs[who] = (tok, r, e)
-        answers = []
 
         def hold(who):
             tok, r, e = hogs[who]
             with self.srv.conn(tls=True, timeout_ms=60000) as c:
                 answers.append(c.call("Wait", pb.WaitRequest(run_id=r, exec_id=e, timeout_ms=20000),
                                       pb.WaitResponse, token=tok)[0])
+        return hogs, hold, answers
+
+    def drop_hogs(self, hogs):
+        for who, (tok, r, _) in hogs.items():
+            self.ok("Teardown", pb.TeardownRequest(run_id=r), pb.TeardownResponse,
+                    conn=TokConn(self.srv.conn(tls=True), tok))
+
+    def test_a_resend_finds_no_worker_and_the_copy_goes_on(self):
+        run = self.create(out_mb=64)
+        self.run_py(run, "import os\nopen('/out/big','wb').write(os.urandom(16<<20))\n")
+        want = self.digests(run)
+        hogs, hold, answers = self.hogs()
 
         def fill():
             deadline = time.monotonic() + 30
@@ -782,9 +794,7 @@ class ResendWithThePoolFull(ExportCalls):
         self.assertEqual(len([e for e in self.srv.audit_events()
                               if e.get("event") == "artifacts_exported"
                               and e.get("run_id") == run]), 1)
-        for who, (tok, r, _) in hogs.items():
-            self.ok("Teardown", pb.TeardownRequest(run_id=r), pb.TeardownResponse,
-                    conn=TokConn(self.srv.conn(tls=True), tok))
+        self.drop_hogs(hogs)
         self.teardown(run)
 
 
@@ -884,6 +894,109 @@ class ResendWithThePoolFull(ExportCalls):
             for ls in listeners:
                 ls.close()
         self.assertEqual(len(self.exported_events(run)), 2)
+        self.teardown(run)
+
+    def assert_unanswered(self, conn, seconds):
+        """Nothing arrives on conn for that long: the caller's call goes on."""
+        with self.assertRaises(Exception, msg="an answer came while the first was pending") as cm:
+            rid, r = raw_answer(conn, seconds)
+            print("unexpected answer: %d %s in_progress=%s: %s"
+                  % (rid, pb.Code.Name(r.code), r.in_progress, r.message), file=sys.stderr)
+        self.assertNotIsInstance(cm.exception, AssertionError)
+
+    def test_a_resend_of_a_queued_export_after_a_reconnect_waits(self):
+        # The caller's second export is queued behind its share when its
+        # connection breaks; REQ redials and resends. No worker has begun
+        # it, so there is nothing to park on: the resend is dropped, not
+        # answered (review 20: in_progress ended the caller's call while
+        # the queued export then ran for nobody). The queued export runs
+        # once; the caller's next resend gets its answer replayed.
+        run, listeners, envelopes = self.two_raw_exports("queued-redial")
+        first, second, third = raw_conn(self.srv), raw_conn(self.srv), None
+        try:
+            raw_send(first, 7, envelopes[0])
+            self.assertTrue(select.select([listeners[0]], [], [], 30)[0], "the first never ran")
+            raw_send(second, 8, envelopes[1])
+            deadline = time.monotonic() + 30
+            while self.long_pool("sbx_rpc_queued_calls") < 1:
+                self.assertLess(time.monotonic(), deadline, "the second was never queued")
+                time.sleep(0.05)
+            dropped = self.repeats("dropped")
+            second.close()  # the queued call's connection breaks
+            third = raw_conn(self.srv)
+            raw_send(third, 8, envelopes[1])  # REQ redials and resends at once
+            deadline = time.monotonic() + 10
+            while self.repeats("dropped") == dropped and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self.assertEqual(self.repeats("dropped"), dropped + 1, "the resend was not dropped")
+            self.assert_unanswered(third, 2)
+            take_export(listeners[0])
+            rid, r = raw_answer(first)
+            self.assertEqual((rid, pb.Code.Name(r.code)), (7, "OK"), r.message)
+            take_export(listeners[1])  # the queued export runs, once
+            deadline = time.monotonic() + 10
+            while len(self.exported_events(run)) < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            replayed = self.repeats("replayed")
+            raw_send(third, 8, envelopes[1])  # REQ's next resend
+            rid, r = raw_answer(third, 10)
+            self.assertEqual((rid, pb.Code.Name(r.code)), (8, "OK"), r.message)
+            self.assertEqual(self.repeats("replayed"), replayed + 1)
+        finally:
+            for c in (first, second, third):
+                if c:
+                    c.close()
+            for ls in listeners:
+                ls.close()
+        self.assertEqual(len(self.exported_events(run)), 2)
+        self.teardown(run)
+
+    def test_resends_after_a_reconnect_past_the_parking_share_wait(self):
+        # The long pool full (alice's and bob's Waits), so REQ's resends
+        # after a reconnect find no worker: each is parked on the running
+        # first until the caller's parking share (2 at workers 4) is spent,
+        # the ones past it dropped, never answered in_progress (review 20:
+        # that ended the caller's call while the first still ran and its
+        # parked copies would answer). The caller gets the first's OK once
+        # it ran, from one export.
+        run, listeners, envelopes = self.two_raw_exports("redial-share")
+        hogs, hold, answers = self.hogs()
+        first, third = raw_conn(self.srv), None
+        try:
+            raw_send(first, 7, envelopes[0])
+            self.assertTrue(select.select([listeners[0]], [], [], 30)[0], "the first never ran")
+            for who in ("alice", "bob", "alice", "bob", "alice"):
+                threading.Thread(target=hold, args=(who,), daemon=True).start()
+                time.sleep(0.2)
+            deadline = time.monotonic() + 10
+            while self.long_pool("sbx_rpc_queued_calls") < 2:  # every worker and queue place
+                self.assertLess(time.monotonic(), deadline, "the long pool was never full")
+                time.sleep(0.05)
+            parked, dropped = self.repeats("parked"), self.repeats("dropped")
+            first.close()  # REQ redials ...
+            third = raw_conn(self.srv)
+            for _ in range(4):  # ... and resends, once per resend time
+                raw_send(third, 7, envelopes[0])
+                time.sleep(0.2)
+            deadline = time.monotonic() + 10
+            while (self.repeats("parked") + self.repeats("dropped") < parked + dropped + 4
+                   and time.monotonic() < deadline):
+                time.sleep(0.05)
+            self.assertEqual((self.repeats("parked"), self.repeats("dropped")),
+                             (parked + 2, dropped + 2), "two parked, the rest dropped")
+            self.assert_unanswered(third, 1)
+            take_export(listeners[0])
+            rid, r = raw_answer(third, 10)
+            self.assertEqual((rid, pb.Code.Name(r.code)), (7, "OK"), r.message)
+        finally:
+            for c in (first, third):
+                if c:
+                    c.close()
+            for ls in listeners:
+                ls.close()
+        self.assertEqual(len(self.exported_events(run)), 1)
+        self.assertNotIn("UNAVAILABLE", answers)
+        self.drop_hogs(hogs)
         self.teardown(run)
 
 
