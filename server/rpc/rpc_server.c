@@ -492,89 +492,121 @@ static void answer_parked(struct rpc_dedupe_waiter *w, const uint8_t *answer, si
 
 /* ---- a repeat's first, pending in a pool (rpc_pool_pending_match) ---- */
 
-/* Another pending call with arg's method and request id. The pool lists a
- * call from its submit until its answer is sent (end_request), so there is
- * no moment, from the queue to the worker to the dedupe table, in which a
- * pending first is missed; what these read of it does not change while
- * it is listed. */
-static bool same_id(const struct rpc_job *job, const void *arg)
-{
-	const struct rpc_call *q = container_of(job, struct rpc_call, job);
-	const struct rpc_call *c = arg;
+/* How a pending call of the caller's stands to a repeat
+ * (repeat_refused_here), weakest first: the strongest found decides. */
+enum pending_relation {
+	PENDING_NONE,
+	PENDING_OTHER_BODY, /* its method and request id, another body */
+	PENDING_ELSEWHERE,  /* the same request, for another connection */
+	PENDING_HERE,	    /* the same request on this connection, where its
+			     * answer reaches this caller (REQ resends on the
+			     * connection it uses until it redials) */
+};
 
-	return q != c && q->method == c->method &&
-	       strcmp(q->env.request_id, c->env.request_id) == 0;
+struct pending_probe {
+	const struct rpc_call *repeat;
+	enum pending_relation *found;
+};
+
+/* Records how job stands to the probe's repeat; true (the scan stops) at
+ * the strongest relation only. The pool lists a call from its submit until
+ * its answer is sent (end_request), so no pending first is missed between
+ * the queue, the worker and the dedupe table, and what this reads of it
+ * does not change while it is listed. The bodies are compared byte for
+ * byte (what a resend carries), not by a fingerprint: one scan, and one
+ * compare per call with the repeat's id, is what a repeat costs the nng
+ * callback. */
+static bool relate(const struct rpc_job *job, const void *arg)
+{
+	const struct pending_probe *probe = arg;
+	const struct rpc_call *q = container_of(job, struct rpc_call, job);
+	const struct rpc_call *c = probe->repeat;
+	enum pending_relation r;
+
+	if (q == c || q->method != c->method || strcmp(q->env.request_id, c->env.request_id) != 0)
+		return false;
+	if (q->env.body_len != c->env.body_len ||
+	    (c->env.body_len && memcmp(q->env.body, c->env.body, c->env.body_len) != 0))
+		r = PENDING_OTHER_BODY;
+	else if (q->pipe_id == c->pipe_id)
+		r = PENDING_HERE;
+	else
+		r = PENDING_ELSEWHERE;
+	if (r > *probe->found)
+		*probe->found = r;
+	return r == PENDING_HERE;
 }
 
-/* ... and arg's body, byte for byte (what a resend carries): the bytes,
- * not a fingerprint, so the nng callback hashes nothing. */
-static bool same_request(const struct rpc_job *job, const void *arg)
-{
-	const struct rpc_call *q = container_of(job, struct rpc_call, job);
-	const struct rpc_call *c = arg;
-
-	return same_id(job, arg) && q->env.body_len == c->env.body_len &&
-	       (!c->env.body_len || memcmp(q->env.body, c->env.body, c->env.body_len) == 0);
-}
-
-/* ... on arg's connection, where its answer will reach arg's caller (REQ
- * resends on the connection it uses: the same one until it redials). */
-static bool same_request_here(const struct rpc_job *job, const void *arg)
-{
-	const struct rpc_call *q = container_of(job, struct rpc_call, job);
-	const struct rpc_call *c = arg;
-
-	return same_request(job, arg) && q->pipe_id == c->pipe_id;
-}
-
-static bool pending(struct rpc_call *c, bool (*match)(const struct rpc_job *job, const void *arg))
+static enum pending_relation pending(struct rpc_call *c)
 {
 	int pool = c->method->lane == RPC_LONG ? POOL_LONG : POOL_SHORT;
+	enum pending_relation found = PENDING_NONE;
+	struct pending_probe probe = {.repeat = c, .found = &found};
 
-	return rpc_pool_pending_match(&c->rpc->pools[pool], c->who.name, match, c);
+	rpc_pool_pending_match(&c->rpc->pools[pool], c->who.name, relate, &probe);
+	return found;
+}
+
+/* The verdicts whose answer is the same wherever the dedupe table is asked
+ * (a worker's rpc_dedupe_begin, the callback's rpc_dedupe_repeat): the
+ * first's answer replayed, c parked on the first, or the id's other body
+ * refused. true: c is answered or parked (then the table's, until
+ * answer_parked). */
+static bool answer_repeat(struct rpc_call *c, enum rpc_dedupe_verdict v, uint8_t *replay,
+			  size_t replay_len, const char *shown_id)
+{
+	switch (v) {
+	case DEDUPE_REPLAY:
+		sbx_metrics_add(SBX_M_RPC_REPEATS, SBX_REPEAT_REPLAYED, 1);
+		send_bytes(c, replay, replay_len);
+		free(replay);
+		return true;
+	case DEDUPE_PARKED:
+		sbx_metrics_add(SBX_M_RPC_REPEATS, SBX_REPEAT_PARKED, 1);
+		return true;
+	case DEDUPE_MISMATCH:
+		sbx_metrics_add(SBX_M_RPC_REPEATS, SBX_REPEAT_MISMATCHED, 1);
+		answer_error(c, SBX__V1__CODE__INVALID_ARGUMENT, MISMATCH_FMT, shown_id);
+		return true;
+	case DEDUPE_FIRST:
+	case DEDUPE_FULL:
+	case DEDUPE_BUSY:
+	case DEDUPE_NOMEM:
+	case DEDUPE_ABSENT:
+		break;
+	}
+	return false;
+}
+
+/* A long transfer's repeat, left unanswered: a refusal would reach the
+ * caller before the first's answer and end its transfer (review 16; an
+ * in_progress answer as well, review 20); the first's answer, a parked
+ * copy or its next resend's replay answers the caller. */
+static void drop_repeat(struct rpc_call *c)
+{
+	sbx_metrics_add(SBX_M_RPC_REPEATS, SBX_REPEAT_DROPPED, 1);
+	send_msg(c, NULL);
 }
 
 /* A long transfer's repeat (repeat_waits) whose first is pending for
  * another connection: REQ redialled and resent, and the first's answer
  * will go to the connection the first came on. Parked on the first's
  * entry when it has one and there is room, it gets that answer (replayed
- * if the first just answered); otherwise it is dropped, and a parked copy
- * or its next resend's replay answers it. It may hash the request: only
- * the caller's own repeats come here, at its own bytes' cost. */
+ * if the first just answered); otherwise (the first still queued, or
+ * its worker not yet at rpc_dedupe_begin; the caller's parking share
+ * spent; no memory) it is dropped. It may hash the request: only the
+ * caller's own repeats come here, at its own bytes' cost. */
 static void repeat_elsewhere(struct rpc_call *c, const char *shown_id)
 {
 	uint8_t fp[32], *replay;
 	size_t replay_len;
+	enum rpc_dedupe_verdict v;
 
 	fingerprint(&c->env, fp);
-	switch (rpc_dedupe_repeat(c->rpc->dedupe, c->who.name, c->env.request_id, fp, &c->waiter,
-				  &replay, &replay_len)) {
-	case DEDUPE_PARKED:
-		sbx_metrics_add(SBX_M_RPC_REPEATS, SBX_REPEAT_PARKED, 1);
-		return; /* c belongs to the dedupe table until answer_parked */
-	case DEDUPE_REPLAY:
-		sbx_metrics_add(SBX_M_RPC_REPEATS, SBX_REPEAT_REPLAYED, 1);
-		send_bytes(c, replay, replay_len);
-		free(replay);
-		return;
-	case DEDUPE_MISMATCH:
-		sbx_metrics_add(SBX_M_RPC_REPEATS, SBX_REPEAT_MISMATCHED, 1);
-		answer_error(c, SBX__V1__CODE__INVALID_ARGUMENT, MISMATCH_FMT, shown_id);
-		return;
-	case DEDUPE_FIRST: /* rpc_dedupe_repeat starts nothing */
-	case DEDUPE_FULL:
-	case DEDUPE_BUSY:
-	case DEDUPE_NOMEM:
-	case DEDUPE_ABSENT: /* queued, or its worker not yet at rpc_dedupe_begin */
-		break;
-	}
-	/* Dropped, as before parking here existed: an in_progress answer
-	 * would end the caller's transfer while its first still runs or
-	 * waits (review 20), and a parked copy of it, or its next resend's
-	 * replay, answers it. */
-	(void)shown_id;
-	sbx_metrics_add(SBX_M_RPC_REPEATS, SBX_REPEAT_DROPPED, 1);
-	send_msg(c, NULL);
+	v = rpc_dedupe_repeat(c->rpc->dedupe, c->who.name, c->env.request_id, fp, &c->waiter,
+			      &replay, &replay_len);
+	if (!answer_repeat(c, v, replay, replay_len, shown_id))
+		drop_repeat(c);
 }
 
 static void work(struct rpc_job *job)
@@ -587,6 +619,7 @@ static void work(struct rpc_job *job)
 	uint8_t *replay;
 	size_t replay_len;
 	uint8_t fp[32];
+	enum rpc_dedupe_verdict v;
 	Sbx__V1__Code code;
 	nng_msg *m;
 
@@ -604,29 +637,23 @@ static void work(struct rpc_job *job)
 	if (c->method->dedupe && req->request_id[0]) {
 		rpc_text_clean(shown_id, sizeof(shown_id), req->request_id);
 		fingerprint(req, fp);
-		switch (rpc_dedupe_begin(rpc->dedupe, c->who.name, req->request_id, fp, &c->waiter,
-					 &first, &replay, &replay_len)) {
+		v = rpc_dedupe_begin(rpc->dedupe, c->who.name, req->request_id, fp, &c->waiter,
+				     &first, &replay, &replay_len);
+		if (answer_repeat(c, v, replay, replay_len, shown_id))
+			return;
+		switch (v) {
 		case DEDUPE_FIRST:
 			break;
 		case DEDUPE_REPLAY:
-			sbx_metrics_add(SBX_M_RPC_REPEATS, SBX_REPEAT_REPLAYED, 1);
-			send_bytes(c, replay, replay_len);
-			free(replay);
-			return;
 		case DEDUPE_PARKED:
-			sbx_metrics_add(SBX_M_RPC_REPEATS, SBX_REPEAT_PARKED, 1);
-			return; /* c belongs to the dedupe table until answer_parked */
-		case DEDUPE_MISMATCH:
-			sbx_metrics_add(SBX_M_RPC_REPEATS, SBX_REPEAT_MISMATCHED, 1);
-			answer_error(c, SBX__V1__CODE__INVALID_ARGUMENT, MISMATCH_FMT, shown_id);
+		case DEDUPE_MISMATCH: /* answer_repeat's */
 			return;
 		case DEDUPE_BUSY:
 			/* A long transfer's repeat is never refused while its
-			 * first runs (a refusal ends the transfer): a parked
-			 * copy, or the first on this connection, answers it. */
+			 * first runs: the first's answer, or a parked copy,
+			 * answers it. */
 			if (c->method->repeat_waits) {
-				sbx_metrics_add(SBX_M_RPC_REPEATS, SBX_REPEAT_DROPPED, 1);
-				send_msg(c, NULL); /* as repeat_refused_here */
+				drop_repeat(c);
 				return;
 			}
 			answer_in_progress(c,
@@ -692,19 +719,19 @@ static bool repeat_refused_here(struct rpc_call *c)
 	if (!c->method->dedupe || !c->env.request_id[0])
 		return false;
 	rpc_text_clean(shown_id, sizeof(shown_id), c->env.request_id);
-	if (c->method->repeat_waits && pending(c, same_request_here)) {
-		sbx_metrics_add(SBX_M_RPC_REPEATS, SBX_REPEAT_DROPPED, 1);
-		send_msg(c, NULL);
+	switch (c->method->repeat_waits ? pending(c) : PENDING_NONE) {
+	case PENDING_HERE:
+		drop_repeat(c);
 		return true;
-	}
-	if (c->method->repeat_waits && pending(c, same_request)) {
+	case PENDING_ELSEWHERE:
 		repeat_elsewhere(c, shown_id);
 		return true;
-	}
-	if (c->method->repeat_waits && pending(c, same_id)) {
+	case PENDING_OTHER_BODY:
 		sbx_metrics_add(SBX_M_RPC_REPEATS, SBX_REPEAT_MISMATCHED, 1);
 		answer_error(c, SBX__V1__CODE__INVALID_ARGUMENT, MISMATCH_FMT, shown_id);
 		return true;
+	case PENDING_NONE:
+		break;
 	}
 	if (!rpc_dedupe_seen(c->rpc->dedupe, c->who.name, c->env.request_id))
 		return false;
