@@ -57,6 +57,15 @@
  * caller's transfer but not stop it. */
 #define SBX_SIDE_UNREACHED "same-host: connecting to the caller's socket_name"
 
+/* The largest valid ExportArtifacts or ImportInputs request body: 256
+ * paths (SBX_EXPORT_MAX_PATHS, SBX_IMPORT_MAX_FILES) of at most PATH_MAX
+ * (4096) bytes each, with room for each file's fields (a sha256 in hex,
+ * size, mode, tags and lengths: 128 bytes) and the run id, socket name and
+ * nonce (1 KiB). sbxd refuses a larger one before it is queued: a repeat
+ * of a pending one is compared byte for byte with the caller's pending
+ * calls in the nng callback, so this bounds what a repeat costs there. */
+#define SBX_SIDE_REQUEST_MAX (SBX_EXPORT_MAX_PATHS * (4096 + 128) + 1024)
+
 /* sbxd's hello: magic[8] "sbxhel3", nonce_len u8, nonce */
 #define SBX_SIDE_HELLO_HEAD 9
 #define SBX_SIDE_HELLO_MAX  (SBX_SIDE_HELLO_HEAD + SBX_EXPORT_NONCE_MAX)

@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "export_wire.h"
+#include "import_wire.h"
 #include "rpc_alloc.h"
 #include "rpc_strings.h"
 #include "text.h"
@@ -58,12 +60,15 @@ WRAP(write_stdin, Sbx__V1__WriteStdinRequest, Sbx__V1__WriteStdinResponse)
  * happen once), WAITS (YES, and a repeat of a running one is never
  * refused: rpc_methods.h, repeat_waits). */
 enum { NO, YES, WAITS };
+_Static_assert(SBX_IMPORT_MAX_FILES <= SBX_EXPORT_MAX_PATHS,
+	       "SBX_SIDE_REQUEST_MAX counts SBX_EXPORT_MAX_PATHS files");
 #define METHOD(Name, fn, lower, lane_, once_) {				\
 	.name = PREFIX #Name,							\
 	.request = &sbx__v1__##lower##_request__descriptor,			\
 	.response = &sbx__v1__##lower##_response__descriptor,			\
 	.call = call_##fn, .lane = (lane_), .dedupe = (once_) != NO,		\
 	.repeat_waits = (once_) == WAITS,					\
+	.body_max = (once_) == WAITS ? SBX_SIDE_REQUEST_MAX : 0,		\
 }
 
 static const struct rpc_method methods[] = {

@@ -34,6 +34,10 @@ struct rpc_method {
 	 * the first's answer, or the replay a later resend gets, is the
 	 * caller's. */
 	bool repeat_waits;
+	/* The largest request body a valid call can have, 0: no cap below
+	 * max_message_bytes. Larger ones are INVALID_ARGUMENT before they
+	 * are queued. */
+	size_t body_max;
 };
 
 /* NULL when no such method. */

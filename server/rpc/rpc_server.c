@@ -726,10 +726,8 @@ static bool repeat_refused_here(struct rpc_call *c)
 	case PENDING_ELSEWHERE:
 		repeat_elsewhere(c, shown_id);
 		return true;
-	case PENDING_OTHER_BODY:
-		sbx_metrics_add(SBX_M_RPC_REPEATS, SBX_REPEAT_MISMATCHED, 1);
-		answer_error(c, SBX__V1__CODE__INVALID_ARGUMENT, MISMATCH_FMT, shown_id);
-		return true;
+	case PENDING_OTHER_BODY: /* what the dedupe table would say */
+		return answer_repeat(c, DEDUPE_MISMATCH, NULL, 0, shown_id);
 	case PENDING_NONE:
 		break;
 	}
@@ -807,6 +805,12 @@ static void on_request(struct rpc_call *c, nng_msg *msg)
 	c->method = rpc_method_find(req->method);
 	if (!c->method) {
 		answer_error(c, SBX__V1__CODE__UNIMPLEMENTED, "unknown method \"%s\"", shown);
+		return;
+	}
+	if (c->method->body_max && req->body_len > c->method->body_max) {
+		answer_error(c, SBX__V1__CODE__INVALID_ARGUMENT,
+			     "body: %zu bytes, more than a valid %s request can have (%zu)",
+			     req->body_len, shown, c->method->body_max);
 		return;
 	}
 

@@ -467,6 +467,46 @@ class ExportTest(ExportCalls):
                    token=tok)
         self.teardown(run)
 
+    def test_a_request_larger_than_any_valid_one_is_refused_at_once(self):
+        # 256 paths of PATH_MAX bytes with their fields is the largest valid
+        # ExportArtifacts or ImportInputs (SBX_SIDE_REQUEST_MAX, 1082368
+        # bytes): a larger body is INVALID_ARGUMENT before it is queued
+        # (review 21: a repeat's bytes are compared with the caller's
+        # pending calls in the nng callback), and sbxd connects to nothing.
+        # One of the largest valid size passes the cap (its paths are then
+        # refused for what they are).
+        run = self.create()
+        name = "sbx-test-cap-" + secrets.token_hex(6)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as ls:
+            ls.bind(b"\0" + name.encode())
+            ls.listen(1)
+            ls.setblocking(False)
+            for n in (4300, 4096):
+                paths = ["%03d" % i + "a" * (n - 3) for i in range(256)]
+                req = pb.ExportArtifactsRequest(run_id=run, paths=paths, socket_name=name,
+                                                nonce=secrets.token_bytes(16))
+                code, msg, _ = self.c.call("ExportArtifacts", req, pb.ExportArtifactsResponse)
+                if n > 4096:
+                    self.assertGreater(len(req.SerializeToString()), 1082368)
+                    self.assertEqual(code, "INVALID_ARGUMENT", msg)
+                    self.assertIn("more than a valid /sbx.v1.Sandbox/ExportArtifacts request "
+                                  "can have (1082368)", msg)
+                else:
+                    self.assertNotIn("more than a valid", msg)
+                files = [pb.InputFile(path="%03d" % i + "b" * (n - 3), size=1, sha256="0" * 64)
+                         for i in range(256)]
+                code, msg, _ = self.c.call(
+                    "ImportInputs", pb.ImportInputsRequest(
+                        run_id=run, files=files, socket_name=name, nonce=secrets.token_bytes(16)),
+                    pb.ImportInputsResponse)
+                if n > 4096:
+                    self.assertEqual(code, "INVALID_ARGUMENT", msg)
+                    self.assertIn("more than a valid /sbx.v1.Sandbox/ImportInputs request", msg)
+                    self.assertRaises(BlockingIOError, ls.accept)  # nobody connected
+                else:
+                    self.assertNotIn("more than a valid", msg)
+        self.teardown(run)
+
     def test_another_identitys_run_is_not_found(self):
         run = self.create()
         self.run_py(run, "open('/out/a','w').write('alpha')\n")
