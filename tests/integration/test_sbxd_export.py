@@ -728,6 +728,15 @@ def raw_conn(srv):
                                time.monotonic() + 10, 8 << 20)
 
 
+def close_all(conns, listeners):
+    """A test's connections (None: never opened) and listeners, closed."""
+    for c in conns:
+        if c:
+            c.close()
+    for ls in listeners:
+        ls.close()
+
+
 def raw_send(conn, req_id, data):
     conn.send((req_id | 0x80000000).to_bytes(4, "big") + data, time.monotonic() + 5)
 
@@ -779,6 +788,23 @@ class ResendWithThePoolFull(ExportCalls):
                                         request_id=secrets.token_hex(16),
                                         deadline_ms=60000).SerializeToString())
         return run, listeners, envelopes
+
+    def first_running_second_queued(self, tag):
+        """two_raw_exports, the first sent (REQ id 7) on a connection of its
+        own and running (sbxd connected to its listener, the caller not
+        reading), the second (REQ id 8) on another, queued behind the
+        caller's share of the long pool (one running and one queued at
+        workers 4): (run, listeners, envelopes, first, second)."""
+        run, listeners, envelopes = self.two_raw_exports(tag)
+        first, second = raw_conn(self.srv), raw_conn(self.srv)
+        raw_send(first, 7, envelopes[0])
+        self.assertTrue(select.select([listeners[0]], [], [], 30)[0], "the first never ran")
+        raw_send(second, 8, envelopes[1])
+        deadline = time.monotonic() + 30
+        while self.long_pool("sbx_rpc_queued_calls") < 1:
+            self.assertLess(time.monotonic(), deadline, "the second was never queued")
+            time.sleep(0.05)
+        return run, listeners, envelopes, first, second
 
     def long_pool(self, gauge):
         _, _, body = metrics_scrape(self.srv.metrics_port())
@@ -848,20 +874,10 @@ class ResendWithThePoolFull(ExportCalls):
         # when a worker takes a call, and the resend was refused
         # RESOURCE_EXHAUSTED while the export ran later for nobody). Its
         # request id with another body is INVALID_ARGUMENT meanwhile.
-        run, listeners, envelopes = self.two_raw_exports("queued")
-
-        first, second = raw_conn(self.srv), raw_conn(self.srv)
+        run, listeners, envelopes, first, second = self.first_running_second_queued("queued")
         try:
-            raw_send(first, 1, envelopes[0])
-            # Running: sbxd connected to its socket (the caller not reading).
-            self.assertTrue(select.select([listeners[0]], [], [], 30)[0], "the first never ran")
-            raw_send(second, 2, envelopes[1])
-            deadline = time.monotonic() + 30
-            while self.long_pool("sbx_rpc_queued_calls") < 1:  # behind its caller's share
-                self.assertLess(time.monotonic(), deadline, "the second was never queued")
-                time.sleep(0.05)
             before = self.repeats("dropped")
-            raw_send(second, 2, envelopes[1])  # REQ's resend
+            raw_send(second, 8, envelopes[1])  # REQ's resend
             deadline = time.monotonic() + 10
             while self.repeats("dropped") == before and time.monotonic() < deadline:
                 time.sleep(0.05)
@@ -882,15 +898,12 @@ class ResendWithThePoolFull(ExportCalls):
             self.assertEqual(self.repeats("dropped"), before + 1)
             take_export(listeners[0])
             rid, r = raw_answer(first)
-            self.assertEqual((rid, pb.Code.Name(r.code)), (1, "OK"), r.message)
+            self.assertEqual((rid, pb.Code.Name(r.code)), (7, "OK"), r.message)
             take_export(listeners[1])
             rid, r = raw_answer(second)
-            self.assertEqual((rid, pb.Code.Name(r.code)), (2, "OK"), r.message)
+            self.assertEqual((rid, pb.Code.Name(r.code)), (8, "OK"), r.message)
         finally:
-            first.close()
-            second.close()
-            for ls in listeners:
-                ls.close()
+            close_all((first, second), listeners)
         self.teardown(run)
 
 
@@ -902,16 +915,9 @@ class ResendWithThePoolFull(ExportCalls):
         # is parked on the first, not dropped (review 19: dropped, the
         # caller heard nothing until its next resend 60 s later), and gets
         # the first's answer once it ran; nothing is exported twice.
-        run, listeners, envelopes = self.two_raw_exports("redial")
-        first, second, third = raw_conn(self.srv), raw_conn(self.srv), None
+        run, listeners, envelopes, first, second = self.first_running_second_queued("redial")
+        third = None
         try:
-            raw_send(first, 7, envelopes[0])
-            self.assertTrue(select.select([listeners[0]], [], [], 30)[0], "the first never ran")
-            raw_send(second, 8, envelopes[1])
-            deadline = time.monotonic() + 30
-            while self.long_pool("sbx_rpc_queued_calls") < 1:  # the caller's share in hand
-                self.assertLess(time.monotonic(), deadline, "the second was never queued")
-                time.sleep(0.05)
             parked, dropped = self.repeats("parked"), self.repeats("dropped")
             first.close()  # the connection breaks; REQ redials and resends
             third = raw_conn(self.srv)
@@ -928,11 +934,7 @@ class ResendWithThePoolFull(ExportCalls):
             rid, r = raw_answer(second, 30)
             self.assertEqual((rid, pb.Code.Name(r.code)), (8, "OK"), r.message)
         finally:
-            for c in (first, second, third):
-                if c:
-                    c.close()
-            for ls in listeners:
-                ls.close()
+            close_all((first, second, third), listeners)
         self.assertEqual(len(self.exported_events(run)), 2)
         self.teardown(run)
 
@@ -951,16 +953,10 @@ class ResendWithThePoolFull(ExportCalls):
         # answered (review 20: in_progress ended the caller's call while
         # the queued export then ran for nobody). The queued export runs
         # once; the caller's next resend gets its answer replayed.
-        run, listeners, envelopes = self.two_raw_exports("queued-redial")
-        first, second, third = raw_conn(self.srv), raw_conn(self.srv), None
+        run, listeners, envelopes, first, second = self.first_running_second_queued(
+            "queued-redial")
+        third = None
         try:
-            raw_send(first, 7, envelopes[0])
-            self.assertTrue(select.select([listeners[0]], [], [], 30)[0], "the first never ran")
-            raw_send(second, 8, envelopes[1])
-            deadline = time.monotonic() + 30
-            while self.long_pool("sbx_rpc_queued_calls") < 1:
-                self.assertLess(time.monotonic(), deadline, "the second was never queued")
-                time.sleep(0.05)
             dropped = self.repeats("dropped")
             second.close()  # the queued call's connection breaks
             third = raw_conn(self.srv)
@@ -983,11 +979,7 @@ class ResendWithThePoolFull(ExportCalls):
             self.assertEqual((rid, pb.Code.Name(r.code)), (8, "OK"), r.message)
             self.assertEqual(self.repeats("replayed"), replayed + 1)
         finally:
-            for c in (first, second, third):
-                if c:
-                    c.close()
-            for ls in listeners:
-                ls.close()
+            close_all((first, second, third), listeners)
         self.assertEqual(len(self.exported_events(run)), 2)
         self.teardown(run)
 
@@ -1029,11 +1021,7 @@ class ResendWithThePoolFull(ExportCalls):
             rid, r = raw_answer(third, 10)
             self.assertEqual((rid, pb.Code.Name(r.code)), (7, "OK"), r.message)
         finally:
-            for c in (first, third):
-                if c:
-                    c.close()
-            for ls in listeners:
-                ls.close()
+            close_all((first, third), listeners)
         self.assertEqual(len(self.exported_events(run)), 1)
         self.assertNotIn("UNAVAILABLE", answers)
         self.drop_hogs(hogs)
