@@ -44,6 +44,44 @@ INFO=" perf_ratio perf_ratio_no_clone3 move_cost "
 
 mkdir -p "$LOGS"
 cgroup_tree > "$LOGS/cgroups.start"
+# What the host needs to tell a guest that froze from a check that outran its
+# timeout (packaging/vm/run.sh watches this port): a heartbeat every 15 s
+# naming the running check and its seconds so far. A check still running 30 s
+# past its timeout (the timeout could not end it: a process in the kernel for
+# good) leaves the process table in the logs once, synced, for the host to
+# keep. An NMI from the host (run.sh, when the heartbeat stops) panics the
+# kernel with every CPU's backtrace on the console, where the bare "NMI
+# received for unknown reason" would say nothing; the kernels that lack a
+# knob keep their default.
+sysctl -q -w kernel.unknown_nmi_panic=1 2>/dev/null || true
+sysctl -q -w kernel.panic_print=64 2>/dev/null || true
+# The kernel's text symbols where they are this boot (KASLR), synced before
+# the first line: what run.sh names a frozen CPU's RIP by (Debian's
+# System.map is a stub).
+awk '$2 == "t" || $2 == "T" { print $1, $3 }' /proc/kallsyms > "$LOGS/kallsyms.txt" 2>/dev/null || true
+sync
+CURRENT=/run/sbxvm-current
+heartbeat() {
+    local cur name t0 dumped=
+    while sleep 15; do
+        cur=$(cat "$CURRENT" 2>/dev/null || true)
+        name=${cur% *}
+        t0=${cur##* }
+        if [ -z "$cur" ]; then
+            echo "SBXVM-ALIVE $(cut -d' ' -f1 /proc/uptime)"
+            continue
+        fi
+        echo "SBXVM-ALIVE $(cut -d' ' -f1 /proc/uptime) $name $(( $(date +%s) - t0 ))"
+        if [ "$dumped" != "$cur" ] && [ $(( $(date +%s) - t0 )) -gt $(( CHECK_TIMEOUT + 30 )) ]; then
+            dumped=$cur
+            ps -eo pid,ppid,stat,wchan:32,etimes,args > "$LOGS/stuck-$name.txt" 2>&1 || true
+            sync
+            echo "SBXVM-STUCK $name: still running $(( $(date +%s) - t0 )) s after its start (timeout $CHECK_TIMEOUT s); the process table is in logs/stuck-$name.txt"
+        fi
+    done
+}
+heartbeat &
+HEARTBEAT=$!
 echo "SBXVM-START $(uname -r), $(systemctl --version | head -n 1), uptime $(cut -d' ' -f1 /proc/uptime) s"
 
 # The developer's user manager comes up with logind (linger); checks that
@@ -53,11 +91,13 @@ for _ in $(seq 1 60); do
     sleep 1
 done
 
+
 passed=0
 failed=0
 for name in "${ALL[@]}"; do
     [[ $name =~ $CHECKS ]] || continue
     t0=$(date +%s)
+    echo "$name $t0" > "$CURRENT"
     rc=0
     line=$(timeout -k 10 "$CHECK_TIMEOUT" bash "$HERE/run-check.sh" "$name" 2>> "$LOGS/guest.err") || rc=$?
     if [ "$rc" = 124 ] || [ "$rc" = 137 ] || [ -z "$line" ]; then
@@ -74,6 +114,9 @@ for name in "${ALL[@]}"; do
     printf '%s\n' "$line" | tee -a "$LOGS/results.txt"
 done
 
+rm -f "$CURRENT"
+kill "$HEARTBEAT" 2>/dev/null || true
+wait "$HEARTBEAT" 2>/dev/null || true
 journalctl -b --no-pager > "$LOGS/journal.txt" 2>&1 || true
 sync
 echo "SBXVM-DONE $passed passed, $failed failed"
