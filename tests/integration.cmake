@@ -58,8 +58,8 @@ foreach(t ${SBX_PY_TESTS})
   # that another test beside them would look like a leak or a cost of
   # theirs. Every other test scopes its leak checks to markers and a state
   # directory of its own (processes_with("sleep 4242.5"), the Server's
-  # mkdtemp dir) and runs beside one other test (ctest -j2): it asserts as
-  # much as alone, and a leak of its is still seen by the next test that
+  # mkdtemp dir) and runs beside other tests (packaging/test.sh: ctest -j3,
+  # -j2 under a sanitizer): it asserts as much as alone, and a leak of its is still seen by the next test that
   # runs alone and scans the whole user.
   if(file_name IN_LIST SBX_SERIAL_TESTS)
     set_tests_properties(${prefix}.${name} PROPERTIES RUN_SERIAL TRUE)
