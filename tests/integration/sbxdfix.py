@@ -8,6 +8,7 @@ import http.client
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -222,6 +223,42 @@ class Server:
 
     def fd_count(self):
         return len(os.listdir("/proc/%d/fd" % self.proc.pid))
+
+    def fds(self):
+        return {int(n) for n in os.listdir("/proc/%d/fd" % self.proc.pid)}
+
+    def settled_fds(self, quiet=1.0, timeout=20):
+        """sbxd's descriptors once they stayed the same for `quiet` seconds.
+        An exec's last ones go after its Wait has answered (its connect
+        watch through a closer thread, its pipes with the monitor)."""
+        deadline = time.monotonic() + timeout
+        fds, since = self.fds(), time.monotonic()
+        while time.monotonic() < deadline:
+            time.sleep(0.05)
+            now = self.fds()
+            if now != fds:
+                fds, since = now, time.monotonic()
+            elif time.monotonic() - since >= quiet:
+                return fds
+        raise AssertionError("sbxd's descriptors did not settle in %d s" % timeout)
+
+    def limit_fds_to_held(self):
+        """Lowers sbxd's soft RLIMIT_NOFILE to its lowest free descriptor,
+        so that every descriptor it would open fails with EMFILE; returns
+        the limits to restore. Set on descriptors that have settled, and
+        again if one closed meanwhile: a descriptor closed after the limit
+        leaves sbxd room below it, and the shortage unmade (ci29, where
+        sbxd.lease_retry's Teardown then answered OK)."""
+        pid = self.proc.pid
+        old = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+        for _ in range(10):
+            held = self.settled_fds()
+            lowest = next(i for i in range(len(held) + 1) if i not in held)
+            resource.prlimit(pid, resource.RLIMIT_NOFILE, (lowest, old[1]))
+            if self.fds() == held:
+                return old
+            resource.prlimit(pid, resource.RLIMIT_NOFILE, old)
+        raise AssertionError("sbxd's descriptors kept changing: no shortage could be made")
 
     def rss_kb(self):
         with open("/proc/%d/status" % self.proc.pid) as f:

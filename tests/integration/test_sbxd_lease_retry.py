@@ -3,40 +3,10 @@
 tried again by the sweeper, without anyone calling, until it ends."""
 import os
 import resource
-import time
 import unittest
 
 from sbxrpc import sandbox_pb2 as pb
 from test_sbxd_lease import LeaseTestCase, events, wait_for
-
-
-def fds_of(pid):
-    return {int(n) for n in os.listdir("/proc/%d/fd" % pid)}
-
-
-def settled_fds(pid, quiet=1.0, timeout=20):
-    """sbxd's descriptors once they stayed the same for `quiet` seconds.
-    An exec's last ones go after its Wait has answered (its connect watch
-    through a closer thread, its pipes with the monitor): one that closed
-    after the limit was set would leave the Teardown a descriptor below it,
-    and the shortage unmade (ci29, three tests at a time)."""
-    deadline = time.monotonic() + timeout
-    fds, since = fds_of(pid), time.monotonic()
-    while time.monotonic() < deadline:
-        time.sleep(0.05)
-        now = fds_of(pid)
-        if now != fds:
-            fds, since = now, time.monotonic()
-        elif time.monotonic() - since >= quiet:
-            return fds
-    raise AssertionError("sbxd's descriptors did not settle in %d s" % timeout)
-
-
-def lowest_free(fds):
-    n = 0
-    while n in fds:
-        n += 1
-    return n
 
 
 class UnfinishedTeardownRetried(LeaseTestCase):
@@ -54,24 +24,14 @@ class UnfinishedTeardownRetried(LeaseTestCase):
         rundir = os.path.join(self.srv.state, "runs", run)
         self.assertTrue(os.path.isdir(rundir))
         pid = self.srv.proc.pid
-        soft, hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)
         # No descriptor above those sbxd holds: the teardown gets the one
         # its control socket frees, and removing the directory needs two.
-        # Set on descriptors that have settled, and set again should one
-        # have closed meanwhile.
-        for _ in range(10):
-            fds = settled_fds(pid)
-            resource.prlimit(pid, resource.RLIMIT_NOFILE, (lowest_free(fds), hard))
-            if fds_of(pid) == fds:
-                break
-            resource.prlimit(pid, resource.RLIMIT_NOFILE, (soft, hard))
-        else:
-            self.fail("sbxd's descriptors kept changing: no shortage could be made")
+        old = self.srv.limit_fds_to_held()
         try:
             code, msg, _ = self.c.call("Teardown", pb.TeardownRequest(run_id=run),
                                        pb.TeardownResponse)
         finally:
-            resource.prlimit(pid, resource.RLIMIT_NOFILE, (soft, hard))
+            resource.prlimit(pid, resource.RLIMIT_NOFILE, old)
         self.assertNotEqual(code, "OK", "the shortage was not made")
         self.assertIn("call Teardown again", msg)
         self.assertTrue(events(self.srv, "teardown_error", run))

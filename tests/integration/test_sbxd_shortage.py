@@ -25,12 +25,8 @@ class Shortage(ServerTestCase):
     def short_of_descriptors(self):
         """Lowers sbxd's soft RLIMIT_NOFILE to its lowest free descriptor;
         returns the limits to restore."""
-        pid = self.srv.proc.pid
-        old = resource.prlimit(pid, resource.RLIMIT_NOFILE)
-        used = {int(fd) for fd in os.listdir("/proc/%d/fd" % pid)}
-        lowest = next(i for i in range(len(used) + 1) if i not in used)
-        resource.prlimit(pid, resource.RLIMIT_NOFILE, (lowest, old[1]))
-        self.addCleanup(resource.prlimit, pid, resource.RLIMIT_NOFILE, old)
+        old = self.srv.limit_fds_to_held()
+        self.addCleanup(resource.prlimit, self.srv.proc.pid, resource.RLIMIT_NOFILE, old)
         return old
 
     def expect_short(self, c, name, req, resp_type):
