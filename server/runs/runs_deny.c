@@ -386,6 +386,7 @@ static bool watch_name(const uint8_t *pkt, size_t n, char *name, size_t name_siz
 void watch_pump(struct sbx_run *r, struct run_exec *e)
 {
 	int64_t now = sbx_mono_ms();
+	bool error_read = false;
 
 	while (deny_budget(e, now)) {
 		uint8_t pkt[SBX_DENY_WATCH_SNAP];
@@ -398,6 +399,15 @@ void watch_pump(struct sbx_run *r, struct run_exec *e)
 
 		if (n < 0 && errno == EINTR)
 			continue;
+		/* The socket's pending error comes before its queue, and is
+		 * cleared by the read that returns it: the exec's lo going
+		 * with its namespace (ENETDOWN) is one when its end came
+		 * before this read, and the refusals it recorded are still
+		 * there. One such error a pump. */
+		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && !error_read) {
+			error_read = true;
+			continue;
+		}
 		if (n < 0)
 			return; /* EAGAIN: all read */
 		e->deny_tokens--;
@@ -432,4 +442,12 @@ void *deny_audit(const struct run_exec *e)
 		json_array_append_new(names, json_string(e->denied_names[i]));
 	return json_pack("{s:I, s:o*}", "network_denied_attempts", (json_int_t)e->denied_attempts,
 			 "network_denied_names", names);
+}
+
+void deny_drain(struct sbx_run *r, struct run_exec *e)
+{
+	if (e->deny_fd >= 0)
+		deny_pump(r, e);
+	if (e->watch_fd >= 0)
+		watch_pump(r, e);
 }

@@ -23,6 +23,11 @@ void deny_pump(struct sbx_run *r, struct run_exec *e);
 /* mu not held: records what waits on e's connect watch, within the same
  * budget; the first attempt writes the notice. */
 void watch_pump(struct sbx_run *r, struct run_exec *e);
+/* mu not held: what e's resolver and connect watch hold now (within the
+ * budget), read before the exec's end is recorded: a refused connect is
+ * in the watch before the command exits, so its ExecStatus, its audit line
+ * and its stderr's notice have it however late the monitor came to it. */
+void deny_drain(struct sbx_run *r, struct run_exec *e);
 /* mu held: the exec is done; its resolver and connect watch leave it, in
  * fds[0] and fds[1] (-1 where none), for the caller to close once the lock
  * is let go: the last close of a packet socket waits for an RCU grace

@@ -200,6 +200,21 @@ static void egress_event(struct sbx_run *r, struct sbx_ctl_event *ev)
 	}
 }
 
+/* Before an exec's end is recorded (apply): what its deny resolver and
+ * connect watch hold, which the round's pumps may not have come to (the
+ * end and the last attempt read in one round). The monitor owns both
+ * descriptors, and an exec stays on its run's list while this runs. */
+static void drain_deny(struct sbx_run *r, uint64_t exec_id)
+{
+	struct run_exec *e;
+
+	run_lock(r);
+	e = run_exec_by_num(r, exec_id);
+	run_unlock(r);
+	if (e)
+		deny_drain(r, e);
+}
+
 static void read_ctl(struct monitor *m)
 {
 	struct sbx_run *r = m->r;
@@ -213,6 +228,8 @@ static void read_ctl(struct monitor *m)
 			return;
 		if (rc > 0)
 			egress_event(r, &ev);
+		if (rc > 0 && ev.kind == SBX_CTL_ENDED)
+			drain_deny(r, ev.exec_id);
 		run_lock(r);
 		if (rc < 0) {
 			/* A garbled message from pid 1: it can no longer be trusted
@@ -577,14 +594,20 @@ static void *monitor_main(void *arg)
 				/* EAGAIN: someone else's wake-up was already read */
 			}
 		}
-		/* Output before the control socket: an exec's last bytes are
-		 * usually in its pipe when its ExecEnded arrives. */
+		/* The resolvers and connect watches before the pipes: a
+		 * refused connect is in its watch before the command's next
+		 * byte, so an exec whose stderr ends this round gets its
+		 * notice (stream_note) before that end. */
 		for (size_t i = FIXED_FDS; i < n; i++)
 			if (m.pfd[i].revents && m.slot[i].which == SLOT_DENY)
 				deny_pump(r, m.slot[i].e);
 			else if (m.pfd[i].revents && m.slot[i].which == SLOT_WATCH)
 				watch_pump(r, m.slot[i].e);
-			else if (m.pfd[i].revents)
+		/* Output before the control socket: an exec's last bytes are
+		 * usually in its pipe when its ExecEnded arrives. A note above
+		 * may have read a pipe to its end: stream_pump skips it. */
+		for (size_t i = FIXED_FDS; i < n; i++)
+			if (m.pfd[i].revents && m.slot[i].which < SLOT_DENY)
 				stream_pump(r, m.slot[i].e, m.slot[i].which);
 		if (m.pfd[2].revents)
 			read_stderr(&m);

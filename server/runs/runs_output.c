@@ -205,43 +205,64 @@ static void stream_append(struct sbx_run *r, struct run_exec *e, int which, cons
 	run_unlock(r);
 }
 
-void stream_pump(struct sbx_run *r, struct run_exec *e, int which)
+/* Moves what the pipe holds into the stream (at most PUMP_ROUNDS reads, then
+ * other streams get a turn); true when it read the end: every writer is
+ * gone. */
+static bool stream_drain(struct sbx_run *r, struct run_exec *e, int which)
 {
 	struct run_stream *s = &e->out[which];
 	char buf[64 * 1024];
 
+	if (s->pipe < 0)
+		return false;
 	for (int round = 0; round < PUMP_ROUNDS; round++) {
 		ssize_t n = read(s->pipe, buf, sizeof(buf));
 
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN)
-			return;
-		if (n <= 0) {
-			run_lock(r);
-			stream_close(r, e, which);
-			run_unlock(r);
-			return;
-		}
+			return false;
+		if (n <= 0)
+			return true;
 		stream_append(r, e, which, buf, (size_t)n);
 	}
+	return false;
+}
+
+static void stream_end(struct sbx_run *r, struct run_exec *e, int which)
+{
+	run_lock(r);
+	stream_close(r, e, which);
+	run_unlock(r);
+}
+
+void stream_pump(struct sbx_run *r, struct run_exec *e, int which)
+{
+	if (stream_drain(r, e, which))
+		stream_end(r, e, which);
 }
 
 void stream_note(struct sbx_run *r, struct run_exec *e, int which, const char *line)
 {
 	struct run_stream *s = &e->out[which];
 	char buf[1024];
+	bool ended;
 	int n;
 
-	/* What the command already wrote goes first, so the note follows it. */
-	if (s->pipe >= 0)
-		stream_pump(r, e, which);
+	/* What the command already wrote goes first, so the note follows it.
+	 * When that reads the pipe's end, the note still goes in before the
+	 * end is recorded: what it tells of came before the command's last
+	 * byte (a refused connect returns once the watch has its record),
+	 * and a reader told of the end must have had the note. */
+	ended = stream_drain(r, e, which);
 	if (s->closed)
 		return;
 	n = snprintf(buf, sizeof(buf), "%s%s\n", s->midline ? "\n" : "", line);
 	if (n > 0)
 		stream_append(r, e, which, buf,
 			      (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
+	if (ended)
+		stream_end(r, e, which);
 }
 
 /* Reads the kept bytes of positions [p, p + n) (in the head, or all in
