@@ -46,6 +46,7 @@
 struct slot {
 	struct run_exec *e;
 	int which;
+	bool ended; /* a stream whose pipe ended this round: stream_finish */
 };
 
 struct monitor {
@@ -523,17 +524,17 @@ static size_t build(struct sbx_run *r, struct monitor *m) REQUIRES(r->mu)
 		for (int w = 0; w < 2; w++)
 			if (e->out[w].pipe >= 0) {
 				m->pfd[n] = (struct pollfd){.fd = e->out[w].pipe, .events = POLLIN};
-				m->slot[n++] = (struct slot){e, w};
+				m->slot[n++] = (struct slot){e, w, false};
 			}
 	for (struct run_exec *e = r->execs; e && streams; e = e->next)
 		if (deny_watch(e, now, &m->deny_next)) {
 			m->pfd[n] = (struct pollfd){.fd = e->deny_fd, .events = POLLIN};
-			m->slot[n++] = (struct slot){e, SLOT_DENY};
+			m->slot[n++] = (struct slot){e, SLOT_DENY, false};
 			/* Counted above only when there is one (an exec whose
 			 * kernel refused it has none): no entry beyond them. */
 			if (e->watch_fd >= 0) {
 				m->pfd[n] = (struct pollfd){.fd = e->watch_fd, .events = POLLIN};
-				m->slot[n++] = (struct slot){e, SLOT_WATCH};
+				m->slot[n++] = (struct slot){e, SLOT_WATCH, false};
 			}
 		}
 	return n;
@@ -605,14 +606,20 @@ static void *monitor_main(void *arg)
 				watch_pump(r, m.slot[i].e);
 		/* Output before the control socket: an exec's last bytes are
 		 * usually in its pipe when its ExecEnded arrives. A note above
-		 * may have read a pipe to its end: stream_pump skips it. */
+		 * may have read a pipe to its end: stream_pump skips it. A
+		 * pipe's end is recorded after the control messages, whose
+		 * ExecStarted may hand over the watch that holds the refusal
+		 * its notice tells of (stream_finish). */
 		for (size_t i = FIXED_FDS; i < n; i++)
-			if (m.pfd[i].revents && m.slot[i].which < SLOT_DENY)
-				stream_pump(r, m.slot[i].e, m.slot[i].which);
+			m.slot[i].ended = m.pfd[i].revents && m.slot[i].which < SLOT_DENY &&
+					  stream_pump(r, m.slot[i].e, m.slot[i].which);
 		if (m.pfd[2].revents)
 			read_stderr(&m);
 		if (m.pfd[1].revents)
 			read_ctl(&m);
+		for (size_t i = FIXED_FDS; i < n; i++)
+			if (m.slot[i].ended)
+				stream_finish(r, m.slot[i].e, m.slot[i].which);
 		if (m.pfd[3].revents || (!r->reaped && r->pidfd < 0 && r->ctl < 0))
 			reap(r);
 

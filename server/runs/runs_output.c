@@ -24,6 +24,7 @@
 
 #include "clock.h"
 #include "run_exec.h"
+#include "runs_deny.h"
 #include "runs_output.h"
 #include "runs_quota.h"
 #include "runs_registry.h"
@@ -236,9 +237,18 @@ static void stream_end(struct sbx_run *r, struct run_exec *e, int which)
 	run_unlock(r);
 }
 
-void stream_pump(struct sbx_run *r, struct run_exec *e, int which)
+bool stream_pump(struct sbx_run *r, struct run_exec *e, int which)
 {
-	if (stream_drain(r, e, which))
+	return stream_drain(r, e, which);
+}
+
+void stream_finish(struct sbx_run *r, struct run_exec *e, int which)
+{
+	/* The notice of a refusal made before the command's last byte, even
+	 * one its watch had not yet when the round's poll began. */
+	if (which == RUN_STDERR)
+		deny_drain(r, e);
+	if (!e->out[which].closed)
 		stream_end(r, e, which);
 }
 
