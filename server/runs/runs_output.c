@@ -206,10 +206,9 @@ static void stream_append(struct sbx_run *r, struct run_exec *e, int which, cons
 	run_unlock(r);
 }
 
-/* Moves what the pipe holds into the stream (at most PUMP_ROUNDS reads, then
- * other streams get a turn); true when it read the end: every writer is
- * gone. */
-static bool stream_drain(struct sbx_run *r, struct run_exec *e, int which)
+/* At most PUMP_ROUNDS reads, then other streams get a turn; the end (every
+ * writer gone) is left for the caller to record. */
+bool stream_pump(struct sbx_run *r, struct run_exec *e, int which)
 {
 	struct run_stream *s = &e->out[which];
 	char buf[64 * 1024];
@@ -237,11 +236,6 @@ static void stream_end(struct sbx_run *r, struct run_exec *e, int which)
 	run_unlock(r);
 }
 
-bool stream_pump(struct sbx_run *r, struct run_exec *e, int which)
-{
-	return stream_drain(r, e, which);
-}
-
 void stream_finish(struct sbx_run *r, struct run_exec *e, int which)
 {
 	/* The notice of a refusal made before the command's last byte, even
@@ -264,7 +258,7 @@ void stream_note(struct sbx_run *r, struct run_exec *e, int which, const char *l
 	 * end is recorded: what it tells of came before the command's last
 	 * byte (a refused connect returns once the watch has its record),
 	 * and a reader told of the end must have had the note. */
-	ended = stream_drain(r, e, which);
+	ended = stream_pump(r, e, which);
 	if (s->closed)
 		return;
 	n = snprintf(buf, sizeof(buf), "%s%s\n", s->midline ? "\n" : "", line);
