@@ -162,69 +162,94 @@ int sbx_netns_deny_routes(struct sbx_err *err)
  *     what a SYN to a port nobody listens on gets back (its source is the
  *     address and port that were tried), or
  *   - an ICMP port or protocol unreachable (ICMPv6 port unreachable or
- *     unknown next header): what a datagram to a closed port gets back,
- *     quoting the datagram (sbxd reads its destination there and drops
- *     the ones to loopback and those of its own resolver's answers),
+ *     unknown next header) quoting a datagram sent to a non-loopback
+ *     address: what a datagram to a closed port gets back (sbxd reads the
+ *     destination there, and drops the refusals of its own resolver's
+ *     answers),
  * and drops everything else, IPv4 fragments after the first, and IPv6
- * packets with extension headers. */
+ * packets with extension headers. A refusal from or of loopback is the
+ * exec's own traffic: dropped here, not in sbxd, as each packet sbxd reads
+ * costs the exec one of its DENY_RATE tokens (runs_deny.c), which the
+ * attempts after it would then wait for. */
 /* One instruction a line, numbered for the jumps. */
 /* clang-format off */
 static const struct sock_filter watch_code[] = {
     /* 0 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, SKF_AD_OFF + SKF_AD_PKTTYPE),
-    /* 1 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PACKET_HOST, 0, 39), /* else drop */
+    /* 1 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PACKET_HOST, 0, 54), /* else drop */
     /* 2 */ BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 12),
-    /* 3 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ETH_P_IP, 0, 17), /* else 21 */
+    /* 3 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ETH_P_IP, 0, 20), /* else 24 */
     /* IPv4 */
     /* 4 */ BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 14 + 6),
-    /* 5 */ BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x1fff, 35, 0), /* a later fragment: drop */
+    /* 5 */ BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x1fff, 50, 0), /* a later fragment: drop */
     /* 6 */ BPF_STMT(BPF_LDX | BPF_B | BPF_MSH, 14), /* X: the IPv4 header's length */
     /* 7 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 14 + 9),
-    /* 8 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_ICMP, 0, 3), /* else 12 */
+    /* 8 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_ICMP, 0, 6), /* else 15 */
     /* 9 */ BPF_STMT(BPF_LD | BPF_H | BPF_IND, 14), /* type, code */
-    /* 10 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0303, 31, 0), /* port unreachable: keep */
-    /* 11 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0302, 30, 29), /* protocol unreachable */
-    /* 12 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_TCP, 0, 28), /* else drop */
-    /* 13 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 12), /* source */
-    /* 14 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xff000000),
-    /* 15 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x7f000000, 25, 0), /* 127/8: drop */
-    /* 16 */ BPF_STMT(BPF_LD | BPF_B | BPF_IND, 14 + 13), /* TCP flags */
-    /* 17 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0x17), /* FIN SYN RST ACK */
-    /* 18 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x14, 0, 22), /* RST|ACK, else drop */
-    /* 19 */ BPF_STMT(BPF_LD | BPF_W | BPF_IND, 14 + 4), /* sequence number */
-    /* 20 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 21, 20), /* 0: keep */
+    /* 10 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0303, 1, 0), /* port unreachable */
+    /* 11 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0302, 0, 44), /* protocol unreachable, else drop */
+    /* 12 */ BPF_STMT(BPF_LD | BPF_W | BPF_IND, 14 + 8 + 16), /* the quoted destination */
+    /* 13 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xff000000),
+    /* 14 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x7f000000, 41, 42), /* 127/8: drop, else keep */
+    /* 15 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_TCP, 0, 40), /* else drop */
+    /* 16 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 12), /* source */
+    /* 17 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xff000000),
+    /* 18 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x7f000000, 37, 0), /* 127/8: drop */
+    /* 19 */ BPF_STMT(BPF_LD | BPF_B | BPF_IND, 14 + 13), /* TCP flags */
+    /* 20 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0x17), /* FIN SYN RST ACK */
+    /* 21 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x14, 0, 34), /* RST|ACK, else drop */
+    /* 22 */ BPF_STMT(BPF_LD | BPF_W | BPF_IND, 14 + 4), /* sequence number */
+    /* 23 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 33, 32), /* 0: keep */
     /* IPv6 */
-    /* 21 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ETH_P_IPV6, 0, 19), /* else drop */
-    /* 22 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 14 + 6), /* next header */
-    /* 23 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_ICMPV6, 0, 3), /* else 27 */
-    /* 24 */ BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 14 + 40), /* type, code */
-    /* 25 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0104, 16, 0), /* port unreachable: keep */
-    /* 26 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0401, 15, 14), /* unknown next header */
-    /* 27 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_TCP, 0, 13), /* else drop */
-    /* 28 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 8), /* source, 4 words */
-    /* 29 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 6),
-    /* 30 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 12),
-    /* 31 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 4),
-    /* 32 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 16),
-    /* 33 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 2),
-    /* 34 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 20),
-    /* 35 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 1, 5, 0), /* ::1: drop */
-    /* 36 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 14 + 40 + 13), /* TCP flags */
-    /* 37 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0x17),
-    /* 38 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x14, 0, 2), /* RST|ACK, else drop */
-    /* 39 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 40 + 4), /* sequence number */
-    /* 40 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 1, 0), /* 0: keep */
-    /* 41 */ BPF_STMT(BPF_RET | BPF_K, 0),
-    /* 42 */ BPF_STMT(BPF_RET | BPF_K, SBX_DENY_WATCH_SNAP),
+    /* 24 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ETH_P_IPV6, 0, 31), /* else drop */
+    /* 25 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 14 + 6), /* next header */
+    /* 26 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_ICMPV6, 0, 15), /* else 42 */
+    /* 27 */ BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 14 + 40), /* type, code */
+    /* 28 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0104, 1, 0), /* port unreachable */
+    /* 29 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0401, 0, 26), /* unknown next header, else drop */
+    /* 30 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 40 + 8 + 24), /* the quoted destination, 4 words */
+    /* 31 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 25),
+    /* 32 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 40 + 8 + 28),
+    /* 33 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 23),
+    /* 34 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 40 + 8 + 32),
+    /* 35 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0xffff, 3, 0), /* ::ffff:0:0/96 */
+    /* 36 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 20),
+    /* 37 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 40 + 8 + 36),
+    /* 38 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 1, 17, 18), /* ::1: drop, else keep */
+    /* 39 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 40 + 8 + 36),
+    /* 40 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xff000000),
+    /* 41 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x7f000000, 14, 15), /* ::ffff:127/104: drop, else keep */
+    /* 42 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_TCP, 0, 13), /* else drop */
+    /* 43 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 8), /* source, 4 words */
+    /* 44 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 6),
+    /* 45 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 12),
+    /* 46 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 4),
+    /* 47 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 16),
+    /* 48 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 2),
+    /* 49 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 20),
+    /* 50 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 1, 5, 0), /* ::1: drop */
+    /* 51 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 14 + 40 + 13), /* TCP flags */
+    /* 52 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0x17),
+    /* 53 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x14, 0, 2), /* RST|ACK, else drop */
+    /* 54 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 40 + 4), /* sequence number */
+    /* 55 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 1, 0), /* 0: keep */
+    /* 56 */ BPF_STMT(BPF_RET | BPF_K, 0),
+    /* 57 */ BPF_STMT(BPF_RET | BPF_K, SBX_DENY_WATCH_SNAP),
 };
 /* clang-format on */
+
+static const struct sock_fprog watch_prog = {.len = SBX_ARRAY_SIZE(watch_code),
+					     .filter = (struct sock_filter *)watch_code};
+
+const struct sock_fprog *sbx_netns_deny_watch_filter(void)
+{
+	return &watch_prog;
+}
 
 int sbx_netns_deny_watch(struct sbx_err *err)
 {
 	/* Protocol 0: nothing is queued before the filter is on; bind then
 	 * starts the capture, filtered from its first packet. */
 	_cleanup_close_ int s = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	struct sock_fprog prog = {.len = SBX_ARRAY_SIZE(watch_code),
-				  .filter = (struct sock_filter *)watch_code};
 	struct sockaddr_ll lo = {.sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_ALL)};
 	int one = 1, rcvbuf = SBX_DENY_WATCH_RCVBUF;
 
@@ -232,7 +257,7 @@ int sbx_netns_deny_watch(struct sbx_err *err)
 		return sbx_fail_errno(err, "egress deny: connect watch");
 	lo.sll_ifindex = (int)if_nametoindex("lo");
 	/* Locked: nobody who ever holds the socket may widen what it sees. */
-	if (setsockopt(s, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog)) < 0 ||
+	if (setsockopt(s, SOL_SOCKET, SO_ATTACH_FILTER, &watch_prog, sizeof(watch_prog)) < 0 ||
 	    setsockopt(s, SOL_SOCKET, SO_LOCK_FILTER, &one, sizeof(one)) < 0 ||
 	    setsockopt(s, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf)) < 0)
 		return sbx_fail_errno(err, "egress deny: connect watch: filter");

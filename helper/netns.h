@@ -16,6 +16,8 @@
 
 #include "err.h"
 
+struct sock_fprog;
+
 /* The most a TCP socket's autotuning may grow its receive or send buffer
  * to inside an exec (net.ipv4.tcp_rmem / tcp_wmem, third field). 4 MiB, not
  * 1: at 1 MiB a download through the egress proxy reached a median 0.72 of
@@ -61,9 +63,13 @@ int sbx_netns_deny_routes(struct sbx_err *err);
  * (egress_port.h), an AF_PACKET socket on lo whose locked filter keeps
  * the first SBX_DENY_WATCH_SNAP bytes of each refusal of an attempt: a
  * TCP RST answering a SYN to a non-loopback address, an ICMP or ICMPv6
- * port unreachable. Close-on-exec and non-blocking. Returns the fd, or
- * -1. */
+ * port unreachable of a datagram to one. Close-on-exec and non-blocking.
+ * Returns the fd, or -1. */
 int sbx_netns_deny_watch(struct sbx_err *err);
+
+/* The program sbx_netns_deny_watch attaches, for a test to run on packets
+ * of its own making (tests/unit/test_helper_netns.c). */
+const struct sock_fprog *sbx_netns_deny_watch_filter(void);
 
 /* The connect watch of another network namespace, net_ns (an exec's,
  * routed by its exec init): made there by joining it, and back to own_ns.

@@ -320,7 +320,8 @@ static bool name_of(int family, const uint8_t *addr, uint8_t proto, int port, ch
 }
 
 /* The datagram an ICMP error quotes, q[0..n) from its IP header on: what
- * it was sent to. Those to loopback (a closed port of the exec's own) and
+ * it was sent to. Those to loopback (a closed port of the exec's own; the
+ * watch's kernel filter drops them already, this holds without it) and
  * the answers of sbxd's resolver (from 127.0.0.1:53 to a client that left)
  * are no attempts: false. */
 static bool quoted_name(int family, const uint8_t *q, size_t n, char *name, size_t name_size)

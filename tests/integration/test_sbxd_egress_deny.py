@@ -339,6 +339,29 @@ class EgressDeny(DenyCalls, ServerTestCase):
         self.assertEqual(missing, [], "execs (index, stderr bytes) whose notice was lost")
         self.teardown(run)
 
+    def test_own_loopback_refusals_leave_the_budget_to_attempts(self):
+        """400 datagrams to a closed port of the exec's own loopback, then
+        a connect to an address, then the end: the port unreachables of
+        loopback passed the watch's kernel filter (sbxd dropped them), took
+        the exec's 128 tokens and filled the watch's 64 KiB queue, so the
+        attempt behind them went uncounted. The filter now drops them."""
+        run = self.create()
+        prog = ("import os, socket\n"
+                "u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+                "for _ in range(400):\n    u.sendto(b'x', ('127.0.0.2', 9))\n"
+                "try:\n    socket.create_connection(('93.184.216.34', 443))\n"
+                "except OSError as e:\n    os.write(1, b'%d\\n' % e.errno)\n"
+                "os._exit(0)\n")
+        for _ in range(3):
+            ex = self.start(run, ["python3", "-c", prog])
+            st = self.wait(run, ex)
+            self.assertEqual(self.output(run, ex, pb.STDOUT), "111\n")  # ECONNREFUSED
+            self.assertEqual(list(st.network_denied_names), ["93.184.216.34:443"], st)
+            self.assertEqual(st.network_denied_attempts, 1, st)
+            ended = [e for e in self.exec_events(run) if e.get("exec_id") == ex]
+            self.assertEqual([e.get("network_denied_attempts") for e in ended], [1], ended)
+        self.teardown(run)
+
     def test_connects_to_addresses_counted_loopback_not(self):
         run = self.create()
         st, out, err = self.run_argv(run, ["python3", "-c", CONNECTS])
