@@ -164,76 +164,92 @@ int sbx_netns_deny_routes(struct sbx_err *err)
  *   - an ICMP port or protocol unreachable (ICMPv6 port unreachable or
  *     unknown next header) quoting a datagram sent to a non-loopback
  *     address: what a datagram to a closed port gets back (sbxd reads the
- *     destination there, and drops the refusals of its own resolver's
- *     answers),
+ *     destination there), unless the datagram is an answer of sbxd's own
+ *     resolver (from 127/8, port SBX_DENY_DNS_PORT) to a client gone,
  * and drops everything else, IPv4 fragments after the first, and IPv6
- * packets with extension headers. A refusal from or of loopback is the
- * exec's own traffic: dropped here, not in sbxd, as each packet sbxd reads
- * costs the exec one of its DENY_RATE tokens (runs_deny.c), which the
- * attempts after it would then wait for. */
+ * packets with extension headers. A refusal from or of loopback, or of
+ * the resolver's answers, is no attempt: dropped here, not only in sbxd,
+ * as each packet sbxd reads costs the exec one of its DENY_RATE tokens
+ * and a place in the watch's queue, which the attempts after it would
+ * then wait for or miss. server/runs/deny_packet.c reads what passes, by
+ * the same rules; tests/unit/test_deny_packet.c holds the two together. */
 /* One instruction a line, numbered for the jumps. */
 /* clang-format off */
 static const struct sock_filter watch_code[] = {
     /* 0 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, SKF_AD_OFF + SKF_AD_PKTTYPE),
-    /* 1 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PACKET_HOST, 0, 54), /* else drop */
+    /* 1 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PACKET_HOST, 0, 68), /* else drop */
     /* 2 */ BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 12),
-    /* 3 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ETH_P_IP, 0, 20), /* else 24 */
+    /* 3 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ETH_P_IP, 0, 34), /* else 38 */
     /* IPv4 */
     /* 4 */ BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 14 + 6),
-    /* 5 */ BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x1fff, 50, 0), /* a later fragment: drop */
+    /* 5 */ BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x1fff, 64, 0), /* a later fragment: drop */
     /* 6 */ BPF_STMT(BPF_LDX | BPF_B | BPF_MSH, 14), /* X: the IPv4 header's length */
     /* 7 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 14 + 9),
-    /* 8 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_ICMP, 0, 6), /* else 15 */
+    /* 8 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_ICMP, 0, 20), /* else 29 */
     /* 9 */ BPF_STMT(BPF_LD | BPF_H | BPF_IND, 14), /* type, code */
     /* 10 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0303, 1, 0), /* port unreachable */
-    /* 11 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0302, 0, 44), /* protocol unreachable, else drop */
+    /* 11 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0302, 0, 58), /* protocol unreachable, else drop */
     /* 12 */ BPF_STMT(BPF_LD | BPF_W | BPF_IND, 14 + 8 + 16), /* the quoted destination */
     /* 13 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xff000000),
-    /* 14 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x7f000000, 41, 42), /* 127/8: drop, else keep */
-    /* 15 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_TCP, 0, 40), /* else drop */
-    /* 16 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 12), /* source */
-    /* 17 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xff000000),
-    /* 18 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x7f000000, 37, 0), /* 127/8: drop */
-    /* 19 */ BPF_STMT(BPF_LD | BPF_B | BPF_IND, 14 + 13), /* TCP flags */
-    /* 20 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0x17), /* FIN SYN RST ACK */
-    /* 21 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x14, 0, 34), /* RST|ACK, else drop */
-    /* 22 */ BPF_STMT(BPF_LD | BPF_W | BPF_IND, 14 + 4), /* sequence number */
-    /* 23 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 33, 32), /* 0: keep */
+    /* 14 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x7f000000, 55, 0), /* 127/8: drop */
+    /* 15 */ BPF_STMT(BPF_LD | BPF_W | BPF_IND, 14 + 8 + 12), /* the quoted source */
+    /* 16 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xff000000),
+    /* 17 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x7f000000, 0, 53), /* 127/8: the resolver's?, else keep */
+    /* 18 */ BPF_STMT(BPF_LD | BPF_B | BPF_IND, 14 + 8 + 9), /* the quoted protocol */
+    /* 19 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_UDP, 2, 0),
+    /* 20 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_UDPLITE, 1, 0),
+    /* 21 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_TCP, 0, 49), /* else keep */
+    /* 22 */ BPF_STMT(BPF_LD | BPF_B | BPF_IND, 14 + 8), /* the quoted version and length */
+    /* 23 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0x0f),
+    /* 24 */ BPF_STMT(BPF_ALU | BPF_LSH | BPF_K, 2),
+    /* 25 */ BPF_STMT(BPF_ALU | BPF_ADD | BPF_X, 0),
+    /* 26 */ BPF_STMT(BPF_MISC | BPF_TAX, 0), /* X: both headers' lengths */
+    /* 27 */ BPF_STMT(BPF_LD | BPF_H | BPF_IND, 14 + 8), /* the quoted source port */
+    /* 28 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SBX_DENY_DNS_PORT, 41, 42), /* sbxd's resolver: drop, else keep */
+    /* 29 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_TCP, 0, 40), /* else drop */
+    /* 30 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 12), /* source */
+    /* 31 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xff000000),
+    /* 32 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x7f000000, 37, 0), /* 127/8: drop */
+    /* 33 */ BPF_STMT(BPF_LD | BPF_B | BPF_IND, 14 + 13), /* TCP flags */
+    /* 34 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0x17), /* FIN SYN RST ACK */
+    /* 35 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x14, 0, 34), /* RST|ACK, else drop */
+    /* 36 */ BPF_STMT(BPF_LD | BPF_W | BPF_IND, 14 + 4), /* sequence number */
+    /* 37 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 33, 32), /* 0: keep */
     /* IPv6 */
-    /* 24 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ETH_P_IPV6, 0, 31), /* else drop */
-    /* 25 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 14 + 6), /* next header */
-    /* 26 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_ICMPV6, 0, 15), /* else 42 */
-    /* 27 */ BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 14 + 40), /* type, code */
-    /* 28 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0104, 1, 0), /* port unreachable */
-    /* 29 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0401, 0, 26), /* unknown next header, else drop */
-    /* 30 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 40 + 8 + 24), /* the quoted destination, 4 words */
-    /* 31 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 25),
-    /* 32 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 40 + 8 + 28),
-    /* 33 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 23),
-    /* 34 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 40 + 8 + 32),
-    /* 35 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0xffff, 3, 0), /* ::ffff:0:0/96 */
-    /* 36 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 20),
-    /* 37 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 40 + 8 + 36),
-    /* 38 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 1, 17, 18), /* ::1: drop, else keep */
-    /* 39 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 40 + 8 + 36),
-    /* 40 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xff000000),
-    /* 41 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x7f000000, 14, 15), /* ::ffff:127/104: drop, else keep */
-    /* 42 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_TCP, 0, 13), /* else drop */
-    /* 43 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 8), /* source, 4 words */
-    /* 44 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 6),
-    /* 45 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 12),
-    /* 46 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 4),
-    /* 47 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 16),
-    /* 48 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 2),
-    /* 49 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 20),
-    /* 50 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 1, 5, 0), /* ::1: drop */
-    /* 51 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 14 + 40 + 13), /* TCP flags */
-    /* 52 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0x17),
-    /* 53 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x14, 0, 2), /* RST|ACK, else drop */
-    /* 54 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 40 + 4), /* sequence number */
-    /* 55 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 1, 0), /* 0: keep */
-    /* 56 */ BPF_STMT(BPF_RET | BPF_K, 0),
-    /* 57 */ BPF_STMT(BPF_RET | BPF_K, SBX_DENY_WATCH_SNAP),
+    /* 38 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ETH_P_IPV6, 0, 31), /* else drop */
+    /* 39 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 14 + 6), /* next header */
+    /* 40 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_ICMPV6, 0, 15), /* else 56 */
+    /* 41 */ BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 14 + 40), /* type, code */
+    /* 42 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0104, 1, 0), /* port unreachable */
+    /* 43 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0401, 0, 26), /* unknown next header, else drop */
+    /* 44 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 40 + 8 + 24), /* the quoted destination, 4 words */
+    /* 45 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 25),
+    /* 46 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 40 + 8 + 28),
+    /* 47 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 23),
+    /* 48 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 40 + 8 + 32),
+    /* 49 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0xffff, 3, 0), /* ::ffff:0:0/96 */
+    /* 50 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 20),
+    /* 51 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 40 + 8 + 36),
+    /* 52 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 1, 17, 18), /* ::1: drop, else keep */
+    /* 53 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 40 + 8 + 36),
+    /* 54 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xff000000),
+    /* 55 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x7f000000, 14, 15), /* ::ffff:127/104: drop, else keep */
+    /* 56 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_TCP, 0, 13), /* else drop */
+    /* 57 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 8), /* source, 4 words */
+    /* 58 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 6),
+    /* 59 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 12),
+    /* 60 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 4),
+    /* 61 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 16),
+    /* 62 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 2),
+    /* 63 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 20),
+    /* 64 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 1, 5, 0), /* ::1: drop */
+    /* 65 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 14 + 40 + 13), /* TCP flags */
+    /* 66 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0x17),
+    /* 67 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x14, 0, 2), /* RST|ACK, else drop */
+    /* 68 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 40 + 4), /* sequence number */
+    /* 69 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 1, 0), /* 0: keep */
+    /* 70 */ BPF_STMT(BPF_RET | BPF_K, 0),
+    /* 71 */ BPF_STMT(BPF_RET | BPF_K, SBX_DENY_WATCH_SNAP),
 };
 /* clang-format on */
 
@@ -257,7 +273,8 @@ int sbx_netns_deny_watch(struct sbx_err *err)
 		return sbx_fail_errno(err, "egress deny: connect watch");
 	lo.sll_ifindex = (int)if_nametoindex("lo");
 	/* Locked: nobody who ever holds the socket may widen what it sees. */
-	if (setsockopt(s, SOL_SOCKET, SO_ATTACH_FILTER, &watch_prog, sizeof(watch_prog)) < 0 ||
+	if (setsockopt(s, SOL_SOCKET, SO_ATTACH_FILTER, sbx_netns_deny_watch_filter(),
+		       sizeof(watch_prog)) < 0 ||
 	    setsockopt(s, SOL_SOCKET, SO_LOCK_FILTER, &one, sizeof(one)) < 0 ||
 	    setsockopt(s, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf)) < 0)
 		return sbx_fail_errno(err, "egress deny: connect watch: filter");

@@ -52,6 +52,7 @@
 #include <jansson.h>
 
 #include "clock.h"
+#include "deny_packet.h"
 #include "egress_port.h"
 #include "runs_deny.h"
 #include "runs_output.h"
@@ -282,108 +283,6 @@ void deny_pump(struct sbx_run *r, struct run_exec *e)
 	}
 }
 
-/* Whether a[0..len) is a loopback address (127/8, ::1, ::ffff:127/104). */
-static bool loopback(const uint8_t *a, size_t len)
-{
-	static const uint8_t v6_loop[16] = {[15] = 1};
-	static const uint8_t v4_mapped[12] = {[10] = 0xff, [11] = 0xff};
-
-	if (len == 4)
-		return a[0] == 127;
-	return !memcmp(a, v6_loop, 16) || (!memcmp(a, v4_mapped, 12) && a[12] == 127);
-}
-
-/* The 16-bit number at p, network order. */
-static unsigned be16(const uint8_t *p)
-{
-	return (unsigned)(p[0] << 8 | p[1]);
-}
-
-/* "ADDRESS:PORT" for TCP, "ADDRESS:PORT/udp" (or /udplite), IPv6 in
- * brackets; "ADDRESS (protocol N)" for another protocol (port < 0). */
-static bool name_of(int family, const uint8_t *addr, uint8_t proto, int port, char *name,
-		    size_t name_size)
-{
-	char a[INET6_ADDRSTRLEN];
-	bool v6 = family == AF_INET6;
-
-	if (!inet_ntop(family, addr, a, sizeof(a)))
-		return false;
-	if (port < 0)
-		snprintf(name, name_size, "%s (protocol %u)", a, proto);
-	else
-		snprintf(name, name_size, "%s%s%s:%d%s", v6 ? "[" : "", a, v6 ? "]" : "", port,
-			 proto == IPPROTO_UDP	    ? "/udp"
-			 : proto == IPPROTO_UDPLITE ? "/udplite"
-						    : "");
-	return true;
-}
-
-/* The datagram an ICMP error quotes, q[0..n) from its IP header on: what
- * it was sent to. Those to loopback (a closed port of the exec's own; the
- * watch's kernel filter drops them already, this holds without it) and
- * the answers of sbxd's resolver (from 127.0.0.1:53 to a client that left)
- * are no attempts: false. */
-static bool quoted_name(int family, const uint8_t *q, size_t n, char *name, size_t name_size)
-{
-	size_t hl = family == AF_INET ? (size_t)(q[0] & 0x0f) * 4 : 40;
-	size_t alen = family == AF_INET ? 4 : 16;
-	const uint8_t *src, *dst;
-	uint8_t proto;
-	bool ports;
-
-	if (n < (family == AF_INET ? 20u : 40u) || hl < (family == AF_INET ? 20u : 40u))
-		return false;
-	proto = family == AF_INET ? q[9] : q[6];
-	src = q + (family == AF_INET ? 12 : 8);
-	dst = q + (family == AF_INET ? 16 : 24);
-	ports = proto == IPPROTO_TCP || proto == IPPROTO_UDP || proto == IPPROTO_UDPLITE;
-	if (loopback(dst, alen) || (ports && n < hl + 4))
-		return false;
-	if (ports && loopback(src, alen) && be16(q + hl) == SBX_DENY_DNS_PORT)
-		return false;
-	return name_of(family, dst, proto, ports ? (int)be16(q + hl + 2) : -1, name, name_size);
-}
-
-/* One packet of the connect watch, pkt[0..n) from lo's link header on
- * (helper/netns.c says which pass the kernel's filter): what was tried,
- * into name, or false when it is not an attempt. Read as hostile bytes:
- * every offset is checked against n. */
-static bool watch_name(const uint8_t *pkt, size_t n, char *name, size_t name_size)
-{
-	const uint8_t *ip = pkt + ETH_HLEN;
-	size_t len = n > ETH_HLEN ? n - ETH_HLEN : 0, hl;
-	int family;
-	uint8_t proto;
-
-	if (n < ETH_HLEN)
-		return false;
-	if (be16(pkt + 12) == ETH_P_IP && len >= 20) {
-		family = AF_INET;
-		hl = (size_t)(ip[0] & 0x0f) * 4;
-		proto = ip[9];
-	} else if (be16(pkt + 12) == ETH_P_IPV6 && len >= 40) {
-		family = AF_INET6;
-		hl = 40;
-		proto = ip[6];
-	} else {
-		return false;
-	}
-	if (hl < (family == AF_INET ? 20u : 40u) || len < hl + 8)
-		return false;
-	/* A RST answering a SYN comes from the address and port tried. */
-	if (proto == IPPROTO_TCP) {
-		const uint8_t *src = ip + (family == AF_INET ? 12 : 8);
-
-		return !loopback(src, family == AF_INET ? 4 : 16) &&
-		       name_of(family, src, proto, (int)be16(ip + hl), name, name_size);
-	}
-	/* An ICMP error: 8 bytes of its own, then the datagram it refuses. */
-	if (proto == (family == AF_INET ? IPPROTO_ICMP : IPPROTO_ICMPV6))
-		return quoted_name(family, ip + hl + 8, len - hl - 8, name, name_size);
-	return false;
-}
-
 void watch_pump(struct sbx_run *r, struct run_exec *e)
 {
 	int64_t now = sbx_mono_ms();
@@ -415,7 +314,7 @@ void watch_pump(struct sbx_run *r, struct run_exec *e)
 		/* The filter passed only packets lo received; what is not one
 		 * of those is not an attempt. */
 		if (flen < sizeof(from) || from.sll_pkttype != PACKET_HOST ||
-		    !watch_name(pkt, (size_t)n, name, sizeof(name)))
+		    !deny_packet_name(pkt, (size_t)n, name, sizeof(name)))
 			continue;
 		run_lock(r);
 		first = deny_record(r, e, name);

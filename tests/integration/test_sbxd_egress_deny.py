@@ -362,6 +362,26 @@ class EgressDeny(DenyCalls, ServerTestCase):
             self.assertEqual([e.get("network_denied_attempts") for e in ended], [1], ended)
         self.teardown(run)
 
+    def test_a_datagram_with_ip_options_is_counted(self):
+        """A datagram sent with 40 bytes of IPv4 options (record route, no
+        privilege needed): its port unreachable carries them twice, in
+        its own header and the quoted one, 150 bytes to the quoted ports,
+        and sbxd read only 128 of them, so the attempt passed the filter
+        and was not counted (review 23)."""
+        run = self.create()
+        prog = ("import os, socket\n"
+                "u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+                "u.setsockopt(socket.IPPROTO_IP, socket.IP_OPTIONS, bytes([7, 39, 4]) + bytes(37))\n"
+                "u.connect(('203.0.113.5', 443)); u.send(b'x'); u.settimeout(10)\n"
+                "try:\n    u.recv(8)\n"
+                "except OSError as e:\n    os.write(1, b'%d\\n' % e.errno)\n")
+        st, out, err = self.run_argv(run, ["python3", "-c", prog])
+        self.assertEqual(out, "111\n", err)  # ECONNREFUSED
+        self.assertEqual(list(st.network_denied_names), ["203.0.113.5:443/udp"], err)
+        self.assertEqual(st.network_denied_attempts, 1)
+        self.assertIn("tried to reach 203.0.113.5:443/udp.", err)
+        self.teardown(run)
+
     def test_connects_to_addresses_counted_loopback_not(self):
         run = self.create()
         st, out, err = self.run_argv(run, ["python3", "-c", CONNECTS])

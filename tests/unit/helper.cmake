@@ -8,7 +8,11 @@ add_executable(test_helper_userns_diag test_helper_userns_diag.c)
 target_link_libraries(test_helper_userns_diag PRIVATE sbx_helper_parts sbx_check)
 add_test(NAME unit.helper.userns_diag COMMAND test_helper_userns_diag)
 
-add_executable(test_helper_netns test_helper_netns.c)
+# What passes the filter, read as sbxd reads it: deny_packet.c is pure,
+# compiled in here so that a build without the server has the test too.
+add_executable(test_helper_netns test_helper_netns.c
+  ${PROJECT_SOURCE_DIR}/server/runs/deny_packet.c)
+target_include_directories(test_helper_netns PRIVATE ${PROJECT_SOURCE_DIR}/server/runs)
 target_link_libraries(test_helper_netns PRIVATE sbx_helper_parts sbx_check)
 add_test(NAME unit.helper.netns COMMAND test_helper_netns)
 

@@ -27,3 +27,9 @@ add_test(NAME unit.runs_idem COMMAND test_runs_idem)
 add_executable(test_runs_closer test_runs_closer.c)
 target_link_libraries(test_runs_closer PRIVATE sbx_runs sbx_check)
 add_test(NAME unit.runs_closer COMMAND test_runs_closer)
+
+# The connect watch's kernel filter (sbx-helper's) against sbxd's reading
+# of what it passes, on the same packets.
+add_executable(test_deny_packet test_deny_packet.c)
+target_link_libraries(test_deny_packet PRIVATE sbx_runs sbx_helper_parts sbx_check)
+add_test(NAME unit.deny_packet COMMAND test_deny_packet)
