@@ -68,7 +68,8 @@ int sbx_netns_deny_routes(struct sbx_err *err);
 int sbx_netns_deny_watch(struct sbx_err *err);
 
 /* The program sbx_netns_deny_watch attaches, for a test to run on packets
- * of its own making (tests/unit/test_helper_netns.c). */
+ * of its own making (tests/unit/test_deny_packet.c, and the fuzz target
+ * tests/fuzz/fuzz_deny_packet.c). */
 const struct sock_fprog *sbx_netns_deny_watch_filter(void);
 
 /* The connect watch of another network namespace, net_ns (an exec's,

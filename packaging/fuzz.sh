@@ -12,7 +12,7 @@ set -euo pipefail
 
 PROG=fuzz
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-TARGETS=(policy request pbjson ctlmsg config egress_head unpack nul_walk)
+TARGETS=(policy request pbjson ctlmsg config egress_head unpack nul_walk deny_packet)
 
 usage() {
     cat <<EOF

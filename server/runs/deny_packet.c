@@ -2,8 +2,9 @@
 /* What an exec tried, read from one packet of its connect watch. The
  * watch's kernel filter (helper/netns.c) passes the refusals the exec's
  * own kernel sends back to an attempt: a TCP RST|ACK with sequence number
- * 0 from the address and port tried, an ICMP or ICMPv6 port (or protocol,
- * or next header) unreachable quoting the datagram. These are the same
+ * 0 from the address and port tried, an ICMP port or protocol unreachable
+ * or parameter problem, an ICMPv6 port unreachable or unknown next header,
+ * quoting the datagram. These are the same
  * rules, checked again on every byte the filter let through (the filter
  * is the kernel's to run, this is what sbxd counts): a packet passes here
  * only if the filter passed it, and tests/unit/test_deny_packet.c runs
@@ -23,6 +24,8 @@
 #define ICMP_UNREACH		  3 /* and its codes: */
 #define ICMP_UNREACH_PROTOCOL	  2
 #define ICMP_UNREACH_PORT	  3
+#define ICMP_PARAM_PROBLEM	  12 /* codes 0-2: IP options refused */
+#define ICMP_PARAM_PROBLEM_MAX	  2
 #define ICMP6_UNREACH		  1
 #define ICMP6_UNREACH_PORT	  4
 #define ICMP6_PARAM_PROBLEM	  4
@@ -72,13 +75,15 @@ static bool name_of(int family, const uint8_t *addr, uint8_t proto, int port, ch
  * it was sent to. */
 static bool quoted_name(int family, const uint8_t *q, size_t n, char *name, size_t name_size)
 {
-	size_t hl = family == AF_INET ? (size_t)(q[0] & 0x0f) * 4 : 40;
-	size_t alen = family == AF_INET ? 4 : 16;
+	size_t alen = family == AF_INET ? 4 : 16, hl;
 	const uint8_t *src, *dst;
 	uint8_t proto;
 	bool ports;
 
-	if (n < (family == AF_INET ? 20u : 40u) || hl < (family == AF_INET ? 20u : 40u))
+	if (n < (family == AF_INET ? 20u : 40u))
+		return false;
+	hl = family == AF_INET ? (size_t)(q[0] & 0x0f) * 4 : 40;
+	if (hl < (family == AF_INET ? 20u : 40u))
 		return false;
 	proto = family == AF_INET ? q[9] : q[6];
 	src = q + (family == AF_INET ? 12 : 8);
@@ -95,8 +100,9 @@ static bool quoted_name(int family, const uint8_t *q, size_t n, char *name, size
 static bool refusal(int family, const uint8_t *m)
 {
 	if (family == AF_INET)
-		return m[0] == ICMP_UNREACH &&
-		       (m[1] == ICMP_UNREACH_PORT || m[1] == ICMP_UNREACH_PROTOCOL);
+		return (m[0] == ICMP_UNREACH &&
+			(m[1] == ICMP_UNREACH_PORT || m[1] == ICMP_UNREACH_PROTOCOL)) ||
+		       (m[0] == ICMP_PARAM_PROBLEM && m[1] <= ICMP_PARAM_PROBLEM_MAX);
 	return (m[0] == ICMP6_UNREACH && m[1] == ICMP6_UNREACH_PORT) ||
 	       (m[0] == ICMP6_PARAM_PROBLEM && m[1] == ICMP6_PARAM_NEXT_HEADER);
 }

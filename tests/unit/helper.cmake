@@ -9,7 +9,9 @@ target_link_libraries(test_helper_userns_diag PRIVATE sbx_helper_parts sbx_check
 add_test(NAME unit.helper.userns_diag COMMAND test_helper_userns_diag)
 
 # What passes the filter, read as sbxd reads it: deny_packet.c is pure,
-# compiled in here so that a build without the server has the test too.
+# compiled in here so that a build without the server has this test too
+# (unit.deny_packet, the filter against it packet by packet, links sbxd's
+# run manager and is built with the server).
 add_executable(test_helper_netns test_helper_netns.c
   ${PROJECT_SOURCE_DIR}/server/runs/deny_packet.c)
 target_include_directories(test_helper_netns PRIVATE ${PROJECT_SOURCE_DIR}/server/runs)

@@ -60,19 +60,31 @@ static bool fresh_netns(bool ipv6_off)
 /* 40 bytes of IPv4 options (record route, 9 slots): the kernel copies a
  * datagram's options into the port unreachable it gets, and quotes them. */
 static const unsigned char record_route[40] = {7, 39, 4};
+/* Record route with one slot and 5 bytes to spare: the kernel takes it
+ * from the socket, the receiving side refuses it with a parameter problem
+ * (review 24: uncounted before). */
+static const unsigned char record_route_bad[8] = {7, 8, 4};
 
-/* connect()'s errno to family's addr:port, 0 if it connected; from a
- * socket bound to from:from_port first when from is given, with
- * record_route's options when options. */
+/* connect()'s errno to family's addr:port, 0 if it connected, EAGAIN for a
+ * datagram with no refusal and EINPROGRESS for a connect with no answer
+ * in 50 ms; from a socket bound to from:from_port first when from is
+ * given, with the IPv4 options opts[0..optlen) when given. */
 static int connect_from(int family, const char *addr, int port, int type, const char *from,
-			int from_port, bool options)
+			int from_port, const unsigned char *opts, size_t optlen)
 {
 	struct sockaddr_storage ss = {0};
+	struct timeval wait = {.tv_usec = 50000};
 	socklen_t len;
 	int s = socket(family, type | SOCK_CLOEXEC, 0), e;
 
-	if (options && setsockopt(s, IPPROTO_IP, IP_OPTIONS, record_route, sizeof(record_route)))
+	if (s < 0)
 		return errno;
+	if (opts && setsockopt(s, IPPROTO_IP, IP_OPTIONS, opts, (socklen_t)optlen)) {
+		e = errno;
+		close(s);
+		return e;
+	}
+	setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &wait, sizeof(wait));
 	if (from) {
 		struct sockaddr_in b = {.sin_family = AF_INET,
 					.sin_port = htons((uint16_t)from_port)};
@@ -80,8 +92,11 @@ static int connect_from(int family, const char *addr, int port, int type, const 
 
 		inet_pton(AF_INET, from, &b.sin_addr);
 		setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (bind(s, (struct sockaddr *)&b, sizeof(b)) < 0)
-			return errno;
+		if (bind(s, (struct sockaddr *)&b, sizeof(b)) < 0) {
+			e = errno;
+			close(s);
+			return e;
+		}
 	}
 
 	if (family == AF_INET) {
@@ -113,13 +128,13 @@ static int connect_from(int family, const char *addr, int port, int type, const 
 
 static int connect_errno(int family, const char *addr, int port, int type)
 {
-	return connect_from(family, addr, port, type, NULL, 0, false);
+	return connect_from(family, addr, port, type, NULL, 0, NULL, 0);
 }
 
 /* What the watch holds now: packets, each read as sbxd reads it, the
  * names of those it counts joined by spaces into names ("-" for a packet
  * it does not count). */
-static int drain(int watch, char *names, size_t size)
+static int drain(int watch, int wait_ms, char *names, size_t size)
 {
 	unsigned char pkt[SBX_DENY_WATCH_SNAP];
 	struct sockaddr_ll from;
@@ -127,7 +142,7 @@ static int drain(int watch, char *names, size_t size)
 	int n = 0;
 
 	names[0] = 0;
-	poll(&(struct pollfd){.fd = watch, .events = POLLIN}, 1, 200);
+	poll(&(struct pollfd){.fd = watch, .events = POLLIN}, 1, wait_ms);
 	for (;;) {
 		char name[256];
 		flen = sizeof(from);
@@ -147,10 +162,54 @@ static bool holds(int watch, const char *want)
 {
 	char names[1024];
 
-	drain(watch, names, sizeof(names));
+	drain(watch, 200, names, sizeof(names));
 	if (strcmp(names, want))
 		fprintf(stderr, "# the watch held \"%s\", not \"%s\"\n", names, want);
 	return !strcmp(names, want);
+}
+
+/* Every layout of the IPv4 options an unprivileged socket may set (record
+ * route and timestamp: each length, pointer and timestamp flag), on a
+ * datagram to 203.0.113.5:443: each that fails at once (a refusal came
+ * back: the socket's error) is named by sbxd's reading, once, whatever
+ * refusal the options made the kernel send (review 24: a parameter
+ * problem went uncounted). A SYN carries the same options to the same
+ * checks. A layout the socket refuses, or one the receiving side drops
+ * unanswered, is only counted. */
+static void every_option_layout(int watch)
+{
+	unsigned layouts = 0, refused = 0, unnamed = 0;
+	char names[1024];
+
+	for (unsigned type = 7; type <= 68; type += 61)
+		for (unsigned len = 3; len <= 40; len++)
+			for (unsigned ptr = 1; ptr <= len + 2; ptr++)
+				for (unsigned flags = 0; flags < (type == 68 ? 4u : 1u); flags++) {
+					unsigned char opts[40] = {
+					    (unsigned char)type, (unsigned char)len,
+					    (unsigned char)ptr, (unsigned char)flags};
+					size_t optlen = (len + 3) & ~3u;
+					int e = connect_from(AF_INET, "203.0.113.5", 443,
+							     SOCK_DGRAM, NULL, 0, opts, optlen);
+
+					if (e == EINVAL || e == EPERM)
+						continue; /* not a layout the socket takes */
+					layouts++;
+					drain(watch, 0, names, sizeof(names));
+					if (e == EAGAIN)
+						continue; /* dropped unanswered */
+					refused++;
+					if (!names[0])
+						drain(watch, 50, names, sizeof(names));
+					if (strcmp(names, "203.0.113.5:443/udp") && unnamed++ < 3)
+						fprintf(stderr,
+							"# options %u/%u/%u/%u: %s, the watch held "
+							"\"%s\"\n",
+							type, len, ptr, flags, strerror(e), names);
+				}
+	check(layouts > 1000 && refused > 1000,
+	      "%u option layouts taken by a socket, %u refused at once", layouts, refused);
+	check(unnamed == 0, "every one refused is named once (%u not)", unnamed);
 }
 
 int main(void)
@@ -179,13 +238,26 @@ int main(void)
 	check(connect_errno(AF_INET, "198.51.100.7", 123, SOCK_DGRAM) != EAGAIN,
 	      "a datagram to an address is refused");
 	check(holds(watch, "198.51.100.7:123/udp"), "the watch saw its port unreachable");
-	check(connect_from(AF_INET, "203.0.113.5", 443, SOCK_DGRAM, NULL, 0, true) != EAGAIN,
+	check(connect_from(AF_INET, "203.0.113.5", 443, SOCK_DGRAM, NULL, 0, record_route,
+			   sizeof(record_route)) != EAGAIN,
 	      "a datagram with 40 bytes of IP options is refused");
 	check(holds(watch, "203.0.113.5:443/udp"),
 	      "its refusal, options twice over, is read whole (review 23: cut at 128 bytes)");
-	check(connect_from(AF_INET, "192.0.2.1", 444, SOCK_STREAM, NULL, 0, true) == ECONNREFUSED,
+	check(connect_from(AF_INET, "192.0.2.1", 444, SOCK_STREAM, NULL, 0, record_route,
+			   sizeof(record_route)) == ECONNREFUSED,
 	      "a TCP connect with IP options is refused");
 	check(holds(watch, "192.0.2.1:444"), "and named");
+	/* The SYN's parameter problem comes while connect holds the socket:
+	 * a soft error, and connect waits for the next SYN's (1 s on). */
+	check(connect_from(AF_INET, "192.0.2.1", 445, SOCK_STREAM, NULL, 0, record_route_bad,
+			   sizeof(record_route_bad)) == EINPROGRESS,
+	      "a connect with IP options the receiver refuses gets no answer in 50 ms");
+	check(holds(watch, "192.0.2.1:445"), "its parameter problem is named");
+	check(connect_from(AF_INET, "203.0.113.6", 443, SOCK_DGRAM, NULL, 0, record_route_bad,
+			   sizeof(record_route_bad)) == EPROTO,
+	      "a datagram with them too");
+	check(holds(watch, "203.0.113.6:443/udp"), "and named");
+	every_option_layout(watch);
 	check(connect_errno(AF_INET6, "2001:db8::1", 80, SOCK_STREAM) == ECONNREFUSED,
 	      "an IPv6 connect is refused at once");
 	check(holds(watch, "[2001:db8::1]:80"), "the watch saw its RST");
@@ -215,11 +287,11 @@ int main(void)
 	      "and a datagram");
 	/* What sbxd's resolver sends: from 127.0.0.1:53, here to a client
 	 * at an address of the namespace's own that has gone. */
-	check(connect_from(AF_INET, "192.0.2.5", 40000, SOCK_DGRAM, "127.0.0.1", 53, false) !=
+	check(connect_from(AF_INET, "192.0.2.5", 40000, SOCK_DGRAM, "127.0.0.1", 53, NULL, 0) !=
 		  EAGAIN,
 	      "an answer from 127.0.0.1:53 to a client gone is refused");
 	check(holds(watch, ""), "none of them is an attempt to the watch");
-	check(connect_from(AF_INET, "192.0.2.5", 40000, SOCK_DGRAM, "127.0.0.1", 5353, false) !=
+	check(connect_from(AF_INET, "192.0.2.5", 40000, SOCK_DGRAM, "127.0.0.1", 5353, NULL, 0) !=
 		  EAGAIN,
 	      "from 127.0.0.1:5353 too");
 	check(holds(watch, "192.0.2.5:40000/udp"), "that one is (only port 53 is the resolver's)");
