@@ -30,8 +30,9 @@
  * (helper/netns.c, server/runs/deny_packet.c). The most those take: 14
  * bytes of link header, an IPv4 header of 60 (options: the kernel copies
  * a datagram's own into its refusal), 8 of ICMP, the quoted header of 60
- * and its two ports, 146 bytes (at 128 a refusal of a datagram sent with
- * 40 bytes of options passed the filter and was not counted: review 23). */
+ * and 14 of its TCP header (to the flags), 156 bytes (at 128 a refusal of
+ * a datagram sent with 40 bytes of options passed the filter and was not
+ * counted: review 23). */
 #define SBX_DENY_WATCH_SNAP 160
 
 #endif

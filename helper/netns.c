@@ -164,10 +164,13 @@ int sbx_netns_deny_routes(struct sbx_err *err)
  *   - an ICMP port or protocol unreachable or parameter problem (what a
  *     datagram or SYN with IP options the exec's kernel will not take
  *     gets: review 24), an ICMPv6 port unreachable or unknown next
- *     header, quoting a datagram sent to a non-loopback
- *     address: what a datagram to a closed port gets back (sbxd reads the
+ *     header, quoting a datagram or a SYN sent to a non-loopback address:
+ *     what a datagram to a closed port gets back (sbxd reads the
  *     destination there), unless the datagram is an answer of sbxd's own
- *     resolver (from 127/8, port SBX_DENY_DNS_PORT) to a client gone,
+ *     resolver (from 127/8, port SBX_DENY_DNS_PORT) to a client gone; a
+ *     quoted TCP segment other than a SYN is a reply of the exec's own
+ *     kernel (a RST or SYN|ACK echoing options it then refuses: review
+ *     25), its destination the client's own port,
  * and drops everything else, IPv4 fragments after the first, and IPv6
  * packets with extension headers. A refusal from or of loopback, or of
  * the resolver's answers, is no attempt: dropped here, not only in sbxd,
@@ -179,82 +182,94 @@ int sbx_netns_deny_routes(struct sbx_err *err)
 /* clang-format off */
 static const struct sock_filter watch_code[] = {
     /* 0 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, SKF_AD_OFF + SKF_AD_PKTTYPE),
-    /* 1 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PACKET_HOST, 0, 71), /* else drop */
+    /* 1 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PACKET_HOST, 0, 83), /* else drop */
     /* 2 */ BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 12),
-    /* 3 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ETH_P_IP, 0, 37), /* else 41 */
+    /* 3 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ETH_P_IP, 0, 44), /* else 48 */
     /* IPv4 */
     /* 4 */ BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 14 + 6),
-    /* 5 */ BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x1fff, 67, 0), /* a later fragment: drop */
+    /* 5 */ BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x1fff, 79, 0), /* a later fragment: drop */
     /* 6 */ BPF_STMT(BPF_LDX | BPF_B | BPF_MSH, 14), /* X: the IPv4 header's length */
     /* 7 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 14 + 9),
-    /* 8 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_ICMP, 0, 23), /* else 32 */
+    /* 8 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_ICMP, 0, 30), /* else 39 */
     /* 9 */ BPF_STMT(BPF_LD | BPF_H | BPF_IND, 14), /* type, code */
     /* 10 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0303, 4, 0), /* port unreachable */
     /* 11 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0302, 3, 0), /* protocol unreachable */
     /* 12 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0c00, 2, 0), /* parameter problem (IP options) */
     /* 13 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0c01, 1, 0),
-    /* 14 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0c02, 0, 58), /* else drop */
+    /* 14 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0c02, 0, 70), /* else drop */
     /* 15 */ BPF_STMT(BPF_LD | BPF_W | BPF_IND, 14 + 8 + 16), /* the quoted destination */
     /* 16 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xff000000),
-    /* 17 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x7f000000, 55, 0), /* 127/8: drop */
+    /* 17 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x7f000000, 67, 0), /* 127/8: drop */
     /* 18 */ BPF_STMT(BPF_LD | BPF_W | BPF_IND, 14 + 8 + 12), /* the quoted source */
     /* 19 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xff000000),
-    /* 20 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x7f000000, 0, 53), /* 127/8: the resolver's?, else keep */
+    /* 20 */ BPF_STMT(BPF_ST, 0), /* M[0]: its first byte */
     /* 21 */ BPF_STMT(BPF_LD | BPF_B | BPF_IND, 14 + 8 + 9), /* the quoted protocol */
-    /* 22 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_UDP, 2, 0),
-    /* 23 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_UDPLITE, 1, 0),
-    /* 24 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_TCP, 0, 49), /* else keep */
-    /* 25 */ BPF_STMT(BPF_LD | BPF_B | BPF_IND, 14 + 8), /* the quoted version and length */
-    /* 26 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0x0f),
-    /* 27 */ BPF_STMT(BPF_ALU | BPF_LSH | BPF_K, 2),
-    /* 28 */ BPF_STMT(BPF_ALU | BPF_ADD | BPF_X, 0),
-    /* 29 */ BPF_STMT(BPF_MISC | BPF_TAX, 0), /* X: both headers' lengths */
-    /* 30 */ BPF_STMT(BPF_LD | BPF_H | BPF_IND, 14 + 8), /* the quoted source port */
-    /* 31 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SBX_DENY_DNS_PORT, 41, 42), /* sbxd's resolver: drop, else keep */
-    /* 32 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_TCP, 0, 40), /* else drop */
-    /* 33 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 12), /* source */
-    /* 34 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xff000000),
-    /* 35 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x7f000000, 37, 0), /* 127/8: drop */
-    /* 36 */ BPF_STMT(BPF_LD | BPF_B | BPF_IND, 14 + 13), /* TCP flags */
-    /* 37 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0x17), /* FIN SYN RST ACK */
-    /* 38 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x14, 0, 34), /* RST|ACK, else drop */
-    /* 39 */ BPF_STMT(BPF_LD | BPF_W | BPF_IND, 14 + 4), /* sequence number */
-    /* 40 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 33, 32), /* 0: keep */
+    /* 22 */ BPF_STMT(BPF_ST, 1), /* M[1] */
+    /* 23 */ BPF_STMT(BPF_LD | BPF_B | BPF_IND, 14 + 8), /* the quoted version and length */
+    /* 24 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0x0f),
+    /* 25 */ BPF_STMT(BPF_ALU | BPF_LSH | BPF_K, 2),
+    /* 26 */ BPF_STMT(BPF_ALU | BPF_ADD | BPF_X, 0),
+    /* 27 */ BPF_STMT(BPF_MISC | BPF_TAX, 0), /* X: both headers' lengths */
+    /* 28 */ BPF_STMT(BPF_LD | BPF_MEM, 1),
+    /* 29 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_UDP, 5, 0),
+    /* 30 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_UDPLITE, 4, 0),
+    /* 31 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_TCP, 0, 54), /* else keep */
+    /* 32 */ BPF_STMT(BPF_LD | BPF_B | BPF_IND, 14 + 8 + 13), /* the quoted TCP flags */
+    /* 33 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0x17),
+    /* 34 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x02, 0, 50), /* a SYN, else drop (a reply of the exec's own) */
+    /* 35 */ BPF_STMT(BPF_LD | BPF_MEM, 0),
+    /* 36 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x7f000000, 0, 49), /* from 127/8: the resolver's?, else keep */
+    /* 37 */ BPF_STMT(BPF_LD | BPF_H | BPF_IND, 14 + 8), /* the quoted source port */
+    /* 38 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SBX_DENY_DNS_PORT, 46, 47), /* sbxd's resolver: drop, else keep */
+    /* 39 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_TCP, 0, 45), /* else drop */
+    /* 40 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 12), /* source */
+    /* 41 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xff000000),
+    /* 42 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x7f000000, 42, 0), /* 127/8: drop */
+    /* 43 */ BPF_STMT(BPF_LD | BPF_B | BPF_IND, 14 + 13), /* TCP flags */
+    /* 44 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0x17), /* FIN SYN RST ACK */
+    /* 45 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x14, 0, 39), /* RST|ACK, else drop */
+    /* 46 */ BPF_STMT(BPF_LD | BPF_W | BPF_IND, 14 + 4), /* sequence number */
+    /* 47 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 38, 37), /* 0: keep */
     /* IPv6 */
-    /* 41 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ETH_P_IPV6, 0, 31), /* else drop */
-    /* 42 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 14 + 6), /* next header */
-    /* 43 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_ICMPV6, 0, 15), /* else 59 */
-    /* 44 */ BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 14 + 40), /* type, code */
-    /* 45 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0104, 1, 0), /* port unreachable */
-    /* 46 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0401, 0, 26), /* unknown next header, else drop */
-    /* 47 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 40 + 8 + 24), /* the quoted destination, 4 words */
-    /* 48 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 25),
-    /* 49 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 40 + 8 + 28),
-    /* 50 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 23),
-    /* 51 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 40 + 8 + 32),
-    /* 52 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0xffff, 3, 0), /* ::ffff:0:0/96 */
-    /* 53 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 20),
-    /* 54 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 40 + 8 + 36),
-    /* 55 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 1, 17, 18), /* ::1: drop, else keep */
-    /* 56 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 40 + 8 + 36),
-    /* 57 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xff000000),
-    /* 58 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x7f000000, 14, 15), /* ::ffff:127/104: drop, else keep */
-    /* 59 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_TCP, 0, 13), /* else drop */
-    /* 60 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 8), /* source, 4 words */
-    /* 61 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 6),
-    /* 62 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 12),
-    /* 63 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 4),
-    /* 64 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 16),
-    /* 65 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 2),
-    /* 66 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 20),
-    /* 67 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 1, 5, 0), /* ::1: drop */
-    /* 68 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 14 + 40 + 13), /* TCP flags */
-    /* 69 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0x17),
-    /* 70 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x14, 0, 2), /* RST|ACK, else drop */
-    /* 71 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 40 + 4), /* sequence number */
-    /* 72 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 1, 0), /* 0: keep */
-    /* 73 */ BPF_STMT(BPF_RET | BPF_K, 0),
-    /* 74 */ BPF_STMT(BPF_RET | BPF_K, SBX_DENY_WATCH_SNAP),
+    /* 48 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ETH_P_IPV6, 0, 36), /* else drop */
+    /* 49 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 14 + 6), /* next header */
+    /* 50 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_ICMPV6, 0, 20), /* else 71 */
+    /* 51 */ BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 14 + 40), /* type, code */
+    /* 52 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0104, 1, 0), /* port unreachable */
+    /* 53 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x0401, 0, 31), /* unknown next header, else drop */
+    /* 54 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 14 + 40 + 8 + 6), /* the quoted next header */
+    /* 55 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_TCP, 0, 3), /* else 59 */
+    /* 56 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 14 + 40 + 8 + 40 + 13), /* the quoted TCP flags */
+    /* 57 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0x17),
+    /* 58 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x02, 0, 26), /* a SYN, else drop */
+    /* 59 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 40 + 8 + 24), /* the quoted destination, 4 words */
+    /* 60 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 25),
+    /* 61 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 40 + 8 + 28),
+    /* 62 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 23),
+    /* 63 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 40 + 8 + 32),
+    /* 64 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0xffff, 3, 0), /* ::ffff:0:0/96 */
+    /* 65 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 20),
+    /* 66 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 40 + 8 + 36),
+    /* 67 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 1, 17, 18), /* ::1: drop, else keep */
+    /* 68 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 40 + 8 + 36),
+    /* 69 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xff000000),
+    /* 70 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x7f000000, 14, 15), /* ::ffff:127/104: drop, else keep */
+    /* 71 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_TCP, 0, 13), /* else drop */
+    /* 72 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 8), /* source, 4 words */
+    /* 73 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 6),
+    /* 74 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 12),
+    /* 75 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 4),
+    /* 76 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 16),
+    /* 77 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 2),
+    /* 78 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 20),
+    /* 79 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 1, 5, 0), /* ::1: drop */
+    /* 80 */ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 14 + 40 + 13), /* TCP flags */
+    /* 81 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0x17),
+    /* 82 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x14, 0, 2), /* RST|ACK, else drop */
+    /* 83 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 14 + 40 + 4), /* sequence number */
+    /* 84 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 1, 0), /* 0: keep */
+    /* 85 */ BPF_STMT(BPF_RET | BPF_K, 0),
+    /* 86 */ BPF_STMT(BPF_RET | BPF_K, SBX_DENY_WATCH_SNAP),
 };
 /* clang-format on */
 

@@ -32,6 +32,7 @@
 #define ICMP6_PARAM_NEXT_HEADER	  1
 #define TCP_FLAGS_SEEN		  0x17 /* FIN SYN RST ACK */
 #define TCP_RST_ACK		  0x14
+#define TCP_SYN			  0x02
 #define IPV4_FRAGMENT_OFFSET_MASK 0x1fff
 
 /* Whether a[0..len) is a loopback address (127/8, ::1, ::ffff:127/104). */
@@ -90,6 +91,11 @@ static bool quoted_name(int family, const uint8_t *q, size_t n, char *name, size
 	dst = q + (family == AF_INET ? 16 : 24);
 	ports = proto == IPPROTO_TCP || proto == IPPROTO_UDP || proto == IPPROTO_UDPLITE;
 	if (loopback(dst, alen) || (ports && n < hl + 4))
+		return false;
+	/* A quoted TCP segment is an attempt only as a SYN: a RST or SYN|ACK
+	 * of the exec's own kernel, echoing options it then refuses, is
+	 * quoted with the client's own address and port (review 25). */
+	if (proto == IPPROTO_TCP && (n < hl + 14 || (q[hl + 13] & TCP_FLAGS_SEEN) != TCP_SYN))
 		return false;
 	if (ports && loopback(src, alen) && be16(q + hl) == SBX_DENY_DNS_PORT)
 		return false;

@@ -400,6 +400,7 @@ class EgressDeny(DenyCalls, ServerTestCase):
         self.assertEqual(out, "71\n", err)  # EPROTO
         self.assertEqual(list(st.network_denied_names), ["203.0.113.5:443/udp"], err)
         self.assertEqual(st.network_denied_attempts, 1)
+        self.assertIn("tried to reach 203.0.113.5:443/udp.", err)
         self.teardown(run)
 
     def test_connects_to_addresses_counted_loopback_not(self):

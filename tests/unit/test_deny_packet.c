@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The connect watch's two readers held together: the kernel filter that
  * sbx-helper attaches (helper/netns.c) and sbxd's reading of what passes
- * (server/runs/deny_packet.c), run on the same packets, about 540000 of
+ * (server/runs/deny_packet.c), run on the same packets, about 810000 of
  * them: every combination of the fields either looks at (IPv4 header
  * lengths, fragments, TCP flags and sequence numbers, ICMP and ICMPv6
- * types, the quoted datagram's header length, protocol, addresses and
- * ports; 9 IPv4 and 47 IPv6 address shapes), each cut short at every
+ * types, the quoted datagram's header length, protocol, addresses, ports
+ * and TCP flags; 9 IPv4 and 47 IPv6 address shapes), each cut short at every
  * length now and then, and random corruptions of them (a fixed seed).
  * Three properties:
  *   - what sbxd counts, the filter keeps: an attempt is never hidden by
@@ -192,7 +192,7 @@ static void both(const struct frame *f)
 static void both_and_cuts(struct frame *f, unsigned long i)
 {
 	both(f);
-	if (i % 37)
+	if (i % 97)
 		return;
 	struct frame c = *f;
 	c.agree = false;
@@ -341,7 +341,7 @@ static unsigned long others(void)
 /* An ICMP(v6) error of type and code, quoting a datagram of protocol
  * proto from src:sport to dst:123 (IPv4: a quoted header of qihl words). */
 static uint8_t *quote_v4(uint8_t *m, unsigned type, unsigned code, unsigned qihl, uint8_t proto,
-			 uint32_t src, uint32_t dst, unsigned sport)
+			 uint32_t src, uint32_t dst, unsigned sport, uint8_t tcp_flags)
 {
 	m[0] = (uint8_t)type;
 	m[1] = (uint8_t)code;
@@ -356,13 +356,40 @@ static uint8_t *quote_v4(uint8_t *m, unsigned type, unsigned code, unsigned qihl
 		q[i] = 1;
 	put16(q + hl, sport);
 	put16(q + hl + 2, 123);
+	q[hl + 13] = tcp_flags;
 	return q + hl + 8 + QUOTED_PAYLOAD;
 }
 
 static const unsigned v4_types[][2] = {{3, 3},	{3, 2}, {3, 1}, {3, 0},	 {3, 4},  {3, 13}, {0, 0},
 				       {11, 0}, {4, 3}, {5, 1}, {12, 0}, {12, 1}, {12, 2}, {12, 3}};
 static const uint8_t quoted_protos[] = {IPPROTO_UDP, IPPROTO_UDPLITE, IPPROTO_TCP, 47, 0};
-static const unsigned sports[] = {SBX_DENY_DNS_PORT, 40000};
+/* The quote's tail: its source port and what its byte 13 past its header
+ * says, a TCP segment's flags: a SYN (an attempt), or a SYN|ACK or
+ * RST|ACK of the exec's own kernel (review 25: counted under the client's
+ * own port), or none, SYN|FIN, SYN|RST (a flag test that misses one). */
+static const struct {
+	unsigned sport;
+	uint8_t flags;
+} tails[] = {{SBX_DENY_DNS_PORT, 0x02},
+	     {40000, 0x02},
+	     {40000, 0x12},
+	     {SBX_DENY_DNS_PORT, 0x14},
+	     {40000, 0x00},
+	     {40000, 0x03},
+	     {40000, 0x06}};
+#define QUOTE_TAILS SBX_ARRAY_SIZE(tails)
+
+/* One ICMP error of icmp_v4's, the quote's tail picked by tail. */
+static void one_v4(struct frame *f, unsigned outer, const unsigned type[2], unsigned qihl,
+		   uint8_t proto, uint32_t src, uint32_t dst, size_t tail)
+{
+	uint8_t *m = v4(f, outer, 0x4000, IPPROTO_ICMP, dst);
+
+	f->len = (size_t)(quote_v4(m, type[0], type[1], qihl, proto, src, dst, tails[tail].sport,
+				   tails[tail].flags) -
+			  f->b);
+	f->agree = qihl >= 5;
+}
 
 static unsigned long icmp_v4(void)
 {
@@ -377,21 +404,12 @@ static unsigned long icmp_v4(void)
 				for (size_t p = 0; p < SBX_ARRAY_SIZE(quoted_protos); p++)
 					for (size_t s = 0; s < N_V4; s++)
 						for (size_t d = 0; d < N_V4; d++)
-							for (size_t sp = 0; sp < 2; sp++, i++) {
-								uint8_t *m =
-								    v4(&f, outer[o], 0x4000,
-								       IPPROTO_ICMP, v4_addrs[d]);
-								f.len =
-								    (size_t)(quote_v4(
-										 m, v4_types[t][0],
-										 v4_types[t][1],
-										 quoted[qi],
-										 quoted_protos[p],
-										 v4_addrs[s],
-										 v4_addrs[d],
-										 sports[sp]) -
-									     f.b);
-								f.agree = quoted[qi] >= 5;
+							for (size_t tl = 0; tl < QUOTE_TAILS;
+							     tl++, i++) {
+								one_v4(&f, outer[o], v4_types[t],
+								       quoted[qi], quoted_protos[p],
+								       v4_addrs[s], v4_addrs[d],
+								       tl);
 								both_and_cuts(&f, i);
 							}
 	return i;
@@ -429,7 +447,7 @@ static unsigned long icmp_v6(void)
 		for (size_t p = 0; p < SBX_ARRAY_SIZE(quoted_protos); p++)
 			for (size_t s = 0; s < SBX_ARRAY_SIZE(sources); s++)
 				for (size_t d = 0; d < N_V6; d++)
-					for (size_t sp = 0; sp < 2; sp++, i++) {
+					for (size_t tl = 0; tl < QUOTE_TAILS; tl++, i++) {
 						uint8_t *m = v6(&f, IPPROTO_ICMPV6, v6_addrs[d]);
 						uint8_t *q = m + 8;
 						m[0] = (uint8_t)v6_types[t][0];
@@ -438,13 +456,14 @@ static unsigned long icmp_v6(void)
 						q[6] = quoted_protos[p];
 						inet_pton(AF_INET6, sources[s], q + 8);
 						memcpy(q + 24, v6_addrs[d], 16);
-						put16(q + 40, sports[sp]);
+						put16(q + 40, tails[tl].sport);
 						put16(q + 42, 123);
+						q[40 + 13] = tails[tl].flags;
 						f.len = (size_t)(q + 48 + QUOTED_PAYLOAD - f.b);
 						/* From port 53 only sbxd's resolver sends, on
 						 * IPv4: an exec may not bind below 1024. */
 						f.agree = !v4_mapped(q + 8) &&
-							  !(sports[sp] == SBX_DENY_DNS_PORT &&
+							  !(tails[tl].sport == SBX_DENY_DNS_PORT &&
 							    !memcmp(q + 8, loop, 16));
 						both_and_cuts(&f, i);
 					}
@@ -472,7 +491,7 @@ static unsigned long corrupted(unsigned long count)
 	f.len = (size_t)(tcp(v4(&seed[0], 5, 0, IPPROTO_TCP, 0xc0000201), 0x14, 0) - seed[0].b);
 	seed[0].len = f.len;
 	seed[1].len = (size_t)(quote_v4(v4(&seed[1], 15, 0, IPPROTO_ICMP, 0xc0000201), 3, 3, 15,
-					IPPROTO_UDP, 0x0a000001, 0xc0000201, 40000) -
+					IPPROTO_UDP, 0x0a000001, 0xc0000201, 40000, 0) -
 			       seed[1].b);
 	seed[2].len = (size_t)(tcp(v6(&seed[2], IPPROTO_TCP, v6_addrs[0]), 0x14, 0) - seed[2].b);
 	{

@@ -11,12 +11,15 @@
  * against sbxd's reading, packet by packet: test_deny_packet.c. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <arpa/inet.h>
@@ -64,6 +67,9 @@ static const unsigned char record_route[40] = {7, 39, 4};
  * from the socket, the receiving side refuses it with a parameter problem
  * (review 24: uncounted before). */
 static const unsigned char record_route_bad[8] = {7, 8, 4};
+/* Record route, 3 slots: a SYN passes with it, the RST or SYN|ACK that
+ * echoes it (the slots filled) is refused (review 25). */
+static const unsigned char record_route_16[16] = {7, 16, 4};
 
 /* connect()'s errno to family's addr:port, 0 if it connected, EAGAIN for a
  * datagram with no refusal and EINPROGRESS for a connect with no answer
@@ -168,23 +174,49 @@ static bool holds(int watch, const char *want)
 	return !strcmp(names, want);
 }
 
-/* Every layout of the IPv4 options an unprivileged socket may set (record
- * route and timestamp: each length, pointer and timestamp flag), on a
- * datagram to 203.0.113.5:443: each that fails at once (a refusal came
- * back: the socket's error) is named by sbxd's reading, once, whatever
- * refusal the options made the kernel send (review 24: a parameter
- * problem went uncounted). A SYN carries the same options to the same
- * checks. A layout the socket refuses, or one the receiving side drops
- * unanswered, is only counted. */
-static void every_option_layout(int watch)
+/* A nonblocking connect to 192.0.2.1:443 with options opts: errno of
+ * the setsockopt (EINVAL, EPERM: not a layout the socket takes), else 0.
+ * The SYN, the RST or parameter problem it gets and any parameter problem
+ * of that RST come and go on lo before connect returns. */
+static int syn_with(const unsigned char *opts, size_t optlen)
 {
-	unsigned layouts = 0, refused = 0, unnamed = 0;
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(443)};
+	int s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), e = 0;
+
+	if (s < 0)
+		return errno;
+	inet_pton(AF_INET, "192.0.2.1", &a.sin_addr);
+	if (setsockopt(s, IPPROTO_IP, IP_OPTIONS, opts, (socklen_t)optlen))
+		e = errno;
+	else
+		(void)connect(s, (struct sockaddr *)&a, sizeof(a));
+	close(s);
+	return e;
+}
+
+/* What every_option_layout found, sent back by the child that tried. */
+struct layouts {
+	unsigned udp, udp_refused, udp_unnamed, tcp, tcp_named, tcp_wrong;
+};
+
+/* Every layout of the IPv4 options an exec's socket may set (record route
+ * and timestamp: each length, pointer and flag; tried with no capability,
+ * as an exec has none), on a datagram to 203.0.113.5:443 and a connect to
+ * 192.0.2.1:443. A datagram that fails at once (a refusal came back: the
+ * socket's error) is named by sbxd's reading, once, whatever refusal the
+ * options made the kernel send (review 24: a parameter problem went
+ * uncounted). A connect is named as 192.0.2.1:443 or not at all: the RST
+ * of the exec's own kernel echoes the options, and a parameter problem of
+ * that RST was counted under the client's own port (review 25). A layout
+ * the receiving side drops unanswered is only counted. */
+static void every_option_layout(int watch, struct layouts *n)
+{
 	char names[1024];
 
 	for (unsigned type = 7; type <= 68; type += 61)
 		for (unsigned len = 3; len <= 40; len++)
 			for (unsigned ptr = 1; ptr <= len + 2; ptr++)
-				for (unsigned flags = 0; flags < (type == 68 ? 4u : 1u); flags++) {
+				for (unsigned flags = 0; flags < (type == 68 ? 16u : 1u); flags++) {
 					unsigned char opts[40] = {
 					    (unsigned char)type, (unsigned char)len,
 					    (unsigned char)ptr, (unsigned char)flags};
@@ -192,24 +224,73 @@ static void every_option_layout(int watch)
 					int e = connect_from(AF_INET, "203.0.113.5", 443,
 							     SOCK_DGRAM, NULL, 0, opts, optlen);
 
-					if (e == EINVAL || e == EPERM)
-						continue; /* not a layout the socket takes */
-					layouts++;
+					if (e != EINVAL && e != EPERM) {
+						n->udp++;
+						drain(watch, 0, names, sizeof(names));
+						if (e != EAGAIN) { /* else dropped unanswered */
+							n->udp_refused++;
+							if (!names[0])
+								drain(watch, 50, names,
+								      sizeof(names));
+							if (strcmp(names, "203.0.113.5:443/udp") &&
+							    n->udp_unnamed++ < 3)
+								fprintf(stderr,
+									"# options %u/%u/%u/%u: "
+									"%s, the "
+									"watch held \"%s\"\n",
+									type, len, ptr, flags,
+									strerror(e), names);
+						}
+					}
+					if (syn_with(opts, optlen))
+						continue;
+					n->tcp++;
 					drain(watch, 0, names, sizeof(names));
-					if (e == EAGAIN)
-						continue; /* dropped unanswered */
-					refused++;
-					if (!names[0])
-						drain(watch, 50, names, sizeof(names));
-					if (strcmp(names, "203.0.113.5:443/udp") && unnamed++ < 3)
-						fprintf(stderr,
-							"# options %u/%u/%u/%u: %s, the watch held "
-							"\"%s\"\n",
-							type, len, ptr, flags, strerror(e), names);
+					for (char *w = strtok(names, " "); w; w = strtok(NULL, " "))
+						if (strcmp(w, "192.0.2.1:443") &&
+						    n->tcp_wrong++ < 3)
+							fprintf(
+							    stderr,
+							    "# options %u/%u/%u/%u on a connect: "
+							    "the watch held %s\n",
+							    type, len, ptr, flags, w);
+					if (names[0])
+						n->tcp_named++;
 				}
-	check(layouts > 1000 && refused > 1000,
-	      "%u option layouts taken by a socket, %u refused at once", layouts, refused);
-	check(unnamed == 0, "every one refused is named once (%u not)", unnamed);
+}
+
+/* every_option_layout in a child with no capability left (the test has
+ * them all in its own user namespace, and CAP_NET_RAW lets a socket take
+ * layouts an exec's may not); its counts come back through a pipe. */
+static void option_layouts_as_an_exec(int watch)
+{
+	struct layouts n = {0};
+	int p[2];
+	pid_t pid;
+
+	if (!check(pipe(p) == 0, "a pipe for the option layouts' counts"))
+		return;
+	pid = fork();
+	if (pid == 0) {
+		struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+		struct __user_cap_data_struct none[2] = {0};
+
+		if (syscall(SYS_capset, &h, none) < 0)
+			_exit(1);
+		every_option_layout(watch, &n);
+		_exit(write(p[1], &n, sizeof(n)) == (ssize_t)sizeof(n) ? 0 : 1);
+	}
+	close(p[1]);
+	check(pid > 0 && read(p[0], &n, sizeof(n)) == (ssize_t)sizeof(n),
+	      "the counts of a child with no capability");
+	close(p[0]);
+	waitpid(pid, NULL, 0);
+	check(n.udp > 1000 && n.udp_refused > 1000,
+	      "%u option layouts on a datagram, %u refused at once", n.udp, n.udp_refused);
+	check(n.udp_unnamed == 0, "every one refused is named once (%u not)", n.udp_unnamed);
+	check(n.tcp > 1000 && n.tcp_named > 1000, "%u on a connect, %u named", n.tcp, n.tcp_named);
+	check(n.tcp_wrong == 0, "each as the address and port tried, nothing else (%u not)",
+	      n.tcp_wrong);
 }
 
 int main(void)
@@ -253,11 +334,18 @@ int main(void)
 			   sizeof(record_route_bad)) == EINPROGRESS,
 	      "a connect with IP options the receiver refuses gets no answer in 50 ms");
 	check(holds(watch, "192.0.2.1:445"), "its parameter problem is named");
+	/* Options a SYN passes with, but the RST echoing them does not: the
+	 * RST is named, its parameter problem (quoting the client's own
+	 * port) is not (review 25). */
+	check(connect_from(AF_INET, "192.0.2.1", 9999, SOCK_STREAM, NULL, 0, record_route_16,
+			   sizeof(record_route_16)) == EINPROGRESS,
+	      "a connect whose RST the kernel refuses is not answered in 50 ms");
+	check(holds(watch, "192.0.2.1:9999"), "the RST is named, nothing else");
 	check(connect_from(AF_INET, "203.0.113.6", 443, SOCK_DGRAM, NULL, 0, record_route_bad,
 			   sizeof(record_route_bad)) == EPROTO,
 	      "a datagram with them too");
 	check(holds(watch, "203.0.113.6:443/udp"), "and named");
-	every_option_layout(watch);
+	option_layouts_as_an_exec(watch);
 	check(connect_errno(AF_INET6, "2001:db8::1", 80, SOCK_STREAM) == ECONNREFUSED,
 	      "an IPv6 connect is refused at once");
 	check(holds(watch, "[2001:db8::1]:80"), "the watch saw its RST");
@@ -277,6 +365,10 @@ int main(void)
 	      "one on [::]:8080");
 	check(connect_errno(AF_INET6, "2001:db8::1", 8080, SOCK_STREAM) == 0,
 	      "answers a connect to [2001:db8::1]:8080");
+	connect_from(AF_INET, "192.0.2.1", 8080, SOCK_STREAM, NULL, 0, record_route_16,
+		     sizeof(record_route_16));
+	check(holds(watch, ""),
+	      "and one whose SYN|ACK the kernel refuses is no attempt (review 25)");
 	check(connect_errno(AF_INET, "127.0.0.1", 9, SOCK_STREAM) == ECONNREFUSED &&
 		  connect_errno(AF_INET, "127.1.2.3", 9, SOCK_STREAM) == ECONNREFUSED &&
 		  connect_errno(AF_INET6, "::1", 9, SOCK_STREAM) == ECONNREFUSED,
