@@ -4,8 +4,9 @@
  * own kernel sends back to an attempt: a TCP RST|ACK with sequence number
  * 0 from the address and port tried, an ICMP port or protocol unreachable
  * or parameter problem, an ICMPv6 port unreachable or unknown next header,
- * quoting the datagram. These are the same
- * rules, checked again on every byte the filter let through (the filter
+ * quoting the datagram or the SYN (a quoted TCP segment of another kind is
+ * a reply of the exec's own kernel). These are the same rules, checked
+ * again on every byte the filter let through (the filter
  * is the kernel's to run, this is what sbxd counts): a packet passes here
  * only if the filter passed it, and tests/unit/test_deny_packet.c runs
  * both on the same packets. Not attempts: loopback (the exec's own

@@ -366,7 +366,8 @@ static const uint8_t quoted_protos[] = {IPPROTO_UDP, IPPROTO_UDPLITE, IPPROTO_TC
 /* The quote's tail: its source port and what its byte 13 past its header
  * says, a TCP segment's flags: a SYN (an attempt), or a SYN|ACK or
  * RST|ACK of the exec's own kernel (review 25: counted under the client's
- * own port), or none, SYN|FIN, SYN|RST (a flag test that misses one). */
+ * own port), or none, SYN|FIN, SYN|RST (a flag test that misses one), or
+ * an ECN SYN (ECE|CWR|SYN: a flag test that looks at them drops it). */
 static const struct {
 	unsigned sport;
 	uint8_t flags;
@@ -376,7 +377,8 @@ static const struct {
 	     {SBX_DENY_DNS_PORT, 0x14},
 	     {40000, 0x00},
 	     {40000, 0x03},
-	     {40000, 0x06}};
+	     {40000, 0x06},
+	     {40000, 0xc2}};
 #define QUOTE_TAILS SBX_ARRAY_SIZE(tails)
 
 /* One ICMP error of icmp_v4's, the quote's tail picked by tail. */
