@@ -117,7 +117,9 @@ declare -A BINS
 if [ -x "$BUILD/helper/sbx-helper" ]; then
     BINS=([helper/sbx-helper]=helper/sbx-helper [server/sbxd]=server/sbxd
           [server/sbxd-image]=server/sbxd-image
-          [clients/sbxctl]=clients/sbxctl [bench/sbx-bench-helper]=bench/sbx-bench-helper)
+          [clients/sbxctl]=clients/sbxctl [bench/sbx-bench-helper]=bench/sbx-bench-helper
+          [tests/unit/test_deny_packet]=tests/unit/test_deny_packet
+          [tests/unit/test_helper_netns]=tests/unit/test_helper_netns)
 elif [ -x "$BUILD/libexec/sbx/sbx-helper" ]; then
     BINS=([helper/sbx-helper]=libexec/sbx/sbx-helper [server/sbxd]=sbin/sbxd
           [server/sbxd-image]=sbin/sbxd-image
@@ -151,6 +153,7 @@ for dst in "${!BINS[@]}"; do
     src=$BUILD/${BINS[$dst]}
     if [ ! -x "$src" ]; then
         [ "$dst" = bench/sbx-bench-helper ] && { say "no $src: perf_ratio will say so"; continue; }
+        case $dst in tests/unit/*) say "no $src: egress_kernel will say so"; continue ;; esac
         die "no $src (a build of sbx-helper, sbxd and sbxctl is needed)"
     fi
     install -D -m 0755 "$src" "$STAGE/build/$dst"

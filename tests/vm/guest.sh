@@ -21,10 +21,11 @@ CHECK_TIMEOUT=240
 # the benchmark last on a quiet system.
 ALL=(env_guest side_oneway side_gc side_routes
      helper_check_scope helper_run_scope helper_check_plain helper_run_plain
-     helper_unit_refused exec_leaf_born exec_leaf_no_clone3
+     helper_unit_refused egress_kernel exec_leaf_born exec_leaf_no_clone3
      limits_memory limits_pids limits_cpu limits_deadline_cpu limits_no_cgroup_left
      sbxctl_private_scope sbxctl_private_plain dev_clean
-     sbxd_unit_reconcile sbxd_unit_memory sbxd_exec_leaf_prepared sbxd_unit_epoll image_pinned sbxd_stop_clean
+     sbxd_unit_reconcile sbxd_unit_memory sbxd_exec_leaf_prepared sbxd_unit_epoll sbxd_egress_deny
+     image_pinned sbxd_stop_clean
      package_install package_reconcile package_metrics package_drain package_reload package_pool package_purge
      perf_ratio perf_ratio_no_clone3)
 # Booted with systemd's hybrid layout (run.sh --kernel-args
