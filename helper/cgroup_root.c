@@ -206,7 +206,7 @@ static int prepare_v2_root(const struct sbx_cgroup *root, struct sbx_err *err)
  * leaf of its cgroup would upset the manager and the terminal). Newer
  * systemd marks the ones it delegated with user.delegate=1; 252 does not,
  * and then the manager is asked. */
-static bool v2_own_is_delegated(int fd, const char *own, unsigned flags)
+static bool v2_own_is_delegated(int fd, const char *own, bool in_self_leaf, unsigned flags)
 {
 	if (!writable(fd))
 		return false;
@@ -215,6 +215,16 @@ static bool v2_own_is_delegated(int fd, const char *own, unsigned flags)
 	char val[8] = "";
 	ssize_t n = fgetxattr(fd, "user.delegate", val, sizeof(val) - 1);
 	if (n == 1 && val[0] == '1')
+		return true;
+	/* A helper before this one was told yes and prepared this root: this
+	 * process sits in the leaf it made there, and the root hands memory,
+	 * pids and cpu down. Only this user (or root) can have made that
+	 * state, so asking again would only cost every run libsystemd's
+	 * loading and three round trips to the manager (1-2 ms of a one-shot
+	 * on Debian 12's systemd). */
+	char ctl[512];
+	if (in_self_leaf && sbx_read_at(fd, "cgroup.subtree_control", ctl, sizeof(ctl)) == 0 &&
+	    has_all_controllers(ctl))
 		return true;
 	/* systemd 252 (Debian 12) sets no user.delegate: ask the manager,
 	 * where the caller lets this process talk to it. Without that the
@@ -233,13 +243,14 @@ static int open_v2_own(unsigned flags, struct sbx_cgroup *root, struct sbx_err *
 		return sbx_fail(err,
 				"cannot find own cgroup (no \"0::\" line in /proc/self/cgroup)");
 	size_t n = strlen(own), leaf = strlen("/" SBX_CG_SELF_LEAF);
-	if (n > leaf && strcmp(own + n - leaf, "/" SBX_CG_SELF_LEAF) == 0)
+	bool in_self_leaf = n > leaf && strcmp(own + n - leaf, "/" SBX_CG_SELF_LEAF) == 0;
+	if (in_self_leaf)
 		own[n - leaf] = '\0';
 	v2_path(own, path, sizeof(path));
 	root->mode = SBX_CG_V2;
 	snprintf(root->path, sizeof(root->path), "%s", path);
 	root->fd[0] = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (root->fd[0] >= 0 && v2_own_is_delegated(root->fd[0], own, flags))
+	if (root->fd[0] >= 0 && v2_own_is_delegated(root->fd[0], own, in_self_leaf, flags))
 		return 0;
 	sbx_cgroup_close(root);
 	if (!(flags & SBX_CG_ROOT_MAY_START_SCOPE))

@@ -39,6 +39,43 @@ helper_true() {   # helper_true scope|plain
 check_helper_check_scope() { helper_check scope; }
 check_helper_run_scope() { helper_true scope; }
 check_helper_check_plain() { helper_check plain; }
+
+# systemd 252 marks no delegated cgroup with user.delegate, so the helper
+# asks the user manager whether its scope delegates. The first run told yes
+# prepares the scope (its processes move to sbx-self, the scope hands
+# memory, pids and cpu down); a later run in that state is not asked about
+# again. Shown with the manager out of reach (XDG_RUNTIME_DIR and the
+# session bus's address naming an empty directory of dev's): refused in a fresh scope, where the question
+# is needed and fails; run in a prepared one, after a run that asked.
+check_helper_scope_asked_once() {
+    local d rc=0
+    d=$(dev_tmp)
+    put_policy "$d/policy.json" "$TRUE_POLICY"
+    mkdir "$d/nomanager"
+    chown "$DEV:$DEV" "$d/nomanager"
+    as_dev_scope env XDG_RUNTIME_DIR="$d/nomanager" DBUS_SESSION_BUS_ADDRESS="unix:path=$d/nomanager/bus" \
+        "$HELPER" run --policy "$d/policy.json" \
+        -- true > "$d/stdout" 2> "$d/fresh.err" < /dev/null || rc=$?
+    { echo "== a fresh scope, the manager out of reach: exit $rc"; cat "$d/fresh.err"; } >> "$LOG"
+    if [ "$rc" = 0 ] || ! grep -q 'no delegated cgroup' "$d/fresh.err"; then
+        printf 'a fresh scope with the manager out of reach: want a refusal naming "no delegated cgroup", got exit %s: %s' \
+            "$rc" "$(why "$d/fresh.err")"
+        rm -rf "$d"; return 1
+    fi
+    rc=0
+    # shellcheck disable=SC2016 # expanded by the inner sh
+    as_dev_scope /bin/sh -c '"$1" run --policy "$2" -- true || exit 90
+        XDG_RUNTIME_DIR=$3 DBUS_SESSION_BUS_ADDRESS=unix:path=$3/bus exec "$1" run --policy "$2" -- true' sh \
+        "$HELPER" "$d/policy.json" "$d/nomanager" > "$d/stdout" 2> "$d/prepared.err" < /dev/null || rc=$?
+    { echo "== a run that asks, then one with the manager out of reach: exit $rc"; cat "$d/prepared.err"; } >> "$LOG"
+    if [ "$rc" != 0 ]; then
+        printf 'the run after a prepared one, the manager out of reach: exit %s (want 0): %s' \
+            "$rc" "$(why "$d/prepared.err")"
+        rm -rf "$d"; return 1
+    fi
+    echo "a fresh scope asks (refused with the manager out of reach); a prepared one is not asked again"
+    rm -rf "$d"
+}
 check_helper_run_plain() { helper_true plain; }
 
 # A helper a system unit started (as dev, dev's manager lingering) belongs to
