@@ -220,8 +220,7 @@ static bool v2_own_is_delegated(int fd, const char *own, bool in_self_leaf, unsi
 	 * process sits in the leaf it made there, and the root hands memory,
 	 * pids and cpu down. Only this user (or root) can have made that
 	 * state, so asking again would only cost every run libsystemd's
-	 * loading and three round trips to the manager (1-2 ms of a one-shot
-	 * on Debian 12's systemd). */
+	 * loading and a connection and two calls to the manager. */
 	char ctl[512];
 	if (in_self_leaf && sbx_read_at(fd, "cgroup.subtree_control", ctl, sizeof(ctl)) == 0 &&
 	    has_all_controllers(ctl))
