@@ -8,7 +8,8 @@
 # cgroup phase; fails only when the benchmark could not run at all (which a
 # failing helper causes). perf_ratio_no_clone3 runs it under no_clone3.py
 # (clone3 refused, as Docker's seccomp profile does): exec init then joins
-# its leaf after birth instead of being born in it (check_exec_leaf.sh).
+# its leaf after birth instead of being born in it (check_exec_leaf.sh);
+# perf_ratio_plain outside any scope (below).
 
 PERF_RUNS=${PERF_RUNS:-10}
 
@@ -20,12 +21,17 @@ check_perf_ratio_no_clone3() {
     return "$rc"
 }
 
+# perf_ratio_plain: the same from dev's login with no scope around it, as
+# after an ssh login: each one-shot asks the user manager for a scope of its
+# own (StartTransientUnit) and waits for it.
+check_perf_ratio_plain() { PERF_RUNNER=as_dev check_perf_ratio; }
+
 check_perf_ratio() {
     local exec_cg bench=$BIN/bench/sbx-bench-helper out rc=0 line phases
     [ -x "$bench" ] || { echo "no $bench on the stage disk"; return 1; }
     out=$(mktemp)
     chmod 0644 "$out"
-    as_dev_scope "$bench" -n "$PERF_RUNS" --warmup 2 > "$out" 2>&1 < /dev/null || rc=$?
+    "${PERF_RUNNER:-as_dev_scope}" "$bench" -n "$PERF_RUNS" --warmup 2 > "$out" 2>&1 < /dev/null || rc=$?
     { echo "== sbx-bench-helper -n $PERF_RUNS: exit $rc"; cat "$out"; } >> "$LOG"
     if [ "$rc" != 0 ]; then
         printf 'sbx-bench-helper exit %s: %s' "$rc" "$(why "$out")"; rm -f "$out"; return 1
