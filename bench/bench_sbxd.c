@@ -52,6 +52,20 @@ void bench_sbxd_wait(const char *endpoint, pid_t *pid, const char *log, int time
 	sbx_client_close(c);
 }
 
+json_t *bench_config_object(const char *opt, const char *text)
+{
+	json_error_t je;
+
+	if (!text)
+		return NULL;
+	json_t *x = json_loads(text, 0, &je);
+	if (!x)
+		bench_die("%s: not JSON: %s (column %d)", opt, je.text, je.column);
+	if (!json_is_object(x))
+		bench_die("%s: must be a JSON object of sbxd config keys", opt);
+	return x;
+}
+
 json_t *bench_pool_config(size_t size)
 {
 	json_t *policy = json_loads(BENCH_POOL_POLICY, 0, NULL);

@@ -20,6 +20,12 @@ sbx_client *bench_client_open(const char *endpoint, uint32_t timeout_ms, int ret
  * becomes -1), or after timeout_ms. */
 void bench_sbxd_wait(const char *endpoint, pid_t *pid, const char *log, int timeout_ms);
 
+/* An option's value that is merged into a private sbxd's config (e.g.
+ * --sbxd-config '{"capacity": {"memory_overcommit_percent": 300}}'): the
+ * parsed object, NULL for NULL; dies naming opt when it is not JSON or not
+ * an object. */
+json_t *bench_config_object(const char *opt, const char *text);
+
 /* ---- the warm pool (docs/operator/pool.md) ---- */
 
 /* A policy sbx-bench-sbxd keeps a pool shape of, and the config entry for

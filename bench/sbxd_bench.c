@@ -175,6 +175,9 @@ struct server {
 	char log[PATH_MAX]; /* sbxd's stderr */
 };
 
+/* The caller's --sbxd-config, merged over the config below, or NULL. */
+static json_t *config_extra;
+
 static void write_config(struct server *s, const char *helper, const char *path)
 {
 	char state[PATH_MAX], audit[PATH_MAX], scert[PATH_MAX], skey[PATH_MAX], hash[65];
@@ -191,7 +194,7 @@ static void write_config(struct server *s, const char *helper, const char *path)
 	    s->ipc, s->tls, "state_dir", state, "helper", helper, "log", audit, "tls", "cert",
 	    scert, "key", skey, "client_ca", s->ca, "tokens", "name", "bench", "sha256", hash,
 	    "pool", bench_pool_config(1), "pool_builds_per_second", 100, "same_host_export", 1);
-	if (!cfg)
+	if (!cfg || (config_extra && json_object_update(cfg, config_extra) < 0))
 		bench_die("building the config failed");
 	if (json_dump_file(cfg, path, JSON_INDENT(2)) < 0)
 		bench_die_errno("write %s", path);
@@ -1195,7 +1198,7 @@ static void usage(FILE *f)
 	    "usage: " PROG " [--sbxd PATH] [--helper PATH] [--bwrap PATH] [-n|--quick]\n"
 	    "                      [--only health|cycle|exec|fetch|warm|export|import] [--json]\n"
 	    "                      [--health N] [--cycles N] [--execs N] [--fetches K]\n"
-	    "                      [--warm N] [--exec-gap-ms N]\n"
+	    "                      [--warm N] [--exec-gap-ms N] [--sbxd-config JSON]\n"
 	    "\n"
 	    "Starts a private sbxd (ipc and tls+tcp://127.0.0.1 listeners, certificates\n"
 	    "made with openssl, a bearer token) and measures, over ipc then over TLS:\n"
@@ -1239,6 +1242,9 @@ static void usage(FILE *f)
 	    "  --exec-gap-ms N pause N ms (0..10000) between one exec's Wait and the next\n"
 	    "                  Exec (default 0: back to back); with a gap the run's pid 1\n"
 	    "                  has time to make the next exec's init ahead\n"
+	    "  --sbxd-config JSON  a JSON object merged into sbxd's config (e.g. a small\n"
+	    "                  host's capacity: '{\"capacity\": {\"memory_overcommit_percent\":\n"
+	    "                  300}}')\n"
 	    "  --json          machine-readable output, with every sample\n"
 	    "  -h, --help      this text\n"
 	    "\n"
@@ -1261,7 +1267,8 @@ int main(int argc, char **argv)
 		O_EXECS,
 		O_FETCHES,
 		O_WARM,
-		O_EXEC_GAP
+		O_EXEC_GAP,
+		O_SBXD_CONFIG
 	};
 	static const struct option opts[] = {
 	    {"sbxd", required_argument, NULL, O_SBXD},
@@ -1276,6 +1283,7 @@ int main(int argc, char **argv)
 	    {"fetches", required_argument, NULL, O_FETCHES},
 	    {"warm", required_argument, NULL, O_WARM},
 	    {"exec-gap-ms", required_argument, NULL, O_EXEC_GAP},
+	    {"sbxd-config", required_argument, NULL, O_SBXD_CONFIG},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -1348,6 +1356,10 @@ int main(int argc, char **argv)
 			break;
 		case O_EXEC_GAP:
 			gap_ms = bench_parse_count("--exec-gap-ms", optarg, 0, 10000);
+			break;
+		case O_SBXD_CONFIG:
+			json_decref(config_extra);
+			config_extra = bench_config_object("--sbxd-config", optarg);
 			break;
 		default:
 			return bench_option_other(c, usage);

@@ -794,20 +794,6 @@ static void print_table(const struct figures *f, const struct bench_host *h)
 /* ------------------------------------------------------------ main */
 
 /* Dies unless text (when given) is a JSON object, naming opt. */
-static void check_config_json(const char *opt, const char *text)
-{
-	json_error_t je;
-
-	if (!text)
-		return;
-	json_t *x = json_loads(text, 0, &je);
-	if (!x)
-		bench_die("%s: not JSON: %s (column %d)", opt, je.text, je.column);
-	if (!json_is_object(x))
-		bench_die("%s: must be a JSON object of sbxd config keys", opt);
-	json_decref(x);
-}
-
 /* An option's value when given (non-zero), else its --quick or full default. */
 static long pick(long given, bool quick, long quick_default, long full_default)
 {
@@ -961,8 +947,8 @@ int main(int argc, char **argv)
 	    .pool_on = pool_cfg != NULL,
 	};
 
-	check_config_json("--pool-config", pool_cfg);
-	check_config_json("--sbxd-config", sbxd_cfg);
+	json_decref(bench_config_object("--pool-config", pool_cfg));
+	json_decref(bench_config_object("--sbxd-config", sbxd_cfg));
 	bench_find_sbxd_helper(&sbxd, sbxd_buf, &helper, helper_buf, sizeof(helper_buf));
 	bench_make_absolute(&sbxd, sbxd_buf, sizeof(sbxd_buf));
 	bench_make_absolute(&helper, helper_buf, sizeof(helper_buf));

@@ -19,8 +19,9 @@ Usage: packaging/vm/run.sh [--build-dir DIR] [--checks REGEX] [--keep DIR]
 
 Boots the cached Debian 12 guest (packaging/vm/build-image.sh builds it when
 its inputs changed) under qemu-system-x86_64 (TCG, -smp 2, -m 4G, no network),
-with a second disk holding DIR's sbx-helper, sbxd (and sbxd-image), sbxctl and
-sbx-bench-helper, tests/vm and the reconciliation example. The guest runs
+with a second disk holding DIR's sbx-helper, sbxd (and sbxd-image), sbxctl,
+sbx-bench-helper and sbx-bench-sbxd, the unit tests of egress deny's
+connect watch, tests/vm and the reconciliation example. The guest runs
 tests/vm/guest.sh at boot; each check prints PASS or FAIL with its reason, the
 guest prints "N passed, N failed" and powers off. Progress goes to stderr, the
 results to stdout.
@@ -118,12 +119,14 @@ if [ -x "$BUILD/helper/sbx-helper" ]; then
     BINS=([helper/sbx-helper]=helper/sbx-helper [server/sbxd]=server/sbxd
           [server/sbxd-image]=server/sbxd-image
           [clients/sbxctl]=clients/sbxctl [bench/sbx-bench-helper]=bench/sbx-bench-helper
+          [bench/sbx-bench-sbxd]=bench/sbx-bench-sbxd
           [tests/unit/test_deny_packet]=tests/unit/test_deny_packet
           [tests/unit/test_helper_netns]=tests/unit/test_helper_netns)
 elif [ -x "$BUILD/libexec/sbx/sbx-helper" ]; then
     BINS=([helper/sbx-helper]=libexec/sbx/sbx-helper [server/sbxd]=sbin/sbxd
           [server/sbxd-image]=sbin/sbxd-image
-          [clients/sbxctl]=bin/sbxctl [bench/sbx-bench-helper]=bench/sbx-bench-helper)
+          [clients/sbxctl]=bin/sbxctl [bench/sbx-bench-helper]=bench/sbx-bench-helper
+          [bench/sbx-bench-sbxd]=bench/sbx-bench-sbxd)
 else
     die "no sbx-helper in $BUILD (neither a build tree's helper/sbx-helper nor a prefix's libexec/sbx/sbx-helper): build first, or pass --build-dir"
 fi
@@ -152,7 +155,7 @@ mkdir -p "$STAGE/build" "$STAGE/tests" "$STAGE/packaging/examples" "$STAGE/logs"
 for dst in "${!BINS[@]}"; do
     src=$BUILD/${BINS[$dst]}
     if [ ! -x "$src" ]; then
-        [ "$dst" = bench/sbx-bench-helper ] && { say "no $src: perf_ratio will say so"; continue; }
+        case $dst in bench/*) say "no $src: the perf_ checks will say so"; continue ;; esac
         case $dst in tests/unit/*) say "no $src: egress_kernel will say so"; continue ;; esac
         die "no $src (a build of sbx-helper, sbxd and sbxctl is needed)"
     fi

@@ -27,7 +27,7 @@ ALL=(env_guest side_oneway side_gc side_routes
      sbxd_unit_reconcile sbxd_unit_memory sbxd_exec_leaf_prepared sbxd_unit_epoll sbxd_egress_deny
      image_pinned sbxd_stop_clean
      package_install package_reconcile package_metrics package_drain package_reload package_pool package_purge
-     perf_ratio perf_ratio_no_clone3 perf_ratio_plain)
+     perf_ratio perf_ratio_no_clone3 perf_ratio_plain perf_sbxd)
 # Booted with systemd's hybrid layout (run.sh --kernel-args
 # systemd.unified_cgroup_hierarchy=0: cgroup v1 controllers, as a Debian 12
 # host configured so runs them): the delegation packaging/setup.sh makes on
@@ -41,7 +41,7 @@ if grep -qw 'systemd.unified_cgroup_hierarchy=0' /proc/cmdline; then
     ALL=("${V1[@]}")
 fi
 # Informational: printed, never counted as passed or failed.
-INFO=" perf_ratio perf_ratio_no_clone3 perf_ratio_plain move_cost "
+INFO=" perf_ratio perf_ratio_no_clone3 perf_ratio_plain perf_sbxd move_cost "
 
 mkdir -p "$LOGS"
 cgroup_tree > "$LOGS/cgroups.start"
