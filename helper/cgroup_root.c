@@ -200,36 +200,50 @@ static int prepare_v2_root(const struct sbx_cgroup *root, struct sbx_err *err)
 	    root->path);
 }
 
+/* The mark a helper leaves on a user manager's cgroup once the manager said
+ * it delegates: set by this process's uid, only after that answer (never by
+ * a prepare through --cgroup-root or the configured root, which take a
+ * cgroup as named, delegated or not). */
+#define SBX_CG_DELEGATED_XATTR "user.sbx.delegated"
+
+static bool xattr_is_one(int fd, const char *name)
+{
+	char val[8] = "";
+	return fgetxattr(fd, name, val, sizeof(val) - 1) == 1 && val[0] == '1';
+}
+
 /* A writable cgroup is a delegated one, except under a systemd user
  * manager: there every cgroup is the user's own, and the manager keeps the
  * ones it did not delegate for itself (moving a terminal's processes into a
  * leaf of its cgroup would upset the manager and the terminal). Newer
  * systemd marks the ones it delegated with user.delegate=1; 252 does not,
- * and then the manager is asked. */
-static bool v2_own_is_delegated(int fd, const char *own, bool in_self_leaf, unsigned flags)
+ * and then the manager is asked, once a cgroup: its yes is remembered in
+ * SBX_CG_DELEGATED_XATTR (the cgroup goes with its unit, and the mark with
+ * it). Asking every run cost libsystemd's loading and a connection and two
+ * calls to the manager. A mark counts only on a cgroup this uid owns: one
+ * root runs in was made for someone else (review 27). */
+static bool v2_own_is_delegated(int fd, const char *own, unsigned flags)
 {
 	if (!writable(fd))
 		return false;
 	if (!strstr(own, "/user@") || !strstr(own, ".service"))
 		return true;
-	char val[8] = "";
-	ssize_t n = fgetxattr(fd, "user.delegate", val, sizeof(val) - 1);
-	if (n == 1 && val[0] == '1')
+	if (xattr_is_one(fd, "user.delegate"))
 		return true;
-	/* A helper before this one was told yes and prepared this root: this
-	 * process sits in the leaf it made there, and the root hands memory,
-	 * pids and cpu down. Only this user (or root) can have made that
-	 * state, so asking again would only cost every run libsystemd's
-	 * loading and a connection and two calls to the manager. */
-	char ctl[512];
-	if (in_self_leaf && sbx_read_at(fd, "cgroup.subtree_control", ctl, sizeof(ctl)) == 0 &&
-	    has_all_controllers(ctl))
+	struct stat st;
+	if (xattr_is_one(fd, SBX_CG_DELEGATED_XATTR) && fstat(fd, &st) == 0 &&
+	    st.st_uid == geteuid())
 		return true;
 	/* systemd 252 (Debian 12) sets no user.delegate: ask the manager,
 	 * where the caller lets this process talk to it. Without that the
 	 * helper left a delegated scope for one of its own, and the limits
 	 * the user put on that scope with it. */
-	return (flags & SBX_CG_ROOT_MAY_START_SCOPE) && sbx_systemd_unit_delegates();
+	if (!(flags & SBX_CG_ROOT_MAY_START_SCOPE) || !sbx_systemd_unit_delegates())
+		return false;
+	/* Not remembered (a kernel before 5.7 has no user xattrs on cgroups):
+	 * the next run asks again. */
+	(void)fsetxattr(fd, SBX_CG_DELEGATED_XATTR, "1", 1, 0);
+	return true;
 }
 
 /* The v2 root when none is named: this process's own cgroup when it is
@@ -242,14 +256,13 @@ static int open_v2_own(unsigned flags, struct sbx_cgroup *root, struct sbx_err *
 		return sbx_fail(err,
 				"cannot find own cgroup (no \"0::\" line in /proc/self/cgroup)");
 	size_t n = strlen(own), leaf = strlen("/" SBX_CG_SELF_LEAF);
-	bool in_self_leaf = n > leaf && strcmp(own + n - leaf, "/" SBX_CG_SELF_LEAF) == 0;
-	if (in_self_leaf)
+	if (n > leaf && strcmp(own + n - leaf, "/" SBX_CG_SELF_LEAF) == 0)
 		own[n - leaf] = '\0';
 	v2_path(own, path, sizeof(path));
 	root->mode = SBX_CG_V2;
 	snprintf(root->path, sizeof(root->path), "%s", path);
 	root->fd[0] = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (root->fd[0] >= 0 && v2_own_is_delegated(root->fd[0], own, in_self_leaf, flags))
+	if (root->fd[0] >= 0 && v2_own_is_delegated(root->fd[0], own, flags))
 		return 0;
 	sbx_cgroup_close(root);
 	if (!(flags & SBX_CG_ROOT_MAY_START_SCOPE))

@@ -268,9 +268,13 @@ static bool unit_delegates(sd_bus *bus)
 	sd_bus_error e = SD_BUS_ERROR_NULL;
 	const char *path = NULL;
 	int yes = 0;
+	/* Pid 0: the manager names the caller by the connection's credentials,
+	 * in its own pid namespace. getpid() in a nested one would name
+	 * another process of the manager's, maybe one of a delegated unit
+	 * (review 27). */
 	int r = sd.call_method(bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
 			       "org.freedesktop.systemd1.Manager", "GetUnitByPID", &e, &reply, "u",
-			       (uint32_t)getpid());
+			       (uint32_t)0);
 	if (r >= 0)
 		r = sd.read(reply, "o", &path);
 	sd.error_free(&e);

@@ -20,7 +20,9 @@ CHECK_TIMEOUT=240
 # stop after sbxd's, the packages after both (install to purge, in order),
 # the benchmark last on a quiet system.
 ALL=(env_guest side_oneway side_gc side_routes
-     helper_check_scope helper_run_scope helper_scope_asked_once helper_check_plain helper_run_plain
+     helper_check_scope helper_run_scope helper_scope_asked_once
+     helper_cgroup_root_not_trusted helper_asks_for_itself helper_mark_is_the_owners
+     helper_check_plain helper_run_plain
      helper_unit_refused egress_kernel exec_leaf_born exec_leaf_no_clone3
      limits_memory limits_pids limits_cpu limits_deadline_cpu limits_no_cgroup_left
      sbxctl_private_scope sbxctl_private_plain dev_clean
