@@ -125,6 +125,13 @@ static bool has_all_controllers(const char *list)
 	return true;
 }
 
+/* Whether a cgroup.procs listing names a process of another pid namespace:
+ * it reads as 0, and writing 0 would move the writer. */
+static bool lists_foreign(const char *procs)
+{
+	return strncmp(procs, "0\n", 2) == 0 || strstr(procs, "\n0\n") != NULL;
+}
+
 /* Moves every process listed in the root's cgroup.procs into its leaf.
  * Returns how many it moved, -1 on a failure other than a process that
  * exited meanwhile. */
@@ -134,16 +141,16 @@ static int move_members(int root, int leaf, const char *path, struct sbx_err *er
 	int moved = 0;
 	if (sbx_read_at(root, "cgroup.procs", buf, sizeof(buf)) < 0)
 		return sbx_fail_errno(err, "cgroup %s: reading cgroup.procs", path);
+	/* One this helper cannot see, it cannot move, and the root cannot be
+	 * prepared: said before any is moved, so that the root is not left
+	 * half in its leaf (review 28). */
+	if (lists_foreign(buf))
+		return sbx_fail(err,
+				"cgroup %s holds a process outside this helper's pid "
+				"namespace, which it cannot move to " SBX_CG_SELF_LEAF
+				": give the helper a root of its own (--cgroup-root)",
+				path);
 	for (char *save, *t = strtok_r(buf, "\n", &save); t; t = strtok_r(NULL, "\n", &save)) {
-		/* A process of another pid namespace reads as 0, and writing 0
-		 * would move the writer: one this helper cannot see, it cannot
-		 * move, and the root cannot be prepared. */
-		if (strcmp(t, "0") == 0)
-			return sbx_fail(err,
-					"cgroup %s holds a process outside this helper's pid "
-					"namespace, which it cannot move to " SBX_CG_SELF_LEAF
-					": give the helper a root of its own (--cgroup-root)",
-					path);
 		if (sbx_write_at(leaf, "cgroup.procs", t, err) < 0) {
 			if (err->errnum == ESRCH)
 				continue;
@@ -219,9 +226,11 @@ static bool xattr_is_one(int fd, const char *name)
  * systemd marks the ones it delegated with user.delegate=1; 252 does not,
  * and then the manager is asked, once a cgroup: its yes is remembered in
  * SBX_CG_DELEGATED_XATTR (the cgroup goes with its unit, and the mark with
- * it). Asking every run cost libsystemd's loading and a connection and two
- * calls to the manager. A mark counts only on a cgroup this uid owns: one
- * root runs in was made for someone else (review 27). */
+ * it; a Delegate= a reload changes under a running unit is not seen, and
+ * 252 puts no invocation id on a user unit's cgroup to tell a restart
+ * that left the cgroup: known-limits.md). Asking every run cost libsystemd's loading and a
+ * connection and two calls to the manager. A mark counts only on a cgroup this uid owns: one root
+ * runs in was made for someone else (review 27). */
 static bool v2_own_is_delegated(int fd, const char *own, unsigned flags)
 {
 	if (!writable(fd))

@@ -170,7 +170,30 @@ EOS
             "$(grep -v '^terminal' "$d/out" | paste -sd '|' | cut -c1-300)"
         rm -rf "$d"; return 1
     fi
-    printf '%s: told no, refused; the scope untouched' "$(grep '^run exit' "$d/out")"
+    # The control (review 28): from the same nested namespaces in a
+    # delegated scope the question reaches the manager and is told yes (the
+    # mark is set); the helper then stops at the processes it cannot see,
+    # having moved none of them.
+    cat > "$d/c.sh" <<'EOS'
+H=$1 P=$2
+own=$(sed -n 's/^0:://p' /proc/self/cgroup)
+unshare -Upfr --mount-proc sh -c '"$1" run --host-uids shared --policy "$2" -- true; echo "run exit $?"' sh "$H" "$P"
+/usr/bin/python3 -c 'import os, sys
+n = "user.sbx.delegated"
+print("mark", os.getxattr(sys.argv[1], n).decode() if n in os.listxattr(sys.argv[1]) else "none")' "/sys/fs/cgroup$own"
+echo "moved $(cat "/sys/fs/cgroup$own/sbx-self/cgroup.procs" 2> /dev/null | wc -l)"
+EOS
+    rc=0
+    as_dev_scope bash "$d/c.sh" "$HELPER" "$d/policy.json" > "$d/control" 2>&1 < /dev/null || rc=$?
+    { echo "== the control, a delegated scope: exit $rc"; cat "$d/control"; } >> "$LOG"
+    if ! grep -q '^mark 1$' "$d/control" || ! grep -q '^run exit 125$' "$d/control" ||
+        ! grep -q "outside this helper's pid namespace" "$d/control" || ! grep -q '^moved 0$' "$d/control"; then
+        printf 'the control (a delegated scope, the same nested namespaces): want the mark set, then 125 naming the processes outside, none moved: %s' \
+            "$(paste -sd '|' "$d/control" | cut -c1-300)"
+        rm -rf "$d"; return 1
+    fi
+    printf '%s: told no, refused, the scope untouched; a delegated one from there: told yes (marked), none moved' \
+        "$(grep '^run exit' "$d/out")"
     rm -rf "$d"
 }
 
