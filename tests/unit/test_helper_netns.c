@@ -280,7 +280,8 @@ static void every_option_layout(int watch, struct layouts *n)
 					bool ok = false, named = false;
 					int e = 0;
 
-					for (int t = 0; t < 3 && !ok && n->retried < RETRIES_MAX;
+					for (int t = 0;
+					     t < 3 && !ok && (!t || n->retried < RETRIES_MAX);
 					     t++) {
 						if (t) {
 							n->retried++;
@@ -303,7 +304,8 @@ static void every_option_layout(int watch, struct layouts *n)
 					int se = 0;
 
 					ok = false;
-					for (int t = 0; t < 3 && !ok && n->retried < RETRIES_MAX;
+					for (int t = 0;
+					     t < 3 && !ok && (!t || n->retried < RETRIES_MAX);
 					     t++) {
 						if (t) {
 							n->retried++;
