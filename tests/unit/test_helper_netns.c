@@ -213,6 +213,20 @@ static void flush(int watch)
 		;
 }
 
+/* Whether to make try t of a layout whose last try was judged ok: the
+ * first always; another, after the watch was quiet, while the last was
+ * wrong, at most three in all and RETRIES_MAX in a run. */
+static bool next_try(int watch, struct layouts *n, int t, bool ok)
+{
+	if (!t)
+		return true;
+	if (ok || t >= 3 || n->retried >= RETRIES_MAX)
+		return false;
+	n->retried++;
+	flush(watch);
+	return true;
+}
+
 /* One layout on a datagram to 203.0.113.5:443: false when a refusal came
  * back at once and the watch then held anything but its one name (*e: the
  * send's errno, EAGAIN when none came, EINVAL or EPERM when the socket did
@@ -280,16 +294,9 @@ static void every_option_layout(int watch, struct layouts *n)
 					bool ok = false, named = false;
 					int e = 0;
 
-					for (int t = 0;
-					     t < 3 && !ok && (!t || n->retried < RETRIES_MAX);
-					     t++) {
-						if (t) {
-							n->retried++;
-							flush(watch);
-						}
+					for (int t = 0; next_try(watch, n, t, ok); t++)
 						ok = udp_layout_named(watch, opts, optlen, &e,
 								      names, sizeof(names));
-					}
 					if (e != EINVAL && e != EPERM) {
 						n->udp++;
 						if (e != EAGAIN)
@@ -304,13 +311,7 @@ static void every_option_layout(int watch, struct layouts *n)
 					int se = 0;
 
 					ok = false;
-					for (int t = 0;
-					     t < 3 && !ok && (!t || n->retried < RETRIES_MAX);
-					     t++) {
-						if (t) {
-							n->retried++;
-							flush(watch);
-						}
+					for (int t = 0; next_try(watch, n, t, ok); t++) {
 						/* A layout the socket does not take. */
 						if ((se = syn_with(opts, optlen)))
 							break;
