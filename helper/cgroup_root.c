@@ -224,13 +224,14 @@ static bool xattr_is_one(int fd, const char *name)
  * ones it did not delegate for itself (moving a terminal's processes into a
  * leaf of its cgroup would upset the manager and the terminal). Newer
  * systemd marks the ones it delegated with user.delegate=1; 252 does not,
- * and then the manager is asked, once a cgroup: its yes is remembered in
- * SBX_CG_DELEGATED_XATTR (the cgroup goes with its unit, and the mark with
- * it; a Delegate= a reload changes under a running unit is not seen, and
- * 252 puts no invocation id on a user unit's cgroup to tell a restart
- * that left the cgroup: known-limits.md). Asking every run cost libsystemd's loading and a
- * connection and two calls to the manager. A mark counts only on a cgroup this uid owns: one root
- * runs in was made for someone else (review 27). */
+ * and then the manager is asked, once a cgroup: asking every run cost
+ * libsystemd's loading and a connection and two calls to the manager, so
+ * its yes is remembered in SBX_CG_DELEGATED_XATTR. The mark goes with the
+ * cgroup, and the cgroup with its unit; a Delegate= that a reload changes
+ * under a running unit is not seen, nor (252 puts no invocation id on a
+ * user unit's cgroup) a restart that left the cgroup (known-limits.md). A
+ * mark counts only on a cgroup this uid owns: one that root runs in was
+ * made for someone else (review 27). */
 static bool v2_own_is_delegated(int fd, const char *own, unsigned flags)
 {
 	if (!writable(fd))
