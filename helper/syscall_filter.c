@@ -316,6 +316,19 @@ static scmp_filter_ctx build(struct sbx_err *err)
 		return NULL;
 	}
 
+	/* Syscall numbers tested as a binary tree rather than in a list: the
+	 * same decisions, and the kernel takes the filter in half the time
+	 * (0.09 against 0.18 ms here, once per exec init) although it is 20
+	 * instructions longer. Consistent with where a load's time goes: the
+	 * kernel emulates the filter for every syscall number of both ABIs to
+	 * cache the ones always allowed, and a walk down the tree is about
+	 * ten tests where the list was up to a hundred. */
+	rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
+	if (rc < 0) {
+		sbx_fail_errnum(err, -rc, "seccomp attribute OPTIMIZE (binary tree)");
+		return NULL;
+	}
+
 	for (const char *const *name = sbx_seccomp_denied; *name; name++)
 		if (add_rule(ctx, SCMP_ACT_ERRNO(EPERM), *name, 0, NULL, err) < 0)
 			return NULL;
