@@ -792,11 +792,15 @@ static void finish_exec(struct init_state *st, struct exec_slot *slot, int init_
 		take_listener(st, slot);
 	read_reports(slot);
 	close(sbx_steal_fd(slot->report_fd));
-	struct sbx_cg_usage u;
-	sbx_cgroup_usage(&slot->cg, &u);
-	sbx_cgroup_close(&slot->cg);
-	if (!slot->ended_sent)
+	/* The leaf's usage only for an end not told yet (it is in the
+	 * ExecEnded sent on the report): four files read for nothing, on
+	 * the CPUs the next exec wants. */
+	if (!slot->ended_sent) {
+		struct sbx_cg_usage u;
+		sbx_cgroup_usage(&slot->cg, &u);
 		end_exec(st, slot, &u, init_status);
+	}
+	sbx_cgroup_close(&slot->cg);
 	/* Never handed over (exec init reported before its resolver, or had
 	 * nothing routed): ours is the last close, and waits for a grace
 	 * period (exec.h), after the end is told. */
