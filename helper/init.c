@@ -117,6 +117,9 @@ struct init_state {
 	/* A HelperClaimRequest was taken, or an exec was asked for: the run
 	 * clock is the run's from then on and never restarts. */
 	bool clock_fixed;
+	/* No exec's init is made ahead before this (SBX_PREPARE_QUIET_MS after
+	 * the last exec's start or end); 0 before the first exec. */
+	int64_t prepare_after_ms;
 	/* Ended execs' leaves, empty, not yet removed: their rmdir (several
 	 * hierarchies on v1, ~20 ms on a loaded host) waits until pid 1 has
 	 * nothing to answer, after the next exec init is made (remove_stale). */
@@ -157,6 +160,7 @@ void sbx_init_send_failure(int ctl, const char *message)
 static void send_ended(struct init_state *st, Sbx__V1__ExecEnded *e)
 {
 	Sbx__V1__HelperMessage m = SBX__V1__HELPER_MESSAGE__INIT;
+	st->prepare_after_ms = sbx_mono_ms() + SBX_PREPARE_QUIET_MS;
 	m.msg_case = SBX__V1__HELPER_MESSAGE__MSG_ENDED;
 	m.ended = e;
 	send_msg(st, &m, NULL, 0);
@@ -445,15 +449,31 @@ static bool work_waits(const struct init_state *st)
 	return poll(pfd, n, 0) != 0 || next_timeout(st) == 0;
 }
 
-/* Made when nothing waits to be answered (work_waits: the prepare takes
- * pid 1 a few ms, cgroup leaf and clone included) and the
- * run is not ending; whether execs run does not matter, as each holds
- * its own namespaces and leaf. */
+/* Whether a next exec's init is to be made ahead at all: served runs that
+ * did not turn it off, none made yet, none failed, and the run not ending. */
+static bool prepare_wanted(const struct init_state *st)
+{
+	return st->ctx->prepare_execs && st->prep.pid <= 0 && !st->prep_off &&
+	       !(wants_deny_dns(st) && st->own_net_ns < 0) && sbx_mono_ms() < st->run_deadline_ms;
+}
+
+/* How long pid 1 may sleep before it is quiet enough to make one (0: it
+ * is), or -1: none is wanted. */
+static int prepare_wait_ms(const struct init_state *st)
+{
+	if (!prepare_wanted(st))
+		return -1;
+	int64_t wait = st->prepare_after_ms - sbx_mono_ms();
+	return wait < 0 ? 0 : (int)wait;
+}
+
+/* Made when pid 1 has been quiet for SBX_PREPARE_QUIET_MS since the last
+ * exec's start or end and nothing waits to be answered (work_waits: the
+ * make takes pid 1 ~2 ms, cgroup leaf and clone included); whether
+ * execs run does not matter, as each holds its own namespaces and leaf. */
 static void maybe_prepare(struct init_state *st)
 {
-	if (!st->ctx->prepare_execs || st->prep.pid > 0 || st->prep_off ||
-	    (wants_deny_dns(st) && st->own_net_ns < 0) || sbx_mono_ms() >= st->run_deadline_ms ||
-	    work_waits(st))
+	if (prepare_wait_ms(st) != 0 || work_waits(st))
 		return;
 	prepare_exec(st);
 }
@@ -588,6 +608,7 @@ static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, i
 		st->prep_off = false;
 	}
 	sbx_phase_mark(SBX_PHASE_EXEC_NS);
+	st->prepare_after_ms = sbx_mono_ms() + SBX_PREPARE_QUIET_MS;
 	slot->used = true;
 	slot->id = req->exec_id;
 	/* The exec's own wall clock, never past script_seconds (sbxd refuses
@@ -1001,7 +1022,10 @@ void sbx_init_main(struct sbx_init_ctx *ctx)
 						    {.fd = sfd, .events = POLLIN}};
 		struct exec_slot *watched[MAX_EXECS];
 		size_t n_watched = watch_reports(&st, pfd + 2, watched);
-		int rc = poll(pfd, 2 + n_watched, next_timeout(&st));
+		int timeout = next_timeout(&st), prepare_wait = prepare_wait_ms(&st);
+		if (prepare_wait >= 0 && prepare_wait < timeout)
+			timeout = prepare_wait;
+		int rc = poll(pfd, 2 + n_watched, timeout);
 		if (rc < 0 && errno != EINTR)
 			shut_down();
 		/* Before the reap: an exec's ExecStarted goes before its end. */

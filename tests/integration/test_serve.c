@@ -22,6 +22,8 @@
 #include "clock.h"
 #include "egress_port.h"
 #include "helper_client.h"
+/* SBX_PREPARE_QUIET_MS; by its path: the helper has a check.h of its own. */
+#include "../../helper/init.h"
 
 /* check() with where it was, for the log of a failing run. */
 #define CHECK(cond, ...)                                                                           \
@@ -545,7 +547,9 @@ static int count_children(pid_t pid)
  * resolver, or the egress listener: sent by the init before its claim, so
  * there at once) before pid 1 makes the next: the prepare waits, the
  * exec's network does not. pid 1 is held (traced) at the clone of the next
- * exec's init; exec 2's ExecStarted must have come before. */
+ * exec's init; exec 2's ExecStarted must have come before, and at least
+ * SBX_PREPARE_QUIET_MS after exec 2 was asked for (pid 1 stays quiet that
+ * long after an exec's start: a lower bound, which load only lengthens). */
 static void prepare_order_checks(void)
 {
 	struct helper h;
@@ -572,13 +576,19 @@ static void prepare_order_checks(void)
 	bool traced = init > 0 &&
 		      ptrace(PTRACE_SEIZE, init, 0, PTRACE_O_TRACEFORK | PTRACE_O_TRACECLONE) == 0;
 	CHECK(traced, "prepare order: tracing pid 1 (%d)", (int)init);
+	int64_t asked = sbx_mono_ns();
 	int f2 = exec_sh(&h, 2, "sleep 100");
 	/* Exec 2 claims it; pid 1's next clone is the next prepare: held. */
 	bool held = traced && waitpid(init, &status, __WALL) == init && WIFSTOPPED(status) &&
 		    (status >> 16 == PTRACE_EVENT_FORK || status >> 16 == PTRACE_EVENT_CLONE);
+	int64_t quiet_ms = (sbx_mono_ns() - asked) / 1000000;
 	if (held)
 		ptrace(PTRACE_GETEVENTMSG, init, 0, &child);
 	CHECK(held, "prepare order: pid 1 makes the next init while exec 2 runs");
+	CHECK(!held || quiet_ms >= SBX_PREPARE_QUIET_MS,
+	      "prepare order: the next init is made %d ms or more after exec 2 was asked for "
+	      "(%lld ms)",
+	      SBX_PREPARE_QUIET_MS, (long long)quiet_ms);
 	bool started = wait_started(&h, 2, 1000, &ev);
 	if (started)
 		sbx_ctl_event_close(&ev);
