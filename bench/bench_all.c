@@ -145,6 +145,13 @@ static const struct row rows[] = {
      "results[transport=ipc,measure=exec].peer", NULL, NULL, U_MS, T_P50_LE, 2.0, NULL},
     {"Exec(true)+Wait in a live run, tls", "sbxd", "results[transport=tls,measure=exec]",
      "results[transport=tls,measure=exec].peer", NULL, NULL, U_MS, T_NONE, 0, NULL},
+    /* ...each Exec 20 ms after the last Wait, as a caller that reads an
+     * answer before its next call: the run's pid 1 has been quiet long
+     * enough to make the next exec's init ahead (helper/init.h) */
+    {"Exec(true)+Wait, 20 ms apart, ipc", "sbxd", "results[transport=ipc,measure=exec_apart]",
+     "results[transport=ipc,measure=exec_apart].peer", NULL, NULL, U_MS, T_P50_LE, 2.0, NULL},
+    {"Exec(true)+Wait, 20 ms apart, tls", "sbxd", "results[transport=tls,measure=exec_apart]",
+     "results[transport=tls,measure=exec_apart].peer", NULL, NULL, U_MS, T_NONE, 0, NULL},
     {"Health, ipc", "sbxd", "results[transport=ipc,measure=health]", NULL, NULL, NULL, U_US, T_NONE,
      0, NULL},
     /* 4: against raw nng (P3's rows) and cp */

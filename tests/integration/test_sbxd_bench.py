@@ -134,17 +134,24 @@ class BenchCommand(unittest.TestCase):
     def test_exec_is_measured_next_to_the_floor(self):
         # sbx-bench-sbxd's exec measure: every Exec+Wait sample has a floor
         # sample beside it (a bare posix_spawn+waitpid of /bin/true), in
-        # the same shape as the other peers, and the pause asked for is the
-        # one reported.
-        p = subprocess.run([SBXD, "--quick", "--only", "exec", "--json", "--exec-gap-ms", "5"],
+        # the same shape as the other peers, and the pauses asked for are
+        # the ones reported; the second series (each Exec a pause after the
+        # last Wait) has the same shape and target.
+        p = subprocess.run([SBXD, "--quick", "--only", "exec", "--json", "--exec-gap-ms", "5",
+                            "--exec-apart-ms", "7"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                            env=self.env, timeout=300)
         self.assertEqual(p.returncode, 0, p.stderr[-3000:])
         doc = json.loads(p.stdout)
         self.assertEqual(doc["counts"]["exec_gap_ms"], 5)
+        self.assertEqual(doc["counts"]["exec_apart_ms"], 7)
         rows = {r["transport"]: r for r in doc["results"] if r["measure"] == "exec"}
+        apart = {r["transport"]: r for r in doc["results"] if r["measure"] == "exec_apart"}
         self.assertEqual(sorted(rows), ["ipc", "tls"])
-        for r in rows.values():
+        self.assertEqual(sorted(apart), ["ipc", "tls"])
+        self.assertEqual(apart["ipc"]["label"], "Exec+Wait, 7 ms apart")
+        self.assertEqual(apart["ipc"]["target"], "p50 <= 2 ms")
+        for r in list(rows.values()) + list(apart.values()):
             peer = r["peer"]
             self.assertEqual((peer["name"], peer["argv"]), ("floor", ["/bin/true"]))
             self.assertEqual(peer["n"], doc["counts"]["execs"])
@@ -155,15 +162,23 @@ class BenchCommand(unittest.TestCase):
         self.assertEqual(rows["ipc"]["target"], "p50 <= 2 ms")
         self.assertEqual(processes_mentioning(self.tmp), [])
         self.assertEqual(os.listdir(self.tmp), [])
+        # 0 leaves the second series out.
+        p = subprocess.run([SBXD, "--quick", "--only", "exec", "--json", "--exec-apart-ms", "0"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env=self.env, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        doc = json.loads(p.stdout)
+        self.assertEqual(sorted(r["measure"] for r in doc["results"]), ["exec", "exec"])
 
     def test_a_bad_exec_gap_is_a_usage_error(self):
-        for bad in ("-1", "10001", "5ms", ""):
-            p = subprocess.run([SBXD, "--only", "exec", "--exec-gap-ms", bad],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env=self.env, timeout=60)
-            self.assertEqual(p.returncode, 2, (bad, p.stderr))
-            self.assertIn("--exec-gap-ms: expected an integer in 0..10000, got '%s'" % bad,
-                          p.stderr)
+        for flag in ("--exec-gap-ms", "--exec-apart-ms"):
+            for bad in ("-1", "10001", "5ms", ""):
+                p = subprocess.run([SBXD, "--only", "exec", flag, bad],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   env=self.env, timeout=60)
+                self.assertEqual(p.returncode, 2, (flag, bad, p.stderr))
+                self.assertIn("%s: expected an integer in 0..10000, got '%s'" % (flag, bad),
+                              p.stderr)
 
     def test_an_unknown_stage_is_a_usage_error(self):
         p = subprocess.run([BENCH, "--only", "helper,nosuch"], stdout=subprocess.PIPE,
