@@ -1247,7 +1247,7 @@ static void usage(FILE *f)
 	    "                  Exec of the first series (default 0: back to back)\n"
 	    "  --exec-apart-ms N  the same for the second series (default 20; 0: no\n"
 	    "                  second series); pid 1 makes the next exec's init ahead once\n"
-	    "                  it has been quiet for 5 ms after an exec's start or end\n"
+	    "                  quiet for 5 ms after Ready or an exec's start or end\n"
 	    "  --sbxd-config JSON  a JSON object merged into sbxd's config (e.g. a small\n"
 	    "                  host's capacity: '{\"capacity\": {\"memory_overcommit_percent\":\n"
 	    "                  300}}')\n"

@@ -117,8 +117,8 @@ struct init_state {
 	/* A HelperClaimRequest was taken, or an exec was asked for: the run
 	 * clock is the run's from then on and never restarts. */
 	bool clock_fixed;
-	/* No exec's init is made ahead before this (SBX_PREPARE_QUIET_MS after
-	 * the last exec's start or end); 0 before the first exec. */
+	/* No exec's init is made ahead before this: SBX_PREPARE_QUIET_MS after
+	 * Ready or the last exec's start or end. */
 	int64_t prepare_after_ms;
 	/* Ended execs' leaves, empty, not yet removed: their rmdir (several
 	 * hierarchies on v1, ~20 ms on a loaded host) waits until pid 1 has
@@ -1014,6 +1014,9 @@ void sbx_init_main(struct sbx_init_ctx *ctx)
 	if (ctx->out_fd >= 0)
 		close(ctx->out_fd);
 	sbx_phase_mark(SBX_PHASE_READY);
+	/* After Ready too: a run torn down at once (sbx-bench-scale's creates)
+	 * made one for nothing, and an Exec sent at once waited for it. */
+	st.prepare_after_ms = sbx_mono_ms() + SBX_PREPARE_QUIET_MS;
 
 	for (;;) {
 		maybe_prepare(&st);

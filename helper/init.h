@@ -30,12 +30,13 @@ struct sbx_init_ctx {
 	bool served;
 };
 
-/* How long pid 1 stays quiet after an exec started or ended before it
- * makes the next exec's init ahead. The make takes pid 1 ~2 ms of CPU
+/* How long pid 1 stays quiet after Ready or an exec's start or end before
+ * it makes the next exec's init ahead. The make takes pid 1 ~2 ms of CPU
  * (a network namespace is most of it) during which it answers nothing:
  * made at once, it competed with the command it had just started and held
  * up that command's end (a short command's report waited behind it), and
- * a run torn down right after its last exec made one for nothing. A
+ * a run torn down right after Ready or its last exec made one for nothing
+ * (an Exec sent right after Ready waited for it, too). A
  * caller that reads an answer before its next call (a person, an agent, a
  * script) finds it made; only a caller firing execs back to back, each
  * within a few ms of the last one's end, gets one made at its request.
