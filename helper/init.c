@@ -83,9 +83,10 @@ struct exec_slot {
 	char why[128];
 };
 
-/* The next exec's init, made ahead (serve only): as soon as the last one
- * was claimed and pid 1 has nothing to answer, also while execs run, so
- * that back-to-back execs find it ready. Its namespaces, cgroup leaf,
+/* The next exec's init, made ahead (serve only): once the last one was
+ * claimed, pid 1 has nothing to answer and has been quiet for
+ * SBX_PREPARE_QUIET_MS (init.h), also while execs run, so that an exec
+ * asked for after a pause finds it ready. Its namespaces, cgroup leaf,
  * network and listener are ready, and a claim hands it the request
  * (sbx_exec_claim). Used by one exec only, never shared; nothing of an
  * earlier or a running exec is in it but what pid 1's memory held when it
@@ -117,12 +118,13 @@ struct init_state {
 	/* A HelperClaimRequest was taken, or an exec was asked for: the run
 	 * clock is the run's from then on and never restarts. */
 	bool clock_fixed;
-	/* No exec's init is made ahead before this: SBX_PREPARE_QUIET_MS after
-	 * Ready or the last exec's start or end. */
-	int64_t prepare_after_ms;
+	/* No exec's init is made ahead before this (CLOCK_MONOTONIC, ns: whole
+	 * ms would make the quiet up to 1 ms short): SBX_PREPARE_QUIET_MS
+	 * after Ready or the last exec's start or end. */
+	int64_t prepare_after_ns;
 	/* Ended execs' leaves, empty, not yet removed: their rmdir (several
 	 * hierarchies on v1, ~20 ms on a loaded host) waits until pid 1 has
-	 * nothing to answer, after the next exec init is made (remove_stale). */
+	 * nothing to answer (remove_stale). */
 	struct {
 		char leaf[48]; /* "": none (no cgroup) */
 		int mnt_ns;    /* exec_slot's, or -1 */
@@ -157,10 +159,17 @@ void sbx_init_send_failure(int ctl, const char *message)
 	sbx_ctl_send(ctl, &m, NULL, 0, &err);
 }
 
+/* An exec started or ended, or the sandbox is Ready: the next init made
+ * ahead waits SBX_PREPARE_QUIET_MS from now. Not on a refused request
+ * (send_setup_failed): nothing started or ended. */
+static void quiet_from_now(struct init_state *st)
+{
+	st->prepare_after_ns = sbx_mono_ns() + (int64_t)SBX_PREPARE_QUIET_MS * 1000000;
+}
+
 static void send_ended(struct init_state *st, Sbx__V1__ExecEnded *e)
 {
 	Sbx__V1__HelperMessage m = SBX__V1__HELPER_MESSAGE__INIT;
-	st->prepare_after_ms = sbx_mono_ms() + SBX_PREPARE_QUIET_MS;
 	m.msg_case = SBX__V1__HELPER_MESSAGE__MSG_ENDED;
 	m.ended = e;
 	send_msg(st, &m, NULL, 0);
@@ -401,8 +410,10 @@ static bool claim_prepared(struct init_state *st, struct exec_slot *slot,
 	return true;
 }
 
-/* A prepared exec init reaped before its claim: it failed (or was
- * dropped); its leaf goes, and no other is made for now. */
+/* A prepared exec init reaped before its claim: its leaf goes. One that
+ * failed or died on its own: no other is made for now (prep_off). One
+ * dropped after a failed claim: that claim's exec was started the usual
+ * way, which allows the next one to be made ahead again. */
 static bool reap_prepared(struct init_state *st, pid_t pid)
 {
 	struct prepared *pr = &st->prep;
@@ -418,7 +429,11 @@ static bool reap_prepared(struct init_state *st, pid_t pid)
 	if (st->ctx->run->mode != SBX_CG_NONE)
 		sbx_cgroup_remove(st->ctx->run, pr->cg_name, &(struct sbx_err){0});
 	pr->pid = 0;
-	st->prep_off = true;
+	/* A dropped one's prep_off was set at the kill and cleared by the
+	 * usual start since; set again here, it made the next exec start
+	 * fresh too, for nothing (review 30). */
+	if (!pr->dropped)
+		st->prep_off = true;
 	return true;
 }
 
@@ -458,13 +473,13 @@ static bool prepare_wanted(const struct init_state *st)
 }
 
 /* How long pid 1 may sleep before it is quiet enough to make one (0: it
- * is), or -1: none is wanted. */
+ * is; rounded up), or -1: none is wanted. */
 static int prepare_wait_ms(const struct init_state *st)
 {
 	if (!prepare_wanted(st))
 		return -1;
-	int64_t wait = st->prepare_after_ms - sbx_mono_ms();
-	return wait < 0 ? 0 : (int)wait;
+	int64_t wait = st->prepare_after_ns - sbx_mono_ns();
+	return wait <= 0 ? 0 : (int)((wait + 999999) / 1000000);
 }
 
 /* Made when pid 1 has been quiet for SBX_PREPARE_QUIET_MS since the last
@@ -608,7 +623,7 @@ static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, i
 		st->prep_off = false;
 	}
 	sbx_phase_mark(SBX_PHASE_EXEC_NS);
-	st->prepare_after_ms = sbx_mono_ms() + SBX_PREPARE_QUIET_MS;
+	quiet_from_now(st);
 	slot->used = true;
 	slot->id = req->exec_id;
 	/* The exec's own wall clock, never past script_seconds (sbxd refuses
@@ -784,6 +799,7 @@ static void end_exec(struct init_state *st, struct exec_slot *slot, const struct
 		e.exit_code = WEXITSTATUS(status);
 	}
 	slot->ended_sent = true;
+	quiet_from_now(st);
 	send_ended(st, &e);
 }
 
@@ -865,6 +881,7 @@ static void end_unstarted(struct init_state *st, struct exec_slot *slot)
 	e.wall_ms = (uint64_t)(sbx_mono_ms() - slot->start_ms);
 	end_as_forced(&e, slot);
 	slot->ended_sent = true;
+	quiet_from_now(st);
 	send_ended(st, &e);
 }
 
@@ -1016,7 +1033,7 @@ void sbx_init_main(struct sbx_init_ctx *ctx)
 	sbx_phase_mark(SBX_PHASE_READY);
 	/* After Ready too: a run torn down at once (sbx-bench-scale's creates)
 	 * made one for nothing, and an Exec sent at once waited for it. */
-	st.prepare_after_ms = sbx_mono_ms() + SBX_PREPARE_QUIET_MS;
+	quiet_from_now(&st);
 
 	for (;;) {
 		maybe_prepare(&st);
