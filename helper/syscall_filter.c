@@ -295,7 +295,7 @@ static int add_other_process_rules(scmp_filter_ctx ctx, struct sbx_err *err)
 	return 0;
 }
 
-static scmp_filter_ctx build(struct sbx_err *err)
+static scmp_filter_ctx build(enum sbx_filter_shape shape, struct sbx_err *err)
 {
 	_cleanup_(seccomp_releasep) scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
 	if (!ctx) {
@@ -323,10 +323,12 @@ static scmp_filter_ctx build(struct sbx_err *err)
 	 * kernel emulates the filter for every syscall number of both ABIs to
 	 * cache the ones always allowed, and a walk down the tree is about
 	 * ten tests where the list was up to a hundred. */
-	rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
-	if (rc < 0) {
-		sbx_fail_errnum(err, -rc, "seccomp attribute OPTIMIZE (binary tree)");
-		return NULL;
+	if (shape == SBX_FILTER_TREE) {
+		rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
+		if (rc < 0) {
+			sbx_fail_errnum(err, -rc, "seccomp attribute OPTIMIZE (binary tree)");
+			return NULL;
+		}
 	}
 
 	for (const char *const *name = sbx_seccomp_denied; *name; name++)
@@ -416,7 +418,7 @@ static scmp_filter_ctx build(struct sbx_err *err)
 
 int sbx_seccomp_install(struct sbx_err *err)
 {
-	_cleanup_(seccomp_releasep) scmp_filter_ctx ctx = build(err);
+	_cleanup_(seccomp_releasep) scmp_filter_ctx ctx = build(SBX_FILTER_TREE, err);
 	if (!ctx)
 		return sbx_err_prefix(err, "seccomp filter");
 	int rc = seccomp_load(ctx);
@@ -427,7 +429,12 @@ int sbx_seccomp_install(struct sbx_err *err)
 
 int sbx_seccomp_export_bpf(int fd, struct sbx_err *err)
 {
-	_cleanup_(seccomp_releasep) scmp_filter_ctx ctx = build(err);
+	return sbx_seccomp_export_bpf_shaped(fd, SBX_FILTER_TREE, err);
+}
+
+int sbx_seccomp_export_bpf_shaped(int fd, enum sbx_filter_shape shape, struct sbx_err *err)
+{
+	_cleanup_(seccomp_releasep) scmp_filter_ctx ctx = build(shape, err);
 	if (!ctx)
 		return sbx_err_prefix(err, "seccomp filter");
 	int rc = seccomp_export_bpf(ctx, fd);
@@ -438,7 +445,7 @@ int sbx_seccomp_export_bpf(int fd, struct sbx_err *err)
 
 int sbx_seccomp_export_pfc(int fd, struct sbx_err *err)
 {
-	_cleanup_(seccomp_releasep) scmp_filter_ctx ctx = build(err);
+	_cleanup_(seccomp_releasep) scmp_filter_ctx ctx = build(SBX_FILTER_TREE, err);
 	if (!ctx)
 		return sbx_err_prefix(err, "seccomp filter");
 	int rc = seccomp_export_pfc(ctx, fd);

@@ -25,6 +25,15 @@ int sbx_seccomp_export_bpf(int fd, struct sbx_err *err);
 int sbx_seccomp_read_bpf(int fd, struct sock_fprog *prog, struct sbx_err *err);
 int sbx_seccomp_load_bpf(const struct sock_fprog *prog, struct sbx_err *err);
 
+/* The two shapes libseccomp can give the same rules: a binary tree of
+ * syscall numbers (what every exec loads, the kernel takes it in half the
+ * time) and its default list of tests. unit.helper.syscall_filter checks
+ * that they decide alike, so the tree is only ever a speed-up. */
+enum sbx_filter_shape { SBX_FILTER_TREE, SBX_FILTER_LIST };
+
+/* export_bpf in the given shape. */
+int sbx_seccomp_export_bpf_shaped(int fd, enum sbx_filter_shape shape, struct sbx_err *err);
+
 /* Same, as libseccomp's human-readable pseudo filter code. */
 int sbx_seccomp_export_pfc(int fd, struct sbx_err *err);
 

@@ -22,3 +22,10 @@ add_executable(test_helper_cgroup_join test_helper_cgroup_join.c)
 target_link_libraries(test_helper_cgroup_join PRIVATE sbx_helper_parts sbx_check Threads::Threads)
 add_test(NAME unit.helper.cgroup_join COMMAND test_helper_cgroup_join)
 set_tests_properties(unit.helper.cgroup_join PROPERTIES SKIP_RETURN_CODE 77)
+
+# The filter's binary tree decides as libseccomp's default list of the
+# same rules (helper/syscall_filter.c): both run by an interpreter of
+# the test's own.
+add_executable(test_helper_syscall_filter test_helper_syscall_filter.c)
+target_link_libraries(test_helper_syscall_filter PRIVATE sbx_helper_parts sbx_check)
+add_test(NAME unit.helper.syscall_filter COMMAND test_helper_syscall_filter)
