@@ -482,8 +482,8 @@ static int prepare_wait_ms(const struct init_state *st)
 	return wait <= 0 ? 0 : (int)((wait + 999999) / 1000000);
 }
 
-/* Made when pid 1 has been quiet for SBX_PREPARE_QUIET_MS since the last
- * exec's start or end and nothing waits to be answered (work_waits: the
+/* Made when pid 1 has been quiet for SBX_PREPARE_QUIET_MS since Ready or
+ * the last exec's start or end and nothing waits to be answered (work_waits: the
  * make takes pid 1 ~2 ms, cgroup leaf and clone included); whether
  * execs run does not matter, as each holds its own namespaces and leaf. */
 static void maybe_prepare(struct init_state *st)
