@@ -10,11 +10,11 @@
 #include "hostname.h"
 
 #include <arpa/inet.h>
-#include <idn2.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "idna.h"
 #include "text.h"
 #include "util.h"
 
@@ -172,7 +172,6 @@ static int normalize_name(const char *in, size_t len, bool ascii, char out[SBX_H
 	_cleanup_free_ char *copy = NULL, *alabels = NULL;
 	const char *name = in;
 	size_t n = len;
-	int rc;
 
 	if (len == 0)
 		return sbx_fail(err, "empty label");
@@ -182,9 +181,8 @@ static int normalize_name(const char *in, size_t len, bool ascii, char out[SBX_H
 		copy = strndup(in, len);
 		if (!copy)
 			return sbx_fail_errno(err, "strndup");
-		rc = idn2_to_ascii_8z(copy, &alabels, IDN2_NFC_INPUT | IDN2_NONTRANSITIONAL);
-		if (rc != IDN2_OK)
-			return sbx_fail(err, "invalid IDNA name: %s", idn2_strerror(rc));
+		if (sbx_idna_to_ascii(copy, &alabels, err) < 0)
+			return -1;
 		name = alabels;
 		n = strlen(alabels);
 	}

@@ -23,18 +23,15 @@
 #include "sha256.h"
 
 #include <dlfcn.h>
-#include <errno.h>
-#include <limits.h>
 #include <pthread.h>
-#include <stdbool.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/opensslv.h>
+
+#include "dl_root.h"
 
 #if OPENSSL_VERSION_MAJOR != SBX_LIBCRYPTO_MAJOR
 #error "the OpenSSL headers are not of the libcrypto at SBX_LIBCRYPTO_PATH"
@@ -47,48 +44,12 @@ static struct {
 	char why[300]; /* set when it could not be loaded */
 } crypto;
 
-/* The library and every directory above it are root's and writable by no
- * one else: a path another user could write (a libdir of a Homebrew or
- * /opt prefix the build found) would give them code in every one-shot
- * (review). Root-owned, they cannot change between this and the dlopen. */
-static bool root_only(const char *path, char *why, size_t size)
-{
-	char real[PATH_MAX];
-	struct stat st;
-
-	if (!realpath(path, real)) {
-		snprintf(why, size, "%.200s: %s", path, strerror(errno));
-		return false;
-	}
-	for (;;) {
-		if (lstat(real, &st) < 0) {
-			snprintf(why, size, "%.200s: %s", real, strerror(errno));
-			return false;
-		}
-		if (st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH))) {
-			snprintf(why, size,
-				 "%.150s is owned by uid %u with mode %04o: not loaded, since only "
-				 "root may be able to change it",
-				 real, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
-			return false;
-		}
-		char *slash = strrchr(real, '/');
-		if (!slash || (slash == real && real[1] == '\0'))
-			return true;
-		slash[slash == real ? 1 : 0] = '\0'; /* up one: "/a/b" to "/a", "/a" to "/" */
-	}
-}
-
 static void load(void)
 {
-	if (!root_only(SBX_LIBCRYPTO_PATH, crypto.why, sizeof(crypto.why)))
-		return;
-	void *lib = dlopen(SBX_LIBCRYPTO_PATH, RTLD_NOW | RTLD_LOCAL);
+	void *lib = sbx_dl_open_root_only(SBX_LIBCRYPTO_PATH, crypto.why, sizeof(crypto.why));
 
-	if (!lib) {
-		snprintf(crypto.why, sizeof(crypto.why), "%s", dlerror());
+	if (!lib)
 		return;
-	}
 	*(void **)&crypto.init = dlsym(lib, "OPENSSL_init_crypto");
 	*(void **)&crypto.sha256 = dlsym(lib, "EVP_sha256");
 	*(void **)&crypto.digest = dlsym(lib, "EVP_Digest");

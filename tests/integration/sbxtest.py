@@ -3,6 +3,7 @@
 policy, collect its exit status, output and --result JSON."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -73,6 +74,20 @@ def procs_with(marker):
 def read_text(path):
     with open(path) as f:
         return f.read()
+
+
+def needed(path):
+    """The sonames in an ELF file's DT_NEEDED (readelf -d)."""
+    out = subprocess.run(["readelf", "-d", path], capture_output=True, text=True,
+                         check=True).stdout
+    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^]]+)\]", out)
+
+
+def ldconfig_path(soname):
+    """Where ld.so.cache has the x86-64 soname, or None."""
+    out = subprocess.run(["/sbin/ldconfig", "-p"], capture_output=True, text=True).stdout
+    m = re.search(re.escape(soname) + r" \(libc6,x86-64\) => (\S+)", out)
+    return m.group(1) if m else None
 
 
 def policy(**overrides):

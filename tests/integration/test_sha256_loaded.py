@@ -13,7 +13,7 @@ import re
 import shutil
 import subprocess
 
-from sbxtest import HELPER, SandboxTest, policy, run_tests
+from sbxtest import HELPER, SandboxTest, ldconfig_path, needed, policy, run_tests
 
 # A libcrypto.so.3 of the sandbox's making: its constructor leaves a mark
 # in the directory it is loaded from (the helper's cwd, --out).
@@ -37,18 +37,6 @@ POLICIES = {
                                        {"host": "bücher.example", "port": 443}]}),
     "limits": policy(limits={"memory_mb": 300, "pids": 64, "script_seconds": 7}),
 }
-
-
-def needed(path):
-    out = subprocess.run(["readelf", "-d", path], capture_output=True, text=True,
-                         check=True).stdout
-    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^]]+)\]", out)
-
-
-def libcrypto_path():
-    out = subprocess.run(["/sbin/ldconfig", "-p"], capture_output=True, text=True).stdout
-    m = re.search(r"libcrypto\.so\.3 \(libc6,x86-64\) => (\S+)", out)
-    return m.group(1) if m else None
 
 
 class Sha256Loaded(SandboxTest):
@@ -148,7 +136,7 @@ class Sha256Loaded(SandboxTest):
                          self.helper_digest(self.write_policy(pol, "again.json")))
 
     def test_without_libcrypto_the_error_names_it(self):
-        lib = libcrypto_path()
+        lib = ldconfig_path("libcrypto.so.3")
         if not lib or not shutil.which("unshare"):
             self.skipTest("no libcrypto.so.3 in ld.so.cache, or no unshare")
         path = self.write_policy(POLICIES["base"])
@@ -164,7 +152,7 @@ class Sha256Loaded(SandboxTest):
         self.assertNotIn("digest", p.stdout)
 
     def test_a_one_shot_without_libcrypto_says_so(self):
-        lib = libcrypto_path()
+        lib = ldconfig_path("libcrypto.so.3")
         if not lib or not shutil.which("unshare"):
             self.skipTest("no libcrypto.so.3 in ld.so.cache, or no unshare")
         path = self.write_policy(POLICIES["base"])
