@@ -6,16 +6,20 @@
  * with -lidn2 against one without: 1.35 against 1.08 ms, `perf stat -r
  * 400` on the 2-core VM of docs/dev/benchmarks.md), while the helper
  * needs it only for an allowlist entry like "bücher.example" in a policy
- * given to `run` or `policy`: sbxd hands `serve` its policy with every
- * host in A-labels already. The helper links with --as-needed and never
+ * given to `policy` (or to `run`, which refuses an allowlist once the
+ * policy is read): sbxd hands `serve` its policy with every host in
+ * A-labels already. The helper links with --as-needed and never
  * references libidn2, so it has no DT_NEEDED on it (helper.idna_loaded
  * checks).
  *
- * Loaded by the absolute path the build found (SBX_LIBIDN2_PATH), never by
- * a search, and only while a policy is parsed, at the start of `run`,
- * `serve` or `policy`, before any sandbox exists: the libraries libidn2
- * needs are searched for (libunistring), and then no file of a sandbox's
- * can be where they are looked for (sha256_dl.c says why that matters). */
+ * Loaded by the absolute paths the build found (idna_dl_paths.h), never by
+ * a search, each only if only root can change it (dl_root.h): first the
+ * libraries libidn2 needs besides libc (libunistring), which the dynamic
+ * linker would otherwise search for, the current directory too when
+ * LD_LIBRARY_PATH has an empty element (review 31: a planted
+ * libunistring.so.2 ran its constructor); libidn2's DT_NEEDED then finds
+ * them loaded, by soname. And only while a policy is parsed, at the start
+ * of `run`, `serve` or `policy`, before any sandbox exists. */
 #include "idna.h"
 
 #include <dlfcn.h>
@@ -24,6 +28,11 @@
 #include <stdio.h>
 
 #include "dl_root.h"
+#include "idna_dl_paths.h"
+
+#if SBX_LIBIDN2_SONAME_MAJOR != 0 || IDN2_VERSION_MAJOR != 2
+#error "the libidn2 headers are not of the libidn2.so.0 at SBX_LIBIDN2_PATH"
+#endif
 
 static struct {
 	__typeof__(idn2_to_ascii_8z) *to_ascii;
@@ -33,6 +42,12 @@ static struct {
 
 static void load(void)
 {
+	static const char *const deps[] = {SBX_LIBIDN2_DEPS NULL};
+
+	/* Held for good: libidn2 uses them as long as it is loaded. */
+	for (size_t i = 0; deps[i]; i++)
+		if (!sbx_dl_open_root_only(deps[i], idn2.why, sizeof(idn2.why)))
+			return;
 	void *lib = sbx_dl_open_root_only(SBX_LIBIDN2_PATH, idn2.why, sizeof(idn2.why));
 
 	if (!lib)

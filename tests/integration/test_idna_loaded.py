@@ -5,8 +5,9 @@ and loads libidn2 only for a policy's host name outside ASCII
 (helper/idna_dl.c), by the absolute path the build found: such names get
 the A-labels the linked library gives (UTS #46, non-transitional), a name
 libidn2 refuses is refused with its reason, and where libidn2 cannot be
-loaded a name outside ASCII is refused with the library and its package
-named."""
+loaded (not root's alone, not a library, without its calls) a name outside
+ASCII is refused with the library and its package named; libunistring,
+which libidn2 needs, is loaded by its path too, never found by a search."""
 import json
 import os
 import re
@@ -76,41 +77,132 @@ class IdnaLoaded(SandboxTest):
             self.assertIn("invalid IDNA name: ", p.stderr, host)
             self.assertNotIn("cannot be loaded", p.stderr, host)
 
-    def without_libidn2(self, *argv):
-        """argv run in a mount namespace of the test's where libidn2 is
-        an empty file (and, in its user namespace, root's files are not
-        root's: the helper refuses to load them for that first)."""
-        lib = ldconfig_path("libidn2.so.0")
-        if not lib or not shutil.which("unshare"):
-            self.skipTest("no libidn2.so.0 in ld.so.cache, or no unshare")
-        script = 'mount --bind /dev/null "$(realpath "$1")" && shift && exec "$@"'
-        p = subprocess.run(["unshare", "-Urm", "sh", "-c", script, "sh", lib] + list(argv),
-                           capture_output=True, text=True, timeout=60)
-        if "mount" in p.stderr and "bind" in p.stderr:
-            self.skipTest("cannot mount in a user namespace here: " + p.stderr)
-        return p
-
-    def test_loaded_only_for_a_name_outside_ascii(self):
-        # The dynamic linker says what it loads, dlopen()ed libraries too.
-        env = dict(os.environ, LD_DEBUG="files")
-        p = self.helper_policy(egress("api.example.com", "*.example.org", "xn--bcher-kva.example"),
-                               env=env)
-        self.assertEqual(p.returncode, 0, p)
-        self.assertIn("calling init: ", p.stderr)  # LD_DEBUG was heard
-        self.assertNotIn("libidn2", p.stderr)
-        self.assertNotIn("libunistring", p.stderr)
-        p = self.helper_policy(egress("api.example.com", "bücher.example"), env=env)
-        self.assertEqual(p.returncode, 0, p)
-        self.assertRegex(p.stderr, r"file=/\S+/libidn2\.so\.0 \[0\];  dynamically loaded by ")
-
-    def test_without_libidn2_a_name_outside_ascii_names_it(self):
+    def test_a_libidn2_not_roots_alone_is_refused(self):
+        # In a user namespace of the test's own, root's files show as
+        # uid 65534: the helper refuses to load them before any dlopen.
+        if not shutil.which("unshare"):
+            self.skipTest("no unshare")
         path = self.write_policy(egress("bücher.example"))
-        p = self.without_libidn2(HELPER, "policy", path)
+        p = subprocess.run(["unshare", "-Ur", HELPER, "policy", path], capture_output=True,
+                           text=True, timeout=60)
+        if p.returncode != 1 and "unshare" in p.stderr:
+            self.skipTest("no user namespace for the test here: " + p.stderr)
         self.assertEqual(p.returncode, 1, p)
         self.assertIn("outside ASCII needs libidn2", p.stderr)
-        self.assertIn("libidn2.so.0 cannot be loaded", p.stderr)
-        self.assertIn("libidn2-0", p.stderr)
+        self.assertRegex(p.stderr, r"libidn2\.so\.0 cannot be loaded \(Debian and Ubuntu: "
+                         r"package libidn2-0\): \S+ is owned by uid 65534 ")
         self.assertNotIn("digest", p.stdout)
+
+    def helper_tree(self, idn2=None):
+        """A root of the test's own for chroot, holding the helper, the
+        libraries it needs at exec and loads (at the paths it knows:
+        realpath of each, usr-merged), and idn2's bytes (None: the real
+        one) as libidn2.so.0. In `unshare -Ur` the test user is uid 0, so
+        the tree is root's alone and the helper's check lets each load be
+        tried."""
+        root = os.path.join(self.tmp, "root")
+        idn2_lib = ldconfig_path("libidn2.so.0")
+        if not idn2_lib:
+            self.skipTest("no libidn2.so.0 in ld.so.cache")
+        libs = re.findall(r"=> (/\S+)", subprocess.run(["ldd", HELPER], capture_output=True,
+                                                       text=True, check=True).stdout)
+        libs += [ldconfig_path("libcrypto.so.3"), ldconfig_path("libunistring.so.2"),
+                 idn2_lib, "/lib64/ld-linux-x86-64.so.2"]
+        for lib in libs:
+            real = os.path.realpath(lib)
+            dst = root + os.path.dirname(real)
+            os.makedirs(dst, mode=0o755, exist_ok=True)
+            shutil.copy2(real, os.path.join(dst, os.path.basename(real)))
+            # The name asked for, beside the file it names.
+            name = os.path.join(dst, os.path.basename(lib))
+            if not os.path.exists(name):
+                os.symlink(os.path.basename(real), name)
+        # The ELF interpreter at the path the helper names (PT_INTERP).
+        interp = os.path.realpath("/lib64/ld-linux-x86-64.so.2")
+        os.makedirs(os.path.join(root, "usr/lib64"), mode=0o755, exist_ok=True)
+        os.symlink(interp, os.path.join(root, "usr/lib64/ld-linux-x86-64.so.2"))
+        for link, target in (("lib", "usr/lib"), ("lib64", "usr/lib64")):
+            os.symlink(target, os.path.join(root, link))
+        if idn2 is not None:
+            # In place of the soname's link, at the path the helper opens.
+            at = root + os.path.join(os.path.dirname(os.path.realpath(idn2_lib)),
+                                     "libidn2.so.0")
+            os.unlink(at)
+            with open(at, "wb") as f:
+                f.write(idn2)
+        shutil.copy2(HELPER, os.path.join(root, "sbx-helper"))
+        with open(os.path.join(root, "p.json"), "w") as f:
+            json.dump(egress("bücher.example"), f)
+        for d, _, files in os.walk(root):
+            os.chmod(d, 0o755)
+        return root
+
+    def in_tree(self, root):
+        probe = subprocess.run(["unshare", "-Ur", "true"], capture_output=True, text=True,
+                               timeout=60)
+        if probe.returncode != 0:
+            self.skipTest("no user namespace for the test here: " + probe.stderr)
+        return subprocess.run(["unshare", "-Ur", "chroot", root, "/sbx-helper", "policy",
+                               "/p.json"], capture_output=True, text=True, timeout=60)
+
+    def test_in_a_tree_of_roots_it_loads_and_maps(self):
+        # The control for the two below: the same tree with the real
+        # libraries maps the name.
+        p = self.in_tree(self.helper_tree())
+        self.assertEqual(p.returncode, 0, p)
+        self.assertIn('"host": "xn--bcher-kva.example"', p.stdout)
+
+    def test_a_libidn2_that_is_no_library_is_refused(self):
+        p = self.in_tree(self.helper_tree(idn2=b""))
+        self.assertEqual(p.returncode, 1, p)
+        self.assertRegex(p.stderr, r"libidn2\.so\.0 cannot be loaded \(Debian and Ubuntu: "
+                         r"package libidn2-0\): .*(too short|invalid ELF)")
+        self.assertNotIn("digest", p.stdout)
+
+    def test_a_library_without_idn2s_calls_is_refused(self):
+        with open(ldconfig_path("libunistring.so.2"), "rb") as f:
+            other = f.read()
+        p = self.in_tree(self.helper_tree(idn2=other))
+        self.assertEqual(p.returncode, 1, p)
+        self.assertIn("it lacks idn2_to_ascii_8z or idn2_strerror", p.stderr)
+        self.assertNotIn("digest", p.stdout)
+
+    def test_a_libunistring_in_the_current_directory_is_not_loaded(self):
+        # libidn2 needs libunistring, which the dynamic linker searches
+        # for (an empty element of LD_LIBRARY_PATH is the current
+        # directory): the helper loads it first by the path the build
+        # found (review 31).
+        cc = shutil.which("cc") or shutil.which("gcc")
+        if not cc:
+            self.skipTest("no C compiler to make the planted library")
+        here = os.path.join(self.tmp, "here")
+        os.mkdir(here)
+        src = os.path.join(self.tmp, "planted.c")
+        with open(src, "w") as f:
+            f.write(PLANTED)
+        subprocess.run([cc, "-shared", "-fPIC", "-o", os.path.join(here, "libunistring.so.2"),
+                        src], check=True, timeout=60)
+        path = self.write_policy(egress("bücher.example"))
+        p = subprocess.run([HELPER, "policy", path], capture_output=True, text=True, timeout=30,
+                           cwd=here, env=dict(os.environ, LD_LIBRARY_PATH="/nonexistent:"))
+        self.assertEqual(p.returncode, 0, p)
+        self.assertIn('"host": "xn--bcher-kva.example"', p.stdout)
+        self.assertFalse(os.path.exists(os.path.join(here, "LOADED-BY-HELPER")),
+                         "the helper loaded the planted libunistring.so.2")
+
+
+# A libunistring.so.2 of the test's making: its constructor leaves a mark
+# in the directory it is loaded from (the helper's cwd).
+PLANTED = r"""
+#include <fcntl.h>
+#include <unistd.h>
+__attribute__((constructor)) static void planted(void)
+{
+	int fd = open("LOADED-BY-HELPER", O_WRONLY | O_CREAT, 0644);
+	if (fd >= 0)
+		close(fd);
+}
+"""
 
 
 if __name__ == "__main__":
