@@ -532,6 +532,37 @@ class SbxdTest(ServerTestCase):
         self.assertLessEqual(self.srv.fd_count(), fds)
         del ex
 
+    def test_teardown_digests_what_the_writers_left(self):
+        # Three execs rewrite a file each in /out as fast as they can, each
+        # round 256 KiB of one letter (a, b, ... h, a, ...), when Teardown
+        # comes. /out is read only once no process of the sandbox is left:
+        # then each file holds one letter and its digest is of that. A
+        # listing beside a writer would hash a mix of two rounds, or bytes
+        # of a longer file than it said.
+        writer = ("import os\nfd = os.open('/out/w%d', os.O_WRONLY | os.O_CREAT, 0o644)\n"
+                  "print('writing', flush=True)\ni = 0\n"
+                  "while True:\n    buf = b'abcdefgh'[i %% 8:i %% 8 + 1] * 4096\n    i += 1\n"
+                  "    os.ftruncate(fd, 0)\n    os.lseek(fd, 0, 0)\n"
+                  "    for _ in range(64):\n        os.write(fd, buf)\n")
+        for _ in range(3):  # three runs: three chances for a listing too early
+            run = self.create()
+            execs = [self.ok("Exec", pb.ExecRequest(run_id=run, argv=["/usr/bin/python3", "-c",
+                                                                       writer % i]),
+                             pb.ExecResponse).exec_id for i in range(3)]
+            for ex in execs:  # each one writing before the Teardown
+                r = self.ok("ReadOutput", pb.ReadOutputRequest(run_id=run, exec_id=ex,
+                                                               stream=pb.STDOUT,
+                                                               timeout_ms=10000),
+                            pb.ReadOutputResponse)
+                self.assertEqual(r.data, b"writing\n", r)
+            m = self.teardown(run)
+            arts = {a.path: a for a in m.artifacts}
+            self.assertEqual(sorted(arts), ["w0", "w1", "w2"], m)
+            for a in arts.values():
+                self.assertIn(a.sha256, [hashlib.sha256(bytes([c]) * a.size).hexdigest()
+                                         for c in b"abcdefgh"], a)
+            self.assertEqual([e.reason for e in m.execs], [pb.TORN_DOWN] * 3, m)
+
     # -- the CLI against the real server
     def test_cli_run_reconcile_example(self):
         ex = os.path.join(os.environ["SBX_SOURCE_DIR"], "packaging", "examples", "reconcile")
