@@ -90,6 +90,21 @@ def ldconfig_path(soname):
     return m.group(1) if m else None
 
 
+# A shared library of a test's making: its constructor leaves PLANTED_MARK
+# in the current directory of whatever process loads it.
+PLANTED_MARK = "LOADED-BY-HELPER"
+PLANTED_SOURCE = r"""
+#include <fcntl.h>
+#include <unistd.h>
+__attribute__((constructor)) static void planted(void)
+{
+	int fd = open("LOADED-BY-HELPER", O_WRONLY | O_CREAT, 0644);
+	if (fd >= 0)
+		close(fd);
+}
+"""
+
+
 def policy(**overrides):
     """BASE_POLICY with top-level keys replaced and limits merged."""
     p = json.loads(json.dumps(BASE_POLICY))
@@ -154,6 +169,27 @@ class SandboxTest(unittest.TestCase):
                 result = json.load(f)
         dec = lambda b: b.decode(errors="replace") if isinstance(b, bytes) else (b or "")
         return Run(p.returncode, dec(p.stdout), dec(p.stderr), result)
+
+    def helper_loads_at_exec(self):
+        """What the dynamic linker loads for sbx-helper at its exec, its
+        libraries' own dependencies included (LD_TRACE_LOADED_OBJECTS)."""
+        env = dict(os.environ, LD_TRACE_LOADED_OBJECTS="1")
+        p = subprocess.run([HELPER, "--version"], env=env, capture_output=True, text=True,
+                           timeout=30)
+        self.assertEqual(p.returncode, 0, p)
+        self.assertIn("libc.so.6", p.stdout)  # the trace was made
+        return p.stdout
+
+    def plant_library(self, path):
+        """PLANTED_SOURCE built as the shared library path; the test is
+        skipped without a C compiler."""
+        cc = shutil.which("cc") or shutil.which("gcc")
+        if not cc:
+            self.skipTest("no C compiler to make the planted library")
+        src = os.path.join(self.tmp, "planted.c")
+        with open(src, "w") as f:
+            f.write(PLANTED_SOURCE)
+        subprocess.run([cc, "-shared", "-fPIC", "-o", path, src], check=True, timeout=60)
 
     def sh(self, script, **kw):
         return self.run_sandbox(["/bin/sh", "-c", script], **kw)
