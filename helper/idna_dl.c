@@ -12,27 +12,37 @@
  * references libidn2, so it has no DT_NEEDED on it (helper.idna_loaded
  * checks).
  *
- * Loaded by the absolute paths the build found (idna_dl_paths.h), never by
- * a search, each only if only root can change it (dl_root.h): first the
- * libraries libidn2 needs besides libc (libunistring), which the dynamic
- * linker would otherwise search for, the current directory too when
+ * Loaded by the absolute path the build found (idna_dl_paths.h), never by
+ * a search, only if only root can change it (dl_root.h), and first the
+ * libraries libidn2 needs that the helper has not loaded (libunistring),
+ * each by its path beside libidn2 under the same check: the dynamic linker
+ * would otherwise search for them, the current directory too when
  * LD_LIBRARY_PATH has an empty element (review 31: a planted
- * libunistring.so.2 ran its constructor); libidn2's DT_NEEDED then finds
- * them loaded, by soname. And only while a policy is parsed, at the start
- * of `run`, `serve` or `policy`, before any sandbox exists. */
+ * libunistring.so.2 ran its constructor). Their names come from libidn2's
+ * file at the time of the load, not from the build (review 32: a libidn2
+ * installed later may need another libunistring). And only while a policy
+ * is parsed, at the start of `run`, `serve` or `policy`, before any
+ * sandbox exists. */
 #include "idna.h"
 
 #include <dlfcn.h>
 #include <idn2.h>
+#include <link.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "dl_root.h"
+#include "elf_needed.h"
 #include "idna_dl_paths.h"
 
 #if SBX_LIBIDN2_SONAME_MAJOR != 0 || IDN2_VERSION_MAJOR != 2
 #error "the libidn2 headers are not of the libidn2.so.0 at SBX_LIBIDN2_PATH"
 #endif
+
+/* SBX_LIBIDN2_DIR, '/', a DT_NEEDED name and its NUL. */
+#define DEP_PATH_MAX (sizeof(SBX_LIBIDN2_DIR) + SBX_ELF_NEEDED_NAME_MAX)
 
 static struct {
 	__typeof__(idn2_to_ascii_8z) *to_ascii;
@@ -40,14 +50,74 @@ static struct {
 	char why[300]; /* set when it could not be loaded */
 } idn2;
 
+/* Whether a library of this name is loaded in the helper already (libc,
+ * the dynamic linker): the dynamic linker takes that one for a DT_NEEDED of
+ * the name, by its soname, without a search. */
+static int loaded_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	const char *name = arg, *slash = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+
+	(void)size;
+	return slash && !strcmp(slash + 1, name);
+}
+
+static bool loaded_already(const char *name)
+{
+	return dl_iterate_phdr(loaded_cb, (void *)name) != 0;
+}
+
+/* Every library path needs that the helper has not loaded, into
+ * deps[0..*n), each as the same-named file beside libidn2; false with
+ * idn2.why set for one that cannot be had that way. */
+static bool needed_beside(const char *path, char deps[][DEP_PATH_MAX], size_t *n)
+{
+	char names[SBX_ELF_NEEDED_MAX][SBX_ELF_NEEDED_NAME_MAX];
+	size_t count;
+	struct sbx_err err;
+
+	*n = 0;
+	if (sbx_elf_needed(path, names, &count, &err) < 0) {
+		snprintf(idn2.why, sizeof(idn2.why), "%.280s", err.msg);
+		return false;
+	}
+	for (size_t i = 0; i < count; i++) {
+		if (loaded_already(names[i]))
+			continue;
+		if ((size_t)snprintf(deps[*n], DEP_PATH_MAX, "%s/%s", SBX_LIBIDN2_DIR, names[i]) >=
+		    DEP_PATH_MAX) {
+			snprintf(idn2.why, sizeof(idn2.why), "%.100s needs %.100s: too long a path",
+				 path, names[i]);
+			return false;
+		}
+		(*n)++;
+	}
+	return true;
+}
+
 static void load(void)
 {
-	static const char *const deps[] = {SBX_LIBIDN2_DEPS NULL};
+	char deps[SBX_ELF_NEEDED_MAX][DEP_PATH_MAX], theirs[SBX_ELF_NEEDED_MAX][DEP_PATH_MAX];
+	size_t n, m;
 
-	/* Held for good: libidn2 uses them as long as it is loaded. */
-	for (size_t i = 0; deps[i]; i++)
+	/* What libidn2 needs, read from the file (installed after this build
+	 * it may be another libunistring), each loaded by its path before it:
+	 * the dynamic linker then finds them loaded, by soname, and searches
+	 * for nothing. One level: what those need must be loaded already. */
+	if (!needed_beside(SBX_LIBIDN2_PATH, deps, &n))
+		return;
+	for (size_t i = 0; i < n; i++) {
+		if (!needed_beside(deps[i], theirs, &m))
+			return;
+		if (m) {
+			snprintf(idn2.why, sizeof(idn2.why),
+				 "%.100s needs %.100s, which the helper would have to search for",
+				 deps[i], theirs[0]);
+			return;
+		}
+		/* Held for good: libidn2 uses it as long as it is loaded. */
 		if (!sbx_dl_open_root_only(deps[i], idn2.why, sizeof(idn2.why)))
 			return;
+	}
 	void *lib = sbx_dl_open_root_only(SBX_LIBIDN2_PATH, idn2.why, sizeof(idn2.why));
 
 	if (!lib)

@@ -186,7 +186,7 @@ class SandboxTest(unittest.TestCase):
         cc = shutil.which("cc") or shutil.which("gcc")
         if not cc:
             self.skipTest("no C compiler to make the planted library")
-        src = os.path.join(self.tmp, "planted.c")
+        src = path + ".planted.c"
         with open(src, "w") as f:
             f.write(PLANTED_SOURCE)
         subprocess.run([cc, "-shared", "-fPIC", "-o", path, src], check=True, timeout=60)

@@ -14,8 +14,8 @@ import re
 import shutil
 import subprocess
 
-from sbxtest import (HELPER, PLANTED_MARK, SandboxTest, ldconfig_path, needed, policy,
-                     run_tests)
+from sbxtest import (HELPER, PLANTED_MARK, PLANTED_SOURCE, SandboxTest, ldconfig_path, needed,
+                     policy, run_tests)
 
 CLI = os.environ.get("SBX_CLI", "")
 
@@ -86,25 +86,46 @@ class IdnaLoaded(SandboxTest):
             self.skipTest("no user namespace for the test here: " + p.stderr)
         self.assertEqual(p.returncode, 1, p)
         self.assertIn("outside ASCII needs libidn2", p.stderr)
+        # libunistring is the first it tries: it goes before libidn2.
         self.assertRegex(p.stderr, r"libidn2\.so\.0 cannot be loaded \(Debian and Ubuntu: "
-                         r"package libidn2-0\): \S+ is owned by uid 65534 ")
+                         r"package libidn2-0\): /\S+/libunistring\.so\.\S+ is owned by "
+                         r"uid 65534 ")
         self.assertNotIn("digest", p.stdout)
 
-    def helper_tree(self, idn2=None):
+    def test_loaded_only_for_a_name_outside_ascii(self):
+        # The dynamic linker says what it loads, dlopen()ed libraries too,
+        # and what it searches for.
+        env = dict(os.environ, LD_DEBUG="files,libs")
+        p = self.helper_policy(egress("api.example.com", "*.example.org", "xn--bcher-kva.example"),
+                               env=env)
+        self.assertEqual(p.returncode, 0, p)
+        self.assertIn("calling init: ", p.stderr)  # LD_DEBUG was heard
+        self.assertNotIn("libidn2", p.stderr)
+        self.assertNotIn("libunistring", p.stderr)
+        p = self.helper_policy(egress("api.example.com", "bücher.example"), env=env)
+        self.assertEqual(p.returncode, 0, p)
+        self.assertRegex(p.stderr, r"file=/\S+/libidn2\.so\.0\S* \[0\];  dynamically loaded by ")
+        self.assertRegex(p.stderr, r"file=/\S+/libunistring\.so\.2\S* \[0\];  dynamically "
+                         r"loaded by ")
+        # Each by its path: neither is searched for.
+        self.assertNotIn("find library=libidn2", p.stderr)
+        self.assertNotIn("find library=libunistring", p.stderr)
+
+    def helper_tree(self, idn2=None, beside=None):
         """A root of the test's own for chroot, holding the helper, the
         libraries it needs at exec and loads (at the paths it knows:
         realpath of each, usr-merged), and idn2's bytes (None: the real
-        one) as libidn2.so.0. In `unshare -Ur` the test user is uid 0, so
-        the tree is root's alone and the helper's check lets each load be
-        tried."""
+        one) as libidn2.so.0, with files of beside's (name: bytes) next
+        to it. In `unshare -Ur` the test user is uid 0, so the tree is
+        root's alone and the helper's check lets each load be tried."""
         root = os.path.join(self.tmp, "root")
         idn2_lib = ldconfig_path("libidn2.so.0")
-        if not idn2_lib:
-            self.skipTest("no libidn2.so.0 in ld.so.cache")
+        needed = [idn2_lib, ldconfig_path("libcrypto.so.3"), ldconfig_path("libunistring.so.2")]
+        if not all(needed) or not os.path.exists("/lib64/ld-linux-x86-64.so.2"):
+            self.skipTest("not the x86-64 Debian layout this tree copies")
         libs = re.findall(r"=> (/\S+)", subprocess.run(["ldd", HELPER], capture_output=True,
                                                        text=True, check=True).stdout)
-        libs += [ldconfig_path("libcrypto.so.3"), ldconfig_path("libunistring.so.2"),
-                 idn2_lib, "/lib64/ld-linux-x86-64.so.2"]
+        libs += needed + ["/lib64/ld-linux-x86-64.so.2"]
         for lib in libs:
             real = os.path.realpath(lib)
             dst = root + os.path.dirname(real)
@@ -120,13 +141,16 @@ class IdnaLoaded(SandboxTest):
         os.symlink(interp, os.path.join(root, "usr/lib64/ld-linux-x86-64.so.2"))
         for link, target in (("lib", "usr/lib"), ("lib64", "usr/lib64")):
             os.symlink(target, os.path.join(root, link))
+        libdir = root + os.path.dirname(os.path.realpath(idn2_lib))
         if idn2 is not None:
             # In place of the soname's link, at the path the helper opens.
-            at = root + os.path.join(os.path.dirname(os.path.realpath(idn2_lib)),
-                                     "libidn2.so.0")
-            os.unlink(at)
-            with open(at, "wb") as f:
+            os.unlink(os.path.join(libdir, "libidn2.so.0"))
+            with open(os.path.join(libdir, "libidn2.so.0"), "wb") as f:
                 f.write(idn2)
+        for name, data in (beside or {}).items():
+            with open(os.path.join(libdir, name), "wb") as f:
+                f.write(data)
+        os.mkdir(os.path.join(root, "here"))
         shutil.copy2(HELPER, os.path.join(root, "sbx-helper"))
         with open(os.path.join(root, "p.json"), "w") as f:
             json.dump(egress("bücher.example"), f)
@@ -134,13 +158,15 @@ class IdnaLoaded(SandboxTest):
             os.chmod(d, 0o755)
         return root
 
-    def in_tree(self, root):
+    def in_tree(self, root, env=None):
+        """`sbx-helper policy /p.json` with root as its /, in /here."""
         probe = subprocess.run(["unshare", "-Ur", "true"], capture_output=True, text=True,
                                timeout=60)
         if probe.returncode != 0:
             self.skipTest("no user namespace for the test here: " + probe.stderr)
-        return subprocess.run(["unshare", "-Ur", "chroot", root, "/sbx-helper", "policy",
-                               "/p.json"], capture_output=True, text=True, timeout=60)
+        return subprocess.run(["unshare", "-Ur", "--root=" + root, "--wd=/here", "/sbx-helper",
+                               "policy", "/p.json"], capture_output=True, text=True, timeout=60,
+                              env=env)
 
     def test_in_a_tree_of_roots_it_loads_and_maps(self):
         # The control for the two below: the same tree with the real
@@ -153,7 +179,7 @@ class IdnaLoaded(SandboxTest):
         p = self.in_tree(self.helper_tree(idn2=b""))
         self.assertEqual(p.returncode, 1, p)
         self.assertRegex(p.stderr, r"libidn2\.so\.0 cannot be loaded \(Debian and Ubuntu: "
-                         r"package libidn2-0\): .*(too short|invalid ELF)")
+                         r"package libidn2-0\): .*not a shared object of this machine")
         self.assertNotIn("digest", p.stdout)
 
     def test_a_library_without_idn2s_calls_is_refused(self):
@@ -164,21 +190,88 @@ class IdnaLoaded(SandboxTest):
         self.assertIn("it lacks idn2_to_ascii_8z or idn2_strerror", p.stderr)
         self.assertNotIn("digest", p.stdout)
 
-    def test_a_libunistring_in_the_current_directory_is_not_loaded(self):
-        # libidn2 needs libunistring, which the dynamic linker searches
-        # for (an empty element of LD_LIBRARY_PATH is the current
-        # directory): the helper loads it first by the path the build
-        # found (review 31).
+    def test_libraries_in_the_current_directory_are_not_loaded(self):
+        # An empty element of LD_LIBRARY_PATH is the current directory: a
+        # search would find these first. libidn2 is opened by its path;
+        # libunistring, which libidn2 needs and the dynamic linker would
+        # search for, is loaded by its path before it (review 31).
         here = os.path.join(self.tmp, "here")
         os.mkdir(here)
         self.plant_library(os.path.join(here, "libunistring.so.2"))
+        # Without idn2's calls, but a dlopen of it would run its
+        # constructor before anything asked for them.
+        self.plant_library(os.path.join(here, "libidn2.so.0"))
         path = self.write_policy(egress("bücher.example"))
         p = subprocess.run([HELPER, "policy", path], capture_output=True, text=True, timeout=30,
-                           cwd=here, env=dict(os.environ, LD_LIBRARY_PATH="/nonexistent:"))
+                           cwd=here, env=dict(os.environ, LD_LIBRARY_PATH="/nonexistent:",
+                                              LD_DEBUG="libs"))
         self.assertEqual(p.returncode, 0, p)
         self.assertIn('"host": "xn--bcher-kva.example"', p.stdout)
+        # Never searched for: the planted file, which lacks libidn2's
+        # calls, would fail its dlopen before its constructor ran (review
+        # 32), so its mark alone could not tell.
+        self.assertIn("find library=libc.so.6", p.stderr)  # LD_DEBUG was heard
+        self.assertNotIn("find library=libunistring", p.stderr)
         self.assertFalse(os.path.exists(os.path.join(here, PLANTED_MARK)),
-                         "the helper loaded the planted libunistring.so.2")
+                         "the helper loaded a planted library")
+
+    def test_a_libidn2_installed_later_gets_what_it_needs_by_path(self):
+        # A libidn2 installed after this build that needs another
+        # libunistring (Debian 13's needs libunistring.so.5): what it
+        # needs is read from its file at the load and loaded by its path
+        # beside it, never searched for, with a planted copy in the current
+        # directory and an empty LD_LIBRARY_PATH element (review 32).
+        cc = shutil.which("cc") or shutil.which("gcc")
+        if not cc:
+            self.skipTest("no C compiler for the libraries")
+        d = os.path.join(self.tmp, "libs")
+        os.mkdir(d)
+        for name, src in (("u5.c", U5), ("planted5.c", U5 + PLANTED_SOURCE), ("idn2.c", IDN2)):
+            with open(os.path.join(d, name), "w") as f:
+                f.write(src)
+        def cc_so(out, soname, src, *extra):
+            subprocess.run([cc, "-shared", "-fPIC", "-Wl,-soname," + soname, "-o",
+                            os.path.join(d, out), os.path.join(d, src), *extra],
+                           check=True, timeout=60)
+        cc_so("libunistring.so.5", "libunistring.so.5", "u5.c")
+        cc_so("planted.so.5", "libunistring.so.5", "planted5.c")
+        cc_so("libidn2.so.0", "libidn2.so.0", "idn2.c", "-Wl,--no-as-needed", "-L" + d,
+              "-l:libunistring.so.5")
+        data = {}
+        for name in ("libidn2.so.0", "libunistring.so.5", "planted.so.5"):
+            with open(os.path.join(d, name), "rb") as f:
+                data[name] = f.read()
+        root = self.helper_tree(idn2=data["libidn2.so.0"],
+                                beside={"libunistring.so.5": data["libunistring.so.5"]})
+        with open(os.path.join(root, "here", "libunistring.so.5"), "wb") as f:
+            f.write(data["planted.so.5"])
+        p = self.in_tree(root, env=dict(os.environ, LD_LIBRARY_PATH="/nonexistent:",
+                                        LD_DEBUG="libs"))
+        self.assertEqual(p.returncode, 0, p)
+        self.assertIn('"host": "xn--stub.example"', p.stdout)  # the stub's answer
+        self.assertNotIn("find library=libunistring", p.stderr)
+        self.assertFalse(os.path.exists(os.path.join(root, "here", PLANTED_MARK)),
+                         "the helper loaded the planted libunistring.so.5")
+
+
+# The stand-ins for a later libidn2 and its libunistring.so.5.
+U5 = "int u5_nfc(void) { return 0; }\n"
+IDN2 = r"""
+#include <string.h>
+int u5_nfc(void);
+int idn2_to_ascii_8z(const char *in, char **out, int flags)
+{
+	(void)in;
+	(void)flags;
+	*out = strdup(u5_nfc() == 0 ? "xn--stub.example" : "wrong");
+	return 0;
+}
+const char *idn2_strerror(int rc)
+{
+	(void)rc;
+	return "stub";
+}
+"""
 
 
 if __name__ == "__main__":

@@ -29,3 +29,10 @@ set_tests_properties(unit.helper.cgroup_join PROPERTIES SKIP_RETURN_CODE 77)
 add_executable(test_helper_syscall_filter test_helper_syscall_filter.c)
 target_link_libraries(test_helper_syscall_filter PRIVATE sbx_helper_parts sbx_check)
 add_test(NAME unit.helper.syscall_filter COMMAND test_helper_syscall_filter)
+
+# What libidn2 needs, read from its file (helper/elf_needed.c, for
+# idna_dl.c): the real one, and prefixes and damaged copies of it.
+add_executable(test_helper_elf_needed test_helper_elf_needed.c)
+target_include_directories(test_helper_elf_needed PRIVATE ${PROJECT_BINARY_DIR}/helper)
+target_link_libraries(test_helper_elf_needed PRIVATE sbx_helper_parts sbx_check)
+add_test(NAME unit.helper.elf_needed COMMAND test_helper_elf_needed)
