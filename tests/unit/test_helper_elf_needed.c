@@ -72,7 +72,9 @@ int main(void)
 {
 	struct sbx_err err;
 	size_t n, len, bad = 0;
-	char dir[] = "/tmp/sbx-elf-needed-XXXXXX", path[64];
+	/* sbx-test-*: helper.cleanup counts other sbx* entries in /tmp as a
+	 * run's leftovers. */
+	char dir[] = "/tmp/sbx-test-elf-needed-XXXXXX", path[64];
 	unsigned char *lib = slurp(SBX_LIBIDN2_PATH, &len), *copy;
 
 	if (!lib || !mkdtemp(dir))
