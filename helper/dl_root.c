@@ -16,7 +16,7 @@
  * (a libdir of a Homebrew or /opt prefix the build found) would give them
  * code in every one-shot (review). Root-owned, they cannot change between
  * this and the dlopen of real. */
-static bool root_only(const char *path, char real[PATH_MAX], char *why, size_t size)
+bool sbx_dl_root_only(const char *path, char real[PATH_MAX], char *why, size_t size)
 {
 	struct stat st;
 
@@ -45,17 +45,23 @@ static bool root_only(const char *path, char real[PATH_MAX], char *why, size_t s
 	}
 }
 
+void *sbx_dl_open_checked(const char *real, char *why, size_t size)
+{
+	void *lib = dlopen(real, RTLD_NOW | RTLD_LOCAL);
+
+	if (!lib)
+		snprintf(why, size, "%s", dlerror());
+	return lib;
+}
+
 void *sbx_dl_open_root_only(const char *path, char *why, size_t size)
 {
 	char real[PATH_MAX];
 
-	if (!root_only(path, real, why, size))
-		return NULL;
 	/* The path checked, not the one given: a link on the way, in a
 	 * directory another user can write, could be turned elsewhere between
 	 * the check and the open (review 32). */
-	void *lib = dlopen(real, RTLD_NOW | RTLD_LOCAL);
-	if (!lib)
-		snprintf(why, size, "%s", dlerror());
-	return lib;
+	if (!sbx_dl_root_only(path, real, why, size))
+		return NULL;
+	return sbx_dl_open_checked(real, why, size);
 }

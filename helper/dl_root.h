@@ -8,9 +8,19 @@
 
 #include <stddef.h>
 
-/* dlopen(path, RTLD_NOW | RTLD_LOCAL) if path and every directory above it
- * are root's and writable by no one else; else NULL with why[0..size)
- * saying what stopped it (as it does when dlopen fails). */
+#include <limits.h>
+#include <stdbool.h>
+
+/* Whether path, links resolved into real, and every directory above it are
+ * root's and writable by no one else; else false with why[0..size) saying
+ * what is not. Then nobody but root can change what real names. */
+bool sbx_dl_root_only(const char *path, char real[PATH_MAX], char *why, size_t size);
+
+/* dlopen(real, RTLD_NOW | RTLD_LOCAL) of a path sbx_dl_root_only passed;
+ * NULL with why[0..size) saying why not. */
+void *sbx_dl_open_checked(const char *real, char *why, size_t size);
+
+/* The two: dlopen of the resolved path if sbx_dl_root_only passes it. */
 void *sbx_dl_open_root_only(const char *path, char *why, size_t size);
 
 #endif

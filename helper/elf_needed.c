@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* sbx_elf_needed (elf_needed.h): the ELF header, the program headers, the
- * dynamic section and the string table, each read with pread and every
- * offset and size checked against the file before it is used. */
+/* sbx_elf_deps (elf_needed.h): the ELF header, the program headers, the
+ * dynamic section and the string table, each read with pread, every offset
+ * and size checked against the file, and every sum against overflow,
+ * before it is used. */
 #include "elf_needed.h"
 
 #include <endian.h>
@@ -27,6 +28,21 @@
 #else
 #define NATIVE_CLASS ELFCLASS32
 #endif
+#if defined(__x86_64__)
+#define NATIVE_MACHINE EM_X86_64
+#elif defined(__aarch64__)
+#define NATIVE_MACHINE EM_AARCH64
+#elif defined(__i386__)
+#define NATIVE_MACHINE EM_386
+#elif defined(__powerpc64__)
+#define NATIVE_MACHINE EM_PPC64
+#elif defined(__s390x__)
+#define NATIVE_MACHINE EM_S390
+#elif defined(__riscv)
+#define NATIVE_MACHINE EM_RISCV
+#else
+#error "elf_needed.c: no ELF machine number for this architecture"
+#endif
 
 /* len bytes at off, all of them inside the file of size size. */
 static bool read_at(int fd, uint64_t size, uint64_t off, void *buf, size_t len)
@@ -34,89 +50,146 @@ static bool read_at(int fd, uint64_t size, uint64_t off, void *buf, size_t len)
 	return off <= size && len <= size - off && pread(fd, buf, len, (off_t)off) == (ssize_t)len;
 }
 
-/* The file offset of the virtual address v, from the PT_LOAD segment
- * whose file bytes hold it. */
-static bool vaddr_offset(const ElfW(Phdr) * ph, size_t nph, uint64_t v, uint64_t *off)
+/* The file offset of len bytes at the virtual address v, all of them in
+ * the file bytes of one PT_LOAD segment. */
+static bool vaddr_offset(const ElfW(Phdr) * ph, size_t nph, uint64_t v, uint64_t len, uint64_t *off)
 {
-	for (size_t i = 0; i < nph; i++)
-		if (ph[i].p_type == PT_LOAD && v >= ph[i].p_vaddr &&
-		    v - ph[i].p_vaddr < ph[i].p_filesz) {
-			*off = ph[i].p_offset + (v - ph[i].p_vaddr);
-			return true;
-		}
+	for (size_t i = 0; i < nph; i++) {
+		uint64_t delta;
+
+		if (ph[i].p_type != PT_LOAD || v < ph[i].p_vaddr)
+			continue;
+		delta = v - ph[i].p_vaddr;
+		if (delta >= ph[i].p_filesz || len > ph[i].p_filesz - delta ||
+		    ph[i].p_offset > UINT64_MAX - delta)
+			continue;
+		*off = ph[i].p_offset + delta;
+		return true;
+	}
 	return false;
 }
 
-int sbx_elf_needed(const char *path, char names[][SBX_ELF_NEEDED_NAME_MAX], size_t *n,
-		   struct sbx_err *err)
+/* The NUL-terminated name at index idx of the string table at str_off
+ * (strsz bytes) into out. */
+static int read_name(int fd, uint64_t size, uint64_t str_off, uint64_t strsz, uint64_t idx,
+		     char out[SBX_ELF_NEEDED_NAME_MAX], const char *what, struct sbx_err *err)
 {
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	size_t len = SBX_ELF_NEEDED_NAME_MAX;
+
+	if (idx >= strsz || str_off > UINT64_MAX - idx)
+		return sbx_fail(err, "%s: a name outside its string table", what);
+	/* The name and its NUL, within the table and the file. */
+	if (len > strsz - idx)
+		len = (size_t)(strsz - idx);
+	if (str_off + idx >= size)
+		return sbx_fail(err, "%s: its string table is not within the file", what);
+	if (len > size - (str_off + idx))
+		len = (size_t)(size - (str_off + idx));
+	if (!read_at(fd, size, str_off + idx, out, len) || !memchr(out, '\0', len))
+		return sbx_fail(err, "%s: a name not ended within %d bytes and its string table",
+				what, SBX_ELF_NEEDED_NAME_MAX - 1);
+	if (!out[0] || strchr(out, '/') || !strcmp(out, ".") || !strcmp(out, ".."))
+		return sbx_fail(err, "%s: a DT_NEEDED or DT_SONAME that is not a plain file name",
+				what);
+	return 0;
+}
+
+/* sbx_elf_deps_fd, into d, which is whole only when this returns 0. */
+static int read_deps(int fd, const char *what, struct sbx_elf_deps *d, struct sbx_err *err)
+{
 	ElfW(Ehdr) eh;
 	ElfW(Phdr) ph[PHDRS_MAX];
 	ElfW(Dyn) dyn[DYN_MAX];
-	uint64_t size, dyn_off = 0, dyn_len = 0, strtab = 0, strsz = 0, str_off;
+	uint64_t size, dyn_off = 0, dyn_len = 0, strtab = 0, strsz = 0, str_off = 0, soname = 0;
 	uint64_t needed[SBX_ELF_NEEDED_MAX];
-	size_t nph, ndyn, nneeded = 0;
-	bool have_dyn = false, have_strtab = false;
+	size_t nph, ndyn;
+	bool have_dyn = false, have_strtab = false, have_soname = false;
 	struct stat st;
 
-	*n = 0;
-	if (fd < 0 || fstat(fd, &st) < 0)
-		return sbx_fail_errno(err, "%s", path);
+	memset(d, 0, sizeof(*d));
+	if (fstat(fd, &st) < 0)
+		return sbx_fail_errno(err, "%s", what);
 	size = (uint64_t)st.st_size;
 	if (!read_at(fd, size, 0, &eh, sizeof(eh)) || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
 	    eh.e_ident[EI_CLASS] != NATIVE_CLASS || eh.e_ident[EI_DATA] != NATIVE_DATA ||
-	    eh.e_type != ET_DYN || eh.e_phentsize != sizeof(ElfW(Phdr)) || eh.e_phnum == 0 ||
-	    eh.e_phnum > PHDRS_MAX)
-		return sbx_fail(err, "%s: not a shared object of this machine's ELF class", path);
+	    eh.e_type != ET_DYN || eh.e_machine != NATIVE_MACHINE ||
+	    eh.e_phentsize != sizeof(ElfW(Phdr)) || eh.e_phnum == 0 || eh.e_phnum > PHDRS_MAX)
+		return sbx_fail(err, "%s: not a shared object of this machine", what);
 	nph = eh.e_phnum;
 	if (!read_at(fd, size, eh.e_phoff, ph, nph * sizeof(ph[0])))
-		return sbx_fail(err, "%s: its program headers are cut short", path);
+		return sbx_fail(err, "%s: its program headers are cut short", what);
 	for (size_t i = 0; i < nph; i++)
 		if (ph[i].p_type == PT_DYNAMIC) {
-			dyn_off = ph[i].p_offset;
+			/* Where the dynamic linker reads it: at its address. */
+			if (have_dyn ||
+			    !vaddr_offset(ph, nph, ph[i].p_vaddr, ph[i].p_filesz, &dyn_off))
+				return sbx_fail(err, "%s: no dynamic section within the file",
+						what);
 			dyn_len = ph[i].p_filesz;
 			have_dyn = true;
 		}
 	ndyn = (size_t)(dyn_len / sizeof(ElfW(Dyn)));
 	if (!have_dyn || ndyn == 0 || ndyn > DYN_MAX ||
 	    !read_at(fd, size, dyn_off, dyn, ndyn * sizeof(dyn[0])))
-		return sbx_fail(err, "%s: no dynamic section within the file", path);
+		return sbx_fail(err, "%s: no dynamic section within the file", what);
 	for (size_t i = 0; i < ndyn && dyn[i].d_tag != DT_NULL; i++) {
-		if (dyn[i].d_tag == DT_STRTAB) {
+		switch (dyn[i].d_tag) {
+		case DT_STRTAB:
 			strtab = dyn[i].d_un.d_ptr;
 			have_strtab = true;
-		} else if (dyn[i].d_tag == DT_STRSZ) {
+			break;
+		case DT_STRSZ:
 			strsz = dyn[i].d_un.d_val;
-		} else if (dyn[i].d_tag == DT_NEEDED) {
-			if (nneeded == SBX_ELF_NEEDED_MAX)
-				return sbx_fail(err, "%s: needs more than %d libraries", path,
+			break;
+		case DT_SONAME:
+			soname = dyn[i].d_un.d_val;
+			have_soname = true;
+			break;
+		case DT_NEEDED:
+			if (d->n_needed == SBX_ELF_NEEDED_MAX)
+				return sbx_fail(err, "%s: needs more than %d libraries", what,
 						SBX_ELF_NEEDED_MAX);
-			needed[nneeded++] = dyn[i].d_un.d_val;
+			needed[d->n_needed++] = dyn[i].d_un.d_val;
+			break;
+		case DT_FILTER:
+		case DT_AUXILIARY:
+			return sbx_fail(err,
+					"%s: a filter (DT_FILTER or DT_AUXILIARY), whose libraries "
+					"the dynamic linker would search for",
+					what);
+		default:
+			break;
 		}
 	}
-	if (nneeded && (!have_strtab || !vaddr_offset(ph, nph, strtab, &str_off)))
-		return sbx_fail(err, "%s: its string table is not within the file", path);
-	for (size_t i = 0; i < nneeded; i++) {
-		char *name = names[i];
-		size_t len = SBX_ELF_NEEDED_NAME_MAX;
-
-		if (needed[i] >= strsz)
-			return sbx_fail(err, "%s: a DT_NEEDED name outside its string table", path);
-		/* The name and its NUL, within the table and the file. */
-		if (len > strsz - needed[i])
-			len = (size_t)(strsz - needed[i]);
-		if (str_off + needed[i] > size)
-			return sbx_fail(err, "%s: its string table is not within the file", path);
-		if (len > size - (str_off + needed[i]))
-			len = (size_t)(size - (str_off + needed[i]));
-		if (!read_at(fd, size, str_off + needed[i], name, len) || !memchr(name, '\0', len))
-			return sbx_fail(err, "%s: a DT_NEEDED name longer than %d bytes", path,
-					SBX_ELF_NEEDED_NAME_MAX - 1);
-		if (!name[0] || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, ".."))
-			return sbx_fail(err, "%s: a DT_NEEDED entry that is not a plain file name",
-					path);
-	}
-	*n = nneeded;
+	if ((d->n_needed || have_soname) &&
+	    (!have_strtab || !vaddr_offset(ph, nph, strtab, strsz, &str_off)))
+		return sbx_fail(err, "%s: its string table is not within the file", what);
+	if (have_soname && read_name(fd, size, str_off, strsz, soname, d->soname, what, err) < 0)
+		return -1;
+	for (size_t i = 0; i < d->n_needed; i++)
+		if (read_name(fd, size, str_off, strsz, needed[i], d->needed[i], what, err) < 0)
+			return -1;
 	return 0;
+}
+
+int sbx_elf_deps_fd(int fd, const char *what, struct sbx_elf_deps *d, struct sbx_err *err)
+{
+	struct sbx_elf_deps got;
+
+	memset(d, 0, sizeof(*d));
+	if (read_deps(fd, what, &got, err) < 0)
+		return -1;
+	*d = got;
+	return 0;
+}
+
+int sbx_elf_deps(const char *path, struct sbx_elf_deps *d, struct sbx_err *err)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+
+	if (fd < 0) {
+		memset(d, 0, sizeof(*d));
+		return sbx_fail_errno(err, "%s", path);
+	}
+	return sbx_elf_deps_fd(fd, path, d, err);
 }

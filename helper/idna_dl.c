@@ -27,6 +27,7 @@
 
 #include <dlfcn.h>
 #include <idn2.h>
+#include <limits.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -41,9 +42,6 @@
 #error "the libidn2 headers are not of the libidn2.so.0 at SBX_LIBIDN2_PATH"
 #endif
 
-/* SBX_LIBIDN2_DIR, '/', a DT_NEEDED name and its NUL. */
-#define DEP_PATH_MAX (sizeof(SBX_LIBIDN2_DIR) + SBX_ELF_NEEDED_NAME_MAX)
-
 static struct {
 	__typeof__(idn2_to_ascii_8z) *to_ascii;
 	__typeof__(idn2_strerror) *strerror;
@@ -51,8 +49,9 @@ static struct {
 } idn2;
 
 /* Whether a library of this name is loaded in the helper already (libc,
- * the dynamic linker): the dynamic linker takes that one for a DT_NEEDED of
- * the name, by its soname, without a search. */
+ * the dynamic linker): the helper's own were found at its exec by the names
+ * their users need, which the dynamic linker keeps and matches a DT_NEEDED
+ * of the same name against, without a search. */
 static int loaded_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	const char *name = arg, *slash = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
@@ -66,59 +65,64 @@ static bool loaded_already(const char *name)
 	return dl_iterate_phdr(loaded_cb, (void *)name) != 0;
 }
 
-/* Every library path needs that the helper has not loaded, into
- * deps[0..*n), each as the same-named file beside libidn2; false with
- * idn2.why set for one that cannot be had that way. */
-static bool needed_beside(const char *path, char deps[][DEP_PATH_MAX], size_t *n)
+/* path, checked as dl_root.h says, into real, and what it needs and calls
+ * itself read from that same file; false with idn2.why set. */
+static bool checked_deps(const char *path, char real[PATH_MAX], struct sbx_elf_deps *d)
 {
-	char names[SBX_ELF_NEEDED_MAX][SBX_ELF_NEEDED_NAME_MAX];
-	size_t count;
 	struct sbx_err err;
 
-	*n = 0;
-	if (sbx_elf_needed(path, names, &count, &err) < 0) {
+	if (!sbx_dl_root_only(path, real, idn2.why, sizeof(idn2.why)))
+		return false;
+	if (sbx_elf_deps(real, d, &err) < 0) {
 		snprintf(idn2.why, sizeof(idn2.why), "%.280s", err.msg);
 		return false;
-	}
-	for (size_t i = 0; i < count; i++) {
-		if (loaded_already(names[i]))
-			continue;
-		if ((size_t)snprintf(deps[*n], DEP_PATH_MAX, "%s/%s", SBX_LIBIDN2_DIR, names[i]) >=
-		    DEP_PATH_MAX) {
-			snprintf(idn2.why, sizeof(idn2.why), "%.100s needs %.100s: too long a path",
-				 path, names[i]);
-			return false;
-		}
-		(*n)++;
 	}
 	return true;
 }
 
 static void load(void)
 {
-	char deps[SBX_ELF_NEEDED_MAX][DEP_PATH_MAX], theirs[SBX_ELF_NEEDED_MAX][DEP_PATH_MAX];
-	size_t n, m;
+	static struct sbx_elf_deps idn2_deps, dep_deps;
+	char idn2_real[PATH_MAX], dep_path[PATH_MAX], dep_real[PATH_MAX];
 
 	/* What libidn2 needs, read from the file (installed after this build
-	 * it may be another libunistring), each loaded by its path before it:
-	 * the dynamic linker then finds them loaded, by soname, and searches
-	 * for nothing. One level: what those need must be loaded already. */
-	if (!needed_beside(SBX_LIBIDN2_PATH, deps, &n))
+	 * it may be another libunistring), each missing one loaded first from
+	 * beside it: the dynamic linker then finds it loaded, by the soname
+	 * it must carry, and searches for nothing (review 32, 33). One level:
+	 * what those need must be loaded already. Each file is parsed as
+	 * resolved and checked, and that path is what dlopen opens. */
+	if (!checked_deps(SBX_LIBIDN2_PATH, idn2_real, &idn2_deps))
 		return;
-	for (size_t i = 0; i < n; i++) {
-		if (!needed_beside(deps[i], theirs, &m))
+	for (size_t i = 0; i < idn2_deps.n_needed; i++) {
+		const char *name = idn2_deps.needed[i];
+
+		if (loaded_already(name))
+			continue;
+		if ((size_t)snprintf(dep_path, sizeof(dep_path), "%s/%s", SBX_LIBIDN2_DIR, name) >=
+			sizeof(dep_path) ||
+		    !checked_deps(dep_path, dep_real, &dep_deps))
 			return;
-		if (m) {
+		if (strcmp(dep_deps.soname, name) != 0) {
+			/* The dynamic linker would not take it for `name`, and search. */
 			snprintf(idn2.why, sizeof(idn2.why),
-				 "%.100s needs %.100s, which the helper would have to search for",
-				 deps[i], theirs[0]);
+				 "%.150s is not %.60s (its soname is \"%.60s\")", dep_real, name,
+				 dep_deps.soname);
 			return;
 		}
+		for (size_t j = 0; j < dep_deps.n_needed; j++)
+			if (!loaded_already(dep_deps.needed[j])) {
+				snprintf(
+				    idn2.why, sizeof(idn2.why),
+				    "%.120s needs %.100s, which the helper would have to search "
+				    "for",
+				    dep_real, dep_deps.needed[j]);
+				return;
+			}
 		/* Held for good: libidn2 uses it as long as it is loaded. */
-		if (!sbx_dl_open_root_only(deps[i], idn2.why, sizeof(idn2.why)))
+		if (!sbx_dl_open_checked(dep_real, idn2.why, sizeof(idn2.why)))
 			return;
 	}
-	void *lib = sbx_dl_open_root_only(SBX_LIBIDN2_PATH, idn2.why, sizeof(idn2.why));
+	void *lib = sbx_dl_open_checked(idn2_real, idn2.why, sizeof(idn2.why));
 
 	if (!lib)
 		return;

@@ -86,9 +86,9 @@ class IdnaLoaded(SandboxTest):
             self.skipTest("no user namespace for the test here: " + p.stderr)
         self.assertEqual(p.returncode, 1, p)
         self.assertIn("outside ASCII needs libidn2", p.stderr)
-        # libunistring is the first it tries: it goes before libidn2.
+        # libidn2's own file is checked first, before it is even read.
         self.assertRegex(p.stderr, r"libidn2\.so\.0 cannot be loaded \(Debian and Ubuntu: "
-                         r"package libidn2-0\): /\S+/libunistring\.so\.\S+ is owned by "
+                         r"package libidn2-0\): /\S+/libidn2\.so\.0\S* is owned by "
                          r"uid 65534 ")
         self.assertNotIn("digest", p.stdout)
 
@@ -215,12 +215,11 @@ class IdnaLoaded(SandboxTest):
         self.assertFalse(os.path.exists(os.path.join(here, PLANTED_MARK)),
                          "the helper loaded a planted library")
 
-    def test_a_libidn2_installed_later_gets_what_it_needs_by_path(self):
-        # A libidn2 installed after this build that needs another
-        # libunistring (Debian 13's needs libunistring.so.5): what it
-        # needs is read from its file at the load and loaded by its path
-        # beside it, never searched for, with a planted copy in the current
-        # directory and an empty LD_LIBRARY_PATH element (review 32).
+    def later_libidn2(self, u5_soname="libunistring.so.5", u5_link=()):
+        """A tree (helper_tree) whose libidn2.so.0 is a stand-in that needs
+        libunistring.so.5, as a libidn2 installed after this build might
+        (Debian 13's does), with a libunistring.so.5 beside it of soname
+        u5_soname, linked with u5_link, and a planted one in /here."""
         cc = shutil.which("cc") or shutil.which("gcc")
         if not cc:
             self.skipTest("no C compiler for the libraries")
@@ -229,29 +228,63 @@ class IdnaLoaded(SandboxTest):
         for name, src in (("u5.c", U5), ("planted5.c", U5 + PLANTED_SOURCE), ("idn2.c", IDN2)):
             with open(os.path.join(d, name), "w") as f:
                 f.write(src)
+
         def cc_so(out, soname, src, *extra):
             subprocess.run([cc, "-shared", "-fPIC", "-Wl,-soname," + soname, "-o",
-                            os.path.join(d, out), os.path.join(d, src), *extra],
-                           check=True, timeout=60)
+                            os.path.join(d, out), os.path.join(d, src), "-Wl,--no-as-needed",
+                            *extra], check=True, timeout=60)
         cc_so("libunistring.so.5", "libunistring.so.5", "u5.c")
+        cc_so("beside.so.5", u5_soname, "u5.c", *u5_link)
         cc_so("planted.so.5", "libunistring.so.5", "planted5.c")
-        cc_so("libidn2.so.0", "libidn2.so.0", "idn2.c", "-Wl,--no-as-needed", "-L" + d,
-              "-l:libunistring.so.5")
+        cc_so("libidn2.so.0", "libidn2.so.0", "idn2.c", "-L" + d, "-l:libunistring.so.5")
         data = {}
-        for name in ("libidn2.so.0", "libunistring.so.5", "planted.so.5"):
+        for name in ("libidn2.so.0", "beside.so.5", "planted.so.5"):
             with open(os.path.join(d, name), "rb") as f:
                 data[name] = f.read()
         root = self.helper_tree(idn2=data["libidn2.so.0"],
-                                beside={"libunistring.so.5": data["libunistring.so.5"]})
+                                beside={"libunistring.so.5": data["beside.so.5"]})
         with open(os.path.join(root, "here", "libunistring.so.5"), "wb") as f:
             f.write(data["planted.so.5"])
-        p = self.in_tree(root, env=dict(os.environ, LD_LIBRARY_PATH="/nonexistent:",
-                                        LD_DEBUG="libs"))
+        return root
+
+    def in_later_tree(self, root):
+        return self.in_tree(root, env=dict(os.environ, LD_LIBRARY_PATH="/nonexistent:",
+                                           LD_DEBUG="libs"))
+
+    def test_a_libidn2_installed_later_gets_what_it_needs_by_path(self):
+        # What it needs is read from its file at the load and loaded by
+        # its path beside it, never searched for, with a planted copy in
+        # the current directory and an empty LD_LIBRARY_PATH element
+        # (review 32).
+        root = self.later_libidn2()
+        p = self.in_later_tree(root)
         self.assertEqual(p.returncode, 0, p)
-        self.assertIn('"host": "xn--stub.example"', p.stdout)  # the stub's answer
+        self.assertIn('"host": "xn--stub.example"', p.stdout)  # the stand-in's answer
         self.assertNotIn("find library=libunistring", p.stderr)
         self.assertFalse(os.path.exists(os.path.join(root, "here", PLANTED_MARK)),
                          "the helper loaded the planted libunistring.so.5")
+
+    def test_a_library_beside_it_of_another_soname_is_refused(self):
+        # The dynamic linker would not take it for libunistring.so.5 and
+        # would search for that name (review 33).
+        root = self.later_libidn2(u5_soname="libunistring.so.5.0")
+        p = self.in_later_tree(root)
+        self.assertEqual(p.returncode, 1, p)
+        self.assertRegex(p.stderr, r"libidn2\.so\.0 cannot be loaded \(Debian and Ubuntu: "
+                         r"package libidn2-0\): /\S+/libunistring\.so\.5 is not "
+                         r"libunistring\.so\.5 \(its soname is \"libunistring\.so\.5\.0\"\)")
+        self.assertNotIn("find library=libunistring", p.stderr)
+        self.assertFalse(os.path.exists(os.path.join(root, "here", PLANTED_MARK)))
+
+    def test_a_library_beside_it_that_needs_more_is_refused(self):
+        # What it needs in turn would be searched for: one level only.
+        root = self.later_libidn2(u5_link=("-lm",))
+        p = self.in_later_tree(root)
+        self.assertEqual(p.returncode, 1, p)
+        self.assertRegex(p.stderr, r"/\S+/libunistring\.so\.5 needs libm\.so\.6, which the "
+                         r"helper would have to search for")
+        self.assertNotIn("find library=libm", p.stderr)
+        self.assertFalse(os.path.exists(os.path.join(root, "here", PLANTED_MARK)))
 
 
 # The stand-ins for a later libidn2 and its libunistring.so.5.
