@@ -118,6 +118,18 @@ static int read_deps(int fd, const char *what, struct sbx_elf_deps *d, struct sb
 	nph = eh.e_phnum;
 	if (!read_at(fd, size, eh.e_phoff, ph, nph * sizeof(ph[0])))
 		return sbx_fail(err, "%s: its program headers are cut short", what);
+	/* PT_LOAD in address order, none over another (as the ELF format
+	 * says): then an address is in one segment's bytes only, the ones
+	 * vaddr_offset reads. */
+	for (size_t i = 0, prev = nph; i < nph; i++) {
+		if (ph[i].p_type != PT_LOAD)
+			continue;
+		if (ph[i].p_memsz < ph[i].p_filesz || ph[i].p_vaddr > UINT64_MAX - ph[i].p_memsz ||
+		    (prev < nph && ph[i].p_vaddr < ph[prev].p_vaddr + ph[prev].p_memsz))
+			return sbx_fail(err, "%s: PT_LOAD segments out of order or overlapping",
+					what);
+		prev = i;
+	}
 	for (size_t i = 0; i < nph; i++)
 		if (ph[i].p_type == PT_DYNAMIC) {
 			/* Where the dynamic linker reads it: at its address. */
@@ -132,24 +144,25 @@ static int read_deps(int fd, const char *what, struct sbx_elf_deps *d, struct sb
 	if (!have_dyn || ndyn == 0 || ndyn > DYN_MAX ||
 	    !read_at(fd, size, dyn_off, dyn, ndyn * sizeof(dyn[0])))
 		return sbx_fail(err, "%s: no dynamic section within the file", what);
-	for (size_t i = 0; i < ndyn && dyn[i].d_tag != DT_NULL; i++) {
-		switch (dyn[i].d_tag) {
+	size_t e;
+	for (e = 0; e < ndyn && dyn[e].d_tag != DT_NULL; e++) {
+		switch (dyn[e].d_tag) {
 		case DT_STRTAB:
-			strtab = dyn[i].d_un.d_ptr;
+			strtab = dyn[e].d_un.d_ptr;
 			have_strtab = true;
 			break;
 		case DT_STRSZ:
-			strsz = dyn[i].d_un.d_val;
+			strsz = dyn[e].d_un.d_val;
 			break;
 		case DT_SONAME:
-			soname = dyn[i].d_un.d_val;
+			soname = dyn[e].d_un.d_val;
 			have_soname = true;
 			break;
 		case DT_NEEDED:
 			if (d->n_needed == SBX_ELF_NEEDED_MAX)
 				return sbx_fail(err, "%s: needs more than %d libraries", what,
 						SBX_ELF_NEEDED_MAX);
-			needed[d->n_needed++] = dyn[i].d_un.d_val;
+			needed[d->n_needed++] = dyn[e].d_un.d_val;
 			break;
 		case DT_FILTER:
 		case DT_AUXILIARY:
@@ -161,6 +174,11 @@ static int read_deps(int fd, const char *what, struct sbx_elf_deps *d, struct sb
 			break;
 		}
 	}
+	/* The dynamic linker reads on to DT_NULL, whatever PT_DYNAMIC's size
+	 * says: entries past it would be ones this read did not see (review
+	 * 34). */
+	if (e == ndyn)
+		return sbx_fail(err, "%s: its dynamic section has no DT_NULL within it", what);
 	if ((d->n_needed || have_soname) &&
 	    (!have_strtab || !vaddr_offset(ph, nph, strtab, strsz, &str_off)))
 		return sbx_fail(err, "%s: its string table is not within the file", what);

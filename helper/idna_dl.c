@@ -48,21 +48,32 @@ static struct {
 	char why[300]; /* set when it could not be loaded */
 } idn2;
 
-/* Whether a library of this name is loaded in the helper already (libc,
- * the dynamic linker): the helper's own were found at its exec by the names
- * their users need, which the dynamic linker keeps and matches a DT_NEEDED
- * of the same name against, without a search. */
-static int loaded_cb(struct dl_phdr_info *info, size_t size, void *arg)
+/* The libraries the helper had loaded before this load began (libc, the
+ * dynamic linker): found at its exec by the names their users need, which
+ * the dynamic linker keeps and matches a DT_NEEDED of the same name against
+ * without a search. Only those: one loaded here by its resolved path is
+ * matched by its soname, not its file's name (review 34). */
+#define BEFORE_MAX 32
+static char before[BEFORE_MAX][SBX_ELF_NEEDED_NAME_MAX];
+static size_t n_before;
+
+static int before_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
-	const char *name = arg, *slash = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+	const char *slash = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
 
 	(void)size;
-	return slash && !strcmp(slash + 1, name);
+	(void)arg;
+	if (slash && n_before < BEFORE_MAX)
+		snprintf(before[n_before++], sizeof(before[0]), "%s", slash + 1);
+	return 0;
 }
 
 static bool loaded_already(const char *name)
 {
-	return dl_iterate_phdr(loaded_cb, (void *)name) != 0;
+	for (size_t i = 0; i < n_before; i++)
+		if (!strcmp(before[i], name))
+			return true;
+	return false;
 }
 
 /* path, checked as dl_root.h says, into real, and what it needs and calls
@@ -91,6 +102,7 @@ static void load(void)
 	 * it must carry, and searches for nothing (review 32, 33). One level:
 	 * what those need must be loaded already. Each file is parsed as
 	 * resolved and checked, and that path is what dlopen opens. */
+	dl_iterate_phdr(before_cb, NULL);
 	if (!checked_deps(SBX_LIBIDN2_PATH, idn2_real, &idn2_deps))
 		return;
 	for (size_t i = 0; i < idn2_deps.n_needed; i++) {

@@ -286,6 +286,46 @@ class IdnaLoaded(SandboxTest):
         self.assertNotIn("find library=libm", p.stderr)
         self.assertFalse(os.path.exists(os.path.join(root, "here", PLANTED_MARK)))
 
+    def test_a_library_loaded_here_is_not_taken_by_its_file_name(self):
+        # libidn2 needs libX.so.1 then libY.so.1; libX.so.1 beside it is a
+        # link to libY.so.1, a file whose soname is libX.so.1. Loaded as
+        # libX.so.1 by its resolved path, it must not then count as
+        # libY.so.1 by its file's name: the dynamic linker would search
+        # for that (review 34). Refused.
+        cc = shutil.which("cc") or shutil.which("gcc")
+        if not cc:
+            self.skipTest("no C compiler for the libraries")
+        d = os.path.join(self.tmp, "libs")
+        os.mkdir(d)
+        with open(os.path.join(d, "x.c"), "w") as f:
+            f.write(U5)
+        with open(os.path.join(d, "idn2.c"), "w") as f:
+            f.write(IDN2)
+        for out, soname in (("libX.so.1", "libX.so.1"), ("libY.so.1", "libY.so.1"),
+                            ("beside-Y", "libX.so.1")):
+            subprocess.run([cc, "-shared", "-fPIC", "-Wl,-soname," + soname, "-o",
+                            os.path.join(d, out), os.path.join(d, "x.c")], check=True, timeout=60)
+        subprocess.run([cc, "-shared", "-fPIC", "-Wl,-soname,libidn2.so.0", "-o",
+                        os.path.join(d, "libidn2.so.0"), os.path.join(d, "idn2.c"),
+                        "-Wl,--no-as-needed", "-L" + d, "-l:libX.so.1", "-l:libY.so.1"],
+                       check=True, timeout=60)
+        with open(os.path.join(d, "libidn2.so.0"), "rb") as f:
+            idn2 = f.read()
+        with open(os.path.join(d, "beside-Y"), "rb") as f:
+            root = self.helper_tree(idn2=idn2, beside={"libY.so.1": f.read()})
+        libdir = os.path.dirname(os.path.join(root, "p.json"))
+        for dirpath, _, files in os.walk(root):
+            if "libY.so.1" in files:
+                libdir = dirpath
+        os.symlink("libY.so.1", os.path.join(libdir, "libX.so.1"))
+        self.plant_library(os.path.join(root, "here", "libY.so.1"))
+        p = self.in_later_tree(root)
+        self.assertEqual(p.returncode, 1, p)
+        self.assertRegex(p.stderr, r"/\S+/libY\.so\.1 is not libY\.so\.1 \(its soname is "
+                         r"\"libX\.so\.1\"\)")
+        self.assertNotIn("find library=libY", p.stderr)
+        self.assertFalse(os.path.exists(os.path.join(root, "here", PLANTED_MARK)))
+
 
 # The stand-ins for a later libidn2 and its libunistring.so.5.
 U5 = "int u5_nfc(void) { return 0; }\n"

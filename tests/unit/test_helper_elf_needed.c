@@ -182,6 +182,25 @@ int main(void)
 	check(parse_copy(&err) < 0 && strstr(err.msg, "outside its string table"),
 	      "a name past its table is refused: %s", err.msg);
 	fresh();
+	/* The dynamic linker reads on to DT_NULL (review 34). */
+	phdr(PT_DYNAMIC)->p_filesz = 2 * sizeof(ElfW(Dyn));
+	check(parse_copy(&err) < 0 && strstr(err.msg, "no DT_NULL"),
+	      "a dynamic section without its DT_NULL is refused: %s", err.msg);
+	fresh();
+	{
+		/* The second PT_LOAD laid over the first. */
+		ElfW(Phdr) *ph = (ElfW(Phdr) *)(copy + ehdr()->e_phoff), *first = NULL;
+		for (int i = 0; i < ehdr()->e_phnum; i++)
+			if (ph[i].p_type == PT_LOAD && !first)
+				first = &ph[i];
+			else if (ph[i].p_type == PT_LOAD) {
+				ph[i].p_vaddr = first->p_vaddr;
+				break;
+			}
+	}
+	check(parse_copy(&err) < 0 && strstr(err.msg, "out of order or overlapping"),
+	      "PT_LOAD segments laid over each other are refused: %s", err.msg);
+	fresh();
 	unsigned char *at = memmem(copy, len, "libunistring.so.", 16);
 	if (at)
 		at[3] = '/';
