@@ -12,14 +12,14 @@ set -euo pipefail
 
 PROG=fuzz
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-TARGETS=(policy request pbjson ctlmsg config egress_head unpack nul_walk deny_packet)
+TARGETS=(policy request pbjson ctlmsg config egress_head unpack nul_walk deny_packet elf_needed)
 
 usage() {
     cat <<EOF
 Usage: packaging/fuzz.sh [--seconds N] [--build-dir DIR] [--no-build] [TARGET...]
 
-Builds the fuzz targets and runs each for N seconds (default 12: the eight
-take under two minutes). Targets: ${TARGETS[*]} (default: all).
+Builds the fuzz targets and runs each for N seconds (default 12: the ten
+take about two minutes). Targets: ${TARGETS[*]} (default: all).
 
   --seconds N      time per target (longer on demand, e.g. --seconds 600)
   --build-dir DIR  build directory (default: <repo>/build-fuzz)

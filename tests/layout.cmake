@@ -6,3 +6,9 @@
 add_test(NAME layout.includes
          COMMAND ${SBX_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/layout/includes.py)
 set_tests_properties(layout.includes PROPERTIES ENVIRONMENT "${SBX_TEST_ENV}" TIMEOUT 60)
+
+# The fuzz targets built are the ones packaging/fuzz.sh runs, each with a
+# seed corpus (tests/layout/fuzz_targets.py).
+add_test(NAME layout.fuzz_targets
+         COMMAND ${SBX_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/layout/fuzz_targets.py)
+set_tests_properties(layout.fuzz_targets PROPERTIES ENVIRONMENT "${SBX_TEST_ENV}" TIMEOUT 60)
