@@ -251,6 +251,14 @@ class IdnaLoaded(SandboxTest):
         return self.in_tree(root, env=dict(os.environ, LD_LIBRARY_PATH="/nonexistent:",
                                            LD_DEBUG="libs"))
 
+    def assert_refused_unsearched(self, root, p, says, name):
+        """p (in_later_tree of root) failed 1 saying says, never searched
+        for name and never loaded the library planted in /here."""
+        self.assertEqual(p.returncode, 1, p)
+        self.assertRegex(p.stderr, says)
+        self.assertNotIn("find library=" + name, p.stderr)
+        self.assertFalse(os.path.exists(os.path.join(root, "here", PLANTED_MARK)))
+
     def test_a_libidn2_installed_later_gets_what_it_needs_by_path(self):
         # What it needs is read from its file at the load and loaded by
         # its path beside it, never searched for, with a planted copy in
@@ -268,23 +276,19 @@ class IdnaLoaded(SandboxTest):
         # The dynamic linker would not take it for libunistring.so.5 and
         # would search for that name (review 33).
         root = self.later_libidn2(u5_soname="libunistring.so.5.0")
-        p = self.in_later_tree(root)
-        self.assertEqual(p.returncode, 1, p)
-        self.assertRegex(p.stderr, r"libidn2\.so\.0 cannot be loaded \(Debian and Ubuntu: "
-                         r"package libidn2-0\): /\S+/libunistring\.so\.5 is not "
-                         r"libunistring\.so\.5 \(its soname is \"libunistring\.so\.5\.0\"\)")
-        self.assertNotIn("find library=libunistring", p.stderr)
-        self.assertFalse(os.path.exists(os.path.join(root, "here", PLANTED_MARK)))
+        self.assert_refused_unsearched(
+            root, self.in_later_tree(root),
+            r"libidn2\.so\.0 cannot be loaded \(Debian and Ubuntu: package libidn2-0\): "
+            r"/\S+/libunistring\.so\.5 is not libunistring\.so\.5 \(its soname is "
+            r"\"libunistring\.so\.5\.0\"\)", "libunistring")
 
     def test_a_library_beside_it_that_needs_more_is_refused(self):
         # What it needs in turn would be searched for: one level only.
         root = self.later_libidn2(u5_link=("-lm",))
-        p = self.in_later_tree(root)
-        self.assertEqual(p.returncode, 1, p)
-        self.assertRegex(p.stderr, r"/\S+/libunistring\.so\.5 needs libm\.so\.6, which the "
-                         r"helper would have to search for")
-        self.assertNotIn("find library=libm", p.stderr)
-        self.assertFalse(os.path.exists(os.path.join(root, "here", PLANTED_MARK)))
+        self.assert_refused_unsearched(
+            root, self.in_later_tree(root),
+            r"/\S+/libunistring\.so\.5 needs libm\.so\.6, which the helper would have to "
+            r"search for", "libm")
 
     def test_a_library_loaded_here_is_not_taken_by_its_file_name(self):
         # libidn2 needs libX.so.1 then libY.so.1; libX.so.1 beside it is a
@@ -319,12 +323,9 @@ class IdnaLoaded(SandboxTest):
                 libdir = dirpath
         os.symlink("libY.so.1", os.path.join(libdir, "libX.so.1"))
         self.plant_library(os.path.join(root, "here", "libY.so.1"))
-        p = self.in_later_tree(root)
-        self.assertEqual(p.returncode, 1, p)
-        self.assertRegex(p.stderr, r"/\S+/libY\.so\.1 is not libY\.so\.1 \(its soname is "
-                         r"\"libX\.so\.1\"\)")
-        self.assertNotIn("find library=libY", p.stderr)
-        self.assertFalse(os.path.exists(os.path.join(root, "here", PLANTED_MARK)))
+        self.assert_refused_unsearched(
+            root, self.in_later_tree(root),
+            r"/\S+/libY\.so\.1 is not libY\.so\.1 \(its soname is \"libX\.so\.1\"\)", "libY")
 
 
 # The stand-ins for a later libidn2 and its libunistring.so.5.
