@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* sbx_dl_open_root_only (dl_root.h). */
+/* The root-only check and dlopen of dl_root.h: sbx_dl_root_only,
+ * sbx_dl_open_checked and the two in one, sbx_dl_open_root_only. */
 #include "dl_root.h"
 
 #include <dlfcn.h>
