@@ -20,7 +20,12 @@ int sbx_host_id_dir_path(const char *dir, char *out, size_t size, struct sbx_err
 			return sbx_fail(err, "--host-id-dir: too long");
 		return 0;
 	}
-	struct passwd *pw = getpwuid(geteuid());
+	/* getpwuid_r: sbxd's workers take slots at once (getpwuid's one
+	 * static entry could be another thread's). */
+	struct passwd pwbuf, *pw = NULL;
+	char buf[4096];
+	if (getpwuid_r(geteuid(), &pwbuf, buf, sizeof(buf), &pw) != 0)
+		pw = NULL;
 	if (!pw || pw->pw_dir[0] != '/')
 		return sbx_fail(err,
 				"uid %u has no home directory for its host-id locks; name "

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The directory the host-id slots' locks live in (helper/host_ids.h): one
+/* The directory the host-id slots' locks live in (common/host_ids.h): one
  * per user, the same for every helper of it (sbxd's and one-shot runs), so
  * that two live runs never hold one slot. sbx-helper takes slots in it;
  * sbxd opens it at start, so that a user with no usable home fails there,

@@ -2,7 +2,7 @@
 /* The run's /out reader: opens beneath /out for a process that has no
  * rights over the sandbox's files.
  *
- * A sandbox's files belong to the run's own host uid (helper/host_ids.h),
+ * A sandbox's files belong to the run's own host uid (common/host_ids.h),
  * with whatever modes the sandbox gave them: sbxd, which lists, hashes and
  * serves them, is another uid to them. Only a process in the run's user
  * namespace holding CAP_DAC_READ_SEARCH there can open them all, and a

@@ -11,13 +11,21 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <unistd.h>
 
 #include "util.h"
 
-/* Copies at 10 and up cannot collide with the 0..4 they are moved to. */
+/* Copies at 10 and up cannot collide with the 0..6 they are moved to. */
 static int high_dup(int fd)
 {
 	return fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 10);
+}
+
+static void close_highs(int high[SBX_SPAWN_MAX_FDS])
+{
+	for (int i = 0; i < SBX_SPAWN_MAX_FDS; i++)
+		if (high[i] >= 0)
+			close(high[i]);
 }
 
 /* stdout or stderr: the fd (copied high), else /dev/null. */
@@ -33,23 +41,31 @@ int sbx_spawn_prog(const struct sbx_spawn_prog *p, pid_t *pid, struct sbx_err *e
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t attr;
 	sigset_t none, all;
-	_cleanup_close_ int h3 = high_dup(p->fd3);
-	_cleanup_close_ int h4 = high_dup(p->fd4);
+	int high[SBX_SPAWN_MAX_FDS] = {-1, -1, -1, -1};
 	_cleanup_close_ int hout = high_dup(p->out_fd);
 	_cleanup_close_ int herr = high_dup(p->err_fd);
-	int rc;
+	int rc = 0;
 
-	if (p->fd4 >= 0 && p->fd3 < 0)
-		return sbx_fail(err, "start %s: an fd 4 without an fd 3", prog);
-	if ((p->fd3 >= 0 && h3 < 0) || (p->fd4 >= 0 && h4 < 0) || (p->out_fd >= 0 && hout < 0) ||
-	    (p->err_fd >= 0 && herr < 0))
-		return sbx_fail_errno(err, "start %s: dup", prog);
+	if (p->nfds > SBX_SPAWN_MAX_FDS)
+		return sbx_fail(err, "start %s: %zu fds, at most %d", prog, p->nfds,
+				SBX_SPAWN_MAX_FDS);
+	for (size_t i = 0; i < p->nfds && !rc; i++)
+		if (p->fds[i] < 0 || (high[i] = high_dup(p->fds[i])) < 0)
+			rc = -1;
+	if (rc < 0 || (p->out_fd >= 0 && hout < 0) || (p->err_fd >= 0 && herr < 0)) {
+		sbx_fail_errno(err, "start %s: dup", prog);
+		close_highs(high);
+		return -1;
+	}
 	sigemptyset(&none);
 	sigfillset(&all);
-	if ((rc = posix_spawn_file_actions_init(&fa)) != 0)
+	if ((rc = posix_spawn_file_actions_init(&fa)) != 0) {
+		close_highs(high);
 		return sbx_fail_errnum(err, rc, "start %s", prog);
+	}
 	if ((rc = posix_spawnattr_init(&attr)) != 0) {
 		posix_spawn_file_actions_destroy(&fa);
+		close_highs(high);
 		return sbx_fail_errnum(err, rc, "start %s", prog);
 	}
 	rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
@@ -57,12 +73,10 @@ int sbx_spawn_prog(const struct sbx_spawn_prog *p, pid_t *pid, struct sbx_err *e
 		rc = add_out(&fa, hout, 1);
 	if (!rc)
 		rc = add_out(&fa, herr, 2);
-	if (!rc && h3 >= 0)
-		rc = posix_spawn_file_actions_adddup2(&fa, h3, 3);
-	if (!rc && h4 >= 0)
-		rc = posix_spawn_file_actions_adddup2(&fa, h4, 4);
+	for (size_t i = 0; i < p->nfds && !rc; i++)
+		rc = posix_spawn_file_actions_adddup2(&fa, high[i], 3 + (int)i);
 	if (!rc)
-		rc = posix_spawn_file_actions_addclosefrom_np(&fa, h4 >= 0 ? 5 : h3 >= 0 ? 4 : 3);
+		rc = posix_spawn_file_actions_addclosefrom_np(&fa, 3 + (int)p->nfds);
 	if (!rc)
 		rc =
 		    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
@@ -77,6 +91,7 @@ int sbx_spawn_prog(const struct sbx_spawn_prog *p, pid_t *pid, struct sbx_err *e
 		rc = posix_spawn(pid, prog, &fa, &attr, (char *const *)p->argv, p->env);
 	posix_spawnattr_destroy(&attr);
 	posix_spawn_file_actions_destroy(&fa);
+	close_highs(high);
 	if (rc)
 		return sbx_fail_errnum(err, rc, "start %s", prog);
 	return 0;

@@ -64,16 +64,22 @@ uint64_t sbx_subids_nth(const struct sbx_subids *s, uint64_t idx)
 	return UINT64_MAX;
 }
 
-int sbx_subids_own(struct sbx_subids *uids, struct sbx_subids *gids, const char **user,
+int sbx_subids_own(struct sbx_subids *uids, struct sbx_subids *gids, char *user, size_t user_size,
 		   struct sbx_err *err)
 {
-	struct passwd *pw = getpwuid(geteuid());
+	/* getpwuid_r: sbxd's workers take slots at once, and getpwuid's one
+	 * static entry would be another thread's name by the time it is read. */
+	struct passwd pwbuf, *pw = NULL;
+	char buf[4096];
+	int rc = getpwuid_r(geteuid(), &pwbuf, buf, sizeof(buf), &pw);
 	if (!pw)
-		return sbx_fail(err,
-				"uid %u has no name in the password database, so no "
-				"subordinate ids",
-				(unsigned)geteuid());
-	*user = pw->pw_name;
+		return rc ? sbx_fail_errnum(err, rc, "uid %u in the password database",
+					    (unsigned)geteuid())
+			  : sbx_fail(err,
+				     "uid %u has no name in the password database, so no "
+				     "subordinate ids",
+				     (unsigned)geteuid());
+	snprintf(user, user_size, "%s", pw->pw_name);
 	if (sbx_subids_read(SBX_SUBUID_FILE, pw->pw_name, geteuid(), uids, err) < 0 ||
 	    sbx_subids_read(SBX_SUBGID_FILE, pw->pw_name, geteuid(), gids, err) < 0)
 		return -1;
@@ -83,8 +89,8 @@ int sbx_subids_own(struct sbx_subids *uids, struct sbx_subids *gids, const char 
 int sbx_subids_slots(uint64_t *slots, struct sbx_err *err)
 {
 	struct sbx_subids uids, gids;
-	const char *user;
-	if (sbx_subids_own(&uids, &gids, &user, err) < 0)
+	char user[256];
+	if (sbx_subids_own(&uids, &gids, user, sizeof(user), err) < 0)
 		return -1;
 	*slots = uids.total < gids.total ? uids.total : gids.total;
 	return 0;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The subordinate ids /etc/subuid and /etc/subgid give a user: the host
- * uids and gids its sandboxes run as, one per live run (helper/host_ids.h).
+ * uids and gids its sandboxes run as, one per live run (common/host_ids.h).
  * Read by the helper, which takes a slot, and by sbxd, which checks at
  * start that runs_max runs can each have one. */
 #ifndef SBX_SUBIDS_H
@@ -36,8 +36,9 @@ int sbx_subids_read(const char *file, const char *name, uint64_t id, struct sbx_
 /* The idx-th id of all ranges together, or UINT64_MAX past them. */
 uint64_t sbx_subids_nth(const struct sbx_subids *s, uint64_t idx);
 
-/* This euid's uids and gids (user: its name, from the password database). */
-int sbx_subids_own(struct sbx_subids *uids, struct sbx_subids *gids, const char **user,
+/* This euid's uids and gids (user: its name, from the password database,
+ * cut to user_size). Safe from many threads at once (sbxd's). */
+int sbx_subids_own(struct sbx_subids *uids, struct sbx_subids *gids, char *user, size_t user_size,
 		   struct sbx_err *err);
 
 /* How many runs can have a host uid of their own at once: the smaller of

@@ -287,9 +287,9 @@ static void check_host_uids(struct item *it)
 		  "--host-uids shared (sbxd: \"host_uids\": \"shared\"; weaker: every run "
 		  "shares the caller's per-uid kernel counters)";
 	struct sbx_subids uids, gids;
-	const char *user = "?";
+	char user[256] = "?";
 	struct sbx_err err;
-	if (sbx_subids_own(&uids, &gids, &user, &err) < 0) {
+	if (sbx_subids_own(&uids, &gids, user, sizeof(user), &err) < 0) {
 		snprintf(it->detail, sizeof(it->detail), "%s", err.msg);
 		return;
 	}

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* File descriptor chores: closing every inherited fd but a few, so nothing
- * the helper held reaches pid 1 or a command; writing a /proc, cgroup or
- * sysctl file. */
+ * the helper held reaches pid 1 or a command (writing a /proc, cgroup or
+ * sysctl file: common/write_file.h). */
 #ifndef SBX_FDS_H
 #define SBX_FDS_H
 
@@ -9,14 +9,12 @@
 #include <sys/types.h>
 
 #include "err.h"
+#include "write_file.h" /* sbx_write_at, sbx_write_proc */
 
 /* Closes every fd from 3 up except those in keep (which is sorted).
  * Fails (close_range: Linux 5.9) with err set: an fd that stays open would
  * reach the sandbox, so the caller fails closed. */
 int sbx_close_fds_except(int *keep, size_t n, struct sbx_err *err);
-
-/* Writes text to /proc/PID/FILE (uid_map, setgroups, gid_map). */
-int sbx_write_proc(pid_t pid, const char *file, const char *text, struct sbx_err *err);
 
 /* fork() for a child that must join a namespace with setns(), which the
  * kernel allows a single-threaded process only: the raw clone system call,
@@ -27,8 +25,5 @@ pid_t sbx_fork_single(void);
 /* Reads at most size-1 bytes of dirfd/file into buf, NUL-terminated; -1 with
  * errno set when it cannot be opened or read. */
 int sbx_read_at(int dirfd, const char *file, char *buf, size_t size);
-
-/* Writes text to dirfd/file (not following a last-component link). */
-int sbx_write_at(int dirfd, const char *file, const char *text, struct sbx_err *err);
 
 #endif

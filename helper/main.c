@@ -35,6 +35,7 @@ static const char usage[] =
     "                      [--image-root DIR --image-root-id DEV:INO]\n"
     "                      [--cgroup-root PATH] [--allow-rlimit-fallback] [--run-files N]\n"
     "                      [--host-uids subordinate|shared] [--host-id-dir DIR]\n"
+    "                      [--host-slot UID,GID,LOCK_FD,USERNS_FD]\n"
     "                      [--reader-fd N] [--no-prepare]\n"
     "       sbx-helper check [--json] [--cgroup-root PATH]\n"
     "       sbx-helper cleanup [--cgroup-root PATH]\n"
@@ -80,6 +81,13 @@ static const char usage[] =
     "  --host-id-dir DIR        where the subordinate slots' locks live (default\n"
     "                           ~/.local/state/sbx/host-ids); every helper of one\n"
     "                           user must use the same\n"
+    "  --host-slot UID,GID,LOCK_FD,USERNS_FD\n"
+    "                           serve, subordinate: the slot sbxd took: its host\n"
+    "                           uid and gid, the flock of its file in the\n"
+    "                           --host-id-dir, and the user namespace sbxd mapped\n"
+    "                           for it (0 to this uid, the sandbox user to the\n"
+    "                           slot's); the run's namespace is made in it,\n"
+    "                           without newuidmap. Checked, else refused\n"
     "  --reader-fd N            serve: answer sbxd's opens beneath /out on socket N\n"
     "  --no-prepare             serve: make each exec's init at its request, not\n"
     "                           ahead (one process and pid fewer per run, slower\n"
@@ -104,6 +112,7 @@ enum {
 	OPT_JSON,
 	OPT_HOST_UIDS,
 	OPT_HOST_ID_DIR,
+	OPT_HOST_SLOT,
 	OPT_READER_FD,
 	OPT_NO_PREPARE,
 	OPT_VERSION,
@@ -126,6 +135,7 @@ static const struct option long_opts[] = {
     {"json", no_argument, NULL, OPT_JSON},
     {"host-uids", required_argument, NULL, OPT_HOST_UIDS},
     {"host-id-dir", required_argument, NULL, OPT_HOST_ID_DIR},
+    {"host-slot", required_argument, NULL, OPT_HOST_SLOT},
     {"reader-fd", required_argument, NULL, OPT_READER_FD},
     {"no-prepare", no_argument, NULL, OPT_NO_PREPARE},
     {"help", no_argument, NULL, 'h'},
@@ -330,6 +340,14 @@ int main(int argc, char **argv)
 		case OPT_HOST_ID_DIR:
 			o.host_id_dir = optarg;
 			break;
+		case OPT_HOST_SLOT:
+			if (sbx_host_ids_given_parse(optarg, &o.slot) < 0)
+				return fail(usage_exit,
+					    "--host-slot %s: must be UID,GID,LOCK_FD,USERNS_FD "
+					    "(ids above 0, fds 3 or more)",
+					    optarg);
+			o.slot_given = true;
+			break;
 		case OPT_JSON:
 			json = true;
 			break;
@@ -359,6 +377,10 @@ int main(int argc, char **argv)
 		return fail(usage_exit, "%s", "--reader-fd is for serve (sbxd's /out reader)");
 	if (run && o.no_prepare)
 		return fail(usage_exit, "%s", "--no-prepare is for serve (a run has one exec)");
+	if (o.slot_given && (!serve || o.host_ids != SBX_HOST_IDS_SUBORDINATE))
+		return fail(usage_exit, "%s",
+			    "--host-slot is for serve with --host-uids subordinate (sbxd's "
+			    "slots)");
 	if (!o.policy_path)
 		return fail(usage_exit, "%s", "missing --policy FILE");
 	/* A store's tree is sbxd's to name: `run` takes "host" or a rootfs

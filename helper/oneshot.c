@@ -313,6 +313,7 @@ static struct sbx_sandbox_opts sandbox_opts(const struct sbx_helper_opts *o, Sbx
 	    .ctl = ctl,
 	    .host_ids = o->host_ids,
 	    .host_id_dir = o->host_id_dir,
+	    .slot = o->slot_given ? &o->slot : NULL,
 	};
 }
 

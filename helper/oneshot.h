@@ -28,6 +28,10 @@ struct sbx_helper_opts {
 	int reader_fd;
 	enum sbx_host_ids_mode host_ids;
 	const char *host_id_dir;
+	/* serve --host-slot: the slot sbxd took, with its lock and user
+	 * namespace (host_ids.h); slot_given false: the helper takes one */
+	struct sbx_host_ids slot;
+	bool slot_given;
 	bool no_prepare; /* serve: every exec's init made at its request */
 	char **argv;
 };

@@ -8,10 +8,10 @@
 #include <sys/types.h>
 
 #include "err.h"
+#include "host_ids.h"
 #include "policy.h"
 
-#define SBX_SANDBOX_UID 1000
-#define SBX_SANDBOX_GID 1000
+/* SBX_SANDBOX_UID and _GID: host_ids.h (sbxd maps slots to them too). */
 
 /* A run's share of the counters charged to sbxd's uid at the initial user
  * namespace whatever the sandbox's host uid (supervisor.c says why): its

@@ -201,6 +201,90 @@ static int make_run_cgroup(const struct sbx_sandbox_opts *o, struct sbx_sandbox 
 	return 0;
 }
 
+/* What the child that joined the slot's user namespace reports. */
+struct slot_clone_report {
+	pid_t pid; /* pid 1, our child (CLONE_PARENT); -1: none was made */
+	int rc;	   /* -1: failed, err says why (and pid 1, if made, must die) */
+	struct sbx_err err;
+};
+
+/* pid 1's maps in the slot's namespace: its 0 and the sandbox id, which
+ * that namespace maps to the caller and to the slot already. */
+static int slot_write_maps(pid_t pid, struct sbx_err *err)
+{
+	char map[64];
+	snprintf(map, sizeof(map), "0 0 1\n%u %u 1\n", SBX_SANDBOX_UID, SBX_SANDBOX_UID);
+	if (sbx_write_proc(pid, "uid_map", map, err) < 0)
+		return -1;
+	return sbx_write_proc(pid, "gid_map", map, err);
+}
+
+/* pid 1 in a user namespace made inside the slot's, which sbxd made and
+ * mapped once (host_ids.h), so no setuid tool runs for this run. setns
+ * into a user namespace is for a process of one thread, and it would put
+ * every later act of the helper (cgroups, the run's files, the /out
+ * reader's joins) under that namespace's capabilities; so a child of
+ * ours joins it, checks its maps (a namespace of another slot or none
+ * would run two runs as one uid), clones pid 1 as our child
+ * (CLONE_PARENT: we reap it and it dies with us) and writes its maps,
+ * which it may, holding every capability in the parent namespace where
+ * both ids are mapped. It keeps nothing and exits. Returns pid 1 or -1;
+ * on -1 with *pid1 > 0 pid 1 was made and is ours to kill and reap. */
+static pid_t clone_in_slot(const struct sbx_sandbox_opts *o, struct sbx_sandbox *sb, int sync[2],
+			   int bpf[2], pid_t *pid1, struct sbx_err *err)
+{
+	_cleanup_close_pair_ int rep[2] = SBX_PAIR_INIT;
+	uid_t self_uid = geteuid();
+	gid_t self_gid = getegid();
+	*pid1 = -1;
+	if (pipe2(rep, O_CLOEXEC) < 0)
+		return sbx_fail_errno(err, "pipe");
+	pid_t joiner = sbx_fork_single();
+	if (joiner < 0)
+		return sbx_fail_errno(err, "fork");
+	if (joiner == 0) {
+		struct slot_clone_report r = {.pid = -1, .rc = -1};
+		close(rep[0]);
+		/* pid 1 must see our end of these close when the helper dies. */
+		close(sync[1]);
+		close(bpf[1]);
+		if (setns(sb->ids.userns_fd, CLONE_NEWUSER) < 0)
+			sbx_fail_errno(&r.err, "joining the slot's user namespace");
+		else if (sbx_host_ids_maps_check(&sb->ids, self_uid, self_gid, SBX_SANDBOX_UID,
+						 &r.err) == 0) {
+			close(sb->ids.userns_fd);
+			r.pid = (pid_t)syscall(SYS_clone, NS_FLAGS | CLONE_PARENT, NULL, NULL, NULL,
+					       NULL);
+			if (r.pid == 0)
+				sandbox_child(o, sb, sync[0], bpf[0]);
+			if (r.pid < 0)
+				sbx_fail_errno(&r.err, "cannot create the sandbox's namespaces "
+						       "(user, mount, pid, net, ipc, uts) in the "
+						       "slot's; `sbx-helper check` names the fix");
+			else if (slot_write_maps(r.pid, &r.err) == 0)
+				r.rc = 0;
+		}
+		ssize_t n = write(rep[1], &r, sizeof(r));
+		_exit(n == (ssize_t)sizeof(r) ? 0 : 1);
+	}
+	close(sbx_steal_fd(rep[1]));
+	struct slot_clone_report r;
+	ssize_t n;
+	do
+		n = read(rep[0], &r, sizeof(r));
+	while (n < 0 && errno == EINTR);
+	while (waitpid(joiner, NULL, 0) < 0 && errno == EINTR)
+		;
+	if (n != (ssize_t)sizeof(r))
+		return sbx_fail(err, "the process joining the slot's user namespace died");
+	*pid1 = r.pid;
+	if (r.rc < 0) {
+		*err = r.err;
+		return -1;
+	}
+	return r.pid;
+}
+
 int sbx_sandbox_start(const struct sbx_sandbox_opts *o, struct sbx_sandbox *sb, struct sbx_err *err)
 {
 	_cleanup_close_pair_ int sync[2] = SBX_PAIR_INIT;
@@ -210,8 +294,15 @@ int sbx_sandbox_start(const struct sbx_sandbox_opts *o, struct sbx_sandbox *sb, 
 	sb->pid = -1;
 	sb->userns_fd = -1;
 	sb->ids.lock_fd = -1;
-	if (sbx_host_ids_take(o->host_ids, o->host_id_dir, &sb->ids, err) < 0)
+	sb->ids.userns_fd = -1;
+	if (o->slot) {
+		/* Ours from here: finish closes them whatever happens. */
+		sb->ids = *o->slot;
+		if (sbx_host_ids_given_check(o->host_id_dir, &sb->ids, err) < 0)
+			goto fail;
+	} else if (sbx_host_ids_take(o->host_ids, o->host_id_dir, &sb->ids, err) < 0) {
 		goto fail;
+	}
 	sbx_phase_mark(SBX_PHASE_PREPARED);
 	if (make_run_cgroup(o, sb, err) < 0)
 		goto fail;
@@ -220,16 +311,29 @@ int sbx_sandbox_start(const struct sbx_sandbox_opts *o, struct sbx_sandbox *sb, 
 		sbx_fail_errno(err, "pipe");
 		goto fail;
 	}
-	pid_t pid = (pid_t)syscall(SYS_clone, NS_FLAGS | SIGCHLD, NULL, NULL, NULL, NULL);
-	if (pid < 0) {
-		sbx_fail_errno(err, "cannot create the sandbox's namespaces (user, mount, pid, "
-				    "net, ipc, uts); `sbx-helper check` names the fix");
-		goto fail;
-	}
-	if (pid == 0) {
-		close(sync[1]);
-		close(bpf[1]);
-		sandbox_child(o, sb, sync[0], bpf[0]);
+	pid_t pid;
+	bool in_slot = sb->ids.userns_fd >= 0;
+	if (in_slot) {
+		pid = clone_in_slot(o, sb, sync, bpf, &sb->pid, err);
+		close(sbx_steal_fd(sb->ids.userns_fd));
+		if (pid < 0) {
+			if (sb->pid > 0)
+				kill(sb->pid, SIGKILL);
+			goto fail;
+		}
+	} else {
+		pid = (pid_t)syscall(SYS_clone, NS_FLAGS | SIGCHLD, NULL, NULL, NULL, NULL);
+		if (pid < 0) {
+			sbx_fail_errno(err,
+				       "cannot create the sandbox's namespaces (user, mount, "
+				       "pid, net, ipc, uts); `sbx-helper check` names the fix");
+			goto fail;
+		}
+		if (pid == 0) {
+			close(sync[1]);
+			close(bpf[1]);
+			sandbox_child(o, sb, sync[0], bpf[0]);
+		}
 	}
 	sb->pid = pid;
 	sbx_phase_mark(SBX_PHASE_CLONED);
@@ -245,8 +349,9 @@ int sbx_sandbox_start(const struct sbx_sandbox_opts *o, struct sbx_sandbox *sb, 
 		goto fail;
 	}
 	_Static_assert(SBX_SANDBOX_UID == SBX_SANDBOX_GID, "one id maps both");
-	struct sbx_idmap_job job;
-	if (sbx_host_ids_map_start(pid, &sb->ids, SBX_SANDBOX_UID, &job, err) < 0)
+	/* In the slot's namespace pid 1 is mapped already (clone_in_slot). */
+	struct sbx_idmap_job job = {.tool = {{.said_fd = -1}, {.said_fd = -1}}};
+	if (!in_slot && sbx_host_ids_map_start(pid, &sb->ids, SBX_SANDBOX_UID, &job, err) < 0)
 		goto fail;
 	/* The filter is compiled while something else runs: newuidmap and
 	 * newgidmap when they do (pid 1 waits for them), else pid 1 building

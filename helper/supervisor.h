@@ -26,8 +26,11 @@ struct sbx_sandbox_opts {
 	struct sbx_image_root image_root;
 	enum sbx_host_ids_mode host_ids; /* the sandbox user's host uid (host_ids.h) */
 	const char *host_id_dir;	 /* NULL: the default lock directory */
-	bool prepare_execs;		 /* serve: pid 1 makes the next exec init ahead */
-	bool served;			 /* serve: sbxd reads the execs' deny resolvers */
+	/* The slot sbxd took (serve --host-slot), whose lock and user
+	 * namespace the sandbox takes over; NULL: take one here. */
+	const struct sbx_host_ids *slot;
+	bool prepare_execs; /* serve: pid 1 makes the next exec init ahead */
+	bool served;	    /* serve: sbxd reads the execs' deny resolvers */
 };
 
 struct sbx_sandbox {

@@ -21,7 +21,7 @@ chroot "$ROOT" useradd --system --create-home --home-dir /var/lib/sbxsvc \
     --shell /usr/sbin/nologin sbxsvc
 # Each with a range of subordinate ids, as useradd gives a login user and
 # the Debian package gives sbxd's: every sandbox runs as a host uid of its
-# own (helper/host_ids.h). Ranges no other user has.
+# own (common/host_ids.h). Ranges no other user has.
 for u in "dev 100000-165535" "sbxsvc 165536-231071"; do
     set -- $u
     grep -qs "^$1:" "$ROOT/etc/subuid" ||

@@ -447,7 +447,7 @@ const struct sbx_config_section sbx_config_connections_section = {
     SBX_CONFIG_N(connection_keys),
 };
 
-/* "subordinate" or "shared" (helper/host_ids.h); whether runs_max runs fit
+/* "subordinate" or "shared" (common/host_ids.h); whether runs_max runs fit
  * in the subordinate range is checked at start (config_limits.c). */
 static int parse_host_uids(struct sbx_config *cfg, void *field, json_t *v, const char *where,
 			   struct sbx_err *err)

@@ -15,6 +15,7 @@
 #include "runs_manager.h"
 #include "runs_pool.h"
 #include "runs_registry.h"
+#include "runs_slots.h"
 #include "runs_sweeper.h"
 #include "runs_teardown.h"
 
@@ -52,6 +53,8 @@ void runs_free(struct sbx_runs *runs)
 	closer_stop(runs->closer);
 	runs->closer = NULL; /* closer_close on NULL closes in place */
 	runs_settings_free(runs);
+	runs_slots_free(runs->slots);
+	runs->slots = NULL;
 	pthread_cond_destroy(&runs->sweeper_cv);
 	pthread_cond_destroy(&runs->cv);
 	pthread_mutex_destroy(&runs->mu);

@@ -37,6 +37,7 @@
 #include "runs_proc.h"
 #include "runs_quota.h"
 #include "runs_registry.h"
+#include "runs_slots.h"
 #include "runs_status.h"
 #include "runs_teardown.h"
 #include "tree.h"
@@ -381,7 +382,7 @@ static int make_run_dir(struct sbx_run *r, struct sbx_err *err)
 		return sbx_fail_errno(err, "mkdir %s/output", r->dir);
 	if (r->caller_data || !sbx_policy_mount(r->policy, "/data"))
 		return 0;
-	/* 0755: the sandbox user is another uid (helper/host_ids.h), or ours
+	/* 0755: the sandbox user is another uid (common/host_ids.h), or ours
 	 * ("shared"); /data is read-only to it either way. */
 	if (mkdirat(r->dir_fd, "data", 0755) < 0 ||
 	    (r->data_fd = openat(r->dir_fd, "data", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
@@ -450,13 +451,16 @@ static int start_helper(struct sbx_run *r, uint64_t run_files, int64_t *spawned,
 {
 	const struct runs_settings *set = &r->runs->cfg;
 	_cleanup_free_ char *policy = NULL;
-	const char *argv[29]; /* 27 at most, and the NULL */
+	const char *argv[31]; /* 29 at most, and the NULL */
 	size_t n = 0;
 	_cleanup_close_pair_ int sv[2] = SBX_PAIR_INIT;
 	_cleanup_close_pair_ int ep[2] = SBX_PAIR_INIT;
 	_cleanup_close_pair_ int rv[2] = SBX_PAIR_INIT;
 	struct sbx_ctl_event ready;
-	char errtext[4096], image_id[48], files[24];
+	char errtext[4096], image_id[48], files[24], slot[80];
+	/* The slot's lock and namespace, handed to the helper (fds 5 and 6)
+	 * and closed here once it has them. */
+	_cleanup_(sbx_host_ids_release) struct sbx_host_ids ids = {.lock_fd = -1, .userns_fd = -1};
 	int rc;
 
 	if (asprintf(&policy, "%s/policy.json", r->dir) < 0) {
@@ -476,6 +480,18 @@ static int start_helper(struct sbx_run *r, uint64_t run_files, int64_t *spawned,
 	if (set->host_id_dir) {
 		argv[n++] = "--host-id-dir";
 		argv[n++] = set->host_id_dir;
+	}
+	if (r->runs->slots) {
+		/* EAGAIN: every slot is held by a live run. */
+		if (runs_slots_take(r->runs->slots, set->host_id_dir, &ids, &st->err) < 0) {
+			sbx_rpc_code(st, st->err.errnum == EAGAIN
+					     ? SBX__V1__CODE__RESOURCE_EXHAUSTED
+					     : SBX__V1__CODE__FAILED_PRECONDITION);
+			return sbx_rpc_prefix(st, "the run's host uid");
+		}
+		snprintf(slot, sizeof(slot), "%u,%u,5,6", (unsigned)ids.uid, (unsigned)ids.gid);
+		argv[n++] = "--host-slot";
+		argv[n++] = slot;
 	}
 	if (r->data_path) {
 		argv[n++] = "--data";
@@ -519,7 +535,9 @@ static int start_helper(struct sbx_run *r, uint64_t run_files, int64_t *spawned,
 	r->ctl = sbx_steal_fd(sv[0]);
 	r->err_pipe = sbx_steal_fd(ep[0]);
 	*spawned = sbx_mono_ms();
-	rc = proc_spawn(argv, set->helper_env, sv[1], rv[1], ep[1], ep[1], &r->pid, &st->err);
+	int fds[4] = {sv[1], rv[1], ids.lock_fd, ids.userns_fd};
+	rc = proc_spawn(argv, set->helper_env, fds, r->runs->slots ? 4 : 2, ep[1], ep[1], &r->pid,
+			&st->err);
 	/* Our copies of the helper's ends go now: its exit must show as EOF. */
 	close(sbx_steal_fd(sv[1]));
 	close(sbx_steal_fd(rv[1]));

@@ -271,7 +271,7 @@ static int open_input(struct sbx_run *r, struct run_input *in, bool first, struc
 
 /* The bits an upload of `mode` gets in /data. It is our uid's file, and the
  * sandbox user is another uid (a host uid of the run's own,
- * helper/host_ids.h): others get the owner's read and execute bits, so that
+ * common/host_ids.h): others get the owner's read and execute bits, so that
  * a private upload (0600, 0700) is still the sandbox's to read and run, as
  * when the sandbox ran as our uid. No other user reaches it: the run's
  * directory is 0700. /data is read-only to the sandbox whatever the bits. */

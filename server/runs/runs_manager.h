@@ -183,6 +183,10 @@ struct sbx_runs {
 	/* Closes that wait for a grace period (runs_closer.h): sbx_runs_init's
 	 * and runs_free's; NULL (unit tests) closes in place. */
 	struct runs_closer *closer;
+	/* The runs' host uid slots and their user namespaces (runs_slots.h):
+	 * runs_startup's, NULL with host_uids shared (and in unit tests, where
+	 * the helper takes its slot itself). */
+	struct runs_slots *slots;
 };
 
 /* An empty manager without settings (runs_max 0 takes no runs): what

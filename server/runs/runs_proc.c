@@ -3,10 +3,10 @@
  *
  * Started by sbx_spawn_prog (common/spawn_prog.c: posix_spawn, safe from
  * sbxd's threads). Each helper gets exactly: /dev/null as stdin,
- * the given fds as stdout/stderr, its control socket as fd 3, and nothing
- * else (closefrom), an empty signal mask with default dispositions, its own
- * process group (so a hung helper and its sandbox's pid 1 die with one
- * kill), and an environment reduced to what it needs. */
+ * the given fds as stdout/stderr, the fds it is given at 3 and up (its
+ * control socket first), and nothing else (closefrom), an empty signal mask with default
+ * dispositions, its own process group (so a hung helper and its sandbox's pid 1 die with one kill),
+ * and an environment reduced to what it needs. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -26,15 +26,15 @@
 #define CAPTURE_MAX    (64 * 1024)
 #define KILLED_EXIT_MS 5000 /* for a SIGKILLed helper to be reaped */
 
-int proc_spawn(const char *const *argv, char *const *env, int fd3, int fd4, int outfd, int errfd,
-	       pid_t *pid, struct sbx_err *err)
+int proc_spawn(const char *const *argv, char *const *env, const int *fds, size_t nfds, int outfd,
+	       int errfd, pid_t *pid, struct sbx_err *err)
 {
 	struct sbx_spawn_prog p = {.argv = argv,
 				   .env = env,
 				   .out_fd = outfd,
 				   .err_fd = errfd,
-				   .fd3 = fd3,
-				   .fd4 = fd4,
+				   .fds = fds,
+				   .nfds = nfds,
 				   .own_group = true};
 
 	return sbx_spawn_prog(&p, pid, err);
@@ -122,7 +122,7 @@ int proc_run_helper(const char *helper, char *const *env, const char *const *arg
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return sbx_fail_errno(err, "pipe");
 	/* stdout and stderr together: either may say what went wrong. */
-	if (proc_spawn(argv, env, -1, -1, p[1], p[1], &pid, err) < 0) {
+	if (proc_spawn(argv, env, NULL, 0, p[1], p[1], &pid, err) < 0) {
 		pid = -1;
 		return -1;
 	}

@@ -3,15 +3,16 @@
 #ifndef SBX_RUNS_PROC_H
 #define SBX_RUNS_PROC_H
 
+#include <stddef.h>
 #include <sys/types.h>
 
 #include "err.h"
 
-/* posix_spawn with stdin /dev/null, stdout/stderr on the given fds, fd3 as
- * fd 3 and fd4 as fd 4 (each -1 for none), nothing else inherited, in its own process group, with
- * exactly the environment env. */
-int proc_spawn(const char *const *argv, char *const *env, int fd3, int fd4, int outfd, int errfd,
-	       pid_t *pid, struct sbx_err *err);
+/* posix_spawn with stdin /dev/null, stdout/stderr on the given fds, the
+ * nfds of fds at 3, 4, ..., nothing else inherited, in its own process
+ * group, with exactly the environment env. */
+int proc_spawn(const char *const *argv, char *const *env, const int *fds, size_t nfds, int outfd,
+	       int errfd, pid_t *pid, struct sbx_err *err);
 /* Waits up to timeout_ms for pid to exit and reaps it: 1 reaped, 0 not yet. */
 int proc_reap(pid_t pid, int pidfd, int timeout_ms, int *status);
 /* Runs `helper ARGS...` to its end (bounded), returning what it wrote on

@@ -25,6 +25,7 @@
 #include "runs_capacity.h"
 #include "runs_manager.h"
 #include "runs_proc.h"
+#include "runs_slots.h"
 #include "subids.h"
 #include "tree.h"
 #include "util.h"
@@ -130,7 +131,7 @@ static int build_helper_env(struct runs_settings *cfg, struct sbx_err *err)
 	return 0;
 }
 
-/* Each live run takes a host uid of its own (helper/host_ids.h): runs_max
+/* Each live run takes a host uid of its own (common/host_ids.h): runs_max
  * of them must fit in sbxd's subordinate range, or runs would be refused
  * one by one at CreateRun for a reason that was known at start. */
 static int check_host_ids(const struct sbx_config *cfg, uint64_t *slots_out, struct sbx_err *err)
@@ -377,6 +378,11 @@ int runs_startup(struct sbx_runs *runs, const struct sbx_config *cfg, struct sbx
 	runs_live_from(&runs->live, cfg);
 	if (copy_settings(&runs->cfg, cfg, err) < 0)
 		return sbx_err_prefix(err, "runs");
+	/* Twice runs_max: the slots sbxd's runs take are the lowest free ones,
+	 * which one-shot runs of the same user may shift. */
+	if (!runs->cfg.host_uids_shared &&
+	    !(runs->slots = runs_slots_new(2 * (size_t)runs->cfg.runs_max)))
+		return sbx_fail_errno(err, "runs: host uid slots");
 	/* Each run holds a handful of fds and each running exec four: the
 	 * default soft limit of 1024 would be reached long before runs_max. */
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {

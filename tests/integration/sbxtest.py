@@ -27,7 +27,7 @@ BASE_POLICY = {
 
 def subordinate_uids(user_uid=None):
     """The host uids /etc/subuid gives this user (or user_uid): the ones its
-    sandboxes run as, one per live run (helper/host_ids.h)."""
+    sandboxes run as, one per live run (common/host_ids.h)."""
     import pwd
     uid = os.getuid() if user_uid is None else user_uid
     names = {str(uid)}

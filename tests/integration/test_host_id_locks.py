@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Review 3 of issue 16, finding 1 (a host uid of each run's own,
-helper/host_ids.c): what another local user could do to the slot locks.
+common/host_ids.c): what another local user could do to the slot locks.
 
 Two live runs share a uid only if two helpers lock two different files for
 one slot. The lock directory must be this user's and writable by no one

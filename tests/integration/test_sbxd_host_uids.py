@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Issue 16, finding 1: a host uid of each run's own (helper/host_ids.h).
+"""Issue 16, finding 1: a host uid of each run's own (common/host_ids.h).
 
 The kernel keeps some counters per host uid whatever the namespaces (the
 user_struct's epoll watches, pipe buffer pages, unix sockets in flight).

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* sbx_spawn_prog (common/spawn_prog.c), which starts sbxd's helpers and
  * the helper's setuid id mappers: the child gets stdin from /dev/null, its
- * stdout and stderr where it is told (else /dev/null), fd3 and fd4 at 3
- * and 4, no other descriptor of ours (close-on-exec or not), exactly the
+ * stdout and stderr where it is told (else /dev/null), the fds given at 3,
+ * 4, ... in order, no other descriptor of ours (close-on-exec or not), exactly the
  * environment given, an empty signal mask and default dispositions, and a
  * process group of its own only when asked; fds given as 0 to 4 land where
  * they should; a program that cannot be started is an error naming it. */
@@ -68,8 +68,7 @@ static struct sbx_spawn_prog sh(const char *script)
 	argv[1] = "-c";
 	argv[2] = script;
 	argv[3] = NULL;
-	return (struct sbx_spawn_prog){
-	    .argv = argv, .env = no_env, .err_fd = -2, .fd3 = -1, .fd4 = -1};
+	return (struct sbx_spawn_prog){.argv = argv, .env = no_env, .err_fd = -2};
 }
 
 /* dash redirects single-digit fds only: 3 to 9 are what can be checked. */
@@ -94,15 +93,28 @@ int main(void)
 	check(WIFEXITED(status) && WEXITSTATUS(status) == 0, "it exited 0 (status %d)", status);
 	check(strcmp(out, ".\n") == 0, "no fd from 3 to 9 reached it: %s", out);
 
-	/* fd3 and fd4 land at 3 and 4, nothing else; fd3 alone at 3. */
+	/* The fds given land at 3, 4, ... in order, nothing else; one alone
+	 * at 3; more than SBX_SPAWN_MAX_FDS, or a -1 among them, refused. */
 	struct sbx_spawn_prog p = sh(OPEN_FDS);
-	p.fd3 = 8;
-	p.fd4 = 9;
+	int four[] = {8, 9, 2, 7};
+	p.fds = four;
+	p.nfds = 2;
 	check(run(p, out, sizeof(out), &status, &err) == 0 && strcmp(out, "3 4 .\n") == 0,
-	      "fd3 and fd4 at 3 and 4, nothing else: %s", out);
-	p.fd4 = -1;
+	      "two fds at 3 and 4, nothing else: %s", out);
+	p.nfds = 1;
 	check(run(p, out, sizeof(out), &status, &err) == 0 && strcmp(out, "3 .\n") == 0,
-	      "fd3 alone at 3: %s", out);
+	      "one fd alone at 3: %s", out);
+	p.nfds = 4;
+	check(run(p, out, sizeof(out), &status, &err) == 0 && strcmp(out, "3 4 5 6 .\n") == 0,
+	      "four fds at 3 to 6: %s", out);
+	p.nfds = 5;
+	check(run(p, out, sizeof(out), &status, &err) == -1 && strstr(err.msg, "at most 4"),
+	      "five fds refused: %s", err.msg);
+	int gap[] = {8, -1};
+	p.fds = gap;
+	p.nfds = 2;
+	check(run(p, out, sizeof(out), &status, &err) == -1 && strstr(err.msg, "dup"),
+	      "a -1 among the fds refused: %s", err.msg);
 
 	/* stdin at its end, stderr where it is told or /dev/null, no
 	 * environment of ours (dash sets PWD itself when it has none). */
@@ -129,8 +141,7 @@ int main(void)
 	sigprocmask(SIG_BLOCK, &term, &old);
 	signal(SIGPIPE, SIG_IGN);
 	const char *cat_status[] = {"/bin/grep", "-E", "^Sig(Blk|Ign):", "/proc/self/status", NULL};
-	p = (struct sbx_spawn_prog){
-	    .argv = cat_status, .env = no_env, .err_fd = -2, .fd3 = -1, .fd4 = -1};
+	p = (struct sbx_spawn_prog){.argv = cat_status, .env = no_env, .err_fd = -2};
 	unsigned long long blk = ~0ULL, ign = ~0ULL;
 	check(run(p, out, sizeof(out), &status, &err) == 0 &&
 		  sscanf(out, "SigBlk:\t%llx\nSigIgn:\t%llx", &blk, &ign) == 2 &&
@@ -143,8 +154,7 @@ int main(void)
 
 	/* Its own process group only when asked. */
 	const char *pgrp[] = {"/bin/sh", "-c", "ps -o pgid= -p $$ | tr -d ' '", NULL};
-	p = (struct sbx_spawn_prog){
-	    .argv = pgrp, .env = no_env, .err_fd = -2, .fd3 = -1, .fd4 = -1};
+	p = (struct sbx_spawn_prog){.argv = pgrp, .env = no_env, .err_fd = -2};
 	check(run(p, out, sizeof(out), &status, &err) == 0 && atoi(out) == (int)getpgrp(),
 	      "in our process group by default (%s, ours %d)", out, (int)getpgrp());
 	p.own_group = true;
@@ -162,7 +172,9 @@ int main(void)
 	p = sh("read line && echo \"stdin: $line\"; echo fd3 >&3 && echo \"fd3 ok\"");
 	p.out_fd = 0;
 	p.err_fd = 0;
-	p.fd3 = 0;
+	int zero[] = {0};
+	p.fds = zero;
+	p.nfds = 1;
 	pid_t pid;
 	check(sbx_spawn_prog(&p, &pid, &err) == 0, "started: %s", err.msg);
 	dup2(saved_in, 0);
@@ -179,8 +191,7 @@ int main(void)
 
 	/* Not found, not executable: the error names the program. */
 	const char *missing[] = {"/nonexistent/newuidmap", NULL};
-	p = (struct sbx_spawn_prog){
-	    .argv = missing, .env = no_env, .err_fd = -2, .fd3 = -1, .fd4 = -1};
+	p = (struct sbx_spawn_prog){.argv = missing, .env = no_env, .err_fd = -2};
 	memset(&err, 0, sizeof(err));
 	check(run(p, out, sizeof(out), &status, &err) == -1 && err.errnum == ENOENT &&
 		  strstr(err.msg, "/nonexistent/newuidmap"),

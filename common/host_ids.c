@@ -5,18 +5,22 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pwd.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "fds.h"
+#include <linux/nsfs.h>
+
 #include "host_id_dir.h"
 #include "spawn_prog.h"
 #include "util.h"
+#include "write_file.h"
 
 /* The fix an error names: what useradd does for a new login user. */
 #define SUBIDS_FIX                                                                                 \
@@ -58,13 +62,14 @@ int sbx_host_ids_take(enum sbx_host_ids_mode mode, const char *lock_dir, struct 
 	memset(ids, 0, sizeof(*ids));
 	ids->mode = mode;
 	ids->lock_fd = -1;
+	ids->userns_fd = -1;
 	if (mode == SBX_HOST_IDS_SHARED) {
 		ids->uid = geteuid();
 		ids->gid = getegid();
 		return 0;
 	}
 	struct sbx_subids uids, gids;
-	const char *user;
+	char user[256];
 	if (!in_initial_userns())
 		return sbx_fail(err,
 				"a host uid of the run's own needs the initial user namespace, "
@@ -72,7 +77,7 @@ int sbx_host_ids_take(enum sbx_host_ids_mode mode, const char *lock_dir, struct 
 				"-U`), where /etc/subuid's ids mean nothing: run it on the host, "
 				"or run every sandbox as this uid (--host-uids shared; sbxd: "
 				"\"host_uids\": \"shared\"; weaker)");
-	if (sbx_subids_own(&uids, &gids, &user, err) < 0)
+	if (sbx_subids_own(&uids, &gids, user, sizeof(user), err) < 0)
 		return -1;
 	if (!uids.total || !gids.total)
 		return sbx_fail(err,
@@ -147,12 +152,8 @@ static int idmap_spawn(struct sbx_idmap_tool *t, const char *tool, pid_t pid, st
 	/* A setuid program gets nothing of ours but its stdio: not the
 	 * control or reader socket serve was handed (fds 3 and 4). */
 	char *const no_env[] = {NULL};
-	struct sbx_spawn_prog sp = {.argv = argv,
-				    .env = no_env,
-				    .out_fd = pipefd[1],
-				    .err_fd = pipefd[1],
-				    .fd3 = -1,
-				    .fd4 = -1};
+	struct sbx_spawn_prog sp = {
+	    .argv = argv, .env = no_env, .out_fd = pipefd[1], .err_fd = pipefd[1]};
 	if (sbx_spawn_prog(&sp, &t->child, err) < 0) {
 		t->child = 0;
 		close(pipefd[0]);
@@ -254,9 +255,118 @@ int sbx_host_ids_map(pid_t pid, const struct sbx_host_ids *ids, unsigned sandbox
 	return sbx_host_ids_map_finish(&job, err);
 }
 
+/* A decimal number up to max, all of the text up to `end` (',' or NUL). */
+static bool given_number(const char **p, char end, unsigned long long max, unsigned long long *out)
+{
+	char *stop;
+	if (**p < '0' || **p > '9')
+		return false;
+	errno = 0;
+	*out = strtoull(*p, &stop, 10);
+	if (errno || *out > max || *stop != end)
+		return false;
+	*p = *stop ? stop + 1 : stop;
+	return true;
+}
+
+int sbx_host_ids_given_parse(const char *text, struct sbx_host_ids *ids)
+{
+	unsigned long long uid, gid, lock, userns;
+	const char *p = text;
+	if (!given_number(&p, ',', UINT32_MAX - 1, &uid) ||
+	    !given_number(&p, ',', UINT32_MAX - 1, &gid) ||
+	    !given_number(&p, ',', INT32_MAX, &lock) ||
+	    !given_number(&p, '\0', INT32_MAX, &userns) || !uid || !gid || lock < 3 || userns < 3 ||
+	    lock == userns)
+		return -1;
+	*ids = (struct sbx_host_ids){.mode = SBX_HOST_IDS_SUBORDINATE,
+				     .uid = (uid_t)uid,
+				     .gid = (gid_t)gid,
+				     .lock_fd = (int)lock,
+				     .userns_fd = (int)userns};
+	return 0;
+}
+
+int sbx_host_ids_given_check(const char *lock_dir, const struct sbx_host_ids *ids,
+			     struct sbx_err *err)
+{
+	char path[4096], name[24];
+	struct stat held, slot;
+	if (sbx_host_id_dir_path(lock_dir, path, sizeof(path), err) < 0)
+		return -1;
+	_cleanup_close_ int dir = sbx_host_id_dir_open(path, err);
+	if (dir < 0)
+		return -1;
+	snprintf(name, sizeof(name), "%u", (unsigned)ids->uid);
+	if (fstat(ids->lock_fd, &held) < 0)
+		return sbx_fail_errno(err, "--host-slot: lock fd %d", ids->lock_fd);
+	if (fstatat(dir, name, &slot, AT_SYMLINK_NOFOLLOW) < 0)
+		return sbx_fail_errno(err, "--host-slot: %s/%s", path, name);
+	if (!S_ISREG(held.st_mode) || held.st_dev != slot.st_dev || held.st_ino != slot.st_ino)
+		return sbx_fail(err, "--host-slot: fd %d is not the lock file %s/%s", ids->lock_fd,
+				path, name);
+	/* Through the fd that holds it, taking it again succeeds; if another
+	 * open of the file holds it, this one does not. */
+	if (flock(ids->lock_fd, LOCK_EX | LOCK_NB) < 0)
+		return sbx_fail_errno(err, "--host-slot: slot %u is not locked through fd %d",
+				      (unsigned)ids->uid, ids->lock_fd);
+	int type = ioctl(ids->userns_fd, NS_GET_NSTYPE);
+	if (type != CLONE_NEWUSER)
+		return sbx_fail(err, "--host-slot: fd %d is not a user namespace", ids->userns_fd);
+	return 0;
+}
+
+/* Whether FILE lists exactly the two one-id extents, in either order. */
+static int maps_check_file(const char *file, unsigned self, unsigned sandbox_id, unsigned slot,
+			   struct sbx_err *err)
+{
+	char text[256];
+	_cleanup_close_ int fd = open(file, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : read(fd, text, sizeof(text) - 1);
+	if (n < 0)
+		return sbx_fail_errno(err, "the slot's user namespace: %s", file);
+	text[n] = '\0';
+	unsigned long long in[3], out[3], count[3];
+	int lines = 0, used;
+	const char *p = text;
+	while (lines < 3 &&
+	       sscanf(p, "%llu %llu %llu%n", &in[lines], &out[lines], &count[lines], &used) == 3) {
+		p += used;
+		p += strspn(p, " \n");
+		lines++;
+	}
+	bool ok = false;
+	for (int i = 0; lines == 2 && !*p && count[0] == 1 && count[1] == 1 && i < 2; i++)
+		ok = ok || (in[i] == 0 && out[i] == self && in[1 - i] == sandbox_id &&
+			    out[1 - i] == slot);
+	if (!ok) {
+		for (char *c = text; *c; c++)
+			if (*c == '\n')
+				*c = *(c + 1) ? ',' : '\0';
+		return sbx_fail(err,
+				"the slot's user namespace maps %s as \"%s\", not 0 to %u and "
+				"%u to %u alone",
+				file, text, self, sandbox_id, slot);
+	}
+	return 0;
+}
+
+int sbx_host_ids_maps_check(const struct sbx_host_ids *ids, uid_t self_uid, gid_t self_gid,
+			    unsigned sandbox_id, struct sbx_err *err)
+{
+	if (maps_check_file("/proc/self/uid_map", (unsigned)self_uid, sandbox_id,
+			    (unsigned)ids->uid, err) < 0)
+		return -1;
+	return maps_check_file("/proc/self/gid_map", (unsigned)self_gid, sandbox_id,
+			       (unsigned)ids->gid, err);
+}
+
 void sbx_host_ids_release(struct sbx_host_ids *ids)
 {
 	if (ids->lock_fd >= 0)
 		close(ids->lock_fd);
 	ids->lock_fd = -1;
+	if (ids->userns_fd >= 0)
+		close(ids->userns_fd);
+	ids->userns_fd = -1;
 }

@@ -17,7 +17,14 @@
  * of the caller's own (every helper of one user, sbxd's and one-shot runs
  * alike, sees the same one): held by the helper while the run lives, and
  * released when the helper exits, when the kernel also ends the sandbox
- * (pid 1 dies with its helper, and its pid namespace with it). */
+ * (pid 1 dies with its helper, and its pid namespace with it).
+ *
+ * sbxd takes the slot itself and hands the helper the lock with a user
+ * namespace it made for the slot and mapped once (0 to sbxd's uid,
+ * sandbox_id to the slot's), kept for later runs of the slot
+ * (server/runs/runs_slots.c): the run's own user namespace is then made
+ * inside that one, and mapped by the helper without the setuid tools
+ * (helper/supervisor.c). */
 #ifndef SBX_HOST_IDS_H
 #define SBX_HOST_IDS_H
 
@@ -28,6 +35,11 @@
 
 #include "err.h"
 #include "subids.h"
+
+/* The sandbox user, inside every run's user namespace; sbxd's slot
+ * namespaces map it too (server/runs/runs_slots.c). */
+#define SBX_SANDBOX_UID 1000
+#define SBX_SANDBOX_GID 1000
 
 enum sbx_host_ids_mode {
 	/* A slot of the caller's subordinate ranges; refused without one. */
@@ -42,6 +54,10 @@ struct sbx_host_ids {
 	uid_t uid; /* SUBORDINATE: the sandbox user's host uid */
 	gid_t gid;
 	int lock_fd; /* SUBORDINATE: the slot's flock, held while the run lives */
+	/* SUBORDINATE, from sbxd: the slot's user namespace, mapped 0 to the
+	 * caller and the sandbox id to uid and gid; -1: none (the tools map
+	 * the run's own namespace from the host's). */
+	int userns_fd;
 };
 
 /* "subordinate" or "shared" to a mode; -1 for anything else. */
@@ -77,7 +93,28 @@ int sbx_host_ids_map_start(pid_t pid, const struct sbx_host_ids *ids, unsigned s
 			   struct sbx_idmap_job *job, struct sbx_err *err);
 int sbx_host_ids_map_finish(struct sbx_idmap_job *job, struct sbx_err *err);
 
-/* Releases the slot (after the run's processes are gone). */
+/* "UID,GID,LOCK_FD,USERNS_FD" (serve --host-slot: the slot sbxd took) into
+ * a SUBORDINATE ids; -1 unless four decimal numbers, ids above 0 and fds
+ * 3 or more. Nothing is checked of the fds here: see _given_check. */
+int sbx_host_ids_given_parse(const char *text, struct sbx_host_ids *ids);
+
+/* Before a given slot is used: its lock fd is the file of ids->uid in the
+ * lock directory (lock_dir NULL: the default) and the flock on it is held
+ * through that fd (taking it again through it succeeds; another holder's
+ * makes it fail), and userns_fd is a user namespace. -1 with err naming
+ * what was wrong; nothing of the slot is used then. */
+int sbx_host_ids_given_check(const char *lock_dir, const struct sbx_host_ids *ids,
+			     struct sbx_err *err);
+
+/* Whether the maps in /proc/self/{uid,gid}_map (read inside the slot's user
+ * namespace: they are its maps onto the host's) are exactly 0 to the
+ * caller's uid (gid) and sandbox_id to the slot's, one id each. 0 yes; -1
+ * with err saying what the namespace maps instead. */
+int sbx_host_ids_maps_check(const struct sbx_host_ids *ids, uid_t self_uid, gid_t self_gid,
+			    unsigned sandbox_id, struct sbx_err *err);
+
+/* Releases the slot (after the run's processes are gone) and closes the
+ * slot's user namespace if it was given one. */
 void sbx_host_ids_release(struct sbx_host_ids *ids);
 
 #endif

@@ -1,0 +1,344 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A run's user namespace is made inside its host uid slot's
+(server/runs/runs_slots.h, helper/supervisor.c clone_in_slot).
+
+sbxd takes each run's slot itself and keeps, per slot, a user namespace
+mapped once by newuidmap and newgidmap (0 to sbxd's uid, the sandbox user
+to the slot's uid and gid); the helper makes the run's own namespace inside
+it, mapped without the setuid tools. What must hold, and is tried here:
+- a sandbox process's user namespaces, walked up from the host
+  (NS_GET_PARENT): the exec's, the run's, the slot's (owned by sbxd's uid),
+  the host's; the run's is the run's own: a later run of the same slot gets
+  a new one inside the same slot namespace, and two live runs have two
+  host uids and two slot namespaces;
+- no process ever runs in a slot's namespace: while runs live and execs run,
+  no readable process of the host has it as its user namespace;
+- with "host_uids": "shared" there are no slot namespaces (the walk is one
+  shorter): what makes the first test fail on a tree without them;
+- `sbx-helper serve --host-slot UID,GID,LOCK_FD,USERNS_FD` takes the slot
+  only when it is what it says: the lock file of that uid in the lock
+  directory, its flock held through that fd (not another open's), a user
+  namespace, and one that maps exactly 0 to the caller and the sandbox user
+  to that uid and gid (another slot's namespace would run two runs as one
+  host uid); each refusal names what was wrong and builds nothing, and the
+  option is for serve with subordinate host uids only."""
+import fcntl
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import unittest
+
+import sbxtest
+from sbxdfix import Server, policy_json
+from sbxrpc import sandbox_pb2 as pb
+
+NS_GET_PARENT = 0xB702
+NS_GET_OWNER_UID = 0xB704
+SANDBOX_ID = 1000  # SBX_SANDBOX_UID (common/host_ids.h)
+HELPER = os.environ.get("SBX_HELPER")
+
+
+def ns_inode(fd):
+    return os.fstat(fd).st_ino
+
+
+def userns_chain(pid):
+    """The inodes of pid's user namespace and each parent up to the
+    host's (the last), walked with NS_GET_PARENT; and the fds, open."""
+    fds = [os.open("/proc/%d/ns/user" % pid, os.O_RDONLY | os.O_CLOEXEC)]
+    while True:
+        try:
+            fds.append(fcntl.ioctl(fds[-1], NS_GET_PARENT))
+        except OSError:
+            break
+    return [ns_inode(fd) for fd in fds], fds
+
+
+def owner_uid(fd):
+    buf = bytearray(4)
+    fcntl.ioctl(fd, NS_GET_OWNER_UID, buf)
+    return int.from_bytes(buf, "little")
+
+
+def processes_in(inode):
+    """Readable live processes whose user namespace is `inode` (a zombie
+    keeps its credentials, so its namespace, until it is reaped: a helper's
+    /out reader that outlived the helper by a moment is init's to reap)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                if (os.stat("/proc/%s/ns/user" % pid).st_ino == inode and
+                        "\nState:\tZ" not in sbxtest.read_text("/proc/%s/status" % pid)):
+                    found.append(int(pid))
+            except OSError:
+                pass
+    return found
+
+
+class Slots(unittest.TestCase):
+    SHARED = False
+
+    @classmethod
+    def setUpClass(cls):
+        # A lock directory of this server's own: its runs take the lowest
+        # slots in it whatever other tests hold in the user's default one.
+        cls.ids = tempfile.mkdtemp(prefix="sbx-test-slot-ids-")
+        config = {"host_id_dir": cls.ids}
+        if cls.SHARED:
+            config["host_uids"] = "shared"
+        cls.srv = Server(**config)
+        cls.token = cls.srv.tokens["alice"]
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.stop()
+        cls.srv.cleanup()
+        shutil.rmtree(cls.ids, ignore_errors=True)
+
+    def call(self, c, name, req, resp_type):
+        code, msg, resp = c.call(name, req, resp_type, token=self.token)
+        self.assertEqual(code, "OK", "%s: %s" % (name, msg))
+        return resp
+
+    def create(self, c):
+        return self.call(c, "CreateRun", pb.CreateRunRequest(policy_json=policy_json()),
+                         pb.CreateRunResponse).run_id
+
+    def teardown(self, c, run):
+        self.call(c, "Teardown", pb.TeardownRequest(run_id=run), pb.TeardownResponse)
+
+    def sleeper(self, c, run):
+        """An exec that sleeps; its host pid and host uid."""
+        marker = "%d.%s" % (os.getpid(), os.urandom(4).hex())
+        self.call(c, "Exec", pb.ExecRequest(run_id=run, argv=[
+            "/usr/bin/python3", "-c", "import time; time.sleep(60)", marker]), pb.ExecResponse)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            for pid, _ in sbxtest.procs_with(marker):
+                try:
+                    return pid, os.stat("/proc/%d" % pid).st_uid
+                except OSError:
+                    pass
+            time.sleep(0.05)
+        self.fail("the exec with %s never showed" % marker)
+
+    def walk(self, pid):
+        inodes, fds = userns_chain(pid)
+        for fd in fds:
+            self.addCleanup(os.close, fd)
+        self.assertEqual(inodes[-1], os.stat("/proc/self/ns/user").st_ino,
+                         "the walk from pid %d ends at the host's namespace" % pid)
+        return inodes, fds
+
+
+class InSlot(Slots):
+    def test_a_runs_namespace_is_its_own_inside_its_slots(self):
+        with self.srv.conn() as c:
+            first = self.create(c)
+            pid, uid1 = self.sleeper(c, first)
+            chain1, fds1 = self.walk(pid)
+            # exec's, the run's, the slot's, the host's
+            self.assertEqual(len(chain1), 4, chain1)
+            self.assertEqual(owner_uid(fds1[2]), os.getuid(), "the slot's is sbxd's uid's")
+            self.assertNotEqual(uid1, os.getuid())
+            self.teardown(c, first)
+            # fds1 holds the first run's namespace: its number is not reused.
+            self.assertEqual(processes_in(chain1[1]), [], "nothing of the first run is left")
+            second = self.create(c)
+            pid, uid2 = self.sleeper(c, second)
+            chain2, _ = self.walk(pid)
+            self.assertEqual(uid2, uid1, "the lowest free slot again")
+            self.assertEqual(chain2[2], chain1[2], "the slot's namespace is kept")
+            self.assertNotEqual(chain2[1], chain1[1], "the run's namespace is new")
+            # A second live run: another slot, another slot namespace.
+            third = self.create(c)
+            pid, uid3 = self.sleeper(c, third)
+            chain3, _ = self.walk(pid)
+            self.assertNotEqual(uid3, uid2)
+            self.assertNotEqual(chain3[2], chain2[2])
+            self.teardown(c, second)
+            self.teardown(c, third)
+
+    def test_no_process_runs_in_a_slot_namespace(self):
+        with self.srv.conn() as c:
+            runs = [self.create(c) for _ in range(2)]
+            slots = set()
+            for run in runs:
+                pid, _ = self.sleeper(c, run)
+                chain, _ = self.walk(pid)
+                slots.add(chain[2])
+            for inode in slots:
+                self.assertEqual(processes_in(inode), [],
+                                 "a process in slot namespace %d" % inode)
+            for run in runs:
+                self.teardown(c, run)
+            for inode in slots:
+                self.assertEqual(processes_in(inode), [])
+
+
+class Shared(Slots):
+    SHARED = True
+
+    def test_shared_host_uids_make_no_slot_namespace(self):
+        with self.srv.conn() as c:
+            run = self.create(c)
+            pid, uid = self.sleeper(c, run)
+            chain, _ = self.walk(pid)
+            self.assertEqual(uid, os.getuid())
+            self.assertEqual(len(chain), 3, "exec's, the run's, the host's: %s" % chain)
+            self.teardown(c, run)
+
+
+class HostSlotOption(unittest.TestCase):
+    """sbx-helper serve --host-slot, given what sbxd gives and worse."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="sbx-test-host-slot-")
+        self.addCleanup(shutil.rmtree, self.dir, ignore_errors=True)
+        self.policy = os.path.join(self.dir, "policy.json")
+        with open(self.policy, "w") as f:
+            f.write(policy_json())
+        self.ids = os.path.join(self.dir, "ids")
+        os.mkdir(self.ids, 0o700)
+        ranges = sbxtest.subordinate_uids()
+        self.assertTrue(ranges, "this user has no subordinate uids (packaging/setup.sh)")
+        # Two slots of the range, well above what any run of this user takes.
+        self.slot, self.other = ranges[0][-1], ranges[0][-2]
+
+    def lock(self, uid, take=True):
+        fd = os.open(os.path.join(self.ids, str(uid)), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
+                     0o600)
+        self.addCleanup(os.close, fd)
+        if take:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return fd
+
+    def userns(self, uid_map, gid_map):
+        """A user namespace with nothing but a sleeper in it, mapped by the
+        setuid tools as given ([] leaves it unmapped); its fd."""
+        holder = subprocess.Popen(["unshare", "--user", "sleep", "60"])
+        self.addCleanup(holder.wait)
+        self.addCleanup(holder.kill)
+        deadline = time.monotonic() + 10
+        ours = os.stat("/proc/self/ns/user").st_ino
+        while os.stat("/proc/%d/ns/user" % holder.pid).st_ino == ours:
+            self.assertLess(time.monotonic(), deadline, "unshare --user never ran")
+            time.sleep(0.01)
+        for tool, m in (("newuidmap", uid_map), ("newgidmap", gid_map)):
+            if m:
+                subprocess.run([tool, str(holder.pid)] + [str(x) for x in m], check=True)
+        fd = os.open("/proc/%d/ns/user" % holder.pid, os.O_RDONLY | os.O_CLOEXEC)
+        self.addCleanup(os.close, fd)
+        return fd
+
+    def slot_userns(self, uid):
+        return self.userns([0, os.getuid(), 1, SANDBOX_ID, uid, 1],
+                           [0, os.getgid(), 1, SANDBOX_ID, uid, 1])
+
+    def serve(self, slot_text, fds, extra=()):
+        """serve with --host-slot; (exit status or None if it got as far as
+        Ready, what the control socket said first, stderr)."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        args = [HELPER, "serve", "--policy", self.policy, "--control-fd", str(theirs.fileno()),
+                "--host-id-dir", self.ids, "--host-slot", slot_text] + list(extra)
+        p = subprocess.Popen(args, pass_fds=(theirs.fileno(),) + tuple(fds),
+                             stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        theirs.close()
+        ours.settimeout(30)
+        try:
+            said = ours.recv(65536)
+        finally:
+            ours.close()  # a served sandbox ends with its socket
+        err = p.stderr.read().decode(errors="replace")
+        rc = p.wait(timeout=30)
+        return rc, said, err
+
+    def test_the_slot_sbxd_would_give_is_taken_and_the_run_made_inside_it(self):
+        lock, ns = self.lock(self.slot), self.slot_userns(self.slot)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        p = subprocess.Popen([HELPER, "serve", "--policy", self.policy, "--control-fd",
+                              str(theirs.fileno()), "--host-id-dir", self.ids, "--host-slot",
+                              "%d,%d,%d,%d" % (self.slot, self.slot, lock, ns)],
+                             pass_fds=(theirs.fileno(), lock, ns), stdin=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE)
+        theirs.close()
+        ours.settimeout(30)
+        said = ours.recv(65536)
+        self.assertTrue(said.startswith(b"R"), "Ready: %r" % said[:80])
+        ours_ns = os.stat("/proc/self/ns/user").st_ino
+        with open("/proc/%d/task/%d/children" % (p.pid, p.pid)) as f:
+            pid1 = [int(c) for c in f.read().split()
+                    if os.stat("/proc/%s/ns/user" % c).st_ino != ours_ns][0]
+        chain, fds = userns_chain(pid1)
+        for fd in fds:
+            self.addCleanup(os.close, fd)
+        self.assertEqual(chain[1], ns_inode(ns), "pid 1's namespace is a child of the slot's")
+        self.assertEqual(len(chain), 3, chain)
+        ours.close()
+        self.assertEqual(p.wait(timeout=30), 0, p.stderr.read())
+        self.assertEqual(processes_in(chain[0]), [], "the sandbox is gone")
+
+    def refused(self, slot_text, fds, why, extra=(), status=125):
+        rc, said, err = self.serve(slot_text, fds, extra)
+        self.assertEqual(rc, status, "refused: %s" % err)
+        self.assertFalse(said.startswith(b"R"), "no Ready: %r" % said[:80])
+        self.assertIn(why, err)
+        return err
+
+    def test_a_lock_of_another_slot_is_refused(self):
+        self.lock(self.slot, take=False)  # its file is there too
+        lock, ns = self.lock(self.other), self.slot_userns(self.slot)
+        self.refused("%d,%d,%d,%d" % (self.slot, self.slot, lock, ns), (lock, ns),
+                     "is not the lock file %s/%d" % (self.ids, self.slot))
+
+    def test_a_lock_another_open_holds_is_refused(self):
+        self.lock(self.slot)  # held here, through another open
+        lock, ns = self.lock(self.slot, take=False), self.slot_userns(self.slot)
+        self.refused("%d,%d,%d,%d" % (self.slot, self.slot, lock, ns), (lock, ns),
+                     "slot %d is not locked through fd %d" % (self.slot, lock))
+
+    def test_a_namespace_fd_that_is_not_a_user_namespace_is_refused(self):
+        lock = self.lock(self.slot)
+        net = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        self.addCleanup(os.close, net)
+        self.refused("%d,%d,%d,%d" % (self.slot, self.slot, lock, net), (lock, net),
+                     "fd %d is not a user namespace" % net)
+
+    def test_another_slots_namespace_is_refused(self):
+        lock, ns = self.lock(self.slot), self.slot_userns(self.other)
+        err = self.refused("%d,%d,%d,%d" % (self.slot, self.slot, lock, ns), (lock, ns),
+                           "the slot's user namespace maps /proc/self/uid_map as")
+        self.assertIn("not 0 to %d and %d to %d alone" % (os.getuid(), SANDBOX_ID, self.slot),
+                      err)
+
+    def test_a_namespace_of_other_maps_is_refused(self):
+        lock = self.lock(self.slot)
+        # The caller's uid alone (what "shared" maps), and an unmapped one.
+        for ns in (self.userns([0, os.getuid(), 1], [0, os.getgid(), 1]), self.userns([], [])):
+            self.refused("%d,%d,%d,%d" % (self.slot, self.slot, lock, ns), (lock, ns),
+                         "the slot's user namespace maps /proc/self/uid_map as")
+
+    def test_the_option_is_for_serve_with_subordinate_uids(self):
+        lock, ns = self.lock(self.slot), self.slot_userns(self.slot)
+        text = "%d,%d,%d,%d" % (self.slot, self.slot, lock, ns)
+        self.refused(text, (lock, ns), "--host-slot is for serve with --host-uids subordinate",
+                     extra=("--host-uids", "shared"), status=2)
+        rc = subprocess.run([HELPER, "run", "--policy", self.policy, "--host-id-dir", self.ids,
+                             "--host-slot", text, "--", "/bin/true"], pass_fds=(lock, ns),
+                            stderr=subprocess.PIPE, text=True)
+        self.assertEqual(rc.returncode, 125, rc.stderr)  # run's usage errors
+        self.assertIn("--host-slot is for serve", rc.stderr)
+        for bad in ("", "1,1,3", "0,1,3,4", "1,1,2,4", "1,1,4,4", "1,1,3,4,5", "1,x,3,4",
+                    "-1,1,3,4", "1,1,3,4 "):
+            rc, _, err = self.serve(bad, ())
+            self.assertEqual(rc, 2, "%r: %s" % (bad, err))
+            self.assertIn("must be UID,GID,LOCK_FD,USERNS_FD", err)
+
+
+if __name__ == "__main__":
+    unittest.main()
