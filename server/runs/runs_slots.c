@@ -14,7 +14,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "thread_safety.h"
 #include "util.h"
 
 struct slot_userns {
@@ -57,14 +56,6 @@ void runs_slots_free(struct runs_slots *slots)
 	free(slots);
 }
 
-size_t runs_slots_kept(struct runs_slots *slots)
-{
-	pthread_mutex_lock(&slots->mu);
-	size_t n = slots->n;
-	pthread_mutex_unlock(&slots->mu);
-	return n;
-}
-
 /* A user namespace for the slot, mapped by newuidmap and newgidmap: a
  * child born in it (clone with CLONE_NEWUSER) holds it while the tools
  * map it and we open it, then is killed. sbxd has many threads, so the
@@ -105,7 +96,7 @@ static int slot_userns_make(const struct sbx_host_ids *ids, struct sbx_err *err)
 }
 
 /* mu held: the kept namespace of uid and gid, or NULL. */
-static struct slot_userns *find(struct runs_slots *slots, uid_t uid, gid_t gid) REQUIRES(slots->mu)
+static struct slot_userns *find(struct runs_slots *slots, uid_t uid, gid_t gid)
 {
 	for (size_t i = 0; i < slots->n; i++)
 		if (slots->kept[i].uid == uid && slots->kept[i].gid == gid)
@@ -115,7 +106,7 @@ static struct slot_userns *find(struct runs_slots *slots, uid_t uid, gid_t gid) 
 
 /* mu held: keeps fd as the slot's namespace, in place of the least
  * recently taken one when `keep` are kept already. */
-static void keep_userns(struct runs_slots *slots, uid_t uid, gid_t gid, int fd) REQUIRES(slots->mu)
+static void keep_userns(struct runs_slots *slots, uid_t uid, gid_t gid, int fd)
 {
 	struct slot_userns *e = &slots->kept[slots->n];
 	if (slots->n == slots->keep) {

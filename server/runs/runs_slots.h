@@ -36,7 +36,4 @@ void runs_slots_free(struct runs_slots *slots);
 int runs_slots_take(struct runs_slots *slots, const char *lock_dir, struct sbx_host_ids *ids,
 		    struct sbx_err *err);
 
-/* How many slots' namespaces are kept now (Health, tests). */
-size_t runs_slots_kept(struct runs_slots *slots);
-
 #endif

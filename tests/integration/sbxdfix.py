@@ -221,11 +221,34 @@ class Server:
                 self.log_tail()
             time.sleep(0.05)
 
-    def fd_count(self):
-        return len(os.listdir("/proc/%d/fd" % self.proc.pid))
-
     def fds(self):
-        return {int(n) for n in os.listdir("/proc/%d/fd" % self.proc.pid)}
+        """sbxd's descriptors but the user namespaces it keeps, one per host
+        uid slot its runs took (server/runs/runs_slots.h: kept for the slot's
+        next run; sbxd.slot_userns counts them)."""
+        found = set()
+        for n in os.listdir("/proc/%d/fd" % self.proc.pid):
+            try:
+                if os.readlink("/proc/%d/fd/%s" % (self.proc.pid, n)).startswith("user:["):
+                    continue
+            except OSError:
+                continue  # closed meanwhile
+            found.add(int(n))
+        return found
+
+    def fd_count(self):
+        return len(self.fds())
+
+    def userns_fds(self):
+        """The user namespaces sbxd holds: their inodes, one per fd."""
+        found = []
+        for n in os.listdir("/proc/%d/fd" % self.proc.pid):
+            try:
+                link = os.readlink("/proc/%d/fd/%s" % (self.proc.pid, n))
+            except OSError:
+                continue
+            if link.startswith("user:["):
+                found.append(int(link[6:-1]))
+        return found
 
     def settled_fds(self, quiet=1.0, timeout=20):
         """sbxd's descriptors once they stayed the same for `quiet` seconds.

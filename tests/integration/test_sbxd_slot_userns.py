@@ -163,6 +163,15 @@ class InSlot(Slots):
             self.assertNotEqual(chain3[2], chain2[2])
             self.teardown(c, second)
             self.teardown(c, third)
+            # sbxd holds one descriptor per slot it used, each the slot's.
+            held = self.srv.userns_fds()
+            self.assertEqual(len(held), len(set(held)), "one fd per slot: %s" % held)
+            self.assertLessEqual({chain1[2], chain3[2]}, set(held))
+            # Ten more runs one after another: the first slot each time,
+            # nothing more held.
+            for _ in range(10):
+                self.teardown(c, self.create(c))
+            self.assertEqual(sorted(self.srv.userns_fds()), sorted(held))
 
     def test_no_process_runs_in_a_slot_namespace(self):
         with self.srv.conn() as c:
