@@ -287,6 +287,21 @@ int sbx_host_ids_given_parse(const char *text, struct sbx_host_ids *ids)
 	return 0;
 }
 
+int sbx_host_ids_pair_parse(const char *text, struct sbx_host_ids *ids)
+{
+	unsigned long long uid, gid;
+	const char *p = text;
+	if (!given_number(&p, ',', UINT32_MAX - 1, &uid) ||
+	    !given_number(&p, '\0', UINT32_MAX - 1, &gid) || !uid || !gid)
+		return -1;
+	*ids = (struct sbx_host_ids){.mode = SBX_HOST_IDS_SUBORDINATE,
+				     .uid = (uid_t)uid,
+				     .gid = (gid_t)gid,
+				     .lock_fd = -1,
+				     .userns_fd = -1};
+	return 0;
+}
+
 int sbx_host_ids_given_check(const char *lock_dir, const struct sbx_host_ids *ids,
 			     struct sbx_err *err)
 {
@@ -313,6 +328,33 @@ int sbx_host_ids_given_check(const char *lock_dir, const struct sbx_host_ids *id
 	int type = ioctl(ids->userns_fd, NS_GET_NSTYPE);
 	if (type != CLONE_NEWUSER)
 		return sbx_fail(err, "--host-slot: fd %d is not a user namespace", ids->userns_fd);
+	/* Made by this uid, directly in our namespace (its maps, checked
+	 * from inside it, are then onto the host's ids). */
+	uid_t owner;
+	if (ioctl(ids->userns_fd, NS_GET_OWNER_UID, &owner) < 0 || owner != geteuid())
+		return sbx_fail(err, "--host-slot: the user namespace of fd %d is not this uid's",
+				ids->userns_fd);
+	struct stat parent_st, ours_st;
+	_cleanup_close_ int parent = ioctl(ids->userns_fd, NS_GET_PARENT);
+	if (parent < 0 || fstat(parent, &parent_st) < 0 ||
+	    stat("/proc/self/ns/user", &ours_st) < 0 || parent_st.st_dev != ours_st.st_dev ||
+	    parent_st.st_ino != ours_st.st_ino)
+		return sbx_fail(err,
+				"--host-slot: the user namespace of fd %d is not a child of this "
+				"helper's",
+				ids->userns_fd);
+	/* The slot's gid is the one at the uid's place in the ranges: another
+	 * would be some other slot's. */
+	struct sbx_subids uids, gids;
+	char user[256];
+	if (sbx_subids_own(&uids, &gids, user, sizeof(user), err) < 0)
+		return -1;
+	uint64_t idx = sbx_subids_index(&uids, ids->uid);
+	if (idx == UINT64_MAX || sbx_subids_nth(&gids, idx) != ids->gid)
+		return sbx_fail(err,
+				"--host-slot: uid %u and gid %u are not one slot of user %s's "
+				"subordinate ranges",
+				(unsigned)ids->uid, (unsigned)ids->gid, user);
 	return 0;
 }
 

@@ -98,6 +98,10 @@ int sbx_host_ids_map_finish(struct sbx_idmap_job *job, struct sbx_err *err);
  * 3 or more. Nothing is checked of the fds here: see _given_check. */
 int sbx_host_ids_given_parse(const char *text, struct sbx_host_ids *ids);
 
+/* "UID,GID" (sbx-helper slot-userns) into a SUBORDINATE ids without a lock
+ * or namespace; -1 unless two decimal numbers above 0. */
+int sbx_host_ids_pair_parse(const char *text, struct sbx_host_ids *ids);
+
 /* Before a given slot is used: its lock fd is the file of ids->uid in the
  * lock directory (lock_dir NULL: the default) and the flock on it is held
  * through that fd (taking it again through it succeeds; another holder's

@@ -41,11 +41,13 @@ int sbx_spawn_prog(const struct sbx_spawn_prog *p, pid_t *pid, struct sbx_err *e
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t attr;
 	sigset_t none, all;
-	int high[SBX_SPAWN_MAX_FDS] = {-1, -1, -1, -1};
+	int high[SBX_SPAWN_MAX_FDS];
 	_cleanup_close_ int hout = high_dup(p->out_fd);
 	_cleanup_close_ int herr = high_dup(p->err_fd);
 	int rc = 0;
 
+	for (size_t i = 0; i < SBX_SPAWN_MAX_FDS; i++)
+		high[i] = -1;
 	if (p->nfds > SBX_SPAWN_MAX_FDS)
 		return sbx_fail(err, "start %s: %zu fds, at most %d", prog, p->nfds,
 				SBX_SPAWN_MAX_FDS);

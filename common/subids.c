@@ -64,6 +64,17 @@ uint64_t sbx_subids_nth(const struct sbx_subids *s, uint64_t idx)
 	return UINT64_MAX;
 }
 
+uint64_t sbx_subids_index(const struct sbx_subids *s, uint64_t id)
+{
+	uint64_t before = 0;
+	for (size_t i = 0; i < s->n; i++) {
+		if (id >= s->r[i].start && id - s->r[i].start < s->r[i].count)
+			return before + (id - s->r[i].start);
+		before += s->r[i].count;
+	}
+	return UINT64_MAX;
+}
+
 int sbx_subids_own(struct sbx_subids *uids, struct sbx_subids *gids, char *user, size_t user_size,
 		   struct sbx_err *err)
 {

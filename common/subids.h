@@ -35,6 +35,8 @@ int sbx_subids_read(const char *file, const char *name, uint64_t id, struct sbx_
 
 /* The idx-th id of all ranges together, or UINT64_MAX past them. */
 uint64_t sbx_subids_nth(const struct sbx_subids *s, uint64_t idx);
+/* Which idx gives id (its first place), or UINT64_MAX when none does. */
+uint64_t sbx_subids_index(const struct sbx_subids *s, uint64_t id);
 
 /* This euid's uids and gids (user: its name, from the password database,
  * cut to user_size). Safe from many threads at once (sbxd's). */

@@ -22,6 +22,7 @@
 #include "realroot.h"
 #include "result.h"
 #include "run_files.h"
+#include "slot_userns.h"
 #include "util.h"
 
 #define EXIT_SETUP 125
@@ -40,6 +41,7 @@ static const char usage[] =
     "       sbx-helper check [--json] [--cgroup-root PATH]\n"
     "       sbx-helper cleanup [--cgroup-root PATH]\n"
     "       sbx-helper policy FILE\n"
+    "       sbx-helper slot-userns UID,GID\n"
     "\n"
     "run      create a sandbox from the policy, run CMD in it with this terminal's\n"
     "         stdin/stdout/stderr (in a new session), copy /out into DIR, destroy it.\n"
@@ -49,6 +51,9 @@ static const char usage[] =
     "check    what this host can enforce; exit 0 only if all of it.\n"
     "cleanup  remove run cgroups left by helpers that were killed (sbxd runs it at start).\n"
     "policy   validate a policy; print the effective policy and its digest.\n"
+    "slot-userns  (sbxd's) make a user namespace mapping 0 to this uid and the\n"
+    "         sandbox user 1000 to UID and GID (newuidmap, newgidmap) and send it on\n"
+    "         fd 3, a unix socket; sbxd keeps it for that host uid slot's runs.\n"
     "\n"
     "  --policy FILE            the run policy (JSON; see sbx-policy(5))\n"
     "  --data DIR               mounted read-only at /data (default: empty)\n"
@@ -257,6 +262,16 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(cmd, "policy"))
 		return policy_cmd(argc - 1, argv + 1);
+	if (!strcmp(cmd, "slot-userns")) {
+		if (argc == 3 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"))) {
+			fputs(usage, stdout);
+			return 0;
+		}
+		if (argc != 3)
+			return fail(2, "%s",
+				    "usage: sbx-helper slot-userns UID,GID (fd 3: a socket)");
+		return sbx_slot_userns_main(argv[2], 3);
+	}
 	bool run = !strcmp(cmd, "run"), serve = !strcmp(cmd, "serve"),
 	     check = !strcmp(cmd, "check"), cleanup = !strcmp(cmd, "cleanup");
 	if (!run && !serve && !check && !cleanup)

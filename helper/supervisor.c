@@ -255,8 +255,12 @@ static pid_t clone_in_slot(const struct sbx_sandbox_opts *o, struct sbx_sandbox 
 			close(sb->ids.userns_fd);
 			r.pid = (pid_t)syscall(SYS_clone, NS_FLAGS | CLONE_PARENT, NULL, NULL, NULL,
 					       NULL);
-			if (r.pid == 0)
+			if (r.pid == 0) {
+				/* Only the joiner writes the report: if it dies,
+				 * our read ends at once. */
+				close(rep[1]);
 				sandbox_child(o, sb, sync[0], bpf[0]);
+			}
 			if (r.pid < 0)
 				sbx_fail_errno(&r.err, "cannot create the sandbox's namespaces "
 						       "(user, mount, pid, net, ipc, uts) in the "

@@ -483,8 +483,10 @@ static int start_helper(struct sbx_run *r, uint64_t run_files, int64_t *spawned,
 	}
 	if (r->runs->slots) {
 		/* EAGAIN: every slot is held by a live run. */
-		if (runs_slots_take(r->runs->slots, set->host_id_dir, &ids, &st->err) < 0) {
-			sbx_rpc_code(st, st->err.errnum == EAGAIN
+		if (runs_slots_take(r->runs->slots, set->helper, set->helper_env, set->host_id_dir,
+				    &ids, &st->err) < 0) {
+			int e = st->err.errnum;
+			sbx_rpc_code(st, e == EAGAIN || e == EMFILE || e == ENFILE || e == ENOMEM
 					     ? SBX__V1__CODE__RESOURCE_EXHAUSTED
 					     : SBX__V1__CODE__FAILED_PRECONDITION);
 			return sbx_rpc_prefix(st, "the run's host uid");

@@ -3,18 +3,27 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
+#include <sys/ioctl.h>
+#include <sys/pidfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <linux/nsfs.h>
+
+#include "clock.h"
+#include "ctlmsg.h"
+#include "runs_proc.h"
 #include "util.h"
+
+/* newuidmap and newgidmap take milliseconds; within Ready's 15 s and the
+ * drain's 5 s beyond it (runs.c DRAIN_WAIT_MS) whatever they wait for. */
+#define SLOT_USERNS_TIMEOUT_MS 4000
 
 struct slot_userns {
 	uid_t uid; /* the slot's host uid and gid, as the tools mapped them */
@@ -56,42 +65,61 @@ void runs_slots_free(struct runs_slots *slots)
 	free(slots);
 }
 
-/* A user namespace for the slot, mapped by newuidmap and newgidmap: a
- * child born in it (clone with CLONE_NEWUSER) holds it while the tools
- * map it and we open it, then is killed. sbxd has many threads, so the
- * child makes raw system calls only (no lock of the C library), closes
- * every descriptor it got from sbxd at once (a socket or pipe end held in
- * it would delay another thread's end-of-file), and dies with the thread
- * that made it, which waits here until it is reaped. */
-static int slot_userns_make(const struct sbx_host_ids *ids, struct sbx_err *err)
+/* A user namespace for the slot, made by `sbx-helper slot-userns UID,GID`
+ * (helper/slot_userns.h says why there) and sent back on a socket at its
+ * fd 3, within SLOT_USERNS_TIMEOUT_MS: else its process group (the id
+ * tools with it) is killed. The fd, or -1 with err saying why not. */
+static int slot_userns_make(const char *helper, char *const *env, const struct sbx_host_ids *ids,
+			    struct sbx_err *err)
 {
-	pid_t parent = getpid();
-	pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, NULL, NULL, NULL, NULL);
-	if (pid < 0)
-		return sbx_fail_errno(err, "a user namespace for host uid slot %u",
-				      (unsigned)ids->uid);
-	if (pid == 0) {
-		syscall(SYS_close_range, 0U, ~0U, 0U);
-		syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-		if (syscall(SYS_getppid) != parent)
-			syscall(SYS_exit_group, 1);
-		for (;;)
-			syscall(SYS_ppoll, NULL, 0, NULL, NULL, 0);
+	_cleanup_close_pair_ int sv[2] = SBX_PAIR_INIT;
+	char spec[48];
+	const char *argv[] = {helper, "slot-userns", spec, NULL};
+	pid_t pid;
+	snprintf(spec, sizeof(spec), "%u,%u", (unsigned)ids->uid, (unsigned)ids->gid);
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return sbx_fail_errno(err, "host uid slot %u: socketpair", (unsigned)ids->uid);
+	if (proc_spawn(argv, env, &sv[1], 1, -1, -1, &pid, err) < 0)
+		return sbx_err_prefix(err, "host uid slot %u's user namespace", (unsigned)ids->uid);
+	close(sbx_steal_fd(sv[1]));
+	_cleanup_close_ int pidfd = pidfd_open(pid, 0);
+	char said[SBX_ERR_MAX];
+	int fds[SBX_CTL_MAX_FDS], flags = 0, fd = -1;
+	size_t nfds = 0;
+	ssize_t n = -1;
+	struct pollfd pfd = {.fd = sv[0], .events = POLLIN};
+	int64_t deadline = sbx_mono_ms() + SLOT_USERNS_TIMEOUT_MS, left;
+	while ((left = deadline - sbx_mono_ms()) > 0) {
+		int ready = poll(&pfd, 1, (int)left);
+		if (ready > 0) {
+			n = sbx_fd_recvmsg(sv[0], said, sizeof(said) - 1, fds, &nfds, &flags);
+			break;
+		}
+		if (ready < 0 && errno != EINTR)
+			break;
 	}
-	int fd = -1;
-	if (sbx_host_ids_map(pid, ids, SBX_SANDBOX_UID, err) == 0) {
-		char path[64];
-		snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			sbx_fail_errno(err, "open %s", path);
+	if (n == 1 && said[0] == 'Y' && nfds == 1 && !(flags & (MSG_CTRUNC | MSG_TRUNC)) &&
+	    ioctl(fds[0], NS_GET_NSTYPE) == CLONE_NEWUSER) {
+		fd = sbx_steal_fd(fds[0]);
 	} else {
-		sbx_err_prefix(err, "host uid slot %u's user namespace", (unsigned)ids->uid);
+		sbx_close_fds(fds, nfds);
+		if (n > 0 && nfds == 0) {
+			said[n] = '\0';
+			sbx_fail(err, "host uid slot %u's user namespace: %s", (unsigned)ids->uid,
+				 said);
+		} else {
+			sbx_fail(err,
+				 "host uid slot %u's user namespace: sbx-helper slot-userns %s "
+				 "%s",
+				 (unsigned)ids->uid, spec,
+				 n < 0 && left <= 0 ? "did not answer within its time"
+						    : "ended without an answer");
+		}
 	}
-	/* Ours and not reaped yet: the pid cannot name another process. */
-	kill(pid, SIGKILL);
-	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-		;
+	if (!proc_reap(pid, pidfd, fd >= 0 ? SLOT_USERNS_TIMEOUT_MS : 0, NULL)) {
+		proc_kill_group(pid);
+		proc_reap(pid, pidfd, SLOT_USERNS_TIMEOUT_MS, NULL);
+	}
 	return fd;
 }
 
@@ -121,8 +149,8 @@ static void keep_userns(struct runs_slots *slots, uid_t uid, gid_t gid, int fd)
 	*e = (struct slot_userns){.uid = uid, .gid = gid, .fd = fd, .used = ++slots->takes};
 }
 
-int runs_slots_take(struct runs_slots *slots, const char *lock_dir, struct sbx_host_ids *ids,
-		    struct sbx_err *err)
+int runs_slots_take(struct runs_slots *slots, const char *helper, char *const *env,
+		    const char *lock_dir, struct sbx_host_ids *ids, struct sbx_err *err)
 {
 	if (sbx_host_ids_take(SBX_HOST_IDS_SUBORDINATE, lock_dir, ids, err) < 0)
 		return -1;
@@ -144,7 +172,7 @@ int runs_slots_take(struct runs_slots *slots, const char *lock_dir, struct sbx_h
 	}
 	/* Made outside the lock (two program starts): no other thread makes
 	 * this slot's, since we hold the slot. */
-	int fd = slot_userns_make(ids, err);
+	int fd = slot_userns_make(helper, env, ids, err);
 	if (fd < 0) {
 		sbx_host_ids_release(ids);
 		return -1;

@@ -55,7 +55,7 @@ def helps(page):
     elif page == "sbx-helper.1":
         prog = [env["SBX_HELPER"]]
         top = run_help(prog + ["--help"])
-        cmds = sorted(set(re.findall(r"^(?:usage:)?\s+sbx-helper (\w+)", top, re.M)))
+        cmds = sorted(set(re.findall(r"^(?:usage:)?\s+sbx-helper ([\w-]+)", top, re.M)))
         assert "run" in cmds and "serve" in cmds, cmds
         # `policy` takes a FILE and no options: its --help is not a help.
         subs = [[c, "--help"] for c in cmds if c != "policy"]

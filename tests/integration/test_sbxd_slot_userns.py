@@ -20,8 +20,17 @@ it, mapped without the setuid tools. What must hold, and is tried here:
   directory, its flock held through that fd (not another open's), a user
   namespace, and one that maps exactly 0 to the caller and the sandbox user
   to that uid and gid (another slot's namespace would run two runs as one
-  host uid); each refusal names what was wrong and builds nothing, and the
-  option is for serve with subordinate host uids only."""
+  host uid), and not a uid and gid of two different slots or a namespace
+  that is not a child of the helper's; each refusal names what was wrong
+  and builds nothing, and the option is for serve with subordinate host
+  uids only;
+- `sbx-helper slot-userns UID,GID` (what sbxd runs to make a slot's
+  namespace) sends back a user namespace of this uid whose maps are 0 to
+  it and 1000 to the slot, or why not;
+- review 35: sbxd started with SIGCHLD ignored still makes runs (the tools'
+  exits are the helper's to reap); a slot-userns that hangs fails its
+  CreateRun within its time, naming it, while Health answers, and its
+  process is killed; one that refuses fails the CreateRun with its words."""
 import fcntl
 import json
 import os
@@ -203,6 +212,151 @@ class Shared(Slots):
             self.teardown(c, run)
 
 
+class IgnoredSigchld(Server):
+    """sbxd started with SIGCHLD ignored (which exec keeps): the kernel
+    reaps its children itself."""
+
+    def wrap(self, cmd):
+        return ["/usr/bin/python3", "-c", "import os, signal, sys; "
+                "signal.signal(signal.SIGCHLD, signal.SIG_IGN); os.execv(sys.argv[1], sys.argv[1:])"
+                ] + cmd
+
+
+class SlotUsernsHelper(Server):
+    """sbxd's helper a wrapper whose `slot-userns` hangs or refuses while a
+    file says so (the rest is the real helper)."""
+
+    def __init__(self, **config):
+        self.wrapdir = tempfile.mkdtemp(prefix="sbx-test-slotwrap-")
+        os.chmod(self.wrapdir, 0o755)
+        self.hang = os.path.join(self.wrapdir, "hang")
+        self.refuse = os.path.join(self.wrapdir, "refuse")
+        self.pidfile = os.path.join(self.wrapdir, "pid")
+        script = os.path.join(self.wrapdir, "helper.sh")
+        real = os.path.realpath(HELPER)
+        with open(script, "w") as f:
+            f.write('#!/bin/sh\n'
+                    'if [ "$1" = slot-userns ]; then\n'
+                    '    if [ -e %s ]; then echo $$ > %s; exec /bin/sleep 60; fi\n'
+                    '    if [ -e %s ]; then exec %s slot-userns 0,0; fi\n'
+                    'fi\n'
+                    'exec %s "$@"\n' % (self.hang, self.pidfile, self.refuse, real, real))
+        os.chmod(script, 0o755)
+        super().__init__(helper=script, **config)
+
+    def cleanup(self):
+        super().cleanup()
+        shutil.rmtree(self.wrapdir, ignore_errors=True)
+
+
+class Making(unittest.TestCase):
+    """How sbxd gets a slot's namespace made, and when that goes wrong."""
+
+    def start(self, cls):
+        ids = tempfile.mkdtemp(prefix="sbx-test-slot-ids-")
+        self.addCleanup(shutil.rmtree, ids, ignore_errors=True)
+        srv = cls(host_id_dir=ids)
+        self.addCleanup(srv.cleanup)
+        self.addCleanup(srv.stop)
+        return srv
+
+    def create(self, srv):
+        with srv.conn() as c:
+            return c.call("CreateRun", pb.CreateRunRequest(policy_json=policy_json()),
+                          pb.CreateRunResponse, token=srv.tokens["alice"])
+
+    def test_sbxd_with_sigchld_ignored_still_makes_runs(self):
+        srv = self.start(IgnoredSigchld)
+        with open("/proc/%d/status" % srv.proc.pid) as f:
+            ign = int([l for l in f if l.startswith("SigIgn:")][0].split()[1], 16)
+        self.assertTrue(ign & (1 << 16), "SIGCHLD (17) ignored in sbxd")
+        for _ in range(2):
+            code, msg, resp = self.create(srv)
+            self.assertEqual(code, "OK", msg)
+            with srv.conn() as c:
+                c.call("Teardown", pb.TeardownRequest(run_id=resp.run_id),
+                       pb.TeardownResponse, token=srv.tokens["alice"])
+
+    def test_a_hanging_slot_userns_fails_the_create_in_its_time(self):
+        srv = self.start(SlotUsernsHelper)
+        open(srv.hang, "w").close()
+        t0 = time.monotonic()
+        code, msg, _ = self.create(srv)
+        took = time.monotonic() - t0
+        self.assertEqual(code, "FAILED_PRECONDITION", msg)
+        self.assertIn("slot-userns", msg)
+        self.assertIn("did not answer within its time", msg)
+        self.assertLess(took, 15, "failed within the slot's own bound, not Ready's")
+        with open(srv.pidfile) as f:
+            hung = int(f.read())
+        self.assertFalse(os.path.exists("/proc/%d" % hung) and
+                         "\nState:\tZ" not in sbxtest.read_text("/proc/%d/status" % hung),
+                         "the hung slot-userns was killed")
+        with srv.conn() as c:
+            code, _, _ = c.call("Health", pb.HealthRequest(), pb.HealthResponse,
+                                token=srv.tokens["alice"])
+            self.assertEqual(code, "OK")
+        # The slot was let go: the next create takes it and succeeds.
+        os.unlink(srv.hang)
+        code, msg, _ = self.create(srv)
+        self.assertEqual(code, "OK", msg)
+
+    def test_a_refusing_slot_userns_fails_the_create_with_its_words(self):
+        srv = self.start(SlotUsernsHelper)
+        open(srv.refuse, "w").close()
+        code, msg, _ = self.create(srv)
+        self.assertEqual(code, "FAILED_PRECONDITION", msg)
+        self.assertIn("slot-userns 0,0: must be UID,GID", msg)
+
+
+class SlotUsernsCommand(unittest.TestCase):
+    """sbx-helper slot-userns, run the way sbxd runs it (the socket at fd 3)."""
+
+    def run_it(self, spec):
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        with theirs:
+            p = subprocess.Popen(
+                ["/bin/sh", "-c", 'exec "$@" 3<&%d' % theirs.fileno(), "sh", HELPER,
+                 "slot-userns", spec], pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        ours.settimeout(30)
+        msg, fds, _, _ = socket.recv_fds(ours, 4096, 4)
+        ours.close()
+        err = p.stderr.read().decode(errors="replace")
+        p.stderr.close()
+        return p.wait(timeout=30), msg, fds, err
+
+    def test_it_sends_a_namespace_mapped_for_the_slot(self):
+        # A slot high in the range, gid the same (packaging/setup.sh gives
+        # one range of both).
+        slot = sbxtest.subordinate_uids()[0][-3]
+        rc, msg, fds, err = self.run_it("%d,%d" % (slot, slot))
+        self.assertEqual((rc, msg, len(fds)), (0, b"Y", 1), err)
+        ns = fds[0]
+        self.addCleanup(os.close, ns)
+        self.assertEqual(owner_uid(ns), os.getuid())
+        parent = fcntl.ioctl(ns, NS_GET_PARENT)
+        self.addCleanup(os.close, parent)
+        self.assertEqual(ns_inode(parent), os.stat("/proc/self/ns/user").st_ino)
+        maps = subprocess.run(["nsenter", "--user=/proc/self/fd/%d" % ns, "--", "/bin/sh", "-c",
+                               "cat /proc/self/uid_map /proc/self/gid_map"],
+                              pass_fds=(ns,), capture_output=True, text=True)
+        self.assertEqual(maps.returncode, 0, maps.stderr)
+        lines = [line.split() for line in maps.stdout.splitlines()]
+        self.assertEqual(lines, [["0", str(os.getuid()), "1"], [str(SANDBOX_ID), str(slot), "1"],
+                                 ["0", str(os.getgid()), "1"], [str(SANDBOX_ID), str(slot), "1"]])
+        self.assertEqual(processes_in(ns_inode(ns)), [], "nothing left in it")
+
+    def test_it_says_why_not(self):
+        rc, msg, fds, err = self.run_it("0,0")
+        self.assertEqual((rc, fds), (2, []), err)
+        self.assertIn(b"slot-userns 0,0: must be UID,GID", msg)
+        # Ids that are not this user's: the tool's refusal comes back.
+        rc, msg, fds, err = self.run_it("1,1")
+        self.assertEqual((rc, fds), (1, []), err)
+        self.assertIn(b"newuidmap", msg)
+
+
 class HostSlotOption(unittest.TestCase):
     """sbx-helper serve --host-slot, given what sbxd gives and worse."""
 
@@ -264,6 +418,7 @@ class HostSlotOption(unittest.TestCase):
         finally:
             ours.close()  # a served sandbox ends with its socket
         err = p.stderr.read().decode(errors="replace")
+        p.stderr.close()
         rc = p.wait(timeout=30)
         return rc, said, err
 
@@ -290,6 +445,7 @@ class HostSlotOption(unittest.TestCase):
         self.assertEqual(len(chain), 3, chain)
         ours.close()
         self.assertEqual(p.wait(timeout=30), 0, p.stderr.read())
+        p.stderr.close()
         self.assertEqual(processes_in(chain[0]), [], "the sandbox is gone")
 
     def refused(self, slot_text, fds, why, extra=(), status=125):
@@ -331,6 +487,34 @@ class HostSlotOption(unittest.TestCase):
         for ns in (self.userns([0, os.getuid(), 1], [0, os.getgid(), 1]), self.userns([], [])):
             self.refused("%d,%d,%d,%d" % (self.slot, self.slot, lock, ns), (lock, ns),
                          "the slot's user namespace maps /proc/self/uid_map as")
+
+    def test_a_uid_and_gid_of_two_slots_are_refused(self):
+        lock = self.lock(self.slot)
+        ns = self.userns([0, os.getuid(), 1, SANDBOX_ID, self.slot, 1],
+                         [0, os.getgid(), 1, SANDBOX_ID, self.other, 1])
+        self.refused("%d,%d,%d,%d" % (self.slot, self.other, lock, ns), (lock, ns),
+                     "uid %d and gid %d are not one slot" % (self.slot, self.other))
+
+    def test_a_namespace_not_made_in_ours_is_refused(self):
+        lock = self.lock(self.slot)
+        # unshare execs the next: one process, two namespaces down.
+        holder = subprocess.Popen(["unshare", "--user", "--map-root-user", "unshare", "--user",
+                                   "sleep", "60"])
+        self.addCleanup(holder.wait)
+        self.addCleanup(holder.kill)
+        deadline = time.monotonic() + 10
+        while True:
+            chain, fds = userns_chain(holder.pid)
+            for fd in fds:
+                os.close(fd)
+            if len(chain) == 3:
+                break
+            self.assertLess(time.monotonic(), deadline, "the nested unshare never ran")
+            time.sleep(0.01)
+        ns = os.open("/proc/%d/ns/user" % holder.pid, os.O_RDONLY | os.O_CLOEXEC)
+        self.addCleanup(os.close, ns)
+        self.refused("%d,%d,%d,%d" % (self.slot, self.slot, lock, ns), (lock, ns),
+                     "is not a child of this helper's")
 
     def test_the_option_is_for_serve_with_subordinate_uids(self):
         lock, ns = self.lock(self.slot), self.slot_userns(self.slot)
