@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static int cmp_int(const void *a, const void *b)
@@ -45,6 +46,26 @@ int sbx_read_at(int dirfd, const char *file, char *buf, size_t size)
 	}
 	buf[n] = '\0';
 	return 0;
+}
+
+void sbx_report_exit(int fd, const void *report, size_t size)
+{
+	ssize_t n = write(fd, report, size);
+	_exit(n == (ssize_t)size ? 0 : 1);
+}
+
+bool sbx_report_collect(int fd, pid_t child, void *report, size_t size, int *status)
+{
+	ssize_t n;
+	do
+		n = read(fd, report, size);
+	while (n < 0 && errno == EINTR);
+	int st = 0;
+	while (waitpid(child, &st, 0) < 0 && errno == EINTR)
+		;
+	if (status)
+		*status = st;
+	return n == (ssize_t)size;
 }
 
 pid_t sbx_fork_single(void)

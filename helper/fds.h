@@ -5,6 +5,7 @@
 #ifndef SBX_FDS_H
 #define SBX_FDS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -21,6 +22,14 @@ int sbx_close_fds_except(int *keep, size_t n, struct sbx_err *err);
  * as for the sandbox's own processes, since a sanitizer's fork() (TSan's)
  * starts its background thread again in the child. Same results as fork(). */
 pid_t sbx_fork_single(void);
+
+/* A child's report of a fixed size on a pipe, for a parent waiting to
+ * reap it: written whole, then the child exits (1 when it could not). */
+__attribute__((noreturn)) void sbx_report_exit(int fd, const void *report, size_t size);
+/* The parent's side: reads the report of `child` from fd (EINTR
+ * retried), then reaps the child (*status, if not NULL). true when all of
+ * it came; false when the child died first. */
+bool sbx_report_collect(int fd, pid_t child, void *report, size_t size, int *status);
 
 /* Reads at most size-1 bytes of dirfd/file into buf, NUL-terminated; -1 with
  * errno set when it cannot be opened or read. */

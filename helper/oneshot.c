@@ -180,19 +180,11 @@ static int copy_out_joined(int userns_fd, int out_fd, const char *dir, uint64_t 
 			r.rc = sbx_fail_errno(&r.err, "joining the sandbox's user namespace");
 		else
 			r.rc = copy_out(out_fd, dir, max_bytes, &r.st, &r.err);
-		ssize_t n = write(p[1], &r, sizeof(r));
-		_exit(n == (ssize_t)sizeof(r) ? 0 : 1);
+		sbx_report_exit(p[1], &r, sizeof(r));
 	}
 	close(sbx_steal_fd(p[1]));
 	struct copy_report r;
-	ssize_t n;
-	do
-		n = read(p[0], &r, sizeof(r));
-	while (n < 0 && errno == EINTR);
-	int status;
-	while (waitpid(child, &status, 0) < 0 && errno == EINTR)
-		;
-	if (n != (ssize_t)sizeof(r))
+	if (!sbx_report_collect(p[0], child, &r, sizeof(r), NULL))
 		return sbx_fail(err, "copying /out to %s: the copying process died", dir);
 	*st = r.st;
 	if (r.rc < 0) {

@@ -268,18 +268,11 @@ static pid_t clone_in_slot(const struct sbx_sandbox_opts *o, struct sbx_sandbox 
 			else if (slot_write_maps(r.pid, &r.err) == 0)
 				r.rc = 0;
 		}
-		ssize_t n = write(rep[1], &r, sizeof(r));
-		_exit(n == (ssize_t)sizeof(r) ? 0 : 1);
+		sbx_report_exit(rep[1], &r, sizeof(r));
 	}
 	close(sbx_steal_fd(rep[1]));
 	struct slot_clone_report r;
-	ssize_t n;
-	do
-		n = read(rep[0], &r, sizeof(r));
-	while (n < 0 && errno == EINTR);
-	while (waitpid(joiner, NULL, 0) < 0 && errno == EINTR)
-		;
-	if (n != (ssize_t)sizeof(r))
+	if (!sbx_report_collect(rep[0], joiner, &r, sizeof(r), NULL))
 		return sbx_fail(err, "the process joining the slot's user namespace died");
 	*pid1 = r.pid;
 	if (r.rc < 0) {
