@@ -556,6 +556,11 @@ static int start_helper(struct sbx_run *r, uint64_t run_files, int64_t *spawned,
 		return sbx_rpc_fail_errno(st, SBX__V1__CODE__INTERNAL, "helper stderr");
 	if (sbx_ctl_wait_ready(r->ctl, r->err_pipe, RUN_READY_TIMEOUT_MS, &ready, errtext,
 			       sizeof(errtext), &st->err) < 0) {
+		/* Whatever the reason, the slot's namespace is made afresh for
+		 * its next run: one the helper refused is never handed out
+		 * again (review 36: the lowest slot, refused on every run). */
+		if (r->runs->slots && ids.userns_fd >= 0)
+			runs_slots_forget(r->runs->slots, ids.uid, ids.gid);
 		sbx_rpc_code(st, SBX__V1__CODE__FAILED_PRECONDITION);
 		return sbx_rpc_prefix(st, "the sandbox could not be built");
 	}

@@ -6,12 +6,16 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
 #include <sys/pidfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <linux/nsfs.h>
@@ -24,6 +28,7 @@
 /* newuidmap and newgidmap take milliseconds; within Ready's 15 s and the
  * drain's 5 s beyond it (runs.c DRAIN_WAIT_MS) whatever they wait for. */
 #define SLOT_USERNS_TIMEOUT_MS 4000
+#define SLOT_USERNS_EXIT_MS    500
 
 struct slot_userns {
 	uid_t uid; /* the slot's host uid and gid, as the tools mapped them */
@@ -65,10 +70,59 @@ void runs_slots_free(struct runs_slots *slots)
 	free(slots);
 }
 
+/* What the answer was, in words, when it was not one user namespace. */
+static void answer_error(const struct sbx_host_ids *ids, const char *spec, ssize_t n,
+			 const char *said, size_t nfds, int flags, bool timed_out, int status,
+			 bool reaped, struct sbx_err *err)
+{
+	char how[96] = "";
+	if (reaped && WIFEXITED(status))
+		snprintf(how, sizeof(how), " (it exited %d)", WEXITSTATUS(status));
+	else if (reaped && WIFSIGNALED(status))
+		snprintf(how, sizeof(how), " (killed by signal %d)", WTERMSIG(status));
+	if (n > 0 && nfds == 0 && !(n == 1 && said[0] == 'Y')) {
+		/* Its reason, up to the first byte that is not printable text. */
+		size_t len = 0;
+		while (len < (size_t)n && said[len] >= ' ' && said[len] <= '~')
+			len++;
+		sbx_fail(err, "host uid slot %u's user namespace: %.*s%s", (unsigned)ids->uid,
+			 (int)len, said, how);
+		return;
+	}
+	const char *what = timed_out ? "did not answer within its time"
+			   : n <= 0  ? "ended without an answer"
+			   : (flags & (MSG_CTRUNC | MSG_TRUNC))
+			       ? "answered with more than one packet holds"
+			   : nfds != 1 ? "answered without exactly one descriptor"
+				       : "answered with a descriptor that is not a user namespace";
+	sbx_fail(err, "host uid slot %u's user namespace: sbx-helper slot-userns %s %s%s",
+		 (unsigned)ids->uid, spec, what, how);
+}
+
+/* Checks sbxd can make of a namespace before keeping it: a user namespace
+ * of our uid, made directly in ours (the helper checks its maps, from
+ * inside, before each run). */
+static int userns_ours(int fd, struct sbx_err *err)
+{
+	uid_t owner;
+	struct stat parent_st, ours_st;
+	if (ioctl(fd, NS_GET_NSTYPE) != CLONE_NEWUSER)
+		return sbx_fail(err, "not a user namespace");
+	if (ioctl(fd, NS_GET_OWNER_UID, &owner) < 0 || owner != geteuid())
+		return sbx_fail(err, "a user namespace that is not sbxd's uid's");
+	_cleanup_close_ int parent = ioctl(fd, NS_GET_PARENT);
+	if (parent < 0 || fstat(parent, &parent_st) < 0 ||
+	    stat("/proc/self/ns/user", &ours_st) < 0 || parent_st.st_dev != ours_st.st_dev ||
+	    parent_st.st_ino != ours_st.st_ino)
+		return sbx_fail(err, "a user namespace that is not a child of sbxd's");
+	return 0;
+}
+
 /* A user namespace for the slot, made by `sbx-helper slot-userns UID,GID`
  * (helper/slot_userns.h says why there) and sent back on a socket at its
- * fd 3, within SLOT_USERNS_TIMEOUT_MS: else its process group (the id
- * tools with it) is killed. The fd, or -1 with err saying why not. */
+ * fd 3. It has SLOT_USERNS_TIMEOUT_MS to answer and a moment more to
+ * exit; else its process group (the id tools with it) is killed. The fd,
+ * or -1 with err saying why not. */
 static int slot_userns_make(const char *helper, char *const *env, const struct sbx_host_ids *ids,
 			    struct sbx_err *err)
 {
@@ -84,42 +138,46 @@ static int slot_userns_make(const char *helper, char *const *env, const struct s
 	close(sbx_steal_fd(sv[1]));
 	_cleanup_close_ int pidfd = pidfd_open(pid, 0);
 	char said[SBX_ERR_MAX];
-	int fds[SBX_CTL_MAX_FDS], flags = 0, fd = -1;
+	int fds[SBX_CTL_MAX_FDS], flags = 0, fd = -1, status = 0;
 	size_t nfds = 0;
 	ssize_t n = -1;
+	bool timed_out = true;
 	struct pollfd pfd = {.fd = sv[0], .events = POLLIN};
 	int64_t deadline = sbx_mono_ms() + SLOT_USERNS_TIMEOUT_MS, left;
 	while ((left = deadline - sbx_mono_ms()) > 0) {
 		int ready = poll(&pfd, 1, (int)left);
 		if (ready > 0) {
 			n = sbx_fd_recvmsg(sv[0], said, sizeof(said) - 1, fds, &nfds, &flags);
+			timed_out = false;
 			break;
 		}
-		if (ready < 0 && errno != EINTR)
+		if (ready < 0 && errno != EINTR) {
+			timed_out = false;
 			break;
+		}
+	}
+	/* It exits right after its answer: a moment, then it is killed. The
+	 * pidfd says whether the pid is still its own (with SIGCHLD ignored
+	 * the kernel reaps it, and the pid could name another process). */
+	bool reaped = proc_reap(pid, pidfd, timed_out ? 0 : SLOT_USERNS_EXIT_MS, &status);
+	if (!reaped) {
+		if (pidfd < 0 || syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) == 0)
+			proc_kill_group(pid);
+		proc_reap(pid, pidfd, SLOT_USERNS_EXIT_MS, NULL);
 	}
 	if (n == 1 && said[0] == 'Y' && nfds == 1 && !(flags & (MSG_CTRUNC | MSG_TRUNC)) &&
 	    ioctl(fds[0], NS_GET_NSTYPE) == CLONE_NEWUSER) {
-		fd = sbx_steal_fd(fds[0]);
-	} else {
+		struct sbx_err why;
+		if (userns_ours(fds[0], &why) == 0)
+			return sbx_steal_fd(fds[0]);
 		sbx_close_fds(fds, nfds);
-		if (n > 0 && nfds == 0) {
-			said[n] = '\0';
-			sbx_fail(err, "host uid slot %u's user namespace: %s", (unsigned)ids->uid,
-				 said);
-		} else {
-			sbx_fail(err,
-				 "host uid slot %u's user namespace: sbx-helper slot-userns %s "
-				 "%s",
-				 (unsigned)ids->uid, spec,
-				 n < 0 && left <= 0 ? "did not answer within its time"
-						    : "ended without an answer");
-		}
+		return sbx_fail(err,
+				"host uid slot %u's user namespace: sbx-helper slot-userns %s "
+				"sent %s",
+				(unsigned)ids->uid, spec, why.msg);
 	}
-	if (!proc_reap(pid, pidfd, fd >= 0 ? SLOT_USERNS_TIMEOUT_MS : 0, NULL)) {
-		proc_kill_group(pid);
-		proc_reap(pid, pidfd, SLOT_USERNS_TIMEOUT_MS, NULL);
-	}
+	sbx_close_fds(fds, nfds);
+	answer_error(ids, spec, n, said, nfds, flags, timed_out, status, reaped, err);
 	return fd;
 }
 
@@ -147,6 +205,17 @@ static void keep_userns(struct runs_slots *slots, uid_t uid, gid_t gid, int fd)
 		slots->n++;
 	}
 	*e = (struct slot_userns){.uid = uid, .gid = gid, .fd = fd, .used = ++slots->takes};
+}
+
+void runs_slots_forget(struct runs_slots *slots, uid_t uid, gid_t gid)
+{
+	pthread_mutex_lock(&slots->mu);
+	struct slot_userns *e = find(slots, uid, gid);
+	if (e) {
+		close(e->fd);
+		*e = slots->kept[--slots->n];
+	}
+	pthread_mutex_unlock(&slots->mu);
 }
 
 int runs_slots_take(struct runs_slots *slots, const char *helper, char *const *env,

@@ -17,6 +17,7 @@
 #define SBX_RUNS_SLOTS_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "err.h"
 #include "host_ids.h"
@@ -36,5 +37,10 @@ void runs_slots_free(struct runs_slots *slots);
  * and nothing taken. */
 int runs_slots_take(struct runs_slots *slots, const char *helper, char *const *env,
 		    const char *lock_dir, struct sbx_host_ids *ids, struct sbx_err *err);
+
+/* Drops the slot's kept namespace (none: nothing), for a helper that
+ * failed before Ready with it: the next run of the slot gets one made
+ * afresh rather than the same again. */
+void runs_slots_forget(struct runs_slots *slots, uid_t uid, gid_t gid);
 
 #endif

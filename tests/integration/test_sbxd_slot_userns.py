@@ -30,7 +30,12 @@ it, mapped without the setuid tools. What must hold, and is tried here:
 - review 35: sbxd started with SIGCHLD ignored still makes runs (the tools'
   exits are the helper's to reap); a slot-userns that hangs fails its
   CreateRun within its time, naming it, while Health answers, and its
-  process is killed; one that refuses fails the CreateRun with its words."""
+  process is killed; one that refuses fails the CreateRun with its words;
+- review 36: each other wrong answer (a namespace not made in sbxd's, a
+  descriptor of another kind, two, none, a death, bytes that are not
+  text) fails the CreateRun saying which and keeps nothing; a namespace
+  the helper refuses (maps sbxd cannot see from outside) is dropped, and
+  the slot's next run gets one made afresh."""
 import fcntl
 import json
 import os
@@ -222,27 +227,80 @@ class IgnoredSigchld(Server):
                 ] + cmd
 
 
+# What the wrapper below runs for `slot-userns` while its mode file holds
+# a mode: a slot-userns that misbehaves in that way.
+FAKE_SLOT_USERNS = r"""
+import fcntl, os, socket, subprocess, sys, time
+mode_file, pid_file, real = sys.argv[1:4]
+mode = open(mode_file).read().strip()
+sock = socket.socket(fileno=3)
+
+
+def userns_depth(pid):
+    fds = [os.open("/proc/%d/ns/user" % pid, os.O_RDONLY)]
+    while True:
+        try:
+            fds.append(fcntl.ioctl(fds[-1], 0xB702))
+        except OSError:
+            break
+    for fd in fds:
+        os.close(fd)
+    return len(fds) - 1
+
+
+def namespace(levels):
+    cmd = ["unshare", "--user", "--map-root-user"] + ["unshare", "--user"] * (levels - 1)
+    p = subprocess.Popen(cmd + ["sleep", "30"])
+    while userns_depth(p.pid) != levels:
+        time.sleep(0.01)
+    return p, os.open("/proc/%d/ns/user" % p.pid, os.O_RDONLY)
+
+
+if mode == "hang":
+    open(pid_file, "w").write(str(os.getpid()))
+    time.sleep(60)
+elif mode == "refuse":
+    os.execv(real, [real, "slot-userns", "0,0"])
+elif mode in ("badmaps", "nested", "twofds"):
+    p, fd = namespace(2 if mode == "nested" else 1)
+    socket.send_fds(sock, [b"Y"], [fd, fd] if mode == "twofds" else [fd])
+    p.kill()
+elif mode == "netns":
+    socket.send_fds(sock, [b"Y"], [os.open("/proc/self/ns/net", os.O_RDONLY)])
+elif mode == "garbage":
+    sock.send(b"bad\x01\x1b[31mrest")
+elif mode == "die":
+    os.kill(os.getpid(), 9)
+"""
+
+
 class SlotUsernsHelper(Server):
-    """sbxd's helper a wrapper whose `slot-userns` hangs or refuses while a
-    file says so (the rest is the real helper)."""
+    """sbxd's helper a wrapper whose `slot-userns` misbehaves as its mode
+    file says (FAKE_SLOT_USERNS; empty: the real helper)."""
 
     def __init__(self, **config):
         self.wrapdir = tempfile.mkdtemp(prefix="sbx-test-slotwrap-")
         os.chmod(self.wrapdir, 0o755)
-        self.hang = os.path.join(self.wrapdir, "hang")
-        self.refuse = os.path.join(self.wrapdir, "refuse")
+        self.mode = os.path.join(self.wrapdir, "mode")
         self.pidfile = os.path.join(self.wrapdir, "pid")
+        fake = os.path.join(self.wrapdir, "fake.py")
+        with open(fake, "w") as f:
+            f.write(FAKE_SLOT_USERNS)
+        open(self.mode, "w").close()
         script = os.path.join(self.wrapdir, "helper.sh")
         real = os.path.realpath(HELPER)
         with open(script, "w") as f:
             f.write('#!/bin/sh\n'
-                    'if [ "$1" = slot-userns ]; then\n'
-                    '    if [ -e %s ]; then echo $$ > %s; exec /bin/sleep 60; fi\n'
-                    '    if [ -e %s ]; then exec %s slot-userns 0,0; fi\n'
+                    'if [ "$1" = slot-userns ] && [ -s %s ]; then\n'
+                    '    exec /usr/bin/python3 %s %s %s %s\n'
                     'fi\n'
-                    'exec %s "$@"\n' % (self.hang, self.pidfile, self.refuse, real, real))
+                    'exec %s "$@"\n' % (self.mode, fake, self.mode, self.pidfile, real, real))
         os.chmod(script, 0o755)
         super().__init__(helper=script, **config)
+
+    def set_mode(self, mode):
+        with open(self.mode, "w") as f:
+            f.write(mode)
 
     def cleanup(self):
         super().cleanup()
@@ -262,26 +320,28 @@ class Making(unittest.TestCase):
 
     def create(self, srv):
         with srv.conn() as c:
-            return c.call("CreateRun", pb.CreateRunRequest(policy_json=policy_json()),
-                          pb.CreateRunResponse, token=srv.tokens["alice"])
+            code, msg, resp = c.call("CreateRun", pb.CreateRunRequest(policy_json=policy_json()),
+                                     pb.CreateRunResponse, token=srv.tokens["alice"])
+        if code == "OK":
+            with srv.conn() as c:
+                c.call("Teardown", pb.TeardownRequest(run_id=resp.run_id),
+                       pb.TeardownResponse, token=srv.tokens["alice"])
+        return code, msg
 
     def test_sbxd_with_sigchld_ignored_still_makes_runs(self):
         srv = self.start(IgnoredSigchld)
         with open("/proc/%d/status" % srv.proc.pid) as f:
-            ign = int([l for l in f if l.startswith("SigIgn:")][0].split()[1], 16)
+            ign = int([line for line in f if line.startswith("SigIgn:")][0].split()[1], 16)
         self.assertTrue(ign & (1 << 16), "SIGCHLD (17) ignored in sbxd")
         for _ in range(2):
-            code, msg, resp = self.create(srv)
+            code, msg = self.create(srv)
             self.assertEqual(code, "OK", msg)
-            with srv.conn() as c:
-                c.call("Teardown", pb.TeardownRequest(run_id=resp.run_id),
-                       pb.TeardownResponse, token=srv.tokens["alice"])
 
     def test_a_hanging_slot_userns_fails_the_create_in_its_time(self):
         srv = self.start(SlotUsernsHelper)
-        open(srv.hang, "w").close()
+        srv.set_mode("hang")
         t0 = time.monotonic()
-        code, msg, _ = self.create(srv)
+        code, msg = self.create(srv)
         took = time.monotonic() - t0
         self.assertEqual(code, "FAILED_PRECONDITION", msg)
         self.assertIn("slot-userns", msg)
@@ -292,21 +352,50 @@ class Making(unittest.TestCase):
         self.assertFalse(os.path.exists("/proc/%d" % hung) and
                          "\nState:\tZ" not in sbxtest.read_text("/proc/%d/status" % hung),
                          "the hung slot-userns was killed")
+        self.assertEqual(srv.userns_fds(), [], "nothing kept")
         with srv.conn() as c:
             code, _, _ = c.call("Health", pb.HealthRequest(), pb.HealthResponse,
                                 token=srv.tokens["alice"])
             self.assertEqual(code, "OK")
         # The slot was let go: the next create takes it and succeeds.
-        os.unlink(srv.hang)
-        code, msg, _ = self.create(srv)
+        srv.set_mode("")
+        code, msg = self.create(srv)
         self.assertEqual(code, "OK", msg)
+        self.assertEqual(len(srv.userns_fds()), 1)
 
-    def test_a_refusing_slot_userns_fails_the_create_with_its_words(self):
+    def test_each_wrong_answer_fails_the_create_naming_it_and_keeps_nothing(self):
         srv = self.start(SlotUsernsHelper)
-        open(srv.refuse, "w").close()
-        code, msg, _ = self.create(srv)
+        for mode, words in (
+                ("refuse", "slot-userns 0,0: must be UID,GID"),
+                ("nested", "sent a user namespace that is not a child of sbxd's"),
+                ("netns", "answered with a descriptor that is not a user namespace"),
+                ("twofds", "answered without exactly one descriptor"),
+                ("die", "ended without an answer (killed by signal 9)")):
+            srv.set_mode(mode)
+            code, msg = self.create(srv)
+            self.assertEqual(code, "FAILED_PRECONDITION", "%s: %s" % (mode, msg))
+            self.assertIn(words, msg, mode)
+            self.assertEqual(srv.userns_fds(), [], "%s: nothing kept" % mode)
+        srv.set_mode("garbage")
+        code, msg = self.create(srv)
         self.assertEqual(code, "FAILED_PRECONDITION", msg)
-        self.assertIn("slot-userns 0,0: must be UID,GID", msg)
+        self.assertIn("user namespace: bad", msg)
+        self.assertNotIn("rest", msg, "only text up to the first byte that is not")
+
+    def test_a_namespace_the_helper_refuses_is_made_afresh_for_the_next_run(self):
+        """Review 36: kept once, a namespace of other maps (0 to us alone:
+        sbxd cannot see maps from outside) failed every run of its slot."""
+        srv = self.start(SlotUsernsHelper)
+        srv.set_mode("badmaps")
+        code, msg = self.create(srv)
+        self.assertEqual(code, "FAILED_PRECONDITION", msg)
+        self.assertIn("the slot's user namespace maps /proc/self/uid_map as", msg)
+        self.assertEqual(srv.userns_fds(), [], "the refused namespace is not kept")
+        srv.set_mode("")
+        for _ in range(2):
+            code, msg = self.create(srv)
+            self.assertEqual(code, "OK", msg)
+        self.assertEqual(len(srv.userns_fds()), 1)
 
 
 class SlotUsernsCommand(unittest.TestCase):
