@@ -330,7 +330,7 @@ int sbx_host_ids_given_check(const char *lock_dir, const struct sbx_host_ids *id
 		return sbx_fail(err, "--host-slot: fd %d is not a user namespace", ids->userns_fd);
 	/* Made by this uid, directly in our namespace (its maps, checked
 	 * from inside it, are then onto the host's ids). */
-	uid_t owner;
+	uid_t owner = (uid_t)-1; /* set by the ioctl (valgrind does not know it writes) */
 	if (ioctl(ids->userns_fd, NS_GET_OWNER_UID, &owner) < 0 || owner != geteuid())
 		return sbx_fail(err, "--host-slot: the user namespace of fd %d is not this uid's",
 				ids->userns_fd);

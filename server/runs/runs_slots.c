@@ -104,7 +104,7 @@ static void answer_error(const struct sbx_host_ids *ids, const char *spec, ssize
  * inside, before each run). */
 static int userns_ours(int fd, struct sbx_err *err)
 {
-	uid_t owner;
+	uid_t owner = (uid_t)-1; /* set by the ioctl (valgrind does not know it writes) */
 	struct stat parent_st, ours_st;
 	if (ioctl(fd, NS_GET_NSTYPE) != CLONE_NEWUSER)
 		return sbx_fail(err, "not a user namespace");
