@@ -571,6 +571,11 @@ int main(int argc, char **argv)
 	sigaddset(&stop, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &stop, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	/* Started with SIGCHLD ignored (which exec keeps), the kernel would
+	 * reap sbxd's helpers by itself: their exit statuses lost, and a pid
+	 * sbxd still means to wait for or signal could name another process
+	 * (reviews 35, 37). */
+	signal(SIGCHLD, SIG_DFL);
 	/* A file size limit (RLIMIT_FSIZE) fails the write with EFBIG, as a
 	 * full disk does, instead of killing sbxd. */
 	signal(SIGXFSZ, SIG_IGN);

@@ -74,10 +74,9 @@ int proc_reap(pid_t pid, int pidfd, int timeout_ms, int *status)
 void proc_kill_group(pid_t pid)
 {
 	/* The group id is the helper's pid, which cannot be reused before we
-	 * reap it: the callers never signal after reaping. With SIGCHLD
-	 * ignored (sbxd started so) the kernel reaps it at once; callers that
-	 * hold a pidfd check it is still alive first (runs_slots.c), leaving
-	 * only the moment between that check and this kill. */
+	 * reap it: the callers never signal after reaping, and sbxd sets
+	 * SIGCHLD to its default at start (server/main.c), so the kernel never
+	 * reaps one for us. */
 	if (pid > 0 && kill(-pid, SIGKILL) < 0) {
 		/* ESRCH: the whole group is gone already. */
 	}

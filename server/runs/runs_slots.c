@@ -76,25 +76,30 @@ static void answer_error(const struct sbx_host_ids *ids, const char *spec, ssize
 			 bool reaped, struct sbx_err *err)
 {
 	char how[96] = "";
+	bool yes = n == 1 && said[0] == 'Y';
 	if (reaped && WIFEXITED(status))
 		snprintf(how, sizeof(how), " (it exited %d)", WEXITSTATUS(status));
 	else if (reaped && WIFSIGNALED(status))
 		snprintf(how, sizeof(how), " (killed by signal %d)", WTERMSIG(status));
-	if (n > 0 && nfds == 0 && !(n == 1 && said[0] == 'Y')) {
+	if (n > 0 && nfds == 0 && !yes) {
 		/* Its reason, up to the first byte that is not printable text. */
 		size_t len = 0;
 		while (len < (size_t)n && said[len] >= ' ' && said[len] <= '~')
 			len++;
-		sbx_fail(err, "host uid slot %u's user namespace: %.*s%s", (unsigned)ids->uid,
-			 (int)len, said, how);
-		return;
+		if (len) {
+			sbx_fail(err, "host uid slot %u's user namespace: %.*s%s",
+				 (unsigned)ids->uid, (int)len, said, how);
+			return;
+		}
 	}
 	const char *what = timed_out ? "did not answer within its time"
 			   : n <= 0  ? "ended without an answer"
 			   : (flags & (MSG_CTRUNC | MSG_TRUNC))
 			       ? "answered with more than one packet holds"
-			   : nfds != 1 ? "answered without exactly one descriptor"
-				       : "answered with a descriptor that is not a user namespace";
+			   : nfds == 0 && !yes ? "answered with bytes that are not text"
+			   : nfds != 1	       ? "answered without exactly one descriptor"
+			   : !yes ? "answered something other than Y with its descriptor"
+				  : "answered with a descriptor that is not a user namespace";
 	sbx_fail(err, "host uid slot %u's user namespace: sbx-helper slot-userns %s %s%s",
 		 (unsigned)ids->uid, spec, what, how);
 }
@@ -161,7 +166,9 @@ static int slot_userns_make(const char *helper, char *const *env, const struct s
 	 * the kernel reaps it, and the pid could name another process). */
 	bool reaped = proc_reap(pid, pidfd, timed_out ? 0 : SLOT_USERNS_EXIT_MS, &status);
 	if (!reaped) {
-		if (pidfd < 0 || syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) == 0)
+		/* Only ESRCH says it is gone (a zombie still answers 0). */
+		if (pidfd < 0 || syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) == 0 ||
+		    errno != ESRCH)
 			proc_kill_group(pid);
 		proc_reap(pid, pidfd, SLOT_USERNS_EXIT_MS, NULL);
 	}

@@ -222,9 +222,13 @@ class IgnoredSigchld(Server):
     reaps its children itself."""
 
     def wrap(self, cmd):
+        # What the wrapper's process had when it exec'd sbxd: the test's proof
+        # that sbxd started with SIGCHLD ignored.
+        self.before = self.path("status-before-exec")
         return ["/usr/bin/python3", "-c", "import os, signal, sys; "
-                "signal.signal(signal.SIGCHLD, signal.SIG_IGN); os.execv(sys.argv[1], sys.argv[1:])"
-                ] + cmd
+                "signal.signal(signal.SIGCHLD, signal.SIG_IGN); "
+                "open(sys.argv[1], 'w').write(open('/proc/self/status').read()); "
+                "os.execv(sys.argv[2], sys.argv[2:])", self.before] + cmd
 
 
 # What the wrapper below runs for `slot-userns` while its mode file holds
@@ -253,6 +257,9 @@ def namespace(levels):
     p = subprocess.Popen(cmd + ["sleep", "30"])
     while userns_depth(p.pid) != levels:
         time.sleep(0.01)
+    # One level: mapped 0 to us alone, which unshare writes after it forks.
+    while levels == 1 and not open("/proc/%d/uid_map" % p.pid).read().strip():
+        time.sleep(0.01)
     return p, os.open("/proc/%d/ns/user" % p.pid, os.O_RDONLY)
 
 
@@ -265,6 +272,10 @@ elif mode in ("badmaps", "nested", "twofds"):
     p, fd = namespace(2 if mode == "nested" else 1)
     socket.send_fds(sock, [b"Y"], [fd, fd] if mode == "twofds" else [fd])
     p.kill()
+elif mode == "hostns":
+    socket.send_fds(sock, [b"Y"], [os.open("/proc/self/ns/user", os.O_RDONLY)])
+elif mode == "binary":
+    sock.send(b"\x01\x02")
 elif mode == "netns":
     socket.send_fds(sock, [b"Y"], [os.open("/proc/self/ns/net", os.O_RDONLY)])
 elif mode == "garbage":
@@ -329,10 +340,17 @@ class Making(unittest.TestCase):
         return code, msg
 
     def test_sbxd_with_sigchld_ignored_still_makes_runs(self):
+        """It sets SIGCHLD back to its default (server/main.c): the kernel
+        would otherwise reap its helpers, their statuses lost and their pids
+        free for others while sbxd still means them (reviews 35, 37)."""
         srv = self.start(IgnoredSigchld)
-        with open("/proc/%d/status" % srv.proc.pid) as f:
-            ign = int([line for line in f if line.startswith("SigIgn:")][0].split()[1], 16)
-        self.assertTrue(ign & (1 << 16), "SIGCHLD (17) ignored in sbxd")
+
+        def sigign(path):
+            with open(path) as f:
+                return int([line for line in f if line.startswith("SigIgn:")][0].split()[1], 16)
+        self.assertTrue(sigign(srv.before) & (1 << 16), "SIGCHLD (17) ignored at the exec")
+        self.assertFalse(sigign("/proc/%d/status" % srv.proc.pid) & (1 << 16),
+                         "SIGCHLD is no longer ignored in sbxd")
         for _ in range(2):
             code, msg = self.create(srv)
             self.assertEqual(code, "OK", msg)
@@ -368,6 +386,8 @@ class Making(unittest.TestCase):
         for mode, words in (
                 ("refuse", "slot-userns 0,0: must be UID,GID"),
                 ("nested", "sent a user namespace that is not a child of sbxd's"),
+                ("hostns", "sent a user namespace that is not sbxd's uid's"),
+                ("binary", "answered with bytes that are not text"),
                 ("netns", "answered with a descriptor that is not a user namespace"),
                 ("twofds", "answered without exactly one descriptor"),
                 ("die", "ended without an answer (killed by signal 9)")):
