@@ -302,6 +302,20 @@ int sbx_host_ids_pair_parse(const char *text, struct sbx_host_ids *ids)
 	return 0;
 }
 
+int sbx_userns_made_here(int fd, const char *who, struct sbx_err *err)
+{
+	uid_t owner = (uid_t)-1; /* set by the ioctl (valgrind does not know it writes) */
+	if (ioctl(fd, NS_GET_OWNER_UID, &owner) < 0 || owner != geteuid())
+		return sbx_fail(err, "a user namespace that is not %s uid's", who);
+	struct stat parent_st, ours_st;
+	_cleanup_close_ int parent = ioctl(fd, NS_GET_PARENT);
+	if (parent < 0 || fstat(parent, &parent_st) < 0 ||
+	    stat("/proc/self/ns/user", &ours_st) < 0 || parent_st.st_dev != ours_st.st_dev ||
+	    parent_st.st_ino != ours_st.st_ino)
+		return sbx_fail(err, "a user namespace that is not a child of %s", who);
+	return 0;
+}
+
 int sbx_host_ids_given_check(const char *lock_dir, const struct sbx_host_ids *ids,
 			     struct sbx_err *err)
 {
@@ -330,19 +344,8 @@ int sbx_host_ids_given_check(const char *lock_dir, const struct sbx_host_ids *id
 		return sbx_fail(err, "--host-slot: fd %d is not a user namespace", ids->userns_fd);
 	/* Made by this uid, directly in our namespace (its maps, checked
 	 * from inside it, are then onto the host's ids). */
-	uid_t owner = (uid_t)-1; /* set by the ioctl (valgrind does not know it writes) */
-	if (ioctl(ids->userns_fd, NS_GET_OWNER_UID, &owner) < 0 || owner != geteuid())
-		return sbx_fail(err, "--host-slot: the user namespace of fd %d is not this uid's",
-				ids->userns_fd);
-	struct stat parent_st, ours_st;
-	_cleanup_close_ int parent = ioctl(ids->userns_fd, NS_GET_PARENT);
-	if (parent < 0 || fstat(parent, &parent_st) < 0 ||
-	    stat("/proc/self/ns/user", &ours_st) < 0 || parent_st.st_dev != ours_st.st_dev ||
-	    parent_st.st_ino != ours_st.st_ino)
-		return sbx_fail(err,
-				"--host-slot: the user namespace of fd %d is not a child of this "
-				"helper's",
-				ids->userns_fd);
+	if (sbx_userns_made_here(ids->userns_fd, "this helper's", err) < 0)
+		return sbx_err_prefix(err, "--host-slot: fd %d", ids->userns_fd);
 	/* The slot's gid is the one at the uid's place in the ranges: another
 	 * would be some other slot's. */
 	struct sbx_subids uids, gids;

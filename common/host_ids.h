@@ -110,6 +110,12 @@ int sbx_host_ids_pair_parse(const char *text, struct sbx_host_ids *ids);
 int sbx_host_ids_given_check(const char *lock_dir, const struct sbx_host_ids *ids,
 			     struct sbx_err *err);
 
+/* Whether the user namespace fd is this euid's and a child of the caller's
+ * own (a slot's namespace as sbxd keeps it and the helper takes it): 0, or
+ * -1 with err saying "a user namespace that is not WHO uid's" or "... not a
+ * child of WHO". */
+int sbx_userns_made_here(int fd, const char *who, struct sbx_err *err);
+
 /* Whether the maps in /proc/self/{uid,gid}_map (read inside the slot's user
  * namespace: they are its maps onto the host's) are exactly 0 to the
  * caller's uid (gid) and sandbox_id to the slot's, one id each. 0 yes; -1

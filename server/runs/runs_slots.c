@@ -13,7 +13,6 @@
 #include <sys/ioctl.h>
 #include <sys/pidfd.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -104,25 +103,6 @@ static void answer_error(const struct sbx_host_ids *ids, const char *spec, ssize
 		 (unsigned)ids->uid, spec, what, how);
 }
 
-/* Checks sbxd can make of a namespace before keeping it: a user namespace
- * of our uid, made directly in ours (the helper checks its maps, from
- * inside, before each run). */
-static int userns_ours(int fd, struct sbx_err *err)
-{
-	uid_t owner = (uid_t)-1; /* set by the ioctl (valgrind does not know it writes) */
-	struct stat parent_st, ours_st;
-	if (ioctl(fd, NS_GET_NSTYPE) != CLONE_NEWUSER)
-		return sbx_fail(err, "not a user namespace");
-	if (ioctl(fd, NS_GET_OWNER_UID, &owner) < 0 || owner != geteuid())
-		return sbx_fail(err, "a user namespace that is not sbxd's uid's");
-	_cleanup_close_ int parent = ioctl(fd, NS_GET_PARENT);
-	if (parent < 0 || fstat(parent, &parent_st) < 0 ||
-	    stat("/proc/self/ns/user", &ours_st) < 0 || parent_st.st_dev != ours_st.st_dev ||
-	    parent_st.st_ino != ours_st.st_ino)
-		return sbx_fail(err, "a user namespace that is not a child of sbxd's");
-	return 0;
-}
-
 /* A user namespace for the slot, made by `sbx-helper slot-userns UID,GID`
  * (helper/slot_userns.h says why there) and sent back on a socket at its
  * fd 3. It has SLOT_USERNS_TIMEOUT_MS to answer and a moment more to
@@ -175,7 +155,9 @@ static int slot_userns_make(const char *helper, char *const *env, const struct s
 	if (n == 1 && said[0] == 'Y' && nfds == 1 && !(flags & (MSG_CTRUNC | MSG_TRUNC)) &&
 	    ioctl(fds[0], NS_GET_NSTYPE) == CLONE_NEWUSER) {
 		struct sbx_err why;
-		if (userns_ours(fds[0], &why) == 0)
+		/* What sbxd can check of it before keeping it: the helper checks
+		 * its maps, from inside, before each run. */
+		if (sbx_userns_made_here(fds[0], "sbxd's", &why) == 0)
 			return sbx_steal_fd(fds[0]);
 		sbx_close_fds(fds, nfds);
 		return sbx_fail(err,
