@@ -23,7 +23,8 @@ it, mapped without the setuid tools. What must hold, and is tried here:
   host uid), and not a uid and gid of two different slots or a namespace
   that is not a child of the helper's; each refusal names what was wrong
   and builds nothing, and the option is for serve with subordinate host
-  uids only;
+  uids only; a joiner that dies right after it cloned pid 1 fails serve at
+  once (pid 1 holds no copy of its report pipe) and pid 1 goes with it;
 - `sbx-helper slot-userns UID,GID` (what sbxd runs to make a slot's
   namespace) sends back a user namespace of this uid whose maps are 0 to
   it and 1000 to the slot, or why not;
@@ -47,7 +48,7 @@ import time
 import unittest
 
 import sbxtest
-from sbxdfix import Server, policy_json
+from sbxdfix import Server, build_shim, policy_json, preload_env
 from sbxrpc import sandbox_pb2 as pb
 
 NS_GET_PARENT = 0xB702
@@ -76,6 +77,14 @@ def owner_uid(fd):
     buf = bytearray(4)
     fcntl.ioctl(fd, NS_GET_OWNER_UID, buf)
     return int.from_bytes(buf, "little")
+
+
+def alive(pid):
+    """pid runs (exists and is not a zombie)."""
+    try:
+        return "\nState:\tZ" not in sbxtest.read_text("/proc/%d/status" % pid)
+    except OSError:
+        return False
 
 
 def processes_in(inode):
@@ -464,6 +473,61 @@ class SlotUsernsCommand(unittest.TestCase):
         self.assertIn(b"newuidmap", msg)
 
 
+# Preloaded into `serve --host-slot`: the joiner (the one caller of clone
+# with CLONE_PARENT) dies by SIGKILL right after it cloned pid 1, before its
+# report, having written pid 1's pid to $SHIM_PID1. Only the kernel or the
+# host can do that to it; review 35 found the helper then waited for a
+# report that pid 1 (holding the pipe) kept from ending.
+JOINER_DIES = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static char pid_file[4096];
+
+__attribute__((constructor)) static void init(void)
+{
+	const char *f = getenv("SHIM_PID1");
+	if (f)
+		snprintf(pid_file, sizeof(pid_file), "%s", f);
+}
+
+long syscall(long n, ...)
+{
+	static long (*real)(long, ...);
+	long a[6];
+	va_list ap;
+	va_start(ap, n);
+	for (int i = 0; i < 6; i++)
+		a[i] = va_arg(ap, long);
+	va_end(ap);
+	if (!real)
+		real = (long (*)(long, ...))dlsym(RTLD_NEXT, "syscall");
+	long r = real(n, a[0], a[1], a[2], a[3], a[4], a[5]);
+	if (n == SYS_clone && (a[0] & CLONE_PARENT) && r > 0) {
+		int fd = open(pid_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (fd >= 0) {
+			char b[32];
+			int len = snprintf(b, sizeof(b), "%ld", r);
+			if (write(fd, b, (size_t)len) != len)
+				abort();
+			close(fd);
+		}
+		raise(SIGKILL);
+	}
+	return r;
+}
+"""
+
+
 class HostSlotOption(unittest.TestCase):
     """sbx-helper serve --host-slot, given what sbxd gives and worse."""
 
@@ -510,14 +574,15 @@ class HostSlotOption(unittest.TestCase):
         return self.userns([0, os.getuid(), 1, SANDBOX_ID, uid, 1],
                            [0, os.getgid(), 1, SANDBOX_ID, uid, 1])
 
-    def serve(self, slot_text, fds, extra=()):
+    def serve(self, slot_text, fds, extra=(), env=None):
         """serve with --host-slot; (exit status or None if it got as far as
         Ready, what the control socket said first, stderr)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         args = [HELPER, "serve", "--policy", self.policy, "--control-fd", str(theirs.fileno()),
                 "--host-id-dir", self.ids, "--host-slot", slot_text] + list(extra)
         p = subprocess.Popen(args, pass_fds=(theirs.fileno(),) + tuple(fds),
-                             stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                             stdin=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             env=dict(os.environ, **env) if env else None)
         theirs.close()
         ours.settimeout(30)
         try:
@@ -555,8 +620,8 @@ class HostSlotOption(unittest.TestCase):
         p.stderr.close()
         self.assertEqual(processes_in(chain[0]), [], "the sandbox is gone")
 
-    def refused(self, slot_text, fds, why, extra=(), status=125):
-        rc, said, err = self.serve(slot_text, fds, extra)
+    def refused(self, slot_text, fds, why, extra=(), status=125, env=None):
+        rc, said, err = self.serve(slot_text, fds, extra, env)
         self.assertEqual(rc, status, "refused: %s" % err)
         self.assertFalse(said.startswith(b"R"), "no Ready: %r" % said[:80])
         self.assertIn(why, err)
@@ -622,6 +687,30 @@ class HostSlotOption(unittest.TestCase):
         self.addCleanup(os.close, ns)
         self.refused("%d,%d,%d,%d" % (self.slot, self.slot, lock, ns), (lock, ns),
                      "is not a child of this helper's")
+
+    def test_a_joiner_killed_after_the_clone_fails_the_run_at_once(self):
+        """Review 35: pid 1 closes the joiner's report pipe at once, so the
+        helper sees the joiner's death rather than wait for a report pid 1
+        would hold open (with the close taken out, serve never exits and
+        the wait below fails)."""
+        lock, ns = self.lock(self.slot), self.slot_userns(self.slot)
+        pid_file = os.path.join(self.dir, "pid1")
+        env = dict(preload_env(build_shim(JOINER_DIES, "joiner_dies.so")), SHIM_PID1=pid_file)
+        err = self.refused("%d,%d,%d,%d" % (self.slot, self.slot, lock, ns), (lock, ns),
+                           "the process joining the slot's user namespace died",
+                           extra=(), status=125, env=env)
+        with open(pid_file) as f:
+            pid1 = int(f.read())
+        self.assertNotIn("Ready", err)
+        # pid 1 (the helper's child by CLONE_PARENT) reads the end of its
+        # start pipe once the helper is gone: it does not outlive it.
+        deadline = time.monotonic() + 30
+        while alive(pid1):
+            self.assertLess(time.monotonic(), deadline, "pid 1 %d outlived the helper" % pid1)
+            time.sleep(0.01)
+        # The slot is free again: the same lock and namespace make a run.
+        rc, said, err = self.serve("%d,%d,%d,%d" % (self.slot, self.slot, lock, ns), (lock, ns))
+        self.assertTrue(said.startswith(b"R"), "Ready after the failure: %r %s" % (said[:80], err))
 
     def test_the_option_is_for_serve_with_subordinate_uids(self):
         lock, ns = self.lock(self.slot), self.slot_userns(self.slot)
