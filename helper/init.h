@@ -40,9 +40,12 @@ struct sbx_init_ctx {
  * caller that reads an answer before its next call (a person, an agent, a
  * script) finds it made; only a caller firing execs back to back, each
  * within a few ms of the last one's end, gets one made at its request.
+ * 10, not 5: on a host where a spawn costs twice as much, a fresh exec
+ * init's own setup and a short command's run outlast 5 ms, so the make
+ * started beside them anyway (and was torn down unused in a cycle).
  * Measured: docs/dev/benchmarks.md, "The next init made once pid 1 is
- * quiet". */
-#define SBX_PREPARE_QUIET_MS 5
+ * quiet" and "Quiet for 10 ms". */
+#define SBX_PREPARE_QUIET_MS 10
 
 __attribute__((noreturn)) void sbx_init_main(struct sbx_init_ctx *ctx);
 
