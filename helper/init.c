@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -73,7 +74,11 @@ struct exec_slot {
 	/* A prepared exec's connect watch, made by pid 1 at the claim, until
 	 * it goes out with exec init's resolver in ExecStarted; -1 else. */
 	int watch_fd;
-	struct sbx_cgroup cg;
+	/* Its leaf: st->slot_cg[this slot's index], set when the slot is
+	 * taken. Apart from the slot so that the slots stay small (a leaf's
+	 * path is 4 KiB): the loops over every slot read a few pages, and
+	 * only a slot's own leaf is written. */
+	struct sbx_cgroup *cg;
 	char cg_name[48];
 	int64_t start_ms;
 	int64_t deadline_ms;
@@ -107,6 +112,7 @@ struct init_state {
 	struct sbx_init_ctx *ctx;
 	int sfd; /* SIGCHLD's signalfd */
 	struct exec_slot execs[MAX_EXECS];
+	struct sbx_cgroup slot_cg[MAX_EXECS]; /* execs[i].cg */
 	int64_t run_deadline_ms;
 	struct prepared prep;
 	/* pid 1's own network namespace, to come back to from a prepared
@@ -404,7 +410,7 @@ static bool claim_prepared(struct init_state *st, struct exec_slot *slot,
 	slot->pid = pr->pid;
 	slot->report_fd = sbx_steal_fd(pr->report_fd);
 	slot->mnt_ns = sbx_steal_fd(pr->mnt_ns);
-	slot->cg = pr->cg;
+	*slot->cg = pr->cg;
 	snprintf(slot->cg_name, sizeof(slot->cg_name), "%s", pr->cg_name);
 	pr->pid = 0;
 	return true;
@@ -589,7 +595,8 @@ static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, i
 		return;
 	}
 	memset(slot, 0, sizeof(*slot));
-	sbx_cgroup_init(&slot->cg);
+	slot->cg = &st->slot_cg[slot - st->execs];
+	sbx_cgroup_init(slot->cg);
 	slot->report_fd = -1;
 	slot->mnt_ns = -1;
 	slot->watch_fd = -1;
@@ -614,7 +621,7 @@ static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, i
 		memcpy(spec.stdio, fds, sizeof(spec.stdio));
 		snprintf(slot->cg_name, sizeof(slot->cg_name), "exec-%llu",
 			 (unsigned long long)req->exec_id);
-		slot->pid = spawn_exec_init(st, &spec, slot->cg_name, &slot->cg, &slot->report_fd,
+		slot->pid = spawn_exec_init(st, &spec, slot->cg_name, slot->cg, &slot->report_fd,
 					    &slot->mnt_ns, NULL, &err);
 		if (slot->pid < 0) {
 			send_setup_failed(st, req->exec_id, err.msg);
@@ -815,7 +822,7 @@ static void end_on_report(struct init_state *st, struct exec_slot *slot)
 	if (!slot->have_report || slot->forced || slot->ended_sent)
 		return;
 	struct sbx_cg_usage u;
-	sbx_cgroup_usage(&slot->cg, &u);
+	sbx_cgroup_usage(slot->cg, &u);
 	end_exec(st, slot, &u, 0);
 }
 
@@ -834,10 +841,10 @@ static void finish_exec(struct init_state *st, struct exec_slot *slot, int init_
 	 * the CPUs the next exec wants. */
 	if (!slot->ended_sent) {
 		struct sbx_cg_usage u;
-		sbx_cgroup_usage(&slot->cg, &u);
+		sbx_cgroup_usage(slot->cg, &u);
 		end_exec(st, slot, &u, init_status);
 	}
-	sbx_cgroup_close(&slot->cg);
+	sbx_cgroup_close(slot->cg);
 	/* Never handed over (exec init reported before its resolver, or had
 	 * nothing routed): ours is the last close, and waits for a grace
 	 * period (exec.h), after the end is told. */
@@ -1000,20 +1007,32 @@ static size_t watch_reports(struct init_state *st, struct pollfd *pfd, struct ex
 
 void sbx_init_main(struct sbx_init_ctx *ctx)
 {
-	struct init_state st = {.ctx = ctx, .own_net_ns = -1};
-	st.prep.report_fd = st.prep.mnt_ns = st.prep.net_ns = -1;
-	st.run_deadline_ms = sbx_mono_ms() + (int64_t)ctx->policy->limits->run_seconds * 1000;
+	/* Mapped, not on the stack: its exec slots are ~330 KiB, and a
+	 * zeroed stack copy wrote every page of it in every run's pid 1 (81
+	 * page faults before Ready, each a fresh page). An anonymous mapping
+	 * is zero already and gets a page only where pid 1 writes: the slots
+	 * it uses. Never unmapped: pid 1 leaves by _exit. */
+	struct init_state *st =
+	    mmap(NULL, sizeof(*st), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (st == MAP_FAILED) {
+		sbx_init_send_failure(ctx->ctl, "out of memory");
+		_exit(1);
+	}
+	st->ctx = ctx;
+	st->own_net_ns = -1;
+	st->prep.report_fd = st->prep.mnt_ns = st->prep.net_ns = -1;
+	st->run_deadline_ms = sbx_mono_ms() + (int64_t)ctx->policy->limits->run_seconds * 1000;
 	/* Without the way back, prepared execs' watches cannot be made at
 	 * their claims: then none is prepared (maybe_prepare). */
-	if (ctx->prepare_execs && wants_deny_dns(&st))
-		st.own_net_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (ctx->prepare_execs && wants_deny_dns(st))
+		st->own_net_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
 
 	sigset_t mask;
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGCHLD);
 	sigprocmask(SIG_SETMASK, &mask, NULL);
 	int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-	st.sfd = sfd;
+	st->sfd = sfd;
 	if (sfd < 0) {
 		sbx_init_send_failure(ctx->ctl, "signalfd failed");
 		_exit(1);
@@ -1027,22 +1046,22 @@ void sbx_init_main(struct sbx_init_ctx *ctx)
 	ready.protocol_version = SBX_CTL_PROTOCOL_VERSION;
 	m.msg_case = SBX__V1__HELPER_MESSAGE__MSG_READY;
 	m.ready = &ready;
-	send_msg(&st, &m, &ctx->out_fd, ctx->out_fd >= 0 ? 1 : 0);
+	send_msg(st, &m, &ctx->out_fd, ctx->out_fd >= 0 ? 1 : 0);
 	if (ctx->out_fd >= 0)
 		close(ctx->out_fd);
 	sbx_phase_mark(SBX_PHASE_READY);
 	/* After Ready too: a run torn down at once (sbx-bench-scale's creates)
 	 * made one for nothing, and an Exec sent at once waited for it. */
-	quiet_from_now(&st);
+	quiet_from_now(st);
 
 	for (;;) {
-		maybe_prepare(&st);
-		remove_stale(&st);
+		maybe_prepare(st);
+		remove_stale(st);
 		struct pollfd pfd[2 + MAX_EXECS] = {{.fd = ctx->ctl, .events = POLLIN},
 						    {.fd = sfd, .events = POLLIN}};
 		struct exec_slot *watched[MAX_EXECS];
-		size_t n_watched = watch_reports(&st, pfd + 2, watched);
-		int timeout = next_timeout(&st), prepare_wait = prepare_wait_ms(&st);
+		size_t n_watched = watch_reports(st, pfd + 2, watched);
+		int timeout = next_timeout(st), prepare_wait = prepare_wait_ms(st);
 		if (prepare_wait >= 0 && prepare_wait < timeout)
 			timeout = prepare_wait;
 		int rc = poll(pfd, 2 + n_watched, timeout);
@@ -1053,18 +1072,18 @@ void sbx_init_main(struct sbx_init_ctx *ctx)
 			if (!pfd[2 + i].revents)
 				continue;
 			if (watched[i]->awaiting_listener)
-				take_listener(&st, watched[i]);
+				take_listener(st, watched[i]);
 			else
-				end_on_report(&st, watched[i]);
+				end_on_report(st, watched[i]);
 		}
 		if (pfd[1].revents) {
 			struct signalfd_siginfo si;
 			while (read(sfd, &si, sizeof(si)) > 0)
 				;
-			reap(&st);
+			reap(st);
 		}
-		check_deadlines(&st);
-		if (sbx_mono_ms() >= st.run_deadline_ms && !any_running(&st))
+		check_deadlines(st);
+		if (sbx_mono_ms() >= st->run_deadline_ms && !any_running(st))
 			shut_down();
 		if (!(pfd[0].revents & (POLLIN | POLLHUP | POLLERR)))
 			continue;
@@ -1077,23 +1096,23 @@ void sbx_init_main(struct sbx_init_ctx *ctx)
 			shut_down(); /* the server is gone: so is the sandbox */
 		switch (req->msg_case) {
 		case SBX__V1__HELPER_MESSAGE__MSG_EXEC:
-			st.clock_fixed = true;
-			if (sbx_mono_ms() >= st.run_deadline_ms)
-				send_setup_failed(&st, req->exec->exec_id, "run_seconds ran out");
+			st->clock_fixed = true;
+			if (sbx_mono_ms() >= st->run_deadline_ms)
+				send_setup_failed(st, req->exec->exec_id, "run_seconds ran out");
 			else
-				start_exec(&st, req->exec, fds, nfds);
+				start_exec(st, req->exec, fds, nfds);
 			break;
 		case SBX__V1__HELPER_MESSAGE__MSG_SIGNAL:
-			handle_signal_request(&st, req->signal);
+			handle_signal_request(st, req->signal);
 			break;
 		case SBX__V1__HELPER_MESSAGE__MSG_CLAIM:
 			/* Built ahead (sbxd's warm pool): run_seconds counts from
 			 * the claim. Once, and never after an exec. */
-			if (!st.clock_fixed)
-				st.run_deadline_ms =
+			if (!st->clock_fixed)
+				st->run_deadline_ms =
 				    sbx_mono_ms() +
 				    (int64_t)ctx->policy->limits->run_seconds * 1000;
-			st.clock_fixed = true;
+			st->clock_fixed = true;
 			break;
 		case SBX__V1__HELPER_MESSAGE__MSG_DESTROY:
 			shut_down();
