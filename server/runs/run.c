@@ -17,7 +17,9 @@
 #include "egress.h"
 #include "run_exec.h"
 #include "runs_artifacts.h"
+#include "runs_closer.h"
 #include "runs_inputs.h"
+#include "runs_manager.h"
 #include "text.h"
 
 void cond_init_monotonic(pthread_cond_t *cv)
@@ -71,6 +73,18 @@ static void close_fd(int *fd)
 	*fd = -1;
 }
 
+/* The run's directories, removed by now (its teardown, or a CreateRun
+ * that failed): the last close of a removed directory frees its inode,
+ * which on ext4 waits for the journal (0.3 ms p50 for the four, at times
+ * over 10 ms, measured on a Teardown's path before its answer). Nothing
+ * of the run is reachable through them any more, so the closer may take
+ * that wait (in place when it has no room). */
+static void close_removed_dir(struct sbx_run *r, int *fd)
+{
+	closer_close(r->runs ? r->runs->closer : NULL, *fd);
+	*fd = -1;
+}
+
 static void run_free(struct sbx_run *r)
 {
 	struct run_exec *e, *next;
@@ -107,10 +121,10 @@ static void run_free(struct sbx_run *r)
 	sbx_policy_free(r->policy);
 	free(r->dir);
 	free(r->data_path);
-	close_fd(&r->dir_fd);
-	close_fd(&r->data_fd);
-	close_fd(&r->staging_fd);
-	close_fd(&r->spill_fd);
+	close_removed_dir(r, &r->dir_fd);
+	close_removed_dir(r, &r->data_fd);
+	close_removed_dir(r, &r->staging_fd);
+	close_removed_dir(r, &r->spill_fd);
 	close_fd(&r->ctl);
 	close_fd(&r->out_fd);
 	if (r->reader.sock >= 0)

@@ -238,6 +238,18 @@ class Server:
     def fd_count(self):
         return len(self.fds())
 
+    def fd_count_at_most(self, n, timeout=10):
+        """sbxd's descriptor count once it is n or fewer, or after timeout
+        seconds: a run's removed directories are closed by a closer thread
+        after its Teardown answered (server/runs/run.c close_removed_dir),
+        as an ended exec's connect watch is."""
+        deadline = time.monotonic() + timeout
+        count = self.fd_count()
+        while count > n and time.monotonic() < deadline:
+            time.sleep(0.02)
+            count = self.fd_count()
+        return count
+
     def userns_fds(self):
         """The user namespaces sbxd holds: their inodes, one per fd."""
         found = []
