@@ -381,23 +381,31 @@ fail:
 	return -1;
 }
 
-/* The exec leaves under one hierarchy's run cgroup `run`. */
+/* The exec leaves under one hierarchy's run cgroup `run` (an fd of its
+ * own: its offset moves). Listed with getdents64 into a buffer on the
+ * stack, not readdir: a DIR is a 32 KiB malloc, and at the teardown that
+ * request consolidated the helper's heap, writing pages it still shares
+ * copy-on-write since its forks (~30 page faults on the teardown's path,
+ * ~13 us each on a host that hands freed memory back). */
 static int remove_leaves(int run, const char *where, const char *name, struct sbx_err *err)
 {
-	/* A copy for the DIR: `run` itself stays open for the caller. */
-	_cleanup_close_ int dfd = fcntl(run, F_DUPFD_CLOEXEC, 3);
-	_cleanup_closedir_ DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
-	struct dirent *de;
+	_Alignas(struct dirent64) char buf[2048];
 	int rc = 0;
 
-	if (!d)
-		return sbx_fail_errno(err, "cgroup %s/%s", where, name);
-	dfd = -1; /* d owns it */
-	while ((de = readdir(d)))
-		if (de->d_type == DT_DIR && de->d_name[0] != '.' &&
-		    sbx_cgroup_rmdir(run, de->d_name, where, err) < 0)
-			rc = -1;
-	return rc;
+	for (;;) {
+		ssize_t n = getdents64(run, buf, sizeof(buf));
+		if (n < 0)
+			return sbx_fail_errno(err, "cgroup %s/%s", where, name);
+		if (n == 0)
+			return rc;
+		for (ssize_t off = 0; off < n;) {
+			const struct dirent64 *de = (const struct dirent64 *)(buf + off);
+			off += de->d_reclen;
+			if (de->d_type == DT_DIR && de->d_name[0] != '.' &&
+			    sbx_cgroup_rmdir(run, de->d_name, where, err) < 0)
+				rc = -1;
+		}
+	}
 }
 
 int sbx_sandbox_remove_cgroup(const struct sbx_cgroup *root, const char *name, struct sbx_err *err)
