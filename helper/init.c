@@ -596,6 +596,9 @@ static void start_exec(struct init_state *st, Sbx__V1__HelperExecRequest *req, i
 	}
 	memset(slot, 0, sizeof(*slot));
 	slot->cg = &st->slot_cg[slot - st->execs];
+	/* Wiped with the slot, as when it was part of it: no earlier exec's
+	 * leaf path stays in the memory later exec inits are cloned from. */
+	memset(slot->cg, 0, sizeof(*slot->cg));
 	sbx_cgroup_init(slot->cg);
 	slot->report_fd = -1;
 	slot->mnt_ns = -1;

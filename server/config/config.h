@@ -21,9 +21,9 @@
  * gives them back once every one of them is closed or handed to the closer
  * (runs_monitor.c). */
 #define SBX_EXEC_FDS 7
-/* Descriptors of ended execs that sbxd's closer threads hold at most,
- * waiting or being closed (runs_closer.h): in sbxd's own reserve
- * (rpc_server.c), not in a run's. */
+/* Descriptors of ended execs and of ended runs' directories that sbxd's
+ * closer threads hold at most, waiting or being closed (runs_closer.h): in
+ * sbxd's own reserve (rpc_server.c), not in a run's. */
 #define SBX_CLOSER_FDS 16
 /* exec_fds_per_run at most: RUN_EXECS_RUNNING_MAX (64) execs' worth. */
 #define SBX_EXEC_FDS_PER_RUN_MAX (64 * SBX_EXEC_FDS)

@@ -103,7 +103,8 @@
 #define IDENTITY_INFLIGHT_MAX(n_calls) (((n_calls)-SPARE_CALLS) / 4)
 /* Descriptors that connections never take (conn_guard_start checks the
  * caps fit beside them): sbxd's own (log, state, nng's pollers: 64, and
- * ended execs' waiting for the closer: SBX_CLOSER_FDS), each run's
+ * ended execs' and ended runs' directories waiting for the closer:
+ * SBX_CLOSER_FDS), each run's
  * own (its helper's control socket, pidfd, directories, /out, its reader:
  * 16) and its execs' share (exec_fds_share: what its running execs may
  * hold, SBX_EXEC_FDS each, charged at Exec admission so that one run's

@@ -74,13 +74,14 @@ struct runs_closer *closer_start(struct sbx_err *err)
 	return c;
 }
 
-void closer_close(struct runs_closer *c, int fd)
+/* fd queued while fewer than `room` wait, else closed here. */
+static void close_within(struct runs_closer *c, int fd, size_t room)
 {
 	if (fd < 0)
 		return;
 	if (c) {
 		pthread_mutex_lock(&c->mu);
-		if (!c->stop && c->n < RUNS_CLOSER_QUEUED) {
+		if (!c->stop && c->n < room) {
 			c->fds[(c->head + c->n) % RUNS_CLOSER_QUEUED] = fd;
 			c->n++;
 			pthread_cond_signal(&c->cv);
@@ -90,6 +91,16 @@ void closer_close(struct runs_closer *c, int fd)
 		pthread_mutex_unlock(&c->mu);
 	}
 	close(fd);
+}
+
+void closer_close(struct runs_closer *c, int fd)
+{
+	close_within(c, fd, RUNS_CLOSER_QUEUED);
+}
+
+void closer_close_dir(struct runs_closer *c, int fd)
+{
+	close_within(c, fd, RUNS_CLOSER_DIRS_QUEUED);
 }
 
 void closer_stop(struct runs_closer *c)

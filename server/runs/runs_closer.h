@@ -11,9 +11,16 @@
  * costs about one. (A run's end closes what its monitor did not hand over
  * itself, on the time of whoever ends it: the closer is every run's.)
  *
+ * A run's removed directories go the same way (run.c close_removed_dir):
+ * on ext4 their last close frees the inode under the journal, which a
+ * Teardown's answer need not wait for.
+ *
  * Bounded: at most SBX_CLOSER_FDS descriptors wait or are being closed
  * (counted in sbxd's descriptor reserve, rpc_server.c); past that, or
- * without a closer, the close is the caller's, as before. */
+ * without a closer, the close is the caller's, as before. Directories may
+ * take only RUNS_CLOSER_DIRS_QUEUED of the places, so that a caller
+ * tearing down many runs on a busy disk never leaves the other runs'
+ * watch sockets to their monitors' threads. */
 #ifndef SBX_RUNS_CLOSER_H
 #define SBX_RUNS_CLOSER_H
 
@@ -23,6 +30,8 @@
 #define RUNS_CLOSER_THREADS 4
 /* Each thread holds the one it closes beside those waiting. */
 #define RUNS_CLOSER_QUEUED (SBX_CLOSER_FDS - RUNS_CLOSER_THREADS)
+/* Of those, what directories may fill: the rest stays for sockets. */
+#define RUNS_CLOSER_DIRS_QUEUED (RUNS_CLOSER_QUEUED - 4)
 
 struct runs_closer;
 
@@ -32,6 +41,10 @@ struct runs_closer *closer_start(struct sbx_err *err);
 /* Closes fd (>= 0; -1 is ignored) on a closer thread, or right here when
  * c is NULL, stopped, or has RUNS_CLOSER_QUEUED waiting already. */
 void closer_close(struct runs_closer *c, int fd);
+
+/* closer_close for a removed directory: queued only while fewer than
+ * RUNS_CLOSER_DIRS_QUEUED wait. */
+void closer_close_dir(struct runs_closer *c, int fd);
 
 /* Closes what still waits, joins the threads, frees c (NULL is fine). */
 void closer_stop(struct runs_closer *c);

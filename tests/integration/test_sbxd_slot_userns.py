@@ -586,12 +586,19 @@ class HostSlotOption(unittest.TestCase):
         theirs.close()
         ours.settimeout(30)
         try:
-            said = ours.recv(65536)
+            try:
+                said = ours.recv(65536)
+            finally:
+                ours.close()  # a served sandbox ends with its socket
+            err = p.stderr.read().decode(errors="replace")
+            rc = p.wait(timeout=30)
         finally:
-            ours.close()  # a served sandbox ends with its socket
-        err = p.stderr.read().decode(errors="replace")
-        p.stderr.close()
-        rc = p.wait(timeout=30)
+            # A helper that failed to answer (the test fails) is not left
+            # behind: its pid 1 dies with it (PR_SET_PDEATHSIG).
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            p.stderr.close()
         return rc, said, err
 
     def test_the_slot_sbxd_would_give_is_taken_and_the_run_made_inside_it(self):

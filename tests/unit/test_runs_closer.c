@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The closer (runs_closer.c): a close that waits is not its caller's wait,
- * what waits is bounded and closed by closer_stop, and past the bound or
- * without a closer the close is the caller's.
+ * what waits is bounded and closed by closer_stop, and past the bound (for
+ * directories, their share of it) or without a closer the close is the
+ * caller's.
  *
  * A close that waits, on demand: a TCP socket over loopback whose send
  * queue its peer has not read, with SO_LINGER set, blocks in close() until
@@ -154,11 +155,26 @@ static void bounded(void)
 	for (size_t i = 0; i < RUNS_CLOSER_THREADS; i++)
 		while (!closed(busy[i].writer))
 			usleep(1000);
-	/* The rest wait their turn: none closed yet. */
+	/* The rest wait their turn: none closed yet. Directories first, up
+	 * to their share; one more of them is closed in place while sockets
+	 * still find room. */
 	for (size_t i = 0; i < RUNS_CLOSER_QUEUED; i++) {
 		if (pipe2(queued[i], O_CLOEXEC) < 0)
 			die("pipe");
-		closer_close(c, queued[i][1]);
+		if (i == RUNS_CLOSER_DIRS_QUEUED) {
+			int dir[2];
+			if (pipe2(dir, O_CLOEXEC) < 0)
+				die("pipe");
+			closer_close_dir(c, dir[1]);
+			check(closed(dir[1]) && at_eof_now(dir[0]),
+			      "past %d waiting, a directory is closed in place",
+			      RUNS_CLOSER_DIRS_QUEUED);
+			close(dir[0]);
+		}
+		if (i < RUNS_CLOSER_DIRS_QUEUED)
+			closer_close_dir(c, queued[i][1]);
+		else
+			closer_close(c, queued[i][1]);
 	}
 	all = true;
 	for (size_t i = 0; i < RUNS_CLOSER_QUEUED; i++)
