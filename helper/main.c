@@ -450,6 +450,12 @@ int main(int argc, char **argv)
 			    (unsigned long long)run_files, pids, SBX_NOFILE_MIN);
 	}
 	int rc = run ? sbx_oneshot_run(&o, policy) : sbx_serve(&o, policy);
-	sbx_policy_free(policy);
-	return rc;
+	/* The run is over and everything it needed removed: end without
+	 * freeing the policy or running exit()'s handlers and the libraries'
+	 * destructors. Their writes land on heap and data pages this process
+	 * shares copy-on-write with its forks (sbxd's /out reader lives on
+	 * after us), each copied first, on the Teardown's path: ~0.4 ms of
+	 * ~30 page copies here for memory the kernel frees anyway. */
+	fflush(NULL);
+	_exit(rc);
 }
