@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -219,6 +220,50 @@ static int slot_write_maps(pid_t pid, struct sbx_err *err)
 	return sbx_write_proc(pid, "gid_map", map, err);
 }
 
+/* What the joiner needs: it runs in our memory (joiner_main). */
+struct joiner_args {
+	const struct sbx_sandbox_opts *o;
+	struct sbx_sandbox *sb;
+	int sync_r, sync_w, bpf_r, bpf_w, rep_r, rep_w;
+	uid_t self_uid;
+	gid_t self_gid;
+};
+
+/* The joiner: joins the slot's namespace, checks its maps, clones pid 1
+ * and maps it, reports, exits. It shares our memory (clone_in_slot), so
+ * it writes only its own stack and the fds it closes are its copies. */
+static int joiner_main(void *arg)
+{
+	const struct joiner_args *a = arg;
+	struct slot_clone_report r = {.pid = -1, .rc = -1};
+	close(a->rep_r);
+	/* pid 1 must see our end of these close when the helper dies. */
+	close(a->sync_w);
+	close(a->bpf_w);
+	if (setns(a->sb->ids.userns_fd, CLONE_NEWUSER) < 0)
+		sbx_fail_errno(&r.err, "joining the slot's user namespace");
+	else if (sbx_host_ids_maps_check(&a->sb->ids, a->self_uid, a->self_gid, SBX_SANDBOX_UID,
+					 &r.err) == 0) {
+		close(a->sb->ids.userns_fd);
+		/* A copy of our memory, not a share: pid 1 goes on in it,
+		 * on this stack, and never returns from sandbox_child. */
+		r.pid = (pid_t)syscall(SYS_clone, NS_FLAGS | CLONE_PARENT, NULL, NULL, NULL, NULL);
+		if (r.pid == 0) {
+			/* Only the joiner writes the report: if it dies,
+			 * our read ends at once. */
+			close(a->rep_w);
+			sandbox_child(a->o, a->sb, a->sync_r, a->bpf_r);
+		}
+		if (r.pid < 0)
+			sbx_fail_errno(&r.err, "cannot create the sandbox's namespaces "
+					       "(user, mount, pid, net, ipc, uts) in the "
+					       "slot's; `sbx-helper check` names the fix");
+		else if (slot_write_maps(r.pid, &r.err) == 0)
+			r.rc = 0;
+	}
+	sbx_report_exit(a->rep_w, &r, sizeof(r));
+}
+
 /* pid 1 in a user namespace made inside the slot's, which sbxd made and
  * mapped once (host_ids.h), so no setuid tool runs for this run. setns
  * into a user namespace is for a process of one thread, and it would put
@@ -228,47 +273,54 @@ static int slot_write_maps(pid_t pid, struct sbx_err *err)
  * would run two runs as one uid), clones pid 1 as our child
  * (CLONE_PARENT: we reap it and it dies with us) and writes its maps,
  * which it may, holding every capability in the parent namespace where
- * both ids are mapped. It keeps nothing and exits. Returns pid 1 or -1;
- * on -1 with *pid1 > 0 pid 1 was made and is ours to kill and reap. */
+ * both ids are mapped. It keeps nothing and exits.
+ *
+ * The joiner shares our memory while we wait for it (CLONE_VM |
+ * CLONE_VFORK, as posix_spawn starts a child), on a stack of its own:
+ * a fork's copy of our page tables, its copy-on-write faults and its
+ * exit's teardown of them were ~1 ms of every cold CreateRun here, and
+ * we only wait meanwhile. The kernel registers no rseq area for a
+ * CLONE_VM child, so pid 1, cloned from it, has none either: glibc then
+ * reads a stale cpu from it (sched_getcpu), which nothing here asks.
+ * pid 1 lives on that stack in its copy, so it is as large as a main
+ * stack's usual limit and only what is touched is memory; it stays
+ * mapped here (a few pages) until we exit. Returns pid 1 or -1; on -1
+ * with *pid1 > 0 pid 1 was made and is ours to kill and reap. */
 static pid_t clone_in_slot(const struct sbx_sandbox_opts *o, struct sbx_sandbox *sb, int sync[2],
 			   int bpf[2], pid_t *pid1, struct sbx_err *err)
 {
+	enum { JOINER_STACK = 8 << 20 };
 	_cleanup_close_pair_ int rep[2] = SBX_PAIR_INIT;
-	uid_t self_uid = geteuid();
-	gid_t self_gid = getegid();
 	*pid1 = -1;
 	if (pipe2(rep, O_CLOEXEC) < 0)
 		return sbx_fail_errno(err, "pipe");
-	pid_t joiner = sbx_fork_single();
-	if (joiner < 0)
-		return sbx_fail_errno(err, "fork");
-	if (joiner == 0) {
-		struct slot_clone_report r = {.pid = -1, .rc = -1};
-		close(rep[0]);
-		/* pid 1 must see our end of these close when the helper dies. */
-		close(sync[1]);
-		close(bpf[1]);
-		if (setns(sb->ids.userns_fd, CLONE_NEWUSER) < 0)
-			sbx_fail_errno(&r.err, "joining the slot's user namespace");
-		else if (sbx_host_ids_maps_check(&sb->ids, self_uid, self_gid, SBX_SANDBOX_UID,
-						 &r.err) == 0) {
-			close(sb->ids.userns_fd);
-			r.pid = (pid_t)syscall(SYS_clone, NS_FLAGS | CLONE_PARENT, NULL, NULL, NULL,
-					       NULL);
-			if (r.pid == 0) {
-				/* Only the joiner writes the report: if it dies,
-				 * our read ends at once. */
-				close(rep[1]);
-				sandbox_child(o, sb, sync[0], bpf[0]);
-			}
-			if (r.pid < 0)
-				sbx_fail_errno(&r.err, "cannot create the sandbox's namespaces "
-						       "(user, mount, pid, net, ipc, uts) in the "
-						       "slot's; `sbx-helper check` names the fix");
-			else if (slot_write_maps(r.pid, &r.err) == 0)
-				r.rc = 0;
-		}
-		sbx_report_exit(rep[1], &r, sizeof(r));
+	char *stack = mmap(NULL, JOINER_STACK, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+	if (stack == MAP_FAILED)
+		return sbx_fail_errno(err, "a stack for the slot's joiner");
+	/* The lowest page is a guard: an overflow faults, never writes
+	 * below. */
+	if (mprotect(stack, (size_t)getpagesize(), PROT_NONE) < 0) {
+		sbx_fail_errno(err, "a stack for the slot's joiner: its guard page");
+		munmap(stack, JOINER_STACK);
+		return -1;
+	}
+	struct joiner_args a = {.o = o,
+				.sb = sb,
+				.sync_r = sync[0],
+				.sync_w = sync[1],
+				.bpf_r = bpf[0],
+				.bpf_w = bpf[1],
+				.rep_r = rep[0],
+				.rep_w = rep[1],
+				.self_uid = geteuid(),
+				.self_gid = getegid()};
+	pid_t joiner =
+	    clone(joiner_main, stack + JOINER_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
+	if (joiner < 0) {
+		sbx_fail_errno(err, "clone the slot's joiner");
+		munmap(stack, JOINER_STACK);
+		return -1;
 	}
 	close(sbx_steal_fd(rep[1]));
 	struct slot_clone_report r;
