@@ -25,6 +25,7 @@
 #include "phases.h"
 #include "privs.h"
 #include "rootfs.h"
+#include "sanitized.h"
 #include "syscall_filter.h"
 #include "util.h"
 
@@ -223,23 +224,10 @@ static int command_main(void *arg)
 	return 127;
 }
 
-/* A sanitizer's runtime keeps its bookkeeping in the process's memory and
- * knows of fork, not of a raw clone: in a child sharing exec init's memory
- * ThreadSanitizer's clone() did its fork bookkeeping as exec init's (which
- * then never ran a deferred signal handler again: a forwarded signal was
- * lost), and AddressSanitizer took the child's own stack for a switch it
- * cannot follow (a warning on the command's stderr, then exec init's state
- * broken: a SEGV in its waitpid). Under either the command is forked. */
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define SPAWN_BY_FORK 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-#define SPAWN_BY_FORK 1
-#endif
-#endif
-#ifndef SPAWN_BY_FORK
-#define SPAWN_BY_FORK 0
-#endif
+/* Under a sanitizer the command is forked (sanitized.h says why: here
+ * ThreadSanitizer lost a forwarded signal, and AddressSanitizer's state of
+ * exec init broke, a SEGV in its waitpid). */
+#define SPAWN_BY_FORK SBX_SANITIZED
 
 /* The command's process shares exec init's memory until its execve
  * (CLONE_VM | CLONE_VFORK, as posix_spawn does), on a stack of its own:

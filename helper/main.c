@@ -22,6 +22,7 @@
 #include "realroot.h"
 #include "result.h"
 #include "run_files.h"
+#include "sanitized.h"
 #include "slot_userns.h"
 #include "util.h"
 
@@ -455,7 +456,13 @@ int main(int argc, char **argv)
 	 * destructors. Their writes land on heap and data pages this process
 	 * shares copy-on-write with its forks (sbxd's /out reader lives on
 	 * after us), each copied first, on the Teardown's path: ~0.4 ms of
-	 * ~30 page copies here for memory the kernel frees anyway. */
-	fflush(NULL);
-	_exit(rc);
+	 * ~30 page copies here for memory the kernel frees anyway. A
+	 * sanitized build frees and returns, so that LeakSanitizer checks
+	 * at exit (sanitized.h). */
+	if (!SBX_SANITIZED) {
+		fflush(NULL);
+		_exit(rc);
+	}
+	sbx_policy_free(policy);
+	return rc;
 }

@@ -22,6 +22,7 @@
 #include "phases.h"
 #include "rootfs.h"
 #include "run_files.h"
+#include "sanitized.h"
 #include "syscall_filter.h"
 #include "util.h"
 
@@ -230,8 +231,9 @@ struct joiner_args {
 };
 
 /* The joiner: joins the slot's namespace, checks its maps, clones pid 1
- * and maps it, reports, exits. It shares our memory (clone_in_slot), so
- * it writes only its own stack and the fds it closes are its copies. */
+ * and maps it, reports, exits. It shares our memory but for a sanitized
+ * build (clone_in_slot), so it writes only its own stack and the fds it
+ * closes are its copies. */
 static int joiner_main(void *arg)
 {
 	const struct joiner_args *a = arg;
@@ -279,32 +281,51 @@ static int joiner_main(void *arg)
  * CLONE_VFORK, as posix_spawn starts a child), on a stack of its own:
  * a fork's copy of our page tables, its copy-on-write faults and its
  * exit's teardown of them were ~1 ms of every cold CreateRun here, and
- * we only wait meanwhile. The kernel registers no rseq area for a
- * CLONE_VM child, so pid 1, cloned from it, has none either: glibc then
- * reads a stale cpu from it (sched_getcpu), which nothing here asks.
- * pid 1 lives on that stack in its copy, so it is as large as a main
- * stack's usual limit and only what is touched is memory; it stays
- * mapped here (a few pages) until we exit. Returns pid 1 or -1; on -1
- * with *pid1 > 0 pid 1 was made and is ours to kill and reap. */
+ * we only wait meanwhile (under a sanitizer it is forked: sanitized.h).
+ * The kernel registers no rseq area for a CLONE_VM child, so pid 1,
+ * cloned from it, has none either: glibc then reads a stale cpu from it
+ * (sched_getcpu), which nothing here asks. pid 1 and its exec inits live
+ * on that stack in their copies: JOINER_STACK is ~13x the deepest path
+ * from joiner_main (~77 KB, -fcallgraph-info, review 39), its pages are
+ * memory only once touched, and it stays mapped here until we exit.
+ * Returns pid 1 or -1; on -1 with *pid1 > 0 pid 1 was made and is ours
+ * to kill and reap. */
+/* Room for the joiner's stack, without access yet, at a random place of
+ * its own: pid 1 lives on it, and where the kernel would put it, next
+ * below the libraries, one address known would tell the other (a main
+ * stack is placed apart from them; review 39). An address from 1 to 64
+ * TiB, where nothing is mapped on x86-64 (the libraries and the mmap base
+ * lie near 127 TiB, a PIE and its heap near 85 TiB), a few tries, then
+ * the kernel's own choice. */
+static void *stack_room(size_t len)
+{
+	const uint64_t lo = 1ull << 40, hi = 1ull << 46, page = (uint64_t)getpagesize();
+	for (int i = 0; i < 4; i++) {
+		uint64_t r;
+		if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
+			break;
+		void *want = (void *)(uintptr_t)((lo + r % (hi - lo)) & ~(page - 1));
+		void *p = mmap(want, len, PROT_NONE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK |
+				   MAP_FIXED_NOREPLACE,
+			       -1, 0);
+		if (p != MAP_FAILED)
+			return p;
+	}
+	return mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK,
+		    -1, 0);
+}
+
 static pid_t clone_in_slot(const struct sbx_sandbox_opts *o, struct sbx_sandbox *sb, int sync[2],
 			   int bpf[2], pid_t *pid1, struct sbx_err *err)
 {
-	enum { JOINER_STACK = 8 << 20 };
+	/* A guard of 64 KiB below it: with -fstack-clash-protection even a
+	 * frame larger than the guard probes it before writing below. */
+	enum { JOINER_STACK = 1 << 20, JOINER_GUARD = 64 << 10 };
 	_cleanup_close_pair_ int rep[2] = SBX_PAIR_INIT;
 	*pid1 = -1;
 	if (pipe2(rep, O_CLOEXEC) < 0)
 		return sbx_fail_errno(err, "pipe");
-	char *stack = mmap(NULL, JOINER_STACK, PROT_READ | PROT_WRITE,
-			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
-	if (stack == MAP_FAILED)
-		return sbx_fail_errno(err, "a stack for the slot's joiner");
-	/* The lowest page is a guard: an overflow faults, never writes
-	 * below. */
-	if (mprotect(stack, (size_t)getpagesize(), PROT_NONE) < 0) {
-		sbx_fail_errno(err, "a stack for the slot's joiner: its guard page");
-		munmap(stack, JOINER_STACK);
-		return -1;
-	}
 	struct joiner_args a = {.o = o,
 				.sb = sb,
 				.sync_r = sync[0],
@@ -315,12 +336,32 @@ static pid_t clone_in_slot(const struct sbx_sandbox_opts *o, struct sbx_sandbox 
 				.rep_w = rep[1],
 				.self_uid = geteuid(),
 				.self_gid = getegid()};
-	pid_t joiner =
-	    clone(joiner_main, stack + JOINER_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
-	if (joiner < 0) {
-		sbx_fail_errno(err, "clone the slot's joiner");
-		munmap(stack, JOINER_STACK);
-		return -1;
+	pid_t joiner;
+	if (SBX_SANITIZED) {
+		joiner = sbx_fork_single();
+		if (joiner == 0)
+			joiner_main(&a); /* does not return */
+		if (joiner < 0)
+			return sbx_fail_errno(err, "fork the slot's joiner");
+	} else {
+		/* Mapped without access, so that only the stack itself is
+		 * committed (the guard stays out of a strict overcommit's
+		 * count). */
+		char *map = stack_room(JOINER_GUARD + JOINER_STACK);
+		if (map == MAP_FAILED)
+			return sbx_fail_errno(err, "a stack for the slot's joiner");
+		if (mprotect(map + JOINER_GUARD, JOINER_STACK, PROT_READ | PROT_WRITE) < 0) {
+			sbx_fail_errno(err, "a stack for the slot's joiner");
+			munmap(map, JOINER_GUARD + JOINER_STACK);
+			return -1;
+		}
+		joiner = clone(joiner_main, map + JOINER_GUARD + JOINER_STACK,
+			       CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
+		if (joiner < 0) {
+			sbx_fail_errno(err, "clone the slot's joiner");
+			munmap(map, JOINER_GUARD + JOINER_STACK);
+			return -1;
+		}
 	}
 	close(sbx_steal_fd(rep[1]));
 	struct slot_clone_report r;
