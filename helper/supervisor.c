@@ -287,7 +287,8 @@ static int joiner_main(void *arg)
  * (sched_getcpu), which nothing here asks. pid 1 and its exec inits live
  * on that stack in their copies: JOINER_STACK is ~13x the deepest path
  * from joiner_main (~77 KB, -fcallgraph-info, review 39), its pages are
- * memory only once touched, and it stays mapped here until we exit.
+ * memory only once touched, and it is unmapped here once the joiner is
+ * reaped (pid 1's copy is its own).
  * Returns pid 1 or -1; on -1 with *pid1 > 0 pid 1 was made and is ours
  * to kill and reap. */
 /* Room for the joiner's stack, without access yet, at a random place of
@@ -337,6 +338,7 @@ static pid_t clone_in_slot(const struct sbx_sandbox_opts *o, struct sbx_sandbox 
 				.self_uid = geteuid(),
 				.self_gid = getegid()};
 	pid_t joiner;
+	char *map = NULL;
 	if (SBX_SANITIZED) {
 		joiner = sbx_fork_single();
 		if (joiner == 0)
@@ -347,7 +349,7 @@ static pid_t clone_in_slot(const struct sbx_sandbox_opts *o, struct sbx_sandbox 
 		/* Mapped without access, so that only the stack itself is
 		 * committed (the guard stays out of a strict overcommit's
 		 * count). */
-		char *map = stack_room(JOINER_GUARD + JOINER_STACK);
+		map = stack_room(JOINER_GUARD + JOINER_STACK);
 		if (map == MAP_FAILED)
 			return sbx_fail_errno(err, "a stack for the slot's joiner");
 		if (mprotect(map + JOINER_GUARD, JOINER_STACK, PROT_READ | PROT_WRITE) < 0) {
@@ -365,7 +367,11 @@ static pid_t clone_in_slot(const struct sbx_sandbox_opts *o, struct sbx_sandbox 
 	}
 	close(sbx_steal_fd(rep[1]));
 	struct slot_clone_report r;
-	if (!sbx_report_collect(rep[0], joiner, &r, sizeof(r), NULL))
+	bool reported = sbx_report_collect(rep[0], joiner, &r, sizeof(r), NULL);
+	/* Reaped: nothing runs on it here any more. */
+	if (map)
+		munmap(map, JOINER_GUARD + JOINER_STACK);
+	if (!reported)
 		return sbx_fail(err, "the process joining the slot's user namespace died");
 	*pid1 = r.pid;
 	if (r.rc < 0) {
