@@ -285,27 +285,32 @@ static int joiner_main(void *arg)
  * The kernel registers no rseq area for a CLONE_VM child, so pid 1,
  * cloned from it, has none either: glibc then reads a stale cpu from it
  * (sched_getcpu), which nothing here asks. pid 1 and its exec inits live
- * on that stack in their copies: JOINER_STACK is ~13x the deepest path
+ * on that stack in their copies: JOINER_STACK is ~6x the deepest path
  * from joiner_main (~77 KB, -fcallgraph-info, review 39), its pages are
- * memory only once touched, and it is unmapped here once the joiner is
- * reaped (pid 1's copy is its own).
+ * memory only once touched (though a host of strict overcommit charges
+ * all 512 KiB to each of those processes: review 40), and it is unmapped
+ * here once the joiner is reaped (pid 1's copy is its own).
  * Returns pid 1 or -1; on -1 with *pid1 > 0 pid 1 was made and is ours
  * to kill and reap. */
 /* Room for the joiner's stack, without access yet, at a random place of
  * its own: pid 1 lives on it, and where the kernel would put it, next
  * below the libraries, one address known would tell the other (a main
- * stack is placed apart from them; review 39). An address from 1 to 64
- * TiB, where nothing is mapped on x86-64 (the libraries and the mmap base
- * lie near 127 TiB, a PIE and its heap near 85 TiB), a few tries, then
- * the kernel's own choice. */
+ * stack is placed apart from them; review 39). An address between 1/128
+ * and 1/2 of where our own stack lies (on x86-64 with 47-bit addresses,
+ * ~1 to ~64 TiB, below a PIE and its heap near 85 TiB and the libraries
+ * near 127 TiB; on a smaller address space, as arm64's 39 bits, the range
+ * shrinks with it), never over a mapping (MAP_FIXED_NOREPLACE: a kernel
+ * older than 4.17 takes the address as a hint), a few tries, then the
+ * kernel's own choice. */
 static void *stack_room(size_t len)
 {
-	const uint64_t lo = 1ull << 40, hi = 1ull << 46, page = (uint64_t)getpagesize();
-	for (int i = 0; i < 4; i++) {
+	const uint64_t hi = (uint64_t)(uintptr_t)__builtin_frame_address(0) / 2, lo = hi / 64,
+		       page = (uint64_t)getpagesize();
+	for (int i = 0; hi - lo > len && i < 4; i++) {
 		uint64_t r;
 		if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
 			break;
-		void *want = (void *)(uintptr_t)((lo + r % (hi - lo)) & ~(page - 1));
+		void *want = (void *)(uintptr_t)((lo + r % (hi - lo - len)) & ~(page - 1));
 		void *p = mmap(want, len, PROT_NONE,
 			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK |
 				   MAP_FIXED_NOREPLACE,
@@ -320,9 +325,10 @@ static void *stack_room(size_t len)
 static pid_t clone_in_slot(const struct sbx_sandbox_opts *o, struct sbx_sandbox *sb, int sync[2],
 			   int bpf[2], pid_t *pid1, struct sbx_err *err)
 {
-	/* A guard of 64 KiB below it: with -fstack-clash-protection even a
-	 * frame larger than the guard probes it before writing below. */
-	enum { JOINER_STACK = 1 << 20, JOINER_GUARD = 64 << 10 };
+	/* A guard of 256 KiB below it, address space only: our code's frames
+	 * larger than a page probe each page (-fstack-clash-protection), and
+	 * glibc's own, not built so, take at most 64 KiB at once. */
+	enum { JOINER_STACK = 512 << 10, JOINER_GUARD = 256 << 10 };
 	_cleanup_close_pair_ int rep[2] = SBX_PAIR_INIT;
 	*pid1 = -1;
 	if (pipe2(rep, O_CLOEXEC) < 0)
