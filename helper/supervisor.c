@@ -266,32 +266,6 @@ static int joiner_main(void *arg)
 	sbx_report_exit(a->rep_w, &r, sizeof(r));
 }
 
-/* pid 1 in a user namespace made inside the slot's, which sbxd made and
- * mapped once (host_ids.h), so no setuid tool runs for this run. setns
- * into a user namespace is for a process of one thread, and it would put
- * every later act of the helper (cgroups, the run's files, the /out
- * reader's joins) under that namespace's capabilities; so a child of
- * ours joins it, checks its maps (a namespace of another slot or none
- * would run two runs as one uid), clones pid 1 as our child
- * (CLONE_PARENT: we reap it and it dies with us) and writes its maps,
- * which it may, holding every capability in the parent namespace where
- * both ids are mapped. It keeps nothing and exits.
- *
- * The joiner shares our memory while we wait for it (CLONE_VM |
- * CLONE_VFORK, as posix_spawn starts a child), on a stack of its own:
- * a fork's copy of our page tables, its copy-on-write faults and its
- * exit's teardown of them were ~1 ms of every cold CreateRun here, and
- * we only wait meanwhile (under a sanitizer it is forked: sanitized.h).
- * The kernel registers no rseq area for a CLONE_VM child, so pid 1,
- * cloned from it, has none either: glibc then reads a stale cpu from it
- * (sched_getcpu), which nothing here asks. pid 1 and its exec inits live
- * on that stack in their copies: JOINER_STACK is ~6x the deepest path
- * from joiner_main (~77 KB, -fcallgraph-info, review 39), its pages are
- * memory only once touched (though a host of strict overcommit charges
- * all 512 KiB to each of those processes: review 40), and it is unmapped
- * here once the joiner is reaped (pid 1's copy is its own).
- * Returns pid 1 or -1; on -1 with *pid1 > 0 pid 1 was made and is ours
- * to kill and reap. */
 /* Room for the joiner's stack, without access yet, at a random place of
  * its own: pid 1 lives on it, and where the kernel would put it, next
  * below the libraries, one address known would tell the other (a main
@@ -322,6 +296,32 @@ static void *stack_room(size_t len)
 		    -1, 0);
 }
 
+/* pid 1 in a user namespace made inside the slot's, which sbxd made and
+ * mapped once (host_ids.h), so no setuid tool runs for this run. setns
+ * into a user namespace is for a process of one thread, and it would put
+ * every later act of the helper (cgroups, the run's files, the /out
+ * reader's joins) under that namespace's capabilities; so a child of
+ * ours joins it, checks its maps (a namespace of another slot or none
+ * would run two runs as one uid), clones pid 1 as our child
+ * (CLONE_PARENT: we reap it and it dies with us) and writes its maps,
+ * which it may, holding every capability in the parent namespace where
+ * both ids are mapped. It keeps nothing and exits.
+ *
+ * The joiner shares our memory while we wait for it (CLONE_VM |
+ * CLONE_VFORK, as posix_spawn starts a child), on a stack of its own:
+ * a fork's copy of our page tables, its copy-on-write faults and its
+ * exit's teardown of them were ~1 ms of every cold CreateRun here, and
+ * we only wait meanwhile (under a sanitizer it is forked: sanitized.h).
+ * The kernel registers no rseq area for a CLONE_VM child, so pid 1,
+ * cloned from it, has none either: glibc then reads a stale cpu from it
+ * (sched_getcpu), which nothing here asks. pid 1 and its exec inits live
+ * on that stack in their copies: JOINER_STACK is ~6x the deepest path
+ * from joiner_main (~77 KB, -fcallgraph-info, review 39), its pages are
+ * memory only once touched (though a host of strict overcommit charges
+ * all 512 KiB to each of those processes: review 40), and it is unmapped
+ * here once the joiner is reaped (pid 1's copy is its own).
+ * Returns pid 1 or -1; on -1 with *pid1 > 0 pid 1 was made and is ours
+ * to kill and reap. */
 static pid_t clone_in_slot(const struct sbx_sandbox_opts *o, struct sbx_sandbox *sb, int sync[2],
 			   int bpf[2], pid_t *pid1, struct sbx_err *err)
 {
