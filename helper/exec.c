@@ -26,6 +26,7 @@
 #include "privs.h"
 #include "rootfs.h"
 #include "sanitized.h"
+#include "stack.h"
 #include "syscall_filter.h"
 #include "util.h"
 
@@ -230,17 +231,17 @@ static int command_main(void *arg)
 #define SPAWN_BY_FORK SBX_SANITIZED
 
 /* The command's process shares exec init's memory until its execve
- * (CLONE_VM | CLONE_VFORK, as posix_spawn does), on a stack of its own:
- * no copy of exec init's page tables and no copy-on-write faults, which
- * on a virtual machine cost more than the rest of the spawn. Exec init is
- * suspended meanwhile, with every signal blocked so that none of its
- * handlers runs in the child (run_command resets them before it unblocks).
- * The child has its own files, credentials, limits, cwd and signal
- * handlers (no CLONE_FILES, CLONE_FS, CLONE_SIGHAND, CLONE_THREAD); what it
- * writes to shared memory before execve is only argv[0] (the resolved
- * path), which exec init does not read again (its signal handlers are
- * reset by system call, default_handlers says why). The seccomp filter allows
- * clone without namespace flags, as it does fork. */
+ * (CLONE_VM | CLONE_VFORK, as posix_spawn does), on a stack of its own over
+ * a guard (stack.h): no copy of exec init's page tables and no
+ * copy-on-write faults, which on a virtual machine cost more than the rest
+ * of the spawn. Exec init is suspended meanwhile, with every signal blocked
+ * so that none of its handlers runs in the child (run_command resets them
+ * before it unblocks). The child has its own files, credentials, limits,
+ * cwd and signal handlers (no CLONE_FILES, CLONE_FS, CLONE_SIGHAND,
+ * CLONE_THREAD); what it writes to shared memory before execve is only
+ * argv[0] (the resolved path), which exec init does not read again (its
+ * signal handlers are reset by system call, default_handlers says why). The
+ * seccomp filter allows clone without namespace flags, as it does fork. */
 static pid_t spawn_command(const struct sbx_exec_spec *s, char **envp, int errpipe)
 {
 	if (SPAWN_BY_FORK) {
@@ -255,16 +256,14 @@ static pid_t spawn_command(const struct sbx_exec_spec *s, char **envp, int errpi
 		errno = e;
 		return pid;
 	}
-	const size_t size = 256 * 1024;
-	void *stack = mmap(NULL, size, PROT_READ | PROT_WRITE,
-			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-	if (stack == MAP_FAILED)
+	struct sbx_stack stack;
+	if (sbx_stack_map(256 << 10, &stack) < 0)
 		return -1;
 	struct command_args a = {.spec = s, .envp = envp, .errpipe = errpipe};
 	sigset_t all, old;
 	sigfillset(&all);
 	sigprocmask(SIG_SETMASK, &all, &old);
-	pid_t pid = clone(command_main, (char *)stack + size, CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
+	pid_t pid = clone(command_main, stack.top, CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
 	int e = errno;
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	/* The stack is left to exec init's exit: unmapping it now would

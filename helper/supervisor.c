@@ -8,7 +8,6 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -23,6 +22,7 @@
 #include "rootfs.h"
 #include "run_files.h"
 #include "sanitized.h"
+#include "stack.h"
 #include "syscall_filter.h"
 #include "util.h"
 
@@ -266,36 +266,6 @@ static int joiner_main(void *arg)
 	sbx_report_exit(a->rep_w, &r, sizeof(r));
 }
 
-/* Room for the joiner's stack, without access yet, at a random place of
- * its own: pid 1 lives on it, and where the kernel would put it, next
- * below the libraries, one address known would tell the other (a main
- * stack is placed apart from them; review 39). An address between 1/128
- * and 1/2 of where our own stack lies (on x86-64 with 47-bit addresses,
- * ~1 to ~64 TiB, below a PIE and its heap near 85 TiB and the libraries
- * near 127 TiB; on a smaller address space, as arm64's 39 bits, the range
- * shrinks with it), never over a mapping (MAP_FIXED_NOREPLACE: a kernel
- * older than 4.17 takes the address as a hint), a few tries, then the
- * kernel's own choice. */
-static void *stack_room(size_t len)
-{
-	const uint64_t hi = (uint64_t)(uintptr_t)__builtin_frame_address(0) / 2, lo = hi / 64,
-		       page = (uint64_t)getpagesize();
-	for (int i = 0; hi - lo > len && i < 4; i++) {
-		uint64_t r;
-		if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
-			break;
-		void *want = (void *)(uintptr_t)((lo + r % (hi - lo - len)) & ~(page - 1));
-		void *p = mmap(want, len, PROT_NONE,
-			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK |
-				   MAP_FIXED_NOREPLACE,
-			       -1, 0);
-		if (p != MAP_FAILED)
-			return p;
-	}
-	return mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK,
-		    -1, 0);
-}
-
 /* pid 1 in a user namespace made inside the slot's, which sbxd made and
  * mapped once (host_ids.h), so no setuid tool runs for this run. setns
  * into a user namespace is for a process of one thread, and it would put
@@ -308,7 +278,7 @@ static void *stack_room(size_t len)
  * both ids are mapped. It keeps nothing and exits.
  *
  * The joiner shares our memory while we wait for it (CLONE_VM |
- * CLONE_VFORK, as posix_spawn starts a child), on a stack of its own:
+ * CLONE_VFORK, as posix_spawn starts a child), on a stack of its own (stack.h):
  * a fork's copy of our page tables, its copy-on-write faults and its
  * exit's teardown of them were ~1 ms of every cold CreateRun here, and
  * we only wait meanwhile (under a sanitizer it is forked: sanitized.h).
@@ -325,10 +295,9 @@ static void *stack_room(size_t len)
 static pid_t clone_in_slot(const struct sbx_sandbox_opts *o, struct sbx_sandbox *sb, int sync[2],
 			   int bpf[2], pid_t *pid1, struct sbx_err *err)
 {
-	/* A guard of 256 KiB below it, address space only: our code's frames
-	 * larger than a page probe each page (-fstack-clash-protection), and
-	 * glibc's own, not built so, take at most 64 KiB at once. */
-	enum { JOINER_STACK = 512 << 10, JOINER_GUARD = 256 << 10 };
+	/* Over a guard of SBX_STACK_GUARD (stack.h): glibc's frames, not
+	 * built with stack-clash probes, take at most 64 KiB at once. */
+	enum { JOINER_STACK = 512 << 10 };
 	_cleanup_close_pair_ int rep[2] = SBX_PAIR_INIT;
 	*pid1 = -1;
 	if (pipe2(rep, O_CLOEXEC) < 0)
@@ -344,7 +313,7 @@ static pid_t clone_in_slot(const struct sbx_sandbox_opts *o, struct sbx_sandbox 
 				.self_uid = geteuid(),
 				.self_gid = getegid()};
 	pid_t joiner;
-	char *map = NULL;
+	struct sbx_stack stack = {0};
 	if (SBX_SANITIZED) {
 		joiner = sbx_fork_single();
 		if (joiner == 0)
@@ -352,22 +321,12 @@ static pid_t clone_in_slot(const struct sbx_sandbox_opts *o, struct sbx_sandbox 
 		if (joiner < 0)
 			return sbx_fail_errno(err, "fork the slot's joiner");
 	} else {
-		/* Mapped without access, so that only the stack itself is
-		 * committed (the guard stays out of a strict overcommit's
-		 * count). */
-		map = stack_room(JOINER_GUARD + JOINER_STACK);
-		if (map == MAP_FAILED)
+		if (sbx_stack_map(JOINER_STACK, &stack) < 0)
 			return sbx_fail_errno(err, "a stack for the slot's joiner");
-		if (mprotect(map + JOINER_GUARD, JOINER_STACK, PROT_READ | PROT_WRITE) < 0) {
-			sbx_fail_errno(err, "a stack for the slot's joiner");
-			munmap(map, JOINER_GUARD + JOINER_STACK);
-			return -1;
-		}
-		joiner = clone(joiner_main, map + JOINER_GUARD + JOINER_STACK,
-			       CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
+		joiner = clone(joiner_main, stack.top, CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
 		if (joiner < 0) {
 			sbx_fail_errno(err, "clone the slot's joiner");
-			munmap(map, JOINER_GUARD + JOINER_STACK);
+			sbx_stack_unmap(&stack);
 			return -1;
 		}
 	}
@@ -375,8 +334,7 @@ static pid_t clone_in_slot(const struct sbx_sandbox_opts *o, struct sbx_sandbox 
 	struct slot_clone_report r;
 	bool reported = sbx_report_collect(rep[0], joiner, &r, sizeof(r), NULL);
 	/* Reaped: nothing runs on it here any more. */
-	if (map)
-		munmap(map, JOINER_GUARD + JOINER_STACK);
+	sbx_stack_unmap(&stack);
 	if (!reported)
 		return sbx_fail(err, "the process joining the slot's user namespace died");
 	*pid1 = r.pid;

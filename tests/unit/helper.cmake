@@ -36,3 +36,11 @@ add_executable(test_helper_elf_needed test_helper_elf_needed.c)
 target_include_directories(test_helper_elf_needed PRIVATE ${PROJECT_BINARY_DIR}/helper)
 target_link_libraries(test_helper_elf_needed PRIVATE sbx_helper_parts sbx_check)
 add_test(NAME unit.helper.elf_needed COMMAND test_helper_elf_needed)
+
+# The stacks the helper's children share its memory on (helper/stack.c),
+# and the helper's probe interval (sbx_helper_stack_probes) against their
+# guard: compiled as the helper is.
+add_executable(test_helper_stack test_helper_stack.c)
+target_link_libraries(test_helper_stack PRIVATE sbx_helper_parts sbx_check)
+sbx_helper_stack_probes(test_helper_stack)
+add_test(NAME unit.helper.stack COMMAND test_helper_stack)
