@@ -545,7 +545,7 @@ __attribute__((noreturn)) static void exec_init_command(const struct sbx_exec_sp
 	}
 	pid_t cmd = spawn_command(s, envp, errpipe[1]);
 	if (cmd < 0) {
-		sbx_fail_errno(&err, "fork");
+		sbx_fail_errno(&err, "starting the command (its stack, or clone)");
 		setup_failed(rfd, &err);
 	}
 	close(errpipe[1]);

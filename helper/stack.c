@@ -14,12 +14,15 @@ _Static_assert(SBX_STACK_GUARD >= SBX_STACK_PROBE_GUARD,
 /* Room for a stack, without access yet, at a random place of its own:
  * where the kernel would put it, next below the libraries, one address
  * known would tell the other (a main stack is placed apart from them;
- * review 39). An address between 1/128 and 1/2 of where our own stack lies
- * (on x86-64 with 47-bit addresses, ~1 to ~64 TiB, below a PIE and its
- * heap near 85 TiB and the libraries near 127 TiB; on a smaller address
- * space, as arm64's 39 bits, the range shrinks with it), never over a
- * mapping (MAP_FIXED_NOREPLACE: a kernel older than 4.17 takes the address
- * as a hint), a few tries, then the kernel's own choice. */
+ * review 39). An address between 1/128 and 1/2 of where the caller's stack
+ * lies: from the main stack, on x86-64 with 47-bit addresses, ~1 to ~64
+ * TiB, below a PIE and its heap near 85 TiB and the libraries near 127
+ * TiB (on a smaller address space, as arm64's 39 bits, the range shrinks
+ * with it); from a stack of these (exec init spawning a command runs on
+ * its copy of the joiner's), lower again, as low as some GiB (review 41).
+ * Never over a mapping (MAP_FIXED_NOREPLACE: a kernel older than 4.17
+ * takes the address as a hint), a few tries, then the kernel's own
+ * choice. */
 static void *room(size_t len)
 {
 	const uint64_t hi = (uint64_t)(uintptr_t)__builtin_frame_address(0) / 2, lo = hi / 64,

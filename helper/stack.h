@@ -6,9 +6,13 @@
  * SBX_STACK_PROBE_GUARD bytes (GCC's stack-clash-protection-guard-size,
  * helper/CMakeLists.txt): a frame smaller than that cannot jump a guard at
  * least as large, and every stack the helper's code runs on has one: the
- * main thread's (the kernel keeps stack_guard_gap, 1 MiB by default, free
- * below it), and these (SBX_STACK_GUARD, checked against the probe
- * interval at compile time in stack.c). */
+ * main thread's (the kernel keeps stack_guard_gap free below it: 1 MiB
+ * unless the kernel was booted with a smaller `stack_guard_gap=`, which
+ * docs/operator/known-limits.md asks not to set below 16 pages), and
+ * these (SBX_STACK_GUARD, checked against the probe interval at compile
+ * time in stack.c). Never a thread's: glibc gives one a guard of a page,
+ * so the helper has none (layout.helper_single_threaded), and the library
+ * this is part of (sbx_helper_parts) is for single-threaded programs. */
 #ifndef SBX_STACK_H
 #define SBX_STACK_H
 

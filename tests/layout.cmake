@@ -12,3 +12,11 @@ set_tests_properties(layout.includes PROPERTIES ENVIRONMENT "${SBX_TEST_ENV}" TI
 add_test(NAME layout.fuzz_targets
          COMMAND ${SBX_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/layout/fuzz_targets.py)
 set_tests_properties(layout.fuzz_targets PROPERTIES ENVIRONMENT "${SBX_TEST_ENV}" TIMEOUT 60)
+
+# sbx-helper starts no thread and switches to no stack it did not map: its
+# code probes every 64 KiB, which a thread's one-page guard does not cover
+# (helper/stack.h; tests/layout/helper_single_threaded.py).
+add_test(NAME layout.helper_single_threaded
+         COMMAND ${SBX_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/layout/helper_single_threaded.py
+                 $<TARGET_FILE:sbx-helper>)
+set_tests_properties(layout.helper_single_threaded PROPERTIES TIMEOUT 60)
