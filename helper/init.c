@@ -1049,6 +1049,13 @@ void sbx_init_main(struct sbx_init_ctx *ctx)
 		_exit(1);
 	}
 
+	/* A warm pool's member: its Ready comes with the first exec's init
+	 * made (it finishes its own set-up meanwhile). One that cannot be
+	 * made is not a failed sandbox: its first exec makes its own
+	 * (prep_off), as after any failed prepare. */
+	if (ctx->prepare_first && prepare_wanted(st))
+		prepare_exec(st);
+
 	Sbx__V1__Ready ready = SBX__V1__READY__INIT;
 	Sbx__V1__HelperMessage m = SBX__V1__HELPER_MESSAGE__INIT;
 	ready.cgroup = (char *)sbx_cg_mode_name(ctx->run->mode);

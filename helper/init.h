@@ -22,6 +22,10 @@ struct sbx_init_ctx {
 	bool seccomp;			 /* for Ready: what is enforced */
 	const struct sock_fprog *filter; /* loaded by every exec */
 	bool prepare_execs;		 /* serve: the next exec init made ahead */
+	/* serve, sbxd's warm pool: the first exec's init is made before
+	 * Ready, so that a member counted ready has it (a claim right after
+	 * Ready found none yet, and its first Exec made one: a cold exec). */
+	bool prepare_first;
 	/* serve: sbxd drives the execs, and with egress deny reads each one's
 	 * deny resolver and connect watch. The one-shot driver has no reader
 	 * for them, so its exec makes neither: a resolver nobody answers would

@@ -38,7 +38,7 @@ static const char usage[] =
     "                      [--cgroup-root PATH] [--allow-rlimit-fallback] [--run-files N]\n"
     "                      [--host-uids subordinate|shared] [--host-id-dir DIR]\n"
     "                      [--host-slot UID,GID,LOCK_FD,USERNS_FD]\n"
-    "                      [--reader-fd N] [--no-prepare]\n"
+    "                      [--reader-fd N] [--no-prepare | --prepare-first]\n"
     "       sbx-helper check [--json] [--cgroup-root PATH]\n"
     "       sbx-helper cleanup [--cgroup-root PATH]\n"
     "       sbx-helper policy FILE\n"
@@ -98,6 +98,9 @@ static const char usage[] =
     "  --no-prepare             serve: make each exec's init at its request, not\n"
     "                           ahead (one process and pid fewer per run, slower\n"
     "                           execs)\n"
+    "  --prepare-first          serve: make the first exec's init before Ready,\n"
+    "                           not after 10 ms of quiet (sbxd's warm pool: a\n"
+    "                           member claimed at once finds it made)\n"
     "  --allow-root             run even as real root (every guarantee is weaker)\n"
     "  -h, --help               this text\n"
     "  --version                print the version\n";
@@ -121,6 +124,7 @@ enum {
 	OPT_HOST_SLOT,
 	OPT_READER_FD,
 	OPT_NO_PREPARE,
+	OPT_PREPARE_FIRST,
 	OPT_VERSION,
 	OPT_TIMINGS
 };
@@ -144,6 +148,7 @@ static const struct option long_opts[] = {
     {"host-slot", required_argument, NULL, OPT_HOST_SLOT},
     {"reader-fd", required_argument, NULL, OPT_READER_FD},
     {"no-prepare", no_argument, NULL, OPT_NO_PREPARE},
+    {"prepare-first", no_argument, NULL, OPT_PREPARE_FIRST},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, OPT_VERSION},
     {"timings", required_argument, NULL, OPT_TIMINGS},
@@ -370,6 +375,9 @@ int main(int argc, char **argv)
 		case OPT_NO_PREPARE:
 			o.no_prepare = true;
 			break;
+		case OPT_PREPARE_FIRST:
+			o.prepare_first = true;
+			break;
 		case 'h':
 			fputs(usage, stdout);
 			return 0;
@@ -391,8 +399,13 @@ int main(int argc, char **argv)
 		return fail(usage_exit, "%s", "--timings is for run");
 	if (run && o.reader_fd >= 0)
 		return fail(usage_exit, "%s", "--reader-fd is for serve (sbxd's /out reader)");
-	if (run && o.no_prepare)
-		return fail(usage_exit, "%s", "--no-prepare is for serve (a run has one exec)");
+	if (run && (o.no_prepare || o.prepare_first))
+		return fail(usage_exit, "%s",
+			    "--no-prepare and --prepare-first are for serve (a run has one exec)");
+	if (o.no_prepare && o.prepare_first)
+		return fail(usage_exit, "%s",
+			    "--prepare-first makes an exec's init ahead, --no-prepare none: "
+			    "give one of them");
 	if (o.slot_given && (!serve || o.host_ids != SBX_HOST_IDS_SUBORDINATE))
 		return fail(usage_exit, "%s",
 			    "--host-slot is for serve with --host-uids subordinate (sbxd's "

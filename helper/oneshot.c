@@ -534,6 +534,7 @@ int sbx_serve(const struct sbx_helper_opts *o, SbxPolicy *policy)
 	 * made ahead, once the last was claimed (init.c). A one-shot has one
 	 * exec. */
 	so.prepare_execs = !o->no_prepare;
+	so.prepare_first = o->prepare_first;
 	so.served = true;
 	if (sbx_sandbox_start(&so, &sb, &err) < 0) {
 		fprintf(stderr, "sbx-helper: %s\n", err.msg);

@@ -32,7 +32,8 @@ struct sbx_helper_opts {
 	 * namespace (host_ids.h); slot_given false: the helper takes one */
 	struct sbx_host_ids slot;
 	bool slot_given;
-	bool no_prepare; /* serve: every exec's init made at its request */
+	bool no_prepare;    /* serve: every exec's init made at its request */
+	bool prepare_first; /* serve: the first exec's init made before Ready */
 	char **argv;
 };
 

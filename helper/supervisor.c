@@ -158,6 +158,7 @@ __attribute__((noreturn)) static void sandbox_child(const struct sbx_sandbox_opt
 	    .seccomp = true,
 	    .filter = &filter,
 	    .prepare_execs = o->prepare_execs,
+	    .prepare_first = o->prepare_first,
 	    .served = o->served,
 	};
 	sbx_init_main(&ctx);

@@ -30,6 +30,7 @@ struct sbx_sandbox_opts {
 	 * namespace the sandbox takes over; NULL: take one here. */
 	const struct sbx_host_ids *slot;
 	bool prepare_execs; /* serve: pid 1 makes the next exec init ahead */
+	bool prepare_first; /* ... and the first one before it sends Ready */
 	bool served;	    /* serve: sbxd reads the execs' deny resolvers */
 };
 

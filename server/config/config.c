@@ -527,7 +527,8 @@ static const struct sbx_config_key root_keys[] = {
      .doc = "each run's pid 1 makes the next exec's init (namespaces, cgroup leaf, network) "
 	    "ahead, once the last one was claimed, so that an Exec finds it ready; false: "
 	    "each at its Exec (one process, one pid of the run's `pids` and some kernel "
-	    "memory fewer per run, slower execs); passed to sbx-helper as `--no-prepare`"},
+	    "memory fewer per run, slower execs); passed to sbx-helper as `--no-prepare`; "
+	    "true: a warm pool's member makes its first one before Ready (`--prepare-first`)"},
     {"runs_max", SBX_CONFIG_U32, 1, RUNS_MAX_MAX, 64, ROOT(runs_max),
      .doc = "runs at once, host-wide"},
     {"runs_max_per_identity", SBX_CONFIG_U32, 1, RUNS_MAX_MAX, 16, ROOT(runs_max_per_identity),

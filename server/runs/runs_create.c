@@ -446,7 +446,7 @@ static int open_egress(struct sbx_run *r, struct sbx_rpc_status *st)
 
 /* Starts `sbx-helper serve` and waits for its Ready; run_files is the
  * run's share of the host's file table (config limits_max.files). */
-static int start_helper(struct sbx_run *r, uint64_t run_files, int64_t *spawned,
+static int start_helper(struct sbx_run *r, uint64_t run_files, bool pooled, int64_t *spawned,
 			struct sbx_rpc_status *st)
 {
 	const struct runs_settings *set = &r->runs->cfg;
@@ -522,6 +522,10 @@ static int start_helper(struct sbx_run *r, uint64_t run_files, int64_t *spawned,
 		argv[n++] = "--allow-rlimit-fallback";
 	if (!set->exec_prepare)
 		argv[n++] = "--no-prepare";
+	else if (pooled)
+		/* A member counted ready starts its first exec at once: a
+		 * claim right after its Ready found no init made yet. */
+		argv[n++] = "--prepare-first";
 	snprintf(files, sizeof(files), "%llu", (unsigned long long)run_files);
 	argv[n++] = "--run-files";
 	argv[n++] = files;
@@ -682,7 +686,7 @@ int create_build(struct sbx_run *r, uint64_t run_files, struct sbx_rpc_status *s
 		return sbx_rpc_code_unless_short(st, quota_disk_full(st->err.errnum)
 							 ? SBX__V1__CODE__RESOURCE_EXHAUSTED
 							 : SBX__V1__CODE__INTERNAL);
-	return start_helper(r, run_files, &spawned, st);
+	return start_helper(r, run_files, true, &spawned, st);
 }
 
 static int respond(struct sbx_run *r, Sbx__V1__CreateRunResponse **resp, struct sbx_rpc_status *st)
@@ -777,7 +781,7 @@ static int create(struct sbx_runs *runs, const struct sbx_identity *who,
 		abandon(r);
 		return -1;
 	} else if (open_egress(r, st) < 0 ||
-		   start_helper(r, live.limits_max.files, &spawned, st) < 0) {
+		   start_helper(r, live.limits_max.files, false, &spawned, st) < 0) {
 		abandon(r);
 		return -1;
 	}

@@ -16,7 +16,8 @@
  * defaulted, held to limits_max, its image resolved and held, its digest. */
 int create_prepare(struct sbx_run *r, const char *json, const struct runs_live *live,
 		   struct sbx_rpc_status *st);
-/* r's run directory and its sandbox, up to the helper's Ready. */
+/* r's run directory and its sandbox, up to the helper's Ready: the warm
+ * pool's member, whose first exec's init is made before it (--prepare-first). */
 int create_build(struct sbx_run *r, uint64_t run_files, struct sbx_rpc_status *st);
 /* Ends r's sandbox (the helper, its egress place), removes its directory
  * and lets go of its image: what create_build (or a CreateRun) made. */

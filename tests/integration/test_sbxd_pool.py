@@ -33,6 +33,26 @@ def helpers(state):
     return [p for p in processes_with(state) if "serve" in p[1]]
 
 
+def ppid_of(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def argv_of(pid):
+    with open("/proc/%d/cmdline" % pid, "rb") as f:
+        return f.read().decode(errors="replace").split("\0")
+
+
+def wait_for_processes(needle, timeout=10):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        found = processes_with(needle)
+        if found:
+            return found
+        time.sleep(0.01)
+    raise AssertionError("no process with %r" % needle)
+
+
 def sandboxes(state):
     """The run directories the helpers of this sbxd serve (one per sandbox,
     whatever processes each has)."""
@@ -159,6 +179,37 @@ class Pool(unittest.TestCase):
                           hb.pool[0].built, hb.pool[0].error), ("std", 2, 0, 0, ""))
         self.assertGreaterEqual(h.pool[0].built, 3)
         self.assertTrue(h.pool[0].shape_digest.startswith("sha256:"))
+
+    def test_members_make_their_first_exec_init_before_ready(self):
+        # sbxd serves members with --prepare-first (helper.serve checks what
+        # the flag does): Ready comes once pid 1 made the first exec's init,
+        # so a claim right after the member became ready does not start its
+        # first exec cold. The claimed run's first exec runs in an init made
+        # ahead (leaf prep-N). A cold run's helper has no such flag.
+        srv = self.start(pool=[shape(size=1)])
+        self.wait_ready(1)
+        procs = dict(helpers(srv.state))
+        helper = [p for p in procs if ppid_of(p) not in procs]
+        self.assertEqual(len(helper), 1, procs)
+        self.assertIn("--prepare-first", argv_of(helper[0]))
+        created = self.create()
+        self.assertEqual(created.launch, WARM)
+        run = created.run_id
+        ex = self.ok("Exec", pb.ExecRequest(run_id=run, argv=["sleep", "30.4375"]),
+                     pb.ExecResponse).exec_id
+        cmd = wait_for_processes("sleep 30.4375")
+        with open("/proc/%d/cgroup" % cmd[0][0]) as f:
+            paths = [line.rstrip("\n").split(":", 2)[2] for line in f]
+        leaves = {p.rsplit("/", 1)[-1] for p in paths if p.count("/") > 1}
+        self.assertTrue(leaves and all(l.startswith("prep-") for l in leaves), paths)
+        self.ok("Signal", pb.SignalRequest(run_id=run, exec_id=ex, signal=9), pb.SignalResponse)
+        self.teardown(run)
+        cold = self.create(memory_mb=200)
+        self.assertEqual(cold.launch, COLD)
+        argvs = [argv_of(p) for p, c in helpers(srv.state) if cold.run_id in c]
+        self.assertTrue(argvs)
+        self.assertFalse([a for a in argvs if "--prepare-first" in a], argvs)
+        self.teardown(cold.run_id)
 
     def test_two_runs_never_get_the_same_member_nor_see_each_other(self):
         self.start(pool=[shape(size=2)], pool_builds_per_second=1)

@@ -301,11 +301,15 @@ static void stop_exec(struct helper *h, uint64_t id, int fd)
 }
 
 /* Processes of ours whose command line contains `needle`. */
-static int count_processes(const char *needle)
+/* Processes whose command line has needle: how many, and the first's pid
+ * in *first (0: none; first may be NULL). */
+static int find_processes(const char *needle, pid_t *first)
 {
 	DIR *d = opendir("/proc");
 	int count = 0;
 	struct dirent *de;
+	if (first)
+		*first = 0;
 	while (d && (de = readdir(d))) {
 		char path[300], buf[4096];
 		snprintf(path, sizeof(path), "/proc/%s/cmdline", de->d_name);
@@ -320,12 +324,17 @@ static int count_processes(const char *needle)
 			if (!buf[i])
 				buf[i] = ' ';
 		buf[n] = '\0';
-		if (strstr(buf, needle))
-			count++;
+		if (strstr(buf, needle) && count++ == 0 && first)
+			*first = (pid_t)atoi(de->d_name);
 	}
 	if (d)
 		closedir(d);
 	return count;
+}
+
+static int count_processes(const char *needle)
+{
+	return find_processes(needle, NULL);
 }
 
 static bool helper_exits_within(struct helper *h, int ms)
@@ -603,6 +612,115 @@ static void prepare_order_checks(void)
 	untrace_and_end(&h, traced ? init : 0, f1, f2, "prepare order");
 }
 
+/* sbxd's warm pool serves its members with --prepare-first: the Ready of
+ * one counted ready comes with its first exec's init made (without it, the
+ * init waits for pid 1's quiet, and a claim right after Ready found none),
+ * and its first exec runs in that init. */
+#define POLICY_FIRST                                                                               \
+	"{\"image\":\"host\",\"limits\":{\"memory_mb\":256,\"pids\":64,\"script_seconds\":20,"     \
+	"\"run_seconds\":60}}"
+
+/* sbx-helper ARGV... run to its end: its exit status, and what it said on
+ * stderr (malloc'd). */
+static char *helper_said(const char *const *argv, int *status)
+{
+	char *said = calloc(1, 4096);
+	int pfd[2];
+	size_t len = 0;
+	ssize_t n;
+
+	*status = -1;
+	if (!said || pipe(pfd) < 0)
+		return said;
+	pid_t pid = fork();
+	if (pid == 0) {
+		const char *args[16] = {"sbx-helper"};
+		for (size_t i = 0; argv[i] && i < 14; i++)
+			args[i + 1] = argv[i];
+		dup2(pfd[1], 2);
+		execv(getenv("SBX_HELPER"), (char *const *)args);
+		_exit(127);
+	}
+	close(pfd[1]);
+	while (len < 4095 && (n = read(pfd[0], said + len, 4095 - len)) > 0)
+		len += (size_t)n;
+	close(pfd[0]);
+	if (pid > 0 && waitpid(pid, status, 0) == pid)
+		*status = WIFEXITED(*status) ? WEXITSTATUS(*status) : -1;
+	return said;
+}
+
+static void prepare_first_checks(void)
+{
+	struct helper h;
+	int sv[2];
+	char cg[512] = "";
+
+	/* The first Exec is on the socket before Ready: pid 1 answers it at
+	 * once after Ready (a request waiting keeps it from making an init
+	 * then), so the exec runs in an init made before Ready or in one made
+	 * for it (leaf exec-1), whatever the timing. */
+	CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0,
+	      "prepare first: socketpair");
+	const char *pol = policy_path(POLICY_FIRST);
+	h.pid = fork();
+	if (h.pid == 0) {
+		dup2(sv[1], 3);
+		execl(getenv("SBX_HELPER"), "sbx-helper", "serve", "--policy", pol, "--control-fd",
+		      "3", "--prepare-first", (char *)NULL);
+		_exit(127);
+	}
+	close(sv[1]);
+	h.ctl = sv[0];
+	int fd = exec_sh(&h, 1, "sleep 100.4375");
+	struct sbx_ctl_event ready;
+	struct sbx_err err;
+	bool ok = sbx_ctl_await_ready(h.ctl, -1, &ready, &err) == 0;
+	unlink(pol);
+	h.out_fd = ok ? ready.out_fd : -1;
+	CHECK(ok, "prepare first: the sandbox is ready (%s)", ok ? "" : err.msg);
+	pid_t cmd = 0;
+	for (int64_t until = sbx_mono_ms() + 5000; !cmd && sbx_mono_ms() < until;)
+		if (!find_processes("sleep 100.4375", &cmd))
+			usleep(10000);
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)cmd);
+	int cfd = cmd > 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+	if (cfd >= 0) {
+		ssize_t n = read(cfd, cg, sizeof(cg) - 1);
+		cg[n > 0 ? n : 0] = '\0';
+		close(cfd);
+	}
+	/* Without a delegated cgroup (rlimit fallback) no leaf names it. */
+	bool leaves = ok && strcmp(ready.cgroup, "none") != 0;
+	CHECK(cmd > 0 && (!leaves || strstr(cg, "/prep-1\n")),
+	      "prepare first: the first exec runs in the init made before Ready (leaf prep-1): "
+	      "%s",
+	      leaves ? cg : "no cgroup here");
+	close(fd);
+	close(h.ctl);
+	if (h.out_fd >= 0)
+		close(h.out_fd);
+	CHECK(helper_exits_within(&h, 5000), "prepare first: the sandbox ends");
+
+	/* A one-shot has one exec; --no-prepare with it says the opposite. */
+	pol = policy_path(POLICY_FIRST);
+	const char *run_argv[] = {"run", "--policy",  pol, "--prepare-first",
+				  "--",	 "/bin/true", NULL};
+	const char *both_argv[] = {"serve",	   "--policy",	      pol, "--control-fd", "3",
+				   "--no-prepare", "--prepare-first", NULL};
+	int status;
+	char *said = helper_said(run_argv, &status);
+	CHECK(status == 125 && strstr(said, "are for serve"),
+	      "prepare first: refused by run (status %d: %s)", status, said);
+	free(said);
+	said = helper_said(both_argv, &status);
+	CHECK(status == 2 && strstr(said, "give one of them"),
+	      "prepare first: refused with --no-prepare (status %d: %s)", status, said);
+	free(said);
+	unlink(pol);
+}
+
 #define POLICY(limits) "{\"image\":\"host\",\"limits\":{\"memory_mb\":256,\"pids\":64," limits "}}"
 
 int main(void)
@@ -856,5 +974,6 @@ int main(void)
 	egress_checks();
 	listener_wait_checks();
 	prepare_order_checks();
+	prepare_first_checks();
 	return check_done();
 }
