@@ -129,6 +129,55 @@ enum {
 	OPT_TIMINGS
 };
 
+/* The commands that take each option: one given to another is refused by
+ * name, not ignored (`check --prepare-first` or `serve --out DIR` would
+ * look obeyed). Indexed by OPT_* - OPT_POLICY. */
+enum { FOR_RUN = 1, FOR_SERVE = 2, FOR_CHECK = 4, FOR_CLEANUP = 8 };
+#define FOR_SANDBOX (FOR_RUN | FOR_SERVE)
+static const unsigned option_commands[] = {
+    [OPT_POLICY - OPT_POLICY] = FOR_SANDBOX,
+    [OPT_DATA - OPT_POLICY] = FOR_SANDBOX,
+    [OPT_DATA_NO_SYMLINKS - OPT_POLICY] = FOR_SANDBOX,
+    [OPT_IMAGE_ROOT - OPT_POLICY] = FOR_SERVE,
+    [OPT_IMAGE_ROOT_ID - OPT_POLICY] = FOR_SERVE,
+    [OPT_OUT - OPT_POLICY] = FOR_RUN,
+    [OPT_RESULT - OPT_POLICY] = FOR_RUN,
+    [OPT_CGROUP_ROOT - OPT_POLICY] = FOR_SANDBOX | FOR_CHECK | FOR_CLEANUP,
+    [OPT_FALLBACK - OPT_POLICY] = FOR_SANDBOX,
+    [OPT_RUN_FILES - OPT_POLICY] = FOR_SANDBOX,
+    [OPT_ALLOW_ROOT - OPT_POLICY] = FOR_SANDBOX,
+    [OPT_CONTROL_FD - OPT_POLICY] = FOR_SERVE,
+    [OPT_JSON - OPT_POLICY] = FOR_CHECK,
+    [OPT_HOST_UIDS - OPT_POLICY] = FOR_SANDBOX,
+    [OPT_HOST_ID_DIR - OPT_POLICY] = FOR_SANDBOX,
+    [OPT_HOST_SLOT - OPT_POLICY] = FOR_SERVE,
+    [OPT_READER_FD - OPT_POLICY] = FOR_SERVE,
+    [OPT_NO_PREPARE - OPT_POLICY] = FOR_SERVE,
+    [OPT_PREPARE_FIRST - OPT_POLICY] = FOR_SERVE,
+    [OPT_VERSION - OPT_POLICY] = 0, /* a command of its own: sbx-helper --version */
+    [OPT_TIMINGS - OPT_POLICY] = FOR_RUN,
+};
+
+/* "run and serve", "serve", ...: the commands in mask, for a refusal. */
+static const char *commands_named(unsigned mask)
+{
+	static char names[64];
+	static const char *const cmd[] = {"run", "serve", "check", "cleanup"};
+	size_t n = 0, count = 0, total = (size_t)__builtin_popcount(mask);
+	names[0] = '\0';
+	for (unsigned i = 0; i < SBX_ARRAY_SIZE(cmd); i++) {
+		if (!(mask & (1u << i)))
+			continue;
+		count++;
+		n += (size_t)snprintf(names + n, sizeof(names) - n, "%s%s",
+				      count == 1       ? ""
+				      : count == total ? " and "
+						       : ", ",
+				      cmd[i]);
+	}
+	return names;
+}
+
 static const struct option long_opts[] = {
     {"policy", required_argument, NULL, OPT_POLICY},
     {"data", required_argument, NULL, OPT_DATA},
@@ -283,13 +332,22 @@ int main(int argc, char **argv)
 	if (!run && !serve && !check && !cleanup)
 		return fail(2, "unknown command '%s'; see sbx-helper --help", cmd);
 	int usage_exit = run ? EXIT_SETUP : 2;
+	unsigned this_cmd = run ? FOR_RUN : serve ? FOR_SERVE : check ? FOR_CHECK : FOR_CLEANUP;
 
 	struct sbx_helper_opts o = {.control_fd = -1, .reader_fd = -1};
 	bool allow_root = false, json = false, image_id = false;
 	uint64_t run_files = SBX_RUN_FILES_DEFAULT;
 	int c;
 	optind = 2;
-	while ((c = getopt_long(argc, argv, "+h", long_opts, NULL)) != -1) {
+	int at = -1;
+	while ((c = getopt_long(argc, argv, "+h", long_opts, &at)) != -1) {
+		unsigned takes = c >= OPT_POLICY && c <= OPT_TIMINGS
+				     ? option_commands[c - OPT_POLICY]
+				     : FOR_SANDBOX | FOR_CHECK | FOR_CLEANUP;
+		if (takes && !(takes & this_cmd))
+			return fail(usage_exit, "--%s is for %s, not %s", long_opts[at].name,
+				    commands_named(takes), cmd);
+		at = -1;
 		switch (c) {
 		case OPT_POLICY:
 			o.policy_path = optarg;
@@ -385,37 +443,29 @@ int main(int argc, char **argv)
 			return fail(usage_exit, "%s", "bad option; see sbx-helper --help");
 		}
 	}
+	o.argv = argv + optind;
+	if ((check || cleanup) && o.argv[0])
+		return fail(2, "%s: takes no argument ('%s'); see sbx-helper --help", cmd,
+			    o.argv[0]);
 	if (check)
 		return sbx_check_main(o.cgroup_root, json);
 	if (cleanup)
 		return sbx_cleanup_main(o.cgroup_root);
-	o.argv = argv + optind;
 
 	if (run && !o.argv[0])
 		return fail(usage_exit, "%s", "run: missing command after --");
 	if (serve && (o.argv[0] || o.control_fd < 0))
 		return fail(usage_exit, "%s", "serve: needs --control-fd N and no command");
-	if (!run && o.timings_path)
-		return fail(usage_exit, "%s", "--timings is for run");
-	if (run && o.reader_fd >= 0)
-		return fail(usage_exit, "%s", "--reader-fd is for serve (sbxd's /out reader)");
-	if (run && (o.no_prepare || o.prepare_first))
-		return fail(usage_exit, "%s",
-			    "--no-prepare and --prepare-first are for serve (a run has one exec)");
 	if (o.no_prepare && o.prepare_first)
 		return fail(usage_exit, "%s",
 			    "--prepare-first makes an exec's init ahead, --no-prepare none: "
 			    "give one of them");
-	if (o.slot_given && (!serve || o.host_ids != SBX_HOST_IDS_SUBORDINATE))
+	if (o.slot_given && o.host_ids != SBX_HOST_IDS_SUBORDINATE)
 		return fail(usage_exit, "%s",
 			    "--host-slot is for serve with --host-uids subordinate (sbxd's "
 			    "slots)");
 	if (!o.policy_path)
 		return fail(usage_exit, "%s", "missing --policy FILE");
-	/* A store's tree is sbxd's to name: `run` takes "host" or a rootfs
-	 * directory in the policy itself. */
-	if (run && (o.image_root.path || image_id))
-		return fail(usage_exit, "%s", "--image-root is for serve (sbxd's image store)");
 	/* The path alone is not the tree sbxd holds (docs/operator/images.md): the
 	 * identity goes with it, always. */
 	if (!o.image_root.path != !image_id)

@@ -237,6 +237,42 @@ class RunBasics(SandboxTest):
         p = subprocess.run([HELPER, "check"], capture_output=True, text=True)
         self.assertIn("proc_hidepid", p.stdout)
 
+    def test_options_for_another_command_are_refused_by_name(self):
+        # An option a command does not take was ignored: `check
+        # --prepare-first`, `serve --out DIR` looked obeyed (review 42).
+        # Each is refused naming it and the commands that take it, with the
+        # command's usage status, before anything runs: run writes no
+        # --result, check prints no report.
+        pol = self.write_policy(policy())
+        result = os.path.join(self.tmp, "refused-result.json")
+        cases = [
+            (["check", "--prepare-first"], 2, "--prepare-first is for serve, not check"),
+            (["check", "--policy", pol], 2, "--policy is for run and serve, not check"),
+            (["check", "--json", "extra"], 2, "check: takes no argument ('extra')"),
+            (["cleanup", "--json"], 2, "--json is for check, not cleanup"),
+            (["cleanup", "--allow-root"], 2, "--allow-root is for run and serve, not cleanup"),
+            (["serve", "--policy", pol, "--control-fd", "3", "--out", self.tmp], 2,
+             "--out is for run, not serve"),
+            (["serve", "--policy", pol, "--control-fd", "3", "--timings", result], 2,
+             "--timings is for run, not serve"),
+            (["run", "--policy", pol, "--result", result, "--json", "--", "/bin/true"], 125,
+             "--json is for check, not run"),
+            (["run", "--policy", pol, "--result", result, "--control-fd", "3", "--",
+              "/bin/true"], 125, "--control-fd is for serve, not run"),
+            (["run", "--policy", pol, "--result", result, "--no-prepare", "--", "/bin/true"],
+             125, "--no-prepare is for serve, not run"),
+        ]
+        for argv, status, said in cases:
+            p = subprocess.run([HELPER] + argv, capture_output=True, text=True, timeout=30)
+            self.assertEqual(p.returncode, status, (argv, p.stderr))
+            self.assertIn(said, p.stderr, argv)
+            self.assertEqual(p.stdout, "", argv)
+            self.assertFalse(os.path.exists(result), argv)
+        # What each command does take still works.
+        p = subprocess.run([HELPER, "check", "--json", "--cgroup-root", "no/such/cgroup"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertFalse(json.loads(p.stdout)["ok"], p.stdout)
+
     def test_check_names_the_fix_when_cgroup_is_missing(self):
         p = subprocess.run([HELPER, "check", "--cgroup-root", "no/such/cgroup"],
                            capture_output=True, text=True)

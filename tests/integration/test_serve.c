@@ -711,7 +711,7 @@ static void prepare_first_checks(void)
 				   "--no-prepare", "--prepare-first", NULL};
 	int status;
 	char *said = helper_said(run_argv, &status);
-	CHECK(status == 125 && strstr(said, "are for serve"),
+	CHECK(status == 125 && strstr(said, "--prepare-first is for serve, not run"),
 	      "prepare first: refused by run (status %d: %s)", status, said);
 	free(said);
 	said = helper_said(both_argv, &status);
