@@ -228,6 +228,17 @@ void run_alert(struct sbx_run *r, const char *fmt, ...)
 		r->alerts_dropped++;
 }
 
+void run_alerts_from_text(struct sbx_run *r, const char *text)
+{
+	while (*text) {
+		size_t n = strcspn(text, "\n");
+
+		if (n)
+			run_alert(r, "%.*s", (int)n, text);
+		text += n + (text[n] == '\n');
+	}
+}
+
 void run_audit(struct sbx_run *r, const char *event, void *fields)
 {
 	sbx_audit(event, r->id, r->identity, r->policy_digest, fields);

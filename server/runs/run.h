@@ -300,6 +300,11 @@ struct sbx_run {
 	char *alerts[RUN_ALERTS_MAX];
 	size_t n_alerts;
 	uint64_t alerts_dropped;
+	/* [mu] n_alerts and alerts_dropped when the Teardown claimed the run:
+	 * those after it no caller can read (Status is gone with the run), so
+	 * the teardown's audit line carries them. */
+	size_t alerts_at_teardown;
+	uint64_t dropped_at_teardown;
 	struct run_hash_cache *hashes;
 	struct run_fetch *fetches;
 	/* When /out's digests are final (runs_artifacts.c): */
@@ -340,6 +345,8 @@ void run_wake(struct sbx_run *r);
 /* mu held. */
 void run_alert(struct sbx_run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)))
 REQUIRES(r->mu);
+/* mu held: each line of text (up to its NUL) an alert; empty lines none. */
+void run_alerts_from_text(struct sbx_run *r, const char *text) REQUIRES(r->mu);
 /* Writes an audit line about r now (fields: json_t *, taken); never under mu. */
 void run_audit(struct sbx_run *r, const char *event, void *fields) EXCLUDES(r->mu);
 /* mu held: queues one for run_unlock to write. */

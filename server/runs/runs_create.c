@@ -411,18 +411,6 @@ static void remove_run_dir(struct sbx_run *r)
 	}
 }
 
-/* mu held: every stderr line the helper wrote before Ready becomes an alert. */
-static void alerts_from_text(struct sbx_run *r, const char *text) REQUIRES(r->mu)
-{
-	while (*text) {
-		size_t n = strcspn(text, "\n");
-
-		if (n)
-			run_alert(r, "%.*s", (int)n, text);
-		text += n + (text[n] == '\n');
-	}
-}
-
 /* With an allowlist: the run's place in the egress proxy, before the
  * sandbox can hand it a listener. */
 static int open_egress(struct sbx_run *r, struct sbx_rpc_status *st)
@@ -578,7 +566,8 @@ static int start_helper(struct sbx_run *r, uint64_t run_files, bool pooled, int6
 	/* The lock no other thread contends for yet (the run is STARTING,
 	 * its monitor not started): alerts are [mu]. */
 	run_lock(r);
-	alerts_from_text(r, errtext);
+	/* Every stderr line the helper wrote before Ready. */
+	run_alerts_from_text(r, errtext);
 	if (!strcmp(ready.cgroup, "none"))
 		run_alert(r, "sbxd: no delegated cgroup: limits are enforced by rlimits "
 			     "(allowed by rlimit_fallback in sbxd's config)");

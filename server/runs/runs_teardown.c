@@ -79,6 +79,59 @@ static void stop_helper(struct sbx_run *r)
 	monitor_reaped(r, WIFEXITED(status));
 }
 
+/* The most of the helper's stderr read once it is reaped, and of the
+ * alerts a teardown's audit line carries. */
+#define LAST_WORDS_BYTES      16384
+#define TEARDOWN_AUDIT_ALERTS 16
+
+/* mu held: what the helper wrote on stderr after the monitor stopped
+ * reading it (its DestroyRequest's work, a sanitizer's report at its exit)
+ * becomes alerts, instead of going unread with the pipe. The helper is
+ * reaped, so all of it is in the pipe; the /out reader it forked still
+ * holds the write end, so this takes what is there and never waits for
+ * an end. */
+static void read_last_words(struct sbx_run *r) REQUIRES(r->mu)
+{
+	_cleanup_free_ char *buf = r->err_pipe >= 0 ? malloc(LAST_WORDS_BYTES + 1) : NULL;
+	size_t len = 0;
+	ssize_t n = 0;
+
+	/* Never a wait, whoever made the pipe. */
+	if (!buf || fcntl(r->err_pipe, F_SETFL, O_NONBLOCK) < 0)
+		return;
+	while (len < LAST_WORDS_BYTES &&
+	       ((n = read(r->err_pipe, buf + len, LAST_WORDS_BYTES - len)) > 0 ||
+		(n < 0 && errno == EINTR)))
+		len += n > 0 ? (size_t)n : 0;
+	buf[len] = '\0';
+	run_alerts_from_text(r, buf);
+}
+
+/* mu held: the alerts raised since the Teardown claimed the run, for its
+ * audit line (nobody can ask Status for them any more): at most
+ * TEARDOWN_AUDIT_ALERTS, then how many more; NULL when there were none. */
+static json_t *teardown_alerts(struct sbx_run *r) REQUIRES(r->mu)
+{
+	uint64_t more = r->alerts_dropped - r->dropped_at_teardown;
+	json_t *a;
+
+	if (r->n_alerts <= r->alerts_at_teardown && !more)
+		return NULL;
+	if (!(a = json_array()))
+		return NULL;
+	for (size_t i = r->alerts_at_teardown; i < r->n_alerts; i++) {
+		if (i - r->alerts_at_teardown == TEARDOWN_AUDIT_ALERTS) {
+			more += r->n_alerts - i;
+			break;
+		}
+		json_array_append_new(a, json_string(r->alerts[i]));
+	}
+	if (more)
+		json_array_append_new(a, json_sprintf("sbxd: %llu more alerts were dropped",
+						      (unsigned long long)more));
+	return a;
+}
+
 /* mu held. */
 static bool input_busy(struct sbx_run *r) REQUIRES(r->mu)
 {
@@ -196,6 +249,7 @@ static int teardown_finish(struct sbx_run *r, Sbx__V1__RunManifest **manifest,
 {
 	struct artifact_list al = {0};
 	Sbx__V1__RunState final;
+	json_t *said;
 	bool idle;
 	size_t budget = 0, used = 0;
 	uint64_t n_artifacts;
@@ -286,15 +340,22 @@ static int teardown_finish(struct sbx_run *r, Sbx__V1__RunManifest **manifest,
 	 * before the run leaves the registry, so their number is bounded by
 	 * the runs made (each a sandbox started), not by the caller's calls.
 	 * Its length is for callers that charge a budget of their own: none
-	 * here. */
-	(void)sbx_audit_exempt(
-	    "teardown", r->id, r->identity, r->policy_digest,
-	    json_pack(
-		"{s:s, s:s, s:b, s:I, s:I, s:b, s:o*}", "final_state", run_public_state_name(final),
-		"reason", r->teardown_why ? r->teardown_why : "teardown", "idle", idle, "execs",
-		(json_int_t)r->n_execs, "artifacts", (json_int_t)n_artifacts, "killed", r->killed,
-		"manifest",
-		r->teardown_why && manifest && *manifest ? manifest_audit_json(*manifest) : NULL));
+	 * here. Its alerts are those raised since the Teardown claimed the
+	 * run (the helper's last words among them): nobody can ask Status
+	 * for them now. */
+	run_lock(r);
+	said = teardown_alerts(r);
+	run_unlock(r);
+	(void)sbx_audit_exempt("teardown", r->id, r->identity, r->policy_digest,
+			       json_pack("{s:s, s:s, s:b, s:I, s:I, s:b, s:o*, s:o*}",
+					 "final_state", run_public_state_name(final), "reason",
+					 r->teardown_why ? r->teardown_why : "teardown", "idle",
+					 idle, "execs", (json_int_t)r->n_execs, "artifacts",
+					 (json_int_t)n_artifacts, "killed", r->killed, "manifest",
+					 r->teardown_why && manifest && *manifest
+					     ? manifest_audit_json(*manifest)
+					     : NULL,
+					 "alerts", said));
 	artifacts_list_free(&al);
 	quota_release_run(r);
 	/* Only now may `sbxd image rm` take the tree: the sandbox that saw
@@ -328,6 +389,8 @@ int run_teardown(struct sbx_run *r, Sbx__V1__RunManifest **manifest, struct sbx_
 	if (r->egress)
 		sbx_egress_run_close(r->egress);
 	run_lock(r);
+	r->alerts_at_teardown = r->n_alerts;
+	r->dropped_at_teardown = r->alerts_dropped;
 	/* No PutInput starts once the run is claimed; one already writing
 	 * finishes before the data directory is removed under it. */
 	while (input_busy(r))
@@ -351,6 +414,7 @@ int run_teardown(struct sbx_run *r, Sbx__V1__RunManifest **manifest, struct sbx_
 	run_state_move(r, RUN_TORN);
 	if (!r->ended_ms)
 		r->ended_ms = sbx_unix_ms();
+	read_last_words(r);
 	if (r->err_pipe >= 0)
 		close(r->err_pipe);
 	r->err_pipe = -1;

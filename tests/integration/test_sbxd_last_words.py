@@ -1,0 +1,118 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What is said about a run once its Teardown began reaches the audit log.
+
+A Teardown claims the run, so no caller can ask Status for an alert raised
+after that: sbxd's own (a helper that did not exit after DestroyRequest and
+was killed) and the helper's last words on stderr (its DestroyRequest's
+work, a sanitizer's report at its exit), which sbxd's monitor no longer
+read and the pipe's close dropped. The `teardown` audit line carries them
+(`alerts`, at most 16 and a count of the rest)."""
+import os
+import signal
+import unittest
+
+import sbxdfix
+from sbxdfix import Server, policy_json, processes_with
+from sbxrpc import sandbox_pb2 as pb
+
+# Preloaded into `sbx-helper serve` alone (the wrapper below): the helper
+# process itself, not its forks, says something as it ends, on the stderr
+# sbxd gave it, after the DestroyRequest (a plain build ends by _exit, a
+# sanitized one by returning from main: both are caught).
+SHIM = r"""
+#define _GNU_SOURCE
+#include <sys/syscall.h>
+#include <unistd.h>
+static pid_t helper;
+__attribute__((constructor)) static void mark(void) { helper = getpid(); }
+static void last_words(void)
+{
+	static int said;
+	static const char words[] = "shim: the helper's last words\n";
+	if (getpid() == helper && !said++)
+		(void)!write(2, words, sizeof(words) - 1);
+}
+__attribute__((destructor)) static void at_exit(void) { last_words(); }
+void _exit(int status)
+{
+	last_words();
+	syscall(SYS_exit_group, status);
+	for (;;)
+		;
+}
+"""
+
+WORDS = "shim: the helper's last words"
+
+
+def call(srv, name, req, resp_type):
+    with srv.conn() as c:
+        code, msg, resp = c.call(name, req, resp_type)
+    assert code == "OK", "%s: %s %s" % (name, code, msg)
+    return resp
+
+
+def ppid_of(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+class LastWords(unittest.TestCase):
+    def start(self, **config):
+        self.srv = Server(**config)
+        self.addCleanup(self.stop)
+
+    def stop(self):
+        rc = self.srv.stop()
+        log = self.srv.log_tail()
+        self.srv.cleanup()
+        self.assertEqual(rc, 0, log)
+
+    def create(self):
+        return call(self.srv, "CreateRun", pb.CreateRunRequest(policy_json=policy_json()),
+                    pb.CreateRunResponse).run_id
+
+    def teardown_line(self, run):
+        lines = [e for e in self.srv.audit_events()
+                 if e.get("event") == "teardown" and e.get("run_id") == run]
+        self.assertEqual(len(lines), 1, lines)
+        return lines[0]
+
+    def test_the_helpers_words_after_destroy_are_in_the_teardown_line(self):
+        so = sbxdfix.build_shim(SHIM, "last_words.so")
+        wrapper = os.path.join(os.path.dirname(so), "helper.sh")
+        with open(wrapper, "w") as f:
+            f.write("#!/bin/sh\n"
+                    "if [ \"$1\" = serve ]; then export LD_PRELOAD=%s; fi\n"
+                    "exec %s \"$@\"\n" % (so, os.path.realpath(sbxdfix.HELPER)))
+        os.chmod(wrapper, 0o755)
+        self.start(helper=wrapper)
+        run = self.create()
+        call(self.srv, "Exec", pb.ExecRequest(run_id=run, argv=["true"]), pb.ExecResponse)
+        call(self.srv, "Teardown", pb.TeardownRequest(run_id=run), pb.TeardownResponse)
+        line = self.teardown_line(run)
+        self.assertIn(WORDS, line.get("alerts", []), line)
+        # Only what was said after the Teardown began: a run with nothing
+        # to say has no alerts key.
+        self.srv.restart_with(helper=sbxdfix.HELPER)
+        quiet = self.create()
+        call(self.srv, "Teardown", pb.TeardownRequest(run_id=quiet), pb.TeardownResponse)
+        self.assertNotIn("alerts", self.teardown_line(quiet))
+
+    def test_a_helper_killed_after_destroy_is_said_in_the_teardown_line(self):
+        self.start()
+        run = self.create()
+        serving = [p for p in processes_with(self.srv.state)
+                   if "serve" in p[1] and run in p[1]]
+        pids = {p for p, _ in serving}
+        helper = [p for p in pids if ppid_of(p) not in pids]
+        self.assertEqual(len(helper), 1, serving)
+        os.kill(helper[0], signal.SIGSTOP)
+        call(self.srv, "Teardown", pb.TeardownRequest(run_id=run), pb.TeardownResponse)
+        alerts = self.teardown_line(run).get("alerts", [])
+        self.assertTrue([a for a in alerts if "did not exit within 5 s of DestroyRequest"
+                         in a], alerts)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
