@@ -26,6 +26,7 @@ SBXD = os.environ.get("SBX_SBXD", "")
 CLI = os.environ.get("SBX_CLI", "")
 HELPER = os.environ.get("SBX_HELPER", "")
 VALGRIND = os.environ.get("SBX_SBXD_VALGRIND") == "1"
+SANITIZED = os.environ.get("SBX_SANITIZE") == "1"
 
 POLICY = {
     "image": "host",
@@ -201,7 +202,20 @@ class Server:
 
     def cleanup(self):
         self.stop()
+        # Under a sanitizer, a helper's report at its exit (a leak, an
+        # error) reaches the teardown audit line's alerts: the judge of the
+        # helpers sbxd served, as sbxd's exit status is sbxd's own.
+        reports = self.sanitizer_reports() if SANITIZED else []
         shutil.rmtree(self.dir, ignore_errors=True)
+        assert not reports, "a helper's sanitizer report: %s" % reports[:4]
+
+    def sanitizer_reports(self):
+        try:
+            events = self.audit_events()
+        except (OSError, ValueError):
+            return []
+        return [a for e in events if e.get("event") == "teardown"
+                for a in e.get("alerts", []) if "Sanitizer" in a or "runtime error" in a]
 
     def audit_events(self):
         with open(self.audit) as f:
