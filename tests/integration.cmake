@@ -72,8 +72,13 @@ target_link_libraries(sbx-no-packet PRIVATE PkgConfig::SECCOMP)
 
 add_executable(test_serve integration/test_serve.c)
 target_link_libraries(test_serve PRIVATE sbx_common sbx_check)
+# Preloaded into a helper by test_serve's dropped-claim check: its first
+# claim's memfd fails.
+add_library(sbx_test_claim_fail MODULE integration/claim_fail_shim.c)
+target_link_libraries(sbx_test_claim_fail PRIVATE ${CMAKE_DL_LIBS})
 add_test(NAME helper.serve COMMAND test_serve)
-set_tests_properties(helper.serve PROPERTIES ENVIRONMENT "${SBX_TEST_ENV}" TIMEOUT 300)
+set_tests_properties(helper.serve PROPERTIES ENVIRONMENT
+  "${SBX_TEST_ENV};SBX_CLAIM_FAIL_SHIM=$<TARGET_FILE:sbx_test_claim_fail>" TIMEOUT 300)
 
 # The server's tests once more with sbxd under valgrind (leaks and memory
 # errors fail them through sbxd's exit status). Alone only where the test

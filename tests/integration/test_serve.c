@@ -650,6 +650,30 @@ static char *helper_said(const char *const *argv, int *status)
 	return said;
 }
 
+/* pid's /proc/PID/cgroup into cg ("" when unreadable). */
+static void read_cgroup(pid_t pid, char *cg, size_t size)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+	int fd = pid > 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+	ssize_t n = fd >= 0 ? read(fd, cg, size - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	cg[n > 0 ? n : 0] = '\0';
+}
+
+/* The first process whose command line has needle, waited for up to 5 s
+ * (0 if none came), and its cgroup lines in cg. */
+static pid_t cgroup_of(const char *needle, char *cg, size_t size)
+{
+	pid_t cmd = 0;
+	for (int64_t until = sbx_mono_ms() + 5000; !cmd && sbx_mono_ms() < until;)
+		if (!find_processes(needle, &cmd))
+			usleep(10000);
+	read_cgroup(cmd, cg, size);
+	return cmd;
+}
+
 static void prepare_first_checks(void)
 {
 	struct helper h;
@@ -679,18 +703,7 @@ static void prepare_first_checks(void)
 	unlink(pol);
 	h.out_fd = ok ? ready.out_fd : -1;
 	CHECK(ok, "prepare first: the sandbox is ready (%s)", ok ? "" : err.msg);
-	pid_t cmd = 0;
-	for (int64_t until = sbx_mono_ms() + 5000; !cmd && sbx_mono_ms() < until;)
-		if (!find_processes("sleep 100.4375", &cmd))
-			usleep(10000);
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)cmd);
-	int cfd = cmd > 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
-	if (cfd >= 0) {
-		ssize_t n = read(cfd, cg, sizeof(cg) - 1);
-		cg[n > 0 ? n : 0] = '\0';
-		close(cfd);
-	}
+	pid_t cmd = cgroup_of("sleep 100.4375", cg, sizeof(cg));
 	/* Without a delegated cgroup (rlimit fallback) no leaf names it. */
 	bool leaves = ok && strcmp(ready.cgroup, "none") != 0;
 	CHECK(cmd > 0 && (!leaves || strstr(cg, "/prep-1\n")),
@@ -719,6 +732,84 @@ static void prepare_first_checks(void)
 	      "prepare first: refused with --no-prepare (status %d: %s)", status, said);
 	free(said);
 	unlink(pol);
+}
+
+/* Whether pid 1 (init) has an exec init made ahead, waiting for its
+ * claim, within 5 s: a child in a leaf prep-N; without cgroup leaves
+ * (rlimit fallback), any child after a settling wait. */
+static bool wait_prepared(pid_t init, bool leaves)
+{
+	for (int64_t until = sbx_mono_ms() + 5000; sbx_mono_ms() < until; usleep(10000)) {
+		char kids[256], cg[512], *end;
+		if (!leaves) {
+			usleep(500 * 1000);
+			return count_children(init) >= 1;
+		}
+		read_children(init, kids, sizeof(kids));
+		for (char *p = kids; *p; p = end) {
+			long pid = strtol(p, &end, 10);
+			if (end == p)
+				break;
+			read_cgroup((pid_t)pid, cg, sizeof(cg));
+			if (strstr(cg, "/prep-"))
+				return true;
+		}
+	}
+	return false;
+}
+
+/* Review 30: a claim of the init made ahead that fails (here its memfd,
+ * failed by a preloaded shim as at pid 1's descriptor limit) drops that
+ * init and starts the exec the usual way, which lets the next init be made
+ * ahead again; the dropped init's reap used to turn that off once more, so
+ * the run's next exec started cold too. */
+static void dropped_claim_checks(void)
+{
+	const char *shim = getenv("SBX_CLAIM_FAIL_SHIM");
+	const char *asan = getenv("ASAN_OPTIONS");
+	char *saved = asan ? strdup(asan) : NULL;
+	char opts[512], cg[512];
+	struct helper h;
+
+	CHECK(shim, "dropped claim: SBX_CLAIM_FAIL_SHIM names the shim (run through ctest)");
+	if (!shim)
+		return;
+	/* Under ASan its runtime is not first among the preloads. */
+	snprintf(opts, sizeof(opts), "%s%sverify_asan_link_order=0", asan ? asan : "",
+		 asan ? ":" : "");
+	setenv("LD_PRELOAD", shim, 1);
+	setenv("ASAN_OPTIONS", opts, 1);
+	bool ok = start_helper(&h, POLICY_FIRST);
+	unsetenv("LD_PRELOAD");
+	if (saved)
+		setenv("ASAN_OPTIONS", saved, 1);
+	else
+		unsetenv("ASAN_OPTIONS");
+	free(saved);
+	CHECK(ok, "dropped claim: the sandbox is ready");
+	if (!ok)
+		return;
+	bool leaves = strcmp(h.cgroup, "none") != 0;
+	pid_t init = sandbox_pid1(h.pid);
+	CHECK(wait_prepared(init, leaves), "dropped claim: pid 1 made an init ahead");
+	int f1 = exec_sh(&h, 1, "sleep 100.5625");
+	pid_t cmd = cgroup_of("sleep 100.5625", cg, sizeof(cg));
+	CHECK(cmd > 0 && (!leaves || strstr(cg, "/exec-1\n")),
+	      "dropped claim: exec 1, whose claim failed, started the usual way (leaf exec-1): %s",
+	      leaves ? cg : "no cgroup here");
+	stop_exec(&h, 1, f1);
+	/* pid 1 quiet again: the next init is made ahead, and exec 2 claims
+	 * it (with the old reap, exec 2 started cold: leaf exec-2). */
+	CHECK(wait_prepared(init, leaves), "dropped claim: pid 1 makes an init ahead again");
+	int f2 = exec_sh(&h, 2, "sleep 100.6875");
+	cmd = cgroup_of("sleep 100.6875", cg, sizeof(cg));
+	CHECK(cmd > 0 && (!leaves || strstr(cg, "/prep-")),
+	      "dropped claim: exec 2 claims the init made ahead after exec 1 (leaf prep-N): %s",
+	      leaves ? cg : "no cgroup here");
+	stop_exec(&h, 2, f2);
+	close(h.ctl);
+	CHECK(helper_exits_within(&h, 5000), "dropped claim: the sandbox ends");
+	close(h.out_fd);
 }
 
 #define POLICY(limits) "{\"image\":\"host\",\"limits\":{\"memory_mb\":256,\"pids\":64," limits "}}"
@@ -975,5 +1066,6 @@ int main(void)
 	listener_wait_checks();
 	prepare_order_checks();
 	prepare_first_checks();
+	dropped_claim_checks();
 	return check_done();
 }
