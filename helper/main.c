@@ -126,7 +126,8 @@ enum {
 	OPT_NO_PREPARE,
 	OPT_PREPARE_FIRST,
 	OPT_VERSION,
-	OPT_TIMINGS
+	OPT_TIMINGS,
+	OPT__END /* not an option: option_commands' size */
 };
 
 /* The commands that take each option: one given to another is refused by
@@ -134,7 +135,9 @@ enum {
  * look obeyed). Indexed by OPT_* - OPT_POLICY. */
 enum { FOR_RUN = 1, FOR_SERVE = 2, FOR_CHECK = 4, FOR_CLEANUP = 8 };
 #define FOR_SANDBOX (FOR_RUN | FOR_SERVE)
-static const unsigned option_commands[] = {
+#define FOR_ANY	    (FOR_SANDBOX | FOR_CHECK | FOR_CLEANUP)
+/* An option left out of the table is 0: taken by no command (refused). */
+static const unsigned option_commands[OPT__END - OPT_POLICY] = {
     [OPT_POLICY - OPT_POLICY] = FOR_SANDBOX,
     [OPT_DATA - OPT_POLICY] = FOR_SANDBOX,
     [OPT_DATA_NO_SYMLINKS - OPT_POLICY] = FOR_SANDBOX,
@@ -142,7 +145,7 @@ static const unsigned option_commands[] = {
     [OPT_IMAGE_ROOT_ID - OPT_POLICY] = FOR_SERVE,
     [OPT_OUT - OPT_POLICY] = FOR_RUN,
     [OPT_RESULT - OPT_POLICY] = FOR_RUN,
-    [OPT_CGROUP_ROOT - OPT_POLICY] = FOR_SANDBOX | FOR_CHECK | FOR_CLEANUP,
+    [OPT_CGROUP_ROOT - OPT_POLICY] = FOR_ANY,
     [OPT_FALLBACK - OPT_POLICY] = FOR_SANDBOX,
     [OPT_RUN_FILES - OPT_POLICY] = FOR_SANDBOX,
     [OPT_ALLOW_ROOT - OPT_POLICY] = FOR_SANDBOX,
@@ -154,7 +157,7 @@ static const unsigned option_commands[] = {
     [OPT_READER_FD - OPT_POLICY] = FOR_SERVE,
     [OPT_NO_PREPARE - OPT_POLICY] = FOR_SERVE,
     [OPT_PREPARE_FIRST - OPT_POLICY] = FOR_SERVE,
-    [OPT_VERSION - OPT_POLICY] = 0, /* a command of its own: sbx-helper --version */
+    [OPT_VERSION - OPT_POLICY] = FOR_ANY, /* prints the version, as the command does */
     [OPT_TIMINGS - OPT_POLICY] = FOR_RUN,
 };
 
@@ -341,10 +344,12 @@ int main(int argc, char **argv)
 	optind = 2;
 	int at = -1;
 	while ((c = getopt_long(argc, argv, "+h", long_opts, &at)) != -1) {
-		unsigned takes = c >= OPT_POLICY && c <= OPT_TIMINGS
-				     ? option_commands[c - OPT_POLICY]
-				     : FOR_SANDBOX | FOR_CHECK | FOR_CLEANUP;
-		if (takes && !(takes & this_cmd))
+		/* -h and getopt's '?' and ':' are no long option's. */
+		unsigned takes =
+		    c >= OPT_POLICY && c < OPT__END ? option_commands[c - OPT_POLICY] : FOR_ANY;
+		if (!takes)
+			return fail(usage_exit, "--%s is no command's option", long_opts[at].name);
+		if (!(takes & this_cmd))
 			return fail(usage_exit, "--%s is for %s, not %s", long_opts[at].name,
 				    commands_named(takes), cmd);
 		at = -1;
@@ -438,6 +443,9 @@ int main(int argc, char **argv)
 			break;
 		case 'h':
 			fputs(usage, stdout);
+			return 0;
+		case OPT_VERSION:
+			puts("sbx-helper " SBX_VERSION);
 			return 0;
 		default:
 			return fail(usage_exit, "%s", "bad option; see sbx-helper --help");

@@ -211,7 +211,8 @@ void run_alert(struct sbx_run *r, const char *fmt, ...)
 	char buf[RUN_ALERT_BYTES], esc[RUN_ALERT_BYTES];
 	va_list ap;
 
-	if (r->n_alerts >= RUN_ALERTS_MAX) {
+	size_t cap = r->claim_marked ? r->alerts_at_teardown + RUN_TEARDOWN_ALERTS : RUN_ALERTS_MAX;
+	if (r->n_alerts >= cap) {
 		r->alerts_dropped++;
 		return;
 	}
@@ -228,14 +229,22 @@ void run_alert(struct sbx_run *r, const char *fmt, ...)
 		r->alerts_dropped++;
 }
 
-void run_alerts_from_text(struct sbx_run *r, const char *text)
+void run_alerts_from_bytes(struct sbx_run *r, const char *text, size_t len)
 {
-	while (*text) {
-		size_t n = strcspn(text, "\n");
+	const char *end = text + len;
 
+	while (text < end) {
+		size_t n = 0, most = (size_t)(end - text);
+
+		if (most > RUN_ALERT_BYTES - 1)
+			most = RUN_ALERT_BYTES - 1;
+		while (n < most && text[n] != '\n' && text[n] != '\0')
+			n++;
 		if (n)
 			run_alert(r, "%.*s", (int)n, text);
-		text += n + (text[n] == '\n');
+		text += n;
+		if (text < end && (*text == '\n' || *text == '\0'))
+			text++;
 	}
 }
 

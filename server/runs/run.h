@@ -45,17 +45,21 @@
 #define RUN_DENIED_NAMES      16    /* ExecStatus.network_denied_names, distinct, first */
 #define RUN_EXEC_ARGV_RECORD  8192  /* argv bytes kept per exec for Status */
 #define RUN_ALERTS_MAX	      100
-#define RUN_ALERT_BYTES	      1024
-#define RUN_LONGPOLL_MAX_MS   60000
-#define RUN_CHUNK_MAX	      (1u << 20) /* PutInput, ReadOutput, FetchArtifact */
-#define RUN_READY_TIMEOUT_MS  15000	 /* helper start-up */
-#define RUN_GRACE_MS	      2000	 /* past a deadline before sbxd steps in */
-#define RUN_OUTPUT_GRACE_MS   1000	 /* pipes still open after an exec ended */
-#define RUN_HELPER_EXIT_MS    5000	 /* after DestroyRequest, then SIGKILL */
-#define RUN_ARTIFACTS_MAX     100000	 /* /out entries a listing walks, then truncated */
-#define RUN_LIST_MAX	      20000	 /* artifacts a listing or manifest holds */
-#define RUN_OUT_PASS_MS	      5000	 /* a listing or digest pass, then truncated */
-#define RUN_PATH_MAX	      1024	 /* input and artifact paths */
+/* Alerts raised once a Teardown claimed the run, kept past RUN_ALERTS_MAX
+ * for its audit line (a run that said 100 things before would otherwise
+ * drop the helper's last words and sbxd's own). */
+#define RUN_TEARDOWN_ALERTS  16
+#define RUN_ALERT_BYTES	     1024
+#define RUN_LONGPOLL_MAX_MS  60000
+#define RUN_CHUNK_MAX	     (1u << 20) /* PutInput, ReadOutput, FetchArtifact */
+#define RUN_READY_TIMEOUT_MS 15000	/* helper start-up */
+#define RUN_GRACE_MS	     2000	/* past a deadline before sbxd steps in */
+#define RUN_OUTPUT_GRACE_MS  1000	/* pipes still open after an exec ended */
+#define RUN_HELPER_EXIT_MS   5000	/* after DestroyRequest, then SIGKILL */
+#define RUN_ARTIFACTS_MAX    100000	/* /out entries a listing walks, then truncated */
+#define RUN_LIST_MAX	     20000	/* artifacts a listing or manifest holds */
+#define RUN_OUT_PASS_MS	     5000	/* a listing or digest pass, then truncated */
+#define RUN_PATH_MAX	     1024	/* input and artifact paths */
 
 enum { RUN_STDOUT, RUN_STDERR };
 
@@ -297,12 +301,13 @@ struct sbx_run {
 	 * each), within runs->cfg.exec_fds_share: one run's execs never take
 	 * what FD_RESERVE keeps for another's run or connection. */
 	uint32_t exec_fds;
-	char *alerts[RUN_ALERTS_MAX];
+	char *alerts[RUN_ALERTS_MAX + RUN_TEARDOWN_ALERTS];
 	size_t n_alerts;
 	uint64_t alerts_dropped;
-	/* [mu] n_alerts and alerts_dropped when the Teardown claimed the run:
-	 * those after it no caller can read (Status is gone with the run), so
-	 * the teardown's audit line carries them. */
+	/* [mu] n_alerts and alerts_dropped when a Teardown (or the sweeper,
+	 * a drain) claimed the run (claim_marked): those after it no caller
+	 * can read, so the teardown's audit line carries them. */
+	bool claim_marked;
 	size_t alerts_at_teardown;
 	uint64_t dropped_at_teardown;
 	struct run_hash_cache *hashes;
@@ -345,8 +350,9 @@ void run_wake(struct sbx_run *r);
 /* mu held. */
 void run_alert(struct sbx_run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)))
 REQUIRES(r->mu);
-/* mu held: each line of text (up to its NUL) an alert; empty lines none. */
-void run_alerts_from_text(struct sbx_run *r, const char *text) REQUIRES(r->mu);
+/* mu held: each line of text[0..len) an alert (a NUL ends one too, and a
+ * line longer than an alert is split); empty lines none. */
+void run_alerts_from_bytes(struct sbx_run *r, const char *text, size_t len) REQUIRES(r->mu);
 /* Writes an audit line about r now (fields: json_t *, taken); never under mu. */
 void run_audit(struct sbx_run *r, const char *event, void *fields) EXCLUDES(r->mu);
 /* mu held: queues one for run_unlock to write. */

@@ -567,7 +567,7 @@ static int start_helper(struct sbx_run *r, uint64_t run_files, bool pooled, int6
 	 * its monitor not started): alerts are [mu]. */
 	run_lock(r);
 	/* Every stderr line the helper wrote before Ready. */
-	run_alerts_from_text(r, errtext);
+	run_alerts_from_bytes(r, errtext, strlen(errtext));
 	if (!strcmp(ready.cgroup, "none"))
 		run_alert(r, "sbxd: no delegated cgroup: limits are enforced by rlimits "
 			     "(allowed by rlimit_fallback in sbxd's config)");

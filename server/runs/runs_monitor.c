@@ -270,7 +270,8 @@ static void read_stderr(struct monitor *m)
 		r->err_pipe = -1;
 	}
 	for (ssize_t i = 0; i < n; i++) {
-		if (buf[i] == '\n') {
+		/* A NUL too: run_alert takes the line as a C string. */
+		if (buf[i] == '\n' || buf[i] == '\0') {
 			flush_line(r, m);
 			continue;
 		}

@@ -320,8 +320,13 @@ static bool claim(struct sbx_run *r)
 
 	run_lock(r);
 	ok = run_is_listed(r);
-	if (ok)
+	if (ok) {
 		run_state_move(r, RUN_TEARING);
+		/* What is said from now on goes to the teardown's audit line. */
+		r->claim_marked = true;
+		r->alerts_at_teardown = r->n_alerts;
+		r->dropped_at_teardown = r->alerts_dropped;
+	}
 	run_unlock(r);
 	if (ok)
 		run_wake(r); /* the monitor returns */

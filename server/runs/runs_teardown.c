@@ -10,6 +10,7 @@
  * run's directory removed (never a caller's input_dir: it is not in there). */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -44,9 +45,67 @@
 #define UNFINISHED_RETRY_FIRST_MS 5000
 #define UNFINISHED_RETRY_MAX_MS	  60000
 
+/* What the helper writes on stderr from the monitor's stop to its reap
+ * (its DestroyRequest's work, a sanitizer's report at its exit): kept up to
+ * LAST_WORDS_BYTES, the rest counted. Read while the helper is waited for,
+ * so that a helper saying more than a pipe holds is never blocked into
+ * the kill. */
+#define LAST_WORDS_BYTES 16384
+struct last_words {
+	int fd;	    /* the run's err_pipe (non-blocking), -1 once at its end */
+	char *kept; /* LAST_WORDS_BYTES, or NULL: everything is only counted */
+	size_t len;
+	uint64_t lost;
+};
+
+static void last_words_read(struct last_words *lw)
+{
+	char spill[4096];
+
+	while (lw->fd >= 0) {
+		bool keep = lw->kept && lw->len < LAST_WORDS_BYTES;
+		char *to = keep ? lw->kept + lw->len : spill;
+		size_t room = keep ? LAST_WORDS_BYTES - lw->len : sizeof(spill);
+		ssize_t n = read(lw->fd, to, room);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n == 0 || (n < 0 && errno != EAGAIN))
+			lw->fd = -1; /* every writer gone: nothing more will come */
+		if (n <= 0)
+			return;
+		if (keep)
+			lw->len += (size_t)n;
+		else
+			lw->lost += (uint64_t)n;
+	}
+}
+
+/* The helper reaped within timeout_ms, its stderr read meanwhile. */
+static bool reap_reading(struct sbx_run *r, struct last_words *lw, int timeout_ms, int *status)
+{
+	int64_t deadline = sbx_mono_ms() + timeout_ms;
+
+	for (;;) {
+		last_words_read(lw);
+		if (proc_reap(r->pid, r->pidfd, 0, status))
+			return true;
+		int64_t left = deadline - sbx_mono_ms();
+		if (left <= 0)
+			return false;
+		/* Without a pidfd, the exit is looked for every 10 ms. */
+		struct pollfd p[2] = {{.fd = lw->fd, .events = POLLIN},
+				      {.fd = r->pidfd, .events = POLLIN}};
+		if (r->pidfd < 0 && left > 10)
+			left = 10;
+		if (poll(p, 2, (int)left) < 0 && errno != EINTR)
+			usleep(10000); /* ENOMEM: back off, never spin */
+	}
+}
+
 /* The helper and its sandbox are gone when this returns, or as gone as a
  * SIGKILL makes them. */
-static void stop_helper(struct sbx_run *r)
+static void stop_helper(struct sbx_run *r, struct last_words *lw)
 {
 	bool reaped, gone;
 	int status = 0;
@@ -67,65 +126,48 @@ static void stop_helper(struct sbx_run *r)
 		monitor_reaped(r, false);
 		return;
 	}
-	if (!proc_reap(r->pid, r->pidfd, RUN_HELPER_EXIT_MS, &status)) {
+	if (!reap_reading(r, lw, RUN_HELPER_EXIT_MS, &status)) {
 		proc_kill_group(r->pid);
 		run_lock(r);
 		r->killed = true;
 		run_alert(r, "sbxd: sbx-helper did not exit within %d s of DestroyRequest; killed",
 			  RUN_HELPER_EXIT_MS / 1000);
 		run_unlock(r);
-		proc_reap(r->pid, r->pidfd, RUN_HELPER_EXIT_MS, &status);
+		reap_reading(r, lw, RUN_HELPER_EXIT_MS, &status);
 	}
 	monitor_reaped(r, WIFEXITED(status));
 }
 
-/* The most of the helper's stderr read once it is reaped, and of the
- * alerts a teardown's audit line carries. */
-#define LAST_WORDS_BYTES      16384
-#define TEARDOWN_AUDIT_ALERTS 16
-
-/* mu held: what the helper wrote on stderr after the monitor stopped
- * reading it (its DestroyRequest's work, a sanitizer's report at its exit)
- * becomes alerts, instead of going unread with the pipe. The helper is
- * reaped, so all of it is in the pipe; the /out reader it forked still
- * holds the write end, so this takes what is there and never waits for
- * an end. */
-static void read_last_words(struct sbx_run *r) REQUIRES(r->mu)
+/* mu held: the helper's last words become alerts (the helper is reaped:
+ * what it said is in the pipe, and what was kept), instead of going unread
+ * with the pipe. */
+static void last_words_said(struct sbx_run *r, struct last_words *lw) REQUIRES(r->mu)
 {
-	_cleanup_free_ char *buf = r->err_pipe >= 0 ? malloc(LAST_WORDS_BYTES + 1) : NULL;
-	size_t len = 0;
-	ssize_t n = 0;
-
-	/* Never a wait, whoever made the pipe. */
-	if (!buf || fcntl(r->err_pipe, F_SETFL, O_NONBLOCK) < 0)
-		return;
-	while (len < LAST_WORDS_BYTES &&
-	       ((n = read(r->err_pipe, buf + len, LAST_WORDS_BYTES - len)) > 0 ||
-		(n < 0 && errno == EINTR)))
-		len += n > 0 ? (size_t)n : 0;
-	buf[len] = '\0';
-	run_alerts_from_text(r, buf);
+	last_words_read(lw);
+	/* First: the lines may fill the alerts the teardown has. */
+	if (lw->lost)
+		run_alert(
+		    r, "sbxd: sbx-helper said %llu bytes more on stderr at its end than are kept",
+		    (unsigned long long)lw->lost);
+	if (lw->kept)
+		run_alerts_from_bytes(r, lw->kept, lw->len);
 }
 
-/* mu held: the alerts raised since the Teardown claimed the run, for its
+/* mu held: the alerts raised since the run was claimed, for its teardown's
  * audit line (nobody can ask Status for them any more): at most
- * TEARDOWN_AUDIT_ALERTS, then how many more; NULL when there were none. */
+ * RUN_TEARDOWN_ALERTS (run_alert keeps no more), then how many more; NULL
+ * when there were none. */
 static json_t *teardown_alerts(struct sbx_run *r) REQUIRES(r->mu)
 {
 	uint64_t more = r->alerts_dropped - r->dropped_at_teardown;
 	json_t *a;
 
-	if (r->n_alerts <= r->alerts_at_teardown && !more)
+	if (!r->claim_marked || (r->n_alerts <= r->alerts_at_teardown && !more))
 		return NULL;
 	if (!(a = json_array()))
 		return NULL;
-	for (size_t i = r->alerts_at_teardown; i < r->n_alerts; i++) {
-		if (i - r->alerts_at_teardown == TEARDOWN_AUDIT_ALERTS) {
-			more += r->n_alerts - i;
-			break;
-		}
+	for (size_t i = r->alerts_at_teardown; i < r->n_alerts; i++)
 		json_array_append_new(a, json_string(r->alerts[i]));
-	}
 	if (more)
 		json_array_append_new(a, json_sprintf("sbxd: %llu more alerts were dropped",
 						      (unsigned long long)more));
@@ -389,8 +431,6 @@ int run_teardown(struct sbx_run *r, Sbx__V1__RunManifest **manifest, struct sbx_
 	if (r->egress)
 		sbx_egress_run_close(r->egress);
 	run_lock(r);
-	r->alerts_at_teardown = r->n_alerts;
-	r->dropped_at_teardown = r->alerts_dropped;
 	/* No PutInput starts once the run is claimed; one already writing
 	 * finishes before the data directory is removed under it. */
 	while (input_busy(r))
@@ -400,7 +440,11 @@ int run_teardown(struct sbx_run *r, Sbx__V1__RunManifest **manifest, struct sbx_
 		run_alert(r, "sbxd: DestroyRequest: %s", err.msg);
 	run_unlock(r);
 	monitor_stop(r);
-	stop_helper(r);
+	/* The monitor is gone: the pipe is read here alone. */
+	struct last_words lw = {.fd = r->err_pipe, .kept = malloc(LAST_WORDS_BYTES)};
+	if (lw.fd >= 0 && fcntl(lw.fd, F_SETFL, O_NONBLOCK) < 0)
+		lw.fd = -1; /* never a wait: unread, as before */
+	stop_helper(r, &lw);
 
 	run_lock(r);
 	for (struct run_exec *e = r->execs; e; e = e->next)
@@ -414,7 +458,8 @@ int run_teardown(struct sbx_run *r, Sbx__V1__RunManifest **manifest, struct sbx_
 	run_state_move(r, RUN_TORN);
 	if (!r->ended_ms)
 		r->ended_ms = sbx_unix_ms();
-	read_last_words(r);
+	last_words_said(r, &lw);
+	free(lw.kept);
 	if (r->err_pipe >= 0)
 		close(r->err_pipe);
 	r->err_pipe = -1;

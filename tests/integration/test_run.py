@@ -268,6 +268,11 @@ class RunBasics(SandboxTest):
             self.assertIn(said, p.stderr, argv)
             self.assertEqual(p.stdout, "", argv)
             self.assertFalse(os.path.exists(result), argv)
+        # --version prints the version after any command too.
+        for cmd in ("run", "check"):
+            p = subprocess.run([HELPER, cmd, "--version"], capture_output=True, text=True,
+                               timeout=30)
+            self.assertEqual((p.returncode, p.stdout.split()[0]), (0, "sbx-helper"), p)
         # What each command does take still works.
         p = subprocess.run([HELPER, "check", "--json", "--cgroup-root", "no/such/cgroup"],
                            capture_output=True, text=True, timeout=30)

@@ -21,16 +21,38 @@ from sbxrpc import sandbox_pb2 as pb
 # sanitized one by returning from main: both are caught).
 SHIM = r"""
 #define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 static pid_t helper;
-__attribute__((constructor)) static void mark(void) { helper = getpid(); }
+static unsigned long last_bytes;
+static int nul;
+static void say(const char *s, size_t n) { (void)!write(2, s, n); }
+__attribute__((constructor)) static void mark(void)
+{
+	/* Read now: the helper may clear its environment. */
+	const char *early = getenv("SHIM_EARLY"), *big = getenv("SHIM_LAST_BYTES");
+	helper = getpid();
+	last_bytes = big ? strtoul(big, NULL, 10) : 0;
+	nul = getenv("SHIM_NUL") != NULL;
+	for (long i = early ? atol(early) : 0; i > 0; i--)
+		say("shim: early\n", 12);
+}
 static void last_words(void)
 {
 	static int said;
 	static const char words[] = "shim: the helper's last words\n";
-	if (getpid() == helper && !said++)
-		(void)!write(2, words, sizeof(words) - 1);
+	char line[1000];
+	if (getpid() != helper || said++)
+		return;
+	say(words, sizeof(words) - 1);
+	if (nul)
+		say("shim: before\0shim: after\n", 25);
+	memset(line, 'w', sizeof(line) - 1);
+	line[sizeof(line) - 1] = '\n';
+	for (unsigned long n = 0; n < last_bytes; n += sizeof(line))
+		say(line, sizeof(line));
 }
 __attribute__((destructor)) static void at_exit(void) { last_words(); }
 void _exit(int status)
@@ -78,20 +100,58 @@ class LastWords(unittest.TestCase):
         self.assertEqual(len(lines), 1, lines)
         return lines[0]
 
-    def test_the_helpers_words_after_destroy_are_in_the_teardown_line(self):
+    def start_saying(self):
+        """sbxd whose serve helpers have the shim; self.mode(**env) sets
+        what the next one says (SHIM_EARLY lines as it starts,
+        SHIM_LAST_BYTES more at its end, SHIM_NUL a line with a NUL)."""
         so = sbxdfix.build_shim(SHIM, "last_words.so")
+        self.mode_file = os.path.join(os.path.dirname(so), "mode")
+        self.mode()
         wrapper = os.path.join(os.path.dirname(so), "helper.sh")
         with open(wrapper, "w") as f:
             f.write("#!/bin/sh\n"
-                    "if [ \"$1\" = serve ]; then export LD_PRELOAD=%s; fi\n"
-                    "exec %s \"$@\"\n" % (so, os.path.realpath(sbxdfix.HELPER)))
+                    "if [ \"$1\" = serve ]; then export LD_PRELOAD=%s; . %s; fi\n"
+                    "exec %s \"$@\"\n" % (so, self.mode_file,
+                                          os.path.realpath(sbxdfix.HELPER)))
         os.chmod(wrapper, 0o755)
         self.start(helper=wrapper)
+
+    def mode(self, **env):
+        with open(self.mode_file, "w") as f:
+            f.write("".join("export %s=%s\n" % kv for kv in env.items()))
+
+    def cycle(self):
         run = self.create()
         call(self.srv, "Exec", pb.ExecRequest(run_id=run, argv=["true"]), pb.ExecResponse)
         call(self.srv, "Teardown", pb.TeardownRequest(run_id=run), pb.TeardownResponse)
-        line = self.teardown_line(run)
+        return self.teardown_line(run)
+
+    def test_the_helpers_words_after_destroy_are_in_the_teardown_line(self):
+        self.start_saying()
+        line = self.cycle()
         self.assertIn(WORDS, line.get("alerts", []), line)
+        self.assertFalse(line["killed"], line)
+        # A NUL ends a line, not what follows it.
+        self.mode(SHIM_NUL=1)
+        alerts = self.cycle().get("alerts", [])
+        self.assertIn("shim: before", alerts)
+        self.assertIn("shim: after", alerts)
+        # More than a pipe holds (review 43: unread until the reap, the
+        # helper blocked in its write and was killed 5 s later): read while
+        # it is waited for, 16 KiB kept, the rest counted.
+        self.mode(SHIM_LAST_BYTES=100000)
+        line = self.cycle()
+        alerts = line.get("alerts", [])
+        self.assertFalse(line["killed"], line)
+        self.assertIn(WORDS, alerts)
+        self.assertTrue([a for a in alerts if "bytes more on stderr at its end than are kept"
+                         in a], alerts)
+        self.assertLessEqual(len(alerts), 17, alerts)  # 16, and how many more
+        # A run that said 120 things before (past the 100 alerts a run
+        # keeps) still has its teardown's (review 43: dropped, counted).
+        self.mode(SHIM_EARLY=120)
+        alerts = self.cycle().get("alerts", [])
+        self.assertIn(WORDS, alerts)
         # Only what was said after the Teardown began: a run with nothing
         # to say has no alerts key.
         self.srv.restart_with(helper=sbxdfix.HELPER)
