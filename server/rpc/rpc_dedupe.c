@@ -1,22 +1,39 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Request-id deduplication (see rpc_dedupe.h): a hash table for lookups and
- * a list in arrival order for expiry and eviction, under one mutex. Nothing
- * here blocks: a repeat of a running call is parked, not waited for, so no
- * thread (an nng callback least of all) sleeps on another caller's work. */
+ * a list in arrival order for expiry and eviction, under one mutex, and per
+ * caller (owner) its entries' count, bytes and parked repeats and its own
+ * list in arrival order, so that a caller's share is kept without a walk of
+ * every caller's entries (which made each request cost the whole table,
+ * under the lock every caller takes). Nothing here blocks: a repeat of a
+ * running call is parked, not waited for, so no thread (an nng callback
+ * least of all) sleeps on another caller's work. */
 #include "rpc_dedupe.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 
 #include "clock.h"
 
-#define N_BUCKETS 8192 /* a power of two, twice the default entry cap */
+#define N_BUCKETS	8192 /* a power of two, twice the default entry cap */
+#define N_OWNER_BUCKETS 1024 /* a power of two */
+
+/* One caller's part of the table: there while it has an entry. */
+struct dedupe_owner {
+	struct dedupe_owner *hnext; /* owner bucket chain */
+	uint64_t hash;
+	char identity[128];
+	size_t entries, bytes, parked;
+	struct rpc_dedupe_entry *oldest, *newest; /* its entries, arrival order */
+};
 
 struct rpc_dedupe_entry {
-	struct rpc_dedupe_entry *hnext;	      /* bucket chain */
-	struct rpc_dedupe_entry *prev, *next; /* arrival order, oldest first */
+	struct rpc_dedupe_entry *hnext;		/* bucket chain */
+	struct rpc_dedupe_entry *prev, *next;	/* arrival order, oldest first */
+	struct dedupe_owner *owner;		/* while linked */
+	struct rpc_dedupe_entry *oprev, *onext; /* its owner's, arrival order */
 	uint64_t hash;
 	char identity[128];
 	char request_id[65];
@@ -34,6 +51,7 @@ struct rpc_dedupe {
 	struct rpc_dedupe_limits lim;
 	uint64_t seed;
 	struct rpc_dedupe_entry *buckets[N_BUCKETS];
+	struct dedupe_owner *owners[N_OWNER_BUCKETS];
 	struct rpc_dedupe_entry *oldest, *newest;
 	size_t n_entries, bytes, parked;
 };
@@ -41,16 +59,58 @@ struct rpc_dedupe {
 /* FNV-1a, seeded per process so that nobody can pick request ids that all
  * land in one bucket without seeing the table; the table is small and
  * bounded anyway, so this only keeps chains short. */
-static uint64_t hash_key(uint64_t seed, const char *identity, const char *request_id)
+static uint64_t hash_str(uint64_t h, const char *s)
 {
-	uint64_t h = 0xcbf29ce484222325ULL ^ seed;
-
-	for (const char *c = identity; *c; c++)
-		h = (h ^ (uint8_t)*c) * 0x100000001b3ULL;
-	h = (h ^ 0xff) * 0x100000001b3ULL; /* a separator; strcmp has the last word */
-	for (const char *c = request_id; *c; c++)
+	for (const char *c = s; *c; c++)
 		h = (h ^ (uint8_t)*c) * 0x100000001b3ULL;
 	return h;
+}
+
+static uint64_t hash_key(uint64_t seed, const char *identity, const char *request_id)
+{
+	uint64_t h = hash_str(0xcbf29ce484222325ULL ^ seed, identity);
+
+	h = (h ^ 0xff) * 0x100000001b3ULL; /* a separator; strcmp has the last word */
+	return hash_str(h, request_id);
+}
+
+static struct dedupe_owner *owner_of(struct rpc_dedupe *d, const char *identity, uint64_t *hash)
+{
+	uint64_t h = hash_str(0xcbf29ce484222325ULL ^ d->seed, identity);
+
+	if (hash)
+		*hash = h;
+	for (struct dedupe_owner *o = d->owners[h & (N_OWNER_BUCKETS - 1)]; o; o = o->hnext)
+		if (o->hash == h && strcmp(o->identity, identity) == 0)
+			return o;
+	return NULL;
+}
+
+/* identity's owner, made if it has none; NULL without memory. */
+static struct dedupe_owner *owner_get(struct rpc_dedupe *d, const char *identity)
+{
+	uint64_t h;
+	struct dedupe_owner *o = owner_of(d, identity, &h);
+
+	if (o || !(o = calloc(1, sizeof(*o))))
+		return o;
+	o->hash = h;
+	snprintf(o->identity, sizeof(o->identity), "%s", identity);
+	o->hnext = d->owners[h & (N_OWNER_BUCKETS - 1)];
+	d->owners[h & (N_OWNER_BUCKETS - 1)] = o;
+	return o;
+}
+
+static void owner_put(struct rpc_dedupe *d, struct dedupe_owner *o)
+{
+	struct dedupe_owner **pp = &d->owners[o->hash & (N_OWNER_BUCKETS - 1)];
+
+	if (o->entries)
+		return;
+	while (*pp != o)
+		pp = &(*pp)->hnext;
+	*pp = o->hnext;
+	free(o);
 }
 
 struct rpc_dedupe *rpc_dedupe_new(const struct rpc_dedupe_limits *lim)
@@ -66,9 +126,24 @@ struct rpc_dedupe *rpc_dedupe_new(const struct rpc_dedupe_limits *lim)
 	return d;
 }
 
-/* Into its bucket, and into the list as the newest. */
-static void link_entry(struct rpc_dedupe *d, struct rpc_dedupe_entry *e)
+/* Into its bucket, and into the lists (the table's, its owner's) as the
+ * newest; false without memory for its owner (e is then not linked). */
+static bool link_entry(struct rpc_dedupe *d, struct rpc_dedupe_entry *e)
 {
+	struct dedupe_owner *o = owner_get(d, e->identity);
+
+	if (!o)
+		return false;
+	e->owner = o;
+	e->onext = NULL;
+	e->oprev = o->newest;
+	if (o->newest)
+		o->newest->onext = e;
+	else
+		o->oldest = e;
+	o->newest = e;
+	o->entries++;
+	o->bytes += e->answer_len;
 	e->hnext = d->buckets[e->hash & (N_BUCKETS - 1)];
 	d->buckets[e->hash & (N_BUCKETS - 1)] = e;
 	e->next = NULL;
@@ -80,6 +155,7 @@ static void link_entry(struct rpc_dedupe *d, struct rpc_dedupe_entry *e)
 	d->newest = e;
 	d->n_entries++;
 	d->bytes += e->answer_len;
+	return true;
 }
 
 static void unlink_entry(struct rpc_dedupe *d, struct rpc_dedupe_entry *e)
@@ -99,6 +175,19 @@ static void unlink_entry(struct rpc_dedupe *d, struct rpc_dedupe_entry *e)
 		d->newest = e->prev;
 	d->n_entries--;
 	d->bytes -= e->answer_len;
+	struct dedupe_owner *o = e->owner;
+	if (e->oprev)
+		e->oprev->onext = e->onext;
+	else
+		o->oldest = e->onext;
+	if (e->onext)
+		e->onext->oprev = e->oprev;
+	else
+		o->newest = e->oprev;
+	o->entries--;
+	o->bytes -= e->answer_len;
+	e->owner = NULL;
+	owner_put(d, o);
 }
 
 static void drop_entry(struct rpc_dedupe *d, struct rpc_dedupe_entry *e)
@@ -140,25 +229,25 @@ static bool make_own_room(struct rpc_dedupe *d, const char *identity, size_t ext
 			  size_t extra_bytes)
 {
 	size_t max_entries = d->lim.max_entries / 4 + 1, max_bytes = d->lim.max_bytes / 4;
-	size_t entries = 0, bytes = 0;
+	struct dedupe_owner *o = owner_of(d, identity, NULL);
 	struct rpc_dedupe_entry *e, *next;
 
-	for (e = d->oldest; e; e = e->next)
-		if (strcmp(e->identity, identity) == 0) {
-			entries++;
-			bytes += e->answer_len;
-		}
-	for (e = d->oldest;
-	     e && (entries + extra_entries > max_entries || bytes + extra_bytes > max_bytes);
+	if (!o)
+		return extra_entries <= max_entries && extra_bytes <= max_bytes;
+	/* o goes with its last entry: its counts are read while it has one. */
+	for (e = o->oldest;
+	     e && (o->entries + extra_entries > max_entries || o->bytes + extra_bytes > max_bytes);
 	     e = next) {
-		next = e->next;
-		if (e->done && strcmp(e->identity, identity) == 0) {
-			entries--;
-			bytes -= e->answer_len;
-			drop_entry(d, e);
+		next = e->onext;
+		if (!e->done)
+			continue;
+		if (o->entries == 1) {
+			drop_entry(d, e); /* and o with it: nothing of the caller's is left */
+			return extra_entries <= max_entries && extra_bytes <= max_bytes;
 		}
+		drop_entry(d, e);
 	}
-	return entries + extra_entries <= max_entries && bytes + extra_bytes <= max_bytes;
+	return o->entries + extra_entries <= max_entries && o->bytes + extra_bytes <= max_bytes;
 }
 
 static struct rpc_dedupe_entry *find(struct rpc_dedupe *d, uint64_t h, const char *identity,
@@ -169,17 +258,6 @@ static struct rpc_dedupe_entry *find(struct rpc_dedupe *d, uint64_t h, const cha
 		    strcmp(e->request_id, request_id) == 0)
 			return e;
 	return NULL;
-}
-
-/* Repeats of identity's parked now. */
-static size_t parked_of(const struct rpc_dedupe *d, const char *identity)
-{
-	size_t n = 0;
-
-	for (const struct rpc_dedupe_entry *e = d->oldest; e; e = e->next)
-		if (e->n_waiters && strcmp(e->identity, identity) == 0)
-			n += e->n_waiters;
-	return n;
 }
 
 static struct rpc_dedupe_entry *insert(struct rpc_dedupe *d, uint64_t h, const char *identity,
@@ -201,7 +279,10 @@ static struct rpc_dedupe_entry *insert(struct rpc_dedupe *d, uint64_t h, const c
 	strcpy(e->identity, identity);
 	strcpy(e->request_id, request_id);
 	memcpy(e->fingerprint, fingerprint, sizeof(e->fingerprint));
-	link_entry(d, e);
+	if (!link_entry(d, e)) {
+		free(e);
+		return NULL;
+	}
 	return e;
 }
 
@@ -241,12 +322,14 @@ static enum rpc_dedupe_verdict look_up(struct rpc_dedupe *d, const char *identit
 		}
 		v = *replay ? DEDUPE_REPLAY : DEDUPE_NOMEM;
 	} else if (d->parked >= d->lim.max_parked ||
-		   parked_of(d, identity) >= d->lim.max_parked_per_identity) {
+		   e->owner->parked >= d->lim.max_parked_per_identity) {
+		/* e's owner is identity's: find() matched both. */
 		v = DEDUPE_BUSY;
 	} else {
 		w->next = e->waiters;
 		e->waiters = w;
 		e->n_waiters++;
+		e->owner->parked++;
 		d->parked++;
 		v = DEDUPE_PARKED;
 	}
@@ -301,8 +384,7 @@ static bool remember(struct rpc_dedupe *d, struct rpc_dedupe_entry *e, const uin
 	e->answer_len = len;
 	e->done = true;
 	e->expires_ms = sbx_mono_ms() + d->lim.ttl_ms;
-	link_entry(d, e);
-	return true;
+	return link_entry(d, e);
 }
 
 void rpc_dedupe_finish(struct rpc_dedupe *d, struct rpc_dedupe_entry *e, const uint8_t *answer,
@@ -316,6 +398,7 @@ void rpc_dedupe_finish(struct rpc_dedupe *d, struct rpc_dedupe_entry *e, const u
 	w = e->waiters;
 	e->waiters = NULL;
 	d->parked -= e->n_waiters;
+	e->owner->parked -= e->n_waiters;
 	e->n_waiters = 0;
 	/* Unlinked first, so that making room never counts (or drops) e. */
 	unlink_entry(d, e);

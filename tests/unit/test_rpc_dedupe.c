@@ -340,6 +340,40 @@ static void test_repeat(void)
 	rpc_dedupe_free(d);
 }
 
+/* A caller's share is counted per caller (rpc_dedupe.c's owners), not by a
+ * walk of every entry under the lock: the counts follow its entries as the
+ * table's own room evicts them, and a caller whose entries all went comes
+ * back with a whole share. 2000 callers pass through a table of 16 (owners
+ * made and freed by the hundred, past the owner table's 1024 buckets);
+ * under ASan a leaked owner fails the run. */
+static void test_owner_counts(void)
+{
+	struct rpc_dedupe *d = rpc_dedupe_new(&small);
+	char who[32], id[32];
+	bool all = true;
+
+	for (int c = 0; c < 2000; c++) {
+		snprintf(who, sizeof(who), "uid:%d", c);
+		all &= answered(d, who, "r", 10, 'a');
+	}
+	check(all, "2000 callers' answers are taken, the oldest making room");
+	check(repeat(d, "uid:0", "r") == DEDUPE_FIRST &&
+		  repeat(d, "uid:1999", "r") == DEDUPE_REPLAY,
+	      "the table kept its newest answers");
+	/* uid:0 has an entry again (the probe): five answers more fill its
+	 * share of 5, the probe's going first. */
+	for (int i = 0; i < 5; i++) {
+		snprintf(id, sizeof(id), "again-%d", i);
+		all &= answered(d, "uid:0", id, 10, 'b');
+	}
+	check(all && repeat(d, "uid:0", "again-0") == DEDUPE_REPLAY &&
+		  repeat(d, "uid:0", "again-4") == DEDUPE_REPLAY,
+	      "a caller whose entries went has its whole share again");
+	check(repeat(d, "uid:1999", "r") == DEDUPE_REPLAY,
+	      "another caller's answer is not what made its room");
+	rpc_dedupe_free(d);
+}
+
 int main(void)
 {
 	test_first_replay_parked();
@@ -351,5 +385,6 @@ int main(void)
 	test_entry_share();
 	test_byte_share();
 	test_refused();
+	test_owner_counts();
 	return check_done();
 }
