@@ -21,7 +21,9 @@
  * place, nor every place of its own). One caller holds at most a quarter of
  * the entries and of the bytes, and past that evicts its own oldest
  * answers, never another's; an answer larger than a quarter of max_bytes
- * is not remembered. */
+ * is not remembered. The table as a whole, once full (four or more callers
+ * at their quarter), evicts the oldest finished answers whoever's they are:
+ * such a caller's retry then runs again (review 44). */
 #ifndef SBX_RPC_DEDUPE_H
 #define SBX_RPC_DEDUPE_H
 

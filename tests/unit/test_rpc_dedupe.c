@@ -360,8 +360,8 @@ static void test_owner_counts(void)
 	check(repeat(d, "uid:0", "r") == DEDUPE_FIRST &&
 		  repeat(d, "uid:1999", "r") == DEDUPE_REPLAY,
 	      "the table kept its newest answers");
-	/* uid:0 has an entry again (the probe): five answers more fill its
-	 * share of 5, the probe's going first. */
+	/* The probe kept nothing (repeat answers it unkept): uid:0 has no
+	 * entry, and five answers fill its share of 5 without evicting. */
 	for (int i = 0; i < 5; i++) {
 		snprintf(id, sizeof(id), "again-%d", i);
 		all &= answered(d, "uid:0", id, 10, 'b');
@@ -371,6 +371,96 @@ static void test_owner_counts(void)
 	      "a caller whose entries went has its whole share again");
 	check(repeat(d, "uid:1999", "r") == DEDUPE_REPLAY,
 	      "another caller's answer is not what made its room");
+	rpc_dedupe_free(d);
+}
+
+/* Review 44: a caller whose record lives throughout (one request of its
+ * own left running) keeps right counts: parked repeats answered give their
+ * places back, round after round; answers evicted for its byte quarter give
+ * their bytes back; past its share it evicts its own oldest, never the
+ * answer of another caller that arrived between its own. */
+static void test_owner_lives(void)
+{
+	struct rpc_dedupe *d = rpc_dedupe_new(&small);
+	struct rpc_dedupe_entry *hold = NULL, *p = NULL, *none = NULL;
+	struct rpc_dedupe_waiter w[3];
+	uint8_t *replay;
+	size_t len;
+	char id[16];
+	bool ok = true;
+
+	check(begin(d, "uid:7", "hold", fp_a, &hold, &replay, &len) == DEDUPE_FIRST,
+	      "a request of the caller's stays running");
+	for (int round = 0; round < 4; round++) {
+		snprintf(id, sizeof(id), "p-%d", round);
+		ok &= rpc_dedupe_begin(d, "uid:7", id, fp_a, &w[0], &p, &replay, &len) ==
+		      DEDUPE_FIRST;
+		ok &= rpc_dedupe_begin(d, "uid:7", id, fp_a, &w[1], &none, &replay, &len) ==
+			  DEDUPE_PARKED &&
+		      rpc_dedupe_begin(d, "uid:7", id, fp_a, &w[2], &none, &replay, &len) ==
+			  DEDUPE_PARKED;
+		memset(&notified, 0, sizeof(notified));
+		rpc_dedupe_finish(d, p, (const uint8_t *)"p", 1, false, notify);
+		ok &= notified.calls == 2;
+	}
+	check(ok, "four rounds of two parked repeats: each round's places were given back");
+	ok = true;
+	for (int round = 0; round < 5; round++) {
+		snprintf(id, sizeof(id), "b-%d", round);
+		ok &= answered(d, "uid:7", id, 600, 'b') && repeat(d, "uid:7", id) == DEDUPE_REPLAY;
+	}
+	check(ok, "five answers of 600 bytes, each evicting the last for the 1024-byte quarter, "
+		  "are each remembered");
+	/* Its own answers with another caller's between them. */
+	check(answered(d, "uid:7", "m-0", 10, 'a') && answered(d, "uid:8", "theirs", 10, 'c'),
+	      "an answer of the caller's, then another caller's");
+	for (int i = 1; i < 6; i++) {
+		snprintf(id, sizeof(id), "m-%d", i);
+		answered(d, "uid:7", id, 10, 'a');
+	}
+	check(repeat(d, "uid:8", "theirs") == DEDUPE_REPLAY,
+	      "past its share the caller evicted its own answers, not the one between them");
+	check(repeat(d, "uid:7", "m-0") == DEDUPE_FIRST &&
+		  repeat(d, "uid:7", "m-5") == DEDUPE_REPLAY,
+	      "its own oldest went, its newest stayed");
+	rpc_dedupe_finish(d, hold, (const uint8_t *)"", 0, false, no_notify);
+	rpc_dedupe_free(d);
+}
+
+/* More callers at once than the owner table has buckets (1024), so that
+ * callers share buckets: one caller going past its share evicts its own
+ * answers, and none of the 2999 others (whose records share its bucket's
+ * chain with it). */
+static void test_many_owners(void)
+{
+	static const struct rpc_dedupe_limits many = {
+	    .max_entries = 8192, /* a caller's quarter: 2049 */
+	    .max_bytes = 1 << 20,
+	    .max_parked = 3,
+	    .max_parked_per_identity = 2,
+	    .ttl_ms = 600000,
+	};
+	struct rpc_dedupe *d = rpc_dedupe_new(&many);
+	char who[32], id[32];
+	bool ok = true;
+
+	for (int c = 0; c < 3000; c++) {
+		snprintf(who, sizeof(who), "uid:%d", c);
+		ok &= answered(d, who, "r", 10, 'a');
+	}
+	for (int i = 0; i < 2100; i++) {
+		snprintf(id, sizeof(id), "more-%d", i);
+		ok &= answered(d, "uid:0", id, 1, 'm');
+	}
+	check(ok, "3000 callers' answers, then 2100 more of one caller's, are taken");
+	for (int c = 1; c < 3000 && ok; c++) {
+		snprintf(who, sizeof(who), "uid:%d", c);
+		ok &= repeat(d, who, "r") == DEDUPE_REPLAY;
+	}
+	check(ok, "every other caller's answer stayed");
+	check(repeat(d, "uid:0", "r") == DEDUPE_FIRST &&
+		  repeat(d, "uid:0", "more-2099") == DEDUPE_REPLAY,
+	      "the caller past its share evicted its own oldest");
 	rpc_dedupe_free(d);
 }
 
@@ -386,5 +476,7 @@ int main(void)
 	test_byte_share();
 	test_refused();
 	test_owner_counts();
+	test_owner_lives();
+	test_many_owners();
 	return check_done();
 }
