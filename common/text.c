@@ -145,3 +145,23 @@ bool sbx_proto_bad_string(const ProtobufCMessage *m, char *where, size_t size)
 	}
 	return false;
 }
+
+void sbx_text_lines(const char *text, size_t len, size_t max_line,
+		    void (*say)(const char *line, size_t len, void *arg), void *arg)
+{
+	const char *end = text + len;
+
+	while (text < end) {
+		size_t n = 0, most = (size_t)(end - text);
+
+		if (most > max_line)
+			most = max_line;
+		while (n < most && text[n] != '\n' && text[n] != '\0')
+			n++;
+		if (n)
+			say(text, n, arg);
+		text += n;
+		if (text < end && (*text == '\n' || *text == '\0'))
+			text++;
+	}
+}

@@ -33,6 +33,12 @@ void sbx_escape_flags(char *dst, size_t dst_size, const char *src, unsigned flag
 /* The dst_size that never truncates an escape of len bytes. */
 #define SBX_ESCAPE_SIZE(len) ((len)*4 + 1)
 
+/* Each line of text[0..len) to say(line, length, arg): a newline or a NUL
+ * ends one (a C string cannot hold a NUL), one longer than max_line is
+ * split; empty lines are not said. */
+void sbx_text_lines(const char *text, size_t len, size_t max_line,
+		    void (*say)(const char *line, size_t len, void *arg), void *arg);
+
 struct ProtobufCMessage;
 /* The first string field of m (or of a message inside it, maps included)
  * that is not UTF-8, appended to `where` as a path (".policy.env[0].value");

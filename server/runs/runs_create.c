@@ -30,6 +30,7 @@
 #include "runs_create.h"
 #include "runs_idem.h"
 #include "runs_inputs.h"
+#include "runs_last_words.h"
 #include "runs_lease.h"
 #include "runs_manager.h"
 #include "runs_monitor.h"
@@ -40,6 +41,7 @@
 #include "runs_slots.h"
 #include "runs_status.h"
 #include "runs_teardown.h"
+#include "text.h"
 #include "tree.h"
 #include "util.h"
 
@@ -575,6 +577,17 @@ static int start_helper(struct sbx_run *r, uint64_t run_files, bool pooled, int6
 	return 0;
 }
 
+/* A line of a helper's last words, into sbxd's log: no caller has the
+ * sandbox (a pool member never claimed, a create that failed). */
+static void log_last_word(const char *line, size_t len, void *r)
+{
+	char esc[SBX_ESCAPE_SIZE(RUN_ALERT_BYTES)], raw[RUN_ALERT_BYTES];
+
+	snprintf(raw, sizeof(raw), "%.*s", (int)len, line);
+	sbx_escape(esc, sizeof(esc), raw);
+	fprintf(stderr, "sbxd: sandbox %s: sbx-helper said: %s\n", ((struct sbx_run *)r)->id, esc);
+}
+
 void create_destroy_sandbox(struct sbx_run *r)
 {
 	/* Its listeners (if the sandbox got as far as an exec: never, before
@@ -582,17 +595,31 @@ void create_destroy_sandbox(struct sbx_run *r)
 	if (r->egress)
 		sbx_egress_run_close(r->egress);
 	if (r->pid > 0) {
+		struct last_words lw;
+
 		/* A helper that reported a failure exits by itself and removes
-		 * its cgroups; one that hangs is killed. */
+		 * its cgroups; one that hangs is killed. What it says as it
+		 * goes is read meanwhile, and logged. */
+		last_words_init(&lw, r->err_pipe);
 		if (r->ctl >= 0)
 			close(r->ctl);
 		r->ctl = -1;
-		if (!proc_reap(r->pid, r->pidfd, 1000, NULL)) {
+		if (!last_words_reap(&lw, r->pid, r->pidfd, 1000, NULL)) {
 			proc_kill_group(r->pid);
-			proc_reap(r->pid, r->pidfd, RUN_HELPER_EXIT_MS, NULL);
+			last_words_reap(&lw, r->pid, r->pidfd, RUN_HELPER_EXIT_MS, NULL);
 			runs_cleanup_cgroups(r->runs);
 		}
 		r->pid = -1;
+		last_words_read(&lw);
+		if (lw.lost)
+			fprintf(
+			    stderr,
+			    "sbxd: sandbox %s: sbx-helper said %llu bytes more on stderr at its "
+			    "end than are kept\n",
+			    r->id, (unsigned long long)lw.lost);
+		if (lw.kept)
+			sbx_text_lines(lw.kept, lw.len, RUN_ALERT_BYTES - 1, log_last_word, r);
+		last_words_free(&lw);
 	}
 	remove_run_dir(r);
 	/* The sandbox (the only user of the tree) is gone. */

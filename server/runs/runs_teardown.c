@@ -10,7 +10,6 @@
  * run's directory removed (never a caller's input_dir: it is not in there). */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -29,6 +28,7 @@
 #include "run_exec.h"
 #include "runs_artifacts.h"
 #include "runs_egress.h"
+#include "runs_last_words.h"
 #include "runs_manager.h"
 #include "runs_monitor.h"
 #include "runs_operator.h"
@@ -44,64 +44,6 @@
 
 #define UNFINISHED_RETRY_FIRST_MS 5000
 #define UNFINISHED_RETRY_MAX_MS	  60000
-
-/* What the helper writes on stderr from the monitor's stop to its reap
- * (its DestroyRequest's work, a sanitizer's report at its exit): kept up to
- * LAST_WORDS_BYTES, the rest counted. Read while the helper is waited for,
- * so that a helper saying more than a pipe holds is never blocked into
- * the kill. */
-#define LAST_WORDS_BYTES 16384
-struct last_words {
-	int fd;	    /* the run's err_pipe (non-blocking), -1 once at its end */
-	char *kept; /* LAST_WORDS_BYTES, or NULL: everything is only counted */
-	size_t len;
-	uint64_t lost;
-};
-
-static void last_words_read(struct last_words *lw)
-{
-	char spill[4096];
-
-	while (lw->fd >= 0) {
-		bool keep = lw->kept && lw->len < LAST_WORDS_BYTES;
-		char *to = keep ? lw->kept + lw->len : spill;
-		size_t room = keep ? LAST_WORDS_BYTES - lw->len : sizeof(spill);
-		ssize_t n = read(lw->fd, to, room);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n == 0 || (n < 0 && errno != EAGAIN))
-			lw->fd = -1; /* every writer gone: nothing more will come */
-		if (n <= 0)
-			return;
-		if (keep)
-			lw->len += (size_t)n;
-		else
-			lw->lost += (uint64_t)n;
-	}
-}
-
-/* The helper reaped within timeout_ms, its stderr read meanwhile. */
-static bool reap_reading(struct sbx_run *r, struct last_words *lw, int timeout_ms, int *status)
-{
-	int64_t deadline = sbx_mono_ms() + timeout_ms;
-
-	for (;;) {
-		last_words_read(lw);
-		if (proc_reap(r->pid, r->pidfd, 0, status))
-			return true;
-		int64_t left = deadline - sbx_mono_ms();
-		if (left <= 0)
-			return false;
-		/* Without a pidfd, the exit is looked for every 10 ms. */
-		struct pollfd p[2] = {{.fd = lw->fd, .events = POLLIN},
-				      {.fd = r->pidfd, .events = POLLIN}};
-		if (r->pidfd < 0 && left > 10)
-			left = 10;
-		if (poll(p, 2, (int)left) < 0 && errno != EINTR)
-			usleep(10000); /* ENOMEM: back off, never spin */
-	}
-}
 
 /* The helper and its sandbox are gone when this returns, or as gone as a
  * SIGKILL makes them. */
@@ -126,14 +68,14 @@ static void stop_helper(struct sbx_run *r, struct last_words *lw)
 		monitor_reaped(r, false);
 		return;
 	}
-	if (!reap_reading(r, lw, RUN_HELPER_EXIT_MS, &status)) {
+	if (!last_words_reap(lw, r->pid, r->pidfd, RUN_HELPER_EXIT_MS, &status)) {
 		proc_kill_group(r->pid);
 		run_lock(r);
 		r->killed = true;
 		run_alert(r, "sbxd: sbx-helper did not exit within %d s of DestroyRequest; killed",
 			  RUN_HELPER_EXIT_MS / 1000);
 		run_unlock(r);
-		reap_reading(r, lw, RUN_HELPER_EXIT_MS, &status);
+		last_words_reap(lw, r->pid, r->pidfd, RUN_HELPER_EXIT_MS, &status);
 	}
 	monitor_reaped(r, WIFEXITED(status));
 }
@@ -441,9 +383,8 @@ int run_teardown(struct sbx_run *r, Sbx__V1__RunManifest **manifest, struct sbx_
 	run_unlock(r);
 	monitor_stop(r);
 	/* The monitor is gone: the pipe is read here alone. */
-	struct last_words lw = {.fd = r->err_pipe, .kept = malloc(LAST_WORDS_BYTES)};
-	if (lw.fd >= 0 && fcntl(lw.fd, F_SETFL, O_NONBLOCK) < 0)
-		lw.fd = -1; /* never a wait: unread, as before */
+	struct last_words lw;
+	last_words_init(&lw, r->err_pipe);
 	stop_helper(r, &lw);
 
 	run_lock(r);
@@ -459,7 +400,7 @@ int run_teardown(struct sbx_run *r, Sbx__V1__RunManifest **manifest, struct sbx_
 	if (!r->ended_ms)
 		r->ended_ms = sbx_unix_ms();
 	last_words_said(r, &lw);
-	free(lw.kept);
+	last_words_free(&lw);
 	if (r->err_pipe >= 0)
 		close(r->err_pipe);
 	r->err_pipe = -1;

@@ -210,12 +210,23 @@ class Server:
         assert not reports, "a helper's sanitizer report: %s" % reports[:4]
 
     def sanitizer_reports(self):
+        """Helpers' reports: in teardown lines' alerts (the runs torn down),
+        and in sbxd's log (sandboxes no caller had: pool members, failed
+        creates)."""
+        judged = lambda text: "Sanitizer" in text or "runtime error" in text
         try:
             events = self.audit_events()
         except (OSError, ValueError):
-            return []
-        return [a for e in events if e.get("event") == "teardown"
-                for a in e.get("alerts", []) if "Sanitizer" in a or "runtime error" in a]
+            events = []
+        reports = [a for e in events if e.get("event") == "teardown"
+                   for a in e.get("alerts", []) if judged(a)]
+        try:
+            with open(self.path("sbxd.stderr"), errors="replace") as f:
+                reports += [line.rstrip("\n") for line in f
+                            if "sbx-helper said: " in line and judged(line)]
+        except OSError:
+            pass
+        return reports
 
     def audit_events(self):
         with open(self.audit) as f:

@@ -7,8 +7,10 @@ was killed) and the helper's last words on stderr (its DestroyRequest's
 work, a sanitizer's report at its exit), which sbxd's monitor no longer
 read and the pipe's close dropped. The `teardown` audit line carries them
 (`alerts`, at most 16 and a count of the rest)."""
+import json
 import os
 import signal
+import time
 import unittest
 
 import sbxdfix
@@ -107,7 +109,7 @@ class LastWords(unittest.TestCase):
         self.assertEqual(len(lines), 1, lines)
         return lines[0]
 
-    def start_saying(self):
+    def start_saying(self, **config):
         """sbxd whose serve helpers have the shim; self.mode(**env) sets
         what the next one says (SHIM_EARLY lines as it starts,
         SHIM_LAST_BYTES more at its end, SHIM_NUL a line with a NUL)."""
@@ -124,7 +126,7 @@ class LastWords(unittest.TestCase):
                     "exec %s \"$@\"\n" % (so, self.mode_file,
                                           os.path.realpath(sbxdfix.HELPER)))
         os.chmod(wrapper, 0o755)
-        self.start(helper=wrapper)
+        self.start(helper=wrapper, **config)
 
     def mode(self, **env):
         with open(self.mode_file, "w") as f:
@@ -168,6 +170,29 @@ class LastWords(unittest.TestCase):
         quiet = self.create()
         call(self.srv, "Teardown", pb.TeardownRequest(run_id=quiet), pb.TeardownResponse)
         self.assertNotIn("alerts", self.teardown_line(quiet))
+
+    def test_a_pool_members_words_go_to_sbxds_log(self):
+        # A member never claimed has no run and no caller: what its helper
+        # says as it is destroyed (here by sbxd's SIGTERM) is sbxd's log's
+        # (review 43: closed unread with the pipe).
+        # The test's uid an operator: Health's pool counts are operators'.
+        self.start_saying(pool=[{"name": "words", "size": 1,
+                                 "policy": json.loads(policy_json())}],
+                          operators=["uid:%d" % os.getuid()])
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            with self.srv.conn() as c:
+                code, _, h = c.call("Health", pb.HealthRequest(), pb.HealthResponse)
+            if code == "OK" and h.pool and h.pool[0].ready >= 1:
+                break
+            time.sleep(0.05)
+        else:
+            self.fail("the pool's member was not ready: " + self.srv.log_tail())
+        self.mode(SHIM_NUL=1)  # for the next helper: none is made before the stop
+        self.assertEqual(self.srv.stop(), 0, self.srv.log_tail())
+        with open(self.srv.path("sbxd.stderr"), errors="replace") as f:
+            said = [line.rstrip("\n") for line in f if "sbx-helper said: " in line]
+        self.assertTrue([l for l in said if l.endswith("sbx-helper said: " + WORDS)], said)
 
     @unittest.skipUnless(sbxdfix.SANITIZED, "a sanitized build's LeakSanitizer")
     def test_a_sanitized_helpers_leak_is_in_the_teardown_line(self):

@@ -18,6 +18,25 @@ static void expect_escape(const char *in, size_t size, const char *want)
 	check(sbx_utf8_valid(out), "escaped is UTF-8: %s", want);
 }
 
+/* sbx_text_lines' lines, joined by '|' into a buffer. */
+static void join_line(const char *line, size_t len, void *arg)
+{
+	char *out = arg;
+	size_t have = strlen(out);
+
+	snprintf(out + have, 128 - have, "%s%.*s", have ? "|" : "", (int)len, line);
+}
+
+static void expect_lines(const char *text, size_t len, size_t max_line, const char *want)
+{
+	char out[128] = "";
+
+	sbx_text_lines(text, len, max_line, join_line, out);
+	if (!check(strcmp(out, want) == 0, "lines of %zu bytes, at most %zu: %s", len, max_line,
+		   want))
+		printf("#   got: %s\n", out);
+}
+
 int main(void)
 {
 	struct sbx_inode_set s = {0};
@@ -73,5 +92,12 @@ int main(void)
 	      "a second put replaces the value");
 	sbx_inode_set_free(&s);
 	check(sbx_inode_get(&s, 1, 0) < 0, "empty after free");
+	/* A newline or a NUL ends a line, empty ones are not said, a long one
+	 * is split, and nothing past len is read. */
+	expect_lines("one\ntwo\n", 8, 100, "one|two");
+	expect_lines("a\0b\n\n\nc", 8, 100, "a|b|c");
+	expect_lines("abcdefgh", 8, 3, "abc|def|gh");
+	expect_lines("abc\ndefXYZ", 7, 100, "abc|def");
+	expect_lines("", 0, 100, "");
 	return check_done();
 }
