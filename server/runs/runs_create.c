@@ -577,15 +577,27 @@ static int start_helper(struct sbx_run *r, uint64_t run_files, bool pooled, int6
 	return 0;
 }
 
+/* The lines of a helper's last words sbxd logs, at most LOGGED_WORDS (as
+ * many as a teardown's audit line carries), then how many more: the log's
+ * cost of a destroyed sandbox stays a few KiB. */
+#define LOGGED_WORDS RUN_TEARDOWN_ALERTS
+struct words_log {
+	const struct sbx_run *r;
+	size_t lines;
+};
+
 /* A line of a helper's last words, into sbxd's log: no caller has the
  * sandbox (a pool member never claimed, a create that failed). */
-static void log_last_word(const char *line, size_t len, void *r)
+static void log_last_word(const char *line, size_t len, void *arg)
 {
+	struct words_log *wl = arg;
 	char esc[SBX_ESCAPE_SIZE(RUN_ALERT_BYTES)], raw[RUN_ALERT_BYTES];
 
+	if (wl->lines++ >= LOGGED_WORDS)
+		return;
 	snprintf(raw, sizeof(raw), "%.*s", (int)len, line);
 	sbx_escape(esc, sizeof(esc), raw);
-	fprintf(stderr, "sbxd: sandbox %s: sbx-helper said: %s\n", ((struct sbx_run *)r)->id, esc);
+	fprintf(stderr, "sbxd: sandbox %s: sbx-helper said: %s\n", wl->r->id, esc);
 }
 
 void create_destroy_sandbox(struct sbx_run *r)
@@ -617,8 +629,13 @@ void create_destroy_sandbox(struct sbx_run *r)
 			    "sbxd: sandbox %s: sbx-helper said %llu bytes more on stderr at its "
 			    "end than are kept\n",
 			    r->id, (unsigned long long)lw.lost);
+		struct words_log wl = {.r = r};
 		if (lw.kept)
-			sbx_text_lines(lw.kept, lw.len, RUN_ALERT_BYTES - 1, log_last_word, r);
+			sbx_text_lines(lw.kept, lw.len, RUN_ALERT_BYTES - 1, log_last_word, &wl);
+		if (wl.lines > LOGGED_WORDS)
+			fprintf(stderr,
+				"sbxd: sandbox %s: sbx-helper said %zu lines more, not logged\n",
+				r->id, wl.lines - LOGGED_WORDS);
 		last_words_free(&lw);
 	}
 	remove_run_dir(r);

@@ -28,7 +28,7 @@ SHIM = r"""
 #include <sys/syscall.h>
 #include <unistd.h>
 static pid_t helper;
-static unsigned long last_bytes;
+static unsigned long last_bytes, short_lines;
 static int nul;
 static void say(const char *s, size_t n) { (void)!write(2, s, n); }
 __attribute__((constructor)) static void mark(void)
@@ -37,6 +37,7 @@ __attribute__((constructor)) static void mark(void)
 	const char *early = getenv("SHIM_EARLY"), *big = getenv("SHIM_LAST_BYTES");
 	helper = getpid();
 	last_bytes = big ? strtoul(big, NULL, 10) : 0;
+	short_lines = getenv("SHIM_SHORT") ? strtoul(getenv("SHIM_SHORT"), NULL, 10) : 0;
 	nul = getenv("SHIM_NUL") != NULL;
 	if (getenv("SHIM_LEAK")) {
 		/* Unreachable once this returns: a leak LeakSanitizer reports
@@ -62,6 +63,8 @@ static void last_words(void)
 	line[sizeof(line) - 1] = '\n';
 	for (unsigned long n = 0; n < last_bytes; n += sizeof(line))
 		say(line, sizeof(line));
+	for (unsigned long n = 0; n < short_lines; n++)
+		say("shim: short\n", 12);
 }
 __attribute__((destructor)) static void at_exit(void) { last_words(); }
 void _exit(int status)
@@ -188,11 +191,27 @@ class LastWords(unittest.TestCase):
             time.sleep(0.05)
         else:
             self.fail("the pool's member was not ready: " + self.srv.log_tail())
-        self.mode(SHIM_NUL=1)  # for the next helper: none is made before the stop
         self.assertEqual(self.srv.stop(), 0, self.srv.log_tail())
         with open(self.srv.path("sbxd.stderr"), errors="replace") as f:
-            said = [line.rstrip("\n") for line in f if "sbx-helper said: " in line]
+            said = [line.rstrip("\n") for line in f if "sbx-helper said" in line]
         self.assertTrue([l for l in said if l.endswith("sbx-helper said: " + WORDS)], said)
+        # Review 45: at most 16 lines of one sandbox's words are logged,
+        # then how many more (a helper's 100 KB had 8000 lines logged).
+        self.mode(SHIM_SHORT=5000)
+        self.srv.start()
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            with self.srv.conn() as c:
+                code, _, h = c.call("Health", pb.HealthRequest(), pb.HealthResponse)
+            if code == "OK" and h.pool and h.pool[0].ready >= 1:
+                break
+            time.sleep(0.05)
+        self.assertEqual(self.srv.stop(), 0, self.srv.log_tail())
+        with open(self.srv.path("sbxd.stderr"), errors="replace") as f:
+            said = [line.rstrip("\n") for line in f if "sbx-helper said" in line][len(said):]
+        self.assertLessEqual(len(said), 18, said[:3])
+        self.assertTrue([l for l in said if "lines more, not logged" in l], said[-3:])
+        self.assertTrue([l for l in said if "bytes more on stderr" in l], said[-3:])
 
     @unittest.skipUnless(sbxdfix.SANITIZED, "a sanitized build's LeakSanitizer")
     def test_a_sanitized_helpers_leak_is_in_the_teardown_line(self):
