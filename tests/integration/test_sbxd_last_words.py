@@ -174,6 +174,16 @@ class LastWords(unittest.TestCase):
         call(self.srv, "Teardown", pb.TeardownRequest(run_id=quiet), pb.TeardownResponse)
         self.assertNotIn("alerts", self.teardown_line(quiet))
 
+    def wait_member_ready(self):
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            with self.srv.conn() as c:
+                code, _, h = c.call("Health", pb.HealthRequest(), pb.HealthResponse)
+            if code == "OK" and h.pool and h.pool[0].ready >= 1:
+                return
+            time.sleep(0.05)
+        self.fail("the pool's member was not ready: " + self.srv.log_tail())
+
     def test_a_pool_members_words_go_to_sbxds_log(self):
         # A member never claimed has no run and no caller: what its helper
         # says as it is destroyed (here by sbxd's SIGTERM) is sbxd's log's
@@ -182,15 +192,7 @@ class LastWords(unittest.TestCase):
         self.start_saying(pool=[{"name": "words", "size": 1,
                                  "policy": json.loads(policy_json())}],
                           operators=["uid:%d" % os.getuid()])
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            with self.srv.conn() as c:
-                code, _, h = c.call("Health", pb.HealthRequest(), pb.HealthResponse)
-            if code == "OK" and h.pool and h.pool[0].ready >= 1:
-                break
-            time.sleep(0.05)
-        else:
-            self.fail("the pool's member was not ready: " + self.srv.log_tail())
+        self.wait_member_ready()
         self.assertEqual(self.srv.stop(), 0, self.srv.log_tail())
         with open(self.srv.path("sbxd.stderr"), errors="replace") as f:
             said = [line.rstrip("\n") for line in f if "sbx-helper said" in line]
@@ -199,13 +201,7 @@ class LastWords(unittest.TestCase):
         # then how many more (a helper's 100 KB had 8000 lines logged).
         self.mode(SHIM_SHORT=5000)
         self.srv.start()
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            with self.srv.conn() as c:
-                code, _, h = c.call("Health", pb.HealthRequest(), pb.HealthResponse)
-            if code == "OK" and h.pool and h.pool[0].ready >= 1:
-                break
-            time.sleep(0.05)
+        self.wait_member_ready()
         self.assertEqual(self.srv.stop(), 0, self.srv.log_tail())
         with open(self.srv.path("sbxd.stderr"), errors="replace") as f:
             said = [line.rstrip("\n") for line in f if "sbx-helper said" in line][len(said):]
